@@ -1,0 +1,17 @@
+"""labkit: real cuDNN convolutions under each workspace strategy, measured honestly.
+
+Live on a CUDA GPU with the cuDNN frontend; recorded (real GPU measurements shipped in data/)
+everywhere else. ``labkit.mode()`` says which, and why.
+"""
+from .errors import (  # noqa: F401
+    ArenaTooSmall,
+    InvalidSpec,
+    LabkitError,
+    ModeError,
+    OutOfMemory,
+    RecordedDataError,
+    Unsupported,
+)
+from .spec import ConvSpec  # noqa: F401
+
+__version__ = "0.1.0"

@@ -1,0 +1,75 @@
+"""Errors raised by labkit. Every one says what was wrong and which rule it broke.
+
+All derive from :class:`LabkitError`, so a notebook can catch one class.
+"""
+from __future__ import annotations
+
+
+class LabkitError(Exception):
+    """Base class of every error labkit raises on purpose."""
+
+
+class InvalidSpec(LabkitError, ValueError):
+    """A convolution spec (or another argument) breaks a rule; raised before cuDNN sees it.
+
+    Attributes: ``field`` (the argument's name), ``value`` (what was given), ``rule`` (what is
+    required).
+    """
+
+    def __init__(self, field: str, value, rule: str):
+        self.field, self.value, self.rule = field, value, rule
+        super().__init__(f"{field}={value!r}: {rule}")
+
+
+class Unsupported(LabkitError):
+    """cuDNN (or this GPU) cannot run this configuration. ``reason`` holds cuDNN's own words."""
+
+    def __init__(self, what: str, reason: str):
+        self.what, self.reason = what, reason
+        super().__init__(f"{what} is not supported: {reason}")
+
+
+class OutOfMemory(LabkitError, MemoryError):
+    """A device allocation did not fit. Everything labkit took for the request was freed.
+
+    ``requested_bytes`` is what was asked for, ``free_bytes`` what the device had free then.
+    """
+
+    def __init__(self, what: str, requested_bytes: int, free_bytes: int | None):
+        self.what, self.requested_bytes, self.free_bytes = what, int(requested_bytes), free_bytes
+        free = "unknown" if free_bytes is None else f"{free_bytes:,} B ({free_bytes / 2**20:.1f} MiB)"
+        super().__init__(
+            f"out of device memory for {what}: asked {requested_bytes:,} B "
+            f"({requested_bytes / 2**20:.1f} MiB), free {free}"
+        )
+
+
+class ArenaTooSmall(LabkitError):
+    """A plan needs more workspace than the fixed arena holds (and fallback is off)."""
+
+    def __init__(self, plan: str, needed_bytes: int, arena_bytes: int):
+        self.plan, self.needed_bytes, self.arena_bytes = plan, int(needed_bytes), int(arena_bytes)
+        super().__init__(
+            f"plan {plan!r} needs {needed_bytes:,} B of workspace but the arena holds {arena_bytes:,} B; "
+            "use a bigger arena or fallback=True to pick a plan that fits"
+        )
+
+
+class ModeError(LabkitError):
+    """Live mode was asked for (LABKIT_MODE=live or a live-only call) but this machine cannot run it."""
+
+
+class RecordedDataError(LabkitError):
+    """A recording is missing, corrupt, of another schema version, or lacks the requested values.
+
+    ``path`` names the file; ``row`` the offending row where one applies; ``nearest`` (a dict of
+    field -> recorded values nearest to the request) when a request fell outside the recorded grid.
+    """
+
+    def __init__(self, message: str, path=None, row: int | None = None, nearest: dict | None = None):
+        self.path, self.row, self.nearest = path, row, nearest
+        where = f" [{path}" + (f", row {row}" if row is not None else "") + "]" if path else ""
+        near = ""
+        if nearest:
+            near = "; nearest recorded: " + ", ".join(f"{k}={v}" for k, v in nearest.items())
+        super().__init__(message + where + near)

@@ -1,0 +1,214 @@
+"""`ConvSpec`: one 2-D convolution problem, validated, with its derived sizes and its cache key.
+
+Shapes are always given in the logical NCHW order (N, C, H, W for the image, K, C/groups, R, S
+for the filter); ``layout`` says how the tensors are laid out in memory. Units: bytes for sizes,
+floating-point operations for FLOPs.
+"""
+from __future__ import annotations
+
+import dataclasses
+import numbers
+from dataclasses import dataclass
+from typing import Tuple
+
+from .errors import InvalidSpec
+
+DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8_e4m3")
+LAYOUTS = ("NCHW", "NHWC")
+DIRECTIONS = ("fprop", "dgrad", "wgrad")
+
+#: bytes per element of the tensors a dtype reads (its inputs)
+INPUT_ITEMSIZE = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8_e4m3": 1}
+#: the dtype of the tensor a convolution writes: fp8 convolutions write fp16 (as cuDNN's do)
+OUTPUT_DTYPE = {"fp32": "fp32", "tf32": "fp32", "fp16": "fp16", "bf16": "bf16", "fp8_e4m3": "fp16"}
+#: upper bound on the elements of any one tensor (cuDNN descriptors use 32-bit element counts)
+MAX_ELEMENTS = 2**31 - 1
+#: sanity bound on one dimension, so that typos such as N=10**9 are caught before any maths
+MAX_DIM = 1 << 20
+
+_INT_FIELDS = ("N", "C", "H", "W", "K", "R", "S", "groups")
+_PAIR_FIELDS = ("stride", "padding", "dilation")
+
+
+def _whole(field: str, value, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise InvalidSpec(field, value, "must be a whole number (int)")
+    value = int(value)
+    if value < minimum:
+        raise InvalidSpec(field, value, f"must be >= {minimum}")
+    if value > MAX_DIM:
+        raise InvalidSpec(field, value, f"must be <= {MAX_DIM:,}")
+    return value
+
+
+def _pair(field: str, value, minimum: int) -> Tuple[int, int]:
+    if isinstance(value, (tuple, list)):
+        if len(value) != 2:
+            raise InvalidSpec(field, value, "must be one int or a pair (height, width)")
+        return (_whole(field, value[0], minimum), _whole(field, value[1], minimum))
+    v = _whole(field, value, minimum)
+    return (v, v)
+
+
+def _choice(field: str, value, allowed: tuple, normalise) -> str:
+    if not isinstance(value, str) or normalise(value) not in allowed:
+        raise InvalidSpec(field, value, f"must be one of {', '.join(allowed)}")
+    return normalise(value)
+
+
+@dataclass(frozen=True)
+class ConvSpec:
+    """A convolution problem. Construction validates every field and raises `InvalidSpec`.
+
+    ``stride``, ``padding`` and ``dilation`` take an int or an (h, w) pair and are stored as pairs.
+    ``dtype``: fp32 (true fp32 math, TF32 off), tf32 (fp32 data, TF32 tensor-core math), fp16,
+    bf16, fp8_e4m3 (fp8 inputs, fp16 output). ``direction``: fprop (Y = X * W), dgrad (dX from
+    dY and W), wgrad (dW from X and dY).
+    """
+
+    N: int = 1
+    C: int = 64
+    H: int = 56
+    W: int = 56
+    K: int = 64
+    R: int = 3
+    S: int = 3
+    stride: Tuple[int, int] = (1, 1)
+    padding: Tuple[int, int] = (1, 1)
+    dilation: Tuple[int, int] = (1, 1)
+    groups: int = 1
+    dtype: str = "fp16"
+    layout: str = "NHWC"
+    direction: str = "fprop"
+
+    def __post_init__(self):
+        put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
+        for f in _INT_FIELDS:
+            put(f, _whole(f, getattr(self, f), 1))
+        put("stride", _pair("stride", self.stride, 1))
+        put("padding", _pair("padding", self.padding, 0))
+        put("dilation", _pair("dilation", self.dilation, 1))
+        put("dtype", _choice("dtype", self.dtype, DTYPES, str.lower))
+        put("layout", _choice("layout", self.layout, LAYOUTS, str.upper))
+        put("direction", _choice("direction", self.direction, DIRECTIONS, str.lower))
+        if self.C % self.groups:
+            raise InvalidSpec("groups", self.groups, f"must divide C={self.C}")
+        if self.K % self.groups:
+            raise InvalidSpec("groups", self.groups, f"must divide K={self.K}")
+        for i, (name, size) in enumerate((("R", self.R), ("S", self.S))):
+            reach = self.dilation[i] * (size - 1)
+            if self.padding[i] > reach:
+                raise InvalidSpec(
+                    "padding", self.padding,
+                    f"must be <= dilation*({name}-1) = {reach} in that dimension (a window may not lie wholly in padding)",
+                )
+        if self.P < 1 or self.Q < 1:
+            raise InvalidSpec(
+                "R" if self.P < 1 else "S", self.R if self.P < 1 else self.S,
+                f"the filter (dilated) is larger than the padded image: output would be {self.P}x{self.Q}",
+            )
+        for name, shape in (("image", self.x_shape), ("filter", self.w_shape), ("output", self.y_shape)):
+            n = _prod(shape)
+            if n > MAX_ELEMENTS:
+                raise InvalidSpec("shape", shape, f"the {name} tensor has {n:,} elements; the limit is {MAX_ELEMENTS:,}")
+
+    # ---- derived sizes ---------------------------------------------------------------------
+    @property
+    def P(self) -> int:
+        """Output height."""
+        return (self.H + 2 * self.padding[0] - self.dilation[0] * (self.R - 1) - 1) // self.stride[0] + 1
+
+    @property
+    def Q(self) -> int:
+        """Output width."""
+        return (self.W + 2 * self.padding[1] - self.dilation[1] * (self.S - 1) - 1) // self.stride[1] + 1
+
+    @property
+    def x_shape(self) -> Tuple[int, int, int, int]:
+        """Image (X or dX) shape, logical NCHW."""
+        return (self.N, self.C, self.H, self.W)
+
+    @property
+    def w_shape(self) -> Tuple[int, int, int, int]:
+        """Filter (W or dW) shape, logical K, C/groups, R, S."""
+        return (self.K, self.C // self.groups, self.R, self.S)
+
+    @property
+    def y_shape(self) -> Tuple[int, int, int, int]:
+        """Output (Y or dY) shape, logical NCHW."""
+        return (self.N, self.K, self.P, self.Q)
+
+    @property
+    def output_dtype(self) -> str:
+        """dtype of the tensor this direction writes (fp8 convolutions write fp16)."""
+        return OUTPUT_DTYPE[self.dtype]
+
+    @property
+    def flops(self) -> int:
+        """Floating-point operations (a multiply-add counts 2); the same for all three directions."""
+        return 2 * self.N * self.K * self.P * self.Q * (self.C // self.groups) * self.R * self.S
+
+    @property
+    def tensor_bytes(self) -> dict:
+        """Bytes of X, W and Y, each at the itemsize it has in this direction."""
+        out_size = INPUT_ITEMSIZE[self.output_dtype] if self.output_dtype != "fp32" else 4
+        in_size = INPUT_ITEMSIZE[self.dtype]
+        written = {"fprop": "y", "dgrad": "x", "wgrad": "w"}[self.direction]
+        shapes = {"x": self.x_shape, "w": self.w_shape, "y": self.y_shape}
+        return {k: _prod(s) * (out_size if k == written else in_size) for k, s in shapes.items()}
+
+    @property
+    def min_bytes(self) -> int:
+        """Fewest bytes moved through device memory: each input read once, the output written once."""
+        return sum(self.tensor_bytes.values())
+
+    @property
+    def arithmetic_intensity(self) -> float:
+        """FLOPs per byte of `min_bytes`."""
+        return self.flops / self.min_bytes
+
+    # ---- identity --------------------------------------------------------------------------
+    @property
+    def key(self) -> tuple:
+        """Hashable key holding every field: dims, params, dtype, layout and direction."""
+        return tuple((f.name, getattr(self, f.name)) for f in dataclasses.fields(self))
+
+    def replace(self, **changes) -> "ConvSpec":
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        """Plain dict (pairs as lists), for CSV/JSON recordings."""
+        return {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ConvSpec":
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - names
+        if unknown:
+            raise InvalidSpec("spec", sorted(unknown), f"unknown field(s); known: {sorted(names)}")
+        return cls(**d)
+
+    @property
+    def label(self) -> str:
+        """Short human label, e.g. ``fp16 NHWC fprop 32x64x56x56 -> 64 3x3 s1 p1``."""
+        extra = ""
+        if self.dilation != (1, 1):
+            extra += f" d{_pair_str(self.dilation)}"
+        if self.groups != 1:
+            extra += f" g{self.groups}"
+        return (
+            f"{self.dtype} {self.layout} {self.direction} {self.N}x{self.C}x{self.H}x{self.W} -> {self.K} "
+            f"{self.R}x{self.S} s{_pair_str(self.stride)} p{_pair_str(self.padding)}{extra}"
+        )
+
+
+def _pair_str(p) -> str:
+    return str(p[0]) if p[0] == p[1] else f"{p[0]},{p[1]}"
+
+
+def _prod(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= int(s)
+    return n
