@@ -1,0 +1,121 @@
+"""The shared-scratchpad hazard, for real: convolutions on concurrent streams sharing one workspace.
+
+oneDNN's "user scratchpad" mode hands the library one buffer; its docs warn that primitives
+running concurrently must not share it. Here two (or more) CUDA streams each run a batch of
+convolutions, either with one workspace shared by all streams or one per stream, and every
+output is compared bit-for-bit with the same convolution run alone (and with the float64
+reference).
+
+Why plain Python launches usually hide the hazard: one launch costs ~10-40 us of host time,
+longer than a small convolution runs, so the GPU rarely has two streams' kernels in flight at
+once. CUDA graphs take the host out of the loop; then the kernels overlap and a shared
+workspace corrupts results.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import cupy
+
+from . import engine, memory, numerics, reference, verify
+from .errors import InvalidSpec
+from .spec import ConvSpec
+
+#: small fp16 NCHW convolution whose default plan needs a workspace (layout transforms)
+RACE_SPEC = ConvSpec(N=1, C=64, H=28, W=28, K=64, dtype="fp16", layout="NCHW")
+LAUNCHES = ("graph", "python")
+
+
+@dataclass(frozen=True)
+class RaceResult:
+    """Counts over ``runs`` convolutions (streams x convs_per_launch x rounds)."""
+
+    shared: bool
+    launch: str
+    streams: int
+    runs: int
+    mismatches_bitwise: int
+    mismatches_vs_reference: int
+    workspace_bytes: int
+    plan_index: int
+    solo_rel_error: float
+    worst_rel_error: float
+    spec_label: str
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _stream_batch(cg, plan, ops, outs, ws_ptr, stream):
+    return [cg.bind({**ops.arrays, ops.output_role: outs[j]}, ws_ptr, plan.index, stream) for j in range(outs.shape[0])]
+
+
+def scratchpad_race(shared: bool, launch: str = "graph", spec: ConvSpec = RACE_SPEC, streams: int = 2,
+                    convs_per_launch: int = 64, min_runs: int = 1000, seed: int = 0) -> RaceResult:
+    """Run the race and count corrupted outputs. ``shared``: one workspace for all streams."""
+    if launch not in LAUNCHES:
+        raise InvalidSpec("launch", launch, f"must be one of {', '.join(LAUNCHES)}")
+    for name, v, lo in (("streams", streams, 2), ("convs_per_launch", convs_per_launch, 1), ("min_runs", min_runs, 1)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+            raise InvalidSpec(name, v, f"must be an int >= {lo}")
+    if spec.direction != "fprop":
+        raise InvalidSpec("spec.direction", spec.direction, "the race runs fprop convolutions")
+    cg = engine.get_graph(spec)
+    plan = next((p for p in cg.runnable if p.workspace_bytes > 0), None)
+    if plan is None:
+        raise InvalidSpec("spec", spec.label, "no plan of this spec uses a workspace, so there is nothing to share")
+    strs = [cupy.cuda.Stream(non_blocking=True) for _ in range(streams)]
+    ops = [engine.Operands(spec, seed=seed + i) for i in range(streams)]
+    role, out_dtype = ops[0].output_role, engine.role_dtype(spec, ops[0].output_role)
+    out_shape = ops[0].arrays[role].shape
+    outs = [memory.empty((convs_per_launch,) + out_shape, ops[0].arrays[role].dtype, "race outputs") for _ in strs]
+    # solo runs: each stream's answer alone, with a private workspace, checked against float64
+    solo, solo_err = [], 0.0
+    for o in ops:
+        ws = memory.alloc(plan.workspace_bytes, "solo workspace")
+        cg.execute(o.arrays, int(ws.data.ptr), plan.index)
+        cupy.cuda.get_current_stream().synchronize()
+        ref = verify.expected(spec, o)
+        solo_err = max(solo_err, reference.relative_error(o.output(), ref))
+        solo.append((o.arrays[role].copy(), ref))
+    wss = [memory.alloc(plan.workspace_bytes, "race workspace") for _ in range(1 if shared else streams)]
+    ptr = lambda i: int(wss[0 if shared else i].data.ptr)  # noqa: E731
+    batches = [_stream_batch(cg, plan, ops[i], outs[i], ptr(i), strs[i]) for i in range(streams)]
+    graphs = None
+    if launch == "graph":
+        from .measure import capture
+
+        graphs = [capture(lambda b=b: [c.run() for c in b], strs[i], 1) for i, b in enumerate(batches)]
+    rounds = -(-min_runs // (streams * convs_per_launch))
+    bad_bits = bad_ref = 0
+    worst = 0.0
+    tol = reference.tolerance_for(spec)
+    for _ in range(rounds):
+        for i, s in enumerate(strs):
+            with s:
+                outs[i].view(cupy.uint8)[...] = 0xFF
+            s.synchronize()
+        if graphs is not None:
+            for g, s in zip(graphs, strs):
+                g.launch(s)
+        else:
+            for j in range(convs_per_launch):
+                for b in batches:
+                    b[j].run()
+        for s in strs:
+            s.synchronize()
+        for i in range(streams):
+            want, ref = solo[i]
+            flat = outs[i].reshape(convs_per_launch, -1)
+            bad_bits += int(cupy.count_nonzero((flat.view(cupy.uint8).reshape(convs_per_launch, -1)
+                                                != want.reshape(1, -1).view(cupy.uint8)).any(axis=1)))
+            got = numerics.decode(outs[i], out_dtype)  # (convs,) + storage shape
+            if spec.layout == "NHWC":
+                got = got.transpose(0, 1, 4, 2, 3)
+            diff = cupy.sqrt(((got - ref[None]) ** 2).reshape(convs_per_launch, -1).sum(axis=1))
+            rel = diff / float(cupy.sqrt((ref ** 2).sum()))
+            rel = cupy.where(cupy.isnan(rel), cupy.inf, rel)
+            bad_ref += int(cupy.count_nonzero(rel > tol))
+            worst = max(worst, float(rel.max()))
+    return RaceResult(bool(shared), launch, streams, rounds * streams * convs_per_launch, bad_bits, bad_ref,
+                      plan.workspace_bytes, plan.index, solo_err, worst, spec.label)

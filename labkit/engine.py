@@ -1,0 +1,440 @@
+"""cuDNN frontend graphs for a `ConvSpec`: build, list plans, execute, cache, autotune, cap.
+
+One `ConvGraph` per (spec, epilogue, workspace cap). It is built through ``cudnn.pygraph`` with
+heuristics A + FALLBACK and *every* candidate plan built (``build_plan_policy.ALL``), so a lesson
+can run any plan by index. labkit always supplies the workspace itself (``cudnn.Graph``'s own
+allocator needs torch; the workspace strategies are the point of this workbook).
+
+Tensors are described in logical NCHW order with strides for the chosen layout; CuPy arrays hold
+them in storage order (``storage_shape``). Roles: ``x`` image, ``w`` filter, ``y`` output image,
+``b`` bias (1,K,1,1), ``z`` residual (like y). Which one a direction writes: `OUTPUT_ROLE`.
+Fused epilogues (fprop only): ``bias_relu`` = relu(conv + b); ``bias_relu_add`` =
+relu(conv + b + z) (the ResNet block order).
+"""
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+import cudnn
+import cupy
+import numpy
+
+from . import memory
+from .errors import InvalidSpec, LabkitError, OutOfMemory, Unsupported
+from .spec import ConvSpec
+
+EPILOGUES = ("none", "bias_relu", "bias_relu_add")
+OUTPUT_ROLE = {"fprop": "y", "dgrad": "x", "wgrad": "w"}
+INPUT_ROLES = {"fprop": ("x", "w"), "dgrad": ("y", "w"), "wgrad": ("x", "y")}
+UIDS = {"x": 1, "w": 2, "y": 3, "b": 4, "z": 5}
+
+_CUDNN_DTYPE = {
+    "fp32": cudnn.data_type.FLOAT,
+    "tf32": cudnn.data_type.FLOAT,
+    "fp16": cudnn.data_type.HALF,
+    "bf16": cudnn.data_type.BFLOAT16,
+    "fp8_e4m3": cudnn.data_type.FP8_E4M3,
+}
+
+
+# ---- layouts --------------------------------------------------------------------------------
+def strides(shape, layout: str) -> tuple:
+    """Element strides of a logical (n, c, h, w) tensor stored in ``layout``."""
+    n, c, h, w = shape
+    if layout == "NCHW":
+        return (c * h * w, h * w, w, 1)
+    return (h * w * c, 1, w * c, c)
+
+
+def storage_shape(shape, layout: str) -> tuple:
+    """Shape of the CuPy array holding a logical (n, c, h, w) tensor in ``layout``."""
+    n, c, h, w = shape
+    return (n, c, h, w) if layout == "NCHW" else (n, h, w, c)
+
+
+def logical_view(arr, layout: str):
+    """View a storage-order array as logical (n, c, h, w)."""
+    return arr if layout == "NCHW" else arr.transpose(0, 3, 1, 2)
+
+
+def role_shapes(spec: ConvSpec, epilogue: str = "none") -> Dict[str, tuple]:
+    shapes = {"x": spec.x_shape, "w": spec.w_shape, "y": spec.y_shape}
+    if epilogue != "none":
+        shapes["b"] = (1, spec.K, 1, 1)
+    if epilogue == "bias_relu_add":
+        shapes["z"] = spec.y_shape
+    return shapes
+
+
+def role_dtype(spec: ConvSpec, role: str) -> str:
+    """labkit dtype of a role's tensor: the written tensor and b/z use the output dtype."""
+    if role == OUTPUT_ROLE[spec.direction] or role in ("b", "z"):
+        return spec.output_dtype
+    return spec.dtype
+
+
+def _check_epilogue(spec: ConvSpec, epilogue: str) -> str:
+    if epilogue not in EPILOGUES:
+        raise InvalidSpec("epilogue", epilogue, f"must be one of {', '.join(EPILOGUES)}")
+    if epilogue != "none" and spec.direction != "fprop":
+        raise InvalidSpec("epilogue", epilogue, "fused epilogues apply to fprop only")
+    return epilogue
+
+
+def _check_cap(cap) -> Optional[int]:
+    return None if cap is None else memory.check_request(cap, "workspace cap")
+
+
+# ---- handles --------------------------------------------------------------------------------
+_handles: Dict[tuple, object] = {}
+_handles_lock = threading.Lock()
+
+
+def handle_for(stream=None):
+    """The cuDNN handle bound to ``stream`` (default: CuPy's current stream), one per stream."""
+    stream = stream if stream is not None else cupy.cuda.get_current_stream()
+    key = (cupy.cuda.Device().id, int(stream.ptr))
+    with _handles_lock:
+        h = _handles.get(key)
+        if h is None:
+            h = cudnn.create_handle()
+            cudnn.set_stream(h, int(stream.ptr))
+            _handles[key] = h
+    return h
+
+
+# ---- plans ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Plan:
+    """One candidate plan. ``workspace_bytes`` is None when the plan did not build (``error`` says why)."""
+
+    index: int
+    name: str
+    workspace_bytes: Optional[int]
+    built: bool
+    notes: str = ""
+    error: str = ""
+
+
+def _wrap_cudnn_error(what: str, exc: Exception) -> LabkitError:
+    msg = str(exc).strip() or type(exc).__name__
+    if "out of memory" in msg.lower() or "alloc" in msg.lower() and "fail" in msg.lower():
+        return OutOfMemory(what, 0, memory.free_bytes())
+    return Unsupported(what, msg)
+
+
+class ConvGraph:
+    """A built cuDNN graph for one spec/epilogue/cap with every candidate plan built.
+
+    ``plans``: every candidate (heuristics A then FALLBACK), built or not. ``default_plan``: the
+    first plan that built (the heuristic's pick). ``build_seconds``: wall time of the build.
+    """
+
+    def __init__(self, spec: ConvSpec, epilogue: str = "none", workspace_cap: Optional[int] = None,
+                 all_plans: bool = True):
+        if not isinstance(spec, ConvSpec):
+            raise InvalidSpec("spec", spec, "must be a labkit.ConvSpec")
+        self.spec, self.all_plans = spec, bool(all_plans)
+        self.epilogue = _check_epilogue(spec, epilogue)
+        self.workspace_cap = _check_cap(workspace_cap)
+        t0 = time.perf_counter()
+        try:
+            self.graph = self._define()
+            self._plan_all()
+        except LabkitError:
+            raise
+        except Exception as exc:
+            raise _wrap_cudnn_error(spec.label + ("" if epilogue == "none" else f" + {epilogue}"), exc) from exc
+        self.build_seconds = time.perf_counter() - t0
+        self.plans: List[Plan] = self._describe_plans()
+        if not any(p.built for p in self.plans):
+            raise Unsupported(spec.label, "no plan built: " + "; ".join(p.error for p in self.plans[:3]))
+        self._cpp_index = self._backend_indices()
+
+    # -- definition --
+    def _define(self):
+        s, io = self.spec, _CUDNN_DTYPE[self.spec.dtype]
+        out = _CUDNN_DTYPE[s.output_dtype]
+        f32 = cudnn.data_type.FLOAT
+        g = cudnn.pygraph(io_data_type=io, intermediate_data_type=f32, compute_data_type=f32, handle=handle_for())
+        shapes = role_shapes(s, self.epilogue)
+
+        def t(role):
+            return g.tensor(
+                name=role.upper(), dim=list(shapes[role]), stride=list(strides(shapes[role], s.layout)),
+                data_type=_CUDNN_DTYPE[role_dtype(s, role)], uid=UIDS[role],
+            )
+
+        conv_args = dict(padding=list(s.padding), stride=list(s.stride), dilation=list(s.dilation), compute_data_type=f32)
+        if s.direction == "fprop":
+            result = g.conv_fprop(image=t("x"), weight=t("w"), name="conv", **conv_args)
+            if self.epilogue != "none":
+                result.set_data_type(f32)
+                result = g.add(a=result, b=t("b"), name="bias", compute_data_type=f32)
+                result.set_data_type(f32)
+                if self.epilogue == "bias_relu_add":
+                    result = g.add(a=result, b=t("z"), name="residual", compute_data_type=f32)
+                    result.set_data_type(f32)
+                result = g.relu(input=result, name="relu", compute_data_type=f32)
+        elif s.direction == "dgrad":
+            result = g.conv_dgrad(loss=t("y"), filter=t("w"), name="dgrad", **conv_args)
+        else:
+            result = g.conv_wgrad(image=t("x"), loss=t("y"), name="wgrad", **conv_args)
+        role = OUTPUT_ROLE[s.direction]
+        result.set_output(True).set_data_type(out).set_dim(list(shapes[role])).set_stride(list(strides(shapes[role], s.layout)))
+        result.set_uid(UIDS[role])
+        return g
+
+    def _plan_all(self):
+        g = self.graph
+        g.validate()
+        g.build_operation_graph()
+        g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+        if self.spec.dtype == "fp32":  # true fp32: no TF32 tensor cores, no down-conversion
+            g.deselect_numeric_notes([cudnn.numerical_note.TENSOR_CORE, cudnn.numerical_note.DOWN_CONVERT_INPUTS])
+        elif self.spec.dtype == "tf32":
+            g.select_numeric_notes([cudnn.numerical_note.TENSOR_CORE])
+        if self.workspace_cap is not None:
+            g.deselect_workspace_greater_than(self.workspace_cap)
+        g.check_support()
+        g.build_plans(cudnn.build_plan_policy.ALL if self.all_plans else cudnn.build_plan_policy.HEURISTICS_CHOICE)
+
+    def _describe_plans(self) -> List[Plan]:
+        g, plans = self.graph, []
+        for i in range(g.get_execution_plan_count()):
+            try:
+                name = g.get_plan_name_at_index(i)
+            except Exception as exc:  # noqa: BLE001
+                name = f"plan{i} ({exc})"
+            try:
+                ws = int(g.get_workspace_size_plan_at_index(i))
+            except Exception as exc:  # did not build, or barred by a filter/cap
+                plans.append(Plan(i, name, None, False, error=str(exc).strip().splitlines()[0][:200]))
+                continue
+            if self.workspace_cap is not None and ws > self.workspace_cap:
+                plans.append(Plan(i, name, ws, False, error=f"needs {ws} B > cap {self.workspace_cap} B"))
+                continue
+            try:
+                notes = ",".join(str(n).split(".")[-1] for n in g.get_behavior_notes_for_plan_at_index(i))
+            except Exception:  # noqa: BLE001
+                notes = ""
+            plans.append(Plan(i, name, ws, True, notes=notes))
+        return plans
+
+    def _backend_indices(self) -> Dict[int, int]:
+        """Plan index -> the lowered C++ graph's own index (for the low-overhead path)."""
+        try:
+            cfgs = self.graph._plans
+            return {i: cfg.cpp_index for i, cfg in enumerate(cfgs) if cfg.cpp_index is not None}
+        except Exception:  # noqa: BLE001  (a frontend without this internal: use the public path)
+            return {}
+
+    # -- queries --
+    @property
+    def runnable(self) -> List[Plan]:
+        return [p for p in self.plans if p.built]
+
+    @property
+    def default_plan(self) -> Plan:
+        return self.runnable[0]
+
+    def plan(self, index: Optional[int] = None) -> Plan:
+        """The plan at ``index`` (None: the default plan). Raises `InvalidSpec` for a bad index."""
+        if index is None:
+            return self.default_plan
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(self.plans):
+            raise InvalidSpec("plan index", index, f"must be an int in 0..{len(self.plans) - 1}")
+        p = self.plans[index]
+        if not p.built:
+            raise Unsupported(f"plan {index} ({p.name})", p.error or "it did not build")
+        return p
+
+    def plan_table(self):
+        """Every candidate plan as a tidy DataFrame: index, name, workspace_bytes, built, notes, error."""
+        import pandas as pd
+
+        return pd.DataFrame([p.__dict__ for p in self.plans])
+
+    # -- execution --
+    def bind(self, arrays: Dict[str, object], workspace_ptr: int, plan_index: Optional[int] = None, stream=None) -> "BoundConv":
+        """Prebind device pointers for fast repeated execution (see `BoundConv`)."""
+        return BoundConv(self, arrays, workspace_ptr, self.plan(plan_index).index, stream)
+
+    def execute(self, arrays: Dict[str, object], workspace_ptr: int, plan_index: Optional[int] = None, stream=None) -> None:
+        """Run one plan once on ``stream`` (CuPy current by default). ``workspace_ptr``: device
+        address of at least ``plan.workspace_bytes`` bytes (0 when the plan needs none)."""
+        self.bind(arrays, workspace_ptr, plan_index, stream).run()
+
+    @property
+    def key(self) -> tuple:
+        return graph_key(self.spec, self.epilogue, self.workspace_cap, self.all_plans)
+
+
+class BoundConv:
+    """A plan with its device pointers bound: ``run()`` launches it with ~the frontend's minimum
+    host cost (the lowered graph's ``_execute_plan_at_index`` with a prebuilt uid -> pointer
+    pack, falling back to the public ``execute_plan_at_index``)."""
+
+    def __init__(self, cg: ConvGraph, arrays: Dict[str, object], workspace_ptr: int, plan_index: int, stream=None):
+        needed = set(role_shapes(cg.spec, cg.epilogue))
+        missing = needed - set(arrays)
+        if missing:
+            raise InvalidSpec("arrays", sorted(arrays), f"missing tensor(s) {sorted(missing)} for this graph")
+        self.graph, self.plan_index = cg, plan_index
+        self.workspace_bytes = cg.plans[plan_index].workspace_bytes
+        if self.workspace_bytes and not workspace_ptr:
+            raise InvalidSpec("workspace_ptr", workspace_ptr, f"plan {plan_index} needs {self.workspace_bytes} B of workspace")
+        self.stream = stream if stream is not None else cupy.cuda.get_current_stream()
+        self.handle = handle_for(self.stream)
+        self.pack = {UIDS[r]: _ptr(arrays[r]) for r in needed}
+        self.workspace_ptr = int(workspace_ptr or 0)
+        self._fast = None
+        cpp = cg._cpp_index.get(plan_index)
+        lowered = getattr(cg.graph, "_lowered_graph", None)
+        if cpp is not None and lowered is not None and hasattr(lowered, "_execute_plan_at_index"):
+            backend = self.handle.backend_handle
+            fn = lowered._execute_plan_at_index
+            pack, ws = self.pack, self.workspace_ptr
+            self._fast = lambda: fn(pack, ws, cpp, backend)
+
+    def run(self) -> None:
+        if self._fast is not None:
+            self._fast()
+        else:
+            self.graph.graph.execute_plan_at_index(self.pack, self.workspace_ptr, self.plan_index, handle=self.handle)
+
+
+def _ptr(a) -> int:
+    if isinstance(a, int):
+        return a
+    return int(a.data.ptr)
+
+
+# ---- the graph cache ------------------------------------------------------------------------
+def graph_key(spec: ConvSpec, epilogue: str = "none", workspace_cap: Optional[int] = None, all_plans: bool = True) -> tuple:
+    """Everything that makes two graphs different: every spec field, the epilogue, the workspace
+    cap, and whether every plan was built (``all_plans``) or only the heuristic's first choice."""
+    return (spec.key, epilogue, workspace_cap, bool(all_plans))
+
+
+@dataclass
+class CacheStats:
+    hits: int = 0
+    misses: int = 0
+    evictions: int = 0
+    build_seconds: List[float] = field(default_factory=list)
+    hit_seconds: List[float] = field(default_factory=list)
+
+
+class GraphCache:
+    """Built graphs keyed by `graph_key`, least-recently-used eviction beyond ``max_entries``.
+
+    Policy: LRU (as PyTorch's cuDNN plan cache became after unbounded growth was reported).
+    Evicting drops labkit's reference; the frontend frees the plans when nothing else holds them.
+    """
+
+    def __init__(self, max_entries: int = 64):
+        if isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 1:
+            raise InvalidSpec("max_entries", max_entries, "must be an int >= 1")
+        self.max_entries = max_entries
+        self._entries: "collections.OrderedDict[tuple, ConvGraph]" = collections.OrderedDict()
+        self.stats = CacheStats()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key) -> bool:
+        return key in self._entries
+
+    def get(self, spec: ConvSpec, epilogue: str = "none", workspace_cap: Optional[int] = None,
+            all_plans: bool = True) -> ConvGraph:
+        t0 = time.perf_counter()
+        if not isinstance(spec, ConvSpec):
+            raise InvalidSpec("spec", spec, "must be a labkit.ConvSpec")
+        key = graph_key(spec, _check_epilogue(spec, epilogue), _check_cap(workspace_cap), all_plans)
+        with self._lock:
+            g = self._entries.get(key)
+            if g is not None:
+                self._entries.move_to_end(key)
+                self.stats.hits += 1
+                self.stats.hit_seconds.append(time.perf_counter() - t0)
+                return g
+        g = ConvGraph(spec, epilogue, workspace_cap, all_plans)
+        with self._lock:
+            self.stats.misses += 1
+            self.stats.build_seconds.append(g.build_seconds)
+            self._entries[key] = g
+            while len(self._entries) > self.max_entries:
+                self._entries.popitem(last=False)
+                self.stats.evictions += 1
+        return g
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+#: the process-wide cache the experiments and strategies use
+graphs = GraphCache()
+
+
+def get_graph(spec: ConvSpec, epilogue: str = "none", workspace_cap: Optional[int] = None,
+              all_plans: bool = True) -> ConvGraph:
+    """A built graph from the process-wide cache (built on first use: 0.5-1.3 s cold; fused or
+    fp8 graphs with runtime-compiled engines take several seconds when ``all_plans``)."""
+    return graphs.get(spec, epilogue, workspace_cap, all_plans)
+
+
+# ---- operands ---------------------------------------------------------------------------------
+class Operands:
+    """Device tensors for a spec: seeded random inputs (``exact``: their float64 values, logical
+    NCHW, as cuDNN reads them) and a poisoned output (NaN bit patterns, so an unwritten element
+    cannot pass a check)."""
+
+    def __init__(self, spec: ConvSpec, epilogue: str = "none", seed: int = 0):
+        from . import numerics
+
+        self.spec, self.epilogue = spec, _check_epilogue(spec, epilogue)
+        self.output_role = OUTPUT_ROLE[spec.direction]
+        self.arrays: Dict[str, cupy.ndarray] = {}
+        self.exact: Dict[str, cupy.ndarray] = {}
+        try:
+            for i, (role, shape) in enumerate(role_shapes(spec, epilogue).items()):
+                dtype = role_dtype(spec, role)
+                sshape = storage_shape(shape, spec.layout)
+                if role == self.output_role:
+                    arr = memory.empty(sshape, numerics.storage_dtype(dtype), f"{role} tensor")
+                    arr.view(cupy.uint8)[...] = 0xFF  # NaN in every float format
+                    self.arrays[role] = arr
+                    continue
+                try:
+                    storage, exact = numerics.random_inputs(sshape, dtype, cupy, seed * 16 + i)
+                except cupy.cuda.memory.OutOfMemoryError:
+                    n = 8 * int(numpy.prod(sshape))  # the float64 copy is the largest part
+                    raise OutOfMemory(f"{role} tensor of {spec.label}", n, memory.free_bytes()) from None
+                self.arrays[role] = storage
+                self.exact[role] = logical_view(exact, spec.layout)
+        except Exception:
+            self.arrays.clear()
+            self.exact.clear()
+            cupy.get_default_memory_pool().free_all_blocks()
+            raise
+
+    @property
+    def nbytes(self) -> int:
+        return sum(int(a.nbytes) for a in self.arrays.values())
+
+    def output(self) -> cupy.ndarray:
+        """The written tensor as float64, logical NCHW."""
+        from . import numerics
+
+        arr = self.arrays[self.output_role]
+        return logical_view(numerics.decode(arr, role_dtype(self.spec, self.output_role)), self.spec.layout)
+
+    def poison_output(self) -> None:
+        self.arrays[self.output_role].view(cupy.uint8)[...] = 0xFF

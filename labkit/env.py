@@ -1,0 +1,158 @@
+"""What this machine has (GPU, driver, CUDA, CuPy, cuDNN) and which mode labkit runs in.
+
+``mode()`` is ``live`` when a CUDA GPU, CuPy and the cuDNN frontend with a loadable cuDNN backend
+are all usable, else ``recorded`` (answers come from real GPU recordings in data/). The
+environment variable ``LABKIT_MODE=live|recorded`` forces it; forcing live where it cannot run
+raises `ModeError`.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import platform
+import sys
+from dataclasses import asdict, dataclass
+from typing import Optional
+
+from .errors import ModeError
+
+MODES = ("live", "recorded")
+
+
+@dataclass(frozen=True)
+class Environment:
+    """Facts about this machine. Missing pieces are None; ``problem`` says why live mode is out."""
+
+    python: str
+    platform: str
+    gpu_name: Optional[str] = None
+    compute_capability: Optional[str] = None
+    gpu_memory_bytes: Optional[int] = None
+    driver_version: Optional[str] = None
+    cuda_runtime: Optional[str] = None
+    cupy_version: Optional[str] = None
+    cudnn_backend: Optional[str] = None
+    cudnn_frontend: Optional[str] = None
+    problem: Optional[str] = None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _cuda_version(v: int) -> str:
+    return f"{v // 1000}.{(v % 1000) // 10}"
+
+
+@functools.lru_cache(maxsize=1)
+def environment() -> Environment:
+    """Probe once (cached): never raises, records the first problem found."""
+    facts = dict(python=sys.version.split()[0], platform=f"{platform.system()} {platform.machine()}")
+    problem = None
+    try:
+        import cudnn  # noqa: F401  (works without a GPU)
+
+        facts["cudnn_frontend"] = getattr(cudnn, "__version__", "unknown")
+    except Exception as exc:  # ImportError, or a broken install
+        problem = f"cudnn frontend not installed ({type(exc).__name__}: {exc})"
+    try:
+        import cupy
+
+        facts["cupy_version"] = cupy.__version__
+        rt = cupy.cuda.runtime
+        try:
+            count = rt.getDeviceCount()
+        except Exception as exc:
+            count, problem = 0, problem or f"no CUDA device ({exc})"
+        if count > 0:
+            props = rt.getDeviceProperties(0)
+            facts["gpu_name"] = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+            facts["compute_capability"] = f"{props['major']}.{props['minor']}"
+            facts["gpu_memory_bytes"] = int(props["totalGlobalMem"])
+            facts["driver_version"] = _cuda_version(rt.driverGetVersion())
+            facts["cuda_runtime"] = _cuda_version(rt.runtimeGetVersion())
+        elif problem is None:
+            problem = "no CUDA device"
+    except Exception as exc:
+        problem = problem or f"CuPy not installed ({type(exc).__name__})"
+    if "cudnn_frontend" in facts:
+        try:
+            import cudnn
+
+            facts["cudnn_backend"] = cudnn.backend_version_string()
+        except Exception as exc:
+            problem = problem or f"cuDNN backend library not loadable ({exc})"
+    if problem is None and facts.get("gpu_name") is None:
+        problem = "no CUDA device"
+    return Environment(problem=problem, **facts)
+
+
+@dataclass(frozen=True)
+class Mode:
+    """``name`` is 'live' or 'recorded'; ``reason`` says why; ``forced`` if LABKIT_MODE chose it."""
+
+    name: str
+    reason: str
+    forced: bool = False
+
+    @property
+    def live(self) -> bool:
+        return self.name == "live"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.reason})"
+
+
+def mode() -> Mode:
+    """The mode labkit runs in now (reads LABKIT_MODE on every call)."""
+    env = environment()
+    want = os.environ.get("LABKIT_MODE", "").strip().lower()
+    if want and want not in MODES:
+        raise ModeError(f"LABKIT_MODE={want!r}: must be one of {', '.join(MODES)} (or unset)")
+    if want == "recorded":
+        return Mode("recorded", "forced by LABKIT_MODE=recorded", forced=True)
+    if env.problem is None:
+        return Mode("live", f"{env.gpu_name}, cuDNN {env.cudnn_backend}", forced=want == "live")
+    if want == "live":
+        raise ModeError(f"LABKIT_MODE=live but this machine cannot run live: {env.problem}")
+    return Mode("recorded", env.problem)
+
+
+def require_live(what: str = "this call") -> None:
+    """Raise `ModeError` unless live mode is available."""
+    m = mode()
+    if not m.live:
+        raise ModeError(f"{what} needs a live GPU; labkit is in recorded mode: {m.reason}")
+
+
+def doctor() -> str:
+    """A readable report of this machine, the mode, and the recordings available (text)."""
+    env = environment()
+    gib = lambda b: f"{b / 2**30:.1f} GiB" if b else None  # noqa: E731
+    rows = [
+        ("python", env.python),
+        ("platform", env.platform),
+        ("GPU", env.gpu_name),
+        ("compute capability", env.compute_capability),
+        ("GPU memory", gib(env.gpu_memory_bytes)),
+        ("CUDA driver", env.driver_version),
+        ("CUDA runtime", env.cuda_runtime),
+        ("CuPy", env.cupy_version),
+        ("cuDNN backend", env.cudnn_backend),
+        ("cuDNN frontend", env.cudnn_frontend),
+    ]
+    try:
+        m = str(mode())
+    except ModeError as exc:
+        m = f"error: {exc}"
+    rows.append(("mode", m))
+    lines = [f"{k:>20}: {v if v is not None else '-'}" for k, v in rows]
+    try:
+        from . import recordings
+
+        recs = recordings.available()
+        lines.append(f"{'recordings':>20}: {len(recs)}")
+        for r in recs:
+            lines.append(f"{'':>20}  {r.describe()}")
+    except Exception as exc:  # recordings are optional for the doctor
+        lines.append(f"{'recordings':>20}: unavailable ({exc})")
+    return "\n".join(lines)

@@ -1,0 +1,141 @@
+"""Honest timing on the GPU.
+
+Three numbers, never mixed up:
+- ``graph_replay``: GPU time per call from replaying a CUDA graph of back-to-back calls (the
+  host is out of the loop: the kernels' own time).
+- ``back_to_back``: GPU time per call for many calls launched from Python in a row (what an
+  eager framework sees; for small convolutions this is bound by the host's dispatch).
+- ``host_dispatch``: host (CPU) time per call to *launch* one call, no synchronisation.
+A single event pair around one Python call is never reported as convolution time.
+All times are microseconds; each result has a median and its spread (p10, p90) over repeats.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable, List
+
+import cupy
+
+from .errors import InvalidSpec
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Per-call time in microseconds: median and 10th/90th percentiles over ``samples`` repeats,
+    each repeat timing ``calls`` calls."""
+
+    method: str
+    median_us: float
+    p10_us: float
+    p90_us: float
+    samples: int
+    calls: int
+
+    @property
+    def spread(self) -> float:
+        """(p90 - p10) / median: 0 is perfectly stable."""
+        return (self.p90_us - self.p10_us) / self.median_us if self.median_us else float("inf")
+
+
+def _summarise(method: str, per_call_us: List[float], calls: int) -> Timing:
+    xs = sorted(per_call_us)
+    q = lambda f: xs[min(len(xs) - 1, max(0, round(f * (len(xs) - 1))))]  # noqa: E731
+    return Timing(method, statistics.median(xs), q(0.1), q(0.9), len(xs), calls)
+
+
+def _positive(name, value, lo=1):
+    if isinstance(value, bool) or not isinstance(value, int) or value < lo:
+        raise InvalidSpec(name, value, f"must be an int >= {lo}")
+    return value
+
+
+def capture(fn: Callable[[], None], stream: cupy.cuda.Stream, calls: int) -> cupy.cuda.Graph:
+    """A CUDA graph of ``calls`` back-to-back calls of ``fn``, captured on ``stream`` (which must
+    not be the legacy default stream; ``fn`` must launch on it)."""
+    _positive("calls", calls)
+    stream.synchronize()
+    with stream:
+        stream.begin_capture()
+        try:
+            for _ in range(calls):
+                fn()
+        finally:
+            graph = stream.end_capture()
+    return graph
+
+
+def graph_replay(fn: Callable[[], None], stream: cupy.cuda.Stream, calls: int = 20, warmup: int = 3,
+                 repeats: int = 15, min_repeats: int = 5, rel_tol: float = 0.02, stop_above_us: float = None) -> Timing:
+    """GPU time per call by CUDA-graph replay (see module doc). Repeats until the median is stable
+    (the last two medians within ``rel_tol``) or ``repeats`` is reached; stops early once the
+    median is above ``stop_above_us`` (autotune's early stop)."""
+    _positive("repeats", repeats)
+    graph = capture(fn, stream, calls)
+    start, end = cupy.cuda.Event(), cupy.cuda.Event()
+    for _ in range(warmup):
+        graph.launch(stream)
+    stream.synchronize()
+    samples, last = [], None
+    for i in range(repeats):
+        start.record(stream)
+        graph.launch(stream)
+        end.record(stream)
+        end.synchronize()
+        samples.append(cupy.cuda.get_elapsed_time(start, end) * 1000.0 / calls)
+        if len(samples) >= min_repeats:
+            med = statistics.median(samples)
+            if stop_above_us is not None and med > stop_above_us:
+                break
+            if last is not None and abs(med - last) <= rel_tol * med:
+                break
+            last = med
+    return _summarise("graph_replay", samples, calls)
+
+
+def back_to_back(fn: Callable[[], None], stream: cupy.cuda.Stream, calls: int = 50, warmup: int = 5, repeats: int = 7) -> Timing:
+    """GPU time per call for ``calls`` Python launches in a row, between two events."""
+    _positive("calls", calls)
+    _positive("repeats", repeats)
+    start, end = cupy.cuda.Event(), cupy.cuda.Event()
+    with stream:
+        for _ in range(warmup):
+            fn()
+        stream.synchronize()
+        samples = []
+        for _ in range(repeats):
+            start.record(stream)
+            for _ in range(calls):
+                fn()
+            end.record(stream)
+            end.synchronize()
+            samples.append(cupy.cuda.get_elapsed_time(start, end) * 1000.0 / calls)
+    return _summarise("back_to_back", samples, calls)
+
+
+def host_dispatch(fn: Callable[[], None], stream: cupy.cuda.Stream, calls: int = 100, repeats: int = 7) -> Timing:
+    """Host time per launch: a host clock around ``calls`` launches, synchronising only between
+    repeats (so the queue never fills and nothing waits on the GPU inside the timed loop)."""
+    _positive("calls", calls)
+    samples = []
+    with stream:
+        fn()
+        stream.synchronize()
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            samples.append((time.perf_counter() - t0) * 1e6 / calls)
+            stream.synchronize()
+    return _summarise("host_dispatch", samples, calls)
+
+
+def host_call(fn: Callable[[], None], calls: int = 20) -> Timing:
+    """Host wall time per call of something that synchronises itself (e.g. a graph build)."""
+    samples = []
+    for _ in range(_positive("calls", calls)):
+        t0 = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - t0) * 1e6)
+    return _summarise("host_call", samples, 1)

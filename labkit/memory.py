@@ -1,0 +1,157 @@
+"""Device memory: allocations that turn out-of-memory into `OutOfMemory`, guarded (poisoned)
+buffers that catch out-of-bounds writes, and snapshots of what the device and CuPy's pool hold.
+
+All sizes are bytes. Needs CuPy (live mode); imported lazily by the modules that use it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cupy
+
+from .errors import InvalidSpec, LabkitError, OutOfMemory
+
+#: requests of this size or more are refused outright (no GPU has a terabyte)
+ABSURD_BYTES = 1 << 40
+#: guard band on each side of a guarded buffer
+GUARD_BYTES = 4096
+GUARD_PATTERN = 0xA5
+
+
+def free_bytes() -> int:
+    """Bytes free on the current device now (cudaMemGetInfo)."""
+    return int(cupy.cuda.runtime.memGetInfo()[0])
+
+
+def check_request(nbytes, what: str) -> int:
+    """Validate a byte count: a whole number, >= 0 and < 1 TiB."""
+    if isinstance(nbytes, bool) or not isinstance(nbytes, (int,)) and not hasattr(nbytes, "__index__"):
+        raise InvalidSpec(f"{what} bytes", nbytes, "must be a whole number of bytes")
+    nbytes = int(nbytes)
+    if nbytes < 0:
+        raise InvalidSpec(f"{what} bytes", nbytes, "must be >= 0")
+    if nbytes >= ABSURD_BYTES:
+        raise InvalidSpec(f"{what} bytes", nbytes, f"must be < 1 TiB ({ABSURD_BYTES:,} B)")
+    return nbytes
+
+
+def _is_oom(exc: Exception) -> bool:
+    if isinstance(exc, cupy.cuda.memory.OutOfMemoryError):
+        return True
+    status = getattr(exc, "status", None)
+    return status == 2  # cudaErrorMemoryAllocation
+
+
+def alloc(nbytes: int, what: str) -> cupy.ndarray:
+    """A uint8 CuPy array of ``nbytes`` from the current pool. On OOM, release the pool's cached
+    blocks and retry once; then raise `OutOfMemory` (nothing is left allocated)."""
+    nbytes = check_request(nbytes, what)
+    try:
+        return cupy.empty(nbytes, dtype=cupy.uint8)
+    except Exception as exc:
+        if not _is_oom(exc):
+            raise
+    cupy.get_default_memory_pool().free_all_blocks()
+    try:
+        return cupy.empty(nbytes, dtype=cupy.uint8)
+    except Exception as exc:
+        if not _is_oom(exc):
+            raise
+        raise OutOfMemory(what, nbytes, free_bytes()) from None
+
+
+def empty(shape, dtype, what: str) -> cupy.ndarray:
+    """`cupy.empty` with the OOM handling of `alloc`."""
+    nbytes = int(cupy.dtype(dtype).itemsize) * int(_prod(shape))
+    return alloc(nbytes, what).view(dtype).reshape(shape)
+
+
+def raw_malloc(nbytes: int, what: str) -> int:
+    """cudaMalloc directly (no pool). Returns the pointer (0 for 0 bytes); `OutOfMemory` on failure."""
+    nbytes = check_request(nbytes, what)
+    if nbytes == 0:
+        return 0
+    try:
+        return int(cupy.cuda.runtime.malloc(nbytes))
+    except Exception as exc:
+        if _is_oom(exc) or "memory" in str(exc).lower():
+            raise OutOfMemory(what, nbytes, free_bytes()) from None
+        raise
+
+
+def raw_free(ptr: int) -> None:
+    """cudaFree (no-op for 0)."""
+    if ptr:
+        cupy.cuda.runtime.free(ptr)
+
+
+class GuardedBuffer:
+    """``nbytes`` of device memory with guard bands either side, filled with a known pattern.
+
+    ``poison()`` fills the body with random bytes and NaN patterns (so a plan that reads
+    workspace it never wrote gets garbage, not zeros) and re-arms the guards; ``check()``
+    raises `LabkitError` if anything wrote outside the body. ``ptr`` is the body's address.
+    """
+
+    def __init__(self, nbytes: int, what: str = "guarded workspace", seed: int = 0):
+        self.nbytes = check_request(nbytes, what)
+        self._raw = alloc(self.nbytes + 2 * GUARD_BYTES, what)
+        self._seed = seed
+        self.poison()
+
+    @property
+    def ptr(self) -> int:
+        return int(self._raw.data.ptr) + GUARD_BYTES
+
+    @property
+    def body(self) -> cupy.ndarray:
+        return self._raw[GUARD_BYTES:GUARD_BYTES + self.nbytes]
+
+    def poison(self) -> None:
+        self._raw[:GUARD_BYTES] = GUARD_PATTERN
+        self._raw[GUARD_BYTES + self.nbytes:] = GUARD_PATTERN
+        if self.nbytes:
+            rs = cupy.random.RandomState(self._seed)
+            body = self.body
+            body[:] = rs.randint(0, 256, size=self.nbytes, dtype=cupy.int32).astype(cupy.uint8)
+            body[::7] = 0xFF  # 0xFFFF.. is NaN in fp16/bf16/fp32
+            self._seed += 1
+
+    def check(self) -> None:
+        cupy.cuda.get_current_stream().synchronize()
+        lo = int(cupy.count_nonzero(self._raw[:GUARD_BYTES] != GUARD_PATTERN))
+        hi = int(cupy.count_nonzero(self._raw[GUARD_BYTES + self.nbytes:] != GUARD_PATTERN))
+        if lo or hi:
+            raise LabkitError(
+                f"workspace guard bands overwritten: {lo} B before and {hi} B after a {self.nbytes:,} B workspace"
+            )
+
+    def free(self) -> None:
+        self._raw = None
+
+
+@dataclass(frozen=True)
+class MemorySnapshot:
+    """Device free/total (cudaMemGetInfo) and CuPy default pool used/held bytes at one moment."""
+
+    device_free_bytes: int
+    device_total_bytes: int
+    pool_used_bytes: int
+    pool_held_bytes: int
+
+    @property
+    def device_used_bytes(self) -> int:
+        return self.device_total_bytes - self.device_free_bytes
+
+
+def snapshot() -> MemorySnapshot:
+    free, total = cupy.cuda.runtime.memGetInfo()
+    pool = cupy.get_default_memory_pool()
+    return MemorySnapshot(int(free), int(total), int(pool.used_bytes()), int(pool.total_bytes()))
+
+
+def _prod(shape) -> int:
+    n = 1
+    for s in (shape if isinstance(shape, (tuple, list)) else (shape,)):
+        n *= int(s)
+    return n

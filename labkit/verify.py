@@ -1,0 +1,61 @@
+"""Run one cuDNN plan on fresh random inputs and check it against the float64 reference.
+
+Every run uses a poisoned, guard-banded workspace (`memory.GuardedBuffer`) and a poisoned
+output, so a plan that reads scratch it never wrote, writes outside its workspace, or leaves
+output elements unwritten, fails the check.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import cupy
+
+from . import engine, memory, reference
+from .spec import ConvSpec
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """Outcome of one checked run: relative (L2) and max-abs error vs the float64 reference."""
+
+    spec: ConvSpec
+    epilogue: str
+    plan_index: int
+    plan_name: str
+    workspace_bytes: int
+    rel_error: float
+    max_abs_error: float
+    tolerance: float
+
+    @property
+    def ok(self) -> bool:
+        return self.rel_error <= self.tolerance
+
+
+def expected(spec: ConvSpec, ops: engine.Operands) -> cupy.ndarray:
+    """The float64 answer for ``ops`` (fused epilogues included: relu(conv + b [+ z]))."""
+    names = {"x": "x", "w": "w", "y": "dy"}
+    ref = reference.reference(spec, {names[r]: a for r, a in ops.exact.items() if r in names})
+    if ops.epilogue != "none":
+        ref = ref + ops.exact["b"]
+        if ops.epilogue == "bias_relu_add":
+            ref = ref + ops.exact["z"]
+        ref = cupy.maximum(ref, 0.0)
+    return ref
+
+
+def check_plan(spec: ConvSpec, epilogue: str = "none", plan_index: Optional[int] = None, seed: int = 0,
+               workspace_cap: Optional[int] = None, graph: Optional[engine.ConvGraph] = None) -> CheckResult:
+    """Run the plan (default: the heuristic's pick) once and compare with the reference."""
+    g = graph if graph is not None else engine.get_graph(spec, epilogue, workspace_cap)
+    plan = g.plan(plan_index)
+    ops = engine.Operands(spec, epilogue, seed)
+    ws = memory.GuardedBuffer(plan.workspace_bytes, "workspace", seed)
+    g.execute(ops.arrays, ws.ptr, plan.index)
+    ws.check()
+    out, ref = ops.output(), expected(spec, ops)
+    return CheckResult(
+        spec, epilogue, plan.index, plan.name, plan.workspace_bytes,
+        reference.relative_error(out, ref), reference.max_abs_error(out, ref), reference.tolerance_for(spec),
+    )

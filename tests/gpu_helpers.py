@@ -1,0 +1,42 @@
+"""Shared bits of the gpu-marked tests (imported only by them, after CuPy imported)."""
+import itertools
+import random
+
+from labkit import ConvSpec
+
+DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8_e4m3")
+
+
+def small_grid():
+    """Both layouts x all dtypes x three directions, plus groups (4, depthwise) and dilation 2."""
+    base = dict(N=2, C=32, H=12, W=12, K=32, R=3, S=3, padding=1)
+    for dtype, layout, direction in itertools.product(DTYPES, ("NCHW", "NHWC"), ("fprop", "dgrad", "wgrad")):
+        yield ConvSpec(**base, dtype=dtype, layout=layout, direction=direction)
+    for layout, direction in itertools.product(("NCHW", "NHWC"), ("fprop", "dgrad", "wgrad")):
+        yield ConvSpec(**base, groups=4, dtype="fp16", layout=layout, direction=direction)
+        yield ConvSpec(**{**base, "padding": 2}, dilation=2, dtype="fp32", layout=layout, direction=direction)
+    yield ConvSpec(**base, groups=32, dtype="fp16", layout="NHWC")  # depthwise
+    yield ConvSpec(**{**base, "K": 64}, groups=32, dtype="fp32", layout="NCHW", stride=2)  # depthwise x2
+
+
+def random_specs(direction, n, seed):
+    """``n`` seeded random small valid specs (fp8 left out: it has its own alignment rules)."""
+    rng = random.Random(seed)
+    out = []
+    while len(out) < n:
+        g = rng.choice([1, 1, 1, 2, 4])
+        C = g * rng.choice([4, 8, 16])
+        K = g * rng.choice([4, 8, 16])
+        R, S = rng.choice([1, 3, 3, 5]), rng.choice([1, 3, 3])
+        d = rng.choice([1, 1, 2])
+        try:
+            out.append(ConvSpec(
+                N=rng.choice([1, 2, 3]), C=C, H=rng.randint(6, 20), W=rng.randint(6, 20), K=K, R=R, S=S,
+                stride=(rng.choice([1, 2]), rng.choice([1, 2])),
+                padding=(rng.randint(0, d * (R - 1)), rng.randint(0, d * (S - 1))), dilation=d, groups=g,
+                dtype=rng.choice(["fp32", "tf32", "fp16", "bf16"]), layout=rng.choice(["NCHW", "NHWC"]),
+                direction=direction,
+            ))
+        except Exception:  # noqa: BLE001  (an invalid draw, e.g. the filter larger than the image)
+            continue
+    return out

@@ -1,0 +1,153 @@
+"""The engine on a real GPU: every plan against the float64 reference, caps, cache, errors."""
+import time
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed: recorded mode)")
+
+from labkit import ConvSpec, InvalidSpec, OutOfMemory, Unsupported, engine, memory, verify  # noqa: E402
+
+from gpu_helpers import random_specs, small_grid  # noqa: E402
+
+
+def _graph_or_unsupported(spec, **kw):
+    try:
+        return engine.get_graph(spec, **kw)
+    except Unsupported as exc:
+        assert exc.reason, "Unsupported must carry cuDNN's reason"
+        return None
+
+
+def test_every_plan_of_the_small_grid_matches_the_reference():
+    checked, unsupported, failures = 0, [], []
+    for spec in small_grid():
+        g = _graph_or_unsupported(spec)
+        if g is None:
+            unsupported.append(spec.label)
+            continue
+        for plan in g.runnable:
+            r = verify.check_plan(spec, plan_index=plan.index, seed=plan.index, graph=g)
+            checked += 1
+            if not r.ok:
+                failures.append(f"{spec.label} plan {plan.index} {plan.name}: rel {r.rel_error:.2e} > {r.tolerance:.0e}")
+    print(f"checked {checked} plans; unsupported: {unsupported}")
+    assert not failures, "\n".join(failures[:20])
+    assert checked > 500
+    # cuDNN 9.19 on Hopper runs fp8 fprop; anything it refuses must be fp8
+    assert all("fp8" in u for u in unsupported), unsupported
+
+
+@pytest.mark.parametrize("direction", ["fprop", "dgrad", "wgrad"])
+def test_random_specs_match_the_reference(direction):
+    bad = []
+    for i, spec in enumerate(random_specs(direction, 100, seed={"fprop": 1, "dgrad": 2, "wgrad": 3}[direction])):
+        g = _graph_or_unsupported(spec, all_plans=False)
+        if g is None:
+            bad.append(f"{spec.label}: unsupported")
+            continue
+        r = verify.check_plan(spec, seed=i, graph=g)
+        if not r.ok:
+            bad.append(f"{spec.label} plan {r.plan_name}: rel {r.rel_error:.2e} > {r.tolerance:.0e}")
+    assert not bad, "\n".join(bad[:20])
+
+
+def test_fused_epilogues_match_the_reference():
+    for epi in ("bias_relu", "bias_relu_add"):
+        spec = ConvSpec(N=2, C=32, H=12, W=12, K=32, dtype="fp16", layout="NHWC")
+        g = engine.get_graph(spec, epi)
+        for plan in g.runnable[:6]:
+            r = verify.check_plan(spec, epi, plan_index=plan.index, graph=g)
+            assert r.ok, (epi, plan.name, r.rel_error)
+
+
+@pytest.mark.parametrize("cap", [0, 1 << 20, 64 << 20, None])
+def test_workspace_cap_is_respected(cap):
+    spec = ConvSpec(N=8, C=64, H=28, W=28, K=64, dtype="fp16", layout="NCHW")
+    g = engine.get_graph(spec, workspace_cap=cap)
+    assert g.runnable
+    for plan in g.runnable:
+        if cap is not None:
+            assert plan.workspace_bytes <= cap, plan
+    for plan in g.runnable[:4]:
+        assert verify.check_plan(spec, plan_index=plan.index, workspace_cap=cap, graph=g).ok
+
+
+def test_cache_hit_is_much_faster_than_a_rebuild_and_keys_never_collide():
+    cache = engine.GraphCache(max_entries=8)
+    base = ConvSpec(N=4, C=32, H=20, W=20, K=32, dtype="fp16", layout="NHWC")
+    t0 = time.perf_counter()
+    g1 = cache.get(base)
+    build = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    assert cache.get(base) is g1
+    hit = time.perf_counter() - t0
+    rebuild_t0 = time.perf_counter()
+    engine.ConvGraph(base)
+    rebuild = time.perf_counter() - rebuild_t0
+    print(f"build {build * 1e3:.1f} ms, rebuild {rebuild * 1e3:.1f} ms, hit {hit * 1e6:.1f} us")
+    assert hit * 3 <= rebuild
+    variants = [base.replace(dtype="fp32"), base.replace(layout="NCHW"), base.replace(dilation=2, padding=2),
+                base.replace(direction="dgrad"), base.replace(stride=2), base.replace(groups=2)]
+    graphs = [cache.get(v) for v in variants] + [cache.get(base, workspace_cap=0)]
+    assert len({id(g) for g in graphs + [g1]}) == len(graphs) + 1
+    assert cache.stats.misses == 1 + len(graphs) and cache.stats.hits == 1
+    for v, g in zip(variants, graphs):
+        assert g.spec == v
+
+
+def test_cache_is_bounded_lru():
+    cache = engine.GraphCache(max_entries=2)
+    a, b, c = (ConvSpec(N=1, C=8, H=8, W=8, K=8, dtype="fp16", layout="NHWC", R=r, S=r, padding=0) for r in (1, 3, 5))
+    cache.get(a), cache.get(b), cache.get(a), cache.get(c)
+    assert len(cache) == 2 and cache.stats.evictions == 1
+    assert engine.graph_key(b) not in cache and engine.graph_key(a) in cache
+
+
+def test_bad_inputs_raise_labkit_errors():
+    spec = ConvSpec(N=1, C=8, H=8, W=8, K=8)
+    with pytest.raises(InvalidSpec):
+        engine.get_graph(spec, "gelu")
+    with pytest.raises(InvalidSpec):
+        engine.get_graph(spec.replace(direction="dgrad"), "bias_relu")
+    with pytest.raises(InvalidSpec):
+        engine.get_graph(spec, workspace_cap=1 << 40)
+    with pytest.raises(InvalidSpec):
+        engine.get_graph(spec, workspace_cap=-1)
+    with pytest.raises(InvalidSpec):
+        engine.get_graph(spec).plan(10_000)
+    with pytest.raises(InvalidSpec):
+        memory.GuardedBuffer(1 << 40)
+
+
+def test_out_of_memory_is_an_answer_and_frees_everything():
+    cupy.get_default_memory_pool().free_all_blocks()
+    free0 = memory.free_bytes()
+    hog = memory.alloc(free0 - (256 << 20), "pressure")  # leave ~256 MiB free
+    try:
+        big = ConvSpec(N=16, C=256, H=128, W=128, K=256, dtype="fp16", layout="NHWC")  # 64 Mi elements per image
+        with pytest.raises(OutOfMemory) as info:
+            engine.Operands(big)
+        assert info.value.requested_bytes > 0 and info.value.free_bytes is not None
+        assert "out of device memory" in str(info.value)
+    finally:
+        del hog
+        cupy.get_default_memory_pool().free_all_blocks()
+    assert abs(memory.free_bytes() - free0) < (64 << 20)
+    assert verify.check_plan(ConvSpec(N=1, C=8, H=8, W=8, K=8)).ok  # the process goes on
+
+
+def test_fast_path_is_used_and_dispatch_is_cheap():
+    from labkit import measure
+
+    spec = ConvSpec(N=1, C=64, H=56, W=56, K=64, dtype="fp16", layout="NHWC")
+    g = engine.get_graph(spec)
+    ops = engine.Operands(spec)
+    ws = memory.alloc(g.default_plan.workspace_bytes, "ws")
+    stream = cupy.cuda.Stream(non_blocking=True)
+    b = g.bind(ops.arrays, int(ws.data.ptr), stream=stream)
+    assert b._fast is not None
+    host = measure.host_dispatch(b.run, stream)
+    replay = measure.graph_replay(b.run, stream)
+    print(f"host dispatch {host.median_us:.1f} us, graph replay {replay.median_us:.1f} us per conv")
+    assert host.median_us < 200  # sanity only; the benchmark reports the real numbers

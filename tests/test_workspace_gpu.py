@@ -1,0 +1,171 @@
+"""The workspace strategies with real CUDA memory: correctness, books, leaks, pressure, races."""
+import random
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed: recorded mode)")
+
+from labkit import ArenaTooSmall, ConvSpec, InvalidSpec, OutOfMemory, concurrency, engine, memory, reference, verify  # noqa: E402
+from labkit import workspace as ws  # noqa: E402
+
+BIG_WS = ConvSpec(N=32, C=64, H=56, W=56, K=64, dtype="fp16", layout="NCHW")  # default plan: ~25.8 MB
+SMALL = ConvSpec(N=2, C=32, H=14, W=14, K=32, dtype="fp16", layout="NCHW")
+ALL = [
+    lambda: ws.FixedArena(256 << 20),
+    ws.MallocPerCall,
+    lambda: ws.KeyedCache(256 << 20),
+    ws.Scratchpad,
+    ws.CupyPool,
+    ws.AsyncPool,
+    ws.Preallocated,
+]
+
+
+def _device_free():
+    cupy.cuda.runtime.deviceSynchronize()
+    cupy.get_default_memory_pool().free_all_blocks()
+    return memory.free_bytes()
+
+
+def _check_output(runner, spec):
+    runner.stream.synchronize()
+    ops = runner.operands(spec)
+    rel = reference.relative_error(ops.output(), verify.expected(spec, ops))
+    assert rel <= reference.tolerance_for(spec), rel
+
+
+@pytest.mark.parametrize("make", ALL, ids=[n for n in ws.STRATEGIES])
+def test_each_strategy_runs_correctly_keeps_books_and_does_not_leak(make):
+    for spec in (BIG_WS, SMALL):
+        engine.get_graph(spec)  # build outside the memory baseline
+    base = _device_free()
+    strategy = make()
+    runner = ws.Runner(strategy, cupy.cuda.Stream(non_blocking=True))
+    for spec in (BIG_WS, SMALL, BIG_WS):
+        for _ in range(5):
+            runner.operands(spec).poison_output()
+            runner.run(spec)
+            _check_output(runner, spec)
+    st = strategy.stats
+    assert st.calls == 15
+    assert st.peak_held_bytes >= engine.get_graph(BIG_WS).default_plan.workspace_bytes
+    if isinstance(strategy, ws.MallocPerCall):
+        assert st.alloc_calls == 15 and st.free_calls == 15 and st.held_bytes == 0
+    runner.close()
+    assert strategy.stats.held_bytes == 0 or isinstance(strategy, (ws.CupyPool, ws.AsyncPool))
+    assert abs(_device_free() - base) <= (4 << 20), "device memory did not return to its baseline"
+
+
+def test_fixed_arena_too_small_raises_or_falls_back():
+    need = engine.get_graph(BIG_WS).default_plan.workspace_bytes
+    with ws.Runner(ws.FixedArena(1 << 20), fallback=False) as r:
+        with pytest.raises(ArenaTooSmall) as info:
+            r.run(BIG_WS)
+        assert info.value.needed_bytes == need and info.value.arena_bytes == 1 << 20
+    with ws.Runner(ws.FixedArena(1 << 20), fallback=True) as r:
+        rec = r.run(BIG_WS)
+        assert rec.fell_back_from is not None and rec.workspace_bytes <= 1 << 20
+        _check_output(r, BIG_WS)
+
+
+def test_a_key_without_dtype_and_layout_hands_out_a_wrong_sized_buffer():
+    nhwc = BIG_WS.replace(layout="NHWC")  # same dims, tiny workspace
+    assert engine.get_graph(nhwc).default_plan.workspace_bytes < engine.get_graph(BIG_WS).default_plan.workspace_bytes
+    with ws.Runner(ws.KeyedCache(1 << 30, key="dims_only")) as r:
+        r.run(nhwc)
+        with pytest.raises(ws.WorkspaceTooSmall) as info:
+            r.run(BIG_WS)
+        assert info.value.got < info.value.needed
+    with ws.Runner(ws.KeyedCache(1 << 30, key="full")) as r:
+        r.run(nhwc)
+        r.run(BIG_WS)
+        _check_output(r, BIG_WS)
+        assert len(r.strategy) == 2
+
+
+def test_keyed_cache_never_holds_more_than_its_budget():
+    budget = 64 << 20
+    cache = ws.KeyedCache(budget)
+    rng = random.Random(0)
+    stream_ptr = int(cupy.cuda.get_current_stream().ptr)
+    base = _device_free()
+    for i in range(10_000):
+        spec = ConvSpec(N=rng.randint(1, 64), C=rng.choice([16, 32, 64]), H=rng.choice([7, 14, 28]), W=14,
+                        K=rng.choice([16, 64]), dtype=rng.choice(["fp16", "fp32"]), layout=rng.choice(["NCHW", "NHWC"]))
+        req = ws.Request(spec, rng.randint(0, 3), "plan", rng.randint(0, 24 << 20), stream_ptr)
+        ptr, got = cache.get(req)
+        assert got >= req.nbytes or req.nbytes > budget
+        assert cache.stats.held_bytes <= budget
+    assert cache.stats.evictions > 0 and cache.stats.hits > 0
+    cache.close()
+    assert abs(_device_free() - base) <= (4 << 20)
+
+
+def test_scratchpad_grows_only_and_per_stream():
+    pad = ws.Scratchpad()
+    s1, s2 = cupy.cuda.Stream(non_blocking=True), cupy.cuda.Stream(non_blocking=True)
+    sizes = [1 << 20, 4 << 20, 2 << 20, 8 << 20, 1 << 20]
+    for n in sizes:
+        pad.get(ws.Request(SMALL, 0, "p", n, int(s1.ptr)))
+    assert pad.stats.alloc_calls == 3 and pad.stats.held_bytes == 8 << 20
+    pad.get(ws.Request(SMALL, 0, "p", 1 << 20, int(s2.ptr)))
+    assert pad.stats.held_bytes == 9 << 20
+    pad.close()
+    shared = ws.Scratchpad(shared=True)
+    p1, _ = shared.get(ws.Request(SMALL, 0, "p", 1 << 20, int(s1.ptr)))
+    p2, _ = shared.get(ws.Request(SMALL, 0, "p", 1 << 20, int(s2.ptr)))
+    assert p1 == p2
+    shared.close()
+
+
+@pytest.mark.parametrize("make", [ws.MallocPerCall, lambda: ws.KeyedCache(1 << 30), ws.Scratchpad, ws.CupyPool, ws.AsyncPool])
+def test_memory_pressure_falls_back_or_fails_clearly(make):
+    cg = engine.get_graph(BIG_WS)
+    need = cg.default_plan.workspace_bytes
+    runner = ws.Runner(make(), cupy.cuda.Stream(non_blocking=True), fallback=True)
+    runner.operands(BIG_WS)
+    free0 = _device_free()
+    hog = memory.alloc(free0 - (8 << 20), "pressure")  # leave ~8 MiB: less than the default plan needs
+    try:
+        rec = runner.run(BIG_WS)
+        assert rec.fell_back_from == cg.default_plan.index and rec.workspace_bytes < need
+        _check_output(runner, BIG_WS)
+        # the choice made under pressure is not stored as the spec's choice
+        assert runner.choices[cg.key] == cg.default_plan.index
+        strict = ws.Runner(make(), runner.stream, fallback=False)
+        strict._operands = runner._operands
+        with pytest.raises(OutOfMemory) as info:
+            strict.run(BIG_WS)
+        assert info.value.requested_bytes == need
+        strict.strategy.close()
+    finally:
+        del hog
+        runner.close()
+    rec = ws.Runner(make()).run(BIG_WS)  # without pressure: the default plan again
+    assert rec.fell_back_from is None
+
+
+def test_bad_strategy_arguments():
+    with pytest.raises(InvalidSpec):
+        ws.make("bump")
+    with pytest.raises(InvalidSpec):
+        ws.FixedArena(-1)
+    with pytest.raises(InvalidSpec):
+        ws.FixedArena(1 << 40)
+    with pytest.raises(InvalidSpec):
+        ws.KeyedCache(1 << 20, key="shape")
+    with pytest.raises(InvalidSpec):
+        ws.Runner("malloc")
+
+
+def test_shared_scratchpad_races_once_kernels_overlap_and_per_stream_never_does():
+    shared = concurrency.scratchpad_race(shared=True, launch="graph", min_runs=1024)
+    private = concurrency.scratchpad_race(shared=False, launch="graph", min_runs=1024)
+    python = concurrency.scratchpad_race(shared=True, launch="python", min_runs=1024)
+    for r in (shared, private, python):
+        print(r.as_dict())
+    assert shared.runs >= 1000 and private.runs >= 1000
+    assert shared.solo_rel_error <= 5e-3
+    assert private.mismatches_bitwise == 0 and private.mismatches_vs_reference == 0
+    assert shared.mismatches_bitwise > 0 and shared.mismatches_vs_reference > 0
