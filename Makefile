@@ -1,0 +1,108 @@
+# The cuDNN workspace workbook. Quick start (README): `make lab`, `make test`.
+#
+# Variables you may set on the command line:
+#   PYTHON=python3.12      the interpreter the venv is made from (>= 3.10; default python3)
+#   GPU=auto|none|cuda12|cuda13
+#                          which GPU extra to install (auto: from the driver's CUDA version in the
+#                          `nvidia-smi` header; nothing when nvidia-smi does not work)
+#   LAB_ARGS="--port=8899" extra arguments for `jupyter lab`
+#   PYTEST_ARGS="-k spec"  extra arguments for pytest
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+GPU ?= auto
+LAB_ARGS ?=
+PYTEST_ARGS ?=
+
+comma := ,
+
+# ---- which GPU extra ------------------------------------------------------------------------
+ifeq ($(GPU),auto)
+  # "CUDA Version: 12.4" in the nvidia-smi header is the newest CUDA the driver supports.
+  CUDA_MAJOR := $(shell out=$$(nvidia-smi 2>/dev/null) && printf '%s\n' "$$out" | sed -n 's/.*CUDA Version: *\([0-9][0-9]*\).*/\1/p' | head -n 1)
+  ifeq ($(CUDA_MAJOR),)
+    GPU_EXTRA :=
+  else ifeq ($(shell [ "$(CUDA_MAJOR)" -ge 13 ] && echo yes),yes)
+    GPU_EXTRA := cuda13
+  else
+    GPU_EXTRA := cuda12
+    ifeq ($(shell [ "$(CUDA_MAJOR)" -lt 12 ] && echo yes),yes)
+      $(warning warning: nvidia-smi says the driver supports CUDA $(CUDA_MAJOR); the cuda12 extra needs a CUDA 12 driver. Update the driver, or use GPU=none for recorded mode)
+    endif
+  endif
+else ifeq ($(GPU),none)
+  GPU_EXTRA :=
+else ifneq ($(filter cuda12 cuda13,$(GPU)),)
+  GPU_EXTRA := $(GPU)
+else
+  $(error GPU must be auto, none, cuda12 or cuda13 (got "$(GPU)"))
+endif
+
+EXTRAS := test$(if $(GPU_EXTRA),$(comma)$(GPU_EXTRA))
+# One stamp per set of extras; it is older than pyproject.toml when the dependencies changed.
+STAMP := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
+
+# ---- jupyter lab flags ----------------------------------------------------------------------
+# No display (ssh, container, CI): don't try to open a browser, unless LAB_ARGS says otherwise.
+ifeq ($(strip $(DISPLAY)$(WAYLAND_DISPLAY)),)
+  ifeq ($(findstring browser,$(LAB_ARGS)),)
+    LAB_FLAGS += --no-browser
+  endif
+endif
+# Jupyter refuses to start as root (containers, cloud VMs) without --allow-root.
+ifeq ($(shell id -u 2>/dev/null),0)
+  ifeq ($(findstring allow-root,$(LAB_ARGS)),)
+    LAB_FLAGS += --allow-root
+  endif
+endif
+
+.DEFAULT_GOAL := help
+.PHONY: help setup lab test doctor clean
+
+help:
+	@echo "make lab      set up (first time only) and open the workbook in JupyterLab"
+	@echo "make test     set up (first time only) and run the tests and the notebooks"
+	@echo "make setup    create $(VENV) and install labkit[$(EXTRAS)] (re-runs only when pyproject.toml changes)"
+	@echo "make doctor   say what this machine has and whether labkit runs live or recorded"
+	@echo "make clean    remove $(VENV) and caches"
+
+setup: $(STAMP)
+
+$(BIN)/python:
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null || { \
+	  echo "error: the workbook needs Python >= 3.10; '$(PYTHON)' is: $$($(PYTHON) --version 2>&1)" >&2; \
+	  echo "       install a newer Python and run e.g. 'make PYTHON=python3.11 $(MAKECMDGOALS)'" >&2; exit 1; }
+	@echo "creating $(VENV) with $$($(PYTHON) --version 2>&1)"
+	@$(PYTHON) -m venv $(VENV) || { rm -rf $(VENV); \
+	  echo "error: '$(PYTHON) -m venv' failed. On Debian/Ubuntu: sudo apt-get install python3-venv" >&2; exit 1; }
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	@echo "installing labkit[$(EXTRAS)] into $(VENV)$(if $(GPU_EXTRA),, (no working nvidia-smi: CPU only, recorded mode))"
+	$(BIN)/python -m pip install --progress-bar off -e ".[$(EXTRAS)]"
+	@rm -f $(VENV)/.installed-*
+	@touch $@
+
+lab: setup
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/jupyter lab notebooks/ $(LAB_FLAGS) $(LAB_ARGS)
+
+# Notebooks are run (nbmake) only when there are some; pytest's exit 5 ("no tests collected")
+# fails like any other non-zero exit.
+test: setup
+	@args="tests/"; \
+	if [ -n "$$(find notebooks -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*' 2>/dev/null | head -n 1)" ]; then \
+	  args="$$args --nbmake notebooks/"; \
+	fi; \
+	echo "$(BIN)/python -m pytest $$args $(PYTEST_ARGS)"; \
+	rc=0; PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest $$args $(PYTEST_ARGS) || rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests; that is a failure" >&2; fi; \
+	exit $$rc
+
+doctor: setup
+	$(BIN)/python -m labkit doctor
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis build dist *.egg-info
+	find labkit tests notebooks -name __pycache__ -type d -prune -exec rm -rf {} + 2>/dev/null || true
