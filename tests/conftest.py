@@ -1,0 +1,46 @@
+"""Test-suite wiring. The markers themselves are declared in pyproject.toml ([tool.pytest.ini_options]).
+
+* ``@pytest.mark.gpu`` tests run only when labkit is in live mode (a CUDA GPU with cuDNN); otherwise
+  they are skipped with the reason labkit gives, e.g.
+  ``needs a CUDA GPU (labkit mode is recorded: no CUDA device)``. ``-rs`` lists every skip.
+* ``@pytest.mark.browser`` tests are not touched here: they run by default.
+"""
+from __future__ import annotations
+
+import pytest
+
+
+def gpu_skip_reason() -> str | None:
+    """Why gpu tests cannot run on this machine, or None when labkit is live.
+
+    Never raises: a broken or missing ``labkit.env`` turns into a skip reason that says so.
+    """
+    try:
+        from labkit.env import mode
+    except Exception as err:  # noqa: BLE001 - any import failure must become a visible skip
+        return f"labkit.env not importable: {type(err).__name__}: {err}"
+    try:
+        m = mode()
+        name, reason = str(m.name), str(m.reason)
+    except Exception as err:  # noqa: BLE001 - e.g. LABKIT_MODE=live on a machine without a GPU
+        return f"needs a CUDA GPU (labkit.env.mode() failed: {type(err).__name__}: {err})"
+    if name == "live":
+        return None
+    return f"needs a CUDA GPU (labkit mode is {name}: {reason})"
+
+
+def pytest_report_header(config):
+    reason = gpu_skip_reason()
+    return f"labkit: {'live (gpu tests run)' if reason is None else reason + ' -> gpu tests skip'}"
+
+
+def pytest_collection_modifyitems(config, items):
+    gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
+    if not gpu_items:
+        return
+    reason = gpu_skip_reason()
+    if reason is None:
+        return
+    skip = pytest.mark.skip(reason=reason)
+    for item in gpu_items:
+        item.add_marker(skip)
