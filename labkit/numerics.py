@@ -151,22 +151,24 @@ def quantize(values, dtype: str, xp=None):
     return storage, decode(storage, dtype)
 
 
-def random_inputs(shape, dtype: str, xp=None, seed: int = 0):
+def random_inputs(shape, dtype: str, xp=None, seed: int = 0, *, chunk_elements: int = 1 << 24):
     """Seeded random tensor for ``dtype``: ``(storage, exact_float64)``, both of ``shape`` on ``xp``.
 
     Values are uniform in [-1, 1] before rounding (for fp8_e4m3 that keeps all but ~1.6 % of them
-    normal: the smallest normal is 2**-6). They are drawn on the CPU with NumPy's PCG64, so a seed
-    gives the same values on every machine and array module. Never all zeros: if rounding leaves
-    only zeros, the first element is set to 1.
+    normal: the smallest normal is 2**-6). They are drawn on the CPU with NumPy's PCG64 and rounded
+    on ``xp`` (default numpy) ``chunk_elements`` at a time (bounding the temporaries); the rounding
+    is exact arithmetic, so a seed gives the same values on every machine and array module. Never
+    all zeros: if rounding leaves only zeros, the first element is set to 1.
     """
     dtype = _check_dtype(dtype)
     xp = xp or np
     shape = tuple(int(d) for d in (shape if isinstance(shape, (tuple, list)) else (shape,)))
-    vals = np.random.default_rng(seed).uniform(-1.0, 1.0, size=shape)
-    storage, exact = quantize(vals, dtype, np)
-    if exact.size and not np.any(exact):
-        vals.reshape(-1)[0] = 1.0
-        storage, exact = quantize(vals, dtype, np)
-    if xp is np:
-        return storage, exact
-    return xp.asarray(storage), xp.asarray(exact)
+    vals = np.random.default_rng(seed).uniform(-1.0, 1.0, size=shape).reshape(-1)
+    storage = xp.empty(vals.size, dtype=STORAGE_DTYPE[dtype])
+    exact = xp.empty(vals.size, dtype=xp.float64)
+    step = max(1, int(chunk_elements))
+    for i in range(0, vals.size, step):
+        storage[i:i + step], exact[i:i + step] = quantize(xp.asarray(vals[i:i + step]), dtype, xp)
+    if vals.size and not bool(xp.any(exact)):
+        storage[:1], exact[:1] = quantize(xp.ones(1), dtype, xp)
+    return storage.reshape(shape), exact.reshape(shape)

@@ -212,8 +212,8 @@ def conv_wgrad(x, dy, rs, stride=1, padding=0, dilation=1, groups=1, *, max_temp
     if (P, Q) != _out_hw((H, W), (R, S), stride, padding, dilation):
         raise InvalidSpec("dy", tuple(dy.shape), f"P, Q must be {_out_hw((H, W), (R, S), stride, padding, dilation)} for x {(H, W)}, filter {(R, S)}")
     Hp, Wp = H + 2 * padding[0], W + 2 * padding[1]
-    dw = xp.zeros((g, K // g, Cg * R * S), dtype=xp.float64)
-    nb, rows = _plan(N, P, _F64 * (C * Hp * Wp + K * Cg * R * S), _F64 * Q * (C * R * S + K), max_temp_bytes)
+    dwt = xp.zeros((g, Cg * R * S, K // g), dtype=xp.float64)  # transposed: keeps the big operand un-transposed
+    nb, rows = _plan(N, P, _F64 * (C * Hp * Wp + K * Cg * R * S), _F64 * Q * (C * R * S + 2 * K), max_temp_bytes)
     for n0 in range(0, N, nb):
         n1 = min(N, n0 + nb)
         n = n1 - n0
@@ -222,8 +222,8 @@ def conv_wgrad(x, dy, rs, stride=1, padding=0, dilation=1, groups=1, *, max_temp
             pc = min(P, p0 + rows) - p0
             cols = _im2col(xp, xpad, R, S, p0, pc, Q, stride, dilation).reshape(n, g, Cg * R * S, pc * Q)
             d = dy[n0:n1, :, p0:p0 + pc].reshape(n, g, K // g, pc * Q)
-            dw += xp.matmul(d, cols.transpose(0, 1, 3, 2)).sum(axis=0)
-    return dw.reshape(K, Cg, R, S)
+            dwt += xp.matmul(cols, d.transpose(0, 1, 3, 2)).sum(axis=0)  # (g, Cg*R*S, Kg)
+    return dwt.transpose(0, 2, 1).reshape(K, Cg, R, S)
 
 
 # ---- dispatch on a spec -----------------------------------------------------------------------

@@ -235,6 +235,12 @@ def test_random_inputs_never_all_zero(dtype):
         assert exact[0] != 0
 
 
+def test_random_inputs_chunking_does_not_change_values():
+    s1, e1 = random_inputs((3, 4, 5), "bf16", np, seed=11)
+    s2, e2 = random_inputs((3, 4, 5), "bf16", np, seed=11, chunk_elements=7)
+    assert np.array_equal(s1, s2) and np.array_equal(e1, e2)
+
+
 def test_fp8_random_inputs_mostly_normal():
     _, exact = random_inputs((10000,), "fp8_e4m3", np, seed=0)
     assert np.mean(np.abs(exact) >= 2.0**-6) > 0.95
