@@ -86,6 +86,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	@touch $@
 
 lab: setup
+	@mkdir -p notebooks
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/jupyter lab notebooks/ $(LAB_FLAGS) $(LAB_ARGS)
 
 # Notebooks are run (nbmake) only when there are some; pytest's exit 5 ("no tests collected")
