@@ -1,4 +1,4 @@
-"""Command line: ``python -m labkit doctor | record | bench``."""
+"""Command line: ``python -m labkit doctor | record | bench strategies | bench vs-torch``."""
 from __future__ import annotations
 
 import argparse
@@ -9,13 +9,37 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m labkit", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("doctor", help="what this machine has, the mode and why, the recordings available")
-    args, rest = parser.parse_known_args(argv)
-    if args.command == "doctor":
-        from .env import doctor
+    rec = sub.add_parser("record", help="record every experiment's lesson grid on this GPU")
+    rec.add_argument("--quick", action="store_true", help="the lessons' base calls only (about 2 minutes)")
+    rec.add_argument("--only", action="append", metavar="EXPERIMENT", help="record only this experiment (repeatable)")
+    rec.add_argument("--out", help="folder (default data/recordings/<gpu-slug>)")
+    rec.add_argument("--force", action="store_true", help="delete an existing recording there first")
+    bench = sub.add_parser("bench", help="benchmarks: a table with ratios against a same-run baseline")
+    bench.add_argument("which", choices=["strategies", "vs-torch"])
+    bench.add_argument("--name", help="output name under data/bench (default <which>_h100)")
+    args = parser.parse_args(argv)
+    from .errors import LabkitError
 
-        print(doctor())
+    try:
+        if args.command == "doctor":
+            from .env import doctor
+
+            print(doctor())
+            return 0
+        if args.command == "record":
+            from .record import main_record
+
+            return main_record(args)
+        from . import bench as b
+
+        if args.which == "strategies":
+            b.strategies(name=args.name or "strategies_h100")
+        else:
+            b.vs_torch(name=args.name or "vs_torch_h100")
         return 0
-    return 2
+    except LabkitError as exc:
+        print(f"labkit: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

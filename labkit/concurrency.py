@@ -117,5 +117,7 @@ def scratchpad_race(shared: bool, launch: str = "graph", spec: ConvSpec = RACE_S
             rel = cupy.where(cupy.isnan(rel), cupy.inf, rel)
             bad_ref += int(cupy.count_nonzero(rel > tol))
             worst = max(worst, float(rel.max()))
+    for s in strs:
+        engine.release_handle(s)
     return RaceResult(bool(shared), launch, streams, rounds * streams * convs_per_launch, bad_bits, bad_ref,
                       plan.workspace_bytes, plan.index, solo_err, worst, spec.label)

@@ -101,10 +101,24 @@ def handle_for(stream=None):
     with _handles_lock:
         h = _handles.get(key)
         if h is None:
-            h = cudnn.create_handle()
+            try:
+                h = cudnn.create_handle()
+            except Exception as exc:  # cuDNN allocates streams and memory for a handle
+                raise OutOfMemory(f"a cuDNN handle ({str(exc).strip()[:120]})", 0, memory.free_bytes()) from exc
             cudnn.set_stream(h, int(stream.ptr))
             _handles[key] = h
     return h
+
+
+def release_handle(stream) -> None:
+    """Destroy the cuDNN handle bound to ``stream`` (if any). Call when the stream is done with:
+    each handle holds a few MiB of device memory and its own internal streams."""
+    key = (cupy.cuda.Device().id, int(stream.ptr))
+    with _handles_lock:
+        h = _handles.pop(key, None)
+    if h is not None:
+        stream.synchronize()
+        cudnn.destroy_handle(h)
 
 
 # ---- plans ----------------------------------------------------------------------------------
@@ -125,6 +139,23 @@ def _wrap_cudnn_error(what: str, exc: Exception) -> LabkitError:
     if "out of memory" in msg.lower() or "alloc" in msg.lower() and "fail" in msg.lower():
         return OutOfMemory(what, 0, memory.free_bytes())
     return Unsupported(what, msg)
+
+
+#: Plans labkit has seen give wrong results (checked against the float64 reference); they are
+#: listed as not runnable, with the evidence, so no lesson or strategy runs them.
+#: (engine name, dtype, layout, evidence)
+KNOWN_WRONG = (
+    ("eng7_k24=26", "fp8_e4m3", "NCHW",
+     "relative error 1.4 vs the float64 reference on an H100 with cuDNN 9.19.0 "
+     "(fp8 NCHW fprop 2x32x12x12 -> 32 3x3, 3 seeds); the heuristic's first pick there"),
+)
+
+
+def _known_wrong(spec: ConvSpec, name: str) -> Optional[str]:
+    for engine_name, dtype, layout, evidence in KNOWN_WRONG:
+        if name == engine_name and spec.dtype == dtype and spec.layout == layout:
+            return "excluded by labkit: " + evidence
+    return None
 
 
 class ConvGraph:
@@ -214,6 +245,10 @@ class ConvGraph:
                 ws = int(g.get_workspace_size_plan_at_index(i))
             except Exception as exc:  # did not build, or barred by a filter/cap
                 plans.append(Plan(i, name, None, False, error=str(exc).strip().splitlines()[0][:200]))
+                continue
+            wrong = _known_wrong(self.spec, name)
+            if wrong:
+                plans.append(Plan(i, name, ws, False, error=wrong))
                 continue
             if self.workspace_cap is not None and ws > self.workspace_cap:
                 plans.append(Plan(i, name, ws, False, error=f"needs {ws} B > cap {self.workspace_cap} B"))
@@ -403,6 +438,8 @@ class Operands:
         self.output_role = OUTPUT_ROLE[spec.direction]
         self.arrays: Dict[str, cupy.ndarray] = {}
         self.exact: Dict[str, cupy.ndarray] = {}
+        self.seeds: Dict[str, int] = {}
+        failed = None
         try:
             for i, (role, shape) in enumerate(role_shapes(spec, epilogue).items()):
                 dtype = role_dtype(spec, role)
@@ -412,18 +449,34 @@ class Operands:
                     arr.view(cupy.uint8)[...] = 0xFF  # NaN in every float format
                     self.arrays[role] = arr
                     continue
-                try:
-                    storage, exact = numerics.random_inputs(sshape, dtype, cupy, seed * 16 + i)
-                except cupy.cuda.memory.OutOfMemoryError:
-                    n = 8 * int(numpy.prod(sshape))  # the float64 copy is the largest part
-                    raise OutOfMemory(f"{role} tensor of {spec.label}", n, memory.free_bytes()) from None
+                self.seeds[role] = seed * 16 + i
+                storage, exact = numerics.random_inputs(sshape, dtype, cupy, self.seeds[role])
                 self.arrays[role] = storage
                 self.exact[role] = logical_view(exact, spec.layout)
+        except cupy.cuda.memory.OutOfMemoryError:
+            failed = (role, 8 * int(numpy.prod(sshape)))  # the float64 copy is the largest part
+        except OutOfMemory as exc:
+            failed = (role, exc.requested_bytes)
         except Exception:
-            self.arrays.clear()
-            self.exact.clear()
-            cupy.get_default_memory_pool().free_all_blocks()
+            self._drop()
             raise
+        if failed is not None:  # raised outside the except block: no traceback keeps tensors alive
+            self._drop()
+            raise OutOfMemory(f"{failed[0]} tensor of {spec.label}", failed[1], memory.free_bytes())
+
+    def _drop(self) -> None:
+        self.arrays.clear()
+        self.exact.clear()
+        cupy.get_default_memory_pool().free_all_blocks()
+
+    def unrounded(self, role: str) -> cupy.ndarray:
+        """A role's input before rounding to the dtype (float64, logical NCHW): what an ideal
+        infinitely precise convolution would have been given. Regenerated from its seed."""
+        from . import numerics
+
+        storage_shape_ = self.arrays[role].shape
+        values = numerics.unrounded_values(storage_shape_, self.seeds[role])
+        return logical_view(cupy.asarray(values), self.spec.layout)
 
     @property
     def nbytes(self) -> int:

@@ -46,18 +46,14 @@ def alloc(nbytes: int, what: str) -> cupy.ndarray:
     """A uint8 CuPy array of ``nbytes`` from the current pool. On OOM, release the pool's cached
     blocks and retry once; then raise `OutOfMemory` (nothing is left allocated)."""
     nbytes = check_request(nbytes, what)
-    try:
-        return cupy.empty(nbytes, dtype=cupy.uint8)
-    except Exception as exc:
-        if not _is_oom(exc):
-            raise
-    cupy.get_default_memory_pool().free_all_blocks()
-    try:
-        return cupy.empty(nbytes, dtype=cupy.uint8)
-    except Exception as exc:
-        if not _is_oom(exc):
-            raise
-        raise OutOfMemory(what, nbytes, free_bytes()) from None
+    for attempt in range(2):
+        try:
+            return cupy.empty(nbytes, dtype=cupy.uint8)
+        except Exception as exc:
+            if not _is_oom(exc):
+                raise
+        cupy.get_default_memory_pool().free_all_blocks()  # release cached blocks, then retry once
+    raise OutOfMemory(what, nbytes, free_bytes())
 
 
 def empty(shape, dtype, what: str) -> cupy.ndarray:

@@ -151,6 +151,12 @@ def quantize(values, dtype: str, xp=None):
     return storage, decode(storage, dtype)
 
 
+def unrounded_values(shape, seed: int = 0) -> np.ndarray:
+    """The float64 values `random_inputs` draws for ``seed`` before rounding them (NumPy, CPU)."""
+    shape = tuple(int(d) for d in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+    return np.random.default_rng(seed).uniform(-1.0, 1.0, size=shape)
+
+
 def random_inputs(shape, dtype: str, xp=None, seed: int = 0, *, chunk_elements: int = 1 << 24):
     """Seeded random tensor for ``dtype``: ``(storage, exact_float64)``, both of ``shape`` on ``xp``.
 
@@ -163,7 +169,7 @@ def random_inputs(shape, dtype: str, xp=None, seed: int = 0, *, chunk_elements: 
     dtype = _check_dtype(dtype)
     xp = xp or np
     shape = tuple(int(d) for d in (shape if isinstance(shape, (tuple, list)) else (shape,)))
-    vals = np.random.default_rng(seed).uniform(-1.0, 1.0, size=shape).reshape(-1)
+    vals = unrounded_values(shape, seed).reshape(-1)
     storage = xp.empty(vals.size, dtype=STORAGE_DTYPE[dtype])
     exact = xp.empty(vals.size, dtype=xp.float64)
     step = max(1, int(chunk_elements))

@@ -175,6 +175,7 @@ class ConvSpec:
 
     def replace(self, **changes) -> "ConvSpec":
         """A copy with some fields changed (validated again)."""
+        _known_fields(changes)
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict:
@@ -183,10 +184,9 @@ class ConvSpec:
 
     @classmethod
     def from_dict(cls, d: dict) -> "ConvSpec":
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(d) - names
-        if unknown:
-            raise InvalidSpec("spec", sorted(unknown), f"unknown field(s); known: {sorted(names)}")
+        if not isinstance(d, dict):
+            raise InvalidSpec("spec", d, "must be a dict of ConvSpec fields")
+        _known_fields(d)
         return cls(**d)
 
     @property
@@ -201,6 +201,13 @@ class ConvSpec:
             f"{self.dtype} {self.layout} {self.direction} {self.N}x{self.C}x{self.H}x{self.W} -> {self.K} "
             f"{self.R}x{self.S} s{_pair_str(self.stride)} p{_pair_str(self.padding)}{extra}"
         )
+
+
+def _known_fields(d: dict) -> None:
+    names = [f.name for f in dataclasses.fields(ConvSpec)]
+    unknown = set(d) - set(names)
+    if unknown:
+        raise InvalidSpec("spec", sorted(unknown), f"unknown field(s); known: {names}")
 
 
 def _pair_str(p) -> str:

@@ -27,27 +27,35 @@ class CheckResult:
     rel_error: float
     max_abs_error: float
     tolerance: float
+    rel_error_vs_unrounded: Optional[float] = None
 
     @property
     def ok(self) -> bool:
         return self.rel_error <= self.tolerance
 
 
-def expected(spec: ConvSpec, ops: engine.Operands) -> cupy.ndarray:
-    """The float64 answer for ``ops`` (fused epilogues included: relu(conv + b [+ z]))."""
+def expected(spec: ConvSpec, ops: engine.Operands, unrounded: bool = False) -> cupy.ndarray:
+    """The float64 answer for ``ops`` (fused epilogues included: relu(conv + b [+ z])).
+
+    ``unrounded=False``: from the exact values cuDNN read (judges the arithmetic alone);
+    ``True``: from the values before rounding to the dtype (judges the whole precision choice).
+    """
+    value = ops.unrounded if unrounded else ops.exact.__getitem__
     names = {"x": "x", "w": "w", "y": "dy"}
-    ref = reference.reference(spec, {names[r]: a for r, a in ops.exact.items() if r in names})
+    ref = reference.reference(spec, {names[r]: value(r) for r in ops.exact if r in names})
     if ops.epilogue != "none":
-        ref = ref + ops.exact["b"]
+        ref = ref + value("b")
         if ops.epilogue == "bias_relu_add":
-            ref = ref + ops.exact["z"]
+            ref = ref + value("z")
         ref = cupy.maximum(ref, 0.0)
     return ref
 
 
 def check_plan(spec: ConvSpec, epilogue: str = "none", plan_index: Optional[int] = None, seed: int = 0,
-               workspace_cap: Optional[int] = None, graph: Optional[engine.ConvGraph] = None) -> CheckResult:
-    """Run the plan (default: the heuristic's pick) once and compare with the reference."""
+               workspace_cap: Optional[int] = None, graph: Optional[engine.ConvGraph] = None,
+               vs_unrounded: bool = False) -> CheckResult:
+    """Run the plan (default: the heuristic's pick) once and compare with the reference
+    (and, with ``vs_unrounded``, with the float64 convolution of the inputs before rounding)."""
     g = graph if graph is not None else engine.get_graph(spec, epilogue, workspace_cap)
     plan = g.plan(plan_index)
     ops = engine.Operands(spec, epilogue, seed)
@@ -58,4 +66,5 @@ def check_plan(spec: ConvSpec, epilogue: str = "none", plan_index: Optional[int]
     return CheckResult(
         spec, epilogue, plan.index, plan.name, plan.workspace_bytes,
         reference.relative_error(out, ref), reference.max_abs_error(out, ref), reference.tolerance_for(spec),
+        reference.relative_error(out, expected(spec, ops, unrounded=True)) if vs_unrounded else None,
     )

@@ -281,6 +281,21 @@ class Scratchpad(Strategy):
         self._buffers.clear()
 
 
+_external: Dict[int, object] = {}
+
+
+def _external_stream(ptr: int):
+    """A CuPy stream object for a raw stream pointer (made once per pointer)."""
+    s = _external.get(ptr)
+    if s is None:
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            s = _external[ptr] = cupy.cuda.ExternalStream(ptr)
+    return s
+
+
 class _PoolStrategy(Strategy):
     """Shared logic of the CuPy pools: malloc from the pool, drop the block on put."""
 
@@ -336,7 +351,7 @@ class CupyPool(_PoolStrategy):
         super().__init__(cupy.cuda.MemoryPool())
 
     def _pool_malloc(self, req):
-        stream = cupy.cuda.ExternalStream(req.stream_ptr) if req.stream_ptr else cupy.cuda.Stream.null
+        stream = _external_stream(req.stream_ptr) if req.stream_ptr else cupy.cuda.Stream.null
         with stream:
             return self.pool.malloc(req.nbytes)
 
@@ -351,12 +366,12 @@ class AsyncPool(_PoolStrategy):
         super().__init__(cupy.cuda.MemoryAsyncPool())
 
     def _pool_malloc(self, req):
-        stream = cupy.cuda.ExternalStream(req.stream_ptr) if req.stream_ptr else cupy.cuda.Stream.null
+        stream = _external_stream(req.stream_ptr) if req.stream_ptr else cupy.cuda.Stream.null
         with stream:
             return self.pool.malloc(req.nbytes)
 
     def _release(self, req, mem):
-        stream = cupy.cuda.ExternalStream(req.stream_ptr) if req.stream_ptr else cupy.cuda.Stream.null
+        stream = _external_stream(req.stream_ptr) if req.stream_ptr else cupy.cuda.Stream.null
         with stream:
             del mem  # cudaFreeAsync, ordered after the call on this stream
 
@@ -439,7 +454,9 @@ class Runner:
         if not isinstance(strategy, Strategy):
             raise InvalidSpec("strategy", strategy, "must be a labkit.workspace.Strategy")
         self.strategy, self.fallback, self.seed = strategy, bool(fallback), seed
-        self.stream = stream if stream is not None else cupy.cuda.get_current_stream()
+        self._owns_stream = stream is None
+        self.stream = cupy.cuda.Stream(non_blocking=True) if stream is None else stream
+        engine.handle_for(self.stream)  # now, not under memory pressure later
         self.choices: Dict[tuple, int] = {}
         self._operands: Dict[tuple, engine.Operands] = {}
         self._bound: Dict[tuple, engine.BoundConv] = {}
@@ -502,11 +519,15 @@ class Runner:
         return b
 
     def close(self) -> None:
-        """Close the strategy and free the inputs/outputs this runner made."""
+        """Close the strategy, free the inputs/outputs this runner made, and (when the runner
+        made its own stream) destroy that stream's cuDNN handle."""
         self.stream.synchronize()
         self._bound.clear()
         self._operands.clear()
         self.strategy.close()
+        if self._owns_stream:
+            engine.release_handle(self.stream)
+        cupy.get_default_memory_pool().free_all_blocks()
 
     def __enter__(self):
         return self

@@ -34,6 +34,10 @@ def test_every_plan_of_the_small_grid_matches_the_reference():
     print(f"checked {checked} plans; unsupported: {unsupported}")
     assert not failures, "\n".join(failures[:20])
     assert checked > 500
+    # the plan labkit found wrong is still excluded, with its evidence
+    fp8 = engine.get_graph(ConvSpec(N=2, C=32, H=12, W=12, K=32, padding=1, dtype="fp8_e4m3", layout="NCHW"))
+    excluded = [p for p in fp8.plans if p.error.startswith("excluded by labkit")]
+    assert [p.name for p in excluded] == ["eng7_k24=26"] and fp8.default_plan.name != "eng7_k24=26"
     # cuDNN 9.19 on Hopper runs fp8 fprop; anything it refuses must be fp8
     assert all("fp8" in u for u in unsupported), unsupported
 
@@ -44,7 +48,8 @@ def test_random_specs_match_the_reference(direction):
     for i, spec in enumerate(random_specs(direction, 100, seed={"fprop": 1, "dgrad": 2, "wgrad": 3}[direction])):
         g = _graph_or_unsupported(spec, all_plans=False)
         if g is None:
-            bad.append(f"{spec.label}: unsupported")
+            if spec.dtype != "tf32":  # tf32 = tensor-core plans only; some odd shapes have none
+                bad.append(f"{spec.label}: unsupported")
             continue
         r = verify.check_plan(spec, seed=i, graph=g)
         if not r.ok:
@@ -121,9 +126,10 @@ def test_bad_inputs_raise_labkit_errors():
 
 
 def test_out_of_memory_is_an_answer_and_frees_everything():
+    engine.Operands(ConvSpec(N=1, C=8, H=8, W=8, K=8))  # load the kernels Operands uses first
     cupy.get_default_memory_pool().free_all_blocks()
     free0 = memory.free_bytes()
-    hog = memory.alloc(free0 - (256 << 20), "pressure")  # leave ~256 MiB free
+    hog = memory.raw_malloc(free0 - (256 << 20), "pressure")  # leave ~256 MiB free
     try:
         big = ConvSpec(N=16, C=256, H=128, W=128, K=256, dtype="fp16", layout="NHWC")  # 64 Mi elements per image
         with pytest.raises(OutOfMemory) as info:
@@ -131,9 +137,9 @@ def test_out_of_memory_is_an_answer_and_frees_everything():
         assert info.value.requested_bytes > 0 and info.value.free_bytes is not None
         assert "out of device memory" in str(info.value)
     finally:
-        del hog
+        memory.raw_free(hog)
         cupy.get_default_memory_pool().free_all_blocks()
-    assert abs(memory.free_bytes() - free0) < (64 << 20)
+    assert abs(memory.free_bytes() - free0) < (8 << 20)
     assert verify.check_plan(ConvSpec(N=1, C=8, H=8, W=8, K=8)).ok  # the process goes on
 
 

@@ -39,9 +39,11 @@ def _check_output(runner, spec):
 def test_each_strategy_runs_correctly_keeps_books_and_does_not_leak(make):
     for spec in (BIG_WS, SMALL):
         engine.get_graph(spec)  # build outside the memory baseline
-    base = _device_free()
+    stream = cupy.cuda.Stream(non_blocking=True)
+    engine.handle_for(stream)
+    base = _device_free()  # after the stream's cuDNN handle exists, before the strategy
     strategy = make()
-    runner = ws.Runner(strategy, cupy.cuda.Stream(non_blocking=True))
+    runner = ws.Runner(strategy, stream)
     for spec in (BIG_WS, SMALL, BIG_WS):
         for _ in range(5):
             runner.operands(spec).poison_output()
@@ -55,6 +57,7 @@ def test_each_strategy_runs_correctly_keeps_books_and_does_not_leak(make):
     runner.close()
     assert strategy.stats.held_bytes == 0 or isinstance(strategy, (ws.CupyPool, ws.AsyncPool))
     assert abs(_device_free() - base) <= (4 << 20), "device memory did not return to its baseline"
+    engine.release_handle(stream)
 
 
 def test_fixed_arena_too_small_raises_or_falls_back():
@@ -93,7 +96,9 @@ def test_keyed_cache_never_holds_more_than_its_budget():
     for i in range(10_000):
         spec = ConvSpec(N=rng.randint(1, 64), C=rng.choice([16, 32, 64]), H=rng.choice([7, 14, 28]), W=14,
                         K=rng.choice([16, 64]), dtype=rng.choice(["fp16", "fp32"]), layout=rng.choice(["NCHW", "NHWC"]))
-        req = ws.Request(spec, rng.randint(0, 3), "plan", rng.randint(0, 24 << 20), stream_ptr)
+        plan = rng.randint(0, 3)
+        size = random.Random(hash((spec.key, plan))).randint(0, 24 << 20)  # one size per key, as in life
+        req = ws.Request(spec, plan, "plan", size, stream_ptr)
         ptr, got = cache.get(req)
         assert got >= req.nbytes or req.nbytes > budget
         assert cache.stats.held_bytes <= budget
@@ -119,31 +124,33 @@ def test_scratchpad_grows_only_and_per_stream():
     shared.close()
 
 
-@pytest.mark.parametrize("make", [ws.MallocPerCall, lambda: ws.KeyedCache(1 << 30), ws.Scratchpad, ws.CupyPool, ws.AsyncPool])
+@pytest.mark.parametrize("make", [ws.MallocPerCall, lambda: ws.KeyedCache(1 << 30), ws.Scratchpad, ws.CupyPool, ws.AsyncPool],
+                         ids=["malloc_per_call", "keyed_cache", "scratchpad", "cupy_pool", "async_pool"])
 def test_memory_pressure_falls_back_or_fails_clearly(make):
     cg = engine.get_graph(BIG_WS)
     need = cg.default_plan.workspace_bytes
-    runner = ws.Runner(make(), cupy.cuda.Stream(non_blocking=True), fallback=True)
-    runner.operands(BIG_WS)
+    runner = ws.Runner(make(), fallback=True)
+    strict = ws.Runner(make(), runner.stream, fallback=False)
+    runner.operands(BIG_WS).poison_output()
+    strict._operands = runner._operands
     free0 = _device_free()
-    hog = memory.alloc(free0 - (8 << 20), "pressure")  # leave ~8 MiB: less than the default plan needs
+    hog = memory.raw_malloc(free0 - (8 << 20), "pressure")  # leave ~8 MiB: less than the default plan needs
     try:
         rec = runner.run(BIG_WS)
-        assert rec.fell_back_from == cg.default_plan.index and rec.workspace_bytes < need
-        _check_output(runner, BIG_WS)
-        # the choice made under pressure is not stored as the spec's choice
-        assert runner.choices[cg.key] == cg.default_plan.index
-        strict = ws.Runner(make(), runner.stream, fallback=False)
-        strict._operands = runner._operands
         with pytest.raises(OutOfMemory) as info:
             strict.run(BIG_WS)
-        assert info.value.requested_bytes == need
-        strict.strategy.close()
+        runner.stream.synchronize()
     finally:
-        del hog
-        runner.close()
-    rec = ws.Runner(make()).run(BIG_WS)  # without pressure: the default plan again
-    assert rec.fell_back_from is None
+        memory.raw_free(hog)
+    assert rec.fell_back_from == cg.default_plan.index and rec.workspace_bytes < need
+    assert info.value.requested_bytes == need and "out of device memory" in str(info.value)
+    _check_output(runner, BIG_WS)
+    # the choice made under pressure is not stored as the spec's choice
+    assert runner.choices[cg.key] == cg.default_plan.index
+    strict.strategy.close()
+    runner.close()
+    with ws.Runner(make()) as again:  # without pressure: the default plan again
+        assert again.run(BIG_WS).fell_back_from is None
 
 
 def test_bad_strategy_arguments():

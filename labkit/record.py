@@ -1,0 +1,228 @@
+"""``python -m labkit record``: run every experiment over its lesson grid on the live GPU and write
+a recording (`labkit.recordings`).
+
+The grid: each lesson's base call plus one-factor-at-a-time sweeps around it, and small full
+grids where a lesson compares categories (dtype x layout). Resumable: a request already in the
+folder is skipped. Out-of-memory and unsupported calls are recorded as such, with the reason.
+Ctrl-C keeps what was done. An existing complete recording is never overwritten without force.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterable, List, Optional, Tuple
+
+from . import __version__
+from .errors import InvalidSpec, LabkitError, OutOfMemory, RecordedDataError, Unsupported
+from .experiments import BASE, request_key, request_of
+from .recordings import SCHEMA_VERSION, data_dir, sha256
+
+Call = Tuple[str, dict]
+
+SWEEPS = {  # one factor at a time around BASE (N=32, C=K=64, 56x56, 3x3)
+    "N": [1, 8, 32, 64],
+    "C=K": [32, 64, 128, 256],
+    "H=W": [14, 28, 56, 112],
+}
+
+
+def _variants(base=BASE):
+    """BASE and its one-factor variants (each once)."""
+    out = [base]
+    for field, values in SWEEPS.items():
+        for v in values:
+            change = {"N": dict(N=v), "C=K": dict(C=v, K=v), "H=W": dict(H=v, W=v)}[field]
+            s = base.replace(**change)
+            if s not in out:
+                out.append(s)
+    return out
+
+
+def grid(quick: bool = False) -> List[Call]:
+    """Every (experiment, kwargs) the lessons need. ``quick``: the base calls only."""
+    nchw = BASE.replace(layout="NCHW")
+    calls: List[Call] = [
+        ("build_cost", dict(spec=BASE)),  # first, while this process has built nothing
+        ("precision", dict(spec=BASE)),
+        ("precision", dict(spec=nchw)),
+        ("layout", dict(spec=BASE)),
+        ("fusion", dict(spec=BASE)),
+        ("plans", dict(spec=BASE)),
+        ("plans", dict(spec=nchw)),
+        ("caps", dict(spec=nchw)),
+        ("algorithms", dict(spec=nchw)),
+        ("roofline", dict(dtype="fp16", layout="NHWC")),
+        ("sweep", dict(field="N", values=[1, 2, 4, 8, 16, 32, 64])),
+        ("workspace_sizes", dict(spec=BASE)),
+        ("strategies", dict(workload="one_conv", repeats=20)),
+        ("race", dict(launch="graph", streams=2, min_runs=1024)),
+        ("race", dict(launch="python", streams=2, min_runs=1024)),
+    ]
+    if quick:
+        return calls
+    for s in _variants()[1:]:
+        calls.append(("precision", dict(spec=s)))
+        calls.append(("layout", dict(spec=s)))
+        if s.N <= 64 and s.H <= 56:
+            calls.append(("fusion", dict(spec=s)))
+    calls.append(("fusion", dict(spec=BASE.replace(dtype="fp32"))))
+    calls.append(("layout", dict(spec=BASE.replace(dtype="fp32"))))
+    for d in ("fp32", "tf32", "bf16", "fp8_e4m3"):
+        for lay in ("NHWC", "NCHW"):
+            calls.append(("plans", dict(spec=BASE.replace(dtype=d, layout=lay))))
+    for direction in ("dgrad", "wgrad"):
+        calls.append(("plans", dict(spec=BASE.replace(direction=direction))))
+    for d in ("fp16", "fp32"):
+        for lay in ("NHWC", "NCHW"):
+            if (d, lay) != ("fp16", "NCHW"):
+                calls.append(("caps", dict(spec=BASE.replace(dtype=d, layout=lay))))
+    for d in ("fp16", "fp32", "tf32", "bf16"):
+        for lay in ("NCHW", "NHWC"):
+            if (d, lay) != ("fp16", "NCHW"):
+                calls.append(("algorithms", dict(spec=BASE.replace(dtype=d, layout=lay))))
+    calls.append(("build_cost", dict(spec=BASE.replace(dtype="fp32", layout="NCHW"))))
+    for d, lay in (("bf16", "NHWC"), ("fp16", "NCHW"), ("fp32", "NCHW"), ("tf32", "NHWC"), ("fp8_e4m3", "NHWC")):
+        calls.append(("roofline", dict(dtype=d, layout=lay)))
+    calls.append(("sweep", dict(field="C=K", values=[16, 32, 64, 128, 256, 512])))
+    calls.append(("sweep", dict(field="H=W", values=[7, 14, 28, 56, 112])))
+    calls.append(("sweep", dict(field="R=S", values=[1, 3, 5, 7])))
+    for field, values in (("N", [1, 2, 4, 8, 16, 32, 64]), ("C=K", [16, 32, 64, 128, 256, 512])):
+        calls.append(("sweep", dict(field=field, values=values, base=BASE.replace(dtype="fp32", layout="NCHW"))))
+    for w in ("resnet50_fp16_nhwc", "resnet50_fp32_nchw", "random_shapes", "growing_batch", "pressure"):
+        calls.append(("strategies", dict(workload=w, repeats=3 if w.startswith("resnet") else 20)))
+    calls.append(("race", dict(launch="graph", streams=4, min_runs=1024)))
+    return calls
+
+
+def gpu_slug(name: str) -> str:
+    """``NVIDIA H100 80GB HBM3`` -> ``h100-80gb-hbm3``."""
+    s = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    return re.sub(r"^nvidia-", "", s) or "gpu"
+
+
+def _git_commit() -> Optional[str]:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                             cwd=Path(__file__).resolve().parent.parent)
+        return out.stdout.strip() or None
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _metadata(out: Path, wall: float, complete: bool, argv) -> dict:
+    from .env import environment
+
+    e = environment()
+    files = {}
+    for csv in sorted(out.glob("*.csv")):
+        import pandas as pd
+
+        files[csv.stem] = {"file": csv.name, "rows": len(pd.read_csv(csv)), "sha256": sha256(csv)}
+    return {
+        "schema_version": SCHEMA_VERSION, "gpu": e.gpu_name, "compute_capability": e.compute_capability,
+        "gpu_memory_bytes": e.gpu_memory_bytes, "driver": e.driver_version, "cuda_runtime": e.cuda_runtime,
+        "cudnn_backend": e.cudnn_backend, "cudnn_frontend": e.cudnn_frontend, "cupy": e.cupy_version,
+        "python": platform.python_version(), "labkit": __version__, "git_commit": _git_commit(),
+        "date": datetime.date.today().isoformat(), "command": " ".join(argv), "wall_seconds": round(wall, 1),
+        "complete": complete, "experiments": files,
+    }
+
+
+def _done_requests(out: Path) -> set:
+    import pandas as pd
+
+    done = set()
+    for csv in out.glob("*.csv"):
+        try:
+            for r in pd.read_csv(csv, usecols=["request"])["request"]:
+                done.add((csv.stem, r))
+        except Exception as exc:
+            raise RecordedDataError(f"cannot resume: {exc}", csv) from None
+    return done
+
+
+def _append(out: Path, name: str, df) -> None:
+    import pandas as pd
+
+    path = out / f"{name}.csv"
+    if path.exists():
+        old = pd.read_csv(path)
+        df = pd.concat([old, df], ignore_index=True)
+    df.to_csv(path, index=False)
+
+
+def record(out: Optional[Path] = None, quick: bool = False, only: Optional[Iterable[str]] = None,
+           force: bool = False, argv=None) -> Path:
+    """Record the lesson grid into ``out`` (default ``data/recordings/<gpu-slug>``). Returns ``out``."""
+    from . import env, experiments
+
+    env.require_live("recording")
+    from tqdm.auto import tqdm
+
+    argv = argv or sys.argv
+    calls = grid(quick)
+    if only:
+        only = list(only)
+        unknown = [o for o in only if o not in experiments.registry()]
+        if unknown:
+            raise InvalidSpec("only", unknown, f"must name experiments: {', '.join(sorted(experiments.registry()))}")
+        calls = [c for c in calls if c[0] in only]
+    out = Path(out) if out else data_dir() / gpu_slug(env.environment().gpu_name)
+    meta_path = out / "metadata.json"
+    if out.exists() and force:
+        shutil.rmtree(out)
+    if meta_path.exists() and json.loads(meta_path.read_text()).get("complete"):
+        done = _done_requests(out)
+        todo = [c for c in calls if (c[0], request_key(request_of(c[0], **c[1]))) not in done]
+        if not todo:
+            raise RecordedDataError("a complete recording is already here; pass --force to record it again", out)
+    out.mkdir(parents=True, exist_ok=True)
+    done = _done_requests(out)
+    t0 = time.perf_counter()
+    prev_wall = 0.0
+    if meta_path.exists():
+        prev_wall = float(json.loads(meta_path.read_text()).get("wall_seconds", 0.0))
+    fns = experiments.registry()
+    complete = False
+    try:
+        for name, kwargs in tqdm(calls, desc="recording", unit="call"):
+            key = request_key(request_of(name, **kwargs))
+            if (name, key) in done:
+                continue
+            import pandas as pd
+
+            try:
+                df = fns[name](**kwargs)
+                df = df.copy()
+                df.insert(0, "request", key)
+            except (Unsupported, OutOfMemory, LabkitError) as exc:
+                df = pd.DataFrame([{"request": key, "call_error": type(exc).__name__, "reason": str(exc)[:300]}])
+            _append(out, name, df)
+            done.add((name, key))
+        complete = True
+    except KeyboardInterrupt:
+        print("\ninterrupted: keeping what was recorded; run the same command again to resume", file=sys.stderr)
+    finally:
+        meta = _metadata(out, prev_wall + time.perf_counter() - t0, complete and not only, argv)
+        meta_path.write_text(json.dumps(meta, indent=2) + "\n")
+    return out
+
+
+def size_on_disk(path: Path) -> int:
+    return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
+
+
+def main_record(args) -> int:
+    out = record(Path(args.out) if args.out else None, args.quick, args.only, args.force, argv=[sys.executable, "-m", "labkit"] + sys.argv[1:])
+    meta = json.loads((out / "metadata.json").read_text())
+    print(f"recorded {sum(e['rows'] for e in meta['experiments'].values())} rows in {len(meta['experiments'])} tables "
+          f"to {out} ({size_on_disk(out) / 1024:.0f} KiB) in {meta['wall_seconds']:.0f} s; complete={meta['complete']}")
+    return 0 if meta["complete"] or args.only else 130
+

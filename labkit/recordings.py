@@ -1,0 +1,244 @@
+"""Recordings: real GPU measurements on disk, and answering experiment calls from them.
+
+A recording is a folder ``data/recordings/<gpu-slug>/`` with ``metadata.json`` (schema version,
+GPU, driver, CUDA, cuDNN backend and frontend, CuPy, labkit version, git commit, date, command,
+wall time, and per experiment its file, row count and sha256) and one CSV per experiment. Every
+CSV row carries ``request``: the canonical JSON of the call that produced it
+(`labkit.experiments.request_key`). Replaying a call returns exactly the rows recorded for exactly
+that request; anything else raises `RecordedDataError` naming the nearest recorded values.
+
+``LABKIT_RECORDING`` (a folder name under data/recordings, or a path) picks the recording;
+otherwise `use` does, otherwise the shipped H100 recording.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from .errors import InvalidSpec, LabkitError, OutOfMemory, RecordedDataError, Unsupported
+
+SCHEMA_VERSION = 1
+REQUIRED_METADATA = ("schema_version", "gpu", "cudnn_backend", "cudnn_frontend", "date", "experiments")
+DEFAULT_RECORDING = "h100-sxm"
+_ERROR_CLASSES = {"Unsupported": Unsupported, "OutOfMemory": OutOfMemory}
+
+
+def data_dir() -> Path:
+    """``data/recordings`` of this checkout (``LABKIT_DATA`` overrides the ``data`` folder)."""
+    root = os.environ.get("LABKIT_DATA")
+    base = Path(root) if root else Path(__file__).resolve().parent.parent / "data"
+    return base / "recordings"
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+@dataclass
+class Recording:
+    """One recording folder; tables are read, checked and cached on first use."""
+
+    path: Path
+    metadata: dict
+    _tables: Dict[str, object] = field(default_factory=dict, repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    def describe(self) -> str:
+        m = self.metadata
+        return (f"{self.name}: {m.get('gpu')}, cuDNN {m.get('cudnn_backend')} (frontend {m.get('cudnn_frontend')}), "
+                f"recorded {m.get('date')}, {len(m.get('experiments', {}))} experiments")
+
+    def provenance(self) -> dict:
+        m = self.metadata
+        return {"mode": "recorded", "gpu": m.get("gpu"), "compute_capability": m.get("compute_capability"),
+                "cudnn_backend": m.get("cudnn_backend"), "cudnn_frontend": m.get("cudnn_frontend"),
+                "cupy": m.get("cupy"), "date": m.get("date"), "source": str(self.path)}
+
+    def experiments(self) -> List[str]:
+        return sorted(self.metadata.get("experiments", {}))
+
+    def table(self, name: str):
+        """The whole CSV of one experiment, validated against the metadata (rows, sha256)."""
+        import pandas as pd
+
+        if name in self._tables:
+            return self._tables[name]
+        info = self.metadata.get("experiments", {}).get(name)
+        if info is None:
+            raise RecordedDataError(f"experiment {name!r} is not in this recording (it has: {', '.join(self.experiments())})",
+                                    self.path / "metadata.json")
+        path = self.path / info["file"]
+        if not path.is_file():
+            raise RecordedDataError(f"file missing for experiment {name!r}", path)
+        if info.get("sha256") and sha256(path) != info["sha256"]:
+            raise RecordedDataError("file content does not match its sha256 in metadata.json (corrupt or edited)", path)
+        try:
+            df = pd.read_csv(path, keep_default_na=True)
+        except Exception as exc:  # pandas' parser errors name the line
+            raise RecordedDataError(f"cannot parse CSV: {exc}", path) from None
+        if "request" not in df.columns:
+            raise RecordedDataError("CSV has no 'request' column", path)
+        if info.get("rows") is not None and len(df) != int(info["rows"]):
+            raise RecordedDataError(f"expected {info['rows']} rows, found {len(df)} (truncated?)", path)
+        for i, r in enumerate(df["request"]):
+            try:
+                json.loads(r)
+            except Exception:
+                raise RecordedDataError("the request column is not valid JSON", path, row=i + 2) from None
+        self._tables[name] = df
+        return df
+
+    def requests(self, name: str) -> List[dict]:
+        """Every distinct request recorded for an experiment, in recording order."""
+        return [json.loads(r) for r in dict.fromkeys(self.table(name)["request"])]
+
+    def lookup(self, name: str, request: dict):
+        """The rows recorded for exactly ``request`` (provenance in ``attrs``)."""
+        from .experiments import request_key
+
+        df = self.table(name)
+        rows = df[df["request"] == request_key(request)]
+        if rows.empty:
+            raise RecordedDataError(f"{name}: these arguments were not recorded on {self.metadata.get('gpu')}",
+                                    self.path / self.metadata["experiments"][name]["file"],
+                                    nearest=nearest(self.requests(name), request))
+        if "call_error" in rows.columns and rows["call_error"].notna().all():
+            cls = _ERROR_CLASSES.get(str(rows["call_error"].iloc[0]))
+            reason = f"(recorded on {self.metadata.get('gpu')}) {rows['reason'].iloc[0]}"
+            raise cls(name, reason) if cls is Unsupported else LabkitError(f"{name}: {reason}")
+        out = rows.drop(columns=["request"] + (["call_error"] if "call_error" in rows.columns else []))
+        out = out.dropna(axis=1, how="all").reset_index(drop=True)
+        out.attrs.update(self.provenance())
+        out.attrs["experiment"] = name
+        out.attrs["request"] = request
+        return out
+
+    def values(self, name: str, key: str, where: Optional[dict] = None) -> list:
+        """Sorted distinct values of one request field (dotted, e.g. ``spec.N``) among the recorded
+        requests that match ``where`` (dotted field -> value) in every other given field."""
+        seen = []
+        for req in self.requests(name):
+            flat = _flatten(req)
+            if where and any(flat.get(k) != v for k, v in where.items() if k != key):
+                continue
+            if key in flat and flat[key] not in seen:
+                seen.append(flat[key])
+        try:
+            return sorted(seen, key=lambda v: (v is None, v))
+        except TypeError:
+            return seen
+
+
+def _flatten(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = tuple(v) if isinstance(v, list) else v
+    return out
+
+
+def nearest(recorded: List[dict], request: dict) -> dict:
+    """For the recorded requests that differ from ``request`` in the fewest fields: each differing
+    field -> the values recorded for it (what the learner could ask for instead)."""
+    want = _flatten(request)
+    if not recorded:
+        return {}
+    scored = []
+    for r in recorded:
+        flat = _flatten(r)
+        diff = [k for k in set(want) | set(flat) if want.get(k) != flat.get(k)]
+        scored.append((len(diff), diff, flat))
+    best = min(s[0] for s in scored)
+    out: Dict[str, list] = {}
+    for n, diff, flat in scored:
+        if n == best:
+            for k in diff:
+                out.setdefault(k, [])
+                if flat.get(k) not in out[k]:
+                    out[k].append(flat.get(k))
+    return {k: sorted(v, key=str) for k, v in out.items()}
+
+
+def load(path) -> Recording:
+    """Open and check a recording folder's metadata."""
+    path = Path(path)
+    meta_path = path / "metadata.json"
+    if not meta_path.is_file():
+        raise RecordedDataError("no metadata.json", meta_path)
+    try:
+        meta = json.loads(meta_path.read_text())
+    except Exception as exc:
+        raise RecordedDataError(f"metadata.json is not valid JSON ({exc})", meta_path) from None
+    if not isinstance(meta, dict):
+        raise RecordedDataError("metadata.json must hold an object", meta_path)
+    if meta.get("schema_version") != SCHEMA_VERSION:
+        raise RecordedDataError(
+            f"schema version {meta.get('schema_version')!r}; this labkit reads version {SCHEMA_VERSION}", meta_path)
+    missing = [k for k in REQUIRED_METADATA if k not in meta]
+    if missing:
+        raise RecordedDataError(f"metadata.json lacks {missing}", meta_path)
+    return Recording(path, meta)
+
+
+def available(root: Optional[Path] = None) -> List[Recording]:
+    """Every readable recording under ``data/recordings`` (unreadable ones are skipped)."""
+    root = Path(root) if root else data_dir()
+    out = []
+    if root.is_dir():
+        for p in sorted(root.iterdir()):
+            if (p / "metadata.json").is_file():
+                try:
+                    out.append(load(p))
+                except RecordedDataError:
+                    continue
+    return out
+
+
+_current: Optional[Recording] = None
+
+
+def use(name_or_path) -> Recording:
+    """Pick the recording recorded-mode answers come from (a folder name or a path)."""
+    global _current
+    if not isinstance(name_or_path, (str, os.PathLike)):
+        raise InvalidSpec("recording", name_or_path, "must be a recording name or a folder path")
+    p = Path(name_or_path)
+    if not p.is_dir():
+        p = data_dir() / str(name_or_path)
+    if not p.is_dir():
+        names = [r.name for r in available()]
+        raise RecordedDataError(f"no recording {str(name_or_path)!r} (available: {', '.join(names) or 'none'})", p)
+    _current = load(p)
+    return _current
+
+
+def current() -> Recording:
+    """The recording in use (``LABKIT_RECORDING``, then `use`, then the shipped one)."""
+    global _current
+    env = os.environ.get("LABKIT_RECORDING")
+    if env and (_current is None or env not in (_current.name, str(_current.path))):
+        return use(env)
+    if _current is None:
+        recs = available()
+        if not recs:
+            raise RecordedDataError("no recordings found; record one on a GPU with `python -m labkit record`", data_dir())
+        _current = next((r for r in recs if r.name == DEFAULT_RECORDING), recs[0])
+    return _current
+
+
+def lookup(name: str, request: dict):
+    """Answer an experiment call from the current recording."""
+    return current().lookup(name, request)

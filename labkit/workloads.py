@@ -1,0 +1,136 @@
+"""Workloads for the workspace strategies, and the runs behind ``python -m labkit bench strategies``.
+
+=====================  ======================================================================
+``one_conv``            one convolution repeated (fp16 NCHW 32x64x56x56 3x3: its default plan
+                        needs a ~25.8 MB workspace)
+``resnet50_fp16_nhwc``  the 53 forward convolutions of ResNet-50 (batch 32) in order, repeated
+``resnet50_fp32_nchw``  the same in fp32 NCHW (true fp32: bigger workspaces)
+``random_shapes``       a seeded stream of shapes drawn from 12 specs (cache growth, eviction)
+``growing_batch``       batch 1, 2, 4, ... 64 of one convolution (a scratchpad grows)
+``pressure``            ``one_conv`` with only 8 MiB of device memory left free: each strategy
+                        must fall back to a plan with a smaller workspace, or fail clearly
+=====================  ======================================================================
+
+Per-call times are host wall time around `Runner.run` (strategy + launch; the per-call cudaFree
+waits for the GPU, so its cost shows here); ``gpu_us`` is the whole sequence's GPU time (events)
+over the number of calls. Microseconds; bytes.
+"""
+from __future__ import annotations
+
+import random
+import statistics
+import time
+from typing import List
+
+from .errors import InvalidSpec, LabkitError
+from .spec import ConvSpec
+
+ONE_CONV = ConvSpec(N=32, C=64, H=56, W=56, K=64, dtype="fp16", layout="NCHW")
+WORKLOADS = ("one_conv", "resnet50_fp16_nhwc", "resnet50_fp32_nchw", "random_shapes", "growing_batch", "pressure")
+PRESSURE_FREE_BYTES = 8 << 20
+
+#: the strategies every workload runs, with the options the benchmark uses
+BENCH_STRATEGIES = (
+    ("preallocated", {}),
+    ("fixed_arena", {"size_bytes": 1 << 30}),
+    ("malloc_per_call", {}),
+    ("keyed_cache", {"budget_bytes": 256 << 20}),
+    ("keyed_cache", {"budget_bytes": 32 << 20}),
+    ("scratchpad", {}),
+    ("cupy_pool", {}),
+    ("async_pool", {}),
+)
+
+
+def resnet50_sequence(N: int = 32, dtype: str = "fp16", layout: str = "NHWC") -> List[ConvSpec]:
+    """The 53 convolutions of a ResNet-50 (v1.5: stride on the 3x3) forward pass, in order."""
+    kw = dict(dtype=dtype, layout=layout)
+    seq = [ConvSpec(N=N, C=3, H=224, W=224, K=64, R=7, S=7, stride=2, padding=3, **kw)]
+    c_in, hw = 64, 56
+    for blocks, mid, out, stride in ((3, 64, 256, 1), (4, 128, 512, 2), (6, 256, 1024, 2), (3, 512, 2048, 2)):
+        for b in range(blocks):
+            s = stride if b == 0 else 1
+            seq.append(ConvSpec(N=N, C=c_in, H=hw, W=hw, K=mid, R=1, S=1, padding=0, **kw))
+            seq.append(ConvSpec(N=N, C=mid, H=hw, W=hw, K=mid, R=3, S=3, stride=s, padding=1, **kw))
+            out_hw = (hw - 1) // s + 1
+            seq.append(ConvSpec(N=N, C=mid, H=out_hw, W=out_hw, K=out, R=1, S=1, padding=0, **kw))
+            if b == 0:
+                seq.append(ConvSpec(N=N, C=c_in, H=hw, W=hw, K=out, R=1, S=1, stride=s, padding=0, **kw))
+            c_in, hw = out, out_hw
+    return seq
+
+
+def sequence(workload: str, repeats: int) -> List[ConvSpec]:
+    """The convolutions a workload runs, in order (``repeats`` passes)."""
+    if workload not in WORKLOADS:
+        raise InvalidSpec("workload", workload, f"must be one of {', '.join(WORKLOADS)}")
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise InvalidSpec("repeats", repeats, "must be an int >= 1")
+    if workload in ("one_conv", "pressure"):
+        return [ONE_CONV] * repeats
+    if workload == "resnet50_fp16_nhwc":
+        return resnet50_sequence(dtype="fp16", layout="NHWC") * repeats
+    if workload == "resnet50_fp32_nchw":
+        return resnet50_sequence(dtype="fp32", layout="NCHW") * repeats
+    if workload == "growing_batch":
+        return [ONE_CONV.replace(N=n) for n in (1, 2, 4, 8, 16, 32, 64) for _ in range(repeats)]
+    rng = random.Random(7)
+    pool = [ConvSpec(N=rng.choice([8, 16, 32]), C=c, H=hw, W=hw, K=c, dtype=rng.choice(["fp16", "fp32"]),
+                     layout=rng.choice(["NCHW", "NHWC"])) for c, hw in
+            [(64, 56), (64, 28), (128, 28), (128, 14), (256, 14), (256, 7), (512, 7), (32, 56), (96, 28), (192, 14),
+             (48, 56), (384, 7)]]
+    return [rng.choice(pool) for _ in range(12 * repeats)]
+
+
+def run_one(strategy_name: str, options: dict, workload: str, repeats: int) -> dict:
+    """Run ``workload`` under one strategy on a fresh stream; one result row."""
+    import cupy
+
+    from . import engine, memory, workspace
+
+    seq = sequence(workload, repeats)
+    strategy = workspace.make(strategy_name, **options)
+    runner = workspace.Runner(strategy, fallback=True)
+    stream = runner.stream
+    row = dict(workload=workload, strategy=strategy.describe(), calls=len(seq))
+    hog = None
+    try:
+        for spec in dict.fromkeys(seq):  # build graphs and inputs outside the timed loop
+            engine.get_graph(spec)
+            runner.operands(spec)
+        if workload == "pressure":
+            cupy.cuda.runtime.deviceSynchronize()
+            cupy.get_default_memory_pool().free_all_blocks()
+            hog = memory.raw_malloc(memory.free_bytes() - PRESSURE_FREE_BYTES, "memory pressure")
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        per_call = []
+        start.record(stream)
+        for spec in seq:
+            t0 = time.perf_counter()
+            runner.run(spec)
+            per_call.append((time.perf_counter() - t0) * 1e6)
+        end.record(stream)
+        end.synchronize()
+        st = strategy.stats
+        per_call.sort()
+        row.update(median_us=statistics.median(per_call), p95_us=per_call[int(0.95 * (len(per_call) - 1))],
+                   gpu_us=cupy.cuda.get_elapsed_time(start, end) * 1000 / len(seq), alloc_calls=st.alloc_calls,
+                   alloc_us_total=st.alloc_us_total, peak_bytes=st.peak_held_bytes, held_after_bytes=st.held_bytes,
+                   hits=st.hits, misses=st.misses, evictions=st.evictions, fallbacks=runner.fallbacks,
+                   status="ok", reason="")
+    except LabkitError as exc:
+        row.update(status=type(exc).__name__, reason=str(exc)[:300], fallbacks=runner.fallbacks)
+    finally:
+        if hog:
+            stream.synchronize()
+            memory.raw_free(hog)
+        runner.close()
+    return row
+
+
+def run_all(workload: str, repeats: int = 20, strategies=BENCH_STRATEGIES):
+    """Every strategy on one workload; a DataFrame with `run_one`'s rows."""
+    import pandas as pd
+
+    sequence(workload, repeats)  # validate before any GPU work
+    return pd.DataFrame([run_one(name, opts, workload, repeats) for name, opts in strategies])
