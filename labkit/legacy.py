@@ -119,8 +119,10 @@ If more than one distinct libcudnn is mapped after loading, a ``RuntimeWarning``
 Facts this binding relies on, checked against the cuDNN 9 headers (cudnn_graph.h, cudnn_ops.h,
 cudnn_cnn.h of 9.6 and 9.14, and the 9.19 wheel's headers on the H100 host):
 ``cudnnConvolutionFwdAlgoPerf_t`` = {int algo; int status; float time (ms); size_t memory;
-int determinism; int mathType; int reserved[3]} (48 bytes on x86-64, ``memory`` at offset 16);
-the enum values are in the tables below. The functions are ``CUDNN_DEPRECATED`` in cuDNN 9
+int determinism; int mathType; int reserved[3]}: a C program compiled with gcc against the 9.19
+headers prints sizeof 48, offsets 0, 4, 8, 16, 24, 28, 32 and sizeof(cudnnStatus_t) 4, as the
+ctypes Structure below has. The enum values are in the tables below; the function prototypes
+(argument order and types) in ``_SIGNATURES`` match the 9.19 headers. The functions are ``CUDNN_DEPRECATED`` in cuDNN 9
 (still exported by libcudnn.so.9 in 9.19; they forward to libcudnn_cnn.so.9 / libcudnn_ops.so.9).
 Note the argument order of ``cudnnSetFilter4dDescriptor(desc, dataType, format, k, c, h, w)``
 versus ``cudnnSetTensor4dDescriptor(desc, format, dataType, n, c, h, w)``.
@@ -192,6 +194,7 @@ STATUS_NAMES: Dict[int, str] = {
     3011: "CUDNN_STATUS_NOT_SUPPORTED_PADDING",
     3012: "CUDNN_STATUS_NOT_SUPPORTED_BAD_LAUNCH_PARAM",
     3013: "CUDNN_STATUS_NOT_SUPPORTED_CUDA_GRAPH_NATIVE_API",
+    3014: "CUDNN_STATUS_NOT_SUPPORTED_INVALID_DYNAMIC_SHAPE",  # in the 9.19 header, not in 9.6/9.14
     4000: "CUDNN_STATUS_INTERNAL_ERROR",
     4001: "CUDNN_STATUS_INTERNAL_ERROR_COMPILATION_FAILED",
     4002: "CUDNN_STATUS_INTERNAL_ERROR_UNEXPECTED_VALUE",
