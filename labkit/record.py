@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import platform
 import re
 import shutil
@@ -108,12 +109,15 @@ def gpu_slug(name: str) -> str:
 
 
 def _git_commit() -> Optional[str]:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-                             cwd=Path(__file__).resolve().parent.parent)
-        return out.stdout.strip() or None
-    except Exception:  # noqa: BLE001
-        return None
+    """HEAD of this checkout, or ``LABKIT_GIT_COMMIT`` (a copied tree, e.g. on a GPU host, has no .git)."""
+    sha = os.environ.get("LABKIT_GIT_COMMIT", "")
+    if not sha:
+        try:
+            sha = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                                 cwd=Path(__file__).resolve().parent.parent).stdout.strip()
+        except Exception:  # noqa: BLE001
+            sha = ""
+    return sha if re.fullmatch(r"[0-9a-f]{7,40}", sha) else None
 
 
 def _metadata(out: Path, wall: float, complete: bool, argv) -> dict:

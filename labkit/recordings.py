@@ -169,7 +169,7 @@ def nearest(recorded: List[dict], request: dict) -> dict:
                 out.setdefault(k, [])
                 if flat.get(k) not in out[k]:
                     out[k].append(flat.get(k))
-    return {k: sorted(v, key=str) for k, v in out.items()}
+    return {k: sorted(v, key=lambda x: (type(x).__name__, x if x is not None else 0)) for k, v in out.items()}
 
 
 def load(path) -> Recording:
