@@ -181,7 +181,11 @@ def record(out: Optional[Path] = None, quick: bool = False, only: Optional[Itera
     out = Path(out) if out else data_dir() / gpu_slug(env.environment().gpu_name)
     meta_path = out / "metadata.json"
     if out.exists() and force:
-        shutil.rmtree(out)
+        if only:  # re-record just these experiments
+            for name in only:
+                (out / f"{name}.csv").unlink(missing_ok=True)
+        else:
+            shutil.rmtree(out)
     if meta_path.exists() and json.loads(meta_path.read_text()).get("complete"):
         done = _done_requests(out)
         todo = [c for c in calls if (c[0], request_key(request_of(c[0], **c[1]))) not in done]
@@ -194,7 +198,6 @@ def record(out: Optional[Path] = None, quick: bool = False, only: Optional[Itera
     if meta_path.exists():
         prev_wall = float(json.loads(meta_path.read_text()).get("wall_seconds", 0.0))
     fns = experiments.registry()
-    complete = False
     try:
         for name, kwargs in tqdm(calls, desc="recording", unit="call"):
             key = request_key(request_of(name, **kwargs))
@@ -210,11 +213,11 @@ def record(out: Optional[Path] = None, quick: bool = False, only: Optional[Itera
                 df = pd.DataFrame([{"request": key, "call_error": type(exc).__name__, "reason": str(exc)[:300]}])
             _append(out, name, df)
             done.add((name, key))
-        complete = True
     except KeyboardInterrupt:
         print("\ninterrupted: keeping what was recorded; run the same command again to resume", file=sys.stderr)
     finally:
-        meta = _metadata(out, prev_wall + time.perf_counter() - t0, complete and not only, argv)
+        complete = all((n, request_key(request_of(n, **kw))) in done for n, kw in grid(quick=False))
+        meta = _metadata(out, prev_wall + time.perf_counter() - t0, complete, argv)
         meta_path.write_text(json.dumps(meta, indent=2) + "\n")
     return out
 
@@ -228,5 +231,8 @@ def main_record(args) -> int:
     meta = json.loads((out / "metadata.json").read_text())
     print(f"recorded {sum(e['rows'] for e in meta['experiments'].values())} rows in {len(meta['experiments'])} tables "
           f"to {out} ({size_on_disk(out) / 1024:.0f} KiB) in {meta['wall_seconds']:.0f} s; complete={meta['complete']}")
-    return 0 if meta["complete"] or args.only else 130
+    missing = [c for c in grid(args.quick) if not args.only or c[0] in args.only]
+    done = _done_requests(out)
+    interrupted = any((n, request_key(request_of(n, **kw))) not in done for n, kw in missing)
+    return 130 if interrupted else 0
 

@@ -11,12 +11,17 @@
                         must fall back to a plan with a smaller workspace, or fail clearly
 =====================  ======================================================================
 
-Per-call times are host wall time around `Runner.run` (strategy + launch; the per-call cudaFree
-waits for the GPU, so its cost shows here); ``gpu_us`` is the whole sequence's GPU time (events)
-over the number of calls. Microseconds; bytes.
+Each strategy first runs the whole sequence once untimed (warm-up: first allocations, bindings),
+then again timed: the counters (alloc_calls, alloc_us_total, hits, misses, evictions, fallbacks)
+are those of the timed pass (steady state); ``warmup_alloc_*`` those of the warm-up; peak/held bytes
+cover both. Per-call times are host wall time around `Runner.run` (strategy + launch; the per-call
+cudaFree waits for the GPU, so its cost shows here); ``strategy_us_per_call`` is the host time
+spent inside the strategy's get/put alone (the cleanest overhead number: launches excluded);
+``gpu_us`` is the timed pass's GPU time (events) over its number of calls. Microseconds; bytes.
 """
 from __future__ import annotations
 
+import dataclasses
 import random
 import statistics
 import time
@@ -102,6 +107,11 @@ def run_one(strategy_name: str, options: dict, workload: str, repeats: int) -> d
             cupy.cuda.runtime.deviceSynchronize()
             cupy.get_default_memory_pool().free_all_blocks()
             hog = memory.raw_malloc(memory.free_bytes() - PRESSURE_FREE_BYTES, "memory pressure")
+        for spec in seq:  # warm-up pass: the same calls, untimed (first allocations, bindings)
+            runner.run(spec)
+        stream.synchronize()
+        warm = dataclasses.replace(strategy.stats)
+        warm_fallbacks = runner.fallbacks
         start, end = cupy.cuda.Event(), cupy.cuda.Event()
         per_call = []
         start.record(stream)
@@ -114,10 +124,13 @@ def run_one(strategy_name: str, options: dict, workload: str, repeats: int) -> d
         st = strategy.stats
         per_call.sort()
         row.update(median_us=statistics.median(per_call), p95_us=per_call[int(0.95 * (len(per_call) - 1))],
-                   gpu_us=cupy.cuda.get_elapsed_time(start, end) * 1000 / len(seq), alloc_calls=st.alloc_calls,
-                   alloc_us_total=st.alloc_us_total, peak_bytes=st.peak_held_bytes, held_after_bytes=st.held_bytes,
-                   hits=st.hits, misses=st.misses, evictions=st.evictions, fallbacks=runner.fallbacks,
-                   status="ok", reason="")
+                   gpu_us=cupy.cuda.get_elapsed_time(start, end) * 1000 / len(seq),
+                   alloc_calls=st.alloc_calls - warm.alloc_calls, alloc_us_total=st.alloc_us_total - warm.alloc_us_total,
+                   peak_bytes=st.peak_held_bytes, held_after_bytes=st.held_bytes,
+                   hits=st.hits - warm.hits, misses=st.misses - warm.misses, evictions=st.evictions - warm.evictions,
+                   fallbacks=runner.fallbacks - warm_fallbacks, warmup_alloc_calls=warm.alloc_calls,
+                   strategy_us_per_call=(st.get_put_us_total - warm.get_put_us_total) / len(seq),
+                   warmup_alloc_us_total=warm.alloc_us_total, status="ok", reason="")
     except LabkitError as exc:
         row.update(status=type(exc).__name__, reason=str(exc)[:300], fallbacks=runner.fallbacks)
     finally:

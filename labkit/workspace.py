@@ -52,7 +52,8 @@ class Request:
 
 @dataclass
 class StrategyStats:
-    """Counters every strategy keeps. ``alloc_us_total``: host time inside allocate/free calls."""
+    """Counters every strategy keeps. ``alloc_us_total``: host time inside allocate/free calls;
+    ``get_put_us_total``: host time inside the strategy's get and put (its whole per-call cost)."""
 
     calls: int = 0
     alloc_calls: int = 0
@@ -64,6 +65,7 @@ class StrategyStats:
     hits: int = 0
     misses: int = 0
     evictions: int = 0
+    get_put_us_total: float = 0.0
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -84,11 +86,19 @@ class Strategy:
         if self.closed:
             raise LabkitError(f"{self.name} is closed")
         self.stats.calls += 1
-        return self._get(req)
+        t0 = time.perf_counter()
+        try:
+            return self._get(req)
+        finally:
+            self.stats.get_put_us_total += (time.perf_counter() - t0) * 1e6
 
     def put(self, req: Request, ptr: int) -> None:
         """The call using ``ptr`` has been launched on ``req.stream_ptr``."""
-        self._put(req, ptr)
+        t0 = time.perf_counter()
+        try:
+            self._put(req, ptr)
+        finally:
+            self.stats.get_put_us_total += (time.perf_counter() - t0) * 1e6
 
     def close(self) -> None:
         """Free everything this strategy holds. Idempotent."""

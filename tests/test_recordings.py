@@ -1,0 +1,156 @@
+"""Recorded mode on this machine: the shipped H100 recording answers every lesson call, with
+provenance; bad recordings and unrecorded requests give clear errors."""
+import json
+import shutil
+
+import pytest
+
+import labkit
+from labkit import ConvSpec, RecordedDataError, env, experiments, recordings
+from labkit.record import gpu_slug, grid
+
+
+@pytest.fixture(autouse=True)
+def recorded_mode(monkeypatch):
+    monkeypatch.setenv("LABKIT_MODE", "recorded")
+    monkeypatch.delenv("LABKIT_RECORDING", raising=False)
+    recordings._current = None
+    yield
+    recordings._current = None
+
+
+@pytest.fixture
+def copy(tmp_path):
+    src = recordings.data_dir() / recordings.DEFAULT_RECORDING
+    dst = tmp_path / "rec"
+    shutil.copytree(src, dst)
+    return dst
+
+
+def test_shipped_recording_is_complete_and_labelled():
+    rec = recordings.current()
+    m = rec.metadata
+    assert rec.name == "h100-sxm" and "H100" in m["gpu"]
+    assert m["cudnn_backend"].startswith("9.") and m["cudnn_frontend"].startswith("1.28")
+    assert m["complete"] is True and m["schema_version"] == recordings.SCHEMA_VERSION
+    assert len(m["git_commit"]) == 40 and m["wall_seconds"] > 0
+    assert set(rec.experiments()) == set(experiments.registry())
+
+
+@pytest.mark.parametrize("name,kwargs", grid(), ids=lambda v: v if isinstance(v, str) else "")
+def test_every_recorded_call_answers_with_provenance(name, kwargs):
+    df = getattr(experiments, name)(**kwargs)
+    assert len(df) > 0
+    assert df.attrs["mode"] == "recorded"
+    for k in ("gpu", "cudnn_backend", "cudnn_frontend", "date", "source"):
+        assert df.attrs[k], k
+    for col in df.columns:
+        if col.endswith(("_us", "_bytes")) and col != "cap_bytes" and df[col].dtype.kind in "if":  # cap -1 = unlimited
+            assert (df[col].dropna() >= 0).all(), col
+
+
+def test_a_request_outside_the_grid_names_the_nearest_recorded_values():
+    with pytest.raises(RecordedDataError) as info:
+        experiments.precision(ConvSpec(N=3, C=64, H=56, W=56, K=64))
+    assert info.value.nearest == {"spec.N": [1, 8, 32, 64]}
+    assert "nearest recorded: spec.N=[1, 8, 32, 64]" in str(info.value)
+    assert "precision.csv" in str(info.value)
+
+
+def test_recorded_values_for_widgets():
+    rec = recordings.current()
+    assert rec.values("precision", "spec.N", where={"spec.C": 64, "spec.H": 56, "spec.layout": "NHWC"}) == [1, 8, 32, 64]
+    assert rec.values("strategies", "workload") == sorted(
+        ["one_conv", "resnet50_fp16_nhwc", "resnet50_fp32_nchw", "random_shapes", "growing_batch", "pressure"])
+
+
+def test_bad_arguments_are_invalid_spec_not_typeerror():
+    with pytest.raises(labkit.InvalidSpec):
+        experiments.precision(ConvSpec(), bogus=1)
+
+
+def test_corrupt_csv_is_named(copy):
+    path = copy / "precision.csv"
+    path.write_text(path.read_text()[:-200])
+    with pytest.raises(RecordedDataError, match="sha256") as info:
+        recordings.load(copy).table("precision")
+    assert info.value.path == path
+
+
+def test_truncated_csv_without_checksum_reports_rows(copy):
+    meta = json.loads((copy / "metadata.json").read_text())
+    meta["experiments"]["layout"]["sha256"] = None
+    (copy / "metadata.json").write_text(json.dumps(meta))
+    lines = (copy / "layout.csv").read_text().splitlines(True)
+    (copy / "layout.csv").write_text("".join(lines[:-3]))
+    with pytest.raises(RecordedDataError, match="expected .* rows"):
+        recordings.load(copy).table("layout")
+
+
+def test_bad_request_json_names_the_row(copy):
+    meta = json.loads((copy / "metadata.json").read_text())
+    meta["experiments"]["race"]["sha256"] = None
+    (copy / "metadata.json").write_text(json.dumps(meta))
+    lines = (copy / "race.csv").read_text().splitlines(True)
+    lines[2] = '"{not json",' + lines[2].split('}",', 1)[1]
+    (copy / "race.csv").write_text("".join(lines))
+    with pytest.raises(RecordedDataError) as info:
+        recordings.load(copy).table("race")
+    assert info.value.row == 3 and "race.csv" in str(info.value)
+
+
+@pytest.mark.parametrize("breakage,message", [
+    (lambda d: (d / "metadata.json").write_text("{"), "not valid JSON"),
+    (lambda d: (d / "metadata.json").unlink(), "no metadata.json"),
+    (lambda d: (d / "metadata.json").write_text(json.dumps({"schema_version": 99})), "schema version 99"),
+    (lambda d: (d / "metadata.json").write_text(json.dumps({"schema_version": 1})), "lacks"),
+])
+def test_broken_metadata(copy, breakage, message):
+    breakage(copy)
+    with pytest.raises(RecordedDataError, match=message):
+        recordings.load(copy)
+
+
+def test_missing_csv_is_named(copy):
+    (copy / "fusion.csv").unlink()
+    with pytest.raises(RecordedDataError, match="file missing"):
+        recordings.load(copy).table("fusion")
+
+
+def test_choosing_a_recording(copy, monkeypatch):
+    monkeypatch.setenv("LABKIT_RECORDING", str(copy))
+    assert recordings.current().path == copy
+    assert experiments.race().attrs["source"] == str(copy)
+    with pytest.raises(RecordedDataError, match="available: h100-sxm"):
+        recordings.use("a100-nowhere")
+    with pytest.raises(labkit.InvalidSpec):
+        recordings.use(42)
+
+
+def test_modes_on_a_cpu_machine(monkeypatch):
+    monkeypatch.delenv("LABKIT_MODE")
+    m = env.mode()
+    assert m.name == "recorded" and m.reason and not m.forced
+    monkeypatch.setenv("LABKIT_MODE", "live")
+    with pytest.raises(labkit.ModeError, match="cannot run live"):
+        env.mode()
+    monkeypatch.setenv("LABKIT_MODE", "fast")
+    with pytest.raises(labkit.ModeError, match="must be one of"):
+        env.mode()
+    monkeypatch.setenv("LABKIT_MODE", "recorded")
+    assert env.mode().forced
+
+
+def test_doctor_and_record_cli_on_cpu(capsys):
+    from labkit.__main__ import main
+
+    assert main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    assert "mode: recorded" in out and "h100-sxm: NVIDIA H100 80GB HBM3" in out
+    assert main(["record", "--quick"]) == 2
+    assert "needs a live GPU" in capsys.readouterr().err
+
+
+def test_gpu_slug():
+    assert gpu_slug("NVIDIA H100 80GB HBM3") == "h100-80gb-hbm3"
+    assert gpu_slug("NVIDIA A100-SXM4-80GB") == "a100-sxm4-80gb"
