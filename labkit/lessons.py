@@ -1,0 +1,392 @@
+"""Small helpers the lesson notebooks call: the mode banner, the lesson list, experiment results
+shared by a notebook's prose, charts and checks, and summaries whose every number is formatted
+from those results at run time (no measured number is ever written into a notebook).
+
+``data(name, **kwargs)`` runs (live) or looks up (recorded) an experiment once per session and
+request; the panels (`labkit.widgets`) and the checks (`labkit.check`) use the same results, so
+in live mode a notebook measures each request once and its text, charts and checks agree.
+"""
+from __future__ import annotations
+
+import ast
+import html
+import json
+from collections import OrderedDict
+from pathlib import Path
+from typing import Optional
+
+from . import plots
+from .errors import InvalidSpec
+from .plots import fmt_bytes, fmt_us
+
+LESSONS = (
+    ("00_start_here", "What is on this machine, which mode am I in, how do the panels work?"),
+    ("01_what_is_a_workspace", "What is a workspace, who asks for it, how big is it, what does it buy?"),
+    ("02_workspace_strategies", "The workspace strategies side by side: time, peak memory, allocations."),
+    ("03_precision_and_layout", "fp32 / tf32 / fp16 / bf16 / fp8 and NCHW / NHWC: error, speed, workspace, roofline."),
+    ("04_fusion", "Convolution + bias + activation as one graph: what fusion saves."),
+    ("05_plans_autotune_and_caching", "Many plans per problem: autotuning them, capping workspace, caching the build."),
+    ("06_streams_and_scratchpads", "Several streams, one workspace: races, and a scratchpad per stream."),
+    ("07_lab", "Open lab: your own convolution, every chart, every knob, CSV export."),
+)
+
+_CACHE: "OrderedDict[str, object]" = OrderedDict()
+_CACHE_SIZE = 64
+
+
+# ---- results ------------------------------------------------------------------------------------
+def data(name: str, force: bool = False, **kwargs):
+    """The DataFrame of experiment ``name`` for ``kwargs``: measured (live) or looked up
+    (recorded) once per session, then reused (``force=True`` measures again). Raises what the
+    experiment raises (`RecordedDataError` for a request that was not recorded)."""
+    from . import experiments
+
+    fns = experiments.registry()
+    if name not in fns:
+        raise InvalidSpec("experiment", name, f"must be one of {', '.join(sorted(fns))}")
+    key = f"{name}:{experiments.request_key(experiments.request_of(name, **kwargs))}"
+    if not force and key in _CACHE:
+        _CACHE.move_to_end(key)
+        return _CACHE[key]
+    df = fns[name](**kwargs)
+    _CACHE[key] = df
+    while len(_CACHE) > _CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return df
+
+
+def forget() -> None:
+    """Drop every cached result (the next `data` call measures or looks up again)."""
+    _CACHE.clear()
+
+
+def base(**changes):
+    """The lessons' base convolution (`experiments.BASE`), with ``changes`` applied."""
+    from .experiments import BASE
+
+    return BASE.replace(**changes) if changes else BASE
+
+
+def race_all():
+    """Every race the lessons use (graph and Python launch on 2 streams, graph on 4) as one DataFrame."""
+    frames = [data("race", launch=la, streams=st, min_runs=1024) for la, st in (("graph", 2), ("python", 2), ("graph", 4))]
+    return plots.concat(frames)
+
+
+# ---- display helpers ----------------------------------------------------------------------------
+class Text(str):
+    """A string shown as Markdown in a notebook (and as itself anywhere else)."""
+
+    def _repr_markdown_(self) -> str:
+        return str(self)
+
+
+def banner() -> Text:
+    """Which mode labkit is in and where the numbers come from, e.g. "recorded on NVIDIA H100
+    80GB HBM3 with cuDNN 9.19.0 on 2026-11-22", or "live on <GPU>"."""
+    from . import env
+
+    m = env.mode()
+    if m.live:
+        e = env.environment()
+        return Text(f"**Mode: live on {e.gpu_name}** (cuDNN {e.cudnn_backend}, frontend {e.cudnn_frontend}, "
+                    f"CuPy {e.cupy_version}). Every chart is measured on this GPU when it is drawn.")
+    from . import recordings
+
+    md = recordings.current().metadata
+    return Text(f"**Mode: recorded on {md.get('gpu')} with cuDNN {md.get('cudnn_backend')} on {md.get('date')}** "
+                f"(frontend {md.get('cudnn_frontend')}, CuPy {md.get('cupy')}). Why not live: {m.reason}. "
+                "Every number below was measured on that GPU; controls offer only recorded values.")
+
+
+def contents() -> Text:
+    """The lesson list, with links."""
+    rows = ["| notebook | question |", "| --- | --- |"]
+    rows += [f"| [{n}]({n}.ipynb) | {q} |" for n, q in LESSONS]
+    return Text("\n".join(rows))
+
+
+def show_source(module: str, *names: str) -> Text:
+    """The source of functions in a labkit module, read from its file (the module is not
+    imported, so this works without CuPy)."""
+    path = Path(__file__).resolve().parent / f"{module}.py"
+    if not path.is_file():
+        raise InvalidSpec("module", module, "must name a file in labkit/")
+    src = path.read_text()
+    tree = ast.parse(src)
+    found = {n.name: ast.get_source_segment(src, n) for n in tree.body
+             if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name in names}
+    missing = [n for n in names if n not in found]
+    if missing:
+        raise InvalidSpec("names", missing, f"not defined at the top level of labkit/{module}.py")
+    return Text("```python\n" + "\n\n".join(found[n] for n in names) + "\n```")
+
+
+def table(df, columns, names=None) -> Text:
+    """A few columns of a DataFrame as a Markdown table, sizes and times formatted."""
+    names = names or columns
+    rows = ["| " + " | ".join(names) + " |", "|" + " --- |" * len(columns)]
+    for _, r in df.iterrows():
+        cells = []
+        for c in columns:
+            v = r.get(c)
+            if c.endswith("_bytes"):
+                cells.append(fmt_bytes(v))
+            elif c.endswith("_us"):
+                cells.append(fmt_us(v))
+            elif isinstance(v, float):
+                cells.append(f"{v:.3g}")
+            else:
+                cells.append(html.escape(str(v)))
+        rows.append("| " + " | ".join(cells) + " |")
+    return Text("\n".join(rows))
+
+
+def _ok(df):
+    return df[df["status"] == "ok"] if "status" in df.columns else df
+
+
+def _where(df) -> str:
+    a = df.attrs
+    return f"{a.get('mode')} on {a.get('gpu')}"
+
+
+# ---- lesson 01 ---------------------------------------------------------------------------------
+def algorithms_summary(df) -> Text:
+    ok = df[df["find_status"] == "ok"]
+    fast = ok.loc[ok["time_us"].idxmin()]
+    zero = ok[ok["query_workspace_bytes"] == 0]
+    bad = df[df["find_status"] != "ok"]
+    spec = plots.request_spec(df)
+    text = (f"For {spec.label} ({_where(df)}), cuDNN's Find ranks **{fast.algorithm}** first: "
+            f"{fmt_us(fast.time_us)} with a workspace of {fmt_bytes(fast.query_workspace_bytes)}.")
+    if not zero.empty:
+        z = zero.loc[zero["time_us"].idxmin()]
+        text += (f" The best algorithm that needs no workspace, {z.algorithm}, takes {fmt_us(z.time_us)}: "
+                 f"{z.time_us / fast.time_us:.1f}x slower. That ratio is what the workspace buys here.")
+    if len(bad):
+        text += f" {len(bad)} of {len(df)} algorithms are not supported for this dtype and layout."
+    return Text(text)
+
+
+def workspace_sizes_summary(df) -> Text:
+    ok = _ok(df)
+    hi = ok.loc[ok["heuristic_workspace_bytes"].idxmax()]
+    lo = ok.loc[ok["heuristic_workspace_bytes"].idxmin()]
+    spread = ok["max_workspace_bytes"].max()
+    spec = plots.request_spec(df)
+    return Text(
+        f"One shape ({plots.shape_label(spec)}), {len(ok)} variants of dtype x layout x direction ({_where(df)}). "
+        f"The heuristic plan asks for anything from **{fmt_bytes(lo.heuristic_workspace_bytes)}** "
+        f"({lo['dtype']} {lo['layout']} {lo['direction']}) to **{fmt_bytes(hi.heuristic_workspace_bytes)}** "
+        f"({hi['dtype']} {hi['layout']} {hi['direction']}); the hungriest candidate plan of any variant wants "
+        f"{fmt_bytes(spread)}. Same dims, very different workspaces.")
+
+
+def sweep_summary(df) -> Text:
+    ok = _ok(df)
+    f = str(df["field"].iloc[0])
+    first, last = ok.iloc[0], ok.iloc[-1]
+    ws_max = ok.loc[ok["workspace_bytes"].idxmax()]
+    return Text(
+        f"From {f}={first.value} to {f}={last.value} the GPU time goes from {fmt_us(first.gpu_us)} to "
+        f"{fmt_us(last.gpu_us)} ({last.gpu_us / first.gpu_us:.0f}x) and the FLOPs {last.flops / first.flops:.0f}x; "
+        f"throughput goes from {first.tflops:.0f} to {last.tflops:.0f} TFLOP/s. The largest workspace, "
+        f"{fmt_bytes(ws_max.workspace_bytes)}, is at {f}={ws_max.value} ({ws_max.plan_name}); the heuristic changes "
+        f"plan {ok['plan_name'].nunique() - 1} time(s) along the way.")
+
+
+# ---- lesson 02 ---------------------------------------------------------------------------------
+def _strategy(df, name):
+    rows = df[df["strategy"].str.split(" ").str[0] == name]
+    return rows.iloc[0] if len(rows) else None
+
+
+def strategies_summary(df) -> Text:
+    ok = _ok(df)
+    m = _strategy(ok, "malloc_per_call")
+    a = _strategy(ok, "fixed_arena")
+    fast = ok.loc[ok["median_us"].idxmin()]
+    wl = df["workload"].iloc[0]
+    parts = [f"Workload **{wl}** ({int(df['calls'].iloc[0])} calls per strategy, {_where(df)})."]
+    if m is not None and a is not None:
+        parts.append(f"malloc per call: {m.median_us:.0f} us vs {a.median_us:.0f} us per call for the fixed arena "
+                     f"({m.median_us / a.median_us:.1f}x), with {int(m.alloc_calls)} allocator calls against "
+                     f"{int(a.alloc_calls)}, and {m.alloc_us_total / 1000:.1f} ms spent inside cudaMalloc/cudaFree.")
+        parts.append(f"The arena pays in memory instead: it holds {fmt_bytes(a.peak_bytes)} for a workload whose "
+                     f"largest workspace is {fmt_bytes(m.peak_bytes)}.")
+    parts.append(f"Lowest median per call: {fast.strategy} ({fast.median_us:.0f} us).")
+    return Text(" ".join(parts))
+
+
+def pressure_summary(df) -> Text:
+    ok = _ok(df)
+    calls = int(df["calls"].iloc[0])
+    fell = ok[ok["fallbacks"] > 0]
+    held = ok[ok["fallbacks"] == 0]
+    parts = [f"Workload **{df['workload'].iloc[0]}** ({_where(df)}): {calls} calls with almost no device memory free."]
+    if len(fell):
+        parts.append(f"{len(fell)} of {len(ok)} strategies could not get the workspace the best plan wants and fell back "
+                     f"to a plan needing less ({', '.join(f'{r.strategy}: {int(r.fallbacks)}' for _, r in fell.iterrows())} "
+                     "fallbacks).")
+    for _, r in held.iterrows():
+        parts.append(f"{r.strategy} never fell back (its memory was taken before the pressure began): "
+                     f"{fmt_us(r.median_us)} per call, holding {fmt_bytes(r.peak_bytes)}.")
+    bad = df[df["status"] != "ok"] if "status" in df.columns else df.iloc[0:0]
+    if len(bad):
+        parts.append(f"{len(bad)} failed: " + "; ".join(f"{r.strategy}: {r.reason}" for _, r in bad.iterrows()))
+    slow = ok.loc[ok["median_us"].idxmax()]
+    fast = ok.loc[ok["median_us"].idxmin()]
+    parts.append(f"Per call: from {fmt_us(fast.median_us)} ({fast.strategy}) to {fmt_us(slow.median_us)} "
+                 f"({slow.strategy}, {slow.median_us / fast.median_us:.0f}x).")
+    return Text(" ".join(parts))
+
+
+def dims_only_summary(df) -> Text:
+    """What a dims-only key would hand out: same dims, different workspaces (from workspace_sizes)."""
+    ok = _ok(df)
+    fp = ok[ok["direction"] == "fprop"].sort_values("heuristic_workspace_bytes")
+    lo, hi = fp.iloc[0], fp.iloc[-1]
+    return Text(
+        f"All {len(ok)} variants below have the **same dims-only key**, yet their heuristic plans ask for "
+        f"{fmt_bytes(ok['heuristic_workspace_bytes'].min())} to {fmt_bytes(ok['heuristic_workspace_bytes'].max())}. "
+        f"Among forward convolutions alone: if {lo['dtype']} {lo['layout']} runs first, a dims-only cache stores "
+        f"{fmt_bytes(lo.heuristic_workspace_bytes)}; when {hi['dtype']} {hi['layout']} arrives with the same dims it gets "
+        f"that buffer back and needs {fmt_bytes(hi.heuristic_workspace_bytes)}: "
+        f"{fmt_bytes(hi.heuristic_workspace_bytes - lo.heuristic_workspace_bytes)} short. Handed to cuDNN, that buffer "
+        "would be written past its end (labkit's Runner checks the size and refuses; a real cache that trusts its key "
+        "does not).")
+
+
+# ---- lesson 03 ---------------------------------------------------------------------------------
+def precision_summary(df) -> Text:
+    ok = _ok(df).set_index("dtype")
+    parts = [f"{_where(df)}:"]
+    for d, r in ok.iterrows():
+        parts.append(f"**{d}** {fmt_us(r.gpu_us)} ({r.tflops:.0f} TFLOP/s), error {r.rel_error:.1e} from the arithmetic, "
+                     f"{r.rel_error_vs_fp64_inputs:.1e} in total;")
+    if "fp32" in ok.index and "fp16" in ok.index:
+        parts.append(f"fp16 is {ok.loc['fp32', 'gpu_us'] / ok.loc['fp16', 'gpu_us']:.1f}x faster than true fp32 here.")
+    if "fp8_e4m3" in ok.index:
+        r = ok.loc["fp8_e4m3"]
+        parts.append(f"fp8's arithmetic is as good as fp16's, but rounding the inputs to fp8 makes its total error "
+                     f"{r.rel_error_vs_fp64_inputs / r.rel_error:.0f}x its arithmetic error.")
+    return Text(" ".join(parts))
+
+
+def layout_summary(df) -> Text:
+    ok = _ok(df).set_index("layout")
+    n, h = ok.loc["NCHW"], ok.loc["NHWC"]
+    verdict = ("so converting pays off" if h.end_to_end_us < n.conv_gpu_us
+               else "so for a user whose tensors are NCHW, converting for one convolution does not pay off")
+    return Text(
+        f"{_where(df)}: the convolution takes {fmt_us(n.conv_gpu_us)} in NCHW (workspace {fmt_bytes(n.workspace_bytes)}) "
+        f"and {fmt_us(h.conv_gpu_us)} in NHWC (workspace {fmt_bytes(h.workspace_bytes)}): "
+        f"{n.conv_gpu_us / h.conv_gpu_us:.1f}x faster. Converting NCHW tensors to NHWC and back costs "
+        f"{fmt_us(h.convert_gpu_us)}, so NHWC end to end is {fmt_us(h.end_to_end_us)}, {verdict}. "
+        "Keep the whole network in NHWC and the conversion disappears.")
+
+
+def roofline_summary(df) -> Text:
+    ok = _ok(df)
+    best = ok.loc[ok["tflops"].idxmax()]
+    worst = ok.loc[ok["tflops"].idxmin()]
+    peak = plots._first(df, "peak_tflops")
+    text = (f"{_where(df)}, {df['dtype'].iloc[0]} {df['layout'].iloc[0]}: the best shape, {best['shape']}, reaches "
+            f"{best.tflops:.0f} TFLOP/s; the worst, {worst['shape']}, {worst.tflops:.0f} TFLOP/s.")
+    if peak:
+        text += (f" Against the datasheet peak of {peak:.0f} TFLOP/s that is {best.tflops / peak:.0%} at best, even for "
+                 "shapes whose intensity is past the ridge: these are small GEMMs that do not fill the tensor cores, "
+                 "and the roof is a bound, not a promise.")
+    else:
+        text += " No datasheet ceiling is known for this GPU, so no roof is drawn."
+    return Text(text)
+
+
+# ---- lesson 04 ---------------------------------------------------------------------------------
+def fusion_summary(df) -> Text:
+    ok = _ok(df)
+    parts = [f"{_where(df)}, {df['dtype'].iloc[0]} {df['layout'].iloc[0]}:"]
+    for epi in dict.fromkeys(ok["epilogue"]):
+        sub = ok[ok["epilogue"] == epi].set_index("path")
+        if {"fused", "unfused"} <= set(sub.index):
+            f, u = sub.loc["fused"], sub.loc["unfused"]
+            word = "faster" if f.gpu_us < u.gpu_us else "SLOWER"
+            parts.append(f"**{epi}** fused {fmt_us(f.gpu_us)} vs unfused {fmt_us(u.gpu_us)} "
+                         f"({max(u.gpu_us, f.gpu_us) / min(u.gpu_us, f.gpu_us):.1f}x {word}); the unfused path allocates "
+                         f"{fmt_bytes(u.intermediate_bytes)} of intermediates and moves {fmt_bytes(u.modelled_hbm_bytes)} "
+                         f"through HBM against {fmt_bytes(f.modelled_hbm_bytes)} fused.")
+    return Text(" ".join(parts))
+
+
+# ---- lesson 05 ---------------------------------------------------------------------------------
+def plans_summary(df) -> Text:
+    ok = _ok(df)
+    h = ok[ok["heuristic_pick"]].iloc[0]
+    b = ok[ok["best"]].iloc[0]
+    w = ok[ok["worst"]].iloc[0]
+    spec = plots.request_spec(df)
+    text = (f"{spec.label} ({_where(df)}): {len(ok)} plans timed. Heuristic pick: plan {int(h.plan_index)}, "
+            f"{fmt_us(h.gpu_us)}, workspace {fmt_bytes(h.workspace_bytes)}. Fastest: plan {int(b.plan_index)}, "
+            f"{fmt_us(b.gpu_us)}, workspace {fmt_bytes(b.workspace_bytes)}. Slowest: plan {int(w.plan_index)}, "
+            f"{fmt_us(w.gpu_us)} ({w.gpu_us / b.gpu_us:.0f}x the fastest).")
+    if h.plan_index == b.plan_index:
+        text += " The heuristic got it right here: autotuning would only confirm it."
+    else:
+        text += f" Autotuning gains {h.gpu_us / b.gpu_us:.2f}x over the heuristic here."
+    return Text(text)
+
+
+def caps_summary(df) -> Text:
+    ok = _ok(df)
+    worst = ok.loc[ok["slowdown_vs_unlimited"].idxmax()]
+    free = ok[ok["slowdown_vs_unlimited"] <= 1.05]
+    cheapest = free.loc[free["cap_bytes"].replace(-1, float("inf")).idxmin()] if len(free) else None
+    text = (f"{_where(df)}: the tightest caps leave {int(ok['plans_within_cap'].min())} plans and cost up to "
+            f"{worst.slowdown_vs_unlimited:.1f}x (cap {plots.cap_label(worst.cap_bytes)}).")
+    if cheapest is not None:
+        text += (f" From a cap of {plots.cap_label(cheapest.cap_bytes)} on, the best plan is within 5% of unlimited: "
+                 f"that much workspace buys all the speed.")
+    return Text(text)
+
+
+def build_cost_summary(df) -> Text:
+    s = df.set_index("stage")["seconds"]
+    first = s.get("build (heuristic plan)")
+    hit = s.get("labkit cache hit")
+    tune = s.get("autotune (time every plan)")
+    pay = plots._first(df, "calls_to_pay_off_autotune")
+    spec = plots.request_spec(df)
+    text = (f"{spec.label} ({_where(df)}): the first build took {plots.fmt_seconds(first)}, a cache hit "
+            f"{plots.fmt_seconds(hit)} ({first / hit:,.0f}x less); autotuning every plan took {plots.fmt_seconds(tune)}.")
+    if pay is None or pay == float("inf"):
+        text += " The heuristic pick was already the fastest plan, so autotuning never pays for itself for this convolution."
+    else:
+        text += (f" It makes each call {df['heuristic_gpu_us'].iloc[0] - df['best_gpu_us'].iloc[0]:.1f} us faster, "
+                 f"so it pays for itself after {pay:,.0f} calls.")
+    return Text(text)
+
+
+# ---- lesson 06 ---------------------------------------------------------------------------------
+def race_summary(df) -> Text:
+    parts = [f"{_where(df)}, {df['spec_label'].iloc[0]}, workspace {fmt_bytes(df['workspace_bytes'].iloc[0])}:"]
+    for (la, st), sub in df.groupby(["launch", "streams"], sort=False):
+        s = sub.set_index("scratchpad")
+        parts.append(f"**{la} launch, {st} streams**: shared scratchpad {int(s.loc['shared', 'mismatches_bitwise'])} / "
+                     f"{int(s.loc['shared', 'runs'])} outputs corrupted (worst relative error "
+                     f"{s.loc['shared', 'worst_rel_error']:.2g}), per-stream {int(s.loc['per-stream', 'mismatches_bitwise'])};")
+    return Text(" ".join(parts))
+
+
+def request_text(df) -> str:
+    """The request behind a DataFrame as JSON (for the curious)."""
+    return json.dumps(df.attrs.get("request"), sort_keys=True)
+
+
+def summary(df) -> Optional[Text]:
+    """The summary for any experiment's DataFrame (by ``attrs['experiment']``)."""
+    fn = {"algorithms": algorithms_summary, "workspace_sizes": workspace_sizes_summary, "sweep": sweep_summary,
+          "strategies": strategies_summary, "precision": precision_summary, "layout": layout_summary,
+          "roofline": roofline_summary, "fusion": fusion_summary, "plans": plans_summary, "caps": caps_summary,
+          "build_cost": build_cost_summary, "race": race_summary}.get(df.attrs.get("experiment"))
+    return fn(df) if fn else None
