@@ -25,7 +25,8 @@ BASE = ConvSpec(N=32, C=64, H=56, W=56, K=64, R=3, S=3, padding=1, dtype="fp16",
 MIB = 1 << 20
 CAPS = (0, 1 * MIB, 16 * MIB, 64 * MIB, 256 * MIB, None)
 
-_REGISTRY = {}
+_REGISTRY = {}  # name -> the wrapped experiment (what callers and the recorder call)
+_SIGNATURES = {}  # name -> the experiment's own signature (what requests are made of)
 
 
 # ---- requests: canonical, comparable arguments ------------------------------------------------
@@ -41,8 +42,7 @@ def _plain(value):
 
 def request_of(name: str, *args, **kwargs) -> dict:
     """The canonical request dict for a call of experiment ``name`` (defaults filled in)."""
-    fn = _REGISTRY[name].__wrapped__
-    bound = inspect.signature(fn).bind(*args, **kwargs)
+    bound = _SIGNATURES[name].bind(*args, **kwargs)
     bound.apply_defaults()
     return {k: _plain(v) for k, v in bound.arguments.items()}
 
@@ -75,6 +75,7 @@ def experiment(fn):
         return df
 
     _REGISTRY[fn.__name__] = wrapper
+    _SIGNATURES[fn.__name__] = inspect.signature(fn)
     return wrapper
 
 

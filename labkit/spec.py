@@ -111,6 +111,7 @@ class ConvSpec:
             n = _prod(shape)
             if n > MAX_ELEMENTS:
                 raise InvalidSpec("shape", shape, f"the {name} tensor has {n:,} elements; the limit is {MAX_ELEMENTS:,}")
+        put("_key", tuple((f.name, getattr(self, f.name)) for f in dataclasses.fields(self)))
 
     # ---- derived sizes ---------------------------------------------------------------------
     @property
@@ -170,8 +171,9 @@ class ConvSpec:
     # ---- identity --------------------------------------------------------------------------
     @property
     def key(self) -> tuple:
-        """Hashable key holding every field: dims, params, dtype, layout and direction."""
-        return tuple((f.name, getattr(self, f.name)) for f in dataclasses.fields(self))
+        """Hashable key holding every field: dims, params, dtype, layout and direction (computed
+        once: strategies look it up on every call)."""
+        return self._key
 
     def replace(self, **changes) -> "ConvSpec":
         """A copy with some fields changed (validated again)."""
