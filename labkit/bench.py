@@ -133,12 +133,15 @@ def vs_torch(name: str = "vs_torch_h100", dtypes=("fp32", "tf32", "fp16", "bf16"
                     lg = measure.graph_replay(b.run, stream, calls=20, repeats=15)
                     lb = measure.back_to_back(b.run, stream)
                     lh = measure.host_dispatch(b.run, stream)
+                    one = measure.capture(b.run, stream, 1)  # the same call as a CUDA graph of one conv
+                    lgh = measure.host_dispatch(lambda: one.launch(stream), stream)
                     tg, tb, th = _torch_times(spec)
                     row.update(labkit_gpu_us=lg.median_us, torch_gpu_us=tg, ratio=lg.median_us / tg,
-                               labkit_host_us=lh.median_us, torch_host_us=th, labkit_b2b_us=lb.median_us,
+                               labkit_host_us=lh.median_us, torch_host_us=th, labkit_graph_launch_host_us=lgh.median_us,
+                               labkit_b2b_us=lb.median_us,
                                torch_b2b_us=tb, labkit_plan=plan.name, workspace_bytes=plan.workspace_bytes,
                                heuristic_gpu_us=tuned.gpu_us(tuned.heuristic_index), status="ok")
-                    del ops, ws, b
+                    del ops, ws, b, one
                     engine.release_handle(stream)
                 except Exception as exc:  # noqa: BLE001  (reported in the table, the run goes on)
                     row.update(status=f"{type(exc).__name__}: {str(exc)[:200]}")
@@ -155,6 +158,8 @@ def vs_torch(name: str = "vs_torch_h100", dtypes=("fp32", "tf32", "fp16", "bf16"
         "share_ratio_le_1": float((ok.ratio <= 1.0).mean()) if len(ok) else None,
         "median_ratio": float(ok.ratio.median()) if len(ok) else None,
         "labkit_host_us_median": float(ok.labkit_host_us.median()) if len(ok) else None,
+        "labkit_host_us_median_nhwc": float(ok[ok.layout == "NHWC"].labkit_host_us.median()) if len(ok) else None,
+        "labkit_graph_launch_host_us_median": float(ok.labkit_graph_launch_host_us.median()) if len(ok) else None,
         "torch_host_us_median": float(ok.torch_host_us.median()) if len(ok) else None,
         "torch": torch.__version__, "torch_cudnn": torch.backends.cudnn.version(),
         "wall_seconds": round(time.perf_counter() - t0, 1),

@@ -121,7 +121,14 @@ def _git_commit() -> Optional[str]:
 
 
 def _metadata(out: Path, wall: float, complete: bool, argv) -> dict:
+    """metadata.json's content; ``commands`` keeps every command that wrote into this folder."""
     from .env import environment
+
+    commands = []
+    if (out / "metadata.json").is_file():
+        old = json.loads((out / "metadata.json").read_text())
+        commands = old.get("commands") or [old.get("command")]
+    commands = [c for c in commands if c] + [" ".join(argv)]
 
     e = environment()
     files = {}
@@ -134,7 +141,8 @@ def _metadata(out: Path, wall: float, complete: bool, argv) -> dict:
         "gpu_memory_bytes": e.gpu_memory_bytes, "driver": e.driver_version, "cuda_runtime": e.cuda_runtime,
         "cudnn_backend": e.cudnn_backend, "cudnn_frontend": e.cudnn_frontend, "cupy": e.cupy_version,
         "python": platform.python_version(), "labkit": __version__, "git_commit": _git_commit(),
-        "date": datetime.date.today().isoformat(), "command": " ".join(argv), "wall_seconds": round(wall, 1),
+        "date": datetime.date.today().isoformat(), "command": " ".join(argv), "commands": commands,
+        "wall_seconds": round(wall, 1),
         "complete": complete, "experiments": files,
     }
 
