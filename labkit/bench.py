@@ -3,6 +3,7 @@ baseline measured in the same run, and write it to data/bench/ with its provenan
 Never timed assertions: these are measurements to read."""
 from __future__ import annotations
 
+import functools
 import json
 import time
 from pathlib import Path
@@ -134,7 +135,7 @@ def vs_torch(name: str = "vs_torch_h100", dtypes=("fp32", "tf32", "fp16", "bf16"
                     lb = measure.back_to_back(b.run, stream)
                     lh = measure.host_dispatch(b.run, stream)
                     one = measure.capture(b.run, stream, 1)  # the same call as a CUDA graph of one conv
-                    lgh = measure.host_dispatch(lambda: one.launch(stream), stream)
+                    lgh = measure.host_dispatch(functools.partial(one.launch, stream), stream)
                     tg, tb, th = _torch_times(spec)
                     row.update(labkit_gpu_us=lg.median_us, torch_gpu_us=tg, ratio=lg.median_us / tg,
                                labkit_host_us=lh.median_us, torch_host_us=th, labkit_graph_launch_host_us=lgh.median_us,

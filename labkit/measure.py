@@ -78,7 +78,7 @@ def graph_replay(fn: Callable[[], None], stream: cupy.cuda.Stream, calls: int = 
         graph.launch(stream)
     stream.synchronize()
     samples, last = [], None
-    for i in range(repeats):
+    for _ in range(repeats):
         start.record(stream)
         graph.launch(stream)
         end.record(stream)

@@ -46,7 +46,7 @@ def alloc(nbytes: int, what: str) -> cupy.ndarray:
     """A uint8 CuPy array of ``nbytes`` from the current pool. On OOM, release the pool's cached
     blocks and retry once; then raise `OutOfMemory` (nothing is left allocated)."""
     nbytes = check_request(nbytes, what)
-    for attempt in range(2):
+    for _ in range(2):
         try:
             return cupy.empty(nbytes, dtype=cupy.uint8)
         except Exception as exc:

@@ -93,7 +93,7 @@ def test_keyed_cache_never_holds_more_than_its_budget():
     rng = random.Random(0)
     stream_ptr = int(cupy.cuda.get_current_stream().ptr)
     base = _device_free()
-    for i in range(10_000):
+    for _ in range(10_000):
         spec = ConvSpec(N=rng.randint(1, 64), C=rng.choice([16, 32, 64]), H=rng.choice([7, 14, 28]), W=14,
                         K=rng.choice([16, 64]), dtype=rng.choice(["fp16", "fp32"]), layout=rng.choice(["NCHW", "NHWC"]))
         plan = rng.randint(0, 3)
