@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 
 from .errors import InvalidSpec
 from .numerics import array_module
