@@ -120,6 +120,19 @@ def _timed_plan(cg, plan_index=None, ops=None, calls: int = 10):
     return plan, measure.graph_replay(bound.run, stream, calls=calls)
 
 
+def _heuristic_row(spec: ConvSpec) -> dict:
+    """The heuristic plan of ``spec`` timed: plan, workspace, GPU time, TFLOP/s and status
+    (a labkit error becomes the row's status instead of ending the experiment)."""
+    from . import engine
+
+    try:
+        plan, t = _timed_plan(engine.get_graph(spec, all_plans=False))
+    except LabkitError as exc:
+        return _status_row(exc)
+    return dict(plan_name=plan.name, workspace_bytes=plan.workspace_bytes, gpu_us=t.median_us,
+                tflops=_tflops(spec, t.median_us), status="ok", reason="")
+
+
 def _status_row(exc: Exception) -> dict:
     kind = "unsupported" if isinstance(exc, Unsupported) else "out_of_memory" if isinstance(exc, OutOfMemory) else "error"
     return {"status": kind, "reason": str(exc)[:300]}
@@ -425,7 +438,7 @@ def resnet50_shapes(N: int = 32):
 def roofline(dtype: str = "fp16", layout: str = "NHWC", N: int = 32):
     """Arithmetic intensity and achieved TFLOP/s of the ResNet-50 shapes against this GPU's
     ceilings (`labkit.ceilings`); a GPU not in the table gets empty ceiling columns."""
-    from . import ceilings, engine, env
+    from . import ceilings, env
 
     ceiling = ceilings.for_gpu(env.environment().gpu_name)
     rows = []
@@ -436,12 +449,9 @@ def roofline(dtype: str = "fp16", layout: str = "NHWC", N: int = 32):
                    peak_tflops=ceiling.peak_tflops(dtype) if ceiling else None,
                    bandwidth_gb_s=ceiling.bandwidth_bytes_per_s / 1e9 if ceiling else None,
                    ceiling_gpu=ceiling.gpu if ceiling else None)
-        try:
-            plan, t = _timed_plan(engine.get_graph(s, all_plans=False))
-            row.update(gpu_us=t.median_us, tflops=_tflops(s, t.median_us),
-                       achieved_gb_s=s.min_bytes / (t.median_us * 1e-6) / 1e9, plan_name=plan.name, status="ok", reason="")
-        except LabkitError as exc:
-            row.update(_status_row(exc))
+        row.update(_heuristic_row(s))
+        if row["status"] == "ok":
+            row["achieved_gb_s"] = s.min_bytes / (row["gpu_us"] * 1e-6) / 1e9
         rows.append(row)
     return _frame(rows)
 
@@ -453,7 +463,6 @@ SWEEP_FIELDS = ("N", "C=K", "H=W", "R=S")
 def sweep(field: str = "N", values: Sequence[int] = (1, 2, 4, 8, 16, 32, 64), base: ConvSpec = BASE):
     """GPU time, workspace and TFLOP/s of the heuristic plan as one dimension varies (``C=K``
     moves both channel counts, ``H=W`` both spatial sizes, ``R=S`` the filter with 'same' padding)."""
-    from . import engine
 
     base = _spec(base, "base")
     if field not in SWEEP_FIELDS:
@@ -463,14 +472,8 @@ def sweep(field: str = "N", values: Sequence[int] = (1, 2, 4, 8, 16, 32, 64), ba
         change = {"N": dict(N=v), "C=K": dict(C=v, K=v), "H=W": dict(H=v, W=v),
                   "R=S": dict(R=v, S=v, padding=(v - 1) // 2 * base.dilation[0])}[field]
         s = base.replace(**change)
-        row = dict(field=field, value=v, dtype=s.dtype, layout=s.layout, direction=s.direction, flops=s.flops)
-        try:
-            plan, t = _timed_plan(engine.get_graph(s, all_plans=False))
-            row.update(gpu_us=t.median_us, tflops=_tflops(s, t.median_us), workspace_bytes=plan.workspace_bytes,
-                       plan_name=plan.name, status="ok", reason="")
-        except LabkitError as exc:
-            row.update(_status_row(exc))
-        rows.append(row)
+        rows.append(dict(field=field, value=v, dtype=s.dtype, layout=s.layout, direction=s.direction, flops=s.flops,
+                         **_heuristic_row(s)))
     return _frame(rows)
 
 

@@ -306,6 +306,10 @@ def _external_stream(ptr: int):
     return s
 
 
+def _stream_of(req: Request):
+    return _external_stream(req.stream_ptr) if req.stream_ptr else cupy.cuda.Stream.null
+
+
 class _PoolStrategy(Strategy):
     """Shared logic of the CuPy pools: malloc from the pool, drop the block on put."""
 
@@ -337,6 +341,10 @@ class _PoolStrategy(Strategy):
             self.stats.alloc_us_total += (time.perf_counter() - t0) * 1e6
             self.stats.free_calls += 1
 
+    def _pool_malloc(self, req):
+        with _stream_of(req):  # both pools allocate on the current stream
+            return self.pool.malloc(req.nbytes)
+
     def _release(self, req, mem):
         del mem  # the block returns to the pool, reusable on the stream it was allocated on
 
@@ -360,11 +368,6 @@ class CupyPool(_PoolStrategy):
     def __init__(self):
         super().__init__(cupy.cuda.MemoryPool())
 
-    def _pool_malloc(self, req):
-        stream = _external_stream(req.stream_ptr) if req.stream_ptr else cupy.cuda.Stream.null
-        with stream:
-            return self.pool.malloc(req.nbytes)
-
 
 class AsyncPool(_PoolStrategy):
     """Stream-ordered allocation (`cupy.cuda.MemoryAsyncPool`: cudaMallocAsync/cudaFreeAsync on the
@@ -375,14 +378,8 @@ class AsyncPool(_PoolStrategy):
     def __init__(self):
         super().__init__(cupy.cuda.MemoryAsyncPool())
 
-    def _pool_malloc(self, req):
-        stream = _external_stream(req.stream_ptr) if req.stream_ptr else cupy.cuda.Stream.null
-        with stream:
-            return self.pool.malloc(req.nbytes)
-
     def _release(self, req, mem):
-        stream = _external_stream(req.stream_ptr) if req.stream_ptr else cupy.cuda.Stream.null
-        with stream:
+        with _stream_of(req):
             del mem  # cudaFreeAsync, ordered after the call on this stream
 
 
