@@ -166,10 +166,12 @@ class ConvGraph:
     """
 
     def __init__(self, spec: ConvSpec, epilogue: str = "none", workspace_cap: Optional[int] = None,
-                 all_plans: bool = True):
+                 all_plans: bool = True, _deterministic_only: bool = False):
         if not isinstance(spec, ConvSpec):
             raise InvalidSpec("spec", spec, "must be a labkit.ConvSpec")
         self.spec, self.all_plans = spec, bool(all_plans)
+        self._deterministic_only = _deterministic_only
+        self._deterministic: Optional[set] = None
         self.epilogue = _check_epilogue(spec, epilogue)
         self.workspace_cap = _check_cap(workspace_cap)
         t0 = time.perf_counter()
@@ -229,6 +231,8 @@ class ConvGraph:
             g.deselect_numeric_notes([cudnn.numerical_note.TENSOR_CORE, cudnn.numerical_note.DOWN_CONVERT_INPUTS])
         elif self.spec.dtype == "tf32":
             g.select_numeric_notes([cudnn.numerical_note.TENSOR_CORE])
+        if self._deterministic_only:
+            g.deselect_numeric_notes([cudnn.numerical_note.NONDETERMINISTIC])
         if self.workspace_cap is not None:
             g.deselect_workspace_greater_than(self.workspace_cap)
         g.check_support()
@@ -288,11 +292,27 @@ class ConvGraph:
             raise Unsupported(f"plan {index} ({p.name})", p.error or "it did not build")
         return p
 
-    def plan_table(self):
-        """Every candidate plan as a tidy DataFrame: index, name, workspace_bytes, built, notes, error."""
+    def deterministic_names(self) -> set:
+        """Names of the plans cuDNN does not mark NONDETERMINISTIC (the frontend has no per-plan
+        query for numerical notes, so a sibling graph is built with those plans deselected; once)."""
+        if self._deterministic is None:
+            try:
+                sibling = ConvGraph(self.spec, self.epilogue, self.workspace_cap, self.all_plans, _deterministic_only=True)
+                self._deterministic = {p.name for p in sibling.runnable}
+            except Unsupported:  # every plan is nondeterministic
+                self._deterministic = set()
+        return self._deterministic
+
+    def plan_table(self, determinism: bool = False):
+        """Every candidate plan as a tidy DataFrame: index, name, workspace_bytes, built, notes
+        (cuDNN's behaviour notes), error; with ``determinism`` also ``deterministic`` (bool)."""
         import pandas as pd
 
-        return pd.DataFrame([p.__dict__ for p in self.plans])
+        df = pd.DataFrame([p.__dict__ for p in self.plans])
+        if determinism:
+            names = self.deterministic_names()
+            df["deterministic"] = df.name.isin(names)
+        return df
 
     # -- execution --
     def bind(self, arrays: Dict[str, object], workspace_ptr: int, plan_index: Optional[int] = None, stream=None) -> "BoundConv":

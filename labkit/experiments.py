@@ -311,7 +311,8 @@ def fusion(spec: ConvSpec = BASE, epilogues: Sequence[str] = ("bias_relu", "bias
 
 @experiment
 def plans(spec: ConvSpec = BASE):
-    """Every plan's GPU time and workspace (autotuned), marking the heuristic pick, best and worst."""
+    """Every plan's GPU time and workspace (autotuned), marking the heuristic pick, best and worst,
+    and whether cuDNN marks the plan deterministic."""
     from . import autotune, engine
 
     spec = _spec(spec)
@@ -323,6 +324,7 @@ def plans(spec: ConvSpec = BASE):
     ok = df[df.status == "ok"]
     df["worst"] = df.plan_index == int(ok.loc[ok.gpu_us.idxmax(), "plan_index"]) if not ok.empty else False
     df["candidates"] = len(cg.plans)
+    df["deterministic"] = df.plan_name.isin(cg.deterministic_names())
     df.insert(0, "dtype", spec.dtype)
     df.insert(1, "layout", spec.layout)
     df.insert(2, "direction", spec.direction)

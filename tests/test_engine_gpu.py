@@ -101,6 +101,14 @@ def test_cache_hit_is_much_faster_than_a_rebuild_and_keys_never_collide():
         assert g.spec == v
 
 
+def test_plan_table_says_which_plans_are_deterministic():
+    wgrad = engine.get_graph(ConvSpec(N=8, C=64, H=28, W=28, K=64, direction="wgrad"))
+    table = wgrad.plan_table(determinism=True)
+    assert set(table.columns) >= {"index", "name", "workspace_bytes", "built", "notes", "deterministic"}
+    assert table.deterministic.any()
+    print(f"wgrad: {int((~table.deterministic).sum())} of {len(table)} plans nondeterministic")
+
+
 def test_cache_is_bounded_lru():
     cache = engine.GraphCache(max_entries=2)
     a, b, c = (ConvSpec(N=1, C=8, H=8, W=8, K=8, dtype="fp16", layout="NHWC", R=r, S=r, padding=0) for r in (1, 3, 5))
