@@ -269,21 +269,22 @@ def precision_summary(df) -> Text:
         parts.append(f"fp16 is {ok.loc['fp32', 'gpu_us'] / ok.loc['fp16', 'gpu_us']:.1f}x faster than true fp32 here.")
     if "fp8_e4m3" in ok.index:
         r = ok.loc["fp8_e4m3"]
-        parts.append(f"fp8's arithmetic is as good as fp16's, but rounding the inputs to fp8 makes its total error "
-                     f"{r.rel_error_vs_fp64_inputs / r.rel_error:.0f}x its arithmetic error.")
+        fp16 = f" (fp16: {ok.loc['fp16', 'rel_error']:.1e})" if "fp16" in ok.index else ""
+        parts.append(f"fp8's arithmetic error is {r.rel_error:.1e}{fp16}, but rounding the inputs to fp8 makes its total "
+                     f"error {r.rel_error_vs_fp64_inputs / r.rel_error:.0f}x its arithmetic error.")
     return Text(" ".join(parts))
 
 
 def layout_summary(df) -> Text:
     ok = _ok(df).set_index("layout")
     n, h = ok.loc["NCHW"], ok.loc["NHWC"]
-    verdict = ("so converting pays off" if h.end_to_end_us < n.conv_gpu_us
-               else "so for a user whose tensors are NCHW, converting for one convolution does not pay off")
+    verdict = ("converting pays off even for one convolution" if h.end_to_end_us < n.end_to_end_us
+               else "for a user whose tensors are NCHW, converting for one convolution does not pay off")
     return Text(
         f"{_where(df)}: the convolution takes {fmt_us(n.conv_gpu_us)} in NCHW (workspace {fmt_bytes(n.workspace_bytes)}) "
         f"and {fmt_us(h.conv_gpu_us)} in NHWC (workspace {fmt_bytes(h.workspace_bytes)}): "
         f"{n.conv_gpu_us / h.conv_gpu_us:.1f}x faster. Converting NCHW tensors to NHWC and back costs "
-        f"{fmt_us(h.convert_gpu_us)}, so NHWC end to end is {fmt_us(h.end_to_end_us)}, {verdict}. "
+        f"{fmt_us(h.convert_gpu_us)}: NHWC end to end is {fmt_us(h.end_to_end_us)}, and {verdict}. "
         "Keep the whole network in NHWC and the conversion disappears.")
 
 
