@@ -1,0 +1,143 @@
+"""labkit.check: right answers (computed here from the recorded tables) pass, wrong ones get a
+hint that does not give the answer away, None asks the question, bad types raise InvalidSpec."""
+from __future__ import annotations
+
+import pytest
+
+from labkit import check, experiments
+from labkit.errors import InvalidSpec
+
+BASE = experiments.BASE
+
+
+@pytest.fixture(autouse=True)
+def recorded(monkeypatch):
+    monkeypatch.setenv("LABKIT_MODE", "recorded")
+
+
+def _algos():
+    df = experiments.algorithms(BASE.replace(layout="NCHW"))
+    ok = df[df.find_status == "ok"]
+    return df, ok.loc[ok.time_us.idxmin()]
+
+
+def _median(df, prefix):
+    return float(df[df.strategy.str.startswith(prefix)].median_us.iloc[0])
+
+
+def truths():
+    """check name -> (right answer, wrong answer, a string the wrong answer's hint must not contain)."""
+    algos, fast = _algos()
+    slow = algos[(algos.find_status == "ok") & (algos.algorithm != fast.algorithm)].algorithm.iloc[0]
+    ws = experiments.workspace_sizes()
+    fp = ws[ws.direction == "fprop"].set_index(["dtype", "layout"]).heuristic_workspace_bytes
+    one = experiments.strategies("one_conv", 20)
+    rnd = experiments.strategies("random_shapes", 20)
+    best_rnd = rnd.loc[rnd.median_us.idxmin()].strategy.split(" (")[0]
+    worst_rnd = rnd.loc[rnd.median_us.idxmax()].strategy.split(" (")[0]
+    prec = experiments.precision()
+    order = list(prec.sort_values("rel_error_vs_fp64_inputs").dtype)
+    lay = experiments.layout().set_index("layout")
+    fus = experiments.fusion()
+    fr = fus[fus.epilogue == "bias_relu"].set_index("path")
+    f32 = experiments.fusion(BASE.replace(dtype="fp32"))
+    loses = [e for e, s in f32.groupby("epilogue") if s.set_index("path").gpu_us["fused"] > s.set_index("path").gpu_us["unfused"]]
+    pl = experiments.plans(BASE.replace(layout="NCHW"))
+    cp = experiments.caps(BASE.replace(layout="NCHW"))
+    bc = experiments.build_cost(BASE.replace(dtype="fp32", layout="NCHW"))
+    race = experiments.race("graph", 2)
+    shared = int(race[race.scratchpad == "shared"].mismatches_bitwise.iloc[0])
+    return {
+        "mode": ("recorded", "live", None),
+        "fastest_algorithm": (fast.algorithm, slow, fast.algorithm),
+        "workspace_bytes_for_plan": (int(fast.query_workspace_bytes), 1, f"{int(fast.query_workspace_bytes):,}"),
+        "no_workspace_layout": ("NHWC" if fp[("fp16", "NHWC")] < fp[("fp16", "NCHW")] else "NCHW",
+                                "NCHW" if fp[("fp16", "NHWC")] < fp[("fp16", "NCHW")] else "NHWC", None),
+        "fastest_strategy": (best_rnd, worst_rnd, best_rnd),
+        "malloc_slowdown": (_median(one, "malloc_per_call") / _median(one, "fixed_arena"), 100.0, None),
+        "dims_only_shortfall": (int(fp[("fp32", "NHWC")] - fp[("fp16", "NHWC")]), 7,
+                                f"{int(fp[('fp32', 'NHWC')] - fp[('fp16', 'NHWC')]):,}"),
+        "precision_order": (order, order[::-1], None),
+        "nhwc_speedup": (lay.conv_gpu_us["NCHW"] / lay.conv_gpu_us["NHWC"], 50.0, None),
+        "nhwc_pays_off": (bool(lay.end_to_end_us["NHWC"] < lay.end_to_end_us["NCHW"]),
+                          not bool(lay.end_to_end_us["NHWC"] < lay.end_to_end_us["NCHW"]), None),
+        "fusion_speedup": (fr.gpu_us["unfused"] / fr.gpu_us["fused"], 100.0, f"{fr.gpu_us['unfused'] / fr.gpu_us['fused']:.1f}x"),
+        "fusion_saved_bytes": (int(fr.intermediate_bytes["unfused"]), 12, f"{int(fr.intermediate_bytes['unfused']):,}"),
+        "fusion_loses": (loses[0] if loses else "none", "none" if loses else "bias_relu", None),
+        "worst_vs_best": (pl.gpu_us.max() / pl.gpu_us.min(), 1.0, None),
+        "cap_slowdown": (float(cp[cp.cap_bytes == 2**20].slowdown_vs_unlimited.iloc[0]), 100.0, None),
+        "autotune_payoff_calls": (float(bc.calls_to_pay_off_autotune.iloc[0]), 3, None),
+        "race_mismatches": (shared, shared + 1, None),
+        "race_hidden_by": ("python", "graph", "python"),
+        "scratchpad_shared_flag": (True, False, None),
+    }
+
+
+ALL = [fn for fns in check.EXERCISES.values() for fn in fns]
+
+
+def test_every_exercise_has_a_truth():
+    assert sorted(fn.__name__ for fn in ALL) == sorted(truths())
+    assert all(2 <= len(fns) <= 3 for lesson, fns in check.EXERCISES.items() if lesson != "00")
+
+
+@pytest.mark.parametrize("fn", ALL, ids=lambda f: f.__name__)
+def test_right_answer_passes(fn, capsys):
+    right, _, _ = truths()[fn.__name__]
+    res = fn(right)
+    out = capsys.readouterr().out
+    assert res.correct and bool(res), res.message
+    assert out.startswith("correct: ") and len(out.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("fn", ALL, ids=lambda f: f.__name__)
+def test_wrong_answer_gets_a_hint_not_the_answer(fn, capsys):
+    _, wrong, secret = truths()[fn.__name__]
+    res = fn(wrong)
+    out = capsys.readouterr().out
+    assert not res.correct and out.startswith("not yet: ")
+    if secret:
+        assert secret not in out, f"the hint gives the answer away: {out}"
+
+
+@pytest.mark.parametrize("fn", ALL, ids=lambda f: f.__name__)
+def test_none_asks_the_question(fn, capsys):
+    res = fn(None)
+    assert not res.correct and capsys.readouterr().out.startswith("no answer yet.")
+
+
+BAD = {  # check -> answers of the wrong type
+    "mode": [3], "fastest_algorithm": [1, "NOT_AN_ALGO"], "workspace_bytes_for_plan": ["lots", True],
+    "no_workspace_layout": [["NHWC"], "NCWH"], "fastest_strategy": [3, "magic"], "malloc_slowdown": ["4x"],
+    "dims_only_shortfall": [[1]], "precision_order": ["fp32", ["fp32"], [1, 2, 3, 4, 5]],
+    "nhwc_speedup": ["2x"], "nhwc_pays_off": ["yes", 1], "fusion_speedup": ["fast"],
+    "fusion_saved_bytes": [{}], "fusion_loses": [0, "relu"], "worst_vs_best": [float("nan")],
+    "cap_slowdown": ["x"], "autotune_payoff_calls": [[3]], "race_mismatches": ["598"],
+    "race_hidden_by": [True, "cuda"], "scratchpad_shared_flag": ["True", 1],
+}
+
+
+@pytest.mark.parametrize("fn", ALL, ids=lambda f: f.__name__)
+def test_bad_types_raise_invalid_spec(fn):
+    for bad in BAD[fn.__name__]:
+        with pytest.raises(InvalidSpec):
+            fn(bad)
+
+
+def test_tolerances_and_unit_hints(capsys):
+    right = truths()["workspace_bytes_for_plan"][0]
+    assert check.workspace_bytes_for_plan(right * 1.005)  # within 1%
+    assert not check.workspace_bytes_for_plan(right / 2**20)
+    assert "MiB" in capsys.readouterr().out
+    ratio = truths()["malloc_slowdown"][0]
+    assert check.malloc_slowdown(ratio * 1.08) and not check.malloc_slowdown(ratio * 1.3)
+    assert not check.malloc_slowdown(1 / ratio)
+    assert "inverse" in capsys.readouterr().out.splitlines()[-1]
+
+
+def test_checks_use_a_given_dataframe():
+    df = experiments.layout(BASE.replace(N=1))
+    t = df.set_index("layout").conv_gpu_us
+    assert check.nhwc_speedup(float(t["NCHW"] / t["NHWC"]), df=df)
+    with pytest.raises(InvalidSpec):
+        check.cap_slowdown(2.0, cap_mib=3)

@@ -1,0 +1,67 @@
+"""The lesson notebooks are stored clean: numbered 00..07 as the README lists them, nbformat 4,
+kernel python3, no outputs or execution counts, small cells, and no measured number typed into
+their text (numbers are formatted from the data when a cell runs)."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+EXPECTED = [
+    "00_start_here", "01_what_is_a_workspace", "02_workspace_strategies", "03_precision_and_layout", "04_fusion",
+    "05_plans_autotune_and_caching", "06_streams_and_scratchpads", "07_lab",
+]
+#: a measured-looking number in prose: a time, a throughput, a bandwidth or a speed-up ratio
+MEASURED = re.compile(r"\d\s*(us|µs|ms|TFLOP/s|GB/s)\b|\b\d+(\.\d+)?x\b(?!\d)", re.I)
+
+
+def _load(name):
+    return nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=nbformat.NO_CONVERT)
+
+
+def test_the_notebooks_are_exactly_00_to_07():
+    assert sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb")) == EXPECTED
+
+
+def test_readme_lists_the_same_notebooks():
+    readme = (ROOT / "README.md").read_text()
+    for name in EXPECTED:
+        assert f"notebooks/{name}.ipynb" in readme, name
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_stored_clean(name):
+    nb = _load(name)
+    assert nb.nbformat == 4
+    nbformat.validate(nb)
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [], f"{name}: a code cell has outputs"
+            assert cell.execution_count is None, f"{name}: a code cell has an execution count"
+            assert len(cell.source.splitlines()) <= 10, f"{name}: a code cell longer than 10 lines"
+        assert "attachments" not in cell or not cell.attachments
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_prose_quotes_no_measured_numbers(name):
+    for cell in _load(name).cells:
+        if cell.cell_type == "markdown":
+            hit = MEASURED.search(cell.source)
+            assert hit is None, f"{name}: markdown quotes {hit.group(0)!r}; format it from the data at run time"
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_each_lesson_has_goals_a_panel_and_a_recap(name):
+    nb = _load(name)
+    text = "\n".join(c.source for c in nb.cells)
+    assert "lessons.banner()" in nb.cells[1].source, "the mode banner comes right after the title"
+    assert "widgets." in text, "every notebook has an interactive panel"
+    if name not in ("00_start_here", "07_lab"):
+        assert "**Learning goals**" in nb.cells[0].source
+        assert "## Recap" in text
+        assert 2 <= text.count("check.") - text.count("from labkit import check") <= 3

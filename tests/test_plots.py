@@ -1,0 +1,164 @@
+"""labkit.plots on the shipped recording: every builder, every recorded request; trace counts,
+axis titles with units, provenance in the subtitle, values drawn equal the DataFrame's, and a
+roofline without a known GPU draws no roof and says so."""
+from __future__ import annotations
+
+import pytest
+
+from labkit import experiments, plots, recordings
+from labkit.errors import LabkitError
+
+
+@pytest.fixture(autouse=True)
+def recorded(monkeypatch):
+    monkeypatch.setenv("LABKIT_MODE", "recorded")
+
+
+def recorded_frames(name):
+    """(request, DataFrame) for every request of ``name`` in the recording that answers with rows."""
+    rec = recordings.current()
+    out = []
+    for req in rec.requests(name):
+        try:
+            out.append((req, rec.lookup(name, req)))
+        except LabkitError:
+            continue
+    return out
+
+
+def _titles(fig):
+    """Every axis title of a figure, as text."""
+    lay = fig.layout.to_plotly_json()
+    return [v.get("title", {}).get("text", "") for k, v in lay.items() if k.startswith(("xaxis", "yaxis"))]
+
+
+UNITS = {  # chart -> strings some axis title must contain
+    "precision": ["(us", "error"], "layout": ["(us)"], "fusion": ["(us)", "(MiB)"], "plans": ["(MiB)", "(us"],
+    "caps": ["(us)", "slowdown (x)"], "algorithms": ["(us)", "(MiB)"], "build_cost": ["(s"],
+    "roofline": ["FLOP/byte", "TFLOP/s"], "sweep": ["(us)", "(MiB)"], "workspace_sizes": ["(MiB)"],
+    "strategies": ["(us)", "(MiB)", "(count)"], "race": ["(count)"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(plots.BUILDERS))
+def test_every_recorded_request_draws_with_fixed_traces_units_and_provenance(name):
+    frames = recorded_frames(name)
+    assert frames, f"the recording has no rows for {name}"
+    meta = recordings.current().metadata
+    for req, df in frames:
+        fig = plots.BUILDERS[name](df)
+        assert len(fig.data) == plots.TRACES[name], (name, req)
+        titles = " | ".join(_titles(fig))
+        for unit in UNITS[name]:
+            assert unit in titles, (name, unit, titles)
+        sub = fig.layout.title.subtitle.text
+        for want in (meta["gpu"], meta["cudnn_backend"], meta["date"], "recorded"):
+            assert want in sub, (name, want, sub)
+
+
+def test_provenance_subtitle_live_and_missing():
+    import pandas as pd
+
+    df = pd.DataFrame({"a": [1]})
+    df.attrs.update(mode="live", gpu="NVIDIA H100 80GB HBM3", cudnn_backend="9.19.0", cudnn_frontend="1.28.0",
+                    date="2026-01-02")
+    assert plots.provenance_subtitle(df) == "live on NVIDIA H100 80GB HBM3 · cuDNN 9.19.0 (frontend 1.28.0) · 2026-01-02"
+    assert "unknown GPU" in plots.provenance_subtitle(pd.DataFrame())
+
+
+def test_values_drawn_are_the_dataframes():
+    prec = experiments.precision()
+    ok = prec[prec.status == "ok"]
+    fig = plots.precision(prec)
+    assert list(fig.data[0].x) == list(ok.gpu_us)
+    assert list(fig.data[0].y) == list(ok.rel_error)
+    assert list(fig.data[1].y) == list(ok.rel_error_vs_fp64_inputs)
+
+    pl = experiments.plans(experiments.BASE.replace(layout="NCHW"))
+    fig = plots.plans(pl)
+    assert list(fig.data[0].y) == list(pl[pl.status == "ok"].gpu_us)
+    assert list(fig.data[1].customdata[0][:1]) == [int(pl[pl.heuristic_pick].plan_index.iloc[0])]
+    assert fig.data[2].y == (pl[pl.best].gpu_us.iloc[0],)
+    assert fig.data[3].y == (pl[pl.worst].gpu_us.iloc[0],)
+
+    st = experiments.strategies()
+    fig = plots.strategies(st)
+    assert list(fig.data[0].x) == list(st.median_us)
+    assert list(fig.data[3].x) == list(st.alloc_calls)
+    assert [v * plots.MIB for v in fig.data[4].x] == pytest.approx(list(st.peak_bytes))
+
+    lay = experiments.layout()
+    fig = plots.layout(lay)
+    assert list(fig.data[0].y) == list(lay.conv_gpu_us) and list(fig.data[1].y) == list(lay.convert_gpu_us)
+    assert fig.layout.barmode == "stack"
+
+
+def test_algorithms_marks_unsupported():
+    df = experiments.algorithms()
+    fig = plots.algorithms(df)
+    unsupported = df[df.find_status != "ok"].algorithm.tolist()
+    assert unsupported, "the fp16 NCHW table has unsupported algorithms"
+    assert list(fig.data[2].y) == unsupported
+    assert all("not supported" in t for t in fig.data[2].text)
+    times = dict(zip(fig.data[0].y, fig.data[0].x))
+    assert all(times[a] is None for a in unsupported)
+
+
+def test_roofline_draws_the_gpus_roof():
+    df = experiments.roofline()
+    fig = plots.roofline(df)
+    peak, bw = float(df.peak_tflops.iloc[0]), float(df.bandwidth_gb_s.iloc[0])
+    assert max(fig.data[1].y) == pytest.approx(peak)
+    x0, y0 = fig.data[1].x[0], fig.data[1].y[0]
+    assert y0 == pytest.approx(x0 * bw / 1e3)  # the bandwidth roof: TFLOP/s = FLOP/B * GB/s / 1000
+    assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
+
+
+def test_roofline_unknown_gpu_draws_no_roof_and_says_so():
+    df = experiments.roofline().copy()
+    df.attrs = dict(experiments.roofline().attrs, gpu="Some Future GPU", mode="live")
+    df = df.drop(columns=["peak_tflops", "bandwidth_gb_s", "ceiling_gpu"])
+    fig = plots.roofline(df)
+    assert len(fig.data) == plots.TRACES["roofline"]
+    assert len(fig.data[1].x or ()) == 0
+    notes = " ".join(a.text for a in fig.layout.annotations)
+    assert "No roof drawn" in notes and "Some Future GPU" in notes
+    # the same with the columns present but empty (a live run on a GPU labkit.ceilings does not know)
+    df2 = experiments.roofline().copy()
+    df2["peak_tflops"], df2["bandwidth_gb_s"] = None, None
+    fig2 = plots.roofline(df2)
+    assert len(fig2.data[1].x or ()) == 0
+
+
+def test_race_over_several_calls():
+    frames = [experiments.race(launch=la, streams=st) for la, st in (("graph", 2), ("python", 2), ("graph", 4))]
+    df = plots.concat(frames)
+    fig = plots.race(df)
+    assert len(fig.data[0].x) == 3
+    shared = df[df.scratchpad == "shared"].mismatches_bitwise.tolist()
+    assert list(fig.data[0].y) == shared
+    assert df.attrs["gpu"] == frames[0].attrs["gpu"]
+
+
+def test_not_ok_rows_are_left_out_and_named():
+    df = experiments.precision().copy()
+    df.loc[df.dtype == "fp8_e4m3", "status"] = "unsupported"
+    fig = plots.precision(df)
+    assert "fp8_e4m3" not in fig.data[0].text
+    assert any("did not run" in a.text and "fp8_e4m3" in a.text for a in fig.layout.annotations)
+
+
+def test_no_data_empties_every_trace_and_says_why():
+    fig = plots.fusion(experiments.fusion())
+    plots.no_data(fig, "RecordedDataError: not recorded")
+    assert all(t.visible is False and t.x is None for t in fig.data)
+    assert "not recorded" in fig.layout.annotations[0].text
+
+
+def test_figure_dispatch_and_formatting():
+    df = experiments.caps(experiments.BASE.replace(layout="NCHW"))
+    assert len(plots.figure(df).data) == plots.TRACES["caps"]
+    assert plots.fmt_bytes(131) == "131 B" and plots.fmt_bytes(25763987) == "24.6 MiB"
+    assert plots.fmt_bytes(2**30) == "1.00 GiB" and plots.fmt_bytes(float("nan")) == "-"
+    assert plots.fmt_us(24.6) == "24.6 us" and plots.fmt_us(1234) == "1.23 ms"
+    assert plots.cap_label(-1) == "unlimited" and plots.cap_label(2**20) == "1.0 MiB"

@@ -1,0 +1,200 @@
+"""labkit.widgets in recorded mode, driven with no browser: every panel builds; its option lists
+are exactly the recorded values (one factor at a time around the request on screen); ``set``
+updates the same FigureWidget in place with the newly recorded rows; an unrecorded request shows
+the RecordedDataError text and empties the chart; CSV export carries provenance."""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import plotly.graph_objects as go
+import pytest
+
+from labkit import experiments, plots, recordings, widgets
+from labkit.errors import InvalidSpec
+
+
+@pytest.fixture(autouse=True)
+def recorded(monkeypatch):
+    monkeypatch.setenv("LABKIT_MODE", "recorded")
+
+
+def one_factor_values(name, request, fields):
+    """Independently of the panel: values of ``fields[0]`` over the recorded requests that differ
+    from ``request`` in ``fields`` only (and, for derived fields, in those too)."""
+    want = widgets.flatten(request)
+    out = []
+    for req in recordings.current().requests(name):
+        flat = widgets.flatten(req)
+        if all(flat.get(k) == v for k, v in want.items() if k not in fields):
+            v = flat[fields[0]]
+            if all(flat[f] == v for f in fields[1:2] if f in flat and not f.endswith(("values", "repeats"))):
+                out.append(widgets._unpack(v))
+    return sorted(set(out), key=str)
+
+
+MOVES = {  # panel control -> the request fields it moves together (recorded mode)
+    "N": ("spec.N",), "C": ("spec.C", "spec.K"), "H": ("spec.H", "spec.W"), "dtype": ("spec.dtype",),
+    "layout": ("spec.layout",), "direction": ("spec.direction",),
+}
+
+
+@pytest.mark.parametrize("name", sorted(widgets.PANELS))
+def test_panel_builds_with_a_figurewidget_and_recorded_options(name):
+    p = widgets.panel(name)
+    assert isinstance(p.fig, go.FigureWidget)
+    assert len(p.fig.data) == plots.TRACES[name]
+    assert p.df is not None and p.error is None
+    assert p.df.attrs["mode"] == "recorded"
+    assert "one factor at a time" in p.header.value and "Recorded" in p.header.value
+    req = p.df.attrs["request"]
+    for c in p.controls:
+        opts = p.options(c)
+        assert p._value(c) in opts, (name, c)
+        fields = MOVES.get(c) if "spec" in req else None
+        if fields is None:
+            prefix = {"sweep": "base."}.get(name, "")
+            fields = tuple(prefix + f if f in ("dtype", "layout") else f
+                           for f in ({"field": ("field", "values"), "workload": ("workload", "repeats")}.get(c, (c,))))
+        if c == "dtype_layout":
+            continue  # compound: checked in test_compound_control
+        assert sorted(opts, key=str) == one_factor_values(name, req, fields), (name, c)
+        w = p.widgets[c]
+        assert [v for _, v in w.options] == opts
+        assert w.disabled == (len(opts) <= 1)
+
+
+def test_precision_options_at_base_are_the_recorded_sweeps():
+    p = widgets.PrecisionPanel()
+    rec = recordings.current()
+    base = widgets.flatten(p.df.attrs["request"])
+    assert p.options("N") == rec.values("precision", "spec.N", where=base)
+    assert p.options("layout") == rec.values("precision", "spec.layout", where=base)
+    assert set(p.controls) == {"N", "C", "H", "layout"}
+    assert "R = S=3" in p.header.value  # fixed in the recording, and said so
+
+
+def test_set_updates_the_same_figure_in_place_with_the_recorded_rows():
+    p = widgets.PrecisionPanel()
+    fig = p.fig
+    before = list(fig.data[0].x)
+    p.set(N=8)
+    assert p.fig is fig
+    want = experiments.precision(experiments.BASE.replace(N=8))
+    ok = want[want.status == "ok"]
+    assert list(fig.data[0].x) == list(ok.gpu_us) != before
+    assert list(fig.data[1].y) == list(ok.rel_error_vs_fp64_inputs)
+    assert p.df.attrs["request"]["spec"]["N"] == 8
+    assert "32" not in [str(v) for v in p.options("C") if v != 64]  # one factor at a time: C stays at 64
+    assert p.options("C") == [64] and p.widgets["C"].disabled
+    p.reset()
+    assert list(fig.data[0].x) == before and p.state["N"] == 32
+
+
+def test_linked_controls_move_together():
+    p = widgets.FusionPanel()
+    p.set(C=128)
+    assert p.df.attrs["request"]["spec"]["C"] == 128 and p.df.attrs["request"]["spec"]["K"] == 128
+    with pytest.raises(InvalidSpec, match="moves with C"):
+        p.set(K=128)
+
+
+def test_unrecorded_request_shows_the_error_not_a_chart():
+    p = widgets.LayoutPanel()
+    p.set(N=7)
+    assert p.df is None
+    assert "RecordedDataError" in p.error and "not recorded" in p.error
+    assert "nearest recorded" in p.message.value and "spec.N" in p.message.value
+    assert all(t.visible is False and t.x is None for t in p.fig.data)
+    assert "not recorded" in p.fig.layout.annotations[0].text
+    assert "(not recorded)" in [lab for lab, _ in p.widgets["N"].options][-1]
+    p.set(N=8)  # back to a recorded value: data again
+    assert p.error is None and all(t.visible for t in p.fig.data)
+    assert list(p.fig.data[0].y) == list(experiments.layout(experiments.BASE.replace(N=8)).conv_gpu_us)
+
+
+def test_unknown_control_and_bad_panel_name():
+    p = widgets.CapsPanel()
+    with pytest.raises(InvalidSpec, match="controls are"):
+        p.set(stride=2)
+    with pytest.raises(InvalidSpec):
+        widgets.panel("nope")
+
+
+def test_compound_control():
+    p = widgets.SweepPanel()
+    assert p.controls == ["field", "dtype_layout"]
+    assert p.options("dtype_layout") == ["fp16 NHWC", "fp32 NCHW"]
+    p.set(dtype_layout="fp32 NCHW")
+    assert p.df.attrs["request"]["base"]["dtype"] == "fp32" and p.df.attrs["request"]["base"]["layout"] == "NCHW"
+    assert p.options("field") == ["N", "C=K"]
+    p.set(field="C=K")
+    assert list(p.fig.data[0].x) == widgets.SWEEP_VALUES["C=K"]
+    with pytest.raises(InvalidSpec, match="part of dtype_layout"):
+        p.set(dtype="fp16")
+
+
+def test_strategies_and_race_panels():
+    s = widgets.StrategiesPanel()
+    s.set(workload="resnet50_fp16_nhwc")
+    assert s.df.attrs["request"] == {"workload": "resnet50_fp16_nhwc", "repeats": 3}
+    assert list(s.fig.data[0].x) == list(experiments.strategies("resnet50_fp16_nhwc", 3).median_us)
+    r = widgets.RacePanel()
+    r.set(launch="python")
+    assert r.options("streams") == [2]
+    assert list(r.fig.data[0].y) == [0]
+
+
+def test_lab_panel_switches_chart_and_exports_csv(tmp_path):
+    lab = widgets.LabPanel()
+    assert lab.cfg.experiment == "plans"
+    plans_fig = lab.fig
+    lab.set(chart="caps")
+    assert lab.fig is not plans_fig and lab.fig in lab.box.children and plans_fig not in lab.box.children
+    assert lab.df.attrs["experiment"] == "caps"
+    lab.set(dtype="fp32")
+    assert set(lab.df.dtype) == {"fp32"}
+    lab.set(chart="plans")  # the plans chart comes back as the same widget
+    assert lab.fig is plans_fig and lab.df.attrs["request"]["spec"]["dtype"] == "fp32"
+    lab.set(chart="precision")
+    lab.set(N=8)
+    lab.set(chart="plans")  # plans were not recorded for N=8: back to its base, and said so
+    assert lab.state["N"] == 32 and "went back to its base" in lab.status.value and lab.error is None
+    path = lab.to_csv(tmp_path / "results.csv")
+    back = pd.read_csv(path)
+    assert len(back) == len(lab.df)
+    assert list(back.columns[:7]) == ["mode", "gpu", "cudnn_backend", "cudnn_frontend", "date", "experiment", "request"]
+    assert set(back["mode"]) == {"recorded"} and json.loads(back["request"][0]) == lab.df.attrs["request"]
+    assert lab.csv_name == "results.csv"
+
+
+def test_csv_button_writes_into_the_working_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    p = widgets.RooflinePanel()
+    p.csv_button.click()
+    assert (tmp_path / "results_roofline.csv").is_file()
+    assert "wrote" in p.status.value
+    assert len(pd.read_csv(tmp_path / "results_roofline.csv")) == len(p.df)
+
+
+def test_live_style_controls_show_labkit_errors_in_the_panel():
+    """live=True gives the free controls (numbers typed in); here the answers still come from the
+    recording (LABKIT_MODE=recorded), which is enough to exercise the error paths."""
+    p = widgets.PlansPanel(live=True)
+    assert isinstance(p.widgets["N"], widgets.W.BoundedIntText)
+    assert {"K", "W", "stride", "padding", "groups"} <= set(p.controls)
+    p.set(padding=3)  # 3x3 filter: padding 3 would put a whole window in the padding
+    assert "InvalidSpec" in p.error and "padding" in p.message.value
+    assert all(t.visible is False for t in p.fig.data)
+    p.set(padding=1)
+    assert p.error is None and p.df is not None
+    p.set(N=7)  # recorded data has no N=7: the RecordedDataError is shown, nothing raised
+    assert "RecordedDataError" in p.error
+    assert "measuring" not in p.status.value
+
+
+def test_update_latency_is_recorded():
+    p = widgets.PlansPanel()
+    p.set(dtype="bf16")
+    assert p.updates >= 2 and p.last_update_ms is not None and p.last_update_ms > 0
+    assert list(p.fig.data[0].y) == list(experiments.plans(experiments.BASE.replace(dtype="bf16")).gpu_us)
