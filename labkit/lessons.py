@@ -208,11 +208,17 @@ def strategies_summary(df) -> Text:
     a = _strategy(ok, "fixed_arena")
     fast = ok.loc[ok["median_us"].idxmin()]
     wl = df["workload"].iloc[0]
-    parts = [f"Workload **{wl}** ({int(df['calls'].iloc[0])} calls per strategy, {_where(df)})."]
+    parts = [f"Workload **{wl}** ({int(df['calls'].iloc[0])} calls per strategy after a warm-up pass, {_where(df)})."]
     if m is not None and a is not None:
         parts.append(f"malloc per call: {m.median_us:.0f} us vs {a.median_us:.0f} us per call for the fixed arena "
-                     f"({m.median_us / a.median_us:.1f}x), with {int(m.alloc_calls)} allocator calls against "
-                     f"{int(a.alloc_calls)}, and {m.alloc_us_total / 1000:.1f} ms spent inside cudaMalloc/cudaFree.")
+                     f"({m.median_us / a.median_us:.1f}x).")
+        if "strategy_us_per_call" in ok.columns:
+            parts.append(f"Inside the strategy alone (its get and put): {m.strategy_us_per_call:.1f} us vs "
+                         f"{a.strategy_us_per_call:.1f} us per call.")
+        parts.append(f"malloc_per_call made {int(m.alloc_calls)} allocator calls in the timed pass "
+                     f"({m.alloc_us_total / 1000:.1f} ms inside cudaMalloc/cudaFree); the arena made {int(a.alloc_calls)}"
+                     + (f" (its one allocation happened in the warm-up pass)" if "warmup_alloc_calls" in ok.columns
+                        and a.warmup_alloc_calls > 0 and a.alloc_calls == 0 else "") + ".")
         parts.append(f"The arena pays in memory instead: it holds {fmt_bytes(a.peak_bytes)} for a workload whose "
                      f"largest workspace is {fmt_bytes(m.peak_bytes)}.")
     parts.append(f"Lowest median per call: {fast.strategy} ({fast.median_us:.0f} us).")

@@ -25,7 +25,7 @@ MIB = 2**20
 #: chart name -> number of traces its builder always returns
 TRACES = {
     "precision": 3, "layout": 2, "fusion": 6, "plans": 4, "caps": 2, "algorithms": 3, "build_cost": 1,
-    "roofline": 2, "sweep": 2, "workspace_sizes": 6, "strategies": 6, "race": 2,
+    "roofline": 2, "sweep": 2, "workspace_sizes": 6, "strategies": 8, "race": 2,
 }
 
 COLORS = {
@@ -304,41 +304,51 @@ def sweep(df) -> go.Figure:
 # ---- lesson 02: strategies -------------------------------------------------------------------
 def strategies(df) -> go.Figure:
     """Every workspace strategy on one workload. Traces: 0 host median per call (us), 1 host p95
-    (us), 2 GPU time per call (us), 3 allocator calls, 4 peak held (MiB), 5 held after the run (MiB)."""
+    (us), 2 host time inside the strategy's get/put per call (us), 3 GPU time per call (us),
+    4 allocator calls in the timed pass, 5 allocator calls in the warm-up pass, 6 peak held (MiB),
+    7 held after the run (MiB). A column the DataFrame lacks leaves its trace empty."""
     names = list(df["strategy"])
-    ok = (df["status"] == "ok") if "status" in df.columns else [True] * len(df)
+    ok = list((df["status"] == "ok") if "status" in df.columns else [True] * len(df))
     col = lambda c, scale=1.0: [(_num(v) / scale if _num(v) is not None else None) if k else None  # noqa: E731
                                 for v, k in zip(df[c] if c in df.columns else [None] * len(df), ok)]
     fig = make_subplots(rows=1, cols=4, shared_yaxes=True, horizontal_spacing=0.025,
                         subplot_titles=("host time per call", "GPU time per call", "allocator calls", "workspace memory"))
     fb = list(df["fallbacks"]) if "fallbacks" in df.columns else [0] * len(df)
-    fig.add_trace(go.Bar(y=names, x=col("median_us"), orientation="h", name="host median", marker_color=COLORS["primary"],
-                         customdata=fb, hovertemplate="%{y}: median %{x:.1f} us per call (fallbacks: %{customdata})<extra></extra>"),
+    bar = dict(orientation="h")
+    fig.add_trace(go.Bar(y=names, x=col("median_us"), name="host median", marker_color=COLORS["primary"], customdata=fb,
+                         hovertemplate="%{y}: median %{x:.1f} us per call (fallbacks: %{customdata})<extra></extra>", **bar),
                   row=1, col=1)
-    fig.add_trace(go.Bar(y=names, x=col("p95_us"), orientation="h", name="host p95", marker_color="#aec7e8",
-                         hovertemplate="%{y}: p95 %{x:.1f} us per call<extra></extra>"), row=1, col=1)
-    fig.add_trace(go.Bar(y=names, x=col("gpu_us"), orientation="h", name="GPU time", marker_color=COLORS["purple"],
-                         hovertemplate="%{y}: %{x:.1f} us of GPU time per call<extra></extra>"), row=1, col=2)
-    fig.add_trace(go.Bar(y=names, x=col("alloc_calls"), orientation="h", name="allocations", marker_color=COLORS["bad"],
+    fig.add_trace(go.Bar(y=names, x=col("p95_us"), name="host p95", marker_color="#aec7e8",
+                         hovertemplate="%{y}: p95 %{x:.1f} us per call<extra></extra>", **bar), row=1, col=1)
+    fig.add_trace(go.Bar(y=names, x=col("strategy_us_per_call"), name="inside the strategy (get/put)",
+                         marker_color=COLORS["dark"],
+                         hovertemplate="%{y}: %{x:.1f} us per call inside the strategy's get/put<extra></extra>", **bar),
+                  row=1, col=1)
+    fig.add_trace(go.Bar(y=names, x=col("gpu_us"), name="GPU time", marker_color=COLORS["purple"],
+                         hovertemplate="%{y}: %{x:.1f} us of GPU time per call<extra></extra>", **bar), row=1, col=2)
+    fig.add_trace(go.Bar(y=names, x=col("alloc_calls"), name="allocations (timed pass)", marker_color=COLORS["bad"],
                          text=[str(int(v)) if v is not None else "" for v in col("alloc_calls")], textposition="auto",
-                         hovertemplate="%{y}: %{x} allocator calls<extra></extra>"), row=1, col=3)
-    fig.add_trace(go.Bar(y=names, x=col("peak_bytes", MIB), orientation="h", name="peak held", marker_color=COLORS["secondary"],
-                         text=[fmt_bytes(v) if k else "" for v, k in zip(df["peak_bytes"] if "peak_bytes" in df else [None] * len(df), ok)],
-                         textposition="auto", hovertemplate="%{y}: peak %{text}<extra></extra>"), row=1, col=4)
-    fig.add_trace(go.Bar(y=names, x=col("held_after_bytes", MIB), orientation="h", name="held after the run",
-                         marker_color="#ffbb78", hovertemplate="%{y}: %{x:.1f} MiB still held after the run<extra></extra>"),
-                  row=1, col=4)
+                         hovertemplate="%{y}: %{x} allocator calls in the timed pass<extra></extra>", **bar), row=1, col=3)
+    fig.add_trace(go.Bar(y=names, x=col("warmup_alloc_calls"), name="allocations (warm-up pass)", marker_color="#ff9896",
+                         hovertemplate="%{y}: %{x} allocator calls in the warm-up pass<extra></extra>", **bar), row=1, col=3)
+    peak = df["peak_bytes"] if "peak_bytes" in df.columns else [None] * len(df)
+    fig.add_trace(go.Bar(y=names, x=col("peak_bytes", MIB), name="peak held", marker_color=COLORS["secondary"],
+                         text=[fmt_bytes(v) if k else "" for v, k in zip(peak, ok)], textposition="auto",
+                         hovertemplate="%{y}: peak %{text}<extra></extra>", **bar), row=1, col=4)
+    fig.add_trace(go.Bar(y=names, x=col("held_after_bytes", MIB), name="held after the run", marker_color="#ffbb78",
+                         hovertemplate="%{y}: %{x:.1f} MiB still held after the run<extra></extra>", **bar), row=1, col=4)
     fig.update_layout(barmode="group")
     fig.update_yaxes(autorange="reversed", row=1, col=1)
-    fig.update_xaxes(title_text="host time per call (us)", type=_log_if_wide(col("median_us") + col("p95_us")), row=1, col=1)
+    times = col("median_us") + col("p95_us") + col("strategy_us_per_call")
+    fig.update_xaxes(title_text="host time per call (us)", type=_log_if_wide(times, 100), row=1, col=1)
     fig.update_xaxes(title_text="GPU time per call (us)", type=_log_if_wide(col("gpu_us")), row=1, col=2)
     fig.update_xaxes(title_text="allocator calls (count)", row=1, col=3)
     fig.update_xaxes(title_text="workspace held (MiB)", row=1, col=4)
     wl = str(df["workload"].iloc[0]) if len(df) else "?"
     calls = int(df["calls"].iloc[0]) if "calls" in df.columns and len(df) else 0
-    detail = (f"workload '{wl}': {calls} convolution calls per strategy; host time = strategy + launch, "
-              "GPU time = kernels (events over the run)")
-    return _layout(fig, df, f"Workspace strategies on '{wl}'", detail, note=_not_ok_note(df, ("strategy",)), height=470)
+    detail = (f"workload '{wl}': {calls} convolution calls per strategy after a warm-up pass; host time = strategy + "
+              "launch, GPU time = kernels (events over the run)")
+    return _layout(fig, df, f"Workspace strategies on '{wl}'", detail, note=_not_ok_note(df, ("strategy",)), height=500)
 
 
 # ---- lesson 03: precision, layout, roofline ---------------------------------------------------

@@ -84,8 +84,11 @@ def test_values_drawn_are_the_dataframes():
     st = experiments.strategies()
     fig = plots.strategies(st)
     assert list(fig.data[0].x) == list(st.median_us)
-    assert list(fig.data[3].x) == list(st.alloc_calls)
-    assert [v * plots.MIB for v in fig.data[4].x] == pytest.approx(list(st.peak_bytes))
+    assert list(fig.data[2].x) == list(st.strategy_us_per_call)
+    assert list(fig.data[3].x) == list(st.gpu_us)
+    assert list(fig.data[4].x) == list(st.alloc_calls)
+    assert list(fig.data[5].x) == list(st.warmup_alloc_calls)
+    assert [v * plots.MIB for v in fig.data[6].x] == pytest.approx(list(st.peak_bytes))
 
     lay = experiments.layout()
     fig = plots.layout(lay)
