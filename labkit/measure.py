@@ -94,6 +94,25 @@ def graph_replay(fn: Callable[[], None], stream: cupy.cuda.Stream, calls: int = 
     return _summarise("graph_replay", samples, calls)
 
 
+def replay_timer(graph: cupy.cuda.Graph, stream: cupy.cuda.Stream, calls: int, replays: int = 10):
+    """A function that replays ``graph`` (``calls`` convs) ``replays`` times and returns the median
+    GPU microseconds per conv: for alternating comparisons against another library."""
+    start, end = cupy.cuda.Event(), cupy.cuda.Event()
+    graph.launch(stream)
+
+    def median_us() -> float:
+        samples = []
+        for _ in range(replays):
+            start.record(stream)
+            graph.launch(stream)
+            end.record(stream)
+            end.synchronize()
+            samples.append(cupy.cuda.get_elapsed_time(start, end) * 1000.0 / calls)
+        return statistics.median(samples)
+
+    return median_us
+
+
 def back_to_back(fn: Callable[[], None], stream: cupy.cuda.Stream, calls: int = 50, warmup: int = 5, repeats: int = 7) -> Timing:
     """GPU time per call for ``calls`` Python launches in a row, between two events."""
     _positive("calls", calls)
