@@ -67,6 +67,11 @@ def fmt_seconds(s) -> str:
     return "-" if s is None or _isnan(s) else fmt_us(float(s) * 1e6)
 
 
+def _tick_seconds(s: float) -> str:
+    us = s * 1e6
+    return f"{us:g} us" if us < 1000 else f"{us / 1000:g} ms" if us < 1e6 else f"{s:g} s"
+
+
 def _isnan(x) -> bool:
     try:
         return math.isnan(float(x))
@@ -143,20 +148,59 @@ def _not_ok_note(df, label_cols: Iterable[str]) -> str:
     return "did not run: " + "; ".join(parts)
 
 
-def _layout(fig: go.Figure, df, main: str, detail: str = "", note: str = "", height: int = 460) -> go.Figure:
-    """Common layout: title + provenance subtitle, a note line under the plot, white template."""
+def _layout(fig: go.Figure, df, main: str, detail: str = "", note: str = "", height: int = 480,
+            legend_rows: int = 1) -> go.Figure:
+    """Common layout. From the top: title, detail line, provenance line, the legend (one row, or
+    ``legend_rows``), then the plot; a note line under the x-axis title when there is one."""
+    top = 112 + 22 * legend_rows
+    if legend_rows == 0:
+        fig.update_layout(showlegend=False)
     fig.update_layout(
-        title=_title(main, df, detail), template="plotly_white", height=height,
-        margin=dict(t=110, b=90 if note else 60, l=70, r=30),
-        legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0),
+        title=dict(_title(main, df, detail), yref="container", y=1 - 12 / height, yanchor="top"),
+        template="plotly_white", height=height,
+        margin=dict(t=top, b=104 if note else 64, l=70, r=30),
+        legend=dict(orientation="h", yref="container", y=1 - 88 / height, yanchor="top", x=0, xanchor="left",
+                    traceorder="normal"),
         annotations=list(fig.layout.annotations) + ([_note(note)] if note else []),
     )
     return fig
 
 
 def _note(text: str) -> dict:
-    return dict(text=html.escape(text, quote=False)[:400], xref="paper", yref="paper", x=0, y=-0.2, xanchor="left",
-                yanchor="top", showarrow=False, font=dict(size=11, color=COLORS["dark"]), name="note")
+    return dict(text=_wrap(html.escape(text, quote=False), 170), xref="paper", yref="paper", x=0, y=0, yshift=-58,
+                xanchor="left", yanchor="top", align="left", showarrow=False, font=dict(size=11, color=COLORS["dark"]),
+                name="note")
+
+
+def log_ticks(values, fmt=None) -> dict:
+    """``tickvals``/``ticktext`` for a log axis over ``values``: 1-2-5 steps (powers of ten alone
+    over more than three decades), labelled in full (``fmt`` formats a value; default plain)."""
+    v = [float(x) for x in values if x is not None and not _isnan(x) and float(x) > 0]
+    if not v:
+        return {}
+    lo, hi = min(v), max(v)
+    e0, e1 = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    steps = (1,) if e1 - e0 > 3 else (1, 2, 5) if e1 - e0 > 1 else (1, 2, 3, 5, 7)
+    ticks = [m * 10.0**e for e in range(e0, e1 + 1) for m in steps if lo / 2.2 <= m * 10.0**e <= hi * 2.2]
+    if fmt is None:
+        if e1 - e0 > 3 and (lo < 1e-2 or hi > 1e5):
+            text = [f"10<sup>{round(math.log10(t))}</sup>" for t in ticks]
+        else:
+            text = [f"{t:,.0f}" if t >= 1 else f"{t:g}" for t in ticks]
+    else:
+        text = [fmt(t) for t in ticks]
+    return dict(tickmode="array", tickvals=ticks, ticktext=text)
+
+
+def size_unit(values_bytes):
+    """(divisor, unit) so that the largest of ``values_bytes`` reads well: B, KiB or MiB."""
+    v = [float(x) for x in values_bytes if x is not None and not _isnan(x)]
+    top = max(v) if v else 0.0
+    if top < 1024:
+        return 1.0, "B"
+    if top < MIB:
+        return 1024.0, "KiB"
+    return float(MIB), "MiB"
 
 
 def no_data(fig: go.Figure, message: str) -> None:
@@ -232,7 +276,8 @@ def algorithms(df) -> go.Figure:
     fig.update_xaxes(title_text="workspace (MiB)", row=1, col=2)
     spec = request_spec(df)
     detail = f"{spec.dtype} {spec.layout} {shape_label(spec)}" if spec else ""
-    return _layout(fig, df, "The classic algorithm table: time and workspace per algorithm", detail, height=430)
+    return _layout(fig, df, "The classic algorithm table: time and workspace per algorithm", detail, height=430,
+                   legend_rows=0)
 
 
 def workspace_sizes(df) -> go.Figure:
@@ -255,7 +300,7 @@ def workspace_sizes(df) -> go.Figure:
                 txt.append(fmt_bytes(h) if h is not None else "n/a")
             fig.add_trace(go.Bar(
                 x=dtypes, y=ys, name=lay, legendgroup=lay, showlegend=c == 1, marker_color=LAYOUT_COLORS[lay],
-                text=txt, textposition="outside", textfont=dict(size=9),
+                text=txt, textposition="none",
                 error_y=dict(type="data", symmetric=False, array=hi, arrayminus=lo, color=COLORS["dark"], thickness=1),
                 hovertemplate=f"{d} {lay} %{{x}}: heuristic plan %{{text}}<extra></extra>"), row=1, col=c)
     fig.update_layout(barmode="group")
@@ -266,7 +311,7 @@ def workspace_sizes(df) -> go.Figure:
     note = "bars: the plan cuDNN's heuristic picks; whiskers: smallest to largest workspace among all candidate plans"
     bad = _not_ok_note(df, ("dtype", "layout", "direction"))
     return _layout(fig, df, "Workspace by dtype, layout and direction (same dims)", shape_label(spec),
-                   note=(note + (" · " + bad if bad else "")), height=480)
+                   note=(note + (" · " + bad if bad else "")), height=500)
 
 
 SWEEP_AXIS = {"N": "N (batch size)", "C=K": "C = K (channels in = out)", "H=W": "H = W (image size, pixels)",
@@ -285,20 +330,23 @@ def sweep(df) -> go.Figure:
         line=dict(color=COLORS["primary"]), customdata=custom,
         hovertemplate=f"{field}=%{{x}}: %{{y:.1f}} us, %{{customdata[1]:.0f}} TFLOP/s<br>plan %{{customdata[0]}}<extra></extra>"),
         row=1, col=1)
+    div, unit = size_unit(ok["workspace_bytes"])
     fig.add_trace(go.Scatter(
-        x=list(ok["value"]), y=[_num(v) / MIB if _num(v) is not None else None for v in ok["workspace_bytes"]],
+        x=list(ok["value"]), y=[_num(v) / div if _num(v) is not None else None for v in ok["workspace_bytes"]],
         mode="lines+markers", name="workspace", line=dict(color=COLORS["secondary"]),
         text=[fmt_bytes(v) for v in ok["workspace_bytes"]],
         hovertemplate=f"{field}=%{{x}}: workspace %{{text}}<extra></extra>"), row=2, col=1)
     xtype = "linear" if field == "R=S" else "log"
     fig.update_xaxes(type=xtype, tickvals=list(ok["value"]), row=1, col=1)
     fig.update_xaxes(type=xtype, tickvals=list(ok["value"]), title_text=SWEEP_AXIS.get(field, field), row=2, col=1)
-    fig.update_yaxes(title_text="GPU time (us)", type=_log_if_wide(ok["gpu_us"]), row=1, col=1)
-    fig.update_yaxes(title_text="workspace (MiB)", row=2, col=1)
+    ytype = _log_if_wide(ok["gpu_us"])
+    fig.update_yaxes(title_text="GPU time (us)", type=ytype, row=1, col=1,
+                     **(log_ticks(ok["gpu_us"]) if ytype == "log" else {}))
+    fig.update_yaxes(title_text=f"workspace ({unit})", rangemode="tozero", row=2, col=1)
     spec = request_spec(df)
     detail = f"around {spec.dtype} {spec.layout} {spec.direction} {shape_label(spec)}; heuristic plan at each point" if spec else ""
     return _layout(fig, df, f"Sweep of {field}: GPU time and workspace", detail,
-                   note=_not_ok_note(df, ("field", "value")), height=520)
+                   note=_not_ok_note(df, ("field", "value")), height=520, legend_rows=0)
 
 
 # ---- lesson 02: strategies -------------------------------------------------------------------
@@ -340,15 +388,18 @@ def strategies(df) -> go.Figure:
     fig.update_layout(barmode="group")
     fig.update_yaxes(autorange="reversed", row=1, col=1)
     times = col("median_us") + col("p95_us") + col("strategy_us_per_call")
-    fig.update_xaxes(title_text="host time per call (us)", type=_log_if_wide(times, 100), row=1, col=1)
-    fig.update_xaxes(title_text="GPU time per call (us)", type=_log_if_wide(col("gpu_us")), row=1, col=2)
+    t1, t2 = _log_if_wide(times, 100), _log_if_wide(col("gpu_us"))
+    fig.update_xaxes(title_text="host time per call (us)", type=t1, row=1, col=1, **(log_ticks(times) if t1 == "log" else {}))
+    fig.update_xaxes(title_text="GPU time per call (us)", type=t2, row=1, col=2,
+                     **(log_ticks(col("gpu_us")) if t2 == "log" else {}))
     fig.update_xaxes(title_text="allocator calls (count)", row=1, col=3)
     fig.update_xaxes(title_text="workspace held (MiB)", row=1, col=4)
     wl = str(df["workload"].iloc[0]) if len(df) else "?"
     calls = int(df["calls"].iloc[0]) if "calls" in df.columns and len(df) else 0
     detail = (f"workload '{wl}': {calls} convolution calls per strategy after a warm-up pass; host time = strategy + "
               "launch, GPU time = kernels (events over the run)")
-    return _layout(fig, df, f"Workspace strategies on '{wl}'", detail, note=_not_ok_note(df, ("strategy",)), height=500)
+    return _layout(fig, df, f"Workspace strategies on '{wl}'", detail, note=_not_ok_note(df, ("strategy",)), height=540,
+                   legend_rows=2)
 
 
 # ---- lesson 03: precision, layout, roofline ---------------------------------------------------
@@ -378,8 +429,8 @@ def precision(df) -> go.Figure:
             sy += [a, b, None]
     fig.add_trace(go.Scatter(x=sx, y=sy, mode="lines", name="added by rounding the inputs", hoverinfo="skip",
                              line=dict(color=COLORS["muted"], dash="dot")))
-    fig.update_xaxes(title_text="GPU time per call (us, log)", type="log")
-    fig.update_yaxes(title_text="relative L2 error vs float64 (log)", type="log", exponentformat="power")
+    fig.update_xaxes(title_text="GPU time per call (us, log)", type="log", **log_ticks(x))
+    fig.update_yaxes(title_text="relative L2 error vs float64 (log)", type="log", **log_ticks(e1 + e2))
     spec = request_spec(df)
     detail = f"{spec.layout} {spec.direction} {shape_label(spec)}; heuristic plan per dtype; lower-left is better" if spec else ""
     return _layout(fig, df, "Precision: error vs speed per dtype", detail, note=_not_ok_note(df, ("dtype",)), height=480)
@@ -422,7 +473,7 @@ def roofline(df) -> go.Figure:
     dtype = str(df["dtype"].iloc[0]) if len(df) else "?"
     fig = go.Figure()
     fig.add_trace(go.Scatter(
-        x=xi, y=ty, mode="markers+text", name=f"measured ({dtype})", text=list(ok["shape"]), textposition="top center",
+        x=xi, y=ty, mode="markers+text", name=f"measured ({dtype})", text=list(ok["shape"]), textposition=_alternate(xi),
         textfont=dict(size=10), marker=dict(size=11, color=DTYPE_COLORS.get(dtype, COLORS["primary"])),
         customdata=[[_num(u), _num(g)] for u, g in zip(ok.get("gpu_us", [None] * len(ok)), ok.get("achieved_gb_s", [None] * len(ok)))],
         hovertemplate="%{text}: %{x:.0f} FLOP/B, %{y:.0f} TFLOP/s<br>%{customdata[0]:.1f} us, %{customdata[1]:.0f} GB/s "
@@ -449,13 +500,24 @@ def roofline(df) -> go.Figure:
                                  line=dict(color=COLORS["dark"], width=2)))
         notes.append(f"No roof drawn: labkit.ceilings has no peak TFLOP/s or bandwidth for {gpu} ({dtype}). "
                      "Only the measured points are shown.")
-    fig.update_xaxes(title_text="arithmetic intensity (FLOP/byte, log)", type="log", range=[math.log10(lo), math.log10(hi)])
-    fig.update_yaxes(title_text="achieved TFLOP/s (log)", type="log")
+    fig.update_xaxes(title_text="arithmetic intensity (FLOP/byte, log)", type="log", range=[math.log10(lo), math.log10(hi)],
+                     **log_ticks([lo, hi]))
+    ys = [v for v in ty if v] + ([peak] if peak else [])
+    fig.update_yaxes(title_text="achieved TFLOP/s (log)", type="log", **log_ticks(ys))
     lay = str(df["layout"].iloc[0]) if len(df) else ""
     note = " ".join(notes)
     bad = _not_ok_note(df, ("shape",))
     return _layout(fig, df, f"Roofline: ResNet-50 convolutions, {dtype} {lay}", "heuristic plan per shape",
                    note=note + (" · " + bad if bad else ""), height=500)
+
+
+def _alternate(xs) -> list:
+    """Label positions above/below alternately along x, so neighbouring labels do not overlap."""
+    order = sorted(range(len(xs)), key=lambda i: xs[i] if xs[i] is not None else 0)
+    pos = [""] * len(xs)
+    for rank, i in enumerate(order):
+        pos[i] = "top center" if rank % 2 == 0 else "bottom center"
+    return pos
 
 
 def _first(df, col):
@@ -503,10 +565,11 @@ def plans(df) -> go.Figure:
     """Every plan: workspace vs GPU time; the heuristic pick, the best and the worst highlighted.
     Traces: 0 all plans, 1 heuristic pick, 2 best, 3 worst."""
     ok = _ok(df)
+    div, unit = size_unit(ok["workspace_bytes"])
 
     def pts(mask):
         sub = ok[mask] if mask is not None else ok
-        return dict(x=[float(v) / MIB for v in sub["workspace_bytes"]], y=[_num(v) for v in sub["gpu_us"]],
+        return dict(x=[float(v) / div for v in sub["workspace_bytes"]], y=[_num(v) for v in sub["gpu_us"]],
                     text=[str(p) for p in sub["plan_name"]],
                     customdata=[[int(i), fmt_bytes(w)] for i, w in zip(sub["plan_index"], sub["workspace_bytes"])])
 
@@ -521,8 +584,10 @@ def plans(df) -> go.Figure:
         fig.add_trace(go.Scatter(mode="markers", name=name, marker=dict(size=size, color=color, symbol=sym,
                                                                         line=dict(width=1, color="white")),
                                  hovertemplate=hover, **pts(mask)))
-    fig.update_xaxes(title_text="workspace the plan needs (MiB)", rangemode="tozero")
-    fig.update_yaxes(title_text="GPU time per call (us, log)", type="log")
+    top = float(ok["workspace_bytes"].max()) / div if len(ok) else 1.0
+    fig.update_xaxes(title_text=f"workspace the plan needs ({unit})", range=[-0.04 * (top or 1), 1.06 * (top or 1)],
+                     zeroline=True)
+    fig.update_yaxes(title_text="GPU time per call (us, log)", type="log", **log_ticks(ok["gpu_us"]))
     spec = request_spec(df)
     n_ok, n_all = len(ok), len(df)
     detail = f"{spec.dtype} {spec.layout} {spec.direction} {shape_label(spec)}: {n_ok} plans timed" if spec else ""
@@ -546,7 +611,8 @@ def caps(df) -> go.Figure:
     n = list(df["plans_within_cap"]) if "plans_within_cap" in df else [None] * len(df)
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     fig.add_trace(go.Bar(x=labels, y=t, name="best GPU time under the cap", marker_color=COLORS["primary"],
-                         text=[f"{int(k)} plans" if k is not None and not _isnan(k) else "" for k in n], textposition="auto",
+                         text=[f"{int(k)} plans" if k is not None and not _isnan(k) else "" for k in n],
+                         textposition="inside", insidetextanchor="start",
                          customdata=[[str(p), fmt_bytes(w)] for p, w in zip(df.get("best_plan", [""] * len(df)),
                                                                            df.get("workspace_bytes", [None] * len(df)))],
                          hovertemplate="cap %{x}: %{y:.1f} us (%{text})<br>plan %{customdata[0]}, workspace %{customdata[1]}"
@@ -557,7 +623,8 @@ def caps(df) -> go.Figure:
                              hovertemplate="cap %{x}: %{y:.2f}x the unlimited best<extra></extra>"), secondary_y=True)
     fig.update_xaxes(title_text="workspace cap (deselect_workspace_greater_than)", type="category")
     fig.update_yaxes(title_text="best GPU time (us)", secondary_y=False, rangemode="tozero")
-    fig.update_yaxes(title_text="slowdown (x)", secondary_y=True, rangemode="tozero", showgrid=False)
+    fig.update_yaxes(title_text="slowdown (x)", secondary_y=True, rangemode="tozero", showgrid=False, tickmode="sync",
+                     tickformat=".1f", ticksuffix="x")
     spec = request_spec(df)
     detail = f"{spec.dtype} {spec.layout} {spec.direction} {shape_label(spec)}; every plan within the cap autotuned" if spec else ""
     return _layout(fig, df, "What a workspace cap costs", detail, note=_not_ok_note(df, ("cap_bytes",)), height=460)
@@ -570,7 +637,7 @@ def build_cost(df) -> go.Figure:
                            text=[fmt_seconds(v) for v in s], textposition="auto", name="wall time",
                            hovertemplate="%{y}: %{text}<extra></extra>"))
     fig.update_yaxes(autorange="reversed")
-    fig.update_xaxes(title_text="wall time (s, log)", type="log")
+    fig.update_xaxes(title_text="wall time (s, log)", type="log", **log_ticks(s, _tick_seconds))
     spec = request_spec(df)
     pay = _first(df, "calls_to_pay_off_autotune")
     if pay is None:
@@ -581,7 +648,7 @@ def build_cost(df) -> go.Figure:
         pay_txt = (f"autotuning pays for itself after {pay:,.0f} calls (heuristic {_first(df, 'heuristic_gpu_us'):.1f} us "
                    f"vs best {_first(df, 'best_gpu_us'):.1f} us per call)")
     detail = f"{spec.dtype} {spec.layout} {spec.direction} {shape_label(spec)}" if spec else ""
-    return _layout(fig, df, "What building a cuDNN graph costs", detail, note=pay_txt, height=420)
+    return _layout(fig, df, "What building a cuDNN graph costs", detail, note=pay_txt, height=400, legend_rows=0)
 
 
 # ---- lesson 06: race ----------------------------------------------------------------------------

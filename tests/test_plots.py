@@ -33,9 +33,9 @@ def _titles(fig):
 
 
 UNITS = {  # chart -> strings some axis title must contain
-    "precision": ["(us", "error"], "layout": ["(us)"], "fusion": ["(us)", "(MiB)"], "plans": ["(MiB)", "(us"],
+    "precision": ["(us", "error"], "layout": ["(us)"], "fusion": ["(us)", "(MiB)"], "plans": ["B)", "(us"],
     "caps": ["(us)", "slowdown (x)"], "algorithms": ["(us)", "(MiB)"], "build_cost": ["(s"],
-    "roofline": ["FLOP/byte", "TFLOP/s"], "sweep": ["(us)", "(MiB)"], "workspace_sizes": ["(MiB)"],
+    "roofline": ["FLOP/byte", "TFLOP/s"], "sweep": ["(us)", "B)"], "workspace_sizes": ["(MiB)"],
     "strategies": ["(us)", "(MiB)", "(count)"], "race": ["(count)"],
 }
 
