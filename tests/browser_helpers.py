@@ -1,0 +1,464 @@
+"""Helpers for tests/test_browser.py: a throw-away JupyterLab server and the page-side probes.
+
+Nothing here touches the repository's notebooks: the server runs on a temporary copy (outputs
+stripped), with its own Jupyter config, data, runtime, settings and workspace folders, so a run
+neither reads nor writes the user's Jupyter state. Every process the server starts (kernels
+included) carries a marker in its environment; `LabServer.stop` ends the server's process group
+and then any process still carrying the marker, by pid.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Callable, Dict, List, Optional
+
+MARKER_VAR = "LABKIT_BROWSER_TEST_RUN"
+
+# Chromium in a container: no sandbox (root), no GPU, nothing fetched from Google at start.
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+# User settings for the throw-away JupyterLab: every cell attached to the DOM (the default
+# windowing leaves off-screen cells unrendered, and their charts with them), no news/update
+# requests to the internet.
+LAB_SETTINGS = {
+    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none", "scrollPastEnd": False},
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false", "checkForUpdates": False},
+}
+
+
+class Deadline:
+    """One budget for a whole module of browser tests."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.end = time.monotonic() + seconds
+
+    def left(self) -> float:
+        return self.end - time.monotonic()
+
+    def ms(self, cap_s: float) -> float:
+        """Milliseconds for a Playwright timeout: ``cap_s`` or what is left, whichever is less
+        (at least 1 s, so an exhausted budget fails fast with a timeout, not a hang)."""
+        return max(1.0, min(cap_s, self.left())) * 1000
+
+    def check(self, what: str) -> None:
+        if self.left() <= 0:
+            raise TimeoutError(f"browser tests ran out of their {self.seconds:.0f} s budget ({what})")
+
+
+def log(msg: str) -> None:
+    print(f"[browser {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def truthy_env(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ---- notebooks ---------------------------------------------------------------------------------
+def copy_stripped(src: Path, dst: Path) -> None:
+    """Copy a notebook without outputs or execution counts: whatever the page shows comes from
+    this run, and 'every cell ran' is simply 'every code cell has a number'."""
+    nb = json.loads(src.read_text())
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") == "code":
+            cell["outputs"] = []
+            cell["execution_count"] = None
+    dst.write_text(json.dumps(nb, indent=1))
+
+
+def smoke_notebook() -> dict:
+    """A minimal panel of the shape labkit's panels take: a plotly FigureWidget inside an
+    ipywidgets VBox with a Dropdown that changes the bars in place. It tells 'the widget stack
+    is broken' apart from 'a lesson is broken'."""
+    src = '''import ipywidgets as W
+import plotly.graph_objects as go
+
+DATA = {"fp16": [3, 1, 2], "fp32": [1, 4, 9]}
+fig = go.FigureWidget(go.Bar(x=["a", "b", "c"], y=DATA["fp16"]))
+fig.update_layout(height=300, title="smoke")
+dd = W.Dropdown(options=list(DATA), value="fp16", description="dtype")
+
+def on_change(change):
+    with fig.batch_update():
+        fig.data[0].y = DATA[change["new"]]
+
+dd.observe(on_change, names="value")
+W.VBox([dd, fig])'''
+    return {
+        "cells": [{"cell_type": "code", "execution_count": None, "id": "smoke0", "metadata": {}, "outputs": [],
+                   "source": src}],
+        "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+                     "language_info": {"name": "python"}},
+        "nbformat": 4, "nbformat_minor": 5,
+    }
+
+
+# ---- the server ----------------------------------------------------------------------------------
+class LabServer:
+    """``python -m jupyterlab`` from this interpreter's environment, on 127.0.0.1:<free port>,
+    a random token, serving ``root``. Its output goes to ``root.parent / 'jupyterlab.log'``."""
+
+    def __init__(self, root: Path, repo: Path, scratch: Path):
+        self.root = root
+        self.repo = repo
+        self.token = secrets.token_hex(16)
+        self.marker = secrets.token_hex(8)
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.log_path = scratch / "jupyterlab.log"
+        self.scratch = scratch
+        self.proc: Optional[subprocess.Popen] = None
+        self._log = None
+
+    def env(self) -> Dict[str, str]:
+        env = dict(os.environ)
+        bindir = str(Path(sys.executable).parent)
+        dirs = {}
+        for var in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "JUPYTERLAB_SETTINGS_DIR",
+                    "JUPYTERLAB_WORKSPACES_DIR", "IPYTHONDIR"):
+            d = self.scratch / var.lower()
+            d.mkdir(parents=True, exist_ok=True)
+            dirs[var] = str(d)
+        env.update(dirs)
+        env.pop("JUPYTER_PATH", None)
+        env.update({
+            "LABKIT_MODE": "recorded",
+            "PYTHONPATH": os.pathsep.join(p for p in (str(self.repo), os.environ.get("PYTHONPATH", "")) if p),
+            "PATH": bindir + os.pathsep + os.environ.get("PATH", ""),
+            "PYTHONUNBUFFERED": "1",
+            "MPLBACKEND": "Agg",
+            MARKER_VAR: self.marker,
+        })
+        return env
+
+    def start(self) -> None:
+        env = self.env()
+        settings = Path(env["JUPYTERLAB_SETTINGS_DIR"])
+        for rel, value in LAB_SETTINGS.items():
+            p = settings / rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(json.dumps(value))
+        cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={self.port}",
+               "--port-retries=0", f"--ServerApp.token={self.token}", f"--ServerApp.root_dir={self.root}",
+               "--ServerApp.password=", "--ServerApp.disable_check_xsrf=False", "--allow-root",
+               "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+        self._log = open(self.log_path, "wb")
+        log(f"starting JupyterLab on {self.base} (root {self.root}; log {self.log_path})")
+        self.proc = subprocess.Popen(cmd, cwd=self.root, env=env, stdout=self._log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+
+    def log_tail(self, n: int = 60) -> str:
+        try:
+            lines = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return "(no log)"
+        return "\n".join(lines[-n:])
+
+    def api(self, path: str, method: str = "GET", timeout: float = 5.0):
+        sep = "&" if "?" in path else "?"
+        req = urllib.request.Request(f"{self.base}{path}{sep}token={self.token}", method=method)
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            body = r.read()
+        return json.loads(body) if body else None
+
+    def wait_ready(self, deadline: Deadline, limit_s: float = 90.0) -> float:
+        t0 = time.monotonic()
+        last = ""
+        while time.monotonic() - t0 < min(limit_s, max(deadline.left(), 1.0)):
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"JupyterLab exited with {self.proc.returncode} before it was ready:\n{self.log_tail()}")
+            try:
+                status = self.api("/api/status", timeout=2.0)
+                if isinstance(status, dict) and "started" in status:
+                    return time.monotonic() - t0
+            except (urllib.error.URLError, OSError, ValueError) as exc:
+                last = f"{type(exc).__name__}: {exc}"
+            time.sleep(0.25)
+        raise TimeoutError(f"JupyterLab not ready on {self.base}/api/status after {time.monotonic() - t0:.0f} s "
+                           f"(last: {last})\n{self.log_tail()}")
+
+    def url(self, path: str) -> str:
+        sep = "&" if "?" in path else "?"
+        return f"{self.base}{path}{sep}token={self.token}"
+
+    def kernels(self) -> List[dict]:
+        try:
+            return self.api("/api/kernels") or []
+        except (urllib.error.URLError, OSError, ValueError):
+            return []
+
+    def shutdown_sessions(self) -> None:
+        """End every kernel session (best effort): one notebook's kernel never outlives its test."""
+        try:
+            for s in self.api("/api/sessions") or []:
+                self.api(f"/api/sessions/{s['id']}", method="DELETE", timeout=10.0)
+        except (urllib.error.URLError, OSError, ValueError):
+            pass
+
+    def stop(self) -> None:
+        """Stop the server and every process it started, even when the tests failed."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            try:
+                self.api("/api/shutdown", method="POST", timeout=5.0)  # shuts kernels down cleanly
+            except (urllib.error.URLError, OSError, ValueError):
+                pass
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
+            if self.proc.poll() is not None:
+                break
+            try:
+                os.killpg(self.proc.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                break
+            try:
+                self.proc.wait(timeout=wait)
+            except subprocess.TimeoutExpired:
+                pass
+        # kernels run in sessions of their own: end whatever still carries this run's marker
+        left = kill_marked(self.marker)
+        if left:
+            log(f"ended {len(left)} leftover process(es) of this run: {left}")
+        if self._log:
+            self._log.close()
+
+
+def marked_pids(marker: str) -> List[int]:
+    """Pids of processes (other than this one) whose environment has MARKER_VAR=marker (Linux)."""
+    want = f"{MARKER_VAR}={marker}".encode()
+    pids = []
+    for d in Path("/proc").glob("[0-9]*"):
+        pid = int(d.name)
+        if pid == os.getpid():
+            continue
+        try:
+            if want in (d / "environ").read_bytes().split(b"\0"):
+                pids.append(pid)
+        except OSError:
+            continue
+    return pids
+
+
+def kill_marked(marker: str) -> List[int]:
+    pids = marked_pids(marker)
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return pids
+
+
+# ---- page-side probes ----------------------------------------------------------------------------
+# The one notebook panel on screen (each test opens its notebook in a workspace of its own).
+NOTEBOOK = ".jp-NotebookPanel:not(.lm-mod-hidden)"
+# An output that holds a widget view (JupyterLab 4 puts no mime type on it; the view's root
+# element has the class jupyter-widgets).
+WIDGET_OUTPUT = ".jp-OutputArea-output:has(> .jupyter-widgets)"
+
+RUN_STATE_JS = """() => {
+  const nb = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook');
+  if (!nb) return null;
+  const cells = [...nb.querySelectorAll('.jp-CodeCell')];
+  const prompts = cells.map(c => {
+    const src = (c.querySelector('.jp-InputArea-editor .cm-content') || {}).textContent || '';
+    const p = (c.querySelector('.jp-InputPrompt') || {}).textContent || '';
+    return {empty: src.trim() === '', prompt: p.trim()};
+  });
+  const ind = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook-ExecutionIndicator');
+  return {prompts, indicator: ind ? ind.getAttribute('data-status') : null};
+}"""
+
+# Everything that says "this output is broken", per output, with the cell's index.
+PROBLEMS_JS = """() => {
+  const nb = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook');
+  const found = [];
+  const cells = [...nb.querySelectorAll('.jp-Cell')];
+  cells.forEach((cell, i) => {
+    for (const out of cell.querySelectorAll('.jp-OutputArea-output')) {
+      const mime = out.getAttribute('data-mime-type') || '';
+      const text = out.innerText || '';
+      if (mime === 'application/vnd.jupyter.stderr' && /Traceback|Error|Exception/.test(text))
+        found.push({cell: i, kind: 'stderr', text: text.slice(0, 1500)});
+      for (const needle of ['Error displaying widget', 'Model not found', 'Failed to load model class',
+                            'Could not create a view', 'unexpected error (please report it)',
+                            'Javascript Error', 'Error rendering output'])
+        if (text.includes(needle)) found.push({cell: i, kind: needle, text: text.slice(0, 1500)});
+      if (out.querySelector('.jp-RenderedJavaScript, .jp-mod-error'))
+        found.push({cell: i, kind: 'render error', text: text.slice(0, 1500)});
+    }
+  });
+  return found;
+}"""
+
+# Per widget output: its controls and its plotly charts, with their sizes.
+WIDGETS_JS = """() => {
+  const WIDGET_OUTPUT = '.jp-OutputArea-output:has(> .jupyter-widgets)';
+  const nb = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook');
+  const cells = [...nb.querySelectorAll('.jp-Cell')];
+  const views = [];
+  cells.forEach((cell, i) => {
+    for (const out of cell.querySelectorAll(WIDGET_OUTPUT)) {
+      const plots = [...out.querySelectorAll('.js-plotly-plot')].map(p => {
+        const r = p.getBoundingClientRect();
+        const sv = p.querySelector('.main-svg');
+        return {w: r.width, h: r.height, svg: p.querySelectorAll('.main-svg').length,
+                svg_w: sv ? Math.round(sv.getBoundingClientRect().width) : 0,
+                traces: p.querySelectorAll('.main-svg .trace').length};
+      });
+      views.push({cell: i, html: out.innerHTML.length,
+                  controls: out.querySelectorAll('.widget-dropdown select, .widget-slider, .widget-text input, .widget-button, .widget-toggle-buttons').length,
+                  plots});
+    }
+  });
+  const all = [...nb.querySelectorAll('.js-plotly-plot')];
+  return {views, plots: all.length, svgs: nb.querySelectorAll('.js-plotly-plot .main-svg').length,
+          undrawn: all.filter(p => !p.querySelector('.main-svg')).length,
+          static_plots: all.filter(p => !p.closest(WIDGET_OUTPUT)).length};
+}"""
+
+# What the user sees of a chart: the traces' SVG geometry and text, plus the data plotly holds.
+CHART_SIGNATURE_JS = """(el) => {
+  const svg = [...el.querySelectorAll('.main-svg .trace path, .main-svg .trace text, .main-svg .trace .point')]
+      .map(n => n.getAttribute('d') || n.textContent || n.getAttribute('transform') || '');
+  const ticks = [...el.querySelectorAll('.main-svg .xtick text, .main-svg .ytick text')].map(n => n.textContent);
+  const data = (el.data || []).map(t => {
+    const arr = v => (v && v.length !== undefined) ? Array.from(v).map(String) : v;
+    return {name: t.name, x: arr(t.x), y: arr(t.y)};
+  });
+  return JSON.stringify({svg, ticks, data});
+}"""
+
+
+# How each plotly chart is laid out: its drawn width against the width it was given, and whether
+# its subtitle sits on its title (what happens when plotly.js draws into an element that is not
+# in the page yet: nothing can be measured).
+LAYOUT_JS = """() => {
+  const nb = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook');
+  const cells = [...nb.querySelectorAll('.jp-Cell')];
+  const found = [];
+  cells.forEach((cell, i) => {
+    for (const p of cell.querySelectorAll('.js-plotly-plot')) {
+      const svg = p.querySelector('.main-svg');
+      if (!svg) continue;
+      const widget = !!p.closest('.jp-OutputArea-output:has(> .jupyter-widgets)');
+      const title = p.querySelector('.gtitle'), sub = p.querySelector('.gtitle-subtitle');
+      const name = title ? title.textContent.slice(0, 60) : '(untitled)';
+      const box = p.getBoundingClientRect().width, drawn = svg.getBoundingClientRect().width;
+      if (drawn < 0.9 * box - 1)
+        found.push({cell: i, widget, chart: name, problem: `drawn ${Math.round(drawn)} px wide in a ${Math.round(box)} px output`});
+      if (title && sub) {
+        const t = title.getBoundingClientRect(), s = sub.getBoundingClientRect();
+        if (s.top < t.bottom - 2)
+          found.push({cell: i, widget, chart: name, problem: `subtitle drawn over the title (${Math.round(t.bottom - s.top)} px overlap)`});
+      }
+    }
+  });
+  return found;
+}"""
+
+
+def poll(fn: Callable[[], object], timeout_s: float, interval_s: float = 0.25):
+    """Call ``fn`` until it returns something truthy; return it, or the last value at timeout."""
+    end = time.monotonic() + timeout_s
+    value = fn()
+    while not value and time.monotonic() < end:
+        time.sleep(interval_s)
+        value = fn()
+    return value
+
+
+def screenshot_full(page, path: Path, max_height: int = 15000) -> Path:
+    """A screenshot of the whole notebook: JupyterLab scrolls inside a fixed-height shell, so the
+    viewport is made as tall as the notebook (capped) for the shot, then put back."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    size = page.viewport_size or {"width": 1400, "height": 1000}
+    need = page.evaluate("""() => {
+      const outer = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-WindowedPanel-outer');
+      if (!outer) return 0;
+      return outer.scrollHeight + outer.getBoundingClientRect().top + 60;
+    }""")
+    height = int(min(max(size["height"], need or 0), max_height))
+    try:
+        if height > size["height"]:
+            page.set_viewport_size({"width": size["width"], "height": height})
+        # the notebook keeps its scroll position (the last cell, after Run All): back to the top
+        page.evaluate("""() => {
+          const outer = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-WindowedPanel-outer');
+          if (outer) outer.scrollTop = 0;
+        }""")
+        page.wait_for_timeout(700)
+        page.screenshot(path=str(path), full_page=True)
+    finally:
+        if height > size["height"]:
+            page.set_viewport_size(size)
+    return path
+
+
+def collapse_left_sidebar(page) -> None:
+    """Give the notebook the whole width (the file browser is open in a fresh workspace)."""
+    tab = page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab.lm-mod-current")
+    if tab.count():
+        tab.first.click()
+
+
+def relpath(p: Path, root: Path) -> str:
+    try:
+        return str(p.relative_to(root))
+    except ValueError:
+        return str(p)
+
+
+def which_chromium(default: str = "/usr/bin/chromium") -> Optional[str]:
+    path = os.environ.get("LABKIT_CHROMIUM") or default
+    if os.path.isfile(path) and os.access(path, os.X_OK):
+        return path
+    found = shutil.which(path)
+    return found
+
+
+_PROMPT_NUM = re.compile(r"^\[\s*\d+\s*\]:?$")
+
+
+def run_summary(state: Optional[dict]) -> Dict[str, int]:
+    """Counts of code cells by prompt: done ([3]:), running/queued ([*]:), not run ([ ]:)."""
+    out = {"done": 0, "busy": 0, "not_run": 0, "empty": 0}
+    for p in (state or {}).get("prompts", []):
+        if p["empty"]:
+            out["empty"] += 1
+        elif _PROMPT_NUM.match(p["prompt"]):
+            out["done"] += 1
+        elif "*" in p["prompt"]:
+            out["busy"] += 1
+        else:
+            out["not_run"] += 1
+    return out
