@@ -230,6 +230,9 @@ def no_data(fig: go.Figure, message: str) -> None:
                                        y=0.5, showarrow=False, font=dict(size=13, color=COLORS["bad"]),
                                        bgcolor="rgba(255,255,255,0.9)", name="no-data")]
         fig.layout.title.text = "<b>No data for this request</b>"
+        fig.layout.title.subtitle.text = "nothing is drawn: no number on this chart belongs to another request"
+        for name in [k for k in fig.layout if k.startswith(("xaxis", "yaxis"))]:
+            fig.layout[name].visible = False  # no axis scale left over from the previous request
 
 
 def _batch(fig):
