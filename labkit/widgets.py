@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
 import ipywidgets as W
+from traitlets import TraitError
 
 from . import plots
 from .errors import InvalidSpec, LabkitError, RecordedDataError
@@ -434,16 +435,20 @@ class Panel:
             for name, value in changes.items():
                 w = self.widgets[name]
                 if isinstance(w, W.Dropdown) and value not in [v for _, v in w.options]:
+                    label = _label(value) if self.live else f"{_label(value)} (not recorded)"
                     self._syncing = True
                     try:
-                        w.options = list(w.options) + [(f"{_label(value)} (not recorded)", value)]
+                        w.options = list(w.options) + [(label, value)]
                     finally:
                         self._syncing = False
                 if w.value == value and self._value(name) != value:
                     self.state = self._moved(self.state, name, value)
                     self._pending = True
                 else:
-                    w.value = value  # the observer a user's click triggers
+                    try:
+                        w.value = value  # the observer a user's click triggers
+                    except TraitError as exc:
+                        raise InvalidSpec(name, value, f"not a value this control takes ({exc})") from None
         finally:
             self._defer -= 1
         if self._pending and not self._defer:

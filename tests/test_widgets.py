@@ -198,3 +198,10 @@ def test_update_latency_is_recorded():
     p.set(dtype="bf16")
     assert p.updates >= 2 and p.last_update_ms is not None and p.last_update_ms > 0
     assert list(p.fig.data[0].y) == list(experiments.plans(experiments.BASE.replace(dtype="bf16")).gpu_us)
+
+
+def test_set_rejects_a_value_the_control_cannot_take():
+    p = widgets.PlansPanel(live=True)
+    with pytest.raises(InvalidSpec, match="N="):
+        p.set(N="many")
+    assert p.error is None and p.df is not None
