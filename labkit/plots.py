@@ -123,10 +123,14 @@ def shape_label(spec) -> str:
 
 
 def _title(main: str, df, detail: str = "") -> dict:
+    """Title, detail line and provenance line as ONE text (lines joined by <br>): plotly places a
+    separate ``title.subtitle`` by measuring the title, which fails when a FigureWidget is drawn
+    before it is in the page (plotly/plotly.py#5208) and puts the subtitle over the title."""
     sub = provenance_subtitle(df)
     if detail:
         sub = f"{detail}<br>{sub}"
-    return dict(text=f"<b>{html.escape(main, quote=False)}</b>", subtitle=dict(text=sub), x=0.0, xanchor="left")
+    return dict(text=f"<b>{html.escape(main, quote=False)}</b><br><span style='font-size:12px;color:#3c4043'>{sub}</span>",
+                x=0.0, xanchor="left")
 
 
 def _ok(df):
@@ -229,8 +233,8 @@ def no_data(fig: go.Figure, message: str) -> None:
         fig.layout.annotations = [dict(text=_wrap(html.escape(message, quote=False), 90), xref="paper", yref="paper", x=0.5,
                                        y=0.5, showarrow=False, font=dict(size=13, color=COLORS["bad"]),
                                        bgcolor="rgba(255,255,255,0.9)", name="no-data")]
-        fig.layout.title.text = "<b>No data for this request</b>"
-        fig.layout.title.subtitle.text = "nothing is drawn: no number on this chart belongs to another request"
+        fig.layout.title.text = ("<b>No data for this request</b><br><span style='font-size:12px;color:#3c4043'>nothing is "
+                                 "drawn: no number on this chart belongs to another request</span>")
         for name in [k for k in fig.layout if k.startswith(("xaxis", "yaxis"))]:
             fig.layout[name].visible = False  # no axis scale left over from the previous request
 

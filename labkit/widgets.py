@@ -41,6 +41,9 @@ SPEC_FIELDS = ("N", "C", "K", "H", "W", "R", "S", "stride", "padding", "dilation
 SHAPE = ("N", "C", "K", "H", "W", "R", "stride", "padding", "dilation", "groups")
 SWEEP_VALUES = {"N": [1, 2, 4, 8, 16, 32, 64], "C=K": [16, 32, 64, 128, 256, 512], "H=W": [7, 14, 28, 56, 112],
                 "R=S": [1, 3, 5, 7]}
+#: width of a panel's chart in pixels. A FigureWidget is drawn before it is in the page (plotly/
+#: plotly.py#5208), so it cannot size itself to the output and would fall back to 700 px.
+FIG_WIDTH = 1100
 WORKLOADS = ("one_conv", "resnet50_fp16_nhwc", "resnet50_fp32_nchw", "random_shapes", "growing_batch", "pressure")
 
 
@@ -69,7 +72,7 @@ CONTROLS: Dict[str, ControlDef] = {c.name: c for c in (
     ControlDef("N", "N (batch)", "int", hi=4096),
     ControlDef("C", "C (channels in)", "int", hi=8192, links=("K",), recorded_label="C = K (channels)"),
     ControlDef("K", "K (channels out)", "int", hi=8192),
-    ControlDef("H", "H (height)", "int", hi=4096, links=("W",), recorded_label="H = W (image size)"),
+    ControlDef("H", "H (height)", "int", hi=4096, links=("W",), recorded_label="H = W (pixels)"),
     ControlDef("W", "W (width)", "int", hi=4096),
     ControlDef("R", "R = S (filter)", "choice", (1, 3, 5, 7), always_links=("S",)),
     ControlDef("stride", "stride", "choice", (1, 2, 3, 4)),
@@ -196,13 +199,14 @@ class Panel:
     experiment: str = ""
 
     def __init__(self, experiment: Optional[str] = None, *, live: Optional[bool] = None, csv_name: Optional[str] = None,
-                 **initial):
+                 fig_width: Optional[int] = FIG_WIDTH, **initial):
         from . import env
 
         name = experiment or self.experiment
         if name not in CONFIGS:
             raise InvalidSpec("experiment", name, f"must be one of {', '.join(CONFIGS)}")
         self.live = env.mode().live if live is None else bool(live)
+        self.fig_width = fig_width
         self._defer = 0
         self._pending = False
         self._syncing = False
@@ -259,12 +263,13 @@ class Panel:
         self.controls_box = W.GridBox(list(self.widgets.values()),
                                       layout=W.Layout(grid_template_columns="repeat(4, minmax(190px, 1fr))",
                                                       grid_gap="4px 12px"))
-        self.reset_button = W.Button(description="reset to base", icon="undo", tooltip="every control back to the lesson's base")
+        self.reset_button = W.Button(description="reset to base", icon="undo", layout=W.Layout(width="auto"),
+                                     tooltip="every control back to the lesson's base")
         self.reset_button.on_click(lambda _b: self.reset())
         self.rerun_button = W.Button(description="measure again", icon="refresh", tooltip="forget the cached result and measure again",
-                                     layout=W.Layout(display=None if self.live else "none"))
+                                     layout=W.Layout(width="auto", display=None if self.live else "none"))
         self.rerun_button.on_click(lambda _b: self.refresh(force=True))
-        self.csv_button = W.Button(description=f"save {self.csv_name}", icon="download",
+        self.csv_button = W.Button(description=f"save {self.csv_name}", icon="download", layout=W.Layout(width="auto"),
                                    tooltip="write the numbers on screen, with their provenance, as CSV")
         self.csv_button.on_click(lambda _b: self._save_clicked())
         self.status = W.HTML()
@@ -497,7 +502,7 @@ class Panel:
 
         new = plots.BUILDERS[self.cfg.experiment](df)
         if self.fig is None:
-            self.fig = go.FigureWidget(new)
+            self.fig = _figure_widget(new, self.fig_width)
             self._figs[self.cfg.experiment] = self.fig
             self.box.children = tuple(self.box.children) + (self.fig,)
             return
@@ -535,7 +540,7 @@ class Panel:
             fig = plots.BUILDERS[self.cfg.experiment](df)
         except Exception:  # noqa: BLE001
             fig = go.Figure([go.Scatter() for _ in range(plots.TRACES[self.cfg.experiment])])
-        self.fig = go.FigureWidget(fig)
+        self.fig = _figure_widget(fig, self.fig_width)
         self._figs[self.cfg.experiment] = self.fig
         self.box.children = tuple(self.box.children) + (self.fig,)
 
@@ -576,6 +581,15 @@ class Panel:
         return f"<{type(self).__name__} {self.cfg.experiment} {'live' if self.live else 'recorded'} {self.state}>"
 
 
+def _figure_widget(fig, width: Optional[int]):
+    import plotly.graph_objects as go
+
+    w = go.FigureWidget(fig)
+    if width:
+        w.layout.width = width
+    return w
+
+
 def _status(kind: str, text: str) -> str:
     color = {"ok": "#3c4043", "running": "#1a73e8", "error": "#b00020"}[kind]
     icon = {"ok": "&#10003;", "running": "&#8987;", "error": "&#9888;"}[kind]
@@ -601,7 +615,7 @@ def update_in_place(fig, new) -> None:
         else:
             fig.data = ()
             fig.add_traces(list(new.data))
-        stale = set(fig.layout.to_plotly_json()) - set(layout) - {"template"}
+        stale = set(fig.layout.to_plotly_json()) - set(layout) - {"template", "width"}
         for k in stale:
             layout[k] = None
         fig.layout.update(layout, overwrite=True)
@@ -676,13 +690,14 @@ class LabPanel(Panel):
     new chart was not recorded for it, the controls go back to that chart's base, and the status
     line says so."""
 
-    def __init__(self, chart: str = "plans", *, live: Optional[bool] = None, **initial):
+    def __init__(self, chart: str = "plans", *, live: Optional[bool] = None, fig_width: Optional[int] = FIG_WIDTH,
+                 **initial):
         if chart not in SPEC_EXPERIMENTS:
             raise InvalidSpec("chart", chart, f"must be one of {', '.join(SPEC_EXPERIMENTS)}")
         self.chart = W.Dropdown(options=list(SPEC_EXPERIMENTS), value=chart, description="chart",
                                 style={"description_width": "110px"})
         self.chart.observe(self._on_chart, names="value")
-        super().__init__(chart, live=live, csv_name="results.csv", **initial)
+        super().__init__(chart, live=live, csv_name="results.csv", fig_width=fig_width, **initial)
         self.box.children = (self.box.children[0], self.chart) + tuple(self.box.children[1:])
 
     def _on_chart(self, change) -> None:

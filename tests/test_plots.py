@@ -1,5 +1,5 @@
 """labkit.plots on the shipped recording: every builder, every recorded request; trace counts,
-axis titles with units, provenance in the subtitle, values drawn equal the DataFrame's, and a
+axis titles with units, provenance in the title's subtitle line, values drawn equal the DataFrame's, and a
 roofline without a known GPU draws no roof and says so."""
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def test_every_recorded_request_draws_with_fixed_traces_units_and_provenance(nam
         titles = " | ".join(_titles(fig))
         for unit in UNITS[name]:
             assert unit in titles, (name, unit, titles)
-        sub = fig.layout.title.subtitle.text
+        sub = fig.layout.title.text.split("<br>", 1)[1]  # the lines under the bold title
         for want in (meta["gpu"], meta["cudnn_backend"], meta["date"], "recorded"):
             assert want in sub, (name, want, sub)
 

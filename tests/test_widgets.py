@@ -205,3 +205,13 @@ def test_set_rejects_a_value_the_control_cannot_take():
     with pytest.raises(InvalidSpec, match="N="):
         p.set(N="many")
     assert p.error is None and p.df is not None
+
+
+def test_chart_width_is_set_and_kept_across_updates():
+    p = widgets.FusionPanel()
+    assert p.fig.layout.width == widgets.FIG_WIDTH
+    p.set(N=8)
+    p.set(N=7)  # no data
+    p.set(N=1)
+    assert p.fig.layout.width == widgets.FIG_WIDTH
+    assert widgets.FusionPanel(fig_width=None).fig.layout.width is None
