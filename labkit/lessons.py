@@ -217,7 +217,7 @@ def strategies_summary(df) -> Text:
                          f"{a.strategy_us_per_call:.1f} us per call.")
         parts.append(f"malloc_per_call made {int(m.alloc_calls)} allocator calls in the timed pass "
                      f"({m.alloc_us_total / 1000:.1f} ms inside cudaMalloc/cudaFree); the arena made {int(a.alloc_calls)}"
-                     + (f" (its one allocation happened in the warm-up pass)" if "warmup_alloc_calls" in ok.columns
+                     + (" (its one allocation happened in the warm-up pass)" if "warmup_alloc_calls" in ok.columns
                         and a.warmup_alloc_calls > 0 and a.alloc_calls == 0 else "") + ".")
         parts.append(f"The arena pays in memory instead: it holds {fmt_bytes(a.peak_bytes)} for a workload whose "
                      f"largest workspace is {fmt_bytes(m.peak_bytes)}.")

@@ -25,7 +25,7 @@ from __future__ import annotations
 import html
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
@@ -498,8 +498,6 @@ class Panel:
         return lessons.data(self.cfg.experiment, force=force, **kwargs)
 
     def _draw(self, df) -> None:
-        import plotly.graph_objects as go
-
         new = plots.BUILDERS[self.cfg.experiment](df)
         if self.fig is None:
             self.fig = _figure_widget(new, self.fig_width)
