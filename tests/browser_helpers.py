@@ -359,7 +359,8 @@ CHART_SIGNATURE_JS = """(el) => {
 }"""
 
 
-# How each plotly chart is laid out: its drawn width against the width it was given, and whether
+# How each plotly chart is laid out: its drawn width against the width it was given (wider: cut
+# off; much narrower: e.g. plotly's 700 px fallback when it could not measure), and whether
 # its subtitle sits on its title (what happens when plotly.js draws into an element that is not
 # in the page yet: nothing can be measured).
 LAYOUT_JS = """() => {
@@ -373,8 +374,11 @@ LAYOUT_JS = """() => {
       const widget = !!p.closest('.jp-OutputArea-output:has(> .jupyter-widgets)');
       const title = p.querySelector('.gtitle'), sub = p.querySelector('.gtitle-subtitle');
       const name = title ? title.textContent.slice(0, 60) : '(untitled)';
-      const box = p.getBoundingClientRect().width, drawn = svg.getBoundingClientRect().width;
-      if (drawn < 0.9 * box - 1)
+      const out = p.closest('.jp-OutputArea-output') || p;
+      const box = out.getBoundingClientRect().width, drawn = svg.getBoundingClientRect().width;
+      if (drawn > box + 1)
+        found.push({cell: i, widget, chart: name, problem: `drawn ${Math.round(drawn)} px wide in a ${Math.round(box)} px output: its right side is cut off`});
+      else if (drawn < 0.8 * box)
         found.push({cell: i, widget, chart: name, problem: `drawn ${Math.round(drawn)} px wide in a ${Math.round(box)} px output`});
       if (title && sub) {
         const t = title.getBoundingClientRect(), s = sub.getBoundingClientRect();

@@ -12,6 +12,9 @@ dropdown the way a user does and waits (up to 10 s) for that chart's bars/lines 
 Full-page screenshots go to ``artifacts/browser/`` (git-ignored): ``<notebook>-rendered.png``
 and ``<notebook>-after-change.png``; their paths are printed.
 
+Chart layout is checked too: every chart fits its output and no subtitle is drawn over its title
+(``LABKIT_BROWSER_STRICT_LAYOUT=0`` turns that into warnings).
+
 Bounded: the module has a 240 s budget (``LABKIT_BROWSER_BUDGET_S``) that every wait draws on;
 a watchdog ends pytest (with a traceback dump) if it is exceeded by 90 s anyway. JupyterLab, its
 kernels and the browser are stopped in fixture teardown, on failure too.
@@ -42,7 +45,9 @@ BUDGET_S = float(os.environ.get("LABKIT_BROWSER_BUDGET_S", "240"))
 LESSONS = ["00_start_here.ipynb", "07_lab.ipynb"]
 SMOKE = "smoke_widget_stack.ipynb"
 VIEWPORT = {"width": 1400, "height": 1000}
-STRICT_LAYOUT = bh.truthy_env("LABKIT_BROWSER_STRICT_LAYOUT")
+# Chart layout problems (cut off, plotly's 700 px fallback, subtitle over title) fail the lessons;
+# LABKIT_BROWSER_STRICT_LAYOUT=0 makes them warnings.
+STRICT_LAYOUT = os.environ.get("LABKIT_BROWSER_STRICT_LAYOUT", "1").strip().lower() not in ("0", "false", "no", "off")
 WIDGET_OUTPUT = f"{bh.NOTEBOOK} {bh.WIDGET_OUTPUT}"
 # Which dropdown a user would reach for first, and the value to pick when it is offered.
 PREFERRED_CONTROLS = (("dtype", "fp32"), ("N (batch)", "8"), ("layout", "NCHW"))
@@ -231,9 +236,10 @@ def check_rendered(page, name: str, info: dict) -> None:
 
 
 def check_layout(page, name: str, say) -> None:
-    """Charts use the width they are given and their subtitle is not drawn over their title.
-    A warning by default (plotly's anywidget FigureWidget draws before it is in the page:
-    plotly/plotly.py#5208); LABKIT_BROWSER_STRICT_LAYOUT=1 makes it a failure."""
+    """Charts fit the output they are in (not cut off, not plotly's 700 px fallback) and their
+    subtitle is not drawn over their title. plotly's anywidget FigureWidget draws before it is in
+    the page (plotly/plotly.py#5208), so it can size and measure nothing by itself: labkit gives
+    panel charts a fixed width and one title text. A failure unless LABKIT_BROWSER_STRICT_LAYOUT=0."""
     issues = page.evaluate(bh.LAYOUT_JS)
     if not issues:
         return
@@ -320,7 +326,8 @@ def _visit(page, lab, name: str, deadline, say) -> None:
     say(f"{name}: all cells ran in {ran:.1f} s; {len(info['views'])} widget panel(s), {info['plots']} plotly "
         f"chart(s) ({info['static_plots']} static); screenshot {bh.relpath(shot, ROOT)}")
     check_rendered(page, name, info)
-    check_layout(page, name, say)
+    if name != SMOKE:  # the bare FigureWidget shows plotly's own 700 px fallback; labkit's panels must not
+        check_layout(page, name, say)
     label, old, new, took = change_a_dropdown(page, 0, name, deadline)
     problems = page.evaluate(bh.PROBLEMS_JS)
     shot = bh.screenshot_full(page, ARTIFACTS / f"{stem}-after-change.png")
