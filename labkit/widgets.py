@@ -34,9 +34,9 @@ from traitlets import TraitError
 
 from . import plots
 from .errors import InvalidSpec, LabkitError, RecordedDataError
+from .experiments import BASE  # the lessons' base convolution (one definition)
 from .spec import DIRECTIONS, DTYPES, LAYOUTS, ConvSpec
 
-BASE = ConvSpec(N=32, C=64, H=56, W=56, K=64, R=3, S=3, padding=1, dtype="fp16", layout="NHWC")
 SPEC_FIELDS = ("N", "C", "K", "H", "W", "R", "S", "stride", "padding", "dilation", "groups", "dtype", "layout", "direction")
 SHAPE = ("N", "C", "K", "H", "W", "R", "stride", "padding", "dilation", "groups")
 SWEEP_VALUES = {"N": [1, 2, 4, 8, 16, 32, 64], "C=K": [16, 32, 64, 128, 256, 512], "H=W": [7, 14, 28, 56, 112],
