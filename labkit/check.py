@@ -16,6 +16,7 @@ from typing import Optional, Sequence
 from . import lessons, plots
 from .errors import InvalidSpec
 from .plots import fmt_bytes, fmt_us
+from .record import strategies_repeats
 from .spec import DTYPES
 
 
@@ -180,7 +181,7 @@ def _match_strategy(df, answer: str):
 def fastest_strategy(answer: Optional[str] = None, workload: str = "random_shapes", df=None) -> CheckResult:
     """Lesson 02: which strategy has the lowest median host time per call on ``workload``? Any
     strategy within 5% of the lowest counts (differences that small are noise)."""
-    df = _ok(_df(df, "strategies", workload=workload, repeats=3 if workload.startswith("resnet") else 20))
+    df = _ok(_df(df, "strategies", workload=workload, repeats=strategies_repeats(workload)))
     if answer is None:
         return _pending(f"Which strategy has the lowest median time per call on '{workload}'?",
                         "the host-time panel; shortest dark bar.")
@@ -200,7 +201,7 @@ def fastest_strategy(answer: Optional[str] = None, workload: str = "random_shape
 def malloc_slowdown(answer=None, df=None) -> CheckResult:
     """Lesson 02: on 'one_conv', how many times slower per call (median) is malloc_per_call than
     the fixed arena? (within 10%)"""
-    df = _ok(_df(df, "strategies", workload="one_conv", repeats=20))
+    df = _ok(_df(df, "strategies", workload="one_conv", repeats=strategies_repeats("one_conv")))
     m = df[df["strategy"].str.startswith("malloc_per_call")].iloc[0]
     a_ = df[df["strategy"].str.startswith("fixed_arena")].iloc[0]
     truth = m["median_us"] / a_["median_us"]

@@ -60,9 +60,9 @@ def grid(quick: bool = False) -> List[Call]:
         ("caps", dict(spec=nchw)),
         ("algorithms", dict(spec=nchw)),
         ("roofline", dict(dtype="fp16", layout="NHWC")),
-        ("sweep", dict(field="N", values=[1, 2, 4, 8, 16, 32, 64])),
+        ("sweep", dict(field="N", values=SWEEP_VALUES["N"])),
         ("workspace_sizes", dict(spec=BASE)),
-        ("strategies", dict(workload="one_conv", repeats=20)),
+        ("strategies", dict(workload="one_conv", repeats=strategies_repeats("one_conv"))),
         ("race", dict(launch="graph", streams=2, min_runs=1024)),
         ("race", dict(launch="python", streams=2, min_runs=1024)),
     ]
@@ -91,15 +91,24 @@ def grid(quick: bool = False) -> List[Call]:
     calls.append(("build_cost", dict(spec=BASE.replace(dtype="fp32", layout="NCHW"))))
     for d, lay in (("bf16", "NHWC"), ("fp16", "NCHW"), ("fp32", "NCHW"), ("tf32", "NHWC"), ("fp8_e4m3", "NHWC")):
         calls.append(("roofline", dict(dtype=d, layout=lay)))
-    calls.append(("sweep", dict(field="C=K", values=[16, 32, 64, 128, 256, 512])))
-    calls.append(("sweep", dict(field="H=W", values=[7, 14, 28, 56, 112])))
-    calls.append(("sweep", dict(field="R=S", values=[1, 3, 5, 7])))
-    for field, values in (("N", [1, 2, 4, 8, 16, 32, 64]), ("C=K", [16, 32, 64, 128, 256, 512])):
-        calls.append(("sweep", dict(field=field, values=values, base=BASE.replace(dtype="fp32", layout="NCHW"))))
+    for field in ("C=K", "H=W", "R=S"):
+        calls.append(("sweep", dict(field=field, values=SWEEP_VALUES[field])))
+    for field in ("N", "C=K"):
+        calls.append(("sweep", dict(field=field, values=SWEEP_VALUES[field], base=BASE.replace(dtype="fp32", layout="NCHW"))))
     for w in ("resnet50_fp16_nhwc", "resnet50_fp32_nchw", "random_shapes", "growing_batch", "pressure"):
-        calls.append(("strategies", dict(workload=w, repeats=3 if w.startswith("resnet") else 20)))
+        calls.append(("strategies", dict(workload=w, repeats=strategies_repeats(w))))
     calls.append(("race", dict(launch="graph", streams=4, min_runs=1024)))
     return calls
+
+
+#: the values each ``sweep`` field is recorded at (widgets offer exactly these)
+SWEEP_VALUES = {"N": [1, 2, 4, 8, 16, 32, 64], "C=K": [16, 32, 64, 128, 256, 512], "H=W": [7, 14, 28, 56, 112],
+                "R=S": [1, 3, 5, 7]}
+
+
+def strategies_repeats(workload: str) -> int:
+    """Passes a ``strategies`` call records for a workload (ResNet-50 passes are long: 3)."""
+    return 3 if workload.startswith("resnet") else 20
 
 
 def gpu_slug(name: str) -> str:

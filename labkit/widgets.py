@@ -35,12 +35,11 @@ from traitlets import TraitError
 from . import plots
 from .errors import InvalidSpec, LabkitError, RecordedDataError
 from .experiments import BASE  # the lessons' base convolution (one definition)
+from .record import SWEEP_VALUES, strategies_repeats
 from .spec import DIRECTIONS, DTYPES, LAYOUTS, ConvSpec
 
 SPEC_FIELDS = ("N", "C", "K", "H", "W", "R", "S", "stride", "padding", "dilation", "groups", "dtype", "layout", "direction")
 SHAPE = ("N", "C", "K", "H", "W", "R", "stride", "padding", "dilation", "groups")
-SWEEP_VALUES = {"N": [1, 2, 4, 8, 16, 32, 64], "C=K": [16, 32, 64, 128, 256, 512], "H=W": [7, 14, 28, 56, 112],
-                "R=S": [1, 3, 5, 7]}
 #: width of a panel's chart in pixels. A FigureWidget is drawn before it is in the page (plotly/
 #: plotly.py#5208), so it cannot size itself to the output and would fall back to 700 px.
 FIG_WIDTH = 1100
@@ -153,10 +152,6 @@ def _spec_config(experiment, title, controls, base_spec=BASE, recorded_controls=
                   recorded_controls=recorded_controls)
 
 
-def _repeats(workload: str) -> int:
-    return 3 if workload.startswith("resnet") else 20
-
-
 CONFIGS: Dict[str, Callable[[], Config]] = {
     "precision": lambda: _spec_config("precision", "Precision: error vs speed", SHAPE + ("layout", "direction")),
     "layout": lambda: _spec_config("layout", "NCHW vs NHWC", SHAPE + ("dtype", "direction")),
@@ -178,7 +173,7 @@ CONFIGS: Dict[str, Callable[[], Config]] = {
         lambda s: dict(dtype=s["dtype"], layout=s["layout"], N=s["N"]), "", base_text="fp16 NHWC, batch 32"),
     "strategies": lambda: Config(
         "strategies", "Workspace strategies", ("workload",), dict(workload="one_conv"),
-        lambda s: dict(workload=s["workload"], repeats=_repeats(s["workload"])), "", base_text="workload one_conv"),
+        lambda s: dict(workload=s["workload"], repeats=strategies_repeats(s["workload"])), "", base_text="workload one_conv"),
     "race": lambda: Config(
         "race", "Scratchpad race", ("launch", "streams"), dict(launch="graph", streams=2),
         lambda s: dict(launch=s["launch"], streams=s["streams"], min_runs=1024), "", base_text="graph launch, 2 streams"),

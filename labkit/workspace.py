@@ -35,19 +35,8 @@ import cupy
 
 from . import engine, memory
 from .errors import ArenaTooSmall, InvalidSpec, LabkitError, OutOfMemory
+from .keys import KEYS, Request, dims_only_key, full_key  # noqa: F401  (re-exported)
 from .spec import ConvSpec
-
-
-@dataclass(frozen=True)
-class Request:
-    """What a call needs: ``nbytes`` of workspace for ``plan_index`` of ``spec`` on ``stream``."""
-
-    spec: ConvSpec
-    plan_index: int
-    plan_name: str
-    nbytes: int
-    stream_ptr: int
-    epilogue: str = "none"
 
 
 @dataclass
@@ -192,21 +181,6 @@ class MallocPerCall(Strategy):
     def _put(self, req, ptr):
         if ptr:
             self._free(ptr, req.nbytes)
-
-
-def full_key(req: Request) -> tuple:
-    """Everything a workspace depends on: every spec field (dtype, layout, direction incl.), epilogue, plan."""
-    return (req.spec.key, req.epilogue, req.plan_index, req.plan_name)
-
-
-def dims_only_key(req: Request) -> tuple:
-    """The well-known sketch's key: shapes and conv params only. dtype, layout, direction and plan
-    are missing, so two convolutions that need different workspaces share one buffer."""
-    s = req.spec
-    return (s.N, s.C, s.H, s.W, s.K, s.R, s.S, s.stride, s.padding, s.dilation, s.groups)
-
-
-KEYS = {"full": full_key, "dims_only": dims_only_key}
 
 
 class KeyedCache(Strategy):

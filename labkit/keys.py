@@ -1,0 +1,36 @@
+"""What a workspace request is, and the keys a workspace cache can file it under.
+
+No CuPy here, so lessons can use these in recorded mode. `labkit.workspace` re-exports them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .spec import ConvSpec
+
+
+@dataclass(frozen=True)
+class Request:
+    """What a call needs: ``nbytes`` of workspace for ``plan_index`` of ``spec`` on ``stream``."""
+
+    spec: ConvSpec
+    plan_index: int
+    plan_name: str
+    nbytes: int
+    stream_ptr: int
+    epilogue: str = "none"
+
+
+def full_key(req: Request) -> tuple:
+    """Everything a workspace depends on: every spec field (dtype, layout, direction incl.), epilogue, plan."""
+    return (req.spec.key, req.epilogue, req.plan_index, req.plan_name)
+
+
+def dims_only_key(req: Request) -> tuple:
+    """The well-known sketch's key: shapes and conv params only. dtype, layout, direction and plan
+    are missing, so two convolutions that need different workspaces share one buffer."""
+    s = req.spec
+    return (s.N, s.C, s.H, s.W, s.K, s.R, s.S, s.stride, s.padding, s.dilation, s.groups)
+
+
+KEYS = {"full": full_key, "dims_only": dims_only_key}
