@@ -66,6 +66,15 @@ def capture(fn: Callable[[], None], stream: cupy.cuda.Stream, calls: int) -> cup
     return graph
 
 
+def _replay_us(graph, stream, start, end, calls: int) -> float:
+    """One replay of ``graph`` between two events: GPU microseconds per call."""
+    start.record(stream)
+    graph.launch(stream)
+    end.record(stream)
+    end.synchronize()
+    return cupy.cuda.get_elapsed_time(start, end) * 1000.0 / calls
+
+
 def graph_replay(fn: Callable[[], None], stream: cupy.cuda.Stream, calls: int = 20, warmup: int = 3,
                  repeats: int = 15, min_repeats: int = 5, rel_tol: float = 0.02, stop_above_us: float = None) -> Timing:
     """GPU time per call by CUDA-graph replay (see module doc). Repeats until the median is stable
@@ -79,11 +88,7 @@ def graph_replay(fn: Callable[[], None], stream: cupy.cuda.Stream, calls: int = 
     stream.synchronize()
     samples, last = [], None
     for _ in range(repeats):
-        start.record(stream)
-        graph.launch(stream)
-        end.record(stream)
-        end.synchronize()
-        samples.append(cupy.cuda.get_elapsed_time(start, end) * 1000.0 / calls)
+        samples.append(_replay_us(graph, stream, start, end, calls))
         if len(samples) >= min_repeats:
             med = statistics.median(samples)
             if stop_above_us is not None and med > stop_above_us:
@@ -101,14 +106,7 @@ def replay_timer(graph: cupy.cuda.Graph, stream: cupy.cuda.Stream, calls: int, r
     graph.launch(stream)
 
     def median_us() -> float:
-        samples = []
-        for _ in range(replays):
-            start.record(stream)
-            graph.launch(stream)
-            end.record(stream)
-            end.synchronize()
-            samples.append(cupy.cuda.get_elapsed_time(start, end) * 1000.0 / calls)
-        return statistics.median(samples)
+        return statistics.median(_replay_us(graph, stream, start, end, calls) for _ in range(replays))
 
     return median_us
 

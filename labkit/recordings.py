@@ -129,7 +129,7 @@ class Recording:
         requests that match ``where`` (dotted field -> value) in every other given field."""
         seen = []
         for req in self.requests(name):
-            flat = _flatten(req)
+            flat = flatten(req)
             if where and any(flat.get(k) != v for k, v in where.items() if k != key):
                 continue
             if key in flat and flat[key] not in seen:
@@ -140,11 +140,12 @@ class Recording:
             return seen
 
 
-def _flatten(d: dict, prefix: str = "") -> dict:
+def flatten(d: dict, prefix: str = "") -> dict:
+    """A request as dotted keys (``spec.N``), lists as tuples: the form `Recording.values` compares."""
     out = {}
     for k, v in d.items():
         if isinstance(v, dict):
-            out.update(_flatten(v, f"{prefix}{k}."))
+            out.update(flatten(v, f"{prefix}{k}."))
         else:
             out[f"{prefix}{k}"] = tuple(v) if isinstance(v, list) else v
     return out
@@ -153,12 +154,12 @@ def _flatten(d: dict, prefix: str = "") -> dict:
 def nearest(recorded: List[dict], request: dict) -> dict:
     """For the recorded requests that differ from ``request`` in the fewest fields: each differing
     field -> the values recorded for it (what the learner could ask for instead)."""
-    want = _flatten(request)
+    want = flatten(request)
     if not recorded:
         return {}
     scored = []
     for r in recorded:
-        flat = _flatten(r)
+        flat = flatten(r)
         diff = [k for k in set(want) | set(flat) if want.get(k) != flat.get(k)]
         scored.append((len(diff), diff, flat))
     best = min(s[0] for s in scored)

@@ -36,6 +36,7 @@ from . import plots
 from .errors import InvalidSpec, LabkitError, RecordedDataError
 from .experiments import BASE  # the lessons' base convolution (one definition)
 from .record import SWEEP_VALUES, strategies_repeats
+from .recordings import flatten  # noqa: F401  (widgets.flatten: tests and panels use it)
 from .spec import DIRECTIONS, DTYPES, LAYOUTS, ConvSpec
 
 SPEC_FIELDS = ("N", "C", "K", "H", "W", "R", "S", "stride", "padding", "dilation", "groups", "dtype", "layout", "direction")
@@ -102,15 +103,6 @@ def _unpack(v):
     return tuple(v) if isinstance(v, list) else v
 
 
-def flatten(d: dict, prefix: str = "") -> dict:
-    """A request as dotted keys, lists as tuples (the form `Recording.values` compares)."""
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out.update(flatten(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = tuple(v) if isinstance(v, list) else v
-    return out
 
 
 # ---- what each panel shows ---------------------------------------------------------------------
