@@ -235,6 +235,27 @@ def check_rendered(page, name: str, info: dict) -> None:
             assert p["traces"] > 0, f"{where}: a plotly chart with no trace drawn: {v}"
 
 
+def after_reload(page, deadline) -> str:
+    """Diagnosis for a chart drawn empty: reload the page (the kernel keeps the widgets; JupyterLab
+    draws new views of them) and say whether the charts draw then. Yes: the first view lost a
+    race in the browser; no: the widget's state itself is empty."""
+    try:
+        # save first (the temporary copy): the reloaded page shows the outputs, and the widgets in
+        # them are drawn again from the kernel
+        page.locator(f"{bh.NOTEBOOK} .jp-Notebook").first.click(position={"x": 5, "y": 5})
+        page.keyboard.press("Control+s")
+        page.wait_for_timeout(1500)
+        page.reload(wait_until="domcontentloaded", timeout=deadline.ms(30))
+        page.locator(f"{bh.NOTEBOOK} .jp-Notebook .jp-Cell").first.wait_for(state="visible", timeout=deadline.ms(30))
+        bh.poll(lambda: page.evaluate(bh.WIDGETS_JS)["views"], min(20, max(deadline.left(), 1)), 0.5)
+        info = wait_rendered(page, deadline, limit_s=20)
+        empty = [(v["cell"], p["traces"]) for v in (info or {}).get("views", []) for p in v["plots"] if not p["traces"]]
+        return (f"after a page reload: charts with no trace: {empty or 'none'} "
+                f"({len((info or {}).get('views', []))} widget views)")
+    except Exception as err:  # noqa: BLE001 - a diagnosis, never the failure itself
+        return f"after a page reload: could not tell ({type(err).__name__}: {err})"
+
+
 def check_layout(page, name: str, say) -> None:
     """Charts fit the output they are in (not cut off, not plotly's 700 px fallback) and their
     subtitle is not drawn over their title. plotly's anywidget FigureWidget draws before it is in
@@ -312,6 +333,8 @@ def visit(page, lab, name: str, deadline, say) -> None:
             say(f"{name}: FAILED; screenshot of the page {bh.relpath(shot, ROOT)}")
         except Exception as exc:  # noqa: BLE001 - the original failure matters, not this one
             say(f"{name}: FAILED; no screenshot ({type(exc).__name__})")
+        if page.console_errors:
+            say(f"browser console errors: {page.console_errors[:20]}")
         say(f"JupyterLab log (last lines):\n{lab.log_tail(25)}")
         raise
 
@@ -325,7 +348,12 @@ def _visit(page, lab, name: str, deadline, say) -> None:
     shot = bh.screenshot_full(page, ARTIFACTS / f"{stem}-rendered.png")
     say(f"{name}: all cells ran in {ran:.1f} s; {len(info['views'])} widget panel(s), {info['plots']} plotly "
         f"chart(s) ({info['static_plots']} static); screenshot {bh.relpath(shot, ROOT)}")
-    check_rendered(page, name, info)
+    try:
+        check_rendered(page, name, info)
+    except AssertionError as exc:
+        if "no trace drawn" not in str(exc):
+            raise
+        raise AssertionError(f"{exc}\n{after_reload(page, deadline)}") from None
     if name != SMOKE:  # the bare FigureWidget shows plotly's own 700 px fallback; labkit's panels must not
         check_layout(page, name, say)
     label, old, new, took = change_a_dropdown(page, 0, name, deadline)
