@@ -146,13 +146,3 @@ def host_dispatch(fn: Callable[[], None], stream: cupy.cuda.Stream, calls: int =
             samples.append((time.perf_counter() - t0) * 1e6 / calls)
             stream.synchronize()
     return _summarise("host_dispatch", samples, calls)
-
-
-def host_call(fn: Callable[[], None], calls: int = 20) -> Timing:
-    """Host wall time per call of something that synchronises itself (e.g. a graph build)."""
-    samples = []
-    for _ in range(_positive("calls", calls)):
-        t0 = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - t0) * 1e6)
-    return _summarise("host_call", samples, 1)
