@@ -15,6 +15,7 @@ import cupy
 
 from . import engine, measure, memory
 from .errors import LabkitError, OutOfMemory
+from .prefetch import checkpoint
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,7 @@ def autotune(cg: engine.ConvGraph, ops: Optional[engine.Operands] = None, calls:
     rows, best = [], None
     plans = cg.runnable if max_plans is None else cg.runnable[:max_plans]
     for plan in plans:
+        checkpoint()
         row: Dict[str, object] = dict(plan_index=plan.index, plan_name=plan.name, workspace_bytes=plan.workspace_bytes)
         try:
             ws = memory.alloc(plan.workspace_bytes, f"workspace of plan {plan.index}")

@@ -19,6 +19,7 @@ import cupy
 
 from . import engine, memory, numerics, reference, verify
 from .errors import InvalidSpec
+from .prefetch import checkpoint
 from .spec import ConvSpec
 
 #: small fp16 NCHW convolution whose default plan needs a workspace (layout transforms)
@@ -77,47 +78,50 @@ def scratchpad_race(shared: bool, launch: str = "graph", spec: ConvSpec = RACE_S
         cupy.cuda.get_current_stream().synchronize()
         ref = verify.expected(spec, o)
         solo_err = max(solo_err, reference.relative_error(o.output(), ref))
-        solo.append((o.arrays[role].copy(), ref))
+        solo.append((o.arrays[role].copy(), ref, float(cupy.sqrt((ref ** 2).sum()))))
     wss = [memory.alloc(plan.workspace_bytes, "race workspace") for _ in range(1 if shared else streams)]
     ptr = lambda i: int(wss[0 if shared else i].data.ptr)  # noqa: E731
-    batches = [_stream_batch(cg, plan, ops[i], outs[i], ptr(i), strs[i]) for i in range(streams)]
-    graphs = None
-    if launch == "graph":
-        from .measure import capture
+    try:
+        batches = [_stream_batch(cg, plan, ops[i], outs[i], ptr(i), strs[i]) for i in range(streams)]
+        graphs = None
+        if launch == "graph":
+            from .measure import capture
 
-        graphs = [capture(lambda b=b: [c.run() for c in b], strs[i], 1) for i, b in enumerate(batches)]
-    rounds = -(-min_runs // (streams * convs_per_launch))
-    bad_bits = bad_ref = 0
-    worst = 0.0
-    tol = reference.tolerance_for(spec)
-    for _ in range(rounds):
-        for i, s in enumerate(strs):
-            with s:
-                outs[i].view(cupy.uint8)[...] = 0xFF
-            s.synchronize()
-        if graphs is not None:
-            for g, s in zip(graphs, strs):
-                g.launch(s)
-        else:
-            for j in range(convs_per_launch):
-                for b in batches:
-                    b[j].run()
+            graphs = [capture(lambda b=b: [c.run() for c in b], strs[i], 1) for i, b in enumerate(batches)]
+        rounds = -(-min_runs // (streams * convs_per_launch))
+        bad_bits = bad_ref = 0
+        worst = 0.0
+        tol = reference.tolerance_for(spec)
+        for _ in range(rounds):
+            checkpoint()
+            for i, s in enumerate(strs):
+                with s:
+                    outs[i].view(cupy.uint8)[...] = 0xFF
+                s.synchronize()
+            if graphs is not None:
+                for g, s in zip(graphs, strs):
+                    g.launch(s)
+            else:
+                for j in range(convs_per_launch):
+                    for b in batches:
+                        b[j].run()
+            for s in strs:
+                s.synchronize()
+            for i in range(streams):
+                want, ref, ref_norm = solo[i]
+                flat = outs[i].reshape(convs_per_launch, -1)
+                bad_bits += int(cupy.count_nonzero((flat.view(cupy.uint8).reshape(convs_per_launch, -1)
+                                                    != want.reshape(1, -1).view(cupy.uint8)).any(axis=1)))
+                got = numerics.decode(outs[i], out_dtype)  # (convs,) + storage shape
+                if spec.layout == "NHWC":
+                    got = got.transpose(0, 1, 4, 2, 3)
+                diff = cupy.sqrt(((got - ref[None]) ** 2).reshape(convs_per_launch, -1).sum(axis=1))
+                rel = diff / ref_norm
+                rel = cupy.where(cupy.isnan(rel), cupy.inf, rel)
+                bad_ref += int(cupy.count_nonzero(rel > tol))
+                worst = max(worst, float(rel.max()))
+    finally:  # the per-stream cuDNN handles go with the streams, also when a prefetch job stops here
         for s in strs:
-            s.synchronize()
-        for i in range(streams):
-            want, ref = solo[i]
-            flat = outs[i].reshape(convs_per_launch, -1)
-            bad_bits += int(cupy.count_nonzero((flat.view(cupy.uint8).reshape(convs_per_launch, -1)
-                                                != want.reshape(1, -1).view(cupy.uint8)).any(axis=1)))
-            got = numerics.decode(outs[i], out_dtype)  # (convs,) + storage shape
-            if spec.layout == "NHWC":
-                got = got.transpose(0, 1, 4, 2, 3)
-            diff = cupy.sqrt(((got - ref[None]) ** 2).reshape(convs_per_launch, -1).sum(axis=1))
-            rel = diff / float(cupy.sqrt((ref ** 2).sum()))
-            rel = cupy.where(cupy.isnan(rel), cupy.inf, rel)
-            bad_ref += int(cupy.count_nonzero(rel > tol))
-            worst = max(worst, float(rel.max()))
-    for s in strs:
-        engine.release_handle(s)
+            engine.release_handle(s)
     return RaceResult(bool(shared), launch, streams, rounds * streams * convs_per_launch, bad_bits, bad_ref,
                       plan.workspace_bytes, plan.index, solo_err, worst, spec.label)

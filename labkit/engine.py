@@ -25,6 +25,7 @@ import numpy
 
 from . import memory
 from .errors import InvalidSpec, LabkitError, OutOfMemory, Unsupported
+from .prefetch import checkpoint
 from .spec import ConvSpec
 
 EPILOGUES = ("none", "bias_relu", "bias_relu_add")
@@ -419,6 +420,7 @@ class GraphCache:
                 self.stats.hits += 1
                 self.stats.hit_seconds.append(time.perf_counter() - t0)
                 return g
+        checkpoint()  # a build is 0.5-10 s: let the foreground have the GPU first
         g = ConvGraph(spec, epilogue, workspace_cap, all_plans)
         with self._lock:
             self.stats.misses += 1

@@ -11,12 +11,13 @@ from __future__ import annotations
 import ast
 import html
 import json
+import threading
 from collections import OrderedDict
 from pathlib import Path
 from typing import Optional
 
 from . import plots
-from .errors import InvalidSpec
+from .errors import InvalidSpec, LabkitError
 from .plots import fmt_bytes, fmt_us
 
 LESSONS = (
@@ -31,33 +32,109 @@ LESSONS = (
 )
 
 _CACHE: "OrderedDict[str, object]" = OrderedDict()
-_CACHE_SIZE = 64
+#: results kept per session (DataFrames of a few KiB; prefetching adds ~20 per panel move)
+_CACHE_SIZE = 512
+_CACHE_LOCK = threading.Lock()
 
 
 # ---- results ------------------------------------------------------------------------------------
-def data(name: str, force: bool = False, **kwargs):
-    """The DataFrame of experiment ``name`` for ``kwargs``: measured (live) or looked up
-    (recorded) once per session, then reused (``force=True`` measures again). Raises what the
-    experiment raises (`RecordedDataError` for a request that was not recorded)."""
+def _key(name: str, kwargs: dict) -> str:
     from . import experiments
 
     fns = experiments.registry()
     if name not in fns:
         raise InvalidSpec("experiment", name, f"must be one of {', '.join(sorted(fns))}")
-    key = f"{name}:{experiments.request_key(experiments.request_of(name, **kwargs))}"
-    if not force and key in _CACHE:
+    return f"{name}:{experiments.request_key(experiments.request_of(name, **kwargs))}"
+
+
+def _cached(key: str):
+    with _CACHE_LOCK:
+        if key in _CACHE:
+            _CACHE.move_to_end(key)
+            return _CACHE[key]
+    return None
+
+
+def _store(key: str, df) -> None:
+    with _CACHE_LOCK:
+        _CACHE[key] = df
         _CACHE.move_to_end(key)
-        return _CACHE[key]
-    df = fns[name](**kwargs)
-    _CACHE[key] = df
-    while len(_CACHE) > _CACHE_SIZE:
-        _CACHE.popitem(last=False)
+        while len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+
+
+def is_cached(name: str, **kwargs) -> bool:
+    """Whether `data(name, **kwargs)` would be answered from this session's results."""
+    with _CACHE_LOCK:
+        return _key(name, kwargs) in _CACHE
+
+
+def data(name: str, force: bool = False, **kwargs):
+    """The DataFrame of experiment ``name`` for ``kwargs``: measured (live) or looked up
+    (recorded) once per session, then reused (``force=True`` measures again). Raises what the
+    experiment raises (`RecordedDataError` for a request that was not recorded).
+
+    Live, the measurement holds the GPU lock shared with the prefetch worker
+    (`labkit.prefetch`): a prefetch job for another request stops; one for this request is
+    waited for and its result used."""
+    from . import env, experiments
+
+    key = _key(name, kwargs)
+    if not force:
+        hit = _cached(key)
+        if hit is not None:
+            return hit
+    fn = experiments.registry()[name]
+    if not env.mode().live:
+        df = fn(**kwargs)
+    else:
+        from .prefetch import PREFETCHER
+
+        with PREFETCHER.foreground(key):
+            hit = None if force else _cached(key)  # the worker may have just measured it
+            if hit is not None:
+                return hit
+            df = fn(**kwargs)
+    _store(key, df)
     return df
 
 
+def prefetch(name: str, requests) -> int:
+    """Live: measure experiment ``name`` for each kwargs dict in ``requests`` (in that order) in
+    the background while the kernel is idle, replacing what was queued (`labkit.prefetch`).
+    Requests already answered, or invalid, are skipped. Returns how many were queued; 0 in
+    recorded mode (a lookup is already fast) or with ``LABKIT_PREFETCH=0``."""
+    from . import env, experiments
+    from .prefetch import PREFETCHER
+
+    if not env.mode().live:
+        return 0
+    fn = experiments.registry()[name]
+    jobs, seen = [], set()
+    for kwargs in requests:
+        try:
+            key = _key(name, kwargs)
+        except (LabkitError, TypeError, ValueError):
+            continue
+        if key not in seen:
+            seen.add(key)
+            jobs.append((key, lambda kw=dict(kwargs): fn(**kw)))
+
+    def done(key: str) -> bool:
+        with _CACHE_LOCK:
+            return key in _CACHE
+
+    return PREFETCHER.want(jobs, _store, done)
+
+
 def forget() -> None:
-    """Drop every cached result (the next `data` call measures or looks up again)."""
-    _CACHE.clear()
+    """Drop every cached result (the next `data` call measures or looks up again) and any
+    queued prefetch jobs."""
+    from .prefetch import PREFETCHER
+
+    PREFETCHER.clear()
+    with _CACHE_LOCK:
+        _CACHE.clear()
 
 
 def base(**changes):

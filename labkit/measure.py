@@ -19,6 +19,7 @@ from typing import Callable, List
 import cupy
 
 from .errors import InvalidSpec
+from .prefetch import checkpoint
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ def capture(fn: Callable[[], None], stream: cupy.cuda.Stream, calls: int) -> cup
     """A CUDA graph of ``calls`` back-to-back calls of ``fn``, captured on ``stream`` (which must
     not be the legacy default stream; ``fn`` must launch on it)."""
     _positive("calls", calls)
+    checkpoint()  # never inside a capture: before it
     stream.synchronize()
     with stream:
         stream.begin_capture()

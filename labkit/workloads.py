@@ -92,7 +92,9 @@ def run_one(strategy_name: str, options: dict, workload: str, repeats: int) -> d
     import cupy
 
     from . import engine, memory, workspace
+    from .prefetch import checkpoint
 
+    checkpoint()
     seq = sequence(workload, repeats)
     strategy = workspace.make(strategy_name, **options)
     runner = workspace.Runner(strategy, fallback=True)

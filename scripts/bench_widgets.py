@@ -5,19 +5,29 @@ that panel), changes each control to each value it offers (recorded mode: the re
 around the base, one factor at a time; live mode: a few values per control) through
 ``panel.set(...)``: the same observer a click runs. The latency is the wall time until ``set``
 returns, checked to have changed the FigureWidget's trace data (or to show a no-data message).
-Results are not cached between changes (``lessons.forget()`` before each), so recorded latency is
-lookup + chart build + in-place update, and live latency includes the measurement itself.
+Two conditions:
 
-Writes ``data/bench/widget_latency.csv`` (mode, gpu, panel, control, value, latency_ms); rows of
-the other mode already in the file are kept, so one file holds a recorded and a live run. Prints
-the table and a summary (median, p90, max per mode and per panel). Not a timed test.
+* ``first visit`` (``--pause 0``, the default): results are not cached between changes
+  (``lessons.forget()`` before each) and nothing is prefetched, so recorded latency is lookup +
+  chart build + in-place update, and live latency includes the whole measurement.
+* ``after a pause`` (``--pause S``, live): a learner who looks at each chart for S seconds before
+  the next change (the pause follows every change and every reset). The panel's background
+  worker (`labkit.prefetch`) measures the neighbouring values meanwhile; a change it guessed is
+  served from those results (column ``ahead``), any other is measured then. Nothing is forgotten
+  between changes: that is the point.
 
-    python scripts/bench_widgets.py            # the mode labkit picks
+Writes ``data/bench/widget_latency.csv`` (mode, condition, gpu, panel, control, value, ahead,
+latency_ms); rows of other (mode, condition) pairs already in the file are kept. Prints the table
+and a summary (median, p90, max per mode/condition and per panel). Not a timed test.
+
+    python scripts/bench_widgets.py                       # the mode labkit picks, first visits
+    LABKIT_MODE=live python scripts/bench_widgets.py --pause 3
     LABKIT_MODE=recorded python scripts/bench_widgets.py
 """
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -26,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-COLUMNS = ["mode", "gpu", "panel", "control", "value", "latency_ms"]
+COLUMNS = ["mode", "condition", "gpu", "panel", "control", "value", "ahead", "latency_ms"]
 #: live mode: values tried per control (the recorded grid's, so the two modes are comparable)
 LIVE_VALUES = {"N": [8, 64], "C": [128], "K": [128], "H": [28], "W": [28], "dtype": ["fp32", "bf16"],
                "layout": ["NCHW"], "direction": ["dgrad"], "workload": ["random_shapes"], "launch": ["python"],
@@ -48,9 +58,13 @@ def _values(panel, control, live: bool, per_control: int):
     return vals[:per_control]
 
 
-def bench(per_control: int = 8, panels=None, verbose: bool = True):
-    """Rows of (mode, gpu, panel, control, value, latency_ms)."""
+def bench(per_control: int = 8, panels=None, verbose: bool = True, pause: float = 0.0):
+    """Rows of `COLUMNS`. ``pause``: seconds of idleness after every change (0: first visits,
+    prefetching off)."""
+    if not pause:
+        os.environ["LABKIT_PREFETCH"] = "0"
     from labkit import env, lessons, widgets
+    from labkit.prefetch import PREFETCHER
 
     m = env.mode()
     live = m.live
@@ -60,10 +74,12 @@ def bench(per_control: int = 8, panels=None, verbose: bool = True):
         from labkit import recordings
 
         gpu = recordings.current().metadata.get("gpu")
+    condition = f"after a {pause:g} s pause" if pause else "first visit"
     classes = dict(widgets.PANELS, lab=widgets.LabPanel)
     names = panels or list(classes)
     rows = []
     for name in names:
+        lessons.forget()
         t0 = time.perf_counter()
         p = classes[name]()
         build_ms = (time.perf_counter() - t0) * 1000
@@ -80,20 +96,32 @@ def bench(per_control: int = 8, panels=None, verbose: bool = True):
             print(f"{name}: built in {build_ms:.0f} ms; controls {controls}", flush=True)
         for c in controls:
             for v in _values(p, c, live, per_control):
-                lessons.forget()
+                if pause:
+                    time.sleep(pause)  # the learner looks at the chart; the worker measures ahead
+                else:
+                    lessons.forget()
                 before = _fingerprint(p.fig)
                 t = time.perf_counter()
                 p.set(**{c: v})
                 ms = (time.perf_counter() - t) * 1000
+                ahead = "ahead of this change" in p.status.value
                 changed = _fingerprint(p.fig) != before
                 if not changed and p.error is None:
                     print(f"  warning: {name} {c}={v}: the figure did not change", flush=True)
-                rows.append(dict(mode=m.name, gpu=gpu, panel=name, control=c, value=str(v), latency_ms=round(ms, 2)))
+                rows.append(dict(mode=m.name, condition=condition, gpu=gpu, panel=name, control=c, value=str(v),
+                                 ahead=ahead, latency_ms=round(ms, 2)))
                 if verbose:
                     extra = f"  ({p.error[:80]})" if p.error else ""
-                    print(f"  {c}={v}: {ms:8.1f} ms{extra}", flush=True)
-                lessons.forget()
+                    print(f"  {c}={v}: {ms:8.1f} ms{' (measured ahead)' if ahead else ''}{extra}", flush=True)
+                if pause:
+                    time.sleep(pause)
+                else:
+                    lessons.forget()
                 p.reset()
+    if live and pause and verbose:
+        st = PREFETCHER.stats
+        print(f"prefetch: {st.done} kept, {st.discarded} discarded, {st.superseded} stopped for the foreground, "
+              f"{st.failed} failed ({st.last_error or 'no error'}), {st.seconds:.0f} s of GPU-lock time", flush=True)
     return rows
 
 
@@ -102,24 +130,29 @@ def write(rows, path: Path) -> "object":
     import pandas as pd
 
     new = pd.DataFrame(rows, columns=COLUMNS)
-    modes = set(new["mode"])
+    runs = set(zip(new["mode"], new["condition"]))
     if path.exists():
         old = pd.read_csv(path)
-        old = old[~old["mode"].isin(modes)]
-        new = pd.concat([old, new], ignore_index=True)
+        if "condition" not in old.columns:  # written before conditions existed: first visits, no prefetch
+            old.insert(1, "condition", "first visit")
+        if "ahead" not in old.columns:
+            old.insert(6, "ahead", False)
+        old = old[[(m, c) not in runs for m, c in zip(old["mode"], old["condition"])]]
+        new = pd.concat([old[COLUMNS], new], ignore_index=True)
     path.parent.mkdir(parents=True, exist_ok=True)
-    new = new.sort_values(["mode", "panel", "control"], kind="stable")
+    new = new.sort_values(["mode", "condition", "panel", "control"], kind="stable")
     new.to_csv(path, index=False)
     return new
 
 
 def summary(df) -> str:
     lines = []
-    for mode, sub in df.groupby("mode"):
+    for (mode, condition), sub in df.groupby(["mode", "condition"]):
         lat = sorted(sub["latency_ms"])
         p90 = lat[min(len(lat) - 1, int(0.9 * len(lat)))]
-        lines.append(f"{mode} on {sub['gpu'].iloc[0]}: {len(lat)} changes, median {statistics.median(lat):.1f} ms, "
-                     f"p90 {p90:.1f} ms, max {lat[-1]:.1f} ms")
+        ahead = int(sub["ahead"].astype(str).str.lower().eq("true").sum())
+        lines.append(f"{mode}, {condition}, on {sub['gpu'].iloc[0]}: {len(lat)} changes ({ahead} measured ahead), "
+                     f"median {statistics.median(lat):.1f} ms, p90 {p90:.1f} ms, max {lat[-1]:.1f} ms")
         per = sub.groupby("panel")["latency_ms"].median().sort_values()
         lines.append("  median per panel: " + ", ".join(f"{k} {v:.0f}" for k, v in per.items()) + " (ms)")
     return "\n".join(lines)
@@ -130,8 +163,10 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(ROOT / "data" / "bench" / "widget_latency.csv"))
     ap.add_argument("--per-control", type=int, default=8, help="values tried per control (default 8)")
     ap.add_argument("--panels", nargs="*", help="only these panels (experiment names, or 'lab')")
+    ap.add_argument("--pause", type=float, default=0.0,
+                    help="seconds of idleness after each change (live: the prefetch worker's time); 0: first visits")
     args = ap.parse_args(argv)
-    rows = bench(args.per_control, args.panels)
+    rows = bench(args.per_control, args.panels, pause=args.pause)
     df = write(rows, Path(args.out))
     print(f"\nwrote {args.out} ({len(rows)} rows of this run)")
     print(summary(df))

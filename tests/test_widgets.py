@@ -215,3 +215,27 @@ def test_chart_width_is_set_and_kept_across_updates():
     p.set(N=1)
     assert p.fig.layout.width == widgets.FIG_WIDTH
     assert widgets.FusionPanel(fig_width=None).fig.layout.width is None
+
+
+def test_live_neighbours_are_one_control_move_away():
+    """What a live panel prefetches: states one control move from the one on screen."""
+    p = widgets.PlansPanel(live=True)
+    base = dict(p.state)
+    ns = p.neighbours()
+    assert 0 < len(ns) <= widgets.MAX_PREFETCH
+    for s in ns:
+        moved = {k for k in base if s[k] != base[k]} - {"S"}  # S follows R (square filters)
+        assert len(moved) == 1, moved
+    assert {s["dtype"] for s in ns} - {base["dtype"]} == {"fp32", "tf32", "bf16", "fp8_e4m3"}
+    assert {s["N"] for s in ns} - {base["N"]} == {16, 64}  # the ladder's neighbours of 32
+    assert {s["C"] for s in ns} - {base["C"]} == {32, 128}
+    assert [s["dtype"] for s in ns[:4]] == ["fp32", "tf32", "bf16", "fp8_e4m3"]  # likeliest first
+    assert p.prefetching == 0  # answers come from the recording here: nothing to measure ahead
+
+
+def test_neighbours_at_the_ends_of_a_ladder():
+    p = widgets.PlansPanel(live=True)
+    p.state = dict(p.state, N=1)
+    assert {s["N"] for s in p.neighbours()} - {1} == {2}
+    p.state = dict(p.state, N=5000)
+    assert {s["N"] for s in p.neighbours()} - {5000} == {256}

@@ -1,0 +1,262 @@
+"""Measure ahead while the learner reads: a background worker that runs, live, the experiments
+the neighbouring values of a panel's controls would ask for, so that the next move of a control
+is usually a lookup instead of a cuDNN graph build plus timing (0.2-7 s on an H100).
+
+Rules that keep the numbers honest (a prefetched number must be one the foreground would have
+measured):
+
+* **One GPU job at a time.** The worker and every foreground measurement (`labkit.lessons.data`:
+  a cell, a widget change) hold the same lock, `PREFETCHER.gpu`; a prefetched measurement never
+  overlaps another labkit measurement.
+* **Only when idle.** The worker starts a job only after the kernel has been idle for
+  ``idle_s`` seconds: no foreground measurement and no cell running (IPython's
+  ``pre_run_cell``/``post_run_cell`` events).
+* **The foreground wins.** A foreground request stops the running job at its next
+  `checkpoint` (labkit calls it before each graph build, CUDA-graph capture, autotuned plan,
+  strategy and race round, never inside a capture); the job's partial work is dropped. A request
+  for the very result the worker is computing waits for it instead.
+* **Disturbed jobs are discarded.** A job during which a cell started or another foreground
+  request arrived is not kept (host-timed columns could carry the main thread's activity).
+* Failures are not kept: the foreground measures again and shows the error itself.
+
+``LABKIT_PREFETCH=0`` turns it off (every first visit measures in the foreground). The worker is
+a daemon thread started on first use; at exit it is stopped at its next checkpoint.
+"""
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable, Deque, Iterable, Optional, Tuple
+
+#: seconds of kernel idleness before the worker starts a job
+IDLE_S = 0.3
+_worker = threading.local()  # .prefetcher: set in a worker thread only
+
+
+class Superseded(BaseException):
+    """Raised inside a prefetch job at a `checkpoint` when the foreground needs the GPU. A
+    BaseException, so that experiments' ``except Exception`` (which turn errors into table rows)
+    do not swallow it."""
+
+
+@dataclass
+class Stats:
+    """Counts since start: jobs ``done`` (kept), ``discarded`` (disturbed), ``superseded``
+    (stopped for the foreground), ``failed``; ``seconds``: GPU-lock time spent on prefetching."""
+
+    done: int = 0
+    discarded: int = 0
+    superseded: int = 0
+    failed: int = 0
+    seconds: float = 0.0
+    last_error: str = ""
+    kept: list = field(default_factory=list)
+
+
+def enabled() -> bool:
+    """False when ``LABKIT_PREFETCH`` is ``0``/``off``/``no``/``false``."""
+    return os.environ.get("LABKIT_PREFETCH", "1").strip().lower() not in ("0", "off", "no", "false")
+
+
+class Prefetcher:
+    """The worker (see the module docstring). ``want(jobs, store, is_done)`` replaces the queue;
+    ``foreground(key)`` is the context the foreground measures in."""
+
+    def __init__(self, idle_s: float = IDLE_S):
+        self.idle_s = idle_s
+        self.gpu = threading.RLock()           # held by whoever touches the GPU for labkit
+        self._cv = threading.Condition()       # guards the fields below
+        self._queue: Deque[Tuple[str, Callable[[], object]]] = deque()
+        self._store: Optional[Callable[[str, object], None]] = None
+        self._is_done: Callable[[str], bool] = lambda key: False
+        self._last_active = time.monotonic()
+        self._cells = 0                        # cells running now (IPython events)
+        self._foreground: list = []            # keys of foreground requests waiting or running
+        self._disturbances = 0                 # bumped by each cell start / foreground request
+        self._running: Optional[str] = None    # key of the job the worker runs now
+        self._thread: Optional[threading.Thread] = None
+        self._closing = False
+        self._hooked = False
+        self.stats = Stats()
+
+    # ---- the foreground side -------------------------------------------------------------------
+    @contextlib.contextmanager
+    def foreground(self, key: str = ""):
+        """Hold the GPU for a foreground measurement of ``key``: a running job for another key
+        stops at its next checkpoint; a running job for ``key`` itself is waited for."""
+        with self._cv:
+            self._foreground.append(key)
+            if self._running != key:
+                self._disturbances += 1
+            self._cv.notify_all()
+        try:
+            with self.gpu:
+                yield
+        finally:
+            with self._cv:
+                self._foreground.remove(key)
+                self._last_active = time.monotonic()
+                self._cv.notify_all()
+
+    def want(self, jobs: Iterable[Tuple[str, Callable[[], object]]], store: Callable[[str, object], None],
+             is_done: Callable[[str], bool]) -> int:
+        """Replace the queue with ``jobs`` ((key, fn) in the order to run them); ``store(key,
+        result)`` keeps a result (called with the GPU lock held); ``is_done(key)`` says a key needs
+        no job any more. Returns the number queued (0 when prefetching is off)."""
+        if not enabled():
+            return 0
+        jobs = [(k, fn) for k, fn in jobs if not is_done(k)]
+        with self._cv:
+            self._queue = deque(jobs)
+            self._store, self._is_done = store, is_done
+            self._last_active = time.monotonic()
+            self._cv.notify_all()
+        self._start()
+        return len(jobs)
+
+    def clear(self) -> None:
+        """Drop the queued jobs (the running one finishes or stops at a checkpoint)."""
+        with self._cv:
+            self._queue.clear()
+
+    def pending(self) -> int:
+        """Jobs queued or running."""
+        with self._cv:
+            return len(self._queue) + (self._running is not None)
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Block until the queue is empty and no job runs, at most ``timeout`` seconds; True if so."""
+        end = time.monotonic() + timeout
+        with self._cv:
+            while self._queue or self._running is not None:
+                left = end - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cv.wait(min(left, 0.1))
+        return True
+
+    # ---- IPython: a running cell is activity ---------------------------------------------------
+    def _hook_ipython(self) -> None:
+        if self._hooked:
+            return
+        self._hooked = True
+        try:
+            from IPython import get_ipython
+
+            ip = get_ipython()
+        except Exception:  # noqa: BLE001  (no IPython: nothing to hook)
+            ip = None
+        if ip is None or not hasattr(ip, "events"):
+            return
+        ip.events.register("pre_run_cell", self._cell_started)
+        ip.events.register("post_run_cell", self._cell_finished)
+
+    def _cell_started(self, *_args) -> None:
+        with self._cv:
+            self._cells += 1
+            self._disturbances += 1
+            self._cv.notify_all()
+
+    def _cell_finished(self, *_args) -> None:
+        with self._cv:
+            self._cells = max(0, self._cells - 1)
+            self._last_active = time.monotonic()
+            self._cv.notify_all()
+
+    # ---- the worker side -----------------------------------------------------------------------
+    def should_stop(self) -> bool:
+        """True when the running job must give the GPU back (checked by `checkpoint`)."""
+        return self._closing or self._cells > 0 or any(k != self._running for k in self._foreground)
+
+    def _start(self) -> None:
+        self._hook_ipython()
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._loop, name="labkit-prefetch", daemon=True)
+            self._thread.start()
+
+    def _idle_for(self) -> float:
+        """Seconds left before the kernel counts as idle (0: idle now)."""
+        if self._foreground or self._cells:
+            return self.idle_s
+        return max(0.0, self.idle_s - (time.monotonic() - self._last_active))
+
+    def _next(self):
+        """The next job once idle (None when closing)."""
+        with self._cv:
+            while True:
+                if self._closing:
+                    return None
+                while self._queue and self._is_done(self._queue[0][0]):
+                    self._queue.popleft()
+                wait = self._idle_for()
+                if self._queue and wait == 0:
+                    return self._queue.popleft()
+                self._cv.wait(wait if self._queue else None)
+
+    def _loop(self) -> None:
+        _worker.prefetcher = self
+        while True:
+            job = self._next()
+            if job is None:
+                return
+            key, fn = job
+            with self.gpu:
+                with self._cv:
+                    if self.should_stop() or self._is_done(key):
+                        if not self._closing and not self._is_done(key):
+                            self._queue.appendleft(job)
+                        continue
+                    self._running, before = key, self._disturbances
+                t0 = time.perf_counter()
+                try:
+                    result, error = fn(), None
+                except Superseded:
+                    result, error = None, "superseded"
+                except BaseException as exc:  # noqa: BLE001  (never kill the worker)
+                    result, error = None, f"{type(exc).__name__}: {exc}"
+                with self._cv:
+                    self.stats.seconds += time.perf_counter() - t0
+                    if error == "superseded":
+                        self.stats.superseded += 1
+                        if not self._closing:
+                            self._queue.appendleft(job)  # still a likely next move
+                    elif error is not None:
+                        self.stats.failed += 1
+                        self.stats.last_error = error[:300]
+                    elif self._disturbances != before:
+                        self.stats.discarded += 1
+                    else:
+                        self.stats.done += 1
+                        self.stats.kept.append(key)
+                        del self.stats.kept[:-32]
+                        if self._store is not None:
+                            self._store(key, result)
+                    self._running = None
+                    self._cv.notify_all()
+
+    def close(self, timeout: float = 60.0) -> None:
+        """Stop the worker at its next checkpoint and wait for it (at exit)."""
+        with self._cv:
+            self._closing = True
+            self._queue.clear()
+            self._cv.notify_all()
+        if self._thread is not None and self._thread.is_alive():
+            self._thread.join(timeout)
+
+
+#: the process-wide worker
+PREFETCHER = Prefetcher()
+atexit.register(PREFETCHER.close)
+
+
+def checkpoint() -> None:
+    """Called by labkit between steps of a measurement: inside a prefetch job whose GPU the
+    foreground wants, raise `Superseded`; anywhere else, nothing."""
+    p = getattr(_worker, "prefetcher", None)
+    if p is not None and p.should_stop():
+        raise Superseded()
