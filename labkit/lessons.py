@@ -101,7 +101,7 @@ def data(name: str, force: bool = False, **kwargs):
 
 def prefetch(name: str, requests) -> int:
     """Live: measure experiment ``name`` for each kwargs dict in ``requests`` (in that order) in
-    the background while the kernel is idle, replacing what was queued (`labkit.prefetch`).
+    the background while the kernel is idle, ahead of what was queued before (`labkit.prefetch`).
     Requests already answered, or invalid, are skipped. Returns how many were queued; 0 in
     recorded mode (a lookup is already fast) or with ``LABKIT_PREFETCH=0``."""
     from . import env, experiments

@@ -35,6 +35,8 @@ from typing import Callable, Deque, Iterable, Optional, Tuple
 
 #: seconds of kernel idleness before the worker starts a job
 IDLE_S = 0.3
+#: jobs kept queued at most (the newest wants first)
+MAX_QUEUE = 64
 _worker = threading.local()  # .prefetcher: set in a worker thread only
 
 
@@ -64,7 +66,7 @@ def enabled() -> bool:
 
 
 class Prefetcher:
-    """The worker (see the module docstring). ``want(jobs, store, is_done)`` replaces the queue;
+    """The worker (see the module docstring). ``want(jobs, store, is_done)`` puts jobs in front;
     ``foreground(key)`` is the context the foreground measures in."""
 
     def __init__(self, idle_s: float = IDLE_S):
@@ -83,6 +85,8 @@ class Prefetcher:
         self._closing = False
         self._hooked = False
         self.stats = Stats()
+        #: seconds the last foreground request waited for the worker to give the GPU back
+        self.last_wait_s = 0.0
 
     # ---- the foreground side -------------------------------------------------------------------
     @contextlib.contextmanager
@@ -94,8 +98,10 @@ class Prefetcher:
             if self._running != key:
                 self._disturbances += 1
             self._cv.notify_all()
+        t0 = time.perf_counter()
         try:
             with self.gpu:
+                self.last_wait_s = time.perf_counter() - t0
                 yield
         finally:
             with self._cv:
@@ -105,14 +111,18 @@ class Prefetcher:
 
     def want(self, jobs: Iterable[Tuple[str, Callable[[], object]]], store: Callable[[str, object], None],
              is_done: Callable[[str], bool]) -> int:
-        """Replace the queue with ``jobs`` ((key, fn) in the order to run them); ``store(key,
-        result)`` keeps a result (called with the GPU lock held); ``is_done(key)`` says a key needs
-        no job any more. Returns the number queued (0 when prefetching is off)."""
+        """Put ``jobs`` ((key, fn) in the order to run them) at the front of the queue; what was
+        queued before stays behind them (a learner often goes back: "reset to base"), up to
+        `MAX_QUEUE` jobs. ``store(key, result)`` keeps a result (called with the GPU lock held);
+        ``is_done(key)`` says a key needs no job any more. Returns the number of ``jobs`` queued
+        (0 when prefetching is off)."""
         if not enabled():
             return 0
         jobs = [(k, fn) for k, fn in jobs if not is_done(k)]
         with self._cv:
-            self._queue = deque(jobs)
+            new = {k for k, _ in jobs}
+            older = [j for j in self._queue if j[0] not in new]
+            self._queue = deque((jobs + older)[:MAX_QUEUE])
             self._store, self._is_done = store, is_done
             self._last_active = time.monotonic()
             self._cv.notify_all()

@@ -17,7 +17,7 @@ Two conditions:
   between changes: that is the point.
 
 Writes ``data/bench/widget_latency.csv`` (mode, condition, gpu, panel, control, value, ahead,
-latency_ms); rows of other (mode, condition) pairs already in the file are kept. Prints the table
+latency_ms); rows of other (mode, condition, panel)s already in the file are kept. Prints the table
 and a summary (median, p90, max per mode/condition and per panel). Not a timed test.
 
     python scripts/bench_widgets.py                       # the mode labkit picks, first visits
@@ -48,6 +48,17 @@ LIVE_CONTROLS = ("N", "C", "H", "dtype", "layout", "direction", "workload", "lau
 def _fingerprint(fig):
     return tuple((t.visible, tuple(t.x or ()) if t.x is not None else None, tuple(t.y or ()) if t.y is not None else None)
                  for t in fig.data)
+
+
+def _graph_stats():
+    """(graphs built, seconds building them, evictions) of labkit's graph cache (live only)."""
+    import sys as _sys
+
+    engine = _sys.modules.get("labkit.engine")
+    if engine is None:
+        return (0, 0.0, 0)
+    st = engine.graphs.stats
+    return (st.misses, sum(st.build_seconds), st.evictions)
 
 
 def _values(panel, control, live: bool, per_control: int):
@@ -101,9 +112,12 @@ def bench(per_control: int = 8, panels=None, verbose: bool = True, pause: float 
                 else:
                     lessons.forget()
                 before = _fingerprint(p.fig)
+                PREFETCHER.last_wait_s = 0.0
+                g0 = _graph_stats()
                 t = time.perf_counter()
                 p.set(**{c: v})
                 ms = (time.perf_counter() - t) * 1000
+                g1 = _graph_stats()
                 ahead = "ahead of this change" in p.status.value
                 changed = _fingerprint(p.fig) != before
                 if not changed and p.error is None:
@@ -112,6 +126,9 @@ def bench(per_control: int = 8, panels=None, verbose: bool = True, pause: float 
                                  ahead=ahead, latency_ms=round(ms, 2)))
                 if verbose:
                     extra = f"  ({p.error[:80]})" if p.error else ""
+                    if live and not ahead:
+                        extra += (f"  [waited {PREFETCHER.last_wait_s * 1000:.0f} ms for the worker; {g1[0] - g0[0]} graphs "
+                                  f"built in {g1[1] - g0[1]:.1f} s, {g1[2] - g0[2]} evicted]")
                     print(f"  {c}={v}: {ms:8.1f} ms{' (measured ahead)' if ahead else ''}{extra}", flush=True)
                 if pause:
                     time.sleep(pause)
@@ -120,24 +137,29 @@ def bench(per_control: int = 8, panels=None, verbose: bool = True, pause: float 
                 p.reset()
     if live and pause and verbose:
         st = PREFETCHER.stats
+        import cupy
+
+        free, total = cupy.cuda.runtime.memGetInfo()
+        print(f"GPU memory in use at the end: {(total - free) / 2**30:.1f} GiB; graph cache "
+              f"{len(sys.modules['labkit.engine'].graphs)} entries", flush=True)
         print(f"prefetch: {st.done} kept, {st.discarded} discarded, {st.superseded} stopped for the foreground, "
               f"{st.failed} failed ({st.last_error or 'no error'}), {st.seconds:.0f} s of GPU-lock time", flush=True)
     return rows
 
 
 def write(rows, path: Path) -> "object":
-    """Replace the current mode's rows in ``path`` (keep the other mode's)."""
+    """Replace the rows of this run's (mode, condition, panel)s in ``path``; keep all others."""
     import pandas as pd
 
     new = pd.DataFrame(rows, columns=COLUMNS)
-    runs = set(zip(new["mode"], new["condition"]))
+    runs = set(zip(new["mode"], new["condition"], new["panel"]))
     if path.exists():
         old = pd.read_csv(path)
         if "condition" not in old.columns:  # written before conditions existed: first visits, no prefetch
             old.insert(1, "condition", "first visit")
         if "ahead" not in old.columns:
             old.insert(6, "ahead", False)
-        old = old[[(m, c) not in runs for m, c in zip(old["mode"], old["condition"])]]
+        old = old[[r not in runs for r in zip(old["mode"], old["condition"], old["panel"])]]
         new = pd.concat([old[COLUMNS], new], ignore_index=True)
     path.parent.mkdir(parents=True, exist_ok=True)
     new = new.sort_values(["mode", "condition", "panel", "control"], kind="stable")

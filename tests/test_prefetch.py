@@ -44,15 +44,28 @@ def test_runs_jobs_in_order_and_keeps_results(worker):
     assert worker.stats.done == 3
 
 
-def test_skips_what_is_done_and_want_replaces_the_queue(worker):
-    store = Store(a="old")
+def test_skips_what_is_done_and_new_wants_go_first(worker):
+    store, log = Store(a="old"), []
     gate = threading.Event()
-    worker.want([("slow", lambda: gate.wait(5) and "slow"), ("x", job("x"))], store, store.__contains__)
+    worker.want([("slow", lambda: gate.wait(5) and "slow"), ("x", job("x", log=log)), ("y", job("y", log=log))],
+                store, store.__contains__)
     time.sleep(0.2)  # "slow" is running
-    assert worker.want([("a", job("new")), ("y", job("y"))], store, store.__contains__) == 1  # "a" is done
+    assert worker.want([("a", job("new")), ("z", job("z", log=log)), ("y", job("y", log=log))],
+                       store, store.__contains__) == 2  # "a" is done
     gate.set()
     assert worker.wait_idle(5)
-    assert store == {"a": "old", "slow": "slow", "y": "y"}  # "x" was dropped by the second want
+    assert log == ["z", "y", "x"]  # the newest wants first, the older ones kept behind them, once each
+    assert store == {"a": "old", "slow": "slow", "x": "x", "y": "y", "z": "z"}
+
+
+def test_the_queue_is_bounded(worker):
+    worker._cell_started()  # hold the worker back
+    store = Store()
+    worker.want([(f"a{i}", job(i)) for i in range(50)], store, store.__contains__)
+    worker.want([(f"b{i}", job(i)) for i in range(50)], store, store.__contains__)
+    assert worker.pending() == prefetch.MAX_QUEUE
+    worker.clear()
+    worker._cell_finished()
 
 
 def test_waits_until_idle(worker):
