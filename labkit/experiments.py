@@ -18,6 +18,7 @@ import time
 from typing import Optional, Sequence
 
 from .errors import InvalidSpec, LabkitError, OutOfMemory, Unsupported
+from .prefetch import checkpoint
 from .spec import DTYPES, LAYOUTS, ConvSpec
 
 #: the lessons' base convolution: a ResNet-50 stage-1 3x3 layer at batch 32
@@ -384,6 +385,7 @@ def build_cost(spec: ConvSpec = BASE):
     rows = []
 
     def timed(stage, fn):
+        checkpoint()  # between stages: a prefetch job gives the GPU back here (labkit.prefetch)
         t0 = time.perf_counter()
         out = fn()
         rows.append(dict(stage=stage, seconds=time.perf_counter() - t0))

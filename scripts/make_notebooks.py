@@ -48,7 +48,10 @@ def exercise(n, question, call, answer_hint):
 RECORDED_NOTE = """
 > **Recorded or live?** The banner above says which. Recorded: every number comes from a real run on the
 > GPU it names, and a control offers only the values recorded around the lesson's base (one factor at a
-> time; "reset to base" to move another). Live: every chart is measured on your GPU as you move a control.
+> time; "reset to base" to move another). Live: every chart is measured on your GPU as you move a control;
+> while you read, the panel measures the values one step away from each control in the background (one GPU
+> job at a time, stopped the moment you ask for something else), so the next move is often instant.
+> `LABKIT_PREFETCH=0` turns that off.
 """
 
 # ---------------------------------------------------------------------------------------------------
