@@ -237,13 +237,17 @@ def fusion(spec: ConvSpec = BASE, epilogues: Sequence[str] = ("bias_relu", "bias
     """Fused conv+bias+relu(+add) (one cuDNN graph, virtual intermediates) vs the unfused sequence
     (cuDNN conv, then CuPy kernels for bias, add and relu, each writing a real tensor).
 
+    ``path``: ``fused`` runs the heuristic's first plan for the fused graph (what a framework that
+    does not autotune gets); ``fused, autotuned`` the fastest of every plan cuDNN offers for it
+    (`labkit.autotune`); ``unfused`` the heuristic conv plan and three (or two) CuPy kernels.
+
     ``allocated_bytes``: bytes of the tensors and workspace each path allocates (real allocations);
     ``modelled_hbm_bytes``: bytes each path must move through HBM (a model from tensor sizes);
     ``achieved_gb_s``: that model over the measured time.
     """
     import cupy
 
-    from . import engine, measure, memory, numerics, reference, verify
+    from . import autotune, engine, measure, memory, numerics, reference, verify
 
     spec = _spec(spec)
     if spec.direction != "fprop" or spec.dtype not in ("fp16", "fp32"):
@@ -271,6 +275,24 @@ def fusion(spec: ConvSpec = BASE, epilogues: Sequence[str] = ("bias_relu", "bias
                              plan_name=plan.name, status="ok", reason=""))
         except LabkitError as exc:
             rows.append(dict(epilogue=epi, path="fused", **_status_row(exc)))
+        # fused, every plan timed: the best one, checked like the heuristic's
+        try:
+            full = engine.get_graph(spec, epi)
+            tuned = autotune.autotune(full, ops)
+            best = full.plan(tuned.best_index)
+            ops.poison_output()
+            ws = memory.alloc(best.workspace_bytes, "workspace")
+            full.execute(ops.arrays, int(ws.data.ptr), best.index)
+            cupy.cuda.get_current_stream().synchronize()
+            err = reference.relative_error(ops.output(), want)
+            us = tuned.gpu_us(best.index)
+            moved = _bytes_model(spec, epi, True)
+            rows.append(dict(epilogue=epi, path="fused, autotuned", gpu_us=us, allocated_bytes=ops.nbytes + best.workspace_bytes,
+                             intermediate_bytes=0, modelled_hbm_bytes=moved, achieved_gb_s=moved / (us * 1e-6) / 1e9,
+                             rel_error=err, kernels_per_call="1 graph", plan_name=best.name,
+                             plans_timed=int((tuned.table.status == "ok").sum()), status="ok", reason=""))
+        except LabkitError as exc:
+            rows.append(dict(epilogue=epi, path="fused, autotuned", **_status_row(exc)))
         # unfused: conv alone, then elementwise kernels on real tensors
         plain = engine.get_graph(spec, all_plans=False)
         pplan = plain.default_plan

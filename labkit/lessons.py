@@ -400,6 +400,15 @@ def fusion_summary(df) -> Text:
                          f"({max(u.gpu_us, f.gpu_us) / min(u.gpu_us, f.gpu_us):.1f}x {word}); the unfused path allocates "
                          f"{fmt_bytes(u.intermediate_bytes)} of intermediates and moves {fmt_bytes(u.modelled_hbm_bytes)} "
                          f"through HBM against {fmt_bytes(f.modelled_hbm_bytes)} fused.")
+            if "fused, autotuned" in sub.index:
+                a = sub.loc["fused, autotuned"]
+                if a.plan_name == f.plan_name:
+                    parts.append(f"Timing every fused plan confirms the heuristic's pick ({fmt_us(a.gpu_us)}).")
+                else:
+                    word = "faster" if a.gpu_us < u.gpu_us else "still SLOWER"
+                    parts.append(f"Timing every fused plan finds {a.plan_name} at {fmt_us(a.gpu_us)}: "
+                                 f"{f.gpu_us / a.gpu_us:.1f}x faster than the heuristic's pick and "
+                                 f"{max(u.gpu_us, a.gpu_us) / min(u.gpu_us, a.gpu_us):.1f}x {word} than unfused.")
     return Text(" ".join(parts))
 
 

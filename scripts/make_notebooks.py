@@ -415,8 +415,9 @@ model from tensor sizes (each tensor written once and read once per kernel), not
     md("""
 ## Does fusion always win?
 
-The same comparison in fp32 (true fp32 math). The fused graph runs whatever plan cuDNN offers for that pattern
-in that precision.
+The same comparison in fp32 (true fp32 math). *fused* runs the plan cuDNN's heuristic ranks first for that
+pattern in that precision, as a framework that does not autotune would; *fused, autotuned* times every plan cuDNN
+offers for the fused graph and keeps the fastest.
 """),
     code('fused32 = lessons.data("fusion", spec=lessons.base(dtype="fp32"))\nplots.fusion(fused32)'),
     code("lessons.fusion_summary(fused32)"),
@@ -434,7 +435,8 @@ in that precision.
 
 * Fusion removes intermediate tensors: less memory allocated, less traffic, fewer launches.
 * Its gain is largest where the convolution is fast and the elementwise work is memory-bound.
-* A fused graph still needs a good plan; measure it, in the precision you use.
+* A fused graph still needs a good plan: the heuristic's first pick can be far from the best; autotune it, in the
+  precision you use.
 
 Next: [05 · Plans, autotuning and caching](05_plans_autotune_and_caching.ipynb)
 """),
