@@ -402,11 +402,16 @@ def fusion_summary(df) -> Text:
                          f"through HBM against {fmt_bytes(f.modelled_hbm_bytes)} fused.")
             if "fused, autotuned" in sub.index:
                 a = sub.loc["fused, autotuned"]
+                n = a.get("plans_timed")
+                every = ("every fused plan" if n is None or n != n else
+                         "the only fused plan cuDNN has" if int(n) == 1 else f"all {int(n)} fused plans")
                 if a.plan_name == f.plan_name:
-                    parts.append(f"Timing every fused plan confirms the heuristic's pick ({fmt_us(a.gpu_us)}).")
+                    parts.append(f"Timing {every} confirms the heuristic's pick ({fmt_us(a.gpu_us)})"
+                                 + (": no fused plan cuDNN offers here beats the unfused sequence." if a.gpu_us > u.gpu_us
+                                    else "."))
                 else:
                     word = "faster" if a.gpu_us < u.gpu_us else "still SLOWER"
-                    parts.append(f"Timing every fused plan finds {a.plan_name} at {fmt_us(a.gpu_us)}: "
+                    parts.append(f"Timing {every} finds {a.plan_name} at {fmt_us(a.gpu_us)}: "
                                  f"{f.gpu_us / a.gpu_us:.1f}x faster than the heuristic's pick and "
                                  f"{max(u.gpu_us, a.gpu_us) / min(u.gpu_us, a.gpu_us):.1f}x {word} than unfused.")
     return Text(" ".join(parts))
