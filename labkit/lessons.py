@@ -404,7 +404,7 @@ def fusion_summary(df) -> Text:
                 a = sub.loc["fused, autotuned"]
                 n = a.get("plans_timed")
                 every = ("every fused plan" if n is None or n != n else
-                         "the only fused plan cuDNN has" if int(n) == 1 else f"all {int(n)} fused plans")
+                         "the only fused plan cuDNN built here" if int(n) == 1 else f"all {int(n)} fused plans")
                 if a.plan_name == f.plan_name:
                     parts.append(f"Timing {every} confirms the heuristic's pick ({fmt_us(a.gpu_us)})"
                                  + (": no fused plan cuDNN offers here beats the unfused sequence." if a.gpu_us > u.gpu_us

@@ -43,7 +43,7 @@ SPEC_FIELDS = ("N", "C", "K", "H", "W", "R", "S", "stride", "padding", "dilation
 SHAPE = ("N", "C", "K", "H", "W", "R", "stride", "padding", "dilation", "groups")
 #: width of a panel's chart in pixels. A FigureWidget is drawn before it is in the page (plotly/
 #: plotly.py#5208), so it cannot size itself to the output and would fall back to 700 px.
-FIG_WIDTH = 1100
+FIG_WIDTH = 900
 #: live mode: the values an int control's neighbours are taken from (the nearest below and above)
 LADDERS = {"N": (1, 2, 4, 8, 16, 32, 64, 128, 256), "C": (3, 16, 32, 64, 128, 256, 512, 1024),
            "H": (7, 14, 28, 56, 112, 224)}

@@ -44,7 +44,7 @@ ARTIFACTS = Path(os.environ.get("LABKIT_ARTIFACTS", ROOT / "artifacts")) / "brow
 BUDGET_S = float(os.environ.get("LABKIT_BROWSER_BUDGET_S", "240"))
 LESSONS = ["00_start_here.ipynb", "07_lab.ipynb"]
 SMOKE = "smoke_widget_stack.ipynb"
-VIEWPORT = {"width": 1400, "height": 1000}
+VIEWPORT = {"width": 1366, "height": 768}  # a common laptop screen, file browser left open
 # Chart layout problems (cut off, plotly's 700 px fallback, subtitle over title) fail the lessons;
 # LABKIT_BROWSER_STRICT_LAYOUT=0 makes them warnings.
 STRICT_LAYOUT = os.environ.get("LABKIT_BROWSER_STRICT_LAYOUT", "1").strip().lower() not in ("0", "false", "no", "off")
@@ -174,7 +174,7 @@ def open_notebook(page, lab, name: str, deadline) -> None:
     # the kernel is up before we run anything
     ok = bh.poll(lambda: any(k.get("execution_state") == "idle" for k in lab.kernels()), min(60, deadline.left()))
     assert ok, f"{name}: no idle kernel after 60 s: {lab.kernels()}\n{lab.log_tail()}"
-    bh.collapse_left_sidebar(page)
+    # the file browser stays open, as a learner has it: charts must fit beside it
     dialog = page.locator(".jp-Dialog")
     assert dialog.count() == 0, f"{name}: JupyterLab shows a dialog: {dialog.first.inner_text()}"
 
