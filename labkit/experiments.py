@@ -25,6 +25,8 @@ from .spec import DTYPES, LAYOUTS, ConvSpec
 BASE = ConvSpec(N=32, C=64, H=56, W=56, K=64, R=3, S=3, padding=1, dtype="fp16", layout="NHWC")
 MIB = 1 << 20
 CAPS = (0, 1 * MIB, 16 * MIB, 64 * MIB, 256 * MIB, None)
+#: the dtypes `fusion` compares (its unfused path needs CuPy elementwise kernels: no bf16 or fp8)
+FUSION_DTYPES = ("fp32", "fp16")
 
 _REGISTRY = {}  # name -> the wrapped experiment (what callers and the recorder call)
 _SIGNATURES = {}  # name -> the experiment's own signature (what requests are made of)
@@ -250,7 +252,7 @@ def fusion(spec: ConvSpec = BASE, epilogues: Sequence[str] = ("bias_relu", "bias
     from . import autotune, engine, measure, memory, numerics, reference, verify
 
     spec = _spec(spec)
-    if spec.direction != "fprop" or spec.dtype not in ("fp16", "fp32"):
+    if spec.direction != "fprop" or spec.dtype not in FUSION_DTYPES:
         raise InvalidSpec("spec", spec.label, "fusion compares fprop in fp16 or fp32 (CuPy has no bf16/fp8 kernels)")
     rows = []
     for epi in epilogues:

@@ -34,12 +34,14 @@ from traitlets import TraitError
 
 from . import plots
 from .errors import InvalidSpec, LabkitError, RecordedDataError
-from .experiments import BASE  # the lessons' base convolution (one definition)
+from .experiments import BASE, FUSION_DTYPES  # the lessons' base convolution (one definition)
+from .legacy import DTYPE_PLAN as _LEGACY_DTYPE_PLAN
 from .record import SWEEP_VALUES, strategies_repeats
 from .recordings import flatten  # noqa: F401  (widgets.flatten: tests and panels use it)
 from .spec import DIRECTIONS, DTYPES, LAYOUTS, ConvSpec
 
 SPEC_FIELDS = ("N", "C", "K", "H", "W", "R", "S", "stride", "padding", "dilation", "groups", "dtype", "layout", "direction")
+LEGACY_DTYPES = tuple(_LEGACY_DTYPE_PLAN)  # the classic API has no fp8 convolution
 SHAPE = ("N", "C", "K", "H", "W", "R", "stride", "padding", "dilation", "groups")
 #: width of a panel's chart in pixels. A FigureWidget is drawn before it is in the page (plotly/
 #: plotly.py#5208), so it cannot size itself to the output and would fall back to 700 px.
@@ -141,26 +143,29 @@ class Config:
     #: controls in recorded mode where they differ (e.g. dtype and layout as one, when the
     #: recording varied them together)
     recorded_controls: Optional[Tuple[str, ...]] = None
+    #: live: the values a choice control offers where the experiment takes fewer than the control's
+    live_options: Optional[Dict[str, Tuple]] = None
 
     def field(self, name: str) -> str:
         return self.prefix + name if name in SPEC_FIELDS else name
 
 
-def _spec_config(experiment, title, controls, base_spec=BASE, recorded_controls=None):
+def _spec_config(experiment, title, controls, base_spec=BASE, recorded_controls=None, live_options=None):
     return Config(experiment, title, tuple(controls), _state_of(base_spec), lambda s: dict(spec=_spec_of(s)), "spec.",
                   base_text=f"{base_spec.dtype} {base_spec.layout} {base_spec.direction} {plots.shape_label(base_spec)}",
-                  recorded_controls=recorded_controls)
+                  recorded_controls=recorded_controls, live_options=live_options)
 
 
 CONFIGS: Dict[str, Callable[[], Config]] = {
     "precision": lambda: _spec_config("precision", "Precision: error vs speed", SHAPE + ("layout", "direction")),
     "layout": lambda: _spec_config("layout", "NCHW vs NHWC", SHAPE + ("dtype", "direction")),
-    "fusion": lambda: _spec_config("fusion", "Fusion", SHAPE + ("dtype", "layout")),
+    "fusion": lambda: _spec_config("fusion", "Fusion", SHAPE + ("dtype", "layout"),
+                                   live_options=dict(dtype=FUSION_DTYPES)),
     "plans": lambda: _spec_config("plans", "Every plan", SHAPE + ("dtype", "layout", "direction")),
     "caps": lambda: _spec_config("caps", "Workspace cap", SHAPE + ("dtype", "layout", "direction"),
                                  BASE.replace(layout="NCHW")),
     "algorithms": lambda: _spec_config("algorithms", "Classic algorithm table", SHAPE + ("dtype", "layout"),
-                                       BASE.replace(layout="NCHW")),
+                                       BASE.replace(layout="NCHW"), live_options=dict(dtype=LEGACY_DTYPES)),
     "build_cost": lambda: _spec_config("build_cost", "Build cost", SHAPE + ("dtype", "layout", "direction"),
                                        recorded_controls=("dtype_layout",)),
     "workspace_sizes": lambda: _spec_config("workspace_sizes", "Workspace by dtype/layout/direction", SHAPE),
@@ -336,12 +341,16 @@ class Panel:
         values recorded for the request on screen with that control changed."""
         c = CONTROLS[name]
         if self.live:
-            return list(c.live_options)
+            return list(self._live_options(name))
         cfg = self.cfg
         flat = flatten(self._request(self.state) or {})
         moved = {cfg.field(n) for n in (c.parts or (name,)) + c.links + c.always_links} | set(c.derived)
         where = {k: v for k, v in flat.items() if k not in moved}
         return [v for v in self._candidates(name, where) if self._recorded(self._moved(self.state, name, v))]
+
+    def _live_options(self, name: str) -> Tuple:
+        """Live: the values choice control ``name`` offers for this panel's experiment."""
+        return (self.cfg.live_options or {}).get(name, CONTROLS[name].live_options)
 
     def _candidates(self, name: str, where: dict) -> list:
         """Distinct recorded values of a control among the recorded requests matching ``where``."""
@@ -520,7 +529,7 @@ class Panel:
                 ladder = LADDERS[name]
                 vals = [max((v for v in ladder if v < now), default=None), min((v for v in ladder if v > now), default=None)]
             else:
-                vals = list(c.live_options)
+                vals = list(self._live_options(name))
             out += [self._moved(self.state, name, v) for v in vals if v is not None and v != now]
         return out[:MAX_PREFETCH]
 

@@ -239,3 +239,14 @@ def test_neighbours_at_the_ends_of_a_ladder():
     assert {s["N"] for s in p.neighbours()} - {1} == {2}
     p.state = dict(p.state, N=5000)
     assert {s["N"] for s in p.neighbours()} - {5000} == {256}
+
+
+def test_live_choices_are_what_the_experiment_takes():
+    """Live, a dtype the experiment rejects is not offered (nor measured ahead)."""
+    f = widgets.FusionPanel(live=True)
+    assert f.options("dtype") == list(experiments.FUSION_DTYPES)
+    assert [v for _, v in f.widgets["dtype"].options] == list(experiments.FUSION_DTYPES)
+    assert {s["dtype"] for s in f.neighbours()} <= set(experiments.FUSION_DTYPES)
+    a = widgets.AlgorithmsPanel(live=True)
+    assert "fp8_e4m3" not in a.options("dtype") and "bf16" in a.options("dtype")
+    assert "fp8_e4m3" in widgets.PlansPanel(live=True).options("dtype")
