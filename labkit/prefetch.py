@@ -165,6 +165,10 @@ class Prefetcher:
             return
         ip.events.register("pre_run_cell", self._cell_started)
         ip.events.register("post_run_cell", self._cell_finished)
+        # the first want comes from a panel drawn by a cell: that cell started before the hook and
+        # its post_run_cell will count it as finished
+        with self._cv:
+            self._cells += 1
 
     def _cell_started(self, *_args) -> None:
         with self._cv:

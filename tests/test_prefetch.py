@@ -158,3 +158,37 @@ def test_close_stops_a_running_job(worker):
     worker.close(timeout=5)
     assert time.monotonic() - t0 < 1.0
     assert "long" not in store
+
+
+def test_in_ipython_the_cell_that_starts_the_worker_counts_as_running(worker, monkeypatch):
+    """Hooked from inside a cell (a panel's first draw): no job starts before that cell ends."""
+    import IPython
+
+    class Events:
+        def __init__(self):
+            self.callbacks = {}
+
+        def register(self, name, fn):
+            self.callbacks.setdefault(name, []).append(fn)
+
+        def trigger(self, name):
+            for fn in self.callbacks.get(name, []):
+                fn(None)
+
+    class Shell:
+        events = Events()
+
+    shell = Shell()
+    monkeypatch.setattr(IPython, "get_ipython", lambda: shell)
+    store = Store()
+    worker.want([("a", job("a"))], store, store.__contains__)
+    time.sleep(0.4)
+    assert store == {}, "a job ran while the cell that queued it was still running"
+    shell.events.trigger("post_run_cell")
+    assert worker.wait_idle(5) and store == {"a": "a"}
+    shell.events.trigger("pre_run_cell")  # the next cell
+    worker.want([("b", job("b"))], store, store.__contains__)
+    time.sleep(0.4)
+    assert "b" not in store
+    shell.events.trigger("post_run_cell")
+    assert worker.wait_idle(5) and store["b"] == "b"
