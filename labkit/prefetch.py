@@ -30,7 +30,7 @@ import os
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Deque, Iterable, Optional, Tuple
 
 #: seconds of kernel idleness before the worker starts a job
@@ -57,7 +57,6 @@ class Stats:
     failed: int = 0
     seconds: float = 0.0
     last_error: str = ""
-    kept: list = field(default_factory=list)
 
 
 def enabled() -> bool:
@@ -227,15 +226,16 @@ class Prefetcher:
                         continue
                     self._running, before = key, self._disturbances
                 t0 = time.perf_counter()
+                result, error, superseded = None, None, False
                 try:
-                    result, error = fn(), None
+                    result = fn()
                 except Superseded:
-                    result, error = None, "superseded"
+                    superseded = True
                 except BaseException as exc:  # noqa: BLE001  (never kill the worker)
-                    result, error = None, f"{type(exc).__name__}: {exc}"
+                    error = f"{type(exc).__name__}: {exc}"
                 with self._cv:
                     self.stats.seconds += time.perf_counter() - t0
-                    if error == "superseded":
+                    if superseded:
                         self.stats.superseded += 1
                         if not self._closing:
                             self._queue.appendleft(job)  # still a likely next move
@@ -246,8 +246,6 @@ class Prefetcher:
                         self.stats.discarded += 1
                     else:
                         self.stats.done += 1
-                        self.stats.kept.append(key)
-                        del self.stats.kept[:-32]
                         if self._store is not None:
                             self._store(key, result)
                     self._running = None

@@ -393,6 +393,13 @@ class Panel:
             s[k] = value
         return s
 
+    def _kwargs(self, state: dict) -> Optional[dict]:
+        """The experiment's arguments for ``state``; None when it is not a valid request."""
+        try:
+            return self.cfg.kwargs(state)
+        except (LabkitError, TypeError, ValueError, KeyError):
+            return None
+
     def _request(self, state: dict) -> Optional[dict]:
         from .experiments import request_of
 
@@ -510,8 +517,9 @@ class Panel:
     def _measured_already(self) -> bool:
         from . import lessons
 
+        kwargs = self._kwargs(self.state)
         try:
-            return lessons.is_cached(self.cfg.experiment, **self.cfg.kwargs(self.state))
+            return kwargs is not None and lessons.is_cached(self.cfg.experiment, **kwargs)
         except (LabkitError, TypeError, ValueError):
             return False
 
@@ -524,7 +532,6 @@ class Panel:
             if name not in self._shown:
                 continue
             now = self._value(name)
-            c = CONTROLS[name]
             if name in LADDERS:
                 ladder = LADDERS[name]
                 vals = [max((v for v in ladder if v < now), default=None), min((v for v in ladder if v > now), default=None)]
@@ -537,12 +544,7 @@ class Panel:
         """Queue the neighbours' requests for the background worker (`labkit.prefetch`)."""
         from . import lessons
 
-        requests = []
-        for state in self.neighbours():
-            try:
-                requests.append(self.cfg.kwargs(state))  # InvalidSpec for an impossible convolution
-            except (LabkitError, TypeError, ValueError):
-                continue
+        requests = [kw for kw in map(self._kwargs, self.neighbours()) if kw is not None]  # None: impossible
         return lessons.prefetch(self.cfg.experiment, requests)
 
     def _result(self, force: bool):

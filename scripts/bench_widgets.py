@@ -52,9 +52,7 @@ def _fingerprint(fig):
 
 def _graph_stats():
     """(graphs built, seconds building them, evictions) of labkit's graph cache (live only)."""
-    import sys as _sys
-
-    engine = _sys.modules.get("labkit.engine")
+    engine = sys.modules.get("labkit.engine")
     if engine is None:
         return (0, 0.0, 0)
     st = engine.graphs.stats
@@ -86,6 +84,14 @@ def bench(per_control: int = 8, panels=None, verbose: bool = True, pause: float 
 
         gpu = recordings.current().metadata.get("gpu")
     condition = f"after a {pause:g} s pause" if pause else "first visit"
+
+    def between_changes():
+        """A pause (the learner looks; the worker measures ahead), or forgetting every result."""
+        if pause:
+            time.sleep(pause)
+        else:
+            lessons.forget()
+
     classes = dict(widgets.PANELS, lab=widgets.LabPanel)
     names = panels or list(classes)
     rows = []
@@ -107,10 +113,7 @@ def bench(per_control: int = 8, panels=None, verbose: bool = True, pause: float 
             print(f"{name}: built in {build_ms:.0f} ms; controls {controls}", flush=True)
         for c in controls:
             for v in _values(p, c, live, per_control):
-                if pause:
-                    time.sleep(pause)  # the learner looks at the chart; the worker measures ahead
-                else:
-                    lessons.forget()
+                between_changes()
                 before = _fingerprint(p.fig)
                 PREFETCHER.last_wait_s = 0.0
                 g0 = _graph_stats()
@@ -130,10 +133,7 @@ def bench(per_control: int = 8, panels=None, verbose: bool = True, pause: float 
                         extra += (f"  [waited {PREFETCHER.last_wait_s * 1000:.0f} ms for the worker; {g1[0] - g0[0]} graphs "
                                   f"built in {g1[1] - g0[1]:.1f} s, {g1[2] - g0[2]} evicted]")
                     print(f"  {c}={v}: {ms:8.1f} ms{' (measured ahead)' if ahead else ''}{extra}", flush=True)
-                if pause:
-                    time.sleep(pause)
-                else:
-                    lessons.forget()
+                between_changes()
                 p.reset()
     if live and pause and verbose:
         st = PREFETCHER.stats
