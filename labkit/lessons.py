@@ -38,12 +38,20 @@ _CACHE_LOCK = threading.Lock()
 
 
 # ---- results ------------------------------------------------------------------------------------
-def _key(name: str, kwargs: dict) -> str:
+def _experiment(name: str):
+    """The experiment function called ``name``; `InvalidSpec` for an unknown name."""
     from . import experiments
 
     fns = experiments.registry()
     if name not in fns:
         raise InvalidSpec("experiment", name, f"must be one of {', '.join(sorted(fns))}")
+    return fns[name]
+
+
+def _key(name: str, kwargs: dict) -> str:
+    from . import experiments
+
+    _experiment(name)
     return f"{name}:{experiments.request_key(experiments.request_of(name, **kwargs))}"
 
 
@@ -53,6 +61,11 @@ def _cached(key: str):
             _CACHE.move_to_end(key)
             return _CACHE[key]
     return None
+
+
+def _has(key: str) -> bool:
+    with _CACHE_LOCK:
+        return key in _CACHE
 
 
 def _store(key: str, df) -> None:
@@ -65,8 +78,7 @@ def _store(key: str, df) -> None:
 
 def is_cached(name: str, **kwargs) -> bool:
     """Whether `data(name, **kwargs)` would be answered from this session's results."""
-    with _CACHE_LOCK:
-        return _key(name, kwargs) in _CACHE
+    return _has(_key(name, kwargs))
 
 
 def data(name: str, force: bool = False, **kwargs):
@@ -77,14 +89,14 @@ def data(name: str, force: bool = False, **kwargs):
     Live, the measurement holds the GPU lock shared with the prefetch worker
     (`labkit.prefetch`): a prefetch job for another request stops; one for this request is
     waited for and its result used."""
-    from . import env, experiments
+    from . import env
 
     key = _key(name, kwargs)
     if not force:
         hit = _cached(key)
         if hit is not None:
             return hit
-    fn = experiments.registry()[name]
+    fn = _experiment(name)
     if not env.mode().live:
         df = fn(**kwargs)
     else:
@@ -104,12 +116,12 @@ def prefetch(name: str, requests) -> int:
     the background while the kernel is idle, ahead of what was queued before (`labkit.prefetch`).
     Requests already answered, or invalid, are skipped. Returns how many were queued; 0 in
     recorded mode (a lookup is already fast) or with ``LABKIT_PREFETCH=0``."""
-    from . import env, experiments
+    from . import env
     from .prefetch import PREFETCHER
 
+    fn = _experiment(name)
     if not env.mode().live:
         return 0
-    fn = experiments.registry()[name]
     jobs, seen = [], set()
     for kwargs in requests:
         try:
@@ -119,12 +131,7 @@ def prefetch(name: str, requests) -> int:
         if key not in seen:
             seen.add(key)
             jobs.append((key, lambda kw=dict(kwargs): fn(**kw)))
-
-    def done(key: str) -> bool:
-        with _CACHE_LOCK:
-            return key in _CACHE
-
-    return PREFETCHER.want(jobs, _store, done)
+    return PREFETCHER.want(jobs, _store, _has)
 
 
 def forget() -> None:

@@ -250,3 +250,13 @@ def test_live_choices_are_what_the_experiment_takes():
     a = widgets.AlgorithmsPanel(live=True)
     assert "fp8_e4m3" not in a.options("dtype") and "bf16" in a.options("dtype")
     assert "fp8_e4m3" in widgets.PlansPanel(live=True).options("dtype")
+
+
+def test_lessons_result_helpers_reject_an_unknown_experiment():
+    from labkit import lessons
+
+    for call in (lambda: lessons.data("nope"), lambda: lessons.is_cached("nope"), lambda: lessons.prefetch("nope", [])):
+        with pytest.raises(InvalidSpec, match="experiment='nope'|nope"):
+            call()
+    assert lessons.prefetch("plans", [dict(spec=experiments.BASE)]) == 0  # recorded: nothing to measure ahead
+    assert lessons.is_cached("plans", spec=experiments.BASE) in (True, False)
