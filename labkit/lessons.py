@@ -77,14 +77,66 @@ def _store(key: str, df) -> None:
 
 
 def is_cached(name: str, **kwargs) -> bool:
-    """Whether `data(name, **kwargs)` would be answered from this session's results."""
-    return _has(_key(name, kwargs))
+    """Whether `data(name, **kwargs)` would be answered without measuring: from this session's
+    results or (live) from this GPU's own recording on disk (`labkit.localcache`)."""
+    if _has(_key(name, kwargs)):
+        return True
+    from . import env, experiments, localcache
+
+    if not env.mode().live:
+        return False
+    store = localcache.current()
+    return store is not None and store.has(name, experiments.request_of(name, **kwargs))
+
+
+def _live(name: str, kwargs: dict, force: bool = False, save: bool = True):
+    """Live: this GPU's saved result for the call (unless ``force``), else measure it now and
+    (``save``) save it (`labkit.localcache`). The caller holds the GPU lock."""
+    import time
+
+    from . import experiments, localcache
+
+    store = localcache.current()
+    request = experiments.request_of(name, **kwargs)
+    if store is not None and not force:
+        df = store.get(name, request)
+        if df is not None:
+            return df
+    t0 = time.perf_counter()
+    df = _experiment(name)(**kwargs)
+    seconds = time.perf_counter() - t0
+    df.attrs["measured_at"] = localcache.now()
+    df.attrs["measure_seconds"] = seconds
+    if save:
+        _save(df)
+    return df
+
+
+def _save(df) -> None:
+    """Save a live result measured now in this GPU's recording (no-op when it came from there,
+    or when there is none)."""
+    from . import localcache
+
+    store = localcache.current()
+    if store is None or "saved_in" in df.attrs:
+        return
+    path = store.put(df.attrs["experiment"], df.attrs["request"], df, df.attrs.get("measure_seconds"))
+    if path is not None:
+        df.attrs["saved_in"] = str(path)
+
+
+def _keep(key: str, df) -> None:
+    """Keep a result the prefetch worker measured undisturbed: this session and disk."""
+    _save(df)
+    _store(key, df)
 
 
 def data(name: str, force: bool = False, **kwargs):
-    """The DataFrame of experiment ``name`` for ``kwargs``: measured (live) or looked up
-    (recorded) once per session, then reused (``force=True`` measures again). Raises what the
-    experiment raises (`RecordedDataError` for a request that was not recorded).
+    """The DataFrame of experiment ``name`` for ``kwargs``: looked up (recorded), or live: from
+    this session's results, then this GPU's own recording on disk (`labkit.localcache`: saved
+    by any earlier session on this machine identity), else measured now and saved. ``force=True``
+    measures again (and replaces the saved result). Raises what the experiment raises
+    (`RecordedDataError` for a request that was not recorded).
 
     Live, the measurement holds the GPU lock shared with the prefetch worker
     (`labkit.prefetch`): a prefetch job for another request stops; one for this request is
@@ -106,20 +158,21 @@ def data(name: str, force: bool = False, **kwargs):
             hit = None if force else _cached(key)  # the worker may have just measured it
             if hit is not None:
                 return hit
-            df = fn(**kwargs)
+            df = _live(name, kwargs, force)
     _store(key, df)
     return df
 
 
 def prefetch(name: str, requests) -> int:
     """Live: measure experiment ``name`` for each kwargs dict in ``requests`` (in that order) in
-    the background while the kernel is idle, ahead of what was queued before (`labkit.prefetch`).
-    Requests already answered, or invalid, are skipped. Returns how many were queued; 0 in
-    recorded mode (a lookup is already fast) or with ``LABKIT_PREFETCH=0``."""
+    the background while the kernel is idle, ahead of what was queued before (`labkit.prefetch`);
+    a request saved in this GPU's recording is read from disk instead. Requests already
+    answered, or invalid, are skipped. Returns how many were queued; 0 in recorded mode (a lookup
+    is already fast) or with ``LABKIT_PREFETCH=0``."""
     from . import env
     from .prefetch import PREFETCHER
 
-    fn = _experiment(name)
+    _experiment(name)
     if not env.mode().live:
         return 0
     jobs, seen = [], set()
@@ -130,8 +183,8 @@ def prefetch(name: str, requests) -> int:
             continue
         if key not in seen:
             seen.add(key)
-            jobs.append((key, lambda kw=dict(kwargs): fn(**kw)))
-    return PREFETCHER.want(jobs, _store, _has)
+            jobs.append((key, lambda kw=dict(kwargs): _live(name, kw, save=False)))
+    return PREFETCHER.want(jobs, _keep, _has)
 
 
 def forget() -> None:

@@ -267,7 +267,7 @@ class Panel:
         self.reset_button = W.Button(description="reset to base", icon="undo", layout=W.Layout(width="auto"),
                                      tooltip="every control back to the lesson's base")
         self.reset_button.on_click(lambda _b: self.reset())
-        self.rerun_button = W.Button(description="measure again", icon="refresh", tooltip="forget the cached result and measure again",
+        self.rerun_button = W.Button(description="measure again", icon="refresh", tooltip="measure now on the GPU and replace the saved result",
                                      layout=W.Layout(width="auto", display=None if self.live else "none"))
         self.rerun_button.on_click(lambda _b: self.refresh(force=True))
         self.csv_button = W.Button(description=f"save {self.csv_name}", icon="download", layout=W.Layout(width="auto"),
@@ -485,6 +485,7 @@ class Panel:
         """Run the request on screen and update the figure in place."""
         self._pending = False
         t0 = time.perf_counter()
+        started = time.time()
         self._sync_widgets()
         ahead = False
         if self.live:
@@ -497,8 +498,10 @@ class Panel:
             self.df, self.error = df, None
             self.message.value = ""
             took = (time.perf_counter() - t0) * 1000
-            what = ("measured earlier (ahead of this change), shown" if ahead else "measured") if self.live else "looked up"
-            text = f"{plots.provenance_subtitle(df)} · {what} in {took:.0f} ms"
+            if self.live:
+                text = f"{plots.provenance_subtitle(df)} · {live_note(df, started, ahead)} · shown in {took:.0f} ms"
+            else:
+                text = f"{plots.provenance_subtitle(df)} · looked up in {took:.0f} ms"
             if self.live:
                 try:
                     self.prefetching = self._prefetch()
@@ -642,6 +645,26 @@ def _figure_widget(fig, width: Optional[int]):
     if width:
         w.layout.width = width
     return w
+
+
+def live_note(df, started: float, ahead: bool = False) -> str:
+    """Where a live result came from, for the status line: measured by this change (and saved
+    in this GPU's recording), or measured earlier on this GPU at a given time (by the background
+    worker, another notebook or an earlier session); ``started``: when the change began (Unix s)."""
+    import datetime
+
+    at = df.attrs.get("measured_at")
+    saved = " and saved in this GPU's recording" if df.attrs.get("saved_in") else ""
+    try:
+        when = datetime.datetime.fromisoformat(str(at))
+    except ValueError:
+        return "measured" + saved
+    if when.timestamp() >= started - 1 and not ahead:
+        secs = df.attrs.get("measure_seconds")
+        return (f"measured now in {secs:.1f} s" if isinstance(secs, (int, float)) else "measured now") + saved
+    today = datetime.datetime.now(when.tzinfo).date() == when.date()
+    stamp = when.strftime("%H:%M:%S today" if today else "%Y-%m-%d %H:%M")
+    return f"measured on this GPU at {stamp}" + (" (saved; <i>measure again</i> to redo it)" if saved else "")
 
 
 def _status(kind: str, text: str) -> str:

@@ -4,10 +4,22 @@
   they are skipped with the reason labkit gives, e.g.
   ``needs a CUDA GPU (labkit mode is recorded: no CUDA device)``. ``-rs`` lists every skip.
 * ``@pytest.mark.browser`` tests are not touched here: they run by default.
+* ``LABKIT_CACHE`` points at a fresh temporary folder unless set: tests never read or write the
+  user's own saved measurements.
 """
 from __future__ import annotations
 
+import os
+import tempfile
+
 import pytest
+
+
+def pytest_configure(config):
+    # Live measurements made by tests (and by notebooks they run) are saved in a throw-away
+    # cache folder, never in the user's (labkit.localcache); LABKIT_CACHE set by hand wins.
+    if not os.environ.get("LABKIT_CACHE"):
+        os.environ["LABKIT_CACHE"] = tempfile.mkdtemp(prefix="labkit-test-cache-")
 
 
 def gpu_skip_reason() -> str | None:

@@ -1,0 +1,428 @@
+"""This GPU's own recording: every live measurement saved on disk as it completes.
+
+Live panels look here before they measure, so a value measured once (in this notebook, another
+one, or before a kernel restart) is shown again at recorded speed, with the time it was measured.
+
+Where: ``LABKIT_CACHE`` (a folder), else the user's cache folder (`platformdirs`, e.g.
+``~/.cache/labkit`` on Linux); never inside the repository. Under it:
+
+    recordings/<gpu-slug>-<identity hash>/metadata.json     who measured: the identity + created
+    recordings/<gpu-slug>-<identity hash>/<experiment>/<request hash>.json   one measured call
+    plans/<identity hash>/<graph hash>.json                  serialized cuDNN graphs (labkit.engine)
+    set-aside/                                               files that could not be read
+
+**Identity.** A folder belongs to one machine identity: GPU name, compute capability, NVIDIA
+driver, CUDA driver and runtime, cuDNN backend and frontend, CuPy, and labkit's data schema
+(`SCHEMA_VERSION`). Any change gives a new folder, so numbers (and plans) from another identity
+are never served as this GPU's, and a changed cuDNN never deserializes old plans.
+
+**One file per measured call**, a JSON object holding the call's rows as CSV text (the same
+request-keyed rows as ``data/recordings/``; `export` writes a standard recording folder), when it
+was measured and how long it took, the identity hash and a sha256 of the rows. Files are written
+atomically (a temporary file in the same folder, then ``os.replace``): a crash or Ctrl-C mid-write
+leaves the previous content whole, and two writers at once (the prefetch worker and the
+foreground, or two kernels) each leave a complete file; for the same call the last one wins.
+
+**Faults are answers, not crashes.** A corrupt, truncated or other-schema file gets one warning
+naming it and is moved to ``set-aside/`` (the call is measured again). A read-only or full cache
+folder gets one warning and live mode goes on without saving. ``LABKIT_CACHE`` naming a file is
+a `CacheError` naming it.
+"""
+from __future__ import annotations
+
+import datetime
+import hashlib
+import io
+import json
+import os
+import re
+import tempfile
+import threading
+import warnings
+from pathlib import Path
+from typing import Dict, Iterator, List, Optional
+
+from .errors import LabkitError
+
+#: version of the files written here; a file of another version is set aside, never read
+SCHEMA_VERSION = 1
+#: the identity fields, in the order they are shown
+IDENTITY_FIELDS = ("gpu", "compute_capability", "nvidia_driver", "cuda_driver", "cuda_runtime", "cudnn_backend",
+                   "cudnn_frontend", "cupy", "labkit_schema")
+
+
+class CacheError(LabkitError):
+    """The cache folder cannot be used as asked (e.g. ``LABKIT_CACHE`` names a file). ``path``
+    names it."""
+
+    def __init__(self, message: str, path):
+        self.path = path
+        super().__init__(f"{message} [{path}]")
+
+
+class CacheWarning(UserWarning):
+    """A cache file was set aside, or the cache folder cannot be written."""
+
+
+_warned: set = set()
+_warn_lock = threading.Lock()
+
+
+def _warn_once(key: str, message: str) -> None:
+    with _warn_lock:
+        if key in _warned:
+            return
+        _warned.add(key)
+    warnings.warn(message, CacheWarning, stacklevel=3)
+
+
+# ---- where ------------------------------------------------------------------------------------
+def cache_root() -> Path:
+    """The cache folder: ``LABKIT_CACHE`` or the user's cache folder for labkit. Raises
+    `CacheError` when it exists and is not a folder. It is created on first write, not here."""
+    env = os.environ.get("LABKIT_CACHE", "").strip()
+    if env:
+        root = Path(env).expanduser()
+    else:
+        import platformdirs
+
+        root = Path(platformdirs.user_cache_dir("labkit", appauthor=False))
+    if root.exists() and not root.is_dir():
+        raise CacheError("LABKIT_CACHE must name a folder (it may not exist yet), not a file", root)
+    return root
+
+
+# ---- who --------------------------------------------------------------------------------------
+def nvidia_driver_version() -> Optional[str]:
+    """The NVIDIA kernel driver's version (e.g. ``580.159.04``) from /proc/driver/nvidia/version
+    (Linux); None where that file is absent."""
+    try:
+        text = Path("/proc/driver/nvidia/version").read_text()
+    except OSError:
+        return None
+    m = re.search(r"Kernel Module\s+(?:for \S+\s+)?([0-9]+(?:\.[0-9]+)+)", text)
+    return m.group(1) if m else None
+
+
+def this_identity() -> Optional[dict]:
+    """This machine's identity (`IDENTITY_FIELDS`), or None when it has no usable GPU (recorded
+    mode has nothing to save)."""
+    from . import env
+
+    e = env.environment()
+    if e.problem is not None or not e.gpu_name:
+        return None
+    return identity(gpu=e.gpu_name, compute_capability=e.compute_capability, nvidia_driver=nvidia_driver_version(),
+                    cuda_driver=e.driver_version, cuda_runtime=e.cuda_runtime, cudnn_backend=e.cudnn_backend,
+                    cudnn_frontend=e.cudnn_frontend, cupy=e.cupy_version)
+
+
+def identity(**fields) -> dict:
+    """An identity dict from its fields (missing ones None; ``labkit_schema`` filled in)."""
+    unknown = set(fields) - set(IDENTITY_FIELDS)
+    if unknown:
+        raise LabkitError(f"unknown identity field(s) {sorted(unknown)}; known: {', '.join(IDENTITY_FIELDS)}")
+    out = {k: fields.get(k) for k in IDENTITY_FIELDS}
+    out["labkit_schema"] = SCHEMA_VERSION
+    return out
+
+
+def identity_hash(ident: dict) -> str:
+    """16 hex digits naming an identity (sha256 of its canonical JSON)."""
+    return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _slug(name) -> str:
+    s = re.sub(r"[^a-z0-9]+", "-", str(name or "gpu").lower()).strip("-")
+    return re.sub(r"^nvidia-", "", s) or "gpu"
+
+
+# ---- atomic files -----------------------------------------------------------------------------
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that a reader sees the old file or the new one, never a
+    part: a unique temporary file in the same folder, flushed to disk, then ``os.replace``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def set_aside(root: Path, path: Path, why: str) -> Optional[Path]:
+    """Move an unreadable cache file to ``root/set-aside/`` (one warning naming it and why).
+    Returns where it went (None if it could not be moved: it is then left in place)."""
+    dest_dir = root / "set-aside"
+    stamp = datetime.datetime.now().strftime("%Y%m%dT%H%M%S")
+    dest = dest_dir / f"{path.parent.name}--{path.name}.{stamp}"
+    try:
+        dest_dir.mkdir(parents=True, exist_ok=True)
+        os.replace(path, dest)
+    except OSError:
+        dest = None
+    _warn_once(f"aside:{path}", f"labkit cache: set aside {path} ({why})"
+               + (f"; moved to {dest}" if dest else "; could not move it") + ". That call will be measured again.")
+    return dest
+
+
+# ---- this GPU's recording ---------------------------------------------------------------------
+class LocalRecording:
+    """The measurements of one machine identity under ``root`` (see the module docstring).
+
+    ``get(name, request)`` -> DataFrame or None; ``put(name, request, df, seconds)`` saves one
+    call; ``requests(name)``, ``table(name)`` and ``export(folder)`` read it back. A write that
+    fails (read-only or full disk) turns saving off for this object with one warning.
+    """
+
+    def __init__(self, root: Path, ident: dict):
+        self.root = Path(root)
+        self.identity = dict(ident)
+        self.key = identity_hash(self.identity)
+        self.path = self.root / "recordings" / f"{_slug(ident.get('gpu'))}-{self.key}"
+        self.writable = True
+        self.saved = 0
+
+    def __repr__(self) -> str:
+        return f"<LocalRecording {self.path} ({'writable' if self.writable else 'read-only'})>"
+
+    # -- files --
+    def entry_path(self, name: str, request: dict) -> Path:
+        from .experiments import request_key
+
+        digest = hashlib.sha256(request_key(request).encode()).hexdigest()[:32]
+        return self.path / name / f"{digest}.json"
+
+    def _write_failed(self, exc: OSError) -> None:
+        self.writable = False
+        _warn_once(f"write:{self.root}", f"labkit cache: cannot write to {self.root} ({type(exc).__name__}: {exc}); "
+                   "live mode goes on without saving measurements (set LABKIT_CACHE to a writable folder to keep them)")
+
+    def _ensure_metadata(self) -> None:
+        meta = self.path / "metadata.json"
+        if meta.is_file():
+            return
+        from . import __version__
+
+        body = {"schema_version": SCHEMA_VERSION, "kind": "local", "identity": self.identity, "identity_hash": self.key,
+                "created": _now(), "labkit": __version__}
+        write_atomic(meta, (json.dumps(body, indent=2) + "\n").encode())
+
+    def put(self, name: str, request: dict, df, seconds: Optional[float] = None) -> Optional[Path]:
+        """Save experiment ``name``'s result ``df`` for ``request``, measured just now in
+        ``seconds``. Returns the file written, or None when saving is off or failed."""
+        from .experiments import request_key
+
+        if not self.writable:
+            return None
+        key = request_key(request)
+        table = df.copy()
+        table.attrs = {}
+        table.insert(0, "request", key)
+        csv_text = table.to_csv(index=False)
+        body = {"schema_version": SCHEMA_VERSION, "identity_hash": self.key, "experiment": name, "request": key,
+                "measured_at": _now(), "measure_seconds": None if seconds is None else round(float(seconds), 4),
+                "gpu": self.identity.get("gpu"), "cudnn_backend": self.identity.get("cudnn_backend"),
+                "rows": len(table), "csv_sha256": hashlib.sha256(csv_text.encode()).hexdigest(), "csv": csv_text}
+        path = self.entry_path(name, request)
+        try:
+            self._ensure_metadata()
+            write_atomic(path, json.dumps(body).encode())
+        except OSError as exc:
+            self._write_failed(exc)
+            return None
+        self.saved += 1
+        return path
+
+    def has(self, name: str, request: dict) -> bool:
+        """Whether a file for this call exists (not read: `get` checks it)."""
+        try:
+            return self.entry_path(name, request).is_file()
+        except OSError:
+            return False
+
+    def _read(self, path: Path, name: Optional[str] = None, request_key: Optional[str] = None) -> Optional[dict]:
+        """A checked entry, or None (missing; or unreadable: set aside with a warning)."""
+        try:
+            raw = path.read_bytes()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as exc:
+            _warn_once(f"read:{path}", f"labkit cache: cannot read {path} ({exc}); measuring instead")
+            return None
+        why = _check_entry(raw, self.key, name, request_key)
+        if isinstance(why, str):
+            set_aside(self.root, path, why)
+            return None
+        return why
+
+    def get(self, name: str, request: dict):
+        """The saved result of ``name`` for ``request`` as a DataFrame (provenance in ``attrs``:
+        ``mode`` live, ``gpu``, ``measured_at``, ``saved_in``), or None."""
+        from .experiments import request_key
+
+        path = self.entry_path(name, request)
+        entry = self._read(path, name, request_key(request))
+        return None if entry is None else self._frame(entry, request, path)
+
+    def _frame(self, entry: dict, request: dict, path: Path):
+        df = entry["_df"].drop(columns=["request"]).dropna(axis=1, how="all").reset_index(drop=True)
+        ident = self.identity
+        df.attrs.update({"mode": "live", "gpu": ident.get("gpu"), "compute_capability": ident.get("compute_capability"),
+                         "cudnn_backend": ident.get("cudnn_backend"), "cudnn_frontend": ident.get("cudnn_frontend"),
+                         "cupy": ident.get("cupy"), "date": entry["measured_at"][:10],
+                         "measured_at": entry["measured_at"], "measure_seconds": entry.get("measure_seconds"),
+                         "saved_in": str(path), "experiment": entry["experiment"], "request": request})
+        return df
+
+    def entries(self, name: Optional[str] = None) -> Iterator[dict]:
+        """Every readable entry (of experiment ``name``, or all), unreadable ones set aside."""
+        if not self.path.is_dir():
+            return
+        folders = [self.path / name] if name else sorted(p for p in self.path.iterdir() if p.is_dir())
+        for folder in folders:
+            if not folder.is_dir():
+                continue
+            for f in sorted(folder.glob("*.json")):
+                entry = self._read(f, folder.name)
+                if entry is not None:
+                    yield entry
+
+    def experiments(self) -> List[str]:
+        if not self.path.is_dir():
+            return []
+        return sorted(p.name for p in self.path.iterdir() if p.is_dir() and any(p.glob("*.json")))
+
+    def requests(self, name: str) -> List[dict]:
+        """Every request saved for experiment ``name``."""
+        return [json.loads(e["request"]) for e in self.entries(name)]
+
+    def table(self, name: str):
+        """Every saved row of experiment ``name``, with its ``request`` column (as in a
+        shipped recording's CSV) and ``measured_at``."""
+        import pandas as pd
+
+        frames = []
+        for e in self.entries(name):
+            df = e["_df"].copy()
+            df["measured_at"] = e["measured_at"]
+            frames.append(df)
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["request"])
+
+    def export(self, out) -> Path:
+        """Write this recording as a standard recording folder (`labkit.recordings`: one CSV per
+        experiment, ``metadata.json`` with rows and sha256 per file) at ``out``. Refuses a
+        folder that already holds a metadata.json."""
+        from . import __version__, recordings
+
+        out = Path(out)
+        if (out / "metadata.json").exists():
+            raise CacheError("a recording is already there; export to a new folder", out)
+        out.mkdir(parents=True, exist_ok=True)
+        files: Dict[str, dict] = {}
+        dates = []
+        for name in self.experiments():
+            df = self.table(name)
+            dates += list(df["measured_at"])
+            csv = out / f"{name}.csv"
+            csv.write_text(df.drop(columns=["measured_at"]).to_csv(index=False))
+            files[name] = {"file": csv.name, "rows": len(df), "sha256": recordings.sha256(csv)}
+        ident = self.identity
+        meta = {"schema_version": recordings.SCHEMA_VERSION, "gpu": ident.get("gpu"),
+                "compute_capability": ident.get("compute_capability"), "driver": ident.get("cuda_driver"),
+                "nvidia_driver": ident.get("nvidia_driver"), "cuda_runtime": ident.get("cuda_runtime"),
+                "cudnn_backend": ident.get("cudnn_backend"), "cudnn_frontend": ident.get("cudnn_frontend"),
+                "cupy": ident.get("cupy"), "labkit": __version__, "date": max(dates)[:10] if dates else _now()[:10],
+                "command": f"labkit.localcache export of {self.path}", "complete": False, "experiments": files}
+        (out / "metadata.json").write_text(json.dumps(meta, indent=2) + "\n")
+        return out
+
+    def clear(self) -> int:
+        """Delete every saved measurement of this identity. Returns how many files went."""
+        n = 0
+        if self.path.is_dir():
+            for f in self.path.glob("*/*.json"):
+                try:
+                    f.unlink()
+                    n += 1
+                except OSError:
+                    pass
+        return n
+
+
+def _check_entry(raw: bytes, identity_key: str, name: Optional[str], request_key: Optional[str]):
+    """The entry dict, or a string saying why it cannot be used."""
+    try:
+        entry = json.loads(raw.decode())
+    except (UnicodeDecodeError, ValueError) as exc:
+        return f"not valid JSON, truncated or corrupt: {str(exc)[:80]}"
+    if not isinstance(entry, dict):
+        return "not a JSON object"
+    if entry.get("schema_version") != SCHEMA_VERSION:
+        return f"schema version {entry.get('schema_version')!r}; this labkit reads {SCHEMA_VERSION}"
+    if entry.get("identity_hash") != identity_key:
+        return "measured under another machine identity"
+    for field in ("experiment", "request", "measured_at", "csv", "csv_sha256", "rows"):
+        if field not in entry:
+            return f"lacks {field!r}"
+    if name is not None and entry["experiment"] != name:
+        return f"holds experiment {entry['experiment']!r}, not {name!r}"
+    if request_key is not None and entry["request"] != request_key:
+        return "holds another request"
+    if hashlib.sha256(str(entry["csv"]).encode()).hexdigest() != entry["csv_sha256"]:
+        return "rows do not match their sha256 (corrupt or edited)"
+    import pandas as pd
+
+    try:
+        df = pd.read_csv(io.StringIO(str(entry["csv"])), keep_default_na=True)
+    except Exception as exc:  # noqa: BLE001  (pandas' parser errors say what is wrong)
+        return f"rows cannot be parsed: {str(exc)[:80]}"
+    if "request" not in df.columns or len(df) != int(entry["rows"]):
+        return f"expected {entry['rows']} rows with a request column, found {len(df)}"
+    entry["_df"] = df
+    return entry
+
+
+def now() -> str:
+    """The local time now, ISO 8601 with its UTC offset, to the second."""
+    return _now()
+
+
+def _now() -> str:
+    return datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+
+
+# ---- the one for this process -----------------------------------------------------------------
+_current: Optional[LocalRecording] = None
+_current_lock = threading.Lock()
+
+
+def current() -> Optional[LocalRecording]:
+    """This machine's recording in the cache folder, or None in recorded mode (no GPU) or with
+    ``LABKIT_LOCAL_RECORDING=0``. Raises `CacheError` for a ``LABKIT_CACHE`` that is a file."""
+    global _current
+    if os.environ.get("LABKIT_LOCAL_RECORDING", "").strip() == "0":
+        return None
+    root = cache_root()
+    with _current_lock:
+        if _current is not None and _current.root == root:
+            return _current
+        ident = this_identity()
+        if ident is None:
+            return None
+        _current = LocalRecording(root, ident)
+        return _current
+
+
+def reset() -> None:
+    """Forget the process's `current` recording (the next call looks at ``LABKIT_CACHE`` again)."""
+    global _current
+    with _current_lock:
+        _current = None
