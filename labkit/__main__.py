@@ -1,4 +1,4 @@
-"""Command line: ``python -m labkit doctor | record | bench strategies | bench vs-torch``."""
+"""Command line: ``python -m labkit doctor | fill | record | bench strategies | bench vs-torch``."""
 from __future__ import annotations
 
 import argparse
@@ -9,6 +9,10 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m labkit", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("doctor", help="what this machine has, the mode and why, the recordings available")
+    fill = sub.add_parser("fill", help="measure every lesson's values on this GPU into its own recording (the cache "
+                                       "live panels read first); resumable, Ctrl-C keeps what was measured")
+    fill.add_argument("--quick", action="store_true", help="the lessons' base calls only")
+    fill.add_argument("--only", action="append", metavar="EXPERIMENT", help="only this experiment (repeatable)")
     rec = sub.add_parser("record", help="record every experiment's lesson grid on this GPU")
     rec.add_argument("--quick", action="store_true", help="the lessons' base calls only (about 2 minutes)")
     rec.add_argument("--only", action="append", metavar="EXPERIMENT", help="record only this experiment (repeatable)")
@@ -25,7 +29,14 @@ def main(argv=None) -> int:
             from .env import doctor
 
             print(doctor())
+            from . import localcache
+
+            print(localcache.describe())
             return 0
+        if args.command == "fill":
+            from .record import main_fill
+
+            return main_fill(args)
         if args.command == "record":
             from .record import main_record
 

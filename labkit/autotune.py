@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Dict, Optional
+from typing import Callable, Dict, List, Optional
 
 import cupy
 
@@ -34,8 +34,11 @@ class TuneResult:
 
 
 def autotune(cg: engine.ConvGraph, ops: Optional[engine.Operands] = None, calls: int = 10,
-             early_stop_ratio: float = 3.0, max_plans: Optional[int] = None) -> TuneResult:
-    """Time every runnable plan of ``cg`` (the first ``max_plans`` if given) and pick the fastest."""
+             early_stop_ratio: float = 3.0, max_plans: Optional[int] = None,
+             on_row: Optional[Callable[[List[dict], int], None]] = None) -> TuneResult:
+    """Time every runnable plan of ``cg`` (the first ``max_plans`` if given) and pick the fastest.
+    Plans are timed in the heuristic's order (its pick first). ``on_row(rows, total)`` is called
+    after each plan with the rows so far (charts that fill in: `labkit.progress`)."""
     import pandas as pd
 
     t0 = time.perf_counter()
@@ -61,6 +64,8 @@ def autotune(cg: engine.ConvGraph, ops: Optional[engine.Operands] = None, calls:
         except Exception as exc:  # a plan that builds but will not run or capture
             row.update(gpu_us=float("nan"), status=f"failed: {type(exc).__name__}: {str(exc)[:160]}")
         rows.append(row)
+        if on_row is not None:
+            on_row(rows, len(plans))
     table = pd.DataFrame(rows)
     ok = table[table.status == "ok"]
     if ok.empty:

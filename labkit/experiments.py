@@ -19,6 +19,7 @@ from typing import Optional, Sequence
 
 from .errors import InvalidSpec, LabkitError, OutOfMemory, Unsupported
 from .prefetch import checkpoint
+from .progress import report
 from .spec import DTYPES, LAYOUTS, ConvSpec
 
 #: the lessons' base convolution: a ResNet-50 stage-1 3x3 layer at batch 32
@@ -179,6 +180,7 @@ def precision(spec: ConvSpec = BASE, dtypes: Sequence[str] = DTYPES):
         except LabkitError as exc:
             row.update(_status_row(exc))
         rows.append(row)
+        report(lambda: _frame(rows), len(rows), len(dtypes), "dtypes")
     return _frame(rows)
 
 
@@ -216,6 +218,7 @@ def layout(spec: ConvSpec = BASE):
         except LabkitError as exc:
             row.update(_status_row(exc))
         rows.append(row)
+        report(lambda: _frame(rows), len(rows), len(LAYOUTS), "layouts")
     return _frame(rows)
 
 
@@ -254,48 +257,50 @@ def fusion(spec: ConvSpec = BASE, epilogues: Sequence[str] = ("bias_relu", "bias
     spec = _spec(spec)
     if spec.direction != "fprop" or spec.dtype not in FUSION_DTYPES:
         raise InvalidSpec("spec", spec.label, "fusion compares fprop in fp16 or fp32 (CuPy has no bf16/fp8 kernels)")
-    rows = []
-    for epi in epilogues:
-        ops = engine.Operands(spec, epi)
+    paths = ("fused", "fused, autotuned", "unfused")
+    done = {}  # (epilogue index, path index) -> row
+    cases = {}  # epilogue -> (operands, float64 reference)
+
+    def table():
+        df = _frame([done[k] for k in sorted(done)])
+        df.insert(0, "dtype", spec.dtype)
+        df.insert(1, "layout", spec.layout)
+        return df
+
+    def case(epi):
+        if epi not in cases:
+            ops = engine.Operands(spec, epi)
+            cases[epi] = (ops, verify.expected(spec, ops))
+        return cases[epi]
+
+    def fused_row(epi, cg, plan, us, **extra):
+        """Run ``plan`` once more on a poisoned output, check it against the reference, make its row."""
+        ops, want = case(epi)
+        ops.poison_output()
+        ws = memory.alloc(plan.workspace_bytes, "workspace")
+        cg.execute(ops.arrays, int(ws.data.ptr), plan.index)
+        cupy.cuda.get_current_stream().synchronize()
+        moved = _bytes_model(spec, epi, True)
+        return dict(gpu_us=us, allocated_bytes=ops.nbytes + plan.workspace_bytes, intermediate_bytes=0,
+                    modelled_hbm_bytes=moved, achieved_gb_s=moved / (us * 1e-6) / 1e9,
+                    rel_error=reference.relative_error(ops.output(), want), kernels_per_call="1 graph",
+                    plan_name=plan.name, **extra, status="ok", reason="")
+
+    def fused(epi):  # the heuristic's fused plan: what a framework that does not autotune gets
+        cg = engine.get_graph(spec, epi, all_plans=False)
+        plan, t = _timed_plan(cg, ops=case(epi)[0])
+        return fused_row(epi, cg, plan, t.median_us)
+
+    def autotuned(epi):  # every plan of the fused graph timed; the fastest, checked like the heuristic's
+        full = engine.get_graph(spec, epi)
+        tuned = autotune.autotune(full, case(epi)[0])
+        best = full.plan(tuned.best_index)
+        return fused_row(epi, full, best, tuned.gpu_us(best.index), plans_timed=int((tuned.table.status == "ok").sum()))
+
+    def unfused(epi):  # conv alone, then elementwise kernels on real tensors
+        ops, want = case(epi)
         out_role = ops.output_role
         stream = cupy.cuda.Stream(non_blocking=True)
-        want = verify.expected(spec, ops)
-        # fused
-        try:
-            cg = engine.get_graph(spec, epi, all_plans=False)
-            plan, t = _timed_plan(cg, ops=ops)
-            ops.poison_output()
-            ws = memory.alloc(plan.workspace_bytes, "workspace")
-            cg.execute(ops.arrays, int(ws.data.ptr), plan.index)
-            cupy.cuda.get_current_stream().synchronize()
-            err = reference.relative_error(ops.output(), want)
-            alloc = ops.nbytes + plan.workspace_bytes
-            moved = _bytes_model(spec, epi, True)
-            rows.append(dict(epilogue=epi, path="fused", gpu_us=t.median_us, allocated_bytes=alloc,
-                             intermediate_bytes=0, modelled_hbm_bytes=moved,
-                             achieved_gb_s=moved / (t.median_us * 1e-6) / 1e9, rel_error=err, kernels_per_call="1 graph",
-                             plan_name=plan.name, status="ok", reason=""))
-        except LabkitError as exc:
-            rows.append(dict(epilogue=epi, path="fused", **_status_row(exc)))
-        # fused, every plan timed: the best one, checked like the heuristic's
-        try:
-            full = engine.get_graph(spec, epi)
-            tuned = autotune.autotune(full, ops)
-            best = full.plan(tuned.best_index)
-            ops.poison_output()
-            ws = memory.alloc(best.workspace_bytes, "workspace")
-            full.execute(ops.arrays, int(ws.data.ptr), best.index)
-            cupy.cuda.get_current_stream().synchronize()
-            err = reference.relative_error(ops.output(), want)
-            us = tuned.gpu_us(best.index)
-            moved = _bytes_model(spec, epi, True)
-            rows.append(dict(epilogue=epi, path="fused, autotuned", gpu_us=us, allocated_bytes=ops.nbytes + best.workspace_bytes,
-                             intermediate_bytes=0, modelled_hbm_bytes=moved, achieved_gb_s=moved / (us * 1e-6) / 1e9,
-                             rel_error=err, kernels_per_call="1 graph", plan_name=best.name,
-                             plans_timed=int((tuned.table.status == "ok").sum()), status="ok", reason=""))
-        except LabkitError as exc:
-            rows.append(dict(epilogue=epi, path="fused, autotuned", **_status_row(exc)))
-        # unfused: conv alone, then elementwise kernels on real tensors
         plain = engine.get_graph(spec, all_plans=False)
         pplan = plain.default_plan
         ws2 = memory.alloc(pplan.workspace_bytes, "workspace")
@@ -306,7 +311,7 @@ def fusion(spec: ConvSpec = BASE, epilogues: Sequence[str] = ("bias_relu", "bias
         conv_y = memory.empty(y.shape, y.dtype, "conv output")
         bound = plain.bind({**ops.arrays, out_role: conv_y}, int(ws2.data.ptr), pplan.index, stream)
 
-        def unfused():
+        def sequence():
             bound.run()
             cupy.add(conv_y, bias, out=t1)
             src = t1
@@ -315,23 +320,35 @@ def fusion(spec: ConvSpec = BASE, epilogues: Sequence[str] = ("bias_relu", "bias
                 src = t2
             cupy.maximum(src, 0, out=y)
 
-        tu = measure.graph_replay(unfused, stream, calls=5)
+        tu = measure.graph_replay(sequence, stream, calls=5)
+        ops.poison_output()
         with stream:
-            unfused()
+            sequence()
         stream.synchronize()
         got = engine.logical_view(numerics.decode(y, spec.output_dtype), spec.layout)
         inter = conv_y.nbytes + t1.nbytes + (t2.nbytes if z is not None else 0)
         moved = _bytes_model(spec, epi, False)
-        rows.append(dict(epilogue=epi, path="unfused", gpu_us=tu.median_us,
-                         allocated_bytes=ops.nbytes + inter + pplan.workspace_bytes, intermediate_bytes=inter,
-                         modelled_hbm_bytes=moved, achieved_gb_s=moved / (tu.median_us * 1e-6) / 1e9,
-                         rel_error=reference.relative_error(got, want),
-                         kernels_per_call=f"conv + {3 if z is not None else 2} elementwise",
-                         plan_name=pplan.name, status="ok", reason=""))
-    df = _frame(rows)
-    df.insert(0, "dtype", spec.dtype)
-    df.insert(1, "layout", spec.layout)
-    return df
+        return dict(gpu_us=tu.median_us, allocated_bytes=ops.nbytes + inter + pplan.workspace_bytes,
+                    intermediate_bytes=inter, modelled_hbm_bytes=moved, achieved_gb_s=moved / (tu.median_us * 1e-6) / 1e9,
+                    rel_error=reference.relative_error(got, want),
+                    kernels_per_call=f"conv + {3 if z is not None else 2} elementwise",
+                    plan_name=pplan.name, status="ok", reason="")
+
+    # cheapest and most telling first: the heuristic's fused plan and the unfused sequence for
+    # every epilogue, then the autotuned fused plans (every plan of a fused graph: seconds)
+    order = [(e, p) for p in (0, 2) for e in range(len(epilogues))] + [(e, 1) for e in range(len(epilogues))]
+    make = {0: fused, 1: autotuned, 2: unfused}
+    for e, p in order:
+        epi = epilogues[e]
+        try:
+            row = make[p](epi)
+        except LabkitError as exc:
+            if p == 2:
+                raise
+            row = _status_row(exc)
+        done[(e, p)] = dict(epilogue=epi, path=paths[p], **row)
+        report(table, len(done), len(order), "paths measured")
+    return table()
 
 
 @experiment
@@ -342,17 +359,25 @@ def plans(spec: ConvSpec = BASE):
 
     spec = _spec(spec)
     cg = engine.get_graph(spec)
-    tuned = autotune.autotune(cg)
-    df = tuned.table.copy()
-    df["heuristic_pick"] = df.plan_index == tuned.heuristic_index
-    df["best"] = df.plan_index == tuned.best_index
-    ok = df[df.status == "ok"]
-    df["worst"] = df.plan_index == int(ok.loc[ok.gpu_us.idxmax(), "plan_index"]) if not ok.empty else False
-    df["candidates"] = len(cg.plans)
-    df["deterministic"] = df.plan_name.isin(cg.deterministic_names())
-    df.insert(0, "dtype", spec.dtype)
-    df.insert(1, "layout", spec.layout)
-    df.insert(2, "direction", spec.direction)
+    heuristic = cg.default_plan.index
+
+    def table(rows, deterministic=None):
+        df = _frame(rows)
+        ok = df[df.status == "ok"]
+        df["heuristic_pick"] = df.plan_index == heuristic
+        df["best"] = df.plan_index == int(ok.loc[ok.gpu_us.idxmin(), "plan_index"]) if not ok.empty else False
+        df["worst"] = df.plan_index == int(ok.loc[ok.gpu_us.idxmax(), "plan_index"]) if not ok.empty else False
+        df["candidates"] = len(cg.plans)
+        df["deterministic"] = df.plan_name.isin(deterministic if deterministic is not None else ())
+        df.insert(0, "dtype", spec.dtype)
+        df.insert(1, "layout", spec.layout)
+        df.insert(2, "direction", spec.direction)
+        return df
+
+    tuned = autotune.autotune(cg, on_row=lambda rows, total: report(lambda: table(list(rows)), len(rows), total,
+                                                                     "plans timed"))
+    df = table(tuned.table.to_dict("records"), cg.deterministic_names())
+    assert int(df[df.best].plan_index.iloc[0]) == tuned.best_index
     return df
 
 
@@ -363,25 +388,30 @@ def caps(spec: ConvSpec = BASE, caps: Sequence[Optional[int]] = CAPS):
     from . import autotune, engine
 
     spec = _spec(spec)
-    base_best = None
-    rows = []
-    for cap in caps:
+    order = sorted(range(len(caps)), key=lambda i: caps[i] is not None)  # unlimited first: the yardstick
+    done = {}
+
+    def table():
+        df = _frame([done[i] for i in sorted(done)])
+        unlimited = df[(df.cap_bytes == -1) & (df.status == "ok")] if "status" in df.columns else df.iloc[0:0]
+        if not unlimited.empty:
+            df["slowdown_vs_unlimited"] = df.gpu_us / float(unlimited.gpu_us.iloc[0])
+        df.insert(0, "dtype", spec.dtype)
+        df.insert(1, "layout", spec.layout)
+        return df
+
+    for i in order:
+        cap = caps[i]
         try:
             cg = engine.get_graph(spec, workspace_cap=cap)
             tuned = autotune.autotune(cg)
             best = tuned.table[tuned.table.plan_index == tuned.best_index].iloc[0]
-            rows.append(dict(cap_bytes=-1 if cap is None else cap, plans_within_cap=len(cg.runnable), best_plan=best.plan_name,
-                             workspace_bytes=int(best.workspace_bytes), gpu_us=float(best.gpu_us), status="ok", reason=""))
-            if cap is None:
-                base_best = float(best.gpu_us)
+            done[i] = dict(cap_bytes=-1 if cap is None else cap, plans_within_cap=len(cg.runnable), best_plan=best.plan_name,
+                           workspace_bytes=int(best.workspace_bytes), gpu_us=float(best.gpu_us), status="ok", reason="")
         except LabkitError as exc:
-            rows.append(dict(cap_bytes=-1 if cap is None else cap, plans_within_cap=0, **_status_row(exc)))
-    df = _frame(rows)
-    if base_best is not None:
-        df["slowdown_vs_unlimited"] = df.gpu_us / base_best
-    df.insert(0, "dtype", spec.dtype)
-    df.insert(1, "layout", spec.layout)
-    return df
+            done[i] = dict(cap_bytes=-1 if cap is None else cap, plans_within_cap=0, **_status_row(exc))
+        report(table, len(done), len(caps), "caps autotuned")
+    return table()
 
 
 @experiment
@@ -413,6 +443,7 @@ def build_cost(spec: ConvSpec = BASE):
         t0 = time.perf_counter()
         out = fn()
         rows.append(dict(stage=stage, seconds=time.perf_counter() - t0))
+        report(lambda: _frame(rows), len(rows), 7, "build stages")
         return out
 
     cache = engine.GraphCache(4)
@@ -469,8 +500,8 @@ def roofline(dtype: str = "fp16", layout: str = "NHWC", N: int = 32):
     from . import ceilings, env
 
     ceiling = ceilings.for_gpu(env.environment().gpu_name)
-    rows = []
-    for name, s in resnet50_shapes(N):
+    rows, shapes = [], resnet50_shapes(N)
+    for name, s in shapes:
         s = s.replace(dtype=dtype, layout=layout)
         row = dict(shape=name, dtype=dtype, layout=layout, flops=s.flops, min_bytes=s.min_bytes,
                    intensity_flops_per_byte=s.arithmetic_intensity,
@@ -481,6 +512,7 @@ def roofline(dtype: str = "fp16", layout: str = "NHWC", N: int = 32):
         if row["status"] == "ok":
             row["achieved_gb_s"] = s.min_bytes / (row["gpu_us"] * 1e-6) / 1e9
         rows.append(row)
+        report(lambda: _frame(rows), len(rows), len(shapes), "shapes")
     return _frame(rows)
 
 
@@ -502,6 +534,7 @@ def sweep(field: str = "N", values: Sequence[int] = (1, 2, 4, 8, 16, 32, 64), ba
         s = base.replace(**change)
         rows.append(dict(field=field, value=v, dtype=s.dtype, layout=s.layout, direction=s.direction, flops=s.flops,
                          **_heuristic_row(s)))
+        report(lambda: _frame(rows), len(rows), len(values), f"{field} values")
     return _frame(rows)
 
 
@@ -514,7 +547,8 @@ def workspace_sizes(spec: ConvSpec = BASE):
     from . import engine
 
     spec, rows = _spec(spec), []
-    for d, lay, direction in itertools.product(DTYPES, LAYOUTS, ("fprop", "dgrad", "wgrad")):
+    variants = list(itertools.product(DTYPES, LAYOUTS, ("fprop", "dgrad", "wgrad")))
+    for d, lay, direction in variants:
         s = spec.replace(dtype=d, layout=lay, direction=direction)
         row = dict(dtype=d, layout=lay, direction=direction)
         try:
@@ -525,6 +559,7 @@ def workspace_sizes(spec: ConvSpec = BASE):
         except LabkitError as exc:
             row.update(_status_row(exc))
         rows.append(row)
+        report(lambda: _frame(rows), len(rows), len(variants), "variants (each builds every plan)")
     return _frame(rows)
 
 

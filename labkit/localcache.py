@@ -279,7 +279,8 @@ class LocalRecording:
                          "cudnn_backend": ident.get("cudnn_backend"), "cudnn_frontend": ident.get("cudnn_frontend"),
                          "cupy": ident.get("cupy"), "date": entry["measured_at"][:10],
                          "measured_at": entry["measured_at"], "measure_seconds": entry.get("measure_seconds"),
-                         "saved_in": str(path), "experiment": entry["experiment"], "request": request})
+                         "saved_in": str(path), "loaded_from_disk": True, "experiment": entry["experiment"],
+                         "request": request})
         return df
 
     def entries(self, name: Optional[str] = None) -> Iterator[dict]:
@@ -426,3 +427,19 @@ def reset() -> None:
     global _current
     with _current_lock:
         _current = None
+
+
+def describe() -> str:
+    """Two lines for ``doctor``: where this GPU's recording lives and how much it holds."""
+    try:
+        root = cache_root()
+    except CacheError as exc:
+        return f"{'saved measurements':>20}: error: {exc}"
+    store = current()
+    if store is None:
+        why = "off (LABKIT_LOCAL_RECORDING=0)" if os.environ.get("LABKIT_LOCAL_RECORDING", "").strip() == "0" \
+            else "none on this machine (no live GPU)"
+        return f"{'saved measurements':>20}: {why}; cache folder {root}"
+    n = sum(1 for _ in store.path.glob("*/*.json")) if store.path.is_dir() else 0
+    return (f"{'saved measurements':>20}: {n} calls measured on this GPU, in {store.path}\n"
+            f"{'':>20}  (`python -m labkit fill` measures every lesson's values ahead)")

@@ -253,3 +253,60 @@ def main_record(args) -> int:
     interrupted = any((n, request_key(request_of(n, **kw))) not in done for n, kw in missing)
     return 130 if interrupted else 0
 
+
+
+# ---- this GPU's own recording, filled ahead ------------------------------------------------------
+def fill(quick: bool = False, only: Optional[Iterable[str]] = None) -> dict:
+    """Measure every lesson's grid (`grid`) on this GPU into this GPU's own recording
+    (`labkit.localcache`), so that live panels answer those values at recorded speed from the
+    first visit on. Resumable: a call already saved is skipped; Ctrl-C keeps what was saved
+    (every file is written whole or not at all). Returns counts: saved, skipped, failed (with
+    the reasons), seconds."""
+    from . import env, experiments, lessons, localcache
+
+    env.require_live("filling this GPU's recording")
+    from tqdm.auto import tqdm
+
+    store = localcache.current()
+    if store is None:
+        raise LabkitError("this GPU's recording is turned off (LABKIT_LOCAL_RECORDING=0)")
+    calls = grid(quick)
+    if only:
+        only = list(only)
+        unknown = [o for o in only if o not in experiments.registry()]
+        if unknown:
+            raise InvalidSpec("only", unknown, f"must name experiments: {', '.join(sorted(experiments.registry()))}")
+        calls = [c for c in calls if c[0] in only]
+    counts = {"saved": 0, "skipped": 0, "failed": 0, "reasons": [], "seconds": 0.0, "folder": str(store.path)}
+    t0 = time.perf_counter()
+    bar = tqdm(calls, desc="filling this GPU's recording", unit="call")
+    try:
+        for name, kwargs in bar:
+            if store.has(name, request_of(name, **kwargs)):
+                counts["skipped"] += 1
+                continue
+            bar.set_postfix_str(name)
+            try:
+                lessons._live(name, kwargs)
+                counts["saved"] += 1
+            except LabkitError as exc:
+                counts["failed"] += 1
+                counts["reasons"].append(f"{name} {json.dumps(kwargs, default=str)[:80]}: {exc}"[:300])
+            if not store.writable:
+                raise LabkitError(f"cannot write to {store.root}; nothing more would be saved")
+    except KeyboardInterrupt:
+        print("\ninterrupted: what was measured is saved; run the same command again to go on", file=sys.stderr)
+        counts["interrupted"] = True
+    finally:
+        bar.close()
+        counts["seconds"] = time.perf_counter() - t0
+    return counts
+
+
+def main_fill(args) -> int:
+    counts = fill(args.quick, args.only)
+    print(f"this GPU's recording: {counts['folder']}\n  saved {counts['saved']} calls, {counts['skipped']} were there "
+          f"already, {counts['failed']} failed, in {counts['seconds']:.0f} s")
+    for r in counts["reasons"]:
+        print(f"  failed: {r}")
+    return 130 if counts.get("interrupted") else 0

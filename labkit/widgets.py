@@ -492,9 +492,15 @@ class Panel:
             ahead = not force and self._measured_already()
             if not ahead:
                 self.status.value = _status("running", "measuring on the GPU ...")
+        self._t0, self._last_partial, self.partial_draws, self.first_paint_ms = t0, 0.0, 0, None
         try:
-            df = self._result(force)
+            from .progress import listening
+
+            with listening(self._on_partial):
+                df = self._result(force)
             self._draw(df)
+            if self.first_paint_ms is None:
+                self.first_paint_ms = (time.perf_counter() - t0) * 1000
             self.df, self.error = df, None
             self.message.value = ""
             took = (time.perf_counter() - t0) * 1000
@@ -516,6 +522,28 @@ class Panel:
             self._fail(exc, unexpected=True)
         self.last_update_ms = (time.perf_counter() - t0) * 1000
         self.updates += 1
+
+    #: live: seconds between two partial draws of a chart that fills in (the last part always draws)
+    PARTIAL_EVERY_S = 0.25
+
+    def _on_partial(self, make_frame, done: int, total: int, unit: str) -> None:
+        """A measurement in progress reports its table so far (`labkit.progress`): draw it into
+        the same figure (at most every `PARTIAL_EVERY_S`) and say how far it is."""
+        now = time.perf_counter()
+        if now - self._last_partial < self.PARTIAL_EVERY_S or done >= total:
+            return  # the finished table is drawn by refresh
+        from . import experiments
+
+        df = make_frame()
+        df.attrs.update(experiments.provenance(live=True))
+        df.attrs.update(experiment=self.cfg.experiment, request=self._request(self.state), partial=True)
+        self._draw(df)
+        self._last_partial = time.perf_counter()
+        self.partial_draws += 1
+        if self.first_paint_ms is None:
+            self.first_paint_ms = (self._last_partial - self._t0) * 1000
+        self.status.value = _status("running", f"{done} of {total} {html.escape(unit)}, {now - self._t0:.1f} s; "
+                                               "the chart fills in as the rest is measured ...")
 
     def _measured_already(self) -> bool:
         from . import lessons
@@ -648,23 +676,26 @@ def _figure_widget(fig, width: Optional[int]):
 
 
 def live_note(df, started: float, ahead: bool = False) -> str:
-    """Where a live result came from, for the status line: measured by this change (and saved
-    in this GPU's recording), or measured earlier on this GPU at a given time (by the background
-    worker, another notebook or an earlier session); ``started``: when the change began (Unix s)."""
+    """Where a live result came from, for the status line: read from this GPU's recording on
+    disk (measured at a given time, by an earlier session, another notebook or the background
+    worker), measured ahead of this change in this session, or measured by this change (and
+    saved); ``started``: when the change began (Unix seconds)."""
     import datetime
 
-    at = df.attrs.get("measured_at")
-    saved = " and saved in this GPU's recording" if df.attrs.get("saved_in") else ""
+    a = df.attrs
+    saved = " and saved in this GPU's recording" if a.get("saved_in") else ""
     try:
-        when = datetime.datetime.fromisoformat(str(at))
+        when = datetime.datetime.fromisoformat(str(a.get("measured_at")))
+        today = datetime.datetime.now(when.tzinfo).date() == when.date()
+        stamp = when.strftime("%H:%M:%S today" if today else "%Y-%m-%d %H:%M")
     except ValueError:
-        return "measured" + saved
-    if when.timestamp() >= started - 1 and not ahead:
-        secs = df.attrs.get("measure_seconds")
-        return (f"measured now in {secs:.1f} s" if isinstance(secs, (int, float)) else "measured now") + saved
-    today = datetime.datetime.now(when.tzinfo).date() == when.date()
-    stamp = when.strftime("%H:%M:%S today" if today else "%Y-%m-%d %H:%M")
-    return f"measured on this GPU at {stamp}" + (" (saved; <i>measure again</i> to redo it)" if saved else "")
+        when, stamp = None, "an earlier time"
+    if a.get("loaded_from_disk"):
+        return f"measured on this GPU at {stamp}, read from its recording (<i>measure again</i> to redo it)"
+    if ahead or (when is not None and when.timestamp() < started - 1):
+        return f"measured earlier (ahead of this change) at {stamp}{saved}"
+    secs = a.get("measure_seconds")
+    return (f"measured now in {secs:.1f} s" if isinstance(secs, (int, float)) else "measured now") + saved
 
 
 def _status(kind: str, text: str) -> str:

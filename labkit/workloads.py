@@ -147,5 +147,11 @@ def run_all(workload: str, repeats: int = 20, strategies=BENCH_STRATEGIES):
     """Every strategy on one workload; a DataFrame with `run_one`'s rows."""
     import pandas as pd
 
+    from .progress import report
+
     sequence(workload, repeats)  # validate before any GPU work
-    return pd.DataFrame([run_one(name, opts, workload, repeats) for name, opts in strategies])
+    rows = []
+    for name, opts in strategies:
+        rows.append(run_one(name, opts, workload, repeats))
+        report(lambda: pd.DataFrame(rows), len(rows), len(strategies), "strategies run")
+    return pd.DataFrame(rows)

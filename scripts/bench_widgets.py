@@ -5,11 +5,19 @@ that panel), changes each control to each value it offers (recorded mode: the re
 around the base, one factor at a time; live mode: a few values per control) through
 ``panel.set(...)``: the same observer a click runs. The latency is the wall time until ``set``
 returns, checked to have changed the FigureWidget's trace data (or to show a no-data message).
-Two conditions:
+Two latencies per change: ``first_paint_ms`` (the change until the figure first holds new data:
+a live chart that fills in draws its first part early, `labkit.progress`) and ``latency_ms`` (the
+change until the figure holds the whole answer). Conditions:
 
-* ``first visit`` (``--pause 0``, the default): results are not cached between changes
-  (``lessons.forget()`` before each) and nothing is prefetched, so recorded latency is lookup +
-  chart build + in-place update, and live latency includes the whole measurement.
+* ``first visit`` (``--pause 0``, the default): results are not kept in the session between
+  changes (``lessons.forget()`` before each) and nothing is prefetched, so recorded latency is
+  lookup + chart build + in-place update, and live latency includes the whole measurement.
+  Live, measurements are saved in this GPU's recording (`labkit.localcache`); ``--cache DIR``
+  points it at DIR (``LABKIT_CACHE``).
+* ``--condition "first visit, empty cache"`` with ``--cache`` naming a fresh folder: as above,
+  from an empty recording; ``--condition "revisit after restart"`` with the same ``--cache`` in a
+  new process: every change is answered from the recording the first run filled (column
+  ``from_disk``; ``graphs_built`` should be 0).
 * ``after a pause`` (``--pause S``, live): a learner who looks at each chart for S seconds before
   the next change (the pause follows every change and every reset). The panel's background
   worker (`labkit.prefetch`) measures the neighbouring values meanwhile; a change it guessed is
@@ -17,12 +25,14 @@ Two conditions:
   between changes: that is the point.
 
 Writes ``data/bench/widget_latency.csv`` (mode, condition, gpu, panel, control, value, ahead,
-latency_ms); rows of other (mode, condition, panel)s already in the file are kept. Prints the table
+from_disk, graphs_built, first_paint_ms, latency_ms); rows of other (mode, condition, panel)s already in the file are kept. Prints the table
 and a summary (median, p90, max per mode/condition and per panel). Not a timed test.
 
     python scripts/bench_widgets.py                       # the mode labkit picks, first visits
     LABKIT_MODE=live python scripts/bench_widgets.py --pause 3
     LABKIT_MODE=recorded python scripts/bench_widgets.py
+    d=$(mktemp -d); LABKIT_MODE=live python scripts/bench_widgets.py --cache $d --condition "first visit, empty cache"
+    LABKIT_MODE=live python scripts/bench_widgets.py --cache $d --condition "revisit after restart"
 """
 from __future__ import annotations
 
@@ -36,7 +46,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-COLUMNS = ["mode", "condition", "gpu", "panel", "control", "value", "ahead", "latency_ms"]
+COLUMNS = ["mode", "condition", "gpu", "panel", "control", "value", "ahead", "from_disk", "graphs_built",
+           "first_paint_ms", "latency_ms"]
 #: live mode: values tried per control (the recorded grid's, so the two modes are comparable)
 LIVE_VALUES = {"N": [8, 64], "C": [128], "K": [128], "H": [28], "W": [28], "dtype": ["fp32", "bf16"],
                "layout": ["NCHW"], "direction": ["dgrad"], "workload": ["random_shapes"], "launch": ["python"],
@@ -67,9 +78,9 @@ def _values(panel, control, live: bool, per_control: int):
     return vals[:per_control]
 
 
-def bench(per_control: int = 8, panels=None, verbose: bool = True, pause: float = 0.0):
+def bench(per_control: int = 8, panels=None, verbose: bool = True, pause: float = 0.0, condition=None):
     """Rows of `COLUMNS`. ``pause``: seconds of idleness after every change (0: first visits,
-    prefetching off)."""
+    prefetching off); ``condition``: the label of the run (default from ``pause``)."""
     if not pause:
         os.environ["LABKIT_PREFETCH"] = "0"
     from labkit import env, lessons, widgets
@@ -83,7 +94,7 @@ def bench(per_control: int = 8, panels=None, verbose: bool = True, pause: float 
         from labkit import recordings
 
         gpu = recordings.current().metadata.get("gpu")
-    condition = f"after a {pause:g} s pause" if pause else "first visit"
+    condition = condition or (f"after a {pause:g} s pause" if pause else "first visit")
 
     def between_changes():
         """A pause (the learner looks; the worker measures ahead), or forgetting every result."""
@@ -122,17 +133,21 @@ def bench(per_control: int = 8, panels=None, verbose: bool = True, pause: float 
                 ms = (time.perf_counter() - t) * 1000
                 g1 = _graph_stats()
                 ahead = "ahead of this change" in p.status.value
+                from_disk = "measured on this GPU at" in p.status.value
                 changed = _fingerprint(p.fig) != before
                 if not changed and p.error is None:
                     print(f"  warning: {name} {c}={v}: the figure did not change", flush=True)
+                paint = p.first_paint_ms if p.first_paint_ms is not None else ms
                 rows.append(dict(mode=m.name, condition=condition, gpu=gpu, panel=name, control=c, value=str(v),
-                                 ahead=ahead, latency_ms=round(ms, 2)))
+                                 ahead=ahead, from_disk=from_disk, graphs_built=g1[0] - g0[0],
+                                 first_paint_ms=round(min(paint, ms), 2), latency_ms=round(ms, 2)))
                 if verbose:
                     extra = f"  ({p.error[:80]})" if p.error else ""
                     if live and not ahead:
                         extra += (f"  [waited {PREFETCHER.last_wait_s * 1000:.0f} ms for the worker; {g1[0] - g0[0]} graphs "
                                   f"built in {g1[1] - g0[1]:.1f} s, {g1[2] - g0[2]} evicted]")
-                    print(f"  {c}={v}: {ms:8.1f} ms{' (measured ahead)' if ahead else ''}{extra}", flush=True)
+                    how = " (measured ahead)" if ahead else " (from this GPU's recording)" if from_disk else ""
+                    print(f"  {c}={v}: first paint {paint:8.1f} ms, complete {ms:8.1f} ms{how}{extra}", flush=True)
                 between_changes()
                 p.reset()
     if live and pause and verbose:
@@ -159,6 +174,9 @@ def write(rows, path: Path) -> "object":
             old.insert(1, "condition", "first visit")
         if "ahead" not in old.columns:
             old.insert(6, "ahead", False)
+        for col in ("from_disk", "graphs_built", "first_paint_ms"):  # runs before these columns: not measured
+            if col not in old.columns:
+                old[col] = None
         old = old[[r not in runs for r in zip(old["mode"], old["condition"], old["panel"])]]
         new = pd.concat([old[COLUMNS], new], ignore_index=True)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -173,8 +191,17 @@ def summary(df) -> str:
         lat = sorted(sub["latency_ms"])
         p90 = lat[min(len(lat) - 1, int(0.9 * len(lat)))]
         ahead = int(sub["ahead"].astype(str).str.lower().eq("true").sum())
-        lines.append(f"{mode}, {condition}, on {sub['gpu'].iloc[0]}: {len(lat)} changes ({ahead} measured ahead), "
-                     f"median {statistics.median(lat):.1f} ms, p90 {p90:.1f} ms, max {lat[-1]:.1f} ms")
+        disk = int(sub["from_disk"].astype(str).str.lower().eq("true").sum())
+        lines.append(f"{mode}, {condition}, on {sub['gpu'].iloc[0]}: {len(lat)} changes ({ahead} measured ahead, {disk} "
+                     f"from this GPU's recording), complete: median {statistics.median(lat):.1f} ms, p90 {p90:.1f} ms, "
+                     f"max {lat[-1]:.1f} ms")
+        paint = sorted(v for v in sub["first_paint_ms"] if v == v and v is not None)
+        if paint:
+            lines.append(f"  first paint: median {statistics.median(paint):.1f} ms, "
+                         f"p90 {paint[min(len(paint) - 1, int(0.9 * len(paint)))]:.1f} ms, max {paint[-1]:.1f} ms")
+        built = [v for v in sub["graphs_built"] if v == v and v is not None]
+        if built:
+            lines.append(f"  graphs built: {int(sum(built))} in all")
         per = sub.groupby("panel")["latency_ms"].median().sort_values()
         lines.append("  median per panel: " + ", ".join(f"{k} {v:.0f}" for k, v in per.items()) + " (ms)")
     return "\n".join(lines)
@@ -187,8 +214,12 @@ def main(argv=None) -> int:
     ap.add_argument("--panels", nargs="*", help="only these panels (experiment names, or 'lab')")
     ap.add_argument("--pause", type=float, default=0.0,
                     help="seconds of idleness after each change (live: the prefetch worker's time); 0: first visits")
+    ap.add_argument("--condition", help="label of this run's rows (default: 'first visit' or 'after a S s pause')")
+    ap.add_argument("--cache", help="live: this GPU's recording lives here (sets LABKIT_CACHE)")
     args = ap.parse_args(argv)
-    rows = bench(args.per_control, args.panels, pause=args.pause)
+    if args.cache:
+        os.environ["LABKIT_CACHE"] = args.cache
+    rows = bench(args.per_control, args.panels, pause=args.pause, condition=args.condition)
     df = write(rows, Path(args.out))
     print(f"\nwrote {args.out} ({len(rows)} rows of this run)")
     print(summary(df))

@@ -244,3 +244,25 @@ def test_export_is_a_recording_recorded_mode_can_read(store, tmp_path):
         pd.testing.assert_frame_equal(mine.lookup("precision", req), rec.lookup("precision", req), check_dtype=False)
     with pytest.raises(CacheError, match="already there"):
         store.export(out)
+
+
+def test_the_live_status_says_where_a_number_came_from():
+    import datetime
+    import time
+
+    from labkit.widgets import live_note
+
+    request, df = real_call()
+    now = time.time()
+    earlier = datetime.datetime.fromtimestamp(now - 3600).astimezone().isoformat(timespec="seconds")
+    just_now = datetime.datetime.fromtimestamp(now).astimezone().isoformat(timespec="seconds")
+    d = df.copy()
+    d.attrs = dict(measured_at=earlier, saved_in="/x.json", loaded_from_disk=True)
+    assert live_note(d, now).startswith("measured on this GPU at ") and "measure again" in live_note(d, now)
+    d.attrs = dict(measured_at=earlier, saved_in="/x.json")
+    assert "ahead of this change" in live_note(d, now)
+    d.attrs = dict(measured_at=just_now, measure_seconds=2.345, saved_in="/x.json")
+    assert live_note(d, now) == "measured now in 2.3 s and saved in this GPU's recording"
+    d.attrs = dict(measured_at=just_now)
+    assert live_note(d, now) == "measured now"
+    assert "ahead of this change" in live_note(d, now, ahead=True)

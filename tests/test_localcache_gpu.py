@@ -1,0 +1,138 @@
+"""This GPU's own recording, live (`labkit.localcache` through `labkit.lessons`): a second
+process is answered from disk with zero graph builds, a corrupted file is set aside and measured
+again, two processes writing at once lose nothing, and a changed cuDNN version sees nothing;
+charts fill in (`labkit.progress`) and end as a one-shot call does."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed: recorded mode)")
+
+import sense  # noqa: E402
+
+from labkit import experiments, lessons, localcache, progress, widgets  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+SMALL = experiments.BASE.replace(N=8, H=28, W=28)
+
+MEASURE = textwrap.dedent("""
+    import json, sys
+    from labkit import experiments, lessons, engine
+    spec = experiments.BASE.replace(**json.loads(sys.argv[1]))
+    df = lessons.data("precision", spec=spec)
+    print(json.dumps({"gpu_us": [None if v != v else v for v in df["gpu_us"]], "plans": list(map(str, df["plan_name"])),
+                      "builds": engine.graphs.stats.misses, "from_disk": bool(df.attrs.get("loaded_from_disk")),
+                      "saved_in": df.attrs.get("saved_in")}))
+""")
+
+
+def measure(cache: Path, **changes):
+    """Start a fresh Python process that asks for precision(SMALL + changes); its JSON answer."""
+    return start(cache, **changes).result()
+
+
+class start:
+    def __init__(self, cache: Path, **changes):
+        env = dict(os.environ, LABKIT_CACHE=str(cache), LABKIT_MODE="live", LABKIT_PREFETCH="0",
+                   PYTHONPATH=os.pathsep.join([str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+        arg = json.dumps({"N": 8, "H": 28, "W": 28, **changes})
+        self.proc = subprocess.Popen([sys.executable, "-c", MEASURE, arg], env=env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+
+    def result(self):
+        out, err = self.proc.communicate(timeout=600)
+        assert self.proc.returncode == 0, err[-3000:]
+        ans = json.loads(out.strip().splitlines()[-1])
+        ans["stderr"] = err
+        return ans
+
+
+def test_a_second_process_is_answered_from_disk_with_zero_graph_builds(tmp_path):
+    first = measure(tmp_path)
+    assert first["builds"] > 0 and not first["from_disk"] and first["saved_in"]
+    second = measure(tmp_path)
+    assert second["builds"] == 0 and second["from_disk"], second
+    assert second["gpu_us"] == first["gpu_us"] and second["plans"] == first["plans"]
+
+
+def test_a_corrupted_file_is_named_set_aside_and_measured_again(tmp_path):
+    first = measure(tmp_path)
+    path = Path(first["saved_in"])
+    path.write_bytes(path.read_bytes()[:100])  # truncated
+    second = measure(tmp_path)
+    assert str(path) in second["stderr"] and "set aside" in second["stderr"]
+    assert second["builds"] > 0 and not second["from_disk"]
+    assert any((tmp_path / "set-aside").iterdir())
+    third = measure(tmp_path)
+    assert third["from_disk"] and third["builds"] == 0 and third["gpu_us"] == second["gpu_us"]
+
+
+def test_two_processes_measuring_at_once_lose_nothing(tmp_path):
+    a, b, c = start(tmp_path), start(tmp_path, layout="NCHW"), start(tmp_path)
+    ra, rb, rc = a.result(), b.result(), c.result()
+    assert not (ra["from_disk"] and rc["from_disk"])  # at least one of the same request measured
+    again_a, again_b = measure(tmp_path), measure(tmp_path, layout="NCHW")
+    assert again_a["from_disk"] and again_b["from_disk"] and again_a["builds"] == again_b["builds"] == 0
+    assert again_b["gpu_us"] == rb["gpu_us"] and again_a["gpu_us"] in (ra["gpu_us"], rc["gpu_us"])
+    assert not list(tmp_path.rglob("*.tmp")) and not (tmp_path / "set-aside").exists()
+
+
+def test_a_changed_cudnn_version_sees_nothing_saved(tmp_path, monkeypatch):
+    monkeypatch.setenv("LABKIT_CACHE", str(tmp_path))
+    localcache.reset()
+    lessons.forget()
+    df = lessons.data("precision", spec=SMALL)
+    store = localcache.current()
+    request = experiments.request_of("precision", spec=SMALL)
+    assert store.get("precision", request) is not None
+    other = localcache.LocalRecording(tmp_path, {**store.identity, "cudnn_backend": "0.0.0"})
+    assert other.path != store.path and other.get("precision", request) is None
+    sense.precision(df)
+    localcache.reset()
+
+
+def test_charts_fill_in_and_end_as_a_one_shot_call(tmp_path, monkeypatch):
+    monkeypatch.setenv("LABKIT_CACHE", str(tmp_path))
+    localcache.reset()
+    lessons.forget()
+    seen = []
+    spec = SMALL.replace(C=48, K=48)
+    with progress.listening(lambda make, done, total, unit: seen.append((make(), done, total))):
+        df = lessons.data("plans", spec=spec)
+    assert len(seen) == len(df) and seen[-1][1] == seen[-1][2] == len(df)
+    first = seen[0][0]
+    assert bool(first["heuristic_pick"].iloc[0])  # the heuristic's plan is timed first
+    for part, done, _ in seen:
+        assert len(part) == done and list(part.columns) == list(df.columns)
+        merged = part.merge(df, on="plan_index", suffixes=("", "_final"))
+        assert (merged["gpu_us"].fillna(-1) == merged["gpu_us_final"].fillna(-1)).all()
+    lessons.forget()
+    p = widgets.PlansPanel(N=8, H=28, W=28, C=64)
+    assert p.error is None and p.first_paint_ms is not None and p.first_paint_ms <= p.last_update_ms
+    assert p.partial_draws >= 1, p.status.value
+    one_shot = lessons.data("plans", spec=p.cfg.kwargs(p.state)["spec"])
+    assert list(one_shot["plan_index"]) == list(p.df["plan_index"])
+    localcache.reset()
+
+
+@pytest.mark.parametrize("name,kwargs", [("caps", dict(spec=SMALL)), ("fusion", dict(spec=SMALL))])
+def test_reordered_experiments_keep_their_table_order(name, kwargs):
+    """caps measures the unlimited cap first and fusion the autotuned rows last; the finished
+    tables are in the order the recording (and the charts) use."""
+    seen = []
+    with progress.listening(lambda make, done, total, unit: seen.append(make())):
+        df = experiments.registry()[name](**kwargs)
+    assert len(seen) >= 2
+    if name == "caps":
+        assert list(df["cap_bytes"]) == [0, 1 << 20, 16 << 20, 64 << 20, 256 << 20, -1]
+        assert list(seen[0]["cap_bytes"]) == [-1] and "slowdown_vs_unlimited" in seen[1].columns
+    else:
+        assert list(df["path"]) == ["fused", "fused, autotuned", "unfused"] * 2
+        assert "fused, autotuned" not in set(seen[1]["path"])
+    getattr(sense, name)(df)

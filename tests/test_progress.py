@@ -1,0 +1,80 @@
+"""Charts that fill in (`labkit.progress` and the panels' partial draws), on any machine.
+
+The partial tables drawn here are prefixes of real recorded tables: what a live experiment
+reports after each part it measures. tests/test_progress_gpu.py checks the live experiments'
+own reports."""
+import threading
+
+import pytest
+
+from labkit import progress, recordings, widgets
+
+
+@pytest.fixture(autouse=True)
+def recorded_mode(monkeypatch):
+    monkeypatch.setenv("LABKIT_MODE", "recorded")
+    monkeypatch.delenv("LABKIT_RECORDING", raising=False)
+    recordings._current = None
+    yield
+    recordings._current = None
+
+
+def test_no_listener_no_work():
+    called = []
+    progress.report(lambda: called.append(1), 1, 2, "parts")
+    assert not called and not progress.active()
+
+
+def test_listener_gets_each_part_innermost_first_and_only_in_its_thread():
+    outer, inner, other = [], [], []
+    with progress.listening(lambda mk, d, t, u: outer.append((mk(), d, t, u))):
+        progress.report(lambda: "a", 1, 3, "parts")
+        with progress.listening(lambda mk, d, t, u: inner.append((mk(), d, t, u))):
+            progress.report(lambda: "b", 2, 3, "parts")
+            th = threading.Thread(target=lambda: progress.report(lambda: other.append("leak"), 1, 1, "x"))
+            th.start()
+            th.join()
+        progress.report(lambda: "c", 3, 3, "parts")
+    assert outer == [("a", 1, 3, "parts"), ("c", 3, 3, "parts")]
+    assert inner == [("b", 2, 3, "parts")] and not other
+
+
+def test_a_failing_listener_never_fails_the_measurement():
+    def bad(*_a):
+        raise RuntimeError("drawing failed")
+
+    with progress.listening(bad):
+        progress.report(lambda: None, 1, 2, "parts")  # no exception
+
+
+PROGRESSIVE = ["precision", "layout", "fusion", "plans", "caps", "build_cost", "roofline", "sweep",
+               "workspace_sizes", "strategies"]
+
+
+@pytest.mark.parametrize("name", PROGRESSIVE)
+def test_a_panel_draws_every_partial_table_into_the_same_figure(name):
+    """Each prefix of the recorded table, reported as a live experiment would, is drawn in
+    place; the finished table then replaces it (same FigureWidget)."""
+    p = widgets.panel(name)
+    full, fig = p.df, p.fig
+    assert full is not None and len(full) >= 2
+    p._t0 = p._last_partial = 0.0
+    p.partial_draws, p.first_paint_ms = 0, None
+    p.PARTIAL_EVERY_S = 0.0
+    n = len(full)
+    for k in range(1, n):
+        p._on_partial(lambda k=k: full.iloc[:k].copy(), k, n, "parts")
+        assert "of %d parts" % n in p.status.value
+    assert p.partial_draws == n - 1 and p.fig is fig and p.first_paint_ms is not None
+    p.refresh()
+    assert p.fig is fig and p.df is not None and p.error is None
+
+
+def test_partial_draws_are_throttled_and_the_last_part_is_left_to_the_finished_chart():
+    p = widgets.panel("plans")
+    full = p.df
+    p._t0, p.partial_draws, p.first_paint_ms = 0.0, 0, None
+    p._last_partial = 0.0
+    for k in range(1, len(full) + 1):
+        p._on_partial(lambda k=k: full.iloc[:k].copy(), k, len(full), "plans timed")
+    assert p.partial_draws == 1  # the first at once; the rest within PARTIAL_EVERY_S; the last never
