@@ -266,9 +266,28 @@ PREFETCHER = Prefetcher()
 atexit.register(PREFETCHER.close)
 
 
+_cancel = threading.local()  # .should_stop: set by `cancellable` in a foreground thread
+
+
+@contextlib.contextmanager
+def cancellable(should_stop: Callable[[], bool]):
+    """Inside the block, this thread's `checkpoint` raises `Superseded` once ``should_stop()``
+    is true (a live panel measuring in the background: the learner moved a control again)."""
+    prev = getattr(_cancel, "should_stop", None)
+    _cancel.should_stop = should_stop
+    try:
+        yield
+    finally:
+        _cancel.should_stop = prev
+
+
 def checkpoint() -> None:
     """Called by labkit between steps of a measurement: inside a prefetch job whose GPU the
-    foreground wants, raise `Superseded`; anywhere else, nothing."""
+    foreground wants, or inside a `cancellable` block whose request is no longer wanted, raise
+    `Superseded`; anywhere else, nothing."""
     p = getattr(_worker, "prefetcher", None)
     if p is not None and p.should_stop():
+        raise Superseded()
+    stop = getattr(_cancel, "should_stop", None)
+    if stop is not None and stop():
         raise Superseded()

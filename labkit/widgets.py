@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import html
 import json
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -215,6 +216,12 @@ class Panel:
         self.updates = 0
         self.last_update_ms: Optional[float] = None
         self.prefetching = 0  # live: neighbouring requests queued for the background worker
+        #: live: a click measures in a thread, so the kernel hears the next click and stops this one
+        self.background = self.live
+        self.stopped = 0  # measurements stopped because a newer request came
+        self._generation = 0  # bumped by every new request; an older measurement stops at its next checkpoint
+        self._bg_thread: Optional[threading.Thread] = None
+        self._bg_lock = threading.Lock()
         self._figs: Dict[str, object] = {}
         self._use(CONFIGS[name](), csv_name)
         unknown = set(initial) - set(self._shown)
@@ -266,10 +273,10 @@ class Panel:
                                                       grid_gap="4px 12px"))
         self.reset_button = W.Button(description="reset to base", icon="undo", layout=W.Layout(width="auto"),
                                      tooltip="every control back to the lesson's base")
-        self.reset_button.on_click(lambda _b: self.reset())
+        self.reset_button.on_click(lambda _b: self._clicked(reset=True))
         self.rerun_button = W.Button(description="measure again", icon="refresh", tooltip="measure now on the GPU and replace the saved result",
                                      layout=W.Layout(width="auto", display=None if self.live else "none"))
-        self.rerun_button.on_click(lambda _b: self.refresh(force=True))
+        self.rerun_button.on_click(lambda _b: self._clicked(force=True))
         self.csv_button = W.Button(description=f"save {self.csv_name}", icon="download", layout=W.Layout(width="auto"),
                                    tooltip="write the numbers on screen, with their provenance, as CSV")
         self.csv_button.on_click(lambda _b: self._save_clicked())
@@ -426,7 +433,45 @@ class Panel:
         if self._defer:
             self._pending = True
             return
-        self.refresh()
+        self._clicked()
+
+    def _clicked(self, force: bool = False, reset: bool = False) -> None:
+        """A control or button moved in the browser: live, measure in a background thread (the
+        kernel stays free to hear the next click, which stops this measurement at its next
+        checkpoint); recorded, answer at once."""
+        if reset:
+            self.state = dict(self.cfg.base)
+        if not self.background:
+            self.refresh(force)
+            return
+        with self._bg_lock:
+            self._generation += 1
+            gen, prev = self._generation, self._bg_thread
+            t = threading.Thread(target=self._background, args=(gen, prev, force), daemon=True,
+                                 name=f"labkit-panel-{self.cfg.experiment}")
+            self._bg_thread = t
+        if prev is not None and prev.is_alive():
+            self.status.value = _status("running", "stopping the previous measurement ...")
+        t.start()
+
+    def _background(self, gen: int, prev: Optional[threading.Thread], force: bool) -> None:
+        if prev is not None:
+            prev.join()  # it stops at its next checkpoint: our generation made it stale
+        if gen != self._generation:
+            return  # a newer click came while we waited
+        from .prefetch import cancellable
+
+        with cancellable(lambda: gen != self._generation):
+            self.refresh(force, _generation=gen)
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        """Block until a measurement started by a click is drawn (at most ``timeout`` seconds);
+        True when none is running any more."""
+        t = self._bg_thread
+        if t is not None:
+            t.join(timeout)
+            return not t.is_alive()
+        return True
 
     def set(self, **changes) -> None:
         """Change controls as a user would (``panel.set(dtype="bf16", N=8)``) and return when the
@@ -481,8 +526,15 @@ class Panel:
         """Names `set` accepts (the controls on screen)."""
         return list(self._shown)
 
-    def refresh(self, force: bool = False) -> None:
-        """Run the request on screen and update the figure in place."""
+    def refresh(self, force: bool = False, _generation: Optional[int] = None) -> None:
+        """Run the request on screen and update the figure in place (in this thread; a
+        measurement a click started in the background stops at its next checkpoint)."""
+        from .prefetch import Superseded
+
+        if _generation is None:
+            with self._bg_lock:
+                self._generation += 1
+                _generation = self._generation
         self._pending = False
         t0 = time.perf_counter()
         started = time.time()
@@ -493,11 +545,14 @@ class Panel:
             if not ahead:
                 self.status.value = _status("running", "measuring on the GPU ...")
         self._t0, self._last_partial, self.partial_draws, self.first_paint_ms = t0, 0.0, 0, None
+        self._drawing = _generation
         try:
             from .progress import listening
 
             with listening(self._on_partial):
                 df = self._result(force)
+            if _generation != self._generation:
+                raise Superseded()
             self._draw(df)
             if self.first_paint_ms is None:
                 self.first_paint_ms = (time.perf_counter() - t0) * 1000
@@ -516,6 +571,9 @@ class Panel:
                 if self.prefetching:
                     text += f" · measuring {self.prefetching} neighbouring values in the background while you read"
             self.status.value = _status("ok", text)
+        except Superseded:  # a newer request: it draws; nothing of this one is kept or shown
+            self.stopped += 1
+            return
         except LabkitError as exc:
             self._fail(exc)
         except Exception as exc:  # noqa: BLE001 - a panel never lets a traceback escape into the UI
@@ -530,8 +588,8 @@ class Panel:
         """A measurement in progress reports its table so far (`labkit.progress`): draw it into
         the same figure (at most every `PARTIAL_EVERY_S`) and say how far it is."""
         now = time.perf_counter()
-        if now - self._last_partial < self.PARTIAL_EVERY_S or done >= total:
-            return  # the finished table is drawn by refresh
+        if now - self._last_partial < self.PARTIAL_EVERY_S or done >= total or self._drawing != self._generation:
+            return  # the finished table is drawn by refresh; a stale request draws nothing
         from . import experiments
 
         df = make_frame()

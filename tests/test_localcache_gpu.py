@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -136,3 +137,25 @@ def test_reordered_experiments_keep_their_table_order(name, kwargs):
         assert list(df["path"]) == ["fused", "fused, autotuned", "unfused"] * 2
         assert "fused, autotuned" not in set(seen[1]["path"])
     getattr(sense, name)(df)
+
+
+def test_a_second_click_stops_the_first_measurement(tmp_path, monkeypatch):
+    """Live, a click measures in a thread; a second click stops it at its next checkpoint
+    (nothing of it is drawn or saved) and the second request is drawn."""
+    monkeypatch.setenv("LABKIT_CACHE", str(tmp_path))
+    monkeypatch.setenv("LABKIT_PREFETCH", "0")
+    localcache.reset()
+    lessons.forget()
+    p = widgets.PlansPanel(N=8, H=28, W=28)
+    assert p.background
+    p.widgets["dtype"].value = "fp32"  # every plan of a new graph: seconds
+    time.sleep(0.3)
+    p.widgets["dtype"].value = "bf16"
+    assert p.wait(300)
+    assert p.error is None and p.df.attrs["request"]["spec"]["dtype"] == "bf16"
+    assert p.stopped == 1, p.status.value
+    store = localcache.current()
+    stopped = experiments.request_of("plans", spec=p.cfg.kwargs({**p.state, "dtype": "fp32"})["spec"])
+    assert not store.has("plans", stopped)  # the stopped measurement left nothing behind
+    sense.plans(p.df)
+    localcache.reset()

@@ -78,3 +78,34 @@ def test_partial_draws_are_throttled_and_the_last_part_is_left_to_the_finished_c
     for k in range(1, len(full) + 1):
         p._on_partial(lambda k=k: full.iloc[:k].copy(), k, len(full), "plans timed")
     assert p.partial_draws == 1  # the first at once; the rest within PARTIAL_EVERY_S; the last never
+
+
+def test_a_click_measures_in_the_background_and_the_last_click_wins():
+    """What a live panel does with clicks (here on a recorded panel told to): the observer
+    returns at once, the figure follows, and of quick successive clicks the last one is drawn."""
+    p = widgets.panel("precision")
+    p.background = True
+    fig = p.fig
+    options = [v for v in p.options("layout")]
+    assert len(options) >= 2
+    other = next(v for v in options if v != p._value("layout"))
+    p.widgets["layout"].value = other  # what a click does
+    assert p.wait(30) and p._value("layout") == other and p.df.attrs["request"]["spec"]["layout"] == other
+    first = p._value("layout")
+    back = next(v for v in options if v != first)
+    for v in (back, first, back):  # three quick clicks
+        p.widgets["layout"].value = v
+    assert p.wait(30)
+    assert p.df.attrs["request"]["spec"]["layout"] == back and p.fig is fig and p.error is None
+
+
+def test_a_stale_background_measurement_stops_at_its_next_checkpoint():
+    from labkit.prefetch import Superseded, cancellable, checkpoint
+
+    wanted = {"gen": 1}
+    with cancellable(lambda: wanted["gen"] != 1):
+        checkpoint()  # still wanted: nothing happens
+        wanted["gen"] = 2
+        with pytest.raises(Superseded):
+            checkpoint()
+    checkpoint()  # outside the block: nothing
