@@ -106,6 +106,20 @@ SWEEP_VALUES = {"N": [1, 2, 4, 8, 16, 32, 64], "C=K": [16, 32, 64, 128, 256, 512
                 "R=S": [1, 3, 5, 7]}
 
 
+def _calls(quick: bool, only: Optional[Iterable[str]]) -> List[Call]:
+    """The grid's calls, of the experiments in ``only`` when given (`InvalidSpec` for a name
+    that is not an experiment)."""
+    from . import experiments
+
+    calls = grid(quick)
+    if only:
+        unknown = [o for o in only if o not in experiments.registry()]
+        if unknown:
+            raise InvalidSpec("only", unknown, f"must name experiments: {', '.join(sorted(experiments.registry()))}")
+        calls = [c for c in calls if c[0] in only]
+    return calls
+
+
 def strategies_repeats(workload: str) -> int:
     """Passes a ``strategies`` call records for a workload (ResNet-50 passes are long: 3)."""
     return 3 if workload.startswith("resnet") else 20
@@ -188,13 +202,8 @@ def record(out: Optional[Path] = None, quick: bool = False, only: Optional[Itera
     from tqdm.auto import tqdm
 
     argv = argv or sys.argv
-    calls = grid(quick)
-    if only:
-        only = list(only)
-        unknown = [o for o in only if o not in experiments.registry()]
-        if unknown:
-            raise InvalidSpec("only", unknown, f"must name experiments: {', '.join(sorted(experiments.registry()))}")
-        calls = [c for c in calls if c[0] in only]
+    only = list(only) if only else None
+    calls = _calls(quick, only)
     out = Path(out) if out else data_dir() / gpu_slug(env.environment().gpu_name)
     meta_path = out / "metadata.json"
     if out.exists() and force:
@@ -262,7 +271,7 @@ def fill(quick: bool = False, only: Optional[Iterable[str]] = None) -> dict:
     first visit on. Resumable: a call already saved is skipped; Ctrl-C keeps what was saved
     (every file is written whole or not at all). Returns counts: saved, skipped, failed (with
     the reasons), seconds."""
-    from . import env, experiments, lessons, localcache
+    from . import env, lessons, localcache
 
     env.require_live("filling this GPU's recording")
     from tqdm.auto import tqdm
@@ -270,13 +279,7 @@ def fill(quick: bool = False, only: Optional[Iterable[str]] = None) -> dict:
     store = localcache.current()
     if store is None:
         raise LabkitError("this GPU's recording is turned off (LABKIT_LOCAL_RECORDING=0)")
-    calls = grid(quick)
-    if only:
-        only = list(only)
-        unknown = [o for o in only if o not in experiments.registry()]
-        if unknown:
-            raise InvalidSpec("only", unknown, f"must name experiments: {', '.join(sorted(experiments.registry()))}")
-        calls = [c for c in calls if c[0] in only]
+    calls = _calls(quick, only)
     counts = {"saved": 0, "skipped": 0, "failed": 0, "reasons": [], "seconds": 0.0, "folder": str(store.path)}
     t0 = time.perf_counter()
     bar = tqdm(calls, desc="filling this GPU's recording", unit="call")

@@ -56,3 +56,15 @@ def pytest_collection_modifyitems(config, items):
     skip = pytest.mark.skip(reason=reason)
     for item in gpu_items:
         item.add_marker(skip)
+
+
+@pytest.fixture
+def recorded_mode(monkeypatch):
+    """Recorded mode from the shipped recording (the default one), whatever this machine has."""
+    from labkit import recordings
+
+    monkeypatch.setenv("LABKIT_MODE", "recorded")
+    monkeypatch.delenv("LABKIT_RECORDING", raising=False)
+    recordings._current = None
+    yield
+    recordings._current = None

@@ -8,10 +8,7 @@ from labkit.experiments import BASE
 import sense
 
 
-@pytest.fixture(autouse=True)
-def recorded_mode(monkeypatch):
-    monkeypatch.setenv("LABKIT_MODE", "recorded")
-    recordings._current = None
+pytestmark = pytest.mark.usefixtures("recorded_mode")
 
 
 def test_precision_error_ordering():

@@ -22,13 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(autouse=True)
-def recorded_mode(monkeypatch):
-    monkeypatch.setenv("LABKIT_MODE", "recorded")
-    monkeypatch.delenv("LABKIT_RECORDING", raising=False)
-    recordings._current = None
+def fresh_warnings(recorded_mode):
     localcache._warned.clear()
-    yield
-    recordings._current = None
 
 
 def h100_identity(**changes):

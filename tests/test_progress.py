@@ -10,13 +10,7 @@ import pytest
 from labkit import progress, recordings, widgets
 
 
-@pytest.fixture(autouse=True)
-def recorded_mode(monkeypatch):
-    monkeypatch.setenv("LABKIT_MODE", "recorded")
-    monkeypatch.delenv("LABKIT_RECORDING", raising=False)
-    recordings._current = None
-    yield
-    recordings._current = None
+pytestmark = pytest.mark.usefixtures("recorded_mode")
 
 
 def test_no_listener_no_work():

@@ -10,13 +10,7 @@ from labkit import ConvSpec, RecordedDataError, env, experiments, recordings
 from labkit.record import gpu_slug, grid
 
 
-@pytest.fixture(autouse=True)
-def recorded_mode(monkeypatch):
-    monkeypatch.setenv("LABKIT_MODE", "recorded")
-    monkeypatch.delenv("LABKIT_RECORDING", raising=False)
-    recordings._current = None
-    yield
-    recordings._current = None
+pytestmark = pytest.mark.usefixtures("recorded_mode")
 
 
 @pytest.fixture
