@@ -2,7 +2,7 @@
 in test_experiments_gpu.py): orderings and bounds, never hard-coded timings."""
 import pytest
 
-from labkit import experiments, recordings
+from labkit import experiments
 from labkit.experiments import BASE
 
 import sense

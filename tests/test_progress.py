@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from labkit import progress, recordings, widgets
+from labkit import progress, widgets
 
 
 pytestmark = pytest.mark.usefixtures("recorded_mode")
