@@ -518,7 +518,8 @@ def roofline(df) -> go.Figure:
                                  line=dict(color=COLORS["dark"], width=2),
                                  hovertemplate="roof: %{y:.0f} TFLOP/s at %{x:.0f} FLOP/B<extra></extra>"))
         notes.append(f"roof: datasheet peak (dense) from labkit.ceilings; ridge at {ridge:.0f} FLOP/B. "
-                     "Intensity uses the min-bytes model (each tensor moved once).")
+                     "Intensity: FLOPs over a byte model (filter, output, and the input pixels some window "
+                     "covers, each moved once).")
     else:
         fig.add_trace(go.Scatter(x=[], y=[], mode="lines", name="roof (unknown GPU: not drawn)",
                                  line=dict(color=COLORS["dark"], width=2)))

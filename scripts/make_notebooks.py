@@ -363,7 +363,8 @@ bars are that conversion, measured as CuPy transpose-copies of the inputs there 
     md("""
 ## The roofline
 
-For the ResNet-50 convolution shapes: arithmetic intensity (FLOPs per byte, counting each tensor moved once)
+For the ResNet-50 convolution shapes: arithmetic intensity (FLOPs per byte, counting each tensor moved once, and
+of the input only the pixels some filter window covers: a 1x1 stride-2 convolution reads one pixel in four)
 against the TFLOP/s achieved. The roof is the GPU's datasheet peak for the dtype (flat) and its memory
 bandwidth (diagonal), from `labkit.ceilings`; a GPU missing from that table gets no roof, and the chart says so.
 """),
