@@ -184,7 +184,7 @@ def fastest_strategy(answer: Optional[str] = None, workload: str = "random_shape
     df = _ok(_df(df, "strategies", workload=workload, repeats=strategies_repeats(workload)))
     if answer is None:
         return _pending(f"Which strategy has the lowest median time per call on '{workload}'?",
-                        "the host-time panel; shortest dark bar.")
+                        "the host-time panel: the shortest 'host median' bar.")
     hit = _match_strategy(df, _word(answer, "a strategy", "fixed_arena"))
     best = df["median_us"].min()
     rows = df[df["strategy"].isin(hit)]
@@ -192,8 +192,8 @@ def fastest_strategy(answer: Optional[str] = None, workload: str = "random_shape
     near = df[df["median_us"] <= best * 1.05]["strategy"].tolist()
     if mine <= best * 1.05:
         r = rows.loc[rows["median_us"].idxmin()]
-        return _say(True, f"{r['strategy']}: {fmt_us(mine)} per call ({_where(df)}), {int(r['alloc_calls'])} allocator calls "
-                          f"in {int(r['calls'])} convolutions; within 5% of the lowest: {', '.join(near)}.")
+        return _say(True, f"{r['strategy']}: {fmt_us(mine)} per call ({_where(df)}), {int(r['alloc_calls'])} workspace allocations "
+                          f"({plots.allocator_of(r['strategy'])}) in {int(r['calls'])} convolutions; within 5% of the lowest: {', '.join(near)}.")
     return _say(False, f"{hit[0]} takes {fmt_us(mine)} per call, {mine / best:.2f}x the lowest. Which strategies "
                        "never call the allocator once warm?")
 

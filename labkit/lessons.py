@@ -294,15 +294,24 @@ def strategies_summary(df) -> Text:
     wl = df["workload"].iloc[0]
     parts = [f"Workload **{wl}** ({int(df['calls'].iloc[0])} calls per strategy after a warm-up pass, {_where(df)})."]
     if m is not None and a is not None:
-        parts.append(f"malloc per call: {m.median_us:.0f} us vs {a.median_us:.0f} us per call for the fixed arena "
+        parts.append(f"Host time per call: {m.median_us:.0f} us for malloc per call vs {a.median_us:.0f} us for the fixed arena "
                      f"({m.median_us / a.median_us:.1f}x).")
         if "strategy_us_per_call" in ok.columns:
             parts.append(f"Inside the strategy alone (its get and put): {m.strategy_us_per_call:.1f} us vs "
                          f"{a.strategy_us_per_call:.1f} us per call.")
-        parts.append(f"malloc_per_call made {int(m.alloc_calls)} allocator calls in the timed pass "
+        parts.append(f"malloc_per_call made {int(m.alloc_calls)} cudaMalloc calls in the timed pass "
                      f"({m.alloc_us_total / 1000:.1f} ms inside cudaMalloc/cudaFree); the arena made {int(a.alloc_calls)}"
                      + (" (its one allocation happened in the warm-up pass)" if "warmup_alloc_calls" in ok.columns
                         and a.warmup_alloc_calls > 0 and a.alloc_calls == 0 else "") + ".")
+        pools = [r for _, r in ok.iterrows() if plots.allocator_of(r.strategy) != "cudaMalloc" and r.alloc_calls]
+        if pools:
+            parts.append(", ".join(f"{r.strategy} {int(r.alloc_calls)}" for r in pools)
+                         + ": those count requests to the pool, not cudaMalloc calls (the pool serves most from blocks "
+                           "it keeps; how many reached the driver was not counted).")
+        if "gpu_us" in ok.columns:
+            parts.append(f"GPU wall time per call (two events around the run, over the calls): {m.gpu_us:.0f} us for "
+                         f"malloc per call vs {a.gpu_us:.0f} us for the arena; the difference is not kernel time but the "
+                         "GPU idling while the host frees and allocates (each cudaFree waits for the GPU).")
         parts.append(f"The arena pays in memory instead: it holds {fmt_bytes(a.peak_bytes)} for a workload whose "
                      f"largest workspace is {fmt_bytes(m.peak_bytes)}.")
     parts.append(f"Lowest median per call: {fast.strategy} ({fast.median_us:.0f} us).")

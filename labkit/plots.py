@@ -384,7 +384,8 @@ def strategies(df) -> go.Figure:
     col = lambda c, scale=1.0: [(_num(v) / scale if _num(v) is not None else None) if k else None  # noqa: E731
                                 for v, k in zip(df[c] if c in df.columns else [None] * len(df), ok)]
     fig = _new_figure(rows=1, cols=4, shared_yaxes=True, horizontal_spacing=0.025,
-                        subplot_titles=("host time per call", "GPU time per call", "allocator calls", "workspace memory"))
+                        subplot_titles=("host time per call", "GPU wall time per call", "workspace allocations",
+                                        "workspace memory"))
     fb = list(df["fallbacks"]) if "fallbacks" in df.columns else [0] * len(df)
     bar = dict(orientation="h")
     fig.add_trace(go.Bar(y=names, x=col("median_us"), name="host median", marker_color=COLORS["primary"], customdata=fb,
@@ -396,13 +397,20 @@ def strategies(df) -> go.Figure:
                          marker_color=COLORS["dark"],
                          hovertemplate="%{y}: %{x:.1f} us per call inside the strategy's get/put<extra></extra>", **bar),
                   row=1, col=1)
-    fig.add_trace(go.Bar(y=names, x=col("gpu_us"), name="GPU time", marker_color=COLORS["purple"],
-                         hovertemplate="%{y}: %{x:.1f} us of GPU time per call<extra></extra>", **bar), row=1, col=2)
+    fig.add_trace(go.Bar(y=names, x=col("gpu_us"), name="GPU wall time (kernels + idle)", marker_color=COLORS["purple"],
+                         hovertemplate="%{y}: %{x:.1f} us per call between two events around the run: kernels plus "
+                                       "time the GPU waited for the host<extra></extra>", **bar), row=1, col=2)
+    whose = [allocator_of(n) for n in names]
     fig.add_trace(go.Bar(y=names, x=col("alloc_calls"), name="allocations (timed pass)", marker_color=COLORS["bad"],
-                         text=[str(int(v)) if v is not None else "" for v in col("alloc_calls")], textposition="auto",
-                         hovertemplate="%{y}: %{x} allocator calls in the timed pass<extra></extra>", **bar), row=1, col=3)
+                         text=[f"{int(v)} {'to the pool' if w in POOL_ALLOCATORS.values() else w}" if v else ""
+                               for v, w in zip(col("alloc_calls"), whose)],
+                         textposition="auto", customdata=whose,
+                         hovertemplate="%{y}: %{x} workspace allocations in the timed pass, counted as calls of "
+                                       "%{customdata}<extra></extra>", **bar), row=1, col=3)
     fig.add_trace(go.Bar(y=names, x=col("warmup_alloc_calls"), name="allocations (warm-up pass)", marker_color="#ff9896",
-                         hovertemplate="%{y}: %{x} allocator calls in the warm-up pass<extra></extra>", **bar), row=1, col=3)
+                         customdata=whose,
+                         hovertemplate="%{y}: %{x} workspace allocations in the warm-up pass (%{customdata})<extra></extra>",
+                         **bar), row=1, col=3)
     peak = df["peak_bytes"] if "peak_bytes" in df.columns else [None] * len(df)
     fig.add_trace(go.Bar(y=names, x=col("peak_bytes", MIB), name="peak held", marker_color=COLORS["secondary"],
                          text=[fmt_bytes(v) if k else "" for v, k in zip(peak, ok)], textposition="auto",
@@ -414,16 +422,29 @@ def strategies(df) -> go.Figure:
     times = col("median_us") + col("p95_us") + col("strategy_us_per_call")
     t1, t2 = _log_if_wide(times, 100), _log_if_wide(col("gpu_us"))
     fig.update_xaxes(title_text="host time per call (us)", type=t1, row=1, col=1, **(log_ticks(times) if t1 == "log" else {}))
-    fig.update_xaxes(title_text="GPU time per call (us)", type=t2, row=1, col=2,
+    fig.update_xaxes(title_text="GPU wall time per call (us)", type=t2, row=1, col=2,
                      **(log_ticks(col("gpu_us")) if t2 == "log" else {}))
-    fig.update_xaxes(title_text="allocator calls (count)", row=1, col=3)
+    fig.update_xaxes(title_text="allocations (count)", row=1, col=3)
     fig.update_xaxes(title_text="workspace held (MiB)", row=1, col=4)
     wl = str(df["workload"].iloc[0]) if len(df) else "?"
     calls = int(df["calls"].iloc[0]) if "calls" in df.columns and len(df) else 0
     detail = (f"workload '{wl}': {calls} convolution calls per strategy after a warm-up pass; host time = strategy + "
-              "launch, GPU time = kernels (events over the run)")
-    return _layout(fig, df, f"Workspace strategies on '{wl}'", detail, note=_not_ok_note(df, ("strategy",)), height=540,
-                   legend_rows=2)
+              "launch; GPU wall time = two events around the run / calls: kernels plus GPU idle waiting for the host")
+    note = ("allocations: cudaMalloc calls for the strategies that own their memory; for cupy_pool / async_pool, "
+            "requests to the pool (most served from its cache without reaching cudaMalloc)")
+    bad = _not_ok_note(df, ("strategy",))
+    return _layout(fig, df, f"Workspace strategies on '{wl}'", detail, note=note + (" · " + bad if bad else ""),
+                   height=560, legend_rows=2)
+
+
+#: the strategies whose workspace allocations are requests to a caching pool, not cudaMalloc calls
+POOL_ALLOCATORS = {"cupy_pool": "MemoryPool.malloc", "async_pool": "MemoryAsyncPool.malloc"}
+
+
+def allocator_of(strategy: str) -> str:
+    """Whose calls a strategy's ``alloc_calls`` counts: a pool's malloc for the caching pools,
+    cudaMalloc for the strategies that allocate their own memory."""
+    return POOL_ALLOCATORS.get(str(strategy).split(" ")[0], "cudaMalloc")
 
 
 # ---- lesson 03: precision, layout, roofline ---------------------------------------------------

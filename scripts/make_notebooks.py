@@ -231,7 +231,7 @@ write("02_workspace_strategies", [
 # 02 · Workspace strategies
 
 **Learning goals**
-* compare the ways to provide a workspace on real workloads: per-call host time, GPU time, allocator calls,
+* compare the ways to provide a workspace on real workloads: per-call host time, GPU wall time, allocations,
   peak and held memory;
 * explain why allocating per call hurts, and what caching pools change;
 * explain why a cache key without dtype and layout is a bug, from measured workspace sizes;
@@ -252,8 +252,13 @@ write("02_workspace_strategies", [
 
 Each runs the same sequence of real convolutions on a fresh stream, after one warm-up pass (so one-time
 allocations are counted apart from the steady state). *Host time per call* is the strategy plus the launch,
-*inside the strategy* only its get and put, *GPU time* the kernels themselves. Strategies may pick a plan with a smaller workspace when they
-cannot get the one the heuristic wants (a *fallback*).
+*inside the strategy* only its get and put. *GPU wall time* is the time between two CUDA events recorded on the
+stream before the first call and after the last, over the number of calls: the kernels **plus any time the GPU sat
+idle waiting for the host** (with `malloc_per_call`, each `cudaFree` waits for the GPU and the next launch waits
+for `cudaMalloc`, so its GPU wall time is mostly idle time, not slower kernels). *Allocations* are `cudaMalloc`
+calls for the strategies that own their memory, and requests to the pool for `cupy_pool` / `async_pool`: a pool
+serves most requests from blocks it keeps, without calling `cudaMalloc`. Strategies may pick a plan with a
+smaller workspace when they cannot get the one the heuristic wants (a *fallback*).
 
 ## One convolution, repeated
 """),
