@@ -250,7 +250,36 @@ def algorithms_summary(df) -> Text:
                  f"{z.time_us / fast.time_us:.1f}x slower. That ratio is what the workspace buys here.")
     if len(bad):
         text += f" {len(bad)} of {len(df)} algorithms are not supported for this dtype and layout."
+    text += (" These times are Find's own: one run of each algorithm through the legacy API, as a ranking, not the "
+             "steady-state time of a kernel.")
+    frontend = _frontend_time(spec)
+    if frontend is not None:
+        text += (f" The same convolution through the cuDNN frontend (its heuristic plan), timed as the median of CUDA-graph "
+                 f"replays (how "
+                 f"every other chart times, e.g. lesson 00's layout table), takes {fmt_us(frontend)} "
+                 f"({_where(df)}).")
     return Text(text)
+
+
+def _frontend_time(spec) -> Optional[float]:
+    """The heuristic frontend plan's CUDA-graph median for ``spec`` from the layout experiment,
+    when it is at hand without measuring (recorded, or already measured this session); else None."""
+    from . import env
+    from .errors import LabkitError as _Err
+
+    if spec is None:
+        return None
+    for s in (spec, spec.replace(layout="NHWC" if spec.layout == "NCHW" else "NCHW")):  # it runs both layouts
+        try:
+            if env.mode().live and not is_cached("layout", spec=s):
+                continue
+            lay = _ok(data("layout", spec=s))
+            row = lay[lay["layout"] == spec.layout]
+            if len(row):
+                return float(row["conv_gpu_us"].iloc[0])
+        except (_Err, KeyError, IndexError):
+            continue
+    return None
 
 
 def workspace_sizes_summary(df) -> Text:
@@ -456,11 +485,21 @@ def caps_summary(df) -> Text:
     worst = ok.loc[ok["slowdown_vs_unlimited"].idxmax()]
     free = ok[ok["slowdown_vs_unlimited"] <= 1.05]
     cheapest = free.loc[free["cap_bytes"].replace(-1, float("inf")).idxmin()] if len(free) else None
-    text = (f"{_where(df)}: the tightest caps leave {int(ok['plans_within_cap'].min())} plans and cost up to "
-            f"{worst.slowdown_vs_unlimited:.1f}x (cap {plots.cap_label(worst.cap_bytes)}).")
-    if cheapest is not None:
-        text += (f" From a cap of {plots.cap_label(cheapest.cap_bytes)} on, the best plan is within 5% of unlimited: "
-                 f"that much workspace buys all the speed.")
+    if worst.slowdown_vs_unlimited > 1.05:
+        text = (f"{_where(df)}: the tightest caps leave {int(ok['plans_within_cap'].min())} plans and cost up to "
+                f"{worst.slowdown_vs_unlimited:.1f}x (cap {plots.cap_label(worst.cap_bytes)}).")
+    else:
+        text = (f"{_where(df)}: even the tightest cap ({plots.cap_label(ok['cap_bytes'].replace(-1, float('inf')).min())}, "
+                f"{int(ok['plans_within_cap'].min())} plans left) costs at most {worst.slowdown_vs_unlimited:.2f}x: "
+                "within 5% of unlimited, timing noise included.")
+    if cheapest is not None and worst.slowdown_vs_unlimited > 1.05:
+        caps = sorted(c for c in ok["cap_bytes"] if c >= 0)
+        below = [c for c in caps if cheapest.cap_bytes < 0 or c < cheapest.cap_bytes]
+        text += (f" The best plan under a cap of {plots.cap_label(cheapest.cap_bytes)} is within 5% of unlimited, and "
+                 f"it needs {fmt_bytes(cheapest.workspace_bytes)}: any cap of at least that much keeps the speed. "
+                 f"{plots.cap_label(cheapest.cap_bytes)} is only the first recorded cap above it"
+                 + (f" (the one below, {plots.cap_label(below[-1])}, is too small; caps in between were not measured)."
+                    if below else "."))
     return Text(text)
 
 

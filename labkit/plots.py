@@ -203,6 +203,11 @@ def log_ticks(values, fmt=None) -> dict:
     e0, e1 = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
     steps = (1,) if e1 - e0 > 3 else (1, 2, 5) if e1 - e0 > 1 else (1, 2, 3, 5, 7)
     ticks = [m * 10.0**e for e in range(e0, e1 + 1) for m in steps if lo / 2.2 <= m * 10.0**e <= hi * 2.2]
+    # a labelled tick at or just under the lowest value: without it a wide range can start its
+    # labels far above the lowest points (e.g. 100 us on an axis whose best plans sit near 25 us)
+    below = [m * 10.0**e for e in range(e0 - 1, e1 + 1) for m in (1, 2, 5) if lo / 2.2 <= m * 10.0**e <= lo]
+    if below and (not ticks or min(ticks) > lo):
+        ticks = sorted(set(ticks) | {max(below)})
     if fmt is None:
         if e1 - e0 > 3 and (lo < 1e-2 or hi > 1e5):
             text = [f"10<sup>{round(math.log10(t))}</sup>" for t in ticks]
@@ -257,6 +262,17 @@ def _wrap(text: str, width: int) -> str:
     return "<br>".join(lines[:8])
 
 
+def nice_step(raw: float) -> float:
+    """The 1-2-5 step at or above ``raw`` (linear axis ticks at round values: 2x, 4x, 6x, not 1.9x, 3.9x)."""
+    if not raw or raw <= 0 or _isnan(raw):
+        return 1.0
+    e = math.floor(math.log10(raw))
+    for m in (1, 2, 5, 10):
+        if m * 10.0**e >= raw - 1e-12:
+            return m * 10.0**e
+    return 10.0 ** (e + 1)
+
+
 def _log_if_wide(values, ratio: float = 30.0) -> str:
     v = [float(x) for x in values if x is not None and not _isnan(x) and float(x) > 0]
     return "log" if v and max(v) / min(v) > ratio else "linear"
@@ -296,10 +312,11 @@ def algorithms(df) -> go.Figure:
         text=[f"  not supported ({s})" for _, s in unsup], textposition="middle right",
         textfont=dict(color=COLORS["bad"]), hoverinfo="skip", showlegend=False), row=1, col=1)
     fig.update_yaxes(autorange="reversed", row=1, col=1)
-    fig.update_xaxes(title_text="GPU time per call (us)", row=1, col=1)
+    fig.update_xaxes(title_text="GPU time of one call, Find's timing (us)", row=1, col=1)
     fig.update_xaxes(title_text="workspace (MiB)", row=1, col=2)
     spec = request_spec(df)
-    detail = f"{spec.dtype} {spec.layout} {shape_label(spec)}" if spec else ""
+    detail = (f"{spec.dtype} {spec.layout} {shape_label(spec)}; legacy API, times from one run each inside Find "
+              "(not the CUDA-graph medians of the other charts)") if spec else ""
     return _layout(fig, df, "The classic algorithm table: time and workspace per algorithm", detail, height=430,
                    legend_rows=0)
 
@@ -624,12 +641,14 @@ def plans(df) -> go.Figure:
     fig = _new_figure()
     fig.add_trace(go.Scatter(mode="markers", name="every plan", marker=dict(size=8, color=COLORS["muted"], opacity=0.7),
                              hovertemplate=hover, **pts(None)))
-    for col, name, sym, color, size in (("heuristic_pick", "heuristic pick", "star", COLORS["secondary"], 18),
-                                        ("best", "fastest (autotuned)", "diamond", COLORS["good"], 13),
-                                        ("worst", "slowest", "x", COLORS["bad"], 13)):
+    # the fastest plan is an open diamond drawn around its point, so a heuristic pick that is the
+    # same plan (or one next to it) still shows its star inside
+    for col, name, sym, color, size, line in (
+            ("heuristic_pick", "heuristic pick", "star", COLORS["secondary"], 16, dict(width=1, color="white")),
+            ("best", "fastest (autotuned)", "diamond-open", COLORS["good"], 24, dict(width=3, color=COLORS["good"])),
+            ("worst", "slowest", "x", COLORS["bad"], 13, dict(width=1, color="white"))):
         mask = ok[col].astype(bool) if col in ok.columns else ok["plan_index"] < 0
-        fig.add_trace(go.Scatter(mode="markers", name=name, marker=dict(size=size, color=color, symbol=sym,
-                                                                        line=dict(width=1, color="white")),
+        fig.add_trace(go.Scatter(mode="markers", name=name, marker=dict(size=size, color=color, symbol=sym, line=line),
                                  hovertemplate=hover, **pts(mask)))
     top = float(ok["workspace_bytes"].max()) / div if len(ok) else 1.0
     fig.update_xaxes(title_text=f"workspace the plan needs ({unit})", range=[-0.04 * (top or 1), 1.06 * (top or 1)],
@@ -670,8 +689,11 @@ def caps(df) -> go.Figure:
                              hovertemplate="cap %{x}: %{y:.2f}x the unlimited best<extra></extra>"), secondary_y=True)
     fig.update_xaxes(title_text="workspace cap (deselect_workspace_greater_than)", type="category")
     fig.update_yaxes(title_text="best GPU time (us)", secondary_y=False, rangemode="tozero")
-    fig.update_yaxes(title_text="slowdown (x)", secondary_y=True, rangemode="tozero", showgrid=False, tickmode="sync",
-                     tickformat=".1f", ticksuffix="x")
+    top = max([v for v in sd if v is not None] or [1.0])
+    step = nice_step(top * 1.15 / 4)
+    fig.update_yaxes(title_text="slowdown (x)", secondary_y=True, range=[0, top * 1.25], showgrid=False,
+                     tickmode="linear", tick0=0, dtick=step, tickformat=".0f" if step >= 1 else ".1f" if step >= 0.1 else ".2f",
+                     ticksuffix="x")
     spec = request_spec(df)
     detail = f"{spec.dtype} {spec.layout} {spec.direction} {shape_label(spec)}; every plan within the cap autotuned" if spec else ""
     return _layout(fig, df, "What a workspace cap costs", detail, note=_not_ok_note(df, ("cap_bytes",)), height=460)
