@@ -166,6 +166,8 @@ def _layout(fig: go.Figure, df, main: str, detail: str = "", note: str = "", hei
         margin=dict(t=top, b=104 if note else 64, l=70, r=30),
         legend=dict(orientation="h", yref="container", y=1 - 88 / height, yanchor="top", x=0, xanchor="left",
                     traceorder="normal"),
+        # a bar label that would have to shrink below 9 px to fit is hidden (its value is in the hover)
+        uniformtext=dict(minsize=9, mode="hide"),
     )
     if note:
         fig.add_annotation(_note(note))  # (re-assigning all annotations re-validates the subplot titles: slow)
@@ -193,21 +195,34 @@ def _note(text: str) -> dict:
                 name="note")
 
 
-def log_ticks(values, fmt=None) -> dict:
+def log_ticks(values, fmt=None, max_ticks: int = 10) -> dict:
     """``tickvals``/``ticktext`` for a log axis over ``values``: 1-2-5 steps (powers of ten alone
-    over more than three decades), labelled in full (``fmt`` formats a value; default plain)."""
+    over more than three decades), labelled in full (``fmt`` formats a value; default plain).
+    ``max_ticks``: at most that many (coarser steps, then every other decade): a narrow subplot
+    asks for fewer, so its labels do not run together."""
     v = [float(x) for x in values if x is not None and not _isnan(x) and float(x) > 0]
     if not v:
         return {}
     lo, hi = min(v), max(v)
     e0, e1 = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
-    steps = (1,) if e1 - e0 > 3 else (1, 2, 5) if e1 - e0 > 1 else (1, 2, 3, 5, 7)
-    ticks = [m * 10.0**e for e in range(e0, e1 + 1) for m in steps if lo / 2.2 <= m * 10.0**e <= hi * 2.2]
+    first = (1,) if e1 - e0 > 3 else (1, 2, 5) if e1 - e0 > 1 else (1, 2, 3, 5, 7)
+    ladder = [s for s in ((1, 2, 3, 5, 7), (1, 2, 5), (1, 3), (1,)) if len(s) <= len(first)]
     # a labelled tick at or just under the lowest value: without it a wide range can start its
     # labels far above the lowest points (e.g. 100 us on an axis whose best plans sit near 25 us)
     below = [m * 10.0**e for e in range(e0 - 1, e1 + 1) for m in (1, 2, 5) if lo / 2.2 <= m * 10.0**e <= lo]
-    if below and (not ticks or min(ticks) > lo):
-        ticks = sorted(set(ticks) | {max(below)})
+
+    def with_floor(ticks):
+        return sorted(set(ticks) | {max(below)}) if below and (not ticks or min(ticks) > lo) else ticks
+
+    for steps in ladder:
+        ticks = with_floor([m * 10.0**e for e in range(e0, e1 + 1) for m in steps if lo / 2.2 <= m * 10.0**e <= hi * 2.2])
+        if len(ticks) <= max_ticks:
+            break
+    else:
+        decades = [10.0**e for e in range(e0, e1 + 1) if lo / 2.2 <= 10.0**e <= hi * 2.2]
+        ticks = with_floor(decades[::-2][::-1])  # every other decade, ending at the top one
+        if len(ticks) > max_ticks:
+            ticks = ticks[1:]
     if fmt is None:
         if e1 - e0 > 3 and (lo < 1e-2 or hi > 1e5):
             text = [f"10<sup>{round(math.log10(t))}</sup>" for t in ticks]
@@ -438,9 +453,13 @@ def strategies(df) -> go.Figure:
     fig.update_yaxes(autorange="reversed", row=1, col=1)
     times = col("median_us") + col("p95_us") + col("strategy_us_per_call")
     t1, t2 = _log_if_wide(times, 100), _log_if_wide(col("gpu_us"))
-    fig.update_xaxes(title_text="host time per call (us)", type=t1, row=1, col=1, **(log_ticks(times) if t1 == "log" else {}))
+    # four subplots side by side, ~170 px each: few ticks, or their labels run together
+    fig.update_xaxes(title_text="host time per call (us)", type=t1, row=1, col=1,
+                     **(log_ticks(times, max_ticks=4) if t1 == "log" else {}))
     fig.update_xaxes(title_text="GPU wall time per call (us)", type=t2, row=1, col=2,
-                     **(log_ticks(col("gpu_us")) if t2 == "log" else {}))
+                     **(log_ticks(col("gpu_us"), max_ticks=4) if t2 == "log" else dict(nticks=5)))
+    fig.update_xaxes(nticks=4, row=1, col=3)
+    fig.update_xaxes(nticks=4, row=1, col=4)
     fig.update_xaxes(title_text="allocations (count)", row=1, col=3)
     fig.update_xaxes(title_text="workspace held (MiB)", row=1, col=4)
     wl = str(df["workload"].iloc[0]) if len(df) else "?"
@@ -610,7 +629,11 @@ def fusion(df) -> go.Figure:
                                  text=[fmt(v) if v is not None else "" for v in vals], textposition="auto",
                                  hovertemplate=f"{path} %{{x}}: %{{text}}<extra></extra>"), row=1, col=c)
     fig.update_layout(barmode="group")
-    fig.update_yaxes(title_text="GPU time (us)", row=1, col=1)
+    times = [_num(v) for v in _ok(df)["gpu_us"]] if "gpu_us" in df.columns else []
+    if _log_if_wide(times, 10) == "log":  # e.g. fp32: a 10 ms fused plan beside 0.3 ms bars
+        fig.update_yaxes(title_text="GPU time (us, log)", type="log", row=1, col=1, **log_ticks(times, max_ticks=6))
+    else:
+        fig.update_yaxes(title_text="GPU time (us)", type="linear", row=1, col=1)
     fig.update_yaxes(title_text="allocated (MiB)", row=1, col=2)
     fig.update_yaxes(title_text="modelled HBM bytes (MiB)", row=1, col=3)
     for c in (1, 2, 3):

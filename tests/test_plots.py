@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from labkit import experiments, plots, recordings
+from labkit import experiments, lessons, plots, recordings
 from labkit.errors import LabkitError
 
 
@@ -33,7 +33,7 @@ def _titles(fig):
 
 
 UNITS = {  # chart -> strings some axis title must contain
-    "precision": ["(us", "error"], "layout": ["(us)"], "fusion": ["(us)", "(MiB)"], "plans": ["B)", "(us"],
+    "precision": ["(us", "error"], "layout": ["(us)"], "fusion": ["(us", "(MiB)"], "plans": ["B)", "(us"],
     "caps": ["(us)", "slowdown (x)"], "algorithms": ["(us)", "(MiB)"], "build_cost": ["(s"],
     "roofline": ["FLOP/byte", "TFLOP/s"], "sweep": ["(us)", "B)"], "workspace_sizes": ["(MiB)"],
     "strategies": ["(us)", "(MiB)", "(count)"], "race": ["(count)"],
@@ -165,3 +165,23 @@ def test_figure_dispatch_and_formatting():
     assert plots.fmt_bytes(2**30) == "1.00 GiB" and plots.fmt_bytes(float("nan")) == "-"
     assert plots.fmt_us(24.6) == "24.6 us" and plots.fmt_us(1234) == "1.23 ms"
     assert plots.cap_label(-1) == "unlimited" and plots.cap_label(2**20) == "1.0 MiB"
+
+
+def test_log_ticks_label_the_lowest_values_and_stay_few_when_asked():
+    t = plots.log_ticks([25, 14_000])  # the plans chart: best plans near 25 us, the slowest at 14 ms
+    assert min(t["tickvals"]) <= 25 and t["ticktext"][0] == "20"
+    narrow = plots.log_ticks([40, 90_000], max_ticks=4)  # a ~170 px subplot (strategies under pressure)
+    assert len(narrow["tickvals"]) <= 4 and min(narrow["tickvals"]) <= 40
+    wide = plots.log_ticks([40, 90_000])
+    assert len(wide["tickvals"]) <= 10
+
+
+def test_wide_time_ranges_get_a_log_axis_and_round_ticks():
+    """fp32 fusion: a 10 ms fused plan beside 0.3 ms bars is drawn on a log axis (linear, the short
+    bars vanish); the caps chart's right axis ticks at 1-2-5 steps (not 1.9x, 3.9x, 5.8x)."""
+    fus = plots.fusion(lessons.data("fusion", spec=lessons.base(dtype="fp32")))
+    assert fus.layout.yaxis.type == "log"
+    assert plots.fusion(lessons.data("fusion")).layout.yaxis.type != "log"
+    caps = plots.caps(lessons.data("caps", spec=lessons.base(layout="NCHW")))
+    step = caps.layout.yaxis2.dtick
+    assert step in (0.1, 0.2, 0.5, 1, 2, 5, 10) and caps.layout.yaxis2.tick0 == 0
