@@ -137,7 +137,8 @@ def workspace_bytes_for_plan(answer=None, df=None) -> CheckResult:
     truth = float(fast["query_workspace_bytes"])
     if answer is None:
         return _pending("How many bytes of workspace does the fastest algorithm ask for?",
-                        "hover the workspace bar of the fastest algorithm, or read query_workspace_bytes; answer in bytes.")
+                        "the summary under the chart gives the fastest algorithm's workspace (so does hovering its "
+                        "workspace bar); answer in bytes (1 MiB = 1,048,576 B).")
     a = _number(answer, "bytes", 1048576)
     if _close(a, truth, 0.01):
         return _say(True, f"{fast['algorithm']} asks for {truth:,.0f} B ({fmt_bytes(truth)}): "
@@ -323,7 +324,7 @@ def fusion_saved_bytes(answer=None, df=None) -> CheckResult:
     truth = float(row["intermediate_bytes"])
     if answer is None:
         return _pending("How many bytes of intermediates does unfused bias_relu allocate?",
-                        "intermediate_bytes in the table; or allocated(unfused) - allocated(fused) minus the workspaces.")
+                        "the intermediate_bytes column of the table under the first fusion chart (bias_relu, unfused).")
     a = _number(answer, "bytes", 1000)
     if _close(a, truth, 0.01):
         return _say(True, f"{truth:,.0f} B ({fmt_bytes(truth)}): the conv output and the biased tensor, each the size of Y.")

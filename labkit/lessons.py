@@ -521,13 +521,40 @@ def build_cost_summary(df) -> Text:
 
 
 # ---- lesson 06 ---------------------------------------------------------------------------------
+def _tolerance_of(label: str) -> Optional[float]:
+    """`reference.tolerance_for` the spec a `ConvSpec.label` names (None if it cannot be read)."""
+    import re
+
+    from . import reference
+    from .spec import ConvSpec
+
+    m = re.match(r"(\S+) (NCHW|NHWC) (\w+) (\d+)x(\d+)x(\d+)x(\d+) -> (\d+) (\d+)x(\d+) s(\d+) p(\d+)$", str(label))
+    if not m:
+        return None
+    d, lay, di, n, c, h, w, k, r, s, st, p = m.groups()
+    try:
+        return reference.tolerance_for(ConvSpec(N=int(n), C=int(c), H=int(h), W=int(w), K=int(k), R=int(r), S=int(s),
+                                                stride=int(st), padding=int(p), dtype=d, layout=lay, direction=di))
+    except LabkitError:
+        return None
+
+
 def race_summary(df) -> Text:
-    parts = [f"{_where(df)}, {df['spec_label'].iloc[0]}, workspace {fmt_bytes(df['workspace_bytes'].iloc[0])}:"]
+    label = df["spec_label"].iloc[0]
+    tol = _tolerance_of(label)
+    dtype = str(label).split(" ")[0]
+    parts = [f"{_where(df)}, {label}, workspace {fmt_bytes(df['workspace_bytes'].iloc[0])}."]
     for (la, st), sub in df.groupby(["launch", "streams"], sort=False):
         s = sub.set_index("scratchpad")
-        parts.append(f"**{la} launch, {st} streams**: shared scratchpad {int(s.loc['shared', 'mismatches_bitwise'])} / "
-                     f"{int(s.loc['shared', 'runs'])} outputs corrupted (worst relative error "
-                     f"{s.loc['shared', 'worst_rel_error']:.2g}), per-stream {int(s.loc['per-stream', 'mismatches_bitwise'])};")
+        bad, runs = int(s.loc["shared", "mismatches_bitwise"]), int(s.loc["shared", "runs"])
+        err = float(s.loc["shared", "worst_rel_error"])
+        if bad:
+            how = (f"worst relative error {err:.2g}" + (f", {err / tol:,.0f}x the {dtype} tolerance of {tol:.0e}" if tol else ""))
+        else:
+            how = (f"worst relative error {err:.2g} against float64" + (f", within the {dtype} tolerance of {tol:.0e}: "
+                                                                          f"{dtype} rounding, not corruption" if tol and err <= tol else ""))
+        parts.append(f"**{la} launch, {st} streams**: a shared scratchpad corrupted {bad} of {runs} outputs ({how}); "
+                     f"one scratchpad per stream corrupted {int(s.loc['per-stream', 'mismatches_bitwise'])}.")
     return Text(" ".join(parts))
 
 

@@ -552,15 +552,16 @@ def roofline(df) -> go.Figure:
     xi = [_num(v) for v in ok["intensity_flops_per_byte"]]
     ty = [_num(v) for v in ok["tflops"]] if "tflops" in ok.columns else [None] * len(ok)
     dtype = str(df["dtype"].iloc[0]) if len(df) else "?"
+    peak, bw = _first(df, "peak_tflops"), _first(df, "bandwidth_gb_s")
+    roof_at = (lambda x: min(peak, x * bw / 1e3)) if peak and bw else None
     fig = _new_figure()
     fig.add_trace(go.Scatter(
-        x=xi, y=ty, mode="markers+text", name=f"measured ({dtype})", text=list(ok["shape"]), textposition=_alternate(xi),
+        x=xi, y=ty, mode="markers+text", name=f"measured ({dtype})", text=list(ok["shape"]),
+        textposition=_label_positions(xi, ty, roof_at),
         textfont=dict(size=10), marker=dict(size=11, color=DTYPE_COLORS.get(dtype, COLORS["primary"])),
         customdata=[[_num(u), _num(g)] for u, g in zip(ok.get("gpu_us", [None] * len(ok)), ok.get("achieved_gb_s", [None] * len(ok)))],
         hovertemplate="%{text}: %{x:.0f} FLOP/B, %{y:.0f} TFLOP/s<br>%{customdata[0]:.1f} us, %{customdata[1]:.0f} GB/s "
                       "(min-bytes model)<extra></extra>"))
-    peak = _first(df, "peak_tflops")
-    bw = _first(df, "bandwidth_gb_s")
     gpu = (getattr(df, "attrs", {}) or {}).get("gpu") or "this GPU"
     notes = []
     known = [v for v in xi if v]
@@ -593,12 +594,23 @@ def roofline(df) -> go.Figure:
                    note=note + (" · " + bad if bad else ""), height=500)
 
 
-def _alternate(xs) -> list:
-    """Label positions above/below alternately along x, so neighbouring labels do not overlap."""
-    order = sorted(range(len(xs)), key=lambda i: xs[i] if xs[i] is not None else 0)
-    pos = [""] * len(xs)
-    for rank, i in enumerate(order):
-        pos[i] = "top center" if rank % 2 == 0 else "bottom center"
+def _label_positions(xs, ys, roof_at=None) -> list:
+    """Text positions for labelled points on log-log axes: above the point, but below it when the
+    roof (``roof_at(x)``) runs just above (the line would cross the label), and to the left /
+    right for two points close together (their labels would overlap)."""
+    lx = [math.log10(x) if x else None for x in xs]
+    ly = [math.log10(y) if y else None for y in ys]
+    pos = []
+    for x, y, a in zip(xs, ys, ly):
+        near_roof = roof_at is not None and x and y and math.log10(roof_at(x)) - a < 0.3
+        pos.append("bottom center" if near_roof else "top center")
+    for i in range(len(xs)):
+        for j in range(i + 1, len(xs)):
+            if None in (lx[i], lx[j], ly[i], ly[j]):
+                continue
+            if abs(lx[i] - lx[j]) < 0.15 and abs(ly[i] - ly[j]) < 0.15:
+                left, right = (i, j) if lx[i] <= lx[j] else (j, i)
+                pos[left], pos[right] = "middle left", "middle right"
     return pos
 
 

@@ -418,6 +418,8 @@ model from tensor sizes (each tensor written once and read once per kernel), not
 """),
     code('fused = lessons.data("fusion")\nplots.fusion(fused)'),
     code("lessons.fusion_summary(fused)"),
+    md("The numbers behind the chart, in bytes (*intermediate* = tensors the unfused path writes besides the output):"),
+    code('fused[["epilogue", "path", "gpu_us", "allocated_bytes", "intermediate_bytes", "modelled_hbm_bytes"]]'),
     md("""
 ## Does fusion always win?
 
@@ -592,10 +594,14 @@ panel instead of raising).
 """),
     code("lab = widgets.LabPanel()\nlab"),
     md("""
-The numbers on screen, as a DataFrame (provenance columns first). The **save results.csv** button writes them;
-from code: `lab.to_csv("results.csv")`.
+The numbers on screen, as a DataFrame: `lab.results()` has every row, with the provenance (mode, GPU, cuDNN,
+date, request) in front of each; the **save results.csv** button writes it, and so does `lab.to_csv("results.csv")`.
+Here, its size, the provenance once, and the first rows of the measured columns:
 """),
-    code("lab.results()"),
+    code('''res = lab.results()
+PROVENANCE = ["mode", "gpu", "cudnn_backend", "cudnn_frontend", "date", "experiment", "request"]
+print(f"{len(res)} rows x {len(res.columns)} columns;", ", ".join(f"{c}={res[c].iloc[0]}" for c in PROVENANCE[:6]))
+res.drop(columns=PROVENANCE).head(8)'''),
     md("## Strategies on any workload"),
     code("widgets.StrategiesPanel()"),
     md("## Sweeps"),

@@ -104,7 +104,10 @@ def test_unrecorded_request_shows_the_error_not_a_chart():
     p.set(N=7)
     assert p.df is None
     assert "RecordedDataError" in p.error and "not recorded" in p.error
-    assert "nearest recorded" in p.message.value and "spec.N" in p.message.value
+    assert "nearest recorded" in p.message.value and "N = 1, 8, 32, 64" in p.message.value
+    # what a learner reads: no file path of the recording, and text, not a quoted Python string
+    assert ".csv" not in p.error and "/" not in p.error
+    assert p.error._repr_markdown_().startswith("RecordedDataError")
     assert all(t.visible is False and t.x is None for t in p.fig.data)
     assert "not recorded" in p.fig.layout.annotations[0].text
     assert "(not recorded)" in [lab for lab, _ in p.widgets["N"].options][-1]
