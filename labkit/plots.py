@@ -157,14 +157,19 @@ def _layout(fig: go.Figure, df, main: str, detail: str = "", note: str = "", hei
             legend_rows: int = 1) -> go.Figure:
     """Common layout. From the top: title, detail line, provenance line, the legend (one row, or
     ``legend_rows``), then the plot; a note line under the x-axis title when there is one."""
-    top = 112 + 22 * legend_rows
+    # a detail line longer than the chart is wide would be cut at its right edge: wrap it, and
+    # move the legend and the plot down by the lines it adds
+    detail = _wrap(detail, DETAIL_CHARS) if detail else detail
+    extra = 17 * detail.count("<br>")
+    height += extra
+    top = 112 + 22 * legend_rows + extra
     if legend_rows == 0:
         fig.update_layout(showlegend=False)
     fig.update_layout(
         title=dict(_title(main, df, detail), yref="container", y=1 - 12 / height, yanchor="top"),
         height=height,
         margin=dict(t=top, b=104 if note else 64, l=70, r=30),
-        legend=dict(orientation="h", yref="container", y=1 - 88 / height, yanchor="top", x=0, xanchor="left",
+        legend=dict(orientation="h", yref="container", y=1 - (88 + extra) / height, yanchor="top", x=0, xanchor="left",
                     traceorder="normal"),
         # a bar label that would have to shrink below 9 px to fit is hidden (its value is in the hover)
         uniformtext=dict(minsize=9, mode="hide"),
@@ -263,6 +268,10 @@ def _batch(fig):
     import contextlib
 
     return fig.batch_update() if hasattr(fig, "batch_update") else contextlib.nullcontext()
+
+
+#: characters of a 12 px subtitle line that fit a panel's chart (`widgets.FIG_WIDTH`, 900 px)
+DETAIL_CHARS = 128
 
 
 def _wrap(text: str, width: int) -> str:
@@ -437,10 +446,12 @@ def strategies(df) -> go.Figure:
                          text=[f"{int(v)} {'to the pool' if w in POOL_ALLOCATORS.values() else w}" if v else ""
                                for v, w in zip(col("alloc_calls"), whose)],
                          textposition="auto", customdata=whose,
+                         marker_pattern_shape=["/" if w in POOL_ALLOCATORS.values() else "" for w in whose],
                          hovertemplate="%{y}: %{x} workspace allocations in the timed pass, counted as calls of "
                                        "%{customdata}<extra></extra>", **bar), row=1, col=3)
     fig.add_trace(go.Bar(y=names, x=col("warmup_alloc_calls"), name="allocations (warm-up pass)", marker_color="#ff9896",
                          customdata=whose,
+                         marker_pattern_shape=["/" if w in POOL_ALLOCATORS.values() else "" for w in whose],
                          hovertemplate="%{y}: %{x} workspace allocations in the warm-up pass (%{customdata})<extra></extra>",
                          **bar), row=1, col=3)
     peak = df["peak_bytes"] if "peak_bytes" in df.columns else [None] * len(df)
@@ -465,8 +476,8 @@ def strategies(df) -> go.Figure:
     wl = str(df["workload"].iloc[0]) if len(df) else "?"
     calls = int(df["calls"].iloc[0]) if "calls" in df.columns and len(df) else 0
     detail = (f"workload '{wl}': {calls} convolution calls per strategy after a warm-up pass; host time = strategy + "
-              "launch; GPU wall time = two events around the run / calls: kernels plus GPU idle waiting for the host")
-    note = ("allocations: cudaMalloc calls for the strategies that own their memory; for cupy_pool / async_pool, "
+              "launch; GPU wall time = events around the run / calls: kernels + GPU idle waiting for the host")
+    note = ("allocations: cudaMalloc calls for the strategies that own their memory; hatched, for cupy_pool / async_pool: "
             "requests to the pool (most served from its cache without reaching cudaMalloc)")
     bad = _not_ok_note(df, ("strategy",))
     return _layout(fig, df, f"Workspace strategies on '{wl}'", detail, note=note + (" · " + bad if bad else ""),
@@ -643,7 +654,9 @@ def fusion(df) -> go.Figure:
     fig.update_layout(barmode="group")
     times = [_num(v) for v in _ok(df)["gpu_us"]] if "gpu_us" in df.columns else []
     if _log_if_wide(times, 10) == "log":  # e.g. fp32: a 10 ms fused plan beside 0.3 ms bars
-        fig.update_yaxes(title_text="GPU time (us, log)", type="log", row=1, col=1, **log_ticks(times, max_ticks=6))
+        t = [v for v in times if v]
+        fig.update_yaxes(title_text="GPU time (us, log)", type="log", row=1, col=1, **log_ticks(times, max_ticks=6),
+                         range=[math.log10(min(t) / 1.6), math.log10(max(t) * 1.4)])
     else:
         fig.update_yaxes(title_text="GPU time (us)", type="linear", row=1, col=1)
     fig.update_yaxes(title_text="allocated (MiB)", row=1, col=2)

@@ -49,27 +49,36 @@ def shoot_lesson(page, lab, name: str, out: Path, deadline) -> list:
     written.append(bh.screenshot_full(page, out / f"{stem}.png"))
     problems = page.evaluate(bh.PROBLEMS_JS)
     layout = page.evaluate(bh.LAYOUT_JS)
+    cut = page.evaluate(bh.DROPDOWN_FIT_JS)
     bh.log(f"{name}: ran in {ran:.1f} s, {len(info['views'])} panel(s); problems {problems or 'none'}; "
-           f"layout {layout or 'ok'}")
+           f"layout {layout or 'ok'}; cut dropdown options {cut or 'none'}")
     outputs = page.locator(tb.WIDGET_OUTPUT)
+    size = page.viewport_size
     for i in range(outputs.count()):
         el = outputs.nth(i)
-        el.scroll_into_view_if_needed()
-        page.wait_for_timeout(300)
-        p = out / f"{stem}-panel{i}.png"
-        el.screenshot(path=str(p))
-        written.append(p)
+        # a panel taller than the window would be cut by JupyterLab's scroll area: a taller window
+        # for the shot (the width, and so the layout, stays)
+        tall = int(el.evaluate("e => e.getBoundingClientRect().height")) + 200
+        page.set_viewport_size({"width": size["width"], "height": max(size["height"], tall)})
         try:
-            label, old, new, took = tb.change_a_dropdown(page, i, name, deadline)
-            _say(f"panel {i}: {label} {old} -> {new} ({took:.2f} s)")
-        except AssertionError as exc:
-            _say(f"panel {i}: no control moved ({str(exc).splitlines()[0]})")
-            continue
-        el.scroll_into_view_if_needed()
-        page.wait_for_timeout(300)
-        p = out / f"{stem}-panel{i}-moved.png"
-        el.screenshot(path=str(p))
-        written.append(p)
+            el.scroll_into_view_if_needed()
+            page.wait_for_timeout(300)
+            p = out / f"{stem}-panel{i}.png"
+            el.screenshot(path=str(p))
+            written.append(p)
+            try:
+                label, old, new, took = tb.change_a_dropdown(page, i, name, deadline)
+                _say(f"panel {i}: {label} {old} -> {new} ({took:.2f} s)")
+            except AssertionError as exc:
+                _say(f"panel {i}: no control moved ({str(exc).splitlines()[0]})")
+                continue
+            el.scroll_into_view_if_needed()
+            page.wait_for_timeout(300)
+            p = out / f"{stem}-panel{i}-moved.png"
+            el.screenshot(path=str(p))
+            written.append(p)
+        finally:
+            page.set_viewport_size(size)
     _say(f"{name}: {len(written)} PNG(s) in {time.monotonic() - t0:.0f} s")
     return written
 

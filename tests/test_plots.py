@@ -185,3 +185,16 @@ def test_wide_time_ranges_get_a_log_axis_and_round_ticks():
     caps = plots.caps(lessons.data("caps", spec=lessons.base(layout="NCHW")))
     step = caps.layout.yaxis2.dtick
     assert step in (0.1, 0.2, 0.5, 1, 2, 5, 10) and caps.layout.yaxis2.tick0 == 0
+
+
+@pytest.mark.parametrize("name", sorted(plots.BUILDERS))
+def test_subtitle_lines_fit_the_chart(name):
+    """No title line (detail or provenance) longer than a 900 px chart shows at 12 px: plotly
+    does not wrap, it cuts ("GPU wall time = ... kerr")."""
+    import re
+
+    for req, df in recorded_frames(name):
+        text = plots.BUILDERS[name](df).layout.title.text
+        for line in re.sub(r"<b>.*?</b>", "", text).split("<br>"):
+            plain = re.sub(r"<[^>]+>", "", line)
+            assert len(plain) <= plots.DETAIL_CHARS + 4, (name, req, plain)
