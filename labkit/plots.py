@@ -168,7 +168,7 @@ def _layout(fig: go.Figure, df, main: str, detail: str = "", note: str = "", hei
     fig.update_layout(
         title=dict(_title(main, df, detail), yref="container", y=1 - 12 / height, yanchor="top"),
         height=height,
-        margin=dict(t=top, b=104 if note else 64, l=70, r=30),
+        margin=dict(t=top, b=(76 + 15 * (_wrap(note, NOTE_CHARS).count("<br>") + 1)) if note else 64, l=70, r=30),
         legend=dict(orientation="h", yref="container", y=1 - (88 + extra) / height, yanchor="top", x=0, xanchor="left",
                     traceorder="normal"),
         # a bar label that would have to shrink below 9 px to fit is hidden (its value is in the hover)
@@ -195,7 +195,7 @@ def _new_figure(**subplots) -> go.Figure:
 
 
 def _note(text: str) -> dict:
-    return dict(text=_wrap(html.escape(text, quote=False), 170), xref="paper", yref="paper", x=0, y=0, yshift=-58,
+    return dict(text=_wrap(html.escape(text, quote=False), NOTE_CHARS), xref="paper", yref="paper", x=0, y=0, yshift=-58,
                 xanchor="left", yanchor="top", align="left", showarrow=False, font=dict(size=11, color=COLORS["dark"]),
                 name="note")
 
@@ -272,6 +272,9 @@ def _batch(fig):
 
 #: characters of a 12 px subtitle line that fit a panel's chart (`widgets.FIG_WIDTH`, 900 px)
 DETAIL_CHARS = 128
+#: characters of an 11 px note line under the plot: it starts at the plot's left edge, which long
+#: y labels push right (the strategies chart's plot starts ~190 px in)
+NOTE_CHARS = 112
 
 
 def _wrap(text: str, width: int) -> str:
@@ -481,7 +484,7 @@ def strategies(df) -> go.Figure:
             "requests to the pool (most served from its cache without reaching cudaMalloc)")
     bad = _not_ok_note(df, ("strategy",))
     return _layout(fig, df, f"Workspace strategies on '{wl}'", detail, note=note + (" · " + bad if bad else ""),
-                   height=560, legend_rows=2)
+                   height=560, legend_rows=3)
 
 
 #: the strategies whose workspace allocations are requests to a caching pool, not cudaMalloc calls

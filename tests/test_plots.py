@@ -198,3 +198,7 @@ def test_subtitle_lines_fit_the_chart(name):
         for line in re.sub(r"<b>.*?</b>", "", text).split("<br>"):
             plain = re.sub(r"<[^>]+>", "", line)
             assert len(plain) <= plots.DETAIL_CHARS + 4, (name, req, plain)
+        for ann in plots.BUILDERS[name](df).layout.annotations:
+            if ann.name == "note":
+                for line in ann.text.split("<br>"):
+                    assert len(line) <= plots.NOTE_CHARS + 4, (name, req, line)
