@@ -214,7 +214,7 @@ def log_ticks(values, fmt=None, max_ticks: int = 10) -> dict:
     ladder = [s for s in ((1, 2, 3, 5, 7), (1, 2, 5), (1, 3), (1,)) if len(s) <= len(first)]
     # a labelled tick at or just under the lowest value: without it a wide range can start its
     # labels far above the lowest points (e.g. 100 us on an axis whose best plans sit near 25 us)
-    below = [m * 10.0**e for e in range(e0 - 1, e1 + 1) for m in (1, 2, 5) if lo / 2.2 <= m * 10.0**e <= lo]
+    below = [m * 10.0**e for e in range(e0 - 1, e1 + 1) for m in (1, 2, 5) if lo / 2.51 <= m * 10.0**e <= lo]
 
     def with_floor(ticks):
         return sorted(set(ticks) | {max(below)}) if below and (not ticks or min(ticks) > lo) else ticks
@@ -298,6 +298,17 @@ def nice_step(raw: float) -> float:
         if m * 10.0**e >= raw - 1e-12:
             return m * 10.0**e
     return 10.0 ** (e + 1)
+
+
+def log_axis(values, fmt=None, max_ticks: int = 10) -> dict:
+    """`log_ticks` plus a ``range`` that shows the lowest tick and some room above the highest
+    value, so the lowest points always have a labelled tick under them."""
+    t = log_ticks(values, fmt, max_ticks)
+    v = [float(x) for x in values if x is not None and not _isnan(x) and float(x) > 0]
+    if not t or not v:
+        return t
+    lo = min(min(t["tickvals"]), min(v)) / 1.15
+    return dict(t, range=[math.log10(lo), math.log10(max(v) * 1.25)])
 
 
 def _log_if_wide(values, ratio: float = 30.0) -> str:
@@ -600,7 +611,7 @@ def roofline(df) -> go.Figure:
     fig.update_xaxes(title_text="arithmetic intensity (FLOP/byte, log)", type="log", range=[math.log10(lo), math.log10(hi)],
                      **log_ticks([lo, hi]))
     ys = [v for v in ty if v] + ([peak] if peak else [])
-    fig.update_yaxes(title_text="achieved TFLOP/s (log)", type="log", **log_ticks(ys))
+    fig.update_yaxes(title_text="achieved TFLOP/s (log)", type="log", **log_axis(ys))
     lay = str(df["layout"].iloc[0]) if len(df) else ""
     note = " ".join(notes)
     bad = _not_ok_note(df, ("shape",))
@@ -704,7 +715,7 @@ def plans(df) -> go.Figure:
     top = float(ok["workspace_bytes"].max()) / div if len(ok) else 1.0
     fig.update_xaxes(title_text=f"workspace the plan needs ({unit})", range=[-0.04 * (top or 1), 1.06 * (top or 1)],
                      zeroline=True)
-    fig.update_yaxes(title_text="GPU time per call (us, log)", type="log", **log_ticks(ok["gpu_us"]))
+    fig.update_yaxes(title_text="GPU time per call (us, log)", type="log", **log_axis(ok["gpu_us"]))
     spec = request_spec(df)
     n_ok, n_all = len(ok), len(df)
     detail = f"{spec.dtype} {spec.layout} {spec.direction} {shape_label(spec)}: {n_ok} plans timed" if spec else ""

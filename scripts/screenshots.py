@@ -12,6 +12,7 @@ Chromium at ``$LABKIT_CHROMIUM`` (default /usr/bin/chromium), a 1366x768 viewpor
 browser open, as a new user has it. Files written:
 
 * ``<lesson>.png``: the whole notebook after Run All;
+* ``<lesson>-chart<i>.png``: the i-th chart drawn outside a panel (a static figure);
 * ``<lesson>-panel<i>.png``: panel i (the i-th widget output) as first drawn;
 * ``<lesson>-panel<i>-moved.png``: the same panel after one of its dropdowns was changed (the
   control and values are printed); a panel with no other value to pick is said so.
@@ -52,8 +53,17 @@ def shoot_lesson(page, lab, name: str, out: Path, deadline) -> list:
     cut = page.evaluate(bh.DROPDOWN_FIT_JS)
     bh.log(f"{name}: ran in {ran:.1f} s, {len(info['views'])} panel(s); problems {problems or 'none'}; "
            f"layout {layout or 'ok'}; cut dropdown options {cut or 'none'}")
-    outputs = page.locator(tb.WIDGET_OUTPUT)
     size = page.viewport_size
+    # the static charts too (a chart a cell draws once, outside any panel)
+    static = page.locator(f"{bh.NOTEBOOK} .jp-OutputArea-output:not(:has(> .jupyter-widgets)) .js-plotly-plot")
+    for i in range(static.count()):
+        el = static.nth(i)
+        el.scroll_into_view_if_needed()
+        page.wait_for_timeout(200)
+        p = out / f"{stem}-chart{i}.png"
+        el.screenshot(path=str(p))
+        written.append(p)
+    outputs = page.locator(tb.WIDGET_OUTPUT)
     for i in range(outputs.count()):
         el = outputs.nth(i)
         # a panel taller than the window would be cut by JupyterLab's scroll area: a taller window

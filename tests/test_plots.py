@@ -202,3 +202,16 @@ def test_subtitle_lines_fit_the_chart(name):
             if ann.name == "note":
                 for line in ann.text.split("<br>"):
                     assert len(line) <= plots.NOTE_CHARS + 4, (name, req, line)
+
+
+@pytest.mark.parametrize("name, column", [("plans", "gpu_us"), ("roofline", "tflops")])
+def test_log_axes_label_a_visible_tick_under_their_lowest_point(name, column):
+    """07's plans chart once ticked from 100 us while the best plans sat near 25 us."""
+    import math
+
+    for req, df in recorded_frames(name):
+        ax = plots.BUILDERS[name](df).layout.yaxis
+        low = float(df[df.status == "ok"][column].min()) if "status" in df else float(df[column].min())
+        shown = [t for t in ax.tickvals if 10 ** ax.range[0] <= t <= 10 ** ax.range[1]]
+        assert shown and min(shown) <= low, (name, req, low, ax.tickvals, ax.range)
+        assert math.log10(low) >= ax.range[0], (name, req)
