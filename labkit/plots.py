@@ -223,11 +223,9 @@ def log_ticks(values, fmt=None, max_ticks: int = 10) -> dict:
         ticks = with_floor([m * 10.0**e for e in range(e0, e1 + 1) for m in steps if lo / 2.2 <= m * 10.0**e <= hi * 2.2])
         if len(ticks) <= max_ticks:
             break
-    else:
+    else:  # every other (or third) decade from the lowest: evenly spaced, one near the lowest value
         decades = [10.0**e for e in range(e0, e1 + 1) if lo / 2.2 <= 10.0**e <= hi * 2.2]
-        ticks = with_floor(decades[::-2][::-1])  # every other decade, ending at the top one
-        if len(ticks) > max_ticks:
-            ticks = ticks[1:]
+        ticks = decades[::2] if len(decades[::2]) <= max_ticks else decades[::3]
     if fmt is None:
         if e1 - e0 > 3 and (lo < 1e-2 or hi > 1e5):
             text = [f"10<sup>{round(math.log10(t))}</sup>" for t in ticks]

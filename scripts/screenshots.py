@@ -23,6 +23,7 @@ run it. Run it before and after changing what a lesson shows, and look at the PN
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
 import tempfile
@@ -55,9 +56,10 @@ def shoot_lesson(page, lab, name: str, out: Path, deadline) -> list:
            f"layout {layout or 'ok'}; cut dropdown options {cut or 'none'}")
     size = page.viewport_size
     # the static charts too (a chart a cell draws once, outside any panel)
-    static = page.locator(f"{bh.NOTEBOOK} .jp-OutputArea-output:not(:has(> .jupyter-widgets)) .js-plotly-plot")
-    for i in range(static.count()):
-        el = static.nth(i)
+    charts = page.locator(f"{bh.NOTEBOOK} .js-plotly-plot")
+    static = [charts.nth(k) for k in range(charts.count())
+              if not charts.nth(k).evaluate(f"e => !!e.closest({json.dumps(bh.WIDGET_OUTPUT)})")]
+    for i, el in enumerate(static):
         el.scroll_into_view_if_needed()
         page.wait_for_timeout(200)
         p = out / f"{stem}-chart{i}.png"

@@ -171,7 +171,9 @@ def test_log_ticks_label_the_lowest_values_and_stay_few_when_asked():
     t = plots.log_ticks([25, 14_000])  # the plans chart: best plans near 25 us, the slowest at 14 ms
     assert min(t["tickvals"]) <= 25 and t["ticktext"][0] == "20"
     narrow = plots.log_ticks([40, 90_000], max_ticks=4)  # a ~170 px subplot (strategies under pressure)
-    assert len(narrow["tickvals"]) <= 4 and min(narrow["tickvals"]) <= 40
+    tv = narrow["tickvals"]
+    assert 2 <= len(tv) <= 4 and min(tv) <= 10 * 40
+    assert len({round(b / a, 6) for a, b in zip(tv, tv[1:])}) == 1  # evenly spaced on the log axis
     wide = plots.log_ticks([40, 90_000])
     assert len(wide["tickvals"]) <= 10
 
