@@ -596,12 +596,14 @@ panel instead of raising).
     md("""
 The numbers on screen, as a DataFrame: `lab.results()` has every row, with the provenance (mode, GPU, cuDNN,
 date, request) in front of each; the **save results.csv** button writes it, and so does `lab.to_csv("results.csv")`.
-Here, its size, the provenance once, and the first rows of the measured columns:
+Here, its size, once what is the same on every row (the provenance among it), and the first rows of the columns
+that change:
 """),
     code('''res = lab.results()
-PROVENANCE = ["mode", "gpu", "cudnn_backend", "cudnn_frontend", "date", "experiment", "request"]
-print(f"{len(res)} rows x {len(res.columns)} columns;", ", ".join(f"{c}={res[c].iloc[0]}" for c in PROVENANCE[:6]))
-res.drop(columns=PROVENANCE).head(8)'''),
+same = [c for c in res.columns if res[c].astype(str).nunique() == 1]
+print(f"{len(res)} rows x {len(res.columns)} columns; the same on every row:",
+      ", ".join(f"{c}={res[c].iloc[0]}" for c in same if c != "request"))
+res.drop(columns=same).head(8)'''),
     md("## Strategies on any workload"),
     code("widgets.StrategiesPanel()"),
     md("## Sweeps"),
