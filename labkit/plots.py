@@ -305,8 +305,9 @@ def log_axis(values, fmt=None, max_ticks: int = 10) -> dict:
     v = [float(x) for x in values if x is not None and not _isnan(x) and float(x) > 0]
     if not t or not v:
         return t
-    lo = min(min(t["tickvals"]), min(v)) / 1.15
-    return dict(t, range=[math.log10(lo), math.log10(max(v) * 1.25)])
+    lo, hi = math.log10(min(min(t["tickvals"]), min(v))), math.log10(max(v))
+    pad = max(0.07, 0.05 * (hi - lo))  # room for a marker's half at either end
+    return dict(t, range=[lo - pad, hi + max(pad, 0.1)])
 
 
 def _log_if_wide(values, ratio: float = 30.0) -> str:
@@ -418,7 +419,7 @@ def sweep(df) -> go.Figure:
     fig.update_xaxes(type=xtype, tickvals=list(ok["value"]), title_text=SWEEP_AXIS.get(field, field), row=2, col=1)
     ytype = _log_if_wide(ok["gpu_us"])
     fig.update_yaxes(title_text="GPU time (us)", type=ytype, row=1, col=1,
-                     **(log_ticks(ok["gpu_us"]) if ytype == "log" else {}))
+                     **(log_axis(ok["gpu_us"]) if ytype == "log" else {}))
     fig.update_yaxes(title_text=f"workspace ({unit})", rangemode="tozero", row=2, col=1)
     spec = request_spec(df)
     detail = f"around {spec.dtype} {spec.layout} {spec.direction} {shape_label(spec)}; heuristic plan at each point" if spec else ""
@@ -478,9 +479,9 @@ def strategies(df) -> go.Figure:
     t1, t2 = _log_if_wide(times, 100), _log_if_wide(col("gpu_us"))
     # four subplots side by side, ~170 px each: few ticks, or their labels run together
     fig.update_xaxes(title_text="host time per call (us)", type=t1, row=1, col=1,
-                     **(log_ticks(times, max_ticks=4) if t1 == "log" else {}))
+                     **(log_axis(times, max_ticks=4) if t1 == "log" else {}))
     fig.update_xaxes(title_text="GPU wall time per call (us)", type=t2, row=1, col=2,
-                     **(log_ticks(col("gpu_us"), max_ticks=4) if t2 == "log" else dict(nticks=5)))
+                     **(log_axis(col("gpu_us"), max_ticks=4) if t2 == "log" else dict(nticks=5)))
     fig.update_xaxes(nticks=4, row=1, col=3)
     fig.update_xaxes(nticks=4, row=1, col=4)
     fig.update_xaxes(title_text="allocations (count)", row=1, col=3)
@@ -533,8 +534,8 @@ def precision(df) -> go.Figure:
             sy += [a, b, None]
     fig.add_trace(go.Scatter(x=sx, y=sy, mode="lines", name="added by rounding the inputs", hoverinfo="skip",
                              line=dict(color=COLORS["muted"], dash="dot")))
-    fig.update_xaxes(title_text="GPU time per call (us, log)", type="log", **log_ticks(x))
-    fig.update_yaxes(title_text="relative L2 error vs float64 (log)", type="log", **log_ticks(e1 + e2))
+    fig.update_xaxes(title_text="GPU time per call (us, log)", type="log", **log_axis(x))
+    fig.update_yaxes(title_text="relative L2 error vs float64 (log)", type="log", **log_axis(e1 + e2))
     spec = request_spec(df)
     detail = f"{spec.layout} {spec.direction} {shape_label(spec)}; heuristic plan per dtype; lower-left is better" if spec else ""
     return _layout(fig, df, "Precision: error vs speed per dtype", detail, note=_not_ok_note(df, ("dtype",)), height=480)
@@ -666,9 +667,7 @@ def fusion(df) -> go.Figure:
     fig.update_layout(barmode="group")
     times = [_num(v) for v in _ok(df)["gpu_us"]] if "gpu_us" in df.columns else []
     if _log_if_wide(times, 10) == "log":  # e.g. fp32: a 10 ms fused plan beside 0.3 ms bars
-        t = [v for v in times if v]
-        fig.update_yaxes(title_text="GPU time (us, log)", type="log", row=1, col=1, **log_ticks(times, max_ticks=6),
-                         range=[math.log10(min(t) / 1.6), math.log10(max(t) * 1.4)])
+        fig.update_yaxes(title_text="GPU time (us, log)", type="log", row=1, col=1, **log_axis(times, max_ticks=6))
     else:
         fig.update_yaxes(title_text="GPU time (us)", type="linear", row=1, col=1)
     fig.update_yaxes(title_text="allocated (MiB)", row=1, col=2)
@@ -767,7 +766,7 @@ def build_cost(df) -> go.Figure:
                          text=[fmt_seconds(v) for v in s], textposition="auto", name="wall time",
                          hovertemplate="%{y}: %{text}<extra></extra>"))
     fig.update_yaxes(autorange="reversed")
-    fig.update_xaxes(title_text="wall time (s, log)", type="log", **log_ticks(s, _tick_seconds))
+    fig.update_xaxes(title_text="wall time (s, log)", type="log", **log_axis(s, _tick_seconds))
     spec = request_spec(df)
     pay = _first(df, "calls_to_pay_off_autotune")
     if pay is None:
