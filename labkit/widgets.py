@@ -313,6 +313,7 @@ class Panel:
         else:
             opts = [(_label(v), v) for v in c.live_options] if self.live else []
             w = W.Dropdown(options=opts, description=desc, style=style, layout=lay)
+            _fit_options(w, [t for t, _ in opts])
         w.observe(self._on_widget, names="value")
         return w
 

@@ -306,3 +306,15 @@ def test_header_chart_and_summary_follow_every_control(cls):
             for other in p.options(name):
                 if other != value and exp == "sweep":
                     assert f"{other} sweep" not in header, header
+
+
+def test_dropdowns_get_room_for_their_longest_option():
+    """A workload dropdown holds "resnet50_fp16_nhwc": it spans two grid columns, in both modes
+    (live panels set their options when built, recorded ones when synced)."""
+    p = widgets.StrategiesPanel()
+    w = p.widgets["workload"]
+    assert w.layout.grid_column == "span 2" and int(w.layout.min_width.rstrip("px")) >= 8 * len("resnet50_fp16_nhwc")
+    assert p.widgets["dtype"].layout.grid_column is None  # short options stay in one column
+    live = widgets.Panel._make_widget(type("P", (), {"live": True, "_on_widget": lambda self, c: None})(),
+                                      widgets.CONTROLS["workload"])
+    assert live.layout.grid_column == "span 2"
