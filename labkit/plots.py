@@ -212,12 +212,13 @@ def log_ticks(values, fmt=None, max_ticks: int = 10) -> dict:
     e0, e1 = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
     first = (1,) if e1 - e0 > 3 else (1, 2, 5) if e1 - e0 > 1 else (1, 2, 3, 5, 7)
     ladder = [s for s in ((1, 2, 3, 5, 7), (1, 2, 5), (1, 3), (1,)) if len(s) <= len(first)]
-    # a labelled tick at or just under the lowest value: without it a wide range can start its
-    # labels far above the lowest points (e.g. 100 us on an axis whose best plans sit near 25 us)
+    # a labelled tick at or just under the lowest value when the lowest tick is far above it:
+    # without it a wide range can start its labels far above the lowest points (e.g. 100 us on
+    # an axis whose best plans sit near 25 us); one close above it needs no neighbour (0.5 beside 1)
     below = [m * 10.0**e for e in range(e0 - 1, e1 + 1) for m in (1, 2, 5) if lo / 2.51 <= m * 10.0**e <= lo]
 
     def with_floor(ticks):
-        return sorted(set(ticks) | {max(below)}) if below and (not ticks or min(ticks) > lo) else ticks
+        return sorted(set(ticks) | {max(below)}) if below and (not ticks or min(ticks) > 2.5 * lo) else ticks
 
     for steps in ladder:
         ticks = with_floor([m * 10.0**e for e in range(e0, e1 + 1) for m in steps if lo / 2.2 <= m * 10.0**e <= hi * 2.2])

@@ -170,6 +170,8 @@ def test_figure_dispatch_and_formatting():
 def test_log_ticks_label_the_lowest_values_and_stay_few_when_asked():
     t = plots.log_ticks([25, 14_000])  # the plans chart: best plans near 25 us, the slowest at 14 ms
     assert min(t["tickvals"]) <= 25 and t["ticktext"][0] == "20"
+    close = plots.log_ticks([0.55, 140], max_ticks=4)  # a tick at 1 is close enough: no 0.5 crowding it
+    assert close["ticktext"][0] == "1"
     narrow = plots.log_ticks([40, 90_000], max_ticks=4)  # a ~170 px subplot (strategies under pressure)
     tv = narrow["tickvals"]
     assert 2 <= len(tv) <= 4 and min(tv) <= 10 * 40
@@ -215,5 +217,5 @@ def test_log_axes_label_a_visible_tick_under_their_lowest_point(name, column):
         ax = plots.BUILDERS[name](df).layout.yaxis
         low = float(df[df.status == "ok"][column].min()) if "status" in df else float(df[column].min())
         shown = [t for t in ax.tickvals if 10 ** ax.range[0] <= t <= 10 ** ax.range[1]]
-        assert shown and min(shown) <= low, (name, req, low, ax.tickvals, ax.range)
+        assert shown and min(shown) <= 2.5 * low, (name, req, low, ax.tickvals, ax.range)
         assert math.log10(low) >= ax.range[0], (name, req)
