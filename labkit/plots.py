@@ -797,7 +797,11 @@ def race(df) -> go.Figure:
                              hovertemplate="%{x}: %{text} outputs differ from the solo run<extra>" + sp + "</extra>"))
     fig.update_layout(barmode="group")
     fig.update_xaxes(title_text="how the convolutions were launched")
-    fig.update_yaxes(title_text="corrupted outputs (count)", rangemode="tozero")
+    # counts of the outputs checked: whole numbers, up to the number checked (an all-zero case then
+    # reads "0 of 1024", not an axis of 0.2, 0.4 ... counts)
+    runs = [float(v) for v in df["runs"] if _num(v)] if "runs" in df.columns else []
+    fig.update_yaxes(title_text="corrupted outputs (count)", rangemode="tozero", tickformat=",d",
+                     **(dict(range=[0, max(runs) * 1.08]) if runs else {}))
     label = str(df["spec_label"].iloc[0]) if "spec_label" in df.columns and len(df) else ""
     ws = fmt_bytes(df["workspace_bytes"].iloc[0]) if "workspace_bytes" in df.columns and len(df) else "?"
     detail = f"{label}, workspace {ws}; every output compared bit for bit with the same convolution run alone"
