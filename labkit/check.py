@@ -137,7 +137,8 @@ def workspace_bytes_for_plan(answer=None, df=None) -> CheckResult:
     truth = float(fast["query_workspace_bytes"])
     if answer is None:
         return _pending("How many bytes of workspace does the fastest algorithm ask for?",
-                        "hover the workspace bar of the fastest algorithm, or read query_workspace_bytes; answer in bytes.")
+                        "the summary under the chart gives the fastest algorithm's workspace (so does hovering its "
+                        "workspace bar); answer in bytes (1 MiB = 1,048,576 B).")
     a = _number(answer, "bytes", 1048576)
     if _close(a, truth, 0.01):
         return _say(True, f"{fast['algorithm']} asks for {truth:,.0f} B ({fmt_bytes(truth)}): "
@@ -184,7 +185,7 @@ def fastest_strategy(answer: Optional[str] = None, workload: str = "random_shape
     df = _ok(_df(df, "strategies", workload=workload, repeats=strategies_repeats(workload)))
     if answer is None:
         return _pending(f"Which strategy has the lowest median time per call on '{workload}'?",
-                        "the host-time panel; shortest dark bar.")
+                        "the host-time panel: the shortest 'host median' bar.")
     hit = _match_strategy(df, _word(answer, "a strategy", "fixed_arena"))
     best = df["median_us"].min()
     rows = df[df["strategy"].isin(hit)]
@@ -192,8 +193,8 @@ def fastest_strategy(answer: Optional[str] = None, workload: str = "random_shape
     near = df[df["median_us"] <= best * 1.05]["strategy"].tolist()
     if mine <= best * 1.05:
         r = rows.loc[rows["median_us"].idxmin()]
-        return _say(True, f"{r['strategy']}: {fmt_us(mine)} per call ({_where(df)}), {int(r['alloc_calls'])} allocator calls "
-                          f"in {int(r['calls'])} convolutions; within 5% of the lowest: {', '.join(near)}.")
+        return _say(True, f"{r['strategy']}: {fmt_us(mine)} per call ({_where(df)}), {int(r['alloc_calls'])} workspace allocations "
+                          f"({plots.allocator_of(r['strategy'])}) in {int(r['calls'])} convolutions; within 5% of the lowest: {', '.join(near)}.")
     return _say(False, f"{hit[0]} takes {fmt_us(mine)} per call, {mine / best:.2f}x the lowest. Which strategies "
                        "never call the allocator once warm?")
 
@@ -323,7 +324,7 @@ def fusion_saved_bytes(answer=None, df=None) -> CheckResult:
     truth = float(row["intermediate_bytes"])
     if answer is None:
         return _pending("How many bytes of intermediates does unfused bias_relu allocate?",
-                        "intermediate_bytes in the table; or allocated(unfused) - allocated(fused) minus the workspaces.")
+                        "the intermediate_bytes column of the table under the first fusion chart (bias_relu, unfused).")
     a = _number(answer, "bytes", 1000)
     if _close(a, truth, 0.01):
         return _say(True, f"{truth:,.0f} B ({fmt_bytes(truth)}): the conv output and the biased tensor, each the size of Y.")

@@ -67,7 +67,7 @@ class RecordedDataError(LabkitError):
     """
 
     def __init__(self, message: str, path=None, row: int | None = None, nearest: dict | None = None):
-        self.path, self.row, self.nearest = path, row, nearest
+        self.path, self.row, self.nearest, self.message = path, row, nearest, message
         where = f" [{path}" + (f", row {row}" if row is not None else "") + "]" if path else ""
         near = ""
         if nearest:

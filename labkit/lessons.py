@@ -101,7 +101,7 @@ def _live(name: str, kwargs: dict, force: bool = False, save: bool = True):
     if store is not None and not force:
         df = store.get(name, request)
         if df is not None:
-            return df
+            return experiments.with_model(name, df)
     t0 = time.perf_counter()
     df = _experiment(name)(**kwargs)
     seconds = time.perf_counter() - t0
@@ -303,7 +303,36 @@ def algorithms_summary(df) -> Text:
                  f"{z.time_us / fast.time_us:.1f}x slower. That ratio is what the workspace buys here.")
     if len(bad):
         text += f" {len(bad)} of {len(df)} algorithms are not supported for this dtype and layout."
+    text += (" These times are Find's own: one run of each algorithm through the legacy API, as a ranking, not the "
+             "steady-state time of a kernel.")
+    frontend = _frontend_time(spec)
+    if frontend is not None:
+        text += (f" The same convolution through the cuDNN frontend (its heuristic plan), timed as the median of CUDA-graph "
+                 f"replays (how "
+                 f"every other chart times, e.g. lesson 00's layout table), takes {fmt_us(frontend)} "
+                 f"({_where(df)}).")
     return Text(text)
+
+
+def _frontend_time(spec) -> Optional[float]:
+    """The heuristic frontend plan's CUDA-graph median for ``spec`` from the layout experiment,
+    when it is at hand without measuring (recorded, or already measured this session); else None."""
+    from . import env
+    from .errors import LabkitError as _Err
+
+    if spec is None:
+        return None
+    for s in (spec, spec.replace(layout="NHWC" if spec.layout == "NCHW" else "NCHW")):  # it runs both layouts
+        try:
+            if env.mode().live and not is_cached("layout", spec=s):
+                continue
+            lay = _ok(data("layout", spec=s))
+            row = lay[lay["layout"] == spec.layout]
+            if len(row):
+                return float(row["conv_gpu_us"].iloc[0])
+        except (_Err, KeyError, IndexError):
+            continue
+    return None
 
 
 def workspace_sizes_summary(df) -> Text:
@@ -347,15 +376,24 @@ def strategies_summary(df) -> Text:
     wl = df["workload"].iloc[0]
     parts = [f"Workload **{wl}** ({int(df['calls'].iloc[0])} calls per strategy after a warm-up pass, {_where(df)})."]
     if m is not None and a is not None:
-        parts.append(f"malloc per call: {m.median_us:.0f} us vs {a.median_us:.0f} us per call for the fixed arena "
+        parts.append(f"Host time per call: {m.median_us:.0f} us for malloc per call vs {a.median_us:.0f} us for the fixed arena "
                      f"({m.median_us / a.median_us:.1f}x).")
         if "strategy_us_per_call" in ok.columns:
             parts.append(f"Inside the strategy alone (its get and put): {m.strategy_us_per_call:.1f} us vs "
                          f"{a.strategy_us_per_call:.1f} us per call.")
-        parts.append(f"malloc_per_call made {int(m.alloc_calls)} allocator calls in the timed pass "
+        parts.append(f"malloc_per_call made {int(m.alloc_calls)} cudaMalloc calls in the timed pass "
                      f"({m.alloc_us_total / 1000:.1f} ms inside cudaMalloc/cudaFree); the arena made {int(a.alloc_calls)}"
                      + (" (its one allocation happened in the warm-up pass)" if "warmup_alloc_calls" in ok.columns
                         and a.warmup_alloc_calls > 0 and a.alloc_calls == 0 else "") + ".")
+        pools = [r for _, r in ok.iterrows() if plots.allocator_of(r.strategy) != "cudaMalloc" and r.alloc_calls]
+        if pools:
+            parts.append(", ".join(f"{r.strategy} {int(r.alloc_calls)}" for r in pools)
+                         + ": those count requests to the pool, not cudaMalloc calls (the pool serves most from blocks "
+                           "it keeps; how many reached the driver was not counted).")
+        if "gpu_us" in ok.columns:
+            parts.append(f"GPU wall time per call (two events around the run, over the calls): {m.gpu_us:.0f} us for "
+                         f"malloc per call vs {a.gpu_us:.0f} us for the arena; the difference is not kernel time but the "
+                         "GPU idling while the host frees and allocates (each cudaFree waits for the GPU).")
         parts.append(f"The arena pays in memory instead: it holds {fmt_bytes(a.peak_bytes)} for a workload whose "
                      f"largest workspace is {fmt_bytes(m.peak_bytes)}.")
     parts.append(f"Lowest median per call: {fast.strategy} ({fast.median_us:.0f} us).")
@@ -500,11 +538,21 @@ def caps_summary(df) -> Text:
     worst = ok.loc[ok["slowdown_vs_unlimited"].idxmax()]
     free = ok[ok["slowdown_vs_unlimited"] <= 1.05]
     cheapest = free.loc[free["cap_bytes"].replace(-1, float("inf")).idxmin()] if len(free) else None
-    text = (f"{_where(df)}: the tightest caps leave {int(ok['plans_within_cap'].min())} plans and cost up to "
-            f"{worst.slowdown_vs_unlimited:.1f}x (cap {plots.cap_label(worst.cap_bytes)}).")
-    if cheapest is not None:
-        text += (f" From a cap of {plots.cap_label(cheapest.cap_bytes)} on, the best plan is within 5% of unlimited: "
-                 f"that much workspace buys all the speed.")
+    if worst.slowdown_vs_unlimited > 1.05:
+        text = (f"{_where(df)}: the tightest caps leave {int(ok['plans_within_cap'].min())} plans and cost up to "
+                f"{worst.slowdown_vs_unlimited:.1f}x (cap {plots.cap_label(worst.cap_bytes)}).")
+    else:
+        text = (f"{_where(df)}: even the tightest cap ({plots.cap_label(ok['cap_bytes'].replace(-1, float('inf')).min())}, "
+                f"{int(ok['plans_within_cap'].min())} plans left) costs at most {worst.slowdown_vs_unlimited:.2f}x: "
+                "within 5% of unlimited, timing noise included.")
+    if cheapest is not None and worst.slowdown_vs_unlimited > 1.05:
+        caps = sorted(c for c in ok["cap_bytes"] if c >= 0)
+        below = [c for c in caps if cheapest.cap_bytes < 0 or c < cheapest.cap_bytes]
+        text += (f" The best plan under a cap of {plots.cap_label(cheapest.cap_bytes)} is within 5% of unlimited, and "
+                 f"it needs {fmt_bytes(cheapest.workspace_bytes)}: any cap of at least that much keeps the speed. "
+                 f"{plots.cap_label(cheapest.cap_bytes)} is only the first recorded cap above it"
+                 + (f" (the one below, {plots.cap_label(below[-1])}, is too small; caps in between were not measured)."
+                    if below else "."))
     return Text(text)
 
 
@@ -526,13 +574,40 @@ def build_cost_summary(df) -> Text:
 
 
 # ---- lesson 06 ---------------------------------------------------------------------------------
+def _tolerance_of(label: str) -> Optional[float]:
+    """`reference.tolerance_for` the spec a `ConvSpec.label` names (None if it cannot be read)."""
+    import re
+
+    from . import reference
+    from .spec import ConvSpec
+
+    m = re.match(r"(\S+) (NCHW|NHWC) (\w+) (\d+)x(\d+)x(\d+)x(\d+) -> (\d+) (\d+)x(\d+) s(\d+) p(\d+)$", str(label))
+    if not m:
+        return None
+    d, lay, di, n, c, h, w, k, r, s, st, p = m.groups()
+    try:
+        return reference.tolerance_for(ConvSpec(N=int(n), C=int(c), H=int(h), W=int(w), K=int(k), R=int(r), S=int(s),
+                                                stride=int(st), padding=int(p), dtype=d, layout=lay, direction=di))
+    except LabkitError:
+        return None
+
+
 def race_summary(df) -> Text:
-    parts = [f"{_where(df)}, {df['spec_label'].iloc[0]}, workspace {fmt_bytes(df['workspace_bytes'].iloc[0])}:"]
+    label = df["spec_label"].iloc[0]
+    tol = _tolerance_of(label)
+    dtype = str(label).split(" ")[0]
+    parts = [f"{_where(df)}, {label}, workspace {fmt_bytes(df['workspace_bytes'].iloc[0])}."]
     for (la, st), sub in df.groupby(["launch", "streams"], sort=False):
         s = sub.set_index("scratchpad")
-        parts.append(f"**{la} launch, {st} streams**: shared scratchpad {int(s.loc['shared', 'mismatches_bitwise'])} / "
-                     f"{int(s.loc['shared', 'runs'])} outputs corrupted (worst relative error "
-                     f"{s.loc['shared', 'worst_rel_error']:.2g}), per-stream {int(s.loc['per-stream', 'mismatches_bitwise'])};")
+        bad, runs = int(s.loc["shared", "mismatches_bitwise"]), int(s.loc["shared", "runs"])
+        err = float(s.loc["shared", "worst_rel_error"])
+        if bad:
+            how = (f"worst relative error {err:.2g}" + (f", {err / tol:,.0f}x the {dtype} tolerance of {tol:.0e}" if tol else ""))
+        else:
+            how = (f"worst relative error {err:.2g} against float64" + (f", within the {dtype} tolerance of {tol:.0e}: "
+                                                                          f"{dtype} rounding, not corruption" if tol and err <= tol else ""))
+        parts.append(f"**{la} launch, {st} streams**: a shared scratchpad corrupted {bad} of {runs} outputs ({how}); "
+                     f"one scratchpad per stream corrupted {int(s.loc['per-stream', 'mismatches_bitwise'])}.")
     return Text(" ".join(parts))
 
 

@@ -157,15 +157,22 @@ def _layout(fig: go.Figure, df, main: str, detail: str = "", note: str = "", hei
             legend_rows: int = 1) -> go.Figure:
     """Common layout. From the top: title, detail line, provenance line, the legend (one row, or
     ``legend_rows``), then the plot; a note line under the x-axis title when there is one."""
-    top = 112 + 22 * legend_rows
+    # a detail line longer than the chart is wide would be cut at its right edge: wrap it, and
+    # move the legend and the plot down by the lines it adds
+    detail = _wrap(detail, DETAIL_CHARS) if detail else detail
+    extra = 17 * detail.count("<br>")
+    height += extra
+    top = 112 + 22 * legend_rows + extra
     if legend_rows == 0:
         fig.update_layout(showlegend=False)
     fig.update_layout(
         title=dict(_title(main, df, detail), yref="container", y=1 - 12 / height, yanchor="top"),
         height=height,
-        margin=dict(t=top, b=104 if note else 64, l=70, r=30),
-        legend=dict(orientation="h", yref="container", y=1 - 88 / height, yanchor="top", x=0, xanchor="left",
+        margin=dict(t=top, b=(76 + 15 * (_wrap(note, NOTE_CHARS).count("<br>") + 1)) if note else 64, l=70, r=30),
+        legend=dict(orientation="h", yref="container", y=1 - (88 + extra) / height, yanchor="top", x=0, xanchor="left",
                     traceorder="normal"),
+        # a bar label that would have to shrink below 9 px to fit is hidden (its value is in the hover)
+        uniformtext=dict(minsize=9, mode="hide"),
     )
     if note:
         fig.add_annotation(_note(note))  # (re-assigning all annotations re-validates the subplot titles: slow)
@@ -188,21 +195,38 @@ def _new_figure(**subplots) -> go.Figure:
 
 
 def _note(text: str) -> dict:
-    return dict(text=_wrap(html.escape(text, quote=False), 170), xref="paper", yref="paper", x=0, y=0, yshift=-58,
+    return dict(text=_wrap(html.escape(text, quote=False), NOTE_CHARS), xref="paper", yref="paper", x=0, y=0, yshift=-58,
                 xanchor="left", yanchor="top", align="left", showarrow=False, font=dict(size=11, color=COLORS["dark"]),
                 name="note")
 
 
-def log_ticks(values, fmt=None) -> dict:
+def log_ticks(values, fmt=None, max_ticks: int = 10) -> dict:
     """``tickvals``/``ticktext`` for a log axis over ``values``: 1-2-5 steps (powers of ten alone
-    over more than three decades), labelled in full (``fmt`` formats a value; default plain)."""
+    over more than three decades), labelled in full (``fmt`` formats a value; default plain).
+    ``max_ticks``: at most that many (coarser steps, then every other decade): a narrow subplot
+    asks for fewer, so its labels do not run together."""
     v = [float(x) for x in values if x is not None and not _isnan(x) and float(x) > 0]
     if not v:
         return {}
     lo, hi = min(v), max(v)
     e0, e1 = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
-    steps = (1,) if e1 - e0 > 3 else (1, 2, 5) if e1 - e0 > 1 else (1, 2, 3, 5, 7)
-    ticks = [m * 10.0**e for e in range(e0, e1 + 1) for m in steps if lo / 2.2 <= m * 10.0**e <= hi * 2.2]
+    first = (1,) if e1 - e0 > 3 else (1, 2, 5) if e1 - e0 > 1 else (1, 2, 3, 5, 7)
+    ladder = [s for s in ((1, 2, 3, 5, 7), (1, 2, 5), (1, 3), (1,)) if len(s) <= len(first)]
+    # a labelled tick at or just under the lowest value when the lowest tick is far above it:
+    # without it a wide range can start its labels far above the lowest points (e.g. 100 us on
+    # an axis whose best plans sit near 25 us); one close above it needs no neighbour (0.5 beside 1)
+    below = [m * 10.0**e for e in range(e0 - 1, e1 + 1) for m in (1, 2, 5) if lo / 2.51 <= m * 10.0**e <= lo]
+
+    def with_floor(ticks):
+        return sorted(set(ticks) | {max(below)}) if below and (not ticks or min(ticks) > 2.5 * lo) else ticks
+
+    for steps in ladder:
+        ticks = with_floor([m * 10.0**e for e in range(e0, e1 + 1) for m in steps if lo / 2.2 <= m * 10.0**e <= hi * 2.2])
+        if len(ticks) <= max_ticks:
+            break
+    else:  # every other (or third) decade from the lowest: evenly spaced, one near the lowest value
+        decades = [10.0**e for e in range(e0, e1 + 1) if lo / 2.2 <= 10.0**e <= hi * 2.2]
+        ticks = decades[::2] if len(decades[::2]) <= max_ticks else decades[::3]
     if fmt is None:
         if e1 - e0 > 3 and (lo < 1e-2 or hi > 1e5):
             text = [f"10<sup>{round(math.log10(t))}</sup>" for t in ticks]
@@ -245,6 +269,13 @@ def _batch(fig):
     return fig.batch_update() if hasattr(fig, "batch_update") else contextlib.nullcontext()
 
 
+#: characters of a 12 px subtitle line that fit a panel's chart (`widgets.FIG_WIDTH`, 900 px)
+DETAIL_CHARS = 128
+#: characters of an 11 px note line under the plot: it starts at the plot's left edge, which long
+#: y labels push right (the strategies chart's plot starts ~190 px in)
+NOTE_CHARS = 112
+
+
 def _wrap(text: str, width: int) -> str:
     words, lines, cur = text.split(" "), [], ""
     for w in words:
@@ -255,6 +286,29 @@ def _wrap(text: str, width: int) -> str:
             cur = f"{cur} {w}".strip()
     lines.append(cur)
     return "<br>".join(lines[:8])
+
+
+def nice_step(raw: float) -> float:
+    """The 1-2-5 step at or above ``raw`` (linear axis ticks at round values: 2x, 4x, 6x, not 1.9x, 3.9x)."""
+    if not raw or raw <= 0 or _isnan(raw):
+        return 1.0
+    e = math.floor(math.log10(raw))
+    for m in (1, 2, 5, 10):
+        if m * 10.0**e >= raw - 1e-12:
+            return m * 10.0**e
+    return 10.0 ** (e + 1)
+
+
+def log_axis(values, fmt=None, max_ticks: int = 10) -> dict:
+    """`log_ticks` plus a ``range`` that shows the lowest tick and some room above the highest
+    value, so the lowest points always have a labelled tick under them."""
+    t = log_ticks(values, fmt, max_ticks)
+    v = [float(x) for x in values if x is not None and not _isnan(x) and float(x) > 0]
+    if not t or not v:
+        return t
+    lo, hi = math.log10(min(min(t["tickvals"]), min(v))), math.log10(max(v))
+    pad = max(0.07, 0.05 * (hi - lo))  # room for a marker's half at either end
+    return dict(t, range=[lo - pad, hi + max(pad, 0.1)])
 
 
 def _log_if_wide(values, ratio: float = 30.0) -> str:
@@ -296,10 +350,11 @@ def algorithms(df) -> go.Figure:
         text=[f"  not supported ({s})" for _, s in unsup], textposition="middle right",
         textfont=dict(color=COLORS["bad"]), hoverinfo="skip", showlegend=False), row=1, col=1)
     fig.update_yaxes(autorange="reversed", row=1, col=1)
-    fig.update_xaxes(title_text="GPU time per call (us)", row=1, col=1)
+    fig.update_xaxes(title_text="GPU time of one call, Find's timing (us)", row=1, col=1)
     fig.update_xaxes(title_text="workspace (MiB)", row=1, col=2)
     spec = request_spec(df)
-    detail = f"{spec.dtype} {spec.layout} {shape_label(spec)}" if spec else ""
+    detail = (f"{spec.dtype} {spec.layout} {shape_label(spec)}; legacy API, times from one run each inside Find "
+              "(not the CUDA-graph medians of the other charts)") if spec else ""
     return _layout(fig, df, "The classic algorithm table: time and workspace per algorithm", detail, height=430,
                    legend_rows=0)
 
@@ -365,7 +420,7 @@ def sweep(df) -> go.Figure:
     fig.update_xaxes(type=xtype, tickvals=list(ok["value"]), title_text=SWEEP_AXIS.get(field, field), row=2, col=1)
     ytype = _log_if_wide(ok["gpu_us"])
     fig.update_yaxes(title_text="GPU time (us)", type=ytype, row=1, col=1,
-                     **(log_ticks(ok["gpu_us"]) if ytype == "log" else {}))
+                     **(log_axis(ok["gpu_us"]) if ytype == "log" else {}))
     fig.update_yaxes(title_text=f"workspace ({unit})", rangemode="tozero", row=2, col=1)
     spec = request_spec(df)
     detail = f"around {spec.dtype} {spec.layout} {spec.direction} {shape_label(spec)}; heuristic plan at each point" if spec else ""
@@ -384,7 +439,8 @@ def strategies(df) -> go.Figure:
     col = lambda c, scale=1.0: [(_num(v) / scale if _num(v) is not None else None) if k else None  # noqa: E731
                                 for v, k in zip(df[c] if c in df.columns else [None] * len(df), ok)]
     fig = _new_figure(rows=1, cols=4, shared_yaxes=True, horizontal_spacing=0.025,
-                        subplot_titles=("host time per call", "GPU time per call", "allocator calls", "workspace memory"))
+                        subplot_titles=("host time per call", "GPU wall time per call", "workspace allocations",
+                                        "workspace memory"))
     fb = list(df["fallbacks"]) if "fallbacks" in df.columns else [0] * len(df)
     bar = dict(orientation="h")
     fig.add_trace(go.Bar(y=names, x=col("median_us"), name="host median", marker_color=COLORS["primary"], customdata=fb,
@@ -396,13 +452,22 @@ def strategies(df) -> go.Figure:
                          marker_color=COLORS["dark"],
                          hovertemplate="%{y}: %{x:.1f} us per call inside the strategy's get/put<extra></extra>", **bar),
                   row=1, col=1)
-    fig.add_trace(go.Bar(y=names, x=col("gpu_us"), name="GPU time", marker_color=COLORS["purple"],
-                         hovertemplate="%{y}: %{x:.1f} us of GPU time per call<extra></extra>", **bar), row=1, col=2)
+    fig.add_trace(go.Bar(y=names, x=col("gpu_us"), name="GPU wall time (kernels + idle)", marker_color=COLORS["purple"],
+                         hovertemplate="%{y}: %{x:.1f} us per call between two events around the run: kernels plus "
+                                       "time the GPU waited for the host<extra></extra>", **bar), row=1, col=2)
+    whose = [allocator_of(n) for n in names]
     fig.add_trace(go.Bar(y=names, x=col("alloc_calls"), name="allocations (timed pass)", marker_color=COLORS["bad"],
-                         text=[str(int(v)) if v is not None else "" for v in col("alloc_calls")], textposition="auto",
-                         hovertemplate="%{y}: %{x} allocator calls in the timed pass<extra></extra>", **bar), row=1, col=3)
+                         text=[f"{int(v)} {'to the pool' if w in POOL_ALLOCATORS.values() else w}" if v else ""
+                               for v, w in zip(col("alloc_calls"), whose)],
+                         textposition="auto", customdata=whose,
+                         marker_pattern_shape=["/" if w in POOL_ALLOCATORS.values() else "" for w in whose],
+                         hovertemplate="%{y}: %{x} workspace allocations in the timed pass, counted as calls of "
+                                       "%{customdata}<extra></extra>", **bar), row=1, col=3)
     fig.add_trace(go.Bar(y=names, x=col("warmup_alloc_calls"), name="allocations (warm-up pass)", marker_color="#ff9896",
-                         hovertemplate="%{y}: %{x} allocator calls in the warm-up pass<extra></extra>", **bar), row=1, col=3)
+                         customdata=whose,
+                         marker_pattern_shape=["/" if w in POOL_ALLOCATORS.values() else "" for w in whose],
+                         hovertemplate="%{y}: %{x} workspace allocations in the warm-up pass (%{customdata})<extra></extra>",
+                         **bar), row=1, col=3)
     peak = df["peak_bytes"] if "peak_bytes" in df.columns else [None] * len(df)
     fig.add_trace(go.Bar(y=names, x=col("peak_bytes", MIB), name="peak held", marker_color=COLORS["secondary"],
                          text=[fmt_bytes(v) if k else "" for v, k in zip(peak, ok)], textposition="auto",
@@ -413,17 +478,34 @@ def strategies(df) -> go.Figure:
     fig.update_yaxes(autorange="reversed", row=1, col=1)
     times = col("median_us") + col("p95_us") + col("strategy_us_per_call")
     t1, t2 = _log_if_wide(times, 100), _log_if_wide(col("gpu_us"))
-    fig.update_xaxes(title_text="host time per call (us)", type=t1, row=1, col=1, **(log_ticks(times) if t1 == "log" else {}))
-    fig.update_xaxes(title_text="GPU time per call (us)", type=t2, row=1, col=2,
-                     **(log_ticks(col("gpu_us")) if t2 == "log" else {}))
-    fig.update_xaxes(title_text="allocator calls (count)", row=1, col=3)
+    # four subplots side by side, ~170 px each: few ticks, or their labels run together
+    fig.update_xaxes(title_text="host time per call (us)", type=t1, row=1, col=1,
+                     **(log_axis(times, max_ticks=4) if t1 == "log" else {}))
+    fig.update_xaxes(title_text="GPU wall time per call (us)", type=t2, row=1, col=2,
+                     **(log_axis(col("gpu_us"), max_ticks=4) if t2 == "log" else dict(nticks=5)))
+    fig.update_xaxes(nticks=4, row=1, col=3)
+    fig.update_xaxes(nticks=4, row=1, col=4)
+    fig.update_xaxes(title_text="allocations (count)", row=1, col=3)
     fig.update_xaxes(title_text="workspace held (MiB)", row=1, col=4)
     wl = str(df["workload"].iloc[0]) if len(df) else "?"
     calls = int(df["calls"].iloc[0]) if "calls" in df.columns and len(df) else 0
     detail = (f"workload '{wl}': {calls} convolution calls per strategy after a warm-up pass; host time = strategy + "
-              "launch, GPU time = kernels (events over the run)")
-    return _layout(fig, df, f"Workspace strategies on '{wl}'", detail, note=_not_ok_note(df, ("strategy",)), height=540,
-                   legend_rows=2)
+              "launch; GPU wall time = events around the run / calls: kernels + GPU idle waiting for the host")
+    note = ("allocations: cudaMalloc calls for the strategies that own their memory; hatched, for cupy_pool / async_pool: "
+            "requests to the pool (most served from its cache without reaching cudaMalloc)")
+    bad = _not_ok_note(df, ("strategy",))
+    return _layout(fig, df, f"Workspace strategies on '{wl}'", detail, note=note + (" · " + bad if bad else ""),
+                   height=560, legend_rows=3)
+
+
+#: the strategies whose workspace allocations are requests to a caching pool, not cudaMalloc calls
+POOL_ALLOCATORS = {"cupy_pool": "MemoryPool.malloc", "async_pool": "MemoryAsyncPool.malloc"}
+
+
+def allocator_of(strategy: str) -> str:
+    """Whose calls a strategy's ``alloc_calls`` counts: a pool's malloc for the caching pools,
+    cudaMalloc for the strategies that allocate their own memory."""
+    return POOL_ALLOCATORS.get(str(strategy).split(" ")[0], "cudaMalloc")
 
 
 # ---- lesson 03: precision, layout, roofline ---------------------------------------------------
@@ -453,8 +535,8 @@ def precision(df) -> go.Figure:
             sy += [a, b, None]
     fig.add_trace(go.Scatter(x=sx, y=sy, mode="lines", name="added by rounding the inputs", hoverinfo="skip",
                              line=dict(color=COLORS["muted"], dash="dot")))
-    fig.update_xaxes(title_text="GPU time per call (us, log)", type="log", **log_ticks(x))
-    fig.update_yaxes(title_text="relative L2 error vs float64 (log)", type="log", **log_ticks(e1 + e2))
+    fig.update_xaxes(title_text="GPU time per call (us, log)", type="log", **log_axis(x))
+    fig.update_yaxes(title_text="relative L2 error vs float64 (log)", type="log", **log_axis(e1 + e2))
     spec = request_spec(df)
     detail = f"{spec.layout} {spec.direction} {shape_label(spec)}; heuristic plan per dtype; lower-left is better" if spec else ""
     return _layout(fig, df, "Precision: error vs speed per dtype", detail, note=_not_ok_note(df, ("dtype",)), height=480)
@@ -495,15 +577,16 @@ def roofline(df) -> go.Figure:
     xi = [_num(v) for v in ok["intensity_flops_per_byte"]]
     ty = [_num(v) for v in ok["tflops"]] if "tflops" in ok.columns else [None] * len(ok)
     dtype = str(df["dtype"].iloc[0]) if len(df) else "?"
+    peak, bw = _first(df, "peak_tflops"), _first(df, "bandwidth_gb_s")
+    roof_at = (lambda x: min(peak, x * bw / 1e3)) if peak and bw else None
     fig = _new_figure()
     fig.add_trace(go.Scatter(
-        x=xi, y=ty, mode="markers+text", name=f"measured ({dtype})", text=list(ok["shape"]), textposition=_alternate(xi),
+        x=xi, y=ty, mode="markers+text", name=f"measured ({dtype})", text=list(ok["shape"]),
+        textposition=_label_positions(xi, ty, roof_at),
         textfont=dict(size=10), marker=dict(size=11, color=DTYPE_COLORS.get(dtype, COLORS["primary"])),
         customdata=[[_num(u), _num(g)] for u, g in zip(ok.get("gpu_us", [None] * len(ok)), ok.get("achieved_gb_s", [None] * len(ok)))],
         hovertemplate="%{text}: %{x:.0f} FLOP/B, %{y:.0f} TFLOP/s<br>%{customdata[0]:.1f} us, %{customdata[1]:.0f} GB/s "
                       "(min-bytes model)<extra></extra>"))
-    peak = _first(df, "peak_tflops")
-    bw = _first(df, "bandwidth_gb_s")
     gpu = (getattr(df, "attrs", {}) or {}).get("gpu") or "this GPU"
     notes = []
     known = [v for v in xi if v]
@@ -518,7 +601,8 @@ def roofline(df) -> go.Figure:
                                  line=dict(color=COLORS["dark"], width=2),
                                  hovertemplate="roof: %{y:.0f} TFLOP/s at %{x:.0f} FLOP/B<extra></extra>"))
         notes.append(f"roof: datasheet peak (dense) from labkit.ceilings; ridge at {ridge:.0f} FLOP/B. "
-                     "Intensity uses the min-bytes model (each tensor moved once).")
+                     "Intensity: FLOPs over a byte model (filter, output, and the input pixels some window "
+                     "covers, each moved once).")
     else:
         fig.add_trace(go.Scatter(x=[], y=[], mode="lines", name="roof (unknown GPU: not drawn)",
                                  line=dict(color=COLORS["dark"], width=2)))
@@ -527,7 +611,7 @@ def roofline(df) -> go.Figure:
     fig.update_xaxes(title_text="arithmetic intensity (FLOP/byte, log)", type="log", range=[math.log10(lo), math.log10(hi)],
                      **log_ticks([lo, hi]))
     ys = [v for v in ty if v] + ([peak] if peak else [])
-    fig.update_yaxes(title_text="achieved TFLOP/s (log)", type="log", **log_ticks(ys))
+    fig.update_yaxes(title_text="achieved TFLOP/s (log)", type="log", **log_axis(ys))
     lay = str(df["layout"].iloc[0]) if len(df) else ""
     note = " ".join(notes)
     bad = _not_ok_note(df, ("shape",))
@@ -535,12 +619,23 @@ def roofline(df) -> go.Figure:
                    note=note + (" · " + bad if bad else ""), height=500)
 
 
-def _alternate(xs) -> list:
-    """Label positions above/below alternately along x, so neighbouring labels do not overlap."""
-    order = sorted(range(len(xs)), key=lambda i: xs[i] if xs[i] is not None else 0)
-    pos = [""] * len(xs)
-    for rank, i in enumerate(order):
-        pos[i] = "top center" if rank % 2 == 0 else "bottom center"
+def _label_positions(xs, ys, roof_at=None) -> list:
+    """Text positions for labelled points on log-log axes: above the point, but below it when the
+    roof (``roof_at(x)``) runs just above (the line would cross the label), and to the left /
+    right for two points close together (their labels would overlap)."""
+    lx = [math.log10(x) if x else None for x in xs]
+    ly = [math.log10(y) if y else None for y in ys]
+    pos = []
+    for x, y, a in zip(xs, ys, ly):
+        near_roof = roof_at is not None and x and y and math.log10(roof_at(x)) - a < 0.3
+        pos.append("bottom center" if near_roof else "top center")
+    for i in range(len(xs)):
+        for j in range(i + 1, len(xs)):
+            if None in (lx[i], lx[j], ly[i], ly[j]):
+                continue
+            if abs(lx[i] - lx[j]) < 0.15 and abs(ly[i] - ly[j]) < 0.15:
+                left, right = (i, j) if lx[i] <= lx[j] else (j, i)
+                pos[left], pos[right] = "middle left", "middle right"
     return pos
 
 
@@ -571,7 +666,11 @@ def fusion(df) -> go.Figure:
                                  text=[fmt(v) if v is not None else "" for v in vals], textposition="auto",
                                  hovertemplate=f"{path} %{{x}}: %{{text}}<extra></extra>"), row=1, col=c)
     fig.update_layout(barmode="group")
-    fig.update_yaxes(title_text="GPU time (us)", row=1, col=1)
+    times = [_num(v) for v in _ok(df)["gpu_us"]] if "gpu_us" in df.columns else []
+    if _log_if_wide(times, 10) == "log":  # e.g. fp32: a 10 ms fused plan beside 0.3 ms bars
+        fig.update_yaxes(title_text="GPU time (us, log)", type="log", row=1, col=1, **log_axis(times, max_ticks=6))
+    else:
+        fig.update_yaxes(title_text="GPU time (us)", type="linear", row=1, col=1)
     fig.update_yaxes(title_text="allocated (MiB)", row=1, col=2)
     fig.update_yaxes(title_text="modelled HBM bytes (MiB)", row=1, col=3)
     for c in (1, 2, 3):
@@ -602,17 +701,19 @@ def plans(df) -> go.Figure:
     fig = _new_figure()
     fig.add_trace(go.Scatter(mode="markers", name="every plan", marker=dict(size=8, color=COLORS["muted"], opacity=0.7),
                              hovertemplate=hover, **pts(None)))
-    for col, name, sym, color, size in (("heuristic_pick", "heuristic pick", "star", COLORS["secondary"], 18),
-                                        ("best", "fastest (autotuned)", "diamond", COLORS["good"], 13),
-                                        ("worst", "slowest", "x", COLORS["bad"], 13)):
+    # the fastest plan is an open diamond drawn around its point, so a heuristic pick that is the
+    # same plan (or one next to it) still shows its star inside
+    for col, name, sym, color, size, line in (
+            ("heuristic_pick", "heuristic pick", "star", COLORS["secondary"], 16, dict(width=1, color="white")),
+            ("best", "fastest (autotuned)", "diamond-open", COLORS["good"], 24, dict(width=3, color=COLORS["good"])),
+            ("worst", "slowest", "x", COLORS["bad"], 13, dict(width=1, color="white"))):
         mask = ok[col].astype(bool) if col in ok.columns else ok["plan_index"] < 0
-        fig.add_trace(go.Scatter(mode="markers", name=name, marker=dict(size=size, color=color, symbol=sym,
-                                                                        line=dict(width=1, color="white")),
+        fig.add_trace(go.Scatter(mode="markers", name=name, marker=dict(size=size, color=color, symbol=sym, line=line),
                                  hovertemplate=hover, **pts(mask)))
     top = float(ok["workspace_bytes"].max()) / div if len(ok) else 1.0
     fig.update_xaxes(title_text=f"workspace the plan needs ({unit})", range=[-0.04 * (top or 1), 1.06 * (top or 1)],
                      zeroline=True)
-    fig.update_yaxes(title_text="GPU time per call (us, log)", type="log", **log_ticks(ok["gpu_us"]))
+    fig.update_yaxes(title_text="GPU time per call (us, log)", type="log", **log_axis(ok["gpu_us"]))
     spec = request_spec(df)
     n_ok, n_all = len(ok), len(df)
     detail = f"{spec.dtype} {spec.layout} {spec.direction} {shape_label(spec)}: {n_ok} plans timed" if spec else ""
@@ -648,8 +749,11 @@ def caps(df) -> go.Figure:
                              hovertemplate="cap %{x}: %{y:.2f}x the unlimited best<extra></extra>"), secondary_y=True)
     fig.update_xaxes(title_text="workspace cap (deselect_workspace_greater_than)", type="category")
     fig.update_yaxes(title_text="best GPU time (us)", secondary_y=False, rangemode="tozero")
-    fig.update_yaxes(title_text="slowdown (x)", secondary_y=True, rangemode="tozero", showgrid=False, tickmode="sync",
-                     tickformat=".1f", ticksuffix="x")
+    top = max([v for v in sd if v is not None] or [1.0])
+    step = nice_step(top * 1.15 / 4)
+    fig.update_yaxes(title_text="slowdown (x)", secondary_y=True, range=[0, top * 1.25], showgrid=False,
+                     tickmode="linear", tick0=0, dtick=step, tickformat=".0f" if step >= 1 else ".1f" if step >= 0.1 else ".2f",
+                     ticksuffix="x")
     spec = request_spec(df)
     detail = f"{spec.dtype} {spec.layout} {spec.direction} {shape_label(spec)}; every plan within the cap autotuned" if spec else ""
     return _layout(fig, df, "What a workspace cap costs", detail, note=_not_ok_note(df, ("cap_bytes",)), height=460)
@@ -663,7 +767,7 @@ def build_cost(df) -> go.Figure:
                          text=[fmt_seconds(v) for v in s], textposition="auto", name="wall time",
                          hovertemplate="%{y}: %{text}<extra></extra>"))
     fig.update_yaxes(autorange="reversed")
-    fig.update_xaxes(title_text="wall time (s, log)", type="log", **log_ticks(s, _tick_seconds))
+    fig.update_xaxes(title_text="wall time (s, log)", type="log", **log_axis(s, _tick_seconds))
     spec = request_spec(df)
     pay = _first(df, "calls_to_pay_off_autotune")
     if pay is None:
@@ -693,7 +797,11 @@ def race(df) -> go.Figure:
                              hovertemplate="%{x}: %{text} outputs differ from the solo run<extra>" + sp + "</extra>"))
     fig.update_layout(barmode="group")
     fig.update_xaxes(title_text="how the convolutions were launched")
-    fig.update_yaxes(title_text="corrupted outputs (count)", rangemode="tozero")
+    # counts of the outputs checked: whole numbers, up to the number checked (an all-zero case then
+    # reads "0 of 1024", not an axis of 0.2, 0.4 ... counts)
+    runs = [float(v) for v in df["runs"] if _num(v)] if "runs" in df.columns else []
+    fig.update_yaxes(title_text="corrupted outputs (count)", rangemode="tozero", tickformat=",d",
+                     **(dict(range=[0, max(runs) * 1.08]) if runs else {}))
     label = str(df["spec_label"].iloc[0]) if "spec_label" in df.columns and len(df) else ""
     ws = fmt_bytes(df["workspace_bytes"].iloc[0]) if "workspace_bytes" in df.columns and len(df) else "?"
     detail = f"{label}, workspace {ws}; every output compared bit for bit with the same convolution run alone"

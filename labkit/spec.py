@@ -159,9 +159,29 @@ class ConvSpec:
         return {k: _prod(s) * (out_size if k == written else in_size) for k, s in shapes.items()}
 
     @property
+    def x_touched(self) -> Tuple[int, int]:
+        """Input rows and columns that some filter window covers (padding excluded): a window
+        that skips pixels (a 1x1 filter with stride 2 reads one pixel in four) or a border no
+        window reaches leaves the rest of the image unread."""
+        return (_covered(self.H, self.P, self.R, self.stride[0], self.padding[0], self.dilation[0]),
+                _covered(self.W, self.Q, self.S, self.stride[1], self.padding[1], self.dilation[1]))
+
+    @property
+    def touched_bytes(self) -> dict:
+        """Bytes of X, W and Y a convolution has to move through device memory at least once: the
+        whole of W and Y, and of X the pixels some window covers (`x_touched`) over every batch
+        item and channel. dgrad writes the whole of dX (pixels no window covers get zeros)."""
+        tb = dict(self.tensor_bytes)
+        if self.direction != "dgrad":
+            rows, cols = self.x_touched
+            tb["x"] = self.N * self.C * rows * cols * INPUT_ITEMSIZE[self.dtype]
+        return tb
+
+    @property
     def min_bytes(self) -> int:
-        """Fewest bytes moved through device memory: each input read once, the output written once."""
-        return sum(self.tensor_bytes.values())
+        """Fewest bytes moved through device memory (a model): the input pixels some window
+        covers read once (`touched_bytes`), the filter read once, the output written once."""
+        return sum(self.touched_bytes.values())
 
     @property
     def arithmetic_intensity(self) -> float:
@@ -214,6 +234,34 @@ def _known_fields(d: dict) -> None:
 
 def _pair_str(p) -> str:
     return str(p[0]) if p[0] == p[1] else f"{p[0]},{p[1]}"
+
+
+def _covered(size: int, out: int, taps: int, stride: int, pad: int, dilation: int) -> int:
+    """How many of ``size`` input positions (0..size-1) the windows of one dimension cover:
+    position ``o*stride + t*dilation - pad`` for output ``o < out`` and tap ``t < taps``. Each tap
+    covers an arithmetic progression of step ``stride``; progressions with the same start modulo
+    ``stride`` merge into intervals of their index, so this is O(taps log taps), not O(out*taps)."""
+    runs: dict = {}
+    for t in range(taps):
+        first = t * dilation - pad                     # position of output 0's tap t
+        lo = 0 if first >= 0 else -(first // stride)   # first output whose tap lands at >= 0
+        hi = min(out - 1, (size - 1 - first) // stride) if size - 1 >= first else -1
+        if lo > hi:
+            continue
+        res, base = first % stride, first // stride     # position = (base + o) * stride + res
+        runs.setdefault(res, []).append((base + lo, base + hi))
+    total = 0
+    for spans in runs.values():
+        spans.sort()
+        cur_lo, cur_hi = spans[0]
+        for a, b in spans[1:]:
+            if a > cur_hi + 1:
+                total += cur_hi - cur_lo + 1
+                cur_lo, cur_hi = a, b
+            else:
+                cur_hi = max(cur_hi, b)
+        total += cur_hi - cur_lo + 1
+    return total
 
 
 def _prod(shape) -> int:

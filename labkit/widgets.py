@@ -101,6 +101,30 @@ CONTROLS: Dict[str, ControlDef] = {c.name: c for c in (
 )}
 
 
+#: a control's description column, and what a dropdown needs besides its text (padding, arrow)
+DESCRIPTION_PX = 110
+SELECT_CHROME_PX = 40
+#: the grid's narrowest column (``minmax(190px, 1fr)``)
+COLUMN_PX = 190
+
+
+def _fit_options(w, labels) -> None:
+    """Give a dropdown room for its longest option (about 8 px a character at the widgets'
+    13 px font): one that does not fit a grid column spans two, so "resnet50_fp16_nhwc" is not
+    cut to "resnet50_fp1"."""
+    need = DESCRIPTION_PX + SELECT_CHROME_PX + 8 * max((len(t) for t in labels), default=0)
+    wide = need > COLUMN_PX
+    w.layout.grid_column = "span 2" if wide else None
+    w.layout.min_width = f"{need}px" if wide else None
+
+
+class Message(str):
+    """A panel's error text: a plain string that a notebook shows as text, not as a quoted repr."""
+
+    def _repr_markdown_(self) -> str:
+        return html.escape(str(self))
+
+
 def _label(v) -> str:
     if isinstance(v, (tuple, list)):
         return str(v[0]) if len(set(v)) == 1 else ",".join(map(str, v))
@@ -173,7 +197,7 @@ CONFIGS: Dict[str, Callable[[], Config]] = {
     "sweep": lambda: Config(
         "sweep", "Sweep one dimension", ("field", "dtype", "layout", "direction"), _state_of(BASE, field="N"),
         lambda s: dict(field=s["field"], values=SWEEP_VALUES[s["field"]], base=_spec_of(s)), "base.",
-        base_text="N sweep around fp16 NHWC fprop " + plots.shape_label(BASE), recorded_controls=("field", "dtype_layout")),
+        base_text="swept field N, fp16 NHWC fprop " + plots.shape_label(BASE), recorded_controls=("field", "dtype_layout")),
     "roofline": lambda: Config(
         "roofline", "Roofline", ("dtype", "layout", "N"), dict(dtype="fp16", layout="NHWC", N=32),
         lambda s: dict(dtype=s["dtype"], layout=s["layout"], N=s["N"]), "", base_text="fp16 NHWC, batch 32"),
@@ -288,7 +312,7 @@ class Panel:
         self.box = W.VBox([self.header, self.controls_box, self.buttons, self.status, self.message])
 
     def _make_widget(self, c: ControlDef) -> W.Widget:
-        style = {"description_width": "110px"}
+        style = {"description_width": f"{DESCRIPTION_PX}px"}
         lay = W.Layout(width="auto")
         desc = (c.recorded_label or c.label) if not self.live else c.label
         if self.live and c.kind == "int":
@@ -296,6 +320,7 @@ class Panel:
         else:
             opts = [(_label(v), v) for v in c.live_options] if self.live else []
             w = W.Dropdown(options=opts, description=desc, style=style, layout=lay)
+            _fit_options(w, [t for t, _ in opts])
         w.observe(self._on_widget, names="value")
         return w
 
@@ -336,6 +361,7 @@ class Panel:
                         labelled.append((f"{_label(value)} (not recorded)" if not self.live else _label(value), value))
                     if list(w.options) != labelled:
                         w.options = labelled
+                        _fit_options(w, [t for t, _ in labelled])
                     w.value = value
                     w.disabled = (not self.live) and len(labelled) <= 1
                 else:
@@ -654,10 +680,16 @@ class Panel:
     def _fail(self, exc: Exception, unexpected: bool = False) -> None:
         self.df = None
         kind = type(exc).__name__
-        text = f"{kind}: {exc}"
+        if isinstance(exc, RecordedDataError) and exc.nearest:
+            # for the learner: what was asked and what exists, not the recording's file path
+            near = "; ".join(f"{str(k).split('.')[-1]} = {', '.join(_label(x) for x in v) if isinstance(v, (list, tuple)) else _label(v)}"
+                             for k, v in exc.nearest.items())
+            text = f"{kind}: {exc.message}; nearest recorded values: {near}"
+        else:
+            text = f"{kind}: {exc}"
         if unexpected:
             text = f"unexpected error (please report it): {text}"
-        self.error = text
+        self.error = Message(text)
         if isinstance(exc, RecordedDataError):
             advice = "Pick a recorded value from the controls, or reset to base."
         elif isinstance(exc, InvalidSpec):

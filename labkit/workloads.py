@@ -17,7 +17,12 @@ are those of the timed pass (steady state); ``warmup_alloc_*`` those of the warm
 cover both. Per-call times are host wall time around `Runner.run` (strategy + launch; the per-call
 cudaFree waits for the GPU, so its cost shows here); ``strategy_us_per_call`` is the host time
 spent inside the strategy's get/put alone (the cleanest overhead number: launches excluded);
-``gpu_us`` is the timed pass's GPU time (events) over its number of calls. Microseconds; bytes.
+``gpu_us`` is the GPU wall time of the timed pass (two events on the stream, before the first call and
+after the last) over its number of calls: the kernels plus any time the GPU waited for the host (e.g.
+for malloc_per_call's cudaMalloc/cudaFree), not kernel time alone. ``alloc_calls`` counts the
+strategy's workspace allocations: cudaMalloc calls for the strategies that own their memory,
+``pool.malloc`` requests for cupy_pool / async_pool (most served from the pool's cache). Microseconds;
+bytes.
 """
 from __future__ import annotations
 

@@ -231,7 +231,7 @@ write("02_workspace_strategies", [
 # 02 · Workspace strategies
 
 **Learning goals**
-* compare the ways to provide a workspace on real workloads: per-call host time, GPU time, allocator calls,
+* compare the ways to provide a workspace on real workloads: per-call host time, GPU wall time, allocations,
   peak and held memory;
 * explain why allocating per call hurts, and what caching pools change;
 * explain why a cache key without dtype and layout is a bug, from measured workspace sizes;
@@ -252,8 +252,13 @@ write("02_workspace_strategies", [
 
 Each runs the same sequence of real convolutions on a fresh stream, after one warm-up pass (so one-time
 allocations are counted apart from the steady state). *Host time per call* is the strategy plus the launch,
-*inside the strategy* only its get and put, *GPU time* the kernels themselves. Strategies may pick a plan with a smaller workspace when they
-cannot get the one the heuristic wants (a *fallback*).
+*inside the strategy* only its get and put. *GPU wall time* is the time between two CUDA events recorded on the
+stream before the first call and after the last, over the number of calls: the kernels **plus any time the GPU sat
+idle waiting for the host** (with `malloc_per_call`, each `cudaFree` waits for the GPU and the next launch waits
+for `cudaMalloc`, so its GPU wall time is mostly idle time, not slower kernels). *Allocations* are `cudaMalloc`
+calls for the strategies that own their memory, and requests to the pool for `cupy_pool` / `async_pool`: a pool
+serves most requests from blocks it keeps, without calling `cudaMalloc`. Strategies may pick a plan with a
+smaller workspace when they cannot get the one the heuristic wants (a *fallback*).
 
 ## One convolution, repeated
 """),
@@ -363,7 +368,8 @@ bars are that conversion, measured as CuPy transpose-copies of the inputs there 
     md("""
 ## The roofline
 
-For the ResNet-50 convolution shapes: arithmetic intensity (FLOPs per byte, counting each tensor moved once)
+For the ResNet-50 convolution shapes: arithmetic intensity (FLOPs per byte, counting each tensor moved once, and
+of the input only the pixels some filter window covers: a 1x1 stride-2 convolution reads one pixel in four)
 against the TFLOP/s achieved. The roof is the GPU's datasheet peak for the dtype (flat) and its memory
 bandwidth (diagonal), from `labkit.ceilings`; a GPU missing from that table gets no roof, and the chart says so.
 """),
@@ -412,6 +418,8 @@ model from tensor sizes (each tensor written once and read once per kernel), not
 """),
     code('fused = lessons.data("fusion")\nplots.fusion(fused)'),
     code("lessons.fusion_summary(fused)"),
+    md("The numbers behind the chart, in bytes (*intermediate* = tensors the unfused path writes besides the output):"),
+    code('fused[["epilogue", "path", "gpu_us", "allocated_bytes", "intermediate_bytes", "modelled_hbm_bytes"]]'),
     md("""
 ## Does fusion always win?
 
@@ -586,10 +594,16 @@ panel instead of raising).
 """),
     code("lab = widgets.LabPanel()\nlab"),
     md("""
-The numbers on screen, as a DataFrame (provenance columns first). The **save results.csv** button writes them;
-from code: `lab.to_csv("results.csv")`.
+The numbers on screen, as a DataFrame: `lab.results()` has every row, with the provenance (mode, GPU, cuDNN,
+date, request) in front of each; the **save results.csv** button writes it, and so does `lab.to_csv("results.csv")`.
+Here, its size, once what is the same on every row (the provenance among it), and the first rows of the columns
+that change:
 """),
-    code("lab.results()"),
+    code('''res = lab.results()
+same = [c for c in res.columns if res[c].astype(str).nunique() == 1]
+print(f"{len(res)} rows x {len(res.columns)} columns; the same on every row:",
+      ", ".join(f"{c}={res[c].iloc[0]}" for c in same if c != "request"))
+res.drop(columns=same).head(8)'''),
     md("## Strategies on any workload"),
     code("widgets.StrategiesPanel()"),
     md("## Sweeps"),

@@ -391,6 +391,33 @@ LAYOUT_JS = """() => {
 }"""
 
 
+# Every dropdown in a widget output whose longest option is wider than the room its <select>
+# gives text (its width less padding and the arrow): the option would show cut ("random_sha").
+# Text is measured with a canvas in the select's own computed font.
+DROPDOWN_FIT_JS = """() => {
+  const nb = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook');
+  const cells = [...nb.querySelectorAll('.jp-Cell')];
+  const ctx = document.createElement('canvas').getContext('2d');
+  const found = [];
+  cells.forEach((cell, i) => {
+    for (const sel of cell.querySelectorAll('.jp-OutputArea-output .widget-dropdown select')) {
+      if (!sel.offsetParent) continue;  // hidden control
+      const cs = getComputedStyle(sel);
+      ctx.font = `${cs.fontStyle} ${cs.fontWeight} ${cs.fontSize} ${cs.fontFamily}`;
+      const room = sel.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight);
+      for (const o of sel.options) {
+        const w = ctx.measureText(o.text).width;
+        if (w > room + 0.5) {
+          const label = (sel.closest('.widget-dropdown').querySelector('label') || {}).textContent || '?';
+          found.push({cell: i, control: label.trim(), option: o.text, text_px: Math.round(w), room_px: Math.round(room)});
+        }
+      }
+    }
+  });
+  return found;
+}"""
+
+
 def poll(fn: Callable[[], object], timeout_s: float, interval_s: float = 0.25):
     """Call ``fn`` until it returns something truthy; return it, or the last value at timeout."""
     end = time.monotonic() + timeout_s

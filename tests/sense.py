@@ -59,4 +59,4 @@ def strategies(df):
 def roofline(df):
     ok = df[df.status == "ok"]
     assert (ok.tflops < ok.peak_tflops).all()
-    assert (ok.achieved_gb_s < ok.bandwidth_gb_s * 1.5).all()  # min-bytes model; caches can beat it a little
+    assert (ok.achieved_gb_s < ok.bandwidth_gb_s * 1.5).all()  # min-bytes model (ConvSpec.min_bytes); caches can beat it a little

@@ -273,6 +273,13 @@ def check_layout(page, name: str, say) -> None:
     warnings.warn(text, UserWarning, stacklevel=1)
 
 
+def check_dropdowns_fit(page, name: str) -> None:
+    """No dropdown option is wider than its control (it would show cut, e.g. "resnet50_fp1")."""
+    cut = page.evaluate(bh.DROPDOWN_FIT_JS)
+    assert not cut, f"{name}: dropdown options wider than their control:\n" + "\n".join(
+        f"  cell {c['cell']} {c['control']!r}: {c['option']!r} needs {c['text_px']} px, has {c['room_px']} px" for c in cut)
+
+
 def change_a_dropdown(page, view_index: int, name: str, deadline):
     """Pick another value in a panel's dropdown (as a user does) and wait for its chart to change.
     Returns (control, old, new, seconds until the chart changed)."""
@@ -364,6 +371,7 @@ def _visit(page, lab, name: str, deadline, say) -> None:
         check_rendered(page, name, wait_rendered(page, deadline))
     if name != SMOKE:  # the bare FigureWidget shows plotly's own 700 px fallback; labkit's panels must not
         check_layout(page, name, say)
+        check_dropdowns_fit(page, name)
     label, old, new, took = change_a_dropdown(page, 0, name, deadline)
     problems = page.evaluate(bh.PROBLEMS_JS)
     shot = bh.screenshot_full(page, ARTIFACTS / f"{stem}-after-change.png")

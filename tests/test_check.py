@@ -141,3 +141,26 @@ def test_checks_use_a_given_dataframe():
     assert check.nhwc_speedup(float(t["NCHW"] / t["NHWC"]), df=df)
     with pytest.raises(InvalidSpec):
         check.cap_slowdown(2.0, cap_mib=3)
+
+
+def test_every_exercise_hint_names_only_what_its_lesson_shows(monkeypatch, capsys):
+    """A hint that sends the learner to a column (``intermediate_bytes``) must point at one the
+    lesson shows or names: every snake_case name in a hint appears in its notebook's cells."""
+    import json
+    import re
+    from pathlib import Path
+
+    from labkit import check
+
+    monkeypatch.setenv("LABKIT_MODE", "recorded")
+    missing = []
+    for nb in sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb")):
+        cells = json.loads(nb.read_text())["cells"]
+        text = "\n".join("".join(c["source"]) for c in cells)
+        for call in re.findall(r"check\.(\w+)\(answer", text):
+            hint = getattr(check, call)(None).message.split("Hint:", 1)[1]
+            for name in re.findall(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b", hint):
+                if name not in text:
+                    missing.append(f"{nb.name}: check.{call} hint names {name!r}, which the lesson never shows")
+    capsys.readouterr()
+    assert not missing, "\n".join(missing)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from labkit import experiments, plots, recordings
+from labkit import experiments, lessons, plots, recordings
 from labkit.errors import LabkitError
 
 
@@ -33,7 +33,7 @@ def _titles(fig):
 
 
 UNITS = {  # chart -> strings some axis title must contain
-    "precision": ["(us", "error"], "layout": ["(us)"], "fusion": ["(us)", "(MiB)"], "plans": ["B)", "(us"],
+    "precision": ["(us", "error"], "layout": ["(us)"], "fusion": ["(us", "(MiB)"], "plans": ["B)", "(us"],
     "caps": ["(us)", "slowdown (x)"], "algorithms": ["(us)", "(MiB)"], "build_cost": ["(s"],
     "roofline": ["FLOP/byte", "TFLOP/s"], "sweep": ["(us)", "B)"], "workspace_sizes": ["(MiB)"],
     "strategies": ["(us)", "(MiB)", "(count)"], "race": ["(count)"],
@@ -165,3 +165,57 @@ def test_figure_dispatch_and_formatting():
     assert plots.fmt_bytes(2**30) == "1.00 GiB" and plots.fmt_bytes(float("nan")) == "-"
     assert plots.fmt_us(24.6) == "24.6 us" and plots.fmt_us(1234) == "1.23 ms"
     assert plots.cap_label(-1) == "unlimited" and plots.cap_label(2**20) == "1.0 MiB"
+
+
+def test_log_ticks_label_the_lowest_values_and_stay_few_when_asked():
+    t = plots.log_ticks([25, 14_000])  # the plans chart: best plans near 25 us, the slowest at 14 ms
+    assert min(t["tickvals"]) <= 25 and t["ticktext"][0] == "20"
+    close = plots.log_ticks([0.55, 140], max_ticks=4)  # a tick at 1 is close enough: no 0.5 crowding it
+    assert close["ticktext"][0] == "1"
+    narrow = plots.log_ticks([40, 90_000], max_ticks=4)  # a ~170 px subplot (strategies under pressure)
+    tv = narrow["tickvals"]
+    assert 2 <= len(tv) <= 4 and min(tv) <= 10 * 40
+    assert len({round(b / a, 6) for a, b in zip(tv, tv[1:])}) == 1  # evenly spaced on the log axis
+    wide = plots.log_ticks([40, 90_000])
+    assert len(wide["tickvals"]) <= 10
+
+
+def test_wide_time_ranges_get_a_log_axis_and_round_ticks():
+    """fp32 fusion: a 10 ms fused plan beside 0.3 ms bars is drawn on a log axis (linear, the short
+    bars vanish); the caps chart's right axis ticks at 1-2-5 steps (not 1.9x, 3.9x, 5.8x)."""
+    fus = plots.fusion(lessons.data("fusion", spec=lessons.base(dtype="fp32")))
+    assert fus.layout.yaxis.type == "log"
+    assert plots.fusion(lessons.data("fusion")).layout.yaxis.type != "log"
+    caps = plots.caps(lessons.data("caps", spec=lessons.base(layout="NCHW")))
+    step = caps.layout.yaxis2.dtick
+    assert step in (0.1, 0.2, 0.5, 1, 2, 5, 10) and caps.layout.yaxis2.tick0 == 0
+
+
+@pytest.mark.parametrize("name", sorted(plots.BUILDERS))
+def test_subtitle_lines_fit_the_chart(name):
+    """No title line (detail or provenance) longer than a 900 px chart shows at 12 px: plotly
+    does not wrap, it cuts ("GPU wall time = ... kerr")."""
+    import re
+
+    for req, df in recorded_frames(name):
+        text = plots.BUILDERS[name](df).layout.title.text
+        for line in re.sub(r"<b>.*?</b>", "", text).split("<br>"):
+            plain = re.sub(r"<[^>]+>", "", line)
+            assert len(plain) <= plots.DETAIL_CHARS + 4, (name, req, plain)
+        for ann in plots.BUILDERS[name](df).layout.annotations:
+            if ann.name == "note":
+                for line in ann.text.split("<br>"):
+                    assert len(line) <= plots.NOTE_CHARS + 4, (name, req, line)
+
+
+@pytest.mark.parametrize("name, column", [("plans", "gpu_us"), ("roofline", "tflops")])
+def test_log_axes_label_a_visible_tick_under_their_lowest_point(name, column):
+    """07's plans chart once ticked from 100 us while the best plans sat near 25 us."""
+    import math
+
+    for req, df in recorded_frames(name):
+        ax = plots.BUILDERS[name](df).layout.yaxis
+        low = float(df[df.status == "ok"][column].min()) if "status" in df else float(df[column].min())
+        shown = [t for t in ax.tickvals if 10 ** ax.range[0] <= t <= 10 ** ax.range[1]]
+        assert shown and min(shown) <= 2.5 * low, (name, req, low, ax.tickvals, ax.range)
+        assert math.log10(low) >= ax.range[0], (name, req)

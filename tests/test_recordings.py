@@ -148,3 +148,27 @@ def test_doctor_and_record_cli_on_cpu(capsys):
 def test_gpu_slug():
     assert gpu_slug("NVIDIA H100 80GB HBM3") == "h100-80gb-hbm3"
     assert gpu_slug("NVIDIA A100-SXM4-80GB") == "a100-sxm4-80gb"
+
+
+def test_every_recorded_roofline_point_is_at_or_under_its_roof():
+    """A point above min(peak, bandwidth x intensity) means the byte model understates what a
+    convolution must move (e.g. counting every input pixel of a 1x1 stride-2 convolution, which
+    reads one in four): the roof is a bound, so no measured point may sit above it by more than
+    timing noise. Every roofline request of the shipped recording, with the model labkit uses now."""
+    rec = recordings.current()
+    reqs = rec.requests("roofline")
+    assert reqs
+    above = []
+    for req in reqs:
+        df = experiments.roofline(**req)
+        ok = df[df.status == "ok"]
+        assert len(ok) and ok.peak_tflops.notna().all() and ok.bandwidth_gb_s.notna().all()
+        for _, r in ok.iterrows():
+            spec = dict(experiments.resnet50_shapes(req["N"]))[r["shape"]].replace(dtype=req["dtype"],
+                                                                                  layout=req["layout"])
+            assert r.min_bytes == spec.min_bytes  # the model is applied to recorded rows too
+            assert r.intensity_flops_per_byte == pytest.approx(spec.flops / spec.min_bytes)
+            roof = min(r.peak_tflops, r.bandwidth_gb_s * r.intensity_flops_per_byte / 1e3)
+            if r.tflops > 1.05 * roof:
+                above.append(f"{req} {r['shape']}: {r.tflops:.0f} TFLOP/s against a roof of {roof:.0f}")
+    assert not above, "points above their roof:\n" + "\n".join(above)

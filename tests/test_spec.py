@@ -113,6 +113,44 @@ def test_depthwise_numbers():
     assert s.arithmetic_intensity == pytest.approx(451_584 / 100_928)
 
 
+def _touched_brute(size, out, taps, stride, pad, dil):
+    """Input positions some window covers, by listing every (output, tap) pair."""
+    return len({o * stride + t * dil - pad for o in range(out) for t in range(taps)} & set(range(size)))
+
+
+@pytest.mark.parametrize(
+    "kw, rows_cols",
+    [
+        (dict(), (56, 56)),                                                    # 3x3 s1 p1: every pixel
+        (dict(H=56, W=56, R=1, S=1, stride=2, padding=0), (28, 28)),           # 1x1/2: one pixel in four
+        (dict(H=57, W=57, R=1, S=1, stride=2, padding=0), (29, 29)),           # odd size: rows 0, 2, .., 56
+        (dict(H=224, W=224, R=7, S=7, stride=2, padding=3), (224, 224)),       # the stem: windows overlap
+        (dict(H=10, W=10, R=3, S=3, stride=4, padding=0), (6, 6)),             # windows 0-2, 4-6; 3, 7-9 unread
+        (dict(H=8, W=8, R=2, S=2, stride=3, padding=0, dilation=1), (6, 6)),  # windows 0-1, 3-4, 6-7
+        (dict(H=12, W=12, R=3, S=3, stride=1, padding=0, dilation=4), (12, 12)),  # dilated 0,4,8 .. 3,7,11: all
+    ],
+)
+def test_touched_input_rows_and_columns(kw, rows_cols):
+    s = ConvSpec(**kw)
+    assert s.x_touched == rows_cols
+    assert s.x_touched == (_touched_brute(s.H, s.P, s.R, s.stride[0], s.padding[0], s.dilation[0]),
+                           _touched_brute(s.W, s.Q, s.S, s.stride[1], s.padding[1], s.dilation[1]))
+
+
+def test_byte_model_counts_only_the_pixels_a_1x1_stride2_reads():
+    # ResNet-50's downsample: fp16 N=32 C=256 56x56 -> K=512 1x1/2. Of X (51,380,224 B) only
+    # rows and columns 0, 2, .., 54 are read: 32*256*28*28*2 = 12,845,056 B
+    s = ConvSpec(N=32, C=256, H=56, W=56, K=512, R=1, S=1, stride=2, padding=0)
+    assert s.tensor_bytes["x"] == 51_380_224
+    assert s.touched_bytes == {"x": 12_845_056, "w": 262_144, "y": 25_690_112}
+    assert s.min_bytes == 12_845_056 + 262_144 + 25_690_112
+    assert s.arithmetic_intensity == pytest.approx(s.flops / s.min_bytes)
+    # dgrad writes the whole of dX (zeros where no window reaches)
+    assert s.replace(direction="dgrad").touched_bytes["x"] == 51_380_224
+    # a border no window reaches: 3x3 s1 p0 on 10x10 still covers every pixel; 2x2 s3 on 8x8 misses two
+    assert ConvSpec(N=1, C=8, H=8, W=8, K=8, R=2, S=2, stride=3, padding=0).touched_bytes["x"] == 8 * 6 * 6 * 2
+
+
 @pytest.mark.parametrize("direction", DIRECTIONS)
 def test_flops_do_not_depend_on_direction(direction):
     assert ConvSpec(direction=direction).flops == ConvSpec().flops
@@ -415,6 +453,11 @@ def test_fuzz_valid_specs(kw):
     assert s.P == _count_windows(s.H, s.R, s.stride[0], s.padding[0], s.dilation[0])
     assert s.Q == _count_windows(s.W, s.S, s.stride[1], s.padding[1], s.dilation[1])
     assert s.flops == 2 * s.N * s.K * s.P * s.Q * (s.C // s.groups) * s.R * s.S
-    assert s.min_bytes == sum(s.tensor_bytes.values()) > 0
+    assert s.min_bytes == sum(s.touched_bytes.values()) > 0
+    rows, cols = s.x_touched
+    assert (rows, cols) == (_touched_brute(s.H, s.P, s.R, s.stride[0], s.padding[0], s.dilation[0]),
+                            _touched_brute(s.W, s.Q, s.S, s.stride[1], s.padding[1], s.dilation[1]))
+    assert s.touched_bytes["w"] == s.tensor_bytes["w"] and s.touched_bytes["y"] == s.tensor_bytes["y"]
+    assert 0 <= s.touched_bytes["x"] <= s.tensor_bytes["x"]  # dilated taps can all land in padding
     assert ConvSpec.from_dict(s.to_dict()) == s
     assert s.replace() == s and s.replace().key == s.key

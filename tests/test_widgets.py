@@ -104,7 +104,10 @@ def test_unrecorded_request_shows_the_error_not_a_chart():
     p.set(N=7)
     assert p.df is None
     assert "RecordedDataError" in p.error and "not recorded" in p.error
-    assert "nearest recorded" in p.message.value and "spec.N" in p.message.value
+    assert "nearest recorded" in p.message.value and "N = 1, 8, 32, 64" in p.message.value
+    # what a learner reads: no file path of the recording, and text, not a quoted Python string
+    assert ".csv" not in p.error and "/" not in p.error
+    assert p.error._repr_markdown_().startswith("RecordedDataError")
     assert all(t.visible is False and t.x is None for t in p.fig.data)
     assert "not recorded" in p.fig.layout.annotations[0].text
     assert "(not recorded)" in [lab for lab, _ in p.widgets["N"].options][-1]
@@ -260,3 +263,58 @@ def test_lessons_result_helpers_reject_an_unknown_experiment():
             call()
     assert lessons.prefetch("plans", [dict(spec=experiments.BASE)]) == 0  # recorded: nothing to measure ahead
     assert lessons.is_cached("plans", spec=experiments.BASE) in (True, False)
+
+
+#: what a panel's summary must say about its current controls (the words it is formatted from)
+SUMMARY_NAMES = {
+    "strategies": lambda s: [f"**{s['workload']}**"],
+    "sweep": lambda s: [f"{s['field']}="],
+    "roofline": lambda s: [f"{s['dtype']} {s['layout']}"],
+    "fusion": lambda s: [f"{s['dtype']} {s['layout']}"],
+    "race": lambda s: [f"{s['launch']} launch, {s['streams']} streams"],
+    "algorithms": lambda s: [f"{s['dtype']} {s['layout']}"],
+    "plans": lambda s: [f"{s['dtype']} {s['layout']} {s['direction']}"],
+}
+
+
+@pytest.mark.parametrize("cls", [c for c in vars(widgets).values() if isinstance(c, type) and issubclass(c, widgets.Panel)
+                                 and c not in (widgets.Panel, widgets.LabPanel)], ids=lambda c: c.__name__)
+def test_header_chart_and_summary_follow_every_control(cls):
+    """After each `set` (every recorded value of every control, one at a time from the base): the
+    rows on screen are the request the controls show, the summary names the controls' values, the
+    chart title names them where it names any, and the header claims nothing about the current
+    value (it describes the base only)."""
+    from labkit import lessons
+
+    p = cls()
+    exp = p.cfg.experiment
+    for name in p.controls:
+        for value in [v for v in p.options(name) if v != p._value(name)]:
+            p.reset()
+            p.set(**{name: value})
+            assert p.error is None, (exp, name, value, p.error)
+            assert p.df.attrs["request"] == p._request(p.state), (exp, name, value)
+            text = lessons.summary(p.df)
+            for want in SUMMARY_NAMES.get(exp, lambda s: [])(p.state):
+                assert want in text, (exp, name, value, want, text[:300])
+            title = p.fig.layout.title.text
+            if exp == "sweep":
+                assert f"Sweep of {p.state['field']}" in title, title
+            if exp == "strategies":
+                assert f"'{p.state['workload']}'" in title, title
+            header = p.header.value
+            for other in p.options(name):
+                if other != value and exp == "sweep":
+                    assert f"{other} sweep" not in header, header
+
+
+def test_dropdowns_get_room_for_their_longest_option():
+    """A workload dropdown holds "resnet50_fp16_nhwc": it spans two grid columns, in both modes
+    (live panels set their options when built, recorded ones when synced)."""
+    p = widgets.StrategiesPanel()
+    w = p.widgets["workload"]
+    assert w.layout.grid_column == "span 2" and int(w.layout.min_width.rstrip("px")) >= 8 * len("resnet50_fp16_nhwc")
+    assert p.widgets["dtype"].layout.grid_column is None  # short options stay in one column
+    live = widgets.Panel._make_widget(type("P", (), {"live": True, "_on_widget": lambda self, c: None})(),
+                                      widgets.CONTROLS["workload"])
+    assert live.layout.grid_column == "span 2"

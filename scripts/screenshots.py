@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""Look at what a learner sees: every lesson run in JupyterLab + headless Chromium (recorded mode),
+one PNG per lesson and two per panel (as first drawn, and after one control moved).
+
+    python scripts/screenshots.py                    # every lesson, into artifacts/screenshots/
+    python scripts/screenshots.py 03 07              # lessons whose file name starts with 03 or 07
+    python scripts/screenshots.py --out /tmp/shots --width 1366 --height 768
+
+It reuses the browser test's server and steps (tests/browser_helpers.py, tests/test_browser.py):
+a throw-away JupyterLab over a stripped copy of ``notebooks/`` with ``LABKIT_MODE=recorded``,
+Chromium at ``$LABKIT_CHROMIUM`` (default /usr/bin/chromium), a 1366x768 viewport with the file
+browser open, as a new user has it. Files written:
+
+* ``<lesson>.png``: the whole notebook after Run All;
+* ``<lesson>-chart<i>.png``: the i-th chart drawn outside a panel (a static figure);
+* ``<lesson>-panel<i>.png``: panel i (the i-th widget output) as first drawn;
+* ``<lesson>-panel<i>-moved.png``: the same panel after one of its dropdowns was changed (the
+  control and values are printed); a panel with no other value to pick is said so.
+
+A tool, not a test: it checks nothing beyond what the browser test's steps assert, and CI does not
+run it. Run it before and after changing what a lesson shows, and look at the PNGs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+import browser_helpers as bh  # noqa: E402
+import test_browser as tb  # noqa: E402  (its steps: open_notebook, run_all_cells, ...)
+
+
+def _say(msg: str) -> None:
+    print(f"    {msg}", flush=True)
+
+
+def shoot_lesson(page, lab, name: str, out: Path, deadline) -> list:
+    stem = Path(name).stem
+    written = []
+    t0 = time.monotonic()
+    tb.open_notebook(page, lab, name, deadline)
+    ran = tb.run_all_cells(page, name, deadline)
+    info = tb.wait_rendered(page, deadline) or {"views": []}
+    written.append(bh.screenshot_full(page, out / f"{stem}.png"))
+    problems = page.evaluate(bh.PROBLEMS_JS)
+    layout = page.evaluate(bh.LAYOUT_JS)
+    cut = page.evaluate(bh.DROPDOWN_FIT_JS)
+    bh.log(f"{name}: ran in {ran:.1f} s, {len(info['views'])} panel(s); problems {problems or 'none'}; "
+           f"layout {layout or 'ok'}; cut dropdown options {cut or 'none'}")
+    size = page.viewport_size
+    # the static charts too (a chart a cell draws once, outside any panel)
+    charts = page.locator(f"{bh.NOTEBOOK} .js-plotly-plot")
+    static = [charts.nth(k) for k in range(charts.count())
+              if not charts.nth(k).evaluate(f"e => !!e.closest({json.dumps(bh.WIDGET_OUTPUT)})")]
+    for i, el in enumerate(static):
+        el.scroll_into_view_if_needed()
+        page.wait_for_timeout(200)
+        p = out / f"{stem}-chart{i}.png"
+        el.screenshot(path=str(p))
+        written.append(p)
+    outputs = page.locator(tb.WIDGET_OUTPUT)
+    for i in range(outputs.count()):
+        el = outputs.nth(i)
+        # a panel taller than the window would be cut by JupyterLab's scroll area: a taller window
+        # for the shot (the width, and so the layout, stays)
+        tall = int(el.evaluate("e => e.getBoundingClientRect().height")) + 200
+        page.set_viewport_size({"width": size["width"], "height": max(size["height"], tall)})
+        try:
+            el.scroll_into_view_if_needed()
+            page.wait_for_timeout(300)
+            p = out / f"{stem}-panel{i}.png"
+            el.screenshot(path=str(p))
+            written.append(p)
+            try:
+                label, old, new, took = tb.change_a_dropdown(page, i, name, deadline)
+                _say(f"panel {i}: {label} {old} -> {new} ({took:.2f} s)")
+            except AssertionError as exc:
+                _say(f"panel {i}: no control moved ({str(exc).splitlines()[0]})")
+                continue
+            el.scroll_into_view_if_needed()
+            page.wait_for_timeout(300)
+            p = out / f"{stem}-panel{i}-moved.png"
+            el.screenshot(path=str(p))
+            written.append(p)
+        finally:
+            page.set_viewport_size(size)
+    _say(f"{name}: {len(written)} PNG(s) in {time.monotonic() - t0:.0f} s")
+    return written
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("lessons", nargs="*", help="prefixes of lesson file names (default: all)")
+    ap.add_argument("--out", type=Path, default=ROOT / "artifacts" / "screenshots")
+    ap.add_argument("--width", type=int, default=1366)
+    ap.add_argument("--height", type=int, default=768)
+    ap.add_argument("--budget", type=float, default=1800.0, help="seconds for the whole run")
+    args = ap.parse_args(argv)
+
+    chromium = bh.which_chromium()
+    if chromium is None:
+        print("no Chromium: apt-get install chromium, or set LABKIT_CHROMIUM", file=sys.stderr)
+        return 2
+    from playwright.sync_api import sync_playwright
+
+    names = sorted(p.name for p in tb.NOTEBOOKS.glob("*.ipynb"))
+    if args.lessons:
+        names = [n for n in names if any(n.startswith(a) for a in args.lessons)]
+    args.out.mkdir(parents=True, exist_ok=True)
+    deadline = bh.Deadline(args.budget)
+    scratch = Path(tempfile.mkdtemp(prefix="labkit-shots-"))
+    root = scratch / "notebooks"
+    root.mkdir()
+    for src in sorted(tb.NOTEBOOKS.glob("*.ipynb")):
+        bh.copy_stripped(src, root / src.name)
+    lab = bh.LabServer(root, ROOT, scratch)
+    failed = []
+    try:
+        lab.start()
+        lab.wait_ready(deadline)
+        with sync_playwright() as pw:
+            ctx = pw.chromium.launch_persistent_context(
+                str(scratch / "profile"), executable_path=chromium, headless=True, args=bh.CHROMIUM_ARGS,
+                viewport={"width": args.width, "height": args.height})
+            try:
+                for name in names:
+                    page = ctx.new_page()
+                    page.set_default_timeout(deadline.ms(60))
+                    page.console_errors = []
+                    try:
+                        shoot_lesson(page, lab, name, args.out, deadline)
+                    except Exception as exc:  # noqa: BLE001 - go on with the next lesson, say which failed
+                        failed.append(name)
+                        _say(f"{name}: FAILED: {type(exc).__name__}: {exc}")
+                        page.screenshot(path=str(args.out / f"{Path(name).stem}-FAILED.png"), full_page=True)
+                    finally:
+                        page.close()
+                        lab.shutdown_sessions()
+            finally:
+                ctx.close()
+    finally:
+        lab.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
+    print(f"screenshots in {args.out}" + (f"; FAILED: {failed}" if failed else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
