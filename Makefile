@@ -59,13 +59,14 @@ ifeq ($(shell id -u 2>/dev/null),0)
 endif
 
 .DEFAULT_GOAL := help
-.PHONY: help setup lab test doctor clean
+.PHONY: help setup lab test doctor strip clean
 
 help:
 	@echo "make lab      set up (first time only) and open the workbook in JupyterLab"
 	@echo "make test     set up (first time only) and run the tests and the notebooks"
 	@echo "make setup    create $(VENV) and install labkit[$(EXTRAS)] (re-runs only when pyproject.toml changes)"
 	@echo "make doctor   say what this machine has and whether labkit runs live or recorded"
+	@echo "make strip    remove outputs from the notebooks (run before committing a lesson edited in JupyterLab)"
 	@echo "make clean    remove $(VENV) and caches"
 
 setup: $(STAMP)
@@ -103,6 +104,11 @@ test: setup
 
 doctor: setup
 	$(BIN)/python -m labkit doctor
+
+# The notebooks are the lessons' source: edit them in JupyterLab, then strip outputs before a
+# commit (or let the pre-commit hook in .pre-commit-config.yaml do it; tests fail on stored outputs).
+strip: setup
+	$(BIN)/nbstripout --keep-id notebooks/*.ipynb
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build dist *.egg-info

@@ -236,6 +236,20 @@ def banner() -> Text:
                 "Every number below was measured on that GPU; controls offer only recorded values.")
 
 
+def mode_note() -> Text:
+    """What recorded and live mode mean for the panels below (shown under a lesson's first
+    panel; one text for every lesson)."""
+    return Text(
+        "> **Recorded or live?** The banner above says which. **Recorded**: every number comes from a real run "
+        "on the GPU it names, and a control offers only the values recorded around the lesson's base (one factor "
+        "at a time; *reset to base* to move another). **Live**: every chart is measured on your GPU when you move "
+        "a control and saved in this GPU's own recording, so a value measured once (here, in another notebook or "
+        "before a kernel restart) comes back at once, marked with when it was measured (*measure again* redoes "
+        "it). A chart that needs many measurements fills in as they arrive, and moving a control again stops the "
+        "one running. While you read, the panel measures the values one step away in the background "
+        "(`LABKIT_PREFETCH=0` turns that off); `python -m labkit fill` measures every lesson's values ahead.")
+
+
 def contents() -> Text:
     """The lesson list, with links."""
     rows = ["| notebook | question |", "| --- | --- |"]

@@ -65,3 +65,23 @@ def test_each_lesson_has_goals_a_panel_and_a_recap(name):
         assert "**Learning goals**" in nb.cells[0].source
         assert "## Recap" in text
         assert 2 <= text.count("check.") - text.count("from labkit import check") <= 3
+
+
+def test_nbstripout_would_change_nothing():
+    """The notebooks are the source (edited in JupyterLab); `make strip` (nbstripout) must find
+    nothing to strip in what is committed."""
+    import subprocess
+    import sys
+
+    files = sorted(str(p) for p in NOTEBOOKS.glob("*.ipynb"))
+    r = subprocess.run([sys.executable, "-m", "nbstripout", "--keep-id", "--verify", *files],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_the_mode_note_comes_from_labkit():
+    """One text for every lesson, from `lessons.mode_note()`, never pasted into a notebook."""
+    for name in EXPECTED:
+        text = "\n".join(c.source for c in _load(name).cells)
+        assert "Recorded or live?" not in text, name
+    assert "Recorded or live?" in __import__("labkit.lessons", fromlist=["x"]).mode_note()
