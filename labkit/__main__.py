@@ -29,8 +29,9 @@ def main(argv=None) -> int:
             from .env import doctor
 
             print(doctor())
-            from . import localcache
+            from . import localcache, recordings
 
+            print(recordings.describe_available())
             print(localcache.describe())
             return 0
         if args.command == "fill":

@@ -15,7 +15,7 @@ import cupy
 
 from . import engine, measure, memory
 from .errors import LabkitError, OutOfMemory
-from .prefetch import checkpoint
+from .cancel import checkpoint
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typing import Optional, Sequence
 from . import lessons, plots
 from .errors import InvalidSpec
 from .plots import fmt_bytes, fmt_us
-from .record import strategies_repeats
+from .grid import strategies_repeats
 from .spec import DTYPES
 
 

@@ -19,7 +19,7 @@ import cupy
 
 from . import engine, memory, numerics, reference, verify
 from .errors import InvalidSpec
-from .prefetch import checkpoint
+from .cancel import checkpoint
 from .spec import ConvSpec
 
 #: small fp16 NCHW convolution whose default plan needs a workspace (layout transforms)

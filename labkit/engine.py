@@ -25,7 +25,7 @@ import numpy
 
 from . import memory
 from .errors import InvalidSpec, LabkitError, OutOfMemory, Unsupported
-from .prefetch import checkpoint
+from .cancel import checkpoint
 from .spec import ConvSpec
 
 EPILOGUES = ("none", "bias_relu", "bias_relu_add")

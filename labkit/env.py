@@ -125,7 +125,8 @@ def require_live(what: str = "this call") -> None:
 
 
 def doctor() -> str:
-    """A readable report of this machine, the mode, and the recordings available (text)."""
+    """A readable report of this machine and the mode (text; ``python -m labkit doctor`` adds
+    the recordings and this GPU's saved measurements)."""
     env = environment()
     gib = lambda b: f"{b / 2**30:.1f} GiB" if b else None  # noqa: E731
     rows = [
@@ -146,13 +147,4 @@ def doctor() -> str:
         m = f"error: {exc}"
     rows.append(("mode", m))
     lines = [f"{k:>20}: {v if v is not None else '-'}" for k, v in rows]
-    try:
-        from . import recordings
-
-        recs = recordings.available()
-        lines.append(f"{'recordings':>20}: {len(recs)}")
-        for r in recs:
-            lines.append(f"{'':>20}  {r.describe()}")
-    except Exception as exc:  # recordings are optional for the doctor
-        lines.append(f"{'recordings':>20}: unavailable ({exc})")
     return "\n".join(lines)

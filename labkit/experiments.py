@@ -13,13 +13,13 @@ from __future__ import annotations
 import datetime
 import functools
 import inspect
-import json
 import time
 from typing import Optional, Sequence
 
 from .errors import InvalidSpec, LabkitError, OutOfMemory, Unsupported
-from .prefetch import checkpoint
+from .cancel import checkpoint
 from .progress import report
+from .recordings import request_key  # noqa: F401  (experiments.request_key: one definition, in the data layer)
 from .spec import DTYPES, LAYOUTS, ConvSpec
 
 #: the lessons' base convolution: a ResNet-50 stage-1 3x3 layer at batch 32
@@ -53,11 +53,6 @@ def request_of(name: str, *args, **kwargs) -> dict:
     bound = _SIGNATURES[name].bind(*args, **kwargs)
     bound.apply_defaults()
     return {k: _plain(v) for k, v in bound.arguments.items()}
-
-
-def request_key(request: dict) -> str:
-    """The request as canonical JSON (the key recordings store)."""
-    return json.dumps(request, sort_keys=True, separators=(",", ":"))
 
 
 def experiment(fn):

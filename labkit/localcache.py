@@ -195,7 +195,7 @@ class LocalRecording:
 
     # -- files --
     def entry_path(self, name: str, request: dict) -> Path:
-        from .experiments import request_key
+        from .recordings import request_key
 
         digest = hashlib.sha256(request_key(request).encode()).hexdigest()[:32]
         return self.path / name / f"{digest}.json"
@@ -218,7 +218,7 @@ class LocalRecording:
     def put(self, name: str, request: dict, df, seconds: Optional[float] = None) -> Optional[Path]:
         """Save experiment ``name``'s result ``df`` for ``request``, measured just now in
         ``seconds``. Returns the file written, or None when saving is off or failed."""
-        from .experiments import request_key
+        from .recordings import request_key
 
         if not self.writable:
             return None
@@ -266,7 +266,7 @@ class LocalRecording:
     def get(self, name: str, request: dict):
         """The saved result of ``name`` for ``request`` as a DataFrame (provenance in ``attrs``:
         ``mode`` live, ``gpu``, ``measured_at``, ``saved_in``), or None."""
-        from .experiments import request_key
+        from .recordings import request_key
 
         path = self.entry_path(name, request)
         entry = self._read(path, name, request_key(request))

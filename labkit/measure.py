@@ -19,7 +19,7 @@ from typing import Callable, List
 import cupy
 
 from .errors import InvalidSpec
-from .prefetch import checkpoint
+from .cancel import checkpoint
 
 
 @dataclass(frozen=True)

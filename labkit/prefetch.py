@@ -33,17 +33,13 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Deque, Iterable, Optional, Tuple
 
+from . import cancel
+from .cancel import Superseded, cancellable, checkpoint  # noqa: F401  (prefetch.checkpoint: the names callers know)
+
 #: seconds of kernel idleness before the worker starts a job
 IDLE_S = 0.3
 #: jobs kept queued at most (the newest wants first)
 MAX_QUEUE = 64
-_worker = threading.local()  # .prefetcher: set in a worker thread only
-
-
-class Superseded(BaseException):
-    """Raised inside a prefetch job at a `checkpoint` when the foreground needs the GPU. A
-    BaseException, so that experiments' ``except Exception`` (which turn errors into table rows)
-    do not swallow it."""
 
 
 @dataclass
@@ -212,7 +208,7 @@ class Prefetcher:
                 self._cv.wait(wait if self._queue else None)
 
     def _loop(self) -> None:
-        _worker.prefetcher = self
+        cancel.set_worker(self)
         while True:
             job = self._next()
             if job is None:
@@ -264,30 +260,3 @@ class Prefetcher:
 #: the process-wide worker
 PREFETCHER = Prefetcher()
 atexit.register(PREFETCHER.close)
-
-
-_cancel = threading.local()  # .should_stop: set by `cancellable` in a foreground thread
-
-
-@contextlib.contextmanager
-def cancellable(should_stop: Callable[[], bool]):
-    """Inside the block, this thread's `checkpoint` raises `Superseded` once ``should_stop()``
-    is true (a live panel measuring in the background: the learner moved a control again)."""
-    prev = getattr(_cancel, "should_stop", None)
-    _cancel.should_stop = should_stop
-    try:
-        yield
-    finally:
-        _cancel.should_stop = prev
-
-
-def checkpoint() -> None:
-    """Called by labkit between steps of a measurement: inside a prefetch job whose GPU the
-    foreground wants, or inside a `cancellable` block whose request is no longer wanted, raise
-    `Superseded`; anywhere else, nothing."""
-    p = getattr(_worker, "prefetcher", None)
-    if p is not None and p.should_stop():
-        raise Superseded()
-    stop = getattr(_cancel, "should_stop", None)
-    if stop is not None and stop():
-        raise Superseded()

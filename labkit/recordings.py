@@ -4,7 +4,7 @@ A recording is a folder ``data/recordings/<gpu-slug>/`` with ``metadata.json`` (
 GPU, driver, CUDA, cuDNN backend and frontend, CuPy, labkit version, git commit, date, command,
 wall time, and per experiment its file, row count and sha256) and one CSV per experiment. Every
 CSV row carries ``request``: the canonical JSON of the call that produced it
-(`labkit.experiments.request_key`). Replaying a call returns exactly the rows recorded for exactly
+(`request_key`). Replaying a call returns exactly the rows recorded for exactly
 that request; anything else raises `RecordedDataError` naming the nearest recorded values.
 
 ``LABKIT_RECORDING`` (a folder name under data/recordings, or a path) picks the recording;
@@ -105,8 +105,6 @@ class Recording:
 
     def lookup(self, name: str, request: dict):
         """The rows recorded for exactly ``request`` (provenance in ``attrs``)."""
-        from .experiments import request_key
-
         df = self.table(name)
         rows = df[df["request"] == request_key(request)]
         if rows.empty:
@@ -138,6 +136,12 @@ class Recording:
             return sorted(seen, key=lambda v: (v is None, v))
         except TypeError:
             return seen
+
+
+def request_key(request: dict) -> str:
+    """A request (an experiment's canonical arguments) as canonical JSON: the key recordings and
+    this GPU's saved results file rows under."""
+    return json.dumps(request, sort_keys=True, separators=(",", ":"))
 
 
 def flatten(d: dict, prefix: str = "") -> dict:
@@ -206,6 +210,15 @@ def available(root: Optional[Path] = None) -> List[Recording]:
                 except RecordedDataError:
                     continue
     return out
+
+
+def describe_available() -> str:
+    """Lines for ``doctor``: the recordings recorded mode can use."""
+    try:
+        recs = available()
+    except Exception as exc:  # noqa: BLE001  (the doctor reports, never fails)
+        return f"{'recordings':>20}: unavailable ({exc})"
+    return "\n".join([f"{'recordings':>20}: {len(recs)}"] + [f"{'':>20}  {r.describe()}" for r in recs])
 
 
 _current: Optional[Recording] = None

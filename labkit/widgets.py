@@ -37,7 +37,7 @@ from . import plots
 from .errors import InvalidSpec, LabkitError, RecordedDataError
 from .experiments import BASE, FUSION_DTYPES  # the lessons' base convolution (one definition)
 from .legacy import DTYPE_PLAN as _LEGACY_DTYPE_PLAN
-from .record import SWEEP_VALUES, strategies_repeats
+from .grid import SWEEP_VALUES, strategies_repeats
 from .recordings import flatten  # noqa: F401  (widgets.flatten: tests and panels use it)
 from .spec import DIRECTIONS, DTYPES, LAYOUTS, ConvSpec
 
@@ -212,79 +212,9 @@ SPEC_EXPERIMENTS = ("precision", "layout", "fusion", "plans", "caps", "algorithm
 
 
 # ---- the panel --------------------------------------------------------------------------------
-class Panel:
-    """Controls + one FigureWidget for one experiment (see the module docstring).
-
-    ``panel.set(name=value, ...)`` changes controls as a user would and returns when the figure
-    is updated; ``panel.fig`` is the FigureWidget, ``panel.df`` the DataFrame on screen (None
-    when the request failed), ``panel.error`` the message shown then, ``panel.options(name)`` the
-    values a control offers. Display the panel as the last expression of a cell.
-    """
-
-    experiment: str = ""
-
-    def __init__(self, experiment: Optional[str] = None, *, live: Optional[bool] = None, csv_name: Optional[str] = None,
-                 fig_width: Optional[int] = FIG_WIDTH, **initial):
-        from . import env
-
-        name = experiment or self.experiment
-        if name not in CONFIGS:
-            raise InvalidSpec("experiment", name, f"must be one of {', '.join(CONFIGS)}")
-        self.live = env.mode().live if live is None else bool(live)
-        self.fig_width = fig_width
-        self._defer = 0
-        self._pending = False
-        self._syncing = False
-        self.df = None
-        self.error: Optional[str] = None
-        self.updates = 0
-        self.last_update_ms: Optional[float] = None
-        self.prefetching = 0  # live: neighbouring requests queued for the background worker
-        #: live: a click measures in a thread, so the kernel hears the next click and stops this one
-        self.background = self.live
-        self.stopped = 0  # measurements stopped because a newer request came
-        self._generation = 0  # bumped by every new request; an older measurement stops at its next checkpoint
-        self._bg_thread: Optional[threading.Thread] = None
-        self._bg_lock = threading.Lock()
-        self._figs: Dict[str, object] = {}
-        self._use(CONFIGS[name](), csv_name)
-        unknown = set(initial) - set(self._shown)
-        if unknown:
-            raise InvalidSpec("control", sorted(unknown), f"this panel's controls are {', '.join(self._shown)}")
-        self._build_ui()
-        self._defer += 1
-        try:
-            self.set(**initial)
-        finally:
-            self._defer -= 1
-        self.refresh()
-
-    # ---- configuration ------------------------------------------------------------------------
-    def _use(self, cfg: Config, csv_name: Optional[str] = None) -> None:
-        self.cfg = cfg
-        self.state = dict(cfg.base) if not hasattr(self, "state") else {**cfg.base, **self.state}
-        self.csv_name = csv_name or getattr(self, "csv_name", None) or cfg.csv_name or f"results_{cfg.experiment}.csv"
-        self._shown = [c for c in cfg.controls if self.live or c not in ("K", "W")]
-        self._fixed: Dict[str, object] = {}
-        if not self.live:
-            rec = self._recording()
-            self._recorded_keys = {json.dumps(r, sort_keys=True, separators=(",", ":"))
-                                   for r in rec.requests(cfg.experiment)}
-            self._shown = [c for c in (cfg.recorded_controls or self._shown) if c not in ("K", "W")]
-            keep = []
-            for c in self._shown:
-                vals = self._candidates(c, {})
-                if len(vals) <= 1:
-                    self._fixed[c] = vals[0] if vals else self._value(c, cfg.base)
-                else:
-                    keep.append(c)
-            self._shown = keep
-
-    @staticmethod
-    def _recording():
-        from . import recordings
-
-        return recordings.current()
+class _PanelView:
+    """A panel's widgets and figure: building them, showing the state, drawing a table or an
+    error, saving what is shown (part of `Panel`)."""
 
     # ---- UI ---------------------------------------------------------------------------------
     def _build_ui(self) -> None:
@@ -369,6 +299,97 @@ class Panel:
         finally:
             self._syncing = False
 
+    def _draw(self, df) -> None:
+        new = plots.BUILDERS[self.cfg.experiment](df)
+        if self.fig is None:
+            self.fig = _figure_widget(new, self.fig_width)
+            self._figs[self.cfg.experiment] = self.fig
+            self.box.children = tuple(self.box.children) + (self.fig,)
+            return
+        update_in_place(self.fig, new)
+
+    def _fail(self, exc: Exception, unexpected: bool = False) -> None:
+        self.df = None
+        kind = type(exc).__name__
+        if isinstance(exc, RecordedDataError) and exc.nearest:
+            # for the learner: what was asked and what exists, not the recording's file path
+            near = "; ".join(f"{str(k).split('.')[-1]} = {', '.join(_label(x) for x in v) if isinstance(v, (list, tuple)) else _label(v)}"
+                             for k, v in exc.nearest.items())
+            text = f"{kind}: {exc.message}; nearest recorded values: {near}"
+        else:
+            text = f"{kind}: {exc}"
+        if unexpected:
+            text = f"unexpected error (please report it): {text}"
+        self.error = Message(text)
+        if isinstance(exc, RecordedDataError):
+            advice = "Pick a recorded value from the controls, or reset to base."
+        elif isinstance(exc, InvalidSpec):
+            advice = "That combination is not a valid convolution; change a control."
+        else:
+            advice = ""
+        self.message.value = (f"<div style='color:#b00020;background:#fdecea;padding:6px 8px;border-radius:4px;"
+                              f"font-size:13px'>{html.escape(text)}" + (f"<br><i>{advice}</i>" if advice else "") + "</div>")
+        self.status.value = _status("error", "no data for this request (see below)")
+        if self.fig is None:
+            self._placeholder()
+        plots.no_data(self.fig, text)
+
+    def _placeholder(self) -> None:
+        """A figure to show when even the first request failed: the base's chart if it can be
+        had, else empty traces of the right count."""
+        import plotly.graph_objects as go
+
+        try:
+            from . import experiments
+
+            df = experiments.registry()[self.cfg.experiment](**self.cfg.kwargs(self.cfg.base))
+            fig = plots.BUILDERS[self.cfg.experiment](df)
+        except Exception:  # noqa: BLE001
+            fig = go.Figure([go.Scatter() for _ in range(plots.TRACES[self.cfg.experiment])])
+        self.fig = _figure_widget(fig, self.fig_width)
+        self._figs[self.cfg.experiment] = self.fig
+        self.box.children = tuple(self.box.children) + (self.fig,)
+
+    # ---- results ----------------------------------------------------------------------------
+    def results(self):
+        """The DataFrame on screen, with provenance columns in front (None if there is none)."""
+        if self.df is None:
+            return None
+        df = self.df.copy()
+        a = self.df.attrs
+        for i, col in enumerate(("mode", "gpu", "cudnn_backend", "cudnn_frontend", "date", "experiment")):
+            df.insert(i, col, a.get(col))
+        df.insert(6, "request", json.dumps(a.get("request"), sort_keys=True))
+        return df
+
+    def to_csv(self, path=None) -> Path:
+        """Write the numbers on screen (and their provenance) to ``path`` (default: the panel's
+        csv_name in the current folder). Returns the path written."""
+        df = self.results()
+        if df is None:
+            raise LabkitError(f"nothing to save: {self.error or 'no result yet'}")
+        p = Path(path or self.csv_name)
+        df.to_csv(p, index=False)
+        return p
+
+    def _save_clicked(self) -> None:
+        try:
+            p = self.to_csv()
+            self.status.value = _status("ok", f"wrote {html.escape(str(p.resolve()))} ({len(self.df)} rows)")
+        except (LabkitError, OSError) as exc:
+            self.status.value = _status("error", html.escape(f"could not save: {exc}"))
+
+    # ---- display ----------------------------------------------------------------------------
+    def _repr_mimebundle_(self, **kwargs):
+        return self.box._repr_mimebundle_(**kwargs)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.cfg.experiment} {'live' if self.live else 'recorded'} {self.state}>"
+
+
+class _PanelValues:
+    """What the controls offer and what a state asks for (part of `Panel`)."""
+
     def options(self, name: str) -> list:
         """The values control ``name`` offers now: live, its free choices; recorded, exactly the
         values recorded for the request on screen with that control changed."""
@@ -447,19 +468,11 @@ class Panel:
         req = self._request(state)
         return req is not None and request_key(req) in self._recorded_keys
 
-    # ---- driving ----------------------------------------------------------------------------
-    def _on_widget(self, change) -> None:
-        if self._syncing:
-            return
-        name = next(n for n, w in self.widgets.items() if w is change["owner"])
-        self.state = self._moved(self.state, name, change["new"])
-        self._changed()
 
-    def _changed(self) -> None:
-        if self._defer:
-            self._pending = True
-            return
-        self._clicked()
+class _PanelMeasuring:
+    """Getting a state's table: in this thread or, for a click in live mode, in a background
+    thread that a newer click stops; partial tables drawn as they arrive; neighbours measured
+    ahead (part of `Panel`)."""
 
     def _clicked(self, force: bool = False, reset: bool = False) -> None:
         """A control or button moved in the browser: live, measure in a background thread (the
@@ -485,7 +498,7 @@ class Panel:
             prev.join()  # it stops at its next checkpoint: our generation made it stale
         if gen != self._generation:
             return  # a newer click came while we waited
-        from .prefetch import cancellable
+        from .cancel import cancellable
 
         with cancellable(lambda: gen != self._generation):
             self.refresh(force, _generation=gen)
@@ -499,63 +512,10 @@ class Panel:
             return not t.is_alive()
         return True
 
-    def set(self, **changes) -> None:
-        """Change controls as a user would (``panel.set(dtype="bf16", N=8)``) and return when the
-        figure shows the result. Names are the panel's controls (`controls`); in recorded mode a
-        value that was not recorded is accepted, and the panel then shows why there is no data."""
-        for name in changes:
-            if name not in self._shown:
-                hint = ""
-                if not self.live and any(name in CONTROLS[c].links for c in self._shown):
-                    owner = next(c for c in self._shown if name in CONTROLS[c].links)
-                    hint = f"; in recorded mode {name} moves with {owner} (as recorded): set {owner}"
-                elif not self.live and any(name in CONTROLS[c].parts for c in self._shown):
-                    owner = next(c for c in self._shown if name in CONTROLS[c].parts)
-                    hint = (f"; in recorded mode {name} is part of {owner} (recorded together): "
-                            f"set {owner}='{self._value(owner)}' with another value from options('{owner}')")
-                elif name in self._fixed:
-                    hint = f"; the recording has only {name}={_label(self._fixed[name])}"
-                raise InvalidSpec("control", name, f"this panel's controls are {', '.join(self._shown)}{hint}")
-        if not changes:
-            return
-        self._defer += 1
-        try:
-            for name, value in changes.items():
-                w = self.widgets[name]
-                if isinstance(w, W.Dropdown) and value not in [v for _, v in w.options]:
-                    label = _label(value) if self.live else f"{_label(value)} (not recorded)"
-                    self._syncing = True
-                    try:
-                        w.options = list(w.options) + [(label, value)]
-                    finally:
-                        self._syncing = False
-                if w.value == value and self._value(name) != value:
-                    self.state = self._moved(self.state, name, value)
-                    self._pending = True
-                else:
-                    try:
-                        w.value = value  # the observer a user's click triggers
-                    except TraitError as exc:
-                        raise InvalidSpec(name, value, f"not a value this control takes ({exc})") from None
-        finally:
-            self._defer -= 1
-        if self._pending and not self._defer:
-            self.refresh()
-
-    def reset(self) -> None:
-        """Every control back to the base, and redraw."""
-        self.state = dict(self.cfg.base)
-        self.refresh()
-
-    @property
-    def controls(self) -> List[str]:
-        """Names `set` accepts (the controls on screen)."""
-        return list(self._shown)
-
     def refresh(self, force: bool = False, _generation: Optional[int] = None) -> None:
         """Run the request on screen and update the figure in place (in this thread; a
         measurement a click started in the background stops at its next checkpoint)."""
-        from .prefetch import Superseded
+        from .cancel import Superseded
 
         if _generation is None:
             with self._bg_lock:
@@ -668,92 +628,147 @@ class Panel:
         kwargs = self.cfg.kwargs(self.state)  # InvalidSpec for an impossible spec
         return lessons.data(self.cfg.experiment, force=force, **kwargs)
 
-    def _draw(self, df) -> None:
-        new = plots.BUILDERS[self.cfg.experiment](df)
-        if self.fig is None:
-            self.fig = _figure_widget(new, self.fig_width)
-            self._figs[self.cfg.experiment] = self.fig
-            self.box.children = tuple(self.box.children) + (self.fig,)
-            return
-        update_in_place(self.fig, new)
 
-    def _fail(self, exc: Exception, unexpected: bool = False) -> None:
+class Panel(_PanelView, _PanelValues, _PanelMeasuring):
+    """Controls + one FigureWidget for one experiment (see the module docstring).
+
+    ``panel.set(name=value, ...)`` changes controls as a user would and returns when the figure
+    is updated; ``panel.fig`` is the FigureWidget, ``panel.df`` the DataFrame on screen (None
+    when the request failed), ``panel.error`` the message shown then, ``panel.options(name)`` the
+    values a control offers. Display the panel as the last expression of a cell.
+    """
+
+    experiment: str = ""
+
+    def __init__(self, experiment: Optional[str] = None, *, live: Optional[bool] = None, csv_name: Optional[str] = None,
+                 fig_width: Optional[int] = FIG_WIDTH, **initial):
+        from . import env
+
+        name = experiment or self.experiment
+        if name not in CONFIGS:
+            raise InvalidSpec("experiment", name, f"must be one of {', '.join(CONFIGS)}")
+        self.live = env.mode().live if live is None else bool(live)
+        self.fig_width = fig_width
+        self._defer = 0
+        self._pending = False
+        self._syncing = False
         self.df = None
-        kind = type(exc).__name__
-        if isinstance(exc, RecordedDataError) and exc.nearest:
-            # for the learner: what was asked and what exists, not the recording's file path
-            near = "; ".join(f"{str(k).split('.')[-1]} = {', '.join(_label(x) for x in v) if isinstance(v, (list, tuple)) else _label(v)}"
-                             for k, v in exc.nearest.items())
-            text = f"{kind}: {exc.message}; nearest recorded values: {near}"
-        else:
-            text = f"{kind}: {exc}"
-        if unexpected:
-            text = f"unexpected error (please report it): {text}"
-        self.error = Message(text)
-        if isinstance(exc, RecordedDataError):
-            advice = "Pick a recorded value from the controls, or reset to base."
-        elif isinstance(exc, InvalidSpec):
-            advice = "That combination is not a valid convolution; change a control."
-        else:
-            advice = ""
-        self.message.value = (f"<div style='color:#b00020;background:#fdecea;padding:6px 8px;border-radius:4px;"
-                              f"font-size:13px'>{html.escape(text)}" + (f"<br><i>{advice}</i>" if advice else "") + "</div>")
-        self.status.value = _status("error", "no data for this request (see below)")
-        if self.fig is None:
-            self._placeholder()
-        plots.no_data(self.fig, text)
-
-    def _placeholder(self) -> None:
-        """A figure to show when even the first request failed: the base's chart if it can be
-        had, else empty traces of the right count."""
-        import plotly.graph_objects as go
-
+        self.error: Optional[str] = None
+        self.updates = 0
+        self.last_update_ms: Optional[float] = None
+        self.prefetching = 0  # live: neighbouring requests queued for the background worker
+        #: live: a click measures in a thread, so the kernel hears the next click and stops this one
+        self.background = self.live
+        self.stopped = 0  # measurements stopped because a newer request came
+        self._generation = 0  # bumped by every new request; an older measurement stops at its next checkpoint
+        self._bg_thread: Optional[threading.Thread] = None
+        self._bg_lock = threading.Lock()
+        self._figs: Dict[str, object] = {}
+        self._use(CONFIGS[name](), csv_name)
+        unknown = set(initial) - set(self._shown)
+        if unknown:
+            raise InvalidSpec("control", sorted(unknown), f"this panel's controls are {', '.join(self._shown)}")
+        self._build_ui()
+        self._defer += 1
         try:
-            from . import experiments
+            self.set(**initial)
+        finally:
+            self._defer -= 1
+        self.refresh()
 
-            df = experiments.registry()[self.cfg.experiment](**self.cfg.kwargs(self.cfg.base))
-            fig = plots.BUILDERS[self.cfg.experiment](df)
-        except Exception:  # noqa: BLE001
-            fig = go.Figure([go.Scatter() for _ in range(plots.TRACES[self.cfg.experiment])])
-        self.fig = _figure_widget(fig, self.fig_width)
-        self._figs[self.cfg.experiment] = self.fig
-        self.box.children = tuple(self.box.children) + (self.fig,)
+    # ---- configuration ------------------------------------------------------------------------
+    def _use(self, cfg: Config, csv_name: Optional[str] = None) -> None:
+        self.cfg = cfg
+        self.state = dict(cfg.base) if not hasattr(self, "state") else {**cfg.base, **self.state}
+        self.csv_name = csv_name or getattr(self, "csv_name", None) or cfg.csv_name or f"results_{cfg.experiment}.csv"
+        self._shown = [c for c in cfg.controls if self.live or c not in ("K", "W")]
+        self._fixed: Dict[str, object] = {}
+        if not self.live:
+            rec = self._recording()
+            self._recorded_keys = {json.dumps(r, sort_keys=True, separators=(",", ":"))
+                                   for r in rec.requests(cfg.experiment)}
+            self._shown = [c for c in (cfg.recorded_controls or self._shown) if c not in ("K", "W")]
+            keep = []
+            for c in self._shown:
+                vals = self._candidates(c, {})
+                if len(vals) <= 1:
+                    self._fixed[c] = vals[0] if vals else self._value(c, cfg.base)
+                else:
+                    keep.append(c)
+            self._shown = keep
 
-    # ---- results ----------------------------------------------------------------------------
-    def results(self):
-        """The DataFrame on screen, with provenance columns in front (None if there is none)."""
-        if self.df is None:
-            return None
-        df = self.df.copy()
-        a = self.df.attrs
-        for i, col in enumerate(("mode", "gpu", "cudnn_backend", "cudnn_frontend", "date", "experiment")):
-            df.insert(i, col, a.get(col))
-        df.insert(6, "request", json.dumps(a.get("request"), sort_keys=True))
-        return df
+    @staticmethod
+    def _recording():
+        from . import recordings
 
-    def to_csv(self, path=None) -> Path:
-        """Write the numbers on screen (and their provenance) to ``path`` (default: the panel's
-        csv_name in the current folder). Returns the path written."""
-        df = self.results()
-        if df is None:
-            raise LabkitError(f"nothing to save: {self.error or 'no result yet'}")
-        p = Path(path or self.csv_name)
-        df.to_csv(p, index=False)
-        return p
+        return recordings.current()
 
-    def _save_clicked(self) -> None:
+    # ---- driving ----------------------------------------------------------------------------
+    def _on_widget(self, change) -> None:
+        if self._syncing:
+            return
+        name = next(n for n, w in self.widgets.items() if w is change["owner"])
+        self.state = self._moved(self.state, name, change["new"])
+        self._changed()
+
+    def _changed(self) -> None:
+        if self._defer:
+            self._pending = True
+            return
+        self._clicked()
+
+    def set(self, **changes) -> None:
+        """Change controls as a user would (``panel.set(dtype="bf16", N=8)``) and return when the
+        figure shows the result. Names are the panel's controls (`controls`); in recorded mode a
+        value that was not recorded is accepted, and the panel then shows why there is no data."""
+        for name in changes:
+            if name not in self._shown:
+                hint = ""
+                if not self.live and any(name in CONTROLS[c].links for c in self._shown):
+                    owner = next(c for c in self._shown if name in CONTROLS[c].links)
+                    hint = f"; in recorded mode {name} moves with {owner} (as recorded): set {owner}"
+                elif not self.live and any(name in CONTROLS[c].parts for c in self._shown):
+                    owner = next(c for c in self._shown if name in CONTROLS[c].parts)
+                    hint = (f"; in recorded mode {name} is part of {owner} (recorded together): "
+                            f"set {owner}='{self._value(owner)}' with another value from options('{owner}')")
+                elif name in self._fixed:
+                    hint = f"; the recording has only {name}={_label(self._fixed[name])}"
+                raise InvalidSpec("control", name, f"this panel's controls are {', '.join(self._shown)}{hint}")
+        if not changes:
+            return
+        self._defer += 1
         try:
-            p = self.to_csv()
-            self.status.value = _status("ok", f"wrote {html.escape(str(p.resolve()))} ({len(self.df)} rows)")
-        except (LabkitError, OSError) as exc:
-            self.status.value = _status("error", html.escape(f"could not save: {exc}"))
+            for name, value in changes.items():
+                w = self.widgets[name]
+                if isinstance(w, W.Dropdown) and value not in [v for _, v in w.options]:
+                    label = _label(value) if self.live else f"{_label(value)} (not recorded)"
+                    self._syncing = True
+                    try:
+                        w.options = list(w.options) + [(label, value)]
+                    finally:
+                        self._syncing = False
+                if w.value == value and self._value(name) != value:
+                    self.state = self._moved(self.state, name, value)
+                    self._pending = True
+                else:
+                    try:
+                        w.value = value  # the observer a user's click triggers
+                    except TraitError as exc:
+                        raise InvalidSpec(name, value, f"not a value this control takes ({exc})") from None
+        finally:
+            self._defer -= 1
+        if self._pending and not self._defer:
+            self.refresh()
 
-    # ---- display ----------------------------------------------------------------------------
-    def _repr_mimebundle_(self, **kwargs):
-        return self.box._repr_mimebundle_(**kwargs)
+    def reset(self) -> None:
+        """Every control back to the base, and redraw."""
+        self.state = dict(self.cfg.base)
+        self.refresh()
 
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.cfg.experiment} {'live' if self.live else 'recorded'} {self.state}>"
+    @property
+    def controls(self) -> List[str]:
+        """Names `set` accepts (the controls on screen)."""
+        return list(self._shown)
 
 
 def _figure_widget(fig, width: Optional[int]):

@@ -97,7 +97,7 @@ def run_one(strategy_name: str, options: dict, workload: str, repeats: int) -> d
     import cupy
 
     from . import engine, memory, workspace
-    from .prefetch import checkpoint
+    from .cancel import checkpoint
 
     checkpoint()
     seq = sequence(workload, repeats)

@@ -37,6 +37,14 @@ import browser_helpers as bh  # noqa: E402
 import test_browser as tb  # noqa: E402  (its steps: open_notebook, run_all_cells, ...)
 
 
+
+def _shoot(page, el, path: Path) -> Path:
+    """A PNG of one output element, scrolled into view and given a moment to draw."""
+    el.scroll_into_view_if_needed()
+    page.wait_for_timeout(300)
+    el.screenshot(path=str(path))
+    return path
+
 def _say(msg: str) -> None:
     print(f"    {msg}", flush=True)
 
@@ -73,22 +81,14 @@ def shoot_lesson(page, lab, name: str, out: Path, deadline) -> list:
         tall = int(el.evaluate("e => e.getBoundingClientRect().height")) + 200
         page.set_viewport_size({"width": size["width"], "height": max(size["height"], tall)})
         try:
-            el.scroll_into_view_if_needed()
-            page.wait_for_timeout(300)
-            p = out / f"{stem}-panel{i}.png"
-            el.screenshot(path=str(p))
-            written.append(p)
+            written.append(_shoot(page, el, out / f"{stem}-panel{i}.png"))
             try:
                 label, old, new, took = tb.change_a_dropdown(page, i, name, deadline)
                 _say(f"panel {i}: {label} {old} -> {new} ({took:.2f} s)")
             except AssertionError as exc:
                 _say(f"panel {i}: no control moved ({str(exc).splitlines()[0]})")
                 continue
-            el.scroll_into_view_if_needed()
-            page.wait_for_timeout(300)
-            p = out / f"{stem}-panel{i}-moved.png"
-            el.screenshot(path=str(p))
-            written.append(p)
+            written.append(_shoot(page, el, out / f"{stem}-panel{i}-moved.png"))
         finally:
             page.set_viewport_size(size)
     _say(f"{name}: {len(written)} PNG(s) in {time.monotonic() - t0:.0f} s")
