@@ -17,6 +17,8 @@ def small_grid():
         yield ConvSpec(**{**base, "padding": 2}, dilation=2, dtype="fp32", layout=layout, direction=direction)
     yield ConvSpec(**base, groups=32, dtype="fp16", layout="NHWC")  # depthwise
     yield ConvSpec(**{**base, "K": 64}, groups=32, dtype="fp32", layout="NCHW", stride=2)  # depthwise x2
+    for layout in ("NCHW", "NHWC"):  # padding past the filter's reach (PyTorch accepts it)
+        yield ConvSpec(**{**base, "R": 1, "S": 1, "padding": 3}, stride=2, dtype="fp16", layout=layout)
 
 
 def random_specs(direction, n, seed):

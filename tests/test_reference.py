@@ -82,6 +82,8 @@ SMALL_SPECS = [
     ConvSpec(N=1, C=2, H=5, W=9, K=2, R=1, S=1, stride=(2, 3), padding=0),  # 1x1 strided
     ConvSpec(N=1, C=2, H=10, W=7, K=3, R=3, S=2, stride=(3, 2), padding=(4, 1), dilation=(2, 3)),
     ConvSpec(N=1, C=1, H=1, W=1, K=1, R=1, S=1, padding=0),
+    ConvSpec(N=1, C=2, H=5, W=6, K=3, R=1, S=1, stride=2, padding=3),  # padding past the filter's reach
+    ConvSpec(N=1, C=2, H=4, W=4, K=2, R=3, S=2, padding=(4, 2), dilation=(1, 2)),
 ]
 
 

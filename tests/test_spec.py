@@ -278,7 +278,6 @@ def test_exported_from_package():
         (dict(dtype="fp64"), "dtype"), (dict(dtype="fp8"), "dtype"), (dict(dtype=16), "dtype"),
         (dict(layout="CHWN"), "layout"), (dict(layout=None), "layout"), (dict(direction="bprop"), "direction"),
         (dict(C=64, groups=3), "groups"), (dict(C=64, K=96, groups=64), "groups"),
-        (dict(R=1, S=1, padding=1), "padding"), (dict(R=3, padding=(3, 1)), "padding"),
         (dict(H=3, R=7, S=3, padding=(0, 1)), "R"), (dict(W=2, R=3, S=5, padding=(1, 0)), "S"),
         (dict(N=2048, C=1024, H=32, W=32), "shape"),
     ],
@@ -364,7 +363,7 @@ def test_fuzz_one_bad_field_names_it(case):
 @FUZZ
 @given(st.data())
 def test_fuzz_cross_field_rules_name_the_field(data):
-    rule = data.draw(st.sampled_from(["groups", "padding", "filter_h", "filter_w", "elements"]))
+    rule = data.draw(st.sampled_from(["groups", "filter_h", "filter_w", "elements"]))
     kw = dict(_BASE)
     if rule == "groups":
         g = data.draw(st.integers(2, 64))
@@ -374,14 +373,6 @@ def test_fuzz_cross_field_rules_name_the_field(data):
             c += 1  # now g does not divide C
         kw.update(C=c, K=k, groups=g)
         field = "groups"
-    elif rule == "padding":
-        r, d = data.draw(st.integers(1, 11)), data.draw(st.integers(1, 4))
-        pad = data.draw(st.integers(d * (r - 1) + 1, MAX_DIM))
-        i = data.draw(st.integers(0, 1))
-        kw.update(H=64, W=64, R=r, S=r, dilation=d, padding=(pad, 0) if i == 0 else (0, pad))
-        if i == 1:
-            kw.update(R=1)
-        field = "padding"
     elif rule in ("filter_h", "filter_w"):
         r, d = data.draw(st.integers(2, 15)), data.draw(st.integers(1, 8))
         reach = d * (r - 1)
@@ -461,3 +452,15 @@ def test_fuzz_valid_specs(kw):
     assert 0 <= s.touched_bytes["x"] <= s.tensor_bytes["x"]  # dilated taps can all land in padding
     assert ConvSpec.from_dict(s.to_dict()) == s
     assert s.replace() == s and s.replace().key == s.key
+
+
+@pytest.mark.parametrize("kw, pq", [
+    (dict(H=56, W=56, R=1, S=1, stride=2, padding=3), (31, 31)),   # 1x1, padding 3, stride 2 (PyTorch takes it)
+    (dict(H=8, W=8, R=3, S=3, padding=(4, 0)), (14, 6)),           # padding past the filter's reach
+    (dict(H=1, W=1, R=1, S=1, padding=2), (5, 5)),                 # windows wholly in padding read zeros
+])
+def test_any_padding_with_an_output_is_valid(kw, pq):
+    """The rule is PyTorch's: any padding >= 0 as long as the output has at least one pixel."""
+    s = ConvSpec(**kw)
+    assert (s.P, s.Q) == pq
+    assert 0 < s.x_touched[0] <= s.H and 0 < s.x_touched[1] <= s.W
