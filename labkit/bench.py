@@ -37,7 +37,7 @@ def strategies(repeats: int = 50, name: str = "strategies_h100"):
     the strategy's get/put minus the no-management baseline's, same workload, same run."""
     import pandas as pd
 
-    from . import workloads
+    from .gpu import workloads
 
     t0 = time.perf_counter()
     frames = []
@@ -119,7 +119,7 @@ def vs_torch(name: str = "vs_torch_h100", dtypes=("fp32", "tf32", "fp16", "bf16"
     import cupy
     import pandas as pd
 
-    from . import autotune, engine, measure, memory
+    from .gpu import autotune, engine, measure, memory
     from .experiments import resnet50_shapes
 
     t0 = time.perf_counter()

@@ -460,7 +460,7 @@ def race_hidden_by(answer: Optional[str] = None, df=None) -> CheckResult:
 def scratchpad_shared_flag(answer: Optional[bool] = None, df=None) -> CheckResult:
     """Lesson 06: oneDNN's user-scratchpad mode hands one buffer to every primitive; run those
     primitives on concurrent streams and you reproduce the race. Which
-    ``labkit.workspace.Scratchpad(shared=...)`` is that? (True/False)"""
+    ``labkit.gpu.workspace.Scratchpad(shared=...)`` is that? (True/False)"""
     df = df if df is not None else _df(None, "race", launch="graph", streams=2, min_runs=1024)
     s = df.set_index("scratchpad")["mismatches_bitwise"]
     if answer is None:

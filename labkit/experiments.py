@@ -124,7 +124,7 @@ def _timed_plan(cg, plan_index=None, ops=None, calls: int = 10):
     """(plan, Timing) of one plan by CUDA-graph replay, with its own workspace."""
     import cupy
 
-    from . import engine, measure, memory
+    from .gpu import engine, measure, memory
 
     plan = cg.plan(plan_index)
     ops = ops if ops is not None else engine.Operands(cg.spec, cg.epilogue)
@@ -137,7 +137,7 @@ def _timed_plan(cg, plan_index=None, ops=None, calls: int = 10):
 def _heuristic_row(spec: ConvSpec) -> dict:
     """The heuristic plan of ``spec`` timed: plan, workspace, GPU time, TFLOP/s and status
     (a labkit error becomes the row's status instead of ending the experiment)."""
-    from . import engine
+    from .gpu import engine
 
     try:
         plan, t = _timed_plan(engine.get_graph(spec, all_plans=False))
@@ -172,7 +172,7 @@ def precision(spec: ConvSpec = BASE, dtypes: Sequence[str] = DTYPES):
     ``rel_error_vs_fp64_inputs`` against the float64 convolution of the data before rounding
     (what choosing the dtype costs in total).
     """
-    from . import engine, verify
+    from .gpu import engine, verify
 
     spec, rows = _spec(spec), []
     for d in dtypes:
@@ -200,7 +200,7 @@ def layout(spec: ConvSpec = BASE):
     back) with a CuPy transpose-copy, so ``end_to_end_us`` shows when NHWC pays off."""
     import cupy
 
-    from . import engine, measure
+    from .gpu import engine, measure
 
     spec, rows = _spec(spec), []
     for lay in LAYOUTS:
@@ -254,7 +254,7 @@ def fusion(spec: ConvSpec = BASE, epilogues: Sequence[str] = ("bias_relu", "bias
 
     ``path``: ``fused`` runs the heuristic's first plan for the fused graph (what a framework that
     does not autotune gets); ``fused, autotuned`` the fastest of every plan cuDNN offers for it
-    (`labkit.autotune`); ``unfused`` the heuristic conv plan and three (or two) CuPy kernels.
+    (`labkit.gpu.autotune`); ``unfused`` the heuristic conv plan and three (or two) CuPy kernels.
 
     ``allocated_bytes``: bytes of the tensors and workspace each path allocates (real allocations);
     ``modelled_hbm_bytes``: bytes each path must move through HBM (a model from tensor sizes);
@@ -262,7 +262,7 @@ def fusion(spec: ConvSpec = BASE, epilogues: Sequence[str] = ("bias_relu", "bias
     """
     import cupy
 
-    from . import autotune, engine, measure, memory, numerics, reference, verify
+    from .gpu import autotune, engine, measure, memory, numerics, reference, verify
 
     spec = _spec(spec)
     if spec.direction != "fprop" or spec.dtype not in FUSION_DTYPES:
@@ -365,7 +365,7 @@ def fusion(spec: ConvSpec = BASE, epilogues: Sequence[str] = ("bias_relu", "bias
 def plans(spec: ConvSpec = BASE):
     """Every plan's GPU time and workspace (autotuned), marking the heuristic pick, best and worst,
     and whether cuDNN marks the plan deterministic."""
-    from . import autotune, engine
+    from .gpu import autotune, engine
 
     spec = _spec(spec)
     cg = engine.get_graph(spec)
@@ -395,7 +395,7 @@ def plans(spec: ConvSpec = BASE):
 def caps(spec: ConvSpec = BASE, caps: Sequence[Optional[int]] = CAPS):
     """The best plan under each workspace cap (``deselect_workspace_greater_than``) and what the
     cap costs against the uncapped best. ``cap_bytes`` -1 = unlimited."""
-    from . import autotune, engine
+    from .gpu import autotune, engine
 
     spec = _spec(spec)
     order = sorted(range(len(caps)), key=lambda i: caps[i] is not None)  # unlimited first: the yardstick
@@ -428,7 +428,7 @@ def caps(spec: ConvSpec = BASE, caps: Sequence[Optional[int]] = CAPS):
 def algorithms(spec: ConvSpec = BASE.replace(layout="NCHW"), workspace_limit_bytes: int = 1 << 30):
     """The classic algorithm table (IMPLICIT_GEMM ... WINOGRAD_NONFUSED): status, workspace and
     time as cuDNN's legacy ``cudnnFindConvolutionForwardAlgorithmEx`` reports them."""
-    from . import legacy
+    from .gpu import legacy
 
     df = legacy.algorithm_table(_spec(spec), workspace_limit_bytes=workspace_limit_bytes)
     df.insert(0, "dtype", spec.dtype)
@@ -443,7 +443,7 @@ def build_cost(spec: ConvSpec = BASE):
     calls autotuning needs to pay for itself. ``seconds`` is wall time."""
     import cudnn
 
-    from . import autotune, engine
+    from .gpu import autotune, engine
 
     spec = _spec(spec)
     rows = []
@@ -569,7 +569,7 @@ def workspace_sizes(spec: ConvSpec = BASE):
     how workspace depends on dtype, layout and direction (min / heuristic pick / max per variant)."""
     import itertools
 
-    from . import engine
+    from .gpu import engine
 
     spec, rows = _spec(spec), []
     variants = list(itertools.product(DTYPES, LAYOUTS, ("fprop", "dgrad", "wgrad")))
@@ -590,9 +590,9 @@ def workspace_sizes(spec: ConvSpec = BASE):
 
 @experiment
 def strategies(workload: str = "one_conv", repeats: int = 20):
-    """Every workspace strategy on one workload (`labkit.workloads`): per-call host time, GPU time,
+    """Every workspace strategy on one workload (`labkit.gpu.workloads`): per-call host time, GPU time,
     allocations, peak and held workspace bytes."""
-    from . import workloads
+    from .gpu import workloads
 
     return workloads.run_all(workload, repeats)
 
@@ -600,7 +600,7 @@ def strategies(workload: str = "one_conv", repeats: int = 20):
 @experiment
 def race(launch: str = "graph", streams: int = 2, min_runs: int = 1024):
     """Shared vs per-stream scratchpads on concurrent streams: corrupted outputs out of ``runs``."""
-    from . import concurrency
+    from .gpu import concurrency
 
     rows = [concurrency.scratchpad_race(shared=sh, launch=launch, streams=streams, min_runs=min_runs).as_dict()
             for sh in (True, False)]

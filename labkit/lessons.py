@@ -260,16 +260,17 @@ def contents() -> Text:
 def show_source(module: str, *names: str) -> Text:
     """The source of functions in a labkit module, read from its file (the module is not
     imported, so this works without CuPy)."""
-    path = Path(__file__).resolve().parent / f"{module}.py"
-    if not path.is_file():
-        raise InvalidSpec("module", module, "must name a file in labkit/")
+    here = Path(__file__).resolve().parent
+    path = next((p for p in (here / f"{module}.py", here / "gpu" / f"{module}.py") if p.is_file()), None)
+    if path is None:
+        raise InvalidSpec("module", module, "must name a file in labkit/ or labkit/gpu/")
     src = path.read_text()
     tree = ast.parse(src)
     found = {n.name: ast.get_source_segment(src, n) for n in tree.body
              if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name in names}
     missing = [n for n in names if n not in found]
     if missing:
-        raise InvalidSpec("names", missing, f"not defined at the top level of labkit/{module}.py")
+        raise InvalidSpec("names", missing, f"not defined at the top level of {path.relative_to(here.parent)}")
     return Text("```python\n" + "\n\n".join(found[n] for n in names) + "\n```")
 
 
@@ -592,7 +593,7 @@ def _tolerance_of(label: str) -> Optional[float]:
     """`reference.tolerance_for` the spec a `ConvSpec.label` names (None if it cannot be read)."""
     import re
 
-    from . import reference
+    from .gpu import reference
     from .spec import ConvSpec
 
     m = re.match(r"(\S+) (NCHW|NHWC) (\w+) (\d+)x(\d+)x(\d+)x(\d+) -> (\d+) (\d+)x(\d+) s(\d+) p(\d+)$", str(label))

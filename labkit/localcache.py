@@ -8,13 +8,12 @@ Where: ``LABKIT_CACHE`` (a folder), else the user's cache folder (`platformdirs`
 
     recordings/<gpu-slug>-<identity hash>/metadata.json     who measured: the identity + created
     recordings/<gpu-slug>-<identity hash>/<experiment>/<request hash>.json   one measured call
-    plans/<identity hash>/<graph hash>.json                  serialized cuDNN graphs (labkit.engine)
     set-aside/                                               files that could not be read
 
 **Identity.** A folder belongs to one machine identity: GPU name, compute capability, NVIDIA
 driver, CUDA driver and runtime, cuDNN backend and frontend, CuPy, and labkit's data schema
-(`SCHEMA_VERSION`). Any change gives a new folder, so numbers (and plans) from another identity
-are never served as this GPU's, and a changed cuDNN never deserializes old plans.
+(`SCHEMA_VERSION`). Any change gives a new folder, so numbers from another identity are never
+served as this GPU's.
 
 **One file per measured call**, a JSON object holding the call's rows as CSV text (the same
 request-keyed rows as ``data/recordings/``; `export` writes a standard recording folder), when it

@@ -36,7 +36,7 @@ from traitlets import TraitError
 from . import plots
 from .errors import InvalidSpec, LabkitError, RecordedDataError
 from .experiments import BASE, FUSION_DTYPES  # the lessons' base convolution (one definition)
-from .legacy import DTYPE_PLAN as _LEGACY_DTYPE_PLAN
+from .gpu.legacy import DTYPE_PLAN as _LEGACY_DTYPE_PLAN
 from .grid import SWEEP_VALUES, strategies_repeats
 from .recordings import flatten  # noqa: F401  (widgets.flatten: tests and panels use it)
 from .spec import DIRECTIONS, DTYPES, LAYOUTS, ConvSpec

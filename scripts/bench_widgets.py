@@ -63,7 +63,7 @@ def _fingerprint(fig):
 
 def _graph_stats():
     """(graphs built, seconds building them, evictions) of labkit's graph cache (live only)."""
-    engine = sys.modules.get("labkit.engine")
+    engine = sys.modules.get("labkit.gpu.engine")
     if engine is None:
         return (0, 0.0, 0)
     st = engine.graphs.stats
@@ -156,7 +156,7 @@ def bench(per_control: int = 8, panels=None, verbose: bool = True, pause: float 
 
         free, total = cupy.cuda.runtime.memGetInfo()
         print(f"GPU memory in use at the end: {(total - free) / 2**30:.1f} GiB; graph cache "
-              f"{len(sys.modules['labkit.engine'].graphs)} entries", flush=True)
+              f"{len(sys.modules['labkit.gpu.engine'].graphs)} entries", flush=True)
         print(f"prefetch: {st.done} kept, {st.discarded} discarded, {st.superseded} stopped for the foreground, "
               f"{st.failed} failed ({st.last_error or 'no error'}), {st.seconds:.0f} s of GPU-lock time", flush=True)
     return rows

@@ -1,5 +1,6 @@
 """Which fp8 plans disagree with the float64 reference, and is it the plan or the inputs?"""
-from labkit import ConvSpec, engine, verify
+from labkit import ConvSpec
+from labkit.gpu import engine, verify
 
 for layout in ("NCHW", "NHWC"):
     for shape in (dict(N=2, C=32, H=12, W=12, K=32), dict(N=4, C=64, H=28, W=28, K=64)):

@@ -1,4 +1,4 @@
-"""Smoke probe of labkit.engine on a GPU: build, list plans, run, time. Prints a table.
+"""Smoke probe of labkit.gpu.engine on a GPU: build, list plans, run, time. Prints a table.
 
 Usage (device): source .whl/setup.sh && python3 scripts/probe_engine.py
 """
@@ -8,7 +8,9 @@ import traceback
 
 import cupy
 
-from labkit import ConvSpec, engine, measure
+from labkit import ConvSpec
+
+from labkit.gpu import engine, measure
 
 cases = [
     ConvSpec(N=32, C=64, H=56, W=56, K=64, dtype="fp16", layout="NHWC"),

@@ -5,7 +5,9 @@ how long a click can wait behind a prefetch job (labkit.prefetch). GPU only."""
 import threading
 import time
 
-from labkit import engine, experiments
+from labkit import experiments
+
+from labkit.gpu import engine
 
 specs = [experiments.BASE.replace(N=n, C=c, K=c) for n, c in ((3, 40), (5, 72), (7, 24))]
 done = threading.Event()

@@ -6,7 +6,9 @@ import pytest
 pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed: recorded mode)")
 
-from labkit import ConvSpec, InvalidSpec, OutOfMemory, Unsupported, engine, memory, verify  # noqa: E402
+from labkit import ConvSpec, InvalidSpec, OutOfMemory, Unsupported
+
+from labkit.gpu import engine, memory, verify  # noqa: E402
 
 from gpu_helpers import random_specs, small_grid  # noqa: E402
 
@@ -152,7 +154,7 @@ def test_out_of_memory_is_an_answer_and_frees_everything():
 
 
 def test_fast_path_is_used_and_dispatch_is_cheap():
-    from labkit import measure
+    from labkit.gpu import measure
 
     spec = ConvSpec(N=1, C=64, H=56, W=56, K=64, dtype="fp16", layout="NHWC")
     g = engine.get_graph(spec)

@@ -6,9 +6,9 @@ Layers, bottom to top (README, "Where things live"):
 
 0. what a convolution is and what the machine has, and the signals every layer may send:
    errors, spec, env, cancel (stop a measurement), progress (a table so far), ceilings, keys
-1. the GPU core (memory, numerics, reference, engine, autotune, measure, verify, legacy,
-   workspace, workloads, concurrency), the data (recordings, localcache) and the chart builders
-   (plots: DataFrame in, figure out)
+1. the GPU core (labkit/gpu/: memory, numerics, reference, engine, autotune, measure, verify,
+   legacy, workspace, workloads, concurrency), the data (recordings, localcache) and the chart
+   builders (plots: DataFrame in, figure out)
 2. the experiments (experiments, grid) and the background worker (prefetch)
 3. what the notebooks call: lessons (session results, texts), widgets (panels), check (exercises)
 4. the command line and the tools around it: record, bench, __main__, and the package's __init__
@@ -24,8 +24,7 @@ PKG = Path(__file__).resolve().parents[1] / "labkit"
 
 LAYERS = {
     0: {"errors", "spec", "env", "cancel", "progress", "ceilings", "keys"},
-    1: {"memory", "numerics", "reference", "engine", "autotune", "measure", "verify", "legacy", "workspace",
-        "workloads", "concurrency", "recordings", "localcache", "plots"},
+    1: {"gpu", "recordings", "localcache", "plots"},
     2: {"experiments", "grid", "prefetch"},
     3: {"lessons", "widgets", "check"},
     4: {"record", "bench", "__main__"},

@@ -1,4 +1,4 @@
-"""Tests of labkit.legacy: the classic cuDNN forward-algorithm table.
+"""Tests of labkit.gpu.legacy: the classic cuDNN forward-algorithm table.
 
 CPU tests check validation, the enum/struct tables, table assembly and the library loader
 without a GPU. Tests marked ``gpu`` run the real cuDNN 9 legacy API on CuPy arrays.
@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from labkit import legacy
+from labkit.gpu import legacy
 from labkit.errors import InvalidSpec, LabkitError, OutOfMemory, Unsupported
 from labkit.spec import ConvSpec
 

@@ -24,7 +24,8 @@ SMALL = experiments.BASE.replace(N=8, H=28, W=28)
 
 MEASURE = textwrap.dedent("""
     import json, sys
-    from labkit import experiments, lessons, engine
+    from labkit import experiments, lessons
+    from labkit.gpu import engine
     spec = experiments.BASE.replace(**json.loads(sys.argv[1]))
     df = lessons.data("precision", spec=spec)
     print(json.dumps({"gpu_us": [None if v != v else v for v in df["gpu_us"]], "plans": list(map(str, df["plan_name"])),

@@ -1,4 +1,4 @@
-"""labkit.numerics: storage formats, exact decode, nearest-even encode (NumPy only, CPU).
+"""labkit.gpu.numerics: storage formats, exact decode, nearest-even encode (NumPy only, CPU).
 
 Each format is checked against a reference built a different way from the implementation:
 NumPy's own float16 cast, a by-hand bit-level round of binary32 for bf16, and brute-force
@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from labkit import numerics
+from labkit.gpu import numerics
 from labkit.errors import InvalidSpec
-from labkit.numerics import decode, encode, quantize, random_inputs, storage_dtype
+from labkit.gpu.numerics import decode, encode, quantize, random_inputs, storage_dtype
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*encountered in cast:RuntimeWarning")  # numpy's own casts
 

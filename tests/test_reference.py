@@ -1,4 +1,4 @@
-"""labkit.reference: the float64 convolution reference (NumPy only, CPU, fast).
+"""labkit.gpu.reference: the float64 convolution reference (NumPy only, CPU, fast).
 
 Checked three ways: against naive nested loops written straight from the definition, by the
 adjoint identities <fprop(x, w), dy> = <x, dgrad(dy, w)> = <w, wgrad(x, dy)> over random valid
@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from labkit.errors import InvalidSpec
-from labkit.reference import (
+from labkit.gpu.reference import (
     DEFAULT_TEMP_BYTES,
     TOLERANCE,
     conv_dgrad,
@@ -243,7 +243,7 @@ def test_chunked_equals_unchunked(spec, budget):
 
 
 def test_chunk_plan_bounds_memory():
-    from labkit.reference import _plan
+    from labkit.gpu.reference import _plan
     # N=32, C=64, 56x56, 3x3: ~17.8 MB of temporaries per image -> 30 images per step under 512 MiB
     P = Q = 56
     nb, rows = _plan(32, P, 8 * 64 * 58 * 58, 8 * Q * (64 * 9 + 2 * 64), DEFAULT_TEMP_BYTES)
@@ -298,7 +298,7 @@ def test_tolerances():
 @pytest.mark.parametrize("dtype", ["fp16", "bf16", "fp8_e4m3"])
 def test_tolerance_admits_output_rounding_and_rejects_bugs(dtype):
     """A correct result rounded to the output dtype passes; a padding bug fails by far."""
-    from labkit.numerics import quantize, random_inputs
+    from labkit.gpu.numerics import quantize, random_inputs
     spec = ConvSpec(N=2, C=16, H=10, W=10, K=8, R=3, S=3, padding=1, dtype=dtype)
     _, x = random_inputs(spec.x_shape, dtype, np, seed=1)
     _, w = random_inputs(spec.w_shape, dtype, np, seed=2)

@@ -186,10 +186,10 @@ def test_live_style_controls_show_labkit_errors_in_the_panel():
     p = widgets.PlansPanel(live=True)
     assert isinstance(p.widgets["N"], widgets.W.BoundedIntText)
     assert {"K", "W", "stride", "padding", "groups"} <= set(p.controls)
-    p.set(padding=3)  # 3x3 filter: padding 3 would put a whole window in the padding
-    assert "InvalidSpec" in p.error and "padding" in p.message.value
+    p.set(groups=3)  # C=K=64: 3 groups cannot split the channels
+    assert "InvalidSpec" in p.error and "groups" in p.message.value
     assert all(t.visible is False for t in p.fig.data)
-    p.set(padding=1)
+    p.set(groups=1)
     assert p.error is None and p.df is not None
     p.set(N=7)  # recorded data has no N=7: the RecordedDataError is shown, nothing raised
     assert "RecordedDataError" in p.error

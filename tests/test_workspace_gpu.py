@@ -6,8 +6,10 @@ import pytest
 pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed: recorded mode)")
 
-from labkit import ArenaTooSmall, ConvSpec, InvalidSpec, OutOfMemory, concurrency, engine, memory, reference, verify  # noqa: E402
-from labkit import workspace as ws  # noqa: E402
+from labkit import ArenaTooSmall, ConvSpec, InvalidSpec, OutOfMemory
+
+from labkit.gpu import concurrency, engine, memory, reference, verify  # noqa: E402
+from labkit.gpu import workspace as ws  # noqa: E402
 
 BIG_WS = ConvSpec(N=32, C=64, H=56, W=56, K=64, dtype="fp16", layout="NCHW")  # default plan: ~25.8 MB
 SMALL = ConvSpec(N=2, C=32, H=14, W=14, K=32, dtype="fp16", layout="NCHW")

@@ -12,7 +12,7 @@ from typing import Optional
 import cupy
 
 from . import engine, memory, reference
-from .spec import ConvSpec
+from ..spec import ConvSpec
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,9 @@ from dataclasses import asdict, dataclass
 import cupy
 
 from . import engine, memory, numerics, reference, verify
-from .errors import InvalidSpec
-from .cancel import checkpoint
-from .spec import ConvSpec
+from ..errors import InvalidSpec
+from ..cancel import checkpoint
+from ..spec import ConvSpec
 
 #: small fp16 NCHW convolution whose default plan needs a workspace (layout transforms)
 RACE_SPEC = ConvSpec(N=1, C=64, H=28, W=28, K=64, dtype="fp16", layout="NCHW")

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import InvalidSpec
-from .spec import DTYPES
+from ..errors import InvalidSpec
+from ..spec import DTYPES
 
 #: numpy dtype name of the buffer holding each labkit dtype
 STORAGE_DTYPE = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "uint16", "fp8_e4m3": "uint8"}

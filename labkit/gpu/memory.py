@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import cupy
 
-from .errors import InvalidSpec, LabkitError, OutOfMemory
+from ..errors import InvalidSpec, LabkitError, OutOfMemory
 
 #: requests of this size or more are refused outright (no GPU has a terabyte)
 ABSURD_BYTES = 1 << 40

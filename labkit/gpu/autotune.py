@@ -14,8 +14,8 @@ from typing import Callable, Dict, List, Optional
 import cupy
 
 from . import engine, measure, memory
-from .errors import LabkitError, OutOfMemory
-from .cancel import checkpoint
+from ..errors import LabkitError, OutOfMemory
+from ..cancel import checkpoint
 
 
 @dataclass(frozen=True)

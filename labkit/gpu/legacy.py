@@ -141,8 +141,8 @@ import threading
 import warnings
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-from .errors import InvalidSpec, LabkitError, OutOfMemory, Unsupported
-from .spec import ConvSpec
+from ..errors import InvalidSpec, LabkitError, OutOfMemory, Unsupported
+from ..spec import ConvSpec
 
 __all__ = [
     "algorithm_table",

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 
 
-from .errors import InvalidSpec
+from ..errors import InvalidSpec
 from .numerics import array_module
 
 #: default bound on the temporaries (im2col buffer, padded image, partial products) of one step, bytes

@@ -34,9 +34,9 @@ from typing import Dict, List, Optional, Tuple
 import cupy
 
 from . import engine, memory
-from .errors import ArenaTooSmall, InvalidSpec, LabkitError, OutOfMemory
-from .keys import KEYS, Request, dims_only_key, full_key  # noqa: F401  (re-exported)
-from .spec import ConvSpec
+from ..errors import ArenaTooSmall, InvalidSpec, LabkitError, OutOfMemory
+from ..keys import KEYS, Request, dims_only_key, full_key  # noqa: F401  (re-exported)
+from ..spec import ConvSpec
 
 
 @dataclass

@@ -32,8 +32,8 @@ import statistics
 import time
 from typing import List
 
-from .errors import InvalidSpec, LabkitError
-from .spec import ConvSpec
+from ..errors import InvalidSpec, LabkitError
+from ..spec import ConvSpec
 
 ONE_CONV = ConvSpec(N=32, C=64, H=56, W=56, K=64, dtype="fp16", layout="NCHW")
 WORKLOADS = ("one_conv", "resnet50_fp16_nhwc", "resnet50_fp32_nchw", "random_shapes", "growing_batch", "pressure")
@@ -97,7 +97,7 @@ def run_one(strategy_name: str, options: dict, workload: str, repeats: int) -> d
     import cupy
 
     from . import engine, memory, workspace
-    from .cancel import checkpoint
+    from ..cancel import checkpoint
 
     checkpoint()
     seq = sequence(workload, repeats)
@@ -152,7 +152,7 @@ def run_all(workload: str, repeats: int = 20, strategies=BENCH_STRATEGIES):
     """Every strategy on one workload; a DataFrame with `run_one`'s rows."""
     import pandas as pd
 
-    from .progress import report
+    from ..progress import report
 
     sequence(workload, repeats)  # validate before any GPU work
     rows = []

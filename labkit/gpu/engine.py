@@ -24,9 +24,9 @@ import cupy
 import numpy
 
 from . import memory
-from .errors import InvalidSpec, LabkitError, OutOfMemory, Unsupported
-from .cancel import checkpoint
-from .spec import ConvSpec
+from ..errors import InvalidSpec, LabkitError, OutOfMemory, Unsupported
+from ..cancel import checkpoint
+from ..spec import ConvSpec
 
 EPILOGUES = ("none", "bias_relu", "bias_relu_add")
 OUTPUT_ROLE = {"fprop": "y", "dgrad": "x", "wgrad": "w"}

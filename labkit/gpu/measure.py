@@ -18,8 +18,8 @@ from typing import Callable, List
 
 import cupy
 
-from .errors import InvalidSpec
-from .cancel import checkpoint
+from ..errors import InvalidSpec
+from ..cancel import checkpoint
 
 
 @dataclass(frozen=True)
