@@ -68,6 +68,8 @@ A100_DS = ("NVIDIA A100 Tensor Core GPU datasheet, https://www.nvidia.com/conten
            "pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf (dense figures as listed)")
 A10_DS = ("NVIDIA A10 Tensor Core GPU datasheet, https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a10/pdf/"
           "a10-datasheet.pdf (dense figures as listed)")
+A40_DS = ("NVIDIA A40 datasheet, https://images.nvidia.com/content/Solutions/data-center/a40/nvidia-a40-datasheet.pdf "
+          "(dense figures as listed beside the sparse ones)")
 L4_DS = ("NVIDIA L4 Tensor Core GPU datasheet, https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/l4/"
          "nvidia-l4-tensor-core-gpu-datasheet.pdf (tensor figures there are with sparsity: halved)")
 L40S_DS = ("NVIDIA L40S datasheet, https://resources.nvidia.com/en-us-l40s/l40s-datasheet-28413 "
@@ -98,6 +100,8 @@ KNOWN = (
     _e(_c("A100 PCIe 40GB", A100_DS, 19.5, 156, 312, 312, None, 1.555), "a100 pcie 40gb", "a100 40gb pcie"),
     # Ampere A10: FP32 31.2, TF32 62.5, FP16/BF16 125 dense; 600 GB/s. (AWS's A10G is a different board.)
     _e(_c("A10", A10_DS, 31.2, 62.5, 125, 125, None, 0.6), "a10"),
+    # Ampere A40: FP32 37.4, TF32 74.8, BF16 (FP32 accumulate) and FP16 149.7 dense (149.6*/299.4* sparse); 696 GB/s.
+    _e(_c("A40", A40_DS, 37.4, 74.8, 149.7, 149.7, None, 0.696), "a40"),
     # Ada. L4: TF32 120*, FP16/BF16 242*, FP8 485* (halved); FP32 30.3; 300 GB/s.
     _e(_c("L4", L4_DS, 30.3, 60, 121, 121, 242.5, 0.3), "l4"),
     # L40S: FP32 91.6, TF32 183, FP16/BF16 362.05, FP8 733 dense (366*/733*/1,466* sparse); 864 GB/s.
