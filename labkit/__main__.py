@@ -20,7 +20,8 @@ def main(argv=None) -> int:
     rec.add_argument("--force", action="store_true", help="delete an existing recording there first")
     bench = sub.add_parser("bench", help="benchmarks: a table with ratios against a same-run baseline")
     bench.add_argument("which", choices=["strategies", "vs-torch"])
-    bench.add_argument("--name", help="output name under data/bench (default <which>_h100)")
+    bench.add_argument("--name", help="output name under data/bench (default <which>_<gpu slug>, e.g. "
+                                          "vs_torch_h100-80gb-hbm3 on an NVIDIA H100 80GB HBM3)")
     args = parser.parse_args(argv)
     from .errors import LabkitError
 
@@ -45,9 +46,9 @@ def main(argv=None) -> int:
         from . import bench as b
 
         if args.which == "strategies":
-            b.strategies(name=args.name or "strategies_h100")
+            b.strategies(name=args.name or b.default_name("strategies"))
         else:
-            b.vs_torch(name=args.name or "vs_torch_h100")
+            b.vs_torch(name=args.name or b.default_name("vs_torch"))
         return 0
     except LabkitError as exc:
         print(f"labkit: {type(exc).__name__}: {exc}", file=sys.stderr)

@@ -8,6 +8,7 @@ import json
 import statistics
 import time
 from pathlib import Path
+from typing import Optional
 
 from .recordings import data_dir
 
@@ -18,6 +19,15 @@ VS_TORCH_COLUMNS = ["shape", "dtype", "layout", "labkit_gpu_us", "torch_gpu_us",
 
 def bench_dir() -> Path:
     return data_dir().parent / "bench"
+
+
+def default_name(which: str, gpu_name: Optional[str] = None) -> str:
+    """``<which>_<slug of the GPU that runs it>`` (`labkit.env.gpu_slug`), e.g.
+    ``vs_torch_h100-80gb-hbm3`` on an NVIDIA H100 80GB HBM3, ``strategies_h200`` on an NVIDIA H200:
+    a run on another GPU never overwrites this one's table. ``which``: strategies or vs_torch."""
+    from .env import environment, gpu_slug
+
+    return f"{which}_{gpu_slug(gpu_name if gpu_name is not None else environment().gpu_name)}"
 
 
 def _write(df, name: str, extra: dict) -> Path:
@@ -32,8 +42,9 @@ def _write(df, name: str, extra: dict) -> Path:
     return path
 
 
-def strategies(repeats: int = 50, name: str = "strategies_h100"):
-    """Every strategy on every workload. ``overhead_us_vs_preallocated``: host time per call inside
+def strategies(repeats: int = 50, name: Optional[str] = None):
+    """Every strategy on every workload, written to data/bench/<name>.csv (default
+    `default_name` ("strategies")). ``overhead_us_vs_preallocated``: host time per call inside
     the strategy's get/put minus the no-management baseline's, same workload, same run."""
     import pandas as pd
 
@@ -51,7 +62,8 @@ def strategies(repeats: int = 50, name: str = "strategies_h100"):
               .to_string(index=False), flush=True)
     df = pd.concat(frames, ignore_index=True)
     cols = STRATEGY_COLUMNS + [c for c in df.columns if c not in STRATEGY_COLUMNS]
-    path = _write(df[cols], name, {"wall_seconds": round(time.perf_counter() - t0, 1), "repeats": repeats})
+    path = _write(df[cols], name or default_name("strategies"),
+                  {"wall_seconds": round(time.perf_counter() - t0, 1), "repeats": repeats})
     print(f"wrote {path}")
     return df
 
@@ -112,8 +124,9 @@ def _torch_times(spec, calls: int = 20):
     return replay_us, statistics.median(b2b), statistics.median(host)
 
 
-def vs_torch(name: str = "vs_torch_h100", dtypes=("fp32", "tf32", "fp16", "bf16"), layouts=("NCHW", "NHWC")):
-    """labkit's autotuned plan vs PyTorch's cudnn.benchmark pick on the ResNet-50 shapes. GPU
+def vs_torch(name: Optional[str] = None, dtypes=("fp32", "tf32", "fp16", "bf16"), layouts=("NCHW", "NHWC")):
+    """labkit's autotuned plan vs PyTorch's cudnn.benchmark pick on the ResNet-50 shapes, written to
+    data/bench/<name>.csv (default `default_name` ("vs_torch")). GPU
     times: CUDA-graph replay of 20 convs, three alternating rounds of 10 replays per side, the
     median of the round medians."""
     import cupy
@@ -177,7 +190,7 @@ def vs_torch(name: str = "vs_torch_h100", dtypes=("fp32", "tf32", "fp16", "bf16"
         "wall_seconds": round(time.perf_counter() - t0, 1),
     }
     cols = VS_TORCH_COLUMNS + [c for c in df.columns if c not in VS_TORCH_COLUMNS]
-    path = _write(df[cols], name, summary)
+    path = _write(df[cols], name or default_name("vs_torch"), summary)
     print(df[VS_TORCH_COLUMNS].to_string(index=False))
     print(json.dumps(summary, indent=2))
     print(f"wrote {path}")

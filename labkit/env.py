@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import os
 import platform
+import re
 import sys
 from dataclasses import asdict, dataclass
 from typing import Optional
@@ -41,6 +42,13 @@ class Environment:
 
 def _cuda_version(v: int) -> str:
     return f"{v // 1000}.{(v % 1000) // 10}"
+
+
+def gpu_slug(name: Optional[str]) -> str:
+    """A GPU's name as a file or folder name: ``NVIDIA H100 80GB HBM3`` -> ``h100-80gb-hbm3``,
+    ``NVIDIA A100 80GB PCIe`` -> ``a100-80gb-pcie``, ``Tesla T4`` -> ``tesla-t4``; no name: ``gpu``."""
+    s = re.sub(r"[^a-z0-9]+", "-", (name or "").lower()).strip("-")
+    return re.sub(r"^nvidia-", "", s) or "gpu"
 
 
 @functools.lru_cache(maxsize=1)

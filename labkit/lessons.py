@@ -496,7 +496,8 @@ def roofline_summary(df) -> Text:
                  "shapes whose intensity is past the ridge: these are small GEMMs that do not fill the tensor cores, "
                  "and the roof is a bound, not a promise.")
     else:
-        text += " No datasheet ceiling is known for this GPU, so no roof is drawn."
+        gpu = (getattr(df, "attrs", {}) or {}).get("gpu") or "this GPU"
+        text += f" No roof is drawn: no ceilings known for {gpu} ({df['dtype'].iloc[0]}) in labkit.ceilings."
     return Text(text)
 
 

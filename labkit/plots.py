@@ -606,8 +606,10 @@ def roofline(df) -> go.Figure:
     else:
         fig.add_trace(go.Scatter(x=[], y=[], mode="lines", name="roof (unknown GPU: not drawn)",
                                  line=dict(color=COLORS["dark"], width=2)))
-        notes.append(f"No roof drawn: labkit.ceilings has no peak TFLOP/s or bandwidth for {gpu} ({dtype}). "
-                     "Only the measured points are shown.")
+        cg = _first(df, "ceiling_gpu")
+        why = (f"labkit.ceilings has no {dtype} peak for {cg}" if cg and bw else
+               f"no ceilings known for {gpu} (labkit.ceilings lists vendor datasheet figures only)")
+        notes.append(f"No roof drawn: {why}. Only the measured points are shown.")
     fig.update_xaxes(title_text="arithmetic intensity (FLOP/byte, log)", type="log", range=[math.log10(lo), math.log10(hi)],
                      **log_ticks([lo, hi]))
     ys = [v for v in ty if v] + ([peak] if peak else [])

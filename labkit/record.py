@@ -21,16 +21,11 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from . import __version__
+from .env import gpu_slug  # noqa: F401  (a name callers know)
 from .errors import LabkitError, OutOfMemory, RecordedDataError, Unsupported
 from .experiments import request_key, request_of
 from .grid import Call, SWEEP_VALUES, SWEEPS, calls as _calls, grid, strategies_repeats  # noqa: F401  (names callers know)
 from .recordings import SCHEMA_VERSION, data_dir, sha256
-
-
-def gpu_slug(name: str) -> str:
-    """``NVIDIA H100 80GB HBM3`` -> ``h100-80gb-hbm3``."""
-    s = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-    return re.sub(r"^nvidia-", "", s) or "gpu"
 
 
 def _git_commit() -> Optional[str]:

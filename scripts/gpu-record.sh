@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
 # On the GPU host (device tool, carry .whl): the recorder and the benchmarks.
 #   bash scripts/gpu-record.sh COMMIT [record args...]   e.g. --only plans --force
-# Writes data/recordings/h100-sxm and data/bench/*; packs both into $OUT/data.tgz.
+# Writes data/recordings/<folder> and data/bench/*_<gpu slug>.csv; packs both into $OUT/data.tgz.
+# <folder>: $LABKIT_RECORDING_DIR if set, else h100-sxm (the shipped recording) on an
+# NVIDIA H100 80GB HBM3, else the GPU's slug (labkit.env.gpu_slug: NVIDIA H200 -> h200).
 set -uo pipefail
 source .whl/setup.sh || exit 1
 export LABKIT_GIT_COMMIT="${1:?commit sha}"; shift
 out="${OUT:-/tmp}"
+slug="$(python3 -c 'from labkit import env; print(env.gpu_slug(env.environment().gpu_name))')" || exit 1
+case "$slug" in h100-80gb-hbm3) default=h100-sxm ;; *) default="$slug" ;; esac
+rec="data/recordings/${LABKIT_RECORDING_DIR:-$default}"
+echo "GPU slug: $slug; recording folder: $rec" | tee "$out/gpu.log"
 if [ "$#" -gt 0 ]; then
-  python3 -m labkit record --out data/recordings/h100-sxm "$@" 2>&1 | tail -3 | tee "$out/record.log"
+  python3 -m labkit record --out "$rec" "$@" 2>&1 | tail -3 | tee "$out/record.log"
 fi
 ( time python3 -m labkit record --quick --out /tmp/quick ) 2>&1 | tail -5 | tee "$out/record-quick.log"
 python3 -m labkit bench strategies > "$out/bench-strategies.log" 2>&1
 python3 -m labkit bench vs-torch > "$out/bench-vs-torch.log" 2>&1
 tail -25 "$out/bench-vs-torch.log"
-tar czf "$out/data.tgz" data/recordings/h100-sxm data/bench
+if [ -d "$rec" ]; then tar czf "$out/data.tgz" "$rec" data/bench; else tar czf "$out/data.tgz" data/bench; fi
