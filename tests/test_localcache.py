@@ -261,3 +261,13 @@ def test_the_live_status_says_where_a_number_came_from():
     d.attrs = dict(measured_at=just_now)
     assert live_note(d, now) == "measured now"
     assert "ahead of this change" in live_note(d, now, ahead=True)
+
+
+def test_bad_input_gets_labkit_errors():
+    from labkit import LabkitError, ModeError
+    from labkit.record import fill
+
+    with pytest.raises(LabkitError, match="unknown identity field"):
+        localcache.identity(gpu="x", colour="blue")
+    with pytest.raises(ModeError, match="needs a live GPU"):
+        fill(quick=True)  # recorded mode: nothing to measure with
