@@ -333,7 +333,6 @@ def _frontend_time(spec) -> Optional[float]:
     """The heuristic frontend plan's CUDA-graph median for ``spec`` from the layout experiment,
     when it is at hand without measuring (recorded, or already measured this session); else None."""
     from . import env
-    from .errors import LabkitError as _Err
 
     if spec is None:
         return None
@@ -345,7 +344,7 @@ def _frontend_time(spec) -> Optional[float]:
             row = lay[lay["layout"] == spec.layout]
             if len(row):
                 return float(row["conv_gpu_us"].iloc[0])
-        except (_Err, KeyError, IndexError):
+        except (LabkitError, KeyError, IndexError):
             continue
     return None
 

@@ -272,7 +272,9 @@ class LocalRecording:
         return None if entry is None else self._frame(entry, request, path)
 
     def _frame(self, entry: dict, request: dict, path: Path):
-        df = entry["_df"].drop(columns=["request"]).dropna(axis=1, how="all").reset_index(drop=True)
+        from .recordings import result_rows
+
+        df = result_rows(entry["_df"])
         ident = self.identity
         df.attrs.update({"mode": "live", "gpu": ident.get("gpu"), "compute_capability": ident.get("compute_capability"),
                          "cudnn_backend": ident.get("cudnn_backend"), "cudnn_frontend": ident.get("cudnn_frontend"),

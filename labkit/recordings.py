@@ -115,8 +115,7 @@ class Recording:
             cls = _ERROR_CLASSES.get(str(rows["call_error"].iloc[0]))
             reason = f"(recorded on {self.metadata.get('gpu')}) {rows['reason'].iloc[0]}"
             raise cls(name, reason) if cls is Unsupported else LabkitError(f"{name}: {reason}")
-        out = rows.drop(columns=["request"] + (["call_error"] if "call_error" in rows.columns else []))
-        out = out.dropna(axis=1, how="all").reset_index(drop=True)
+        out = result_rows(rows)
         out.attrs.update(self.provenance())
         out.attrs["experiment"] = name
         out.attrs["request"] = request
@@ -136,6 +135,13 @@ class Recording:
             return sorted(seen, key=lambda v: (v is None, v))
         except TypeError:
             return seen
+
+
+def result_rows(rows):
+    """Stored rows of one request as the experiment returned them: without the bookkeeping
+    columns (``request``, ``call_error``) and without columns that are empty for this request."""
+    drop = [c for c in ("request", "call_error") if c in rows.columns]
+    return rows.drop(columns=drop).dropna(axis=1, how="all").reset_index(drop=True)
 
 
 def request_key(request: dict) -> str:
