@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import sys
 import time
@@ -216,14 +217,51 @@ def main(argv=None) -> int:
                     help="seconds of idleness after each change (live: the prefetch worker's time); 0: first visits")
     ap.add_argument("--condition", help="label of this run's rows (default: 'first visit' or 'after a S s pause')")
     ap.add_argument("--cache", help="live: this GPU's recording lives here (sets LABKIT_CACHE)")
+    ap.add_argument("--from-log", metavar="LOG",
+                    help="no measuring: read the rows from the printed log of a run that was stopped before it wrote "
+                         "them (needs --condition and --gpu; mode live)")
+    ap.add_argument("--gpu", help="with --from-log: the GPU the log was measured on")
     args = ap.parse_args(argv)
-    if args.cache:
-        os.environ["LABKIT_CACHE"] = args.cache
-    rows = bench(args.per_control, args.panels, pause=args.pause, condition=args.condition)
-    df = write(rows, Path(args.out))
+    if args.from_log:
+        if not (args.condition and args.gpu):
+            ap.error("--from-log needs --condition and --gpu")
+        rows = [r for r in rows_from_log(Path(args.from_log).read_text(), args.condition, args.gpu)
+                if not args.panels or r["panel"] in args.panels]
+        df = write(rows, Path(args.out))
+    else:
+        if args.cache:
+            os.environ["LABKIT_CACHE"] = args.cache
+        from labkit import widgets
+
+        rows = []
+        for name in args.panels or [*widgets.PANELS, "lab"]:  # written after each panel: a stopped run keeps its rows
+            new = bench(args.per_control, [name], pause=args.pause, condition=args.condition)
+            rows += new
+            df = write(new, Path(args.out))
     print(f"\nwrote {args.out} ({len(rows)} rows of this run)")
     print(summary(df))
     return 0
+
+
+LOG_PANEL = re.compile(r"^(\w+): built in \d+ ms; controls")
+LOG_CHANGE = re.compile(r"^  (\w+)=(.+?): first paint +([\d.]+) ms, complete +([\d.]+) ms(.*)$")
+
+
+def rows_from_log(text: str, condition: str, gpu: str):
+    """Rows of `COLUMNS` from the verbose output of a live `bench` run (one line per change, as printed)."""
+    rows, panel = [], None
+    for line in text.splitlines():
+        if m := LOG_PANEL.match(line):
+            panel = m.group(1)
+        elif (m := LOG_CHANGE.match(line)) and panel:
+            rest = m.group(5)
+            built = re.search(r"; (\d+) graphs built", rest)
+            rows.append(dict(mode="live", condition=condition, gpu=gpu, panel=panel, control=m.group(1),
+                             value=m.group(2), ahead="(measured ahead)" in rest,
+                             from_disk="(from this GPU's recording)" in rest,
+                             graphs_built=int(built.group(1)) if built else 0,
+                             first_paint_ms=float(m.group(3)), latency_ms=float(m.group(4))))
+    return rows
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@
 #   notebooks  the live notebooks under nbmake                                  ~2.5 min
 #   fill       `python -m labkit fill --quick` into an empty cache, timed, then once more (all skipped)
 #   widgets    bench_widgets: first visit with an empty cache, then revisit after restart
+# GPU_TESTS: test paths (default tests/); WIDGET_PANELS: the panels to bench (default all).
 # Each step is stopped after STEP_TIMEOUT seconds (default 300) so a later step still runs.
 # Logs and data/bench/widget_latency.csv go to $OUT when set.
 set -uo pipefail
@@ -20,7 +21,7 @@ for step in $steps; do
   echo "== $step ($(date +%T))"
   case "$step" in
     gputests)
-      timeout "$limit" python3 -m pytest -m gpu -q -rs --durations=15 tests/ > "$out/gpu-tests.log" 2>&1
+      timeout "$limit" python3 -m pytest -m gpu -q -rfEs --tb=short --durations=15 ${GPU_TESTS:-tests/} > "$out/gpu-tests.log" 2>&1
       tail -n 40 "$out/gpu-tests.log" ;;
     notebooks)
       timeout "$limit" python3 -m pytest --nbmake notebooks/ -q --durations=10 > "$out/live-notebooks.log" 2>&1
@@ -32,9 +33,9 @@ for step in $steps; do
       tail -n 20 "$out/fill.log" ;;
     widgets)
       cache=$(mktemp -d)
-      timeout "$limit" python3 scripts/bench_widgets.py --cache "$cache" --condition "first visit, empty cache" > "$out/widgets-first.log" 2>&1
+      timeout "$limit" python3 scripts/bench_widgets.py ${WIDGET_PANELS:+--panels $WIDGET_PANELS} --cache "$cache" --condition "first visit, empty cache" > "$out/widgets-first.log" 2>&1
       tail -n 25 "$out/widgets-first.log"
-      timeout "$limit" python3 scripts/bench_widgets.py --cache "$cache" --condition "revisit after restart" > "$out/widgets-revisit.log" 2>&1
+      timeout "$limit" python3 scripts/bench_widgets.py ${WIDGET_PANELS:+--panels $WIDGET_PANELS} --cache "$cache" --condition "revisit after restart" > "$out/widgets-revisit.log" 2>&1
       tail -n 25 "$out/widgets-revisit.log" ;;
     *) echo "unknown step $step (gputests, notebooks, fill, widgets)"; exit 2 ;;
   esac
