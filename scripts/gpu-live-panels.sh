@@ -21,10 +21,10 @@ for step in $steps; do
   echo "== $step ($(date +%T))"
   case "$step" in
     gputests)
-      timeout "$limit" python3 -m pytest -m gpu -q -rfEs --tb=short --durations=15 ${GPU_TESTS:-tests/} > "$out/gpu-tests.log" 2>&1
+      timeout -s INT -k 20 "$limit" python3 -m pytest -m gpu -q -rfEs --tb=short --durations=15 ${GPU_TESTS:-tests/} > "$out/gpu-tests.log" 2>&1
       tail -n 40 "$out/gpu-tests.log" ;;
     notebooks)
-      timeout "$limit" python3 -m pytest --nbmake notebooks/ -q --durations=10 > "$out/live-notebooks.log" 2>&1
+      timeout -s INT -k 20 "$limit" python3 -m pytest --nbmake notebooks/ -q --durations=10 > "$out/live-notebooks.log" 2>&1
       tail -n 25 "$out/live-notebooks.log" ;;
     fill)
       cache=$(mktemp -d)
