@@ -383,7 +383,7 @@ def _check_entry(raw: bytes, identity_key: str, name: Optional[str], request_key
     import pandas as pd
 
     try:
-        df = pd.read_csv(io.StringIO(str(entry["csv"])), keep_default_na=True)
+        df = pd.read_csv(io.StringIO(str(entry["csv"])), keep_default_na=True, float_precision="round_trip")
     except Exception as exc:  # noqa: BLE001  (pandas' parser errors say what is wrong)
         return f"rows cannot be parsed: {str(exc)[:80]}"
     if "request" not in df.columns or len(df) != int(entry["rows"]):

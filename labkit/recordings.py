@@ -84,7 +84,7 @@ class Recording:
         if info.get("sha256") and sha256(path) != info["sha256"]:
             raise RecordedDataError("file content does not match its sha256 in metadata.json (corrupt or edited)", path)
         try:
-            df = pd.read_csv(path, keep_default_na=True)
+            df = pd.read_csv(path, keep_default_na=True, float_precision="round_trip")
         except Exception as exc:  # pandas' parser errors name the line
             raise RecordedDataError(f"cannot parse CSV: {exc}", path) from None
         if "request" not in df.columns:
