@@ -72,8 +72,9 @@ def _graph_stats():
 
 
 def _values(panel, control, live: bool, per_control: int):
-    if live:
-        vals = [v for v in LIVE_VALUES.get(control, []) if v != panel._value(control)]
+    if live:  # the grid's values this panel offers (a choice control offers a panel's own list)
+        offered = panel.options(control)
+        vals = [v for v in LIVE_VALUES.get(control, []) if v != panel._value(control) and (not offered or v in offered)]
     else:
         vals = [v for v in panel.options(control) if v != panel._value(control)]
     return vals[:per_control]
