@@ -380,10 +380,10 @@ def _check_entry(raw: bytes, identity_key: str, name: Optional[str], request_key
         return "holds another request"
     if hashlib.sha256(str(entry["csv"]).encode()).hexdigest() != entry["csv_sha256"]:
         return "rows do not match their sha256 (corrupt or edited)"
-    import pandas as pd
+    from .recordings import read_csv_exact
 
     try:
-        df = pd.read_csv(io.StringIO(str(entry["csv"])), keep_default_na=True, float_precision="round_trip")
+        df = read_csv_exact(io.StringIO(str(entry["csv"])))
     except Exception as exc:  # noqa: BLE001  (pandas' parser errors say what is wrong)
         return f"rows cannot be parsed: {str(exc)[:80]}"
     if "request" not in df.columns or len(df) != int(entry["rows"]):

@@ -34,6 +34,15 @@ def data_dir() -> Path:
     return base / "recordings"
 
 
+def read_csv_exact(source):
+    """``pandas.read_csv`` with floats read back bit for bit as they were written (pandas 3 does
+    that by default; pandas 2 needs ``float_precision="round_trip"``, which pandas 3 deprecates)."""
+    import pandas as pd
+
+    exact = {} if int(pd.__version__.split(".")[0]) >= 3 else {"float_precision": "round_trip"}
+    return pd.read_csv(source, keep_default_na=True, **exact)
+
+
 def sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -70,8 +79,6 @@ class Recording:
 
     def table(self, name: str):
         """The whole CSV of one experiment, validated against the metadata (rows, sha256)."""
-        import pandas as pd
-
         if name in self._tables:
             return self._tables[name]
         info = self.metadata.get("experiments", {}).get(name)
@@ -84,7 +91,7 @@ class Recording:
         if info.get("sha256") and sha256(path) != info["sha256"]:
             raise RecordedDataError("file content does not match its sha256 in metadata.json (corrupt or edited)", path)
         try:
-            df = pd.read_csv(path, keep_default_na=True, float_precision="round_trip")
+            df = read_csv_exact(path)
         except Exception as exc:  # pandas' parser errors name the line
             raise RecordedDataError(f"cannot parse CSV: {exc}", path) from None
         if "request" not in df.columns:

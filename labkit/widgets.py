@@ -35,6 +35,7 @@ from traitlets import TraitError
 
 from . import plots
 from .errors import InvalidSpec, LabkitError, RecordedDataError
+from . import experiments
 from .experiments import BASE, FUSION_DTYPES  # the lessons' base convolution (one definition)
 from .gpu.legacy import DTYPE_PLAN as _LEGACY_DTYPE_PLAN
 from .grid import SWEEP_VALUES, strategies_repeats
@@ -300,7 +301,7 @@ class _PanelView:
             self._syncing = False
 
     def _draw(self, df) -> None:
-        new = plots.BUILDERS[self.cfg.experiment](df)
+        new = experiments.CHARTS[self.cfg.experiment](df)
         if self.fig is None:
             self.fig = _figure_widget(new, self.fig_width)
             self._figs[self.cfg.experiment] = self.fig
@@ -343,9 +344,9 @@ class _PanelView:
             from . import experiments
 
             df = experiments.registry()[self.cfg.experiment](**self.cfg.kwargs(self.cfg.base))
-            fig = plots.BUILDERS[self.cfg.experiment](df)
+            fig = experiments.CHARTS[self.cfg.experiment](df)
         except Exception:  # noqa: BLE001
-            fig = go.Figure([go.Scatter() for _ in range(plots.TRACES[self.cfg.experiment])])
+            fig = go.Figure([go.Scatter() for _ in range(experiments.TRACES[self.cfg.experiment])])
         self.fig = _figure_widget(fig, self.fig_width)
         self._figs[self.cfg.experiment] = self.fig
         self.box.children = tuple(self.box.children) + (self.fig,)

@@ -99,8 +99,8 @@ def test_roofline_with_empty_ceiling_columns_draws_with_the_note():
     df = experiments.roofline().copy()
     df.attrs = dict(df.attrs, gpu="NVIDIA Some Future GPU", mode="live")
     df["peak_tflops"], df["bandwidth_gb_s"], df["ceiling_gpu"] = None, None, None
-    fig = plots.roofline(df)
-    assert len(fig.data) == plots.TRACES["roofline"] and len(fig.data[1].x or ()) == 0
+    fig = experiments.CHARTS["roofline"](df)
+    assert len(fig.data) == experiments.TRACES["roofline"] and len(fig.data[1].x or ()) == 0
     assert len(fig.data[0].x) == len(df)  # the measured points are still drawn
     notes = " ".join(a.text for a in fig.layout.annotations)
     assert "no ceilings known for NVIDIA Some Future GPU" in notes
@@ -111,5 +111,5 @@ def test_roofline_for_a_known_gpu_without_that_dtype_says_which():
     df = experiments.roofline().copy()
     df.attrs = dict(df.attrs, gpu="Tesla T4", mode="live")
     df["peak_tflops"], df["bandwidth_gb_s"], df["ceiling_gpu"] = None, 300.0, "T4"
-    notes = " ".join(a.text for a in plots.roofline(df).layout.annotations)
+    notes = " ".join(a.text for a in experiments.CHARTS["roofline"](df).layout.annotations)
     assert "no fp16 peak for T4" in notes

@@ -36,16 +36,16 @@ def test_record_resume_and_replay(tmp_path, monkeypatch):
     record.record(out, quick=True, only=["layout"], argv=["test"])
     first = _sha(out / "layout.csv")
     calls = {"n": 0}
-    real = experiments._REGISTRY["sweep"]
+    real = experiments.core._REGISTRY["sweep"]
 
     def interrupted(*a, **k):  # Ctrl-C during the sweep
         calls["n"] += 1
         raise KeyboardInterrupt
 
-    monkeypatch.setitem(experiments._REGISTRY, "sweep", interrupted)
+    monkeypatch.setitem(experiments.core._REGISTRY, "sweep", interrupted)
     record.record(out, quick=True, only=["layout", "sweep"], argv=["test"])
     assert calls["n"] == 1 and not (out / "sweep.csv").exists() and _sha(out / "layout.csv") == first
-    monkeypatch.setitem(experiments._REGISTRY, "sweep", real)
+    monkeypatch.setitem(experiments.core._REGISTRY, "sweep", real)
     record.record(out, quick=True, only=["layout", "sweep"], argv=["test"])  # resumes: layout skipped
     assert _sha(out / "layout.csv") == first and (out / "sweep.csv").exists()
     rec = recordings.load(out)

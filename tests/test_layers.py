@@ -7,9 +7,12 @@ Layers, bottom to top (README, "Where things live"):
 0. what a convolution is and what the machine has, and the signals every layer may send:
    errors, spec, env, cancel (stop a measurement), progress (a table so far), ceilings, keys
 1. the GPU core (labkit/gpu/: memory, numerics, reference, engine, autotune, measure, verify,
-   legacy, workspace, workloads, concurrency), the data (recordings, localcache) and the chart
-   builders (plots: DataFrame in, figure out)
-2. the experiments (experiments, grid) and the background worker (prefetch)
+   legacy, workspace, workloads, concurrency), the data (recordings, localcache), what charts are
+   built with (plots) and what lesson text is written with (prose)
+2. the experiments (labkit/experiments/), bottom to top: core (decorator, requests, dispatch),
+   checking (what exercise checks are written with), one module per lesson topic (run functions,
+   charts, summaries, checks, recorded calls: no topic imports another), the package (gathers the
+   topics); then grid (the recorded calls in order) and the background worker (prefetch)
 3. what the notebooks call: lessons (session results, texts), widgets (panels), check (exercises)
 4. the command line and the tools around it: record, bench, __main__, and the package's __init__
 """
@@ -24,7 +27,7 @@ PKG = Path(__file__).resolve().parents[1] / "labkit"
 
 LAYERS = {
     0: {"errors", "spec", "env", "cancel", "progress", "ceilings", "keys"},
-    1: {"gpu", "recordings", "localcache", "plots"},
+    1: {"gpu", "recordings", "localcache", "plots", "prose"},
     2: {"experiments", "grid", "prefetch"},
     3: {"lessons", "widgets", "check"},
     4: {"record", "bench", "__main__"},
@@ -43,7 +46,16 @@ def modules():
     return {module_name(p): p for p in sorted(PKG.rglob("*.py"))}
 
 
-def layer(mod: str) -> int:
+#: order inside layer 2 (any other labkit.experiments.<topic> module: 2.2)
+SUBLAYERS = {"labkit.experiments.core": 2.0, "labkit.experiments.checking": 2.1, "labkit.experiments": 2.3,
+             "labkit.grid": 2.4, "labkit.prefetch": 2.5}
+
+
+def layer(mod: str) -> float:
+    if mod in SUBLAYERS:
+        return SUBLAYERS[mod]
+    if mod.startswith("labkit.experiments."):
+        return 2.2
     parts = mod.split(".")
     if len(parts) == 1:  # labkit itself (__init__): it may re-export from anywhere below the CLI
         return 4
@@ -105,7 +117,7 @@ def test_imports_point_down():
     up = []
     for mod, path in known.items():
         for line, t in imports(mod, path):
-            if t in known and t != "labkit" and layer(t) > layer(mod):
+            if t in known and t != "labkit" and (layer(t) > layer(mod) or (layer(t) == layer(mod) == 2.2 and t != mod)):
                 up.append(f"{path.relative_to(PKG.parent)}:{line}: {mod} (layer {layer(mod)}) imports {t} (layer {layer(t)})")
     assert not up, "upward imports:\n" + "\n".join(up)
 

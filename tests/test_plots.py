@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from labkit import experiments, lessons, plots, recordings
+from labkit.experiments import plans_autotune
 from labkit.errors import LabkitError
 
 
@@ -40,14 +41,14 @@ UNITS = {  # chart -> strings some axis title must contain
 }
 
 
-@pytest.mark.parametrize("name", sorted(plots.BUILDERS))
+@pytest.mark.parametrize("name", sorted(experiments.CHARTS))
 def test_every_recorded_request_draws_with_fixed_traces_units_and_provenance(name):
     frames = recorded_frames(name)
     assert frames, f"the recording has no rows for {name}"
     meta = recordings.current().metadata
     for req, df in frames:
-        fig = plots.BUILDERS[name](df)
-        assert len(fig.data) == plots.TRACES[name], (name, req)
+        fig = experiments.CHARTS[name](df)
+        assert len(fig.data) == experiments.TRACES[name], (name, req)
         titles = " | ".join(_titles(fig))
         for unit in UNITS[name]:
             assert unit in titles, (name, unit, titles)
@@ -69,20 +70,20 @@ def test_provenance_subtitle_live_and_missing():
 def test_values_drawn_are_the_dataframes():
     prec = experiments.precision()
     ok = prec[prec.status == "ok"]
-    fig = plots.precision(prec)
+    fig = experiments.CHARTS["precision"](prec)
     assert list(fig.data[0].x) == list(ok.gpu_us)
     assert list(fig.data[0].y) == list(ok.rel_error)
     assert list(fig.data[1].y) == list(ok.rel_error_vs_fp64_inputs)
 
     pl = experiments.plans(experiments.BASE.replace(layout="NCHW"))
-    fig = plots.plans(pl)
+    fig = experiments.CHARTS["plans"](pl)
     assert list(fig.data[0].y) == list(pl[pl.status == "ok"].gpu_us)
     assert list(fig.data[1].customdata[0][:1]) == [int(pl[pl.heuristic_pick].plan_index.iloc[0])]
     assert fig.data[2].y == (pl[pl.best].gpu_us.iloc[0],)
     assert fig.data[3].y == (pl[pl.worst].gpu_us.iloc[0],)
 
     st = experiments.strategies()
-    fig = plots.strategies(st)
+    fig = experiments.CHARTS["strategies"](st)
     assert list(fig.data[0].x) == list(st.median_us)
     assert list(fig.data[2].x) == list(st.strategy_us_per_call)
     assert list(fig.data[3].x) == list(st.gpu_us)
@@ -91,14 +92,14 @@ def test_values_drawn_are_the_dataframes():
     assert [v * plots.MIB for v in fig.data[6].x] == pytest.approx(list(st.peak_bytes))
 
     lay = experiments.layout()
-    fig = plots.layout(lay)
+    fig = experiments.CHARTS["layout"](lay)
     assert list(fig.data[0].y) == list(lay.conv_gpu_us) and list(fig.data[1].y) == list(lay.convert_gpu_us)
     assert fig.layout.barmode == "stack"
 
 
 def test_algorithms_marks_unsupported():
     df = experiments.algorithms()
-    fig = plots.algorithms(df)
+    fig = experiments.CHARTS["algorithms"](df)
     unsupported = df[df.find_status != "ok"].algorithm.tolist()
     assert unsupported, "the fp16 NCHW table has unsupported algorithms"
     assert list(fig.data[2].y) == unsupported
@@ -109,7 +110,7 @@ def test_algorithms_marks_unsupported():
 
 def test_roofline_draws_the_gpus_roof():
     df = experiments.roofline()
-    fig = plots.roofline(df)
+    fig = experiments.CHARTS["roofline"](df)
     peak, bw = float(df.peak_tflops.iloc[0]), float(df.bandwidth_gb_s.iloc[0])
     assert max(fig.data[1].y) == pytest.approx(peak)
     x0, y0 = fig.data[1].x[0], fig.data[1].y[0]
@@ -121,22 +122,22 @@ def test_roofline_unknown_gpu_draws_no_roof_and_says_so():
     df = experiments.roofline().copy()
     df.attrs = dict(experiments.roofline().attrs, gpu="Some Future GPU", mode="live")
     df = df.drop(columns=["peak_tflops", "bandwidth_gb_s", "ceiling_gpu"])
-    fig = plots.roofline(df)
-    assert len(fig.data) == plots.TRACES["roofline"]
+    fig = experiments.CHARTS["roofline"](df)
+    assert len(fig.data) == experiments.TRACES["roofline"]
     assert len(fig.data[1].x or ()) == 0
     notes = " ".join(a.text for a in fig.layout.annotations)
     assert "No roof drawn" in notes and "Some Future GPU" in notes
     # the same with the columns present but empty (a live run on a GPU labkit.ceilings does not know)
     df2 = experiments.roofline().copy()
     df2["peak_tflops"], df2["bandwidth_gb_s"] = None, None
-    fig2 = plots.roofline(df2)
+    fig2 = experiments.CHARTS["roofline"](df2)
     assert len(fig2.data[1].x or ()) == 0
 
 
 def test_race_over_several_calls():
     frames = [experiments.race(launch=la, streams=st) for la, st in (("graph", 2), ("python", 2), ("graph", 4))]
     df = plots.concat(frames)
-    fig = plots.race(df)
+    fig = experiments.CHARTS["race"](df)
     assert len(fig.data[0].x) == 3
     shared = df[df.scratchpad == "shared"].mismatches_bitwise.tolist()
     assert list(fig.data[0].y) == shared
@@ -146,13 +147,13 @@ def test_race_over_several_calls():
 def test_not_ok_rows_are_left_out_and_named():
     df = experiments.precision().copy()
     df.loc[df.dtype == "fp8_e4m3", "status"] = "unsupported"
-    fig = plots.precision(df)
+    fig = experiments.CHARTS["precision"](df)
     assert "fp8_e4m3" not in fig.data[0].text
     assert any("did not run" in a.text and "fp8_e4m3" in a.text for a in fig.layout.annotations)
 
 
 def test_no_data_empties_every_trace_and_says_why():
-    fig = plots.fusion(experiments.fusion())
+    fig = experiments.CHARTS["fusion"](experiments.fusion())
     plots.no_data(fig, "RecordedDataError: not recorded")
     assert all(t.visible is False and t.x is None for t in fig.data)
     assert "not recorded" in fig.layout.annotations[0].text
@@ -160,11 +161,11 @@ def test_no_data_empties_every_trace_and_says_why():
 
 def test_figure_dispatch_and_formatting():
     df = experiments.caps(experiments.BASE.replace(layout="NCHW"))
-    assert len(plots.figure(df).data) == plots.TRACES["caps"]
+    assert len(experiments.chart(df).data) == experiments.TRACES["caps"]
     assert plots.fmt_bytes(131) == "131 B" and plots.fmt_bytes(25763987) == "24.6 MiB"
     assert plots.fmt_bytes(2**30) == "1.00 GiB" and plots.fmt_bytes(float("nan")) == "-"
     assert plots.fmt_us(24.6) == "24.6 us" and plots.fmt_us(1234) == "1.23 ms"
-    assert plots.cap_label(-1) == "unlimited" and plots.cap_label(2**20) == "1.0 MiB"
+    assert plans_autotune.cap_label(-1) == "unlimited" and plans_autotune.cap_label(2**20) == "1.0 MiB"
 
 
 def test_log_ticks_label_the_lowest_values_and_stay_few_when_asked():
@@ -183,26 +184,26 @@ def test_log_ticks_label_the_lowest_values_and_stay_few_when_asked():
 def test_wide_time_ranges_get_a_log_axis_and_round_ticks():
     """fp32 fusion: a 10 ms fused plan beside 0.3 ms bars is drawn on a log axis (linear, the short
     bars vanish); the caps chart's right axis ticks at 1-2-5 steps (not 1.9x, 3.9x, 5.8x)."""
-    fus = plots.fusion(lessons.data("fusion", spec=lessons.base(dtype="fp32")))
+    fus = experiments.CHARTS["fusion"](lessons.data("fusion", spec=lessons.base(dtype="fp32")))
     assert fus.layout.yaxis.type == "log"
-    assert plots.fusion(lessons.data("fusion")).layout.yaxis.type != "log"
-    caps = plots.caps(lessons.data("caps", spec=lessons.base(layout="NCHW")))
+    assert experiments.CHARTS["fusion"](lessons.data("fusion")).layout.yaxis.type != "log"
+    caps = experiments.CHARTS["caps"](lessons.data("caps", spec=lessons.base(layout="NCHW")))
     step = caps.layout.yaxis2.dtick
     assert step in (0.1, 0.2, 0.5, 1, 2, 5, 10) and caps.layout.yaxis2.tick0 == 0
 
 
-@pytest.mark.parametrize("name", sorted(plots.BUILDERS))
+@pytest.mark.parametrize("name", sorted(experiments.CHARTS))
 def test_subtitle_lines_fit_the_chart(name):
     """No title line (detail or provenance) longer than a 900 px chart shows at 12 px: plotly
     does not wrap, it cuts ("GPU wall time = ... kerr")."""
     import re
 
     for req, df in recorded_frames(name):
-        text = plots.BUILDERS[name](df).layout.title.text
+        text = experiments.CHARTS[name](df).layout.title.text
         for line in re.sub(r"<b>.*?</b>", "", text).split("<br>"):
             plain = re.sub(r"<[^>]+>", "", line)
             assert len(plain) <= plots.DETAIL_CHARS + 4, (name, req, plain)
-        for ann in plots.BUILDERS[name](df).layout.annotations:
+        for ann in experiments.CHARTS[name](df).layout.annotations:
             if ann.name == "note":
                 for line in ann.text.split("<br>"):
                     assert len(line) <= plots.NOTE_CHARS + 4, (name, req, line)
@@ -214,7 +215,7 @@ def test_log_axes_label_a_visible_tick_under_their_lowest_point(name, column):
     import math
 
     for req, df in recorded_frames(name):
-        ax = plots.BUILDERS[name](df).layout.yaxis
+        ax = experiments.CHARTS[name](df).layout.yaxis
         low = float(df[df.status == "ok"][column].min()) if "status" in df else float(df[column].min())
         shown = [t for t in ax.tickvals if 10 ** ax.range[0] <= t <= 10 ** ax.range[1]]
         assert shown and min(shown) <= 2.5 * low, (name, req, low, ax.tickvals, ax.range)

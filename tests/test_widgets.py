@@ -43,7 +43,7 @@ MOVES = {  # panel control -> the request fields it moves together (recorded mod
 def test_panel_builds_with_a_figurewidget_and_recorded_options(name):
     p = widgets.panel(name)
     assert isinstance(p.fig, go.FigureWidget)
-    assert len(p.fig.data) == plots.TRACES[name]
+    assert len(p.fig.data) == experiments.TRACES[name]
     assert p.df is not None and p.error is None
     assert p.df.attrs["mode"] == "recorded"
     assert "one factor at a time" in p.header.value and "Recorded" in p.header.value

@@ -1,0 +1,79 @@
+"""The experiments, one module per lesson topic. Each returns a tidy pandas DataFrame (units in
+column names: ``_us`` microseconds, ``_bytes`` bytes, ``_tflops``, ``_gb_s`` GB/s) with provenance
+in ``df.attrs`` (mode, GPU, cuDNN, frontend, CuPy, date, source).
+
+The same call works live and recorded: live on a GPU it measures now; in recorded mode it
+answers with the rows measured for exactly these arguments on a real GPU (`labkit.recordings`),
+or raises `RecordedDataError` naming the nearest recorded values. Nothing is interpolated. GPU
+times are CUDA-graph replay medians (the kernels' own time) unless a column says otherwise.
+
+Where things live:
+
+* `core`: the ``@experiment`` decorator (requests, provenance, live/recorded dispatch), the
+  lessons' base convolution, and `core.result` (another experiment's result for a summary or check);
+* `checking`: what exercise checks are written with;
+* one module per lesson topic, holding everything about its experiments: the run functions, their
+  charts, the summaries under them, the exercise checks and the calls of the recorded grid
+  (`workspace_basics` 01, `workspace_strategies` 02, `precision_layout` 03, `epilogue_fusion` 04,
+  `plans_autotune` 05, `streams` 06).
+
+To add an experiment: write its run function (``@experiment``), chart, summary and checks in its
+topic's module (or a new topic module listed in `TOPICS`), add it to that module's ``CHARTS`` and
+``recorded_calls``, and use it from the lesson's notebook.
+"""
+from __future__ import annotations
+
+from ..errors import InvalidSpec
+from . import (epilogue_fusion, plans_autotune, precision_layout, streams, workspace_basics,
+               workspace_strategies)
+from .core import BASE, MIB, SWEEPS, experiment, provenance, registry, request_key, request_of, variants, with_model
+from .epilogue_fusion import FUSION_DTYPES, fusion
+from .plans_autotune import CAPS, build_cost, caps, plans
+from .precision_layout import layout, precision, resnet50_shapes, roofline
+from .streams import race
+from .workspace_basics import SWEEP_FIELDS, SWEEP_VALUES, algorithms, sweep, workspace_sizes
+from .workspace_strategies import strategies
+
+__all__ = [
+    "BASE", "MIB", "SWEEPS", "CAPS", "FUSION_DTYPES", "SWEEP_FIELDS", "SWEEP_VALUES", "TOPICS", "TRACES",
+    "experiment", "provenance", "registry", "request_key", "request_of", "variants", "with_model", "resnet50_shapes",
+    "chart", "summary", "exercises", "algorithms", "workspace_sizes", "sweep", "strategies", "precision", "layout",
+    "roofline", "fusion", "plans", "caps", "build_cost", "race",
+]
+
+#: the topic modules, in lesson order
+TOPICS = (workspace_basics, workspace_strategies, precision_layout, epilogue_fusion, plans_autotune, streams)
+_CHARTS = {name: entry for topic in TOPICS for name, entry in topic.CHARTS.items()}
+#: experiment -> its chart builder
+CHARTS = {name: entry[0] for name, entry in _CHARTS.items()}
+#: experiment -> the number of traces its chart always has (whatever the data: panels update them in place)
+TRACES = {name: entry[1] for name, entry in _CHARTS.items()}
+#: experiment -> its summary
+SUMMARIES = {name: entry[2] for name, entry in _CHARTS.items()}
+
+
+def _name_of(df) -> str:
+    name = (getattr(df, "attrs", {}) or {}).get("experiment")
+    if name not in _CHARTS:
+        raise InvalidSpec("df", name, f"attrs['experiment'] must name one of {', '.join(_CHARTS)}")
+    return name
+
+
+def chart(df):
+    """The chart (a plotly ``go.Figure``) for any experiment's DataFrame (by ``df.attrs['experiment']``)."""
+    return CHARTS[_name_of(df)](df)
+
+
+def summary(df):
+    """The summary (Markdown `labkit.prose.Text`) for any experiment's DataFrame."""
+    return SUMMARIES[_name_of(df)](df)
+
+
+def exercises() -> dict:
+    """Lesson number -> its exercise checks, from every topic."""
+    return {topic.LESSON: topic.EXERCISES for topic in TOPICS}
+
+
+def recorded_calls(quick: bool = False) -> list:
+    """Every topic's calls of the recorded grid; ``quick``: the base calls only."""
+    return [c for topic in TOPICS for c in topic.recorded_calls(quick)]

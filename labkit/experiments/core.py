@@ -1,0 +1,209 @@
+"""One function per lesson question. Each returns a tidy pandas DataFrame (units in column names:
+``_us`` microseconds, ``_bytes`` bytes, ``tflops_of``, ``_gb_s`` GB/s) with provenance in
+``df.attrs`` (mode, GPU, cuDNN, frontend, CuPy, date, source).
+
+The same call works live and recorded: live on a GPU it measures now; in recorded mode it
+answers with the rows measured for exactly these arguments on a real GPU (`labkit.recordings`),
+or raises `RecordedDataError` naming the nearest recorded values. Nothing is interpolated.
+
+GPU times are CUDA-graph replay medians (the kernels' own time) unless a column says otherwise.
+"""
+from __future__ import annotations
+
+import datetime
+import functools
+import inspect
+
+from ..errors import InvalidSpec, LabkitError, OutOfMemory, Unsupported
+from ..recordings import request_key  # noqa: F401  (experiments.request_key: one definition, in the data layer)
+from ..spec import ConvSpec
+
+#: the lessons' base convolution: a ResNet-50 stage-1 3x3 layer at batch 32
+BASE = ConvSpec(N=32, C=64, H=56, W=56, K=64, R=3, S=3, padding=1, dtype="fp16", layout="NHWC")
+MIB = 1 << 20
+#: the recorded grid's one-factor-at-a-time sweeps around BASE (N=32, C=K=64, 56x56, 3x3)
+SWEEPS = {"N": [1, 8, 32, 64], "C=K": [32, 64, 128, 256], "H=W": [14, 28, 56, 112]}
+
+_REGISTRY = {}  # name -> the wrapped experiment (what callers and the recorder call)
+#: name -> fn(df, **request) that (re)computes an experiment's model columns (quantities derived
+#: from tensor sizes, not measured) from its rows: applied to recorded rows too, so a corrected
+#: model shows without measuring again. Measured columns are never touched.
+_MODELS = {}
+_SIGNATURES = {}  # name -> the experiment's own signature (what requests are made of)
+
+
+# ---- requests: canonical, comparable arguments ------------------------------------------------
+def _plain(value):
+    if isinstance(value, ConvSpec):
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in value.to_dict().items()}
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return value
+
+
+def request_of(name: str, *args, **kwargs) -> dict:
+    """The canonical request dict for a call of experiment ``name`` (defaults filled in)."""
+    bound = _SIGNATURES[name].bind(*args, **kwargs)
+    bound.apply_defaults()
+    return {k: _plain(v) for k, v in bound.arguments.items()}
+
+
+def experiment(fn):
+    """Register ``fn`` as an experiment: live it runs; recorded it is looked up."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        from .. import env
+
+        try:
+            request = request_of(fn.__name__, *args, **kwargs)
+        except TypeError as exc:
+            raise InvalidSpec("arguments", (args, kwargs), f"{fn.__name__}: {exc}") from None
+        m = env.mode()
+        if not m.live:
+            from .. import recordings
+
+            return with_model(fn.__name__, recordings.lookup(fn.__name__, request))
+        df = fn(*args, **kwargs)
+        df.attrs.update(provenance(live=True))
+        df.attrs["experiment"] = fn.__name__
+        df.attrs["request"] = request
+        return df
+
+    _REGISTRY[fn.__name__] = wrapper
+    _SIGNATURES[fn.__name__] = inspect.signature(fn)
+    return wrapper
+
+
+def model(name: str):
+    """Decorator: ``fn(df, **request)`` is experiment ``name``'s model (see `_MODELS`)."""
+    def register(fn):
+        _MODELS[name] = fn
+        return fn
+    return register
+
+
+def with_model(name: str, df):
+    """``df`` (read back from a recording or this GPU's saved results) with its model columns
+    (bytes from tensor sizes, not measurements) computed by this labkit's model."""
+    model = _MODELS.get(name)
+    if model is None:
+        return df
+    out = model(df, **df.attrs.get("request", {}))
+    out.attrs = dict(df.attrs)
+    return out
+
+
+def provenance(live: bool) -> dict:
+    from .. import env
+
+    e = env.environment()
+    return {
+        "mode": "live" if live else "recorded",
+        "gpu": e.gpu_name,
+        "compute_capability": e.compute_capability,
+        "cudnn_backend": e.cudnn_backend,
+        "cudnn_frontend": e.cudnn_frontend,
+        "cupy": e.cupy_version,
+        "date": datetime.date.today().isoformat(),
+    }
+
+
+def registry() -> dict:
+    """name -> experiment function."""
+    return dict(_REGISTRY)
+
+
+# ---- shared measuring helpers -----------------------------------------------------------------
+def as_spec(value, name="spec") -> ConvSpec:
+    if not isinstance(value, ConvSpec):
+        raise InvalidSpec(name, value, "must be a labkit.ConvSpec")
+    return value
+
+
+def timed_plan(cg, plan_index=None, ops=None, calls: int = 10):
+    """(plan, Timing) of one plan by CUDA-graph replay, with its own workspace."""
+    import cupy
+
+    from ..gpu import engine, measure, memory
+
+    plan = cg.plan(plan_index)
+    ops = ops if ops is not None else engine.Operands(cg.spec, cg.epilogue)
+    ws = memory.alloc(plan.workspace_bytes, "workspace")
+    stream = cupy.cuda.Stream(non_blocking=True)
+    bound = cg.bind(ops.arrays, int(ws.data.ptr), plan.index, stream)
+    return plan, measure.graph_replay(bound.run, stream, calls=calls)
+
+
+def heuristic_row(spec: ConvSpec) -> dict:
+    """The heuristic plan of ``spec`` timed: plan, workspace, GPU time, TFLOP/s and status
+    (a labkit error becomes the row's status instead of ending the experiment)."""
+    from ..gpu import engine
+
+    try:
+        plan, t = timed_plan(engine.get_graph(spec, all_plans=False))
+    except LabkitError as exc:
+        return status_row(exc)
+    return dict(plan_name=plan.name, workspace_bytes=plan.workspace_bytes, gpu_us=t.median_us,
+                tflops=tflops_of(spec, t.median_us), status="ok", reason="")
+
+
+def status_row(exc: Exception) -> dict:
+    kind = "unsupported" if isinstance(exc, Unsupported) else "out_of_memory" if isinstance(exc, OutOfMemory) else "error"
+    return {"status": kind, "reason": str(exc)[:300]}
+
+
+def tflops_of(spec: ConvSpec, us: float) -> float:
+    return spec.flops / (us * 1e-6) / 1e12
+
+
+def to_frame(rows):
+    import pandas as pd
+
+    return pd.DataFrame(rows)
+
+
+
+
+
+
+
+# ---- results for summaries and checks ----------------------------------------------------------
+_RESULT_SOURCE = None
+
+
+def set_result_source(fn) -> None:
+    """Where `result` gets results from: ``fn(name, at_hand_only, **kwargs)`` returns a DataFrame,
+    or None when ``at_hand_only`` and measuring would be needed. `labkit.lessons` plugs in its session
+    cache, so a lesson's text, charts and checks share one measurement per request."""
+    global _RESULT_SOURCE
+    _RESULT_SOURCE = fn
+
+
+def result(name: str, at_hand_only: bool = False, **kwargs):
+    """The result of experiment ``name(**kwargs)`` for a summary or check: from the session (see
+    `set_result_source`), else by running the experiment (live: measuring; recorded: looking it up).
+    ``at_hand_only``: None instead of measuring live."""
+    if _RESULT_SOURCE is not None:
+        return _RESULT_SOURCE(name, at_hand_only, **kwargs)
+    if at_hand_only:
+        from .. import env
+
+        if env.mode().live:
+            return None
+    return registry()[name](**kwargs)
+
+
+def variants(base: ConvSpec = BASE) -> list:
+    """``base`` and its one-factor variants along `SWEEPS` (each once): the shapes the lessons'
+    shape controls offer in recorded mode."""
+    out = [base]
+    for field, values in SWEEPS.items():
+        for v in values:
+            change = {"N": dict(N=v), "C=K": dict(C=v, K=v), "H=W": dict(H=v, W=v)}[field]
+            s = base.replace(**change)
+            if s not in out:
+                out.append(s)
+    return out

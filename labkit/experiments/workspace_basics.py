@@ -1,0 +1,373 @@
+"""Lesson 01, what is a workspace: the classic algorithms and their workspaces, the workspace of every
+plan per dtype x layout x direction, and how workspace grows with the shape.
+
+Everything about these experiments lives here: the run functions (live: measured now; recorded:
+answered from the recording), their charts, the summaries under them, the exercise checks, and
+the calls the recorded grid holds."""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import plotly.graph_objects as go
+
+from ..errors import InvalidSpec, LabkitError
+from ..plots import (
+    COLORS, LAYOUT_COLORS, finish, fmt_bytes, fmt_us, log_axis, log_if_wide, new_figure, not_ok_note, num, ok_rows,
+    request_spec, shape_label, size_unit,
+)
+from ..progress import report
+from ..prose import Text, where
+from ..spec import ConvSpec, DTYPES, LAYOUTS
+from .checking import CheckResult, as_number, as_word, frame_for, is_close, pending, say
+from .core import BASE, MIB, to_frame, heuristic_row, as_spec, status_row, experiment, result
+
+
+# ---- experiments ------------------------------------------------------------------------------
+@experiment
+def algorithms(spec: ConvSpec = BASE.replace(layout="NCHW"), workspace_limit_bytes: int = 1 << 30):
+    """The classic algorithm table (IMPLICIT_GEMM ... WINOGRAD_NONFUSED): status, workspace and
+    time as cuDNN's legacy ``cudnnFindConvolutionForwardAlgorithmEx`` reports them."""
+    from ..gpu import legacy
+
+    df = legacy.algorithm_table(as_spec(spec), workspace_limit_bytes=workspace_limit_bytes)
+    df.insert(0, "dtype", spec.dtype)
+    df.insert(1, "layout", spec.layout)
+    return df
+
+
+SWEEP_FIELDS = ("N", "C=K", "H=W", "R=S")
+
+
+@experiment
+def sweep(field: str = "N", values: Sequence[int] = (1, 2, 4, 8, 16, 32, 64), base: ConvSpec = BASE):
+    """GPU time, workspace and TFLOP/s of the heuristic plan as one dimension varies (``C=K``
+    moves both channel counts, ``H=W`` both spatial sizes, ``R=S`` the filter with 'same' padding)."""
+
+    base = as_spec(base, "base")
+    if field not in SWEEP_FIELDS:
+        raise InvalidSpec("field", field, f"must be one of {', '.join(SWEEP_FIELDS)}")
+    rows = []
+    for v in values:
+        change = {"N": dict(N=v), "C=K": dict(C=v, K=v), "H=W": dict(H=v, W=v),
+                  "R=S": dict(R=v, S=v, padding=(v - 1) // 2 * base.dilation[0])}[field]
+        s = base.replace(**change)
+        rows.append(dict(field=field, value=v, dtype=s.dtype, layout=s.layout, direction=s.direction, flops=s.flops,
+                         **heuristic_row(s)))
+        report(lambda: to_frame(rows), len(rows), len(values), f"{field} values")
+    return to_frame(rows)
+
+
+@experiment
+def workspace_sizes(spec: ConvSpec = BASE):
+    """Workspace of every candidate plan for each dtype x layout x direction of ``spec``'s shape:
+    how workspace depends on dtype, layout and direction (min / heuristic pick / max per variant)."""
+    import itertools
+
+    from ..gpu import engine
+
+    spec, rows = as_spec(spec), []
+    variants = list(itertools.product(DTYPES, LAYOUTS, ("fprop", "dgrad", "wgrad")))
+    for d, lay, direction in variants:
+        s = spec.replace(dtype=d, layout=lay, direction=direction)
+        row = dict(dtype=d, layout=lay, direction=direction)
+        try:
+            cg = engine.get_graph(s)
+            ws = [p.workspace_bytes for p in cg.runnable]
+            row.update(plans=len(ws), heuristic_workspace_bytes=cg.default_plan.workspace_bytes,
+                       min_workspace_bytes=min(ws), max_workspace_bytes=max(ws), status="ok", reason="")
+        except LabkitError as exc:
+            row.update(status_row(exc))
+        rows.append(row)
+        report(lambda: to_frame(rows), len(rows), len(variants), "variants (each builds every plan)")
+    return to_frame(rows)
+
+
+# ---- charts --------------------------------------------------------------------------------
+
+
+def algorithms_chart(df) -> go.Figure:
+    """The classic algorithm table: GPU time and workspace per algorithm; unsupported ones say so.
+
+    Traces: 0 time bars (us), 1 workspace bars (MiB), 2 'not supported' labels.
+    """
+    df = df.sort_values("algo_id") if "algo_id" in df.columns else df
+    names = list(df["algorithm"])
+    timed = df["find_status"] == "ok" if "find_status" in df.columns else df["time_us"].notna()
+    sized = df["query_status"] == "ok" if "query_status" in df.columns else df["query_workspace_bytes"].notna()
+    fastest = None
+    if timed.any():
+        fastest = df.loc[df.loc[timed, "time_us"].astype(float).idxmin(), "algorithm"]
+    fig = new_figure(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.04,
+                        subplot_titles=("GPU time (us), as cuDNN's Find reports it", "workspace it asks for (MiB)"))
+    t = [num(v) if ok else None for v, ok in zip(df["time_us"], timed)]
+    ws = [(num(v) / MIB if num(v) is not None else None) if ok else None for v, ok in zip(df["query_workspace_bytes"], sized)]
+    math_col = df["math"] if "math" in df.columns else [""] * len(df)
+    fig.add_trace(go.Bar(
+        y=names, x=t, orientation="h", name="GPU time", marker_color=[COLORS["good"] if n == fastest else COLORS["primary"] for n in names],
+        text=[(f"{fmt_us(v)}" + (" · fastest" if n == fastest else "")) if v is not None else "" for v, n in zip(t, names)],
+        textposition="auto", customdata=[str(m) if isinstance(m, str) else "" for m in math_col],
+        hovertemplate="%{y}: %{x:.1f} us (%{customdata} math)<extra></extra>"), row=1, col=1)
+    wsb = list(df["query_workspace_bytes"])
+    fig.add_trace(go.Bar(
+        y=names, x=ws, orientation="h", name="workspace", marker_color=COLORS["secondary"],
+        text=[fmt_bytes(b) if ok else "" for b, ok in zip(wsb, sized)], textposition="auto",
+        hovertemplate="%{y}: %{text}<extra></extra>"), row=1, col=2)
+    unsup = [(n, s) for n, s, ok in zip(names, df.get("find_status", df.get("query_status")), timed) if not ok]
+    fig.add_trace(go.Scatter(
+        y=[n for n, _ in unsup], x=[0] * len(unsup), mode="text", name="not supported",
+        text=[f"  not supported ({s})" for _, s in unsup], textposition="middle right",
+        textfont=dict(color=COLORS["bad"]), hoverinfo="skip", showlegend=False), row=1, col=1)
+    fig.update_yaxes(autorange="reversed", row=1, col=1)
+    fig.update_xaxes(title_text="GPU time of one call, Find's timing (us)", row=1, col=1)
+    fig.update_xaxes(title_text="workspace (MiB)", row=1, col=2)
+    spec = request_spec(df)
+    detail = (f"{spec.dtype} {spec.layout} {shape_label(spec)}; legacy API, times from one run each inside Find "
+              "(not the CUDA-graph medians of the other charts)") if spec else ""
+    return finish(fig, df, "The classic algorithm table: time and workspace per algorithm", detail, height=430,
+                   legend_rows=0)
+
+
+def workspace_sizes_chart(df) -> go.Figure:
+    """Workspace of the heuristic plan per dtype, layout and direction (whiskers: smallest and
+    largest among all candidate plans). Traces: 6 bars (3 directions x 2 layouts)."""
+    dirs = ("fprop", "dgrad", "wgrad")
+    dtypes = list(dict.fromkeys(df["dtype"]))
+    fig = new_figure(rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.03, subplot_titles=dirs)
+    for c, d in enumerate(dirs, start=1):
+        for lay in ("NCHW", "NHWC"):
+            sub = df[(df["direction"] == d) & (df["layout"] == lay)].set_index("dtype")
+            ys, lo, hi, txt = [], [], [], []
+            for dt in dtypes:
+                r = sub.loc[dt] if dt in sub.index else None
+                ok = r is not None and ("status" not in sub.columns or r["status"] == "ok")
+                h = num(r["heuristic_workspace_bytes"]) if ok else None
+                ys.append(h / MIB if h is not None else None)
+                lo.append((h - float(r["min_workspace_bytes"])) / MIB if h is not None else 0)
+                hi.append((float(r["max_workspace_bytes"]) - h) / MIB if h is not None else 0)
+                txt.append(fmt_bytes(h) if h is not None else "n/a")
+            fig.add_trace(go.Bar(
+                x=dtypes, y=ys, name=lay, legendgroup=lay, showlegend=c == 1, marker_color=LAYOUT_COLORS[lay],
+                text=txt, textposition="none",
+                error_y=dict(type="data", symmetric=False, array=hi, arrayminus=lo, color=COLORS["dark"], thickness=1),
+                hovertemplate=f"{d} {lay} %{{x}}: heuristic plan %{{text}}<extra></extra>"), row=1, col=c)
+    fig.update_layout(barmode="group")
+    fig.update_yaxes(title_text="workspace of the heuristic plan (MiB)", row=1, col=1)
+    for c in (1, 2, 3):
+        fig.update_xaxes(title_text="dtype", row=1, col=c)
+    spec = request_spec(df)
+    note = "bars: the plan cuDNN's heuristic picks; whiskers: smallest to largest workspace among all candidate plans"
+    bad = not_ok_note(df, ("dtype", "layout", "direction"))
+    return finish(fig, df, "Workspace by dtype, layout and direction (same dims)", shape_label(spec),
+                   note=(note + (" · " + bad if bad else "")), height=500)
+
+
+SWEEP_AXIS = {"N": "N (batch size)", "C=K": "C = K (channels in = out)", "H=W": "H = W (image size, pixels)",
+              "R=S": "R = S (filter size)"}
+
+
+def sweep_chart(df) -> go.Figure:
+    """GPU time and workspace of the heuristic plan as one dimension varies.
+    Traces: 0 GPU time (us), 1 workspace (MiB)."""
+    field = str(df["field"].iloc[0]) if len(df) else ""
+    ok = ok_rows(df)
+    fig = new_figure(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, row_heights=[0.6, 0.4])
+    custom = [[str(p), num(t)] for p, t in zip(ok.get("plan_name", [""] * len(ok)), ok.get("tflops", [None] * len(ok)))]
+    fig.add_trace(go.Scatter(
+        x=list(ok["value"]), y=[num(v) for v in ok["gpu_us"]], mode="lines+markers", name="GPU time",
+        line=dict(color=COLORS["primary"]), customdata=custom,
+        hovertemplate=f"{field}=%{{x}}: %{{y:.1f}} us, %{{customdata[1]:.0f}} TFLOP/s<br>plan %{{customdata[0]}}<extra></extra>"),
+        row=1, col=1)
+    div, unit = size_unit(ok["workspace_bytes"])
+    fig.add_trace(go.Scatter(
+        x=list(ok["value"]), y=[num(v) / div if num(v) is not None else None for v in ok["workspace_bytes"]],
+        mode="lines+markers", name="workspace", line=dict(color=COLORS["secondary"]),
+        text=[fmt_bytes(v) for v in ok["workspace_bytes"]],
+        hovertemplate=f"{field}=%{{x}}: workspace %{{text}}<extra></extra>"), row=2, col=1)
+    xtype = "linear" if field == "R=S" else "log"
+    fig.update_xaxes(type=xtype, tickvals=list(ok["value"]), row=1, col=1)
+    fig.update_xaxes(type=xtype, tickvals=list(ok["value"]), title_text=SWEEP_AXIS.get(field, field), row=2, col=1)
+    ytype = log_if_wide(ok["gpu_us"])
+    fig.update_yaxes(title_text="GPU time (us)", type=ytype, row=1, col=1,
+                     **(log_axis(ok["gpu_us"]) if ytype == "log" else {}))
+    fig.update_yaxes(title_text=f"workspace ({unit})", rangemode="tozero", row=2, col=1)
+    spec = request_spec(df)
+    detail = f"around {spec.dtype} {spec.layout} {spec.direction} {shape_label(spec)}; heuristic plan at each point" if spec else ""
+    return finish(fig, df, f"Sweep of {field}: GPU time and workspace", detail,
+                   note=not_ok_note(df, ("field", "value")), height=520, legend_rows=0)
+
+
+# ---- summaries --------------------------------------------------------------------------------
+
+
+def algorithms_summary(df) -> Text:
+    ok = df[df["find_status"] == "ok"]
+    fast = ok.loc[ok["time_us"].idxmin()]
+    zero = ok[ok["query_workspace_bytes"] == 0]
+    bad = df[df["find_status"] != "ok"]
+    spec = request_spec(df)
+    text = (f"For {spec.label} ({where(df)}), cuDNN's Find ranks **{fast.algorithm}** first: "
+            f"{fmt_us(fast.time_us)} with a workspace of {fmt_bytes(fast.query_workspace_bytes)}.")
+    if not zero.empty:
+        z = zero.loc[zero["time_us"].idxmin()]
+        text += (f" The best algorithm that needs no workspace, {z.algorithm}, takes {fmt_us(z.time_us)}: "
+                 f"{z.time_us / fast.time_us:.1f}x slower. That ratio is what the workspace buys here.")
+    if len(bad):
+        text += f" {len(bad)} of {len(df)} algorithms are not supported for this dtype and layout."
+    text += (" These times are Find's own: one run of each algorithm through the legacy API, as a ranking, not the "
+             "steady-state time of a kernel.")
+    frontend = _frontend_time(spec)
+    if frontend is not None:
+        text += (f" The same convolution through the cuDNN frontend (its heuristic plan), timed as the median of CUDA-graph "
+                 f"replays (how "
+                 f"every other chart times, e.g. lesson 00's layout table), takes {fmt_us(frontend)} "
+                 f"({where(df)}).")
+    return Text(text)
+
+
+def _frontend_time(spec) -> Optional[float]:
+    """The heuristic frontend plan's CUDA-graph median for ``spec`` from the layout experiment,
+    when it is at hand without measuring (recorded, or already measured this session); else None."""
+    if spec is None:
+        return None
+    for s in (spec, spec.replace(layout="NHWC" if spec.layout == "NCHW" else "NCHW")):  # it runs both layouts
+        try:
+            found = result("layout", at_hand_only=True, spec=s)
+            if found is None:
+                continue
+            lay = ok_rows(found)
+            row = lay[lay["layout"] == spec.layout]
+            if len(row):
+                return float(row["conv_gpu_us"].iloc[0])
+        except (LabkitError, KeyError, IndexError):
+            continue
+    return None
+
+
+def workspace_sizes_summary(df) -> Text:
+    ok = ok_rows(df)
+    hi = ok.loc[ok["heuristic_workspace_bytes"].idxmax()]
+    lo = ok.loc[ok["heuristic_workspace_bytes"].idxmin()]
+    spread = ok["max_workspace_bytes"].max()
+    spec = request_spec(df)
+    return Text(
+        f"One shape ({shape_label(spec)}), {len(ok)} variants of dtype x layout x direction ({where(df)}). "
+        f"The heuristic plan asks for anything from **{fmt_bytes(lo.heuristic_workspace_bytes)}** "
+        f"({lo['dtype']} {lo['layout']} {lo['direction']}) to **{fmt_bytes(hi.heuristic_workspace_bytes)}** "
+        f"({hi['dtype']} {hi['layout']} {hi['direction']}); the hungriest candidate plan of any variant wants "
+        f"{fmt_bytes(spread)}. Same dims, very different workspaces.")
+
+
+def sweep_summary(df) -> Text:
+    ok = ok_rows(df)
+    f = str(df["field"].iloc[0])
+    first, last = ok.iloc[0], ok.iloc[-1]
+    ws_max = ok.loc[ok["workspace_bytes"].idxmax()]
+    return Text(
+        f"From {f}={first.value} to {f}={last.value} the GPU time goes from {fmt_us(first.gpu_us)} to "
+        f"{fmt_us(last.gpu_us)} ({last.gpu_us / first.gpu_us:.0f}x) and the FLOPs {last.flops / first.flops:.0f}x; "
+        f"throughput goes from {first.tflops:.0f} to {last.tflops:.0f} TFLOP/s. The largest workspace, "
+        f"{fmt_bytes(ws_max.workspace_bytes)}, is at {f}={ws_max.value} ({ws_max.plan_name}); the heuristic changes "
+        f"plan {ok['plan_name'].nunique() - 1} time(s) along the way.")
+
+
+# ---- exercise checks --------------------------------------------------------------------------------
+
+
+def _algo_df(df):
+    return frame_for(df, "algorithms", spec=BASE.replace(layout="NCHW"))
+
+
+def _norm_algo(name: str) -> str:
+    return name.upper().replace("CUDNN_CONVOLUTION_FWD_ALGO_", "").replace(" ", "_")
+
+
+def fastest_algorithm(answer: Optional[str] = None, df=None) -> CheckResult:
+    """Lesson 01: which classic algorithm is fastest (fp16 NCHW base)?"""
+    df = _algo_df(df)
+    ok = df[df["find_status"] == "ok"]
+    if answer is None:
+        return pending("Which algorithm did cuDNN's Find rank fastest?", "the shortest time bar; unsupported rows have none.")
+    a = _norm_algo(as_word(answer, "an algorithm", "GEMM"))
+    names = [_norm_algo(n) for n in df["algorithm"]]
+    if a not in names:
+        raise InvalidSpec("answer", answer, f"must be one of {', '.join(df['algorithm'])}")
+    fast = ok.loc[ok["time_us"].idxmin()]
+    if a == _norm_algo(fast["algorithm"]):
+        return say(True, f"{fast['algorithm']} runs in {fmt_us(fast['time_us'])} ({where(df)}), "
+                          f"using {fmt_bytes(fast['query_workspace_bytes'])} of workspace.")
+    row = df[[n == a for n in names]].iloc[0]
+    if row["find_status"] != "ok":
+        return say(False, f"{row['algorithm']} is not supported here ({row['find_status']}); it cannot be the fastest.")
+    return say(False, f"{row['algorithm']} takes {fmt_us(row['time_us'])}; {int((ok['time_us'] < row['time_us']).sum())} "
+                       "algorithms are faster. Look at the time column again.")
+
+
+def workspace_bytes_for_plan(answer=None, df=None) -> CheckResult:
+    """Lesson 01: how many bytes of workspace does the fastest algorithm ask for? (within 1%)"""
+    df = _algo_df(df)
+    ok = df[df["find_status"] == "ok"]
+    fast = ok.loc[ok["time_us"].idxmin()]
+    truth = float(fast["query_workspace_bytes"])
+    if answer is None:
+        return pending("How many bytes of workspace does the fastest algorithm ask for?",
+                        "the summary under the chart gives the fastest algorithm's workspace (so does hovering its "
+                        "workspace bar); answer in bytes (1 MiB = 1,048,576 B).")
+    a = as_number(answer, "bytes", 1048576)
+    if is_close(a, truth, 0.01):
+        return say(True, f"{fast['algorithm']} asks for {truth:,.0f} B ({fmt_bytes(truth)}): "
+                          "memory the caller must find for every call.")
+    if truth and is_close(a * 2**20, truth, 0.01):
+        return say(False, "that is the size in MiB; answer in bytes (1 MiB = 1,048,576 B).")
+    if truth and is_close(a * 1e6, truth, 0.01):
+        return say(False, "that looks like megabytes; answer in bytes.")
+    return say(False, f"{a:,.0f} B is {'more' if a > truth else 'less'} than the fastest algorithm asks for.")
+
+
+def no_workspace_layout(answer: Optional[str] = None, df=None) -> CheckResult:
+    """Lesson 01: for fp16 fprop at the base shape, which layout's heuristic plan needs the least workspace?"""
+    df = ok_rows(frame_for(df, "workspace_sizes"))
+    sub = df[(df["dtype"] == "fp16") & (df["direction"] == "fprop")].set_index("layout")
+    if answer is None:
+        return pending("For fp16 fprop, which layout's heuristic plan needs the least workspace: NCHW or NHWC?",
+                        "compare the two fp16 bars in the fprop panel.")
+    a = as_word(answer, "a layout", "NCHW").upper()
+    if a not in sub.index:
+        raise InvalidSpec("answer", answer, "must be 'NCHW' or 'NHWC'")
+    best = sub["heuristic_workspace_bytes"].idxmin()
+    other = [x for x in sub.index if x != best][0]
+    if a == best:
+        return say(True, f"{best} needs {fmt_bytes(sub.loc[best, 'heuristic_workspace_bytes'])} against "
+                          f"{fmt_bytes(sub.loc[other, 'heuristic_workspace_bytes'])} for {other}: the NCHW plan spends "
+                          "its workspace on transposing the data for the tensor cores.")
+    return say(False, f"{a}'s heuristic plan needs {fmt_bytes(sub.loc[a, 'heuristic_workspace_bytes'])}; look at the other bar.")
+
+
+# ---- the recorded grid ---------------------------------------------------------------------------
+#: the values each ``sweep`` field is recorded at (widgets offer exactly these)
+SWEEP_VALUES = {"N": [1, 2, 4, 8, 16, 32, 64], "C=K": [16, 32, 64, 128, 256, 512], "H=W": [7, 14, 28, 56, 112],
+                "R=S": [1, 3, 5, 7]}
+
+
+def recorded_calls(quick: bool = False) -> list:
+    """This lesson's (experiment, kwargs) calls in the recorded grid; ``quick``: the base calls only."""
+    nchw = BASE.replace(layout="NCHW")
+    calls = [("algorithms", dict(spec=nchw)), ("sweep", dict(field="N", values=SWEEP_VALUES["N"])),
+             ("workspace_sizes", dict(spec=BASE))]
+    if quick:
+        return calls
+    for d in ("fp16", "fp32", "tf32", "bf16"):
+        for lay in ("NCHW", "NHWC"):
+            if (d, lay) != ("fp16", "NCHW"):
+                calls.append(("algorithms", dict(spec=BASE.replace(dtype=d, layout=lay))))
+    for field in ("C=K", "H=W", "R=S"):
+        calls.append(("sweep", dict(field=field, values=SWEEP_VALUES[field])))
+    for field in ("N", "C=K"):
+        calls.append(("sweep", dict(field=field, values=SWEEP_VALUES[field], base=BASE.replace(dtype="fp32", layout="NCHW"))))
+    return calls
+
+
+LESSON = "01"
+#: experiment -> (chart, number of traces the chart always has, summary)
+CHARTS = {"algorithms": (algorithms_chart, 3, algorithms_summary), "workspace_sizes": (workspace_sizes_chart, 6, workspace_sizes_summary),
+          "sweep": (sweep_chart, 2, sweep_summary)}
+EXERCISES = (fastest_algorithm, workspace_bytes_for_plan, no_workspace_layout)

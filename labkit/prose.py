@@ -1,0 +1,42 @@
+"""Text the lessons show: Markdown strings, small tables and where a result's numbers come from.
+
+Summaries (in each topic module of `labkit.experiments`) and the lesson helpers (`labkit.lessons`)
+write with these."""
+from __future__ import annotations
+
+import html
+
+from .plots import fmt_bytes, fmt_us
+
+
+class Text(str):
+    """A string shown as Markdown in a notebook (and as itself anywhere else)."""
+
+    def _repr_markdown_(self) -> str:
+        return str(self)
+
+
+def table(df, columns, names=None) -> Text:
+    """A few columns of a DataFrame as a Markdown table, sizes and times formatted."""
+    names = names or columns
+    rows = ["| " + " | ".join(names) + " |", "|" + " --- |" * len(columns)]
+    for _, r in df.iterrows():
+        cells = []
+        for c in columns:
+            v = r.get(c)
+            if c.endswith("_bytes"):
+                cells.append(fmt_bytes(v))
+            elif c.endswith("_us"):
+                cells.append(fmt_us(v))
+            elif isinstance(v, float):
+                cells.append(f"{v:.3g}")
+            else:
+                cells.append(html.escape(str(v)))
+        rows.append("| " + " | ".join(cells) + " |")
+    return Text("\n".join(rows))
+
+
+def where(df) -> str:
+    """Where a result's numbers come from, for prose: e.g. "recorded on NVIDIA H100 80GB HBM3"."""
+    a = df.attrs
+    return f"{a.get('mode')} on {a.get('gpu')}"
