@@ -25,8 +25,8 @@ PKG = Path(__file__).resolve().parents[1] / "labkit"
 LAYERS = {
     0: {"errors", "spec", "env", "cancel", "progress", "ceilings", "keys"},
     1: {"gpu", "recordings", "localcache", "plots"},
-    2: {"experiments", "grid", "prefetch"},
-    3: {"lessons", "widgets", "check"},
+    2: {"experiments", "grid", "prefetch", "compare"},
+    3: {"lessons", "widgets", "check", "compare_check"},
     4: {"record", "bench", "__main__"},
 }
 
