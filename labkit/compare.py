@@ -53,6 +53,13 @@ NOT_COMPARED = {
 GPU_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b")
 
 
+class Text(str):
+    """A string shown as Markdown in a notebook (as `labkit.lessons.Text`; this layer cannot import it)."""
+
+    def _repr_markdown_(self) -> str:
+        return str(self)
+
+
 # ---- which recordings, which call --------------------------------------------------------------
 def _recordings(names) -> list:
     """The recordings to compare: every shipped one (the default first), or those named."""
@@ -134,6 +141,34 @@ def _attrs(name: str, request: dict, prov: dict, skipped: dict) -> dict:
             "date": joined("date")}
 
 
+def describe(recordings: Optional[Sequence] = None) -> Text:
+    """The recordings compared, one Markdown line each: GPU, cuDNN, date, full or quick."""
+    lines = []
+    for r in _recordings(recordings):
+        m = r.metadata
+        kind = "complete" if m.get("complete") else "quick (`record --quick`: the lessons' base calls only)"
+        lines.append(f"* `{r.name}`: {m.get('gpu')} (compute capability {m.get('compute_capability')}), cuDNN "
+                     f"{m.get('cudnn_backend')} (frontend {m.get('cudnn_frontend')}), recorded {m.get('date')}, "
+                     f"{sum(len(r.requests(e)) for e in r.experiments())} calls, {kind}")
+    return Text("\n".join(lines))
+
+
+def ceilings_table(recordings: Optional[Sequence] = None, dtype: str = "fp16"):
+    """Each compared GPU on paper (`labkit.ceilings`, vendor datasheets): peak dense TFLOP/s for
+    ``dtype``, memory bandwidth (GB/s) and the ridge (FLOP/B where the two roofs meet); empty for a
+    GPU the table does not know."""
+    import pandas as pd
+
+    rows = []
+    for r in _recordings(recordings):
+        c = ceilings.for_gpu(r.metadata.get("gpu"))
+        rows.append(dict(recording=r.name, gpu=r.metadata.get("gpu"), ceiling=c.gpu if c else None,
+                         **{f"{dtype}_tflops": c.peak_tflops(dtype) if c else None,
+                            "bandwidth_gb_s": c.bandwidth_bytes_per_s / 1e9 if c else None,
+                            f"{dtype}_ridge_flop_per_byte": c.ridge_intensity(dtype) if c else None}))
+    return pd.DataFrame(rows)
+
+
 # ---- side by side ------------------------------------------------------------------------------
 def _label_text(row, labels) -> str:
     parts = []
@@ -191,12 +226,12 @@ def ratio_column(table, other: Optional[str] = None) -> str:
     return f"ratio {other}/{table.attrs['baseline']}"
 
 
-def summary(table, other: Optional[str] = None) -> str:
+def summary(table, other: Optional[str] = None) -> Text:
     """One paragraph from a `ratios` table: the median ratio, the largest gain and the largest loss
     of ``other`` against the baseline (Markdown; every number from the table)."""
     if not table.attrs.get("others") and other is None:
         skipped = table.attrs.get("skipped", {})
-        return (f"Only {table.attrs.get('gpu')} has this {table.attrs.get('experiment')} call; nothing to compare"
+        return Text(f"Only {table.attrs.get('gpu')} has this {table.attrs.get('experiment')} call; nothing to compare"
                 + (" (" + "; ".join(f"{k}: not recorded there" for k in skipped) + ")." if skipped else "."))
     col = ratio_column(table, other)
     base, oth = table.attrs["baseline"], col.split(" ", 1)[1].split("/")[0]
@@ -204,11 +239,11 @@ def summary(table, other: Optional[str] = None) -> str:
     gpu = lambda n: (prov.get(n) or {}).get("gpu") or n  # noqa: E731
     ok = table[table[col].notna()]
     if ok.empty:
-        return f"No row of {table.attrs.get('experiment')} was measured on both {gpu(base)} and {gpu(oth)}."
+        return Text(f"No row of {table.attrs.get('experiment')} was measured on both {gpu(base)} and {gpu(oth)}.")
     best, worst = ok.loc[ok[col].idxmin()], ok.loc[ok[col].idxmax()]
     value = table.attrs["value"]
     fmt = plots.fmt_us if value.endswith("_us") else (lambda v: f"{v:.3g}")
-    return (f"{table.attrs.get('experiment')}, {len(ok)} rows measured on both: {gpu(oth)} takes a median "
+    return Text(f"{table.attrs.get('experiment')}, {len(ok)} rows measured on both: {gpu(oth)} takes a median "
             f"{ok[col].median():.2f}x the time of {gpu(base)} ({value}). Largest gain: {best['label']}, "
             f"{fmt(best[f'{value} {base}'])} -> {fmt(best[f'{value} {oth}'])} ({best[col]:.2f}x); "
             f"largest loss: {worst['label']}, {fmt(worst[f'{value} {base}'])} -> {fmt(worst[f'{value} {oth}'])} "
