@@ -130,3 +130,23 @@ def test_lesson_checks():
     assert not compare_check.best_plan_changes(not changed, df=plans)
     with pytest.raises(InvalidSpec):
         compare_check.best_plan_changes("yes")
+
+
+def test_lesson_08_hints_name_only_what_it_shows(capsys):
+    """As tests/test_check.py does for labkit.check: every snake_case name in a compare_check hint
+    appears in lesson 08's cells (its exercises pass ``shape`` / ``changes``, so that test, which
+    reads ``check.<name>(answer`` as labkit.check, leaves them to this one)."""
+    import re
+    from pathlib import Path
+
+    import nbformat
+
+    nb = nbformat.read(Path(__file__).resolve().parents[1] / "notebooks" / "08_same_conv_other_gpu.ipynb", 4)
+    text = "\n".join(c.source for c in nb.cells)
+    calls = re.findall(r"compare_check\.(\w+)\(\w+\)", text)
+    assert calls == ["biggest_gain", "best_plan_changes"]
+    for call in calls:
+        hint = getattr(compare_check, call)(None).message.split("Hint:", 1)[1]
+        for name in re.findall(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b", hint):
+            assert name in text, f"compare_check.{call} hint names {name!r}, which lesson 08 never shows"
+    capsys.readouterr()
