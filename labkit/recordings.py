@@ -106,6 +106,24 @@ class Recording:
         self._tables[name] = df
         return df
 
+    def verify(self) -> "Recording":
+        """Check every file the metadata lists, all at once: each exists, matches its sha256, parses
+        and has its row count. Reads only; raises `RecordedDataError` naming the folder and every
+        file at fault (missing or mismatched), else returns the recording."""
+        exps = self.metadata.get("experiments", {})
+        missing = [info.get("file", name) for name, info in exps.items()
+                   if not (self.path / str(info.get("file", ""))).is_file()]
+        changed = [info["file"] for name, info in exps.items() if info.get("file") not in missing
+                   and info.get("sha256") and sha256(self.path / info["file"]) != info["sha256"]]
+        problems = ([f"files missing: {', '.join(missing)}"] if missing else []) + (
+            [f"content does not match its sha256 in metadata.json (corrupt or edited): {', '.join(changed)}"]
+            if changed else [])
+        if problems:
+            raise RecordedDataError(f"recording {self.name!r} is not usable: " + "; ".join(problems), self.path)
+        for name in exps:
+            self.table(name)  # parses, checks rows and request JSON (names the file and row)
+        return self
+
     def requests(self, name: str) -> List[dict]:
         """Every distinct request recorded for an experiment, in recording order."""
         return [json.loads(r) for r in dict.fromkeys(self.table(name)["request"])]
@@ -190,8 +208,8 @@ def nearest(recorded: List[dict], request: dict) -> dict:
     return {k: sorted(v, key=lambda x: (type(x).__name__, x if x is not None else 0)) for k, v in out.items()}
 
 
-def load(path) -> Recording:
-    """Open and check a recording folder's metadata."""
+def load(path, verify: bool = False) -> Recording:
+    """Open and check a recording folder's metadata (``verify``: every file too, `Recording.verify`)."""
     path = Path(path)
     meta_path = path / "metadata.json"
     if not meta_path.is_file():
@@ -202,17 +220,24 @@ def load(path) -> Recording:
         raise RecordedDataError(f"metadata.json is not valid JSON ({exc})", meta_path) from None
     if not isinstance(meta, dict):
         raise RecordedDataError("metadata.json must hold an object", meta_path)
-    if meta.get("schema_version") != SCHEMA_VERSION:
+    version = meta.get("schema_version")
+    if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
         raise RecordedDataError(
-            f"schema version {meta.get('schema_version')!r}; this labkit reads version {SCHEMA_VERSION}", meta_path)
+            f"schema version {version!r} is newer than this labkit reads (version {SCHEMA_VERSION}): "
+            "update labkit (git pull) to read this recording; it was left as it is", meta_path)
+    if version != SCHEMA_VERSION:
+        raise RecordedDataError(
+            f"schema version {version!r}; this labkit reads version {SCHEMA_VERSION}", meta_path)
     missing = [k for k in REQUIRED_METADATA if k not in meta]
     if missing:
         raise RecordedDataError(f"metadata.json lacks {missing}", meta_path)
-    return Recording(path, meta)
+    rec = Recording(path, meta)
+    return rec.verify() if verify else rec
 
 
 def available(root: Optional[Path] = None) -> List[Recording]:
-    """Every readable recording under ``data/recordings`` (unreadable ones are skipped)."""
+    """Every readable recording under ``data/recordings`` (unreadable ones are skipped; `check_all`
+    says why). Two that claim the same GPU and date are an error (`check_unique`)."""
     root = Path(root) if root else data_dir()
     out = []
     if root.is_dir():
@@ -222,7 +247,33 @@ def available(root: Optional[Path] = None) -> List[Recording]:
                     out.append(load(p))
                 except RecordedDataError:
                     continue
-    return out
+    return check_unique(out)
+
+
+def check_unique(recs: List[Recording]) -> List[Recording]:
+    """``recs`` unchanged, or `RecordedDataError` naming the folders when two claim the same GPU and
+    date: a copy (or a second recording of one day) would make "recorded on <GPU>, <date>" ambiguous.
+    Nothing is moved or deleted: keep one folder and remove or rename the other yourself."""
+    seen: Dict[tuple, Recording] = {}
+    for r in recs:
+        key = (r.metadata.get("gpu"), r.metadata.get("date"))
+        if key in seen:
+            raise RecordedDataError(
+                f"recordings {seen[key].name!r} ({seen[key].path}) and {r.name!r} both claim {key[0]} recorded {key[1]}: "
+                "each GPU and date may have one recording; keep one folder (nothing was changed)", r.path)
+        seen[key] = r
+    return recs
+
+
+def check_all(root: Optional[Path] = None) -> List[Recording]:
+    """Every recording folder under ``root`` (default ``data/recordings``) loaded and verified (every
+    file, `Recording.verify`), and no two claiming the same GPU and date. Reads only. Raises
+    `RecordedDataError` naming the first folder at fault; returns the recordings."""
+    root = Path(root) if root else data_dir()
+    if not root.is_dir():
+        raise RecordedDataError("no recordings folder", root)
+    folders = [p for p in sorted(root.iterdir()) if p.is_dir()]
+    return check_unique([load(p, verify=True) for p in folders])
 
 
 def describe_available() -> str:

@@ -28,8 +28,8 @@ PKG = Path(__file__).resolve().parents[1] / "labkit"
 LAYERS = {
     0: {"errors", "spec", "env", "cancel", "progress", "ceilings", "keys"},
     1: {"gpu", "recordings", "localcache", "plots", "prose"},
-    2: {"experiments", "grid", "prefetch"},
-    3: {"lessons", "widgets", "check"},
+    2: {"experiments", "grid", "prefetch", "compare"},
+    3: {"lessons", "widgets", "check", "compare_check"},
     4: {"record", "bench", "__main__"},
 }
 
@@ -48,7 +48,7 @@ def modules():
 
 #: order inside layer 2 (any other labkit.experiments.<topic> module: 2.2)
 SUBLAYERS = {"labkit.experiments.core": 2.0, "labkit.experiments.checking": 2.1, "labkit.experiments": 2.3,
-             "labkit.grid": 2.4, "labkit.prefetch": 2.5}
+             "labkit.grid": 2.4, "labkit.compare": 2.4, "labkit.prefetch": 2.5}
 
 
 def layer(mod: str) -> float:

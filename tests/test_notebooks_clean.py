@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 EXPECTED = [
     "00_start_here", "01_what_is_a_workspace", "02_workspace_strategies", "03_precision_and_layout", "04_fusion",
-    "05_plans_autotune_and_caching", "06_streams_and_scratchpads", "07_lab",
+    "05_plans_autotune_and_caching", "06_streams_and_scratchpads", "07_lab", "08_same_conv_other_gpu",
 ]
 #: a measured-looking number in prose: a time, a throughput, a bandwidth or a speed-up ratio
 MEASURED = re.compile(r"\d\s*(us|µs|ms|TFLOP/s|GB/s)\b|\b\d+(\.\d+)?x\b(?!\d)", re.I)

@@ -1,0 +1,152 @@
+"""labkit.compare on CPU with the shipped recordings: frames from both GPUs, ratios equal to the
+raw CSV values divided, one legend group per GPU in every figure, clear errors for bad names."""
+import json
+
+import pandas as pd
+import pytest
+
+from labkit import InvalidSpec, RecordedDataError, compare, compare_check, experiments, recordings
+
+pytestmark = pytest.mark.usefixtures("recorded_mode")
+BOTH = ["h100-sxm", "h200"]
+
+
+def raw(recording: str, name: str, request: dict):
+    """Rows of the CSV itself for one request (no labkit lookup in between)."""
+    df = pd.read_csv(recordings.data_dir() / recording / f"{name}.csv")
+    return df[df["request"] == json.dumps(request, sort_keys=True, separators=(",", ":"))]
+
+
+@pytest.mark.parametrize("name", sorted(compare.COMPARABLE))
+def test_frames_hold_both_gpus_with_provenance(name):
+    kwargs = {"caps": dict(spec=experiments.BASE.replace(layout="NCHW"))}.get(name, {})
+    df = compare.frames(name, **kwargs)
+    assert list(df.columns[:2]) == ["recording", "gpu"]
+    assert list(dict.fromkeys(df["recording"])) == BOTH and df.attrs["recordings"] == BOTH
+    assert set(df["gpu"]) == {"NVIDIA H100 80GB HBM3", "NVIDIA H200"}
+    assert df.attrs["skipped"] == {}
+    prov = df.attrs["provenance"]
+    assert prov["h100-sxm"]["date"] == "2026-11-22" and prov["h200"]["date"] == "2026-11-23"
+    assert prov["h200"]["complete"] is False and prov["h100-sxm"]["complete"] is True
+    assert prov["h200"]["cudnn_backend"] == "9.19.0"
+    request = experiments.request_of(name, **kwargs)
+    for rec in BOTH:
+        assert (df["recording"] == rec).sum() == len(raw(rec, name, request))
+
+
+@pytest.mark.parametrize("name,label,value", [("precision", "dtype", "gpu_us"), ("roofline", "shape", "gpu_us"),
+                                              ("layout", "layout", "conv_gpu_us"), ("strategies", "strategy", "gpu_us")])
+def test_ratios_are_the_csv_values_divided(name, label, value):
+    table = compare.ratios(compare.frames(name))
+    request = experiments.request_of(name)
+    a = raw("h100-sxm", name, request).set_index(label)[value]
+    b = raw("h200", name, request).set_index(label)[value]
+    assert list(table[label]) == list(a.index)
+    for _, r in table.iterrows():
+        assert r[f"{value} h100-sxm"] == a[r[label]] and r[f"{value} h200"] == b[r[label]]
+        assert r["ratio h200/h100-sxm"] == pytest.approx(b[r[label]] / a[r[label]], rel=1e-12)
+    assert table.attrs["baseline"] == "h100-sxm" and table.attrs["others"] == ["h200"]
+
+
+def test_ratios_with_the_other_baseline_and_column():
+    table = compare.ratios(compare.frames("layout"), value="end_to_end_us", baseline="h200")
+    assert list(table.columns) == ["layout", "label", "end_to_end_us h200", "end_to_end_us h100-sxm",
+                                   "ratio h100-sxm/h200"]
+    r = table.set_index("layout").loc["NHWC"]
+    assert r["ratio h100-sxm/h200"] == pytest.approx(r["end_to_end_us h100-sxm"] / r["end_to_end_us h200"])
+
+
+def test_rows_that_did_not_run_have_no_ratio():
+    table = compare.ratios(compare.frames("algorithms")).set_index("algorithm")
+    assert table.loc["WINOGRAD", "ratio h200/h100-sxm"] != table.loc["WINOGRAD", "ratio h200/h100-sxm"]  # NaN
+    assert table.loc["FFT", "ratio h200/h100-sxm"] > 0
+
+
+def test_a_recording_without_the_call_is_skipped_and_named():
+    df = compare.frames("precision", spec=experiments.BASE.replace(N=8))
+    assert set(df["recording"]) == {"h100-sxm"}
+    assert "h200" in df.attrs["skipped"] and "nearest recorded: spec.N=[32]" in df.attrs["skipped"]["h200"]
+    assert "nothing to compare" in compare.summary(compare.ratios(df))
+    fig = compare.figure(df)
+    assert {t.legendgroup for t in fig.data} == {"h100-sxm"}
+    assert any("h200: not in this comparison" in a.text for a in fig.layout.annotations)
+    with pytest.raises(RecordedDataError, match="no recording has this call"):
+        compare.frames("precision", spec=experiments.BASE.replace(N=3))
+
+
+@pytest.mark.parametrize("name", ["precision", "layout", "strategies", "plans", "fusion", "sweep", "algorithms"])
+def test_figure_has_one_trace_group_per_gpu_and_both_provenances(name):
+    df = compare.frames(name)
+    fig = compare.figure(df)
+    assert [t.legendgroup for t in fig.data] == BOTH
+    assert [t.name for t in fig.data] == ["NVIDIA H100 80GB HBM3 (2026-11-22)", "NVIDIA H200 (2026-11-23, quick recording)"]
+    title = fig.layout.title.text
+    assert "NVIDIA H100 80GB HBM3 vs NVIDIA H200" in title and "cuDNN 9.19.0" in title and "2026-11-22 / 2026-11-23" in title
+
+
+def test_roofline_figure_draws_both_roofs_from_ceilings():
+    fig = compare.figure(compare.frames("roofline"))
+    assert [t.legendgroup for t in fig.data] == ["h100-sxm", "h100-sxm", "h200", "h200"]
+    roofs = [t for t in fig.data if t.mode == "lines"]
+    assert [t.name.split(":")[0] for t in roofs] == ["roof H100 SXM", "roof H200 SXM"]
+    assert "3350 GB/s" in roofs[0].name and "4800 GB/s" in roofs[1].name
+    assert max(roofs[0].y) == max(roofs[1].y) == 989  # the same compute roof
+
+
+def test_summary_quotes_the_table():
+    table = compare.ratios(compare.frames("roofline"))
+    text = compare.summary(table)
+    r = table.set_index("shape").loc["1x1 @56"]
+    assert "Largest gain: 1x1 @56" in text and f"({r['ratio h200/h100-sxm']:.2f}x)" in text
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: compare.frames("race"), "not compared across GPUs"),
+    (lambda: compare.frames("build_cost"), "host wall time"),
+    (lambda: compare.frames("workspace_sizes"), "workspace sizes only"),
+    (lambda: compare.frames("nonsense"), "must be one of precision"),
+    (lambda: compare.frames("precision", recordings=["h100-sxm", "a100-nowhere"]), r"'a100-nowhere'.*available: h100-sxm"),
+    (lambda: compare.frames("precision", recordings="h200"), "non-empty list"),
+    (lambda: compare.frames("precision", recordings=["h200", "h200"]), "named once"),
+    (lambda: compare.frames("precision", bogus=1), "bogus"),
+    (lambda: compare.ratios(compare.frames("precision"), value="dtype"), "must be a numeric column"),
+    (lambda: compare.ratios(compare.frames("precision"), baseline="a100"), "baseline='a100'"),
+])
+def test_bad_names_are_clear_labkit_errors(call, match):
+    with pytest.raises(InvalidSpec, match=match):
+        call()
+
+
+def test_lesson_checks():
+    assert not compare_check.biggest_gain()
+    assert compare_check.biggest_gain("1x1 @56")
+    assert not compare_check.biggest_gain("3x3 @14")
+    with pytest.raises(InvalidSpec, match="one of the shapes"):
+        compare_check.biggest_gain("3x3 @99")
+    plans = compare.frames("plans")
+    truth = {r: plans[(plans.recording == r) & plans.best].plan_name.iloc[0] for r in BOTH}
+    changed = truth["h100-sxm"] != truth["h200"]
+    assert compare_check.best_plan_changes(changed, df=plans)
+    assert not compare_check.best_plan_changes(not changed, df=plans)
+    with pytest.raises(InvalidSpec):
+        compare_check.best_plan_changes("yes")
+
+
+def test_lesson_08_hints_name_only_what_it_shows(capsys):
+    """As tests/test_check.py does for labkit.check: every snake_case name in a compare_check hint
+    appears in lesson 08's cells (its exercises pass ``shape`` / ``changes``, so that test, which
+    reads ``check.<name>(answer`` as labkit.check, leaves them to this one)."""
+    import re
+    from pathlib import Path
+
+    import nbformat
+
+    nb = nbformat.read(Path(__file__).resolve().parents[1] / "notebooks" / "08_same_conv_other_gpu.ipynb", 4)
+    text = "\n".join(c.source for c in nb.cells)
+    calls = re.findall(r"compare_check\.(\w+)\(\w+\)", text)
+    assert calls == ["biggest_gain", "best_plan_changes"]
+    for call in calls:
+        hint = getattr(compare_check, call)(None).message.split("Hint:", 1)[1]
+        for name in re.findall(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b", hint):
+            assert name in text, f"compare_check.{call} hint names {name!r}, which lesson 08 never shows"
+    capsys.readouterr()
