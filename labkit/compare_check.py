@@ -1,6 +1,6 @@
 """Exercise self-checks for lesson 08 (the same convolution on another GPU), in the manner of
 `labkit.check`: ``None`` prints the question's hint; an answer of the wrong type raises
-`labkit.InvalidSpec`; a `labkit.check.CheckResult` comes back (true when correct). The truth is
+`labkit.InvalidSpec`; a `CheckResult` comes back (true when correct). The truth is
 read from the recordings through `labkit.compare` (pass ``df=`` a `compare.frames` result of your
 own to check against it)."""
 from __future__ import annotations
@@ -8,20 +8,8 @@ from __future__ import annotations
 from typing import Optional
 
 from . import compare, plots
-from .check import CheckResult
+from .experiments.checking import CheckResult, pending, say
 from .errors import InvalidSpec
-
-
-def _say(correct: bool, text: str) -> CheckResult:
-    msg = ("correct: " if correct else "not yet: ") + text
-    print(msg)
-    return CheckResult(correct, msg)
-
-
-def _pending(question: str, hint: str) -> CheckResult:
-    msg = f"no answer yet. {question} Hint: {hint}"
-    print(msg)
-    return CheckResult(False, msg)
 
 
 def _gpu(df, rec: str) -> str:
@@ -31,7 +19,7 @@ def _gpu(df, rec: str) -> str:
 def biggest_gain(answer: Optional[str] = None, df=None) -> CheckResult:
     """Which ResNet-50 shape of the roofline gains most (smallest time ratio) on the other GPU?"""
     if answer is None:
-        return _pending("Which roofline shape gains most on the GPU with more memory bandwidth?",
+        return pending("Which roofline shape gains most on the GPU with more memory bandwidth?",
                         "the two GPUs share their compute roof and differ in memory bandwidth: which shape is held down by "
                         "bandwidth, not compute?")
     if not isinstance(answer, str) or not answer.strip():
@@ -50,16 +38,16 @@ def biggest_gain(answer: Optional[str] = None, df=None) -> CheckResult:
            f"({plots.fmt_us(best[f'gpu_us {base}'])} -> {plots.fmt_us(best[f'gpu_us {other}'])}); "
            f"the lowest-intensity shape is {lowest}.")
     if answer.strip() == best["shape"]:
-        return _say(True, why)
+        return say(True, why)
     mine = ok[ok["shape"] == answer.strip()]
     got = f"{answer.strip()} takes {float(mine[col].iloc[0]):.2f}x the time" if not mine.empty else f"{answer} was not measured on both"
-    return _say(False, f"{got}. Which shape sits furthest left on the roofline, under the bandwidth roof?")
+    return say(False, f"{got}. Which shape sits furthest left on the roofline, under the bandwidth roof?")
 
 
 def best_plan_changes(answer: Optional[bool] = None, df=None) -> CheckResult:
     """Does autotuning pick a different fastest plan on the other GPU (base convolution, every plan)?"""
     if answer is None:
-        return _pending("Is the fastest plan of the base convolution a different plan on the other GPU? (True / False)",
+        return pending("Is the fastest plan of the base convolution a different plan on the other GPU? (True / False)",
                         "compare.frames('plans') marks each GPU's fastest plan in its 'best' column.")
     if not isinstance(answer, bool):
         raise InvalidSpec("answer", answer, "must be True or False")
@@ -76,4 +64,4 @@ def best_plan_changes(answer: Optional[bool] = None, df=None) -> CheckResult:
               "a small margin from single runs: measure again before you trust it." if changes and len(on_b) else "")
     text = (f"{_gpu(df, recs[0])}: {a['plan_name']} ({plots.fmt_us(a['gpu_us'])}); "
             f"{_gpu(df, recs[1])}: {b['plan_name']} ({plots.fmt_us(b['gpu_us'])}).{margin}")
-    return _say(answer == changes, text if answer == changes else "look at the 'best' column per recording again.")
+    return say(answer == changes, text if answer == changes else "look at the 'best' column per recording again.")
