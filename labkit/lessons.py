@@ -139,12 +139,13 @@ def _keep(key: str, df) -> None:
     _store(key, df)
 
 
-def data(name: str, force: bool = False, **kwargs):
+def data(name: str, force: bool = False, recording: Optional[str] = None, **kwargs):
     """The DataFrame of experiment ``name`` for ``kwargs``: looked up (recorded), or live: from
     this session's results, then this GPU's own recording on disk (`labkit.localcache`: saved
     by any earlier session on this machine identity), else measured now and saved. ``force=True``
     measures again (and replaces the saved result). Raises what the experiment raises
-    (`RecordedDataError` for a request that was not recorded).
+    (`RecordedDataError` for a request that was not recorded). ``recording``: answer from that
+    shipped recording (a folder name under data/recordings, e.g. ``"h200"``), in any mode.
 
     Live, the measurement holds the GPU lock shared with the prefetch worker
     (`labkit.prefetch`): a prefetch job for another request stops; one for this request is
@@ -152,6 +153,15 @@ def data(name: str, force: bool = False, **kwargs):
     from . import env
 
     key = _key(name, kwargs)
+    if recording is not None:
+        from . import recordings
+
+        key = f"{recording}/{key}"
+        hit = _cached(key)
+        if hit is None:
+            hit = experiments.core.from_recording(name, recordings.named(recording), **kwargs)
+            _store(key, hit)
+        return hit
     if not force:
         hit = _cached(key)
         if hit is not None:
@@ -242,7 +252,8 @@ def mode_note() -> Text:
         "before a kernel restart) comes back at once, marked with when it was measured (*measure again* redoes "
         "it). A chart that needs many measurements fills in as they arrive, and moving a control again stops the "
         "one running. While you read, the panel measures the values one step away in the background "
-        "(`LABKIT_PREFETCH=0` turns that off); `python -m labkit fill` measures every lesson's values ahead.")
+        "(`LABKIT_PREFETCH=0` turns that off); `python -m labkit fill` measures every lesson's values ahead. "
+        "The **GPU** picker of every panel switches to another GPU's recording (and back to this GPU, live).")
 
 
 def contents() -> Text:

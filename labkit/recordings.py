@@ -317,6 +317,21 @@ def current() -> Recording:
     return _current
 
 
+def named(name: str) -> Recording:
+    """The shipped recording called ``name`` (a folder under data/recordings), read once;
+    `InvalidSpec` listing the available ones for any other name."""
+    rec = _named.get(name)
+    if rec is None:
+        found = {r.name: r for r in available()}
+        if name not in found:
+            raise InvalidSpec("recording", name, f"must name a recording in {data_dir()} (available: {', '.join(found) or 'none'})")
+        rec = _named[name] = found[name]
+    return rec
+
+
+_named: Dict[str, Recording] = {}
+
+
 def lookup(name: str, request: dict):
     """Answer an experiment call from the current recording."""
     return current().lookup(name, request)

@@ -237,7 +237,13 @@ class _PanelView:
         self.csv_button.on_click(lambda _b: self._save_clicked())
         self.status = W.HTML()
         self.message = W.HTML()
-        self.buttons = W.HBox([self.reset_button, self.rerun_button, self.csv_button])
+        self.gpu_picker = W.Dropdown(options=self._gpu_options(), value=self.recording_name or self._default_gpu(),
+                                     description="GPU", style={"description_width": "36px"},
+                                     layout=W.Layout(width="auto"))
+        _fit_options(self.gpu_picker, [t for t, _ in self.gpu_picker.options])
+        self.gpu_picker.layout.display = None if len(self.gpu_picker.options) > 1 else "none"
+        self.gpu_picker.observe(lambda change: self.pick_gpu(change["new"] or None), names="value")
+        self.buttons = W.HBox([self.gpu_picker, self.reset_button, self.rerun_button, self.csv_button])
         self._sync_widgets()
         self.fig = None
         self.box = W.VBox([self.header, self.controls_box, self.buttons, self.status, self.message])
@@ -627,10 +633,74 @@ class _PanelMeasuring:
         from . import lessons
 
         kwargs = self.cfg.kwargs(self.state)  # InvalidSpec for an impossible spec
-        return lessons.data(self.cfg.experiment, force=force, **kwargs)
+        recording = None if self.live else self.recording_name
+        return lessons.data(self.cfg.experiment, force=force, recording=recording, **kwargs)
 
 
-class Panel(_PanelView, _PanelValues, _PanelMeasuring):
+class _PanelGPU:
+    """Which GPU answers a panel: this GPU live, or a shipped recording (the GPU picker)."""
+
+    def _gpu_options(self) -> list:
+        """(label, value) for the GPU picker: live, "this GPU" first (value ""); then every shipped
+        recording, the default one first."""
+        from . import env, recordings
+
+        opts = []
+        if self.can_measure:
+            opts.append((f"this GPU, live ({env.environment().gpu_name})", ""))
+        recs = sorted(recordings.available(), key=lambda r: r.name != recordings.DEFAULT_RECORDING)
+        for r in recs:
+            m = r.metadata
+            quick = "" if m.get("complete", True) else ", quick: base calls only"
+            opts.append((f"{m.get('gpu')} (recorded {m.get('date')}{quick})", r.name))
+        return opts
+
+    def _default_gpu(self) -> str:
+        return "" if self.can_measure else self._recording().name
+
+    def pick_gpu(self, recording: Optional[str]) -> None:
+        """Answer from another GPU: a shipped recording's name (e.g. ``"h200"``), or None for this
+        GPU live (recorded mode: the default recording). The controls become that recording's
+        values; where the convolution on screen was not recorded there, they go back to the base."""
+        from . import recordings
+
+        name = recordings.named(recording).name if recording else None
+        if not self.can_measure and name is None:
+            name = recordings.current().name
+        if name == self.recording_name and self.gpu_picker.value == (name or ""):
+            return
+        self.recording_name = name
+        self.live = self.can_measure and name is None
+        self.background = self.live
+        self._use(self.cfg)
+        note = ""
+        if not self.live and not self._recorded(self.state):
+            self.state = dict(self.cfg.base)
+            note = "The convolution on screen was not recorded on that GPU: the controls went back to the base. "
+        self._syncing = True
+        try:
+            self.gpu_picker.value = name or ""
+            old = self.widgets
+            self.widgets = {n: self._make_widget(CONTROLS[n]) for n in CONTROLS}
+            for w in old.values():
+                w.close()
+            self.controls_box.children = list(self.widgets.values())
+            self.rerun_button.layout.display = None if self.live else "none"
+        finally:
+            self._syncing = False
+        self._sync_widgets()
+        self.refresh()
+        if note:
+            self.status.value = _status("ok", html.escape(note) + self.status.value)
+
+    def _recording(self):
+        """The recording the panel answers from: the one picked, else recorded mode's default."""
+        from . import recordings
+
+        return recordings.named(self.recording_name) if self.recording_name else recordings.current()
+
+
+class Panel(_PanelGPU, _PanelView, _PanelValues, _PanelMeasuring):
     """Controls + one FigureWidget for one experiment (see the module docstring).
 
     ``panel.set(name=value, ...)`` changes controls as a user would and returns when the figure
@@ -642,13 +712,21 @@ class Panel(_PanelView, _PanelValues, _PanelMeasuring):
     experiment: str = ""
 
     def __init__(self, experiment: Optional[str] = None, *, live: Optional[bool] = None, csv_name: Optional[str] = None,
-                 fig_width: Optional[int] = FIG_WIDTH, **initial):
+                 fig_width: Optional[int] = FIG_WIDTH, gpu: Optional[str] = None, **initial):
         from . import env
 
         name = experiment or self.experiment
         if name not in CONFIGS:
             raise InvalidSpec("experiment", name, f"must be one of {', '.join(CONFIGS)}")
-        self.live = env.mode().live if live is None else bool(live)
+        #: live: this GPU can measure; the panel is live while the GPU picker shows "this GPU"
+        self.can_measure = env.mode().live if live is None else bool(live)
+        #: the shipped recording the panel answers from (None: this GPU live, or recorded mode's default)
+        self.recording_name: Optional[str] = None
+        if gpu is not None:
+            from . import recordings
+
+            self.recording_name = recordings.named(gpu).name  # InvalidSpec names the available ones
+        self.live = self.can_measure and self.recording_name is None
         self.fig_width = fig_width
         self._defer = 0
         self._pending = False
@@ -698,12 +776,6 @@ class Panel(_PanelView, _PanelValues, _PanelMeasuring):
                     keep.append(c)
             self._shown = keep
 
-    @staticmethod
-    def _recording():
-        from . import recordings
-
-        return recordings.current()
-
     # ---- driving ----------------------------------------------------------------------------
     def _on_widget(self, change) -> None:
         if self._syncing:
@@ -721,7 +793,10 @@ class Panel(_PanelView, _PanelValues, _PanelMeasuring):
     def set(self, **changes) -> None:
         """Change controls as a user would (``panel.set(dtype="bf16", N=8)``) and return when the
         figure shows the result. Names are the panel's controls (`controls`); in recorded mode a
-        value that was not recorded is accepted, and the panel then shows why there is no data."""
+        value that was not recorded is accepted, and the panel then shows why there is no data.
+        ``gpu=``: answer from another GPU's recording (`pick_gpu`)."""
+        if "gpu" in changes:
+            self.pick_gpu(changes.pop("gpu"))
         for name in changes:
             if name not in self._shown:
                 hint = ""

@@ -77,6 +77,16 @@ def experiment(fn):
     return wrapper
 
 
+def from_recording(name: str, recording, *args, **kwargs):
+    """Experiment ``name(*args, **kwargs)`` answered from ``recording`` (a `labkit.recordings.Recording`)
+    in any mode: what a panel shows when the learner picks another GPU's recording."""
+    try:
+        request = request_of(name, *args, **kwargs)
+    except TypeError as exc:
+        raise InvalidSpec("arguments", (args, kwargs), f"{name}: {exc}") from None
+    return with_model(name, recording.lookup(name, request))
+
+
 def model(name: str):
     """Decorator: ``fn(df, **request)`` is experiment ``name``'s model (see `_MODELS`)."""
     def register(fn):
