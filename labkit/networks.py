@@ -442,7 +442,8 @@ def _spec_of(m, shp, dtype: str, layout: str) -> Tuple[ConvSpec, str]:
     the module's own arguments (see `_from_module`)."""
     notes = []
     if shp is not None and len(shp) == 3:
-        shp, _ = (1,) + tuple(shp), notes.append("unbatched (C, H, W) input: torch runs it as N=1")
+        shp = (1,) + tuple(shp)
+        notes.append("unbatched (C, H, W) input: torch runs it as N=1")
     if shp is None or len(shp) != 4:
         raise InvalidSpec("input", shp, "a Conv2d input must be (N, C, H, W) or (C, H, W)")
     n, c, h, w = shp
