@@ -26,7 +26,7 @@ import pytest
 PKG = Path(__file__).resolve().parents[1] / "labkit"
 
 LAYERS = {
-    0: {"errors", "spec", "env", "cancel", "progress", "ceilings", "keys"},
+    0: {"errors", "spec", "env", "cancel", "progress", "ceilings", "keys", "networks"},
     1: {"gpu", "recordings", "localcache", "plots", "prose"},
     2: {"experiments", "grid", "prefetch", "compare"},
     3: {"lessons", "widgets", "check", "compare_check"},
