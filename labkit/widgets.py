@@ -637,6 +637,11 @@ class _PanelMeasuring:
         return lessons.data(self.cfg.experiment, force=force, recording=recording, **kwargs)
 
 
+def _short_gpu(name) -> str:
+    """A GPU's name without the vendor: "NVIDIA H100 80GB HBM3" -> "H100 80GB HBM3"."""
+    return str(name).replace("NVIDIA ", "", 1)
+
+
 class _PanelGPU:
     """Which GPU answers a panel: this GPU live, or a shipped recording (the GPU picker)."""
 
@@ -647,12 +652,12 @@ class _PanelGPU:
 
         opts = []
         if self.can_measure:
-            opts.append((f"this GPU, live ({env.environment().gpu_name})", ""))
+            opts.append((f"this GPU, live ({_short_gpu(env.environment().gpu_name)})", ""))
         recs = sorted(recordings.available(), key=lambda r: r.name != recordings.DEFAULT_RECORDING)
         for r in recs:
             m = r.metadata
-            quick = "" if m.get("complete", True) else ", quick: base calls only"
-            opts.append((f"{m.get('gpu')} (recorded {m.get('date')}{quick})", r.name))
+            quick = "" if m.get("complete", True) else ", quick: base calls"
+            opts.append((f"{_short_gpu(m.get('gpu'))} (recorded {m.get('date')}{quick})", r.name))
         return opts
 
     def _default_gpu(self) -> str:

@@ -18,7 +18,7 @@ def test_the_picker_lists_every_recording_the_default_first():
     assert values[0] == recordings.DEFAULT_RECORDING == p.gpu_picker.value
     assert set(values) == {r.name for r in recordings.available()}
     labels = dict((v, t) for t, v in p.gpu_picker.options)
-    assert "quick" in labels["h200"] and "NVIDIA H200" in labels["h200"]
+    assert labels["h200"] == "H200 (recorded 2026-11-23, quick: base calls)"
     assert p.gpu_picker.layout.display is None  # shown: there is a choice
 
 

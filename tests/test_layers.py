@@ -5,7 +5,8 @@ names a module that exists (a GPU-only path that imports a moved module fails he
 Layers, bottom to top (README, "Where things live"):
 
 0. what a convolution is and what the machine has, and the signals every layer may send:
-   errors, spec, env, cancel (stop a measurement), progress (a table so far), ceilings, keys
+   errors, spec, env, cancel (stop a measurement), progress (a table so far), ceilings, keys,
+   networks (the conv layers of a network)
 1. the GPU core (labkit/gpu/: memory, numerics, reference, engine, autotune, measure, verify,
    legacy, workspace, workloads, concurrency), the data (recordings, localcache), what charts are
    built with (plots) and what lesson text is written with (prose)
