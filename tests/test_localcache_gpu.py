@@ -160,3 +160,22 @@ def test_a_second_click_stops_the_first_measurement(tmp_path, monkeypatch):
     assert not store.has("plans", stopped)  # the stopped measurement left nothing behind
     sense.plans(p.df)
     localcache.reset()
+
+
+def test_the_gpu_picker_switches_a_live_panel_to_a_recording_and_back(tmp_path, monkeypatch):
+    """Live, the picker lists this GPU first; a recording makes the panel answer from it (recorded
+    values, no measuring), and "this GPU" measures again."""
+    monkeypatch.setenv("LABKIT_CACHE", str(tmp_path))
+    localcache.reset()
+    lessons.forget()
+    p = widgets.PrecisionPanel(N=8, H=28, W=28)
+    assert p.live and p.gpu_picker.value == "" and p.gpu_picker.options[0][1] == ""
+    here = p.df.attrs["gpu"]
+    p.set(gpu="h200")
+    assert not p.live and p.error is None and p.df.attrs["gpu"] == "NVIDIA H200" and p.df.attrs["mode"] == "recorded"
+    assert p.state["N"] == 32  # the N=8 shape is not in the quick H200 recording: back to the base
+    p.set(gpu=None)
+    assert p.live and p.df.attrs["gpu"] == here and p.df.attrs["mode"] == "live"
+    p.set(N=8)
+    assert p.df.attrs["request"]["spec"]["N"] == 8
+    localcache.reset()
