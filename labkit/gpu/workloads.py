@@ -32,6 +32,7 @@ import statistics
 import time
 from typing import List
 
+from .. import networks
 from ..errors import InvalidSpec, LabkitError
 from ..spec import ConvSpec
 
@@ -53,21 +54,9 @@ BENCH_STRATEGIES = (
 
 
 def resnet50_sequence(N: int = 32, dtype: str = "fp16", layout: str = "NHWC") -> List[ConvSpec]:
-    """The 53 convolutions of a ResNet-50 (v1.5: stride on the 3x3) forward pass, in order."""
-    kw = dict(dtype=dtype, layout=layout)
-    seq = [ConvSpec(N=N, C=3, H=224, W=224, K=64, R=7, S=7, stride=2, padding=3, **kw)]
-    c_in, hw = 64, 56
-    for blocks, mid, out, stride in ((3, 64, 256, 1), (4, 128, 512, 2), (6, 256, 1024, 2), (3, 512, 2048, 2)):
-        for b in range(blocks):
-            s = stride if b == 0 else 1
-            seq.append(ConvSpec(N=N, C=c_in, H=hw, W=hw, K=mid, R=1, S=1, padding=0, **kw))
-            seq.append(ConvSpec(N=N, C=mid, H=hw, W=hw, K=mid, R=3, S=3, stride=s, padding=1, **kw))
-            out_hw = (hw - 1) // s + 1
-            seq.append(ConvSpec(N=N, C=mid, H=out_hw, W=out_hw, K=out, R=1, S=1, padding=0, **kw))
-            if b == 0:
-                seq.append(ConvSpec(N=N, C=c_in, H=hw, W=hw, K=out, R=1, S=1, stride=s, padding=0, **kw))
-            c_in, hw = out, out_hw
-    return seq
+    """The 53 convolutions of a ResNet-50 (v1.5: stride on the 3x3) forward pass, in order
+    (`labkit.networks.resnet50`, checked layer by layer against torchvision)."""
+    return [layer.spec for layer in networks.resnet50(batch=N, dtype=dtype, layout=layout)]
 
 
 def sequence(workload: str, repeats: int) -> List[ConvSpec]:
