@@ -48,8 +48,6 @@ _CACHE_LOCK = threading.Lock()
 # ---- results ------------------------------------------------------------------------------------
 def _experiment(name: str):
     """The experiment function called ``name``; `InvalidSpec` for an unknown name."""
-    from . import experiments
-
     fns = experiments.registry()
     if name not in fns:
         raise InvalidSpec("experiment", name, f"must be one of {', '.join(sorted(fns))}")
@@ -57,8 +55,6 @@ def _experiment(name: str):
 
 
 def _key(name: str, kwargs: dict) -> str:
-    from . import experiments
-
     _experiment(name)
     return f"{name}:{experiments.request_key(experiments.request_of(name, **kwargs))}"
 
@@ -89,7 +85,7 @@ def is_cached(name: str, **kwargs) -> bool:
     results or (live) from this GPU's own recording on disk (`labkit.localcache`)."""
     if _has(_key(name, kwargs)):
         return True
-    from . import env, experiments, localcache
+    from . import env, localcache
 
     if not env.mode().live:
         return False
@@ -102,7 +98,7 @@ def _live(name: str, kwargs: dict, force: bool = False, save: bool = True):
     (``save``) save it (`labkit.localcache`). The caller holds the GPU lock."""
     import time
 
-    from . import experiments, localcache
+    from . import localcache
 
     store = localcache.current()
     request = experiments.request_of(name, **kwargs)
@@ -217,9 +213,7 @@ def forget() -> None:
 
 def base(**changes):
     """The lessons' base convolution (`experiments.BASE`), with ``changes`` applied."""
-    from .experiments import BASE
-
-    return BASE.replace(**changes) if changes else BASE
+    return experiments.BASE.replace(**changes) if changes else experiments.BASE
 
 
 # ---- display helpers ----------------------------------------------------------------------------
