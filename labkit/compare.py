@@ -64,8 +64,7 @@ class Text(str):
 # ---- which recordings, which call --------------------------------------------------------------
 def _recordings(names) -> list:
     """The recordings to compare: every shipped one (the default first), or those named."""
-    shipped = recs.available()
-    shipped.sort(key=lambda r: r.name != recs.DEFAULT_RECORDING)
+    shipped = recs.shipped()
     if names is None:
         return shipped
     if isinstance(names, (str, recs.Recording)) or not isinstance(names, Sequence) or not names:

@@ -310,26 +310,38 @@ def current() -> Recording:
     if env and (_current is None or env not in (_current.name, str(_current.path))):
         return use(env)
     if _current is None:
-        recs = available()
+        recs = shipped()  # the default first
         if not recs:
             raise RecordedDataError("no recordings found; record one on a GPU with `python -m labkit record`", data_dir())
-        _current = next((r for r in recs if r.name == DEFAULT_RECORDING), recs[0])
+        _current = recs[0]
     return _current
 
 
+def shipped() -> List[Recording]:
+    """`available` with the default recording first, each folder one `Recording` for the whole
+    process (its tables are read and checked once, whoever asks: recorded mode, a panel's GPU
+    picker, `labkit.compare`)."""
+    out = []
+    for r in sorted(available(), key=lambda r: r.name != DEFAULT_RECORDING):
+        known = _loaded.get(r.path)
+        if known is None or known.metadata != r.metadata:
+            known = _loaded[r.path] = r
+        out.append(known)
+    return out
+
+
+_loaded: Dict[Path, Recording] = {}
+
+
 def named(name: str) -> Recording:
-    """The shipped recording called ``name`` (a folder under data/recordings), read once;
-    `InvalidSpec` listing the available ones for any other name."""
-    rec = _named.get(name)
-    if rec is None:
-        found = {r.name: r for r in available()}
-        if name not in found:
-            raise InvalidSpec("recording", name, f"must name a recording in {data_dir()} (available: {', '.join(found) or 'none'})")
-        rec = _named[name] = found[name]
-    return rec
-
-
-_named: Dict[str, Recording] = {}
+    """The shipped recording called ``name`` (a folder under data/recordings); `InvalidSpec`
+    listing the available ones for any other name."""
+    recs = shipped()
+    found = next((r for r in recs if r.name == name), None)
+    if found is None:
+        raise InvalidSpec("recording", name, f"must name a recording in {data_dir()} "
+                                             f"(available: {', '.join(r.name for r in recs) or 'none'})")
+    return found
 
 
 def lookup(name: str, request: dict):

@@ -653,8 +653,7 @@ class _PanelGPU:
         opts = []
         if self.can_measure:
             opts.append((f"this GPU, live ({_short_gpu(env.environment().gpu_name)})", ""))
-        recs = sorted(recordings.available(), key=lambda r: r.name != recordings.DEFAULT_RECORDING)
-        for r in recs:
+        for r in recordings.shipped():
             m = r.metadata
             quick = "" if m.get("complete", True) else ", quick: base calls"
             opts.append((f"{_short_gpu(m.get('gpu'))} (recorded {m.get('date')}{quick})", r.name))
