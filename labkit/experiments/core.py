@@ -50,6 +50,14 @@ def request_of(name: str, *args, **kwargs) -> dict:
     return {k: _plain(v) for k, v in bound.arguments.items()}
 
 
+def _request(name: str, args: tuple, kwargs: dict) -> dict:
+    """`request_of`, with arguments the experiment does not take as an `InvalidSpec`."""
+    try:
+        return request_of(name, *args, **kwargs)
+    except TypeError as exc:
+        raise InvalidSpec("arguments", (args, kwargs), f"{name}: {exc}") from None
+
+
 def experiment(fn):
     """Register ``fn`` as an experiment: live it runs; recorded it is looked up."""
 
@@ -57,10 +65,7 @@ def experiment(fn):
     def wrapper(*args, **kwargs):
         from .. import env
 
-        try:
-            request = request_of(fn.__name__, *args, **kwargs)
-        except TypeError as exc:
-            raise InvalidSpec("arguments", (args, kwargs), f"{fn.__name__}: {exc}") from None
+        request = _request(fn.__name__, args, kwargs)
         m = env.mode()
         if not m.live:
             from .. import recordings
@@ -80,11 +85,7 @@ def experiment(fn):
 def from_recording(name: str, recording, *args, **kwargs):
     """Experiment ``name(*args, **kwargs)`` answered from ``recording`` (a `labkit.recordings.Recording`)
     in any mode: what a panel shows when the learner picks another GPU's recording."""
-    try:
-        request = request_of(name, *args, **kwargs)
-    except TypeError as exc:
-        raise InvalidSpec("arguments", (args, kwargs), f"{name}: {exc}") from None
-    return with_model(name, recording.lookup(name, request))
+    return with_model(name, recording.lookup(name, _request(name, args, kwargs)))
 
 
 def model(name: str):
