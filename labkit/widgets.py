@@ -242,7 +242,7 @@ class _PanelView:
                                      layout=W.Layout(width="auto"))
         _fit_options(self.gpu_picker, [t for t, _ in self.gpu_picker.options])
         self.gpu_picker.layout.display = None if len(self.gpu_picker.options) > 1 else "none"
-        self.gpu_picker.observe(lambda change: self.pick_gpu(change["new"] or None), names="value")
+        self.gpu_picker.observe(lambda change: self._syncing or self.pick_gpu(change["new"] or None), names="value")
         self.buttons = W.HBox([self.gpu_picker, self.reset_button, self.rerun_button, self.csv_button])
         self._sync_widgets()
         self.fig = None
