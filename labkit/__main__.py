@@ -1,4 +1,4 @@
-"""Command line: ``python -m labkit doctor | fill | record | bench strategies | bench vs-torch``."""
+"""Command line: ``python -m labkit doctor | fill | record | report NET | bench strategies | bench vs-torch``."""
 from __future__ import annotations
 
 import argparse
@@ -18,6 +18,16 @@ def main(argv=None) -> int:
     rec.add_argument("--only", action="append", metavar="EXPERIMENT", help="record only this experiment (repeatable)")
     rec.add_argument("--out", help="folder (default data/recordings/<gpu-slug>)")
     rec.add_argument("--force", action="store_true", help="delete an existing recording there first")
+    rep = sub.add_parser("report", help="a network's workspace report: every conv layer under every strategy, "
+                                         "memory timeline, budget curve; CSV tables and a self-contained HTML")
+    rep.add_argument("net", help="a preset: resnet50, resnext50_32x4d, mobilenet_v2, convnext_tiny, vgg16, deeplabv3_aspp")
+    rep.add_argument("--batch", type=int, default=32, help="images per batch (default 32)")
+    rep.add_argument("--dtype", default="fp16", help="fp32, tf32, fp16, bf16 or fp8_e4m3 (default fp16)")
+    rep.add_argument("--layout", default="NHWC", help="NCHW or NHWC (default NHWC)")
+    rep.add_argument("--image", type=int, default=224, help="image size in pixels (default 224)")
+    rep.add_argument("--train", action="store_true", help="forward and backward (dgrad, wgrad) of every layer")
+    rep.add_argument("--force", action="store_true", help="measure again even if this GPU has the report saved")
+    rep.add_argument("--out", required=True, help="folder for the CSV tables, report.json and report.html")
     bench = sub.add_parser("bench", help="benchmarks: a table with ratios against a same-run baseline")
     bench.add_argument("which", choices=["strategies", "vs-torch"])
     bench.add_argument("--name", help="output name under data/bench (default <which>_<gpu slug>, e.g. "
@@ -39,6 +49,10 @@ def main(argv=None) -> int:
             from .record import main_fill
 
             return main_fill(args)
+        if args.command == "report":
+            from .netreport import main_report
+
+            return main_report(args)
         if args.command == "record":
             from .record import main_record
 

@@ -25,6 +25,7 @@ from .experiments.workspace_basics import (  # noqa: F401
     fastest_algorithm, no_workspace_layout, workspace_bytes_for_plan,
 )
 from .experiments.workspace_strategies import dims_only_shortfall, fastest_strategy, malloc_slowdown  # noqa: F401
+from .experiments.your_network import cap_for_budget, largest_workspace_layer, strategy_for_budget  # noqa: F401
 
 
 def mode(answer: Optional[str] = None) -> CheckResult:

@@ -37,6 +37,7 @@ LESSONS = (
     ("06_streams_and_scratchpads", "Several streams, one workspace: races, and a scratchpad per stream."),
     ("07_lab", "Open lab: your own convolution, every chart, every knob, CSV export."),
     ("08_same_conv_other_gpu", "The same convolutions on another GPU: what changes with more memory bandwidth, and why."),
+    ("09_your_network", "Your network: every conv layer under every strategy, the memory timeline, a workspace budget."),
 )
 
 _CACHE: "OrderedDict[str, object]" = OrderedDict()

@@ -40,6 +40,7 @@ from .experiments import BASE, FUSION_DTYPES  # the lessons' base convolution (o
 from .gpu.legacy import DTYPE_PLAN as _LEGACY_DTYPE_PLAN
 from .grid import SWEEP_VALUES, strategies_repeats
 from .recordings import flatten  # noqa: F401  (widgets.flatten: tests and panels use it)
+from .networks import PRESETS
 from .spec import DIRECTIONS, DTYPES, LAYOUTS, ConvSpec
 
 SPEC_FIELDS = ("N", "C", "K", "H", "W", "R", "S", "stride", "padding", "dilation", "groups", "dtype", "layout", "direction")
@@ -99,6 +100,8 @@ CONTROLS: Dict[str, ControlDef] = {c.name: c for c in (
     ControlDef("streams", "streams", "choice", (2, 3, 4, 8)),
     ControlDef("field", "swept field", "choice", tuple(SWEEP_VALUES), derived=("values",)),
     ControlDef("dtype_layout", "dtype · layout", "choice", parts=("dtype", "layout")),
+    ControlDef("net", "network", "choice", tuple(PRESETS)),
+    ControlDef("batch", "batch", "int", hi=4096),
 )}
 
 
@@ -205,6 +208,11 @@ CONFIGS: Dict[str, Callable[[], Config]] = {
     "strategies": lambda: Config(
         "strategies", "Workspace strategies", ("workload",), dict(workload="one_conv"),
         lambda s: dict(workload=s["workload"], repeats=strategies_repeats(s["workload"])), "", base_text="workload one_conv"),
+    "network_report": lambda: Config(
+        "network_report", "Your network: every conv layer, every strategy", ("net", "batch", "dtype", "layout"),
+        dict(net="resnet50", batch=32, dtype="fp16", layout="NHWC"),
+        lambda s: dict(net=s["net"], batch=s["batch"], dtype=s["dtype"], layout=s["layout"]), "",
+        base_text="resnet50, batch 32, fp16 NHWC, inference"),
     "race": lambda: Config(
         "race", "Scratchpad race", ("launch", "streams"), dict(launch="graph", streams=2),
         lambda s: dict(launch=s["launch"], streams=s["streams"], min_runs=1024), "", base_text="graph launch, 2 streams"),
@@ -1032,9 +1040,14 @@ class LabPanel(Panel):
         super().set(**changes)
 
 
+class ReportPanel(Panel):
+    """A network's workspace report (`labkit.report`): pick a preset, batch, dtype and layout."""
+    experiment = "network_report"
+
+
 PANELS = {cls.experiment: cls for cls in (AlgorithmsPanel, WorkspaceSizesPanel, SweepPanel, StrategiesPanel,
                                           PrecisionPanel, LayoutPanel, RooflinePanel, FusionPanel, PlansPanel,
-                                          CapsPanel, BuildCostPanel, RacePanel)}
+                                          CapsPanel, BuildCostPanel, RacePanel, ReportPanel)}
 
 
 def panel(experiment: str, **initial) -> Panel:

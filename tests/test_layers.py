@@ -14,7 +14,8 @@ Layers, bottom to top (README, "Where things live"):
    checking (what exercise checks are written with), one module per lesson topic (run functions,
    charts, summaries, checks, recorded calls: no topic imports another), the package (gathers the
    topics); then grid (the recorded calls in order) and the background worker (prefetch)
-3. what the notebooks call: lessons (session results, texts), widgets (panels), check (exercises)
+3. what the notebooks call: lessons (session results, texts), widgets (panels), check (exercises),
+   netreport (a whole network's workspace report)
 4. the command line and the tools around it: record, bench, __main__, and the package's __init__
 """
 from __future__ import annotations
@@ -30,7 +31,7 @@ LAYERS = {
     0: {"errors", "spec", "env", "cancel", "progress", "ceilings", "keys", "networks"},
     1: {"gpu", "recordings", "localcache", "plots", "prose"},
     2: {"experiments", "grid", "prefetch", "compare"},
-    3: {"lessons", "widgets", "check", "compare_check"},
+    3: {"lessons", "widgets", "check", "compare_check", "netreport"},
     4: {"record", "bench", "__main__"},
 }
 

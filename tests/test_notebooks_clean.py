@@ -1,4 +1,4 @@
-"""The lesson notebooks are stored clean: numbered 00..08 as the README lists them, nbformat 4,
+"""The lesson notebooks are stored clean: numbered 00..09 as the README lists them, nbformat 4,
 kernel python3, no outputs or execution counts, small cells, and no measured number typed into
 their text (numbers are formatted from the data when a cell runs)."""
 from __future__ import annotations
@@ -14,6 +14,7 @@ NOTEBOOKS = ROOT / "notebooks"
 EXPECTED = [
     "00_start_here", "01_what_is_a_workspace", "02_workspace_strategies", "03_precision_and_layout", "04_fusion",
     "05_plans_autotune_and_caching", "06_streams_and_scratchpads", "07_lab", "08_same_conv_other_gpu",
+    "09_your_network",
 ]
 #: a measured-looking number in prose: a time, a throughput, a bandwidth or a speed-up ratio
 MEASURED = re.compile(r"\d\s*(us|µs|ms|TFLOP/s|GB/s)\b|\b\d+(\.\d+)?x\b(?!\d)", re.I)

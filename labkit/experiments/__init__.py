@@ -15,7 +15,7 @@ Where things live:
 * one module per lesson topic, holding everything about its experiments: the run functions, their
   charts, the summaries under them, the exercise checks and the calls of the recorded grid
   (`workspace_basics` 01, `workspace_strategies` 02, `precision_layout` 03, `epilogue_fusion` 04,
-  `plans_autotune` 05, `streams` 06).
+  `plans_autotune` 05, `streams` 06, `your_network` 09).
 
 To add an experiment: write its run function (``@experiment``), chart, summary and checks in its
 topic's module (or a new topic module listed in `TOPICS`), add it to that module's ``CHARTS`` and
@@ -24,10 +24,11 @@ topic's module (or a new topic module listed in `TOPICS`), add it to that module
 from __future__ import annotations
 
 from ..errors import InvalidSpec
-from . import (epilogue_fusion, plans_autotune, precision_layout, streams, workspace_basics,
-               workspace_strategies)
+from . import (epilogue_fusion, plans_autotune, precision_layout, streams,
+               workspace_basics, workspace_strategies, your_network)
 from .core import BASE, MIB, SWEEPS, experiment, provenance, registry, request_key, request_of, variants, with_model
 from .epilogue_fusion import FUSION_DTYPES, fusion
+from .your_network import network_report
 from .plans_autotune import CAPS, build_cost, caps, plans
 from .precision_layout import layout, precision, resnet50_shapes, roofline
 from .streams import race
@@ -38,11 +39,12 @@ __all__ = [
     "BASE", "MIB", "SWEEPS", "CAPS", "FUSION_DTYPES", "SWEEP_FIELDS", "SWEEP_VALUES", "TOPICS", "TRACES",
     "experiment", "provenance", "registry", "request_key", "request_of", "variants", "with_model", "resnet50_shapes",
     "chart", "summary", "exercises", "algorithms", "workspace_sizes", "sweep", "strategies", "precision", "layout",
-    "roofline", "fusion", "plans", "caps", "build_cost", "race",
+    "roofline", "fusion", "plans", "caps", "build_cost", "race", "network_report",
 ]
 
 #: the topic modules, in lesson order
-TOPICS = (workspace_basics, workspace_strategies, precision_layout, epilogue_fusion, plans_autotune, streams)
+TOPICS = (workspace_basics, workspace_strategies, precision_layout, epilogue_fusion, plans_autotune, streams,
+          your_network)
 _CHARTS = {name: entry for topic in TOPICS for name, entry in topic.CHARTS.items()}
 #: experiment -> its chart builder
 CHARTS = {name: entry[0] for name, entry in _CHARTS.items()}

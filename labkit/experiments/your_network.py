@@ -1,0 +1,486 @@
+"""Lesson 09, your network: every convolution layer of a network under every workspace strategy,
+with the memory timeline of one pass and the time a workspace cap costs.
+
+One experiment, `network_report`, answers "what do these strategies cost for *my* network, at
+*my* batch size, on *my* GPU, and does it fit?". Its DataFrame is long: a ``table`` column says
+which of five tables a row belongs to (`labkit.report` splits them into a `Report`):
+
+==============  ===============================================================================
+``layers``      one row per convolution call of the pass, in order (forward; with ``training``
+                also the backward calls: dgrad and wgrad of each layer, last layer first; no
+                dgrad for the first layer, whose input needs no gradient). Per row: the
+                heuristic's plan, the fastest plan and the smallest-workspace plan, each with
+                its GPU time (CUDA-graph replay median, us) and workspace bytes, and whether all
+                three outputs matched the float64 reference (``checked``, ``max_rel_error``).
+``plans``       every plan timed, per distinct spec (``spec_id``): what the budget curve is
+                made of. Identical layers are measured once (`labkit.networks.unique`).
+``strategies``  one row per workspace strategy running the whole pass with each call's fastest
+                plan (falling back to a smaller plan when the strategy cannot give its
+                workspace): GPU time of a pass (two events around it: kernels plus any GPU idle,
+                us), host time of a pass (us), peak workspace held, bytes still held after,
+                allocator calls in the first pass and in a later pass, fallbacks.
+``timeline``    per strategy and call of the first pass (from nothing held): ``held_bytes``,
+                the most workspace memory the strategy held while that call ran (its peak over
+                the pass is the strategy's ``peak_workspace_bytes``), and ``held_after_bytes``.
+``budget``      per workspace cap: the pass time if each call used its fastest plan within the
+                cap (a sum of measured plan times, not a new measurement), and how many calls
+                change plan or have none that fits.
+==============  ===============================================================================
+
+Everything about the experiment lives here: the run function, its charts, summary, exercise
+checks and the calls of the recorded grid. Bytes; microseconds.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import plotly.graph_objects as go
+
+from .. import networks
+from ..cancel import checkpoint
+from ..errors import InvalidSpec, LabkitError, OutOfMemory
+from ..plots import COLORS, finish, fmt_bytes, fmt_us, new_figure, num, ok_rows
+from ..progress import report as report_progress
+from ..prose import Text
+from ..spec import ConvSpec
+from .checking import CheckResult, as_number, as_word, frame_for, pending, say
+from .core import MIB, experiment, status_row, to_frame
+
+#: the strategies a report runs, as (label, strategy name, options); ``"sized"``: the fixed arena
+#: is made as large as the largest workspace of the pass's fastest plans
+REPORT_STRATEGIES: Tuple[Tuple[str, str, object], ...] = (
+    ("preallocated", "preallocated", {}),
+    ("fixed_arena (sized)", "fixed_arena", "sized"),
+    ("malloc_per_call", "malloc_per_call", {}),
+    ("keyed_cache (256 MiB)", "keyed_cache", {"budget_bytes": 256 * MIB}),
+    ("keyed_cache (32 MiB)", "keyed_cache", {"budget_bytes": 32 * MIB}),
+    ("scratchpad", "scratchpad", {}),
+    ("cupy_pool", "cupy_pool", {}),
+    ("async_pool", "async_pool", {}),
+)
+#: the workspace caps of the budget curve, bytes (None: no cap)
+BUDGET_CAPS = (0, 1 * MIB, 4 * MIB, 16 * MIB, 64 * MIB, 256 * MIB, 1024 * MIB, None)
+TABLES = ("layers", "plans", "strategies", "timeline", "budget")
+#: the presets the recorded grid holds a report for (batch 32, fp16, NHWC, inference)
+RECORDED_PRESETS = ("resnet50", "resnext50_32x4d", "mobilenet_v2", "convnext_tiny", "vgg16", "deeplabv3_aspp")
+
+
+# ---- what is measured -------------------------------------------------------------------------
+def network_of(net, batch, dtype, layout, image) -> networks.Network:
+    """The `Network` a report request names: a preset name, or a list of layers given as
+    [name, ConvSpec or spec dict] pairs (what `labkit.report` passes for a list or a model)."""
+    if isinstance(net, str):
+        return networks.layers_of(net, batch=batch, dtype=dtype, layout=layout, image=image)
+    if not isinstance(net, (list, tuple)) or not net:
+        raise InvalidSpec("net", net, f"must be a preset name ({', '.join(networks.PRESETS)}) or a non-empty list of layers")
+    layers = []
+    for i, item in enumerate(net):
+        if isinstance(item, networks.Layer):
+            layers.append(item)
+            continue
+        if isinstance(item, ConvSpec):
+            layers.append(networks.Layer(f"conv{i}", item))
+            continue
+        if not (isinstance(item, (list, tuple)) and len(item) == 2 and isinstance(item[0], str)):
+            raise InvalidSpec(f"net[{i}]", item, "must be a ConvSpec, a Layer or a [name, spec] pair")
+        spec = item[1] if isinstance(item[1], ConvSpec) else ConvSpec.from_dict(dict(item[1]))
+        layers.append(networks.Layer(item[0], spec))
+    return networks.layers_of(layers, batch=batch, dtype=dtype, layout=layout)
+
+
+def pass_steps(layers: Sequence[networks.Layer], training: bool) -> List[Tuple[str, ConvSpec]]:
+    """(layer name, spec) for every convolution call of one pass, in order."""
+    steps = [(lay.name, lay.spec) for lay in layers]
+    if training:
+        for i in reversed(range(len(layers))):
+            lay = layers[i]
+            if i > 0:  # the network's input needs no gradient
+                steps.append((lay.name, lay.spec.replace(direction="dgrad")))
+            steps.append((lay.name, lay.spec.replace(direction="wgrad")))
+    return steps
+
+
+def _measure_spec(spec: ConvSpec) -> Tuple[dict, List[dict]]:
+    """Autotune every plan of ``spec`` and check the heuristic, fastest and smallest-workspace
+    plans against the float64 reference. (summary, plan rows)."""
+    import cupy
+
+    from ..gpu import autotune, engine, memory, reference, verify
+
+    cg = engine.get_graph(spec)
+    ops = engine.Operands(spec)
+    try:
+        tuned = autotune.autotune(cg, ops)
+        table = tuned.table
+        ok = table[table.status == "ok"]
+        smallest = int(ok.sort_values(["workspace_bytes", "gpu_us"]).iloc[0]["plan_index"])
+        picks = {"heuristic": tuned.heuristic_index, "fastest": tuned.best_index, "smallest": smallest}
+        want = verify.expected(spec, ops)
+        errors: Dict[int, float] = {}
+        for index in dict.fromkeys(picks.values()):
+            plan = cg.plan(index)
+            ops.poison_output()
+            ws = memory.GuardedBuffer(plan.workspace_bytes, "workspace")
+            cg.execute(ops.arrays, ws.ptr, plan.index)
+            cupy.cuda.get_current_stream().synchronize()
+            ws.check()
+            errors[index] = reference.relative_error(ops.output(), want)
+            del ws
+        del want
+    finally:
+        del ops
+        cupy.get_default_memory_pool().free_all_blocks()
+    tol = reference.tolerance_for(spec)
+    out = dict(tolerance=tol, max_rel_error=max(errors.values()), checked=all(e <= tol for e in errors.values()),
+               plans_timed=len(ok), status="ok", reason="")
+    for role, index in picks.items():
+        row = table[table.plan_index == index].iloc[0]
+        out.update({f"{role}_plan": str(row.plan_name), f"{role}_gpu_us": float(row.gpu_us),
+                    f"{role}_workspace_bytes": int(row.workspace_bytes), f"{role}_plan_index": int(index)})
+    if not out["checked"]:
+        bad = [cg.plan(i).name for i, e in errors.items() if e > tol]
+        out.update(status="wrong", reason=f"plan(s) {', '.join(bad)} exceed the {spec.dtype} tolerance {tol:.1e}")
+    plans = [dict(plan_index=int(r.plan_index), plan_name=str(r.plan_name), workspace_bytes=int(r.workspace_bytes),
+                  gpu_us=float(r.gpu_us), status="ok" if r.status == "ok" else str(r.status)[:200])
+             for r in table.itertuples()]
+    return out, plans
+
+
+def _spec_columns(spec: ConvSpec) -> dict:
+    return dict(direction=spec.direction, N=spec.N, C=spec.C, H=spec.H, W=spec.W, K=spec.K, R=spec.R, S=spec.S,
+                stride=spec.stride[0], padding=spec.padding[0], dilation=spec.dilation[0], groups=spec.groups,
+                flops=spec.flops)
+
+
+def _strategy_pass(label: str, name: str, options: dict, steps, choice: Dict[tuple, int]) -> Tuple[dict, List[dict]]:
+    """Run the pass under one strategy: a first pass from nothing held (the timeline), then a
+    timed pass. (strategy row, timeline rows)."""
+    import cupy
+
+    from ..gpu import workspace
+
+    checkpoint()
+    row = dict(table="strategies", strategy=label, calls=len(steps))
+    timeline: List[dict] = []
+    strategy = runner = None
+    try:
+        strategy = workspace.make(name, **options)
+        runner = workspace.Runner(strategy, fallback=True)
+        st = strategy.stats
+        for _, spec in steps:  # inputs and outputs first: not workspace, not in the timeline
+            runner.operands(spec)
+        for i, (layer, spec) in enumerate(steps):
+            outer = st.peak_held_bytes
+            st.peak_held_bytes = st.held_bytes
+            call = runner.run(spec, choice[spec.key])
+            during = st.peak_held_bytes
+            st.peak_held_bytes = max(outer, during)
+            timeline.append(dict(table="timeline", strategy=label, step=i, layer=layer, direction=spec.direction,
+                                 held_bytes=during, held_after_bytes=st.held_bytes, workspace_bytes=call.workspace_bytes,
+                                 fell_back=call.fell_back_from is not None))
+        runner.stream.synchronize()
+        first = dataclasses.replace(st)
+        first_fallbacks = runner.fallbacks
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record(runner.stream)
+        t0 = time.perf_counter()
+        for _, spec in steps:
+            runner.run(spec, choice[spec.key])
+        host_us = (time.perf_counter() - t0) * 1e6
+        end.record(runner.stream)
+        end.synchronize()
+        row.update(pass_gpu_us=cupy.cuda.get_elapsed_time(start, end) * 1000, pass_host_us=host_us,
+                   host_us_per_call=host_us / len(steps),
+                   peak_workspace_bytes=max(t["held_bytes"] for t in timeline), stats_peak_bytes=st.peak_held_bytes,
+                   held_after_bytes=st.held_bytes, alloc_calls_first_pass=first.alloc_calls,
+                   alloc_calls_per_pass=st.alloc_calls - first.alloc_calls,
+                   alloc_us_first_pass=first.alloc_us_total, fallbacks_first_pass=first_fallbacks,
+                   fallbacks_per_pass=runner.fallbacks - first_fallbacks, strategy=label,
+                   describe=strategy.describe(), status="ok", reason="")
+    except LabkitError as exc:
+        row.update(status_row(exc))
+        timeline = []
+    finally:
+        if runner is not None:
+            runner.close()
+        elif strategy is not None:
+            strategy.close()
+    return row, timeline
+
+
+def budget_rows(plans, steps_specs: List[Tuple[int, str]], caps=BUDGET_CAPS) -> List[dict]:
+    """The budget curve from timed plans: ``plans`` a DataFrame of the ``plans`` table,
+    ``steps_specs`` (spec_id, direction) per call of the pass. One row per cap."""
+    ok = plans[plans.status == "ok"]
+    by_spec = {sid: sub for sid, sub in ok.groupby("spec_id")}
+    best = {sid: float(sub.gpu_us.min()) for sid, sub in by_spec.items()}
+    rows = []
+    for cap in caps:
+        total, changed, missing, peak = 0.0, 0, 0, 0
+        for sid, _ in steps_specs:
+            sub = by_spec.get(sid)
+            fits = sub if sub is None or cap is None else sub[sub.workspace_bytes <= cap]
+            if fits is None or fits.empty:
+                missing += 1
+                continue
+            i = fits.gpu_us.idxmin()
+            total += float(fits.gpu_us[i])
+            peak = max(peak, int(fits.workspace_bytes[i]))
+            changed += float(fits.gpu_us[i]) > best[sid]
+        rows.append(dict(table="budget", cap_bytes=-1 if cap is None else int(cap), cap_label="no cap" if cap is None else fmt_bytes(cap),
+                         pass_gpu_us=total if not missing else float("nan"), calls_changing_plan=int(changed),
+                         calls_without_plan=int(missing), peak_workspace_bytes=peak))
+    unlimited = rows[-1]["pass_gpu_us"]
+    for r in rows:
+        r["slowdown"] = r["pass_gpu_us"] / unlimited if unlimited else float("nan")
+    return rows
+
+
+@experiment
+def network_report(net="resnet50", batch: Optional[int] = 32, dtype: Optional[str] = "fp16",
+                   layout: Optional[str] = "NHWC", training: bool = False, image=224):
+    """Every convolution of ``net`` (a preset name, or [name, ConvSpec] pairs) at ``batch``,
+    ``dtype``, ``layout``: per layer the heuristic, fastest and smallest-workspace plans (checked
+    against float64), every strategy over one pass, the memory timeline and the budget curve.
+    One long DataFrame; see the module doc for its ``table`` s."""
+    if not isinstance(training, bool):
+        raise InvalidSpec("training", training, "must be True or False")
+    from ..gpu import engine
+
+    network = network_of(net, batch, dtype, layout, image)
+    steps = pass_steps(network.layers, training)
+    groups = networks.unique([networks.Layer(n, s) for n, s in steps])
+    room = engine.graphs.max_entries
+    engine.graphs.max_entries = max(room, len(groups) + 16)  # every graph of the pass stays built until the end
+    try:
+        return _report(network, steps, groups)
+    finally:
+        engine.graphs.max_entries = room
+
+
+def _report(network, steps, groups):
+    spec_id = {g.spec.key: i for i, g in enumerate(groups)}
+    total = len(groups) + len(REPORT_STRATEGIES)
+    measured: Dict[int, dict] = {}
+    plan_rows: List[dict] = []
+    rows: List[dict] = []
+
+    def frame():
+        return to_frame(_layer_rows(steps, spec_id, groups, measured) + plan_rows + rows)
+
+    for i, g in enumerate(groups):
+        checkpoint()
+        try:
+            summary, plans = _measure_spec(g.spec)
+        except (OutOfMemory, LabkitError) as exc:
+            summary, plans = status_row(exc), []
+        measured[i] = summary
+        plan_rows += [dict(table="plans", spec_id=i, spec=g.spec.label, **p) for p in plans]
+        report_progress(frame, i + 1, total, "steps")
+    choice = {g.spec.key: measured[i]["fastest_plan_index"] for i, g in enumerate(groups) if measured[i]["status"] in ("ok", "wrong")}
+    runnable = [(n, s) for n, s in steps if s.key in choice]
+    sized = max([measured[spec_id[s.key]]["fastest_workspace_bytes"] for _, s in runnable] or [0])
+    for j, (label, name, options) in enumerate(REPORT_STRATEGIES):
+        opts = {"size_bytes": int(sized)} if options == "sized" else options
+        if runnable:
+            srow, tl = _strategy_pass(label, name, opts, runnable, choice)
+        else:
+            srow, tl = dict(table="strategies", strategy=label, status="error", reason="no layer could be measured"), []
+        if len(runnable) < len(steps):
+            srow["reason"] = (srow.get("reason") or "") + f" {len(steps) - len(runnable)} call(s) left out: not measured"
+        rows += [srow] + tl
+        report_progress(frame, len(groups) + j + 1, total, "steps")
+    import pandas as pd
+
+    plans_df = pd.DataFrame(plan_rows) if plan_rows else pd.DataFrame(columns=["spec_id", "workspace_bytes", "gpu_us", "status"])
+    rows += budget_rows(plans_df, [(spec_id[s.key], s.direction) for _, s in steps])
+    df = frame()
+    df.attrs["network"] = network.name
+    df.attrs["network_source"] = network.source
+    return df
+
+
+def _layer_rows(steps, spec_id, groups, measured) -> List[dict]:
+    out = []
+    for order, (name, spec) in enumerate(steps):
+        sid = spec_id[spec.key]
+        row = dict(table="layers", order=order, layer=name, spec_id=sid, spec=spec.label, count=groups[sid].count,
+                   **_spec_columns(spec))
+        row.update(measured.get(sid, dict(status="pending", reason="not measured yet")))
+        out.append(row)
+    return out
+
+
+# ---- reading the long frame -----------------------------------------------------------------
+def table_of(df, table: str):
+    """Rows of one of `TABLES` from a `network_report` frame, with only that table's columns."""
+    if table not in TABLES:
+        raise InvalidSpec("table", table, f"must be one of {', '.join(TABLES)}")
+    sub = df[df["table"] == table] if "table" in df.columns else df.iloc[0:0]
+    sub = sub.dropna(axis=1, how="all").drop(columns=["table"], errors="ignore").reset_index(drop=True)
+    sub.attrs = dict(df.attrs)
+    return sub
+
+
+# ---- charts -----------------------------------------------------------------------------------
+STRATEGY_COLORS = ("#3c4043", "#1f77b4", "#d62728", "#2ca02c", "#98df8a", "#9467bd", "#ff7f0e", "#8c564b")
+
+
+def network_report_chart(df) -> go.Figure:
+    """Three panels. Traces: 0 heuristic plan's GPU time per call, 1 fastest plan's (us, bars per
+    call of the pass); 2-9 workspace held during each call of the first pass, one line per
+    strategy (`REPORT_STRATEGIES`, MiB); 10 pass time against the workspace cap (ms)."""
+    layers, timeline, budget = (table_of(df, t) for t in ("layers", "timeline", "budget"))
+    fig = new_figure(rows=3, cols=1, vertical_spacing=0.11, row_heights=[0.34, 0.38, 0.28],
+                     subplot_titles=("GPU time per call: the heuristic's plan and the fastest",
+                                     "workspace memory held during each call (first pass, from nothing)",
+                                     "pass time if every call keeps within a workspace cap"))
+    ok = ok_rows(layers) if len(layers) else layers
+    x = [f"{o}. {n}" + ("" if d == "fprop" else f" ({d})") for o, n, d in
+         zip(ok.get("order", []), ok.get("layer", []), ok.get("direction", []))]
+    for trace, (col, label, color) in enumerate((("heuristic_gpu_us", "heuristic plan", COLORS["muted"]),
+                                                 ("fastest_gpu_us", "fastest plan", COLORS["primary"]))):
+        ws = ok.get(col.replace("gpu_us", "workspace_bytes"), [None] * len(ok))
+        fig.add_trace(go.Bar(x=x, y=[num(v) for v in ok.get(col, [])], name=label, marker_color=color,
+                             customdata=[fmt_bytes(w) for w in ws], legendgroup="layers",
+                             hovertemplate="%{x}: %{y:.1f} us, workspace %{customdata}<extra>" + label + "</extra>"),
+                      row=1, col=1)
+    for k, (label, _, _) in enumerate(REPORT_STRATEGIES):
+        sub = timeline[timeline["strategy"] == label] if len(timeline) else timeline
+        steps = [num(v) for v in sub.get("step", [])]
+        fig.add_trace(go.Scatter(x=steps, y=[num(v) / MIB for v in sub.get("held_bytes", [])], mode="lines", name=label,
+                                 line=dict(color=STRATEGY_COLORS[k], shape="hv", width=2), legendgroup="timeline",
+                                 customdata=list(sub.get("layer", [])),
+                                 hovertemplate="call %{x} (%{customdata}): %{y:.1f} MiB held<extra>" + label + "</extra>"),
+                      row=2, col=1)
+    fits = budget[budget["calls_without_plan"] == 0] if len(budget) else budget
+    fig.add_trace(go.Scatter(x=list(fits.get("cap_label", [])), y=[num(v) / 1000 for v in fits.get("pass_gpu_us", [])],
+                             mode="lines+markers", name="pass time within the cap", line=dict(color=COLORS["secondary"]),
+                             customdata=[f"{s:.2f}x" for s in fits.get("slowdown", [])],
+                             hovertemplate="cap %{x}: %{y:.2f} ms per pass (%{customdata} the uncapped)<extra></extra>"),
+                  row=3, col=1)
+    fig.update_yaxes(title_text="us per call", row=1, col=1)
+    fig.update_yaxes(title_text="MiB held", row=2, col=1)
+    fig.update_xaxes(title_text="call of the pass", row=2, col=1)
+    fig.update_yaxes(title_text="ms per pass", row=3, col=1)
+    fig.update_xaxes(title_text="workspace cap", type="category", row=3, col=1)
+    fig.update_xaxes(showticklabels=len(x) <= 60, row=1, col=1)
+    net = df.attrs.get("network") or (df.attrs.get("request") or {}).get("net")
+    r = df.attrs.get("request") or {}
+    detail = f"{net if isinstance(net, str) else 'your layers'}, batch {r.get('batch')}, {r.get('dtype')} {r.get('layout')}" + \
+             (", training (forward + backward)" if r.get("training") else ", inference")
+    note = "Pass times in the bottom panel are sums of each call's measured plan time (CUDA-graph replay medians)."
+    return finish(fig, df, "Workspace report: every convolution layer", detail=detail, note=note, height=1050, legend_rows=2)
+
+
+# ---- summary ----------------------------------------------------------------------------------
+def network_report_summary(df) -> Text:
+    layers, strategies, budget = (table_of(df, t) for t in ("layers", "strategies", "budget"))
+    if not len(layers):
+        return Text("No layers in this report.")
+    ok = ok_rows(layers)
+    r = df.attrs.get("request") or {}
+    parts = [f"**{len(layers)} convolution calls** ({layers['spec_id'].nunique()} distinct, each measured once)"
+             f" at batch {r.get('batch')}, {r.get('dtype')} {r.get('layout')}."]
+    if len(ok):
+        fast, heur = ok["fastest_gpu_us"].sum(), ok["heuristic_gpu_us"].sum()
+        big = ok.loc[ok["fastest_workspace_bytes"].idxmax()]
+        parts.append(f"Each call's fastest plan adds up to **{fmt_us(fast)}** per pass against {fmt_us(heur)} for the "
+                     f"heuristic's picks. The largest workspace a fastest plan asks for is **{fmt_bytes(big['fastest_workspace_bytes'])}** "
+                     f"({big['layer']}, {big['direction']}).")
+        bad = int((~ok["checked"].astype(bool)).sum()) if "checked" in ok else 0
+        parts.append("Every checked plan matched the float64 reference." if not bad else f"**{bad} call(s) failed the reference check.**")
+    sok = ok_rows(strategies) if len(strategies) else strategies
+    if len(sok):
+        low = sok.loc[sok["peak_workspace_bytes"].idxmin()]
+        fastest = sok.loc[sok["pass_gpu_us"].idxmin()]
+        slowest = sok.loc[sok["pass_gpu_us"].idxmax()]
+        parts.append(f"Over one pass, **{fastest['strategy']}** took the least GPU time ({fmt_us(fastest['pass_gpu_us'])}) and "
+                     f"**{slowest['strategy']}** the most ({fmt_us(slowest['pass_gpu_us'])}); **{low['strategy']}** held the "
+                     f"least workspace at its peak ({fmt_bytes(low['peak_workspace_bytes'])}).")
+    capped = budget[(budget["cap_bytes"] == 64 * MIB)] if len(budget) else budget
+    if len(capped) and capped.iloc[0]["calls_without_plan"] == 0:
+        c = capped.iloc[0]
+        parts.append(f"With a 64 MiB cap the pass would take {fmt_us(c['pass_gpu_us'])} ({c['slowdown']:.2f}x the uncapped; "
+                     f"{int(c['calls_changing_plan'])} call(s) change plan).")
+    return Text(" ".join(parts))
+
+
+# ---- exercise checks --------------------------------------------------------------------------
+def _report_frame(df):
+    return frame_for(df, "network_report", net="resnet50", batch=32, dtype="fp16", layout="NHWC")
+
+
+def largest_workspace_layer(answer: Optional[str] = None, df=None) -> CheckResult:
+    """Lesson 09: in the ResNet-50 report (batch 32, fp16 NHWC), which layer's fastest plan asks
+    for the largest workspace? (its name, e.g. 'layer1.0.conv2')"""
+    layers = ok_rows(table_of(_report_frame(df), "layers"))
+    big = layers.loc[layers["fastest_workspace_bytes"].idxmax()]
+    if answer is None:
+        return pending("Which layer's fastest plan needs the largest workspace?", "hover the top chart, or sort "
+                       "report.layers by fastest_workspace_bytes.")
+    a = as_word(answer, "a layer name", "layer1.0.conv2")
+    if a not in set(layers["layer"]):
+        raise InvalidSpec("answer", answer, "must be a layer name of the report (report.layers.layer)")
+    mine = layers[layers["layer"] == a]["fastest_workspace_bytes"].max()
+    if mine >= big["fastest_workspace_bytes"]:
+        return say(True, f"{a}: {fmt_bytes(mine)} for its fastest plan ({big['fastest_plan']}).")
+    return say(False, f"{a}'s fastest plan needs {fmt_bytes(mine)}; another layer needs more.")
+
+
+def cap_for_budget(answer_mib=None, budget_mib: float = 16, df=None) -> CheckResult:
+    """Lesson 09: you can spare ``budget_mib`` MiB of workspace. Which cap of the budget curve
+    (in MiB) loses the least time while keeping within it?"""
+    budget = table_of(_report_frame(df), "budget")
+    within = budget[(budget["cap_bytes"] >= 0) & (budget["cap_bytes"] <= budget_mib * MIB) & (budget["calls_without_plan"] == 0)]
+    if answer_mib is None:
+        return pending(f"With {budget_mib:g} MiB to spare, which cap (MiB) loses the least time?",
+                       "the bottom chart: the caps you can afford, and their pass times.")
+    a = as_number(answer_mib, "a cap in MiB", 4)
+    if within.empty:
+        return say(False, f"no cap up to {budget_mib:g} MiB gives every call a plan here.")
+    best = within.loc[within["pass_gpu_us"].idxmin()]
+    if a * MIB > budget_mib * MIB:
+        return say(False, f"{a:g} MiB is more than the {budget_mib:g} MiB you can spare.")
+    mine = within[within["cap_bytes"] == round(a * MIB)]
+    if mine.empty:
+        return say(False, f"{a:g} MiB is not one of the caps measured ({', '.join(within['cap_label'])}).")
+    m = mine.iloc[0]
+    if m["pass_gpu_us"] <= best["pass_gpu_us"] * 1.0001:
+        return say(True, f"{m['cap_label']}: {fmt_us(m['pass_gpu_us'])} per pass, {m['slowdown']:.2f}x the uncapped pass "
+                         f"({int(m['calls_changing_plan'])} call(s) take a slower plan).")
+    return say(False, f"{m['cap_label']} gives {fmt_us(m['pass_gpu_us'])}; a cap you can afford does better.")
+
+
+def strategy_for_budget(answer: Optional[str] = None, budget_mib: float = 64, df=None) -> CheckResult:
+    """Lesson 09: which strategy runs the ResNet-50 pass in the least GPU time while its peak
+    workspace stays within ``budget_mib`` MiB? (a strategy label of report.strategies)"""
+    strategies = ok_rows(table_of(_report_frame(df), "strategies"))
+    within = strategies[strategies["peak_workspace_bytes"] <= budget_mib * MIB]
+    if answer is None:
+        return pending(f"Which strategy is fastest with a peak of at most {budget_mib:g} MiB?",
+                       "report.strategies: peak_workspace_bytes and pass_gpu_us.")
+    a = as_word(answer, "a strategy", "cupy_pool")
+    if a not in set(strategies["strategy"]):
+        raise InvalidSpec("answer", answer, f"must be one of {', '.join(strategies['strategy'])}")
+    mine = strategies[strategies["strategy"] == a].iloc[0]
+    if mine["peak_workspace_bytes"] > budget_mib * MIB:
+        return say(False, f"{a} peaks at {fmt_bytes(mine['peak_workspace_bytes'])}, over {budget_mib:g} MiB.")
+    best = within["pass_gpu_us"].min()
+    if mine["pass_gpu_us"] <= best * 1.03:  # within 3%: run-to-run noise of a pass
+        return say(True, f"{a}: {fmt_us(mine['pass_gpu_us'])} per pass with a peak of {fmt_bytes(mine['peak_workspace_bytes'])}.")
+    return say(False, f"{a} takes {fmt_us(mine['pass_gpu_us'])}; a strategy within budget takes {fmt_us(best)}.")
+
+
+# ---- the recorded grid ---------------------------------------------------------------------------
+def recorded_calls(quick: bool = False) -> list:
+    """This lesson's (experiment, kwargs) calls in the recorded grid; ``quick``: ResNet-50 only."""
+    calls = [("network_report", dict(net=n, batch=32, dtype="fp16", layout="NHWC")) for n in RECORDED_PRESETS]
+    return calls[:1] if quick else calls
+
+
+LESSON = "09"
+CHARTS = {"network_report": (network_report_chart, 11, network_report_summary)}
+EXERCISES = (largest_workspace_layer, cap_for_budget, strategy_for_budget)

@@ -1,0 +1,184 @@
+"""``labkit.report(net, batch=..., dtype=..., layout=..., training=False)``: a workspace report for
+a whole network (lesson 09, ``python -m labkit report``).
+
+``net``: a preset name (`labkit.networks.PRESETS`), a list of `ConvSpec` (or `Layer`), or a
+PyTorch ``nn.Module`` with ``input_shape=`` (its Conv2d calls read with forward hooks; Conv1d,
+Conv3d and transposed convolutions are listed in ``Report.skipped`` with the reason). The
+measuring is `labkit.experiments.network_report`; like every experiment it is answered from this
+GPU's own recording when it was measured before (also after a kernel restart), and in recorded
+mode from the shipped recordings (presets at batch 32, fp16, NHWC). Bytes; microseconds.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional, Tuple
+
+from . import lessons, networks
+from .errors import InvalidSpec
+from .experiments.your_network import (REPORT_STRATEGIES, TABLES, network_report_chart, network_report_summary,
+                                         table_of)
+
+
+@dataclass
+class Report:
+    """A network's workspace report. DataFrames: ``layers`` (one row per convolution call, in
+    order: ResNet-50 inference has 53), ``strategies`` (one row per strategy), ``timeline``
+    (workspace held during each call, per strategy), ``budget`` (pass time per workspace cap),
+    ``plans`` (every plan timed, per distinct spec). ``skipped``: convolution modules left out,
+    with the reason. ``provenance``: where the numbers come from. ``complete``: every call measured."""
+
+    frame: object = field(repr=False)
+    network: str = ""
+    skipped: Tuple[networks.Skipped, ...] = ()
+
+    def _table(self, name: str):
+        return table_of(self.frame, name)
+
+    @property
+    def layers(self):
+        return self._table("layers")
+
+    @property
+    def strategies(self):
+        return self._table("strategies")
+
+    @property
+    def timeline(self):
+        return self._table("timeline")
+
+    @property
+    def budget(self):
+        return self._table("budget")
+
+    @property
+    def plans(self):
+        return self._table("plans")
+
+    @property
+    def provenance(self) -> dict:
+        keys = ("mode", "gpu", "compute_capability", "cudnn_backend", "cudnn_frontend", "cupy", "date", "source",
+                "measured_at", "saved_in", "recording")
+        return {k: self.frame.attrs[k] for k in keys if k in self.frame.attrs}
+
+    @property
+    def complete(self) -> bool:
+        """Every call measured, every strategy run and the budget curve made (an interrupted
+        report is never complete)."""
+        layers = self.layers
+        return (bool(len(layers)) and "pending" not in set(layers.get("status", []))
+                and len(self.strategies) == len(REPORT_STRATEGIES) and len(self.budget) > 0)
+
+    def figure(self):
+        """The report's chart: per-call GPU time, the memory timeline per strategy, the budget curve."""
+        return network_report_chart(self.frame)
+
+    def summary(self):
+        """What the report says, in a few sentences (Markdown)."""
+        return network_report_summary(self.frame)
+
+    def _repr_markdown_(self) -> str:
+        return f"**Workspace report: {self.network}** ({'complete' if self.complete else 'incomplete'})\n\n" + self.summary()
+
+    def write(self, out) -> Path:
+        """Write the tables as CSV, ``report.json`` (provenance, request, skipped, complete) and a
+        self-contained ``report.html`` (the chart and the tables) into folder ``out``."""
+        out = Path(out)
+        if out.exists() and not out.is_dir():
+            raise InvalidSpec("out", str(out), "must be a folder (it is a file)")
+        out.mkdir(parents=True, exist_ok=True)
+        for name in TABLES:
+            self._table(name).to_csv(out / f"{name}.csv", index=False)
+        meta = {"network": self.network, "complete": self.complete, "request": self.frame.attrs.get("request"),
+                "provenance": self.provenance, "skipped": [s.__dict__ for s in self.skipped]}
+        (out / "report.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
+        fig = self.figure()
+        tables = "".join(f"<h2>{name}</h2>" + self._table(name).to_html(index=False, float_format=lambda v: f"{v:.4g}")
+                         for name in ("strategies", "budget", "layers"))
+        text = str(self.summary())
+        html = (f"<!doctype html><html><head><meta charset='utf-8'><title>Workspace report: {self.network}</title></head>"
+                f"<body style='font-family:sans-serif;max-width:1200px;margin:auto'><h1>Workspace report: {self.network}</h1>"
+                f"<pre style='white-space:pre-wrap'>{_escape(text)}</pre>"
+                + fig.to_html(full_html=False, include_plotlyjs=True) + tables + "</body></html>")
+        (out / "report.html").write_text(html)
+        return out
+
+
+def _escape(text: str) -> str:
+    import html
+
+    return html.escape(text, quote=False)
+
+
+def request_for(net, batch: Optional[int] = 32, dtype: Optional[str] = "fp16", layout: Optional[str] = "NHWC",
+                training: bool = False, image=224, input_shape=None) -> Tuple[dict, str, tuple]:
+    """(the `network_report` arguments, the network's name, its skipped modules) for ``net``.
+    Bad input is an `InvalidSpec` before anything is measured."""
+    if isinstance(net, str):
+        network = networks.layers_of(net, batch=batch, dtype=dtype, layout=layout, image=image)  # validates
+        return dict(net=network.name, batch=batch, dtype=dtype, layout=layout, training=training, image=image), network.name, ()
+    network = networks.layers_of(net, batch=batch, dtype=dtype, layout=layout, input_shape=input_shape)
+    if not len(network):
+        why = "; ".join(f"{s.name} ({s.kind}): {s.reason}" for s in network.skipped[:5]) or "it has no Conv2d"
+        raise InvalidSpec("net", network.name, f"has no Conv2d call to report on: {why}")
+    pairs = [[lay.name, lay.spec] for lay in network.layers]
+    first = network.layers[0].spec
+    return (dict(net=pairs, batch=first.N, dtype=first.dtype, layout=first.layout, training=training, image=image),
+            network.name, network.skipped)
+
+
+def report(net, batch: Optional[int] = 32, dtype: Optional[str] = "fp16", layout: Optional[str] = "NHWC",
+           training: bool = False, image=224, input_shape=None, force: bool = False, recording: Optional[str] = None) -> Report:
+    """The workspace report of ``net`` (see the module doc): every convolution layer under every
+    strategy. ``training``: forward plus backward (dgrad, wgrad). ``force``: measure again.
+    ``recording``: answer from that shipped recording (e.g. ``"h200"``), in any mode."""
+    if not isinstance(training, bool):
+        raise InvalidSpec("training", training, "must be True or False")
+    kwargs, name, skipped = request_for(net, batch, dtype, layout, training, image, input_shape)
+    df = lessons.data("network_report", force=force, recording=recording, **kwargs)
+    return Report(df, name, tuple(skipped))
+
+
+def main_report(args) -> int:
+    """``python -m labkit report NET [--batch B] [--dtype D] [--layout L] [--train] --out DIR``:
+    measure (live) or look up (recorded) the report with a progress bar and write it into DIR.
+    Ctrl-C writes what was measured so far, marked incomplete, and exits with 130."""
+    from tqdm.auto import tqdm
+
+    from . import experiments, progress
+
+    kwargs, name, skipped = request_for(args.net, args.batch, args.dtype, args.layout, args.train, args.image)
+    bar = tqdm(desc=f"report {name}", unit="step")
+    latest = {}
+
+    def listen(make_frame, done, total, unit):
+        bar.total, bar.n = total, done
+        bar.set_postfix_str(unit)
+        bar.refresh()
+        latest["frame"] = make_frame
+
+    try:
+        with progress.listening(listen):
+            df = lessons.data("network_report", force=args.force, **kwargs)
+    except KeyboardInterrupt:
+        bar.close()
+        if "frame" not in latest:
+            print("interrupted before anything was measured; nothing written", file=sys.stderr)
+            return 130
+        df = latest["frame"]()
+        df.attrs.update(experiments.provenance(live=True), request=experiments.request_of("network_report", **kwargs))
+        out = Report(df, name, tuple(skipped)).write(args.out)
+        print(f"interrupted: wrote what was measured to {out}, marked incomplete", file=sys.stderr)
+        return 130
+    bar.close()
+    rep = Report(df, name, tuple(skipped))
+    out = rep.write(args.out)
+    prov = rep.provenance
+    print(f"{name}: {len(rep.layers)} convolution calls, {len(rep.strategies)} strategies, "
+          f"{prov.get('mode')} on {prov.get('gpu')} (cuDNN {prov.get('cudnn_backend')}, {prov.get('date')})")
+    for s in skipped:
+        print(f"  skipped {s.name} ({s.kind}): {s.reason}")
+    print(f"wrote {out}/report.html and {', '.join(t + '.csv' for t in TABLES)}")
+    return 0

@@ -1,0 +1,95 @@
+"""Benchmark for the network workspace report (issue 18): ``labkit.report`` of a preset, live on
+this GPU, in a fresh Python process with an empty cache, then in another fresh process answered
+from the cache the first one filled (what a learner sees after a kernel restart).
+
+    python scripts/bench_report.py [--net resnet50] [--batch 32] [--dtype fp16] [--layout NHWC]
+
+Prints a table (seconds per condition, the ratio cached / empty, and the goals: <= 60 s empty,
+<= 5 s cached) and writes data/bench/report_<gpu slug>.csv (rows of other nets and GPUs kept).
+``report_seconds``: the ``labkit.report`` call alone; ``process_seconds``: the whole process
+(Python start, imports, CUDA and cuDNN initialisation included).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+GOALS = {"empty cache": 60.0, "cached": 5.0}
+CHILD = """
+import json, sys, time
+t0 = time.perf_counter()
+import labkit
+from labkit import env
+from labkit.gpu import engine
+a = json.loads(sys.argv[1])
+t1 = time.perf_counter()
+r = labkit.report(a["net"], batch=a["batch"], dtype=a["dtype"], layout=a["layout"])
+t2 = time.perf_counter()
+e = env.environment()
+print(json.dumps(dict(report_seconds=t2 - t1, layers=len(r.layers), complete=r.complete,
+                      loaded_from_disk=bool(r.frame.attrs.get("loaded_from_disk")), graph_builds=engine.graphs.stats.misses,
+                      checked=bool(r.layers.checked.astype(bool).all()), gpu=e.gpu_name, cudnn=e.cudnn_backend,
+                      frontend=e.cudnn_frontend)))
+"""
+
+
+def run(condition: str, cache: str, args) -> dict:
+    env = dict(os.environ, LABKIT_CACHE=cache, LABKIT_MODE="live", LABKIT_PREFETCH="0",
+               PYTHONPATH=os.pathsep.join([str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    req = dict(net=args.net, batch=args.batch, dtype=args.dtype, layout=args.layout)
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", CHILD, json.dumps(req)], env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"{condition}: the report process failed:\n{proc.stderr[-3000:]}")
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    return dict(condition=condition, **req, process_seconds=round(wall, 2), **{k: (round(v, 3) if isinstance(v, float) else v)
+                                                                                 for k, v in out.items()},
+                goal_seconds=GOALS[condition])
+
+
+def main(argv=None) -> int:
+    import pandas as pd
+
+    from labkit.env import gpu_slug
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--net", default="resnet50")
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--dtype", default="fp16")
+    p.add_argument("--layout", default="NHWC")
+    p.add_argument("--cache", help="an empty folder to use as the cache, kept afterwards (default: a temporary one)")
+    args = p.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="labkit-bench-report-") as tmp:
+        cache = args.cache or tmp
+        if args.cache and Path(cache).exists() and any(Path(cache).iterdir()):
+            raise SystemExit(f"--cache {cache} is not empty: the first condition needs an empty cache")
+        rows = [run("empty cache", cache, args)]
+        rows.append(run("cached", cache, args))
+    df = pd.DataFrame(rows)
+    df["ratio_to_empty"] = df.report_seconds / df.report_seconds.iloc[0]
+    df["meets_goal"] = df.report_seconds <= df.goal_seconds
+    df["date"] = datetime.date.today().isoformat()
+    df["labkit_commit"] = os.environ.get("LABKIT_GIT_COMMIT", "")
+    print(df[["condition", "net", "batch", "dtype", "layout", "report_seconds", "process_seconds", "ratio_to_empty",
+              "goal_seconds", "meets_goal", "graph_builds", "loaded_from_disk", "layers", "checked"]].to_string(index=False))
+    path = ROOT / "data" / "bench" / f"report_{gpu_slug(df.gpu.iloc[0])}.csv"
+    if path.is_file():
+        old = pd.read_csv(path)
+        same = (old.net == args.net) & (old.batch == args.batch) & (old.dtype == args.dtype) & (old.layout == args.layout)
+        df = pd.concat([old[~same], df], ignore_index=True)
+    df.to_csv(path, index=False)
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
