@@ -123,9 +123,8 @@ def request_for(net, batch: Optional[int] = 32, dtype: Optional[str] = "fp16", l
     if not len(network):
         why = "; ".join(f"{s.name} ({s.kind}): {s.reason}" for s in network.skipped[:5]) or "it has no Conv2d"
         raise InvalidSpec("net", network.name, f"has no Conv2d call to report on: {why}")
-    pairs = [[lay.name, lay.spec] for lay in network.layers]
-    first = network.layers[0].spec
-    return (dict(net=pairs, batch=first.N, dtype=first.dtype, layout=first.layout, training=training, image=image),
+    pairs = [[lay.name, lay.spec] for lay in network.layers]  # batch, dtype and layout are in each spec now
+    return (dict(net=pairs, batch=None, dtype=None, layout=None, training=training, image=image),
             network.name, network.skipped)
 
 
