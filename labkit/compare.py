@@ -121,7 +121,7 @@ def frames(name: str, recordings: Optional[Sequence] = None, **kwargs):
         df.insert(0, "recording", rec.name)
         df.insert(1, "gpu", rec.metadata.get("gpu"))
         parts.append(df)
-        prov[rec.name] = dict(rec.provenance(), complete=rec.metadata.get("complete"), recording=rec.name)
+        prov[rec.name] = dict(rec.provenance(name), complete=rec.metadata.get("complete"), recording=rec.name)
     if not parts:
         raise RecordedDataError(f"{name}: no recording has this call: " + "; ".join(f"{k}: {v}" for k, v in skipped.items()),
                                 recs.data_dir())

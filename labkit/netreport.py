@@ -37,25 +37,11 @@ class Report:
     def _table(self, name: str):
         return table_of(self.frame, name)
 
-    @property
-    def layers(self):
-        return self._table("layers")
-
-    @property
-    def strategies(self):
-        return self._table("strategies")
-
-    @property
-    def timeline(self):
-        return self._table("timeline")
-
-    @property
-    def budget(self):
-        return self._table("budget")
-
-    @property
-    def plans(self):
-        return self._table("plans")
+    layers = property(lambda self: self._table("layers"), doc="one row per convolution call, in order")
+    strategies = property(lambda self: self._table("strategies"), doc="one row per workspace strategy")
+    timeline = property(lambda self: self._table("timeline"), doc="workspace held during each call, per strategy")
+    budget = property(lambda self: self._table("budget"), doc="pass time per workspace cap")
+    plans = property(lambda self: self._table("plans"), doc="every plan timed, per distinct spec")
 
     @property
     def provenance(self) -> dict:

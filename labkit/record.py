@@ -44,7 +44,7 @@ def _metadata(out: Path, wall: float, complete: bool, argv) -> dict:
     """metadata.json's content; ``commands`` keeps every command that wrote into this folder."""
     from .env import environment
 
-    commands = []
+    commands, old = [], {}
     if (out / "metadata.json").is_file():
         old = json.loads((out / "metadata.json").read_text())
         commands = old.get("commands") or [old.get("command")]
@@ -55,7 +55,12 @@ def _metadata(out: Path, wall: float, complete: bool, argv) -> dict:
     for csv in sorted(out.glob("*.csv")):
         import pandas as pd
 
-        files[csv.stem] = {"file": csv.name, "rows": len(pd.read_csv(csv)), "sha256": sha256(csv)}
+        digest = sha256(csv)
+        before = (old.get("experiments") or {}).get(csv.stem) or {}
+        same = before.get("sha256") == digest  # untouched by this run: keeps when and from which commit
+        files[csv.stem] = {"file": csv.name, "rows": len(pd.read_csv(csv)), "sha256": digest,
+                           "date": before.get("date", old.get("date")) if same else datetime.date.today().isoformat(),
+                           "git_commit": before.get("git_commit", old.get("git_commit")) if same else _git_commit()}
     return {
         "schema_version": SCHEMA_VERSION, "gpu": e.gpu_name, "compute_capability": e.compute_capability,
         "gpu_memory_bytes": e.gpu_memory_bytes, "driver": e.driver_version, "cuda_runtime": e.cuda_runtime,

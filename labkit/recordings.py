@@ -79,11 +79,14 @@ class Recording:
         return (f"{self.name}: {m.get('gpu')}, cuDNN {m.get('cudnn_backend')} (frontend {m.get('cudnn_frontend')}), "
                 f"recorded {m.get('date')}, {len(m.get('experiments', {}))} experiments")
 
-    def provenance(self) -> dict:
+    def provenance(self, name: Optional[str] = None) -> dict:
+        """Where the numbers come from; for experiment ``name``, its own table's date when the
+        metadata has one (a table recorded later than the rest of the folder)."""
         m = self.metadata
+        entry = (m.get("experiments") or {}).get(name) or {}
         return {"mode": "recorded", "gpu": m.get("gpu"), "compute_capability": m.get("compute_capability"),
                 "cudnn_backend": m.get("cudnn_backend"), "cudnn_frontend": m.get("cudnn_frontend"),
-                "cupy": m.get("cupy"), "date": m.get("date"), "source": str(self.path)}
+                "cupy": m.get("cupy"), "date": entry.get("date") or m.get("date"), "source": str(self.path)}
 
     def experiments(self) -> List[str]:
         return sorted(self.metadata.get("experiments", {}))
@@ -152,7 +155,7 @@ class Recording:
             reason = f"(recorded on {self.metadata.get('gpu')}) {rows['reason'].iloc[0]}"
             raise cls(name, reason) if cls is Unsupported else LabkitError(f"{name}: {reason}")
         out = result_rows(rows)
-        out.attrs.update(self.provenance())
+        out.attrs.update(self.provenance(name))
         out.attrs["experiment"] = name
         out.attrs["request"] = request
         return out

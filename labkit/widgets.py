@@ -663,6 +663,8 @@ class _PanelGPU:
             opts.append((f"this GPU, live ({_short_gpu(env.environment().gpu_name)})", ""))
         for r in recordings.shipped():
             m = r.metadata
+            if self.cfg.experiment not in (m.get("experiments") or {}):
+                continue  # nothing to draw from that GPU for this panel
             quick = "" if m.get("complete", True) else ", quick: base calls"
             opts.append((f"{_short_gpu(m.get('gpu'))} (recorded {m.get('date')}{quick})", r.name))
         return opts
@@ -677,6 +679,9 @@ class _PanelGPU:
         from . import recordings
 
         name = recordings.named(recording).name if recording else None
+        if name is not None and self.cfg.experiment not in (recordings.named(name).metadata.get("experiments") or {}):
+            raise InvalidSpec("gpu", recording, f"that recording has no {self.cfg.experiment!r}; this panel offers "
+                              + ", ".join(v or "this GPU" for _, v in self._gpu_options()))
         if not self.can_measure and name is None:
             name = recordings.current().name
         if name == self.recording_name and self.gpu_picker.value == (name or ""):

@@ -13,7 +13,8 @@ export LABKIT_GIT_COMMIT="${1:?commit sha}"; shift
 out="${OUT:-/tmp}"
 steps="${*:-gputests bench record notebook kernels}"
 slug="$(python3 -c 'from labkit import env; print(env.gpu_slug(env.environment().gpu_name))')"
-case "$slug" in h100-80gb-hbm3) rec=data/recordings/h100-sxm ;; *) rec="data/recordings/$slug" ;; esac
+case "$slug" in h100-80gb-hbm3) folder=h100-sxm ;; *) folder="$slug" ;; esac
+rec="data/recordings/$folder"
 cache="$(mktemp -d)/cache"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.log"
 limit() { local v="${1^^}_TIMEOUT"; echo "${!v:-${STEP_TIMEOUT:-170}}"; }

@@ -22,7 +22,17 @@ def test_the_picker_lists_every_recording_the_default_first():
     assert p.gpu_picker.layout.display is None  # shown: there is a choice
 
 
-@pytest.mark.parametrize("name", sorted(widgets.PANELS))
+ON_BOTH = sorted(n for n in widgets.PANELS if n in recordings.named("h200").metadata["experiments"])
+
+
+def test_a_panel_offers_only_the_gpus_that_recorded_its_experiment():
+    p = widgets.ReportPanel()
+    assert [v for _, v in p.gpu_picker.options] == ["h100-sxm"] and p.gpu_picker.layout.display == "none"
+    with pytest.raises(InvalidSpec, match="no 'network_report'"):
+        p.set(gpu="h200")
+
+
+@pytest.mark.parametrize("name", ON_BOTH)
 def test_picking_the_h200_draws_exactly_its_rows(name):
     p = widgets.PANELS[name]()
     p.set(gpu="h200")

@@ -37,7 +37,7 @@ UNITS = {  # chart -> strings some axis title must contain
     "precision": ["(us", "error"], "layout": ["(us)"], "fusion": ["(us", "(MiB)"], "plans": ["B)", "(us"],
     "caps": ["(us)", "slowdown (x)"], "algorithms": ["(us)", "(MiB)"], "build_cost": ["(s"],
     "roofline": ["FLOP/byte", "TFLOP/s"], "sweep": ["(us)", "B)"], "workspace_sizes": ["(MiB)"],
-    "strategies": ["(us)", "(MiB)", "(count)"], "race": ["(count)"],
+    "strategies": ["(us)", "(MiB)", "(count)"], "race": ["(count)"], "network_report": ["(us)", "(MiB)", "(ms)"],
 }
 
 
@@ -53,7 +53,7 @@ def test_every_recorded_request_draws_with_fixed_traces_units_and_provenance(nam
         for unit in UNITS[name]:
             assert unit in titles, (name, unit, titles)
         sub = fig.layout.title.text.split("<br>", 1)[1]  # the lines under the bold title
-        for want in (meta["gpu"], meta["cudnn_backend"], meta["date"], "recorded"):
+        for want in (meta["gpu"], meta["cudnn_backend"], recordings.current().provenance(name)["date"], "recorded"):
             assert want in sub, (name, want, sub)
 
 

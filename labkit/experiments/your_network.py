@@ -17,10 +17,8 @@ which of five tables a row belongs to (`labkit.report` splits them into a `Repor
 ``strategies``  one row per workspace strategy running the whole pass with each call's fastest
                 plan (falling back to a smaller plan when the strategy cannot give its
                 workspace): GPU time of a pass (two events around it: kernels plus any GPU idle,
-                us; the median of `TIMED_PASSES` passes after the first, with min and max), host
-                time of a pass (us), ``kernels_gpu_us`` (the chosen plans' replay times summed:
-                the pass without launch gaps), peak workspace held, bytes still held after,
-                allocator calls in the first pass and per later pass, fallbacks.
+                us), host time of a pass (us), peak workspace held, bytes still held after,
+                allocator calls in the first pass and in a later pass, fallbacks.
 ``timeline``    per strategy and call of the first pass (from nothing held): ``held_bytes``,
                 the most workspace memory the strategy held while that call ran (its peak over
                 the pass is the strategy's ``peak_workspace_bytes``), and ``held_after_bytes``.
@@ -35,7 +33,6 @@ checks and the calls of the recorded grid. Bytes; microseconds.
 from __future__ import annotations
 
 import dataclasses
-import statistics
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -66,8 +63,6 @@ REPORT_STRATEGIES: Tuple[Tuple[str, str, object], ...] = (
 #: the workspace caps of the budget curve, bytes (None: no cap)
 BUDGET_CAPS = (0, 1 * MIB, 4 * MIB, 16 * MIB, 64 * MIB, 256 * MIB, 1024 * MIB, None)
 TABLES = ("layers", "plans", "strategies", "timeline", "budget")
-#: timed passes per strategy after the first (their median is reported, with min and max)
-TIMED_PASSES = 5
 #: the presets the recorded grid holds a report for (batch 32, fp16, NHWC, inference). The others
 #: are live only for now: on an H100, mobilenet_v2 (30 distinct specs, mostly depthwise) had not
 #: finished after 5 minutes of autotuning every plan (resnet50: 40 s, resnext50_32x4d: 55 s).
@@ -191,24 +186,20 @@ def _strategy_pass(label: str, name: str, options: dict, steps, choice: Dict[tup
         first = dataclasses.replace(st)
         first_fallbacks = runner.fallbacks
         start, end = cupy.cuda.Event(), cupy.cuda.Event()
-        gpu, host = [], []
-        for _ in range(TIMED_PASSES):
-            start.record(runner.stream)
-            t0 = time.perf_counter()
-            for _, spec in steps:
-                runner.run(spec, choice[spec.key])
-            host.append((time.perf_counter() - t0) * 1e6)
-            end.record(runner.stream)
-            end.synchronize()
-            gpu.append(cupy.cuda.get_elapsed_time(start, end) * 1000)
-        row.update(pass_gpu_us=statistics.median(gpu), pass_gpu_us_min=min(gpu), pass_gpu_us_max=max(gpu),
-                   pass_host_us=statistics.median(host), host_us_per_call=statistics.median(host) / len(steps),
-                   timed_passes=TIMED_PASSES,
+        start.record(runner.stream)
+        t0 = time.perf_counter()
+        for _, spec in steps:
+            runner.run(spec, choice[spec.key])
+        host_us = (time.perf_counter() - t0) * 1e6
+        end.record(runner.stream)
+        end.synchronize()
+        row.update(pass_gpu_us=cupy.cuda.get_elapsed_time(start, end) * 1000, pass_host_us=host_us,
+                   host_us_per_call=host_us / len(steps),
                    peak_workspace_bytes=max(t["held_bytes"] for t in timeline), stats_peak_bytes=st.peak_held_bytes,
                    held_after_bytes=st.held_bytes, alloc_calls_first_pass=first.alloc_calls,
-                   alloc_calls_per_pass=(st.alloc_calls - first.alloc_calls) / TIMED_PASSES,
+                   alloc_calls_per_pass=st.alloc_calls - first.alloc_calls,
                    alloc_us_first_pass=first.alloc_us_total, fallbacks_first_pass=first_fallbacks,
-                   fallbacks_per_pass=(runner.fallbacks - first_fallbacks) / TIMED_PASSES,
+                   fallbacks_per_pass=runner.fallbacks - first_fallbacks, strategy=label,
                    describe=strategy.describe(), status="ok", reason="")
     except LabkitError as exc:
         row.update(status_row(exc))
@@ -305,10 +296,6 @@ def _report(network, steps, groups):
         report_progress(frame, len(groups) + j + 1, total, "steps")
     import pandas as pd
 
-    kernels_us = sum(measured[spec_id[s.key]]["fastest_gpu_us"] for _, s in runnable)
-    for r in rows:
-        if r["table"] == "strategies":
-            r["kernels_gpu_us"] = kernels_us  # the chosen plans' replay times, summed: the pass without launch gaps
     plans_df = pd.DataFrame(plan_rows) if plan_rows else pd.DataFrame(columns=["spec_id", "workspace_bytes", "gpu_us", "status"])
     rows += budget_rows(plans_df, [(spec_id[s.key], s.direction) for _, s in steps])
     df = frame()
@@ -341,6 +328,8 @@ def table_of(df, table: str):
 
 # ---- charts -----------------------------------------------------------------------------------
 STRATEGY_COLORS = ("#3c4043", "#1f77b4", "#d62728", "#2ca02c", "#98df8a", "#9467bd", "#ff7f0e", "#8c564b")
+#: lines that lie on top of each other (several strategies hold the same bytes) stay visible
+STRATEGY_DASHES = ("solid", "dash", "solid", "dot", "dashdot", "longdash", "dot", "solid")
 
 
 def network_report_chart(df) -> go.Figure:
@@ -353,20 +342,22 @@ def network_report_chart(df) -> go.Figure:
                                      "workspace memory held during each call (first pass, from nothing)",
                                      "pass time if every call keeps within a workspace cap"))
     ok = ok_rows(layers) if len(layers) else layers
-    x = [f"{o}. {n}" + ("" if d == "fprop" else f" ({d})") for o, n, d in
-         zip(ok.get("order", []), ok.get("layer", []), ok.get("direction", []))]
+    x = [int(o) for o in ok.get("order", [])]
+    names = [n + ("" if d == "fprop" else f" ({d})") for n, d in zip(ok.get("layer", []), ok.get("direction", []))]
     for trace, (col, label, color) in enumerate((("heuristic_gpu_us", "heuristic plan", COLORS["muted"]),
                                                  ("fastest_gpu_us", "fastest plan", COLORS["primary"]))):
         ws = ok.get(col.replace("gpu_us", "workspace_bytes"), [None] * len(ok))
         fig.add_trace(go.Bar(x=x, y=[num(v) for v in ok.get(col, [])], name=label, marker_color=color,
-                             customdata=[fmt_bytes(w) for w in ws], legendgroup="layers",
-                             hovertemplate="%{x}: %{y:.1f} us, workspace %{customdata}<extra>" + label + "</extra>"),
+                             customdata=[[n, fmt_bytes(w)] for n, w in zip(names, ws)], legendgroup="layers",
+                             hovertemplate="call %{x}, %{customdata[0]}: %{y:.1f} us, workspace %{customdata[1]}<extra>"
+                                           + label + "</extra>"),
                       row=1, col=1)
     for k, (label, _, _) in enumerate(REPORT_STRATEGIES):
         sub = timeline[timeline["strategy"] == label] if len(timeline) else timeline
         steps = [num(v) for v in sub.get("step", [])]
         fig.add_trace(go.Scatter(x=steps, y=[num(v) / MIB for v in sub.get("held_bytes", [])], mode="lines", name=label,
-                                 line=dict(color=STRATEGY_COLORS[k], shape="hv", width=2), legendgroup="timeline",
+                                 line=dict(color=STRATEGY_COLORS[k], shape="hv", width=2, dash=STRATEGY_DASHES[k]),
+                                 legendgroup="timeline",
                                  customdata=list(sub.get("layer", [])),
                                  hovertemplate="call %{x} (%{customdata}): %{y:.1f} MiB held<extra>" + label + "</extra>"),
                       row=2, col=1)
@@ -376,17 +367,19 @@ def network_report_chart(df) -> go.Figure:
                              customdata=[f"{s:.2f}x" for s in fits.get("slowdown", [])],
                              hovertemplate="cap %{x}: %{y:.2f} ms per pass (%{customdata} the uncapped)<extra></extra>"),
                   row=3, col=1)
-    fig.update_yaxes(title_text="us per call", row=1, col=1)
-    fig.update_yaxes(title_text="MiB held", row=2, col=1)
+    fig.update_yaxes(title_text="GPU time per call (us)", row=1, col=1)
+    fig.update_yaxes(title_text="workspace held (MiB)", row=2, col=1)
     fig.update_xaxes(title_text="call of the pass", row=2, col=1)
-    fig.update_yaxes(title_text="ms per pass", row=3, col=1)
+    fig.update_yaxes(title_text="pass time (ms)", rangemode="tozero", row=3, col=1)
+    fig.update_yaxes(rangemode="tozero", row=2, col=1)
+    fig.update_xaxes(title_text="call of the pass (hover for the layer)", row=1, col=1)
     fig.update_xaxes(title_text="workspace cap", type="category", row=3, col=1)
-    fig.update_xaxes(showticklabels=len(x) <= 60, row=1, col=1)
     net = df.attrs.get("network") or (df.attrs.get("request") or {}).get("net")
     r = df.attrs.get("request") or {}
     detail = f"{net if isinstance(net, str) else 'your layers'}, batch {r.get('batch')}, {r.get('dtype')} {r.get('layout')}" + \
              (", training (forward + backward)" if r.get("training") else ", inference")
-    note = "Pass times in the bottom panel are sums of each call's measured plan time (CUDA-graph replay medians)."
+    note = ("Top: CUDA-graph replay medians of each call's plans. Middle: the most workspace each strategy held while "
+            "a call ran. Bottom: sums of each call's measured plan times (the kernels alone, no launch gaps).")
     return finish(fig, df, "Workspace report: every convolution layer", detail=detail, note=note, height=1050, legend_rows=2)
 
 
@@ -408,13 +401,15 @@ def network_report_summary(df) -> Text:
         bad = int((~ok["checked"].astype(bool)).sum()) if "checked" in ok else 0
         parts.append("Every checked plan matched the float64 reference." if not bad else f"**{bad} call(s) failed the reference check.**")
     sok = ok_rows(strategies) if len(strategies) else strategies
-    if len(sok):
+    if len(sok) and len(ok):
         low = sok.loc[sok["peak_workspace_bytes"].idxmin()]
-        fastest = sok.loc[sok["pass_gpu_us"].idxmin()]
-        slowest = sok.loc[sok["pass_gpu_us"].idxmax()]
-        parts.append(f"Over one pass, **{fastest['strategy']}** took the least GPU time ({fmt_us(fastest['pass_gpu_us'])}) and "
-                     f"**{slowest['strategy']}** the most ({fmt_us(slowest['pass_gpu_us'])}); **{low['strategy']}** held the "
-                     f"least workspace at its peak ({fmt_bytes(low['peak_workspace_bytes'])}).")
+        kernels = float((ok["fastest_gpu_us"] * 1).sum())
+        parts.append(f"Run from Python under each strategy, one timed pass took {fmt_us(sok['pass_gpu_us'].min())} to "
+                     f"{fmt_us(sok['pass_gpu_us'].max())} of GPU time, against {fmt_us(kernels)} for the kernels alone: "
+                     f"the GPU mostly waits for launches ({fmt_us(sok['pass_host_us'].median() / max(len(layers), 1))} of host "
+                     f"time per call), so these pass times rank host costs, and one pass is one sample. "
+                     f"**{low['strategy']}** held the least workspace at its peak ({fmt_bytes(low['peak_workspace_bytes'])}); "
+                     f"malloc_per_call holds nothing between calls but allocates on every call that needs a workspace.")
     capped = budget[(budget["cap_bytes"] == 64 * MIB)] if len(budget) else budget
     if len(capped) and capped.iloc[0]["calls_without_plan"] == 0:
         c = capped.iloc[0]

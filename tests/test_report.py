@@ -1,0 +1,122 @@
+"""The network workspace report in recorded mode (`labkit.report`, `python -m labkit report`,
+`widgets.ReportPanel`, lesson 09's checks), from the reports recorded on the H100."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import labkit
+from labkit import check, env, errors, lessons, networks, widgets
+from labkit.experiments import your_network
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.skipif(env.mode().live, reason="recorded-mode tests (this machine is live)")
+
+
+@pytest.fixture(scope="module")
+def rep():
+    return labkit.report("resnet50", batch=32, dtype="fp16", layout="NHWC")
+
+
+@pytest.mark.parametrize("net", your_network.RECORDED_PRESETS)
+def test_each_recorded_preset_has_one_row_per_layer_of_the_real_network(net):
+    r = labkit.report(net)
+    want = networks.layers_of(net, batch=32)
+    assert list(r.layers.layer) == [lay.name for lay in want] and r.complete
+    assert r.provenance["gpu"].startswith("NVIDIA H100") and r.provenance["mode"] == "recorded"
+    assert r.layers.checked.astype(bool).all() and (r.layers.status == "ok").all()
+
+
+def test_the_presets_have_the_torchvision_layer_counts():
+    counts = {n: len(networks.layers_of(n)) for n in networks.PRESETS}
+    assert counts == {"resnet50": 53, "resnext50_32x4d": 53, "mobilenet_v2": 52, "convnext_tiny": 22, "vgg16": 13,
+                      "deeplabv3_aspp": 6}
+
+
+def test_per_layer_plans_are_consistent(rep):
+    layers = rep.layers
+    assert (layers.fastest_gpu_us <= layers.heuristic_gpu_us).all()
+    assert (layers.smallest_workspace_bytes <= layers.fastest_workspace_bytes).all()
+    assert (layers.max_rel_error <= layers.tolerance).all()
+    assert layers.spec_id.nunique() == len(networks.unique(networks.layers_of("resnet50", batch=32)))
+    counts = layers.groupby("spec_id")["count"].first()
+    assert counts.sum() == len(layers)  # identical layers measured once and counted
+
+
+def test_a_strategys_timeline_peak_is_its_reported_peak(rep):
+    assert set(rep.strategies.strategy) == {label for label, _, _ in your_network.REPORT_STRATEGIES}
+    for row in rep.strategies.itertuples():
+        tl = rep.timeline[rep.timeline.strategy == row.strategy]
+        assert len(tl) == len(rep.layers) and tl.held_bytes.max() == row.peak_workspace_bytes == row.stats_peak_bytes
+    mpc = rep.strategies.set_index("strategy").loc["malloc_per_call"]
+    assert mpc.held_after_bytes == 0 and mpc.alloc_calls_per_pass == (rep.layers.fastest_workspace_bytes > 0).sum()
+
+
+def test_the_budget_curve_never_gets_slower_with_more_room(rep):
+    b = rep.budget
+    assert b.iloc[-1].cap_label == "no cap" and b.iloc[-1].slowdown == 1.0
+    assert (b.pass_gpu_us.diff().dropna() <= 1e-9).all()
+    assert b.iloc[-1].pass_gpu_us == pytest.approx(rep.layers.fastest_gpu_us.sum())
+
+
+def test_the_figure_and_the_written_report(rep, tmp_path):
+    fig = rep.figure()
+    assert len(fig.data) == widgets.experiments.TRACES["network_report"] == 11
+    assert "recorded on NVIDIA H100" in fig.layout.title.text
+    out = rep.write(tmp_path / "r")
+    assert {p.name for p in out.iterdir()} >= {"layers.csv", "strategies.csv", "timeline.csv", "budget.csv", "plans.csv",
+                                               "report.json", "report.html"}
+    assert (out / "report.html").stat().st_size > 1_000_000  # plotly.js inside: it opens without a network
+
+
+def test_the_cli_writes_the_report(tmp_path):
+    env_ = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, "-m", "labkit", "report", "resnext50_32x4d", "--out", str(tmp_path / "x")],
+                          capture_output=True, text=True, env=env_, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "53 convolution calls" in done.stdout and (tmp_path / "x" / "report.html").is_file()
+    bad = subprocess.run([sys.executable, "-m", "labkit", "report", "resnet51", "--out", str(tmp_path / "y")],
+                         capture_output=True, text=True, env=env_, timeout=300)
+    assert bad.returncode == 2 and "known: resnet50, resnext50_32x4d" in bad.stderr and not (tmp_path / "y").exists()
+
+
+def test_bad_input_is_a_clear_error():
+    with pytest.raises(errors.InvalidSpec, match="known: resnet50"):
+        labkit.report("resnet51")
+    with pytest.raises(errors.InvalidSpec, match="training"):
+        labkit.report("resnet50", training="yes")
+    with pytest.raises(errors.InvalidSpec, match="empty list"):
+        labkit.report([])
+    with pytest.raises(errors.RecordedDataError):  # a batch that was not recorded: named, not made up
+        labkit.report("resnet50", batch=7)
+    with pytest.raises(errors.RecordedDataError):
+        labkit.report([labkit.ConvSpec(N=2, C=8, H=8, W=8, K=8)])
+
+
+def test_the_lesson_checks_judge_against_the_report(rep, capsys):
+    layers = rep.layers
+    biggest = layers.loc[layers.fastest_workspace_bytes.idxmax(), "layer"]
+    assert check.largest_workspace_layer(biggest) and not check.largest_workspace_layer("layer1.0.conv1")
+    assert not check.largest_workspace_layer(None)
+    b = rep.budget
+    fits = b[(b.cap_bytes >= 0) & (b.cap_bytes <= 16 << 20)]
+    best_mib = fits.loc[fits.pass_gpu_us.idxmin(), "cap_bytes"] / (1 << 20)
+    assert check.cap_for_budget(best_mib, budget_mib=16)
+    assert not check.cap_for_budget(64, budget_mib=16)  # more than can be spared
+    s = rep.strategies
+    within = s[s.peak_workspace_bytes <= 64 << 20]
+    assert check.strategy_for_budget(within.loc[within.pass_gpu_us.idxmin(), "strategy"], budget_mib=64)
+    with pytest.raises(errors.InvalidSpec):
+        check.strategy_for_budget("no_such_strategy")
+
+
+def test_the_report_panel_offers_the_recorded_networks():
+    p = widgets.ReportPanel()
+    assert p.wait(60)
+    assert set(p.options("net")) == set(your_network.RECORDED_PRESETS)
+    assert len(p.fig.data) == 11 and p.fig.data[0].y and len(p.fig.data[0].y) == 53
+    p.set(net="resnext50_32x4d")
+    assert p.wait(60) and "resnext" in p.fig.layout.title.text.lower()
+    lessons.forget()
