@@ -10,6 +10,7 @@ mode from the shipped recordings (presets at batch 32, fp16, NHWC). Bytes; micro
 """
 from __future__ import annotations
 
+import html
 import json
 import sys
 from dataclasses import dataclass, field
@@ -84,18 +85,12 @@ class Report:
         tables = "".join(f"<h2>{name}</h2>" + self._table(name).to_html(index=False, float_format=lambda v: f"{v:.4g}")
                          for name in ("strategies", "budget", "layers"))
         text = str(self.summary())
-        html = (f"<!doctype html><html><head><meta charset='utf-8'><title>Workspace report: {self.network}</title></head>"
+        page = (f"<!doctype html><html><head><meta charset='utf-8'><title>Workspace report: {self.network}</title></head>"
                 f"<body style='font-family:sans-serif;max-width:1200px;margin:auto'><h1>Workspace report: {self.network}</h1>"
-                f"<pre style='white-space:pre-wrap'>{_escape(text)}</pre>"
+                f"<pre style='white-space:pre-wrap'>{html.escape(text, quote=False)}</pre>"
                 + fig.to_html(full_html=False, include_plotlyjs=True) + tables + "</body></html>")
-        (out / "report.html").write_text(html)
+        (out / "report.html").write_text(page)
         return out
-
-
-def _escape(text: str) -> str:
-    import html
-
-    return html.escape(text, quote=False)
 
 
 def request_for(net, batch: Optional[int] = 32, dtype: Optional[str] = "fp16", layout: Optional[str] = "NHWC",

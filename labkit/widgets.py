@@ -678,8 +678,9 @@ class _PanelGPU:
         values; where the convolution on screen was not recorded there, they go back to the base."""
         from . import recordings
 
-        name = recordings.named(recording).name if recording else None
-        if name is not None and self.cfg.experiment not in (recordings.named(name).metadata.get("experiments") or {}):
+        picked = recordings.named(recording) if recording else None
+        name = picked.name if picked else None
+        if picked is not None and self.cfg.experiment not in (picked.metadata.get("experiments") or {}):
             raise InvalidSpec("gpu", recording, f"that recording has no {self.cfg.experiment!r}; this panel offers "
                               + ", ".join(v or "this GPU" for _, v in self._gpu_options()))
         if not self.can_measure and name is None:

@@ -75,21 +75,17 @@ def network_of(net, batch, dtype, layout, image) -> networks.Network:
     [name, ConvSpec or spec dict] pairs (what `labkit.report` passes for a list or a model)."""
     if isinstance(net, str):
         return networks.layers_of(net, batch=batch, dtype=dtype, layout=layout, image=image)
-    if not isinstance(net, (list, tuple)) or not net:
-        raise InvalidSpec("net", net, f"must be a preset name ({', '.join(networks.PRESETS)}) or a non-empty list of layers")
-    layers = []
-    for i, item in enumerate(net):
-        if isinstance(item, networks.Layer):
-            layers.append(item)
-            continue
-        if isinstance(item, ConvSpec):
-            layers.append(networks.Layer(f"conv{i}", item))
-            continue
-        if not (isinstance(item, (list, tuple)) and len(item) == 2 and isinstance(item[0], str)):
-            raise InvalidSpec(f"net[{i}]", item, "must be a ConvSpec, a Layer or a [name, spec] pair")
-        spec = item[1] if isinstance(item[1], ConvSpec) else ConvSpec.from_dict(dict(item[1]))
-        layers.append(networks.Layer(item[0], spec))
-    return networks.layers_of(layers, batch=batch, dtype=dtype, layout=layout)
+    if isinstance(net, (list, tuple)):
+        net = [_pair_layer(item) if isinstance(item, (list, tuple)) else item for item in net]
+    return networks.layers_of(net, batch=batch, dtype=dtype, layout=layout)
+
+
+def _pair_layer(item) -> networks.Layer:
+    """A [name, ConvSpec or spec dict] pair as a `Layer`."""
+    if not (len(item) == 2 and isinstance(item[0], str)):
+        raise InvalidSpec("net", item, "a layer given as a list must be a [name, spec] pair")
+    spec = item[1] if isinstance(item[1], ConvSpec) else ConvSpec.from_dict(dict(item[1]))
+    return networks.Layer(item[0], spec)
 
 
 def pass_steps(layers: Sequence[networks.Layer], training: bool) -> List[Tuple[str, ConvSpec]]:
@@ -109,7 +105,7 @@ def _measure_spec(spec: ConvSpec) -> Tuple[dict, List[dict]]:
     plans against the float64 reference. (summary, plan rows)."""
     import cupy
 
-    from ..gpu import autotune, engine, memory, reference, verify
+    from ..gpu import autotune, engine, reference, verify
 
     cg = engine.get_graph(spec)
     ops = engine.Operands(spec)
@@ -119,18 +115,7 @@ def _measure_spec(spec: ConvSpec) -> Tuple[dict, List[dict]]:
         ok = table[table.status == "ok"]
         smallest = int(ok.sort_values(["workspace_bytes", "gpu_us"]).iloc[0]["plan_index"])
         picks = {"heuristic": tuned.heuristic_index, "fastest": tuned.best_index, "smallest": smallest}
-        want = verify.expected(spec, ops)
-        errors: Dict[int, float] = {}
-        for index in dict.fromkeys(picks.values()):
-            plan = cg.plan(index)
-            ops.poison_output()
-            ws = memory.GuardedBuffer(plan.workspace_bytes, "workspace")
-            cg.execute(ops.arrays, ws.ptr, plan.index)
-            cupy.cuda.get_current_stream().synchronize()
-            ws.check()
-            errors[index] = reference.relative_error(ops.output(), want)
-            del ws
-        del want
+        errors = {c.plan_index: c.rel_error for c in verify.check_plans(cg, list(dict.fromkeys(picks.values())), ops)}
     finally:
         del ops
         cupy.get_default_memory_pool().free_all_blocks()
@@ -199,7 +184,7 @@ def _strategy_pass(label: str, name: str, options: dict, steps, choice: Dict[tup
                    held_after_bytes=st.held_bytes, alloc_calls_first_pass=first.alloc_calls,
                    alloc_calls_per_pass=st.alloc_calls - first.alloc_calls,
                    alloc_us_first_pass=first.alloc_us_total, fallbacks_first_pass=first_fallbacks,
-                   fallbacks_per_pass=runner.fallbacks - first_fallbacks, strategy=label,
+                   fallbacks_per_pass=runner.fallbacks - first_fallbacks,
                    describe=strategy.describe(), status="ok", reason="")
     except LabkitError as exc:
         row.update(status_row(exc))
@@ -344,8 +329,8 @@ def network_report_chart(df) -> go.Figure:
     ok = ok_rows(layers) if len(layers) else layers
     x = [int(o) for o in ok.get("order", [])]
     names = [n + ("" if d == "fprop" else f" ({d})") for n, d in zip(ok.get("layer", []), ok.get("direction", []))]
-    for trace, (col, label, color) in enumerate((("heuristic_gpu_us", "heuristic plan", COLORS["muted"]),
-                                                 ("fastest_gpu_us", "fastest plan", COLORS["primary"]))):
+    for col, label, color in (("heuristic_gpu_us", "heuristic plan", COLORS["muted"]),
+                              ("fastest_gpu_us", "fastest plan", COLORS["primary"])):
         ws = ok.get(col.replace("gpu_us", "workspace_bytes"), [None] * len(ok))
         fig.add_trace(go.Bar(x=x, y=[num(v) for v in ok.get(col, [])], name=label, marker_color=color,
                              customdata=[[n, fmt_bytes(w)] for n, w in zip(names, ws)], legendgroup="layers",
@@ -403,7 +388,7 @@ def network_report_summary(df) -> Text:
     sok = ok_rows(strategies) if len(strategies) else strategies
     if len(sok) and len(ok):
         low = sok.loc[sok["peak_workspace_bytes"].idxmin()]
-        kernels = float((ok["fastest_gpu_us"] * 1).sum())
+        kernels = float(ok["fastest_gpu_us"].sum())
         parts.append(f"Run from Python under each strategy, one timed pass took {fmt_us(sok['pass_gpu_us'].min())} to "
                      f"{fmt_us(sok['pass_gpu_us'].max())} of GPU time, against {fmt_us(kernels)} for the kernels alone: "
                      f"the GPU mostly waits for launches ({fmt_us(sok['pass_host_us'].median() / max(len(layers), 1))} of host "

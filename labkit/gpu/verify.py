@@ -57,14 +57,28 @@ def check_plan(spec: ConvSpec, epilogue: str = "none", plan_index: Optional[int]
     """Run the plan (default: the heuristic's pick) once and compare with the reference
     (and, with ``vs_unrounded``, with the float64 convolution of the inputs before rounding)."""
     g = graph if graph is not None else engine.get_graph(spec, epilogue, workspace_cap)
-    plan = g.plan(plan_index)
     ops = engine.Operands(spec, epilogue, seed)
-    ws = memory.GuardedBuffer(plan.workspace_bytes, "workspace", seed)
-    g.execute(ops.arrays, ws.ptr, plan.index)
-    ws.check()
-    out, ref = ops.output(), expected(spec, ops)
-    return CheckResult(
-        spec, epilogue, plan.index, plan.name, plan.workspace_bytes,
-        reference.relative_error(out, ref), reference.max_abs_error(out, ref), reference.tolerance_for(spec),
-        reference.relative_error(out, expected(spec, ops, unrounded=True)) if vs_unrounded else None,
-    )
+    return check_plans(g, [g.plan(plan_index).index], ops, seed, vs_unrounded)[0]
+
+
+def check_plans(graph: engine.ConvGraph, plan_indices, ops: engine.Operands, seed: int = 0,
+                vs_unrounded: bool = False) -> list:
+    """Run each plan of ``plan_indices`` once on ``ops`` (output poisoned before each, guarded
+    workspace) and compare with one float64 reference: a `CheckResult` per plan, in order."""
+    spec = graph.spec
+    ref = expected(spec, ops)
+    unrounded = expected(spec, ops, unrounded=True) if vs_unrounded else None
+    out = []
+    for index in plan_indices:
+        plan = graph.plan(index)
+        ops.poison_output()
+        ws = memory.GuardedBuffer(plan.workspace_bytes, "workspace", seed)
+        graph.execute(ops.arrays, ws.ptr, plan.index)
+        ws.check()
+        got = ops.output()
+        out.append(CheckResult(
+            spec, ops.epilogue, plan.index, plan.name, plan.workspace_bytes,
+            reference.relative_error(got, ref), reference.max_abs_error(got, ref), reference.tolerance_for(spec),
+            reference.relative_error(got, unrounded) if vs_unrounded else None,
+        ))
+    return out
