@@ -40,10 +40,11 @@ def main(argv=None) -> int:
             from .env import doctor
 
             print(doctor())
-            from . import localcache, recordings
+            from . import localcache, plan_store, recordings
 
             print(recordings.describe_available())
             print(localcache.describe())
+            print(plan_store.describe())
             return 0
         if args.command == "fill":
             from .record import main_fill

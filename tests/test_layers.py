@@ -8,7 +8,7 @@ Layers, bottom to top (README, "Where things live"):
    errors, spec, env, cancel (stop a measurement), progress (a table so far), ceilings, keys,
    networks (the conv layers of a network)
 1. the GPU core (labkit/gpu/: memory, numerics, reference, engine, autotune, measure, verify,
-   legacy, workspace, workloads, concurrency), the data (recordings, localcache), what charts are
+   legacy, workspace, workloads, concurrency), the data (recordings, localcache, plan_store), what charts are
    built with (plots) and what lesson text is written with (prose)
 2. the experiments (labkit/experiments/), bottom to top: core (decorator, requests, dispatch),
    checking (what exercise checks are written with), one module per lesson topic (run functions,
@@ -29,7 +29,7 @@ PKG = Path(__file__).resolve().parents[1] / "labkit"
 
 LAYERS = {
     0: {"errors", "spec", "env", "cancel", "progress", "ceilings", "keys", "networks"},
-    1: {"gpu", "recordings", "localcache", "plots", "prose"},
+    1: {"gpu", "recordings", "localcache", "plan_store", "plots", "prose"},
     2: {"experiments", "grid", "prefetch", "compare"},
     3: {"lessons", "widgets", "check", "compare_check", "netreport"},
     4: {"record", "bench", "__main__"},

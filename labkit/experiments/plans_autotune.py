@@ -6,7 +6,6 @@ answered from the recording), their charts, the summaries under them, the exerci
 the calls the recorded grid holds."""
 from __future__ import annotations
 
-import inspect
 import math
 import time
 from typing import Optional, Sequence
@@ -93,14 +92,23 @@ def caps(spec: ConvSpec = BASE, caps: Sequence[Optional[int]] = CAPS):
     return table()
 
 
+#: build_cost's stages, in the order they run
+BUILD_STAGES = ("build (heuristic plan)", "rebuild (same graph, new object)", "labkit cache hit", "build every plan",
+                "autotune (time every plan)", "save the winner to disk", "load the winner from disk")
+
+
 @experiment
 def build_cost(spec: ConvSpec = BASE):
-    """What building costs: first build (heuristic plan), identical rebuild (cuDNN's own caches
-    warm), labkit cache hit, build of every plan, serialize/deserialize, autotune; and how many
-    calls autotuning needs to pay for itself. ``seconds`` is wall time."""
-    import cudnn
+    """What building costs, stage by stage (`BUILD_STAGES`): first build (heuristic plan), identical
+    rebuild (cuDNN's own caches warm), labkit cache hit, build of every plan, autotune, and then
+    what a later session does instead: save the autotune winner to disk (``graph.serialize`` and
+    an atomic write) and load it back (read, check, ``graph.deserialize``). ``seconds`` is wall
+    time; ``serialized_bytes`` the saved plan's size; ``calls_to_pay_off_autotune`` how many calls
+    autotuning needs to pay for itself. Saves go to a temporary folder, not this GPU's store."""
+    import tempfile
 
     from ..gpu import autotune, engine
+    from .. import localcache, plan_store
 
     spec = as_spec(spec)
     rows = []
@@ -110,40 +118,31 @@ def build_cost(spec: ConvSpec = BASE):
         t0 = time.perf_counter()
         out = fn()
         rows.append(dict(stage=stage, seconds=time.perf_counter() - t0))
-        report(lambda: to_frame(rows), len(rows), 7, "build stages")
+        report(lambda: to_frame(rows), len(rows), len(BUILD_STAGES), "build stages")
         return out
 
-    cache = engine.GraphCache(4)
-    timed("build (heuristic plan)", lambda: cache.get(spec, all_plans=False))
-    timed("rebuild (same graph, new object)", lambda: engine.ConvGraph(spec, all_plans=False))
-    timed("labkit cache hit", lambda: cache.get(spec, all_plans=False))
-    full = timed("build every plan", lambda: engine.ConvGraph(spec))
-    data = timed("serialize", lambda: full.graph.serialize())
-
-    def deserialize():
-        g = cudnn.pygraph(handle=engine.handle_for())
-        g.deserialize(engine.handle_for(), data) if _takes_handle(g.deserialize) else g.deserialize(data)
-        return g
-
-    try:
-        timed("deserialize", deserialize)
-    except Exception as exc:  # noqa: BLE001  (reported, not hidden)
-        rows.append(dict(stage="deserialize", seconds=float("nan"), reason=f"{type(exc).__name__}: {str(exc)[:200]}"))
-    tuned = timed("autotune (time every plan)", lambda: autotune.autotune(full))
+    cache = engine.GraphCache(4, saved_plans=False)  # nothing loaded from disk: these are real builds
+    timed(BUILD_STAGES[0], lambda: cache.get(spec, all_plans=False))
+    timed(BUILD_STAGES[1], lambda: engine.ConvGraph(spec, all_plans=False))
+    timed(BUILD_STAGES[2], lambda: cache.get(spec, all_plans=False))
+    full = timed(BUILD_STAGES[3], lambda: engine.ConvGraph(spec))
+    tuned = timed(BUILD_STAGES[4], lambda: autotune.autotune(full, save=False))
+    with tempfile.TemporaryDirectory(prefix="labkit-build-cost-") as tmp:
+        store = plan_store.PlanStore(tmp, localcache.this_identity() or localcache.identity())
+        path = timed(BUILD_STAGES[5], lambda: engine.save_plan(full, tuned.best_index, "autotuned", store=store))
+        size = len(store.get(engine.graph_key(spec, "none", None, False), "autotuned").data) if path else None
+        loaded = timed(BUILD_STAGES[6], lambda: engine.load_plan(spec, kind="autotuned", store=store)) if path else None
+    if loaded is None:  # reported, not hidden: the chart shows the stage without a bar
+        if len(rows) < len(BUILD_STAGES):
+            rows.append(dict(stage=BUILD_STAGES[6], seconds=float("nan")))
+        rows[-1]["reason"] = "cuDNN did not serialize or deserialize this plan"
     gain = tuned.gpu_us(tuned.heuristic_index) - tuned.gpu_us(tuned.best_index)
     df = to_frame(rows)
     df["heuristic_gpu_us"] = tuned.gpu_us(tuned.heuristic_index)
     df["best_gpu_us"] = tuned.gpu_us(tuned.best_index)
     df["calls_to_pay_off_autotune"] = (tuned.seconds * 1e6 / gain) if gain > 0 else float("inf")
-    df["serialized_bytes"] = len(data) if hasattr(data, "__len__") else None
+    df["serialized_bytes"] = size
     return df
-
-
-def _takes_handle(fn) -> bool:
-    try:
-        return len(inspect.signature(fn).parameters) >= 2
-    except (TypeError, ValueError):
-        return False
 
 
 # ---- charts --------------------------------------------------------------------------------
@@ -226,8 +225,10 @@ def caps_chart(df) -> go.Figure:
 def build_cost_chart(df) -> go.Figure:
     """Wall time of each build stage (log). Traces: 0 bars."""
     s = [num(v) for v in df["seconds"]]
+    disk = [str(st) in BUILD_STAGES[5:] for st in df["stage"]]  # what a later session does instead of building
     fig = new_figure()
-    fig.add_trace(go.Bar(y=list(df["stage"]), x=s, orientation="h", marker_color=COLORS["primary"],
+    fig.add_trace(go.Bar(y=list(df["stage"]), x=s, orientation="h",
+                         marker_color=[COLORS["good"] if d else COLORS["primary"] for d in disk],
                          text=[fmt_seconds(v) for v in s], textposition="auto", name="wall time",
                          hovertemplate="%{y}: %{text}<extra></extra>"))
     fig.update_yaxes(autorange="reversed")
@@ -242,7 +243,9 @@ def build_cost_chart(df) -> go.Figure:
         pay_txt = (f"autotuning pays for itself after {pay:,.0f} calls (heuristic {first_value(df, 'heuristic_gpu_us'):.1f} us "
                    f"vs best {first_value(df, 'best_gpu_us'):.1f} us per call)")
     detail = f"{spec.dtype} {spec.layout} {spec.direction} {shape_label(spec)}" if spec else ""
-    return finish(fig, df, "What building a cuDNN graph costs", detail, note=pay_txt, height=400, legend_rows=0)
+    if any(disk):
+        detail += "; green: saving the autotuned plan and loading it in a later session"
+    return finish(fig, df, "What building a cuDNN graph costs", detail, note=pay_txt, height=420, legend_rows=0)
 
 
 # ---- summaries --------------------------------------------------------------------------------
@@ -302,6 +305,12 @@ def build_cost_summary(df) -> Text:
     else:
         text += (f" It makes each call {df['heuristic_gpu_us'].iloc[0] - df['best_gpu_us'].iloc[0]:.1f} us faster, "
                  f"so it pays for itself after {pay:,.0f} calls.")
+    load, build_all = s.get(BUILD_STAGES[6]), s.get(BUILD_STAGES[3])
+    if load is not None and build_all is not None and load == load and load > 0:
+        cold = build_all + tune
+        text += (f" Saved to disk ({fmt_bytes(first_value(df, 'serialized_bytes'))}), the autotuned plan loads in a later "
+                 f"session in {fmt_seconds(load)} instead of building every plan and autotuning again "
+                 f"({fmt_seconds(cold)}, {cold / load:,.0f}x more).")
     return Text(text)
 
 

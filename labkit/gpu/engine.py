@@ -370,6 +370,70 @@ def _ptr(a) -> int:
     return int(a.data.ptr)
 
 
+# ---- saved plans: a graph's chosen plan on disk (labkit.plan_store) ----------------------------
+class LoadedGraph(ConvGraph):
+    """A graph with one plan, deserialized from disk instead of built (`load_plan`). It runs like a
+    `ConvGraph` (``plans`` holds that one plan, index 0); ``build_seconds`` is the load time
+    (reading the file and ``deserialize``), ``saved`` the `labkit.plan_store.SavedPlan`."""
+
+    def __init__(self, spec: ConvSpec, epilogue: str, workspace_cap: Optional[int], saved, graph, seconds: float):
+        self.spec, self.all_plans, self.epilogue, self.workspace_cap = spec, False, epilogue, workspace_cap
+        self._deterministic_only, self._deterministic = False, None
+        self.graph, self.saved, self.build_seconds = graph, saved, seconds
+        self.plans = [Plan(0, saved.plan_name, int(saved.workspace_bytes), True, notes=saved.notes)]
+        self._cpp_index = {0: 0}  # a deserialized graph holds its one plan at index 0
+
+
+def _plan_store():
+    from .. import plan_store
+
+    try:
+        return plan_store.current()
+    except LabkitError:  # LABKIT_CACHE names a file: the error is raised where the cache is used for results
+        return None
+
+
+def save_plan(cg: ConvGraph, plan_index: int, kind: str, info: Optional[dict] = None, store=None):
+    """Serialize plan ``plan_index`` of ``cg`` to disk as this graph's ``kind`` plan ("heuristic" or
+    "autotuned"; `labkit.plan_store`). Returns the file, or None (saving off, a loaded graph, or
+    cuDNN would not serialize it: that is not an error, the plan is simply built next time)."""
+    store = store if store is not None else _plan_store()
+    if store is None or isinstance(cg, LoadedGraph):
+        return None
+    plan = cg.plan(plan_index)
+    try:
+        g = cg.graph
+        if cg.all_plans or plan.index != cg.default_plan.index:
+            g.build_plan_at_index(plan.index)  # selects it (already built: no rebuild) so serialize() holds it
+        data = bytes(g.serialize())
+    except Exception:  # noqa: BLE001  (a plan cuDNN cannot serialize is built again next time)
+        return None
+    key = graph_key(cg.spec, cg.epilogue, cg.workspace_cap, False)
+    return store.put(key, kind, data, plan.name, plan.workspace_bytes or 0, plan.notes, info)
+
+
+def load_plan(spec: ConvSpec, epilogue: str = "none", workspace_cap: Optional[int] = None, kind: str = "heuristic",
+              store=None) -> Optional[LoadedGraph]:
+    """This graph's saved ``kind`` plan, deserialized (about 10 ms), or None when none is saved.
+    A file cuDNN will not load is set aside with one warning naming it, and None is returned."""
+    store = store if store is not None else _plan_store()
+    if store is None:
+        return None
+    t0 = time.perf_counter()
+    epilogue, workspace_cap = _check_epilogue(spec, epilogue), _check_cap(workspace_cap)
+    saved = store.get(graph_key(spec, epilogue, workspace_cap, False), kind)
+    if saved is None:
+        return None
+    try:
+        g = cudnn.pygraph(handle=handle_for())
+        g.deserialize(handle_for(), saved.data)
+        loaded = LoadedGraph(spec, epilogue, workspace_cap, saved, g, time.perf_counter() - t0)
+    except Exception as exc:  # noqa: BLE001  (cuDNN refused it: build instead, and say which file)
+        store.set_aside(saved, f"cuDNN would not deserialize it: {type(exc).__name__}: {str(exc).strip()[:120]}")
+        return None
+    return loaded
+
+
 # ---- the graph cache ------------------------------------------------------------------------
 def graph_key(spec: ConvSpec, epilogue: str = "none", workspace_cap: Optional[int] = None, all_plans: bool = True) -> tuple:
     """Everything that makes two graphs different: every spec field, the epilogue, the workspace
@@ -384,6 +448,9 @@ class CacheStats:
     evictions: int = 0
     build_seconds: List[float] = field(default_factory=list)
     hit_seconds: List[float] = field(default_factory=list)
+    #: graphs deserialized from saved plans instead of built (not counted in ``misses``)
+    loads: int = 0
+    load_seconds: List[float] = field(default_factory=list)
 
 
 class GraphCache:
@@ -391,12 +458,18 @@ class GraphCache:
 
     Policy: LRU (as PyTorch's cuDNN plan cache became after unbounded growth was reported).
     Evicting drops labkit's reference; the frontend frees the plans when nothing else holds them.
+
+    With ``saved_plans`` (the default), a miss for a graph holding only the heuristic's pick
+    (``all_plans=False``) loads that plan from disk when it was saved before (`load_plan`), and a
+    graph built for such a miss is saved (`save_plan`): a later process deserializes instead of
+    building. ``stats.loads`` counts the loads; ``stats.misses`` counts builds only.
     """
 
-    def __init__(self, max_entries: int = 64):
+    def __init__(self, max_entries: int = 64, saved_plans: bool = True):
         if isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 1:
             raise InvalidSpec("max_entries", max_entries, "must be an int >= 1")
         self.max_entries = max_entries
+        self.saved_plans = bool(saved_plans)
         self._entries: "collections.OrderedDict[tuple, ConvGraph]" = collections.OrderedDict()
         self.stats = CacheStats()
         self._lock = threading.Lock()
@@ -421,10 +494,19 @@ class GraphCache:
                 self.stats.hit_seconds.append(time.perf_counter() - t0)
                 return g
         checkpoint()  # a build is 0.5-10 s: let the foreground have the GPU first
-        g = ConvGraph(spec, epilogue, workspace_cap, all_plans)
+        g = load_plan(spec, epilogue, workspace_cap, "heuristic") if self.saved_plans and not all_plans else None
+        built = g is None
+        if built:
+            g = ConvGraph(spec, epilogue, workspace_cap, all_plans)
+            if self.saved_plans and not all_plans:
+                save_plan(g, g.default_plan.index, "heuristic", dict(build_seconds=round(g.build_seconds, 6)))
         with self._lock:
-            self.stats.misses += 1
-            self.stats.build_seconds.append(g.build_seconds)
+            if built:
+                self.stats.misses += 1
+                self.stats.build_seconds.append(g.build_seconds)
+            else:
+                self.stats.loads += 1
+                self.stats.load_seconds.append(g.build_seconds)
             self._entries[key] = g
             while len(self._entries) > self.max_entries:
                 self._entries.popitem(last=False)

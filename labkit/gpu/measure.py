@@ -80,8 +80,9 @@ def _replay_us(graph, stream, start, end, calls: int) -> float:
 def graph_replay(fn: Callable[[], None], stream: cupy.cuda.Stream, calls: int = 20, warmup: int = 3,
                  repeats: int = 15, min_repeats: int = 5, rel_tol: float = 0.02, stop_above_us: float = None) -> Timing:
     """GPU time per call by CUDA-graph replay (see module doc). Repeats until the median is stable
-    (the last two medians within ``rel_tol``) or ``repeats`` is reached; stops early once the
-    median is above ``stop_above_us`` (autotune's early stop)."""
+    (the last two medians within ``rel_tol``) or ``repeats`` is reached; stops as soon as the
+    median is above ``stop_above_us`` (autotune's early stop: a plan already 3x slower than the
+    best so far needs no more samples to be known slower; one sample can be enough)."""
     _positive("repeats", repeats)
     graph = capture(fn, stream, calls)
     start, end = cupy.cuda.Event(), cupy.cuda.Event()
@@ -91,10 +92,10 @@ def graph_replay(fn: Callable[[], None], stream: cupy.cuda.Stream, calls: int = 
     samples, last = [], None
     for _ in range(repeats):
         samples.append(_replay_us(graph, stream, start, end, calls))
+        med = statistics.median(samples)
+        if stop_above_us is not None and med > stop_above_us:
+            break
         if len(samples) >= min_repeats:
-            med = statistics.median(samples)
-            if stop_above_us is not None and med > stop_above_us:
-                break
             if last is not None and abs(med - last) <= rel_tol * med:
                 break
             last = med

@@ -1,0 +1,256 @@
+"""Saved cuDNN plans: a built graph's chosen plan, serialized to disk and loaded by a later need.
+
+The cuDNN frontend serializes a built graph with one execution plan (``graph.serialize()``: the
+plan the graph selected, with its compiled kernel where cuDNN compiled one at run time) and loads
+it back with ``graph.deserialize`` in milliseconds, against 0.015 s to seconds to build every plan
+and autotune them. labkit saves two kinds of plan per graph (`KINDS`): the heuristic's pick (what a
+graph built with only that plan holds) and the autotune winner (with what autotuning measured).
+This module is the file handling only; `labkit.gpu.saved_plans` serializes and deserializes.
+
+Where: next to this GPU's recording (`labkit.localcache`), under the cache folder:
+
+    plans/<gpu-slug>-<identity hash>/<graph digest>.<kind>.json
+
+**Keyed by every version that changes a plan's meaning.** The folder is the machine identity
+(GPU, driver, CUDA, cuDNN backend and frontend, CuPy, labkit schema: `localcache.IDENTITY_FIELDS`);
+each file repeats the cuDNN backend and frontend versions it was saved under, and a file whose
+versions differ from this process's is set aside, never deserialized. The graph digest is the
+sha256 of the graph's full key (every spec field, epilogue, workspace cap).
+
+**Files** are JSON objects: the plan (name, workspace bytes, behaviour notes), when it was saved,
+what it cost to find (``info``: build and autotune seconds, plans timed, the winner's GPU time),
+and the serialized bytes (base64) with their sha256. Writes are atomic (`localcache.write_atomic`);
+two writers of the same plan each leave a whole file. A corrupt, truncated, other-schema or
+other-version file gets one warning naming it and is moved to ``set-aside/``; a read-only or full
+cache folder gets one warning and plans are no longer saved (they are still built and used).
+``LABKIT_SAVED_PLANS=0`` turns saving and loading off.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, Iterator, Optional
+
+from . import localcache
+from .errors import InvalidSpec
+
+#: version of the files written here; a file of another version is set aside, never read
+SCHEMA_VERSION = 1
+#: what a saved plan is: the heuristic's pick, or the fastest plan autotuning found
+KINDS = ("heuristic", "autotuned")
+#: identity fields a saved plan must match to be deserialized (also checked inside each file)
+VERSION_FIELDS = ("cudnn_backend", "cudnn_frontend")
+
+
+@dataclass
+class SavedPlan:
+    """One plan read back from disk. ``data``: the bytes ``graph.serialize()`` returned;
+    ``workspace_bytes``: bytes the plan needs; ``info``: what finding it cost (seconds, plans
+    timed, GPU microseconds); ``path``: the file; ``read_seconds``: reading and checking it."""
+
+    graph_key: str
+    kind: str
+    plan_name: str
+    workspace_bytes: int
+    notes: str
+    saved_at: str
+    data: bytes
+    info: Dict[str, object] = field(default_factory=dict)
+    path: Optional[Path] = None
+    read_seconds: float = 0.0
+
+
+def key_text(graph_key) -> str:
+    """A graph key (`labkit.gpu.engine.graph_key`: nested tuples of plain values) as canonical text."""
+    return json.dumps(graph_key, sort_keys=True, default=str, separators=(",", ":"))
+
+
+def _check_kind(kind) -> str:
+    if kind not in KINDS:
+        raise InvalidSpec("kind", kind, f"must be one of {', '.join(KINDS)}")
+    return kind
+
+
+class PlanStore:
+    """The saved plans of one machine identity under ``root`` (see the module docstring).
+
+    ``put(key, kind, data, plan_name, workspace_bytes, notes, info)`` saves one;
+    ``get(key, kind)`` -> `SavedPlan` or None; ``entries()`` lists what is saved; ``clear()``.
+    """
+
+    def __init__(self, root: Path, ident: dict):
+        self.root = Path(root)
+        self.identity = dict(ident)
+        self.key = localcache.identity_hash(self.identity)
+        self.path = self.root / "plans" / f"{localcache._slug(ident.get('gpu'))}-{self.key}"
+        self.writable = True
+        self.saved = 0
+
+    def __repr__(self) -> str:
+        return f"<PlanStore {self.path} ({'writable' if self.writable else 'read-only'})>"
+
+    def path_for(self, graph_key, kind: str) -> Path:
+        digest = hashlib.sha256(key_text(graph_key).encode()).hexdigest()[:32]
+        return self.path / f"{digest}.{_check_kind(kind)}.json"
+
+    def put(self, graph_key, kind: str, data: bytes, plan_name: str, workspace_bytes: int, notes: str = "",
+            info: Optional[dict] = None) -> Optional[Path]:
+        """Save one serialized plan. Returns the file, or None when saving is off or failed."""
+        path = self.path_for(graph_key, kind)
+        if not self.writable:
+            return None
+        data = bytes(data)
+        body = {"schema_version": SCHEMA_VERSION, "identity_hash": self.key, "graph": key_text(graph_key), "kind": kind,
+                "plan_name": str(plan_name), "workspace_bytes": int(workspace_bytes), "notes": str(notes or ""),
+                "saved_at": localcache.now(), "info": dict(info or {}),
+                **{f: self.identity.get(f) for f in VERSION_FIELDS},
+                "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
+                "data": base64.b64encode(data).decode("ascii")}
+        try:
+            localcache.write_atomic(path, json.dumps(body, default=str).encode())
+        except OSError as exc:
+            self.writable = False
+            localcache._warn_once(f"plans-write:{self.root}",
+                                  f"labkit cache: cannot save plans in {self.root} ({type(exc).__name__}: {exc}); "
+                                  "plans are built as usual and not saved")
+            return None
+        self.saved += 1
+        return path
+
+    def get(self, graph_key, kind: str) -> Optional[SavedPlan]:
+        """The saved plan for this graph and kind, or None (none saved; or unusable: set aside with
+        one warning naming the file and why)."""
+        import time
+
+        t0 = time.perf_counter()
+        path = self.path_for(graph_key, kind)
+        try:
+            raw = path.read_bytes()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as exc:
+            localcache._warn_once(f"plans-read:{path}", f"labkit cache: cannot read {path} ({exc}); building instead")
+            return None
+        got = self._check(raw, key_text(graph_key), kind)
+        if isinstance(got, str):
+            localcache.set_aside(self.root, path, got)
+            return None
+        got.path, got.read_seconds = path, time.perf_counter() - t0
+        return got
+
+    def _check(self, raw: bytes, graph: str, kind: str):
+        """A `SavedPlan`, or a string saying why the file cannot be used."""
+        try:
+            e = json.loads(raw.decode())
+        except (UnicodeDecodeError, ValueError) as exc:
+            return f"not valid JSON, truncated or corrupt: {str(exc)[:80]}"
+        if not isinstance(e, dict):
+            return "not a JSON object"
+        if e.get("schema_version") != SCHEMA_VERSION:
+            return f"schema version {e.get('schema_version')!r}; this labkit reads {SCHEMA_VERSION}"
+        for f in VERSION_FIELDS:
+            if e.get(f) != self.identity.get(f):
+                return (f"saved under {f.replace('_', ' ')} {e.get(f)!r}, this process has {self.identity.get(f)!r}: "
+                        "a plan is never loaded into another cuDNN")
+        if e.get("identity_hash") != self.key:
+            return "saved under another machine identity"
+        for f in ("graph", "kind", "plan_name", "workspace_bytes", "saved_at", "data", "sha256"):
+            if f not in e:
+                return f"lacks {f!r}"
+        if e["graph"] != graph or e["kind"] != kind:
+            return "holds another graph's plan"
+        try:
+            data = base64.b64decode(str(e["data"]).encode("ascii"), validate=True)
+        except ValueError as exc:
+            return f"plan bytes are not base64: {str(exc)[:80]}"
+        if hashlib.sha256(data).hexdigest() != e["sha256"]:
+            return "plan bytes do not match their sha256 (corrupt or edited)"
+        return SavedPlan(graph_key=graph, kind=kind, plan_name=str(e["plan_name"]), workspace_bytes=int(e["workspace_bytes"]),
+                         notes=str(e.get("notes") or ""), saved_at=str(e["saved_at"]), data=data,
+                         info=dict(e.get("info") or {}))
+
+    def set_aside(self, saved: SavedPlan, why: str) -> None:
+        """Move a plan that cuDNN would not load to ``set-aside/`` (one warning naming it)."""
+        if saved.path is not None and saved.path.exists():
+            localcache.set_aside(self.root, saved.path, why)
+
+    def entries(self) -> Iterator[dict]:
+        """What is saved, one dict per readable file (graph, kind, plan_name, workspace_bytes,
+        saved_at, bytes, info, path); unreadable files are set aside."""
+        if not self.path.is_dir():
+            return
+        for f in sorted(self.path.glob("*.json")):
+            try:
+                e = json.loads(f.read_bytes().decode())
+                kind = e["kind"]
+                got = self._check(f.read_bytes(), e["graph"], kind)
+            except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+                got = f"not a readable plan file: {type(exc).__name__}"
+            if isinstance(got, str):
+                localcache.set_aside(self.root, f, got)
+                continue
+            yield dict(graph=got.graph_key, kind=got.kind, plan_name=got.plan_name, workspace_bytes=got.workspace_bytes,
+                       saved_at=got.saved_at, bytes=len(got.data), info=got.info, path=str(f))
+
+    def clear(self) -> int:
+        """Delete every saved plan of this identity; returns how many files were removed."""
+        n = 0
+        if self.path.is_dir():
+            for f in self.path.glob("*.json"):
+                try:
+                    f.unlink()
+                    n += 1
+                except OSError:
+                    pass
+        return n
+
+
+# ---- the one for this process -----------------------------------------------------------------
+_current: Optional[PlanStore] = None
+_lock = threading.Lock()
+
+
+def enabled() -> bool:
+    """False when ``LABKIT_SAVED_PLANS=0``."""
+    return os.environ.get("LABKIT_SAVED_PLANS", "").strip() != "0"
+
+
+def current() -> Optional[PlanStore]:
+    """This machine's saved plans in the cache folder, or None (no live GPU, or
+    ``LABKIT_SAVED_PLANS=0``). Raises `localcache.CacheError` for a ``LABKIT_CACHE`` that is a file."""
+    global _current
+    if not enabled():
+        return None
+    root = localcache.cache_root()
+    with _lock:
+        if _current is not None and _current.root == root:
+            return _current
+        ident = localcache.this_identity()
+        if ident is None:
+            return None
+        _current = PlanStore(root, ident)
+        return _current
+
+
+def reset() -> None:
+    """Forget the process's `current` store (the next call looks at ``LABKIT_CACHE`` again)."""
+    global _current
+    with _lock:
+        _current = None
+
+
+def describe() -> str:
+    """One line for ``doctor``: where saved plans live and how many there are."""
+    try:
+        store = current()
+    except localcache.CacheError as exc:
+        return f"{'saved plans':>20}: error: {exc}"
+    if store is None:
+        return f"{'saved plans':>20}: " + ("off (LABKIT_SAVED_PLANS=0)" if not enabled() else "none on this machine (no live GPU)")
+    n = sum(1 for _ in store.path.glob("*.json")) if store.path.is_dir() else 0
+    return f"{'saved plans':>20}: {n} in {store.path}"
