@@ -1,4 +1,5 @@
 """The engine on a real GPU: every plan against the float64 reference, caps, cache, errors."""
+import gc
 import time
 
 import pytest
@@ -141,7 +142,9 @@ def test_bad_inputs_raise_labkit_errors():
 
 
 def test_out_of_memory_is_an_answer_and_frees_everything():
-    engine.Operands(ConvSpec(N=1, C=8, H=8, W=8, K=8))  # load the kernels Operands uses first
+    for dtype, layout in (("fp32", "NCHW"), ("fp16", "NHWC")):  # load the kernels Operands uses first (as `big` needs)
+        engine.Operands(ConvSpec(N=1, C=8, H=8, W=8, K=8, dtype=dtype, layout=layout))
+    gc.collect()
     cupy.get_default_memory_pool().free_all_blocks()
     free0 = memory.free_bytes()
     hog = memory.raw_malloc(free0 - (256 << 20), "pressure")  # leave ~256 MiB free
@@ -153,6 +156,8 @@ def test_out_of_memory_is_an_answer_and_frees_everything():
         assert "out of device memory" in str(info.value)
     finally:
         memory.raw_free(hog)
+        del info  # its traceback holds the frames that allocated
+        gc.collect()
         cupy.get_default_memory_pool().free_all_blocks()
     assert abs(memory.free_bytes() - free0) < (8 << 20)
     assert verify.check_plan(ConvSpec(N=1, C=8, H=8, W=8, K=8)).ok  # the process goes on

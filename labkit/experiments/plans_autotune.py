@@ -135,7 +135,7 @@ def build_cost(spec: ConvSpec = BASE):
     if loaded is None:  # reported, not hidden: the chart shows the stage without a bar
         if len(rows) < len(BUILD_STAGES):
             rows.append(dict(stage=BUILD_STAGES[6], seconds=float("nan")))
-        rows[-1]["reason"] = "cuDNN did not serialize or deserialize this plan"
+        rows[-1].update(seconds=float("nan"), reason="cuDNN did not serialize or deserialize this plan")
     gain = tuned.gpu_us(tuned.heuristic_index) - tuned.gpu_us(tuned.best_index)
     df = to_frame(rows)
     df["heuristic_gpu_us"] = tuned.gpu_us(tuned.heuristic_index)

@@ -426,7 +426,7 @@ def load_plan(spec: ConvSpec, epilogue: str = "none", workspace_cap: Optional[in
         return None
     try:
         g = cudnn.pygraph(handle=handle_for())
-        g.deserialize(handle_for(), saved.data)
+        g.deserialize(handle_for(), list(saved.data))  # the binding takes the list of ints serialize() gave
         loaded = LoadedGraph(spec, epilogue, workspace_cap, saved, g, time.perf_counter() - t0)
     except Exception as exc:  # noqa: BLE001  (cuDNN refused it: build instead, and say which file)
         store.set_aside(saved, f"cuDNN would not deserialize it: {type(exc).__name__}: {str(exc).strip()[:120]}")
