@@ -3,6 +3,8 @@
 #   bash scripts/gpu-record.sh COMMIT [record args...]   e.g. --only plans --force
 #   BENCH=0 bash scripts/gpu-record.sh COMMIT --quick    the lessons' base calls only, no benchmarks
 #                                                        (a first recording of a new GPU in ~1 min)
+#   BENCH=0 RECORD_TIMEOUT=520 bash scripts/gpu-record.sh COMMIT --force   a full recording, stopped
+#                                                        (and kept) at 520 s; run without --force to resume
 # Writes data/recordings/<folder> and data/bench/*_<gpu slug>.csv; packs both into $OUT/data.tgz.
 # <folder>: $LABKIT_RECORDING_DIR if set, else h100-sxm (the shipped recording) on an
 # NVIDIA H100 80GB HBM3, else the GPU's slug (labkit.env.gpu_slug: NVIDIA H200 -> h200).
@@ -15,7 +17,8 @@ case "$slug" in h100-80gb-hbm3) default=h100-sxm ;; *) default="$slug" ;; esac
 rec="data/recordings/${LABKIT_RECORDING_DIR:-$default}"
 echo "GPU slug: $slug; recording folder: $rec" | tee "$out/gpu.log"
 if [ "$#" -gt 0 ]; then
-  ( time python3 -m labkit record --out "$rec" "$@" ) 2>&1 | tail -6 | tee "$out/record.log"
+  # RECORD_TIMEOUT (s): interrupt the recorder then (it keeps what it recorded; the same command resumes)
+  ( time timeout -s INT -k 30 "${RECORD_TIMEOUT:-100000}" python3 -m labkit record --out "$rec" "$@" ) 2>&1 | tail -6 | tee "$out/record.log"
 fi
 python3 -m labkit doctor > "$out/doctor.log" 2>&1
 if [ "${BENCH:-1}" = 0 ]; then tar czf "$out/data.tgz" "$rec"; exit 0; fi

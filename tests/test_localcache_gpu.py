@@ -147,9 +147,9 @@ def test_a_second_click_stops_the_first_measurement(tmp_path, monkeypatch):
     monkeypatch.setenv("LABKIT_PREFETCH", "0")
     localcache.reset()
     lessons.forget()
-    p = widgets.PlansPanel(N=8, C=40, K=72, H=30, W=30)  # a shape no other test builds
+    p = widgets.PlansPanel(N=64, C=40, K=72, H=60, W=60)  # a shape no other test builds
     assert p.background
-    p.widgets["dtype"].value = "fp32"  # build and time every plan of a new graph: well over 0.1 s
+    p.widgets["dtype"].value = "fp32"  # build and time every plan of a new fp32 graph (~1 ms a call): well over 0.1 s
     time.sleep(0.1)
     p.widgets["dtype"].value = "bf16"
     assert p.wait(300)
