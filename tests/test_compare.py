@@ -5,6 +5,8 @@ import json
 import pandas as pd
 import pytest
 
+import recording_copies
+
 from labkit import InvalidSpec, RecordedDataError, compare, compare_check, experiments, recordings
 
 pytestmark = pytest.mark.usefixtures("recorded_mode")
@@ -27,7 +29,7 @@ def test_frames_hold_both_gpus_with_provenance(name):
     assert df.attrs["skipped"] == {}
     prov = df.attrs["provenance"]
     assert prov["h100-sxm"]["date"] == "2026-11-22" and prov["h200"]["date"] == "2026-11-23"
-    assert prov["h200"]["complete"] is False and prov["h100-sxm"]["complete"] is True
+    assert prov["h200"]["complete"] is True and prov["h100-sxm"]["complete"] is True
     assert prov["h200"]["cudnn_backend"] == "9.19.0"
     request = experiments.request_of(name, **kwargs)
     for rec in BOTH:
@@ -62,10 +64,12 @@ def test_rows_that_did_not_run_have_no_ratio():
     assert table.loc["FFT", "ratio h200/h100-sxm"] > 0
 
 
-def test_a_recording_without_the_call_is_skipped_and_named():
-    df = compare.frames("precision", spec=experiments.BASE.replace(N=8))
+def test_a_recording_without_the_call_is_skipped_and_named(tmp_path, monkeypatch):
+    n8 = experiments.BASE.replace(N=8)
+    recording_copies.without(tmp_path, monkeypatch, "h200", "precision", experiments.request_of("precision", spec=n8))
+    df = compare.frames("precision", spec=n8)
     assert set(df["recording"]) == {"h100-sxm"}
-    assert "h200" in df.attrs["skipped"] and "nearest recorded: spec.N=[32]" in df.attrs["skipped"]["h200"]
+    assert "h200" in df.attrs["skipped"] and "nearest recorded: spec.N=" in df.attrs["skipped"]["h200"]
     assert "nothing to compare" in compare.summary(compare.ratios(df))
     fig = compare.figure(df)
     assert {t.legendgroup for t in fig.data} == {"h100-sxm"}
@@ -79,7 +83,7 @@ def test_figure_has_one_trace_group_per_gpu_and_both_provenances(name):
     df = compare.frames(name)
     fig = compare.figure(df)
     assert [t.legendgroup for t in fig.data] == BOTH
-    assert [t.name for t in fig.data] == ["NVIDIA H100 80GB HBM3 (2026-11-22)", "NVIDIA H200 (2026-11-23, quick recording)"]
+    assert [t.name for t in fig.data] == ["NVIDIA H100 80GB HBM3 (2026-11-22)", "NVIDIA H200 (2026-11-23)"]
     title = fig.layout.title.text
     assert "NVIDIA H100 80GB HBM3 vs NVIDIA H200" in title and "cuDNN 9.19.0" in title and "2026-11-22 / 2026-11-23" in title
 

@@ -4,6 +4,8 @@ that recording lacks sends the controls back to its base, saying so; an unknown 
 `InvalidSpec` that lists the recordings."""
 import pytest
 
+import recording_copies
+
 from labkit import InvalidSpec, experiments, recordings, widgets
 
 
@@ -18,14 +20,16 @@ def test_the_picker_lists_every_recording_the_default_first():
     assert values[0] == recordings.DEFAULT_RECORDING == p.gpu_picker.value
     assert set(values) == {r.name for r in recordings.available()}
     labels = dict((v, t) for t, v in p.gpu_picker.options)
-    assert labels["h200"] == "H200 (recorded 2026-11-23, quick: base calls)"
+    assert labels["h200"] == "H200 (recorded 2026-11-23)"
     assert p.gpu_picker.layout.display is None  # shown: there is a choice
 
 
 ON_BOTH = sorted(n for n in widgets.PANELS if n in recordings.named("h200").metadata["experiments"])
 
 
-def test_a_panel_offers_only_the_gpus_that_recorded_its_experiment():
+def test_a_panel_offers_only_the_gpus_that_recorded_its_experiment(tmp_path, monkeypatch):
+    assert [v for _, v in widgets.ReportPanel().gpu_picker.options] == ["h100-sxm", "h200"]
+    recording_copies.without(tmp_path, monkeypatch, "h200", "network_report")
     p = widgets.ReportPanel()
     assert [v for _, v in p.gpu_picker.options] == ["h100-sxm"] and p.gpu_picker.layout.display == "none"
     with pytest.raises(InvalidSpec, match="no 'network_report'"):
@@ -45,15 +49,17 @@ def test_picking_the_h200_draws_exactly_its_rows(name):
         experiments.with_model(name, rows)[[c for c in p.df.columns if c in rows.columns]])
 
 
-def test_a_convolution_the_other_gpu_lacks_goes_back_to_the_base():
+def test_a_convolution_the_other_gpu_lacks_goes_back_to_the_base(tmp_path, monkeypatch):
+    n8 = experiments.request_of("precision", spec=experiments.BASE.replace(N=8))
+    recording_copies.without(tmp_path, monkeypatch, "h200", "precision", n8)
     p = widgets.PrecisionPanel()
     p.set(N=8)
     assert p.df.attrs["request"]["spec"]["N"] == 8
     p.set(gpu="h200")
     assert p.state["N"] == 32 and p.error is None
     assert "not recorded on that GPU" in p.status.value
-    with pytest.raises(InvalidSpec, match="the recording has only N=32"):
-        p.set(N=8)  # the quick H200 recording has the base calls only
+    p.set(N=8)  # that H200 recording lacks N=8: the panel says so and names the values it has
+    assert "not recorded on NVIDIA H200" in str(p.error) and "N = 1, 32, 64" in str(p.error)
     p.set(gpu="h100-sxm")
     p.set(N=8)
     assert p.df.attrs["gpu"] == "NVIDIA H100 80GB HBM3" and p.df.attrs["request"]["spec"]["N"] == 8
