@@ -348,15 +348,7 @@ class LocalRecording:
 
     def clear(self) -> int:
         """Delete every saved measurement of this identity. Returns how many files went."""
-        n = 0
-        if self.path.is_dir():
-            for f in self.path.glob("*/*.json"):
-                try:
-                    f.unlink()
-                    n += 1
-                except OSError:
-                    pass
-        return n
+        return delete_files(self.path, "*/*.json")
 
 
 def _check_entry(raw: bytes, identity_key: str, name: Optional[str], request_key: Optional[str]):
@@ -402,32 +394,64 @@ def _now() -> str:
 
 
 # ---- the one for this process -----------------------------------------------------------------
-_current: Optional[LocalRecording] = None
-_current_lock = threading.Lock()
+class ThisMachine:
+    """The one store of this machine's identity for the process (`LocalRecording` here, saved plans
+    in `labkit.plan_store`): made on first use under `cache_root`, made again when ``LABKIT_CACHE``
+    changes; None in recorded mode (no GPU) or when the environment variable ``switch`` is ``0``."""
+
+    def __init__(self, make, switch: str):
+        self._make, self.switch = make, switch
+        self._store = None
+        self._lock = threading.Lock()
+
+    def enabled(self) -> bool:
+        return os.environ.get(self.switch, "").strip() != "0"
+
+    def get(self):
+        """The store, or None. Raises `CacheError` for a ``LABKIT_CACHE`` that is a file."""
+        if not self.enabled():
+            return None
+        root = cache_root()
+        with self._lock:
+            if self._store is not None and self._store.root == root:
+                return self._store
+            ident = this_identity()
+            if ident is None:
+                return None
+            self._store = self._make(root, ident)
+            return self._store
+
+    def reset(self) -> None:
+        """Forget the store (the next `get` looks at ``LABKIT_CACHE`` again)."""
+        with self._lock:
+            self._store = None
+
+
+def delete_files(folder: Path, pattern: str) -> int:
+    """Delete the files under ``folder`` matching ``pattern``; how many went (a store's ``clear``)."""
+    n = 0
+    if folder.is_dir():
+        for f in folder.glob(pattern):
+            try:
+                f.unlink()
+                n += 1
+            except OSError:
+                pass
+    return n
+
+
+_this = ThisMachine(LocalRecording, "LABKIT_LOCAL_RECORDING")
 
 
 def current() -> Optional[LocalRecording]:
     """This machine's recording in the cache folder, or None in recorded mode (no GPU) or with
     ``LABKIT_LOCAL_RECORDING=0``. Raises `CacheError` for a ``LABKIT_CACHE`` that is a file."""
-    global _current
-    if os.environ.get("LABKIT_LOCAL_RECORDING", "").strip() == "0":
-        return None
-    root = cache_root()
-    with _current_lock:
-        if _current is not None and _current.root == root:
-            return _current
-        ident = this_identity()
-        if ident is None:
-            return None
-        _current = LocalRecording(root, ident)
-        return _current
+    return _this.get()
 
 
 def reset() -> None:
     """Forget the process's `current` recording (the next call looks at ``LABKIT_CACHE`` again)."""
-    global _current
-    with _current_lock:
-        _current = None
+    _this.reset()
 
 
 def describe() -> str:

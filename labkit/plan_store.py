@@ -30,8 +30,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterator, Optional
@@ -199,49 +197,27 @@ class PlanStore:
 
     def clear(self) -> int:
         """Delete every saved plan of this identity; returns how many files were removed."""
-        n = 0
-        if self.path.is_dir():
-            for f in self.path.glob("*.json"):
-                try:
-                    f.unlink()
-                    n += 1
-                except OSError:
-                    pass
-        return n
+        return localcache.delete_files(self.path, "*.json")
 
 
 # ---- the one for this process -----------------------------------------------------------------
-_current: Optional[PlanStore] = None
-_lock = threading.Lock()
+_this = localcache.ThisMachine(PlanStore, "LABKIT_SAVED_PLANS")
 
 
 def enabled() -> bool:
     """False when ``LABKIT_SAVED_PLANS=0``."""
-    return os.environ.get("LABKIT_SAVED_PLANS", "").strip() != "0"
+    return _this.enabled()
 
 
 def current() -> Optional[PlanStore]:
     """This machine's saved plans in the cache folder, or None (no live GPU, or
     ``LABKIT_SAVED_PLANS=0``). Raises `localcache.CacheError` for a ``LABKIT_CACHE`` that is a file."""
-    global _current
-    if not enabled():
-        return None
-    root = localcache.cache_root()
-    with _lock:
-        if _current is not None and _current.root == root:
-            return _current
-        ident = localcache.this_identity()
-        if ident is None:
-            return None
-        _current = PlanStore(root, ident)
-        return _current
+    return _this.get()
 
 
 def reset() -> None:
     """Forget the process's `current` store (the next call looks at ``LABKIT_CACHE`` again)."""
-    global _current
-    with _lock:
-        _current = None
+    _this.reset()
 
 
 def describe() -> str:
