@@ -462,8 +462,7 @@ def describe() -> str:
         return f"{'saved measurements':>20}: error: {exc}"
     store = current()
     if store is None:
-        why = "off (LABKIT_LOCAL_RECORDING=0)" if os.environ.get("LABKIT_LOCAL_RECORDING", "").strip() == "0" \
-            else "none on this machine (no live GPU)"
+        why = "off (LABKIT_LOCAL_RECORDING=0)" if not _this.enabled() else "none on this machine (no live GPU)"
         return f"{'saved measurements':>20}: {why}; cache folder {root}"
     n = sum(1 for _ in store.path.glob("*/*.json")) if store.path.is_dir() else 0
     return (f"{'saved measurements':>20}: {n} calls measured on this GPU, in {store.path}\n"

@@ -5,7 +5,8 @@ plan the graph selected, with its compiled kernel where cuDNN compiled one at ru
 it back with ``graph.deserialize`` in milliseconds, against 0.015 s to seconds to build every plan
 and autotune them. labkit saves two kinds of plan per graph (`KINDS`): the heuristic's pick (what a
 graph built with only that plan holds) and the autotune winner (with what autotuning measured).
-This module is the file handling only; `labkit.gpu.saved_plans` serializes and deserializes.
+This module is the file handling only; `labkit.gpu.engine` (``save_plan``, ``load_plan``) serializes
+and deserializes.
 
 Where: next to this GPU's recording (`labkit.localcache`), under the cache folder:
 
@@ -30,6 +31,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterator, Optional
@@ -123,8 +125,6 @@ class PlanStore:
     def get(self, graph_key, kind: str) -> Optional[SavedPlan]:
         """The saved plan for this graph and kind, or None (none saved; or unusable: set aside with
         one warning naming the file and why)."""
-        import time
-
         t0 = time.perf_counter()
         path = self.path_for(graph_key, kind)
         try:
@@ -141,8 +141,9 @@ class PlanStore:
         got.path, got.read_seconds = path, time.perf_counter() - t0
         return got
 
-    def _check(self, raw: bytes, graph: str, kind: str):
-        """A `SavedPlan`, or a string saying why the file cannot be used."""
+    def _check(self, raw: bytes, graph: Optional[str] = None, kind: Optional[str] = None):
+        """A `SavedPlan`, or a string saying why the file cannot be used. ``graph``/``kind``: what the
+        file must hold (None: whatever it holds)."""
         try:
             e = json.loads(raw.decode())
         except (UnicodeDecodeError, ValueError) as exc:
@@ -160,8 +161,9 @@ class PlanStore:
         for f in ("graph", "kind", "plan_name", "workspace_bytes", "saved_at", "data", "sha256"):
             if f not in e:
                 return f"lacks {f!r}"
-        if e["graph"] != graph or e["kind"] != kind:
+        if graph is not None and e["graph"] != graph or kind is not None and e["kind"] != kind:
             return "holds another graph's plan"
+        graph, kind = e["graph"], e["kind"]
         try:
             data = base64.b64decode(str(e["data"]).encode("ascii"), validate=True)
         except ValueError as exc:
@@ -184,10 +186,8 @@ class PlanStore:
             return
         for f in sorted(self.path.glob("*.json")):
             try:
-                e = json.loads(f.read_bytes().decode())
-                kind = e["kind"]
-                got = self._check(f.read_bytes(), e["graph"], kind)
-            except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+                got = self._check(f.read_bytes())
+            except OSError as exc:
                 got = f"not a readable plan file: {type(exc).__name__}"
             if isinstance(got, str):
                 localcache.set_aside(self.root, f, got)

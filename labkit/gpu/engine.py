@@ -494,11 +494,12 @@ class GraphCache:
                 self.stats.hit_seconds.append(time.perf_counter() - t0)
                 return g
         checkpoint()  # a build is 0.5-10 s: let the foreground have the GPU first
-        g = load_plan(spec, epilogue, workspace_cap, "heuristic") if self.saved_plans and not all_plans else None
+        saved = self.saved_plans and not all_plans  # a one-plan graph: its plan can come from disk
+        g = load_plan(spec, epilogue, workspace_cap, "heuristic") if saved else None
         built = g is None
         if built:
             g = ConvGraph(spec, epilogue, workspace_cap, all_plans)
-            if self.saved_plans and not all_plans:
+            if saved:
                 save_plan(g, g.default_plan.index, "heuristic", dict(build_seconds=round(g.build_seconds, 6)))
         with self._lock:
             if built:
