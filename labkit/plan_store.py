@@ -170,9 +170,12 @@ class PlanStore:
             return f"plan bytes are not base64: {str(exc)[:80]}"
         if hashlib.sha256(data).hexdigest() != e["sha256"]:
             return "plan bytes do not match their sha256 (corrupt or edited)"
-        return SavedPlan(graph_key=graph, kind=kind, plan_name=str(e["plan_name"]), workspace_bytes=int(e["workspace_bytes"]),
-                         notes=str(e.get("notes") or ""), saved_at=str(e["saved_at"]), data=data,
-                         info=dict(e.get("info") or {}))
+        try:
+            return SavedPlan(graph_key=graph, kind=kind, plan_name=str(e["plan_name"]), workspace_bytes=int(e["workspace_bytes"]),
+                             notes=str(e.get("notes") or ""), saved_at=str(e["saved_at"]), data=data,
+                             info=dict(e.get("info") or {}))
+        except (TypeError, ValueError) as exc:  # e.g. a workspace that is not a number
+            return f"a field of the wrong type: {str(exc)[:80]}"
 
     def set_aside(self, saved: SavedPlan, why: str) -> None:
         """Move a plan that cuDNN would not load to ``set-aside/`` (one warning naming it)."""

@@ -78,6 +78,7 @@ def test_a_plan_saved_under_another_cudnn_is_set_aside_never_returned(store):
     (lambda b: b.replace(b'"schema_version": 1', b'"schema_version": 99'), "schema version 99"),
     (lambda b: b.replace(b'"data": "AAEC', b'"data": "AQEC'), "do not match their sha256"),
     (lambda b: b"\xff\xfe", "truncated or corrupt"),
+    (lambda b: b.replace(b'"workspace_bytes": 1048576', b'"workspace_bytes": "a lot"'), "wrong type"),
 ])
 def test_corrupt_truncated_or_other_schema_file_is_named_and_set_aside(store, damage, why):
     path = put(store)
