@@ -378,7 +378,11 @@ def _check_entry(raw: bytes, identity_key: str, name: Optional[str], request_key
         df = read_csv_exact(io.StringIO(str(entry["csv"])))
     except Exception as exc:  # noqa: BLE001  (pandas' parser errors say what is wrong)
         return f"rows cannot be parsed: {str(exc)[:80]}"
-    if "request" not in df.columns or len(df) != int(entry["rows"]):
+    try:
+        rows = int(entry["rows"])
+    except (TypeError, ValueError) as exc:
+        return f"a field of the wrong type: {str(exc)[:80]}"
+    if "request" not in df.columns or len(df) != rows:
         return f"expected {entry['rows']} rows with a request column, found {len(df)}"
     entry["_df"] = df
     return entry

@@ -6,6 +6,7 @@ answered from disk with zero graph builds) is in tests/test_localcache_gpu.py.
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -102,6 +103,7 @@ def test_a_changed_cudnn_version_never_serves_old_numbers(tmp_path):
     (lambda b: b.replace(b'"schema_version": 1', b'"schema_version": 99'), "schema version 99"),
     (lambda b: b"fp17".join(b.rsplit(b"fp16", 1)), "sha256"),  # a value in the rows edited
     (lambda b: b.replace(b'"experiment": "precision"', b'"experiment": "layout"'), "holds experiment"),
+    (lambda b: re.sub(rb'"rows": \d+', b'"rows": "many"', b), "wrong type"),
 ])
 def test_corrupt_truncated_or_other_schema_file_is_named_and_set_aside(store, damage, why):
     request, df = real_call()
