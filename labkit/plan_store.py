@@ -70,7 +70,8 @@ def key_text(graph_key) -> str:
     return json.dumps(graph_key, sort_keys=True, default=str, separators=(",", ":"))
 
 
-def _check_kind(kind) -> str:
+def check_kind(kind) -> str:
+    """``kind`` if it is one of `KINDS`, else `InvalidSpec` naming them."""
     if kind not in KINDS:
         raise InvalidSpec("kind", kind, f"must be one of {', '.join(KINDS)}")
     return kind
@@ -96,7 +97,7 @@ class PlanStore:
 
     def path_for(self, graph_key, kind: str) -> Path:
         digest = hashlib.sha256(key_text(graph_key).encode()).hexdigest()[:32]
-        return self.path / f"{digest}.{_check_kind(kind)}.json"
+        return self.path / f"{digest}.{check_kind(kind)}.json"
 
     def put(self, graph_key, kind: str, data: bytes, plan_name: str, workspace_bytes: int, notes: str = "",
             info: Optional[dict] = None) -> Optional[Path]:

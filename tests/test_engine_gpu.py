@@ -9,7 +9,7 @@ cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed:
 
 from labkit import ConvSpec, InvalidSpec, OutOfMemory, Unsupported, env  # noqa: E402
 
-from labkit.gpu import engine, memory, verify  # noqa: E402
+from labkit.gpu import autotune, engine, memory, verify  # noqa: E402
 
 from gpu_helpers import random_specs, small_grid  # noqa: E402
 
@@ -139,6 +139,10 @@ def test_bad_inputs_raise_labkit_errors():
         engine.get_graph(spec).plan(10_000)
     with pytest.raises(InvalidSpec):
         memory.GuardedBuffer(1 << 40)
+    for bad in (lambda: engine.load_plan("32x64x56x56"), lambda: engine.load_plan(spec, "gelu"),
+                lambda: engine.load_plan(spec, kind="fastest"), lambda: autotune.tuned_graph(None)):
+        with pytest.raises(InvalidSpec):
+            bad()
 
 
 def test_out_of_memory_is_an_answer_and_frees_everything():

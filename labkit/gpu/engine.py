@@ -86,6 +86,12 @@ def _check_epilogue(spec: ConvSpec, epilogue: str) -> str:
     return epilogue
 
 
+def _check_spec(spec) -> ConvSpec:
+    if not isinstance(spec, ConvSpec):
+        raise InvalidSpec("spec", spec, "must be a labkit.ConvSpec")
+    return spec
+
+
 def _check_cap(cap) -> Optional[int]:
     return None if cap is None else memory.check_request(cap, "workspace cap")
 
@@ -168,8 +174,7 @@ class ConvGraph:
 
     def __init__(self, spec: ConvSpec, epilogue: str = "none", workspace_cap: Optional[int] = None,
                  all_plans: bool = True, _deterministic_only: bool = False):
-        if not isinstance(spec, ConvSpec):
-            raise InvalidSpec("spec", spec, "must be a labkit.ConvSpec")
+        _check_spec(spec)
         self.spec, self.all_plans = spec, bool(all_plans)
         self._deterministic_only = _deterministic_only
         self._deterministic: Optional[set] = None
@@ -384,9 +389,13 @@ class LoadedGraph(ConvGraph):
         self._cpp_index = {0: 0}  # a deserialized graph holds its one plan at index 0
 
 
-def _plan_store():
+def _plan_store(kind: Optional[str] = None):
+    """This machine's `labkit.plan_store.PlanStore` (None: saving off, no GPU, or ``LABKIT_CACHE``
+    unusable); ``kind`` is checked first (`InvalidSpec` for one that is not a plan kind)."""
     from .. import plan_store
 
+    if kind is not None:
+        plan_store.check_kind(kind)
     try:
         return plan_store.current()
     except LabkitError:  # LABKIT_CACHE names a file: the error is raised where the cache is used for results
@@ -397,7 +406,7 @@ def save_plan(cg: ConvGraph, plan_index: int, kind: str, info: Optional[dict] = 
     """Serialize plan ``plan_index`` of ``cg`` to disk as this graph's ``kind`` plan ("heuristic" or
     "autotuned"; `labkit.plan_store`). Returns the file, or None (saving off, a loaded graph, or
     cuDNN would not serialize it: that is not an error, the plan is simply built next time)."""
-    store = store if store is not None else _plan_store()
+    store = store if store is not None else _plan_store(kind)
     if store is None or isinstance(cg, LoadedGraph):
         return None
     plan = cg.plan(plan_index)
@@ -416,11 +425,12 @@ def load_plan(spec: ConvSpec, epilogue: str = "none", workspace_cap: Optional[in
               store=None) -> Optional[LoadedGraph]:
     """This graph's saved ``kind`` plan, deserialized (about 10 ms), or None when none is saved.
     A file cuDNN will not load is set aside with one warning naming it, and None is returned."""
-    store = store if store is not None else _plan_store()
+    t0 = time.perf_counter()
+    spec = _check_spec(spec)  # bad input is an error whether or not anything is saved
+    epilogue, workspace_cap = _check_epilogue(spec, epilogue), _check_cap(workspace_cap)
+    store = store if store is not None else _plan_store(kind)
     if store is None:
         return None
-    t0 = time.perf_counter()
-    epilogue, workspace_cap = _check_epilogue(spec, epilogue), _check_cap(workspace_cap)
     saved = store.get(graph_key(spec, epilogue, workspace_cap, False), kind)
     if saved is None:
         return None
@@ -483,9 +493,7 @@ class GraphCache:
     def get(self, spec: ConvSpec, epilogue: str = "none", workspace_cap: Optional[int] = None,
             all_plans: bool = True) -> ConvGraph:
         t0 = time.perf_counter()
-        if not isinstance(spec, ConvSpec):
-            raise InvalidSpec("spec", spec, "must be a labkit.ConvSpec")
-        key = graph_key(spec, _check_epilogue(spec, epilogue), _check_cap(workspace_cap), all_plans)
+        key = graph_key(_check_spec(spec), _check_epilogue(spec, epilogue), _check_cap(workspace_cap), all_plans)
         with self._lock:
             g = self._entries.get(key)
             if g is not None:
