@@ -10,6 +10,7 @@ from .errors import (  # noqa: F401
     ModeError,
     OutOfMemory,
     RecordedDataError,
+    TimedOut,
     Unsupported,
 )
 from .spec import ConvSpec  # noqa: F401

@@ -20,8 +20,12 @@ def main(argv=None) -> int:
     rec.add_argument("--force", action="store_true", help="delete an existing recording there first")
     rep = sub.add_parser("report", help="a network's workspace report: every conv layer under every strategy, "
                                          "memory timeline, budget curve; CSV tables and a self-contained HTML")
-    rep.add_argument("net", help="a preset: resnet50, resnext50_32x4d, mobilenet_v2, convnext_tiny, vgg16, deeplabv3_aspp")
-    rep.add_argument("--batch", type=int, default=32, help="images per batch (default 32)")
+    rep.add_argument("net", help="a preset (resnet50, resnext50_32x4d, mobilenet_v2, convnext_tiny, vgg16, "
+                                 "deeplabv3_aspp) or module:callable returning a torch nn.Module "
+                                 "(e.g. torchvision.models:mobilenet_v3_large, with --input-shape)")
+    rep.add_argument("--input-shape", help="a model's example input, e.g. 16,3,224,224 (its batch is the first number)")
+    rep.add_argument("--batch", type=int, default=None, help="images per batch (a preset's default: 32; a model's: "
+                                                            "the first number of --input-shape)")
     rep.add_argument("--dtype", default="fp16", help="fp32, tf32, fp16, bf16 or fp8_e4m3 (default fp16)")
     rep.add_argument("--layout", default="NHWC", help="NCHW or NHWC (default NHWC)")
     rep.add_argument("--image", type=int, default=224, help="image size in pixels (default 224)")

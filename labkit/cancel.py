@@ -7,7 +7,10 @@ longer wanted:
 * inside a `cancellable` block (a live panel measuring a click in the background), when the
   learner has moved a control again.
 
-Anywhere else it does nothing. The bottom layer: the GPU core imports this, never the worker.
+Anywhere else it does nothing. And stopping on time: a `Budget` is a step's time limit, checked
+between its parts, that ends it with `labkit.TimedOut`; `announce` says which part a step is in,
+for whoever must stop it from outside. The bottom layer: the GPU core imports this, never the
+worker.
 """
 from __future__ import annotations
 
@@ -54,3 +57,88 @@ def checkpoint() -> None:
     stop = getattr(_cancel, "should_stop", None)
     if stop is not None and stop():
         raise Superseded()
+
+
+_phase = threading.local()  # .listeners: stack of phase listeners in this thread
+
+
+@contextlib.contextmanager
+def announcing(listener: Callable[[str], None]):
+    """Inside the block, this thread's `announce` calls go to ``listener(phase)`` (nested blocks:
+    the innermost listener)."""
+    stack = _phase.__dict__.setdefault("listeners", [])
+    stack.append(listener)
+    try:
+        yield
+    finally:
+        stack.pop()
+
+
+def announce(phase: str) -> None:
+    """Say what a measurement is about to do ("timing plan 6 (eng1)", "building every plan"), so
+    that a step stopped from outside (`labkit.gpu.isolated`) can say where it was. A listener that
+    raises is ignored; without one this does nothing."""
+    stack = getattr(_phase, "listeners", None)
+    if stack:
+        try:
+            stack[-1](phase)
+        except Exception:  # noqa: BLE001  (saying where we are must never stop a measurement)
+            pass
+
+
+class Budget:
+    """A time budget for one measuring step: ``seconds`` of wall time from when it is made (None:
+    no limit). Code that measures calls ``check(phase)`` between its parts (between the calls of a
+    capture, between replays, between plan builds) and is stopped with `labkit.TimedOut` once the
+    budget is spent: a slow part is never waited on past its budget plus the one call in flight.
+    A call that never returns cannot be stopped from inside its process: the network report runs
+    its steps in a worker process for that (`labkit.gpu.isolated`)."""
+
+    def __init__(self, seconds, what: str):
+        import time
+
+        from .errors import InvalidSpec
+
+        if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0):
+            raise InvalidSpec("budget seconds", seconds, "must be a number of seconds > 0, or None for no limit")
+        self.seconds, self.what = (None if seconds is None else float(seconds)), what
+        self._clock = time.perf_counter
+        self._t0 = self._clock()
+
+    @property
+    def spent(self) -> float:
+        """Seconds since the budget was made."""
+        return self._clock() - self._t0
+
+    @property
+    def left(self) -> float:
+        """Seconds left (infinity without a limit; never below 0)."""
+        return float("inf") if self.seconds is None else max(0.0, self.seconds - self.spent)
+
+    @property
+    def over(self) -> bool:
+        return self.seconds is not None and self.spent > self.seconds
+
+    def check(self, phase: str) -> None:
+        """Raise `labkit.TimedOut` naming ``phase`` when the budget is spent."""
+        if self.over:
+            from .errors import TimedOut
+
+            raise TimedOut(self.what, phase, self.spent, self.seconds)
+
+    def within(self, seconds, what: str) -> "Budget":
+        """A budget of ``seconds`` (None: all that is left) that also ends when this one does."""
+        mine = self.left
+        if seconds is not None:
+            mine = min(mine, float(seconds))
+        return Budget(None if mine == float("inf") else max(mine, 1e-6), what)
+
+
+#: how the status of a plan that was not timed to the end begins: cut (known slower after one
+#: eager call, or left when a budget was spent) or timed out (stopped by its own budget)
+NOT_TIMED = ("cut", "timed out")
+
+
+def not_timed(status) -> bool:
+    """Whether a plan row's status says the plan was cut or timed out (not timed to the end)."""
+    return str(status).startswith(NOT_TIMED)

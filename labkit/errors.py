@@ -55,6 +55,17 @@ class ArenaTooSmall(LabkitError):
         )
 
 
+class TimedOut(LabkitError):
+    """A measuring step ran past its time budget and was stopped there (the measurement goes on
+    without it). ``what``: the step (e.g. "plan 6 (eng1) of fp16 NHWC fprop 16x240x28x28 -> 240
+    3x3 s2 p1 g240"); ``phase``: where it was when stopped ("capture", "replay", "build", ...);
+    ``seconds``: how long it had run; ``budget_s``: its budget."""
+
+    def __init__(self, what: str, phase: str, seconds: float, budget_s: float):
+        self.what, self.phase, self.seconds, self.budget_s = what, phase, float(seconds), float(budget_s)
+        super().__init__(f"{what}: timed out after {self.seconds:.1f} s in {phase} (budget {self.budget_s:.1f} s)")
+
+
 class ModeError(LabkitError):
     """Live mode was asked for (LABKIT_MODE=live or a live-only call) but this machine cannot run it."""
 

@@ -19,8 +19,8 @@ from typing import Optional, Tuple
 
 from . import lessons, networks
 from .errors import InvalidSpec
-from .experiments.your_network import (REPORT_STRATEGIES, TABLES, network_report_chart, network_report_summary,
-                                         table_of)
+from .experiments.your_network import (REPORT_STRATEGIES, TABLES, cut_counts, network_report_chart,
+                                         network_report_summary, table_of)
 
 
 @dataclass
@@ -51,6 +51,13 @@ class Report:
         return {k: self.frame.attrs[k] for k in keys if k in self.frame.attrs}
 
     @property
+    def cut(self) -> dict:
+        """What the report left out (budgets, `labkit.experiments.your_network.cut_counts`):
+        ``plans`` cut or timed out, distinct ``layers`` whose step timed out, ``strategies``
+        that did not finish."""
+        return cut_counts(self.frame)
+
+    @property
     def complete(self) -> bool:
         """Every call measured, every strategy run and the budget curve made (an interrupted
         report is never complete)."""
@@ -78,7 +85,7 @@ class Report:
         out.mkdir(parents=True, exist_ok=True)
         for name in TABLES:
             self._table(name).to_csv(out / f"{name}.csv", index=False)
-        meta = {"network": self.network, "complete": self.complete, "request": self.frame.attrs.get("request"),
+        meta = {"network": self.network, "complete": self.complete, "cut": self.cut, "request": self.frame.attrs.get("request"),
                 "provenance": self.provenance, "skipped": [s.__dict__ for s in self.skipped]}
         (out / "report.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
         fig = self.figure()
@@ -93,11 +100,19 @@ class Report:
         return out
 
 
-def request_for(net, batch: Optional[int] = 32, dtype: Optional[str] = "fp16", layout: Optional[str] = "NHWC",
+#: a preset's batch when none is given
+PRESET_BATCH = 32
+
+
+def request_for(net, batch: Optional[int] = None, dtype: Optional[str] = "fp16", layout: Optional[str] = "NHWC",
                 training: bool = False, image=224, input_shape=None) -> Tuple[dict, str, tuple]:
     """(the `network_report` arguments, the network's name, its skipped modules) for ``net``.
-    Bad input is an `InvalidSpec` before anything is measured."""
+    ``batch`` None: `PRESET_BATCH` for a preset, the example input's first dimension for a model,
+    each spec's own for a list. Bad input is an `InvalidSpec` before anything is measured."""
+    if isinstance(net, str) and networks.is_model_path(net):
+        net = networks.model_from_path(net)
     if isinstance(net, str):
+        batch = PRESET_BATCH if batch is None else batch
         network = networks.layers_of(net, batch=batch, dtype=dtype, layout=layout, image=image)  # validates
         return dict(net=network.name, batch=batch, dtype=dtype, layout=layout, training=training, image=image), network.name, ()
     network = networks.layers_of(net, batch=batch, dtype=dtype, layout=layout, input_shape=input_shape)
@@ -109,11 +124,16 @@ def request_for(net, batch: Optional[int] = 32, dtype: Optional[str] = "fp16", l
             network.name, network.skipped)
 
 
-def report(net, batch: Optional[int] = 32, dtype: Optional[str] = "fp16", layout: Optional[str] = "NHWC",
+def report(net, batch: Optional[int] = None, dtype: Optional[str] = "fp16", layout: Optional[str] = "NHWC",
            training: bool = False, image=224, input_shape=None, force: bool = False, recording: Optional[str] = None) -> Report:
     """The workspace report of ``net`` (see the module doc): every convolution layer under every
-    strategy. ``training``: forward plus backward (dgrad, wgrad). ``force``: measure again.
-    ``recording``: answer from that shipped recording (e.g. ``"h200"``), in any mode."""
+    strategy. ``net``: a preset name, a list of ConvSpec, a torch ``nn.Module`` with
+    ``input_shape``, or ``"module:callable"`` naming a function that returns one (e.g.
+    ``"torchvision.models:mobilenet_v3_large"``). ``batch``: a preset's is 32 unless given; a
+    model's is ``input_shape[0]``; a list keeps its specs' own. ``training``: forward plus
+    backward (dgrad, wgrad). ``force``: measure again. ``recording``: answer from that shipped
+    recording (e.g. ``"h200"``), in any mode. Every step is bounded (`Report.cut` says what was
+    left out)."""
     if not isinstance(training, bool):
         raise InvalidSpec("training", training, "must be True or False")
     kwargs, name, skipped = request_for(net, batch, dtype, layout, training, image, input_shape)
@@ -121,26 +141,40 @@ def report(net, batch: Optional[int] = 32, dtype: Optional[str] = "fp16", layout
     return Report(df, name, tuple(skipped))
 
 
+def parse_shape(text: str) -> Tuple[int, ...]:
+    """``"16,3,224,224"`` as (16, 3, 224, 224) (the CLI's ``--input-shape``)."""
+    try:
+        return tuple(int(part) for part in str(text).replace("x", ",").split(",") if part.strip())
+    except ValueError:
+        raise InvalidSpec("input_shape", text, "must be whole numbers separated by commas, e.g. 16,3,224,224") from None
+
+
 def main_report(args) -> int:
-    """``python -m labkit report NET [--batch B] [--dtype D] [--layout L] [--train] --out DIR``:
-    measure (live) or look up (recorded) the report with a progress bar and write it into DIR.
-    Ctrl-C writes what was measured so far, marked incomplete, and exits with 130."""
+    """``python -m labkit report NET [--input-shape N,C,H,W] [--batch B] [--dtype D] [--layout L]
+    [--train] --out DIR``: measure (live) or look up (recorded) the report with a progress bar
+    (the step in flight beside it) and write it into DIR. NET is a preset or ``module:callable``
+    (a function returning a torch ``nn.Module``, with ``--input-shape``). Ctrl-C writes what was
+    measured so far, marked incomplete, and exits with 130."""
     from tqdm.auto import tqdm
 
     from . import experiments, progress
+    from .cancel import announcing
 
-    kwargs, name, skipped = request_for(args.net, args.batch, args.dtype, args.layout, args.train, args.image)
+    shape = None if args.input_shape is None else parse_shape(args.input_shape)
+    kwargs, name, skipped = request_for(args.net, args.batch, args.dtype, args.layout, args.train, args.image, shape)
     bar = tqdm(desc=f"report {name}", unit="step")
     latest = {}
 
     def listen(make_frame, done, total, unit):
         bar.total, bar.n = total, done
-        bar.set_postfix_str(unit)
         bar.refresh()
         latest["frame"] = make_frame
 
+    def phase(text):
+        bar.set_postfix_str(text[:70])
+
     try:
-        with progress.listening(listen):
+        with progress.listening(listen), announcing(phase):
             df = lessons.data("network_report", force=args.force, **kwargs)
     except KeyboardInterrupt:
         bar.close()
@@ -155,9 +189,11 @@ def main_report(args) -> int:
     bar.close()
     rep = Report(df, name, tuple(skipped))
     out = rep.write(args.out)
-    prov = rep.provenance
+    prov, cut = rep.provenance, rep.cut
     print(f"{name}: {len(rep.layers)} convolution calls, {len(rep.strategies)} strategies, "
           f"{prov.get('mode')} on {prov.get('gpu')} (cuDNN {prov.get('cudnn_backend')}, {prov.get('date')})")
+    print(f"cut: {cut['plans']} plan(s), {cut['layers']} distinct layer(s), {cut['strategies']} strateg(y/ies) "
+          "(not measured to the end; report.html and the CSVs say why)")
     for s in skipped:
         print(f"  skipped {s.name} ({s.kind}): {s.reason}")
     print(f"wrote {out}/report.html and {', '.join(t + '.csv' for t in TABLES)}")

@@ -333,9 +333,51 @@ def unique(layers) -> List[Group]:
 
 
 # ---- a PyTorch model ------------------------------------------------------------------------
+def is_model_path(net) -> bool:
+    """Whether ``net`` names a model as ``"module:callable"`` (a preset name has no colon)."""
+    return isinstance(net, str) and ":" in net
+
+
+def model_from_path(path: str):
+    """The ``torch.nn.Module`` that ``"module:callable"`` returns when called with no arguments
+    (e.g. ``"torchvision.models:mobilenet_v3_large"``, weights not loaded: only shapes matter).
+    `InvalidSpec` naming ``net`` when the module does not import, has no such callable, the call
+    fails, or it returns something else."""
+    module, _, attr = path.partition(":")
+    if not module.strip() or not attr.strip():
+        raise InvalidSpec("net", path, 'a model is named "module:callable", e.g. torchvision.models:resnet18')
+    import importlib
+
+    try:
+        obj = importlib.import_module(module.strip())
+    except Exception as err:  # noqa: BLE001  (ImportError, or whatever the module raised on import)
+        raise InvalidSpec("net", path, f"module {module.strip()!r} does not import: {type(err).__name__}: "
+                          f"{_first_line(err)}") from None
+    for part in attr.strip().split("."):
+        if not hasattr(obj, part):
+            raise InvalidSpec("net", path, f"{module.strip()} has no {attr.strip()!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise InvalidSpec("net", path, f"{attr.strip()} is a {type(obj).__name__}, not a function returning a model")
+    try:
+        model = obj()
+    except Exception as err:  # noqa: BLE001
+        raise InvalidSpec("net", path, f"calling {attr.strip()}() failed: {type(err).__name__}: {_first_line(err)}") from None
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(model, torch.nn.Module):
+        raise InvalidSpec("net", path, f"{attr.strip()}() returned a {type(model).__name__}, not a torch.nn.Module")
+    return model
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0][:300] if text else ""
+
+
 def _from_module(model, input_shape, batch, dtype, layout) -> Network:
     """Run ``model`` once on zeros of ``input_shape`` (in eval mode, without gradients, on the
-    device and dtype of its first parameter; each module's train/eval flag is restored after) and
+    CPU in float32: a model elsewhere is an `InvalidSpec` saying how to pass it; each module's
+    train/eval flag is restored after) and
     read every ``Conv2d`` call with a forward pre-hook: its input's shape, and the module's
     kernel, stride, padding, dilation, groups and bias. Only calls of a module's forward are seen
     (a functional ``F.conv2d`` is not); a module called twice gives two layers of the same name.
@@ -355,6 +397,7 @@ def _from_module(model, input_shape, batch, dtype, layout) -> Network:
     from torch import nn
 
     shape = _input_shape(input_shape)
+    _check_model(model)
     if batch is not None and _whole("batch", batch) != shape[0]:
         raise InvalidSpec("batch", batch, f"the batch is the example input's first dimension ({shape[0]} in "
                           f"input_shape={shape}); leave batch out or make them agree")
@@ -394,7 +437,25 @@ def _input_shape(input_shape) -> Tuple[int, ...]:
                           "e.g. input_shape=(1, 3, 224, 224)")
     if not isinstance(input_shape, (tuple, list)) or not input_shape:
         raise InvalidSpec("input_shape", input_shape, "must be a tuple of whole numbers, e.g. (1, 3, 224, 224)")
-    return tuple(_whole("input_shape", d) for d in input_shape)
+    shape = tuple(_whole("input_shape", d) for d in input_shape)
+    if len(shape) < 3:
+        raise InvalidSpec("input_shape", shape, f"has {len(shape)} dimension(s); a network of Conv2d takes an image "
+                          "batch (N, C, H, W), e.g. (1, 3, 224, 224)")
+    return shape
+
+
+def _check_model(model) -> None:
+    """The model's layers are read on the CPU in float32 (labkit measures on the GPU in the dtype
+    asked for): a model on a GPU or in another float type is named with the one-line fix."""
+    param = next(model.parameters(), None)
+    if param is None:
+        return
+    if param.device.type != "cpu":
+        raise InvalidSpec("net", type(model).__name__, f"its parameters are on {param.device}; labkit reads the layers "
+                          "with one forward pass on the CPU: pass model.cpu() (the report measures on the GPU anyway)")
+    if param.dtype.is_floating_point and str(param.dtype) != "torch.float32":
+        raise InvalidSpec("net", type(model).__name__, f"its parameters are {param.dtype}; labkit reads the layers in "
+                          "float32 on the CPU: pass model.float() (the report's precision is dtype=, e.g. 'fp16')")
 
 
 def _run_hooked(model, convs, shape, torch) -> list:

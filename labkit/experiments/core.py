@@ -14,7 +14,7 @@ import datetime
 import functools
 import inspect
 
-from ..errors import InvalidSpec, LabkitError, OutOfMemory, Unsupported
+from ..errors import InvalidSpec, LabkitError, OutOfMemory, TimedOut, Unsupported
 from ..recordings import request_key  # noqa: F401  (experiments.request_key: one definition, in the data layer)
 from ..spec import ConvSpec
 
@@ -135,17 +135,15 @@ def as_spec(value, name="spec") -> ConvSpec:
 
 
 def timed_plan(cg, plan_index=None, ops=None, calls: int = 10):
-    """(plan, Timing) of one plan by CUDA-graph replay, with its own workspace."""
-    import cupy
-
-    from ..gpu import engine, measure, memory
+    """(plan, Timing) of one plan by CUDA-graph replay, with its own workspace, within the first
+    plan's budget of `labkit.gpu.autotune` (`labkit.TimedOut` past it)."""
+    from ..cancel import Budget
+    from ..gpu import autotune, engine
 
     plan = cg.plan(plan_index)
     ops = ops if ops is not None else engine.Operands(cg.spec, cg.epilogue)
-    ws = memory.alloc(plan.workspace_bytes, "workspace")
-    stream = cupy.cuda.Stream(non_blocking=True)
-    bound = cg.bind(ops.arrays, int(ws.data.ptr), plan.index, stream)
-    return plan, measure.graph_replay(bound.run, stream, calls=calls)
+    budget = Budget(autotune.FIRST_PLAN_BUDGET_S, f"plan {plan.index} ({plan.name}) of {cg.spec.label}")
+    return plan, autotune.time_plan(cg, plan.index, ops, calls=calls, budget=budget)
 
 
 def heuristic_row(spec: ConvSpec) -> dict:
@@ -162,7 +160,8 @@ def heuristic_row(spec: ConvSpec) -> dict:
 
 
 def status_row(exc: Exception) -> dict:
-    kind = "unsupported" if isinstance(exc, Unsupported) else "out_of_memory" if isinstance(exc, OutOfMemory) else "error"
+    kind = ("unsupported" if isinstance(exc, Unsupported) else "out_of_memory" if isinstance(exc, OutOfMemory)
+            else "timed_out" if isinstance(exc, TimedOut) else "error")
     return {"status": kind, "reason": str(exc)[:300]}
 
 

@@ -103,7 +103,7 @@ def fusion(spec: ConvSpec = BASE, epilogues: Sequence[str] = ("bias_relu", "bias
     def unfused(epi):  # conv alone, then elementwise kernels on real tensors
         ops, want = case(epi)
         out_role = ops.output_role
-        stream = cupy.cuda.Stream(non_blocking=True)
+        stream = measure.timing_stream()
         plain = engine.get_graph(spec, all_plans=False)
         pplan = plain.default_plan
         ws2 = memory.alloc(pplan.workspace_bytes, "workspace")

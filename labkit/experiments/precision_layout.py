@@ -73,7 +73,7 @@ def layout(spec: ConvSpec = BASE):
             plan, t = timed_plan(cg, ops=ops)
             convert = 0.0
             if lay == "NHWC":
-                stream = cupy.cuda.Stream(non_blocking=True)
+                stream = measure.timing_stream()
                 ins = [r for r in engine.INPUT_ROLES[s.direction] if r != "w"]
                 out = engine.OUTPUT_ROLE[s.direction]
                 nchw = {r: cupy.ascontiguousarray(engine.logical_view(ops.arrays[r], "NHWC")) for r in ins + [out]}

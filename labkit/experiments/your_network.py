@@ -27,8 +27,17 @@ which of five tables a row belongs to (`labkit.report` splits them into a `Repor
                 change plan or have none that fits.
 ==============  ===============================================================================
 
+Bounded: each step of a report (one distinct convolution: its build, autotune and checks; one
+strategy's pass) has a budget of `step_budget_s` seconds and runs in a worker process
+(`labkit.gpu.isolated`): inside, the build, each plan's timing and the autotune stop between
+their parts when their budgets are spent (a plan that took too long is a ``plans`` row ``timed
+out after ... in capture``; one far slower than the best after one eager call is ``cut: ...``);
+a step that still has not answered `KILL_GRACE_S` after its budget is killed with its worker,
+and its layer is a row with status ``timed_out`` naming the phase it was in. The report goes
+on, and `cut_counts` says how many plans and layers were cut.
+
 Everything about the experiment lives here: the run function, its charts, summary, exercise
-checks and the calls of the recorded grid. Bytes; microseconds.
+checks and the calls of the recorded grid. Bytes; microseconds; seconds for budgets.
 """
 from __future__ import annotations
 
@@ -38,9 +47,11 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import plotly.graph_objects as go
 
+import os
+
 from .. import networks
-from ..cancel import checkpoint
-from ..errors import InvalidSpec, LabkitError, OutOfMemory
+from ..cancel import Budget, announce, checkpoint, not_timed
+from ..errors import InvalidSpec, LabkitError
 from ..plots import COLORS, finish, fmt_bytes, fmt_us, new_figure, num, ok_rows
 from ..progress import report as report_progress
 from ..prose import Text
@@ -63,10 +74,28 @@ REPORT_STRATEGIES: Tuple[Tuple[str, str, object], ...] = (
 #: the workspace caps of the budget curve, bytes (None: no cap)
 BUDGET_CAPS = (0, 1 * MIB, 4 * MIB, 16 * MIB, 64 * MIB, 256 * MIB, 1024 * MIB, None)
 TABLES = ("layers", "plans", "strategies", "timeline", "budget")
-#: the presets the recorded grid holds a report for (batch 32, fp16, NHWC, inference). The others
-#: are live only for now: on an H100, mobilenet_v2 (30 distinct specs, mostly depthwise) had not
-#: finished after 5 minutes of autotuning every plan (resnet50: 40 s, resnext50_32x4d: 55 s).
+#: the presets the recorded grid holds a report for (batch 32, fp16, NHWC, inference)
 RECORDED_PRESETS = ("resnet50", "resnext50_32x4d")
+#: seconds one step of a report may take (``LABKIT_STEP_BUDGET_S`` overrides): a distinct
+#: convolution's build (at most half of it), autotune and checks, or one strategy's pass
+STEP_BUDGET_S = 60.0
+#: seconds past a step's budget before its worker is killed (its own budget stops it between
+#: parts first; this catches a call that never returns)
+KILL_GRACE_S = 15.0
+
+
+def step_budget_s() -> float:
+    """A report step's budget in seconds: `STEP_BUDGET_S`, or ``LABKIT_STEP_BUDGET_S`` when set."""
+    raw = os.environ.get("LABKIT_STEP_BUDGET_S", "").strip()
+    if not raw:
+        return STEP_BUDGET_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise InvalidSpec("LABKIT_STEP_BUDGET_S", raw, "must be a number of seconds > 0")
+    return value
 
 
 # ---- what is measured -------------------------------------------------------------------------
@@ -100,17 +129,18 @@ def pass_steps(layers: Sequence[networks.Layer], training: bool) -> List[Tuple[s
     return steps
 
 
-def _measure_spec(spec: ConvSpec) -> Tuple[dict, List[dict]]:
+def _measure_spec(spec: ConvSpec, budget: Budget) -> Tuple[dict, List[dict]]:
     """Autotune every plan of ``spec`` and check the heuristic, fastest and smallest-workspace
-    plans against the float64 reference. (summary, plan rows)."""
+    plans against the float64 reference, within ``budget`` (the build gets at most half of it).
+    (summary, plan rows)."""
     import cupy
 
     from ..gpu import autotune, engine, reference, verify
 
-    cg = engine.get_graph(spec)
+    cg = engine.get_graph(spec, build_budget_s=budget.left / 2)
     ops = engine.Operands(spec)
     try:
-        tuned = autotune.autotune(cg, ops)
+        tuned = autotune.autotune(cg, ops, budget=budget)
         table = tuned.table
         ok = table[table.status == "ok"]
         smallest = int(ok.sort_values(["workspace_bytes", "gpu_us"]).iloc[0]["plan_index"])
@@ -120,8 +150,10 @@ def _measure_spec(spec: ConvSpec) -> Tuple[dict, List[dict]]:
         del ops
         cupy.get_default_memory_pool().free_all_blocks()
     tol = reference.tolerance_for(spec)
+    cut = tuned.cut + cg.build_cut
     out = dict(tolerance=tol, max_rel_error=max(errors.values()), checked=all(e <= tol for e in errors.values()),
-               plans_timed=len(ok), status="ok", reason="")
+               plans_timed=len(ok), plans_cut=cut, status="ok",
+               reason=f"{cut} plan(s) cut (not built or not timed to the end: see the plans table)" if cut else "")
     for role, index in picks.items():
         row = table[table.plan_index == index].iloc[0]
         out.update({f"{role}_plan": str(row.plan_name), f"{role}_gpu_us": float(row.gpu_us),
@@ -132,7 +164,36 @@ def _measure_spec(spec: ConvSpec) -> Tuple[dict, List[dict]]:
     plans = [dict(plan_index=int(r.plan_index), plan_name=str(r.plan_name), workspace_bytes=int(r.workspace_bytes),
                   gpu_us=float(r.gpu_us), status="ok" if r.status == "ok" else str(r.status)[:200])
              for r in table.itertuples()]
+    plans += [dict(plan_index=p.index, plan_name=p.name, workspace_bytes=-1, gpu_us=float("nan"), status=p.error[:200])
+              for p in cg.plans if not_timed(p.error)]  # cut from the build
     return out, plans
+
+
+def spec_step(spec: ConvSpec, budget_s: float, room: int) -> Tuple[dict, List[dict]]:
+    """One report step, run in the worker process (`labkit.gpu.isolated`): `_measure_spec` of
+    ``spec`` within ``budget_s`` seconds, with room in the graph cache for ``room`` graphs (every
+    graph of the pass stays built for the strategies' passes)."""
+    from ..gpu import engine
+
+    engine.graphs.max_entries = max(engine.graphs.max_entries, room)
+    return _measure_spec(spec, Budget(budget_s, f"measuring {spec.label}"))
+
+
+def strategy_step(label: str, name: str, options: dict, steps, choice: Dict[tuple, str], budget_s: float,
+                  room: int) -> Tuple[dict, List[dict]]:
+    """One report step, run in the worker process: `_strategy_pass` under one strategy, each
+    call with the plan named in ``choice`` (spec key -> plan name), within ``budget_s`` seconds."""
+    from ..gpu import engine
+
+    engine.graphs.max_entries = max(engine.graphs.max_entries, room)
+    index = {}
+    for _, spec in steps:
+        if spec.key not in index:
+            named = [p.index for p in engine.get_graph(spec).runnable if p.name == choice[spec.key]]
+            if not named:
+                raise LabkitError(f"plan {choice[spec.key]} of {spec.label} did not build again in this worker")
+            index[spec.key] = named[0]
+    return _strategy_pass(label, name, options, steps, index, Budget(budget_s, f"strategy {label}"))
 
 
 def _spec_columns(spec: ConvSpec) -> dict:
@@ -141,14 +202,16 @@ def _spec_columns(spec: ConvSpec) -> dict:
                 flops=spec.flops)
 
 
-def _strategy_pass(label: str, name: str, options: dict, steps, choice: Dict[tuple, int]) -> Tuple[dict, List[dict]]:
+def _strategy_pass(label: str, name: str, options: dict, steps, choice: Dict[tuple, int],
+                   budget: Budget) -> Tuple[dict, List[dict]]:
     """Run the pass under one strategy: a first pass from nothing held (the timeline), then a
-    timed pass. (strategy row, timeline rows)."""
+    timed pass, checking ``budget`` between calls. (strategy row, timeline rows)."""
     import cupy
 
     from ..gpu import workspace
 
     checkpoint()
+    announce(f"strategy {label}: first pass")
     row = dict(table="strategies", strategy=label, calls=len(steps))
     timeline: List[dict] = []
     strategy = runner = None
@@ -167,7 +230,9 @@ def _strategy_pass(label: str, name: str, options: dict, steps, choice: Dict[tup
             timeline.append(dict(table="timeline", strategy=label, step=i, layer=layer, direction=spec.direction,
                                  held_bytes=during, held_after_bytes=st.held_bytes, workspace_bytes=call.workspace_bytes,
                                  fell_back=call.fell_back_from is not None))
+            budget.check(f"the first pass, call {i} ({layer})")
         runner.stream.synchronize()
+        announce(f"strategy {label}: timed pass")
         first = dataclasses.replace(st)
         first_fallbacks = runner.fallbacks
         start, end = cupy.cuda.Event(), cupy.cuda.Event()
@@ -231,25 +296,28 @@ def network_report(net="resnet50", batch: Optional[int] = 32, dtype: Optional[st
     """Every convolution of ``net`` (a preset name, or [name, ConvSpec] pairs) at ``batch``,
     ``dtype``, ``layout``: per layer the heuristic, fastest and smallest-workspace plans (checked
     against float64), every strategy over one pass, the memory timeline and the budget curve.
-    One long DataFrame; see the module doc for its ``table`` s."""
+    One long DataFrame; see the module doc for its ``table`` s. Each step runs in the worker
+    process within `step_budget_s` (see the module doc)."""
     if not isinstance(training, bool):
         raise InvalidSpec("training", training, "must be True or False")
-    from ..gpu import engine
-
     network = network_of(net, batch, dtype, layout, image)
     steps = pass_steps(network.layers, training)
     groups = networks.unique([networks.Layer(n, s) for n, s in steps])
-    room = engine.graphs.max_entries
-    engine.graphs.max_entries = max(room, len(groups) + 16)  # every graph of the pass stays built until the end
-    try:
-        return _report(network, steps, groups)
-    finally:
-        engine.graphs.max_entries = room
+    return _report(network, steps, groups, step_budget_s())
 
 
-def _report(network, steps, groups):
+def _in_worker(step: str, args: tuple, budget_s: float, what: str):
+    """``step(*args)`` of this module in the worker process (`labkit.gpu.isolated`), killed
+    `KILL_GRACE_S` after ``budget_s``; the phases it announces are announced here too."""
+    from ..gpu import isolated
+
+    return isolated.run_step(f"{__name__}:{step}", args, budget_s + KILL_GRACE_S, what, announce)
+
+
+def _report(network, steps, groups, budget_s: float):
     spec_id = {g.spec.key: i for i, g in enumerate(groups)}
     total = len(groups) + len(REPORT_STRATEGIES)
+    room = len(groups) + 16  # every graph of the pass stays built until the end
     measured: Dict[int, dict] = {}
     plan_rows: List[dict] = []
     rows: List[dict] = []
@@ -259,22 +327,29 @@ def _report(network, steps, groups):
 
     for i, g in enumerate(groups):
         checkpoint()
+        t0 = time.perf_counter()
         try:
-            summary, plans = _measure_spec(g.spec)
-        except (OutOfMemory, LabkitError) as exc:
+            summary, plans = _in_worker("spec_step", (g.spec, budget_s, room), budget_s, f"measuring {g.spec.label}")
+        except LabkitError as exc:
             summary, plans = status_row(exc), []
-        measured[i] = summary
+        measured[i] = dict(summary, step_seconds=time.perf_counter() - t0)
         plan_rows += [dict(table="plans", spec_id=i, spec=g.spec.label, **p) for p in plans]
         report_progress(frame, i + 1, total, "steps")
-    choice = {g.spec.key: measured[i]["fastest_plan_index"] for i, g in enumerate(groups) if measured[i]["status"] in ("ok", "wrong")}
+    choice = {g.spec.key: measured[i]["fastest_plan"] for i, g in enumerate(groups) if measured[i]["status"] in ("ok", "wrong")}
     runnable = [(n, s) for n, s in steps if s.key in choice]
     sized = max([measured[spec_id[s.key]]["fastest_workspace_bytes"] for _, s in runnable] or [0])
     for j, (label, name, options) in enumerate(REPORT_STRATEGIES):
+        checkpoint()
         opts = {"size_bytes": int(sized)} if options == "sized" else options
+        srow, tl = dict(table="strategies", strategy=label, status="error", reason="no layer could be measured"), []
         if runnable:
-            srow, tl = _strategy_pass(label, name, opts, runnable, choice)
-        else:
-            srow, tl = dict(table="strategies", strategy=label, status="error", reason="no layer could be measured"), []
+            t0 = time.perf_counter()
+            try:
+                srow, tl = _in_worker("strategy_step", (label, name, opts, runnable, choice, budget_s, room), budget_s,
+                                      f"strategy {label}")
+            except LabkitError as exc:
+                srow.update(status_row(exc))
+            srow["step_seconds"] = time.perf_counter() - t0
         if len(runnable) < len(steps):
             srow["reason"] = (srow.get("reason") or "") + f" {len(steps) - len(runnable)} call(s) left out: not measured"
         rows += [srow] + tl
@@ -286,7 +361,19 @@ def _report(network, steps, groups):
     df = frame()
     df.attrs["network"] = network.name
     df.attrs["network_source"] = network.source
+    df.attrs["step_budget_s"] = budget_s
     return df
+
+
+def cut_counts(df) -> dict:
+    """What a report left out: ``plans`` cut or timed out (``plans`` table), ``layers`` whose step
+    timed out or whose worker died (``layers`` table, distinct convolutions), ``strategies`` that
+    did not finish."""
+    plans, layers, strategies = (table_of(df, t) for t in ("plans", "layers", "strategies"))
+    stopped = ("timed_out", "error")
+    return dict(plans=int(plans["status"].map(not_timed).sum()) if len(plans) else 0,
+                layers=int(layers[layers["status"].isin(stopped)]["spec_id"].nunique()) if len(layers) else 0,
+                strategies=int((strategies["status"] != "ok").sum()) if len(strategies) else 0)
 
 
 def _layer_rows(steps, spec_id, groups, measured) -> List[dict]:
@@ -377,6 +464,13 @@ def network_report_summary(df) -> Text:
     r = df.attrs.get("request") or {}
     parts = [f"**{len(layers)} convolution calls** ({layers['spec_id'].nunique()} distinct, each measured once)"
              f" at batch {r.get('batch')}, {r.get('dtype')} {r.get('layout')}."]
+    cut = cut_counts(df)
+    if any(cut.values()):
+        said = [f"**{n} {one if n == 1 else many}**" for n, one, many in (
+            (cut["plans"], "plan", "plans"), (cut["layers"], "distinct layer", "distinct layers"),
+            (cut["strategies"], "strategy", "strategies")) if n]
+        parts.append(f"Cut: {', '.join(said)} (not measured to the end: a plan far slower than the best after one call, "
+                     f"or a step over its {df.attrs.get('step_budget_s', STEP_BUDGET_S):g} s budget; the tables say which and why).")
     if len(ok):
         fast, heur = ok["fastest_gpu_us"].sum(), ok["heuristic_gpu_us"].sum()
         big = ok.loc[ok["fastest_workspace_bytes"].idxmax()]

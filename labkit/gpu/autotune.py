@@ -1,9 +1,16 @@
 """Autotune: time every plan of a graph properly and pick the fastest.
 
 The frontend's Python API has no autotune (its C++ ``autotune`` does what this does): each plan
-gets its own workspace, a CUDA graph of back-to-back calls is captured and replayed (warm-up,
-repeats until the median is stable), and a plan already 3x slower than the best so far stops
-early. Times are GPU microseconds per call (`measure.graph_replay`).
+gets its own workspace, runs twice eagerly, and a CUDA graph of back-to-back calls is captured and
+replayed (warm-up, repeats until the median is stable); a plan already 3x slower than the best so
+far stops after one replay, and one whose eager call alone is over 6x the best is not captured at
+all (`measure.TooSlow`). Times are GPU microseconds per call (`measure.graph_replay`).
+
+Bounded: every plan is timed under a budget derived from the best plan so far (`plan_budget_s`:
+50x what timing the best plan took, at least `PLAN_BUDGET_FLOOR_S`; `FIRST_PLAN_BUDGET_S` for the
+first), and the whole autotune under ``budget`` when one is given. A plan over its budget is a
+row ``timed out after ... in <phase>``; plans left when the whole budget is spent are rows
+``cut: ...``. Neither ends the autotune.
 """
 from __future__ import annotations
 
@@ -11,67 +18,115 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional
 
-import cupy
-
 from . import engine, measure, memory
-from ..errors import LabkitError, OutOfMemory
-from ..cancel import checkpoint
+from ..errors import LabkitError, OutOfMemory, TimedOut
+from ..cancel import Budget, announce, checkpoint, not_timed
+
+#: a plan's timing budget is this many times what timing the best plan so far took ...
+PLAN_BUDGET_FACTOR = 50.0
+#: ... and at least this many seconds
+PLAN_BUDGET_FLOOR_S = 0.5
+#: the first plan's budget (no best yet), seconds
+FIRST_PLAN_BUDGET_S = 20.0
+
+
+def plan_budget_s(best_us: Optional[float], calls: int = 10, samples: int = 20) -> float:
+    """Seconds a plan may take to be timed: `PLAN_BUDGET_FACTOR` x the GPU time of timing the
+    best plan so far (two eager calls, ``samples`` replays of its graph), at least
+    `PLAN_BUDGET_FLOOR_S`; `FIRST_PLAN_BUDGET_S` when there is no best yet."""
+    if best_us is None or not best_us > 0:
+        return FIRST_PLAN_BUDGET_S
+    per_graph = measure.calls_for(best_us, calls)
+    return max(PLAN_BUDGET_FLOOR_S, PLAN_BUDGET_FACTOR * best_us * 1e-6 * (2 + per_graph * samples))
 
 
 @dataclass(frozen=True)
 class TuneResult:
     """``table``: one row per runnable plan; ``best_index``/``heuristic_index`` plan indices;
-    ``seconds``: wall time of the whole autotune."""
+    ``seconds``: wall time of the whole autotune; ``complete``: no plan timed out and the
+    autotune's budget was not spent (plans cut because one eager call was far slower than the
+    best do not count: they are known to be slower)."""
 
     table: object
     best_index: int
     heuristic_index: int
     seconds: float
+    complete: bool = True
 
     def gpu_us(self, index: int) -> float:
         row = self.table[self.table.plan_index == index]
         return float(row.gpu_us.iloc[0])
 
+    @property
+    def cut(self) -> int:
+        """How many plans were cut or timed out."""
+        return int(self.table.status.map(not_timed).sum())
+
 
 def time_plan(cg: engine.ConvGraph, plan_index: int, ops: engine.Operands, stream=None, calls: int = 10,
-              stop_above_us: Optional[float] = None) -> measure.Timing:
-    """GPU time of one plan as autotuning measures it: its own workspace, a CUDA graph of
-    ``calls`` back-to-back calls replayed until the median is stable (`measure.graph_replay`)."""
+              stop_above_us: Optional[float] = None, budget: Optional[Budget] = None) -> measure.Timing:
+    """GPU time of one plan as autotuning measures it: its own workspace, a CUDA graph of up to
+    ``calls`` back-to-back calls replayed until the median is stable (`measure.graph_replay`),
+    within ``budget`` (`labkit.TimedOut` past it)."""
     plan = cg.plan(plan_index)
-    stream = stream if stream is not None else cupy.cuda.Stream(non_blocking=True)
+    stream = stream if stream is not None else measure.timing_stream()
     ws = memory.alloc(plan.workspace_bytes, f"workspace of plan {plan.index}")
     bound = cg.bind(ops.arrays, int(ws.data.ptr), plan.index, stream)
-    return measure.graph_replay(bound.run, stream, calls=calls, stop_above_us=stop_above_us)
+    return measure.graph_replay(bound.run, stream, calls=calls, stop_above_us=stop_above_us, budget=budget)
+
+
+def _row_for_failure(exc: BaseException, best_us: Optional[float]) -> dict:
+    if isinstance(exc, measure.TooSlow):
+        return dict(status=f"cut: one eager call took {measure.us_words(exc.eager_us)}, over "
+                           f"{exc.eager_us / best_us:.0f}x the best plan so far ({measure.us_words(best_us)}): not timed further",
+                    eager_us=exc.eager_us)
+    if isinstance(exc, TimedOut):
+        return dict(status=f"timed out after {exc.seconds:.1f} s in {exc.phase} (budget {exc.budget_s:.1f} s)")
+    if isinstance(exc, OutOfMemory):
+        return dict(status=f"out of memory: {exc}")
+    if isinstance(exc, LabkitError):
+        return dict(status=f"failed: {exc}")
+    return dict(status=f"failed: {type(exc).__name__}: {str(exc)[:160]}")  # a plan that builds but will not run or capture
 
 
 def autotune(cg: engine.ConvGraph, ops: Optional[engine.Operands] = None, calls: int = 10,
              early_stop_ratio: float = 3.0, max_plans: Optional[int] = None,
-             on_row: Optional[Callable[[List[dict], int], None]] = None, save: bool = True) -> TuneResult:
+             on_row: Optional[Callable[[List[dict], int], None]] = None, save: bool = True,
+             budget: Optional[Budget] = None) -> TuneResult:
     """Time every runnable plan of ``cg`` (the first ``max_plans`` if given) and pick the fastest.
-    Plans are timed in the heuristic's order (its pick first). ``on_row(rows, total)`` is called
-    after each plan with the rows so far (charts that fill in: `labkit.progress`). With ``save``
-    (and every plan timed) the winner is saved on disk as this graph's "autotuned" plan
+    Plans are timed in the heuristic's order (its pick first), each within `plan_budget_s` (and
+    within ``budget``, the whole autotune's, when given). ``on_row(rows, total)`` is called after
+    each plan with the rows so far (charts that fill in: `labkit.progress`). With ``save`` (and
+    every plan timed or known slower) the winner is saved on disk as this graph's "autotuned" plan
     (`engine.save_plan`), for `tuned_graph` in a later need or process."""
     import pandas as pd
 
     t0 = time.perf_counter()
     ops = ops if ops is not None else engine.Operands(cg.spec, cg.epilogue)
-    stream = cupy.cuda.Stream(non_blocking=True)
-    rows, best = [], None
+    stream = measure.timing_stream()
+    rows, best, complete = [], None, not cg.build_cut
     plans = cg.runnable if max_plans is None else cg.runnable[:max_plans]
     for plan in plans:
         checkpoint()
-        row: Dict[str, object] = dict(plan_index=plan.index, plan_name=plan.name, workspace_bytes=plan.workspace_bytes)
-        try:
-            t = time_plan(cg, plan.index, ops, stream, calls, None if best is None else early_stop_ratio * best)
-            row.update(gpu_us=t.median_us, gpu_us_p10=t.p10_us, gpu_us_p90=t.p90_us, samples=t.samples, status="ok")
-            best = t.median_us if best is None else min(best, t.median_us)
-        except OutOfMemory as exc:
-            row.update(gpu_us=float("nan"), status=f"out of memory: {exc}")
-        except LabkitError as exc:
-            row.update(gpu_us=float("nan"), status=f"failed: {exc}")
-        except Exception as exc:  # a plan that builds but will not run or capture
-            row.update(gpu_us=float("nan"), status=f"failed: {type(exc).__name__}: {str(exc)[:160]}")
+        row: Dict[str, object] = dict(plan_index=plan.index, plan_name=plan.name, workspace_bytes=plan.workspace_bytes,
+                                      gpu_us=float("nan"))
+        what = f"plan {plan.index} ({plan.name}) of {cg.spec.label}"
+        announce(f"timing {what}")
+        started = time.perf_counter()
+        if budget is not None and budget.over:
+            row.update(status=f"cut: the autotune's budget ({budget.seconds:.1f} s) was spent before this plan")
+            complete = False
+        else:
+            mine = Budget(plan_budget_s(best, calls), what) if budget is None else budget.within(plan_budget_s(best, calls), what)
+            try:
+                t = time_plan(cg, plan.index, ops, stream, calls, None if best is None else early_stop_ratio * best, mine)
+                row.update(gpu_us=t.median_us, gpu_us_p10=t.p10_us, gpu_us_p90=t.p90_us, samples=t.samples, calls=t.calls,
+                           eager_us=t.eager_us, capture_s=t.capture_s, status="ok")
+                best = t.median_us if best is None else min(best, t.median_us)
+            except Exception as exc:  # noqa: BLE001  (Superseded is a BaseException: it ends the autotune)
+                row.update(_row_for_failure(exc, best))
+                complete = complete and not isinstance(exc, TimedOut)
+        row["seconds"] = time.perf_counter() - started
         rows.append(row)
         if on_row is not None:
             on_row(rows, len(plans))
@@ -80,8 +135,8 @@ def autotune(cg: engine.ConvGraph, ops: Optional[engine.Operands] = None, calls:
     if ok.empty:
         raise LabkitError(f"no plan of {cg.spec.label} could be timed: {table.status.tolist()[:3]}")
     best_index = int(ok.loc[ok.gpu_us.idxmin(), "plan_index"])
-    result = TuneResult(table, best_index, cg.default_plan.index, time.perf_counter() - t0)
-    if save and max_plans is None and cg.all_plans:
+    result = TuneResult(table, best_index, cg.default_plan.index, time.perf_counter() - t0, complete)
+    if save and complete and max_plans is None and cg.all_plans:
         engine.save_plan(cg, best_index, "autotuned", dict(
             plans_timed=int(len(ok)), autotune_seconds=round(result.seconds, 6), build_seconds=round(cg.build_seconds, 6),
             gpu_us=float(result.gpu_us(best_index)), heuristic_plan=cg.default_plan.name,

@@ -25,7 +25,7 @@ import numpy
 
 from . import memory
 from ..errors import InvalidSpec, LabkitError, OutOfMemory, Unsupported
-from ..cancel import checkpoint
+from ..cancel import Budget, announce, checkpoint
 from ..spec import ConvSpec
 
 EPILOGUES = ("none", "bias_relu", "bias_relu_add")
@@ -165,31 +165,62 @@ def _known_wrong(spec: ConvSpec, name: str) -> Optional[str]:
     return None
 
 
+#: seconds an all-plan build may take before the plans not yet built are left out ("cut"); the
+#: frontend builds plans one at a time, so the budget is checked between plans
+BUILD_BUDGET_S = 60.0
+
+
+def build_every_plan(g, budget: Budget) -> Dict[int, str]:
+    """Build every candidate plan of frontend graph ``g``, one at a time (what ``build_plans(ALL)``
+    does inside the frontend), checking ``budget`` between plans. labkit runs plans by index, so
+    which plan the frontend calls selected does not matter. Returns {plan index: why it was not
+    built}: cuDNN's reason, or ``cut: ...`` for the plans the spent budget left out."""
+    why_not = {}
+    count = g.get_execution_plan_count()
+    for i in range(count):
+        if budget.over:
+            why = f"cut: the build budget ({budget.seconds:.0f} s) was spent after {budget.spent:.1f} s"
+            why_not.update({j: why for j in range(i, count)})
+            break
+        try:
+            g.build_plan_at_index(i)
+        except Exception as exc:  # noqa: BLE001  (declined by cuDNN, or barred by a filter: kept as the reason)
+            why_not[i] = " ".join(str(exc).split())[:200] or type(exc).__name__
+    return why_not
+
+
 class ConvGraph:
     """A built cuDNN graph for one spec/epilogue/cap with every candidate plan built.
 
     ``plans``: every candidate (heuristics A then FALLBACK), built or not. ``default_plan``: the
     first plan that built (the heuristic's pick). ``build_seconds``: wall time of the build.
+    ``build_budget_s``: once an all-plan build has taken this long, the plans not yet built are
+    left unbuilt, each saying so (``build_cut`` counts them). None: `BUILD_BUDGET_S`.
     """
 
+    build_cut = 0
+
     def __init__(self, spec: ConvSpec, epilogue: str = "none", workspace_cap: Optional[int] = None,
-                 all_plans: bool = True, _deterministic_only: bool = False):
+                 all_plans: bool = True, _deterministic_only: bool = False, build_budget_s: Optional[float] = None):
         _check_spec(spec)
         self.spec, self.all_plans = spec, bool(all_plans)
         self._deterministic_only = _deterministic_only
         self._deterministic: Optional[set] = None
         self.epilogue = _check_epilogue(spec, epilogue)
         self.workspace_cap = _check_cap(workspace_cap)
+        budget = Budget(BUILD_BUDGET_S if build_budget_s is None else build_budget_s, f"building {spec.label}")
+        announce(f"building {'every plan' if all_plans else 'the heuristic plan'} of {spec.label}"
+                 + ("" if epilogue == "none" else f" + {epilogue}"))
         t0 = time.perf_counter()
         try:
             self.graph = self._define()
-            self._plan_all()
+            why_not = self._plan_all(budget)
         except LabkitError:
             raise
         except Exception as exc:
             raise _wrap_cudnn_error(spec.label + ("" if epilogue == "none" else f" + {epilogue}"), exc) from exc
         self.build_seconds = time.perf_counter() - t0
-        self.plans: List[Plan] = self._describe_plans()
+        self.plans: List[Plan] = self._describe_plans(why_not)
         if not any(p.built for p in self.plans):
             raise Unsupported(spec.label, "no plan built: " + "; ".join(p.error for p in self.plans[:3]))
         self._cpp_index = self._backend_indices()
@@ -228,7 +259,7 @@ class ConvGraph:
         result.set_uid(UIDS[role])
         return g
 
-    def _plan_all(self):
+    def _plan_all(self, budget: Budget) -> Dict[int, str]:
         g = self.graph
         g.validate()
         g.build_operation_graph()
@@ -242,15 +273,24 @@ class ConvGraph:
         if self.workspace_cap is not None:
             g.deselect_workspace_greater_than(self.workspace_cap)
         g.check_support()
-        g.build_plans(cudnn.build_plan_policy.ALL if self.all_plans else cudnn.build_plan_policy.HEURISTICS_CHOICE)
+        if not self.all_plans:
+            g.build_plans(cudnn.build_plan_policy.HEURISTICS_CHOICE)
+            return {}
+        why_not = build_every_plan(g, budget)
+        self.build_cut = sum(why.startswith("cut") for why in why_not.values())
+        return why_not
 
-    def _describe_plans(self) -> List[Plan]:
+    def _describe_plans(self, why_not: Dict[int, str]) -> List[Plan]:
+        """Every candidate as a `Plan`; ``why_not``: plan index -> why its build failed or was cut."""
         g, plans = self.graph, []
         for i in range(g.get_execution_plan_count()):
             try:
                 name = g.get_plan_name_at_index(i)
             except Exception as exc:  # noqa: BLE001
                 name = f"plan{i} ({exc})"
+            if i in why_not:
+                plans.append(Plan(i, name, None, False, error=why_not[i]))
+                continue
             try:
                 ws = int(g.get_workspace_size_plan_at_index(i))
             except Exception as exc:  # did not build, or barred by a filter/cap
@@ -491,7 +531,9 @@ class GraphCache:
         return key in self._entries
 
     def get(self, spec: ConvSpec, epilogue: str = "none", workspace_cap: Optional[int] = None,
-            all_plans: bool = True) -> ConvGraph:
+            all_plans: bool = True, build_budget_s: Optional[float] = None) -> ConvGraph:
+        """The graph for these arguments: cached, loaded (a one-plan graph saved before) or built
+        (within ``build_budget_s``, see `ConvGraph`; a graph cut short is cached as it is)."""
         t0 = time.perf_counter()
         key = graph_key(_check_spec(spec), _check_epilogue(spec, epilogue), _check_cap(workspace_cap), all_plans)
         with self._lock:
@@ -506,7 +548,7 @@ class GraphCache:
         g = load_plan(spec, epilogue, workspace_cap, "heuristic") if saved else None
         built = g is None
         if built:
-            g = ConvGraph(spec, epilogue, workspace_cap, all_plans)
+            g = ConvGraph(spec, epilogue, workspace_cap, all_plans, build_budget_s=build_budget_s)
             if saved:
                 save_plan(g, g.default_plan.index, "heuristic", dict(build_seconds=round(g.build_seconds, 6)))
         with self._lock:
@@ -532,10 +574,11 @@ graphs = GraphCache()
 
 
 def get_graph(spec: ConvSpec, epilogue: str = "none", workspace_cap: Optional[int] = None,
-              all_plans: bool = True) -> ConvGraph:
+              all_plans: bool = True, build_budget_s: Optional[float] = None) -> ConvGraph:
     """A built graph from the process-wide cache (built on first use: 0.5-1.3 s cold; fused or
-    fp8 graphs with runtime-compiled engines take several seconds when ``all_plans``)."""
-    return graphs.get(spec, epilogue, workspace_cap, all_plans)
+    fp8 graphs with runtime-compiled engines take several seconds when ``all_plans``; at most
+    ``build_budget_s``, `BUILD_BUDGET_S` by default, before the plans left are cut)."""
+    return graphs.get(spec, epilogue, workspace_cap, all_plans, build_budget_s)
 
 
 # ---- operands ---------------------------------------------------------------------------------

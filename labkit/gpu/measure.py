@@ -8,18 +8,34 @@ Three numbers, never mixed up:
 - ``host_dispatch``: host (CPU) time per call to *launch* one call, no synchronisation.
 A single event pair around one Python call is never reported as convolution time.
 All times are microseconds; each result has a median and its spread (p10, p90) over repeats.
+
+Bounded: ``graph_replay`` first runs the call twice eagerly (the second between two events:
+``eager_us``), outside any capture. That loads its kernels before a capture, sizes the graph (a
+call that takes 2 ms gets a graph of one call, not ten: a plan that launches one kernel per
+group, as cuDNN's engine 1 does for grouped convolutions, puts 1,200 nodes in a graph per call of
+a 240-group convolution, and capturing 10 of them took seconds to minutes), and lets autotune drop
+a plan already far slower than the best without capturing it (`TooSlow`). A `labkit.cancel.Budget`
+is checked between the calls of a capture and between replays (`labkit.TimedOut`).
 """
 from __future__ import annotations
 
 import statistics
+import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, List
+from typing import Callable, List, Optional
 
 import cupy
 
-from ..errors import InvalidSpec
-from ..cancel import checkpoint
+from ..errors import InvalidSpec, LabkitError
+from ..cancel import Budget, checkpoint
+
+#: a graph holds as many calls as fit in about this many microseconds of one eager call each
+#: (at most ``calls``): short calls are batched to hide the graph launch, long ones are not
+REPLAY_TARGET_US = 2000.0
+#: `graph_replay` stops before capturing when one eager call is over this many times its
+#: ``stop_above_us`` (one eager call includes launch gaps a replay hides, hence the margin)
+EAGER_STOP_FACTOR = 2.0
 
 
 @dataclass(frozen=True)
@@ -33,6 +49,10 @@ class Timing:
     p90_us: float
     samples: int
     calls: int
+    #: GPU time of one eager call (two events around it), measured before the capture (us)
+    eager_us: float = float("nan")
+    #: wall time of the capture (seconds)
+    capture_s: float = float("nan")
 
     @property
     def spread(self) -> float:
@@ -40,10 +60,27 @@ class Timing:
         return (self.p90_us - self.p10_us) / self.median_us if self.median_us else float("inf")
 
 
-def _summarise(method: str, per_call_us: List[float], calls: int) -> Timing:
+class TooSlow(LabkitError):
+    """One eager call already took ``eager_us``, over ``EAGER_STOP_FACTOR`` x the ``limit_us``
+    the caller gave (`graph_replay`'s ``stop_above_us``): it was not captured or timed further."""
+
+    def __init__(self, eager_us: float, limit_us: float):
+        self.eager_us, self.limit_us = float(eager_us), float(limit_us)
+        super().__init__(f"one call took {us_words(eager_us)} eagerly, over {EAGER_STOP_FACTOR:g}x the {us_words(limit_us)} "
+                         "early-stop bound: not timed further")
+
+
+def us_words(us: float) -> str:
+    """Microseconds in words: '5.8 us', '8.93 ms', '1.20 s'."""
+    if us >= 1e6:
+        return f"{us / 1e6:.2f} s"
+    return f"{us / 1e3:.2f} ms" if us >= 1e3 else f"{us:.1f} us"
+
+
+def _summarise(method: str, per_call_us: List[float], calls: int, **extra) -> Timing:
     xs = sorted(per_call_us)
     q = lambda f: xs[min(len(xs) - 1, max(0, round(f * (len(xs) - 1))))]  # noqa: E731
-    return Timing(method, statistics.median(xs), q(0.1), q(0.9), len(xs), calls)
+    return Timing(method, statistics.median(xs), q(0.1), q(0.9), len(xs), calls, **extra)
 
 
 def _positive(name, value, lo=1):
@@ -52,20 +89,65 @@ def _positive(name, value, lo=1):
     return value
 
 
-def capture(fn: Callable[[], None], stream: cupy.cuda.Stream, calls: int) -> cupy.cuda.Graph:
+def capture(fn: Callable[[], None], stream: cupy.cuda.Stream, calls: int, budget: Optional[Budget] = None) -> cupy.cuda.Graph:
     """A CUDA graph of ``calls`` back-to-back calls of ``fn``, captured on ``stream`` (which must
-    not be the legacy default stream; ``fn`` must launch on it)."""
+    not be the legacy default stream; ``fn`` must launch on it). With a ``budget``, it is checked
+    after each captured call: once spent, the capture is ended, dropped, and `labkit.TimedOut`
+    raised."""
     _positive("calls", calls)
     checkpoint()  # never inside a capture: before it
     stream.synchronize()
+    done = 0
     with stream:
         stream.begin_capture()
         try:
             for _ in range(calls):
                 fn()
+                done += 1
+                if budget is not None and budget.over and done < calls:
+                    break
         finally:
             graph = stream.end_capture()
+    if done < calls:
+        del graph
+        budget.check(f"capture ({done} of {calls} calls captured)")
     return graph
+
+
+def eager_us(fn: Callable[[], None], stream: cupy.cuda.Stream, start=None, end=None) -> float:
+    """Two eager calls of ``fn`` on ``stream``; GPU microseconds of the second between two events.
+    The first loads the call's kernels and warms its caches, outside any capture. For a call that
+    launches several kernels the time includes the gaps between them (an upper bound on the
+    kernels' own time, which `graph_replay` then measures)."""
+    start = start if start is not None else cupy.cuda.Event()
+    end = end if end is not None else cupy.cuda.Event()
+    with stream:
+        fn()
+        start.record(stream)
+        fn()
+        end.record(stream)
+    end.synchronize()
+    return cupy.cuda.get_elapsed_time(start, end) * 1000.0
+
+
+def calls_for(one_call_us: float, calls: int) -> int:
+    """How many back-to-back calls a graph holds: ``calls``, fewer when one call is long
+    (about `REPLAY_TARGET_US` of calls), at least one."""
+    if not one_call_us > 0:
+        return calls
+    return max(1, min(calls, int(REPLAY_TARGET_US // one_call_us)))
+
+
+_streams = threading.local()
+
+
+def timing_stream() -> cupy.cuda.Stream:
+    """This thread's non-blocking stream for timing (one per thread, kept: so one cuDNN handle per
+    thread, not one per measurement; `labkit.gpu.engine.handle_for` keeps a handle per stream)."""
+    s = getattr(_streams, "stream", None)
+    if s is None:
+        s = _streams.stream = cupy.cuda.Stream(non_blocking=True)
+    return s
 
 
 def _replay_us(graph, stream, start, end, calls: int) -> float:
@@ -78,28 +160,50 @@ def _replay_us(graph, stream, start, end, calls: int) -> float:
 
 
 def graph_replay(fn: Callable[[], None], stream: cupy.cuda.Stream, calls: int = 20, warmup: int = 3,
-                 repeats: int = 15, min_repeats: int = 5, rel_tol: float = 0.02, stop_above_us: float = None) -> Timing:
-    """GPU time per call by CUDA-graph replay (see module doc). Repeats until the median is stable
-    (the last two medians within ``rel_tol``) or ``repeats`` is reached; stops as soon as the
-    median is above ``stop_above_us`` (autotune's early stop: a plan already 3x slower than the
-    best so far needs no more samples to be known slower; one sample can be enough)."""
+                 repeats: int = 15, min_repeats: int = 5, rel_tol: float = 0.02, stop_above_us: float = None,
+                 budget: Optional[Budget] = None) -> Timing:
+    """GPU time per call by CUDA-graph replay (see module doc). Two eager calls come first
+    (`eager_us`); the graph holds `calls_for` that time back-to-back calls (``calls`` at most).
+    Repeats until the median is stable (the last two medians within ``rel_tol``) or ``repeats`` is
+    reached; stops as soon as the median is above ``stop_above_us`` (autotune's early stop: a plan
+    already 3x slower than the best so far needs no more samples to be known slower; one sample
+    can be enough), and raises `TooSlow` without capturing when the eager call alone is over
+    `EAGER_STOP_FACTOR` x ``stop_above_us``. ``budget``: checked between the parts (warm-up,
+    each captured call, each replay); a spent budget raises `labkit.TimedOut`, except after the
+    first sample, where it ends the repeats (``samples`` says how many)."""
     _positive("repeats", repeats)
-    graph = capture(fn, stream, calls)
+    _positive("calls", calls)
     start, end = cupy.cuda.Event(), cupy.cuda.Event()
+    checkpoint()
+    one = eager_us(fn, stream, start, end)
+    if stop_above_us is not None and one > EAGER_STOP_FACTOR * stop_above_us:
+        raise TooSlow(one, stop_above_us)
+    if budget is not None:
+        budget.check("warm-up (two eager calls)")
+    calls = calls_for(one, calls)
+    t0 = time.perf_counter()
+    graph = capture(fn, stream, calls, budget)
+    captured_s = time.perf_counter() - t0
     for _ in range(warmup):
         graph.launch(stream)
+        if budget is not None and budget.over:
+            break
     stream.synchronize()
+    if budget is not None:
+        budget.check("replay warm-up")
     samples, last = [], None
     for _ in range(repeats):
         samples.append(_replay_us(graph, stream, start, end, calls))
         med = statistics.median(samples)
         if stop_above_us is not None and med > stop_above_us:
             break
+        if budget is not None and budget.over:
+            break
         if len(samples) >= min_repeats:
             if last is not None and abs(med - last) <= rel_tol * med:
                 break
             last = med
-    return _summarise("graph_replay", samples, calls)
+    return _summarise("graph_replay", samples, calls, eager_us=one, capture_s=captured_s)
 
 
 def replay_timer(graph: cupy.cuda.Graph, stream: cupy.cuda.Stream, calls: int, replays: int = 10):

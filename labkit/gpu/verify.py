@@ -12,6 +12,7 @@ from typing import Optional
 import cupy
 
 from . import engine, memory, reference
+from ..cancel import announce
 from ..spec import ConvSpec
 
 
@@ -66,11 +67,13 @@ def check_plans(graph: engine.ConvGraph, plan_indices, ops: engine.Operands, see
     """Run each plan of ``plan_indices`` once on ``ops`` (output poisoned before each, guarded
     workspace) and compare with one float64 reference: a `CheckResult` per plan, in order."""
     spec = graph.spec
+    announce(f"computing the float64 reference of {spec.label}")
     ref = expected(spec, ops)
     unrounded = expected(spec, ops, unrounded=True) if vs_unrounded else None
     out = []
     for index in plan_indices:
         plan = graph.plan(index)
+        announce(f"checking plan {plan.index} ({plan.name}) of {spec.label} against float64")
         ops.poison_output()
         ws = memory.GuardedBuffer(plan.workspace_bytes, "workspace", seed)
         graph.execute(ops.arrays, ws.ptr, plan.index)

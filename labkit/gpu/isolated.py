@@ -1,0 +1,220 @@
+"""Measuring steps in a worker process that can be stopped from outside.
+
+A `labkit.cancel.Budget` stops a step between its parts; nothing stops a cuDNN call that never
+returns, or one that crashes, inside the process that made it. So the network report runs each
+step (a distinct convolution's build, autotune and checks; one strategy's pass) in a worker
+process: the caller waits for the step's answer with a deadline, and a step past its deadline is
+killed together with the worker (`labkit.TimedOut`, naming the phase the step last announced
+through `labkit.cancel.announce`). A worker that dies (a crash in a library) is a `WorkerDied`.
+The next step starts a fresh worker; the caller's process, a notebook's kernel, goes on.
+
+The worker is a fresh interpreter (``spawn``: its own CUDA context, never a fork of a CUDA
+process), started on first use (about 2-5 s: Python, labkit, CuPy, cuDNN) and kept for later
+steps. It exits when its parent goes (the pipe closes), ignores Ctrl-C (the parent stops it),
+and is killed at the parent's exit. ``LABKIT_ISOLATE=0`` runs steps in the caller's process
+instead (no hard stop; for debugging).
+
+A step is a function given as ``"module:function"``, called in the worker with the arguments
+given (picklable), under the caller's ``LABKIT_*`` environment variables of the moment (its cache
+folder, for one); its return value comes back. Times in seconds.
+"""
+from __future__ import annotations
+
+import atexit
+import importlib
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from typing import Callable, Optional
+
+from ..cancel import announcing, checkpoint
+from ..errors import InvalidSpec, LabkitError, TimedOut
+
+#: seconds a new worker may take to start (interpreter, imports, CUDA and cuDNN initialisation)
+START_BUDGET_S = 120.0
+#: how often the caller looks at the pipe, its deadline and its own cancellation (seconds)
+POLL_S = 0.05
+
+
+class WorkerDied(LabkitError):
+    """The worker process ended during a step (a crash in a library, or killed from outside)."""
+
+    def __init__(self, what: str, phase: str, exitcode):
+        self.what, self.phase, self.exitcode = what, phase, exitcode
+        super().__init__(f"{what}: the worker process died during {phase} (exit code {exitcode})")
+
+
+class StepFailed(LabkitError):
+    """A step raised an error in the worker that is not one of labkit's own: its type and text."""
+
+
+def isolation_on() -> bool:
+    """Whether steps run in a worker process (``LABKIT_ISOLATE``, on unless set to 0)."""
+    return os.environ.get("LABKIT_ISOLATE", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def _resolve(target: str) -> Callable:
+    if not isinstance(target, str) or ":" not in target:
+        raise InvalidSpec("target", target, 'must be "module:function"')
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def _serve(conn) -> None:
+    """The worker's loop: run each (target, args) sent, send phases while it runs, then its result."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it stops us
+    conn.send(("ready", os.getpid()))
+    while True:
+        try:
+            target, args, env = conn.recv()
+        except (EOFError, OSError):  # the parent is gone
+            return
+        for key in [k for k in os.environ if k.startswith("LABKIT_") and k not in env]:
+            del os.environ[key]
+        os.environ.update(env)  # the caller's settings now (its cache folder, saved plans on or off, ...)
+        try:
+            with announcing(lambda phase: conn.send(("phase", phase))):
+                value = _resolve(target)(*args)
+            conn.send(("done", value))
+        except BaseException as exc:  # noqa: BLE001  (every failure goes back to the caller, named)
+            conn.send(("error", _portable(exc)))
+
+
+def _portable(exc: BaseException) -> tuple:
+    """An exception as (class name, message, attributes) for the pipe: labkit's errors are rebuilt
+    on the other side; anything else becomes a `StepFailed` naming it."""
+    from .. import errors
+
+    attrs = {k: v for k, v in vars(exc).items() if isinstance(v, (str, int, float, type(None)))}
+    known = type(exc).__name__ if getattr(errors, type(exc).__name__, None) is type(exc) else ""
+    return known, f"{type(exc).__name__}: {exc}", attrs
+
+
+def _rebuild(portable: tuple) -> LabkitError:
+    from .. import errors
+
+    known, text, attrs = portable
+    if known:
+        cls = getattr(errors, known)
+        exc = cls.__new__(cls)
+        Exception.__init__(exc, text.split(": ", 1)[1])
+        exc.__dict__.update(attrs)
+        return exc
+    return StepFailed(text)
+
+
+class Worker:
+    """One worker process and the pipe to it (see the module doc). ``phase``: what the step in
+    flight last announced; ``starts``: how many processes this worker has started."""
+
+    def __init__(self):
+        self._proc = None
+        self._conn = None
+        self.phase = ""
+        self.starts = 0
+        self._lock = threading.Lock()
+
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.is_alive()
+
+    def _start(self) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        parent, child = ctx.Pipe()
+        proc = ctx.Process(target=_serve, args=(child,), name="labkit-worker", daemon=True)
+        proc.start()
+        child.close()
+        self._proc, self._conn, self.starts = proc, parent, self.starts + 1
+        deadline = time.monotonic() + START_BUDGET_S
+        while not parent.poll(POLL_S):
+            if not proc.is_alive():
+                code = proc.exitcode
+                self.stop()
+                raise WorkerDied("starting the worker", "start-up", code)
+            if time.monotonic() > deadline:
+                self.stop()
+                raise TimedOut("starting the worker", "start-up", START_BUDGET_S, START_BUDGET_S)
+        parent.recv()  # ("ready", pid)
+
+    def stop(self) -> None:
+        """Kill the worker (its GPU memory goes with its CUDA context). A later call starts a new one."""
+        proc, conn = self._proc, self._conn
+        self._proc = self._conn = None
+        if conn is not None:
+            conn.close()
+        if proc is not None and proc.is_alive():
+            proc.kill()
+        if proc is not None:
+            proc.join(5)
+
+    def call(self, target: str, args: tuple = (), budget_s: Optional[float] = None, what: str = "a step",
+             on_phase: Optional[Callable[[str], None]] = None):
+        """Run ``target(*args)`` in the worker and return its value. Past ``budget_s`` seconds the
+        worker is killed and `labkit.TimedOut` raised, naming ``what`` and the phase the step last
+        announced (``on_phase(phase)`` hears each one). An error the step raised is raised here
+        (labkit's own errors as themselves). A `labkit.cancel.checkpoint` that stops the caller
+        (a superseded panel request), or Ctrl-C, kills the worker and goes on up."""
+        with self._lock:
+            if not self.alive:
+                self.stop()
+                self._start()
+            self.phase = "start of the step"
+            t0 = time.monotonic()
+            try:
+                self._conn.send((target, args, {k: v for k, v in os.environ.items() if k.startswith("LABKIT_")}))
+                while True:
+                    if self._conn.poll(POLL_S):
+                        try:
+                            kind, payload = self._conn.recv()
+                        except (EOFError, OSError):  # the worker's end closed: it died
+                            self._proc.join(5)
+                            kind, payload = "died", None
+                        if kind == "died":
+                            code = self._proc.exitcode
+                            self.stop()
+                            raise WorkerDied(what, self.phase, code)
+                        if kind == "phase":
+                            self.phase = payload
+                            if on_phase is not None:
+                                on_phase(payload)
+                            continue
+                        if kind == "done":
+                            return payload
+                        raise _rebuild(payload)
+                    if not self._proc.is_alive():
+                        code = self._proc.exitcode
+                        self.stop()
+                        raise WorkerDied(what, self.phase, code)
+                    spent = time.monotonic() - t0
+                    if budget_s is not None and spent > budget_s:
+                        self.stop()
+                        raise TimedOut(what, self.phase, spent, budget_s)
+                    checkpoint()
+            except BaseException as exc:
+                if not isinstance(exc, LabkitError) or isinstance(exc, (TimedOut, WorkerDied)):
+                    self.stop()  # stopped from outside, or dead: a fresh worker next time
+                raise
+
+
+_worker: Optional[Worker] = None
+
+
+def worker() -> Worker:
+    """This process's worker (one; made on first use, stopped at exit)."""
+    global _worker
+    if _worker is None:
+        _worker = Worker()
+        atexit.register(_worker.stop)
+    return _worker
+
+
+def run_step(target: str, args: tuple = (), budget_s: Optional[float] = None, what: str = "a step",
+             on_phase: Optional[Callable[[str], None]] = None):
+    """``target(*args)`` in this process's worker within ``budget_s`` (`Worker.call`), or, with
+    isolation off (`isolation_on`), here in this process (the step's own budgets still apply)."""
+    if isolation_on():
+        return worker().call(target, args, budget_s, what, on_phase)
+    with announcing(on_phase or (lambda phase: None)):
+        return _resolve(target)(*args)

@@ -1,0 +1,118 @@
+"""Benchmark: the network report of real networks, live on this GPU (issue 25).
+
+    python scripts/bench_report_models.py [--models resnet18,mobilenet_v3_large,...] [--cache DIR]
+
+Each network runs in a fresh Python process (``labkit.report`` as a learner calls it: a
+torchvision model at batch 16 with ``input_shape``, or the resnet50 preset at batch 32), fp16
+NHWC, with a cache folder that holds no result for it (``--cache``: one folder for every
+network, kept afterwards so that the gpu tests can read the reports from it). Prints a table
+with each report's seconds against its goal (<= 60 s for a model at batch 16, <= 40 s for the
+resnet50 preset at batch 32) and what it cut, the sum of cut plans, and writes
+data/bench/report_models_<gpu slug>.csv (rows of other GPUs are other files).
+
+Columns: ``hook_convs`` the Conv2d calls a forward hook counts; ``layers`` the report's layers
+(equal when every call is listed); ``distinct`` the distinct convolutions measured;
+``complete``; ``seconds`` the ``labkit.report`` call; ``process_seconds`` the whole process;
+``max_step_seconds`` the longest step against ``step_budget_s`` (its budget; a step is killed
+15 s past it); ``cut_plans``, ``cut_layers``, ``cut_strategies``; ``n_<status>`` the layers by
+status; ``checked`` every measured layer matched float64.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MODELS = ("resnet18", "mobilenet_v3_large", "efficientnet_b0", "regnet_y_400mf", "resnext50_32x4d_dilated", "resnet50")
+GOALS = {"model": 60.0, "preset": 40.0}
+CHILD = r"""
+import json, sys, time
+name = sys.argv[1]
+t0 = time.perf_counter()
+import torch, torchvision
+import labkit
+from labkit import env
+from labkit.experiments.your_network import step_budget_s
+if name == "resnet50":
+    kind, net, kw, hooks = "preset", "resnet50", dict(batch=32), 53
+else:
+    ctor = {"resnext50_32x4d_dilated": lambda: torchvision.models.resnext50_32x4d(replace_stride_with_dilation=[False, True, True])}
+    model = ctor.get(name, getattr(torchvision.models, name))()
+    kind, net, kw = "model", model, dict(input_shape=(16, 3, 224, 224))
+    count = [0]
+    hs = [m.register_forward_hook(lambda *a: count.__setitem__(0, count[0] + 1)) for m in model.modules() if isinstance(m, torch.nn.Conv2d)]
+    with torch.no_grad():
+        model.eval()(torch.zeros(16, 3, 224, 224))
+    for h in hs:
+        h.remove()
+    hooks = count[0]
+t1 = time.perf_counter()
+rep = labkit.report(net, **kw)
+t2 = time.perf_counter()
+layers, e = rep.layers, env.environment()
+ok = layers[layers.status == "ok"]
+steps = list(layers.drop_duplicates("spec_id").get("step_seconds", [])) + list(rep.strategies.get("step_seconds", []))
+print(json.dumps(dict(kind=kind, batch=int(layers.N.iloc[0]), hook_convs=hooks, layers=len(layers), distinct=int(layers.spec_id.nunique()),
+                      complete=rep.complete, seconds=t2 - t1, max_step_seconds=max(steps), step_budget_s=step_budget_s(),
+                      cut_plans=rep.cut["plans"], cut_layers=rep.cut["layers"], cut_strategies=rep.cut["strategies"],
+                      **{f"n_{k}": int(v) for k, v in layers.status.value_counts().items()},
+                      checked=bool(ok.checked.astype(bool).all()), gpu=e.gpu_name, cudnn=e.cudnn_backend, frontend=e.cudnn_frontend)))
+"""
+
+
+def run(name: str, cache: str) -> dict:
+    env = dict(os.environ, LABKIT_CACHE=cache, LABKIT_MODE="live", LABKIT_PREFETCH="0",
+               PYTHONPATH=os.pathsep.join([str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", CHILD, name], env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        print(f"{name}: the report process failed:\n{proc.stderr[-3000:]}", file=sys.stderr, flush=True)
+        return dict(model=name, complete=False, process_seconds=round(wall, 2), error=proc.stderr.strip().splitlines()[-1][:300])
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    goal = GOALS[out["kind"]]
+    row = dict(model=name, **{k: (round(v, 3) if isinstance(v, float) else v) for k, v in out.items()},
+               process_seconds=round(wall, 2), goal_seconds=goal)
+    row["seconds_vs_goal"] = round(out["seconds"] / goal, 3)
+    row["meets_goal"] = bool(out["complete"] and out["seconds"] <= goal)
+    print(f"{name}: {row['seconds']:.1f} s, {row['layers']} layers, cut {row['cut_plans']} plans", flush=True)
+    return row
+
+
+def main(argv=None) -> int:
+    import pandas as pd
+
+    from labkit.env import gpu_slug
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--models", default=",".join(MODELS))
+    p.add_argument("--cache", help="the cache folder (default: a new temporary one); must hold no report of these networks")
+    args = p.parse_args(argv)
+    cache = args.cache or tempfile.mkdtemp(prefix="labkit-bench-models-")
+    rows = [run(name, cache) for name in args.models.split(",")]
+    df = pd.DataFrame(rows)
+    df["date"] = datetime.date.today().isoformat()
+    df["labkit_commit"] = os.environ.get("LABKIT_GIT_COMMIT", "")
+    cols = [c for c in ("model", "kind", "batch", "hook_convs", "layers", "distinct", "complete", "seconds", "goal_seconds",
+                        "seconds_vs_goal", "meets_goal", "max_step_seconds", "step_budget_s", "cut_plans", "cut_layers",
+                        "n_ok", "n_unsupported", "checked") if c in df.columns]
+    print(df[cols].to_string(index=False))
+    print(f"sum of cut plans: {int(df.get('cut_plans', pd.Series([0])).fillna(0).sum())}; "
+          f"cut layers: {int(df.get('cut_layers', pd.Series([0])).fillna(0).sum())}")
+    gpu = next((g for g in df.get("gpu", []) if isinstance(g, str)), None)
+    if gpu:
+        path = ROOT / "data" / "bench" / f"report_models_{gpu_slug(gpu)}.csv"
+        df.to_csv(path, index=False)
+        print(f"wrote {path} (cache {cache})")
+    return 0 if df.get("complete", pd.Series([False])).all() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,37 @@
+"""Steps for tests/test_isolated.py: the worker process imports them by name ("isolated_steps:...")."""
+import os
+import time
+
+from labkit.cancel import announce
+from labkit.errors import InvalidSpec
+
+
+def add(a, b):
+    return a + b
+
+
+def pid():
+    return os.getpid()
+
+
+def env(name):
+    return os.environ.get(name)
+
+
+def sleep_in(phase, seconds):
+    announce(phase)
+    time.sleep(seconds)
+    return "woke"
+
+
+def refuse(value):
+    raise InvalidSpec("value", value, "is refused by this step")
+
+
+def fail_plainly():
+    raise ZeroDivisionError("a plain bug")
+
+
+def die(code):
+    announce("about to die")
+    os._exit(code)

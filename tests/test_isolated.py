@@ -1,0 +1,78 @@
+"""The worker process that network report steps run in (`labkit.gpu.isolated`): a step's value
+comes back; a step past its deadline is killed with its process and named by the phase it last
+announced, and the next step gets a fresh worker; labkit's errors come back as themselves, other
+errors named; a worker that dies is a `WorkerDied`; the caller's LABKIT_* settings reach the
+worker; ``LABKIT_ISOLATE=0`` runs steps in the caller's process. Real processes, no GPU."""
+import os
+import time
+
+import pytest
+
+from labkit import InvalidSpec, TimedOut
+from labkit.gpu import isolated
+
+
+@pytest.fixture
+def worker():
+    w = isolated.Worker()
+    yield w
+    w.stop()
+
+
+def test_a_step_runs_in_another_process_and_its_value_comes_back(worker):
+    assert worker.call("isolated_steps:add", (2, 3)) == 5
+    assert worker.call("isolated_steps:pid") != os.getpid()
+    assert worker.starts == 1  # kept for the next step
+
+
+def test_a_step_past_its_deadline_is_killed_and_named_by_its_phase(worker):
+    first = worker.call("isolated_steps:pid")
+    heard = []
+    t0 = time.monotonic()
+    with pytest.raises(TimedOut) as err:
+        worker.call("isolated_steps:sleep_in", ("capture of plan 6 (eng1)", 60), budget_s=1.0, what="measuring a spec",
+                    on_phase=heard.append)
+    assert time.monotonic() - t0 < 10
+    assert err.value.phase == "capture of plan 6 (eng1)" and err.value.what == "measuring a spec"
+    assert "timed out after 1.0 s in capture of plan 6 (eng1)" in str(err.value)
+    assert heard == ["capture of plan 6 (eng1)"]
+    assert not worker.alive
+    assert worker.call("isolated_steps:pid") != first and worker.starts == 2  # a fresh worker goes on
+
+
+def test_labkit_errors_come_back_as_themselves_and_others_are_named(worker):
+    with pytest.raises(InvalidSpec) as err:
+        worker.call("isolated_steps:refuse", (7,))
+    assert err.value.field == "value" and err.value.value == 7 and "is refused by this step" in str(err.value)
+    with pytest.raises(isolated.StepFailed, match="ZeroDivisionError: a plain bug"):
+        worker.call("isolated_steps:fail_plainly")
+    assert worker.starts == 1  # an error in a step does not cost the worker
+
+
+def test_a_worker_that_dies_is_reported_and_replaced(worker):
+    with pytest.raises(isolated.WorkerDied) as err:
+        worker.call("isolated_steps:die", (3,), what="a crashing step")
+    assert err.value.exitcode == 3 and err.value.phase == "about to die"
+    assert worker.call("isolated_steps:add", (1, 1)) == 2
+
+
+def test_the_callers_labkit_settings_reach_the_worker(worker, monkeypatch):
+    monkeypatch.setenv("LABKIT_SOMETHING", "one")
+    assert worker.call("isolated_steps:env", ("LABKIT_SOMETHING",)) == "one"
+    monkeypatch.setenv("LABKIT_SOMETHING", "two")
+    assert worker.call("isolated_steps:env", ("LABKIT_SOMETHING",)) == "two"
+    monkeypatch.delenv("LABKIT_SOMETHING")
+    assert worker.call("isolated_steps:env", ("LABKIT_SOMETHING",)) is None
+
+
+def test_isolation_off_runs_the_step_here(monkeypatch):
+    monkeypatch.setenv("LABKIT_ISOLATE", "0")
+    assert isolated.run_step("isolated_steps:pid") == os.getpid()
+    heard = []
+    assert isolated.run_step("isolated_steps:sleep_in", ("a phase", 0), on_phase=heard.append) == "woke"
+    assert heard == ["a phase"]
+
+
+def test_a_bad_target_is_refused(worker):
+    with pytest.raises(InvalidSpec, match="module:function"):
+        worker.call("no_colon_here")
