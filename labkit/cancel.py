@@ -134,11 +134,19 @@ class Budget:
         return Budget(None if mine == float("inf") else max(mine, 1e-6), what)
 
 
-#: how the status of a plan that was not timed to the end begins: cut (known slower after one
-#: eager call, or left when a budget was spent) or timed out (stopped by its own budget)
-NOT_TIMED = ("cut", "timed out")
+#: how the status of a plan that was not timed to the end begins: "slower" (one eager call
+#: showed it far slower than the best: known to lose, not timed further), "cut" (left out when a
+#: budget was spent) or "timed out" (stopped by its own budget)
+NOT_TIMED = ("slower", "cut", "timed out")
+#: the statuses among those that leave a plan unknown (a budget stopped it; "slower" ones are known)
+CUT = ("cut", "timed out")
 
 
 def not_timed(status) -> bool:
-    """Whether a plan row's status says the plan was cut or timed out (not timed to the end)."""
+    """Whether a plan row's status says the plan was not timed to the end (`NOT_TIMED`)."""
     return str(status).startswith(NOT_TIMED)
+
+
+def was_cut(status) -> bool:
+    """Whether a plan row's status says a budget stopped it (`CUT`): the plan is unknown."""
+    return str(status).startswith(CUT)

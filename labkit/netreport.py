@@ -52,9 +52,10 @@ class Report:
 
     @property
     def cut(self) -> dict:
-        """What the report left out (budgets, `labkit.experiments.your_network.cut_counts`):
-        ``plans`` cut or timed out, distinct ``layers`` whose step timed out, ``strategies``
-        that did not finish."""
+        """What the report did not measure to the end (`labkit.experiments.your_network.cut_counts`):
+        ``plans`` a budget cut or timed out, ``slower_plans`` left as far slower than the best
+        after one eager call, distinct ``layers`` whose step timed out, ``strategies`` that did
+        not finish."""
         return cut_counts(self.frame)
 
     @property
@@ -192,8 +193,9 @@ def main_report(args) -> int:
     prov, cut = rep.provenance, rep.cut
     print(f"{name}: {len(rep.layers)} convolution calls, {len(rep.strategies)} strategies, "
           f"{prov.get('mode')} on {prov.get('gpu')} (cuDNN {prov.get('cudnn_backend')}, {prov.get('date')})")
-    print(f"cut: {cut['plans']} plan(s), {cut['layers']} distinct layer(s), {cut['strategies']} strateg(y/ies) "
-          "(not measured to the end; report.html and the CSVs say why)")
+    print(f"cut by a time budget: {cut['plans']} plan(s), {cut['layers']} distinct layer(s), {cut['strategies']} "
+          f"strateg(y/ies); {cut['slower_plans']} plan(s) left as over 6x slower than the best after one eager call "
+          "(report.html and the CSVs say which and why)")
     for s in skipped:
         print(f"  skipped {s.name} ({s.kind}): {s.reason}")
     print(f"wrote {out}/report.html and {', '.join(t + '.csv' for t in TABLES)}")

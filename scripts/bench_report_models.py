@@ -14,8 +14,9 @@ Columns: ``hook_convs`` the Conv2d calls a forward hook counts; ``layers`` the r
 (equal when every call is listed); ``distinct`` the distinct convolutions measured;
 ``complete``; ``seconds`` the ``labkit.report`` call; ``process_seconds`` the whole process;
 ``max_step_seconds`` the longest step against ``step_budget_s`` (its budget; a step is killed
-15 s past it); ``cut_plans``, ``cut_layers``, ``cut_strategies``; ``n_<status>`` the layers by
-status; ``checked`` every measured layer matched float64.
+15 s past it); ``cut_plans``, ``cut_layers``, ``cut_strategies`` what a budget stopped;
+``slower_plans`` plans left after one eager call over 6x slower than the best; ``n_<status>``
+the layers by status; ``checked`` every measured layer matched float64.
 """
 from __future__ import annotations
 
@@ -43,8 +44,10 @@ from labkit.experiments.your_network import step_budget_s
 if name == "resnet50":
     kind, net, kw, hooks = "preset", "resnet50", dict(batch=32), 53
 else:
-    ctor = {"resnext50_32x4d_dilated": lambda: torchvision.models.resnext50_32x4d(replace_stride_with_dilation=[False, True, True])}
-    model = ctor.get(name, getattr(torchvision.models, name))()
+    if name == "resnext50_32x4d_dilated":
+        model = torchvision.models.resnext50_32x4d(replace_stride_with_dilation=[False, True, True])
+    else:
+        model = getattr(torchvision.models, name)()
     kind, net, kw = "model", model, dict(input_shape=(16, 3, 224, 224))
     count = [0]
     hs = [m.register_forward_hook(lambda *a: count.__setitem__(0, count[0] + 1)) for m in model.modules() if isinstance(m, torch.nn.Conv2d)]
@@ -62,6 +65,7 @@ steps = list(layers.drop_duplicates("spec_id").get("step_seconds", [])) + list(r
 print(json.dumps(dict(kind=kind, batch=int(layers.N.iloc[0]), hook_convs=hooks, layers=len(layers), distinct=int(layers.spec_id.nunique()),
                       complete=rep.complete, seconds=t2 - t1, max_step_seconds=max(steps), step_budget_s=step_budget_s(),
                       cut_plans=rep.cut["plans"], cut_layers=rep.cut["layers"], cut_strategies=rep.cut["strategies"],
+                      slower_plans=rep.cut["slower_plans"],
                       **{f"n_{k}": int(v) for k, v in layers.status.value_counts().items()},
                       checked=bool(ok.checked.astype(bool).all()), gpu=e.gpu_name, cudnn=e.cudnn_backend, frontend=e.cudnn_frontend)))
 """
@@ -102,10 +106,11 @@ def main(argv=None) -> int:
     df["labkit_commit"] = os.environ.get("LABKIT_GIT_COMMIT", "")
     cols = [c for c in ("model", "kind", "batch", "hook_convs", "layers", "distinct", "complete", "seconds", "goal_seconds",
                         "seconds_vs_goal", "meets_goal", "max_step_seconds", "step_budget_s", "cut_plans", "cut_layers",
-                        "n_ok", "n_unsupported", "checked") if c in df.columns]
+                        "slower_plans", "n_ok", "n_unsupported", "checked") if c in df.columns]
     print(df[cols].to_string(index=False))
-    print(f"sum of cut plans: {int(df.get('cut_plans', pd.Series([0])).fillna(0).sum())}; "
-          f"cut layers: {int(df.get('cut_layers', pd.Series([0])).fillna(0).sum())}")
+    total = lambda col: int(df[col].fillna(0).sum()) if col in df.columns else 0  # noqa: E731
+    print(f"sum of plans cut by a budget: {total('cut_plans')}; layers cut: {total('cut_layers')}; "
+          f"plans left as over 6x slower after one eager call: {total('slower_plans')}")
     gpu = next((g for g in df.get("gpu", []) if isinstance(g, str)), None)
     if gpu:
         path = ROOT / "data" / "bench" / f"report_models_{gpu_slug(gpu)}.csv"

@@ -23,8 +23,9 @@ for step in $steps; do
   echo "== $step ($(date +%T))" | tee -a "$log"
   case "$step" in
     before)
-      PYTHONPATH="$PWD/.old:$PYTHONPATH" LABKIT_MODE=live timeout -k 10 "$(limit before)" python3 -m pytest -m gpu -q -rfE \
-        --tb=line -p no:cacheprovider "tests/test_report_models_gpu.py::test_the_mobilenet_v3_stall_is_gone" 2>&1 | tail -n 6 | tee -a "$log" ;;
+      rm -rf .old/tests && cp -r tests .old/tests && (cd .old && python3 -c "import labkit, os; print('labkit from', os.path.dirname(labkit.__file__))" \
+        && LABKIT_MODE=live timeout -k 10 "$(limit before)" python3 -m pytest -q -rfE --tb=line -p no:cacheprovider \
+        "tests/test_report_models_gpu.py::test_the_mobilenet_v3_stall_is_gone") 2>&1 | tail -n 6 | tee -a "$log" ;;
     stall)
       LABKIT_MODE=live timeout -k 10 "$(limit stall)" python3 -m pytest -q -rfE --tb=short -p no:cacheprovider --durations=5 \
         "tests/test_report_models_gpu.py::test_the_mobilenet_v3_stall_is_gone" tests/test_budget.py tests/test_isolated.py 2>&1 \

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from labkit import InvalidSpec, TimedOut
-from labkit.cancel import Budget, announce, announcing, not_timed
+from labkit.cancel import Budget, announce, announcing, not_timed, was_cut
 
 
 def test_a_budget_is_quiet_until_spent_then_names_step_phase_and_seconds():
@@ -64,6 +64,9 @@ def test_announced_phases_reach_the_innermost_listener_and_a_bad_listener_is_ign
 
 
 def test_not_timed_statuses():
-    assert not_timed("cut: one eager call took 8.93 ms, over 1540x the best plan so far (5.8 us): not timed further")
-    assert not_timed("timed out after 0.5 s in capture (2 of 10 calls captured) (budget 0.5 s)")
+    slower = "slower: one eager call took 8.93 ms, 1540x the best plan so far (5.8 us): not timed further"
+    timed_out = "timed out after 0.5 s in capture (2 of 10 calls captured) (budget 0.5 s)"
+    cut = "cut: the autotune's budget (60.0 s) was spent before this plan"
+    assert all(map(not_timed, (slower, timed_out, cut)))
+    assert was_cut(timed_out) and was_cut(cut) and not was_cut(slower)
     assert not not_timed("ok") and not not_timed("out of memory: ...") and not not_timed(float("nan"))

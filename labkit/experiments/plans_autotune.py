@@ -53,7 +53,7 @@ def plans(spec: ConvSpec = BASE):
         return df
 
     tuned = autotune.autotune(cg, on_row=lambda rows, total: report(lambda: table(list(rows)), len(rows), total,
-                                                                     "plans timed"))
+                                                                     "plans timed"), eager_stop=False)  # a bar for every plan
     df = table(tuned.table.to_dict("records"), cg.deterministic_names())
     assert int(df[df.best].plan_index.iloc[0]) == tuned.best_index
     return df

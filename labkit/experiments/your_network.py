@@ -34,7 +34,8 @@ their parts when their budgets are spent (a plan that took too long is a ``plans
 out after ... in capture``; one far slower than the best after one eager call is ``cut: ...``);
 a step that still has not answered `KILL_GRACE_S` after its budget is killed with its worker,
 and its layer is a row with status ``timed_out`` naming the phase it was in. The report goes
-on, and `cut_counts` says how many plans and layers were cut.
+on, and `cut_counts` says how many plans and layers were cut (and how many plans were left as
+known to be slower).
 
 Everything about the experiment lives here: the run function, its charts, summary, exercise
 checks and the calls of the recorded grid. Bytes; microseconds; seconds for budgets.
@@ -42,15 +43,14 @@ checks and the calls of the recorded grid. Bytes; microseconds; seconds for budg
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import plotly.graph_objects as go
 
-import os
-
 from .. import networks
-from ..cancel import Budget, announce, checkpoint, not_timed
+from ..cancel import Budget, announce, checkpoint, not_timed, was_cut
 from ..errors import InvalidSpec, LabkitError
 from ..plots import COLORS, finish, fmt_bytes, fmt_us, new_figure, num, ok_rows
 from ..progress import report as report_progress
@@ -366,13 +366,14 @@ def _report(network, steps, groups, budget_s: float):
 
 
 def cut_counts(df) -> dict:
-    """What a report left out: ``plans`` cut or timed out (``plans`` table), ``layers`` whose step
-    timed out or whose worker died (``layers`` table, distinct convolutions), ``strategies`` that
-    did not finish."""
+    """What a report did not measure to the end: ``plans`` a budget cut or timed out (unknown),
+    ``slower_plans`` left after one eager call far slower than the best (known to lose), distinct
+    ``layers`` whose step timed out or whose worker died, ``strategies`` that did not finish."""
     plans, layers, strategies = (table_of(df, t) for t in ("plans", "layers", "strategies"))
-    stopped = ("timed_out", "error")
-    return dict(plans=int(plans["status"].map(not_timed).sum()) if len(plans) else 0,
-                layers=int(layers[layers["status"].isin(stopped)]["spec_id"].nunique()) if len(layers) else 0,
+    status = plans["status"] if len(plans) else []
+    cut = int(sum(map(was_cut, status)))
+    return dict(plans=cut, slower_plans=int(sum(map(not_timed, status))) - cut,
+                layers=int(layers[layers["status"].isin(("timed_out", "error"))]["spec_id"].nunique()) if len(layers) else 0,
                 strategies=int((strategies["status"] != "ok").sum()) if len(strategies) else 0)
 
 
@@ -465,12 +466,15 @@ def network_report_summary(df) -> Text:
     parts = [f"**{len(layers)} convolution calls** ({layers['spec_id'].nunique()} distinct, each measured once)"
              f" at batch {r.get('batch')}, {r.get('dtype')} {r.get('layout')}."]
     cut = cut_counts(df)
-    if any(cut.values()):
-        said = [f"**{n} {one if n == 1 else many}**" for n, one, many in (
-            (cut["plans"], "plan", "plans"), (cut["layers"], "distinct layer", "distinct layers"),
-            (cut["strategies"], "strategy", "strategies")) if n]
-        parts.append(f"Cut: {', '.join(said)} (not measured to the end: a plan far slower than the best after one call, "
-                     f"or a step over its {df.attrs.get('step_budget_s', STEP_BUDGET_S):g} s budget; the tables say which and why).")
+    if cut["slower_plans"]:
+        parts.append(f"{cut['slower_plans']} plan(s) were left after one eager call showed them over 6x slower than the "
+                     "best so far (not timed further: they cannot win).")
+    said = [f"**{n} {one if n == 1 else many}**" for n, one, many in (
+        (cut["plans"], "plan", "plans"), (cut["layers"], "distinct layer", "distinct layers"),
+        (cut["strategies"], "strategy", "strategies")) if n]
+    if said:
+        parts.append(f"Cut by a time budget: {', '.join(said)} (a step has {df.attrs.get('step_budget_s', STEP_BUDGET_S):g} s; "
+                     "the tables say which and where each was stopped).")
     if len(ok):
         fast, heur = ok["fastest_gpu_us"].sum(), ok["heuristic_gpu_us"].sum()
         big = ok.loc[ok["fastest_workspace_bytes"].idxmax()]

@@ -4,7 +4,7 @@ The frontend's Python API has no autotune (its C++ ``autotune`` does what this d
 gets its own workspace, runs twice eagerly, and a CUDA graph of back-to-back calls is captured and
 replayed (warm-up, repeats until the median is stable); a plan already 3x slower than the best so
 far stops after one replay, and one whose eager call alone is over 6x the best is not captured at
-all (`measure.TooSlow`). Times are GPU microseconds per call (`measure.graph_replay`).
+all (`measure.TooSlow`: its row says "slower: ..."; ``eager_stop=False`` times it anyway). Times are GPU microseconds per call (`measure.graph_replay`).
 
 Bounded: every plan is timed under a budget derived from the best plan so far (`plan_budget_s`:
 50x what timing the best plan took, at least `PLAN_BUDGET_FLOOR_S`; `FIRST_PLAN_BUDGET_S` for the
@@ -20,7 +20,7 @@ from typing import Callable, Dict, List, Optional
 
 from . import engine, measure, memory
 from ..errors import LabkitError, OutOfMemory, TimedOut
-from ..cancel import Budget, announce, checkpoint, not_timed
+from ..cancel import Budget, announce, checkpoint, not_timed, was_cut
 
 #: a plan's timing budget is this many times what timing the best plan so far took ...
 PLAN_BUDGET_FACTOR = 50.0
@@ -59,25 +59,33 @@ class TuneResult:
 
     @property
     def cut(self) -> int:
-        """How many plans were cut or timed out."""
-        return int(self.table.status.map(not_timed).sum())
+        """How many plans a budget stopped (cut or timed out: unknown)."""
+        return int(self.table.status.map(was_cut).sum())
+
+    @property
+    def slower(self) -> int:
+        """How many plans were left after one eager call far slower than the best (known to lose)."""
+        return int(self.table.status.map(not_timed).sum()) - self.cut
 
 
 def time_plan(cg: engine.ConvGraph, plan_index: int, ops: engine.Operands, stream=None, calls: int = 10,
-              stop_above_us: Optional[float] = None, budget: Optional[Budget] = None) -> measure.Timing:
+              stop_above_us: Optional[float] = None, budget: Optional[Budget] = None,
+              eager_stop: bool = True) -> measure.Timing:
     """GPU time of one plan as autotuning measures it: its own workspace, a CUDA graph of up to
     ``calls`` back-to-back calls replayed until the median is stable (`measure.graph_replay`),
-    within ``budget`` (`labkit.TimedOut` past it)."""
+    within ``budget`` (`labkit.TimedOut` past it); ``eager_stop``: `measure.TooSlow` when one
+    eager call is already far over ``stop_above_us``."""
     plan = cg.plan(plan_index)
     stream = stream if stream is not None else measure.timing_stream()
     ws = memory.alloc(plan.workspace_bytes, f"workspace of plan {plan.index}")
     bound = cg.bind(ops.arrays, int(ws.data.ptr), plan.index, stream)
-    return measure.graph_replay(bound.run, stream, calls=calls, stop_above_us=stop_above_us, budget=budget)
+    return measure.graph_replay(bound.run, stream, calls=calls, stop_above_us=stop_above_us, budget=budget,
+                                eager_stop=eager_stop)
 
 
 def _row_for_failure(exc: BaseException, best_us: Optional[float]) -> dict:
     if isinstance(exc, measure.TooSlow):
-        return dict(status=f"cut: one eager call took {measure.us_words(exc.eager_us)}, over "
+        return dict(status=f"slower: one eager call took {measure.us_words(exc.eager_us)}, "
                            f"{exc.eager_us / best_us:.0f}x the best plan so far ({measure.us_words(best_us)}): not timed further",
                     eager_us=exc.eager_us)
     if isinstance(exc, TimedOut):
@@ -92,13 +100,15 @@ def _row_for_failure(exc: BaseException, best_us: Optional[float]) -> dict:
 def autotune(cg: engine.ConvGraph, ops: Optional[engine.Operands] = None, calls: int = 10,
              early_stop_ratio: float = 3.0, max_plans: Optional[int] = None,
              on_row: Optional[Callable[[List[dict], int], None]] = None, save: bool = True,
-             budget: Optional[Budget] = None) -> TuneResult:
+             budget: Optional[Budget] = None, eager_stop: bool = True) -> TuneResult:
     """Time every runnable plan of ``cg`` (the first ``max_plans`` if given) and pick the fastest.
     Plans are timed in the heuristic's order (its pick first), each within `plan_budget_s` (and
     within ``budget``, the whole autotune's, when given). ``on_row(rows, total)`` is called after
     each plan with the rows so far (charts that fill in: `labkit.progress`). With ``save`` (and
     every plan timed or known slower) the winner is saved on disk as this graph's "autotuned" plan
-    (`engine.save_plan`), for `tuned_graph` in a later need or process."""
+    (`engine.save_plan`), for `tuned_graph` in a later need or process. ``eager_stop`` False:
+    every plan gets at least one replay, even one whose eager call is far slower than the best
+    (a lesson that charts every plan's time)."""
     import pandas as pd
 
     t0 = time.perf_counter()
@@ -119,7 +129,8 @@ def autotune(cg: engine.ConvGraph, ops: Optional[engine.Operands] = None, calls:
         else:
             mine = Budget(plan_budget_s(best, calls), what) if budget is None else budget.within(plan_budget_s(best, calls), what)
             try:
-                t = time_plan(cg, plan.index, ops, stream, calls, None if best is None else early_stop_ratio * best, mine)
+                t = time_plan(cg, plan.index, ops, stream, calls, None if best is None else early_stop_ratio * best, mine,
+                              eager_stop)
                 row.update(gpu_us=t.median_us, gpu_us_p10=t.p10_us, gpu_us_p90=t.p90_us, samples=t.samples, calls=t.calls,
                            eager_us=t.eager_us, capture_s=t.capture_s, status="ok")
                 best = t.median_us if best is None else min(best, t.median_us)

@@ -161,14 +161,14 @@ def _replay_us(graph, stream, start, end, calls: int) -> float:
 
 def graph_replay(fn: Callable[[], None], stream: cupy.cuda.Stream, calls: int = 20, warmup: int = 3,
                  repeats: int = 15, min_repeats: int = 5, rel_tol: float = 0.02, stop_above_us: float = None,
-                 budget: Optional[Budget] = None) -> Timing:
+                 budget: Optional[Budget] = None, eager_stop: bool = True) -> Timing:
     """GPU time per call by CUDA-graph replay (see module doc). Two eager calls come first
     (`eager_us`); the graph holds `calls_for` that time back-to-back calls (``calls`` at most).
     Repeats until the median is stable (the last two medians within ``rel_tol``) or ``repeats`` is
     reached; stops as soon as the median is above ``stop_above_us`` (autotune's early stop: a plan
     already 3x slower than the best so far needs no more samples to be known slower; one sample
-    can be enough), and raises `TooSlow` without capturing when the eager call alone is over
-    `EAGER_STOP_FACTOR` x ``stop_above_us``. ``budget``: checked between the parts (warm-up,
+    can be enough), and (``eager_stop``) raises `TooSlow` without capturing when the eager call
+    alone is over `EAGER_STOP_FACTOR` x ``stop_above_us``. ``budget``: checked between the parts (warm-up,
     each captured call, each replay); a spent budget raises `labkit.TimedOut`, except after the
     first sample, where it ends the repeats (``samples`` says how many)."""
     _positive("repeats", repeats)
@@ -176,7 +176,7 @@ def graph_replay(fn: Callable[[], None], stream: cupy.cuda.Stream, calls: int = 
     start, end = cupy.cuda.Event(), cupy.cuda.Event()
     checkpoint()
     one = eager_us(fn, stream, start, end)
-    if stop_above_us is not None and one > EAGER_STOP_FACTOR * stop_above_us:
+    if eager_stop and stop_above_us is not None and one > EAGER_STOP_FACTOR * stop_above_us:
         raise TooSlow(one, stop_above_us)
     if budget is not None:
         budget.check("warm-up (two eager calls)")
