@@ -75,7 +75,7 @@ REPORT_STRATEGIES: Tuple[Tuple[str, str, object], ...] = (
 BUDGET_CAPS = (0, 1 * MIB, 4 * MIB, 16 * MIB, 64 * MIB, 256 * MIB, 1024 * MIB, None)
 TABLES = ("layers", "plans", "strategies", "timeline", "budget")
 #: the presets the recorded grid holds a report for (batch 32, fp16, NHWC, inference)
-RECORDED_PRESETS = ("resnet50", "resnext50_32x4d")
+RECORDED_PRESETS = ("resnet50", "resnext50_32x4d", "mobilenet_v2", "convnext_tiny", "vgg16", "deeplabv3_aspp")
 #: seconds one step of a report may take (``LABKIT_STEP_BUDGET_S`` overrides): a distinct
 #: convolution's build (at most half of it), autotune and checks, or one strategy's pass
 STEP_BUDGET_S = 60.0
