@@ -142,6 +142,10 @@ class Recording:
         """Every distinct request recorded for an experiment, in recording order."""
         return [json.loads(r) for r in dict.fromkeys(self.table(name)["request"])]
 
+    def has(self, name: str, request: dict) -> bool:
+        """Whether this recording holds experiment ``name`` for exactly ``request``."""
+        return name in self.experiments() and request_key(request) in set(self.table(name)["request"])
+
     def lookup(self, name: str, request: dict):
         """The rows recorded for exactly ``request`` (provenance in ``attrs``)."""
         df = self.table(name)
@@ -300,11 +304,12 @@ def describe_available() -> str:
 
 
 _current: Optional[Recording] = None
+_picked: Optional[Path] = None  # the folder last chosen with `use` (LABKIT_RECORDING counts too)
 
 
 def use(name_or_path) -> Recording:
     """Pick the recording recorded-mode answers come from (a folder name or a path)."""
-    global _current
+    global _current, _picked
     if not isinstance(name_or_path, (str, os.PathLike)):
         raise InvalidSpec("recording", name_or_path, "must be a recording name or a folder path")
     p = Path(name_or_path)
@@ -314,6 +319,7 @@ def use(name_or_path) -> Recording:
         names = [r.name for r in available()]
         raise RecordedDataError(f"no recording {str(name_or_path)!r} (available: {', '.join(names) or 'none'})", p)
     _current = load(p)
+    _picked = _current.path
     return _current
 
 
@@ -358,6 +364,30 @@ def named(name: str) -> Recording:
     return found
 
 
+def for_experiment(name: str) -> Recording:
+    """The recording a panel of experiment ``name`` answers from by default: the current one (one
+    picked with `use` or ``LABKIT_RECORDING``, else the default), unless nobody picked one and
+    another shipped recording holds more of the experiment's calls (lesson 09's six presets were
+    recorded on the H200 before the H100 had them). The panel's GPU picker offers the others."""
+    rec = current()
+    if rec.path == _picked or os.environ.get("LABKIT_RECORDING"):
+        return rec
+
+    def held(r: Recording) -> int:
+        return len(r.requests(name)) if name in r.experiments() else 0
+
+    best = max(shipped(), key=held)  # the default comes first: a tie keeps it
+    return best if held(best) > held(rec) else rec
+
+
 def lookup(name: str, request: dict):
-    """Answer an experiment call from the current recording."""
-    return current().lookup(name, request)
+    """Answer an experiment call from the current recording. When nobody picked one (no
+    ``LABKIT_RECORDING``, no `use`) and the default recording lacks the call, the first other
+    shipped recording that holds exactly this call answers: its rows carry its own provenance,
+    so the chart names that GPU (a call recorded on one GPU only is still shown, never filled in
+    from another call)."""
+    rec = current()
+    if rec.path == _picked or os.environ.get("LABKIT_RECORDING") or rec.has(name, request):
+        return rec.lookup(name, request)
+    other = next((r for r in shipped() if r.path != rec.path and r.has(name, request)), None)
+    return (other or rec).lookup(name, request)

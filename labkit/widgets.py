@@ -641,7 +641,7 @@ class _PanelMeasuring:
         from . import lessons
 
         kwargs = self.cfg.kwargs(self.state)  # InvalidSpec for an impossible spec
-        recording = None if self.live else self.recording_name
+        recording = None if self.live else self._recording().name
         return lessons.data(self.cfg.experiment, force=force, recording=recording, **kwargs)
 
 
@@ -684,7 +684,7 @@ class _PanelGPU:
             raise InvalidSpec("gpu", recording, f"that recording has no {self.cfg.experiment!r}; this panel offers "
                               + ", ".join(v or "this GPU" for _, v in self._gpu_options()))
         if not self.can_measure and name is None:
-            name = recordings.current().name
+            name = recordings.for_experiment(self.cfg.experiment).name
         if name == self.recording_name and self.gpu_picker.value == (name or ""):
             return
         self.recording_name = name
@@ -712,10 +712,11 @@ class _PanelGPU:
             self.status.value = _status("ok", html.escape(note) + self.status.value)
 
     def _recording(self):
-        """The recording the panel answers from: the one picked, else recorded mode's default."""
+        """The recording the panel answers from: the one picked, else recorded mode's default for
+        this experiment (`labkit.recordings.for_experiment`)."""
         from . import recordings
 
-        return recordings.named(self.recording_name) if self.recording_name else recordings.current()
+        return recordings.named(self.recording_name) if self.recording_name else recordings.for_experiment(self.cfg.experiment)
 
 
 class Panel(_PanelGPU, _PanelView, _PanelValues, _PanelMeasuring):

@@ -65,6 +65,6 @@ def recorded_mode(monkeypatch):
 
     monkeypatch.setenv("LABKIT_MODE", "recorded")
     monkeypatch.delenv("LABKIT_RECORDING", raising=False)
-    recordings._current = None
+    recordings._current = recordings._picked = None
     yield
-    recordings._current = None
+    recordings._current = recordings._picked = None

@@ -53,9 +53,9 @@ def test_record_resume_and_replay(tmp_path, monkeypatch):
     # replay in recorded mode gives the recorded table
     monkeypatch.setenv("LABKIT_MODE", "recorded")
     monkeypatch.setenv("LABKIT_RECORDING", str(out))
-    recordings._current = None
+    recordings._current = recordings._picked = None
     replay = experiments.layout()
     table = rec.table("layout").drop(columns=["request"]).dropna(axis=1, how="all")
     assert replay.attrs["mode"] == "recorded"
     assert replay.round(9).equals(table.reset_index(drop=True).round(9))
-    recordings._current = None
+    recordings._current = recordings._picked = None

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import labkit
-from labkit import check, env, errors, lessons, networks, widgets
+from labkit import check, env, errors, lessons, networks, recordings, widgets
 from labkit.experiments import your_network
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,11 +22,18 @@ def rep():
 
 @pytest.mark.parametrize("net", your_network.RECORDED_PRESETS)
 def test_each_recorded_preset_has_one_row_per_layer_of_the_real_network(net):
-    r = labkit.report(net)
-    want = networks.layers_of(net, batch=32)
-    assert list(r.layers.layer) == [lay.name for lay in want] and r.complete
-    assert r.provenance["gpu"].startswith("NVIDIA H100") and r.provenance["mode"] == "recorded"
-    assert r.layers.checked.astype(bool).all() and (r.layers.status == "ok").all()
+    want = [lay.name for lay in networks.layers_of(net, batch=32)]
+    holding = [r.name for r in recordings.shipped() if r.has("network_report", your_network.recorded_calls()[0][1] | {"net": net,
+                                                                                                                 "training": False, "image": 224})]
+    assert "h200" in holding  # every preset is recorded on the H200 (the H100 holds resnet50 and resnext50_32x4d)
+    for name in holding:
+        r = labkit.report(net, recording=name)
+        assert list(r.layers.layer) == want and r.complete, name
+        assert r.provenance["gpu"] == recordings.named(name).metadata["gpu"] and r.provenance["mode"] == "recorded"
+        assert r.layers.checked.astype(bool).all() and (r.layers.status == "ok").all(), name
+        assert r.cut["plans"] == 0 and r.cut["layers"] == 0, (name, r.cut)
+    default = labkit.report(net)  # no recording named: the default's when it has it, else the one that has it
+    assert default.provenance["gpu"] == recordings.named(holding[0]).metadata["gpu"]
 
 
 def test_the_presets_have_the_torchvision_layer_counts():
@@ -115,7 +122,8 @@ def test_the_lesson_checks_judge_against_the_report(rep, capsys):
 def test_the_report_panel_offers_the_recorded_networks():
     p = widgets.ReportPanel()
     assert p.wait(60)
-    assert set(p.options("net")) == set(your_network.RECORDED_PRESETS)
+    assert set(p.options("net")) == set(your_network.RECORDED_PRESETS)  # from the recording holding them all
+    assert "H200" in p.fig.layout.title.text or "H200" in str(p.fig.layout.annotations)
     assert len(p.fig.data) == 11 and p.fig.data[0].y and len(p.fig.data[0].y) == 53
     p.set(net="resnext50_32x4d")
     assert p.wait(60) and "resnext" in p.fig.layout.title.text.lower()

@@ -24,7 +24,7 @@ def one_factor_values(name, request, fields):
     from ``request`` in ``fields`` only (and, for derived fields, in those too)."""
     want = widgets.flatten(request)
     out = []
-    for req in recordings.current().requests(name):
+    for req in recordings.for_experiment(name).requests(name):
         flat = widgets.flatten(req)
         if all(flat.get(k) == v for k, v in want.items() if k not in fields):
             v = flat[fields[0]]
