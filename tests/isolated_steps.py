@@ -3,7 +3,7 @@ import os
 import time
 
 from labkit.cancel import announce
-from labkit.errors import InvalidSpec
+from labkit.errors import InvalidSpec, OutOfMemory
 
 
 def add(a, b):
@@ -35,3 +35,7 @@ def fail_plainly():
 def die(code):
     announce("about to die")
     os._exit(code)
+
+
+def run_out_of_memory(nbytes):
+    raise OutOfMemory("a workspace", nbytes, 1024)

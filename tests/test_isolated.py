@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from labkit import InvalidSpec, TimedOut
+from labkit import InvalidSpec, OutOfMemory, TimedOut
 from labkit.gpu import isolated
 
 
@@ -44,6 +44,9 @@ def test_labkit_errors_come_back_as_themselves_and_others_are_named(worker):
     with pytest.raises(InvalidSpec) as err:
         worker.call("isolated_steps:refuse", (7,))
     assert err.value.field == "value" and err.value.value == 7 and "is refused by this step" in str(err.value)
+    with pytest.raises(OutOfMemory) as oom:  # a MemoryError too: rebuilt without MemoryError.__new__
+        worker.call("isolated_steps:run_out_of_memory", (1 << 30,))
+    assert oom.value.requested_bytes == 1 << 30 and oom.value.free_bytes == 1024 and "out of device memory" in str(oom.value)
     with pytest.raises(isolated.StepFailed, match="ZeroDivisionError: a plain bug"):
         worker.call("isolated_steps:fail_plainly")
     assert worker.starts == 1  # an error in a step does not cost the worker

@@ -98,7 +98,7 @@ def _rebuild(portable: tuple) -> LabkitError:
     known, text, attrs = portable
     if known:
         cls = getattr(errors, known)
-        exc = cls.__new__(cls)
+        exc = Exception.__new__(cls)  # not cls.__new__: OutOfMemory's MemoryError.__new__ refuses a subclass
         Exception.__init__(exc, text.split(": ", 1)[1])
         exc.__dict__.update(attrs)
         return exc
