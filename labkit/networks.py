@@ -410,6 +410,9 @@ def _from_module(model, input_shape, batch, dtype, layout) -> Network:
         found = sorted({type(m).__name__ for _, m in convs})
         raise InvalidSpec("net", model_name, "has no Conv2d layer, so no convolution for this workbook"
                           + (f" (its convolutions: {', '.join(found)})" if found else ""))
+    if len(shape) < 3:
+        raise InvalidSpec("input_shape", shape, f"has {len(shape)} dimension(s); a network of Conv2d takes an image "
+                          "batch (N, C, H, W), e.g. (1, 3, 224, 224)")
     calls = _run_hooked(model, convs, shape, torch)
     layers, skipped, called = [], [], set()
     for name, m, shp in calls:
@@ -437,11 +440,7 @@ def _input_shape(input_shape) -> Tuple[int, ...]:
                           "e.g. input_shape=(1, 3, 224, 224)")
     if not isinstance(input_shape, (tuple, list)) or not input_shape:
         raise InvalidSpec("input_shape", input_shape, "must be a tuple of whole numbers, e.g. (1, 3, 224, 224)")
-    shape = tuple(_whole("input_shape", d) for d in input_shape)
-    if len(shape) < 3:
-        raise InvalidSpec("input_shape", shape, f"has {len(shape)} dimension(s); a network of Conv2d takes an image "
-                          "batch (N, C, H, W), e.g. (1, 3, 224, 224)")
-    return shape
+    return tuple(_whole("input_shape", d) for d in input_shape)
 
 
 def _check_model(model) -> None:
