@@ -8,9 +8,9 @@ longer wanted:
   learner has moved a control again.
 
 Anywhere else it does nothing. And stopping on time: a `Budget` is a step's time limit, checked
-between its parts, that ends it with `labkit.TimedOut`; `announce` says which part a step is in,
-for whoever must stop it from outside. The bottom layer: the GPU core imports this, never the
-worker.
+between its parts, that ends it with `labkit.TimedOut` (`labkit.progress.announce` says which part
+a step is in, for whoever must stop it from outside). The bottom layer: the GPU core imports this,
+never the worker.
 """
 from __future__ import annotations
 
@@ -57,33 +57,6 @@ def checkpoint() -> None:
     stop = getattr(_cancel, "should_stop", None)
     if stop is not None and stop():
         raise Superseded()
-
-
-_phase = threading.local()  # .listeners: stack of phase listeners in this thread
-
-
-@contextlib.contextmanager
-def announcing(listener: Callable[[str], None]):
-    """Inside the block, this thread's `announce` calls go to ``listener(phase)`` (nested blocks:
-    the innermost listener)."""
-    stack = _phase.__dict__.setdefault("listeners", [])
-    stack.append(listener)
-    try:
-        yield
-    finally:
-        stack.pop()
-
-
-def announce(phase: str) -> None:
-    """Say what a measurement is about to do ("timing plan 6 (eng1)", "building every plan"), so
-    that a step stopped from outside (`labkit.gpu.isolated`) can say where it was. A listener that
-    raises is ignored; without one this does nothing."""
-    stack = getattr(_phase, "listeners", None)
-    if stack:
-        try:
-            stack[-1](phase)
-        except Exception:  # noqa: BLE001  (saying where we are must never stop a measurement)
-            pass
 
 
 class Budget:

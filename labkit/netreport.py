@@ -159,7 +159,7 @@ def main_report(args) -> int:
     from tqdm.auto import tqdm
 
     from . import experiments, progress
-    from .cancel import announcing
+    from .progress import announcing
 
     shape = None if args.input_shape is None else parse_shape(args.input_shape)
     kwargs, name, skipped = request_for(args.net, args.batch, args.dtype, args.layout, args.train, args.image, shape)

@@ -1,12 +1,17 @@
-"""Charts that fill in: an experiment reports its table so far after each part it measures, and
-whoever listens in the same thread (a live panel) can draw it before the rest is measured.
+"""Charts that fill in, and where a measurement is: an experiment reports its table so far after
+each part it measures, and whoever listens in the same thread (a live panel) can draw it before
+the rest is measured; a measurement announces the part it is about to do ("timing plan 6
+(eng1) of ..."), and whoever listens (the report CLI's progress bar, the worker process of
+`labkit.gpu.isolated`, which passes it to its caller) can say where it is, or where it was when
+it was stopped.
 
 An experiment calls ``report(make_frame, done, total, unit)`` after each part (a dtype, a plan,
 a cap, a stage): ``make_frame()`` returns the DataFrame of the parts measured so far, in the
 same columns the finished table has; it is called only when someone listens. A panel wraps its
-request in ``with listening(callback):``. Listeners are per thread, so the prefetch worker's
-measurements never reach a panel. A listener that raises is ignored: drawing early is an extra,
-never a reason for a measurement to fail.
+request in ``with listening(callback):``; ``announce(phase)`` goes to ``with announcing(callback):``.
+Listeners are per thread, so the prefetch worker's measurements never reach a panel. A listener
+that raises is ignored: drawing early or saying where we are is an extra, never a reason for a
+measurement to fail.
 """
 from __future__ import annotations
 
@@ -14,35 +19,66 @@ import contextlib
 import threading
 from typing import Callable
 
-_local = threading.local()
-
 Listener = Callable[[Callable[[], object], int, int, str], None]
 
 
-@contextlib.contextmanager
+class _Listeners:
+    """A per-thread stack of listeners: the innermost hears each call; one that raises is ignored."""
+
+    def __init__(self):
+        self._local = threading.local()
+
+    @contextlib.contextmanager
+    def listening(self, listener: Callable):
+        stack = self._local.__dict__.setdefault("stack", [])
+        stack.append(listener)
+        try:
+            yield
+        finally:
+            stack.pop()
+
+    def active(self) -> bool:
+        return bool(getattr(self._local, "stack", None))
+
+    def tell(self, *args) -> None:
+        stack = getattr(self._local, "stack", None)
+        if not stack:
+            return
+        try:
+            stack[-1](*args)
+        except Exception:  # noqa: BLE001  (see the module docstring)
+            pass
+
+
+_tables = _Listeners()
+_phases = _Listeners()
+
+
 def listening(listener: Listener):
     """Send this thread's `report` calls to ``listener(make_frame, done, total, unit)`` inside
     the block (nested blocks: the innermost listener)."""
-    stack = _local.__dict__.setdefault("stack", [])
-    stack.append(listener)
-    try:
-        yield
-    finally:
-        stack.pop()
+    return _tables.listening(listener)
 
 
 def active() -> bool:
     """Whether anyone in this thread listens (an experiment may skip building partial tables)."""
-    return bool(getattr(_local, "stack", None))
+    return _tables.active()
 
 
 def report(make_frame: Callable[[], object], done: int, total: int, unit: str) -> None:
     """Tell this thread's listener that ``done`` of ``total`` ``unit`` are measured;
     ``make_frame()`` gives the table so far."""
-    stack = getattr(_local, "stack", None)
-    if not stack:
-        return
-    try:
-        stack[-1](make_frame, done, total, unit)
-    except Exception:  # noqa: BLE001  (see the module docstring)
-        pass
+    _tables.tell(make_frame, done, total, unit)
+
+
+def announcing(listener: Callable[[str], None]):
+    """Inside the block, this thread's `announce` calls go to ``listener(phase)`` (nested blocks:
+    the innermost listener)."""
+    return _phases.listening(listener)
+
+
+def announce(phase: str) -> None:
+    """Say what a measurement is about to do ("timing plan 6 (eng1)", "building every plan"), so
+    that a step stopped from outside (`labkit.gpu.isolated`) can say where it was; without a
+    listener this does nothing."""
+    _phases.tell(phase)

@@ -2,7 +2,7 @@
 import os
 import time
 
-from labkit.cancel import announce
+from labkit.progress import announce
 from labkit.errors import InvalidSpec, OutOfMemory
 
 

@@ -7,7 +7,8 @@ import time
 import pytest
 
 from labkit import InvalidSpec, TimedOut
-from labkit.cancel import Budget, announce, announcing, not_timed, was_cut
+from labkit.cancel import Budget, not_timed, was_cut
+from labkit.progress import announce, announcing
 
 
 def test_a_budget_is_quiet_until_spent_then_names_step_phase_and_seconds():

@@ -10,6 +10,7 @@ import pytest
 
 from labkit import InvalidSpec, OutOfMemory, TimedOut
 from labkit.gpu import isolated
+from labkit.progress import announce, announcing
 
 
 @pytest.fixture
@@ -74,6 +75,17 @@ def test_isolation_off_runs_the_step_here(monkeypatch):
     heard = []
     assert isolated.run_step("isolated_steps:sleep_in", ("a phase", 0), on_phase=heard.append) == "woke"
     assert heard == ["a phase"]
+    outer = []
+    with announcing(outer.append):  # what the report does: the step's phases go on to the caller's listener
+        isolated.run_step("isolated_steps:sleep_in", ("another phase", 0), on_phase=announce)
+    assert outer == ["another phase"]
+
+
+def test_the_workers_phases_reach_the_callers_listener(worker):
+    outer = []
+    with announcing(outer.append):
+        worker.call("isolated_steps:sleep_in", ("in the worker", 0), on_phase=announce)
+    assert outer == ["in the worker"]
 
 
 def test_a_bad_target_is_refused(worker):

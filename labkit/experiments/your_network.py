@@ -50,10 +50,10 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import plotly.graph_objects as go
 
 from .. import networks
-from ..cancel import Budget, announce, checkpoint, not_timed, was_cut
+from ..cancel import Budget, checkpoint, not_timed, was_cut
 from ..errors import InvalidSpec, LabkitError
 from ..plots import COLORS, finish, fmt_bytes, fmt_us, new_figure, num, ok_rows
-from ..progress import report as report_progress
+from ..progress import announce, report as report_progress
 from ..prose import Text
 from ..spec import ConvSpec
 from .checking import CheckResult, as_number, as_word, frame_for, pending, say

@@ -20,7 +20,8 @@ from typing import Callable, Dict, List, Optional
 
 from . import engine, measure, memory
 from ..errors import LabkitError, OutOfMemory, TimedOut
-from ..cancel import Budget, announce, checkpoint, not_timed, was_cut
+from ..cancel import Budget, checkpoint, not_timed, was_cut
+from ..progress import announce
 
 #: a plan's timing budget is this many times what timing the best plan so far took ...
 PLAN_BUDGET_FACTOR = 50.0

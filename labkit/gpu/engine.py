@@ -25,7 +25,8 @@ import numpy
 
 from . import memory
 from ..errors import InvalidSpec, LabkitError, OutOfMemory, Unsupported
-from ..cancel import Budget, announce, checkpoint
+from ..cancel import Budget, checkpoint
+from ..progress import announce
 from ..spec import ConvSpec
 
 EPILOGUES = ("none", "bias_relu", "bias_relu_add")

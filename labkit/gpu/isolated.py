@@ -5,7 +5,7 @@ returns, or one that crashes, inside the process that made it. So the network re
 step (a distinct convolution's build, autotune and checks; one strategy's pass) in a worker
 process: the caller waits for the step's answer with a deadline, and a step past its deadline is
 killed together with the worker (`labkit.TimedOut`, naming the phase the step last announced
-through `labkit.cancel.announce`). A worker that dies (a crash in a library) is a `WorkerDied`.
+through `labkit.progress.announce`). A worker that dies (a crash in a library) is a `WorkerDied`.
 The next step starts a fresh worker; the caller's process, a notebook's kernel, goes on.
 
 The worker is a fresh interpreter (``spawn``: its own CUDA context, never a fork of a CUDA
@@ -29,7 +29,8 @@ import threading
 import time
 from typing import Callable, Optional
 
-from ..cancel import announcing, checkpoint
+from ..cancel import checkpoint
+from ..progress import announce, announcing
 from ..errors import InvalidSpec, LabkitError, TimedOut
 
 #: seconds a new worker may take to start (interpreter, imports, CUDA and cuDNN initialisation)
@@ -216,5 +217,7 @@ def run_step(target: str, args: tuple = (), budget_s: Optional[float] = None, wh
     isolation off (`isolation_on`), here in this process (the step's own budgets still apply)."""
     if isolation_on():
         return worker().call(target, args, budget_s, what, on_phase)
-    with announcing(on_phase or (lambda phase: None)):
+    if on_phase is None or on_phase is announce:  # here, the step's announcements reach this thread's listener already
+        return _resolve(target)(*args)
+    with announcing(on_phase):
         return _resolve(target)(*args)

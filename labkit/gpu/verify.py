@@ -12,7 +12,7 @@ from typing import Optional
 import cupy
 
 from . import engine, memory, reference
-from ..cancel import announce
+from ..progress import announce
 from ..spec import ConvSpec
 
 
