@@ -159,7 +159,6 @@ def main_report(args) -> int:
     from tqdm.auto import tqdm
 
     from . import experiments, progress
-    from .progress import announcing
 
     shape = None if args.input_shape is None else parse_shape(args.input_shape)
     kwargs, name, skipped = request_for(args.net, args.batch, args.dtype, args.layout, args.train, args.image, shape)
@@ -175,7 +174,7 @@ def main_report(args) -> int:
         bar.set_postfix_str(text[:70])
 
     try:
-        with progress.listening(listen), announcing(phase):
+        with progress.listening(listen), progress.announcing(phase):
             df = lessons.data("network_report", force=args.force, **kwargs)
     except KeyboardInterrupt:
         bar.close()

@@ -69,6 +69,7 @@ class Recording:
     path: Path
     metadata: dict
     _tables: Dict[str, object] = field(default_factory=dict, repr=False)
+    _keys: Dict[str, Dict[str, None]] = field(default_factory=dict, repr=False)
 
     @property
     def name(self) -> str:
@@ -138,13 +139,20 @@ class Recording:
             self.table(name)  # parses, checks rows and request JSON (names the file and row)
         return self
 
+    def request_keys(self, name: str) -> Dict[str, None]:
+        """Every distinct request key recorded for an experiment, in recording order (read once)."""
+        keys = self._keys.get(name)
+        if keys is None:
+            keys = self._keys[name] = dict.fromkeys(self.table(name)["request"])
+        return keys
+
     def requests(self, name: str) -> List[dict]:
         """Every distinct request recorded for an experiment, in recording order."""
-        return [json.loads(r) for r in dict.fromkeys(self.table(name)["request"])]
+        return [json.loads(r) for r in self.request_keys(name)]
 
     def has(self, name: str, request: dict) -> bool:
         """Whether this recording holds experiment ``name`` for exactly ``request``."""
-        return name in self.experiments() and request_key(request) in set(self.table(name)["request"])
+        return name in self.experiments() and request_key(request) in self.request_keys(name)
 
     def lookup(self, name: str, request: dict):
         """The rows recorded for exactly ``request`` (provenance in ``attrs``)."""
@@ -370,11 +378,11 @@ def for_experiment(name: str) -> Recording:
     another shipped recording holds more of the experiment's calls (lesson 09's six presets were
     recorded on the H200 before the H100 had them). The panel's GPU picker offers the others."""
     rec = current()
-    if rec.path == _picked or os.environ.get("LABKIT_RECORDING"):
+    if _chosen(rec):
         return rec
 
     def held(r: Recording) -> int:
-        return len(r.requests(name)) if name in r.experiments() else 0
+        return len(r.request_keys(name)) if name in r.experiments() else 0
 
     best = max(shipped(), key=held)  # the default comes first: a tie keeps it
     return best if held(best) > held(rec) else rec
@@ -387,7 +395,12 @@ def lookup(name: str, request: dict):
     so the chart names that GPU (a call recorded on one GPU only is still shown, never filled in
     from another call)."""
     rec = current()
-    if rec.path == _picked or os.environ.get("LABKIT_RECORDING") or rec.has(name, request):
+    if _chosen(rec) or rec.has(name, request):
         return rec.lookup(name, request)
     other = next((r for r in shipped() if r.path != rec.path and r.has(name, request)), None)
     return (other or rec).lookup(name, request)
+
+
+def _chosen(rec: Recording) -> bool:
+    """Whether ``rec`` was chosen (`use`, ``LABKIT_RECORDING``) rather than taken as the default."""
+    return rec.path == _picked or bool(os.environ.get("LABKIT_RECORDING"))

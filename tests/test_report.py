@@ -128,3 +128,11 @@ def test_the_report_panel_offers_the_recorded_networks():
     p.set(net="resnext50_32x4d")
     assert p.wait(60) and "resnext" in p.fig.layout.title.text.lower()
     lessons.forget()
+
+
+def test_the_cli_input_shape_is_read_or_named():
+    from labkit.netreport import parse_shape
+
+    assert parse_shape("16,3,224,224") == (16, 3, 224, 224) == parse_shape("16x3x224x224")
+    with pytest.raises(errors.InvalidSpec, match="input_shape='16,three,224'"):
+        parse_shape("16,three,224")

@@ -31,7 +31,8 @@ Bounded: each step of a report (one distinct convolution: its build, autotune an
 strategy's pass) has a budget of `step_budget_s` seconds and runs in a worker process
 (`labkit.gpu.isolated`): inside, the build, each plan's timing and the autotune stop between
 their parts when their budgets are spent (a plan that took too long is a ``plans`` row ``timed
-out after ... in capture``; one far slower than the best after one eager call is ``cut: ...``);
+out after ... in capture``; one left when a budget was spent, ``cut: ...``; one far slower than
+the best after one eager call, ``slower: ...``);
 a step that still has not answered `KILL_GRACE_S` after its budget is killed with its worker,
 and its layer is a row with status ``timed_out`` naming the phase it was in. The report goes
 on, and `cut_counts` says how many plans and layers were cut (and how many plans were left as
@@ -165,17 +166,23 @@ def _measure_spec(spec: ConvSpec, budget: Budget) -> Tuple[dict, List[dict]]:
                   gpu_us=float(r.gpu_us), status="ok" if r.status == "ok" else str(r.status)[:200])
              for r in table.itertuples()]
     plans += [dict(plan_index=p.index, plan_name=p.name, workspace_bytes=-1, gpu_us=float("nan"), status=p.error[:200])
-              for p in cg.plans if not_timed(p.error)]  # cut from the build
+              for p in cg.plans if was_cut(p.error)]  # cut from the build
     return out, plans
+
+
+def _keep_graphs(room: int) -> None:
+    """Room in this process's graph cache for ``room`` graphs: every graph of the pass stays built
+    from its spec's step to the strategies' passes."""
+    from ..gpu import engine
+
+    engine.graphs.max_entries = max(engine.graphs.max_entries, room)
 
 
 def spec_step(spec: ConvSpec, budget_s: float, room: int) -> Tuple[dict, List[dict]]:
     """One report step, run in the worker process (`labkit.gpu.isolated`): `_measure_spec` of
     ``spec`` within ``budget_s`` seconds, with room in the graph cache for ``room`` graphs (every
     graph of the pass stays built for the strategies' passes)."""
-    from ..gpu import engine
-
-    engine.graphs.max_entries = max(engine.graphs.max_entries, room)
+    _keep_graphs(room)
     return _measure_spec(spec, Budget(budget_s, f"measuring {spec.label}"))
 
 
@@ -185,7 +192,7 @@ def strategy_step(label: str, name: str, options: dict, steps, choice: Dict[tupl
     call with the plan named in ``choice`` (spec key -> plan name), within ``budget_s`` seconds."""
     from ..gpu import engine
 
-    engine.graphs.max_entries = max(engine.graphs.max_entries, room)
+    _keep_graphs(room)
     index = {}
     for _, spec in steps:
         if spec.key not in index:

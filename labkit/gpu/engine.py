@@ -25,7 +25,7 @@ import numpy
 
 from . import memory
 from ..errors import InvalidSpec, LabkitError, OutOfMemory, Unsupported
-from ..cancel import Budget, checkpoint
+from ..cancel import Budget, checkpoint, was_cut
 from ..progress import announce
 from ..spec import ConvSpec
 
@@ -278,7 +278,7 @@ class ConvGraph:
             g.build_plans(cudnn.build_plan_policy.HEURISTICS_CHOICE)
             return {}
         why_not = build_every_plan(g, budget)
-        self.build_cut = sum(why.startswith("cut") for why in why_not.values())
+        self.build_cut = sum(map(was_cut, why_not.values()))
         return why_not
 
     def _describe_plans(self, why_not: Dict[int, str]) -> List[Plan]:

@@ -194,9 +194,9 @@ class Worker:
                         raise TimedOut(what, self.phase, spent, budget_s)
                     checkpoint()
             except BaseException as exc:
-                if not isinstance(exc, LabkitError) or isinstance(exc, (TimedOut, WorkerDied)):
-                    self.stop()  # stopped from outside, or dead: a fresh worker next time
-                raise
+                if not isinstance(exc, LabkitError):  # Ctrl-C, a superseded request: stop the step where it is
+                    self.stop()
+                raise  # a deadline or a death stopped the worker above; a step's own error leaves it running
 
 
 _worker: Optional[Worker] = None
