@@ -226,14 +226,31 @@ def banner() -> Text:
     m = env.mode()
     if m.live:
         e = env.environment()
+        workers = start_build_workers()
+        helpers = (f" {workers} worker processes are starting in the background: they compile the plans cuDNN "
+                   "builds at run time, in parallel, while this kernel times on the GPU." if workers else "")
         return Text(f"**Mode: live on {e.gpu_name}** (cuDNN {e.cudnn_backend}, frontend {e.cudnn_frontend}, "
-                    f"CuPy {e.cupy_version}). Every chart is measured on this GPU when it is drawn.")
+                    f"CuPy {e.cupy_version}). Every chart is measured on this GPU when it is drawn.{helpers}")
     from . import recordings
 
     md = recordings.current().metadata
     return Text(f"**Mode: recorded on {md.get('gpu')} with cuDNN {md.get('cudnn_backend')} on {md.get('date')}** "
                 f"(frontend {md.get('cudnn_frontend')}, CuPy {md.get('cupy')}). Why not live: {m.reason}. "
                 "Every number below was measured on that GPU; controls offer only recorded values.")
+
+
+def start_build_workers() -> int:
+    """Live: start the worker processes that build runtime-compiled plans (`labkit.gpu.builds`)
+    in the background, so they are ready when the first chart needs them; at once. Returns how
+    many (0 in recorded mode, or with ``LABKIT_BUILD_WORKERS=0``)."""
+    from . import env
+
+    if not env.mode().live:
+        return 0
+    from .gpu import builds
+
+    pool = builds.start_workers()
+    return pool.size if pool is not None else 0
 
 
 def mode_note() -> Text:

@@ -766,6 +766,10 @@ class Panel(_PanelGPU, _PanelView, _PanelValues, _PanelMeasuring):
         unknown = set(initial) - set(self._shown)
         if unknown:
             raise InvalidSpec("control", sorted(unknown), f"this panel's controls are {', '.join(self._shown)}")
+        if self.live:
+            from . import lessons
+
+            lessons.start_build_workers()  # ready for the runtime-compiled plans of this panel's graphs
         self._build_ui()
         self._defer += 1
         try:

@@ -25,7 +25,9 @@ change until the figure holds the whole answer). Conditions:
   between changes: that is the point.
 
 Writes ``data/bench/widget_latency.csv`` (mode, condition, gpu, panel, control, value, ahead,
-from_disk, graphs_built, first_paint_ms, latency_ms); rows of other (mode, condition, panel)s already in the file are kept. Prints the table
+from_disk, graphs_built, first_paint_ms, latency_ms); rows of other (mode, condition, gpu, panel)s
+already in the file are kept. Each panel's build (what a learner waits for when its cell runs) is a
+row of its own with control ``(build)``: first paint and complete as for a change. Prints the table
 and a summary (median, p90, max per mode/condition and per panel). Not a timed test.
 
     python scripts/bench_widgets.py                       # the mode labkit picks, first visits
@@ -111,8 +113,15 @@ def bench(per_control: int = 8, panels=None, verbose: bool = True, pause: float 
     for name in names:
         lessons.forget()
         t0 = time.perf_counter()
+        g0 = _graph_stats()
         p = classes[name]()
         build_ms = (time.perf_counter() - t0) * 1000
+        g1 = _graph_stats()
+        build_paint = p.first_paint_ms if p.first_paint_ms is not None else build_ms
+        rows.append(dict(mode=m.name, condition=condition, gpu=gpu, panel=name, control="(build)", value="",
+                         ahead=False, from_disk="measured on this GPU at" in p.status.value,
+                         graphs_built=g1[0] - g0[0], first_paint_ms=round(min(build_paint, build_ms), 2),
+                         latency_ms=round(build_ms, 2)))
         controls = [c for c in p.controls if not live or c in LIVE_CONTROLS]
         # warm-up: one change on this panel (figure widget, first update path), not counted; live, to a
         # value that is not measured afterwards (cuDNN's and labkit's graph caches would make it a hit)
@@ -123,7 +132,8 @@ def bench(per_control: int = 8, panels=None, verbose: bool = True, pause: float 
             p.set(**{warm[0]: warm[1]})
             p.reset()
         if verbose:
-            print(f"{name}: built in {build_ms:.0f} ms; controls {controls}", flush=True)
+            print(f"{name}: built in {build_ms:.0f} ms (first paint {build_paint:.0f} ms, {g1[0] - g0[0]} graphs built); "
+                  f"controls {controls}", flush=True)
         for c in controls:
             for v in _values(p, c, live, per_control):
                 between_changes()
@@ -165,11 +175,11 @@ def bench(per_control: int = 8, panels=None, verbose: bool = True, pause: float 
 
 
 def write(rows, path: Path) -> "object":
-    """Replace the rows of this run's (mode, condition, panel)s in ``path``; keep all others."""
+    """Replace the rows of this run's (mode, condition, GPU, panel)s in ``path``; keep all others."""
     import pandas as pd
 
     new = pd.DataFrame(rows, columns=COLUMNS)
-    runs = set(zip(new["mode"], new["condition"], new["panel"]))
+    runs = set(zip(new["mode"], new["condition"], new["gpu"], new["panel"]))
     if path.exists():
         old = pd.read_csv(path)
         if "condition" not in old.columns:  # written before conditions existed: first visits, no prefetch
@@ -179,22 +189,26 @@ def write(rows, path: Path) -> "object":
         for col in ("from_disk", "graphs_built", "first_paint_ms"):  # runs before these columns: not measured
             if col not in old.columns:
                 old[col] = None
-        old = old[[r not in runs for r in zip(old["mode"], old["condition"], old["panel"])]]
+        old = old[[r not in runs for r in zip(old["mode"], old["condition"], old["gpu"], old["panel"])]]
         new = pd.concat([old[COLUMNS], new], ignore_index=True)
     path.parent.mkdir(parents=True, exist_ok=True)
-    new = new.sort_values(["mode", "condition", "panel", "control"], kind="stable")
+    new = new.sort_values(["mode", "condition", "gpu", "panel", "control"], kind="stable")
     new.to_csv(path, index=False)
     return new
 
 
 def summary(df) -> str:
     lines = []
-    for (mode, condition), sub in df.groupby(["mode", "condition"]):
+    for (mode, condition, gpu), every in df.groupby(["mode", "condition", "gpu"]):
+        builds = every[every["control"] == "(build)"]
+        sub = every[every["control"] != "(build)"]
+        if sub.empty:
+            continue
         lat = sorted(sub["latency_ms"])
         p90 = lat[min(len(lat) - 1, int(0.9 * len(lat)))]
         ahead = int(sub["ahead"].astype(str).str.lower().eq("true").sum())
         disk = int(sub["from_disk"].astype(str).str.lower().eq("true").sum())
-        lines.append(f"{mode}, {condition}, on {sub['gpu'].iloc[0]}: {len(lat)} changes ({ahead} measured ahead, {disk} "
+        lines.append(f"{mode}, {condition}, on {gpu}: {len(lat)} changes ({ahead} measured ahead, {disk} "
                      f"from this GPU's recording), complete: median {statistics.median(lat):.1f} ms, p90 {p90:.1f} ms, "
                      f"max {lat[-1]:.1f} ms")
         paint = sorted(v for v in sub["first_paint_ms"] if v == v and v is not None)
@@ -206,6 +220,11 @@ def summary(df) -> str:
             lines.append(f"  graphs built: {int(sum(built))} in all")
         per = sub.groupby("panel")["latency_ms"].median().sort_values()
         lines.append("  median per panel: " + ", ".join(f"{k} {v:.0f}" for k, v in per.items()) + " (ms)")
+        worst = sub.groupby("panel")["latency_ms"].max().sort_values(ascending=False)
+        lines.append("  max per panel: " + ", ".join(f"{k} {v:.0f}" for k, v in worst.items()) + " (ms)")
+        if not builds.empty:
+            lines.append("  building the panels (first paint / complete, ms): " + ", ".join(
+                f"{r.panel} {r.first_paint_ms:.0f}/{r.latency_ms:.0f}" for r in builds.itertuples()))
     return "\n".join(lines)
 
 
@@ -244,7 +263,7 @@ def main(argv=None) -> int:
     return 0
 
 
-LOG_PANEL = re.compile(r"^(\w+): built in \d+ ms; controls")
+LOG_PANEL = re.compile(r"^(\w+): built in (\d+) ms(?: \(first paint (\d+) ms, (\d+) graphs built\))?; controls")
 LOG_CHANGE = re.compile(r"^  (\w+)=(.+?): first paint +([\d.]+) ms, complete +([\d.]+) ms(.*)$")
 
 
@@ -254,6 +273,10 @@ def rows_from_log(text: str, condition: str, gpu: str):
     for line in text.splitlines():
         if m := LOG_PANEL.match(line):
             panel = m.group(1)
+            if m.group(3) is not None:
+                rows.append(dict(mode="live", condition=condition, gpu=gpu, panel=panel, control="(build)", value="",
+                                 ahead=False, from_disk=False, graphs_built=int(m.group(4)),
+                                 first_paint_ms=float(m.group(3)), latency_ms=float(m.group(2))))
         elif (m := LOG_CHANGE.match(line)) and panel:
             rest = m.group(5)
             built = re.search(r"; (\d+) graphs built", rest)

@@ -39,3 +39,13 @@ def die(code):
 
 def run_out_of_memory(nbytes):
     raise OutOfMemory("a workspace", nbytes, 1024)
+
+
+def die_building(*job):
+    """A build worker that crashes on its plan (tests/test_builds_gpu.py)."""
+    os._exit(3)
+
+
+def hang_building(*job):
+    """A build worker that never finishes its plan."""
+    time.sleep(3600)

@@ -29,104 +29,11 @@ from ..cancel import Budget, checkpoint, was_cut
 from ..progress import announce
 from ..spec import ConvSpec
 
-EPILOGUES = ("none", "bias_relu", "bias_relu_add")
-OUTPUT_ROLE = {"fprop": "y", "dgrad": "x", "wgrad": "w"}
-INPUT_ROLES = {"fprop": ("x", "w"), "dgrad": ("y", "w"), "wgrad": ("x", "y")}
-UIDS = {"x": 1, "w": 2, "y": 3, "b": 4, "z": 5}
-
-_CUDNN_DTYPE = {
-    "fp32": cudnn.data_type.FLOAT,
-    "tf32": cudnn.data_type.FLOAT,
-    "fp16": cudnn.data_type.HALF,
-    "bf16": cudnn.data_type.BFLOAT16,
-    "fp8_e4m3": cudnn.data_type.FP8_E4M3,
-}
-
-
-# ---- layouts --------------------------------------------------------------------------------
-def strides(shape, layout: str) -> tuple:
-    """Element strides of a logical (n, c, h, w) tensor stored in ``layout``."""
-    n, c, h, w = shape
-    if layout == "NCHW":
-        return (c * h * w, h * w, w, 1)
-    return (h * w * c, 1, w * c, c)
-
-
-def storage_shape(shape, layout: str) -> tuple:
-    """Shape of the CuPy array holding a logical (n, c, h, w) tensor in ``layout``."""
-    n, c, h, w = shape
-    return (n, c, h, w) if layout == "NCHW" else (n, h, w, c)
-
-
-def logical_view(arr, layout: str):
-    """View a storage-order array as logical (n, c, h, w)."""
-    return arr if layout == "NCHW" else arr.transpose(0, 3, 1, 2)
-
-
-def role_shapes(spec: ConvSpec, epilogue: str = "none") -> Dict[str, tuple]:
-    shapes = {"x": spec.x_shape, "w": spec.w_shape, "y": spec.y_shape}
-    if epilogue != "none":
-        shapes["b"] = (1, spec.K, 1, 1)
-    if epilogue == "bias_relu_add":
-        shapes["z"] = spec.y_shape
-    return shapes
-
-
-def role_dtype(spec: ConvSpec, role: str) -> str:
-    """labkit dtype of a role's tensor: the written tensor and b/z use the output dtype."""
-    if role == OUTPUT_ROLE[spec.direction] or role in ("b", "z"):
-        return spec.output_dtype
-    return spec.dtype
-
-
-def _check_epilogue(spec: ConvSpec, epilogue: str) -> str:
-    if epilogue not in EPILOGUES:
-        raise InvalidSpec("epilogue", epilogue, f"must be one of {', '.join(EPILOGUES)}")
-    if epilogue != "none" and spec.direction != "fprop":
-        raise InvalidSpec("epilogue", epilogue, "fused epilogues apply to fprop only")
-    return epilogue
-
-
-def _check_spec(spec) -> ConvSpec:
-    if not isinstance(spec, ConvSpec):
-        raise InvalidSpec("spec", spec, "must be a labkit.ConvSpec")
-    return spec
-
-
-def _check_cap(cap) -> Optional[int]:
-    return None if cap is None else memory.check_request(cap, "workspace cap")
-
-
-# ---- handles --------------------------------------------------------------------------------
-_handles: Dict[tuple, object] = {}
-_handles_lock = threading.Lock()
-
-
-def handle_for(stream=None):
-    """The cuDNN handle bound to ``stream`` (default: CuPy's current stream), one per stream."""
-    stream = stream if stream is not None else cupy.cuda.get_current_stream()
-    key = (cupy.cuda.Device().id, int(stream.ptr))
-    with _handles_lock:
-        h = _handles.get(key)
-        if h is None:
-            try:
-                h = cudnn.create_handle()
-            except Exception as exc:  # cuDNN allocates streams and memory for a handle
-                raise OutOfMemory(f"a cuDNN handle ({str(exc).strip()[:120]})", 0, memory.free_bytes()) from exc
-            cudnn.set_stream(h, int(stream.ptr))
-            _handles[key] = h
-    return h
-
-
-def release_handle(stream) -> None:
-    """Destroy the cuDNN handle bound to ``stream`` (if any). Call when the stream is done with:
-    each handle holds a few MiB of device memory and its own internal streams."""
-    key = (cupy.cuda.Device().id, int(stream.ptr))
-    with _handles_lock:
-        h = _handles.pop(key, None)
-    if h is not None:
-        stream.synchronize()
-        cudnn.destroy_handle(h)
+from .frontend import (  # noqa: F401  (engine.X for these stays the public name)
+    BUILD_BUDGET_S, EPILOGUES, INPUT_ROLES, OUTPUT_ROLE, UIDS, _CUDNN_DTYPE, _check_cap, _check_epilogue, _check_spec,
+    build_every_plan, define_graph, handle_for, logical_view, planned_graph, release_handle, role_dtype, role_shapes,
+    storage_shape, strides,
+)
 
 
 # ---- plans ----------------------------------------------------------------------------------
@@ -166,30 +73,6 @@ def _known_wrong(spec: ConvSpec, name: str) -> Optional[str]:
     return None
 
 
-#: seconds an all-plan build may take before the plans not yet built are left out ("cut"); the
-#: frontend builds plans one at a time, so the budget is checked between plans
-BUILD_BUDGET_S = 60.0
-
-
-def build_every_plan(g, budget: Budget) -> Dict[int, str]:
-    """Build every candidate plan of frontend graph ``g``, one at a time (what ``build_plans(ALL)``
-    does inside the frontend), checking ``budget`` between plans. labkit runs plans by index, so
-    which plan the frontend calls selected does not matter. Returns {plan index: why it was not
-    built}: cuDNN's reason, or ``cut: ...`` for the plans the spent budget left out."""
-    why_not = {}
-    count = g.get_execution_plan_count()
-    for i in range(count):
-        if budget.over:
-            why = f"cut: the build budget ({budget.seconds:.0f} s) was spent after {budget.spent:.1f} s"
-            why_not.update({j: why for j in range(i, count)})
-            break
-        try:
-            g.build_plan_at_index(i)
-        except Exception as exc:  # noqa: BLE001  (declined by cuDNN, or barred by a filter: kept as the reason)
-            why_not[i] = " ".join(str(exc).split())[:200] or type(exc).__name__
-    return why_not
-
-
 class ConvGraph:
     """A built cuDNN graph for one spec/epilogue/cap with every candidate plan built.
 
@@ -197,14 +80,20 @@ class ConvGraph:
     first plan that built (the heuristic's pick). ``build_seconds``: wall time of the build.
     ``build_budget_s``: once an all-plan build has taken this long, the plans not yet built are
     left unbuilt, each saying so (``build_cut`` counts them). None: `BUILD_BUDGET_S`.
+    ``parallel``: the runtime-compiled plans of an all-plan build are built in worker processes
+    (`labkit.gpu.builds`; each then runs from its own deserialized one-plan graph, ``remote``);
+    False builds every plan here, one after another (what lesson 05's build-cost chart times).
     """
 
     build_cut = 0
 
     def __init__(self, spec: ConvSpec, epilogue: str = "none", workspace_cap: Optional[int] = None,
-                 all_plans: bool = True, _deterministic_only: bool = False, build_budget_s: Optional[float] = None):
+                 all_plans: bool = True, _deterministic_only: bool = False, build_budget_s: Optional[float] = None,
+                 parallel: bool = True):
         _check_spec(spec)
-        self.spec, self.all_plans = spec, bool(all_plans)
+        self.spec, self.all_plans, self.parallel = spec, bool(all_plans), bool(parallel)
+        #: plan index -> `labkit.gpu.builds.RemotePlan`: the plans a worker built
+        self.remote: Dict[int, object] = {}
         self._deterministic_only = _deterministic_only
         self._deterministic: Optional[set] = None
         self.epilogue = _check_epilogue(spec, epilogue)
@@ -214,7 +103,6 @@ class ConvGraph:
                  + ("" if epilogue == "none" else f" + {epilogue}"))
         t0 = time.perf_counter()
         try:
-            self.graph = self._define()
             why_not = self._plan_all(budget)
         except LabkitError:
             raise
@@ -226,58 +114,17 @@ class ConvGraph:
             raise Unsupported(spec.label, "no plan built: " + "; ".join(p.error for p in self.plans[:3]))
         self._cpp_index = self._backend_indices()
 
-    # -- definition --
-    def _define(self):
-        s, io = self.spec, _CUDNN_DTYPE[self.spec.dtype]
-        out = _CUDNN_DTYPE[s.output_dtype]
-        f32 = cudnn.data_type.FLOAT
-        g = cudnn.pygraph(io_data_type=io, intermediate_data_type=f32, compute_data_type=f32, handle=handle_for())
-        shapes = role_shapes(s, self.epilogue)
-
-        def t(role):
-            return g.tensor(
-                name=role.upper(), dim=list(shapes[role]), stride=list(strides(shapes[role], s.layout)),
-                data_type=_CUDNN_DTYPE[role_dtype(s, role)], uid=UIDS[role],
-            )
-
-        conv_args = dict(padding=list(s.padding), stride=list(s.stride), dilation=list(s.dilation), compute_data_type=f32)
-        if s.direction == "fprop":
-            result = g.conv_fprop(image=t("x"), weight=t("w"), name="conv", **conv_args)
-            if self.epilogue != "none":
-                result.set_data_type(f32)
-                result = g.add(a=result, b=t("b"), name="bias", compute_data_type=f32)
-                result.set_data_type(f32)
-                if self.epilogue == "bias_relu_add":
-                    result = g.add(a=result, b=t("z"), name="residual", compute_data_type=f32)
-                    result.set_data_type(f32)
-                result = g.relu(input=result, name="relu", compute_data_type=f32)
-        elif s.direction == "dgrad":
-            result = g.conv_dgrad(loss=t("y"), filter=t("w"), name="dgrad", **conv_args)
-        else:
-            result = g.conv_wgrad(image=t("x"), loss=t("y"), name="wgrad", **conv_args)
-        role = OUTPUT_ROLE[s.direction]
-        result.set_output(True).set_data_type(out).set_dim(list(shapes[role])).set_stride(list(strides(shapes[role], s.layout)))
-        result.set_uid(UIDS[role])
-        return g
-
     def _plan_all(self, budget: Budget) -> Dict[int, str]:
-        g = self.graph
-        g.validate()
-        g.build_operation_graph()
-        g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
-        if self.spec.dtype == "fp32":  # true fp32: no TF32 tensor cores, no down-conversion
-            g.deselect_numeric_notes([cudnn.numerical_note.TENSOR_CORE, cudnn.numerical_note.DOWN_CONVERT_INPUTS])
-        elif self.spec.dtype == "tf32":
-            g.select_numeric_notes([cudnn.numerical_note.TENSOR_CORE])
-        if self._deterministic_only:
-            g.deselect_numeric_notes([cudnn.numerical_note.NONDETERMINISTIC])
-        if self.workspace_cap is not None:
-            g.deselect_workspace_greater_than(self.workspace_cap)
-        g.check_support()
+        from . import builds
+
+        g, jobs = None, {}
+        if self.all_plans and self.parallel and not self._deterministic_only:  # planned ahead, compiles under way?
+            g, jobs = builds.take_ahead(self.spec, self.epilogue, self.workspace_cap)
+        g = self.graph = g or planned_graph(self.spec, self.epilogue, self.workspace_cap, self._deterministic_only)
         if not self.all_plans:
             g.build_plans(cudnn.build_plan_policy.HEURISTICS_CHOICE)
             return {}
-        why_not = build_every_plan(g, budget)
+        why_not, self.remote = builds.build_plans(self, budget, parallel=self.parallel, jobs=jobs)
         self.build_cut = sum(map(was_cut, why_not.values()))
         return why_not
 
@@ -292,8 +139,9 @@ class ConvGraph:
             if i in why_not:
                 plans.append(Plan(i, name, None, False, error=why_not[i]))
                 continue
+            remote = self.remote.get(i)
             try:
-                ws = int(g.get_workspace_size_plan_at_index(i))
+                ws = int(remote.workspace_bytes if remote is not None else g.get_workspace_size_plan_at_index(i))
             except Exception as exc:  # did not build, or barred by a filter/cap
                 plans.append(Plan(i, name, None, False, error=str(exc).strip().splitlines()[0][:200]))
                 continue
@@ -305,7 +153,8 @@ class ConvGraph:
                 plans.append(Plan(i, name, ws, False, error=f"needs {ws} B > cap {self.workspace_cap} B"))
                 continue
             try:
-                notes = ",".join(str(n).split(".")[-1] for n in g.get_behavior_notes_for_plan_at_index(i))
+                notes = remote.notes if remote is not None else ",".join(
+                    str(n).split(".")[-1] for n in g.get_behavior_notes_for_plan_at_index(i))
             except Exception:  # noqa: BLE001
                 notes = ""
             plans.append(Plan(i, name, ws, True, notes=notes))
@@ -344,7 +193,8 @@ class ConvGraph:
         query for numerical notes, so a sibling graph is built with those plans deselected; once)."""
         if self._deterministic is None:
             try:
-                sibling = ConvGraph(self.spec, self.epilogue, self.workspace_cap, self.all_plans, _deterministic_only=True)
+                sibling = ConvGraph(self.spec, self.epilogue, self.workspace_cap, self.all_plans, _deterministic_only=True,
+                                    parallel=self.parallel)
                 self._deterministic = {p.name for p in sibling.runnable}
             except Unsupported:  # every plan is nondeterministic
                 self._deterministic = set()
@@ -395,8 +245,11 @@ class BoundConv:
         self.pack = {UIDS[r]: _ptr(arrays[r]) for r in needed}
         self.workspace_ptr = int(workspace_ptr or 0)
         self._fast = None
-        cpp = cg._cpp_index.get(plan_index)
-        lowered = getattr(cg.graph, "_lowered_graph", None)
+        remote = cg.remote.get(plan_index)
+        #: the frontend graph that holds this plan, and the plan's index there
+        self.frontend, self.frontend_index = (remote.graph, 0) if remote is not None else (cg.graph, plan_index)
+        cpp = 0 if remote is not None else cg._cpp_index.get(plan_index)
+        lowered = getattr(self.frontend, "_lowered_graph", None)
         if cpp is not None and lowered is not None and hasattr(lowered, "_execute_plan_at_index"):
             backend = self.handle.backend_handle
             fn = lowered._execute_plan_at_index
@@ -407,7 +260,7 @@ class BoundConv:
         if self._fast is not None:
             self._fast()
         else:
-            self.graph.graph.execute_plan_at_index(self.pack, self.workspace_ptr, self.plan_index, handle=self.handle)
+            self.frontend.execute_plan_at_index(self.pack, self.workspace_ptr, self.frontend_index, handle=self.handle)
 
 
 def _ptr(a) -> int:
@@ -424,7 +277,7 @@ class LoadedGraph(ConvGraph):
 
     def __init__(self, spec: ConvSpec, epilogue: str, workspace_cap: Optional[int], saved, graph, seconds: float):
         self.spec, self.all_plans, self.epilogue, self.workspace_cap = spec, False, epilogue, workspace_cap
-        self._deterministic_only, self._deterministic = False, None
+        self._deterministic_only, self._deterministic, self.parallel, self.remote = False, None, False, {}
         self.graph, self.saved, self.build_seconds = graph, saved, seconds
         self.plans = [Plan(0, saved.plan_name, int(saved.workspace_bytes), True, notes=saved.notes)]
         self._cpp_index = {0: 0}  # a deserialized graph holds its one plan at index 0
@@ -452,10 +305,14 @@ def save_plan(cg: ConvGraph, plan_index: int, kind: str, info: Optional[dict] = 
         return None
     plan = cg.plan(plan_index)
     try:
-        g = cg.graph
-        if cg.all_plans or plan.index != cg.default_plan.index:
-            g.build_plan_at_index(plan.index)  # selects it (already built: no rebuild) so serialize() holds it
-        data = bytes(g.serialize())
+        remote = cg.remote.get(plan.index)
+        if remote is not None:  # built in a worker: its serialized form is at hand
+            data = bytes(remote.data)
+        else:
+            g = cg.graph
+            if cg.all_plans or plan.index != cg.default_plan.index:
+                g.build_plan_at_index(plan.index)  # selects it (already built: no rebuild) so serialize() holds it
+            data = bytes(g.serialize())
     except Exception:  # noqa: BLE001  (a plan cuDNN cannot serialize is built again next time)
         return None
     key = graph_key(cg.spec, cg.epilogue, cg.workspace_cap, False)
@@ -580,6 +437,16 @@ def get_graph(spec: ConvSpec, epilogue: str = "none", workspace_cap: Optional[in
     fp8 graphs with runtime-compiled engines take several seconds when ``all_plans``; at most
     ``build_budget_s``, `BUILD_BUDGET_S` by default, before the plans left are cut)."""
     return graphs.get(spec, epilogue, workspace_cap, all_plans, build_budget_s)
+
+
+def build_ahead(wanted) -> int:
+    """Plan the all-plan graphs ``wanted`` ((spec, epilogue, workspace cap) triples) that are not
+    built yet and queue their runtime-compiled plans for the build workers at once
+    (`labkit.gpu.builds.ahead`), before building them one by one with `get_graph`. Returns how
+    many plans were queued (0 without workers)."""
+    from . import builds
+
+    return builds.ahead([(s, e, c) for s, e, c in wanted if graph_key(s, e, c, True) not in graphs])
 
 
 # ---- operands ---------------------------------------------------------------------------------

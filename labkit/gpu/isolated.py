@@ -21,6 +21,7 @@ folder, for one); its return value comes back. Times in seconds.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import importlib
 import multiprocessing
 import os
@@ -63,9 +64,28 @@ def _resolve(target: str) -> Callable:
     return getattr(importlib.import_module(module), name)
 
 
+#: how often a worker checks that its parent is still there (seconds)
+PARENT_CHECK_S = 0.5
+
+
+def _die_with_parent() -> None:
+    """End this worker within `PARENT_CHECK_S` of its parent's death, even by SIGKILL in the middle
+    of a step (the pipe alone is noticed only when the worker next reads it): a watchdog thread
+    sees the worker handed to another parent."""
+    parent = os.getppid()
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(PARENT_CHECK_S)
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True, name="labkit-parent-watch").start()
+
+
 def _serve(conn) -> None:
     """The worker's loop: run each (target, args) sent, send phases while it runs, then its result."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it stops us
+    _die_with_parent()
     conn.send(("ready", os.getpid()))
     while True:
         try:
@@ -106,6 +126,32 @@ def _rebuild(portable: tuple) -> LabkitError:
     return StepFailed(text)
 
 
+_main_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _main_hidden():
+    """Start a worker without it importing the caller's ``__main__`` script (``spawn`` runs a
+    script's top level again in the child, so a script without an ``if __name__ == "__main__"``
+    guard would run itself in every worker). Steps are named "module:function", so a worker never
+    needs the script. A notebook's ``__main__`` has no file: nothing to hide."""
+    import sys
+
+    main = sys.modules.get("__main__")
+    with _main_lock:
+        saved = {k: main.__dict__[k] for k in ("__file__", "__spec__") if main is not None and k in main.__dict__}
+        try:
+            if main is not None:
+                main.__dict__.pop("__file__", None)
+                main.__spec__ = None
+            yield
+        finally:
+            if main is not None:
+                main.__dict__.update(saved)
+                if "__spec__" not in saved:
+                    main.__dict__.pop("__spec__", None)
+
+
 class Worker:
     """One worker process and the pipe to it (see the module doc). ``phase``: what the step in
     flight last announced; ``starts``: how many processes this worker has started."""
@@ -125,7 +171,8 @@ class Worker:
         ctx = multiprocessing.get_context("spawn")
         parent, child = ctx.Pipe()
         proc = ctx.Process(target=_serve, args=(child,), name="labkit-worker", daemon=True)
-        proc.start()
+        with _main_hidden():
+            proc.start()
         child.close()
         self._proc, self._conn, self.starts = proc, parent, self.starts + 1
         deadline = time.monotonic() + START_BUDGET_S
@@ -163,17 +210,22 @@ class Worker:
                 self._start()
             self.phase = "start of the step"
             t0 = time.monotonic()
+            proc, conn = self._proc, self._conn  # a stop() from another thread closes them under us: "died"
             try:
-                self._conn.send((target, args, {k: v for k, v in os.environ.items() if k.startswith("LABKIT_")}))
+                conn.send((target, args, {k: v for k, v in os.environ.items() if k.startswith("LABKIT_")}))
                 while True:
-                    if self._conn.poll(POLL_S):
+                    try:
+                        ready = conn.poll(POLL_S)
+                    except (EOFError, OSError):
+                        ready = True
+                    if ready:
                         try:
-                            kind, payload = self._conn.recv()
-                        except (EOFError, OSError):  # the worker's end closed: it died
-                            self._proc.join(5)
+                            kind, payload = conn.recv()
+                        except (EOFError, OSError):  # the worker's end closed: it died (or was stopped)
+                            proc.join(5)
                             kind, payload = "died", None
                         if kind == "died":
-                            code = self._proc.exitcode
+                            code = proc.exitcode
                             self.stop()
                             raise WorkerDied(what, self.phase, code)
                         if kind == "phase":
@@ -184,8 +236,8 @@ class Worker:
                         if kind == "done":
                             return payload
                         raise _rebuild(payload)
-                    if not self._proc.is_alive():
-                        code = self._proc.exitcode
+                    if not proc.is_alive():
+                        code = proc.exitcode
                         self.stop()
                         raise WorkerDied(what, self.phase, code)
                     spent = time.monotonic() - t0

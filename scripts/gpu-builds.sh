@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# On the GPU host (device tool, carry .whl): issue 27's parallel plan builds.
+#   bash scripts/gpu-builds.sh [tests] [engine] [bench] [widgets] [notebooks]   (default: tests bench)
+#   tests      tests/test_builds_gpu.py (worker-built plans = one-process plans, correct; faults)
+#   engine     tests/test_engine_gpu.py tests/test_saved_plans_gpu.py tests/test_experiments_gpu.py
+#   bench      scripts/bench_builds.py --workers 0,8 -> $OUT/builds_<gpu>.csv
+#   widgets    scripts/bench_widgets.py, first visit, empty cache, every panel -> $OUT/widget_latency.csv
+# Step limits: STEP_TIMEOUT (default 300 s) or <STEP>_TIMEOUT. Logs go to $OUT.
+set -uo pipefail
+source .whl/setup.sh > "${OUT:-/tmp}/setup.log" 2>&1 || { cat "${OUT:-/tmp}/setup.log"; exit 1; }
+out="${OUT:-/tmp}"
+steps="${*:-tests bench}"
+log="$out/gpu-builds.log"
+slug=$(python3 -c "from labkit import env; print(env.gpu_slug(env.environment().gpu_name))")
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$log"
+limit() { local v="${1^^}_TIMEOUT"; echo "${!v:-${STEP_TIMEOUT:-300}}"; }
+for step in $steps; do
+  echo "== $step ($(date +%T))" | tee -a "$log"
+  case "$step" in
+    tests)
+      LABKIT_MODE=live timeout -k 10 "$(limit tests)" python3 -m pytest -q -rfE --tb=short -p no:cacheprovider --durations=5 \
+        tests/test_builds_gpu.py > "$out/tests.log" 2>&1; grep -E "^E |passed|failed|Error" "$out/tests.log" | tail -n 40 | tee -a "$log" ;;
+    engine)
+      LABKIT_MODE=live timeout -k 10 "$(limit engine)" python3 -m pytest -q -rfE --tb=short -p no:cacheprovider --durations=5 \
+        tests/test_engine_gpu.py tests/test_saved_plans_gpu.py tests/test_experiments_gpu.py 2>&1 | tail -n 30 | tee -a "$log" ;;
+    bench)
+      timeout -k 10 "$(limit bench)" python3 scripts/bench_builds.py --workers 0,8 --out "$out/builds_$slug.csv" 2>&1 | tail -n 30 | tee -a "$log" ;;
+    widgets)
+      d=$(mktemp -d); cp data/bench/widget_latency.csv "$out/widget_latency.csv"
+      LABKIT_MODE=live timeout -k 10 "$(limit widgets)" python3 scripts/bench_widgets.py --cache "$d" \
+        --condition "first visit, empty cache" --out "$out/widget_latency.csv" 2>&1 | tee "$out/widgets.log" | tail -n 40 | tee -a "$log" ;;
+  esac
+done
+echo "== done ($(date +%T))" | tee -a "$log"

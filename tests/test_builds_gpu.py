@@ -1,0 +1,151 @@
+"""Runtime-compiled plans built in worker processes (labkit.gpu.builds), on a real GPU: the same
+plans as a build in one process, each correct against the float64 reference; a worker that dies
+is replaced and its plan built here; Ctrl-C stops the workers; no worker outlives its parent."""
+import _thread
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed: recorded mode)")
+
+from labkit import ConvSpec  # noqa: E402
+from labkit.cancel import Budget  # noqa: E402
+from labkit.gpu import builds, engine, verify  # noqa: E402
+
+#: graphs with several runtime-compiled plans on the H100 and H200 (scripts/probe_build_costs.py):
+#: fp8 fprop (eng4_k24 variants, eng2) and a 16-bit dgrad (eng78)
+SPECS = [ConvSpec(N=4, C=32, H=20, W=20, K=32, R=3, S=3, padding=1, dtype="fp8_e4m3", layout=lay) for lay in ("NHWC", "NCHW")]
+SPECS.append(ConvSpec(N=4, C=32, H=20, W=20, K=48, R=3, S=3, padding=1, dtype="bf16", layout="NHWC", direction="dgrad"))
+
+
+@pytest.fixture(scope="module")
+def pool():
+    p = builds.pool()
+    if p is None:
+        pytest.skip("LABKIT_BUILD_WORKERS=0 or a daemonic process: no build workers")
+    p.start()
+    return p
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.label)
+def test_worker_built_plans_are_the_same_plans_and_correct(spec, pool):
+    here = engine.ConvGraph(spec, parallel=False)
+    there = engine.ConvGraph(spec)
+    compiled = builds.runtime_compiled(there.graph, len(there.plans))
+    assert [(p.name, p.built) for p in there.plans] == [(p.name, p.built) for p in here.plans]
+    assert [p.workspace_bytes for p in there.plans] == [p.workspace_bytes for p in here.plans]
+    if len(compiled) >= 2:
+        assert there.remote, f"{spec.label}: {len(compiled)} runtime-compiled plans, none built by a worker"
+    for index in [i for i in there.remote if there.plans[i].built]:  # not the plans labkit excludes (KNOWN_WRONG)
+        r = verify.check_plan(spec, plan_index=index, seed=index, graph=there)
+        assert r.ok, f"{spec.label} plan {index} ({there.plans[index].name}) built in a worker: rel {r.rel_error:.2e}"
+
+
+def test_planned_ahead_graphs_use_the_queued_compiles(pool):
+    specs = [s.replace(N=6) for s in SPECS]
+    before = pool.stats.remote
+    queued = builds.ahead([(s, "none", None) for s in specs])
+    assert queued >= 2
+    for s in specs:
+        cg = engine.get_graph(s)
+        assert cg.runnable
+    assert pool.stats.remote + pool.stats.local > before
+    assert not any(builds.take_ahead(s, "none", None)[0] for s in specs), "a planned graph was left behind"
+
+
+@pytest.mark.parametrize("fault", ["die_building", "hang_building"])
+def test_a_worker_that_dies_or_hangs_is_replaced_and_its_plan_built_here(pool, monkeypatch, fault):
+    spec = SPECS[0].replace(N=7 if fault == "die_building" else 8)
+    here = engine.ConvGraph(spec, parallel=False)
+    faults = pool.stats.worker_faults
+    monkeypatch.setattr(pool, "target", f"isolated_steps:{fault}")
+    monkeypatch.setattr(builds, "PLAN_BUDGET_S", 3.0)
+    t0 = time.perf_counter()
+    cg = engine.ConvGraph(spec)
+    took = time.perf_counter() - t0
+    assert [(p.name, p.built) for p in cg.plans] == [(p.name, p.built) for p in here.plans]
+    assert not cg.remote
+    assert pool.stats.worker_faults > faults, "no worker failed: the fault was not exercised"
+    assert took < 30, f"{took:.1f} s: waited on failed workers"
+    monkeypatch.undo()
+    again = engine.ConvGraph(spec.replace(N=spec.N + 20))  # the pool works again: new workers start
+    assert again.runnable and pool.pids()
+
+
+def _planned(spec):
+    cg = engine.ConvGraph.__new__(engine.ConvGraph)
+    cg.spec, cg.epilogue, cg.workspace_cap = spec, "none", None
+    cg.graph = engine.planned_graph(spec)
+    return cg
+
+
+def test_ctrl_c_while_waiting_stops_the_workers(pool):
+    cg = _planned(SPECS[0].replace(N=11))  # a new shape: its compiles take seconds
+    pool.start()
+    before = pool.pids()
+    threading.Timer(0.3, _thread.interrupt_main).start()
+    with pytest.raises(KeyboardInterrupt) as info:
+        builds.build_plans(cg, Budget(60, "a build"))
+        time.sleep(5)  # the build was faster than the timer: the interrupt lands here
+    if any(entry.name == "build_plans" for entry in info.traceback):
+        time.sleep(0.5)
+        assert not [p for p in before if _running(p)], "Ctrl-C during a build left its workers running"
+    assert engine.ConvGraph(SPECS[1].replace(N=13)).runnable  # and they come back for the next build
+
+
+def test_no_worker_outlives_a_killed_parent(tmp_path):
+    script = tmp_path / "parent.py"
+    script.write_text(textwrap.dedent("""
+        import time
+        from labkit.gpu import builds
+
+        if __name__ == "__main__":  # spawned workers import this file again
+            p = builds.pool(); p.start()
+            t0 = time.time()
+            while len(p.pids()) < p.size and time.time() - t0 < 60:
+                time.sleep(0.2)
+            print(" ".join(map(str, p.pids())), flush=True)
+            time.sleep(600)
+    """))
+    env = dict(os.environ, LABKIT_BUILD_WORKERS="2", PYTHONPATH=os.pathsep.join(sys.path))
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=env)
+    pids = [int(x) for x in proc.stdout.readline().split()]
+    assert len(pids) == 2
+    proc.kill()
+    proc.wait()
+    deadline = time.time() + 5
+    alive = pids
+    while alive and time.time() < deadline:
+        time.sleep(0.1)
+        alive = [p for p in pids if _running(p)]
+    assert not alive, f"workers {alive} outlived their killed parent"
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+
+
+def test_a_budget_spent_while_workers_compile_cuts_the_rest(pool):
+    cg = _planned(SPECS[0].replace(N=15))
+    t0 = time.perf_counter()
+    why_not, remote = builds.build_plans(cg, Budget(0.2, "a build"))
+    assert time.perf_counter() - t0 < 5, "the build waited on its workers past its budget"
+    cut = [i for i, why in why_not.items() if why.startswith("cut")]
+    assert cut, "nothing was cut by a 0.2 s budget on a new fp8 shape"
+
+
+def test_without_workers_every_plan_is_built_here():
+    cg = _planned(SPECS[2].replace(N=17))
+    why_not, remote = builds.build_plans(cg, Budget(60, "a build"), parallel=False)
+    assert remote == {}
+    assert len(why_not) < cg.graph.get_execution_plan_count()
