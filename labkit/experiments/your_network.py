@@ -178,6 +178,19 @@ def _keep_graphs(room: int) -> None:
     engine.graphs.max_entries = max(engine.graphs.max_entries, room)
 
 
+#: seconds the report's worker may take to plan every layer's graph ahead (about 10-40 ms each)
+AHEAD_BUDGET_S = 30.0
+
+
+def ahead_step(specs: Sequence[ConvSpec]) -> int:
+    """In the worker process: plan every layer's graph and queue all their runtime-compiled plans
+    for its build workers (`labkit.gpu.engine.build_ahead`), so each `spec_step` finds its compiles
+    under way or done. Returns how many plans were queued."""
+    from ..gpu import engine
+
+    return engine.build_ahead([(s, "none", None) for s in specs])
+
+
 def spec_step(spec: ConvSpec, budget_s: float, room: int) -> Tuple[dict, List[dict]]:
     """One report step, run in the worker process (`labkit.gpu.isolated`): `_measure_spec` of
     ``spec`` within ``budget_s`` seconds, with room in the graph cache for ``room`` graphs (every
@@ -332,6 +345,10 @@ def _report(network, steps, groups, budget_s: float):
     def frame():
         return to_frame(_layer_rows(steps, spec_id, groups, measured) + plan_rows + rows)
 
+    try:  # every layer's runtime-compiled plans queued for the worker's build workers at once
+        _in_worker("ahead_step", ([g.spec for g in groups],), AHEAD_BUDGET_S, "queueing the plan builds")
+    except LabkitError:
+        pass  # each step builds its own graph anyway
     for i, g in enumerate(groups):
         checkpoint()
         t0 = time.perf_counter()

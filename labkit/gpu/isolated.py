@@ -156,7 +156,10 @@ class Worker:
     """One worker process and the pipe to it (see the module doc). ``phase``: what the step in
     flight last announced; ``starts``: how many processes this worker has started."""
 
-    def __init__(self):
+    def __init__(self, daemon: bool = True):
+        #: a daemonic worker may not start processes of its own; the report's worker is not one, so
+        #: its builds can use build workers (`labkit.gpu.builds`); either way it dies with its parent
+        self.daemon = daemon
         self._proc = None
         self._conn = None
         self.phase = ""
@@ -170,7 +173,7 @@ class Worker:
     def _start(self) -> None:
         ctx = multiprocessing.get_context("spawn")
         parent, child = ctx.Pipe()
-        proc = ctx.Process(target=_serve, args=(child,), name="labkit-worker", daemon=True)
+        proc = ctx.Process(target=_serve, args=(child,), name="labkit-worker", daemon=self.daemon)
         with _main_hidden():
             proc.start()
         child.close()
@@ -258,7 +261,7 @@ def worker() -> Worker:
     """This process's worker (one; made on first use, stopped at exit)."""
     global _worker
     if _worker is None:
-        _worker = Worker()
+        _worker = Worker(daemon=False)  # its steps build graphs: it may start build workers
         atexit.register(_worker.stop)
     return _worker
 
