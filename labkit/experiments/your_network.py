@@ -345,12 +345,13 @@ def _report(network, steps, groups, budget_s: float):
     def frame():
         return to_frame(_layer_rows(steps, spec_id, groups, measured) + plan_rows + rows)
 
-    try:  # every layer's runtime-compiled plans queued for the worker's build workers at once
-        _in_worker("ahead_step", ([g.spec for g in groups],), AHEAD_BUDGET_S, "queueing the plan builds")
-    except LabkitError:
-        pass  # each step builds its own graph anyway
     for i, g in enumerate(groups):
         checkpoint()
+        if i == 1 and len(groups) > 2:  # the first layer drew; the other layers' compiles now go to build workers at once
+            try:
+                _in_worker("ahead_step", ([h.spec for h in groups[1:]],), AHEAD_BUDGET_S, "queueing the plan builds")
+            except LabkitError:
+                pass  # each step builds its own graph anyway
         t0 = time.perf_counter()
         try:
             summary, plans = _in_worker("spec_step", (g.spec, budget_s, room), budget_s, f"measuring {g.spec.label}")
