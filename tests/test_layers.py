@@ -7,8 +7,8 @@ Layers, bottom to top (README, "Where things live"):
 0. what a convolution is and what the machine has, and the signals every layer may send:
    errors, spec, env, cancel (stop a measurement), progress (a table so far), ceilings, keys,
    networks (the conv layers of a network)
-1. the GPU core (labkit/gpu/: memory, numerics, reference, engine, autotune, measure, verify,
-   legacy, workspace, workloads, concurrency), the data (recordings, localcache, plan_store), what charts are
+1. the GPU core (labkit/gpu/: memory, numerics, reference, frontend, engine, builds, autotune, measure,
+   verify, legacy, workspace, workloads, concurrency, isolated), the data (recordings, localcache, plan_store), what charts are
    built with (plots) and what lesson text is written with (prose)
 2. the experiments (labkit/experiments/), bottom to top: core (decorator, requests, dispatch),
    checking (what exercise checks are written with), one module per lesson topic (run functions,
