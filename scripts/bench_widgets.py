@@ -107,6 +107,14 @@ def bench(per_control: int = 8, panels=None, verbose: bool = True, pause: float 
         else:
             lessons.forget()
 
+    def row(p, panel, control, value, ms, graphs_built, ahead=False) -> dict:
+        """One row of `COLUMNS` for a panel that took ``ms`` to complete (its build, or a change), kept."""
+        paint = min(p.first_paint_ms if p.first_paint_ms is not None else ms, ms)
+        rows.append(dict(mode=m.name, condition=condition, gpu=gpu, panel=panel, control=control, value=value,
+                         ahead=ahead, from_disk="measured on this GPU at" in p.status.value,
+                         graphs_built=graphs_built, first_paint_ms=round(paint, 2), latency_ms=round(ms, 2)))
+        return rows[-1]
+
     classes = dict(widgets.PANELS, lab=widgets.LabPanel)
     names = panels or list(classes)
     rows = []
@@ -117,11 +125,7 @@ def bench(per_control: int = 8, panels=None, verbose: bool = True, pause: float 
         p = classes[name]()
         build_ms = (time.perf_counter() - t0) * 1000
         g1 = _graph_stats()
-        build_paint = p.first_paint_ms if p.first_paint_ms is not None else build_ms
-        rows.append(dict(mode=m.name, condition=condition, gpu=gpu, panel=name, control="(build)", value="",
-                         ahead=False, from_disk="measured on this GPU at" in p.status.value,
-                         graphs_built=g1[0] - g0[0], first_paint_ms=round(min(build_paint, build_ms), 2),
-                         latency_ms=round(build_ms, 2)))
+        build_paint = row(p, name, "(build)", "", build_ms, g1[0] - g0[0])["first_paint_ms"]
         controls = [c for c in p.controls if not live or c in LIVE_CONTROLS]
         # warm-up: one change on this panel (figure widget, first update path), not counted; live, to a
         # value that is not measured afterwards (cuDNN's and labkit's graph caches would make it a hit)
@@ -145,14 +149,11 @@ def bench(per_control: int = 8, panels=None, verbose: bool = True, pause: float 
                 ms = (time.perf_counter() - t) * 1000
                 g1 = _graph_stats()
                 ahead = "ahead of this change" in p.status.value
-                from_disk = "measured on this GPU at" in p.status.value
                 changed = _fingerprint(p.fig) != before
                 if not changed and p.error is None:
                     print(f"  warning: {name} {c}={v}: the figure did not change", flush=True)
-                paint = p.first_paint_ms if p.first_paint_ms is not None else ms
-                rows.append(dict(mode=m.name, condition=condition, gpu=gpu, panel=name, control=c, value=str(v),
-                                 ahead=ahead, from_disk=from_disk, graphs_built=g1[0] - g0[0],
-                                 first_paint_ms=round(min(paint, ms), 2), latency_ms=round(ms, 2)))
+                kept = row(p, name, c, str(v), ms, g1[0] - g0[0], ahead)
+                paint, from_disk = kept["first_paint_ms"], kept["from_disk"]
                 if verbose:
                     extra = f"  ({p.error[:80]})" if p.error else ""
                     if live and not ahead:

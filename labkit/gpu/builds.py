@@ -149,10 +149,6 @@ class BuildPool:
                 t.start()
                 self._threads.append(t)
 
-    @property
-    def started(self) -> bool:
-        return bool(self._threads)
-
     def _serve(self, worker) -> None:
         from .isolated import WorkerDied
         from ..errors import TimedOut
@@ -180,6 +176,11 @@ class BuildPool:
                         self.stats.worker_faults += 1
                         self.stats.last_fault = str(exc)[:200]
                 job.future.set_exception(exc)
+
+    def built_here(self) -> None:
+        """Count one runtime-compiled plan built in the notebook's process instead of a worker."""
+        with self._lock:
+            self.stats.local += 1
 
     def batch(self) -> int:
         """A new batch number: jobs submitted with a higher one are taken first."""
@@ -329,7 +330,8 @@ def build_plans(cg, budget: Budget, workers: Optional[BuildPool] = None, paralle
     count = g.get_execution_plan_count()
     jobs = dict(jobs or {})
     workers = (workers or pool()) if parallel else None
-    compiled = runtime_compiled(g, count) if workers is not None else []
+    # a graph planned ahead knows its compiled plans already: its jobs are exactly those
+    compiled = (sorted(jobs) or runtime_compiled(g, count)) if workers is not None else []
     if workers is None or (not jobs and len(compiled) < 2):  # no workers, or one compile: nothing to run beside it
         for job in jobs.values():
             job.future.cancel()
@@ -347,8 +349,7 @@ def build_plans(cg, budget: Budget, workers: Optional[BuildPool] = None, paralle
             checkpoint()
             if job.future.cancel():
                 why_not.update(build_every_plan(g, budget, [job.index]))
-                with workers._lock:
-                    workers.stats.local += 1
+                workers.built_here()
         for job in jobs:
             _collect(cg, job, budget, why_not, remote, workers)
     except BaseException as exc:
@@ -364,9 +365,7 @@ def _collect(cg, job: Job, budget: Budget, why_not: dict, remote: dict, workers:
     """Wait for one job within ``budget``: deserialize its plan, or build it here when the worker failed."""
     from .frontend import build_every_plan, handle_for
 
-    if job.future.cancelled():
-        if job.index not in why_not and not _built_here(cg.graph, job.index):
-            why_not.update(build_every_plan(cg.graph, budget, [job.index]))  # cut by the budget
+    if job.future.cancelled():  # only `build_plans` cancels this graph's jobs before collecting: it built them here
         return
     while True:
         try:
@@ -393,14 +392,5 @@ def _collect(cg, job: Job, budget: Budget, why_not: dict, remote: dict, workers:
             return
         except Exception:  # noqa: BLE001  (cuDNN would not load it here: build it here)
             pass
-    with workers._lock:
-        workers.stats.local += 1
+    workers.built_here()
     why_not.update(build_every_plan(cg.graph, budget, [job.index]))
-
-
-def _built_here(g, index: int) -> bool:
-    try:
-        g.get_workspace_size_plan_at_index(index)
-        return True
-    except Exception:  # noqa: BLE001
-        return False
