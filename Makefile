@@ -40,7 +40,7 @@ else
   $(error GPU must be auto, none, cuda12 or cuda13 (got "$(GPU)"))
 endif
 
-EXTRAS := test$(if $(GPU_EXTRA),$(comma)$(GPU_EXTRA))
+EXTRAS := test$(if $(GPU_EXTRA),$(comma)$(GPU_EXTRA)$(comma)trace-$(GPU_EXTRA))
 # One stamp per set of extras; it is older than pyproject.toml when the dependencies changed.
 STAMP := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 

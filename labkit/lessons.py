@@ -38,6 +38,7 @@ LESSONS = (
     ("07_lab", "Open lab: your own convolution, every chart, every knob, CSV export."),
     ("08_same_conv_other_gpu", "The same convolutions on another GPU: what changes with more memory bandwidth, and why."),
     ("09_your_network", "Your network: every conv layer under every strategy, the memory timeline, a workspace budget."),
+    ("10_under_the_hood", "Under the hood: the kernels each plan launches, each strategy's GPU timeline, cuDNN's own log."),
 )
 
 _CACHE: "OrderedDict[str, object]" = OrderedDict()

@@ -229,7 +229,8 @@ class LocalRecording:
         body = {"schema_version": SCHEMA_VERSION, "identity_hash": self.key, "experiment": name, "request": key,
                 "measured_at": _now(), "measure_seconds": None if seconds is None else round(float(seconds), 4),
                 "gpu": self.identity.get("gpu"), "cudnn_backend": self.identity.get("cudnn_backend"),
-                "rows": len(table), "csv_sha256": hashlib.sha256(csv_text.encode()).hexdigest(), "csv": csv_text}
+                "rows": len(table), "csv_sha256": hashlib.sha256(csv_text.encode()).hexdigest(),
+                "conditions": df.attrs.get("conditions"), "csv": csv_text}
         path = self.entry_path(name, request)
         try:
             self._ensure_metadata()
@@ -281,7 +282,7 @@ class LocalRecording:
                          "cupy": ident.get("cupy"), "date": entry["measured_at"][:10],
                          "measured_at": entry["measured_at"], "measure_seconds": entry.get("measure_seconds"),
                          "saved_in": str(path), "loaded_from_disk": True, "experiment": entry["experiment"],
-                         "request": request})
+                         "request": request, "conditions": entry.get("conditions")})
         return df
 
     def entries(self, name: Optional[str] = None) -> Iterator[dict]:

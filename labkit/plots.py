@@ -93,7 +93,21 @@ def provenance_subtitle(df) -> str:
     text = f"{mode} on {gpu} · cuDNN {a.get('cudnn_backend') or '?'}"
     if a.get("cudnn_frontend"):
         text += f" (frontend {a['cudnn_frontend']})"
-    return text + f" · {a.get('date') or 'date unknown'}"
+    text += f" · {a.get('date') or 'date unknown'}"
+    cond = conditions_text(a.get("conditions"))
+    return text + (f" · {cond}" if cond else "")
+
+
+def conditions_text(c) -> str:
+    """The GPU's conditions during a measurement (`labkit.gpu.conditions`) in a few words:
+    "SM 1980 MHz, 312 W, 41 C", and "THROTTLED (software power cap)" when its clocks were held
+    down. Empty when they were not recorded."""
+    if not isinstance(c, dict) or "sm_clock_mhz" not in c:
+        return ""
+    text = f"SM {c['sm_clock_mhz']} MHz, {float(c.get('power_w') or 0):.0f} W, {c.get('temperature_c')} C"
+    if c.get("throttle"):
+        text += f" · <b>THROTTLED</b> ({', '.join(c['throttle'])})"
+    return text
 
 
 def request_spec(df):

@@ -40,8 +40,10 @@ def _git_commit() -> Optional[str]:
     return sha if re.fullmatch(r"[0-9a-f]{7,40}", sha) else None
 
 
-def _metadata(out: Path, wall: float, complete: bool, argv) -> dict:
-    """metadata.json's content; ``commands`` keeps every command that wrote into this folder."""
+def _metadata(out: Path, wall: float, complete: bool, argv, conditions: Optional[dict] = None) -> dict:
+    """metadata.json's content; ``commands`` keeps every command that wrote into this folder;
+    ``conditions``: experiment -> the worst GPU conditions seen while this run measured it
+    (`labkit.gpu.conditions.summary`)."""
     from .env import environment
 
     commands, old = [], {}
@@ -60,7 +62,8 @@ def _metadata(out: Path, wall: float, complete: bool, argv) -> dict:
         same = before.get("sha256") == digest  # untouched by this run: keeps when and from which commit
         files[csv.stem] = {"file": csv.name, "rows": len(pd.read_csv(csv)), "sha256": digest,
                            "date": before.get("date", old.get("date")) if same else datetime.date.today().isoformat(),
-                           "git_commit": before.get("git_commit", old.get("git_commit")) if same else _git_commit()}
+                           "git_commit": before.get("git_commit", old.get("git_commit")) if same else _git_commit(),
+                           "conditions": before.get("conditions") if same else (conditions or {}).get(csv.stem)}
     return {
         "schema_version": SCHEMA_VERSION, "gpu": e.gpu_name, "compute_capability": e.compute_capability,
         "gpu_memory_bytes": e.gpu_memory_bytes, "driver": e.driver_version, "cuda_runtime": e.cuda_runtime,
@@ -126,6 +129,9 @@ def record(out: Optional[Path] = None, quick: bool = False, only: Optional[Itera
     if meta_path.exists():
         prev_wall = float(json.loads(meta_path.read_text()).get("wall_seconds", 0.0))
     fns = experiments.registry()
+    from .gpu import conditions
+
+    seen = {}  # experiment -> the worst GPU conditions of its calls in this run
     try:
         for name, kwargs in tqdm(calls, desc="recording", unit="call"):
             key = request_key(request_of(name, **kwargs))
@@ -135,6 +141,7 @@ def record(out: Optional[Path] = None, quick: bool = False, only: Optional[Itera
 
             try:
                 df = fns[name](**kwargs)
+                seen[name] = conditions.summary(seen.get(name), df.attrs.get("conditions"))
                 df = df.copy()
                 df.insert(0, "request", key)
             except (Unsupported, OutOfMemory, LabkitError) as exc:
@@ -145,7 +152,7 @@ def record(out: Optional[Path] = None, quick: bool = False, only: Optional[Itera
         print("\ninterrupted: keeping what was recorded; run the same command again to resume", file=sys.stderr)
     finally:
         complete = all((n, request_key(request_of(n, **kw))) in done for n, kw in grid(quick=False))
-        meta = _metadata(out, prev_wall + time.perf_counter() - t0, complete, argv)
+        meta = _metadata(out, prev_wall + time.perf_counter() - t0, complete, argv, seen)
         meta_path.write_text(json.dumps(meta, indent=2) + "\n")
     return out
 

@@ -87,7 +87,8 @@ class Recording:
         entry = (m.get("experiments") or {}).get(name) or {}
         return {"mode": "recorded", "gpu": m.get("gpu"), "compute_capability": m.get("compute_capability"),
                 "cudnn_backend": m.get("cudnn_backend"), "cudnn_frontend": m.get("cudnn_frontend"),
-                "cupy": m.get("cupy"), "date": entry.get("date") or m.get("date"), "source": str(self.path)}
+                "cupy": m.get("cupy"), "date": entry.get("date") or m.get("date"), "source": str(self.path),
+                "conditions": entry.get("conditions")}
 
     def experiments(self) -> List[str]:
         return sorted(self.metadata.get("experiments", {}))

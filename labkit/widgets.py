@@ -216,6 +216,9 @@ CONFIGS: Dict[str, Callable[[], Config]] = {
     "race": lambda: Config(
         "race", "Scratchpad race", ("launch", "streams"), dict(launch="graph", streams=2),
         lambda s: dict(launch=s["launch"], streams=s["streams"], min_runs=1024), "", base_text="graph launch, 2 streams"),
+    "race_timeline": lambda: Config(
+        "race_timeline", "The race, traced", ("launch",), dict(launch="graph"),
+        lambda s: dict(launch=s["launch"], streams=2), "", base_text="graph launch, 2 streams"),
 }
 SPEC_EXPERIMENTS = ("precision", "layout", "fusion", "plans", "caps", "algorithms", "build_cost", "workspace_sizes")
 
@@ -992,6 +995,11 @@ class BuildCostPanel(Panel):
 class RacePanel(Panel):
     """Lesson 06: shared vs per-stream scratchpad."""
     experiment = "race"
+
+
+class RaceTimelinePanel(Panel):
+    """Lesson 10: the race's traced round, graph or Python launches."""
+    experiment = "race_timeline"
 
 
 class LabPanel(Panel):

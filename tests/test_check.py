@@ -56,6 +56,11 @@ def truths():
     worst_st = st.loc[st.pass_gpu_us.idxmax(), "strategy"]
     race = experiments.race("graph", 2)
     shared = int(race[race.scratchpad == "shared"].mismatches_bitwise.iloc[0])
+    kern = experiments.kernels(BASE)
+    heur = kern.sort_values("plan_index").kernels_per_call.iloc[0]  # the heuristic's pick: its first runnable plan
+    tl = experiments.strategy_timeline("one_conv", 8).drop_duplicates("strategy").set_index("strategy")
+    idle = tl.idle_share_api if "idle_share_api" in tl else tl.idle_share
+    overlap = float(experiments.race_timeline("graph", 2).overlap_us.iloc[0])
     return {
         "mode": ("recorded", "live", None),
         "fastest_algorithm": (fast.algorithm, slow, fast.algorithm),
@@ -82,6 +87,9 @@ def truths():
         "largest_workspace_layer": (big, "layer2.0.conv2" if big != "layer2.0.conv2" else "conv1", big),
         "cap_for_budget": (best_cap, 0, None),
         "strategy_for_budget": (best_st, worst_st, best_st),
+        "heuristic_kernels": (float(heur), float(heur) + 3, None),
+        "idle_strategy": (idle.idxmax(), idle.idxmin(), idle.idxmax()),
+        "race_overlap": (overlap, overlap * 3 + 100, None),
     }
 
 
@@ -127,6 +135,7 @@ BAD = {  # check -> answers of the wrong type
     "cap_slowdown": ["x"], "autotune_payoff_calls": [[3]], "race_mismatches": ["598"],
     "race_hidden_by": [True, "cuda"], "scratchpad_shared_flag": ["True", 1],
     "largest_workspace_layer": [3, "no_such_layer"], "cap_for_budget": ["16"], "strategy_for_budget": [3, "magic"],
+    "heuristic_kernels": ["2"], "idle_strategy": [3, "magic"], "race_overlap": ["100us"],
 }
 
 

@@ -14,7 +14,7 @@ NOTEBOOKS = ROOT / "notebooks"
 EXPECTED = [
     "00_start_here", "01_what_is_a_workspace", "02_workspace_strategies", "03_precision_and_layout", "04_fusion",
     "05_plans_autotune_and_caching", "06_streams_and_scratchpads", "07_lab", "08_same_conv_other_gpu",
-    "09_your_network",
+    "09_your_network", "10_under_the_hood",
 ]
 #: a measured-looking number in prose: a time, a throughput, a bandwidth or a speed-up ratio
 MEASURED = re.compile(r"\d\s*(us|µs|ms|TFLOP/s|GB/s)\b|\b\d+(\.\d+)?x\b(?!\d)", re.I)
@@ -24,7 +24,7 @@ def _load(name):
     return nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=nbformat.NO_CONVERT)
 
 
-def test_the_notebooks_are_exactly_00_to_07():
+def test_the_notebooks_are_exactly_00_to_10():
     assert sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb")) == EXPECTED
 
 

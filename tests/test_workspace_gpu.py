@@ -178,3 +178,20 @@ def test_shared_scratchpad_races_once_kernels_overlap_and_per_stream_never_does(
     assert shared.solo_rel_error <= 5e-3
     assert private.mismatches_bitwise == 0 and private.mismatches_vs_reference == 0
     assert shared.mismatches_bitwise > 0 and shared.mismatches_vs_reference > 0
+
+
+def test_runners_in_turn_share_the_callers_operands_and_leave_them_alive():
+    """The network report's strategies run one after another over the same pass: inputs made once."""
+    shared = {}
+    with ws.Runner(ws.FixedArena(256 << 20), operands=shared) as first:
+        ops = first.operands(SMALL)
+        first.run(SMALL)
+    assert shared and next(iter(shared.values())) is ops and ops.arrays  # close() left them alone
+    with ws.Runner(ws.MallocPerCall(), operands=shared) as second:
+        assert second.operands(SMALL) is ops
+        ops.poison_output()
+        second.run(SMALL)
+        _check_output(second, SMALL)
+    with ws.Runner(ws.MallocPerCall()) as own:
+        mine = own.operands(SMALL)
+    assert mine is not ops and not own._operands  # a runner's own operands go with it

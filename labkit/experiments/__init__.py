@@ -15,7 +15,7 @@ Where things live:
 * one module per lesson topic, holding everything about its experiments: the run functions, their
   charts, the summaries under them, the exercise checks and the calls of the recorded grid
   (`workspace_basics` 01, `workspace_strategies` 02, `precision_layout` 03, `epilogue_fusion` 04,
-  `plans_autotune` 05, `streams` 06, `your_network` 09).
+  `plans_autotune` 05, `streams` 06, `your_network` 09, `under_the_hood` 10).
 
 To add an experiment: write its run function (``@experiment``), chart, summary and checks in its
 topic's module (or a new topic module listed in `TOPICS`), add it to that module's ``CHARTS`` and
@@ -24,7 +24,7 @@ topic's module (or a new topic module listed in `TOPICS`), add it to that module
 from __future__ import annotations
 
 from ..errors import InvalidSpec
-from . import (epilogue_fusion, plans_autotune, precision_layout, streams,
+from . import (epilogue_fusion, plans_autotune, precision_layout, streams, under_the_hood,
                workspace_basics, workspace_strategies, your_network)
 from .core import BASE, MIB, SWEEPS, experiment, provenance, registry, request_key, request_of, variants, with_model
 from .epilogue_fusion import FUSION_DTYPES, fusion
@@ -32,6 +32,7 @@ from .your_network import network_report
 from .plans_autotune import CAPS, build_cost, caps, plans
 from .precision_layout import layout, precision, resnet50_shapes, roofline
 from .streams import race
+from .under_the_hood import build_log, fusion_kernels, kernels, race_timeline, strategy_timeline
 from .workspace_basics import SWEEP_FIELDS, SWEEP_VALUES, algorithms, sweep, workspace_sizes
 from .workspace_strategies import strategies
 
@@ -40,11 +41,12 @@ __all__ = [
     "experiment", "provenance", "registry", "request_key", "request_of", "variants", "with_model", "resnet50_shapes",
     "chart", "summary", "exercises", "algorithms", "workspace_sizes", "sweep", "strategies", "precision", "layout",
     "roofline", "fusion", "plans", "caps", "build_cost", "race", "network_report",
+    "kernels", "fusion_kernels", "strategy_timeline", "race_timeline", "build_log",
 ]
 
 #: the topic modules, in lesson order
 TOPICS = (workspace_basics, workspace_strategies, precision_layout, epilogue_fusion, plans_autotune, streams,
-          your_network)
+          your_network, under_the_hood)
 _CHARTS = {name: entry for topic in TOPICS for name, entry in topic.CHARTS.items()}
 #: experiment -> its chart builder
 CHARTS = {name: entry[0] for name, entry in _CHARTS.items()}

@@ -71,8 +71,13 @@ def experiment(fn):
             from .. import recordings
 
             return with_model(fn.__name__, recordings.lookup(fn.__name__, request))
-        df = fn(*args, **kwargs)
+        from ..gpu import conditions, ranges
+
+        # the GPU's clocks, power, temperature while it runs; an NVTX range for Nsight Systems
+        with conditions.Watch() as watch, ranges.annotate(f"labkit {fn.__name__}", "experiment"):
+            df = fn(*args, **kwargs)
         df.attrs.update(provenance(live=True))
+        df.attrs["conditions"] = watch.result
         df.attrs["experiment"] = fn.__name__
         df.attrs["request"] = request
         return df

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional
 
 from . import engine, measure, memory
+from .ranges import annotate
 from ..errors import LabkitError, OutOfMemory, TimedOut
 from ..cancel import Budget, checkpoint, not_timed, was_cut
 from ..progress import announce
@@ -130,8 +131,9 @@ def autotune(cg: engine.ConvGraph, ops: Optional[engine.Operands] = None, calls:
         else:
             mine = Budget(plan_budget_s(best, calls), what) if budget is None else budget.within(plan_budget_s(best, calls), what)
             try:
-                t = time_plan(cg, plan.index, ops, stream, calls, None if best is None else early_stop_ratio * best, mine,
-                              eager_stop)
+                with annotate(f"autotune {what}", "plan"):
+                    t = time_plan(cg, plan.index, ops, stream, calls, None if best is None else early_stop_ratio * best,
+                                  mine, eager_stop)
                 row.update(gpu_us=t.median_us, gpu_us_p10=t.p10_us, gpu_us_p90=t.p90_us, samples=t.samples, calls=t.calls,
                            eager_us=t.eager_us, capture_s=t.capture_s, status="ok")
                 best = t.median_us if best is None else min(best, t.median_us)

@@ -117,6 +117,8 @@ class PoolStats:
     local: int = 0
     worker_faults: int = 0
     remote_seconds: float = 0.0
+    #: the longest single plan a worker built (seconds): the floor of a wait no pool size removes
+    remote_max_seconds: float = 0.0
     last_fault: str = ""
 
 
@@ -169,6 +171,7 @@ class BuildPool:
                 with self._lock:
                     self.stats.remote += 1
                     self.stats.remote_seconds += value["seconds"]
+                    self.stats.remote_max_seconds = max(self.stats.remote_max_seconds, value["seconds"])
                 job.future.set_result(value)
             except BaseException as exc:  # noqa: BLE001  (every failure goes to the caller, who builds it here)
                 if isinstance(exc, (WorkerDied, TimedOut)):

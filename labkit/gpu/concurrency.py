@@ -13,7 +13,8 @@ workspace corrupts results.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import contextlib
+from dataclasses import dataclass, field, fields
 
 import cupy
 
@@ -42,9 +43,12 @@ class RaceResult:
     solo_rel_error: float
     worst_rel_error: float
     spec_label: str
+    #: the traced first round's `labkit.gpu.trace` frame, when a tracer was given
+    trace: object = field(default=None, compare=False, repr=False)
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        """The counts (the trace left out)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "trace"}
 
 
 def _stream_batch(cg, plan, ops, outs, ws_ptr, stream):
@@ -52,8 +56,10 @@ def _stream_batch(cg, plan, ops, outs, ws_ptr, stream):
 
 
 def scratchpad_race(shared: bool, launch: str = "graph", spec: ConvSpec = RACE_SPEC, streams: int = 2,
-                    convs_per_launch: int = 64, min_runs: int = 1000, seed: int = 0) -> RaceResult:
-    """Run the race and count corrupted outputs. ``shared``: one workspace for all streams."""
+                    convs_per_launch: int = 64, min_runs: int = 1000, seed: int = 0, tracer=None) -> RaceResult:
+    """Run the race and count corrupted outputs. ``shared``: one workspace for all streams.
+    ``tracer``: a `labkit.gpu.trace.Tracer` factory; the first round's launches run under it and
+    its frame is the result's ``trace`` (a separate, traced run: counts from it are labelled so)."""
     if launch not in LAUNCHES:
         raise InvalidSpec("launch", launch, f"must be one of {', '.join(LAUNCHES)}")
     for name, v, lo in (("streams", streams, 2), ("convs_per_launch", convs_per_launch, 1), ("min_runs", min_runs, 1)):
@@ -92,21 +98,25 @@ def scratchpad_race(shared: bool, launch: str = "graph", spec: ConvSpec = RACE_S
         bad_bits = bad_ref = 0
         worst = 0.0
         tol = reference.tolerance_for(spec)
-        for _ in range(rounds):
+        traced = None
+        for r in range(rounds):
             checkpoint()
             for i, s in enumerate(strs):
                 with s:
                     outs[i].view(cupy.uint8)[...] = 0xFF
                 s.synchronize()
-            if graphs is not None:
-                for g, s in zip(graphs, strs):
-                    g.launch(s)
-            else:
-                for j in range(convs_per_launch):
-                    for b in batches:
-                        b[j].run()
-            for s in strs:
-                s.synchronize()
+            with (tracer() if tracer is not None and r == 0 else contextlib.nullcontext()) as t:
+                if graphs is not None:
+                    for g, s in zip(graphs, strs):
+                        g.launch(s)
+                else:
+                    for j in range(convs_per_launch):
+                        for b in batches:
+                            b[j].run()
+                for s in strs:
+                    s.synchronize()
+            if t is not None:
+                traced = t.frame()
             for i in range(streams):
                 want, ref, ref_norm = solo[i]
                 flat = outs[i].reshape(convs_per_launch, -1)
@@ -124,4 +134,4 @@ def scratchpad_race(shared: bool, launch: str = "graph", spec: ConvSpec = RACE_S
         for s in strs:
             engine.release_handle(s)
     return RaceResult(bool(shared), launch, streams, rounds * streams * convs_per_launch, bad_bits, bad_ref,
-                      plan.workspace_bytes, plan.index, solo_err, worst, spec.label)
+                      plan.workspace_bytes, plan.index, solo_err, worst, spec.label, traced)

@@ -28,7 +28,7 @@ import os
 import signal
 import threading
 import time
-from typing import Callable, Optional
+from typing import Callable, Dict, Optional
 
 from ..cancel import checkpoint
 from ..progress import announce, announcing
@@ -152,14 +152,39 @@ def _main_hidden():
                     main.__dict__.pop("__spec__", None)
 
 
+_ENV_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _environment(env: Dict[str, str]):
+    """``env`` in os.environ while a worker process is spawned (it copies the environment then)."""
+    if not env:
+        yield
+        return
+    with _ENV_LOCK:
+        saved = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            yield
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+
 class Worker:
     """One worker process and the pipe to it (see the module doc). ``phase``: what the step in
     flight last announced; ``starts``: how many processes this worker has started."""
 
-    def __init__(self, daemon: bool = True):
+    def __init__(self, daemon: bool = True, env: Optional[Dict[str, str]] = None):
         #: a daemonic worker may not start processes of its own; the report's worker is not one, so
         #: its builds can use build workers (`labkit.gpu.builds`); either way it dies with its parent
         self.daemon = daemon
+        #: environment variables the worker process starts with (read once by libraries at load,
+        #: e.g. cuDNN's logging: `labkit.gpu.buildlog`), besides this process's own
+        self.env = dict(env or {})
         self._proc = None
         self._conn = None
         self.phase = ""
@@ -174,7 +199,7 @@ class Worker:
         ctx = multiprocessing.get_context("spawn")
         parent, child = ctx.Pipe()
         proc = ctx.Process(target=_serve, args=(child,), name="labkit-worker", daemon=self.daemon)
-        with _main_hidden():
+        with _main_hidden(), _environment(self.env):
             proc.start()
         child.close()
         self._proc, self._conn, self.starts = proc, parent, self.starts + 1

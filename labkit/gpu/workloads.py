@@ -88,6 +88,8 @@ def run_one(strategy_name: str, options: dict, workload: str, repeats: int) -> d
     from . import engine, memory, workspace
     from ..cancel import checkpoint
 
+    from .ranges import annotate
+
     checkpoint()
     seq = sequence(workload, repeats)
     strategy = workspace.make(strategy_name, **options)
@@ -103,9 +105,10 @@ def run_one(strategy_name: str, options: dict, workload: str, repeats: int) -> d
             cupy.cuda.runtime.deviceSynchronize()
             cupy.get_default_memory_pool().free_all_blocks()
             hog = memory.raw_malloc(memory.free_bytes() - PRESSURE_FREE_BYTES, "memory pressure")
-        for spec in seq:  # warm-up pass: the same calls, untimed (first allocations, bindings)
-            runner.run(spec)
-        stream.synchronize()
+        with annotate(f"strategy {row['strategy']}: warm-up pass", "strategy"):
+            for spec in seq:  # warm-up pass: the same calls, untimed (first allocations, bindings)
+                runner.run(spec)
+            stream.synchronize()
         warm = dataclasses.replace(strategy.stats)
         warm_fallbacks = runner.fallbacks
         start, end = cupy.cuda.Event(), cupy.cuda.Event()
@@ -149,3 +152,61 @@ def run_all(workload: str, repeats: int = 20, strategies=BENCH_STRATEGIES):
         rows.append(run_one(name, opts, workload, repeats))
         report(lambda: pd.DataFrame(rows), len(rows), len(strategies), "strategies run")
     return pd.DataFrame(rows)
+
+
+def traced_pass(strategy_name: str, options: dict, workload: str = "one_conv", calls: int = 8) -> tuple:
+    """The first ``calls`` calls of ``workload`` under one strategy, in steady state (one untraced
+    warm-up pass first), three times: timed without a tracer (``gpu_us``: two events around the
+    pass; ``host_us``: the host's wall time), then traced (`labkit.gpu.trace`). Returns (row,
+    trace frame): ``row`` has the strategy, the untimed-run numbers and the trace's ``busy_us``
+    (device time, overlaps once) and ``idle_share`` (share of the traced pass's device span in
+    which the GPU waited), ``idle_share`` from a pass traced with device records only (CUPTI's
+    host cost is mostly per API call: the least distorted gaps) and ``idle_share_api`` from the
+    returned pass, traced with API calls too (its gaps include CUPTI's host time). Microseconds."""
+    import cupy
+
+    from . import engine, trace, workspace
+    from .ranges import annotate
+
+    seq = sequence(workload, 1)[:calls]
+    if len(seq) < calls:
+        seq = (seq * (-(-calls // len(seq))))[:calls]
+    strategy = workspace.make(strategy_name, **options)
+    runner = workspace.Runner(strategy, fallback=True)
+    stream = runner.stream
+    row = dict(workload=workload, strategy=strategy.describe(), calls=len(seq))
+    try:
+        with annotate(f"strategy {row['strategy']}: traced pass", "strategy"):
+            for spec in dict.fromkeys(seq):
+                engine.get_graph(spec)
+                runner.operands(spec)
+            for spec in seq:  # warm-up: first allocations, bindings
+                runner.run(spec)
+            stream.synchronize()
+            start, end = cupy.cuda.Event(), cupy.cuda.Event()
+            start.record(stream)
+            t0 = time.perf_counter()
+            for spec in seq:
+                runner.run(spec)
+            host_us = (time.perf_counter() - t0) * 1e6
+            end.record(stream)
+            end.synchronize()
+            row.update(gpu_us=cupy.cuda.get_elapsed_time(start, end) * 1000, host_us=host_us)
+            with trace.Tracer(f"{row['strategy']}: device records only", api=False) as quiet:
+                for spec in seq:
+                    runner.run(spec)
+                stream.synchronize()
+            with trace.Tracer(f"{row['strategy']}: {len(seq)} calls of {workload}") as t:
+                for spec in seq:
+                    runner.run(spec)
+                stream.synchronize()
+        df, dev = t.frame(), quiet.frame()
+        row.update(busy_us=trace.busy_us(dev), idle_share=trace.idle_share(dev), idle_share_api=trace.idle_share(df),
+                   dropped=df.attrs.get("dropped", 0), status="ok", reason="")
+    except LabkitError as exc:
+        row.update(status=type(exc).__name__, reason=str(exc)[:300])
+        df = None
+    finally:
+        runner.close()
+    return row, df
+

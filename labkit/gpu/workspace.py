@@ -428,10 +428,13 @@ class Runner:
     ``fallback=True``: when the chosen plan's workspace cannot be had (`OutOfMemory`,
     `ArenaTooSmall`), try the remaining plans in heuristic order among those needing less, and
     record it. Plan choices made under such pressure are never stored as the spec's choice
-    (`choices` holds only unconstrained picks). Inputs are made once per spec and reused.
+    (`choices` holds only unconstrained picks). Inputs are made once per spec and reused;
+    ``operands``: a dict of them the caller keeps (spec key, epilogue) -> `engine.Operands`, filled
+    here and left alone by `close` (several runners in turn over the same specs make them once).
     """
 
-    def __init__(self, strategy: Strategy, stream=None, fallback: bool = True, seed: int = 0):
+    def __init__(self, strategy: Strategy, stream=None, fallback: bool = True, seed: int = 0,
+                 operands: Optional[Dict[tuple, engine.Operands]] = None):
         if not isinstance(strategy, Strategy):
             raise InvalidSpec("strategy", strategy, "must be a labkit.workspace.Strategy")
         self.strategy, self.fallback, self.seed = strategy, bool(fallback), seed
@@ -439,7 +442,8 @@ class Runner:
         self.stream = cupy.cuda.Stream(non_blocking=True) if stream is None else stream
         engine.handle_for(self.stream)  # now, not under memory pressure later
         self.choices: Dict[tuple, int] = {}
-        self._operands: Dict[tuple, engine.Operands] = {}
+        self._owns_operands = operands is None
+        self._operands: Dict[tuple, engine.Operands] = {} if operands is None else operands
         self._bound: Dict[tuple, engine.BoundConv] = {}
         self.fallbacks = 0
 
@@ -500,11 +504,13 @@ class Runner:
         return b
 
     def close(self) -> None:
-        """Close the strategy, free the inputs/outputs this runner made, and (when the runner
+        """Close the strategy, free the inputs/outputs this runner made (not the caller's
+        ``operands``), and (when the runner
         made its own stream) destroy that stream's cuDNN handle."""
         self.stream.synchronize()
         self._bound.clear()
-        self._operands.clear()
+        if self._owns_operands:
+            self._operands.clear()
         self.strategy.close()
         if self._owns_stream:
             engine.release_handle(self.stream)
