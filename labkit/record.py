@@ -42,7 +42,7 @@ def _git_commit() -> Optional[str]:
 
 def _metadata(out: Path, wall: float, complete: bool, argv, conditions: Optional[dict] = None) -> dict:
     """metadata.json's content; ``commands`` keeps every command that wrote into this folder;
-    ``conditions``: experiment -> the worst GPU conditions seen while this run measured it
+    ``conditions``: experiment -> the GPU conditions of this run's calls of it
     (`labkit.gpu.conditions.summary`)."""
     from .env import environment
 
@@ -131,7 +131,7 @@ def record(out: Optional[Path] = None, quick: bool = False, only: Optional[Itera
     fns = experiments.registry()
     from .gpu import conditions
 
-    seen = {}  # experiment -> the worst GPU conditions of its calls in this run
+    seen = {}  # experiment -> the GPU conditions of its calls in this run (conditions.summary)
     try:
         for name, kwargs in tqdm(calls, desc="recording", unit="call"):
             key = request_key(request_of(name, **kwargs))

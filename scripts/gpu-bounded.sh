@@ -10,15 +10,11 @@
 #   models   tests/test_report_models_gpu.py, reading the reports the bench left in its cache
 # Step limits: STEP_TIMEOUT (default 300 s) or <STEP>_TIMEOUT. Logs go to $OUT.
 set -uo pipefail
-source .whl/setup.sh > "${OUT:-/tmp}/setup.log" 2>&1 || { cat "${OUT:-/tmp}/setup.log"; exit 1; }
 export LABKIT_GIT_COMMIT="${1:?commit sha}"; shift
-out="${OUT:-/tmp}"
+source scripts/gpu-lib.sh
 steps="${*:-before stall reports bench models}"
 cache="$(mktemp -d)/bench-cache"
 mkdir -p "$cache"
-log="$out/gpu-bounded.log"
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$log"
-limit() { local v="${1^^}_TIMEOUT"; echo "${!v:-${STEP_TIMEOUT:-300}}"; }
 for step in $steps; do
   echo "== $step ($(date +%T))" | tee -a "$log"
   case "$step" in

@@ -5,18 +5,13 @@
 #   engine     tests/test_engine_gpu.py tests/test_saved_plans_gpu.py tests/test_experiments_gpu.py
 #   bench      scripts/bench_builds.py --workers 0,8 -> $OUT/builds_<gpu>.csv
 #   report     tests/test_report_gpu.py tests/test_isolated.py (the report's worker now has build workers)
-#   fusion     scripts/probe_fusion_builds.py (where a fusion change's time goes)
+#   fusion     scripts/probe_slow_changes.py fusion (where a fusion change's time goes)
 #   memory     GPU memory of a process and its build workers (nvidia-smi)
 #   widgets    scripts/bench_widgets.py, first visit, empty cache, every panel (PANELS=...: some) -> $OUT/widget_latency.csv
 # Step limits: STEP_TIMEOUT (default 300 s) or <STEP>_TIMEOUT. Logs go to $OUT.
 set -uo pipefail
-source .whl/setup.sh > "${OUT:-/tmp}/setup.log" 2>&1 || { cat "${OUT:-/tmp}/setup.log"; exit 1; }
-out="${OUT:-/tmp}"
+source scripts/gpu-lib.sh
 steps="${*:-tests bench}"
-log="$out/gpu-builds.log"
-slug=$(python3 -c "from labkit import env; print(env.gpu_slug(env.environment().gpu_name))")
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$log"
-limit() { local v="${1^^}_TIMEOUT"; echo "${!v:-${STEP_TIMEOUT:-300}}"; }
 for step in $steps; do
   echo "== $step ($(date +%T))" | tee -a "$log"
   case "$step" in
@@ -32,7 +27,7 @@ for step in $steps; do
       LABKIT_MODE=live timeout -k 10 "$(limit report)" python3 -m pytest -q -rfE --tb=short -p no:cacheprovider --durations=5 \
         tests/test_report_gpu.py tests/test_isolated.py > "$out/report.log" 2>&1; grep -E "^E |passed|failed|Error|^[0-9.]+s call" "$out/report.log" | tail -n 30 | tee -a "$log" ;;
     fusion)
-      LABKIT_MODE=live timeout -k 10 "$(limit fusion)" python3 scripts/probe_fusion_builds.py 2>&1 | tail -n 30 | tee -a "$log" ;;
+      LABKIT_MODE=live timeout -k 10 "$(limit fusion)" python3 scripts/probe_slow_changes.py fusion 2>&1 | tail -n 30 | tee -a "$log" ;;
     memory)  # GPU memory of this process and its build workers, once they are up
       LABKIT_MODE=live timeout -k 10 "$(limit memory)" python3 -c "
 import subprocess, time

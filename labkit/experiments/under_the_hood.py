@@ -10,6 +10,7 @@ answered from the recording), their charts, the summaries under them, the exerci
 the calls the recorded grid holds."""
 from __future__ import annotations
 
+import functools
 from typing import Optional
 
 import plotly.graph_objects as go
@@ -68,7 +69,6 @@ def _traced(fn, calls: int, stream, label: str):
 def _traced_experiment(fn):
     """Run ``fn`` in one `labkit.gpu.trace.session` (CUPTI attached and warmed before its traces,
     detached after them), keeping its name and doc for `experiment`."""
-    import functools
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -237,7 +237,7 @@ def build_log(spec: ConvSpec = BASE, epilogue: str = "none"):
             t = text.rstrip()
             if not t.strip() or _is_dump(t):
                 continue
-            rows.append(dict(source=source, line=no, text=t[:300], engine=_engine_in(t)))
+            rows.append(dict(source=source, line=no, text=t[:300], engine=buildlog.engine_in(t)))
     df = to_frame(rows)
     b = got["build"]
     df.insert(0, "spec_label", spec.label)
@@ -249,13 +249,6 @@ def _is_dump(line: str) -> bool:
     """A line of a descriptor dump (indented fields under "CUDNN_BACKEND_TENSOR_DESCRIPTOR :")."""
     body = line.replace("[cudnn_frontend]", "", 1)
     return body.startswith("          ") or body.strip().startswith(("=====", "{\"context\""))
-
-
-def _engine_in(line: str) -> str:
-    import re
-
-    m = re.search(r"(eng\d+(?:_k\d+=\d+)*)", line)
-    return m.group(1) if m else ""
 
 
 # ---- charts --------------------------------------------------------------------------------

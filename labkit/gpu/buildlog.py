@@ -79,6 +79,12 @@ def capture(spec: ConvSpec, epilogue: str = "none", workspace_cap: Optional[int]
 _ENGINE = re.compile(r"(eng\d+(?:_k\d+=\d+)*)")
 
 
+def engine_in(line: str) -> str:
+    """The first engine configuration a log line names (``eng62_k2=5_k13=1...``), or ""."""
+    m = _ENGINE.search(line)
+    return m.group(1) if m else ""
+
+
 def engines(lines: List[str]) -> List[dict]:
     """Engine configurations the frontend log names, in order of first mention, each with the
     log lines that mention it (``mentions``) and the first line saying it was filtered, failed or

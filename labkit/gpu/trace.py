@@ -213,14 +213,11 @@ class Tracer:
     ``label`` names the traced run; ``all_api`` keeps every API call; ``max_records`` bounds the
     records kept. `frame` after the block."""
 
-    def __init__(self, label: str = "", all_api: bool = False, max_records: int = MAX_RECORDS, detach: bool = False,
-                 api: bool = True):
+    def __init__(self, label: str = "", all_api: bool = False, max_records: int = MAX_RECORDS, api: bool = True):
         self.label, self.all_api, self.max_records = label, bool(all_api), int(max_records)
         #: record CUDA API calls (the host lane); False: device records only, the least host time
         #: added (CUPTI's cost is mostly per API call)
         self.api = bool(api)
-        #: `detach` CUPTI after this trace (an experiment of many traces detaches once, at its end)
-        self.detach = bool(detach)
         self.rows: List[dict] = []
         self.dropped = 0
         self._enabled: list = []
@@ -292,8 +289,6 @@ class Tracer:
                 pass
         self._enabled = []
         _STATE["sink"] = None
-        if self.detach:
-            _finalize(cupti)
         if self._held:
             self._held = False
             _ACTIVE.release()
@@ -305,13 +300,6 @@ class Tracer:
     def frame(self):
         """The records as a tidy DataFrame (see the module doc), sorted by start."""
         return to_frame(self.rows, self.label, self.dropped)
-
-
-def _finalize(cupti) -> None:
-    try:
-        cupti.finalize()
-    except Exception:  # noqa: BLE001  (already detached, or not supported: nothing held)
-        pass
 
 
 def warm() -> None:
@@ -328,8 +316,12 @@ def warm() -> None:
 def detach() -> None:
     """Detach CUPTI from this process (``cuptiFinalize``): its device buffers (about 8 MiB) are
     freed and later measurements run as if no tracer had been here. The next trace attaches again."""
+    cupti = _cupti()
     with _ACTIVE:
-        _finalize(_cupti())
+        try:
+            cupti.finalize()
+        except Exception:  # noqa: BLE001  (already detached, or not supported: nothing held)
+            pass
 
 
 @contextlib.contextmanager

@@ -87,7 +87,6 @@ def run_one(strategy_name: str, options: dict, workload: str, repeats: int) -> d
 
     from . import engine, memory, workspace
     from ..cancel import checkpoint
-
     from .ranges import annotate
 
     checkpoint()
@@ -156,13 +155,13 @@ def run_all(workload: str, repeats: int = 20, strategies=BENCH_STRATEGIES):
 
 def traced_pass(strategy_name: str, options: dict, workload: str = "one_conv", calls: int = 8) -> tuple:
     """The first ``calls`` calls of ``workload`` under one strategy, in steady state (one untraced
-    warm-up pass first), three times: timed without a tracer (``gpu_us``: two events around the
-    pass; ``host_us``: the host's wall time), then traced (`labkit.gpu.trace`). Returns (row,
-    trace frame): ``row`` has the strategy, the untimed-run numbers and the trace's ``busy_us``
-    (device time, overlaps once) and ``idle_share`` (share of the traced pass's device span in
-    which the GPU waited), ``idle_share`` from a pass traced with device records only (CUPTI's
-    host cost is mostly per API call: the least distorted gaps) and ``idle_share_api`` from the
-    returned pass, traced with API calls too (its gaps include CUPTI's host time). Microseconds."""
+    warm-up pass first), three times: untraced (``gpu_us``: two events around the pass;
+    ``host_us``: the host's wall time), traced with device records only, and traced with API calls
+    too (`labkit.gpu.trace`). Returns (row, the last pass's trace frame). From the device-only
+    pass (CUPTI's host cost is mostly per API call: the least distorted gaps): ``busy_us`` (device
+    time, overlaps once) and ``idle_share`` (share of the pass's device span in which the GPU
+    waited); ``idle_share_api`` the same for the returned pass (its gaps include CUPTI's host
+    time). Microseconds."""
     import cupy
 
     from . import engine, trace, workspace
