@@ -11,6 +11,7 @@ from typing import Optional, Sequence
 import plotly.graph_objects as go
 
 from ..errors import InvalidSpec, LabkitError
+from ..gpu.unfused import DTYPES, UnfusedPath, check_spec
 from ..plots import (
     COLORS, finish, fmt_bytes, fmt_us, log_axis, log_if_wide, new_figure, not_ok_note, num, ok_rows, request_spec,
     shape_label,
@@ -24,7 +25,7 @@ from .core import as_spec, BASE, experiment, MIB, status_row, timed_plan, to_fra
 
 # ---- experiments ------------------------------------------------------------------------------
 #: the dtypes `fusion` compares (its unfused path needs CuPy elementwise kernels: no bf16 or fp8)
-FUSION_DTYPES = ("fp32", "fp16")
+FUSION_DTYPES = DTYPES
 
 
 def _bytes_model(spec: ConvSpec, epilogue: str, fused: bool) -> int:
@@ -60,8 +61,7 @@ def fusion(spec: ConvSpec = BASE, epilogues: Sequence[str] = ("bias_relu", "bias
     from ..gpu import autotune, engine, measure, memory, numerics, reference, verify
 
     spec = as_spec(spec)
-    if spec.direction != "fprop" or spec.dtype not in FUSION_DTYPES:
-        raise InvalidSpec("spec", spec.label, "fusion compares fprop in fp16 or fp32 (CuPy has no bf16/fp8 kernels)")
+    check_spec(spec)
     paths = ("fused", "fused, autotuned", "unfused")
     done = {}  # (epilogue index, path index) -> row
     cases = {}  # epilogue -> (operands, float64 reference)
@@ -102,40 +102,21 @@ def fusion(spec: ConvSpec = BASE, epilogues: Sequence[str] = ("bias_relu", "bias
 
     def unfused(epi):  # conv alone, then elementwise kernels on real tensors
         ops, want = case(epi)
-        out_role = ops.output_role
         stream = measure.timing_stream()
-        plain = engine.get_graph(spec, all_plans=False)
-        pplan = plain.default_plan
-        ws2 = memory.alloc(pplan.workspace_bytes, "workspace")
-        y = ops.arrays[out_role]
-        t1, t2 = cupy.empty_like(y), cupy.empty_like(y)
-        bias = ops.arrays["b"].reshape((1, spec.K, 1, 1) if spec.layout == "NCHW" else (1, 1, 1, spec.K))
-        z = ops.arrays.get("z")
-        conv_y = memory.empty(y.shape, y.dtype, "conv output")
-        bound = plain.bind({**ops.arrays, out_role: conv_y}, int(ws2.data.ptr), pplan.index, stream)
-
-        def sequence():
-            bound.run()
-            cupy.add(conv_y, bias, out=t1)
-            src = t1
-            if z is not None:
-                cupy.add(t1, z, out=t2)
-                src = t2
-            cupy.maximum(src, 0, out=y)
-
-        tu = measure.graph_replay(sequence, stream, calls=5)
+        path = UnfusedPath(spec, ops, stream)
+        tu = measure.graph_replay(path.run, stream, calls=5)
         ops.poison_output()
         with stream:
-            sequence()
+            path.run()
         stream.synchronize()
-        got = engine.logical_view(numerics.decode(y, spec.output_dtype), spec.layout)
-        inter = conv_y.nbytes + t1.nbytes + (t2.nbytes if z is not None else 0)
+        got = engine.logical_view(numerics.decode(path.output, spec.output_dtype), spec.layout)
+        inter = path.intermediate_bytes
         moved = _bytes_model(spec, epi, False)
-        return dict(gpu_us=tu.median_us, allocated_bytes=ops.nbytes + inter + pplan.workspace_bytes,
+        return dict(gpu_us=tu.median_us, allocated_bytes=ops.nbytes + inter + path.plan.workspace_bytes,
                     intermediate_bytes=inter, modelled_hbm_bytes=moved, achieved_gb_s=moved / (tu.median_us * 1e-6) / 1e9,
                     rel_error=reference.relative_error(got, want),
-                    kernels_per_call=f"conv + {3 if z is not None else 2} elementwise",
-                    plan_name=pplan.name, status="ok", reason="")
+                    kernels_per_call=f"conv + {path.elementwise_kernels} elementwise",
+                    plan_name=path.plan.name, status="ok", reason="")
 
     # cheapest and most telling first: the heuristic's fused plan and the unfused sequence for
     # every epilogue, then the autotuned fused plans (every plan of a fused graph: seconds)

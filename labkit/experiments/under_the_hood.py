@@ -122,39 +122,19 @@ def kernels(spec: ConvSpec = BASE):
 def fusion_kernels(spec: ConvSpec = BASE, epilogue: str = "bias_relu"):
     """The fused graph's kernels (the heuristic's plan of conv + ``epilogue``) against the unfused
     path's (the heuristic conv plan, then CuPy's elementwise kernels), traced per call."""
-    import cupy
-
-    from ..gpu import engine, measure, memory
+    from ..gpu import engine, measure, memory, unfused
 
     spec = as_spec(spec)
-    if spec.direction != "fprop" or spec.dtype not in ("fp16", "fp32"):
-        raise InvalidSpec("spec", spec.label, "fusion compares fprop in fp16 or fp32 (CuPy has no bf16/fp8 kernels)")
+    unfused.check_spec(spec)
     stream = measure.timing_stream()
     ops = engine.Operands(spec, epilogue)
     fused = engine.get_graph(spec, epilogue, all_plans=False)
     fplan = fused.default_plan
     fws = memory.alloc(fplan.workspace_bytes, "workspace")
     fb = fused.bind(ops.arrays, int(fws.data.ptr), fplan.index, stream)
-    plain = engine.get_graph(spec, all_plans=False)
-    pplan = plain.default_plan
-    pws = memory.alloc(pplan.workspace_bytes, "workspace")
-    y = ops.arrays[ops.output_role]
-    conv_y, t1, t2 = memory.empty(y.shape, y.dtype, "conv output"), cupy.empty_like(y), cupy.empty_like(y)
-    pb = plain.bind({**ops.arrays, ops.output_role: conv_y}, int(pws.data.ptr), pplan.index, stream)
-    bias = ops.arrays["b"].reshape((1, spec.K, 1, 1) if spec.layout == "NCHW" else (1, 1, 1, spec.K))
-    z = ops.arrays.get("z")
-
-    def unfused():
-        pb.run()
-        cupy.add(conv_y, bias, out=t1)
-        src = t1
-        if z is not None:
-            cupy.add(t1, z, out=t2)
-            src = t2
-        cupy.maximum(src, 0, out=y)
-
+    plain = unfused.UnfusedPath(spec, ops, stream)
     rows = []
-    for path, fn, plan in (("fused", fb.run, fplan.name), ("unfused", unfused, pplan.name)):
+    for path, fn, plan in (("fused", fb.run, fplan.name), ("unfused", plain.run, plain.plan.name)):
         dev, _ = _traced(fn, TRACED_CALLS, stream, f"{path} {epilogue}")
         per = dict(kernels_per_call=len(dev) / TRACED_CALLS, path_kernel_us=float(dev.dur_us.sum()) / TRACED_CALLS)
         rows += [dict(r, **per) for r in _kernel_rows(dev, TRACED_CALLS, path=path, epilogue=epilogue, plan_name=plan)]

@@ -1,0 +1,61 @@
+"""The unfused epilogue: a cuDNN convolution (the heuristic's plan), then CuPy's elementwise
+kernels for bias, residual add and ReLU, each writing a real tensor: what a framework without
+fusion runs. Lesson 04 times it against the fused cuDNN graph, lesson 10 traces both."""
+from __future__ import annotations
+
+from ..errors import InvalidSpec
+from ..spec import ConvSpec
+
+#: the dtypes the unfused path runs in (CuPy has no bf16/fp8 elementwise kernels)
+DTYPES = ("fp32", "fp16")
+
+
+def check_spec(spec: ConvSpec) -> None:
+    """`InvalidSpec` unless ``spec`` is an fprop in one of `DTYPES`."""
+    if spec.direction != "fprop" or spec.dtype not in DTYPES:
+        raise InvalidSpec("spec", spec.label, "fusion compares fprop in fp16 or fp32 (CuPy has no bf16/fp8 kernels)")
+
+
+class UnfusedPath:
+    """The unfused sequence over ``ops`` (an `engine.Operands` made with an epilogue: its ``b``
+    and, for a residual add, ``z``), launched on ``stream``: `run` writes ``ops``' output. Holds
+    its workspace and intermediates (``conv_y``, ``t1``, ``t2``) while it lives."""
+
+    def __init__(self, spec: ConvSpec, ops, stream):
+        import cupy
+
+        from . import engine, memory
+
+        plain = engine.get_graph(spec, all_plans=False)
+        self.plan = plain.default_plan
+        self._ws = memory.alloc(self.plan.workspace_bytes, "workspace")
+        y = self.output = ops.arrays[ops.output_role]
+        self.conv_y = memory.empty(y.shape, y.dtype, "conv output")
+        self.t1, self.t2 = cupy.empty_like(y), cupy.empty_like(y)
+        self._bias = ops.arrays["b"].reshape((1, spec.K, 1, 1) if spec.layout == "NCHW" else (1, 1, 1, spec.K))
+        self._z = ops.arrays.get("z")
+        self._conv = plain.bind({**ops.arrays, ops.output_role: self.conv_y}, int(self._ws.data.ptr), self.plan.index,
+                                stream)
+
+    def run(self) -> None:
+        """Conv, then bias (+ residual add), then ReLU into the output (enqueued, not synchronised)."""
+        import cupy
+
+        self._conv.run()
+        cupy.add(self.conv_y, self._bias, out=self.t1)
+        src = self.t1
+        if self._z is not None:
+            cupy.add(self.t1, self._z, out=self.t2)
+            src = self.t2
+        cupy.maximum(src, 0, out=self.output)
+
+    @property
+    def elementwise_kernels(self) -> int:
+        """Elementwise kernels per call: bias, (add,) ReLU."""
+        return 3 if self._z is not None else 2
+
+    @property
+    def intermediate_bytes(self) -> int:
+        """Bytes of the tensors the path writes besides the output: the conv output and the
+        biased (and summed) tensors."""
+        return self.conv_y.nbytes + self.t1.nbytes + (self.t2.nbytes if self._z is not None else 0)
