@@ -13,6 +13,8 @@ def main(argv=None) -> int:
                                        "live panels read first); resumable, Ctrl-C keeps what was measured")
     fill.add_argument("--quick", action="store_true", help="the lessons' base calls only")
     fill.add_argument("--only", action="append", metavar="EXPERIMENT", help="only this experiment (repeatable)")
+    fill.add_argument("--into", metavar="DIR", help="fill a class's shared recording in DIR instead (learners set "
+                                                    "LABKIT_SHARED_CACHE=DIR and read it)")
     rec = sub.add_parser("record", help="record every experiment's lesson grid on this GPU")
     rec.add_argument("--quick", action="store_true", help="the lessons' base calls only (about 2 minutes)")
     rec.add_argument("--only", action="append", metavar="EXPERIMENT", help="record only this experiment (repeatable)")

@@ -70,8 +70,27 @@ def _cached(key: str):
 
 
 def _has(key: str) -> bool:
+    """Whether this session holds a settled result for ``key`` (not one measured under contention)."""
     with _CACHE_LOCK:
-        return key in _CACHE
+        return key in _CACHE and not contended(_CACHE[key])
+
+
+def contended(df) -> bool:
+    """Whether ``df`` was measured while another process used the GPU (`labkit.gpu.lock`: such a
+    result is shown marked, never saved, and measured again once the GPU is free)."""
+    turn = (getattr(df, "attrs", None) or {}).get("gpu_turn") or {}
+    return bool(turn.get("contended_by"))
+
+
+def _usable(hit) -> bool:
+    """A session hit to answer with: any but a contended one while the GPU is free again."""
+    if hit is None:
+        return False
+    if not contended(hit):
+        return True
+    from .gpu import contention, lock
+
+    return bool(contention.busy_now(members=lock.members()))
 
 
 def _store(key: str, df) -> None:
@@ -91,23 +110,25 @@ def is_cached(name: str, **kwargs) -> bool:
 
     if not env.mode().live:
         return False
-    store = localcache.current()
-    return store is not None and store.has(name, experiments.request_of(name, **kwargs))
+    request = experiments.request_of(name, **kwargs)
+    return any(store is not None and store.has(name, request) for store in (localcache.current(), localcache.shared()))
 
 
 def _live(name: str, kwargs: dict, force: bool = False, save: bool = True):
-    """Live: this GPU's saved result for the call (unless ``force``), else measure it now and
-    (``save``) save it (`labkit.localcache`). The caller holds the GPU lock."""
+    """Live: this GPU's saved result for the call (unless ``force``): the learner's own cache,
+    then the class's shared recording (``LABKIT_SHARED_CACHE``); else measure it now and
+    (``save``) save it in the learner's own cache (`labkit.localcache`). The caller holds the
+    prefetch lock (`labkit.prefetch`)."""
     import time
 
     from . import localcache
 
-    store = localcache.current()
     request = experiments.request_of(name, **kwargs)
-    if store is not None and not force:
-        df = store.get(name, request)
-        if df is not None:
-            return experiments.with_model(name, df)
+    if not force:
+        for store in (localcache.current(), localcache.shared()):
+            df = store.get(name, request) if store is not None else None
+            if df is not None:
+                return experiments.with_model(name, df)
     t0 = time.perf_counter()
     df = _experiment(name)(**kwargs)
     seconds = time.perf_counter() - t0
@@ -124,7 +145,7 @@ def _save(df) -> None:
     from . import localcache
 
     store = localcache.current()
-    if store is None or "saved_in" in df.attrs:
+    if store is None or "saved_in" in df.attrs or contended(df):
         return
     path = store.put(df.attrs["experiment"], df.attrs["request"], df, df.attrs.get("measure_seconds"))
     if path is not None:
@@ -162,7 +183,7 @@ def data(name: str, force: bool = False, recording: Optional[str] = None, **kwar
         return hit
     if not force:
         hit = _cached(key)
-        if hit is not None:
+        if _usable(hit):
             return hit
     fn = _experiment(name)
     if not env.mode().live:
@@ -172,9 +193,11 @@ def data(name: str, force: bool = False, recording: Optional[str] = None, **kwar
 
         with PREFETCHER.foreground(key):
             hit = None if force else _cached(key)  # the worker may have just measured it
-            if hit is not None:
+            if _usable(hit):
                 return hit
             df = _live(name, kwargs, force)
+        if contended(df):  # shown marked; measured again in the background once the kernel is idle
+            PREFETCHER.want([(key, lambda: _live(name, dict(kwargs), force=True, save=False))], _keep, _has)
     _store(key, df)
     return df
 

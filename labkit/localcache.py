@@ -22,6 +22,14 @@ atomically (a temporary file in the same folder, then ``os.replace``): a crash o
 leaves the previous content whole, and two writers at once (the prefetch worker and the
 foreground, or two kernels) each leave a complete file; for the same call the last one wins.
 
+**A class's shared recording.** ``LABKIT_SHARED_CACHE`` names a folder of the same layout that
+an instructor filled once (``python -m labkit fill --into DIR``: `labkit.record.fill`); it is only
+read (`shared`): a call saved there for this machine identity answers at recorded speed, a
+learner's own measurements go to their own cache, and a folder of another identity is never
+read. A missing or unreadable folder, one filled on another identity (another GPU, driver or
+cuDNN), or one whose fill did not finish (``fill.json``) gets one warning naming it, and the
+learner's own cache and live mode go on. Nothing in it is moved or changed.
+
 **Faults are answers, not crashes.** A corrupt, truncated or other-schema file gets one warning
 naming it and is moved to ``set-aside/`` (the call is measured again). A read-only or full cache
 folder gets one warning and live mode goes on without saving. ``LABKIT_CACHE`` naming a file is
@@ -156,9 +164,14 @@ def write_atomic(path: Path, data: bytes) -> None:
         raise
 
 
-def set_aside(root: Path, path: Path, why: str) -> Optional[Path]:
+def set_aside(root: Path, path: Path, why: str, read_only: bool = False) -> Optional[Path]:
     """Move an unreadable cache file to ``root/set-aside/`` (one warning naming it and why).
-    Returns where it went (None if it could not be moved: it is then left in place)."""
+    Returns where it went (None if it could not be moved: it is then left in place). A
+    ``read_only`` (shared) folder is never changed: the file is named and left there."""
+    if read_only:
+        _warn_once(f"aside:{path}", f"labkit shared recording: {path} cannot be used ({why}); that call is "
+                   "measured on this GPU instead")
+        return None
     dest_dir = root / "set-aside"
     stamp = datetime.datetime.now().strftime("%Y%m%dT%H%M%S")
     dest = dest_dir / f"{path.parent.name}--{path.name}.{stamp}"
@@ -181,12 +194,14 @@ class LocalRecording:
     fails (read-only or full disk) turns saving off for this object with one warning.
     """
 
-    def __init__(self, root: Path, ident: dict):
+    def __init__(self, root: Path, ident: dict, shared: bool = False):
         self.root = Path(root)
         self.identity = dict(ident)
         self.key = identity_hash(self.identity)
         self.path = self.root / "recordings" / f"{_slug(ident.get('gpu'))}-{self.key}"
-        self.writable = True
+        #: a class's shared recording (`shared`): read, never written or changed
+        self.shared = shared
+        self.writable = not shared
         self.saved = 0
 
     def __repr__(self) -> str:
@@ -259,7 +274,7 @@ class LocalRecording:
             return None
         why = _check_entry(raw, self.key, name, request_key)
         if isinstance(why, str):
-            set_aside(self.root, path, why)
+            set_aside(self.root, path, why, read_only=self.shared)
             return None
         return why
 
@@ -281,7 +296,8 @@ class LocalRecording:
                          "cudnn_backend": ident.get("cudnn_backend"), "cudnn_frontend": ident.get("cudnn_frontend"),
                          "cupy": ident.get("cupy"), "date": entry["measured_at"][:10],
                          "measured_at": entry["measured_at"], "measure_seconds": entry.get("measure_seconds"),
-                         "saved_in": str(path), "loaded_from_disk": True, "experiment": entry["experiment"],
+                         "saved_in": str(path), "loaded_from_disk": True, "from_shared": self.shared,
+                         "experiment": entry["experiment"],
                          "request": request, "conditions": entry.get("conditions")})
         return df
 
@@ -401,12 +417,15 @@ def _now() -> str:
 # ---- the one for this process -----------------------------------------------------------------
 class ThisMachine:
     """The one store of this machine's identity for the process (`LocalRecording` here, saved plans
-    in `labkit.plan_store`): made on first use under `cache_root`, made again when ``LABKIT_CACHE``
-    changes; None in recorded mode (no GPU) or when the environment variable ``switch`` is ``0``."""
+    in `labkit.plan_store`): made on first use under ``root()`` (`cache_root`; `shared_root` for
+    a class's shared folder), made again when that folder changes; None in recorded mode (no GPU),
+    when ``root()`` is None, or when the environment variable ``switch`` is ``0``."""
 
-    def __init__(self, make, switch: str):
+    def __init__(self, make, switch: str, root=None):
         self._make, self.switch = make, switch
+        self._root = root or cache_root
         self._store = None
+        self._made_for = None
         self._lock = threading.Lock()
 
     def enabled(self) -> bool:
@@ -416,20 +435,22 @@ class ThisMachine:
         """The store, or None. Raises `CacheError` for a ``LABKIT_CACHE`` that is a file."""
         if not self.enabled():
             return None
-        root = cache_root()
+        root = self._root()
+        if root is None:
+            return None
         with self._lock:
-            if self._store is not None and self._store.root == root:
+            if self._made_for == root:
                 return self._store
             ident = this_identity()
             if ident is None:
                 return None
-            self._store = self._make(root, ident)
+            self._store, self._made_for = self._make(root, ident), root
             return self._store
 
     def reset(self) -> None:
         """Forget the store (the next `get` looks at ``LABKIT_CACHE`` again)."""
         with self._lock:
-            self._store = None
+            self._store = self._made_for = None
 
 
 def delete_files(folder: Path, pattern: str) -> int:
@@ -455,8 +476,75 @@ def current() -> Optional[LocalRecording]:
 
 
 def reset() -> None:
-    """Forget the process's `current` recording (the next call looks at ``LABKIT_CACHE`` again)."""
+    """Forget the process's `current` and `shared` recordings (the next call looks at
+    ``LABKIT_CACHE`` and ``LABKIT_SHARED_CACHE`` again)."""
     _this.reset()
+    _shared.reset()
+
+
+# ---- a class's shared recording ---------------------------------------------------------------
+#: the file a fill into a shared folder writes first ("running") and last ("complete")
+FILL_STATUS = "fill.json"
+
+
+def shared_root() -> Optional[Path]:
+    """The folder ``LABKIT_SHARED_CACHE`` names, or None when it is unset."""
+    env = os.environ.get("LABKIT_SHARED_CACHE", "").strip()
+    return Path(env).expanduser() if env else None
+
+
+def _differences(ident: dict, other: dict) -> str:
+    diff = [f"{f.replace('_', ' ')} {other.get(f)} (this machine: {ident.get(f)})"
+            for f in IDENTITY_FIELDS if other.get(f) != ident.get(f)]
+    return "; ".join(diff[:3]) or "another identity"
+
+
+def open_shared(root: Path, ident: dict) -> Optional[LocalRecording]:
+    """The shared recording at ``root`` for this identity, or None with one warning naming the
+    folder and why it is not used (missing, unreadable, filled on another identity); a folder
+    whose fill did not finish is used with one warning."""
+    def skip(why: str) -> None:
+        _warn_once(f"shared:{root}", f"labkit shared recording {root} (LABKIT_SHARED_CACHE): {why}; panels "
+                   "use your own cache and measure on this GPU as usual")
+
+    store = LocalRecording(root, ident, shared=True)
+    try:
+        if not root.is_dir():
+            skip("no such folder")
+            return None
+        kinds = list((root / "recordings").iterdir()) if (root / "recordings").is_dir() else []
+        if not store.path.is_dir():
+            others = []
+            for folder in kinds:
+                try:
+                    others.append(json.loads((folder / "metadata.json").read_text())["identity"])
+                except (OSError, ValueError, KeyError, TypeError):
+                    continue
+            skip("it was filled on another machine identity: " + _differences(ident, others[0]) if others
+                 else "it holds no recording (fill it with `python -m labkit fill --into` that folder)")
+            return None
+        status = {}
+        try:
+            status = json.loads((root / FILL_STATUS).read_text())
+        except (OSError, ValueError):
+            pass
+        if status.get("status") != "complete":
+            _warn_once(f"shared-unfinished:{root}", f"labkit shared recording {root}: its fill did not finish "
+                       f"({status.get('status') or 'no ' + FILL_STATUS}, started {status.get('started', '?')}); "
+                       "panels answer what it holds and measure the rest on this GPU")
+    except OSError as exc:
+        skip(f"cannot be read ({type(exc).__name__}: {exc})")
+        return None
+    return store
+
+
+_shared = ThisMachine(open_shared, "LABKIT_SHARED_RECORDING", root=shared_root)
+
+
+def shared() -> Optional[LocalRecording]:
+    """The class's shared recording (``LABKIT_SHARED_CACHE``) for this machine identity, read
+    only; None when unset, unusable (one warning: `open_shared`) or in recorded mode."""
+    return _shared.get()
 
 
 def describe() -> str:

@@ -84,12 +84,14 @@ class PlanStore:
     ``get(key, kind)`` -> `SavedPlan` or None; ``entries()`` lists what is saved; ``clear()``.
     """
 
-    def __init__(self, root: Path, ident: dict):
+    def __init__(self, root: Path, ident: dict, shared: bool = False):
         self.root = Path(root)
         self.identity = dict(ident)
         self.key = localcache.identity_hash(self.identity)
         self.path = self.root / "plans" / f"{localcache._slug(ident.get('gpu'))}-{self.key}"
-        self.writable = True
+        #: a class's shared folder (`shared`): read, never written or changed
+        self.shared = shared
+        self.writable = not shared
         self.saved = 0
 
     def __repr__(self) -> str:
@@ -137,7 +139,7 @@ class PlanStore:
             return None
         got = self._check(raw, key_text(graph_key), kind)
         if isinstance(got, str):
-            localcache.set_aside(self.root, path, got)
+            localcache.set_aside(self.root, path, got, read_only=self.shared)
             return None
         got.path, got.read_seconds = path, time.perf_counter() - t0
         return got
@@ -181,7 +183,7 @@ class PlanStore:
     def set_aside(self, saved: SavedPlan, why: str) -> None:
         """Move a plan that cuDNN would not load to ``set-aside/`` (one warning naming it)."""
         if saved.path is not None and saved.path.exists():
-            localcache.set_aside(self.root, saved.path, why)
+            localcache.set_aside(self.root, saved.path, why, read_only=self.shared)
 
     def entries(self) -> Iterator[dict]:
         """What is saved, one dict per readable file (graph, kind, plan_name, workspace_bytes,
@@ -194,7 +196,7 @@ class PlanStore:
             except OSError as exc:
                 got = f"not a readable plan file: {type(exc).__name__}"
             if isinstance(got, str):
-                localcache.set_aside(self.root, f, got)
+                localcache.set_aside(self.root, f, got, read_only=self.shared)
                 continue
             yield dict(graph=got.graph_key, kind=got.kind, plan_name=got.plan_name, workspace_bytes=got.workspace_bytes,
                        saved_at=got.saved_at, bytes=len(got.data), info=got.info, path=str(f))
@@ -219,9 +221,26 @@ def current() -> Optional[PlanStore]:
     return _this.get()
 
 
+def _open_shared(root: Path, ident: dict) -> Optional[PlanStore]:
+    if localcache.shared() is None:  # unusable: `localcache.open_shared` said why, once
+        return None
+    return PlanStore(root, ident, shared=True)
+
+
+_shared = localcache.ThisMachine(_open_shared, "LABKIT_SAVED_PLANS", root=localcache.shared_root)
+
+
+def shared() -> Optional[PlanStore]:
+    """The plans saved in the class's shared folder (``LABKIT_SHARED_CACHE``) for this machine
+    identity, read only; None when unset or unusable."""
+    return _shared.get()
+
+
 def reset() -> None:
-    """Forget the process's `current` store (the next call looks at ``LABKIT_CACHE`` again)."""
+    """Forget the process's `current` and `shared` stores (the next call looks at ``LABKIT_CACHE``
+    and ``LABKIT_SHARED_CACHE`` again)."""
     _this.reset()
+    _shared.reset()
 
 
 def describe() -> str:

@@ -95,7 +95,23 @@ def provenance_subtitle(df) -> str:
         text += f" (frontend {a['cudnn_frontend']})"
     text += f" · {a.get('date') or 'date unknown'}"
     cond = conditions_text(a.get("conditions"))
-    return text + (f" · {cond}" if cond else "")
+    turn = contention_text(a.get("gpu_turn"))
+    return text + (f" · {cond}" if cond else "") + (f" · {turn}" if turn else "")
+
+
+def contention_text(turn) -> str:
+    """Words for a live result's turn on the GPU (`labkit.gpu.lock`): "<b>CONTENDED</b> ..." when
+    another process used the GPU while it was measured (`labkit.gpu.contention`), "waited 2.1 s
+    for the GPU" after a wait of a second or more, else empty."""
+    if not isinstance(turn, dict):
+        return ""
+    others = turn.get("contended_by") or []
+    if others:
+        who = ", ".join(str(p) for p in others[:3]) + (" ..." if len(others) > 3 else "")
+        return (f"<b>CONTENDED</b>: process {who} used this GPU during the measurement "
+                "(not saved; measured again when the GPU is free)")
+    waited = float(turn.get("waited_s") or 0)
+    return f"waited {waited:.1f} s for the GPU" if waited >= 1 else ""
 
 
 def conditions_text(c) -> str:

@@ -174,12 +174,18 @@ def main_record(args) -> int:
 
 
 # ---- this GPU's own recording, filled ahead ------------------------------------------------------
-def fill(quick: bool = False, only: Optional[Iterable[str]] = None) -> dict:
+def fill(quick: bool = False, only: Optional[Iterable[str]] = None, into=None) -> dict:
     """Measure every lesson's grid (`grid`) on this GPU into this GPU's own recording
     (`labkit.localcache`), so that live panels answer those values at recorded speed from the
     first visit on. Resumable: a call already saved is skipped; Ctrl-C keeps what was saved
     (every file is written whole or not at all). Returns counts: saved, skipped, failed (with
-    the reasons), seconds."""
+    the reasons), seconds.
+
+    ``into``: a folder to fill instead, for a class (learners set ``LABKIT_SHARED_CACHE`` to it):
+    its ``fill.json`` says ``running`` while it fills and ``complete`` (or ``stopped``) after, and
+    every file in it is made readable by every user; plans saved while filling go there too."""
+    if into is not None:
+        return _fill_shared(Path(into), quick, only)
     from . import env, lessons, localcache
 
     env.require_live("filling this GPU's recording")
@@ -215,7 +221,67 @@ def fill(quick: bool = False, only: Optional[Iterable[str]] = None) -> dict:
     return counts
 
 
+def _fill_shared(folder: Path, quick: bool, only) -> dict:
+    """`fill` into ``folder`` (a class's shared recording; see `fill`)."""
+    from . import env, localcache, plan_store
+
+    env.require_live("filling a class's shared recording")
+    if folder.exists() and not folder.is_dir():
+        raise localcache.CacheError("--into must name a folder", folder)
+    status = folder / localcache.FILL_STATUS
+    saved = {k: os.environ.get(k) for k in ("LABKIT_CACHE", "LABKIT_SHARED_CACHE")}
+    os.environ["LABKIT_CACHE"] = str(folder)
+    os.environ.pop("LABKIT_SHARED_CACHE", None)  # never answer a fill from another shared folder
+    localcache.reset()
+    plan_store.reset()
+    body = {"status": "running", "started": localcache.now(), "pid": os.getpid(), "quick": bool(quick),
+            "only": list(only or []), "identity": localcache.this_identity()}
+    counts = {}
+    try:
+        localcache.write_atomic(status, (json.dumps(body, indent=2) + "\n").encode())
+        counts = fill(quick, only)
+    finally:
+        body.update(status="stopped" if counts.get("interrupted") or not counts else "complete", ended=localcache.now(),
+                    **{k: counts.get(k) for k in ("saved", "skipped", "failed", "seconds")})
+        try:
+            localcache.write_atomic(status, (json.dumps(body, indent=2, default=str) + "\n").encode())
+            _readable_by_all(folder)
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+            localcache.reset()
+            plan_store.reset()
+    return counts
+
+
+def _readable_by_all(folder: Path) -> None:
+    """Every file under ``folder`` readable, every folder enterable, by every user (the cache's
+    files are written private, 0600)."""
+    import os
+    import stat
+
+    for root, dirs, files in os.walk(folder):
+        for d in dirs:
+            p = Path(root) / d
+            p.chmod(p.stat().st_mode | stat.S_IRUSR | stat.S_IXUSR | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
+        for f in files:
+            p = Path(root) / f
+            p.chmod(p.stat().st_mode | stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
+    folder.chmod(folder.stat().st_mode | 0o755)
+
+
 def main_fill(args) -> int:
+    if getattr(args, "into", None):
+        counts = fill(args.quick, args.only, into=args.into)
+        print(f"the class's shared recording: {args.into} (learners: LABKIT_SHARED_CACHE={args.into})")
+        print(f"  saved {counts['saved']} calls, {counts['skipped']} were there already, {counts['failed']} failed, "
+              f"in {counts['seconds']:.0f} s")
+        for r in counts["reasons"]:
+            print(f"  failed: {r}")
+        return 130 if counts.get("interrupted") else 0
     counts = fill(args.quick, args.only)
     print(f"this GPU's recording: {counts['folder']}\n  saved {counts['saved']} calls, {counts['skipped']} were there "
           f"already, {counts['failed']} failed, in {counts['seconds']:.0f} s")

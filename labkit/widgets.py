@@ -551,9 +551,9 @@ class _PanelMeasuring:
         self._t0, self._last_partial, self.partial_draws, self.first_paint_ms = t0, 0.0, 0, None
         self._drawing = _generation
         try:
-            from .progress import listening
+            from .progress import announcing, listening
 
-            with listening(self._on_partial):
+            with listening(self._on_partial), announcing(self._on_phase):
                 df = self._result(force)
             if _generation != self._generation:
                 raise Superseded()
@@ -606,6 +606,19 @@ class _PanelMeasuring:
             self.first_paint_ms = (self._last_partial - self._t0) * 1000
         self.status.value = _status("running", f"{done} of {total} {html.escape(unit)}, {now - self._t0:.1f} s; "
                                                "the chart fills in as the rest is measured ...")
+
+    def _on_phase(self, phase: str) -> None:
+        """A measurement says where it is (`labkit.progress.announce`): the panel shows a wait for
+        the GPU (another notebook's turn, `labkit.gpu.lock`) and its end; other phases are the
+        progress bar's."""
+        if self._drawing != self._generation:
+            return
+        if phase.startswith("waiting for the GPU"):
+            self.waits += 1
+            self.status.value = _status("running", html.escape(phase) + ": another notebook is measuring on it; "
+                                        "this one starts when its turn comes (the chart shows what was there)")
+        elif phase == "got the GPU":
+            self.status.value = _status("running", "measuring on the GPU ...")
 
     def _measured_already(self) -> bool:
         from . import lessons
@@ -761,6 +774,7 @@ class Panel(_PanelGPU, _PanelView, _PanelValues, _PanelMeasuring):
         #: live: a click measures in a thread, so the kernel hears the next click and stops this one
         self.background = self.live
         self.stopped = 0  # measurements stopped because a newer request came
+        self.waits = 0  # times a measurement of this panel waited for another process's turn on the GPU
         self._generation = 0  # bumped by every new request; an older measurement stops at its next checkpoint
         self._bg_thread: Optional[threading.Thread] = None
         self._bg_lock = threading.Lock()
@@ -898,6 +912,9 @@ def live_note(df, started: float, ahead: bool = False) -> str:
     except ValueError:
         when, stamp = None, "an earlier time"
     if a.get("loaded_from_disk"):
+        if a.get("from_shared"):
+            return (f"measured at {stamp} on a GPU of this machine's identity (model, driver, cuDNN), read from the "
+                    "class's shared recording (<i>measure again</i> to measure it on yours)")
         return f"measured on this GPU at {stamp}, read from its recording (<i>measure again</i> to redo it)"
     if ahead or (when is not None and when.timestamp() < started - 1):
         return f"measured earlier (ahead of this change) at {stamp}{saved}"

@@ -71,13 +71,15 @@ def experiment(fn):
             from .. import recordings
 
             return with_model(fn.__name__, recordings.lookup(fn.__name__, request))
-        from ..gpu import conditions, ranges
+        from ..gpu import conditions, lock, ranges
 
-        # the GPU's clocks, power, temperature while it runs; an NVTX range for Nsight Systems
-        with conditions.Watch() as watch, ranges.annotate(f"labkit {fn.__name__}", "experiment"):
+        # this process's turn on the GPU (other processes queue; let go while plans build); the
+        # GPU's clocks, power, temperature while it runs; an NVTX range for Nsight Systems
+        with lock.hold() as turn, conditions.Watch() as watch, ranges.annotate(f"labkit {fn.__name__}", "experiment"):
             df = fn(*args, **kwargs)
         df.attrs.update(provenance(live=True))
         df.attrs["conditions"] = watch.result
+        df.attrs["gpu_turn"] = turn.summary()
         df.attrs["experiment"] = fn.__name__
         df.attrs["request"] = request
         return df

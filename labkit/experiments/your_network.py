@@ -362,10 +362,11 @@ def network_report(net="resnet50", batch: Optional[int] = 32, dtype: Optional[st
 
 def _in_worker(step: str, args: tuple, budget_s: float, what: str):
     """``step(*args)`` of this module in the worker process (`labkit.gpu.isolated`), killed
-    `KILL_GRACE_S` after ``budget_s``; the phases it announces are announced here too."""
+    `KILL_GRACE_S` after ``budget_s``; the phases it announces are announced here too. The step
+    takes its own turn on the GPU there (`labkit.gpu.lock`); this process lets its turn go meanwhile."""
     from ..gpu import isolated
 
-    return isolated.run_step(f"{__name__}:{step}", args, budget_s + KILL_GRACE_S, what, announce)
+    return isolated.run_step(f"{__name__}:{step}", args, budget_s + KILL_GRACE_S, what, announce, hold_gpu=True)
 
 
 def _report(network, steps, groups, budget_s: float):

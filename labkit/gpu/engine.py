@@ -23,7 +23,7 @@ import cudnn
 import cupy
 import numpy
 
-from . import memory
+from . import lock, memory
 from ..errors import InvalidSpec, LabkitError, OutOfMemory, Unsupported
 from ..cancel import Budget, checkpoint, was_cut
 from ..progress import announce
@@ -103,7 +103,8 @@ class ConvGraph:
                  + ("" if epilogue == "none" else f" + {epilogue}"))
         t0 = time.perf_counter()
         try:
-            why_not = self._plan_all(budget)
+            with lock.released():  # building needs no turn on the GPU: another notebook may time meanwhile
+                why_not = self._plan_all(budget)
         except LabkitError:
             raise
         except Exception as exc:
@@ -296,6 +297,16 @@ def _plan_store(kind: Optional[str] = None):
         return None
 
 
+def _shared_plans():
+    """The class's shared saved plans (`labkit.plan_store.shared`), or None."""
+    from .. import plan_store
+
+    try:
+        return plan_store.shared()
+    except LabkitError:
+        return None
+
+
 def save_plan(cg: ConvGraph, plan_index: int, kind: str, info: Optional[dict] = None, store=None):
     """Serialize plan ``plan_index`` of ``cg`` to disk as this graph's ``kind`` plan ("heuristic" or
     "autotuned"; `labkit.plan_store`). Returns the file, or None (saving off, a loaded graph, or
@@ -326,10 +337,13 @@ def load_plan(spec: ConvSpec, epilogue: str = "none", workspace_cap: Optional[in
     t0 = time.perf_counter()
     spec = _check_spec(spec)  # bad input is an error whether or not anything is saved
     epilogue, workspace_cap = _check_epilogue(spec, epilogue), _check_cap(workspace_cap)
-    store = store if store is not None else _plan_store(kind)
-    if store is None:
-        return None
-    saved = store.get(graph_key(spec, epilogue, workspace_cap, False), kind)
+    stores = [store] if store is not None else [_plan_store(kind), _shared_plans()]
+    key = graph_key(spec, epilogue, workspace_cap, False)
+    saved = None
+    for store in filter(None, stores):  # this machine's own plans, then the class's shared folder
+        saved = store.get(key, kind)
+        if saved is not None:
+            break
     if saved is None:
         return None
     try:

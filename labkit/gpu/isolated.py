@@ -89,7 +89,7 @@ def _serve(conn) -> None:
     conn.send(("ready", os.getpid()))
     while True:
         try:
-            target, args, env = conn.recv()
+            target, args, env, hold_gpu = conn.recv()
         except (EOFError, OSError):  # the parent is gone
             return
         for key in [k for k in os.environ if k.startswith("LABKIT_") and k not in env]:
@@ -97,7 +97,13 @@ def _serve(conn) -> None:
         os.environ.update(env)  # the caller's settings now (its cache folder, saved plans on or off, ...)
         try:
             with announcing(lambda phase: conn.send(("phase", phase))):
-                value = _resolve(target)(*args)
+                if hold_gpu:  # the caller let its turn go while it waits: the step takes one here
+                    from .lock import hold
+
+                    with hold():
+                        value = _resolve(target)(*args)
+                else:
+                    value = _resolve(target)(*args)
             conn.send(("done", value))
         except BaseException as exc:  # noqa: BLE001  (every failure goes back to the caller, named)
             conn.send(("error", _portable(exc)))
@@ -226,13 +232,17 @@ class Worker:
             proc.join(5)
 
     def call(self, target: str, args: tuple = (), budget_s: Optional[float] = None, what: str = "a step",
-             on_phase: Optional[Callable[[str], None]] = None):
+             on_phase: Optional[Callable[[str], None]] = None, hold_gpu: bool = False):
         """Run ``target(*args)`` in the worker and return its value. Past ``budget_s`` seconds the
         worker is killed and `labkit.TimedOut` raised, naming ``what`` and the phase the step last
         announced (``on_phase(phase)`` hears each one). An error the step raised is raised here
         (labkit's own errors as themselves). A `labkit.cancel.checkpoint` that stops the caller
-        (a superseded panel request), or Ctrl-C, kills the worker and goes on up."""
-        with self._lock:
+        (a superseded panel request), or Ctrl-C, kills the worker and goes on up. ``hold_gpu``:
+        the step measures on the GPU; this process lets its turn on the GPU go while it waits
+        and the worker takes one for the step (`labkit.gpu.lock`)."""
+        from .lock import released
+
+        with self._lock, (released() if hold_gpu else contextlib.nullcontext()):
             if not self.alive:
                 self.stop()
                 self._start()
@@ -240,7 +250,7 @@ class Worker:
             t0 = time.monotonic()
             proc, conn = self._proc, self._conn  # a stop() from another thread closes them under us: "died"
             try:
-                conn.send((target, args, {k: v for k, v in os.environ.items() if k.startswith("LABKIT_")}))
+                conn.send((target, args, {k: v for k, v in os.environ.items() if k.startswith("LABKIT_")}, hold_gpu))
                 while True:
                     try:
                         ready = conn.poll(POLL_S)
@@ -292,11 +302,12 @@ def worker() -> Worker:
 
 
 def run_step(target: str, args: tuple = (), budget_s: Optional[float] = None, what: str = "a step",
-             on_phase: Optional[Callable[[str], None]] = None):
+             on_phase: Optional[Callable[[str], None]] = None, hold_gpu: bool = False):
     """``target(*args)`` in this process's worker within ``budget_s`` (`Worker.call`), or, with
-    isolation off (`isolation_on`), here in this process (the step's own budgets still apply)."""
+    isolation off (`isolation_on`), here in this process (the step's own budgets still apply;
+    ``hold_gpu``: under this process's turn on the GPU)."""
     if isolation_on():
-        return worker().call(target, args, budget_s, what, on_phase)
+        return worker().call(target, args, budget_s, what, on_phase, hold_gpu)
     if on_phase is None or on_phase is announce:  # here, the step's announcements reach this thread's listener already
         return _resolve(target)(*args)
     with announcing(on_phase):

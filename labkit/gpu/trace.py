@@ -307,7 +307,9 @@ def warm() -> None:
     attaching pays CUPTI's set-up inside the traced region (gaps of milliseconds)."""
     import cupy
 
-    with Tracer("warm-up"):
+    from .lock import hold
+
+    with hold(), Tracer("warm-up"):  # GPU work of labkit's: in this process's turn (`labkit.gpu.lock`)
         x = cupy.zeros(8)
         x += 1
         cupy.cuda.get_current_stream().synchronize()

@@ -1,0 +1,72 @@
+"""Whether another process used the GPU while labkit measured: NVML's per-process utilisation.
+
+NVML (``nvmlDeviceGetProcessUtilization``) keeps, per process with a CUDA context, samples of the
+share of time its kernels ran (``smUtil``) and its memory traffic (``memUtil``), each stamped
+with the host time (microseconds) its sampling period ended; the driver samples about once a
+second (H200, driver 580: one sample per process per second was seen), so a short measurement is
+judged by the samples whose period ends after it began. A process counts as contending when its
+samples since then show kernels or memory traffic and it is not this process, one of its
+children (build and report workers), a labkit member of the GPU lock (`labkit.gpu.lock`: they do
+their GPU work under the lock, so their samples are other turns), or a member's child.
+
+Without NVML, or on a GPU or driver that keeps no samples, every answer is "none": contention is
+information, never a reason to fail.
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Iterable, List, Set
+
+from .conditions import _LOCK, _handle, _nvml
+
+#: a process counts when a sample shows this much SM or memory use (percent)
+MIN_UTIL = 1
+#: seconds looked back before a turn began: a sample is stamped when its period (about a second)
+#: ends, so a short turn may have no sample of its own; the one before it covers its start
+LOOKBACK_S = 1.0
+
+
+def _ppid(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _family(pid: int, roots: Set[int]) -> bool:
+    """Whether ``pid`` is one of ``roots`` or a descendant of one (at most 6 generations up)."""
+    for _ in range(6):
+        if pid in roots:
+            return True
+        pid = _ppid(pid)
+        if pid <= 1:
+            return False
+    return False
+
+
+def active_since(since_us: int) -> Set[int]:
+    """Pids whose NVML samples since ``since_us`` (host microseconds since the epoch) show GPU use."""
+    n = _nvml()
+    if n is None:
+        return set()
+    with _LOCK:
+        try:
+            samples = n.nvmlDeviceGetProcessUtilization(_handle(n), int(since_us))
+        except Exception:  # noqa: BLE001  (NOT_FOUND: no samples since then; NOT_SUPPORTED; ...)
+            return set()
+    return {int(s.pid) for s in samples
+            if int(s.timeStamp) >= since_us and (int(s.smUtil) >= MIN_UTIL or int(s.memUtil) >= MIN_UTIL)}
+
+
+def others_since(since_us: int, members: Iterable[int] = ()) -> List[int]:
+    """Pids of processes, not this one's family nor labkit ``members``' families, that used the
+    GPU since ``since_us`` less `LOOKBACK_S` (sorted)."""
+    roots = {os.getpid(), *members}
+    return sorted(p for p in active_since(int(since_us - LOOKBACK_S * 1e6)) if not _family(p, roots))
+
+
+def busy_now(window_s: float = 2.0, members: Iterable[int] = ()) -> List[int]:
+    """Pids of other processes (as `others_since`) that used the GPU in the last ``window_s`` seconds."""
+    return others_since(int((time.time() - window_s + LOOKBACK_S) * 1e6), members)

@@ -1,0 +1,276 @@
+"""A class on one GPU (issue 28): several learner processes moving controls at once.
+
+Each learner is a process of its own (a notebook kernel, as on JupyterHub) that, for ``--seconds``,
+picks a request of lesson 03's precision panel at random (base convolution at N 16/32/64 in NHWC,
+N 32 in NCHW: every dtype timed by CUDA-graph replay of its heuristic plan) and measures it again
+(``lessons.data(..., force=True)``: lock, check, timing, save), as a learner moving the panel's
+controls does. All learners save into one cache folder (the worst case for the cache: every
+writer on the same files). Every measurement's kernels are traced with CUPTI (device records
+only) in the alone run and the class run alike, so both are timed under the same conditions.
+
+Measured, and written as one row per run to ``data/bench/classroom_<gpu slug>.csv``:
+
+* ``overlaps``: pairs of GPU turns of two processes that overlap in time, from the lock's own
+  log (``LABKIT_GPU_LOCK_LOG``); ``kernel_overlaps``: pairs of kernels of two processes that ran
+  at the same time, from CUPTI's timestamps (one clock for the machine);
+* ``max_deviation`` / ``median_deviation``: each learner's median GPU time per (request, dtype)
+  against the same measurement taken alone (one process, every request `ALONE_ROUNDS` times,
+  before the class run); ``alone_noise``: the largest (max - min) / median of those alone rounds,
+  the run-to-run spread of one process with the GPU to itself;
+* ``contended``: measurements marked as contended (another, non-labkit process used the GPU);
+* ``lost_entries`` / ``corrupted_entries``: saved calls a fresh reader cannot read back / files
+  set aside; ``crashes``: learners that did not exit 0;
+* ``wait_shown_ms``: from asking for the GPU while another process holds it to the first
+  "waiting for the GPU (n ahead)" announcement; ``takeover_s``: from ``kill -9`` of the holder to
+  the waiter's turn.
+
+    python3 scripts/bench_classroom.py [--processes 8] [--seconds 120] [--out data/bench/classroom_<slug>.csv]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+COLUMNS = ["gpu", "date", "processes", "seconds", "measurements", "overlaps", "kernel_overlaps", "kernels_traced",
+           "max_deviation", "median_deviation", "alone_noise", "contended", "lost_entries", "corrupted_entries", "crashes",
+           "mean_wait_s", "wait_shown_ms", "takeover_s"]
+
+
+#: times the alone run measures every request
+ALONE_ROUNDS = 5
+
+
+def requests():
+    from labkit import lessons
+
+    return [dict(spec=lessons.base(N=n)) for n in (16, 32, 64)] + [dict(spec=lessons.base(layout="NCHW"))]
+
+
+def _merged(spans):
+    out = []
+    for s, e in sorted(spans):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return out
+
+
+# ---- one learner (a child process) -------------------------------------------------------------
+def learner(ident: int, seconds: float, rounds: int, out: Path) -> None:
+    from labkit import experiments, lessons
+    from labkit.gpu import trace
+
+    reqs = requests()
+    rng = random.Random(ident)
+    order = [kw for _ in range(rounds) for kw in reqs] if rounds else None
+    deadline = time.monotonic() + seconds
+    with trace.session(), open(out, "w") as f:
+        i = 0
+        while (order is not None and i < len(order)) or (order is None and time.monotonic() < deadline):
+            kw = order[i] if order is not None else rng.choice(reqs)
+            i += 1
+            t0 = time.time()
+            tracer = trace.Tracer(label=f"learner {ident}", api=False)
+            with tracer:
+                df = lessons.data("precision", force=True, **kw)
+            ok = df[df["status"] == "ok"]
+            kernels = _merged([(r["start_ns"], r["end_ns"]) for r in tracer.rows if r["kind"] in ("kernel", "memset", "memcpy")])
+            turn = df.attrs.get("gpu_turn") or {}
+            f.write(json.dumps(dict(
+                learner=ident, pid=os.getpid(), t0=t0, t1=time.time(),
+                request=experiments.request_key(experiments.request_of("precision", **kw)),
+                gpu_us=dict(zip(ok["dtype"], map(float, ok["gpu_us"]))), saved_in=df.attrs.get("saved_in"),
+                contended_by=turn.get("contended_by", []), waited_s=turn.get("waited_s", 0.0), kernels=kernels,
+                dropped=tracer.dropped)) + "\n")
+            f.flush()
+
+
+def _run_learners(n: int, seconds: float, rounds: int, work: Path, env: dict):
+    procs = []
+    for i in range(n):
+        out = work / f"learner{i}.jsonl"
+        procs.append((subprocess.Popen([sys.executable, __file__, "--learner", str(i), "--seconds", str(seconds),
+                                        "--rounds", str(rounds), "--jsonl", str(out)], env=env,
+                                       stdout=open(work / f"learner{i}.log", "w"), stderr=subprocess.STDOUT), out))
+    crashes = 0
+    rows = []
+    for p, out in procs:
+        p.wait()
+        crashes += p.returncode != 0
+        if out.exists():
+            rows += [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+    return rows, crashes
+
+
+# ---- checks ------------------------------------------------------------------------------------
+def lock_overlaps(log: Path) -> int:
+    """Pairs of turns (acquire..release) of different processes that overlap."""
+    if not log.exists():
+        return -1
+    open_at, spans = {}, []
+    for line in log.read_text().splitlines():
+        e = json.loads(line)
+        if e["event"] == "acquire":
+            open_at[e["pid"]] = e["t"]
+        elif e["event"] == "release" and e["pid"] in open_at:
+            spans.append((open_at.pop(e["pid"]), e["t"], e["pid"]))
+    return _cross_overlaps(spans)
+
+
+def _cross_overlaps(spans) -> int:
+    spans = sorted(spans)
+    n, active = 0, []
+    for s, e, who in spans:
+        active = [a for a in active if a[1] > s]
+        n += sum(1 for a in active if a[2] != who)
+        active.append((s, e, who))
+    return n
+
+
+def deviations(alone_rows, class_rows):
+    alone = {}
+    for r in alone_rows:
+        for d, us in r["gpu_us"].items():
+            alone.setdefault((r["request"], d), []).append(us)
+    noise = max((max(v) - min(v)) / statistics.median(v) for v in alone.values()) if alone else float("nan")
+    alone = {k: statistics.median(v) for k, v in alone.items()}
+    mine = {}
+    for r in class_rows:
+        for d, us in r["gpu_us"].items():
+            mine.setdefault((r["learner"], r["request"], d), []).append(us)
+    devs = [abs(statistics.median(v) / alone[(req, d)] - 1) for (lr, req, d), v in mine.items() if (req, d) in alone]
+    return (max(devs) if devs else float("nan")), (statistics.median(devs) if devs else float("nan")), noise
+
+
+def cache_check(cache: Path, rows) -> tuple:
+    """(lost, corrupted): saved calls a fresh reader cannot read; files set aside."""
+    from labkit import localcache
+
+    store = localcache.LocalRecording(cache, localcache.this_identity())
+    lost = 0
+    seen = {}
+    for r in rows:
+        if r.get("saved_in"):
+            seen[r["request"]] = r
+    for key in seen:
+        if store.get("precision", json.loads(key)) is None:
+            lost += 1
+    aside = cache / "set-aside"
+    return lost, (len(list(aside.iterdir())) if aside.is_dir() else 0)
+
+
+def takeover() -> tuple:
+    """(wait_shown_ms, takeover_s): another process holds this GPU's lock; this one asks, hears
+    "waiting for the GPU", and gets its turn after the holder is killed with SIGKILL."""
+    from labkit.gpu import lock
+    from labkit.progress import announcing
+
+    folder = lock.lock_root() / lock.gpu_uuid()
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from labkit.gpu.lock import FileLock; "
+                               f"FileLock({str(folder)!r}).acquire(); print('held', flush=True); time.sleep(60)"],
+                              stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert holder.stdout.readline().strip() == "held"
+    got = {}
+
+    def ask():
+        t0 = time.monotonic()
+
+        def heard(phase):
+            if phase.startswith("waiting for the GPU") and "shown" not in got:
+                got["shown"] = time.monotonic() - t0
+
+        with announcing(heard), lock.hold():
+            got["turn"] = time.monotonic()
+
+    t = threading.Thread(target=ask)
+    t.start()
+    time.sleep(1.0)
+    killed = time.monotonic()
+    os.kill(holder.pid, signal.SIGKILL)
+    t.join(30)
+    holder.wait()
+    return got.get("shown", float("nan")) * 1000, got.get("turn", float("nan")) - killed
+
+
+def run(processes: int, seconds: float, out: Path) -> None:
+    import pandas as pd
+
+    from labkit import env
+
+    e = env.environment()
+    work = Path(tempfile.mkdtemp(prefix="labkit-classroom-"))
+    log = work / "lock.jsonl"
+    base_env = dict(os.environ, LABKIT_MODE="live", LABKIT_PREFETCH="0", LABKIT_BUILD_WORKERS="0",
+                    LABKIT_GPU_LOCK_LOG=str(log), PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    base_env.pop("LABKIT_SHARED_CACHE", None)
+    print(f"alone: 1 process, every request {ALONE_ROUNDS} times ({work})", flush=True)
+    (work / "alone").mkdir()
+    alone, alone_crash = _run_learners(1, 0, ALONE_ROUNDS, work / "alone", dict(base_env, LABKIT_CACHE=str(work / "alone-cache")))
+    if log.exists():
+        log.rename(work / "lock-alone.jsonl")
+    print(f"class: {processes} processes for {seconds:.0f} s", flush=True)
+    (work / "class").mkdir()
+    cache = work / "class-cache"
+    rows, crashes = _run_learners(processes, seconds, 0, work / "class", dict(base_env, LABKIT_CACHE=str(cache)))
+    overlaps = lock_overlaps(log)
+    kernel_spans = [(s, en, r["pid"]) for r in rows for s, en in r["kernels"]]
+    kernel_overlaps = _cross_overlaps(kernel_spans)
+    max_dev, med_dev, noise = deviations(alone, rows)
+    lost, corrupted = cache_check(cache, rows)
+    shown_ms, take_s = takeover()
+    row = dict(gpu=e.gpu_name, date=time.strftime("%Y-%m-%d"), processes=processes, seconds=seconds, measurements=len(rows),
+               overlaps=overlaps, kernel_overlaps=kernel_overlaps, kernels_traced=len(kernel_spans),
+               max_deviation=round(max_dev, 4), median_deviation=round(med_dev, 4), alone_noise=round(noise, 4),
+               contended=sum(1 for r in rows if r["contended_by"]), lost_entries=lost, corrupted_entries=corrupted,
+               crashes=crashes + alone_crash, mean_wait_s=round(statistics.mean(r["waited_s"] for r in rows), 3) if rows else None,
+               wait_shown_ms=round(shown_ms, 1), takeover_s=round(take_s, 3))
+    df = pd.DataFrame([row], columns=COLUMNS)
+    if out.exists():
+        old = pd.read_csv(out)
+        df = pd.concat([old[old.gpu != e.gpu_name], df], ignore_index=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    df.to_csv(out, index=False)
+    print(df.T.to_string(header=False))
+    per = {}
+    for r in rows:
+        per.setdefault(r["learner"], []).append(r)
+    for i, rs in sorted(per.items()):
+        print(f"learner {i}: {len(rs)} measurements, waited {sum(r['waited_s'] for r in rs):.1f} s in all")
+    print(f"work folder: {work}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--processes", type=int, default=8)
+    ap.add_argument("--seconds", type=float, default=120.0)
+    ap.add_argument("--out")
+    ap.add_argument("--learner", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--rounds", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--jsonl", help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.learner is not None:
+        learner(a.learner, a.seconds, a.rounds, Path(a.jsonl))
+        return 0
+    from labkit import env
+
+    out = Path(a.out) if a.out else ROOT / "data" / "bench" / f"classroom_{env.gpu_slug(env.environment().gpu_name)}.csv"
+    run(a.processes, a.seconds, out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
