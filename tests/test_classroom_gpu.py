@@ -36,7 +36,7 @@ BUSY = textwrap.dedent("""
 LAUNCH = textwrap.dedent("""
     import subprocess, sys
     p = subprocess.Popen([sys.executable, '-c', sys.argv[1], sys.argv[2]], stdout=subprocess.PIPE, text=True,
-                         start_new_session=True)
+                         stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     print(p.stdout.readline().split()[1], flush=True)
 """)
 

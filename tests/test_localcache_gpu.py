@@ -30,7 +30,7 @@ MEASURE = textwrap.dedent("""
     df = lessons.data("precision", spec=spec)
     print(json.dumps({"gpu_us": [None if v != v else v for v in df["gpu_us"]], "plans": list(map(str, df["plan_name"])),
                       "builds": engine.graphs.stats.misses, "loads": engine.graphs.stats.loads, "from_disk": bool(df.attrs.get("loaded_from_disk")),
-                      "saved_in": df.attrs.get("saved_in")}))
+                      "saved_in": df.attrs.get("saved_in"), "gpu_turn": df.attrs.get("gpu_turn")}))
 """)
 
 
@@ -57,7 +57,7 @@ class start:
 
 def test_a_second_process_is_answered_from_disk_with_zero_graph_builds(tmp_path):
     first = measure(tmp_path)
-    assert first["builds"] > 0 and not first["from_disk"] and first["saved_in"]
+    assert first["builds"] > 0 and not first["from_disk"] and first["saved_in"], first
     second = measure(tmp_path)
     assert second["builds"] == 0 and second["from_disk"], second
     assert second["gpu_us"] == first["gpu_us"] and second["plans"] == first["plans"]

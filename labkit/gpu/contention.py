@@ -6,7 +6,7 @@ with the host time (microseconds) its sampling period ended; the driver samples 
 second (H200, driver 580: one sample per process per second was seen), so a short measurement is
 judged by the samples whose period ends after it began. A process counts as contending when its
 samples since then show kernels or memory traffic and it is not this process, one of its
-children (build and report workers), a labkit member of the GPU lock (`labkit.gpu.lock`: they do
+children (build and report workers) or ancestors (the script that started it), a labkit member of the GPU lock (`labkit.gpu.lock`: they do
 their GPU work under the lock, so their samples are other turns), or a member's child.
 
 Without NVML, or on a GPU or driver that keeps no samples, every answer is "none": contention is
@@ -60,11 +60,23 @@ def active_since(since_us: int) -> Set[int]:
             if int(s.timeStamp) >= since_us and (int(s.smUtil) >= MIN_UTIL or int(s.memUtil) >= MIN_UTIL)}
 
 
+def _ancestors(pid: int) -> Set[int]:
+    out = set()
+    for _ in range(6):
+        pid = _ppid(pid)
+        if pid <= 1:
+            break
+        out.add(pid)
+    return out
+
+
 def others_since(since_us: int, members: Iterable[int] = ()) -> List[int]:
-    """Pids of processes, not this one's family nor labkit ``members``' families, that used the
-    GPU since ``since_us`` less `LOOKBACK_S` (sorted)."""
+    """Pids of processes that used the GPU since ``since_us`` less `LOOKBACK_S` (sorted), leaving
+    out this process's family (its children, and its ancestors: the script or test run that
+    started it) and labkit ``members`` with their children."""
     roots = {os.getpid(), *members}
-    return sorted(p for p in active_since(int(since_us - LOOKBACK_S * 1e6)) if not _family(p, roots))
+    mine = _ancestors(os.getpid())
+    return sorted(p for p in active_since(int(since_us - LOOKBACK_S * 1e6)) if p not in mine and not _family(p, roots))
 
 
 def busy_now(window_s: float = 2.0, members: Iterable[int] = ()) -> List[int]:
