@@ -7,8 +7,10 @@ raises `ModeError`.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import threading
 import platform
 import re
 import sys
@@ -156,3 +158,31 @@ def doctor() -> str:
     rows.append(("mode", m))
     lines = [f"{k:>20}: {v if v is not None else '-'}" for k, v in rows]
     return "\n".join(lines)
+
+
+_VARS_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def variables(changes: dict, exclusive: bool = True):
+    """Environment variables set (a value) or unset (None) inside the block, as they were after.
+    ``exclusive``: one such block at a time in the process (a short one: a worker process spawned
+    inside copies them); a long block (a whole fill) passes False."""
+    if not changes:
+        yield
+        return
+    with (_VARS_LOCK if exclusive else contextlib.nullcontext()):
+        saved = {k: os.environ.get(k) for k in changes}
+        _apply(changes)
+        try:
+            yield
+        finally:
+            _apply(saved)
+
+
+def _apply(values: dict) -> None:
+    for k, v in values.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v

@@ -229,38 +229,31 @@ def _fill_shared(folder: Path, quick: bool, only) -> dict:
     if folder.exists() and not folder.is_dir():
         raise localcache.CacheError("--into must name a folder", folder)
     status = folder / localcache.FILL_STATUS
-    saved = {k: os.environ.get(k) for k in ("LABKIT_CACHE", "LABKIT_SHARED_CACHE")}
-    os.environ["LABKIT_CACHE"] = str(folder)
-    os.environ.pop("LABKIT_SHARED_CACHE", None)  # never answer a fill from another shared folder
-    localcache.reset()
-    plan_store.reset()
     body = {"status": "running", "started": localcache.now(), "pid": os.getpid(), "quick": bool(quick),
             "only": list(only or []), "identity": localcache.this_identity()}
     counts = {}
-    try:
-        localcache.write_atomic(status, (json.dumps(body, indent=2) + "\n").encode())
-        counts = fill(quick, only)
-    finally:
-        body.update(status="stopped" if counts.get("interrupted") or not counts else "complete", ended=localcache.now(),
-                    **{k: counts.get(k) for k in ("saved", "skipped", "failed", "seconds")})
+    # the fill's cache is the folder; never answered from another shared folder
+    with env.variables({"LABKIT_CACHE": str(folder), "LABKIT_SHARED_CACHE": None}, exclusive=False):
+        localcache.reset()
+        plan_store.reset()
         try:
-            localcache.write_atomic(status, (json.dumps(body, indent=2, default=str) + "\n").encode())
-            _readable_by_all(folder)
+            localcache.write_atomic(status, (json.dumps(body, indent=2) + "\n").encode())
+            counts = fill(quick, only)
         finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
-            localcache.reset()
-            plan_store.reset()
+            body.update(status="stopped" if counts.get("interrupted") or not counts else "complete", ended=localcache.now(),
+                        **{k: counts.get(k) for k in ("saved", "skipped", "failed", "seconds")})
+            try:
+                localcache.write_atomic(status, (json.dumps(body, indent=2, default=str) + "\n").encode())
+                _readable_by_all(folder)
+            finally:
+                localcache.reset()
+                plan_store.reset()
     return counts
 
 
 def _readable_by_all(folder: Path) -> None:
     """Every file under ``folder`` readable, every folder enterable, by every user (the cache's
     files are written private, 0600)."""
-    import os
     import stat
 
     for root, dirs, files in os.walk(folder):

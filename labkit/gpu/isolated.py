@@ -31,6 +31,7 @@ import time
 from typing import Callable, Dict, Optional
 
 from ..cancel import checkpoint
+from ..env import variables
 from ..progress import announce, announcing
 from ..errors import InvalidSpec, LabkitError, TimedOut
 
@@ -158,28 +159,6 @@ def _main_hidden():
                     main.__dict__.pop("__spec__", None)
 
 
-_ENV_LOCK = threading.Lock()
-
-
-@contextlib.contextmanager
-def _environment(env: Dict[str, str]):
-    """``env`` in os.environ while a worker process is spawned (it copies the environment then)."""
-    if not env:
-        yield
-        return
-    with _ENV_LOCK:
-        saved = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)
-        try:
-            yield
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
-
-
 class Worker:
     """One worker process and the pipe to it (see the module doc). ``phase``: what the step in
     flight last announced; ``starts``: how many processes this worker has started."""
@@ -205,7 +184,7 @@ class Worker:
         ctx = multiprocessing.get_context("spawn")
         parent, child = ctx.Pipe()
         proc = ctx.Process(target=_serve, args=(child,), name="labkit-worker", daemon=self.daemon)
-        with _main_hidden(), _environment(self.env):
+        with _main_hidden(), variables(self.env):  # the worker copies them as it starts
             proc.start()
         child.close()
         self._proc, self._conn, self.starts = proc, parent, self.starts + 1
