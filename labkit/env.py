@@ -10,10 +10,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import threading
 import platform
 import re
 import sys
+import threading
 from dataclasses import asdict, dataclass
 from typing import Optional
 

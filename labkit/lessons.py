@@ -90,7 +90,7 @@ def _usable(hit) -> bool:
         return True
     from .gpu import contention, lock
 
-    return bool(contention.busy_now(members=lock.members()))
+    return bool(contention.busy_now(members=lock.members))
 
 
 def _store(key: str, df) -> None:

@@ -267,17 +267,12 @@ def _readable_by_all(folder: Path) -> None:
 
 
 def main_fill(args) -> int:
-    if getattr(args, "into", None):
-        counts = fill(args.quick, args.only, into=args.into)
-        print(f"the class's shared recording: {args.into} (learners: LABKIT_SHARED_CACHE={args.into})")
-        print(f"  saved {counts['saved']} calls, {counts['skipped']} were there already, {counts['failed']} failed, "
-              f"in {counts['seconds']:.0f} s")
-        for r in counts["reasons"]:
-            print(f"  failed: {r}")
-        return 130 if counts.get("interrupted") else 0
-    counts = fill(args.quick, args.only)
-    print(f"this GPU's recording: {counts['folder']}\n  saved {counts['saved']} calls, {counts['skipped']} were there "
-          f"already, {counts['failed']} failed, in {counts['seconds']:.0f} s")
+    into = getattr(args, "into", None)
+    counts = fill(args.quick, args.only, into=into)
+    print(f"the class's shared recording: {into} (learners: LABKIT_SHARED_CACHE={into})" if into
+          else f"this GPU's recording: {counts['folder']}")
+    print(f"  saved {counts['saved']} calls, {counts['skipped']} were there already, {counts['failed']} failed, "
+          f"in {counts['seconds']:.0f} s")
     for r in counts["reasons"]:
         print(f"  failed: {r}")
     return 130 if counts.get("interrupted") else 0

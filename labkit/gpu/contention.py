@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Iterable, List, Set
+from typing import Callable, Iterable, List, Set
 
 from .conditions import _LOCK, _handle, _nvml
 
@@ -35,15 +35,20 @@ def _ppid(pid: int) -> int:
         return 0
 
 
-def _family(pid: int, roots: Set[int]) -> bool:
-    """Whether ``pid`` is one of ``roots`` or a descendant of one (at most 6 generations up)."""
+def _ancestors(pid: int) -> Set[int]:
+    """The parent of ``pid``, its parent, ... (at most 6 generations, init left out)."""
+    out = set()
     for _ in range(6):
-        if pid in roots:
-            return True
         pid = _ppid(pid)
         if pid <= 1:
-            return False
-    return False
+            break
+        out.add(pid)
+    return out
+
+
+def _family(pid: int, roots: Set[int]) -> bool:
+    """Whether ``pid`` is one of ``roots`` or a descendant of one."""
+    return pid in roots or bool(_ancestors(pid) & roots)
 
 
 def active_since(since_us: int) -> Set[int]:
@@ -60,25 +65,19 @@ def active_since(since_us: int) -> Set[int]:
             if int(s.timeStamp) >= since_us and (int(s.smUtil) >= MIN_UTIL or int(s.memUtil) >= MIN_UTIL)}
 
 
-def _ancestors(pid: int) -> Set[int]:
-    out = set()
-    for _ in range(6):
-        pid = _ppid(pid)
-        if pid <= 1:
-            break
-        out.add(pid)
-    return out
-
-
-def others_since(since_us: int, members: Iterable[int] = ()) -> List[int]:
+def others_since(since_us: int, members: Callable[[], Iterable[int]] = tuple) -> List[int]:
     """Pids of processes that used the GPU since ``since_us`` less `LOOKBACK_S` (sorted), leaving
     out this process's family (its children, and its ancestors: the script or test run that
-    started it) and labkit ``members`` with their children."""
-    roots = {os.getpid(), *members}
+    started it) and labkit members (``members()``, asked only when some process was active) with
+    their children."""
+    active = active_since(int(since_us - LOOKBACK_S * 1e6))
+    if not active:
+        return []
+    roots = {os.getpid(), *members()}
     mine = _ancestors(os.getpid())
-    return sorted(p for p in active_since(int(since_us - LOOKBACK_S * 1e6)) if p not in mine and not _family(p, roots))
+    return sorted(p for p in active if p not in mine and not _family(p, roots))
 
 
-def busy_now(window_s: float = 2.0, members: Iterable[int] = ()) -> List[int]:
+def busy_now(window_s: float = 2.0, members: Callable[[], Iterable[int]] = tuple) -> List[int]:
     """Pids of other processes (as `others_since`) that used the GPU in the last ``window_s`` seconds."""
     return others_since(int((time.time() - window_s + LOOKBACK_S) * 1e6), members)

@@ -97,14 +97,11 @@ def _serve(conn) -> None:
             del os.environ[key]
         os.environ.update(env)  # the caller's settings now (its cache folder, saved plans on or off, ...)
         try:
-            with announcing(lambda phase: conn.send(("phase", phase))):
-                if hold_gpu:  # the caller let its turn go while it waits: the step takes one here
-                    from .lock import hold
+            from .lock import hold
 
-                    with hold():
-                        value = _resolve(target)(*args)
-                else:
-                    value = _resolve(target)(*args)
+            # hold_gpu: the caller let its turn on the GPU go while it waits; the step takes one here
+            with announcing(lambda phase: conn.send(("phase", phase))), (hold() if hold_gpu else contextlib.nullcontext()):
+                value = _resolve(target)(*args)
             conn.send(("done", value))
         except BaseException as exc:  # noqa: BLE001  (every failure goes back to the caller, named)
             conn.send(("error", _portable(exc)))

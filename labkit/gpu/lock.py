@@ -37,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import functools
 import json
 import os
 import secrets
@@ -230,9 +231,15 @@ def gpu_uuid(device: Optional[int] = None) -> str:
     ``GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx``."""
     import cupy
 
-    dev = cupy.cuda.Device(device).id if device is not None else cupy.cuda.Device().id
-    raw = bytes(cupy.cuda.runtime.getDeviceProperties(dev)["uuid"])
-    h = raw.hex()
+    return _uuid_of(cupy.cuda.Device(device).id if device is not None else cupy.cuda.Device().id)
+
+
+@functools.lru_cache(maxsize=None)
+def _uuid_of(dev: int) -> str:
+    """Device ``dev``'s UUID, asked of CUDA once per process (every `hold` needs it)."""
+    import cupy
+
+    h = bytes(cupy.cuda.runtime.getDeviceProperties(dev)["uuid"]).hex()
     return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
 
@@ -341,7 +348,7 @@ class _ProcessGPU:
         from . import contention
 
         try:
-            others = contention.others_since(self._since_us, self.file.members())
+            others = contention.others_since(self._since_us, self.file.members)
         except Exception:  # noqa: BLE001  (information, never a reason to fail)
             others = []
         if self.record is not None:
