@@ -225,9 +225,9 @@ def _fill_shared(folder: Path, quick: bool, only) -> dict:
     """`fill` into ``folder`` (a class's shared recording; see `fill`)."""
     from . import env, localcache, plan_store
 
-    env.require_live("filling a class's shared recording")
-    if folder.exists() and not folder.is_dir():
+    if folder.exists() and not folder.is_dir():  # bad input first, on any machine
         raise localcache.CacheError("--into must name a folder", folder)
+    env.require_live("filling a class's shared recording")
     status = folder / localcache.FILL_STATUS
     body = {"status": "running", "started": localcache.now(), "pid": os.getpid(), "quick": bool(quick),
             "only": list(only or []), "identity": localcache.this_identity()}

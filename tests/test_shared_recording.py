@@ -118,3 +118,7 @@ def test_fill_into_needs_a_gpu_and_a_folder(tmp_path):
     with pytest.raises(LabkitError):
         record.fill(quick=True, into=tmp_path / "class")  # recorded mode: no GPU to fill from
     assert not (tmp_path / "class").exists()
+    a_file = tmp_path / "not-a-folder"
+    a_file.write_text("x")
+    with pytest.raises(localcache.CacheError, match="must name a folder"):
+        record.fill(quick=True, into=a_file)
