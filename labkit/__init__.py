@@ -18,11 +18,25 @@ from .spec import ConvSpec  # noqa: F401
 __version__ = "0.1.0"
 
 
-def __getattr__(name):
-    """``labkit.report`` and ``labkit.Report`` (`labkit.netreport`), imported on first use so that
-    ``import labkit`` stays light."""
-    if name in ("report", "Report"):
-        from . import netreport
+#: what the notebooks import by their short names (``from labkit import widgets, check, lessons``),
+#: and where each lives; imported on first use so that ``import labkit`` stays light
+PUBLIC = {
+    "lessons": "labkit.session.lessons",
+    "widgets": "labkit.present.widgets",
+    "check": "labkit.present.check",
+    "compare": "labkit.present.compare",
+    "compare_check": "labkit.present.compare_check",
+    "plots": "labkit.draw.plots",
+    "recordings": "labkit.store.recordings",
+}
 
-        return getattr(netreport, name)
+
+def __getattr__(name):
+    """``labkit.report`` / ``labkit.Report`` (`labkit.present.netreport`) and the modules in `PUBLIC`."""
+    import importlib
+
+    if name in ("report", "Report"):
+        return getattr(importlib.import_module("labkit.present.netreport"), name)
+    if name in PUBLIC:
+        return importlib.import_module(PUBLIC[name])
     raise AttributeError(f"module 'labkit' has no attribute {name!r}")

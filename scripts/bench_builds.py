@@ -30,7 +30,8 @@ EXPERIMENTS = ("workspace_sizes", "caps", "fusion")
 def child(batches) -> None:
     """In the fresh process: one JSON line per (experiment, batch)."""
     t0 = time.perf_counter()
-    from labkit import experiments, progress
+    from labkit import experiments
+    from labkit.signals import progress
     from labkit.gpu import builds, engine
 
     pool = builds.start_workers()

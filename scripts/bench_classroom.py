@@ -54,7 +54,7 @@ ALONE_ROUNDS = 5
 
 
 def requests():
-    from labkit import lessons
+    from labkit.session import lessons
 
     return [dict(spec=lessons.base(N=n)) for n in (16, 32, 64)] + [dict(spec=lessons.base(layout="NCHW"))]
 
@@ -71,7 +71,8 @@ def _merged(spans):
 
 # ---- one learner (a child process) -------------------------------------------------------------
 def learner(ident: int, seconds: float, rounds: int, out: Path) -> None:
-    from labkit import experiments, lessons
+    from labkit import experiments
+    from labkit.session import lessons
     from labkit.gpu import trace
 
     reqs = requests()
@@ -158,7 +159,7 @@ def deviations(alone_rows, class_rows):
 
 def cache_check(cache: Path, rows) -> tuple:
     """(lost, corrupted): saved calls a fresh reader cannot read; files set aside."""
-    from labkit import localcache
+    from labkit.store import localcache
 
     store = localcache.LocalRecording(cache, localcache.this_identity())
     lost = 0
@@ -177,7 +178,7 @@ def takeover() -> tuple:
     """(wait_shown_ms, takeover_s): another process holds this GPU's lock; this one asks, hears
     "waiting for the GPU", and gets its turn after the holder is killed with SIGKILL."""
     from labkit.gpu import lock
-    from labkit.progress import announcing
+    from labkit.signals.progress import announcing
 
     folder = lock.lock_root() / lock.gpu_uuid()
     holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from labkit.gpu.lock import FileLock; "

@@ -6,13 +6,13 @@ around the base, one factor at a time; live mode: a few values per control) thro
 ``panel.set(...)``: the same observer a click runs. The latency is the wall time until ``set``
 returns, checked to have changed the FigureWidget's trace data (or to show a no-data message).
 Two latencies per change: ``first_paint_ms`` (the change until the figure first holds new data:
-a live chart that fills in draws its first part early, `labkit.progress`) and ``latency_ms`` (the
+a live chart that fills in draws its first part early, `labkit.signals.progress`) and ``latency_ms`` (the
 change until the figure holds the whole answer). Conditions:
 
 * ``first visit`` (``--pause 0``, the default): results are not kept in the session between
   changes (``lessons.forget()`` before each) and nothing is prefetched, so recorded latency is
   lookup + chart build + in-place update, and live latency includes the whole measurement.
-  Live, measurements are saved in this GPU's recording (`labkit.localcache`); ``--cache DIR``
+  Live, measurements are saved in this GPU's recording (`labkit.store.localcache`); ``--cache DIR``
   points it at DIR (``LABKIT_CACHE``).
 * ``--condition "first visit, empty cache"`` with ``--cache`` naming a fresh folder: as above,
   from an empty recording; ``--condition "revisit after restart"`` with the same ``--cache`` in a
@@ -20,7 +20,7 @@ change until the figure holds the whole answer). Conditions:
   ``from_disk``; ``graphs_built`` should be 0).
 * ``after a pause`` (``--pause S``, live): a learner who looks at each chart for S seconds before
   the next change (the pause follows every change and every reset). The panel's background
-  worker (`labkit.prefetch`) measures the neighbouring values meanwhile; a change it guessed is
+  worker (`labkit.session.prefetch`) measures the neighbouring values meanwhile; a change it guessed is
   served from those results (column ``ahead``), any other is measured then. Nothing is forgotten
   between changes: that is the point.
 
@@ -87,15 +87,17 @@ def bench(per_control: int = 8, panels=None, verbose: bool = True, pause: float 
     prefetching off); ``condition``: the label of the run (default from ``pause``)."""
     if not pause:
         os.environ["LABKIT_PREFETCH"] = "0"
-    from labkit import env, lessons, widgets
-    from labkit.prefetch import PREFETCHER
+    from labkit import env
+    from labkit.session import lessons
+    from labkit.present import widgets
+    from labkit.session.prefetch import PREFETCHER
 
     m = env.mode()
     live = m.live
     if live:
         gpu = env.environment().gpu_name
     else:
-        from labkit import recordings
+        from labkit.store import recordings
 
         gpu = recordings.current().metadata.get("gpu")
     condition = condition or (f"after a {pause:g} s pause" if pause else "first visit")
@@ -252,7 +254,7 @@ def main(argv=None) -> int:
     else:
         if args.cache:
             os.environ["LABKIT_CACHE"] = args.cache
-        from labkit import widgets
+        from labkit.present import widgets
 
         rows = []
         for name in args.panels or [*widgets.PANELS, "lab"]:  # written after each panel: a stopped run keeps its rows

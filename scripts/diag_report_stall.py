@@ -67,7 +67,7 @@ if variant == "one_stream":
     proxy = types.SimpleNamespace(**{k: getattr(cupy.cuda, k) for k in dir(cupy.cuda) if not k.startswith("__")})
     proxy.Stream = lambda non_blocking=False: shared
     autotune.cupy = types.SimpleNamespace(cuda=proxy)
-from labkit import progress
+from labkit.signals import progress
 def listen(make_frame, done, total, unit):
     say("step", done, "of", total, unit, f"handles={len(engine._handles)}",
         f"pool_used={cupy.get_default_memory_pool().used_bytes()}", f"free={cupy.cuda.runtime.memGetInfo()[0]}")

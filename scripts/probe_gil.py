@@ -1,7 +1,7 @@
 """Does a cuDNN graph build in another thread block the main thread (the GIL)? The main thread
 ticks every 5 ms while a thread builds every plan of a few new graphs; prints the longest gap
 between ticks (5 ms: the build releases the GIL; about the build time: it holds it). Informs
-how long a click can wait behind a prefetch job (labkit.prefetch). GPU only."""
+how long a click can wait behind a prefetch job (labkit.session.prefetch). GPU only."""
 import threading
 import time
 

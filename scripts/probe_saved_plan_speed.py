@@ -2,7 +2,9 @@
 Times the autotune winner of fused and plain graphs both ways (CUDA-graph replay, GPU us per call)."""
 import tempfile
 
-from labkit import experiments, localcache, plan_store
+from labkit import experiments
+
+from labkit.store import localcache, plan_store
 from labkit.gpu import autotune, engine
 
 store = plan_store.PlanStore(tempfile.mkdtemp(), localcache.this_identity())

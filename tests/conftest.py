@@ -17,7 +17,7 @@ import pytest
 
 def pytest_configure(config):
     # Live measurements made by tests (and by notebooks they run) are saved in a throw-away
-    # cache folder, never in the user's (labkit.localcache); LABKIT_CACHE set by hand wins.
+    # cache folder, never in the user's (labkit.store.localcache); LABKIT_CACHE set by hand wins.
     if not os.environ.get("LABKIT_CACHE"):
         os.environ["LABKIT_CACHE"] = tempfile.mkdtemp(prefix="labkit-test-cache-")
 
@@ -61,7 +61,7 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def recorded_mode(monkeypatch):
     """Recorded mode from the shipped recording (the default one), whatever this machine has."""
-    from labkit import recordings
+    from labkit.store import recordings
 
     monkeypatch.setenv("LABKIT_MODE", "recorded")
     monkeypatch.delenv("LABKIT_RECORDING", raising=False)

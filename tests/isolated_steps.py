@@ -2,7 +2,7 @@
 import os
 import time
 
-from labkit.progress import announce
+from labkit.signals.progress import announce
 from labkit.errors import InvalidSpec, OutOfMemory
 
 

@@ -7,7 +7,7 @@ import shutil
 
 import pandas as pd
 
-from labkit import recordings
+from labkit.store import recordings
 
 NAMES = ("h100-sxm", "h200")
 

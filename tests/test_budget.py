@@ -1,4 +1,4 @@
-"""Time budgets (`labkit.cancel.Budget`): checked between the parts of a measurement, they stop
+"""Time budgets (`labkit.signals.cancel.Budget`): checked between the parts of a measurement, they stop
 it with `labkit.TimedOut` naming the step, the phase and the seconds; a budget within another
 ends with it; phases announced reach the innermost listener; plan statuses that say "not timed
 to the end" are recognised. Pure Python: the GPU paths that use them are in the gpu tests."""
@@ -7,8 +7,8 @@ import time
 import pytest
 
 from labkit import InvalidSpec, TimedOut
-from labkit.cancel import Budget, not_timed, was_cut
-from labkit.progress import announce, announcing
+from labkit.signals.cancel import Budget, not_timed, was_cut
+from labkit.signals.progress import announce, announcing
 
 
 def test_a_budget_is_quiet_until_spent_then_names_step_phase_and_seconds():

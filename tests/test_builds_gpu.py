@@ -15,7 +15,7 @@ pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed: recorded mode)")
 
 from labkit import ConvSpec  # noqa: E402
-from labkit.cancel import Budget  # noqa: E402
+from labkit.signals.cancel import Budget  # noqa: E402
 from labkit.gpu import builds, engine, verify  # noqa: E402
 
 #: graphs with several runtime-compiled plans on the H100 and H200 (scripts/probe_build_costs.py):

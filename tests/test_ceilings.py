@@ -5,7 +5,15 @@ import math
 
 import pytest
 
-from labkit import ceilings, experiments, lessons, plots
+from labkit import ceilings, experiments
+
+# names as cudaGetDeviceProperties / nvidia-smi report them -> the entry's gpu
+
+from labkit.session import lessons
+
+# names as cudaGetDeviceProperties / nvidia-smi report them -> the entry's gpu
+
+from labkit.draw import plots
 
 # names as cudaGetDeviceProperties / nvidia-smi report them -> the entry's gpu
 NAMES = {

@@ -1,4 +1,4 @@
-"""labkit.check: right answers (computed here from the recorded tables) pass, wrong ones get a
+"""labkit.present.check: right answers (computed here from the recorded tables) pass, wrong ones get a
 hint that does not give the answer away, None asks the question, bad types raise InvalidSpec."""
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ import pytest
 
 import labkit
 
-from labkit import check, experiments
+from labkit.present import check
+
+from labkit import experiments
 from labkit.errors import InvalidSpec
 
 BASE = experiments.BASE
@@ -172,7 +174,7 @@ def test_every_exercise_hint_names_only_what_its_lesson_shows(monkeypatch, capsy
     import re
     from pathlib import Path
 
-    from labkit import check
+    from labkit.present import check
 
     monkeypatch.setenv("LABKIT_MODE", "recorded")
     missing = []

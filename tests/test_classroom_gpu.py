@@ -2,7 +2,7 @@
 (`labkit.gpu.lock`) and says so; a process that is not labkit's using the GPU meanwhile marks the
 result contended, which is shown, not saved, and measured again once the GPU is free
 (`labkit.gpu.contention`); a class's shared recording filled with ``fill --into`` answers a
-learner with an empty cache from disk, plans included (`labkit.localcache.shared`)."""
+learner with an empty cache from disk, plans included (`labkit.store.localcache.shared`)."""
 import os
 import subprocess
 import sys
@@ -15,9 +15,17 @@ import pytest
 pytestmark = pytest.mark.gpu
 pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed: recorded mode)")
 
-from labkit import experiments, lessons, localcache, plan_store, plots, record  # noqa: E402
+from labkit import experiments  # noqa: E402
+
+from labkit.session import lessons  # noqa: E402
+
+from labkit.store import localcache, plan_store  # noqa: E402
+
+from labkit.draw import plots  # noqa: E402
+
+from labkit.cli import record  # noqa: E402
 from labkit.gpu import engine, lock  # noqa: E402
-from labkit.progress import announcing  # noqa: E402
+from labkit.signals.progress import announcing  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = experiments.BASE.replace(N=8, H=28, W=28)

@@ -1,4 +1,4 @@
-"""labkit.compare on CPU with the shipped recordings: frames from both GPUs, ratios equal to the
+"""labkit.present.compare on CPU with the shipped recordings: frames from both GPUs, ratios equal to the
 raw CSV values divided, one legend group per GPU in every figure, clear errors for bad names."""
 import json
 
@@ -7,7 +7,11 @@ import pytest
 
 import recording_copies
 
-from labkit import InvalidSpec, RecordedDataError, compare, compare_check, experiments, recordings
+from labkit import InvalidSpec, RecordedDataError, experiments
+
+from labkit.present import compare, compare_check
+
+from labkit.store import recordings
 
 pytestmark = pytest.mark.usefixtures("recorded_mode")
 BOTH = ["h100-sxm", "h200"]
@@ -137,9 +141,9 @@ def test_lesson_checks():
 
 
 def test_lesson_08_hints_name_only_what_it_shows(capsys):
-    """As tests/test_check.py does for labkit.check: every snake_case name in a compare_check hint
+    """As tests/test_check.py does for labkit.present.check: every snake_case name in a compare_check hint
     appears in lesson 08's cells (its exercises pass ``shape`` / ``changes``, so that test, which
-    reads ``check.<name>(answer`` as labkit.check, leaves them to this one)."""
+    reads ``check.<name>(answer`` as labkit.present.check, leaves them to this one)."""
     import re
     from pathlib import Path
 

@@ -146,7 +146,7 @@ def test_bad_inputs_raise_labkit_errors():
 
 
 def test_out_of_memory_is_an_answer_and_frees_everything():
-    from labkit import prefetch
+    from labkit.session import prefetch
 
     with prefetch.PREFETCHER.foreground("out-of-memory test"):  # no background measurement allocates meanwhile
         _out_of_memory_is_an_answer_and_frees_everything()

@@ -8,7 +8,11 @@ pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed: record
 
 import sense  # noqa: E402
 
-from labkit import ConvSpec, env, experiments, record, recordings  # noqa: E402
+from labkit import ConvSpec, env, experiments  # noqa: E402
+
+from labkit.cli import record  # noqa: E402
+
+from labkit.store import recordings  # noqa: E402
 
 SMALL = ConvSpec(N=8, C=64, H=28, W=28, K=64)
 

@@ -5,8 +5,9 @@ from pathlib import Path
 import pytest
 
 from labkit import __main__ as cli
-from labkit import bench, env
-from labkit.record import gpu_slug
+from labkit.cli import bench
+from labkit import env
+from labkit.cli.record import gpu_slug
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -6,7 +6,11 @@ import pytest
 
 import recording_copies
 
-from labkit import InvalidSpec, experiments, recordings, widgets
+from labkit import InvalidSpec, experiments
+
+from labkit.store import recordings
+
+from labkit.present import widgets
 
 
 @pytest.fixture(autouse=True)

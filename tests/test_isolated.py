@@ -10,7 +10,7 @@ import pytest
 
 from labkit import InvalidSpec, OutOfMemory, TimedOut
 from labkit.gpu import isolated
-from labkit.progress import announce, announcing
+from labkit.signals.progress import announce, announcing
 
 
 @pytest.fixture

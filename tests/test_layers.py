@@ -2,25 +2,28 @@
 made inside functions (read from the source, nothing is imported), and every relative import
 names a module that exists (a GPU-only path that imports a moved module fails here, on CPU).
 
-Layers, bottom to top (README, "Where things live"):
+Layers, bottom to top (README, "Architecture"): a module's layer is the longest entry of
+`LAYERS` its dotted name starts with.
 
-0. what a convolution is and what the machine has, and the signals every layer may send:
-   errors, spec, env, cancel (stop a measurement), progress (a table so far), ceilings, keys,
-   networks (the conv layers of a network)
-1. the GPU core (labkit/gpu/: memory, numerics, reference, frontend, engine, builds, autotune, measure,
-   verify, legacy, workspace, workloads, concurrency, isolated), the data (recordings, localcache, plan_store), what charts are
-   built with (plots) and what lesson text is written with (prose)
+0. what a convolution is and what the machine has: errors, spec, env, ceilings, networks (the conv
+   layers of a network); and the signals every layer may send or hear (labkit/signals/: progress,
+   cancel)
+1. the GPU core (labkit/gpu/), storage (labkit/store/: request keys, shipped recordings, this
+   GPU's recording, saved plans) and what charts and lesson text are drawn with (labkit/draw/)
 2. the experiments (labkit/experiments/), bottom to top: core (decorator, requests, dispatch),
    checking (what exercise checks are written with), one module per lesson topic (run functions,
    charts, summaries, checks, recorded calls: no topic imports another), the package (gathers the
-   topics); then grid (the recorded calls in order) and the background worker (prefetch)
-3. what the notebooks call: lessons (session results, texts), widgets (panels), check (exercises),
-   netreport (a whole network's workspace report)
-4. the command line and the tools around it: record, bench, __main__, and the package's __init__
+   topics), grid (the recorded calls in order)
+2.5 a session (labkit/session/): the background worker (prefetch), then lessons (the results of
+   this session, the mode banner, the lesson texts)
+3. presentation (labkit/present/): panels and their parts, exercise checks, comparisons across
+   GPUs, the network report
+4. the command line (labkit/cli/), ``python -m labkit`` and the package's __init__
 """
 from __future__ import annotations
 
 import ast
+import builtins
 from pathlib import Path
 
 import pytest
@@ -28,12 +31,18 @@ import pytest
 PKG = Path(__file__).resolve().parents[1] / "labkit"
 
 LAYERS = {
-    0: {"errors", "spec", "env", "cancel", "progress", "ceilings", "keys", "networks"},
-    1: {"gpu", "recordings", "localcache", "plan_store", "plots", "prose"},
-    2: {"experiments", "grid", "prefetch", "compare"},
-    3: {"lessons", "widgets", "check", "compare_check", "netreport"},
-    4: {"record", "bench", "__main__"},
+    "labkit.errors": 0, "labkit.spec": 0, "labkit.env": 0, "labkit.ceilings": 0, "labkit.networks": 0,
+    "labkit.signals": 0,
+    "labkit.gpu": 1, "labkit.store": 1, "labkit.draw": 1,
+    "labkit.experiments": 2.2,  # a lesson topic; the others are named below
+    "labkit.experiments.core": 2.0, "labkit.experiments.checking": 2.1,
+    "labkit.experiments.grid": 2.4,
+    "labkit.session": 2.5, "labkit.session.prefetch": 2.5, "labkit.session.lessons": 2.6,
+    "labkit.present": 3,
+    "labkit.cli": 4, "labkit.__main__": 4, "labkit": 4,
 }
+#: a package's own __init__ (e.g. labkit.experiments) sits where this says, not at its folder's layer
+PACKAGE_INITS = {"labkit.experiments": 2.3}
 
 
 def module_name(path: Path) -> str:
@@ -48,23 +57,13 @@ def modules():
     return {module_name(p): p for p in sorted(PKG.rglob("*.py"))}
 
 
-#: order inside layer 2 (any other labkit.experiments.<topic> module: 2.2)
-SUBLAYERS = {"labkit.experiments.core": 2.0, "labkit.experiments.checking": 2.1, "labkit.experiments": 2.3,
-             "labkit.grid": 2.4, "labkit.compare": 2.4, "labkit.prefetch": 2.5}
-
-
 def layer(mod: str) -> float:
-    if mod in SUBLAYERS:
-        return SUBLAYERS[mod]
-    if mod.startswith("labkit.experiments."):
-        return 2.2
-    parts = mod.split(".")
-    if len(parts) == 1:  # labkit itself (__init__): it may re-export from anywhere below the CLI
-        return 4
-    for n, names in LAYERS.items():
-        if parts[1] in names:
-            return n
-    raise AssertionError(f"{mod} is in no layer: add it to tests/test_layers.py LAYERS (and the README)")
+    if mod in PACKAGE_INITS:
+        return PACKAGE_INITS[mod]
+    best = max((k for k in LAYERS if mod == k or mod.startswith(k + ".")), key=len, default=None)
+    if best is None:
+        raise AssertionError(f"{mod} is in no layer: add it to tests/test_layers.py LAYERS (and the README)")
+    return LAYERS[best]
 
 
 def imports(mod: str, path: Path):
@@ -157,3 +156,34 @@ def test_no_function_or_class_is_longer_than_the_limit(limit):
                 if n > limit:
                     long.append(f"{path.relative_to(PKG.parent)}:{node.lineno} {node.name}: {n} lines")
     assert not long, "\n".join(long)
+
+
+#: the folders a layer may never import from (the rule the folders exist to show)
+NEVER = {"labkit.store": ("labkit.session", "labkit.present", "labkit.cli"),
+         "labkit.session": ("labkit.present", "labkit.cli"),
+         "labkit.present": ("labkit.cli",),
+         "labkit.gpu": ("labkit.experiments", "labkit.session", "labkit.present", "labkit.cli")}
+
+
+def test_storage_and_session_never_import_presentation_and_presentation_never_the_cli():
+    bad = []
+    for mod, path in modules().items():
+        for folder, banned in NEVER.items():
+            if mod == folder or mod.startswith(folder + "."):
+                bad += [f"{path.relative_to(PKG.parent)}:{line} imports {t}" for line, t in imports(mod, path)
+                        if any(t == b or t.startswith(b + ".") for b in banned)]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_top_level_holds_at_most_8_modules_besides_the_folders():
+    top = sorted(p.name for p in PKG.glob("*.py"))
+    assert len(top) <= 8, top
+
+
+def test_the_names_notebooks_and_the_readme_import_keep_working():
+    import labkit
+    from labkit import ConvSpec, check, compare, compare_check, experiments, lessons, plots, widgets  # noqa: F401
+
+    assert callable(labkit.report) and labkit.Report.__name__ == "Report"
+    assert widgets.panel and lessons.data and check.mode and labkit.ConvSpec is ConvSpec
+    assert labkit.recordings.use

@@ -1,4 +1,4 @@
-"""This GPU's own recording on disk (`labkit.localcache`): file handling, on any machine.
+"""This GPU's own recording on disk (`labkit.store.localcache`): file handling, on any machine.
 
 The rows saved here are real ones, taken from the shipped H100 recording; the store is opened
 with that recording's identity (as a live H100 would). What a live GPU adds (a second process
@@ -16,8 +16,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from labkit import experiments, localcache, recordings
-from labkit.localcache import CacheError, CacheWarning, LocalRecording
+from labkit import experiments
+
+from labkit.store import localcache, recordings
+from labkit.store.localcache import CacheError, CacheWarning, LocalRecording
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -194,7 +196,8 @@ def test_recorded_mode_has_no_local_recording(monkeypatch, tmp_path):
 
 WRITER = textwrap.dedent("""
     import sys
-    from labkit import experiments, localcache, recordings
+    from labkit import experiments
+    from labkit.store import localcache, recordings
     sys.path.insert(0, {tests!r})
     from test_localcache import h100_identity
     store = localcache.LocalRecording({root!r}, h100_identity())
@@ -247,7 +250,7 @@ def test_the_live_status_says_where_a_number_came_from():
     import datetime
     import time
 
-    from labkit.widgets import live_note
+    from labkit.present.widgets import live_note
 
     request, df = real_call()
     now = time.time()
@@ -267,7 +270,7 @@ def test_the_live_status_says_where_a_number_came_from():
 
 def test_bad_input_gets_labkit_errors():
     from labkit import LabkitError, ModeError
-    from labkit.record import fill
+    from labkit.cli.record import fill
 
     with pytest.raises(LabkitError, match="unknown identity field"):
         localcache.identity(gpu="x", colour="blue")

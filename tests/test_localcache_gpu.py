@@ -1,7 +1,7 @@
-"""This GPU's own recording, live (`labkit.localcache` through `labkit.lessons`): a second
+"""This GPU's own recording, live (`labkit.store.localcache` through `labkit.session.lessons`): a second
 process is answered from disk with zero graph builds, a corrupted file is set aside and measured
 again, two processes writing at once lose nothing, and a changed cuDNN version sees nothing;
-charts fill in (`labkit.progress`) and end as a one-shot call does."""
+charts fill in (`labkit.signals.progress`) and end as a one-shot call does."""
 import json
 import os
 import subprocess
@@ -17,14 +17,23 @@ pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed: record
 
 import sense  # noqa: E402
 
-from labkit import experiments, lessons, localcache, progress, widgets  # noqa: E402
+from labkit import experiments  # noqa: E402
+
+from labkit.session import lessons  # noqa: E402
+
+from labkit.store import localcache  # noqa: E402
+
+from labkit.signals import progress  # noqa: E402
+
+from labkit.present import widgets  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = experiments.BASE.replace(N=8, H=28, W=28)
 
 MEASURE = textwrap.dedent("""
     import json, sys
-    from labkit import experiments, lessons
+    from labkit import experiments
+    from labkit.session import lessons
     from labkit.gpu import engine
     spec = experiments.BASE.replace(**json.loads(sys.argv[1]))
     df = lessons.data("precision", spec=spec)
@@ -127,7 +136,7 @@ def test_charts_fill_in_and_end_as_a_one_shot_call(tmp_path, monkeypatch):
 def test_reordered_experiments_keep_their_table_order(name, kwargs):
     """caps measures the unlimited cap first and fusion the autotuned rows last; the finished
     tables are in the order the recording (and the charts) use."""
-    from labkit import prefetch
+    from labkit.session import prefetch
 
     seen = []
     with prefetch.PREFETCHER.foreground(f"{name} test"), \

@@ -85,4 +85,4 @@ def test_the_mode_note_comes_from_labkit():
     for name in EXPECTED:
         text = "\n".join(c.source for c in _load(name).cells)
         assert "Recorded or live?" not in text, name
-    assert "Recorded or live?" in __import__("labkit.lessons", fromlist=["x"]).mode_note()
+    assert "Recorded or live?" in __import__("labkit.session.lessons", fromlist=["x"]).mode_note()

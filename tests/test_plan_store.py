@@ -1,4 +1,4 @@
-"""Saved plans on disk (`labkit.plan_store`): the file handling, on any machine.
+"""Saved plans on disk (`labkit.store.plan_store`): the file handling, on any machine.
 
 The store is opened with the shipped H100 recording's identity, as a live H100 would. The plan
 bytes here are opaque to the store (it checks, writes and reads them; cuDNN never sees them);
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from labkit import localcache, plan_store
+from labkit.store import localcache, plan_store
 from labkit.errors import InvalidSpec
-from labkit.localcache import CacheError, CacheWarning
-from labkit.plan_store import PlanStore
+from labkit.store.localcache import CacheError, CacheWarning
+from labkit.store.plan_store import PlanStore
 
 from test_localcache import h100_identity  # noqa: E402  (tests/ is on sys.path under pytest)
 
@@ -134,7 +134,7 @@ def test_saving_can_be_turned_off(monkeypatch):
 WRITER = textwrap.dedent("""
     import sys
     sys.path.insert(0, {tests!r})
-    from labkit.plan_store import PlanStore
+    from labkit.store.plan_store import PlanStore
     from test_localcache import h100_identity
     from test_plan_store import KEY
     store = PlanStore({root!r}, h100_identity())

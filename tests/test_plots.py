@@ -1,11 +1,17 @@
-"""labkit.plots on the shipped recording: every builder, every recorded request; trace counts,
+"""labkit.draw.plots on the shipped recording: every builder, every recorded request; trace counts,
 axis titles with units, provenance in the title's subtitle line, values drawn equal the DataFrame's, and a
 roofline without a known GPU draws no roof and says so."""
 from __future__ import annotations
 
 import pytest
 
-from labkit import experiments, lessons, plots, recordings
+from labkit import experiments
+
+from labkit.session import lessons
+
+from labkit.draw import plots
+
+from labkit.store import recordings
 from labkit.experiments import plans_autotune
 from labkit.errors import LabkitError
 

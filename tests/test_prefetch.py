@@ -1,4 +1,4 @@
-"""The prefetch worker's rules (labkit.prefetch), with plain Python jobs: one job at a time under
+"""The prefetch worker's rules (labkit.session.prefetch), with plain Python jobs: one job at a time under
 the GPU lock, only when idle, stopped at a checkpoint by the foreground, disturbed jobs and
 failures not kept, a foreground request for the running key waits for it. GPU-free."""
 from __future__ import annotations
@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from labkit import prefetch
-from labkit.prefetch import Prefetcher, checkpoint
+from labkit.session import prefetch
+from labkit.session.prefetch import Prefetcher, checkpoint
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Charts that fill in (`labkit.progress` and the panels' partial draws), on any machine.
+"""Charts that fill in (`labkit.signals.progress` and the panels' partial draws), on any machine.
 
 The partial tables drawn here are prefixes of real recorded tables: what a live experiment
 reports after each part it measures. tests/test_progress_gpu.py checks the live experiments'
@@ -7,7 +7,9 @@ import threading
 
 import pytest
 
-from labkit import progress, widgets
+from labkit.signals import progress
+
+from labkit.present import widgets
 
 
 pytestmark = pytest.mark.usefixtures("recorded_mode")
@@ -94,7 +96,7 @@ def test_a_click_measures_in_the_background_and_the_last_click_wins():
 
 
 def test_a_stale_background_measurement_stops_at_its_next_checkpoint():
-    from labkit.prefetch import Superseded, cancellable, checkpoint
+    from labkit.session.prefetch import Superseded, cancellable, checkpoint
 
     wanted = {"gen": 1}
     with cancellable(lambda: wanted["gen"] != 1):

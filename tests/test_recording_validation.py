@@ -7,7 +7,9 @@ import shutil
 
 import pytest
 
-from labkit import RecordedDataError, recordings
+from labkit import RecordedDataError
+
+from labkit.store import recordings
 
 
 @pytest.fixture

@@ -6,8 +6,9 @@ import shutil
 import pytest
 
 import labkit
-from labkit import ConvSpec, RecordedDataError, env, experiments, recordings
-from labkit.record import gpu_slug, grid
+from labkit import ConvSpec, RecordedDataError, env, experiments
+from labkit.store import recordings
+from labkit.cli.record import gpu_slug, grid
 
 
 pytestmark = pytest.mark.usefixtures("recorded_mode")

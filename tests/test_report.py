@@ -8,7 +8,10 @@ from pathlib import Path
 import pytest
 
 import labkit
-from labkit import check, env, errors, lessons, networks, recordings, widgets
+from labkit.present import check, widgets
+from labkit import env, errors, networks
+from labkit.session import lessons
+from labkit.store import recordings
 from labkit.experiments import your_network
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -131,7 +134,7 @@ def test_the_report_panel_offers_the_recorded_networks():
 
 
 def test_the_cli_input_shape_is_read_or_named():
-    from labkit.netreport import parse_shape
+    from labkit.present.netreport import parse_shape
 
     assert parse_shape("16,3,224,224") == (16, 3, 224, 224) == parse_shape("16x3x224x224")
     with pytest.raises(errors.InvalidSpec, match="input_shape='16,three,224'"):

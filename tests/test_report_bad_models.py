@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch", reason="a model of one's own needs torch (n
 
 import labkit  # noqa: E402
 from labkit import InvalidSpec  # noqa: E402
-from labkit.netreport import request_for  # noqa: E402
+from labkit.present.netreport import request_for  # noqa: E402
 
 
 class Tiny(torch.nn.Module):

@@ -8,7 +8,9 @@ pytestmark = pytest.mark.gpu
 pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed: recorded mode)")
 
 import labkit  # noqa: E402
-from labkit import ConvSpec, lessons, localcache  # noqa: E402
+from labkit import ConvSpec  # noqa: E402
+from labkit.session import lessons  # noqa: E402
+from labkit.store import localcache  # noqa: E402
 from labkit.experiments import your_network  # noqa: E402
 
 A = ConvSpec(N=4, C=32, H=28, W=28, K=64, R=3, S=3, padding=1, dtype="fp16", layout="NHWC")

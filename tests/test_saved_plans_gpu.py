@@ -1,4 +1,4 @@
-"""Saved plans, live (`labkit.plan_store` with `labkit.gpu.engine.save_plan`/`load_plan` and
+"""Saved plans, live (`labkit.store.plan_store` with `labkit.gpu.engine.save_plan`/`load_plan` and
 `labkit.gpu.autotune.tuned_graph`): a second process loads the heuristic's pick and the autotune
 winner from disk with zero graph builds and gets results that pass the float64 check; a plan
 saved under another cuDNN version, or a corrupted one, is set aside (named) and built again;
@@ -16,7 +16,9 @@ import pytest
 pytestmark = pytest.mark.gpu
 pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed: recorded mode)")
 
-from labkit import experiments, plan_store  # noqa: E402
+from labkit import experiments  # noqa: E402
+
+from labkit.store import plan_store  # noqa: E402
 from labkit.gpu import autotune, engine, verify  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent

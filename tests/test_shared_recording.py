@@ -1,4 +1,4 @@
-"""A class's shared recording (`labkit.localcache.shared`, ``LABKIT_SHARED_CACHE``; filled by
+"""A class's shared recording (`labkit.store.localcache.shared`, ``LABKIT_SHARED_CACHE``; filled by
 ``python -m labkit fill --into DIR``): on any machine, with real rows from the shipped H100
 recording and the store opened under that recording's identity (as a live H100 would). Read and
 never changed; a folder that is missing, of another identity, half-filled, or holds a corrupt
@@ -11,8 +11,8 @@ import warnings
 import pandas as pd
 import pytest
 
-from labkit import localcache, plan_store
-from labkit.localcache import CacheWarning, LocalRecording
+from labkit.store import localcache, plan_store
+from labkit.store.localcache import CacheWarning, LocalRecording
 
 from test_localcache import h100_identity, real_call
 
@@ -112,7 +112,7 @@ def test_a_read_only_shared_folder_is_read(tmp_path, monkeypatch):
 
 
 def test_fill_into_needs_a_gpu_and_a_folder(tmp_path):
-    from labkit import record
+    from labkit.cli import record
     from labkit.errors import LabkitError
 
     with pytest.raises(LabkitError):

@@ -1,4 +1,4 @@
-"""labkit.widgets in recorded mode, driven with no browser: every panel builds; its option lists
+"""labkit.present.widgets in recorded mode, driven with no browser: every panel builds; its option lists
 are exactly the recorded values (one factor at a time around the request on screen); ``set``
 updates the same FigureWidget in place with the newly recorded rows; an unrecorded request shows
 the RecordedDataError text and empties the chart; CSV export carries provenance."""
@@ -10,7 +10,13 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from labkit import experiments, plots, recordings, widgets
+from labkit import experiments
+
+from labkit.draw import plots
+
+from labkit.store import recordings
+
+from labkit.present import widgets
 from labkit.errors import InvalidSpec
 
 
@@ -256,7 +262,7 @@ def test_live_choices_are_what_the_experiment_takes():
 
 
 def test_lessons_result_helpers_reject_an_unknown_experiment():
-    from labkit import lessons
+    from labkit.session import lessons
 
     for call in (lambda: lessons.data("nope"), lambda: lessons.is_cached("nope"), lambda: lessons.prefetch("nope", [])):
         with pytest.raises(InvalidSpec, match="experiment='nope'|nope"):
@@ -284,7 +290,7 @@ def test_header_chart_and_summary_follow_every_control(cls):
     rows on screen are the request the controls show, the summary names the controls' values, the
     chart title names them where it names any, and the header claims nothing about the current
     value (it describes the base only)."""
-    from labkit import lessons
+    from labkit.session import lessons
 
     p = cls()
     exp = p.cfg.experiment

@@ -3,7 +3,7 @@ column names: ``_us`` microseconds, ``_bytes`` bytes, ``_tflops``, ``_gb_s`` GB/
 in ``df.attrs`` (mode, GPU, cuDNN, frontend, CuPy, date, source).
 
 The same call works live and recorded: live on a GPU it measures now; in recorded mode it
-answers with the rows measured for exactly these arguments on a real GPU (`labkit.recordings`),
+answers with the rows measured for exactly these arguments on a real GPU (`labkit.store.recordings`),
 or raises `RecordedDataError` naming the nearest recorded values. Nothing is interpolated. GPU
 times are CUDA-graph replay medians (the kernels' own time) unless a column says otherwise.
 
@@ -69,7 +69,7 @@ def chart(df):
 
 
 def summary(df):
-    """The summary (Markdown `labkit.prose.Text`) for any experiment's DataFrame."""
+    """The summary (Markdown `labkit.draw.prose.Text`) for any experiment's DataFrame."""
     return SUMMARIES[_name_of(df)](df)
 
 

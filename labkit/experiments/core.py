@@ -3,7 +3,7 @@
 ``df.attrs`` (mode, GPU, cuDNN, frontend, CuPy, date, source).
 
 The same call works live and recorded: live on a GPU it measures now; in recorded mode it
-answers with the rows measured for exactly these arguments on a real GPU (`labkit.recordings`),
+answers with the rows measured for exactly these arguments on a real GPU (`labkit.store.recordings`),
 or raises `RecordedDataError` naming the nearest recorded values. Nothing is interpolated.
 
 GPU times are CUDA-graph replay medians (the kernels' own time) unless a column says otherwise.
@@ -15,7 +15,7 @@ import functools
 import inspect
 
 from ..errors import InvalidSpec, LabkitError, OutOfMemory, TimedOut, Unsupported
-from ..recordings import request_key  # noqa: F401  (experiments.request_key: one definition, in the data layer)
+from ..store.recordings import request_key  # noqa: F401  (experiments.request_key: one definition, in the data layer)
 from ..spec import ConvSpec
 
 #: the lessons' base convolution: a ResNet-50 stage-1 3x3 layer at batch 32
@@ -68,7 +68,7 @@ def experiment(fn):
         request = _request(fn.__name__, args, kwargs)
         m = env.mode()
         if not m.live:
-            from .. import recordings
+            from ..store import recordings
 
             return with_model(fn.__name__, recordings.lookup(fn.__name__, request))
         from ..gpu import conditions, lock, ranges
@@ -90,7 +90,7 @@ def experiment(fn):
 
 
 def from_recording(name: str, recording, *args, **kwargs):
-    """Experiment ``name(*args, **kwargs)`` answered from ``recording`` (a `labkit.recordings.Recording`)
+    """Experiment ``name(*args, **kwargs)`` answered from ``recording`` (a `labkit.store.recordings.Recording`)
     in any mode: what a panel shows when the learner picks another GPU's recording."""
     return with_model(name, recording.lookup(name, _request(name, args, kwargs)))
 
@@ -144,7 +144,7 @@ def as_spec(value, name="spec") -> ConvSpec:
 def timed_plan(cg, plan_index=None, ops=None, calls: int = 10):
     """(plan, Timing) of one plan by CUDA-graph replay, with its own workspace, within the first
     plan's budget of `labkit.gpu.autotune` (`labkit.TimedOut` past it)."""
-    from ..cancel import Budget
+    from ..signals.cancel import Budget
     from ..gpu import autotune, engine
 
     plan = cg.plan(plan_index)
@@ -193,7 +193,7 @@ _RESULT_SOURCE = None
 
 def set_result_source(fn) -> None:
     """Where `result` gets results from: ``fn(name, at_hand_only, **kwargs)`` returns a DataFrame,
-    or None when ``at_hand_only`` and measuring would be needed. `labkit.lessons` plugs in its session
+    or None when ``at_hand_only`` and measuring would be needed. `labkit.session.lessons` plugs in its session
     cache, so a lesson's text, charts and checks share one measurement per request."""
     global _RESULT_SOURCE
     _RESULT_SOURCE = fn

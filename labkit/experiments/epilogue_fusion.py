@@ -12,12 +12,12 @@ import plotly.graph_objects as go
 
 from ..errors import InvalidSpec, LabkitError
 from ..gpu.unfused import DTYPES, UnfusedPath, check_spec
-from ..plots import (
+from ..draw.plots import (
     COLORS, finish, fmt_bytes, fmt_us, log_axis, log_if_wide, new_figure, not_ok_note, num, ok_rows, request_spec,
     shape_label,
 )
-from ..progress import report
-from ..prose import Text, where
+from ..signals.progress import report
+from ..draw.prose import Text, where
 from ..spec import ConvSpec
 from .checking import CheckResult, as_number, as_word, frame_for, is_close, pending, say
 from .core import as_spec, BASE, experiment, MIB, status_row, timed_plan, to_frame, variants

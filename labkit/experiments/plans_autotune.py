@@ -12,14 +12,14 @@ from typing import Optional, Sequence
 
 import plotly.graph_objects as go
 
-from ..cancel import checkpoint
+from ..signals.cancel import checkpoint
 from ..errors import InvalidSpec, LabkitError
-from ..plots import (
+from ..draw.plots import (
     COLORS, finish, first_value, fmt_bytes, fmt_seconds, fmt_us, isnan, log_axis, new_figure, nice_step,
     not_ok_note, num, ok_rows, request_spec, shape_label, size_unit, tick_seconds,
 )
-from ..progress import report
-from ..prose import Text, where
+from ..signals.progress import report
+from ..draw.prose import Text, where
 from ..spec import ConvSpec
 from .checking import CheckResult, as_number, frame_for, is_close, pending, say
 from .core import BASE, MIB, to_frame, as_spec, status_row, experiment
@@ -109,13 +109,13 @@ def build_cost(spec: ConvSpec = BASE):
     import tempfile
 
     from ..gpu import autotune, engine
-    from .. import localcache, plan_store
+    from ..store import localcache, plan_store
 
     spec = as_spec(spec)
     rows = []
 
     def timed(stage, fn):
-        checkpoint()  # between stages: a prefetch job gives the GPU back here (labkit.prefetch)
+        checkpoint()  # between stages: a prefetch job gives the GPU back here (labkit.session.prefetch)
         t0 = time.perf_counter()
         out = fn()
         rows.append(dict(stage=stage, seconds=time.perf_counter() - t0))

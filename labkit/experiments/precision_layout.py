@@ -12,12 +12,12 @@ from typing import Optional, Sequence
 import plotly.graph_objects as go
 
 from ..errors import InvalidSpec, LabkitError
-from ..plots import (
+from ..draw.plots import (
     COLORS, DTYPE_COLORS, finish, first_value, fmt_bytes, fmt_us, log_axis, log_ticks, new_figure, not_ok_note,
     num, ok_rows, request_spec, shape_label,
 )
-from ..progress import report
-from ..prose import Text, where
+from ..signals.progress import report
+from ..draw.prose import Text, where
 from ..spec import ConvSpec, DTYPES, LAYOUTS
 from .checking import CheckResult, as_flag, as_number, frame_for, is_close, pending, say
 from .core import as_spec, BASE, experiment, model, heuristic_row, status_row, tflops_of, timed_plan, to_frame, variants

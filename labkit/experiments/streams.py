@@ -11,8 +11,8 @@ from typing import Optional
 import plotly.graph_objects as go
 
 from ..errors import InvalidSpec, LabkitError
-from ..plots import COLORS, concat, finish, fmt_bytes, new_figure, num
-from ..prose import Text, where
+from ..draw.plots import COLORS, concat, finish, fmt_bytes, new_figure, num
+from ..draw.prose import Text, where
 from .checking import CheckResult, as_flag, as_number, as_word, frame_for, pending, say
 from .core import to_frame, experiment, result
 

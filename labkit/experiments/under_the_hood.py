@@ -16,9 +16,9 @@ from typing import Optional
 import plotly.graph_objects as go
 
 from ..errors import InvalidSpec, LabkitError
-from ..plots import COLORS, finish, fmt_us, new_figure, ok_rows
-from ..progress import report
-from ..prose import Text, where
+from ..draw.plots import COLORS, finish, fmt_us, new_figure, ok_rows
+from ..signals.progress import report
+from ..draw.prose import Text, where
 from ..spec import ConvSpec
 from .checking import CheckResult, as_number, as_word, frame_for, is_close, pending, say
 from .core import BASE, as_spec, experiment, status_row, to_frame

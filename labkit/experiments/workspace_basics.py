@@ -11,12 +11,12 @@ from typing import Optional, Sequence
 import plotly.graph_objects as go
 
 from ..errors import InvalidSpec, LabkitError
-from ..plots import (
+from ..draw.plots import (
     COLORS, LAYOUT_COLORS, finish, fmt_bytes, fmt_us, log_axis, log_if_wide, new_figure, not_ok_note, num, ok_rows,
     request_spec, shape_label, size_unit,
 )
-from ..progress import report
-from ..prose import Text, where
+from ..signals.progress import report
+from ..draw.prose import Text, where
 from ..spec import ConvSpec, DTYPES, LAYOUTS
 from .checking import CheckResult, as_number, as_word, frame_for, is_close, pending, say
 from .core import BASE, MIB, to_frame, heuristic_row, as_spec, status_row, experiment, result

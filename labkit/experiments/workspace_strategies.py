@@ -11,8 +11,8 @@ from typing import Optional
 import plotly.graph_objects as go
 
 from ..errors import InvalidSpec
-from ..plots import COLORS, finish, fmt_bytes, fmt_us, log_axis, log_if_wide, new_figure, not_ok_note, num, ok_rows
-from ..prose import Text, where
+from ..draw.plots import COLORS, finish, fmt_bytes, fmt_us, log_axis, log_if_wide, new_figure, not_ok_note, num, ok_rows
+from ..draw.prose import Text, where
 from .checking import CheckResult, as_number, as_word, frame_for, is_close, pending, say
 from .core import MIB, experiment
 

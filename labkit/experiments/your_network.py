@@ -51,11 +51,11 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import plotly.graph_objects as go
 
 from .. import networks
-from ..cancel import Budget, checkpoint, not_timed, was_cut
+from ..signals.cancel import Budget, checkpoint, not_timed, was_cut
 from ..errors import InvalidSpec, LabkitError
-from ..plots import COLORS, finish, fmt_bytes, fmt_us, new_figure, num, ok_rows
-from ..progress import announce, report as report_progress
-from ..prose import Text
+from ..draw.plots import COLORS, finish, fmt_bytes, fmt_us, new_figure, num, ok_rows
+from ..signals.progress import announce, report as report_progress
+from ..draw.prose import Text
 from ..spec import ConvSpec
 from .checking import CheckResult, as_number, as_word, frame_for, pending, say
 from .core import MIB, experiment, status_row, to_frame

@@ -21,8 +21,8 @@ from typing import Callable, Dict, List, Optional
 from . import engine, measure, memory
 from .ranges import annotate
 from ..errors import LabkitError, OutOfMemory, TimedOut
-from ..cancel import Budget, checkpoint, not_timed, was_cut
-from ..progress import announce
+from ..signals.cancel import Budget, checkpoint, not_timed, was_cut
+from ..signals.progress import announce
 
 #: a plan's timing budget is this many times what timing the best plan so far took ...
 PLAN_BUDGET_FACTOR = 50.0
@@ -106,7 +106,7 @@ def autotune(cg: engine.ConvGraph, ops: Optional[engine.Operands] = None, calls:
     """Time every runnable plan of ``cg`` (the first ``max_plans`` if given) and pick the fastest.
     Plans are timed in the heuristic's order (its pick first), each within `plan_budget_s` (and
     within ``budget``, the whole autotune's, when given). ``on_row(rows, total)`` is called after
-    each plan with the rows so far (charts that fill in: `labkit.progress`). With ``save`` (and
+    each plan with the rows so far (charts that fill in: `labkit.signals.progress`). With ``save`` (and
     every plan timed or known slower) the winner is saved on disk as this graph's "autotuned" plan
     (`engine.save_plan`), for `tuned_graph` in a later need or process. ``eager_stop`` False:
     every plan gets at least one replay, even one whose eager call is far slower than the best

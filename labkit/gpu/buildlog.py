@@ -33,7 +33,7 @@ MAX_LINES = 2000
 def build_step(spec_fields: dict, epilogue: str, workspace_cap: Optional[int]) -> Dict[str, object]:
     """In the logging worker: plan and build every candidate plan of the graph, and report what
     was built (index -> "ok" or why not) and how long it took."""
-    from ..cancel import Budget
+    from ..signals.cancel import Budget
     from . import frontend
 
     spec = ConvSpec.from_dict(spec_fields)

@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
-from ..cancel import Budget, checkpoint
+from ..signals.cancel import Budget, checkpoint
 from ..errors import InvalidSpec, LabkitError
 
 #: cuDNN's behaviour note for a plan whose kernel is compiled when the plan is built

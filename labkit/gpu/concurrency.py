@@ -20,7 +20,7 @@ import cupy
 
 from . import engine, memory, numerics, reference, verify
 from ..errors import InvalidSpec
-from ..cancel import checkpoint
+from ..signals.cancel import checkpoint
 from ..spec import ConvSpec
 
 #: small fp16 NCHW convolution whose default plan needs a workspace (layout transforms)

@@ -25,8 +25,8 @@ import numpy
 
 from . import lock, memory
 from ..errors import InvalidSpec, LabkitError, OutOfMemory, Unsupported
-from ..cancel import Budget, checkpoint, was_cut
-from ..progress import announce
+from ..signals.cancel import Budget, checkpoint, was_cut
+from ..signals.progress import announce
 from ..spec import ConvSpec
 
 from .frontend import (  # noqa: F401  (engine.X for these stays the public name)
@@ -270,11 +270,11 @@ def _ptr(a) -> int:
     return int(a.data.ptr)
 
 
-# ---- saved plans: a graph's chosen plan on disk (labkit.plan_store) ----------------------------
+# ---- saved plans: a graph's chosen plan on disk (labkit.store.plan_store) ----------------------------
 class LoadedGraph(ConvGraph):
     """A graph with one plan, deserialized from disk instead of built (`load_plan`). It runs like a
     `ConvGraph` (``plans`` holds that one plan, index 0); ``build_seconds`` is the load time
-    (reading the file and ``deserialize``), ``saved`` the `labkit.plan_store.SavedPlan`."""
+    (reading the file and ``deserialize``), ``saved`` the `labkit.store.plan_store.SavedPlan`."""
 
     def __init__(self, spec: ConvSpec, epilogue: str, workspace_cap: Optional[int], saved, graph, seconds: float):
         self.spec, self.all_plans, self.epilogue, self.workspace_cap = spec, False, epilogue, workspace_cap
@@ -285,9 +285,9 @@ class LoadedGraph(ConvGraph):
 
 
 def _plan_store(kind: Optional[str] = None):
-    """This machine's `labkit.plan_store.PlanStore` (None: saving off, no GPU, or ``LABKIT_CACHE``
+    """This machine's `labkit.store.plan_store.PlanStore` (None: saving off, no GPU, or ``LABKIT_CACHE``
     unusable); ``kind`` is checked first (`InvalidSpec` for one that is not a plan kind)."""
-    from .. import plan_store
+    from ..store import plan_store
 
     if kind is not None:
         plan_store.check_kind(kind)
@@ -298,8 +298,8 @@ def _plan_store(kind: Optional[str] = None):
 
 
 def _shared_plans():
-    """The class's shared saved plans (`labkit.plan_store.shared`), or None."""
-    from .. import plan_store
+    """The class's shared saved plans (`labkit.store.plan_store.shared`), or None."""
+    from ..store import plan_store
 
     try:
         return plan_store.shared()
@@ -309,7 +309,7 @@ def _shared_plans():
 
 def save_plan(cg: ConvGraph, plan_index: int, kind: str, info: Optional[dict] = None, store=None):
     """Serialize plan ``plan_index`` of ``cg`` to disk as this graph's ``kind`` plan ("heuristic" or
-    "autotuned"; `labkit.plan_store`). Returns the file, or None (saving off, a loaded graph, or
+    "autotuned"; `labkit.store.plan_store`). Returns the file, or None (saving off, a loaded graph, or
     cuDNN would not serialize it: that is not an error, the plan is simply built next time)."""
     store = store if store is not None else _plan_store(kind)
     if store is None or isinstance(cg, LoadedGraph):

@@ -13,7 +13,7 @@ import cudnn
 import cupy
 
 from . import memory
-from ..cancel import Budget
+from ..signals.cancel import Budget
 from ..errors import InvalidSpec, OutOfMemory
 from ..spec import ConvSpec
 

@@ -1,11 +1,11 @@
 """Measuring steps in a worker process that can be stopped from outside.
 
-A `labkit.cancel.Budget` stops a step between its parts; nothing stops a cuDNN call that never
+A `labkit.signals.cancel.Budget` stops a step between its parts; nothing stops a cuDNN call that never
 returns, or one that crashes, inside the process that made it. So the network report runs each
 step (a distinct convolution's build, autotune and checks; one strategy's pass) in a worker
 process: the caller waits for the step's answer with a deadline, and a step past its deadline is
 killed together with the worker (`labkit.TimedOut`, naming the phase the step last announced
-through `labkit.progress.announce`). A worker that dies (a crash in a library) is a `WorkerDied`.
+through `labkit.signals.progress.announce`). A worker that dies (a crash in a library) is a `WorkerDied`.
 The next step starts a fresh worker; the caller's process, a notebook's kernel, goes on.
 
 The worker is a fresh interpreter (``spawn``: its own CUDA context, never a fork of a CUDA
@@ -30,9 +30,9 @@ import threading
 import time
 from typing import Callable, Dict, Optional
 
-from ..cancel import checkpoint
+from ..signals.cancel import checkpoint
 from ..env import variables
-from ..progress import announce, announcing
+from ..signals.progress import announce, announcing
 from ..errors import InvalidSpec, LabkitError, TimedOut
 
 #: seconds a new worker may take to start (interpreter, imports, CUDA and cuDNN initialisation)
@@ -212,7 +212,7 @@ class Worker:
         """Run ``target(*args)`` in the worker and return its value. Past ``budget_s`` seconds the
         worker is killed and `labkit.TimedOut` raised, naming ``what`` and the phase the step last
         announced (``on_phase(phase)`` hears each one). An error the step raised is raised here
-        (labkit's own errors as themselves). A `labkit.cancel.checkpoint` that stops the caller
+        (labkit's own errors as themselves). A `labkit.signals.cancel.checkpoint` that stops the caller
         (a superseded panel request), or Ctrl-C, kills the worker and goes on up. ``hold_gpu``:
         the step measures on the GPU; this process lets its turn on the GPU go while it waits
         and the worker takes one for the step (`labkit.gpu.lock`)."""

@@ -1,6 +1,6 @@
 """One labkit measurement at a time per GPU, across processes and users (a class on one server).
 
-Inside one process the prefetch worker and the foreground already take turns (`labkit.prefetch`).
+Inside one process the prefetch worker and the foreground already take turns (`labkit.session.prefetch`).
 Across processes nothing did: two learners moving a control at once timed each other's kernels.
 `hold()` is taken around every live experiment's GPU work (`labkit.experiments.core`: operands,
 checks, timing) and around each network-report step in its worker process; it is let go while
@@ -16,7 +16,7 @@ dies, even by ``kill -9``: a dead holder's place is taken at the next poll (`POL
   it asked, locked by it while it waits and holds); it takes the GPU once every earlier ticket is
   gone or dead (a ticket whose lock can be taken belongs to a dead process and is removed). The
   number of earlier live tickets is how many are ahead; a wait is announced as
-  ``"waiting for the GPU (2 ahead)"`` through `labkit.progress.announce` (a panel's status line
+  ``"waiting for the GPU (2 ahead)"`` through `labkit.signals.progress.announce` (a panel's status line
   shows it), at once and again when the number changes.
 * **Mutual exclusion** on top: the head of the queue also takes ``gpu.lock``.
 * **Releasing** waits for the GPU to finish this process's work first, so no kernel of a holder
@@ -179,7 +179,7 @@ class FileLock:
     def acquire(self, on_wait: Optional[Callable[[int], None]] = None, check: Optional[Callable[[], None]] = None) -> float:
         """Wait for this lock's turn (see the module docstring) and take it. ``on_wait(ahead)``
         hears the number ahead when waiting starts and whenever it changes; ``check()`` is called
-        at each poll (a `labkit.cancel.checkpoint`: a superseded request stops waiting; the
+        at each poll (a `labkit.signals.cancel.checkpoint`: a superseded request stops waiting; the
         ticket is withdrawn). Returns the seconds waited."""
         t0 = time.monotonic()
         self._prepare()
@@ -314,8 +314,8 @@ class _ProcessGPU:
     def _take_file(self, record: Hold) -> None:
         if self.broken:
             return
-        from ..cancel import checkpoint
-        from ..progress import announce
+        from ..signals.cancel import checkpoint
+        from ..signals.progress import announce
 
         def waiting(n: int) -> None:
             announce(f"waiting for the GPU ({n} ahead)")

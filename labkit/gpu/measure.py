@@ -14,7 +14,7 @@ Bounded: ``graph_replay`` first runs the call twice eagerly (the second between 
 call that takes 2 ms gets a graph of one call, not ten: a plan that launches one kernel per
 group, as cuDNN's engine 1 does for grouped convolutions, puts 1,200 nodes in a graph per call of
 a 240-group convolution, and capturing 10 of them took seconds to minutes), and lets autotune drop
-a plan already far slower than the best without capturing it (`TooSlow`). A `labkit.cancel.Budget`
+a plan already far slower than the best without capturing it (`TooSlow`). A `labkit.signals.cancel.Budget`
 is checked between the calls of a capture and between replays (`labkit.TimedOut`).
 """
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Callable, List, Optional
 import cupy
 
 from ..errors import InvalidSpec, LabkitError
-from ..cancel import Budget, checkpoint
+from ..signals.cancel import Budget, checkpoint
 
 #: a graph holds as many calls as fit in about this many microseconds of one eager call each
 #: (at most ``calls``): short calls are batched to hide the graph launch, long ones are not

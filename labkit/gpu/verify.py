@@ -12,7 +12,7 @@ from typing import Optional
 import cupy
 
 from . import engine, memory, reference
-from ..progress import announce
+from ..signals.progress import announce
 from ..spec import ConvSpec
 
 

@@ -86,7 +86,7 @@ def run_one(strategy_name: str, options: dict, workload: str, repeats: int) -> d
     import cupy
 
     from . import engine, memory, workspace
-    from ..cancel import checkpoint
+    from ..signals.cancel import checkpoint
     from .ranges import annotate
 
     checkpoint()
@@ -143,7 +143,7 @@ def run_all(workload: str, repeats: int = 20, strategies=BENCH_STRATEGIES):
     """Every strategy on one workload; a DataFrame with `run_one`'s rows."""
     import pandas as pd
 
-    from ..progress import report
+    from ..signals.progress import report
 
     sequence(workload, repeats)  # validate before any GPU work
     rows = []

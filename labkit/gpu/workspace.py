@@ -35,7 +35,7 @@ import cupy
 
 from . import engine, memory
 from ..errors import ArenaTooSmall, InvalidSpec, LabkitError, OutOfMemory
-from ..keys import KEYS, Request, dims_only_key, full_key  # noqa: F401  (re-exported)
+from ..store.keys import KEYS, Request, dims_only_key, full_key  # noqa: F401  (re-exported)
 from ..spec import ConvSpec
 
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Iterable, List, Optional, Tuple
 
-from . import experiments
-from .errors import InvalidSpec
-from .experiments import SWEEP_VALUES, SWEEPS  # noqa: F401  (names callers know)
-from .experiments.workspace_strategies import strategies_repeats  # noqa: F401
+from .. import experiments
+from ..errors import InvalidSpec
+from . import SWEEP_VALUES, SWEEPS  # noqa: F401  (names callers know)
+from .workspace_strategies import strategies_repeats  # noqa: F401
 
 Call = Tuple[str, dict]
 

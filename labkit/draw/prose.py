@@ -1,6 +1,6 @@
 """Text the lessons show: Markdown strings, small tables and where a result's numbers come from.
 
-Summaries (in each topic module of `labkit.experiments`) and the lesson helpers (`labkit.lessons`)
+Summaries (in each topic module of `labkit.experiments`) and the lesson helpers (`labkit.session.lessons`)
 write with these."""
 from __future__ import annotations
 

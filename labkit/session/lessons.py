@@ -3,7 +3,7 @@ shared by a notebook's prose, charts and checks, and summaries whose every numbe
 from those results at run time (no measured number is ever written into a notebook).
 
 ``data(name, **kwargs)`` runs (live) or looks up (recorded) an experiment once per session and
-request; the panels (`labkit.widgets`) and the checks (`labkit.check`) use the same results, so
+request; the panels (`labkit.present.widgets`) and the checks (`labkit.present.check`) use the same results, so
 in live mode a notebook measures each request once and its text, charts and checks agree.
 """
 from __future__ import annotations
@@ -15,17 +15,17 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Optional
 
-from . import experiments
-from .errors import InvalidSpec, LabkitError
-from .experiments.epilogue_fusion import fusion_summary  # noqa: F401  (the summaries, by the names notebooks use)
-from .experiments.plans_autotune import build_cost_summary, caps_summary, plans_summary  # noqa: F401
-from .experiments.precision_layout import layout_summary, precision_summary, roofline_summary  # noqa: F401
-from .experiments.streams import race_all, race_summary  # noqa: F401
-from .experiments.workspace_basics import algorithms_summary, sweep_summary, workspace_sizes_summary  # noqa: F401
-from .experiments.workspace_strategies import (  # noqa: F401
+from .. import experiments
+from ..errors import InvalidSpec, LabkitError
+from ..experiments.epilogue_fusion import fusion_summary  # noqa: F401  (the summaries, by the names notebooks use)
+from ..experiments.plans_autotune import build_cost_summary, caps_summary, plans_summary  # noqa: F401
+from ..experiments.precision_layout import layout_summary, precision_summary, roofline_summary  # noqa: F401
+from ..experiments.streams import race_all, race_summary  # noqa: F401
+from ..experiments.workspace_basics import algorithms_summary, sweep_summary, workspace_sizes_summary  # noqa: F401
+from ..experiments.workspace_strategies import (  # noqa: F401
     dims_only_summary, pressure_summary, strategies_summary,
 )
-from .prose import Text, table  # noqa: F401
+from ..draw.prose import Text, table  # noqa: F401
 
 LESSONS = (
     ("00_start_here", "What is on this machine, which mode am I in, how do the panels work?"),
@@ -88,7 +88,7 @@ def _usable(hit) -> bool:
         return False
     if not contended(hit):
         return True
-    from .gpu import contention, lock
+    from ..gpu import contention, lock
 
     return bool(contention.busy_now(members=lock.members))
 
@@ -103,10 +103,11 @@ def _store(key: str, df) -> None:
 
 def is_cached(name: str, **kwargs) -> bool:
     """Whether `data(name, **kwargs)` would be answered without measuring: from this session's
-    results or (live) from this GPU's own recording on disk (`labkit.localcache`)."""
+    results or (live) from this GPU's own recording on disk (`labkit.store.localcache`)."""
     if _has(_key(name, kwargs)):
         return True
-    from . import env, localcache
+    from .. import env
+    from ..store import localcache
 
     if not env.mode().live:
         return False
@@ -117,11 +118,11 @@ def is_cached(name: str, **kwargs) -> bool:
 def _live(name: str, kwargs: dict, force: bool = False, save: bool = True):
     """Live: this GPU's saved result for the call (unless ``force``): the learner's own cache,
     then the class's shared recording (``LABKIT_SHARED_CACHE``); else measure it now and
-    (``save``) save it in the learner's own cache (`labkit.localcache`). The caller holds the
-    prefetch lock (`labkit.prefetch`)."""
+    (``save``) save it in the learner's own cache (`labkit.store.localcache`). The caller holds the
+    prefetch lock (`labkit.session.prefetch`)."""
     import time
 
-    from . import localcache
+    from ..store import localcache
 
     request = experiments.request_of(name, **kwargs)
     if not force:
@@ -142,7 +143,7 @@ def _live(name: str, kwargs: dict, force: bool = False, save: bool = True):
 def _save(df) -> None:
     """Save a live result measured now in this GPU's recording (no-op when it came from there,
     or when there is none)."""
-    from . import localcache
+    from ..store import localcache
 
     store = localcache.current()
     if store is None or "saved_in" in df.attrs or contended(df):
@@ -160,20 +161,20 @@ def _keep(key: str, df) -> None:
 
 def data(name: str, force: bool = False, recording: Optional[str] = None, **kwargs):
     """The DataFrame of experiment ``name`` for ``kwargs``: looked up (recorded), or live: from
-    this session's results, then this GPU's own recording on disk (`labkit.localcache`: saved
+    this session's results, then this GPU's own recording on disk (`labkit.store.localcache`: saved
     by any earlier session on this machine identity), else measured now and saved. ``force=True``
     measures again (and replaces the saved result). Raises what the experiment raises
     (`RecordedDataError` for a request that was not recorded). ``recording``: answer from that
     shipped recording (a folder name under data/recordings, e.g. ``"h200"``), in any mode.
 
     Live, the measurement holds the GPU lock shared with the prefetch worker
-    (`labkit.prefetch`): a prefetch job for another request stops; one for this request is
+    (`labkit.session.prefetch`): a prefetch job for another request stops; one for this request is
     waited for and its result used."""
-    from . import env
+    from .. import env
 
     key = _key(name, kwargs)
     if recording is not None:
-        from . import recordings
+        from ..store import recordings
 
         key = f"{recording}/{key}"
         hit = _cached(key)
@@ -204,11 +205,11 @@ def data(name: str, force: bool = False, recording: Optional[str] = None, **kwar
 
 def prefetch(name: str, requests) -> int:
     """Live: measure experiment ``name`` for each kwargs dict in ``requests`` (in that order) in
-    the background while the kernel is idle, ahead of what was queued before (`labkit.prefetch`);
+    the background while the kernel is idle, ahead of what was queued before (`labkit.session.prefetch`);
     a request saved in this GPU's recording is read from disk instead. Requests already
     answered, or invalid, are skipped. Returns how many were queued; 0 in recorded mode (a lookup
     is already fast) or with ``LABKIT_PREFETCH=0``."""
-    from . import env
+    from .. import env
     from .prefetch import PREFETCHER
 
     _experiment(name)
@@ -245,7 +246,7 @@ def base(**changes):
 def banner() -> Text:
     """Which mode labkit is in and where the numbers come from, e.g. "recorded on NVIDIA H100
     80GB HBM3 with cuDNN 9.19.0 on 2026-11-22", or "live on <GPU>"."""
-    from . import env
+    from .. import env
 
     m = env.mode()
     if m.live:
@@ -255,7 +256,7 @@ def banner() -> Text:
                    "builds at run time, in parallel, while this kernel times on the GPU." if workers else "")
         return Text(f"**Mode: live on {e.gpu_name}** (cuDNN {e.cudnn_backend}, frontend {e.cudnn_frontend}, "
                     f"CuPy {e.cupy_version}). Every chart is measured on this GPU when it is drawn.{helpers}")
-    from . import recordings
+    from ..store import recordings
 
     md = recordings.current().metadata
     return Text(f"**Mode: recorded on {md.get('gpu')} with cuDNN {md.get('cudnn_backend')} on {md.get('date')}** "
@@ -267,11 +268,11 @@ def start_build_workers() -> int:
     """Live: start the worker processes that build runtime-compiled plans (`labkit.gpu.builds`)
     in the background, so they are ready when the first chart needs them; at once. Returns how
     many (0 in recorded mode, or with ``LABKIT_BUILD_WORKERS=0``)."""
-    from . import env
+    from .. import env
 
     if not env.mode().live:
         return 0
-    from .gpu import builds
+    from ..gpu import builds
 
     pool = builds.start_workers()
     return pool.size if pool is not None else 0
@@ -302,10 +303,12 @@ def contents() -> Text:
 def show_source(module: str, *names: str) -> Text:
     """The source of functions in a labkit module, read from its file (the module is not
     imported, so this works without CuPy)."""
-    here = Path(__file__).resolve().parent
-    path = next((p for p in (here / f"{module}.py", here / "gpu" / f"{module}.py") if p.is_file()), None)
+    here = Path(__file__).resolve().parents[1]  # labkit/
+    rel = module.replace(".", "/")
+    path = next((p for p in [here / f"{rel}.py", *sorted(here.glob(f"*/{rel}.py"))] if p.is_file()), None)
     if path is None:
-        raise InvalidSpec("module", module, "must name a file in labkit/ or labkit/gpu/")
+        raise InvalidSpec("module", module, "must name a file in labkit/ or one of its folders (e.g. 'workspace', "
+                                            "'gpu.workspace')")
     src = path.read_text()
     tree = ast.parse(src)
     found = {n.name: ast.get_source_segment(src, n) for n in tree.body
@@ -338,7 +341,7 @@ def _session_result(name: str, at_hand_only: bool, **kwargs):
     """`experiments.core.result`'s source while lessons are in use: this session's results (and,
     live, this GPU's saved ones), so a summary or check never measures what a chart already has."""
     if at_hand_only and not is_cached(name, **kwargs):
-        from . import env
+        from .. import env
 
         if env.mode().live:
             return None

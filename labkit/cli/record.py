@@ -1,5 +1,5 @@
 """``python -m labkit record``: run every experiment over its lesson grid on the live GPU and write
-a recording (`labkit.recordings`).
+a recording (`labkit.store.recordings`).
 
 The grid: each lesson's base call plus one-factor-at-a-time sweeps around it, and small full
 grids where a lesson compares categories (dtype x layout). Resumable: a request already in the
@@ -20,12 +20,12 @@ import time
 from pathlib import Path
 from typing import Iterable, Optional
 
-from . import __version__
-from .env import gpu_slug  # noqa: F401  (a name callers know)
-from .errors import LabkitError, OutOfMemory, RecordedDataError, Unsupported
-from .experiments import request_key, request_of
-from .grid import Call, SWEEP_VALUES, SWEEPS, calls as _calls, grid, strategies_repeats  # noqa: F401  (names callers know)
-from .recordings import SCHEMA_VERSION, data_dir, sha256
+from .. import __version__
+from ..env import gpu_slug  # noqa: F401  (a name callers know)
+from ..errors import LabkitError, OutOfMemory, RecordedDataError, Unsupported
+from ..experiments import request_key, request_of
+from ..experiments.grid import Call, SWEEP_VALUES, SWEEPS, calls as _calls, grid, strategies_repeats  # noqa: F401  (names callers know)
+from ..store.recordings import SCHEMA_VERSION, data_dir, sha256
 
 
 def _git_commit() -> Optional[str]:
@@ -34,7 +34,7 @@ def _git_commit() -> Optional[str]:
     if not sha:
         try:
             sha = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-                                 cwd=Path(__file__).resolve().parent.parent).stdout.strip()
+                                 cwd=Path(__file__).resolve().parents[2]).stdout.strip()
         except Exception:  # noqa: BLE001
             sha = ""
     return sha if re.fullmatch(r"[0-9a-f]{7,40}", sha) else None
@@ -44,7 +44,7 @@ def _metadata(out: Path, wall: float, complete: bool, argv, conditions: Optional
     """metadata.json's content; ``commands`` keeps every command that wrote into this folder;
     ``conditions``: experiment -> the GPU conditions of this run's calls of it
     (`labkit.gpu.conditions.summary`)."""
-    from .env import environment
+    from ..env import environment
 
     commands, old = [], {}
     if (out / "metadata.json").is_file():
@@ -101,7 +101,7 @@ def _append(out: Path, name: str, df) -> None:
 def record(out: Optional[Path] = None, quick: bool = False, only: Optional[Iterable[str]] = None,
            force: bool = False, argv=None) -> Path:
     """Record the lesson grid into ``out`` (default ``data/recordings/<gpu-slug>``). Returns ``out``."""
-    from . import env, experiments
+    from .. import env, experiments
 
     env.require_live("recording")
     from tqdm.auto import tqdm
@@ -129,7 +129,7 @@ def record(out: Optional[Path] = None, quick: bool = False, only: Optional[Itera
     if meta_path.exists():
         prev_wall = float(json.loads(meta_path.read_text()).get("wall_seconds", 0.0))
     fns = experiments.registry()
-    from .gpu import conditions
+    from ..gpu import conditions
 
     seen = {}  # experiment -> the GPU conditions of its calls in this run (conditions.summary)
     try:
@@ -176,7 +176,7 @@ def main_record(args) -> int:
 # ---- this GPU's own recording, filled ahead ------------------------------------------------------
 def fill(quick: bool = False, only: Optional[Iterable[str]] = None, into=None) -> dict:
     """Measure every lesson's grid (`grid`) on this GPU into this GPU's own recording
-    (`labkit.localcache`), so that live panels answer those values at recorded speed from the
+    (`labkit.store.localcache`), so that live panels answer those values at recorded speed from the
     first visit on. Resumable: a call already saved is skipped; Ctrl-C keeps what was saved
     (every file is written whole or not at all). Returns counts: saved, skipped, failed (with
     the reasons), seconds.
@@ -186,7 +186,9 @@ def fill(quick: bool = False, only: Optional[Iterable[str]] = None, into=None) -
     every file in it is made readable by every user; plans saved while filling go there too."""
     if into is not None:
         return _fill_shared(Path(into), quick, only)
-    from . import env, lessons, localcache
+    from .. import env
+    from ..session import lessons
+    from ..store import localcache
 
     env.require_live("filling this GPU's recording")
     from tqdm.auto import tqdm
@@ -223,7 +225,8 @@ def fill(quick: bool = False, only: Optional[Iterable[str]] = None, into=None) -
 
 def _fill_shared(folder: Path, quick: bool, only) -> dict:
     """`fill` into ``folder`` (a class's shared recording; see `fill`)."""
-    from . import env, localcache, plan_store
+    from .. import env
+    from ..store import localcache, plan_store
 
     if folder.exists() and not folder.is_dir():  # bad input first, on any machine
         raise localcache.CacheError("--into must name a folder", folder)

@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Tuple
 
-from . import lessons, networks
-from .errors import InvalidSpec
-from .experiments.your_network import (REPORT_STRATEGIES, TABLES, cut_counts, network_report_chart,
+from ..session import lessons
+from .. import networks
+from ..errors import InvalidSpec
+from ..experiments.your_network import (REPORT_STRATEGIES, TABLES, cut_counts, network_report_chart,
                                          network_report_summary, table_of)
 
 
@@ -158,7 +159,8 @@ def main_report(args) -> int:
     measured so far, marked incomplete, and exits with 130."""
     from tqdm.auto import tqdm
 
-    from . import experiments, progress
+    from .. import experiments
+    from ..signals import progress
 
     shape = None if args.input_shape is None else parse_shape(args.input_shape)
     kwargs, name, skipped = request_for(args.net, args.batch, args.dtype, args.layout, args.train, args.image, shape)

@@ -8,7 +8,7 @@ recorded, GPU, cuDNN version, date) from ``df.attrs``.
 
 Each builder returns a ``go.Figure`` with a fixed number of traces for its chart (listed in
 `labkit.experiments.TRACES`), whatever the data: rows that did not run (``status`` not ``ok``) are left out of the
-traces and named in a note under the chart. That is what lets `labkit.widgets` wrap a figure in a
+traces and named in a note under the chart. That is what lets `labkit.present.widgets` wrap a figure in a
 ``go.FigureWidget`` once and afterwards update its traces in place.
 
 Units: microseconds (us) for times, MiB (2**20 bytes) for sizes on axes, TFLOP/s for throughput.
@@ -128,7 +128,7 @@ def conditions_text(c) -> str:
 
 def request_spec(df):
     """The `ConvSpec` of the request behind ``df`` (``attrs['request']['spec']`` or ``['base']``), or None."""
-    from .spec import ConvSpec
+    from ..spec import ConvSpec
 
     req = (getattr(df, "attrs", {}) or {}).get("request") or {}
     d = req.get("spec") or req.get("base")

@@ -1,6 +1,6 @@
 """Exercise self-checks, as the notebooks call them (``check.fastest_algorithm(answer)``). Each
 compares your answer with the numbers in an experiment's DataFrame (live or recorded: the same
-results the notebook shows, through `labkit.lessons.data`) and prints ``correct`` with a one-line
+results the notebook shows, through `labkit.session.lessons.data`) and prints ``correct`` with a one-line
 why, or a hint that does not give the answer away.
 
 ``None`` means "not answered yet" and prints the question's hint; an answer of the wrong type
@@ -14,24 +14,24 @@ from __future__ import annotations
 
 from typing import Optional
 
-from . import lessons  # noqa: F401  (lessons plugs its session results into the checks)
-from .experiments import exercises
-from .experiments.checking import CheckResult, as_word, pending, say
-from .experiments.epilogue_fusion import fusion_loses, fusion_saved_bytes, fusion_speedup  # noqa: F401
-from .experiments.plans_autotune import autotune_payoff_calls, cap_slowdown, worst_vs_best  # noqa: F401
-from .experiments.precision_layout import nhwc_pays_off, nhwc_speedup, precision_order  # noqa: F401
-from .experiments.streams import race_hidden_by, race_mismatches, scratchpad_shared_flag  # noqa: F401
-from .experiments.under_the_hood import heuristic_kernels, idle_strategy, race_overlap  # noqa: F401
-from .experiments.workspace_basics import (  # noqa: F401
+from ..session import lessons  # noqa: F401  (lessons plugs its session results into the checks)
+from ..experiments import exercises
+from ..experiments.checking import CheckResult, as_word, pending, say
+from ..experiments.epilogue_fusion import fusion_loses, fusion_saved_bytes, fusion_speedup  # noqa: F401
+from ..experiments.plans_autotune import autotune_payoff_calls, cap_slowdown, worst_vs_best  # noqa: F401
+from ..experiments.precision_layout import nhwc_pays_off, nhwc_speedup, precision_order  # noqa: F401
+from ..experiments.streams import race_hidden_by, race_mismatches, scratchpad_shared_flag  # noqa: F401
+from ..experiments.under_the_hood import heuristic_kernels, idle_strategy, race_overlap  # noqa: F401
+from ..experiments.workspace_basics import (  # noqa: F401
     fastest_algorithm, no_workspace_layout, workspace_bytes_for_plan,
 )
-from .experiments.workspace_strategies import dims_only_shortfall, fastest_strategy, malloc_slowdown  # noqa: F401
-from .experiments.your_network import cap_for_budget, largest_workspace_layer, strategy_for_budget  # noqa: F401
+from ..experiments.workspace_strategies import dims_only_shortfall, fastest_strategy, malloc_slowdown  # noqa: F401
+from ..experiments.your_network import cap_for_budget, largest_workspace_layer, strategy_for_budget  # noqa: F401
 
 
 def mode(answer: Optional[str] = None) -> CheckResult:
     """Lesson 00: which mode is labkit in, 'live' or 'recorded'?"""
-    from . import env
+    from .. import env
 
     if answer is None:
         return pending("Which mode is labkit in, 'live' or 'recorded'?", "the banner at the top says it.")

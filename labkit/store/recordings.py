@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from .errors import InvalidSpec, LabkitError, OutOfMemory, RecordedDataError, Unsupported
+from ..errors import InvalidSpec, LabkitError, OutOfMemory, RecordedDataError, Unsupported
 
 SCHEMA_VERSION = 1
 REQUIRED_METADATA = ("schema_version", "gpu", "cudnn_backend", "cudnn_frontend", "date", "experiments")
@@ -30,7 +30,7 @@ _ERROR_CLASSES = {"Unsupported": Unsupported, "OutOfMemory": OutOfMemory}
 def data_dir() -> Path:
     """``data/recordings`` of this checkout (``LABKIT_DATA`` overrides the ``data`` folder)."""
     root = os.environ.get("LABKIT_DATA")
-    base = Path(root) if root else Path(__file__).resolve().parent.parent / "data"
+    base = Path(root) if root else Path(__file__).resolve().parents[2] / "data"
     return base / "recordings"
 
 
@@ -349,7 +349,7 @@ def current() -> Recording:
 def shipped() -> List[Recording]:
     """`available` with the default recording first, each folder one `Recording` for the whole
     process (its tables are read and checked once, whoever asks: recorded mode, a panel's GPU
-    picker, `labkit.compare`)."""
+    picker, `labkit.present.compare`)."""
     out = []
     for r in sorted(available(), key=lambda r: r.name != DEFAULT_RECORDING):
         known = _loaded.get(r.path)

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from .recordings import data_dir
+from ..store.recordings import data_dir
 
 STRATEGY_COLUMNS = ["workload", "strategy", "calls", "median_us", "p95_us", "gpu_us", "alloc_calls",
                     "alloc_us_total", "peak_bytes", "held_after_bytes"]
@@ -25,13 +25,13 @@ def default_name(which: str, gpu_name: Optional[str] = None) -> str:
     """``<which>_<slug of the GPU that runs it>`` (`labkit.env.gpu_slug`), e.g.
     ``vs_torch_h100-80gb-hbm3`` on an NVIDIA H100 80GB HBM3, ``strategies_h200`` on an NVIDIA H200:
     a run on another GPU never overwrites this one's table. ``which``: strategies or vs_torch."""
-    from .env import environment, gpu_slug
+    from ..env import environment, gpu_slug
 
     return f"{which}_{gpu_slug(gpu_name if gpu_name is not None else environment().gpu_name)}"
 
 
 def _write(df, name: str, extra: dict) -> Path:
-    from .experiments import provenance
+    from ..experiments import provenance
 
     out = bench_dir()
     out.mkdir(parents=True, exist_ok=True)
@@ -48,7 +48,7 @@ def strategies(repeats: int = 50, name: Optional[str] = None):
     the strategy's get/put minus the no-management baseline's, same workload, same run."""
     import pandas as pd
 
-    from .gpu import workloads
+    from ..gpu import workloads
 
     t0 = time.perf_counter()
     frames = []
@@ -132,8 +132,8 @@ def vs_torch(name: Optional[str] = None, dtypes=("fp32", "tf32", "fp16", "bf16")
     import cupy
     import pandas as pd
 
-    from .gpu import autotune, engine, measure, memory
-    from .experiments import resnet50_shapes
+    from ..gpu import autotune, engine, measure, memory
+    from ..experiments import resnet50_shapes
 
     t0 = time.perf_counter()
     rows = []

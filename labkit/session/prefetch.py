@@ -5,7 +5,7 @@ is usually a lookup instead of a cuDNN graph build plus timing (0.2-7 s on an H1
 Rules that keep the numbers honest (a prefetched number must be one the foreground would have
 measured):
 
-* **One GPU job at a time.** The worker and every foreground measurement (`labkit.lessons.data`:
+* **One GPU job at a time.** The worker and every foreground measurement (`labkit.session.lessons.data`:
   a cell, a widget change) hold the same lock, `PREFETCHER.gpu`; a prefetched measurement never
   overlaps another labkit measurement.
 * **Only when idle.** The worker starts a job only after the kernel has been idle for
@@ -33,8 +33,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Deque, Iterable, Optional, Tuple
 
-from . import cancel
-from .cancel import Superseded, cancellable, checkpoint  # noqa: F401  (prefetch.checkpoint: the names callers know)
+from ..signals import cancel
+from ..signals.cancel import Superseded, cancellable, checkpoint  # noqa: F401  (prefetch.checkpoint: the names callers know)
 
 #: seconds of kernel idleness before the worker starts a job
 IDLE_S = 0.3

@@ -3,7 +3,7 @@
 
 Every panel is a ``VBox`` of a header, the controls, a status line, a message line and one
 ``FigureWidget``. Move a control and the panel calls its experiment (`labkit.experiments`) with
-the values on screen, builds the chart with `labkit.plots` and copies the new traces into the
+the values on screen, builds the chart with `labkit.draw.plots` and copies the new traces into the
 existing figure inside ``batch_update()``.
 
 * **Recorded mode** (no GPU): every control offers only the values recorded for the request on
@@ -33,15 +33,15 @@ from typing import Callable, Dict, List, Optional, Tuple
 import ipywidgets as W
 from traitlets import TraitError
 
-from . import plots
-from .errors import InvalidSpec, LabkitError, RecordedDataError
-from . import experiments
-from .experiments import BASE, FUSION_DTYPES  # the lessons' base convolution (one definition)
-from .gpu.legacy import DTYPE_PLAN as _LEGACY_DTYPE_PLAN
-from .grid import SWEEP_VALUES, strategies_repeats
-from .recordings import flatten  # noqa: F401  (widgets.flatten: tests and panels use it)
-from .networks import PRESETS
-from .spec import DIRECTIONS, DTYPES, LAYOUTS, ConvSpec
+from ..draw import plots
+from ..errors import InvalidSpec, LabkitError, RecordedDataError
+from .. import experiments
+from ..experiments import BASE, FUSION_DTYPES  # the lessons' base convolution (one definition)
+from ..gpu.legacy import DTYPE_PLAN as _LEGACY_DTYPE_PLAN
+from ..experiments.grid import SWEEP_VALUES, strategies_repeats
+from ..store.recordings import flatten  # noqa: F401  (widgets.flatten: tests and panels use it)
+from ..networks import PRESETS
+from ..spec import DIRECTIONS, DTYPES, LAYOUTS, ConvSpec
 
 SPEC_FIELDS = ("N", "C", "K", "H", "W", "R", "S", "stride", "padding", "dilation", "groups", "dtype", "layout", "direction")
 LEGACY_DTYPES = tuple(_LEGACY_DTYPE_PLAN)  # the classic API has no fp8 convolution
@@ -274,7 +274,7 @@ class _PanelView:
 
     def _header_html(self) -> str:
         cfg = self.cfg
-        from . import env
+        from .. import env
 
         if self.live:
             e = env.environment()
@@ -358,7 +358,7 @@ class _PanelView:
         import plotly.graph_objects as go
 
         try:
-            from . import experiments
+            from .. import experiments
 
             df = experiments.registry()[self.cfg.experiment](**self.cfg.kwargs(self.cfg.base))
             fig = experiments.CHARTS[self.cfg.experiment](df)
@@ -473,7 +473,7 @@ class _PanelValues:
             return None
 
     def _request(self, state: dict) -> Optional[dict]:
-        from .experiments import request_of
+        from ..experiments import request_of
 
         try:
             return request_of(self.cfg.experiment, **self.cfg.kwargs(state))
@@ -481,7 +481,7 @@ class _PanelValues:
             return None
 
     def _recorded(self, state: dict) -> bool:
-        from .experiments import request_key
+        from ..experiments import request_key
 
         req = self._request(state)
         return req is not None and request_key(req) in self._recorded_keys
@@ -516,7 +516,7 @@ class _PanelMeasuring:
             prev.join()  # it stops at its next checkpoint: our generation made it stale
         if gen != self._generation:
             return  # a newer click came while we waited
-        from .cancel import cancellable
+        from ..signals.cancel import cancellable
 
         with cancellable(lambda: gen != self._generation):
             self.refresh(force, _generation=gen)
@@ -533,7 +533,7 @@ class _PanelMeasuring:
     def refresh(self, force: bool = False, _generation: Optional[int] = None) -> None:
         """Run the request on screen and update the figure in place (in this thread; a
         measurement a click started in the background stops at its next checkpoint)."""
-        from .cancel import Superseded
+        from ..signals.cancel import Superseded
 
         if _generation is None:
             with self._bg_lock:
@@ -551,7 +551,7 @@ class _PanelMeasuring:
         self._t0, self._last_partial, self.partial_draws, self.first_paint_ms = t0, 0.0, 0, None
         self._drawing = _generation
         try:
-            from .progress import announcing, listening
+            from ..signals.progress import announcing, listening
 
             with listening(self._on_partial), announcing(self._on_phase):
                 df = self._result(force)
@@ -589,12 +589,12 @@ class _PanelMeasuring:
     PARTIAL_EVERY_S = 0.25
 
     def _on_partial(self, make_frame, done: int, total: int, unit: str) -> None:
-        """A measurement in progress reports its table so far (`labkit.progress`): draw it into
+        """A measurement in progress reports its table so far (`labkit.signals.progress`): draw it into
         the same figure (at most every `PARTIAL_EVERY_S`) and say how far it is."""
         now = time.perf_counter()
         if now - self._last_partial < self.PARTIAL_EVERY_S or done >= total or self._drawing != self._generation:
             return  # the finished table is drawn by refresh; a stale request draws nothing
-        from . import experiments
+        from .. import experiments
 
         df = make_frame()
         df.attrs.update(experiments.provenance(live=True))
@@ -608,7 +608,7 @@ class _PanelMeasuring:
                                                "the chart fills in as the rest is measured ...")
 
     def _on_phase(self, phase: str) -> None:
-        """A measurement says where it is (`labkit.progress.announce`): the panel shows a wait for
+        """A measurement says where it is (`labkit.signals.progress.announce`): the panel shows a wait for
         the GPU (another notebook's turn, `labkit.gpu.lock`) and its end; other phases are the
         progress bar's."""
         if self._drawing != self._generation:
@@ -621,7 +621,7 @@ class _PanelMeasuring:
             self.status.value = _status("running", "measuring on the GPU ...")
 
     def _measured_already(self) -> bool:
-        from . import lessons
+        from ..session import lessons
 
         kwargs = self._kwargs(self.state)
         try:
@@ -647,14 +647,14 @@ class _PanelMeasuring:
         return out[:MAX_PREFETCH]
 
     def _prefetch(self) -> int:
-        """Queue the neighbours' requests for the background worker (`labkit.prefetch`)."""
-        from . import lessons
+        """Queue the neighbours' requests for the background worker (`labkit.session.prefetch`)."""
+        from ..session import lessons
 
         requests = [kw for kw in map(self._kwargs, self.neighbours()) if kw is not None]  # None: impossible
         return lessons.prefetch(self.cfg.experiment, requests)
 
     def _result(self, force: bool):
-        from . import lessons
+        from ..session import lessons
 
         kwargs = self.cfg.kwargs(self.state)  # InvalidSpec for an impossible spec
         recording = None if self.live else self._recording().name
@@ -672,7 +672,8 @@ class _PanelGPU:
     def _gpu_options(self) -> list:
         """(label, value) for the GPU picker: live, "this GPU" first (value ""); then every shipped
         recording, the default one first."""
-        from . import env, recordings
+        from .. import env
+        from ..store import recordings
 
         opts = []
         if self.can_measure:
@@ -692,7 +693,7 @@ class _PanelGPU:
         """Answer from another GPU: a shipped recording's name (e.g. ``"h200"``), or None for this
         GPU live (recorded mode: the default recording). The controls become that recording's
         values; where the convolution on screen was not recorded there, they go back to the base."""
-        from . import recordings
+        from ..store import recordings
 
         picked = recordings.named(recording) if recording else None
         name = picked.name if picked else None
@@ -729,8 +730,8 @@ class _PanelGPU:
 
     def _recording(self):
         """The recording the panel answers from: the one picked, else recorded mode's default for
-        this experiment (`labkit.recordings.for_experiment`)."""
-        from . import recordings
+        this experiment (`labkit.store.recordings.for_experiment`)."""
+        from ..store import recordings
 
         return recordings.named(self.recording_name) if self.recording_name else recordings.for_experiment(self.cfg.experiment)
 
@@ -748,7 +749,7 @@ class Panel(_PanelGPU, _PanelView, _PanelValues, _PanelMeasuring):
 
     def __init__(self, experiment: Optional[str] = None, *, live: Optional[bool] = None, csv_name: Optional[str] = None,
                  fig_width: Optional[int] = FIG_WIDTH, gpu: Optional[str] = None, **initial):
-        from . import env
+        from .. import env
 
         name = experiment or self.experiment
         if name not in CONFIGS:
@@ -758,7 +759,7 @@ class Panel(_PanelGPU, _PanelView, _PanelValues, _PanelMeasuring):
         #: the shipped recording the panel answers from (None: this GPU live, or recorded mode's default)
         self.recording_name: Optional[str] = None
         if gpu is not None:
-            from . import recordings
+            from ..store import recordings
 
             self.recording_name = recordings.named(gpu).name  # InvalidSpec names the available ones
         self.live = self.can_measure and self.recording_name is None
@@ -784,7 +785,7 @@ class Panel(_PanelGPU, _PanelView, _PanelValues, _PanelMeasuring):
         if unknown:
             raise InvalidSpec("control", sorted(unknown), f"this panel's controls are {', '.join(self._shown)}")
         if self.live:
-            from . import lessons
+            from ..session import lessons
 
             lessons.start_build_workers()  # ready for the runtime-compiled plans of this panel's graphs
         self._build_ui()

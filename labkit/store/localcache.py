@@ -23,7 +23,7 @@ leaves the previous content whole, and two writers at once (the prefetch worker 
 foreground, or two kernels) each leave a complete file; for the same call the last one wins.
 
 **A class's shared recording.** ``LABKIT_SHARED_CACHE`` names a folder of the same layout that
-an instructor filled once (``python -m labkit fill --into DIR``: `labkit.record.fill`); it is only
+an instructor filled once (``python -m labkit fill --into DIR``: `labkit.cli.record.fill`); it is only
 read (`shared`): a call saved there for this machine identity answers at recorded speed, a
 learner's own measurements go to their own cache, and a folder of another identity is never
 read. A missing or unreadable folder, one filled on another identity (another GPU, driver or
@@ -49,7 +49,7 @@ import warnings
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional
 
-from .errors import LabkitError
+from ..errors import LabkitError
 
 #: version of the files written here; a file of another version is set aside, never read
 SCHEMA_VERSION = 1
@@ -114,7 +114,7 @@ def nvidia_driver_version() -> Optional[str]:
 def this_identity() -> Optional[dict]:
     """This machine's identity (`IDENTITY_FIELDS`), or None when it has no usable GPU (recorded
     mode has nothing to save)."""
-    from . import env
+    from .. import env
 
     e = env.environment()
     if e.problem is not None or not e.gpu_name:
@@ -223,7 +223,7 @@ class LocalRecording:
         meta = self.path / "metadata.json"
         if meta.is_file():
             return
-        from . import __version__
+        from .. import __version__
 
         body = {"schema_version": SCHEMA_VERSION, "kind": "local", "identity": self.identity, "identity_hash": self.key,
                 "created": _now(), "labkit": __version__}
@@ -336,10 +336,11 @@ class LocalRecording:
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["request"])
 
     def export(self, out) -> Path:
-        """Write this recording as a standard recording folder (`labkit.recordings`: one CSV per
+        """Write this recording as a standard recording folder (`labkit.store.recordings`: one CSV per
         experiment, ``metadata.json`` with rows and sha256 per file) at ``out``. Refuses a
         folder that already holds a metadata.json."""
-        from . import __version__, recordings
+        from .. import __version__
+        from . import recordings
 
         out = Path(out)
         if (out / "metadata.json").exists():
@@ -359,7 +360,7 @@ class LocalRecording:
                 "nvidia_driver": ident.get("nvidia_driver"), "cuda_runtime": ident.get("cuda_runtime"),
                 "cudnn_backend": ident.get("cudnn_backend"), "cudnn_frontend": ident.get("cudnn_frontend"),
                 "cupy": ident.get("cupy"), "labkit": __version__, "date": max(dates)[:10] if dates else _now()[:10],
-                "command": f"labkit.localcache export of {self.path}", "complete": False, "experiments": files}
+                "command": f"labkit.store.localcache export of {self.path}", "complete": False, "experiments": files}
         (out / "metadata.json").write_text(json.dumps(meta, indent=2) + "\n")
         return out
 
@@ -417,7 +418,7 @@ def _now() -> str:
 # ---- the one for this process -----------------------------------------------------------------
 class ThisMachine:
     """The one store of this machine's identity for the process (`LocalRecording` here, saved plans
-    in `labkit.plan_store`): made on first use under ``root()`` (`cache_root`; `shared_root` for
+    in `labkit.store.plan_store`): made on first use under ``root()`` (`cache_root`; `shared_root` for
     a class's shared folder), made again when that folder changes; None in recorded mode (no GPU),
     when ``root()`` is None, or when the environment variable ``switch`` is ``0``."""
 

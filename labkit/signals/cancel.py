@@ -3,12 +3,12 @@ measurement (before a graph build, a CUDA-graph capture, each autotuned plan, ea
 each race round; never inside a capture), raises `Superseded` when the measurement is no
 longer wanted:
 
-* in the prefetch worker's thread (`labkit.prefetch`), when the foreground needs the GPU;
+* in the prefetch worker's thread (`labkit.session.prefetch`), when the foreground needs the GPU;
 * inside a `cancellable` block (a live panel measuring a click in the background), when the
   learner has moved a control again.
 
 Anywhere else it does nothing. And stopping on time: a `Budget` is a step's time limit, checked
-between its parts, that ends it with `labkit.TimedOut` (`labkit.progress.announce` says which part
+between its parts, that ends it with `labkit.TimedOut` (`labkit.signals.progress.announce` says which part
 a step is in, for whoever must stop it from outside). The bottom layer: the GPU core imports this,
 never the worker.
 """
@@ -70,7 +70,7 @@ class Budget:
     def __init__(self, seconds, what: str):
         import time
 
-        from .errors import InvalidSpec
+        from ..errors import InvalidSpec
 
         if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0):
             raise InvalidSpec("budget seconds", seconds, "must be a number of seconds > 0, or None for no limit")
@@ -95,7 +95,7 @@ class Budget:
     def check(self, phase: str) -> None:
         """Raise `labkit.TimedOut` naming ``phase`` when the budget is spent."""
         if self.over:
-            from .errors import TimedOut
+            from ..errors import TimedOut
 
             raise TimedOut(self.what, phase, self.spent, self.seconds)
 

@@ -8,7 +8,7 @@ graph built with only that plan holds) and the autotune winner (with what autotu
 This module is the file handling only; `labkit.gpu.engine` (``save_plan``, ``load_plan``) serializes
 and deserializes.
 
-Where: next to this GPU's recording (`labkit.localcache`), under the cache folder:
+Where: next to this GPU's recording (`labkit.store.localcache`), under the cache folder:
 
     plans/<gpu-slug>-<identity hash>/<graph digest>.<kind>.json
 
@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Dict, Iterator, Optional
 
 from . import localcache
-from .errors import InvalidSpec
+from ..errors import InvalidSpec
 
 #: version of the files written here; a file of another version is set aside, never read
 SCHEMA_VERSION = 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .spec import ConvSpec
+from ..spec import ConvSpec
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,11 @@ from typing import Optional, Sequence, Tuple
 
 import plotly.graph_objects as go
 
-from . import ceilings, plots
-from .experiments import plans_autotune, workspace_basics
-from . import recordings as recs
-from .errors import InvalidSpec, LabkitError, RecordedDataError
+from .. import ceilings
+from ..draw import plots
+from ..experiments import plans_autotune, workspace_basics
+from ..store import recordings as recs
+from ..errors import InvalidSpec, LabkitError, RecordedDataError
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ GPU_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b")
 
 
 class Text(str):
-    """A string shown as Markdown in a notebook (as `labkit.lessons.Text`; this layer cannot import it)."""
+    """A string shown as Markdown in a notebook (as `labkit.session.lessons.Text`; this layer cannot import it)."""
 
     def _repr_markdown_(self) -> str:
         return str(self)
@@ -84,7 +85,7 @@ def _recordings(names) -> list:
 
 def comparable(name: str) -> Comparable:
     """How experiment ``name`` compares; `InvalidSpec` naming the rule for any other name."""
-    from . import experiments
+    from .. import experiments
 
     if name in NOT_COMPARED:
         raise InvalidSpec("experiment", name, f"is not compared across GPUs: {NOT_COMPARED[name]}; "
@@ -100,11 +101,11 @@ def frames(name: str, recordings: Optional[Sequence] = None, **kwargs):
 
     ``attrs``: ``experiment``, ``request``, ``recordings`` (names used, in order), ``provenance``
     (recording -> GPU, cuDNN, frontend, date, complete, source), ``skipped`` (recording -> why it
-    is not in the frame) and a combined mode/gpu/cudnn/date that `labkit.plots` titles read.
+    is not in the frame) and a combined mode/gpu/cudnn/date that `labkit.draw.plots` titles read.
     `RecordedDataError` when no recording has the call (the reasons listed)."""
     import pandas as pd
 
-    from . import experiments
+    from .. import experiments
 
     comparable(name)
     try:

@@ -1,15 +1,16 @@
 """Exercise self-checks for lesson 08 (the same convolution on another GPU), in the manner of
-`labkit.check`: ``None`` prints the question's hint; an answer of the wrong type raises
+`labkit.present.check`: ``None`` prints the question's hint; an answer of the wrong type raises
 `labkit.InvalidSpec`; a `CheckResult` comes back (true when correct). The truth is
-read from the recordings through `labkit.compare` (pass ``df=`` a `compare.frames` result of your
+read from the recordings through `labkit.present.compare` (pass ``df=`` a `compare.frames` result of your
 own to check against it)."""
 from __future__ import annotations
 
 from typing import Optional
 
-from . import compare, plots
-from .experiments.checking import CheckResult, pending, say
-from .errors import InvalidSpec
+from . import compare
+from ..draw import plots
+from ..experiments.checking import CheckResult, pending, say
+from ..errors import InvalidSpec
 
 
 def _gpu(df, rec: str) -> str:

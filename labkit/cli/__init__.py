@@ -1,0 +1,1 @@
+"""The command line, ``python -m labkit ...``: `main` (the argument parser), `record` (record and fill), `bench` (benchmarks)."""

@@ -1,0 +1,80 @@
+"""Command line: ``python -m labkit doctor | fill | record | report NET | bench strategies | bench vs-torch``."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m labkit", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("doctor", help="what this machine has, the mode and why, the recordings available")
+    fill = sub.add_parser("fill", help="measure every lesson's values on this GPU into its own recording (the cache "
+                                       "live panels read first); resumable, Ctrl-C keeps what was measured")
+    fill.add_argument("--quick", action="store_true", help="the lessons' base calls only")
+    fill.add_argument("--only", action="append", metavar="EXPERIMENT", help="only this experiment (repeatable)")
+    fill.add_argument("--into", metavar="DIR", help="fill a class's shared recording in DIR instead (learners set "
+                                                    "LABKIT_SHARED_CACHE=DIR and read it)")
+    rec = sub.add_parser("record", help="record every experiment's lesson grid on this GPU")
+    rec.add_argument("--quick", action="store_true", help="the lessons' base calls only (about 2 minutes)")
+    rec.add_argument("--only", action="append", metavar="EXPERIMENT", help="record only this experiment (repeatable)")
+    rec.add_argument("--out", help="folder (default data/recordings/<gpu-slug>)")
+    rec.add_argument("--force", action="store_true", help="delete an existing recording there first")
+    rep = sub.add_parser("report", help="a network's workspace report: every conv layer under every strategy, "
+                                         "memory timeline, budget curve; CSV tables and a self-contained HTML")
+    rep.add_argument("net", help="a preset (resnet50, resnext50_32x4d, mobilenet_v2, convnext_tiny, vgg16, "
+                                 "deeplabv3_aspp) or module:callable returning a torch nn.Module "
+                                 "(e.g. torchvision.models:mobilenet_v3_large, with --input-shape)")
+    rep.add_argument("--input-shape", help="a model's example input, e.g. 16,3,224,224 (its batch is the first number)")
+    rep.add_argument("--batch", type=int, default=None, help="images per batch (a preset's default: 32; a model's: "
+                                                            "the first number of --input-shape)")
+    rep.add_argument("--dtype", default="fp16", help="fp32, tf32, fp16, bf16 or fp8_e4m3 (default fp16)")
+    rep.add_argument("--layout", default="NHWC", help="NCHW or NHWC (default NHWC)")
+    rep.add_argument("--image", type=int, default=224, help="image size in pixels (default 224)")
+    rep.add_argument("--train", action="store_true", help="forward and backward (dgrad, wgrad) of every layer")
+    rep.add_argument("--force", action="store_true", help="measure again even if this GPU has the report saved")
+    rep.add_argument("--out", required=True, help="folder for the CSV tables, report.json and report.html")
+    bench = sub.add_parser("bench", help="benchmarks: a table with ratios against a same-run baseline")
+    bench.add_argument("which", choices=["strategies", "vs-torch"])
+    bench.add_argument("--name", help="output name under data/bench (default <which>_<gpu slug>, e.g. "
+                                          "vs_torch_h100-80gb-hbm3 on an NVIDIA H100 80GB HBM3)")
+    args = parser.parse_args(argv)
+    from ..errors import LabkitError
+
+    try:
+        if args.command == "doctor":
+            from ..env import doctor
+
+            print(doctor())
+            from ..store import localcache, plan_store, recordings
+
+            print(recordings.describe_available())
+            print(localcache.describe())
+            print(plan_store.describe())
+            return 0
+        if args.command == "fill":
+            from .record import main_fill
+
+            return main_fill(args)
+        if args.command == "report":
+            from ..present.netreport import main_report
+
+            return main_report(args)
+        if args.command == "record":
+            from .record import main_record
+
+            return main_record(args)
+        from . import bench as b
+
+        if args.which == "strategies":
+            b.strategies(name=args.name or b.default_name("strategies"))
+        else:
+            b.vs_torch(name=args.name or b.default_name("vs_torch"))
+        return 0
+    except LabkitError as exc:
+        print(f"labkit: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""What charts and lesson text are drawn with: `plots` (plotly building blocks: axes, formatting, the provenance subtitle) and `prose` (Markdown text and tables). The charts themselves live with their experiments."""

@@ -1,0 +1,1 @@
+"""Answering a request in a notebook session: `lessons` (this session's results, from memory, this GPU's recording, a shipped recording or a measurement; the mode banner; lesson texts) and `prefetch` (the background worker that measures neighbouring values ahead). Never imports presentation (tests/test_layers.py)."""

@@ -1,0 +1,8 @@
+"""Storage: what was measured and built, on disk.
+
+* `keys`: request keys (which fields make two workspace requests the same);
+* `recordings`: the shipped recordings in data/recordings/ (read-only, one folder per GPU);
+* `localcache`: this GPU's own recording (a user cache; atomic, two writers, keyed by identity);
+* `plan_store`: saved cuDNN execution plans beside it.
+
+Never imports a session, a panel or the command line (tests/test_layers.py)."""
