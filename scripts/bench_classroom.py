@@ -159,9 +159,9 @@ def deviations(alone_rows, class_rows):
 
 def cache_check(cache: Path, rows) -> tuple:
     """(lost, corrupted): saved calls a fresh reader cannot read; files set aside."""
-    from labkit.store import localcache
+    from labkit.store import localcache, machine
 
-    store = localcache.LocalRecording(cache, localcache.this_identity())
+    store = localcache.LocalRecording(cache, machine.this_identity())
     lost = 0
     seen = {}
     for r in rows:

@@ -76,9 +76,9 @@ def _graph_stats():
 def _values(panel, control, live: bool, per_control: int):
     if live:  # the grid's values this panel offers (a choice control offers a panel's own list)
         offered = panel.options(control)
-        vals = [v for v in LIVE_VALUES.get(control, []) if v != panel._value(control) and (not offered or v in offered)]
+        vals = [v for v in LIVE_VALUES.get(control, []) if v != panel.value(control) and (not offered or v in offered)]
     else:
-        vals = [v for v in panel.options(control) if v != panel._value(control)]
+        vals = [v for v in panel.options(control) if v != panel.value(control)]
     return vals[:per_control]
 
 

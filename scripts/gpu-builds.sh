@@ -11,36 +11,37 @@
 # Step limits: STEP_TIMEOUT (default 300 s) or <STEP>_TIMEOUT. Logs go to $OUT.
 set -uo pipefail
 source scripts/gpu-lib.sh
-steps="${*:-tests bench}"
-for step in $steps; do
-  echo "== $step ($(date +%T))" | tee -a "$log"
-  case "$step" in
-    tests)
-      LABKIT_MODE=live timeout -k 10 "$(limit tests)" python3 -m pytest -q -rfE --tb=short -p no:cacheprovider --durations=5 \
-        tests/test_builds_gpu.py > "$out/tests.log" 2>&1; grep -E "^E |passed|failed|Error" "$out/tests.log" | tail -n 40 | tee -a "$log" ;;
-    engine)
-      LABKIT_MODE=live timeout -k 10 "$(limit engine)" python3 -m pytest -q -rfE --tb=short -p no:cacheprovider --durations=5 \
-        tests/test_engine_gpu.py tests/test_saved_plans_gpu.py tests/test_experiments_gpu.py 2>&1 | tail -n 30 | tee -a "$log" ;;
-    bench)
-      timeout -k 10 "$(limit bench)" python3 scripts/bench_builds.py --workers 0,8 --out "$out/builds_$slug.csv" 2>&1 | tail -n 30 | tee -a "$log" ;;
-    report)
-      LABKIT_MODE=live timeout -k 10 "$(limit report)" python3 -m pytest -q -rfE --tb=short -p no:cacheprovider --durations=5 \
-        tests/test_report_gpu.py tests/test_isolated.py > "$out/report.log" 2>&1; grep -E "^E |passed|failed|Error|^[0-9.]+s call" "$out/report.log" | tail -n 30 | tee -a "$log" ;;
-    fusion)
-      LABKIT_MODE=live timeout -k 10 "$(limit fusion)" python3 scripts/probe_slow_changes.py fusion 2>&1 | tail -n 30 | tee -a "$log" ;;
-    memory)  # GPU memory of this process and its build workers, once they are up
-      LABKIT_MODE=live timeout -k 10 "$(limit memory)" python3 -c "
+step_tests() {
+  LABKIT_MODE=live timeout -k 10 "$(limit tests)" python3 -m pytest -q -rfE --tb=short -p no:cacheprovider --durations=5 \
+    tests/test_builds_gpu.py > "$out/tests.log" 2>&1; grep -E "^E |passed|failed|Error" "$out/tests.log" | tail -n 40 | tee -a "$log"
+}
+step_engine() {
+  LABKIT_MODE=live timeout -k 10 "$(limit engine)" python3 -m pytest -q -rfE --tb=short -p no:cacheprovider --durations=5 \
+    tests/test_engine_gpu.py tests/test_saved_plans_gpu.py tests/test_experiments_gpu.py 2>&1 | tail -n 30 | tee -a "$log"
+}
+step_bench() {
+  timeout -k 10 "$(limit bench)" python3 scripts/bench_builds.py --workers 0,8 --out "$out/builds_$slug.csv" 2>&1 | tail -n 30 | tee -a "$log"
+}
+step_report() {
+  LABKIT_MODE=live timeout -k 10 "$(limit report)" python3 -m pytest -q -rfE --tb=short -p no:cacheprovider --durations=5 \
+    tests/test_report_gpu.py tests/test_isolated.py > "$out/report.log" 2>&1; grep -E "^E |passed|failed|Error|^[0-9.]+s call" "$out/report.log" | tail -n 30 | tee -a "$log"
+}
+step_fusion() {
+  LABKIT_MODE=live timeout -k 10 "$(limit fusion)" python3 scripts/probe_slow_changes.py fusion 2>&1 | tail -n 30 | tee -a "$log"
+}
+step_memory() {  # GPU memory of this process and its build workers, once they are up
+  LABKIT_MODE=live timeout -k 10 "$(limit memory)" python3 -c "
 import subprocess, time
 from labkit.gpu import builds
 p = builds.start_workers(); t0 = time.time()
 while len(p.pids()) < p.size and time.time() - t0 < 60: time.sleep(0.1)
 time.sleep(2)
 print(subprocess.run(['nvidia-smi', '--query-compute-apps=pid,used_memory', '--format=csv,noheader'], capture_output=True, text=True).stdout)
-" 2>&1 | tail -n 20 | tee -a "$log" ;;
-    widgets)
-      d=$(mktemp -d); cp data/bench/widget_latency.csv "$out/widget_latency.csv"
-      LABKIT_MODE=live timeout -k 10 "$(limit widgets)" python3 scripts/bench_widgets.py --cache "$d" \
-        --condition "first visit, empty cache" --out "$out/widget_latency.csv" ${PANELS:+--panels $PANELS} 2>&1 | tee "$out/widgets.log" | tail -n 40 | tee -a "$log" ;;
-  esac
-done
-echo "== done ($(date +%T))" | tee -a "$log"
+" 2>&1 | tail -n 20 | tee -a "$log"
+}
+step_widgets() {
+  d=$(mktemp -d); cp data/bench/widget_latency.csv "$out/widget_latency.csv"
+  LABKIT_MODE=live timeout -k 10 "$(limit widgets)" python3 scripts/bench_widgets.py --cache "$d" \
+    --condition "first visit, empty cache" --out "$out/widget_latency.csv" ${PANELS:+--panels $PANELS} 2>&1 | tee "$out/widgets.log" | tail -n 40 | tee -a "$log"
+}
+run_steps "tests bench" "$@"

@@ -8,28 +8,25 @@
 # Step limits: STEP_TIMEOUT (default 300 s) or <STEP>_TIMEOUT. Logs go to $OUT.
 set -uo pipefail
 source scripts/gpu-lib.sh
-steps="${*:-tests bench}"
-for step in $steps; do
-  echo "== $step ($(date +%T))" | tee -a "$log"
-  case "$step" in
-    tests)
-      LABKIT_MODE=live timeout -k 10 "$(limit tests)" python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider --durations=5 \
-        tests/test_classroom_gpu.py tests/test_gpu_lock.py tests/test_shared_recording.py > "$out/tests.log" 2>&1
-      grep -E "^E |passed|failed|Error|SKIP" "$out/tests.log" | tail -n 40 | tee -a "$log" ;;
-    bench)
-      cp data/bench/classroom_$slug.csv "$out/" 2>/dev/null
-      timeout -k 10 "$(limit bench)" python3 scripts/bench_classroom.py --seconds "${SECONDS_CLASS:-120}" \
-        --out "$out/classroom_$slug.csv" > "$out/bench.log" 2>&1; tail -n 40 "$out/bench.log" | tee -a "$log" ;;
-    widgets)
-      d=$(mktemp -d); e=$(mktemp -d); cp data/bench/widget_latency.csv "$out/widget_latency.csv"
-      LABKIT_MODE=live timeout -k 10 "$(limit widgets)" python3 scripts/bench_widgets.py --cache "$d" \
-        --condition "first visit, empty cache" --out "$out/widget_latency.csv" > "$out/widgets.log" 2>&1
-      tail -n 25 "$out/widgets.log" | tee -a "$log"
-      t0=$(date +%s); timeout -k 10 300 python3 -m labkit fill --quick --into "$d" > "$out/fill.log" 2>&1
-      tail -n 6 "$out/fill.log" | tee -a "$log"; echo "fill --quick --into (after the first visit): $(( $(date +%s) - t0 )) s" | tee -a "$log"
-      LABKIT_MODE=live LABKIT_SHARED_CACHE="$d" timeout -k 10 "$(limit widgets)" python3 scripts/bench_widgets.py --cache "$e" \
-        --condition "first visit, shared class recording" --out "$out/widget_latency.csv" > "$out/widgets-shared.log" 2>&1
-      tail -n 25 "$out/widgets-shared.log" | tee -a "$log" ;;
-  esac
-done
-echo "== done ($(date +%T))" | tee -a "$log"
+step_tests() {
+  LABKIT_MODE=live timeout -k 10 "$(limit tests)" python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider --durations=5 \
+    tests/test_classroom_gpu.py tests/test_gpu_lock.py tests/test_shared_recording.py > "$out/tests.log" 2>&1
+  grep -E "^E |passed|failed|Error|SKIP" "$out/tests.log" | tail -n 40 | tee -a "$log"
+}
+step_bench() {
+  cp "data/bench/classroom_$slug.csv" "$out/" 2>/dev/null
+  timeout -k 10 "$(limit bench)" python3 scripts/bench_classroom.py --seconds "${SECONDS_CLASS:-120}" \
+    --out "$out/classroom_$slug.csv" > "$out/bench.log" 2>&1; tail -n 40 "$out/bench.log" | tee -a "$log"
+}
+step_widgets() {
+  d=$(mktemp -d); e=$(mktemp -d); cp data/bench/widget_latency.csv "$out/widget_latency.csv"
+  LABKIT_MODE=live timeout -k 10 "$(limit widgets)" python3 scripts/bench_widgets.py --cache "$d" \
+    --condition "first visit, empty cache" --out "$out/widget_latency.csv" > "$out/widgets.log" 2>&1
+  tail -n 25 "$out/widgets.log" | tee -a "$log"
+  t0=$(date +%s); timeout -k 10 300 python3 -m labkit fill --quick --into "$d" > "$out/fill.log" 2>&1
+  tail -n 6 "$out/fill.log" | tee -a "$log"; echo "fill --quick --into (after the first visit): $(( $(date +%s) - t0 )) s" | tee -a "$log"
+  LABKIT_MODE=live LABKIT_SHARED_CACHE="$d" timeout -k 10 "$(limit widgets)" python3 scripts/bench_widgets.py --cache "$e" \
+    --condition "first visit, shared class recording" --out "$out/widget_latency.csv" > "$out/widgets-shared.log" 2>&1
+  tail -n 25 "$out/widgets-shared.log" | tee -a "$log"
+}
+run_steps "tests bench" "$@"

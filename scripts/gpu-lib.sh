@@ -1,9 +1,22 @@
 # Sourced by the scripts/gpu-*.sh step runners on the GPU host (device tool, carry .whl):
-# installs the wheel kit, sets $out (the device's $OUT, else /tmp), $log, $slug (the GPU's slug)
-# and limit STEP (STEP_TIMEOUT, default 300 s, or <STEP>_TIMEOUT).
+# installs the wheel kit, sets $out (the device's $OUT, else /tmp), $log, $slug (the GPU's slug),
+# limit STEP (STEP_TIMEOUT, default 300 s, or <STEP>_TIMEOUT) and run_steps DEFAULT_STEPS [STEP...].
 source .whl/setup.sh > "${OUT:-/tmp}/setup.log" 2>&1 || { cat "${OUT:-/tmp}/setup.log"; exit 1; }
 out="${OUT:-/tmp}"
 log="$out/$(basename "$0" .sh).log"
 slug=$(python3 -c "from labkit import env; print(env.gpu_slug(env.environment().gpu_name))")
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader | tee -a "$log"
 limit() { local v="${1^^}_TIMEOUT"; echo "${!v:-${STEP_TIMEOUT:-300}}"; }
+# run_steps DEFAULT_STEPS [STEP...]: run each STEP named (none named: the space-separated
+# DEFAULT_STEPS) as the caller's shell function step_<STEP>, in order, each under a "== STEP (time)"
+# line in $log, then "== done (time)". A step with no such function only gets its line.
+run_steps() {
+  local defaults="$1" steps step
+  shift
+  steps="${*:-$defaults}"
+  for step in $steps; do  # split on spaces: "tests bench" is two steps
+    echo "== $step ($(date +%T))" | tee -a "$log"
+    if declare -F "step_$step" > /dev/null; then "step_$step"; fi
+  done
+  echo "== done ($(date +%T))" | tee -a "$log"
+}

@@ -4,10 +4,10 @@ import tempfile
 
 from labkit import experiments
 
-from labkit.store import localcache, plan_store
+from labkit.store import machine, plan_store
 from labkit.gpu import autotune, engine
 
-store = plan_store.PlanStore(tempfile.mkdtemp(), localcache.this_identity())
+store = plan_store.PlanStore(tempfile.mkdtemp(), machine.this_identity())
 for epi in ("bias_relu", "none"):
     spec = experiments.BASE.replace(N=8, H=28, W=28)
     full = engine.ConvGraph(spec, epi)

@@ -44,7 +44,7 @@ def test_a_panel_offers_only_the_gpus_that_recorded_its_experiment(tmp_path, mon
 def test_picking_the_h200_draws_exactly_its_rows(name):
     p = widgets.PANELS[name]()
     p.set(gpu="h200")
-    assert p.recording_name == "h200" and p.gpu_picker.value == "h200"
+    assert p.gpu.name == "h200" and p.gpu_picker.value == "h200"
     assert p.error is None, p.error
     assert p.df.attrs["gpu"] == "NVIDIA H200" and "NVIDIA H200" in p.fig.layout.title.text
     req = p.df.attrs["request"]
@@ -82,4 +82,4 @@ def test_an_unknown_gpu_names_the_recordings():
     p = widgets.PrecisionPanel()
     with pytest.raises(InvalidSpec, match="recording='rtx'"):
         p.set(gpu="rtx")
-    assert p.recording_name is None and p.df.attrs["gpu"] == "NVIDIA H100 80GB HBM3"
+    assert p.gpu.name is None and p.df.attrs["gpu"] == "NVIDIA H100 80GB HBM3"

@@ -35,7 +35,7 @@ LAYERS = {
     "labkit.signals": 0,
     "labkit.gpu": 1, "labkit.store": 1, "labkit.draw": 1,
     "labkit.experiments": 2.2,  # a lesson topic; the others are named below
-    "labkit.experiments.core": 2.0, "labkit.experiments.checking": 2.1,
+    "labkit.experiments.core": 2.0, "labkit.experiments.checking": 2.1, "labkit.experiments.panel_config": 2.1,
     "labkit.experiments.grid": 2.4,
     "labkit.session": 2.5, "labkit.session.prefetch": 2.5, "labkit.session.lessons": 2.6,
     "labkit.present": 3,
@@ -184,6 +184,27 @@ def test_storage_and_session_never_import_presentation_and_presentation_never_th
 def test_the_top_level_holds_at_most_8_modules_besides_the_folders():
     top = sorted(p.name for p in PKG.glob("*.py"))
     assert len(top) <= 8, top
+
+
+@pytest.mark.parametrize("limit", [500])
+def test_no_module_is_longer_than_the_limit(limit):
+    long = [f"{p.relative_to(PKG.parent)}: {n} lines" for p in sorted(PKG.rglob("*.py"))
+            if (n := len(p.read_text().splitlines())) > limit]
+    assert not long, "\n".join(long)
+
+
+def test_no_class_is_assembled_from_mixins():
+    """A labkit class has at most one base class: parts are objects a class holds, not classes it
+    inherits state from."""
+    mixed = []
+    for mod, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            own = [b for b in node.bases if not (isinstance(b, ast.Name) and hasattr(builtins, b.id))]
+            if isinstance(node, ast.ClassDef) and len(own) > 1:
+                mixed.append(f"{path.relative_to(PKG.parent)}:{node.lineno} {node.name}({', '.join(map(ast.unparse, node.bases))})")
+    assert not mixed, "\n".join(mixed)
 
 
 def test_the_names_notebooks_and_the_readme_import_keep_working():

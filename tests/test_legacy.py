@@ -1,4 +1,5 @@
-"""Tests of labkit.gpu.legacy: the classic cuDNN forward-algorithm table.
+"""Tests of labkit.gpu.legacy (the classic cuDNN forward-algorithm table) and of
+labkit.gpu.cudnn_library (finding, loading and binding the cuDNN library it uses).
 
 CPU tests check validation, the enum/struct tables, table assembly and the library loader
 without a GPU. Tests marked ``gpu`` run the real cuDNN 9 legacy API on CuPy arrays.
@@ -10,7 +11,7 @@ import math
 
 import pytest
 
-from labkit.gpu import legacy
+from labkit.gpu import cudnn_library, legacy
 from labkit.errors import InvalidSpec, LabkitError, OutOfMemory, Unsupported
 from labkit.spec import ConvSpec
 
@@ -24,7 +25,7 @@ def no_load(monkeypatch):
     def boom():
         raise AssertionError("the library was loaded before validation finished")
 
-    monkeypatch.setattr(legacy, "_load_library", boom)
+    monkeypatch.setattr(legacy, "_load_library", boom)  # algorithm_table looks it up in legacy's namespace
 
 
 # ---- validation happens before any library load ----------------------------------------------
@@ -127,37 +128,38 @@ def test_bf16_storage_typestrs(typestr, ok):
 
 # ---- enum / name tables ---------------------------------------------------------------------------
 def test_fwd_algo_table_matches_header_order():
-    assert legacy.FWD_ALGOS == (
+    assert cudnn_library.FWD_ALGOS == (
         "IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT",
         "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED",
     )
-    assert legacy.CUDNN_CONVOLUTION_FWD_ALGO_COUNT == 8
-    assert all(legacy.FWD_ALGO_IDS[n] == i for i, n in enumerate(legacy.FWD_ALGOS))
+    assert cudnn_library.CUDNN_CONVOLUTION_FWD_ALGO_COUNT == 8
+    assert all(cudnn_library.FWD_ALGO_IDS[n] == i for i, n in enumerate(cudnn_library.FWD_ALGOS))
 
 
 def test_enum_values():
-    assert (legacy.CUDNN_DATA_FLOAT, legacy.CUDNN_DATA_HALF, legacy.CUDNN_DATA_BFLOAT16) == (0, 2, 9)
-    assert (legacy.CUDNN_TENSOR_NCHW, legacy.CUDNN_TENSOR_NHWC) == (0, 1)
-    assert (legacy.CUDNN_CONVOLUTION, legacy.CUDNN_CROSS_CORRELATION) == (0, 1)
-    assert (legacy.CUDNN_DEFAULT_MATH, legacy.CUDNN_TENSOR_OP_MATH,
-            legacy.CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION, legacy.CUDNN_FMA_MATH) == (0, 1, 2, 3)
-    assert (legacy.CUDNN_NON_DETERMINISTIC, legacy.CUDNN_DETERMINISTIC) == (0, 1)
-    assert set(legacy.MATH_NAMES) == {0, 1, 2, 3}
+    lib = cudnn_library
+    assert (lib.CUDNN_DATA_FLOAT, lib.CUDNN_DATA_HALF, lib.CUDNN_DATA_BFLOAT16) == (0, 2, 9)
+    assert (cudnn_library.CUDNN_TENSOR_NCHW, cudnn_library.CUDNN_TENSOR_NHWC) == (0, 1)
+    assert (cudnn_library.CUDNN_CONVOLUTION, cudnn_library.CUDNN_CROSS_CORRELATION) == (0, 1)
+    assert (cudnn_library.CUDNN_DEFAULT_MATH, cudnn_library.CUDNN_TENSOR_OP_MATH,
+            cudnn_library.CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION, cudnn_library.CUDNN_FMA_MATH) == (0, 1, 2, 3)
+    assert (cudnn_library.CUDNN_NON_DETERMINISTIC, cudnn_library.CUDNN_DETERMINISTIC) == (0, 1)
+    assert set(cudnn_library.MATH_NAMES) == {0, 1, 2, 3}
 
 
 def test_dtype_plan():
-    F, H, B = legacy.CUDNN_DATA_FLOAT, legacy.CUDNN_DATA_HALF, legacy.CUDNN_DATA_BFLOAT16
+    F, H, B = cudnn_library.CUDNN_DATA_FLOAT, cudnn_library.CUDNN_DATA_HALF, cudnn_library.CUDNN_DATA_BFLOAT16
     assert legacy.DTYPE_PLAN == {
-        "fp32": (F, F, legacy.CUDNN_FMA_MATH),  # TF32 off
-        "tf32": (F, F, legacy.CUDNN_TENSOR_OP_MATH),  # TF32 allowed, and reported as "tensor op"
-        "fp16": (H, F, legacy.CUDNN_TENSOR_OP_MATH),
-        "bf16": (B, F, legacy.CUDNN_TENSOR_OP_MATH),
+        "fp32": (F, F, cudnn_library.CUDNN_FMA_MATH),  # TF32 off
+        "tf32": (F, F, cudnn_library.CUDNN_TENSOR_OP_MATH),  # TF32 allowed, and reported as "tensor op"
+        "fp16": (H, F, cudnn_library.CUDNN_TENSOR_OP_MATH),
+        "bf16": (B, F, cudnn_library.CUDNN_TENSOR_OP_MATH),
     }
     assert "fp8_e4m3" not in legacy.DTYPE_PLAN
 
 
 def test_status_names():
-    names = legacy.STATUS_NAMES
+    names = cudnn_library.STATUS_NAMES
     assert names[0] == "CUDNN_STATUS_SUCCESS"
     assert names[2000] == "CUDNN_STATUS_BAD_PARAM"
     assert names[3000] == "CUDNN_STATUS_NOT_SUPPORTED"
@@ -168,29 +170,29 @@ def test_status_names():
         if code:
             family = {1: "", 2: "BAD_PARAM", 3: "NOT_SUPPORTED", 4: "INTERNAL_ERROR", 5: "EXECUTION_FAILED"}[code // 1000]
             assert family in name or code == 2001, (code, name)
-    assert legacy.status_name(0) == "ok"
-    assert legacy.status_name(3004) == "CUDNN_STATUS_NOT_SUPPORTED_LAYOUT"
-    assert legacy.status_name(3999) == "CUDNN_STATUS_3999"
+    assert cudnn_library.status_name(0) == "ok"
+    assert cudnn_library.status_name(3004) == "CUDNN_STATUS_NOT_SUPPORTED_LAYOUT"
+    assert cudnn_library.status_name(3999) == "CUDNN_STATUS_3999"
 
 
 def test_error_mapping():
     label = BASE.label
-    assert isinstance(legacy._error_for(3000, "f", "t", label), Unsupported)
-    assert isinstance(legacy._error_for(3007, "f", "t", label), Unsupported)
-    oom = legacy._error_for(4004, "f", "t", label, requested_bytes=123, free_bytes=7)
+    assert isinstance(cudnn_library._error_for(3000, "f", "t", label), Unsupported)
+    assert isinstance(cudnn_library._error_for(3007, "f", "t", label), Unsupported)
+    oom = cudnn_library._error_for(4004, "f", "t", label, requested_bytes=123, free_bytes=7)
     assert isinstance(oom, OutOfMemory) and oom.requested_bytes == 123 and oom.free_bytes == 7
-    assert isinstance(legacy._error_for(4003, "f", "t", label), OutOfMemory)
-    bad = legacy._error_for(2002, "cudnnX", "null pointer", label)
+    assert isinstance(cudnn_library._error_for(4003, "f", "t", label), OutOfMemory)
+    bad = cudnn_library._error_for(2002, "cudnnX", "null pointer", label)
     assert isinstance(bad, InvalidSpec) and "CUDNN_STATUS_BAD_PARAM_NULL_POINTER" in str(bad)
     for code in (1001, 4000, 4001, 5000, 77):
-        err = legacy._error_for(code, "f", "t", label)
+        err = cudnn_library._error_for(code, "f", "t", label)
         assert type(err) is LabkitError
-    assert "cudnnFoo" in str(legacy._error_for(5000, "cudnnFoo", "text", label))
+    assert "cudnnFoo" in str(cudnn_library._error_for(5000, "cudnnFoo", "text", label))
 
 
 # ---- the ctypes struct ------------------------------------------------------------------------------
 def test_perf_struct_layout():
-    P = legacy.ConvolutionFwdAlgoPerf
+    P = cudnn_library.ConvolutionFwdAlgoPerf
     assert [f[0] for f in P._fields_] == ["algo", "status", "time", "memory", "determinism", "mathType", "reserved"]
     assert [f[1] for f in P._fields_[:6]] == [ctypes.c_int, ctypes.c_int, ctypes.c_float, ctypes.c_size_t,
                                              ctypes.c_int, ctypes.c_int]
@@ -203,30 +205,30 @@ def test_perf_struct_layout():
 
 
 def test_perf_struct_array_round_trip():
-    arr = (legacy.ConvolutionFwdAlgoPerf * 2)()
+    arr = (cudnn_library.ConvolutionFwdAlgoPerf * 2)()
     arr[1].algo, arr[1].status, arr[1].time, arr[1].memory = 7, 0, 0.25, (1 << 33) + 5
     arr[1].determinism, arr[1].mathType = 1, 1
     raw = bytes(memoryview(arr).cast("B"))
-    assert len(raw) == 2 * ctypes.sizeof(legacy.ConvolutionFwdAlgoPerf)
+    assert len(raw) == 2 * ctypes.sizeof(cudnn_library.ConvolutionFwdAlgoPerf)
     assert legacy._perf_tuple(arr[1]) == (7, 0, 0.25, (1 << 33) + 5, 1, 1)
 
 
 def test_signatures_declared_for_every_call():
-    src = open(legacy.__file__).read()
+    src = open(legacy.__file__).read() + open(cudnn_library.__file__).read()  # the table's calls and the loader's
     import re
 
     called = set(re.findall(r"lib\.(cudnn\w+)", src))
-    declared = set(legacy._SIGNATURES) | set(legacy._OPTIONAL_SIGNATURES)
+    declared = set(cudnn_library._SIGNATURES) | set(cudnn_library._OPTIONAL_SIGNATURES)
     assert called <= declared, called - declared
-    for name, (restype, argtypes) in legacy._SIGNATURES.items():
+    for name, (restype, argtypes) in cudnn_library._SIGNATURES.items():
         assert isinstance(argtypes, list)
         if name not in ("cudnnGetVersion", "cudnnGetErrorString"):
             assert restype is ctypes.c_int, name  # cudnnStatus_t
     # filter: (desc, dataType, format, k, c, h, w) -- 7 args; conv 2d: 9 args; FindEx: 13 args
-    assert len(legacy._SIGNATURES["cudnnSetFilter4dDescriptor"][1]) == 7
-    assert len(legacy._SIGNATURES["cudnnSetConvolution2dDescriptor"][1]) == 9
-    assert len(legacy._SIGNATURES["cudnnFindConvolutionForwardAlgorithmEx"][1]) == 13
-    assert len(legacy._SIGNATURES["cudnnGetConvolutionForwardWorkspaceSize"][1]) == 7
+    assert len(cudnn_library._SIGNATURES["cudnnSetFilter4dDescriptor"][1]) == 7
+    assert len(cudnn_library._SIGNATURES["cudnnSetConvolution2dDescriptor"][1]) == 9
+    assert len(cudnn_library._SIGNATURES["cudnnFindConvolutionForwardAlgorithmEx"][1]) == 13
+    assert len(cudnn_library._SIGNATURES["cudnnGetConvolutionForwardWorkspaceSize"][1]) == 7
 
 
 # ---- table assembly ---------------------------------------------------------------------------------
@@ -293,35 +295,35 @@ def test_assemble_accepts_structs():
 # ---- library loading -----------------------------------------------------------------------------------
 @pytest.fixture
 def fresh_loader(monkeypatch):
-    monkeypatch.setattr(legacy, "_lib", None)
-    monkeypatch.setattr(legacy, "_lib_path", None)
+    monkeypatch.setattr(cudnn_library, "_lib", None)
+    monkeypatch.setattr(cudnn_library, "_lib_path", None)
     return monkeypatch
 
 
 def test_no_cudnn_gives_clear_unsupported(fresh_loader, tmp_path):
-    fresh_loader.setattr(legacy, "_mapped_cudnn_paths", lambda: [])
-    fresh_loader.setattr(legacy, "_load_frontend", lambda: None)
-    fresh_loader.setattr(legacy, "_site_dirs", lambda: [str(tmp_path)])
-    fresh_loader.setattr(legacy, "_SONAMES", ("libcudnn_labkit_test_absent.so.9",))
+    fresh_loader.setattr(cudnn_library, "_mapped_cudnn_paths", lambda: [])
+    fresh_loader.setattr(cudnn_library, "_load_frontend", lambda: None)
+    fresh_loader.setattr(cudnn_library, "_site_dirs", lambda: [str(tmp_path)])
+    fresh_loader.setattr(cudnn_library, "_SONAMES", ("libcudnn_labkit_test_absent.so.9",))
     with pytest.raises(Unsupported) as e:
-        legacy.cudnn_version()
+        cudnn_library.cudnn_version()
     assert e.value.what == "legacy cuDNN API"
     for part in ("libcudnn.so.9", "already loaded: none found", "nvidia wheel: none found",
                  "libcudnn_labkit_test_absent.so.9"):
         assert part in e.value.reason
-    assert legacy._lib is None  # a failure is not cached
+    assert cudnn_library._lib is None  # a failure is not cached
 
 
 def test_broken_wheel_file_is_reported(fresh_loader, tmp_path):
     lib_dir = tmp_path / "nvidia" / "cudnn" / "lib"
     lib_dir.mkdir(parents=True)
     (lib_dir / "libcudnn.so.9").write_bytes(b"not an ELF file")
-    fresh_loader.setattr(legacy, "_mapped_cudnn_paths", lambda: [])
-    fresh_loader.setattr(legacy, "_load_frontend", lambda: None)
-    fresh_loader.setattr(legacy, "_site_dirs", lambda: [str(tmp_path)])
-    fresh_loader.setattr(legacy, "_SONAMES", ())
+    fresh_loader.setattr(cudnn_library, "_mapped_cudnn_paths", lambda: [])
+    fresh_loader.setattr(cudnn_library, "_load_frontend", lambda: None)
+    fresh_loader.setattr(cudnn_library, "_site_dirs", lambda: [str(tmp_path)])
+    fresh_loader.setattr(cudnn_library, "_SONAMES", ())
     with pytest.raises(Unsupported) as e:
-        legacy.library_path()
+        cudnn_library.library_path()
     assert str(lib_dir / "libcudnn.so.9") in e.value.reason
 
 
@@ -330,8 +332,8 @@ def test_wheel_candidates_prefer_cudnn_dir(fresh_loader, tmp_path):
         d = tmp_path / "nvidia" / sub / "lib"
         d.mkdir(parents=True)
         (d / "libcudnn.so.9").write_bytes(b"")
-    fresh_loader.setattr(legacy, "_site_dirs", lambda: [str(tmp_path)])
-    got = legacy._wheel_candidates()
+    fresh_loader.setattr(cudnn_library, "_site_dirs", lambda: [str(tmp_path)])
+    got = cudnn_library._wheel_candidates()
     assert got == [str(tmp_path / "nvidia" / "cudnn" / "lib" / "libcudnn.so.9"),
                    str(tmp_path / "nvidia" / "cu13" / "lib" / "libcudnn.so.9")]
 
@@ -341,16 +343,21 @@ def test_wrong_library_is_refused(fresh_loader):
     import ctypes.util
 
     libc = ctypes.util.find_library("c") or "libc.so.6"
-    fresh_loader.setattr(legacy, "_mapped_cudnn_paths", lambda: [])
-    fresh_loader.setattr(legacy, "_load_frontend", lambda: None)
-    fresh_loader.setattr(legacy, "_site_dirs", lambda: [])
-    fresh_loader.setattr(legacy, "_SONAMES", (libc,))
+    fresh_loader.setattr(cudnn_library, "_mapped_cudnn_paths", lambda: [])
+    fresh_loader.setattr(cudnn_library, "_load_frontend", lambda: None)
+    fresh_loader.setattr(cudnn_library, "_site_dirs", lambda: [])
+    fresh_loader.setattr(cudnn_library, "_SONAMES", (libc,))
     with pytest.raises(Unsupported, match="lacks cudnnGetVersion"):
-        legacy.cudnn_version()
+        cudnn_library.cudnn_version()
+
+
+def test_legacy_reexports_the_library_api():
+    for name in ("cudnn_version", "library_path", "FWD_ALGOS", "ConvolutionFwdAlgoPerf"):
+        assert name in legacy.__all__ and getattr(legacy, name) is getattr(cudnn_library, name)
 
 
 def test_shim_name_pattern():
-    m = legacy._SHIM_RE.match
+    m = cudnn_library._SHIM_RE.match
     assert m("libcudnn.so.9") and m("libcudnn.so.9.19.0") and m("libcudnn.so")
     assert not m("libcudnn_cnn.so.9") and not m("libcudnn_graph.so.9.14.0") and not m("libcudnn.so.8")
 
@@ -367,7 +374,7 @@ def test_mapped_paths_parse_proc_maps(monkeypatch, tmp_path):
     )
     real_open = open
     monkeypatch.setattr("builtins.open", lambda p, *a, **k: real_open(maps if p == "/proc/self/maps" else p, *a, **k))
-    assert legacy._mapped_cudnn_paths() == [
+    assert cudnn_library._mapped_cudnn_paths() == [
         "/opt/x/nvidia/cudnn/lib/libcudnn.so.9", "/usr/lib/x86_64-linux-gnu/libcudnn.so.9.14.0",
     ]
 
@@ -384,7 +391,7 @@ def _check_table(df, limit):
     for _, row in ok.iterrows():
         assert math.isfinite(row.time_us) and row.time_us > 0, row
         assert 0 <= row.find_workspace_bytes <= limit, row
-        assert row.math in legacy.MATH_NAMES.values()
+        assert row.math in cudnn_library.MATH_NAMES.values()
     assert df[df.find_status != "ok"].time_us.isna().all()
     q_ok = df[df.query_status == "ok"]
     assert (q_ok.query_workspace_bytes >= 0).all()
@@ -503,9 +510,9 @@ def test_gpu_caller_arrays_are_used_and_checked():
 @pytest.mark.gpu
 def test_gpu_version_matches_frontend():
     pytest.importorskip("cupy")
-    v = legacy.cudnn_version()
+    v = cudnn_library.cudnn_version()
     assert v // 10000 == 9
-    assert "libcudnn" in legacy.library_path()
+    assert "libcudnn" in cudnn_library.library_path()
     cudnn = pytest.importorskip("cudnn")
     assert cudnn.backend_version() == v  # one cuDNN in the process, not two
 

@@ -18,7 +18,7 @@ import pytest
 
 from labkit import experiments
 
-from labkit.store import localcache, recordings
+from labkit.store import localcache, machine, recordings
 from labkit.store.localcache import CacheError, CacheWarning, LocalRecording
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,7 +35,7 @@ def h100_identity(**changes):
                   cuda_runtime=m["cuda_runtime"], cudnn_backend=m["cudnn_backend"], cudnn_frontend=m["cudnn_frontend"],
                   cupy=m["cupy"])
     fields.update(changes)
-    return localcache.identity(**fields)
+    return machine.identity(**fields)
 
 
 def real_call(name="precision", **kwargs):
@@ -73,11 +73,11 @@ def test_other_requests_and_experiments_are_misses(store):
 
 def test_identity_names_every_version_that_changes_meaning(tmp_path):
     base = h100_identity()
-    seen = {localcache.identity_hash(base)}
+    seen = {machine.identity_hash(base)}
     for field, value in [("gpu", "NVIDIA H200"), ("nvidia_driver", "590.1"), ("cuda_driver", "12.8"),
                          ("cudnn_backend", "9.20.0"), ("cudnn_frontend", "1.29.0"), ("cupy", "15.0.0"),
                          ("compute_capability", "8.0"), ("cuda_runtime", "12.9")]:
-        h = localcache.identity_hash(h100_identity(**{field: value}))
+        h = machine.identity_hash(h100_identity(**{field: value}))
         assert h not in seen, field
         seen.add(h)
     assert base["labkit_schema"] == localcache.SCHEMA_VERSION
@@ -191,7 +191,7 @@ def test_cache_root_is_the_user_cache_folder_unless_set(monkeypatch, tmp_path):
 def test_recorded_mode_has_no_local_recording(monkeypatch, tmp_path):
     monkeypatch.setenv("LABKIT_CACHE", str(tmp_path))
     localcache.reset()
-    assert localcache.current() is None or localcache.this_identity() is not None
+    assert localcache.current() is None or machine.this_identity() is not None
 
 
 WRITER = textwrap.dedent("""
@@ -273,6 +273,6 @@ def test_bad_input_gets_labkit_errors():
     from labkit.cli.record import fill
 
     with pytest.raises(LabkitError, match="unknown identity field"):
-        localcache.identity(gpu="x", colour="blue")
+        machine.identity(gpu="x", colour="blue")
     with pytest.raises(ModeError, match="needs a live GPU"):
         fill(quick=True)  # recorded mode: nothing to measure with

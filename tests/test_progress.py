@@ -54,12 +54,12 @@ def test_a_panel_draws_every_partial_table_into_the_same_figure(name):
     p = widgets.panel(name)
     full, fig = p.df, p.fig
     assert full is not None and len(full) >= 2
-    p._t0 = p._last_partial = 0.0
-    p.partial_draws, p.first_paint_ms = 0, None
-    p.PARTIAL_EVERY_S = 0.0
+    p.job.t0 = p.job.last_partial = 0.0
+    p.job.partial_draws, p.job.first_paint_ms = 0, None
+    p.job.PARTIAL_EVERY_S = 0.0
     n = len(full)
     for k in range(1, n):
-        p._on_partial(lambda k=k: full.iloc[:k].copy(), k, n, "parts")
+        p.job.on_partial(lambda k=k: full.iloc[:k].copy(), k, n, "parts")
         assert "of %d parts" % n in p.status.value
     assert p.partial_draws == n - 1 and p.fig is fig and p.first_paint_ms is not None
     p.refresh()
@@ -69,10 +69,10 @@ def test_a_panel_draws_every_partial_table_into_the_same_figure(name):
 def test_partial_draws_are_throttled_and_the_last_part_is_left_to_the_finished_chart():
     p = widgets.panel("plans")
     full = p.df
-    p._t0, p.partial_draws, p.first_paint_ms = 0.0, 0, None
-    p._last_partial = 0.0
+    p.job.t0, p.job.partial_draws, p.job.first_paint_ms = 0.0, 0, None
+    p.job.last_partial = 0.0
     for k in range(1, len(full) + 1):
-        p._on_partial(lambda k=k: full.iloc[:k].copy(), k, len(full), "plans timed")
+        p.job.on_partial(lambda k=k: full.iloc[:k].copy(), k, len(full), "plans timed")
     assert p.partial_draws == 1  # the first at once; the rest within PARTIAL_EVERY_S; the last never
 
 
@@ -84,10 +84,10 @@ def test_a_click_measures_in_the_background_and_the_last_click_wins():
     fig = p.fig
     options = [v for v in p.options("layout")]
     assert len(options) >= 2
-    other = next(v for v in options if v != p._value("layout"))
+    other = next(v for v in options if v != p.value("layout"))
     p.widgets["layout"].value = other  # what a click does
-    assert p.wait(30) and p._value("layout") == other and p.df.attrs["request"]["spec"]["layout"] == other
-    first = p._value("layout")
+    assert p.wait(30) and p.value("layout") == other and p.df.attrs["request"]["spec"]["layout"] == other
+    first = p.value("layout")
     back = next(v for v in options if v != first)
     for v in (back, first, back):  # three quick clicks
         p.widgets["layout"].value = v

@@ -11,7 +11,7 @@ import warnings
 import pandas as pd
 import pytest
 
-from labkit.store import localcache, plan_store
+from labkit.store import localcache, machine, plan_store
 from labkit.store.localcache import CacheWarning, LocalRecording
 
 from test_localcache import h100_identity, real_call
@@ -20,7 +20,7 @@ from test_localcache import h100_identity, real_call
 @pytest.fixture(autouse=True)
 def fresh(recorded_mode, monkeypatch):
     localcache._warned.clear()
-    monkeypatch.setattr(localcache, "this_identity", lambda: h100_identity())
+    monkeypatch.setattr(machine, "this_identity", lambda: h100_identity())
     localcache.reset()
     plan_store.reset()
     yield

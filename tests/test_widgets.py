@@ -16,6 +16,7 @@ from labkit.draw import plots
 
 from labkit.store import recordings
 
+from labkit.experiments import panel_config
 from labkit.present import widgets
 from labkit.errors import InvalidSpec
 
@@ -35,7 +36,7 @@ def one_factor_values(name, request, fields):
         if all(flat.get(k) == v for k, v in want.items() if k not in fields):
             v = flat[fields[0]]
             if all(flat[f] == v for f in fields[1:2] if f in flat and not f.endswith(("values", "repeats"))):
-                out.append(widgets._unpack(v))
+                out.append(panel_config.unpack(v))
     return sorted(set(out), key=str)
 
 
@@ -56,7 +57,7 @@ def test_panel_builds_with_a_figurewidget_and_recorded_options(name):
     req = p.df.attrs["request"]
     for c in p.controls:
         opts = p.options(c)
-        assert p._value(c) in opts, (name, c)
+        assert p.value(c) in opts, (name, c)
         fields = MOVES.get(c) if "spec" in req else None
         if fields is None:
             prefix = {"sweep": "base."}.get(name, "")
@@ -180,7 +181,7 @@ def test_lab_panel_switches_chart_and_exports_csv(tmp_path):
 def test_csv_button_writes_into_the_working_folder(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     p = widgets.RooflinePanel()
-    p.csv_button.click()
+    p.view.csv_button.click()
     assert (tmp_path / "results_roofline.csv").is_file()
     assert "wrote" in p.status.value
     assert len(pd.read_csv(tmp_path / "results_roofline.csv")) == len(p.df)
@@ -244,9 +245,9 @@ def test_live_neighbours_are_one_control_move_away():
 
 def test_neighbours_at_the_ends_of_a_ladder():
     p = widgets.PlansPanel(live=True)
-    p.state = dict(p.state, N=1)
+    p.controls_state.state = dict(p.state, N=1)
     assert {s["N"] for s in p.neighbours()} - {1} == {2}
-    p.state = dict(p.state, N=5000)
+    p.controls_state.state = dict(p.state, N=5000)
     assert {s["N"] for s in p.neighbours()} - {5000} == {256}
 
 
@@ -295,11 +296,11 @@ def test_header_chart_and_summary_follow_every_control(cls):
     p = cls()
     exp = p.cfg.experiment
     for name in p.controls:
-        for value in [v for v in p.options(name) if v != p._value(name)]:
+        for value in [v for v in p.options(name) if v != p.value(name)]:
             p.reset()
             p.set(**{name: value})
             assert p.error is None, (exp, name, value, p.error)
-            assert p.df.attrs["request"] == p._request(p.state), (exp, name, value)
+            assert p.df.attrs["request"] == p.request(), (exp, name, value)
             text = lessons.summary(p.df)
             for want in SUMMARY_NAMES.get(exp, lambda s: [])(p.state):
                 assert want in text, (exp, name, value, want, text[:300])
@@ -321,6 +322,8 @@ def test_dropdowns_get_room_for_their_longest_option():
     w = p.widgets["workload"]
     assert w.layout.grid_column == "span 2" and int(w.layout.min_width.rstrip("px")) >= 8 * len("resnet50_fp16_nhwc")
     assert p.widgets["dtype"].layout.grid_column is None  # short options stay in one column
-    live = widgets.Panel._make_widget(type("P", (), {"live": True, "_on_widget": lambda self, c: None})(),
-                                      widgets.CONTROLS["workload"])
+    from labkit.present.panel.view import PanelView
+
+    live = PanelView.make_widget(type("V", (), {"live": True, "syncing": False, "on_control": None})(),
+                                 widgets.CONTROLS["workload"])
     assert live.layout.grid_column == "span 2"

@@ -10,6 +10,7 @@ from labkit import ArenaTooSmall, ConvSpec, InvalidSpec, OutOfMemory
 
 from labkit.gpu import concurrency, engine, memory, reference, verify  # noqa: E402
 from labkit.gpu import workspace as ws  # noqa: E402
+from labkit.gpu.runner import Runner, WorkspaceTooSmall  # noqa: E402
 
 BIG_WS = ConvSpec(N=32, C=64, H=56, W=56, K=64, dtype="fp16", layout="NCHW")  # default plan: ~25.8 MB
 SMALL = ConvSpec(N=2, C=32, H=14, W=14, K=32, dtype="fp16", layout="NCHW")
@@ -43,7 +44,7 @@ def test_each_strategy_runs_correctly_keeps_books_and_does_not_leak(make):
         engine.get_graph(spec)  # build outside the memory baseline
     stream = cupy.cuda.Stream(non_blocking=True)
     engine.handle_for(stream)
-    warm = ws.Runner(make(), stream)  # the first run and check in a process load their kernels (about 70 MiB on an H200)
+    warm = Runner(make(), stream)  # the first run and check in a process load their kernels (about 70 MiB on an H200)
     for spec in (BIG_WS, SMALL):
         warm.operands(spec).poison_output()
         warm.run(spec)
@@ -51,7 +52,7 @@ def test_each_strategy_runs_correctly_keeps_books_and_does_not_leak(make):
     warm.close()
     base = _device_free()  # after the stream's cuDNN handle exists and the kernels are loaded, before the strategy
     strategy = make()
-    runner = ws.Runner(strategy, stream)
+    runner = Runner(strategy, stream)
     for spec in (BIG_WS, SMALL, BIG_WS):
         for _ in range(5):
             runner.operands(spec).poison_output()
@@ -70,11 +71,11 @@ def test_each_strategy_runs_correctly_keeps_books_and_does_not_leak(make):
 
 def test_fixed_arena_too_small_raises_or_falls_back():
     need = engine.get_graph(BIG_WS).default_plan.workspace_bytes
-    with ws.Runner(ws.FixedArena(1 << 20), fallback=False) as r:
+    with Runner(ws.FixedArena(1 << 20), fallback=False) as r:
         with pytest.raises(ArenaTooSmall) as info:
             r.run(BIG_WS)
         assert info.value.needed_bytes == need and info.value.arena_bytes == 1 << 20
-    with ws.Runner(ws.FixedArena(1 << 20), fallback=True) as r:
+    with Runner(ws.FixedArena(1 << 20), fallback=True) as r:
         rec = r.run(BIG_WS)
         assert rec.fell_back_from is not None and rec.workspace_bytes <= 1 << 20
         _check_output(r, BIG_WS)
@@ -83,12 +84,12 @@ def test_fixed_arena_too_small_raises_or_falls_back():
 def test_a_key_without_dtype_and_layout_hands_out_a_wrong_sized_buffer():
     nhwc = BIG_WS.replace(layout="NHWC")  # same dims, tiny workspace
     assert engine.get_graph(nhwc).default_plan.workspace_bytes < engine.get_graph(BIG_WS).default_plan.workspace_bytes
-    with ws.Runner(ws.KeyedCache(1 << 30, key="dims_only")) as r:
+    with Runner(ws.KeyedCache(1 << 30, key="dims_only")) as r:
         r.run(nhwc)
-        with pytest.raises(ws.WorkspaceTooSmall) as info:
+        with pytest.raises(WorkspaceTooSmall) as info:
             r.run(BIG_WS)
         assert info.value.got < info.value.needed
-    with ws.Runner(ws.KeyedCache(1 << 30, key="full")) as r:
+    with Runner(ws.KeyedCache(1 << 30, key="full")) as r:
         r.run(nhwc)
         r.run(BIG_WS)
         _check_output(r, BIG_WS)
@@ -137,8 +138,8 @@ def test_scratchpad_grows_only_and_per_stream():
 def test_memory_pressure_falls_back_or_fails_clearly(make):
     cg = engine.get_graph(BIG_WS)
     need = cg.default_plan.workspace_bytes
-    runner = ws.Runner(make(), fallback=True)
-    strict = ws.Runner(make(), runner.stream, fallback=False)
+    runner = Runner(make(), fallback=True)
+    strict = Runner(make(), runner.stream, fallback=False)
     runner.operands(BIG_WS).poison_output()
     strict._operands = runner._operands
     free0 = _device_free()
@@ -157,7 +158,7 @@ def test_memory_pressure_falls_back_or_fails_clearly(make):
     assert runner.choices[cg.key] == cg.default_plan.index
     strict.strategy.close()
     runner.close()
-    with ws.Runner(make()) as again:  # without pressure: the default plan again
+    with Runner(make()) as again:  # without pressure: the default plan again
         assert again.run(BIG_WS).fell_back_from is None
 
 
@@ -171,7 +172,7 @@ def test_bad_strategy_arguments():
     with pytest.raises(InvalidSpec):
         ws.KeyedCache(1 << 20, key="shape")
     with pytest.raises(InvalidSpec):
-        ws.Runner("malloc")
+        Runner("malloc")
 
 
 def test_shared_scratchpad_races_once_kernels_overlap_and_per_stream_never_does():
@@ -189,15 +190,15 @@ def test_shared_scratchpad_races_once_kernels_overlap_and_per_stream_never_does(
 def test_runners_in_turn_share_the_callers_operands_and_leave_them_alive():
     """The network report's strategies run one after another over the same pass: inputs made once."""
     shared = {}
-    with ws.Runner(ws.FixedArena(256 << 20), operands=shared) as first:
+    with Runner(ws.FixedArena(256 << 20), operands=shared) as first:
         ops = first.operands(SMALL)
         first.run(SMALL)
     assert shared and next(iter(shared.values())) is ops and ops.arrays  # close() left them alone
-    with ws.Runner(ws.MallocPerCall(), operands=shared) as second:
+    with Runner(ws.MallocPerCall(), operands=shared) as second:
         assert second.operands(SMALL) is ops
         ops.poison_output()
         second.run(SMALL)
         _check_output(second, SMALL)
-    with ws.Runner(ws.MallocPerCall()) as own:
+    with Runner(ws.MallocPerCall()) as own:
         mine = own.operands(SMALL)
     assert mine is not ops and not own._operands  # a runner's own operands go with it

@@ -226,14 +226,14 @@ def fill(quick: bool = False, only: Optional[Iterable[str]] = None, into=None) -
 def _fill_shared(folder: Path, quick: bool, only) -> dict:
     """`fill` into ``folder`` (a class's shared recording; see `fill`)."""
     from .. import env
-    from ..store import localcache, plan_store
+    from ..store import localcache, machine, plan_store
 
     if folder.exists() and not folder.is_dir():  # bad input first, on any machine
         raise localcache.CacheError("--into must name a folder", folder)
     env.require_live("filling a class's shared recording")
     status = folder / localcache.FILL_STATUS
     body = {"status": "running", "started": localcache.now(), "pid": os.getpid(), "quick": bool(quick),
-            "only": list(only or []), "identity": localcache.this_identity()}
+            "only": list(only or []), "identity": machine.this_identity()}
     counts = {}
     # the fill's cache is the folder; never answered from another shared folder
     with env.variables({"LABKIT_CACHE": str(folder), "LABKIT_SHARED_CACHE": None}, exclusive=False):

@@ -15,11 +15,14 @@ Where things live:
 * one module per lesson topic, holding everything about its experiments: the run functions, their
   charts, the summaries under them, the exercise checks and the calls of the recorded grid
   (`workspace_basics` 01, `workspace_strategies` 02, `precision_layout` 03, `epilogue_fusion` 04,
-  `plans_autotune` 05, `streams` 06, `your_network` 09, `under_the_hood` 10).
+  `plans_autotune` 05, `streams` 06, `your_network` 09, `under_the_hood` 10). A large topic is a
+  folder of parts, one concept each (``your_network/``, ``under_the_hood/``: run functions,
+  charts, summaries, exercise checks, ...); its ``__init__`` exposes the same names a module would.
 
 To add an experiment: write its run function (``@experiment``), chart, summary and checks in its
 topic's module (or a new topic module listed in `TOPICS`), add it to that module's ``CHARTS`` and
-``recorded_calls``, and use it from the lesson's notebook.
+``recorded_calls`` (and ``PANELS`` for a panel: `panel_config`), and use it from the lesson's notebook
+(``widgets.panel("<name>")``). A new topic module is one more line in `TOPICS`.
 """
 from __future__ import annotations
 
@@ -41,7 +44,7 @@ __all__ = [
     "experiment", "provenance", "registry", "request_key", "request_of", "variants", "with_model", "resnet50_shapes",
     "chart", "summary", "exercises", "algorithms", "workspace_sizes", "sweep", "strategies", "precision", "layout",
     "roofline", "fusion", "plans", "caps", "build_cost", "race", "network_report",
-    "kernels", "fusion_kernels", "strategy_timeline", "race_timeline", "build_log",
+    "kernels", "fusion_kernels", "strategy_timeline", "race_timeline", "build_log", "PANELS",
 ]
 
 #: the topic modules, in lesson order
@@ -54,6 +57,8 @@ CHARTS = {name: entry[0] for name, entry in _CHARTS.items()}
 TRACES = {name: entry[1] for name, entry in _CHARTS.items()}
 #: experiment -> its summary
 SUMMARIES = {name: entry[2] for name, entry in _CHARTS.items()}
+#: experiment -> its lesson panel's configuration (`labkit.present.widgets.panel` builds it)
+PANELS = {name: cfg for topic in TOPICS for name, cfg in getattr(topic, "PANELS", {}).items()}
 
 
 def _name_of(df) -> str:

@@ -21,6 +21,7 @@ from ..draw.prose import Text, where
 from ..spec import ConvSpec
 from .checking import CheckResult, as_number, as_word, frame_for, is_close, pending, say
 from .core import as_spec, BASE, experiment, MIB, status_row, timed_plan, to_frame, variants
+from .panel_config import SHAPE, spec_panel
 
 
 # ---- experiments ------------------------------------------------------------------------------
@@ -285,3 +286,5 @@ def recorded_calls(quick: bool = False) -> list:
 LESSON = "04"
 CHARTS = {"fusion": (fusion_chart, 9, fusion_summary)}
 EXERCISES = (fusion_speedup, fusion_saved_bytes, fusion_loses)
+#: experiment -> its lesson panel (`labkit.present.widgets.panel`)
+PANELS = {"fusion": spec_panel("fusion", "Fusion", SHAPE + ("dtype", "layout"), BASE, live_options=dict(dtype=FUSION_DTYPES))}

@@ -23,6 +23,7 @@ from ..draw.prose import Text, where
 from ..spec import ConvSpec
 from .checking import CheckResult, as_number, frame_for, is_close, pending, say
 from .core import BASE, MIB, to_frame, as_spec, status_row, experiment
+from .panel_config import SHAPE, spec_panel
 
 
 # ---- experiments ------------------------------------------------------------------------------
@@ -109,7 +110,7 @@ def build_cost(spec: ConvSpec = BASE):
     import tempfile
 
     from ..gpu import autotune, engine
-    from ..store import localcache, plan_store
+    from ..store import machine, plan_store
 
     spec = as_spec(spec)
     rows = []
@@ -129,7 +130,7 @@ def build_cost(spec: ConvSpec = BASE):
     full = timed(BUILD_STAGES[3], lambda: engine.ConvGraph(spec, parallel=False))  # what cuDNN costs in one process
     tuned = timed(BUILD_STAGES[4], lambda: autotune.autotune(full, save=False))
     with tempfile.TemporaryDirectory(prefix="labkit-build-cost-") as tmp:
-        store = plan_store.PlanStore(tmp, localcache.this_identity() or localcache.identity())
+        store = plan_store.PlanStore(tmp, machine.this_identity() or machine.identity())
         path = timed(BUILD_STAGES[5], lambda: engine.save_plan(full, tuned.best_index, "autotuned", store=store))
         loaded = timed(BUILD_STAGES[6], lambda: engine.load_plan(spec, kind="autotuned", store=store)) if path else None
     if loaded is None:  # reported, not hidden: the chart shows the stage without a bar
@@ -402,3 +403,10 @@ LESSON = "05"
 CHARTS = {"plans": (plans_chart, 4, plans_summary), "caps": (caps_chart, 2, caps_summary),
           "build_cost": (build_cost_chart, 1, build_cost_summary)}
 EXERCISES = (worst_vs_best, cap_slowdown, autotune_payoff_calls)
+#: experiment -> its lesson panel (`labkit.present.widgets.panel`)
+PANELS = {
+    "plans": spec_panel("plans", "Every plan", SHAPE + ("dtype", "layout", "direction"), BASE),
+    "caps": spec_panel("caps", "Workspace cap", SHAPE + ("dtype", "layout", "direction"), BASE.replace(layout="NCHW")),
+    "build_cost": spec_panel("build_cost", "Build cost", SHAPE + ("dtype", "layout", "direction"), BASE,
+                             recorded_controls=("dtype_layout",)),
+}

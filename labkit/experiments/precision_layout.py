@@ -21,6 +21,7 @@ from ..draw.prose import Text, where
 from ..spec import ConvSpec, DTYPES, LAYOUTS
 from .checking import CheckResult, as_flag, as_number, frame_for, is_close, pending, say
 from .core import as_spec, BASE, experiment, model, heuristic_row, status_row, tflops_of, timed_plan, to_frame, variants
+from .panel_config import SHAPE, plain_panel, spec_panel
 
 
 # ---- experiments ------------------------------------------------------------------------------
@@ -406,3 +407,9 @@ LESSON = "03"
 CHARTS = {"precision": (precision_chart, 3, precision_summary), "layout": (layout_chart, 2, layout_summary),
           "roofline": (roofline_chart, 2, roofline_summary)}
 EXERCISES = (precision_order, nhwc_speedup, nhwc_pays_off)
+#: experiment -> its lesson panel (`labkit.present.widgets.panel`)
+PANELS = {
+    "precision": spec_panel("precision", "Precision: error vs speed", SHAPE + ("layout", "direction"), BASE),
+    "layout": spec_panel("layout", "NCHW vs NHWC", SHAPE + ("dtype", "direction"), BASE),
+    "roofline": plain_panel("roofline", "Roofline", dict(dtype="fp16", layout="NHWC", N=32), "fp16 NHWC, batch 32"),
+}

@@ -15,6 +15,7 @@ from ..draw.plots import COLORS, concat, finish, fmt_bytes, new_figure, num
 from ..draw.prose import Text, where
 from .checking import CheckResult, as_flag, as_number, as_word, frame_for, pending, say
 from .core import to_frame, experiment, result
+from .panel_config import plain_panel
 
 
 # ---- experiments ------------------------------------------------------------------------------
@@ -171,3 +172,6 @@ def recorded_calls(quick: bool = False) -> list:
 LESSON = "06"
 CHARTS = {"race": (race_chart, 2, race_summary)}
 EXERCISES = (race_mismatches, race_hidden_by, scratchpad_shared_flag)
+#: experiment -> its lesson panel (`labkit.present.widgets.panel`)
+PANELS = {"race": plain_panel("race", "Scratchpad race", dict(launch="graph", streams=2), "graph launch, 2 streams",
+                              lambda s: dict(launch=s["launch"], streams=s["streams"], min_runs=1024))}

@@ -20,6 +20,11 @@ from ..draw.prose import Text, where
 from ..spec import ConvSpec, DTYPES, LAYOUTS
 from .checking import CheckResult, as_number, as_word, frame_for, is_close, pending, say
 from .core import BASE, MIB, to_frame, heuristic_row, as_spec, status_row, experiment, result
+from .panel_config import SHAPE, PanelConfig, spec_panel, state_of, spec_of
+from ..gpu.legacy import DTYPE_PLAN
+
+#: the dtypes the classic API convolves (it has no fp8 convolution)
+LEGACY_DTYPES = tuple(DTYPE_PLAN)
 
 
 # ---- experiments ------------------------------------------------------------------------------
@@ -378,3 +383,13 @@ LESSON = "01"
 CHARTS = {"algorithms": (algorithms_chart, 3, algorithms_summary), "workspace_sizes": (workspace_sizes_chart, 6, workspace_sizes_summary),
           "sweep": (sweep_chart, 2, sweep_summary)}
 EXERCISES = (fastest_algorithm, workspace_bytes_for_plan, no_workspace_layout)
+#: experiment -> its lesson panel (`labkit.present.widgets.panel`)
+PANELS = {
+    "algorithms": spec_panel("algorithms", "Classic algorithm table", SHAPE + ("dtype", "layout"), BASE.replace(layout="NCHW"),
+                             live_options=dict(dtype=LEGACY_DTYPES)),
+    "workspace_sizes": spec_panel("workspace_sizes", "Workspace by dtype/layout/direction", SHAPE, BASE),
+    "sweep": PanelConfig("sweep", "Sweep one dimension", ("field", "dtype", "layout", "direction"), state_of(BASE, field="N"),
+                         lambda s: dict(field=s["field"], values=SWEEP_VALUES[s["field"]], base=spec_of(s)), "base.",
+                         base_text="swept field N, fp16 NHWC fprop " + shape_label(BASE),
+                         recorded_controls=("field", "dtype_layout")),
+}

@@ -15,6 +15,7 @@ from ..draw.plots import COLORS, finish, fmt_bytes, fmt_us, log_axis, log_if_wid
 from ..draw.prose import Text, where
 from .checking import CheckResult, as_number, as_word, frame_for, is_close, pending, say
 from .core import MIB, experiment
+from .panel_config import plain_panel
 
 
 # ---- experiments ------------------------------------------------------------------------------
@@ -278,3 +279,6 @@ def recorded_calls(quick: bool = False) -> list:
 LESSON = "02"
 CHARTS = {"strategies": (strategies_chart, 8, strategies_summary)}
 EXERCISES = (fastest_strategy, malloc_slowdown, dims_only_shortfall)
+#: experiment -> its lesson panel (`labkit.present.widgets.panel`)
+PANELS = {"strategies": plain_panel("strategies", "Workspace strategies", dict(workload="one_conv"), "workload one_conv",
+                                    lambda s: dict(workload=s["workload"], repeats=strategies_repeats(s["workload"])))}

@@ -10,6 +10,9 @@ them in storage order (``storage_shape``). Roles: ``x`` image, ``w`` filter, ``y
 ``b`` bias (1,K,1,1), ``z`` residual (like y). Which one a direction writes: `OUTPUT_ROLE`.
 Fused epilogues (fprop only): ``bias_relu`` = relu(conv + b); ``bias_relu_add`` =
 relu(conv + b + z) (the ResNet block order).
+
+The device tensors a graph runs on are `Operands` (`labkit.gpu.operands`, re-exported here).
+Sizes (workspace caps, plan workspaces) are in bytes; build and load times in seconds.
 """
 from __future__ import annotations
 
@@ -21,7 +24,6 @@ from typing import Dict, List, Optional
 
 import cudnn
 import cupy
-import numpy
 
 from . import lock, memory
 from ..errors import InvalidSpec, LabkitError, OutOfMemory, Unsupported
@@ -34,6 +36,7 @@ from .frontend import (  # noqa: F401  (engine.X for these stays the public name
     build_every_plan, define_graph, handle_for, logical_view, planned_graph, release_handle, role_dtype, role_shapes,
     storage_shape, strides,
 )
+from .operands import Operands  # noqa: F401  (engine.Operands stays the public name)
 
 
 # ---- plans ----------------------------------------------------------------------------------
@@ -461,71 +464,3 @@ def build_ahead(wanted) -> int:
     from . import builds
 
     return builds.ahead([(s, e, c) for s, e, c in wanted if graph_key(s, e, c, True) not in graphs])
-
-
-# ---- operands ---------------------------------------------------------------------------------
-class Operands:
-    """Device tensors for a spec: seeded random inputs (``exact``: their float64 values, logical
-    NCHW, as cuDNN reads them) and a poisoned output (NaN bit patterns, so an unwritten element
-    cannot pass a check)."""
-
-    def __init__(self, spec: ConvSpec, epilogue: str = "none", seed: int = 0):
-        from . import numerics
-
-        self.spec, self.epilogue = spec, _check_epilogue(spec, epilogue)
-        self.output_role = OUTPUT_ROLE[spec.direction]
-        self.arrays: Dict[str, cupy.ndarray] = {}
-        self.exact: Dict[str, cupy.ndarray] = {}
-        self.seeds: Dict[str, int] = {}
-        failed = None
-        try:
-            for i, (role, shape) in enumerate(role_shapes(spec, epilogue).items()):
-                dtype = role_dtype(spec, role)
-                sshape = storage_shape(shape, spec.layout)
-                if role == self.output_role:
-                    arr = memory.empty(sshape, numerics.storage_dtype(dtype), f"{role} tensor")
-                    arr.view(cupy.uint8)[...] = 0xFF  # NaN in every float format
-                    self.arrays[role] = arr
-                    continue
-                self.seeds[role] = seed * 16 + i
-                storage, exact = numerics.random_inputs(sshape, dtype, cupy, self.seeds[role])
-                self.arrays[role] = storage
-                self.exact[role] = logical_view(exact, spec.layout)
-        except cupy.cuda.memory.OutOfMemoryError:
-            failed = (role, 8 * int(numpy.prod(sshape)))  # the float64 copy is the largest part
-        except OutOfMemory as exc:
-            failed = (role, exc.requested_bytes)
-        except Exception:
-            self._drop()
-            raise
-        if failed is not None:  # raised outside the except block: no traceback keeps tensors alive
-            self._drop()
-            raise OutOfMemory(f"{failed[0]} tensor of {spec.label}", failed[1], memory.free_bytes())
-
-    def _drop(self) -> None:
-        self.arrays.clear()
-        self.exact.clear()
-        cupy.get_default_memory_pool().free_all_blocks()
-
-    def unrounded(self, role: str) -> cupy.ndarray:
-        """A role's input before rounding to the dtype (float64, logical NCHW): what an ideal
-        infinitely precise convolution would have been given. Regenerated from its seed."""
-        from . import numerics
-
-        storage_shape_ = self.arrays[role].shape
-        values = numerics.unrounded_values(storage_shape_, self.seeds[role])
-        return logical_view(cupy.asarray(values), self.spec.layout)
-
-    @property
-    def nbytes(self) -> int:
-        return sum(int(a.nbytes) for a in self.arrays.values())
-
-    def output(self) -> cupy.ndarray:
-        """The written tensor as float64, logical NCHW."""
-        from . import numerics
-
-        arr = self.arrays[self.output_role]
-        return logical_view(numerics.decode(arr, role_dtype(self.spec, self.output_role)), self.spec.layout)
-
-    def poison_output(self) -> None:
-        self.arrays[self.output_role].view(cupy.uint8)[...] = 0xFF

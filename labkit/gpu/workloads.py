@@ -88,11 +88,12 @@ def run_one(strategy_name: str, options: dict, workload: str, repeats: int) -> d
     from . import engine, memory, workspace
     from ..signals.cancel import checkpoint
     from .ranges import annotate
+    from .runner import Runner
 
     checkpoint()
     seq = sequence(workload, repeats)
     strategy = workspace.make(strategy_name, **options)
-    runner = workspace.Runner(strategy, fallback=True)
+    runner = Runner(strategy, fallback=True)
     stream = runner.stream
     row = dict(workload=workload, strategy=strategy.describe(), calls=len(seq))
     hog = None
@@ -166,12 +167,13 @@ def traced_pass(strategy_name: str, options: dict, workload: str = "one_conv", c
 
     from . import engine, trace, workspace
     from .ranges import annotate
+    from .runner import Runner
 
     seq = sequence(workload, 1)[:calls]
     if len(seq) < calls:
         seq = (seq * (-(-calls // len(seq))))[:calls]
     strategy = workspace.make(strategy_name, **options)
-    runner = workspace.Runner(strategy, fallback=True)
+    runner = Runner(strategy, fallback=True)
     stream = runner.stream
     row = dict(workload=workload, strategy=strategy.describe(), calls=len(seq))
     try:

@@ -20,23 +20,23 @@ bindings, CuPy's pools); every strategy keeps `StrategyStats` and frees everythi
 ``Preallocated``        the no-management baseline: one exact-size buffer per key, unbounded
 =====================  =====================================================================
 
-`Runner` runs convolutions under a strategy: it never hands cuDNN fewer bytes than the plan asked
-for, and under memory pressure (OutOfMemory, ArenaTooSmall) falls back to the next plan with a
-smaller workspace, as PyTorch and TensorFlow do. Sizes in bytes, times in microseconds.
+`Runner` (`labkit.gpu.runner`) runs convolutions under a strategy: it never hands cuDNN fewer
+bytes than the plan asked for, and under memory pressure (OutOfMemory, ArenaTooSmall) falls back
+to the next plan with a smaller workspace, as PyTorch and TensorFlow do. Sizes in bytes, times in
+microseconds.
 """
 from __future__ import annotations
 
 import collections
 import time
-from dataclasses import asdict, dataclass, field
-from typing import Dict, List, Optional, Tuple
+from dataclasses import asdict, dataclass
+from typing import Dict, Tuple
 
 import cupy
 
-from . import engine, memory
+from . import memory
 from ..errors import ArenaTooSmall, InvalidSpec, LabkitError, OutOfMemory
 from ..store.keys import KEYS, Request, dims_only_key, full_key  # noqa: F401  (re-exported)
-from ..spec import ConvSpec
 
 
 @dataclass
@@ -398,126 +398,3 @@ def make(name: str, **options) -> Strategy:
     if name not in STRATEGIES:
         raise InvalidSpec("strategy", name, f"must be one of {', '.join(STRATEGIES)}")
     return STRATEGIES[name](**options)
-
-
-class WorkspaceTooSmall(LabkitError):
-    """A strategy handed out fewer bytes than the plan needs (e.g. a cache key without dtype/layout)."""
-
-    def __init__(self, strategy: str, req: Request, got: int):
-        self.got, self.needed = got, req.nbytes
-        super().__init__(
-            f"{strategy} handed out {got:,} B for plan {req.plan_name!r} of {req.spec.label}, which needs "
-            f"{req.nbytes:,} B; labkit refused to run it (cuDNN would write past the buffer)"
-        )
-
-
-@dataclass
-class CallRecord:
-    """What one `Runner.run` did: the plan used, and the plan it fell back from (if any)."""
-
-    spec: ConvSpec
-    plan_index: int
-    workspace_bytes: int
-    fell_back_from: Optional[int] = None
-    reasons: List[str] = field(default_factory=list)
-
-
-class Runner:
-    """Runs convolutions with workspaces from ``strategy`` on ``stream``.
-
-    ``fallback=True``: when the chosen plan's workspace cannot be had (`OutOfMemory`,
-    `ArenaTooSmall`), try the remaining plans in heuristic order among those needing less, and
-    record it. Plan choices made under such pressure are never stored as the spec's choice
-    (`choices` holds only unconstrained picks). Inputs are made once per spec and reused;
-    ``operands``: a dict of them the caller keeps (spec key, epilogue) -> `engine.Operands`, filled
-    here and left alone by `close` (several runners in turn over the same specs make them once).
-    """
-
-    def __init__(self, strategy: Strategy, stream=None, fallback: bool = True, seed: int = 0,
-                 operands: Optional[Dict[tuple, engine.Operands]] = None):
-        if not isinstance(strategy, Strategy):
-            raise InvalidSpec("strategy", strategy, "must be a labkit.workspace.Strategy")
-        self.strategy, self.fallback, self.seed = strategy, bool(fallback), seed
-        self._owns_stream = stream is None
-        self.stream = cupy.cuda.Stream(non_blocking=True) if stream is None else stream
-        engine.handle_for(self.stream)  # now, not under memory pressure later
-        self.choices: Dict[tuple, int] = {}
-        self._owns_operands = operands is None
-        self._operands: Dict[tuple, engine.Operands] = {} if operands is None else operands
-        self._bound: Dict[tuple, engine.BoundConv] = {}
-        self.fallbacks = 0
-
-    def operands(self, spec: ConvSpec, epilogue: str = "none") -> engine.Operands:
-        k = (spec.key, epilogue)
-        ops = self._operands.get(k)
-        if ops is None:
-            ops = self._operands[k] = engine.Operands(spec, epilogue, self.seed)
-        return ops
-
-    def choose(self, cg: engine.ConvGraph, plan_index: Optional[int] = None) -> int:
-        """The plan to try first: given, else the stored unconstrained choice, else the heuristic's."""
-        if plan_index is not None:
-            return cg.plan(plan_index).index
-        return self.choices.setdefault(cg.key, cg.default_plan.index)
-
-    def run(self, spec: ConvSpec, plan_index: Optional[int] = None, epilogue: str = "none") -> CallRecord:
-        """Run one convolution (enqueued on the stream; not synchronised)."""
-        cg = engine.get_graph(spec, epilogue)
-        first = self.choose(cg, plan_index)
-        candidates = [cg.plans[first]]
-        if self.fallback:
-            candidates += [p for p in cg.runnable if p.index != first]
-        reasons, limit, last_error = [], None, None
-        for plan in candidates:
-            if limit is not None and plan.workspace_bytes >= limit:
-                continue
-            req = Request(spec, plan.index, plan.name, plan.workspace_bytes, int(self.stream.ptr), epilogue)
-            try:
-                ptr, got = self.strategy.get(req)
-            except (OutOfMemory, ArenaTooSmall) as exc:
-                if not self.fallback:
-                    raise
-                reasons.append(str(exc))
-                last_error = exc
-                limit = plan.workspace_bytes if limit is None else min(limit, plan.workspace_bytes)
-                continue
-            if got < req.nbytes:
-                self.strategy.put(req, ptr)
-                raise WorkspaceTooSmall(self.strategy.name, req, got)
-            try:
-                self._bind(cg, spec, epilogue, plan.index, ptr).run()
-            finally:
-                self.strategy.put(req, ptr)
-            if plan.index != first:
-                self.fallbacks += 1
-                return CallRecord(spec, plan.index, plan.workspace_bytes, first, reasons)
-            return CallRecord(spec, plan.index, plan.workspace_bytes)
-        raise last_error  # no plan's workspace could be had: the smallest plan's failure
-
-    def _bind(self, cg, spec, epilogue, plan_index, ptr) -> engine.BoundConv:
-        k = (cg.key, plan_index, ptr)
-        b = self._bound.get(k)
-        if b is None:
-            if len(self._bound) > 4096:
-                self._bound.clear()
-            b = self._bound[k] = cg.bind(self.operands(spec, epilogue).arrays, ptr, plan_index, self.stream)
-        return b
-
-    def close(self) -> None:
-        """Close the strategy, free the inputs/outputs this runner made (not the caller's
-        ``operands``), and (when the runner
-        made its own stream) destroy that stream's cuDNN handle."""
-        self.stream.synchronize()
-        self._bound.clear()
-        if self._owns_operands:
-            self._operands.clear()
-        self.strategy.close()
-        if self._owns_stream:
-            engine.release_handle(self.stream)
-        cupy.get_default_memory_pool().free_all_blocks()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()

@@ -10,10 +10,10 @@ Where: ``LABKIT_CACHE`` (a folder), else the user's cache folder (`platformdirs`
     recordings/<gpu-slug>-<identity hash>/<experiment>/<request hash>.json   one measured call
     set-aside/                                               files that could not be read
 
-**Identity.** A folder belongs to one machine identity: GPU name, compute capability, NVIDIA
-driver, CUDA driver and runtime, cuDNN backend and frontend, CuPy, and labkit's data schema
-(`SCHEMA_VERSION`). Any change gives a new folder, so numbers from another identity are never
-served as this GPU's.
+**Identity.** A folder belongs to one machine identity (`labkit.store.machine`): GPU name,
+compute capability, NVIDIA driver, CUDA driver and runtime, cuDNN backend and frontend, CuPy, and
+labkit's data schema (`SCHEMA_VERSION`). Any change gives a new folder, so numbers from another
+identity are never served as this GPU's.
 
 **One file per measured call**, a JSON object holding the call's rows as CSV text (the same
 request-keyed rows as ``data/recordings/``; `export` writes a standard recording folder), when it
@@ -42,7 +42,6 @@ import hashlib
 import io
 import json
 import os
-import re
 import tempfile
 import threading
 import warnings
@@ -50,12 +49,7 @@ from pathlib import Path
 from typing import Dict, Iterator, List, Optional
 
 from ..errors import LabkitError
-
-#: version of the files written here; a file of another version is set aside, never read
-SCHEMA_VERSION = 1
-#: the identity fields, in the order they are shown
-IDENTITY_FIELDS = ("gpu", "compute_capability", "nvidia_driver", "cuda_driver", "cuda_runtime", "cudnn_backend",
-                   "cudnn_frontend", "cupy", "labkit_schema")
+from .machine import SCHEMA_VERSION, ThisMachine, differences, identity_hash, slug
 
 
 class CacheError(LabkitError):
@@ -97,51 +91,6 @@ def cache_root() -> Path:
     if root.exists() and not root.is_dir():
         raise CacheError("LABKIT_CACHE must name a folder (it may not exist yet), not a file", root)
     return root
-
-
-# ---- who --------------------------------------------------------------------------------------
-def nvidia_driver_version() -> Optional[str]:
-    """The NVIDIA kernel driver's version (e.g. ``580.159.04``) from /proc/driver/nvidia/version
-    (Linux); None where that file is absent."""
-    try:
-        text = Path("/proc/driver/nvidia/version").read_text()
-    except OSError:
-        return None
-    m = re.search(r"Kernel Module\s+(?:for \S+\s+)?([0-9]+(?:\.[0-9]+)+)", text)
-    return m.group(1) if m else None
-
-
-def this_identity() -> Optional[dict]:
-    """This machine's identity (`IDENTITY_FIELDS`), or None when it has no usable GPU (recorded
-    mode has nothing to save)."""
-    from .. import env
-
-    e = env.environment()
-    if e.problem is not None or not e.gpu_name:
-        return None
-    return identity(gpu=e.gpu_name, compute_capability=e.compute_capability, nvidia_driver=nvidia_driver_version(),
-                    cuda_driver=e.driver_version, cuda_runtime=e.cuda_runtime, cudnn_backend=e.cudnn_backend,
-                    cudnn_frontend=e.cudnn_frontend, cupy=e.cupy_version)
-
-
-def identity(**fields) -> dict:
-    """An identity dict from its fields (missing ones None; ``labkit_schema`` filled in)."""
-    unknown = set(fields) - set(IDENTITY_FIELDS)
-    if unknown:
-        raise LabkitError(f"unknown identity field(s) {sorted(unknown)}; known: {', '.join(IDENTITY_FIELDS)}")
-    out = {k: fields.get(k) for k in IDENTITY_FIELDS}
-    out["labkit_schema"] = SCHEMA_VERSION
-    return out
-
-
-def identity_hash(ident: dict) -> str:
-    """16 hex digits naming an identity (sha256 of its canonical JSON)."""
-    return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def _slug(name) -> str:
-    s = re.sub(r"[^a-z0-9]+", "-", str(name or "gpu").lower()).strip("-")
-    return re.sub(r"^nvidia-", "", s) or "gpu"
 
 
 # ---- atomic files -----------------------------------------------------------------------------
@@ -198,7 +147,7 @@ class LocalRecording:
         self.root = Path(root)
         self.identity = dict(ident)
         self.key = identity_hash(self.identity)
-        self.path = self.root / "recordings" / f"{_slug(ident.get('gpu'))}-{self.key}"
+        self.path = self.root / "recordings" / f"{slug(ident.get('gpu'))}-{self.key}"
         #: a class's shared recording (`shared`): read, never written or changed
         self.shared = shared
         self.writable = not shared
@@ -416,44 +365,6 @@ def _now() -> str:
 
 
 # ---- the one for this process -----------------------------------------------------------------
-class ThisMachine:
-    """The one store of this machine's identity for the process (`LocalRecording` here, saved plans
-    in `labkit.store.plan_store`): made on first use under ``root()`` (`cache_root`; `shared_root` for
-    a class's shared folder), made again when that folder changes; None in recorded mode (no GPU),
-    when ``root()`` is None, or when the environment variable ``switch`` is ``0``."""
-
-    def __init__(self, make, switch: str, root=None):
-        self._make, self.switch = make, switch
-        self._root = root or cache_root
-        self._store = None
-        self._made_for = None
-        self._lock = threading.Lock()
-
-    def enabled(self) -> bool:
-        return os.environ.get(self.switch, "").strip() != "0"
-
-    def get(self):
-        """The store, or None. Raises `CacheError` for a ``LABKIT_CACHE`` that is a file."""
-        if not self.enabled():
-            return None
-        root = self._root()
-        if root is None:
-            return None
-        with self._lock:
-            if self._made_for == root:
-                return self._store
-            ident = this_identity()
-            if ident is None:
-                return None
-            self._store, self._made_for = self._make(root, ident), root
-            return self._store
-
-    def reset(self) -> None:
-        """Forget the store (the next `get` looks at ``LABKIT_CACHE`` again)."""
-        with self._lock:
-            self._store = self._made_for = None
-
-
 def delete_files(folder: Path, pattern: str) -> int:
     """Delete the files under ``folder`` matching ``pattern``; how many went (a store's ``clear``)."""
     n = 0
@@ -467,7 +378,7 @@ def delete_files(folder: Path, pattern: str) -> int:
     return n
 
 
-_this = ThisMachine(LocalRecording, "LABKIT_LOCAL_RECORDING")
+_this = ThisMachine(LocalRecording, "LABKIT_LOCAL_RECORDING", root=cache_root)
 
 
 def current() -> Optional[LocalRecording]:
@@ -494,12 +405,6 @@ def shared_root() -> Optional[Path]:
     return Path(env).expanduser() if env else None
 
 
-def _differences(ident: dict, other: dict) -> str:
-    diff = [f"{f.replace('_', ' ')} {other.get(f)} (this machine: {ident.get(f)})"
-            for f in IDENTITY_FIELDS if other.get(f) != ident.get(f)]
-    return "; ".join(diff[:3]) or "another identity"
-
-
 def open_shared(root: Path, ident: dict) -> Optional[LocalRecording]:
     """The shared recording at ``root`` for this identity, or None with one warning naming the
     folder and why it is not used (missing, unreadable, filled on another identity); a folder
@@ -521,7 +426,7 @@ def open_shared(root: Path, ident: dict) -> Optional[LocalRecording]:
                     others.append(json.loads((folder / "metadata.json").read_text())["identity"])
                 except (OSError, ValueError, KeyError, TypeError):
                     continue
-            skip("it was filled on another machine identity: " + _differences(ident, others[0]) if others
+            skip("it was filled on another machine identity: " + differences(ident, others[0]) if others
                  else "it holds no recording (fill it with `python -m labkit fill --into` that folder)")
             return None
         status = {}

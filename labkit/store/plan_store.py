@@ -13,7 +13,7 @@ Where: next to this GPU's recording (`labkit.store.localcache`), under the cache
     plans/<gpu-slug>-<identity hash>/<graph digest>.<kind>.json
 
 **Keyed by every version that changes a plan's meaning.** The folder is the machine identity
-(GPU, driver, CUDA, cuDNN backend and frontend, CuPy, labkit schema: `localcache.IDENTITY_FIELDS`);
+(GPU, driver, CUDA, cuDNN backend and frontend, CuPy, labkit schema: `machine.IDENTITY_FIELDS`);
 each file repeats the cuDNN backend and frontend versions it was saved under, and a file whose
 versions differ from this process's is set aside, never deserialized. The graph digest is the
 sha256 of the graph's full key (every spec field, epilogue, workspace cap).
@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterator, Optional
 
-from . import localcache
+from . import localcache, machine
 from ..errors import InvalidSpec
 
 #: version of the files written here; a file of another version is set aside, never read
@@ -87,8 +87,8 @@ class PlanStore:
     def __init__(self, root: Path, ident: dict, shared: bool = False):
         self.root = Path(root)
         self.identity = dict(ident)
-        self.key = localcache.identity_hash(self.identity)
-        self.path = self.root / "plans" / f"{localcache._slug(ident.get('gpu'))}-{self.key}"
+        self.key = machine.identity_hash(self.identity)
+        self.path = self.root / "plans" / f"{machine.slug(ident.get('gpu'))}-{self.key}"
         #: a class's shared folder (`shared`): read, never written or changed
         self.shared = shared
         self.writable = not shared
@@ -207,7 +207,7 @@ class PlanStore:
 
 
 # ---- the one for this process -----------------------------------------------------------------
-_this = localcache.ThisMachine(PlanStore, "LABKIT_SAVED_PLANS")
+_this = machine.ThisMachine(PlanStore, "LABKIT_SAVED_PLANS", root=localcache.cache_root)
 
 
 def enabled() -> bool:
@@ -227,7 +227,7 @@ def _open_shared(root: Path, ident: dict) -> Optional[PlanStore]:
     return PlanStore(root, ident, shared=True)
 
 
-_shared = localcache.ThisMachine(_open_shared, "LABKIT_SAVED_PLANS", root=localcache.shared_root)
+_shared = machine.ThisMachine(_open_shared, "LABKIT_SAVED_PLANS", root=localcache.shared_root)
 
 
 def shared() -> Optional[PlanStore]:

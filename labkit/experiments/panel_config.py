@@ -1,0 +1,81 @@
+"""What a lesson panel's configuration is written with: each topic module lists its panels as data
+(``PANELS = {experiment: PanelConfig(...)}`` beside its ``CHARTS``), and `labkit.present.widgets`
+builds a panel from that entry. A panel configuration names the experiment, the controls it shows
+(names of `labkit.present.panel.controls.CONTROLS`), its base state and how a state becomes the
+experiment's arguments. It holds no widget: it is read by the presentation layer, never the other
+way round.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Dict, Optional, Tuple
+
+from ..draw.plots import shape_label
+from ..spec import ConvSpec
+
+#: a convolution's fields as panel state keys
+SPEC_FIELDS = ("N", "C", "K", "H", "W", "R", "S", "stride", "padding", "dilation", "groups", "dtype", "layout",
+               "direction")
+#: the shape controls every convolution panel shows
+SHAPE = ("N", "C", "K", "H", "W", "R", "stride", "padding", "dilation", "groups")
+
+
+def unpack(v):
+    """A spec field as a control value: a square pair (1, 1) -> 1."""
+    if isinstance(v, (tuple, list)) and len(v) == 2 and v[0] == v[1]:
+        return v[0]
+    return tuple(v) if isinstance(v, list) else v
+
+
+def spec_of(state: dict) -> ConvSpec:
+    """The convolution a panel state describes (`InvalidSpec` for an impossible one)."""
+    return ConvSpec(**{k: state[k] for k in SPEC_FIELDS})
+
+
+def state_of(spec: ConvSpec, **extra) -> dict:
+    """A panel state holding ``spec``'s fields (and ``extra`` keys)."""
+    d = {f: unpack(getattr(spec, f)) for f in SPEC_FIELDS}
+    d.update(extra)
+    return d
+
+
+@dataclass(frozen=True)
+class PanelConfig:
+    """What a panel runs: an experiment, the controls it shows, its base state, how the state
+    becomes the experiment's arguments, and where control fields live in the request."""
+
+    experiment: str
+    title: str
+    controls: Tuple[str, ...]
+    base: dict
+    kwargs: Callable[[dict], dict]
+    prefix: str = "spec."
+    csv_name: str = ""
+    base_text: str = ""
+    #: controls in recorded mode where they differ (e.g. dtype and layout as one, when the
+    #: recording varied them together)
+    recorded_controls: Optional[Tuple[str, ...]] = None
+    #: live: the values a choice control offers where the experiment takes fewer than the control's
+    live_options: Dict[str, Tuple] = field(default_factory=dict)
+
+    def field(self, name: str) -> str:
+        """The request field (dotted) a control sets."""
+        return self.prefix + name if name in SPEC_FIELDS else name
+
+
+def spec_panel(experiment: str, title: str, controls: Tuple[str, ...], base: ConvSpec,
+               recorded_controls: Optional[Tuple[str, ...]] = None,
+               live_options: Optional[Dict[str, Tuple]] = None) -> PanelConfig:
+    """A panel for an experiment that takes one convolution (``spec=``), around ``base``."""
+    return PanelConfig(experiment, title, tuple(controls), state_of(base), lambda s: dict(spec=spec_of(s)), "spec.",
+                       base_text=f"{base.dtype} {base.layout} {base.direction} {shape_label(base)}",
+                       recorded_controls=recorded_controls, live_options=dict(live_options or {}))
+
+
+def plain_panel(experiment: str, title: str, base: dict, base_text: str,
+                arguments: Optional[Callable[[dict], dict]] = None, **extra) -> PanelConfig:
+    """A panel whose controls are the experiment's own arguments (the keys of ``base``, in order);
+    ``arguments``: the call's arguments for a state when they are more than the state itself."""
+    keys = tuple(base)
+    return PanelConfig(experiment, title, keys, dict(base), arguments or (lambda s: {k: s[k] for k in keys}), "",
+                       base_text=base_text, **extra)

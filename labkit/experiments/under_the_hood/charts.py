@@ -1,0 +1,178 @@
+"""The charts of lesson 10: GPU time per call stacked by kernel role (per plan; fused against
+unfused), Gantt timelines of traced runs (each strategy's pass, the race's streams) and cuDNN's
+build log as a table. Microseconds.
+"""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from ...draw.plots import COLORS, finish, fmt_us, new_figure, ok_rows
+from .runs import RACE_CONVS, TRACED_CALLS
+
+#: the kernel roles, in the order the stacked bars show them, and their colours
+ROLES = ("layout conversion", "setup", "zeroing (memset)", "FFT transform", "Winograd transform", "main convolution",
+         "split-K reduction", "epilogue", "copy", "other")
+ROLE_COLORS = dict(zip(ROLES, ("#ff7f0e", "#8c564b", "#bcbd22", "#17becf", "#e377c2", "#1f77b4", "#9467bd",
+                               "#2ca02c", "#7f7f7f", "#c7c7c7")))
+#: plans a kernels chart shows (the fastest by traced kernel time; the table has every plan)
+CHART_PLANS = 14
+
+
+def _plan_order(ok):
+    per = ok.drop_duplicates("plan_name").sort_values("plan_kernel_us")
+    return list(per.plan_name)
+
+
+def kernels_chart(df) -> go.Figure:
+    """Per plan (the `CHART_PLANS` fastest), its GPU time per call stacked by kernel role, and the
+    host time to launch one call with the number of kernels it launches.
+    Traces: one per role (`ROLES`), then host time = len(ROLES) + 1."""
+    fig = new_figure(rows=1, cols=2, shared_yaxes=True, column_widths=[0.68, 0.32], horizontal_spacing=0.02,
+                     subplot_titles=("GPU time per call, by kernel role (traced)", "host time per call (untraced)"))
+    ok = ok_rows(df)
+    order = _plan_order(ok)[:CHART_PLANS] if len(ok) else []
+    sub = ok[ok.plan_name.isin(order)]
+    for role in ROLES:
+        r = sub[sub.role == role]
+        per_plan = (r.kernel_us * r.launches_per_call).groupby(r.plan_name).sum() if len(r) else {}
+        names = r.groupby("plan_name").kernel.apply(lambda k: "<br>".join(k.str.slice(0, 60))) if len(r) else {}
+        fig.add_trace(go.Bar(y=order, x=[per_plan.get(p) if len(r) else None for p in order], orientation="h", name=role,
+                             marker_color=ROLE_COLORS[role], legendgroup=role,
+                             customdata=[names.get(p, "") if len(r) else "" for p in order],
+                             hovertemplate=f"%{{y}}<br>{role}: %{{x:.1f}} us<br>%{{customdata}}<extra></extra>"),
+                      row=1, col=1)
+    per = sub.drop_duplicates("plan_name").set_index("plan_name") if len(sub) else None
+    host = [float(per.loc[p, "host_us"]) if per is not None else None for p in order]
+    text = [f"{per.loc[p, 'kernels_per_call']:g} kernel{'s' if per.loc[p, 'kernels_per_call'] != 1 else ''}"
+            if per is not None else "" for p in order]
+    fig.add_trace(go.Bar(y=order, x=host, orientation="h", name="host time to launch", marker_color=COLORS["muted"],
+                         text=text, textposition="auto", showlegend=False,
+                         hovertemplate="%{y}: %{x:.1f} us of host time, %{text}<extra></extra>"), row=1, col=2)
+    fig.update_layout(barmode="stack")
+    fig.update_yaxes(autorange="reversed", tickfont=dict(size=10), row=1, col=1)
+    fig.update_xaxes(title_text="GPU time per call (us)", row=1, col=1)
+    fig.update_xaxes(title_text="host us per call", row=1, col=2)
+    label = df["spec_label"].iloc[0] if "spec_label" in df.columns and len(df) else ""
+    more = max(0, ok.plan_name.nunique() - len(order)) if len(ok) else 0
+    detail = f"{label}; {len(order)} fastest plans" + (f" of {len(order) + more} (the table has all)" if more else "")
+    note = (f"each plan traced over {TRACED_CALLS} calls with CUPTI (cupti-python); host time measured untraced first"
+            + (f" · heuristic's pick: {df.attrs.get('heuristic_plan')}" if df.attrs.get("heuristic_plan") else ""))
+    return finish(fig, df, "Kernels per plan: what one cuDNN call launches", detail, note=note,
+                  height=300 + 26 * max(len(order), 4), legend_rows=2)
+
+
+def fusion_kernels_chart(df) -> go.Figure:
+    """Fused vs unfused: GPU time per call stacked by kernel role, with the kernel count.
+    Traces: one per role = len(ROLES)."""
+    fig = new_figure()
+    paths = [p for p in ("fused", "unfused") if p in set(df.get("path", []))]
+    for role in ROLES:
+        r = df[df.role == role] if len(df) else df
+        x = [float((r[r.path == p].kernel_us * r[r.path == p].launches_per_call).sum()) if len(r[r.path == p]) else None
+             for p in paths] if len(r) else [None] * len(paths)
+        names = ["<br>".join(r[r.path == p].kernel.str.slice(0, 60)) if len(r) else "" for p in paths]
+        fig.add_trace(go.Bar(y=paths, x=x, orientation="h", name=role, marker_color=ROLE_COLORS[role],
+                             customdata=names, hovertemplate=f"%{{y}} {role}: %{{x:.1f}} us<br>%{{customdata}}<extra></extra>"))
+    fig.update_layout(barmode="stack")
+    fig.update_xaxes(title_text="GPU time per call (us, traced)")
+    per = df.drop_duplicates("path").set_index("path") if len(df) else None
+    ticks = [f"{p} ({per.loc[p, 'kernels_per_call']:g} kernels)" for p in paths] if per is not None else paths
+    fig.update_yaxes(tickvals=paths, ticktext=ticks)
+    label = df["spec_label"].iloc[0] if len(df) else ""
+    epi = df["epilogue"].iloc[0] if len(df) else ""
+    return finish(fig, df, f"Fusion under the hood: conv + {epi}", f"{label}; fused = one cuDNN graph, unfused = cuDNN "
+                  "conv + CuPy elementwise kernels", note=f"traced over {TRACED_CALLS} calls with CUPTI", height=380)
+
+
+#: a timeline's event classes as (class, legend name, colour): one trace each, in this order
+TIMELINE_KINDS = (("kernel", "kernels", COLORS["primary"]), ("memset", "memsets", "#bcbd22"),
+                   ("alloc", "allocate / free (host)", COLORS["bad"]), ("launch", "launch calls (host)", COLORS["muted"]),
+                   ("sync", "synchronise (host)", COLORS["purple"]))
+
+
+def _timeline_class(kind: str, name: str) -> str:
+    if kind in ("kernel", "memset", "memcpy"):
+        return "kernel" if kind == "kernel" else "memset"
+    low = str(name).lower()
+    if "alloc" in low or "free" in low:
+        return "alloc"
+    if "sync" in low:
+        return "sync"
+    return "launch"
+
+
+def _gantt(fig, events, lane, label_of):
+    """Add the 5 `TIMELINE_KINDS` traces (always, possibly empty) of ``events`` to ``fig``."""
+    classes = [_timeline_class(k, n) for k, n in zip(events.kind, events.name)] if len(events) else []
+    for cls, name, color in TIMELINE_KINDS:
+        sel = events[[c == cls for c in classes]] if len(events) else events
+        fig.add_trace(go.Bar(base=list(sel.start_us) if len(sel) else [], x=list(sel.dur_us.clip(lower=0.3)) if len(sel) else [],
+                             y=[lane(r) for r in sel.itertuples()] if len(sel) else [], orientation="h", name=name,
+                             marker_color=color, marker_line_width=0,
+                             customdata=[label_of(r) for r in sel.itertuples()] if len(sel) else [],
+                             hovertemplate="%{customdata}<br>%{base:.1f} us + %{x:.1f} us<extra></extra>"))
+
+
+def strategy_timeline_chart(df) -> go.Figure:
+    """Each strategy's traced pass as a Gantt chart: a GPU lane (kernels, memsets) and a host lane
+    (allocation, launch and sync calls), with the GPU's idle share in the lane's name.
+    Traces: 5 (`TIMELINE_KINDS`)."""
+    fig = new_figure()
+    ev = df[df.kind != "none"] if "kind" in df.columns else df
+    col = "idle_share_api" if "idle_share_api" in df.columns else "idle_share"
+    idle = df.drop_duplicates("strategy").set_index("strategy")[col] if len(df) else {}
+
+    def lane(r):
+        share = idle.get(r.strategy) if len(df) else None
+        who = "GPU" if r.kind in ("kernel", "memset", "memcpy") else "host"
+        tag = f" (idle {share:.0%})" if who == "GPU" and share is not None and share == share else ""
+        return f"{r.strategy} · {who}{tag}"
+
+    _gantt(fig, ev, lane, lambda r: f"{r.strategy}: {r.name}")
+    fig.update_layout(barmode="overlay", bargap=0.25)
+    fig.update_yaxes(autorange="reversed", tickfont=dict(size=10), type="category")
+    fig.update_xaxes(title_text="microseconds from the strategy's first traced call")
+    calls = int(df["calls"].iloc[0]) if "calls" in df.columns and len(df) else None
+    wl = df["workload"].iloc[0] if len(df) else ""
+    detail = f"{wl}, {calls or 8} calls per strategy in steady state, traced with CUPTI; idle = the GPU waiting for the host"
+    lanes = 2 * (df["strategy"].nunique() if len(df) else 8)
+    return finish(fig, df, "The GPU timeline of each workspace strategy", detail,
+                  note="a traced run: CUPTI adds host time to every API call, so gaps are wider than untraced (the "
+                       "summary gives the idle share traced without API calls); the strategies chart's timings are untraced",
+                  height=220 + 26 * lanes, legend_rows=1)
+
+
+def race_timeline_chart(df) -> go.Figure:
+    """The race's traced round: one lane per stream and one for the host. Traces: 5."""
+    fig = new_figure()
+    _gantt(fig, df, lambda r: r.row, lambda r: f"{r.row}: {r.name}")
+    fig.update_layout(barmode="overlay", bargap=0.3)
+    fig.update_yaxes(autorange="reversed", type="category")
+    fig.update_xaxes(title_text="microseconds from the round's first traced record")
+    if len(df):
+        r0 = df.iloc[0]
+        detail = (f"{r0.spec_label}, {int(r0.streams)} streams x {RACE_CONVS} convolutions sharing one workspace, {r0.launch} launch; "
+                  f"overlap of stream 1 and 2: {fmt_us(r0.overlap_us)} of {fmt_us(r0.busy_us)} busy")
+    else:
+        detail = ""
+    return finish(fig, df, "The race, traced: do the streams' kernels overlap?", detail,
+                  note="where the lanes overlap, two convolutions use the one workspace at once", height=420)
+
+
+def build_log_chart(df) -> go.Figure:
+    """cuDNN's log of the build, trimmed: the frontend's lines about engines and the backend's
+    warnings, as a table. Traces: 1."""
+    fig = new_figure()
+    keep = df[(df.engine != "") | df.text.str.contains("WARN|ERROR|heur|Deselect|filter|not supported", case=False)] \
+        if len(df) else df
+    keep = keep.head(60)
+    fig.add_trace(go.Table(columnwidth=[60, 40, 600],
+                           header=dict(values=["source", "line", "text"], align="left", fill_color="#e8eaed"),
+                           cells=dict(values=[list(keep.source), list(keep.line),
+                                              [str(t).replace("[cudnn_frontend] ", "")[:220] for t in keep.text]]
+                                      if len(keep) else [[], [], []], align="left", font=dict(size=10), height=20)))
+    label = df["spec_label"].iloc[0] if len(df) else ""
+    detail = (f"{label}: {int(df['built'].iloc[0])} of {int(df['plans'].iloc[0])} plans built in "
+              f"{df['build_seconds'].iloc[0]:.1f} s; {len(keep)} of {len(df)} log lines shown") if len(df) else ""
+    return finish(fig, df, "cuDNN's own words: the build log", detail,
+                  note="CUDNN_FRONTEND_LOG_INFO=1 and CUDNN_LOGLEVEL_DBG=2 in a fresh process", height=760, legend_rows=0)

@@ -1,0 +1,213 @@
+"""The run functions of lesson 10, each a traced run (`labkit.gpu.trace`: CUPTI activity records)
+in one trace session: `kernels` (the kernels each plan launches), `fusion_kernels` (fused against
+unfused), `strategy_timeline` (each workspace strategy's GPU timeline), `race_timeline` (the
+race's overlapping streams), and `build_log` (cuDNN's own log of a build, untraced). Microseconds;
+``host_us`` is measured untraced before the trace.
+"""
+from __future__ import annotations
+
+import functools
+
+from ...errors import InvalidSpec, LabkitError
+from ...signals.progress import report
+from ...spec import ConvSpec
+from ..core import BASE, as_spec, experiment, status_row, to_frame
+
+#: conv calls traced per plan (their kernels are averaged per call)
+TRACED_CALLS = 3
+#: convolutions per stream in the traced race round (lesson 06's batch)
+RACE_CONVS = 64
+
+
+def _kernel_rows(dev, calls: int, **tags) -> list:
+    """One row per distinct kernel (by name) of a traced device frame: launches per call, mean
+    microseconds per launch, share of the traced GPU time."""
+    total = float(dev.dur_us.sum()) or float("nan")
+    rows = []
+    for name, sub in dev.groupby("name", sort=False):
+        rows.append(dict(tags, kernel=name, role=sub.role.iloc[0], launches_per_call=len(sub) / calls,
+                         kernel_us=float(sub.dur_us.mean()), share=float(sub.dur_us.sum()) / total,
+                         grid=str(sub.grid.iloc[0]) if sub.grid.iloc[0] is not None else "",
+                         block=str(sub.block.iloc[0]) if sub.block.iloc[0] is not None else ""))
+    return rows
+
+
+def _traced(fn, calls: int, stream, label: str):
+    """``fn`` run ``calls`` times under a tracer (after one untraced warm-up call): its device rows."""
+    from ...gpu import trace
+
+    with stream:
+        fn()
+    stream.synchronize()
+    with trace.Tracer(label) as t:
+        with stream:
+            for _ in range(calls):
+                fn()
+        stream.synchronize()
+    df = t.frame()
+    return trace.device_rows(df), df.attrs.get("dropped", 0)
+
+
+def _traced_experiment(fn):
+    """Run ``fn`` in one `labkit.gpu.trace.session` (CUPTI attached and warmed before its traces,
+    detached after them), keeping its name and doc for `experiment`."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        from ...gpu import trace
+
+        with trace.session():
+            return fn(*args, **kwargs)
+    return wrapper
+
+
+@experiment
+@_traced_experiment
+def kernels(spec: ConvSpec = BASE):
+    """Every runnable plan of ``spec``: the kernels one call launches (traced, `TRACED_CALLS`
+    calls), each kernel's role, launches per call, microseconds per launch and share of the plan's
+    GPU time; per plan ``kernels_per_call``, ``plan_kernel_us`` (the kernels' time per call, traced)
+    and ``host_us`` (host time to launch one call, measured untraced before the trace)."""
+    from ...gpu import engine, measure, memory
+    from ...gpu.ranges import annotate
+
+    spec = as_spec(spec)
+    cg = engine.get_graph(spec)
+    ops = engine.Operands(spec)
+    stream = measure.timing_stream()
+    rows = []
+    plans = cg.runnable
+    for i, plan in enumerate(plans):
+        tags = dict(plan_index=plan.index, plan_name=plan.name, workspace_bytes=plan.workspace_bytes)
+        try:
+            with annotate(f"kernels of plan {plan.name}", "plan"):
+                ws = memory.alloc(plan.workspace_bytes, f"workspace of plan {plan.index}")
+                bound = cg.bind(ops.arrays, int(ws.data.ptr), plan.index, stream)
+                eager = measure.eager_us(bound.run, stream)
+                n = 20 if eager < 200 else 5 if eager < 2000 else 2  # a 15 ms plan: 2 launches a repeat
+                host = measure.host_dispatch(bound.run, stream, calls=n, repeats=5).median_us
+                dev, dropped = _traced(bound.run, TRACED_CALLS, stream, f"plan {plan.name}")
+            per_call = dict(kernels_per_call=len(dev) / TRACED_CALLS, plan_kernel_us=float(dev.dur_us.sum()) / TRACED_CALLS,
+                            host_us=host, eager_us=eager, status="ok", reason="")
+            rows += [dict(r, **per_call) for r in _kernel_rows(dev, TRACED_CALLS, **tags)]
+        except LabkitError as exc:
+            rows.append(dict(tags, **status_row(exc)))
+        report(lambda: to_frame(rows), i + 1, len(plans), "plans traced")
+    df = to_frame(rows)
+    df.insert(0, "spec_label", spec.label)
+    df.attrs["heuristic_plan"] = cg.default_plan.name
+    return df
+
+
+@experiment
+@_traced_experiment
+def fusion_kernels(spec: ConvSpec = BASE, epilogue: str = "bias_relu"):
+    """The fused graph's kernels (the heuristic's plan of conv + ``epilogue``) against the unfused
+    path's (the heuristic conv plan, then CuPy's elementwise kernels), traced per call."""
+    from ...gpu import engine, measure, memory, unfused
+
+    spec = as_spec(spec)
+    unfused.check_spec(spec)
+    stream = measure.timing_stream()
+    ops = engine.Operands(spec, epilogue)
+    fused = engine.get_graph(spec, epilogue, all_plans=False)
+    fplan = fused.default_plan
+    fws = memory.alloc(fplan.workspace_bytes, "workspace")
+    fb = fused.bind(ops.arrays, int(fws.data.ptr), fplan.index, stream)
+    plain = unfused.UnfusedPath(spec, ops, stream)
+    rows = []
+    for path, fn, plan in (("fused", fb.run, fplan.name), ("unfused", plain.run, plain.plan.name)):
+        dev, _ = _traced(fn, TRACED_CALLS, stream, f"{path} {epilogue}")
+        per = dict(kernels_per_call=len(dev) / TRACED_CALLS, path_kernel_us=float(dev.dur_us.sum()) / TRACED_CALLS)
+        rows += [dict(r, **per) for r in _kernel_rows(dev, TRACED_CALLS, path=path, epilogue=epilogue, plan_name=plan)]
+    df = to_frame(rows)
+    df.insert(0, "spec_label", spec.label)
+    return df
+
+
+@experiment
+@_traced_experiment
+def strategy_timeline(workload: str = "one_conv", calls: int = 8):
+    """The GPU timeline of ``calls`` calls of ``workload`` under each workspace strategy, in steady
+    state: every kernel on its stream and the allocation, launch and synchronisation calls on the
+    host, traced (`labkit.gpu.workloads.traced_pass`). Per strategy: ``gpu_us``/``host_us`` of the
+    same pass untraced (events; host clock), the traced ``busy_us`` and ``idle_share`` (the share
+    of the pass in which the GPU waited for the host). Times are microseconds from the strategy's
+    first traced record. ``idle_share`` comes from a pass traced with device records only,
+    ``idle_share_api`` from the pass drawn (API calls traced too: CUPTI's host time widens the gaps)."""
+    from ...gpu import workloads
+
+    if isinstance(calls, bool) or not isinstance(calls, int) or not 1 <= calls <= 64:
+        raise InvalidSpec("calls", calls, "must be an int from 1 to 64")
+    if workload not in workloads.WORKLOADS or workload == "pressure":
+        raise InvalidSpec("workload", workload, f"must be one of {', '.join(w for w in workloads.WORKLOADS if w != 'pressure')}")
+    rows, n = [], len(workloads.BENCH_STRATEGIES)
+    for i, (name, opts) in enumerate(workloads.BENCH_STRATEGIES):
+        row, tr = workloads.traced_pass(name, opts, workload, calls)
+        summary = {k: row.get(k) for k in ("strategy", "calls", "gpu_us", "host_us", "busy_us", "idle_share",
+                                           "idle_share_api", "status", "reason")}
+        if tr is None or tr.empty:
+            rows.append(dict(summary, kind="none"))
+        else:
+            for r in tr[["kind", "row", "name", "role", "start_us", "end_us", "dur_us"]].to_dict("records"):
+                rows.append(dict(summary, **r))
+        report(lambda: to_frame(rows), i + 1, n, "strategies traced")
+    df = to_frame(rows)
+    df.insert(0, "workload", workload)
+    return df
+
+
+@experiment
+@_traced_experiment
+def race_timeline(launch: str = "graph", streams: int = 2):
+    """One round of lesson 06's race, traced: `RACE_CONVS` convolutions per stream sharing one workspace,
+    launched as CUDA graphs or from Python. Rows: every kernel and API call; per frame
+    ``overlap_us`` (stream 1 and stream 2 running at once: when a shared workspace is overwritten)
+    and ``busy_us``."""
+    from ...gpu import concurrency, trace
+
+    if isinstance(streams, bool) or not isinstance(streams, int) or not 2 <= streams <= 4:
+        raise InvalidSpec("streams", streams, "must be an int from 2 to 4")
+    r = concurrency.scratchpad_race(shared=True, launch=launch, streams=streams, convs_per_launch=RACE_CONVS,
+                                    min_runs=RACE_CONVS * streams, tracer=lambda: trace.Tracer(f"race, {launch} launch"))
+    tr = r.trace
+    cols = ["kind", "row", "name", "role", "start_us", "end_us", "dur_us", "graph_id"]
+    df = tr[cols].copy()
+    df.insert(0, "launch", launch)
+    df.insert(1, "streams", streams)
+    df["overlap_us"] = trace.overlap_us(tr, "stream 1", "stream 2")
+    df["busy_us"] = trace.busy_us(tr)
+    df["corrupted"] = r.mismatches_bitwise
+    df["runs"] = r.runs
+    df["spec_label"] = r.spec_label
+    return df
+
+
+@experiment
+def build_log(spec: ConvSpec = BASE, epilogue: str = "none"):
+    """Building ``spec``'s graph (every candidate plan) in a fresh process with cuDNN's frontend
+    log at INFO and the backend's at warnings (`labkit.gpu.buildlog`): one row per log line
+    (``source``, ``line``, ``text``; tensor dumps and blank lines left out), with per-engine
+    ``engine`` where a line names one."""
+    from ...gpu import buildlog
+
+    spec = as_spec(spec)
+    got = buildlog.capture(spec, epilogue)
+    rows = []
+    for source in ("frontend", "backend"):
+        for no, text in enumerate(got[source]):
+            t = text.rstrip()
+            if not t.strip() or _is_dump(t):
+                continue
+            rows.append(dict(source=source, line=no, text=t[:300], engine=buildlog.engine_in(t)))
+    df = to_frame(rows)
+    b = got["build"]
+    df.insert(0, "spec_label", spec.label)
+    df["plans"], df["built"], df["build_seconds"] = b["plans"], b["built"], b["seconds"]
+    return df
+
+
+def _is_dump(line: str) -> bool:
+    """A line of a descriptor dump (indented fields under "CUDNN_BACKEND_TENSOR_DESCRIPTOR :")."""
+    body = line.replace("[cudnn_frontend]", "", 1)
+    return body.startswith("          ") or body.strip().startswith(("=====", "{\"context\""))

@@ -1,0 +1,68 @@
+"""The chart of a network report: GPU time per call of the pass (the heuristic's plan and the
+fastest, us), the workspace each strategy held during each call of the first pass (MiB), and the
+pass time within each workspace cap (ms).
+"""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from ...draw.plots import COLORS, finish, fmt_bytes, new_figure, num, ok_rows
+from ..core import MIB
+from .request import REPORT_STRATEGIES
+from .tables import table_of
+
+
+STRATEGY_COLORS = ("#3c4043", "#1f77b4", "#d62728", "#2ca02c", "#98df8a", "#9467bd", "#ff7f0e", "#8c564b")
+#: lines that lie on top of each other (several strategies hold the same bytes) stay visible
+STRATEGY_DASHES = ("solid", "dash", "solid", "dot", "dashdot", "longdash", "dot", "solid")
+
+
+def network_report_chart(df) -> go.Figure:
+    """Three panels. Traces: 0 heuristic plan's GPU time per call, 1 fastest plan's (us, bars per
+    call of the pass); 2-9 workspace held during each call of the first pass, one line per
+    strategy (`REPORT_STRATEGIES`, MiB); 10 pass time against the workspace cap (ms)."""
+    layers, timeline, budget = (table_of(df, t) for t in ("layers", "timeline", "budget"))
+    fig = new_figure(rows=3, cols=1, vertical_spacing=0.11, row_heights=[0.34, 0.38, 0.28],
+                     subplot_titles=("GPU time per call: the heuristic's plan and the fastest",
+                                     "workspace memory held during each call (first pass, from nothing)",
+                                     "pass time if every call keeps within a workspace cap"))
+    ok = ok_rows(layers) if len(layers) else layers
+    x = [int(o) for o in ok.get("order", [])]
+    names = [n + ("" if d == "fprop" else f" ({d})") for n, d in zip(ok.get("layer", []), ok.get("direction", []))]
+    for col, label, color in (("heuristic_gpu_us", "heuristic plan", COLORS["muted"]),
+                              ("fastest_gpu_us", "fastest plan", COLORS["primary"])):
+        ws = ok.get(col.replace("gpu_us", "workspace_bytes"), [None] * len(ok))
+        fig.add_trace(go.Bar(x=x, y=[num(v) for v in ok.get(col, [])], name=label, marker_color=color,
+                             customdata=[[n, fmt_bytes(w)] for n, w in zip(names, ws)], legendgroup="layers",
+                             hovertemplate="call %{x}, %{customdata[0]}: %{y:.1f} us, workspace %{customdata[1]}<extra>"
+                                           + label + "</extra>"),
+                      row=1, col=1)
+    for k, (label, _, _) in enumerate(REPORT_STRATEGIES):
+        sub = timeline[timeline["strategy"] == label] if len(timeline) else timeline
+        steps = [num(v) for v in sub.get("step", [])]
+        fig.add_trace(go.Scatter(x=steps, y=[num(v) / MIB for v in sub.get("held_bytes", [])], mode="lines", name=label,
+                                 line=dict(color=STRATEGY_COLORS[k], shape="hv", width=2, dash=STRATEGY_DASHES[k]),
+                                 legendgroup="timeline",
+                                 customdata=list(sub.get("layer", [])),
+                                 hovertemplate="call %{x} (%{customdata}): %{y:.1f} MiB held<extra>" + label + "</extra>"),
+                      row=2, col=1)
+    fits = budget[budget["calls_without_plan"] == 0] if len(budget) else budget
+    fig.add_trace(go.Scatter(x=list(fits.get("cap_label", [])), y=[num(v) / 1000 for v in fits.get("pass_gpu_us", [])],
+                             mode="lines+markers", name="pass time within the cap", line=dict(color=COLORS["secondary"]),
+                             customdata=[f"{s:.2f}x" for s in fits.get("slowdown", [])],
+                             hovertemplate="cap %{x}: %{y:.2f} ms per pass (%{customdata} the uncapped)<extra></extra>"),
+                  row=3, col=1)
+    fig.update_yaxes(title_text="GPU time per call (us)", row=1, col=1)
+    fig.update_yaxes(title_text="workspace held (MiB)", row=2, col=1)
+    fig.update_xaxes(title_text="call of the pass", row=2, col=1)
+    fig.update_yaxes(title_text="pass time (ms)", rangemode="tozero", row=3, col=1)
+    fig.update_yaxes(rangemode="tozero", row=2, col=1)
+    fig.update_xaxes(title_text="call of the pass (hover for the layer)", row=1, col=1)
+    fig.update_xaxes(title_text="workspace cap", type="category", row=3, col=1)
+    net = df.attrs.get("network") or (df.attrs.get("request") or {}).get("net")
+    r = df.attrs.get("request") or {}
+    detail = f"{net if isinstance(net, str) else 'your layers'}, batch {r.get('batch')}, {r.get('dtype')} {r.get('layout')}" + \
+             (", training (forward + backward)" if r.get("training") else ", inference")
+    note = ("Top: CUDA-graph replay medians of each call's plans. Middle: the most workspace each strategy held while "
+            "a call ran. Bottom: sums of each call's measured plan times (the kernels alone, no launch gaps).")
+    return finish(fig, df, "Workspace report: every convolution layer", detail=detail, note=note, height=1050, legend_rows=2)

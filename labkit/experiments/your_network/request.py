@@ -1,0 +1,82 @@
+"""What a network report measures: the network a request names (`network_of`), the convolution
+calls of one pass (`pass_steps`), the strategies it runs (`REPORT_STRATEGIES`), the workspace caps
+of its budget curve (`BUDGET_CAPS`, bytes), its tables (`TABLES`), the presets the recorded grid
+holds, and the time each step may take (`step_budget_s`, seconds).
+"""
+from __future__ import annotations
+
+import os
+from typing import List, Sequence, Tuple
+
+from ... import networks
+from ...errors import InvalidSpec
+from ...spec import ConvSpec
+from ..core import MIB
+
+#: the strategies a report runs, as (label, strategy name, options); ``"sized"``: the fixed arena
+#: is made as large as the largest workspace of the pass's fastest plans
+REPORT_STRATEGIES: Tuple[Tuple[str, str, object], ...] = (
+    ("preallocated", "preallocated", {}),
+    ("fixed_arena (sized)", "fixed_arena", "sized"),
+    ("malloc_per_call", "malloc_per_call", {}),
+    ("keyed_cache (256 MiB)", "keyed_cache", {"budget_bytes": 256 * MIB}),
+    ("keyed_cache (32 MiB)", "keyed_cache", {"budget_bytes": 32 * MIB}),
+    ("scratchpad", "scratchpad", {}),
+    ("cupy_pool", "cupy_pool", {}),
+    ("async_pool", "async_pool", {}),
+)
+#: the workspace caps of the budget curve, bytes (None: no cap)
+BUDGET_CAPS = (0, 1 * MIB, 4 * MIB, 16 * MIB, 64 * MIB, 256 * MIB, 1024 * MIB, None)
+TABLES = ("layers", "plans", "strategies", "timeline", "budget")
+#: the presets the recorded grid holds a report for (batch 32, fp16, NHWC, inference)
+RECORDED_PRESETS = ("resnet50", "resnext50_32x4d", "mobilenet_v2", "convnext_tiny", "vgg16", "deeplabv3_aspp")
+#: seconds one step of a report may take (``LABKIT_STEP_BUDGET_S`` overrides): a distinct
+#: convolution's build (at most half of it), autotune and checks, or one strategy's pass
+STEP_BUDGET_S = 60.0
+#: seconds past a step's budget before its worker is killed (its own budget stops it between
+#: parts first; this catches a call that never returns)
+KILL_GRACE_S = 15.0
+
+
+def step_budget_s() -> float:
+    """A report step's budget in seconds: `STEP_BUDGET_S`, or ``LABKIT_STEP_BUDGET_S`` when set."""
+    raw = os.environ.get("LABKIT_STEP_BUDGET_S", "").strip()
+    if not raw:
+        return STEP_BUDGET_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise InvalidSpec("LABKIT_STEP_BUDGET_S", raw, "must be a number of seconds > 0")
+    return value
+
+
+def network_of(net, batch, dtype, layout, image) -> networks.Network:
+    """The `Network` a report request names: a preset name, or a list of layers given as
+    [name, ConvSpec or spec dict] pairs (what `labkit.report` passes for a list or a model)."""
+    if isinstance(net, str):
+        return networks.layers_of(net, batch=batch, dtype=dtype, layout=layout, image=image)
+    if isinstance(net, (list, tuple)):
+        net = [_pair_layer(item) if isinstance(item, (list, tuple)) else item for item in net]
+    return networks.layers_of(net, batch=batch, dtype=dtype, layout=layout)
+
+
+def _pair_layer(item) -> networks.Layer:
+    """A [name, ConvSpec or spec dict] pair as a `Layer`."""
+    if not (len(item) == 2 and isinstance(item[0], str)):
+        raise InvalidSpec("net", item, "a layer given as a list must be a [name, spec] pair")
+    spec = item[1] if isinstance(item[1], ConvSpec) else ConvSpec.from_dict(dict(item[1]))
+    return networks.Layer(item[0], spec)
+
+
+def pass_steps(layers: Sequence[networks.Layer], training: bool) -> List[Tuple[str, ConvSpec]]:
+    """(layer name, spec) for every convolution call of one pass, in order."""
+    steps = [(lay.name, lay.spec) for lay in layers]
+    if training:
+        for i in reversed(range(len(layers))):
+            lay = layers[i]
+            if i > 0:  # the network's input needs no gradient
+                steps.append((lay.name, lay.spec.replace(direction="dgrad")))
+            steps.append((lay.name, lay.spec.replace(direction="wgrad")))
+    return steps

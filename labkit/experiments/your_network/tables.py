@@ -1,0 +1,81 @@
+"""The tables of a network report's long frame: reading one (`table_of`), what was not measured to
+the end (`cut_counts`), and the rows made from the measurements: one per call of the pass
+(`layer_rows`) and the budget curve (`budget_rows`: the pass time within each workspace cap, a sum
+of measured plan times). Bytes; microseconds.
+"""
+from __future__ import annotations
+
+from typing import List, Tuple
+
+from ...draw.plots import fmt_bytes
+from ...errors import InvalidSpec
+from ...signals.cancel import not_timed, was_cut
+from ...spec import ConvSpec
+from .request import BUDGET_CAPS, TABLES
+
+
+def table_of(df, table: str):
+    """Rows of one of `TABLES` from a `network_report` frame, with only that table's columns."""
+    if table not in TABLES:
+        raise InvalidSpec("table", table, f"must be one of {', '.join(TABLES)}")
+    sub = df[df["table"] == table] if "table" in df.columns else df.iloc[0:0]
+    sub = sub.dropna(axis=1, how="all").drop(columns=["table"], errors="ignore").reset_index(drop=True)
+    sub.attrs = dict(df.attrs)
+    return sub
+
+
+def cut_counts(df) -> dict:
+    """What a report did not measure to the end: ``plans`` a budget cut or timed out (unknown),
+    ``slower_plans`` left after one eager call far slower than the best (known to lose), distinct
+    ``layers`` whose step timed out or whose worker died, ``strategies`` that did not finish."""
+    plans, layers, strategies = (table_of(df, t) for t in ("plans", "layers", "strategies"))
+    status = plans["status"] if len(plans) else []
+    cut = int(sum(map(was_cut, status)))
+    return dict(plans=cut, slower_plans=int(sum(map(not_timed, status))) - cut,
+                layers=int(layers[layers["status"].isin(("timed_out", "error"))]["spec_id"].nunique()) if len(layers) else 0,
+                strategies=int((strategies["status"] != "ok").sum()) if len(strategies) else 0)
+
+
+def layer_rows(steps, spec_id, groups, measured) -> List[dict]:
+    out = []
+    for order, (name, spec) in enumerate(steps):
+        sid = spec_id[spec.key]
+        row = dict(table="layers", order=order, layer=name, spec_id=sid, spec=spec.label, count=groups[sid].count,
+                   **_spec_columns(spec))
+        row.update(measured.get(sid, dict(status="pending", reason="not measured yet")))
+        out.append(row)
+    return out
+
+
+def _spec_columns(spec: ConvSpec) -> dict:
+    return dict(direction=spec.direction, N=spec.N, C=spec.C, H=spec.H, W=spec.W, K=spec.K, R=spec.R, S=spec.S,
+                stride=spec.stride[0], padding=spec.padding[0], dilation=spec.dilation[0], groups=spec.groups,
+                flops=spec.flops)
+
+
+def budget_rows(plans, steps_specs: List[Tuple[int, str]], caps=BUDGET_CAPS) -> List[dict]:
+    """The budget curve from timed plans: ``plans`` a DataFrame of the ``plans`` table,
+    ``steps_specs`` (spec_id, direction) per call of the pass. One row per cap."""
+    ok = plans[plans.status == "ok"]
+    by_spec = {sid: sub for sid, sub in ok.groupby("spec_id")}
+    best = {sid: float(sub.gpu_us.min()) for sid, sub in by_spec.items()}
+    rows = []
+    for cap in caps:
+        total, changed, missing, peak = 0.0, 0, 0, 0
+        for sid, _ in steps_specs:
+            sub = by_spec.get(sid)
+            fits = sub if sub is None or cap is None else sub[sub.workspace_bytes <= cap]
+            if fits is None or fits.empty:
+                missing += 1
+                continue
+            i = fits.gpu_us.idxmin()
+            total += float(fits.gpu_us[i])
+            peak = max(peak, int(fits.workspace_bytes[i]))
+            changed += float(fits.gpu_us[i]) > best[sid]
+        rows.append(dict(table="budget", cap_bytes=-1 if cap is None else int(cap), cap_label="no cap" if cap is None else fmt_bytes(cap),
+                         pass_gpu_us=total if not missing else float("nan"), calls_changing_plan=int(changed),
+                         calls_without_plan=int(missing), peak_workspace_bytes=peak))
+    unlimited = rows[-1]["pass_gpu_us"]
+    for r in rows:
+        r["slowdown"] = r["pass_gpu_us"] / unlimited if unlimited else float("nan")
+    return rows

@@ -1,0 +1,89 @@
+"""What a network's convolution layers are recorded as: `Layer` (one ``Conv2d`` call), `Skipped`
+(a convolution module left out, with the reason), `Network` (what `labkit.networks.layers_of`
+returns) and `Group` (identical specs, from `unique`, so that a report measures each once).
+Units: pixels for H, W; elements for channel counts (the `ConvSpec` fields).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Tuple
+
+from ..errors import InvalidSpec
+from ..spec import ConvSpec
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One convolution call of a network. ``name``: the module's name (torchvision's for the
+    presets, ``conv0``.. for a list of specs); ``spec``: the problem, shapes at this call's input;
+    ``bias``: the layer adds a per-channel bias (not part of the convolution cuDNN sizes a
+    workspace for); ``note``: how the spec differs from the module's own arguments, if it does."""
+
+    name: str
+    spec: ConvSpec
+    bias: bool = False
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A convolution module that is not in `Network.layers`: ``kind`` is its class name
+    (``Conv1d``, ``ConvTranspose2d``, ...), ``reason`` says why it was left out."""
+
+    name: str
+    kind: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Group:
+    """Identical specs of a network (`unique`): the ``spec``, how many layers have it
+    (``count``) and their ``names`` in forward order."""
+
+    spec: ConvSpec
+    count: int
+    names: Tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Network:
+    """What `layers_of` returns: ``name`` (the preset's, or the model's class name),
+    ``layers`` (tuple of `Layer`, forward order), ``skipped`` (tuple of `Skipped`: convolution
+    modules not in ``layers``, with the reason) and ``source`` (where the layers came from, in
+    words). Iterating, ``len`` and indexing go over ``layers``."""
+
+    name: str
+    layers: Tuple[Layer, ...]
+    skipped: Tuple[Skipped, ...] = ()
+    source: str = ""
+
+    def __iter__(self):
+        return iter(self.layers)
+
+    def __len__(self) -> int:
+        return len(self.layers)
+
+    def __getitem__(self, i):
+        return self.layers[i]
+
+    def layer(self, name: str) -> Layer:
+        """The first layer called ``name`` (InvalidSpec if there is none)."""
+        for lay in self.layers:
+            if lay.name == name:
+                return lay
+        raise InvalidSpec("name", name, f"no layer of {self.name} has this name")
+
+
+def unique(layers) -> List[Group]:
+    """Identical specs grouped (same `ConvSpec.key`: every field, dtype, layout and direction
+    included; a bias does not count), in the order each is first seen, with how many layers
+    share it and their names. ``layers``: a `Network` or a list of `Layer` (or of ConvSpec,
+    named ``conv0``..). A report measures each group once and weighs it by ``count``."""
+    seen: Dict[tuple, list] = {}
+    for i, lay in enumerate(layers):
+        if isinstance(lay, ConvSpec):
+            lay = Layer(f"conv{i}", lay)
+        if not isinstance(lay, Layer):
+            raise InvalidSpec(f"layers[{i}]", type(lay).__name__, "every item must be a Layer (or a ConvSpec)")
+        seen.setdefault(lay.spec.key, [lay.spec, []])[1].append(lay.name)
+    return [Group(spec, len(names), tuple(names)) for spec, names in seen.values()]

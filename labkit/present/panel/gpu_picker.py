@@ -1,0 +1,68 @@
+"""Which GPU answers a panel: this GPU, live, or a shipped recording (the panel's "GPU" dropdown).
+No widget here: the choices and what a choice means."""
+from __future__ import annotations
+
+from typing import List, Optional, Tuple
+
+from ...errors import InvalidSpec
+from ...store import recordings
+
+
+def short_gpu(name) -> str:
+    """A GPU's name without the vendor: "NVIDIA H100 80GB HBM3" -> "H100 80GB HBM3"."""
+    return str(name).replace("NVIDIA ", "", 1)
+
+
+class GPUPicker:
+    """``can_measure``: this machine can measure live; ``name``: the shipped recording picked
+    (None: this GPU live, or recorded mode's default recording for the experiment)."""
+
+    def __init__(self, can_measure: bool, gpu: Optional[str] = None):
+        self.can_measure = can_measure
+        self.name: Optional[str] = recordings.named(gpu).name if gpu is not None else None  # InvalidSpec names them
+
+    @property
+    def live(self) -> bool:
+        """The panel measures on this GPU now."""
+        return self.can_measure and self.name is None
+
+    def options(self, experiment: str) -> List[Tuple[str, str]]:
+        """(label, value) for the dropdown: live, "this GPU" first (value ""); then every shipped
+        recording that has ``experiment``, the default one first."""
+        from ... import env
+
+        opts = []
+        if self.can_measure:
+            opts.append((f"this GPU, live ({short_gpu(env.environment().gpu_name)})", ""))
+        for r in recordings.shipped():
+            m = r.metadata
+            if experiment not in (m.get("experiments") or {}):
+                continue  # nothing to draw from that GPU for this panel
+            quick = "" if m.get("complete", True) else ", quick: base calls"
+            opts.append((f"{short_gpu(m.get('gpu'))} (recorded {m.get('date')}{quick})", r.name))
+        return opts
+
+    def value(self, experiment: str) -> str:
+        """The dropdown's value now ("" for this GPU live)."""
+        return self.name or ("" if self.can_measure else self.recording(experiment).name)
+
+    def recording(self, experiment: str) -> Optional[recordings.Recording]:
+        """The recording that answers ``experiment`` (None: live on this GPU)."""
+        if self.live:
+            return None
+        return recordings.named(self.name) if self.name else recordings.for_experiment(experiment)
+
+    def pick(self, experiment: str, recording: Optional[str]) -> bool:
+        """Answer ``experiment`` from a shipped recording's name (e.g. ``"h200"``), or None for this
+        GPU live (recorded mode: the default recording). True when that changed the answer."""
+        picked = recordings.named(recording) if recording else None
+        name = picked.name if picked else None
+        if picked is not None and experiment not in (picked.metadata.get("experiments") or {}):
+            raise InvalidSpec("gpu", recording, f"that recording has no {experiment!r}; this panel offers "
+                              + ", ".join(v or "this GPU" for _, v in self.options(experiment)))
+        if not self.can_measure and name is None:
+            name = recordings.for_experiment(experiment).name
+        if name == self.name:
+            return False
+        self.name = name
+        return True

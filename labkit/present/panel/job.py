@@ -1,0 +1,126 @@
+"""A panel's measurement job: a request answered in the caller's thread, or (a click in live mode)
+in a background thread that a newer request stops at its next checkpoint; the progress it
+reports on the way (partial tables drawn at most every `PARTIAL_EVERY_S`, a wait for another
+process's turn on the GPU) and how long it took. No widget here: what to draw and say are the
+callbacks given."""
+from __future__ import annotations
+
+import contextlib
+import html
+import threading
+import time
+from typing import Callable, Optional
+
+from ...signals.cancel import cancellable
+from ...signals.progress import announcing, listening
+
+
+class MeasurementJob:
+    """``draw_partial(make_frame)``: draw a table so far; ``say(kind, html)``: the status line."""
+
+    #: live: seconds between two partial draws of a chart that fills in (the last part always draws)
+    PARTIAL_EVERY_S = 0.25
+
+    def __init__(self, name: str, draw_partial: Callable, say: Callable):
+        self.name, self.draw_partial, self.say = name, draw_partial, say
+        self.generation = 0  # bumped by every new request; an older measurement stops at its next checkpoint
+        self.thread: Optional[threading.Thread] = None
+        self._lock = threading.Lock()
+        self.stopped = 0  # measurements stopped because a newer request came
+        self.waits = 0  # times a measurement waited for another process's turn on the GPU
+        self.updates = 0
+        self.last_update_ms: Optional[float] = None
+        self.first_paint_ms: Optional[float] = None
+        self.partial_draws = 0
+        self.t0 = self.last_partial = 0.0
+        self.drawing = -1  # the generation whose progress is shown
+
+    # ---- threads --------------------------------------------------------------------------------
+    def next_generation(self) -> int:
+        """A new request: every older one is stale from now on."""
+        with self._lock:
+            self.generation += 1
+            return self.generation
+
+    def current(self, generation: int) -> bool:
+        return generation == self.generation
+
+    def start(self, work: Callable[[int], None]) -> None:
+        """Run ``work(generation)`` in a background thread once the previous one has stopped (it
+        stops at its next checkpoint: this request made it stale)."""
+        with self._lock:
+            self.generation += 1
+            gen, prev = self.generation, self.thread
+            t = threading.Thread(target=self._background, args=(gen, prev, work), daemon=True, name=f"labkit-panel-{self.name}")
+            self.thread = t
+        if prev is not None and prev.is_alive():
+            self.say("running", "stopping the previous measurement ...")
+        t.start()
+
+    def _background(self, gen: int, prev: Optional[threading.Thread], work: Callable[[int], None]) -> None:
+        if prev is not None:
+            prev.join()
+        if gen != self.generation:
+            return  # a newer click came while we waited
+        with cancellable(lambda: gen != self.generation):
+            work(gen)
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        """Block until a measurement started by a click is drawn (at most ``timeout`` seconds);
+        True when none is running any more."""
+        t = self.thread
+        if t is not None:
+            t.join(timeout)
+            return not t.is_alive()
+        return True
+
+    # ---- one measurement ----------------------------------------------------------------------------
+    def begin(self, generation: int) -> None:
+        """A request starts being answered (its times count from now)."""
+        self.t0, self.last_partial, self.partial_draws, self.first_paint_ms = time.perf_counter(), 0.0, 0, None
+        self.drawing = generation
+
+    @contextlib.contextmanager
+    def measuring(self):
+        """Around getting the table: its progress is reported to the panel."""
+        with listening(self.on_partial), announcing(self.on_phase):
+            yield
+
+    def done(self) -> None:
+        """A request was answered (drawn, or its error shown)."""
+        self.last_update_ms = self.elapsed_ms()
+        self.updates += 1
+
+    def elapsed_ms(self) -> float:
+        return (time.perf_counter() - self.t0) * 1000
+
+    def painted(self) -> None:
+        """Something of this request is on screen (the first time: its first paint)."""
+        if self.first_paint_ms is None:
+            self.first_paint_ms = self.elapsed_ms()
+
+    def on_partial(self, make_frame, done: int, total: int, unit: str) -> None:
+        """A measurement in progress reports its table so far (`labkit.signals.progress`): draw it
+        (at most every `PARTIAL_EVERY_S`) and say how far it is."""
+        now = time.perf_counter()
+        if now - self.last_partial < self.PARTIAL_EVERY_S or done >= total or self.drawing != self.generation:
+            return  # the finished table is drawn by the panel; a stale request draws nothing
+        self.draw_partial(make_frame)
+        self.last_partial = time.perf_counter()
+        self.partial_draws += 1
+        self.painted()
+        self.say("running", f"{done} of {total} {html.escape(unit)}, {now - self.t0:.1f} s; "
+                            "the chart fills in as the rest is measured ...")
+
+    def on_phase(self, phase: str) -> None:
+        """A measurement says where it is (`labkit.signals.progress.announce`): the panel shows a
+        wait for the GPU (another notebook's turn, `labkit.gpu.lock`) and its end; other phases are
+        the progress bar's."""
+        if self.drawing != self.generation:
+            return
+        if phase.startswith("waiting for the GPU"):
+            self.waits += 1
+            self.say("running", html.escape(phase) + ": another notebook is measuring on it; "
+                                "this one starts when its turn comes (the chart shows what was there)")
+        elif phase == "got the GPU":
+            self.say("running", "measuring on the GPU ...")

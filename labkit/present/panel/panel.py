@@ -1,0 +1,286 @@
+"""A lesson panel, made of parts: `Controls` (the state: which values exist, what a move means),
+`PanelView` (the widgets and the figure), `MeasurementJob` (getting a state's table, in the
+background when a click asks live, stopped by a newer one) and `GPUPicker` (this GPU or a
+recording). The panel only wires them: a control moves -> the state moves -> the job gets the
+table (`labkit.session.lessons.data`) -> the view draws it.
+"""
+from __future__ import annotations
+
+import datetime
+import html
+import time
+from typing import List, Optional
+
+from ... import experiments
+from ...errors import InvalidSpec, LabkitError
+from ...experiments.panel_config import PanelConfig
+from ...draw import plots
+from ...signals.cancel import Superseded
+from ...session import lessons
+from .controls import Controls
+from .gpu_picker import GPUPicker
+from .job import MeasurementJob
+from .view import FIG_WIDTH, PanelView
+
+
+def live_note(df, started: float, ahead: bool = False) -> str:
+    """Where a live result came from, for the status line: read from this GPU's recording on
+    disk (measured at a given time, by an earlier session, another notebook or the background
+    worker), measured ahead of this change in this session, or measured by this change (and
+    saved); ``started``: when the change began (Unix seconds)."""
+    a = df.attrs
+    saved = " and saved in this GPU's recording" if a.get("saved_in") else ""
+    try:
+        when = datetime.datetime.fromisoformat(str(a.get("measured_at")))
+        today = datetime.datetime.now(when.tzinfo).date() == when.date()
+        stamp = when.strftime("%H:%M:%S today" if today else "%Y-%m-%d %H:%M")
+    except ValueError:
+        when, stamp = None, "an earlier time"
+    if a.get("loaded_from_disk"):
+        if a.get("from_shared"):
+            return (f"measured at {stamp} on a GPU of this machine's identity (model, driver, cuDNN), read from the "
+                    "class's shared recording (<i>measure again</i> to measure it on yours)")
+        return f"measured on this GPU at {stamp}, read from its recording (<i>measure again</i> to redo it)"
+    if ahead or (when is not None and when.timestamp() < started - 1):
+        return f"measured earlier (ahead of this change) at {stamp}{saved}"
+    secs = a.get("measure_seconds")
+    return (f"measured now in {secs:.1f} s" if isinstance(secs, (int, float)) else "measured now") + saved
+
+
+def measured_already(controls: Controls) -> bool:
+    """Live: the request on screen is in this session's results or this GPU's recording."""
+    kwargs = controls.kwargs(controls.state)
+    try:
+        return kwargs is not None and lessons.is_cached(controls.cfg.experiment, **kwargs)
+    except (LabkitError, TypeError, ValueError):
+        return False
+
+
+def prefetch_neighbours(controls: Controls) -> int:
+    """Queue the requests one control move away for the background worker (`labkit.session.prefetch`);
+    how many were queued (0 when that failed: prefetching is an optimisation, never a draw's failure)."""
+    try:
+        kwargs = [kw for kw in map(controls.kwargs, controls.neighbours()) if kw is not None]  # None: impossible
+        return lessons.prefetch(controls.cfg.experiment, kwargs)
+    except Exception:  # noqa: BLE001
+        return 0
+
+
+def draw_partial(view: PanelView, controls: Controls, make_frame) -> None:
+    """Draw a live measurement's table so far (``make_frame()``), marked partial."""
+    df = make_frame()
+    df.attrs.update(experiments.provenance(live=True))
+    df.attrs.update(experiment=controls.cfg.experiment, request=controls.request(controls.state), partial=True)
+    view.draw(controls.cfg.experiment, df)
+
+
+def placeholder(cfg: PanelConfig):
+    """A figure for when even a panel's first request failed: the base's chart if it can be had,
+    else empty traces of the right count."""
+    import plotly.graph_objects as go
+
+    try:
+        df = experiments.registry()[cfg.experiment](**cfg.kwargs(cfg.base))
+        return experiments.CHARTS[cfg.experiment](df)
+    except Exception:  # noqa: BLE001
+        return go.Figure([go.Scatter() for _ in range(experiments.TRACES[cfg.experiment])])
+
+
+class Panel:
+    """Controls + one FigureWidget for one experiment's `PanelConfig`.
+
+    ``panel.set(name=value, ...)`` changes controls as a user would and returns when the figure
+    is updated; ``panel.fig`` is the FigureWidget, ``panel.df`` the DataFrame on screen (None
+    when the request failed), ``panel.error`` the message shown then, ``panel.options(name)`` the
+    values a control offers. Display the panel as the last expression of a cell. Its parts:
+    ``panel.controls_state``, ``panel.view``, ``panel.job``, ``panel.gpu``."""
+
+    def __init__(self, cfg: PanelConfig, *, live: Optional[bool] = None, csv_name: Optional[str] = None,
+                 fig_width: Optional[int] = FIG_WIDTH, gpu: Optional[str] = None, **initial):
+        from ... import env
+
+        self.gpu = GPUPicker(env.mode().live if live is None else bool(live), gpu)
+        self.controls_state = Controls(cfg, self.gpu.live, self.gpu.recording(cfg.experiment))
+        unknown = set(initial) - set(self.controls)
+        if unknown:
+            raise InvalidSpec("control", sorted(unknown), f"this panel's controls are {', '.join(self.controls)}")
+        self.prefetching = 0  # live: neighbouring requests queued for the background worker
+        #: a click measures in a background thread (live), so the kernel hears the next click
+        self.background = self.gpu.live
+        self._defer, self._pending = 0, False
+        if self.live:
+            lessons.start_build_workers()  # ready for the runtime-compiled plans of this panel's graphs
+        self.view = PanelView(self.live, csv_name or cfg.csv_name or f"results_{cfg.experiment}.csv", fig_width,
+                              self.gpu.options(cfg.experiment), self.gpu.value(cfg.experiment),
+                              self._on_control, self._on_button, self.pick_gpu)
+        self.job = MeasurementJob(cfg.experiment, lambda make_frame: draw_partial(self.view, self.controls_state, make_frame),
+                                  self.view.say)
+        self.view.sync(self.controls_state)
+        self._defer += 1
+        try:
+            self.set(**initial)
+        finally:
+            self._defer -= 1
+        self.refresh()
+
+    # ---- what the notebook reads ------------------------------------------------------------------
+    cfg = property(lambda self: self.controls_state.cfg, doc="the `PanelConfig` shown")
+    live = property(lambda self: self.gpu.live, doc="the panel measures on this GPU now")
+    state = property(lambda self: self.controls_state.state, doc="the values on screen")
+    df = property(lambda self: self.view.df, doc="the DataFrame on screen (None when the request failed)")
+    error = property(lambda self: self.view.error, doc="the message shown when the request failed")
+    fig = property(lambda self: self.view.fig, doc="the FigureWidget")
+    box = property(lambda self: self.view.box)
+    status = property(lambda self: self.view.status)
+    message = property(lambda self: self.view.message)
+    header = property(lambda self: self.view.header)
+    widgets = property(lambda self: self.view.widgets)
+    gpu_picker = property(lambda self: self.view.gpu_picker)
+    csv_name = property(lambda self: self.view.csv_name)
+    controls = property(lambda self: list(self.controls_state.shown), doc="names `set` accepts (the controls on screen)")
+    updates = property(lambda self: self.job.updates, doc="requests answered (drawn or failed)")
+    last_update_ms = property(lambda self: self.job.last_update_ms, doc="the last request's time to answer, ms")
+    first_paint_ms = property(lambda self: self.job.first_paint_ms, doc="the last request's first paint, ms")
+    partial_draws = property(lambda self: self.job.partial_draws, doc="partial tables drawn for the last request")
+    stopped = property(lambda self: self.job.stopped, doc="measurements stopped because a newer request came")
+
+    def options(self, name: str) -> list:
+        """The values control ``name`` offers now (`Controls.options`)."""
+        return self.controls_state.options(name)
+
+    def value(self, name: str):
+        """Control ``name``'s value on screen."""
+        return self.controls_state.value(name)
+
+    def request(self) -> Optional[dict]:
+        """The request on screen, as recorded (None: not a valid one)."""
+        return self.controls_state.request(self.state)
+
+    def neighbours(self) -> List[dict]:
+        """Live: the states one control move away (`Controls.neighbours`)."""
+        return self.controls_state.neighbours()
+
+    def results(self):
+        """The DataFrame on screen with its provenance columns (`PanelView.results`)."""
+        return self.view.results()
+
+    def to_csv(self, path=None):
+        """Write the numbers on screen and their provenance as CSV; returns the path."""
+        return self.view.to_csv(path)
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        """Block until a measurement started by a click is drawn; True when none runs any more."""
+        return self.job.wait(timeout)
+
+    # ---- what the learner does ---------------------------------------------------------------------
+    def set(self, **changes) -> None:
+        """Change controls as a user would (``panel.set(dtype="bf16", N=8)``) and return when the
+        figure shows the result. In recorded mode a value that was not recorded is accepted, and
+        the panel then shows why there is no data. ``gpu=``: answer from another GPU (`pick_gpu`)."""
+        if "gpu" in changes:
+            self.pick_gpu(changes.pop("gpu"))
+        self.controls_state.check_names(changes)
+        self._defer += 1
+        try:
+            for name, value in changes.items():
+                self.view.offer(name, value)
+                w = self.view.widgets[name]
+                if w.value == value and self.value(name) != value:
+                    self._on_control(name, value)
+                else:
+                    self.view.click(name, value)
+        finally:
+            self._defer -= 1
+        if self._pending and not self._defer:
+            self.refresh()
+
+    def reset(self) -> None:
+        """Every control back to the base, and redraw."""
+        self.controls_state.state = dict(self.cfg.base)
+        self.refresh()
+
+    def pick_gpu(self, recording: Optional[str]) -> None:
+        """Answer from another GPU: a shipped recording's name (e.g. ``"h200"``), or None for this
+        GPU live (recorded mode: the default recording). Where the convolution on screen was not
+        recorded there, the controls go back to the base."""
+        exp = self.cfg.experiment
+        if not self.gpu.pick(exp, recording) and self.view.gpu_picker.value == self.gpu.value(exp):
+            return
+        self.use(self.cfg, "The convolution on screen was not recorded on that GPU: the controls went back to the base. ",
+                 rebuild=True)
+
+    def use(self, cfg: PanelConfig, note: str, rebuild: bool = False) -> None:
+        """Show ``cfg`` from the GPU picked (keeping the values on screen where recorded, else the
+        base, saying ``note``), and redraw."""
+        c = self.controls_state
+        c.use(cfg, self.live, self.gpu.recording(cfg.experiment))
+        moved = not self.live and not c.recorded(c.state)
+        if moved:
+            c.state = dict(cfg.base)
+        self.job.name = cfg.experiment
+        if rebuild:
+            self.background = self.live
+            self.view.rebuild(self.live, self.gpu.value(cfg.experiment))
+        self.view.sync(c)
+        self.refresh()
+        if moved:
+            self.view.say("ok", html.escape(note) + self.view.status.value)
+
+    def _on_control(self, name: str, value) -> None:
+        self.controls_state.state = self.controls_state.moved(self.state, name, value)
+        if self._defer:
+            self._pending = True
+            return
+        self._on_button("measure")
+
+    def _on_button(self, which: str) -> None:
+        """A control or button moved in the browser: live, measure in a background thread (the
+        kernel stays free to hear the next click); recorded, answer at once."""
+        if which == "reset":
+            self.controls_state.state = dict(self.cfg.base)
+        force = which == "rerun"
+        if not self.background:
+            self.refresh(force)
+        else:
+            self.job.start(lambda gen: self.refresh(force, _generation=gen))
+
+    # ---- getting and drawing a table ------------------------------------------------------------------
+    def refresh(self, force: bool = False, _generation: Optional[int] = None) -> None:
+        """Answer the request on screen and update the figure in place (in this thread; a
+        measurement a click started in the background stops at its next checkpoint)."""
+        gen = self.job.next_generation() if _generation is None else _generation
+        self._pending = False
+        started = time.time()
+        self.job.begin(gen)
+        self.view.sync(self.controls_state)
+        ahead = self.live and not force and measured_already(self.controls_state)
+        if self.live and not ahead:
+            self.view.say("running", "measuring on the GPU ...")
+        try:
+            with self.job.measuring():
+                df = lessons.data(self.cfg.experiment, force=force, recording=None if self.live else
+                                  self.controls_state.recording.name, **self.cfg.kwargs(self.state))
+            if not self.job.current(gen):
+                raise Superseded()
+            self.view.show(self.cfg.experiment, df)
+            self.job.painted()
+            how = f"{live_note(df, started, ahead)} · shown" if self.live else "looked up"
+            text = f"{plots.provenance_subtitle(df)} · {how} in {self.job.elapsed_ms():.0f} ms"
+            self.prefetching = prefetch_neighbours(self.controls_state) if self.live else 0
+            if self.prefetching:
+                text += f" · measuring {self.prefetching} neighbouring values in the background while you read"
+            self.view.say("ok", text)
+        except Superseded:  # a newer request: it draws; nothing of this one is kept or shown
+            self.job.stopped += 1
+            return
+        except LabkitError as exc:
+            self.view.fail(self.cfg.experiment, exc, lambda: placeholder(self.cfg))
+        except Exception as exc:  # noqa: BLE001 - a panel never lets a traceback escape into the UI
+            self.view.fail(self.cfg.experiment, exc, lambda: placeholder(self.cfg), unexpected=True)
+        self.job.done()
+
+    def _repr_mimebundle_(self, **kwargs):
+        return self.view.box._repr_mimebundle_(**kwargs)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.cfg.experiment} {'live' if self.live else 'recorded'} {self.state}>"

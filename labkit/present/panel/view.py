@@ -1,0 +1,306 @@
+"""What a panel looks like: the ipywidgets (header, controls, buttons, status line, message
+line) and one plotly ``FigureWidget`` updated in place; the table on screen (`df`) and its CSV.
+
+It draws what it is given and tells its owner when a control or a button moves (the callbacks
+passed in); it never measures.
+"""
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Callable, Dict, Optional
+
+import ipywidgets as W
+from traitlets import TraitError
+
+from ... import experiments
+from ...draw import plots
+from ...errors import InvalidSpec, LabkitError, RecordedDataError
+from .controls import CONTROLS, ControlDef, Controls, label
+
+#: width of a panel's chart in pixels. A FigureWidget is drawn before it is in the page (plotly/
+#: plotly.py#5208), so it cannot size itself to the output and would fall back to 700 px.
+FIG_WIDTH = 900
+#: a control's description column, and what a dropdown needs besides its text (padding, arrow)
+DESCRIPTION_PX = 110
+SELECT_CHROME_PX = 40
+#: the grid's narrowest column (``minmax(190px, 1fr)``)
+COLUMN_PX = 190
+
+
+def fit_options(w, labels) -> None:
+    """Give a dropdown room for its longest option (about 8 px a character at the widgets'
+    13 px font): one that does not fit a grid column spans two, so "resnet50_fp16_nhwc" is not
+    cut to "resnet50_fp1"."""
+    need = DESCRIPTION_PX + SELECT_CHROME_PX + 8 * max((len(t) for t in labels), default=0)
+    wide = need > COLUMN_PX
+    w.layout.grid_column = "span 2" if wide else None
+    w.layout.min_width = f"{need}px" if wide else None
+
+
+class Message(str):
+    """A panel's error text: a plain string that a notebook shows as text, not as a quoted repr."""
+
+    def _repr_markdown_(self) -> str:
+        return html.escape(str(self))
+
+
+def status_html(kind: str, text: str) -> str:
+    """The status line: ``kind`` "ok", "running" or "error"; ``text`` is HTML."""
+    color = {"ok": "#3c4043", "running": "#1a73e8", "error": "#b00020"}[kind]
+    icon = {"ok": "&#10003;", "running": "&#8987;", "error": "&#9888;"}[kind]
+    return f"<span style='font-size:12px;color:{color}'>{icon} {text}</span>"
+
+
+def update_in_place(fig, new) -> None:
+    """Copy ``new``'s traces and layout into the FigureWidget ``fig`` inside one batch_update.
+
+    Same number and types of traces (the builders guarantee it): each trace is updated in place.
+    Otherwise (a different chart) the traces are replaced, still in the same widget."""
+    same = len(fig.data) == len(new.data) and all(a.type == b.type for a, b in zip(fig.data, new.data))
+    layout = new.layout.to_plotly_json()
+    layout.pop("template", None)
+    with fig.batch_update():
+        if same:
+            for old, nt in zip(fig.data, new.data):
+                props = nt.to_plotly_json()
+                props.pop("type", None)
+                props.pop("uid", None)
+                props.setdefault("visible", True)
+                old.update(props, overwrite=True)
+        else:
+            fig.data = ()
+            fig.add_traces(list(new.data))
+        stale = set(fig.layout.to_plotly_json()) - set(layout) - {"template", "width"}
+        for k in stale:
+            layout[k] = None
+        fig.layout.update(layout, overwrite=True)
+
+
+def figure_widget(fig, width: Optional[int]):
+    """``fig`` as a FigureWidget ``width`` pixels wide."""
+    import plotly.graph_objects as go
+
+    w = go.FigureWidget(fig)
+    if width:
+        w.layout.width = width
+    return w
+
+
+def header_html(controls: Controls) -> str:
+    """The panel's title and what answers it: live on this GPU, or which recording."""
+    from ... import env
+
+    cfg = controls.cfg
+    if controls.live:
+        e = env.environment()
+        note = (f"<b>Live</b> on {html.escape(str(e.gpu_name))} (cuDNN {e.cudnn_backend}): every change measures now; "
+                "building a cuDNN graph can take 0.5-10 s, the status line says when it runs.")
+    else:
+        m = controls.recording.metadata
+        fixed = ", ".join(f"{CONTROLS[k].label.split(' (')[0]}={label(v)}" for k, v in controls.fixed.items())
+        note = (f"<b>Recorded</b> on {html.escape(str(m.get('gpu')))} with cuDNN {m.get('cudnn_backend')} on "
+                f"{m.get('date')}. The controls offer only recorded values, <b>one factor at a time</b> around the "
+                f"base ({html.escape(cfg.base_text)}); a greyed control has one recorded value from here: "
+                "<i>reset to base</i> to move another."
+                + (f" Fixed in this recording: {html.escape(fixed)}." if fixed else ""))
+    return (f"<div style='font-size:15px;font-weight:600'>{html.escape(cfg.title)}</div>"
+            f"<div style='font-size:12px;color:#3c4043;line-height:1.4'>{note}</div>")
+
+
+class PanelView:
+    """The widgets of one panel. ``on_control(name, value)``, ``on_button(name)`` ("reset",
+    "rerun") and ``on_gpu(value)`` are called when the learner moves something (never while the
+    view itself syncs the widgets to the state)."""
+
+    def __init__(self, live: bool, csv_name: str, fig_width: Optional[int], gpu_options, gpu_value: str,
+                 on_control: Callable, on_button: Callable, on_gpu: Callable):
+        self.live, self.csv_name, self.fig_width = live, csv_name, fig_width
+        self.on_control, self.on_gpu = on_control, on_gpu
+        self.syncing = False
+        self.df = None
+        self.error: Optional[str] = None
+        self.fig = None
+        self.figs: Dict[str, object] = {}  # one FigureWidget per chart, made once
+        self.widgets: Dict[str, W.Widget] = {n: self.make_widget(c) for n, c in CONTROLS.items()}
+        self.header = W.HTML()
+        self.controls_box = W.GridBox(list(self.widgets.values()),
+                                      layout=W.Layout(grid_template_columns="repeat(4, minmax(190px, 1fr))",
+                                                      grid_gap="4px 12px"))
+        self.reset_button = W.Button(description="reset to base", icon="undo", layout=W.Layout(width="auto"),
+                                     tooltip="every control back to the lesson's base")
+        self.reset_button.on_click(lambda _b: on_button("reset"))
+        self.rerun_button = W.Button(description="measure again", icon="refresh", tooltip="measure now on the GPU and replace the saved result",
+                                     layout=W.Layout(width="auto", display=None if live else "none"))
+        self.rerun_button.on_click(lambda _b: on_button("rerun"))
+        self.csv_button = W.Button(description=f"save {csv_name}", icon="download", layout=W.Layout(width="auto"),
+                                   tooltip="write the numbers on screen, with their provenance, as CSV")
+        self.csv_button.on_click(lambda _b: self.save_clicked())
+        self.status = W.HTML()
+        self.message = W.HTML()
+        self.gpu_picker = W.Dropdown(options=gpu_options, value=gpu_value, description="GPU",
+                                     style={"description_width": "36px"}, layout=W.Layout(width="auto"))
+        fit_options(self.gpu_picker, [t for t, _ in self.gpu_picker.options])
+        self.gpu_picker.layout.display = None if len(self.gpu_picker.options) > 1 else "none"
+        self.gpu_picker.observe(lambda change: self.syncing or on_gpu(change["new"] or None), names="value")
+        self.buttons = W.HBox([self.gpu_picker, self.reset_button, self.rerun_button, self.csv_button])
+        self.box = W.VBox([self.header, self.controls_box, self.buttons, self.status, self.message])
+
+    # ---- controls -------------------------------------------------------------------------------
+    def make_widget(self, c: ControlDef) -> W.Widget:
+        style = {"description_width": f"{DESCRIPTION_PX}px"}
+        lay = W.Layout(width="auto")
+        desc = (c.recorded_label or c.label) if not self.live else c.label
+        if self.live and c.kind == "int":
+            w = W.BoundedIntText(value=1, min=c.lo, max=c.hi, description=desc, continuous_update=False, style=style, layout=lay)
+        else:
+            opts = [(label(v), v) for v in c.live_options] if self.live else []
+            w = W.Dropdown(options=opts, description=desc, style=style, layout=lay)
+            fit_options(w, [t for t, _ in opts])
+        w.observe(lambda change, name=c.name: self.syncing or self.on_control(name, change["new"]), names="value")
+        return w
+
+    def rebuild(self, live: bool, gpu_value: str) -> None:
+        """New control widgets for live or recorded mode (another GPU was picked)."""
+        self.live = live
+        self.syncing = True
+        try:
+            self.gpu_picker.value = gpu_value
+            old = self.widgets
+            self.widgets = {n: self.make_widget(c) for n, c in CONTROLS.items()}
+            for w in old.values():
+                w.close()
+            self.controls_box.children = list(self.widgets.values())
+            self.rerun_button.layout.display = None if live else "none"
+        finally:
+            self.syncing = False
+
+    def offer(self, name: str, value) -> None:
+        """Add ``value`` to a dropdown that lacks it (a value set from code)."""
+        w = self.widgets[name]
+        if isinstance(w, W.Dropdown) and value not in [v for _, v in w.options]:
+            text = label(value) if self.live else f"{label(value)} (not recorded)"
+            self.syncing = True
+            try:
+                w.options = list(w.options) + [(text, value)]
+            finally:
+                self.syncing = False
+
+    def click(self, name: str, value) -> None:
+        """Set control ``name`` as a learner's click would (its observer runs)."""
+        try:
+            self.widgets[name].value = value
+        except TraitError as exc:
+            raise InvalidSpec(name, value, f"not a value this control takes ({exc})") from None
+
+    def sync(self, controls: Controls) -> None:
+        """Widget values, options, visibility from the state (no callback fires)."""
+        self.syncing = True
+        try:
+            self.header.value = header_html(controls)
+            for name, w in self.widgets.items():
+                shown = name in controls.shown
+                w.layout.display = None if shown else "none"
+                if not shown:
+                    continue
+                value = controls.value(name)
+                if isinstance(w, W.Dropdown):
+                    opts = controls.options(name)
+                    labelled = [(label(v), v) for v in opts]
+                    if value not in opts:
+                        labelled.append((f"{label(value)} (not recorded)" if not self.live else label(value), value))
+                    if list(w.options) != labelled:
+                        w.options = labelled
+                        fit_options(w, [t for t, _ in labelled])
+                    w.value = value
+                    w.disabled = (not self.live) and len(labelled) <= 1
+                else:
+                    w.value = value
+        finally:
+            self.syncing = False
+
+    # ---- the chart and the lines under it ----------------------------------------------------------
+    def say(self, kind: str, text: str) -> None:
+        """Set the status line (``text`` is HTML)."""
+        self.status.value = status_html(kind, text)
+
+    def draw(self, experiment: str, df) -> None:
+        """``df``'s chart into the panel's figure for ``experiment`` (made on first use)."""
+        new = experiments.CHARTS[experiment](df)
+        if self.fig is None:
+            self.show_figure(experiment, figure_widget(new, self.fig_width))
+            return
+        update_in_place(self.fig, new)
+
+    def show(self, experiment: str, df) -> None:
+        """A complete table: drawn, and kept as the one on screen."""
+        self.draw(experiment, df)
+        self.df, self.error = df, None
+        self.message.value = ""
+
+    def show_figure(self, experiment: str, fig) -> None:
+        """Show ``experiment``'s figure (``fig``, or the one made before; None: none yet)."""
+        fig = fig if fig is not None else self.figs.get(experiment)
+        children = [c for c in self.box.children if c is not self.fig]
+        self.fig = fig
+        if fig is not None:
+            self.figs[experiment] = fig
+            children.append(fig)
+        self.box.children = tuple(children)
+
+    def fail(self, experiment: str, exc: Exception, placeholder: Callable, unexpected: bool = False) -> None:
+        """No table for this request: say why, under the chart and on it."""
+        self.df = None
+        kind = type(exc).__name__
+        if isinstance(exc, RecordedDataError) and exc.nearest:
+            # for the learner: what was asked and what exists, not the recording's file path
+            near = "; ".join(f"{str(k).split('.')[-1]} = {', '.join(label(x) for x in v) if isinstance(v, (list, tuple)) else label(v)}"
+                             for k, v in exc.nearest.items())
+            text = f"{kind}: {exc.message}; nearest recorded values: {near}"
+        else:
+            text = f"{kind}: {exc}"
+        if unexpected:
+            text = f"unexpected error (please report it): {text}"
+        self.error = Message(text)
+        if isinstance(exc, RecordedDataError):
+            advice = "Pick a recorded value from the controls, or reset to base."
+        elif isinstance(exc, InvalidSpec):
+            advice = "That combination is not a valid convolution; change a control."
+        else:
+            advice = ""
+        self.message.value = (f"<div style='color:#b00020;background:#fdecea;padding:6px 8px;border-radius:4px;"
+                              f"font-size:13px'>{html.escape(text)}" + (f"<br><i>{advice}</i>" if advice else "") + "</div>")
+        self.say("error", "no data for this request (see below)")
+        if self.fig is None:
+            self.show_figure(experiment, figure_widget(placeholder(), self.fig_width))
+        plots.no_data(self.fig, text)
+
+    # ---- what is on screen, as a file ----------------------------------------------------------------
+    def results(self):
+        """The DataFrame on screen, with provenance columns in front (None if there is none)."""
+        if self.df is None:
+            return None
+        df = self.df.copy()
+        a = self.df.attrs
+        for i, col in enumerate(("mode", "gpu", "cudnn_backend", "cudnn_frontend", "date", "experiment")):
+            df.insert(i, col, a.get(col))
+        df.insert(6, "request", json.dumps(a.get("request"), sort_keys=True))
+        return df
+
+    def to_csv(self, path=None) -> Path:
+        """Write the numbers on screen (and their provenance) to ``path`` (default: the panel's
+        csv_name in the current folder). Returns the path written."""
+        df = self.results()
+        if df is None:
+            raise LabkitError(f"nothing to save: {self.error or 'no result yet'}")
+        p = Path(path or self.csv_name)
+        df.to_csv(p, index=False)
+        return p
+
+    def save_clicked(self) -> None:
+        try:
+            p = self.to_csv()
+            self.say("ok", f"wrote {html.escape(str(p.resolve()))} ({len(self.df)} rows)")
+        except (LabkitError, OSError) as exc:
+            self.say("error", html.escape(f"could not save: {exc}"))
