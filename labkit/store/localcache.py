@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Dict, Iterator, List, Optional
 
 from ..errors import LabkitError
-from .machine import SCHEMA_VERSION, ThisMachine, differences, identity_hash, slug
+from .machine import SCHEMA_VERSION, ThisMachine, differences, folder_of
 
 
 class CacheError(LabkitError):
@@ -146,8 +146,7 @@ class LocalRecording:
     def __init__(self, root: Path, ident: dict, shared: bool = False):
         self.root = Path(root)
         self.identity = dict(ident)
-        self.key = identity_hash(self.identity)
-        self.path = self.root / "recordings" / f"{slug(ident.get('gpu'))}-{self.key}"
+        self.key, self.path = folder_of(self.root, "recordings", self.identity)
         #: a class's shared recording (`shared`): read, never written or changed
         self.shared = shared
         self.writable = not shared
@@ -318,16 +317,25 @@ class LocalRecording:
         return delete_files(self.path, "*/*.json")
 
 
-def _check_entry(raw: bytes, identity_key: str, name: Optional[str], request_key: Optional[str]):
-    """The entry dict, or a string saying why it cannot be used."""
+def read_entry(raw: bytes, schema_version: int):
+    """A stored file's JSON object of ``schema_version``, or a string saying why it cannot be used
+    (not JSON, not an object, another schema)."""
     try:
         entry = json.loads(raw.decode())
     except (UnicodeDecodeError, ValueError) as exc:
         return f"not valid JSON, truncated or corrupt: {str(exc)[:80]}"
     if not isinstance(entry, dict):
         return "not a JSON object"
-    if entry.get("schema_version") != SCHEMA_VERSION:
-        return f"schema version {entry.get('schema_version')!r}; this labkit reads {SCHEMA_VERSION}"
+    if entry.get("schema_version") != schema_version:
+        return f"schema version {entry.get('schema_version')!r}; this labkit reads {schema_version}"
+    return entry
+
+
+def _check_entry(raw: bytes, identity_key: str, name: Optional[str], request_key: Optional[str]):
+    """The entry dict, or a string saying why it cannot be used."""
+    entry = read_entry(raw, SCHEMA_VERSION)
+    if isinstance(entry, str):
+        return entry
     if entry.get("identity_hash") != identity_key:
         return "measured under another machine identity"
     for field in ("experiment", "request", "measured_at", "csv", "csv_sha256", "rows"):

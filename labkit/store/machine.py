@@ -22,7 +22,7 @@ import os
 import re
 import threading
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Tuple
 
 from ..errors import LabkitError
 
@@ -89,6 +89,13 @@ def differences(ident: dict, other: dict) -> str:
 
 
 # ---- the one for this process -----------------------------------------------------------------
+
+def folder_of(root: Path, kind: str, ident: dict) -> Tuple[str, Path]:
+    """(the identity's hash, its folder of ``kind`` under ``root``): e.g. ``root/recordings/<gpu
+    slug>-<hash>``. One machine identity, one folder per kind of stored thing."""
+    key = identity_hash(ident)
+    return key, Path(root) / kind / f"{slug(ident.get('gpu'))}-{key}"
+
 class ThisMachine:
     """The one store of this machine's identity for the process (`labkit.store.localcache.LocalRecording`,
     saved plans in `labkit.store.plan_store`): made on first use under ``root()``

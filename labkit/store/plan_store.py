@@ -87,8 +87,7 @@ class PlanStore:
     def __init__(self, root: Path, ident: dict, shared: bool = False):
         self.root = Path(root)
         self.identity = dict(ident)
-        self.key = machine.identity_hash(self.identity)
-        self.path = self.root / "plans" / f"{machine.slug(ident.get('gpu'))}-{self.key}"
+        self.key, self.path = machine.folder_of(self.root, "plans", self.identity)
         #: a class's shared folder (`shared`): read, never written or changed
         self.shared = shared
         self.writable = not shared
@@ -147,14 +146,9 @@ class PlanStore:
     def _check(self, raw: bytes, graph: Optional[str] = None, kind: Optional[str] = None):
         """A `SavedPlan`, or a string saying why the file cannot be used. ``graph``/``kind``: what the
         file must hold (None: whatever it holds)."""
-        try:
-            e = json.loads(raw.decode())
-        except (UnicodeDecodeError, ValueError) as exc:
-            return f"not valid JSON, truncated or corrupt: {str(exc)[:80]}"
-        if not isinstance(e, dict):
-            return "not a JSON object"
-        if e.get("schema_version") != SCHEMA_VERSION:
-            return f"schema version {e.get('schema_version')!r}; this labkit reads {SCHEMA_VERSION}"
+        e = localcache.read_entry(raw, SCHEMA_VERSION)
+        if isinstance(e, str):
+            return e
         for f in VERSION_FIELDS:
             if e.get(f) != self.identity.get(f):
                 return (f"saved under {f.replace('_', ' ')} {e.get(f)!r}, this process has {self.identity.get(f)!r}: "
