@@ -170,7 +170,9 @@ def _out_of_memory_is_an_answer_and_frees_everything():
         del info  # its traceback holds the frames that allocated
         gc.collect()
         cupy.get_default_memory_pool().free_all_blocks()
-    assert abs(memory.free_bytes() - free0) < (8 << 20)
+    # nothing of ours is left: free memory is back (it can be higher: the GPU's free memory is
+    # device-wide, and another process of this run, e.g. a build worker, may have given some back)
+    assert free0 - memory.free_bytes() < (8 << 20), (free0, memory.free_bytes())
     assert verify.check_plan(ConvSpec(N=1, C=8, H=8, W=8, K=8)).ok  # the process goes on
 
 

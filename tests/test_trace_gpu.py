@@ -100,12 +100,21 @@ def test_malloc_per_call_shows_its_allocations_and_idle_gpu_the_arena_does_not()
 
 
 def test_the_race_trace_shows_two_streams_overlapping_under_graph_launch():
-    r = concurrency.scratchpad_race(shared=True, launch="graph", streams=2, convs_per_launch=64, min_runs=128,
-                                    tracer=lambda: trace.Tracer("race"))
-    df = r.trace
-    assert {"stream 1", "stream 2"} <= set(df.row)
-    assert trace.overlap_us(df, "stream 1", "stream 2") > 0
-    assert (df[df.kind == "kernel"].graph_id > 0).all()
+    """Two graph launches on two streams may overlap: the GPU is free to run them one after the
+    other in a given round (seen on the H200: overlap 0 in some runs). Up to 3 traced rounds; the
+    trace must show the overlap in one of them, and every round's kernels come from the graphs."""
+    overlaps = []
+    for _ in range(3):
+        r = concurrency.scratchpad_race(shared=True, launch="graph", streams=2, convs_per_launch=64, min_runs=128,
+                                        tracer=lambda: trace.Tracer("race"))
+        df = r.trace
+        assert {"stream 1", "stream 2"} <= set(df.row)
+        assert (df[df.kind == "kernel"].graph_id > 0).all()
+        overlaps.append(trace.overlap_us(df, "stream 1", "stream 2"))
+        if overlaps[-1] > 0:
+            break
+    print("overlap of the two streams per round (us):", overlaps)
+    assert overlaps[-1] > 0, overlaps
 
 
 def test_the_build_log_names_engines():
