@@ -1,0 +1,122 @@
+"""Each part of a panel works alone (`labkit.present.panel`): the state without any widget, the
+measurement job without a panel, the GPU picker without a dropdown, the view without a state
+machine. Real recordings (data/recordings), real ipywidgets; no GPU needed."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from labkit import experiments
+from labkit.errors import InvalidSpec
+from labkit.present.panel.controls import Controls
+from labkit.present.panel.gpu_picker import GPUPicker
+from labkit.present.panel.job import MeasurementJob
+from labkit.present.panel.view import PanelView
+from labkit.signals import progress
+from labkit.signals.cancel import checkpoint, Superseded
+from labkit.store import recordings
+
+
+def recorded(name):
+    return Controls(experiments.PANELS[name], live=False, recording=recordings.for_experiment(name))
+
+
+def test_controls_offer_exactly_the_recorded_values_one_factor_at_a_time():
+    c = recorded("precision")
+    assert "K" not in c.shown and "W" not in c.shown  # K moves with C, W with H, as recorded
+    for name in c.shown:
+        for v in c.options(name):
+            assert c.recorded(c.moved(c.state, name, v)), (name, v)
+    moved = c.moved(c.state, "C", 128)
+    assert moved["K"] == 128  # recorded mode: K follows C
+    live = Controls(experiments.PANELS["precision"], live=True, recording=None)
+    assert live.moved(live.state, "C", 128)["K"] == live.state["K"]  # live: C alone
+    assert live.moved(live.state, "R", 5)["S"] == 5  # square filters in both modes
+
+
+def test_controls_say_why_a_name_is_not_a_control():
+    c = recorded("precision")
+    with pytest.raises(InvalidSpec, match="moves with C"):
+        c.check_names(["K"])
+    sweep = recorded("sweep")
+    with pytest.raises(InvalidSpec, match="part of dtype_layout"):
+        sweep.check_names(["dtype"])
+    with pytest.raises(InvalidSpec, match="must be 2 words"):
+        sweep.moved(sweep.state, "dtype_layout", "fp16")
+
+
+def test_live_neighbours_are_one_move_away_and_bounded():
+    c = Controls(experiments.PANELS["plans"], live=True, recording=None)
+    ns = c.neighbours()
+    assert 0 < len(ns) <= 24
+    for n in ns:
+        changed = {k for k in n if n[k] != c.state[k]} - {"S"}
+        assert len(changed) == 1, changed
+
+
+def test_a_job_runs_the_newest_request_and_stops_the_older_one_at_its_checkpoint():
+    said = []
+    job = MeasurementJob("t", draw_partial=lambda make: None, say=lambda kind, text: said.append((kind, text)))
+    started, done = threading.Event(), []
+
+    def slow(gen):
+        started.set()
+        try:
+            for _ in range(200):
+                checkpoint()
+                time.sleep(0.01)
+            done.append(("slow", gen))
+        except Superseded:
+            done.append(("stopped", gen))
+
+    job.start(slow)
+    assert started.wait(5)
+    job.start(lambda gen: done.append(("fast", gen)))
+    assert job.wait(10)
+    assert done == [("stopped", 1), ("fast", 2)]
+    assert ("running", "stopping the previous measurement ...") in said
+
+
+def test_a_job_draws_partial_tables_at_most_every_interval_and_counts_waits():
+    drawn, said = [], []
+    job = MeasurementJob("t", draw_partial=lambda make: drawn.append(make()), say=lambda k, t: said.append(t))
+    job.begin(job.next_generation())
+    with job.measuring():
+        for k in range(1, 5):
+            progress.report(lambda k=k: k, k, 5, "parts")  # as a live experiment reports its table so far
+        progress.announce("waiting for the GPU (1 ahead)")
+        progress.announce("got the GPU")
+    job.done()
+    assert drawn == [1]  # the first at once, the rest within PARTIAL_EVERY_S, the last never
+    assert job.partial_draws == 1 and job.first_paint_ms is not None and job.updates == 1
+    assert job.waits == 1 and said[-1] == "measuring on the GPU ..."
+
+
+def test_the_gpu_picker_offers_every_recording_of_the_experiment():
+    g = GPUPicker(can_measure=False)
+    values = [v for _, v in g.options("precision")]
+    assert {"h100-sxm", "h200"} <= set(values) and not g.live
+    assert g.recording("precision").name == g.value("precision")
+    assert g.pick("precision", "h200") and g.recording("precision").name == "h200"
+    assert not g.pick("precision", "h200")  # the same again changes nothing
+    with pytest.raises(InvalidSpec, match="available"):
+        g.pick("precision", "a100")
+
+
+def test_the_view_reports_moves_and_draws_without_a_panel():
+    moves = []
+    v = PanelView(live=False, csv_name="x.csv", fig_width=900, gpu_options=[("H200", "h200")], gpu_value="h200",
+                  on_control=lambda n, val: moves.append((n, val)), on_button=moves.append, on_gpu=moves.append)
+    c = recorded("layout")
+    v.sync(c)  # no callback fires while the view syncs itself
+    assert moves == [] and "Recorded" in v.header.value
+    other = next(o for o in c.options("dtype") if o != c.value("dtype"))
+    v.click("dtype", other)
+    assert moves == [("dtype", other)]
+    v.reset_button.click()
+    assert moves[-1] == "reset"
+    df = experiments.core.from_recording("layout", recordings.for_experiment("layout"), spec=experiments.BASE)
+    v.show("layout", df)
+    assert v.fig is not None and len(v.fig.data) == experiments.TRACES["layout"] and v.results() is not None
