@@ -42,7 +42,8 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 ARTIFACTS = Path(os.environ.get("LABKIT_ARTIFACTS", ROOT / "artifacts")) / "browser"
 BUDGET_S = float(os.environ.get("LABKIT_BROWSER_BUDGET_S", "240"))
-LESSONS = ["00_start_here.ipynb", "07_lab.ipynb", "08_same_conv_other_gpu.ipynb", "09_your_network.ipynb"]
+LESSONS = ["00_start_here.ipynb", "07_lab.ipynb", "08_same_conv_other_gpu.ipynb", "09_your_network.ipynb",
+           "10_under_the_hood.ipynb"]
 SMOKE = "smoke_widget_stack.ipynb"
 VIEWPORT = {"width": 1366, "height": 768}  # a common laptop screen, file browser left open
 # Chart layout problems (cut off, plotly's 700 px fallback, subtitle over title) fail the lessons;
