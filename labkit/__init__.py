@@ -1,7 +1,15 @@
 """labkit: real cuDNN convolutions under each workspace strategy, measured honestly.
 
 Live on a CUDA GPU with the cuDNN frontend; recorded (real GPU measurements shipped in data/)
-everywhere else. ``labkit.mode()`` says which, and why.
+everywhere else. ``labkit.env.mode()`` says which, and why.
+
+Where things live (bottom to top; imports point down, README "Architecture"): here, what a
+convolution is (`spec`), errors, the machine (`env`), datasheet peaks (`ceilings`) and networks'
+conv layers (`networks/`); `signals/` what a running measurement says and hears; `gpu/` the GPU
+core; `store/` recordings, this GPU's saved results and plans; `draw/` what charts and text are
+drawn with; `experiments/` one module or folder per lesson topic; `session/` answering a request
+in a notebook; `present/` panels, checks, comparisons, the network report; `cli/` ``python -m
+labkit``.
 """
 from .errors import (  # noqa: F401
     ArenaTooSmall,
