@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On the GPU host (device tool, carry .whl): issue 27's parallel plan builds.
-#   bash scripts/gpu-builds.sh [tests] [engine] [bench] [widgets]   (default: tests bench)
+#   bash scripts/gpu-builds.sh [tests] [engine] [bench] [report] [fusion] [memory] [widgets]   (default: tests bench)
 #   tests      tests/test_builds_gpu.py (worker-built plans = one-process plans, correct; faults)
 #   engine     tests/test_engine_gpu.py tests/test_saved_plans_gpu.py tests/test_experiments_gpu.py
 #   bench      scripts/bench_builds.py --workers 0,8 -> $OUT/builds_<gpu>.csv
