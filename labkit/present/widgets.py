@@ -32,9 +32,9 @@ from ..experiments import SWEEP_VALUES  # noqa: F401  (widgets.SWEEP_VALUES: the
 from ..errors import InvalidSpec
 from ..store.recordings import flatten  # noqa: F401  (widgets.flatten: tests and panels use it)
 from .panel import panel as _parts
-from .panel.controls import CONTROLS, ControlDef, Controls, MAX_PREFETCH  # noqa: F401  (names callers know)
+from .panel.controls import CONTROLS, MAX_PREFETCH  # noqa: F401  (names callers know)
 from .panel.panel import live_note  # noqa: F401
-from .panel.view import FIG_WIDTH, Message, update_in_place  # noqa: F401
+from .panel.view import FIG_WIDTH
 
 #: the experiments the lab panel can chart (each takes one convolution)
 SPEC_EXPERIMENTS = ("precision", "layout", "fusion", "plans", "caps", "algorithms", "build_cost", "workspace_sizes")
