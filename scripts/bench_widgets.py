@@ -27,7 +27,9 @@ change until the figure holds the whole answer). Conditions:
 Writes ``data/bench/widget_latency.csv`` (mode, condition, gpu, panel, control, value, ahead,
 from_disk, graphs_built, first_paint_ms, latency_ms); rows of other (mode, condition, gpu, panel)s
 already in the file are kept. Each panel's build (what a learner waits for when its cell runs) is a
-row of its own with control ``(build)``: first paint and complete as for a change. Prints the table
+row of its own with control ``(build)``: first paint (the cell hands the panel back: live, at its
+first part drawn) and complete (the rest filled in). The lesson's first cell (``import labkit``,
+the widgets, ``lessons.banner()``) is a row of panel ``(first cell)``. Prints the table
 and a summary (median, p90, max per mode/condition and per panel). Not a timed test.
 
     python scripts/bench_widgets.py                       # the mode labkit picks, first visits
@@ -109,9 +111,12 @@ def bench(per_control: int = 8, panels=None, verbose: bool = True, pause: float 
         else:
             lessons.forget()
 
-    def row(p, panel, control, value, ms, graphs_built, ahead=False) -> dict:
-        """One row of `COLUMNS` for a panel that took ``ms`` to complete (its build, or a change), kept."""
-        paint = min(p.first_paint_ms if p.first_paint_ms is not None else ms, ms)
+    def row(p, panel, control, value, ms, graphs_built, ahead=False, paint=None) -> dict:
+        """One row of `COLUMNS` for a panel that took ``ms`` to complete (its build, or a change), kept;
+        ``paint``: its first paint (default: the panel's own measure of it)."""
+        if paint is None:
+            paint = p.first_paint_ms if p.first_paint_ms is not None else ms
+        paint = min(paint, ms)
         rows.append(dict(mode=m.name, condition=condition, gpu=gpu, panel=panel, control=control, value=value,
                          ahead=ahead, from_disk="measured on this GPU at" in p.status.value,
                          graphs_built=graphs_built, first_paint_ms=round(paint, 2), latency_ms=round(ms, 2)))
@@ -124,10 +129,12 @@ def bench(per_control: int = 8, panels=None, verbose: bool = True, pause: float 
         lessons.forget()
         t0 = time.perf_counter()
         g0 = _graph_stats()
-        p = classes[name]()
+        p = classes[name]()  # live: handed back at its first paint when its first request is measured
+        shown_ms = (time.perf_counter() - t0) * 1000
+        p.wait()  # ... and complete once the rest has filled in
         build_ms = (time.perf_counter() - t0) * 1000
         g1 = _graph_stats()
-        build_paint = row(p, name, "(build)", "", build_ms, g1[0] - g0[0])["first_paint_ms"]
+        build_paint = row(p, name, "(build)", "", build_ms, g1[0] - g0[0], paint=shown_ms)["first_paint_ms"]
         controls = [c for c in p.controls if not live or c in LIVE_CONTROLS]
         # warm-up: one change on this panel (figure widget, first update path), not counted; live, to a
         # value that is not measured afterwards (cuDNN's and labkit's graph caches would make it a hit)
@@ -254,9 +261,10 @@ def main(argv=None) -> int:
     else:
         if args.cache:
             os.environ["LABKIT_CACHE"] = args.cache
+        rows = first_cell(args.condition, args.pause)
+        df = write(rows, Path(args.out))
         from labkit.present import widgets
 
-        rows = []
         for name in args.panels or [*widgets.PANELS, "lab"]:  # written after each panel: a stopped run keeps its rows
             new = bench(args.per_control, [name], pause=args.pause, condition=args.condition)
             rows += new
@@ -264,6 +272,30 @@ def main(argv=None) -> int:
     print(f"\nwrote {args.out} ({len(rows)} rows of this run)")
     print(summary(df))
     return 0
+
+
+def first_cell(condition, pause: float):
+    """A lesson's first cell, timed as a learner runs it (``import labkit``, its widgets and checks,
+    ``lessons.banner()``): one row of panel ``(first cell)``."""
+    t0 = time.perf_counter()
+    import labkit  # noqa: F401
+    from labkit import check, lessons, widgets  # noqa: F401
+
+    text = lessons.banner()
+    ms = (time.perf_counter() - t0) * 1000
+    from labkit import env
+
+    m = env.mode()
+    if m.live:
+        gpu = env.environment().gpu_name
+    else:
+        from labkit.store import recordings
+
+        gpu = recordings.current().metadata.get("gpu")
+    print(f"(first cell): {ms:.0f} ms; {str(text)[:120]}", flush=True)
+    return [dict(mode=m.name, condition=condition or (f"after a {pause:g} s pause" if pause else "first visit"), gpu=gpu,
+                 panel="(first cell)", control="(build)", value="", ahead=False, from_disk=False, graphs_built=0,
+                 first_paint_ms=round(ms, 2), latency_ms=round(ms, 2))]
 
 
 LOG_PANEL = re.compile(r"^(\w+): built in (\d+) ms(?: \(first paint (\d+) ms, (\d+) graphs built\))?; controls")

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # On the GPU host (device tool, carry .whl): issue 27's parallel plan builds.
-#   bash scripts/gpu-builds.sh [tests] [engine] [bench] [report] [fusion] [memory] [widgets]   (default: tests bench)
-#   tests      tests/test_builds_gpu.py (worker-built plans = one-process plans, correct; faults)
+#   bash scripts/gpu-builds.sh [tests] [panels] [engine] [bench] [report] [fusion] [memory] [widgets]   (default: tests bench)
+#   tests      tests/test_builds_gpu.py (worker-built plans = one-process plans, correct; faults; compile budgets)
+#   panels     live panels handed back at their first paint: tests/test_localcache_gpu.py, test_prefetch_gpu.py,
+#              test_panel_parts.py, test_experiments_gpu.py, then scripts/probe_panel_build.py (a fresh kernel)
 #   engine     tests/test_engine_gpu.py tests/test_saved_plans_gpu.py tests/test_experiments_gpu.py
 #   bench      scripts/bench_builds.py --workers 0,8 -> $OUT/builds_<gpu>.csv
 #   report     tests/test_report_gpu.py tests/test_isolated.py (the report's worker now has build workers)
@@ -15,6 +17,13 @@ step_tests() {
   LABKIT_MODE=live timeout -k 10 "$(limit tests)" python3 -m pytest -q -rfE --tb=short -p no:cacheprovider --durations=5 \
     tests/test_builds_gpu.py > "$out/tests.log" 2>&1; grep -E "^E |passed|failed|Error" "$out/tests.log" | tail -n 40 | tee -a "$log"
 }
+step_panels() {
+  LABKIT_MODE=live timeout -k 10 "$(limit panels)" python3 -m pytest -q -rfE --tb=short -p no:cacheprovider --durations=5 \
+    tests/test_localcache_gpu.py tests/test_prefetch_gpu.py tests/test_panel_parts.py tests/test_experiments_gpu.py \
+    > "$out/panels.log" 2>&1; grep -E "^E |passed|failed|Error" "$out/panels.log" | tail -n 40 | tee -a "$log"
+  d=$(mktemp -d); LABKIT_MODE=live LABKIT_CACHE=$d timeout -k 10 120 python3 scripts/probe_panel_build.py \
+    algorithms workspace_sizes fusion > "$out/probe_panel_build.log" 2>&1; grep -E "==|warm" "$out/probe_panel_build.log" | tee -a "$log"
+}
 step_engine() {
   LABKIT_MODE=live timeout -k 10 "$(limit engine)" python3 -m pytest -q -rfE --tb=short -p no:cacheprovider --durations=5 \
     tests/test_engine_gpu.py tests/test_saved_plans_gpu.py tests/test_experiments_gpu.py 2>&1 | tail -n 30 | tee -a "$log"
@@ -27,7 +36,8 @@ step_report() {
     tests/test_report_gpu.py tests/test_isolated.py > "$out/report.log" 2>&1; grep -E "^E |passed|failed|Error|^[0-9.]+s call" "$out/report.log" | tail -n 30 | tee -a "$log"
 }
 step_fusion() {
-  LABKIT_MODE=live timeout -k 10 "$(limit fusion)" python3 scripts/probe_slow_changes.py fusion 2>&1 | tail -n 30 | tee -a "$log"
+  LABKIT_MODE=live timeout -k 10 "$(limit fusion)" python3 scripts/probe_slow_changes.py fusion > "$out/fusion.log" 2>&1
+  grep -E "^fusion|autotune|^ +bias_relu|PoolStats" "$out/fusion.log" | tee -a "$log"
 }
 step_memory() {  # GPU memory of this process and its build workers, once they are up
   LABKIT_MODE=live timeout -k 10 "$(limit memory)" python3 -c "

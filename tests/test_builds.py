@@ -30,3 +30,29 @@ def test_zero_workers_means_no_pool(monkeypatch):
     monkeypatch.setenv("LABKIT_BUILD_WORKERS", "0")
     assert builds.pool() is None
     assert builds.ahead([]) == 0
+
+
+@pytest.mark.parametrize("raw, want", [("", builds.INTERACTIVE_COMPILE_BUDGET_S), ("none", None), ("0", None),
+                                       ("2.5", 2.5), (" 10 ", 10.0)])
+def test_labkit_compile_budget_s_sets_how_long_a_change_waits_for_compiles(monkeypatch, raw, want):
+    monkeypatch.setenv("LABKIT_COMPILE_BUDGET_S", raw)
+    assert builds.compile_budget_s() == want
+
+
+@pytest.mark.parametrize("raw", ["soon", "-1"])
+def test_a_bad_labkit_compile_budget_s_is_named(monkeypatch, raw):
+    monkeypatch.setenv("LABKIT_COMPILE_BUDGET_S", raw)
+    with pytest.raises(InvalidSpec, match="LABKIT_COMPILE_BUDGET_S"):
+        builds.compile_budget_s()
+
+
+def test_fill_and_record_wait_for_every_plan_unless_told_otherwise(monkeypatch):
+    from labkit.cli import record
+
+    monkeypatch.delenv("LABKIT_COMPILE_BUDGET_S", raising=False)
+    with record.every_plan():
+        assert builds.compile_budget_s() is None
+    assert builds.compile_budget_s() == builds.INTERACTIVE_COMPILE_BUDGET_S
+    monkeypatch.setenv("LABKIT_COMPILE_BUDGET_S", "7")
+    with record.every_plan():
+        assert builds.compile_budget_s() == 7.0

@@ -149,3 +149,44 @@ def test_without_workers_every_plan_is_built_here():
     why_not, remote = builds.build_plans(cg, Budget(60, "a build"), parallel=False)
     assert remote == {}
     assert len(why_not) < cg.graph.get_execution_plan_count()
+
+
+def test_compiles_cut_by_a_budget_finish_for_the_next_build_of_the_graph(pool):
+    spec = SPECS[0].replace(N=19)  # a new fp8 shape: its compiles take seconds
+    first = engine.get_graph(spec, build_budget_s=0.3)
+    assert first.build_cut, "a 0.3 s budget cut nothing on a new fp8 shape"
+    late = builds.late_compiles(spec, "none", None)
+    assert late, "no compile was running in a worker when the budget cut it"
+    deadline = time.time() + 60
+    while not all(j.future.done() for j in late.values()) and time.time() < deadline:
+        time.sleep(0.1)
+    t0 = time.perf_counter()
+    again = engine.get_graph(spec, build_budget_s=5.0)
+    took = time.perf_counter() - t0
+    assert again is not first, "the cut graph was served from the cache although its late compiles were done"
+    built = {p.index for p in again.plans if p.built}
+    failed = {p.index for p in again.plans if not p.built and not p.error.startswith("cut")}  # cuDNN's own refusal
+    assert set(late) <= built | failed, "a compile finished in a worker was not taken by the next build"
+    assert took < 5, f"the next build took {took:.1f} s with every late compile done"
+    for index in sorted(set(late) & built)[:2]:
+        r = verify.check_plan(spec, plan_index=index, seed=index, graph=again)
+        assert r.ok, f"late-compiled plan {index} ({again.plans[index].name}): rel {r.rel_error:.2e}"
+
+
+def test_fusion_waits_for_compiles_only_within_its_budget(pool, monkeypatch):
+    from labkit import experiments
+
+    spec = experiments.BASE.replace(C=96, K=96, N=24)  # a new shape: its fused compiles take seconds
+    monkeypatch.setenv("LABKIT_COMPILE_BUDGET_S", "0.5")
+    t0 = time.perf_counter()
+    df = experiments.fusion(spec=spec)
+    took = time.perf_counter() - t0
+    tuned = df[df.path == "fused, autotuned"]
+    assert (tuned.status == "ok").all(), tuned.status.tolist()
+    assert (tuned.rel_error < 1e-2).all()
+    assert (tuned.compile_budget_s == 0.5).all()
+    print(f"fusion {spec.label} with a 0.5 s compile budget: {took:.1f} s, plans cut {tuned.plans_cut.tolist()}, "
+          f"timed {tuned.plans_timed.tolist()}")
+    monkeypatch.setenv("LABKIT_COMPILE_BUDGET_S", "none")
+    full = experiments.fusion(spec=spec.replace(N=25))
+    assert (full[full.path == "fused, autotuned"].plans_cut == 0).all()

@@ -37,7 +37,8 @@ LAYERS = {
     "labkit.experiments": 2.2,  # a lesson topic; the others are named below
     "labkit.experiments.core": 2.0, "labkit.experiments.checking": 2.1, "labkit.experiments.panel_config": 2.1,
     "labkit.experiments.grid": 2.4,
-    "labkit.session": 2.5, "labkit.session.prefetch": 2.5, "labkit.session.lessons": 2.6,
+    "labkit.session": 2.5, "labkit.session.prefetch": 2.5, "labkit.session.warmup": 2.5,
+    "labkit.session.lessons": 2.6,
     "labkit.present": 3,
     "labkit.cli": 4, "labkit.__main__": 4, "labkit": 4,
 }

@@ -89,9 +89,20 @@ def test_two_processes_measuring_at_once_lose_nothing(tmp_path):
     ra, rb, rc = a.result(), b.result(), c.result()
     assert not (ra["from_disk"] and rc["from_disk"])  # at least one of the same request measured
     again_a, again_b = measure(tmp_path), measure(tmp_path, layout="NCHW")
-    assert again_a["from_disk"] and again_b["from_disk"] and again_a["builds"] == again_b["builds"] == 0
-    assert again_b["gpu_us"] == rb["gpu_us"] and again_a["gpu_us"] in (ra["gpu_us"], rc["gpu_us"])
+    # a result timed while another process used the GPU is not saved: it is measured again (issue 28)
+    kept_a, kept_b = _uncontended(ra) or _uncontended(rc), _uncontended(rb)
+    turns = [r.get("gpu_turn") for r in (ra, rb, rc)]
+    assert again_a["from_disk"] == kept_a and again_b["from_disk"] == kept_b, turns
+    if kept_a:
+        assert again_a["builds"] == 0 and again_a["gpu_us"] in (ra["gpu_us"], rc["gpu_us"])
+    if kept_b:
+        assert again_b["builds"] == 0 and again_b["gpu_us"] == rb["gpu_us"]
     assert not list(tmp_path.rglob("*.tmp")) and not (tmp_path / "set-aside").exists()
+
+
+def _uncontended(answer: dict) -> bool:
+    """Whether a process's measurement was saved: nobody else used the GPU while it was timed."""
+    return not (answer.get("gpu_turn") or {}).get("contended_by")
 
 
 def test_a_changed_cudnn_version_sees_nothing_saved(tmp_path, monkeypatch):
@@ -125,6 +136,7 @@ def test_charts_fill_in_and_end_as_a_one_shot_call(tmp_path, monkeypatch):
         assert (merged["gpu_us"].fillna(-1) == merged["gpu_us_final"].fillna(-1)).all()
     lessons.forget()
     p = widgets.PlansPanel(N=8, H=28, W=28, C=64)
+    assert p.wait(300), "the first request did not finish in 5 min"
     assert p.error is None and p.first_paint_ms is not None and p.first_paint_ms <= p.last_update_ms
     assert p.partial_draws >= 1, p.status.value
     one_shot = lessons.data("plans", spec=p.cfg.kwargs(p.state)["spec"])
@@ -160,6 +172,7 @@ def test_a_second_click_stops_the_first_measurement(tmp_path, monkeypatch):
     localcache.reset()
     lessons.forget()
     p = widgets.PlansPanel(N=64, C=40, K=72, H=60, W=60)  # a shape no other test builds
+    assert p.wait(300), "the first request did not finish in 5 min"
     assert p.background
     p.widgets["dtype"].value = "fp32"  # build and time every plan of a new fp32 graph (~1 ms a call): well over 0.1 s
     time.sleep(0.1)
@@ -181,6 +194,7 @@ def test_the_gpu_picker_switches_a_live_panel_to_a_recording_and_back(tmp_path, 
     localcache.reset()
     lessons.forget()
     p = widgets.PrecisionPanel(N=8, H=28, W=28)
+    assert p.wait(300), "the first request did not finish in 5 min"
     assert p.live and p.gpu_picker.value == "" and p.gpu_picker.options[0][1] == ""
     here = p.df.attrs["gpu"]
     p.set(gpu="h200")

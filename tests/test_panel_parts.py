@@ -120,3 +120,78 @@ def test_the_view_reports_moves_and_draws_without_a_panel():
     df = experiments.core.from_recording("layout", recordings.for_experiment("layout"), spec=experiments.BASE)
     v.show("layout", df)
     assert v.fig is not None and len(v.fig.data) == experiments.TRACES["layout"] and v.results() is not None
+
+
+def test_a_live_first_request_hands_the_panel_back_at_its_first_paint(monkeypatch):
+    """Live, a panel whose first request must be measured is returned once the first part is
+    drawn (the cell shows it) and fills in from the background; ``wait()`` gives the whole."""
+    from labkit.present import widgets
+    from labkit.present.panel import panel as panel_module
+    from labkit.session import lessons
+
+    full = widgets.PlansPanel(live=False).df  # a recorded table (live, a panel's df comes later)
+    release, calls = threading.Event(), []
+
+    def measuring(name, **kwargs):
+        calls.append(name)
+        progress.report(lambda: full.iloc[:1].copy(), 1, len(full), "plans timed")
+        assert release.wait(30), "the test never released the measurement"
+        return full
+
+    monkeypatch.setattr(lessons, "data", measuring)
+    monkeypatch.setattr(panel_module, "measured_already", lambda controls: False)
+    monkeypatch.setattr(panel_module, "prefetch_neighbours", lambda controls: 0)
+    t0 = time.perf_counter()
+    p = widgets.PlansPanel(live=True)
+    assert time.perf_counter() - t0 < 20
+    assert calls == ["plans"] and p.partial_draws == 1 and p.first_paint_ms is not None, p.error
+    assert p.df is None and p.job.thread.is_alive()  # ``df`` is the whole table: not yet
+    assert "1 of %d plans timed" % len(full) in p.status.value and p.fig is not None
+    release.set()
+    assert p.wait(30)
+    assert len(p.df) == len(full) and p.error is None and p.updates == 1
+
+
+def test_a_job_stopped_at_exit_ends_at_its_next_checkpoint():
+    job = MeasurementJob("plans", lambda make: None, lambda kind, text: None)
+    ran = []
+
+    def work(gen):
+        try:
+            while True:
+                checkpoint()
+                ran.append(gen)
+                time.sleep(0.01)
+        except Superseded:
+            ran.append("stopped")
+
+    job.start(work)
+    time.sleep(0.1)
+    assert ran and job.thread.is_alive()
+    job.stop(timeout=5)
+    assert not job.thread.is_alive() and ran[-1] == "stopped"
+
+
+def test_the_banner_warms_up_the_first_chart_in_the_background():
+    from labkit import env
+    from labkit.session import lessons, warmup
+
+    lessons.banner()
+    assert warmup.wait(60)
+    assert isinstance(warmup.seconds.get("tables"), float) and isinstance(warmup.seconds.get("figures"), float), warmup.seconds
+    assert ("gpu" in warmup.seconds) == env.mode().live  # recorded mode: nothing of CUDA
+    assert not warmup.start(False)  # once per process
+
+
+def test_a_slow_partial_draw_spaces_out_the_next_ones():
+    """Drawing never takes more than about a third of a measurement's time: after a draw that
+    took d seconds the next partial table waits DRAW_GAP_FACTOR x d."""
+    drawn = []
+    job = MeasurementJob("plans", lambda make: (drawn.append(make()), time.sleep(0.1)), lambda kind, text: None)
+    job.PARTIAL_EVERY_S = 0.0
+    job.begin(job.next_generation())
+    job.on_partial(lambda: 1, 1, 10, "parts")
+    job.on_partial(lambda: 2, 2, 10, "parts")  # at once: within 2 x 0.1 s of the last draw
+    time.sleep(0.25)
+    job.on_partial(lambda: 3, 3, 10, "parts")
+    assert drawn == [1, 3] and job.partial_draws == 2

@@ -23,6 +23,7 @@ SMALL = experiments.BASE.replace(N=8, H=28, W=28)
 def test_a_panel_prefetches_its_neighbours_and_the_next_move_is_served_from_them():
     lessons.forget()
     p = widgets.PrecisionPanel(N=8, H=28, W=28)
+    assert p.wait(300), "the first request did not finish in 5 min"
     assert p.live and p.prefetching > 0, p.status.value
     done0 = PREFETCHER.stats.done
     assert PREFETCHER.wait_idle(300), "prefetching did not finish in 5 min"

@@ -56,7 +56,7 @@ def test_a_panel_draws_every_partial_table_into_the_same_figure(name):
     assert full is not None and len(full) >= 2
     p.job.t0 = p.job.last_partial = 0.0
     p.job.partial_draws, p.job.first_paint_ms = 0, None
-    p.job.PARTIAL_EVERY_S = 0.0
+    p.job.PARTIAL_EVERY_S = p.job.DRAW_GAP_FACTOR = 0.0
     n = len(full)
     for k in range(1, n):
         p.job.on_partial(lambda k=k: full.iloc[:k].copy(), k, n, "parts")

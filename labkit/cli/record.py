@@ -98,14 +98,22 @@ def _append(out: Path, name: str, df) -> None:
     df.to_csv(path, index=False)
 
 
+def every_plan():
+    """Inside the block, an autotune waits for every runtime-compiled plan (no interactive compile
+    budget, `labkit.gpu.builds.compile_budget_s`), unless ``LABKIT_COMPILE_BUDGET_S`` is set: a
+    recording and a fill hold complete autotunes."""
+    from .. import env
+
+    return env.variables({} if "LABKIT_COMPILE_BUDGET_S" in os.environ else {"LABKIT_COMPILE_BUDGET_S": "none"},
+                         exclusive=False)
+
+
 def record(out: Optional[Path] = None, quick: bool = False, only: Optional[Iterable[str]] = None,
            force: bool = False, argv=None) -> Path:
     """Record the lesson grid into ``out`` (default ``data/recordings/<gpu-slug>``). Returns ``out``."""
     from .. import env, experiments
 
     env.require_live("recording")
-    from tqdm.auto import tqdm
-
     argv = argv or sys.argv
     only = list(only) if only else None
     calls = _calls(quick, only)
@@ -129,25 +137,10 @@ def record(out: Optional[Path] = None, quick: bool = False, only: Optional[Itera
     if meta_path.exists():
         prev_wall = float(json.loads(meta_path.read_text()).get("wall_seconds", 0.0))
     fns = experiments.registry()
-    from ..gpu import conditions
-
     seen = {}  # experiment -> the GPU conditions of its calls in this run (conditions.summary)
     try:
-        for name, kwargs in tqdm(calls, desc="recording", unit="call"):
-            key = request_key(request_of(name, **kwargs))
-            if (name, key) in done:
-                continue
-            import pandas as pd
-
-            try:
-                df = fns[name](**kwargs)
-                seen[name] = conditions.summary(seen.get(name), df.attrs.get("conditions"))
-                df = df.copy()
-                df.insert(0, "request", key)
-            except (Unsupported, OutOfMemory, LabkitError) as exc:
-                df = pd.DataFrame([{"request": key, "call_error": type(exc).__name__, "reason": str(exc)[:300]}])
-            _append(out, name, df)
-            done.add((name, key))
+        with every_plan():
+            _record_calls(out, calls, done, fns, seen)
     except KeyboardInterrupt:
         print("\ninterrupted: keeping what was recorded; run the same command again to resume", file=sys.stderr)
     finally:
@@ -155,6 +148,28 @@ def record(out: Optional[Path] = None, quick: bool = False, only: Optional[Itera
         meta = _metadata(out, prev_wall + time.perf_counter() - t0, complete, argv, seen)
         meta_path.write_text(json.dumps(meta, indent=2) + "\n")
     return out
+
+
+def _record_calls(out: Path, calls, done: set, fns: dict, seen: dict) -> None:
+    """`record`'s loop: each call not ``done`` measured and appended to its table in ``out``."""
+    import pandas as pd
+    from tqdm.auto import tqdm
+
+    from ..gpu import conditions
+
+    for name, kwargs in tqdm(calls, desc="recording", unit="call"):
+        key = request_key(request_of(name, **kwargs))
+        if (name, key) in done:
+            continue
+        try:
+            df = fns[name](**kwargs)
+            seen[name] = conditions.summary(seen.get(name), df.attrs.get("conditions"))
+            df = df.copy()
+            df.insert(0, "request", key)
+        except (Unsupported, OutOfMemory, LabkitError) as exc:
+            df = pd.DataFrame([{"request": key, "call_error": type(exc).__name__, "reason": str(exc)[:300]}])
+        _append(out, name, df)
+        done.add((name, key))
 
 
 def size_on_disk(path: Path) -> int:
@@ -187,7 +202,6 @@ def fill(quick: bool = False, only: Optional[Iterable[str]] = None, into=None) -
     if into is not None:
         return _fill_shared(Path(into), quick, only)
     from .. import env
-    from ..session import lessons
     from ..store import localcache
 
     env.require_live("filling this GPU's recording")
@@ -201,19 +215,8 @@ def fill(quick: bool = False, only: Optional[Iterable[str]] = None, into=None) -
     t0 = time.perf_counter()
     bar = tqdm(calls, desc="filling this GPU's recording", unit="call")
     try:
-        for name, kwargs in bar:
-            if store.has(name, request_of(name, **kwargs)):
-                counts["skipped"] += 1
-                continue
-            bar.set_postfix_str(name)
-            try:
-                lessons._live(name, kwargs)
-                counts["saved"] += 1
-            except LabkitError as exc:
-                counts["failed"] += 1
-                counts["reasons"].append(f"{name} {json.dumps(kwargs, default=str)[:80]}: {exc}"[:300])
-            if not store.writable:
-                raise LabkitError(f"cannot write to {store.root}; nothing more would be saved")
+        with every_plan():
+            _fill_calls(store, bar, counts)
     except KeyboardInterrupt:
         print("\ninterrupted: what was measured is saved; run the same command again to go on", file=sys.stderr)
         counts["interrupted"] = True
@@ -221,6 +224,25 @@ def fill(quick: bool = False, only: Optional[Iterable[str]] = None, into=None) -
         bar.close()
         counts["seconds"] = time.perf_counter() - t0
     return counts
+
+
+def _fill_calls(store, bar, counts: dict) -> None:
+    """`fill`'s loop: each call of ``bar`` not in ``store`` measured (and saved there), counted."""
+    from ..session import lessons
+
+    for name, kwargs in bar:
+        if store.has(name, request_of(name, **kwargs)):
+            counts["skipped"] += 1
+            continue
+        bar.set_postfix_str(name)
+        try:
+            lessons._live(name, kwargs)
+            counts["saved"] += 1
+        except LabkitError as exc:
+            counts["failed"] += 1
+            counts["reasons"].append(f"{name} {json.dumps(kwargs, default=str)[:80]}: {exc}"[:300])
+        if not store.writable:
+            raise LabkitError(f"cannot write to {store.root}; nothing more would be saved")
 
 
 def _fill_shared(folder: Path, quick: bool, only) -> dict:

@@ -16,6 +16,7 @@ from ..draw.plots import (
     COLORS, finish, fmt_bytes, fmt_us, log_axis, log_if_wide, new_figure, not_ok_note, num, ok_rows, request_spec,
     shape_label,
 )
+from ..signals.cancel import Budget
 from ..signals.progress import report
 from ..draw.prose import Text, where
 from ..spec import ConvSpec
@@ -59,7 +60,7 @@ def fusion(spec: ConvSpec = BASE, epilogues: Sequence[str] = ("bias_relu", "bias
     """
     import cupy
 
-    from ..gpu import autotune, engine, measure, memory, numerics, reference, verify
+    from ..gpu import autotune, builds, engine, measure, memory, numerics, reference, verify
 
     spec = as_spec(spec)
     check_spec(spec)
@@ -98,8 +99,10 @@ def fusion(spec: ConvSpec = BASE, epilogues: Sequence[str] = ("bias_relu", "bias
         return fused_row(epi, cg, plan, t.median_us)
 
     def autotuned(epi):  # the fastest plan of the fused graph (saved winner, or every plan timed), checked like the heuristic's
-        tuned = autotune.tuned_graph(spec, epi, ops=case(epi)[0])
-        return fused_row(epi, tuned.graph, tuned.plan, tuned.gpu_us, plans_timed=tuned.plans_timed)
+        left = None if compiles is None else max(0.05, compiles.left)
+        tuned = autotune.tuned_graph(spec, epi, ops=case(epi)[0], build_budget_s=left)
+        return fused_row(epi, tuned.graph, tuned.plan, tuned.gpu_us, plans_timed=tuned.plans_timed,
+                         plans_cut=tuned.plans_cut, compile_budget_s=None if compiles is None else compiles.seconds)
 
     def unfused(epi):  # conv alone, then elementwise kernels on real tensors
         ops, want = case(epi)
@@ -123,7 +126,11 @@ def fusion(spec: ConvSpec = BASE, epilogues: Sequence[str] = ("bias_relu", "bias
     # every epilogue, then the autotuned fused plans (every plan of a fused graph: seconds)
     order = [(e, p) for p in (0, 2) for e in range(len(epilogues))] + [(e, 1) for e in range(len(epilogues))]
     make = {0: fused, 1: autotuned, 2: unfused}
-    engine.build_ahead([(spec, epi, None) for epi in epilogues])  # the fused graphs' compiles run while the rest is timed
+    # the fused graphs' compiles run while the rest is timed; a plan still compiling when the
+    # compile budget is spent is left out of the autotune (its row says how many: plans_cut)
+    seconds = builds.compile_budget_s()
+    compiles = None if seconds is None else Budget(seconds, "compiling the fused graphs' plans")
+    engine.build_ahead([(spec, epi, None) for epi in epilogues])
     for e, p in order:
         epi = epilogues[e]
         try:
@@ -192,9 +199,16 @@ def fusion_summary(df) -> Text:
                          f"through HBM against {fmt_bytes(f.modelled_hbm_bytes)} fused.")
             if "fused, autotuned" in sub.index:
                 a = sub.loc["fused, autotuned"]
-                n = a.get("plans_timed")
+                n, cut = a.get("plans_timed"), a.get("plans_cut")
+                cut = int(cut) if cut is not None and cut == cut else 0
                 every = ("every fused plan" if n is None or n != n else
-                         "the only fused plan cuDNN built here" if int(n) == 1 else f"all {int(n)} fused plans")
+                         "the only fused plan cuDNN built here" if int(n) == 1 and not cut else
+                         f"the {int(n)} fused plans built within {a.get('compile_budget_s'):g} s" if cut else
+                         f"all {int(n)} fused plans")
+                if cut:
+                    parts.append(f"{cut} more fused plan{'s were' if cut > 1 else ' was'} still being compiled by cuDNN "
+                                 "(runtime-compiled kernels) and not timed: *measure again* once the compile is done "
+                                 "times every plan.")
                 if a.plan_name == f.plan_name:
                     parts.append(f"Timing {every} confirms the heuristic's pick ({fmt_us(a.gpu_us)})"
                                  + (": no fused plan cuDNN offers here beats the unfused sequence." if a.gpu_us > u.gpu_us

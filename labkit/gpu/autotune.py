@@ -164,7 +164,9 @@ class Tuned:
     plan when ``from_disk``, else the graph with every plan), ``plan_index`` in it, ``gpu_us`` its
     GPU time measured in this call, ``plans_timed`` how many plans the autotune that found it timed,
     ``seconds`` the wall time of this call (a load and one timing, or a build and a full autotune),
-    ``tune`` the full `TuneResult` when it was autotuned here (None when loaded)."""
+    ``tune`` the full `TuneResult` when it was autotuned here (None when loaded), ``plans_cut``
+    how many plans the build budget left unbuilt (still compiling: not timed, so the winner is
+    the fastest of the others and is not saved)."""
 
     graph: object
     plan_index: int
@@ -173,6 +175,7 @@ class Tuned:
     from_disk: bool
     seconds: float
     tune: Optional[TuneResult] = None
+    plans_cut: int = 0
 
     @property
     def plan(self):
@@ -180,17 +183,19 @@ class Tuned:
 
 
 def tuned_graph(spec, epilogue: str = "none", workspace_cap: Optional[int] = None,
-                ops: Optional[engine.Operands] = None, calls: int = 10) -> Tuned:
+                ops: Optional[engine.Operands] = None, calls: int = 10, build_budget_s: Optional[float] = None) -> Tuned:
     """The fastest plan of a graph: its saved autotune winner, loaded from disk and timed once
     (about 10 ms plus the timing), or, when none is saved, every plan built and autotuned (0.1 s to
-    tens of seconds for large fused graphs) and the winner saved for next time."""
+    tens of seconds for large fused graphs) and the winner saved for next time. ``build_budget_s``:
+    seconds the build may wait for runtime-compiled plans (`engine.get_graph`); plans still
+    compiling then are left out (``plans_cut``) and nothing is saved."""
     t0 = time.perf_counter()
     loaded = engine.load_plan(spec, epilogue, workspace_cap, "autotuned")
     if loaded is not None:
         ops = ops if ops is not None else engine.Operands(spec, epilogue)
         t = time_plan(loaded, 0, ops, calls=calls)
         return Tuned(loaded, 0, t.median_us, int(loaded.saved.info.get("plans_timed") or 0), True, time.perf_counter() - t0)
-    full = engine.get_graph(spec, epilogue, workspace_cap)
+    full = engine.get_graph(spec, epilogue, workspace_cap, build_budget_s=build_budget_s)
     tune = autotune(full, ops, calls=calls)
     return Tuned(full, tune.best_index, tune.gpu_us(tune.best_index), int((tune.table.status == "ok").sum()), False,
-                 time.perf_counter() - t0, tune)
+                 time.perf_counter() - t0, tune, int(full.build_cut))

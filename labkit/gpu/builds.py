@@ -12,6 +12,12 @@ builds the one plan, serializes it (the compiled kernel travels with it) and thi
 deserializes it in milliseconds. While the workers compile, this process builds as well,
 taking the jobs no worker has started; only building is parallel, timing stays in this process.
 
+A build with a short budget (an interactive request: `compile_budget_s`) takes the plans whose
+compiles finished in time and cuts the rest; a compile already running in a worker goes on, and
+its plan is kept (`_late`) for the next build of the same graph, which then takes it in
+milliseconds ("measure again" once it is done). A short budget never compiles here (a single
+compile may take 20 s: fused graphs at C=128 on the H200).
+
 Faults: a worker that dies, or takes longer than `PLAN_BUDGET_S` over one plan, is killed (the
 next job starts a new one) and its plan is built here; a plan a worker could not reproduce (another
 name at its index) or cuDNN would not deserialize is built here too. Ctrl-C while waiting stops
@@ -40,6 +46,10 @@ RUNTIME_COMPILATION = "RUNTIME_COMPILATION"
 PLAN_BUDGET_S = 60.0
 #: most workers by default (8 gave the most in ``probe_parallel_builds.py`` on 16 cores)
 MAX_WORKERS = 8
+#: a budget shorter than this (seconds) never compiles a plan here: one compile can outlast it
+STEAL_MIN_BUDGET_S = 30.0
+#: seconds an interactive request waits for runtime-compiled plans (`compile_budget_s`)
+INTERACTIVE_COMPILE_BUDGET_S = 3.0
 #: a worker keeps this many planned graphs, so several plans of one graph are planned once there
 _KEEP_PLANNED = 8
 
@@ -56,6 +66,25 @@ def default_workers() -> int:
             raise InvalidSpec("LABKIT_BUILD_WORKERS", raw, "must be >= 0")
         return n
     return max(0, min(MAX_WORKERS, (os.cpu_count() or 1) - 1))
+
+
+def compile_budget_s() -> Optional[float]:
+    """Seconds an interactive request (a panel's change) waits for the runtime-compiled plans of a
+    graph it autotunes before timing the plans it has: ``LABKIT_COMPILE_BUDGET_S`` if set (``none``
+    or 0: wait for every plan, as ``python -m labkit fill`` and ``record`` do), else
+    `INTERACTIVE_COMPILE_BUDGET_S`."""
+    raw = os.environ.get("LABKIT_COMPILE_BUDGET_S", "").strip().lower()
+    if not raw:
+        return INTERACTIVE_COMPILE_BUDGET_S
+    if raw in ("none", "0", "inf"):
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise InvalidSpec("LABKIT_COMPILE_BUDGET_S", raw, "must be a number of seconds > 0, or none (wait for every plan)")
+    return value
 
 
 # ---- in the worker ------------------------------------------------------------------------------
@@ -319,6 +348,32 @@ def take_ahead(spec, epilogue: str, workspace_cap) -> tuple:
         return _ahead.pop((spec.key, epilogue, workspace_cap), (None, {}))
 
 
+#: compiles a budget cut while a worker ran them: graph key -> {plan index: `Job`} (they finish
+#: anyway; the next build of the graph takes them)
+_late: "collections.OrderedDict[tuple, Dict[int, Job]]" = collections.OrderedDict()
+
+
+def _keep_late(cg, job: Job) -> None:
+    with _ahead_lock:
+        _late.setdefault((cg.spec.key, cg.epilogue, cg.workspace_cap), {})[job.index] = job
+        while len(_late) > MAX_AHEAD:
+            _late.popitem(last=False)
+
+
+def late_compiles(spec, epilogue: str, workspace_cap) -> Dict[int, Job]:
+    """The compiles of this graph that a budget cut and workers still run or have finished
+    (index -> `Job`; ``job.future.done()`` once its plan is ready), left in place."""
+    with _ahead_lock:
+        return dict(_late.get((spec.key, epilogue, workspace_cap), {}))
+
+
+def _take_late(cg, g) -> Dict[int, Job]:
+    """This graph's `_late` jobs whose plan names still match ``g``'s (then removed from `_late`)."""
+    with _ahead_lock:
+        jobs = _late.pop((cg.spec.key, cg.epilogue, cg.workspace_cap), {})
+    return {i: j for i, j in jobs.items() if not j.future.cancelled() and g.get_plan_name_at_index(i) == j.name}
+
+
 def build_plans(cg, budget: Budget, workers: Optional[BuildPool] = None, parallel: bool = True,
                 jobs: Optional[Dict[int, Job]] = None):
     """Build every candidate plan of `engine.ConvGraph` ``cg`` (planned, nothing built), checking
@@ -333,6 +388,8 @@ def build_plans(cg, budget: Budget, workers: Optional[BuildPool] = None, paralle
     count = g.get_execution_plan_count()
     jobs = dict(jobs or {})
     workers = (workers or pool()) if parallel else None
+    if workers is not None:
+        jobs.update({i: j for i, j in _take_late(cg, g).items() if i not in jobs})
     # a graph planned ahead knows its compiled plans already: its jobs are exactly those
     compiled = (sorted(jobs) or runtime_compiled(g, count)) if workers is not None else []
     if workers is None or (not jobs and len(compiled) < 2):  # no workers, or one compile: nothing to run beside it
@@ -347,7 +404,7 @@ def build_plans(cg, budget: Budget, workers: Optional[BuildPool] = None, paralle
     try:
         why_not.update(build_every_plan(g, budget, now))
         for job in reversed(jobs):  # steal from the end of the queue: the workers take from its start
-            if budget.over:
+            if budget.over or budget.left < STEAL_MIN_BUDGET_S:  # a compile here cannot be cut
                 break
             checkpoint()
             if job.future.cancel():
@@ -377,8 +434,10 @@ def _collect(cg, job: Job, budget: Budget, why_not: dict, remote: dict, workers:
         except concurrent.futures.TimeoutError:
             checkpoint()
             if budget.over:
-                job.future.cancel()
-                why_not[job.index] = f"cut: the build budget ({budget.seconds:.0f} s) was spent after {budget.spent:.1f} s"
+                if not job.future.cancel():  # a worker compiles it now: the next build of this graph takes it
+                    _keep_late(cg, job)
+                why_not[job.index] = (f"cut: still compiling when the build budget ({budget.seconds:.1f} s) was spent "
+                                      "(runtime-compiled; a worker finishes it for the next build)")
                 return
         except Exception:  # noqa: BLE001  (the worker failed, died, hung or declined: built here, for cuDNN's own reason)
             value = None

@@ -413,6 +413,9 @@ class GraphCache:
         key = graph_key(_check_spec(spec), _check_epilogue(spec, epilogue), _check_cap(workspace_cap), all_plans)
         with self._lock:
             g = self._entries.get(key)
+            if g is not None and g.build_cut and _rebuild_cut(g, build_budget_s):
+                del self._entries[key]
+                g = None
             if g is not None:
                 self._entries.move_to_end(key)
                 self.stats.hits += 1
@@ -442,6 +445,18 @@ class GraphCache:
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+
+
+def _rebuild_cut(g: ConvGraph, build_budget_s: Optional[float]) -> bool:
+    """Whether a cached graph whose build budget cut plans should be built again now: the caller
+    wants every plan (no budget of its own), or every compile the budget cut has finished in its
+    worker since (`labkit.gpu.builds.late_compiles`: the rebuild takes them in milliseconds)."""
+    from . import builds
+
+    if build_budget_s is None:
+        return True
+    late = builds.late_compiles(g.spec, g.epilogue, g.workspace_cap)
+    return bool(late) and all(j.future.done() for j in late.values())
 
 
 #: the process-wide cache the experiments and strategies use

@@ -247,8 +247,10 @@ def banner() -> Text:
     """Which mode labkit is in and where the numbers come from, e.g. "recorded on NVIDIA H100
     80GB HBM3 with cuDNN 9.19.0 on 2026-11-22", or "live on <GPU>"."""
     from .. import env
+    from . import warmup
 
     m = env.mode()
+    warmup.start(m.live)  # the first chart's imports (and live, CUDA and cuDNN) while the learner reads
     if m.live:
         e = env.environment()
         workers = start_build_workers()

@@ -5,10 +5,12 @@ process's turn on the GPU) and how long it took. No widget here: what to draw an
 callbacks given."""
 from __future__ import annotations
 
+import atexit
 import contextlib
 import html
 import threading
 import time
+import weakref
 from typing import Callable, Optional
 
 from ...signals.cancel import cancellable
@@ -18,8 +20,11 @@ from ...signals.progress import announcing, listening
 class MeasurementJob:
     """``draw_partial(make_frame)``: draw a table so far; ``say(kind, html)``: the status line."""
 
-    #: live: seconds between two partial draws of a chart that fills in (the last part always draws)
+    #: live: seconds between two partial draws of a chart that fills in (the last part always draws) ...
     PARTIAL_EVERY_S = 0.25
+    #: ... and at least this many times what the last partial draw took (a chart of 30 subplots
+    #: takes 0.3 s to draw on the GPU host: drawing never takes more than a third of the time)
+    DRAW_GAP_FACTOR = 2.0
 
     def __init__(self, name: str, draw_partial: Callable, say: Callable):
         self.name, self.draw_partial, self.say = name, draw_partial, say
@@ -32,8 +37,11 @@ class MeasurementJob:
         self.last_update_ms: Optional[float] = None
         self.first_paint_ms: Optional[float] = None
         self.partial_draws = 0
-        self.t0 = self.last_partial = 0.0
+        self.t0 = self.last_partial = self.last_draw_s = 0.0
         self.drawing = -1  # the generation whose progress is shown
+        #: set once the background request's first part is on screen (or it ended): `wait_shown`
+        self._shown = threading.Event()
+        self._shown.set()
 
     # ---- threads --------------------------------------------------------------------------------
     def next_generation(self) -> int:
@@ -53,17 +61,36 @@ class MeasurementJob:
             gen, prev = self.generation, self.thread
             t = threading.Thread(target=self._background, args=(gen, prev, work), daemon=True, name=f"labkit-panel-{self.name}")
             self.thread = t
+            self._shown.clear()
+        _RUNNING.add(self)
         if prev is not None and prev.is_alive():
             self.say("running", "stopping the previous measurement ...")
         t.start()
 
     def _background(self, gen: int, prev: Optional[threading.Thread], work: Callable[[int], None]) -> None:
-        if prev is not None:
-            prev.join()
-        if gen != self.generation:
-            return  # a newer click came while we waited
-        with cancellable(lambda: gen != self.generation):
-            work(gen)
+        try:
+            if prev is not None:
+                prev.join()
+            if gen != self.generation:
+                return  # a newer click came while we waited
+            with cancellable(lambda: gen != self.generation):
+                work(gen)
+        finally:
+            if self.thread is threading.current_thread():
+                self._shown.set()
+
+    def wait_shown(self, timeout: Optional[float] = None) -> bool:
+        """Block until the background request has something on screen (its first partial table, or
+        its whole answer or error), at most ``timeout`` seconds; True when it has."""
+        return self._shown.wait(timeout)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the background request at its next checkpoint and wait for it (at most ``timeout``
+        seconds: a cuDNN call in flight is not interrupted)."""
+        self.next_generation()
+        t = self.thread
+        if t is not None and t is not threading.current_thread():
+            t.join(timeout)
 
     def wait(self, timeout: Optional[float] = None) -> bool:
         """Block until a measurement started by a click is drawn (at most ``timeout`` seconds);
@@ -78,6 +105,7 @@ class MeasurementJob:
     def begin(self, generation: int) -> None:
         """A request starts being answered (its times count from now)."""
         self.t0, self.last_partial, self.partial_draws, self.first_paint_ms = time.perf_counter(), 0.0, 0, None
+        self.last_draw_s = 0.0
         self.drawing = generation
 
     @contextlib.contextmanager
@@ -90,6 +118,7 @@ class MeasurementJob:
         """A request was answered (drawn, or its error shown)."""
         self.last_update_ms = self.elapsed_ms()
         self.updates += 1
+        self._shown.set()
 
     def elapsed_ms(self) -> float:
         return (time.perf_counter() - self.t0) * 1000
@@ -98,15 +127,18 @@ class MeasurementJob:
         """Something of this request is on screen (the first time: its first paint)."""
         if self.first_paint_ms is None:
             self.first_paint_ms = self.elapsed_ms()
+        self._shown.set()
 
     def on_partial(self, make_frame, done: int, total: int, unit: str) -> None:
         """A measurement in progress reports its table so far (`labkit.signals.progress`): draw it
         (at most every `PARTIAL_EVERY_S`) and say how far it is."""
         now = time.perf_counter()
-        if now - self.last_partial < self.PARTIAL_EVERY_S or done >= total or self.drawing != self.generation:
+        gap = max(self.PARTIAL_EVERY_S, self.DRAW_GAP_FACTOR * self.last_draw_s)
+        if now - self.last_partial < gap or done >= total or self.drawing != self.generation:
             return  # the finished table is drawn by the panel; a stale request draws nothing
         self.draw_partial(make_frame)
         self.last_partial = time.perf_counter()
+        self.last_draw_s = self.last_partial - now
         self.partial_draws += 1
         self.painted()
         self.say("running", f"{done} of {total} {html.escape(unit)}, {now - self.t0:.1f} s; "
@@ -124,3 +156,15 @@ class MeasurementJob:
                                 "this one starts when its turn comes (the chart shows what was there)")
         elif phase == "got the GPU":
             self.say("running", "measuring on the GPU ...")
+
+
+#: jobs that started a background request: stopped when the process exits (`_stop_all`)
+_RUNNING: "weakref.WeakSet[MeasurementJob]" = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_all() -> None:
+    """At exit (a kernel shut down or restarted), every background measurement stops at its next
+    checkpoint, so none is cut off inside a CUDA call by the interpreter's end."""
+    for job in list(_RUNNING):
+        job.stop(timeout=10.0)

@@ -86,13 +86,26 @@ def placeholder(cfg: PanelConfig):
         return go.Figure([go.Scatter() for _ in range(experiments.TRACES[cfg.experiment])])
 
 
+def first_request(panel: "Panel") -> None:
+    """A panel's first answer. Live, a request that must be measured runs as a click does (in
+    the background) and the panel is handed back once its first part is drawn, so the cell shows
+    it while the rest fills in (``panel.wait()`` for the whole answer); else answered here."""
+    if panel.background and not measured_already(panel.controls_state):
+        panel.job.start(lambda gen: panel.refresh(_generation=gen))
+        panel.job.wait_shown()
+    else:
+        panel.refresh()
+
+
 class Panel:
     """Controls + one FigureWidget for one experiment's `PanelConfig`.
 
     ``panel.set(name=value, ...)`` changes controls as a user would and returns when the figure
     is updated; ``panel.fig`` is the FigureWidget, ``panel.df`` the DataFrame on screen (None
     when the request failed), ``panel.error`` the message shown then, ``panel.options(name)`` the
-    values a control offers. Display the panel as the last expression of a cell. Its parts:
+    values a control offers. Display the panel as the last expression of a cell. Live, a first
+    request that must be measured fills in after the panel is shown (``panel.wait()`` blocks until
+    it is whole). Its parts:
     ``panel.controls_state``, ``panel.view``, ``panel.job``, ``panel.gpu``."""
 
     def __init__(self, cfg: PanelConfig, *, live: Optional[bool] = None, csv_name: Optional[str] = None,
@@ -121,7 +134,7 @@ class Panel:
             self.set(**initial)
         finally:
             self._defer -= 1
-        self.refresh()
+        first_request(self)
 
     # ---- what the notebook reads ------------------------------------------------------------------
     cfg = property(lambda self: self.controls_state.cfg, doc="the `PanelConfig` shown")
