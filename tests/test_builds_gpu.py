@@ -153,15 +153,17 @@ def test_without_workers_every_plan_is_built_here():
 
 def test_compiles_cut_by_a_budget_finish_for_the_next_build_of_the_graph(pool):
     spec = SPECS[0].replace(N=19)  # a new fp8 shape: its compiles take seconds
-    first = engine.get_graph(spec, build_budget_s=0.3)
-    assert first.build_cut, "a 0.3 s budget cut nothing on a new fp8 shape"
+    first = engine.get_graph(spec, compile_budget_s=0.3)
+    assert first.build_cut, "a 0.3 s compile budget cut nothing on a new fp8 shape"
+    cut = {p.index for p in first.plans if p.error.startswith("cut")}
+    assert cut <= set(builds.runtime_compiled(first.graph, len(first.plans))), "a precompiled plan was cut"
     late = builds.late_compiles(spec, "none", None)
     assert late, "no compile was running in a worker when the budget cut it"
     deadline = time.time() + 60
     while not all(j.future.done() for j in late.values()) and time.time() < deadline:
         time.sleep(0.1)
     t0 = time.perf_counter()
-    again = engine.get_graph(spec, build_budget_s=5.0)
+    again = engine.get_graph(spec, compile_budget_s=5.0)
     took = time.perf_counter() - t0
     assert again is not first, "the cut graph was served from the cache although its late compiles were done"
     built = {p.index for p in again.plans if p.built}

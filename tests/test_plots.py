@@ -238,3 +238,18 @@ def test_log_axes_label_a_visible_tick_under_their_lowest_point(name, column):
         shown = [t for t in ax.tickvals if 10 ** ax.range[0] <= t <= 10 ** ax.range[1]]
         assert shown and min(shown) <= 2.5 * low, (name, req, low, ax.tickvals, ax.range)
         assert math.log10(low) >= ax.range[0], (name, req)
+
+
+def test_workspace_sizes_says_when_compiles_were_left_out():
+    """A first visit's change waits for runtime compiles only so long (labkit.gpu.builds.compile_budget_s);
+    the chart says how many plans its whiskers leave out."""
+    from labkit import experiments
+
+    df = experiments.workspace_sizes().copy()
+    def notes(fig):
+        return " ".join((a.text or "").replace("<br>", " ") for a in fig.layout.annotations)
+
+    assert "still compiling" not in notes(experiments.CHARTS["workspace_sizes"](df))
+    df["plans_cut"] = 0
+    df.loc[df.index[0], "plans_cut"] = 3
+    assert "3 runtime-compiled plans still compiling" in notes(experiments.CHARTS["workspace_sizes"](df))

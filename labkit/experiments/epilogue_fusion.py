@@ -100,7 +100,7 @@ def fusion(spec: ConvSpec = BASE, epilogues: Sequence[str] = ("bias_relu", "bias
 
     def autotuned(epi):  # the fastest plan of the fused graph (saved winner, or every plan timed), checked like the heuristic's
         left = None if compiles is None else max(0.05, compiles.left)
-        tuned = autotune.tuned_graph(spec, epi, ops=case(epi)[0], build_budget_s=left)
+        tuned = autotune.tuned_graph(spec, epi, ops=case(epi)[0], compile_budget_s=left)
         return fused_row(epi, tuned.graph, tuned.plan, tuned.gpu_us, plans_timed=tuned.plans_timed,
                          plans_cut=tuned.plans_cut, compile_budget_s=None if compiles is None else compiles.seconds)
 

@@ -65,10 +65,13 @@ def sweep(field: str = "N", values: Sequence[int] = (1, 2, 4, 8, 16, 32, 64), ba
 @experiment
 def workspace_sizes(spec: ConvSpec = BASE):
     """Workspace of every candidate plan for each dtype x layout x direction of ``spec``'s shape:
-    how workspace depends on dtype, layout and direction (min / heuristic pick / max per variant)."""
+    how workspace depends on dtype, layout and direction (min / heuristic pick / max per variant).
+    ``plans_cut``: runtime-compiled plans still compiling when the change's compile budget was
+    spent (`labkit.gpu.builds.compile_budget_s`; fill and record wait for every plan)."""
     import itertools
 
-    from ..gpu import engine
+    from ..gpu import builds, engine
+    from ..signals.cancel import Budget
 
     spec, rows = as_spec(spec), []
     variants = list(itertools.product(DTYPES, LAYOUTS, ("fprop", "dgrad", "wgrad")))
@@ -79,14 +82,17 @@ def workspace_sizes(spec: ConvSpec = BASE):
         except LabkitError:
             pass  # an impossible variant: its row says why below
     engine.build_ahead([(s, "none", None) for s in specs.values()])  # every variant's compiles at once, in the workers
+    seconds = builds.compile_budget_s()
+    compiles = None if seconds is None else Budget(seconds, "compiling the variants' plans")
     for d, lay, direction in variants:
         row = dict(dtype=d, layout=lay, direction=direction)
         try:
             s = specs.get((d, lay, direction)) or spec.replace(dtype=d, layout=lay, direction=direction)
-            cg = engine.get_graph(s)
+            cg = engine.get_graph(s, compile_budget_s=None if compiles is None else max(0.05, compiles.left))
             ws = [p.workspace_bytes for p in cg.runnable]
             row.update(plans=len(ws), heuristic_workspace_bytes=cg.default_plan.workspace_bytes,
-                       min_workspace_bytes=min(ws), max_workspace_bytes=max(ws), status="ok", reason="")
+                       min_workspace_bytes=min(ws), max_workspace_bytes=max(ws), plans_cut=int(cg.build_cut),
+                       status="ok", reason="")
         except LabkitError as exc:
             row.update(status_row(exc))
         rows.append(row)
@@ -168,9 +174,18 @@ def workspace_sizes_chart(df) -> go.Figure:
         fig.update_xaxes(title_text="dtype", row=1, col=c)
     spec = request_spec(df)
     note = "bars: the plan cuDNN's heuristic picks; whiskers: smallest to largest workspace among all candidate plans"
+    cut = int(column_sum(df, "plans_cut"))
+    if cut:
+        note += (f" · {cut} runtime-compiled plan{'s' if cut > 1 else ''} still compiling and left out of the whiskers "
+                 "(measure again once compiled)")
     bad = not_ok_note(df, ("dtype", "layout", "direction"))
     return finish(fig, df, "Workspace by dtype, layout and direction (same dims)", shape_label(spec),
                    note=(note + (" · " + bad if bad else "")), height=500)
+
+
+def column_sum(df, col: str) -> float:
+    """Sum of column ``col`` of ``df`` (0 when absent: a recording made before it existed)."""
+    return float(df[col].fillna(0).sum()) if col in df.columns else 0.0
 
 
 SWEEP_AXIS = {"N": "N (batch size)", "C=K": "C = K (channels in = out)", "H=W": "H = W (image size, pixels)",

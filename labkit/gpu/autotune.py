@@ -183,10 +183,10 @@ class Tuned:
 
 
 def tuned_graph(spec, epilogue: str = "none", workspace_cap: Optional[int] = None,
-                ops: Optional[engine.Operands] = None, calls: int = 10, build_budget_s: Optional[float] = None) -> Tuned:
+                ops: Optional[engine.Operands] = None, calls: int = 10, compile_budget_s: Optional[float] = None) -> Tuned:
     """The fastest plan of a graph: its saved autotune winner, loaded from disk and timed once
     (about 10 ms plus the timing), or, when none is saved, every plan built and autotuned (0.1 s to
-    tens of seconds for large fused graphs) and the winner saved for next time. ``build_budget_s``:
+    tens of seconds for large fused graphs) and the winner saved for next time. ``compile_budget_s``:
     seconds the build may wait for runtime-compiled plans (`engine.get_graph`); plans still
     compiling then are left out (``plans_cut``) and nothing is saved."""
     t0 = time.perf_counter()
@@ -195,7 +195,7 @@ def tuned_graph(spec, epilogue: str = "none", workspace_cap: Optional[int] = Non
         ops = ops if ops is not None else engine.Operands(spec, epilogue)
         t = time_plan(loaded, 0, ops, calls=calls)
         return Tuned(loaded, 0, t.median_us, int(loaded.saved.info.get("plans_timed") or 0), True, time.perf_counter() - t0)
-    full = engine.get_graph(spec, epilogue, workspace_cap, build_budget_s=build_budget_s)
+    full = engine.get_graph(spec, epilogue, workspace_cap, compile_budget_s=compile_budget_s)
     tune = autotune(full, ops, calls=calls)
     return Tuned(full, tune.best_index, tune.gpu_us(tune.best_index), int((tune.table.status == "ok").sum()), False,
                  time.perf_counter() - t0, tune, int(full.build_cut))

@@ -12,11 +12,11 @@ builds the one plan, serializes it (the compiled kernel travels with it) and thi
 deserializes it in milliseconds. While the workers compile, this process builds as well,
 taking the jobs no worker has started; only building is parallel, timing stays in this process.
 
-A build with a short budget (an interactive request: `compile_budget_s`) takes the plans whose
-compiles finished in time and cuts the rest; a compile already running in a worker goes on, and
+A build with a compile budget (an interactive request: `compile_budget_s`) builds every
+precompiled plan, takes the runtime-compiled plans whose compiles finished in time and cuts the rest; a compile already running in a worker goes on, and
 its plan is kept (`_late`) for the next build of the same graph, which then takes it in
-milliseconds ("measure again" once it is done). A short budget never compiles here (a single
-compile may take 20 s: fused graphs at C=128 on the H200).
+milliseconds ("measure again" once it is done). Such a build never compiles here (a single
+compile took 21 s: a fused graph at C=K=128 on the H200).
 
 Faults: a worker that dies, or takes longer than `PLAN_BUDGET_S` over one plan, is killed (the
 next job starts a new one) and its plan is built here; a plan a worker could not reproduce (another
@@ -375,13 +375,14 @@ def _take_late(cg, g) -> Dict[int, Job]:
 
 
 def build_plans(cg, budget: Budget, workers: Optional[BuildPool] = None, parallel: bool = True,
-                jobs: Optional[Dict[int, Job]] = None):
+                jobs: Optional[Dict[int, Job]] = None, compile_budget: Optional[Budget] = None):
     """Build every candidate plan of `engine.ConvGraph` ``cg`` (planned, nothing built), checking
     ``budget`` between plans. Returns ({index: why it was not built}, {index: `RemotePlan`}):
     precompiled plans are built in ``cg.graph`` here; runtime-compiled ones in the workers when
     there are any (``workers``: this process's `pool` by default; ``parallel=False``: none), or by
     the ``jobs`` queued for them already (`ahead`). Plans not built when the budget is spent say
-    ``cut: ...``."""
+    ``cut: ...``; ``compile_budget`` (shorter): how long to wait for the workers' compiles (with
+    it, every compile goes to a worker, where it can be left to finish: `_late`)."""
     from .frontend import build_every_plan
 
     g = cg.graph
@@ -392,7 +393,8 @@ def build_plans(cg, budget: Budget, workers: Optional[BuildPool] = None, paralle
         jobs.update({i: j for i, j in _take_late(cg, g).items() if i not in jobs})
     # a graph planned ahead knows its compiled plans already: its jobs are exactly those
     compiled = (sorted(jobs) or runtime_compiled(g, count)) if workers is not None else []
-    if workers is None or (not jobs and len(compiled) < 2):  # no workers, or one compile: nothing to run beside it
+    # no workers, or one compile and no hurry: nothing to run beside it
+    if workers is None or (not jobs and len(compiled) < (1 if compile_budget is not None else 2)):
         for job in jobs.values():
             job.future.cancel()
         return build_every_plan(g, budget), {}
@@ -403,15 +405,16 @@ def build_plans(cg, budget: Budget, workers: Optional[BuildPool] = None, paralle
     remote: Dict[int, RemotePlan] = {}
     try:
         why_not.update(build_every_plan(g, budget, now))
+        waiting = compile_budget or budget
         for job in reversed(jobs):  # steal from the end of the queue: the workers take from its start
-            if budget.over or budget.left < STEAL_MIN_BUDGET_S:  # a compile here cannot be cut
+            if waiting.over or waiting.left < STEAL_MIN_BUDGET_S:  # a compile here cannot be cut
                 break
             checkpoint()
             if job.future.cancel():
                 why_not.update(build_every_plan(g, budget, [job.index]))
                 workers.built_here()
         for job in jobs:
-            _collect(cg, job, budget, why_not, remote, workers)
+            _collect(cg, job, waiting, why_not, remote, workers)
     except BaseException as exc:
         for job in jobs:
             job.future.cancel()
@@ -436,8 +439,8 @@ def _collect(cg, job: Job, budget: Budget, why_not: dict, remote: dict, workers:
             if budget.over:
                 if not job.future.cancel():  # a worker compiles it now: the next build of this graph takes it
                     _keep_late(cg, job)
-                why_not[job.index] = (f"cut: still compiling when the build budget ({budget.seconds:.1f} s) was spent "
-                                      "(runtime-compiled; a worker finishes it for the next build)")
+                why_not[job.index] = (f"cut: still compiling after {budget.spent:.1f} s ({budget.what}; runtime-compiled: "
+                                      "a worker finishes it for the next build)")
                 return
         except Exception:  # noqa: BLE001  (the worker failed, died, hung or declined: built here, for cuDNN's own reason)
             value = None

@@ -92,7 +92,7 @@ class ConvGraph:
 
     def __init__(self, spec: ConvSpec, epilogue: str = "none", workspace_cap: Optional[int] = None,
                  all_plans: bool = True, _deterministic_only: bool = False, build_budget_s: Optional[float] = None,
-                 parallel: bool = True):
+                 parallel: bool = True, compile_budget_s: Optional[float] = None):
         _check_spec(spec)
         self.spec, self.all_plans, self.parallel = spec, bool(all_plans), bool(parallel)
         #: plan index -> `labkit.gpu.builds.RemotePlan`: the plans a worker built
@@ -102,6 +102,8 @@ class ConvGraph:
         self.epilogue = _check_epilogue(spec, epilogue)
         self.workspace_cap = _check_cap(workspace_cap)
         budget = Budget(BUILD_BUDGET_S if build_budget_s is None else build_budget_s, f"building {spec.label}")
+        #: seconds this build waits for runtime-compiled plans (None: as long as ``budget`` lasts)
+        self.compile_budget_s = compile_budget_s
         announce(f"building {'every plan' if all_plans else 'the heuristic plan'} of {spec.label}"
                  + ("" if epilogue == "none" else f" + {epilogue}"))
         t0 = time.perf_counter()
@@ -128,7 +130,8 @@ class ConvGraph:
         if not self.all_plans:
             g.build_plans(cudnn.build_plan_policy.HEURISTICS_CHOICE)
             return {}
-        why_not, self.remote = builds.build_plans(self, budget, parallel=self.parallel, jobs=jobs)
+        compiles = None if self.compile_budget_s is None else budget.within(self.compile_budget_s, "compiling plans")
+        why_not, self.remote = builds.build_plans(self, budget, parallel=self.parallel, jobs=jobs, compile_budget=compiles)
         self.build_cut = sum(map(was_cut, why_not.values()))
         return why_not
 
@@ -406,14 +409,17 @@ class GraphCache:
         return key in self._entries
 
     def get(self, spec: ConvSpec, epilogue: str = "none", workspace_cap: Optional[int] = None,
-            all_plans: bool = True, build_budget_s: Optional[float] = None) -> ConvGraph:
+            all_plans: bool = True, build_budget_s: Optional[float] = None,
+            compile_budget_s: Optional[float] = None) -> ConvGraph:
         """The graph for these arguments: cached, loaded (a one-plan graph saved before) or built
-        (within ``build_budget_s``, see `ConvGraph`; a graph cut short is cached as it is)."""
+        (within ``build_budget_s``, waiting at most ``compile_budget_s`` for runtime-compiled plans,
+        see `ConvGraph`). A graph cut short is cached as it is, and built again when a caller wants
+        every plan (no budgets) or the compiles its budget cut have finished (`_rebuild_cut`)."""
         t0 = time.perf_counter()
         key = graph_key(_check_spec(spec), _check_epilogue(spec, epilogue), _check_cap(workspace_cap), all_plans)
         with self._lock:
             g = self._entries.get(key)
-            if g is not None and g.build_cut and _rebuild_cut(g, build_budget_s):
+            if g is not None and g.build_cut and _rebuild_cut(g, build_budget_s is None and compile_budget_s is None):
                 del self._entries[key]
                 g = None
             if g is not None:
@@ -426,7 +432,8 @@ class GraphCache:
         g = load_plan(spec, epilogue, workspace_cap, "heuristic") if saved else None
         built = g is None
         if built:
-            g = ConvGraph(spec, epilogue, workspace_cap, all_plans, build_budget_s=build_budget_s)
+            g = ConvGraph(spec, epilogue, workspace_cap, all_plans, build_budget_s=build_budget_s,
+                          compile_budget_s=compile_budget_s)
             if saved:
                 save_plan(g, g.default_plan.index, "heuristic", dict(build_seconds=round(g.build_seconds, 6)))
         with self._lock:
@@ -447,13 +454,13 @@ class GraphCache:
             self._entries.clear()
 
 
-def _rebuild_cut(g: ConvGraph, build_budget_s: Optional[float]) -> bool:
-    """Whether a cached graph whose build budget cut plans should be built again now: the caller
-    wants every plan (no budget of its own), or every compile the budget cut has finished in its
-    worker since (`labkit.gpu.builds.late_compiles`: the rebuild takes them in milliseconds)."""
+def _rebuild_cut(g: ConvGraph, wants_every_plan: bool) -> bool:
+    """Whether a cached graph whose budget cut plans should be built again now: the caller wants
+    every plan (no budget of its own), or every compile the budget cut has finished in its worker
+    since (`labkit.gpu.builds.late_compiles`: the rebuild takes them in milliseconds)."""
     from . import builds
 
-    if build_budget_s is None:
+    if wants_every_plan:
         return True
     late = builds.late_compiles(g.spec, g.epilogue, g.workspace_cap)
     return bool(late) and all(j.future.done() for j in late.values())
@@ -464,11 +471,13 @@ graphs = GraphCache()
 
 
 def get_graph(spec: ConvSpec, epilogue: str = "none", workspace_cap: Optional[int] = None,
-              all_plans: bool = True, build_budget_s: Optional[float] = None) -> ConvGraph:
+              all_plans: bool = True, build_budget_s: Optional[float] = None,
+              compile_budget_s: Optional[float] = None) -> ConvGraph:
     """A built graph from the process-wide cache (built on first use: 0.5-1.3 s cold; fused or
     fp8 graphs with runtime-compiled engines take several seconds when ``all_plans``; at most
-    ``build_budget_s``, `BUILD_BUDGET_S` by default, before the plans left are cut)."""
-    return graphs.get(spec, epilogue, workspace_cap, all_plans, build_budget_s)
+    ``build_budget_s``, `BUILD_BUDGET_S` by default, before the plans left are cut, and at most
+    ``compile_budget_s`` waiting for runtime-compiled plans: the precompiled ones are all built)."""
+    return graphs.get(spec, epilogue, workspace_cap, all_plans, build_budget_s, compile_budget_s)
 
 
 def build_ahead(wanted) -> int:

@@ -55,6 +55,7 @@ def _report(network, steps, groups, budget_s: float):
     def frame():
         return to_frame(layer_rows(steps, spec_id, groups, measured) + plan_rows + rows)
 
+    report_progress(frame, 0, total, "steps")  # the network's layers, before anything is measured
     for i, g in enumerate(groups):
         checkpoint()
         if i == 1 and len(groups) > 2:  # the first layer drew; the other layers' compiles now go to build workers at once
