@@ -145,11 +145,11 @@ def test_a_live_first_request_hands_the_panel_back_at_its_first_paint(monkeypatc
     p = widgets.PlansPanel(live=True)
     assert time.perf_counter() - t0 < 20
     assert calls == ["plans"] and p.partial_draws == 1 and p.first_paint_ms is not None, p.error
-    assert p.df is None and p.job.thread.is_alive()  # ``df`` is the whole table: not yet
+    assert p.view.df is None and p.job.thread.is_alive()  # the whole table is not there yet
     assert "1 of %d plans timed" % len(full) in p.status.value and p.fig is not None
-    release.set()
-    assert p.wait(30)
-    assert len(p.df) == len(full) and p.error is None and p.updates == 1
+    threading.Timer(0.3, release.set).start()
+    assert len(p.df) == len(full)  # ``df`` waits for the whole table
+    assert not p.job.thread.is_alive() and p.error is None and p.updates == 1
 
 
 def test_a_job_stopped_at_exit_ends_at_its_next_checkpoint():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import html
+import threading
 import time
 from typing import List, Optional
 
@@ -86,6 +87,15 @@ def placeholder(cfg: PanelConfig):
         return go.Figure([go.Scatter() for _ in range(experiments.TRACES[cfg.experiment])])
 
 
+def settled(panel: "Panel") -> "Panel":
+    """``panel``, once the measurement it runs in the background (a first request handed back at
+    its first paint, or a click) has drawn its whole answer; at once from that measurement's own thread."""
+    t = panel.job.thread
+    if t is not None and t is not threading.current_thread():
+        t.join()
+    return panel
+
+
 def first_request(panel: "Panel") -> None:
     """A panel's first answer. Live, a request that must be measured runs as a click does (in
     the background) and the panel is handed back once its first part is drawn, so the cell shows
@@ -140,7 +150,7 @@ class Panel:
     cfg = property(lambda self: self.controls_state.cfg, doc="the `PanelConfig` shown")
     live = property(lambda self: self.gpu.live, doc="the panel measures on this GPU now")
     state = property(lambda self: self.controls_state.state, doc="the values on screen")
-    df = property(lambda self: self.view.df, doc="the DataFrame on screen (None when the request failed)")
+    df = property(lambda self: settled(self).view.df, doc="the whole table on screen (waits for it; None: failed)")
     error = property(lambda self: self.view.error, doc="the message shown when the request failed")
     fig = property(lambda self: self.view.fig, doc="the FigureWidget")
     box = property(lambda self: self.view.box)
@@ -174,12 +184,12 @@ class Panel:
         return self.controls_state.neighbours()
 
     def results(self):
-        """The DataFrame on screen with its provenance columns (`PanelView.results`)."""
-        return self.view.results()
+        """The DataFrame on screen with its provenance columns (`PanelView.results`; waits while it is measured)."""
+        return settled(self).view.results()
 
     def to_csv(self, path=None):
-        """Write the numbers on screen and their provenance as CSV; returns the path."""
-        return self.view.to_csv(path)
+        """Write the numbers on screen and their provenance as CSV (waits while they are measured); returns the path."""
+        return settled(self).view.to_csv(path)
 
     def wait(self, timeout: Optional[float] = None) -> bool:
         """Block until a measurement started by a click is drawn; True when none runs any more."""
