@@ -17,7 +17,7 @@ import threading
 from dataclasses import asdict, dataclass
 from typing import Optional
 
-from .errors import ModeError
+from .errors import InvalidSpec, ModeError
 
 MODES = ("live", "recorded")
 
@@ -178,6 +178,25 @@ def variables(changes: dict, exclusive: bool = True):
             yield
         finally:
             _apply(saved)
+
+
+def seconds_setting(name: str, default: Optional[float], unlimited=()) -> Optional[float]:
+    """A number of seconds from environment variable ``name``: ``default`` when it is unset or
+    empty, None (no limit) when it is one of the words ``unlimited``, else a number > 0
+    (`labkit.InvalidSpec` naming the variable otherwise)."""
+    raw = os.environ.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in unlimited:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        rule = "must be a number of seconds > 0" + (f", or {unlimited[0]} (no limit)" if unlimited else "")
+        raise InvalidSpec(name, raw, rule)
+    return value
 
 
 def _apply(values: dict) -> None:

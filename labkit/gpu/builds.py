@@ -73,18 +73,9 @@ def compile_budget_s() -> Optional[float]:
     graph it autotunes before timing the plans it has: ``LABKIT_COMPILE_BUDGET_S`` if set (``none``
     or 0: wait for every plan, as ``python -m labkit fill`` and ``record`` do), else
     `INTERACTIVE_COMPILE_BUDGET_S`."""
-    raw = os.environ.get("LABKIT_COMPILE_BUDGET_S", "").strip().lower()
-    if not raw:
-        return INTERACTIVE_COMPILE_BUDGET_S
-    if raw in ("none", "0", "inf"):
-        return None
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise InvalidSpec("LABKIT_COMPILE_BUDGET_S", raw, "must be a number of seconds > 0, or none (wait for every plan)")
-    return value
+    from .. import env
+
+    return env.seconds_setting("LABKIT_COMPILE_BUDGET_S", INTERACTIVE_COMPILE_BUDGET_S, ("none", "0", "inf"))
 
 
 # ---- in the worker ------------------------------------------------------------------------------

@@ -5,7 +5,6 @@ holds, and the time each step may take (`step_budget_s`, seconds).
 """
 from __future__ import annotations
 
-import os
 from typing import List, Sequence, Tuple
 
 from ... import networks
@@ -40,16 +39,9 @@ KILL_GRACE_S = 15.0
 
 def step_budget_s() -> float:
     """A report step's budget in seconds: `STEP_BUDGET_S`, or ``LABKIT_STEP_BUDGET_S`` when set."""
-    raw = os.environ.get("LABKIT_STEP_BUDGET_S", "").strip()
-    if not raw:
-        return STEP_BUDGET_S
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise InvalidSpec("LABKIT_STEP_BUDGET_S", raw, "must be a number of seconds > 0")
-    return value
+    from ... import env
+
+    return env.seconds_setting("LABKIT_STEP_BUDGET_S", STEP_BUDGET_S)
 
 
 def network_of(net, batch, dtype, layout, image) -> networks.Network:
