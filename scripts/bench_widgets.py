@@ -84,25 +84,32 @@ def _values(panel, control, live: bool, per_control: int):
     return vals[:per_control]
 
 
-def bench(per_control: int = 8, panels=None, verbose: bool = True, pause: float = 0.0, condition=None):
-    """Rows of `COLUMNS`. ``pause``: seconds of idleness after every change (0: first visits,
-    prefetching off); ``condition``: the label of the run (default from ``pause``)."""
-    if not pause:
-        os.environ["LABKIT_PREFETCH"] = "0"
+def run_label(condition, pause: float):
+    """(labkit's mode, this run's condition label, the GPU): the GPU measured on (live) or the one
+    the recording was made on; the label defaults from ``pause``."""
     from labkit import env
-    from labkit.session import lessons
-    from labkit.present import widgets
-    from labkit.session.prefetch import PREFETCHER
 
     m = env.mode()
-    live = m.live
-    if live:
+    if m.live:
         gpu = env.environment().gpu_name
     else:
         from labkit.store import recordings
 
         gpu = recordings.current().metadata.get("gpu")
-    condition = condition or (f"after a {pause:g} s pause" if pause else "first visit")
+    return m, condition or (f"after a {pause:g} s pause" if pause else "first visit"), gpu
+
+
+def bench(per_control: int = 8, panels=None, verbose: bool = True, pause: float = 0.0, condition=None):
+    """Rows of `COLUMNS`. ``pause``: seconds of idleness after every change (0: first visits,
+    prefetching off); ``condition``: the label of the run (default from ``pause``)."""
+    if not pause:
+        os.environ["LABKIT_PREFETCH"] = "0"
+    from labkit.session import lessons
+    from labkit.present import widgets
+    from labkit.session.prefetch import PREFETCHER
+
+    m, condition, gpu = run_label(condition, pause)
+    live = m.live
 
     def between_changes():
         """A pause (the learner looks; the worker measures ahead), or forgetting every result."""
@@ -283,18 +290,9 @@ def first_cell(condition, pause: float):
 
     text = lessons.banner()
     ms = (time.perf_counter() - t0) * 1000
-    from labkit import env
-
-    m = env.mode()
-    if m.live:
-        gpu = env.environment().gpu_name
-    else:
-        from labkit.store import recordings
-
-        gpu = recordings.current().metadata.get("gpu")
+    m, condition, gpu = run_label(condition, pause)
     print(f"(first cell): {ms:.0f} ms; {str(text)[:120]}", flush=True)
-    return [dict(mode=m.name, condition=condition or (f"after a {pause:g} s pause" if pause else "first visit"), gpu=gpu,
-                 panel="(first cell)", control="(build)", value="", ahead=False, from_disk=False, graphs_built=0,
+    return [dict(mode=m.name, condition=condition, gpu=gpu, panel="(first cell)", control="(build)", value="", ahead=False, from_disk=False, graphs_built=0,
                  first_paint_ms=round(ms, 2), latency_ms=round(ms, 2))]
 
 

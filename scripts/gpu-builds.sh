@@ -14,13 +14,11 @@
 set -uo pipefail
 source scripts/gpu-lib.sh
 step_tests() {
-  LABKIT_MODE=live timeout -k 10 "$(limit tests)" python3 -m pytest -q -rfE --tb=short -p no:cacheprovider --durations=5 \
-    tests/test_builds_gpu.py > "$out/tests.log" 2>&1; grep -E "^E |passed|failed|Error" "$out/tests.log" | tail -n 40 | tee -a "$log"
+  live_pytest tests tests.log tests/test_builds_gpu.py
 }
 step_panels() {
-  LABKIT_MODE=live timeout -k 10 "$(limit panels)" python3 -m pytest -q -rfE --tb=short -p no:cacheprovider --durations=5 \
-    tests/test_localcache_gpu.py tests/test_prefetch_gpu.py tests/test_panel_parts.py tests/test_experiments_gpu.py \
-    > "$out/panels.log" 2>&1; grep -E "^E |passed|failed|Error" "$out/panels.log" | tail -n 40 | tee -a "$log"
+  live_pytest panels panels.log tests/test_localcache_gpu.py tests/test_prefetch_gpu.py tests/test_panel_parts.py \
+    tests/test_experiments_gpu.py
   d=$(mktemp -d); LABKIT_MODE=live LABKIT_CACHE=$d timeout -k 10 120 python3 scripts/probe_panel_build.py \
     algorithms workspace_sizes fusion > "$out/probe_panel_build.log" 2>&1; grep -E "==|warm" "$out/probe_panel_build.log" | tee -a "$log"
 }
@@ -32,8 +30,7 @@ step_bench() {
   timeout -k 10 "$(limit bench)" python3 scripts/bench_builds.py --workers 0,8 --out "$out/builds_$slug.csv" 2>&1 | tail -n 30 | tee -a "$log"
 }
 step_report() {
-  LABKIT_MODE=live timeout -k 10 "$(limit report)" python3 -m pytest -q -rfE --tb=short -p no:cacheprovider --durations=5 \
-    tests/test_report_gpu.py tests/test_isolated.py > "$out/report.log" 2>&1; grep -E "^E |passed|failed|Error|^[0-9.]+s call" "$out/report.log" | tail -n 30 | tee -a "$log"
+  live_pytest report report.log tests/test_report_gpu.py tests/test_isolated.py
 }
 step_fusion() {
   LABKIT_MODE=live timeout -k 10 "$(limit fusion)" python3 scripts/probe_slow_changes.py fusion > "$out/fusion.log" 2>&1

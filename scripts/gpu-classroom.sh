@@ -9,9 +9,7 @@
 set -uo pipefail
 source scripts/gpu-lib.sh
 step_tests() {
-  LABKIT_MODE=live timeout -k 10 "$(limit tests)" python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider --durations=5 \
-    tests/test_classroom_gpu.py tests/test_gpu_lock.py tests/test_shared_recording.py > "$out/tests.log" 2>&1
-  grep -E "^E |passed|failed|Error|SKIP" "$out/tests.log" | tail -n 40 | tee -a "$log"
+  live_pytest tests tests.log -rfEs tests/test_classroom_gpu.py tests/test_gpu_lock.py tests/test_shared_recording.py
 }
 step_bench() {
   cp "data/bench/classroom_$slug.csv" "$out/" 2>/dev/null

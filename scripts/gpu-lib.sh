@@ -1,6 +1,7 @@
 # Sourced by the scripts/gpu-*.sh step runners on the GPU host (device tool, carry .whl):
 # installs the wheel kit, sets $out (the device's $OUT, else /tmp), $log, $slug (the GPU's slug),
-# limit STEP (STEP_TIMEOUT, default 300 s, or <STEP>_TIMEOUT) and run_steps DEFAULT_STEPS [STEP...].
+# limit STEP (STEP_TIMEOUT, default 300 s, or <STEP>_TIMEOUT), live_pytest STEP LOG [ARGS...] and
+# run_steps DEFAULT_STEPS [STEP...].
 source .whl/setup.sh > "${OUT:-/tmp}/setup.log" 2>&1 || { cat "${OUT:-/tmp}/setup.log"; exit 1; }
 # the kit installs with --no-compile; pip compiles bytecode by default, so a learner's install has
 # it: without it every first import compiles sources (0.75 s of plotly's alone), 2 s for the kit
@@ -10,6 +11,16 @@ log="$out/$(basename "$0" .sh).log"
 slug=$(python3 -c "from labkit import env; print(env.gpu_slug(env.environment().gpu_name))")
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader | tee -a "$log"
 limit() { local v="${1^^}_TIMEOUT"; echo "${!v:-${STEP_TIMEOUT:-300}}"; }
+# live_pytest STEP LOG [PYTEST ARGS... FILES...]: pytest in live mode under STEP's limit (-q -rfE
+# --tb=short --durations=5; ARGS may override them), the whole output in $out/LOG; its failures,
+# skips, slowest calls and summary line in $log.
+live_pytest() {
+  local step="$1" file="$out/$2"
+  shift 2
+  LABKIT_MODE=live timeout -k 10 "$(limit "$step")" python3 -m pytest -q -rfE --tb=short -p no:cacheprovider --durations=5 \
+    "$@" > "$file" 2>&1
+  grep -E "^E |passed|failed|Error|SKIP|^[0-9.]+s call" "$file" | tail -n 40 | tee -a "$log"
+}
 # run_steps DEFAULT_STEPS [STEP...]: run each STEP named (none named: the space-separated
 # DEFAULT_STEPS) as the caller's shell function step_<STEP>, in order, each under a "== STEP (time)"
 # line in $log, then "== done (time)". A step with no such function only gets its line.

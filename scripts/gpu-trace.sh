@@ -26,8 +26,7 @@ print('engines', buildlog.engines(got['frontend'])[:12])
 " > "$out/buildlog.log" 2>&1; echo "rc $?" >> "$out/buildlog.log"; tail -n 120 "$out/buildlog.log" | cut -c1-200 | tee -a "$log"
 }
 step_tests() {
-  LABKIT_MODE=live timeout -k 10 "$(limit tests)" python3 -m pytest -q -rfE --tb=short -p no:cacheprovider --durations=8 \
-    tests/test_trace_gpu.py tests/test_workspace_gpu.py > "$out/tests.log" 2>&1; grep -E "^E |passed|failed|Error|s call" "$out/tests.log" | tail -n 40 | tee -a "$log"
+  live_pytest tests tests.log --durations=8 tests/test_trace_gpu.py tests/test_workspace_gpu.py
 }
 step_slow() {
   LABKIT_MODE=live timeout -k 10 "$(limit slow)" python3 scripts/probe_slow_changes.py report > "$out/slow.log" 2>&1

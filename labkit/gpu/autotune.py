@@ -165,7 +165,7 @@ class Tuned:
     GPU time measured in this call, ``plans_timed`` how many plans the autotune that found it timed,
     ``seconds`` the wall time of this call (a load and one timing, or a build and a full autotune),
     ``tune`` the full `TuneResult` when it was autotuned here (None when loaded), ``plans_cut``
-    how many plans the build budget left unbuilt (still compiling: not timed, so the winner is
+    how many plans the build's budgets left unbuilt (still compiling: not timed, so the winner is
     the fastest of the others and is not saved)."""
 
     graph: object

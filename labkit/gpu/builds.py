@@ -13,8 +13,8 @@ deserializes it in milliseconds. While the workers compile, this process builds 
 taking the jobs no worker has started; only building is parallel, timing stays in this process.
 
 A build with a compile budget (an interactive request: `compile_budget_s`) builds every
-precompiled plan, takes the runtime-compiled plans whose compiles finished in time and cuts the rest; a compile already running in a worker goes on, and
-its plan is kept (`_late`) for the next build of the same graph, which then takes it in
+precompiled plan, takes the runtime-compiled plans whose compiles finished in time and cuts the
+rest; a compile already running in a worker goes on, and its plan is kept (`_late`) for the next build of the same graph, which then takes it in
 milliseconds ("measure again" once it is done). Such a build never compiles here (a single
 compile took 21 s: a fused graph at C=K=128 on the H200).
 
@@ -428,10 +428,12 @@ def _collect(cg, job: Job, budget: Budget, why_not: dict, remote: dict, workers:
         except concurrent.futures.TimeoutError:
             checkpoint()
             if budget.over:
-                if not job.future.cancel():  # a worker compiles it now: the next build of this graph takes it
+                if job.future.cancel():  # no worker had taken it yet
+                    why_not[job.index] = f"cut: not compiled when the budget ({budget.what}, {budget.spent:.1f} s) was spent"
+                else:  # a worker compiles it now: the next build of this graph takes it
                     _keep_late(cg, job)
-                why_not[job.index] = (f"cut: still compiling after {budget.spent:.1f} s ({budget.what}; runtime-compiled: "
-                                      "a worker finishes it for the next build)")
+                    why_not[job.index] = (f"cut: still compiling after {budget.spent:.1f} s ({budget.what}; "
+                                          "runtime-compiled: a worker finishes it for the next build)")
                 return
         except Exception:  # noqa: BLE001  (the worker failed, died, hung or declined: built here, for cuDNN's own reason)
             value = None

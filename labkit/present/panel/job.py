@@ -88,18 +88,15 @@ class MeasurementJob:
         """Stop the background request at its next checkpoint and wait for it (at most ``timeout``
         seconds: a cuDNN call in flight is not interrupted)."""
         self.next_generation()
+        self.wait(timeout)
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        """Block until the background measurement is drawn (at most ``timeout`` seconds; at once
+        from that measurement's own thread); True when none is running any more."""
         t = self.thread
         if t is not None and t is not threading.current_thread():
             t.join(timeout)
-
-    def wait(self, timeout: Optional[float] = None) -> bool:
-        """Block until a measurement started by a click is drawn (at most ``timeout`` seconds);
-        True when none is running any more."""
-        t = self.thread
-        if t is not None:
-            t.join(timeout)
-            return not t.is_alive()
-        return True
+        return t is None or not t.is_alive()
 
     # ---- one measurement ----------------------------------------------------------------------------
     def begin(self, generation: int) -> None:

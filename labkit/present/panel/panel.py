@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime
 import html
-import threading
 import time
 from typing import List, Optional
 
@@ -89,10 +88,8 @@ def placeholder(cfg: PanelConfig):
 
 def settled(panel: "Panel") -> "Panel":
     """``panel``, once the measurement it runs in the background (a first request handed back at
-    its first paint, or a click) has drawn its whole answer; at once from that measurement's own thread."""
-    t = panel.job.thread
-    if t is not None and t is not threading.current_thread():
-        t.join()
+    its first paint, or a click) has drawn its whole answer (`MeasurementJob.wait`)."""
+    panel.job.wait()
     return panel
 
 
