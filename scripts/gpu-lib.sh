@@ -4,8 +4,9 @@
 # run_steps DEFAULT_STEPS [STEP...].
 source .whl/setup.sh > "${OUT:-/tmp}/setup.log" 2>&1 || { cat "${OUT:-/tmp}/setup.log"; exit 1; }
 # the kit installs with --no-compile; pip compiles bytecode by default, so a learner's install has
-# it: without it every first import compiles sources (0.75 s of plotly's alone), 2 s for the kit
-python3 -m compileall -q -j 0 .whl/site > /dev/null 2>&1 || true
+# it: without it every first import compiles sources (0.75 s of plotly's alone), 2 s for the kit;
+# labkit's own bytecode as `make setup` compiles it (0.5 s of a first cell's import otherwise)
+python3 -m compileall -q -j 0 .whl/site labkit > /dev/null 2>&1 || true
 out="${OUT:-/tmp}"
 log="$out/$(basename "$0" .sh).log"
 slug=$(python3 -c "from labkit import env; print(env.gpu_slug(env.environment().gpu_name))")

@@ -15,14 +15,24 @@ import time
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--read", type=float, default=0.0, help="seconds between the first cell and the first panel")
+    ap.add_argument("--cell-profile", action="store_true", help="the first cell under cProfile too")
     ap.add_argument("panels", nargs="*", default=["algorithms", "network_report"])
     args = ap.parse_args(argv)
+    cell = cProfile.Profile() if args.cell_profile else None
     t0 = time.perf_counter()
-    from labkit import lessons, widgets  # noqa: F401  (the lesson's first cell)
+    if cell:
+        cell.enable()
+    import labkit  # noqa: F401  (the lesson's first cell)
+    from labkit import check, lessons, widgets  # noqa: F401
     from labkit.session import warmup
 
+    t1 = time.perf_counter()
     lessons.banner()
-    print(f"== first cell: {(time.perf_counter() - t0) * 1000:.0f} ms", flush=True)
+    if cell:
+        cell.disable()
+    print(f"== first cell: {(time.perf_counter() - t0) * 1000:.0f} ms (imports {(t1 - t0) * 1000:.0f} ms)", flush=True)
+    if cell:
+        _print_profile(cell, 40)
     time.sleep(args.read)
     print(f"   warm-up after {args.read:g} s of reading: {warmup.seconds}", flush=True)
     for name in args.panels:
@@ -35,10 +45,14 @@ def main(argv=None):
         prof.disable()
         took = (time.perf_counter() - t0) * 1000
         print(f"== {name}: shown at {shown:.0f} ms, whole at {took:.0f} ms; {p.status.value[-160:]}", flush=True)
-        out = io.StringIO()
-        pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(28)
-        print("\n".join(line for line in out.getvalue().splitlines() if line.strip())[:6000])
+        _print_profile(prof, 28)
     print(f"   warm-up at the end: {warmup.seconds}")
+
+
+def _print_profile(prof, lines):
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(lines)
+    print("\n".join(line for line in out.getvalue().splitlines() if line.strip())[:8000], flush=True)
 
 
 if __name__ == "__main__":

@@ -253,3 +253,14 @@ def test_workspace_sizes_says_when_compiles_were_left_out():
     df["plans_cut"] = 0
     df.loc[df.index[0], "plans_cut"] = 3
     assert "3 runtime-compiled plans still compiling" in notes(experiments.CHARTS["workspace_sizes"](df))
+
+
+def test_new_figure_has_the_workbook_template_and_leaves_plotlys_default_alone():
+    import plotly.io as pio
+
+    before = pio.templates.default
+    want = pio.templates[plots.TEMPLATE]
+    for fig in (plots.new_figure(), plots.new_figure(rows=2, cols=2)):
+        assert fig.layout.template == want
+    assert pio.templates.default == before
+    assert plots.new_figure(rows=1, cols=3).layout.xaxis3 is not None

@@ -39,6 +39,21 @@ def test_a_trace_names_every_kernel_of_a_plan_with_its_role_and_launch():
     assert df.attrs["traced"] and df.attrs["dropped"] == 0
 
 
+def test_keep_from_now_drops_the_warm_up_pass_records():
+    x = cupy.zeros(1 << 20, dtype=cupy.float32)
+    cupy.cuda.get_current_stream().synchronize()
+    with trace.Tracer("warm-up, then kept") as t:
+        x += 1  # the warm-up: dropped
+        cupy.cuda.get_current_stream().synchronize()
+        t.keep_from_now()
+        x *= 2
+        x *= 3
+        cupy.cuda.get_current_stream().synchronize()
+    kernels = t.frame().query("kind == 'kernel'")
+    assert len(kernels) == 2 and kernels.name.str.contains("multiply").all(), kernels.name.tolist()
+    assert float(x[0]) == 6.0
+
+
 def test_kernel_counts_per_plan_match_torch_profiler():
     """Every plan of the base convolution: CUPTI's count per call equals torch.profiler's."""
     torch = pytest.importorskip("torch")

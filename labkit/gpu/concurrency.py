@@ -58,8 +58,10 @@ def _stream_batch(cg, plan, ops, outs, ws_ptr, stream):
 def scratchpad_race(shared: bool, launch: str = "graph", spec: ConvSpec = RACE_SPEC, streams: int = 2,
                     convs_per_launch: int = 64, min_runs: int = 1000, seed: int = 0, tracer=None) -> RaceResult:
     """Run the race and count corrupted outputs. ``shared``: one workspace for all streams.
-    ``tracer``: a `labkit.gpu.trace.Tracer` factory; the first round's launches run under it and
-    its frame is the result's ``trace`` (a separate, traced run: counts from it are labelled so)."""
+    ``tracer``: a `labkit.gpu.trace.Tracer` factory; the first round's launches run under it, after
+    one launch under it that is not kept (`labkit.gpu.trace.Tracer.keep_from_now`: CUPTI's set-up
+    of each kernel would delay the first stream's launch past the others'), and its frame is the
+    result's ``trace`` (a separate, traced run: counts from it are labelled so)."""
     if launch not in LAUNCHES:
         raise InvalidSpec("launch", launch, f"must be one of {', '.join(LAUNCHES)}")
     for name, v, lo in (("streams", streams, 2), ("convs_per_launch", convs_per_launch, 1), ("min_runs", min_runs, 1)):
@@ -99,22 +101,33 @@ def scratchpad_race(shared: bool, launch: str = "graph", spec: ConvSpec = RACE_S
         worst = 0.0
         tol = reference.tolerance_for(spec)
         traced = None
-        for r in range(rounds):
-            checkpoint()
+
+        def mark_unwritten():
             for i, s in enumerate(strs):
                 with s:
                     outs[i].view(cupy.uint8)[...] = 0xFF
                 s.synchronize()
+
+        def launch_round():
+            if graphs is not None:
+                for g, s in zip(graphs, strs):
+                    g.launch(s)
+            else:
+                for j in range(convs_per_launch):
+                    for b in batches:
+                        b[j].run()
+            for s in strs:
+                s.synchronize()
+
+        for r in range(rounds):
+            checkpoint()
             with (tracer() if tracer is not None and r == 0 else contextlib.nullcontext()) as t:
-                if graphs is not None:
-                    for g, s in zip(graphs, strs):
-                        g.launch(s)
-                else:
-                    for j in range(convs_per_launch):
-                        for b in batches:
-                            b[j].run()
-                for s in strs:
-                    s.synchronize()
+                if t is not None:  # CUPTI sets up each kernel at its first launch under a tracer: not kept
+                    launch_round()
+                mark_unwritten()
+                if t is not None:
+                    t.keep_from_now()
+                launch_round()
             if t is not None:
                 traced = t.frame()
             for i in range(streams):

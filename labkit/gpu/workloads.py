@@ -154,15 +154,21 @@ def run_all(workload: str, repeats: int = 20, strategies=BENCH_STRATEGIES):
     return pd.DataFrame(rows)
 
 
-def traced_pass(strategy_name: str, options: dict, workload: str = "one_conv", calls: int = 8) -> tuple:
+def traced_pass(strategy_name: str, options: dict, workload: str = "one_conv", calls: int = 8,
+                passes: int = 5) -> tuple:
     """The first ``calls`` calls of ``workload`` under one strategy, in steady state (one untraced
-    warm-up pass first), three times: untraced (``gpu_us``: two events around the pass;
-    ``host_us``: the host's wall time), traced with device records only, and traced with API calls
-    too (`labkit.gpu.trace`). Returns (row, the last pass's trace frame). From the device-only
-    pass (CUPTI's host cost is mostly per API call: the least distorted gaps): ``busy_us`` (device
-    time, overlaps once) and ``idle_share`` (share of the pass's device span in which the GPU
-    waited); ``idle_share_api`` the same for the returned pass (its gaps include CUPTI's host
-    time). Microseconds."""
+    warm-up pass first): untraced (``gpu_us``: two events around a pass; ``host_us``: the host's
+    wall time), traced with device records only, and traced with API calls too
+    (`labkit.gpu.trace`). Each tracer first runs a warm-up pass that is not kept
+    (`trace.Tracer.keep_from_now`: the first pass under a tracer pays CUPTI's set-up of each
+    kernel). Untraced and device-only: ``passes`` passes each, medians (a pass of 8 calls lasts
+    about half a millisecond, and one pass's gaps vary with the host). Returns (row, the traced
+    pass with API calls: the timeline). From the device-only passes (CUPTI's host cost is mostly
+    per API call: the least distorted gaps): ``busy_us`` (device time, overlaps once) and
+    ``idle_share`` (share of a pass's device span in which the GPU waited); ``idle_share_api`` the
+    same for the returned pass (its gaps include CUPTI's host time). Microseconds."""
+    import statistics
+
     import cupy
 
     from . import engine, trace, workspace
@@ -176,33 +182,45 @@ def traced_pass(strategy_name: str, options: dict, workload: str = "one_conv", c
     runner = Runner(strategy, fallback=True)
     stream = runner.stream
     row = dict(workload=workload, strategy=strategy.describe(), calls=len(seq))
+    passes = max(1, int(passes))
+
+    def one_pass():
+        for spec in seq:
+            runner.run(spec)
+        stream.synchronize()
+
+    def traced(label, api, n):
+        with trace.Tracer(label, api=api) as t:
+            one_pass()  # CUPTI's set-up of each kernel: not kept
+            t.keep_from_now()
+            for _ in range(n):
+                t.mark()
+                one_pass()
+            t.mark()
+        return t.frame()
+
     try:
         with annotate(f"strategy {row['strategy']}: traced pass", "strategy"):
             for spec in dict.fromkeys(seq):
                 engine.get_graph(spec)
                 runner.operands(spec)
-            for spec in seq:  # warm-up: first allocations, bindings
-                runner.run(spec)
-            stream.synchronize()
-            start, end = cupy.cuda.Event(), cupy.cuda.Event()
-            start.record(stream)
-            t0 = time.perf_counter()
-            for spec in seq:
-                runner.run(spec)
-            host_us = (time.perf_counter() - t0) * 1e6
-            end.record(stream)
-            end.synchronize()
-            row.update(gpu_us=cupy.cuda.get_elapsed_time(start, end) * 1000, host_us=host_us)
-            with trace.Tracer(f"{row['strategy']}: device records only", api=False) as quiet:
+            one_pass()  # warm-up: first allocations, bindings
+            gpu, host = [], []
+            for _ in range(passes):
+                start, end = cupy.cuda.Event(), cupy.cuda.Event()
+                start.record(stream)
+                t0 = time.perf_counter()
                 for spec in seq:
                     runner.run(spec)
-                stream.synchronize()
-            with trace.Tracer(f"{row['strategy']}: {len(seq)} calls of {workload}") as t:
-                for spec in seq:
-                    runner.run(spec)
-                stream.synchronize()
-        df, dev = t.frame(), quiet.frame()
-        row.update(busy_us=trace.busy_us(dev), idle_share=trace.idle_share(dev), idle_share_api=trace.idle_share(df),
+                host.append((time.perf_counter() - t0) * 1e6)
+                end.record(stream)
+                end.synchronize()
+                gpu.append(cupy.cuda.get_elapsed_time(start, end) * 1000)
+            row.update(gpu_us=statistics.median(gpu), host_us=statistics.median(host))
+            dev = trace.between_marks(traced(f"{row['strategy']}: device records only", False, passes))
+            df = traced(f"{row['strategy']}: {len(seq)} calls of {workload}", True, 1)
+        row.update(busy_us=statistics.median(trace.busy_us(d) for d in dev),
+                   idle_share=statistics.median(trace.idle_share(d) for d in dev), idle_share_api=trace.idle_share(df),
                    dropped=df.attrs.get("dropped", 0), status="ok", reason="")
     except LabkitError as exc:
         row.update(status=type(exc).__name__, reason=str(exc)[:300])

@@ -4,7 +4,8 @@ what the first panel of a fresh kernel would otherwise wait for: importing panda
 figure classes and template, and its FigureWidget class (plotly's renderers, nbformat and
 jsonschema: 2.2 s of a 2.4 s first panel on a 2-core CPU machine; 1.6 s and 0.7 s for plotly and
 pandas on the GPU host), and live, the CUDA context and the
-cuDNN handle (loading cuDNN's engine libraries). A step that fails is skipped: the panel that
+cuDNN handle (loading cuDNN's engine libraries), and cupyx (which CuPy imports at the first
+random array a panel makes: 0.8 s on the GPU host, with scipy). A step that fails is skipped: the panel that
 needs it does it (and reports any error) itself. `seconds` says how long each step took.
 """
 from __future__ import annotations
@@ -41,6 +42,7 @@ def _gpu() -> None:
 
     frontend.handle_for()  # the CUDA context, and cuDNN's libraries loaded for a handle
     cudnn_library.cudnn_version()  # the classic API's binding (lesson 01's first panel)
+    import cupyx  # noqa: F401  (CuPy imports it at a first random array: cupyx.linalg, cupyx.scipy, scipy.sparse: 0.8 s)
 
 
 def _run(live: bool) -> None:

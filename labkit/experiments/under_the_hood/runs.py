@@ -33,7 +33,8 @@ def _kernel_rows(dev, calls: int, **tags) -> list:
 
 
 def _traced(fn, calls: int, stream, label: str):
-    """``fn`` run ``calls`` times under a tracer (after one untraced warm-up call): its device rows."""
+    """``fn`` run ``calls`` times under a tracer (after one untraced warm-up call, and one traced
+    call that is not kept: CUPTI's set-up of each kernel): its device rows."""
     from ...gpu import trace
 
     with stream:
@@ -41,6 +42,9 @@ def _traced(fn, calls: int, stream, label: str):
     stream.synchronize()
     with trace.Tracer(label) as t:
         with stream:
+            fn()
+            stream.synchronize()
+            t.keep_from_now()
             for _ in range(calls):
                 fn()
         stream.synchronize()

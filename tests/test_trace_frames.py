@@ -1,0 +1,29 @@
+"""Reading a trace frame (`labkit.gpu.trace`, no GPU): times relative to the first record, marks
+on the same axis, passes cut at the marks, busy time and idle share of each."""
+import pytest
+
+from labkit.gpu import trace
+
+
+def _kernel(start_ns, end_ns, stream=7):
+    return dict(kind="kernel", start_ns=start_ns, end_ns=end_ns, correlation_id=1, stream_id=stream,
+                raw_name="xmma_gemm_kernel", grid="1x1x1", block="128x1x1", graph_id=0)
+
+
+def test_marks_cut_a_frame_into_passes_with_their_own_idle_share():
+    # pass 1: two kernels of 10 us with a 10 us gap; pass 2: two kernels back to back
+    rows = [_kernel(1_000_000, 1_010_000), _kernel(1_020_000, 1_030_000),
+            _kernel(1_100_000, 1_110_000), _kernel(1_110_000, 1_120_000)]
+    df = trace.to_frame(rows, "two passes", marks_ns=[999_000, 1_050_000, 1_200_000])
+    assert df.attrs["marks_us"] == [-1.0, 50.0, 200.0]
+    first, second = trace.between_marks(df)
+    assert len(first) == 2 and len(second) == 2
+    assert trace.busy_us(first) == pytest.approx(20.0) and trace.idle_share(first) == pytest.approx(1 / 3)
+    assert trace.idle_share(second) == pytest.approx(0.0)
+    assert set(df.role) == {"main convolution"} and set(df.row) == {"stream 1"}
+
+
+def test_a_frame_without_marks_has_no_passes():
+    df = trace.to_frame([_kernel(0, 5_000)], "one kernel")
+    assert df.attrs["marks_us"] == [] and trace.between_marks(df) == []
+    assert trace.to_frame([], "empty").attrs["marks_us"] == []
