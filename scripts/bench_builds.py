@@ -32,9 +32,9 @@ def child(batches) -> None:
     t0 = time.perf_counter()
     from labkit import experiments
     from labkit.signals import progress
-    from labkit.gpu import builds, engine
+    from labkit.gpu import build_pool, engine
 
-    pool = builds.start_workers()
+    pool = build_pool.start_workers()
     if pool is not None:
         while len(pool.pids()) < pool.size and time.perf_counter() - t0 < 120:
             time.sleep(0.05)

@@ -39,8 +39,8 @@ step_fusion() {
 step_memory() {  # GPU memory of this process and its build workers, once they are up
   LABKIT_MODE=live timeout -k 10 "$(limit memory)" python3 -c "
 import subprocess, time
-from labkit.gpu import builds
-p = builds.start_workers(); t0 = time.time()
+from labkit.gpu import build_pool
+p = build_pool.start_workers(); t0 = time.time()
 while len(p.pids()) < p.size and time.time() - t0 < 60: time.sleep(0.1)
 time.sleep(2)
 print(subprocess.run(['nvidia-smi', '--query-compute-apps=pid,used_memory', '--format=csv,noheader'], capture_output=True, text=True).stdout)

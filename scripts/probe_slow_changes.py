@@ -19,9 +19,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def workers_up():
-    from labkit.gpu import builds
+    from labkit.gpu import build_pool
 
-    pool = builds.start_workers()
+    pool = build_pool.start_workers()
     t0 = time.perf_counter()
     while pool is not None and len(pool.pids()) < pool.size and time.perf_counter() - t0 < 60:
         time.sleep(0.05)

@@ -49,3 +49,9 @@ def die_building(*job):
 def hang_building(*job):
     """A build worker that never finishes its plan."""
     time.sleep(3600)
+
+
+def slow_build(spec_fields, epilogue, workspace_cap, index, name, seconds=0.8):
+    """Stands in for `labkit.gpu.build_pool.build_remote` in a CPU test of the pool's queue."""
+    time.sleep(seconds)
+    return dict(index=index, name=name, seconds=seconds)

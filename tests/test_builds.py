@@ -2,33 +2,33 @@
 import pytest
 
 from labkit import InvalidSpec
-from labkit.gpu import builds
+from labkit.gpu import build_pool, builds
 
 
 @pytest.mark.parametrize("raw, want", [("0", 0), ("3", 3), (" 2 ", 2)])
 def test_labkit_build_workers_sets_the_count(monkeypatch, raw, want):
     monkeypatch.setenv("LABKIT_BUILD_WORKERS", raw)
-    assert builds.default_workers() == want
+    assert build_pool.default_workers() == want
 
 
 @pytest.mark.parametrize("raw", ["two", "-1", "1.5"])
 def test_a_bad_labkit_build_workers_is_named(monkeypatch, raw):
     monkeypatch.setenv("LABKIT_BUILD_WORKERS", raw)
     with pytest.raises(InvalidSpec, match="LABKIT_BUILD_WORKERS"):
-        builds.default_workers()
+        build_pool.default_workers()
 
 
 def test_the_default_leaves_a_core_free_and_stops_at_eight(monkeypatch):
     monkeypatch.delenv("LABKIT_BUILD_WORKERS", raising=False)
-    monkeypatch.setattr(builds.os, "cpu_count", lambda: 2)
-    assert builds.default_workers() == 1
-    monkeypatch.setattr(builds.os, "cpu_count", lambda: 64)
-    assert builds.default_workers() == builds.MAX_WORKERS
+    monkeypatch.setattr(build_pool.os, "cpu_count", lambda: 2)
+    assert build_pool.default_workers() == 1
+    monkeypatch.setattr(build_pool.os, "cpu_count", lambda: 64)
+    assert build_pool.default_workers() == build_pool.MAX_WORKERS
 
 
 def test_zero_workers_means_no_pool(monkeypatch):
     monkeypatch.setenv("LABKIT_BUILD_WORKERS", "0")
-    assert builds.pool() is None
+    assert build_pool.pool() is None
     assert builds.ahead([]) == 0
 
 
@@ -56,3 +56,27 @@ def test_fill_and_record_wait_for_every_plan_unless_told_otherwise(monkeypatch):
     monkeypatch.setenv("LABKIT_COMPILE_BUDGET_S", "7")
     with record.every_plan():
         assert builds.compile_budget_s() == 7.0
+
+
+def test_a_spent_requests_queued_compiles_are_cancelled_with_their_batch_and_others_run():
+    """Real worker processes, a stand-in build: one worker; a request's first job runs, its other
+    two are cancelled together (`cancel_queued`), and an older request's job still runs."""
+    import time
+
+    pool = build_pool.BuildPool(1)
+    pool.target = "isolated_steps:slow_build"
+    try:
+        older, request = pool.batch(), pool.batch()
+        mine = [pool.submit(build_pool.Job({}, "none", None, i, f"plan{i}"), request) for i in range(3)]
+        theirs = pool.submit(build_pool.Job({}, "none", None, 9, "plan9"), older)
+        t0 = time.monotonic()
+        while not mine[0].future.running() and time.monotonic() - t0 < 60:
+            time.sleep(0.02)
+        assert mine[0].future.running()  # the newest batch first
+        assert pool.cancel_queued(request) == 2
+        assert [j.future.cancelled() for j in mine] == [False, True, True]
+        assert mine[0].future.result(timeout=60)["index"] == 0
+        assert theirs.future.result(timeout=60)["index"] == 9
+        assert pool.cancel_queued(request) == 0
+    finally:
+        pool.close()

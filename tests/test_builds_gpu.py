@@ -16,7 +16,7 @@ cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed:
 
 from labkit import ConvSpec  # noqa: E402
 from labkit.signals.cancel import Budget  # noqa: E402
-from labkit.gpu import builds, engine, verify  # noqa: E402
+from labkit.gpu import build_pool, builds, engine, verify  # noqa: E402
 
 #: graphs with several runtime-compiled plans on the H100 and H200 (scripts/probe_build_costs.py):
 #: fp8 fprop (eng4_k24 variants, eng2) and a 16-bit dgrad (eng78)
@@ -26,7 +26,7 @@ SPECS.append(ConvSpec(N=4, C=32, H=20, W=20, K=48, R=3, S=3, padding=1, dtype="b
 
 @pytest.fixture(scope="module")
 def pool():
-    p = builds.pool()
+    p = build_pool.pool()
     if p is None:
         pytest.skip("LABKIT_BUILD_WORKERS=0 or a daemonic process: no build workers")
     p.start()
@@ -65,7 +65,7 @@ def test_a_worker_that_dies_or_hangs_is_replaced_and_its_plan_built_here(pool, m
     here = engine.ConvGraph(spec, parallel=False)
     faults = pool.stats.worker_faults
     monkeypatch.setattr(pool, "target", f"isolated_steps:{fault}")
-    monkeypatch.setattr(builds, "PLAN_BUDGET_S", 3.0)
+    monkeypatch.setattr(build_pool, "PLAN_BUDGET_S", 3.0)
     t0 = time.perf_counter()
     cg = engine.ConvGraph(spec)
     took = time.perf_counter() - t0
@@ -103,10 +103,10 @@ def test_no_worker_outlives_a_killed_parent(tmp_path):
     script = tmp_path / "parent.py"
     script.write_text(textwrap.dedent("""
         import time
-        from labkit.gpu import builds
+        from labkit.gpu import build_pool
 
         if __name__ == "__main__":  # spawned workers import this file again
-            p = builds.pool(); p.start()
+            p = build_pool.pool(); p.start()
             t0 = time.time()
             while len(p.pids()) < p.size and time.time() - t0 < 60:
                 time.sleep(0.2)
@@ -192,3 +192,24 @@ def test_fusion_waits_for_compiles_only_within_its_budget(pool, monkeypatch):
     monkeypatch.setenv("LABKIT_COMPILE_BUDGET_S", "none")
     full = experiments.fusion(spec=spec.replace(N=25))
     assert (full[full.path == "fused, autotuned"].plans_cut == 0).all()
+
+
+def test_a_spent_compile_budget_starts_no_more_compiles_of_its_request(pool):
+    """Lesson 01's workspace sizes: every variant's compiles queued at once (`ahead`), one compile
+    budget for all. Once it is spent, the request's compiles no worker has started are cancelled
+    and the later graphs cut theirs without starting them: the workers are left with at most the
+    compiles they were running (they kept the next panel's first paint waiting 17.5 s)."""
+    specs = [s.replace(N=n) for n in (21, 22) for s in SPECS]  # new shapes: compiles of seconds
+    queued = builds.ahead([(s, "none", None) for s in specs])
+    assert queued > pool.size, f"{queued} compiles queued for {pool.size} workers: nothing to cancel"
+    compiles = Budget(0.3, "compiling the variants' plans")
+    graphs = [engine.get_graph(s, compile_budget_s=compiles.left) for s in specs]
+    assert all(g.runnable for g in graphs)
+    cut = [p for g in graphs for p in g.plans if p.error.startswith("cut")]
+    assert cut, "a 0.3 s compile budget over new fp8 and dgrad shapes cut nothing"
+    assert any("compile budget" in p.error and "was spent" in p.error for p in cut), [p.error for p in cut][:4]
+    late = [j for s in specs for j in builds.late_compiles(s, "none", None).values()]
+    assert len(late) <= pool.size, f"{len(late)} compiles left running for {pool.size} workers"
+    for g in graphs:
+        compiled = set(builds.runtime_compiled(g.graph, len(g.plans)))
+        assert {p.index for p in g.plans if p.error.startswith("cut")} <= compiled, "a precompiled plan was cut"

@@ -88,7 +88,7 @@ def workspace_sizes(spec: ConvSpec = BASE):
         row = dict(dtype=d, layout=lay, direction=direction)
         try:
             s = specs.get((d, lay, direction)) or spec.replace(dtype=d, layout=lay, direction=direction)
-            cg = engine.get_graph(s, compile_budget_s=None if compiles is None else max(0.05, compiles.left))
+            cg = engine.get_graph(s, compile_budget_s=None if compiles is None else compiles.left)
             ws = [p.workspace_bytes for p in cg.runnable]
             row.update(plans=len(ws), heuristic_workspace_bytes=cg.default_plan.workspace_bytes,
                        min_workspace_bytes=min(ws), max_workspace_bytes=max(ws), plans_cut=int(cg.build_cut),

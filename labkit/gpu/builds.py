@@ -16,7 +16,11 @@ A build with a compile budget (an interactive request: `compile_budget_s`) build
 precompiled plan, takes the runtime-compiled plans whose compiles finished in time and cuts the
 rest; a compile already running in a worker goes on, and its plan is kept (`_late`) for the next build of the same graph, which then takes it in
 milliseconds ("measure again" once it is done). Such a build never compiles here (a single
-compile took 21 s: a fused graph at C=K=128 on the H200).
+compile took 21 s: a fused graph at C=K=128 on the H200). Once the budget is spent, the
+request's queued compiles that no worker has started are cancelled together
+(`BuildPool.cancel_queued`) and its later graphs start none, so the workers are free for the next
+panel; a graph left with no plan at all (every plan runtime-compiled, as fp8 ones are) waits for
+its compiles within the build budget instead (`_nothing_built`).
 
 Faults: a worker that dies, or takes longer than `PLAN_BUDGET_S` over one plan, is killed (the
 next job starts a new one) and its plan is built here; a plan a worker could not reproduce (another
@@ -26,46 +30,22 @@ default `default_workers`. Times in seconds.
 """
 from __future__ import annotations
 
-import atexit
 import collections
 import concurrent.futures
-import itertools
-import os
-import queue
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Dict, List, Optional
 
 from ..signals.cancel import Budget, checkpoint
-from ..errors import InvalidSpec, LabkitError
+from .build_pool import BuildPool, Job, pool
 
 #: cuDNN's behaviour note for a plan whose kernel is compiled when the plan is built
 RUNTIME_COMPILATION = "RUNTIME_COMPILATION"
-#: seconds one plan may take in a worker before the worker is killed and the plan built here
-PLAN_BUDGET_S = 60.0
-#: most workers by default (8 gave the most in ``probe_parallel_builds.py`` on 16 cores)
-MAX_WORKERS = 8
 #: a budget shorter than this (seconds) never compiles a plan here: one compile can outlast it
 STEAL_MIN_BUDGET_S = 30.0
 #: seconds an interactive request waits for runtime-compiled plans (`compile_budget_s`)
 INTERACTIVE_COMPILE_BUDGET_S = 3.0
-#: a worker keeps this many planned graphs, so several plans of one graph are planned once there
-_KEEP_PLANNED = 8
-
-
-def default_workers() -> int:
-    """``LABKIT_BUILD_WORKERS`` if set (0 turns workers off), else min(`MAX_WORKERS`, CPU cores - 1)."""
-    raw = os.environ.get("LABKIT_BUILD_WORKERS", "").strip()
-    if raw:
-        try:
-            n = int(raw)
-        except ValueError:
-            raise InvalidSpec("LABKIT_BUILD_WORKERS", raw, "must be a whole number of worker processes (0: none)") from None
-        if n < 0:
-            raise InvalidSpec("LABKIT_BUILD_WORKERS", raw, "must be >= 0")
-        return n
-    return max(0, min(MAX_WORKERS, (os.cpu_count() or 1) - 1))
 
 
 def compile_budget_s() -> Optional[float]:
@@ -76,193 +56,6 @@ def compile_budget_s() -> Optional[float]:
     from .. import env
 
     return env.seconds_setting("LABKIT_COMPILE_BUDGET_S", INTERACTIVE_COMPILE_BUDGET_S, ("none", "0", "inf"))
-
-
-# ---- in the worker ------------------------------------------------------------------------------
-_planned: "collections.OrderedDict[tuple, object]" = collections.OrderedDict()
-
-
-def build_remote(spec_fields: dict, epilogue: str, workspace_cap: Optional[int], index: int, name: str) -> dict:
-    """In a worker: plan the graph as this process's `engine.ConvGraph` does, build plan ``index``
-    (checked to be ``name``), and return it serialized with its workspace bytes, notes and seconds."""
-    from ..spec import ConvSpec
-    from . import frontend
-
-    spec = ConvSpec.from_dict(spec_fields)
-    key = (spec.key, epilogue, workspace_cap)
-    g = _planned.pop(key, None)
-    if g is None:
-        g = frontend.planned_graph(spec, epilogue, workspace_cap)
-    _planned[key] = g
-    while len(_planned) > _KEEP_PLANNED:
-        _planned.popitem(last=False)
-    found = g.get_plan_name_at_index(index)
-    if found != name:
-        raise InvalidSpec("plan index", index, f"names {found} in the worker, {name} in the caller: built there instead")
-    t0 = time.perf_counter()
-    g.build_plan_at_index(index)  # selects it, so serialize() holds this plan
-    seconds = time.perf_counter() - t0
-    workspace = int(g.get_workspace_size_plan_at_index(index))
-    notes = ",".join(str(n).split(".")[-1] for n in g.get_behavior_notes_for_plan_at_index(index))
-    return dict(index=index, name=name, workspace_bytes=workspace, notes=notes, data=bytes(g.serialize()),
-                seconds=seconds, pid=os.getpid())
-
-
-def warm_up() -> int:
-    """In a worker: load CuPy, cuDNN and a handle (what the first job would otherwise wait for)."""
-    from . import frontend
-
-    frontend.handle_for()
-    return os.getpid()
-
-
-# ---- in this process ----------------------------------------------------------------------------
-@dataclass
-class Job:
-    """One plan for a worker: the graph's spec, epilogue and cap, the plan's index and name."""
-
-    spec_fields: dict
-    epilogue: str
-    workspace_cap: Optional[int]
-    index: int
-    name: str
-    future: concurrent.futures.Future = field(default_factory=concurrent.futures.Future)
-
-
-@dataclass
-class PoolStats:
-    """What the pool did: plans built by workers and here, faults, seconds (summed over plans)."""
-
-    remote: int = 0
-    local: int = 0
-    worker_faults: int = 0
-    remote_seconds: float = 0.0
-    #: the longest single plan a worker built (seconds): the floor of a wait no pool size removes
-    remote_max_seconds: float = 0.0
-    last_fault: str = ""
-
-
-class BuildPool:
-    """``size`` worker processes fed from one queue by one thread each (see the module doc)."""
-
-    def __init__(self, size: int):
-        from . import isolated
-
-        self.size = size
-        self._workers = [isolated.Worker() for _ in range(size)]
-        #: (priority, sequence, job): the newest batch first (an older request's compiles wait),
-        #: within a batch in order; None (priority inf) ends a thread
-        self._queue: "queue.PriorityQueue" = queue.PriorityQueue()
-        self._seq = itertools.count()
-        self._batch = itertools.count()
-        self._threads: List[threading.Thread] = []
-        self._lock = threading.Lock()
-        self.stats = PoolStats()
-        #: what a worker runs for a job ("module:function"; tests put a failing one here)
-        self.target = "labkit.gpu.builds:build_remote"
-
-    def start(self) -> None:
-        """Start the workers in the background (each loads CUDA and cuDNN: about 1-2 s); at once."""
-        with self._lock:
-            if self._threads:
-                return
-            for i, w in enumerate(self._workers):
-                t = threading.Thread(target=self._serve, args=(w,), daemon=True, name=f"labkit-build-{i}")
-                t.start()
-                self._threads.append(t)
-
-    def _serve(self, worker) -> None:
-        from .isolated import WorkerDied
-        from ..errors import TimedOut
-
-        try:
-            worker.call("labkit.gpu.builds:warm_up", (), budget_s=PLAN_BUDGET_S, what="starting a build worker")
-        except (LabkitError, OSError):
-            pass  # the first job tries again
-        while True:
-            _, _, job = self._queue.get()
-            if job is None:
-                return
-            if not job.future.set_running_or_notify_cancel():
-                continue  # built here meanwhile, or no longer wanted
-            try:
-                value = worker.call(self.target, (job.spec_fields, job.epilogue, job.workspace_cap, job.index, job.name),
-                                    budget_s=PLAN_BUDGET_S, what=f"building plan {job.index} ({job.name}) in a worker")
-                with self._lock:
-                    self.stats.remote += 1
-                    self.stats.remote_seconds += value["seconds"]
-                    self.stats.remote_max_seconds = max(self.stats.remote_max_seconds, value["seconds"])
-                job.future.set_result(value)
-            except BaseException as exc:  # noqa: BLE001  (every failure goes to the caller, who builds it here)
-                if isinstance(exc, (WorkerDied, TimedOut)):
-                    with self._lock:
-                        self.stats.worker_faults += 1
-                        self.stats.last_fault = str(exc)[:200]
-                job.future.set_exception(exc)
-
-    def built_here(self) -> None:
-        """Count one runtime-compiled plan built in the notebook's process instead of a worker."""
-        with self._lock:
-            self.stats.local += 1
-
-    def batch(self) -> int:
-        """A new batch number: jobs submitted with a higher one are taken first."""
-        return next(self._batch)
-
-    def submit(self, job: Job, batch: int = 0) -> Job:
-        self.start()
-        self._queue.put((-batch, next(self._seq), job))
-        return job
-
-    def stop(self) -> None:
-        """Kill every worker (their CUDA contexts and GPU memory go with them); a later job restarts them."""
-        for w in self._workers:
-            w.stop()
-
-    def close(self) -> None:
-        for _ in self._threads:
-            self._queue.put((float("inf"), next(self._seq), None))
-        self.stop()
-
-    def pids(self) -> List[int]:
-        """Process ids of the workers running now."""
-        procs = [w._proc for w in self._workers]
-        return [p.pid for p in procs if p is not None and p.is_alive()]
-
-
-_pool: Optional[BuildPool] = None
-_pool_lock = threading.Lock()
-
-
-def pool() -> Optional[BuildPool]:
-    """This process's build pool (made on first use, closed at exit), or None when
-    `default_workers` is 0 or this process is itself a daemonic worker (it may not have children)."""
-    global _pool
-    import multiprocessing
-
-    if multiprocessing.current_process().daemon:
-        return None
-    with _pool_lock:
-        n = default_workers()
-        if _pool is None or _pool.size != n:
-            if _pool is not None:
-                _pool.close()
-            _pool = BuildPool(n) if n > 0 else None
-            if _pool is not None:
-                atexit.register(_pool.close)
-        return _pool
-
-
-def start_workers() -> Optional[BuildPool]:
-    """Start this process's build workers now, in the background (a live panel calls this when it
-    is made, so the workers are ready when its first graph needs them). Never raises."""
-    try:
-        p = pool()
-        if p is not None:
-            p.start()
-        return p
-    except Exception:  # noqa: BLE001  (workers are an optimisation)
-        return None
 
 
 @dataclass
@@ -305,7 +98,8 @@ def ahead(graphs) -> int:
     """Plan these graphs now (``graphs``: (spec, epilogue, workspace cap) triples; about 10-40 ms
     each) and queue every runtime-compiled plan of all of them for the workers at once, so an
     experiment that then builds them one after another (`engine.get_graph`) finds their compiles
-    under way or done: the workers compile across graphs, not only within one. Graphs already
+    under way or done: the workers compile across graphs, not only within one; the first compile
+    of each graph that has no precompiled plan is queued before all others. Graphs already
     planned ahead, or that fail to plan, are skipped (the build says why). Returns how many plans
     were queued; 0 without workers. (`engine.build_ahead` leaves out the graphs built already.)"""
     workers = pool()
@@ -313,7 +107,7 @@ def ahead(graphs) -> int:
         return 0
     from . import frontend
 
-    queued, batch = 0, workers.batch()
+    planned = []
     for spec, epilogue, cap in graphs:
         key = (spec.key, epilogue, cap)
         with _ahead_lock:
@@ -323,14 +117,24 @@ def ahead(graphs) -> int:
             g = frontend.planned_graph(spec, epilogue, cap)
         except Exception:  # noqa: BLE001  (the real build reports it)
             continue
-        jobs = _jobs_for(workers, spec, epilogue, cap, g, runtime_compiled(g, g.get_execution_plan_count()), batch)
-        queued += len(jobs)
+        count = g.get_execution_plan_count()
+        never = _never_run(spec, g, count)
+        compiled = [i for i in runtime_compiled(g, count) if i not in never]
+        # a graph with no precompiled plan (fp8) has no plan at all until one compile is done: that one first
+        first = compiled[:1] if compiled and len(compiled) + len(never) == count else []
+        planned.append((key, spec, epilogue, cap, g, first, [i for i in compiled if i not in first]))
+    batch, jobs = workers.batch(), {p[0]: {} for p in planned}
+    for key, spec, epilogue, cap, g, first, _ in planned:  # queued in this order: the firsts, then the rest
+        jobs[key].update(_jobs_for(workers, spec, epilogue, cap, g, first, batch))
+    for key, spec, epilogue, cap, g, _, rest in planned:
+        jobs[key].update(_jobs_for(workers, spec, epilogue, cap, g, rest, batch))
+    for key, spec, epilogue, cap, g, *_ in planned:
         with _ahead_lock:
-            _ahead[key] = (g, jobs)
+            _ahead[key] = (g, jobs[key])
             while len(_ahead) > MAX_AHEAD:
                 for job in _ahead.popitem(last=False)[1][1].values():
                     job.future.cancel()
-    return queued
+    return sum(len(j) for j in jobs.values())
 
 
 def take_ahead(spec, epilogue: str, workspace_cap) -> tuple:
@@ -378,22 +182,32 @@ def build_plans(cg, budget: Budget, workers: Optional[BuildPool] = None, paralle
 
     g = cg.graph
     count = g.get_execution_plan_count()
-    jobs = dict(jobs or {})
+    never = _never_run(cg.spec, g, count)  # never built: no time on them, here or in a worker
+    given = dict(jobs or {})
+    jobs = {i: j for i, j in given.items() if not j.future.cancelled()}  # cancelled with their batch: anew
     workers = (workers or pool()) if parallel else None
     if workers is not None:
         jobs.update({i: j for i, j in _take_late(cg, g).items() if i not in jobs})
     # a graph planned ahead knows its compiled plans already: its jobs are exactly those
-    compiled = (sorted(jobs) or runtime_compiled(g, count)) if workers is not None else []
+    compiled = (sorted(set(given) | set(jobs)) or runtime_compiled(g, count)) if workers is not None else []
     # no workers, or one compile and no hurry: nothing to run beside it
     if workers is None or (not jobs and len(compiled) < (1 if compile_budget is not None else 2)):
         for job in jobs.values():
             job.future.cancel()
-        return build_every_plan(g, budget), {}
-    jobs.update(_jobs_for(workers, cg.spec, cg.epilogue, cg.workspace_cap, g, [i for i in compiled if i not in jobs]))
-    now = [i for i in range(count) if i not in jobs]
+        why_not = dict(never)
+        why_not.update(build_every_plan(g, budget, [i for i in range(count) if i not in never]))
+        return why_not, {}
+    why_not: Dict[int, str] = dict(never)
+    missing = [i for i in compiled if i not in jobs and i not in why_not]
+    if compile_budget is not None and compile_budget.over:  # started now, they would only run late
+        why_not.update({i: f"cut: not compiled; the request's compile budget ({compile_budget.what}) was spent"
+                        for i in missing})
+    else:
+        jobs.update(_jobs_for(workers, cg.spec, cg.epilogue, cg.workspace_cap, g, missing))
+    now = [i for i in range(count) if i not in jobs and i not in why_not]
     jobs = [jobs[i] for i in sorted(jobs)]
-    why_not: Dict[int, str] = {}
     remote: Dict[int, RemotePlan] = {}
+    stolen = set()
     try:
         why_not.update(build_every_plan(g, budget, now))
         waiting = compile_budget or budget
@@ -402,10 +216,15 @@ def build_plans(cg, budget: Budget, workers: Optional[BuildPool] = None, paralle
                 break
             checkpoint()
             if job.future.cancel():
+                stolen.add(job.index)
                 why_not.update(build_every_plan(g, budget, [job.index]))
                 workers.built_here()
         for job in jobs:
-            _collect(cg, job, waiting, why_not, remote, workers)
+            if job.index in stolen:
+                continue
+            _collect(cg, job, waiting, why_not, remote, workers, compile_cut=compile_budget is not None)
+        if compile_budget is not None and not remote and len(why_not) >= count:
+            jobs = _nothing_built(cg, g, budget, why_not, remote, workers)
     except BaseException as exc:
         for job in jobs:
             job.future.cancel()
@@ -415,11 +234,59 @@ def build_plans(cg, budget: Budget, workers: Optional[BuildPool] = None, paralle
     return why_not, remote
 
 
-def _collect(cg, job: Job, budget: Budget, why_not: dict, remote: dict, workers: BuildPool) -> None:
-    """Wait for one job within ``budget``: deserialize its plan, or build it here when the worker failed."""
+def _never_run(spec, g, count: int) -> Dict[int, str]:
+    """Plans labkit never runs (`engine.known_wrong`): index -> why."""
+    from .excluded_plans import known_wrong
+
+    out = {}
+    for i in range(count):
+        try:
+            why = known_wrong(spec, g.get_plan_name_at_index(i))
+        except Exception:  # noqa: BLE001  (a plan without a name: the build says why)
+            why = None
+        if why:
+            out[i] = why
+    return out
+
+
+def _nothing_built(cg, g, budget: Budget, why_not: dict, remote: dict, workers: BuildPool) -> List[Job]:
+    """A graph whose every plan is compiled at run time (fp8 on the H200) and all of them cut by a
+    compile budget would have no plan: "not supported", which is untrue. Its cut compiles are
+    waited for within the build ``budget`` instead (the running ones taken back from `_late`, the
+    others queued again), until one plan is built; the others are cut as before. Returns the jobs."""
+    from ..signals.cancel import was_cut
+
+    cut = sorted(i for i, why in why_not.items() if was_cut(why))
+    if not cut:
+        return []
+    late = _take_late(cg, g)
+    jobs = {i: late[i] for i in cut if i in late}
+    jobs.update(_jobs_for(workers, cg.spec, cg.epilogue, cg.workspace_cap, g, [i for i in cut if i not in jobs]))
+    pending = dict(jobs)
+    while pending and not remote and not budget.over:
+        done = [i for i, job in pending.items() if job.future.done()]
+        if not done:
+            checkpoint()
+            time.sleep(0.02)
+            continue
+        for i in done:
+            why_not.pop(i, None)
+            _collect(cg, pending.pop(i), budget, why_not, remote, workers)
+    for i, job in pending.items():  # one plan is enough for an interactive answer; the rest as before
+        if not job.future.cancel():
+            _keep_late(cg, job)
+    return list(jobs.values())
+
+
+def _collect(cg, job: Job, budget: Budget, why_not: dict, remote: dict, workers: BuildPool,
+             compile_cut: bool = False) -> None:
+    """Wait for one job within ``budget``: deserialize its plan, or build it here when the worker
+    failed. ``compile_cut``: ``budget`` is a compile budget; once it is spent, the job's whole
+    batch is cancelled where no worker has started it (`BuildPool.cancel_queued`)."""
     from .frontend import build_every_plan, handle_for
 
-    if job.future.cancelled():  # only `build_plans` cancels this graph's jobs before collecting: it built them here
+    if job.future.cancelled():  # cancelled with its batch when an earlier graph of the request ran out of time
+        why_not[job.index] = f"cut: not compiled; the request's compile budget ({budget.what}) was spent"
         return
     while True:
         try:
@@ -428,6 +295,8 @@ def _collect(cg, job: Job, budget: Budget, why_not: dict, remote: dict, workers:
         except concurrent.futures.TimeoutError:
             checkpoint()
             if budget.over:
+                if compile_cut:  # the rest of this request's queued compiles would only run late
+                    workers.cancel_queued(job.batch)
                 if job.future.cancel():  # no worker had taken it yet
                     why_not[job.index] = f"cut: not compiled when the budget ({budget.what}, {budget.spent:.1f} s) was spent"
                 else:  # a worker compiles it now: the next build of this graph takes it

@@ -36,6 +36,7 @@ from .frontend import (  # noqa: F401  (engine.X for these stays the public name
     build_every_plan, define_graph, handle_for, logical_view, planned_graph, release_handle, role_dtype, role_shapes,
     storage_shape, strides,
 )
+from .excluded_plans import known_wrong
 from .operands import Operands  # noqa: F401  (engine.Operands stays the public name)
 
 
@@ -57,23 +58,6 @@ def _wrap_cudnn_error(what: str, exc: Exception) -> LabkitError:
     if "out of memory" in msg.lower() or "alloc" in msg.lower() and "fail" in msg.lower():
         return OutOfMemory(what, 0, memory.free_bytes())
     return Unsupported(what, msg)
-
-
-#: Plans labkit has seen give wrong results (checked against the float64 reference); they are
-#: listed as not runnable, with the evidence, so no lesson or strategy runs them.
-#: (engine name, dtype, layout, evidence)
-KNOWN_WRONG = (
-    ("eng7_k24=26", "fp8_e4m3", "NCHW",
-     "relative error 1.4 vs the float64 reference on an H100 with cuDNN 9.19.0 "
-     "(fp8 NCHW fprop 2x32x12x12 -> 32 3x3, 3 seeds); the heuristic's first pick there"),
-)
-
-
-def _known_wrong(spec: ConvSpec, name: str) -> Optional[str]:
-    for engine_name, dtype, layout, evidence in KNOWN_WRONG:
-        if name == engine_name and spec.dtype == dtype and spec.layout == layout:
-            return "excluded by labkit: " + evidence
-    return None
 
 
 class ConvGraph:
@@ -152,7 +136,7 @@ class ConvGraph:
             except Exception as exc:  # did not build, or barred by a filter/cap
                 plans.append(Plan(i, name, None, False, error=str(exc).strip().splitlines()[0][:200]))
                 continue
-            wrong = _known_wrong(self.spec, name)
+            wrong = known_wrong(self.spec, name)
             if wrong:
                 plans.append(Plan(i, name, ws, False, error=wrong))
                 continue

@@ -274,9 +274,9 @@ def start_build_workers() -> int:
 
     if not env.mode().live:
         return 0
-    from ..gpu import builds
+    from ..gpu import build_pool
 
-    pool = builds.start_workers()
+    pool = build_pool.start_workers()
     return pool.size if pool is not None else 0
 
 

@@ -1,0 +1,248 @@
+"""The build workers: processes that each build one runtime-compiled plan at a time for
+`labkit.gpu.builds` (each with its own CUDA context), fed from one priority queue by one thread
+each, and what runs inside them (`build_remote`). A job is one plan of one graph; a batch is one
+request's jobs (the newest batch is taken first, and a request whose compile budget is spent
+cancels the rest of its batch: `BuildPool.cancel_queued`). ``LABKIT_BUILD_WORKERS``: how many
+(`default_workers`). Times in seconds.
+"""
+from __future__ import annotations
+
+import atexit
+import collections
+import concurrent.futures
+import itertools
+import os
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+from ..errors import InvalidSpec, LabkitError
+
+#: seconds one plan may take in a worker before the worker is killed and the plan built here
+PLAN_BUDGET_S = 60.0
+#: most workers by default (8 gave the most in ``probe_parallel_builds.py`` on 16 cores)
+MAX_WORKERS = 8
+#: a worker keeps this many planned graphs, so several plans of one graph are planned once there
+_KEEP_PLANNED = 8
+
+
+def default_workers() -> int:
+    """``LABKIT_BUILD_WORKERS`` if set (0 turns workers off), else min(`MAX_WORKERS`, CPU cores - 1)."""
+    raw = os.environ.get("LABKIT_BUILD_WORKERS", "").strip()
+    if raw:
+        try:
+            n = int(raw)
+        except ValueError:
+            raise InvalidSpec("LABKIT_BUILD_WORKERS", raw, "must be a whole number of worker processes (0: none)") from None
+        if n < 0:
+            raise InvalidSpec("LABKIT_BUILD_WORKERS", raw, "must be >= 0")
+        return n
+    return max(0, min(MAX_WORKERS, (os.cpu_count() or 1) - 1))
+
+
+# ---- in the worker ------------------------------------------------------------------------------
+_planned: "collections.OrderedDict[tuple, object]" = collections.OrderedDict()
+
+
+def build_remote(spec_fields: dict, epilogue: str, workspace_cap: Optional[int], index: int, name: str) -> dict:
+    """In a worker: plan the graph as this process's `engine.ConvGraph` does, build plan ``index``
+    (checked to be ``name``), and return it serialized with its workspace bytes, notes and seconds."""
+    from ..spec import ConvSpec
+    from . import frontend
+
+    spec = ConvSpec.from_dict(spec_fields)
+    key = (spec.key, epilogue, workspace_cap)
+    g = _planned.pop(key, None)
+    if g is None:
+        g = frontend.planned_graph(spec, epilogue, workspace_cap)
+    _planned[key] = g
+    while len(_planned) > _KEEP_PLANNED:
+        _planned.popitem(last=False)
+    found = g.get_plan_name_at_index(index)
+    if found != name:
+        raise InvalidSpec("plan index", index, f"names {found} in the worker, {name} in the caller: built there instead")
+    t0 = time.perf_counter()
+    g.build_plan_at_index(index)  # selects it, so serialize() holds this plan
+    seconds = time.perf_counter() - t0
+    workspace = int(g.get_workspace_size_plan_at_index(index))
+    notes = ",".join(str(n).split(".")[-1] for n in g.get_behavior_notes_for_plan_at_index(index))
+    return dict(index=index, name=name, workspace_bytes=workspace, notes=notes, data=bytes(g.serialize()),
+                seconds=seconds, pid=os.getpid())
+
+
+def warm_up() -> int:
+    """In a worker: load CuPy, cuDNN and a handle (what the first job would otherwise wait for)."""
+    from . import frontend
+
+    frontend.handle_for()
+    return os.getpid()
+
+
+# ---- in this process ----------------------------------------------------------------------------
+@dataclass
+class Job:
+    """One plan for a worker: the graph's spec, epilogue and cap, the plan's index and name."""
+
+    spec_fields: dict
+    epilogue: str
+    workspace_cap: Optional[int]
+    index: int
+    name: str
+    future: concurrent.futures.Future = field(default_factory=concurrent.futures.Future)
+    #: the batch it was queued in (`BuildPool.submit`): one request's compiles, cancelled together
+    batch: int = 0
+
+
+@dataclass
+class PoolStats:
+    """What the pool did: plans built by workers and here, faults, seconds (summed over plans)."""
+
+    remote: int = 0
+    local: int = 0
+    worker_faults: int = 0
+    remote_seconds: float = 0.0
+    #: the longest single plan a worker built (seconds): the floor of a wait no pool size removes
+    remote_max_seconds: float = 0.0
+    last_fault: str = ""
+
+
+class BuildPool:
+    """``size`` worker processes fed from one queue by one thread each (see the module doc)."""
+
+    def __init__(self, size: int):
+        from . import isolated
+
+        self.size = size
+        self._workers = [isolated.Worker() for _ in range(size)]
+        #: (priority, sequence, job): the newest batch first (an older request's compiles wait),
+        #: within a batch in order; None (priority inf) ends a thread
+        self._queue: "queue.PriorityQueue" = queue.PriorityQueue()
+        self._seq = itertools.count()
+        self._batch = itertools.count()
+        self._threads: List[threading.Thread] = []
+        self._lock = threading.Lock()
+        #: batch -> its jobs not yet known to be done (`cancel_queued`)
+        self._by_batch: Dict[int, List[Job]] = {}
+        self.stats = PoolStats()
+        #: what a worker runs for a job ("module:function"; tests put a failing one here)
+        self.target = "labkit.gpu.build_pool:build_remote"
+
+    def start(self) -> None:
+        """Start the workers in the background (each loads CUDA and cuDNN: about 1-2 s); at once."""
+        with self._lock:
+            if self._threads:
+                return
+            for i, w in enumerate(self._workers):
+                t = threading.Thread(target=self._serve, args=(w,), daemon=True, name=f"labkit-build-{i}")
+                t.start()
+                self._threads.append(t)
+
+    def _serve(self, worker) -> None:
+        from .isolated import WorkerDied
+        from ..errors import TimedOut
+
+        try:
+            worker.call("labkit.gpu.build_pool:warm_up", (), budget_s=PLAN_BUDGET_S, what="starting a build worker")
+        except (LabkitError, OSError):
+            pass  # the first job tries again
+        while True:
+            _, _, job = self._queue.get()
+            if job is None:
+                return
+            if not job.future.set_running_or_notify_cancel():
+                continue  # built here meanwhile, or no longer wanted
+            try:
+                value = worker.call(self.target, (job.spec_fields, job.epilogue, job.workspace_cap, job.index, job.name),
+                                    budget_s=PLAN_BUDGET_S, what=f"building plan {job.index} ({job.name}) in a worker")
+                with self._lock:
+                    self.stats.remote += 1
+                    self.stats.remote_seconds += value["seconds"]
+                    self.stats.remote_max_seconds = max(self.stats.remote_max_seconds, value["seconds"])
+                job.future.set_result(value)
+            except BaseException as exc:  # noqa: BLE001  (every failure goes to the caller, who builds it here)
+                if isinstance(exc, (WorkerDied, TimedOut)):
+                    with self._lock:
+                        self.stats.worker_faults += 1
+                        self.stats.last_fault = str(exc)[:200]
+                job.future.set_exception(exc)
+
+    def built_here(self) -> None:
+        """Count one runtime-compiled plan built in the notebook's process instead of a worker."""
+        with self._lock:
+            self.stats.local += 1
+
+    def batch(self) -> int:
+        """A new batch number: jobs submitted with a higher one are taken first."""
+        return next(self._batch)
+
+    def submit(self, job: Job, batch: int = 0) -> Job:
+        self.start()
+        job.batch = batch
+        with self._lock:
+            self._by_batch.setdefault(batch, []).append(job)
+            if len(self._by_batch) > 64:  # forget batches whose jobs are all over
+                for b in [b for b, js in self._by_batch.items() if all(j.future.done() for j in js)]:
+                    del self._by_batch[b]
+        self._queue.put((-batch, next(self._seq), job))
+        return job
+
+    def cancel_queued(self, batch: int) -> int:
+        """Cancel every job of ``batch`` that no worker has started (a request whose compile
+        budget is spent: without this, workers went on starting its queued compiles, which then
+        ran on as late compiles of up to 20 s and kept the next panel's compiles waiting: a
+        lesson panel's first paint took 17.5 s on the H200). Returns how many."""
+        with self._lock:
+            jobs = list(self._by_batch.get(batch, ()))
+        return sum(1 for j in jobs if not j.future.done() and j.future.cancel())
+
+    def stop(self) -> None:
+        """Kill every worker (their CUDA contexts and GPU memory go with them); a later job restarts them."""
+        for w in self._workers:
+            w.stop()
+
+    def close(self) -> None:
+        for _ in self._threads:
+            self._queue.put((float("inf"), next(self._seq), None))
+        self.stop()
+
+    def pids(self) -> List[int]:
+        """Process ids of the workers running now."""
+        procs = [w._proc for w in self._workers]
+        return [p.pid for p in procs if p is not None and p.is_alive()]
+
+
+_pool: Optional[BuildPool] = None
+_pool_lock = threading.Lock()
+
+
+def pool() -> Optional[BuildPool]:
+    """This process's build pool (made on first use, closed at exit), or None when
+    `default_workers` is 0 or this process is itself a daemonic worker (it may not have children)."""
+    global _pool
+    import multiprocessing
+
+    if multiprocessing.current_process().daemon:
+        return None
+    with _pool_lock:
+        n = default_workers()
+        if _pool is None or _pool.size != n:
+            if _pool is not None:
+                _pool.close()
+            _pool = BuildPool(n) if n > 0 else None
+            if _pool is not None:
+                atexit.register(_pool.close)
+        return _pool
+
+
+def start_workers() -> Optional[BuildPool]:
+    """Start this process's build workers now, in the background (a live panel calls this when it
+    is made, so the workers are ready when its first graph needs them). Never raises."""
+    try:
+        p = pool()
+        if p is not None:
+            p.start()
+        return p
+    except Exception:  # noqa: BLE001  (workers are an optimisation)
+        return None
