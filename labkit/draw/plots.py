@@ -212,24 +212,16 @@ def new_figure(**subplots) -> go.Figure:
     registry (cheap). Assigning it afterwards, or setting ``pio.templates.default`` through its
     property, validates a deep copy of it (5 ms on a 2-core CPU machine, 60 ms on the GPU host
     beside a background measurement: twice per figure, on every widget update), so the registry's
-    default name is swapped directly where plotly keeps it (``_default``; through the property on
-    a plotly without it)."""
+    default name is swapped directly where plotly keeps it (``_default``, plotly 6 and 7;
+    tests/test_plots.py checks that the template is applied and plotly's default left alone)."""
     import plotly.io as pio
 
     reg = pio.templates
-    direct = hasattr(reg, "_default")
-    old = reg._default if direct else reg.default
-    if direct:
-        reg._default = TEMPLATE
-    else:  # pragma: no cover  (a plotly that keeps the default elsewhere)
-        reg.default = TEMPLATE
+    old, reg._default = reg._default, TEMPLATE
     try:
         return make_subplots(**subplots) if subplots else go.Figure()
     finally:
-        if direct:
-            reg._default = old
-        else:  # pragma: no cover
-            reg.default = old
+        reg._default = old
 
 
 def note_block(text: str) -> dict:

@@ -223,7 +223,7 @@ def build_plans(cg, budget: Budget, workers: Optional[BuildPool] = None, paralle
             if job.index in stolen:
                 continue
             _collect(cg, job, waiting, why_not, remote, workers, compile_cut=compile_budget is not None)
-        if compile_budget is not None and not remote and len(why_not) >= count:
+        if compile_budget is not None and len(why_not) >= count:  # every plan failed, excluded or cut
             jobs = _nothing_built(cg, g, budget, why_not, remote, workers)
     except BaseException as exc:
         for job in jobs:
@@ -262,8 +262,8 @@ def _nothing_built(cg, g, budget: Budget, why_not: dict, remote: dict, workers: 
     late = _take_late(cg, g)
     jobs = {i: late[i] for i in cut if i in late}
     jobs.update(_jobs_for(workers, cg.spec, cg.epilogue, cg.workspace_cap, g, [i for i in cut if i not in jobs]))
-    pending = dict(jobs)
-    while pending and not remote and not budget.over:
+    pending, count = dict(jobs), g.get_execution_plan_count()
+    while pending and len(why_not) >= count and not budget.over:  # until a plan is built, here or in a worker
         done = [i for i, job in pending.items() if job.future.done()]
         if not done:
             checkpoint()
