@@ -180,6 +180,16 @@ def variables(changes: dict, exclusive: bool = True):
             _apply(saved)
 
 
+#: the values of an on/off environment variable that turn it off
+OFF_WORDS = ("0", "off", "no", "false")
+
+
+def switched_on(name: str) -> bool:
+    """False when environment variable ``name`` is one of `OFF_WORDS` (any case); True when it
+    is unset or anything else (the switches labkit reads are on by default)."""
+    return os.environ.get(name, "").strip().lower() not in OFF_WORDS
+
+
 def seconds_setting(name: str, default: Optional[float], unlimited=()) -> Optional[float]:
     """A number of seconds from environment variable ``name``: ``default`` when it is unset or
     empty, None (no limit) when it is one of the words ``unlimited``, else a number > 0

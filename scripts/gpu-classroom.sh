@@ -5,6 +5,10 @@
 #   bench    scripts/bench_classroom.py (8 learner processes, SECONDS default 120) -> $OUT/classroom_<gpu>.csv
 #   widgets  scripts/bench_widgets.py first visit with an empty cache (into $d), then `fill --quick --into $d`,
 #            then first visit of a learner with an empty cache and LABKIT_SHARED_CACHE=$d -> $OUT/widget_latency.csv
+#   kernels  CuPy's kernel compiles on a first visit (probe_kernel_compiles.py, probe_nvrtc_cost.py), numerics GPU tests
+#   probe    where the slow first paints and shared-recording changes spend their time: probe_panel_build
+#            (first panels of a fresh process, empty cache in $d), probe_change measuring live into $d,
+#            then the same changes answered from $d as a shared recording -> $OUT/probe-*.log
 # Step limits: STEP_TIMEOUT (default 300 s) or <STEP>_TIMEOUT. Logs go to $OUT.
 set -uo pipefail
 source scripts/gpu-lib.sh
@@ -26,5 +30,24 @@ step_widgets() {
   LABKIT_MODE=live LABKIT_SHARED_CACHE="$d" timeout -k 10 "$(limit widgets)" python3 scripts/bench_widgets.py --cache "$e" \
     --condition "first visit, shared class recording" --out "$out/widget_latency.csv" > "$out/widgets-shared.log" 2>&1
   tail -n 25 "$out/widgets-shared.log" | tee -a "$log"
+}
+PROBE_CHANGES=${PROBE_CHANGES:-"network_report dtype=fp32 layout=NCHW -- fusion N=8 layout=NCHW -- layout N=8 -- build_cost dtype=bf16 -- race_timeline launch=python"}
+step_probe() {
+  d=$(mktemp -d); e=$(mktemp -d)
+  LABKIT_MODE=live LABKIT_CACHE="$d" timeout -k 10 "$(limit probe)" python3 scripts/probe_panel_build.py \
+    ${PROBE_PANELS:-algorithms race} > "$out/probe-first.log" 2>&1; grep -E "^==|warm-up" "$out/probe-first.log" | tee -a "$log"
+  # shellcheck disable=SC2086
+  LABKIT_MODE=live LABKIT_CACHE="$d" timeout -k 10 "$(limit probe)" python3 scripts/probe_change.py $PROBE_CHANGES \
+    > "$out/probe-measure.log" 2>&1; grep -E "^(==|--)" "$out/probe-measure.log" | tee -a "$log"
+  # shellcheck disable=SC2086
+  LABKIT_MODE=live LABKIT_SHARED_CACHE="$d" LABKIT_CACHE="$e" timeout -k 10 "$(limit probe)" python3 scripts/probe_change.py \
+    $PROBE_CHANGES > "$out/probe-shared.log" 2>&1; grep -E "^(==|--)" "$out/probe-shared.log" | tee -a "$log"
+}
+# kernels: CuPy's compiles on a first visit (an empty CuPy kernel cache) and what one costs
+step_kernels() {
+  live_pytest kernels kernels-tests.log tests/test_numerics_gpu.py tests/test_legacy.py tests/test_reference.py
+  python3 scripts/probe_nvrtc_cost.py > "$out/nvrtc-cost.log" 2>&1; tee -a "$log" < "$out/nvrtc-cost.log"
+  LABKIT_MODE=live LABKIT_CACHE="$(mktemp -d)" timeout -k 10 "$(limit kernels)" python3 scripts/probe_kernel_compiles.py \
+    ${KERNEL_PANELS:-algorithms race fusion precision} > "$out/kernels.log" 2>&1; grep -vE "^   " "$out/kernels.log" | tee -a "$log"
 }
 run_steps "tests bench" "$@"

@@ -1,9 +1,9 @@
 """Where one control change of a panel spends its time, in every thread (issue 27's median): the
 panel is built (fresh labkit result cache, as bench_widgets' first visit), then each change named
-is made as bench_widgets makes it, while a sampler reads every Python thread's stack each 5 ms.
+is made as bench_widgets makes it, while a sampler reads every Python thread's stack every few ms.
 Prints per change: its wall time and the functions (file:line name) most often on a stack, as a
 share of the samples of the threads that were busy (a function on the stack of two threads counts
-twice). Prints; writes nothing.
+twice); the panel's build too. ``PROBE_PERIOD_S`` sets the period (default 0.002). Prints; writes nothing.
 
     LABKIT_MODE=live python3 scripts/probe_change.py plans C=128 N=64 -- sweep dtype=fp32
 """
@@ -16,7 +16,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-IDLE = ("wait", "sleep", "select", "poll", "_wait_for_tstate_lock", "acquire", "get", "join", "accept", "recv")
+#: a thread whose innermost frame is in one of these standard modules is waiting, not working
+IDLE_FILES = ("threading.py", "queue.py", "selectors.py", "socket.py", "connection.py", "subprocess.py", "popen_fork.py")
 
 
 class Sampler:
@@ -33,7 +34,7 @@ class Sampler:
             for ident, frame in sys._current_frames().items():
                 if ident == me:
                     continue
-                if frame.f_code.co_name in IDLE:  # a thread waiting is not where the time goes
+                if Path(frame.f_code.co_filename).name in IDLE_FILES:  # a thread waiting is not where the time goes
                     continue
                 self.samples += 1
                 seen = set()
@@ -77,15 +78,22 @@ def main(argv=None):
             cur = []
         else:
             cur.append(a)
+    period = float(os.environ.get("PROBE_PERIOD_S", "0.002"))
+    sys.setswitchinterval(period / 4)  # the sampler gets the GIL within a period of a busy thread (default 5 ms)
     for name, *changes in groups:
-        t0 = time.perf_counter()
-        p = widgets.panel(name)
-        p.wait()
-        print(f"== {name}: built in {(time.perf_counter() - t0) * 1000:.0f} ms", flush=True)
+        with Sampler(period) as s:
+            t0 = time.perf_counter()
+            p = widgets.panel(name)
+            shown = (time.perf_counter() - t0) * 1000
+            p.wait()
+        print(f"== {name}: shown at {shown:.0f} ms, built in {(time.perf_counter() - t0) * 1000:.0f} ms, "
+              f"{s.samples} busy samples", flush=True)
+        for key, n in s.counts.most_common(25):
+            print(f"   {100 * n / max(1, s.samples):5.1f}%  {key}")
         for ch in changes:
             control, value = ch.split("=", 1)
             lessons.forget()
-            with Sampler() as s:
+            with Sampler(period) as s:
                 t = time.perf_counter()
                 p.set(**{control: parse(value)})
                 p.wait()

@@ -19,7 +19,8 @@ def main(argv=None):
             if name in watch:
                 watch.discard(name)
                 print(f"---- {name} imported in thread {threading.current_thread().name}:", flush=True)
-                print("".join(traceback.format_stack(limit=25)[:-1]), flush=True)
+                frames = [f for f in traceback.format_stack()[:-1] if "<frozen" not in f]
+                print("".join(frames[-40:]), flush=True)
             return None
 
     sys.meta_path.insert(0, Finder())

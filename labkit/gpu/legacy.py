@@ -296,24 +296,16 @@ def _is_oom(cp, e: BaseException) -> bool:
 
 
 def _random_array(cp, shape, dtype: str, seed: int, what: str):
-    """Seeded values of magnitude 0.25..1 with random sign (never zero), in storage dtype."""
+    """Seeded values uniform in [-1, 1] rounded to ``dtype``, in its storage dtype
+    (`labkit.gpu.numerics.random_inputs`: the kernels every other panel uses, so CuPy compiles none here)."""
+    from .numerics import random_inputs
+
     n = 1
     for s in shape:
         n *= int(s)
     itemsize = _STORAGE[dtype][0]
     try:
-        rs = cp.random.RandomState(seed)
-        mag = rs.uniform(0.25, 1.0, size=shape, dtype=cp.float32)
-        sign = rs.randint(0, 2, size=shape, dtype=cp.int32)
-        v = cp.where(sign == 1, mag, -mag).astype(cp.float32)
-        del mag, sign
-        if dtype in ("fp32", "tf32"):
-            out = cp.ascontiguousarray(v)
-        elif dtype == "fp16":
-            out = cp.ascontiguousarray(v.astype(cp.float16))
-        else:  # bf16: the top half of each float32 (truncation keeps 0.25..1 away from zero)
-            out = cp.ascontiguousarray((v.view(cp.uint32) >> 16).astype(cp.uint16))
-        return out
+        return random_inputs(shape, dtype, cp, seed, keep_exact=False)[0]
     except Exception as e:
         if _is_oom(cp, e):
             raise OutOfMemory(what, n * itemsize, _free_bytes()) from None

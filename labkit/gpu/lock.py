@@ -58,7 +58,9 @@ class LockWarning(UserWarning):
 
 def enabled() -> bool:
     """False when ``LABKIT_GPU_LOCK`` is ``0``/``off``/``no``/``false``."""
-    return os.environ.get("LABKIT_GPU_LOCK", "1").strip().lower() not in ("0", "off", "no", "false")
+    from .. import env
+
+    return env.switched_on("LABKIT_GPU_LOCK")
 
 
 def lock_root() -> Path:

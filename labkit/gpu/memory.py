@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import cupy
+import numpy
 
 from ..errors import InvalidSpec, LabkitError, OutOfMemory
 
@@ -16,6 +17,8 @@ ABSURD_BYTES = 1 << 40
 #: guard band on each side of a guarded buffer
 GUARD_BYTES = 4096
 GUARD_PATTERN = 0xA5
+#: bytes of random poison drawn on the host; a larger body repeats them
+POISON_BLOCK_BYTES = 1 << 20
 
 
 def free_bytes() -> int:
@@ -85,7 +88,9 @@ class GuardedBuffer:
     """``nbytes`` of device memory with guard bands either side, filled with a known pattern.
 
     ``poison()`` fills the body with random bytes and NaN patterns (so a plan that reads
-    workspace it never wrote gets garbage, not zeros) and re-arms the guards; ``check()``
+    workspace it never wrote gets garbage, not zeros: a seeded block of up to `POISON_BLOCK_BYTES`
+    drawn by NumPy, repeated by device copies; not ``cupy.random``, whose import pulls in cupyx
+    and SciPy, 0.8 s of a first panel, and whose kernels CuPy compiles first) and re-arms the guards; ``check()``
     raises `LabkitError` if anything wrote outside the body. ``ptr`` is the body's address.
     """
 
@@ -107,16 +112,25 @@ class GuardedBuffer:
         self._raw[:GUARD_BYTES] = GUARD_PATTERN
         self._raw[GUARD_BYTES + self.nbytes:] = GUARD_PATTERN
         if self.nbytes:
-            rs = cupy.random.RandomState(self._seed)
+            block = numpy.random.default_rng(self._seed).integers(0, 256, min(self.nbytes, POISON_BLOCK_BYTES),
+                                                                   dtype=numpy.uint8)
+            block[::7] = 0xFF  # 0xFFFF.. is NaN in fp16/bf16/fp32
             body = self.body
-            body[:] = rs.randint(0, 256, size=self.nbytes, dtype=cupy.int32).astype(cupy.uint8)
-            body[::7] = 0xFF  # 0xFFFF.. is NaN in fp16/bf16/fp32
+            body[:block.size].set(block)
+            done = block.size
+            while done < self.nbytes:  # double the poisoned prefix: a few device-to-device copies
+                n = min(done, self.nbytes - done)
+                cupy.cuda.runtime.memcpyAsync(self.ptr + done, self.ptr, n, cupy.cuda.runtime.memcpyDeviceToDevice,
+                                              cupy.cuda.get_current_stream().ptr)
+                done += n
             self._seed += 1
 
     def check(self) -> None:
         cupy.cuda.get_current_stream().synchronize()
-        lo = int(cupy.count_nonzero(self._raw[:GUARD_BYTES] != GUARD_PATTERN))
-        hi = int(cupy.count_nonzero(self._raw[GUARD_BYTES + self.nbytes:] != GUARD_PATTERN))
+        # counted on the host (8 KiB): a full reduction of a bool array on the GPU is one CuPy
+        # compiles with CUB, 3.5 s at its first use on the H200 (scripts/probe_nvrtc_cost.py)
+        lo = int(numpy.count_nonzero(self._raw[:GUARD_BYTES].get() != GUARD_PATTERN))
+        hi = int(numpy.count_nonzero(self._raw[GUARD_BYTES + self.nbytes:].get() != GUARD_PATTERN))
         if lo or hi:
             raise LabkitError(
                 f"workspace guard bands overwritten: {lo} B before and {hi} B after a {self.nbytes:,} B workspace"

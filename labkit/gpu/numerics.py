@@ -1,8 +1,8 @@
 """Storage formats of the labkit dtypes: what buffer holds each one, and exact encode/decode.
 
 Every function here works on NumPy arrays (CPU) and on CuPy arrays (GPU) alike; the array
-module ``xp`` is taken from the input unless given. CuPy is imported lazily, only to find the
-array module of an input, so this module imports on machines without CuPy.
+module ``xp`` is taken from the input unless given. CuPy is never imported here (an input is a
+CuPy array only once CuPy is imported), so this module imports on machines without CuPy.
 
 Storage (the dtype of the buffer cuDNN reads or writes):
 
@@ -18,11 +18,17 @@ fp8_e4m3   uint8        raw OCP FP8 E4M3 "fn" bits: bias 7, subnormals, no infin
 =========  ===========  ==========================================================
 
 Rounding is to nearest, ties to even, done once, directly from float64 (no double rounding
-through float32). Overflow: fp16 and bf16 go to +-inf (IEEE); fp8_e4m3 saturates every value
+through float32). On CuPy arrays, `quantize` (and so `random_inputs`) and `decode` run as one
+fused kernel per storage type (`_cupy_kernels`) instead of a chain of a dozen ufuncs: CuPy
+compiles every distinct kernel with NVRTC at its first use on a machine (about 0.4 s each on the
+H200's host), and the chains were most of a first visit's compiles; the GPU tests check both
+paths give the same bits. Overflow: fp16 and bf16 go to +-inf (IEEE); fp8_e4m3 saturates every value
 beyond +-448 to +-448, infinities included (as CUDA's ``__NV_SATFINITE`` conversion does). NaN
 stays NaN in every format.
 """
 from __future__ import annotations
+
+import sys
 
 import numpy as np
 
@@ -51,12 +57,13 @@ def _check_dtype(dtype: str) -> str:
 
 
 def array_module(*arrays):
-    """The array module (``cupy`` or ``numpy``) of the given arrays; numpy when CuPy is absent."""
-    try:
-        import cupy  # noqa: WPS433 (lazy: CuPy is absent on CPU machines)
-    except ImportError:
-        return np
-    return cupy.get_array_module(*arrays)
+    """The array module of the given arrays: ``cupy`` when one of them is a CuPy array, else
+    numpy. Not ``cupy.get_array_module``: it imports cupyx (cupyx.scipy.sparse, and with it
+    SciPy: 0.8 s of a first panel on the GPU host) to recognise sparse matrices."""
+    cupy = sys.modules.get("cupy")  # not imported yet: none of them can be a CuPy array
+    if cupy is not None and any(isinstance(a, cupy.ndarray) for a in arrays):
+        return cupy
+    return np
 
 
 def storage_dtype(dtype: str) -> str:
@@ -138,17 +145,111 @@ def decode(storage, dtype: str):
     if s.dtype != want:
         raise InvalidSpec("storage", f"{s.dtype} array", f"a {dtype} buffer must be {want}")
     if dtype == "bf16":
+        if xp is not np:
+            return _cupy_kernels()["decode_bf16"](s)
         with np.errstate(invalid="ignore"):  # NumPy warns when it widens signalling NaNs
             return (s.astype(xp.uint32) << 16).view(xp.float32).astype(xp.float64)
     if dtype == "fp8_e4m3":
         return xp.asarray(FP8_E4M3_TABLE)[s]
+    if xp is not np and dtype in ("fp32", "tf32"):  # subnormals kept (a plain astype may flush them)
+        return _cupy_kernels()["decode_float32"](s)
     return s.astype(xp.float64)
 
 
 def quantize(values, dtype: str, xp=None):
     """``(storage, exact)``: ``encode(values)`` and the exact float64 values cuDNN will read from it."""
+    dtype = _check_dtype(dtype)
+    xp = xp or array_module(values)
+    if xp is not np:  # CuPy: one fused kernel
+        v = xp.asarray(values, dtype=xp.float64)
+        storage = xp.empty(v.shape, dtype=STORAGE_DTYPE[dtype])
+        exact = xp.empty(v.shape, dtype=xp.float64)
+        p, emin, vmax = _FORMAT[dtype]
+        _cupy_kernels()[STORAGE_DTYPE[dtype]](v, p, emin, vmax, int(dtype == "fp8_e4m3"), storage, exact)
+        return storage, exact
     storage = encode(values, dtype, xp)
     return storage, decode(storage, dtype)
+
+
+#: C of `round_to_format` for one float64 ``x`` (kernel arguments ``p``, ``emin``, ``vmax``,
+#: ``fp8``: the dtype's `_FORMAT` and whether it saturates) into ``double r``
+_ROUND_C = """
+double r;
+{
+    int e = 0;
+    if (isfinite(x)) frexp(x, &e);
+    int q = max(e - 1, emin) - (p - 1);
+    r = ldexp(rint(ldexp(x, -q)), q);
+    if (fp8) {
+        if (fabs(x) > vmax) r = copysign(vmax, x);
+        if (isnan(x)) r = x;
+    } else if (fabs(r) > vmax) {
+        r = copysign(1.0 / 0.0, x);
+    }
+}
+exact = r;
+"""
+#: C helpers of the kernels: a float32 value's bits from its float64 value, and back, by
+#: arithmetic on exact values (not the float/double conversions, which NVRTC's kernels may compile
+#: flushing float32 subnormals to zero: seen on the H200 with CuPy 14)
+_BITS_C = """
+__device__ unsigned int labkit_f32_bits(double r) {  // r: a float32 value, an infinity or NaN
+    unsigned int sign = signbit(r) ? 0x80000000u : 0u;
+    double m = fabs(r);
+    if (isnan(r)) return sign | 0x7FC00000u;
+    if (isinf(r)) return sign | 0x7F800000u;
+    if (m < ldexp(1.0, -126)) return sign | (unsigned int)ldexp(m, 149);  // subnormal: m = mantissa * 2**-149
+    int e = 0;
+    double f = frexp(m, &e);  // m = f * 2**e, f in [0.5, 1)
+    return sign | ((unsigned int)(e + 126) << 23) | (unsigned int)ldexp(f * 2.0 - 1.0, 23);
+}
+__device__ double labkit_f32_value(unsigned int b) {
+    unsigned int ef = (b >> 23) & 0xFFu, man = b & 0x7FFFFFu;
+    double v = ef == 0 ? ldexp((double)man, -149)
+             : ef == 0xFFu ? (man ? nan("") : 1.0 / 0.0)
+             : ldexp((double)(man | 0x800000u), (int)ef - 150);
+    return (b & 0x80000000u) ? -v : v;
+}
+"""
+#: C that stores ``r`` (already a value of the format) in each storage type
+_STORE_C = {
+    "float32": "storage = __uint_as_float(labkit_f32_bits(r));",
+    "float16": "storage = (float16)__uint_as_float(labkit_f32_bits(r));",  # a normal float32: converted exactly
+    "uint16": "storage = (unsigned short)(labkit_f32_bits(r) >> 16);",  # bf16: the top half of the float
+    "uint8": """
+unsigned int code = 0x7F;  // NaN
+if (!isnan(r)) {
+    double m = fabs(r);
+    int e2 = 0;
+    double f = frexp(m, &e2);  // m = f * 2**e2, f in [0.5, 1)
+    code = m < 0.015625 ? (unsigned int)(m * 512.0)  // subnormal (and zero): m = mantissa * 2**-9
+                        : ((unsigned int)(e2 + 6) << 3) | (unsigned int)((f * 2.0 - 1.0) * 8.0);
+    if (signbit(r)) code |= 0x80;
+}
+storage = (unsigned char)code;""",
+}
+
+
+def _cupy_kernels() -> dict:
+    """CuPy ElementwiseKernels (made once): storage dtype name -> quantize kernel
+    ``(x, p, emin, vmax, fp8) -> (storage, exact)``, and ``"decode_bf16"``, ``"decode_float32"``."""
+    global _KERNELS
+    if _KERNELS is None:
+        import cupy
+
+        made = {name: cupy.ElementwiseKernel("float64 x, int32 p, int32 emin, float64 vmax, int32 fp8",
+                                             f"{name} storage, float64 exact", _ROUND_C + store,
+                                             f"labkit_quantize_{name}", preamble=_BITS_C)
+                for name, store in _STORE_C.items()}
+        made["decode_bf16"] = cupy.ElementwiseKernel("uint16 s", "float64 v", "v = labkit_f32_value(((unsigned int)s) << 16);",
+                                                     "labkit_decode_bf16", preamble=_BITS_C)
+        made["decode_float32"] = cupy.ElementwiseKernel("float32 s", "float64 v", "v = labkit_f32_value(__float_as_uint(s));",
+                                                        "labkit_decode_float32", preamble=_BITS_C)
+        _KERNELS = made
+    return _KERNELS
+
+
+_KERNELS = None
 
 
 def unrounded_values(shape, seed: int = 0) -> np.ndarray:
@@ -157,24 +258,33 @@ def unrounded_values(shape, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).uniform(-1.0, 1.0, size=shape)
 
 
-def random_inputs(shape, dtype: str, xp=None, seed: int = 0, *, chunk_elements: int = 1 << 24):
+def random_inputs(shape, dtype: str, xp=None, seed: int = 0, *, chunk_elements: int = 1 << 24,
+                  keep_exact: bool = True):
     """Seeded random tensor for ``dtype``: ``(storage, exact_float64)``, both of ``shape`` on ``xp``.
 
     Values are uniform in [-1, 1] before rounding (for fp8_e4m3 that keeps all but ~1.6 % of them
     normal: the smallest normal is 2**-6). They are drawn on the CPU with NumPy's PCG64 and rounded
     on ``xp`` (default numpy) ``chunk_elements`` at a time (bounding the temporaries); the rounding
     is exact arithmetic, so a seed gives the same values on every machine and array module. Never
-    all zeros: if rounding leaves only zeros, the first element is set to 1.
+    all zeros: if rounding leaves only zeros, the first element is set to 1. ``keep_exact=False``:
+    ``exact`` is None (no float64 copy of the tensor is kept: inputs only timed, never checked).
     """
     dtype = _check_dtype(dtype)
     xp = xp or np
     shape = tuple(int(d) for d in (shape if isinstance(shape, (tuple, list)) else (shape,)))
     vals = unrounded_values(shape, seed).reshape(-1)
     storage = xp.empty(vals.size, dtype=STORAGE_DTYPE[dtype])
-    exact = xp.empty(vals.size, dtype=xp.float64)
+    exact = xp.empty(vals.size, dtype=xp.float64) if keep_exact else None
     step = max(1, int(chunk_elements))
+    nonzero = False
     for i in range(0, vals.size, step):
-        storage[i:i + step], exact[i:i + step] = quantize(xp.asarray(vals[i:i + step]), dtype, xp)
-    if vals.size and not bool(xp.any(exact)):
-        storage[:1], exact[:1] = quantize(xp.ones(1), dtype, xp)
-    return storage.reshape(shape), exact.reshape(shape)
+        storage[i:i + step], part = quantize(xp.asarray(vals[i:i + step]), dtype, xp)
+        if keep_exact:
+            exact[i:i + step] = part
+        nonzero = nonzero or float(xp.max(xp.abs(part))) > 0  # not any(): CuPy compiles it with CUB, 3 s on a first use
+    if vals.size and not nonzero:
+        one_storage, one = quantize(xp.ones(1), dtype, xp)
+        storage[:1] = one_storage
+        if keep_exact:
+            exact[:1] = one
+    return storage.reshape(shape), (exact.reshape(shape) if keep_exact else None)

@@ -57,7 +57,9 @@ class Stats:
 
 def enabled() -> bool:
     """False when ``LABKIT_PREFETCH`` is ``0``/``off``/``no``/``false``."""
-    return os.environ.get("LABKIT_PREFETCH", "1").strip().lower() not in ("0", "off", "no", "false")
+    from .. import env
+
+    return env.switched_on("LABKIT_PREFETCH")
 
 
 class Prefetcher:

@@ -3,20 +3,25 @@ a lesson's first cell) runs, in a background thread while the learner reads the 
 what the first panel of a fresh kernel would otherwise wait for: importing pandas, plotly's
 figure classes and template, and its FigureWidget class (plotly's renderers, nbformat and
 jsonschema: 2.2 s of a 2.4 s first panel on a 2-core CPU machine; 1.6 s and 0.7 s for plotly and
-pandas on the GPU host), and live, the CUDA context and the
-cuDNN handle (loading cuDNN's engine libraries), and cupyx (which CuPy imports at the first
-random array a panel makes: 0.8 s on the GPU host, with scipy). A step that fails is skipped: the panel that
-needs it does it (and reports any error) itself. `seconds` says how long each step took.
+pandas on the GPU host); and live, in a second thread beside it, the CUDA context and the cuDNN
+handle (loading cuDNN's engine libraries) and cupyx (which CuPy's reductions import: 0.8 s on
+the GPU host, with SciPy). Not CuPy's kernels: compiled in a background thread they made a first
+panel slower, not faster (NVRTC compiles one kernel at a time per process, so the panel's own
+compiles waited behind the warm-up's: `scripts/probe_kernel_compiles.py`); labkit instead runs
+few of them (`labkit.gpu.numerics`' fused kernels, no CUB reductions). A step that fails is
+skipped: the panel that needs it does it (and reports any error) itself. `seconds` says how long
+each step took.
 """
 from __future__ import annotations
 
 import threading
 import time
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 #: step -> seconds it took in the warm-up thread (a failed step: its error instead)
 seconds: Dict[str, object] = {}
 _thread: Optional[threading.Thread] = None
+_threads: List[threading.Thread] = []
 _lock = threading.Lock()
 
 
@@ -42,11 +47,10 @@ def _gpu() -> None:
 
     frontend.handle_for()  # the CUDA context, and cuDNN's libraries loaded for a handle
     cudnn_library.cudnn_version()  # the classic API's binding (lesson 01's first panel)
-    import cupyx  # noqa: F401  (CuPy imports it at a first random array: cupyx.linalg, cupyx.scipy, scipy.sparse: 0.8 s)
+    import cupyx  # noqa: F401  (CuPy's reductions import it: cupyx.linalg, cupyx.scipy, scipy.sparse: 0.8 s)
 
 
-def _run(live: bool) -> None:
-    steps = [("tables", _tables), ("figures", _figures)] + ([("gpu", _gpu)] if live else [])
+def _run(steps) -> None:
     for name, step in steps:
         t0 = time.perf_counter()
         try:
@@ -62,15 +66,21 @@ def start(live: bool) -> bool:
     with _lock:
         if _thread is not None:
             return False
-        _thread = threading.Thread(target=_run, args=(bool(live),), daemon=True, name="labkit-warm-up")
+        _thread = threading.Thread(target=_run, args=([("tables", _tables), ("figures", _figures)],), daemon=True,
+                                   name="labkit-warm-up")
         _thread.start()
+        if live:  # beside the imports: CUDA's and cuDNN's set-up mostly wait outside the GIL
+            _gpu_thread = threading.Thread(target=_run, args=([("gpu", _gpu)],), daemon=True,
+                                           name="labkit-warm-up-gpu")
+            _gpu_thread.start()
+            _threads.append(_gpu_thread)
+        _threads.append(_thread)
         return True
 
 
 def wait(timeout: Optional[float] = None) -> bool:
     """Block until the warm-up has finished (True), at most ``timeout`` seconds."""
-    t = _thread
-    if t is None:
-        return True
-    t.join(timeout)
-    return not t.is_alive()
+    end = None if timeout is None else time.monotonic() + timeout
+    for t in list(_threads):
+        t.join(None if end is None else max(0.0, end - time.monotonic()))
+    return not any(t.is_alive() for t in _threads)
