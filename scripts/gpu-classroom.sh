@@ -22,12 +22,14 @@ step_bench() {
 }
 step_widgets() {
   d=$(mktemp -d); e=$(mktemp -d); cp data/bench/widget_latency.csv "$out/widget_latency.csv"
-  LABKIT_MODE=live timeout -k 10 "$(limit widgets)" python3 scripts/bench_widgets.py --cache "$d" \
+  # each learner run starts from an empty CuPy kernel cache too (a machine that never ran labkit)
+  LABKIT_MODE=live CUPY_CACHE_DIR="$(mktemp -d)" timeout -k 10 "$(limit widgets)" python3 scripts/bench_widgets.py --cache "$d" \
     --condition "first visit, empty cache" --out "$out/widget_latency.csv" > "$out/widgets.log" 2>&1
   tail -n 25 "$out/widgets.log" | tee -a "$log"
   t0=$(date +%s); timeout -k 10 300 python3 -m labkit fill --quick --into "$d" > "$out/fill.log" 2>&1
   tail -n 6 "$out/fill.log" | tee -a "$log"; echo "fill --quick --into (after the first visit): $(( $(date +%s) - t0 )) s" | tee -a "$log"
-  LABKIT_MODE=live LABKIT_SHARED_CACHE="$d" timeout -k 10 "$(limit widgets)" python3 scripts/bench_widgets.py --cache "$e" \
+  LABKIT_MODE=live LABKIT_SHARED_CACHE="$d" CUPY_CACHE_DIR="$(mktemp -d)" timeout -k 10 "$(limit widgets)" \
+    python3 scripts/bench_widgets.py --cache "$e" \
     --condition "first visit, shared class recording" --out "$out/widget_latency.csv" > "$out/widgets-shared.log" 2>&1
   tail -n 25 "$out/widgets-shared.log" | tee -a "$log"
 }
