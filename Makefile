@@ -85,6 +85,8 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --progress-bar off -e ".[$(EXTRAS)]"
 	@# an editable install leaves labkit uncompiled: the first import would compile ~170 files (0.5 s)
 	@$(BIN)/python -m compileall -q labkit > /dev/null || true
+	@# with a GPU: CuPy's kernels the panels run, compiled now (18 of them waited in one panel's first paint)
+	@$(BIN)/python -m labkit warm-kernels || true
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 

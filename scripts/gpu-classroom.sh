@@ -5,6 +5,7 @@
 #   bench    scripts/bench_classroom.py (8 learner processes, SECONDS default 120) -> $OUT/classroom_<gpu>.csv
 #   widgets  scripts/bench_widgets.py first visit with an empty cache (into $d), then `fill --quick --into $d`,
 #            then first visit of a learner with an empty cache and LABKIT_SHARED_CACHE=$d -> $OUT/widget_latency.csv
+#   setupwidgets  the widgets' first visit after `python -m labkit warm-kernels` (what `make setup` runs)
 #   kernels  CuPy's kernel compiles on a first visit (probe_kernel_compiles.py, probe_nvrtc_cost.py), numerics GPU tests
 #   probe    where the slow first paints and shared-recording changes spend their time: probe_panel_build
 #            (first panels of a fresh process, empty cache in $d), probe_change measuring live into $d,
@@ -51,5 +52,16 @@ step_kernels() {
   python3 scripts/probe_nvrtc_cost.py > "$out/nvrtc-cost.log" 2>&1; tee -a "$log" < "$out/nvrtc-cost.log"
   LABKIT_MODE=live LABKIT_CACHE="$(mktemp -d)" timeout -k 10 "$(limit kernels)" python3 scripts/probe_kernel_compiles.py \
     ${KERNEL_PANELS:-algorithms race fusion precision} > "$out/kernels.log" 2>&1; grep -vE "^   " "$out/kernels.log" | tee -a "$log"
+}
+# setupwidgets: a first visit with an empty cache after `make setup`'s `python -m labkit warm-kernels`
+# (CuPy's kernels compiled at set-up, into an empty CuPy kernel cache first) -> $OUT/widget_latency.csv
+step_setupwidgets() {
+  k=$(mktemp -d); [ -f "$out/widget_latency.csv" ] || cp data/bench/widget_latency.csv "$out/widget_latency.csv"
+  t0=$(date +%s); CUPY_CACHE_DIR="$k" python3 -m labkit warm-kernels > "$out/warm-kernels.log" 2>&1
+  tail -n 3 "$out/warm-kernels.log" | tee -a "$log"; echo "warm-kernels: $(( $(date +%s) - t0 )) s" | tee -a "$log"
+  LABKIT_MODE=live CUPY_CACHE_DIR="$k" timeout -k 10 "$(limit widgets)" python3 scripts/bench_widgets.py --cache "$(mktemp -d)" \
+    --condition "first visit, empty cache, CuPy kernels compiled at setup" --out "$out/widget_latency.csv" \
+    > "$out/widgets-setup.log" 2>&1
+  tail -n 25 "$out/widgets-setup.log" | tee -a "$log"
 }
 run_steps "tests bench" "$@"

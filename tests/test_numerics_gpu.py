@@ -96,3 +96,38 @@ def test_guarded_buffer_poison_fills_the_whole_body(nbytes):
     buf.poison()  # a new seed: new bytes
     assert nbytes < 8 or not (cupy.asnumpy(buf.body) == body).all()
     buf.free()
+
+
+_COUNT_COMPILES = """
+import json, sys
+import cupy.cuda.compiler as compiler
+calls = []
+real = compiler._compile_using_nvrtc_no_warning
+def counted(*a, **k):
+    calls.append(1)
+    return real(*a, **k)
+compiler._compile_using_nvrtc_no_warning = counted
+from labkit import ConvSpec
+from labkit.gpu import verify
+for dtype, layout in (("fp16", "NHWC"), ("bf16", "NCHW"), ("fp32", "NHWC")):
+    verify.check_plan(ConvSpec(N=4, C=16, H=10, W=10, K=16, dtype=dtype, layout=layout))
+print(json.dumps(len(calls)))
+"""
+
+
+def test_warm_kernels_leaves_a_checked_run_nothing_to_compile(tmp_path):
+    """`python -m labkit warm-kernels` into an empty CuPy kernel cache; then a new process's checked
+    runs (other sizes than the warm-up's) compile no CuPy kernel: they all come from the cache."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, CUPY_CACHE_DIR=str(tmp_path / "kernels"))
+    warm = subprocess.run([sys.executable, "-m", "labkit", "warm-kernels"], env=env, capture_output=True, text=True,
+                          timeout=540)
+    assert warm.returncode == 0 and "tasks in" in warm.stdout, warm.stdout + warm.stderr[-2000:]
+    assert "Error" not in warm.stdout, warm.stdout
+    after = subprocess.run([sys.executable, "-c", _COUNT_COMPILES], env=env, capture_output=True, text=True, timeout=300)
+    assert after.returncode == 0, after.stderr[-2000:]
+    assert json.loads(after.stdout.strip().splitlines()[-1]) == 0, after.stdout

@@ -312,3 +312,19 @@ def test_gpu_tests_skip_visibly_unless_live(tmp_path, case, summary, reason):
         assert "SKIPPED" not in out, out
     else:
         assert re.search(r"SKIPPED \[1\] test_marked.py:\d+: " + re.escape(reason), out), out
+
+
+def test_warm_kernels_without_a_gpu_says_so_and_succeeds():
+    """``make setup`` runs ``python -m labkit warm-kernels`` on every machine: without a live GPU it
+    compiles nothing, says why, and exits 0 (setup must not fail on a CPU machine)."""
+    import subprocess
+    import sys
+
+    from labkit import env
+
+    if env.mode().live:
+        pytest.skip("a live GPU: tests/test_numerics_gpu.py runs the real warm-up")
+    done = subprocess.run([sys.executable, "-m", "labkit", "warm-kernels"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "nothing to compile (recorded mode:" in done.stdout
+    assert "warm-kernels" in (ROOT / "Makefile").read_text()

@@ -1,4 +1,4 @@
-"""Command line: ``python -m labkit doctor | fill | record | report NET | bench strategies | bench vs-torch``."""
+"""Command line: ``python -m labkit doctor | warm-kernels | fill | record | report NET | bench strategies | bench vs-torch``."""
 from __future__ import annotations
 
 import argparse
@@ -9,6 +9,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m labkit", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("doctor", help="what this machine has, the mode and why, the recordings available")
+    sub.add_parser("warm-kernels", help="compile CuPy's kernels the panels run, into CuPy's kernel cache (make setup "
+                                        "runs it; a GPU's first visit then waits for none); nothing without a live GPU")
     fill = sub.add_parser("fill", help="measure every lesson's values on this GPU into its own recording (the cache "
                                        "live panels read first); resumable, Ctrl-C keeps what was measured")
     fill.add_argument("--quick", action="store_true", help="the lessons' base calls only")
@@ -52,6 +54,8 @@ def main(argv=None) -> int:
             print(localcache.describe())
             print(plan_store.describe())
             return 0
+        if args.command == "warm-kernels":
+            return main_warm_kernels()
         if args.command == "fill":
             from .record import main_fill
 
@@ -74,6 +78,31 @@ def main(argv=None) -> int:
     except LabkitError as exc:
         print(f"labkit: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
+
+
+def main_warm_kernels() -> int:
+    """``warm-kernels``: `labkit.gpu.kernel_warmup.compile_ahead` on a live GPU; a line saying
+    why not otherwise (exit 0: nothing to do is not an error)."""
+    from .. import env
+
+    m = env.mode()
+    if not m.live:
+        print(f"labkit warm-kernels: nothing to compile (recorded mode: {m.reason})")
+        return 0
+    import os
+    import time
+
+    from ..gpu import kernel_warmup
+
+    t0 = time.perf_counter()
+    done = kernel_warmup.compile_ahead()
+    failed = {k: v for k, v in done.items() if not isinstance(v, float)}
+    where = os.environ.get("CUPY_CACHE_DIR") or "~/.cupy/kernel_cache"
+    print(f"labkit warm-kernels: {len(done) - len(failed)} of {len(done)} tasks in {time.perf_counter() - t0:.1f} s; "
+          f"CuPy's kernel cache: {where}")
+    for label, why in failed.items():
+        print(f"  {label}: {why}")
+    return 0
 
 
 if __name__ == "__main__":

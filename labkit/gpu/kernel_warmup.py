@@ -1,0 +1,101 @@
+"""CuPy's own kernels compiled at set-up (``python -m labkit warm-kernels``, run by ``make setup``
+on a machine with a GPU), so a first visit does not wait for them.
+
+CuPy compiles each elementwise and reduction kernel with NVRTC the first time a process runs it
+(0.1-0.2 s each on the H200's host) and keeps the binary in its kernel cache on disk
+(``CUPY_CACHE_DIR``, default ``~/.cupy/kernel_cache``): on a machine that never ran labkit, the
+precision and race panels compiled 18 and 11 kernels before their first paint
+(`scripts/probe_kernel_compiles.py`). `TASKS` runs, on tiny tensors, what the panels run: for
+each dtype, layout and direction the CuPy parts of a checked convolution (seeded inputs, the
+float64 reference from the rounded and the unrounded inputs, the output decoded, the error norms,
+a guarded workspace; `exercise`), the unfused epilogue, and the scratchpad race with both
+launches. Kernels are specialised by dtype and by the number of dimensions left after CuPy merges
+contiguous ones, not by size, so tiny tensors (every dimension >= 2) compile the lessons' kernels.
+
+Not in a background thread of the notebook: NVRTC compiles one kernel at a time per process, so a
+panel's own compiles waited behind the warm-up's (race 25 s instead of 9 s on the H200).
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable, Dict, List, Tuple
+
+from ..spec import ConvSpec
+
+#: every dimension >= 2 (a dimension of 1 would be merged away and give other kernels)
+_TINY = dict(N=2, C=8, H=6, W=6, K=8, R=3, S=3, padding=1)
+_DTYPES = ("fp16", "fp32", "bf16", "tf32", "fp8_e4m3")
+
+
+def exercise(spec: ConvSpec, epilogue: str = "none") -> None:
+    """The CuPy kernels of one checked run of ``spec`` (no cuDNN): `verify.check_plans`' steps on
+    an output the convolution did not write (zeros), and for an epilogue the unfused path's."""
+    import cupy
+
+    from . import memory, numerics, reference, verify
+    from .operands import Operands
+
+    ops = Operands(spec, epilogue)
+    ref = verify.expected(spec, ops)
+    verify.expected(spec, ops, unrounded=True)
+    ops.arrays[ops.output_role][...] = 0  # finite: the error norms run to the end
+    got = ops.output()
+    reference.relative_error(got, ref)
+    reference.max_abs_error(got, ref)
+    ws = memory.GuardedBuffer(4096, "kernel warm-up workspace")
+    ws.check()
+    ws.free()
+    if epilogue != "none" and spec.dtype in ("fp16", "fp32"):
+        y = ops.arrays[ops.output_role]
+        t1, t2 = cupy.empty_like(y), cupy.empty_like(y)
+        bias = ops.arrays["b"].reshape((1, spec.K, 1, 1) if spec.layout == "NCHW" else (1, 1, 1, spec.K))
+        cupy.add(y, bias, out=t1)
+        src = t1
+        if "z" in ops.arrays:
+            src = cupy.add(t1, ops.arrays["z"], out=t2)
+        cupy.maximum(src, 0, out=y)
+        numerics.decode(y, spec.dtype)
+    cupy.cuda.get_current_stream().synchronize()
+
+
+def _race(launch: str) -> None:
+    from . import concurrency
+
+    concurrency.scratchpad_race(shared=True, launch=launch, min_runs=1)
+
+
+def tasks() -> List[Tuple[str, Callable[[], None]]]:
+    """(label, call) for every task, the lessons' base first."""
+    out: List[Tuple[str, Callable[[], None]]] = []
+    for d in _DTYPES:
+        for lay in ("NHWC", "NCHW"):
+            for direction in ("fprop", "dgrad", "wgrad"):
+                spec = ConvSpec(**_TINY, dtype=d, layout=lay, direction=direction)
+                out.append((f"{d} {lay} {direction}", lambda s=spec: exercise(s)))
+    for d in ("fp16", "fp32"):
+        for lay in ("NHWC", "NCHW"):
+            for ep in ("bias_relu", "bias_relu_add"):
+                spec = ConvSpec(**_TINY, dtype=d, layout=lay)
+                out.append((f"{d} {lay} fprop +{ep}", lambda s=spec, e=ep: exercise(s, e)))
+    out += [(f"scratchpad race, {la} launch", lambda la=la: _race(la)) for la in ("graph", "python")]
+    return out
+
+
+def compile_ahead(progress: bool = True) -> Dict[str, object]:
+    """Run every task (`tasks`), one after another; returns label -> seconds, or the error of a
+    task that failed (the panel that needs its kernels compiles them itself and reports any
+    error). ``progress``: a tqdm bar on stderr."""
+    from tqdm.auto import tqdm
+
+    done: Dict[str, object] = {}
+    todo = tasks()
+    bar = tqdm(todo, desc="compiling CuPy's kernels for this GPU", unit="task", disable=not progress)
+    for label, call in bar:
+        bar.set_postfix_str(label)
+        t0 = time.perf_counter()
+        try:
+            call()
+            done[label] = round(time.perf_counter() - t0, 3)
+        except Exception as exc:  # noqa: BLE001  (an optimisation: said, not raised)
+            done[label] = f"{type(exc).__name__}: {str(exc)[:160]}"
+    return done
