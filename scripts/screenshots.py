@@ -45,6 +45,22 @@ def _shoot(page, el, path: Path) -> Path:
     el.screenshot(path=str(path))
     return path
 
+
+class _TallEnough:
+    """A window tall enough for ``el`` while the block runs (JupyterLab's scroll area would cut an
+    element taller than the window at its top); the width, and so the layout, stays."""
+
+    def __init__(self, page, el):
+        self.page, self.el, self.size = page, el, page.viewport_size
+
+    def __enter__(self):
+        tall = int(self.el.evaluate("e => e.getBoundingClientRect().height")) + 200
+        self.page.set_viewport_size({"width": self.size["width"], "height": max(self.size["height"], tall)})
+        return self
+
+    def __exit__(self, *exc):
+        self.page.set_viewport_size(self.size)
+
 def _say(msg: str) -> None:
     print(f"    {msg}", flush=True)
 
@@ -62,25 +78,17 @@ def shoot_lesson(page, lab, name: str, out: Path, deadline) -> list:
     cut = page.evaluate(bh.DROPDOWN_FIT_JS)
     bh.log(f"{name}: ran in {ran:.1f} s, {len(info['views'])} panel(s); problems {problems or 'none'}; "
            f"layout {layout or 'ok'}; cut dropdown options {cut or 'none'}")
-    size = page.viewport_size
     # the static charts too (a chart a cell draws once, outside any panel)
     charts = page.locator(f"{bh.NOTEBOOK} .js-plotly-plot")
     static = [charts.nth(k) for k in range(charts.count())
               if not charts.nth(k).evaluate(f"e => !!e.closest({json.dumps(bh.WIDGET_OUTPUT)})")]
     for i, el in enumerate(static):
-        el.scroll_into_view_if_needed()
-        page.wait_for_timeout(200)
-        p = out / f"{stem}-chart{i}.png"
-        el.screenshot(path=str(p))
-        written.append(p)
+        with _TallEnough(page, el):
+            written.append(_shoot(page, el, out / f"{stem}-chart{i}.png"))
     outputs = page.locator(tb.WIDGET_OUTPUT)
     for i in range(outputs.count()):
         el = outputs.nth(i)
-        # a panel taller than the window would be cut by JupyterLab's scroll area: a taller window
-        # for the shot (the width, and so the layout, stays)
-        tall = int(el.evaluate("e => e.getBoundingClientRect().height")) + 200
-        page.set_viewport_size({"width": size["width"], "height": max(size["height"], tall)})
-        try:
+        with _TallEnough(page, el):
             written.append(_shoot(page, el, out / f"{stem}-panel{i}.png"))
             try:
                 label, old, new, took = tb.change_a_dropdown(page, i, name, deadline)
@@ -89,8 +97,6 @@ def shoot_lesson(page, lab, name: str, out: Path, deadline) -> list:
                 _say(f"panel {i}: no control moved ({str(exc).splitlines()[0]})")
                 continue
             written.append(_shoot(page, el, out / f"{stem}-panel{i}-moved.png"))
-        finally:
-            page.set_viewport_size(size)
     _say(f"{name}: {len(written)} PNG(s) in {time.monotonic() - t0:.0f} s")
     return written
 
