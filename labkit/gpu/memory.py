@@ -89,9 +89,9 @@ class GuardedBuffer:
 
     ``poison()`` fills the body with random bytes and NaN patterns (so a plan that reads
     workspace it never wrote gets garbage, not zeros: a seeded block of up to `POISON_BLOCK_BYTES`
-    drawn by NumPy, repeated by device copies; not ``cupy.random``, whose import pulls in cupyx
-    and SciPy, 0.8 s of a first panel, and whose kernels CuPy compiles first) and re-arms the guards; ``check()``
-    raises `LabkitError` if anything wrote outside the body. ``ptr`` is the body's address.
+    drawn by NumPy, repeated by device copies, so no kernel is compiled for it; ``cupy.random``'s
+    randint and cast were two more NVRTC compiles at a first use) and re-arms the guards;
+    ``check()`` raises `LabkitError` if anything wrote outside the body. ``ptr`` is the body's address.
     """
 
     def __init__(self, nbytes: int, what: str = "guarded workspace", seed: int = 0):

@@ -20,9 +20,9 @@ fp8_e4m3   uint8        raw OCP FP8 E4M3 "fn" bits: bias 7, subnormals, no infin
 Rounding is to nearest, ties to even, done once, directly from float64 (no double rounding
 through float32). On CuPy arrays, `quantize` (and so `random_inputs`) and `decode` run as one
 fused kernel per storage type (`_cupy_kernels`) instead of a chain of a dozen ufuncs: CuPy
-compiles every distinct kernel with NVRTC at its first use on a machine (about 0.4 s each on the
-H200's host), and the chains were most of a first visit's compiles; the GPU tests check both
-paths give the same bits. Overflow: fp16 and bf16 go to +-inf (IEEE); fp8_e4m3 saturates every value
+compiles every distinct kernel with NVRTC at its first use on a machine (0.1-0.2 s each on the
+H200's host: `scripts/probe_nvrtc_cost.py`), and the chains were most of a first visit's compiles;
+the GPU tests check both paths give the same bits. Overflow: fp16 and bf16 go to +-inf (IEEE); fp8_e4m3 saturates every value
 beyond +-448 to +-448, infinities included (as CUDA's ``__NV_SATFINITE`` conversion does). NaN
 stays NaN in every format.
 """
