@@ -192,3 +192,20 @@ def test_in_ipython_the_cell_that_starts_the_worker_counts_as_running(worker, mo
     assert "b" not in store
     shell.events.trigger("post_run_cell")
     assert worker.wait_idle(5) and store["b"] == "b"
+
+
+@pytest.mark.parametrize("value, on", [(None, True), ("", True), ("1", True), ("yes", True), ("0", False),
+                                       ("off", False), (" OFF ", False), ("No", False), ("false", False)])
+def test_switches_read_the_same_words(monkeypatch, value, on):
+    """`env.switched_on`: what LABKIT_PREFETCH and LABKIT_GPU_LOCK (and any on/off switch) accept."""
+    from labkit import env
+    from labkit.gpu import lock
+    from labkit.session import prefetch
+
+    for name in ("LABKIT_PREFETCH", "LABKIT_GPU_LOCK"):
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+    assert env.switched_on("LABKIT_PREFETCH") is on
+    assert prefetch.enabled() is on and lock.enabled() is on
