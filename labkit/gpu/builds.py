@@ -235,7 +235,7 @@ def build_plans(cg, budget: Budget, workers: Optional[BuildPool] = None, paralle
 
 
 def _never_run(spec, g, count: int) -> Dict[int, str]:
-    """Plans labkit never runs (`engine.known_wrong`): index -> why."""
+    """Plans labkit never runs (`excluded_plans.known_wrong`): index -> why."""
     from .excluded_plans import known_wrong
 
     out = {}

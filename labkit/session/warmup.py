@@ -20,7 +20,6 @@ from typing import Dict, List, Optional
 
 #: step -> seconds it took in the warm-up thread (a failed step: its error instead)
 seconds: Dict[str, object] = {}
-_thread: Optional[threading.Thread] = None
 _threads: List[threading.Thread] = []
 _lock = threading.Lock()
 
@@ -61,26 +60,24 @@ def _run(steps) -> None:
 
 
 def start(live: bool) -> bool:
-    """Start the warm-up in a daemon thread (once per process); True when this call started it."""
-    global _thread
+    """Start the warm-up in daemon threads (once per process): the imports, and live, beside them,
+    the GPU's set-up (CUDA's and cuDNN's mostly wait outside the GIL). True when this call started it."""
     with _lock:
-        if _thread is not None:
+        if _threads:
             return False
-        _thread = threading.Thread(target=_run, args=([("tables", _tables), ("figures", _figures)],), daemon=True,
-                                   name="labkit-warm-up")
-        _thread.start()
-        if live:  # beside the imports: CUDA's and cuDNN's set-up mostly wait outside the GIL
-            _gpu_thread = threading.Thread(target=_run, args=([("gpu", _gpu)],), daemon=True,
-                                           name="labkit-warm-up-gpu")
-            _gpu_thread.start()
-            _threads.append(_gpu_thread)
-        _threads.append(_thread)
+        groups = [("labkit-warm-up", [("tables", _tables), ("figures", _figures)])]
+        if live:
+            groups.append(("labkit-warm-up-gpu", [("gpu", _gpu)]))
+        for name, steps in groups:
+            t = threading.Thread(target=_run, args=(steps,), daemon=True, name=name)
+            t.start()
+            _threads.append(t)
         return True
 
 
 def wait(timeout: Optional[float] = None) -> bool:
     """Block until the warm-up has finished (True), at most ``timeout`` seconds."""
     end = None if timeout is None else time.monotonic() + timeout
-    for t in list(_threads):
+    for t in _threads:
         t.join(None if end is None else max(0.0, end - time.monotonic()))
     return not any(t.is_alive() for t in _threads)
