@@ -14,9 +14,11 @@ Measured, and written as one row per run to ``data/bench/classroom_<gpu slug>.cs
   log (``LABKIT_GPU_LOCK_LOG``); ``kernel_overlaps``: pairs of kernels of two processes that ran
   at the same time, from CUPTI's timestamps (one clock for the machine);
 * ``max_deviation`` / ``median_deviation``: each learner's median GPU time per (request, dtype)
-  against the same measurement taken alone (one process, every request `ALONE_ROUNDS` times,
-  before the class run); ``alone_noise``: the largest (max - min) / median of those alone rounds,
-  the run-to-run spread of one process with the GPU to itself;
+  against the same measurement taken alone (one process, every request `ALONE_ROUNDS` times
+  before the class run and `ALONE_ROUNDS` times after it, so that a drift of the GPU over the
+  run, its clocks as it warms, falls on both sides); ``alone_noise``: the largest (max - min) /
+  median of those alone rounds, the run-to-run spread of one process with the GPU to itself;
+  ``alone_drift``: the largest change of an alone median from before the class run to after it;
 * ``contended``: measurements marked as contended (another, non-labkit process used the GPU);
 * ``lost_entries`` / ``corrupted_entries``: saved calls a fresh reader cannot read back / files
   set aside; ``crashes``: learners that did not exit 0;
@@ -45,11 +47,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 COLUMNS = ["gpu", "date", "processes", "seconds", "measurements", "overlaps", "kernel_overlaps", "kernels_traced",
-           "max_deviation", "median_deviation", "alone_noise", "contended", "lost_entries", "corrupted_entries", "crashes",
+           "max_deviation", "median_deviation", "alone_noise", "alone_drift", "contended", "lost_entries", "corrupted_entries", "crashes",
            "mean_wait_s", "wait_shown_ms", "takeover_s"]
 
 
-#: times the alone run measures every request
+#: times each alone run (one before the class run, one after) measures every request
 ALONE_ROUNDS = 5
 
 
@@ -142,19 +144,35 @@ def _cross_overlaps(spans) -> int:
     return n
 
 
-def deviations(alone_rows, class_rows):
-    alone = {}
-    for r in alone_rows:
+def _per_key(rows, *key) -> dict:
+    """(row[k] for k in key) + (dtype,) -> the GPU times (us) of those rows."""
+    out = {}
+    for r in rows:
         for d, us in r["gpu_us"].items():
-            alone.setdefault((r["request"], d), []).append(us)
+            out.setdefault(tuple(r[k] for k in key) + (d,), []).append(us)
+    return out
+
+
+def deviations(alone_rows, class_rows, worst: int = 5):
+    """(max, median deviation, alone noise, the ``worst`` largest deviations as text lines): each
+    learner's median per (request, dtype) against the alone median of the same."""
+    alone = _per_key(alone_rows, "request")
     noise = max((max(v) - min(v)) / statistics.median(v) for v in alone.values()) if alone else float("nan")
     alone = {k: statistics.median(v) for k, v in alone.items()}
-    mine = {}
-    for r in class_rows:
-        for d, us in r["gpu_us"].items():
-            mine.setdefault((r["learner"], r["request"], d), []).append(us)
-    devs = [abs(statistics.median(v) / alone[(req, d)] - 1) for (lr, req, d), v in mine.items() if (req, d) in alone]
-    return (max(devs) if devs else float("nan")), (statistics.median(devs) if devs else float("nan")), noise
+    devs = sorted(((abs(statistics.median(v) / alone[(req, d)] - 1), lr, req, d, statistics.median(v), len(v))
+                   for (lr, req, d), v in _per_key(class_rows, "learner", "request").items() if (req, d) in alone),
+                  reverse=True)
+    lines = [f"  {dev:6.2%}  learner {lr} {d} {req}: {m:.2f} us in class (median of {n}) vs {alone[(req, d)]:.2f} us alone"
+             for dev, lr, req, d, m, n in devs[:worst]]
+    just = [x[0] for x in devs]
+    return ((just[0] if just else float("nan")), (statistics.median(just) if just else float("nan")), noise, lines)
+
+
+def drift(before_rows, after_rows) -> float:
+    """The largest relative change of an alone median per (request, dtype) from before to after."""
+    before, after = _per_key(before_rows, "request"), _per_key(after_rows, "request")
+    ch = [abs(statistics.median(after[k]) / statistics.median(v) - 1) for k, v in before.items() if k in after]
+    return max(ch) if ch else float("nan")
 
 
 def cache_check(cache: Path, rows) -> tuple:
@@ -218,24 +236,35 @@ def run(processes: int, seconds: float, out: Path) -> None:
     base_env = dict(os.environ, LABKIT_MODE="live", LABKIT_PREFETCH="0", LABKIT_BUILD_WORKERS="0",
                     LABKIT_GPU_LOCK_LOG=str(log), PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     base_env.pop("LABKIT_SHARED_CACHE", None)
-    print(f"alone: 1 process, every request {ALONE_ROUNDS} times ({work})", flush=True)
-    (work / "alone").mkdir()
-    alone, alone_crash = _run_learners(1, 0, ALONE_ROUNDS, work / "alone", dict(base_env, LABKIT_CACHE=str(work / "alone-cache")))
-    if log.exists():
-        log.rename(work / "lock-alone.jsonl")
+
+    def alone_run(when: str):
+        print(f"alone ({when}): 1 process, every request {ALONE_ROUNDS} times ({work})", flush=True)
+        (work / f"alone-{when}").mkdir()
+        got = _run_learners(1, 0, ALONE_ROUNDS, work / f"alone-{when}",
+                            dict(base_env, LABKIT_CACHE=str(work / f"alone-{when}-cache")))
+        if log.exists():
+            log.rename(work / f"lock-alone-{when}.jsonl")
+        return got
+
+    before, before_crash = alone_run("before")
     print(f"class: {processes} processes for {seconds:.0f} s", flush=True)
     (work / "class").mkdir()
     cache = work / "class-cache"
     rows, crashes = _run_learners(processes, seconds, 0, work / "class", dict(base_env, LABKIT_CACHE=str(cache)))
     overlaps = lock_overlaps(log)
+    if log.exists():
+        log.rename(work / "lock-class.jsonl")
+    after, after_crash = alone_run("after")
+    alone, alone_crash = before + after, before_crash + after_crash
     kernel_spans = [(s, en, r["pid"]) for r in rows for s, en in r["kernels"]]
     kernel_overlaps = _cross_overlaps(kernel_spans)
-    max_dev, med_dev, noise = deviations(alone, rows)
+    max_dev, med_dev, noise, worst = deviations(alone, rows)
     lost, corrupted = cache_check(cache, rows)
     shown_ms, take_s = takeover()
     row = dict(gpu=e.gpu_name, date=time.strftime("%Y-%m-%d"), processes=processes, seconds=seconds, measurements=len(rows),
                overlaps=overlaps, kernel_overlaps=kernel_overlaps, kernels_traced=len(kernel_spans),
                max_deviation=round(max_dev, 4), median_deviation=round(med_dev, 4), alone_noise=round(noise, 4),
+               alone_drift=round(drift(before, after), 4),
                contended=sum(1 for r in rows if r["contended_by"]), lost_entries=lost, corrupted_entries=corrupted,
                crashes=crashes + alone_crash, mean_wait_s=round(statistics.mean(r["waited_s"] for r in rows), 3) if rows else None,
                wait_shown_ms=round(shown_ms, 1), takeover_s=round(take_s, 3))
@@ -251,6 +280,7 @@ def run(processes: int, seconds: float, out: Path) -> None:
         per.setdefault(r["learner"], []).append(r)
     for i, rs in sorted(per.items()):
         print(f"learner {i}: {len(rs)} measurements, waited {sum(r['waited_s'] for r in rs):.1f} s in all")
+    print("largest deviations from alone:\n" + "\n".join(worst))
     print(f"work folder: {work}")
 
 

@@ -7,6 +7,8 @@
 #   bench     scripts/bench_under_the_hood.py -> $OUT/under_the_hood_<gpu>.csv
 #   record    python -m labkit record --only <lesson 10's experiments> into a copy of data/recordings/<gpu> -> $OUT/recording.tgz
 #   notebook  notebooks/10_under_the_hood.ipynb live under nbmake
+#   executed  lessons 10 and 09 (EXECUTE_NOTEBOOKS) run live by scripts/execute_notebooks.py, saved with their
+#             outputs -> $OUT/executed/*.ipynb.gz; here: python scripts/screenshots.py --executed DIR
 set -uo pipefail
 source scripts/gpu-lib.sh
 step_probe() {
@@ -48,5 +50,9 @@ step_record() {
 step_notebook() {
   LABKIT_MODE=live timeout -k 10 "$(limit notebook)" python3 -m pytest -q -p no:cacheprovider --nbmake --nbmake-timeout=500 \
     notebooks/10_under_the_hood.ipynb 2>&1 | tail -n 25 | tee -a "$log"
+}
+step_executed() {
+  LABKIT_MODE=live timeout -k 10 "$(limit executed)" python3 scripts/execute_notebooks.py --out "$out/executed" \
+    ${EXECUTE_NOTEBOOKS:-notebooks/10_under_the_hood.ipynb notebooks/09_your_network.ipynb} 2>&1 | grep -v "^\[IPKernelApp\]" | tee -a "$log"
 }
 run_steps "tests" "$@"

@@ -5,6 +5,7 @@ one PNG per lesson and two per panel (as first drawn, and after one control move
     python scripts/screenshots.py                    # every lesson, into artifacts/screenshots/
     python scripts/screenshots.py 03 07              # lessons whose file name starts with 03 or 07
     python scripts/screenshots.py --out /tmp/shots --width 1366 --height 768
+    python scripts/screenshots.py --executed DIR     # notebooks run elsewhere (a GPU host), as they were saved
 
 It reuses the browser test's server and steps (tests/browser_helpers.py, tests/test_browser.py):
 a throw-away JupyterLab over a stripped copy of ``notebooks/`` with ``LABKIT_MODE=recorded``,
@@ -17,14 +18,21 @@ browser open, as a new user has it. Files written:
 * ``<lesson>-panel<i>-moved.png``: the same panel after one of its dropdowns was changed (the
   control and values are printed); a panel with no other value to pick is said so.
 
+``--executed DIR`` shoots notebooks that ran elsewhere, with their outputs and widget state
+(``scripts/execute_notebooks.py``, e.g. live on a GPU host: ``bash scripts/gpu-trace.sh executed``):
+nothing is run here, so the PNGs show that machine's live charts as a learner's browser draws
+them; panels are shot as saved, none moved.
+
 A tool, not a test: it checks nothing beyond what the browser test's steps assert, and CI does not
 run it. Run it before and after changing what a lesson shows, and look at the PNGs.
 """
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -65,12 +73,15 @@ def _say(msg: str) -> None:
     print(f"    {msg}", flush=True)
 
 
-def shoot_lesson(page, lab, name: str, out: Path, deadline) -> list:
+def shoot_lesson(page, lab, name: str, out: Path, deadline, run: bool = True) -> list:
+    """PNGs of one lesson; ``run=False``: as saved (outputs from elsewhere), no cell run, no control moved."""
     stem = Path(name).stem
     written = []
     t0 = time.monotonic()
     tb.open_notebook(page, lab, name, deadline)
-    ran = tb.run_all_cells(page, name, deadline)
+    if not run:  # saved widget views carry a "no kernel holds this model" mark a learner's live panel does not
+        page.add_style_tag(content=".jupyter-widgets-disconnected::before { display: none !important; }")
+    ran = tb.run_all_cells(page, name, deadline) if run else 0.0
     info = tb.wait_rendered(page, deadline) or {"views": []}
     written.append(bh.screenshot_full(page, out / f"{stem}.png"))
     problems = page.evaluate(bh.PROBLEMS_JS)
@@ -90,6 +101,8 @@ def shoot_lesson(page, lab, name: str, out: Path, deadline) -> list:
         el = outputs.nth(i)
         with _TallEnough(page, el):
             written.append(_shoot(page, el, out / f"{stem}-panel{i}.png"))
+            if not run:
+                continue
             try:
                 label, old, new, took = tb.change_a_dropdown(page, i, name, deadline)
                 _say(f"panel {i}: {label} {old} -> {new} ({took:.2f} s)")
@@ -108,6 +121,8 @@ def main(argv=None) -> int:
     ap.add_argument("--width", type=int, default=1366)
     ap.add_argument("--height", type=int, default=768)
     ap.add_argument("--budget", type=float, default=1800.0, help="seconds for the whole run")
+    ap.add_argument("--executed", type=Path, metavar="DIR",
+                    help="shoot the notebooks in DIR (.ipynb or .ipynb.gz, with outputs) as saved; run nothing")
     args = ap.parse_args(argv)
 
     chromium = bh.which_chromium()
@@ -116,7 +131,10 @@ def main(argv=None) -> int:
         return 2
     from playwright.sync_api import sync_playwright
 
-    names = sorted(p.name for p in tb.NOTEBOOKS.glob("*.ipynb"))
+    sources = {p.name: p for p in tb.NOTEBOOKS.glob("*.ipynb")}
+    if args.executed:
+        sources = {p.name.removesuffix(".gz"): p for p in args.executed.glob("*.ipynb*")}
+    names = sorted(sources)
     if args.lessons:
         names = [n for n in names if any(n.startswith(a) for a in args.lessons)]
     args.out.mkdir(parents=True, exist_ok=True)
@@ -124,9 +142,15 @@ def main(argv=None) -> int:
     scratch = Path(tempfile.mkdtemp(prefix="labkit-shots-"))
     root = scratch / "notebooks"
     root.mkdir()
-    for src in sorted(tb.NOTEBOOKS.glob("*.ipynb")):
-        bh.copy_stripped(src, root / src.name)
+    for name, src in sources.items():
+        if args.executed:
+            (root / name).write_bytes(gzip.decompress(src.read_bytes()) if src.suffix == ".gz" else src.read_bytes())
+        else:
+            bh.copy_stripped(src, root / name)
     lab = bh.LabServer(root, ROOT, scratch)
+    if args.executed:  # signed with this server's key: JupyterLab draws saved widget views only in a trusted notebook
+        subprocess.run([sys.executable, "-m", "jupyter", "trust", *map(str, sorted(root.glob("*.ipynb")))],
+                       env=lab.env(), check=True, capture_output=True)
     failed = []
     try:
         lab.start()
@@ -141,7 +165,7 @@ def main(argv=None) -> int:
                     page.set_default_timeout(deadline.ms(60))
                     page.console_errors = []
                     try:
-                        shoot_lesson(page, lab, name, args.out, deadline)
+                        shoot_lesson(page, lab, name, args.out, deadline, run=not args.executed)
                     except Exception as exc:  # noqa: BLE001 - go on with the next lesson, say which failed
                         failed.append(name)
                         _say(f"{name}: FAILED: {type(exc).__name__}: {exc}")

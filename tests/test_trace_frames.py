@@ -27,3 +27,30 @@ def test_a_frame_without_marks_has_no_passes():
     df = trace.to_frame([_kernel(0, 5_000)], "one kernel")
     assert df.attrs["marks_us"] == [] and trace.between_marks(df) == []
     assert trace.to_frame([], "empty").attrs["marks_us"] == []
+
+
+def test_overlap_spans_are_where_both_streams_ran_and_sum_to_overlap_us():
+    # stream 1: 0-10 and 20-30 us; stream 2 (another stream id): 5-25 us
+    rows = [_kernel(0, 10_000, stream=7), _kernel(20_000, 30_000, stream=7), _kernel(5_000, 25_000, stream=9)]
+    df = trace.to_frame(rows, "two streams")
+    assert set(df.row) == {"stream 1", "stream 2"}
+    assert trace.overlap_spans(df, "stream 1", "stream 2") == [(5.0, 10.0), (20.0, 25.0)]
+    assert trace.overlap_us(df, "stream 1", "stream 2") == pytest.approx(10.0)
+    assert trace.overlap_spans(df[df.row == "stream 1"], "stream 1", "stream 2") == []
+
+
+def test_the_race_chart_shades_the_overlap_and_never_hides_kernels_under_waits():
+    """The recorded race: CUPTI's synchronisation records lie on the stream lanes exactly where the
+    streams overlap; they are drawn first (under the kernels) and the overlap is a shaded band."""
+    from labkit import experiments
+    from labkit.experiments.under_the_hood import TIMELINE_KINDS
+
+    df = experiments.race_timeline("graph", 2)
+    fig = experiments.chart(df)
+    names = [t.name for t in fig.data]
+    assert names[0] == "synchronise (host)" and names.index("kernels") > 0
+    legend = sorted(fig.data, key=lambda t: t.legendrank)
+    assert [t.name for t in legend] == [name for _, name, _ in TIMELINE_KINDS]
+    bands = [s for s in fig.layout.shapes if s.name == "both streams' kernels at once"]
+    assert bands and sum(s.x1 - s.x0 for s in bands) >= float(df.overlap_us.iloc[0]) * 0.99
+    assert list(fig.layout.yaxis.categoryarray)[:2] == ["stream 1", "stream 2"]

@@ -452,18 +452,27 @@ def idle_share(df, start_us: Optional[float] = None, end_us: Optional[float] = N
     return 1.0 - busy_us(dev[(dev.start_us >= s) & (dev.end_us <= e)]) / (e - s) if e > s else float("nan")
 
 
-def overlap_us(df, row_a: str, row_b: str) -> float:
-    """Microseconds in which device work of ``row_a`` and ``row_b`` (e.g. "stream 1", "stream 2")
-    ran at the same time: the overlap that makes one shared workspace wrong."""
+def overlap_spans(df, row_a: str, row_b: str) -> List[tuple]:
+    """The stretches ``(start_us, end_us)``, in time order, in which device work of ``row_a`` and
+    ``row_b`` (e.g. "stream 1", "stream 2") ran at the same time: where one shared workspace is
+    written by two convolutions at once."""
     dev = device_rows(df)
     a = sorted(zip(dev[dev.row == row_a].start_us, dev[dev.row == row_a].end_us))
     b = sorted(zip(dev[dev.row == row_b].start_us, dev[dev.row == row_b].end_us))
-    total, j = 0.0, 0
+    out, j = [], 0
     for s, e in a:
         while j < len(b) and b[j][1] <= s:
             j += 1
         k = j
         while k < len(b) and b[k][0] < e:
-            total += max(0.0, min(e, b[k][1]) - max(s, b[k][0]))
+            lo, hi = max(s, b[k][0]), min(e, b[k][1])
+            if hi > lo:
+                out.append((float(lo), float(hi)))
             k += 1
-    return float(total)
+    return sorted(out)
+
+
+def overlap_us(df, row_a: str, row_b: str) -> float:
+    """Microseconds in which device work of ``row_a`` and ``row_b`` ran at the same time (the sum
+    of `overlap_spans`)."""
+    return float(sum(e - s for s, e in overlap_spans(df, row_a, row_b)))

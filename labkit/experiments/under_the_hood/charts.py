@@ -7,6 +7,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from ...draw.plots import COLORS, finish, fmt_us, new_figure, ok_rows
+from ...gpu.trace import overlap_spans
 from .runs import RACE_CONVS, TRACED_CALLS
 
 #: the kernel roles, in the order the stacked bars show them, and their colours
@@ -102,13 +103,20 @@ def _timeline_class(kind: str, name: str) -> str:
 
 
 def _gantt(fig, events, lane, label_of):
-    """Add the 5 `TIMELINE_KINDS` traces (always, possibly empty) of ``events`` to ``fig``."""
+    """Add the 5 `TIMELINE_KINDS` traces (always, possibly empty) of ``events`` to ``fig``, the
+    waits for a stream (CUPTI's synchronisation records, on that stream's lane) drawn first and
+    pale, so that they never hide the kernels they wait for; the legend keeps `TIMELINE_KINDS`' order."""
     classes = [_timeline_class(k, n) for k, n in zip(events.kind, events.name)] if len(events) else []
-    for cls, name, color in TIMELINE_KINDS:
+    order = sorted(range(len(TIMELINE_KINDS)), key=lambda i: TIMELINE_KINDS[i][0] != "sync")
+    lanes = [lane(r) for cls, _, _ in TIMELINE_KINDS for c, r in zip(classes, events.itertuples()) if c == cls]
+    fig.update_yaxes(categoryorder="array", categoryarray=list(dict.fromkeys(lanes)))  # kernels' lanes first
+    for rank in order:
+        cls, name, color = TIMELINE_KINDS[rank]
         sel = events[[c == cls for c in classes]] if len(events) else events
         fig.add_trace(go.Bar(base=list(sel.start_us) if len(sel) else [], x=list(sel.dur_us.clip(lower=0.3)) if len(sel) else [],
                              y=[lane(r) for r in sel.itertuples()] if len(sel) else [], orientation="h", name=name,
-                             marker_color=color, marker_line_width=0,
+                             marker_color=color, marker_line_width=0, legendrank=1000 + rank,
+                             opacity=0.45 if cls == "sync" else None,
                              customdata=[label_of(r) for r in sel.itertuples()] if len(sel) else [],
                              hovertemplate="%{customdata}<br>%{base:.1f} us + %{x:.1f} us<extra></extra>"))
 
@@ -146,7 +154,7 @@ def race_timeline_chart(df) -> go.Figure:
     """The race's traced round: one lane per stream and one for the host. Traces: 5."""
     fig = new_figure()
     _gantt(fig, df, lambda r: r.row, lambda r: f"{r.row}: {r.name}")
-    fig.update_layout(barmode="overlay", bargap=0.3)
+    fig.update_layout(barmode="overlay", bargap=0.3, shapes=_overlap_bands(df))
     fig.update_yaxes(autorange="reversed", type="category")
     fig.update_xaxes(title_text="microseconds from the round's first traced record")
     if len(df):
@@ -156,7 +164,22 @@ def race_timeline_chart(df) -> go.Figure:
     else:
         detail = ""
     return finish(fig, df, "The race, traced: do the streams' kernels overlap?", detail,
-                  note="where the lanes overlap, two convolutions use the one workspace at once", height=420)
+                  note="shaded: both streams' kernels at once, two convolutions writing the one workspace", height=420)
+
+
+def _overlap_bands(df, join_us: float = 2.0) -> list:
+    """Shaded bands behind the race's timeline where stream 1's and stream 2's kernels ran at the
+    same time (`trace.overlap_spans`; stretches less than ``join_us`` apart drawn as one), the
+    first one named in the legend."""
+    spans = []
+    for s, e in (overlap_spans(df, "stream 1", "stream 2") if len(df) else []):
+        if spans and s - spans[-1][1] < join_us:
+            spans[-1][1] = max(spans[-1][1], e)
+        else:
+            spans.append([s, e])
+    return [dict(type="rect", xref="x", yref="paper", x0=s, x1=e, y0=0, y1=1, layer="below", line_width=0,
+                 fillcolor=COLORS["bad"], opacity=0.18, name="both streams' kernels at once", showlegend=i == 0)
+            for i, (s, e) in enumerate(spans)]
 
 
 def build_log_chart(df) -> go.Figure:
