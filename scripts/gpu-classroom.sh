@@ -10,6 +10,9 @@
 #   probe    where the slow first paints and shared-recording changes spend their time: probe_panel_build
 #            (first panels of a fresh process, empty cache in $d), probe_change measuring live into $d,
 #            then the same changes answered from $d as a shared recording -> $OUT/probe-*.log
+#   builds   where panel builds spend their time (probe_panel_build, cProfile, no reading time): a fresh
+#            process's first panels live with an empty cache in $d, then `fill --quick --into $d`, then the
+#            same panels of a learner reading $d as the shared class recording -> $OUT/probe-builds*.log
 # Step limits: STEP_TIMEOUT (default 300 s) or <STEP>_TIMEOUT. Logs go to $OUT.
 set -uo pipefail
 source scripts/gpu-lib.sh
@@ -45,6 +48,18 @@ step_probe() {
   # shellcheck disable=SC2086
   LABKIT_MODE=live LABKIT_SHARED_CACHE="$d" LABKIT_CACHE="$e" timeout -k 10 "$(limit probe)" python3 scripts/probe_change.py \
     $PROBE_CHANGES > "$out/probe-shared.log" 2>&1; grep -E "^(==|--)" "$out/probe-shared.log" | tee -a "$log"
+}
+BUILD_PANELS=${BUILD_PANELS:-"algorithms fusion network_report workspace_sizes strategies"}
+step_builds() {
+  d=$(mktemp -d); e=$(mktemp -d)
+  # shellcheck disable=SC2086
+  LABKIT_MODE=live LABKIT_CACHE="$d" timeout -k 10 "$(limit builds)" python3 scripts/probe_panel_build.py $BUILD_PANELS \
+    > "$out/probe-builds-live.log" 2>&1; grep -E "^==|warm-up" "$out/probe-builds-live.log" | cut -c1-220 | tee -a "$log"
+  t0=$(date +%s); timeout -k 10 300 python3 -m labkit fill --quick --into "$d" > "$out/fill.log" 2>&1
+  echo "fill --quick --into: $(( $(date +%s) - t0 )) s" | tee -a "$log"
+  # shellcheck disable=SC2086
+  LABKIT_MODE=live LABKIT_SHARED_CACHE="$d" LABKIT_CACHE="$e" timeout -k 10 "$(limit builds)" python3 scripts/probe_panel_build.py \
+    $BUILD_PANELS > "$out/probe-builds-shared.log" 2>&1; grep -E "^==|warm-up" "$out/probe-builds-shared.log" | cut -c1-220 | tee -a "$log"
 }
 # kernels: CuPy's compiles on a first visit (an empty CuPy kernel cache) and what one costs
 step_kernels() {
