@@ -9,6 +9,10 @@ source .whl/setup.sh > "${OUT:-/tmp}/setup.log" 2>&1 || { cat "${OUT:-/tmp}/setu
 python3 -m compileall -q -j 0 .whl/site labkit > /dev/null 2>&1 || true
 out="${OUT:-/tmp}"
 log="$out/$(basename "$0" .sh).log"
+# a learner's environment has rfc3987-syntax (JupyterLab -> jupyter-events -> jsonschema[format-nongpl]),
+# whose import costs plotly's first import seconds (labkit.session.warmup): a bench without it is not theirs
+python3 -c "import importlib.util as u, sys; sys.exit(u.find_spec('rfc3987_syntax') is None)" ||
+  echo "WARNING: the wheel kit lacks rfc3987-syntax, which every JupyterLab install has: ../shared/gpu-host/fetch-wheels.sh rfc3987-syntax" | tee -a "$log"
 slug=$(python3 -c "from labkit import env; print(env.gpu_slug(env.environment().gpu_name))")
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader | tee -a "$log"
 limit() { local v="${1^^}_TIMEOUT"; echo "${!v:-${STEP_TIMEOUT:-300}}"; }

@@ -3,6 +3,7 @@ measurement job without a panel, the GPU picker without a dropdown, the view wit
 machine. Real recordings (data/recordings), real ipywidgets; no GPU needed."""
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -195,3 +196,29 @@ def test_a_slow_partial_draw_spaces_out_the_next_ones():
     time.sleep(0.25)
     job.on_partial(lambda: 3, 3, 10, "parts")
     assert drawn == [1, 3] and job.partial_draws == 2
+
+
+@pytest.mark.parametrize("switch, skipped", [("", True), ("0", False)])
+def test_the_warm_up_leaves_out_jsonschemas_iri_grammar_and_gives_it_back(switch, skipped):
+    """A fresh kernel (a subprocess): while the warm-up imports plotly's renderers, rfc3987_syntax
+    (39 Earley parsers built at import) is marked absent, so jsonschema has no "iri" checker; once
+    the warm-up is done it imports as usual. LABKIT_SKIP_IRI_GRAMMAR=0 leaves jsonschema alone."""
+    import importlib.util
+    import subprocess
+    import sys
+
+    if importlib.util.find_spec("rfc3987_syntax") is None:
+        pytest.skip("rfc3987-syntax is not installed (it comes with JupyterLab's jupyter-events)")
+    code = ("import sys\n"
+            "from labkit.session import lessons, warmup\n"
+            "lessons.banner()\n"
+            "assert warmup.wait(120), warmup.seconds\n"
+            "import jsonschema\n"
+            "had = 'rfc3987_syntax' in sys.modules\n"
+            "import rfc3987_syntax\n"
+            "print(warmup.iri_grammar_skipped, had, 'iri' in jsonschema.FormatChecker.checkers, warmup.seconds)\n")
+    env = dict(os.environ, LABKIT_MODE="recorded", LABKIT_SKIP_IRI_GRAMMAR=switch)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = out.stdout.split()
+    assert got[:3] == [str(skipped), str(not skipped), str(not skipped)], out.stdout

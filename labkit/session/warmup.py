@@ -11,16 +11,31 @@ compiles waited behind the warm-up's: `scripts/probe_kernel_compiles.py`); labki
 few of them (`labkit.gpu.numerics`' fused kernels, no CUB reductions). A step that fails is
 skipped: the panel that needs it does it (and reports any error) itself. `seconds` says how long
 each step took.
+
+One import is left out while the warm-up runs: `IRI_GRAMMAR`. Every JupyterLab install has it
+(jupyter-events needs ``jsonschema[format-nongpl]``), and jsonschema imports it, when plotly's
+renderers import nbformat, only to check the "iri" string formats, which no schema in a notebook
+kernel uses; importing it builds 39 Earley parsers (python-jsonschema/jsonschema#1428): 0.7 s of
+plotly's 0.9 s first import on a 2-core CPU machine, and the GPU host's first panel went from 1 s
+to 6 s with it. While the warm-up runs, ``sys.modules`` marks it absent, so jsonschema, imported
+then, has no "iri" checkers in this kernel; the mark is taken away when the figures step ends, so
+an import of it afterwards works. ``LABKIT_SKIP_IRI_GRAMMAR=0`` leaves jsonschema as it is.
 """
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from typing import Dict, List, Optional
 
+#: the module jsonschema imports for its optional "iri" format checkers (rfc3987-syntax)
+IRI_GRAMMAR = "rfc3987_syntax"
+
 #: step -> seconds it took in the warm-up thread (a failed step: its error instead)
 seconds: Dict[str, object] = {}
 _threads: List[threading.Thread] = []
+#: whether `start` marked `IRI_GRAMMAR` absent for the warm-up's imports
+iri_grammar_skipped = False
 _lock = threading.Lock()
 
 
@@ -39,6 +54,23 @@ def _figures() -> None:
     fig.add_trace(go.Scatter(x=[1], y=[1]), row=1, col=2)
     fig.update_layout(template=plots.TEMPLATE)
     go.FigureWidget  # noqa: B018  (importing the class: plotly's renderers, nbformat, jsonschema: 2 s; no widget made)
+
+
+def _skip_iri_grammar() -> bool:
+    """Mark `IRI_GRAMMAR` absent for the imports to come (not when jsonschema or it is already
+    imported, or ``LABKIT_SKIP_IRI_GRAMMAR=0``). True when it did."""
+    from .. import env
+
+    if not env.switched_on("LABKIT_SKIP_IRI_GRAMMAR") or "jsonschema" in sys.modules or IRI_GRAMMAR in sys.modules:
+        return False
+    sys.modules[IRI_GRAMMAR] = None  # the import system's "not installed"
+    return True
+
+
+def _unskip_iri_grammar() -> None:
+    """Take `_skip_iri_grammar`'s mark away (leaving a real import of it alone)."""
+    if IRI_GRAMMAR in sys.modules and sys.modules[IRI_GRAMMAR] is None:
+        del sys.modules[IRI_GRAMMAR]
 
 
 def _gpu() -> None:
@@ -65,7 +97,12 @@ def start(live: bool) -> bool:
     with _lock:
         if _threads:
             return False
-        groups = [("labkit-warm-up", [("tables", _tables), ("figures", _figures)])]
+        global iri_grammar_skipped
+        imports = [("tables", _tables), ("figures", _figures)]
+        iri_grammar_skipped = _skip_iri_grammar()
+        if iri_grammar_skipped:
+            imports.append(("iri grammar unmarked", _unskip_iri_grammar))  # after the figures step, failed or not
+        groups = [("labkit-warm-up", imports)]
         if live:
             groups.append(("labkit-warm-up-gpu", [("gpu", _gpu)]))
         for name, steps in groups:
