@@ -105,19 +105,22 @@ def _timeline_class(kind: str, name: str) -> str:
 def _gantt(fig, events, lane, label_of):
     """Add the 5 `TIMELINE_KINDS` traces (always, possibly empty) of ``events`` to ``fig``, the
     waits for a stream (CUPTI's synchronisation records, on that stream's lane) drawn first and
-    pale, so that they never hide the kernels they wait for; the legend keeps `TIMELINE_KINDS`' order."""
-    classes = [_timeline_class(k, n) for k, n in zip(events.kind, events.name)] if len(events) else []
-    order = sorted(range(len(TIMELINE_KINDS)), key=lambda i: TIMELINE_KINDS[i][0] != "sync")
-    lanes = [lane(r) for cls, _, _ in TIMELINE_KINDS for c, r in zip(classes, events.itertuples()) if c == cls]
-    fig.update_yaxes(categoryorder="array", categoryarray=list(dict.fromkeys(lanes)))  # kernels' lanes first
-    for rank in order:
+    pale, so that they never hide the kernels they wait for; the legend keeps `TIMELINE_KINDS`'
+    order, and the lanes the order of their first event in it (kernels' lanes first)."""
+    rows = list(events.itertuples()) if len(events) else []
+    classes = [_timeline_class(r.kind, r.name) for r in rows]
+    lanes = [lane(r) for r in rows]
+    starts = list(events.start_us) if rows else []
+    widths = list(events.dur_us.clip(lower=0.3)) if rows else []
+    of = {cls: [i for i, c in enumerate(classes) if c == cls] for cls, _, _ in TIMELINE_KINDS}
+    fig.update_yaxes(categoryorder="array",
+                     categoryarray=list(dict.fromkeys(lanes[i] for cls, _, _ in TIMELINE_KINDS for i in of[cls])))
+    for rank in sorted(range(len(TIMELINE_KINDS)), key=lambda k: TIMELINE_KINDS[k][0] != "sync"):
         cls, name, color = TIMELINE_KINDS[rank]
-        sel = events[[c == cls for c in classes]] if len(events) else events
-        fig.add_trace(go.Bar(base=list(sel.start_us) if len(sel) else [], x=list(sel.dur_us.clip(lower=0.3)) if len(sel) else [],
-                             y=[lane(r) for r in sel.itertuples()] if len(sel) else [], orientation="h", name=name,
-                             marker_color=color, marker_line_width=0, legendrank=1000 + rank,
-                             opacity=0.45 if cls == "sync" else None,
-                             customdata=[label_of(r) for r in sel.itertuples()] if len(sel) else [],
+        idx = of[cls]
+        fig.add_trace(go.Bar(base=[starts[i] for i in idx], x=[widths[i] for i in idx], y=[lanes[i] for i in idx],
+                             orientation="h", name=name, marker_color=color, marker_line_width=0, legendrank=1000 + rank,
+                             opacity=0.45 if cls == "sync" else None, customdata=[label_of(rows[i]) for i in idx],
                              hovertemplate="%{customdata}<br>%{base:.1f} us + %{x:.1f} us<extra></extra>"))
 
 
