@@ -67,16 +67,6 @@ def requests():
     return [dict(spec=lessons.base(N=n)) for n in (16, 32, 64)] + [dict(spec=lessons.base(layout="NCHW"))]
 
 
-def _merged(spans):
-    out = []
-    for s, e in sorted(spans):
-        if out and s <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], e)
-        else:
-            out.append([s, e])
-    return out
-
-
 # ---- one learner (a child process) -------------------------------------------------------------
 def learner(ident: int, seconds: float, rounds: int, out: Path) -> None:
     from labkit import experiments
@@ -102,7 +92,7 @@ def learner(ident: int, seconds: float, rounds: int, out: Path) -> None:
                 df = lessons.data("precision", force=True, **kw)
             ok = df[df["status"] == "ok"]
             rows = tracer.rows if traced else []
-            kernels = _merged([(r["start_ns"], r["end_ns"]) for r in rows if r["kind"] in ("kernel", "memset", "memcpy")])
+            kernels = trace.merged_spans((r["start_ns"], r["end_ns"]) for r in rows if r["kind"] in ("kernel", "memset", "memcpy"))
             turn = df.attrs.get("gpu_turn") or {}
             f.write(json.dumps(dict(
                 learner=ident, pid=os.getpid(), t0=t0, t1=time.time(), request=key, traced=traced,

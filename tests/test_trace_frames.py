@@ -54,3 +54,10 @@ def test_the_race_chart_shades_the_overlap_and_never_hides_kernels_under_waits()
     bands = [s for s in fig.layout.shapes if s.name == "both streams' kernels at once"]
     assert bands and sum(s.x1 - s.x0 for s in bands) >= float(df.overlap_us.iloc[0]) * 0.99
     assert list(fig.layout.yaxis.categoryarray)[:2] == ["stream 1", "stream 2"]
+
+
+def test_merged_spans_join_overlapping_touching_and_close_spans():
+    spans = [(10, 12), (0, 5), (5, 6), (3, 4), (20, 30), (13, 14)]
+    assert trace.merged_spans(spans) == [[0, 6], [10, 12], [13, 14], [20, 30]]
+    assert trace.merged_spans(spans, join=2) == [[0, 6], [10, 14], [20, 30]]
+    assert trace.merged_spans([]) == []

@@ -425,20 +425,22 @@ def between_marks(df) -> list:
     return [df[(df.start_us >= a) & (df.start_us < b)] for a, b in zip(m, m[1:])]
 
 
+def merged_spans(spans, join: float = 0.0) -> List[list]:
+    """``(start, end)`` spans (any order, any unit) as ``[start, end]`` lists in time order, those
+    that overlap, touch or lie less than ``join`` apart merged into one."""
+    out: List[list] = []
+    for s, e in sorted(spans):
+        if out and (s <= out[-1][1] or s - out[-1][1] < join):
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return out
+
+
 def busy_us(df) -> float:
     """Microseconds in which at least one device record of ``df`` ran (overlaps counted once)."""
-    spans = sorted(zip(device_rows(df).start_us, device_rows(df).end_us))
-    total, cur_s, cur_e = 0.0, None, None
-    for s, e in spans:
-        if cur_e is None or s > cur_e:
-            if cur_e is not None:
-                total += cur_e - cur_s
-            cur_s, cur_e = s, e
-        else:
-            cur_e = max(cur_e, e)
-    if cur_e is not None:
-        total += cur_e - cur_s
-    return float(total)
+    dev = device_rows(df)
+    return float(sum(e - s for s, e in merged_spans(zip(dev.start_us, dev.end_us))))
 
 
 def idle_share(df, start_us: Optional[float] = None, end_us: Optional[float] = None) -> float:

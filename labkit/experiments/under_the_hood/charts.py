@@ -7,7 +7,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from ...draw.plots import COLORS, finish, fmt_us, new_figure, ok_rows
-from ...gpu.trace import overlap_spans
+from ...gpu.trace import merged_spans, overlap_spans
 from .runs import RACE_CONVS, TRACED_CALLS
 
 #: the kernel roles, in the order the stacked bars show them, and their colours
@@ -174,12 +174,7 @@ def _overlap_bands(df, join_us: float = 2.0) -> list:
     """Shaded bands behind the race's timeline where stream 1's and stream 2's kernels ran at the
     same time (`trace.overlap_spans`; stretches less than ``join_us`` apart drawn as one), the
     first one named in the legend."""
-    spans = []
-    for s, e in (overlap_spans(df, "stream 1", "stream 2") if len(df) else []):
-        if spans and s - spans[-1][1] < join_us:
-            spans[-1][1] = max(spans[-1][1], e)
-        else:
-            spans.append([s, e])
+    spans = merged_spans(overlap_spans(df, "stream 1", "stream 2") if len(df) else [], join=join_us)
     return [dict(type="rect", xref="x", yref="paper", x0=s, x1=e, y0=0, y1=1, layer="below", line_width=0,
                  fillcolor=COLORS["bad"], opacity=0.18, name="both streams' kernels at once", showlegend=i == 0)
             for i, (s, e) in enumerate(spans)]
