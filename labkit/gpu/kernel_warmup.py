@@ -29,10 +29,11 @@ _DTYPES = ("fp16", "fp32", "bf16", "tf32", "fp8_e4m3")
 
 def exercise(spec: ConvSpec, epilogue: str = "none") -> None:
     """The CuPy kernels of one checked run of ``spec`` (no cuDNN): `verify.check_plans`' steps on
-    an output the convolution did not write (zeros), and for an epilogue the unfused path's."""
+    an output the convolution did not write (zeros), and for an epilogue the unfused path's
+    elementwise kernels (`unfused.epilogue`)."""
     import cupy
 
-    from . import memory, numerics, reference, verify
+    from . import memory, numerics, reference, unfused, verify
     from .operands import Operands
 
     ops = Operands(spec, epilogue)
@@ -45,15 +46,10 @@ def exercise(spec: ConvSpec, epilogue: str = "none") -> None:
     ws = memory.GuardedBuffer(4096, "kernel warm-up workspace")
     ws.check()
     ws.free()
-    if epilogue != "none" and spec.dtype in ("fp16", "fp32"):
+    if epilogue != "none" and spec.dtype in unfused.DTYPES:
         y = ops.arrays[ops.output_role]
-        t1, t2 = cupy.empty_like(y), cupy.empty_like(y)
-        bias = ops.arrays["b"].reshape((1, spec.K, 1, 1) if spec.layout == "NCHW" else (1, 1, 1, spec.K))
-        cupy.add(y, bias, out=t1)
-        src = t1
-        if "z" in ops.arrays:
-            src = cupy.add(t1, ops.arrays["z"], out=t2)
-        cupy.maximum(src, 0, out=y)
+        unfused.epilogue(y, unfused.bias_view(spec, ops.arrays["b"]), ops.arrays.get("z"), cupy.empty_like(y),
+                         cupy.empty_like(y), out=y)
         numerics.decode(y, spec.dtype)
     cupy.cuda.get_current_stream().synchronize()
 

@@ -16,6 +16,24 @@ def check_spec(spec: ConvSpec) -> None:
         raise InvalidSpec("spec", spec.label, "fusion compares fprop in fp16 or fp32 (CuPy has no bf16/fp8 kernels)")
 
 
+def bias_view(spec: ConvSpec, bias):
+    """The per-channel ``bias`` (K values) shaped to broadcast over ``spec``'s output layout."""
+    return bias.reshape((1, spec.K, 1, 1) if spec.layout == "NCHW" else (1, 1, 1, spec.K))
+
+
+def epilogue(y, bias, z, t1, t2, out) -> None:
+    """The unfused path's CuPy kernels: ``y`` + ``bias`` into ``t1``, (+ ``z`` into ``t2`` when
+    ``z`` is not None,) then ReLU into ``out`` (enqueued on the current stream)."""
+    import cupy
+
+    cupy.add(y, bias, out=t1)
+    src = t1
+    if z is not None:
+        cupy.add(t1, z, out=t2)
+        src = t2
+    cupy.maximum(src, 0, out=out)
+
+
 class UnfusedPath:
     """The unfused sequence over ``ops`` (an `engine.Operands` made with an epilogue: its ``b``
     and, for a residual add, ``z``), launched on ``stream``: `run` writes ``ops``' output. Holds
@@ -32,22 +50,15 @@ class UnfusedPath:
         y = self.output = ops.arrays[ops.output_role]
         self.conv_y = memory.empty(y.shape, y.dtype, "conv output")
         self.t1, self.t2 = cupy.empty_like(y), cupy.empty_like(y)
-        self._bias = ops.arrays["b"].reshape((1, spec.K, 1, 1) if spec.layout == "NCHW" else (1, 1, 1, spec.K))
+        self._bias = bias_view(spec, ops.arrays["b"])
         self._z = ops.arrays.get("z")
         self._conv = plain.bind({**ops.arrays, ops.output_role: self.conv_y}, int(self._ws.data.ptr), self.plan.index,
                                 stream)
 
     def run(self) -> None:
         """Conv, then bias (+ residual add), then ReLU into the output (enqueued, not synchronised)."""
-        import cupy
-
         self._conv.run()
-        cupy.add(self.conv_y, self._bias, out=self.t1)
-        src = self.t1
-        if self._z is not None:
-            cupy.add(self.t1, self._z, out=self.t2)
-            src = self.t2
-        cupy.maximum(src, 0, out=self.output)
+        epilogue(self.conv_y, self._bias, self._z, self.t1, self.t2, self.output)
 
     @property
     def elementwise_kernels(self) -> int:
