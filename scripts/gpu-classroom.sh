@@ -7,9 +7,11 @@
 #            then first visit of a learner with an empty cache and LABKIT_SHARED_CACHE=$d -> $OUT/widget_latency.csv
 #   setupwidgets  the widgets' first visit after `python -m labkit warm-kernels` (what `make setup` runs)
 #   kernels  CuPy's kernel compiles on a first visit (probe_kernel_compiles.py, probe_nvrtc_cost.py), numerics GPU tests
-#   probe    where the slow first paints and shared-recording changes spend their time: probe_panel_build
-#            (first panels of a fresh process, empty cache in $d), probe_change measuring live into $d,
-#            then the same changes answered from $d as a shared recording -> $OUT/probe-*.log
+#   probe    where the slow first paints and shared-recording changes spend their time (probe_change: every
+#            thread's stacks sampled), after `warm-kernels`: a fresh process's first panel (PROBE_FIRST), live,
+#            empty cache in $d; PROBE_CHANGES measured live into $d; then the first panel, the builds and the
+#            changes answered from $d as a learner's shared recording -> $OUT/probe-*.log
+#   workers  each learner's build workers: how many, GPU memory each (probe_worker_memory.py), alone and in a class
 #   builds   where panel builds spend their time (probe_panel_build, cProfile, no reading time): a fresh
 #            process's first panels live with an empty cache in $d, then `fill --quick --into $d`, then the
 #            same panels of a learner reading $d as the shared class recording -> $OUT/probe-builds*.log
@@ -37,17 +39,27 @@ step_widgets() {
     --condition "first visit, shared class recording" --out "$out/widget_latency.csv" > "$out/widgets-shared.log" 2>&1
   tail -n 25 "$out/widgets-shared.log" | tee -a "$log"
 }
-PROBE_CHANGES=${PROBE_CHANGES:-"network_report dtype=fp32 layout=NCHW -- fusion N=8 layout=NCHW -- layout N=8 -- build_cost dtype=bf16 -- race_timeline launch=python"}
+PROBE_CHANGES=${PROBE_CHANGES:-"network_report dtype=fp32 layout=NCHW -- fusion N=8 layout=NCHW -- workspace_sizes N=8 -- layout N=8 -- build_cost dtype=bf16 -- race_timeline launch=python"}
 step_probe() {
-  d=$(mktemp -d); e=$(mktemp -d)
-  LABKIT_MODE=live LABKIT_CACHE="$d" timeout -k 10 "$(limit probe)" python3 scripts/probe_panel_build.py \
-    ${PROBE_PANELS:-algorithms race} > "$out/probe-first.log" 2>&1; grep -E "^==|warm-up" "$out/probe-first.log" | tee -a "$log"
+  d=$(mktemp -d); e=$(mktemp -d); k=$(mktemp -d)
+  CUPY_CACHE_DIR="$k" python3 -m labkit warm-kernels > "$out/warm-kernels.log" 2>&1  # the quick start's set-up
+  # a fresh process's first panel, live, empty cache (sampled: every thread's stacks)
+  LABKIT_MODE=live LABKIT_CACHE="$d" CUPY_CACHE_DIR="$k" timeout -k 10 "$(limit probe)" python3 scripts/probe_change.py \
+    ${PROBE_FIRST:-algorithms N=8} > "$out/probe-first.log" 2>&1; grep -E "^(==|--)|innermost" "$out/probe-first.log" | cut -c1-600 | tee -a "$log"
   # shellcheck disable=SC2086
-  LABKIT_MODE=live LABKIT_CACHE="$d" timeout -k 10 "$(limit probe)" python3 scripts/probe_change.py $PROBE_CHANGES \
-    > "$out/probe-measure.log" 2>&1; grep -E "^(==|--)" "$out/probe-measure.log" | tee -a "$log"
+  LABKIT_MODE=live LABKIT_CACHE="$d" CUPY_CACHE_DIR="$k" timeout -k 10 "$(limit probe)" python3 scripts/probe_change.py $PROBE_CHANGES \
+    > "$out/probe-measure.log" 2>&1; grep -E "^(==|--)" "$out/probe-measure.log" | cut -c1-200 | tee -a "$log"
+  # a learner reading $d as the class's shared recording: the same first panel, builds and changes
   # shellcheck disable=SC2086
-  LABKIT_MODE=live LABKIT_SHARED_CACHE="$d" LABKIT_CACHE="$e" timeout -k 10 "$(limit probe)" python3 scripts/probe_change.py \
-    $PROBE_CHANGES > "$out/probe-shared.log" 2>&1; grep -E "^(==|--)" "$out/probe-shared.log" | tee -a "$log"
+  LABKIT_MODE=live LABKIT_SHARED_CACHE="$d" LABKIT_CACHE="$e" CUPY_CACHE_DIR="$k" timeout -k 10 "$(limit probe)" python3 scripts/probe_change.py \
+    ${PROBE_FIRST:-algorithms N=8} -- $PROBE_CHANGES > "$out/probe-shared.log" 2>&1
+  grep -E "^(==|--)|innermost" "$out/probe-shared.log" | cut -c1-600 | tee -a "$log"
+}
+# workers: what each learner's build workers hold on the GPU (probe_worker_memory.py), alone and in a class
+step_workers() {
+  LABKIT_MODE=live timeout -k 10 "$(limit workers)" python3 scripts/probe_worker_memory.py > "$out/workers.log" 2>&1
+  LABKIT_MODE=live LABKIT_SHARED_CACHE="$(mktemp -d)" timeout -k 10 "$(limit workers)" python3 scripts/probe_worker_memory.py \
+    > "$out/workers-class.log" 2>&1; grep -vE "^\*\*Mode" "$out/workers.log" "$out/workers-class.log" | tee -a "$log"
 }
 BUILD_PANELS=${BUILD_PANELS:-"algorithms fusion network_report workspace_sizes strategies"}
 step_builds() {

@@ -21,10 +21,12 @@ IDLE_FILES = ("threading.py", "queue.py", "selectors.py", "socket.py", "connecti
 
 
 class Sampler:
-    """Every ``period`` seconds: each other thread's stack; ``top`` counts frames (inclusive)."""
+    """Every ``period`` seconds: each other thread's stack; ``counts`` counts frames (inclusive),
+    ``leaves`` the innermost frame of each sample (where the time itself goes)."""
 
     def __init__(self, period: float = 0.005):
         self.period, self.samples, self.counts = period, 0, collections.Counter()
+        self.leaves = collections.Counter()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="probe-sampler")
 
@@ -37,6 +39,7 @@ class Sampler:
                 if Path(frame.f_code.co_filename).name in IDLE_FILES:  # a thread waiting is not where the time goes
                     continue
                 self.samples += 1
+                self.leaves[f"{Path(frame.f_code.co_filename).name}:{frame.f_code.co_firstlineno} {frame.f_code.co_name}"] += 1
                 seen = set()
                 f = frame
                 while f is not None:
@@ -54,6 +57,12 @@ class Sampler:
     def __exit__(self, *exc):
         self._stop.set()
         self._thread.join()
+
+
+def _print_samples(s: Sampler, lines: int) -> None:
+    for key, n in s.counts.most_common(lines):
+        print(f"   {100 * n / max(1, s.samples):5.1f}%  {key}")
+    print("   innermost: " + "; ".join(f"{100 * n / max(1, s.samples):.1f}% {key}" for key, n in s.leaves.most_common(12)))
 
 
 def parse(value: str):
@@ -88,8 +97,7 @@ def main(argv=None):
             p.wait()
         print(f"== {name}: shown at {shown:.0f} ms, built in {(time.perf_counter() - t0) * 1000:.0f} ms, "
               f"{s.samples} busy samples", flush=True)
-        for key, n in s.counts.most_common(25):
-            print(f"   {100 * n / max(1, s.samples):5.1f}%  {key}")
+        _print_samples(s, 25)
         for ch in changes:
             control, value = ch.split("=", 1)
             lessons.forget()
@@ -100,8 +108,7 @@ def main(argv=None):
                 ms = (time.perf_counter() - t) * 1000
             print(f"-- {name} {control}={value}: {ms:.0f} ms, {s.samples} busy samples; {p.status.value[-140:]}",
                   flush=True)
-            for key, n in s.counts.most_common(40):
-                print(f"   {100 * n / max(1, s.samples):5.1f}%  {key}")
+            _print_samples(s, 40)
             p.reset()
             p.wait()
 

@@ -26,6 +26,31 @@ def test_the_default_leaves_a_core_free_and_stops_at_eight(monkeypatch):
     assert build_pool.default_workers() == build_pool.MAX_WORKERS
 
 
+def test_a_class_gets_fewer_workers_and_starts_them_with_the_first_build(monkeypatch):
+    """A learner reading a class's shared recording: at most CLASS_WORKERS (each is a CUDA context
+    on the GPU the class shares), none started by the lesson's first cell; LABKIT_BUILD_WORKERS
+    still decides when set."""
+    from labkit import env
+    from labkit.session import lessons
+
+    monkeypatch.delenv("LABKIT_BUILD_WORKERS", raising=False)
+    monkeypatch.setattr(build_pool.os, "cpu_count", lambda: 64)
+    monkeypatch.setenv("LABKIT_SHARED_CACHE", "/srv/labkit-class")
+    assert build_pool.in_class()
+    assert build_pool.default_workers() == build_pool.CLASS_WORKERS < build_pool.MAX_WORKERS
+    monkeypatch.setattr(env, "mode", lambda: type("Live", (), {"live": True})())
+    started = []
+    monkeypatch.setattr(build_pool, "start_workers", lambda: started.append(1))
+    assert lessons.start_build_workers() == 0 and not started
+    monkeypatch.setenv("LABKIT_BUILD_WORKERS", "5")
+    assert build_pool.default_workers() == 5
+    monkeypatch.setenv("LABKIT_SHARED_CACHE", " ")
+    monkeypatch.delenv("LABKIT_BUILD_WORKERS")
+    assert not build_pool.in_class() and build_pool.default_workers() == build_pool.MAX_WORKERS
+    monkeypatch.setattr(build_pool, "start_workers", lambda: started.append(1) or type("P", (), {"size": 8})())
+    assert lessons.start_build_workers() == 8 and started
+
+
 def test_zero_workers_means_no_pool(monkeypatch):
     monkeypatch.setenv("LABKIT_BUILD_WORKERS", "0")
     assert build_pool.pool() is None

@@ -222,3 +222,60 @@ def test_the_warm_up_leaves_out_jsonschemas_iri_grammar_and_gives_it_back(switch
     assert out.returncode == 0, out.stderr[-2000:]
     got = out.stdout.split()
     assert got[:3] == [str(skipped), str(not skipped), str(not skipped)], out.stdout
+
+
+@pytest.mark.parametrize("name", ["network_report", "race_timeline", "fusion", "algorithms"])
+def test_a_panel_figure_made_without_validating_twice_holds_and_sends_the_same(name):
+    """view.figure_widget makes the FigureWidget from the chart's JSON unvalidated (the chart was
+    validated as it was built), then validates again: its state, what the page is sent, stays that of
+    a FigureWidget made the usual way, at first and after each update in place."""
+    import json
+    import re
+
+    import plotly.graph_objects as go
+    from plotly.utils import PlotlyJSONEncoder
+
+    from labkit.present.panel.view import figure_widget, update_in_place
+
+    rec = recordings.for_experiment(name)
+    frames = [rec.lookup(name, r) for r in rec.requests(name)[:3]]
+    chart = experiments.CHARTS[name]
+
+    def state(w):  # trace uids are random: left out
+        return re.sub(r'"uid": "[^"]*"', "", json.dumps([w._data, w._layout, w.to_dict()], cls=PlotlyJSONEncoder, sort_keys=True))
+
+    usual = go.FigureWidget(chart(frames[0]))
+    usual.layout.width = 900
+    fast = figure_widget(chart(frames[0]), 900)
+    assert fast._validate and fast.layout._validate and all(t._validate for t in fast.data)
+    assert state(fast) == state(usual)
+    for df in frames[1:] + frames[:1]:
+        fig = chart(df)
+        update_in_place(usual, fig)
+        update_in_place(fast, fig)
+        assert state(fast) == state(usual)
+
+
+@pytest.mark.parametrize("switch, frozen", [("", True), ("0", False)])
+def test_the_warm_up_freezes_the_collector_after_the_imports(switch, frozen):
+    """A fresh kernel (a subprocess): once the warm-up is done, the imported libraries' objects are
+    in the collector's permanent generation, so a full collection no longer walks them (it takes a
+    fraction of the time it took before); LABKIT_GC_FREEZE=0 leaves the collector alone."""
+    import subprocess
+    import sys
+
+    code = ("import gc, time\n"
+            "from labkit.session import lessons, warmup\n"
+            "lessons.banner()\n"
+            "assert warmup.wait(120), warmup.seconds\n"
+            "t = time.perf_counter(); gc.collect(); ms = (time.perf_counter() - t) * 1000\n"
+            "gc.unfreeze(); t = time.perf_counter(); gc.collect(); whole = (time.perf_counter() - t) * 1000\n"
+            "print('gc frozen' in warmup.seconds, warmup.seconds.get('gc frozen'), ms, whole)\n")
+    env = dict(os.environ, LABKIT_MODE="recorded", LABKIT_GC_FREEZE=switch)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr[-2000:]
+    listed, step, ms, whole = out.stdout.split()
+    assert listed == str(frozen), out.stdout
+    if frozen:
+        assert not step.startswith(("'", '"')) and float(step) >= 0, out.stdout  # a time, not an error
+        assert float(ms) < 0.5 * float(whole), out.stdout

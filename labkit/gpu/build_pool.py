@@ -28,8 +28,20 @@ MAX_WORKERS = 8
 _KEEP_PLANNED = 8
 
 
+#: most workers by default in a class (``LABKIT_SHARED_CACHE`` set: `in_class`): each is a CUDA
+#: context on the GPU every learner shares, and the class's CPU cores are shared too
+CLASS_WORKERS = 2
+
+
+def in_class() -> bool:
+    """Whether this kernel reads a class's shared recording (``LABKIT_SHARED_CACHE`` is set):
+    its learners share the GPU and the CPU cores, and most values are read, not built."""
+    return bool(os.environ.get("LABKIT_SHARED_CACHE", "").strip())
+
+
 def default_workers() -> int:
-    """``LABKIT_BUILD_WORKERS`` if set (0 turns workers off), else min(`MAX_WORKERS`, CPU cores - 1)."""
+    """``LABKIT_BUILD_WORKERS`` if set (0 turns workers off), else min(`MAX_WORKERS`, CPU cores - 1);
+    in a class (`in_class`) at most `CLASS_WORKERS`."""
     raw = os.environ.get("LABKIT_BUILD_WORKERS", "").strip()
     if raw:
         try:
@@ -39,7 +51,7 @@ def default_workers() -> int:
         if n < 0:
             raise InvalidSpec("LABKIT_BUILD_WORKERS", raw, "must be >= 0")
         return n
-    return max(0, min(MAX_WORKERS, (os.cpu_count() or 1) - 1))
+    return max(0, min(CLASS_WORKERS if in_class() else MAX_WORKERS, (os.cpu_count() or 1) - 1))
 
 
 # ---- in the worker ------------------------------------------------------------------------------

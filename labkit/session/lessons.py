@@ -269,13 +269,17 @@ def banner() -> Text:
 def start_build_workers() -> int:
     """Live: start the worker processes that build runtime-compiled plans (`labkit.gpu.builds`)
     in the background, so they are ready when the first chart needs them; at once. Returns how
-    many (0 in recorded mode, or with ``LABKIT_BUILD_WORKERS=0``)."""
+    many (0 in recorded mode, with ``LABKIT_BUILD_WORKERS=0``, or in a class: there the class's
+    shared recording answers most panels, and the workers start with the first plan a learner's
+    own measurement builds, `labkit.gpu.build_pool.in_class`)."""
     from .. import env
 
     if not env.mode().live:
         return 0
     from ..gpu import build_pool
 
+    if build_pool.in_class():
+        return 0
     pool = build_pool.start_workers()
     return pool.size if pool is not None else 0
 

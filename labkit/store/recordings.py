@@ -48,7 +48,9 @@ def read_csv_exact(source):
     df = pd.read_csv(io.StringIO(text), keep_default_na=True)
     floats = [c for c in df.columns if df[c].dtype == np.float64]
     if floats:
-        raw = pd.read_csv(io.StringIO(text), usecols=floats, dtype=str, keep_default_na=True)
+        # dtype=object: Python strings (``str`` would be pandas' string dtype, pyarrow-backed where
+        # pyarrow is installed, and converting those back costs more than the parse)
+        raw = pd.read_csv(io.StringIO(text), usecols=floats, dtype=object, keep_default_na=True)
         for c in floats:  # object -> float64 converts each text with Python's float (NaN stays NaN), in C
             df[c] = raw[c].to_numpy(dtype=object).astype(np.float64)
     return df

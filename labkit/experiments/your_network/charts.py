@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 from ...draw.plots import COLORS, finish, fmt_bytes, new_figure, num, ok_rows
 from ..core import MIB
 from .request import REPORT_STRATEGIES
-from .tables import table_of
+from .tables import tables_of
 
 
 STRATEGY_COLORS = ("#3c4043", "#1f77b4", "#d62728", "#2ca02c", "#98df8a", "#9467bd", "#ff7f0e", "#8c564b")
@@ -21,7 +21,7 @@ def network_report_chart(df) -> go.Figure:
     """Three panels. Traces: 0 heuristic plan's GPU time per call, 1 fastest plan's (us, bars per
     call of the pass); 2-9 workspace held during each call of the first pass, one line per
     strategy (`REPORT_STRATEGIES`, MiB); 10 pass time against the workspace cap (ms)."""
-    layers, timeline, budget = (table_of(df, t) for t in ("layers", "timeline", "budget"))
+    layers, timeline, budget = tables_of(df, "layers", "timeline", "budget")
     fig = new_figure(rows=3, cols=1, vertical_spacing=0.11, row_heights=[0.34, 0.38, 0.28],
                      subplot_titles=("GPU time per call: the heuristic's plan and the fastest",
                                      "workspace memory held during each call (first pass, from nothing)",

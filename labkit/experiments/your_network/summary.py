@@ -8,11 +8,11 @@ from ...draw.plots import fmt_bytes, fmt_us, ok_rows
 from ...draw.prose import Text
 from ..core import MIB
 from .request import STEP_BUDGET_S
-from .tables import cut_counts, table_of
+from .tables import cut_counts, tables_of
 
 
 def network_report_summary(df) -> Text:
-    layers, strategies, budget = (table_of(df, t) for t in ("layers", "strategies", "budget"))
+    layers, strategies, budget = tables_of(df, "layers", "strategies", "budget")
     if not len(layers):
         return Text("No layers in this report.")
     ok = ok_rows(layers)

@@ -16,23 +16,34 @@ from .request import BUDGET_CAPS, TABLES
 
 def table_of(df, table: str):
     """Rows of one of `TABLES` from a `network_report` frame, with only that table's columns."""
-    if table not in TABLES:
-        raise InvalidSpec("table", table, f"must be one of {', '.join(TABLES)}")
+    return tables_of(df, table)[0]
+
+
+def tables_of(df, *tables: str) -> tuple:
+    """`table_of` for each of ``tables``, with the long frame's missing values found once."""
+    for table in tables:
+        if table not in TABLES:
+            raise InvalidSpec("table", table, f"must be one of {', '.join(TABLES)}")
     if "table" not in df.columns:
-        sub = df.iloc[0:0, 0:0]
-    else:  # the table's columns found first, so only they are copied (the long frame has ~66, a table ~12)
-        rows = (df["table"] == table).to_numpy(dtype=bool)
-        filled = df.notna().to_numpy()[rows].any(axis=0)
-        sub = df.loc[rows, [c for c, f in zip(df.columns, filled) if f and c != "table"]].reset_index(drop=True)
-    sub.attrs = dict(df.attrs)
-    return sub
+        subs = [df.iloc[0:0, 0:0] for _ in tables]
+    else:  # each table's columns found first, so only they are copied (the long frame has ~66, a table ~12)
+        filled = df.notna().to_numpy()
+        kinds = df["table"].to_numpy(dtype=object)
+        subs = []
+        for table in tables:
+            rows = kinds == table
+            cols = filled[rows].any(axis=0)
+            subs.append(df.loc[rows, [c for c, f in zip(df.columns, cols) if f and c != "table"]].reset_index(drop=True))
+    for sub in subs:
+        sub.attrs = dict(df.attrs)
+    return tuple(subs)
 
 
 def cut_counts(df) -> dict:
     """What a report did not measure to the end: ``plans`` a budget cut or timed out (unknown),
     ``slower_plans`` left after one eager call far slower than the best (known to lose), distinct
     ``layers`` whose step timed out or whose worker died, ``strategies`` that did not finish."""
-    plans, layers, strategies = (table_of(df, t) for t in ("plans", "layers", "strategies"))
+    plans, layers, strategies = tables_of(df, "plans", "layers", "strategies")
     status = plans["status"] if len(plans) else []
     cut = int(sum(map(was_cut, status)))
     return dict(plans=cut, slower_plans=int(sum(map(not_timed, status))) - cut,
