@@ -264,3 +264,36 @@ def test_new_figure_has_the_workbook_template_and_leaves_plotlys_default_alone()
         assert fig.layout.template == want
     assert pio.templates.default == before
     assert plots.new_figure(rows=1, cols=3).layout.xaxis3 is not None
+
+
+@pytest.mark.parametrize("subplots", [dict(rows=3, cols=1, vertical_spacing=0.11, row_heights=[0.34, 0.38, 0.28],
+                                           subplot_titles=("a", "b", "c")),
+                                      dict(rows=1, cols=4, shared_yaxes=True, horizontal_spacing=0.025),
+                                      dict(specs=[[{"secondary_y": True}]])])
+def test_a_kept_subplot_grid_gives_the_figure_make_subplots_gives(subplots):
+    """new_figure lays a grid out once and copies it after: the same layout and template, traces
+    placed in the same subplots, and one figure's changes never reach the next."""
+    import json
+
+    import plotly.graph_objects as go
+    import plotly.io as pio
+    from plotly.subplots import make_subplots
+
+    def made(fig):
+        if "specs" in subplots:
+            fig.add_trace(go.Scatter(x=[1], y=[2]), secondary_y=True)
+        else:
+            fig.add_trace(go.Bar(x=[1], y=[2]), row=1, col=1)
+            fig.add_trace(go.Scatter(x=[1], y=[2]), row=subplots["rows"], col=subplots["cols"])
+        return json.dumps(fig.to_plotly_json(), sort_keys=True, default=str)
+
+    old, pio.templates._default = pio.templates._default, plots.TEMPLATE
+    try:
+        want = made(make_subplots(**subplots))
+    finally:
+        pio.templates._default = old
+    first = plots.new_figure(**subplots)
+    first.update_layout(title_text="only this one")
+    first.layout.annotations = ()
+    for fig in (plots.new_figure(**subplots), plots.new_figure(**subplots)):
+        assert made(fig) == want

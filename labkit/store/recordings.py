@@ -46,13 +46,16 @@ def read_csv_exact(source):
 
     text = source.read() if hasattr(source, "read") else Path(source).read_text()
     df = pd.read_csv(io.StringIO(text), keep_default_na=True)
-    floats = [c for c in df.columns if df[c].dtype == np.float64]
+    floats = [c for c, t in df.dtypes.items() if t == np.float64]
     if floats:
         # dtype=object: Python strings (``str`` would be pandas' string dtype, pyarrow-backed where
         # pyarrow is installed, and converting those back costs more than the parse)
         raw = pd.read_csv(io.StringIO(text), usecols=floats, dtype=object, keep_default_na=True)
-        for c in floats:  # object -> float64 converts each text with Python's float (NaN stays NaN), in C
-            df[c] = raw[c].to_numpy(dtype=object).astype(np.float64)
+        exact = raw[floats].to_numpy(dtype=object).astype(np.float64)  # each text by Python's float, in C
+        parsed = df[floats].to_numpy(dtype=np.float64)
+        same = ((exact == parsed) | (np.isnan(exact) & np.isnan(parsed))) & (np.signbit(exact) == np.signbit(parsed))
+        for j in np.flatnonzero(~same.all(axis=0)):  # only where the parser was off (all 50 of a report: 3 ms)
+            df[floats[j]] = exact[:, j]
     return df
 
 
