@@ -127,7 +127,7 @@ def test_the_report_panel_offers_the_recorded_networks():
     assert p.wait(60)
     assert set(p.options("net")) == set(your_network.RECORDED_PRESETS)  # from the recording holding them all
     assert "H200" in p.fig.layout.title.text or "H200" in str(p.fig.layout.annotations)
-    assert len(p.fig.data) == 11 and p.fig.data[0].y and len(p.fig.data[0].y) == 53
+    assert len(p.fig.data) == 11 and len(p.fig.data[0].y) == 53
     p.set(net="resnext50_32x4d")
     assert p.wait(60) and "resnext" in p.fig.layout.title.text.lower()
     lessons.forget()

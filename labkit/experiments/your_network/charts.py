@@ -4,12 +4,21 @@ pass time within each workspace cap (ms).
 """
 from __future__ import annotations
 
+import numpy as np
 import plotly.graph_objects as go
 
 from ...draw.plots import COLORS, finish, fmt_bytes, new_figure, num, ok_rows
 from ..core import MIB
 from .request import REPORT_STRATEGIES
 from .tables import tables_of
+
+
+def column(df, name: str, dtype=np.float64) -> np.ndarray:
+    """Column ``name`` of ``df`` as a numpy array (missing values NaN: a gap in the chart); empty
+    when ``df`` lacks it."""
+    if name not in df.columns:
+        return np.array([], dtype=dtype)
+    return df[name].to_numpy(dtype=dtype, na_value=np.nan) if dtype is np.float64 else df[name].to_numpy(dtype=dtype)
 
 
 STRATEGY_COLORS = ("#3c4043", "#1f77b4", "#d62728", "#2ca02c", "#98df8a", "#9467bd", "#ff7f0e", "#8c564b")
@@ -26,24 +35,27 @@ def network_report_chart(df) -> go.Figure:
                      subplot_titles=("GPU time per call: the heuristic's plan and the fastest",
                                      "workspace memory held during each call (first pass, from nothing)",
                                      "pass time if every call keeps within a workspace cap"))
+    # columns as numpy arrays (plotly copies an array as it is; a list it walks element by element)
     ok = ok_rows(layers) if len(layers) else layers
-    x = [int(o) for o in ok.get("order", [])]
+    x = column(ok, "order", np.int64)
     names = [n + ("" if d == "fprop" else f" ({d})") for n, d in zip(ok.get("layer", []), ok.get("direction", []))]
     for col, label, color in (("heuristic_gpu_us", "heuristic plan", COLORS["muted"]),
                               ("fastest_gpu_us", "fastest plan", COLORS["primary"])):
         ws = ok.get(col.replace("gpu_us", "workspace_bytes"), [None] * len(ok))
-        fig.add_trace(go.Bar(x=x, y=[num(v) for v in ok.get(col, [])], name=label, marker_color=color,
-                             customdata=[[n, fmt_bytes(w)] for n, w in zip(names, ws)], legendgroup="layers",
+        hover = np.array([[n, fmt_bytes(w)] for n, w in zip(names, ws)], dtype=object).reshape(len(names), 2)
+        fig.add_trace(go.Bar(x=x, y=column(ok, col), name=label, marker_color=color,
+                             customdata=hover, legendgroup="layers",
                              hovertemplate="call %{x}, %{customdata[0]}: %{y:.1f} us, workspace %{customdata[1]}<extra>"
                                            + label + "</extra>"),
                       row=1, col=1)
+    strategy = timeline["strategy"].to_numpy(dtype=object) if len(timeline) else np.array([], dtype=object)
+    steps, held = column(timeline, "step"), column(timeline, "held_bytes") / MIB
+    layer = timeline["layer"].to_numpy(dtype=object) if "layer" in timeline.columns else np.full(len(timeline), None, dtype=object)
     for k, (label, _, _) in enumerate(REPORT_STRATEGIES):
-        sub = timeline[timeline["strategy"] == label] if len(timeline) else timeline
-        steps = [num(v) for v in sub.get("step", [])]
-        fig.add_trace(go.Scatter(x=steps, y=[num(v) / MIB for v in sub.get("held_bytes", [])], mode="lines", name=label,
+        mine = strategy == label
+        fig.add_trace(go.Scatter(x=steps[mine], y=held[mine], mode="lines", name=label,
                                  line=dict(color=STRATEGY_COLORS[k], shape="hv", width=2, dash=STRATEGY_DASHES[k]),
-                                 legendgroup="timeline",
-                                 customdata=list(sub.get("layer", [])),
+                                 legendgroup="timeline", customdata=layer[mine],
                                  hovertemplate="call %{x} (%{customdata}): %{y:.1f} MiB held<extra>" + label + "</extra>"),
                       row=2, col=1)
     fits = budget[budget["calls_without_plan"] == 0] if len(budget) else budget

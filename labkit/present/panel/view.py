@@ -6,6 +6,7 @@ passed in); it never measures.
 """
 from __future__ import annotations
 
+import copy
 import html
 import json
 from pathlib import Path
@@ -87,7 +88,8 @@ def figure_widget(fig, width: Optional[int]):
     before (tests/test_panel_parts.py: the same widget state, chart by chart, update by update)."""
     import plotly.graph_objects as go
 
-    w = go.FigureWidget(fig.to_plotly_json(), _validate=False)
+    # the validated properties as they are (``to_dict`` would turn numpy arrays into base64 specs)
+    w = go.FigureWidget(copy.deepcopy(dict(data=fig._data, layout=fig._layout)), _validate=False)
     w._validate = w._layout_obj._validate = True  # plotly's own switch (BaseFigure, BasePlotlyType)
     for trace in w.data:
         trace._validate = True
