@@ -12,6 +12,7 @@
 #            empty cache in $d; PROBE_CHANGES measured live into $d; then the first panel, the builds and the
 #            changes answered from $d as a learner's shared recording -> $OUT/probe-*.log
 #   workers  each learner's build workers: how many, GPU memory each (probe_worker_memory.py), alone and in a class
+#   reading  a learner's first panels from a quick-filled shared recording, at once and after READ_S s of reading
 #   builds   where panel builds spend their time (probe_panel_build, cProfile, no reading time): a fresh
 #            process's first panels live with an empty cache in $d, then `fill --quick --into $d`, then the
 #            same panels of a learner reading $d as the shared class recording -> $OUT/probe-builds*.log
@@ -60,6 +61,17 @@ step_workers() {
   LABKIT_MODE=live timeout -k 10 "$(limit workers)" python3 scripts/probe_worker_memory.py > "$out/workers.log" 2>&1
   LABKIT_MODE=live LABKIT_SHARED_CACHE="$(mktemp -d)" timeout -k 10 "$(limit workers)" python3 scripts/probe_worker_memory.py \
     > "$out/workers-class.log" 2>&1; grep -vE "^\*\*Mode" "$out/workers.log" "$out/workers-class.log" | tee -a "$log"
+}
+# reading: a learner's first panels from a shared recording `fill --quick` filled, built at once after the
+# first cell and after READ_S (default 3) seconds of reading the lesson's opening (no profiler) -> $OUT/reading*.log
+step_reading() {
+  d=$(mktemp -d); t0=$(date +%s); timeout -k 10 300 python3 -m labkit fill --quick --into "$d" > "$out/fill.log" 2>&1
+  echo "fill --quick --into (empty): $(( $(date +%s) - t0 )) s" | tee -a "$log"
+  for r in 0 "${READ_S:-3}"; do
+    LABKIT_MODE=live LABKIT_SHARED_CACHE="$d" LABKIT_CACHE="$(mktemp -d)" timeout -k 10 "$(limit reading)" \
+      python3 scripts/probe_panel_build.py --plain --read "$r" algorithms fusion > "$out/reading-$r.log" 2>&1
+    echo "-- reading $r s:" | tee -a "$log"; grep -E "^==|warm-up" "$out/reading-$r.log" | cut -c1-140 | tee -a "$log"
+  done
 }
 BUILD_PANELS=${BUILD_PANELS:-"algorithms fusion network_report workspace_sizes strategies"}
 step_builds() {

@@ -3,7 +3,7 @@
 then ``--read`` seconds of a learner reading (default 0), then each panel named, under cProfile:
 when the cell got the panel back (its first paint) and when it was whole.
 
-    python3 scripts/probe_panel_build.py [--read S] algorithms network_report
+    python3 scripts/probe_panel_build.py [--read S] [--plain] algorithms network_report
 """
 import argparse
 import cProfile
@@ -16,6 +16,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--read", type=float, default=0.0, help="seconds between the first cell and the first panel")
     ap.add_argument("--cell-profile", action="store_true", help="the first cell under cProfile too")
+    ap.add_argument("--plain", action="store_true", help="no cProfile: the times alone, as a learner waits them")
     ap.add_argument("panels", nargs="*", default=["algorithms", "network_report"])
     args = ap.parse_args(argv)
     cell = cProfile.Profile() if args.cell_profile else None
@@ -36,16 +37,19 @@ def main(argv=None):
     time.sleep(args.read)
     print(f"   warm-up after {args.read:g} s of reading: {warmup.seconds}", flush=True)
     for name in args.panels:
-        prof = cProfile.Profile()
+        prof = None if args.plain else cProfile.Profile()
         t0 = time.perf_counter()
-        prof.enable()
+        if prof:
+            prof.enable()
         p = widgets.panel(name)
         shown = (time.perf_counter() - t0) * 1000
         p.wait()
-        prof.disable()
+        if prof:
+            prof.disable()
         took = (time.perf_counter() - t0) * 1000
         print(f"== {name}: shown at {shown:.0f} ms, whole at {took:.0f} ms; {p.status.value[-160:]}", flush=True)
-        _print_profile(prof, 28)
+        if prof:
+            _print_profile(prof, 28)
     print(f"   warm-up at the end: {warmup.seconds}")
 
 
