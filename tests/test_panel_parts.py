@@ -198,30 +198,38 @@ def test_a_slow_partial_draw_spaces_out_the_next_ones():
     assert drawn == [1, 3] and job.partial_draws == 2
 
 
+def after_warm_up(code: str, **env) -> list:
+    """Run ``code`` in a fresh kernel (a subprocess, recorded mode, ``env`` set) once a lesson's
+    first cell has run and its warm-up finished (``sys``, ``gc``, ``time`` and ``warmup`` imported);
+    the words it printed."""
+    import subprocess
+    import sys
+
+    code = ("import gc, sys, time\n"
+            "from labkit.session import lessons, warmup\n"
+            "lessons.banner()\n"
+            "assert warmup.wait(120), warmup.seconds\n") + code
+    out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, LABKIT_MODE="recorded", **env),
+                         capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout.split()
+
+
 @pytest.mark.parametrize("switch, skipped", [("", True), ("0", False)])
 def test_the_warm_up_leaves_out_jsonschemas_iri_grammar_and_gives_it_back(switch, skipped):
     """A fresh kernel (a subprocess): while the warm-up imports plotly's renderers, rfc3987_syntax
     (39 Earley parsers built at import) is marked absent, so jsonschema has no "iri" checker; once
     the warm-up is done it imports as usual. LABKIT_SKIP_IRI_GRAMMAR=0 leaves jsonschema alone."""
     import importlib.util
-    import subprocess
-    import sys
 
     if importlib.util.find_spec("rfc3987_syntax") is None:
         pytest.skip("rfc3987-syntax is not installed (it comes with JupyterLab's jupyter-events)")
-    code = ("import sys\n"
-            "from labkit.session import lessons, warmup\n"
-            "lessons.banner()\n"
-            "assert warmup.wait(120), warmup.seconds\n"
-            "import jsonschema\n"
-            "had = 'rfc3987_syntax' in sys.modules\n"
-            "import rfc3987_syntax\n"
-            "print(warmup.iri_grammar_skipped, had, 'iri' in jsonschema.FormatChecker.checkers, warmup.seconds)\n")
-    env = dict(os.environ, LABKIT_MODE="recorded", LABKIT_SKIP_IRI_GRAMMAR=switch)
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=180)
-    assert out.returncode == 0, out.stderr[-2000:]
-    got = out.stdout.split()
-    assert got[:3] == [str(skipped), str(not skipped), str(not skipped)], out.stdout
+    got = after_warm_up("import jsonschema\n"
+                        "had = 'rfc3987_syntax' in sys.modules\n"
+                        "import rfc3987_syntax\n"
+                        "print(warmup.iri_grammar_skipped, had, 'iri' in jsonschema.FormatChecker.checkers, warmup.seconds)\n",
+                        LABKIT_SKIP_IRI_GRAMMAR=switch)
+    assert got[:3] == [str(skipped), str(not skipped), str(not skipped)], got
 
 
 @pytest.mark.parametrize("name", ["network_report", "race_timeline", "fusion", "algorithms"])
@@ -261,21 +269,11 @@ def test_the_warm_up_freezes_the_collector_after_the_imports(switch, frozen):
     """A fresh kernel (a subprocess): once the warm-up is done, the imported libraries' objects are
     in the collector's permanent generation, so a full collection no longer walks them (it takes a
     fraction of the time it took before); LABKIT_GC_FREEZE=0 leaves the collector alone."""
-    import subprocess
-    import sys
-
-    code = ("import gc, time\n"
-            "from labkit.session import lessons, warmup\n"
-            "lessons.banner()\n"
-            "assert warmup.wait(120), warmup.seconds\n"
-            "t = time.perf_counter(); gc.collect(); ms = (time.perf_counter() - t) * 1000\n"
-            "gc.unfreeze(); t = time.perf_counter(); gc.collect(); whole = (time.perf_counter() - t) * 1000\n"
-            "print('gc frozen' in warmup.seconds, warmup.seconds.get('gc frozen'), ms, whole)\n")
-    env = dict(os.environ, LABKIT_MODE="recorded", LABKIT_GC_FREEZE=switch)
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=180)
-    assert out.returncode == 0, out.stderr[-2000:]
-    listed, step, ms, whole = out.stdout.split()
-    assert listed == str(frozen), out.stdout
+    listed, step, ms, whole = got = after_warm_up(
+        "t = time.perf_counter(); gc.collect(); ms = (time.perf_counter() - t) * 1000\n"
+        "gc.unfreeze(); t = time.perf_counter(); gc.collect(); whole = (time.perf_counter() - t) * 1000\n"
+        "print('gc frozen' in warmup.seconds, warmup.seconds.get('gc frozen'), ms, whole)\n", LABKIT_GC_FREEZE=switch)
+    assert listed == str(frozen), got
     if frozen:
-        assert not step.startswith(("'", '"')) and float(step) >= 0, out.stdout  # a time, not an error
-        assert float(ms) < 0.5 * float(whole), out.stdout
+        assert not step.startswith(("'", '"')) and float(step) >= 0, got  # a time, not an error
+        assert float(ms) < 0.5 * float(whole), got
