@@ -62,7 +62,9 @@ LIVE_CONTROLS = ("N", "C", "H", "dtype", "layout", "direction", "workload", "lau
 
 
 def _fingerprint(fig):
-    return tuple((t.visible, tuple(t.x or ()) if t.x is not None else None, tuple(t.y or ()) if t.y is not None else None)
+    """What the figure's traces hold (x and y as text: a trace's data may be a list, a tuple or a
+    numpy array, with NaN, which equals nothing)."""
+    return tuple((t.visible, None if t.x is None else repr(list(t.x)), None if t.y is None else repr(list(t.y)))
                  for t in fig.data)
 
 
