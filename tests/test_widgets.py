@@ -321,7 +321,8 @@ def test_dropdowns_get_room_for_their_longest_option():
     p = widgets.StrategiesPanel()
     w = p.widgets["workload"]
     assert w.layout.grid_column == "span 2" and int(w.layout.min_width.rstrip("px")) >= 8 * len("resnet50_fp16_nhwc")
-    assert p.widgets["dtype"].layout.grid_column is None  # short options stay in one column
+    assert "dtype" not in p.widgets  # a widget for each of the panel's own controls only
+    assert widgets.panel("layout").widgets["dtype"].layout.grid_column is None  # short options stay in one column
     from labkit.present.panel.view import PanelView
 
     live = PanelView.make_widget(type("V", (), {"live": True, "syncing": False, "on_control": None})(),

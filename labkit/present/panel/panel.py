@@ -132,7 +132,7 @@ class Panel:
             lessons.start_build_workers()  # ready for the runtime-compiled plans of this panel's graphs
         self.view = PanelView(self.live, csv_name or cfg.csv_name or f"results_{cfg.experiment}.csv", fig_width,
                               self.gpu.options(cfg.experiment), self.gpu.value(cfg.experiment),
-                              self._on_control, self._on_button, self.pick_gpu)
+                              self._on_control, self._on_button, self.pick_gpu, (*cfg.controls, *(cfg.recorded_controls or ())))
         self.job = MeasurementJob(cfg.experiment, lambda make_frame: draw_partial(self.view, self.controls_state, make_frame),
                                   self.view.say)
         self.view.sync(self.controls_state)

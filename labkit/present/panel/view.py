@@ -10,7 +10,7 @@ import copy
 import html
 import json
 from pathlib import Path
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, Iterable, Optional
 
 import ipywidgets as W
 from traitlets import TraitError
@@ -125,15 +125,17 @@ class PanelView:
     view itself syncs the widgets to the state)."""
 
     def __init__(self, live: bool, csv_name: str, fig_width: Optional[int], gpu_options, gpu_value: str,
-                 on_control: Callable, on_button: Callable, on_gpu: Callable):
+                 on_control: Callable, on_button: Callable, on_gpu: Callable, controls: Optional[Iterable[str]] = None):
         self.live, self.csv_name, self.fig_width = live, csv_name, fig_width
+        #: the controls this panel can show (default: every one in CONTROLS); a widget is made for each
+        self.names = [n for n in CONTROLS if controls is None or n in set(controls)]
         self.on_control, self.on_gpu = on_control, on_gpu
         self.syncing = False
         self.df = None
         self.error: Optional[str] = None
         self.fig = None
         self.figs: Dict[str, object] = {}  # one FigureWidget per chart, made once
-        self.widgets: Dict[str, W.Widget] = {n: self.make_widget(c) for n, c in CONTROLS.items()}
+        self.widgets: Dict[str, W.Widget] = {n: self.make_widget(CONTROLS[n]) for n in self.names}
         self.header = W.HTML()
         self.controls_box = W.GridBox(list(self.widgets.values()),
                                       layout=W.Layout(grid_template_columns="repeat(4, minmax(190px, 1fr))",
@@ -178,7 +180,7 @@ class PanelView:
         try:
             self.gpu_picker.value = gpu_value
             old = self.widgets
-            self.widgets = {n: self.make_widget(c) for n, c in CONTROLS.items()}
+            self.widgets = {n: self.make_widget(CONTROLS[n]) for n in self.names}
             for w in old.values():
                 w.close()
             self.controls_box.children = list(self.widgets.values())
