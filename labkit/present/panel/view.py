@@ -158,8 +158,7 @@ class PanelView:
         fit_options(self.gpu_picker, [t for t, _ in self.gpu_picker.options])
         self.gpu_picker.layout.display = None if len(self.gpu_picker.options) > 1 else "none"
         self.gpu_picker.observe(lambda change: self.syncing or on_gpu(change["new"] or None), names="value")
-        # wrapped, not shrunk: live, the GPU picker's "this GPU, live (...)" left the buttons too little
-        # room and cut their labels ("reset to b...", "measure ag..." in lesson 09's live screenshot)
+        # wrapped, not shrunk (live, beside the GPU picker, their labels were cut: "reset to b...")
         self.buttons = W.HBox([self.gpu_picker, self.reset_button, self.rerun_button, self.csv_button],
                               layout=W.Layout(flex_flow="row wrap"))
         self.box = W.VBox([self.header, self.controls_box, self.buttons, self.status, self.message])
