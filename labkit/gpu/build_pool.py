@@ -34,9 +34,12 @@ CLASS_WORKERS = 2
 
 
 def in_class() -> bool:
-    """Whether this kernel reads a class's shared recording (``LABKIT_SHARED_CACHE`` is set):
-    its learners share the GPU and the CPU cores, and most values are read, not built."""
-    return bool(os.environ.get("LABKIT_SHARED_CACHE", "").strip())
+    """Whether this kernel reads a class's shared recording (``LABKIT_SHARED_CACHE`` is set:
+    `labkit.store.localcache.shared_root`): its learners share the GPU and the CPU cores, and most
+    values are read, not built."""
+    from ..store import localcache
+
+    return localcache.shared_root() is not None
 
 
 def default_workers() -> int:

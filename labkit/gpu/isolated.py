@@ -55,7 +55,9 @@ class StepFailed(LabkitError):
 
 def isolation_on() -> bool:
     """Whether steps run in a worker process (``LABKIT_ISOLATE``, on unless set to 0)."""
-    return os.environ.get("LABKIT_ISOLATE", "1").strip().lower() not in ("0", "false", "no", "off")
+    from .. import env
+
+    return env.switched_on("LABKIT_ISOLATE")
 
 
 def _resolve(target: str) -> Callable:

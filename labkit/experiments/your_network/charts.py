@@ -14,8 +14,8 @@ from .tables import tables_of
 
 
 def column(df, name: str, dtype=np.float64) -> np.ndarray:
-    """Column ``name`` of ``df`` as a numpy array (missing values NaN: a gap in the chart); empty
-    when ``df`` lacks it."""
+    """Column ``name`` of ``df`` as a numpy array of ``dtype`` (float: missing values NaN, a gap in
+    the chart); empty when ``df`` lacks it."""
     if name not in df.columns:
         return np.array([], dtype=dtype)
     return df[name].to_numpy(dtype=dtype, na_value=np.nan) if dtype is np.float64 else df[name].to_numpy(dtype=dtype)
@@ -48,7 +48,7 @@ def network_report_chart(df) -> go.Figure:
                              hovertemplate="call %{x}, %{customdata[0]}: %{y:.1f} us, workspace %{customdata[1]}<extra>"
                                            + label + "</extra>"),
                       row=1, col=1)
-    strategy = timeline["strategy"].to_numpy(dtype=object) if len(timeline) else np.array([], dtype=object)
+    strategy = column(timeline, "strategy", object)
     steps, held = column(timeline, "step"), column(timeline, "held_bytes") / MIB
     layer = timeline["layer"].to_numpy(dtype=object) if "layer" in timeline.columns else np.full(len(timeline), None, dtype=object)
     for k, (label, _, _) in enumerate(REPORT_STRATEGIES):
