@@ -6,6 +6,8 @@
 #   widgets  scripts/bench_widgets.py first visit with an empty cache (into $d), then `fill --quick --into $d`,
 #            then first visit of a learner with an empty cache and LABKIT_SHARED_CACHE=$d -> $OUT/widget_latency.csv
 #   setupwidgets  the widgets' first visit after `python -m labkit warm-kernels` (what `make setup` runs)
+#   sharedwidgets  only the widgets' first visit of a learner reading a shared class recording: CLASS_DIR when a
+#            `fill --quick` filled it already (the firstpanel step), else a new folder filled here -> $OUT/widget_latency.csv
 #   kernels  CuPy's kernel compiles on a first visit (probe_kernel_compiles.py, probe_nvrtc_cost.py), numerics GPU tests
 #   probe    where the slow first paints and shared-recording changes spend their time (probe_change: every
 #            thread's stacks sampled), after `warm-kernels`: a fresh process's first panel (PROBE_FIRST), live,
@@ -13,6 +15,10 @@
 #            changes answered from $d as a learner's shared recording -> $OUT/probe-*.log
 #   workers  each learner's build workers: how many, GPU memory each (probe_worker_memory.py), alone and in a class
 #   reading  a learner's first panels from a quick-filled shared recording, at once and after READ_S s of reading
+#   firstpanel  a learner's first panels (FIRST_PANELS) at once after the first cell from a quick-filled shared
+#            recording in CLASS_DIR (default: a new folder), FIRST_REPEATS (3) fresh processes, no profiler, with the
+#            warm-up's timeline; then the builds of PROFILE_PANELS under cProfile after 5 s of reading
+#            -> $OUT/first-*.log
 #   builds   where panel builds spend their time (probe_panel_build, cProfile, no reading time): a fresh
 #            process's first panels live with an empty cache in $d, then `fill --quick --into $d`, then the
 #            same panels of a learner reading $d as the shared class recording -> $OUT/probe-builds*.log
@@ -37,6 +43,16 @@ step_widgets() {
   tail -n 6 "$out/fill.log" | tee -a "$log"; echo "fill --quick --into (after the first visit): $(( $(date +%s) - t0 )) s" | tee -a "$log"
   LABKIT_MODE=live LABKIT_SHARED_CACHE="$d" CUPY_CACHE_DIR="$(mktemp -d)" timeout -k 10 "$(limit widgets)" \
     python3 scripts/bench_widgets.py --cache "$e" \
+    --condition "first visit, shared class recording" --out "$out/widget_latency.csv" > "$out/widgets-shared.log" 2>&1
+  tail -n 25 "$out/widgets-shared.log" | tee -a "$log"
+}
+step_sharedwidgets() {
+  d="${CLASS_DIR:-$(mktemp -d)}"; mkdir -p "$d"; [ -f "$out/widget_latency.csv" ] || cp data/bench/widget_latency.csv "$out/"
+  if [ ! -f "$d/fill.json" ]; then
+    timeout -k 10 300 python3 -m labkit fill --quick --into "$d" > "$out/fill.log" 2>&1; tail -n 3 "$out/fill.log" | tee -a "$log"
+  fi
+  LABKIT_MODE=live LABKIT_SHARED_CACHE="$d" CUPY_CACHE_DIR="$(mktemp -d)" timeout -k 10 "$(limit widgets)" \
+    python3 scripts/bench_widgets.py --cache "$(mktemp -d)" \
     --condition "first visit, shared class recording" --out "$out/widget_latency.csv" > "$out/widgets-shared.log" 2>&1
   tail -n 25 "$out/widgets-shared.log" | tee -a "$log"
 }
@@ -72,6 +88,22 @@ step_reading() {
       python3 scripts/probe_panel_build.py --plain --read "$r" algorithms fusion > "$out/reading-$r.log" 2>&1
     echo "-- reading $r s:" | tee -a "$log"; grep -E "^==|warm-up" "$out/reading-$r.log" | cut -c1-140 | tee -a "$log"
   done
+}
+step_firstpanel() {
+  d="${CLASS_DIR:-$(mktemp -d)}"; mkdir -p "$d"; t0=$(date +%s)
+  timeout -k 10 300 python3 -m labkit fill --quick --into "$d" > "$out/fill.log" 2>&1
+  echo "fill --quick --into: $(( $(date +%s) - t0 )) s" | tee -a "$log"
+  for i in $(seq "${FIRST_REPEATS:-3}"); do
+    # shellcheck disable=SC2086
+    LABKIT_MODE=live LABKIT_SHARED_CACHE="$d" LABKIT_CACHE="$(mktemp -d)" timeout -k 10 "$(limit firstpanel)" \
+      python3 scripts/probe_panel_build.py --plain --read 0 ${FIRST_PANELS:-algorithms network_report strategies} \
+      > "$out/first-$i.log" 2>&1
+    grep -E "^==|warm-up steps" "$out/first-$i.log" | cut -c1-400 | tee -a "$log"
+  done
+  # shellcheck disable=SC2086
+  LABKIT_MODE=live LABKIT_SHARED_CACHE="$d" LABKIT_CACHE="$(mktemp -d)" timeout -k 10 "$(limit firstpanel)" \
+    python3 scripts/probe_panel_build.py --read 5 ${PROFILE_PANELS:-network_report strategies} > "$out/first-profile.log" 2>&1
+  grep -E "^==" "$out/first-profile.log" | cut -c1-200 | tee -a "$log"
 }
 BUILD_PANELS=${BUILD_PANELS:-"algorithms fusion network_report workspace_sizes strategies"}
 step_builds() {

@@ -36,6 +36,7 @@ def main(argv=None):
         _print_profile(cell, 40)
     time.sleep(args.read)
     print(f"   warm-up after {args.read:g} s of reading: {warmup.seconds}", flush=True)
+    cell_end = time.perf_counter() - getattr(warmup, "_t0", t0)  # (an older labkit: since the cell began)
     for name in args.panels:
         prof = None if args.plain else cProfile.Profile()
         t0 = time.perf_counter()
@@ -51,6 +52,8 @@ def main(argv=None):
         if prof:
             _print_profile(prof, 28)
     print(f"   warm-up at the end: {warmup.seconds}")
+    print(f"   warm-up steps (started, ended; s after the banner started them; the first cell ended at "
+          f"{cell_end:.3f}): {getattr(warmup, 'timeline', None)}")
 
 
 def _print_profile(prof, lines):

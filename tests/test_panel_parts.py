@@ -215,6 +215,35 @@ def after_warm_up(code: str, **env) -> list:
     return out.stdout.split()
 
 
+def test_the_chart_imports_start_before_the_gpu_question_and_the_rest_after_them():
+    """A fresh kernel (a subprocess): the banner starts the chart's imports before it asks whether
+    a GPU is there (which imports CuPy and initialises CUDA: most of a first cell on a GPU host);
+    every chart's subplot grid is laid out after the imports (step "grids"), then the collector is
+    frozen; recorded mode starts nothing of the GPU."""
+    import subprocess
+    import sys
+
+    code = ("from labkit import env\n"
+            "from labkit.session import lessons, warmup\n"
+            "real = env.mode\n"
+            "asked = []\n"
+            "def mode():\n"
+            "    asked.append(bool(warmup._threads) and warmup._threads[0].name)\n"
+            "    return real()\n"
+            "env.mode = mode\n"
+            "lessons.banner()\n"
+            "assert warmup.wait(120), warmup.seconds\n"
+            "from labkit.draw import plots\n"
+            "t = warmup.timeline\n"
+            "order = sorted(t, key=lambda k: t[k])\n"
+            "print(asked[0], order.index('imports done') > order.index('figures'), t['grids'][0] >= t['imports done'][1],\n"
+            "      t['gc frozen'][0] >= t['grids'][1], 'gpu' in t, plots.lay_out_grids(), len(plots._GRIDS) >= len(plots._DECLARED) > 5)\n")
+    out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, LABKIT_MODE="recorded"),
+                         capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["labkit-warm-up", "True", "True", "True", "False", "0", "True"], out.stdout
+
+
 @pytest.mark.parametrize("switch, skipped", [("", True), ("0", False)])
 def test_the_warm_up_leaves_out_jsonschemas_iri_grammar_and_gives_it_back(switch, skipped):
     """A fresh kernel (a subprocess): while the warm-up imports plotly's renderers, rfc3987_syntax

@@ -297,3 +297,32 @@ def test_a_kept_subplot_grid_gives_the_figure_make_subplots_gives(subplots):
     first.layout.annotations = ()
     for fig in (plots.new_figure(**subplots), plots.new_figure(**subplots)):
         assert made(fig) == want
+
+
+def test_every_declared_grid_laid_out_ahead_gives_the_figure_make_subplots_gives():
+    """The warm-up lays out each chart's grid (`plots.grid`) without touching plotly's default
+    template; a chart's figure of a grid laid out that way is make_subplots' under labkit's template."""
+    import json
+
+    import plotly.io as pio
+    from plotly.subplots import make_subplots
+
+    from labkit import experiments  # noqa: F401  (the charts' modules declare their grids)
+
+    assert len(plots._DECLARED) >= 8
+    kept = dict(plots._GRIDS)
+    plots._GRIDS.clear()
+    try:
+        before = pio.templates.default
+        assert plots.lay_out_grids() == len({plots._grid_key(g) for g in plots._DECLARED})
+        assert pio.templates.default == before and plots.lay_out_grids() == 0
+        for g in plots._DECLARED:
+            old, pio.templates._default = pio.templates._default, plots.TEMPLATE
+            try:
+                want = make_subplots(**g)
+            finally:
+                pio.templates._default = old
+            assert json.dumps(plots.new_figure(**g).to_plotly_json(), sort_keys=True, default=str) == \
+                json.dumps(want.to_plotly_json(), sort_keys=True, default=str)
+    finally:
+        plots._GRIDS.update(kept)

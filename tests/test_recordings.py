@@ -84,16 +84,20 @@ def test_truncated_csv_without_checksum_reports_rows(copy):
         recordings.load(copy).table("layout")
 
 
-def test_bad_request_json_names_the_row(copy):
+@pytest.mark.parametrize("line,request_text", [(2, '"{not json"'), (-1, '"{not json"'), (4, "")])
+def test_bad_request_json_names_the_row(copy, line, request_text):
+    """Each distinct request is parsed once; the error names the file's line of its first row
+    (an empty request too)."""
     meta = json.loads((copy / "metadata.json").read_text())
     meta["experiments"]["race"]["sha256"] = None
     (copy / "metadata.json").write_text(json.dumps(meta))
     lines = (copy / "race.csv").read_text().splitlines(True)
-    lines[2] = '"{not json",' + lines[2].split('}",', 1)[1]
+    line = line % len(lines)
+    lines[line] = request_text + "," + lines[line].split('}",', 1)[1]
     (copy / "race.csv").write_text("".join(lines))
     with pytest.raises(RecordedDataError) as info:
         recordings.load(copy).table("race")
-    assert info.value.row == 3 and "race.csv" in str(info.value)
+    assert info.value.row == line + 1 and "race.csv" in str(info.value)
 
 
 @pytest.mark.parametrize("breakage,message", [

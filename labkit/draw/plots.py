@@ -207,7 +207,8 @@ def finish(fig: go.Figure, df, main: str, detail: str = "", note: str = "", heig
 
 
 def new_figure(**subplots) -> go.Figure:
-    """An empty figure (a subplot grid when ``subplots`` are given) in the plotly_white template.
+    """An empty figure (a subplot grid when ``subplots`` are given: a chart's `grid`) in the
+    plotly_white template.
 
     The template is applied at construction, as plotly's default, which plotly resolves from its
     registry (cheap). Assigning it afterwards, or setting ``pio.templates.default`` through its
@@ -216,25 +217,18 @@ def new_figure(**subplots) -> go.Figure:
     default name is swapped directly where plotly keeps it (``_default``, plotly 6 and 7;
     tests/test_plots.py checks that the template is applied and plotly's default left alone).
 
-    A subplot grid is laid out by ``make_subplots`` once per set of arguments (8 ms for the network
-    report's three rows on a 2-core CPU machine) and kept: later figures get a copy of its layout
-    and the grid plotly's ``add_trace(row=, col=)`` reads (``_grid_ref``, ``_grid_str``, where
-    ``make_subplots`` puts them), 0.8 ms (tests/test_plots.py: the same figure either way)."""
+    A subplot grid is laid out by ``make_subplots`` once per set of arguments (`_laid_out`) and
+    copied: its layout and the grid plotly's ``add_trace(row=, col=)`` reads (``_grid_ref``,
+    ``_grid_str``, where ``make_subplots`` puts them), 0.8 ms (tests/test_plots.py: the same
+    figure either way)."""
     import plotly.io as pio
 
-    key = repr(sorted(subplots.items())) if subplots else None
-    grid = _GRIDS.get(key) if key else None
+    grid = _laid_out(subplots) if subplots else None
     reg = pio.templates
     old, reg._default = reg._default, TEMPLATE
     try:
-        if not subplots:
-            return go.Figure()
         if grid is None:
-            fig = make_subplots(**subplots)
-            layout = fig.layout.to_plotly_json()
-            layout.pop("template", None)
-            _GRIDS[key] = (layout, fig.__dict__["_grid_ref"], fig.__dict__["_grid_str"])
-            return fig
+            return go.Figure()
         layout, grid_ref, grid_str = grid
         fig = go.Figure(layout=copy.deepcopy(layout))
     finally:
@@ -244,8 +238,46 @@ def new_figure(**subplots) -> go.Figure:
     return fig
 
 
-#: make_subplots' arguments -> (its layout without the template, _grid_ref, _grid_str): `new_figure`
+def grid(**subplots) -> dict:
+    """A chart's subplot grid (``make_subplots``' arguments), declared beside the chart; the chart
+    draws ``new_figure(**GRID)``. The warm-up lays out every declared grid ahead (`lay_out_grids`),
+    so no lesson's first chart does it (``make_subplots``: 8 ms for the network report's three
+    rows on a 2-core CPU machine; on the GPU host a panel's first figure of a grid took 65 ms
+    under cProfile, its later ones 1 ms)."""
+    _DECLARED.append(subplots)
+    return subplots
+
+
+def lay_out_grids() -> int:
+    """Lay out every grid a chart declared with `grid` and nobody laid out yet; how many it did."""
+    todo = [g for g in list(_DECLARED) if _grid_key(g) not in _GRIDS]
+    for g in todo:
+        _laid_out(g)
+    return len(todo)
+
+
+def _grid_key(subplots: dict) -> str:
+    return repr(sorted(subplots.items()))
+
+
+def _laid_out(subplots: dict) -> tuple:
+    """``make_subplots(**subplots)``' layout without its template, ``_grid_ref`` and ``_grid_str``:
+    made once (under plotly's default template, whichever it is: the copy takes labkit's at
+    `new_figure`; no swap, so a warm-up thread never changes what another thread's figures get)."""
+    key = _grid_key(subplots)
+    grid = _GRIDS.get(key)
+    if grid is None:
+        fig = make_subplots(**copy.deepcopy(subplots))  # (it fills a ``specs`` argument's defaults in place)
+        layout = fig.layout.to_plotly_json()
+        layout.pop("template", None)
+        grid = _GRIDS[key] = (layout, fig.__dict__["_grid_ref"], fig.__dict__["_grid_str"])
+    return grid
+
+
+#: make_subplots' arguments -> (its layout without the template, _grid_ref, _grid_str): `_laid_out`
 _GRIDS: dict = {}
+#: every chart's grid (`grid`), in the order the charts' modules declared them
+_DECLARED: list = []
 
 
 def note_block(text: str) -> dict:

@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from ..errors import InvalidSpec, LabkitError
 from ..gpu.unfused import DTYPES, UnfusedPath, check_spec
 from ..draw.plots import (
-    COLORS, finish, fmt_bytes, fmt_us, log_axis, log_if_wide, new_figure, not_ok_note, num, ok_rows, request_spec,
+    COLORS, finish, fmt_bytes, fmt_us, grid, log_axis, log_if_wide, new_figure, not_ok_note, num, ok_rows, request_spec,
     shape_label,
 )
 from ..signals.cancel import Budget
@@ -147,12 +147,14 @@ def fusion(spec: ConvSpec = BASE, epilogues: Sequence[str] = ("bias_relu", "bias
 # ---- charts --------------------------------------------------------------------------------
 
 
+FUSION_GRID = grid(rows=1, cols=3, horizontal_spacing=0.07, subplot_titles=("GPU time per call", "memory allocated", "HBM traffic (model)"))
+
+
 def fusion_chart(df) -> go.Figure:
     """Fused conv+bias+relu(+add) (the heuristic's plan, and autotuned) vs the unfused sequence:
     GPU time, allocated bytes, modelled HBM traffic. Traces: (fused, fused autotuned, unfused) x
     (time us, allocated MiB, modelled MiB) = 9."""
-    fig = new_figure(rows=1, cols=3, horizontal_spacing=0.07,
-                        subplot_titles=("GPU time per call", "memory allocated", "HBM traffic (model)"))
+    fig = new_figure(**FUSION_GRID)
     epis = list(dict.fromkeys(df["epilogue"]))
     ok = ok_rows(df)
     paths = (("fused", COLORS["good"]), ("fused, autotuned", COLORS["primary"]), ("unfused", COLORS["muted"]))

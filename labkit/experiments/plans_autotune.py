@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 from ..signals.cancel import checkpoint
 from ..errors import InvalidSpec, LabkitError
 from ..draw.plots import (
-    COLORS, finish, first_value, fmt_bytes, fmt_seconds, fmt_us, isnan, log_axis, new_figure, nice_step,
+    COLORS, finish, first_value, fmt_bytes, fmt_seconds, fmt_us, grid, isnan, log_axis, new_figure, nice_step,
     not_ok_note, num, ok_rows, request_spec, shape_label, size_unit, tick_seconds,
 )
 from ..signals.progress import report
@@ -190,6 +190,9 @@ def cap_label(cap_bytes) -> str:
     return "unlimited" if c < 0 else fmt_bytes(c)
 
 
+CAPS_GRID = grid(specs=[[{"secondary_y": True}]])
+
+
 def caps_chart(df) -> go.Figure:
     """Best plan under each workspace cap and its slowdown against no cap.
     Traces: 0 best GPU time (us, bars), 1 slowdown (x, line on the right axis)."""
@@ -199,7 +202,7 @@ def caps_chart(df) -> go.Figure:
     sd = [num(v) if k else None for v, k in zip(df["slowdown_vs_unlimited"] if "slowdown_vs_unlimited" in df
                                                   else [None] * len(df), ok)]
     n = list(df["plans_within_cap"]) if "plans_within_cap" in df else [None] * len(df)
-    fig = new_figure(specs=[[{"secondary_y": True}]])
+    fig = new_figure(**CAPS_GRID)
     fig.add_trace(go.Bar(x=labels, y=t, name="best GPU time under the cap", marker_color=COLORS["primary"],
                          text=[f"{int(k)} plans" if k is not None and not isnan(k) else "" for k in n],
                          textposition="inside", insidetextanchor="start",

@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 
 from ..errors import InvalidSpec, LabkitError
 from ..draw.plots import (
-    COLORS, LAYOUT_COLORS, finish, fmt_bytes, fmt_us, log_axis, log_if_wide, new_figure, not_ok_note, num, ok_rows,
+    COLORS, LAYOUT_COLORS, finish, fmt_bytes, fmt_us, grid, log_axis, log_if_wide, new_figure, not_ok_note, num, ok_rows,
     request_spec, shape_label, size_unit,
 )
 from ..signals.progress import report
@@ -103,6 +103,9 @@ def workspace_sizes(spec: ConvSpec = BASE):
 # ---- charts --------------------------------------------------------------------------------
 
 
+ALGORITHMS_GRID = grid(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.04, subplot_titles=("GPU time (us), as cuDNN's Find reports it", "workspace it asks for (MiB)"))
+
+
 def algorithms_chart(df) -> go.Figure:
     """The classic algorithm table: GPU time and workspace per algorithm; unsupported ones say so.
 
@@ -115,8 +118,7 @@ def algorithms_chart(df) -> go.Figure:
     fastest = None
     if timed.any():
         fastest = df.loc[df.loc[timed, "time_us"].astype(float).idxmin(), "algorithm"]
-    fig = new_figure(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.04,
-                        subplot_titles=("GPU time (us), as cuDNN's Find reports it", "workspace it asks for (MiB)"))
+    fig = new_figure(**ALGORITHMS_GRID)
     t = [num(v) if ok else None for v, ok in zip(df["time_us"], timed)]
     ws = [(num(v) / MIB if num(v) is not None else None) if ok else None for v, ok in zip(df["query_workspace_bytes"], sized)]
     math_col = df["math"] if "math" in df.columns else [""] * len(df)
@@ -145,12 +147,16 @@ def algorithms_chart(df) -> go.Figure:
                    legend_rows=0)
 
 
+DIRECTIONS = ("fprop", "dgrad", "wgrad")
+WORKSPACE_SIZES_GRID = grid(rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.03, subplot_titles=DIRECTIONS)
+
+
 def workspace_sizes_chart(df) -> go.Figure:
     """Workspace of the heuristic plan per dtype, layout and direction (whiskers: smallest and
     largest among all candidate plans). Traces: 6 bars (3 directions x 2 layouts)."""
-    dirs = ("fprop", "dgrad", "wgrad")
+    dirs = DIRECTIONS
     dtypes = list(dict.fromkeys(df["dtype"]))
-    fig = new_figure(rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.03, subplot_titles=dirs)
+    fig = new_figure(**WORKSPACE_SIZES_GRID)
     for c, d in enumerate(dirs, start=1):
         for lay in ("NCHW", "NHWC"):
             sub = df[(df["direction"] == d) & (df["layout"] == lay)].set_index("dtype")
@@ -192,12 +198,15 @@ SWEEP_AXIS = {"N": "N (batch size)", "C=K": "C = K (channels in = out)", "H=W": 
               "R=S": "R = S (filter size)"}
 
 
+SWEEP_GRID = grid(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, row_heights=[0.6, 0.4])
+
+
 def sweep_chart(df) -> go.Figure:
     """GPU time and workspace of the heuristic plan as one dimension varies.
     Traces: 0 GPU time (us), 1 workspace (MiB)."""
     field = str(df["field"].iloc[0]) if len(df) else ""
     ok = ok_rows(df)
-    fig = new_figure(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, row_heights=[0.6, 0.4])
+    fig = new_figure(**SWEEP_GRID)
     custom = [[str(p), num(t)] for p, t in zip(ok.get("plan_name", [""] * len(ok)), ok.get("tflops", [None] * len(ok)))]
     fig.add_trace(go.Scatter(
         x=list(ok["value"]), y=[num(v) for v in ok["gpu_us"]], mode="lines+markers", name="GPU time",

@@ -11,7 +11,7 @@ from typing import Optional
 import plotly.graph_objects as go
 
 from ..errors import InvalidSpec
-from ..draw.plots import COLORS, finish, fmt_bytes, fmt_us, log_axis, log_if_wide, new_figure, not_ok_note, num, ok_rows
+from ..draw.plots import COLORS, finish, fmt_bytes, fmt_us, grid, log_axis, log_if_wide, new_figure, not_ok_note, num, ok_rows
 from ..draw.prose import Text, where
 from .checking import CheckResult, as_number, as_word, frame_for, is_close, pending, say
 from .core import MIB, experiment
@@ -36,6 +36,9 @@ def strategies_repeats(workload: str) -> int:
 # ---- charts --------------------------------------------------------------------------------
 
 
+STRATEGIES_GRID = grid(rows=1, cols=4, shared_yaxes=True, horizontal_spacing=0.025, subplot_titles=("host time per call", "GPU wall time per call", "workspace allocations", "workspace memory"))
+
+
 def strategies_chart(df) -> go.Figure:
     """Every workspace strategy on one workload. Traces: 0 host median per call (us), 1 host p95
     (us), 2 host time inside the strategy's get/put per call (us), 3 GPU time per call (us),
@@ -45,9 +48,7 @@ def strategies_chart(df) -> go.Figure:
     ok = list((df["status"] == "ok") if "status" in df.columns else [True] * len(df))
     col = lambda c, scale=1.0: [(num(v) / scale if num(v) is not None else None) if k else None  # noqa: E731
                                 for v, k in zip(df[c] if c in df.columns else [None] * len(df), ok)]
-    fig = new_figure(rows=1, cols=4, shared_yaxes=True, horizontal_spacing=0.025,
-                        subplot_titles=("host time per call", "GPU wall time per call", "workspace allocations",
-                                        "workspace memory"))
+    fig = new_figure(**STRATEGIES_GRID)
     fb = list(df["fallbacks"]) if "fallbacks" in df.columns else [0] * len(df)
     bar = dict(orientation="h")
     fig.add_trace(go.Bar(y=names, x=col("median_us"), name="host median", marker_color=COLORS["primary"], customdata=fb,

@@ -249,8 +249,9 @@ def banner() -> Text:
     from .. import env
     from . import warmup
 
-    m = env.mode()
-    warmup.start(m.live)  # the first chart's imports (and live, CUDA and cuDNN) while the learner reads
+    warmup.start_imports()  # the first chart's imports while the learner reads: before the GPU question
+    m = env.mode()  # (imports CuPy and the cuDNN frontend, initialises CUDA)
+    warmup.start(m.live)  # live: CUDA's and cuDNN's set-up too
     if m.live:
         e = env.environment()
         workers = start_build_workers()

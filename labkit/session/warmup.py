@@ -21,6 +21,17 @@ to 6 s with it. While the warm-up runs, ``sys.modules`` marks it absent, so json
 then, has no "iri" checkers in this kernel; the mark is taken away when the figures step ends, so
 an import of it afterwards works. ``LABKIT_SKIP_IRI_GRAMMAR=0`` leaves jsonschema as it is.
 
+The imports start first, before labkit asks whether a GPU is there (`start_imports`, called by
+the banner): that question imports CuPy and the cuDNN frontend and initialises CUDA (about 0.6 s
+of a 0.8-1 s first cell on the GPU host), and a panel built at once after the first cell waited
+for imports that had started only at the cell's end (a class's first panel, answered from the
+shared recording: 1.0 s; with the imports first, 0.42-0.51 s, the first cell 0.2-0.3 s longer).
+What no first chart needs comes after the chart's imports (step "imports done"): each chart's
+subplot grid (step "grids", `labkit.draw.plots.grid`) and cupyx (step "cupyx", in the GPU's
+thread); they only compete for the GIL with the chart's imports. All of it is GIL-bound Python
+work: with no time to read, a learner waits for it somewhere; this order puts it after the first
+chart.
+
 Last, once every import is done (the GPU's too), ``gc.freeze()`` (step "gc frozen"): the objects
 of the imported libraries (plotly's, pandas', CuPy's: about 230,000) go to the collector's permanent
 generation, so its full collections, which otherwise run now and then in the middle of a chart's
@@ -35,14 +46,21 @@ import gc
 import sys
 import threading
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 #: the module jsonschema imports for its optional "iri" format checkers (rfc3987-syntax)
 IRI_GRAMMAR = "rfc3987_syntax"
 
 #: step -> seconds it took in the warm-up thread (a failed step: its error instead)
 seconds: Dict[str, object] = {}
+#: step -> (started, ended): seconds since `start_imports` was called
+timeline: Dict[str, Tuple[float, float]] = {}
 _threads: List[threading.Thread] = []
+_t0 = 0.0
+#: set once `start` has decided whether the GPU is warmed up too (the gc step waits for it)
+_gpu_decided = threading.Event()
+#: set when the chart's imports are done, failed or not (the cupyx step waits for it)
+_imports_done = threading.Event()
 #: whether `start` marked `IRI_GRAMMAR` absent for the warm-up's imports
 iri_grammar_skipped = False
 _lock = threading.Lock()
@@ -58,11 +76,23 @@ def _figures() -> None:
 
     from ..draw import plots
 
+    import numpy as np
+
     fig = make_subplots(rows=1, cols=2)  # not plots.new_figure: it swaps plotly's default template
-    fig.add_trace(go.Bar(x=[1], y=[1]), row=1, col=1)
-    fig.add_trace(go.Scatter(x=[1], y=[1]), row=1, col=2)
+    # numpy columns, as the charts pass them: plotly asks narwhals whether an array is a dataframe, and
+    # narwhals' first question scans every installed package's entry points (32 ms under cProfile on the GPU host)
+    fig.add_trace(go.Bar(x=np.arange(1), y=np.ones(1)), row=1, col=1)
+    fig.add_trace(go.Scatter(x=np.arange(1), y=np.ones(1)), row=1, col=2)
     fig.update_layout(template=plots.TEMPLATE)
     go.FigureWidget  # noqa: B018  (importing the class: plotly's renderers, nbformat, jsonschema: 2 s; no widget made)
+
+
+def _grids() -> None:
+    """Every chart's subplot grid laid out (`labkit.draw.plots.grid`): after the imports, so a
+    panel built at once after the first cell does not wait for it."""
+    from ..draw import plots
+
+    plots.lay_out_grids()
 
 
 def _skip_iri_grammar() -> bool:
@@ -87,19 +117,31 @@ def _gpu() -> None:
 
     frontend.handle_for()  # the CUDA context, and cuDNN's libraries loaded for a handle
     cudnn_library.cudnn_version()  # the classic API's binding (lesson 01's first panel)
+
+
+def _cupyx() -> None:
+    """After the chart's imports (see the module doc)."""
+    _imports_done.wait()
     import cupyx  # noqa: F401  (CuPy's reductions import it: cupyx.linalg, cupyx.scipy, scipy.sparse: 0.8 s)
 
 
 def _freeze_gc() -> None:
-    """After the GPU's warm-up thread (if any) is done: the collector's permanent generation gets
-    every object there is now (see the module doc)."""
-    for t in list(_threads):
-        if t is not threading.current_thread():
-            t.join()
+    """Once `start` has decided on the GPU's thread and that thread is done: the collector's
+    permanent generation gets every object there is now (see the module doc)."""
+    _gpu_decided.wait(GPU_DECISION_S)
+    with _lock:
+        others = [t for t in _threads if t is not threading.current_thread()]
+    for t in others:
+        t.join()
     gc.freeze()
 
 
+#: at most this long the gc step waits for `start` (called by the banner just after `start_imports`)
+GPU_DECISION_S = 60.0
+
+
 def _run(steps) -> None:
+    """Run ``steps`` in order, each timed (a failed one too: the next still runs)."""
     for name, step in steps:
         t0 = time.perf_counter()
         try:
@@ -107,29 +149,44 @@ def _run(steps) -> None:
             seconds[name] = round(time.perf_counter() - t0, 3)
         except Exception as exc:  # noqa: BLE001  (an optimisation: the panel meets the error itself)
             seconds[name] = f"{type(exc).__name__}: {str(exc)[:120]}"
+        timeline[name] = (round(t0 - _t0, 3), round(time.perf_counter() - _t0, 3))
 
 
-def start(live: bool) -> bool:
-    """Start the warm-up in daemon threads (once per process): the imports, and live, beside them,
-    the GPU's set-up (CUDA's and cuDNN's mostly wait outside the GIL). True when this call started it."""
+def start_imports() -> bool:
+    """Start the chart's imports in a daemon thread (once per process), before anything asks for
+    the GPU. True when this call started them."""
     with _lock:
         if _threads:
             return False
-        global iri_grammar_skipped
+        global iri_grammar_skipped, _t0
+        _t0 = time.perf_counter()
         imports = [("tables", _tables), ("figures", _figures)]
         iri_grammar_skipped = _skip_iri_grammar()
         if iri_grammar_skipped:
             imports.append(("iri grammar unmarked", _unskip_iri_grammar))  # after the figures step, failed or not
+        imports += [("imports done", _imports_done.set), ("grids", _grids)]
         from .. import env
 
         if env.switched_on("LABKIT_GC_FREEZE"):
             imports.append(("gc frozen", _freeze_gc))
-        groups = [("labkit-warm-up", imports)]
+        _threads.append(threading.Thread(target=_run, args=(imports,), daemon=True, name="labkit-warm-up"))
+        _threads[-1].start()
+        return True
+
+
+def start(live: bool) -> bool:
+    """Start the warm-up (once per process): the chart's imports (`start_imports`, if not yet),
+    and live, beside them, the GPU's set-up (CUDA's and cuDNN's mostly wait outside the GIL), then
+    cupyx. True when this call started any of it."""
+    started = start_imports()
+    with _lock:
+        if _gpu_decided.is_set():
+            return started
         if live:
-            groups.append(("labkit-warm-up-gpu", [("gpu", _gpu)]))
-        _threads.extend(threading.Thread(target=_run, args=(steps,), daemon=True, name=name) for name, steps in groups)
-        for t in _threads:  # all listed before any starts: the gc step waits for the others
-            t.start()
+            _threads.append(threading.Thread(target=_run, args=([("gpu", _gpu), ("cupyx", _cupyx)],), daemon=True,
+                                             name="labkit-warm-up-gpu"))
+            _threads[-1].start()
+        _gpu_decided.set()
         return True
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from ...draw.plots import COLORS, finish, fmt_us, new_figure, ok_rows
+from ...draw.plots import COLORS, finish, fmt_us, grid, new_figure, ok_rows
 from ...gpu.trace import merged_spans, overlap_spans
 from .runs import RACE_CONVS, TRACED_CALLS
 
@@ -24,12 +24,14 @@ def _plan_order(ok):
     return list(per.plan_name)
 
 
+KERNELS_GRID = grid(rows=1, cols=2, shared_yaxes=True, column_widths=[0.68, 0.32], horizontal_spacing=0.02, subplot_titles=("GPU time per call, by kernel role (traced)", "host time per call (untraced)"))
+
+
 def kernels_chart(df) -> go.Figure:
     """Per plan (the `CHART_PLANS` fastest), its GPU time per call stacked by kernel role, and the
     host time to launch one call with the number of kernels it launches.
     Traces: one per role (`ROLES`), then host time = len(ROLES) + 1."""
-    fig = new_figure(rows=1, cols=2, shared_yaxes=True, column_widths=[0.68, 0.32], horizontal_spacing=0.02,
-                     subplot_titles=("GPU time per call, by kernel role (traced)", "host time per call (untraced)"))
+    fig = new_figure(**KERNELS_GRID)
     ok = ok_rows(df)
     order = _plan_order(ok)[:CHART_PLANS] if len(ok) else []
     sub = ok[ok.plan_name.isin(order)]

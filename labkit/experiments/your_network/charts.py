@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from ...draw.plots import COLORS, finish, fmt_bytes, new_figure, num, ok_rows
+from ...draw.plots import COLORS, finish, fmt_bytes, grid, new_figure, num, ok_rows
 from ..core import MIB
 from .request import REPORT_STRATEGIES
 from .tables import tables_of
@@ -26,15 +26,15 @@ STRATEGY_COLORS = ("#3c4043", "#1f77b4", "#d62728", "#2ca02c", "#98df8a", "#9467
 STRATEGY_DASHES = ("solid", "dash", "solid", "dot", "dashdot", "longdash", "dot", "solid")
 
 
+REPORT_GRID = grid(rows=3, cols=1, vertical_spacing=0.11, row_heights=[0.34, 0.38, 0.28], subplot_titles=("GPU time per call: the heuristic's plan and the fastest", "workspace memory held during each call (first pass, from nothing)", "pass time if every call keeps within a workspace cap"))
+
+
 def network_report_chart(df) -> go.Figure:
     """Three panels. Traces: 0 heuristic plan's GPU time per call, 1 fastest plan's (us, bars per
     call of the pass); 2-9 workspace held during each call of the first pass, one line per
     strategy (`REPORT_STRATEGIES`, MiB); 10 pass time against the workspace cap (ms)."""
     layers, timeline, budget = tables_of(df, "layers", "timeline", "budget")
-    fig = new_figure(rows=3, cols=1, vertical_spacing=0.11, row_heights=[0.34, 0.38, 0.28],
-                     subplot_titles=("GPU time per call: the heuristic's plan and the fastest",
-                                     "workspace memory held during each call (first pass, from nothing)",
-                                     "pass time if every call keeps within a workspace cap"))
+    fig = new_figure(**REPORT_GRID)
     # columns as numpy arrays (plotly copies an array as it is; a list it walks element by element)
     ok = ok_rows(layers) if len(layers) else layers
     x = column(ok, "order", np.int64)
