@@ -271,13 +271,14 @@ def main(argv=None) -> int:
         if args.cache:
             os.environ["LABKIT_CACHE"] = args.cache
         rows = first_cell(args.condition, args.pause)
-        df = write(rows, Path(args.out))
+        pending = list(rows)  # written with the first panel's: nothing (pandas' import, a CSV) runs between them
         from labkit.present import widgets
 
         for name in args.panels or [*widgets.PANELS, "lab"]:  # written after each panel: a stopped run keeps its rows
             new = bench(args.per_control, [name], pause=args.pause, condition=args.condition)
             rows += new
-            df = write(new, Path(args.out))
+            df = write(pending + new, Path(args.out))
+            pending = []
     print(f"\nwrote {args.out} ({len(rows)} rows of this run)")
     print(summary(df))
     return 0

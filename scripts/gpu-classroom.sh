@@ -6,8 +6,6 @@
 #   widgets  scripts/bench_widgets.py first visit with an empty cache (into $d), then `fill --quick --into $d`,
 #            then first visit of a learner with an empty cache and LABKIT_SHARED_CACHE=$d -> $OUT/widget_latency.csv
 #   setupwidgets  the widgets' first visit after `python -m labkit warm-kernels` (what `make setup` runs)
-#   sharedwidgets  only the widgets' first visit of a learner reading a shared class recording: CLASS_DIR when a
-#            `fill --quick` filled it already (the firstpanel step), else a new folder filled here -> $OUT/widget_latency.csv
 #   kernels  CuPy's kernel compiles on a first visit (probe_kernel_compiles.py, probe_nvrtc_cost.py), numerics GPU tests
 #   probe    where the slow first paints and shared-recording changes spend their time (probe_change: every
 #            thread's stacks sampled), after `warm-kernels`: a fresh process's first panel (PROBE_FIRST), live,
@@ -43,16 +41,6 @@ step_widgets() {
   tail -n 6 "$out/fill.log" | tee -a "$log"; echo "fill --quick --into (after the first visit): $(( $(date +%s) - t0 )) s" | tee -a "$log"
   LABKIT_MODE=live LABKIT_SHARED_CACHE="$d" CUPY_CACHE_DIR="$(mktemp -d)" timeout -k 10 "$(limit widgets)" \
     python3 scripts/bench_widgets.py --cache "$e" \
-    --condition "first visit, shared class recording" --out "$out/widget_latency.csv" > "$out/widgets-shared.log" 2>&1
-  tail -n 25 "$out/widgets-shared.log" | tee -a "$log"
-}
-step_sharedwidgets() {
-  d="${CLASS_DIR:-$(mktemp -d)}"; mkdir -p "$d"; [ -f "$out/widget_latency.csv" ] || cp data/bench/widget_latency.csv "$out/"
-  if [ ! -f "$d/fill.json" ]; then
-    timeout -k 10 300 python3 -m labkit fill --quick --into "$d" > "$out/fill.log" 2>&1; tail -n 3 "$out/fill.log" | tee -a "$log"
-  fi
-  LABKIT_MODE=live LABKIT_SHARED_CACHE="$d" CUPY_CACHE_DIR="$(mktemp -d)" timeout -k 10 "$(limit widgets)" \
-    python3 scripts/bench_widgets.py --cache "$(mktemp -d)" \
     --condition "first visit, shared class recording" --out "$out/widget_latency.csv" > "$out/widgets-shared.log" 2>&1
   tail -n 25 "$out/widgets-shared.log" | tee -a "$log"
 }
