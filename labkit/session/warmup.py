@@ -32,7 +32,9 @@ thread); they only compete for the GIL with the chart's imports. All of it is GI
 work: with no time to read, a learner waits for it somewhere; this order puts it after the first
 chart.
 
-Last, once every import is done (the GPU's too), ``gc.freeze()`` (step "gc frozen"): the objects
+Last, once every import is done (the GPU's too), ``gc.freeze()`` (step "gc frozen"; also as soon
+as the GPU question is answered and the chart's imports are done, so a panel built at once meets no
+full collection either): the objects
 of the imported libraries (plotly's, pandas', CuPy's: about 230,000) go to the collector's permanent
 generation, so its full collections, which otherwise run now and then in the middle of a chart's
 update and walk every one of them, no longer do: 110-120 ms each on a 2-core CPU machine (a
@@ -164,10 +166,15 @@ def start_imports() -> bool:
         iri_grammar_skipped = _skip_iri_grammar()
         if iri_grammar_skipped:
             imports.append(("iri grammar unmarked", _unskip_iri_grammar))  # after the figures step, failed or not
-        imports += [("imports done", _imports_done.set), ("grids", _grids)]
+        imports.append(("imports done", _imports_done.set))
         from .. import env
 
-        if env.switched_on("LABKIT_GC_FREEZE"):
+        freeze = env.switched_on("LABKIT_GC_FREEZE")
+        if freeze:
+            gc.freeze()  # labkit's own imports: the imports' full collections walk only what is new
+            imports.append(("gc frozen, imports", gc.freeze))  # at once: a panel built now meets no full collection
+        imports.append(("grids", _grids))
+        if freeze:
             imports.append(("gc frozen", _freeze_gc))
         _threads.append(threading.Thread(target=_run, args=(imports,), daemon=True, name="labkit-warm-up"))
         _threads[-1].start()
@@ -182,6 +189,10 @@ def start(live: bool) -> bool:
     with _lock:
         if _gpu_decided.is_set():
             return started
+        from .. import env
+
+        if env.switched_on("LABKIT_GC_FREEZE"):
+            gc.freeze()  # what the GPU question imported (CuPy, the cuDNN frontend), at once
         if live:
             _threads.append(threading.Thread(target=_run, args=([("gpu", _gpu), ("cupyx", _cupyx)],), daemon=True,
                                              name="labkit-warm-up-gpu"))
