@@ -34,9 +34,9 @@ def main(argv=None):
     print(f"== first cell: {(time.perf_counter() - t0) * 1000:.0f} ms (imports {(t1 - t0) * 1000:.0f} ms)", flush=True)
     if cell:
         _print_profile(cell, 40)
+    cell_end = time.perf_counter() - getattr(warmup, "_t0", t0)  # (an older labkit: since the cell began)
     time.sleep(args.read)
     print(f"   warm-up after {args.read:g} s of reading: {warmup.seconds}", flush=True)
-    cell_end = time.perf_counter() - getattr(warmup, "_t0", t0)  # (an older labkit: since the cell began)
     for name in args.panels:
         prof = None if args.plain else cProfile.Profile()
         t0 = time.perf_counter()

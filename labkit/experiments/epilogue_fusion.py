@@ -147,7 +147,8 @@ def fusion(spec: ConvSpec = BASE, epilogues: Sequence[str] = ("bias_relu", "bias
 # ---- charts --------------------------------------------------------------------------------
 
 
-FUSION_GRID = grid(rows=1, cols=3, horizontal_spacing=0.07, subplot_titles=("GPU time per call", "memory allocated", "HBM traffic (model)"))
+FUSION_GRID = grid(rows=1, cols=3, horizontal_spacing=0.07,
+                   subplot_titles=("GPU time per call", "memory allocated", "HBM traffic (model)"))
 
 
 def fusion_chart(df) -> go.Figure:

@@ -103,7 +103,8 @@ def workspace_sizes(spec: ConvSpec = BASE):
 # ---- charts --------------------------------------------------------------------------------
 
 
-ALGORITHMS_GRID = grid(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.04, subplot_titles=("GPU time (us), as cuDNN's Find reports it", "workspace it asks for (MiB)"))
+ALGORITHMS_GRID = grid(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.04,
+                       subplot_titles=("GPU time (us), as cuDNN's Find reports it", "workspace it asks for (MiB)"))
 
 
 def algorithms_chart(df) -> go.Figure:
@@ -154,10 +155,9 @@ WORKSPACE_SIZES_GRID = grid(rows=1, cols=3, shared_yaxes=True, horizontal_spacin
 def workspace_sizes_chart(df) -> go.Figure:
     """Workspace of the heuristic plan per dtype, layout and direction (whiskers: smallest and
     largest among all candidate plans). Traces: 6 bars (3 directions x 2 layouts)."""
-    dirs = DIRECTIONS
     dtypes = list(dict.fromkeys(df["dtype"]))
     fig = new_figure(**WORKSPACE_SIZES_GRID)
-    for c, d in enumerate(dirs, start=1):
+    for c, d in enumerate(DIRECTIONS, start=1):
         for lay in ("NCHW", "NHWC"):
             sub = df[(df["direction"] == d) & (df["layout"] == lay)].set_index("dtype")
             ys, lo, hi, txt = [], [], [], []

@@ -36,7 +36,9 @@ def strategies_repeats(workload: str) -> int:
 # ---- charts --------------------------------------------------------------------------------
 
 
-STRATEGIES_GRID = grid(rows=1, cols=4, shared_yaxes=True, horizontal_spacing=0.025, subplot_titles=("host time per call", "GPU wall time per call", "workspace allocations", "workspace memory"))
+STRATEGIES_GRID = grid(rows=1, cols=4, shared_yaxes=True, horizontal_spacing=0.025,
+                       subplot_titles=("host time per call", "GPU wall time per call", "workspace allocations",
+                                       "workspace memory"))
 
 
 def strategies_chart(df) -> go.Figure:

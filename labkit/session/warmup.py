@@ -73,12 +73,11 @@ def _tables() -> None:
 
 
 def _figures() -> None:
+    import numpy as np
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
     from ..draw import plots
-
-    import numpy as np
 
     fig = make_subplots(rows=1, cols=2)  # not plots.new_figure: it swaps plotly's default template
     # numpy columns, as the charts pass them: plotly asks narwhals whether an array is a dataframe, and

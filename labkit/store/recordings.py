@@ -141,13 +141,11 @@ class Recording:
             raise RecordedDataError("CSV has no 'request' column", path)
         if info.get("rows") is not None and len(df) != int(info["rows"]):
             raise RecordedDataError(f"expected {info['rows']} rows, found {len(df)} (truncated?)", path)
-        requests = df["request"]
-        for r in dict.fromkeys(requests):  # each distinct request once (a report's: one per ~1,500 rows)
+        for i, r in df["request"].drop_duplicates().items():  # each distinct request once, at its first row
             try:
                 json.loads(r)
             except Exception:
-                row = int((requests == r).to_numpy().argmax()) if isinstance(r, str) else int(requests.isna().to_numpy().argmax())
-                raise RecordedDataError("the request column is not valid JSON", path, row=row + 2) from None
+                raise RecordedDataError("the request column is not valid JSON", path, row=int(i) + 2) from None
         self._tables[name] = df
         return df
 

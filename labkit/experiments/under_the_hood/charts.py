@@ -24,7 +24,8 @@ def _plan_order(ok):
     return list(per.plan_name)
 
 
-KERNELS_GRID = grid(rows=1, cols=2, shared_yaxes=True, column_widths=[0.68, 0.32], horizontal_spacing=0.02, subplot_titles=("GPU time per call, by kernel role (traced)", "host time per call (untraced)"))
+KERNELS_GRID = grid(rows=1, cols=2, shared_yaxes=True, column_widths=[0.68, 0.32], horizontal_spacing=0.02,
+                    subplot_titles=("GPU time per call, by kernel role (traced)", "host time per call (untraced)"))
 
 
 def kernels_chart(df) -> go.Figure:

@@ -26,7 +26,10 @@ STRATEGY_COLORS = ("#3c4043", "#1f77b4", "#d62728", "#2ca02c", "#98df8a", "#9467
 STRATEGY_DASHES = ("solid", "dash", "solid", "dot", "dashdot", "longdash", "dot", "solid")
 
 
-REPORT_GRID = grid(rows=3, cols=1, vertical_spacing=0.11, row_heights=[0.34, 0.38, 0.28], subplot_titles=("GPU time per call: the heuristic's plan and the fastest", "workspace memory held during each call (first pass, from nothing)", "pass time if every call keeps within a workspace cap"))
+REPORT_GRID = grid(rows=3, cols=1, vertical_spacing=0.11, row_heights=[0.34, 0.38, 0.28],
+                   subplot_titles=("GPU time per call: the heuristic's plan and the fastest",
+                                   "workspace memory held during each call (first pass, from nothing)",
+                                   "pass time if every call keeps within a workspace cap"))
 
 
 def network_report_chart(df) -> go.Figure:
