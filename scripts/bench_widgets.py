@@ -138,10 +138,12 @@ def bench(per_control: int = 8, panels=None, verbose: bool = True, pause: float 
         lessons.forget()
         t0 = time.perf_counter()
         g0 = _graph_stats()
+        PREFETCHER.cell_started()  # the panel's cell, as IPython's events tell labkit in a notebook
         p = classes[name]()  # live: handed back at its first paint when its first request is measured
         shown_ms = (time.perf_counter() - t0) * 1000
         p.wait()  # ... and complete once the rest has filled in
         build_ms = (time.perf_counter() - t0) * 1000
+        PREFETCHER.cell_finished()
         g1 = _graph_stats()
         build_paint = row(p, name, "(build)", "", build_ms, g1[0] - g0[0], paint=shown_ms)["first_paint_ms"]
         controls = [c for c in p.controls if not live or c in LIVE_CONTROLS]
@@ -290,8 +292,11 @@ def first_cell(condition, pause: float):
     t0 = time.perf_counter()
     import labkit  # noqa: F401
     from labkit import check, lessons, widgets  # noqa: F401
+    from labkit.session.prefetch import PREFETCHER
 
+    PREFETCHER.cell_started()  # as IPython's events tell labkit in a notebook
     text = lessons.banner()
+    PREFETCHER.cell_finished()
     ms = (time.perf_counter() - t0) * 1000
     m, condition, gpu = run_label(condition, pause)
     print(f"(first cell): {ms:.0f} ms; {str(text)[:120]}", flush=True)

@@ -15,8 +15,9 @@
 #   reading  a learner's first panels from a quick-filled shared recording, at once and after READ_S s of reading
 #   firstpanel  a learner's first panels (FIRST_PANELS) at once after the first cell from a quick-filled shared
 #            recording in CLASS_DIR (default: a new folder), FIRST_REPEATS (3) fresh processes, no profiler, with the
-#            warm-up's timeline; then the builds of PROFILE_PANELS under cProfile after 5 s of reading
-#            -> $OUT/first-*.log
+#            warm-up's timeline; then the builds of PROFILE_PANELS under cProfile after 5 s of reading; then the
+#            same first cell and panels piece by piece in one thread (probe_import_costs.py, -X importtime)
+#            -> $OUT/first-*.log, $OUT/import-costs.log, $OUT/importtime.log
 #   builds   where panel builds spend their time (probe_panel_build, cProfile, no reading time): a fresh
 #            process's first panels live with an empty cache in $d, then `fill --quick --into $d`, then the
 #            same panels of a learner reading $d as the shared class recording -> $OUT/probe-builds*.log
@@ -92,6 +93,10 @@ step_firstpanel() {
   LABKIT_MODE=live LABKIT_SHARED_CACHE="$d" LABKIT_CACHE="$(mktemp -d)" timeout -k 10 "$(limit firstpanel)" \
     python3 scripts/probe_panel_build.py --read 5 ${PROFILE_PANELS:-network_report strategies} > "$out/first-profile.log" 2>&1
   grep -E "^==" "$out/first-profile.log" | cut -c1-200 | tee -a "$log"
+  # the same pieces one after another in one thread: the GIL-bound work such a first panel waits for
+  LABKIT_MODE=live LABKIT_SHARED_CACHE="$d" LABKIT_CACHE="$(mktemp -d)" timeout -k 10 "$(limit firstpanel)" \
+    python3 -X importtime scripts/probe_import_costs.py > "$out/import-costs.log" 2> "$out/importtime.log"
+  tee -a "$log" < "$out/import-costs.log"
 }
 BUILD_PANELS=${BUILD_PANELS:-"algorithms fusion network_report workspace_sizes strategies"}
 step_builds() {

@@ -244,6 +244,34 @@ def test_the_chart_imports_start_before_the_gpu_question_and_the_rest_after_them
     assert out.stdout.split() == ["labkit-warm-up", "True", "True", "True", "False", "0", "True"], out.stdout
 
 
+def test_the_warm_ups_late_steps_wait_while_a_cell_runs():
+    """A fresh IPython shell (a subprocess, its real cell events): the warm-up's steps no chart
+    needs (the subplot grids; live, cupyx) do not start while a cell runs after the banner's, as a
+    panel's cell in "Run all"; they start once the kernel has been idle for the prefetch worker's
+    0.3 s after it."""
+    import subprocess
+    import sys
+
+    code = ("from IPython.core.interactiveshell import InteractiveShell\n"
+            "ip = InteractiveShell.instance()\n"
+            "ip.run_cell('from labkit.session import lessons, warmup; lessons.banner()')\n"
+            "ip.run_cell('''import time\n"
+            "while 'imports done' not in warmup.timeline:\n"
+            "    time.sleep(0.02)\n"
+            "time.sleep(0.5)\n"
+            "held = 'grids' not in warmup.timeline\n"
+            "ended = time.perf_counter() - warmup._t0\n"
+            "''')\n"
+            "ns = ip.user_ns\n"
+            "assert ns['warmup'].wait(120), ns['warmup'].seconds\n"
+            "t = ns['warmup'].timeline\n"
+            "print(ns['held'], t['idle'][1] >= ns['ended'] + 0.25, t['grids'][0] >= t['idle'][1])\n")
+    out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, LABKIT_MODE="recorded"),
+                         capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[-3:] == ["True", "True", "True"], out.stdout
+
+
 @pytest.mark.parametrize("switch, skipped", [("", True), ("0", False)])
 def test_the_warm_up_leaves_out_jsonschemas_iri_grammar_and_gives_it_back(switch, skipped):
     """A fresh kernel (a subprocess): while the warm-up imports plotly's renderers, rfc3987_syntax

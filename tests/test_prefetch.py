@@ -59,13 +59,13 @@ def test_skips_what_is_done_and_new_wants_go_first(worker):
 
 
 def test_the_queue_is_bounded(worker):
-    worker._cell_started()  # hold the worker back
+    worker.cell_started()  # hold the worker back
     store = Store()
     worker.want([(f"a{i}", job(i)) for i in range(50)], store, store.__contains__)
     worker.want([(f"b{i}", job(i)) for i in range(50)], store, store.__contains__)
     assert worker.pending() == prefetch.MAX_QUEUE
     worker.clear()
-    worker._cell_finished()
+    worker.cell_finished()
 
 
 def test_waits_until_idle(worker):
@@ -75,6 +75,22 @@ def test_waits_until_idle(worker):
     worker.want([("a", job("a"))], store, store.__contains__)
     assert worker.wait_idle(5)
     assert time.monotonic() - t0 >= 0.45
+
+
+def test_an_idle_kernel_is_no_cell_and_no_foreground_for_idle_s(worker):
+    """`wait_for_idle_kernel` (what the warm-up's late steps wait for): not while a cell runs or a
+    foreground request holds the GPU, and only ``idle_s`` after the last of them ended."""
+    worker.idle_s = 0.3
+    worker.cell_started()
+    assert not worker.wait_for_idle_kernel(0.4)
+    worker.cell_finished()
+    t0 = time.monotonic()
+    assert worker.wait_for_idle_kernel(5)
+    assert time.monotonic() - t0 >= 0.25
+    with worker.foreground("k"):
+        assert not worker.wait_for_idle_kernel(0.4)
+    t0 = time.monotonic()
+    assert worker.wait_for_idle_kernel(5) and time.monotonic() - t0 >= 0.25
 
 
 def test_foreground_stops_a_running_job_at_its_next_checkpoint(worker):
@@ -105,19 +121,19 @@ def test_a_disturbed_job_is_discarded_not_kept(worker):
     store = Store()
     worker.want([("a", job("a", seconds=0.5))], store, store.__contains__)  # no checkpoint while it sleeps
     time.sleep(0.2)
-    worker._cell_started()  # a cell ran while it measured
-    worker._cell_finished()
+    worker.cell_started()  # a cell ran while it measured
+    worker.cell_finished()
     assert worker.wait_idle(5)
     assert worker.stats.discarded == 1 and "a" not in store
 
 
 def test_no_job_starts_while_a_cell_runs(worker):
     store = Store()
-    worker._cell_started()
+    worker.cell_started()
     worker.want([("a", job("a"))], store, store.__contains__)
     time.sleep(0.4)
     assert store == {}
-    worker._cell_finished()
+    worker.cell_finished()
     assert worker.wait_idle(5) and store == {"a": "a"}
 
 

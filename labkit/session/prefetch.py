@@ -62,25 +62,90 @@ def enabled() -> bool:
     return env.switched_on("LABKIT_PREFETCH")
 
 
-class Prefetcher:
-    """The worker (see the module docstring). ``want(jobs, store, is_done)`` puts jobs in front;
-    ``foreground(key)`` is the context the foreground measures in."""
+class KernelActivity:
+    """What the kernel is doing, as the worker (and the warm-up's late steps) see it: cells running
+    (IPython's events, `watch_cells`), foreground requests, and since when it has been idle."""
 
     def __init__(self, idle_s: float = IDLE_S):
         self.idle_s = idle_s
-        self.gpu = threading.RLock()           # held by whoever touches the GPU for labkit
-        self._cv = threading.Condition()       # guards the fields below
-        self._queue: Deque[Tuple[str, Callable[[], object]]] = deque()
-        self._store: Optional[Callable[[str, object], None]] = None
-        self._is_done: Callable[[str], bool] = lambda key: False
+        self._cv = threading.Condition()       # guards the fields below (and a subclass's)
         self._last_active = time.monotonic()
         self._cells = 0                        # cells running now (IPython events)
         self._foreground: list = []            # keys of foreground requests waiting or running
         self._disturbances = 0                 # bumped by each cell start / foreground request
-        self._running: Optional[str] = None    # key of the job the worker runs now
-        self._thread: Optional[threading.Thread] = None
         self._closing = False
         self._hooked = False
+
+    def watch_cells(self) -> None:
+        """Follow IPython's cells (``pre_run_cell``/``post_run_cell``: `cell_started`,
+        `cell_finished`), once; called from inside a cell (the banner's, or a panel's first
+        `want`), which counts as running. Nothing happens outside IPython: a script that wants its
+        steps treated as cells calls `cell_started` and `cell_finished` itself."""
+        if self._hooked:
+            return
+        self._hooked = True
+        try:
+            from IPython import get_ipython
+
+            ip = get_ipython()
+        except Exception:  # noqa: BLE001  (no IPython: nothing to hook)
+            ip = None
+        if ip is None or not hasattr(ip, "events"):
+            return
+        ip.events.register("pre_run_cell", self.cell_started)
+        ip.events.register("post_run_cell", self.cell_finished)
+        # called from a cell (the banner's, or a panel's first want): that cell started before the
+        # hook and its post_run_cell will count it as finished
+        with self._cv:
+            self._cells += 1
+
+    def cell_started(self, *_args) -> None:
+        with self._cv:
+            self._cells += 1
+            self._disturbances += 1
+            self._cv.notify_all()
+
+    def cell_finished(self, *_args) -> None:
+        with self._cv:
+            self._cells = max(0, self._cells - 1)
+            self._last_active = time.monotonic()
+            self._cv.notify_all()
+
+    def wait_for_idle_kernel(self, timeout: Optional[float] = None) -> bool:
+        """Block until the kernel is idle as the worker counts it (no cell and no foreground
+        measurement for ``idle_s`` seconds; outside IPython no cell runs unless a script said
+        `cell_started`), at most ``timeout`` seconds (None: no limit); True if so."""
+        end = None if timeout is None else time.monotonic() + timeout
+        with self._cv:
+            while not self._closing:
+                wait = self._idle_for()
+                if wait == 0:
+                    return True
+                left = None if end is None else end - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._cv.wait(wait if left is None else min(wait, left))
+            return True
+
+    def _idle_for(self) -> float:
+        """Seconds left before the kernel counts as idle (0: idle now)."""
+        if self._foreground or self._cells:
+            return self.idle_s
+        return max(0.0, self.idle_s - (time.monotonic() - self._last_active))
+
+
+class Prefetcher(KernelActivity):
+    """The worker (see the module docstring). ``want(jobs, store, is_done)`` puts jobs in front;
+    ``foreground(key)`` is the context the foreground measures in."""
+
+    def __init__(self, idle_s: float = IDLE_S):
+        super().__init__(idle_s)
+        self.gpu = threading.RLock()           # held by whoever touches the GPU for labkit
+        self._queue: Deque[Tuple[str, Callable[[], object]]] = deque()
+        self._store: Optional[Callable[[str, object], None]] = None
+        self._is_done: Callable[[str], bool] = lambda key: False
+        self._running: Optional[str] = None    # key of the job the worker runs now
+        self._thread: Optional[threading.Thread] = None
         self.stats = Stats()
         #: seconds the last foreground request waited for the worker to give the GPU back
         self.last_wait_s = 0.0
@@ -147,54 +212,16 @@ class Prefetcher:
                 self._cv.wait(min(left, 0.1))
         return True
 
-    # ---- IPython: a running cell is activity ---------------------------------------------------
-    def _hook_ipython(self) -> None:
-        if self._hooked:
-            return
-        self._hooked = True
-        try:
-            from IPython import get_ipython
-
-            ip = get_ipython()
-        except Exception:  # noqa: BLE001  (no IPython: nothing to hook)
-            ip = None
-        if ip is None or not hasattr(ip, "events"):
-            return
-        ip.events.register("pre_run_cell", self._cell_started)
-        ip.events.register("post_run_cell", self._cell_finished)
-        # the first want comes from a panel drawn by a cell: that cell started before the hook and
-        # its post_run_cell will count it as finished
-        with self._cv:
-            self._cells += 1
-
-    def _cell_started(self, *_args) -> None:
-        with self._cv:
-            self._cells += 1
-            self._disturbances += 1
-            self._cv.notify_all()
-
-    def _cell_finished(self, *_args) -> None:
-        with self._cv:
-            self._cells = max(0, self._cells - 1)
-            self._last_active = time.monotonic()
-            self._cv.notify_all()
-
     # ---- the worker side -----------------------------------------------------------------------
     def should_stop(self) -> bool:
         """True when the running job must give the GPU back (checked by `checkpoint`)."""
         return self._closing or self._cells > 0 or any(k != self._running for k in self._foreground)
 
     def _start(self) -> None:
-        self._hook_ipython()
+        self.watch_cells()
         if self._thread is None or not self._thread.is_alive():
             self._thread = threading.Thread(target=self._loop, name="labkit-prefetch", daemon=True)
             self._thread.start()
-
-    def _idle_for(self) -> float:
-        """Seconds left before the kernel counts as idle (0: idle now)."""
-        if self._foreground or self._cells:
-            return self.idle_s
-        return max(0.0, self.idle_s - (time.monotonic() - self._last_active))
 
     def _next(self):
         """The next job once idle (None when closing)."""

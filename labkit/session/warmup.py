@@ -26,11 +26,15 @@ the banner): that question imports CuPy and the cuDNN frontend and initialises C
 of a 0.8-1 s first cell on the GPU host), and a panel built at once after the first cell waited
 for imports that had started only at the cell's end (a class's first panel, answered from the
 shared recording: 1.0 s; with the imports first, 0.42-0.51 s, the first cell 0.2-0.3 s longer).
-What no first chart needs comes after the chart's imports (step "imports done"): each chart's
-subplot grid (step "grids", `labkit.draw.plots.grid`) and cupyx (step "cupyx", in the GPU's
-thread); they only compete for the GIL with the chart's imports. All of it is GIL-bound Python
-work: with no time to read, a learner waits for it somewhere; this order puts it after the first
-chart.
+What no first chart needs comes after the chart's imports (step "imports done"), and only once the
+kernel is idle as the prefetch worker counts it (steps "idle", "imports done, idle": no cell and no
+measurement for 0.3 s, `labkit.session.prefetch.Prefetcher.wait_for_idle_kernel`, from IPython's
+cell events): each chart's subplot grid (step "grids", `labkit.draw.plots.grid`) and cupyx (step
+"cupyx", in the GPU's thread). Before, they competed for the GIL with the chart's imports, then
+with the next cells of a "Run all" (a second panel built at once after the first took 0.33-0.49 s
+on the GPU host, answered from a shared class recording). All of it is GIL-bound Python work: with no time to read,
+a learner waits for it somewhere; this order puts it where nobody waits, or at a panel's first
+change.
 
 Last, once every import is done (the GPU's too), ``gc.freeze()`` (step "gc frozen"; also as soon
 as the GPU question is answered and the chart's imports are done, so a panel built at once meets no
@@ -89,11 +93,24 @@ def _figures() -> None:
 
 
 def _grids() -> None:
-    """Every chart's subplot grid laid out (`labkit.draw.plots.grid`): after the imports, so a
-    panel built at once after the first cell does not wait for it."""
+    """Every chart's subplot grid laid out (`labkit.draw.plots.grid`): after the imports, once the
+    kernel is idle, so a panel built at once after the first cell does not wait for it."""
     from ..draw import plots
 
+
     plots.lay_out_grids()
+
+
+def _idle() -> None:
+    """Wait until the kernel is idle (see the module doc)."""
+    from .prefetch import PREFETCHER
+
+    PREFETCHER.wait_for_idle_kernel()
+
+
+def _imports_done_and_idle() -> None:
+    _imports_done.wait()
+    _idle()
 
 
 def _skip_iri_grammar() -> bool:
@@ -121,8 +138,7 @@ def _gpu() -> None:
 
 
 def _cupyx() -> None:
-    """After the chart's imports (see the module doc)."""
-    _imports_done.wait()
+    """After the chart's imports, once the kernel is idle (see the module doc)."""
     import cupyx  # noqa: F401  (CuPy's reductions import it: cupyx.linalg, cupyx.scipy, scipy.sparse: 0.8 s)
 
 
@@ -161,6 +177,9 @@ def start_imports() -> bool:
             return False
         global iri_grammar_skipped, _t0
         _t0 = time.perf_counter()
+        from .prefetch import PREFETCHER
+
+        PREFETCHER.watch_cells()  # from the banner's cell: the steps after the imports wait for an idle kernel
         imports = [("tables", _tables), ("figures", _figures)]
         iri_grammar_skipped = _skip_iri_grammar()
         if iri_grammar_skipped:
@@ -172,7 +191,7 @@ def start_imports() -> bool:
         if freeze:
             gc.freeze()  # labkit's own imports: the imports' full collections walk only what is new
             imports.append(("gc frozen, imports", gc.freeze))  # at once: a panel built now meets no full collection
-        imports.append(("grids", _grids))
+        imports += [("idle", _idle), ("grids", _grids)]
         if freeze:
             imports.append(("gc frozen", _freeze_gc))
         _threads.append(threading.Thread(target=_run, args=(imports,), daemon=True, name="labkit-warm-up"))
@@ -193,8 +212,8 @@ def start(live: bool) -> bool:
         if env.switched_on("LABKIT_GC_FREEZE"):
             gc.freeze()  # what the GPU question imported (CuPy, the cuDNN frontend), at once
         if live:
-            _threads.append(threading.Thread(target=_run, args=([("gpu", _gpu), ("cupyx", _cupyx)],), daemon=True,
-                                             name="labkit-warm-up-gpu"))
+            steps = [("gpu", _gpu), ("imports done, idle", _imports_done_and_idle), ("cupyx", _cupyx)]
+            _threads.append(threading.Thread(target=_run, args=(steps,), daemon=True, name="labkit-warm-up-gpu"))
             _threads[-1].start()
         _gpu_decided.set()
         return True
