@@ -7,7 +7,8 @@ without a GPU (``python scripts/screenshots.py --executed DIR``).
     LABKIT_MODE=live python3 scripts/execute_notebooks.py notebooks/10_under_the_hood.ipynb --out $OUT/executed
 
 Writes ``<out>/<name>.ipynb.gz`` (gzip: a lesson's traces are a few MiB of JSON) and prints each
-notebook's seconds and output size. A cell that raises stops that notebook, which is still
+notebook's seconds and output size, and each code cell's time in the kernel (nbclient's timestamps:
+the kernel's start of the cell to its reply; cells run back to back, as "Run all" runs them). A cell that raises stops that notebook, which is still
 written (with the error in its output) and counted as failed: exit 1.
 """
 from __future__ import annotations
@@ -39,7 +40,24 @@ def execute(src: Path, out: Path, timeout_s: float) -> bool:
     path.write_bytes(gzip.compress(data))
     print(f"{src.name}: {'ran' if ok else 'stopped'} in {time.perf_counter() - t0:.1f} s; "
           f"{len(data) / 2**20:.1f} MiB of notebook ({path.stat().st_size / 2**20:.1f} MiB gzipped) -> {path}", flush=True)
+    for i, first_line, ms in cell_times(nb):
+        print(f"  cell {i:2d} {ms:8.0f} ms  {first_line[:90]}", flush=True)
     return ok
+
+
+def cell_times(nb):
+    """(index, first source line, milliseconds) of each code cell that ran: from the kernel's
+    ``execute_input`` to its ``execute_reply`` (nbclient's ``record_timing`` metadata)."""
+    from datetime import datetime
+
+    out = []
+    for i, cell in enumerate(nb.cells):
+        t = cell.get("metadata", {}).get("execution", {})
+        if cell.cell_type != "code" or "iopub.execute_input" not in t or "shell.execute_reply" not in t:
+            continue
+        start, end = (datetime.fromisoformat(t[k].replace("Z", "+00:00")) for k in ("iopub.execute_input", "shell.execute_reply"))
+        out.append((i, (cell.source.strip().splitlines() or [""])[0], (end - start).total_seconds() * 1000))
+    return out
 
 
 def main(argv=None) -> int:

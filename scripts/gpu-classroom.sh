@@ -18,6 +18,10 @@
 #            warm-up's timeline; then the builds of PROFILE_PANELS under cProfile after 5 s of reading; then the
 #            same first cell and panels piece by piece in one thread (probe_import_costs.py, -X importtime)
 #            -> $OUT/first-*.log, $OUT/import-costs.log, $OUT/importtime.log
+#   classnotebooks  a learner's lessons (CLASS_NOTEBOOKS: 01, 02, 09) run top to bottom in real kernels (nbclient, as
+#            "Run all") from a shared recording in CLASS_DIR filled with `fill $CLASS_FILL` (default --quick; CLASS_FILL=""
+#            for the whole grid, as an instructor fills; FILL_TIMEOUT), each cell's time printed; saved with their
+#            outputs -> $OUT/class-executed/ (here: python scripts/screenshots.py --executed DIR)
 #   builds   where panel builds spend their time (probe_panel_build, cProfile, no reading time): a fresh
 #            process's first panels live with an empty cache in $d, then `fill --quick --into $d`, then the
 #            same panels of a learner reading $d as the shared class recording -> $OUT/probe-builds*.log
@@ -97,6 +101,16 @@ step_firstpanel() {
   LABKIT_MODE=live LABKIT_SHARED_CACHE="$d" LABKIT_CACHE="$(mktemp -d)" timeout -k 10 "$(limit firstpanel)" \
     python3 -X importtime scripts/probe_import_costs.py > "$out/import-costs.log" 2> "$out/importtime.log"
   tee -a "$log" < "$out/import-costs.log"
+}
+step_classnotebooks() {
+  d="${CLASS_DIR:-$(mktemp -d)}"; mkdir -p "$d"; t0=$(date +%s)
+  # shellcheck disable=SC2086
+  timeout -k 10 "$(limit fill)" python3 -m labkit fill ${CLASS_FILL---quick} --into "$d" > "$out/fill.log" 2>&1
+  echo "fill ${CLASS_FILL---quick} --into: $(( $(date +%s) - t0 )) s; $(tail -c 300 "$out/fill.log" | tr '\r' '\n' | tail -n 2)" | tee -a "$log"
+  # shellcheck disable=SC2086
+  LABKIT_MODE=live LABKIT_SHARED_CACHE="$d" LABKIT_CACHE="$(mktemp -d)" timeout -k 10 "$(limit classnotebooks)" \
+    python3 scripts/execute_notebooks.py --out "$out/class-executed" ${CLASS_NOTEBOOKS:-notebooks/01_what_is_a_workspace.ipynb \
+    notebooks/02_workspace_strategies.ipynb notebooks/09_your_network.ipynb} 2>&1 | grep -v "^\[IPKernelApp\]" | tee -a "$log"
 }
 BUILD_PANELS=${BUILD_PANELS:-"algorithms fusion network_report workspace_sizes strategies"}
 step_builds() {

@@ -26,15 +26,16 @@ the banner): that question imports CuPy and the cuDNN frontend and initialises C
 of a 0.8-1 s first cell on the GPU host), and a panel built at once after the first cell waited
 for imports that had started only at the cell's end (a class's first panel, answered from the
 shared recording: 1.0 s; with the imports first, 0.42-0.51 s, the first cell 0.2-0.3 s longer).
-What no first chart needs comes after the chart's imports (step "imports done"), and only once the
-kernel is idle as the prefetch worker counts it (steps "idle", "imports done, idle": no cell and no
-measurement for 0.3 s, `labkit.session.prefetch.Prefetcher.wait_for_idle_kernel`, from IPython's
-cell events): each chart's subplot grid (step "grids", `labkit.draw.plots.grid`) and cupyx (step
-"cupyx", in the GPU's thread). Before, they competed for the GIL with the chart's imports, then
-with the next cells of a "Run all" (a second panel built at once after the first took 0.33-0.49 s
-on the GPU host, answered from a shared class recording). All of it is GIL-bound Python work: with no time to read,
-a learner waits for it somewhere; this order puts it where nobody waits, or at a panel's first
-change.
+Each chart's subplot grid (step "grids", `labkit.draw.plots.grid`: about 0.1 s on the GPU host)
+comes after the chart's imports (step "imports done"), so the first cells after the banner (a
+lesson's first data and summary cells) leave it done for the first panel. cupyx (step "cupyx", in
+the GPU's thread: 0.4 s of imports on the GPU host), which no chart needs, comes after them and
+only once the kernel is idle as the prefetch worker counts it (step "imports done, idle": no cell
+and no measurement for 0.3 s, `labkit.session.prefetch.Prefetcher.wait_for_idle_kernel`, from
+IPython's cell events). Before, it competed for the GIL with the next cells of a "Run all" (a
+second panel built at once after the first took 0.33-0.49 s on the GPU host, answered from a
+shared class recording). All of it is GIL-bound Python work: with no time to read, a learner waits
+for it somewhere; this order puts it where nobody waits, or at a panel's first change.
 
 Last, once every import is done (the GPU's too), ``gc.freeze()`` (step "gc frozen"; also as soon
 as the GPU question is answered and the chart's imports are done, so a panel built at once meets no
@@ -93,24 +94,20 @@ def _figures() -> None:
 
 
 def _grids() -> None:
-    """Every chart's subplot grid laid out (`labkit.draw.plots.grid`): after the imports, once the
-    kernel is idle, so a panel built at once after the first cell does not wait for it."""
+    """Every chart's subplot grid laid out (`labkit.draw.plots.grid`): after the imports, so a
+    panel built at once after the first cell does not wait for it."""
     from ..draw import plots
 
 
     plots.lay_out_grids()
 
 
-def _idle() -> None:
-    """Wait until the kernel is idle (see the module doc)."""
+def _imports_done_and_idle() -> None:
+    """Wait for the chart's imports, then for an idle kernel (see the module doc)."""
     from .prefetch import PREFETCHER
 
-    PREFETCHER.wait_for_idle_kernel()
-
-
-def _imports_done_and_idle() -> None:
     _imports_done.wait()
-    _idle()
+    PREFETCHER.wait_for_idle_kernel()
 
 
 def _skip_iri_grammar() -> bool:
@@ -179,7 +176,7 @@ def start_imports() -> bool:
         _t0 = time.perf_counter()
         from .prefetch import PREFETCHER
 
-        PREFETCHER.watch_cells()  # from the banner's cell: the steps after the imports wait for an idle kernel
+        PREFETCHER.watch_cells()  # from the banner's cell: the cupyx step waits for an idle kernel
         imports = [("tables", _tables), ("figures", _figures)]
         iri_grammar_skipped = _skip_iri_grammar()
         if iri_grammar_skipped:
@@ -191,7 +188,7 @@ def start_imports() -> bool:
         if freeze:
             gc.freeze()  # labkit's own imports: the imports' full collections walk only what is new
             imports.append(("gc frozen, imports", gc.freeze))  # at once: a panel built now meets no full collection
-        imports += [("idle", _idle), ("grids", _grids)]
+        imports.append(("grids", _grids))
         if freeze:
             imports.append(("gc frozen", _freeze_gc))
         _threads.append(threading.Thread(target=_run, args=(imports,), daemon=True, name="labkit-warm-up"))
