@@ -22,6 +22,9 @@
 #            "Run all") from a shared recording in CLASS_DIR filled with `fill $CLASS_FILL` (default --quick; CLASS_FILL=""
 #            for the whole grid, as an instructor fills; FILL_TIMEOUT), each cell's time printed; saved with their
 #            outputs -> $OUT/class-executed/ (here: python scripts/screenshots.py --executed DIR)
+#   kernelpanels  lesson 01's first cells then four panels' cells (KERNEL_PANELS) in a real kernel (nbclient, back to
+#            back; scripts/probe_kernel_panel.py --plain), at once and after 3 s of reading, twice each, from a
+#            quick-filled shared recording in CLASS_DIR: a panel's time with the kernel's widget messages in it
 #   builds   where panel builds spend their time (probe_panel_build, cProfile, no reading time): a fresh
 #            process's first panels live with an empty cache in $d, then `fill --quick --into $d`, then the
 #            same panels of a learner reading $d as the shared class recording -> $OUT/probe-builds*.log
@@ -111,6 +114,19 @@ step_classnotebooks() {
   LABKIT_MODE=live LABKIT_SHARED_CACHE="$d" LABKIT_CACHE="$(mktemp -d)" timeout -k 10 "$(limit classnotebooks)" \
     python3 scripts/execute_notebooks.py --out "$out/class-executed" ${CLASS_NOTEBOOKS:-notebooks/01_what_is_a_workspace.ipynb \
     notebooks/02_workspace_strategies.ipynb notebooks/09_your_network.ipynb} 2>&1 | grep -v "^\[IPKernelApp\]" | tee -a "$log"
+}
+step_kernelpanels() {
+  d="${CLASS_DIR:-$(mktemp -d)}"; mkdir -p "$d"
+  [ -f "$d/fill.json" ] || timeout -k 10 300 python3 -m labkit fill --quick --into "$d" > "$out/fill.log" 2>&1
+  for r in 0 3; do
+    for i in 1 2; do
+      echo "-- real kernel, $r s of reading before the panels, run $i:" | tee -a "$log"
+      # shellcheck disable=SC2086
+      LABKIT_MODE=live LABKIT_SHARED_CACHE="$d" LABKIT_CACHE="$(mktemp -d)" timeout -k 10 "$(limit kernelpanels)" \
+        python3 scripts/probe_kernel_panel.py --plain --read "$r" --panel ${KERNEL_PANELS:-AlgorithmsPanel SweepPanel \
+        StrategiesPanel ReportPanel} 2>&1 | grep -v "^\[IPKernelApp\]" | tee -a "$log"
+    done
+  done
 }
 BUILD_PANELS=${BUILD_PANELS:-"algorithms fusion network_report workspace_sizes strategies"}
 step_builds() {
