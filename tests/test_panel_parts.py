@@ -198,21 +198,25 @@ def test_a_slow_partial_draw_spaces_out_the_next_ones():
     assert drawn == [1, 3] and job.partial_draws == 2
 
 
-def after_warm_up(code: str, **env) -> list:
-    """Run ``code`` in a fresh kernel (a subprocess, recorded mode, ``env`` set) once a lesson's
-    first cell has run and its warm-up finished (``sys``, ``gc``, ``time`` and ``warmup`` imported);
-    the words it printed."""
+def fresh_kernel(code: str, **env) -> list:
+    """Run ``code`` in a fresh process (recorded mode, ``env`` set); the words it printed."""
     import subprocess
     import sys
 
-    code = ("import gc, sys, time\n"
-            "from labkit.session import lessons, warmup\n"
-            "lessons.banner()\n"
-            "assert warmup.wait(120), warmup.seconds\n") + code
     out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, LABKIT_MODE="recorded", **env),
                          capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stderr[-2000:]
     return out.stdout.split()
+
+
+def after_warm_up(code: str, **env) -> list:
+    """Run ``code`` in a fresh kernel (a subprocess, recorded mode, ``env`` set) once a lesson's
+    first cell has run and its warm-up finished (``sys``, ``gc``, ``time`` and ``warmup`` imported);
+    the words it printed."""
+    return fresh_kernel("import gc, sys, time\n"
+                        "from labkit.session import lessons, warmup\n"
+                        "lessons.banner()\n"
+                        "assert warmup.wait(120), warmup.seconds\n" + code, **env)
 
 
 def test_the_chart_imports_start_before_the_gpu_question_and_the_rest_after_them():
@@ -220,9 +224,6 @@ def test_the_chart_imports_start_before_the_gpu_question_and_the_rest_after_them
     a GPU is there (which imports CuPy and initialises CUDA: most of a first cell on a GPU host);
     every chart's subplot grid is laid out after the imports (step "grids"), then the collector is
     frozen; recorded mode starts nothing of the GPU."""
-    import subprocess
-    import sys
-
     code = ("from labkit import env\n"
             "from labkit.session import lessons, warmup\n"
             "real = env.mode\n"
@@ -238,10 +239,8 @@ def test_the_chart_imports_start_before_the_gpu_question_and_the_rest_after_them
             "order = sorted(t, key=lambda k: t[k])\n"
             "print(asked[0], order.index('imports done') > order.index('figures'), t['grids'][0] >= t['imports done'][1],\n"
             "      t['gc frozen'][0] >= t['grids'][1], 'gpu' in t, plots.lay_out_grids(), len(plots._GRIDS) >= len(plots._DECLARED) > 5)\n")
-    out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, LABKIT_MODE="recorded"),
-                         capture_output=True, text=True, timeout=180)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split() == ["labkit-warm-up", "True", "True", "True", "False", "0", "True"], out.stdout
+    got = fresh_kernel(code)
+    assert got == ["labkit-warm-up", "True", "True", "True", "False", "0", "True"], got
 
 
 def test_cupyx_waits_for_an_idle_kernel_and_the_grids_do_not():
@@ -250,9 +249,6 @@ def test_cupyx_waits_for_an_idle_kernel_and_the_grids_do_not():
     "Run all", only once the kernel has been idle for the prefetch worker's 0.3 s after it; the
     subplot grids (which the next panel needs) are laid out at once after the imports. On a machine
     without a GPU the GPU's steps fail (their errors recorded) and are timed all the same."""
-    import subprocess
-    import sys
-
     code = ("from IPython.core.interactiveshell import InteractiveShell\n"
             "ip = InteractiveShell.instance()\n"
             "ip.run_cell('from labkit.session import warmup; warmup.start(live=True)')\n"
@@ -268,10 +264,8 @@ def test_cupyx_waits_for_an_idle_kernel_and_the_grids_do_not():
             "t = ns['warmup'].timeline\n"
             "print(ns['held'], t['imports done, idle'][1] >= ns['ended'] + 0.25, t['cupyx'][0] >= t['imports done, idle'][1],\n"
             "      t['grids'][0] < ns['ended'])\n")
-    out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, LABKIT_MODE="recorded"),
-                         capture_output=True, text=True, timeout=180)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split()[-4:] == ["True", "True", "True", "True"], out.stdout
+    got = fresh_kernel(code)
+    assert got[-4:] == ["True", "True", "True", "True"], got
 
 
 @pytest.mark.parametrize("switch, skipped", [("", True), ("0", False)])
