@@ -7,9 +7,10 @@ without a GPU (``python scripts/screenshots.py --executed DIR``).
     LABKIT_MODE=live python3 scripts/execute_notebooks.py notebooks/10_under_the_hood.ipynb --out $OUT/executed
 
 Writes ``<out>/<name>.ipynb.gz`` (gzip: a lesson's traces are a few MiB of JSON) and prints each
-notebook's seconds and output size, and each code cell's time in the kernel (nbclient's timestamps:
-the kernel's start of the cell to its reply; cells run back to back, as "Run all" runs them). A cell that raises stops that notebook, which is still
-written (with the error in its output) and counted as failed: exit 1.
+notebook's seconds and output size, and each code cell's time in the kernel (nbclient's
+timestamps: the kernel's start of the cell to its reply; cells run back to back, as "Run all"
+runs them). A cell that raises stops that notebook, which is still written (with the error in its
+output) and counted as failed: exit 1.
 """
 from __future__ import annotations
 

@@ -31,6 +31,13 @@
 # Step limits: STEP_TIMEOUT (default 300 s) or <STEP>_TIMEOUT. Logs go to $OUT.
 set -uo pipefail
 source scripts/gpu-lib.sh
+# fill_class DIR NOTE [FILL ARGS...]: `python -m labkit fill ARGS --into DIR` under the fill step limit (FILL_TIMEOUT,
+# default 300 s), its log in $out/fill.log; its time, NOTE and the log's last lines in $log
+fill_class() {
+  local d="$1" note="$2" t0; shift 2; t0=$(date +%s)
+  timeout -k 10 "$(limit fill)" python3 -m labkit fill "$@" --into "$d" > "$out/fill.log" 2>&1
+  echo "fill $* --into ($note): $(( $(date +%s) - t0 )) s; $(tail -c 400 "$out/fill.log" | tr '\r' '\n' | grep -v '^$' | tail -n 2)" | tee -a "$log"
+}
 step_tests() {
   live_pytest tests tests.log -rfEs tests/test_classroom_gpu.py tests/test_gpu_lock.py tests/test_shared_recording.py
 }
@@ -45,8 +52,7 @@ step_widgets() {
   LABKIT_MODE=live CUPY_CACHE_DIR="$(mktemp -d)" timeout -k 10 "$(limit widgets)" python3 scripts/bench_widgets.py --cache "$d" \
     --condition "first visit, empty cache" --out "$out/widget_latency.csv" > "$out/widgets.log" 2>&1
   tail -n 25 "$out/widgets.log" | tee -a "$log"
-  t0=$(date +%s); timeout -k 10 300 python3 -m labkit fill --quick --into "$d" > "$out/fill.log" 2>&1
-  tail -n 6 "$out/fill.log" | tee -a "$log"; echo "fill --quick --into (after the first visit): $(( $(date +%s) - t0 )) s" | tee -a "$log"
+  fill_class "$d" "after the first visit" --quick
   LABKIT_MODE=live LABKIT_SHARED_CACHE="$d" CUPY_CACHE_DIR="$(mktemp -d)" timeout -k 10 "$(limit widgets)" \
     python3 scripts/bench_widgets.py --cache "$e" \
     --condition "first visit, shared class recording" --out "$out/widget_latency.csv" > "$out/widgets-shared.log" 2>&1
@@ -77,8 +83,7 @@ step_workers() {
 # reading: a learner's first panels from a shared recording `fill --quick` filled, built at once after the
 # first cell and after READ_S (default 3) seconds of reading the lesson's opening (no profiler) -> $OUT/reading*.log
 step_reading() {
-  d=$(mktemp -d); t0=$(date +%s); timeout -k 10 300 python3 -m labkit fill --quick --into "$d" > "$out/fill.log" 2>&1
-  echo "fill --quick --into (empty): $(( $(date +%s) - t0 )) s" | tee -a "$log"
+  d=$(mktemp -d); fill_class "$d" empty --quick
   for r in 0 "${READ_S:-3}"; do
     LABKIT_MODE=live LABKIT_SHARED_CACHE="$d" LABKIT_CACHE="$(mktemp -d)" timeout -k 10 "$(limit reading)" \
       python3 scripts/probe_panel_build.py --plain --read "$r" algorithms fusion > "$out/reading-$r.log" 2>&1
@@ -86,9 +91,7 @@ step_reading() {
   done
 }
 step_firstpanel() {
-  d="${CLASS_DIR:-$(mktemp -d)}"; mkdir -p "$d"; t0=$(date +%s)
-  timeout -k 10 300 python3 -m labkit fill --quick --into "$d" > "$out/fill.log" 2>&1
-  echo "fill --quick --into: $(( $(date +%s) - t0 )) s" | tee -a "$log"
+  d="${CLASS_DIR:-$(mktemp -d)}"; mkdir -p "$d"; fill_class "$d" "CLASS_DIR" --quick
   for i in $(seq "${FIRST_REPEATS:-3}"); do
     # shellcheck disable=SC2086
     LABKIT_MODE=live LABKIT_SHARED_CACHE="$d" LABKIT_CACHE="$(mktemp -d)" timeout -k 10 "$(limit firstpanel)" \
@@ -106,10 +109,9 @@ step_firstpanel() {
   tee -a "$log" < "$out/import-costs.log"
 }
 step_classnotebooks() {
-  d="${CLASS_DIR:-$(mktemp -d)}"; mkdir -p "$d"; t0=$(date +%s)
+  d="${CLASS_DIR:-$(mktemp -d)}"; mkdir -p "$d"
   # shellcheck disable=SC2086
-  timeout -k 10 "$(limit fill)" python3 -m labkit fill ${CLASS_FILL---quick} --into "$d" > "$out/fill.log" 2>&1
-  echo "fill ${CLASS_FILL---quick} --into: $(( $(date +%s) - t0 )) s; $(tail -c 300 "$out/fill.log" | tr '\r' '\n' | tail -n 2)" | tee -a "$log"
+  fill_class "$d" "CLASS_DIR" ${CLASS_FILL---quick}
   # shellcheck disable=SC2086
   LABKIT_MODE=live LABKIT_SHARED_CACHE="$d" LABKIT_CACHE="$(mktemp -d)" timeout -k 10 "$(limit classnotebooks)" \
     python3 scripts/execute_notebooks.py --out "$out/class-executed" ${CLASS_NOTEBOOKS:-notebooks/01_what_is_a_workspace.ipynb \
@@ -117,7 +119,7 @@ step_classnotebooks() {
 }
 step_kernelpanels() {
   d="${CLASS_DIR:-$(mktemp -d)}"; mkdir -p "$d"
-  [ -f "$d/fill.json" ] || timeout -k 10 300 python3 -m labkit fill --quick --into "$d" > "$out/fill.log" 2>&1
+  [ -f "$d/fill.json" ] || fill_class "$d" "CLASS_DIR" --quick
   for r in 0 3; do
     for i in 1 2; do
       echo "-- real kernel, $r s of reading before the panels, run $i:" | tee -a "$log"
@@ -134,8 +136,7 @@ step_builds() {
   # shellcheck disable=SC2086
   LABKIT_MODE=live LABKIT_CACHE="$d" timeout -k 10 "$(limit builds)" python3 scripts/probe_panel_build.py $BUILD_PANELS \
     > "$out/probe-builds-live.log" 2>&1; grep -E "^==|warm-up" "$out/probe-builds-live.log" | cut -c1-220 | tee -a "$log"
-  t0=$(date +%s); timeout -k 10 300 python3 -m labkit fill --quick --into "$d" > "$out/fill.log" 2>&1
-  echo "fill --quick --into: $(( $(date +%s) - t0 )) s" | tee -a "$log"
+  fill_class "$d" "after the live builds" --quick
   # shellcheck disable=SC2086
   LABKIT_MODE=live LABKIT_SHARED_CACHE="$d" LABKIT_CACHE="$e" timeout -k 10 "$(limit builds)" python3 scripts/probe_panel_build.py \
     $BUILD_PANELS > "$out/probe-builds-shared.log" 2>&1; grep -E "^==|warm-up" "$out/probe-builds-shared.log" | cut -c1-220 | tee -a "$log"

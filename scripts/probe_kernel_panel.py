@@ -1,8 +1,9 @@
 """Where a panel's cell spends its time in a real Jupyter kernel (nbclient, cells back to back as
 "Run all"): lesson 01's first cells (the banner, a data cell, its summary), then a cell per panel
-named, the first under IPython's ``%%prun`` (``--plain``: none); ``--read S`` seconds of reading (a cell that sleeps: it counts as a
-running cell) before the panel. Unlike scripts/probe_panel_build.py, the kernel's side of the
-widgets is in it: each widget's comm is opened and its state sent to the front end.
+named, the first under IPython's ``%%prun`` (``--plain``: none); ``--read S`` seconds of reading
+(a cell that sleeps: it counts as a running cell) before the panels. Unlike
+scripts/probe_panel_build.py, the kernel's side of the widgets is in it: each widget's comm is
+opened and its state sent to the front end.
 
     LABKIT_MODE=live LABKIT_SHARED_CACHE=DIR python3 scripts/probe_kernel_panel.py [--read S] [--plain] [--panel A B]
 """
@@ -18,7 +19,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--read", type=float, default=0.0)
     ap.add_argument("--lines", type=int, default=45, help="profile lines printed")
-    ap.add_argument("--panel", default="AlgorithmsPanel", nargs="+", help="classes in labkit.widgets, one cell each")
+    ap.add_argument("--panel", default=["AlgorithmsPanel"], nargs="+", help="classes in labkit.widgets, one cell each")
     ap.add_argument("--plain", action="store_true", help="no profiler: the cells' times alone")
     args = ap.parse_args(argv)
     import nbclient
@@ -33,8 +34,7 @@ def main(argv=None):
              "lessons.algorithms_summary(algos)"]
     if args.read:
         cells.append(f"import time; time.sleep({args.read})")
-    panels = [args.panel] if isinstance(args.panel, str) else args.panel
-    for i, name in enumerate(panels):
+    for i, name in enumerate(args.panel):
         prun = "" if args.plain or i else f"%%prun -q -s cumulative -l {args.lines} -T {prof}\n"
         cells.append(f"{prun}panel{i} = widgets.{name}()")
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])

@@ -3,7 +3,7 @@
 then ``--read`` seconds of a learner reading (default 0), then each panel named, under cProfile:
 when the cell got the panel back (its first paint) and when it was whole. Each of these counts as a
 running cell (`labkit.session.prefetch.Prefetcher.cell_started`), as IPython's events make it in a
-notebook: the prefetch worker and the warm-up's late steps wait for the kernel to be idle.
+notebook: the prefetch worker and the warm-up's cupyx step wait for the kernel to be idle.
 
     python3 scripts/probe_panel_build.py [--read S] [--plain] algorithms network_report
 """
@@ -58,7 +58,7 @@ def main(argv=None):
         print(f"== {name}: shown at {shown:.0f} ms, whole at {took:.0f} ms; {p.status.value[-160:]}", flush=True)
         if prof:
             _print_profile(prof, 28)
-    warmup.wait(60)  # its late steps wait for an idle kernel: after the last panel
+    warmup.wait(60)  # its cupyx step waits for an idle kernel: after the last panel
     print(f"   warm-up at the end: {warmup.seconds}")
     print(f"   warm-up steps (started, ended; s after the banner started them; the first cell ended at "
           f"{cell_end:.3f}): {getattr(warmup, 'timeline', None)}")

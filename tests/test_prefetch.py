@@ -78,7 +78,7 @@ def test_waits_until_idle(worker):
 
 
 def test_an_idle_kernel_is_no_cell_and_no_foreground_for_idle_s(worker):
-    """`wait_for_idle_kernel` (what the warm-up's late steps wait for): not while a cell runs or a
+    """`wait_for_idle_kernel` (what the warm-up's cupyx step waits for): not while a cell runs or a
     foreground request holds the GPU, and only ``idle_s`` after the last of them ended."""
     worker.idle_s = 0.3
     worker.cell_started()

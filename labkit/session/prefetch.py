@@ -63,7 +63,7 @@ def enabled() -> bool:
 
 
 class KernelActivity:
-    """What the kernel is doing, as the worker (and the warm-up's late steps) see it: cells running
+    """What the kernel is doing, as the worker (and the warm-up's cupyx step) see it: cells running
     (IPython's events, `watch_cells`), foreground requests, and since when it has been idle."""
 
     def __init__(self, idle_s: float = IDLE_S):

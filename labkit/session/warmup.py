@@ -98,7 +98,6 @@ def _grids() -> None:
     panel built at once after the first cell does not wait for it."""
     from ..draw import plots
 
-
     plots.lay_out_grids()
 
 
