@@ -25,6 +25,8 @@
 #   kernelpanels  lesson 01's first cells then four panels' cells (KERNEL_PANELS) in a real kernel (nbclient, back to
 #            back; scripts/probe_kernel_panel.py --plain), at once and after 3 s of reading, twice each, from a
 #            quick-filled shared recording in CLASS_DIR: a panel's time with the kernel's widget messages in it
+#   kernelcpu  the same cells after 3 s of reading with each cell's CPU time per thread (probe_kernel_panel --cpu):
+#            live, live without the prefetch worker, recorded
 #   builds   where panel builds spend their time (probe_panel_build, cProfile, no reading time): a fresh
 #            process's first panels live with an empty cache in $d, then `fill --quick --into $d`, then the
 #            same panels of a learner reading $d as the shared class recording -> $OUT/probe-builds*.log
@@ -128,6 +130,20 @@ step_kernelpanels() {
         python3 scripts/probe_kernel_panel.py --plain --read "$r" --panel ${KERNEL_PANELS:-AlgorithmsPanel SweepPanel \
         StrategiesPanel ReportPanel} 2>&1 | grep -v "^\[IPKernelApp\]" | tee -a "$log"
     done
+  done
+}
+# kernelcpu: the same panels' cells after 3 s of reading, with each cell's CPU time per thread (--cpu), live from
+# the shared recording, live without the prefetch worker (LABKIT_PREFETCH=0), and recorded (this host's CPU alone)
+step_kernelcpu() {
+  d="${CLASS_DIR:-$(mktemp -d)}"; mkdir -p "$d"
+  [ -f "$d/fill.json" ] || fill_class "$d" "CLASS_DIR" --quick
+  for how in "live" "live LABKIT_PREFETCH=0" "recorded"; do
+    echo "-- real kernel, $how, 3 s of reading, CPU per thread:" | tee -a "$log"
+    set -- $how
+    # shellcheck disable=SC2086
+    env LABKIT_MODE="$1" "${2:-LABKIT_PREFETCH=1}" LABKIT_SHARED_CACHE="$d" LABKIT_CACHE="$(mktemp -d)" \
+      timeout -k 10 "$(limit kernelpanels)" python3 scripts/probe_kernel_panel.py --plain --cpu --read 3 \
+      --panel ${KERNEL_PANELS:-AlgorithmsPanel SweepPanel StrategiesPanel ReportPanel} 2>&1 | grep -v "^\[IPKernelApp\]" | tee -a "$log"
   done
 }
 BUILD_PANELS=${BUILD_PANELS:-"algorithms fusion network_report workspace_sizes strategies"}

@@ -91,15 +91,29 @@ def copy_stripped(src: Path, dst: Path) -> None:
     dst.write_text(json.dumps(nb, indent=1))
 
 
-def smoke_notebook() -> dict:
+#: smoke_notebook(labkit_figures=True): labkit's FigureWidgets (`labkit.present.panel.figure`): the
+#: kernel's first (it carries plotly's front end) is closed at once, so the next carries it again;
+#: a third, in the same box, shares it (only the loader comes with it)
+LABKIT_FIGURES = """from labkit.present.panel import figure
+figure.new_figure_widget(go.Bar(x=["a"], y=[1])).close()
+fig = figure.new_figure_widget(go.Bar(x=["a", "b", "c"], y=DATA["fp16"]))
+assert figure.carrier() is fig
+other = figure.new_figure_widget(go.Scatter(x=[1, 2, 3], y=[2, 1, 3]), layout={"width": 900, "height": 250})
+assert figure.carrier() is fig and len(other._esm) < 10_000
+fig.update_layout(width=900)  # as labkit's panels do (plotly/plotly.py#5208: drawn before it is in the page)"""
+
+
+def smoke_notebook(labkit_figures: bool = False) -> dict:
     """A minimal panel of the shape labkit's panels take: a plotly FigureWidget inside an
     ipywidgets VBox with a Dropdown that changes the bars in place. It tells 'the widget stack
-    is broken' apart from 'a lesson is broken'."""
+    is broken' apart from 'a lesson is broken'. ``labkit_figures``: labkit's FigureWidgets instead
+    (`LABKIT_FIGURES`), two in the box."""
+    make = LABKIT_FIGURES if labkit_figures else 'fig = go.FigureWidget(go.Bar(x=["a", "b", "c"], y=DATA["fp16"]))'
     src = '''import ipywidgets as W
 import plotly.graph_objects as go
 
 DATA = {"fp16": [3, 1, 2], "fp32": [1, 4, 9]}
-fig = go.FigureWidget(go.Bar(x=["a", "b", "c"], y=DATA["fp16"]))
+''' + make + '''
 fig.update_layout(height=300, title="smoke")
 dd = W.Dropdown(options=list(DATA), value="fp16", description="dtype")
 
@@ -108,7 +122,7 @@ def on_change(change):
         fig.data[0].y = DATA[change["new"]]
 
 dd.observe(on_change, names="value")
-W.VBox([dd, fig])'''
+''' + ("W.VBox([dd, fig, other])" if labkit_figures else "W.VBox([dd, fig])")
     return {
         "cells": [{"cell_type": "code", "execution_count": None, "id": "smoke0", "metadata": {}, "outputs": [],
                    "source": src}],

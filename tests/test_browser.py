@@ -45,6 +45,7 @@ BUDGET_S = float(os.environ.get("LABKIT_BROWSER_BUDGET_S", "240"))
 LESSONS = ["00_start_here.ipynb", "07_lab.ipynb", "08_same_conv_other_gpu.ipynb", "09_your_network.ipynb",
            "10_under_the_hood.ipynb"]
 SMOKE = "smoke_widget_stack.ipynb"
+SMOKE_LABKIT = "smoke_labkit_figures.ipynb"
 VIEWPORT = {"width": 1366, "height": 768}  # a common laptop screen, file browser left open
 # Chart layout problems (cut off, plotly's 700 px fallback, subtitle over title) fail the lessons;
 # LABKIT_BROWSER_STRICT_LAYOUT=0 makes them warnings.
@@ -108,6 +109,7 @@ def lab(chromium, deadline, tmp_path_factory):
     for src in sorted(NOTEBOOKS.glob("*.ipynb")):
         bh.copy_stripped(src, root / src.name)
     (root / SMOKE).write_text(json.dumps(bh.smoke_notebook(), indent=1))
+    (root / SMOKE_LABKIT).write_text(json.dumps(bh.smoke_notebook(labkit_figures=True), indent=1))
     server = bh.LabServer(root, ROOT, scratch)
     try:
         server.start()
@@ -395,6 +397,13 @@ def test_widget_stack_smoke(page, lab, deadline, say):
     """A FigureWidget in a VBox with a Dropdown (the shape of every labkit panel) renders and
     updates in place: when a lesson fails below, this says whether the stack itself works."""
     visit(page, lab, SMOKE, deadline, say)
+
+
+def test_labkit_figures_share_plotly_front_end(page, lab, deadline, say):
+    """labkit's FigureWidgets send plotly's front end once per kernel (labkit.present.panel.figure):
+    after the figure that carried it was closed, the next carries it again, a later one shares
+    it, and both draw and update in place like plotly's own."""
+    visit(page, lab, SMOKE_LABKIT, deadline, say)
 
 
 @pytest.mark.parametrize("name", LESSONS)

@@ -19,6 +19,7 @@ from ... import experiments
 from ...draw import plots
 from ...errors import InvalidSpec, LabkitError, RecordedDataError
 from .controls import CONTROLS, ControlDef, Controls, label
+from .figure import new_figure_widget
 
 #: width of a panel's chart in pixels. A FigureWidget is drawn before it is in the page (plotly/
 #: plotly.py#5208), so it cannot size itself to the output and would fall back to 700 px.
@@ -80,17 +81,16 @@ def update_in_place(fig, new) -> None:
 
 
 def figure_widget(fig, width: Optional[int]):
-    """``fig`` as a FigureWidget ``width`` pixels wide.
+    """``fig`` as a FigureWidget ``width`` pixels wide (`figure.new_figure_widget`: plotly's front end
+    comes to the page once per kernel).
 
     ``fig`` was validated as it was built, so the widget is made from a copy of its properties
     without validating them a second time (14 -> 3.4 ms for the network report's chart on a 2-core
     CPU machine), then validates again, so every later update (`update_in_place`) is checked and
     sent to the page as before (tests/test_panel_parts.py: the same widget state, chart by chart,
     update by update). ``_data``, ``_layout`` and ``_validate`` are plotly's own (plotly 6 and 7)."""
-    import plotly.graph_objects as go
-
     # the validated properties as they are (``to_dict`` would turn numpy arrays into base64 specs)
-    w = go.FigureWidget(copy.deepcopy(dict(data=fig._data, layout=fig._layout)), _validate=False)
+    w = new_figure_widget(copy.deepcopy(dict(data=fig._data, layout=fig._layout)), _validate=False)
     w._validate = w._layout_obj._validate = True
     for trace in w.data:
         trace._validate = True

@@ -1,0 +1,150 @@
+"""A panel's plotly ``FigureWidget``, with plotly's front end sent to the browser once per kernel.
+
+plotly 6 made ``FigureWidget`` an anywidget: its JavaScript (plotly.js and the widget, about
+5 MB) is the ``_esm`` trait of **every** figure. Each figure's comm sends it, the browser
+imports it as a new module for each figure (anywidget caches nothing), and a saved notebook
+keeps one copy per figure (plotly/plotly.py#5143: 10 s per figure on a JupyterHub far away).
+
+Here one figure of a kernel carries the bundle, inside a small loader module: the first, and
+again the next one made after it was closed. Every other figure carries only the loader (about
+2 KB). In the page, the loaders share one import of the bundle (`REGISTRY` on ``globalThis``,
+keyed by plotly's version and the bundle's size), and each figure still gets its own plotly front
+end (plotly's default export is a factory, called once per figure, as anywidget calls it). A page
+opened again later restores every live widget of the kernel, the one with the bundle among them.
+A loader that gets no bundle within `GIVE_UP_MS` fails with an error saying so (drawn by
+anywidget in the output), never a blank chart without a word.
+
+``LABKIT_PLOTLY_ONCE=0`` gives plotly's own ``FigureWidget`` (the bundle in every figure), for
+comparison (scripts/bench_browser_figures.py).
+"""
+from __future__ import annotations
+
+import json
+import threading
+import weakref
+from typing import Optional
+
+#: the page-wide name under which the loaders share the bundle's import
+REGISTRY = "__labkit_plotly_widget__"
+#: how long a loader without the bundle waits for the figure that carries it (milliseconds)
+GIVE_UP_MS = 60_000
+
+#: the loader; ``@KEY@`` and ``@EMBEDDED@`` (a JavaScript string, or null) are filled in
+LOADER_JS = """// labkit: plotly's FigureWidget front end, imported once per page (labkit/present/panel/figure.py)
+const KEY = @KEY@;
+const EMBEDDED = @EMBEDDED@;
+function registry() {
+  let r = globalThis[KEY];
+  if (!r) {
+    let resolve;
+    r = globalThis[KEY] = { factory: new Promise((ok) => { resolve = ok; }), resolve, started: false };
+  }
+  return r;
+}
+function provide(r, source) {
+  if (r.started) return;
+  r.started = true;
+  const url = URL.createObjectURL(new Blob([source], { type: "text/javascript" }));
+  r.resolve(import(/* webpackIgnore: true */ url).then((mod) => {
+    URL.revokeObjectURL(url);
+    return mod.default !== undefined ? mod.default : () => ({ render: mod.render });
+  }));
+}
+function late() {
+  return new Promise((_, fail) => setTimeout(() => fail(new Error(
+    "labkit: plotly's front end did not reach this page (the figure that carries it is gone): run the cell again")),
+    @GIVE_UP_MS@));
+}
+export default () => {
+  let inner = null;
+  const widget = () => {
+    if (inner === null) {
+      const r = registry();
+      if (EMBEDDED !== null) provide(r, EMBEDDED);
+      inner = Promise.race([r.factory, late()]).then((f) => (typeof f === "function" ? f() : f));
+    }
+    return inner;
+  };
+  return {
+    async initialize(ctx) {
+      const w = await widget();
+      return w.initialize ? w.initialize(ctx) : undefined;
+    },
+    async render(ctx) {
+      const w = await widget();
+      return w.render(ctx);
+    },
+  };
+};
+"""
+
+_lock = threading.RLock()
+_classes: dict = {}
+#: the live figure that carries the bundle (a weak reference; None before the first)
+_carrier: Optional[weakref.ref] = None
+
+
+def bundle() -> str:
+    """plotly's FigureWidget front end (the ``_esm`` of plotly's own class), as text."""
+    from plotly.basewidget import BaseFigureWidget
+
+    return str(BaseFigureWidget._esm)
+
+
+def registry_key() -> str:
+    """The page-wide name of this plotly's bundle: `REGISTRY`, plotly's version, the bundle's size."""
+    import plotly
+
+    return f"{REGISTRY}{plotly.__version__}_{len(bundle())}"
+
+
+def loader(embedded: bool) -> str:
+    """The loader module's text, with the bundle inside (``embedded``) or without."""
+    return (LOADER_JS.replace("@KEY@", json.dumps(registry_key()))
+            .replace("@GIVE_UP_MS@", str(GIVE_UP_MS))
+            .replace("@EMBEDDED@", json.dumps(bundle()) if embedded else "null"))
+
+
+def figure_class(embedded: bool):
+    """The FigureWidget class whose ``_esm`` is the loader with the bundle (``embedded``) or without."""
+    with _lock:
+        cls = _classes.get(embedded)
+        if cls is None:
+            import plotly.graph_objects as go
+
+            name = "PlotlyOnceFullFigureWidget" if embedded else "PlotlyOnceFigureWidget"
+            cls = _classes[embedded] = type(name, (go.FigureWidget,), {"_esm": loader(embedded), "__module__": __name__})
+        return cls
+
+
+def carrier():
+    """The live figure of this kernel that carries plotly's bundle (None: none now; a closed
+    one no longer counts)."""
+    w = _carrier() if _carrier is not None else None
+    return w if w is not None and getattr(w, "comm", None) is not None else None
+
+
+def new_figure_widget(*args, **kwargs):
+    """A ``FigureWidget`` (``go.FigureWidget``'s arguments) whose front end comes to the page
+    once: it carries plotly's bundle when no live figure of this kernel does (the first, or the
+    next after that one was closed), else only the loader. ``LABKIT_PLOTLY_ONCE=0``: plotly's
+    own class."""
+    global _carrier
+    from ... import env
+
+    if not env.switched_on("LABKIT_PLOTLY_ONCE"):
+        import plotly.graph_objects as go
+
+        return go.FigureWidget(*args, **kwargs)
+    with _lock:
+        embedded = carrier() is None
+        w = figure_class(embedded)(*args, **kwargs)
+        if embedded:
+            _carrier = weakref.ref(w)
+    return w
+
+
+def esm_bytes(widget) -> Optional[int]:
+    """The size of ``widget``'s front-end module as sent (characters), None for a non-anywidget."""
+    esm = getattr(widget, "_esm", None)
+    return len(esm) if isinstance(esm, str) else None
