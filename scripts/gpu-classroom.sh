@@ -2,6 +2,8 @@
 # A class on one GPU (issue 28), on the GPU host (device tool, carry .whl):
 #   bash scripts/gpu-classroom.sh [tests] [bench] [widgets]   (default: tests bench)
 #   tests    tests/test_classroom_gpu.py + the lock/shared CPU tests, live, on this GPU
+#   panels   the panels' tests live on this GPU (figure, panel parts, widgets, prefetch)
+#   notebooks  every lesson notebook live under nbmake
 #   bench    scripts/bench_classroom.py (8 learner processes, SECONDS default 120) -> $OUT/classroom_<gpu>.csv
 #   widgets  scripts/bench_widgets.py first visit with an empty cache (into $d), then `fill --quick --into $d`,
 #            then first visit of a learner with an empty cache and LABKIT_SHARED_CACHE=$d -> $OUT/widget_latency.csv
@@ -42,6 +44,12 @@ fill_class() {
 }
 step_tests() {
   live_pytest tests tests.log -rfEs tests/test_classroom_gpu.py tests/test_gpu_lock.py tests/test_shared_recording.py
+}
+step_panels() {
+  live_pytest panels panels-tests.log tests/test_figure.py tests/test_panel_parts.py tests/test_widgets.py tests/test_prefetch.py
+}
+step_notebooks() {
+  live_pytest notebooks notebooks.log --nbmake notebooks/
 }
 step_bench() {
   cp "data/bench/classroom_$slug.csv" "$out/" 2>/dev/null
