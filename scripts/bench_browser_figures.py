@@ -1,5 +1,5 @@
 """What a lesson's charts cost in the browser: plotly's own FigureWidget (its 5 MB front end in
-every figure) against labkit's (`labkit.present.panel.figure`: the front end sent once per kernel).
+every figure) against labkit's (`labkit.draw.figure_widget`: the front end sent once per kernel).
 
 For each way, in turn (``--repeats`` times each, alternating), a fresh page of a throw-away
 JupyterLab (tests/browser_helpers.py, recorded mode, headless Chromium) runs a notebook whose
@@ -20,6 +20,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -49,7 +50,7 @@ HEAP_JS = "() => (performance.memory ? performance.memory.usedJSHeapSize : null)
 
 
 def notebook(way: str, panels) -> dict:
-    cells = [f"import os\nos.environ['LABKIT_PLOTLY_ONCE'] = {WAYS[way]!r}\nfrom labkit import widgets"]
+    cells = [f"import os\nos.environ['LABKIT_PLOTLY_ONCE'] = {WAYS[way]!r}\nfrom labkit import lessons, widgets\nlessons.banner()"]
     cells += [f"p{i} = widgets.{name}()\np{i}" for i, name in enumerate(panels)]
     return {"cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
                        "source": c} for c in cells],
@@ -108,10 +109,13 @@ def main(argv=None) -> int:
     deadline = bh.Deadline(args.repeats * len(WAYS) * (args.limit + 60) + 120)
     lab = bh.LabServer(root, ROOT, scratch)
     rows = []
+    browser_version = "?"
     pw = sync_playwright().start()
     try:
         lab.start()
         lab.wait_ready(deadline)
+        browser_version = subprocess.run([chromium, "--version"], capture_output=True, text=True).stdout.split()[1:2]
+        browser_version = browser_version[0] if browser_version else "?"
         ctx = pw.chromium.launch_persistent_context(str(scratch / "profile"), executable_path=chromium, headless=True,
                                                     args=bh.CHROMIUM_ARGS + ["--enable-precise-memory-info"],
                                                     viewport={"width": 1366, "height": 768})
@@ -135,7 +139,7 @@ def main(argv=None) -> int:
         lab.stop()
     base = {k: statistics.median([r[k] for r in rows if r["way"] == "plotly" and r[k] is not None] or [0])
             for k in ("last_chart_ms", "median_gap_ms", "ws_mb", "heap_mb")}
-    host = f"{platform.node() and 'cpu'} {os.cpu_count()} cores, {platform.python_version()}"
+    host = f"{platform.machine()} CPU, {os.cpu_count()} cores, Python {platform.python_version()}, Chromium {browser_version}"
     date = datetime.date.today().isoformat()
     print(f"\n{len(args.panels)} panels, recorded mode, headless Chromium, this machine ({os.cpu_count()} cores); "
           "ratio = labkit / plotly's own (median of runs)")

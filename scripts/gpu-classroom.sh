@@ -27,8 +27,8 @@
 #   kernelpanels  lesson 01's first cells then four panels' cells (KERNEL_PANELS) in a real kernel (nbclient, back to
 #            back; scripts/probe_kernel_panel.py --plain), at once and after 3 s of reading, twice each, from a
 #            quick-filled shared recording in CLASS_DIR: a panel's time with the kernel's widget messages in it
-#   kernelcpu  the same cells after 3 s of reading with each cell's CPU time per thread (probe_kernel_panel --cpu):
-#            live, live without the prefetch worker, recorded
+#   kernelcpu  the same cells with each cell's CPU time per thread (probe_kernel_panel --cpu), after 3 s of an idle
+#            kernel: live, live without the prefetch worker, recorded; then live at once
 #   builds   where panel builds spend their time (probe_panel_build, cProfile, no reading time): a fresh
 #            process's first panels live with an empty cache in $d, then `fill --quick --into $d`, then the
 #            same panels of a learner reading $d as the shared class recording -> $OUT/probe-builds*.log
@@ -140,17 +140,18 @@ step_kernelpanels() {
     done
   done
 }
-# kernelcpu: the same panels' cells after 3 s of reading, with each cell's CPU time per thread (--cpu), live from
-# the shared recording, live without the prefetch worker (LABKIT_PREFETCH=0), and recorded (this host's CPU alone)
+# kernelcpu: the same panels' cells with each cell's CPU time per thread (--cpu), after 3 s of an idle kernel (a
+# learner reading: no cell runs) live from the shared recording, live without the prefetch worker
+# (LABKIT_PREFETCH=0), recorded (this host's CPU alone), then live at once after the first cells
 step_kernelcpu() {
   d="${CLASS_DIR:-$(mktemp -d)}"; mkdir -p "$d"
   [ -f "$d/fill.json" ] || fill_class "$d" "CLASS_DIR" --quick
-  for how in "live" "live LABKIT_PREFETCH=0" "recorded"; do
-    echo "-- real kernel, $how, 3 s of reading, CPU per thread:" | tee -a "$log"
+  for how in "live 3" "live 3 LABKIT_PREFETCH=0" "recorded 3" "live 0"; do
+    echo "-- real kernel, $how (mode, seconds idle before the panels), CPU per thread:" | tee -a "$log"
     set -- $how
     # shellcheck disable=SC2086
-    env LABKIT_MODE="$1" "${2:-LABKIT_PREFETCH=1}" LABKIT_SHARED_CACHE="$d" LABKIT_CACHE="$(mktemp -d)" \
-      timeout -k 10 "$(limit kernelpanels)" python3 scripts/probe_kernel_panel.py --plain --cpu --read 3 \
+    env LABKIT_MODE="$1" "${3:-LABKIT_PREFETCH=1}" LABKIT_SHARED_CACHE="$d" LABKIT_CACHE="$(mktemp -d)" \
+      timeout -k 10 "$(limit kernelpanels)" python3 scripts/probe_kernel_panel.py --plain --cpu --idle "$2" \
       --panel ${KERNEL_PANELS:-AlgorithmsPanel SweepPanel StrategiesPanel ReportPanel} 2>&1 | grep -v "^\[IPKernelApp\]" | tee -a "$log"
   done
 }

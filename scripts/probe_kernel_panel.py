@@ -1,17 +1,19 @@
 """Where a panel's cell spends its time in a real Jupyter kernel (nbclient, cells back to back as
 "Run all"): lesson 01's first cells (the banner, a data cell, its summary), then a cell per panel
 named, the first (``--profile N``: the N-th) under IPython's ``%%prun`` (``--plain``: none); ``--read S`` seconds of reading
-(a cell that sleeps: it counts as a running cell) before the panels; ``--cpu``: each panel's cell
+(a cell that sleeps: it counts as a running cell) before the panels, ``--idle S`` seconds with no
+cell running (the kernel idle, as while a learner reads); ``--cpu``: each panel's cell
 also prints its wall time in the kernel, the main thread's CPU time and every other thread's
 CPU time over it (from /proc/self/task: which threads ran beside the panel's build). Unlike
 scripts/probe_panel_build.py, the kernel's side of the widgets is in it: each widget's comm is
 opened and its state sent to the front end.
 
-    LABKIT_MODE=live LABKIT_SHARED_CACHE=DIR python3 scripts/probe_kernel_panel.py [--read S] [--plain] [--cpu] [--panel A B]
+    LABKIT_MODE=live LABKIT_SHARED_CACHE=DIR python3 scripts/probe_kernel_panel.py [--read S] [--idle S] [--plain] [--cpu] [--panel A B]
 """
 import argparse
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,7 +46,8 @@ def _cpu_end(t, what):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--read", type=float, default=0.0)
+    ap.add_argument("--read", type=float, default=0.0, help="seconds of a sleeping cell before the panels (a running cell)")
+    ap.add_argument("--idle", type=float, default=0.0, help="seconds with no cell running before the panels (a learner reading)")
     ap.add_argument("--lines", type=int, default=45, help="profile lines printed")
     ap.add_argument("--panel", default=["AlgorithmsPanel"], nargs="+", help="classes in labkit.widgets, one cell each")
     ap.add_argument("--plain", action="store_true", help="no profiler: the cells' times alone")
@@ -69,10 +72,16 @@ def main(argv=None):
     for i, name in enumerate(args.panel):
         prun = "" if args.plain or i != args.profile else f"%%prun -q -s {args.sort} -l {args.lines} -T {prof}\n"
         build = f"panel{i} = widgets.{name}()"
-        cells.append(prun + (f"_t = _cpu_begin()\n{build}\n_cpu_end(_t, {name!r})" if args.cpu else build))
+        cells.append(prun + (f"_t = _cpu_begin(); {build}; _cpu_end(_t, {name!r})" if args.cpu else build))
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    nbclient.NotebookClient(nb, kernel_name="python3", store_widget_state=True,
-                            resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
+    client = nbclient.NotebookClient(nb, kernel_name="python3", store_widget_state=True,
+                                     resources={"metadata": {"path": str(ROOT / "notebooks")}})
+    first_panel = len(cells) - len(args.panel)
+    with client.setup_kernel():
+        for i, cell in enumerate(nb.cells):
+            if i == first_panel and args.idle:
+                time.sleep(args.idle)  # no cell runs: the kernel is idle, as while a learner reads
+            client.execute_cell(cell, i)
     for i, first_line, ms in cell_times(nb):
         print(f"  cell {i} {ms:8.0f} ms  {first_line[:80]}")
     for cell in nb.cells:

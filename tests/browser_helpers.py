@@ -91,10 +91,10 @@ def copy_stripped(src: Path, dst: Path) -> None:
     dst.write_text(json.dumps(nb, indent=1))
 
 
-#: smoke_notebook(labkit_figures=True): labkit's FigureWidgets (`labkit.present.panel.figure`): the
+#: smoke_notebook(labkit_figures=True): labkit's FigureWidgets (`labkit.draw.figure_widget`): the
 #: kernel's first (it carries plotly's front end) is closed at once, so the next carries it again;
 #: a third, in the same box, shares it (only the loader comes with it)
-LABKIT_FIGURES = """from labkit.present.panel import figure
+LABKIT_FIGURES = """from labkit.draw import figure_widget as figure
 figure.new_figure_widget(go.Bar(x=["a"], y=[1])).close()
 fig = figure.new_figure_widget(go.Bar(x=["a", "b", "c"], y=DATA["fp16"]))
 assert figure.carrier() is fig

@@ -400,7 +400,7 @@ def test_widget_stack_smoke(page, lab, deadline, say):
 
 
 def test_labkit_figures_share_plotly_front_end(page, lab, deadline, say):
-    """labkit's FigureWidgets send plotly's front end once per kernel (labkit.present.panel.figure):
+    """labkit's FigureWidgets send plotly's front end once per kernel (labkit.draw.figure_widget):
     after the figure that carried it was closed, the next carries it again, a later one shares
     it, and both draw and update in place like plotly's own."""
     visit(page, lab, SMOKE_LABKIT, deadline, say)

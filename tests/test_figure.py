@@ -1,4 +1,4 @@
-"""labkit's FigureWidget (labkit.present.panel.figure): plotly's 5 MB front end goes to the page
+"""labkit's FigureWidget (labkit.draw.figure_widget): plotly's 5 MB front end goes to the page
 with one figure per kernel, every other figure carries a 2 KB loader. The page side (the loaders
 share one import and draw) is tested in a real browser: tests/test_browser.py."""
 import json
@@ -9,7 +9,7 @@ import pytest
 from plotly.basewidget import BaseFigureWidget
 
 from labkit.present import widgets
-from labkit.present.panel import figure
+from labkit.draw import figure_widget as figure
 
 
 @pytest.fixture
@@ -72,3 +72,36 @@ def test_loader_names_what_failed_when_the_bundle_never_comes():
     esm = figure.loader(embedded=False)
     assert "did not reach this page" in esm and str(figure.GIVE_UP_MS) in esm
     assert "@" not in esm.replace("@license", "")  # every placeholder filled in
+
+
+def test_send_front_end_only_in_a_kernel(fresh):
+    assert not figure.in_kernel() and figure.send_front_end() is False and figure.carrier() is None
+
+
+def test_the_warm_up_sends_the_front_end_before_the_first_panel_in_a_real_kernel():
+    """A lesson in a real Jupyter kernel (nbclient): the banner's warm-up, once the kernel is
+    idle (the learner reads), makes an empty figure carry plotly's bundle; the first panel then
+    carries only the loader."""
+    import time
+
+    import nbclient
+    import nbformat
+
+    cells = ["import labkit\nfrom labkit import lessons, widgets\nlessons.banner()",
+             "from labkit.session import warmup\nprint(warmup.seconds.get('plotly front end, idle'))",
+             "from labkit.draw import figure_widget as f\n"
+             "p = widgets.SweepPanel()\nprint(f.carrier() is f._kept, f._kept is not None, len(p.fig._esm) < 10_000)"]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=120)
+    with client.setup_kernel():
+        client.execute_cell(nb.cells[0], 0)
+        end = time.monotonic() + 90
+        step = "None"
+        while step == "None" and time.monotonic() < end:
+            time.sleep(1.0)  # reading: no cell runs, the kernel is idle
+            nb.cells[1].outputs = []
+            client.execute_cell(nb.cells[1], 1)
+            step = nb.cells[1].outputs[-1]["text"].strip()
+        assert step != "None", "the warm-up's front-end step did not run in 90 s of an idle kernel"
+        client.execute_cell(nb.cells[2], 2)
+    assert nb.cells[2].outputs[-1]["text"].split() == ["True", "True", "True"], nb.cells[2].outputs

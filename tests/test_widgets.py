@@ -325,6 +325,8 @@ def test_dropdowns_get_room_for_their_longest_option():
     assert widgets.panel("layout").widgets["dtype"].layout.grid_column is None  # short options stay in one column
     from labkit.present.panel.view import PanelView
 
-    live = PanelView.make_widget(type("V", (), {"live": True, "syncing": False, "on_control": None})(),
-                                 widgets.CONTROLS["workload"])
-    assert live.layout.grid_column == "span 2"
+    live = PanelView(True, "x.csv", 900, [("this GPU", "")], "", None, None, None, controls=["workload", "N", "layout"])
+    assert live.widgets["workload"].layout.grid_column == "span 2"
+    # controls of one kind share one layout object (each object is a comm the page opens); none is changed in place
+    assert live.widgets["N"].layout is live.widgets["layout"].layout is not live.widgets["workload"].layout
+    assert len({id(w.layout) for w in p.widgets.values()}) <= 3

@@ -37,7 +37,7 @@ second panel built at once after the first took 0.33-0.49 s on the GPU host, ans
 shared class recording). All of it is GIL-bound Python work: with no time to read, a learner waits
 for it somewhere; this order puts it where nobody waits, or at a panel's first change.
 
-Last, once every import is done (the GPU's too), ``gc.freeze()`` (step "gc frozen"; also as soon
+Then, once every import is done (the GPU's too), ``gc.freeze()`` (step "gc frozen"; also as soon
 as the GPU question is answered and the chart's imports are done, so a panel built at once meets no
 full collection either): the objects
 of the imported libraries (plotly's, pandas', CuPy's: about 230,000) go to the collector's permanent
@@ -46,6 +46,12 @@ update and walk every one of them, no longer do: 110-120 ms each on a 2-core CPU
 network-report change there: 40 ms), 2-3 ms after the freeze. What is frozen is still freed by
 reference counting; only reference cycles among those objects are never collected, as in a server
 that freezes before it forks. ``LABKIT_GC_FREEZE=0`` leaves the collector as it is.
+
+After that, in a Jupyter kernel, the imports' thread's last step (step "plotly front end, idle",
+once the kernel is idle as above) sends plotly's FigureWidget front end to the page in an empty figure
+(`labkit.draw.figure_widget`: 5 MB, once per kernel): a lesson's first panel then opens no
+larger a comm than the others (on the GPU host the first panel's cell took 160 ms after 3 s of
+reading, against 54-90 ms for the next three, before this step).
 """
 from __future__ import annotations
 
@@ -107,6 +113,16 @@ def _imports_done_and_idle() -> None:
 
     _imports_done.wait()
     PREFETCHER.wait_for_idle_kernel()
+
+
+def _plotly_front_end() -> None:
+    """Once the kernel is idle: plotly's FigureWidget front end to the page
+    (`labkit.draw.figure_widget.send_front_end`; see the module doc)."""
+    from ..draw import figure_widget
+    from .prefetch import PREFETCHER
+
+    PREFETCHER.wait_for_idle_kernel()
+    figure_widget.send_front_end()
 
 
 def _skip_iri_grammar() -> bool:
@@ -190,6 +206,7 @@ def start_imports() -> bool:
         imports.append(("grids", _grids))
         if freeze:
             imports.append(("gc frozen", _freeze_gc))
+        imports.append(("plotly front end, idle", _plotly_front_end))
         _threads.append(threading.Thread(target=_run, args=(imports,), daemon=True, name="labkit-warm-up"))
         _threads[-1].start()
         return True

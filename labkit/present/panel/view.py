@@ -13,13 +13,16 @@ from pathlib import Path
 from typing import Callable, Dict, Iterable, Optional
 
 import ipywidgets as W
+from ipywidgets.widgets.widget_button import ButtonStyle
+from ipywidgets.widgets.widget_description import DescriptionStyle
+from ipywidgets.widgets.widget_string import HTMLStyle
 from traitlets import TraitError
 
 from ... import experiments
 from ...draw import plots
 from ...errors import InvalidSpec, LabkitError, RecordedDataError
 from .controls import CONTROLS, ControlDef, Controls, label
-from .figure import new_figure_widget
+from ...draw.figure_widget import new_figure_widget
 
 #: width of a panel's chart in pixels. A FigureWidget is drawn before it is in the page (plotly/
 #: plotly.py#5208), so it cannot size itself to the output and would fall back to 700 px.
@@ -31,14 +34,19 @@ SELECT_CHROME_PX = 40
 COLUMN_PX = 190
 
 
-def fit_options(w, labels) -> None:
-    """Give a dropdown room for its longest option (about 8 px a character at the widgets'
-    13 px font): one that does not fit a grid column spans two, so "resnet50_fp16_nhwc" is not
-    cut to "resnet50_fp1"."""
+def fit(labels) -> dict:
+    """The room a dropdown needs for its longest option (about 8 px a character at the widgets'
+    13 px font), as layout properties: one that does not fit a grid column spans two, so
+    "resnet50_fp16_nhwc" is not cut to "resnet50_fp1"."""
     need = DESCRIPTION_PX + SELECT_CHROME_PX + 8 * max((len(t) for t in labels), default=0)
     wide = need > COLUMN_PX
-    w.layout.grid_column = "span 2" if wide else None
-    w.layout.min_width = f"{need}px" if wide else None
+    return {"grid_column": "span 2" if wide else None, "min_width": f"{need}px" if wide else None}
+
+
+def fit_options(w, labels) -> None:
+    """Give a dropdown with a layout of its own room for its longest option (`fit`)."""
+    for k, v in fit(labels).items():
+        setattr(w.layout, k, v)
 
 
 class Message(str):
@@ -81,7 +89,7 @@ def update_in_place(fig, new) -> None:
 
 
 def figure_widget(fig, width: Optional[int]):
-    """``fig`` as a FigureWidget ``width`` pixels wide (`figure.new_figure_widget`: plotly's front end
+    """``fig`` as a FigureWidget ``width`` pixels wide (`labkit.draw.figure_widget.new_figure_widget`: plotly's front end
     comes to the page once per kernel).
 
     ``fig`` was validated as it was built, so the widget is made from a copy of its properties
@@ -120,6 +128,42 @@ def header_html(controls: Controls) -> str:
             f"<div style='font-size:12px;color:#3c4043;line-height:1.4'>{note}</div>")
 
 
+class ControlLook:
+    """How a panel's controls look: one style object for all of them and one layout object per
+    kind (shown or not, one or two grid columns wide), shared by the controls of that kind. Each
+    style or layout object is a widget of its own, a comm the kernel opens and sends to the page;
+    a control that changes kind gets another object (`relayout`), none is changed in place."""
+
+    def __init__(self):
+        self.style = DescriptionStyle(description_width=f"{DESCRIPTION_PX}px")
+        self.layouts: Dict[tuple, W.Layout] = {}  # (display, grid_column, min_width) -> the one shared
+
+    def layout(self, display=None, grid_column=None, min_width=None) -> W.Layout:
+        """The layout of a control shown (``display`` None) or not ("none"), as wide as `fit` says."""
+        key = (display, grid_column, min_width)
+        lay = self.layouts.get(key)
+        if lay is None:
+            lay = self.layouts[key] = W.Layout(width="auto", display=display, grid_column=grid_column, min_width=min_width)
+        return lay
+
+    def relayout(self, w, **changes) -> None:
+        """Give control ``w`` the shared layout with ``changes`` (display, grid_column, min_width)."""
+        now = {k: getattr(w.layout, k) for k in ("display", "grid_column", "min_width")}
+        lay = self.layout(**{**now, **changes})
+        if lay is not w.layout:
+            w.layout = lay
+
+    def make(self, c: ControlDef, live: bool) -> W.Widget:
+        """Control ``c``'s widget: live, an int control is a text box; else a dropdown (recorded:
+        its options come with the state, `PanelView.sync`)."""
+        desc = (c.recorded_label or c.label) if not live else c.label
+        if live and c.kind == "int":
+            return W.BoundedIntText(value=1, min=c.lo, max=c.hi, description=desc, continuous_update=False,
+                                    style=self.style, layout=self.layout())
+        opts = [(label(v), v) for v in c.live_options] if live else []
+        return W.Dropdown(options=opts, description=desc, style=self.style, layout=self.layout(**fit([t for t, _ in opts])))
+
+
 class PanelView:
     """The widgets of one panel. ``on_control(name, value)``, ``on_button(name)`` ("reset",
     "rerun") and ``on_gpu(value)`` are called when the learner moves something (never while the
@@ -137,22 +181,27 @@ class PanelView:
         self.error: Optional[str] = None
         self.fig = None
         self.figs: Dict[str, object] = {}  # one FigureWidget per chart, made once
+        # shared style and layout objects (`ControlLook`; the text lines share theirs, and the buttons):
+        # a panel opened 31-67 comms before, 25-38 since
+        self.look = ControlLook()
+        text_style, text_layout, button_style = HTMLStyle(), W.Layout(), ButtonStyle()
+        auto = W.Layout(width="auto")
         self.widgets: Dict[str, W.Widget] = {n: self.make_widget(CONTROLS[n]) for n in self.names}
-        self.header = W.HTML()
+        self.header = W.HTML(style=text_style, layout=text_layout)
         self.controls_box = W.GridBox(list(self.widgets.values()),
                                       layout=W.Layout(grid_template_columns="repeat(4, minmax(190px, 1fr))",
                                                       grid_gap="4px 12px"))
-        self.reset_button = W.Button(description="reset to base", icon="undo", layout=W.Layout(width="auto"),
+        self.reset_button = W.Button(description="reset to base", icon="undo", layout=auto, style=button_style,
                                      tooltip="every control back to the lesson's base")
         self.reset_button.on_click(lambda _b: on_button("reset"))
         self.rerun_button = W.Button(description="measure again", icon="refresh", tooltip="measure now on the GPU and replace the saved result",
-                                     layout=W.Layout(width="auto", display=None if live else "none"))
+                                     layout=W.Layout(width="auto", display=None if live else "none"), style=button_style)
         self.rerun_button.on_click(lambda _b: on_button("rerun"))
-        self.csv_button = W.Button(description=f"save {csv_name}", icon="download", layout=W.Layout(width="auto"),
+        self.csv_button = W.Button(description=f"save {csv_name}", icon="download", layout=auto, style=button_style,
                                    tooltip="write the numbers on screen, with their provenance, as CSV")
         self.csv_button.on_click(lambda _b: self.save_clicked())
-        self.status = W.HTML()
-        self.message = W.HTML()
+        self.status = W.HTML(style=text_style, layout=text_layout)
+        self.message = W.HTML(style=text_style, layout=text_layout)
         self.gpu_picker = W.Dropdown(options=gpu_options, value=gpu_value, description="GPU",
                                      style={"description_width": "36px"}, layout=W.Layout(width="auto"))
         fit_options(self.gpu_picker, [t for t, _ in self.gpu_picker.options])
@@ -165,15 +214,7 @@ class PanelView:
 
     # ---- controls -------------------------------------------------------------------------------
     def make_widget(self, c: ControlDef) -> W.Widget:
-        style = {"description_width": f"{DESCRIPTION_PX}px"}
-        lay = W.Layout(width="auto")
-        desc = (c.recorded_label or c.label) if not self.live else c.label
-        if self.live and c.kind == "int":
-            w = W.BoundedIntText(value=1, min=c.lo, max=c.hi, description=desc, continuous_update=False, style=style, layout=lay)
-        else:
-            opts = [(label(v), v) for v in c.live_options] if self.live else []
-            w = W.Dropdown(options=opts, description=desc, style=style, layout=lay)
-            fit_options(w, [t for t, _ in opts])
+        w = self.look.make(c, self.live)
         w.observe(lambda change, name=c.name: self.syncing or self.on_control(name, change["new"]), names="value")
         return w
 
@@ -217,7 +258,7 @@ class PanelView:
             self.header.value = header_html(controls)
             for name, w in self.widgets.items():
                 shown = name in controls.shown
-                w.layout.display = None if shown else "none"
+                self.look.relayout(w, display=None if shown else "none")
                 if not shown:
                     continue
                 value = controls.value(name)
@@ -228,7 +269,7 @@ class PanelView:
                         labelled.append((f"{label(value)} (not recorded)" if not self.live else label(value), value))
                     if list(w.options) != labelled:
                         w.options = labelled
-                        fit_options(w, [t for t, _ in labelled])
+                        self.look.relayout(w, **fit([t for t, _ in labelled]))
                     w.value = value
                     w.disabled = (not self.live) and len(labelled) <= 1
                 else:

@@ -11,6 +11,8 @@ again the next one made after it was closed. Every other figure carries only the
 keyed by plotly's version and the bundle's size), and each figure still gets its own plotly front
 end (plotly's default export is a factory, called once per figure, as anywidget calls it). A page
 opened again later restores every live widget of the kernel, the one with the bundle among them.
+`send_front_end` (the warm-up's last step, while the learner reads) makes an empty figure carry
+it before any panel, so that a lesson's first panel costs what the others do.
 A loader that gets no bundle within `GIVE_UP_MS` fails with an error saying so (drawn by
 anywidget in the output), never a blank chart without a word.
 
@@ -20,6 +22,7 @@ comparison (scripts/bench_browser_figures.py).
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import weakref
 from typing import Optional
@@ -30,7 +33,7 @@ REGISTRY = "__labkit_plotly_widget__"
 GIVE_UP_MS = 60_000
 
 #: the loader; ``@KEY@`` and ``@EMBEDDED@`` (a JavaScript string, or null) are filled in
-LOADER_JS = """// labkit: plotly's FigureWidget front end, imported once per page (labkit/present/panel/figure.py)
+LOADER_JS = """// labkit: plotly's FigureWidget front end, imported once per page (labkit/draw/figure_widget.py)
 const KEY = @KEY@;
 const EMBEDDED = @EMBEDDED@;
 function registry() {
@@ -82,6 +85,8 @@ _lock = threading.RLock()
 _classes: dict = {}
 #: the live figure that carries the bundle (a weak reference; None before the first)
 _carrier: Optional[weakref.ref] = None
+#: the empty figure `send_front_end` made (kept: it carries the bundle for the figures to come)
+_kept = None
 
 
 def bundle() -> str:
@@ -124,13 +129,37 @@ def carrier():
     return w if w is not None and getattr(w, "comm", None) is not None else None
 
 
+def in_kernel() -> bool:
+    """Whether this process is a Jupyter kernel (widgets there have comms to a page)."""
+    ip = sys.modules.get("IPython")
+    shell = ip.get_ipython() if ip is not None and hasattr(ip, "get_ipython") else None
+    return getattr(shell, "kernel", None) is not None
+
+
+def send_front_end() -> bool:
+    """In a Jupyter kernel with no live figure carrying plotly's bundle: make an empty one that
+    does (its comm sends the bundle to the page now, not with a lesson's first panel) and keep
+    it. True when it did."""
+    global _carrier, _kept
+    from .. import env
+
+    if not in_kernel() or not env.switched_on("LABKIT_PLOTLY_ONCE"):
+        return False
+    with _lock:
+        if carrier() is not None:
+            return False
+        _kept = figure_class(True)()
+        _carrier = weakref.ref(_kept)
+        return True
+
+
 def new_figure_widget(*args, **kwargs):
     """A ``FigureWidget`` (``go.FigureWidget``'s arguments) whose front end comes to the page
     once: it carries plotly's bundle when no live figure of this kernel does (the first, or the
     next after that one was closed), else only the loader. ``LABKIT_PLOTLY_ONCE=0``: plotly's
     own class."""
     global _carrier
-    from ... import env
+    from .. import env
 
     if not env.switched_on("LABKIT_PLOTLY_ONCE"):
         import plotly.graph_objects as go
