@@ -105,3 +105,28 @@ def test_a_spent_requests_queued_compiles_are_cancelled_with_their_batch_and_oth
         assert pool.cancel_queued(request) == 0
     finally:
         pool.close()
+
+
+def test_a_long_wait_for_a_workers_plan_says_where_it_is_on_the_progress_bar(monkeypatch):
+    """A fill's call that waits minutes for runtime-compiled plans (fusion on the H200: about 4
+    minutes) is not silent: the wait announces itself every WAIT_NOTE_S seconds, and the fill's
+    progress bar shows it (cli.record.saying_on). Real Future, Budget and tqdm; the plan never
+    arrives, so the budget ends the wait as it would."""
+    import io
+    import types
+
+    from tqdm import tqdm
+
+    from labkit.cli.record import saying_on
+    from labkit.signals.cancel import Budget
+
+    monkeypatch.setattr(builds, "WAIT_NOTE_S", 0.1)
+    cg = types.SimpleNamespace(spec=types.SimpleNamespace(label="conv fp8", key="k"), epilogue="", workspace_cap=None)
+    job = build_pool.Job({}, "", None, 3, "eng3")
+    why_not, out = {}, io.StringIO()
+    bar = tqdm(total=1, file=out, mininterval=0)
+    with saying_on(bar, "fusion"):
+        builds._collect(cg, job, Budget(0.5, "test budget"), why_not, {}, None)
+    bar.close()
+    assert "fusion: plan 3 (eng3) of conv fp8: compiled at run time in a worker" in out.getvalue()
+    assert why_not[3].startswith("cut: not compiled when the budget")

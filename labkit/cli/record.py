@@ -98,6 +98,15 @@ def _append(out: Path, name: str, df) -> None:
     df.to_csv(path, index=False)
 
 
+def saying_on(bar, name: str):
+    """Inside the block, what the measurement of call ``name`` announces (`labkit.signals.progress`:
+    "timing plan 6", "plan 3 ...: compiled at run time in a worker, 45 s so far") is the progress
+    bar's note, so a call of minutes shows where it is."""
+    from ..signals import progress
+
+    return progress.announcing(lambda phase: bar.set_postfix_str(f"{name}: {phase}"[:100]))
+
+
 def every_plan():
     """Inside the block, an autotune waits for every runtime-compiled plan (no interactive compile
     budget, `labkit.gpu.builds.compile_budget_s`), unless ``LABKIT_COMPILE_BUDGET_S`` is set: a
@@ -157,12 +166,14 @@ def _record_calls(out: Path, calls, done: set, fns: dict, seen: dict) -> None:
 
     from ..gpu import conditions
 
-    for name, kwargs in tqdm(calls, desc="recording", unit="call"):
+    bar = tqdm(calls, desc="recording", unit="call")
+    for name, kwargs in bar:
         key = request_key(request_of(name, **kwargs))
         if (name, key) in done:
             continue
         try:
-            df = fns[name](**kwargs)
+            with saying_on(bar, name):
+                df = fns[name](**kwargs)
             seen[name] = conditions.summary(seen.get(name), df.attrs.get("conditions"))
             df = df.copy()
             df.insert(0, "request", key)
@@ -236,7 +247,8 @@ def _fill_calls(store, bar, counts: dict) -> None:
             continue
         bar.set_postfix_str(name)
         try:
-            lessons._live(name, kwargs)
+            with saying_on(bar, name):
+                lessons._live(name, kwargs)
             counts["saved"] += 1
         except LabkitError as exc:
             counts["failed"] += 1

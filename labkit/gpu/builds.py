@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional
 
 from ..signals.cancel import Budget, checkpoint
+from ..signals.progress import announce
 from .build_pool import BuildPool, Job, pool
 
 #: cuDNN's behaviour note for a plan whose kernel is compiled when the plan is built
@@ -278,22 +279,29 @@ def _nothing_built(cg, g, budget: Budget, why_not: dict, remote: dict, workers: 
     return list(jobs.values())
 
 
+#: seconds between the "still compiling" notes of a wait for a worker's plan (`_collect`)
+WAIT_NOTE_S = 5.0
+
+
 def _collect(cg, job: Job, budget: Budget, why_not: dict, remote: dict, workers: BuildPool,
              compile_cut: bool = False) -> None:
     """Wait for one job within ``budget``: deserialize its plan, or build it here when the worker
     failed. ``compile_cut``: ``budget`` is a compile budget; once it is spent, the job's whole
     batch is cancelled where no worker has started it (`BuildPool.cancel_queued`)."""
-    from .frontend import build_every_plan, handle_for
-
     if job.future.cancelled():  # cancelled with its batch when an earlier graph of the request ran out of time
         why_not[job.index] = f"cut: not compiled; the request's compile budget ({budget.what}) was spent"
         return
+    t0 = said = time.monotonic()
     while True:
         try:
             value = job.future.result(timeout=0.05)
             break
         except concurrent.futures.TimeoutError:
             checkpoint()
+            if time.monotonic() - said >= WAIT_NOTE_S:  # a compile of minutes is not a hang: say so
+                said = time.monotonic()
+                announce(f"plan {job.index} ({job.name}) of {cg.spec.label}: compiled at run time in a worker, "
+                         f"{said - t0:.0f} s so far")
             if budget.over:
                 if compile_cut:  # the rest of this request's queued compiles would only run late
                     workers.cancel_queued(job.batch)
@@ -307,6 +315,8 @@ def _collect(cg, job: Job, budget: Budget, why_not: dict, remote: dict, workers:
         except Exception:  # noqa: BLE001  (the worker failed, died, hung or declined: built here, for cuDNN's own reason)
             value = None
             break
+    from .frontend import build_every_plan, handle_for  # CUDA's: only once a plan came or must be built here
+
     if value is not None:
         try:
             import cudnn
