@@ -171,9 +171,3 @@ def new_figure_widget(*args, **kwargs):
         if embedded:
             _carrier = weakref.ref(w)
     return w
-
-
-def esm_bytes(widget) -> Optional[int]:
-    """The size of ``widget``'s front-end module as sent (characters), None for a non-anywidget."""
-    esm = getattr(widget, "_esm", None)
-    return len(esm) if isinstance(esm, str) else None

@@ -20,9 +20,9 @@ from traitlets import TraitError
 
 from ... import experiments
 from ...draw import plots
+from ...draw.figure_widget import new_figure_widget
 from ...errors import InvalidSpec, LabkitError, RecordedDataError
 from .controls import CONTROLS, ControlDef, Controls, label
-from ...draw.figure_widget import new_figure_widget
 
 #: width of a panel's chart in pixels. A FigureWidget is drawn before it is in the page (plotly/
 #: plotly.py#5208), so it cannot size itself to the output and would fall back to 700 px.
@@ -89,8 +89,8 @@ def update_in_place(fig, new) -> None:
 
 
 def figure_widget(fig, width: Optional[int]):
-    """``fig`` as a FigureWidget ``width`` pixels wide (`labkit.draw.figure_widget.new_figure_widget`: plotly's front end
-    comes to the page once per kernel).
+    """``fig`` as a FigureWidget ``width`` pixels wide (`labkit.draw.figure_widget.new_figure_widget`:
+    plotly's front end comes to the page once per kernel).
 
     ``fig`` was validated as it was built, so the widget is made from a copy of its properties
     without validating them a second time (14 -> 3.4 ms for the network report's chart on a 2-core
