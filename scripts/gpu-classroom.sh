@@ -146,7 +146,9 @@ step_kernelpanels() {
 step_kernelcpu() {
   d="${CLASS_DIR:-$(mktemp -d)}"; mkdir -p "$d"
   [ -f "$d/fill.json" ] || fill_class "$d" "CLASS_DIR" --quick
-  for how in "live 3" "live 3 LABKIT_PREFETCH=0" "recorded 3" "live 0"; do
+  local hows=("live 3" "live 3 LABKIT_PREFETCH=0" "recorded 3" "live 0")
+  [ -n "${KERNELCPU_RUNS:-}" ] && IFS=, read -ra hows <<< "$KERNELCPU_RUNS"  # e.g. "live 0,live 0 LABKIT_PREFETCH=0"
+  for how in "${hows[@]}"; do
     echo "-- real kernel, $how (mode, seconds idle before the panels), CPU per thread:" | tee -a "$log"
     set -- $how
     # shellcheck disable=SC2086
