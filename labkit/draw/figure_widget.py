@@ -140,7 +140,7 @@ def send_front_end() -> bool:
     """In a Jupyter kernel with no live figure carrying plotly's bundle: make an empty one that
     does (its comm sends the bundle to the page now, not with a lesson's first panel) and keep
     it. True when it did."""
-    global _carrier, _kept
+    global _kept
     from .. import env
 
     if not in_kernel() or not env.switched_on("LABKIT_PLOTLY_ONCE"):
@@ -148,8 +148,7 @@ def send_front_end() -> bool:
     with _lock:
         if carrier() is not None:
             return False
-        _kept = figure_class(True)()
-        _carrier = weakref.ref(_kept)
+        _kept = new_figure_widget()  # no live carrier: this one carries the bundle
         return True
 
 
