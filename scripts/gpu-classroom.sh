@@ -146,14 +146,14 @@ step_kernelpanels() {
 step_kernelcpu() {
   d="${CLASS_DIR:-$(mktemp -d)}"; mkdir -p "$d"
   [ -f "$d/fill.json" ] || fill_class "$d" "CLASS_DIR" --quick
-  local hows=("live 3" "live 3 LABKIT_PREFETCH=0" "recorded 3" "live 0")
+  local hows=("live 3" "live 3 LABKIT_PREFETCH=0" "recorded 3" "live 0")  # KERNELCPU_ARGS: e.g. "--profile 3" (default --plain)
   [ -n "${KERNELCPU_RUNS:-}" ] && IFS=, read -ra hows <<< "$KERNELCPU_RUNS"  # e.g. "live 0,live 0 LABKIT_PREFETCH=0"
   for how in "${hows[@]}"; do
     echo "-- real kernel, $how (mode, seconds idle before the panels), CPU per thread:" | tee -a "$log"
     set -- $how
     # shellcheck disable=SC2086
     env LABKIT_MODE="$1" "${3:-LABKIT_PREFETCH=1}" LABKIT_SHARED_CACHE="$d" LABKIT_CACHE="$(mktemp -d)" \
-      timeout -k 10 "$(limit kernelpanels)" python3 scripts/probe_kernel_panel.py --plain --cpu --idle "$2" \
+      timeout -k 10 "$(limit kernelpanels)" python3 scripts/probe_kernel_panel.py ${KERNELCPU_ARGS:---plain} --cpu --idle "$2" \
       --panel ${KERNEL_PANELS:-AlgorithmsPanel SweepPanel StrategiesPanel ReportPanel} 2>&1 | grep -v "^\[IPKernelApp\]" | tee -a "$log"
   done
 }
