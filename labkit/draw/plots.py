@@ -15,6 +15,7 @@ Units: microseconds (us) for times, MiB (2**20 bytes) for sizes on axes, TFLOP/s
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import html
 import math
@@ -182,17 +183,26 @@ def not_ok_note(df, label_cols: Iterable[str]) -> str:
 
 def finish(fig: go.Figure, df, main: str, detail: str = "", note: str = "", height: int = 480,
             legend_rows: int = 1) -> go.Figure:
-    """Common layout. From the top: title, detail line, provenance line, the legend (one row, or
-    ``legend_rows``), then the plot; a note line under the x-axis title when there is one."""
+    """Common layout (`finish_layout`). From the top: title, detail line, provenance line, the
+    legend (one row, or ``legend_rows``), then the plot; a note line under the x-axis title when
+    there is one."""
+    layout, note_annotation = finish_layout(df, main, detail, note, height, legend_rows)
+    fig.update_layout(**layout)
+    if note_annotation:
+        fig.add_annotation(note_annotation)  # (re-assigning all annotations re-validates the subplot titles: slow)
+    return fig
+
+
+def finish_layout(df, main: str, detail: str = "", note: str = "", height: int = 480, legend_rows: int = 1):
+    """What `finish` sets, as plain data: (the layout's properties, the note's annotation or None)."""
     # a detail line longer than the chart is wide would be cut at its right edge: wrap it, and
     # move the legend and the plot down by the lines it adds
     detail = wrap(detail, DETAIL_CHARS) if detail else detail
     extra = 17 * detail.count("<br>")
     height += extra
     top = 112 + 22 * legend_rows + extra
-    if legend_rows == 0:
-        fig.update_layout(showlegend=False)
-    fig.update_layout(
+    layout = dict(showlegend=False) if legend_rows == 0 else {}
+    layout.update(
         title=dict(title_block(main, df, detail), yref="container", y=1 - 12 / height, yanchor="top"),
         height=height,
         margin=dict(t=top, b=(76 + 15 * (wrap(note, NOTE_CHARS).count("<br>") + 1)) if note else 64, l=70, r=30),
@@ -201,9 +211,7 @@ def finish(fig: go.Figure, df, main: str, detail: str = "", note: str = "", heig
         # a bar label that would have to shrink below 9 px to fit is hidden (its value is in the hover)
         uniformtext=dict(minsize=9, mode="hide"),
     )
-    if note:
-        fig.add_annotation(note_block(note))  # (re-assigning all annotations re-validates the subplot titles: slow)
-    return fig
+    return layout, (note_block(note) if note else None)
 
 
 def new_figure(**subplots) -> go.Figure:
@@ -221,21 +229,28 @@ def new_figure(**subplots) -> go.Figure:
     copied: its layout and the grid plotly's ``add_trace(row=, col=)`` reads (``_grid_ref``,
     ``_grid_str``, where ``make_subplots`` puts them), 0.8 ms (tests/test_plots.py: the same
     figure either way)."""
-    import plotly.io as pio
-
     grid = _laid_out(subplots) if subplots else None
-    reg = pio.templates
-    old, reg._default = reg._default, TEMPLATE
-    try:
+    with labkit_template():
         if grid is None:
             return go.Figure()
         layout, grid_ref, grid_str = grid
         fig = go.Figure(layout=copy.deepcopy(layout))
-    finally:
-        reg._default = old
     fig.__dict__["_grid_ref"] = grid_ref
     fig.__dict__["_grid_str"] = grid_str
     return fig
+
+
+@contextlib.contextmanager
+def labkit_template():
+    """Inside the block, figures made get `TEMPLATE` at construction (see `new_figure`)."""
+    import plotly.io as pio
+
+    reg = pio.templates
+    old, reg._default = reg._default, TEMPLATE
+    try:
+        yield
+    finally:
+        reg._default = old
 
 
 def grid(**subplots) -> dict:
