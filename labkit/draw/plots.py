@@ -225,11 +225,11 @@ def new_figure(**subplots) -> go.Figure:
     default name is swapped directly where plotly keeps it (``_default``, plotly 6 and 7;
     tests/test_plots.py checks that the template is applied and plotly's default left alone).
 
-    A subplot grid is laid out by ``make_subplots`` once per set of arguments (`_laid_out`) and
+    A subplot grid is laid out by ``make_subplots`` once per set of arguments (`laid_out`) and
     copied: its layout and the grid plotly's ``add_trace(row=, col=)`` reads (``_grid_ref``,
     ``_grid_str``, where ``make_subplots`` puts them), 0.8 ms (tests/test_plots.py: the same
     figure either way)."""
-    grid = _laid_out(subplots) if subplots else None
+    grid = laid_out(subplots) if subplots else None
     with labkit_template():
         if grid is None:
             return go.Figure()
@@ -267,7 +267,7 @@ def lay_out_grids() -> int:
     """Lay out every grid a chart declared with `grid` and nobody laid out yet; how many it did."""
     todo = [g for g in list(_DECLARED) if _grid_key(g) not in _GRIDS]
     for g in todo:
-        _laid_out(g)
+        laid_out(g)
     return len(todo)
 
 
@@ -275,7 +275,7 @@ def _grid_key(subplots: dict) -> str:
     return repr(sorted(subplots.items()))
 
 
-def _laid_out(subplots: dict) -> tuple:
+def laid_out(subplots: dict) -> tuple:
     """``make_subplots(**subplots)``' layout without its template, ``_grid_ref`` and ``_grid_str``:
     made once (under plotly's default template, whichever it is: the copy takes labkit's at
     `new_figure`; no swap, so a warm-up thread never changes what another thread's figures get)."""
@@ -289,7 +289,7 @@ def _laid_out(subplots: dict) -> tuple:
     return grid
 
 
-#: make_subplots' arguments -> (its layout without the template, _grid_ref, _grid_str): `_laid_out`
+#: make_subplots' arguments -> (its layout without the template, _grid_ref, _grid_str): `laid_out`
 _GRIDS: dict = {}
 #: every chart's grid (`grid`), in the order the charts' modules declared them
 _DECLARED: list = []
