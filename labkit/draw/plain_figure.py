@@ -25,7 +25,7 @@ from typing import List, Optional
 
 import plotly.graph_objects as go
 
-from .plots import finish_layout, labkit_template, laid_out
+from .plots import attach_grid, finish_layout, labkit_template, laid_out
 
 
 def merged(base: dict, extra: dict) -> dict:
@@ -54,11 +54,14 @@ def figure_of(grid: Optional[dict], traces: List[dict], layout: dict, *, df, mai
     if note_annotation:
         full["annotations"] = list(full.get("annotations", ())) + [note_annotation]
     with labkit_template():
-        fig = go.Figure(dict(data=cells, layout=full), _validate=False)
-    fig._validate = fig._layout_obj._validate = True  # every later change is validated
+        fig = validating(go.Figure(dict(data=cells, layout=full), _validate=False))
+    return attach_grid(fig, grid_ref, grid_str) if grid else fig
+
+
+def validating(fig):
+    """``fig``, made with ``_validate=False``, validating every later change (its own, its
+    layout's and its traces' flags: plotly's ``_validate``, plotly 6 and 7). Returns ``fig``."""
+    fig._validate = fig._layout_obj._validate = True
     for trace in fig.data:
         trace._validate = True
-    if grid:
-        fig.__dict__["_grid_ref"] = grid_ref
-        fig.__dict__["_grid_str"] = grid_str
     return fig

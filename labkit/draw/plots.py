@@ -235,6 +235,12 @@ def new_figure(**subplots) -> go.Figure:
             return go.Figure()
         layout, grid_ref, grid_str = grid
         fig = go.Figure(layout=copy.deepcopy(layout))
+    return attach_grid(fig, grid_ref, grid_str)
+
+
+def attach_grid(fig: go.Figure, grid_ref, grid_str) -> go.Figure:
+    """``fig`` with a laid-out grid (`laid_out`) where ``add_trace(row=, col=)`` reads it
+    (``_grid_ref``, ``_grid_str``: where ``make_subplots`` puts them). Returns ``fig``."""
     fig.__dict__["_grid_ref"] = grid_ref
     fig.__dict__["_grid_str"] = grid_str
     return fig

@@ -21,6 +21,7 @@ from traitlets import TraitError
 from ... import experiments
 from ...draw import plots
 from ...draw.figure_widget import new_figure_widget
+from ...draw.plain_figure import validating
 from ...errors import InvalidSpec, LabkitError, RecordedDataError
 from .controls import CONTROLS, ControlDef, Controls, label
 
@@ -98,10 +99,7 @@ def figure_widget(fig, width: Optional[int]):
     sent to the page as before (tests/test_panel_parts.py: the same widget state, chart by chart,
     update by update). ``_data``, ``_layout`` and ``_validate`` are plotly's own (plotly 6 and 7)."""
     # the validated properties as they are (``to_dict`` would turn numpy arrays into base64 specs)
-    w = new_figure_widget(copy.deepcopy(dict(data=fig._data, layout=fig._layout)), _validate=False)
-    w._validate = w._layout_obj._validate = True
-    for trace in w.data:
-        trace._validate = True
+    w = validating(new_figure_widget(copy.deepcopy(dict(data=fig._data, layout=fig._layout)), _validate=False))
     if width:
         w.layout.width = width
     return w
