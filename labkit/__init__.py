@@ -11,6 +11,7 @@ drawn with; `experiments/` one module or folder per lesson topic; `session/` ans
 in a notebook; `present/` panels, checks, comparisons, the network report; `cli/` ``python -m
 labkit``.
 """
+
 from .errors import (  # noqa: F401
     ArenaTooSmall,
     InvalidSpec,

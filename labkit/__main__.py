@@ -1,4 +1,5 @@
 """``python -m labkit ...``: the command line (`labkit.cli.main`)."""
+
 import sys
 
 from .cli.main import main

@@ -10,6 +10,7 @@ never guessed, nor borrowed from a similar GPU (PCIe and SXM boards differ in cl
 Names are matched on the words of the CUDA device name (``cudaGetDeviceProperties``), so "L4" is
 not found in "L40S" and "A10" not in "A100".
 """
+
 from __future__ import annotations
 
 import re
@@ -38,8 +39,11 @@ class Ceiling:
 
 def _c(gpu, source, fp32, tf32, fp16, bf16, fp8, tb_s):
     """A ceiling from the datasheet's dense figures (TFLOP/s; None: no such path) and TB/s."""
-    t = {k: v for k, v in (("fp32", fp32), ("tf32", tf32), ("fp16", fp16), ("bf16", bf16), ("fp8_e4m3", fp8))
-         if v is not None}
+    t = {
+        k: v
+        for k, v in (("fp32", fp32), ("tf32", tf32), ("fp16", fp16), ("bf16", bf16), ("fp8_e4m3", fp8))
+        if v is not None
+    }
     return Ceiling(gpu, t, float(round(tb_s * 1e12)), source)
 
 
@@ -60,33 +64,58 @@ def _e(ceiling, *patterns, exclude=()):
     return _Entry(tuple(frozenset(p.split()) for p in patterns), ceiling, frozenset(exclude))
 
 
-H100_DS = ("NVIDIA H100 Tensor Core GPU datasheet, https://resources.nvidia.com/en-us-gpu-resources/h100-datasheet-24306"
-           " (tensor figures there are with sparsity: halved)")
-H200_DS = ("NVIDIA H200 Tensor Core GPU datasheet, https://nvdam.widen.net/content/udc6mzrk7a/original/"
-           "hpc-datasheet-sc23-h200-datasheet-3002446.pdf (tensor figures there are with sparsity: halved)")
-A100_DS = ("NVIDIA A100 Tensor Core GPU datasheet, https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/"
-           "pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf (dense figures as listed)")
-A10_DS = ("NVIDIA A10 Tensor Core GPU datasheet, https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a10/pdf/"
-          "a10-datasheet.pdf (dense figures as listed)")
-A40_DS = ("NVIDIA A40 datasheet, https://images.nvidia.com/content/Solutions/data-center/a40/nvidia-a40-datasheet.pdf "
-          "(dense figures as listed beside the sparse ones)")
-L4_DS = ("NVIDIA L4 Tensor Core GPU datasheet, https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/l4/"
-         "nvidia-l4-tensor-core-gpu-datasheet.pdf (tensor figures there are with sparsity: halved)")
-L40S_DS = ("NVIDIA L40S datasheet, https://resources.nvidia.com/en-us-l40s/l40s-datasheet-28413 "
-           "(dense figures as listed beside the sparse ones)")
-L40_DS = ("NVIDIA L40 datasheet (L40/L40S specification table; dense figures as listed beside the sparse ones, "
-          "as reproduced at https://www.mullet.se/product.html?product_id=355414)")
-T4_DS = ("NVIDIA T4 Tensor Core GPU datasheet, https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/"
-         "t4-tensor-core-datasheet-951643.pdf (dense; Turing has no tf32, bf16 or fp8 tensor path)")
-ADA_WP = ("NVIDIA Ada GPU Architecture whitepaper v1.1, GeForce RTX 4090 column, https://images.nvidia.com/aem-dam/"
-          "Solutions/geforce/ada/nvidia-ada-lovelace-architecture-whitepaper-v1.1.pdf (dense, FP32 accumulate)")
+H100_DS = (
+    "NVIDIA H100 Tensor Core GPU datasheet, https://resources.nvidia.com/en-us-gpu-resources/h100-datasheet-24306"
+    " (tensor figures there are with sparsity: halved)"
+)
+H200_DS = (
+    "NVIDIA H200 Tensor Core GPU datasheet, https://nvdam.widen.net/content/udc6mzrk7a/original/"
+    "hpc-datasheet-sc23-h200-datasheet-3002446.pdf (tensor figures there are with sparsity: halved)"
+)
+A100_DS = (
+    "NVIDIA A100 Tensor Core GPU datasheet, https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/"
+    "pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf (dense figures as listed)"
+)
+A10_DS = (
+    "NVIDIA A10 Tensor Core GPU datasheet, https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a10/pdf/"
+    "a10-datasheet.pdf (dense figures as listed)"
+)
+A40_DS = (
+    "NVIDIA A40 datasheet, https://images.nvidia.com/content/Solutions/data-center/a40/nvidia-a40-datasheet.pdf "
+    "(dense figures as listed beside the sparse ones)"
+)
+L4_DS = (
+    "NVIDIA L4 Tensor Core GPU datasheet, https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/l4/"
+    "nvidia-l4-tensor-core-gpu-datasheet.pdf (tensor figures there are with sparsity: halved)"
+)
+L40S_DS = (
+    "NVIDIA L40S datasheet, https://resources.nvidia.com/en-us-l40s/l40s-datasheet-28413 "
+    "(dense figures as listed beside the sparse ones)"
+)
+L40_DS = (
+    "NVIDIA L40 datasheet (L40/L40S specification table; dense figures as listed beside the sparse ones, "
+    "as reproduced at https://www.mullet.se/product.html?product_id=355414)"
+)
+T4_DS = (
+    "NVIDIA T4 Tensor Core GPU datasheet, https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/"
+    "t4-tensor-core-datasheet-951643.pdf (dense; Turing has no tf32, bf16 or fp8 tensor path)"
+)
+ADA_WP = (
+    "NVIDIA Ada GPU Architecture whitepaper v1.1, GeForce RTX 4090 column, https://images.nvidia.com/aem-dam/"
+    "Solutions/geforce/ada/nvidia-ada-lovelace-architecture-whitepaper-v1.1.pdf (dense, FP32 accumulate)"
+)
 
 #: every known GPU; a device name matches at most one entry (tests check the names they know)
 KNOWN = (
     # Hopper. H100 SXM/PCIe/NVL: TF32 989*/756*/835*, FP16 and BF16 1979*/1513*/1671*, FP8 3958*/3026*/3341*
     # (* with sparsity; halved here); FP32 67/51/60; 3.35/2.0/3.9 TB/s.
-    _e(_c("H100 SXM", H100_DS, 67, 495, 989, 989, 1979, 3.35), "h100 80gb hbm3", "h100 sxm5 80gb", "h100 sxm 80gb",
-       exclude=("pcie", "nvl")),
+    _e(
+        _c("H100 SXM", H100_DS, 67, 495, 989, 989, 1979, 3.35),
+        "h100 80gb hbm3",
+        "h100 sxm5 80gb",
+        "h100 sxm 80gb",
+        exclude=("pcie", "nvl"),
+    ),
     _e(_c("H100 PCIe", H100_DS, 51, 378, 756, 756, 1513, 2.0), "h100 pcie"),
     _e(_c("H100 NVL", H100_DS, 60, 418, 835, 835, 1670, 3.9), "h100 nvl"),
     # H200 (SXM): the H100 SXM's compute (TF32 989*, FP16/BF16 1979*, FP8 3958*, halved) with 4.8 TB/s HBM3e.
@@ -111,7 +140,11 @@ KNOWN = (
     # GeForce RTX 4090: FP32 82.6; tensor with FP32 accumulate (cuDNN's fp16/bf16 compute type): TF32 82.6,
     # FP16/BF16 165.2, FP8 330.3 (the whitepaper lists twice that with FP16 accumulate, and twice again
     # with sparsity); 1,008 GB/s. The RTX 4090 D and the laptop GPU are other configurations.
-    _e(_c("GeForce RTX 4090", ADA_WP, 82.6, 82.6, 165.2, 165.2, 330.3, 1.008), "rtx 4090", exclude=("d", "laptop")),
+    _e(
+        _c("GeForce RTX 4090", ADA_WP, 82.6, 82.6, 165.2, 165.2, 330.3, 1.008),
+        "rtx 4090",
+        exclude=("d", "laptop"),
+    ),
     # Turing T4: FP32 8.1, FP16 (mixed precision, FP32 accumulate) 65; 300 GB/s (the datasheet version cited;
     # earlier versions say 320+ GB/s: the lower figure is kept). No tf32, bf16 or fp8.
     _e(_c("T4", T4_DS, 8.1, None, 65, None, None, 0.3), "t4"),

@@ -5,6 +5,7 @@ are all usable, else ``recorded`` (answers come from real GPU recordings in data
 environment variable ``LABKIT_MODE=live|recorded`` forces it; forcing live where it cannot run
 raises `ModeError`.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -75,7 +76,9 @@ def environment() -> Environment:
             count, problem = 0, problem or f"no CUDA device ({exc})"
         if count > 0:
             props = rt.getDeviceProperties(0)
-            facts["gpu_name"] = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+            facts["gpu_name"] = (
+                props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+            )
             facts["compute_capability"] = f"{props['major']}.{props['minor']}"
             facts["gpu_memory_bytes"] = int(props["totalGlobalMem"])
             facts["driver_version"] = _cuda_version(rt.driverGetVersion())
@@ -171,7 +174,7 @@ def variables(changes: dict, exclusive: bool = True):
     if not changes:
         yield
         return
-    with (_VARS_LOCK if exclusive else contextlib.nullcontext()):
+    with _VARS_LOCK if exclusive else contextlib.nullcontext():
         saved = {k: os.environ.get(k) for k in changes}
         _apply(changes)
         try:

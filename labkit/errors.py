@@ -2,6 +2,7 @@
 
 All derive from :class:`LabkitError`, so a notebook can catch one class.
 """
+
 from __future__ import annotations
 
 
@@ -63,7 +64,9 @@ class TimedOut(LabkitError):
 
     def __init__(self, what: str, phase: str, seconds: float, budget_s: float):
         self.what, self.phase, self.seconds, self.budget_s = what, phase, float(seconds), float(budget_s)
-        super().__init__(f"{what}: timed out after {self.seconds:.1f} s in {phase} (budget {self.budget_s:.1f} s)")
+        super().__init__(
+            f"{what}: timed out after {self.seconds:.1f} s in {phase} (budget {self.budget_s:.1f} s)"
+        )
 
 
 class ModeError(LabkitError):

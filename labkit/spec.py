@@ -4,6 +4,7 @@ Shapes are always given in the logical NCHW order (N, C, H, W for the image, K, 
 for the filter); ``layout`` says how the tensors are laid out in memory. Units: bytes for sizes,
 floating-point operations for FLOPs.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -99,13 +100,16 @@ class ConvSpec:
             raise InvalidSpec("groups", self.groups, f"must divide K={self.K}")
         if self.P < 1 or self.Q < 1:
             raise InvalidSpec(
-                "R" if self.P < 1 else "S", self.R if self.P < 1 else self.S,
+                "R" if self.P < 1 else "S",
+                self.R if self.P < 1 else self.S,
                 f"the filter (dilated) is larger than the padded image: output would be {self.P}x{self.Q}",
             )
         for name, shape in (("image", self.x_shape), ("filter", self.w_shape), ("output", self.y_shape)):
             n = _prod(shape)
             if n > MAX_ELEMENTS:
-                raise InvalidSpec("shape", shape, f"the {name} tensor has {n:,} elements; the limit is {MAX_ELEMENTS:,}")
+                raise InvalidSpec(
+                    "shape", shape, f"the {name} tensor has {n:,} elements; the limit is {MAX_ELEMENTS:,}"
+                )
         put("_key", tuple((f.name, getattr(self, f.name)) for f in dataclasses.fields(self)))
 
     # ---- derived sizes ---------------------------------------------------------------------
@@ -158,8 +162,10 @@ class ConvSpec:
         """Input rows and columns that some filter window covers (padding excluded): a window
         that skips pixels (a 1x1 filter with stride 2 reads one pixel in four) or a border no
         window reaches leaves the rest of the image unread."""
-        return (_covered(self.H, self.P, self.R, self.stride[0], self.padding[0], self.dilation[0]),
-                _covered(self.W, self.Q, self.S, self.stride[1], self.padding[1], self.dilation[1]))
+        return (
+            _covered(self.H, self.P, self.R, self.stride[0], self.padding[0], self.dilation[0]),
+            _covered(self.W, self.Q, self.S, self.stride[1], self.padding[1], self.dilation[1]),
+        )
 
     @property
     def touched_bytes(self) -> dict:
@@ -197,7 +203,10 @@ class ConvSpec:
 
     def to_dict(self) -> dict:
         """Plain dict (pairs as lists), for CSV/JSON recordings."""
-        return {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v) for f in dataclasses.fields(self)}
+        return {
+            f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v)
+            for f in dataclasses.fields(self)
+        }
 
     @classmethod
     def from_dict(cls, d: dict) -> "ConvSpec":
@@ -238,12 +247,12 @@ def _covered(size: int, out: int, taps: int, stride: int, pad: int, dilation: in
     ``stride`` merge into intervals of their index, so this is O(taps log taps), not O(out*taps)."""
     runs: dict = {}
     for t in range(taps):
-        first = t * dilation - pad                     # position of output 0's tap t
-        lo = 0 if first >= 0 else -(first // stride)   # first output whose tap lands at >= 0
+        first = t * dilation - pad  # position of output 0's tap t
+        lo = 0 if first >= 0 else -(first // stride)  # first output whose tap lands at >= 0
         hi = min(out - 1, (size - 1 - first) // stride) if size - 1 >= first else -1
         if lo > hi:
             continue
-        res, base = first % stride, first // stride     # position = (base + o) * stride + res
+        res, base = first % stride, first // stride  # position = (base + o) * stride + res
         runs.setdefault(res, []).append((base + lo, base + hi))
     total = 0
     for spans in runs.values():

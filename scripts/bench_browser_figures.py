@@ -11,6 +11,7 @@ writes it as CSV (``--out``).
 
     python scripts/bench_browser_figures.py [--repeats 2] [--panels AlgorithmsPanel ...] [--out CSV]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,8 +31,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 import browser_helpers as bh  # noqa: E402
 
-PANELS = ["AlgorithmsPanel", "SweepPanel", "StrategiesPanel", "ReportPanel", "PlansPanel", "FusionPanel",
-          "PrecisionPanel", "LayoutPanel"]
+PANELS = [
+    "AlgorithmsPanel",
+    "SweepPanel",
+    "StrategiesPanel",
+    "ReportPanel",
+    "PlansPanel",
+    "FusionPanel",
+    "PrecisionPanel",
+    "LayoutPanel",
+]
 WAYS = {"plotly": "0", "labkit": "1"}  # LABKIT_PLOTLY_ONCE
 
 # Installed before "Run All": the times (ms since the click) at which the page's count of drawn
@@ -50,12 +59,19 @@ HEAP_JS = "() => (performance.memory ? performance.memory.usedJSHeapSize : null)
 
 
 def notebook(way: str, panels) -> dict:
-    cells = [f"import os\nos.environ['LABKIT_PLOTLY_ONCE'] = {WAYS[way]!r}\nfrom labkit import lessons, widgets\nlessons.banner()"]
+    cells = [
+        f"import os\nos.environ['LABKIT_PLOTLY_ONCE'] = {WAYS[way]!r}\nfrom labkit import lessons, widgets\nlessons.banner()"
+    ]
     cells += [f"p{i} = widgets.{name}()\np{i}" for i, name in enumerate(panels)]
-    return {"cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
-                       "source": c} for c in cells],
-            "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
-            "nbformat": 4, "nbformat_minor": 5}
+    return {
+        "cells": [
+            {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": c}
+            for c in cells
+        ],
+        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
 
 
 def run_once(ctx, lab, name: str, charts: int, deadline, limit_s: float) -> dict:
@@ -64,14 +80,28 @@ def run_once(ctx, lab, name: str, charts: int, deadline, limit_s: float) -> dict
     received = [0]
     errors = []
     page.on("pageerror", lambda exc: errors.append(str(exc)[:200]))
-    page.on("websocket", lambda ws: ws.on("framereceived", lambda payload: received.__setitem__(
-        0, received[0] + len(payload if isinstance(payload, (bytes, str)) else b""))))
+    page.on(
+        "websocket",
+        lambda ws: ws.on(
+            "framereceived",
+            lambda payload: received.__setitem__(
+                0, received[0] + len(payload if isinstance(payload, (bytes, str)) else b"")
+            ),
+        ),
+    )
     try:
         stem = Path(name).stem
-        page.goto(lab.url(f"/lab/workspaces/{stem}-{time.monotonic_ns()}/tree/{name}"), wait_until="domcontentloaded",
-                  timeout=deadline.ms(60))
-        page.locator(f"{bh.NOTEBOOK} .jp-Notebook .jp-Cell").first.wait_for(state="visible", timeout=deadline.ms(60))
-        bh.poll(lambda: any(k.get("execution_state") == "idle" for k in lab.kernels()), min(60, deadline.left()))
+        page.goto(
+            lab.url(f"/lab/workspaces/{stem}-{time.monotonic_ns()}/tree/{name}"),
+            wait_until="domcontentloaded",
+            timeout=deadline.ms(60),
+        )
+        page.locator(f"{bh.NOTEBOOK} .jp-Notebook .jp-Cell").first.wait_for(
+            state="visible", timeout=deadline.ms(60)
+        )
+        bh.poll(
+            lambda: any(k.get("execution_state") == "idle" for k in lab.kernels()), min(60, deadline.left())
+        )
         page.evaluate(WATCH_JS)
         page.locator(f"{bh.NOTEBOOK} .jp-Notebook").first.click(position={"x": 5, "y": 5})
         before = received[0]
@@ -81,8 +111,14 @@ def run_once(ctx, lab, name: str, charts: int, deadline, limit_s: float) -> dict
         got = bh.poll(lambda: len(page.evaluate("() => window.__charts")) >= charts, limit_s, 0.1)
         times = page.evaluate("() => window.__charts")
         time.sleep(1.0)  # the last messages in
-        return {"charts": len(times), "times_ms": times, "complete": bool(got),
-                "ws_bytes": received[0] - before, "heap_bytes": page.evaluate(HEAP_JS), "errors": errors}
+        return {
+            "charts": len(times),
+            "times_ms": times,
+            "complete": bool(got),
+            "ws_bytes": received[0] - before,
+            "heap_bytes": page.evaluate(HEAP_JS),
+            "errors": errors,
+        }
     finally:
         page.close()
         lab.shutdown_sessions()
@@ -114,21 +150,34 @@ def main(argv=None) -> int:
     try:
         lab.start()
         lab.wait_ready(deadline)
-        browser_version = subprocess.run([chromium, "--version"], capture_output=True, text=True).stdout.split()[1:2]
+        browser_version = subprocess.run(
+            [chromium, "--version"], capture_output=True, text=True
+        ).stdout.split()[1:2]
         browser_version = browser_version[0] if browser_version else "?"
-        ctx = pw.chromium.launch_persistent_context(str(scratch / "profile"), executable_path=chromium, headless=True,
-                                                    args=bh.CHROMIUM_ARGS + ["--enable-precise-memory-info"],
-                                                    viewport={"width": 1366, "height": 768})
+        ctx = pw.chromium.launch_persistent_context(
+            str(scratch / "profile"),
+            executable_path=chromium,
+            headless=True,
+            args=bh.CHROMIUM_ARGS + ["--enable-precise-memory-info"],
+            viewport={"width": 1366, "height": 768},
+        )
         for rep in range(args.repeats):
             for way in WAYS:
                 r = run_once(ctx, lab, f"figures_{way}.ipynb", len(args.panels), deadline, args.limit)
                 t = r["times_ms"]
                 gaps = [b - a for a, b in zip(t, t[1:])]
-                row = {"way": way, "run": rep + 1, "panels": len(args.panels), "charts_drawn": r["charts"],
-                       "first_chart_ms": round(t[0]) if t else None, "last_chart_ms": round(t[-1]) if t else None,
-                       "median_gap_ms": round(statistics.median(gaps)) if gaps else None,
-                       "ws_mb": round(r["ws_bytes"] / 1e6, 2),
-                       "heap_mb": round(r["heap_bytes"] / 1e6, 1) if r["heap_bytes"] else None, "page_errors": len(r["errors"])}
+                row = {
+                    "way": way,
+                    "run": rep + 1,
+                    "panels": len(args.panels),
+                    "charts_drawn": r["charts"],
+                    "first_chart_ms": round(t[0]) if t else None,
+                    "last_chart_ms": round(t[-1]) if t else None,
+                    "median_gap_ms": round(statistics.median(gaps)) if gaps else None,
+                    "ws_mb": round(r["ws_bytes"] / 1e6, 2),
+                    "heap_mb": round(r["heap_bytes"] / 1e6, 1) if r["heap_bytes"] else None,
+                    "page_errors": len(r["errors"]),
+                }
                 for e in r["errors"]:
                     print(f"  page error: {e}")
                 rows.append(row)
@@ -137,20 +186,30 @@ def main(argv=None) -> int:
     finally:
         pw.stop()
         lab.stop()
-    base = {k: statistics.median([r[k] for r in rows if r["way"] == "plotly" and r[k] is not None] or [0])
-            for k in ("last_chart_ms", "median_gap_ms", "ws_mb", "heap_mb")}
+    base = {
+        k: statistics.median([r[k] for r in rows if r["way"] == "plotly" and r[k] is not None] or [0])
+        for k in ("last_chart_ms", "median_gap_ms", "ws_mb", "heap_mb")
+    }
     host = f"{platform.machine()} CPU, {os.cpu_count()} cores, Python {platform.python_version()}, Chromium {browser_version}"
     date = datetime.date.today().isoformat()
-    print(f"\n{len(args.panels)} panels, recorded mode, headless Chromium, this machine ({os.cpu_count()} cores); "
-          "ratio = labkit / plotly's own (median of runs)")
-    print(f"{'way':8} {'run':>3} {'charts':>6} {'first ms':>9} {'last ms':>8} {'gap ms':>7} {'ws MB':>7} {'heap MB':>8}"
-          f"  {'last x':>7} {'ws x':>6} {'heap x':>7}")
+    print(
+        f"\n{len(args.panels)} panels, recorded mode, headless Chromium, this machine ({os.cpu_count()} cores); "
+        "ratio = labkit / plotly's own (median of runs)"
+    )
+    print(
+        f"{'way':8} {'run':>3} {'charts':>6} {'first ms':>9} {'last ms':>8} {'gap ms':>7} {'ws MB':>7} {'heap MB':>8}"
+        f"  {'last x':>7} {'ws x':>6} {'heap x':>7}"
+    )
     for r in rows:
-        ratio = {k: (f"{r[k] / base[k]:.2f}" if base[k] and r[k] is not None else "-")
-                 for k in ("last_chart_ms", "ws_mb", "heap_mb")}
-        print(f"{r['way']:8} {r['run']:>3} {r['charts_drawn']:>6} {r['first_chart_ms']!s:>9} {r['last_chart_ms']!s:>8} "
-              f"{r['median_gap_ms']!s:>7} {r['ws_mb']:>7} {r['heap_mb']!s:>8}  {ratio['last_chart_ms']:>7} "
-              f"{ratio['ws_mb']:>6} {ratio['heap_mb']:>7}")
+        ratio = {
+            k: (f"{r[k] / base[k]:.2f}" if base[k] and r[k] is not None else "-")
+            for k in ("last_chart_ms", "ws_mb", "heap_mb")
+        }
+        print(
+            f"{r['way']:8} {r['run']:>3} {r['charts_drawn']:>6} {r['first_chart_ms']!s:>9} {r['last_chart_ms']!s:>8} "
+            f"{r['median_gap_ms']!s:>7} {r['ws_mb']:>7} {r['heap_mb']!s:>8}  {ratio['last_chart_ms']:>7} "
+            f"{ratio['ws_mb']:>6} {ratio['heap_mb']:>7}"
+        )
     if args.out:
         new = not args.out.exists()
         with args.out.open("a", newline="") as f:

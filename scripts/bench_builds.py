@@ -11,6 +11,7 @@ experiments with an empty cache folder of its own, timing the first partial tabl
 panel draws first) and the whole (``complete_s``). Prints the table with each row's ratio to the
 baseline of the same experiment and batch; writes it to --out. Not a timed test.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,8 +32,8 @@ def child(batches) -> None:
     """In the fresh process: one JSON line per (experiment, batch)."""
     t0 = time.perf_counter()
     from labkit import experiments
-    from labkit.signals import progress
     from labkit.gpu import build_pool, engine
+    from labkit.signals import progress
 
     pool = build_pool.start_workers()
     if pool is not None:
@@ -41,7 +42,11 @@ def child(batches) -> None:
     start_s = time.perf_counter() - t0
     for batch in batches:
         for name in EXPERIMENTS:
-            spec = experiments.BASE.replace(N=batch) if name != "fusion" else experiments.BASE.replace(N=batch, layout="NHWC")
+            spec = (
+                experiments.BASE.replace(N=batch)
+                if name != "fusion"
+                else experiments.BASE.replace(N=batch, layout="NHWC")
+            )
             first = []
             g0, before = engine.graphs.stats.misses, (pool.stats.remote, pool.stats.local) if pool else (0, 0)
             t = time.perf_counter()
@@ -49,11 +54,24 @@ def child(batches) -> None:
                 df = getattr(experiments, name)(spec=spec)
             done = time.perf_counter() - t
             after = (pool.stats.remote, pool.stats.local) if pool else (0, 0)
-            print(json.dumps(dict(experiment=name, batch=batch, workers=pool.size if pool else 0, start_s=round(start_s, 2),
-                                  first_s=round(first[0] if first else done, 3), complete_s=round(done, 3),
-                                  graphs_built=engine.graphs.stats.misses - g0, plans_by_workers=after[0] - before[0],
-                                  compiles_here=after[1] - before[1], rows=len(df),
-                                  not_ok=int((df["status"] != "ok").sum()) if "status" in df.columns else 0)), flush=True)
+            print(
+                json.dumps(
+                    dict(
+                        experiment=name,
+                        batch=batch,
+                        workers=pool.size if pool else 0,
+                        start_s=round(start_s, 2),
+                        first_s=round(first[0] if first else done, 3),
+                        complete_s=round(done, 3),
+                        graphs_built=engine.graphs.stats.misses - g0,
+                        plans_by_workers=after[0] - before[0],
+                        compiles_here=after[1] - before[1],
+                        rows=len(df),
+                        not_ok=int((df["status"] != "ok").sum()) if "status" in df.columns else 0,
+                    )
+                ),
+                flush=True,
+            )
 
 
 def main(argv=None) -> int:
@@ -75,20 +93,36 @@ def main(argv=None) -> int:
     for w in args.workers.split(","):
         import tempfile
 
-        e = dict(os.environ, LABKIT_BUILD_WORKERS=w, LABKIT_CACHE=tempfile.mkdtemp(prefix="bench-builds-"),
-                 LABKIT_MODE="live", PYTHONPATH=os.pathsep.join([str(ROOT), *sys.path]))
-        out = subprocess.run([sys.executable, __file__, "--child", "--batches", args.batches], env=e,
-                             capture_output=True, text=True, timeout=540)
+        e = dict(
+            os.environ,
+            LABKIT_BUILD_WORKERS=w,
+            LABKIT_CACHE=tempfile.mkdtemp(prefix="bench-builds-"),
+            LABKIT_MODE="live",
+            PYTHONPATH=os.pathsep.join([str(ROOT), *sys.path]),
+        )
+        out = subprocess.run(
+            [sys.executable, __file__, "--child", "--batches", args.batches],
+            env=e,
+            capture_output=True,
+            text=True,
+            timeout=540,
+        )
         got = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
         if out.returncode or not got:
             print(out.stdout[-2000:], out.stderr[-3000:], file=sys.stderr)
         rows += got
     df = pd.DataFrame(rows)
     base = df[df.workers == 0].set_index(["experiment", "batch"])["complete_s"]
-    df["speedup_vs_one_process"] = [round(base.get((r.experiment, r.batch), float("nan")) / r.complete_s, 2)
-                                    for r in df.itertuples()]
+    df["speedup_vs_one_process"] = [
+        round(base.get((r.experiment, r.batch), float("nan")) / r.complete_s, 2) for r in df.itertuples()
+    ]
     e = env.environment()
-    df["gpu"], df["cores"], df["cudnn"], df["date"] = e.gpu_name, os.cpu_count(), e.cudnn_backend, time.strftime("%Y-%m-%d")
+    df["gpu"], df["cores"], df["cudnn"], df["date"] = (
+        e.gpu_name,
+        os.cpu_count(),
+        e.cudnn_backend,
+        time.strftime("%Y-%m-%d"),
+    )
     pd.set_option("display.width", 220)
     print(df.drop(columns=["gpu", "cudnn", "date"]).to_string(index=False))
     if args.out:

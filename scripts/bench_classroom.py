@@ -32,6 +32,7 @@ Measured, and written as one row per run to ``data/bench/classroom_<gpu slug>.cs
 
     python3 scripts/bench_classroom.py [--processes 8] [--seconds 120] [--out data/bench/classroom_<slug>.csv]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,10 +52,28 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-COLUMNS = ["gpu", "date", "processes", "seconds", "measurements", "traced_measurements", "overlaps", "kernel_overlaps",
-           "kernels_traced",
-           "max_deviation", "median_deviation", "alone_noise", "alone_drift", "contended", "lost_entries", "corrupted_entries", "crashes",
-           "mean_wait_s", "wait_shown_ms", "takeover_s"]
+COLUMNS = [
+    "gpu",
+    "date",
+    "processes",
+    "seconds",
+    "measurements",
+    "traced_measurements",
+    "overlaps",
+    "kernel_overlaps",
+    "kernels_traced",
+    "max_deviation",
+    "median_deviation",
+    "alone_noise",
+    "alone_drift",
+    "contended",
+    "lost_entries",
+    "corrupted_entries",
+    "crashes",
+    "mean_wait_s",
+    "wait_shown_ms",
+    "takeover_s",
+]
 
 
 #: times each alone run (one before the class run, one after) measures every request (half of them traced)
@@ -70,8 +89,8 @@ def requests():
 # ---- one learner (a child process) -------------------------------------------------------------
 def learner(ident: int, seconds: float, rounds: int, out: Path) -> None:
     from labkit import experiments
-    from labkit.session import lessons
     from labkit.gpu import trace
+    from labkit.session import lessons
 
     reqs = requests()
     rng = random.Random(ident)
@@ -92,13 +111,29 @@ def learner(ident: int, seconds: float, rounds: int, out: Path) -> None:
                 df = lessons.data("precision", force=True, **kw)
             ok = df[df["status"] == "ok"]
             rows = tracer.rows if traced else []
-            kernels = trace.merged_spans((r["start_ns"], r["end_ns"]) for r in rows if r["kind"] in ("kernel", "memset", "memcpy"))
+            kernels = trace.merged_spans(
+                (r["start_ns"], r["end_ns"]) for r in rows if r["kind"] in ("kernel", "memset", "memcpy")
+            )
             turn = df.attrs.get("gpu_turn") or {}
-            f.write(json.dumps(dict(
-                learner=ident, pid=os.getpid(), t0=t0, t1=time.time(), request=key, traced=traced,
-                gpu_us=dict(zip(ok["dtype"], map(float, ok["gpu_us"]))), saved_in=df.attrs.get("saved_in"),
-                contended_by=turn.get("contended_by", []), waited_s=turn.get("waited_s", 0.0), kernels=kernels,
-                dropped=tracer.dropped if traced else 0)) + "\n")
+            f.write(
+                json.dumps(
+                    dict(
+                        learner=ident,
+                        pid=os.getpid(),
+                        t0=t0,
+                        t1=time.time(),
+                        request=key,
+                        traced=traced,
+                        gpu_us=dict(zip(ok["dtype"], map(float, ok["gpu_us"]))),
+                        saved_in=df.attrs.get("saved_in"),
+                        contended_by=turn.get("contended_by", []),
+                        waited_s=turn.get("waited_s", 0.0),
+                        kernels=kernels,
+                        dropped=tracer.dropped if traced else 0,
+                    )
+                )
+                + "\n"
+            )
             f.flush()
 
 
@@ -106,9 +141,28 @@ def _run_learners(n: int, seconds: float, rounds: int, work: Path, env: dict):
     procs = []
     for i in range(n):
         out = work / f"learner{i}.jsonl"
-        procs.append((subprocess.Popen([sys.executable, __file__, "--learner", str(i), "--seconds", str(seconds),
-                                        "--rounds", str(rounds), "--jsonl", str(out)], env=env,
-                                       stdout=open(work / f"learner{i}.log", "w"), stderr=subprocess.STDOUT), out))
+        procs.append(
+            (
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        __file__,
+                        "--learner",
+                        str(i),
+                        "--seconds",
+                        str(seconds),
+                        "--rounds",
+                        str(rounds),
+                        "--jsonl",
+                        str(out),
+                    ],
+                    env=env,
+                    stdout=open(work / f"learner{i}.log", "w"),
+                    stderr=subprocess.STDOUT,
+                ),
+                out,
+            )
+        )
     crashes = 0
     rows = []
     for p, out in procs:
@@ -162,13 +216,25 @@ def deviations(alone_rows, class_rows, worst: int = 5):
     alone = _per_key(alone_rows, "request")
     noise = max((max(v) - min(v)) / statistics.median(v) for v in alone.values()) if alone else float("nan")
     alone = {k: statistics.median(v) for k, v in alone.items()}
-    devs = sorted(((abs(statistics.median(v) / alone[(req, d)] - 1), lr, req, d, statistics.median(v), len(v))
-                   for (lr, req, d), v in _per_key(class_rows, "learner", "request").items() if (req, d) in alone),
-                  reverse=True)
-    lines = [f"  {dev:6.2%}  learner {lr} {d} {req}: {m:.2f} us in class (median of {n}) vs {alone[(req, d)]:.2f} us alone"
-             for dev, lr, req, d, m, n in devs[:worst]]
+    devs = sorted(
+        (
+            (abs(statistics.median(v) / alone[(req, d)] - 1), lr, req, d, statistics.median(v), len(v))
+            for (lr, req, d), v in _per_key(class_rows, "learner", "request").items()
+            if (req, d) in alone
+        ),
+        reverse=True,
+    )
+    lines = [
+        f"  {dev:6.2%}  learner {lr} {d} {req}: {m:.2f} us in class (median of {n}) vs {alone[(req, d)]:.2f} us alone"
+        for dev, lr, req, d, m, n in devs[:worst]
+    ]
     just = [x[0] for x in devs]
-    return ((just[0] if just else float("nan")), (statistics.median(just) if just else float("nan")), noise, lines)
+    return (
+        (just[0] if just else float("nan")),
+        (statistics.median(just) if just else float("nan")),
+        noise,
+        lines,
+    )
 
 
 def drift(before_rows, after_rows) -> float:
@@ -176,7 +242,9 @@ def drift(before_rows, after_rows) -> float:
     (untraced measurements)."""
     before = _per_key([r for r in before_rows if not r.get("traced")], "request")
     after = _per_key([r for r in after_rows if not r.get("traced")], "request")
-    ch = [abs(statistics.median(after[k]) / statistics.median(v) - 1) for k, v in before.items() if k in after]
+    ch = [
+        abs(statistics.median(after[k]) / statistics.median(v) - 1) for k, v in before.items() if k in after
+    ]
     return max(ch) if ch else float("nan")
 
 
@@ -204,9 +272,17 @@ def takeover() -> tuple:
     from labkit.signals.progress import announcing
 
     folder = lock.lock_root() / lock.gpu_uuid()
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from labkit.gpu.lock import FileLock; "
-                               f"FileLock({str(folder)!r}).acquire(); print('held', flush=True); time.sleep(60)"],
-                              stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from labkit.gpu.lock import FileLock; "
+            f"FileLock({str(folder)!r}).acquire(); print('held', flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
     assert holder.stdout.readline().strip() == "held"
     got = {}
 
@@ -238,15 +314,26 @@ def run(processes: int, seconds: float, out: Path) -> None:
     e = env.environment()
     work = Path(tempfile.mkdtemp(prefix="labkit-classroom-"))
     log = work / "lock.jsonl"
-    base_env = dict(os.environ, LABKIT_MODE="live", LABKIT_PREFETCH="0", LABKIT_BUILD_WORKERS="0",
-                    LABKIT_GPU_LOCK_LOG=str(log), PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    base_env = dict(
+        os.environ,
+        LABKIT_MODE="live",
+        LABKIT_PREFETCH="0",
+        LABKIT_BUILD_WORKERS="0",
+        LABKIT_GPU_LOCK_LOG=str(log),
+        PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    )
     base_env.pop("LABKIT_SHARED_CACHE", None)
 
     def alone_run(when: str):
         print(f"alone ({when}): 1 process, every request {ALONE_ROUNDS} times ({work})", flush=True)
         (work / f"alone-{when}").mkdir()
-        got = _run_learners(1, 0, ALONE_ROUNDS, work / f"alone-{when}",
-                            dict(base_env, LABKIT_CACHE=str(work / f"alone-{when}-cache")))
+        got = _run_learners(
+            1,
+            0,
+            ALONE_ROUNDS,
+            work / f"alone-{when}",
+            dict(base_env, LABKIT_CACHE=str(work / f"alone-{when}-cache")),
+        )
         if log.exists():
             log.rename(work / f"lock-alone-{when}.jsonl")
         return got
@@ -255,7 +342,9 @@ def run(processes: int, seconds: float, out: Path) -> None:
     print(f"class: {processes} processes for {seconds:.0f} s", flush=True)
     (work / "class").mkdir()
     cache = work / "class-cache"
-    rows, crashes = _run_learners(processes, seconds, 0, work / "class", dict(base_env, LABKIT_CACHE=str(cache)))
+    rows, crashes = _run_learners(
+        processes, seconds, 0, work / "class", dict(base_env, LABKIT_CACHE=str(cache))
+    )
     overlaps = lock_overlaps(log)
     if log.exists():
         log.rename(work / "lock-class.jsonl")
@@ -266,13 +355,28 @@ def run(processes: int, seconds: float, out: Path) -> None:
     max_dev, med_dev, noise, worst = deviations(alone, rows)
     lost, corrupted = cache_check(cache, rows)
     shown_ms, take_s = takeover()
-    row = dict(gpu=e.gpu_name, date=time.strftime("%Y-%m-%d"), processes=processes, seconds=seconds, measurements=len(rows),
-               traced_measurements=sum(1 for r in rows if r.get("traced")), overlaps=overlaps, kernel_overlaps=kernel_overlaps, kernels_traced=len(kernel_spans),
-               max_deviation=round(max_dev, 4), median_deviation=round(med_dev, 4), alone_noise=round(noise, 4),
-               alone_drift=round(drift(before, after), 4),
-               contended=sum(1 for r in rows if r["contended_by"]), lost_entries=lost, corrupted_entries=corrupted,
-               crashes=crashes + alone_crash, mean_wait_s=round(statistics.mean(r["waited_s"] for r in rows), 3) if rows else None,
-               wait_shown_ms=round(shown_ms, 1), takeover_s=round(take_s, 3))
+    row = dict(
+        gpu=e.gpu_name,
+        date=time.strftime("%Y-%m-%d"),
+        processes=processes,
+        seconds=seconds,
+        measurements=len(rows),
+        traced_measurements=sum(1 for r in rows if r.get("traced")),
+        overlaps=overlaps,
+        kernel_overlaps=kernel_overlaps,
+        kernels_traced=len(kernel_spans),
+        max_deviation=round(max_dev, 4),
+        median_deviation=round(med_dev, 4),
+        alone_noise=round(noise, 4),
+        alone_drift=round(drift(before, after), 4),
+        contended=sum(1 for r in rows if r["contended_by"]),
+        lost_entries=lost,
+        corrupted_entries=corrupted,
+        crashes=crashes + alone_crash,
+        mean_wait_s=round(statistics.mean(r["waited_s"] for r in rows), 3) if rows else None,
+        wait_shown_ms=round(shown_ms, 1),
+        takeover_s=round(take_s, 3),
+    )
     df = pd.DataFrame([row], columns=COLUMNS)
     if out.exists():
         old = pd.read_csv(out)
@@ -303,7 +407,11 @@ def main(argv=None) -> int:
         return 0
     from labkit import env
 
-    out = Path(a.out) if a.out else ROOT / "data" / "bench" / f"classroom_{env.gpu_slug(env.environment().gpu_name)}.csv"
+    out = (
+        Path(a.out)
+        if a.out
+        else ROOT / "data" / "bench" / f"classroom_{env.gpu_slug(env.environment().gpu_name)}.csv"
+    )
     run(a.processes, a.seconds, out)
     return 0
 

@@ -9,6 +9,7 @@ Prints a table (seconds per condition, the ratio cached / empty, and the goals: 
 ``report_seconds``: the ``labkit.report`` call alone; ``process_seconds``: the whole process
 (Python start, imports, CUDA and cuDNN initialisation included).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,18 +43,31 @@ print(json.dumps(dict(report_seconds=t2 - t1, layers=len(r.layers), complete=r.c
 
 
 def run(condition: str, cache: str, args) -> dict:
-    env = dict(os.environ, LABKIT_CACHE=cache, LABKIT_MODE="live", LABKIT_PREFETCH="0",
-               PYTHONPATH=os.pathsep.join([str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    env = dict(
+        os.environ,
+        LABKIT_CACHE=cache,
+        LABKIT_MODE="live",
+        LABKIT_PREFETCH="0",
+        PYTHONPATH=os.pathsep.join(
+            [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        ),
+    )
     req = dict(net=args.net, batch=args.batch, dtype=args.dtype, layout=args.layout)
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", CHILD, json.dumps(req)], env=env, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, json.dumps(req)], env=env, capture_output=True, text=True
+    )
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise SystemExit(f"{condition}: the report process failed:\n{proc.stderr[-3000:]}")
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    return dict(condition=condition, **req, process_seconds=round(wall, 2), **{k: (round(v, 3) if isinstance(v, float) else v)
-                                                                                 for k, v in out.items()},
-                goal_seconds=GOALS[condition])
+    return dict(
+        condition=condition,
+        **req,
+        process_seconds=round(wall, 2),
+        **{k: (round(v, 3) if isinstance(v, float) else v) for k, v in out.items()},
+        goal_seconds=GOALS[condition],
+    )
 
 
 def main(argv=None) -> int:
@@ -66,7 +80,9 @@ def main(argv=None) -> int:
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--dtype", default="fp16")
     p.add_argument("--layout", default="NHWC")
-    p.add_argument("--cache", help="an empty folder to use as the cache, kept afterwards (default: a temporary one)")
+    p.add_argument(
+        "--cache", help="an empty folder to use as the cache, kept afterwards (default: a temporary one)"
+    )
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="labkit-bench-report-") as tmp:
         cache = args.cache or tmp
@@ -79,12 +95,35 @@ def main(argv=None) -> int:
     df["meets_goal"] = df.report_seconds <= df.goal_seconds
     df["date"] = datetime.date.today().isoformat()
     df["labkit_commit"] = os.environ.get("LABKIT_GIT_COMMIT", "")
-    print(df[["condition", "net", "batch", "dtype", "layout", "report_seconds", "process_seconds", "ratio_to_empty",
-              "goal_seconds", "meets_goal", "graph_builds", "loaded_from_disk", "layers", "checked"]].to_string(index=False))
+    print(
+        df[
+            [
+                "condition",
+                "net",
+                "batch",
+                "dtype",
+                "layout",
+                "report_seconds",
+                "process_seconds",
+                "ratio_to_empty",
+                "goal_seconds",
+                "meets_goal",
+                "graph_builds",
+                "loaded_from_disk",
+                "layers",
+                "checked",
+            ]
+        ].to_string(index=False)
+    )
     path = ROOT / "data" / "bench" / f"report_{gpu_slug(df.gpu.iloc[0])}.csv"
     if path.is_file():
         old = pd.read_csv(path)
-        same = (old.net == args.net) & (old.batch == args.batch) & (old.dtype == args.dtype) & (old.layout == args.layout)
+        same = (
+            (old.net == args.net)
+            & (old.batch == args.batch)
+            & (old.dtype == args.dtype)
+            & (old.layout == args.layout)
+        )
         df = pd.concat([old[~same], df], ignore_index=True)
     df.to_csv(path, index=False)
     print(f"wrote {path}")

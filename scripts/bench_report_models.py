@@ -22,6 +22,7 @@ Columns: ``hook_convs`` the Conv2d calls a forward hook counts; ``layers`` the r
 ``slower_plans`` plans left after one eager call over 6x slower than the best; ``n_<status>``
 the layers by status; ``checked`` every measured layer matched float64.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,14 +36,29 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-MODELS = ("resnet18", "mobilenet_v3_large", "efficientnet_b0", "regnet_y_400mf", "resnext50_32x4d_dilated", "resnet50")
+MODELS = (
+    "resnet18",
+    "mobilenet_v3_large",
+    "efficientnet_b0",
+    "regnet_y_400mf",
+    "resnext50_32x4d_dilated",
+    "resnet50",
+)
 #: networks nobody named in an issue, each with shapes the others lack: inception_v3 (1x7 and 7x1
 #: kernels, asymmetric padding), convnext_tiny (7x7 depthwise, a 4x4 stride-4 stem), vit_b_16 (one
 #: 16x16 stride-16 convolution to 768 channels), shufflenet_v2_x1_0 (depthwise stride 2), alexnet
 #: (11x11 stride 4), densenet121 (121 layers of growing inputs), squeezenet1_1, fcn_resnet50
 #: (segmentation: dilated 3x3 at 28x28)
-UNNAMED = ("inception_v3", "convnext_tiny", "vit_b_16", "shufflenet_v2_x1_0", "alexnet", "densenet121",
-           "squeezenet1_1", "fcn_resnet50")
+UNNAMED = (
+    "inception_v3",
+    "convnext_tiny",
+    "vit_b_16",
+    "shufflenet_v2_x1_0",
+    "alexnet",
+    "densenet121",
+    "squeezenet1_1",
+    "fcn_resnet50",
+)
 #: the key of a row: a repeated run replaces the row with the same key
 ROW_KEY = ("model", "dtype", "layout", "training", "batch")
 GOALS = {"model": 60.0, "preset": 40.0}
@@ -90,19 +106,37 @@ print(json.dumps(dict(kind=kind, batch=int(layers.N.iloc[0]), dtype=how["dtype"]
 
 
 def run(name: str, cache: str, how: dict) -> dict:
-    env = dict(os.environ, LABKIT_CACHE=cache, LABKIT_MODE="live", LABKIT_PREFETCH="0",
-               PYTHONPATH=os.pathsep.join([str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    env = dict(
+        os.environ,
+        LABKIT_CACHE=cache,
+        LABKIT_MODE="live",
+        LABKIT_PREFETCH="0",
+        PYTHONPATH=os.pathsep.join(
+            [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        ),
+    )
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", CHILD, name, json.dumps(how)], env=env, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, name, json.dumps(how)], env=env, capture_output=True, text=True
+    )
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         print(f"{name}: the report process failed:\n{proc.stderr[-3000:]}", file=sys.stderr, flush=True)
-        return dict(model=name, **how, complete=False, process_seconds=round(wall, 2),
-                    error=(proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1][:300])
+        return dict(
+            model=name,
+            **how,
+            complete=False,
+            process_seconds=round(wall, 2),
+            error=(proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1][:300],
+        )
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     goal = GOALS[out["kind"]]
-    row = dict(model=name, **{k: (round(v, 3) if isinstance(v, float) else v) for k, v in out.items()},
-               process_seconds=round(wall, 2), goal_seconds=goal)
+    row = dict(
+        model=name,
+        **{k: (round(v, 3) if isinstance(v, float) else v) for k, v in out.items()},
+        process_seconds=round(wall, 2),
+        goal_seconds=goal,
+    )
     row["seconds_vs_goal"] = round(out["seconds"] / goal, 3)
     row["meets_goal"] = bool(out["complete"] and out["seconds"] <= goal)
     print(f"{name}: {row['seconds']:.1f} s, {row['layers']} layers, cut {row['cut_plans']} plans", flush=True)
@@ -131,8 +165,13 @@ def main(argv=None) -> int:
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--models", default=",".join(MODELS))
-    p.add_argument("--unnamed", action="store_true", help=f"the networks nobody named instead: {','.join(UNNAMED)}")
-    p.add_argument("--cache", help="the cache folder (default: a new temporary one); must hold no report of these networks")
+    p.add_argument(
+        "--unnamed", action="store_true", help=f"the networks nobody named instead: {','.join(UNNAMED)}"
+    )
+    p.add_argument(
+        "--cache",
+        help="the cache folder (default: a new temporary one); must hold no report of these networks",
+    )
     p.add_argument("--dtype", default="fp16")
     p.add_argument("--layout", default="NHWC")
     p.add_argument("--train", action="store_true", help="training: forward plus backward (dgrad, wgrad)")
@@ -146,13 +185,40 @@ def main(argv=None) -> int:
     df = pd.DataFrame(rows)
     df["date"] = datetime.date.today().isoformat()
     df["labkit_commit"] = os.environ.get("LABKIT_GIT_COMMIT", "")
-    cols = [c for c in ("model", "kind", "batch", "dtype", "layout", "training", "hook_convs", "layers", "distinct", "complete", "seconds", "goal_seconds",
-                        "seconds_vs_goal", "meets_goal", "max_step_seconds", "step_budget_s", "cut_plans", "cut_layers",
-                        "slower_plans", "n_ok", "n_unsupported", "checked") if c in df.columns]
+    cols = [
+        c
+        for c in (
+            "model",
+            "kind",
+            "batch",
+            "dtype",
+            "layout",
+            "training",
+            "hook_convs",
+            "layers",
+            "distinct",
+            "complete",
+            "seconds",
+            "goal_seconds",
+            "seconds_vs_goal",
+            "meets_goal",
+            "max_step_seconds",
+            "step_budget_s",
+            "cut_plans",
+            "cut_layers",
+            "slower_plans",
+            "n_ok",
+            "n_unsupported",
+            "checked",
+        )
+        if c in df.columns
+    ]
     print(df[cols].to_string(index=False))
     total = lambda col: int(df[col].fillna(0).sum()) if col in df.columns else 0  # noqa: E731
-    print(f"sum of plans cut by a budget: {total('cut_plans')}; layers cut: {total('cut_layers')}; "
-          f"plans left as over 6x slower after one eager call: {total('slower_plans')}")
+    print(
+        f"sum of plans cut by a budget: {total('cut_plans')}; layers cut: {total('cut_layers')}; "
+        f"plans left as over 6x slower after one eager call: {total('slower_plans')}"
+    )
     gpu = next((g for g in df.get("gpu", []) if isinstance(g, str)), None)
     if gpu:
         path = ROOT / "data" / "bench" / f"report_models_{gpu_slug(gpu)}.csv"

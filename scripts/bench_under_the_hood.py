@@ -15,6 +15,7 @@ the same run:
 
 Prints a table and writes the CSV (check, subject, value, baseline, ratio, goal, met, gpu, date).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -74,23 +75,42 @@ def counts():
                 b.run()
             stream.synchronize()
         theirs[p.name] = len([e for e in prof.events() if getattr(e.device_type, "name", "") == "CUDA"]) / 3
-    return [dict(check="kernels per call, CUPTI vs torch.profiler", subject=n, value=ours[n], baseline=theirs[n],
-                 ratio=ours[n] / theirs[n] if theirs[n] else float("nan"), goal="equal", met=ours[n] == theirs[n])
-            for n in ours]
+    return [
+        dict(
+            check="kernels per call, CUPTI vs torch.profiler",
+            subject=n,
+            value=ours[n],
+            baseline=theirs[n],
+            ratio=ours[n] / theirs[n] if theirs[n] else float("nan"),
+            goal="equal",
+            met=ours[n] == theirs[n],
+        )
+        for n in ours
+    ]
 
 
 def overhead():
     got = {}
     for kind in ("untraced", "traced"):
-        r = subprocess.run([sys.executable, "-c", TIMING, kind], capture_output=True, text=True, cwd=ROOT, timeout=300)
+        r = subprocess.run(
+            [sys.executable, "-c", TIMING, kind], capture_output=True, text=True, cwd=ROOT, timeout=300
+        )
         line = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
         if not line:
             raise SystemExit(f"{kind} timing failed:\n{r.stderr[-3000:]}")
         got[kind] = json.loads(line[-1])["median_us"]
     ratio = got["traced"] / got["untraced"]
-    return [dict(check="untimed-path: heuristic plan's replay time after tracing vs a process that never traced",
-                 subject="base conv, heuristic plan", value=got["traced"], baseline=got["untraced"], ratio=ratio,
-                 goal="within 2%", met=abs(ratio - 1) <= 0.02)]
+    return [
+        dict(
+            check="untimed-path: heuristic plan's replay time after tracing vs a process that never traced",
+            subject="base conv, heuristic plan",
+            value=got["traced"],
+            baseline=got["untraced"],
+            ratio=ratio,
+            goal="within 2%",
+            met=abs(ratio - 1) <= 0.02,
+        )
+    ]
 
 
 def idle():
@@ -103,9 +123,17 @@ def idle():
             continue
         expected = 1 - row["busy_us"] / row["gpu_us"]
         ratio = row["idle_share"] / expected if expected > 0 else float("nan")
-        rows.append(dict(check="idle share: trace vs untraced events", subject=row["strategy"], value=row["idle_share"],
-                         baseline=expected, ratio=ratio, goal="within 10%" if name in ("malloc_per_call", "fixed_arena")
-                         else "shown", met=abs(ratio - 1) <= 0.10 if name in ("malloc_per_call", "fixed_arena") else None))
+        rows.append(
+            dict(
+                check="idle share: trace vs untraced events",
+                subject=row["strategy"],
+                value=row["idle_share"],
+                baseline=expected,
+                ratio=ratio,
+                goal="within 10%" if name in ("malloc_per_call", "fixed_arena") else "shown",
+                met=abs(ratio - 1) <= 0.10 if name in ("malloc_per_call", "fixed_arena") else None,
+            )
+        )
     return rows
 
 

@@ -38,6 +38,7 @@ and a summary (median, p90, max per mode/condition and per panel). Not a timed t
     d=$(mktemp -d); LABKIT_MODE=live python scripts/bench_widgets.py --cache $d --condition "first visit, empty cache"
     LABKIT_MODE=live python scripts/bench_widgets.py --cache $d --condition "revisit after restart"
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,12 +52,34 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-COLUMNS = ["mode", "condition", "gpu", "panel", "control", "value", "ahead", "from_disk", "graphs_built",
-           "first_paint_ms", "latency_ms"]
+COLUMNS = [
+    "mode",
+    "condition",
+    "gpu",
+    "panel",
+    "control",
+    "value",
+    "ahead",
+    "from_disk",
+    "graphs_built",
+    "first_paint_ms",
+    "latency_ms",
+]
 #: live mode: values tried per control (the recorded grid's, so the two modes are comparable)
-LIVE_VALUES = {"N": [8, 64], "C": [128], "K": [128], "H": [28], "W": [28], "dtype": ["fp32", "bf16"],
-               "layout": ["NCHW"], "direction": ["dgrad"], "workload": ["random_shapes"], "launch": ["python"],
-               "streams": [4], "field": ["C=K"]}
+LIVE_VALUES = {
+    "N": [8, 64],
+    "C": [128],
+    "K": [128],
+    "H": [28],
+    "W": [28],
+    "dtype": ["fp32", "bf16"],
+    "layout": ["NCHW"],
+    "direction": ["dgrad"],
+    "workload": ["random_shapes"],
+    "launch": ["python"],
+    "streams": [4],
+    "field": ["C=K"],
+}
 LIVE_WARMUP = {"N": 16, "workload": "growing_batch", "streams": 3, "field": "H=W"}
 LIVE_CONTROLS = ("N", "C", "H", "dtype", "layout", "direction", "workload", "launch", "streams", "field")
 
@@ -64,8 +87,10 @@ LIVE_CONTROLS = ("N", "C", "H", "dtype", "layout", "direction", "workload", "lau
 def _fingerprint(fig):
     """What the figure's traces hold (x and y as text: a trace's data may be a list, a tuple or a
     numpy array, with NaN, which equals nothing)."""
-    return tuple((t.visible, None if t.x is None else repr(list(t.x)), None if t.y is None else repr(list(t.y)))
-                 for t in fig.data)
+    return tuple(
+        (t.visible, None if t.x is None else repr(list(t.x)), None if t.y is None else repr(list(t.y)))
+        for t in fig.data
+    )
 
 
 def _graph_stats():
@@ -80,7 +105,11 @@ def _graph_stats():
 def _values(panel, control, live: bool, per_control: int):
     if live:  # the grid's values this panel offers (a choice control offers a panel's own list)
         offered = panel.options(control)
-        vals = [v for v in LIVE_VALUES.get(control, []) if v != panel.value(control) and (not offered or v in offered)]
+        vals = [
+            v
+            for v in LIVE_VALUES.get(control, [])
+            if v != panel.value(control) and (not offered or v in offered)
+        ]
     else:
         vals = [v for v in panel.options(control) if v != panel.value(control)]
     return vals[:per_control]
@@ -106,8 +135,8 @@ def bench(per_control: int = 8, panels=None, verbose: bool = True, pause: float 
     prefetching off); ``condition``: the label of the run (default from ``pause``)."""
     if not pause:
         os.environ["LABKIT_PREFETCH"] = "0"
-    from labkit.session import lessons
     from labkit.present import widgets
+    from labkit.session import lessons
     from labkit.session.prefetch import PREFETCHER
 
     m, condition, gpu = run_label(condition, pause)
@@ -126,9 +155,21 @@ def bench(per_control: int = 8, panels=None, verbose: bool = True, pause: float 
         if paint is None:
             paint = p.first_paint_ms if p.first_paint_ms is not None else ms
         paint = min(paint, ms)
-        rows.append(dict(mode=m.name, condition=condition, gpu=gpu, panel=panel, control=control, value=value,
-                         ahead=ahead, from_disk="measured on this GPU at" in p.status.value,
-                         graphs_built=graphs_built, first_paint_ms=round(paint, 2), latency_ms=round(ms, 2)))
+        rows.append(
+            dict(
+                mode=m.name,
+                condition=condition,
+                gpu=gpu,
+                panel=panel,
+                control=control,
+                value=value,
+                ahead=ahead,
+                from_disk="measured on this GPU at" in p.status.value,
+                graphs_built=graphs_built,
+                first_paint_ms=round(paint, 2),
+                latency_ms=round(ms, 2),
+            )
+        )
         return rows[-1]
 
     classes = dict(widgets.PANELS, lab=widgets.LabPanel)
@@ -156,8 +197,11 @@ def bench(per_control: int = 8, panels=None, verbose: bool = True, pause: float 
             p.set(**{warm[0]: warm[1]})
             p.reset()
         if verbose:
-            print(f"{name}: built in {build_ms:.0f} ms (first paint {build_paint:.0f} ms, {g1[0] - g0[0]} graphs built); "
-                  f"controls {controls}", flush=True)
+            print(
+                f"{name}: built in {build_ms:.0f} ms (first paint {build_paint:.0f} ms, {g1[0] - g0[0]} graphs built); "
+                f"controls {controls}",
+                flush=True,
+            )
         for c in controls:
             for v in _values(p, c, live, per_control):
                 between_changes()
@@ -177,10 +221,17 @@ def bench(per_control: int = 8, panels=None, verbose: bool = True, pause: float 
                 if verbose:
                     extra = f"  ({p.error[:80]})" if p.error else ""
                     if live and not ahead:
-                        extra += (f"  [waited {PREFETCHER.last_wait_s * 1000:.0f} ms for the worker; {g1[0] - g0[0]} graphs "
-                                  f"built in {g1[1] - g0[1]:.1f} s, {g1[2] - g0[2]} evicted]")
-                    how = " (measured ahead)" if ahead else " (from this GPU's recording)" if from_disk else ""
-                    print(f"  {c}={v}: first paint {paint:8.1f} ms, complete {ms:8.1f} ms{how}{extra}", flush=True)
+                        extra += (
+                            f"  [waited {PREFETCHER.last_wait_s * 1000:.0f} ms for the worker; {g1[0] - g0[0]} graphs "
+                            f"built in {g1[1] - g0[1]:.1f} s, {g1[2] - g0[2]} evicted]"
+                        )
+                    how = (
+                        " (measured ahead)" if ahead else " (from this GPU's recording)" if from_disk else ""
+                    )
+                    print(
+                        f"  {c}={v}: first paint {paint:8.1f} ms, complete {ms:8.1f} ms{how}{extra}",
+                        flush=True,
+                    )
                 between_changes()
                 p.reset()
     if live and pause and verbose:
@@ -188,10 +239,16 @@ def bench(per_control: int = 8, panels=None, verbose: bool = True, pause: float 
         import cupy
 
         free, total = cupy.cuda.runtime.memGetInfo()
-        print(f"GPU memory in use at the end: {(total - free) / 2**30:.1f} GiB; graph cache "
-              f"{len(sys.modules['labkit.gpu.engine'].graphs)} entries", flush=True)
-        print(f"prefetch: {st.done} kept, {st.discarded} discarded, {st.superseded} stopped for the foreground, "
-              f"{st.failed} failed ({st.last_error or 'no error'}), {st.seconds:.0f} s of GPU-lock time", flush=True)
+        print(
+            f"GPU memory in use at the end: {(total - free) / 2**30:.1f} GiB; graph cache "
+            f"{len(sys.modules['labkit.gpu.engine'].graphs)} entries",
+            flush=True,
+        )
+        print(
+            f"prefetch: {st.done} kept, {st.discarded} discarded, {st.superseded} stopped for the foreground, "
+            f"{st.failed} failed ({st.last_error or 'no error'}), {st.seconds:.0f} s of GPU-lock time",
+            flush=True,
+        )
     return rows
 
 
@@ -229,13 +286,17 @@ def summary(df) -> str:
         p90 = lat[min(len(lat) - 1, int(0.9 * len(lat)))]
         ahead = int(sub["ahead"].astype(str).str.lower().eq("true").sum())
         disk = int(sub["from_disk"].astype(str).str.lower().eq("true").sum())
-        lines.append(f"{mode}, {condition}, on {gpu}: {len(lat)} changes ({ahead} measured ahead, {disk} "
-                     f"from this GPU's recording), complete: median {statistics.median(lat):.1f} ms, p90 {p90:.1f} ms, "
-                     f"max {lat[-1]:.1f} ms")
+        lines.append(
+            f"{mode}, {condition}, on {gpu}: {len(lat)} changes ({ahead} measured ahead, {disk} "
+            f"from this GPU's recording), complete: median {statistics.median(lat):.1f} ms, p90 {p90:.1f} ms, "
+            f"max {lat[-1]:.1f} ms"
+        )
         paint = sorted(v for v in sub["first_paint_ms"] if v == v and v is not None)
         if paint:
-            lines.append(f"  first paint: median {statistics.median(paint):.1f} ms, "
-                         f"p90 {paint[min(len(paint) - 1, int(0.9 * len(paint)))]:.1f} ms, max {paint[-1]:.1f} ms")
+            lines.append(
+                f"  first paint: median {statistics.median(paint):.1f} ms, "
+                f"p90 {paint[min(len(paint) - 1, int(0.9 * len(paint)))]:.1f} ms, max {paint[-1]:.1f} ms"
+            )
         built = [v for v in sub["graphs_built"] if v == v and v is not None]
         if built:
             lines.append(f"  graphs built: {int(sum(built))} in all")
@@ -244,8 +305,12 @@ def summary(df) -> str:
         worst = sub.groupby("panel")["latency_ms"].max().sort_values(ascending=False)
         lines.append("  max per panel: " + ", ".join(f"{k} {v:.0f}" for k, v in worst.items()) + " (ms)")
         if not builds.empty:
-            lines.append("  building the panels (first paint / complete, ms): " + ", ".join(
-                f"{r.panel} {r.first_paint_ms:.0f}/{r.latency_ms:.0f}" for r in builds.itertuples()))
+            lines.append(
+                "  building the panels (first paint / complete, ms): "
+                + ", ".join(
+                    f"{r.panel} {r.first_paint_ms:.0f}/{r.latency_ms:.0f}" for r in builds.itertuples()
+                )
+            )
     return "\n".join(lines)
 
 
@@ -254,29 +319,46 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(ROOT / "data" / "bench" / "widget_latency.csv"))
     ap.add_argument("--per-control", type=int, default=8, help="values tried per control (default 8)")
     ap.add_argument("--panels", nargs="*", help="only these panels (experiment names, or 'lab')")
-    ap.add_argument("--pause", type=float, default=0.0,
-                    help="seconds of idleness after each change (live: the prefetch worker's time); 0: first visits")
-    ap.add_argument("--condition", help="label of this run's rows (default: 'first visit' or 'after a S s pause')")
+    ap.add_argument(
+        "--pause",
+        type=float,
+        default=0.0,
+        help="seconds of idleness after each change (live: the prefetch worker's time); 0: first visits",
+    )
+    ap.add_argument(
+        "--condition", help="label of this run's rows (default: 'first visit' or 'after a S s pause')"
+    )
     ap.add_argument("--cache", help="live: this GPU's recording lives here (sets LABKIT_CACHE)")
-    ap.add_argument("--from-log", metavar="LOG",
-                    help="no measuring: read the rows from the printed log of a run that was stopped before it wrote "
-                         "them (needs --condition and --gpu; mode live)")
+    ap.add_argument(
+        "--from-log",
+        metavar="LOG",
+        help="no measuring: read the rows from the printed log of a run that was stopped before it wrote "
+        "them (needs --condition and --gpu; mode live)",
+    )
     ap.add_argument("--gpu", help="with --from-log: the GPU the log was measured on")
     args = ap.parse_args(argv)
     if args.from_log:
         if not (args.condition and args.gpu):
             ap.error("--from-log needs --condition and --gpu")
-        rows = [r for r in rows_from_log(Path(args.from_log).read_text(), args.condition, args.gpu)
-                if not args.panels or r["panel"] in args.panels]
+        rows = [
+            r
+            for r in rows_from_log(Path(args.from_log).read_text(), args.condition, args.gpu)
+            if not args.panels or r["panel"] in args.panels
+        ]
         df = write(rows, Path(args.out))
     else:
         if args.cache:
             os.environ["LABKIT_CACHE"] = args.cache
         rows = first_cell(args.condition, args.pause)
-        pending = list(rows)  # written with the first panel's: nothing (pandas' import, a CSV) runs between them
+        pending = list(
+            rows
+        )  # written with the first panel's: nothing (pandas' import, a CSV) runs between them
         from labkit.present import widgets
 
-        for name in args.panels or [*widgets.PANELS, "lab"]:  # written after each panel: a stopped run keeps its rows
+        for name in args.panels or [
+            *widgets.PANELS,
+            "lab",
+        ]:  # written after each panel: a stopped run keeps its rows
             new = bench(args.per_control, [name], pause=args.pause, condition=args.condition)
             rows += new
             df = write(pending + new, Path(args.out))
@@ -300,11 +382,26 @@ def first_cell(condition, pause: float):
     ms = (time.perf_counter() - t0) * 1000
     m, condition, gpu = run_label(condition, pause)
     print(f"(first cell): {ms:.0f} ms; {str(text)[:120]}", flush=True)
-    return [dict(mode=m.name, condition=condition, gpu=gpu, panel="(first cell)", control="(build)", value="", ahead=False, from_disk=False, graphs_built=0,
-                 first_paint_ms=round(ms, 2), latency_ms=round(ms, 2))]
+    return [
+        dict(
+            mode=m.name,
+            condition=condition,
+            gpu=gpu,
+            panel="(first cell)",
+            control="(build)",
+            value="",
+            ahead=False,
+            from_disk=False,
+            graphs_built=0,
+            first_paint_ms=round(ms, 2),
+            latency_ms=round(ms, 2),
+        )
+    ]
 
 
-LOG_PANEL = re.compile(r"^(\w+): built in (\d+) ms(?: \(first paint (\d+) ms, (\d+) graphs built\))?; controls")
+LOG_PANEL = re.compile(
+    r"^(\w+): built in (\d+) ms(?: \(first paint (\d+) ms, (\d+) graphs built\))?; controls"
+)
 LOG_CHANGE = re.compile(r"^  (\w+)=(.+?): first paint +([\d.]+) ms, complete +([\d.]+) ms(.*)$")
 
 
@@ -315,17 +412,39 @@ def rows_from_log(text: str, condition: str, gpu: str):
         if m := LOG_PANEL.match(line):
             panel = m.group(1)
             if m.group(3) is not None:
-                rows.append(dict(mode="live", condition=condition, gpu=gpu, panel=panel, control="(build)", value="",
-                                 ahead=False, from_disk=False, graphs_built=int(m.group(4)),
-                                 first_paint_ms=float(m.group(3)), latency_ms=float(m.group(2))))
+                rows.append(
+                    dict(
+                        mode="live",
+                        condition=condition,
+                        gpu=gpu,
+                        panel=panel,
+                        control="(build)",
+                        value="",
+                        ahead=False,
+                        from_disk=False,
+                        graphs_built=int(m.group(4)),
+                        first_paint_ms=float(m.group(3)),
+                        latency_ms=float(m.group(2)),
+                    )
+                )
         elif (m := LOG_CHANGE.match(line)) and panel:
             rest = m.group(5)
             built = re.search(r"; (\d+) graphs built", rest)
-            rows.append(dict(mode="live", condition=condition, gpu=gpu, panel=panel, control=m.group(1),
-                             value=m.group(2), ahead="(measured ahead)" in rest,
-                             from_disk="(from this GPU's recording)" in rest,
-                             graphs_built=int(built.group(1)) if built else 0,
-                             first_paint_ms=float(m.group(3)), latency_ms=float(m.group(4))))
+            rows.append(
+                dict(
+                    mode="live",
+                    condition=condition,
+                    gpu=gpu,
+                    panel=panel,
+                    control=m.group(1),
+                    value=m.group(2),
+                    ahead="(measured ahead)" in rest,
+                    from_disk="(from this GPU's recording)" in rest,
+                    graphs_built=int(built.group(1)) if built else 0,
+                    first_paint_ms=float(m.group(3)),
+                    latency_ms=float(m.group(4)),
+                )
+            )
     return rows
 
 

@@ -14,6 +14,7 @@ Needs torch and torchvision, e.g. in a scratch venv outside the repo:
 
 Exit status 0 when every preset matches at every size, 1 otherwise.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -81,9 +82,11 @@ def main() -> int:
                 diffs.append(f"unexpected notes: {[lay.note for lay in got if lay.note][:3]}")
             status = "OK  " if not diffs else "FAIL"
             failed += bool(diffs)
-            print(f"{status} {name:16s} {h}x{w}: {len(preset)} preset layers, {len(got)} from torchvision "
-                  f"(model has {torch_convs} Conv2d modules), {len(networks.unique(preset))} unique; "
-                  f"{time.perf_counter() - t0:.1f} s")
+            print(
+                f"{status} {name:16s} {h}x{w}: {len(preset)} preset layers, {len(got)} from torchvision "
+                f"(model has {torch_convs} Conv2d modules), {len(networks.unique(preset))} unique; "
+                f"{time.perf_counter() - t0:.1f} s"
+            )
             for d in diffs[:20]:
                 print("     ", d)
     print("all presets match torchvision" if not failed else f"{failed} mismatching preset/size pair(s)")

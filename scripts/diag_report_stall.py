@@ -15,6 +15,7 @@ GPU's utilisation. Variants (changes made only inside the child, to test a cause
 - ``warm_before_capture``: every plan runs once eagerly before its CUDA graph is captured.
 - ``one_stream``: every autotune uses one stream (and so one cuDNN handle) for the whole report.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -90,28 +91,53 @@ def sh(cmd, timeout=60) -> str:
 
 def diagnose(pid: int, out: Path, variant: str) -> None:
     parts = []
-    parts.append("== nvidia-smi\n" + sh("nvidia-smi --query-gpu=utilization.gpu,memory.used,clocks.sm,power.draw --format=csv"))
-    parts.append("== thread states (name state wchan)\n" + sh(
-        f"for t in /proc/{pid}/task/*; do echo \"$(cat $t/comm) $(awk '{{print $3}}' $t/stat) $(cat $t/wchan 2>/dev/null)\"; done"))
+    parts.append(
+        "== nvidia-smi\n"
+        + sh("nvidia-smi --query-gpu=utilization.gpu,memory.used,clocks.sm,power.draw --format=csv")
+    )
+    parts.append(
+        "== thread states (name state wchan)\n"
+        + sh(
+            f"for t in /proc/{pid}/task/*; do echo \"$(cat $t/comm) $(awk '{{print $3}}' $t/stat) $(cat $t/wchan 2>/dev/null)\"; done"
+        )
+    )
     os.kill(pid, signal.SIGUSR1)
     time.sleep(1)
-    parts.append("== cuda-gdb thread apply all bt\n" + sh(
-        f"cuda-gdb -q -batch -p {pid} -ex 'set pagination off' -ex 'info threads' -ex 'thread apply all bt 25' 2>&1 | "
-        "grep -v '^\\[New LWP' | head -400", timeout=120))
-    parts.append("== thread states again\n" + sh(
-        f"for t in /proc/{pid}/task/*; do echo \"$(cat $t/comm) $(awk '{{print $3, $14, $15}}' $t/stat)\"; done"))
+    parts.append(
+        "== cuda-gdb thread apply all bt\n"
+        + sh(
+            f"cuda-gdb -q -batch -p {pid} -ex 'set pagination off' -ex 'info threads' -ex 'thread apply all bt 25' 2>&1 | "
+            "grep -v '^\\[New LWP' | head -400",
+            timeout=120,
+        )
+    )
+    parts.append(
+        "== thread states again\n"
+        + sh(
+            f"for t in /proc/{pid}/task/*; do echo \"$(cat $t/comm) $(awk '{{print $3, $14, $15}}' $t/stat)\"; done"
+        )
+    )
     (out / f"{variant}.diagnosis.txt").write_text("\n".join(parts))
 
 
 def run_variant(variant: str, args, out: Path) -> dict:
-    env = dict(os.environ, LABKIT_CACHE=str(out / f"cache-{variant}"), LABKIT_MODE="live", LABKIT_PREFETCH="0",
-               PYTHONUNBUFFERED="1")
+    env = dict(
+        os.environ,
+        LABKIT_CACHE=str(out / f"cache-{variant}"),
+        LABKIT_MODE="live",
+        LABKIT_PREFETCH="0",
+        PYTHONUNBUFFERED="1",
+    )
     if variant == "eager_modules":
         env["CUDA_MODULE_LOADING"] = "EAGER"
     log = out / f"{variant}.plans.log"
     t0 = time.time()
-    child = subprocess.Popen([sys.executable, "-c", CHILD, str(out), variant, args.model, str(args.batch)], env=env,
-                             stdout=open(out / f"{variant}.stdout.txt", "w"), stderr=subprocess.STDOUT)
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(out), variant, args.model, str(args.batch)],
+        env=env,
+        stdout=open(out / f"{variant}.stdout.txt", "w"),
+        stderr=subprocess.STDOUT,
+    )
     last_size, last_change, outcome = -1, time.time(), "?"
     while True:
         time.sleep(1)
@@ -133,10 +159,17 @@ def run_variant(variant: str, args, out: Path) -> dict:
         child.wait()
     lines = log.read_text().splitlines() if log.exists() else []
     steps = [ln for ln in lines if " step " in ln]
-    slow = sorted((ln for ln in lines if " done " in ln), key=lambda ln: -float(ln.split()[2].rstrip("s")))[:5]
-    return dict(variant=variant, outcome=outcome, seconds=round(time.time() - t0, 1),
-                last_step=steps[-1].strip() if steps else "", last_line=lines[-1].strip() if lines else "",
-                slowest_plans=slow)
+    slow = sorted((ln for ln in lines if " done " in ln), key=lambda ln: -float(ln.split()[2].rstrip("s")))[
+        :5
+    ]
+    return dict(
+        variant=variant,
+        outcome=outcome,
+        seconds=round(time.time() - t0, 1),
+        last_step=steps[-1].strip() if steps else "",
+        last_line=lines[-1].strip() if lines else "",
+        slowest_plans=slow,
+    )
 
 
 def main(argv=None) -> int:

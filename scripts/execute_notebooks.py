@@ -12,6 +12,7 @@ timestamps: the kernel's start of the cell to its reply; cells run back to back,
 runs them). A cell that raises stops that notebook, which is still written (with the error in its
 output) and counted as failed: exit 1.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,8 +28,13 @@ def execute(src: Path, out: Path, timeout_s: float) -> bool:
     import nbformat
 
     nb = nbformat.read(str(src), as_version=4)
-    client = nbclient.NotebookClient(nb, timeout=timeout_s, kernel_name="python3", store_widget_state=True,
-                                     resources={"metadata": {"path": str(src.parent)}})
+    client = nbclient.NotebookClient(
+        nb,
+        timeout=timeout_s,
+        kernel_name="python3",
+        store_widget_state=True,
+        resources={"metadata": {"path": str(src.parent)}},
+    )
     t0 = time.perf_counter()
     ok = True
     try:
@@ -39,8 +45,11 @@ def execute(src: Path, out: Path, timeout_s: float) -> bool:
     data = nbformat.writes(nb).encode()
     path = out / f"{src.name}.gz"
     path.write_bytes(gzip.compress(data))
-    print(f"{src.name}: {'ran' if ok else 'stopped'} in {time.perf_counter() - t0:.1f} s; "
-          f"{len(data) / 2**20:.1f} MiB of notebook ({path.stat().st_size / 2**20:.1f} MiB gzipped) -> {path}", flush=True)
+    print(
+        f"{src.name}: {'ran' if ok else 'stopped'} in {time.perf_counter() - t0:.1f} s; "
+        f"{len(data) / 2**20:.1f} MiB of notebook ({path.stat().st_size / 2**20:.1f} MiB gzipped) -> {path}",
+        flush=True,
+    )
     for i, first_line, ms in cell_times(nb):
         print(f"  cell {i:2d} {ms:8.0f} ms  {first_line[:90]}", flush=True)
     return ok
@@ -56,7 +65,10 @@ def cell_times(nb):
         t = cell.get("metadata", {}).get("execution", {})
         if cell.cell_type != "code" or "iopub.execute_input" not in t or "shell.execute_reply" not in t:
             continue
-        start, end = (datetime.fromisoformat(t[k].replace("Z", "+00:00")) for k in ("iopub.execute_input", "shell.execute_reply"))
+        start, end = (
+            datetime.fromisoformat(t[k].replace("Z", "+00:00"))
+            for k in ("iopub.execute_input", "shell.execute_reply")
+        )
         out.append((i, (cell.source.strip().splitlines() or [""])[0], (end - start).total_seconds() * 1000))
     return out
 

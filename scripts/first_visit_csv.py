@@ -14,6 +14,7 @@ Columns: gpu, date, labkit_commit, fill (how the class's shared recording was fi
 prefetch (on/off), notebook, cell (the panel or the cell's first line), wall_ms, main_cpu_ms
 (kernelcpu only), panel (whether the cell makes a panel).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,8 +26,22 @@ HEADER = re.compile(r"^-- real kernel, (\w+) ([\d.]+)(?: (\S+))? \(mode")
 CPU = re.compile(r"^cpu: (\w+): wall (\d+) ms, main thread CPU (\d+) ms")
 NOTEBOOK = re.compile(r"^(\S+\.ipynb): ran in")
 CELL = re.compile(r"^\s+cell\s+(\d+)\s+(\d+) ms\s+(.*)$")
-COLUMNS = ("gpu", "date", "labkit_commit", "fill", "source", "run", "mode", "idle_s", "prefetch", "notebook", "cell",
-           "wall_ms", "main_cpu_ms", "panel")
+COLUMNS = (
+    "gpu",
+    "date",
+    "labkit_commit",
+    "fill",
+    "source",
+    "run",
+    "mode",
+    "idle_s",
+    "prefetch",
+    "notebook",
+    "cell",
+    "wall_ms",
+    "main_cpu_ms",
+    "panel",
+)
 
 
 def rows_of(lines, common: dict, runs: dict):
@@ -35,18 +50,36 @@ def rows_of(lines, common: dict, runs: dict):
     for line in lines:
         if m := HEADER.match(line):
             runs["kernelcpu"] += 1
-            run = dict(source="kernelcpu", run=runs["kernelcpu"], mode=m[1], idle_s=m[2],
-                       prefetch="off" if (m[3] or "") == "LABKIT_PREFETCH=0" else "on", notebook="")
+            run = dict(
+                source="kernelcpu",
+                run=runs["kernelcpu"],
+                mode=m[1],
+                idle_s=m[2],
+                prefetch="off" if (m[3] or "") == "LABKIT_PREFETCH=0" else "on",
+                notebook="",
+            )
         elif m := NOTEBOOK.match(line):
             runs["classnotebooks"] += 1
-            run = dict(source="classnotebooks", run=runs["classnotebooks"], mode="live", idle_s="none", prefetch="on",
-                       notebook=m[1])
+            run = dict(
+                source="classnotebooks",
+                run=runs["classnotebooks"],
+                mode="live",
+                idle_s="none",
+                prefetch="on",
+                notebook=m[1],
+            )
         elif run and run["source"] == "kernelcpu" and (m := CPU.match(line)):
             yield dict(common, **run, cell=m[1], wall_ms=int(m[2]), main_cpu_ms=int(m[3]), panel=True)
         elif run and run["source"] == "classnotebooks" and (m := CELL.match(line)):
             text = m[3].strip()
-            yield dict(common, **run, cell=f"{m[1]}: {text}", wall_ms=int(m[2]), main_cpu_ms="",
-                       panel="widgets." in text and "Panel(" in text)
+            yield dict(
+                common,
+                **run,
+                cell=f"{m[1]}: {text}",
+                wall_ms=int(m[2]),
+                main_cpu_ms="",
+                panel="widgets." in text and "Panel(" in text,
+            )
 
 
 def main(argv=None) -> int:
@@ -55,14 +88,20 @@ def main(argv=None) -> int:
     ap.add_argument("--gpu", required=True)
     ap.add_argument("--date", required=True)
     ap.add_argument("--commit", required=True)
-    ap.add_argument("--fill", default="quick", help="how the shared recording was filled (the steps' default: quick)")
+    ap.add_argument(
+        "--fill", default="quick", help="how the shared recording was filled (the steps' default: quick)"
+    )
     args = ap.parse_args(argv)
     out = csv.DictWriter(sys.stdout, COLUMNS)
     out.writeheader()
     runs = {"kernelcpu": 0, "classnotebooks": 0}
     for path in args.logs:
         with open(path, encoding="utf-8", errors="replace") as f:
-            out.writerows(rows_of(f, dict(gpu=args.gpu, date=args.date, labkit_commit=args.commit, fill=args.fill), runs))
+            out.writerows(
+                rows_of(
+                    f, dict(gpu=args.gpu, date=args.date, labkit_commit=args.commit, fill=args.fill), runs
+                )
+            )
     return 0
 
 

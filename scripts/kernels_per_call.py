@@ -5,6 +5,7 @@ names. Writes data/bench/kernels_per_call_<gpu slug>.csv.
 
     python scripts/kernels_per_call.py [--dtypes fp16 fp32] [--layouts NCHW NHWC]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,9 +52,17 @@ def main(argv=None) -> int:
                         stream.synchronize()
                 kernels = [e.name for e in prof.events() if getattr(e.device_type, "name", "") == "CUDA"]
                 names = collections.Counter(kernels)
-                rows.append(dict(shape=shape, dtype=d, layout=lay, plan=plan.name, host_us=host,
-                                 kernels_per_call=len(kernels) / calls,
-                                 kernels="; ".join(f"{n[:60]} x{c // calls}" for n, c in names.most_common(4))))
+                rows.append(
+                    dict(
+                        shape=shape,
+                        dtype=d,
+                        layout=lay,
+                        plan=plan.name,
+                        host_us=host,
+                        kernels_per_call=len(kernels) / calls,
+                        kernels="; ".join(f"{n[:60]} x{c // calls}" for n, c in names.most_common(4)),
+                    )
+                )
                 print(rows[-1], flush=True)
                 del b, ws, ops
                 engine.release_handle(stream)

@@ -10,6 +10,7 @@ first round loaded are resident; a repeated batch says what an identical rebuild
 ``build_phases.csv`` (one row per graph and phase) and ``build_plans.csv`` (one row per plan:
 name, cuDNN's behaviour notes, build seconds, workspace bytes) into --out; prints a summary.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,7 +28,13 @@ def one_graph(spec, round_no, phases, plans):
     from labkit.gpu import engine
 
     cg = engine.ConvGraph.__new__(engine.ConvGraph)
-    cg.spec, cg.all_plans, cg.epilogue, cg.workspace_cap, cg._deterministic_only = spec, True, "none", None, False
+    cg.spec, cg.all_plans, cg.epilogue, cg.workspace_cap, cg._deterministic_only = (
+        spec,
+        True,
+        "none",
+        None,
+        False,
+    )
     base = dict(round=round_no, batch=spec.N, dtype=spec.dtype, layout=spec.layout, direction=spec.direction)
     t = time.perf_counter()
 
@@ -60,8 +67,18 @@ def one_graph(spec, round_no, phases, plans):
             notes = ",".join(str(n).split(".")[-1] for n in g.get_behavior_notes_for_plan_at_index(i))
         except Exception as exc:  # noqa: BLE001
             err = " ".join(str(exc).split())[:100]
-        plans.append(dict(base, index=i, name=name, seconds=round(time.perf_counter() - t0, 6), built=not err,
-                          workspace_bytes=ws, notes=notes, error=err))
+        plans.append(
+            dict(
+                base,
+                index=i,
+                name=name,
+                seconds=round(time.perf_counter() - t0, 6),
+                built=not err,
+                workspace_bytes=ws,
+                notes=notes,
+                error=err,
+            )
+        )
     phase("build every plan")
 
 
@@ -76,15 +93,20 @@ def main(argv=None) -> int:
 
     phases, plans = [], []
     t_import = time.perf_counter()
-    from labkit.gpu import engine  # noqa: F401
     import cupy
+
+    from labkit.gpu import engine  # noqa: F401
+
     cupy.zeros(1)
     print(f"import + context: {time.perf_counter() - t_import:.2f} s", flush=True)
     for r, batch in enumerate(int(b) for b in args.batches.split(",")):
         t0 = time.perf_counter()
         for kw in specs_for(batch):
             one_graph(ConvSpec(**kw), r, phases, plans)
-        print(f"round {r} (N={batch}): {time.perf_counter() - t0:.2f} s for {len(specs_for(batch))} graphs", flush=True)
+        print(
+            f"round {r} (N={batch}): {time.perf_counter() - t0:.2f} s for {len(specs_for(batch))} graphs",
+            flush=True,
+        )
     for batch in (16, 8):  # heuristic-only graphs (what a first paint could show), new shapes
         t0, each = time.perf_counter(), []
         for kw in specs_for(batch):
@@ -94,8 +116,11 @@ def main(argv=None) -> int:
             except Exception as exc:  # noqa: BLE001
                 print("  heuristic-only failed:", kw["dtype"], kw["layout"], kw["direction"], str(exc)[:80])
             each.append(time.perf_counter() - t1)
-        print(f"heuristic plan only (N={batch}): {time.perf_counter() - t0:.2f} s for {len(each)} graphs, "
-              f"max {max(each):.3f} s", flush=True)
+        print(
+            f"heuristic plan only (N={batch}): {time.perf_counter() - t0:.2f} s for {len(each)} graphs, "
+            f"max {max(each):.3f} s",
+            flush=True,
+        )
     ph, pl = pd.DataFrame(phases), pd.DataFrame(plans)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -10,6 +10,7 @@ capture made (cuGraphGetNodes), stopping once a capture takes longer than 10 s; 
 capture in thread-local mode (unsafe API calls are errors, not waits) succeeds. Prints one line
 per measurement as it goes, so a child stopped at its limit still says how far it got.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -87,8 +88,11 @@ def main(argv=None) -> int:
     for name in args.specs.split(","):
         print(f"== {name}", flush=True)
         try:
-            subprocess.run([sys.executable, "-c", CHILD, repr(SPECS[name]), args.plans], timeout=args.limit,
-                           env=dict(os.environ, PYTHONUNBUFFERED="1"))
+            subprocess.run(
+                [sys.executable, "-c", CHILD, repr(SPECS[name]), args.plans],
+                timeout=args.limit,
+                env=dict(os.environ, PYTHONUNBUFFERED="1"),
+            )
         except subprocess.TimeoutExpired:
             print(f"   (stopped at the {args.limit:.0f} s limit)", flush=True)
     return 0

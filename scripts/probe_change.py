@@ -7,6 +7,7 @@ twice); the panel's build too. ``PROBE_PERIOD_S`` sets the period (default 0.002
 
     LABKIT_MODE=live python3 scripts/probe_change.py plans C=128 N=64 -- sweep dtype=fp32
 """
+
 import collections
 import os
 import sys
@@ -17,7 +18,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 #: a thread whose innermost frame is in one of these standard modules is waiting, not working
-IDLE_FILES = ("threading.py", "queue.py", "selectors.py", "socket.py", "connection.py", "subprocess.py", "popen_fork.py")
+IDLE_FILES = (
+    "threading.py",
+    "queue.py",
+    "selectors.py",
+    "socket.py",
+    "connection.py",
+    "subprocess.py",
+    "popen_fork.py",
+)
 
 
 class Sampler:
@@ -36,10 +45,14 @@ class Sampler:
             for ident, frame in sys._current_frames().items():
                 if ident == me:
                     continue
-                if Path(frame.f_code.co_filename).name in IDLE_FILES:  # a thread waiting is not where the time goes
+                if (
+                    Path(frame.f_code.co_filename).name in IDLE_FILES
+                ):  # a thread waiting is not where the time goes
                     continue
                 self.samples += 1
-                self.leaves[f"{Path(frame.f_code.co_filename).name}:{frame.f_code.co_firstlineno} {frame.f_code.co_name}"] += 1
+                self.leaves[
+                    f"{Path(frame.f_code.co_filename).name}:{frame.f_code.co_firstlineno} {frame.f_code.co_name}"
+                ] += 1
                 seen = set()
                 f = frame
                 while f is not None:
@@ -62,7 +75,10 @@ class Sampler:
 def _print_samples(s: Sampler, lines: int) -> None:
     for key, n in s.counts.most_common(lines):
         print(f"   {100 * n / max(1, s.samples):5.1f}%  {key}")
-    print("   innermost: " + "; ".join(f"{100 * n / max(1, s.samples):.1f}% {key}" for key, n in s.leaves.most_common(12)))
+    print(
+        "   innermost: "
+        + "; ".join(f"{100 * n / max(1, s.samples):.1f}% {key}" for key, n in s.leaves.most_common(12))
+    )
 
 
 def parse(value: str):
@@ -88,15 +104,20 @@ def main(argv=None):
         else:
             cur.append(a)
     period = float(os.environ.get("PROBE_PERIOD_S", "0.002"))
-    sys.setswitchinterval(period / 4)  # the sampler gets the GIL within a period of a busy thread (default 5 ms)
+    sys.setswitchinterval(
+        period / 4
+    )  # the sampler gets the GIL within a period of a busy thread (default 5 ms)
     for name, *changes in groups:
         with Sampler(period) as s:
             t0 = time.perf_counter()
             p = widgets.panel(name)
             shown = (time.perf_counter() - t0) * 1000
             p.wait()
-        print(f"== {name}: shown at {shown:.0f} ms, built in {(time.perf_counter() - t0) * 1000:.0f} ms, "
-              f"{s.samples} busy samples", flush=True)
+        print(
+            f"== {name}: shown at {shown:.0f} ms, built in {(time.perf_counter() - t0) * 1000:.0f} ms, "
+            f"{s.samples} busy samples",
+            flush=True,
+        )
         _print_samples(s, 25)
         for ch in changes:
             control, value = ch.split("=", 1)
@@ -106,8 +127,10 @@ def main(argv=None):
                 p.set(**{control: parse(value)})
                 p.wait()
                 ms = (time.perf_counter() - t) * 1000
-            print(f"-- {name} {control}={value}: {ms:.0f} ms, {s.samples} busy samples; {p.status.value[-140:]}",
-                  flush=True)
+            print(
+                f"-- {name} {control}={value}: {ms:.0f} ms, {s.samples} busy samples; {p.status.value[-140:]}",
+                flush=True,
+            )
             _print_samples(s, 40)
             p.reset()
             p.wait()

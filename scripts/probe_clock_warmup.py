@@ -12,6 +12,7 @@ median per condition and dtype.
 
     python3 scripts/probe_clock_warmup.py [--rounds 6] [--idle 2] [--busy-ms 50]
 """
+
 import argparse
 import statistics
 import sys
@@ -59,8 +60,11 @@ def main(argv=None) -> int:
             us = dict(zip(ok["dtype"], map(float, ok["gpu_us"])))
             for d, v in us.items():
                 got.setdefault((cond, d), []).append(v)
-            print(f"round {r} {cond:12s} SM {before} MHz before: " + ", ".join(f"{d} {v:.2f}" for d, v in us.items()),
-                  flush=True)
+            print(
+                f"round {r} {cond:12s} SM {before} MHz before: "
+                + ", ".join(f"{d} {v:.2f}" for d, v in us.items()),
+                flush=True,
+            )
     print("\nmedian GPU us per call (and spread (max-min)/median):")
     for (cond, d), v in sorted(got.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         m = statistics.median(v)

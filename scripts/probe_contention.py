@@ -4,6 +4,7 @@ Prints this process's pid, NVML's compute process list, and per-process utilisat
 (nvmlDeviceGetProcessUtilization) while (a) nothing else runs and (b) a child process keeps the GPU
 busy with a matmul loop. Usage: python3 scripts/probe_contention.py [--labkit]  (--labkit: what labkit.gpu.contention sees)
 """
+
 import os
 import subprocess
 import sys
@@ -43,7 +44,9 @@ def show(h, label, since_us):
 def main():
     pynvml.nvmlInit()
     h = pynvml.nvmlDeviceGetHandleByIndex(0)
-    print("uuid", pynvml.nvmlDeviceGetUUID(h), "cupy uuid", cupy.cuda.runtime.getDeviceProperties(0).get("uuid"))
+    print(
+        "uuid", pynvml.nvmlDeviceGetUUID(h), "cupy uuid", cupy.cuda.runtime.getDeviceProperties(0).get("uuid")
+    )
     print("my pid", os.getpid(), "pid ns", os.readlink("/proc/self/ns/pid"))
     x = cupy.ones((1 << 20,), dtype=cupy.float32)
     t0 = int(time.time() * 1e6)
@@ -79,19 +82,37 @@ def labkit_view():
     """What labkit.gpu.contention sees of a detached busy process (as tests/test_classroom_gpu.py starts it)."""
     sys.path.insert(0, os.getcwd())
     sys.path.insert(0, os.path.join(os.getcwd(), "tests"))
-    from labkit.gpu import contention
     from test_classroom_gpu import another_program
 
+    from labkit.gpu import contention
+
     busy = another_program(5)
-    print("busy pid", busy, "ppid", contention._ppid(busy), "family of me?", contention._family(busy, {os.getpid()}))
+    print(
+        "busy pid",
+        busy,
+        "ppid",
+        contention._ppid(busy),
+        "family of me?",
+        contention._family(busy, {os.getpid()}),
+    )
     for _ in range(8):
         time.sleep(0.5)
         now = int(time.time() * 1e6)
         h = pynvml.nvmlDeviceGetHandleByIndex(0)
         raw = samples(h, now - 3_000_000)
-        raw = raw if isinstance(raw, str) else [(x.pid, x.smUtil, x.memUtil, round((now - x.timeStamp) / 1e6, 2)) for x in raw]
-        print("raw (pid, sm, mem, age s):", raw, "| others_since(now):", contention.others_since(now),
-              "| active_since(now-1s):", contention.active_since(now - 1_000_000))
+        raw = (
+            raw
+            if isinstance(raw, str)
+            else [(x.pid, x.smUtil, x.memUtil, round((now - x.timeStamp) / 1e6, 2)) for x in raw]
+        )
+        print(
+            "raw (pid, sm, mem, age s):",
+            raw,
+            "| others_since(now):",
+            contention.others_since(now),
+            "| active_since(now-1s):",
+            contention.active_since(now - 1_000_000),
+        )
 
 
 if __name__ == "__main__" and "--labkit" in sys.argv:

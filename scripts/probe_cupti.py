@@ -13,6 +13,7 @@ Parts, each in its own try (a failure prints and the next part runs):
 6. NVML: SM and memory clocks, power, temperature, throttle reasons;
 7. torch.profiler running while our CUPTI session is on (a second tracer).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,6 +43,7 @@ def part(name):
             traceback.print_exc()
         print(f"   ({time.perf_counter() - t:.2f} s)", flush=True)
         return fn
+
     return wrap
 
 
@@ -70,8 +72,20 @@ def main():
         for a in activities:
             got.append(a)
 
-    kinds = ["CONCURRENT_KERNEL", "MEMCPY", "MEMSET", "RUNTIME", "DRIVER", "SYNCHRONIZATION", "MEMORY2", "MEMORY_POOL",
-             "GRAPH_TRACE", "OVERHEAD", "NAME", "MARKER"]
+    kinds = [
+        "CONCURRENT_KERNEL",
+        "MEMCPY",
+        "MEMSET",
+        "RUNTIME",
+        "DRIVER",
+        "SYNCHRONIZATION",
+        "MEMORY2",
+        "MEMORY_POOL",
+        "GRAPH_TRACE",
+        "OVERHEAD",
+        "NAME",
+        "MARKER",
+    ]
     enabled = []
 
     def start():
@@ -105,7 +119,9 @@ def main():
     @part("1. versions and kinds")
     def _():
         print("  cupti version", cupti.get_version() if hasattr(cupti, "get_version") else "?")
-        print("  driver", cupy.cuda.runtime.driverGetVersion(), "runtime", cupy.cuda.runtime.runtimeGetVersion())
+        print(
+            "  driver", cupy.cuda.runtime.driverGetVersion(), "runtime", cupy.cuda.runtime.runtimeGetVersion()
+        )
         cupti.activity_register_callbacks(requested, completed)
         for k in kinds:
             try:
@@ -137,14 +153,28 @@ def main():
             ks = [a for a in recs if K(a.kind).name in ("CONCURRENT_KERNEL", "MEMSET", "MEMCPY")]
             names = collections.Counter(describe(a)[1][:60] or K(a.kind).name for a in ks)
             api = collections.Counter(describe(a)[1] for a in recs if K(a.kind).name in ("RUNTIME", "DRIVER"))
-            print(f"  plan {p.index} {p.name}: {len(ks) / 3:.1f} device ops/call; {dict(names)}; api {dict(api)}")
+            print(
+                f"  plan {p.index} {p.name}: {len(ks) / 3:.1f} device ops/call; {dict(names)}; api {dict(api)}"
+            )
             for a in recs:
                 kind, name = describe(a)
-                RECORDS.append(dict(plan=p.name, kind=kind, name=name, start=getattr(a, "start", getattr(a, "timestamp", 0)) - t0,
-                                    end=getattr(a, "end", 0) - t0 if hasattr(a, "end") else None,
-                                    stream=getattr(a, "stream_id", None), corr=getattr(a, "correlation_id", None),
-                                    grid=(getattr(a, "grid_x", None), getattr(a, "grid_y", None), getattr(a, "grid_z", None)),
-                                    block=(getattr(a, "block_x", None),)))
+                RECORDS.append(
+                    dict(
+                        plan=p.name,
+                        kind=kind,
+                        name=name,
+                        start=getattr(a, "start", getattr(a, "timestamp", 0)) - t0,
+                        end=getattr(a, "end", 0) - t0 if hasattr(a, "end") else None,
+                        stream=getattr(a, "stream_id", None),
+                        corr=getattr(a, "correlation_id", None),
+                        grid=(
+                            getattr(a, "grid_x", None),
+                            getattr(a, "grid_y", None),
+                            getattr(a, "grid_z", None),
+                        ),
+                        block=(getattr(a, "block_x", None),),
+                    )
+                )
             del b, ws
 
     @part("3. CUDA graph replay of 4 calls")
@@ -162,7 +192,16 @@ def main():
         summary(recs, "replay")
         for a in recs:
             if K(a.kind).name == "CONCURRENT_KERNEL":
-                print("   kernel graph_id", a.graph_id, "node", a.graph_node_id, "stream", a.stream_id, "dur", a.end - a.start)
+                print(
+                    "   kernel graph_id",
+                    a.graph_id,
+                    "node",
+                    a.graph_node_id,
+                    "stream",
+                    a.stream_id,
+                    "dur",
+                    a.end - a.start,
+                )
                 break
 
     @part("4. a second trace in the same process")
@@ -197,8 +236,10 @@ def main():
             kind, name = describe(a)
             s = getattr(a, "start", getattr(a, "timestamp", 0)) - t0
             e = (getattr(a, "end", 0) - t0) if hasattr(a, "end") else None
-            print(f"   {kind:18s} {str(name)[:50]:50s} {s / 1e3:9.1f} us -> {'' if e is None else f'{e / 1e3:9.1f}'}"
-                  f" stream {getattr(a, 'stream_id', '-')}")
+            print(
+                f"   {kind:18s} {str(name)[:50]:50s} {s / 1e3:9.1f} us -> {'' if e is None else f'{e / 1e3:9.1f}'}"
+                f" stream {getattr(a, 'stream_id', '-')}"
+            )
 
     @part("6. NVML")
     def _():
@@ -207,10 +248,24 @@ def main():
         n.nvmlInit()
         h = n.nvmlDeviceGetHandleByIndex(0)
         print("  name", n.nvmlDeviceGetName(h), "uuid", n.nvmlDeviceGetUUID(h))
-        print("  sm clock", n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM), "max", n.nvmlDeviceGetMaxClockInfo(h, n.NVML_CLOCK_SM),
-              "mem clock", n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_MEM), "max", n.nvmlDeviceGetMaxClockInfo(h, n.NVML_CLOCK_MEM))
-        print("  power mW", n.nvmlDeviceGetPowerUsage(h), "limit", n.nvmlDeviceGetEnforcedPowerLimit(h),
-              "temp", n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU))
+        print(
+            "  sm clock",
+            n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM),
+            "max",
+            n.nvmlDeviceGetMaxClockInfo(h, n.NVML_CLOCK_SM),
+            "mem clock",
+            n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_MEM),
+            "max",
+            n.nvmlDeviceGetMaxClockInfo(h, n.NVML_CLOCK_MEM),
+        )
+        print(
+            "  power mW",
+            n.nvmlDeviceGetPowerUsage(h),
+            "limit",
+            n.nvmlDeviceGetEnforcedPowerLimit(h),
+            "temp",
+            n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU),
+        )
         print("  throttle reasons", hex(n.nvmlDeviceGetCurrentClocksEventReasons(h)))
         print("  processes", [(p.pid, p.usedGpuMemory) for p in n.nvmlDeviceGetComputeRunningProcesses(h)])
         print("  utilization", n.nvmlDeviceGetUtilizationRates(h).gpu)
@@ -229,7 +284,11 @@ def main():
             with profile(activities=[ProfilerActivity.CUDA]) as prof:
                 b.run()
                 stream.synchronize()
-            print("  torch saw", len([e for e in prof.events() if getattr(e.device_type, "name", "") == "CUDA"]), "CUDA events")
+            print(
+                "  torch saw",
+                len([e for e in prof.events() if getattr(e.device_type, "name", "") == "CUDA"]),
+                "CUDA events",
+            )
         finally:
             summary(stop(), "ours, with torch's")
         start()

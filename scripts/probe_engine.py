@@ -2,6 +2,7 @@
 
 Usage (device): source .whl/setup.sh && python3 scripts/probe_engine.py
 """
+
 import sys
 import time
 import traceback
@@ -9,7 +10,6 @@ import traceback
 import cupy
 
 from labkit import ConvSpec
-
 from labkit.gpu import engine, measure
 
 cases = [
@@ -27,7 +27,11 @@ cases = [
 ]
 stream = cupy.cuda.Stream(non_blocking=True)
 for spec in cases:
-    for epi in (["none", "bias_relu_add"] if spec.direction == "fprop" and spec.dtype == "fp16" and spec.layout == "NHWC" and spec.groups == 1 else ["none"]):
+    for epi in (
+        ["none", "bias_relu_add"]
+        if spec.direction == "fprop" and spec.dtype == "fp16" and spec.layout == "NHWC" and spec.groups == 1
+        else ["none"]
+    ):
         try:
             t0 = time.perf_counter()
             g = engine.get_graph(spec, epi)
@@ -38,19 +42,29 @@ for spec in cases:
             arrays = {}
             for role, shape in engine.role_shapes(spec, epi).items():
                 dt = engine.role_dtype(spec, role)
-                np_dt = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "uint16", "fp8_e4m3": "uint8"}[dt]
+                np_dt = {
+                    "fp32": "float32",
+                    "tf32": "float32",
+                    "fp16": "float16",
+                    "bf16": "uint16",
+                    "fp8_e4m3": "uint8",
+                }[dt]
                 arrays[role] = cupy.zeros(engine.storage_shape(shape, spec.layout), dtype=np_dt)
                 if np_dt.startswith("float"):
                     arrays[role][...] = cupy.random.uniform(-1, 1, arrays[role].shape).astype(np_dt)
             ws = cupy.empty(max(1, p.workspace_bytes), dtype=cupy.uint8)
             b = g.bind(arrays, ws.data.ptr, p.index, stream)
-            b.run(); stream.synchronize()
+            b.run()
+            stream.synchronize()
             gr = measure.graph_replay(b.run, stream)
             hd = measure.host_dispatch(b.run, stream)
             bb = measure.back_to_back(b.run, stream)
-            print(f"OK  {spec.label:60s} {epi:14s} plans={len(g.plans)} built={len(g.runnable)} ws={p.workspace_bytes} "
-                  f"build={t1-t0:.3f}s hit={1e6*(t2-t1):.0f}us replay={gr.median_us:.1f}us b2b={bb.median_us:.1f}us host={hd.median_us:.1f}us "
-                  f"fast={b._fast is not None} name={p.name}", flush=True)
+            print(
+                f"OK  {spec.label:60s} {epi:14s} plans={len(g.plans)} built={len(g.runnable)} ws={p.workspace_bytes} "
+                f"build={t1 - t0:.3f}s hit={1e6 * (t2 - t1):.0f}us replay={gr.median_us:.1f}us b2b={bb.median_us:.1f}us host={hd.median_us:.1f}us "
+                f"fast={b._fast is not None} name={p.name}",
+                flush=True,
+            )
         except Exception as exc:
             print(f"ERR {spec.label:60s} {epi:14s} {type(exc).__name__}: {exc}", flush=True)
             traceback.print_exc(limit=3, file=sys.stdout)

@@ -7,6 +7,7 @@ import. The sum is the GIL-bound work a panel built at once after the first cell
     python3 scripts/probe_import_costs.py [panel ...]      # default: algorithms network_report
     python3 -X importtime scripts/probe_import_costs.py 2> importtime.txt
 """
+
 import sys
 import time
 

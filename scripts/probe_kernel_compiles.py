@@ -11,6 +11,7 @@ Prints; writes nothing.
 
     LABKIT_MODE=live python3 scripts/probe_kernel_compiles.py [--read S] algorithms race fusion
 """
+
 import argparse
 import collections
 import os
@@ -26,8 +27,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--read", type=float, default=0.0, help="seconds between the first cell and the first panel")
-    ap.add_argument("--keep-cache", action="store_true", help="use CuPy's usual kernel cache, not an empty one")
+    ap.add_argument(
+        "--read", type=float, default=0.0, help="seconds between the first cell and the first panel"
+    )
+    ap.add_argument(
+        "--keep-cache", action="store_true", help="use CuPy's usual kernel cache, not an empty one"
+    )
     ap.add_argument("panels", nargs="*", default=["algorithms", "race"])
     args = ap.parse_args(argv)
     if not args.keep_cache:
@@ -46,8 +51,11 @@ def main(argv=None):
             return real(*a, **k)
         finally:
             t1 = time.perf_counter()
-            here = [f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in traceback.extract_stack()
-                    if "/labkit/" in f.filename]
+            here = [
+                f"{Path(f.filename).name}:{f.lineno} {f.name}"
+                for f in traceback.extract_stack()
+                if "/labkit/" in f.filename
+            ]
             with lock:
                 events.append((t1, t1 - t0, threading.current_thread().name, " < ".join(reversed(here[-3:]))))
 
@@ -57,8 +65,10 @@ def main(argv=None):
     from labkit.session import warmup
 
     lessons.banner()
-    print(f"== first cell: {(time.perf_counter() - t0) * 1000:.0f} ms; CUPY_CACHE_DIR={os.environ.get('CUPY_CACHE_DIR')}",
-          flush=True)
+    print(
+        f"== first cell: {(time.perf_counter() - t0) * 1000:.0f} ms; CUPY_CACHE_DIR={os.environ.get('CUPY_CACHE_DIR')}",
+        flush=True,
+    )
     time.sleep(args.read)
     for name in args.panels:
         start = time.perf_counter()
@@ -69,16 +79,22 @@ def main(argv=None):
         with lock:
             mine = [e for e in events if start <= e[0] <= end]
         own = [e for e in mine if not e[2].startswith("labkit-warm-up")]
-        print(f"== {name}: shown at {shown:.0f} ms, whole at {(end - start) * 1000:.0f} ms; compiles meanwhile: "
-              f"{len(mine)} ({sum(e[1] for e in mine):.2f} s), {len(own)} in the panel's threads "
-              f"({sum(e[1] for e in own):.2f} s)", flush=True)
+        print(
+            f"== {name}: shown at {shown:.0f} ms, whole at {(end - start) * 1000:.0f} ms; compiles meanwhile: "
+            f"{len(mine)} ({sum(e[1] for e in mine):.2f} s), {len(own)} in the panel's threads "
+            f"({sum(e[1] for e in own):.2f} s)",
+            flush=True,
+        )
         for caller, n in collections.Counter(e[3] for e in own).most_common(12):
             print(f"   {n:3d}  {caller}")
     warmup.wait(120)
     by_thread = collections.defaultdict(list)
     for e in events:
         by_thread[e[2]].append(e[1])
-    print("compiles per thread: " + ", ".join(f"{k} {len(v)} ({sum(v):.2f} s)" for k, v in sorted(by_thread.items())))
+    print(
+        "compiles per thread: "
+        + ", ".join(f"{k} {len(v)} ({sum(v):.2f} s)" for k, v in sorted(by_thread.items()))
+    )
     print(f"warm-up: {warmup.seconds}")
 
 

@@ -10,6 +10,7 @@ opened and its state sent to the front end.
 
     LABKIT_MODE=live LABKIT_SHARED_CACHE=DIR python3 scripts/probe_kernel_panel.py [--read S] [--idle S] [--plain] [--cpu] [--panel A B]
 """
+
 import argparse
 import sys
 import tempfile
@@ -46,10 +47,22 @@ def _cpu_end(t, what):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--read", type=float, default=0.0, help="seconds of a sleeping cell before the panels (a running cell)")
-    ap.add_argument("--idle", type=float, default=0.0, help="seconds with no cell running before the panels (a learner reading)")
+    ap.add_argument(
+        "--read",
+        type=float,
+        default=0.0,
+        help="seconds of a sleeping cell before the panels (a running cell)",
+    )
+    ap.add_argument(
+        "--idle",
+        type=float,
+        default=0.0,
+        help="seconds with no cell running before the panels (a learner reading)",
+    )
     ap.add_argument("--lines", type=int, default=45, help="profile lines printed")
-    ap.add_argument("--panel", default=["AlgorithmsPanel"], nargs="+", help="classes in labkit.widgets, one cell each")
+    ap.add_argument(
+        "--panel", default=["AlgorithmsPanel"], nargs="+", help="classes in labkit.widgets, one cell each"
+    )
     ap.add_argument("--plain", action="store_true", help="no profiler: the cells' times alone")
     ap.add_argument("--profile", type=int, default=0, help="the panel cell run under %%%%prun (its index)")
     ap.add_argument("--sort", default="cumulative", help="the profile's order (cumulative, tottime)")
@@ -62,20 +75,28 @@ def main(argv=None):
     from execute_notebooks import cell_times
 
     prof = Path(tempfile.mkdtemp()) / "prun.txt"
-    cells = ["import labkit\nfrom labkit import lessons, widgets\nlessons.banner()",
-             'algos = lessons.data("algorithms", spec=lessons.base(layout="NCHW"))',
-             "lessons.algorithms_summary(algos)"]
+    cells = [
+        "import labkit\nfrom labkit import lessons, widgets\nlessons.banner()",
+        'algos = lessons.data("algorithms", spec=lessons.base(layout="NCHW"))',
+        "lessons.algorithms_summary(algos)",
+    ]
     if args.read:
         cells.append(f"import time; time.sleep({args.read})")
     if args.cpu:
         cells.append(CPU_HELPER)
     for i, name in enumerate(args.panel):
-        prun = "" if args.plain or i != args.profile else f"%%prun -q -s {args.sort} -l {args.lines} -T {prof}\n"
+        prun = (
+            "" if args.plain or i != args.profile else f"%%prun -q -s {args.sort} -l {args.lines} -T {prof}\n"
+        )
         build = f"panel{i} = widgets.{name}()"
         cells.append(prun + (f"_t = _cpu_begin(); {build}; _cpu_end(_t, {name!r})" if args.cpu else build))
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    client = nbclient.NotebookClient(nb, kernel_name="python3", store_widget_state=True,
-                                     resources={"metadata": {"path": str(ROOT / "notebooks")}})
+    client = nbclient.NotebookClient(
+        nb,
+        kernel_name="python3",
+        store_widget_state=True,
+        resources={"metadata": {"path": str(ROOT / "notebooks")}},
+    )
     first_panel = len(cells) - len(args.panel)
     with client.setup_kernel():
         for i, cell in enumerate(nb.cells):

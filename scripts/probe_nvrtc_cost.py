@@ -4,6 +4,7 @@
 
     python3 scripts/probe_nvrtc_cost.py
 """
+
 import os
 import sys
 import tempfile
@@ -20,7 +21,10 @@ def timed(label, fn):
     import cupy
 
     cupy.cuda.get_current_stream().synchronize()
-    print(f"{(time.perf_counter() - t0) * 1000:8.0f} ms  {label}   cupyx loaded: {'cupyx' in sys.modules}", flush=True)
+    print(
+        f"{(time.perf_counter() - t0) * 1000:8.0f} ms  {label}   cupyx loaded: {'cupyx' in sys.modules}",
+        flush=True,
+    )
 
 
 def main():
@@ -39,13 +43,13 @@ def main():
     timed("x.any()", lambda: bool(x.any()))
     timed("cupy.isfinite(x).all()", lambda: bool(cupy.isfinite(x).all()))
     timed("cupy.max(cupy.abs(x))", lambda: float(cupy.max(cupy.abs(x))))
-    timed("cupy.sum(x ** 2)", lambda: float(cupy.sum(x ** 2)))
+    timed("cupy.sum(x ** 2)", lambda: float(cupy.sum(x**2)))
     timed("cupy.sqrt(s)", lambda: float(cupy.sqrt(cupy.sum(x))))
     timed("x.astype(float32)", lambda: x.astype(cupy.float32))
     b = x > 0
     timed("cupy.count_nonzero(b)", lambda: int(cupy.count_nonzero(b)))
     timed("b.sum()", lambda: int(b.sum()))
-    m = (x.reshape(10, 100) > 0)
+    m = x.reshape(10, 100) > 0
     timed("m.any(axis=1)", lambda: m.any(axis=1))
     timed("m.sum(axis=1)", lambda: m.sum(axis=1))
     u = cupy.zeros(5000, dtype=cupy.uint8)

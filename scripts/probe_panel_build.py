@@ -7,6 +7,7 @@ notebook: the prefetch worker and the warm-up's cupyx step wait for the kernel t
 
     python3 scripts/probe_panel_build.py [--read S] [--plain] algorithms network_report
 """
+
 import argparse
 import cProfile
 import io
@@ -16,9 +17,13 @@ import time
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--read", type=float, default=0.0, help="seconds between the first cell and the first panel")
+    ap.add_argument(
+        "--read", type=float, default=0.0, help="seconds between the first cell and the first panel"
+    )
     ap.add_argument("--cell-profile", action="store_true", help="the first cell under cProfile too")
-    ap.add_argument("--plain", action="store_true", help="no cProfile: the times alone, as a learner waits them")
+    ap.add_argument(
+        "--plain", action="store_true", help="no cProfile: the times alone, as a learner waits them"
+    )
     ap.add_argument("panels", nargs="*", default=["algorithms", "network_report"])
     args = ap.parse_args(argv)
     cell = cProfile.Profile() if args.cell_profile else None
@@ -36,7 +41,10 @@ def main(argv=None):
     PREFETCHER.cell_finished()
     if cell:
         cell.disable()
-    print(f"== first cell: {(time.perf_counter() - t0) * 1000:.0f} ms (imports {(t1 - t0) * 1000:.0f} ms)", flush=True)
+    print(
+        f"== first cell: {(time.perf_counter() - t0) * 1000:.0f} ms (imports {(t1 - t0) * 1000:.0f} ms)",
+        flush=True,
+    )
     if cell:
         _print_profile(cell, 40)
     cell_end = time.perf_counter() - getattr(warmup, "_t0", t0)  # (an older labkit: since the cell began)
@@ -55,13 +63,17 @@ def main(argv=None):
         if prof:
             prof.disable()
         took = (time.perf_counter() - t0) * 1000
-        print(f"== {name}: shown at {shown:.0f} ms, whole at {took:.0f} ms; {p.status.value[-160:]}", flush=True)
+        print(
+            f"== {name}: shown at {shown:.0f} ms, whole at {took:.0f} ms; {p.status.value[-160:]}", flush=True
+        )
         if prof:
             _print_profile(prof, 28)
     warmup.wait(60)  # its cupyx step waits for an idle kernel: after the last panel
     print(f"   warm-up at the end: {warmup.seconds}")
-    print(f"   warm-up steps (started, ended; s after the banner started them; the first cell ended at "
-          f"{cell_end:.3f}): {getattr(warmup, 'timeline', None)}")
+    print(
+        f"   warm-up steps (started, ended; s after the banner started them; the first cell ended at "
+        f"{cell_end:.3f}): {getattr(warmup, 'timeline', None)}"
+    )
 
 
 def _print_profile(prof, lines):

@@ -12,6 +12,7 @@ again at the end (--repeat-first) as a control for anything cached on disk betwe
 seconds summed inside the workers are printed beside the wall time: their ratio is the
 parallelism reached. Prints a table; writes nothing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,7 +49,21 @@ def specs_for(batch: int) -> list:
     for dtype, layout, direction in itertools.product(DTYPES, LAYOUTS, DIRECTIONS):
         if dtype == "fp8_e4m3" and direction != "fprop":
             continue  # the panel's fp8 row is fprop only
-        out.append(dict(N=batch, C=64, H=56, W=56, K=64, R=3, S=3, padding=1, dtype=dtype, layout=layout, direction=direction))
+        out.append(
+            dict(
+                N=batch,
+                C=64,
+                H=56,
+                W=56,
+                K=64,
+                R=3,
+                S=3,
+                padding=1,
+                dtype=dtype,
+                layout=layout,
+                direction=direction,
+            )
+        )
     return out
 
 
@@ -58,7 +73,9 @@ def round_(workers: int, batch: int) -> dict:
     pool = [isolated.Worker() for _ in range(workers)]
     t0 = time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(workers) as ex:
-        list(ex.map(lambda w: w.call("probe_parallel_builds:build", (specs_for(1)[0],)), pool))  # start + warm each
+        list(
+            ex.map(lambda w: w.call("probe_parallel_builds:build", (specs_for(1)[0],)), pool)
+        )  # start + warm each
     started = time.perf_counter() - t0
     specs = specs_for(batch)
     free = list(pool)
@@ -78,9 +95,17 @@ def round_(workers: int, batch: int) -> dict:
     for w in pool:
         w.stop()
     inside = sum(r["seconds"] for r in results)
-    return dict(workers=workers, batch=batch, graphs=len(specs), start_s=round(started, 2), wall_s=round(wall, 2),
-                build_s_summed=round(inside, 2), parallelism=round(inside / wall, 2),
-                plans=sum(r["plans"] for r in results), failed=sum(not r["ok"] for r in results))
+    return dict(
+        workers=workers,
+        batch=batch,
+        graphs=len(specs),
+        start_s=round(started, 2),
+        wall_s=round(wall, 2),
+        build_s_summed=round(inside, 2),
+        parallelism=round(inside / wall, 2),
+        plans=sum(r["plans"] for r in results),
+        failed=sum(not r["ok"] for r in results),
+    )
 
 
 def main(argv=None) -> int:
@@ -96,10 +121,14 @@ def main(argv=None) -> int:
         rows.append(round_(n, batch=20 + i))
         print(rows[-1], flush=True)
     base = rows[0]["wall_s"]
-    print(f"{'workers':>7} {'batch':>5} {'start s':>8} {'wall s':>7} {'summed s':>9} {'parallel':>8} {'vs P=1':>7}")
+    print(
+        f"{'workers':>7} {'batch':>5} {'start s':>8} {'wall s':>7} {'summed s':>9} {'parallel':>8} {'vs P=1':>7}"
+    )
     for r in rows:
-        print(f"{r['workers']:>7} {r['batch']:>5} {r['start_s']:>8} {r['wall_s']:>7} {r['build_s_summed']:>9} "
-              f"{r['parallelism']:>8} {base / r['wall_s']:>6.2f}x")
+        print(
+            f"{r['workers']:>7} {r['batch']:>5} {r['start_s']:>8} {r['wall_s']:>7} {r['build_s_summed']:>9} "
+            f"{r['parallelism']:>8} {base / r['wall_s']:>6.2f}x"
+        )
     return 0
 
 

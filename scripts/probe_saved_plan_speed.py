@@ -1,11 +1,11 @@
 """Does a plan loaded from disk run as fast as the same plan in the graph it was built in?
 Times the autotune winner of fused and plain graphs both ways (CUDA-graph replay, GPU us per call)."""
+
 import tempfile
 
 from labkit import experiments
-
-from labkit.store import machine, plan_store
 from labkit.gpu import autotune, engine
+from labkit.store import machine, plan_store
 
 store = plan_store.PlanStore(tempfile.mkdtemp(), machine.this_identity())
 for epi in ("bias_relu", "none"):
@@ -19,5 +19,7 @@ for epi in ("bias_relu", "none"):
         a = autotune.time_plan(full, tune.best_index, ops).median_us
         b = autotune.time_plan(loaded, 0, ops).median_us
         h = autotune.time_plan(full, full.default_plan.index, ops).median_us
-        print(f"{epi:10s} round {rnd}: winner {full.plan(tune.best_index).name} in its graph {a:7.2f} us, "
-              f"loaded {loaded.plans[0].name} {b:7.2f} us, heuristic {h:7.2f} us (autotune said {tune.gpu_us(tune.best_index):.2f})")
+        print(
+            f"{epi:10s} round {rnd}: winner {full.plan(tune.best_index).name} in its graph {a:7.2f} us, "
+            f"loaded {loaded.plans[0].name} {b:7.2f} us, heuristic {h:7.2f} us (autotune said {tune.gpu_us(tune.best_index):.2f})"
+        )

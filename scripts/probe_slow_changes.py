@@ -8,6 +8,7 @@ cProfile (the notebook's thread; build workers up), and every autotune's table (
 ``report``: resnet50 batch 32 fp16 NHWC (the panel's build), then bf16 (a change): seconds per
 step (layer or strategy), plans timed, and each layer's slowest plans to time.
 """
+
 import cProfile
 import io
 import pstats
@@ -38,7 +39,11 @@ def fusion():
         r = real(cg, *a, **k)
         t = r.table
         print(f"  autotune {cg.spec.label} {cg.epilogue}: {r.seconds:.2f} s, {len(t)} plans")
-        cols = [c for c in ("plan_name", "gpu_us", "eager_us", "capture_s", "samples", "seconds", "status") if c in t]
+        cols = [
+            c
+            for c in ("plan_name", "gpu_us", "eager_us", "capture_s", "samples", "seconds", "status")
+            if c in t
+        ]
         print(t.sort_values("seconds", ascending=False)[cols].head(8).to_string(index=False))
         return r
 
@@ -73,13 +78,24 @@ def report():
         per = layers.drop_duplicates("spec_id") if "spec_id" in layers else layers
         cols = [c for c in ("spec", "step_seconds", "plans_timed", "plans_cut", "fastest_gpu_us") if c in per]
         print(per[cols].to_string(index=False))
-        print(f"  layer steps {per.step_seconds.sum():.2f} s; strategy steps {strategies.step_seconds.sum():.2f} s")
+        print(
+            f"  layer steps {per.step_seconds.sum():.2f} s; strategy steps {strategies.step_seconds.sum():.2f} s"
+        )
         print(strategies[["strategy", "step_seconds", "status"]].to_string(index=False))
         if "tune_seconds" in plans:
             print(f"  plan timings {plans.tune_seconds.sum():.2f} s over {len(plans)} plans; by status word:")
-            print(plans.groupby(plans.status.str.split().str[0]).tune_seconds.agg(["count", "sum", "max"]).to_string())
-            print(plans.sort_values("tune_seconds", ascending=False)[["spec", "plan_name", "gpu_us", "tune_seconds", "status"]]
-                  .head(12).to_string(index=False))
+            print(
+                plans.groupby(plans.status.str.split().str[0])
+                .tune_seconds.agg(["count", "sum", "max"])
+                .to_string()
+            )
+            print(
+                plans.sort_values("tune_seconds", ascending=False)[
+                    ["spec", "plan_name", "gpu_us", "tune_seconds", "status"]
+                ]
+                .head(12)
+                .to_string(index=False)
+            )
 
 
 if __name__ == "__main__":

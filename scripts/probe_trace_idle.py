@@ -11,6 +11,7 @@ trace, the second read: the first pays CUPTI's per-kernel set-up), ``api`` (ever
 driver call recorded, as the timeline lesson does), ``api, 2nd pass``; ``..., keep_from_now``: the
 same two passes, the first dropped by `labkit.gpu.trace.Tracer.keep_from_now`.
 """
+
 import argparse
 import statistics
 import time
@@ -31,7 +32,7 @@ def main(argv=None):
 
     opts = dict(workloads.BENCH_STRATEGIES)
     seq = workloads.sequence("one_conv", 1)
-    seq = (seq * args.calls)[:args.calls]
+    seq = (seq * args.calls)[: args.calls]
     if not args.no_warm:
         trace.warm()
     for name in args.strategies.split(","):
@@ -58,11 +59,18 @@ def main(argv=None):
             b.synchronize()
             gpu.append(cupy.cuda.get_elapsed_time(a, b) * 1e3)
         gpu_us, host_us = statistics.median(gpu), statistics.median(host)
-        print(f"\n== {name}, {len(seq)} calls: untraced GPU {gpu_us:.0f} us between events, host {host_us:.0f} us",
-              flush=True)
-        for label, api, passes in (("device", False, 1), ("device, 2nd pass", False, 2), ("api", True, 1),
-                                   ("api, 2nd pass", True, 2), ("device, keep_from_now", False, -2),
-                                   ("api, keep_from_now", True, -2)):
+        print(
+            f"\n== {name}, {len(seq)} calls: untraced GPU {gpu_us:.0f} us between events, host {host_us:.0f} us",
+            flush=True,
+        )
+        for label, api, passes in (
+            ("device", False, 1),
+            ("device, 2nd pass", False, 2),
+            ("api", True, 1),
+            ("api, 2nd pass", True, 2),
+            ("device, keep_from_now", False, -2),
+            ("api, keep_from_now", True, -2),
+        ):
             shares, hosts, busys = [], [], []
             for _ in range(args.passes):
                 with trace.Tracer(label, api=api) as t:
@@ -76,14 +84,17 @@ def main(argv=None):
                 df = t.frame()
                 dev = trace.device_rows(df)
                 per = len(dev) // max(1, passes)
-                last = dev.iloc[per * (passes - 1):] if passes > 0 else dev
+                last = dev.iloc[per * (passes - 1) :] if passes > 0 else dev
                 shares.append(trace.idle_share(last))
                 busys.append(trace.busy_us(last))
                 hosts.append(h)
             busy = statistics.median(busys)
-            print(f"   {label:18s} idle {statistics.median(shares):.3f} (untraced {1 - busy / gpu_us:.3f}); "
-                  f"host {statistics.median(hosts):.0f} us per pass; busy {busy:.0f} us; "
-                  f"{per} device records per pass", flush=True)
+            print(
+                f"   {label:18s} idle {statistics.median(shares):.3f} (untraced {1 - busy / gpu_us:.3f}); "
+                f"host {statistics.median(hosts):.0f} us per pass; busy {busy:.0f} us; "
+                f"{per} device records per pass",
+                flush=True,
+            )
         runner.close()
 
 

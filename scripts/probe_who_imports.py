@@ -4,6 +4,7 @@ and the panels named are built.
 
     python3 scripts/probe_who_imports.py cupyx.scipy.special scipy.sparse -- algorithms
 """
+
 import sys
 import threading
 import traceback
@@ -12,7 +13,7 @@ import traceback
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     cut = argv.index("--") if "--" in argv else len(argv)
-    watch, panels = set(argv[:cut]), argv[cut + 1:] or ["algorithms"]
+    watch, panels = set(argv[:cut]), argv[cut + 1 :] or ["algorithms"]
 
     class Finder:
         def find_spec(self, name, path=None, target=None):

@@ -5,6 +5,7 @@ class multiplies it by the learners on one GPU. Prints; writes nothing.
 
     LABKIT_MODE=live python3 scripts/probe_worker_memory.py [--wait S]
 """
+
 import argparse
 import os
 import sys
@@ -29,7 +30,9 @@ def gpu_memory_by_pid() -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--wait", type=float, default=20.0, help="seconds at most for the workers to load CUDA and cuDNN")
+    ap.add_argument(
+        "--wait", type=float, default=20.0, help="seconds at most for the workers to load CUDA and cuDNN"
+    )
     args = ap.parse_args(argv)
     from labkit.gpu import build_pool
     from labkit.session import lessons
@@ -39,9 +42,12 @@ def main(argv=None) -> int:
     pool = build_pool.pool()
     size = pool.size if pool is not None else 0
     started = bool(pool is not None and pool._threads)
-    print(f"workers by default: {build_pool.default_workers()} (LABKIT_BUILD_WORKERS={os.environ.get('LABKIT_BUILD_WORKERS')!r}, "
-          f"LABKIT_SHARED_CACHE={'set' if os.environ.get('LABKIT_SHARED_CACHE') else 'unset'}); "
-          f"started by the first cell: {started}", flush=True)
+    print(
+        f"workers by default: {build_pool.default_workers()} (LABKIT_BUILD_WORKERS={os.environ.get('LABKIT_BUILD_WORKERS')!r}, "
+        f"LABKIT_SHARED_CACHE={'set' if os.environ.get('LABKIT_SHARED_CACHE') else 'unset'}); "
+        f"started by the first cell: {started}",
+        flush=True,
+    )
     if not started:
         print("no worker process started by the first cell: nothing more to measure here")
         return 0
@@ -54,8 +60,11 @@ def main(argv=None) -> int:
     used = gpu_memory_by_pid()
     mine = used.get(os.getpid(), 0)
     workers = [used.get(p, 0) for p in pool.pids()]
-    print(f"after {time.perf_counter() - t0:.1f} s: this process {mine / 2**20:.0f} MiB; {len(workers)} workers "
-          f"{', '.join(f'{w / 2**20:.0f}' for w in workers)} MiB; workers together {sum(workers) / 2**30:.2f} GiB", flush=True)
+    print(
+        f"after {time.perf_counter() - t0:.1f} s: this process {mine / 2**20:.0f} MiB; {len(workers)} workers "
+        f"{', '.join(f'{w / 2**20:.0f}' for w in workers)} MiB; workers together {sum(workers) / 2**30:.2f} GiB",
+        flush=True,
+    )
     pool.close()
     return 0
 

@@ -26,6 +26,7 @@ them; panels are shot as saved, none moved.
 A tool, not a test: it checks nothing beyond what the browser test's steps assert, and CI does not
 run it. Run it before and after changing what a lesson shows, and look at the PNGs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,7 +44,6 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import browser_helpers as bh  # noqa: E402
 import test_browser as tb  # noqa: E402  (its steps: open_notebook, run_all_cells, ...)
-
 
 
 def _shoot(page, el, path: Path) -> Path:
@@ -69,6 +69,7 @@ class _TallEnough:
     def __exit__(self, *exc):
         self.page.set_viewport_size(self.size)
 
+
 def _say(msg: str) -> None:
     print(f"    {msg}", flush=True)
 
@@ -79,7 +80,9 @@ def shoot_lesson(page, lab, name: str, out: Path, deadline, run: bool = True) ->
     written = []
     t0 = time.monotonic()
     tb.open_notebook(page, lab, name, deadline)
-    if not run:  # saved widget views carry a "no kernel holds this model" mark a learner's live panel does not
+    if (
+        not run
+    ):  # saved widget views carry a "no kernel holds this model" mark a learner's live panel does not
         page.add_style_tag(content=".jupyter-widgets-disconnected::before { display: none !important; }")
     ran = tb.run_all_cells(page, name, deadline) if run else 0.0
     info = tb.wait_rendered(page, deadline) or {"views": []}
@@ -87,12 +90,17 @@ def shoot_lesson(page, lab, name: str, out: Path, deadline, run: bool = True) ->
     problems = page.evaluate(bh.PROBLEMS_JS)
     layout = page.evaluate(bh.LAYOUT_JS)
     cut = page.evaluate(bh.DROPDOWN_FIT_JS)
-    bh.log(f"{name}: ran in {ran:.1f} s, {len(info['views'])} panel(s); problems {problems or 'none'}; "
-           f"layout {layout or 'ok'}; cut dropdown options {cut or 'none'}")
+    bh.log(
+        f"{name}: ran in {ran:.1f} s, {len(info['views'])} panel(s); problems {problems or 'none'}; "
+        f"layout {layout or 'ok'}; cut dropdown options {cut or 'none'}"
+    )
     # the static charts too (a chart a cell draws once, outside any panel)
     charts = page.locator(f"{bh.NOTEBOOK} .js-plotly-plot")
-    static = [charts.nth(k) for k in range(charts.count())
-              if not charts.nth(k).evaluate(f"e => !!e.closest({json.dumps(bh.WIDGET_OUTPUT)})")]
+    static = [
+        charts.nth(k)
+        for k in range(charts.count())
+        if not charts.nth(k).evaluate(f"e => !!e.closest({json.dumps(bh.WIDGET_OUTPUT)})")
+    ]
     for i, el in enumerate(static):
         with _TallEnough(page, el):
             written.append(_shoot(page, el, out / f"{stem}-chart{i}.png"))
@@ -121,8 +129,12 @@ def main(argv=None) -> int:
     ap.add_argument("--width", type=int, default=1366)
     ap.add_argument("--height", type=int, default=768)
     ap.add_argument("--budget", type=float, default=1800.0, help="seconds for the whole run")
-    ap.add_argument("--executed", type=Path, metavar="DIR",
-                    help="shoot the notebooks in DIR (.ipynb or .ipynb.gz, with outputs) as saved; run nothing")
+    ap.add_argument(
+        "--executed",
+        type=Path,
+        metavar="DIR",
+        help="shoot the notebooks in DIR (.ipynb or .ipynb.gz, with outputs) as saved; run nothing",
+    )
     args = ap.parse_args(argv)
 
     chromium = bh.which_chromium()
@@ -144,21 +156,33 @@ def main(argv=None) -> int:
     root.mkdir()
     for name, src in sources.items():
         if args.executed:
-            (root / name).write_bytes(gzip.decompress(src.read_bytes()) if src.suffix == ".gz" else src.read_bytes())
+            (root / name).write_bytes(
+                gzip.decompress(src.read_bytes()) if src.suffix == ".gz" else src.read_bytes()
+            )
         else:
             bh.copy_stripped(src, root / name)
     lab = bh.LabServer(root, ROOT, scratch)
-    if args.executed:  # signed with this server's key: JupyterLab draws saved widget views only in a trusted notebook
-        subprocess.run([sys.executable, "-m", "jupyter", "trust", *map(str, sorted(root.glob("*.ipynb")))],
-                       env=lab.env(), check=True, capture_output=True)
+    if (
+        args.executed
+    ):  # signed with this server's key: JupyterLab draws saved widget views only in a trusted notebook
+        subprocess.run(
+            [sys.executable, "-m", "jupyter", "trust", *map(str, sorted(root.glob("*.ipynb")))],
+            env=lab.env(),
+            check=True,
+            capture_output=True,
+        )
     failed = []
     try:
         lab.start()
         lab.wait_ready(deadline)
         with sync_playwright() as pw:
             ctx = pw.chromium.launch_persistent_context(
-                str(scratch / "profile"), executable_path=chromium, headless=True, args=bh.CHROMIUM_ARGS,
-                viewport={"width": args.width, "height": args.height})
+                str(scratch / "profile"),
+                executable_path=chromium,
+                headless=True,
+                args=bh.CHROMIUM_ARGS,
+                viewport={"width": args.width, "height": args.height},
+            )
             try:
                 for name in names:
                     page = ctx.new_page()

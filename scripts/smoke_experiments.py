@@ -1,10 +1,12 @@
 """Run every experiment once on small arguments and print its table (device smoke test)."""
+
 import time
 import traceback
 
 import pandas as pd
 
-from labkit import ConvSpec, experiments as ex
+from labkit import ConvSpec
+from labkit import experiments as ex
 
 pd.set_option("display.width", 250)
 pd.set_option("display.max_columns", 30)
@@ -27,7 +29,9 @@ for name, fn in calls:
     t0 = time.perf_counter()
     try:
         df = fn()
-        print(f"== {name} ({time.perf_counter() - t0:.1f} s) attrs={ {k: df.attrs.get(k) for k in ('mode', 'gpu', 'cudnn_backend')} }")
+        print(
+            f"== {name} ({time.perf_counter() - t0:.1f} s) attrs={ {k: df.attrs.get(k) for k in ('mode', 'gpu', 'cudnn_backend')} }"
+        )
         print(df.to_string(max_colwidth=40))
     except Exception:
         print(f"== {name} FAILED ({time.perf_counter() - t0:.1f} s)")

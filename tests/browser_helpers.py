@@ -6,6 +6,7 @@ neither reads nor writes the user's Jupyter state. Every process the server star
 included) carries a marker in its environment; `LabServer.stop` ends the server's process group
 and then any process still carrying the marker, by pid.
 """
+
 from __future__ import annotations
 
 import json
@@ -40,8 +41,14 @@ CHROMIUM_ARGS = [
 # windowing leaves off-screen cells unrendered, and their charts with them), no news/update
 # requests to the internet.
 LAB_SETTINGS = {
-    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none", "scrollPastEnd": False},
-    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false", "checkForUpdates": False},
+    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {
+        "windowingMode": "none",
+        "scrollPastEnd": False,
+    },
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
+        "fetchNews": "false",
+        "checkForUpdates": False,
+    },
 }
 
 
@@ -108,12 +115,19 @@ def smoke_notebook(labkit_figures: bool = False) -> dict:
     ipywidgets VBox with a Dropdown that changes the bars in place. It tells 'the widget stack
     is broken' apart from 'a lesson is broken'. ``labkit_figures``: labkit's FigureWidgets instead
     (`LABKIT_FIGURES`), two in the box."""
-    make = LABKIT_FIGURES if labkit_figures else 'fig = go.FigureWidget(go.Bar(x=["a", "b", "c"], y=DATA["fp16"]))'
-    src = '''import ipywidgets as W
+    make = (
+        LABKIT_FIGURES
+        if labkit_figures
+        else 'fig = go.FigureWidget(go.Bar(x=["a", "b", "c"], y=DATA["fp16"]))'
+    )
+    src = (
+        """import ipywidgets as W
 import plotly.graph_objects as go
 
 DATA = {"fp16": [3, 1, 2], "fp32": [1, 4, 9]}
-''' + make + '''
+"""
+        + make
+        + """
 fig.update_layout(height=300, title="smoke")
 dd = W.Dropdown(options=list(DATA), value="fp16", description="dtype")
 
@@ -122,13 +136,26 @@ def on_change(change):
         fig.data[0].y = DATA[change["new"]]
 
 dd.observe(on_change, names="value")
-''' + ("W.VBox([dd, fig, other])" if labkit_figures else "W.VBox([dd, fig])")
+"""
+        + ("W.VBox([dd, fig, other])" if labkit_figures else "W.VBox([dd, fig])")
+    )
     return {
-        "cells": [{"cell_type": "code", "execution_count": None, "id": "smoke0", "metadata": {}, "outputs": [],
-                   "source": src}],
-        "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
-                     "language_info": {"name": "python"}},
-        "nbformat": 4, "nbformat_minor": 5,
+        "cells": [
+            {
+                "cell_type": "code",
+                "execution_count": None,
+                "id": "smoke0",
+                "metadata": {},
+                "outputs": [],
+                "source": src,
+            }
+        ],
+        "metadata": {
+            "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+            "language_info": {"name": "python"},
+        },
+        "nbformat": 4,
+        "nbformat_minor": 5,
     }
 
 
@@ -153,21 +180,31 @@ class LabServer:
         env = dict(os.environ)
         bindir = str(Path(sys.executable).parent)
         dirs = {}
-        for var in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "JUPYTERLAB_SETTINGS_DIR",
-                    "JUPYTERLAB_WORKSPACES_DIR", "IPYTHONDIR"):
+        for var in (
+            "JUPYTER_CONFIG_DIR",
+            "JUPYTER_DATA_DIR",
+            "JUPYTER_RUNTIME_DIR",
+            "JUPYTERLAB_SETTINGS_DIR",
+            "JUPYTERLAB_WORKSPACES_DIR",
+            "IPYTHONDIR",
+        ):
             d = self.scratch / var.lower()
             d.mkdir(parents=True, exist_ok=True)
             dirs[var] = str(d)
         env.update(dirs)
         env.pop("JUPYTER_PATH", None)
-        env.update({
-            "LABKIT_MODE": "recorded",
-            "PYTHONPATH": os.pathsep.join(p for p in (str(self.repo), os.environ.get("PYTHONPATH", "")) if p),
-            "PATH": bindir + os.pathsep + os.environ.get("PATH", ""),
-            "PYTHONUNBUFFERED": "1",
-            "MPLBACKEND": "Agg",
-            MARKER_VAR: self.marker,
-        })
+        env.update(
+            {
+                "LABKIT_MODE": "recorded",
+                "PYTHONPATH": os.pathsep.join(
+                    p for p in (str(self.repo), os.environ.get("PYTHONPATH", "")) if p
+                ),
+                "PATH": bindir + os.pathsep + os.environ.get("PATH", ""),
+                "PYTHONUNBUFFERED": "1",
+                "MPLBACKEND": "Agg",
+                MARKER_VAR: self.marker,
+            }
+        )
         return env
 
     def start(self) -> None:
@@ -177,14 +214,33 @@ class LabServer:
             p = settings / rel
             p.parent.mkdir(parents=True, exist_ok=True)
             p.write_text(json.dumps(value))
-        cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={self.port}",
-               "--port-retries=0", f"--ServerApp.token={self.token}", f"--ServerApp.root_dir={self.root}",
-               "--ServerApp.password=", "--ServerApp.disable_check_xsrf=False", "--allow-root",
-               "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "jupyterlab",
+            "--no-browser",
+            "--ip=127.0.0.1",
+            f"--port={self.port}",
+            "--port-retries=0",
+            f"--ServerApp.token={self.token}",
+            f"--ServerApp.root_dir={self.root}",
+            "--ServerApp.password=",
+            "--ServerApp.disable_check_xsrf=False",
+            "--allow-root",
+            "--LabApp.news_url=None",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        ]
         self._log = open(self.log_path, "wb")
         log(f"starting JupyterLab on {self.base} (root {self.root}; log {self.log_path})")
-        self.proc = subprocess.Popen(cmd, cwd=self.root, env=env, stdout=self._log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        self.proc = subprocess.Popen(
+            cmd,
+            cwd=self.root,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
 
     def log_tail(self, n: int = 60) -> str:
         try:
@@ -205,7 +261,9 @@ class LabServer:
         last = ""
         while time.monotonic() - t0 < min(limit_s, max(deadline.left(), 1.0)):
             if self.proc.poll() is not None:
-                raise RuntimeError(f"JupyterLab exited with {self.proc.returncode} before it was ready:\n{self.log_tail()}")
+                raise RuntimeError(
+                    f"JupyterLab exited with {self.proc.returncode} before it was ready:\n{self.log_tail()}"
+                )
             try:
                 status = self.api("/api/status", timeout=2.0)
                 if isinstance(status, dict) and "started" in status:
@@ -213,8 +271,10 @@ class LabServer:
             except (urllib.error.URLError, OSError, ValueError) as exc:
                 last = f"{type(exc).__name__}: {exc}"
             time.sleep(0.25)
-        raise TimeoutError(f"JupyterLab not ready on {self.base}/api/status after {time.monotonic() - t0:.0f} s "
-                           f"(last: {last})\n{self.log_tail()}")
+        raise TimeoutError(
+            f"JupyterLab not ready on {self.base}/api/status after {time.monotonic() - t0:.0f} s "
+            f"(last: {last})\n{self.log_tail()}"
+        )
 
     def url(self, path: str) -> str:
         sep = "&" if "?" in path else "?"

@@ -7,6 +7,7 @@
 * ``LABKIT_CACHE`` points at a fresh temporary folder unless set: tests never read or write the
   user's own saved measurements.
 """
+
 from __future__ import annotations
 
 import os

@@ -1,4 +1,5 @@
 """Shared bits of the gpu-marked tests (imported only by them, after CuPy imported)."""
+
 import itertools
 import random
 
@@ -32,13 +33,24 @@ def random_specs(direction, n, seed):
         R, S = rng.choice([1, 3, 3, 5]), rng.choice([1, 3, 3])
         d = rng.choice([1, 1, 2])
         try:
-            out.append(ConvSpec(
-                N=rng.choice([1, 2, 3]), C=C, H=rng.randint(6, 20), W=rng.randint(6, 20), K=K, R=R, S=S,
-                stride=(rng.choice([1, 2]), rng.choice([1, 2])),
-                padding=(rng.randint(0, d * (R - 1)), rng.randint(0, d * (S - 1))), dilation=d, groups=g,
-                dtype=rng.choice(["fp32", "tf32", "fp16", "bf16"]), layout=rng.choice(["NCHW", "NHWC"]),
-                direction=direction,
-            ))
+            out.append(
+                ConvSpec(
+                    N=rng.choice([1, 2, 3]),
+                    C=C,
+                    H=rng.randint(6, 20),
+                    W=rng.randint(6, 20),
+                    K=K,
+                    R=R,
+                    S=S,
+                    stride=(rng.choice([1, 2]), rng.choice([1, 2])),
+                    padding=(rng.randint(0, d * (R - 1)), rng.randint(0, d * (S - 1))),
+                    dilation=d,
+                    groups=g,
+                    dtype=rng.choice(["fp32", "tf32", "fp16", "bf16"]),
+                    layout=rng.choice(["NCHW", "NHWC"]),
+                    direction=direction,
+                )
+            )
         except Exception:  # noqa: BLE001  (an invalid draw, e.g. the filter larger than the image)
             continue
     return out

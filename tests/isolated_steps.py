@@ -1,9 +1,10 @@
 """Steps for tests/test_isolated.py: the worker process imports them by name ("isolated_steps:...")."""
+
 import os
 import time
 
-from labkit.signals.progress import announce
 from labkit.errors import InvalidSpec, OutOfMemory
+from labkit.signals.progress import announce
 
 
 def add(a, b):

@@ -4,6 +4,7 @@
 
 appends ``NAME acquired <time>`` to LOG, prints ``held``, holds HOLD_S seconds, appends
 ``NAME released <time>`` and exits. No GPU."""
+
 import sys
 import time
 

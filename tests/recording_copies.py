@@ -2,6 +2,7 @@
 tests of what happens when one GPU lacks what another has (the shipped recordings hold the same
 grid). The copies are real recordings: rows are removed, never written; the metadata's row counts
 and sha256 are updated so they pass validation. ``LABKIT_DATA`` points at the copies."""
+
 import json
 import shutil
 

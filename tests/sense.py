@@ -19,7 +19,10 @@ def fusion(df):
         assert g.intermediate_bytes["fused"] == 0 < g.intermediate_bytes["unfused"]
         if "fused, autotuned" in g.gpu_us:  # the autotuner times the heuristic's plan too: never much slower,
             # 10% or 2 us (on the H100 a 5.8 us heuristic plan once met a 7.4 us autotuned pick at N=8, 28x28)
-            assert g.gpu_us["fused, autotuned"] <= max(1.1 * g.gpu_us["fused"], g.gpu_us["fused"] + 2.0), (epi, g.gpu_us)
+            assert g.gpu_us["fused, autotuned"] <= max(1.1 * g.gpu_us["fused"], g.gpu_us["fused"] + 2.0), (
+                epi,
+                g.gpu_us,
+            )
             assert g.intermediate_bytes["fused, autotuned"] == 0
         assert (g.rel_error < 5e-3).all()
 
@@ -42,7 +45,9 @@ def plans(df):
 
 def race(df):
     d = df.set_index("scratchpad")
-    assert d.loc["per-stream", "mismatches_bitwise"] == 0 and d.loc["per-stream", "mismatches_vs_reference"] == 0
+    assert (
+        d.loc["per-stream", "mismatches_bitwise"] == 0 and d.loc["per-stream", "mismatches_vs_reference"] == 0
+    )
     assert d.loc["shared", "runs"] >= 1000 and d.loc["per-stream", "runs"] >= 1000
     if d.loc["shared", "launch"] == "graph":
         assert d.loc["shared", "mismatches_vs_reference"] > 0
@@ -63,8 +68,12 @@ def roofline(df):
     from labkit import ceilings
 
     c = ceilings.for_gpu(df.attrs.get("gpu"))
-    if c is None or c.peak_tflops(str(df.dtype.iloc[0])) is None:  # no roof known (GPU or dtype): none to be under
+    if (
+        c is None or c.peak_tflops(str(df.dtype.iloc[0])) is None
+    ):  # no roof known (GPU or dtype): none to be under
         assert ok.peak_tflops.isna().all()
         return
     assert (ok.tflops < ok.peak_tflops).all()
-    assert (ok.achieved_gb_s < ok.bandwidth_gb_s * 1.5).all()  # min-bytes model (ConvSpec.min_bytes); caches can beat it a little
+    assert (
+        ok.achieved_gb_s < ok.bandwidth_gb_s * 1.5
+    ).all()  # min-bytes model (ConvSpec.min_bytes); caches can beat it a little

@@ -22,6 +22,7 @@ kernels and the browser are stopped in fixture teardown, on failure too.
 Skipped, with the reason, only when Chromium (or the playwright package) is missing and ``CI`` is
 not set; in CI a missing browser is a failure.
 """
+
 from __future__ import annotations
 
 import faulthandler
@@ -32,9 +33,8 @@ import time
 import warnings
 from pathlib import Path
 
-import pytest
-
 import browser_helpers as bh
+import pytest
 
 pytestmark = pytest.mark.browser
 
@@ -42,27 +42,42 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 ARTIFACTS = Path(os.environ.get("LABKIT_ARTIFACTS", ROOT / "artifacts")) / "browser"
 BUDGET_S = float(os.environ.get("LABKIT_BROWSER_BUDGET_S", "240"))
-LESSONS = ["00_start_here.ipynb", "07_lab.ipynb", "08_same_conv_other_gpu.ipynb", "09_your_network.ipynb",
-           "10_under_the_hood.ipynb"]
+LESSONS = [
+    "00_start_here.ipynb",
+    "07_lab.ipynb",
+    "08_same_conv_other_gpu.ipynb",
+    "09_your_network.ipynb",
+    "10_under_the_hood.ipynb",
+]
 SMOKE = "smoke_widget_stack.ipynb"
 SMOKE_LABKIT = "smoke_labkit_figures.ipynb"
 VIEWPORT = {"width": 1366, "height": 768}  # a common laptop screen, file browser left open
 # Chart layout problems (cut off, plotly's 700 px fallback, subtitle over title) fail the lessons;
 # LABKIT_BROWSER_STRICT_LAYOUT=0 makes them warnings.
-STRICT_LAYOUT = os.environ.get("LABKIT_BROWSER_STRICT_LAYOUT", "1").strip().lower() not in ("0", "false", "no", "off")
+STRICT_LAYOUT = os.environ.get("LABKIT_BROWSER_STRICT_LAYOUT", "1").strip().lower() not in (
+    "0",
+    "false",
+    "no",
+    "off",
+)
 WIDGET_OUTPUT = f"{bh.NOTEBOOK} {bh.WIDGET_OUTPUT}"
 # Which dropdown a user would reach for first, and the value to pick when it is offered.
 PREFERRED_CONTROLS = (("dtype", "fp32"), ("N (batch)", "8"), ("layout", "NCHW"))
 # Console noise JupyterLab makes on its own in a sandbox with no internet (not about our outputs).
-BENIGN_CONSOLE = re.compile(r"favicon|Failed to load resource: the server responded with a status of 404|"
-                            r"net::ERR_|lab/api/(news|update)", re.I)
+BENIGN_CONSOLE = re.compile(
+    r"favicon|Failed to load resource: the server responded with a status of 404|"
+    r"net::ERR_|lab/api/(news|update)",
+    re.I,
+)
 
 
 def _missing(what: str) -> None:
     """A missing browser stack skips a local run and fails a CI run, loudly."""
     if bh.truthy_env("CI"):
-        pytest.fail(f"{what} (CI is set, so browser tests must run: .ci/run installs Debian's chromium)",
-                    pytrace=False)
+        pytest.fail(
+            f"{what} (CI is set, so browser tests must run: .ci/run installs Debian's chromium)",
+            pytrace=False,
+        )
     pytest.skip(what)
 
 
@@ -90,8 +105,10 @@ def deadline(request):
 def chromium():
     path = bh.which_chromium()
     if path is None:
-        _missing(f"no Chromium at {os.environ.get('LABKIT_CHROMIUM') or '/usr/bin/chromium'} "
-                 "(apt-get install chromium, or set LABKIT_CHROMIUM)")
+        _missing(
+            f"no Chromium at {os.environ.get('LABKIT_CHROMIUM') or '/usr/bin/chromium'} "
+            "(apt-get install chromium, or set LABKIT_CHROMIUM)"
+        )
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError as exc:
@@ -129,8 +146,13 @@ def context(chromium, lab, deadline, tmp_path_factory):
     ctx = None
     try:
         ctx = pw.chromium.launch_persistent_context(
-            str(profile), executable_path=chromium, headless=True, args=bh.CHROMIUM_ARGS,
-            viewport=VIEWPORT, timeout=deadline.ms(60))
+            str(profile),
+            executable_path=chromium,
+            headless=True,
+            args=bh.CHROMIUM_ARGS,
+            viewport=VIEWPORT,
+            timeout=deadline.ms(60),
+        )
         yield ctx
     finally:
         try:
@@ -147,8 +169,14 @@ def page(context, lab, deadline):
     pg.set_default_timeout(deadline.ms(30))
     pg.console_errors = []
     pg.on("pageerror", lambda exc: pg.console_errors.append(f"pageerror: {exc}"))
-    pg.on("console", lambda m: pg.console_errors.append(f"console.{m.type}: {m.text}")
-          if m.type == "error" and not BENIGN_CONSOLE.search(m.text) else None)
+    pg.on(
+        "console",
+        lambda m: (
+            pg.console_errors.append(f"console.{m.type}: {m.text}")
+            if m.type == "error" and not BENIGN_CONSOLE.search(m.text)
+            else None
+        ),
+    )
     try:
         yield pg
     finally:
@@ -161,9 +189,11 @@ def page(context, lab, deadline):
 @pytest.fixture
 def say(capsys):
     """Print straight to the terminal (not captured): screenshot paths and timings belong in the log."""
+
     def _say(msg: str) -> None:
         with capsys.disabled():
             print(f"\n    {msg}", end="", flush=True)
+
     return _say
 
 
@@ -171,11 +201,16 @@ def say(capsys):
 def open_notebook(page, lab, name: str, deadline) -> None:
     stem = Path(name).stem
     # a workspace of its own per notebook: nothing from another test is restored next to it
-    page.goto(lab.url(f"/lab/workspaces/{stem}/tree/{name}"), wait_until="domcontentloaded",
-              timeout=deadline.ms(60))
-    page.locator(f"{bh.NOTEBOOK} .jp-Notebook .jp-Cell").first.wait_for(state="visible", timeout=deadline.ms(60))
+    page.goto(
+        lab.url(f"/lab/workspaces/{stem}/tree/{name}"), wait_until="domcontentloaded", timeout=deadline.ms(60)
+    )
+    page.locator(f"{bh.NOTEBOOK} .jp-Notebook .jp-Cell").first.wait_for(
+        state="visible", timeout=deadline.ms(60)
+    )
     # the kernel is up before we run anything
-    ok = bh.poll(lambda: any(k.get("execution_state") == "idle" for k in lab.kernels()), min(60, deadline.left()))
+    ok = bh.poll(
+        lambda: any(k.get("execution_state") == "idle" for k in lab.kernels()), min(60, deadline.left())
+    )
     assert ok, f"{name}: no idle kernel after 60 s: {lab.kernels()}\n{lab.log_tail()}"
     # the file browser stays open, as a learner has it: charts must fit beside it
     dialog = page.locator(".jp-Dialog")
@@ -187,9 +222,13 @@ def run_all_cells(page, name: str, deadline, limit_s: float = 150.0) -> float:
     page.locator(f"{bh.NOTEBOOK} .jp-Notebook").first.click(position={"x": 5, "y": 5})
     page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
     # "Run All Cells" is runmenu:run-all in JupyterLab 4 (notebook:run-all-cells in the palette)
-    item = page.locator('.lm-Menu-content .lm-Menu-item[data-command="runmenu:run-all"], '
-                        '.lm-Menu-content .lm-Menu-item[data-command="notebook:run-all-cells"]')
-    item.or_(page.locator(".lm-Menu-content .lm-Menu-item", has_text=re.compile(r"^Run All Cells"))).first.click()
+    item = page.locator(
+        '.lm-Menu-content .lm-Menu-item[data-command="runmenu:run-all"], '
+        '.lm-Menu-content .lm-Menu-item[data-command="notebook:run-all-cells"]'
+    )
+    item.or_(
+        page.locator(".lm-Menu-content .lm-Menu-item", has_text=re.compile(r"^Run All Cells"))
+    ).first.click()
     t0 = time.monotonic()
     stable = 0
     state = None
@@ -201,7 +240,9 @@ def run_all_cells(page, name: str, deadline, limit_s: float = 150.0) -> float:
         if stable >= 3:
             return time.monotonic() - t0
         time.sleep(0.5)
-    raise TimeoutError(f"{name}: cells still running after {time.monotonic() - t0:.0f} s: {bh.run_summary(state)}")
+    raise TimeoutError(
+        f"{name}: cells still running after {time.monotonic() - t0:.0f} s: {bh.run_summary(state)}"
+    )
 
 
 def wait_rendered(page, deadline, limit_s: float = 30.0) -> dict:
@@ -222,7 +263,8 @@ def wait_rendered(page, deadline, limit_s: float = 30.0) -> dict:
 def check_rendered(page, name: str, info: dict) -> None:
     problems = page.evaluate(bh.PROBLEMS_JS)
     assert not problems, f"{name}: error outputs in the page:\n" + "\n".join(
-        f"  cell {p['cell']} [{p['kind']}]: {p['text']}" for p in problems)
+        f"  cell {p['cell']} [{p['kind']}]: {p['text']}" for p in problems
+    )
     state = bh.run_summary(page.evaluate(bh.RUN_STATE_JS))
     assert state["busy"] == 0 and state["not_run"] == 0, f"{name}: not every code cell ran: {state}"
     assert info["views"], f"{name}: no widget output rendered"
@@ -234,7 +276,9 @@ def check_rendered(page, name: str, info: dict) -> None:
         assert v["plots"], f"{where}: a panel with no plotly chart (FigureWidget not drawn): {v}"
         for p in v["plots"]:
             assert p["svg"] > 0, f"{where}: a plotly chart without its SVG: {v}"
-            assert p["h"] >= 100 and p["w"] >= 200, f"{where}: a plotly chart drawn {p['w']:.0f}x{p['h']:.0f} px: {v}"
+            assert p["h"] >= 100 and p["w"] >= 200, (
+                f"{where}: a plotly chart drawn {p['w']:.0f}x{p['h']:.0f} px: {v}"
+            )
             assert p["traces"] > 0, f"{where}: a plotly chart with no trace drawn: {v}"
 
 
@@ -249,13 +293,18 @@ def after_reload(page, deadline) -> tuple:
         page.keyboard.press("Control+s")
         page.wait_for_timeout(1500)
         page.reload(wait_until="domcontentloaded", timeout=deadline.ms(30))
-        page.locator(f"{bh.NOTEBOOK} .jp-Notebook .jp-Cell").first.wait_for(state="visible", timeout=deadline.ms(30))
+        page.locator(f"{bh.NOTEBOOK} .jp-Notebook .jp-Cell").first.wait_for(
+            state="visible", timeout=deadline.ms(30)
+        )
         bh.poll(lambda: page.evaluate(bh.WIDGETS_JS)["views"], min(20, max(deadline.left(), 1)), 0.5)
         info = wait_rendered(page, deadline, limit_s=20)
         views = (info or {}).get("views", [])
         empty = [(v["cell"], p["traces"]) for v in views for p in v["plots"] if not p["traces"]]
         drawn = bool(views) and not empty
-        return drawn, f"after a page reload: charts with no trace: {empty or 'none'} ({len(views)} widget views)"
+        return (
+            drawn,
+            f"after a page reload: charts with no trace: {empty or 'none'} ({len(views)} widget views)",
+        )
     except Exception as err:  # noqa: BLE001 - a diagnosis, never the failure itself
         return False, f"after a page reload: could not tell ({type(err).__name__}: {err})"
 
@@ -269,7 +318,9 @@ def check_layout(page, name: str, say) -> None:
     if not issues:
         return
     text = f"{name}: {len(issues)} chart layout problem(s):\n" + "\n".join(
-        f"  cell {i['cell']} ({'FigureWidget' if i['widget'] else 'static'}) {i['chart']!r}: {i['problem']}" for i in issues)
+        f"  cell {i['cell']} ({'FigureWidget' if i['widget'] else 'static'}) {i['chart']!r}: {i['problem']}"
+        for i in issues
+    )
     if STRICT_LAYOUT:
         pytest.fail(text, pytrace=False)
     say("layout warning: " + text.replace("\n", "\n    "))
@@ -280,7 +331,9 @@ def check_dropdowns_fit(page, name: str) -> None:
     """No dropdown option is wider than its control (it would show cut, e.g. "resnet50_fp1")."""
     cut = page.evaluate(bh.DROPDOWN_FIT_JS)
     assert not cut, f"{name}: dropdown options wider than their control:\n" + "\n".join(
-        f"  cell {c['cell']} {c['control']!r}: {c['option']!r} needs {c['text_px']} px, has {c['room_px']} px" for c in cut)
+        f"  cell {c['cell']} {c['control']!r}: {c['option']!r} needs {c['text_px']} px, has {c['room_px']} px"
+        for c in cut
+    )
 
 
 def change_a_dropdown(page, view_index: int, name: str, deadline, prefer=PREFERRED_CONTROLS):
@@ -300,13 +353,21 @@ def change_a_dropdown(page, view_index: int, name: str, deadline, prefer=PREFERR
         if label == "chart":  # switches to another figure; we want data changing in place
             continue
         current = select.evaluate("s => s.options[s.selectedIndex] ? s.options[s.selectedIndex].text : ''")
-        options = [o for o in select.locator("option").all_inner_texts() if o != current and "not recorded" not in o]
+        options = [
+            o for o in select.locator("option").all_inner_texts() if o != current and "not recorded" not in o
+        ]
         if options:
             choices.append((label, select, current, options))
     assert choices, f"{name}: no enabled dropdown with another value in the panel"
     for want_label, want_value in prefer:
-        pick = next(((c, next((o for o in c[3] if want_value in o.split()), c[3][0])) for c in choices
-                     if c[0] == want_label), None)
+        pick = next(
+            (
+                (c, next((o for o in c[3] if want_value in o.split()), c[3][0]))
+                for c in choices
+                if c[0] == want_label
+            ),
+            None,
+        )
         if pick:
             break
     else:
@@ -316,14 +377,19 @@ def change_a_dropdown(page, view_index: int, name: str, deadline, prefer=PREFERR
     before = chart.evaluate(bh.CHART_SIGNATURE_JS)
     t0 = time.monotonic()
     select.select_option(label=new)
-    after = bh.poll(lambda: (lambda s: s if s != before else None)(chart.evaluate(bh.CHART_SIGNATURE_JS)),
-                    min(10.0, max(deadline.left(), 1)), 0.2)
+    after = bh.poll(
+        lambda: (lambda s: s if s != before else None)(chart.evaluate(bh.CHART_SIGNATURE_JS)),
+        min(10.0, max(deadline.left(), 1)),
+        0.2,
+    )
     took = time.monotonic() - t0
-    assert after, (f"{name}: chose {label} = {new} (was {current}) and the chart did not change within 10 s")
+    assert after, f"{name}: chose {label} = {new} (was {current}) and the chart did not change within 10 s"
     shown = select.evaluate("s => s.options[s.selectedIndex] ? s.options[s.selectedIndex].text : ''")
     assert shown == new, f"{name}: the {label} dropdown shows {shown!r} after choosing {new!r}"
     a, b = json.loads(before), json.loads(after)
-    assert a["data"] != b["data"] or a["svg"] != b["svg"], f"{name}: only the axes changed after {label} = {new}"
+    assert a["data"] != b["data"] or a["svg"] != b["svg"], (
+        f"{name}: only the axes changed after {label} = {new}"
+    )
     page.wait_for_timeout(500)  # let the redraw settle before looking for errors and the screenshot
     # new numbers, not an emptied chart with an error message in the panel
     text = out.inner_text()
@@ -359,8 +425,10 @@ def _visit(page, lab, name: str, deadline, say) -> None:
     ran = run_all_cells(page, name, deadline)
     info = wait_rendered(page, deadline)
     shot = bh.screenshot_full(page, ARTIFACTS / f"{stem}-rendered.png")
-    say(f"{name}: all cells ran in {ran:.1f} s; {len(info['views'])} widget panel(s), {info['plots']} plotly "
-        f"chart(s) ({info['static_plots']} static); screenshot {bh.relpath(shot, ROOT)}")
+    say(
+        f"{name}: all cells ran in {ran:.1f} s; {len(info['views'])} widget panel(s), {info['plots']} plotly "
+        f"chart(s) ({info['static_plots']} static); screenshot {bh.relpath(shot, ROOT)}"
+    )
     try:
         check_rendered(page, name, info)
     except AssertionError as exc:
@@ -383,7 +451,9 @@ def _visit(page, lab, name: str, deadline, say) -> None:
         assert "H200" in new and "H200" in page.locator(WIDGET_OUTPUT).nth(0).inner_text(), (label, new)
     problems = page.evaluate(bh.PROBLEMS_JS)
     shot = bh.screenshot_full(page, ARTIFACTS / f"{stem}-after-change.png")
-    say(f"{name}: {label} {old} -> {new}: chart changed after {took:.2f} s; screenshot {bh.relpath(shot, ROOT)}")
+    say(
+        f"{name}: {label} {old} -> {new}: chart changed after {took:.2f} s; screenshot {bh.relpath(shot, ROOT)}"
+    )
     assert not problems, f"{name}: error outputs after changing {label}: {problems}"
     errors = [e for e in page.console_errors if re.search(r"widget|plotly|anywidget|model|render", e, re.I)]
     if page.console_errors:

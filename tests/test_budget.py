@@ -2,6 +2,7 @@
 it with `labkit.TimedOut` naming the step, the phase and the seconds; a budget within another
 ends with it; phases announced reach the innermost listener; plan statuses that say "not timed
 to the end" are recognised. Pure Python: the GPU paths that use them are in the gpu tests."""
+
 import time
 
 import pytest
@@ -20,9 +21,15 @@ def test_a_budget_is_quiet_until_spent_then_names_step_phase_and_seconds():
     with pytest.raises(TimedOut) as err:
         b.check("capture (3 of 10 calls captured)")
     e = err.value
-    assert (e.what, e.phase, e.budget_s) == ("plan 6 (eng1) of a depthwise conv", "capture (3 of 10 calls captured)", 0.05)
+    assert (e.what, e.phase, e.budget_s) == (
+        "plan 6 (eng1) of a depthwise conv",
+        "capture (3 of 10 calls captured)",
+        0.05,
+    )
     assert e.seconds >= 0.08
-    assert str(e).startswith("plan 6 (eng1) of a depthwise conv: timed out after 0.1 s in capture (3 of 10 calls captured)")
+    assert str(e).startswith(
+        "plan 6 (eng1) of a depthwise conv: timed out after 0.1 s in capture (3 of 10 calls captured)"
+    )
 
 
 def test_no_limit_never_times_out():

@@ -1,4 +1,5 @@
 """Build workers' settings, without a GPU (labkit.gpu.builds imports nothing of CUDA at the top)."""
+
 import pytest
 
 from labkit import InvalidSpec
@@ -47,7 +48,9 @@ def test_a_class_gets_fewer_workers_and_starts_them_with_the_first_build(monkeyp
     monkeypatch.setenv("LABKIT_SHARED_CACHE", " ")
     monkeypatch.delenv("LABKIT_BUILD_WORKERS")
     assert not build_pool.in_class() and build_pool.default_workers() == build_pool.MAX_WORKERS
-    monkeypatch.setattr(build_pool, "start_workers", lambda: started.append(1) or type("P", (), {"size": 8})())
+    monkeypatch.setattr(
+        build_pool, "start_workers", lambda: started.append(1) or type("P", (), {"size": 8})()
+    )
     assert lessons.start_build_workers() == 8 and started
 
 
@@ -57,8 +60,10 @@ def test_zero_workers_means_no_pool(monkeypatch):
     assert builds.ahead([]) == 0
 
 
-@pytest.mark.parametrize("raw, want", [("", builds.INTERACTIVE_COMPILE_BUDGET_S), ("none", None), ("0", None),
-                                       ("2.5", 2.5), (" 10 ", 10.0)])
+@pytest.mark.parametrize(
+    "raw, want",
+    [("", builds.INTERACTIVE_COMPILE_BUDGET_S), ("none", None), ("0", None), ("2.5", 2.5), (" 10 ", 10.0)],
+)
 def test_labkit_compile_budget_s_sets_how_long_a_change_waits_for_compiles(monkeypatch, raw, want):
     monkeypatch.setenv("LABKIT_COMPILE_BUDGET_S", raw)
     assert builds.compile_budget_s() == want
@@ -121,7 +126,9 @@ def test_a_long_wait_for_a_workers_plan_says_where_it_is_on_the_progress_bar(mon
     from labkit.signals.cancel import Budget
 
     monkeypatch.setattr(builds, "WAIT_NOTE_S", 0.1)
-    cg = types.SimpleNamespace(spec=types.SimpleNamespace(label="conv fp8", key="k"), epilogue="", workspace_cap=None)
+    cg = types.SimpleNamespace(
+        spec=types.SimpleNamespace(label="conv fp8", key="k"), epilogue="", workspace_cap=None
+    )
     job = build_pool.Job({}, "", None, 3, "eng3")
     why_not, out = {}, io.StringIO()
     bar = tqdm(total=1, file=out, mininterval=0)

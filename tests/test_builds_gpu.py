@@ -1,6 +1,7 @@
 """Runtime-compiled plans built in worker processes (labkit.gpu.builds), on a real GPU: the same
 plans as a build in one process, each correct against the float64 reference; a worker that dies
 is replaced and its plan built here; Ctrl-C stops the workers; no worker outlives its parent."""
+
 import _thread
 import os
 import subprocess
@@ -15,13 +16,18 @@ pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed: recorded mode)")
 
 from labkit import ConvSpec  # noqa: E402
-from labkit.signals.cancel import Budget  # noqa: E402
 from labkit.gpu import build_pool, builds, engine, verify  # noqa: E402
+from labkit.signals.cancel import Budget  # noqa: E402
 
 #: graphs with several runtime-compiled plans on the H100 and H200 (scripts/probe_build_costs.py):
 #: fp8 fprop (eng4_k24 variants, eng2) and a 16-bit dgrad (eng78)
-SPECS = [ConvSpec(N=4, C=32, H=20, W=20, K=32, R=3, S=3, padding=1, dtype="fp8_e4m3", layout=lay) for lay in ("NHWC", "NCHW")]
-SPECS.append(ConvSpec(N=4, C=32, H=20, W=20, K=48, R=3, S=3, padding=1, dtype="bf16", layout="NHWC", direction="dgrad"))
+SPECS = [
+    ConvSpec(N=4, C=32, H=20, W=20, K=32, R=3, S=3, padding=1, dtype="fp8_e4m3", layout=lay)
+    for lay in ("NHWC", "NCHW")
+]
+SPECS.append(
+    ConvSpec(N=4, C=32, H=20, W=20, K=48, R=3, S=3, padding=1, dtype="bf16", layout="NHWC", direction="dgrad")
+)
 
 
 @pytest.fixture(scope="module")
@@ -42,9 +48,13 @@ def test_worker_built_plans_are_the_same_plans_and_correct(spec, pool):
     assert [p.workspace_bytes for p in there.plans] == [p.workspace_bytes for p in here.plans]
     if len(compiled) >= 2:
         assert there.remote, f"{spec.label}: {len(compiled)} runtime-compiled plans, none built by a worker"
-    for index in [i for i in there.remote if there.plans[i].built]:  # not the plans labkit excludes (KNOWN_WRONG)
+    for index in [
+        i for i in there.remote if there.plans[i].built
+    ]:  # not the plans labkit excludes (KNOWN_WRONG)
         r = verify.check_plan(spec, plan_index=index, seed=index, graph=there)
-        assert r.ok, f"{spec.label} plan {index} ({there.plans[index].name}) built in a worker: rel {r.rel_error:.2e}"
+        assert r.ok, (
+            f"{spec.label} plan {index} ({there.plans[index].name}) built in a worker: rel {r.rel_error:.2e}"
+        )
 
 
 def test_planned_ahead_graphs_use_the_queued_compiles(pool):
@@ -101,7 +111,8 @@ def test_ctrl_c_while_waiting_stops_the_workers(pool):
 
 def test_no_worker_outlives_a_killed_parent(tmp_path):
     script = tmp_path / "parent.py"
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         import time
         from labkit.gpu import build_pool
 
@@ -112,7 +123,8 @@ def test_no_worker_outlives_a_killed_parent(tmp_path):
                 time.sleep(0.2)
             print(" ".join(map(str, p.pids())), flush=True)
             time.sleep(600)
-    """))
+    """)
+    )
     env = dict(os.environ, LABKIT_BUILD_WORKERS="2", PYTHONPATH=os.pathsep.join(sys.path))
     proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=env)
     pids = [int(x) for x in proc.stdout.readline().split()]
@@ -167,7 +179,9 @@ def test_compiles_cut_by_a_budget_finish_for_the_next_build_of_the_graph(pool):
     took = time.perf_counter() - t0
     assert again is not first, "the cut graph was served from the cache although its late compiles were done"
     built = {p.index for p in again.plans if p.built}
-    failed = {p.index for p in again.plans if not p.built and not p.error.startswith("cut")}  # cuDNN's own refusal
+    failed = {
+        p.index for p in again.plans if not p.built and not p.error.startswith("cut")
+    }  # cuDNN's own refusal
     assert set(late) <= built | failed, "a compile finished in a worker was not taken by the next build"
     assert took < 5, f"the next build took {took:.1f} s with every late compile done"
     for index in sorted(set(late) & built)[:2]:
@@ -187,8 +201,10 @@ def test_fusion_waits_for_compiles_only_within_its_budget(pool, monkeypatch):
     assert (tuned.status == "ok").all(), tuned.status.tolist()
     assert (tuned.rel_error < 1e-2).all()
     assert (tuned.compile_budget_s == 0.5).all()
-    print(f"fusion {spec.label} with a 0.5 s compile budget: {took:.1f} s, plans cut {tuned.plans_cut.tolist()}, "
-          f"timed {tuned.plans_timed.tolist()}")
+    print(
+        f"fusion {spec.label} with a 0.5 s compile budget: {took:.1f} s, plans cut {tuned.plans_cut.tolist()}, "
+        f"timed {tuned.plans_timed.tolist()}"
+    )
     monkeypatch.setenv("LABKIT_COMPILE_BUDGET_S", "none")
     full = experiments.fusion(spec=spec.replace(N=25))
     assert (full[full.path == "fused, autotuned"].plans_cut == 0).all()
@@ -207,9 +223,13 @@ def test_a_spent_compile_budget_starts_no_more_compiles_of_its_request(pool):
     assert all(g.runnable for g in graphs)
     cut = [p for g in graphs for p in g.plans if p.error.startswith("cut")]
     assert cut, "a 0.3 s compile budget over new fp8 and dgrad shapes cut nothing"
-    assert any("compile budget" in p.error and "was spent" in p.error for p in cut), [p.error for p in cut][:4]
+    assert any("compile budget" in p.error and "was spent" in p.error for p in cut), [p.error for p in cut][
+        :4
+    ]
     late = [j for s in specs for j in builds.late_compiles(s, "none", None).values()]
     assert len(late) <= pool.size, f"{len(late)} compiles left running for {pool.size} workers"
     for g in graphs:
         compiled = set(builds.runtime_compiled(g.graph, len(g.plans)))
-        assert {p.index for p in g.plans if p.error.startswith("cut")} <= compiled, "a precompiled plan was cut"
+        assert {p.index for p in g.plans if p.error.startswith("cut")} <= compiled, (
+            "a precompiled plan was cut"
+        )

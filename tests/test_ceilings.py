@@ -1,6 +1,7 @@
 """labkit.ceilings: real CUDA device names find the right datasheet entry (PCIe never taken for
 SXM, L4 never for L40S), an unknown GPU gets None and a chart that says so, every entry names its
 source document."""
+
 import math
 
 import pytest
@@ -8,12 +9,8 @@ import pytest
 from labkit import ceilings, experiments
 
 # names as cudaGetDeviceProperties / nvidia-smi report them -> the entry's gpu
-
-from labkit.session import lessons
-
 # names as cudaGetDeviceProperties / nvidia-smi report them -> the entry's gpu
-
-from labkit.draw import plots
+from labkit.session import lessons
 
 # names as cudaGetDeviceProperties / nvidia-smi report them -> the entry's gpu
 NAMES = {
@@ -34,9 +31,21 @@ NAMES = {
     "NVIDIA GeForce RTX 4090": "GeForce RTX 4090",
 }
 #: GPUs the table does not know, some close in name to ones it does: None, never a neighbour's roof
-UNKNOWN = ["Some Future GPU", "NVIDIA H200 NVL", "NVIDIA GH200 480GB", "NVIDIA B200", "NVIDIA A10G",
-           "NVIDIA GeForce RTX 4090 D", "NVIDIA GeForce RTX 4090 Laptop GPU", "NVIDIA A100", "NVIDIA H100",
-           "NVIDIA GeForce RTX 4080", "NVIDIA RTX 6000 Ada Generation", "", None]
+UNKNOWN = [
+    "Some Future GPU",
+    "NVIDIA H200 NVL",
+    "NVIDIA GH200 480GB",
+    "NVIDIA B200",
+    "NVIDIA A10G",
+    "NVIDIA GeForce RTX 4090 D",
+    "NVIDIA GeForce RTX 4090 Laptop GPU",
+    "NVIDIA A100",
+    "NVIDIA H100",
+    "NVIDIA GeForce RTX 4080",
+    "NVIDIA RTX 6000 Ada Generation",
+    "",
+    None,
+]
 
 
 @pytest.mark.parametrize("name,gpu", NAMES.items())
@@ -47,7 +56,9 @@ def test_each_device_name_resolves_to_its_entry(name, gpu):
 
 
 def test_pcie_sxm_and_nvl_boards_are_not_confused():
-    sxm, pcie, nvl = (ceilings.for_gpu(n) for n in ("NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "NVIDIA H100 NVL"))
+    sxm, pcie, nvl = (
+        ceilings.for_gpu(n) for n in ("NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "NVIDIA H100 NVL")
+    )
     assert sxm.bandwidth_bytes_per_s == 3.35e12 and pcie.bandwidth_bytes_per_s == 2.0e12
     assert nvl.bandwidth_bytes_per_s == 3.9e12
     assert sxm.peak_tflops("fp16") > nvl.peak_tflops("fp16") > pcie.peak_tflops("fp16")
@@ -66,7 +77,11 @@ def test_unknown_gpu_gets_none(name):
 
 def test_dtypes_a_gpu_lacks_are_absent_not_zero():
     t4, a100, l4 = (ceilings.for_gpu(n) for n in ("Tesla T4", "NVIDIA A100-SXM4-80GB", "NVIDIA L4"))
-    assert t4.peak_tflops("bf16") is None and t4.peak_tflops("tf32") is None and t4.peak_tflops("fp8_e4m3") is None
+    assert (
+        t4.peak_tflops("bf16") is None
+        and t4.peak_tflops("tf32") is None
+        and t4.peak_tflops("fp8_e4m3") is None
+    )
     assert a100.peak_tflops("fp8_e4m3") is None and a100.ridge_intensity("fp8_e4m3") is None
     assert l4.peak_tflops("fp8_e4m3") == pytest.approx(2 * l4.peak_tflops("fp16"), rel=0.01)
 
@@ -82,14 +97,23 @@ def test_every_entry_has_a_source_and_sane_figures():
         if "tf32" in c.tflops:
             assert c.tflops["tf32"] <= c.tflops["fp16"] / 2 * 1.02  # L40S: 183 against 362.05 / 2, as listed
         if "fp8_e4m3" in c.tflops:
-            assert c.tflops["fp8_e4m3"] == pytest.approx(2 * c.tflops["fp16"], rel=0.02)  # L40S: 733 vs 2 x 362.05
+            assert c.tflops["fp8_e4m3"] == pytest.approx(
+                2 * c.tflops["fp16"], rel=0.02
+            )  # L40S: 733 vs 2 x 362.05
 
 
 def test_table_lists_every_entry():
     df = ceilings.table()
     assert list(df.gpu) == [e.ceiling.gpu for e in ceilings.KNOWN]
-    assert {"fp32_tflops", "tf32_tflops", "fp16_tflops", "bf16_tflops", "fp8_e4m3_tflops", "bandwidth_gb_s",
-            "source"} <= set(df.columns)
+    assert {
+        "fp32_tflops",
+        "tf32_tflops",
+        "fp16_tflops",
+        "bf16_tflops",
+        "fp8_e4m3_tflops",
+        "bandwidth_gb_s",
+        "source",
+    } <= set(df.columns)
     assert df.source.str.len().gt(0).all() and df.gpu.is_unique
     t4 = df.set_index("gpu").loc["T4"]
     assert math.isnan(t4.bf16_tflops) and t4.bandwidth_gb_s == pytest.approx(300)

@@ -1,15 +1,14 @@
 """labkit.present.check: right answers (computed here from the recorded tables) pass, wrong ones get a
 hint that does not give the answer away, None asks the question, bad types raise InvalidSpec."""
+
 from __future__ import annotations
 
 import pytest
 
 import labkit
-
-from labkit.present import check
-
 from labkit import experiments
 from labkit.errors import InvalidSpec
+from labkit.present import check
 
 BASE = experiments.BASE
 
@@ -45,7 +44,11 @@ def truths():
     fus = experiments.fusion()
     fr = fus[fus.epilogue == "bias_relu"].set_index("path")
     f32 = experiments.fusion(BASE.replace(dtype="fp32"))
-    loses = [e for e, s in f32.groupby("epilogue") if s.set_index("path").gpu_us["fused"] > s.set_index("path").gpu_us["unfused"]]
+    loses = [
+        e
+        for e, s in f32.groupby("epilogue")
+        if s.set_index("path").gpu_us["fused"] > s.set_index("path").gpu_us["unfused"]
+    ]
     pl = experiments.plans(BASE.replace(layout="NCHW"))
     cp = experiments.caps(BASE.replace(layout="NCHW"))
     bc = experiments.build_cost(BASE.replace(dtype="fp32", layout="NCHW"))
@@ -59,26 +62,49 @@ def truths():
     race = experiments.race("graph", 2)
     shared = int(race[race.scratchpad == "shared"].mismatches_bitwise.iloc[0])
     kern = experiments.kernels(BASE)
-    heur = kern.sort_values("plan_index").kernels_per_call.iloc[0]  # the heuristic's pick: its first runnable plan
+    heur = kern.sort_values("plan_index").kernels_per_call.iloc[
+        0
+    ]  # the heuristic's pick: its first runnable plan
     tl = experiments.strategy_timeline("one_conv", 8).drop_duplicates("strategy").set_index("strategy")
     idle = tl.idle_share_api if "idle_share_api" in tl else tl.idle_share
     overlap = float(experiments.race_timeline("graph", 2).overlap_us.iloc[0])
     return {
         "mode": ("recorded", "live", None),
         "fastest_algorithm": (fast.algorithm, slow, fast.algorithm),
-        "workspace_bytes_for_plan": (int(fast.query_workspace_bytes), 1, f"{int(fast.query_workspace_bytes):,}"),
-        "no_workspace_layout": ("NHWC" if fp[("fp16", "NHWC")] < fp[("fp16", "NCHW")] else "NCHW",
-                                "NCHW" if fp[("fp16", "NHWC")] < fp[("fp16", "NCHW")] else "NHWC", None),
+        "workspace_bytes_for_plan": (
+            int(fast.query_workspace_bytes),
+            1,
+            f"{int(fast.query_workspace_bytes):,}",
+        ),
+        "no_workspace_layout": (
+            "NHWC" if fp[("fp16", "NHWC")] < fp[("fp16", "NCHW")] else "NCHW",
+            "NCHW" if fp[("fp16", "NHWC")] < fp[("fp16", "NCHW")] else "NHWC",
+            None,
+        ),
         "fastest_strategy": (best_rnd, worst_rnd, best_rnd),
         "malloc_slowdown": (_median(one, "malloc_per_call") / _median(one, "fixed_arena"), 100.0, None),
-        "dims_only_shortfall": (int(fp[("fp32", "NHWC")] - fp[("fp16", "NHWC")]), 7,
-                                f"{int(fp[('fp32', 'NHWC')] - fp[('fp16', 'NHWC')]):,}"),
+        "dims_only_shortfall": (
+            int(fp[("fp32", "NHWC")] - fp[("fp16", "NHWC")]),
+            7,
+            f"{int(fp[('fp32', 'NHWC')] - fp[('fp16', 'NHWC')]):,}",
+        ),
         "precision_order": (order, order[::-1], None),
         "nhwc_speedup": (lay.conv_gpu_us["NCHW"] / lay.conv_gpu_us["NHWC"], 50.0, None),
-        "nhwc_pays_off": (bool(lay.end_to_end_us["NHWC"] < lay.end_to_end_us["NCHW"]),
-                          not bool(lay.end_to_end_us["NHWC"] < lay.end_to_end_us["NCHW"]), None),
-        "fusion_speedup": (fr.gpu_us["unfused"] / fr.gpu_us["fused"], 100.0, f"{fr.gpu_us['unfused'] / fr.gpu_us['fused']:.1f}x"),
-        "fusion_saved_bytes": (int(fr.intermediate_bytes["unfused"]), 12, f"{int(fr.intermediate_bytes['unfused']):,}"),
+        "nhwc_pays_off": (
+            bool(lay.end_to_end_us["NHWC"] < lay.end_to_end_us["NCHW"]),
+            not bool(lay.end_to_end_us["NHWC"] < lay.end_to_end_us["NCHW"]),
+            None,
+        ),
+        "fusion_speedup": (
+            fr.gpu_us["unfused"] / fr.gpu_us["fused"],
+            100.0,
+            f"{fr.gpu_us['unfused'] / fr.gpu_us['fused']:.1f}x",
+        ),
+        "fusion_saved_bytes": (
+            int(fr.intermediate_bytes["unfused"]),
+            12,
+            f"{int(fr.intermediate_bytes['unfused']):,}",
+        ),
         "fusion_loses": (loses[0] if loses else "none", "none" if loses else "bias_relu", None),
         "worst_vs_best": (pl.gpu_us.max() / pl.gpu_us.min(), 1.0, None),
         "cap_slowdown": (float(cp[cp.cap_bytes == 2**20].slowdown_vs_unlimited.iloc[0]), 100.0, None),
@@ -129,15 +155,31 @@ def test_none_asks_the_question(fn, capsys):
 
 
 BAD = {  # check -> answers of the wrong type
-    "mode": [3], "fastest_algorithm": [1, "NOT_AN_ALGO"], "workspace_bytes_for_plan": ["lots", True],
-    "no_workspace_layout": [["NHWC"], "NCWH"], "fastest_strategy": [3, "magic"], "malloc_slowdown": ["4x"],
-    "dims_only_shortfall": [[1]], "precision_order": ["fp32", ["fp32"], [1, 2, 3, 4, 5]],
-    "nhwc_speedup": ["2x"], "nhwc_pays_off": ["yes", 1], "fusion_speedup": ["fast"],
-    "fusion_saved_bytes": [{}], "fusion_loses": [0, "relu"], "worst_vs_best": [float("nan")],
-    "cap_slowdown": ["x"], "autotune_payoff_calls": [[3]], "race_mismatches": ["598"],
-    "race_hidden_by": [True, "cuda"], "scratchpad_shared_flag": ["True", 1],
-    "largest_workspace_layer": [3, "no_such_layer"], "cap_for_budget": ["16"], "strategy_for_budget": [3, "magic"],
-    "heuristic_kernels": ["2"], "idle_strategy": [3, "magic"], "race_overlap": ["100us"],
+    "mode": [3],
+    "fastest_algorithm": [1, "NOT_AN_ALGO"],
+    "workspace_bytes_for_plan": ["lots", True],
+    "no_workspace_layout": [["NHWC"], "NCWH"],
+    "fastest_strategy": [3, "magic"],
+    "malloc_slowdown": ["4x"],
+    "dims_only_shortfall": [[1]],
+    "precision_order": ["fp32", ["fp32"], [1, 2, 3, 4, 5]],
+    "nhwc_speedup": ["2x"],
+    "nhwc_pays_off": ["yes", 1],
+    "fusion_speedup": ["fast"],
+    "fusion_saved_bytes": [{}],
+    "fusion_loses": [0, "relu"],
+    "worst_vs_best": [float("nan")],
+    "cap_slowdown": ["x"],
+    "autotune_payoff_calls": [[3]],
+    "race_mismatches": ["598"],
+    "race_hidden_by": [True, "cuda"],
+    "scratchpad_shared_flag": ["True", 1],
+    "largest_workspace_layer": [3, "no_such_layer"],
+    "cap_for_budget": ["16"],
+    "strategy_for_budget": [3, "magic"],
+    "heuristic_kernels": ["2"],
+    "idle_strategy": [3, "magic"],
+    "race_overlap": ["100us"],
 }
 
 
@@ -185,6 +227,8 @@ def test_every_exercise_hint_names_only_what_its_lesson_shows(monkeypatch, capsy
             hint = getattr(check, call)(None).message.split("Hint:", 1)[1]
             for name in re.findall(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b", hint):
                 if name not in text:
-                    missing.append(f"{nb.name}: check.{call} hint names {name!r}, which the lesson never shows")
+                    missing.append(
+                        f"{nb.name}: check.{call} hint names {name!r}, which the lesson never shows"
+                    )
     capsys.readouterr()
     assert not missing, "\n".join(missing)

@@ -3,6 +3,7 @@
 result contended, which is shown, not saved, and measured again once the GPU is free
 (`labkit.gpu.contention`); a class's shared recording filled with ``fill --into`` answers a
 learner with an empty cache from disk, plans included (`labkit.store.localcache.shared`)."""
+
 import os
 import subprocess
 import sys
@@ -16,16 +17,12 @@ pytestmark = pytest.mark.gpu
 pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed: recorded mode)")
 
 from labkit import experiments  # noqa: E402
-
-from labkit.session import lessons  # noqa: E402
-
-from labkit.store import localcache, plan_store  # noqa: E402
-
-from labkit.draw import plots  # noqa: E402
-
 from labkit.cli import record  # noqa: E402
+from labkit.draw import plots  # noqa: E402
 from labkit.gpu import engine, lock  # noqa: E402
+from labkit.session import lessons  # noqa: E402
 from labkit.signals.progress import announcing  # noqa: E402
+from labkit.store import localcache, plan_store  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = experiments.BASE.replace(N=8, H=28, W=28)
@@ -50,7 +47,9 @@ LAUNCH = textwrap.dedent("""
 
 
 def another_program(seconds: float) -> int:
-    out = subprocess.run([sys.executable, "-c", LAUNCH, BUSY, str(seconds)], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", LAUNCH, BUSY, str(seconds)], capture_output=True, text=True, timeout=120
+    )
     return int(out.stdout.strip())
 
 
@@ -78,9 +77,17 @@ def live(tmp_path, monkeypatch):
 
 def test_a_measurement_waits_for_another_process_and_says_so(live):
     folder = lock.lock_root() / lock.gpu_uuid()
-    holder = subprocess.Popen([sys.executable, "-c", "import time; from labkit.gpu.lock import FileLock; "
-                               f"FileLock({str(folder)!r}).acquire(); print('held', flush=True); time.sleep(1.5)"],
-                              stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time; from labkit.gpu.lock import FileLock; "
+            f"FileLock({str(folder)!r}).acquire(); print('held', flush=True); time.sleep(1.5)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
     assert holder.stdout.readline().strip() == "held"
     heard = []
     with announcing(heard.append):
@@ -99,7 +106,9 @@ def test_another_programs_gpu_use_marks_the_result_which_is_not_saved_and_measur
     assert busy in df.attrs["gpu_turn"]["contended_by"], df.attrs["gpu_turn"]
     assert lessons.contended(df) and "saved_in" not in df.attrs
     assert "CONTENDED" in plots.provenance_subtitle(df)
-    assert not lessons.is_cached("precision", spec=SMALL, dtypes=["fp16", "bf16"])  # neither on disk nor settled
+    assert not lessons.is_cached(
+        "precision", spec=SMALL, dtypes=["fp16", "bf16"]
+    )  # neither on disk nor settled
     t0 = time.monotonic()
     while _running(busy) and time.monotonic() - t0 < 30:
         time.sleep(0.2)
@@ -114,7 +123,9 @@ def test_a_shared_class_recording_answers_a_learner_with_an_empty_cache(live, mo
     counts = record.fill(quick=True, only=["precision"], into=shared)
     assert counts["saved"] >= 1 and counts["failed"] == 0
     assert '"complete"' in (shared / "fill.json").read_text()
-    assert all(p.stat().st_mode & 0o004 for p in shared.rglob("*") if p.is_file())  # readable by every learner
+    assert all(
+        p.stat().st_mode & 0o004 for p in shared.rglob("*") if p.is_file()
+    )  # readable by every learner
     monkeypatch.setenv("LABKIT_CACHE", str(live / "learner"))
     monkeypatch.setenv("LABKIT_SHARED_CACHE", str(shared))
     localcache.reset()

@@ -1,16 +1,14 @@
 """labkit.present.compare on CPU with the shipped recordings: frames from both GPUs, ratios equal to the
 raw CSV values divided, one legend group per GPU in every figure, clear errors for bad names."""
+
 import json
 
 import pandas as pd
 import pytest
-
 import recording_copies
 
 from labkit import InvalidSpec, RecordedDataError, experiments
-
 from labkit.present import compare, compare_check
-
 from labkit.store import recordings
 
 pytestmark = pytest.mark.usefixtures("recorded_mode")
@@ -40,8 +38,15 @@ def test_frames_hold_both_gpus_with_provenance(name):
         assert (df["recording"] == rec).sum() == len(raw(rec, name, request))
 
 
-@pytest.mark.parametrize("name,label,value", [("precision", "dtype", "gpu_us"), ("roofline", "shape", "gpu_us"),
-                                              ("layout", "layout", "conv_gpu_us"), ("strategies", "strategy", "gpu_us")])
+@pytest.mark.parametrize(
+    "name,label,value",
+    [
+        ("precision", "dtype", "gpu_us"),
+        ("roofline", "shape", "gpu_us"),
+        ("layout", "layout", "conv_gpu_us"),
+        ("strategies", "strategy", "gpu_us"),
+    ],
+)
 def test_ratios_are_the_csv_values_divided(name, label, value):
     table = compare.ratios(compare.frames(name))
     request = experiments.request_of(name)
@@ -56,8 +61,13 @@ def test_ratios_are_the_csv_values_divided(name, label, value):
 
 def test_ratios_with_the_other_baseline_and_column():
     table = compare.ratios(compare.frames("layout"), value="end_to_end_us", baseline="h200")
-    assert list(table.columns) == ["layout", "label", "end_to_end_us h200", "end_to_end_us h100-sxm",
-                                   "ratio h100-sxm/h200"]
+    assert list(table.columns) == [
+        "layout",
+        "label",
+        "end_to_end_us h200",
+        "end_to_end_us h100-sxm",
+        "ratio h100-sxm/h200",
+    ]
     r = table.set_index("layout").loc["NHWC"]
     assert r["ratio h100-sxm/h200"] == pytest.approx(r["end_to_end_us h100-sxm"] / r["end_to_end_us h200"])
 
@@ -70,7 +80,9 @@ def test_rows_that_did_not_run_have_no_ratio():
 
 def test_a_recording_without_the_call_is_skipped_and_named(tmp_path, monkeypatch):
     n8 = experiments.BASE.replace(N=8)
-    recording_copies.without(tmp_path, monkeypatch, "h200", "precision", experiments.request_of("precision", spec=n8))
+    recording_copies.without(
+        tmp_path, monkeypatch, "h200", "precision", experiments.request_of("precision", spec=n8)
+    )
     df = compare.frames("precision", spec=n8)
     assert set(df["recording"]) == {"h100-sxm"}
     assert "h200" in df.attrs["skipped"] and "nearest recorded: spec.N=" in df.attrs["skipped"]["h200"]
@@ -82,14 +94,20 @@ def test_a_recording_without_the_call_is_skipped_and_named(tmp_path, monkeypatch
         compare.frames("precision", spec=experiments.BASE.replace(N=3))
 
 
-@pytest.mark.parametrize("name", ["precision", "layout", "strategies", "plans", "fusion", "sweep", "algorithms"])
+@pytest.mark.parametrize(
+    "name", ["precision", "layout", "strategies", "plans", "fusion", "sweep", "algorithms"]
+)
 def test_figure_has_one_trace_group_per_gpu_and_both_provenances(name):
     df = compare.frames(name)
     fig = compare.figure(df)
     assert [t.legendgroup for t in fig.data] == BOTH
     assert [t.name for t in fig.data] == ["NVIDIA H100 80GB HBM3 (2026-11-22)", "NVIDIA H200 (2026-11-23)"]
     title = fig.layout.title.text
-    assert "NVIDIA H100 80GB HBM3 vs NVIDIA H200" in title and "cuDNN 9.19.0" in title and "2026-11-22 / 2026-11-23" in title
+    assert (
+        "NVIDIA H100 80GB HBM3 vs NVIDIA H200" in title
+        and "cuDNN 9.19.0" in title
+        and "2026-11-22 / 2026-11-23" in title
+    )
 
 
 def test_roofline_figure_draws_both_roofs_from_ceilings():
@@ -108,18 +126,24 @@ def test_summary_quotes_the_table():
     assert "Largest gain: 1x1 @56" in text and f"({r['ratio h200/h100-sxm']:.2f}x)" in text
 
 
-@pytest.mark.parametrize("call,match", [
-    (lambda: compare.frames("race"), "not compared across GPUs"),
-    (lambda: compare.frames("build_cost"), "host wall time"),
-    (lambda: compare.frames("workspace_sizes"), "workspace sizes only"),
-    (lambda: compare.frames("nonsense"), "must be one of precision"),
-    (lambda: compare.frames("precision", recordings=["h100-sxm", "a100-nowhere"]), r"'a100-nowhere'.*available: h100-sxm"),
-    (lambda: compare.frames("precision", recordings="h200"), "non-empty list"),
-    (lambda: compare.frames("precision", recordings=["h200", "h200"]), "named once"),
-    (lambda: compare.frames("precision", bogus=1), "bogus"),
-    (lambda: compare.ratios(compare.frames("precision"), value="dtype"), "must be a numeric column"),
-    (lambda: compare.ratios(compare.frames("precision"), baseline="a100"), "baseline='a100'"),
-])
+@pytest.mark.parametrize(
+    "call,match",
+    [
+        (lambda: compare.frames("race"), "not compared across GPUs"),
+        (lambda: compare.frames("build_cost"), "host wall time"),
+        (lambda: compare.frames("workspace_sizes"), "workspace sizes only"),
+        (lambda: compare.frames("nonsense"), "must be one of precision"),
+        (
+            lambda: compare.frames("precision", recordings=["h100-sxm", "a100-nowhere"]),
+            r"'a100-nowhere'.*available: h100-sxm",
+        ),
+        (lambda: compare.frames("precision", recordings="h200"), "non-empty list"),
+        (lambda: compare.frames("precision", recordings=["h200", "h200"]), "named once"),
+        (lambda: compare.frames("precision", bogus=1), "bogus"),
+        (lambda: compare.ratios(compare.frames("precision"), value="dtype"), "must be a numeric column"),
+        (lambda: compare.ratios(compare.frames("precision"), baseline="a100"), "baseline='a100'"),
+    ],
+)
 def test_bad_names_are_clear_labkit_errors(call, match):
     with pytest.raises(InvalidSpec, match=match):
         call()

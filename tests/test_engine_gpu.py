@@ -1,4 +1,5 @@
 """The engine on a real GPU: every plan against the float64 reference, caps, cache, errors."""
+
 import gc
 import time
 
@@ -7,11 +8,10 @@ import pytest
 pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed: recorded mode)")
 
-from labkit import ConvSpec, InvalidSpec, OutOfMemory, Unsupported, env  # noqa: E402
-
-from labkit.gpu import autotune, engine, memory, verify  # noqa: E402
-
 from gpu_helpers import random_specs, small_grid  # noqa: E402
+
+from labkit import ConvSpec, InvalidSpec, OutOfMemory, Unsupported, env  # noqa: E402
+from labkit.gpu import autotune, engine, memory, verify  # noqa: E402
 
 
 def _graph_or_unsupported(spec, **kw):
@@ -33,17 +33,24 @@ def test_every_plan_of_the_small_grid_matches_the_reference():
             r = verify.check_plan(spec, plan_index=plan.index, seed=plan.index, graph=g)
             checked += 1
             if not r.ok:
-                failures.append(f"{spec.label} plan {plan.index} {plan.name}: rel {r.rel_error:.2e} > {r.tolerance:.0e}")
+                failures.append(
+                    f"{spec.label} plan {plan.index} {plan.name}: rel {r.rel_error:.2e} > {r.tolerance:.0e}"
+                )
     print(f"checked {checked} plans; unsupported: {unsupported}")
     assert not failures, "\n".join(failures[:20])
     assert checked > 500
     cc = float(env.environment().compute_capability or 0)
     if cc >= 8.9:  # fp8 tensor cores (Ada, Hopper and later)
         # the plan labkit found wrong (on an H100) is excluded, with its evidence, wherever cuDNN offers it
-        fp8 = engine.get_graph(ConvSpec(N=2, C=32, H=12, W=12, K=32, padding=1, dtype="fp8_e4m3", layout="NCHW"))
+        fp8 = engine.get_graph(
+            ConvSpec(N=2, C=32, H=12, W=12, K=32, padding=1, dtype="fp8_e4m3", layout="NCHW")
+        )
         excluded = [p.name for p in fp8.plans if p.error.startswith("excluded by labkit")]
         offered = [p.name for p in fp8.plans]
-        assert excluded == (["eng7_k24=26"] if "eng7_k24=26" in offered else []) and fp8.default_plan.name != "eng7_k24=26"
+        assert (
+            excluded == (["eng7_k24=26"] if "eng7_k24=26" in offered else [])
+            and fp8.default_plan.name != "eng7_k24=26"
+        )
     # cuDNN 9.19 on Hopper runs fp8 fprop; anything it refuses must be a dtype this GPU may lack
     # (fp8 on some configurations and before compute capability 8.9; bf16 and tf32 before 8.0)
     lacks = ("fp8",) + (("bf16", "tf32") if cc < 8.0 else ())
@@ -53,7 +60,9 @@ def test_every_plan_of_the_small_grid_matches_the_reference():
 @pytest.mark.parametrize("direction", ["fprop", "dgrad", "wgrad"])
 def test_random_specs_match_the_reference(direction):
     bad = []
-    for i, spec in enumerate(random_specs(direction, 100, seed={"fprop": 1, "dgrad": 2, "wgrad": 3}[direction])):
+    for i, spec in enumerate(
+        random_specs(direction, 100, seed={"fprop": 1, "dgrad": 2, "wgrad": 3}[direction])
+    ):
         g = _graph_or_unsupported(spec, all_plans=False)
         if g is None:
             if spec.dtype != "tf32":  # tf32 = tensor-core plans only; some odd shapes have none
@@ -100,8 +109,14 @@ def test_cache_hit_is_much_faster_than_a_rebuild_and_keys_never_collide():
     rebuild = time.perf_counter() - rebuild_t0
     print(f"build {build * 1e3:.1f} ms, rebuild {rebuild * 1e3:.1f} ms, hit {hit * 1e6:.1f} us")
     assert hit * 3 <= rebuild
-    variants = [base.replace(dtype="fp32"), base.replace(layout="NCHW"), base.replace(dilation=2, padding=2),
-                base.replace(direction="dgrad"), base.replace(stride=2), base.replace(groups=2)]
+    variants = [
+        base.replace(dtype="fp32"),
+        base.replace(layout="NCHW"),
+        base.replace(dilation=2, padding=2),
+        base.replace(direction="dgrad"),
+        base.replace(stride=2),
+        base.replace(groups=2),
+    ]
     graphs = [cache.get(v) for v in variants] + [cache.get(base, workspace_cap=0)]
     assert len({id(g) for g in graphs + [g1]}) == len(graphs) + 1
     assert cache.stats.misses == 1 + len(graphs) and cache.stats.hits == 1
@@ -119,7 +134,9 @@ def test_plan_table_says_which_plans_are_deterministic():
 
 def test_cache_is_bounded_lru():
     cache = engine.GraphCache(max_entries=2)
-    a, b, c = (ConvSpec(N=1, C=8, H=8, W=8, K=8, dtype="fp16", layout="NHWC", R=r, S=r, padding=0) for r in (1, 3, 5))
+    a, b, c = (
+        ConvSpec(N=1, C=8, H=8, W=8, K=8, dtype="fp16", layout="NHWC", R=r, S=r, padding=0) for r in (1, 3, 5)
+    )
     cache.get(a), cache.get(b), cache.get(a), cache.get(c)
     assert len(cache) == 2 and cache.stats.evictions == 1
     assert engine.graph_key(b) not in cache and engine.graph_key(a) in cache
@@ -139,8 +156,12 @@ def test_bad_inputs_raise_labkit_errors():
         engine.get_graph(spec).plan(10_000)
     with pytest.raises(InvalidSpec):
         memory.GuardedBuffer(1 << 40)
-    for bad in (lambda: engine.load_plan("32x64x56x56"), lambda: engine.load_plan(spec, "gelu"),
-                lambda: engine.load_plan(spec, kind="fastest"), lambda: autotune.tuned_graph(None)):
+    for bad in (
+        lambda: engine.load_plan("32x64x56x56"),
+        lambda: engine.load_plan(spec, "gelu"),
+        lambda: engine.load_plan(spec, kind="fastest"),
+        lambda: autotune.tuned_graph(None),
+    ):
         with pytest.raises(InvalidSpec):
             bad()
 
@@ -148,19 +169,26 @@ def test_bad_inputs_raise_labkit_errors():
 def test_out_of_memory_is_an_answer_and_frees_everything():
     from labkit.session import prefetch
 
-    with prefetch.PREFETCHER.foreground("out-of-memory test"):  # no background measurement allocates meanwhile
+    with prefetch.PREFETCHER.foreground(
+        "out-of-memory test"
+    ):  # no background measurement allocates meanwhile
         _out_of_memory_is_an_answer_and_frees_everything()
 
 
 def _out_of_memory_is_an_answer_and_frees_everything():
-    for dtype, layout in (("fp32", "NCHW"), ("fp16", "NHWC")):  # load the kernels Operands uses first (as `big` needs)
+    for dtype, layout in (
+        ("fp32", "NCHW"),
+        ("fp16", "NHWC"),
+    ):  # load the kernels Operands uses first (as `big` needs)
         engine.Operands(ConvSpec(N=1, C=8, H=8, W=8, K=8, dtype=dtype, layout=layout))
     gc.collect()
     cupy.get_default_memory_pool().free_all_blocks()
     free0 = memory.free_bytes()
     hog = memory.raw_malloc(free0 - (256 << 20), "pressure")  # leave ~256 MiB free
     try:
-        big = ConvSpec(N=16, C=256, H=128, W=128, K=256, dtype="fp16", layout="NHWC")  # 64 Mi elements per image
+        big = ConvSpec(
+            N=16, C=256, H=128, W=128, K=256, dtype="fp16", layout="NHWC"
+        )  # 64 Mi elements per image
         with pytest.raises(OutOfMemory) as info:
             engine.Operands(big)
         assert info.value.requested_bytes > 0 and info.value.free_bytes is not None

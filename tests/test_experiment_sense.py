@@ -1,12 +1,11 @@
 """What a GPU engineer would check in the numbers, on the recorded H100 data (and live on a GPU
 in test_experiments_gpu.py): orderings and bounds, never hard-coded timings."""
+
 import pytest
+import sense
 
 from labkit import experiments
 from labkit.experiments import BASE
-
-import sense
-
 
 pytestmark = pytest.mark.usefixtures("recorded_mode")
 

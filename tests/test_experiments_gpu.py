@@ -1,4 +1,5 @@
 """Experiments live on the GPU: the same sense checks as on the recording; record -> replay."""
+
 import hashlib
 
 import pytest
@@ -9,19 +10,25 @@ pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed: record
 import sense  # noqa: E402
 
 from labkit import ConvSpec, env, experiments  # noqa: E402
-
 from labkit.cli import record  # noqa: E402
-
 from labkit.store import recordings  # noqa: E402
 
 SMALL = ConvSpec(N=8, C=64, H=28, W=28, K=64)
 
 
 def test_live_results_make_sense():
-    for df in (experiments.precision(SMALL), experiments.fusion(SMALL), experiments.caps(SMALL.replace(layout="NCHW")),
-               experiments.plans(SMALL), experiments.race(min_runs=1024), experiments.strategies("one_conv", 5),
-               experiments.roofline()):
-        assert df.attrs["mode"] == "live" and df.attrs["gpu"] == env.environment().gpu_name  # whichever GPU runs it
+    for df in (
+        experiments.precision(SMALL),
+        experiments.fusion(SMALL),
+        experiments.caps(SMALL.replace(layout="NCHW")),
+        experiments.plans(SMALL),
+        experiments.race(min_runs=1024),
+        experiments.strategies("one_conv", 5),
+        experiments.roofline(),
+    ):
+        assert (
+            df.attrs["mode"] == "live" and df.attrs["gpu"] == env.environment().gpu_name
+        )  # whichever GPU runs it
     sense.precision(experiments.precision(SMALL))
     sense.fusion(experiments.fusion(SMALL))
     sense.caps(experiments.caps(SMALL.replace(layout="NCHW")))

@@ -1,6 +1,7 @@
 """labkit's FigureWidget (labkit.draw.figure_widget): plotly's 5 MB front end goes to the page
 with one figure per kernel, every other figure carries a 2 KB loader. The page side (the loaders
 share one import and draw) is tested in a real browser: tests/test_browser.py."""
+
 import json
 
 import plotly
@@ -8,8 +9,8 @@ import plotly.graph_objects as go
 import pytest
 from plotly.basewidget import BaseFigureWidget
 
-from labkit.present import widgets
 from labkit.draw import figure_widget as figure
+from labkit.present import widgets
 
 
 @pytest.fixture
@@ -22,7 +23,7 @@ def fresh(monkeypatch):
 def embedded_source(esm: str):
     """The bundle inside a loader (None when the loader has none), as the page would read it."""
     start = esm.index("const EMBEDDED = ") + len("const EMBEDDED = ")
-    return json.loads(esm[start:esm.index(";\nfunction registry")])
+    return json.loads(esm[start : esm.index(";\nfunction registry")])
 
 
 def test_first_figure_carries_plotlys_front_end_and_later_ones_only_the_loader(fresh):
@@ -87,10 +88,12 @@ def test_the_warm_up_sends_the_front_end_before_the_first_panel_in_a_real_kernel
     import nbclient
     import nbformat
 
-    cells = ["import labkit\nfrom labkit import lessons, widgets\nlessons.banner()",
-             "from labkit.session import warmup\nprint(warmup.seconds.get('plotly front end, idle'))",
-             "from labkit.draw import figure_widget as f\n"
-             "p = widgets.SweepPanel()\nprint(f.carrier() is f._kept, f._kept is not None, len(p.fig._esm) < 10_000)"]
+    cells = [
+        "import labkit\nfrom labkit import lessons, widgets\nlessons.banner()",
+        "from labkit.session import warmup\nprint(warmup.seconds.get('plotly front end, idle'))",
+        "from labkit.draw import figure_widget as f\n"
+        "p = widgets.SweepPanel()\nprint(f.carrier() is f._kept, f._kept is not None, len(p.fig._esm) < 10_000)",
+    ]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
     client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=120)
     with client.setup_kernel():

@@ -1,5 +1,6 @@
 """scripts/first_visit_csv.py reads the lines gpu-classroom.sh's kernelcpu and classnotebooks
 steps print (these lines are from a real H200 log) and copies their numbers, nothing else."""
+
 from __future__ import annotations
 
 import sys
@@ -23,12 +24,25 @@ cpu: AlgorithmsPanel: wall 387 ms, main thread CPU 302 ms, others (ms) {'IOPub':
 def test_each_panel_and_cell_line_becomes_a_row_with_its_run():
     runs = {"kernelcpu": 0, "classnotebooks": 0}
     rows = list(first_visit_csv.rows_of(LOG.splitlines(), {"gpu": "G"}, runs))
-    got = [(r["source"], r["run"], r["idle_s"], r["prefetch"], r["cell"], r["wall_ms"], r["main_cpu_ms"], r["panel"])
-           for r in rows]
-    assert got == [("kernelcpu", 1, "3", "off", "AlgorithmsPanel", 45, 45, True),
-                   ("kernelcpu", 1, "3", "off", "ReportPanel", 50, 48, True),
-                   ("kernelcpu", 2, "0", "on", "AlgorithmsPanel", 387, 302, True),
-                   ("classnotebooks", 1, "none", "on", "1: import labkit", 1321, "", False),
-                   ("classnotebooks", 1, "none", "on", "7: algo_panel = widgets.AlgorithmsPanel()", 274, "", True)]
+    got = [
+        (
+            r["source"],
+            r["run"],
+            r["idle_s"],
+            r["prefetch"],
+            r["cell"],
+            r["wall_ms"],
+            r["main_cpu_ms"],
+            r["panel"],
+        )
+        for r in rows
+    ]
+    assert got == [
+        ("kernelcpu", 1, "3", "off", "AlgorithmsPanel", 45, 45, True),
+        ("kernelcpu", 1, "3", "off", "ReportPanel", 50, 48, True),
+        ("kernelcpu", 2, "0", "on", "AlgorithmsPanel", 387, 302, True),
+        ("classnotebooks", 1, "none", "on", "1: import labkit", 1321, "", False),
+        ("classnotebooks", 1, "none", "on", "7: algo_panel = widgets.AlgorithmsPanel()", 274, "", True),
+    ]
     assert rows[-1]["notebook"] == "01_what_is_a_workspace.ipynb" and rows[0]["gpu"] == "G"
     assert runs == {"kernelcpu": 2, "classnotebooks": 1}

@@ -3,6 +3,7 @@ real ``flock`` on real files, no GPU (the queue logic does not need one): turns 
 waiters are served in the order they asked, a wait is told at once with how many are ahead, a
 killed holder's turn is taken within 2 s, this process's threads take turns and the lock is let
 go while plans build, and a lock folder that cannot be used is a warning, not a hang."""
+
 import os
 import signal
 import subprocess
@@ -20,9 +21,16 @@ HOLDER = str(Path(__file__).with_name("lock_holder.py"))
 
 
 def _holder(folder, hold_s, log, name):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")]))
-    p = subprocess.Popen([sys.executable, HOLDER, str(folder), str(hold_s), str(log), name], stdout=subprocess.PIPE,
-                         text=True, env=env)
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")]),
+    )
+    p = subprocess.Popen(
+        [sys.executable, HOLDER, str(folder), str(hold_s), str(log), name],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     return p
 
 
@@ -57,7 +65,9 @@ def test_a_waiter_is_told_at_once_and_gets_the_turn_when_the_holder_gives_it(tmp
     got = time.time()
     lk.release()
     p.wait(10)
-    assert told and told[0][0] == 1 and told[0][1] < 0.3, told  # "waiting for the GPU (1 ahead)" within 300 ms
+    assert told and told[0][0] == 1 and told[0][1] < 0.3, (
+        told
+    )  # "waiting for the GPU (1 ahead)" within 300 ms
     assert 0.3 < waited < 5
     released = [t for name, what, t in _events(log) if what == "released"][0]
     assert got >= released  # never both at once

@@ -2,15 +2,13 @@
 default (H100) first; picking one answers from that recording, exactly its rows; a convolution
 that recording lacks sends the controls back to its base, saying so; an unknown name is an
 `InvalidSpec` that lists the recordings."""
-import pytest
 
+import pytest
 import recording_copies
 
 from labkit import InvalidSpec, experiments
-
-from labkit.store import recordings
-
 from labkit.present import widgets
+from labkit.store import recordings
 
 
 @pytest.fixture(autouse=True)
@@ -50,7 +48,8 @@ def test_picking_the_h200_draws_exactly_its_rows(name):
     req = p.df.attrs["request"]
     rows = recordings.named("h200").lookup(name, req)
     assert p.df.drop(columns=[c for c in p.df.columns if c not in rows.columns]).equals(
-        experiments.with_model(name, rows)[[c for c in p.df.columns if c in rows.columns]])
+        experiments.with_model(name, rows)[[c for c in p.df.columns if c in rows.columns]]
+    )
 
 
 def test_a_convolution_the_other_gpu_lacks_goes_back_to_the_base(tmp_path, monkeypatch):

@@ -3,6 +3,7 @@ comes back; a step past its deadline is killed with its process and named by the
 announced, and the next step gets a fresh worker; labkit's errors come back as themselves, other
 errors named; a worker that dies is a `WorkerDied`; the caller's LABKIT_* settings reach the
 worker; ``LABKIT_ISOLATE=0`` runs steps in the caller's process. Real processes, no GPU."""
+
 import os
 import time
 
@@ -31,8 +32,13 @@ def test_a_step_past_its_deadline_is_killed_and_named_by_its_phase(worker):
     heard = []
     t0 = time.monotonic()
     with pytest.raises(TimedOut) as err:
-        worker.call("isolated_steps:sleep_in", ("capture of plan 6 (eng1)", 60), budget_s=1.0, what="measuring a spec",
-                    on_phase=heard.append)
+        worker.call(
+            "isolated_steps:sleep_in",
+            ("capture of plan 6 (eng1)", 60),
+            budget_s=1.0,
+            what="measuring a spec",
+            on_phase=heard.append,
+        )
     assert time.monotonic() - t0 < 10
     assert err.value.phase == "capture of plan 6 (eng1)" and err.value.what == "measuring a spec"
     assert "timed out after 1.0 s in capture of plan 6 (eng1)" in str(err.value)
@@ -47,7 +53,11 @@ def test_labkit_errors_come_back_as_themselves_and_others_are_named(worker):
     assert err.value.field == "value" and err.value.value == 7 and "is refused by this step" in str(err.value)
     with pytest.raises(OutOfMemory) as oom:  # a MemoryError too: rebuilt without MemoryError.__new__
         worker.call("isolated_steps:run_out_of_memory", (1 << 30,))
-    assert oom.value.requested_bytes == 1 << 30 and oom.value.free_bytes == 1024 and "out of device memory" in str(oom.value)
+    assert (
+        oom.value.requested_bytes == 1 << 30
+        and oom.value.free_bytes == 1024
+        and "out of device memory" in str(oom.value)
+    )
     with pytest.raises(isolated.StepFailed, match="ZeroDivisionError: a plain bug"):
         worker.call("isolated_steps:fail_plainly")
     assert worker.starts == 1  # an error in a step does not cost the worker

@@ -4,6 +4,7 @@ labkit.gpu.cudnn_library (finding, loading and binding the cuDNN library it uses
 CPU tests check validation, the enum/struct tables, table assembly and the library loader
 without a GPU. Tests marked ``gpu`` run the real cuDNN 9 legacy API on CuPy arrays.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -11,8 +12,8 @@ import math
 
 import pytest
 
-from labkit.gpu import cudnn_library, legacy
 from labkit.errors import InvalidSpec, LabkitError, OutOfMemory, Unsupported
+from labkit.gpu import cudnn_library, legacy
 from labkit.spec import ConvSpec
 
 BASE = ConvSpec(N=32, C=64, H=56, W=56, K=64, R=3, S=3, padding=1, dtype="fp16", layout="NHWC")
@@ -74,8 +75,11 @@ class FakeDeviceArray:
 
     def __init__(self, shape, typestr="<f2", strides=None, ptr=1 << 20, read_only=False):
         self.__cuda_array_interface__ = {
-            "shape": tuple(shape), "typestr": typestr, "strides": strides,
-            "data": (ptr, read_only), "version": 3,
+            "shape": tuple(shape),
+            "typestr": typestr,
+            "strides": strides,
+            "data": (ptr, read_only),
+            "version": 3,
         }
 
 
@@ -114,7 +118,9 @@ def test_good_fake_arrays_pass_validation(no_load):
         legacy.algorithm_table(BASE, **arrays)
 
 
-@pytest.mark.parametrize("typestr, ok", [("<u2", True), ("<i2", True), ("<V2", True), ("<f2", False), ("<f4", False)])
+@pytest.mark.parametrize(
+    "typestr, ok", [("<u2", True), ("<i2", True), ("<V2", True), ("<f2", False), ("<f4", False)]
+)
 def test_bf16_storage_typestrs(typestr, ok):
     spec = BASE.replace(dtype="bf16")
     shape = legacy.storage_shapes(spec)["x"]
@@ -129,8 +135,14 @@ def test_bf16_storage_typestrs(typestr, ok):
 # ---- enum / name tables ---------------------------------------------------------------------------
 def test_fwd_algo_table_matches_header_order():
     assert cudnn_library.FWD_ALGOS == (
-        "IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT",
-        "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED",
+        "IMPLICIT_GEMM",
+        "IMPLICIT_PRECOMP_GEMM",
+        "GEMM",
+        "DIRECT",
+        "FFT",
+        "FFT_TILING",
+        "WINOGRAD",
+        "WINOGRAD_NONFUSED",
     )
     assert cudnn_library.CUDNN_CONVOLUTION_FWD_ALGO_COUNT == 8
     assert all(cudnn_library.FWD_ALGO_IDS[n] == i for i, n in enumerate(cudnn_library.FWD_ALGOS))
@@ -141,8 +153,12 @@ def test_enum_values():
     assert (lib.CUDNN_DATA_FLOAT, lib.CUDNN_DATA_HALF, lib.CUDNN_DATA_BFLOAT16) == (0, 2, 9)
     assert (cudnn_library.CUDNN_TENSOR_NCHW, cudnn_library.CUDNN_TENSOR_NHWC) == (0, 1)
     assert (cudnn_library.CUDNN_CONVOLUTION, cudnn_library.CUDNN_CROSS_CORRELATION) == (0, 1)
-    assert (cudnn_library.CUDNN_DEFAULT_MATH, cudnn_library.CUDNN_TENSOR_OP_MATH,
-            cudnn_library.CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION, cudnn_library.CUDNN_FMA_MATH) == (0, 1, 2, 3)
+    assert (
+        cudnn_library.CUDNN_DEFAULT_MATH,
+        cudnn_library.CUDNN_TENSOR_OP_MATH,
+        cudnn_library.CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION,
+        cudnn_library.CUDNN_FMA_MATH,
+    ) == (0, 1, 2, 3)
     assert (cudnn_library.CUDNN_NON_DETERMINISTIC, cudnn_library.CUDNN_DETERMINISTIC) == (0, 1)
     assert set(cudnn_library.MATH_NAMES) == {0, 1, 2, 3}
 
@@ -168,7 +184,9 @@ def test_status_names():
     for code, name in names.items():  # the cuDNN 9 numbering: category * 1000 + specific
         assert name.startswith("CUDNN_STATUS_")
         if code:
-            family = {1: "", 2: "BAD_PARAM", 3: "NOT_SUPPORTED", 4: "INTERNAL_ERROR", 5: "EXECUTION_FAILED"}[code // 1000]
+            family = {1: "", 2: "BAD_PARAM", 3: "NOT_SUPPORTED", 4: "INTERNAL_ERROR", 5: "EXECUTION_FAILED"}[
+                code // 1000
+            ]
             assert family in name or code == 2001, (code, name)
     assert cudnn_library.status_name(0) == "ok"
     assert cudnn_library.status_name(3004) == "CUDNN_STATUS_NOT_SUPPORTED_LAYOUT"
@@ -193,14 +211,35 @@ def test_error_mapping():
 # ---- the ctypes struct ------------------------------------------------------------------------------
 def test_perf_struct_layout():
     P = cudnn_library.ConvolutionFwdAlgoPerf
-    assert [f[0] for f in P._fields_] == ["algo", "status", "time", "memory", "determinism", "mathType", "reserved"]
-    assert [f[1] for f in P._fields_[:6]] == [ctypes.c_int, ctypes.c_int, ctypes.c_float, ctypes.c_size_t,
-                                             ctypes.c_int, ctypes.c_int]
+    assert [f[0] for f in P._fields_] == [
+        "algo",
+        "status",
+        "time",
+        "memory",
+        "determinism",
+        "mathType",
+        "reserved",
+    ]
+    assert [f[1] for f in P._fields_[:6]] == [
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_float,
+        ctypes.c_size_t,
+        ctypes.c_int,
+        ctypes.c_int,
+    ]
     assert P.reserved.size == 3 * ctypes.sizeof(ctypes.c_int)
     if ctypes.sizeof(ctypes.c_size_t) == 8 and ctypes.sizeof(ctypes.c_int) == 4:  # x86-64 / aarch64 Linux
         # 4 algo + 4 status + 4 time + 4 padding + 8 memory + 4 determinism + 4 mathType + 12 reserved
-        assert (P.algo.offset, P.status.offset, P.time.offset, P.memory.offset,
-                P.determinism.offset, P.mathType.offset, P.reserved.offset) == (0, 4, 8, 16, 24, 28, 32)
+        assert (
+            P.algo.offset,
+            P.status.offset,
+            P.time.offset,
+            P.memory.offset,
+            P.determinism.offset,
+            P.mathType.offset,
+            P.reserved.offset,
+        ) == (0, 4, 8, 16, 24, 28, 32)
         assert ctypes.sizeof(P) == 48
 
 
@@ -214,7 +253,9 @@ def test_perf_struct_array_round_trip():
 
 
 def test_signatures_declared_for_every_call():
-    src = open(legacy.__file__).read() + open(cudnn_library.__file__).read()  # the table's calls and the loader's
+    src = (
+        open(legacy.__file__).read() + open(cudnn_library.__file__).read()
+    )  # the table's calls and the loader's
     import re
 
     called = set(re.findall(r"lib\.(cudnn\w+)", src))
@@ -246,13 +287,13 @@ def test_assemble_query_only():
 
 def test_assemble_find_picks_first_ok_entry_and_reports_not_returned():
     found = [
-        (1, 0, 0.092, 387, 1, 1),   # rank 0
-        (0, 0, 0.660, 0, 1, 0),     # rank 1
-        (1, 0, 0.300, 387, 1, 0),   # same algo, other math: ignored (slower, later)
-        (4, 3000, -1.0, 0, 0, 0),   # not supported
-        (5, 4003, -1.0, 0, 0, 0),   # needs more workspace than given
+        (1, 0, 0.092, 387, 1, 1),  # rank 0
+        (0, 0, 0.660, 0, 1, 0),  # rank 1
+        (1, 0, 0.300, 387, 1, 0),  # same algo, other math: ignored (slower, later)
+        (4, 3000, -1.0, 0, 0, 0),  # not supported
+        (5, 4003, -1.0, 0, 0, 0),  # needs more workspace than given
         (3, 3000, -1.0, 0, 0, 0),
-        (3, 0, 1.5, 0, 0, 3),       # an ok entry after a failed one for the same algo wins
+        (3, 0, 1.5, 0, 0, 3),  # an ok entry after a failed one for the same algo wins
     ]
     df = legacy._assemble(_query_all({0: 0, 1: 387}), found).set_index("algorithm")
     assert df.loc["IMPLICIT_PRECOMP_GEMM", "find_status"] == "ok"
@@ -260,14 +301,19 @@ def test_assemble_find_picks_first_ok_entry_and_reports_not_returned():
     assert math.isclose(df.loc["IMPLICIT_PRECOMP_GEMM", "time_us"], 92.0, rel_tol=1e-6)
     assert df.loc["IMPLICIT_PRECOMP_GEMM", "math"] == "tensor op"
     assert bool(df.loc["IMPLICIT_PRECOMP_GEMM", "deterministic"]) is True
-    assert df.loc["IMPLICIT_GEMM", "math"] == "default" and df.loc["IMPLICIT_GEMM", "find_workspace_bytes"] == 0
+    assert (
+        df.loc["IMPLICIT_GEMM", "math"] == "default" and df.loc["IMPLICIT_GEMM", "find_workspace_bytes"] == 0
+    )
     assert df.loc["FFT", "find_status"] == "CUDNN_STATUS_NOT_SUPPORTED"
     assert df.loc["FFT_TILING", "find_status"] == "CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED"
     for col in ("time_us", "find_workspace_bytes", "math", "deterministic"):
         assert df.loc["FFT", col] is legacy_na()
     assert df.loc["DIRECT", "find_status"] == "ok" and df.loc["DIRECT", "math"] == "fma"
     assert df.loc["DIRECT", "find_rank"] == 6
-    assert df.loc["GEMM", "find_status"] == "not returned" and df.loc["WINOGRAD", "find_status"] == "not returned"
+    assert (
+        df.loc["GEMM", "find_status"] == "not returned"
+        and df.loc["WINOGRAD", "find_status"] == "not returned"
+    )
     assert str(df.time_us.dtype) == "Float64" and str(df.find_workspace_bytes.dtype) == "Int64"
     assert str(df.deterministic.dtype) == "boolean"
 
@@ -308,8 +354,12 @@ def test_no_cudnn_gives_clear_unsupported(fresh_loader, tmp_path):
     with pytest.raises(Unsupported) as e:
         cudnn_library.cudnn_version()
     assert e.value.what == "legacy cuDNN API"
-    for part in ("libcudnn.so.9", "already loaded: none found", "nvidia wheel: none found",
-                 "libcudnn_labkit_test_absent.so.9"):
+    for part in (
+        "libcudnn.so.9",
+        "already loaded: none found",
+        "nvidia wheel: none found",
+        "libcudnn_labkit_test_absent.so.9",
+    ):
         assert part in e.value.reason
     assert cudnn_library._lib is None  # a failure is not cached
 
@@ -334,8 +384,10 @@ def test_wheel_candidates_prefer_cudnn_dir(fresh_loader, tmp_path):
         (d / "libcudnn.so.9").write_bytes(b"")
     fresh_loader.setattr(cudnn_library, "_site_dirs", lambda: [str(tmp_path)])
     got = cudnn_library._wheel_candidates()
-    assert got == [str(tmp_path / "nvidia" / "cudnn" / "lib" / "libcudnn.so.9"),
-                   str(tmp_path / "nvidia" / "cu13" / "lib" / "libcudnn.so.9")]
+    assert got == [
+        str(tmp_path / "nvidia" / "cudnn" / "lib" / "libcudnn.so.9"),
+        str(tmp_path / "nvidia" / "cu13" / "lib" / "libcudnn.so.9"),
+    ]
 
 
 def test_wrong_library_is_refused(fresh_loader):
@@ -373,9 +425,12 @@ def test_mapped_paths_parse_proc_maps(monkeypatch, tmp_path):
         "7f05-7f06 r-xp 00000000 08:01 14 /tmp/old/libcudnn.so.9 (deleted)\n"
     )
     real_open = open
-    monkeypatch.setattr("builtins.open", lambda p, *a, **k: real_open(maps if p == "/proc/self/maps" else p, *a, **k))
+    monkeypatch.setattr(
+        "builtins.open", lambda p, *a, **k: real_open(maps if p == "/proc/self/maps" else p, *a, **k)
+    )
     assert cudnn_library._mapped_cudnn_paths() == [
-        "/opt/x/nvidia/cudnn/lib/libcudnn.so.9", "/usr/lib/x86_64-linux-gnu/libcudnn.so.9.14.0",
+        "/opt/x/nvidia/cudnn/lib/libcudnn.so.9",
+        "/usr/lib/x86_64-linux-gnu/libcudnn.so.9.14.0",
     ]
 
 
@@ -408,7 +463,10 @@ def test_gpu_fp16_table(layout):
     print(f"\n{spec.label} (cuDNN {df.attrs['cudnn_version']}, {df.attrs['gpu']})\n{df.to_string()}")
     ok = _check_table(df, LIMIT).set_index("algorithm")
     by = df.set_index("algorithm")
-    assert by.loc["IMPLICIT_GEMM", "query_status"] == "ok" and by.loc["IMPLICIT_GEMM", "query_workspace_bytes"] == 0
+    assert (
+        by.loc["IMPLICIT_GEMM", "query_status"] == "ok"
+        and by.loc["IMPLICIT_GEMM", "query_workspace_bytes"] == 0
+    )
     assert "IMPLICIT_GEMM" in ok.index and ok.loc["IMPLICIT_GEMM", "find_workspace_bytes"] == 0
     if layout == "NCHW":
         assert len(ok) >= 4, df

@@ -4,6 +4,7 @@ The rows saved here are real ones, taken from the shipped H100 recording; the st
 with that recording's identity (as a live H100 would). What a live GPU adds (a second process
 answered from disk with zero graph builds) is in tests/test_localcache_gpu.py.
 """
+
 import json
 import os
 import re
@@ -17,7 +18,6 @@ import pandas as pd
 import pytest
 
 from labkit import experiments
-
 from labkit.store import localcache, machine, recordings
 from labkit.store.localcache import CacheError, CacheWarning, LocalRecording
 
@@ -31,9 +31,16 @@ def fresh_warnings(recorded_mode):
 
 def h100_identity(**changes):
     m = recordings.use(recordings.DEFAULT_RECORDING).metadata
-    fields = dict(gpu=m["gpu"], compute_capability=m["compute_capability"], nvidia_driver=None, cuda_driver=m["driver"],
-                  cuda_runtime=m["cuda_runtime"], cudnn_backend=m["cudnn_backend"], cudnn_frontend=m["cudnn_frontend"],
-                  cupy=m["cupy"])
+    fields = dict(
+        gpu=m["gpu"],
+        compute_capability=m["compute_capability"],
+        nvidia_driver=None,
+        cuda_driver=m["driver"],
+        cuda_runtime=m["cuda_runtime"],
+        cudnn_backend=m["cudnn_backend"],
+        cudnn_frontend=m["cudnn_frontend"],
+        cupy=m["cupy"],
+    )
     fields.update(changes)
     return machine.identity(**fields)
 
@@ -74,9 +81,16 @@ def test_other_requests_and_experiments_are_misses(store):
 def test_identity_names_every_version_that_changes_meaning(tmp_path):
     base = h100_identity()
     seen = {machine.identity_hash(base)}
-    for field, value in [("gpu", "NVIDIA H200"), ("nvidia_driver", "590.1"), ("cuda_driver", "12.8"),
-                         ("cudnn_backend", "9.20.0"), ("cudnn_frontend", "1.29.0"), ("cupy", "15.0.0"),
-                         ("compute_capability", "8.0"), ("cuda_runtime", "12.9")]:
+    for field, value in [
+        ("gpu", "NVIDIA H200"),
+        ("nvidia_driver", "590.1"),
+        ("cuda_driver", "12.8"),
+        ("cudnn_backend", "9.20.0"),
+        ("cudnn_frontend", "1.29.0"),
+        ("cupy", "15.0.0"),
+        ("compute_capability", "8.0"),
+        ("cuda_runtime", "12.9"),
+    ]:
         h = machine.identity_hash(h100_identity(**{field: value}))
         assert h not in seen, field
         seen.add(h)
@@ -99,14 +113,17 @@ def test_a_changed_cudnn_version_never_serves_old_numbers(tmp_path):
     assert not dest.exists() and any((root / "set-aside").iterdir())
 
 
-@pytest.mark.parametrize("damage,why", [
-    (lambda b: b[: len(b) // 2], "not valid JSON"),
-    (lambda b: b"", "not valid JSON"),
-    (lambda b: b.replace(b'"schema_version": 1', b'"schema_version": 99'), "schema version 99"),
-    (lambda b: b"fp17".join(b.rsplit(b"fp16", 1)), "sha256"),  # a value in the rows edited
-    (lambda b: b.replace(b'"experiment": "precision"', b'"experiment": "layout"'), "holds experiment"),
-    (lambda b: re.sub(rb'"rows": \d+', b'"rows": "many"', b), "wrong type"),
-])
+@pytest.mark.parametrize(
+    "damage,why",
+    [
+        (lambda b: b[: len(b) // 2], "not valid JSON"),
+        (lambda b: b"", "not valid JSON"),
+        (lambda b: b.replace(b'"schema_version": 1', b'"schema_version": 99'), "schema version 99"),
+        (lambda b: b"fp17".join(b.rsplit(b"fp16", 1)), "sha256"),  # a value in the rows edited
+        (lambda b: b.replace(b'"experiment": "precision"', b'"experiment": "layout"'), "holds experiment"),
+        (lambda b: re.sub(rb'"rows": \d+', b'"rows": "many"', b), "wrong type"),
+    ],
+)
 def test_corrupt_truncated_or_other_schema_file_is_named_and_set_aside(store, damage, why):
     request, df = real_call()
     path = store.put("precision", request, df)
@@ -215,8 +232,16 @@ def test_two_writers_at_once_lose_nothing(tmp_path):
     afterwards every file is whole and every call is there."""
     root = tmp_path / "cache"
     env = dict(os.environ, LABKIT_MODE="recorded", PYTHONPATH=str(ROOT))
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER.format(tests=str(ROOT / "tests"), root=str(root), n=60, who=w)],
-                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for w in (1, 2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER.format(tests=str(ROOT / "tests"), root=str(root), n=60, who=w)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for w in (1, 2)
+    ]
     outs = [p.communicate(timeout=240) for p in procs]
     for p, (out, err) in zip(procs, outs):
         assert p.returncode == 0, err[-2000:]
@@ -241,7 +266,9 @@ def test_export_is_a_recording_recorded_mode_can_read(store, tmp_path):
     mine = recordings.load(out)
     assert set(mine.experiments()) == {"precision", "layout"}
     for req in rec.requests("precision")[:3]:
-        pd.testing.assert_frame_equal(mine.lookup("precision", req), rec.lookup("precision", req), check_dtype=False)
+        pd.testing.assert_frame_equal(
+            mine.lookup("precision", req), rec.lookup("precision", req), check_dtype=False
+        )
     with pytest.raises(CacheError, match="already there"):
         store.export(out)
 

@@ -2,6 +2,7 @@
 process is answered from disk with zero graph builds, a corrupted file is set aside and measured
 again, two processes writing at once lose nothing, and a changed cuDNN version sees nothing;
 charts fill in (`labkit.signals.progress`) and end as a one-shot call does."""
+
 import json
 import os
 import subprocess
@@ -18,14 +19,10 @@ pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed: record
 import sense  # noqa: E402
 
 from labkit import experiments  # noqa: E402
-
-from labkit.session import lessons  # noqa: E402
-
-from labkit.store import localcache  # noqa: E402
-
-from labkit.signals import progress  # noqa: E402
-
 from labkit.present import widgets  # noqa: E402
+from labkit.session import lessons  # noqa: E402
+from labkit.signals import progress  # noqa: E402
+from labkit.store import localcache  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = experiments.BASE.replace(N=8, H=28, W=28)
@@ -50,11 +47,23 @@ def measure(cache: Path, **changes):
 
 class start:
     def __init__(self, cache: Path, **changes):
-        env = dict(os.environ, LABKIT_CACHE=str(cache), LABKIT_MODE="live", LABKIT_PREFETCH="0",
-                   PYTHONPATH=os.pathsep.join([str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+        env = dict(
+            os.environ,
+            LABKIT_CACHE=str(cache),
+            LABKIT_MODE="live",
+            LABKIT_PREFETCH="0",
+            PYTHONPATH=os.pathsep.join(
+                [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+            ),
+        )
         arg = json.dumps({"N": 8, "H": 28, "W": 28, **changes})
-        self.proc = subprocess.Popen([sys.executable, "-c", MEASURE, arg], env=env, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", MEASURE, arg],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
 
     def result(self):
         out, err = self.proc.communicate(timeout=600)
@@ -78,7 +87,9 @@ def test_a_corrupted_file_is_named_set_aside_and_measured_again(tmp_path):
     path.write_bytes(path.read_bytes()[:100])  # truncated
     second = measure(tmp_path)
     assert str(path) in second["stderr"] and "set aside" in second["stderr"]
-    assert second["builds"] + second["loads"] > 0 and not second["from_disk"]  # measured again (its plans saved on disk)
+    assert (
+        second["builds"] + second["loads"] > 0 and not second["from_disk"]
+    )  # measured again (its plans saved on disk)
     assert any((tmp_path / "set-aside").iterdir())
     third = measure(tmp_path)
     assert third["from_disk"] and third["builds"] == 0 and third["gpu_us"] == second["gpu_us"]
@@ -151,8 +162,10 @@ def test_reordered_experiments_keep_their_table_order(name, kwargs):
     from labkit.session import prefetch
 
     seen = []
-    with prefetch.PREFETCHER.foreground(f"{name} test"), \
-            progress.listening(lambda make, done, total, unit: seen.append(make())):
+    with (
+        prefetch.PREFETCHER.foreground(f"{name} test"),
+        progress.listening(lambda make, done, total, unit: seen.append(make())),
+    ):
         df = experiments.registry()[name](**kwargs)  # the GPU held: no background measurement beside it
     assert len(seen) >= 2
     if name == "caps":
@@ -174,7 +187,9 @@ def test_a_second_click_stops_the_first_measurement(tmp_path, monkeypatch):
     p = widgets.PlansPanel(N=64, C=40, K=72, H=60, W=60)  # a shape no other test builds
     assert p.wait(300), "the first request did not finish in 5 min"
     assert p.background
-    p.widgets["dtype"].value = "fp32"  # build and time every plan of a new fp32 graph (~1 ms a call): well over 0.1 s
+    p.widgets[
+        "dtype"
+    ].value = "fp32"  # build and time every plan of a new fp32 graph (~1 ms a call): well over 0.1 s
     time.sleep(0.1)
     p.widgets["dtype"].value = "bf16"
     assert p.wait(300)
@@ -198,7 +213,12 @@ def test_the_gpu_picker_switches_a_live_panel_to_a_recording_and_back(tmp_path, 
     assert p.live and p.gpu_picker.value == "" and p.gpu_picker.options[0][1] == ""
     here = p.df.attrs["gpu"]
     p.set(gpu="h200")
-    assert not p.live and p.error is None and p.df.attrs["gpu"] == "NVIDIA H200" and p.df.attrs["mode"] == "recorded"
+    assert (
+        not p.live
+        and p.error is None
+        and p.df.attrs["gpu"] == "NVIDIA H200"
+        and p.df.attrs["mode"] == "recorded"
+    )
     assert p.state["N"] == 32  # the N=8 shape is not in the quick H200 recording: back to the base
     p.set(gpu=None)
     assert p.live and p.df.attrs["gpu"] == here and p.df.attrs["mode"] == "live"

@@ -15,6 +15,7 @@ architecture:
 * deeplabv3_aspp: ASPP's 1x1 + three atrous 3x3 + pooling 1x1 + projection 1x1 = 6 (of the
   whole deeplabv3_resnet50's 61 Conv2d: 53 backbone, these 6, classifier.1 and classifier.4).
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -26,18 +27,41 @@ from labkit import ConvSpec, InvalidSpec, LabkitError
 from labkit import networks as nw
 from labkit.networks import Layer, layers_of, unique
 
-COUNTS = {"resnet50": 53, "resnext50_32x4d": 53, "mobilenet_v2": 52, "convnext_tiny": 22, "vgg16": 13,
-          "deeplabv3_aspp": 6}
+COUNTS = {
+    "resnet50": 53,
+    "resnext50_32x4d": 53,
+    "mobilenet_v2": 52,
+    "convnext_tiny": 22,
+    "vgg16": 13,
+    "deeplabv3_aspp": 6,
+}
 #: distinct specs at 224x224 (resnet50 by hand: stem 1, layer1 4, layers 2-4 six each; vgg16:
 #: 13 layers less features.14 = .12, .21 = .19, .26 = .28 = .24; convnext_tiny: one per stage
 #: kind, 4 depthwise + stem + 3 downsamplers)
-UNIQUE = {"resnet50": 23, "resnext50_32x4d": 24, "mobilenet_v2": 30, "convnext_tiny": 8, "vgg16": 9,
-          "deeplabv3_aspp": 6}
+UNIQUE = {
+    "resnet50": 23,
+    "resnext50_32x4d": 24,
+    "mobilenet_v2": 30,
+    "convnext_tiny": 8,
+    "vgg16": 9,
+    "deeplabv3_aspp": 6,
+}
 
 
 def shape(spec: ConvSpec) -> tuple:
-    return (spec.N, spec.C, spec.H, spec.W, spec.K, spec.R, spec.S, spec.stride, spec.padding,
-            spec.dilation, spec.groups)
+    return (
+        spec.N,
+        spec.C,
+        spec.H,
+        spec.W,
+        spec.K,
+        spec.R,
+        spec.S,
+        spec.stride,
+        spec.padding,
+        spec.dilation,
+        spec.groups,
+    )
 
 
 # ---- presets ------------------------------------------------------------------------------------
@@ -69,12 +93,29 @@ def test_resnet50_layers():
     assert net[0].name == "conv1"
     assert shape(net[0].spec) == (1, 3, 224, 224, 64, 7, 7, (2, 2), (3, 3), (1, 1), 1)
     # after the 3x3 s2 max pool: 56x56; forward order inside a first block: conv1-3, then downsample
-    assert [lay.name for lay in net[1:6]] == ["layer1.0.conv1", "layer1.0.conv2", "layer1.0.conv3",
-                                              "layer1.0.downsample.0", "layer1.1.conv1"]
+    assert [lay.name for lay in net[1:6]] == [
+        "layer1.0.conv1",
+        "layer1.0.conv2",
+        "layer1.0.conv3",
+        "layer1.0.downsample.0",
+        "layer1.1.conv1",
+    ]
     assert shape(net.layer("layer1.0.conv2").spec) == (1, 64, 56, 56, 64, 3, 3, (1, 1), (1, 1), (1, 1), 1)
     # ResNet v1.5: the stride is on the 3x3 (14x14 in, 7x7 out), and on the downsample 1x1
     assert shape(net.layer("layer4.0.conv2").spec) == (1, 512, 14, 14, 512, 3, 3, (2, 2), (1, 1), (1, 1), 1)
-    assert shape(net.layer("layer4.0.downsample.0").spec) == (1, 1024, 14, 14, 2048, 1, 1, (2, 2), (0, 0), (1, 1), 1)
+    assert shape(net.layer("layer4.0.downsample.0").spec) == (
+        1,
+        1024,
+        14,
+        14,
+        2048,
+        1,
+        1,
+        (2, 2),
+        (0, 0),
+        (1, 1),
+        1,
+    )
     assert net.layer("layer4.0.downsample.0").spec.P == 7
     assert net[-1].name == "layer4.2.conv3" and shape(net[-1].spec)[:5] == (1, 512, 7, 7, 2048)
     assert not any(lay.bias for lay in net)
@@ -96,9 +137,33 @@ def test_mobilenet_v2_depthwise():
     assert shape(net[1].spec) == (1, 32, 112, 112, 32, 3, 3, (1, 1), (1, 1), (1, 1), 32)
     # features.2: expand 16 -> 96, depthwise 96 with stride 2, project to 24
     assert shape(net.layer("features.2.conv.0.0").spec)[:5] == (1, 16, 112, 112, 96)
-    assert shape(net.layer("features.2.conv.1.0").spec) == (1, 96, 112, 112, 96, 3, 3, (2, 2), (1, 1), (1, 1), 96)
+    assert shape(net.layer("features.2.conv.1.0").spec) == (
+        1,
+        96,
+        112,
+        112,
+        96,
+        3,
+        3,
+        (2, 2),
+        (1, 1),
+        (1, 1),
+        96,
+    )
     assert net.layer("features.2.conv.2").spec.K == 24
-    assert shape(net.layer("features.17.conv.1.0").spec) == (1, 960, 7, 7, 960, 3, 3, (1, 1), (1, 1), (1, 1), 960)
+    assert shape(net.layer("features.17.conv.1.0").spec) == (
+        1,
+        960,
+        7,
+        7,
+        960,
+        3,
+        3,
+        (1, 1),
+        (1, 1),
+        (1, 1),
+        960,
+    )
     assert net[-1].name == "features.18.0" and shape(net[-1].spec)[:5] == (1, 320, 7, 7, 1280)
     assert sum(lay.spec.groups > 1 for lay in net) == 17
 
@@ -106,25 +171,56 @@ def test_mobilenet_v2_depthwise():
 def test_convnext_tiny_depthwise_7x7():
     net = layers_of("convnext_tiny")
     assert shape(net[0].spec) == (1, 3, 224, 224, 96, 4, 4, (4, 4), (0, 0), (1, 1), 1)
-    assert shape(net.layer("features.1.0.block.0").spec) == (1, 96, 56, 56, 96, 7, 7, (1, 1), (3, 3), (1, 1), 96)
+    assert shape(net.layer("features.1.0.block.0").spec) == (
+        1,
+        96,
+        56,
+        56,
+        96,
+        7,
+        7,
+        (1, 1),
+        (3, 3),
+        (1, 1),
+        96,
+    )
     assert shape(net.layer("features.2.1").spec) == (1, 96, 56, 56, 192, 2, 2, (2, 2), (0, 0), (1, 1), 1)
-    assert shape(net.layer("features.5.8.block.0").spec) == (1, 384, 14, 14, 384, 7, 7, (1, 1), (3, 3), (1, 1), 384)
+    assert shape(net.layer("features.5.8.block.0").spec) == (
+        1,
+        384,
+        14,
+        14,
+        384,
+        7,
+        7,
+        (1, 1),
+        (3, 3),
+        (1, 1),
+        384,
+    )
     assert net[-1].name == "features.7.2.block.0" and net[-1].spec.H == 7
     assert all(lay.bias for lay in net)
 
 
 def test_vgg16_names_and_pools():
     net = layers_of("vgg16")
-    assert [lay.name for lay in net] == [f"features.{i}" for i in
-                                         (0, 2, 5, 7, 10, 12, 14, 17, 19, 21, 24, 26, 28)]
+    assert [lay.name for lay in net] == [
+        f"features.{i}" for i in (0, 2, 5, 7, 10, 12, 14, 17, 19, 21, 24, 26, 28)
+    ]
     assert [lay.spec.H for lay in net] == [224, 224, 112, 112, 56, 56, 56, 28, 28, 28, 14, 14, 14]
     assert all(lay.spec.padding == (1, 1) and lay.spec.R == 3 and lay.bias for lay in net)
 
 
 def test_deeplabv3_aspp_rates():
     net = layers_of("deeplabv3_aspp")
-    assert [lay.name for lay in net] == ["classifier.0.convs.0.0", "classifier.0.convs.1.0", "classifier.0.convs.2.0",
-                                         "classifier.0.convs.3.0", "classifier.0.convs.4.1", "classifier.0.project.0"]
+    assert [lay.name for lay in net] == [
+        "classifier.0.convs.0.0",
+        "classifier.0.convs.1.0",
+        "classifier.0.convs.2.0",
+        "classifier.0.convs.3.0",
+        "classifier.0.convs.4.1",
+        "classifier.0.project.0",
+    ]
     # torchvision DeepLabHead: ASPP(in_channels, atrous_rates=(12, 24, 36)); padding = dilation
     assert [net[i].spec.dilation for i in (1, 2, 3)] == [(12, 12), (24, 24), (36, 36)]
     assert [net[i].spec.padding for i in (1, 2, 3)] == [(12, 12), (24, 24), (36, 36)]
@@ -142,12 +238,20 @@ def test_image_too_small_names_the_layer():
     assert e.value.field == "image" and "features.24" in str(e.value)
 
 
-@pytest.mark.parametrize("kw, field", [
-    (dict(batch=0), "batch"), (dict(batch=2.0), "batch"), (dict(batch=True), "batch"),
-    (dict(dtype="fp64"), "dtype"), (dict(layout="CHWN"), "layout"),
-    (dict(image=0), "image"), (dict(image=(224,)), "image"), (dict(image="224"), "image"),
-    (dict(input_shape=(1, 3, 224, 224)), "input_shape"),
-])
+@pytest.mark.parametrize(
+    "kw, field",
+    [
+        (dict(batch=0), "batch"),
+        (dict(batch=2.0), "batch"),
+        (dict(batch=True), "batch"),
+        (dict(dtype="fp64"), "dtype"),
+        (dict(layout="CHWN"), "layout"),
+        (dict(image=0), "image"),
+        (dict(image=(224,)), "image"),
+        (dict(image="224"), "image"),
+        (dict(input_shape=(1, 3, 224, 224)), "input_shape"),
+    ],
+)
 def test_bad_preset_arguments(kw, field):
     with pytest.raises(InvalidSpec) as e:
         layers_of("resnet50", **kw)
@@ -176,12 +280,17 @@ def test_list_of_specs_is_kept_and_named():
     assert [lay.name for lay in net] == ["conv0", "conv1", "conv2"]
     assert [lay.spec for lay in net] == [a, b, a]
     replaced = layers_of([a, b], batch=4, layout="NCHW")
-    assert [(lay.spec.N, lay.spec.layout, lay.spec.dtype) for lay in replaced] == [(4, "NCHW", "fp16"), (4, "NCHW", "fp32")]
+    assert [(lay.spec.N, lay.spec.layout, lay.spec.dtype) for lay in replaced] == [
+        (4, "NCHW", "fp16"),
+        (4, "NCHW", "fp32"),
+    ]
     assert layers_of(a)[0].spec == a
     assert layers_of([Layer("mine", a, True)])[0] == Layer("mine", a, True)
 
 
-@pytest.mark.parametrize("bad, field", [([], "net"), ([ConvSpec(), "3x3"], "net[1]"), ((ConvSpec(), None), "net[1]")])
+@pytest.mark.parametrize(
+    "bad, field", [([], "net"), ([ConvSpec(), "3x3"], "net[1]"), ((ConvSpec(), None), "net[1]")]
+)
 def test_bad_lists(bad, field):
     with pytest.raises(InvalidSpec) as e:
         layers_of(bad)
@@ -198,7 +307,10 @@ def test_unique_groups_in_first_seen_order():
     a, b = ConvSpec(K=32), ConvSpec(K=16)
     groups = unique([a, b, a, a.replace(dtype="fp32"), b])
     assert [(g.spec, g.count, g.names) for g in groups] == [
-        (a, 2, ("conv0", "conv2")), (b, 2, ("conv1", "conv4")), (a.replace(dtype="fp32"), 1, ("conv3",))]
+        (a, 2, ("conv0", "conv2")),
+        (b, 2, ("conv1", "conv4")),
+        (a.replace(dtype="fp32"), 1, ("conv3",)),
+    ]
     groups = unique(layers_of("resnet50"))
     assert sum(g.count for g in groups) == 53
     # layer1.0's downsample is the same problem as its conv3 (64 -> 256 1x1 at 56x56)
@@ -216,15 +328,19 @@ def test_unique_rejects_other_items():
 
 
 def test_presets_do_not_import_torch():
-    code = ("import sys, labkit.networks as n; [n.layers_of(k) for k in n.PRESETS]; "
-            "assert 'torch' not in sys.modules, 'torch imported'")
+    code = (
+        "import sys, labkit.networks as n; [n.layers_of(k) for k in n.PRESETS]; "
+        "assert 'torch' not in sys.modules, 'torch imported'"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
 # ---- the torch path (torch is optional: skipped, visibly, without it) ----------------------------
 @pytest.fixture
 def torch():
-    return pytest.importorskip("torch", reason="the torch path of layers_of needs torch (not a labkit dependency)")
+    return pytest.importorskip(
+        "torch", reason="the torch path of layers_of needs torch (not a labkit dependency)"
+    )
 
 
 def small_model(torch):
@@ -269,7 +385,9 @@ def test_torch_path_reads_every_field(torch):
     assert (same.spec.P, same.spec.Q) == (32, 28) and "bottom/right" in same.note
     assert valid.spec.padding == (0, 0) and "'valid'" in valid.note
     # reflect: the image is padded by torch (28+4 by 26+4), the convolution has padding 0
-    assert shape(reflect.spec)[2:4] == (34, 30) and reflect.spec.padding == (0, 0) and "reflect" in reflect.note
+    assert (
+        shape(reflect.spec)[2:4] == (34, 30) and reflect.spec.padding == (0, 0) and "reflect" in reflect.note
+    )
     skipped = {s.name: s for s in net.skipped}
     assert set(skipped) == {"seq", "up", "unused"}
     assert skipped["seq"].kind == "Conv1d" and "2-D convolutions only" in skipped["seq"].reason

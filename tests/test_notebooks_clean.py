@@ -1,6 +1,7 @@
 """The lesson notebooks are stored clean: numbered 00..09 as the README lists them, nbformat 4,
 kernel python3, no outputs or execution counts, small cells, and no measured number typed into
 their text (numbers are formatted from the data when a cell runs)."""
+
 from __future__ import annotations
 
 import re
@@ -12,9 +13,17 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 EXPECTED = [
-    "00_start_here", "01_what_is_a_workspace", "02_workspace_strategies", "03_precision_and_layout", "04_fusion",
-    "05_plans_autotune_and_caching", "06_streams_and_scratchpads", "07_lab", "08_same_conv_other_gpu",
-    "09_your_network", "10_under_the_hood",
+    "00_start_here",
+    "01_what_is_a_workspace",
+    "02_workspace_strategies",
+    "03_precision_and_layout",
+    "04_fusion",
+    "05_plans_autotune_and_caching",
+    "06_streams_and_scratchpads",
+    "07_lab",
+    "08_same_conv_other_gpu",
+    "09_your_network",
+    "10_under_the_hood",
 ]
 #: a measured-looking number in prose: a time, a throughput, a bandwidth or a speed-up ratio
 MEASURED = re.compile(r"\d\s*(us|µs|ms|TFLOP/s|GB/s)\b|\b\d+(\.\d+)?x\b(?!\d)", re.I)
@@ -53,7 +62,9 @@ def test_prose_quotes_no_measured_numbers(name):
     for cell in _load(name).cells:
         if cell.cell_type == "markdown":
             hit = MEASURED.search(cell.source)
-            assert hit is None, f"{name}: markdown quotes {hit.group(0)!r}; format it from the data at run time"
+            assert hit is None, (
+                f"{name}: markdown quotes {hit.group(0)!r}; format it from the data at run time"
+            )
 
 
 @pytest.mark.parametrize("name", EXPECTED)
@@ -75,8 +86,12 @@ def test_nbstripout_would_change_nothing():
     import sys
 
     files = sorted(str(p) for p in NOTEBOOKS.glob("*.ipynb"))
-    r = subprocess.run([sys.executable, "-m", "nbstripout", "--keep-id", "--verify", *files],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "nbstripout", "--keep-id", "--verify", *files],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
 
 

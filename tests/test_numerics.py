@@ -4,6 +4,7 @@ Each format is checked against a reference built a different way from the implem
 NumPy's own float16 cast, a by-hand bit-level round of binary32 for bf16, and brute-force
 nearest search over an independently built E4M3 table for fp8.
 """
+
 import math
 
 import numpy as np
@@ -11,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from labkit.gpu import numerics
 from labkit.errors import InvalidSpec
+from labkit.gpu import numerics
 from labkit.gpu.numerics import decode, encode, quantize, random_inputs, storage_dtype
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*encountered in cast:RuntimeWarning")  # numpy's own casts
@@ -50,7 +51,9 @@ def test_decode_rejects_wrong_storage():
 @pytest.mark.parametrize("dtype", ["fp32", "tf32"])
 def test_fp32_matches_numpy_cast(dtype):
     rng = np.random.default_rng(0)
-    v = np.concatenate([rng.normal(size=2000) * 10.0 ** rng.integers(-45, 39, 2000), [1e39, -1e39, 0.0, -0.0]])
+    v = np.concatenate(
+        [rng.normal(size=2000) * 10.0 ** rng.integers(-45, 39, 2000), [1e39, -1e39, 0.0, -0.0]]
+    )
     got = encode(v, dtype)
     assert np.array_equal(got.view(np.uint32), v.astype(np.float32).view(np.uint32))
 
@@ -63,7 +66,9 @@ def _f16_bits(a):
 def test_fp16_matches_numpy_rounding():
     rng = np.random.default_rng(1)
     v = rng.normal(size=20000) * 2.0 ** rng.integers(-30, 18, 20000)  # subnormals .. overflow
-    specials = np.array([0.0, -0.0, np.inf, -np.inf, 65504.0, 65519.99, 65520.0, -65520.0, 2**-24, 2**-25, 2**-26, 3 * 2**-26])
+    specials = np.array(
+        [0.0, -0.0, np.inf, -np.inf, 65504.0, 65519.99, 65520.0, -65520.0, 2**-24, 2**-25, 2**-26, 3 * 2**-26]
+    )
     v = np.concatenate([v, specials])
     assert np.array_equal(encode(v, "fp16").view(np.uint16), v.astype(np.float16).view(np.uint16))
 
@@ -99,8 +104,24 @@ def test_bf16_against_bit_level_reference():
     bits = rng.integers(0, 2**32, 200000, dtype=np.uint64).astype(np.uint32)
     f32 = bits.view(np.float32)
     f32 = f32[~np.isnan(f32)]
-    specials = np.array([0.0, -0.0, np.inf, -np.inf, 1.0, -1.0, np.finfo(np.float32).max, -np.finfo(np.float32).max,
-                         float.fromhex("0x1.fep127"), float.fromhex("0x1.ffp127"), 2**-133, 2**-134, 2**-149], np.float32)
+    specials = np.array(
+        [
+            0.0,
+            -0.0,
+            np.inf,
+            -np.inf,
+            1.0,
+            -1.0,
+            np.finfo(np.float32).max,
+            -np.finfo(np.float32).max,
+            float.fromhex("0x1.fep127"),
+            float.fromhex("0x1.ffp127"),
+            2**-133,
+            2**-134,
+            2**-149,
+        ],
+        np.float32,
+    )
     f32 = np.concatenate([f32, specials])
     got = encode(f32, "bf16")
     assert got.dtype == np.uint16
@@ -183,11 +204,15 @@ def test_fp8_ties_to_even():
 def test_fp8_nearest_brute_force():
     table = np.array([_e4m3_by_hand(c) for c in range(0x7F)])  # 0 .. 448, ascending
     rng = np.random.default_rng(3)
-    v = np.concatenate([rng.uniform(-460, 460, 5000), rng.uniform(-2, 2, 5000), rng.uniform(-0.03, 0.03, 5000)])
+    v = np.concatenate(
+        [rng.uniform(-460, 460, 5000), rng.uniform(-2, 2, 5000), rng.uniform(-0.03, 0.03, 5000)]
+    )
     dist = np.abs(np.abs(v)[:, None] - table[None, :])
     best = dist.min(axis=1, keepdims=True)
     cand = dist == best  # 1 or 2 nearest codes; of two, the even one
-    idx = np.where(cand.sum(axis=1) == 2, np.argmax(cand & (np.arange(0x7F) % 2 == 0), axis=1), np.argmax(cand, axis=1))
+    idx = np.where(
+        cand.sum(axis=1) == 2, np.argmax(cand & (np.arange(0x7F) % 2 == 0), axis=1), np.argmax(cand, axis=1)
+    )
     want = (idx | np.where(v < 0, 0x80, 0)).astype(np.uint8)
     assert np.array_equal(encode(v, "fp8_e4m3"), want)
 

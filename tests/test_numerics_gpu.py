@@ -31,10 +31,39 @@ def _inputs(dtype):
     mids = (codes[:-1] + codes[1:]) / 2  # ties between neighbours: to even
     rng = np.random.default_rng(7)
     spread = rng.standard_normal(50_000) * np.exp2(rng.integers(-160, 140, 50_000))
-    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 448.0, 449.0, 464.0, 1e6, -1e6, 65504.0, 65520.0,
-                         65519.99, 3.4e38, 3.5e38, 1e-300, -1e-300, 2.0**-9, 2.0**-10, 1.5 * 2.0**-10, 2.0**-24,
-                         2.0**-25, 2.0**-149, 2.0**-150, 1.0 + 2.0**-11, 1.0 + 3 * 2.0**-11])
-    return np.concatenate([codes, mids, np.nextafter(mids, np.inf), np.nextafter(mids, -np.inf), spread, specials])
+    specials = np.array(
+        [
+            0.0,
+            -0.0,
+            np.inf,
+            -np.inf,
+            np.nan,
+            448.0,
+            449.0,
+            464.0,
+            1e6,
+            -1e6,
+            65504.0,
+            65520.0,
+            65519.99,
+            3.4e38,
+            3.5e38,
+            1e-300,
+            -1e-300,
+            2.0**-9,
+            2.0**-10,
+            1.5 * 2.0**-10,
+            2.0**-24,
+            2.0**-25,
+            2.0**-149,
+            2.0**-150,
+            1.0 + 2.0**-11,
+            1.0 + 3 * 2.0**-11,
+        ]
+    )
+    return np.concatenate(
+        [codes, mids, np.nextafter(mids, np.inf), np.nextafter(mids, -np.inf), spread, specials]
+    )
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -47,7 +76,9 @@ def test_fused_quantize_matches_numpy_bit_for_bit(dtype):
     got_s, got_e = cupy.asnumpy(got_s), cupy.asnumpy(got_e)
     assert got_s.dtype == want_s.dtype
     nan = np.isnan(x)  # a NaN of the format, whichever payload (CUDA's and NumPy's differ)
-    differ = np.any(got_s.view(np.uint8).reshape(len(x), -1) != want_s.view(np.uint8).reshape(len(x), -1), axis=1)
+    differ = np.any(
+        got_s.view(np.uint8).reshape(len(x), -1) != want_s.view(np.uint8).reshape(len(x), -1), axis=1
+    )
     bad = np.flatnonzero(differ & ~nan)
     assert bad.size == 0, [(x[i], got_s[i], want_s[i]) for i in bad[:5]]
     assert np.isnan(numerics.decode(got_s[nan], dtype)).all()
@@ -124,10 +155,13 @@ def test_warm_kernels_leaves_a_checked_run_nothing_to_compile(tmp_path):
     import sys
 
     env = dict(os.environ, CUPY_CACHE_DIR=str(tmp_path / "kernels"))
-    warm = subprocess.run([sys.executable, "-m", "labkit", "warm-kernels"], env=env, capture_output=True, text=True,
-                          timeout=540)
+    warm = subprocess.run(
+        [sys.executable, "-m", "labkit", "warm-kernels"], env=env, capture_output=True, text=True, timeout=540
+    )
     assert warm.returncode == 0 and "tasks in" in warm.stdout, warm.stdout + warm.stderr[-2000:]
     assert "Error" not in warm.stdout, warm.stdout
-    after = subprocess.run([sys.executable, "-c", _COUNT_COMPILES], env=env, capture_output=True, text=True, timeout=300)
+    after = subprocess.run(
+        [sys.executable, "-c", _COUNT_COMPILES], env=env, capture_output=True, text=True, timeout=300
+    )
     assert after.returncode == 0, after.stderr[-2000:]
     assert json.loads(after.stdout.strip().splitlines()[-1]) == 0, after.stdout

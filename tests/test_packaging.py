@@ -1,5 +1,6 @@
 """pyproject.toml and environment.yml list the same packages with the same pins; the installed
 environment honours them; the README's quick start is two commands; the gpu-skip hook works."""
+
 from __future__ import annotations
 
 import os
@@ -144,7 +145,9 @@ def mismatches(pyproject: dict, env: dict, env_text: str) -> list[str]:
         if extra not in comments:
             problems.append(f"extra {extra}: no '# extra {extra}: ...' line in environment.yml")
         elif comments[extra] != as_pins(extras[extra]):
-            problems.append(f"extra {extra}: pyproject.toml says {as_pins(extras[extra])}, environment.yml says {comments[extra]}")
+            problems.append(
+                f"extra {extra}: pyproject.toml says {as_pins(extras[extra])}, environment.yml says {comments[extra]}"
+            )
     return problems
 
 
@@ -240,8 +243,11 @@ def test_readme_quick_start_is_two_commands():
     assert section, "README.md needs a '## Quick start' section"
     blocks = re.findall(r"```(?:bash|sh|console)?\n(.*?)```", section.group(1), re.S)
     commands = [
-        line.strip() for block in blocks for line in block.splitlines()
-        if line.strip() and not line.strip().startswith("#")
+        line.strip()
+        for block in blocks
+        for line in block.splitlines()
+        if line.strip()
+        and not line.strip().startswith("#")
         and not line.strip().startswith(("git clone", "cd "))
     ]
     assert commands == ["make lab", "make test"]
@@ -266,10 +272,25 @@ _FAKE_ENV = {
 @pytest.mark.parametrize(
     "case, summary, reason",
     [
-        pytest.param("recorded", "2 passed, 1 skipped", "needs a CUDA GPU (labkit mode is recorded: no CUDA device)", id="recorded"),
+        pytest.param(
+            "recorded",
+            "2 passed, 1 skipped",
+            "needs a CUDA GPU (labkit mode is recorded: no CUDA device)",
+            id="recorded",
+        ),
         pytest.param("live", "3 passed", None, id="live"),
-        pytest.param("raises", "2 passed, 1 skipped", "needs a CUDA GPU (labkit.env.mode() failed: RuntimeError: LABKIT_MODE=live", id="raises"),
-        pytest.param("broken", "2 passed, 1 skipped", "labkit.env not importable: ModuleNotFoundError: No module named 'cupy'", id="broken"),
+        pytest.param(
+            "raises",
+            "2 passed, 1 skipped",
+            "needs a CUDA GPU (labkit.env.mode() failed: RuntimeError: LABKIT_MODE=live",
+            id="raises",
+        ),
+        pytest.param(
+            "broken",
+            "2 passed, 1 skipped",
+            "labkit.env not importable: ModuleNotFoundError: No module named 'cupy'",
+            id="broken",
+        ),
     ],
 )
 def test_gpu_tests_skip_visibly_unless_live(tmp_path, case, summary, reason):
@@ -282,9 +303,13 @@ def test_gpu_tests_skip_visibly_unless_live(tmp_path, case, summary, reason):
     shutil.copy(Path(__file__).with_name("conftest.py"), suite / "conftest.py")
     cfg = load_pyproject()["tool"]["pytest"]["ini_options"]
     (suite / "pytest.ini").write_text(
-        "[pytest]\naddopts = " + cfg["addopts"] + "\nmarkers =\n" + "".join(f"    {m}\n" for m in cfg["markers"])
+        "[pytest]\naddopts = "
+        + cfg["addopts"]
+        + "\nmarkers =\n"
+        + "".join(f"    {m}\n" for m in cfg["markers"])
     )
-    (suite / "test_marked.py").write_text(textwrap.dedent("""\
+    (suite / "test_marked.py").write_text(
+        textwrap.dedent("""\
         import pytest
 
         @pytest.mark.gpu
@@ -297,13 +322,20 @@ def test_gpu_tests_skip_visibly_unless_live(tmp_path, case, summary, reason):
 
         def test_on_cpu():
             pass
-    """))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path / "fake"), os.environ.get("PYTHONPATH", "")]))
+    """)
+    )
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path / "fake"), os.environ.get("PYTHONPATH", "")])
+    )
     env.pop("PYTEST_ADDOPTS", None)
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # only the hook under test; starts in a fraction of the time
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--strict-markers", str(suite)],
-        cwd=suite, env=env, capture_output=True, text=True, timeout=120,
+        cwd=suite,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     out = run.stdout + run.stderr
     assert run.returncode == 0, out
@@ -324,7 +356,9 @@ def test_warm_kernels_without_a_gpu_says_so_and_succeeds():
 
     if env.mode().live:
         pytest.skip("a live GPU: tests/test_numerics_gpu.py runs the real warm-up")
-    done = subprocess.run([sys.executable, "-m", "labkit", "warm-kernels"], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "labkit", "warm-kernels"], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     assert "nothing to compile (recorded mode:" in done.stdout
     assert "warm-kernels" in (ROOT / "Makefile").read_text()

@@ -1,6 +1,7 @@
 """Each part of a panel works alone (`labkit.present.panel`): the state without any widget, the
 measurement job without a panel, the GPU picker without a dropdown, the view without a state
 machine. Real recordings (data/recordings), real ipywidgets; no GPU needed."""
+
 from __future__ import annotations
 
 import os
@@ -16,7 +17,7 @@ from labkit.present.panel.gpu_picker import GPUPicker
 from labkit.present.panel.job import MeasurementJob
 from labkit.present.panel.view import PanelView
 from labkit.signals import progress
-from labkit.signals.cancel import checkpoint, Superseded
+from labkit.signals.cancel import Superseded, checkpoint
 from labkit.store import recordings
 
 
@@ -59,7 +60,9 @@ def test_live_neighbours_are_one_move_away_and_bounded():
 
 def test_a_job_runs_the_newest_request_and_stops_the_older_one_at_its_checkpoint():
     said = []
-    job = MeasurementJob("t", draw_partial=lambda make: None, say=lambda kind, text: said.append((kind, text)))
+    job = MeasurementJob(
+        "t", draw_partial=lambda make: None, say=lambda kind, text: said.append((kind, text))
+    )
     started, done = threading.Event(), []
 
     def slow(gen):
@@ -108,8 +111,16 @@ def test_the_gpu_picker_offers_every_recording_of_the_experiment():
 
 def test_the_view_reports_moves_and_draws_without_a_panel():
     moves = []
-    v = PanelView(live=False, csv_name="x.csv", fig_width=900, gpu_options=[("H200", "h200")], gpu_value="h200",
-                  on_control=lambda n, val: moves.append((n, val)), on_button=moves.append, on_gpu=moves.append)
+    v = PanelView(
+        live=False,
+        csv_name="x.csv",
+        fig_width=900,
+        gpu_options=[("H200", "h200")],
+        gpu_value="h200",
+        on_control=lambda n, val: moves.append((n, val)),
+        on_button=moves.append,
+        on_gpu=moves.append,
+    )
     c = recorded("layout")
     v.sync(c)  # no callback fires while the view syncs itself
     assert moves == [] and "Recorded" in v.header.value
@@ -179,7 +190,9 @@ def test_the_banner_warms_up_the_first_chart_in_the_background():
 
     lessons.banner()
     assert warmup.wait(60)
-    assert isinstance(warmup.seconds.get("tables"), float) and isinstance(warmup.seconds.get("figures"), float), warmup.seconds
+    assert isinstance(warmup.seconds.get("tables"), float) and isinstance(
+        warmup.seconds.get("figures"), float
+    ), warmup.seconds
     assert ("gpu" in warmup.seconds) == env.mode().live  # recorded mode: nothing of CUDA
     assert not warmup.start(False)  # once per process
 
@@ -188,7 +201,9 @@ def test_a_slow_partial_draw_spaces_out_the_next_ones():
     """Drawing never takes more than about a third of a measurement's time: after a draw that
     took d seconds the next partial table waits DRAW_GAP_FACTOR x d."""
     drawn = []
-    job = MeasurementJob("plans", lambda make: (drawn.append(make()), time.sleep(0.1)), lambda kind, text: None)
+    job = MeasurementJob(
+        "plans", lambda make: (drawn.append(make()), time.sleep(0.1)), lambda kind, text: None
+    )
     job.PARTIAL_EVERY_S = 0.0
     job.begin(job.next_generation())
     job.on_partial(lambda: 1, 1, 10, "parts")
@@ -203,8 +218,13 @@ def fresh_kernel(code: str, **env) -> list:
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, LABKIT_MODE="recorded", **env),
-                         capture_output=True, text=True, timeout=180)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=dict(os.environ, LABKIT_MODE="recorded", **env),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     return out.stdout.split()
 
@@ -213,10 +233,13 @@ def after_warm_up(code: str, **env) -> list:
     """Run ``code`` in a fresh kernel (a subprocess, recorded mode, ``env`` set) once a lesson's
     first cell has run and its warm-up finished (``sys``, ``gc``, ``time`` and ``warmup`` imported);
     the words it printed."""
-    return fresh_kernel("import gc, sys, time\n"
-                        "from labkit.session import lessons, warmup\n"
-                        "lessons.banner()\n"
-                        "assert warmup.wait(120), warmup.seconds\n" + code, **env)
+    return fresh_kernel(
+        "import gc, sys, time\n"
+        "from labkit.session import lessons, warmup\n"
+        "lessons.banner()\n"
+        "assert warmup.wait(120), warmup.seconds\n" + code,
+        **env,
+    )
 
 
 def test_the_chart_imports_start_before_the_gpu_question_and_the_rest_after_them():
@@ -224,21 +247,23 @@ def test_the_chart_imports_start_before_the_gpu_question_and_the_rest_after_them
     a GPU is there (which imports CuPy and initialises CUDA: most of a first cell on a GPU host);
     every chart's subplot grid is laid out after the imports (step "grids"), then the collector is
     frozen; recorded mode starts nothing of the GPU."""
-    code = ("from labkit import env\n"
-            "from labkit.session import lessons, warmup\n"
-            "real = env.mode\n"
-            "asked = []\n"
-            "def mode():\n"
-            "    asked.append(bool(warmup._threads) and warmup._threads[0].name)\n"
-            "    return real()\n"
-            "env.mode = mode\n"
-            "lessons.banner()\n"
-            "assert warmup.wait(120), warmup.seconds\n"
-            "from labkit.draw import plots\n"
-            "t = warmup.timeline\n"
-            "order = sorted(t, key=lambda k: t[k])\n"
-            "print(asked[0], order.index('imports done') > order.index('figures'), t['grids'][0] >= t['imports done'][1],\n"
-            "      t['gc frozen'][0] >= t['grids'][1], 'gpu' in t, plots.lay_out_grids(), len(plots._GRIDS) >= len(plots._DECLARED) > 5)\n")
+    code = (
+        "from labkit import env\n"
+        "from labkit.session import lessons, warmup\n"
+        "real = env.mode\n"
+        "asked = []\n"
+        "def mode():\n"
+        "    asked.append(bool(warmup._threads) and warmup._threads[0].name)\n"
+        "    return real()\n"
+        "env.mode = mode\n"
+        "lessons.banner()\n"
+        "assert warmup.wait(120), warmup.seconds\n"
+        "from labkit.draw import plots\n"
+        "t = warmup.timeline\n"
+        "order = sorted(t, key=lambda k: t[k])\n"
+        "print(asked[0], order.index('imports done') > order.index('figures'), t['grids'][0] >= t['imports done'][1],\n"
+        "      t['gc frozen'][0] >= t['grids'][1], 'gpu' in t, plots.lay_out_grids(), len(plots._GRIDS) >= len(plots._DECLARED) > 5)\n"
+    )
     got = fresh_kernel(code)
     assert got == ["labkit-warm-up", "True", "True", "True", "False", "0", "True"], got
 
@@ -249,21 +274,23 @@ def test_cupyx_waits_for_an_idle_kernel_and_the_grids_do_not():
     "Run all", only once the kernel has been idle for the prefetch worker's 0.3 s after it; the
     subplot grids (which the next panel needs) are laid out at once after the imports. On a machine
     without a GPU the GPU's steps fail (their errors recorded) and are timed all the same."""
-    code = ("from IPython.core.interactiveshell import InteractiveShell\n"
-            "ip = InteractiveShell.instance()\n"
-            "ip.run_cell('from labkit.session import warmup; warmup.start(live=True)')\n"
-            "ip.run_cell('''import time\n"
-            "while 'imports done' not in warmup.timeline:\n"
-            "    time.sleep(0.02)\n"
-            "time.sleep(0.5)\n"
-            "held = 'imports done, idle' not in warmup.timeline\n"
-            "ended = time.perf_counter() - warmup._t0\n"
-            "''')\n"
-            "ns = ip.user_ns\n"
-            "assert ns['warmup'].wait(120), ns['warmup'].seconds\n"
-            "t = ns['warmup'].timeline\n"
-            "print(ns['held'], t['imports done, idle'][1] >= ns['ended'] + 0.25, t['cupyx'][0] >= t['imports done, idle'][1],\n"
-            "      t['grids'][0] < ns['ended'])\n")
+    code = (
+        "from IPython.core.interactiveshell import InteractiveShell\n"
+        "ip = InteractiveShell.instance()\n"
+        "ip.run_cell('from labkit.session import warmup; warmup.start(live=True)')\n"
+        "ip.run_cell('''import time\n"
+        "while 'imports done' not in warmup.timeline:\n"
+        "    time.sleep(0.02)\n"
+        "time.sleep(0.5)\n"
+        "held = 'imports done, idle' not in warmup.timeline\n"
+        "ended = time.perf_counter() - warmup._t0\n"
+        "''')\n"
+        "ns = ip.user_ns\n"
+        "assert ns['warmup'].wait(120), ns['warmup'].seconds\n"
+        "t = ns['warmup'].timeline\n"
+        "print(ns['held'], t['imports done, idle'][1] >= ns['ended'] + 0.25, t['cupyx'][0] >= t['imports done, idle'][1],\n"
+        "      t['grids'][0] < ns['ended'])\n"
+    )
     got = fresh_kernel(code)
     assert got[-4:] == ["True", "True", "True", "True"], got
 
@@ -277,11 +304,13 @@ def test_the_warm_up_leaves_out_jsonschemas_iri_grammar_and_gives_it_back(switch
 
     if importlib.util.find_spec("rfc3987_syntax") is None:
         pytest.skip("rfc3987-syntax is not installed (it comes with JupyterLab's jupyter-events)")
-    got = after_warm_up("import jsonschema\n"
-                        "had = 'rfc3987_syntax' in sys.modules\n"
-                        "import rfc3987_syntax\n"
-                        "print(warmup.iri_grammar_skipped, had, 'iri' in jsonschema.FormatChecker.checkers, warmup.seconds)\n",
-                        LABKIT_SKIP_IRI_GRAMMAR=switch)
+    got = after_warm_up(
+        "import jsonschema\n"
+        "had = 'rfc3987_syntax' in sys.modules\n"
+        "import rfc3987_syntax\n"
+        "print(warmup.iri_grammar_skipped, had, 'iri' in jsonschema.FormatChecker.checkers, warmup.seconds)\n",
+        LABKIT_SKIP_IRI_GRAMMAR=switch,
+    )
     assert got[:3] == [str(skipped), str(not skipped), str(not skipped)], got
 
 
@@ -303,7 +332,11 @@ def test_a_panel_figure_made_without_validating_twice_holds_and_sends_the_same(n
     chart = experiments.CHARTS[name]
 
     def state(w):  # trace uids are random: left out
-        return re.sub(r'"uid": "[^"]*"', "", json.dumps([w._data, w._layout, w.to_dict()], cls=PlotlyJSONEncoder, sort_keys=True))
+        return re.sub(
+            r'"uid": "[^"]*"',
+            "",
+            json.dumps([w._data, w._layout, w.to_dict()], cls=PlotlyJSONEncoder, sort_keys=True),
+        )
 
     usual = go.FigureWidget(chart(frames[0]))
     usual.layout.width = 900
@@ -325,7 +358,9 @@ def test_the_warm_up_freezes_the_collector_after_the_imports(switch, frozen):
     listed, step, ms, whole = got = after_warm_up(
         "t = time.perf_counter(); gc.collect(); ms = (time.perf_counter() - t) * 1000\n"
         "gc.unfreeze(); t = time.perf_counter(); gc.collect(); whole = (time.perf_counter() - t) * 1000\n"
-        "print('gc frozen' in warmup.seconds, warmup.seconds.get('gc frozen'), ms, whole)\n", LABKIT_GC_FREEZE=switch)
+        "print('gc frozen' in warmup.seconds, warmup.seconds.get('gc frozen'), ms, whole)\n",
+        LABKIT_GC_FREEZE=switch,
+    )
     assert listed == str(frozen), got
     if frozen:
         assert not step.startswith(("'", '"')) and float(step) >= 0, got  # a time, not an error

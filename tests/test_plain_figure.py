@@ -1,6 +1,7 @@
 """labkit.draw.plain_figure: a chart built from plain dicts is the figure plotly's objects build
 (same JSON, same template, traces in the same cells), its dicts pass plotly's validation, and
 the figure validates every later change."""
+
 from __future__ import annotations
 
 import json
@@ -24,11 +25,31 @@ def as_json(fig) -> dict:
     return json.loads(pio.to_json(fig))
 
 
-TRACES = [dict(type="bar", x=np.arange(3), y=np.array([1.5, 2.0, 0.5]), name="bars", marker=dict(color="#123456"),
-               customdata=np.array([["a", "1 B"], ["b", "2 B"], ["c", "3 B"]], dtype=object), row=1, col=1),
-          dict(type="scatter", x=[1, 2], y=[3.0, 4.0], mode="lines", line=dict(shape="hv", dash="dot", width=2),
-               name="line", row=2, col=1)]
-LAYOUT = dict(xaxis=dict(title=dict(text="x (us)")), yaxis2=dict(title=dict(text="held (MiB)"), rangemode="tozero"))
+TRACES = [
+    dict(
+        type="bar",
+        x=np.arange(3),
+        y=np.array([1.5, 2.0, 0.5]),
+        name="bars",
+        marker=dict(color="#123456"),
+        customdata=np.array([["a", "1 B"], ["b", "2 B"], ["c", "3 B"]], dtype=object),
+        row=1,
+        col=1,
+    ),
+    dict(
+        type="scatter",
+        x=[1, 2],
+        y=[3.0, 4.0],
+        mode="lines",
+        line=dict(shape="hv", dash="dot", width=2),
+        name="line",
+        row=2,
+        col=1,
+    ),
+]
+LAYOUT = dict(
+    xaxis=dict(title=dict(text="x (us)")), yaxis2=dict(title=dict(text="held (MiB)"), rangemode="tozero")
+)
 GRID = dict(rows=2, cols=1, vertical_spacing=0.2, subplot_titles=("top", "bottom"))
 
 
@@ -42,8 +63,17 @@ def test_a_plain_figure_is_the_figure_plotlys_objects_build(note):
         want.add_trace(go.Bar(**t) if kind == "bar" else go.Scatter(**t), row=row, col=col)
     want.update_layout(**LAYOUT)
     plots.finish(want, df, "main title", detail="a detail", note=note, height=500, legend_rows=2)
-    got = plain_figure.figure_of(GRID, TRACES, LAYOUT, df=df, main="main title", detail="a detail", note=note,
-                                 height=500, legend_rows=2)
+    got = plain_figure.figure_of(
+        GRID,
+        TRACES,
+        LAYOUT,
+        df=df,
+        main="main title",
+        detail="a detail",
+        note=note,
+        height=500,
+        legend_rows=2,
+    )
     assert as_json(got) == as_json(want)
     assert got.layout.template == pio.templates[plots.TEMPLATE]
     assert [(t.xaxis, t.yaxis) for t in got.data] == [("x", "y"), ("x2", "y2")]

@@ -5,6 +5,7 @@ bytes here are opaque to the store (it checks, writes and reads them; cuDNN neve
 what cuDNN does with real serialized plans, a second process loading them with zero builds, is
 in tests/test_saved_plans_gpu.py.
 """
+
 import json
 import subprocess
 import sys
@@ -12,13 +13,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from test_localcache import h100_identity  # noqa: E402  (tests/ is on sys.path under pytest)
 
-from labkit.store import localcache, plan_store
 from labkit.errors import InvalidSpec
+from labkit.store import localcache, plan_store
 from labkit.store.localcache import CacheError, CacheWarning
 from labkit.store.plan_store import PlanStore
-
-from test_localcache import h100_identity  # noqa: E402  (tests/ is on sys.path under pytest)
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = ((("N", 32), ("C", 64), ("dtype", "fp16")), "none", None, False)
@@ -36,7 +36,9 @@ def store(tmp_path):
 
 
 def put(store, kind="autotuned", data=BLOB, key=KEY):
-    return store.put(key, kind, data, "eng0_k2=1", 1 << 20, "RUNTIME_COMPILATION", dict(plans_timed=44, gpu_us=24.8))
+    return store.put(
+        key, kind, data, "eng0_k2=1", 1 << 20, "RUNTIME_COMPILATION", dict(plans_timed=44, gpu_us=24.8)
+    )
 
 
 def test_round_trip_keeps_bytes_plan_and_what_finding_it_cost(store):
@@ -58,8 +60,12 @@ def test_kinds_are_checked(store):
 
 def test_the_folder_names_the_identity_and_every_version_moves_it(tmp_path):
     a = PlanStore(tmp_path, h100_identity())
-    for field, value in [("cudnn_backend", "9.20.0"), ("cudnn_frontend", "1.29.0"), ("nvidia_driver", "590.1"),
-                         ("gpu", "NVIDIA H200")]:
+    for field, value in [
+        ("cudnn_backend", "9.20.0"),
+        ("cudnn_frontend", "1.29.0"),
+        ("nvidia_driver", "590.1"),
+        ("gpu", "NVIDIA H200"),
+    ]:
         assert PlanStore(tmp_path, h100_identity(**{field: value})).path != a.path, field
 
 
@@ -73,13 +79,16 @@ def test_a_plan_saved_under_another_cudnn_is_set_aside_never_returned(store):
     assert not path.exists() and any((store.root / "set-aside").iterdir())
 
 
-@pytest.mark.parametrize("damage, why", [
-    (lambda b: b[: len(b) // 2], "truncated or corrupt"),
-    (lambda b: b.replace(b'"schema_version": 1', b'"schema_version": 99'), "schema version 99"),
-    (lambda b: b.replace(b'"data": "AAEC', b'"data": "AQEC'), "do not match their sha256"),
-    (lambda b: b"\xff\xfe", "truncated or corrupt"),
-    (lambda b: b.replace(b'"workspace_bytes": 1048576', b'"workspace_bytes": "a lot"'), "wrong type"),
-])
+@pytest.mark.parametrize(
+    "damage, why",
+    [
+        (lambda b: b[: len(b) // 2], "truncated or corrupt"),
+        (lambda b: b.replace(b'"schema_version": 1', b'"schema_version": 99'), "schema version 99"),
+        (lambda b: b.replace(b'"data": "AAEC', b'"data": "AQEC'), "do not match their sha256"),
+        (lambda b: b"\xff\xfe", "truncated or corrupt"),
+        (lambda b: b.replace(b'"workspace_bytes": 1048576', b'"workspace_bytes": "a lot"'), "wrong type"),
+    ],
+)
 def test_corrupt_truncated_or_other_schema_file_is_named_and_set_aside(store, damage, why):
     path = put(store)
     path.write_bytes(damage(path.read_bytes()))
@@ -148,8 +157,15 @@ WRITER = textwrap.dedent("""
 
 def test_two_writers_of_the_same_plan_leave_a_whole_file(tmp_path):
     code = WRITER.format(tests=str(ROOT / "tests"), root=str(tmp_path))
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(n)], stderr=subprocess.PIPE, text=True,
-                              env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}) for n in (1, 2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(n)],
+            stderr=subprocess.PIPE,
+            text=True,
+            env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        )
+        for n in (1, 2)
+    ]
     for p in procs:
         _, err = p.communicate(timeout=120)
         assert p.returncode == 0, err[-2000:]

@@ -1,19 +1,17 @@
 """labkit.draw.plots on the shipped recording: every builder, every recorded request; trace counts,
 axis titles with units, provenance in the title's subtitle line, values drawn equal the DataFrame's, and a
 roofline without a known GPU draws no roof and says so."""
+
 from __future__ import annotations
 
 import pytest
 
 from labkit import experiments
-
-from labkit.session import lessons
-
 from labkit.draw import plots
-
-from labkit.store import recordings
-from labkit.experiments import plans_autotune
 from labkit.errors import LabkitError
+from labkit.experiments import plans_autotune
+from labkit.session import lessons
+from labkit.store import recordings
 
 
 @pytest.fixture(autouse=True)
@@ -49,12 +47,24 @@ def _titles(fig):
 
 
 UNITS = {  # chart -> strings some axis title must contain
-    "precision": ["(us", "error"], "layout": ["(us)"], "fusion": ["(us", "(MiB)"], "plans": ["B)", "(us"],
-    "caps": ["(us)", "slowdown (x)"], "algorithms": ["(us)", "(MiB)"], "build_cost": ["(s"],
-    "roofline": ["FLOP/byte", "TFLOP/s"], "sweep": ["(us)", "B)"], "workspace_sizes": ["(MiB)"],
-    "strategies": ["(us)", "(MiB)", "(count)"], "race": ["(count)"], "network_report": ["(us)", "(MiB)", "(ms)"],
-    "kernels": ["GPU time per call (us)", "host us"], "fusion_kernels": ["(us"], "strategy_timeline": ["microseconds"],
-    "race_timeline": ["microseconds"], "build_log": [],
+    "precision": ["(us", "error"],
+    "layout": ["(us)"],
+    "fusion": ["(us", "(MiB)"],
+    "plans": ["B)", "(us"],
+    "caps": ["(us)", "slowdown (x)"],
+    "algorithms": ["(us)", "(MiB)"],
+    "build_cost": ["(s"],
+    "roofline": ["FLOP/byte", "TFLOP/s"],
+    "sweep": ["(us)", "B)"],
+    "workspace_sizes": ["(MiB)"],
+    "strategies": ["(us)", "(MiB)", "(count)"],
+    "race": ["(count)"],
+    "network_report": ["(us)", "(MiB)", "(ms)"],
+    "kernels": ["GPU time per call (us)", "host us"],
+    "fusion_kernels": ["(us"],
+    "strategy_timeline": ["microseconds"],
+    "race_timeline": ["microseconds"],
+    "build_log": [],
 }
 
 
@@ -79,9 +89,17 @@ def test_provenance_subtitle_live_and_missing():
     import pandas as pd
 
     df = pd.DataFrame({"a": [1]})
-    df.attrs.update(mode="live", gpu="NVIDIA H100 80GB HBM3", cudnn_backend="9.19.0", cudnn_frontend="1.28.0",
-                    date="2026-01-02")
-    assert plots.provenance_subtitle(df) == "live on NVIDIA H100 80GB HBM3 · cuDNN 9.19.0 (frontend 1.28.0) · 2026-01-02"
+    df.attrs.update(
+        mode="live",
+        gpu="NVIDIA H100 80GB HBM3",
+        cudnn_backend="9.19.0",
+        cudnn_frontend="1.28.0",
+        date="2026-01-02",
+    )
+    assert (
+        plots.provenance_subtitle(df)
+        == "live on NVIDIA H100 80GB HBM3 · cuDNN 9.19.0 (frontend 1.28.0) · 2026-01-02"
+    )
     assert "unknown GPU" in plots.provenance_subtitle(pd.DataFrame())
 
 
@@ -153,7 +171,9 @@ def test_roofline_unknown_gpu_draws_no_roof_and_says_so():
 
 
 def test_race_over_several_calls():
-    frames = [experiments.race(launch=la, streams=st) for la, st in (("graph", 2), ("python", 2), ("graph", 4))]
+    frames = [
+        experiments.race(launch=la, streams=st) for la, st in (("graph", 2), ("python", 2), ("graph", 4))
+    ]
     df = plots.concat(frames)
     fig = experiments.CHARTS["race"](df)
     assert len(fig.data[0].x) == 3
@@ -246,6 +266,7 @@ def test_workspace_sizes_says_when_compiles_were_left_out():
     from labkit import experiments
 
     df = experiments.workspace_sizes().copy()
+
     def notes(fig):
         return " ".join((a.text or "").replace("<br>", " ") for a in fig.layout.annotations)
 
@@ -266,10 +287,20 @@ def test_new_figure_has_the_workbook_template_and_leaves_plotlys_default_alone()
     assert plots.new_figure(rows=1, cols=3).layout.xaxis3 is not None
 
 
-@pytest.mark.parametrize("subplots", [dict(rows=3, cols=1, vertical_spacing=0.11, row_heights=[0.34, 0.38, 0.28],
-                                           subplot_titles=("a", "b", "c")),
-                                      dict(rows=1, cols=4, shared_yaxes=True, horizontal_spacing=0.025),
-                                      dict(specs=[[{"secondary_y": True}]])])
+@pytest.mark.parametrize(
+    "subplots",
+    [
+        dict(
+            rows=3,
+            cols=1,
+            vertical_spacing=0.11,
+            row_heights=[0.34, 0.38, 0.28],
+            subplot_titles=("a", "b", "c"),
+        ),
+        dict(rows=1, cols=4, shared_yaxes=True, horizontal_spacing=0.025),
+        dict(specs=[[{"secondary_y": True}]]),
+    ],
+)
 def test_a_kept_subplot_grid_gives_the_figure_make_subplots_gives(subplots):
     """new_figure lays a grid out once and copies it after: the same layout and template, traces
     placed in the same subplots, and one figure's changes never reach the next."""
@@ -322,7 +353,8 @@ def test_every_declared_grid_laid_out_ahead_gives_the_figure_make_subplots_gives
                 want = make_subplots(**g)
             finally:
                 pio.templates._default = old
-            assert json.dumps(plots.new_figure(**g).to_plotly_json(), sort_keys=True, default=str) == \
-                json.dumps(want.to_plotly_json(), sort_keys=True, default=str)
+            assert json.dumps(
+                plots.new_figure(**g).to_plotly_json(), sort_keys=True, default=str
+            ) == json.dumps(want.to_plotly_json(), sort_keys=True, default=str)
     finally:
         plots._GRIDS.update(kept)

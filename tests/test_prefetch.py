@@ -1,6 +1,7 @@
 """The prefetch worker's rules (labkit.session.prefetch), with plain Python jobs: one job at a time under
 the GPU lock, only when idle, stopped at a checkpoint by the foreground, disturbed jobs and
 failures not kept, a foreground request for the running key waits for it. GPU-free."""
+
 from __future__ import annotations
 
 import threading
@@ -32,6 +33,7 @@ def job(value, seconds=0.0, steps=1, log=None):
         if log is not None:
             log.append(value)
         return value
+
     return fn
 
 
@@ -47,11 +49,18 @@ def test_runs_jobs_in_order_and_keeps_results(worker):
 def test_skips_what_is_done_and_new_wants_go_first(worker):
     store, log = Store(a="old"), []
     gate = threading.Event()
-    worker.want([("slow", lambda: gate.wait(5) and "slow"), ("x", job("x", log=log)), ("y", job("y", log=log))],
-                store, store.__contains__)
+    worker.want(
+        [("slow", lambda: gate.wait(5) and "slow"), ("x", job("x", log=log)), ("y", job("y", log=log))],
+        store,
+        store.__contains__,
+    )
     time.sleep(0.2)  # "slow" is running
-    assert worker.want([("a", job("new")), ("z", job("z", log=log)), ("y", job("y", log=log))],
-                       store, store.__contains__) == 2  # "a" is done
+    assert (
+        worker.want(
+            [("a", job("new")), ("z", job("z", log=log)), ("y", job("y", log=log))], store, store.__contains__
+        )
+        == 2
+    )  # "a" is done
     gate.set()
     assert worker.wait_idle(5)
     assert log == ["z", "y", "x"]  # the newest wants first, the older ones kept behind them, once each
@@ -210,8 +219,20 @@ def test_in_ipython_the_cell_that_starts_the_worker_counts_as_running(worker, mo
     assert worker.wait_idle(5) and store["b"] == "b"
 
 
-@pytest.mark.parametrize("value, on", [(None, True), ("", True), ("1", True), ("yes", True), ("0", False),
-                                       ("off", False), (" OFF ", False), ("No", False), ("false", False)])
+@pytest.mark.parametrize(
+    "value, on",
+    [
+        (None, True),
+        ("", True),
+        ("1", True),
+        ("yes", True),
+        ("0", False),
+        ("off", False),
+        (" OFF ", False),
+        ("No", False),
+        ("false", False),
+    ],
+)
 def test_switches_read_the_same_words(monkeypatch, value, on):
     """`env.switched_on`: what LABKIT_PREFETCH and LABKIT_GPU_LOCK (and any on/off switch) accept."""
     from labkit import env

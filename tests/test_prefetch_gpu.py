@@ -1,6 +1,7 @@
 """Prefetching live (labkit.session.prefetch through lessons and widgets): a panel measures its
 neighbouring values in the background, the next move is served from them, and a foreground
 request stops a running prefetch job instead of waiting for it."""
+
 import time
 
 import pytest
@@ -11,10 +12,8 @@ pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed: record
 import sense  # noqa: E402
 
 from labkit import experiments  # noqa: E402
-
-from labkit.session import lessons  # noqa: E402
-
 from labkit.present import widgets  # noqa: E402
+from labkit.session import lessons  # noqa: E402
 from labkit.session.prefetch import PREFETCHER  # noqa: E402
 
 SMALL = experiments.BASE.replace(N=8, H=28, W=28)

@@ -3,14 +3,13 @@
 The partial tables drawn here are prefixes of real recorded tables: what a live experiment
 reports after each part it measures. tests/test_progress_gpu.py checks the live experiments'
 own reports."""
+
 import threading
 
 import pytest
 
-from labkit.signals import progress
-
 from labkit.present import widgets
-
+from labkit.signals import progress
 
 pytestmark = pytest.mark.usefixtures("recorded_mode")
 
@@ -43,8 +42,18 @@ def test_a_failing_listener_never_fails_the_measurement():
         progress.report(lambda: None, 1, 2, "parts")  # no exception
 
 
-PROGRESSIVE = ["precision", "layout", "fusion", "plans", "caps", "build_cost", "roofline", "sweep",
-               "workspace_sizes", "strategies"]
+PROGRESSIVE = [
+    "precision",
+    "layout",
+    "fusion",
+    "plans",
+    "caps",
+    "build_cost",
+    "roofline",
+    "sweep",
+    "workspace_sizes",
+    "strategies",
+]
 
 
 @pytest.mark.parametrize("name", PROGRESSIVE)

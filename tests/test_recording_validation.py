@@ -2,13 +2,13 @@
 a newer schema, missing files, a file that does not match its sha256, two recordings that claim the
 same GPU and date. Checking reads only: nothing is overwritten. CPU only, on tmp copies of the
 shipped recordings."""
+
 import json
 import shutil
 
 import pytest
 
 from labkit import RecordedDataError
-
 from labkit.store import recordings
 
 

@@ -1,5 +1,6 @@
 """Recorded mode on this machine: the shipped H100 recording answers every lesson call, with
 provenance; bad recordings and unrecorded requests give clear errors."""
+
 import json
 import shutil
 
@@ -7,9 +8,8 @@ import pytest
 
 import labkit
 from labkit import ConvSpec, RecordedDataError, env, experiments
-from labkit.store import recordings
 from labkit.cli.record import gpu_slug, grid
-
+from labkit.store import recordings
 
 pytestmark = pytest.mark.usefixtures("recorded_mode")
 
@@ -42,7 +42,9 @@ def test_every_recorded_call_answers_with_provenance(name, kwargs):
     for k in ("gpu", "cudnn_backend", "cudnn_frontend", "date", "source"):
         assert df.attrs[k], k
     for col in df.columns:
-        if col.endswith(("_us", "_bytes")) and col != "cap_bytes" and df[col].dtype.kind in "if":  # cap -1 = unlimited
+        if (
+            col.endswith(("_us", "_bytes")) and col != "cap_bytes" and df[col].dtype.kind in "if"
+        ):  # cap -1 = unlimited
             assert (df[col].dropna() >= 0).all(), col
 
 
@@ -56,9 +58,15 @@ def test_a_request_outside_the_grid_names_the_nearest_recorded_values():
 
 def test_recorded_values_for_widgets():
     rec = recordings.current()
-    assert rec.values("precision", "spec.N", where={"spec.C": 64, "spec.H": 56, "spec.layout": "NHWC"}) == [1, 8, 32, 64]
+    assert rec.values("precision", "spec.N", where={"spec.C": 64, "spec.H": 56, "spec.layout": "NHWC"}) == [
+        1,
+        8,
+        32,
+        64,
+    ]
     assert rec.values("strategies", "workload") == sorted(
-        ["one_conv", "resnet50_fp16_nhwc", "resnet50_fp32_nchw", "random_shapes", "growing_batch", "pressure"])
+        ["one_conv", "resnet50_fp16_nhwc", "resnet50_fp32_nchw", "random_shapes", "growing_batch", "pressure"]
+    )
 
 
 def test_bad_arguments_are_invalid_spec_not_typeerror():
@@ -100,12 +108,15 @@ def test_bad_request_json_names_the_row(copy, line, request_text):
     assert info.value.row == line + 1 and "race.csv" in str(info.value)
 
 
-@pytest.mark.parametrize("breakage,message", [
-    (lambda d: (d / "metadata.json").write_text("{"), "not valid JSON"),
-    (lambda d: (d / "metadata.json").unlink(), "no metadata.json"),
-    (lambda d: (d / "metadata.json").write_text(json.dumps({"schema_version": 99})), "schema version 99"),
-    (lambda d: (d / "metadata.json").write_text(json.dumps({"schema_version": 1})), "lacks"),
-])
+@pytest.mark.parametrize(
+    "breakage,message",
+    [
+        (lambda d: (d / "metadata.json").write_text("{"), "not valid JSON"),
+        (lambda d: (d / "metadata.json").unlink(), "no metadata.json"),
+        (lambda d: (d / "metadata.json").write_text(json.dumps({"schema_version": 99})), "schema version 99"),
+        (lambda d: (d / "metadata.json").write_text(json.dumps({"schema_version": 1})), "lacks"),
+    ],
+)
 def test_broken_metadata(copy, breakage, message):
     breakage(copy)
     with pytest.raises(RecordedDataError, match=message):
@@ -128,7 +139,10 @@ def test_choosing_a_recording(copy, monkeypatch):
         recordings.use(42)
 
 
-@pytest.mark.skipif(env.environment().problem is None, reason="a CPU machine's modes (this machine has a GPU: tests/test_classroom_gpu.py and the gpu tests check live mode)")
+@pytest.mark.skipif(
+    env.environment().problem is None,
+    reason="a CPU machine's modes (this machine has a GPU: tests/test_classroom_gpu.py and the gpu tests check live mode)",
+)
 def test_modes_on_a_cpu_machine(monkeypatch):
     monkeypatch.delenv("LABKIT_MODE")
     m = env.mode()
@@ -172,8 +186,9 @@ def test_every_recorded_roofline_point_is_at_or_under_its_roof():
         ok = df[df.status == "ok"]
         assert len(ok) and ok.peak_tflops.notna().all() and ok.bandwidth_gb_s.notna().all()
         for _, r in ok.iterrows():
-            spec = dict(experiments.resnet50_shapes(req["N"]))[r["shape"]].replace(dtype=req["dtype"],
-                                                                                  layout=req["layout"])
+            spec = dict(experiments.resnet50_shapes(req["N"]))[r["shape"]].replace(
+                dtype=req["dtype"], layout=req["layout"]
+            )
             assert r.min_bytes == spec.min_bytes  # the model is applied to recorded rows too
             assert r.intensity_flops_per_byte == pytest.approx(spec.flops / spec.min_bytes)
             roof = min(r.peak_tflops, r.bandwidth_gb_s * r.intensity_flops_per_byte / 1e3)
@@ -201,4 +216,7 @@ def test_recorded_floats_read_back_bit_for_bit():
                 j = header.index(col)
                 want = [float(r[j]) if r[j] != "" else math.nan for r in rows]
                 got = df[col].tolist()
-                assert all((g == w) or (math.isnan(g) and math.isnan(w)) for g, w in zip(got, want)), (path, col)
+                assert all((g == w) or (math.isnan(g) and math.isnan(w)) for g, w in zip(got, want)), (
+                    path,
+                    col,
+                )

@@ -4,6 +4,7 @@ Checked three ways: against naive nested loops written straight from the definit
 adjoint identities <fprop(x, w), dy> = <x, dgrad(dy, w)> = <w, wgrad(x, dy)> over random valid
 ConvSpecs (hypothesis), and chunked == unchunked.
 """
+
 import math
 
 import numpy as np
@@ -141,7 +142,9 @@ def test_inputs_of_lower_precision_are_upcast():
     x, w = _rand(spec.x_shape, 1).astype(np.float16), _rand(spec.w_shape, 2).astype(np.float32)
     y = conv_fprop(x, w, **_geo(spec))
     assert y.dtype == np.float64
-    np.testing.assert_allclose(y, naive_fprop(spec, x.astype(np.float64), w.astype(np.float64)), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        y, naive_fprop(spec, x.astype(np.float64), w.astype(np.float64)), rtol=1e-12, atol=1e-12
+    )
 
 
 def test_bad_shapes_raise():
@@ -168,10 +171,19 @@ def small_specs(draw):
     pad = (draw(st.integers(0, dil[0] * (R - 1))), draw(st.integers(0, dil[1] * (S - 1))))
     try:
         spec = ConvSpec(
-            N=draw(st.integers(1, 3)), C=g * draw(st.integers(1, 3)), K=g * draw(st.integers(1, 3)),
-            H=draw(st.integers(1, 12)), W=draw(st.integers(1, 12)), R=R, S=S,
-            stride=(draw(st.integers(1, 4)), draw(st.integers(1, 4))), padding=pad, dilation=dil, groups=g,
-            direction=draw(st.sampled_from(["fprop", "dgrad", "wgrad"])), dtype=draw(st.sampled_from(DTYPES)),
+            N=draw(st.integers(1, 3)),
+            C=g * draw(st.integers(1, 3)),
+            K=g * draw(st.integers(1, 3)),
+            H=draw(st.integers(1, 12)),
+            W=draw(st.integers(1, 12)),
+            R=R,
+            S=S,
+            stride=(draw(st.integers(1, 4)), draw(st.integers(1, 4))),
+            padding=pad,
+            dilation=dil,
+            groups=g,
+            direction=draw(st.sampled_from(["fprop", "dgrad", "wgrad"])),
+            dtype=draw(st.sampled_from(DTYPES)),
         )
     except InvalidSpec:
         assume(False)
@@ -191,7 +203,9 @@ def _adjoint_terms(spec, seed, **kw):
     return a, b, c, scale
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
+@settings(
+    max_examples=400, deadline=None, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow]
+)
 @given(small_specs(), st.integers(0, 2**32 - 1), st.sampled_from([DEFAULT_TEMP_BYTES, 3000, 1]))
 def test_adjoint_identities(spec, seed, budget):
     a, b, c, scale = _adjoint_terms(spec, seed, max_temp_bytes=budget)
@@ -199,14 +213,19 @@ def test_adjoint_identities(spec, seed, budget):
     assert abs(a - c) <= 1e-10 * scale
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow]
+)
 @given(small_specs(), st.integers(0, 2**32 - 1))
 def test_reference_dispatch_and_shapes(spec, seed):
     rng = np.random.default_rng(seed)
     x, w, dy = rng.normal(size=spec.x_shape), rng.normal(size=spec.w_shape), rng.normal(size=spec.y_shape)
     out = reference(spec, {"x": x, "w": w, "dy": dy})
-    want = {"fprop": (naive_fprop, (x, w), spec.y_shape), "dgrad": (naive_dgrad, (dy, w), spec.x_shape),
-            "wgrad": (naive_wgrad, (x, dy), spec.w_shape)}[spec.direction]
+    want = {
+        "fprop": (naive_fprop, (x, w), spec.y_shape),
+        "dgrad": (naive_dgrad, (dy, w), spec.x_shape),
+        "wgrad": (naive_wgrad, (x, dy), spec.w_shape),
+    }[spec.direction]
     assert out.shape == want[2] and out.dtype == np.float64
     if spec.flops <= 2e4:  # the naive loops are slow; check the values on the smaller ones
         np.testing.assert_allclose(out, want[0](spec, *want[1]), rtol=1e-12, atol=1e-12)
@@ -234,7 +253,11 @@ def test_chunked_equals_unchunked(spec, budget):
     rng = np.random.default_rng(9)
     x, w, dy = rng.normal(size=spec.x_shape), rng.normal(size=spec.w_shape), rng.normal(size=spec.y_shape)
     geo = _geo(spec)
-    for f, args in ((conv_fprop, (x, w)), (conv_dgrad, (dy, w, (spec.H, spec.W))), (conv_wgrad, (x, dy, (spec.R, spec.S)))):
+    for f, args in (
+        (conv_fprop, (x, w)),
+        (conv_dgrad, (dy, w, (spec.H, spec.W))),
+        (conv_wgrad, (x, dy, (spec.R, spec.S))),
+    ):
         full = f(*args, **geo)
         small = f(*args, **geo, max_temp_bytes=budget)
         np.testing.assert_allclose(small, full, rtol=1e-13, atol=1e-13, err_msg=f.__name__)
@@ -244,6 +267,7 @@ def test_chunked_equals_unchunked(spec, budget):
 
 def test_chunk_plan_bounds_memory():
     from labkit.gpu.reference import _plan
+
     # N=32, C=64, 56x56, 3x3: ~17.8 MB of temporaries per image -> 30 images per step under 512 MiB
     P = Q = 56
     nb, rows = _plan(32, P, 8 * 64 * 58 * 58, 8 * Q * (64 * 9 + 2 * 64), DEFAULT_TEMP_BYTES)
@@ -299,6 +323,7 @@ def test_tolerances():
 def test_tolerance_admits_output_rounding_and_rejects_bugs(dtype):
     """A correct result rounded to the output dtype passes; a padding bug fails by far."""
     from labkit.gpu.numerics import quantize, random_inputs
+
     spec = ConvSpec(N=2, C=16, H=10, W=10, K=8, R=3, S=3, padding=1, dtype=dtype)
     _, x = random_inputs(spec.x_shape, dtype, np, seed=1)
     _, w = random_inputs(spec.w_shape, dtype, np, seed=2)

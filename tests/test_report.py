@@ -1,5 +1,6 @@
 """The network workspace report in recorded mode (`labkit.report`, `python -m labkit report`,
 `widgets.ReportPanel`, lesson 09's checks), from the reports recorded on the H100."""
+
 import os
 import subprocess
 import sys
@@ -8,11 +9,11 @@ from pathlib import Path
 import pytest
 
 import labkit
-from labkit.present import check, widgets
 from labkit import env, errors, networks
+from labkit.experiments import your_network
+from labkit.present import check, widgets
 from labkit.session import lessons
 from labkit.store import recordings
-from labkit.experiments import your_network
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(env.mode().live, reason="recorded-mode tests (this machine is live)")
@@ -26,13 +27,24 @@ def rep():
 @pytest.mark.parametrize("net", your_network.RECORDED_PRESETS)
 def test_each_recorded_preset_has_one_row_per_layer_of_the_real_network(net):
     want = [lay.name for lay in networks.layers_of(net, batch=32)]
-    holding = [r.name for r in recordings.shipped() if r.has("network_report", your_network.recorded_calls()[0][1] | {"net": net,
-                                                                                                                 "training": False, "image": 224})]
-    assert "h200" in holding  # every preset is recorded on the H200 (the H100 holds resnet50 and resnext50_32x4d)
+    holding = [
+        r.name
+        for r in recordings.shipped()
+        if r.has(
+            "network_report",
+            your_network.recorded_calls()[0][1] | {"net": net, "training": False, "image": 224},
+        )
+    ]
+    assert (
+        "h200" in holding
+    )  # every preset is recorded on the H200 (the H100 holds resnet50 and resnext50_32x4d)
     for name in holding:
         r = labkit.report(net, recording=name)
         assert list(r.layers.layer) == want and r.complete, name
-        assert r.provenance["gpu"] == recordings.named(name).metadata["gpu"] and r.provenance["mode"] == "recorded"
+        assert (
+            r.provenance["gpu"] == recordings.named(name).metadata["gpu"]
+            and r.provenance["mode"] == "recorded"
+        )
         assert r.layers.checked.astype(bool).all() and (r.layers.status == "ok").all(), name
         assert r.cut["plans"] == 0 and r.cut["layers"] == 0, (name, r.cut)
     default = labkit.report(net)  # no recording named: the default's when it has it, else the one that has it
@@ -41,8 +53,14 @@ def test_each_recorded_preset_has_one_row_per_layer_of_the_real_network(net):
 
 def test_the_presets_have_the_torchvision_layer_counts():
     counts = {n: len(networks.layers_of(n)) for n in networks.PRESETS}
-    assert counts == {"resnet50": 53, "resnext50_32x4d": 53, "mobilenet_v2": 52, "convnext_tiny": 22, "vgg16": 13,
-                      "deeplabv3_aspp": 6}
+    assert counts == {
+        "resnet50": 53,
+        "resnext50_32x4d": 53,
+        "mobilenet_v2": 52,
+        "convnext_tiny": 22,
+        "vgg16": 13,
+        "deeplabv3_aspp": 6,
+    }
 
 
 def test_per_layer_plans_are_consistent(rep):
@@ -59,9 +77,15 @@ def test_a_strategys_timeline_peak_is_its_reported_peak(rep):
     assert set(rep.strategies.strategy) == {label for label, _, _ in your_network.REPORT_STRATEGIES}
     for row in rep.strategies.itertuples():
         tl = rep.timeline[rep.timeline.strategy == row.strategy]
-        assert len(tl) == len(rep.layers) and tl.held_bytes.max() == row.peak_workspace_bytes == row.stats_peak_bytes
+        assert (
+            len(tl) == len(rep.layers)
+            and tl.held_bytes.max() == row.peak_workspace_bytes == row.stats_peak_bytes
+        )
     mpc = rep.strategies.set_index("strategy").loc["malloc_per_call"]
-    assert mpc.held_after_bytes == 0 and mpc.alloc_calls_per_pass == (rep.layers.fastest_workspace_bytes > 0).sum()
+    assert (
+        mpc.held_after_bytes == 0
+        and mpc.alloc_calls_per_pass == (rep.layers.fastest_workspace_bytes > 0).sum()
+    )
 
 
 def test_the_budget_curve_never_gets_slower_with_more_room(rep):
@@ -76,20 +100,41 @@ def test_the_figure_and_the_written_report(rep, tmp_path):
     assert len(fig.data) == widgets.experiments.TRACES["network_report"] == 11
     assert "recorded on NVIDIA H100" in fig.layout.title.text
     out = rep.write(tmp_path / "r")
-    assert {p.name for p in out.iterdir()} >= {"layers.csv", "strategies.csv", "timeline.csv", "budget.csv", "plans.csv",
-                                               "report.json", "report.html"}
+    assert {p.name for p in out.iterdir()} >= {
+        "layers.csv",
+        "strategies.csv",
+        "timeline.csv",
+        "budget.csv",
+        "plans.csv",
+        "report.json",
+        "report.html",
+    }
     assert (out / "report.html").stat().st_size > 1_000_000  # plotly.js inside: it opens without a network
 
 
 def test_the_cli_writes_the_report(tmp_path):
     env_ = dict(os.environ, PYTHONPATH=str(ROOT))
-    done = subprocess.run([sys.executable, "-m", "labkit", "report", "resnext50_32x4d", "--out", str(tmp_path / "x")],
-                          capture_output=True, text=True, env=env_, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "labkit", "report", "resnext50_32x4d", "--out", str(tmp_path / "x")],
+        capture_output=True,
+        text=True,
+        env=env_,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "53 convolution calls" in done.stdout and (tmp_path / "x" / "report.html").is_file()
-    bad = subprocess.run([sys.executable, "-m", "labkit", "report", "resnet51", "--out", str(tmp_path / "y")],
-                         capture_output=True, text=True, env=env_, timeout=300)
-    assert bad.returncode == 2 and "known: resnet50, resnext50_32x4d" in bad.stderr and not (tmp_path / "y").exists()
+    bad = subprocess.run(
+        [sys.executable, "-m", "labkit", "report", "resnet51", "--out", str(tmp_path / "y")],
+        capture_output=True,
+        text=True,
+        env=env_,
+        timeout=300,
+    )
+    assert (
+        bad.returncode == 2
+        and "known: resnet50, resnext50_32x4d" in bad.stderr
+        and not (tmp_path / "y").exists()
+    )
 
 
 def test_bad_input_is_a_clear_error():

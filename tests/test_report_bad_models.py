@@ -1,6 +1,7 @@
 """Bad input to the report of a learner's own model (issue 25): each a one-line `InvalidSpec`
 naming the argument, raised before anything is measured. Needs torch (skipped, visibly, without
 it); the model on a GPU needs one too."""
+
 import subprocess
 import sys
 
@@ -37,7 +38,9 @@ def test_the_batch_is_the_example_inputs_first_dimension():
     assert err.value.field == "batch" and one_line(err)
 
 
-@pytest.mark.parametrize("shape,field", [((3, 32), "input_shape"), ((16, 3, 32), "input_shape"), ((16, 5, 32, 32), "input_shape")])
+@pytest.mark.parametrize(
+    "shape,field", [((3, 32), "input_shape"), ((16, 3, 32), "input_shape"), ((16, 5, 32, 32), "input_shape")]
+)
 def test_an_input_the_model_cannot_take_is_named(shape, field):
     with pytest.raises(InvalidSpec) as err:
         request_for(Tiny(), input_shape=shape)
@@ -56,14 +59,17 @@ def test_a_model_without_conv2d_is_named():
     assert err.value.field == "net" and one_line(err)
 
 
-@pytest.mark.parametrize("path,says", [
-    ("no_such_module_anywhere:make", "does not import"),
-    ("torch.nn:NoSuchThing", "has no 'NoSuchThing'"),
-    ("torch.nn:Conv2d", "calling Conv2d() failed"),
-    ("math:pi", "not a function returning a model"),
-    ("builtins:dict", "returned a dict, not a torch.nn.Module"),
-    (":make", 'a model is named "module:callable"'),
-])
+@pytest.mark.parametrize(
+    "path,says",
+    [
+        ("no_such_module_anywhere:make", "does not import"),
+        ("torch.nn:NoSuchThing", "has no 'NoSuchThing'"),
+        ("torch.nn:Conv2d", "calling Conv2d() failed"),
+        ("math:pi", "not a function returning a model"),
+        ("builtins:dict", "returned a dict, not a torch.nn.Module"),
+        (":make", 'a model is named "module:callable"'),
+    ],
+)
 def test_a_model_path_that_does_not_give_a_model_is_named(path, says):
     with pytest.raises(InvalidSpec, match=None) as err:
         request_for(path, input_shape=(2, 3, 32, 32))
@@ -71,10 +77,27 @@ def test_a_model_path_that_does_not_give_a_model_is_named(path, says):
 
 
 def test_the_cli_refuses_a_bad_model_path_in_one_line(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "labkit", "report", "no_such_module_anywhere:make", "--input-shape",
-                           "2,3,32,32", "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "labkit",
+            "report",
+            "no_such_module_anywhere:make",
+            "--input-shape",
+            "2,3,32,32",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and not (tmp_path / "out").exists()
-    assert proc.stderr.strip().count("\n") == 0 and "InvalidSpec: net='no_such_module_anywhere:make'" in proc.stderr
+    assert (
+        proc.stderr.strip().count("\n") == 0
+        and "InvalidSpec: net='no_such_module_anywhere:make'" in proc.stderr
+    )
 
 
 @pytest.mark.gpu

@@ -2,6 +2,7 @@
 checked plan matches float64, identical layers are measured once, a strategy's timeline peak is
 its reported peak, training adds dgrad and wgrad, an out-of-memory layer is a row and the rest
 goes on, and a PyTorch model's Conv1d is listed as skipped."""
+
 import pytest
 
 pytestmark = pytest.mark.gpu
@@ -9,9 +10,9 @@ pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed: record
 
 import labkit  # noqa: E402
 from labkit import ConvSpec  # noqa: E402
+from labkit.experiments import your_network  # noqa: E402
 from labkit.session import lessons  # noqa: E402
 from labkit.store import localcache  # noqa: E402
-from labkit.experiments import your_network  # noqa: E402
 
 A = ConvSpec(N=4, C=32, H=28, W=28, K=64, R=3, S=3, padding=1, dtype="fp16", layout="NHWC")
 B = ConvSpec(N=4, C=64, H=28, W=28, K=64, R=1, S=1, padding=0, dtype="fp16", layout="NHWC")
@@ -34,7 +35,9 @@ def test_every_layer_has_three_checked_plans_and_identical_layers_are_measured_o
     layers = rep.layers
     assert list(layers.layer) == ["conv0", "conv1", "conv2", "conv3"] and rep.complete
     assert layers.spec_id.nunique() == 3 and list(layers["count"]) == [1, 2, 1, 2]
-    assert layers.checked.astype(bool).all() and (layers.status == "ok").all(), layers[["layer", "status", "reason"]]
+    assert layers.checked.astype(bool).all() and (layers.status == "ok").all(), layers[
+        ["layer", "status", "reason"]
+    ]
     assert (layers.max_rel_error <= layers.tolerance).all()
     assert (layers.fastest_gpu_us <= layers.heuristic_gpu_us).all()
     assert (layers.smallest_workspace_bytes <= layers.fastest_workspace_bytes).all()
@@ -46,14 +49,21 @@ def test_every_layer_has_three_checked_plans_and_identical_layers_are_measured_o
 def test_a_strategys_timeline_peak_is_its_reported_peak():
     rep = labkit.report(SMALL_NET, batch=4)
     strategies, timeline = rep.strategies, rep.timeline
-    assert len(strategies) == len(your_network.REPORT_STRATEGIES) and (strategies.status == "ok").all(), strategies
+    assert len(strategies) == len(your_network.REPORT_STRATEGIES) and (strategies.status == "ok").all(), (
+        strategies
+    )
     for row in strategies.itertuples():
         tl = timeline[timeline.strategy == row.strategy]
         assert len(tl) == len(rep.layers)
         assert tl.held_bytes.max() == row.peak_workspace_bytes == row.stats_peak_bytes, row.strategy
-        assert tl.held_after_bytes.iloc[-1] == row.held_after_bytes or row.strategy.startswith(("cupy", "async"))
+        assert tl.held_after_bytes.iloc[-1] == row.held_after_bytes or row.strategy.startswith(
+            ("cupy", "async")
+        )
     mpc = strategies.set_index("strategy").loc["malloc_per_call"]
-    assert mpc.held_after_bytes == 0 and mpc.alloc_calls_per_pass == (rep.layers.fastest_workspace_bytes > 0).sum()
+    assert (
+        mpc.held_after_bytes == 0
+        and mpc.alloc_calls_per_pass == (rep.layers.fastest_workspace_bytes > 0).sum()
+    )
     budget = rep.budget
     assert budget.iloc[-1].cap_label == "no cap" and budget.iloc[-1].slowdown == 1.0
     assert (budget.pass_gpu_us.dropna().diff().dropna() <= 1e-9).all()  # a larger cap is never slower
@@ -62,7 +72,13 @@ def test_a_strategys_timeline_peak_is_its_reported_peak():
 def test_training_adds_dgrad_and_wgrad_in_backward_order():
     rep = labkit.report([A, B], batch=4, training=True)
     got = list(zip(rep.layers.layer, rep.layers.direction))
-    assert got == [("conv0", "fprop"), ("conv1", "fprop"), ("conv1", "dgrad"), ("conv1", "wgrad"), ("conv0", "wgrad")]
+    assert got == [
+        ("conv0", "fprop"),
+        ("conv1", "fprop"),
+        ("conv1", "dgrad"),
+        ("conv1", "wgrad"),
+        ("conv0", "wgrad"),
+    ]
     assert rep.layers.checked.astype(bool).all()
 
 
@@ -71,7 +87,9 @@ def test_a_layer_that_runs_out_of_memory_is_a_row_and_the_rest_goes_on():
 
     from labkit.gpu import memory
 
-    big = ConvSpec(N=256, C=256, H=56, W=56, K=256, R=1, S=1, padding=0, dtype="fp16", layout="NHWC")  # ~2 GB of inputs
+    big = ConvSpec(
+        N=256, C=256, H=56, W=56, K=256, R=1, S=1, padding=0, dtype="fp16", layout="NHWC"
+    )  # ~2 GB of inputs
     labkit.report([A], batch=None)  # graphs, handles and libraries loaded before memory is taken
     cupy.get_default_memory_pool().free_all_blocks()
     hog = memory.raw_malloc(memory.free_bytes() - (1536 << 20), "memory pressure")  # leave 1.5 GiB
@@ -112,6 +130,8 @@ def test_a_second_report_is_answered_from_disk(tmp_path):
     first = labkit.report([A, B], batch=4)
     lessons.forget()
     again = labkit.report([A, B], batch=4)
-    assert again.frame.attrs.get("loaded_from_disk") and list(again.layers.fastest_gpu_us) == list(first.layers.fastest_gpu_us)
+    assert again.frame.attrs.get("loaded_from_disk") and list(again.layers.fastest_gpu_us) == list(
+        first.layers.fastest_gpu_us
+    )
     out = again.write(tmp_path / "out")
     assert (out / "report.html").stat().st_size > 100_000 and (out / "layers.csv").is_file()

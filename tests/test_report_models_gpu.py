@@ -10,6 +10,7 @@ its last two stages dilated instead of strided), besides plain resnet18. Also he
 of issue 25 (mobilenet_v3_large's first 20 distinct layers did not finish: a grouped plan that
 launches one kernel per group was captured ten times into one CUDA graph), run in a child
 process with a hard limit so that a stall fails the test instead of hanging it."""
+
 import json
 import os
 import subprocess
@@ -30,15 +31,20 @@ MODELS = {
     "mobilenet_v3_large": lambda: models.mobilenet_v3_large(),
     "efficientnet_b0": lambda: models.efficientnet_b0(),
     "regnet_y_400mf": lambda: models.regnet_y_400mf(),
-    "resnext50_32x4d_dilated": lambda: models.resnext50_32x4d(replace_stride_with_dilation=[False, True, True]),
+    "resnext50_32x4d_dilated": lambda: models.resnext50_32x4d(
+        replace_stride_with_dilation=[False, True, True]
+    ),
 }
 
 
 def conv2d_calls(model, shape) -> int:
     """How many times forward calls an nn.Conv2d (counted here, independently of labkit)."""
     count = [0]
-    hooks = [m.register_forward_hook(lambda *a: count.__setitem__(0, count[0] + 1))
-             for m in model.modules() if isinstance(m, torch.nn.Conv2d)]
+    hooks = [
+        m.register_forward_hook(lambda *a: count.__setitem__(0, count[0] + 1))
+        for m in model.modules()
+        if isinstance(m, torch.nn.Conv2d)
+    ]
     try:
         with torch.no_grad():
             model.eval()(torch.zeros(shape))
@@ -56,14 +62,19 @@ def test_a_real_network_is_reported_whole(name):
     layers = rep.layers
     assert len(layers) == conv2d_calls(model, shape), name
     assert set(layers["N"]) == {BATCH}
-    assert set(layers.status) <= {"ok", "unsupported"}, layers[layers.status != "ok"][["layer", "status", "reason"]]
+    assert set(layers.status) <= {"ok", "unsupported"}, layers[layers.status != "ok"][
+        ["layer", "status", "reason"]
+    ]
     ok = layers[layers.status == "ok"]
     assert len(ok) and ok.checked.astype(bool).all() and (ok.max_rel_error <= ok.tolerance).all()
     assert rep.complete and rep.cut["layers"] == 0 and rep.cut["strategies"] == 0, rep.cut
     plans = rep.plans
     assert not plans.status.str.startswith("timed out").any(), plans[plans.status.str.startswith("timed out")]
     if name in ("mobilenet_v3_large", "efficientnet_b0"):
-        assert {(r.R, r.groups == r.C) for r in ok.itertuples()} >= {(3, True), (5, True)}  # depthwise 3x3 and 5x5
+        assert {(r.R, r.groups == r.C) for r in ok.itertuples()} >= {
+            (3, True),
+            (5, True),
+        }  # depthwise 3x3 and 5x5
         assert ((ok.H == 1) & (ok.R == 1)).any()  # squeeze-excitation: 1x1 on a 1x1 map
     if name == "resnext50_32x4d_dilated":
         assert (ok.dilation > 1).any() and (ok.groups == 32).any()
@@ -95,10 +106,16 @@ def test_the_mobilenet_v3_stall_is_gone():
     slower than the best, and they are cut without a capture."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     try:
-        proc = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=120
+        )
     except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"the first 20 distinct layers of mobilenet_v3_large did not finish in 120 s: {(exc.stderr or '')[-800:]}")
+        pytest.fail(
+            f"the first 20 distinct layers of mobilenet_v3_large did not finish in 120 s: {(exc.stderr or '')[-800:]}"
+        )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out["complete"] and out["statuses"] == ["ok"] and out["cut"]["layers"] == 0 and out["timed_out"] == 0, out
+    assert (
+        out["complete"] and out["statuses"] == ["ok"] and out["cut"]["layers"] == 0 and out["timed_out"] == 0
+    ), out
     assert out["eng1"] and all(s.startswith("slower: one eager call took") for s in out["eng1"]), out

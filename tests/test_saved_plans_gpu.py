@@ -3,6 +3,7 @@
 winner from disk with zero graph builds and gets results that pass the float64 check; a plan
 saved under another cuDNN version, or a corrupted one, is set aside (named) and built again;
 build_cost measures the cold build against the load."""
+
 import json
 import math
 import os
@@ -17,9 +18,8 @@ pytestmark = pytest.mark.gpu
 pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed: recorded mode)")
 
 from labkit import experiments  # noqa: E402
-
-from labkit.store import plan_store  # noqa: E402
 from labkit.gpu import autotune, engine, verify  # noqa: E402
+from labkit.store import plan_store  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = dict(N=4, C=32, H=20, W=20, K=48)
@@ -41,10 +41,22 @@ USE = textwrap.dedent("""
 
 
 def use(cache: Path, **changes):
-    env = dict(os.environ, LABKIT_CACHE=str(cache), LABKIT_MODE="live", LABKIT_PREFETCH="0",
-               PYTHONPATH=os.pathsep.join([str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
-    proc = subprocess.run([sys.executable, "-c", USE, json.dumps({**SMALL, **changes})], env=env, capture_output=True,
-                          text=True, timeout=600)
+    env = dict(
+        os.environ,
+        LABKIT_CACHE=str(cache),
+        LABKIT_MODE="live",
+        LABKIT_PREFETCH="0",
+        PYTHONPATH=os.pathsep.join(
+            [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        ),
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", USE, json.dumps({**SMALL, **changes})],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     ans = json.loads(proc.stdout.strip().splitlines()[-1])
     ans["stderr"] = proc.stderr
@@ -61,7 +73,12 @@ def test_a_second_process_loads_both_plans_with_zero_builds_and_they_pass_the_ch
     assert len(plan_files(tmp_path)) == 2  # the heuristic's pick and the fused graph's autotune winner
     second = use(tmp_path)
     print({k: v for k, v in second.items() if k != "stderr"})
-    assert second["builds"] == 0 and second["loads"] == 1 and second["heuristic_loaded"] and second["tuned_from_disk"]
+    assert (
+        second["builds"] == 0
+        and second["loads"] == 1
+        and second["heuristic_loaded"]
+        and second["tuned_from_disk"]
+    )
     assert second["heuristic_plan"] == first["heuristic_plan"] and second["tuned_plan"] == first["tuned_plan"]
     assert second["plans_timed"] == first["plans_timed"] > 0
     assert all(first["checks_ok"]) and all(second["checks_ok"]), (first["rel_errors"], second["rel_errors"])

@@ -4,17 +4,17 @@ recording and the store opened under that recording's identity (as a live H100 w
 never changed; a folder that is missing, of another identity, half-filled, or holds a corrupt
 file gets one warning naming it and the learner's own cache goes on. What a live GPU adds (every
 panel answered from a filled shared folder within 100 ms) is in scripts/bench_classroom.py."""
+
 import json
 import os
 import warnings
 
 import pandas as pd
 import pytest
+from test_localcache import h100_identity, real_call
 
 from labkit.store import localcache, machine, plan_store
 from labkit.store.localcache import CacheWarning, LocalRecording
-
-from test_localcache import h100_identity, real_call
 
 
 @pytest.fixture(autouse=True)
@@ -33,7 +33,9 @@ def filled(folder, status="complete", ident=None):
     store = LocalRecording(folder, ident or h100_identity())
     request, df = real_call()
     store.put("precision", request, df, seconds=2.0)
-    (folder / localcache.FILL_STATUS).write_text(json.dumps({"status": status, "started": "2026-11-24T09:00:00"}))
+    (folder / localcache.FILL_STATUS).write_text(
+        json.dumps({"status": status, "started": "2026-11-24T09:00:00"})
+    )
     return request, df
 
 
@@ -58,11 +60,14 @@ def test_unset_means_none(monkeypatch):
     assert localcache.shared() is None and plan_store.shared() is None
 
 
-@pytest.mark.parametrize("case, words", [
-    ("missing", "no such folder"),
-    ("empty", "holds no recording"),
-    ("other cudnn", "cudnn backend 9.0.0"),
-])
+@pytest.mark.parametrize(
+    "case, words",
+    [
+        ("missing", "no such folder"),
+        ("empty", "holds no recording"),
+        ("other cudnn", "cudnn backend 9.0.0"),
+    ],
+)
 def test_an_unusable_folder_is_one_warning_naming_it(tmp_path, monkeypatch, case, words):
     folder = tmp_path / "class"
     if case == "empty":

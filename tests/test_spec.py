@@ -1,5 +1,6 @@
 """ConvSpec: output sizes, FLOPs, bytes and keys against hand-computed cases, and fuzzing of
 validation (anything invalid raises InvalidSpec naming the field; anything valid constructs)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -121,20 +122,25 @@ def _touched_brute(size, out, taps, stride, pad, dil):
 @pytest.mark.parametrize(
     "kw, rows_cols",
     [
-        (dict(), (56, 56)),                                                    # 3x3 s1 p1: every pixel
-        (dict(H=56, W=56, R=1, S=1, stride=2, padding=0), (28, 28)),           # 1x1/2: one pixel in four
-        (dict(H=57, W=57, R=1, S=1, stride=2, padding=0), (29, 29)),           # odd size: rows 0, 2, .., 56
-        (dict(H=224, W=224, R=7, S=7, stride=2, padding=3), (224, 224)),       # the stem: windows overlap
-        (dict(H=10, W=10, R=3, S=3, stride=4, padding=0), (6, 6)),             # windows 0-2, 4-6; 3, 7-9 unread
+        (dict(), (56, 56)),  # 3x3 s1 p1: every pixel
+        (dict(H=56, W=56, R=1, S=1, stride=2, padding=0), (28, 28)),  # 1x1/2: one pixel in four
+        (dict(H=57, W=57, R=1, S=1, stride=2, padding=0), (29, 29)),  # odd size: rows 0, 2, .., 56
+        (dict(H=224, W=224, R=7, S=7, stride=2, padding=3), (224, 224)),  # the stem: windows overlap
+        (dict(H=10, W=10, R=3, S=3, stride=4, padding=0), (6, 6)),  # windows 0-2, 4-6; 3, 7-9 unread
         (dict(H=8, W=8, R=2, S=2, stride=3, padding=0, dilation=1), (6, 6)),  # windows 0-1, 3-4, 6-7
-        (dict(H=12, W=12, R=3, S=3, stride=1, padding=0, dilation=4), (12, 12)),  # dilated 0,4,8 .. 3,7,11: all
+        (
+            dict(H=12, W=12, R=3, S=3, stride=1, padding=0, dilation=4),
+            (12, 12),
+        ),  # dilated 0,4,8 .. 3,7,11: all
     ],
 )
 def test_touched_input_rows_and_columns(kw, rows_cols):
     s = ConvSpec(**kw)
     assert s.x_touched == rows_cols
-    assert s.x_touched == (_touched_brute(s.H, s.P, s.R, s.stride[0], s.padding[0], s.dilation[0]),
-                           _touched_brute(s.W, s.Q, s.S, s.stride[1], s.padding[1], s.dilation[1]))
+    assert s.x_touched == (
+        _touched_brute(s.H, s.P, s.R, s.stride[0], s.padding[0], s.dilation[0]),
+        _touched_brute(s.W, s.Q, s.S, s.stride[1], s.padding[1], s.dilation[1]),
+    )
 
 
 def test_byte_model_counts_only_the_pixels_a_1x1_stride2_reads():
@@ -148,7 +154,9 @@ def test_byte_model_counts_only_the_pixels_a_1x1_stride2_reads():
     # dgrad writes the whole of dX (zeros where no window reaches)
     assert s.replace(direction="dgrad").touched_bytes["x"] == 51_380_224
     # a border no window reaches: 3x3 s1 p0 on 10x10 still covers every pixel; 2x2 s3 on 8x8 misses two
-    assert ConvSpec(N=1, C=8, H=8, W=8, K=8, R=2, S=2, stride=3, padding=0).touched_bytes["x"] == 8 * 6 * 6 * 2
+    assert (
+        ConvSpec(N=1, C=8, H=8, W=8, K=8, R=2, S=2, stride=3, padding=0).touched_bytes["x"] == 8 * 6 * 6 * 2
+    )
 
 
 @pytest.mark.parametrize("direction", DIRECTIONS)
@@ -183,21 +191,43 @@ def test_tensor_bytes(dtype, direction, expect):
 
 def test_output_dtype():
     assert {d: ConvSpec(dtype=d).output_dtype for d in DTYPES} == {
-        "fp32": "fp32", "tf32": "fp32", "fp16": "fp16", "bf16": "bf16", "fp8_e4m3": "fp16",
+        "fp32": "fp32",
+        "tf32": "fp32",
+        "fp16": "fp16",
+        "bf16": "bf16",
+        "fp8_e4m3": "fp16",
     }
 
 
 def test_layout_does_not_change_sizes():
     a, b = ConvSpec(layout="NCHW"), ConvSpec(layout="NHWC")
-    assert (a.x_shape, a.w_shape, a.y_shape, a.flops, a.tensor_bytes) == (b.x_shape, b.w_shape, b.y_shape, b.flops, b.tensor_bytes)
+    assert (a.x_shape, a.w_shape, a.y_shape, a.flops, a.tensor_bytes) == (
+        b.x_shape,
+        b.w_shape,
+        b.y_shape,
+        b.flops,
+        b.tensor_bytes,
+    )
 
 
 # ---- identity -----------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "change",
-    [dict(dtype="bf16"), dict(layout="NCHW"), dict(direction="dgrad"), dict(direction="wgrad"),
-     dict(dilation=2, padding=2), dict(dilation=(1, 2), padding=1), dict(stride=(2, 1)),
-     dict(padding=(1, 0)), dict(groups=2), dict(N=2), dict(C=32), dict(K=32), dict(H=28)],
+    [
+        dict(dtype="bf16"),
+        dict(layout="NCHW"),
+        dict(direction="dgrad"),
+        dict(direction="wgrad"),
+        dict(dilation=2, padding=2),
+        dict(dilation=(1, 2), padding=1),
+        dict(stride=(2, 1)),
+        dict(padding=(1, 0)),
+        dict(groups=2),
+        dict(N=2),
+        dict(C=32),
+        dict(K=32),
+        dict(H=28),
+    ],
 )
 def test_key_differs(change):
     base = ConvSpec()
@@ -214,8 +244,22 @@ def test_key_equal_for_equal_specs():
     b = ConvSpec(N=4, stride=(2, 2), padding=1, dtype="bf16", layout="NCHW")
     assert a == b and a.key == b.key and hash(a) == hash(b) and hash(a.key) == hash(b.key)
     names = [k for k, _ in a.key]
-    assert names == ["N", "C", "H", "W", "K", "R", "S", "stride", "padding", "dilation", "groups",
-                     "dtype", "layout", "direction"]
+    assert names == [
+        "N",
+        "C",
+        "H",
+        "W",
+        "K",
+        "R",
+        "S",
+        "stride",
+        "padding",
+        "dilation",
+        "groups",
+        "dtype",
+        "layout",
+        "direction",
+    ]
 
 
 def test_replace():
@@ -231,8 +275,22 @@ def test_replace():
 
 
 def test_dict_round_trip():
-    s = ConvSpec(N=3, C=12, H=17, W=19, K=6, R=3, S=5, stride=(2, 1), padding=(1, 2), dilation=(1, 2),
-                 groups=3, dtype="fp8_e4m3", layout="NCHW", direction="wgrad")
+    s = ConvSpec(
+        N=3,
+        C=12,
+        H=17,
+        W=19,
+        K=6,
+        R=3,
+        S=5,
+        stride=(2, 1),
+        padding=(1, 2),
+        dilation=(1, 2),
+        groups=3,
+        dtype="fp8_e4m3",
+        layout="NCHW",
+        direction="wgrad",
+    )
     d = s.to_dict()
     assert d["stride"] == [2, 1] and d["padding"] == [1, 2] and d["dilation"] == [1, 2]
     assert d["dtype"] == "fp8_e4m3" and d["groups"] == 3
@@ -252,10 +310,14 @@ def test_from_dict_unknown_field():
     "kw, label",
     [
         (dict(), "fp16 NHWC fprop 1x64x56x56 -> 64 3x3 s1 p1"),
-        (dict(N=32, stride=2, dtype="fp32", layout="NCHW", direction="dgrad"),
-         "fp32 NCHW dgrad 32x64x56x56 -> 64 3x3 s2 p1"),
-        (dict(stride=(1, 2), padding=(1, 0), dilation=(1, 2), groups=64, K=128),
-         "fp16 NHWC fprop 1x64x56x56 -> 128 3x3 s1,2 p1,0 d1,2 g64"),
+        (
+            dict(N=32, stride=2, dtype="fp32", layout="NCHW", direction="dgrad"),
+            "fp32 NCHW dgrad 32x64x56x56 -> 64 3x3 s2 p1",
+        ),
+        (
+            dict(stride=(1, 2), padding=(1, 0), dilation=(1, 2), groups=64, K=128),
+            "fp16 NHWC fprop 1x64x56x56 -> 128 3x3 s1,2 p1,0 d1,2 g64",
+        ),
     ],
 )
 def test_label(kw, label):
@@ -271,14 +333,30 @@ def test_exported_from_package():
 @pytest.mark.parametrize(
     "kw, field",
     [
-        (dict(N=0), "N"), (dict(C=-1), "C"), (dict(H=1.0), "H"), (dict(W="56"), "W"), (dict(K=None), "K"),
-        (dict(R=True), "R"), (dict(S=MAX_DIM + 1), "S"), (dict(groups=0), "groups"),
-        (dict(stride=0), "stride"), (dict(stride=(1, 2, 3)), "stride"), (dict(stride=(1,)), "stride"),
-        (dict(padding=-1), "padding"), (dict(padding=(1, 1.5)), "padding"), (dict(dilation=(0, 1)), "dilation"),
-        (dict(dtype="fp64"), "dtype"), (dict(dtype="fp8"), "dtype"), (dict(dtype=16), "dtype"),
-        (dict(layout="CHWN"), "layout"), (dict(layout=None), "layout"), (dict(direction="bprop"), "direction"),
-        (dict(C=64, groups=3), "groups"), (dict(C=64, K=96, groups=64), "groups"),
-        (dict(H=3, R=7, S=3, padding=(0, 1)), "R"), (dict(W=2, R=3, S=5, padding=(1, 0)), "S"),
+        (dict(N=0), "N"),
+        (dict(C=-1), "C"),
+        (dict(H=1.0), "H"),
+        (dict(W="56"), "W"),
+        (dict(K=None), "K"),
+        (dict(R=True), "R"),
+        (dict(S=MAX_DIM + 1), "S"),
+        (dict(groups=0), "groups"),
+        (dict(stride=0), "stride"),
+        (dict(stride=(1, 2, 3)), "stride"),
+        (dict(stride=(1,)), "stride"),
+        (dict(padding=-1), "padding"),
+        (dict(padding=(1, 1.5)), "padding"),
+        (dict(dilation=(0, 1)), "dilation"),
+        (dict(dtype="fp64"), "dtype"),
+        (dict(dtype="fp8"), "dtype"),
+        (dict(dtype=16), "dtype"),
+        (dict(layout="CHWN"), "layout"),
+        (dict(layout=None), "layout"),
+        (dict(direction="bprop"), "direction"),
+        (dict(C=64, groups=3), "groups"),
+        (dict(C=64, K=96, groups=64), "groups"),
+        (dict(H=3, R=7, S=3, padding=(0, 1)), "R"),
+        (dict(W=2, R=3, S=5, padding=(1, 0)), "S"),
         (dict(N=2048, C=1024, H=32, W=32), "shape"),
     ],
 )
@@ -298,8 +376,14 @@ CHOICES = {"dtype": DTYPES, "layout": LAYOUTS, "direction": DIRECTIONS}
 _BASE = dict(N=1, C=4, H=8, W=8, K=4, R=1, S=1, stride=1, padding=0, dilation=1, groups=1)
 
 not_an_int = st.one_of(
-    st.text(max_size=4), st.floats(allow_nan=True), st.booleans(), st.none(), st.just(b"1"),
-    st.complex_numbers(max_magnitude=10), st.builds(object), st.dictionaries(st.text(max_size=2), st.integers(), max_size=2),
+    st.text(max_size=4),
+    st.floats(allow_nan=True),
+    st.booleans(),
+    st.none(),
+    st.just(b"1"),
+    st.complex_numbers(max_magnitude=10),
+    st.builds(object),
+    st.dictionaries(st.text(max_size=2), st.integers(), max_size=2),
 )
 bad_int = st.one_of(not_an_int, st.integers(max_value=0), st.integers(min_value=MAX_DIM + 1))
 
@@ -307,14 +391,18 @@ bad_int = st.one_of(not_an_int, st.integers(max_value=0), st.integers(min_value=
 def bad_pair(minimum: int):
     good = st.integers(min_value=minimum, max_value=4)
     worse = st.one_of(not_an_int, st.integers(max_value=minimum - 1), st.integers(min_value=MAX_DIM + 1))
-    wrong_length = st.lists(st.integers(min_value=minimum, max_value=4), max_size=6).filter(lambda v: len(v) != 2)
+    wrong_length = st.lists(st.integers(min_value=minimum, max_value=4), max_size=6).filter(
+        lambda v: len(v) != 2
+    )
     return st.one_of(
         not_an_int.filter(lambda v: not isinstance(v, (list, tuple))),
         st.integers(max_value=minimum - 1),
         st.integers(min_value=MAX_DIM + 1),
         wrong_length,
         wrong_length.map(tuple),
-        st.tuples(worse, good), st.tuples(good, worse), st.lists(worse, min_size=2, max_size=2),
+        st.tuples(worse, good),
+        st.tuples(good, worse),
+        st.lists(worse, min_size=2, max_size=2),
     )
 
 
@@ -326,7 +414,10 @@ def bad_choice(allowed, normalise):
         st.text(max_size=10).filter(lambda v: normalise(v) not in allowed),
         st.sampled_from(allowed).map(lambda v: " " + v),
         st.sampled_from(allowed).map(lambda v: v.encode()),
-        st.integers(), st.none(), st.booleans(), st.sampled_from(allowed).map(lambda v: [v]),
+        st.integers(),
+        st.none(),
+        st.booleans(),
+        st.sampled_from(allowed).map(lambda v: [v]),
     )
 
 
@@ -396,9 +487,13 @@ def test_fuzz_cross_field_rules_name_the_field(data):
 
 
 anything = st.one_of(
-    st.integers(min_value=-3, max_value=40), st.integers(), bad_int,
-    st.tuples(st.integers(-1, 5), st.integers(-1, 5)), st.lists(st.integers(-1, 5), max_size=4),
-    st.sampled_from(DTYPES + LAYOUTS + DIRECTIONS), st.text(max_size=6),
+    st.integers(min_value=-3, max_value=40),
+    st.integers(),
+    bad_int,
+    st.tuples(st.integers(-1, 5), st.integers(-1, 5)),
+    st.lists(st.integers(-1, 5), max_size=4),
+    st.sampled_from(DTYPES + LAYOUTS + DIRECTIONS),
+    st.text(max_size=6),
 )
 
 
@@ -423,9 +518,19 @@ def valid_specs(draw):
     w = draw(st.integers(max(1, dil[1] * (s_ - 1) + 1 - 2 * pad[1]), 128))
     g = draw(st.integers(1, 16))
     return dict(
-        N=draw(st.integers(1, 8)), C=g * draw(st.integers(1, 8)), H=h, W=w, K=g * draw(st.integers(1, 8)),
-        R=r, S=s_, stride=(draw(st.integers(1, 4)), draw(st.integers(1, 4))), padding=pad, dilation=dil,
-        groups=g, dtype=draw(st.sampled_from(DTYPES)), layout=draw(st.sampled_from(LAYOUTS)),
+        N=draw(st.integers(1, 8)),
+        C=g * draw(st.integers(1, 8)),
+        H=h,
+        W=w,
+        K=g * draw(st.integers(1, 8)),
+        R=r,
+        S=s_,
+        stride=(draw(st.integers(1, 4)), draw(st.integers(1, 4))),
+        padding=pad,
+        dilation=dil,
+        groups=g,
+        dtype=draw(st.sampled_from(DTYPES)),
+        layout=draw(st.sampled_from(LAYOUTS)),
         direction=draw(st.sampled_from(DIRECTIONS)),
     )
 
@@ -446,19 +551,27 @@ def test_fuzz_valid_specs(kw):
     assert s.flops == 2 * s.N * s.K * s.P * s.Q * (s.C // s.groups) * s.R * s.S
     assert s.min_bytes == sum(s.touched_bytes.values()) > 0
     rows, cols = s.x_touched
-    assert (rows, cols) == (_touched_brute(s.H, s.P, s.R, s.stride[0], s.padding[0], s.dilation[0]),
-                            _touched_brute(s.W, s.Q, s.S, s.stride[1], s.padding[1], s.dilation[1]))
+    assert (rows, cols) == (
+        _touched_brute(s.H, s.P, s.R, s.stride[0], s.padding[0], s.dilation[0]),
+        _touched_brute(s.W, s.Q, s.S, s.stride[1], s.padding[1], s.dilation[1]),
+    )
     assert s.touched_bytes["w"] == s.tensor_bytes["w"] and s.touched_bytes["y"] == s.tensor_bytes["y"]
     assert 0 <= s.touched_bytes["x"] <= s.tensor_bytes["x"]  # dilated taps can all land in padding
     assert ConvSpec.from_dict(s.to_dict()) == s
     assert s.replace() == s and s.replace().key == s.key
 
 
-@pytest.mark.parametrize("kw, pq", [
-    (dict(H=56, W=56, R=1, S=1, stride=2, padding=3), (31, 31)),   # 1x1, padding 3, stride 2 (PyTorch takes it)
-    (dict(H=8, W=8, R=3, S=3, padding=(4, 0)), (14, 6)),           # padding past the filter's reach
-    (dict(H=1, W=1, R=1, S=1, padding=2), (5, 5)),                 # windows wholly in padding read zeros
-])
+@pytest.mark.parametrize(
+    "kw, pq",
+    [
+        (
+            dict(H=56, W=56, R=1, S=1, stride=2, padding=3),
+            (31, 31),
+        ),  # 1x1, padding 3, stride 2 (PyTorch takes it)
+        (dict(H=8, W=8, R=3, S=3, padding=(4, 0)), (14, 6)),  # padding past the filter's reach
+        (dict(H=1, W=1, R=1, S=1, padding=2), (5, 5)),  # windows wholly in padding read zeros
+    ],
+)
 def test_any_padding_with_an_output_is_valid(kw, pq):
     """The rule is PyTorch's: any padding >= 0 as long as the output has at least one pixel."""
     s = ConvSpec(**kw)

@@ -1,6 +1,7 @@
 """Names that do not exist, found without running the code (pyflakes): labkit's GPU modules
 import CuPy, so on a machine without a GPU their tests are skipped and a broken line in them
 would go unseen until a GPU run (it happened: a stray line in gpu/engine.py)."""
+
 from pathlib import Path
 
 from pyflakes import api, messages, reporter
@@ -16,8 +17,10 @@ class _Collect(reporter.Reporter):
 
     def flake(self, message):
         if isinstance(message, FATAL):
-            self.found.append(f"{Path(message.filename).relative_to(ROOT)}:{message.lineno}: "
-                              f"{message.message % message.message_args}")
+            self.found.append(
+                f"{Path(message.filename).relative_to(ROOT)}:{message.lineno}: "
+                f"{message.message % message.message_args}"
+            )
 
     def syntaxError(self, filename, msg, lineno, offset, text):
         self.found.append(f"{filename}:{lineno}: {msg}")

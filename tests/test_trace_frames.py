@@ -1,19 +1,33 @@
 """Reading a trace frame (`labkit.gpu.trace`, no GPU): times relative to the first record, marks
 on the same axis, passes cut at the marks, busy time and idle share of each."""
+
 import pytest
 
 from labkit.gpu import trace
 
 
 def _kernel(start_ns, end_ns, stream=7):
-    return dict(kind="kernel", start_ns=start_ns, end_ns=end_ns, correlation_id=1, stream_id=stream,
-                raw_name="xmma_gemm_kernel", grid="1x1x1", block="128x1x1", graph_id=0)
+    return dict(
+        kind="kernel",
+        start_ns=start_ns,
+        end_ns=end_ns,
+        correlation_id=1,
+        stream_id=stream,
+        raw_name="xmma_gemm_kernel",
+        grid="1x1x1",
+        block="128x1x1",
+        graph_id=0,
+    )
 
 
 def test_marks_cut_a_frame_into_passes_with_their_own_idle_share():
     # pass 1: two kernels of 10 us with a 10 us gap; pass 2: two kernels back to back
-    rows = [_kernel(1_000_000, 1_010_000), _kernel(1_020_000, 1_030_000),
-            _kernel(1_100_000, 1_110_000), _kernel(1_110_000, 1_120_000)]
+    rows = [
+        _kernel(1_000_000, 1_010_000),
+        _kernel(1_020_000, 1_030_000),
+        _kernel(1_100_000, 1_110_000),
+        _kernel(1_110_000, 1_120_000),
+    ]
     df = trace.to_frame(rows, "two passes", marks_ns=[999_000, 1_050_000, 1_200_000])
     assert df.attrs["marks_us"] == [-1.0, 50.0, 200.0]
     first, second = trace.between_marks(df)

@@ -1,5 +1,6 @@
 """Under the hood, on the GPU: CUPTI traces of real cuDNN calls, strategy timelines, the race's
 overlap, cuDNN's build log, NVML conditions and NVTX ranges (issue 26)."""
+
 import pytest
 
 pytestmark = pytest.mark.gpu
@@ -7,8 +8,17 @@ cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed:
 pytest.importorskip("cupti", reason="needs cupti-python (the trace extra)")
 
 from labkit import experiments  # noqa: E402
-from labkit.gpu import (buildlog, concurrency, conditions, engine, measure, memory, ranges,  # noqa: E402
-                        trace, workloads)
+from labkit.gpu import (
+    buildlog,
+    concurrency,
+    conditions,
+    engine,
+    measure,
+    memory,
+    ranges,  # noqa: E402
+    trace,
+    workloads,
+)
 
 SPEC = experiments.BASE
 
@@ -120,8 +130,14 @@ def test_the_race_trace_shows_two_streams_overlapping_under_graph_launch():
     trace must show the overlap in one of them, and every round's kernels come from the graphs."""
     overlaps = []
     for _ in range(3):
-        r = concurrency.scratchpad_race(shared=True, launch="graph", streams=2, convs_per_launch=64, min_runs=128,
-                                        tracer=lambda: trace.Tracer("race"))
+        r = concurrency.scratchpad_race(
+            shared=True,
+            launch="graph",
+            streams=2,
+            convs_per_launch=64,
+            min_runs=128,
+            tracer=lambda: trace.Tracer("race"),
+        )
         df = r.trace
         assert {"stream 1", "stream 2"} <= set(df.row)
         assert (df[df.kind == "kernel"].graph_id > 0).all()

@@ -2,6 +2,7 @@
 are exactly the recorded values (one factor at a time around the request on screen); ``set``
 updates the same FigureWidget in place with the newly recorded rows; an unrecorded request shows
 the RecordedDataError text and empties the chart; CSV export carries provenance."""
+
 from __future__ import annotations
 
 import json
@@ -11,14 +12,10 @@ import plotly.graph_objects as go
 import pytest
 
 from labkit import experiments
-
-from labkit.draw import plots
-
-from labkit.store import recordings
-
+from labkit.errors import InvalidSpec
 from labkit.experiments import panel_config
 from labkit.present import widgets
-from labkit.errors import InvalidSpec
+from labkit.store import recordings
 
 
 @pytest.fixture(autouse=True)
@@ -41,8 +38,12 @@ def one_factor_values(name, request, fields):
 
 
 MOVES = {  # panel control -> the request fields it moves together (recorded mode)
-    "N": ("spec.N",), "C": ("spec.C", "spec.K"), "H": ("spec.H", "spec.W"), "dtype": ("spec.dtype",),
-    "layout": ("spec.layout",), "direction": ("spec.direction",),
+    "N": ("spec.N",),
+    "C": ("spec.C", "spec.K"),
+    "H": ("spec.H", "spec.W"),
+    "dtype": ("spec.dtype",),
+    "layout": ("spec.layout",),
+    "direction": ("spec.direction",),
 }
 
 
@@ -61,8 +62,10 @@ def test_panel_builds_with_a_figurewidget_and_recorded_options(name):
         fields = MOVES.get(c) if "spec" in req else None
         if fields is None:
             prefix = {"sweep": "base."}.get(name, "")
-            fields = tuple(prefix + f if f in ("dtype", "layout") else f
-                           for f in ({"field": ("field", "values"), "workload": ("workload", "repeats")}.get(c, (c,))))
+            fields = tuple(
+                prefix + f if f in ("dtype", "layout") else f
+                for f in ({"field": ("field", "values"), "workload": ("workload", "repeats")}.get(c, (c,)))
+            )
         if c == "dtype_layout":
             continue  # compound: checked in test_compound_control
         assert sorted(opts, key=str) == one_factor_values(name, req, fields), (name, c)
@@ -136,7 +139,9 @@ def test_compound_control():
     assert p.controls == ["field", "dtype_layout"]
     assert p.options("dtype_layout") == ["fp16 NHWC", "fp32 NCHW"]
     p.set(dtype_layout="fp32 NCHW")
-    assert p.df.attrs["request"]["base"]["dtype"] == "fp32" and p.df.attrs["request"]["base"]["layout"] == "NCHW"
+    assert (
+        p.df.attrs["request"]["base"]["dtype"] == "fp32" and p.df.attrs["request"]["base"]["layout"] == "NCHW"
+    )
     assert p.options("field") == ["N", "C=K"]
     p.set(field="C=K")
     assert list(p.fig.data[0].x) == widgets.SWEEP_VALUES["C=K"]
@@ -173,7 +178,15 @@ def test_lab_panel_switches_chart_and_exports_csv(tmp_path):
     path = lab.to_csv(tmp_path / "results.csv")
     back = pd.read_csv(path)
     assert len(back) == len(lab.df)
-    assert list(back.columns[:7]) == ["mode", "gpu", "cudnn_backend", "cudnn_frontend", "date", "experiment", "request"]
+    assert list(back.columns[:7]) == [
+        "mode",
+        "gpu",
+        "cudnn_backend",
+        "cudnn_frontend",
+        "date",
+        "experiment",
+        "request",
+    ]
     assert set(back["mode"]) == {"recorded"} and json.loads(back["request"][0]) == lab.df.attrs["request"]
     assert lab.csv_name == "results.csv"
 
@@ -265,7 +278,11 @@ def test_live_choices_are_what_the_experiment_takes():
 def test_lessons_result_helpers_reject_an_unknown_experiment():
     from labkit.session import lessons
 
-    for call in (lambda: lessons.data("nope"), lambda: lessons.is_cached("nope"), lambda: lessons.prefetch("nope", [])):
+    for call in (
+        lambda: lessons.data("nope"),
+        lambda: lessons.is_cached("nope"),
+        lambda: lessons.prefetch("nope", []),
+    ):
         with pytest.raises(InvalidSpec, match="experiment='nope'|nope"):
             call()
     assert lessons.prefetch("plans", [dict(spec=experiments.BASE)]) == 0  # recorded: nothing to measure ahead
@@ -284,8 +301,15 @@ SUMMARY_NAMES = {
 }
 
 
-@pytest.mark.parametrize("cls", [c for c in vars(widgets).values() if isinstance(c, type) and issubclass(c, widgets.Panel)
-                                 and c not in (widgets.Panel, widgets.LabPanel)], ids=lambda c: c.__name__)
+@pytest.mark.parametrize(
+    "cls",
+    [
+        c
+        for c in vars(widgets).values()
+        if isinstance(c, type) and issubclass(c, widgets.Panel) and c not in (widgets.Panel, widgets.LabPanel)
+    ],
+    ids=lambda c: c.__name__,
+)
 def test_header_chart_and_summary_follow_every_control(cls):
     """After each `set` (every recorded value of every control, one at a time from the base): the
     rows on screen are the request the controls show, the summary names the controls' values, the
@@ -320,12 +344,18 @@ def test_dropdowns_get_room_for_their_longest_option():
     (live panels set their options when built, recorded ones when synced)."""
     p = widgets.StrategiesPanel()
     w = p.widgets["workload"]
-    assert w.layout.grid_column == "span 2" and int(w.layout.min_width.rstrip("px")) >= 8 * len("resnet50_fp16_nhwc")
+    assert w.layout.grid_column == "span 2" and int(w.layout.min_width.rstrip("px")) >= 8 * len(
+        "resnet50_fp16_nhwc"
+    )
     assert "dtype" not in p.widgets  # a widget for each of the panel's own controls only
-    assert widgets.panel("layout").widgets["dtype"].layout.grid_column is None  # short options stay in one column
+    assert (
+        widgets.panel("layout").widgets["dtype"].layout.grid_column is None
+    )  # short options stay in one column
     from labkit.present.panel.view import PanelView
 
-    live = PanelView(True, "x.csv", 900, [("this GPU", "")], "", None, None, None, controls=["workload", "N", "layout"])
+    live = PanelView(
+        True, "x.csv", 900, [("this GPU", "")], "", None, None, None, controls=["workload", "N", "layout"]
+    )
     assert live.widgets["workload"].layout.grid_column == "span 2"
     # controls of one kind share one layout object (each object is a comm the page opens); none is changed in place
     assert live.widgets["N"].layout is live.widgets["layout"].layout is not live.widgets["workload"].layout

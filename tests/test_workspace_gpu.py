@@ -1,4 +1,5 @@
 """The workspace strategies with real CUDA memory: correctness, books, leaks, pressure, races."""
+
 import random
 
 import pytest
@@ -7,7 +8,6 @@ pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed: recorded mode)")
 
 from labkit import ArenaTooSmall, ConvSpec, InvalidSpec, OutOfMemory
-
 from labkit.gpu import concurrency, engine, memory, reference, verify  # noqa: E402
 from labkit.gpu import workspace as ws  # noqa: E402
 from labkit.gpu.runner import Runner, WorkspaceTooSmall  # noqa: E402
@@ -44,13 +44,17 @@ def test_each_strategy_runs_correctly_keeps_books_and_does_not_leak(make):
         engine.get_graph(spec)  # build outside the memory baseline
     stream = cupy.cuda.Stream(non_blocking=True)
     engine.handle_for(stream)
-    warm = Runner(make(), stream)  # the first run and check in a process load their kernels (about 70 MiB on an H200)
+    warm = Runner(
+        make(), stream
+    )  # the first run and check in a process load their kernels (about 70 MiB on an H200)
     for spec in (BIG_WS, SMALL):
         warm.operands(spec).poison_output()
         warm.run(spec)
         _check_output(warm, spec)
     warm.close()
-    base = _device_free()  # after the stream's cuDNN handle exists and the kernels are loaded, before the strategy
+    base = (
+        _device_free()
+    )  # after the stream's cuDNN handle exists and the kernels are loaded, before the strategy
     strategy = make()
     runner = Runner(strategy, stream)
     for spec in (BIG_WS, SMALL, BIG_WS):
@@ -83,7 +87,10 @@ def test_fixed_arena_too_small_raises_or_falls_back():
 
 def test_a_key_without_dtype_and_layout_hands_out_a_wrong_sized_buffer():
     nhwc = BIG_WS.replace(layout="NHWC")  # same dims, tiny workspace
-    assert engine.get_graph(nhwc).default_plan.workspace_bytes < engine.get_graph(BIG_WS).default_plan.workspace_bytes
+    assert (
+        engine.get_graph(nhwc).default_plan.workspace_bytes
+        < engine.get_graph(BIG_WS).default_plan.workspace_bytes
+    )
     with Runner(ws.KeyedCache(1 << 30, key="dims_only")) as r:
         r.run(nhwc)
         with pytest.raises(WorkspaceTooSmall) as info:
@@ -103,8 +110,15 @@ def test_keyed_cache_never_holds_more_than_its_budget():
     stream_ptr = int(cupy.cuda.get_current_stream().ptr)
     base = _device_free()
     for _ in range(10_000):
-        spec = ConvSpec(N=rng.randint(1, 64), C=rng.choice([16, 32, 64]), H=rng.choice([7, 14, 28]), W=14,
-                        K=rng.choice([16, 64]), dtype=rng.choice(["fp16", "fp32"]), layout=rng.choice(["NCHW", "NHWC"]))
+        spec = ConvSpec(
+            N=rng.randint(1, 64),
+            C=rng.choice([16, 32, 64]),
+            H=rng.choice([7, 14, 28]),
+            W=14,
+            K=rng.choice([16, 64]),
+            dtype=rng.choice(["fp16", "fp32"]),
+            layout=rng.choice(["NCHW", "NHWC"]),
+        )
         plan = rng.randint(0, 3)
         size = random.Random(hash((spec.key, plan))).randint(0, 24 << 20)  # one size per key, as in life
         req = ws.Request(spec, plan, "plan", size, stream_ptr)
@@ -133,8 +147,11 @@ def test_scratchpad_grows_only_and_per_stream():
     shared.close()
 
 
-@pytest.mark.parametrize("make", [ws.MallocPerCall, lambda: ws.KeyedCache(1 << 30), ws.Scratchpad, ws.CupyPool, ws.AsyncPool],
-                         ids=["malloc_per_call", "keyed_cache", "scratchpad", "cupy_pool", "async_pool"])
+@pytest.mark.parametrize(
+    "make",
+    [ws.MallocPerCall, lambda: ws.KeyedCache(1 << 30), ws.Scratchpad, ws.CupyPool, ws.AsyncPool],
+    ids=["malloc_per_call", "keyed_cache", "scratchpad", "cupy_pool", "async_pool"],
+)
 def test_memory_pressure_falls_back_or_fails_clearly(make):
     cg = engine.get_graph(BIG_WS)
     need = cg.default_plan.workspace_bytes

@@ -1,6 +1,7 @@
 """Benchmarks (``python -m labkit bench strategies|vs-torch``): print a table with ratios against a
 baseline measured in the same run, and write it to data/bench/ with its provenance (.json beside).
 Never timed assertions: these are measurements to read."""
+
 from __future__ import annotations
 
 import functools
@@ -12,9 +13,28 @@ from typing import Optional
 
 from ..store.recordings import data_dir
 
-STRATEGY_COLUMNS = ["workload", "strategy", "calls", "median_us", "p95_us", "gpu_us", "alloc_calls",
-                    "alloc_us_total", "peak_bytes", "held_after_bytes"]
-VS_TORCH_COLUMNS = ["shape", "dtype", "layout", "labkit_gpu_us", "torch_gpu_us", "ratio", "labkit_host_us", "torch_host_us"]
+STRATEGY_COLUMNS = [
+    "workload",
+    "strategy",
+    "calls",
+    "median_us",
+    "p95_us",
+    "gpu_us",
+    "alloc_calls",
+    "alloc_us_total",
+    "peak_bytes",
+    "held_after_bytes",
+]
+VS_TORCH_COLUMNS = [
+    "shape",
+    "dtype",
+    "layout",
+    "labkit_gpu_us",
+    "torch_gpu_us",
+    "ratio",
+    "labkit_host_us",
+    "torch_host_us",
+]
 
 
 def bench_dir() -> Path:
@@ -56,14 +76,24 @@ def strategies(repeats: int = 50, name: Optional[str] = None):
         r = 3 if w.startswith("resnet") else repeats
         df = workloads.run_all(w, r)
         base = df[df.strategy.str.startswith("preallocated")].strategy_us_per_call
-        df["overhead_us_vs_preallocated"] = df.strategy_us_per_call - (float(base.iloc[0]) if len(base) else float("nan"))
+        df["overhead_us_vs_preallocated"] = df.strategy_us_per_call - (
+            float(base.iloc[0]) if len(base) else float("nan")
+        )
         frames.append(df)
-        print(df[STRATEGY_COLUMNS + ["strategy_us_per_call", "overhead_us_vs_preallocated", "fallbacks", "status"]]
-              .to_string(index=False), flush=True)
+        print(
+            df[
+                STRATEGY_COLUMNS
+                + ["strategy_us_per_call", "overhead_us_vs_preallocated", "fallbacks", "status"]
+            ].to_string(index=False),
+            flush=True,
+        )
     df = pd.concat(frames, ignore_index=True)
     cols = STRATEGY_COLUMNS + [c for c in df.columns if c not in STRATEGY_COLUMNS]
-    path = _write(df[cols], name or default_name("strategies"),
-                  {"wall_seconds": round(time.perf_counter() - t0, 1), "repeats": repeats})
+    path = _write(
+        df[cols],
+        name or default_name("strategies"),
+        {"wall_seconds": round(time.perf_counter() - t0, 1), "repeats": repeats},
+    )
     print(f"wrote {path}")
     return df
 
@@ -79,7 +109,9 @@ def _torch_times(spec, calls: int = 20):
 
     torch.backends.cudnn.benchmark = True
     torch.backends.cudnn.allow_tf32 = spec.dtype == "tf32"
-    dt = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[spec.dtype]
+    dt = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[
+        spec.dtype
+    ]
     fmt = torch.channels_last if spec.layout == "NHWC" else torch.contiguous_format
     x = torch.randn(spec.x_shape, device="cuda", dtype=dt).to(memory_format=fmt)
     w = torch.randn(spec.w_shape, device="cuda", dtype=dt).to(memory_format=fmt)
@@ -132,8 +164,8 @@ def vs_torch(name: Optional[str] = None, dtypes=("fp32", "tf32", "fp16", "bf16")
     import cupy
     import pandas as pd
 
-    from ..gpu import autotune, engine, measure, memory
     from ..experiments import resnet50_shapes
+    from ..gpu import autotune, engine, measure, memory
 
     t0 = time.perf_counter()
     rows = []
@@ -161,11 +193,20 @@ def vs_torch(name: Optional[str] = None, dtypes=("fp32", "tf32", "fp16", "bf16")
                         lab.append(labkit_replay())
                         tor.append(torch_replay())
                     lg, tg = statistics.median(lab), statistics.median(tor)
-                    row.update(labkit_gpu_us=lg, torch_gpu_us=tg, ratio=lg / tg,
-                               labkit_host_us=lh.median_us, torch_host_us=th, labkit_graph_launch_host_us=lgh.median_us,
-                               labkit_b2b_us=lb.median_us,
-                               torch_b2b_us=tb, labkit_plan=plan.name, workspace_bytes=plan.workspace_bytes,
-                               heuristic_gpu_us=tuned.gpu_us(tuned.heuristic_index), status="ok")
+                    row.update(
+                        labkit_gpu_us=lg,
+                        torch_gpu_us=tg,
+                        ratio=lg / tg,
+                        labkit_host_us=lh.median_us,
+                        torch_host_us=th,
+                        labkit_graph_launch_host_us=lgh.median_us,
+                        labkit_b2b_us=lb.median_us,
+                        torch_b2b_us=tb,
+                        labkit_plan=plan.name,
+                        workspace_bytes=plan.workspace_bytes,
+                        heuristic_gpu_us=tuned.gpu_us(tuned.heuristic_index),
+                        status="ok",
+                    )
                     del ops, ws, b, one
                     engine.release_handle(stream)
                 except Exception as exc:  # noqa: BLE001  (reported in the table, the run goes on)
@@ -179,14 +220,20 @@ def vs_torch(name: Optional[str] = None, dtypes=("fp32", "tf32", "fp16", "bf16")
 
     ok = df[df.status == "ok"]
     summary = {
-        "cells": len(df), "cells_ok": len(ok),
+        "cells": len(df),
+        "cells_ok": len(ok),
         "share_ratio_le_1": float((ok.ratio <= 1.0).mean()) if len(ok) else None,
         "median_ratio": float(ok.ratio.median()) if len(ok) else None,
         "labkit_host_us_median": float(ok.labkit_host_us.median()) if len(ok) else None,
-        "labkit_host_us_median_nhwc": float(ok[ok.layout == "NHWC"].labkit_host_us.median()) if len(ok) else None,
-        "labkit_graph_launch_host_us_median": float(ok.labkit_graph_launch_host_us.median()) if len(ok) else None,
+        "labkit_host_us_median_nhwc": float(ok[ok.layout == "NHWC"].labkit_host_us.median())
+        if len(ok)
+        else None,
+        "labkit_graph_launch_host_us_median": float(ok.labkit_graph_launch_host_us.median())
+        if len(ok)
+        else None,
         "torch_host_us_median": float(ok.torch_host_us.median()) if len(ok) else None,
-        "torch": torch.__version__, "torch_cudnn": torch.backends.cudnn.version(),
+        "torch": torch.__version__,
+        "torch_cudnn": torch.backends.cudnn.version(),
         "wall_seconds": round(time.perf_counter() - t0, 1),
     }
     cols = VS_TORCH_COLUMNS + [c for c in df.columns if c not in VS_TORCH_COLUMNS]

@@ -1,4 +1,5 @@
 """Command line: ``python -m labkit doctor | warm-kernels | fill | record | report NET | bench strategies | bench vs-torch``."""
+
 from __future__ import annotations
 
 import argparse
@@ -9,37 +10,70 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m labkit", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("doctor", help="what this machine has, the mode and why, the recordings available")
-    sub.add_parser("warm-kernels", help="compile CuPy's kernels the panels run, into CuPy's kernel cache (make setup "
-                                        "runs it; a GPU's first visit then waits for none); nothing without a live GPU")
-    fill = sub.add_parser("fill", help="measure every lesson's values on this GPU into its own recording (the cache "
-                                       "live panels read first); resumable, Ctrl-C keeps what was measured")
+    sub.add_parser(
+        "warm-kernels",
+        help="compile CuPy's kernels the panels run, into CuPy's kernel cache (make setup "
+        "runs it; a GPU's first visit then waits for none); nothing without a live GPU",
+    )
+    fill = sub.add_parser(
+        "fill",
+        help="measure every lesson's values on this GPU into its own recording (the cache "
+        "live panels read first); resumable, Ctrl-C keeps what was measured",
+    )
     fill.add_argument("--quick", action="store_true", help="the lessons' base calls only")
-    fill.add_argument("--only", action="append", metavar="EXPERIMENT", help="only this experiment (repeatable)")
-    fill.add_argument("--into", metavar="DIR", help="fill a class's shared recording in DIR instead (learners set "
-                                                    "LABKIT_SHARED_CACHE=DIR and read it)")
+    fill.add_argument(
+        "--only", action="append", metavar="EXPERIMENT", help="only this experiment (repeatable)"
+    )
+    fill.add_argument(
+        "--into",
+        metavar="DIR",
+        help="fill a class's shared recording in DIR instead (learners set "
+        "LABKIT_SHARED_CACHE=DIR and read it)",
+    )
     rec = sub.add_parser("record", help="record every experiment's lesson grid on this GPU")
     rec.add_argument("--quick", action="store_true", help="the lessons' base calls only (about 2 minutes)")
-    rec.add_argument("--only", action="append", metavar="EXPERIMENT", help="record only this experiment (repeatable)")
+    rec.add_argument(
+        "--only", action="append", metavar="EXPERIMENT", help="record only this experiment (repeatable)"
+    )
     rec.add_argument("--out", help="folder (default data/recordings/<gpu-slug>)")
     rec.add_argument("--force", action="store_true", help="delete an existing recording there first")
-    rep = sub.add_parser("report", help="a network's workspace report: every conv layer under every strategy, "
-                                         "memory timeline, budget curve; CSV tables and a self-contained HTML")
-    rep.add_argument("net", help="a preset (resnet50, resnext50_32x4d, mobilenet_v2, convnext_tiny, vgg16, "
-                                 "deeplabv3_aspp) or module:callable returning a torch nn.Module "
-                                 "(e.g. torchvision.models:mobilenet_v3_large, with --input-shape)")
-    rep.add_argument("--input-shape", help="a model's example input, e.g. 16,3,224,224 (its batch is the first number)")
-    rep.add_argument("--batch", type=int, default=None, help="images per batch (a preset's default: 32; a model's: "
-                                                            "the first number of --input-shape)")
+    rep = sub.add_parser(
+        "report",
+        help="a network's workspace report: every conv layer under every strategy, "
+        "memory timeline, budget curve; CSV tables and a self-contained HTML",
+    )
+    rep.add_argument(
+        "net",
+        help="a preset (resnet50, resnext50_32x4d, mobilenet_v2, convnext_tiny, vgg16, "
+        "deeplabv3_aspp) or module:callable returning a torch nn.Module "
+        "(e.g. torchvision.models:mobilenet_v3_large, with --input-shape)",
+    )
+    rep.add_argument(
+        "--input-shape", help="a model's example input, e.g. 16,3,224,224 (its batch is the first number)"
+    )
+    rep.add_argument(
+        "--batch",
+        type=int,
+        default=None,
+        help="images per batch (a preset's default: 32; a model's: the first number of --input-shape)",
+    )
     rep.add_argument("--dtype", default="fp16", help="fp32, tf32, fp16, bf16 or fp8_e4m3 (default fp16)")
     rep.add_argument("--layout", default="NHWC", help="NCHW or NHWC (default NHWC)")
     rep.add_argument("--image", type=int, default=224, help="image size in pixels (default 224)")
-    rep.add_argument("--train", action="store_true", help="forward and backward (dgrad, wgrad) of every layer")
-    rep.add_argument("--force", action="store_true", help="measure again even if this GPU has the report saved")
+    rep.add_argument(
+        "--train", action="store_true", help="forward and backward (dgrad, wgrad) of every layer"
+    )
+    rep.add_argument(
+        "--force", action="store_true", help="measure again even if this GPU has the report saved"
+    )
     rep.add_argument("--out", required=True, help="folder for the CSV tables, report.json and report.html")
     bench = sub.add_parser("bench", help="benchmarks: a table with ratios against a same-run baseline")
     bench.add_argument("which", choices=["strategies", "vs-torch"])
-    bench.add_argument("--name", help="output name under data/bench (default <which>_<gpu slug>, e.g. "
-                                          "vs_torch_h100-80gb-hbm3 on an NVIDIA H100 80GB HBM3)")
+    bench.add_argument(
+        "--name",
+        help="output name under data/bench (default <which>_<gpu slug>, e.g. "
+        "vs_torch_h100-80gb-hbm3 on an NVIDIA H100 80GB HBM3)",
+    )
     args = parser.parse_args(argv)
     from ..errors import LabkitError
 
@@ -98,8 +132,10 @@ def main_warm_kernels() -> int:
     done = kernel_warmup.compile_ahead()
     failed = {k: v for k, v in done.items() if not isinstance(v, float)}
     where = os.environ.get("CUPY_CACHE_DIR") or "~/.cupy/kernel_cache"
-    print(f"labkit warm-kernels: {len(done) - len(failed)} of {len(done)} tasks in {time.perf_counter() - t0:.1f} s; "
-          f"CuPy's kernel cache: {where}")
+    print(
+        f"labkit warm-kernels: {len(done) - len(failed)} of {len(done)} tasks in {time.perf_counter() - t0:.1f} s; "
+        f"CuPy's kernel cache: {where}"
+    )
     for label, why in failed.items():
         print(f"  {label}: {why}")
     return 0

@@ -6,6 +6,7 @@ grids where a lesson compares categories (dtype x layout). Resumable: a request 
 folder is skipped. Out-of-memory and unsupported calls are recorded as such, with the reason.
 Ctrl-C keeps what was done. An existing complete recording is never overwritten without force.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -24,7 +25,8 @@ from .. import __version__
 from ..env import gpu_slug  # noqa: F401  (a name callers know)
 from ..errors import LabkitError, OutOfMemory, RecordedDataError, Unsupported
 from ..experiments import request_key, request_of
-from ..experiments.grid import Call, SWEEP_VALUES, SWEEPS, calls as _calls, grid, strategies_repeats  # noqa: F401  (names callers know)
+from ..experiments.grid import SWEEP_VALUES, SWEEPS, Call, grid, strategies_repeats  # noqa: F401  (names callers know)
+from ..experiments.grid import calls as _calls
 from ..store.recordings import SCHEMA_VERSION, data_dir, sha256
 
 
@@ -33,8 +35,13 @@ def _git_commit() -> Optional[str]:
     sha = os.environ.get("LABKIT_GIT_COMMIT", "")
     if not sha:
         try:
-            sha = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-                                 cwd=Path(__file__).resolve().parents[2]).stdout.strip()
+            sha = subprocess.run(
+                ["git", "rev-parse", "HEAD"],
+                capture_output=True,
+                text=True,
+                timeout=5,
+                cwd=Path(__file__).resolve().parents[2],
+            ).stdout.strip()
         except Exception:  # noqa: BLE001
             sha = ""
     return sha if re.fullmatch(r"[0-9a-f]{7,40}", sha) else None
@@ -60,18 +67,33 @@ def _metadata(out: Path, wall: float, complete: bool, argv, conditions: Optional
         digest = sha256(csv)
         before = (old.get("experiments") or {}).get(csv.stem) or {}
         same = before.get("sha256") == digest  # untouched by this run: keeps when and from which commit
-        files[csv.stem] = {"file": csv.name, "rows": len(pd.read_csv(csv)), "sha256": digest,
-                           "date": before.get("date", old.get("date")) if same else datetime.date.today().isoformat(),
-                           "git_commit": before.get("git_commit", old.get("git_commit")) if same else _git_commit(),
-                           "conditions": before.get("conditions") if same else (conditions or {}).get(csv.stem)}
+        files[csv.stem] = {
+            "file": csv.name,
+            "rows": len(pd.read_csv(csv)),
+            "sha256": digest,
+            "date": before.get("date", old.get("date")) if same else datetime.date.today().isoformat(),
+            "git_commit": before.get("git_commit", old.get("git_commit")) if same else _git_commit(),
+            "conditions": before.get("conditions") if same else (conditions or {}).get(csv.stem),
+        }
     return {
-        "schema_version": SCHEMA_VERSION, "gpu": e.gpu_name, "compute_capability": e.compute_capability,
-        "gpu_memory_bytes": e.gpu_memory_bytes, "driver": e.driver_version, "cuda_runtime": e.cuda_runtime,
-        "cudnn_backend": e.cudnn_backend, "cudnn_frontend": e.cudnn_frontend, "cupy": e.cupy_version,
-        "python": platform.python_version(), "labkit": __version__, "git_commit": _git_commit(),
-        "date": datetime.date.today().isoformat(), "command": " ".join(argv), "commands": commands,
+        "schema_version": SCHEMA_VERSION,
+        "gpu": e.gpu_name,
+        "compute_capability": e.compute_capability,
+        "gpu_memory_bytes": e.gpu_memory_bytes,
+        "driver": e.driver_version,
+        "cuda_runtime": e.cuda_runtime,
+        "cudnn_backend": e.cudnn_backend,
+        "cudnn_frontend": e.cudnn_frontend,
+        "cupy": e.cupy_version,
+        "python": platform.python_version(),
+        "labkit": __version__,
+        "git_commit": _git_commit(),
+        "date": datetime.date.today().isoformat(),
+        "command": " ".join(argv),
+        "commands": commands,
         "wall_seconds": round(wall, 1),
-        "complete": complete, "experiments": files,
+        "complete": complete,
+        "experiments": files,
     }
 
 
@@ -113,12 +135,19 @@ def every_plan():
     recording and a fill hold complete autotunes."""
     from .. import env
 
-    return env.variables({} if "LABKIT_COMPILE_BUDGET_S" in os.environ else {"LABKIT_COMPILE_BUDGET_S": "none"},
-                         exclusive=False)
+    return env.variables(
+        {} if "LABKIT_COMPILE_BUDGET_S" in os.environ else {"LABKIT_COMPILE_BUDGET_S": "none"},
+        exclusive=False,
+    )
 
 
-def record(out: Optional[Path] = None, quick: bool = False, only: Optional[Iterable[str]] = None,
-           force: bool = False, argv=None) -> Path:
+def record(
+    out: Optional[Path] = None,
+    quick: bool = False,
+    only: Optional[Iterable[str]] = None,
+    force: bool = False,
+    argv=None,
+) -> Path:
     """Record the lesson grid into ``out`` (default ``data/recordings/<gpu-slug>``). Returns ``out``."""
     from .. import env, experiments
 
@@ -138,7 +167,9 @@ def record(out: Optional[Path] = None, quick: bool = False, only: Optional[Itera
         done = _done_requests(out)
         todo = [c for c in calls if (c[0], request_key(request_of(c[0], **c[1]))) not in done]
         if not todo:
-            raise RecordedDataError("a complete recording is already here; pass --force to record it again", out)
+            raise RecordedDataError(
+                "a complete recording is already here; pass --force to record it again", out
+            )
     out.mkdir(parents=True, exist_ok=True)
     done = _done_requests(out)
     t0 = time.perf_counter()
@@ -151,7 +182,9 @@ def record(out: Optional[Path] = None, quick: bool = False, only: Optional[Itera
         with every_plan():
             _record_calls(out, calls, done, fns, seen)
     except KeyboardInterrupt:
-        print("\ninterrupted: keeping what was recorded; run the same command again to resume", file=sys.stderr)
+        print(
+            "\ninterrupted: keeping what was recorded; run the same command again to resume", file=sys.stderr
+        )
     finally:
         complete = all((n, request_key(request_of(n, **kw))) in done for n, kw in grid(quick=False))
         meta = _metadata(out, prev_wall + time.perf_counter() - t0, complete, argv, seen)
@@ -188,15 +221,22 @@ def size_on_disk(path: Path) -> int:
 
 
 def main_record(args) -> int:
-    out = record(Path(args.out) if args.out else None, args.quick, args.only, args.force, argv=[sys.executable, "-m", "labkit"] + sys.argv[1:])
+    out = record(
+        Path(args.out) if args.out else None,
+        args.quick,
+        args.only,
+        args.force,
+        argv=[sys.executable, "-m", "labkit"] + sys.argv[1:],
+    )
     meta = json.loads((out / "metadata.json").read_text())
-    print(f"recorded {sum(e['rows'] for e in meta['experiments'].values())} rows in {len(meta['experiments'])} tables "
-          f"to {out} ({size_on_disk(out) / 1024:.0f} KiB) in {meta['wall_seconds']:.0f} s; complete={meta['complete']}")
+    print(
+        f"recorded {sum(e['rows'] for e in meta['experiments'].values())} rows in {len(meta['experiments'])} tables "
+        f"to {out} ({size_on_disk(out) / 1024:.0f} KiB) in {meta['wall_seconds']:.0f} s; complete={meta['complete']}"
+    )
     missing = [c for c in grid(args.quick) if not args.only or c[0] in args.only]
     done = _done_requests(out)
     interrupted = any((n, request_key(request_of(n, **kw))) not in done for n, kw in missing)
     return 130 if interrupted else 0
-
 
 
 # ---- this GPU's own recording, filled ahead ------------------------------------------------------
@@ -229,7 +269,9 @@ def fill(quick: bool = False, only: Optional[Iterable[str]] = None, into=None) -
         with every_plan():
             _fill_calls(store, bar, counts)
     except KeyboardInterrupt:
-        print("\ninterrupted: what was measured is saved; run the same command again to go on", file=sys.stderr)
+        print(
+            "\ninterrupted: what was measured is saved; run the same command again to go on", file=sys.stderr
+        )
         counts["interrupted"] = True
     finally:
         bar.close()
@@ -266,8 +308,14 @@ def _fill_shared(folder: Path, quick: bool, only) -> dict:
         raise localcache.CacheError("--into must name a folder", folder)
     env.require_live("filling a class's shared recording")
     status = folder / localcache.FILL_STATUS
-    body = {"status": "running", "started": localcache.now(), "pid": os.getpid(), "quick": bool(quick),
-            "only": list(only or []), "identity": machine.this_identity()}
+    body = {
+        "status": "running",
+        "started": localcache.now(),
+        "pid": os.getpid(),
+        "quick": bool(quick),
+        "only": list(only or []),
+        "identity": machine.this_identity(),
+    }
     counts = {}
     # the fill's cache is the folder; never answered from another shared folder
     with env.variables({"LABKIT_CACHE": str(folder), "LABKIT_SHARED_CACHE": None}, exclusive=False):
@@ -277,8 +325,11 @@ def _fill_shared(folder: Path, quick: bool, only) -> dict:
             localcache.write_atomic(status, (json.dumps(body, indent=2) + "\n").encode())
             counts = fill(quick, only)
         finally:
-            body.update(status="stopped" if counts.get("interrupted") or not counts else "complete", ended=localcache.now(),
-                        **{k: counts.get(k) for k in ("saved", "skipped", "failed", "seconds")})
+            body.update(
+                status="stopped" if counts.get("interrupted") or not counts else "complete",
+                ended=localcache.now(),
+                **{k: counts.get(k) for k in ("saved", "skipped", "failed", "seconds")},
+            )
             try:
                 localcache.write_atomic(status, (json.dumps(body, indent=2, default=str) + "\n").encode())
                 _readable_by_all(folder)
@@ -296,7 +347,15 @@ def _readable_by_all(folder: Path) -> None:
     for root, dirs, files in os.walk(folder):
         for d in dirs:
             p = Path(root) / d
-            p.chmod(p.stat().st_mode | stat.S_IRUSR | stat.S_IXUSR | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
+            p.chmod(
+                p.stat().st_mode
+                | stat.S_IRUSR
+                | stat.S_IXUSR
+                | stat.S_IRGRP
+                | stat.S_IXGRP
+                | stat.S_IROTH
+                | stat.S_IXOTH
+            )
         for f in files:
             p = Path(root) / f
             p.chmod(p.stat().st_mode | stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
@@ -306,10 +365,15 @@ def _readable_by_all(folder: Path) -> None:
 def main_fill(args) -> int:
     into = getattr(args, "into", None)
     counts = fill(args.quick, args.only, into=into)
-    print(f"the class's shared recording: {into} (learners: LABKIT_SHARED_CACHE={into})" if into
-          else f"this GPU's recording: {counts['folder']}")
-    print(f"  saved {counts['saved']} calls, {counts['skipped']} were there already, {counts['failed']} failed, "
-          f"in {counts['seconds']:.0f} s")
+    print(
+        f"the class's shared recording: {into} (learners: LABKIT_SHARED_CACHE={into})"
+        if into
+        else f"this GPU's recording: {counts['folder']}"
+    )
+    print(
+        f"  saved {counts['saved']} calls, {counts['skipped']} were there already, {counts['failed']} failed, "
+        f"in {counts['seconds']:.0f} s"
+    )
     for r in counts["reasons"]:
         print(f"  failed: {r}")
     return 130 if counts.get("interrupted") else 0

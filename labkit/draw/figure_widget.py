@@ -19,6 +19,7 @@ anywidget in the output), never a blank chart without a word.
 ``LABKIT_PLOTLY_ONCE=0`` gives plotly's own ``FigureWidget`` (the bundle in every figure), for
 comparison (scripts/bench_browser_figures.py).
 """
+
 from __future__ import annotations
 
 import json
@@ -105,9 +106,11 @@ def registry_key() -> str:
 
 def loader(embedded: bool) -> str:
     """The loader module's text, with the bundle inside (``embedded``) or without."""
-    return (LOADER_JS.replace("@KEY@", json.dumps(registry_key()))
-            .replace("@GIVE_UP_MS@", str(GIVE_UP_MS))
-            .replace("@EMBEDDED@", json.dumps(bundle()) if embedded else "null"))
+    return (
+        LOADER_JS.replace("@KEY@", json.dumps(registry_key()))
+        .replace("@GIVE_UP_MS@", str(GIVE_UP_MS))
+        .replace("@EMBEDDED@", json.dumps(bundle()) if embedded else "null")
+    )
 
 
 def figure_class(embedded: bool):
@@ -118,7 +121,9 @@ def figure_class(embedded: bool):
             import plotly.graph_objects as go
 
             name = "PlotlyOnceFullFigureWidget" if embedded else "PlotlyOnceFigureWidget"
-            cls = _classes[embedded] = type(name, (go.FigureWidget,), {"_esm": loader(embedded), "__module__": __name__})
+            cls = _classes[embedded] = type(
+                name, (go.FigureWidget,), {"_esm": loader(embedded), "__module__": __name__}
+            )
         return cls
 
 

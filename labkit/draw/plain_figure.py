@@ -18,6 +18,7 @@ returned validates every later change as any other does.
 nested dicts (``line=dict(color=...)``, not ``line_color``): plotly's underscore shorthand is
 expanded by validation, which this skips.
 """
+
 from __future__ import annotations
 
 import copy
@@ -37,8 +38,18 @@ def merged(base: dict, extra: dict) -> dict:
     return out
 
 
-def figure_of(grid: Optional[dict], traces: List[dict], layout: dict, *, df, main: str, detail: str = "",
-              note: str = "", height: int = 480, legend_rows: int = 1) -> go.Figure:
+def figure_of(
+    grid: Optional[dict],
+    traces: List[dict],
+    layout: dict,
+    *,
+    df,
+    main: str,
+    detail: str = "",
+    note: str = "",
+    height: int = 480,
+    legend_rows: int = 1,
+) -> go.Figure:
     """The figure `labkit.draw.plots.finish` would make of ``new_figure(**grid)`` with ``traces``
     added and ``layout`` updated (see the module doc), in `plots.TEMPLATE`."""
     grid_layout, grid_ref, grid_str = laid_out(grid) if grid else ({}, None, None)

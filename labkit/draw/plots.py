@@ -13,6 +13,7 @@ traces and named in a note under the chart. That is what lets `labkit.present.wi
 
 Units: microseconds (us) for times, MiB (2**20 bytes) for sizes on axes, TFLOP/s for throughput.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -28,10 +29,21 @@ MIB = 2**20
 TEMPLATE = "plotly_white"
 
 COLORS = {
-    "primary": "#1f77b4", "secondary": "#ff7f0e", "good": "#2ca02c", "bad": "#d62728", "muted": "#9aa0a6",
-    "dark": "#3c4043", "purple": "#9467bd",
+    "primary": "#1f77b4",
+    "secondary": "#ff7f0e",
+    "good": "#2ca02c",
+    "bad": "#d62728",
+    "muted": "#9aa0a6",
+    "dark": "#3c4043",
+    "purple": "#9467bd",
 }
-DTYPE_COLORS = {"fp32": "#1f77b4", "tf32": "#17becf", "fp16": "#ff7f0e", "bf16": "#d62728", "fp8_e4m3": "#9467bd"}
+DTYPE_COLORS = {
+    "fp32": "#1f77b4",
+    "tf32": "#17becf",
+    "fp16": "#ff7f0e",
+    "bf16": "#d62728",
+    "fp8_e4m3": "#9467bd",
+}
 LAYOUT_COLORS = {"NCHW": "#1f77b4", "NHWC": "#ff7f0e"}
 
 
@@ -110,8 +122,10 @@ def contention_text(turn) -> str:
     others = turn.get("contended_by") or []
     if others:
         who = ", ".join(str(p) for p in others[:3]) + (" ..." if len(others) > 3 else "")
-        return (f"<b>CONTENDED</b>: process {who} used this GPU during the measurement "
-                "(not saved; measured again when the GPU is free)")
+        return (
+            f"<b>CONTENDED</b>: process {who} used this GPU during the measurement "
+            "(not saved; measured again when the GPU is free)"
+        )
     waited = float(turn.get("waited_s") or 0)
     return f"waited {waited:.1f} s for the GPU" if waited >= 1 else ""
 
@@ -157,8 +171,11 @@ def title_block(main: str, df, detail: str = "") -> dict:
     sub = provenance_subtitle(df)
     if detail:
         sub = f"{detail}<br>{sub}"
-    return dict(text=f"<b>{html.escape(main, quote=False)}</b><br><span style='font-size:12px;color:#3c4043'>{sub}</span>",
-                x=0.0, xanchor="left")
+    return dict(
+        text=f"<b>{html.escape(main, quote=False)}</b><br><span style='font-size:12px;color:#3c4043'>{sub}</span>",
+        x=0.0,
+        xanchor="left",
+    )
 
 
 def ok_rows(df):
@@ -181,15 +198,18 @@ def not_ok_note(df, label_cols: Iterable[str]) -> str:
     return "did not run: " + "; ".join(parts)
 
 
-def finish(fig: go.Figure, df, main: str, detail: str = "", note: str = "", height: int = 480,
-            legend_rows: int = 1) -> go.Figure:
+def finish(
+    fig: go.Figure, df, main: str, detail: str = "", note: str = "", height: int = 480, legend_rows: int = 1
+) -> go.Figure:
     """Common layout (`finish_layout`). From the top: title, detail line, provenance line, the
     legend (one row, or ``legend_rows``), then the plot; a note line under the x-axis title when
     there is one."""
     layout, note_annotation = finish_layout(df, main, detail, note, height, legend_rows)
     fig.update_layout(**layout)
     if note_annotation:
-        fig.add_annotation(note_annotation)  # (re-assigning all annotations re-validates the subplot titles: slow)
+        fig.add_annotation(
+            note_annotation
+        )  # (re-assigning all annotations re-validates the subplot titles: slow)
     return fig
 
 
@@ -205,9 +225,18 @@ def finish_layout(df, main: str, detail: str = "", note: str = "", height: int =
     layout.update(
         title=dict(title_block(main, df, detail), yref="container", y=1 - 12 / height, yanchor="top"),
         height=height,
-        margin=dict(t=top, b=(76 + 15 * (wrap(note, NOTE_CHARS).count("<br>") + 1)) if note else 64, l=70, r=30),
-        legend=dict(orientation="h", yref="container", y=1 - (88 + extra) / height, yanchor="top", x=0, xanchor="left",
-                    traceorder="normal"),
+        margin=dict(
+            t=top, b=(76 + 15 * (wrap(note, NOTE_CHARS).count("<br>") + 1)) if note else 64, l=70, r=30
+        ),
+        legend=dict(
+            orientation="h",
+            yref="container",
+            y=1 - (88 + extra) / height,
+            yanchor="top",
+            x=0,
+            xanchor="left",
+            traceorder="normal",
+        ),
         # a bar label that would have to shrink below 9 px to fit is hidden (its value is in the hover)
         uniformtext=dict(minsize=9, mode="hide"),
     )
@@ -302,9 +331,20 @@ _DECLARED: list = []
 
 
 def note_block(text: str) -> dict:
-    return dict(text=wrap(html.escape(text, quote=False), NOTE_CHARS), xref="paper", yref="paper", x=0, y=0, yshift=-58,
-                xanchor="left", yanchor="top", align="left", showarrow=False, font=dict(size=11, color=COLORS["dark"]),
-                name="note")
+    return dict(
+        text=wrap(html.escape(text, quote=False), NOTE_CHARS),
+        xref="paper",
+        yref="paper",
+        x=0,
+        y=0,
+        yshift=-58,
+        xanchor="left",
+        yanchor="top",
+        align="left",
+        showarrow=False,
+        font=dict(size=11, color=COLORS["dark"]),
+        name="note",
+    )
 
 
 def log_ticks(values, fmt=None, max_ticks: int = 10) -> dict:
@@ -328,7 +368,9 @@ def log_ticks(values, fmt=None, max_ticks: int = 10) -> dict:
         return sorted(set(ticks) | {max(below)}) if below and (not ticks or min(ticks) > 2.5 * lo) else ticks
 
     for steps in ladder:
-        ticks = with_floor([m * 10.0**e for e in range(e0, e1 + 1) for m in steps if lo / 2.2 <= m * 10.0**e <= hi * 2.2])
+        ticks = with_floor(
+            [m * 10.0**e for e in range(e0, e1 + 1) for m in steps if lo / 2.2 <= m * 10.0**e <= hi * 2.2]
+        )
         if len(ticks) <= max_ticks:
             break
     else:  # every other (or third) decade from the lowest: evenly spaced, one near the lowest value
@@ -361,11 +403,23 @@ def no_data(fig: go.Figure, message: str) -> None:
     with batch(fig):
         for t in fig.data:
             t.update(dict(x=None, y=None, text=None, customdata=None, visible=False))
-        fig.layout.annotations = [dict(text=wrap(html.escape(message, quote=False), 90), xref="paper", yref="paper", x=0.5,
-                                       y=0.5, showarrow=False, font=dict(size=13, color=COLORS["bad"]),
-                                       bgcolor="rgba(255,255,255,0.9)", name="no-data")]
-        fig.layout.title.text = ("<b>No data for this request</b><br><span style='font-size:12px;color:#3c4043'>nothing is "
-                                 "drawn: no number on this chart belongs to another request</span>")
+        fig.layout.annotations = [
+            dict(
+                text=wrap(html.escape(message, quote=False), 90),
+                xref="paper",
+                yref="paper",
+                x=0.5,
+                y=0.5,
+                showarrow=False,
+                font=dict(size=13, color=COLORS["bad"]),
+                bgcolor="rgba(255,255,255,0.9)",
+                name="no-data",
+            )
+        ]
+        fig.layout.title.text = (
+            "<b>No data for this request</b><br><span style='font-size:12px;color:#3c4043'>nothing is "
+            "drawn: no number on this chart belongs to another request</span>"
+        )
         for name in [k for k in fig.layout if k.startswith(("xaxis", "yaxis"))]:
             fig.layout[name].visible = False  # no axis scale left over from the previous request
 

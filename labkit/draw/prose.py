@@ -2,6 +2,7 @@
 
 Summaries (in each topic module of `labkit.experiments`) and the lesson helpers (`labkit.session.lessons`)
 write with these."""
+
 from __future__ import annotations
 
 import html

@@ -24,32 +24,94 @@ topic's module (or a new topic module listed in `TOPICS`), add it to that module
 ``recorded_calls`` (and ``PANELS`` for a panel: `panel_config`), and use it from the lesson's notebook
 (``widgets.panel("<name>")``). A new topic module is one more line in `TOPICS`.
 """
+
 from __future__ import annotations
 
 from ..errors import InvalidSpec
-from . import (epilogue_fusion, plans_autotune, precision_layout, streams, under_the_hood,
-               workspace_basics, workspace_strategies, your_network)
-from .core import BASE, MIB, SWEEPS, experiment, provenance, registry, request_key, request_of, variants, with_model
+from . import (
+    epilogue_fusion,
+    plans_autotune,
+    precision_layout,
+    streams,
+    under_the_hood,
+    workspace_basics,
+    workspace_strategies,
+    your_network,
+)
+from .core import (
+    BASE,
+    MIB,
+    SWEEPS,
+    experiment,
+    provenance,
+    registry,
+    request_key,
+    request_of,
+    variants,
+    with_model,
+)
 from .epilogue_fusion import FUSION_DTYPES, fusion
-from .your_network import network_report
 from .plans_autotune import CAPS, build_cost, caps, plans
 from .precision_layout import layout, precision, resnet50_shapes, roofline
 from .streams import race
 from .under_the_hood import build_log, fusion_kernels, kernels, race_timeline, strategy_timeline
 from .workspace_basics import SWEEP_FIELDS, SWEEP_VALUES, algorithms, sweep, workspace_sizes
 from .workspace_strategies import strategies
+from .your_network import network_report
 
 __all__ = [
-    "BASE", "MIB", "SWEEPS", "CAPS", "FUSION_DTYPES", "SWEEP_FIELDS", "SWEEP_VALUES", "TOPICS", "TRACES",
-    "experiment", "provenance", "registry", "request_key", "request_of", "variants", "with_model", "resnet50_shapes",
-    "chart", "summary", "exercises", "algorithms", "workspace_sizes", "sweep", "strategies", "precision", "layout",
-    "roofline", "fusion", "plans", "caps", "build_cost", "race", "network_report",
-    "kernels", "fusion_kernels", "strategy_timeline", "race_timeline", "build_log", "PANELS",
+    "BASE",
+    "MIB",
+    "SWEEPS",
+    "CAPS",
+    "FUSION_DTYPES",
+    "SWEEP_FIELDS",
+    "SWEEP_VALUES",
+    "TOPICS",
+    "TRACES",
+    "experiment",
+    "provenance",
+    "registry",
+    "request_key",
+    "request_of",
+    "variants",
+    "with_model",
+    "resnet50_shapes",
+    "chart",
+    "summary",
+    "exercises",
+    "algorithms",
+    "workspace_sizes",
+    "sweep",
+    "strategies",
+    "precision",
+    "layout",
+    "roofline",
+    "fusion",
+    "plans",
+    "caps",
+    "build_cost",
+    "race",
+    "network_report",
+    "kernels",
+    "fusion_kernels",
+    "strategy_timeline",
+    "race_timeline",
+    "build_log",
+    "PANELS",
 ]
 
 #: the topic modules, in lesson order
-TOPICS = (workspace_basics, workspace_strategies, precision_layout, epilogue_fusion, plans_autotune, streams,
-          your_network, under_the_hood)
+TOPICS = (
+    workspace_basics,
+    workspace_strategies,
+    precision_layout,
+    epilogue_fusion,
+    plans_autotune,
+    streams,
+    your_network,
+    under_the_hood,
+)
 _CHARTS = {name: entry for topic in TOPICS for name, entry in topic.CHARTS.items()}
 #: experiment -> its chart builder
 CHARTS = {name: entry[0] for name, entry in _CHARTS.items()}

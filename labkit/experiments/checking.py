@@ -1,5 +1,6 @@
 """What exercise checks are written with: the result type, the printed verdict, and answer parsing
 (an answer of the wrong type is an `InvalidSpec` saying what is expected)."""
+
 from __future__ import annotations
 
 import math

@@ -8,6 +8,7 @@ or raises `RecordedDataError` naming the nearest recorded values. Nothing is int
 
 GPU times are CUDA-graph replay medians (the kernels' own time) unless a column says otherwise.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -15,8 +16,8 @@ import functools
 import inspect
 
 from ..errors import InvalidSpec, LabkitError, OutOfMemory, TimedOut, Unsupported
-from ..store.recordings import request_key  # noqa: F401  (experiments.request_key: one definition, in the data layer)
 from ..spec import ConvSpec
+from ..store.recordings import request_key  # noqa: F401  (experiments.request_key: one definition, in the data layer)
 
 #: the lessons' base convolution: a ResNet-50 stage-1 3x3 layer at batch 32
 BASE = ConvSpec(N=32, C=64, H=56, W=56, K=64, R=3, S=3, padding=1, dtype="fp16", layout="NHWC")
@@ -75,7 +76,11 @@ def experiment(fn):
 
         # this process's turn on the GPU (other processes queue; let go while plans build); the
         # GPU's clocks, power, temperature while it runs; an NVTX range for Nsight Systems
-        with lock.hold() as turn, conditions.Watch() as watch, ranges.annotate(f"labkit {fn.__name__}", "experiment"):
+        with (
+            lock.hold() as turn,
+            conditions.Watch() as watch,
+            ranges.annotate(f"labkit {fn.__name__}", "experiment"),
+        ):
             df = fn(*args, **kwargs)
         df.attrs.update(provenance(live=True))
         df.attrs["conditions"] = watch.result
@@ -97,9 +102,11 @@ def from_recording(name: str, recording, *args, **kwargs):
 
 def model(name: str):
     """Decorator: ``fn(df, **request)`` is experiment ``name``'s model (see `_MODELS`)."""
+
     def register(fn):
         _MODELS[name] = fn
         return fn
+
     return register
 
 
@@ -144,8 +151,8 @@ def as_spec(value, name="spec") -> ConvSpec:
 def timed_plan(cg, plan_index=None, ops=None, calls: int = 10):
     """(plan, Timing) of one plan by CUDA-graph replay, with its own workspace, within the first
     plan's budget of `labkit.gpu.autotune` (`labkit.TimedOut` past it)."""
-    from ..signals.cancel import Budget
     from ..gpu import autotune, engine
+    from ..signals.cancel import Budget
 
     plan = cg.plan(plan_index)
     ops = ops if ops is not None else engine.Operands(cg.spec, cg.epilogue)
@@ -162,13 +169,26 @@ def heuristic_row(spec: ConvSpec) -> dict:
         plan, t = timed_plan(engine.get_graph(spec, all_plans=False))
     except LabkitError as exc:
         return status_row(exc)
-    return dict(plan_name=plan.name, workspace_bytes=plan.workspace_bytes, gpu_us=t.median_us,
-                tflops=tflops_of(spec, t.median_us), status="ok", reason="")
+    return dict(
+        plan_name=plan.name,
+        workspace_bytes=plan.workspace_bytes,
+        gpu_us=t.median_us,
+        tflops=tflops_of(spec, t.median_us),
+        status="ok",
+        reason="",
+    )
 
 
 def status_row(exc: Exception) -> dict:
-    kind = ("unsupported" if isinstance(exc, Unsupported) else "out_of_memory" if isinstance(exc, OutOfMemory)
-            else "timed_out" if isinstance(exc, TimedOut) else "error")
+    kind = (
+        "unsupported"
+        if isinstance(exc, Unsupported)
+        else "out_of_memory"
+        if isinstance(exc, OutOfMemory)
+        else "timed_out"
+        if isinstance(exc, TimedOut)
+        else "error"
+    )
     return {"status": kind, "reason": str(exc)[:300]}
 
 
@@ -180,11 +200,6 @@ def to_frame(rows):
     import pandas as pd
 
     return pd.DataFrame(rows)
-
-
-
-
-
 
 
 # ---- results for summaries and checks ----------------------------------------------------------

@@ -4,6 +4,7 @@ use, recorded by ``python -m labkit record`` and measured ahead by ``python -m l
 The grid: each lesson's base call plus one-factor-at-a-time sweeps around it, and small full
 grids where a lesson compares categories (dtype x layout).
 """
+
 from __future__ import annotations
 
 from typing import Iterable, List, Optional, Tuple
@@ -34,6 +35,8 @@ def calls(quick: bool = False, only: Optional[Iterable[str]] = None) -> List[Cal
     if only:
         unknown = [o for o in only if o not in experiments.registry()]
         if unknown:
-            raise InvalidSpec("only", unknown, f"must name experiments: {', '.join(sorted(experiments.registry()))}")
+            raise InvalidSpec(
+                "only", unknown, f"must name experiments: {', '.join(sorted(experiments.registry()))}"
+            )
         out = [c for c in out if c[0] in only]
     return out

@@ -5,6 +5,7 @@ builds a panel from that entry. A panel configuration names the experiment, the 
 experiment's arguments. It holds no widget: it is read by the presentation layer, never the other
 way round.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -14,8 +15,22 @@ from ..draw.plots import shape_label
 from ..spec import ConvSpec
 
 #: a convolution's fields as panel state keys
-SPEC_FIELDS = ("N", "C", "K", "H", "W", "R", "S", "stride", "padding", "dilation", "groups", "dtype", "layout",
-               "direction")
+SPEC_FIELDS = (
+    "N",
+    "C",
+    "K",
+    "H",
+    "W",
+    "R",
+    "S",
+    "stride",
+    "padding",
+    "dilation",
+    "groups",
+    "dtype",
+    "layout",
+    "direction",
+)
 #: the shape controls every convolution panel shows
 SHAPE = ("N", "C", "K", "H", "W", "R", "stride", "padding", "dilation", "groups")
 
@@ -63,19 +78,46 @@ class PanelConfig:
         return self.prefix + name if name in SPEC_FIELDS else name
 
 
-def spec_panel(experiment: str, title: str, controls: Tuple[str, ...], base: ConvSpec,
-               recorded_controls: Optional[Tuple[str, ...]] = None,
-               live_options: Optional[Dict[str, Tuple]] = None) -> PanelConfig:
+def spec_panel(
+    experiment: str,
+    title: str,
+    controls: Tuple[str, ...],
+    base: ConvSpec,
+    recorded_controls: Optional[Tuple[str, ...]] = None,
+    live_options: Optional[Dict[str, Tuple]] = None,
+) -> PanelConfig:
     """A panel for an experiment that takes one convolution (``spec=``), around ``base``."""
-    return PanelConfig(experiment, title, tuple(controls), state_of(base), lambda s: dict(spec=spec_of(s)), "spec.",
-                       base_text=f"{base.dtype} {base.layout} {base.direction} {shape_label(base)}",
-                       recorded_controls=recorded_controls, live_options=dict(live_options or {}))
+    return PanelConfig(
+        experiment,
+        title,
+        tuple(controls),
+        state_of(base),
+        lambda s: dict(spec=spec_of(s)),
+        "spec.",
+        base_text=f"{base.dtype} {base.layout} {base.direction} {shape_label(base)}",
+        recorded_controls=recorded_controls,
+        live_options=dict(live_options or {}),
+    )
 
 
-def plain_panel(experiment: str, title: str, base: dict, base_text: str,
-                arguments: Optional[Callable[[dict], dict]] = None, **extra) -> PanelConfig:
+def plain_panel(
+    experiment: str,
+    title: str,
+    base: dict,
+    base_text: str,
+    arguments: Optional[Callable[[dict], dict]] = None,
+    **extra,
+) -> PanelConfig:
     """A panel whose controls are the experiment's own arguments (the keys of ``base``, in order);
     ``arguments``: the call's arguments for a state when they are more than the state itself."""
     keys = tuple(base)
-    return PanelConfig(experiment, title, keys, dict(base), arguments or (lambda s: {k: s[k] for k in keys}), "",
-                       base_text=base_text, **extra)
+    return PanelConfig(
+        experiment,
+        title,
+        keys,
+        dict(base),
+        arguments or (lambda s: {k: s[k] for k in keys}),
+        "",
+        base_text=base_text,
+        **extra,
+    )

@@ -4,6 +4,7 @@ building, autotuning and loading a graph cost.
 Everything about these experiments lives here: the run functions (live: measured now; recorded:
 answered from the recording), their charts, the summaries under them, the exercise checks, and
 the calls the recorded grid holds."""
+
 from __future__ import annotations
 
 import math
@@ -12,19 +13,34 @@ from typing import Optional, Sequence
 
 import plotly.graph_objects as go
 
-from ..signals.cancel import checkpoint
-from ..errors import InvalidSpec, LabkitError
 from ..draw.plots import (
-    COLORS, finish, first_value, fmt_bytes, fmt_seconds, fmt_us, grid, isnan, log_axis, new_figure, nice_step,
-    not_ok_note, num, ok_rows, request_spec, shape_label, size_unit, tick_seconds,
+    COLORS,
+    finish,
+    first_value,
+    fmt_bytes,
+    fmt_seconds,
+    fmt_us,
+    grid,
+    isnan,
+    log_axis,
+    new_figure,
+    nice_step,
+    not_ok_note,
+    num,
+    ok_rows,
+    request_spec,
+    shape_label,
+    size_unit,
+    tick_seconds,
 )
-from ..signals.progress import report
 from ..draw.prose import Text, where
+from ..errors import InvalidSpec, LabkitError
+from ..signals.cancel import checkpoint
+from ..signals.progress import report
 from ..spec import ConvSpec
 from .checking import CheckResult, as_number, frame_for, is_close, pending, say
-from .core import BASE, MIB, to_frame, as_spec, status_row, experiment
+from .core import BASE, MIB, as_spec, experiment, status_row, to_frame
 from .panel_config import SHAPE, spec_panel
-
 
 # ---- experiments ------------------------------------------------------------------------------
 CAPS = (0, 1 * MIB, 16 * MIB, 64 * MIB, 256 * MIB, None)
@@ -45,7 +61,9 @@ def plans(spec: ConvSpec = BASE):
         ok = df[df.status == "ok"]
         df["heuristic_pick"] = df.plan_index == heuristic
         df["best"] = df.plan_index == int(ok.loc[ok.gpu_us.idxmin(), "plan_index"]) if not ok.empty else False
-        df["worst"] = df.plan_index == int(ok.loc[ok.gpu_us.idxmax(), "plan_index"]) if not ok.empty else False
+        df["worst"] = (
+            df.plan_index == int(ok.loc[ok.gpu_us.idxmax(), "plan_index"]) if not ok.empty else False
+        )
         df["candidates"] = len(cg.plans)
         df["deterministic"] = df.plan_name.isin(deterministic if deterministic is not None else ())
         df.insert(0, "dtype", spec.dtype)
@@ -53,8 +71,11 @@ def plans(spec: ConvSpec = BASE):
         df.insert(2, "direction", spec.direction)
         return df
 
-    tuned = autotune.autotune(cg, on_row=lambda rows, total: report(lambda: table(list(rows)), len(rows), total,
-                                                                     "plans timed"), eager_stop=False)  # a bar for every plan
+    tuned = autotune.autotune(
+        cg,
+        on_row=lambda rows, total: report(lambda: table(list(rows)), len(rows), total, "plans timed"),
+        eager_stop=False,
+    )  # a bar for every plan
     df = table(tuned.table.to_dict("records"), cg.deterministic_names())
     assert int(df[df.best].plan_index.iloc[0]) == tuned.best_index
     return df
@@ -68,7 +89,9 @@ def caps(spec: ConvSpec = BASE, caps: Sequence[Optional[int]] = CAPS):
 
     spec = as_spec(spec)
     order = sorted(range(len(caps)), key=lambda i: caps[i] is not None)  # unlimited first: the yardstick
-    engine.build_ahead([(spec, "none", caps[i]) for i in order])  # every cap's compiles at once, while the first is timed
+    engine.build_ahead(
+        [(spec, "none", caps[i]) for i in order]
+    )  # every cap's compiles at once, while the first is timed
     done = {}
 
     def table():
@@ -86,8 +109,15 @@ def caps(spec: ConvSpec = BASE, caps: Sequence[Optional[int]] = CAPS):
             cg = engine.get_graph(spec, workspace_cap=cap)
             tuned = autotune.autotune(cg)
             best = tuned.table[tuned.table.plan_index == tuned.best_index].iloc[0]
-            done[i] = dict(cap_bytes=-1 if cap is None else cap, plans_within_cap=len(cg.runnable), best_plan=best.plan_name,
-                           workspace_bytes=int(best.workspace_bytes), gpu_us=float(best.gpu_us), status="ok", reason="")
+            done[i] = dict(
+                cap_bytes=-1 if cap is None else cap,
+                plans_within_cap=len(cg.runnable),
+                best_plan=best.plan_name,
+                workspace_bytes=int(best.workspace_bytes),
+                gpu_us=float(best.gpu_us),
+                status="ok",
+                reason="",
+            )
         except LabkitError as exc:
             done[i] = dict(cap_bytes=-1 if cap is None else cap, plans_within_cap=0, **status_row(exc))
         report(table, len(done), len(caps), "caps autotuned")
@@ -95,8 +125,15 @@ def caps(spec: ConvSpec = BASE, caps: Sequence[Optional[int]] = CAPS):
 
 
 #: build_cost's stages, in the order they run
-BUILD_STAGES = ("build (heuristic plan)", "rebuild (same graph, new object)", "labkit cache hit", "build every plan",
-                "autotune (time every plan)", "save the winner to disk", "load the winner from disk")
+BUILD_STAGES = (
+    "build (heuristic plan)",
+    "rebuild (same graph, new object)",
+    "labkit cache hit",
+    "build every plan",
+    "autotune (time every plan)",
+    "save the winner to disk",
+    "load the winner from disk",
+)
 
 
 @experiment
@@ -127,12 +164,20 @@ def build_cost(spec: ConvSpec = BASE):
     timed(BUILD_STAGES[0], lambda: cache.get(spec, all_plans=False))
     timed(BUILD_STAGES[1], lambda: engine.ConvGraph(spec, all_plans=False))
     timed(BUILD_STAGES[2], lambda: cache.get(spec, all_plans=False))
-    full = timed(BUILD_STAGES[3], lambda: engine.ConvGraph(spec, parallel=False))  # what cuDNN costs in one process
+    full = timed(
+        BUILD_STAGES[3], lambda: engine.ConvGraph(spec, parallel=False)
+    )  # what cuDNN costs in one process
     tuned = timed(BUILD_STAGES[4], lambda: autotune.autotune(full, save=False))
     with tempfile.TemporaryDirectory(prefix="labkit-build-cost-") as tmp:
         store = plan_store.PlanStore(tmp, machine.this_identity() or machine.identity())
-        path = timed(BUILD_STAGES[5], lambda: engine.save_plan(full, tuned.best_index, "autotuned", store=store))
-        loaded = timed(BUILD_STAGES[6], lambda: engine.load_plan(spec, kind="autotuned", store=store)) if path else None
+        path = timed(
+            BUILD_STAGES[5], lambda: engine.save_plan(full, tuned.best_index, "autotuned", store=store)
+        )
+        loaded = (
+            timed(BUILD_STAGES[6], lambda: engine.load_plan(spec, kind="autotuned", store=store))
+            if path
+            else None
+        )
     if loaded is None:  # reported, not hidden: the chart shows the stage without a bar
         if len(rows) < len(BUILD_STAGES):
             rows.append(dict(stage=BUILD_STAGES[6], seconds=float("nan")))
@@ -157,30 +202,60 @@ def plans_chart(df) -> go.Figure:
 
     def pts(mask):
         sub = ok[mask] if mask is not None else ok
-        return dict(x=[float(v) / div for v in sub["workspace_bytes"]], y=[num(v) for v in sub["gpu_us"]],
-                    text=[str(p) for p in sub["plan_name"]],
-                    customdata=[[int(i), fmt_bytes(w)] for i, w in zip(sub["plan_index"], sub["workspace_bytes"])])
+        return dict(
+            x=[float(v) / div for v in sub["workspace_bytes"]],
+            y=[num(v) for v in sub["gpu_us"]],
+            text=[str(p) for p in sub["plan_name"]],
+            customdata=[[int(i), fmt_bytes(w)] for i, w in zip(sub["plan_index"], sub["workspace_bytes"])],
+        )
 
     hover = "plan %{customdata[0]} %{text}<br>%{y:.1f} us, workspace %{customdata[1]}<extra>%{fullData.name}</extra>"
     fig = new_figure()
-    fig.add_trace(go.Scatter(mode="markers", name="every plan", marker=dict(size=8, color=COLORS["muted"], opacity=0.7),
-                             hovertemplate=hover, **pts(None)))
+    fig.add_trace(
+        go.Scatter(
+            mode="markers",
+            name="every plan",
+            marker=dict(size=8, color=COLORS["muted"], opacity=0.7),
+            hovertemplate=hover,
+            **pts(None),
+        )
+    )
     # the fastest plan is an open diamond drawn around its point, so a heuristic pick that is the
     # same plan (or one next to it) still shows its star inside
     for col, name, sym, color, size, line in (
-            ("heuristic_pick", "heuristic pick", "star", COLORS["secondary"], 16, dict(width=1, color="white")),
-            ("best", "fastest (autotuned)", "diamond-open", COLORS["good"], 24, dict(width=3, color=COLORS["good"])),
-            ("worst", "slowest", "x", COLORS["bad"], 13, dict(width=1, color="white"))):
+        ("heuristic_pick", "heuristic pick", "star", COLORS["secondary"], 16, dict(width=1, color="white")),
+        (
+            "best",
+            "fastest (autotuned)",
+            "diamond-open",
+            COLORS["good"],
+            24,
+            dict(width=3, color=COLORS["good"]),
+        ),
+        ("worst", "slowest", "x", COLORS["bad"], 13, dict(width=1, color="white")),
+    ):
         mask = ok[col].astype(bool) if col in ok.columns else ok["plan_index"] < 0
-        fig.add_trace(go.Scatter(mode="markers", name=name, marker=dict(size=size, color=color, symbol=sym, line=line),
-                                 hovertemplate=hover, **pts(mask)))
+        fig.add_trace(
+            go.Scatter(
+                mode="markers",
+                name=name,
+                marker=dict(size=size, color=color, symbol=sym, line=line),
+                hovertemplate=hover,
+                **pts(mask),
+            )
+        )
     top = float(ok["workspace_bytes"].max()) / div if len(ok) else 1.0
-    fig.update_xaxes(title_text=f"workspace the plan needs ({unit})", range=[-0.04 * (top or 1), 1.06 * (top or 1)],
-                     zeroline=True)
+    fig.update_xaxes(
+        title_text=f"workspace the plan needs ({unit})",
+        range=[-0.04 * (top or 1), 1.06 * (top or 1)],
+        zeroline=True,
+    )
     fig.update_yaxes(title_text="GPU time per call (us, log)", type="log", **log_axis(ok["gpu_us"]))
     spec = request_spec(df)
     n_ok, n_all = len(ok), len(df)
-    detail = f"{spec.dtype} {spec.layout} {spec.direction} {shape_label(spec)}: {n_ok} plans timed" if spec else ""
+    detail = (
+        f"{spec.dtype} {spec.layout} {spec.direction} {shape_label(spec)}: {n_ok} plans timed" if spec else ""
+    )
     note = f"{n_all - n_ok} of {n_all} plans could not be timed" if n_all != n_ok else ""
     return finish(fig, df, "Every plan cuDNN offers: workspace vs GPU time", detail, note=note, height=480)
 
@@ -199,42 +274,92 @@ def caps_chart(df) -> go.Figure:
     labels = [cap_label(c) for c in df["cap_bytes"]]
     ok = (df["status"] == "ok") if "status" in df.columns else [True] * len(df)
     t = [num(v) if k else None for v, k in zip(df["gpu_us"] if "gpu_us" in df else [None] * len(df), ok)]
-    sd = [num(v) if k else None for v, k in zip(df["slowdown_vs_unlimited"] if "slowdown_vs_unlimited" in df
-                                                  else [None] * len(df), ok)]
+    sd = [
+        num(v) if k else None
+        for v, k in zip(
+            df["slowdown_vs_unlimited"] if "slowdown_vs_unlimited" in df else [None] * len(df), ok
+        )
+    ]
     n = list(df["plans_within_cap"]) if "plans_within_cap" in df else [None] * len(df)
     fig = new_figure(**CAPS_GRID)
-    fig.add_trace(go.Bar(x=labels, y=t, name="best GPU time under the cap", marker_color=COLORS["primary"],
-                         text=[f"{int(k)} plans" if k is not None and not isnan(k) else "" for k in n],
-                         textposition="inside", insidetextanchor="start",
-                         customdata=[[str(p), fmt_bytes(w)] for p, w in zip(df.get("best_plan", [""] * len(df)),
-                                                                           df.get("workspace_bytes", [None] * len(df)))],
-                         hovertemplate="cap %{x}: %{y:.1f} us (%{text})<br>plan %{customdata[0]}, workspace %{customdata[1]}"
-                                       "<extra></extra>"), secondary_y=False)
-    fig.add_trace(go.Scatter(x=labels, y=sd, name="slowdown vs unlimited", mode="lines+markers+text",
-                             text=[f"{v:.2f}x" if v is not None else "" for v in sd], textposition="top center",
-                             line=dict(color=COLORS["bad"]),
-                             hovertemplate="cap %{x}: %{y:.2f}x the unlimited best<extra></extra>"), secondary_y=True)
+    fig.add_trace(
+        go.Bar(
+            x=labels,
+            y=t,
+            name="best GPU time under the cap",
+            marker_color=COLORS["primary"],
+            text=[f"{int(k)} plans" if k is not None and not isnan(k) else "" for k in n],
+            textposition="inside",
+            insidetextanchor="start",
+            customdata=[
+                [str(p), fmt_bytes(w)]
+                for p, w in zip(
+                    df.get("best_plan", [""] * len(df)), df.get("workspace_bytes", [None] * len(df))
+                )
+            ],
+            hovertemplate="cap %{x}: %{y:.1f} us (%{text})<br>plan %{customdata[0]}, workspace %{customdata[1]}"
+            "<extra></extra>",
+        ),
+        secondary_y=False,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=labels,
+            y=sd,
+            name="slowdown vs unlimited",
+            mode="lines+markers+text",
+            text=[f"{v:.2f}x" if v is not None else "" for v in sd],
+            textposition="top center",
+            line=dict(color=COLORS["bad"]),
+            hovertemplate="cap %{x}: %{y:.2f}x the unlimited best<extra></extra>",
+        ),
+        secondary_y=True,
+    )
     fig.update_xaxes(title_text="workspace cap (deselect_workspace_greater_than)", type="category")
     fig.update_yaxes(title_text="best GPU time (us)", secondary_y=False, rangemode="tozero")
     top = max([v for v in sd if v is not None] or [1.0])
     step = nice_step(top * 1.15 / 4)
-    fig.update_yaxes(title_text="slowdown (x)", secondary_y=True, range=[0, top * 1.25], showgrid=False,
-                     tickmode="linear", tick0=0, dtick=step, tickformat=".0f" if step >= 1 else ".1f" if step >= 0.1 else ".2f",
-                     ticksuffix="x")
+    fig.update_yaxes(
+        title_text="slowdown (x)",
+        secondary_y=True,
+        range=[0, top * 1.25],
+        showgrid=False,
+        tickmode="linear",
+        tick0=0,
+        dtick=step,
+        tickformat=".0f" if step >= 1 else ".1f" if step >= 0.1 else ".2f",
+        ticksuffix="x",
+    )
     spec = request_spec(df)
-    detail = f"{spec.dtype} {spec.layout} {spec.direction} {shape_label(spec)}; every plan within the cap autotuned" if spec else ""
-    return finish(fig, df, "What a workspace cap costs", detail, note=not_ok_note(df, ("cap_bytes",)), height=460)
+    detail = (
+        f"{spec.dtype} {spec.layout} {spec.direction} {shape_label(spec)}; every plan within the cap autotuned"
+        if spec
+        else ""
+    )
+    return finish(
+        fig, df, "What a workspace cap costs", detail, note=not_ok_note(df, ("cap_bytes",)), height=460
+    )
 
 
 def build_cost_chart(df) -> go.Figure:
     """Wall time of each build stage (log). Traces: 0 bars."""
     s = [num(v) for v in df["seconds"]]
-    disk = [str(st) in BUILD_STAGES[5:] for st in df["stage"]]  # what a later session does instead of building
+    disk = [
+        str(st) in BUILD_STAGES[5:] for st in df["stage"]
+    ]  # what a later session does instead of building
     fig = new_figure()
-    fig.add_trace(go.Bar(y=list(df["stage"]), x=s, orientation="h",
-                         marker_color=[COLORS["good"] if d else COLORS["primary"] for d in disk],
-                         text=[fmt_seconds(v) for v in s], textposition="auto", name="wall time",
-                         hovertemplate="%{y}: %{text}<extra></extra>"))
+    fig.add_trace(
+        go.Bar(
+            y=list(df["stage"]),
+            x=s,
+            orientation="h",
+            marker_color=[COLORS["good"] if d else COLORS["primary"] for d in disk],
+            text=[fmt_seconds(v) for v in s],
+            textposition="auto",
+            name="wall time",
+            hovertemplate="%{y}: %{text}<extra></extra>",
+        )
+    )
     fig.update_yaxes(autorange="reversed")
     fig.update_xaxes(title_text="wall time (s, log)", type="log", **log_axis(s, tick_seconds))
     spec = request_spec(df)
@@ -244,12 +369,16 @@ def build_cost_chart(df) -> go.Figure:
     elif math.isinf(pay):
         pay_txt = "autotuning found nothing faster than the heuristic pick, so it never pays for itself here"
     else:
-        pay_txt = (f"autotuning pays for itself after {pay:,.0f} calls (heuristic {first_value(df, 'heuristic_gpu_us'):.1f} us "
-                   f"vs best {first_value(df, 'best_gpu_us'):.1f} us per call)")
+        pay_txt = (
+            f"autotuning pays for itself after {pay:,.0f} calls (heuristic {first_value(df, 'heuristic_gpu_us'):.1f} us "
+            f"vs best {first_value(df, 'best_gpu_us'):.1f} us per call)"
+        )
     detail = f"{spec.dtype} {spec.layout} {spec.direction} {shape_label(spec)}" if spec else ""
     if any(disk):
         detail += "; green: saving the autotuned plan and loading it in a later session"
-    return finish(fig, df, "What building a cuDNN graph costs", detail, note=pay_txt, height=420, legend_rows=0)
+    return finish(
+        fig, df, "What building a cuDNN graph costs", detail, note=pay_txt, height=420, legend_rows=0
+    )
 
 
 # ---- summaries --------------------------------------------------------------------------------
@@ -261,10 +390,12 @@ def plans_summary(df) -> Text:
     b = ok[ok["best"]].iloc[0]
     w = ok[ok["worst"]].iloc[0]
     spec = request_spec(df)
-    text = (f"{spec.label} ({where(df)}): {len(ok)} plans timed. Heuristic pick: plan {int(h.plan_index)}, "
-            f"{fmt_us(h.gpu_us)}, workspace {fmt_bytes(h.workspace_bytes)}. Fastest: plan {int(b.plan_index)}, "
-            f"{fmt_us(b.gpu_us)}, workspace {fmt_bytes(b.workspace_bytes)}. Slowest: plan {int(w.plan_index)}, "
-            f"{fmt_us(w.gpu_us)} ({w.gpu_us / b.gpu_us:.0f}x the fastest).")
+    text = (
+        f"{spec.label} ({where(df)}): {len(ok)} plans timed. Heuristic pick: plan {int(h.plan_index)}, "
+        f"{fmt_us(h.gpu_us)}, workspace {fmt_bytes(h.workspace_bytes)}. Fastest: plan {int(b.plan_index)}, "
+        f"{fmt_us(b.gpu_us)}, workspace {fmt_bytes(b.workspace_bytes)}. Slowest: plan {int(w.plan_index)}, "
+        f"{fmt_us(w.gpu_us)} ({w.gpu_us / b.gpu_us:.0f}x the fastest)."
+    )
     if h.plan_index == b.plan_index:
         text += " The heuristic got it right here: autotuning would only confirm it."
     else:
@@ -278,20 +409,29 @@ def caps_summary(df) -> Text:
     free = ok[ok["slowdown_vs_unlimited"] <= 1.05]
     cheapest = free.loc[free["cap_bytes"].replace(-1, float("inf")).idxmin()] if len(free) else None
     if worst.slowdown_vs_unlimited > 1.05:
-        text = (f"{where(df)}: the tightest caps leave {int(ok['plans_within_cap'].min())} plans and cost up to "
-                f"{worst.slowdown_vs_unlimited:.1f}x (cap {cap_label(worst.cap_bytes)}).")
+        text = (
+            f"{where(df)}: the tightest caps leave {int(ok['plans_within_cap'].min())} plans and cost up to "
+            f"{worst.slowdown_vs_unlimited:.1f}x (cap {cap_label(worst.cap_bytes)})."
+        )
     else:
-        text = (f"{where(df)}: even the tightest cap ({cap_label(ok['cap_bytes'].replace(-1, float('inf')).min())}, "
-                f"{int(ok['plans_within_cap'].min())} plans left) costs at most {worst.slowdown_vs_unlimited:.2f}x: "
-                "within 5% of unlimited, timing noise included.")
+        text = (
+            f"{where(df)}: even the tightest cap ({cap_label(ok['cap_bytes'].replace(-1, float('inf')).min())}, "
+            f"{int(ok['plans_within_cap'].min())} plans left) costs at most {worst.slowdown_vs_unlimited:.2f}x: "
+            "within 5% of unlimited, timing noise included."
+        )
     if cheapest is not None and worst.slowdown_vs_unlimited > 1.05:
         caps = sorted(c for c in ok["cap_bytes"] if c >= 0)
         below = [c for c in caps if cheapest.cap_bytes < 0 or c < cheapest.cap_bytes]
-        text += (f" The best plan under a cap of {cap_label(cheapest.cap_bytes)} is within 5% of unlimited, and "
-                 f"it needs {fmt_bytes(cheapest.workspace_bytes)}: any cap of at least that much keeps the speed. "
-                 f"{cap_label(cheapest.cap_bytes)} is only the first recorded cap above it"
-                 + (f" (the one below, {cap_label(below[-1])}, is too small; caps in between were not measured)."
-                    if below else "."))
+        text += (
+            f" The best plan under a cap of {cap_label(cheapest.cap_bytes)} is within 5% of unlimited, and "
+            f"it needs {fmt_bytes(cheapest.workspace_bytes)}: any cap of at least that much keeps the speed. "
+            f"{cap_label(cheapest.cap_bytes)} is only the first recorded cap above it"
+            + (
+                f" (the one below, {cap_label(below[-1])}, is too small; caps in between were not measured)."
+                if below
+                else "."
+            )
+        )
     return Text(text)
 
 
@@ -302,19 +442,25 @@ def build_cost_summary(df) -> Text:
     tune = s.get("autotune (time every plan)")
     pay = first_value(df, "calls_to_pay_off_autotune")
     spec = request_spec(df)
-    text = (f"{spec.label} ({where(df)}): the first build took {fmt_seconds(first)}, a cache hit "
-            f"{fmt_seconds(hit)} ({first / hit:,.0f}x less); autotuning every plan took {fmt_seconds(tune)}.")
+    text = (
+        f"{spec.label} ({where(df)}): the first build took {fmt_seconds(first)}, a cache hit "
+        f"{fmt_seconds(hit)} ({first / hit:,.0f}x less); autotuning every plan took {fmt_seconds(tune)}."
+    )
     if pay is None or pay == float("inf"):
         text += " The heuristic pick was already the fastest plan, so autotuning never pays for itself for this convolution."
     else:
-        text += (f" It makes each call {df['heuristic_gpu_us'].iloc[0] - df['best_gpu_us'].iloc[0]:.1f} us faster, "
-                 f"so it pays for itself after {pay:,.0f} calls.")
+        text += (
+            f" It makes each call {df['heuristic_gpu_us'].iloc[0] - df['best_gpu_us'].iloc[0]:.1f} us faster, "
+            f"so it pays for itself after {pay:,.0f} calls."
+        )
     load, build_all = s.get(BUILD_STAGES[6]), s.get(BUILD_STAGES[3])
     if load is not None and build_all is not None and load == load and load > 0:
         cold = build_all + tune
-        text += (f" Saved to disk ({fmt_bytes(first_value(df, 'serialized_bytes'))}), the autotuned plan loads in a later "
-                 f"session in {fmt_seconds(load)} instead of building every plan and autotuning again "
-                 f"({fmt_seconds(cold)}, {cold / load:,.0f}x more).")
+        text += (
+            f" Saved to disk ({fmt_bytes(first_value(df, 'serialized_bytes'))}), the autotuned plan loads in a later "
+            f"session in {fmt_seconds(load)} instead of building every plan and autotuning again "
+            f"({fmt_seconds(cold)}, {cold / load:,.0f}x more)."
+        )
     return Text(text)
 
 
@@ -328,13 +474,21 @@ def worst_vs_best(answer=None, df=None) -> CheckResult:
     b, w = df.loc[df["gpu_us"].idxmin()], df.loc[df["gpu_us"].idxmax()]
     truth = w["gpu_us"] / b["gpu_us"]
     if answer is None:
-        return pending("How many times slower is the slowest plan than the fastest (fp16 NCHW)?",
-                        "the red x and the green diamond; mind the log axis.")
+        return pending(
+            "How many times slower is the slowest plan than the fastest (fp16 NCHW)?",
+            "the red x and the green diamond; mind the log axis.",
+        )
     a = as_number(answer, "a ratio", 10)
     if is_close(a, truth, 0.10):
-        return say(True, f"{fmt_us(w['gpu_us'])} / {fmt_us(b['gpu_us'])} = {truth:.0f}x: picking a plan matters more than "
-                          "anything else on this page.")
-    return say(False, f"{a:g}x is {'too high' if a > truth else 'too low'}; read the two times from the hover labels.")
+        return say(
+            True,
+            f"{fmt_us(w['gpu_us'])} / {fmt_us(b['gpu_us'])} = {truth:.0f}x: picking a plan matters more than "
+            "anything else on this page.",
+        )
+    return say(
+        False,
+        f"{a:g}x is {'too high' if a > truth else 'too low'}; read the two times from the hover labels.",
+    )
 
 
 def cap_slowdown(answer=None, cap_mib: float = 1, df=None) -> CheckResult:
@@ -343,17 +497,24 @@ def cap_slowdown(answer=None, cap_mib: float = 1, df=None) -> CheckResult:
     df = ok_rows(frame_for(df, "caps", spec=BASE.replace(layout="NCHW")))
     row = df[df["cap_bytes"] == int(cap_mib * 2**20)]
     if row.empty:
-        raise InvalidSpec("cap_mib", cap_mib, f"must be a recorded cap: {', '.join(cap_label(c) for c in df['cap_bytes'])}")
+        raise InvalidSpec(
+            "cap_mib", cap_mib, f"must be a recorded cap: {', '.join(cap_label(c) for c in df['cap_bytes'])}"
+        )
     truth = float(row["slowdown_vs_unlimited"].iloc[0])
     if answer is None:
-        return pending(f"How many times slower is the best plan under a {cap_mib:g} MiB cap (fp16 NCHW)?",
-                        "the red slowdown line.")
+        return pending(
+            f"How many times slower is the best plan under a {cap_mib:g} MiB cap (fp16 NCHW)?",
+            "the red slowdown line.",
+        )
     a = as_number(answer, "a ratio", 1.5)
     if is_close(a, truth, 0.10):
         free = df[df["cap_bytes"] == -1]
         need = fmt_bytes(free["workspace_bytes"].iloc[0]) if len(free) else "more"
-        return say(True, f"{truth:.1f}x: only {int(row['plans_within_cap'].iloc[0])} plans fit in {cap_mib:g} MiB, while the "
-                          f"unlimited best plan needs {need}.")
+        return say(
+            True,
+            f"{truth:.1f}x: only {int(row['plans_within_cap'].iloc[0])} plans fit in {cap_mib:g} MiB, while the "
+            f"unlimited best plan needs {need}.",
+        )
     return say(False, f"{a:g}x is {'too high' if a > truth else 'too low'}.")
 
 
@@ -365,19 +526,28 @@ def autotune_payoff_calls(answer=None, df=None) -> CheckResult:
     tune = float(df.set_index("stage").loc["autotune (time every plan)", "seconds"])
     gain = float(df["heuristic_gpu_us"].iloc[0] - df["best_gpu_us"].iloc[0])
     if answer is None:
-        return pending("After how many calls does autotuning pay for itself (fp32 NCHW)?",
-                        "autotune time (in us) divided by the time it saves per call.")
+        return pending(
+            "After how many calls does autotuning pay for itself (fp32 NCHW)?",
+            "autotune time (in us) divided by the time it saves per call.",
+        )
     if isinstance(answer, str) and answer.strip().lower() in ("never", "inf", "infinity"):
         answer = float("inf")
     a = as_number(answer, "a number of calls (or 'never')", 1000)
     if math.isinf(truth):
         if math.isinf(a):
-            return say(True, "the heuristic pick was already the fastest: autotuning never pays for itself here.")
+            return say(
+                True, "the heuristic pick was already the fastest: autotuning never pays for itself here."
+            )
         return say(False, "did autotuning find anything faster than the heuristic pick?")
     if is_close(a, truth, 0.10):
-        return say(True, f"{tune * 1e6:,.0f} us of autotuning / {gain:.1f} us saved per call = {truth:,.0f} calls: "
-                          "worth it for a training run, not for a one-off.")
-    return say(False, f"{a:,.0f} is {'too many' if a > truth else 'too few'}; seconds to microseconds is 1e6.")
+        return say(
+            True,
+            f"{tune * 1e6:,.0f} us of autotuning / {gain:.1f} us saved per call = {truth:,.0f} calls: "
+            "worth it for a training run, not for a one-off.",
+        )
+    return say(
+        False, f"{a:,.0f} is {'too many' if a > truth else 'too few'}; seconds to microseconds is 1e6."
+    )
 
 
 # ---- the recorded grid ---------------------------------------------------------------------------
@@ -385,8 +555,12 @@ def recorded_calls(quick: bool = False) -> list:
     """This lesson's (experiment, kwargs) calls in the recorded grid; ``quick``: the base calls only.
     ``build_cost`` of the base comes first: the recorder runs it while its process has built nothing."""
     nchw = BASE.replace(layout="NCHW")
-    calls = [("build_cost", dict(spec=BASE)), ("plans", dict(spec=BASE)), ("plans", dict(spec=nchw)),
-             ("caps", dict(spec=nchw))]
+    calls = [
+        ("build_cost", dict(spec=BASE)),
+        ("plans", dict(spec=BASE)),
+        ("plans", dict(spec=nchw)),
+        ("caps", dict(spec=nchw)),
+    ]
     if quick:
         return calls
     for d in ("fp32", "tf32", "bf16", "fp8_e4m3"):
@@ -403,13 +577,23 @@ def recorded_calls(quick: bool = False) -> list:
 
 
 LESSON = "05"
-CHARTS = {"plans": (plans_chart, 4, plans_summary), "caps": (caps_chart, 2, caps_summary),
-          "build_cost": (build_cost_chart, 1, build_cost_summary)}
+CHARTS = {
+    "plans": (plans_chart, 4, plans_summary),
+    "caps": (caps_chart, 2, caps_summary),
+    "build_cost": (build_cost_chart, 1, build_cost_summary),
+}
 EXERCISES = (worst_vs_best, cap_slowdown, autotune_payoff_calls)
 #: experiment -> its lesson panel (`labkit.present.widgets.panel`)
 PANELS = {
     "plans": spec_panel("plans", "Every plan", SHAPE + ("dtype", "layout", "direction"), BASE),
-    "caps": spec_panel("caps", "Workspace cap", SHAPE + ("dtype", "layout", "direction"), BASE.replace(layout="NCHW")),
-    "build_cost": spec_panel("build_cost", "Build cost", SHAPE + ("dtype", "layout", "direction"), BASE,
-                             recorded_controls=("dtype_layout",)),
+    "caps": spec_panel(
+        "caps", "Workspace cap", SHAPE + ("dtype", "layout", "direction"), BASE.replace(layout="NCHW")
+    ),
+    "build_cost": spec_panel(
+        "build_cost",
+        "Build cost",
+        SHAPE + ("dtype", "layout", "direction"),
+        BASE,
+        recorded_controls=("dtype_layout",),
+    ),
 }

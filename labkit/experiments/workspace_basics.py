@@ -4,24 +4,38 @@ plan per dtype x layout x direction, and how workspace grows with the shape.
 Everything about these experiments lives here: the run functions (live: measured now; recorded:
 answered from the recording), their charts, the summaries under them, the exercise checks, and
 the calls the recorded grid holds."""
+
 from __future__ import annotations
 
 from typing import Optional, Sequence
 
 import plotly.graph_objects as go
 
-from ..errors import InvalidSpec, LabkitError
 from ..draw.plots import (
-    COLORS, LAYOUT_COLORS, finish, fmt_bytes, fmt_us, grid, log_axis, log_if_wide, new_figure, not_ok_note, num, ok_rows,
-    request_spec, shape_label, size_unit,
+    COLORS,
+    LAYOUT_COLORS,
+    finish,
+    fmt_bytes,
+    fmt_us,
+    grid,
+    log_axis,
+    log_if_wide,
+    new_figure,
+    not_ok_note,
+    num,
+    ok_rows,
+    request_spec,
+    shape_label,
+    size_unit,
 )
-from ..signals.progress import report
 from ..draw.prose import Text, where
-from ..spec import ConvSpec, DTYPES, LAYOUTS
-from .checking import CheckResult, as_number, as_word, frame_for, is_close, pending, say
-from .core import BASE, MIB, to_frame, heuristic_row, as_spec, status_row, experiment, result
-from .panel_config import SHAPE, PanelConfig, spec_panel, state_of, spec_of
+from ..errors import InvalidSpec, LabkitError
 from ..gpu.legacy import DTYPE_PLAN
+from ..signals.progress import report
+from ..spec import DTYPES, LAYOUTS, ConvSpec
+from .checking import CheckResult, as_number, as_word, frame_for, is_close, pending, say
+from .core import BASE, MIB, as_spec, experiment, heuristic_row, result, status_row, to_frame
+from .panel_config import SHAPE, PanelConfig, spec_of, spec_panel, state_of
 
 #: the dtypes the classic API convolves (it has no fp8 convolution)
 LEGACY_DTYPES = tuple(DTYPE_PLAN)
@@ -53,11 +67,24 @@ def sweep(field: str = "N", values: Sequence[int] = (1, 2, 4, 8, 16, 32, 64), ba
         raise InvalidSpec("field", field, f"must be one of {', '.join(SWEEP_FIELDS)}")
     rows = []
     for v in values:
-        change = {"N": dict(N=v), "C=K": dict(C=v, K=v), "H=W": dict(H=v, W=v),
-                  "R=S": dict(R=v, S=v, padding=(v - 1) // 2 * base.dilation[0])}[field]
+        change = {
+            "N": dict(N=v),
+            "C=K": dict(C=v, K=v),
+            "H=W": dict(H=v, W=v),
+            "R=S": dict(R=v, S=v, padding=(v - 1) // 2 * base.dilation[0]),
+        }[field]
         s = base.replace(**change)
-        rows.append(dict(field=field, value=v, dtype=s.dtype, layout=s.layout, direction=s.direction, flops=s.flops,
-                         **heuristic_row(s)))
+        rows.append(
+            dict(
+                field=field,
+                value=v,
+                dtype=s.dtype,
+                layout=s.layout,
+                direction=s.direction,
+                flops=s.flops,
+                **heuristic_row(s),
+            )
+        )
         report(lambda: to_frame(rows), len(rows), len(values), f"{field} values")
     return to_frame(rows)
 
@@ -81,7 +108,9 @@ def workspace_sizes(spec: ConvSpec = BASE):
             specs[d, lay, direction] = spec.replace(dtype=d, layout=lay, direction=direction)
         except LabkitError:
             pass  # an impossible variant: its row says why below
-    engine.build_ahead([(s, "none", None) for s in specs.values()])  # every variant's compiles at once, in the workers
+    engine.build_ahead(
+        [(s, "none", None) for s in specs.values()]
+    )  # every variant's compiles at once, in the workers
     seconds = builds.compile_budget_s()
     compiles = None if seconds is None else Budget(seconds, "compiling the variants' plans")
     for d, lay, direction in variants:
@@ -90,9 +119,15 @@ def workspace_sizes(spec: ConvSpec = BASE):
             s = specs.get((d, lay, direction)) or spec.replace(dtype=d, layout=lay, direction=direction)
             cg = engine.get_graph(s, compile_budget_s=None if compiles is None else compiles.left)
             ws = [p.workspace_bytes for p in cg.runnable]
-            row.update(plans=len(ws), heuristic_workspace_bytes=cg.default_plan.workspace_bytes,
-                       min_workspace_bytes=min(ws), max_workspace_bytes=max(ws), plans_cut=int(cg.build_cut),
-                       status="ok", reason="")
+            row.update(
+                plans=len(ws),
+                heuristic_workspace_bytes=cg.default_plan.workspace_bytes,
+                min_workspace_bytes=min(ws),
+                max_workspace_bytes=max(ws),
+                plans_cut=int(cg.build_cut),
+                status="ok",
+                reason="",
+            )
         except LabkitError as exc:
             row.update(status_row(exc))
         rows.append(row)
@@ -103,8 +138,13 @@ def workspace_sizes(spec: ConvSpec = BASE):
 # ---- charts --------------------------------------------------------------------------------
 
 
-ALGORITHMS_GRID = grid(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.04,
-                       subplot_titles=("GPU time (us), as cuDNN's Find reports it", "workspace it asks for (MiB)"))
+ALGORITHMS_GRID = grid(
+    rows=1,
+    cols=2,
+    shared_yaxes=True,
+    horizontal_spacing=0.04,
+    subplot_titles=("GPU time (us), as cuDNN's Find reports it", "workspace it asks for (MiB)"),
+)
 
 
 def algorithms_chart(df) -> go.Figure:
@@ -115,41 +155,96 @@ def algorithms_chart(df) -> go.Figure:
     df = df.sort_values("algo_id") if "algo_id" in df.columns else df
     names = list(df["algorithm"])
     timed = df["find_status"] == "ok" if "find_status" in df.columns else df["time_us"].notna()
-    sized = df["query_status"] == "ok" if "query_status" in df.columns else df["query_workspace_bytes"].notna()
+    sized = (
+        df["query_status"] == "ok" if "query_status" in df.columns else df["query_workspace_bytes"].notna()
+    )
     fastest = None
     if timed.any():
         fastest = df.loc[df.loc[timed, "time_us"].astype(float).idxmin(), "algorithm"]
     fig = new_figure(**ALGORITHMS_GRID)
     t = [num(v) if ok else None for v, ok in zip(df["time_us"], timed)]
-    ws = [(num(v) / MIB if num(v) is not None else None) if ok else None for v, ok in zip(df["query_workspace_bytes"], sized)]
+    ws = [
+        (num(v) / MIB if num(v) is not None else None) if ok else None
+        for v, ok in zip(df["query_workspace_bytes"], sized)
+    ]
     math_col = df["math"] if "math" in df.columns else [""] * len(df)
-    fig.add_trace(go.Bar(
-        y=names, x=t, orientation="h", name="GPU time", marker_color=[COLORS["good"] if n == fastest else COLORS["primary"] for n in names],
-        text=[(f"{fmt_us(v)}" + (" · fastest" if n == fastest else "")) if v is not None else "" for v, n in zip(t, names)],
-        textposition="auto", customdata=[str(m) if isinstance(m, str) else "" for m in math_col],
-        hovertemplate="%{y}: %{x:.1f} us (%{customdata} math)<extra></extra>"), row=1, col=1)
+    fig.add_trace(
+        go.Bar(
+            y=names,
+            x=t,
+            orientation="h",
+            name="GPU time",
+            marker_color=[COLORS["good"] if n == fastest else COLORS["primary"] for n in names],
+            text=[
+                (f"{fmt_us(v)}" + (" · fastest" if n == fastest else "")) if v is not None else ""
+                for v, n in zip(t, names)
+            ],
+            textposition="auto",
+            customdata=[str(m) if isinstance(m, str) else "" for m in math_col],
+            hovertemplate="%{y}: %{x:.1f} us (%{customdata} math)<extra></extra>",
+        ),
+        row=1,
+        col=1,
+    )
     wsb = list(df["query_workspace_bytes"])
-    fig.add_trace(go.Bar(
-        y=names, x=ws, orientation="h", name="workspace", marker_color=COLORS["secondary"],
-        text=[fmt_bytes(b) if ok else "" for b, ok in zip(wsb, sized)], textposition="auto",
-        hovertemplate="%{y}: %{text}<extra></extra>"), row=1, col=2)
-    unsup = [(n, s) for n, s, ok in zip(names, df.get("find_status", df.get("query_status")), timed) if not ok]
-    fig.add_trace(go.Scatter(
-        y=[n for n, _ in unsup], x=[0] * len(unsup), mode="text", name="not supported",
-        text=[f"  not supported ({s})" for _, s in unsup], textposition="middle right",
-        textfont=dict(color=COLORS["bad"]), hoverinfo="skip", showlegend=False), row=1, col=1)
+    fig.add_trace(
+        go.Bar(
+            y=names,
+            x=ws,
+            orientation="h",
+            name="workspace",
+            marker_color=COLORS["secondary"],
+            text=[fmt_bytes(b) if ok else "" for b, ok in zip(wsb, sized)],
+            textposition="auto",
+            hovertemplate="%{y}: %{text}<extra></extra>",
+        ),
+        row=1,
+        col=2,
+    )
+    unsup = [
+        (n, s) for n, s, ok in zip(names, df.get("find_status", df.get("query_status")), timed) if not ok
+    ]
+    fig.add_trace(
+        go.Scatter(
+            y=[n for n, _ in unsup],
+            x=[0] * len(unsup),
+            mode="text",
+            name="not supported",
+            text=[f"  not supported ({s})" for _, s in unsup],
+            textposition="middle right",
+            textfont=dict(color=COLORS["bad"]),
+            hoverinfo="skip",
+            showlegend=False,
+        ),
+        row=1,
+        col=1,
+    )
     fig.update_yaxes(autorange="reversed", row=1, col=1)
     fig.update_xaxes(title_text="GPU time of one call, Find's timing (us)", row=1, col=1)
     fig.update_xaxes(title_text="workspace (MiB)", row=1, col=2)
     spec = request_spec(df)
-    detail = (f"{spec.dtype} {spec.layout} {shape_label(spec)}; legacy API, times from one run each inside Find "
-              "(not the CUDA-graph medians of the other charts)") if spec else ""
-    return finish(fig, df, "The classic algorithm table: time and workspace per algorithm", detail, height=430,
-                   legend_rows=0)
+    detail = (
+        (
+            f"{spec.dtype} {spec.layout} {shape_label(spec)}; legacy API, times from one run each inside Find "
+            "(not the CUDA-graph medians of the other charts)"
+        )
+        if spec
+        else ""
+    )
+    return finish(
+        fig,
+        df,
+        "The classic algorithm table: time and workspace per algorithm",
+        detail,
+        height=430,
+        legend_rows=0,
+    )
 
 
 DIRECTIONS = ("fprop", "dgrad", "wgrad")
-WORKSPACE_SIZES_GRID = grid(rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.03, subplot_titles=DIRECTIONS)
+WORKSPACE_SIZES_GRID = grid(
+    rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.03, subplot_titles=DIRECTIONS
+)
 
 
 def workspace_sizes_chart(df) -> go.Figure:
@@ -169,11 +264,29 @@ def workspace_sizes_chart(df) -> go.Figure:
                 lo.append((h - float(r["min_workspace_bytes"])) / MIB if h is not None else 0)
                 hi.append((float(r["max_workspace_bytes"]) - h) / MIB if h is not None else 0)
                 txt.append(fmt_bytes(h) if h is not None else "n/a")
-            fig.add_trace(go.Bar(
-                x=dtypes, y=ys, name=lay, legendgroup=lay, showlegend=c == 1, marker_color=LAYOUT_COLORS[lay],
-                text=txt, textposition="none",
-                error_y=dict(type="data", symmetric=False, array=hi, arrayminus=lo, color=COLORS["dark"], thickness=1),
-                hovertemplate=f"{d} {lay} %{{x}}: heuristic plan %{{text}}<extra></extra>"), row=1, col=c)
+            fig.add_trace(
+                go.Bar(
+                    x=dtypes,
+                    y=ys,
+                    name=lay,
+                    legendgroup=lay,
+                    showlegend=c == 1,
+                    marker_color=LAYOUT_COLORS[lay],
+                    text=txt,
+                    textposition="none",
+                    error_y=dict(
+                        type="data",
+                        symmetric=False,
+                        array=hi,
+                        arrayminus=lo,
+                        color=COLORS["dark"],
+                        thickness=1,
+                    ),
+                    hovertemplate=f"{d} {lay} %{{x}}: heuristic plan %{{text}}<extra></extra>",
+                ),
+                row=1,
+                col=c,
+            )
     fig.update_layout(barmode="group")
     fig.update_yaxes(title_text="workspace of the heuristic plan (MiB)", row=1, col=1)
     for c in (1, 2, 3):
@@ -182,11 +295,19 @@ def workspace_sizes_chart(df) -> go.Figure:
     note = "bars: the plan cuDNN's heuristic picks; whiskers: smallest to largest workspace among all candidate plans"
     cut = int(column_sum(df, "plans_cut"))
     if cut:
-        note += (f" · {cut} runtime-compiled plan{'s' if cut > 1 else ''} still compiling and left out of the whiskers "
-                 "(measure again once compiled)")
+        note += (
+            f" · {cut} runtime-compiled plan{'s' if cut > 1 else ''} still compiling and left out of the whiskers "
+            "(measure again once compiled)"
+        )
     bad = not_ok_note(df, ("dtype", "layout", "direction"))
-    return finish(fig, df, "Workspace by dtype, layout and direction (same dims)", shape_label(spec),
-                   note=(note + (" · " + bad if bad else "")), height=500)
+    return finish(
+        fig,
+        df,
+        "Workspace by dtype, layout and direction (same dims)",
+        shape_label(spec),
+        note=(note + (" · " + bad if bad else "")),
+        height=500,
+    )
 
 
 def column_sum(df, col: str) -> float:
@@ -194,8 +315,12 @@ def column_sum(df, col: str) -> float:
     return float(df[col].fillna(0).sum()) if col in df.columns else 0.0
 
 
-SWEEP_AXIS = {"N": "N (batch size)", "C=K": "C = K (channels in = out)", "H=W": "H = W (image size, pixels)",
-              "R=S": "R = S (filter size)"}
+SWEEP_AXIS = {
+    "N": "N (batch size)",
+    "C=K": "C = K (channels in = out)",
+    "H=W": "H = W (image size, pixels)",
+    "R=S": "R = S (filter size)",
+}
 
 
 SWEEP_GRID = grid(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, row_heights=[0.6, 0.4])
@@ -207,29 +332,66 @@ def sweep_chart(df) -> go.Figure:
     field = str(df["field"].iloc[0]) if len(df) else ""
     ok = ok_rows(df)
     fig = new_figure(**SWEEP_GRID)
-    custom = [[str(p), num(t)] for p, t in zip(ok.get("plan_name", [""] * len(ok)), ok.get("tflops", [None] * len(ok)))]
-    fig.add_trace(go.Scatter(
-        x=list(ok["value"]), y=[num(v) for v in ok["gpu_us"]], mode="lines+markers", name="GPU time",
-        line=dict(color=COLORS["primary"]), customdata=custom,
-        hovertemplate=f"{field}=%{{x}}: %{{y:.1f}} us, %{{customdata[1]:.0f}} TFLOP/s<br>plan %{{customdata[0]}}<extra></extra>"),
-        row=1, col=1)
+    custom = [
+        [str(p), num(t)]
+        for p, t in zip(ok.get("plan_name", [""] * len(ok)), ok.get("tflops", [None] * len(ok)))
+    ]
+    fig.add_trace(
+        go.Scatter(
+            x=list(ok["value"]),
+            y=[num(v) for v in ok["gpu_us"]],
+            mode="lines+markers",
+            name="GPU time",
+            line=dict(color=COLORS["primary"]),
+            customdata=custom,
+            hovertemplate=f"{field}=%{{x}}: %{{y:.1f}} us, %{{customdata[1]:.0f}} TFLOP/s<br>plan %{{customdata[0]}}<extra></extra>",
+        ),
+        row=1,
+        col=1,
+    )
     div, unit = size_unit(ok["workspace_bytes"])
-    fig.add_trace(go.Scatter(
-        x=list(ok["value"]), y=[num(v) / div if num(v) is not None else None for v in ok["workspace_bytes"]],
-        mode="lines+markers", name="workspace", line=dict(color=COLORS["secondary"]),
-        text=[fmt_bytes(v) for v in ok["workspace_bytes"]],
-        hovertemplate=f"{field}=%{{x}}: workspace %{{text}}<extra></extra>"), row=2, col=1)
+    fig.add_trace(
+        go.Scatter(
+            x=list(ok["value"]),
+            y=[num(v) / div if num(v) is not None else None for v in ok["workspace_bytes"]],
+            mode="lines+markers",
+            name="workspace",
+            line=dict(color=COLORS["secondary"]),
+            text=[fmt_bytes(v) for v in ok["workspace_bytes"]],
+            hovertemplate=f"{field}=%{{x}}: workspace %{{text}}<extra></extra>",
+        ),
+        row=2,
+        col=1,
+    )
     xtype = "linear" if field == "R=S" else "log"
     fig.update_xaxes(type=xtype, tickvals=list(ok["value"]), row=1, col=1)
-    fig.update_xaxes(type=xtype, tickvals=list(ok["value"]), title_text=SWEEP_AXIS.get(field, field), row=2, col=1)
+    fig.update_xaxes(
+        type=xtype, tickvals=list(ok["value"]), title_text=SWEEP_AXIS.get(field, field), row=2, col=1
+    )
     ytype = log_if_wide(ok["gpu_us"])
-    fig.update_yaxes(title_text="GPU time (us)", type=ytype, row=1, col=1,
-                     **(log_axis(ok["gpu_us"]) if ytype == "log" else {}))
+    fig.update_yaxes(
+        title_text="GPU time (us)",
+        type=ytype,
+        row=1,
+        col=1,
+        **(log_axis(ok["gpu_us"]) if ytype == "log" else {}),
+    )
     fig.update_yaxes(title_text=f"workspace ({unit})", rangemode="tozero", row=2, col=1)
     spec = request_spec(df)
-    detail = f"around {spec.dtype} {spec.layout} {spec.direction} {shape_label(spec)}; heuristic plan at each point" if spec else ""
-    return finish(fig, df, f"Sweep of {field}: GPU time and workspace", detail,
-                   note=not_ok_note(df, ("field", "value")), height=520, legend_rows=0)
+    detail = (
+        f"around {spec.dtype} {spec.layout} {spec.direction} {shape_label(spec)}; heuristic plan at each point"
+        if spec
+        else ""
+    )
+    return finish(
+        fig,
+        df,
+        f"Sweep of {field}: GPU time and workspace",
+        detail,
+        note=not_ok_note(df, ("field", "value")),
+        height=520,
+        legend_rows=0,
+    )
 
 
 # ---- summaries --------------------------------------------------------------------------------
@@ -241,22 +403,30 @@ def algorithms_summary(df) -> Text:
     zero = ok[ok["query_workspace_bytes"] == 0]
     bad = df[df["find_status"] != "ok"]
     spec = request_spec(df)
-    text = (f"For {spec.label} ({where(df)}), cuDNN's Find ranks **{fast.algorithm}** first: "
-            f"{fmt_us(fast.time_us)} with a workspace of {fmt_bytes(fast.query_workspace_bytes)}.")
+    text = (
+        f"For {spec.label} ({where(df)}), cuDNN's Find ranks **{fast.algorithm}** first: "
+        f"{fmt_us(fast.time_us)} with a workspace of {fmt_bytes(fast.query_workspace_bytes)}."
+    )
     if not zero.empty:
         z = zero.loc[zero["time_us"].idxmin()]
-        text += (f" The best algorithm that needs no workspace, {z.algorithm}, takes {fmt_us(z.time_us)}: "
-                 f"{z.time_us / fast.time_us:.1f}x slower. That ratio is what the workspace buys here.")
+        text += (
+            f" The best algorithm that needs no workspace, {z.algorithm}, takes {fmt_us(z.time_us)}: "
+            f"{z.time_us / fast.time_us:.1f}x slower. That ratio is what the workspace buys here."
+        )
     if len(bad):
         text += f" {len(bad)} of {len(df)} algorithms are not supported for this dtype and layout."
-    text += (" These times are Find's own: one run of each algorithm through the legacy API, as a ranking, not the "
-             "steady-state time of a kernel.")
+    text += (
+        " These times are Find's own: one run of each algorithm through the legacy API, as a ranking, not the "
+        "steady-state time of a kernel."
+    )
     frontend = _frontend_time(spec)
     if frontend is not None:
-        text += (f" The same convolution through the cuDNN frontend (its heuristic plan), timed as the median of CUDA-graph "
-                 f"replays (how "
-                 f"every other chart times, e.g. lesson 00's layout table), takes {fmt_us(frontend)} "
-                 f"({where(df)}).")
+        text += (
+            f" The same convolution through the cuDNN frontend (its heuristic plan), timed as the median of CUDA-graph "
+            f"replays (how "
+            f"every other chart times, e.g. lesson 00's layout table), takes {fmt_us(frontend)} "
+            f"({where(df)})."
+        )
     return Text(text)
 
 
@@ -290,7 +460,8 @@ def workspace_sizes_summary(df) -> Text:
         f"The heuristic plan asks for anything from **{fmt_bytes(lo.heuristic_workspace_bytes)}** "
         f"({lo['dtype']} {lo['layout']} {lo['direction']}) to **{fmt_bytes(hi.heuristic_workspace_bytes)}** "
         f"({hi['dtype']} {hi['layout']} {hi['direction']}); the hungriest candidate plan of any variant wants "
-        f"{fmt_bytes(spread)}. Same dims, very different workspaces.")
+        f"{fmt_bytes(spread)}. Same dims, very different workspaces."
+    )
 
 
 def sweep_summary(df) -> Text:
@@ -303,7 +474,8 @@ def sweep_summary(df) -> Text:
         f"{fmt_us(last.gpu_us)} ({last.gpu_us / first.gpu_us:.0f}x) and the FLOPs {last.flops / first.flops:.0f}x; "
         f"throughput goes from {first.tflops:.0f} to {last.tflops:.0f} TFLOP/s. The largest workspace, "
         f"{fmt_bytes(ws_max.workspace_bytes)}, is at {f}={ws_max.value} ({ws_max.plan_name}); the heuristic changes "
-        f"plan {ok['plan_name'].nunique() - 1} time(s) along the way.")
+        f"plan {ok['plan_name'].nunique() - 1} time(s) along the way."
+    )
 
 
 # ---- exercise checks --------------------------------------------------------------------------------
@@ -322,20 +494,32 @@ def fastest_algorithm(answer: Optional[str] = None, df=None) -> CheckResult:
     df = _algo_df(df)
     ok = df[df["find_status"] == "ok"]
     if answer is None:
-        return pending("Which algorithm did cuDNN's Find rank fastest?", "the shortest time bar; unsupported rows have none.")
+        return pending(
+            "Which algorithm did cuDNN's Find rank fastest?",
+            "the shortest time bar; unsupported rows have none.",
+        )
     a = _norm_algo(as_word(answer, "an algorithm", "GEMM"))
     names = [_norm_algo(n) for n in df["algorithm"]]
     if a not in names:
         raise InvalidSpec("answer", answer, f"must be one of {', '.join(df['algorithm'])}")
     fast = ok.loc[ok["time_us"].idxmin()]
     if a == _norm_algo(fast["algorithm"]):
-        return say(True, f"{fast['algorithm']} runs in {fmt_us(fast['time_us'])} ({where(df)}), "
-                          f"using {fmt_bytes(fast['query_workspace_bytes'])} of workspace.")
+        return say(
+            True,
+            f"{fast['algorithm']} runs in {fmt_us(fast['time_us'])} ({where(df)}), "
+            f"using {fmt_bytes(fast['query_workspace_bytes'])} of workspace.",
+        )
     row = df[[n == a for n in names]].iloc[0]
     if row["find_status"] != "ok":
-        return say(False, f"{row['algorithm']} is not supported here ({row['find_status']}); it cannot be the fastest.")
-    return say(False, f"{row['algorithm']} takes {fmt_us(row['time_us'])}; {int((ok['time_us'] < row['time_us']).sum())} "
-                       "algorithms are faster. Look at the time column again.")
+        return say(
+            False,
+            f"{row['algorithm']} is not supported here ({row['find_status']}); it cannot be the fastest.",
+        )
+    return say(
+        False,
+        f"{row['algorithm']} takes {fmt_us(row['time_us'])}; {int((ok['time_us'] < row['time_us']).sum())} "
+        "algorithms are faster. Look at the time column again.",
+    )
 
 
 def workspace_bytes_for_plan(answer=None, df=None) -> CheckResult:
@@ -345,13 +529,18 @@ def workspace_bytes_for_plan(answer=None, df=None) -> CheckResult:
     fast = ok.loc[ok["time_us"].idxmin()]
     truth = float(fast["query_workspace_bytes"])
     if answer is None:
-        return pending("How many bytes of workspace does the fastest algorithm ask for?",
-                        "the summary under the chart gives the fastest algorithm's workspace (so does hovering its "
-                        "workspace bar); answer in bytes (1 MiB = 1,048,576 B).")
+        return pending(
+            "How many bytes of workspace does the fastest algorithm ask for?",
+            "the summary under the chart gives the fastest algorithm's workspace (so does hovering its "
+            "workspace bar); answer in bytes (1 MiB = 1,048,576 B).",
+        )
     a = as_number(answer, "bytes", 1048576)
     if is_close(a, truth, 0.01):
-        return say(True, f"{fast['algorithm']} asks for {truth:,.0f} B ({fmt_bytes(truth)}): "
-                          "memory the caller must find for every call.")
+        return say(
+            True,
+            f"{fast['algorithm']} asks for {truth:,.0f} B ({fmt_bytes(truth)}): "
+            "memory the caller must find for every call.",
+        )
     if truth and is_close(a * 2**20, truth, 0.01):
         return say(False, "that is the size in MiB; answer in bytes (1 MiB = 1,048,576 B).")
     if truth and is_close(a * 1e6, truth, 0.01):
@@ -364,31 +553,46 @@ def no_workspace_layout(answer: Optional[str] = None, df=None) -> CheckResult:
     df = ok_rows(frame_for(df, "workspace_sizes"))
     sub = df[(df["dtype"] == "fp16") & (df["direction"] == "fprop")].set_index("layout")
     if answer is None:
-        return pending("For fp16 fprop, which layout's heuristic plan needs the least workspace: NCHW or NHWC?",
-                        "compare the two fp16 bars in the fprop panel.")
+        return pending(
+            "For fp16 fprop, which layout's heuristic plan needs the least workspace: NCHW or NHWC?",
+            "compare the two fp16 bars in the fprop panel.",
+        )
     a = as_word(answer, "a layout", "NCHW").upper()
     if a not in sub.index:
         raise InvalidSpec("answer", answer, "must be 'NCHW' or 'NHWC'")
     best = sub["heuristic_workspace_bytes"].idxmin()
     other = [x for x in sub.index if x != best][0]
     if a == best:
-        return say(True, f"{best} needs {fmt_bytes(sub.loc[best, 'heuristic_workspace_bytes'])} against "
-                          f"{fmt_bytes(sub.loc[other, 'heuristic_workspace_bytes'])} for {other}: the NCHW plan spends "
-                          "its workspace on transposing the data for the tensor cores.")
-    return say(False, f"{a}'s heuristic plan needs {fmt_bytes(sub.loc[a, 'heuristic_workspace_bytes'])}; look at the other bar.")
+        return say(
+            True,
+            f"{best} needs {fmt_bytes(sub.loc[best, 'heuristic_workspace_bytes'])} against "
+            f"{fmt_bytes(sub.loc[other, 'heuristic_workspace_bytes'])} for {other}: the NCHW plan spends "
+            "its workspace on transposing the data for the tensor cores.",
+        )
+    return say(
+        False,
+        f"{a}'s heuristic plan needs {fmt_bytes(sub.loc[a, 'heuristic_workspace_bytes'])}; look at the other bar.",
+    )
 
 
 # ---- the recorded grid ---------------------------------------------------------------------------
 #: the values each ``sweep`` field is recorded at (widgets offer exactly these)
-SWEEP_VALUES = {"N": [1, 2, 4, 8, 16, 32, 64], "C=K": [16, 32, 64, 128, 256, 512], "H=W": [7, 14, 28, 56, 112],
-                "R=S": [1, 3, 5, 7]}
+SWEEP_VALUES = {
+    "N": [1, 2, 4, 8, 16, 32, 64],
+    "C=K": [16, 32, 64, 128, 256, 512],
+    "H=W": [7, 14, 28, 56, 112],
+    "R=S": [1, 3, 5, 7],
+}
 
 
 def recorded_calls(quick: bool = False) -> list:
     """This lesson's (experiment, kwargs) calls in the recorded grid; ``quick``: the base calls only."""
     nchw = BASE.replace(layout="NCHW")
-    calls = [("algorithms", dict(spec=nchw)), ("sweep", dict(field="N", values=SWEEP_VALUES["N"])),
-             ("workspace_sizes", dict(spec=BASE))]
+    calls = [
+        ("algorithms", dict(spec=nchw)),
+        ("sweep", dict(field="N", values=SWEEP_VALUES["N"])),
+        ("workspace_sizes", dict(spec=BASE)),
+    ]
     if quick:
         return calls
     for d in ("fp16", "fp32", "tf32", "bf16"):
@@ -398,22 +602,41 @@ def recorded_calls(quick: bool = False) -> list:
     for field in ("C=K", "H=W", "R=S"):
         calls.append(("sweep", dict(field=field, values=SWEEP_VALUES[field])))
     for field in ("N", "C=K"):
-        calls.append(("sweep", dict(field=field, values=SWEEP_VALUES[field], base=BASE.replace(dtype="fp32", layout="NCHW"))))
+        calls.append(
+            (
+                "sweep",
+                dict(field=field, values=SWEEP_VALUES[field], base=BASE.replace(dtype="fp32", layout="NCHW")),
+            )
+        )
     return calls
 
 
 LESSON = "01"
 #: experiment -> (chart, number of traces the chart always has, summary)
-CHARTS = {"algorithms": (algorithms_chart, 3, algorithms_summary), "workspace_sizes": (workspace_sizes_chart, 6, workspace_sizes_summary),
-          "sweep": (sweep_chart, 2, sweep_summary)}
+CHARTS = {
+    "algorithms": (algorithms_chart, 3, algorithms_summary),
+    "workspace_sizes": (workspace_sizes_chart, 6, workspace_sizes_summary),
+    "sweep": (sweep_chart, 2, sweep_summary),
+}
 EXERCISES = (fastest_algorithm, workspace_bytes_for_plan, no_workspace_layout)
 #: experiment -> its lesson panel (`labkit.present.widgets.panel`)
 PANELS = {
-    "algorithms": spec_panel("algorithms", "Classic algorithm table", SHAPE + ("dtype", "layout"), BASE.replace(layout="NCHW"),
-                             live_options=dict(dtype=LEGACY_DTYPES)),
+    "algorithms": spec_panel(
+        "algorithms",
+        "Classic algorithm table",
+        SHAPE + ("dtype", "layout"),
+        BASE.replace(layout="NCHW"),
+        live_options=dict(dtype=LEGACY_DTYPES),
+    ),
     "workspace_sizes": spec_panel("workspace_sizes", "Workspace by dtype/layout/direction", SHAPE, BASE),
-    "sweep": PanelConfig("sweep", "Sweep one dimension", ("field", "dtype", "layout", "direction"), state_of(BASE, field="N"),
-                         lambda s: dict(field=s["field"], values=SWEEP_VALUES[s["field"]], base=spec_of(s)), "base.",
-                         base_text="swept field N, fp16 NHWC fprop " + shape_label(BASE),
-                         recorded_controls=("field", "dtype_layout")),
+    "sweep": PanelConfig(
+        "sweep",
+        "Sweep one dimension",
+        ("field", "dtype", "layout", "direction"),
+        state_of(BASE, field="N"),
+        lambda s: dict(field=s["field"], values=SWEEP_VALUES[s["field"]], base=spec_of(s)),
+        "base.",
+        base_text="swept field N, fp16 NHWC fprop " + shape_label(BASE),
+        recorded_controls=("field", "dtype_layout"),
+    ),
 }

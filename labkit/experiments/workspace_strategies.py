@@ -4,15 +4,28 @@ and the caching pools on one workload, and under memory pressure.
 Everything about these experiments lives here: the run functions (live: measured now; recorded:
 answered from the recording), their charts, the summaries under them, the exercise checks, and
 the calls the recorded grid holds."""
+
 from __future__ import annotations
 
 from typing import Optional
 
 import plotly.graph_objects as go
 
-from ..errors import InvalidSpec
-from ..draw.plots import COLORS, finish, fmt_bytes, fmt_us, grid, log_axis, log_if_wide, new_figure, not_ok_note, num, ok_rows
+from ..draw.plots import (
+    COLORS,
+    finish,
+    fmt_bytes,
+    fmt_us,
+    grid,
+    log_axis,
+    log_if_wide,
+    new_figure,
+    not_ok_note,
+    num,
+    ok_rows,
+)
 from ..draw.prose import Text, where
+from ..errors import InvalidSpec
 from .checking import CheckResult, as_number, as_word, frame_for, is_close, pending, say
 from .core import MIB, experiment
 from .panel_config import plain_panel
@@ -36,9 +49,18 @@ def strategies_repeats(workload: str) -> int:
 # ---- charts --------------------------------------------------------------------------------
 
 
-STRATEGIES_GRID = grid(rows=1, cols=4, shared_yaxes=True, horizontal_spacing=0.025,
-                       subplot_titles=("host time per call", "GPU wall time per call", "workspace allocations",
-                                       "workspace memory"))
+STRATEGIES_GRID = grid(
+    rows=1,
+    cols=4,
+    shared_yaxes=True,
+    horizontal_spacing=0.025,
+    subplot_titles=(
+        "host time per call",
+        "GPU wall time per call",
+        "workspace allocations",
+        "workspace memory",
+    ),
+)
 
 
 def strategies_chart(df) -> go.Figure:
@@ -48,64 +70,168 @@ def strategies_chart(df) -> go.Figure:
     7 held after the run (MiB). A column the DataFrame lacks leaves its trace empty."""
     names = list(df["strategy"])
     ok = list((df["status"] == "ok") if "status" in df.columns else [True] * len(df))
-    col = lambda c, scale=1.0: [(num(v) / scale if num(v) is not None else None) if k else None  # noqa: E731
-                                for v, k in zip(df[c] if c in df.columns else [None] * len(df), ok)]
+    col = lambda c, scale=1.0: [
+        (num(v) / scale if num(v) is not None else None) if k else None  # noqa: E731
+        for v, k in zip(df[c] if c in df.columns else [None] * len(df), ok)
+    ]
     fig = new_figure(**STRATEGIES_GRID)
     fb = list(df["fallbacks"]) if "fallbacks" in df.columns else [0] * len(df)
     bar = dict(orientation="h")
-    fig.add_trace(go.Bar(y=names, x=col("median_us"), name="host median", marker_color=COLORS["primary"], customdata=fb,
-                         hovertemplate="%{y}: median %{x:.1f} us per call (fallbacks: %{customdata})<extra></extra>", **bar),
-                  row=1, col=1)
-    fig.add_trace(go.Bar(y=names, x=col("p95_us"), name="host p95", marker_color="#aec7e8",
-                         hovertemplate="%{y}: p95 %{x:.1f} us per call<extra></extra>", **bar), row=1, col=1)
-    fig.add_trace(go.Bar(y=names, x=col("strategy_us_per_call"), name="inside the strategy (get/put)",
-                         marker_color=COLORS["dark"],
-                         hovertemplate="%{y}: %{x:.1f} us per call inside the strategy's get/put<extra></extra>", **bar),
-                  row=1, col=1)
-    fig.add_trace(go.Bar(y=names, x=col("gpu_us"), name="GPU wall time (kernels + idle)", marker_color=COLORS["purple"],
-                         hovertemplate="%{y}: %{x:.1f} us per call between two events around the run: kernels plus "
-                                       "time the GPU waited for the host<extra></extra>", **bar), row=1, col=2)
+    fig.add_trace(
+        go.Bar(
+            y=names,
+            x=col("median_us"),
+            name="host median",
+            marker_color=COLORS["primary"],
+            customdata=fb,
+            hovertemplate="%{y}: median %{x:.1f} us per call (fallbacks: %{customdata})<extra></extra>",
+            **bar,
+        ),
+        row=1,
+        col=1,
+    )
+    fig.add_trace(
+        go.Bar(
+            y=names,
+            x=col("p95_us"),
+            name="host p95",
+            marker_color="#aec7e8",
+            hovertemplate="%{y}: p95 %{x:.1f} us per call<extra></extra>",
+            **bar,
+        ),
+        row=1,
+        col=1,
+    )
+    fig.add_trace(
+        go.Bar(
+            y=names,
+            x=col("strategy_us_per_call"),
+            name="inside the strategy (get/put)",
+            marker_color=COLORS["dark"],
+            hovertemplate="%{y}: %{x:.1f} us per call inside the strategy's get/put<extra></extra>",
+            **bar,
+        ),
+        row=1,
+        col=1,
+    )
+    fig.add_trace(
+        go.Bar(
+            y=names,
+            x=col("gpu_us"),
+            name="GPU wall time (kernels + idle)",
+            marker_color=COLORS["purple"],
+            hovertemplate="%{y}: %{x:.1f} us per call between two events around the run: kernels plus "
+            "time the GPU waited for the host<extra></extra>",
+            **bar,
+        ),
+        row=1,
+        col=2,
+    )
     whose = [allocator_of(n) for n in names]
-    fig.add_trace(go.Bar(y=names, x=col("alloc_calls"), name="allocations (timed pass)", marker_color=COLORS["bad"],
-                         text=[f"{int(v)} {'to the pool' if w in POOL_ALLOCATORS.values() else w}" if v else ""
-                               for v, w in zip(col("alloc_calls"), whose)],
-                         textposition="auto", customdata=whose,
-                         marker_pattern_shape=["/" if w in POOL_ALLOCATORS.values() else "" for w in whose],
-                         hovertemplate="%{y}: %{x} workspace allocations in the timed pass, counted as calls of "
-                                       "%{customdata}<extra></extra>", **bar), row=1, col=3)
-    fig.add_trace(go.Bar(y=names, x=col("warmup_alloc_calls"), name="allocations (warm-up pass)", marker_color="#ff9896",
-                         customdata=whose,
-                         marker_pattern_shape=["/" if w in POOL_ALLOCATORS.values() else "" for w in whose],
-                         hovertemplate="%{y}: %{x} workspace allocations in the warm-up pass (%{customdata})<extra></extra>",
-                         **bar), row=1, col=3)
+    fig.add_trace(
+        go.Bar(
+            y=names,
+            x=col("alloc_calls"),
+            name="allocations (timed pass)",
+            marker_color=COLORS["bad"],
+            text=[
+                f"{int(v)} {'to the pool' if w in POOL_ALLOCATORS.values() else w}" if v else ""
+                for v, w in zip(col("alloc_calls"), whose)
+            ],
+            textposition="auto",
+            customdata=whose,
+            marker_pattern_shape=["/" if w in POOL_ALLOCATORS.values() else "" for w in whose],
+            hovertemplate="%{y}: %{x} workspace allocations in the timed pass, counted as calls of "
+            "%{customdata}<extra></extra>",
+            **bar,
+        ),
+        row=1,
+        col=3,
+    )
+    fig.add_trace(
+        go.Bar(
+            y=names,
+            x=col("warmup_alloc_calls"),
+            name="allocations (warm-up pass)",
+            marker_color="#ff9896",
+            customdata=whose,
+            marker_pattern_shape=["/" if w in POOL_ALLOCATORS.values() else "" for w in whose],
+            hovertemplate="%{y}: %{x} workspace allocations in the warm-up pass (%{customdata})<extra></extra>",
+            **bar,
+        ),
+        row=1,
+        col=3,
+    )
     peak = df["peak_bytes"] if "peak_bytes" in df.columns else [None] * len(df)
-    fig.add_trace(go.Bar(y=names, x=col("peak_bytes", MIB), name="peak held", marker_color=COLORS["secondary"],
-                         text=[fmt_bytes(v) if k else "" for v, k in zip(peak, ok)], textposition="auto",
-                         hovertemplate="%{y}: peak %{text}<extra></extra>", **bar), row=1, col=4)
-    fig.add_trace(go.Bar(y=names, x=col("held_after_bytes", MIB), name="held after the run", marker_color="#ffbb78",
-                         hovertemplate="%{y}: %{x:.1f} MiB still held after the run<extra></extra>", **bar), row=1, col=4)
+    fig.add_trace(
+        go.Bar(
+            y=names,
+            x=col("peak_bytes", MIB),
+            name="peak held",
+            marker_color=COLORS["secondary"],
+            text=[fmt_bytes(v) if k else "" for v, k in zip(peak, ok)],
+            textposition="auto",
+            hovertemplate="%{y}: peak %{text}<extra></extra>",
+            **bar,
+        ),
+        row=1,
+        col=4,
+    )
+    fig.add_trace(
+        go.Bar(
+            y=names,
+            x=col("held_after_bytes", MIB),
+            name="held after the run",
+            marker_color="#ffbb78",
+            hovertemplate="%{y}: %{x:.1f} MiB still held after the run<extra></extra>",
+            **bar,
+        ),
+        row=1,
+        col=4,
+    )
     fig.update_layout(barmode="group")
     fig.update_yaxes(autorange="reversed", row=1, col=1)
     times = col("median_us") + col("p95_us") + col("strategy_us_per_call")
     t1, t2 = log_if_wide(times, 100), log_if_wide(col("gpu_us"))
     # four subplots side by side, ~170 px each: few ticks, or their labels run together
-    fig.update_xaxes(title_text="host time per call (us)", type=t1, row=1, col=1,
-                     **(log_axis(times, max_ticks=4) if t1 == "log" else {}))
-    fig.update_xaxes(title_text="GPU wall time per call (us)", type=t2, row=1, col=2,
-                     **(log_axis(col("gpu_us"), max_ticks=4) if t2 == "log" else dict(nticks=5)))
+    fig.update_xaxes(
+        title_text="host time per call (us)",
+        type=t1,
+        row=1,
+        col=1,
+        **(log_axis(times, max_ticks=4) if t1 == "log" else {}),
+    )
+    fig.update_xaxes(
+        title_text="GPU wall time per call (us)",
+        type=t2,
+        row=1,
+        col=2,
+        **(log_axis(col("gpu_us"), max_ticks=4) if t2 == "log" else dict(nticks=5)),
+    )
     fig.update_xaxes(nticks=4, row=1, col=3)
     fig.update_xaxes(nticks=4, row=1, col=4)
     fig.update_xaxes(title_text="allocations (count)", row=1, col=3)
     fig.update_xaxes(title_text="workspace held (MiB)", row=1, col=4)
     wl = str(df["workload"].iloc[0]) if len(df) else "?"
     calls = int(df["calls"].iloc[0]) if "calls" in df.columns and len(df) else 0
-    detail = (f"workload '{wl}': {calls} convolution calls per strategy after a warm-up pass; host time = strategy + "
-              "launch; GPU wall time = events around the run / calls: kernels + GPU idle waiting for the host")
-    note = ("allocations: cudaMalloc calls for the strategies that own their memory; hatched, for cupy_pool / async_pool: "
-            "requests to the pool (most served from its cache without reaching cudaMalloc)")
+    detail = (
+        f"workload '{wl}': {calls} convolution calls per strategy after a warm-up pass; host time = strategy + "
+        "launch; GPU wall time = events around the run / calls: kernels + GPU idle waiting for the host"
+    )
+    note = (
+        "allocations: cudaMalloc calls for the strategies that own their memory; hatched, for cupy_pool / async_pool: "
+        "requests to the pool (most served from its cache without reaching cudaMalloc)"
+    )
     bad = not_ok_note(df, ("strategy",))
-    return finish(fig, df, f"Workspace strategies on '{wl}'", detail, note=note + (" · " + bad if bad else ""),
-                   height=560, legend_rows=3)
+    return finish(
+        fig,
+        df,
+        f"Workspace strategies on '{wl}'",
+        detail,
+        note=note + (" · " + bad if bad else ""),
+        height=560,
+        legend_rows=3,
+    )
 
 
 #: the strategies whose workspace allocations are requests to a caching pool, not cudaMalloc calls
@@ -132,28 +258,46 @@ def strategies_summary(df) -> Text:
     a = _strategy(ok, "fixed_arena")
     fast = ok.loc[ok["median_us"].idxmin()]
     wl = df["workload"].iloc[0]
-    parts = [f"Workload **{wl}** ({int(df['calls'].iloc[0])} calls per strategy after a warm-up pass, {where(df)})."]
+    parts = [
+        f"Workload **{wl}** ({int(df['calls'].iloc[0])} calls per strategy after a warm-up pass, {where(df)})."
+    ]
     if m is not None and a is not None:
-        parts.append(f"Host time per call: {m.median_us:.0f} us for malloc per call vs {a.median_us:.0f} us for the fixed arena "
-                     f"({m.median_us / a.median_us:.1f}x).")
+        parts.append(
+            f"Host time per call: {m.median_us:.0f} us for malloc per call vs {a.median_us:.0f} us for the fixed arena "
+            f"({m.median_us / a.median_us:.1f}x)."
+        )
         if "strategy_us_per_call" in ok.columns:
-            parts.append(f"Inside the strategy alone (its get and put): {m.strategy_us_per_call:.1f} us vs "
-                         f"{a.strategy_us_per_call:.1f} us per call.")
-        parts.append(f"malloc_per_call made {int(m.alloc_calls)} cudaMalloc calls in the timed pass "
-                     f"({m.alloc_us_total / 1000:.1f} ms inside cudaMalloc/cudaFree); the arena made {int(a.alloc_calls)}"
-                     + (" (its one allocation happened in the warm-up pass)" if "warmup_alloc_calls" in ok.columns
-                        and a.warmup_alloc_calls > 0 and a.alloc_calls == 0 else "") + ".")
+            parts.append(
+                f"Inside the strategy alone (its get and put): {m.strategy_us_per_call:.1f} us vs "
+                f"{a.strategy_us_per_call:.1f} us per call."
+            )
+        parts.append(
+            f"malloc_per_call made {int(m.alloc_calls)} cudaMalloc calls in the timed pass "
+            f"({m.alloc_us_total / 1000:.1f} ms inside cudaMalloc/cudaFree); the arena made {int(a.alloc_calls)}"
+            + (
+                " (its one allocation happened in the warm-up pass)"
+                if "warmup_alloc_calls" in ok.columns and a.warmup_alloc_calls > 0 and a.alloc_calls == 0
+                else ""
+            )
+            + "."
+        )
         pools = [r for _, r in ok.iterrows() if allocator_of(r.strategy) != "cudaMalloc" and r.alloc_calls]
         if pools:
-            parts.append(", ".join(f"{r.strategy} {int(r.alloc_calls)}" for r in pools)
-                         + ": those count requests to the pool, not cudaMalloc calls (the pool serves most from blocks "
-                           "it keeps; how many reached the driver was not counted).")
+            parts.append(
+                ", ".join(f"{r.strategy} {int(r.alloc_calls)}" for r in pools)
+                + ": those count requests to the pool, not cudaMalloc calls (the pool serves most from blocks "
+                "it keeps; how many reached the driver was not counted)."
+            )
         if "gpu_us" in ok.columns:
-            parts.append(f"GPU wall time per call (two events around the run, over the calls): {m.gpu_us:.0f} us for "
-                         f"malloc per call vs {a.gpu_us:.0f} us for the arena; the difference is not kernel time but the "
-                         "GPU idling while the host frees and allocates (each cudaFree waits for the GPU).")
-        parts.append(f"The arena pays in memory instead: it holds {fmt_bytes(a.peak_bytes)} for a workload whose "
-                     f"largest workspace is {fmt_bytes(m.peak_bytes)}.")
+            parts.append(
+                f"GPU wall time per call (two events around the run, over the calls): {m.gpu_us:.0f} us for "
+                f"malloc per call vs {a.gpu_us:.0f} us for the arena; the difference is not kernel time but the "
+                "GPU idling while the host frees and allocates (each cudaFree waits for the GPU)."
+            )
+        parts.append(
+            f"The arena pays in memory instead: it holds {fmt_bytes(a.peak_bytes)} for a workload whose "
+            f"largest workspace is {fmt_bytes(m.peak_bytes)}."
+        )
     parts.append(f"Lowest median per call: {fast.strategy} ({fast.median_us:.0f} us).")
     return Text(" ".join(parts))
 
@@ -163,21 +307,31 @@ def pressure_summary(df) -> Text:
     calls = int(df["calls"].iloc[0])
     fell = ok[ok["fallbacks"] > 0]
     held = ok[ok["fallbacks"] == 0]
-    parts = [f"Workload **{df['workload'].iloc[0]}** ({where(df)}): {calls} calls with almost no device memory free."]
+    parts = [
+        f"Workload **{df['workload'].iloc[0]}** ({where(df)}): {calls} calls with almost no device memory free."
+    ]
     if len(fell):
-        parts.append(f"{len(fell)} of {len(ok)} strategies could not get the workspace the best plan wants and fell back "
-                     f"to a plan needing less ({', '.join(f'{r.strategy}: {int(r.fallbacks)}' for _, r in fell.iterrows())} "
-                     "fallbacks).")
+        parts.append(
+            f"{len(fell)} of {len(ok)} strategies could not get the workspace the best plan wants and fell back "
+            f"to a plan needing less ({', '.join(f'{r.strategy}: {int(r.fallbacks)}' for _, r in fell.iterrows())} "
+            "fallbacks)."
+        )
     for _, r in held.iterrows():
-        parts.append(f"{r.strategy} never fell back (its memory was taken before the pressure began): "
-                     f"{fmt_us(r.median_us)} per call, holding {fmt_bytes(r.peak_bytes)}.")
+        parts.append(
+            f"{r.strategy} never fell back (its memory was taken before the pressure began): "
+            f"{fmt_us(r.median_us)} per call, holding {fmt_bytes(r.peak_bytes)}."
+        )
     bad = df[df["status"] != "ok"] if "status" in df.columns else df.iloc[0:0]
     if len(bad):
-        parts.append(f"{len(bad)} failed: " + "; ".join(f"{r.strategy}: {r.reason}" for _, r in bad.iterrows()))
+        parts.append(
+            f"{len(bad)} failed: " + "; ".join(f"{r.strategy}: {r.reason}" for _, r in bad.iterrows())
+        )
     slow = ok.loc[ok["median_us"].idxmax()]
     fast = ok.loc[ok["median_us"].idxmin()]
-    parts.append(f"Per call: from {fmt_us(fast.median_us)} ({fast.strategy}) to {fmt_us(slow.median_us)} "
-                 f"({slow.strategy}, {slow.median_us / fast.median_us:.0f}x).")
+    parts.append(
+        f"Per call: from {fmt_us(fast.median_us)} ({fast.strategy}) to {fmt_us(slow.median_us)} "
+        f"({slow.strategy}, {slow.median_us / fast.median_us:.0f}x)."
+    )
     return Text(" ".join(parts))
 
 
@@ -194,7 +348,8 @@ def dims_only_summary(df) -> Text:
         f"that buffer back and needs {fmt_bytes(hi.heuristic_workspace_bytes)}: "
         f"{fmt_bytes(hi.heuristic_workspace_bytes - lo.heuristic_workspace_bytes)} short. Handed to cuDNN, that buffer "
         "would be written past its end (labkit's Runner checks the size and refuses; a real cache that trusts its key "
-        "does not).")
+        "does not)."
+    )
 
 
 # ---- exercise checks --------------------------------------------------------------------------------
@@ -205,7 +360,11 @@ def _match_strategy(df, answer: str):
     names = list(df["strategy"])
     hit = [n for n in names if n.lower() == a or n.lower().split(" (")[0] == a]
     if not hit:
-        raise InvalidSpec("answer", answer, f"must name a strategy: {', '.join(dict.fromkeys(n.split(' (')[0] for n in names))}")
+        raise InvalidSpec(
+            "answer",
+            answer,
+            f"must name a strategy: {', '.join(dict.fromkeys(n.split(' (')[0] for n in names))}",
+        )
     return hit
 
 
@@ -214,8 +373,10 @@ def fastest_strategy(answer: Optional[str] = None, workload: str = "random_shape
     strategy within 5% of the lowest counts (differences that small are noise)."""
     df = ok_rows(frame_for(df, "strategies", workload=workload, repeats=strategies_repeats(workload)))
     if answer is None:
-        return pending(f"Which strategy has the lowest median time per call on '{workload}'?",
-                        "the host-time panel: the shortest 'host median' bar.")
+        return pending(
+            f"Which strategy has the lowest median time per call on '{workload}'?",
+            "the host-time panel: the shortest 'host median' bar.",
+        )
     hit = _match_strategy(df, as_word(answer, "a strategy", "fixed_arena"))
     best = df["median_us"].min()
     rows = df[df["strategy"].isin(hit)]
@@ -223,10 +384,16 @@ def fastest_strategy(answer: Optional[str] = None, workload: str = "random_shape
     near = df[df["median_us"] <= best * 1.05]["strategy"].tolist()
     if mine <= best * 1.05:
         r = rows.loc[rows["median_us"].idxmin()]
-        return say(True, f"{r['strategy']}: {fmt_us(mine)} per call ({where(df)}), {int(r['alloc_calls'])} workspace allocations "
-                          f"({allocator_of(r['strategy'])}) in {int(r['calls'])} convolutions; within 5% of the lowest: {', '.join(near)}.")
-    return say(False, f"{hit[0]} takes {fmt_us(mine)} per call, {mine / best:.2f}x the lowest. Which strategies "
-                       "never call the allocator once warm?")
+        return say(
+            True,
+            f"{r['strategy']}: {fmt_us(mine)} per call ({where(df)}), {int(r['alloc_calls'])} workspace allocations "
+            f"({allocator_of(r['strategy'])}) in {int(r['calls'])} convolutions; within 5% of the lowest: {', '.join(near)}.",
+        )
+    return say(
+        False,
+        f"{hit[0]} takes {fmt_us(mine)} per call, {mine / best:.2f}x the lowest. Which strategies "
+        "never call the allocator once warm?",
+    )
 
 
 def malloc_slowdown(answer=None, df=None) -> CheckResult:
@@ -237,15 +404,22 @@ def malloc_slowdown(answer=None, df=None) -> CheckResult:
     a_ = df[df["strategy"].str.startswith("fixed_arena")].iloc[0]
     truth = m["median_us"] / a_["median_us"]
     if answer is None:
-        return pending("How many times slower per call is malloc_per_call than fixed_arena on 'one_conv'?",
-                        "divide the two medians (host time per call).")
+        return pending(
+            "How many times slower per call is malloc_per_call than fixed_arena on 'one_conv'?",
+            "divide the two medians (host time per call).",
+        )
     a = as_number(answer, "a ratio", 2.5)
     if is_close(a, truth, 0.10):
-        return say(True, f"{fmt_us(m['median_us'])} / {fmt_us(a_['median_us'])} = {truth:.1f}x: "
-                          f"{int(m['alloc_calls'])} cudaMalloc+cudaFree pairs on the hot path, and cudaFree waits for the GPU.")
+        return say(
+            True,
+            f"{fmt_us(m['median_us'])} / {fmt_us(a_['median_us'])} = {truth:.1f}x: "
+            f"{int(m['alloc_calls'])} cudaMalloc+cudaFree pairs on the hot path, and cudaFree waits for the GPU.",
+        )
     if is_close(1 / a, truth, 0.10):
         return say(False, "that is the inverse ratio: malloc_per_call over fixed_arena.")
-    return say(False, f"{a:g}x is {'too high' if a > truth else 'too low'}; use the median host time of each.")
+    return say(
+        False, f"{a:g}x is {'too high' if a > truth else 'too low'}; use the median host time of each."
+    )
 
 
 def dims_only_shortfall(answer=None, df=None) -> CheckResult:
@@ -257,31 +431,56 @@ def dims_only_shortfall(answer=None, df=None) -> CheckResult:
     first, second = float(fp[("fp16", "NHWC")]), float(fp[("fp32", "NHWC")])
     truth = max(second - first, 0.0)
     if answer is None:
-        return pending("How many bytes short is the buffer a dims-only key hands fp32 NHWC after fp16 NHWC?",
-                        "both are in the fprop panel (NHWC bars); subtract, in bytes.")
+        return pending(
+            "How many bytes short is the buffer a dims-only key hands fp32 NHWC after fp16 NHWC?",
+            "both are in the fprop panel (NHWC bars); subtract, in bytes.",
+        )
     a = as_number(answer, "bytes", 1000)
     if is_close(a, truth, 0.01) or (truth == 0 and a == 0):
-        return say(True, f"fp32 NHWC needs {second:,.0f} B, the cached buffer holds {first:,.0f} B: {truth:,.0f} B "
-                          f"({fmt_bytes(truth)}) short. The full key (dtype, layout, direction, plan) would have missed and "
-                          "allocated the right size.")
+        return say(
+            True,
+            f"fp32 NHWC needs {second:,.0f} B, the cached buffer holds {first:,.0f} B: {truth:,.0f} B "
+            f"({fmt_bytes(truth)}) short. The full key (dtype, layout, direction, plan) would have missed and "
+            "allocated the right size.",
+        )
     if is_close(a * 2**20, truth, 0.01):
         return say(False, "that is MiB; answer in bytes.")
-    return say(False, f"{a:,.0f} B is {'too much' if a > truth else 'too little'}: subtract the fp16 NHWC fprop workspace "
-                       "from the fp32 NHWC fprop one.")
+    return say(
+        False,
+        f"{a:,.0f} B is {'too much' if a > truth else 'too little'}: subtract the fp16 NHWC fprop workspace "
+        "from the fp32 NHWC fprop one.",
+    )
 
 
 # ---- the recorded grid ---------------------------------------------------------------------------
-WORKLOADS = ("one_conv", "resnet50_fp16_nhwc", "resnet50_fp32_nchw", "random_shapes", "growing_batch", "pressure")
+WORKLOADS = (
+    "one_conv",
+    "resnet50_fp16_nhwc",
+    "resnet50_fp32_nchw",
+    "random_shapes",
+    "growing_batch",
+    "pressure",
+)
 
 
 def recorded_calls(quick: bool = False) -> list:
     """This lesson's (experiment, kwargs) calls in the recorded grid; ``quick``: the base call only."""
-    return [("strategies", dict(workload=w, repeats=strategies_repeats(w))) for w in (WORKLOADS[:1] if quick else WORKLOADS)]
+    return [
+        ("strategies", dict(workload=w, repeats=strategies_repeats(w)))
+        for w in (WORKLOADS[:1] if quick else WORKLOADS)
+    ]
 
 
 LESSON = "02"
 CHARTS = {"strategies": (strategies_chart, 8, strategies_summary)}
 EXERCISES = (fastest_strategy, malloc_slowdown, dims_only_shortfall)
 #: experiment -> its lesson panel (`labkit.present.widgets.panel`)
-PANELS = {"strategies": plain_panel("strategies", "Workspace strategies", dict(workload="one_conv"), "workload one_conv",
-                                    lambda s: dict(workload=s["workload"], repeats=strategies_repeats(s["workload"])))}
+PANELS = {
+    "strategies": plain_panel(
+        "strategies",
+        "Workspace strategies",
+        dict(workload="one_conv"),
+        "workload one_conv",
+        lambda s: dict(workload=s["workload"], repeats=strategies_repeats(s["workload"])),
+    )
+}

@@ -12,17 +12,18 @@ first), and the whole autotune under ``budget`` when one is given. A plan over i
 row ``timed out after ... in <phase>``; plans left when the whole budget is spent are rows
 ``cut: ...``. Neither ends the autotune.
 """
+
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional
 
-from . import engine, measure, memory
-from .ranges import annotate
 from ..errors import LabkitError, OutOfMemory, TimedOut
 from ..signals.cancel import Budget, checkpoint, not_timed, was_cut
 from ..signals.progress import announce
+from . import engine, measure, memory
+from .ranges import annotate
 
 #: a plan's timing budget is this many times what timing the best plan so far took ...
 PLAN_BUDGET_FACTOR = 50.0
@@ -70,9 +71,16 @@ class TuneResult:
         return int(self.table.status.map(not_timed).sum()) - self.cut
 
 
-def time_plan(cg: engine.ConvGraph, plan_index: int, ops: engine.Operands, stream=None, calls: int = 10,
-              stop_above_us: Optional[float] = None, budget: Optional[Budget] = None,
-              eager_stop: bool = True) -> measure.Timing:
+def time_plan(
+    cg: engine.ConvGraph,
+    plan_index: int,
+    ops: engine.Operands,
+    stream=None,
+    calls: int = 10,
+    stop_above_us: Optional[float] = None,
+    budget: Optional[Budget] = None,
+    eager_stop: bool = True,
+) -> measure.Timing:
     """GPU time of one plan as autotuning measures it: its own workspace, a CUDA graph of up to
     ``calls`` back-to-back calls replayed until the median is stable (`measure.graph_replay`),
     within ``budget`` (`labkit.TimedOut` past it); ``eager_stop``: `measure.TooSlow` when one
@@ -81,28 +89,42 @@ def time_plan(cg: engine.ConvGraph, plan_index: int, ops: engine.Operands, strea
     stream = stream if stream is not None else measure.timing_stream()
     ws = memory.alloc(plan.workspace_bytes, f"workspace of plan {plan.index}")
     bound = cg.bind(ops.arrays, int(ws.data.ptr), plan.index, stream)
-    return measure.graph_replay(bound.run, stream, calls=calls, stop_above_us=stop_above_us, budget=budget,
-                                eager_stop=eager_stop)
+    return measure.graph_replay(
+        bound.run, stream, calls=calls, stop_above_us=stop_above_us, budget=budget, eager_stop=eager_stop
+    )
 
 
 def _row_for_failure(exc: BaseException, best_us: Optional[float]) -> dict:
     if isinstance(exc, measure.TooSlow):
-        return dict(status=f"slower: one eager call took {measure.us_words(exc.eager_us)}, "
-                           f"{exc.eager_us / best_us:.0f}x the best plan so far ({measure.us_words(best_us)}): not timed further",
-                    eager_us=exc.eager_us)
+        return dict(
+            status=f"slower: one eager call took {measure.us_words(exc.eager_us)}, "
+            f"{exc.eager_us / best_us:.0f}x the best plan so far ({measure.us_words(best_us)}): not timed further",
+            eager_us=exc.eager_us,
+        )
     if isinstance(exc, TimedOut):
-        return dict(status=f"timed out after {exc.seconds:.1f} s in {exc.phase} (budget {exc.budget_s:.1f} s)")
+        return dict(
+            status=f"timed out after {exc.seconds:.1f} s in {exc.phase} (budget {exc.budget_s:.1f} s)"
+        )
     if isinstance(exc, OutOfMemory):
         return dict(status=f"out of memory: {exc}")
     if isinstance(exc, LabkitError):
         return dict(status=f"failed: {exc}")
-    return dict(status=f"failed: {type(exc).__name__}: {str(exc)[:160]}")  # a plan that builds but will not run or capture
+    return dict(
+        status=f"failed: {type(exc).__name__}: {str(exc)[:160]}"
+    )  # a plan that builds but will not run or capture
 
 
-def autotune(cg: engine.ConvGraph, ops: Optional[engine.Operands] = None, calls: int = 10,
-             early_stop_ratio: float = 3.0, max_plans: Optional[int] = None,
-             on_row: Optional[Callable[[List[dict], int], None]] = None, save: bool = True,
-             budget: Optional[Budget] = None, eager_stop: bool = True) -> TuneResult:
+def autotune(
+    cg: engine.ConvGraph,
+    ops: Optional[engine.Operands] = None,
+    calls: int = 10,
+    early_stop_ratio: float = 3.0,
+    max_plans: Optional[int] = None,
+    on_row: Optional[Callable[[List[dict], int], None]] = None,
+    save: bool = True,
+    budget: Optional[Budget] = None,
+    eager_stop: bool = True,
+) -> TuneResult:
     """Time every runnable plan of ``cg`` (the first ``max_plans`` if given) and pick the fastest.
     Plans are timed in the heuristic's order (its pick first), each within `plan_budget_s` (and
     within ``budget``, the whole autotune's, when given). ``on_row(rows, total)`` is called after
@@ -120,22 +142,48 @@ def autotune(cg: engine.ConvGraph, ops: Optional[engine.Operands] = None, calls:
     plans = cg.runnable if max_plans is None else cg.runnable[:max_plans]
     for plan in plans:
         checkpoint()
-        row: Dict[str, object] = dict(plan_index=plan.index, plan_name=plan.name, workspace_bytes=plan.workspace_bytes,
-                                      gpu_us=float("nan"))
+        row: Dict[str, object] = dict(
+            plan_index=plan.index,
+            plan_name=plan.name,
+            workspace_bytes=plan.workspace_bytes,
+            gpu_us=float("nan"),
+        )
         what = f"plan {plan.index} ({plan.name}) of {cg.spec.label}"
         announce(f"timing {what}")
         started = time.perf_counter()
         if budget is not None and budget.over:
-            row.update(status=f"cut: the autotune's budget ({budget.seconds:.1f} s) was spent before this plan")
+            row.update(
+                status=f"cut: the autotune's budget ({budget.seconds:.1f} s) was spent before this plan"
+            )
             complete = False
         else:
-            mine = Budget(plan_budget_s(best, calls), what) if budget is None else budget.within(plan_budget_s(best, calls), what)
+            mine = (
+                Budget(plan_budget_s(best, calls), what)
+                if budget is None
+                else budget.within(plan_budget_s(best, calls), what)
+            )
             try:
                 with annotate(f"autotune {what}", "plan"):
-                    t = time_plan(cg, plan.index, ops, stream, calls, None if best is None else early_stop_ratio * best,
-                                  mine, eager_stop)
-                row.update(gpu_us=t.median_us, gpu_us_p10=t.p10_us, gpu_us_p90=t.p90_us, samples=t.samples, calls=t.calls,
-                           eager_us=t.eager_us, capture_s=t.capture_s, status="ok")
+                    t = time_plan(
+                        cg,
+                        plan.index,
+                        ops,
+                        stream,
+                        calls,
+                        None if best is None else early_stop_ratio * best,
+                        mine,
+                        eager_stop,
+                    )
+                row.update(
+                    gpu_us=t.median_us,
+                    gpu_us_p10=t.p10_us,
+                    gpu_us_p90=t.p90_us,
+                    samples=t.samples,
+                    calls=t.calls,
+                    eager_us=t.eager_us,
+                    capture_s=t.capture_s,
+                    status="ok",
+                )
                 best = t.median_us if best is None else min(best, t.median_us)
             except Exception as exc:  # noqa: BLE001  (Superseded is a BaseException: it ends the autotune)
                 row.update(_row_for_failure(exc, best))
@@ -151,10 +199,19 @@ def autotune(cg: engine.ConvGraph, ops: Optional[engine.Operands] = None, calls:
     best_index = int(ok.loc[ok.gpu_us.idxmin(), "plan_index"])
     result = TuneResult(table, best_index, cg.default_plan.index, time.perf_counter() - t0, complete)
     if save and complete and max_plans is None and cg.all_plans:
-        engine.save_plan(cg, best_index, "autotuned", dict(
-            plans_timed=int(len(ok)), autotune_seconds=round(result.seconds, 6), build_seconds=round(cg.build_seconds, 6),
-            gpu_us=float(result.gpu_us(best_index)), heuristic_plan=cg.default_plan.name,
-            heuristic_gpu_us=float(result.gpu_us(result.heuristic_index))))
+        engine.save_plan(
+            cg,
+            best_index,
+            "autotuned",
+            dict(
+                plans_timed=int(len(ok)),
+                autotune_seconds=round(result.seconds, 6),
+                build_seconds=round(cg.build_seconds, 6),
+                gpu_us=float(result.gpu_us(best_index)),
+                heuristic_plan=cg.default_plan.name,
+                heuristic_gpu_us=float(result.gpu_us(result.heuristic_index)),
+            ),
+        )
     return result
 
 
@@ -182,8 +239,14 @@ class Tuned:
         return self.graph.plan(self.plan_index)
 
 
-def tuned_graph(spec, epilogue: str = "none", workspace_cap: Optional[int] = None,
-                ops: Optional[engine.Operands] = None, calls: int = 10, compile_budget_s: Optional[float] = None) -> Tuned:
+def tuned_graph(
+    spec,
+    epilogue: str = "none",
+    workspace_cap: Optional[int] = None,
+    ops: Optional[engine.Operands] = None,
+    calls: int = 10,
+    compile_budget_s: Optional[float] = None,
+) -> Tuned:
     """The fastest plan of a graph: its saved autotune winner, loaded from disk and timed once
     (about 10 ms plus the timing), or, when none is saved, every plan built and autotuned (0.1 s to
     tens of seconds for large fused graphs) and the winner saved for next time. ``compile_budget_s``:
@@ -194,8 +257,23 @@ def tuned_graph(spec, epilogue: str = "none", workspace_cap: Optional[int] = Non
     if loaded is not None:
         ops = ops if ops is not None else engine.Operands(spec, epilogue)
         t = time_plan(loaded, 0, ops, calls=calls)
-        return Tuned(loaded, 0, t.median_us, int(loaded.saved.info.get("plans_timed") or 0), True, time.perf_counter() - t0)
+        return Tuned(
+            loaded,
+            0,
+            t.median_us,
+            int(loaded.saved.info.get("plans_timed") or 0),
+            True,
+            time.perf_counter() - t0,
+        )
     full = engine.get_graph(spec, epilogue, workspace_cap, compile_budget_s=compile_budget_s)
     tune = autotune(full, ops, calls=calls)
-    return Tuned(full, tune.best_index, tune.gpu_us(tune.best_index), int((tune.table.status == "ok").sum()), False,
-                 time.perf_counter() - t0, tune, int(full.build_cut))
+    return Tuned(
+        full,
+        tune.best_index,
+        tune.gpu_us(tune.best_index),
+        int((tune.table.status == "ok").sum()),
+        False,
+        time.perf_counter() - t0,
+        tune,
+        int(full.build_cut),
+    )

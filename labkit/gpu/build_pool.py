@@ -5,6 +5,7 @@ request's jobs (the newest batch is taken first, and a request whose compile bud
 cancels the rest of its batch: `BuildPool.cancel_queued`). ``LABKIT_BUILD_WORKERS``: how many
 (`default_workers`). Times in seconds.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -50,7 +51,9 @@ def default_workers() -> int:
         try:
             n = int(raw)
         except ValueError:
-            raise InvalidSpec("LABKIT_BUILD_WORKERS", raw, "must be a whole number of worker processes (0: none)") from None
+            raise InvalidSpec(
+                "LABKIT_BUILD_WORKERS", raw, "must be a whole number of worker processes (0: none)"
+            ) from None
         if n < 0:
             raise InvalidSpec("LABKIT_BUILD_WORKERS", raw, "must be >= 0")
         return n
@@ -61,7 +64,9 @@ def default_workers() -> int:
 _planned: "collections.OrderedDict[tuple, object]" = collections.OrderedDict()
 
 
-def build_remote(spec_fields: dict, epilogue: str, workspace_cap: Optional[int], index: int, name: str) -> dict:
+def build_remote(
+    spec_fields: dict, epilogue: str, workspace_cap: Optional[int], index: int, name: str
+) -> dict:
     """In a worker: plan the graph as this process's `engine.ConvGraph` does, build plan ``index``
     (checked to be ``name``), and return it serialized with its workspace bytes, notes and seconds."""
     from ..spec import ConvSpec
@@ -77,14 +82,23 @@ def build_remote(spec_fields: dict, epilogue: str, workspace_cap: Optional[int],
         _planned.popitem(last=False)
     found = g.get_plan_name_at_index(index)
     if found != name:
-        raise InvalidSpec("plan index", index, f"names {found} in the worker, {name} in the caller: built there instead")
+        raise InvalidSpec(
+            "plan index", index, f"names {found} in the worker, {name} in the caller: built there instead"
+        )
     t0 = time.perf_counter()
     g.build_plan_at_index(index)  # selects it, so serialize() holds this plan
     seconds = time.perf_counter() - t0
     workspace = int(g.get_workspace_size_plan_at_index(index))
     notes = ",".join(str(n).split(".")[-1] for n in g.get_behavior_notes_for_plan_at_index(index))
-    return dict(index=index, name=name, workspace_bytes=workspace, notes=notes, data=bytes(g.serialize()),
-                seconds=seconds, pid=os.getpid())
+    return dict(
+        index=index,
+        name=name,
+        workspace_bytes=workspace,
+        notes=notes,
+        data=bytes(g.serialize()),
+        seconds=seconds,
+        pid=os.getpid(),
+    )
 
 
 def warm_up() -> int:
@@ -155,11 +169,13 @@ class BuildPool:
                 self._threads.append(t)
 
     def _serve(self, worker) -> None:
-        from .isolated import WorkerDied
         from ..errors import TimedOut
+        from .isolated import WorkerDied
 
         try:
-            worker.call("labkit.gpu.build_pool:warm_up", (), budget_s=PLAN_BUDGET_S, what="starting a build worker")
+            worker.call(
+                "labkit.gpu.build_pool:warm_up", (), budget_s=PLAN_BUDGET_S, what="starting a build worker"
+            )
         except (LabkitError, OSError):
             pass  # the first job tries again
         while True:
@@ -169,8 +185,12 @@ class BuildPool:
             if not job.future.set_running_or_notify_cancel():
                 continue  # built here meanwhile, or no longer wanted
             try:
-                value = worker.call(self.target, (job.spec_fields, job.epilogue, job.workspace_cap, job.index, job.name),
-                                    budget_s=PLAN_BUDGET_S, what=f"building plan {job.index} ({job.name}) in a worker")
+                value = worker.call(
+                    self.target,
+                    (job.spec_fields, job.epilogue, job.workspace_cap, job.index, job.name),
+                    budget_s=PLAN_BUDGET_S,
+                    what=f"building plan {job.index} ({job.name}) in a worker",
+                )
                 with self._lock:
                     self.stats.remote += 1
                     self.stats.remote_seconds += value["seconds"]

@@ -11,6 +11,7 @@ and every candidate plan is built.
 `engines` reads from the frontend log which engine configurations were proposed, which were
 filtered out and why, and which built.
 """
+
 from __future__ import annotations
 
 import os
@@ -41,8 +42,12 @@ def build_step(spec_fields: dict, epilogue: str, workspace_cap: Optional[int]) -
     g = frontend.planned_graph(spec, epilogue, workspace_cap)
     count = g.get_execution_plan_count()
     why_not = frontend.build_every_plan(g, Budget(BUDGET_S, f"building {spec.label}"))
-    return dict(plans=count, built=count - len(why_not), seconds=time.perf_counter() - t0,
-                why_not={int(k): str(v)[:200] for k, v in why_not.items()})
+    return dict(
+        plans=count,
+        built=count - len(why_not),
+        seconds=time.perf_counter() - t0,
+        why_not={int(k): str(v)[:200] for k, v in why_not.items()},
+    )
 
 
 def _lines(path: Path) -> List[str]:
@@ -57,20 +62,32 @@ def _lines(path: Path) -> List[str]:
     return lines
 
 
-def capture(spec: ConvSpec, epilogue: str = "none", workspace_cap: Optional[int] = None,
-            backend_level: int = BACKEND_LEVEL) -> dict:
+def capture(
+    spec: ConvSpec,
+    epilogue: str = "none",
+    workspace_cap: Optional[int] = None,
+    backend_level: int = BACKEND_LEVEL,
+) -> dict:
     """Build ``spec``'s graph in a fresh process with cuDNN's logs on: ``frontend`` and
     ``backend`` (lists of lines), ``build`` (what `build_step` reported)."""
     from . import isolated
 
     with tempfile.TemporaryDirectory(prefix="labkit-buildlog-") as tmp:
         fe, be = Path(tmp) / "frontend.log", Path(tmp) / "backend.log"
-        env = {"CUDNN_FRONTEND_LOG_INFO": "1", "CUDNN_FRONTEND_LOG_FILE": str(fe),
-               "CUDNN_LOGLEVEL_DBG": str(int(backend_level)), "CUDNN_LOGDEST_DBG": str(be)}
+        env = {
+            "CUDNN_FRONTEND_LOG_INFO": "1",
+            "CUDNN_FRONTEND_LOG_FILE": str(fe),
+            "CUDNN_LOGLEVEL_DBG": str(int(backend_level)),
+            "CUDNN_LOGDEST_DBG": str(be),
+        }
         w = isolated.Worker(daemon=True, env=env)
         try:
-            build = w.call(f"{__name__}:build_step", (spec.to_dict(), epilogue, workspace_cap), BUDGET_S + 30,
-                           f"building {spec.label} with cuDNN's logs on")
+            build = w.call(
+                f"{__name__}:build_step",
+                (spec.to_dict(), epilogue, workspace_cap),
+                BUDGET_S + 30,
+                f"building {spec.label} with cuDNN's logs on",
+            )
         finally:
             w.stop()
         return dict(frontend=_lines(fe), backend=_lines(be), build=build)
@@ -95,8 +112,10 @@ def engines(lines: List[str]) -> List[dict]:
             e = seen.setdefault(name, dict(engine=name, first_line=no, mentions=0, why_not=""))
             e["mentions"] += 1
             low = line.lower()
-            if not e["why_not"] and any(w in low for w in ("filter", "not supported", "fail", "skip", "error",
-                                                             "deselect", "exceed", "blocked")):
+            if not e["why_not"] and any(
+                w in low
+                for w in ("filter", "not supported", "fail", "skip", "error", "deselect", "exceed", "blocked")
+            ):
                 e["why_not"] = line.strip()[:240]
     return list(seen.values())
 

@@ -28,6 +28,7 @@ name at its index) or cuDNN would not deserialize is built here too. Ctrl-C whil
 the workers. ``LABKIT_BUILD_WORKERS``: how many workers (0: every plan built here, as before);
 default `default_workers`. Times in seconds.
 """
+
 from __future__ import annotations
 
 import collections
@@ -90,9 +91,14 @@ _ahead_lock = threading.Lock()
 MAX_AHEAD = 64
 
 
-def _jobs_for(workers: BuildPool, spec, epilogue: str, workspace_cap, g, indices, batch: Optional[int] = None) -> Dict[int, Job]:
+def _jobs_for(
+    workers: BuildPool, spec, epilogue: str, workspace_cap, g, indices, batch: Optional[int] = None
+) -> Dict[int, Job]:
     fields, batch = spec.to_dict(), workers.batch() if batch is None else batch
-    return {i: workers.submit(Job(fields, epilogue, workspace_cap, i, g.get_plan_name_at_index(i)), batch) for i in indices}
+    return {
+        i: workers.submit(Job(fields, epilogue, workspace_cap, i, g.get_plan_name_at_index(i)), batch)
+        for i in indices
+    }
 
 
 def ahead(graphs) -> int:
@@ -167,11 +173,19 @@ def _take_late(cg, g) -> Dict[int, Job]:
     """This graph's `_late` jobs whose plan names still match ``g``'s (then removed from `_late`)."""
     with _ahead_lock:
         jobs = _late.pop((cg.spec.key, cg.epilogue, cg.workspace_cap), {})
-    return {i: j for i, j in jobs.items() if not j.future.cancelled() and g.get_plan_name_at_index(i) == j.name}
+    return {
+        i: j for i, j in jobs.items() if not j.future.cancelled() and g.get_plan_name_at_index(i) == j.name
+    }
 
 
-def build_plans(cg, budget: Budget, workers: Optional[BuildPool] = None, parallel: bool = True,
-                jobs: Optional[Dict[int, Job]] = None, compile_budget: Optional[Budget] = None):
+def build_plans(
+    cg,
+    budget: Budget,
+    workers: Optional[BuildPool] = None,
+    parallel: bool = True,
+    jobs: Optional[Dict[int, Job]] = None,
+    compile_budget: Optional[Budget] = None,
+):
     """Build every candidate plan of `engine.ConvGraph` ``cg`` (planned, nothing built), checking
     ``budget`` between plans. Returns ({index: why it was not built}, {index: `RemotePlan`}):
     precompiled plans are built in ``cg.graph`` here; runtime-compiled ones in the workers when
@@ -201,8 +215,12 @@ def build_plans(cg, budget: Budget, workers: Optional[BuildPool] = None, paralle
     why_not: Dict[int, str] = dict(never)
     missing = [i for i in compiled if i not in jobs and i not in why_not]
     if compile_budget is not None and compile_budget.over:  # started now, they would only run late
-        why_not.update({i: f"cut: not compiled; the request's compile budget ({compile_budget.what}) was spent"
-                        for i in missing})
+        why_not.update(
+            {
+                i: f"cut: not compiled; the request's compile budget ({compile_budget.what}) was spent"
+                for i in missing
+            }
+        )
     else:
         jobs.update(_jobs_for(workers, cg.spec, cg.epilogue, cg.workspace_cap, g, missing))
     now = [i for i in range(count) if i not in jobs and i not in why_not]
@@ -262,7 +280,9 @@ def _nothing_built(cg, g, budget: Budget, why_not: dict, remote: dict, workers: 
         return []
     late = _take_late(cg, g)
     jobs = {i: late[i] for i in cut if i in late}
-    jobs.update(_jobs_for(workers, cg.spec, cg.epilogue, cg.workspace_cap, g, [i for i in cut if i not in jobs]))
+    jobs.update(
+        _jobs_for(workers, cg.spec, cg.epilogue, cg.workspace_cap, g, [i for i in cut if i not in jobs])
+    )
     pending, count = dict(jobs), g.get_execution_plan_count()
     while pending and len(why_not) >= count and not budget.over:  # until a plan is built, here or in a worker
         done = [i for i, job in pending.items() if job.future.done()]
@@ -283,12 +303,15 @@ def _nothing_built(cg, g, budget: Budget, why_not: dict, remote: dict, workers: 
 WAIT_NOTE_S = 5.0
 
 
-def _collect(cg, job: Job, budget: Budget, why_not: dict, remote: dict, workers: BuildPool,
-             compile_cut: bool = False) -> None:
+def _collect(
+    cg, job: Job, budget: Budget, why_not: dict, remote: dict, workers: BuildPool, compile_cut: bool = False
+) -> None:
     """Wait for one job within ``budget``: deserialize its plan, or build it here when the worker
     failed. ``compile_cut``: ``budget`` is a compile budget; once it is spent, the job's whole
     batch is cancelled where no worker has started it (`BuildPool.cancel_queued`)."""
-    if job.future.cancelled():  # cancelled with its batch when an earlier graph of the request ran out of time
+    if (
+        job.future.cancelled()
+    ):  # cancelled with its batch when an earlier graph of the request ran out of time
         why_not[job.index] = f"cut: not compiled; the request's compile budget ({budget.what}) was spent"
         return
     t0 = said = time.monotonic()
@@ -300,17 +323,23 @@ def _collect(cg, job: Job, budget: Budget, why_not: dict, remote: dict, workers:
             checkpoint()
             if time.monotonic() - said >= WAIT_NOTE_S:  # a compile of minutes is not a hang: say so
                 said = time.monotonic()
-                announce(f"plan {job.index} ({job.name}) of {cg.spec.label}: compiled at run time in a worker, "
-                         f"{said - t0:.0f} s so far")
+                announce(
+                    f"plan {job.index} ({job.name}) of {cg.spec.label}: compiled at run time in a worker, "
+                    f"{said - t0:.0f} s so far"
+                )
             if budget.over:
                 if compile_cut:  # the rest of this request's queued compiles would only run late
                     workers.cancel_queued(job.batch)
                 if job.future.cancel():  # no worker had taken it yet
-                    why_not[job.index] = f"cut: not compiled when the budget ({budget.what}, {budget.spent:.1f} s) was spent"
+                    why_not[job.index] = (
+                        f"cut: not compiled when the budget ({budget.what}, {budget.spent:.1f} s) was spent"
+                    )
                 else:  # a worker compiles it now: the next build of this graph takes it
                     _keep_late(cg, job)
-                    why_not[job.index] = (f"cut: still compiling after {budget.spent:.1f} s ({budget.what}; "
-                                          "runtime-compiled: a worker finishes it for the next build)")
+                    why_not[job.index] = (
+                        f"cut: still compiling after {budget.spent:.1f} s ({budget.what}; "
+                        "runtime-compiled: a worker finishes it for the next build)"
+                    )
                 return
         except Exception:  # noqa: BLE001  (the worker failed, died, hung or declined: built here, for cuDNN's own reason)
             value = None
@@ -324,8 +353,13 @@ def _collect(cg, job: Job, budget: Budget, why_not: dict, remote: dict, workers:
             g2 = cudnn.pygraph(handle=handle_for())
             t0 = time.perf_counter()
             g2.deserialize(handle_for(), list(value["data"]))
-            remote[job.index] = RemotePlan(value["workspace_bytes"], value["notes"], g2, value["data"],
-                                           value["seconds"] + time.perf_counter() - t0)
+            remote[job.index] = RemotePlan(
+                value["workspace_bytes"],
+                value["notes"],
+                g2,
+                value["data"],
+                value["seconds"] + time.perf_counter() - t0,
+            )
             return
         except Exception:  # noqa: BLE001  (cuDNN would not load it here: build it here)
             pass

@@ -11,6 +11,7 @@ longer than a small convolution runs, so the GPU rarely has two streams' kernels
 once. CUDA graphs take the host out of the loop; then the kernels overlap and a shared
 workspace corrupts results.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -19,10 +20,10 @@ from dataclasses import dataclass, field, fields
 import cupy
 import numpy
 
-from . import engine, memory, numerics, reference, verify
 from ..errors import InvalidSpec
 from ..signals.cancel import checkpoint
 from ..spec import ConvSpec
+from . import engine, memory, numerics, reference, verify
 
 #: small fp16 NCHW convolution whose default plan needs a workspace (layout transforms)
 RACE_SPEC = ConvSpec(N=1, C=64, H=28, W=28, K=64, dtype="fp16", layout="NCHW")
@@ -53,11 +54,22 @@ class RaceResult:
 
 
 def _stream_batch(cg, plan, ops, outs, ws_ptr, stream):
-    return [cg.bind({**ops.arrays, ops.output_role: outs[j]}, ws_ptr, plan.index, stream) for j in range(outs.shape[0])]
+    return [
+        cg.bind({**ops.arrays, ops.output_role: outs[j]}, ws_ptr, plan.index, stream)
+        for j in range(outs.shape[0])
+    ]
 
 
-def scratchpad_race(shared: bool, launch: str = "graph", spec: ConvSpec = RACE_SPEC, streams: int = 2,
-                    convs_per_launch: int = 64, min_runs: int = 1000, seed: int = 0, tracer=None) -> RaceResult:
+def scratchpad_race(
+    shared: bool,
+    launch: str = "graph",
+    spec: ConvSpec = RACE_SPEC,
+    streams: int = 2,
+    convs_per_launch: int = 64,
+    min_runs: int = 1000,
+    seed: int = 0,
+    tracer=None,
+) -> RaceResult:
     """Run the race and count corrupted outputs. ``shared``: one workspace for all streams.
     ``tracer``: a `labkit.gpu.trace.Tracer` factory; the first round's launches run under it, after
     one launch under it that is not kept (`labkit.gpu.trace.Tracer.keep_from_now`: CUPTI's set-up
@@ -65,7 +77,11 @@ def scratchpad_race(shared: bool, launch: str = "graph", spec: ConvSpec = RACE_S
     result's ``trace`` (a separate, traced run: counts from it are labelled so)."""
     if launch not in LAUNCHES:
         raise InvalidSpec("launch", launch, f"must be one of {', '.join(LAUNCHES)}")
-    for name, v, lo in (("streams", streams, 2), ("convs_per_launch", convs_per_launch, 1), ("min_runs", min_runs, 1)):
+    for name, v, lo in (
+        ("streams", streams, 2),
+        ("convs_per_launch", convs_per_launch, 1),
+        ("min_runs", min_runs, 1),
+    ):
         if isinstance(v, bool) or not isinstance(v, int) or v < lo:
             raise InvalidSpec(name, v, f"must be an int >= {lo}")
     if spec.direction != "fprop":
@@ -73,12 +89,16 @@ def scratchpad_race(shared: bool, launch: str = "graph", spec: ConvSpec = RACE_S
     cg = engine.get_graph(spec)
     plan = next((p for p in cg.runnable if p.workspace_bytes > 0), None)
     if plan is None:
-        raise InvalidSpec("spec", spec.label, "no plan of this spec uses a workspace, so there is nothing to share")
+        raise InvalidSpec(
+            "spec", spec.label, "no plan of this spec uses a workspace, so there is nothing to share"
+        )
     strs = [cupy.cuda.Stream(non_blocking=True) for _ in range(streams)]
     ops = [engine.Operands(spec, seed=seed + i) for i in range(streams)]
     role, out_dtype = ops[0].output_role, engine.role_dtype(spec, ops[0].output_role)
     out_shape = ops[0].arrays[role].shape
-    outs = [memory.empty((convs_per_launch,) + out_shape, ops[0].arrays[role].dtype, "race outputs") for _ in strs]
+    outs = [
+        memory.empty((convs_per_launch,) + out_shape, ops[0].arrays[role].dtype, "race outputs") for _ in strs
+    ]
     # solo runs: each stream's answer alone, with a private workspace, checked against float64
     solo, solo_err = [], 0.0
     for o in ops:
@@ -87,7 +107,7 @@ def scratchpad_race(shared: bool, launch: str = "graph", spec: ConvSpec = RACE_S
         cupy.cuda.get_current_stream().synchronize()
         ref = verify.expected(spec, o)
         solo_err = max(solo_err, reference.relative_error(o.output(), ref))
-        solo.append((o.arrays[role].copy(), ref, float(cupy.sqrt((ref ** 2).sum()))))
+        solo.append((o.arrays[role].copy(), ref, float(cupy.sqrt((ref**2).sum()))))
     wss = [memory.alloc(plan.workspace_bytes, "race workspace") for _ in range(1 if shared else streams)]
     ptr = lambda i: int(wss[0 if shared else i].data.ptr)  # noqa: E731
     try:
@@ -122,7 +142,7 @@ def scratchpad_race(shared: bool, launch: str = "graph", spec: ConvSpec = RACE_S
 
         for r in range(rounds):
             checkpoint()
-            with (tracer() if tracer is not None and r == 0 else contextlib.nullcontext()) as t:
+            with tracer() if tracer is not None and r == 0 else contextlib.nullcontext() as t:
                 if t is not None:  # CUPTI sets up each kernel at its first launch under a tracer: not kept
                     launch_round()
                 mark_unwritten()
@@ -134,7 +154,9 @@ def scratchpad_race(shared: bool, launch: str = "graph", spec: ConvSpec = RACE_S
             for i in range(streams):
                 want, ref, ref_norm = solo[i]
                 flat = outs[i].reshape(convs_per_launch, -1)
-                differ = flat.view(cupy.uint8).reshape(convs_per_launch, -1) != want.reshape(1, -1).view(cupy.uint8)
+                differ = flat.view(cupy.uint8).reshape(convs_per_launch, -1) != want.reshape(1, -1).view(
+                    cupy.uint8
+                )
                 # per-output counts on the GPU, counted on the host: a full reduction of a bool array is
                 # one CuPy compiles with CUB (3.5 s at its first use on the H200), a row sum is not
                 bad_bits += int(numpy.count_nonzero(differ.sum(axis=1).get()))
@@ -149,5 +171,17 @@ def scratchpad_race(shared: bool, launch: str = "graph", spec: ConvSpec = RACE_S
     finally:  # the per-stream cuDNN handles go with the streams, also when a prefetch job stops here
         for s in strs:
             engine.release_handle(s)
-    return RaceResult(bool(shared), launch, streams, rounds * streams * convs_per_launch, bad_bits, bad_ref,
-                      plan.workspace_bytes, plan.index, solo_err, worst, spec.label, traced)
+    return RaceResult(
+        bool(shared),
+        launch,
+        streams,
+        rounds * streams * convs_per_launch,
+        bad_bits,
+        bad_ref,
+        plan.workspace_bytes,
+        plan.index,
+        solo_err,
+        worst,
+        spec.label,
+        traced,
+    )

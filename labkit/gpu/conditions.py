@@ -8,6 +8,7 @@ reason seen), so a result taken while the GPU was throttling says so (`labkit.dr
 provenance line). Without NVML (no package, no driver, a GPU it
 cannot see) every call answers None: conditions are information, never a reason to fail.
 """
+
 from __future__ import annotations
 
 import functools
@@ -64,7 +65,10 @@ def sample() -> Optional[dict]:
         try:
             h = _handle(n)
             reasons = 0
-            getter = getattr(n, "nvmlDeviceGetCurrentClocksEventReasons", None) or n.nvmlDeviceGetCurrentClocksThrottleReasons
+            getter = (
+                getattr(n, "nvmlDeviceGetCurrentClocksEventReasons", None)
+                or n.nvmlDeviceGetCurrentClocksThrottleReasons
+            )
             try:
                 reasons = int(getter(h))
             except Exception:  # noqa: BLE001
@@ -127,4 +131,3 @@ class Watch:
             self._samples.append(sample())
         self.result = summary(*self._samples)
         return False
-

@@ -12,6 +12,7 @@ their GPU work under the lock, so their samples are other turns), or a member's 
 Without NVML, or on a GPU or driver that keeps no samples, every answer is "none": contention is
 information, never a reason to fail.
 """
+
 from __future__ import annotations
 
 import os
@@ -61,8 +62,11 @@ def active_since(since_us: int) -> Set[int]:
             samples = n.nvmlDeviceGetProcessUtilization(_handle(n), int(since_us))
         except Exception:  # noqa: BLE001  (NOT_FOUND: no samples since then; NOT_SUPPORTED; ...)
             return set()
-    return {int(s.pid) for s in samples
-            if int(s.timeStamp) >= since_us and (int(s.smUtil) >= MIN_UTIL or int(s.memUtil) >= MIN_UTIL)}
+    return {
+        int(s.pid)
+        for s in samples
+        if int(s.timeStamp) >= since_us and (int(s.smUtil) >= MIN_UTIL or int(s.memUtil) >= MIN_UTIL)
+    }
 
 
 def others_since(since_us: int, members: Callable[[], Iterable[int]] = tuple) -> List[int]:

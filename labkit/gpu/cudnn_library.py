@@ -56,6 +56,7 @@ ctypes Structure below has. The enum values are in the tables below; the functio
 Note the argument order of ``cudnnSetFilter4dDescriptor(desc, dataType, format, k, c, h, w)``
 versus ``cudnnSetTensor4dDescriptor(desc, format, dataType, n, c, h, w)``.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -163,14 +164,14 @@ CUDNN_NON_DETERMINISTIC = 0
 CUDNN_DETERMINISTIC = 1
 #: cudnnConvolutionFwdAlgo_t (cudnn_ops.h), index = enum value; CUDNN_CONVOLUTION_FWD_ALGO_COUNT = 8
 FWD_ALGOS: Tuple[str, ...] = (
-    "IMPLICIT_GEMM",          # 0
+    "IMPLICIT_GEMM",  # 0
     "IMPLICIT_PRECOMP_GEMM",  # 1
-    "GEMM",                   # 2
-    "DIRECT",                 # 3
-    "FFT",                    # 4
-    "FFT_TILING",             # 5
-    "WINOGRAD",               # 6
-    "WINOGRAD_NONFUSED",      # 7
+    "GEMM",  # 2
+    "DIRECT",  # 3
+    "FFT",  # 4
+    "FFT_TILING",  # 5
+    "WINOGRAD",  # 6
+    "WINOGRAD_NONFUSED",  # 7
 )
 FWD_ALGO_IDS = {name: i for i, name in enumerate(FWD_ALGOS)}
 CUDNN_CONVOLUTION_FWD_ALGO_COUNT = len(FWD_ALGOS)
@@ -184,12 +185,12 @@ class ConvolutionFwdAlgoPerf(ctypes.Structure):
     """``cudnnConvolutionFwdAlgoPerf_t`` (cudnn_cnn.h). C enums are ``int`` on the x86-64 ABI."""
 
     _fields_ = [
-        ("algo", ctypes.c_int),         # cudnnConvolutionFwdAlgo_t
-        ("status", ctypes.c_int),       # cudnnStatus_t
-        ("time", ctypes.c_float),       # milliseconds
-        ("memory", ctypes.c_size_t),    # workspace bytes
+        ("algo", ctypes.c_int),  # cudnnConvolutionFwdAlgo_t
+        ("status", ctypes.c_int),  # cudnnStatus_t
+        ("time", ctypes.c_float),  # milliseconds
+        ("memory", ctypes.c_size_t),  # workspace bytes
         ("determinism", ctypes.c_int),  # cudnnDeterminism_t
-        ("mathType", ctypes.c_int),     # cudnnMathType_t
+        ("mathType", ctypes.c_int),  # cudnnMathType_t
         ("reserved", ctypes.c_int * 3),
     ]
 
@@ -230,7 +231,21 @@ _SIGNATURES = {
     # (handle, xDesc, x, wDesc, w, convDesc, yDesc, y, requested, *returned, perf[], ws, wsBytes)
     "cudnnFindConvolutionForwardAlgorithmEx": (
         _I,
-        [_V, _V, _V, _V, _V, _V, _V, _V, _I, _c_int_p, ctypes.POINTER(ConvolutionFwdAlgoPerf), _V, ctypes.c_size_t],
+        [
+            _V,
+            _V,
+            _V,
+            _V,
+            _V,
+            _V,
+            _V,
+            _V,
+            _I,
+            _c_int_p,
+            ctypes.POINTER(ConvolutionFwdAlgoPerf),
+            _V,
+            ctypes.c_size_t,
+        ],
     ),
 }
 #: optional (present since cuDNN 9.0; used for error messages only)
@@ -372,7 +387,8 @@ def _warn_if_several() -> None:
     real = sorted({os.path.realpath(p) for p in _mapped_cudnn_paths()})
     if len(real) > 1:
         warnings.warn(
-            "several cuDNN libraries are mapped into this process: " + ", ".join(real)
+            "several cuDNN libraries are mapped into this process: "
+            + ", ".join(real)
             + f"; labkit.legacy uses {_lib_path}. Mixed copies can make cuDNN report and run another version.",
             RuntimeWarning,
             stacklevel=3,
@@ -420,8 +436,9 @@ def _last_error(lib) -> str:
     return buf.value.decode(errors="replace").strip()
 
 
-def _error_for(status: int, call: str, text: str, label: str, requested_bytes: int = 0,
-               free_bytes: Optional[int] = None) -> LabkitError:
+def _error_for(
+    status: int, call: str, text: str, label: str, requested_bytes: int = 0, free_bytes: Optional[int] = None
+) -> LabkitError:
     """The labkit error for a failed cuDNN call (see the module docstring)."""
     status = int(status)
     category = status // 1000 * 1000

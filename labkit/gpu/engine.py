@@ -14,6 +14,7 @@ relu(conv + b + z) (the ResNet block order).
 The device tensors a graph runs on are `Operands` (`labkit.gpu.operands`, re-exported here).
 Sizes (workspace caps, plan workspaces) are in bytes; build and load times in seconds.
 """
+
 from __future__ import annotations
 
 import collections
@@ -25,18 +26,33 @@ from typing import Dict, List, Optional
 import cudnn
 import cupy
 
-from . import lock, memory
 from ..errors import InvalidSpec, LabkitError, OutOfMemory, Unsupported
 from ..signals.cancel import Budget, checkpoint, was_cut
 from ..signals.progress import announce
 from ..spec import ConvSpec
-
-from .frontend import (  # noqa: F401  (engine.X for these stays the public name)
-    BUILD_BUDGET_S, EPILOGUES, INPUT_ROLES, OUTPUT_ROLE, UIDS, _CUDNN_DTYPE, _check_cap, _check_epilogue, _check_spec,
-    build_every_plan, define_graph, handle_for, logical_view, planned_graph, release_handle, role_dtype, role_shapes,
-    storage_shape, strides,
-)
+from . import lock, memory
 from .excluded_plans import known_wrong
+from .frontend import (  # noqa: F401  (engine.X for these stays the public name)
+    _CUDNN_DTYPE,
+    BUILD_BUDGET_S,
+    EPILOGUES,
+    INPUT_ROLES,
+    OUTPUT_ROLE,
+    UIDS,
+    _check_cap,
+    _check_epilogue,
+    _check_spec,
+    build_every_plan,
+    define_graph,
+    handle_for,
+    logical_view,
+    planned_graph,
+    release_handle,
+    role_dtype,
+    role_shapes,
+    storage_shape,
+    strides,
+)
 from .operands import Operands  # noqa: F401  (engine.Operands stays the public name)
 
 
@@ -74,9 +90,17 @@ class ConvGraph:
 
     build_cut = 0
 
-    def __init__(self, spec: ConvSpec, epilogue: str = "none", workspace_cap: Optional[int] = None,
-                 all_plans: bool = True, _deterministic_only: bool = False, build_budget_s: Optional[float] = None,
-                 parallel: bool = True, compile_budget_s: Optional[float] = None):
+    def __init__(
+        self,
+        spec: ConvSpec,
+        epilogue: str = "none",
+        workspace_cap: Optional[int] = None,
+        all_plans: bool = True,
+        _deterministic_only: bool = False,
+        build_budget_s: Optional[float] = None,
+        parallel: bool = True,
+        compile_budget_s: Optional[float] = None,
+    ):
         _check_spec(spec)
         self.spec, self.all_plans, self.parallel = spec, bool(all_plans), bool(parallel)
         #: plan index -> `labkit.gpu.builds.RemotePlan`: the plans a worker built
@@ -85,11 +109,15 @@ class ConvGraph:
         self._deterministic: Optional[set] = None
         self.epilogue = _check_epilogue(spec, epilogue)
         self.workspace_cap = _check_cap(workspace_cap)
-        budget = Budget(BUILD_BUDGET_S if build_budget_s is None else build_budget_s, f"building {spec.label}")
+        budget = Budget(
+            BUILD_BUDGET_S if build_budget_s is None else build_budget_s, f"building {spec.label}"
+        )
         #: seconds this build waits for runtime-compiled plans (None: as long as ``budget`` lasts)
         self.compile_budget_s = compile_budget_s
-        announce(f"building {'every plan' if all_plans else 'the heuristic plan'} of {spec.label}"
-                 + ("" if epilogue == "none" else f" + {epilogue}"))
+        announce(
+            f"building {'every plan' if all_plans else 'the heuristic plan'} of {spec.label}"
+            + ("" if epilogue == "none" else f" + {epilogue}")
+        )
         t0 = time.perf_counter()
         try:
             with lock.released():  # building needs no turn on the GPU: another notebook may time meanwhile
@@ -97,7 +125,9 @@ class ConvGraph:
         except LabkitError:
             raise
         except Exception as exc:
-            raise _wrap_cudnn_error(spec.label + ("" if epilogue == "none" else f" + {epilogue}"), exc) from exc
+            raise _wrap_cudnn_error(
+                spec.label + ("" if epilogue == "none" else f" + {epilogue}"), exc
+            ) from exc
         self.build_seconds = time.perf_counter() - t0
         self.plans: List[Plan] = self._describe_plans(why_not)
         if not any(p.built for p in self.plans):
@@ -108,14 +138,22 @@ class ConvGraph:
         from . import builds
 
         g, jobs = None, {}
-        if self.all_plans and self.parallel and not self._deterministic_only:  # planned ahead, compiles under way?
+        if (
+            self.all_plans and self.parallel and not self._deterministic_only
+        ):  # planned ahead, compiles under way?
             g, jobs = builds.take_ahead(self.spec, self.epilogue, self.workspace_cap)
-        g = self.graph = g or planned_graph(self.spec, self.epilogue, self.workspace_cap, self._deterministic_only)
+        g = self.graph = g or planned_graph(
+            self.spec, self.epilogue, self.workspace_cap, self._deterministic_only
+        )
         if not self.all_plans:
             g.build_plans(cudnn.build_plan_policy.HEURISTICS_CHOICE)
             return {}
-        compiles = None if self.compile_budget_s is None else budget.within(self.compile_budget_s, "compiling plans")
-        why_not, self.remote = builds.build_plans(self, budget, parallel=self.parallel, jobs=jobs, compile_budget=compiles)
+        compiles = (
+            None if self.compile_budget_s is None else budget.within(self.compile_budget_s, "compiling plans")
+        )
+        why_not, self.remote = builds.build_plans(
+            self, budget, parallel=self.parallel, jobs=jobs, compile_budget=compiles
+        )
         self.build_cut = sum(map(was_cut, why_not.values()))
         return why_not
 
@@ -132,7 +170,9 @@ class ConvGraph:
                 continue
             remote = self.remote.get(i)
             try:
-                ws = int(remote.workspace_bytes if remote is not None else g.get_workspace_size_plan_at_index(i))
+                ws = int(
+                    remote.workspace_bytes if remote is not None else g.get_workspace_size_plan_at_index(i)
+                )
             except Exception as exc:  # did not build, or barred by a filter/cap
                 plans.append(Plan(i, name, None, False, error=str(exc).strip().splitlines()[0][:200]))
                 continue
@@ -144,8 +184,11 @@ class ConvGraph:
                 plans.append(Plan(i, name, ws, False, error=f"needs {ws} B > cap {self.workspace_cap} B"))
                 continue
             try:
-                notes = remote.notes if remote is not None else ",".join(
-                    str(n).split(".")[-1] for n in g.get_behavior_notes_for_plan_at_index(i))
+                notes = (
+                    remote.notes
+                    if remote is not None
+                    else ",".join(str(n).split(".")[-1] for n in g.get_behavior_notes_for_plan_at_index(i))
+                )
             except Exception:  # noqa: BLE001
                 notes = ""
             plans.append(Plan(i, name, ws, True, notes=notes))
@@ -184,8 +227,14 @@ class ConvGraph:
         query for numerical notes, so a sibling graph is built with those plans deselected; once)."""
         if self._deterministic is None:
             try:
-                sibling = ConvGraph(self.spec, self.epilogue, self.workspace_cap, self.all_plans, _deterministic_only=True,
-                                    parallel=self.parallel)
+                sibling = ConvGraph(
+                    self.spec,
+                    self.epilogue,
+                    self.workspace_cap,
+                    self.all_plans,
+                    _deterministic_only=True,
+                    parallel=self.parallel,
+                )
                 self._deterministic = {p.name for p in sibling.runnable}
             except Unsupported:  # every plan is nondeterministic
                 self._deterministic = set()
@@ -203,11 +252,15 @@ class ConvGraph:
         return df
 
     # -- execution --
-    def bind(self, arrays: Dict[str, object], workspace_ptr: int, plan_index: Optional[int] = None, stream=None) -> "BoundConv":
+    def bind(
+        self, arrays: Dict[str, object], workspace_ptr: int, plan_index: Optional[int] = None, stream=None
+    ) -> "BoundConv":
         """Prebind device pointers for fast repeated execution (see `BoundConv`)."""
         return BoundConv(self, arrays, workspace_ptr, self.plan(plan_index).index, stream)
 
-    def execute(self, arrays: Dict[str, object], workspace_ptr: int, plan_index: Optional[int] = None, stream=None) -> None:
+    def execute(
+        self, arrays: Dict[str, object], workspace_ptr: int, plan_index: Optional[int] = None, stream=None
+    ) -> None:
         """Run one plan once on ``stream`` (CuPy current by default). ``workspace_ptr``: device
         address of at least ``plan.workspace_bytes`` bytes (0 when the plan needs none)."""
         self.bind(arrays, workspace_ptr, plan_index, stream).run()
@@ -222,7 +275,9 @@ class BoundConv:
     host cost (the lowered graph's ``_execute_plan_at_index`` with a prebuilt uid -> pointer
     pack, falling back to the public ``execute_plan_at_index``)."""
 
-    def __init__(self, cg: ConvGraph, arrays: Dict[str, object], workspace_ptr: int, plan_index: int, stream=None):
+    def __init__(
+        self, cg: ConvGraph, arrays: Dict[str, object], workspace_ptr: int, plan_index: int, stream=None
+    ):
         needed = set(role_shapes(cg.spec, cg.epilogue))
         missing = needed - set(arrays)
         if missing:
@@ -230,7 +285,11 @@ class BoundConv:
         self.graph, self.plan_index = cg, plan_index
         self.workspace_bytes = cg.plans[plan_index].workspace_bytes
         if self.workspace_bytes and not workspace_ptr:
-            raise InvalidSpec("workspace_ptr", workspace_ptr, f"plan {plan_index} needs {self.workspace_bytes} B of workspace")
+            raise InvalidSpec(
+                "workspace_ptr",
+                workspace_ptr,
+                f"plan {plan_index} needs {self.workspace_bytes} B of workspace",
+            )
         self.stream = stream if stream is not None else cupy.cuda.get_current_stream()
         self.handle = handle_for(self.stream)
         self.pack = {UIDS[r]: _ptr(arrays[r]) for r in needed}
@@ -238,7 +297,9 @@ class BoundConv:
         self._fast = None
         remote = cg.remote.get(plan_index)
         #: the frontend graph that holds this plan, and the plan's index there
-        self.frontend, self.frontend_index = (remote.graph, 0) if remote is not None else (cg.graph, plan_index)
+        self.frontend, self.frontend_index = (
+            (remote.graph, 0) if remote is not None else (cg.graph, plan_index)
+        )
         cpp = 0 if remote is not None else cg._cpp_index.get(plan_index)
         lowered = getattr(self.frontend, "_lowered_graph", None)
         if cpp is not None and lowered is not None and hasattr(lowered, "_execute_plan_at_index"):
@@ -251,7 +312,9 @@ class BoundConv:
         if self._fast is not None:
             self._fast()
         else:
-            self.frontend.execute_plan_at_index(self.pack, self.workspace_ptr, self.frontend_index, handle=self.handle)
+            self.frontend.execute_plan_at_index(
+                self.pack, self.workspace_ptr, self.frontend_index, handle=self.handle
+            )
 
 
 def _ptr(a) -> int:
@@ -266,7 +329,9 @@ class LoadedGraph(ConvGraph):
     `ConvGraph` (``plans`` holds that one plan, index 0); ``build_seconds`` is the load time
     (reading the file and ``deserialize``), ``saved`` the `labkit.store.plan_store.SavedPlan`."""
 
-    def __init__(self, spec: ConvSpec, epilogue: str, workspace_cap: Optional[int], saved, graph, seconds: float):
+    def __init__(
+        self, spec: ConvSpec, epilogue: str, workspace_cap: Optional[int], saved, graph, seconds: float
+    ):
         self.spec, self.all_plans, self.epilogue, self.workspace_cap = spec, False, epilogue, workspace_cap
         self._deterministic_only, self._deterministic, self.parallel, self.remote = False, None, False, {}
         self.graph, self.saved, self.build_seconds = graph, saved, seconds
@@ -312,7 +377,9 @@ def save_plan(cg: ConvGraph, plan_index: int, kind: str, info: Optional[dict] = 
         else:
             g = cg.graph
             if cg.all_plans or plan.index != cg.default_plan.index:
-                g.build_plan_at_index(plan.index)  # selects it (already built: no rebuild) so serialize() holds it
+                g.build_plan_at_index(
+                    plan.index
+                )  # selects it (already built: no rebuild) so serialize() holds it
             data = bytes(g.serialize())
     except Exception:  # noqa: BLE001  (a plan cuDNN cannot serialize is built again next time)
         return None
@@ -320,8 +387,13 @@ def save_plan(cg: ConvGraph, plan_index: int, kind: str, info: Optional[dict] = 
     return store.put(key, kind, data, plan.name, plan.workspace_bytes or 0, plan.notes, info)
 
 
-def load_plan(spec: ConvSpec, epilogue: str = "none", workspace_cap: Optional[int] = None, kind: str = "heuristic",
-              store=None) -> Optional[LoadedGraph]:
+def load_plan(
+    spec: ConvSpec,
+    epilogue: str = "none",
+    workspace_cap: Optional[int] = None,
+    kind: str = "heuristic",
+    store=None,
+) -> Optional[LoadedGraph]:
     """This graph's saved ``kind`` plan, deserialized (about 10 ms), or None when none is saved.
     A file cuDNN will not load is set aside with one warning naming it, and None is returned."""
     t0 = time.perf_counter()
@@ -341,13 +413,17 @@ def load_plan(spec: ConvSpec, epilogue: str = "none", workspace_cap: Optional[in
         g.deserialize(handle_for(), list(saved.data))  # the binding takes the list of ints serialize() gave
         loaded = LoadedGraph(spec, epilogue, workspace_cap, saved, g, time.perf_counter() - t0)
     except Exception as exc:  # noqa: BLE001  (cuDNN refused it: build instead, and say which file)
-        store.set_aside(saved, f"cuDNN would not deserialize it: {type(exc).__name__}: {str(exc).strip()[:120]}")
+        store.set_aside(
+            saved, f"cuDNN would not deserialize it: {type(exc).__name__}: {str(exc).strip()[:120]}"
+        )
         return None
     return loaded
 
 
 # ---- the graph cache ------------------------------------------------------------------------
-def graph_key(spec: ConvSpec, epilogue: str = "none", workspace_cap: Optional[int] = None, all_plans: bool = True) -> tuple:
+def graph_key(
+    spec: ConvSpec, epilogue: str = "none", workspace_cap: Optional[int] = None, all_plans: bool = True
+) -> tuple:
     """Everything that makes two graphs different: every spec field, the epilogue, the workspace
     cap, and whether every plan was built (``all_plans``) or only the heuristic's first choice."""
     return (spec.key, epilogue, workspace_cap, bool(all_plans))
@@ -392,18 +468,30 @@ class GraphCache:
     def __contains__(self, key) -> bool:
         return key in self._entries
 
-    def get(self, spec: ConvSpec, epilogue: str = "none", workspace_cap: Optional[int] = None,
-            all_plans: bool = True, build_budget_s: Optional[float] = None,
-            compile_budget_s: Optional[float] = None) -> ConvGraph:
+    def get(
+        self,
+        spec: ConvSpec,
+        epilogue: str = "none",
+        workspace_cap: Optional[int] = None,
+        all_plans: bool = True,
+        build_budget_s: Optional[float] = None,
+        compile_budget_s: Optional[float] = None,
+    ) -> ConvGraph:
         """The graph for these arguments: cached, loaded (a one-plan graph saved before) or built
         (within ``build_budget_s``, waiting at most ``compile_budget_s`` for runtime-compiled plans,
         see `ConvGraph`). A graph cut short is cached as it is, and built again when a caller wants
         every plan (no budgets) or the compiles its budget cut have finished (`_rebuild_cut`)."""
         t0 = time.perf_counter()
-        key = graph_key(_check_spec(spec), _check_epilogue(spec, epilogue), _check_cap(workspace_cap), all_plans)
+        key = graph_key(
+            _check_spec(spec), _check_epilogue(spec, epilogue), _check_cap(workspace_cap), all_plans
+        )
         with self._lock:
             g = self._entries.get(key)
-            if g is not None and g.build_cut and _rebuild_cut(g, build_budget_s is None and compile_budget_s is None):
+            if (
+                g is not None
+                and g.build_cut
+                and _rebuild_cut(g, build_budget_s is None and compile_budget_s is None)
+            ):
                 del self._entries[key]
                 g = None
             if g is not None:
@@ -416,8 +504,14 @@ class GraphCache:
         g = load_plan(spec, epilogue, workspace_cap, "heuristic") if saved else None
         built = g is None
         if built:
-            g = ConvGraph(spec, epilogue, workspace_cap, all_plans, build_budget_s=build_budget_s,
-                          compile_budget_s=compile_budget_s)
+            g = ConvGraph(
+                spec,
+                epilogue,
+                workspace_cap,
+                all_plans,
+                build_budget_s=build_budget_s,
+                compile_budget_s=compile_budget_s,
+            )
             if saved:
                 save_plan(g, g.default_plan.index, "heuristic", dict(build_seconds=round(g.build_seconds, 6)))
         with self._lock:
@@ -454,9 +548,14 @@ def _rebuild_cut(g: ConvGraph, wants_every_plan: bool) -> bool:
 graphs = GraphCache()
 
 
-def get_graph(spec: ConvSpec, epilogue: str = "none", workspace_cap: Optional[int] = None,
-              all_plans: bool = True, build_budget_s: Optional[float] = None,
-              compile_budget_s: Optional[float] = None) -> ConvGraph:
+def get_graph(
+    spec: ConvSpec,
+    epilogue: str = "none",
+    workspace_cap: Optional[int] = None,
+    all_plans: bool = True,
+    build_budget_s: Optional[float] = None,
+    compile_budget_s: Optional[float] = None,
+) -> ConvGraph:
     """A built graph from the process-wide cache (built on first use: 0.5-1.3 s cold; fused or
     fp8 graphs with runtime-compiled engines take several seconds when ``all_plans``; at most
     ``build_budget_s``, `BUILD_BUDGET_S` by default, before the plans left are cut, and at most

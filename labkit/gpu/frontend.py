@@ -4,6 +4,7 @@ index within a time budget. `labkit.gpu.engine` builds on this (built graphs, th
 plans); `labkit.gpu.builds` uses it in worker processes, which must plan a graph exactly as the
 notebook's process does.
 """
+
 from __future__ import annotations
 
 import threading
@@ -12,10 +13,10 @@ from typing import Dict, List, Optional
 import cudnn
 import cupy
 
-from . import memory
-from ..signals.cancel import Budget
 from ..errors import InvalidSpec, OutOfMemory
+from ..signals.cancel import Budget
 from ..spec import ConvSpec
+from . import memory
 
 EPILOGUES = ("none", "bias_relu", "bias_relu_add")
 OUTPUT_ROLE = {"fprop": "y", "dgrad": "x", "wgrad": "w"}
@@ -100,7 +101,9 @@ def handle_for(stream=None):
             try:
                 h = cudnn.create_handle()
             except Exception as exc:  # cuDNN allocates streams and memory for a handle
-                raise OutOfMemory(f"a cuDNN handle ({str(exc).strip()[:120]})", 0, memory.free_bytes()) from exc
+                raise OutOfMemory(
+                    f"a cuDNN handle ({str(exc).strip()[:120]})", 0, memory.free_bytes()
+                ) from exc
             cudnn.set_stream(h, int(stream.ptr))
             _handles[key] = h
     return h
@@ -152,11 +155,16 @@ def define_graph(spec: ConvSpec, epilogue: str = "none"):
 
     def t(role):
         return g.tensor(
-            name=role.upper(), dim=list(shapes[role]), stride=list(strides(shapes[role], s.layout)),
-            data_type=_CUDNN_DTYPE[role_dtype(s, role)], uid=UIDS[role],
+            name=role.upper(),
+            dim=list(shapes[role]),
+            stride=list(strides(shapes[role], s.layout)),
+            data_type=_CUDNN_DTYPE[role_dtype(s, role)],
+            uid=UIDS[role],
         )
 
-    conv_args = dict(padding=list(s.padding), stride=list(s.stride), dilation=list(s.dilation), compute_data_type=f32)
+    conv_args = dict(
+        padding=list(s.padding), stride=list(s.stride), dilation=list(s.dilation), compute_data_type=f32
+    )
     if s.direction == "fprop":
         result = g.conv_fprop(image=t("x"), weight=t("w"), name="conv", **conv_args)
         if epilogue != "none":
@@ -172,13 +180,19 @@ def define_graph(spec: ConvSpec, epilogue: str = "none"):
     else:
         result = g.conv_wgrad(image=t("x"), loss=t("y"), name="wgrad", **conv_args)
     role = OUTPUT_ROLE[s.direction]
-    result.set_output(True).set_data_type(out).set_dim(list(shapes[role])).set_stride(list(strides(shapes[role], s.layout)))
+    result.set_output(True).set_data_type(out).set_dim(list(shapes[role])).set_stride(
+        list(strides(shapes[role], s.layout))
+    )
     result.set_uid(UIDS[role])
     return g
 
 
-def planned_graph(spec: ConvSpec, epilogue: str = "none", workspace_cap: Optional[int] = None,
-                  deterministic_only: bool = False):
+def planned_graph(
+    spec: ConvSpec,
+    epilogue: str = "none",
+    workspace_cap: Optional[int] = None,
+    deterministic_only: bool = False,
+):
     """The frontend graph of ``spec``, planned (heuristics A then FALLBACK, labkit's filters for the
     dtype, determinism and cap) and checked, no plan built yet: a worker process that builds one of
     its plans (`labkit.gpu.builds`) gets the same list, in the same order, as this process."""

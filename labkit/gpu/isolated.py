@@ -18,6 +18,7 @@ A step is a function given as ``"module:function"``, called in the worker with t
 given (picklable), under the caller's ``LABKIT_*`` environment variables of the moment (its cache
 folder, for one); its return value comes back. Times in seconds.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -30,10 +31,10 @@ import threading
 import time
 from typing import Callable, Dict, Optional
 
-from ..signals.cancel import checkpoint
 from ..env import variables
-from ..signals.progress import announce, announcing
 from ..errors import InvalidSpec, LabkitError, TimedOut
+from ..signals.cancel import checkpoint
+from ..signals.progress import announce, announcing
 
 #: seconds a new worker may take to start (interpreter, imports, CUDA and cuDNN initialisation)
 START_BUDGET_S = 120.0
@@ -102,7 +103,10 @@ def _serve(conn) -> None:
             from .lock import hold
 
             # hold_gpu: the caller let its turn on the GPU go while it waits; the step takes one here
-            with announcing(lambda phase: conn.send(("phase", phase))), (hold() if hold_gpu else contextlib.nullcontext()):
+            with (
+                announcing(lambda phase: conn.send(("phase", phase))),
+                hold() if hold_gpu else contextlib.nullcontext(),
+            ):
                 value = _resolve(target)(*args)
             conn.send(("done", value))
         except BaseException as exc:  # noqa: BLE001  (every failure goes back to the caller, named)
@@ -145,7 +149,9 @@ def _main_hidden():
 
     main = sys.modules.get("__main__")
     with _main_lock:
-        saved = {k: main.__dict__[k] for k in ("__file__", "__spec__") if main is not None and k in main.__dict__}
+        saved = {
+            k: main.__dict__[k] for k in ("__file__", "__spec__") if main is not None and k in main.__dict__
+        }
         try:
             if main is not None:
                 main.__dict__.pop("__file__", None)
@@ -209,8 +215,15 @@ class Worker:
         if proc is not None:
             proc.join(5)
 
-    def call(self, target: str, args: tuple = (), budget_s: Optional[float] = None, what: str = "a step",
-             on_phase: Optional[Callable[[str], None]] = None, hold_gpu: bool = False):
+    def call(
+        self,
+        target: str,
+        args: tuple = (),
+        budget_s: Optional[float] = None,
+        what: str = "a step",
+        on_phase: Optional[Callable[[str], None]] = None,
+        hold_gpu: bool = False,
+    ):
         """Run ``target(*args)`` in the worker and return its value. Past ``budget_s`` seconds the
         worker is killed and `labkit.TimedOut` raised, naming ``what`` and the phase the step last
         announced (``on_phase(phase)`` hears each one). An error the step raised is raised here
@@ -220,7 +233,7 @@ class Worker:
         and the worker takes one for the step (`labkit.gpu.lock`)."""
         from .lock import released
 
-        with self._lock, (released() if hold_gpu else contextlib.nullcontext()):
+        with self._lock, released() if hold_gpu else contextlib.nullcontext():
             if not self.alive:
                 self.stop()
                 self._start()
@@ -228,7 +241,9 @@ class Worker:
             t0 = time.monotonic()
             proc, conn = self._proc, self._conn  # a stop() from another thread closes them under us: "died"
             try:
-                conn.send((target, args, {k: v for k, v in os.environ.items() if k.startswith("LABKIT_")}, hold_gpu))
+                conn.send(
+                    (target, args, {k: v for k, v in os.environ.items() if k.startswith("LABKIT_")}, hold_gpu)
+                )
                 while True:
                     try:
                         ready = conn.poll(POLL_S)
@@ -262,7 +277,9 @@ class Worker:
                         raise TimedOut(what, self.phase, spent, budget_s)
                     checkpoint()
             except BaseException as exc:
-                if not isinstance(exc, LabkitError):  # Ctrl-C, a superseded request: stop the step where it is
+                if not isinstance(
+                    exc, LabkitError
+                ):  # Ctrl-C, a superseded request: stop the step where it is
                     self.stop()
                 raise  # a deadline or a death stopped the worker above; a step's own error leaves it running
 
@@ -279,14 +296,22 @@ def worker() -> Worker:
     return _worker
 
 
-def run_step(target: str, args: tuple = (), budget_s: Optional[float] = None, what: str = "a step",
-             on_phase: Optional[Callable[[str], None]] = None, hold_gpu: bool = False):
+def run_step(
+    target: str,
+    args: tuple = (),
+    budget_s: Optional[float] = None,
+    what: str = "a step",
+    on_phase: Optional[Callable[[str], None]] = None,
+    hold_gpu: bool = False,
+):
     """``target(*args)`` in this process's worker within ``budget_s`` (`Worker.call`), or, with
     isolation off (`isolation_on`), here in this process (the step's own budgets still apply;
     ``hold_gpu``: under this process's turn on the GPU)."""
     if isolation_on():
         return worker().call(target, args, budget_s, what, on_phase, hold_gpu)
-    if on_phase is None or on_phase is announce:  # here, the step's announcements reach this thread's listener already
+    if (
+        on_phase is None or on_phase is announce
+    ):  # here, the step's announcements reach this thread's listener already
         return _resolve(target)(*args)
     with announcing(on_phase):
         return _resolve(target)(*args)

@@ -15,6 +15,7 @@ contiguous ones, not by size, so tiny tensors (every dimension >= 2) compile the
 Not in a background thread of the notebook: NVRTC compiles one kernel at a time per process, so a
 panel's own compiles waited behind the warm-up's (race 25 s instead of 9 s on the H200).
 """
+
 from __future__ import annotations
 
 import time
@@ -48,8 +49,14 @@ def exercise(spec: ConvSpec, epilogue: str = "none") -> None:
     ws.free()
     if epilogue != "none" and spec.dtype in unfused.DTYPES:
         y = ops.arrays[ops.output_role]
-        unfused.epilogue(y, unfused.bias_view(spec, ops.arrays["b"]), ops.arrays.get("z"), cupy.empty_like(y),
-                         cupy.empty_like(y), out=y)
+        unfused.epilogue(
+            y,
+            unfused.bias_view(spec, ops.arrays["b"]),
+            ops.arrays.get("z"),
+            cupy.empty_like(y),
+            cupy.empty_like(y),
+            out=y,
+        )
         numerics.decode(y, spec.dtype)
     cupy.cuda.get_current_stream().synchronize()
 

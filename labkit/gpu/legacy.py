@@ -102,6 +102,7 @@ the ``cudnnConvolutionFwdAlgoPerf_t`` struct, the function signatures, statuses 
 :mod:`labkit.gpu.cudnn_library`; this module holds the table: the dtype plan, validation, the
 descriptors, the workspace query and Find, and the assembled DataFrame.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -112,10 +113,27 @@ from typing import Dict, Iterable, Optional, Sequence, Tuple
 from ..errors import InvalidSpec, LabkitError, OutOfMemory, Unsupported
 from ..spec import ConvSpec
 from .cudnn_library import (  # noqa: F401  (cudnn_version, library_path: part of this module's API)
-    CUDNN_CONVOLUTION_FWD_ALGO_COUNT, CUDNN_CROSS_CORRELATION, CUDNN_DATA_BFLOAT16, CUDNN_DATA_FLOAT,
-    CUDNN_DATA_HALF, CUDNN_DETERMINISTIC, CUDNN_FMA_MATH, CUDNN_STATUS_SUCCESS, CUDNN_TENSOR_OP_MATH,
-    FWD_ALGOS, MATH_NAMES, STATUS_CATEGORY_NOT_SUPPORTED, TENSOR_FORMATS, ConvolutionFwdAlgoPerf, _TABLE,
-    _check, _free_bytes, _load_library, cudnn_version, library_path, status_name,
+    _TABLE,
+    CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+    CUDNN_CROSS_CORRELATION,
+    CUDNN_DATA_BFLOAT16,
+    CUDNN_DATA_FLOAT,
+    CUDNN_DATA_HALF,
+    CUDNN_DETERMINISTIC,
+    CUDNN_FMA_MATH,
+    CUDNN_STATUS_SUCCESS,
+    CUDNN_TENSOR_OP_MATH,
+    FWD_ALGOS,
+    MATH_NAMES,
+    STATUS_CATEGORY_NOT_SUPPORTED,
+    TENSOR_FORMATS,
+    ConvolutionFwdAlgoPerf,
+    _check,
+    _free_bytes,
+    _load_library,
+    cudnn_version,
+    library_path,
+    status_name,
 )
 
 __all__ = [
@@ -178,10 +196,13 @@ def _validate(spec, workspace_limit_bytes, find) -> None:
     if spec.layout not in TENSOR_FORMATS:  # ConvSpec guarantees this; kept so cuDNN never sees junk
         raise InvalidSpec("layout", spec.layout, f"must be one of {', '.join(TENSOR_FORMATS)}")
     if isinstance(workspace_limit_bytes, bool) or not isinstance(workspace_limit_bytes, numbers.Integral):
-        raise InvalidSpec("workspace_limit_bytes", workspace_limit_bytes, "must be a whole number of bytes (int)")
+        raise InvalidSpec(
+            "workspace_limit_bytes", workspace_limit_bytes, "must be a whole number of bytes (int)"
+        )
     if not 0 <= int(workspace_limit_bytes) < MAX_WORKSPACE_LIMIT:
         raise InvalidSpec(
-            "workspace_limit_bytes", workspace_limit_bytes,
+            "workspace_limit_bytes",
+            workspace_limit_bytes,
             f"must be >= 0 and < 1 TiB ({MAX_WORKSPACE_LIMIT:,} B)",
         )
     if not isinstance(find, bool):
@@ -204,10 +225,14 @@ def _check_array(name: str, a, shape: Tuple[int, ...], dtype: str, writable: boo
     itemsize, kinds = _STORAGE[dtype]
     got_shape = tuple(int(s) for s in cai.get("shape", ()))
     if got_shape != tuple(shape):
-        raise InvalidSpec(name, got_shape, f"must have shape {tuple(shape)} (storage order for this spec's layout)")
+        raise InvalidSpec(
+            name, got_shape, f"must have shape {tuple(shape)} (storage order for this spec's layout)"
+        )
     typestr = str(cai.get("typestr", ""))
     if len(typestr) < 3 or typestr[0] not in "<|=" or typestr[1:] not in kinds:
-        raise InvalidSpec(name, typestr, f"must hold {dtype} elements (typestr one of {', '.join('<' + k for k in kinds)})")
+        raise InvalidSpec(
+            name, typestr, f"must hold {dtype} elements (typestr one of {', '.join('<' + k for k in kinds)})"
+        )
     strides = cai.get("strides")
     if strides is not None and tuple(int(s) for s in strides) != _c_strides(shape, itemsize):
         raise InvalidSpec(name, tuple(strides), "must be C-contiguous")
@@ -233,7 +258,9 @@ def _perf_tuple(p) -> Tuple[int, int, float, int, int, int]:
     return (int(algo), int(status), float(time_ms), int(memory), int(determinism), int(math_type))
 
 
-def _assemble(query: Dict[int, Tuple[int, int]], found: Optional[Iterable], find_failed: Optional[str] = None):
+def _assemble(
+    query: Dict[int, Tuple[int, int]], found: Optional[Iterable], find_failed: Optional[str] = None
+):
     """Build the table.
 
     ``query``: algo id -> (status, bytes) from the workspace query. ``found``: the perf entries Find
@@ -253,8 +280,14 @@ def _assemble(query: Dict[int, Tuple[int, int]], found: Optional[Iterable], find
             "query_workspace_bytes": int(q_bytes) if q_status == CUDNN_STATUS_SUCCESS else pd.NA,
         }
         if entries is not None or find_failed is not None:
-            row.update(find_status="not returned", find_rank=pd.NA, time_us=pd.NA,
-                       find_workspace_bytes=pd.NA, math=pd.NA, deterministic=pd.NA)
+            row.update(
+                find_status="not returned",
+                find_rank=pd.NA,
+                time_us=pd.NA,
+                find_workspace_bytes=pd.NA,
+                math=pd.NA,
+                deterministic=pd.NA,
+            )
             if find_failed is not None:
                 row["find_status"] = find_failed
             else:
@@ -273,10 +306,21 @@ def _assemble(query: Dict[int, Tuple[int, int]], found: Optional[Iterable], find
         rows.append(row)
     df = pd.DataFrame(rows)
     # nullable dtypes throughout, so every missing value is pd.NA (pandas 2 and 3 alike)
-    dtypes = {"algo_id": "int64", "algorithm": "string", "query_status": "string", "query_workspace_bytes": "Int64"}
+    dtypes = {
+        "algo_id": "int64",
+        "algorithm": "string",
+        "query_status": "string",
+        "query_workspace_bytes": "Int64",
+    }
     if "find_status" in df:
-        dtypes.update(find_status="string", find_rank="Int64", time_us="Float64",
-                      find_workspace_bytes="Int64", math="string", deterministic="boolean")
+        dtypes.update(
+            find_status="string",
+            find_rank="Int64",
+            time_us="Float64",
+            find_workspace_bytes="Int64",
+            math="string",
+            deterministic="boolean",
+        )
     return df.astype(dtypes)
 
 
@@ -292,7 +336,10 @@ def _import_cupy():
 def _is_oom(cp, e: BaseException) -> bool:
     if isinstance(e, getattr(cp.cuda.memory, "OutOfMemoryError", ())):
         return True
-    return isinstance(e, cp.cuda.runtime.CUDARuntimeError) and "memoryallocation" in str(e).replace(" ", "").lower()
+    return (
+        isinstance(e, cp.cuda.runtime.CUDARuntimeError)
+        and "memoryallocation" in str(e).replace(" ", "").lower()
+    )
 
 
 def _random_array(cp, shape, dtype: str, seed: int, what: str):
@@ -329,8 +376,14 @@ def _ptr_of(buf) -> int:
     return int(buf.ptr) if hasattr(buf, "ptr") else int(buf.data.ptr)
 
 
-def algorithm_table(spec: ConvSpec, x=None, w=None, y=None, workspace_limit_bytes: int = DEFAULT_WORKSPACE_LIMIT,
-                    find: bool = True):
+def algorithm_table(
+    spec: ConvSpec,
+    x=None,
+    w=None,
+    y=None,
+    workspace_limit_bytes: int = DEFAULT_WORKSPACE_LIMIT,
+    find: bool = True,
+):
     """The classic cuDNN forward-algorithm table for ``spec`` (see the module docstring).
 
     Raises, before touching cuDNN: :class:`InvalidSpec` (not a ConvSpec, bad
@@ -365,7 +418,9 @@ def algorithm_table(spec: ConvSpec, x=None, w=None, y=None, workspace_limit_byte
     arrays = dict(given)  # keeps every array alive until cuDNN is done with it
     for seed_offset, name in enumerate(("x", "w", "y")):
         if arrays[name] is None:
-            arrays[name] = _random_array(cp, shapes[name], spec.dtype, _SEED + seed_offset, f"legacy table {name} tensor")
+            arrays[name] = _random_array(
+                cp, shapes[name], spec.dtype, _SEED + seed_offset, f"legacy table {name} tensor"
+            )
             ptrs[name] = _ptr_of(arrays[name])
     stream = cp.cuda.get_current_stream()
     if given["x"] is None or given["w"] is None or given["y"] is None:
@@ -386,17 +441,26 @@ def algorithm_table(spec: ConvSpec, x=None, w=None, y=None, workspace_limit_byte
 
             N, C, H, W = spec.x_shape
             K, Cg, R, S = spec.w_shape
-            chk(lib.cudnnSetTensor4dDescriptor(xd, fmt, data_type, N, C, H, W), "cudnnSetTensor4dDescriptor(x)")
+            chk(
+                lib.cudnnSetTensor4dDescriptor(xd, fmt, data_type, N, C, H, W),
+                "cudnnSetTensor4dDescriptor(x)",
+            )
             chk(lib.cudnnSetFilter4dDescriptor(wd, data_type, fmt, K, Cg, R, S), "cudnnSetFilter4dDescriptor")
             (ph, pw), (sh, sw), (dh, dw) = spec.padding, spec.stride, spec.dilation
-            chk(lib.cudnnSetConvolution2dDescriptor(cd, ph, pw, sh, sw, dh, dw, CUDNN_CROSS_CORRELATION, compute_type),
-                "cudnnSetConvolution2dDescriptor")
+            chk(
+                lib.cudnnSetConvolution2dDescriptor(
+                    cd, ph, pw, sh, sw, dh, dw, CUDNN_CROSS_CORRELATION, compute_type
+                ),
+                "cudnnSetConvolution2dDescriptor",
+            )
             chk(lib.cudnnSetConvolutionGroupCount(cd, spec.groups), "cudnnSetConvolutionGroupCount")
             chk(lib.cudnnSetConvolutionMathType(cd, math_type), "cudnnSetConvolutionMathType")
 
             dims = [ctypes.c_int(0) for _ in range(4)]
-            chk(lib.cudnnGetConvolution2dForwardOutputDim(cd, xd, wd, *[ctypes.byref(d) for d in dims]),
-                "cudnnGetConvolution2dForwardOutputDim")
+            chk(
+                lib.cudnnGetConvolution2dForwardOutputDim(cd, xd, wd, *[ctypes.byref(d) for d in dims]),
+                "cudnnGetConvolution2dForwardOutputDim",
+            )
             out_dims = tuple(int(d.value) for d in dims)
             if out_dims != tuple(spec.y_shape):
                 raise LabkitError(
@@ -404,12 +468,19 @@ def algorithm_table(spec: ConvSpec, x=None, w=None, y=None, workspace_limit_byte
                     f"but the spec says {tuple(spec.y_shape)}"
                 )
             Np, Kp, P, Q = spec.y_shape
-            chk(lib.cudnnSetTensor4dDescriptor(yd, fmt, data_type, Np, Kp, P, Q), "cudnnSetTensor4dDescriptor(y)")
+            chk(
+                lib.cudnnSetTensor4dDescriptor(yd, fmt, data_type, Np, Kp, P, Q),
+                "cudnnSetTensor4dDescriptor(y)",
+            )
 
             query: Dict[int, Tuple[int, int]] = {}
             for algo in range(CUDNN_CONVOLUTION_FWD_ALGO_COUNT):
                 size = ctypes.c_size_t(0)
-                status = int(lib.cudnnGetConvolutionForwardWorkspaceSize(handle, xd, wd, cd, yd, algo, ctypes.byref(size)))
+                status = int(
+                    lib.cudnnGetConvolutionForwardWorkspaceSize(
+                        handle, xd, wd, cd, yd, algo, ctypes.byref(size)
+                    )
+                )
                 query[algo] = (status, int(size.value) if status == CUDNN_STATUS_SUCCESS else 0)
 
             ws_bytes = 0
@@ -420,18 +491,35 @@ def algorithm_table(spec: ConvSpec, x=None, w=None, y=None, workspace_limit_byte
                 largest = max((b for s, b in query.values() if s == CUDNN_STATUS_SUCCESS), default=0)
                 ws_bytes = min(limit, largest)
                 max_count = ctypes.c_int(0)
-                chk(lib.cudnnGetConvolutionForwardAlgorithmMaxCount(handle, ctypes.byref(max_count)),
-                    "cudnnGetConvolutionForwardAlgorithmMaxCount")
+                chk(
+                    lib.cudnnGetConvolutionForwardAlgorithmMaxCount(handle, ctypes.byref(max_count)),
+                    "cudnnGetConvolutionForwardAlgorithmMaxCount",
+                )
                 requested = max(CUDNN_CONVOLUTION_FWD_ALGO_COUNT, min(int(max_count.value), 256))
                 if ws_bytes > 0:
                     workspace = _alloc_workspace(cp, ws_bytes)
-                ws_ptr = ctypes.c_void_p(_ptr_of(workspace)) if workspace is not None else ctypes.c_void_p(None)
+                ws_ptr = (
+                    ctypes.c_void_p(_ptr_of(workspace)) if workspace is not None else ctypes.c_void_p(None)
+                )
                 perf = (ConvolutionFwdAlgoPerf * requested)()
                 returned = ctypes.c_int(0)
-                status = int(lib.cudnnFindConvolutionForwardAlgorithmEx(
-                    handle, xd, ctypes.c_void_p(ptrs["x"]), wd, ctypes.c_void_p(ptrs["w"]), cd,
-                    yd, ctypes.c_void_p(ptrs["y"]), requested, ctypes.byref(returned), perf,
-                    ws_ptr, ctypes.c_size_t(ws_bytes)))
+                status = int(
+                    lib.cudnnFindConvolutionForwardAlgorithmEx(
+                        handle,
+                        xd,
+                        ctypes.c_void_p(ptrs["x"]),
+                        wd,
+                        ctypes.c_void_p(ptrs["w"]),
+                        cd,
+                        yd,
+                        ctypes.c_void_p(ptrs["y"]),
+                        requested,
+                        ctypes.byref(returned),
+                        perf,
+                        ws_ptr,
+                        ctypes.c_size_t(ws_bytes),
+                    )
+                )
                 stream.synchronize()
                 if status // 1000 * 1000 == STATUS_CATEGORY_NOT_SUPPORTED:
                     find_failed = status_name(status, lib)
@@ -439,14 +527,22 @@ def algorithm_table(spec: ConvSpec, x=None, w=None, y=None, workspace_limit_byte
                     chk(status, "cudnnFindConvolutionForwardAlgorithmEx", ws_bytes)
                     n = int(returned.value)
                     if not 0 <= n <= requested:
-                        raise LabkitError(f"{_TABLE} for {label}: cuDNN returned {n} results for {requested} slots")
-                    found = [perf[i] for i in range(n) if 0 <= int(perf[i].algo) < CUDNN_CONVOLUTION_FWD_ALGO_COUNT]
+                        raise LabkitError(
+                            f"{_TABLE} for {label}: cuDNN returned {n} results for {requested} slots"
+                        )
+                    found = [
+                        perf[i] for i in range(n) if 0 <= int(perf[i].algo) < CUDNN_CONVOLUTION_FWD_ALGO_COUNT
+                    ]
                     found = [_perf_tuple(p) for p in found]
         finally:
             # destroy in reverse order; statuses are ignored here so that a cleanup problem never
             # hides the error that brought us here (these calls only free host memory)
-            for destroy, d in ((lib.cudnnDestroyConvolutionDescriptor, cd), (lib.cudnnDestroyFilterDescriptor, wd),
-                               (lib.cudnnDestroyTensorDescriptor, yd), (lib.cudnnDestroyTensorDescriptor, xd)):
+            for destroy, d in (
+                (lib.cudnnDestroyConvolutionDescriptor, cd),
+                (lib.cudnnDestroyFilterDescriptor, wd),
+                (lib.cudnnDestroyTensorDescriptor, yd),
+                (lib.cudnnDestroyTensorDescriptor, xd),
+            ):
                 if d.value:
                     destroy(d)
                     d.value = None
@@ -467,7 +563,8 @@ def algorithm_table(spec: ConvSpec, x=None, w=None, y=None, workspace_limit_byte
         find_workspace_bytes_given=int(ws_bytes) if find else None,
         requested_algo_count=int(requested) if find else None,
         math_type_requested=MATH_NAMES[math_type],
-        api="cudnnGetConvolutionForwardWorkspaceSize" + (" + cudnnFindConvolutionForwardAlgorithmEx" if find else ""),
+        api="cudnnGetConvolutionForwardWorkspaceSize"
+        + (" + cudnnFindConvolutionForwardAlgorithmEx" if find else ""),
     )
     return df
 

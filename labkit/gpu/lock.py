@@ -32,6 +32,7 @@ dies, even by ``kill -9``: a dead holder's place is taken at the next poll (`POL
 The queue logic (`FileLock`) is plain files and works without a GPU (the CPU tests run it across
 processes); `hold` adds the GPU: its UUID, the synchronisation and the contention check.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -178,7 +179,9 @@ class FileLock:
         return out
 
     # -- use --
-    def acquire(self, on_wait: Optional[Callable[[int], None]] = None, check: Optional[Callable[[], None]] = None) -> float:
+    def acquire(
+        self, on_wait: Optional[Callable[[int], None]] = None, check: Optional[Callable[[], None]] = None
+    ) -> float:
         """Wait for this lock's turn (see the module docstring) and take it. ``on_wait(ahead)``
         hears the number ahead when waiting starts and whenever it changes; ``check()`` is called
         at each poll (a `labkit.signals.cancel.checkpoint`: a superseded request stops waiting; the
@@ -275,7 +278,9 @@ class Hold:
     def summary(self) -> dict:
         """What a result keeps (``attrs["gpu_turn"]``, the local cache): ``locked``, ``waited_s``,
         ``contended_by`` (sorted pids; empty: nobody else used the GPU during the measurement)."""
-        return dict(locked=self.locked, waited_s=round(self.waited_s, 4), contended_by=sorted(self.contended_by))
+        return dict(
+            locked=self.locked, waited_s=round(self.waited_s, 4), contended_by=sorted(self.contended_by)
+        )
 
 
 class _ProcessGPU:
@@ -326,9 +331,13 @@ class _ProcessGPU:
             waited = self.file.acquire(on_wait=waiting, check=checkpoint)
         except OSError as exc:
             self.broken = True
-            warnings.warn(f"labkit: the GPU lock in {self.file.folder} cannot be used ({type(exc).__name__}: {exc}); "
-                          "measuring without it (other notebooks on this GPU may overlap; set LABKIT_GPU_LOCK_DIR "
-                          "to a folder every user can write)", LockWarning, stacklevel=4)
+            warnings.warn(
+                f"labkit: the GPU lock in {self.file.folder} cannot be used ({type(exc).__name__}: {exc}); "
+                "measuring without it (other notebooks on this GPU may overlap; set LABKIT_GPU_LOCK_DIR "
+                "to a folder every user can write)",
+                LockWarning,
+                stacklevel=4,
+            )
             return
         if waited > POLL_S:
             announce("got the GPU")

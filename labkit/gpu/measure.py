@@ -17,6 +17,7 @@ a 240-group convolution, and capturing 10 of them took seconds to minutes), and 
 a plan already far slower than the best without capturing it (`TooSlow`). A `labkit.signals.cancel.Budget`
 is checked between the calls of a capture and between replays (`labkit.TimedOut`).
 """
+
 from __future__ import annotations
 
 import statistics
@@ -66,8 +67,10 @@ class TooSlow(LabkitError):
 
     def __init__(self, eager_us: float, limit_us: float):
         self.eager_us, self.limit_us = float(eager_us), float(limit_us)
-        super().__init__(f"one call took {us_words(eager_us)} eagerly, over {EAGER_STOP_FACTOR:g}x the {us_words(limit_us)} "
-                         "early-stop bound: not timed further")
+        super().__init__(
+            f"one call took {us_words(eager_us)} eagerly, over {EAGER_STOP_FACTOR:g}x the {us_words(limit_us)} "
+            "early-stop bound: not timed further"
+        )
 
 
 def us_words(us: float) -> str:
@@ -89,7 +92,9 @@ def _positive(name, value, lo=1):
     return value
 
 
-def capture(fn: Callable[[], None], stream: cupy.cuda.Stream, calls: int, budget: Optional[Budget] = None) -> cupy.cuda.Graph:
+def capture(
+    fn: Callable[[], None], stream: cupy.cuda.Stream, calls: int, budget: Optional[Budget] = None
+) -> cupy.cuda.Graph:
     """A CUDA graph of ``calls`` back-to-back calls of ``fn``, captured on ``stream`` (which must
     not be the legacy default stream; ``fn`` must launch on it). With a ``budget``, it is checked
     after each captured call: once spent, the capture is ended, dropped, and `labkit.TimedOut`
@@ -159,9 +164,18 @@ def _replay_us(graph, stream, start, end, calls: int) -> float:
     return cupy.cuda.get_elapsed_time(start, end) * 1000.0 / calls
 
 
-def graph_replay(fn: Callable[[], None], stream: cupy.cuda.Stream, calls: int = 20, warmup: int = 3,
-                 repeats: int = 15, min_repeats: int = 5, rel_tol: float = 0.02, stop_above_us: float = None,
-                 budget: Optional[Budget] = None, eager_stop: bool = True) -> Timing:
+def graph_replay(
+    fn: Callable[[], None],
+    stream: cupy.cuda.Stream,
+    calls: int = 20,
+    warmup: int = 3,
+    repeats: int = 15,
+    min_repeats: int = 5,
+    rel_tol: float = 0.02,
+    stop_above_us: float = None,
+    budget: Optional[Budget] = None,
+    eager_stop: bool = True,
+) -> Timing:
     """GPU time per call by CUDA-graph replay (see module doc). Two eager calls come first
     (`eager_us`); the graph holds `calls_for` that time back-to-back calls (``calls`` at most).
     Repeats until the median is stable (the last two medians within ``rel_tol``) or ``repeats`` is
@@ -218,7 +232,9 @@ def replay_timer(graph: cupy.cuda.Graph, stream: cupy.cuda.Stream, calls: int, r
     return median_us
 
 
-def back_to_back(fn: Callable[[], None], stream: cupy.cuda.Stream, calls: int = 50, warmup: int = 5, repeats: int = 7) -> Timing:
+def back_to_back(
+    fn: Callable[[], None], stream: cupy.cuda.Stream, calls: int = 50, warmup: int = 5, repeats: int = 7
+) -> Timing:
     """GPU time per call for ``calls`` Python launches in a row, between two events."""
     _positive("calls", calls)
     _positive("repeats", repeats)
@@ -238,7 +254,9 @@ def back_to_back(fn: Callable[[], None], stream: cupy.cuda.Stream, calls: int = 
     return _summarise("back_to_back", samples, calls)
 
 
-def host_dispatch(fn: Callable[[], None], stream: cupy.cuda.Stream, calls: int = 100, repeats: int = 7) -> Timing:
+def host_dispatch(
+    fn: Callable[[], None], stream: cupy.cuda.Stream, calls: int = 100, repeats: int = 7
+) -> Timing:
     """Host time per launch: a host clock around ``calls`` launches, synchronising only between
     repeats (so the queue never fills and nothing waits on the GPU inside the timed loop)."""
     _positive("calls", calls)

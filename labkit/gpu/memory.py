@@ -3,6 +3,7 @@ buffers that catch out-of-bounds writes, and snapshots of what the device and Cu
 
 All sizes are bytes. Needs CuPy (live mode); imported lazily by the modules that use it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -106,22 +107,28 @@ class GuardedBuffer:
 
     @property
     def body(self) -> cupy.ndarray:
-        return self._raw[GUARD_BYTES:GUARD_BYTES + self.nbytes]
+        return self._raw[GUARD_BYTES : GUARD_BYTES + self.nbytes]
 
     def poison(self) -> None:
         self._raw[:GUARD_BYTES] = GUARD_PATTERN
-        self._raw[GUARD_BYTES + self.nbytes:] = GUARD_PATTERN
+        self._raw[GUARD_BYTES + self.nbytes :] = GUARD_PATTERN
         if self.nbytes:
-            block = numpy.random.default_rng(self._seed).integers(0, 256, min(self.nbytes, POISON_BLOCK_BYTES),
-                                                                   dtype=numpy.uint8)
+            block = numpy.random.default_rng(self._seed).integers(
+                0, 256, min(self.nbytes, POISON_BLOCK_BYTES), dtype=numpy.uint8
+            )
             block[::7] = 0xFF  # 0xFFFF.. is NaN in fp16/bf16/fp32
             body = self.body
-            body[:block.size].set(block)
+            body[: block.size].set(block)
             done = block.size
             while done < self.nbytes:  # double the poisoned prefix: a few device-to-device copies
                 n = min(done, self.nbytes - done)
-                cupy.cuda.runtime.memcpyAsync(self.ptr + done, self.ptr, n, cupy.cuda.runtime.memcpyDeviceToDevice,
-                                              cupy.cuda.get_current_stream().ptr)
+                cupy.cuda.runtime.memcpyAsync(
+                    self.ptr + done,
+                    self.ptr,
+                    n,
+                    cupy.cuda.runtime.memcpyDeviceToDevice,
+                    cupy.cuda.get_current_stream().ptr,
+                )
                 done += n
             self._seed += 1
 
@@ -130,7 +137,7 @@ class GuardedBuffer:
         # counted on the host (8 KiB): a full reduction of a bool array on the GPU is one CuPy
         # compiles with CUB, 3.5 s at its first use on the H200 (scripts/probe_nvrtc_cost.py)
         lo = int(numpy.count_nonzero(self._raw[:GUARD_BYTES].get() != GUARD_PATTERN))
-        hi = int(numpy.count_nonzero(self._raw[GUARD_BYTES + self.nbytes:].get() != GUARD_PATTERN))
+        hi = int(numpy.count_nonzero(self._raw[GUARD_BYTES + self.nbytes :].get() != GUARD_PATTERN))
         if lo or hi:
             raise LabkitError(
                 f"workspace guard bands overwritten: {lo} B before and {hi} B after a {self.nbytes:,} B workspace"
@@ -162,6 +169,6 @@ def snapshot() -> MemorySnapshot:
 
 def _prod(shape) -> int:
     n = 1
-    for s in (shape if isinstance(shape, (tuple, list)) else (shape,)):
+    for s in shape if isinstance(shape, (tuple, list)) else (shape,):
         n *= int(s)
     return n

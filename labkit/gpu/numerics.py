@@ -26,6 +26,7 @@ the GPU tests check both paths give the same bits. Overflow: fp16 and bf16 go to
 beyond +-448 to +-448, infinities included (as CUDA's ``__NV_SATFINITE`` conversion does). NaN
 stays NaN in every format.
 """
+
 from __future__ import annotations
 
 import sys
@@ -36,7 +37,13 @@ from ..errors import InvalidSpec
 from ..spec import DTYPES
 
 #: numpy dtype name of the buffer holding each labkit dtype
-STORAGE_DTYPE = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "uint16", "fp8_e4m3": "uint8"}
+STORAGE_DTYPE = {
+    "fp32": "float32",
+    "tf32": "float32",
+    "fp16": "float16",
+    "bf16": "uint16",
+    "fp8_e4m3": "uint8",
+}
 
 #: (significand bits incl. the implicit one, smallest normal exponent, largest finite value)
 _FORMAT = {
@@ -237,14 +244,30 @@ def _cupy_kernels() -> dict:
     if _KERNELS is None:
         import cupy
 
-        made = {name: cupy.ElementwiseKernel("float64 x, int32 p, int32 emin, float64 vmax, int32 fp8",
-                                             f"{name} storage, float64 exact", _ROUND_C + store,
-                                             f"labkit_quantize_{name}", preamble=_BITS_C)
-                for name, store in _STORE_C.items()}
-        made["decode_bf16"] = cupy.ElementwiseKernel("uint16 s", "float64 v", "v = labkit_f32_value(((unsigned int)s) << 16);",
-                                                     "labkit_decode_bf16", preamble=_BITS_C)
-        made["decode_float32"] = cupy.ElementwiseKernel("float32 s", "float64 v", "v = labkit_f32_value(__float_as_uint(s));",
-                                                        "labkit_decode_float32", preamble=_BITS_C)
+        made = {
+            name: cupy.ElementwiseKernel(
+                "float64 x, int32 p, int32 emin, float64 vmax, int32 fp8",
+                f"{name} storage, float64 exact",
+                _ROUND_C + store,
+                f"labkit_quantize_{name}",
+                preamble=_BITS_C,
+            )
+            for name, store in _STORE_C.items()
+        }
+        made["decode_bf16"] = cupy.ElementwiseKernel(
+            "uint16 s",
+            "float64 v",
+            "v = labkit_f32_value(((unsigned int)s) << 16);",
+            "labkit_decode_bf16",
+            preamble=_BITS_C,
+        )
+        made["decode_float32"] = cupy.ElementwiseKernel(
+            "float32 s",
+            "float64 v",
+            "v = labkit_f32_value(__float_as_uint(s));",
+            "labkit_decode_float32",
+            preamble=_BITS_C,
+        )
         _KERNELS = made
     return _KERNELS
 
@@ -258,8 +281,9 @@ def unrounded_values(shape, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).uniform(-1.0, 1.0, size=shape)
 
 
-def random_inputs(shape, dtype: str, xp=None, seed: int = 0, *, chunk_elements: int = 1 << 24,
-                  keep_exact: bool = True):
+def random_inputs(
+    shape, dtype: str, xp=None, seed: int = 0, *, chunk_elements: int = 1 << 24, keep_exact: bool = True
+):
     """Seeded random tensor for ``dtype``: ``(storage, exact_float64)``, both of ``shape`` on ``xp``.
 
     Values are uniform in [-1, 1] before rounding (for fp8_e4m3 that keeps all but ~1.6 % of them
@@ -278,10 +302,12 @@ def random_inputs(shape, dtype: str, xp=None, seed: int = 0, *, chunk_elements: 
     step = max(1, int(chunk_elements))
     nonzero = False
     for i in range(0, vals.size, step):
-        storage[i:i + step], part = quantize(xp.asarray(vals[i:i + step]), dtype, xp)
+        storage[i : i + step], part = quantize(xp.asarray(vals[i : i + step]), dtype, xp)
         if keep_exact:
-            exact[i:i + step] = part
-        nonzero = nonzero or float(xp.max(xp.abs(part))) > 0  # not any(): CuPy compiles it with CUB, 3 s on a first use
+            exact[i : i + step] = part
+        nonzero = (
+            nonzero or float(xp.max(xp.abs(part))) > 0
+        )  # not any(): CuPy compiles it with CUB, 3 s on a first use
     if vals.size and not nonzero:
         one_storage, one = quantize(xp.ones(1), dtype, xp)
         storage[:1] = one_storage

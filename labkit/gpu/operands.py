@@ -7,6 +7,7 @@ cannot pass a check. Tensors are held in storage order for the spec's layout (`s
 sizes are in bytes (``nbytes``; an `OutOfMemory` names the bytes asked for and free).
 `labkit.gpu.engine` re-exports `Operands`: ``engine.Operands`` stays its public name.
 """
+
 from __future__ import annotations
 
 from typing import Dict
@@ -14,9 +15,9 @@ from typing import Dict
 import cupy
 import numpy
 
-from . import memory
 from ..errors import OutOfMemory
 from ..spec import ConvSpec
+from . import memory
 from .frontend import OUTPUT_ROLE, _check_epilogue, logical_view, role_dtype, role_shapes, storage_shape
 
 

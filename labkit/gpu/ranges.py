@@ -6,6 +6,7 @@ Ranges are put around whole steps only (an experiment, one plan's timing, one st
 one plan build), never around a timed call: a range costs about a microsecond of host time.
 Without the ``nvtx`` package every range is a no-op.
 """
+
 from __future__ import annotations
 
 import contextlib

@@ -16,10 +16,10 @@ Memory: the im2col buffer is R*S times the image; the work is split over batch i
 one image alone is too big, over output rows) so that the temporaries of one step stay under
 ``max_temp_bytes`` (default 512 MiB). Outputs are float64 arrays on the inputs' array module.
 """
+
 from __future__ import annotations
 
 import math
-
 
 from ..errors import InvalidSpec
 from .numerics import array_module
@@ -47,7 +47,13 @@ TOLERANCE = {"fp32": 2e-5, "tf32": 5e-3, "fp16": 5e-3, "bf16": 2e-2, "fp8_e4m3":
 #: Per-term roundoff of the accumulator, for the growth term of `tolerance_for`: fp32 accumulation
 #: (2**-23, twice its unit roundoff) for every dtype but fp8, whose Hopper tensor-core accumulation
 #: keeps ~14 bits (2**-13).
-_ACCUMULATOR_EPS = {"fp32": 2.0**-23, "tf32": 2.0**-23, "fp16": 2.0**-23, "bf16": 2.0**-23, "fp8_e4m3": 2.0**-13}
+_ACCUMULATOR_EPS = {
+    "fp32": 2.0**-23,
+    "tf32": 2.0**-23,
+    "fp16": 2.0**-23,
+    "bf16": 2.0**-23,
+    "fp8_e4m3": 2.0**-13,
+}
 
 
 # ---- helpers ----------------------------------------------------------------------------------
@@ -81,7 +87,11 @@ def _out_hw(hw, rs, stride, padding, dilation) -> tuple:
     """Output (P, Q) of an (H, W) image under an (R, S) filter; InvalidSpec if empty."""
     out = tuple((hw[i] + 2 * padding[i] - dilation[i] * (rs[i] - 1) - 1) // stride[i] + 1 for i in (0, 1))
     if out[0] < 1 or out[1] < 1:
-        raise InvalidSpec("shape", (tuple(hw), tuple(rs)), f"the dilated filter is larger than the padded image (output {out})")
+        raise InvalidSpec(
+            "shape",
+            (tuple(hw), tuple(rs)),
+            f"the dilated filter is larger than the padded image (output {out})",
+        )
     return out
 
 
@@ -89,7 +99,9 @@ def _check_groups(C: int, K: int, Cg: int, g: int):
     if K % g:
         raise InvalidSpec("groups", g, f"must divide K={K}")
     if Cg * g != C:
-        raise InvalidSpec("groups", g, f"filter has C/groups={Cg} channels but the image has C={C} (needs C = groups*{Cg})")
+        raise InvalidSpec(
+            "groups", g, f"filter has C/groups={Cg} channels but the image has C={C} (needs C = groups*{Cg})"
+        )
 
 
 def _plan(N: int, P: int, image_bytes: int, row_bytes: int, budget: int):
@@ -119,7 +131,7 @@ def _taps(xpad, R, S, p0, pc, Q, stride, dilation):
         h0 = p0 * sh + r * dh
         for s in range(S):
             w0 = s * dw
-            yield r, s, xpad[:, :, h0: h0 + sh * (pc - 1) + 1: sh, w0: w0 + sw * (Q - 1) + 1: sw]
+            yield r, s, xpad[:, :, h0 : h0 + sh * (pc - 1) + 1 : sh, w0 : w0 + sw * (Q - 1) + 1 : sw]
 
 
 def _im2col(xp, xpad, R, S, p0, pc, Q, stride, dilation):
@@ -149,12 +161,16 @@ def conv_fprop(x, w, stride=1, padding=0, dilation=1, groups=1, *, max_temp_byte
         xpad = _pad(xp, x[n0:n1], padding)
         for p0 in range(0, P, rows):
             pc = min(P, p0 + rows) - p0
-            cols = _im2col(xp, xpad, R, S, p0, pc, Q, stride, dilation).reshape(n1 - n0, g, Cg * R * S, pc * Q)
-            y[n0:n1, :, p0:p0 + pc] = xp.matmul(wm, cols).reshape(n1 - n0, K, pc, Q)
+            cols = _im2col(xp, xpad, R, S, p0, pc, Q, stride, dilation).reshape(
+                n1 - n0, g, Cg * R * S, pc * Q
+            )
+            y[n0:n1, :, p0 : p0 + pc] = xp.matmul(wm, cols).reshape(n1 - n0, K, pc, Q)
     return y
 
 
-def conv_dgrad(dy, w, x_hw, stride=1, padding=0, dilation=1, groups=1, *, max_temp_bytes: int = DEFAULT_TEMP_BYTES):
+def conv_dgrad(
+    dy, w, x_hw, stride=1, padding=0, dilation=1, groups=1, *, max_temp_bytes: int = DEFAULT_TEMP_BYTES
+):
     """Data gradient in float64: the exact adjoint of `conv_fprop` with respect to x.
 
     dy: (N, K, P, Q); w: (K, C/groups, R, S); x_hw = (H, W) of the image. Returns dx: (N, C, H, W).
@@ -172,7 +188,11 @@ def conv_dgrad(dy, w, x_hw, stride=1, padding=0, dilation=1, groups=1, *, max_te
         raise InvalidSpec("w", tuple(w.shape), f"has K={K2} filters but dy has K={K} channels")
     _check_groups(C, K, Cg, g)
     if (P, Q) != _out_hw((H, W), (R, S), stride, padding, dilation):
-        raise InvalidSpec("dy", tuple(dy.shape), f"P, Q must be {_out_hw((H, W), (R, S), stride, padding, dilation)} for x_hw={(H, W)}")
+        raise InvalidSpec(
+            "dy",
+            tuple(dy.shape),
+            f"P, Q must be {_out_hw((H, W), (R, S), stride, padding, dilation)} for x_hw={(H, W)}",
+        )
     (ph, pw), Hp, Wp = padding, H + 2 * padding[0], W + 2 * padding[1]
     wt = w.reshape(g, K // g, Cg * R * S).transpose(0, 2, 1)  # (g, Cg*R*S, Kg)
     dx = xp.empty((N, C, H, W), dtype=xp.float64)
@@ -183,15 +203,17 @@ def conv_dgrad(dy, w, x_hw, stride=1, padding=0, dilation=1, groups=1, *, max_te
         dxpad = xp.zeros((n, C, Hp, Wp), dtype=xp.float64)
         for p0 in range(0, P, rows):
             pc = min(P, p0 + rows) - p0
-            d = dy[n0:n1, :, p0:p0 + pc].reshape(n, g, K // g, pc * Q)
+            d = dy[n0:n1, :, p0 : p0 + pc].reshape(n, g, K // g, pc * Q)
             cols = xp.matmul(wt, d).reshape(n, C, R, S, pc, Q)
             for r, s, view in _taps(dxpad, R, S, p0, pc, Q, stride, dilation):
                 view += cols[:, :, r, s]  # a strided view: distinct pixels, so += is a true scatter-add
-        dx[n0:n1] = dxpad[:, :, ph:ph + H, pw:pw + W]
+        dx[n0:n1] = dxpad[:, :, ph : ph + H, pw : pw + W]
     return dx
 
 
-def conv_wgrad(x, dy, rs, stride=1, padding=0, dilation=1, groups=1, *, max_temp_bytes: int = DEFAULT_TEMP_BYTES):
+def conv_wgrad(
+    x, dy, rs, stride=1, padding=0, dilation=1, groups=1, *, max_temp_bytes: int = DEFAULT_TEMP_BYTES
+):
     """Filter gradient in float64: the adjoint of `conv_fprop` with respect to w.
 
     x: (N, C, H, W); dy: (N, K, P, Q); rs = (R, S). Returns dw: (K, C/groups, R, S).
@@ -209,10 +231,18 @@ def conv_wgrad(x, dy, rs, stride=1, padding=0, dilation=1, groups=1, *, max_temp
     Cg = C // g
     _check_groups(C, K, Cg, g)
     if (P, Q) != _out_hw((H, W), (R, S), stride, padding, dilation):
-        raise InvalidSpec("dy", tuple(dy.shape), f"P, Q must be {_out_hw((H, W), (R, S), stride, padding, dilation)} for x {(H, W)}, filter {(R, S)}")
+        raise InvalidSpec(
+            "dy",
+            tuple(dy.shape),
+            f"P, Q must be {_out_hw((H, W), (R, S), stride, padding, dilation)} for x {(H, W)}, filter {(R, S)}",
+        )
     Hp, Wp = H + 2 * padding[0], W + 2 * padding[1]
-    dwt = xp.zeros((g, Cg * R * S, K // g), dtype=xp.float64)  # transposed: keeps the big operand un-transposed
-    nb, rows = _plan(N, P, _F64 * (C * Hp * Wp + K * Cg * R * S), _F64 * Q * (C * R * S + 2 * K), max_temp_bytes)
+    dwt = xp.zeros(
+        (g, Cg * R * S, K // g), dtype=xp.float64
+    )  # transposed: keeps the big operand un-transposed
+    nb, rows = _plan(
+        N, P, _F64 * (C * Hp * Wp + K * Cg * R * S), _F64 * Q * (C * R * S + 2 * K), max_temp_bytes
+    )
     for n0 in range(0, N, nb):
         n1 = min(N, n0 + nb)
         n = n1 - n0
@@ -220,7 +250,7 @@ def conv_wgrad(x, dy, rs, stride=1, padding=0, dilation=1, groups=1, *, max_temp
         for p0 in range(0, P, rows):
             pc = min(P, p0 + rows) - p0
             cols = _im2col(xp, xpad, R, S, p0, pc, Q, stride, dilation).reshape(n, g, Cg * R * S, pc * Q)
-            d = dy[n0:n1, :, p0:p0 + pc].reshape(n, g, K // g, pc * Q)
+            d = dy[n0:n1, :, p0 : p0 + pc].reshape(n, g, K // g, pc * Q)
             dwt += xp.matmul(cols, d.transpose(0, 1, 3, 2)).sum(axis=0)  # (g, Cg*R*S, Kg)
     return dwt.transpose(0, 2, 1).reshape(K, Cg, R, S)
 
@@ -243,8 +273,16 @@ def reference(spec, inputs: dict, *, max_temp_bytes: int = DEFAULT_TEMP_BYTES):
         raise InvalidSpec("inputs", sorted(inputs), f"{spec.direction} needs {list(need)}; missing {missing}")
     for k in need:
         if tuple(inputs[k].shape) != tuple(shapes[k]):
-            raise InvalidSpec("inputs", f"{k}{tuple(inputs[k].shape)}", f"must have shape {shapes[k]} for {spec.label}")
-    geo = dict(stride=spec.stride, padding=spec.padding, dilation=spec.dilation, groups=spec.groups, max_temp_bytes=max_temp_bytes)
+            raise InvalidSpec(
+                "inputs", f"{k}{tuple(inputs[k].shape)}", f"must have shape {shapes[k]} for {spec.label}"
+            )
+    geo = dict(
+        stride=spec.stride,
+        padding=spec.padding,
+        dilation=spec.dilation,
+        groups=spec.groups,
+        max_temp_bytes=max_temp_bytes,
+    )
     if spec.direction == "fprop":
         return conv_fprop(inputs["x"], inputs["w"], **geo)
     if spec.direction == "dgrad":

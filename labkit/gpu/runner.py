@@ -6,6 +6,7 @@ under memory pressure (`OutOfMemory`, `ArenaTooSmall`) falls back to the next pl
 workspace, as PyTorch and TensorFlow do; each call's `CallRecord` says which plan ran and why.
 Sizes in bytes.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -13,10 +14,10 @@ from typing import Dict, List, Optional
 
 import cupy
 
-from . import engine
 from ..errors import ArenaTooSmall, InvalidSpec, LabkitError, OutOfMemory
 from ..spec import ConvSpec
 from ..store.keys import Request
+from . import engine
 from .workspace import Strategy
 
 
@@ -53,8 +54,14 @@ class Runner:
     here and left alone by `close` (several runners in turn over the same specs make them once).
     """
 
-    def __init__(self, strategy: Strategy, stream=None, fallback: bool = True, seed: int = 0,
-                 operands: Optional[Dict[tuple, engine.Operands]] = None):
+    def __init__(
+        self,
+        strategy: Strategy,
+        stream=None,
+        fallback: bool = True,
+        seed: int = 0,
+        operands: Optional[Dict[tuple, engine.Operands]] = None,
+    ):
         if not isinstance(strategy, Strategy):
             raise InvalidSpec("strategy", strategy, "must be a labkit.workspace.Strategy")
         self.strategy, self.fallback, self.seed = strategy, bool(fallback), seed

@@ -24,6 +24,7 @@ driver, a driver or administrator that does not permit tracing, another trace in
 (labkit's or torch.profiler's). More than ``max_records`` records: the rest are counted, not kept
 (``df.attrs["dropped"]``), never an unbounded buffer.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -37,23 +38,52 @@ from typing import Dict, List, Optional
 from ..errors import LabkitError
 
 #: a kernel's role, from its name: what the learner reads in the charts, in this order of checks
-ROLES = ("zeroing (memset)", "copy", "layout conversion", "FFT transform", "Winograd transform", "split-K reduction",
-         "setup", "epilogue", "main convolution", "other")
+ROLES = (
+    "zeroing (memset)",
+    "copy",
+    "layout conversion",
+    "FFT transform",
+    "Winograd transform",
+    "split-K reduction",
+    "setup",
+    "epilogue",
+    "main convolution",
+    "other",
+)
 _ROLE_WORDS = (
-    ("layout conversion", ("nchwtonhwc", "nhwctonchw", "addpadding", "transpose", "tensortransform", "reorder",
-                           "convert_", "nchwtonchwc", "nchwctonchw")),
+    (
+        "layout conversion",
+        (
+            "nchwtonhwc",
+            "nhwctonchw",
+            "addpadding",
+            "transpose",
+            "tensortransform",
+            "reorder",
+            "convert_",
+            "nchwtonchwc",
+            "nchwctonchw",
+        ),
+    ),
     ("FFT transform", ("fft",)),
     ("Winograd transform", ("winograd_transform", "winogradtransform", "wgrad_transform")),
     ("split-K reduction", ("splitk", "split_k", "reduce", "reduction")),
-    ("setup", ("flip_filter", "precompute", "init_device_work", "computeoffsets", "compute_offsets", "zero_init")),
+    (
+        "setup",
+        ("flip_filter", "precompute", "init_device_work", "computeoffsets", "compute_offsets", "zero_init"),
+    ),
     ("epilogue", ("cupy_add", "cupy_maximum", "cupy_multiply", "bias", "relu", "pointwise", "activation")),
-    ("main convolution", ("gemm", "xmma", "conv", "cutlass", "nvjet", "winograd", "implicit", "cudnn_generated",
-                          "direct")),
+    (
+        "main convolution",
+        ("gemm", "xmma", "conv", "cutlass", "nvjet", "winograd", "implicit", "cudnn_generated", "direct"),
+    ),
 )
 #: API calls kept in a trace unless ``all_api``: the ones a workspace lesson is about
-API_KEPT = re.compile(r"^(cuda|cu)(Malloc|Free|MemAlloc|MemFree|MallocAsync|FreeAsync|MemAllocAsync|MemFreeAsync|"
-                      r"MallocFromPoolAsync|LaunchKernel|LaunchKernelEx|LaunchKernelExC|GraphLaunch|StreamSynchronize|"
-                      r"EventSynchronize|DeviceSynchronize|CtxSynchronize|Memset|MemsetD|Memcpy|MemcpyAsync)")
+API_KEPT = re.compile(
+    r"^(cuda|cu)(Malloc|Free|MemAlloc|MemFree|MallocAsync|FreeAsync|MemAllocAsync|MemFreeAsync|"
+    r"MallocFromPoolAsync|LaunchKernel|LaunchKernelEx|LaunchKernelExC|GraphLaunch|StreamSynchronize|"
+    r"EventSynchronize|DeviceSynchronize|CtxSynchronize|Memset|MemsetD|Memcpy|MemcpyAsync)"
+)
 #: at most this many records are kept per trace (the rest are counted in ``attrs["dropped"]``)
 MAX_RECORDS = 200_000
 #: bytes per CUPTI activity buffer
@@ -79,7 +109,12 @@ def _cxa_demangle():
         except (OSError, AttributeError):
             continue
         fn.restype = ctypes.c_void_p
-        fn.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_int)]
+        fn.argtypes = [
+            ctypes.c_char_p,
+            ctypes.c_char_p,
+            ctypes.POINTER(ctypes.c_size_t),
+            ctypes.POINTER(ctypes.c_int),
+        ]
         return fn
     return None
 
@@ -147,11 +182,15 @@ def _cupti():
     try:
         from cupti import cupti
     except ImportError as exc:
-        raise TraceUnavailable("the cupti-python package is not installed (pip install -e '.[trace-cuda13]' or "
-                               f"'.[trace-cuda12]', matching your driver): {exc}") from None
+        raise TraceUnavailable(
+            "the cupti-python package is not installed (pip install -e '.[trace-cuda13]' or "
+            f"'.[trace-cuda12]', matching your driver): {exc}"
+        ) from None
     except Exception as exc:  # noqa: BLE001  (a CUPTI library that does not load: version or driver)
-        raise TraceUnavailable(f"CUPTI did not load ({type(exc).__name__}: {exc}); cupti-python must match the "
-                               "driver's CUDA major version") from None
+        raise TraceUnavailable(
+            f"CUPTI did not load ({type(exc).__name__}: {exc}); cupti-python must match the "
+            "driver's CUDA major version"
+        ) from None
     return cupti
 
 
@@ -181,8 +220,14 @@ def _other_profiler() -> Optional[str]:
 
 def _kind_names(cupti) -> dict:
     K = cupti.ActivityKind
-    return {K.CONCURRENT_KERNEL: "kernel", K.MEMSET: "memset", K.MEMCPY: "memcpy", K.RUNTIME: "api",
-            K.DRIVER: "api", K.SYNCHRONIZATION: "sync"}
+    return {
+        K.CONCURRENT_KERNEL: "kernel",
+        K.MEMSET: "memset",
+        K.MEMCPY: "memcpy",
+        K.RUNTIME: "api",
+        K.DRIVER: "api",
+        K.SYNCHRONIZATION: "sync",
+    }
 
 
 def _as_row(cupti, kinds: dict, a) -> Optional[dict]:
@@ -190,9 +235,18 @@ def _as_row(cupti, kinds: dict, a) -> Optional[dict]:
     kind = kinds.get(a.kind)
     if kind is None:
         return None
-    row = dict(kind=kind, start_ns=int(a.start), end_ns=int(a.end), correlation_id=int(getattr(a, "correlation_id", 0)))
+    row = dict(
+        kind=kind,
+        start_ns=int(a.start),
+        end_ns=int(a.end),
+        correlation_id=int(getattr(a, "correlation_id", 0)),
+    )
     if kind == "api":
-        dom = cupti.CallbackDomain.RUNTIME_API if a.kind == cupti.ActivityKind.RUNTIME else cupti.CallbackDomain.DRIVER_API
+        dom = (
+            cupti.CallbackDomain.RUNTIME_API
+            if a.kind == cupti.ActivityKind.RUNTIME
+            else cupti.CallbackDomain.DRIVER_API
+        )
         try:
             row["name"] = api_name(cupti.get_callback_name(dom, a.cbid))
         except Exception:  # noqa: BLE001
@@ -201,8 +255,12 @@ def _as_row(cupti, kinds: dict, a) -> Optional[dict]:
         return row
     row["stream_id"] = int(getattr(a, "stream_id", -1))
     if kind == "kernel":
-        row.update(raw_name=str(a.name or ""), grid=f"{a.grid_x}x{a.grid_y}x{a.grid_z}",
-                   block=f"{a.block_x}x{a.block_y}x{a.block_z}", graph_id=int(getattr(a, "graph_id", 0)))
+        row.update(
+            raw_name=str(a.name or ""),
+            grid=f"{a.grid_x}x{a.grid_y}x{a.grid_z}",
+            block=f"{a.block_x}x{a.block_y}x{a.block_z}",
+            graph_id=int(getattr(a, "graph_id", 0)),
+        )
     elif kind in ("memset", "memcpy"):
         row.update(raw_name=kind, bytes=int(getattr(a, "bytes", 0)), graph_id=int(getattr(a, "graph_id", 0)))
     else:  # sync
@@ -215,7 +273,9 @@ class Tracer:
     ``label`` names the traced run; ``all_api`` keeps every API call; ``max_records`` bounds the
     records kept. `frame` after the block."""
 
-    def __init__(self, label: str = "", all_api: bool = False, max_records: int = MAX_RECORDS, api: bool = True):
+    def __init__(
+        self, label: str = "", all_api: bool = False, max_records: int = MAX_RECORDS, api: bool = True
+    ):
         self.label, self.all_api, self.max_records = label, bool(all_api), int(max_records)
         #: record CUDA API calls (the host lane); False: device records only, the least host time
         #: added (CUPTI's cost is mostly per API call)
@@ -245,6 +305,7 @@ class Tracer:
                 if row["kind"] == "api" and not self.all_api and not API_KEPT.match(row["name"]):
                     continue
                 self.rows.append(row)
+
         return completed
 
     def __enter__(self):
@@ -368,8 +429,10 @@ def _why(exc: Exception) -> str:
     text = str(exc)
     low = text.lower()
     if "insufficient_privileges" in low or "not permitted" in low or "privilege" in low:
-        return (f"the driver does not permit profiling for this user ({text}); an administrator can allow it "
-                "(NVreg_RestrictProfilingToAdminUsers=0)")
+        return (
+            f"the driver does not permit profiling for this user ({text}); an administrator can allow it "
+            "(NVreg_RestrictProfilingToAdminUsers=0)"
+        )
     if "multiple_subscribers" in low or "subscriber" in low or "already" in low:
         return f"another profiler (torch.profiler, Nsight) holds CUPTI in this process ({text}); stop it and retry"
     if "version" in low or "compatib" in low:
@@ -382,8 +445,21 @@ def to_frame(rows: List[dict], label: str = "", dropped: int = 0, marks_ns: Opti
     (`Tracer.marks`) become ``attrs["marks_us"]`` on the frame's time axis."""
     import pandas as pd
 
-    cols = ["kind", "row", "name", "role", "start_us", "end_us", "dur_us", "stream_id", "correlation_id", "grid",
-            "block", "graph_id", "bytes"]
+    cols = [
+        "kind",
+        "row",
+        "name",
+        "role",
+        "start_us",
+        "end_us",
+        "dur_us",
+        "stream_id",
+        "correlation_id",
+        "grid",
+        "block",
+        "graph_id",
+        "bytes",
+    ]
     marks_us: List[float] = []
     if not rows:
         df = pd.DataFrame(columns=cols)
@@ -396,14 +472,20 @@ def to_frame(rows: List[dict], label: str = "", dropped: int = 0, marks_ns: Opti
         df["dur_us"] = (df.end_ns - df.start_ns) / 1e3
         raw = df["raw_name"] if "raw_name" in df else pd.Series([""] * len(df))
         device = df.kind.isin(["kernel", "memset", "memcpy"])
-        df["name"] = [kernel_name(r) if dev and k == "kernel" else (n if k == "api" else r)
-                      for dev, k, r, n in zip(device, df.kind, raw.fillna(""), df.get("name", raw).fillna(""))]
-        df["role"] = [role_of(k, r) if dev else ("host" if k == "api" else "sync")
-                      for dev, k, r in zip(device, df.kind, raw.fillna(""))]
+        df["name"] = [
+            kernel_name(r) if dev and k == "kernel" else (n if k == "api" else r)
+            for dev, k, r, n in zip(device, df.kind, raw.fillna(""), df.get("name", raw).fillna(""))
+        ]
+        df["role"] = [
+            role_of(k, r) if dev else ("host" if k == "api" else "sync")
+            for dev, k, r in zip(device, df.kind, raw.fillna(""))
+        ]
         order = {}
         for sid in df.sort_values("start_ns").loc[device, "stream_id"]:
             order.setdefault(sid, f"stream {len(order) + 1}")
-        df["row"] = ["host" if k == "api" else order.get(s, "sync") for k, s in zip(df.kind, df.get("stream_id"))]
+        df["row"] = [
+            "host" if k == "api" else order.get(s, "sync") for k, s in zip(df.kind, df.get("stream_id"))
+        ]
         for c in cols:
             if c not in df:
                 df[c] = None

@@ -1,6 +1,7 @@
 """The unfused epilogue: a cuDNN convolution (the heuristic's plan), then CuPy's elementwise
 kernels for bias, residual add and ReLU, each writing a real tensor: what a framework without
 fusion runs. Lesson 04 times it against the fused cuDNN graph, lesson 10 traces both."""
+
 from __future__ import annotations
 
 from ..errors import InvalidSpec
@@ -13,7 +14,9 @@ DTYPES = ("fp32", "fp16")
 def check_spec(spec: ConvSpec) -> None:
     """`InvalidSpec` unless ``spec`` is an fprop in one of `DTYPES`."""
     if spec.direction != "fprop" or spec.dtype not in DTYPES:
-        raise InvalidSpec("spec", spec.label, "fusion compares fprop in fp16 or fp32 (CuPy has no bf16/fp8 kernels)")
+        raise InvalidSpec(
+            "spec", spec.label, "fusion compares fprop in fp16 or fp32 (CuPy has no bf16/fp8 kernels)"
+        )
 
 
 def bias_view(spec: ConvSpec, bias):
@@ -52,8 +55,9 @@ class UnfusedPath:
         self.t1, self.t2 = cupy.empty_like(y), cupy.empty_like(y)
         self._bias = bias_view(spec, ops.arrays["b"])
         self._z = ops.arrays.get("z")
-        self._conv = plain.bind({**ops.arrays, ops.output_role: self.conv_y}, int(self._ws.data.ptr), self.plan.index,
-                                stream)
+        self._conv = plain.bind(
+            {**ops.arrays, ops.output_role: self.conv_y}, int(self._ws.data.ptr), self.plan.index, stream
+        )
 
     def run(self) -> None:
         """Conv, then bias (+ residual add), then ReLU into the output (enqueued, not synchronised)."""

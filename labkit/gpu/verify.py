@@ -4,6 +4,7 @@ Every run uses a poisoned, guard-banded workspace (`memory.GuardedBuffer`) and a
 output, so a plan that reads scratch it never wrote, writes outside its workspace, or leaves
 output elements unwritten, fails the check.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -11,9 +12,9 @@ from typing import Optional
 
 import cupy
 
-from . import engine, memory, reference
 from ..signals.progress import announce
 from ..spec import ConvSpec
+from . import engine, memory, reference
 
 
 @dataclass(frozen=True)
@@ -52,9 +53,15 @@ def expected(spec: ConvSpec, ops: engine.Operands, unrounded: bool = False) -> c
     return ref
 
 
-def check_plan(spec: ConvSpec, epilogue: str = "none", plan_index: Optional[int] = None, seed: int = 0,
-               workspace_cap: Optional[int] = None, graph: Optional[engine.ConvGraph] = None,
-               vs_unrounded: bool = False) -> CheckResult:
+def check_plan(
+    spec: ConvSpec,
+    epilogue: str = "none",
+    plan_index: Optional[int] = None,
+    seed: int = 0,
+    workspace_cap: Optional[int] = None,
+    graph: Optional[engine.ConvGraph] = None,
+    vs_unrounded: bool = False,
+) -> CheckResult:
     """Run the plan (default: the heuristic's pick) once and compare with the reference
     (and, with ``vs_unrounded``, with the float64 convolution of the inputs before rounding)."""
     g = graph if graph is not None else engine.get_graph(spec, epilogue, workspace_cap)
@@ -62,8 +69,9 @@ def check_plan(spec: ConvSpec, epilogue: str = "none", plan_index: Optional[int]
     return check_plans(g, [g.plan(plan_index).index], ops, seed, vs_unrounded)[0]
 
 
-def check_plans(graph: engine.ConvGraph, plan_indices, ops: engine.Operands, seed: int = 0,
-                vs_unrounded: bool = False) -> list:
+def check_plans(
+    graph: engine.ConvGraph, plan_indices, ops: engine.Operands, seed: int = 0, vs_unrounded: bool = False
+) -> list:
     """Run each plan of ``plan_indices`` once on ``ops`` (output poisoned before each, guarded
     workspace) and compare with one float64 reference: a `CheckResult` per plan, in order."""
     spec = graph.spec
@@ -79,9 +87,17 @@ def check_plans(graph: engine.ConvGraph, plan_indices, ops: engine.Operands, see
         graph.execute(ops.arrays, ws.ptr, plan.index)
         ws.check()
         got = ops.output()
-        out.append(CheckResult(
-            spec, ops.epilogue, plan.index, plan.name, plan.workspace_bytes,
-            reference.relative_error(got, ref), reference.max_abs_error(got, ref), reference.tolerance_for(spec),
-            reference.relative_error(got, unrounded) if vs_unrounded else None,
-        ))
+        out.append(
+            CheckResult(
+                spec,
+                ops.epilogue,
+                plan.index,
+                plan.name,
+                plan.workspace_bytes,
+                reference.relative_error(got, ref),
+                reference.max_abs_error(got, ref),
+                reference.tolerance_for(spec),
+                reference.relative_error(got, unrounded) if vs_unrounded else None,
+            )
+        )
     return out

@@ -24,6 +24,7 @@ strategy's workspace allocations: cudaMalloc calls for the strategies that own t
 ``pool.malloc`` requests for cupy_pool / async_pool (most served from the pool's cache). Microseconds;
 bytes.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -37,7 +38,14 @@ from ..errors import InvalidSpec, LabkitError
 from ..spec import ConvSpec
 
 ONE_CONV = ConvSpec(N=32, C=64, H=56, W=56, K=64, dtype="fp16", layout="NCHW")
-WORKLOADS = ("one_conv", "resnet50_fp16_nhwc", "resnet50_fp32_nchw", "random_shapes", "growing_batch", "pressure")
+WORKLOADS = (
+    "one_conv",
+    "resnet50_fp16_nhwc",
+    "resnet50_fp32_nchw",
+    "random_shapes",
+    "growing_batch",
+    "pressure",
+)
 PRESSURE_FREE_BYTES = 8 << 20
 
 #: the strategies every workload runs, with the options the benchmark uses
@@ -74,10 +82,31 @@ def sequence(workload: str, repeats: int) -> List[ConvSpec]:
     if workload == "growing_batch":
         return [ONE_CONV.replace(N=n) for n in (1, 2, 4, 8, 16, 32, 64) for _ in range(repeats)]
     rng = random.Random(7)
-    pool = [ConvSpec(N=rng.choice([8, 16, 32]), C=c, H=hw, W=hw, K=c, dtype=rng.choice(["fp16", "fp32"]),
-                     layout=rng.choice(["NCHW", "NHWC"])) for c, hw in
-            [(64, 56), (64, 28), (128, 28), (128, 14), (256, 14), (256, 7), (512, 7), (32, 56), (96, 28), (192, 14),
-             (48, 56), (384, 7)]]
+    pool = [
+        ConvSpec(
+            N=rng.choice([8, 16, 32]),
+            C=c,
+            H=hw,
+            W=hw,
+            K=c,
+            dtype=rng.choice(["fp16", "fp32"]),
+            layout=rng.choice(["NCHW", "NHWC"]),
+        )
+        for c, hw in [
+            (64, 56),
+            (64, 28),
+            (128, 28),
+            (128, 14),
+            (256, 14),
+            (256, 7),
+            (512, 7),
+            (32, 56),
+            (96, 28),
+            (192, 14),
+            (48, 56),
+            (384, 7),
+        ]
+    ]
     return [rng.choice(pool) for _ in range(12 * repeats)]
 
 
@@ -85,8 +114,8 @@ def run_one(strategy_name: str, options: dict, workload: str, repeats: int) -> d
     """Run ``workload`` under one strategy on a fresh stream; one result row."""
     import cupy
 
-    from . import engine, memory, workspace
     from ..signals.cancel import checkpoint
+    from . import engine, memory, workspace
     from .ranges import annotate
     from .runner import Runner
 
@@ -122,14 +151,24 @@ def run_one(strategy_name: str, options: dict, workload: str, repeats: int) -> d
         end.synchronize()
         st = strategy.stats
         per_call.sort()
-        row.update(median_us=statistics.median(per_call), p95_us=per_call[int(0.95 * (len(per_call) - 1))],
-                   gpu_us=cupy.cuda.get_elapsed_time(start, end) * 1000 / len(seq),
-                   alloc_calls=st.alloc_calls - warm.alloc_calls, alloc_us_total=st.alloc_us_total - warm.alloc_us_total,
-                   peak_bytes=st.peak_held_bytes, held_after_bytes=st.held_bytes,
-                   hits=st.hits - warm.hits, misses=st.misses - warm.misses, evictions=st.evictions - warm.evictions,
-                   fallbacks=runner.fallbacks - warm_fallbacks, warmup_alloc_calls=warm.alloc_calls,
-                   strategy_us_per_call=(st.get_put_us_total - warm.get_put_us_total) / len(seq),
-                   warmup_alloc_us_total=warm.alloc_us_total, status="ok", reason="")
+        row.update(
+            median_us=statistics.median(per_call),
+            p95_us=per_call[int(0.95 * (len(per_call) - 1))],
+            gpu_us=cupy.cuda.get_elapsed_time(start, end) * 1000 / len(seq),
+            alloc_calls=st.alloc_calls - warm.alloc_calls,
+            alloc_us_total=st.alloc_us_total - warm.alloc_us_total,
+            peak_bytes=st.peak_held_bytes,
+            held_after_bytes=st.held_bytes,
+            hits=st.hits - warm.hits,
+            misses=st.misses - warm.misses,
+            evictions=st.evictions - warm.evictions,
+            fallbacks=runner.fallbacks - warm_fallbacks,
+            warmup_alloc_calls=warm.alloc_calls,
+            strategy_us_per_call=(st.get_put_us_total - warm.get_put_us_total) / len(seq),
+            warmup_alloc_us_total=warm.alloc_us_total,
+            status="ok",
+            reason="",
+        )
     except LabkitError as exc:
         row.update(status=type(exc).__name__, reason=str(exc)[:300], fallbacks=runner.fallbacks)
     finally:
@@ -154,8 +193,9 @@ def run_all(workload: str, repeats: int = 20, strategies=BENCH_STRATEGIES):
     return pd.DataFrame(rows)
 
 
-def traced_pass(strategy_name: str, options: dict, workload: str = "one_conv", calls: int = 8,
-                passes: int = 5) -> tuple:
+def traced_pass(
+    strategy_name: str, options: dict, workload: str = "one_conv", calls: int = 8, passes: int = 5
+) -> tuple:
     """The first ``calls`` calls of ``workload`` under one strategy, in steady state (one untraced
     warm-up pass first): untraced (``gpu_us``: two events around a pass; ``host_us``: the host's
     wall time), traced with device records only, and traced with API calls too
@@ -219,13 +259,17 @@ def traced_pass(strategy_name: str, options: dict, workload: str = "one_conv", c
             row.update(gpu_us=statistics.median(gpu), host_us=statistics.median(host))
             dev = trace.between_marks(traced(f"{row['strategy']}: device records only", False, passes))
             df = traced(f"{row['strategy']}: {len(seq)} calls of {workload}", True, 1)
-        row.update(busy_us=statistics.median(trace.busy_us(d) for d in dev),
-                   idle_share=statistics.median(trace.idle_share(d) for d in dev), idle_share_api=trace.idle_share(df),
-                   dropped=df.attrs.get("dropped", 0), status="ok", reason="")
+        row.update(
+            busy_us=statistics.median(trace.busy_us(d) for d in dev),
+            idle_share=statistics.median(trace.idle_share(d) for d in dev),
+            idle_share_api=trace.idle_share(df),
+            dropped=df.attrs.get("dropped", 0),
+            status="ok",
+            reason="",
+        )
     except LabkitError as exc:
         row.update(status=type(exc).__name__, reason=str(exc)[:300])
         df = None
     finally:
         runner.close()
     return row, df
-

@@ -25,6 +25,7 @@ bytes than the plan asked for, and under memory pressure (OutOfMemory, ArenaTooS
 to the next plan with a smaller workspace, as PyTorch and TensorFlow do. Sizes in bytes, times in
 microseconds.
 """
+
 from __future__ import annotations
 
 import collections
@@ -34,9 +35,9 @@ from typing import Dict, Tuple
 
 import cupy
 
-from . import memory
 from ..errors import ArenaTooSmall, InvalidSpec, LabkitError, OutOfMemory
 from ..store.keys import KEYS, Request, dims_only_key, full_key  # noqa: F401  (re-exported)
+from . import memory
 
 
 @dataclass

@@ -16,6 +16,7 @@ Where things live: `layers_of` (here: any of the three kinds of network, as a `N
 `PRESETS`); `torch_models` (a PyTorch model's layers, and a model named ``"module:callable"``);
 `arguments` (the checks on a batch and an image size).
 """
+
 from __future__ import annotations
 
 import sys
@@ -28,13 +29,32 @@ from .records import Group, Layer, Network, Skipped, unique
 from .torch_models import from_module, is_model_path, model_from_path
 
 __all__ = [
-    "Layer", "Skipped", "Group", "Network", "unique", "layers_of", "PRESETS", "resnet50", "resnext50_32x4d",
-    "mobilenet_v2", "convnext_tiny", "vgg16", "deeplabv3_aspp", "is_model_path", "model_from_path",
+    "Layer",
+    "Skipped",
+    "Group",
+    "Network",
+    "unique",
+    "layers_of",
+    "PRESETS",
+    "resnet50",
+    "resnext50_32x4d",
+    "mobilenet_v2",
+    "convnext_tiny",
+    "vgg16",
+    "deeplabv3_aspp",
+    "is_model_path",
+    "model_from_path",
 ]
 
 
-def layers_of(net, batch: int | None = None, dtype: str | None = None, layout: str | None = None,
-              image=224, input_shape=None) -> Network:
+def layers_of(
+    net,
+    batch: int | None = None,
+    dtype: str | None = None,
+    layout: str | None = None,
+    image=224,
+    input_shape=None,
+) -> Network:
     """The convolution layers of ``net``, in forward order, as a `Network`.
 
     ``net`` is one of:
@@ -58,16 +78,24 @@ def layers_of(net, batch: int | None = None, dtype: str | None = None, layout: s
         key = net.strip().lower().replace("-", "_")
         if key not in PRESETS:
             raise InvalidSpec("net", net, f"unknown network; known: {', '.join(PRESETS)}")
-        layers = PRESETS[key](1 if batch is None else batch, "fp16" if dtype is None else dtype,
-                              "NHWC" if layout is None else layout, image)
+        layers = PRESETS[key](
+            1 if batch is None else batch,
+            "fp16" if dtype is None else dtype,
+            "NHWC" if layout is None else layout,
+            image,
+        )
         h, w = image_pixels(image)
         return Network(key, tuple(layers), (), f"preset {key}, {h}x{w} image")
     if isinstance(net, (ConvSpec, Layer)):
         net = [net]
     if isinstance(net, (list, tuple, Network)):
         return _from_specs(list(net), batch, dtype, layout)
-    raise InvalidSpec("net", type(net).__name__, f"must be a preset name ({', '.join(PRESETS)}), a list of "
-                      "ConvSpec, or a torch.nn.Module with input_shape=")
+    raise InvalidSpec(
+        "net",
+        type(net).__name__,
+        f"must be a preset name ({', '.join(PRESETS)}), a list of "
+        "ConvSpec, or a torch.nn.Module with input_shape=",
+    )
 
 
 def _from_specs(items: list, batch, dtype, layout) -> Network:
@@ -88,4 +116,3 @@ def _from_specs(items: list, batch, dtype, layout) -> Network:
                 raise InvalidSpec(field_, err.value, f"{err.rule} (layer {item.name})") from err
         layers.append(item)
     return Network("specs", tuple(layers), (), f"{len(layers)} ConvSpec(s)")
-

@@ -2,6 +2,7 @@
 input dimension) and an image size in pixels (one int, square, or an (H, W) pair). Each raises
 `InvalidSpec` naming the argument and the rule it broke.
 """
+
 from __future__ import annotations
 
 import numbers

@@ -5,6 +5,7 @@ No dependency: each preset walks its network's shapes itself (checked layer by l
 torchvision's own model by ``scripts/check_networks_torchvision.py``). Units: pixels for H, W and
 the image size; elements for channel counts.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -31,11 +32,27 @@ class _Builder:
     def conv(self, name, x, k, r, stride=1, padding=0, dilation=1, groups=1, bias=False):
         c, h, w = x
         try:
-            spec = ConvSpec(N=self.batch, C=c, H=h, W=w, K=k, R=r, S=r, stride=stride, padding=padding,
-                            dilation=dilation, groups=groups, dtype=self.dtype, layout=self.layout)
+            spec = ConvSpec(
+                N=self.batch,
+                C=c,
+                H=h,
+                W=w,
+                K=k,
+                R=r,
+                S=r,
+                stride=stride,
+                padding=padding,
+                dilation=dilation,
+                groups=groups,
+                dtype=self.dtype,
+                layout=self.layout,
+            )
         except InvalidSpec as err:
-            raise InvalidSpec("image", (h, w), f"{self.net} cannot take this image size: at layer {name} "
-                              f"({c}x{h}x{w} in): {err}") from err
+            raise InvalidSpec(
+                "image",
+                (h, w),
+                f"{self.net} cannot take this image size: at layer {name} ({c}x{h}x{w} in): {err}",
+            ) from err
         self.layers.append(Layer(name, spec, bias))
         return (k, spec.P, spec.Q)
 
@@ -95,8 +112,15 @@ def mobilenet_v2(batch: int = 1, dtype: str = "fp16", layout: str = "NHWC", imag
     b, x = _start("mobilenet_v2", batch, dtype, layout, image)
     x = b.conv("features.0.0", x, 32, 3, stride=2, padding=1)
     idx = 1
-    for t, c, n, s in ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2),
-                       (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)):
+    for t, c, n, s in (
+        (1, 16, 1, 1),
+        (6, 24, 2, 2),
+        (6, 32, 3, 2),
+        (6, 64, 4, 2),
+        (6, 96, 3, 1),
+        (6, 160, 3, 2),
+        (6, 320, 1, 1),
+    ):
         for i in range(n):
             name, hidden, j = f"features.{idx}.conv", int(round(x[0] * t)), 0
             y = x

@@ -3,6 +3,7 @@
 returns) and `Group` (identical specs, from `unique`, so that a report measures each once).
 Units: pixels for H, W; elements for channel counts (the `ConvSpec` fields).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -84,6 +85,8 @@ def unique(layers) -> List[Group]:
         if isinstance(lay, ConvSpec):
             lay = Layer(f"conv{i}", lay)
         if not isinstance(lay, Layer):
-            raise InvalidSpec(f"layers[{i}]", type(lay).__name__, "every item must be a Layer (or a ConvSpec)")
+            raise InvalidSpec(
+                f"layers[{i}]", type(lay).__name__, "every item must be a Layer (or a ConvSpec)"
+            )
         seen.setdefault(lay.spec.key, [lay.spec, []])[1].append(lay.name)
     return [Group(spec, len(names), tuple(names)) for spec, names in seen.values()]

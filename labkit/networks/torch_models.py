@@ -6,6 +6,7 @@ One `Layer` per ``Conv2d`` call, in forward order, with the input's shape at tha
 W: pixels for H, W; elements for channels); every other convolution module is a `Skipped` with the
 reason.
 """
+
 from __future__ import annotations
 
 import sys
@@ -35,21 +36,30 @@ def model_from_path(path: str):
     try:
         obj = importlib.import_module(module.strip())
     except Exception as err:  # noqa: BLE001  (ImportError, or whatever the module raised on import)
-        raise InvalidSpec("net", path, f"module {module.strip()!r} does not import: {type(err).__name__}: "
-                          f"{_first_line(err)}") from None
+        raise InvalidSpec(
+            "net",
+            path,
+            f"module {module.strip()!r} does not import: {type(err).__name__}: {_first_line(err)}",
+        ) from None
     for part in attr.strip().split("."):
         if not hasattr(obj, part):
             raise InvalidSpec("net", path, f"{module.strip()} has no {attr.strip()!r}")
         obj = getattr(obj, part)
     if not callable(obj):
-        raise InvalidSpec("net", path, f"{attr.strip()} is a {type(obj).__name__}, not a function returning a model")
+        raise InvalidSpec(
+            "net", path, f"{attr.strip()} is a {type(obj).__name__}, not a function returning a model"
+        )
     try:
         model = obj()
     except Exception as err:  # noqa: BLE001
-        raise InvalidSpec("net", path, f"calling {attr.strip()}() failed: {type(err).__name__}: {_first_line(err)}") from None
+        raise InvalidSpec(
+            "net", path, f"calling {attr.strip()}() failed: {type(err).__name__}: {_first_line(err)}"
+        ) from None
     torch = sys.modules.get("torch")
     if torch is None or not isinstance(model, torch.nn.Module):
-        raise InvalidSpec("net", path, f"{attr.strip()}() returned a {type(model).__name__}, not a torch.nn.Module")
+        raise InvalidSpec(
+            "net", path, f"{attr.strip()}() returned a {type(model).__name__}, not a torch.nn.Module"
+        )
     return model
 
 
@@ -83,8 +93,12 @@ def from_module(model, input_shape, batch, dtype, layout) -> Network:
     shape = _input_shape(input_shape)
     _check_model(model)
     if batch is not None and whole_number("batch", batch) != shape[0]:
-        raise InvalidSpec("batch", batch, f"the batch is the example input's first dimension ({shape[0]} in "
-                          f"input_shape={shape}); leave batch out or make them agree")
+        raise InvalidSpec(
+            "batch",
+            batch,
+            f"the batch is the example input's first dimension ({shape[0]} in "
+            f"input_shape={shape}); leave batch out or make them agree",
+        )
     dtype, layout = ("fp16" if dtype is None else dtype), ("NHWC" if layout is None else layout)
     ConvSpec(dtype=dtype, layout=layout)  # InvalidSpec naming a bad dtype or layout
     kinds = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)
@@ -92,11 +106,19 @@ def from_module(model, input_shape, batch, dtype, layout) -> Network:
     model_name = type(model).__name__
     if not any(isinstance(m, nn.Conv2d) for _, m in convs):
         found = sorted({type(m).__name__ for _, m in convs})
-        raise InvalidSpec("net", model_name, "has no Conv2d layer, so no convolution for this workbook"
-                          + (f" (its convolutions: {', '.join(found)})" if found else ""))
+        raise InvalidSpec(
+            "net",
+            model_name,
+            "has no Conv2d layer, so no convolution for this workbook"
+            + (f" (its convolutions: {', '.join(found)})" if found else ""),
+        )
     if len(shape) < 3:
-        raise InvalidSpec("input_shape", shape, f"has {len(shape)} dimension(s); a network of Conv2d takes an image "
-                          "batch (N, C, H, W), e.g. (1, 3, 224, 224)")
+        raise InvalidSpec(
+            "input_shape",
+            shape,
+            f"has {len(shape)} dimension(s); a network of Conv2d takes an image "
+            "batch (N, C, H, W), e.g. (1, 3, 224, 224)",
+        )
     calls = _run_hooked(model, convs, shape, torch)
     layers, skipped, called = [], [], set()
     for name, m, shp in calls:
@@ -110,20 +132,30 @@ def from_module(model, input_shape, batch, dtype, layout) -> Network:
             skipped.append(Skipped(name, type(m).__name__, f"ConvSpec cannot hold it (input {shp}): {err}"))
             continue
         layers.append(Layer(name, spec, m.bias is not None, note))
-    skipped += [Skipped(n, type(m).__name__, f"forward never called it with input shape {shape}")
-                for n, m in convs if id(m) not in called]
+    skipped += [
+        Skipped(n, type(m).__name__, f"forward never called it with input shape {shape}")
+        for n, m in convs
+        if id(m) not in called
+    ]
     if not layers:
         why = "; ".join(f"{s.name}: {s.reason}" for s in skipped)
-        raise InvalidSpec("net", model_name, f"no Conv2d layer ran as a 2-D convolution with input shape {shape}: {why}")
+        raise InvalidSpec(
+            "net", model_name, f"no Conv2d layer ran as a 2-D convolution with input shape {shape}: {why}"
+        )
     return Network(model_name, tuple(layers), tuple(skipped), f"torch {model_name}, input shape {shape}")
 
 
 def _input_shape(input_shape) -> Tuple[int, ...]:
     if input_shape is None:
-        raise InvalidSpec("input_shape", None, "a torch module needs its example input's shape, "
-                          "e.g. input_shape=(1, 3, 224, 224)")
+        raise InvalidSpec(
+            "input_shape",
+            None,
+            "a torch module needs its example input's shape, e.g. input_shape=(1, 3, 224, 224)",
+        )
     if not isinstance(input_shape, (tuple, list)) or not input_shape:
-        raise InvalidSpec("input_shape", input_shape, "must be a tuple of whole numbers, e.g. (1, 3, 224, 224)")
+        raise InvalidSpec(
+            "input_shape", input_shape, "must be a tuple of whole numbers, e.g. (1, 3, 224, 224)"
+        )
     return tuple(whole_number("input_shape", d) for d in input_shape)
 
 
@@ -134,11 +166,19 @@ def _check_model(model) -> None:
     if param is None:
         return
     if param.device.type != "cpu":
-        raise InvalidSpec("net", type(model).__name__, f"its parameters are on {param.device}; labkit reads the layers "
-                          "with one forward pass on the CPU: pass model.cpu() (the report measures on the GPU anyway)")
+        raise InvalidSpec(
+            "net",
+            type(model).__name__,
+            f"its parameters are on {param.device}; labkit reads the layers "
+            "with one forward pass on the CPU: pass model.cpu() (the report measures on the GPU anyway)",
+        )
     if param.dtype.is_floating_point and str(param.dtype) != "torch.float32":
-        raise InvalidSpec("net", type(model).__name__, f"its parameters are {param.dtype}; labkit reads the layers in "
-                          "float32 on the CPU: pass model.float() (the report's precision is dtype=, e.g. 'fp16')")
+        raise InvalidSpec(
+            "net",
+            type(model).__name__,
+            f"its parameters are {param.dtype}; labkit reads the layers in "
+            "float32 on the CPU: pass model.float() (the report's precision is dtype=, e.g. 'fp16')",
+        )
 
 
 def _run_hooked(model, convs, shape, torch) -> list:
@@ -149,6 +189,7 @@ def _run_hooked(model, convs, shape, torch) -> list:
         def hook(module, args):
             x = args[0] if args else None
             calls.append((name, module, tuple(x.shape) if isinstance(x, torch.Tensor) else None))
+
         return hook
 
     flags = [(m, m.training) for m in model.modules()]
@@ -157,14 +198,18 @@ def _run_hooked(model, convs, shape, torch) -> list:
     float_param = param is not None and param.dtype.is_floating_point
     try:
         model.eval()
-        x = torch.zeros(shape, dtype=param.dtype if float_param else torch.float32,
-                        device=param.device if param is not None else "cpu")
+        x = torch.zeros(
+            shape,
+            dtype=param.dtype if float_param else torch.float32,
+            device=param.device if param is not None else "cpu",
+        )
         with torch.no_grad():
             model(x)
     except Exception as err:  # noqa: BLE001 - whatever the model raised becomes a labkit error naming the shape
         msg = str(err).strip().splitlines()[0] if str(err).strip() else ""
-        raise InvalidSpec("input_shape", shape, f"{type(model).__name__} rejected it: "
-                          f"{type(err).__name__}: {msg[:500]}") from err
+        raise InvalidSpec(
+            "input_shape", shape, f"{type(model).__name__} rejected it: {type(err).__name__}: {msg[:500]}"
+        ) from err
     finally:
         for h in handles:
             h.remove()
@@ -176,8 +221,10 @@ def _run_hooked(model, convs, shape, torch) -> list:
 def _not_2d(m, shp) -> str:
     dims = len(m.kernel_size)
     if "Transpose" in type(m).__name__:
-        return (f"a transposed {dims}-D convolution (input {shp}); ConvSpec holds forward convolutions "
-                "(cuDNN runs this one as the dgrad of a convolution), so it is left out")
+        return (
+            f"a transposed {dims}-D convolution (input {shp}); ConvSpec holds forward convolutions "
+            "(cuDNN runs this one as the dgrad of a convolution), so it is left out"
+        )
     return f"a {dims}-D convolution (input {shp}); ConvSpec holds 2-D convolutions only"
 
 
@@ -204,15 +251,31 @@ def _spec_of(m, shp, dtype: str, layout: str) -> Tuple[ConvSpec, str]:
         size[i] += (hi - lo) if zeros else (lo + hi)
         pads.append(lo if zeros else 0)
     if m.padding_mode != "zeros":
-        notes.append(f"padding_mode={m.padding_mode!r}: torch pads the input itself first, so cuDNN runs "
-                     f"this convolution on {size[0]}x{size[1]} with padding 0")
+        notes.append(
+            f"padding_mode={m.padding_mode!r}: torch pads the input itself first, so cuDNN runs "
+            f"this convolution on {size[0]}x{size[1]} with padding 0"
+        )
     elif (size[0], size[1]) != (h, w):
-        notes.append(f"padding={m.padding!r} with an even (dilated) kernel: torch pads one more row/column "
-                     f"at the bottom/right first, so cuDNN runs this convolution on {size[0]}x{size[1]} "
-                     f"with padding {tuple(pads)}")
+        notes.append(
+            f"padding={m.padding!r} with an even (dilated) kernel: torch pads one more row/column "
+            f"at the bottom/right first, so cuDNN runs this convolution on {size[0]}x{size[1]} "
+            f"with padding {tuple(pads)}"
+        )
     elif isinstance(m.padding, str):
         notes.append(f"padding={m.padding!r} is {tuple(pads)}")
-    spec = ConvSpec(N=n, C=c, H=size[0], W=size[1], K=m.out_channels, R=m.kernel_size[0], S=m.kernel_size[1],
-                    stride=tuple(m.stride), padding=tuple(pads), dilation=tuple(m.dilation), groups=m.groups,
-                    dtype=dtype, layout=layout)
+    spec = ConvSpec(
+        N=n,
+        C=c,
+        H=size[0],
+        W=size[1],
+        K=m.out_channels,
+        R=m.kernel_size[0],
+        S=m.kernel_size[1],
+        stride=tuple(m.stride),
+        padding=tuple(pads),
+        dilation=tuple(m.dilation),
+        groups=m.groups,
+        dtype=dtype,
+        layout=layout,
+    )
     return spec, "; ".join(notes)

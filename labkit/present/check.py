@@ -10,11 +10,11 @@ raises `labkit.InvalidSpec` saying what is expected. Every check returns a `Chec
 Each check lives with its experiment, in its lesson's topic module of `labkit.experiments`; this
 module gathers them (and holds lesson 00's, which needs no experiment).
 """
+
 from __future__ import annotations
 
 from typing import Optional
 
-from ..session import lessons  # noqa: F401  (lessons plugs its session results into the checks)
 from ..experiments import exercises
 from ..experiments.checking import CheckResult, as_word, pending, say
 from ..experiments.epilogue_fusion import fusion_loses, fusion_saved_bytes, fusion_speedup  # noqa: F401
@@ -23,10 +23,13 @@ from ..experiments.precision_layout import nhwc_pays_off, nhwc_speedup, precisio
 from ..experiments.streams import race_hidden_by, race_mismatches, scratchpad_shared_flag  # noqa: F401
 from ..experiments.under_the_hood import heuristic_kernels, idle_strategy, race_overlap  # noqa: F401
 from ..experiments.workspace_basics import (  # noqa: F401
-    fastest_algorithm, no_workspace_layout, workspace_bytes_for_plan,
+    fastest_algorithm,
+    no_workspace_layout,
+    workspace_bytes_for_plan,
 )
 from ..experiments.workspace_strategies import dims_only_shortfall, fastest_strategy, malloc_slowdown  # noqa: F401
 from ..experiments.your_network import cap_for_budget, largest_workspace_layer, strategy_for_budget  # noqa: F401
+from ..session import lessons  # noqa: F401  (lessons plugs its session results into the checks)
 
 
 def mode(answer: Optional[str] = None) -> CheckResult:

@@ -10,6 +10,7 @@ its GPU and the title with every recording's provenance. ``summary(table)`` says
 Always recorded numbers, in live mode too (the recordings compared are GPUs you may not have);
 nothing is interpolated or borrowed: a row appears only where that GPU measured exactly that call.
 """
+
 from __future__ import annotations
 
 import math
@@ -20,9 +21,9 @@ import plotly.graph_objects as go
 
 from .. import ceilings
 from ..draw import plots
+from ..errors import InvalidSpec, LabkitError, RecordedDataError
 from ..experiments import plans_autotune, workspace_basics
 from ..store import recordings as recs
-from ..errors import InvalidSpec, LabkitError, RecordedDataError
 
 
 @dataclass(frozen=True)
@@ -69,14 +70,19 @@ def _recordings(names) -> list:
     if names is None:
         return shipped
     if isinstance(names, (str, recs.Recording)) or not isinstance(names, Sequence) or not names:
-        raise InvalidSpec("recordings", names, "must be a non-empty list of recording names, e.g. ['h100-sxm', 'h200']")
+        raise InvalidSpec(
+            "recordings", names, "must be a non-empty list of recording names, e.g. ['h100-sxm', 'h200']"
+        )
     by_name = {r.name: r for r in shipped}
     out = []
     for n in names:
         rec = n if isinstance(n, recs.Recording) else by_name.get(n)
         if rec is None:
-            raise InvalidSpec("recordings", n, f"must name a recording in {recs.data_dir()} "
-                                               f"(available: {', '.join(by_name) or 'none'})")
+            raise InvalidSpec(
+                "recordings",
+                n,
+                f"must name a recording in {recs.data_dir()} (available: {', '.join(by_name) or 'none'})",
+            )
         if rec.name in [r.name for r in out]:
             raise InvalidSpec("recordings", n, "each recording may be named once")
         out.append(rec)
@@ -88,8 +94,11 @@ def comparable(name: str) -> Comparable:
     from .. import experiments
 
     if name in NOT_COMPARED:
-        raise InvalidSpec("experiment", name, f"is not compared across GPUs: {NOT_COMPARED[name]}; "
-                                              f"compare one of {', '.join(COMPARABLE)}")
+        raise InvalidSpec(
+            "experiment",
+            name,
+            f"is not compared across GPUs: {NOT_COMPARED[name]}; compare one of {', '.join(COMPARABLE)}",
+        )
     if name not in COMPARABLE or name not in experiments.registry():
         raise InvalidSpec("experiment", name, f"must be one of {', '.join(COMPARABLE)}")
     return COMPARABLE[name]
@@ -124,8 +133,10 @@ def frames(name: str, recordings: Optional[Sequence] = None, **kwargs):
         parts.append(df)
         prov[rec.name] = dict(rec.provenance(name), complete=rec.metadata.get("complete"), recording=rec.name)
     if not parts:
-        raise RecordedDataError(f"{name}: no recording has this call: " + "; ".join(f"{k}: {v}" for k, v in skipped.items()),
-                                recs.data_dir())
+        raise RecordedDataError(
+            f"{name}: no recording has this call: " + "; ".join(f"{k}: {v}" for k, v in skipped.items()),
+            recs.data_dir(),
+        )
     out = pd.concat(parts, ignore_index=True)
     out.attrs = _attrs(name, request, prov, skipped)
     return out
@@ -136,10 +147,18 @@ def _attrs(name: str, request: dict, prov: dict, skipped: dict) -> dict:
         vals = list(dict.fromkeys(str(p.get(key)) for p in prov.values()))
         return " / ".join(vals)
 
-    return {"experiment": name, "request": request, "recordings": list(prov), "provenance": prov,
-            "skipped": skipped, "mode": "recorded", "gpu": " vs ".join(p["gpu"] for p in prov.values()),
-            "cudnn_backend": joined("cudnn_backend"), "cudnn_frontend": joined("cudnn_frontend"),
-            "date": joined("date")}
+    return {
+        "experiment": name,
+        "request": request,
+        "recordings": list(prov),
+        "provenance": prov,
+        "skipped": skipped,
+        "mode": "recorded",
+        "gpu": " vs ".join(p["gpu"] for p in prov.values()),
+        "cudnn_backend": joined("cudnn_backend"),
+        "cudnn_frontend": joined("cudnn_frontend"),
+        "date": joined("date"),
+    }
 
 
 def describe(recordings: Optional[Sequence] = None) -> Text:
@@ -148,9 +167,11 @@ def describe(recordings: Optional[Sequence] = None) -> Text:
     for r in _recordings(recordings):
         m = r.metadata
         kind = "complete" if m.get("complete") else "quick (`record --quick`: the lessons' base calls only)"
-        lines.append(f"* `{r.name}`: {m.get('gpu')} (compute capability {m.get('compute_capability')}), cuDNN "
-                     f"{m.get('cudnn_backend')} (frontend {m.get('cudnn_frontend')}), recorded {m.get('date')}, "
-                     f"{sum(len(r.requests(e)) for e in r.experiments())} calls, {kind}")
+        lines.append(
+            f"* `{r.name}`: {m.get('gpu')} (compute capability {m.get('compute_capability')}), cuDNN "
+            f"{m.get('cudnn_backend')} (frontend {m.get('cudnn_frontend')}), recorded {m.get('date')}, "
+            f"{sum(len(r.requests(e)) for e in r.experiments())} calls, {kind}"
+        )
     return Text("\n".join(lines))
 
 
@@ -163,10 +184,18 @@ def ceilings_table(recordings: Optional[Sequence] = None, dtype: str = "fp16"):
     rows = []
     for r in _recordings(recordings):
         c = ceilings.for_gpu(r.metadata.get("gpu"))
-        rows.append(dict(recording=r.name, gpu=r.metadata.get("gpu"), ceiling=c.gpu if c else None,
-                         **{f"{dtype}_tflops": c.peak_tflops(dtype) if c else None,
-                            "bandwidth_gb_s": c.bandwidth_bytes_per_s / 1e9 if c else None,
-                            f"{dtype}_ridge_flop_per_byte": c.ridge_intensity(dtype) if c else None}))
+        rows.append(
+            dict(
+                recording=r.name,
+                gpu=r.metadata.get("gpu"),
+                ceiling=c.gpu if c else None,
+                **{
+                    f"{dtype}_tflops": c.peak_tflops(dtype) if c else None,
+                    "bandwidth_gb_s": c.bandwidth_bytes_per_s / 1e9 if c else None,
+                    f"{dtype}_ridge_flop_per_byte": c.ridge_intensity(dtype) if c else None,
+                },
+            )
+        )
     return pd.DataFrame(rows)
 
 
@@ -175,8 +204,13 @@ def _label_text(row, labels) -> str:
     parts = []
     for c in labels:
         v = row[c]
-        parts.append(plans_autotune.cap_label(v) if c == "cap_bytes" else str(int(v)) if isinstance(v, float) and v.is_integer()
-                     else str(v))
+        parts.append(
+            plans_autotune.cap_label(v)
+            if c == "cap_bytes"
+            else str(int(v))
+            if isinstance(v, float) and v.is_integer()
+            else str(v)
+        )
     return " · ".join(parts)
 
 
@@ -195,17 +229,33 @@ def ratios(df, value: Optional[str] = None, baseline: str = recs.DEFAULT_RECORDI
         raise InvalidSpec("value", value, f"must be a numeric column of the {name} frame: {', '.join(nums)}")
     names = list(dict.fromkeys(df["recording"]))
     if baseline not in names:
-        raise InvalidSpec("baseline", baseline, f"must be one of the recordings in the frame: {', '.join(names)}")
+        raise InvalidSpec(
+            "baseline", baseline, f"must be one of the recordings in the frame: {', '.join(names)}"
+        )
     labels = list(comp.labels)
     dup = df[df.duplicated(["recording"] + labels, keep=False)]
     if not dup.empty:
-        raise InvalidSpec("df", name, f"rows must be unique per recording and {labels}; repeated: "
-                                      f"{dup[labels].drop_duplicates().to_dict('records')[:3]}")
+        raise InvalidSpec(
+            "df",
+            name,
+            f"rows must be unique per recording and {labels}; repeated: "
+            f"{dup[labels].drop_duplicates().to_dict('records')[:3]}",
+        )
     vals = df[value].where(df["status"] == "ok") if "status" in df.columns else df[value]
     wide = df.assign(_v=vals).pivot(index=labels, columns="recording", values="_v")
-    order = list(dict.fromkeys(map(tuple, df.sort_values("recording", key=lambda s: s != baseline, kind="stable")[labels]
-                                   .itertuples(index=False, name=None))))
-    wide = wide.reindex(pd.MultiIndex.from_tuples(order, names=labels) if len(labels) > 1 else [o[0] for o in order])
+    order = list(
+        dict.fromkeys(
+            map(
+                tuple,
+                df.sort_values("recording", key=lambda s: s != baseline, kind="stable")[labels].itertuples(
+                    index=False, name=None
+                ),
+            )
+        )
+    )
+    wide = wide.reindex(
+        pd.MultiIndex.from_tuples(order, names=labels) if len(labels) > 1 else [o[0] for o in order]
+    )
     others = [n for n in names if n != baseline]
     out = pd.DataFrame(index=wide.index)
     for n in [baseline] + others:
@@ -232,23 +282,29 @@ def summary(table, other: Optional[str] = None) -> Text:
     of ``other`` against the baseline (Markdown; every number from the table)."""
     if not table.attrs.get("others") and other is None:
         skipped = table.attrs.get("skipped", {})
-        return Text(f"Only {table.attrs.get('gpu')} has this {table.attrs.get('experiment')} call; nothing to compare"
-                + (" (" + "; ".join(f"{k}: not recorded there" for k in skipped) + ")." if skipped else "."))
+        return Text(
+            f"Only {table.attrs.get('gpu')} has this {table.attrs.get('experiment')} call; nothing to compare"
+            + (" (" + "; ".join(f"{k}: not recorded there" for k in skipped) + ")." if skipped else ".")
+        )
     col = ratio_column(table, other)
     base, oth = table.attrs["baseline"], col.split(" ", 1)[1].split("/")[0]
     prov = table.attrs.get("provenance", {})
     gpu = lambda n: (prov.get(n) or {}).get("gpu") or n  # noqa: E731
     ok = table[table[col].notna()]
     if ok.empty:
-        return Text(f"No row of {table.attrs.get('experiment')} was measured on both {gpu(base)} and {gpu(oth)}.")
+        return Text(
+            f"No row of {table.attrs.get('experiment')} was measured on both {gpu(base)} and {gpu(oth)}."
+        )
     best, worst = ok.loc[ok[col].idxmin()], ok.loc[ok[col].idxmax()]
     value = table.attrs["value"]
     fmt = plots.fmt_us if value.endswith("_us") else (lambda v: f"{v:.3g}")
-    return Text(f"{table.attrs.get('experiment')}, {len(ok)} rows measured on both: {gpu(oth)} takes a median "
-            f"{ok[col].median():.2f}x the time of {gpu(base)} ({value}). Largest gain: {best['label']}, "
-            f"{fmt(best[f'{value} {base}'])} -> {fmt(best[f'{value} {oth}'])} ({best[col]:.2f}x); "
-            f"largest loss: {worst['label']}, {fmt(worst[f'{value} {base}'])} -> {fmt(worst[f'{value} {oth}'])} "
-            f"({worst[col]:.2f}x).")
+    return Text(
+        f"{table.attrs.get('experiment')}, {len(ok)} rows measured on both: {gpu(oth)} takes a median "
+        f"{ok[col].median():.2f}x the time of {gpu(base)} ({value}). Largest gain: {best['label']}, "
+        f"{fmt(best[f'{value} {base}'])} -> {fmt(best[f'{value} {oth}'])} ({best[col]:.2f}x); "
+        f"largest loss: {worst['label']}, {fmt(worst[f'{value} {base}'])} -> {fmt(worst[f'{value} {oth}'])} "
+        f"({worst[col]:.2f}x)."
+    )
 
 
 # ---- one chart, several GPUs -----------------------------------------------------------------
@@ -259,8 +315,10 @@ def _trace_name(df, rec: str) -> str:
 
 
 def _notes(df) -> str:
-    notes = [f"{r}: not in this comparison (this call was not recorded there; df.attrs['skipped'] says more)"
-             for r in df.attrs.get("skipped", {})]
+    notes = [
+        f"{r}: not in this comparison (this call was not recorded there; df.attrs['skipped'] says more)"
+        for r in df.attrs.get("skipped", {})
+    ]
     quick = [r for r, p in df.attrs.get("provenance", {}).items() if p.get("complete") is False]
     if quick:
         notes.append(f"{', '.join(quick)}: a quick recording (the lessons' base calls only)")
@@ -291,38 +349,85 @@ def figure(df, value: Optional[str] = None):
     for i, rec in enumerate(df.attrs["recordings"]):
         vals = [plots.num(v) for v in table[f"{value} {rec}"]]
         rat = table[f"ratio {rec}/{base}"] if rec != base else [None] * len(table)
-        text = [(plots.fmt_us(v) if value.endswith("_us") else f"{v:.3g}") + (f" ({r:.2f}x)" if plots.num(r) else "")
-                if v is not None else "" for v, r in zip(vals, rat)]
+        text = [
+            (plots.fmt_us(v) if value.endswith("_us") else f"{v:.3g}")
+            + (f" ({r:.2f}x)" if plots.num(r) else "")
+            if v is not None
+            else ""
+            for v, r in zip(vals, rat)
+        ]
         style = dict(name=_trace_name(df, rec), legendgroup=rec, marker_color=GPU_COLORS[i % len(GPU_COLORS)])
         if name == "sweep":
-            fig.add_trace(go.Scatter(x=list(table["value"]), y=vals, mode="lines+markers", text=text,
-                                     hovertemplate=f"{df['field'].iloc[0]}=%{{x}}: %{{text}}<extra>%{{fullData.name}}</extra>", **style))
+            fig.add_trace(
+                go.Scatter(
+                    x=list(table["value"]),
+                    y=vals,
+                    mode="lines+markers",
+                    text=text,
+                    hovertemplate=f"{df['field'].iloc[0]}=%{{x}}: %{{text}}<extra>%{{fullData.name}}</extra>",
+                    **style,
+                )
+            )
         elif name == "plans":
             ws = df[df["recording"] == rec].set_index("plan_name")["workspace_bytes"]
-            fig.add_trace(go.Scatter(x=[plots.num(ws.get(p)) / plots.MIB if plots.num(ws.get(p)) is not None else None
-                                        for p in table["plan_name"]], y=vals, mode="markers", text=text,
-                                     customdata=list(table["plan_name"]), marker=dict(size=9, opacity=0.75),
-                                     hovertemplate="%{customdata}: %{text}<extra>%{fullData.name}</extra>", **style))
+            fig.add_trace(
+                go.Scatter(
+                    x=[
+                        plots.num(ws.get(p)) / plots.MIB if plots.num(ws.get(p)) is not None else None
+                        for p in table["plan_name"]
+                    ],
+                    y=vals,
+                    mode="markers",
+                    text=text,
+                    customdata=list(table["plan_name"]),
+                    marker=dict(size=9, opacity=0.75),
+                    hovertemplate="%{customdata}: %{text}<extra>%{fullData.name}</extra>",
+                    **style,
+                )
+            )
         else:
-            fig.add_trace(go.Bar(y=list(table["label"]), x=vals, orientation="h", text=text, textposition="outside",
-                                 cliponaxis=False,
-                                 hovertemplate="%{y}: %{text}<extra>%{fullData.name}</extra>", **style))
+            fig.add_trace(
+                go.Bar(
+                    y=list(table["label"]),
+                    x=vals,
+                    orientation="h",
+                    text=text,
+                    textposition="outside",
+                    cliponaxis=False,
+                    hovertemplate="%{y}: %{text}<extra>%{fullData.name}</extra>",
+                    **style,
+                )
+            )
     _axes(fig, name, comp, value, table)
-    extra = {"plans": "every plan cuDNN offers, autotuned on each GPU",
-             "sweep": f"sweep of {df['field'].iloc[0]}, heuristic plan" if "field" in df.columns else "",
-             "strategies": f"workload '{df['workload'].iloc[0]}'" if "workload" in df.columns else ""}.get(name, "")
+    extra = {
+        "plans": "every plan cuDNN offers, autotuned on each GPU",
+        "sweep": f"sweep of {df['field'].iloc[0]}, heuristic plan" if "field" in df.columns else "",
+        "strategies": f"workload '{df['workload'].iloc[0]}'" if "workload" in df.columns else "",
+    }.get(name, "")
     extra = (extra + "; " if extra else "") + f"ratios against {df.attrs['provenance'][base]['gpu']}"
-    return plots.finish(fig, df, f"Same call, {len(df.attrs['recordings'])} GPUs: {name}", _detail(df, extra),
-                         note=_notes(df), height=max(420, 160 + 26 * len(table) * len(df.attrs["recordings"]))
-                         if name not in ("sweep", "plans") else 480)
+    return plots.finish(
+        fig,
+        df,
+        f"Same call, {len(df.attrs['recordings'])} GPUs: {name}",
+        _detail(df, extra),
+        note=_notes(df),
+        height=max(420, 160 + 26 * len(table) * len(df.attrs["recordings"]))
+        if name not in ("sweep", "plans")
+        else 480,
+    )
 
 
 def _axes(fig, name, comp, value, table) -> None:
     vals = [plots.num(v) for c in table.columns if c.startswith(f"{value} ") for v in table[c]]
     title = comp.axis if value == comp.value else value
     if name == "sweep":
-        fig.update_xaxes(title_text=workspace_basics.SWEEP_AXIS.get(str(table.attrs.get("request", {}).get("field")), "value"),
-                         type="log", tickvals=list(table["value"]))
+        fig.update_xaxes(
+            title_text=workspace_basics.SWEEP_AXIS.get(
+                str(table.attrs.get("request", {}).get("field")), "value"
+            ),
+            type="log",
+            tickvals=list(table["value"]),
+        )
         fig.update_yaxes(title_text=title + ", log", type="log", **plots.log_axis(vals))
     elif name == "plans":
         fig.update_xaxes(title_text="workspace the plan needs (MiB)")
@@ -332,8 +437,11 @@ def _axes(fig, name, comp, value, table) -> None:
         fig.update_yaxes(autorange="reversed")
         kind = plots.log_if_wide(vals)
         top = max([v for v in vals if v is not None] or [1.0])
-        fig.update_xaxes(title_text=title + (", log" if kind == "log" else ""), type=kind,  # room for the labels
-                         **(plots.log_axis(vals, max_ticks=6) if kind == "log" else dict(range=[0, top * 1.3])))
+        fig.update_xaxes(
+            title_text=title + (", log" if kind == "log" else ""),
+            type=kind,  # room for the labels
+            **(plots.log_axis(vals, max_ticks=6) if kind == "log" else dict(range=[0, top * 1.3])),
+        )
 
 
 def _roofline(df):
@@ -350,12 +458,22 @@ def _roofline(df):
         y = [plots.num(v) for v in sub["tflops"]]
         xs += [v for v in x if v]
         ys += [v for v in y if v]
-        fig.add_trace(go.Scatter(x=x, y=y, mode="markers+text" if i == 0 else "markers", text=list(sub["shape"]),
-                                 textposition="top center", textfont=dict(size=10), name=_trace_name(df, rec),
-                                 legendgroup=rec, marker=dict(size=11, color=color, symbol=("circle", "diamond")[i % 2]),
-                                 customdata=[plots.num(v) for v in sub["gpu_us"]],
-                                 hovertemplate="%{text}: %{x:.0f} FLOP/B, %{y:.0f} TFLOP/s, %{customdata:.1f} us"
-                                               "<extra>%{fullData.name}</extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=y,
+                mode="markers+text" if i == 0 else "markers",
+                text=list(sub["shape"]),
+                textposition="top center",
+                textfont=dict(size=10),
+                name=_trace_name(df, rec),
+                legendgroup=rec,
+                marker=dict(size=11, color=color, symbol=("circle", "diamond")[i % 2]),
+                customdata=[plots.num(v) for v in sub["gpu_us"]],
+                hovertemplate="%{text}: %{x:.0f} FLOP/B, %{y:.0f} TFLOP/s, %{customdata:.1f} us"
+                "<extra>%{fullData.name}</extra>",
+            )
+        )
         c = ceilings.for_gpu(gpu)
         peak = c.peak_tflops(dtype) if c else None
         if peak:
@@ -363,22 +481,41 @@ def _roofline(df):
             rx = sorted([min(xs + [ridge]) / 3, ridge, max(xs + [ridge]) * 3])
             ry = [min(peak, v * c.bandwidth_bytes_per_s / 1e12) for v in rx]
             ys.append(peak)
-            fig.add_trace(go.Scatter(x=rx, y=ry, mode="lines", legendgroup=rec, line=dict(color=color, width=2),
-                                     name=f"roof {c.gpu}: {peak:.0f} TFLOP/s {dtype}, {c.bandwidth_bytes_per_s / 1e9:.0f} GB/s",
-                                     hovertemplate="roof: %{y:.0f} TFLOP/s at %{x:.0f} FLOP/B<extra></extra>"))
+            fig.add_trace(
+                go.Scatter(
+                    x=rx,
+                    y=ry,
+                    mode="lines",
+                    legendgroup=rec,
+                    line=dict(color=color, width=2),
+                    name=f"roof {c.gpu}: {peak:.0f} TFLOP/s {dtype}, {c.bandwidth_bytes_per_s / 1e9:.0f} GB/s",
+                    hovertemplate="roof: %{y:.0f} TFLOP/s at %{x:.0f} FLOP/B<extra></extra>",
+                )
+            )
         else:
             missing.append(gpu)
     lo, hi = min(xs) / 3, max(xs) * 3
     for t in fig.data:
         if t.mode == "lines":
             lo, hi = min(lo, min(t.x)), max(hi, max(t.x))
-    fig.update_xaxes(title_text="arithmetic intensity (FLOP/byte, log)", type="log",
-                     range=[math.log10(lo), math.log10(hi)], **plots.log_ticks([lo, hi]))
+    fig.update_xaxes(
+        title_text="arithmetic intensity (FLOP/byte, log)",
+        type="log",
+        range=[math.log10(lo), math.log10(hi)],
+        **plots.log_ticks([lo, hi]),
+    )
     fig.update_yaxes(title_text="achieved TFLOP/s (log)", type="log", **plots.log_axis(ys))
     note = "roofs: datasheet peaks (dense) from labkit.ceilings; the bandwidth roof moves, the compute roof does not"
     if missing:
         note += f" · no ceilings known for {', '.join(missing)}: points only"
     extra = _notes(df)
-    return plots.finish(fig, df, f"Roofline on {len(df.attrs['recordings'])} GPUs: ResNet-50 convolutions, {dtype} "
-                         f"{df['layout'].iloc[0]}", "heuristic plan per shape on each GPU",
-                         note=note + (" · " + extra if extra else ""), height=520, legend_rows=2)
+    return plots.finish(
+        fig,
+        df,
+        f"Roofline on {len(df.attrs['recordings'])} GPUs: ResNet-50 convolutions, {dtype} "
+        f"{df['layout'].iloc[0]}",
+        "heuristic plan per shape on each GPU",
+        note=note + (" · " + extra if extra else ""),
+        height=520,
+        legend_rows=2,
+    )

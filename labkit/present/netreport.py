@@ -8,6 +8,7 @@ measuring is `labkit.experiments.network_report`; like every experiment it is an
 GPU's own recording when it was measured before (also after a kernel restart), and in recorded
 mode from the shipped recordings (presets at batch 32, fp16, NHWC). Bytes; microseconds.
 """
+
 from __future__ import annotations
 
 import html
@@ -17,11 +18,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Tuple
 
-from ..session import lessons
 from .. import networks
 from ..errors import InvalidSpec
-from ..experiments.your_network import (REPORT_STRATEGIES, TABLES, cut_counts, network_report_chart,
-                                         network_report_summary, table_of)
+from ..experiments.your_network import (
+    REPORT_STRATEGIES,
+    TABLES,
+    cut_counts,
+    network_report_chart,
+    network_report_summary,
+    table_of,
+)
+from ..session import lessons
 
 
 @dataclass
@@ -41,14 +48,27 @@ class Report:
 
     layers = property(lambda self: self._table("layers"), doc="one row per convolution call, in order")
     strategies = property(lambda self: self._table("strategies"), doc="one row per workspace strategy")
-    timeline = property(lambda self: self._table("timeline"), doc="workspace held during each call, per strategy")
+    timeline = property(
+        lambda self: self._table("timeline"), doc="workspace held during each call, per strategy"
+    )
     budget = property(lambda self: self._table("budget"), doc="pass time per workspace cap")
     plans = property(lambda self: self._table("plans"), doc="every plan timed, per distinct spec")
 
     @property
     def provenance(self) -> dict:
-        keys = ("mode", "gpu", "compute_capability", "cudnn_backend", "cudnn_frontend", "cupy", "date", "source",
-                "measured_at", "saved_in", "recording")
+        keys = (
+            "mode",
+            "gpu",
+            "compute_capability",
+            "cudnn_backend",
+            "cudnn_frontend",
+            "cupy",
+            "date",
+            "source",
+            "measured_at",
+            "saved_in",
+            "recording",
+        )
         return {k: self.frame.attrs[k] for k in keys if k in self.frame.attrs}
 
     @property
@@ -64,8 +84,12 @@ class Report:
         """Every call measured, every strategy run and the budget curve made (an interrupted
         report is never complete)."""
         layers = self.layers
-        return (bool(len(layers)) and "pending" not in set(layers.get("status", []))
-                and len(self.strategies) == len(REPORT_STRATEGIES) and len(self.budget) > 0)
+        return (
+            bool(len(layers))
+            and "pending" not in set(layers.get("status", []))
+            and len(self.strategies) == len(REPORT_STRATEGIES)
+            and len(self.budget) > 0
+        )
 
     def figure(self):
         """The report's chart: per-call GPU time, the memory timeline per strategy, the budget curve."""
@@ -76,7 +100,10 @@ class Report:
         return network_report_summary(self.frame)
 
     def _repr_markdown_(self) -> str:
-        return f"**Workspace report: {self.network}** ({'complete' if self.complete else 'incomplete'})\n\n" + self.summary()
+        return (
+            f"**Workspace report: {self.network}** ({'complete' if self.complete else 'incomplete'})\n\n"
+            + self.summary()
+        )
 
     def write(self, out) -> Path:
         """Write the tables as CSV, ``report.json`` (provenance, request, skipped, complete) and a
@@ -87,17 +114,29 @@ class Report:
         out.mkdir(parents=True, exist_ok=True)
         for name in TABLES:
             self._table(name).to_csv(out / f"{name}.csv", index=False)
-        meta = {"network": self.network, "complete": self.complete, "cut": self.cut, "request": self.frame.attrs.get("request"),
-                "provenance": self.provenance, "skipped": [s.__dict__ for s in self.skipped]}
+        meta = {
+            "network": self.network,
+            "complete": self.complete,
+            "cut": self.cut,
+            "request": self.frame.attrs.get("request"),
+            "provenance": self.provenance,
+            "skipped": [s.__dict__ for s in self.skipped],
+        }
         (out / "report.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
         fig = self.figure()
-        tables = "".join(f"<h2>{name}</h2>" + self._table(name).to_html(index=False, float_format=lambda v: f"{v:.4g}")
-                         for name in ("strategies", "budget", "layers"))
+        tables = "".join(
+            f"<h2>{name}</h2>" + self._table(name).to_html(index=False, float_format=lambda v: f"{v:.4g}")
+            for name in ("strategies", "budget", "layers")
+        )
         text = str(self.summary())
-        page = (f"<!doctype html><html><head><meta charset='utf-8'><title>Workspace report: {self.network}</title></head>"
-                f"<body style='font-family:sans-serif;max-width:1200px;margin:auto'><h1>Workspace report: {self.network}</h1>"
-                f"<pre style='white-space:pre-wrap'>{html.escape(text, quote=False)}</pre>"
-                + fig.to_html(full_html=False, include_plotlyjs=True) + tables + "</body></html>")
+        page = (
+            f"<!doctype html><html><head><meta charset='utf-8'><title>Workspace report: {self.network}</title></head>"
+            f"<body style='font-family:sans-serif;max-width:1200px;margin:auto'><h1>Workspace report: {self.network}</h1>"
+            f"<pre style='white-space:pre-wrap'>{html.escape(text, quote=False)}</pre>"
+            + fig.to_html(full_html=False, include_plotlyjs=True)
+            + tables
+            + "</body></html>"
+        )
         (out / "report.html").write_text(page)
         return out
 
@@ -106,8 +145,15 @@ class Report:
 PRESET_BATCH = 32
 
 
-def request_for(net, batch: Optional[int] = None, dtype: Optional[str] = "fp16", layout: Optional[str] = "NHWC",
-                training: bool = False, image=224, input_shape=None) -> Tuple[dict, str, tuple]:
+def request_for(
+    net,
+    batch: Optional[int] = None,
+    dtype: Optional[str] = "fp16",
+    layout: Optional[str] = "NHWC",
+    training: bool = False,
+    image=224,
+    input_shape=None,
+) -> Tuple[dict, str, tuple]:
     """(the `network_report` arguments, the network's name, its skipped modules) for ``net``.
     ``batch`` None: `PRESET_BATCH` for a preset, the example input's first dimension for a model,
     each spec's own for a list. Bad input is an `InvalidSpec` before anything is measured."""
@@ -116,18 +162,34 @@ def request_for(net, batch: Optional[int] = None, dtype: Optional[str] = "fp16",
     if isinstance(net, str):
         batch = PRESET_BATCH if batch is None else batch
         network = networks.layers_of(net, batch=batch, dtype=dtype, layout=layout, image=image)  # validates
-        return dict(net=network.name, batch=batch, dtype=dtype, layout=layout, training=training, image=image), network.name, ()
+        return (
+            dict(net=network.name, batch=batch, dtype=dtype, layout=layout, training=training, image=image),
+            network.name,
+            (),
+        )
     network = networks.layers_of(net, batch=batch, dtype=dtype, layout=layout, input_shape=input_shape)
     if not len(network):
         why = "; ".join(f"{s.name} ({s.kind}): {s.reason}" for s in network.skipped[:5]) or "it has no Conv2d"
         raise InvalidSpec("net", network.name, f"has no Conv2d call to report on: {why}")
     pairs = [[lay.name, lay.spec] for lay in network.layers]  # batch, dtype and layout are in each spec now
-    return (dict(net=pairs, batch=None, dtype=None, layout=None, training=training, image=image),
-            network.name, network.skipped)
+    return (
+        dict(net=pairs, batch=None, dtype=None, layout=None, training=training, image=image),
+        network.name,
+        network.skipped,
+    )
 
 
-def report(net, batch: Optional[int] = None, dtype: Optional[str] = "fp16", layout: Optional[str] = "NHWC",
-           training: bool = False, image=224, input_shape=None, force: bool = False, recording: Optional[str] = None) -> Report:
+def report(
+    net,
+    batch: Optional[int] = None,
+    dtype: Optional[str] = "fp16",
+    layout: Optional[str] = "NHWC",
+    training: bool = False,
+    image=224,
+    input_shape=None,
+    force: bool = False,
+    recording: Optional[str] = None,
+) -> Report:
     """The workspace report of ``net`` (see the module doc): every convolution layer under every
     strategy. ``net``: a preset name, a list of ConvSpec, a torch ``nn.Module`` with
     ``input_shape``, or ``"module:callable"`` naming a function that returns one (e.g.
@@ -148,7 +210,9 @@ def parse_shape(text: str) -> Tuple[int, ...]:
     try:
         return tuple(int(part) for part in str(text).replace("x", ",").split(",") if part.strip())
     except ValueError:
-        raise InvalidSpec("input_shape", text, "must be whole numbers separated by commas, e.g. 16,3,224,224") from None
+        raise InvalidSpec(
+            "input_shape", text, "must be whole numbers separated by commas, e.g. 16,3,224,224"
+        ) from None
 
 
 def main_report(args) -> int:
@@ -163,7 +227,9 @@ def main_report(args) -> int:
     from ..signals import progress
 
     shape = None if args.input_shape is None else parse_shape(args.input_shape)
-    kwargs, name, skipped = request_for(args.net, args.batch, args.dtype, args.layout, args.train, args.image, shape)
+    kwargs, name, skipped = request_for(
+        args.net, args.batch, args.dtype, args.layout, args.train, args.image, shape
+    )
     bar = tqdm(desc=f"report {name}", unit="step")
     latest = {}
 
@@ -184,7 +250,9 @@ def main_report(args) -> int:
             print("interrupted before anything was measured; nothing written", file=sys.stderr)
             return 130
         df = latest["frame"]()
-        df.attrs.update(experiments.provenance(live=True), request=experiments.request_of("network_report", **kwargs))
+        df.attrs.update(
+            experiments.provenance(live=True), request=experiments.request_of("network_report", **kwargs)
+        )
         out = Report(df, name, tuple(skipped)).write(args.out)
         print(f"interrupted: wrote what was measured to {out}, marked incomplete", file=sys.stderr)
         return 130
@@ -192,11 +260,15 @@ def main_report(args) -> int:
     rep = Report(df, name, tuple(skipped))
     out = rep.write(args.out)
     prov, cut = rep.provenance, rep.cut
-    print(f"{name}: {len(rep.layers)} convolution calls, {len(rep.strategies)} strategies, "
-          f"{prov.get('mode')} on {prov.get('gpu')} (cuDNN {prov.get('cudnn_backend')}, {prov.get('date')})")
-    print(f"cut by a time budget: {cut['plans']} plan(s), {cut['layers']} distinct layer(s), {cut['strategies']} "
-          f"strateg(y/ies); {cut['slower_plans']} plan(s) left as over 6x slower than the best after one eager call "
-          "(report.html and the CSVs say which and why)")
+    print(
+        f"{name}: {len(rep.layers)} convolution calls, {len(rep.strategies)} strategies, "
+        f"{prov.get('mode')} on {prov.get('gpu')} (cuDNN {prov.get('cudnn_backend')}, {prov.get('date')})"
+    )
+    print(
+        f"cut by a time budget: {cut['plans']} plan(s), {cut['layers']} distinct layer(s), {cut['strategies']} "
+        f"strateg(y/ies); {cut['slower_plans']} plan(s) left as over 6x slower than the best after one eager call "
+        "(report.html and the CSVs say which and why)"
+    )
     for s in skipped:
         print(f"  skipped {s.name} ({s.kind}): {s.reason}")
     print(f"wrote {out}/report.html and {', '.join(t + '.csv' for t in TABLES)}")

@@ -21,6 +21,7 @@ same observer a click triggers runs) and returns once the figure holds the new d
 the notebooks (under nbmake) and ``scripts/bench_widgets.py`` use. ``panel.to_csv(path)`` writes
 the numbers on screen with their provenance.
 """
+
 from __future__ import annotations
 
 from typing import Optional
@@ -28,8 +29,8 @@ from typing import Optional
 import ipywidgets as W
 
 from .. import experiments
-from ..experiments import SWEEP_VALUES  # noqa: F401  (widgets.SWEEP_VALUES: the sweep panel's values)
 from ..errors import InvalidSpec
+from ..experiments import SWEEP_VALUES  # noqa: F401  (widgets.SWEEP_VALUES: the sweep panel's values)
 from ..store.recordings import flatten  # noqa: F401  (widgets.flatten: tests and panels use it)
 from .panel import panel as _parts
 from .panel.controls import CONTROLS, MAX_PREFETCH  # noqa: F401  (names callers know)
@@ -37,7 +38,16 @@ from .panel.panel import live_note  # noqa: F401
 from .panel.view import FIG_WIDTH
 
 #: the experiments the lab panel can chart (each takes one convolution)
-SPEC_EXPERIMENTS = ("precision", "layout", "fusion", "plans", "caps", "algorithms", "build_cost", "workspace_sizes")
+SPEC_EXPERIMENTS = (
+    "precision",
+    "layout",
+    "fusion",
+    "plans",
+    "caps",
+    "algorithms",
+    "build_cost",
+    "workspace_sizes",
+)
 
 
 class Panel(_parts.Panel):
@@ -56,71 +66,85 @@ class Panel(_parts.Panel):
 # ---- the lessons' panels, by the names the notebooks use --------------------------------------------
 class AlgorithmsPanel(Panel):
     """Lesson 01: the classic algorithm table (dtype, layout; the shape live)."""
+
     experiment = "algorithms"
 
 
 class WorkspaceSizesPanel(Panel):
     """Lesson 01: workspace per dtype x layout x direction of one shape."""
+
     experiment = "workspace_sizes"
 
 
 class SweepPanel(Panel):
     """Lesson 01: time and workspace as N, C=K, H=W or R=S varies."""
+
     experiment = "sweep"
 
 
 class StrategiesPanel(Panel):
     """Lesson 02: every workspace strategy on a workload."""
+
     experiment = "strategies"
 
 
 class PrecisionPanel(Panel):
     """Lesson 03: error vs speed per dtype."""
+
     experiment = "precision"
 
 
 class LayoutPanel(Panel):
     """Lesson 03: NCHW vs NHWC, conversion included."""
+
     experiment = "layout"
 
 
 class RooflinePanel(Panel):
     """Lesson 03: the roofline per dtype and layout."""
+
     experiment = "roofline"
 
 
 class FusionPanel(Panel):
     """Lesson 04: fused vs unfused."""
+
     experiment = "fusion"
 
 
 class PlansPanel(Panel):
     """Lesson 05: every plan's workspace and time."""
+
     experiment = "plans"
 
 
 class CapsPanel(Panel):
     """Lesson 05: what a workspace cap costs."""
+
     experiment = "caps"
 
 
 class BuildCostPanel(Panel):
     """Lesson 05: what a build costs."""
+
     experiment = "build_cost"
 
 
 class RacePanel(Panel):
     """Lesson 06: shared vs per-stream scratchpad."""
+
     experiment = "race"
 
 
 class RaceTimelinePanel(Panel):
     """Lesson 10: the race's traced round, graph or Python launches."""
+
     experiment = "race_timeline"
 
 
 class ReportPanel(Panel):
     """A network's workspace report (`labkit.report`): pick a preset, batch, dtype and layout."""
+
     experiment = "network_report"
 
 
@@ -132,12 +156,22 @@ class LabPanel(Panel):
     new chart was not recorded for it, the controls go back to that chart's base, and the status
     line says so."""
 
-    def __init__(self, chart: str = "plans", *, live: Optional[bool] = None, fig_width: Optional[int] = FIG_WIDTH,
-                 **initial):
+    def __init__(
+        self,
+        chart: str = "plans",
+        *,
+        live: Optional[bool] = None,
+        fig_width: Optional[int] = FIG_WIDTH,
+        **initial,
+    ):
         if chart not in SPEC_EXPERIMENTS:
             raise InvalidSpec("chart", chart, f"must be one of {', '.join(SPEC_EXPERIMENTS)}")
-        self.chart = W.Dropdown(options=list(SPEC_EXPERIMENTS), value=chart, description="chart",
-                                style={"description_width": "110px"})
+        self.chart = W.Dropdown(
+            options=list(SPEC_EXPERIMENTS),
+            value=chart,
+            description="chart",
+            style={"description_width": "110px"},
+        )
         self.chart.observe(lambda change: self.switch(change["new"]), names="value")
         super().__init__(chart, live=live, csv_name="results.csv", fig_width=fig_width, **initial)
         self.box.children = (self.box.children[0], self.chart) + tuple(self.box.children[1:])
@@ -154,7 +188,9 @@ class LabPanel(Panel):
         cfg = experiments.PANELS[chart]
         self.controls_state.state = {**cfg.base, **{k: v for k, v in self.state.items() if k in cfg.controls}}
         self.view.show_figure(chart, None)  # one FigureWidget per chart, made once
-        self.use(cfg, f"'{chart}' was not recorded for the convolution on screen: controls went back to its base. ")
+        self.use(
+            cfg, f"'{chart}' was not recorded for the convolution on screen: controls went back to its base. "
+        )
 
     def set(self, **changes) -> None:
         chart = changes.pop("chart", None)
@@ -163,12 +199,17 @@ class LabPanel(Panel):
         super().set(**changes)
 
 
-_NAMED = {cls.experiment: cls for cls in list(globals().values())
-          if isinstance(cls, type) and issubclass(cls, Panel) and cls.experiment}
+_NAMED = {
+    cls.experiment: cls
+    for cls in list(globals().values())
+    if isinstance(cls, type) and issubclass(cls, Panel) and cls.experiment
+}
 #: experiment -> its panel class (a named one above, else one made for it: a new experiment's panel
 #: needs only its ``PANELS`` entry)
-PANELS = {name: _NAMED.get(name) or type(f"{name.title().replace('_', '')}Panel", (Panel,), {"experiment": name})
-          for name in experiments.PANELS}
+PANELS = {
+    name: _NAMED.get(name) or type(f"{name.title().replace('_', '')}Panel", (Panel,), {"experiment": name})
+    for name in experiments.PANELS
+}
 
 
 def panel(experiment: str, **initial) -> Panel:

@@ -6,6 +6,7 @@ from those results at run time (no measured number is ever written into a notebo
 request; the panels (`labkit.present.widgets`) and the checks (`labkit.present.check`) use the same results, so
 in live mode a notebook measures each request once and its text, charts and checks agree.
 """
+
 from __future__ import annotations
 
 import ast
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Optional
 
 from .. import experiments
+from ..draw.prose import Text, table  # noqa: F401
 from ..errors import InvalidSpec, LabkitError
 from ..experiments.epilogue_fusion import fusion_summary  # noqa: F401  (the summaries, by the names notebooks use)
 from ..experiments.plans_autotune import build_cost_summary, caps_summary, plans_summary  # noqa: F401
@@ -23,22 +25,38 @@ from ..experiments.precision_layout import layout_summary, precision_summary, ro
 from ..experiments.streams import race_all, race_summary  # noqa: F401
 from ..experiments.workspace_basics import algorithms_summary, sweep_summary, workspace_sizes_summary  # noqa: F401
 from ..experiments.workspace_strategies import (  # noqa: F401
-    dims_only_summary, pressure_summary, strategies_summary,
+    dims_only_summary,
+    pressure_summary,
+    strategies_summary,
 )
-from ..draw.prose import Text, table  # noqa: F401
 
 LESSONS = (
     ("00_start_here", "What is on this machine, which mode am I in, how do the panels work?"),
     ("01_what_is_a_workspace", "What is a workspace, who asks for it, how big is it, what does it buy?"),
     ("02_workspace_strategies", "The workspace strategies side by side: time, peak memory, allocations."),
-    ("03_precision_and_layout", "fp32 / tf32 / fp16 / bf16 / fp8 and NCHW / NHWC: error, speed, workspace, roofline."),
+    (
+        "03_precision_and_layout",
+        "fp32 / tf32 / fp16 / bf16 / fp8 and NCHW / NHWC: error, speed, workspace, roofline.",
+    ),
     ("04_fusion", "Convolution + bias + activation as one graph: what fusion saves."),
-    ("05_plans_autotune_and_caching", "Many plans per problem: autotuning them, capping workspace, caching the build."),
+    (
+        "05_plans_autotune_and_caching",
+        "Many plans per problem: autotuning them, capping workspace, caching the build.",
+    ),
     ("06_streams_and_scratchpads", "Several streams, one workspace: races, and a scratchpad per stream."),
     ("07_lab", "Open lab: your own convolution, every chart, every knob, CSV export."),
-    ("08_same_conv_other_gpu", "The same convolutions on another GPU: what changes with more memory bandwidth, and why."),
-    ("09_your_network", "Your network: every conv layer under every strategy, the memory timeline, a workspace budget."),
-    ("10_under_the_hood", "Under the hood: the kernels each plan launches, each strategy's GPU timeline, cuDNN's own log."),
+    (
+        "08_same_conv_other_gpu",
+        "The same convolutions on another GPU: what changes with more memory bandwidth, and why.",
+    ),
+    (
+        "09_your_network",
+        "Your network: every conv layer under every strategy, the memory timeline, a workspace budget.",
+    ),
+    (
+        "10_under_the_hood",
+        "Under the hood: the kernels each plan launches, each strategy's GPU timeline, cuDNN's own log.",
+    ),
 )
 
 _CACHE: "OrderedDict[str, object]" = OrderedDict()
@@ -112,7 +130,10 @@ def is_cached(name: str, **kwargs) -> bool:
     if not env.mode().live:
         return False
     request = experiments.request_of(name, **kwargs)
-    return any(store is not None and store.has(name, request) for store in (localcache.current(), localcache.shared()))
+    return any(
+        store is not None and store.has(name, request)
+        for store in (localcache.current(), localcache.shared())
+    )
 
 
 def _live(name: str, kwargs: dict, force: bool = False, save: bool = True):
@@ -255,16 +276,24 @@ def banner() -> Text:
     if m.live:
         e = env.environment()
         workers = start_build_workers()
-        helpers = (f" {workers} worker processes are starting in the background: they compile the plans cuDNN "
-                   "builds at run time, in parallel, while this kernel times on the GPU." if workers else "")
-        return Text(f"**Mode: live on {e.gpu_name}** (cuDNN {e.cudnn_backend}, frontend {e.cudnn_frontend}, "
-                    f"CuPy {e.cupy_version}). Every chart is measured on this GPU when it is drawn.{helpers}")
+        helpers = (
+            f" {workers} worker processes are starting in the background: they compile the plans cuDNN "
+            "builds at run time, in parallel, while this kernel times on the GPU."
+            if workers
+            else ""
+        )
+        return Text(
+            f"**Mode: live on {e.gpu_name}** (cuDNN {e.cudnn_backend}, frontend {e.cudnn_frontend}, "
+            f"CuPy {e.cupy_version}). Every chart is measured on this GPU when it is drawn.{helpers}"
+        )
     from ..store import recordings
 
     md = recordings.current().metadata
-    return Text(f"**Mode: recorded on {md.get('gpu')} with cuDNN {md.get('cudnn_backend')} on {md.get('date')}** "
-                f"(frontend {md.get('cudnn_frontend')}, CuPy {md.get('cupy')}). Why not live: {m.reason}. "
-                "Every number below was measured on that GPU; controls offer only recorded values.")
+    return Text(
+        f"**Mode: recorded on {md.get('gpu')} with cuDNN {md.get('cudnn_backend')} on {md.get('date')}** "
+        f"(frontend {md.get('cudnn_frontend')}, CuPy {md.get('cupy')}). Why not live: {m.reason}. "
+        "Every number below was measured on that GPU; controls offer only recorded values."
+    )
 
 
 def start_build_workers() -> int:
@@ -297,7 +326,8 @@ def mode_note() -> Text:
         "it). A chart that needs many measurements fills in as they arrive, and moving a control again stops the "
         "one running. While you read, the panel measures the values one step away in the background "
         "(`LABKIT_PREFETCH=0` turns that off); `python -m labkit fill` measures every lesson's values ahead. "
-        "The **GPU** picker of every panel switches to another GPU's recording (and back to this GPU, live).")
+        "The **GPU** picker of every panel switches to another GPU's recording (and back to this GPU, live)."
+    )
 
 
 def contents() -> Text:
@@ -314,15 +344,23 @@ def show_source(module: str, *names: str) -> Text:
     rel = module.replace(".", "/")
     path = next((p for p in [here / f"{rel}.py", *sorted(here.glob(f"*/{rel}.py"))] if p.is_file()), None)
     if path is None:
-        raise InvalidSpec("module", module, "must name a file in labkit/ or one of its folders (e.g. 'workspace', "
-                                            "'gpu.workspace')")
+        raise InvalidSpec(
+            "module",
+            module,
+            "must name a file in labkit/ or one of its folders (e.g. 'workspace', 'gpu.workspace')",
+        )
     src = path.read_text()
     tree = ast.parse(src)
-    found = {n.name: ast.get_source_segment(src, n) for n in tree.body
-             if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name in names}
+    found = {
+        n.name: ast.get_source_segment(src, n)
+        for n in tree.body
+        if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name in names
+    }
     missing = [n for n in names if n not in found]
     if missing:
-        raise InvalidSpec("names", missing, f"not defined at the top level of {path.relative_to(here.parent)}")
+        raise InvalidSpec(
+            "names", missing, f"not defined at the top level of {path.relative_to(here.parent)}"
+        )
     return Text("```python\n" + "\n\n".join(found[n] for n in names) + "\n```")
 
 

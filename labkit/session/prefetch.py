@@ -22,11 +22,11 @@ measured):
 ``LABKIT_PREFETCH=0`` turns it off (every first visit measures in the foreground). The worker is
 a daemon thread started on first use; at exit it is stopped at its next checkpoint.
 """
+
 from __future__ import annotations
 
 import atexit
 import contextlib
-import os
 import threading
 import time
 from collections import deque
@@ -68,11 +68,11 @@ class KernelActivity:
 
     def __init__(self, idle_s: float = IDLE_S):
         self.idle_s = idle_s
-        self._cv = threading.Condition()       # guards the fields below (and a subclass's)
+        self._cv = threading.Condition()  # guards the fields below (and a subclass's)
         self._last_active = time.monotonic()
-        self._cells = 0                        # cells running now (IPython events)
-        self._foreground: list = []            # keys of foreground requests waiting or running
-        self._disturbances = 0                 # bumped by each cell start / foreground request
+        self._cells = 0  # cells running now (IPython events)
+        self._foreground: list = []  # keys of foreground requests waiting or running
+        self._disturbances = 0  # bumped by each cell start / foreground request
         self._closing = False
         self._hooked = False
 
@@ -140,11 +140,11 @@ class Prefetcher(KernelActivity):
 
     def __init__(self, idle_s: float = IDLE_S):
         super().__init__(idle_s)
-        self.gpu = threading.RLock()           # held by whoever touches the GPU for labkit
+        self.gpu = threading.RLock()  # held by whoever touches the GPU for labkit
         self._queue: Deque[Tuple[str, Callable[[], object]]] = deque()
         self._store: Optional[Callable[[str, object], None]] = None
         self._is_done: Callable[[str], bool] = lambda key: False
-        self._running: Optional[str] = None    # key of the job the worker runs now
+        self._running: Optional[str] = None  # key of the job the worker runs now
         self._thread: Optional[threading.Thread] = None
         self.stats = Stats()
         #: seconds the last foreground request waited for the worker to give the GPU back
@@ -171,8 +171,12 @@ class Prefetcher(KernelActivity):
                 self._last_active = time.monotonic()
                 self._cv.notify_all()
 
-    def want(self, jobs: Iterable[Tuple[str, Callable[[], object]]], store: Callable[[str, object], None],
-             is_done: Callable[[str], bool]) -> int:
+    def want(
+        self,
+        jobs: Iterable[Tuple[str, Callable[[], object]]],
+        store: Callable[[str, object], None],
+        is_done: Callable[[str], bool],
+    ) -> int:
         """Put ``jobs`` ((key, fn) in the order to run them) at the front of the queue; what was
         queued before stays behind them (a learner often goes back: "reset to base"), up to
         `MAX_QUEUE` jobs. ``store(key, result)`` keeps a result (called with the GPU lock held);

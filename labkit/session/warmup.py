@@ -53,6 +53,7 @@ once the kernel is idle as above) sends plotly's FigureWidget front end to the p
 larger a comm than the others (on the GPU host the first panel's cell took 160 ms after 3 s of
 reading, against 54-90 ms for the next three, before this step).
 """
+
 from __future__ import annotations
 
 import gc
@@ -130,7 +131,11 @@ def _skip_iri_grammar() -> bool:
     imported, or ``LABKIT_SKIP_IRI_GRAMMAR=0``). True when it did."""
     from .. import env
 
-    if not env.switched_on("LABKIT_SKIP_IRI_GRAMMAR") or "jsonschema" in sys.modules or IRI_GRAMMAR in sys.modules:
+    if (
+        not env.switched_on("LABKIT_SKIP_IRI_GRAMMAR")
+        or "jsonschema" in sys.modules
+        or IRI_GRAMMAR in sys.modules
+    ):
         return False
     sys.modules[IRI_GRAMMAR] = None  # the import system's "not installed"
     return True
@@ -195,14 +200,18 @@ def start_imports() -> bool:
         imports = [("tables", _tables), ("figures", _figures)]
         iri_grammar_skipped = _skip_iri_grammar()
         if iri_grammar_skipped:
-            imports.append(("iri grammar unmarked", _unskip_iri_grammar))  # after the figures step, failed or not
+            imports.append(
+                ("iri grammar unmarked", _unskip_iri_grammar)
+            )  # after the figures step, failed or not
         imports.append(("imports done", _imports_done.set))
         from .. import env
 
         freeze = env.switched_on("LABKIT_GC_FREEZE")
         if freeze:
             gc.freeze()  # labkit's own imports: the imports' full collections walk only what is new
-            imports.append(("gc frozen, imports", gc.freeze))  # at once: a panel built now meets no full collection
+            imports.append(
+                ("gc frozen, imports", gc.freeze)
+            )  # at once: a panel built now meets no full collection
         imports.append(("grids", _grids))
         if freeze:
             imports.append(("gc frozen", _freeze_gc))
@@ -226,7 +235,9 @@ def start(live: bool) -> bool:
             gc.freeze()  # what the GPU question imported (CuPy, the cuDNN frontend), at once
         if live:
             steps = [("gpu", _gpu), ("imports done, idle", _imports_done_and_idle), ("cupyx", _cupyx)]
-            _threads.append(threading.Thread(target=_run, args=(steps,), daemon=True, name="labkit-warm-up-gpu"))
+            _threads.append(
+                threading.Thread(target=_run, args=(steps,), daemon=True, name="labkit-warm-up-gpu")
+            )
             _threads[-1].start()
         _gpu_decided.set()
         return True

@@ -12,6 +12,7 @@ between its parts, that ends it with `labkit.TimedOut` (`labkit.signals.progress
 a step is in, for whoever must stop it from outside). The bottom layer: the GPU core imports this,
 never the worker.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -72,8 +73,12 @@ class Budget:
 
         from ..errors import InvalidSpec
 
-        if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0):
-            raise InvalidSpec("budget seconds", seconds, "must be a number of seconds > 0, or None for no limit")
+        if seconds is not None and (
+            isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0
+        ):
+            raise InvalidSpec(
+                "budget seconds", seconds, "must be a number of seconds > 0, or None for no limit"
+            )
         self.seconds, self.what = (None if seconds is None else float(seconds)), what
         self._clock = time.perf_counter
         self._t0 = self._clock()

@@ -13,6 +13,7 @@ Listeners are per thread, so the prefetch worker's measurements never reach a pa
 that raises is ignored: drawing early or saying where we are is an extra, never a reason for a
 measurement to fail.
 """
+
 from __future__ import annotations
 
 import contextlib

@@ -2,6 +2,7 @@
 
 No CuPy here, so lessons can use these in recorded mode. `labkit.gpu.workspace` re-exports them.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

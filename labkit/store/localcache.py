@@ -35,6 +35,7 @@ naming it and is moved to ``set-aside/`` (the call is measured again). A read-on
 folder gets one warning and live mode goes on without saving. ``LABKIT_CACHE`` naming a file is
 a `CacheError` naming it.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -118,8 +119,11 @@ def set_aside(root: Path, path: Path, why: str, read_only: bool = False) -> Opti
     Returns where it went (None if it could not be moved: it is then left in place). A
     ``read_only`` (shared) folder is never changed: the file is named and left there."""
     if read_only:
-        _warn_once(f"aside:{path}", f"labkit shared recording: {path} cannot be used ({why}); that call is "
-                   "measured on this GPU instead")
+        _warn_once(
+            f"aside:{path}",
+            f"labkit shared recording: {path} cannot be used ({why}); that call is "
+            "measured on this GPU instead",
+        )
         return None
     dest_dir = root / "set-aside"
     stamp = datetime.datetime.now().strftime("%Y%m%dT%H%M%S")
@@ -129,8 +133,12 @@ def set_aside(root: Path, path: Path, why: str, read_only: bool = False) -> Opti
         os.replace(path, dest)
     except OSError:
         dest = None
-    _warn_once(f"aside:{path}", f"labkit cache: set aside {path} ({why})"
-               + (f"; moved to {dest}" if dest else "; could not move it") + ". That call will be measured again.")
+    _warn_once(
+        f"aside:{path}",
+        f"labkit cache: set aside {path} ({why})"
+        + (f"; moved to {dest}" if dest else "; could not move it")
+        + ". That call will be measured again.",
+    )
     return dest
 
 
@@ -164,8 +172,11 @@ class LocalRecording:
 
     def _write_failed(self, exc: OSError) -> None:
         self.writable = False
-        _warn_once(f"write:{self.root}", f"labkit cache: cannot write to {self.root} ({type(exc).__name__}: {exc}); "
-                   "live mode goes on without saving measurements (set LABKIT_CACHE to a writable folder to keep them)")
+        _warn_once(
+            f"write:{self.root}",
+            f"labkit cache: cannot write to {self.root} ({type(exc).__name__}: {exc}); "
+            "live mode goes on without saving measurements (set LABKIT_CACHE to a writable folder to keep them)",
+        )
 
     def _ensure_metadata(self) -> None:
         meta = self.path / "metadata.json"
@@ -173,8 +184,14 @@ class LocalRecording:
             return
         from .. import __version__
 
-        body = {"schema_version": SCHEMA_VERSION, "kind": "local", "identity": self.identity, "identity_hash": self.key,
-                "created": _now(), "labkit": __version__}
+        body = {
+            "schema_version": SCHEMA_VERSION,
+            "kind": "local",
+            "identity": self.identity,
+            "identity_hash": self.key,
+            "created": _now(),
+            "labkit": __version__,
+        }
         write_atomic(meta, (json.dumps(body, indent=2) + "\n").encode())
 
     def put(self, name: str, request: dict, df, seconds: Optional[float] = None) -> Optional[Path]:
@@ -189,11 +206,20 @@ class LocalRecording:
         table.attrs = {}
         table.insert(0, "request", key)
         csv_text = table.to_csv(index=False)
-        body = {"schema_version": SCHEMA_VERSION, "identity_hash": self.key, "experiment": name, "request": key,
-                "measured_at": _now(), "measure_seconds": None if seconds is None else round(float(seconds), 4),
-                "gpu": self.identity.get("gpu"), "cudnn_backend": self.identity.get("cudnn_backend"),
-                "rows": len(table), "csv_sha256": hashlib.sha256(csv_text.encode()).hexdigest(),
-                "conditions": df.attrs.get("conditions"), "csv": csv_text}
+        body = {
+            "schema_version": SCHEMA_VERSION,
+            "identity_hash": self.key,
+            "experiment": name,
+            "request": key,
+            "measured_at": _now(),
+            "measure_seconds": None if seconds is None else round(float(seconds), 4),
+            "gpu": self.identity.get("gpu"),
+            "cudnn_backend": self.identity.get("cudnn_backend"),
+            "rows": len(table),
+            "csv_sha256": hashlib.sha256(csv_text.encode()).hexdigest(),
+            "conditions": df.attrs.get("conditions"),
+            "csv": csv_text,
+        }
         path = self.entry_path(name, request)
         try:
             self._ensure_metadata()
@@ -211,7 +237,9 @@ class LocalRecording:
         except OSError:
             return False
 
-    def _read(self, path: Path, name: Optional[str] = None, request_key: Optional[str] = None) -> Optional[dict]:
+    def _read(
+        self, path: Path, name: Optional[str] = None, request_key: Optional[str] = None
+    ) -> Optional[dict]:
         """A checked entry, or None (missing; or unreadable: set aside with a warning)."""
         try:
             raw = path.read_bytes()
@@ -240,13 +268,25 @@ class LocalRecording:
 
         df = result_rows(entry["_df"])
         ident = self.identity
-        df.attrs.update({"mode": "live", "gpu": ident.get("gpu"), "compute_capability": ident.get("compute_capability"),
-                         "cudnn_backend": ident.get("cudnn_backend"), "cudnn_frontend": ident.get("cudnn_frontend"),
-                         "cupy": ident.get("cupy"), "date": entry["measured_at"][:10],
-                         "measured_at": entry["measured_at"], "measure_seconds": entry.get("measure_seconds"),
-                         "saved_in": str(path), "loaded_from_disk": True, "from_shared": self.shared,
-                         "experiment": entry["experiment"],
-                         "request": request, "conditions": entry.get("conditions")})
+        df.attrs.update(
+            {
+                "mode": "live",
+                "gpu": ident.get("gpu"),
+                "compute_capability": ident.get("compute_capability"),
+                "cudnn_backend": ident.get("cudnn_backend"),
+                "cudnn_frontend": ident.get("cudnn_frontend"),
+                "cupy": ident.get("cupy"),
+                "date": entry["measured_at"][:10],
+                "measured_at": entry["measured_at"],
+                "measure_seconds": entry.get("measure_seconds"),
+                "saved_in": str(path),
+                "loaded_from_disk": True,
+                "from_shared": self.shared,
+                "experiment": entry["experiment"],
+                "request": request,
+                "conditions": entry.get("conditions"),
+            }
+        )
         return df
 
     def entries(self, name: Optional[str] = None) -> Iterator[dict]:
@@ -303,12 +343,22 @@ class LocalRecording:
             csv.write_text(df.drop(columns=["measured_at"]).to_csv(index=False))
             files[name] = {"file": csv.name, "rows": len(df), "sha256": recordings.sha256(csv)}
         ident = self.identity
-        meta = {"schema_version": recordings.SCHEMA_VERSION, "gpu": ident.get("gpu"),
-                "compute_capability": ident.get("compute_capability"), "driver": ident.get("cuda_driver"),
-                "nvidia_driver": ident.get("nvidia_driver"), "cuda_runtime": ident.get("cuda_runtime"),
-                "cudnn_backend": ident.get("cudnn_backend"), "cudnn_frontend": ident.get("cudnn_frontend"),
-                "cupy": ident.get("cupy"), "labkit": __version__, "date": max(dates)[:10] if dates else _now()[:10],
-                "command": f"labkit.store.localcache export of {self.path}", "complete": False, "experiments": files}
+        meta = {
+            "schema_version": recordings.SCHEMA_VERSION,
+            "gpu": ident.get("gpu"),
+            "compute_capability": ident.get("compute_capability"),
+            "driver": ident.get("cuda_driver"),
+            "nvidia_driver": ident.get("nvidia_driver"),
+            "cuda_runtime": ident.get("cuda_runtime"),
+            "cudnn_backend": ident.get("cudnn_backend"),
+            "cudnn_frontend": ident.get("cudnn_frontend"),
+            "cupy": ident.get("cupy"),
+            "labkit": __version__,
+            "date": max(dates)[:10] if dates else _now()[:10],
+            "command": f"labkit.store.localcache export of {self.path}",
+            "complete": False,
+            "experiments": files,
+        }
         (out / "metadata.json").write_text(json.dumps(meta, indent=2) + "\n")
         return out
 
@@ -417,9 +467,13 @@ def open_shared(root: Path, ident: dict) -> Optional[LocalRecording]:
     """The shared recording at ``root`` for this identity, or None with one warning naming the
     folder and why it is not used (missing, unreadable, filled on another identity); a folder
     whose fill did not finish is used with one warning."""
+
     def skip(why: str) -> None:
-        _warn_once(f"shared:{root}", f"labkit shared recording {root} (LABKIT_SHARED_CACHE): {why}; panels "
-                   "use your own cache and measure on this GPU as usual")
+        _warn_once(
+            f"shared:{root}",
+            f"labkit shared recording {root} (LABKIT_SHARED_CACHE): {why}; panels "
+            "use your own cache and measure on this GPU as usual",
+        )
 
     store = LocalRecording(root, ident, shared=True)
     try:
@@ -434,8 +488,11 @@ def open_shared(root: Path, ident: dict) -> Optional[LocalRecording]:
                     others.append(json.loads((folder / "metadata.json").read_text())["identity"])
                 except (OSError, ValueError, KeyError, TypeError):
                     continue
-            skip("it was filled on another machine identity: " + differences(ident, others[0]) if others
-                 else "it holds no recording (fill it with `python -m labkit fill --into` that folder)")
+            skip(
+                "it was filled on another machine identity: " + differences(ident, others[0])
+                if others
+                else "it holds no recording (fill it with `python -m labkit fill --into` that folder)"
+            )
             return None
         status = {}
         try:
@@ -443,9 +500,12 @@ def open_shared(root: Path, ident: dict) -> Optional[LocalRecording]:
         except (OSError, ValueError):
             pass
         if status.get("status") != "complete":
-            _warn_once(f"shared-unfinished:{root}", f"labkit shared recording {root}: its fill did not finish "
-                       f"({status.get('status') or 'no ' + FILL_STATUS}, started {status.get('started', '?')}); "
-                       "panels answer what it holds and measure the rest on this GPU")
+            _warn_once(
+                f"shared-unfinished:{root}",
+                f"labkit shared recording {root}: its fill did not finish "
+                f"({status.get('status') or 'no ' + FILL_STATUS}, started {status.get('started', '?')}); "
+                "panels answer what it holds and measure the rest on this GPU",
+            )
     except OSError as exc:
         skip(f"cannot be read ({type(exc).__name__}: {exc})")
         return None
@@ -469,8 +529,12 @@ def describe() -> str:
         return f"{'saved measurements':>20}: error: {exc}"
     store = current()
     if store is None:
-        why = "off (LABKIT_LOCAL_RECORDING=0)" if not _this.enabled() else "none on this machine (no live GPU)"
+        why = (
+            "off (LABKIT_LOCAL_RECORDING=0)" if not _this.enabled() else "none on this machine (no live GPU)"
+        )
         return f"{'saved measurements':>20}: {why}; cache folder {root}"
     n = sum(1 for _ in store.path.glob("*/*.json")) if store.path.is_dir() else 0
-    return (f"{'saved measurements':>20}: {n} calls measured on this GPU, in {store.path}\n"
-            f"{'':>20}  (`python -m labkit fill` measures every lesson's values ahead)")
+    return (
+        f"{'saved measurements':>20}: {n} calls measured on this GPU, in {store.path}\n"
+        f"{'':>20}  (`python -m labkit fill` measures every lesson's values ahead)"
+    )

@@ -14,6 +14,7 @@ identities differ, for a warning.
 use under a root folder (the cache folder, or a class's shared folder), again when that folder
 changes, and none in recorded mode (no GPU) or when its switch variable is ``0``.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -30,8 +31,17 @@ from ..errors import LabkitError
 #: writes (`labkit.store.localcache`); a file of another version is set aside, never read
 SCHEMA_VERSION = 1
 #: the identity fields, in the order they are shown
-IDENTITY_FIELDS = ("gpu", "compute_capability", "nvidia_driver", "cuda_driver", "cuda_runtime", "cudnn_backend",
-                   "cudnn_frontend", "cupy", "labkit_schema")
+IDENTITY_FIELDS = (
+    "gpu",
+    "compute_capability",
+    "nvidia_driver",
+    "cuda_driver",
+    "cuda_runtime",
+    "cudnn_backend",
+    "cudnn_frontend",
+    "cupy",
+    "labkit_schema",
+)
 
 
 # ---- who --------------------------------------------------------------------------------------
@@ -54,9 +64,16 @@ def this_identity() -> Optional[dict]:
     e = env.environment()
     if e.problem is not None or not e.gpu_name:
         return None
-    return identity(gpu=e.gpu_name, compute_capability=e.compute_capability, nvidia_driver=nvidia_driver_version(),
-                    cuda_driver=e.driver_version, cuda_runtime=e.cuda_runtime, cudnn_backend=e.cudnn_backend,
-                    cudnn_frontend=e.cudnn_frontend, cupy=e.cupy_version)
+    return identity(
+        gpu=e.gpu_name,
+        compute_capability=e.compute_capability,
+        nvidia_driver=nvidia_driver_version(),
+        cuda_driver=e.driver_version,
+        cuda_runtime=e.cuda_runtime,
+        cudnn_backend=e.cudnn_backend,
+        cudnn_frontend=e.cudnn_frontend,
+        cupy=e.cupy_version,
+    )
 
 
 def identity(**fields) -> dict:
@@ -83,18 +100,23 @@ def slug(name) -> str:
 
 def differences(ident: dict, other: dict) -> str:
     """How ``other`` differs from this machine's ``ident``: its first three differing fields."""
-    diff = [f"{f.replace('_', ' ')} {other.get(f)} (this machine: {ident.get(f)})"
-            for f in IDENTITY_FIELDS if other.get(f) != ident.get(f)]
+    diff = [
+        f"{f.replace('_', ' ')} {other.get(f)} (this machine: {ident.get(f)})"
+        for f in IDENTITY_FIELDS
+        if other.get(f) != ident.get(f)
+    ]
     return "; ".join(diff[:3]) or "another identity"
 
 
 # ---- the one for this process -----------------------------------------------------------------
+
 
 def folder_of(root: Path, kind: str, ident: dict) -> Tuple[str, Path]:
     """(the identity's hash, its folder of ``kind`` under ``root``): e.g. ``root/recordings/<gpu
     slug>-<hash>``. One machine identity, one folder per kind of stored thing."""
     key = identity_hash(ident)
     return key, Path(root) / kind / f"{slug(ident.get('gpu'))}-{key}"
+
 
 class ThisMachine:
     """The one store of this machine's identity for the process (`labkit.store.localcache.LocalRecording`,

@@ -26,6 +26,7 @@ other-version file gets one warning naming it and is moved to ``set-aside/``; a 
 cache folder gets one warning and plans are no longer saved (they are still built and used).
 ``LABKIT_SAVED_PLANS=0`` turns saving and loading off.
 """
+
 from __future__ import annotations
 
 import base64
@@ -36,8 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterator, Optional
 
-from . import localcache, machine
 from ..errors import InvalidSpec
+from . import localcache, machine
 
 #: version of the files written here; a file of another version is set aside, never read
 SCHEMA_VERSION = 1
@@ -100,26 +101,45 @@ class PlanStore:
         digest = hashlib.sha256(key_text(graph_key).encode()).hexdigest()[:32]
         return self.path / f"{digest}.{check_kind(kind)}.json"
 
-    def put(self, graph_key, kind: str, data: bytes, plan_name: str, workspace_bytes: int, notes: str = "",
-            info: Optional[dict] = None) -> Optional[Path]:
+    def put(
+        self,
+        graph_key,
+        kind: str,
+        data: bytes,
+        plan_name: str,
+        workspace_bytes: int,
+        notes: str = "",
+        info: Optional[dict] = None,
+    ) -> Optional[Path]:
         """Save one serialized plan. Returns the file, or None when saving is off or failed."""
         path = self.path_for(graph_key, kind)
         if not self.writable:
             return None
         data = bytes(data)
-        body = {"schema_version": SCHEMA_VERSION, "identity_hash": self.key, "graph": key_text(graph_key), "kind": kind,
-                "plan_name": str(plan_name), "workspace_bytes": int(workspace_bytes), "notes": str(notes or ""),
-                "saved_at": localcache.now(), "info": dict(info or {}),
-                **{f: self.identity.get(f) for f in VERSION_FIELDS},
-                "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
-                "data": base64.b64encode(data).decode("ascii")}
+        body = {
+            "schema_version": SCHEMA_VERSION,
+            "identity_hash": self.key,
+            "graph": key_text(graph_key),
+            "kind": kind,
+            "plan_name": str(plan_name),
+            "workspace_bytes": int(workspace_bytes),
+            "notes": str(notes or ""),
+            "saved_at": localcache.now(),
+            "info": dict(info or {}),
+            **{f: self.identity.get(f) for f in VERSION_FIELDS},
+            "bytes": len(data),
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "data": base64.b64encode(data).decode("ascii"),
+        }
         try:
             localcache.write_atomic(path, json.dumps(body, default=str).encode())
         except OSError as exc:
             self.writable = False
-            localcache._warn_once(f"plans-write:{self.root}",
-                                  f"labkit cache: cannot save plans in {self.root} ({type(exc).__name__}: {exc}); "
-                                  "plans are built as usual and not saved")
+            localcache._warn_once(
+                f"plans-write:{self.root}",
+                f"labkit cache: cannot save plans in {self.root} ({type(exc).__name__}: {exc}); "
+                "plans are built as usual and not saved",
+            )
             return None
         self.saved += 1
         return path
@@ -134,7 +154,9 @@ class PlanStore:
         except (FileNotFoundError, NotADirectoryError):
             return None
         except OSError as exc:
-            localcache._warn_once(f"plans-read:{path}", f"labkit cache: cannot read {path} ({exc}); building instead")
+            localcache._warn_once(
+                f"plans-read:{path}", f"labkit cache: cannot read {path} ({exc}); building instead"
+            )
             return None
         got = self._check(raw, key_text(graph_key), kind)
         if isinstance(got, str):
@@ -151,8 +173,10 @@ class PlanStore:
             return e
         for f in VERSION_FIELDS:
             if e.get(f) != self.identity.get(f):
-                return (f"saved under {f.replace('_', ' ')} {e.get(f)!r}, this process has {self.identity.get(f)!r}: "
-                        "a plan is never loaded into another cuDNN")
+                return (
+                    f"saved under {f.replace('_', ' ')} {e.get(f)!r}, this process has {self.identity.get(f)!r}: "
+                    "a plan is never loaded into another cuDNN"
+                )
         if e.get("identity_hash") != self.key:
             return "saved under another machine identity"
         for f in ("graph", "kind", "plan_name", "workspace_bytes", "saved_at", "data", "sha256"):
@@ -168,9 +192,16 @@ class PlanStore:
         if hashlib.sha256(data).hexdigest() != e["sha256"]:
             return "plan bytes do not match their sha256 (corrupt or edited)"
         try:
-            return SavedPlan(graph_key=graph, kind=kind, plan_name=str(e["plan_name"]), workspace_bytes=int(e["workspace_bytes"]),
-                             notes=str(e.get("notes") or ""), saved_at=str(e["saved_at"]), data=data,
-                             info=dict(e.get("info") or {}))
+            return SavedPlan(
+                graph_key=graph,
+                kind=kind,
+                plan_name=str(e["plan_name"]),
+                workspace_bytes=int(e["workspace_bytes"]),
+                notes=str(e.get("notes") or ""),
+                saved_at=str(e["saved_at"]),
+                data=data,
+                info=dict(e.get("info") or {}),
+            )
         except (TypeError, ValueError) as exc:  # e.g. a workspace that is not a number
             return f"a field of the wrong type: {str(exc)[:80]}"
 
@@ -192,8 +223,16 @@ class PlanStore:
             if isinstance(got, str):
                 localcache.set_aside(self.root, f, got, read_only=self.shared)
                 continue
-            yield dict(graph=got.graph_key, kind=got.kind, plan_name=got.plan_name, workspace_bytes=got.workspace_bytes,
-                       saved_at=got.saved_at, bytes=len(got.data), info=got.info, path=str(f))
+            yield dict(
+                graph=got.graph_key,
+                kind=got.kind,
+                plan_name=got.plan_name,
+                workspace_bytes=got.workspace_bytes,
+                saved_at=got.saved_at,
+                bytes=len(got.data),
+                info=got.info,
+                path=str(f),
+            )
 
     def clear(self) -> int:
         """Delete every saved plan of this identity; returns how many files were removed."""
@@ -244,6 +283,8 @@ def describe() -> str:
     except localcache.CacheError as exc:
         return f"{'saved plans':>20}: error: {exc}"
     if store is None:
-        return f"{'saved plans':>20}: " + ("off (LABKIT_SAVED_PLANS=0)" if not enabled() else "none on this machine (no live GPU)")
+        return f"{'saved plans':>20}: " + (
+            "off (LABKIT_SAVED_PLANS=0)" if not enabled() else "none on this machine (no live GPU)"
+        )
     n = sum(1 for _ in store.path.glob("*.json")) if store.path.is_dir() else 0
     return f"{'saved plans':>20}: {n} in {store.path}"

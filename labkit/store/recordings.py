@@ -10,6 +10,7 @@ that request; anything else raises `RecordedDataError` naming the nearest record
 ``LABKIT_RECORDING`` (a folder name under data/recordings, or a path) picks the recording;
 otherwise `use` does, otherwise the shipped H100 recording.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -57,7 +58,9 @@ def read_csv_exact(source):
 
 
 #: pandas 3.1 deprecates ``float_precision``; labkit's one use of it (`read_csv_exact`) says nothing
-warnings.filterwarnings("ignore", message=r".*'float_precision' argument is deprecated", module=r"labkit\.store\.recordings")
+warnings.filterwarnings(
+    "ignore", message=r".*'float_precision' argument is deprecated", module=r"labkit\.store\.recordings"
+)
 
 
 def _read_csv_twice(text: str):
@@ -75,7 +78,9 @@ def _read_csv_twice(text: str):
         raw = pd.read_csv(io.StringIO(text), usecols=floats, dtype=object, keep_default_na=True)
         exact = raw[floats].to_numpy(dtype=object).astype(np.float64)  # each text by Python's float, in C
         parsed = df[floats].to_numpy(dtype=np.float64)
-        same = ((exact == parsed) | (np.isnan(exact) & np.isnan(parsed))) & (np.signbit(exact) == np.signbit(parsed))
+        same = ((exact == parsed) | (np.isnan(exact) & np.isnan(parsed))) & (
+            np.signbit(exact) == np.signbit(parsed)
+        )
         for j in np.flatnonzero(~same.all(axis=0)):
             df[floats[j]] = exact[:, j]
     return df
@@ -104,18 +109,27 @@ class Recording:
 
     def describe(self) -> str:
         m = self.metadata
-        return (f"{self.name}: {m.get('gpu')}, cuDNN {m.get('cudnn_backend')} (frontend {m.get('cudnn_frontend')}), "
-                f"recorded {m.get('date')}, {len(m.get('experiments', {}))} experiments")
+        return (
+            f"{self.name}: {m.get('gpu')}, cuDNN {m.get('cudnn_backend')} (frontend {m.get('cudnn_frontend')}), "
+            f"recorded {m.get('date')}, {len(m.get('experiments', {}))} experiments"
+        )
 
     def provenance(self, name: Optional[str] = None) -> dict:
         """Where the numbers come from; for experiment ``name``, its own table's date when the
         metadata has one (a table recorded later than the rest of the folder)."""
         m = self.metadata
         entry = (m.get("experiments") or {}).get(name) or {}
-        return {"mode": "recorded", "gpu": m.get("gpu"), "compute_capability": m.get("compute_capability"),
-                "cudnn_backend": m.get("cudnn_backend"), "cudnn_frontend": m.get("cudnn_frontend"),
-                "cupy": m.get("cupy"), "date": entry.get("date") or m.get("date"), "source": str(self.path),
-                "conditions": entry.get("conditions")}
+        return {
+            "mode": "recorded",
+            "gpu": m.get("gpu"),
+            "compute_capability": m.get("compute_capability"),
+            "cudnn_backend": m.get("cudnn_backend"),
+            "cudnn_frontend": m.get("cudnn_frontend"),
+            "cupy": m.get("cupy"),
+            "date": entry.get("date") or m.get("date"),
+            "source": str(self.path),
+            "conditions": entry.get("conditions"),
+        }
 
     def experiments(self) -> List[str]:
         return sorted(self.metadata.get("experiments", {}))
@@ -126,13 +140,17 @@ class Recording:
             return self._tables[name]
         info = self.metadata.get("experiments", {}).get(name)
         if info is None:
-            raise RecordedDataError(f"experiment {name!r} is not in this recording (it has: {', '.join(self.experiments())})",
-                                    self.path / "metadata.json")
+            raise RecordedDataError(
+                f"experiment {name!r} is not in this recording (it has: {', '.join(self.experiments())})",
+                self.path / "metadata.json",
+            )
         path = self.path / info["file"]
         if not path.is_file():
             raise RecordedDataError(f"file missing for experiment {name!r}", path)
         if info.get("sha256") and sha256(path) != info["sha256"]:
-            raise RecordedDataError("file content does not match its sha256 in metadata.json (corrupt or edited)", path)
+            raise RecordedDataError(
+                "file content does not match its sha256 in metadata.json (corrupt or edited)", path
+            )
         try:
             df = read_csv_exact(path)
         except Exception as exc:  # pandas' parser errors name the line
@@ -145,7 +163,9 @@ class Recording:
             try:
                 json.loads(r)
             except Exception:
-                raise RecordedDataError("the request column is not valid JSON", path, row=int(i) + 2) from None
+                raise RecordedDataError(
+                    "the request column is not valid JSON", path, row=int(i) + 2
+                ) from None
         self._tables[name] = df
         return df
 
@@ -154,15 +174,27 @@ class Recording:
         and has its row count. Reads only; raises `RecordedDataError` naming the folder and every
         file at fault (missing or mismatched), else returns the recording."""
         exps = self.metadata.get("experiments", {})
-        missing = [info.get("file", name) for name, info in exps.items()
-                   if not (self.path / str(info.get("file", ""))).is_file()]
-        changed = [info["file"] for name, info in exps.items() if info.get("file") not in missing
-                   and info.get("sha256") and sha256(self.path / info["file"]) != info["sha256"]]
+        missing = [
+            info.get("file", name)
+            for name, info in exps.items()
+            if not (self.path / str(info.get("file", ""))).is_file()
+        ]
+        changed = [
+            info["file"]
+            for name, info in exps.items()
+            if info.get("file") not in missing
+            and info.get("sha256")
+            and sha256(self.path / info["file"]) != info["sha256"]
+        ]
         problems = ([f"files missing: {', '.join(missing)}"] if missing else []) + (
             [f"content does not match its sha256 in metadata.json (corrupt or edited): {', '.join(changed)}"]
-            if changed else [])
+            if changed
+            else []
+        )
         if problems:
-            raise RecordedDataError(f"recording {self.name!r} is not usable: " + "; ".join(problems), self.path)
+            raise RecordedDataError(
+                f"recording {self.name!r} is not usable: " + "; ".join(problems), self.path
+            )
         for name in exps:
             self.table(name)  # parses, checks rows and request JSON (names the file and row)
         return self
@@ -187,9 +219,11 @@ class Recording:
         df = self.table(name)
         rows = df[df["request"] == request_key(request)]
         if rows.empty:
-            raise RecordedDataError(f"{name}: these arguments were not recorded on {self.metadata.get('gpu')}",
-                                    self.path / self.metadata["experiments"][name]["file"],
-                                    nearest=nearest(self.requests(name), request))
+            raise RecordedDataError(
+                f"{name}: these arguments were not recorded on {self.metadata.get('gpu')}",
+                self.path / self.metadata["experiments"][name]["file"],
+                nearest=nearest(self.requests(name), request),
+            )
         if "call_error" in rows.columns and rows["call_error"].notna().all():
             cls = _ERROR_CLASSES.get(str(rows["call_error"].iloc[0]))
             reason = f"(recorded on {self.metadata.get('gpu')}) {rows['reason'].iloc[0]}"
@@ -278,10 +312,13 @@ def load(path, verify: bool = False) -> Recording:
     if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
         raise RecordedDataError(
             f"schema version {version!r} is newer than this labkit reads (version {SCHEMA_VERSION}): "
-            "update labkit (git pull) to read this recording; it was left as it is", meta_path)
+            "update labkit (git pull) to read this recording; it was left as it is",
+            meta_path,
+        )
     if version != SCHEMA_VERSION:
         raise RecordedDataError(
-            f"schema version {version!r}; this labkit reads version {SCHEMA_VERSION}", meta_path)
+            f"schema version {version!r}; this labkit reads version {SCHEMA_VERSION}", meta_path
+        )
     missing = [k for k in REQUIRED_METADATA if k not in meta]
     if missing:
         raise RecordedDataError(f"metadata.json lacks {missing}", meta_path)
@@ -314,7 +351,9 @@ def check_unique(recs: List[Recording]) -> List[Recording]:
         if key in seen:
             raise RecordedDataError(
                 f"recordings {seen[key].name!r} ({seen[key].path}) and {r.name!r} both claim {key[0]} recorded {key[1]}: "
-                "each GPU and date may have one recording; keep one folder (nothing was changed)", r.path)
+                "each GPU and date may have one recording; keep one folder (nothing was changed)",
+                r.path,
+            )
         seen[key] = r
     return recs
 
@@ -353,7 +392,9 @@ def use(name_or_path) -> Recording:
         p = data_dir() / str(name_or_path)
     if not p.is_dir():
         names = [r.name for r in available()]
-        raise RecordedDataError(f"no recording {str(name_or_path)!r} (available: {', '.join(names) or 'none'})", p)
+        raise RecordedDataError(
+            f"no recording {str(name_or_path)!r} (available: {', '.join(names) or 'none'})", p
+        )
     _current = load(p)
     _picked = _current.path
     return _current
@@ -368,7 +409,9 @@ def current() -> Recording:
     if _current is None:
         recs = shipped()  # the default first
         if not recs:
-            raise RecordedDataError("no recordings found; record one on a GPU with `python -m labkit record`", data_dir())
+            raise RecordedDataError(
+                "no recordings found; record one on a GPU with `python -m labkit record`", data_dir()
+            )
         _current = recs[0]
     return _current
 
@@ -395,8 +438,11 @@ def named(name: str) -> Recording:
     recs = shipped()
     found = next((r for r in recs if r.name == name), None)
     if found is None:
-        raise InvalidSpec("recording", name, f"must name a recording in {data_dir()} "
-                                             f"(available: {', '.join(r.name for r in recs) or 'none'})")
+        raise InvalidSpec(
+            "recording",
+            name,
+            f"must name a recording in {data_dir()} (available: {', '.join(r.name for r in recs) or 'none'})",
+        )
     return found
 
 

@@ -9,48 +9,110 @@ Everything about these experiments lives in this package, one part per concept: 
 functions, live: measured now; recorded: answered from the recording), `charts`, `summaries` (the
 summaries under the charts), `exercises` (the exercise checks); the calls the recorded grid holds
 are below."""
+
 from __future__ import annotations
 
-from ..panel_config import plain_panel
 from ..core import BASE
-from .charts import (CHART_PLANS, ROLE_COLORS, ROLES, TIMELINE_KINDS, build_log_chart, fusion_kernels_chart,
-                     kernels_chart, race_timeline_chart, strategy_timeline_chart)
+from ..panel_config import plain_panel
+from .charts import (
+    CHART_PLANS,
+    ROLE_COLORS,
+    ROLES,
+    TIMELINE_KINDS,
+    build_log_chart,
+    fusion_kernels_chart,
+    kernels_chart,
+    race_timeline_chart,
+    strategy_timeline_chart,
+)
 from .exercises import heuristic_kernels, idle_strategy, race_overlap
-from .runs import RACE_CONVS, TRACED_CALLS, build_log, fusion_kernels, kernels, race_timeline, strategy_timeline
-from .summaries import (build_log_summary, fusion_kernels_summary, kernels_summary, race_timeline_summary,
-                        strategy_timeline_summary)
+from .runs import (
+    RACE_CONVS,
+    TRACED_CALLS,
+    build_log,
+    fusion_kernels,
+    kernels,
+    race_timeline,
+    strategy_timeline,
+)
+from .summaries import (
+    build_log_summary,
+    fusion_kernels_summary,
+    kernels_summary,
+    race_timeline_summary,
+    strategy_timeline_summary,
+)
 
 __all__ = [
-    "TRACED_CALLS", "RACE_CONVS", "ROLES", "ROLE_COLORS", "CHART_PLANS", "TIMELINE_KINDS",
-    "kernels", "fusion_kernels", "strategy_timeline", "race_timeline", "build_log",
-    "kernels_chart", "fusion_kernels_chart", "strategy_timeline_chart", "race_timeline_chart", "build_log_chart",
-    "kernels_summary", "fusion_kernels_summary", "strategy_timeline_summary", "race_timeline_summary",
-    "build_log_summary", "heuristic_kernels", "idle_strategy", "race_overlap", "recorded_calls",
-    "LESSON", "CHARTS", "EXERCISES", "PANELS",
+    "TRACED_CALLS",
+    "RACE_CONVS",
+    "ROLES",
+    "ROLE_COLORS",
+    "CHART_PLANS",
+    "TIMELINE_KINDS",
+    "kernels",
+    "fusion_kernels",
+    "strategy_timeline",
+    "race_timeline",
+    "build_log",
+    "kernels_chart",
+    "fusion_kernels_chart",
+    "strategy_timeline_chart",
+    "race_timeline_chart",
+    "build_log_chart",
+    "kernels_summary",
+    "fusion_kernels_summary",
+    "strategy_timeline_summary",
+    "race_timeline_summary",
+    "build_log_summary",
+    "heuristic_kernels",
+    "idle_strategy",
+    "race_overlap",
+    "recorded_calls",
+    "LESSON",
+    "CHARTS",
+    "EXERCISES",
+    "PANELS",
 ]
 
 
 # ---- the recorded grid ---------------------------------------------------------------------------
 def recorded_calls(quick: bool = False) -> list:
     """This lesson's (experiment, kwargs) calls in the recorded grid; ``quick``: the base calls only."""
-    calls = [("kernels", dict(spec=BASE)), ("strategy_timeline", dict(workload="one_conv", calls=8)),
-             ("race_timeline", dict(launch="graph", streams=2)), ("fusion_kernels", dict(spec=BASE, epilogue="bias_relu")),
-             ("build_log", dict(spec=BASE, epilogue="none"))]
+    calls = [
+        ("kernels", dict(spec=BASE)),
+        ("strategy_timeline", dict(workload="one_conv", calls=8)),
+        ("race_timeline", dict(launch="graph", streams=2)),
+        ("fusion_kernels", dict(spec=BASE, epilogue="bias_relu")),
+        ("build_log", dict(spec=BASE, epilogue="none")),
+    ]
     if quick:
         return calls
-    calls += [("kernels", dict(spec=BASE.replace(layout="NCHW"))), ("kernels", dict(spec=BASE.replace(dtype="fp32"))),
-              ("race_timeline", dict(launch="python", streams=2)),
-              ("fusion_kernels", dict(spec=BASE, epilogue="bias_relu_add"))]
+    calls += [
+        ("kernels", dict(spec=BASE.replace(layout="NCHW"))),
+        ("kernels", dict(spec=BASE.replace(dtype="fp32"))),
+        ("race_timeline", dict(launch="python", streams=2)),
+        ("fusion_kernels", dict(spec=BASE, epilogue="bias_relu_add")),
+    ]
     return calls
 
 
 LESSON = "10"
-CHARTS = {"kernels": (kernels_chart, len(ROLES) + 1, kernels_summary),
-          "fusion_kernels": (fusion_kernels_chart, len(ROLES), fusion_kernels_summary),
-          "strategy_timeline": (strategy_timeline_chart, len(TIMELINE_KINDS), strategy_timeline_summary),
-          "race_timeline": (race_timeline_chart, len(TIMELINE_KINDS), race_timeline_summary),
-          "build_log": (build_log_chart, 1, build_log_summary)}
+CHARTS = {
+    "kernels": (kernels_chart, len(ROLES) + 1, kernels_summary),
+    "fusion_kernels": (fusion_kernels_chart, len(ROLES), fusion_kernels_summary),
+    "strategy_timeline": (strategy_timeline_chart, len(TIMELINE_KINDS), strategy_timeline_summary),
+    "race_timeline": (race_timeline_chart, len(TIMELINE_KINDS), race_timeline_summary),
+    "build_log": (build_log_chart, 1, build_log_summary),
+}
 EXERCISES = (heuristic_kernels, idle_strategy, race_overlap)
 #: experiment -> its lesson panel (`labkit.present.widgets.panel`)
-PANELS = {"race_timeline": plain_panel("race_timeline", "The race, traced", dict(launch="graph"), "graph launch, 2 streams",
-                                       lambda s: dict(launch=s["launch"], streams=2))}
+PANELS = {
+    "race_timeline": plain_panel(
+        "race_timeline",
+        "The race, traced",
+        dict(launch="graph"),
+        "graph launch, 2 streams",
+        lambda s: dict(launch=s["launch"], streams=2),
+    )
+}

@@ -2,6 +2,7 @@
 unfused), Gantt timelines of traced runs (each strategy's pass, the race's streams) and cuDNN's
 build log as a table. Microseconds.
 """
+
 from __future__ import annotations
 
 import plotly.graph_objects as go
@@ -11,10 +12,35 @@ from ...gpu.trace import merged_spans, overlap_spans
 from .runs import RACE_CONVS, TRACED_CALLS
 
 #: the kernel roles, in the order the stacked bars show them, and their colours
-ROLES = ("layout conversion", "setup", "zeroing (memset)", "FFT transform", "Winograd transform", "main convolution",
-         "split-K reduction", "epilogue", "copy", "other")
-ROLE_COLORS = dict(zip(ROLES, ("#ff7f0e", "#8c564b", "#bcbd22", "#17becf", "#e377c2", "#1f77b4", "#9467bd",
-                               "#2ca02c", "#7f7f7f", "#c7c7c7")))
+ROLES = (
+    "layout conversion",
+    "setup",
+    "zeroing (memset)",
+    "FFT transform",
+    "Winograd transform",
+    "main convolution",
+    "split-K reduction",
+    "epilogue",
+    "copy",
+    "other",
+)
+ROLE_COLORS = dict(
+    zip(
+        ROLES,
+        (
+            "#ff7f0e",
+            "#8c564b",
+            "#bcbd22",
+            "#17becf",
+            "#e377c2",
+            "#1f77b4",
+            "#9467bd",
+            "#2ca02c",
+            "#7f7f7f",
+            "#c7c7c7",
+        ),
+    )
+)
 #: plans a kernels chart shows (the fastest by traced kernel time; the table has every plan)
 CHART_PLANS = 14
 
@@ -24,8 +50,14 @@ def _plan_order(ok):
     return list(per.plan_name)
 
 
-KERNELS_GRID = grid(rows=1, cols=2, shared_yaxes=True, column_widths=[0.68, 0.32], horizontal_spacing=0.02,
-                    subplot_titles=("GPU time per call, by kernel role (traced)", "host time per call (untraced)"))
+KERNELS_GRID = grid(
+    rows=1,
+    cols=2,
+    shared_yaxes=True,
+    column_widths=[0.68, 0.32],
+    horizontal_spacing=0.02,
+    subplot_titles=("GPU time per call, by kernel role (traced)", "host time per call (untraced)"),
+)
 
 
 def kernels_chart(df) -> go.Figure:
@@ -39,30 +71,68 @@ def kernels_chart(df) -> go.Figure:
     for role in ROLES:
         r = sub[sub.role == role]
         per_plan = (r.kernel_us * r.launches_per_call).groupby(r.plan_name).sum() if len(r) else {}
-        names = r.groupby("plan_name").kernel.apply(lambda k: "<br>".join(k.str.slice(0, 60))) if len(r) else {}
-        fig.add_trace(go.Bar(y=order, x=[per_plan.get(p) if len(r) else None for p in order], orientation="h", name=role,
-                             marker_color=ROLE_COLORS[role], legendgroup=role,
-                             customdata=[names.get(p, "") if len(r) else "" for p in order],
-                             hovertemplate=f"%{{y}}<br>{role}: %{{x:.1f}} us<br>%{{customdata}}<extra></extra>"),
-                      row=1, col=1)
+        names = (
+            r.groupby("plan_name").kernel.apply(lambda k: "<br>".join(k.str.slice(0, 60))) if len(r) else {}
+        )
+        fig.add_trace(
+            go.Bar(
+                y=order,
+                x=[per_plan.get(p) if len(r) else None for p in order],
+                orientation="h",
+                name=role,
+                marker_color=ROLE_COLORS[role],
+                legendgroup=role,
+                customdata=[names.get(p, "") if len(r) else "" for p in order],
+                hovertemplate=f"%{{y}}<br>{role}: %{{x:.1f}} us<br>%{{customdata}}<extra></extra>",
+            ),
+            row=1,
+            col=1,
+        )
     per = sub.drop_duplicates("plan_name").set_index("plan_name") if len(sub) else None
     host = [float(per.loc[p, "host_us"]) if per is not None else None for p in order]
-    text = [f"{per.loc[p, 'kernels_per_call']:g} kernel{'s' if per.loc[p, 'kernels_per_call'] != 1 else ''}"
-            if per is not None else "" for p in order]
-    fig.add_trace(go.Bar(y=order, x=host, orientation="h", name="host time to launch", marker_color=COLORS["muted"],
-                         text=text, textposition="auto", showlegend=False,
-                         hovertemplate="%{y}: %{x:.1f} us of host time, %{text}<extra></extra>"), row=1, col=2)
+    text = [
+        f"{per.loc[p, 'kernels_per_call']:g} kernel{'s' if per.loc[p, 'kernels_per_call'] != 1 else ''}"
+        if per is not None
+        else ""
+        for p in order
+    ]
+    fig.add_trace(
+        go.Bar(
+            y=order,
+            x=host,
+            orientation="h",
+            name="host time to launch",
+            marker_color=COLORS["muted"],
+            text=text,
+            textposition="auto",
+            showlegend=False,
+            hovertemplate="%{y}: %{x:.1f} us of host time, %{text}<extra></extra>",
+        ),
+        row=1,
+        col=2,
+    )
     fig.update_layout(barmode="stack")
     fig.update_yaxes(autorange="reversed", tickfont=dict(size=10), row=1, col=1)
     fig.update_xaxes(title_text="GPU time per call (us)", row=1, col=1)
     fig.update_xaxes(title_text="host us per call", row=1, col=2)
     label = df["spec_label"].iloc[0] if "spec_label" in df.columns and len(df) else ""
     more = max(0, ok.plan_name.nunique() - len(order)) if len(ok) else 0
-    detail = f"{label}; {len(order)} fastest plans" + (f" of {len(order) + more} (the table has all)" if more else "")
-    note = (f"each plan traced over {TRACED_CALLS} calls with CUPTI (cupti-python); host time measured untraced first"
-            + (f" · heuristic's pick: {df.attrs.get('heuristic_plan')}" if df.attrs.get("heuristic_plan") else ""))
-    return finish(fig, df, "Kernels per plan: what one cuDNN call launches", detail, note=note,
-                  height=300 + 26 * max(len(order), 4), legend_rows=2)
+    detail = f"{label}; {len(order)} fastest plans" + (
+        f" of {len(order) + more} (the table has all)" if more else ""
+    )
+    note = (
+        f"each plan traced over {TRACED_CALLS} calls with CUPTI (cupti-python); host time measured untraced first"
+        + (f" · heuristic's pick: {df.attrs.get('heuristic_plan')}" if df.attrs.get("heuristic_plan") else "")
+    )
+    return finish(
+        fig,
+        df,
+        "Kernels per plan: what one cuDNN call launches",
+        detail,
+        note=note,
+        height=300 + 26 * max(len(order), 4),
+        legend_rows=2,
+    )
 
 
 def fusion_kernels_chart(df) -> go.Figure:
@@ -72,11 +142,28 @@ def fusion_kernels_chart(df) -> go.Figure:
     paths = [p for p in ("fused", "unfused") if p in set(df.get("path", []))]
     for role in ROLES:
         r = df[df.role == role] if len(df) else df
-        x = [float((r[r.path == p].kernel_us * r[r.path == p].launches_per_call).sum()) if len(r[r.path == p]) else None
-             for p in paths] if len(r) else [None] * len(paths)
+        x = (
+            [
+                float((r[r.path == p].kernel_us * r[r.path == p].launches_per_call).sum())
+                if len(r[r.path == p])
+                else None
+                for p in paths
+            ]
+            if len(r)
+            else [None] * len(paths)
+        )
         names = ["<br>".join(r[r.path == p].kernel.str.slice(0, 60)) if len(r) else "" for p in paths]
-        fig.add_trace(go.Bar(y=paths, x=x, orientation="h", name=role, marker_color=ROLE_COLORS[role],
-                             customdata=names, hovertemplate=f"%{{y}} {role}: %{{x:.1f}} us<br>%{{customdata}}<extra></extra>"))
+        fig.add_trace(
+            go.Bar(
+                y=paths,
+                x=x,
+                orientation="h",
+                name=role,
+                marker_color=ROLE_COLORS[role],
+                customdata=names,
+                hovertemplate=f"%{{y}} {role}: %{{x:.1f}} us<br>%{{customdata}}<extra></extra>",
+            )
+        )
     fig.update_layout(barmode="stack")
     fig.update_xaxes(title_text="GPU time per call (us, traced)")
     per = df.drop_duplicates("path").set_index("path") if len(df) else None
@@ -84,14 +171,24 @@ def fusion_kernels_chart(df) -> go.Figure:
     fig.update_yaxes(tickvals=paths, ticktext=ticks)
     label = df["spec_label"].iloc[0] if len(df) else ""
     epi = df["epilogue"].iloc[0] if len(df) else ""
-    return finish(fig, df, f"Fusion under the hood: conv + {epi}", f"{label}; fused = one cuDNN graph, unfused = cuDNN "
-                  "conv + CuPy elementwise kernels", note=f"traced over {TRACED_CALLS} calls with CUPTI", height=380)
+    return finish(
+        fig,
+        df,
+        f"Fusion under the hood: conv + {epi}",
+        f"{label}; fused = one cuDNN graph, unfused = cuDNN conv + CuPy elementwise kernels",
+        note=f"traced over {TRACED_CALLS} calls with CUPTI",
+        height=380,
+    )
 
 
 #: a timeline's event classes as (class, legend name, colour): one trace each, in this order
-TIMELINE_KINDS = (("kernel", "kernels", COLORS["primary"]), ("memset", "memsets", "#bcbd22"),
-                   ("alloc", "allocate / free (host)", COLORS["bad"]), ("launch", "launch calls (host)", COLORS["muted"]),
-                   ("sync", "synchronise (host)", COLORS["purple"]))
+TIMELINE_KINDS = (
+    ("kernel", "kernels", COLORS["primary"]),
+    ("memset", "memsets", "#bcbd22"),
+    ("alloc", "allocate / free (host)", COLORS["bad"]),
+    ("launch", "launch calls (host)", COLORS["muted"]),
+    ("sync", "synchronise (host)", COLORS["purple"]),
+)
 
 
 def _timeline_class(kind: str, name: str) -> str:
@@ -116,15 +213,28 @@ def _gantt(fig, events, lane, label_of):
     starts = list(events.start_us) if rows else []
     widths = list(events.dur_us.clip(lower=0.3)) if rows else []
     of = {cls: [i for i, c in enumerate(classes) if c == cls] for cls, _, _ in TIMELINE_KINDS}
-    fig.update_yaxes(categoryorder="array",
-                     categoryarray=list(dict.fromkeys(lanes[i] for cls, _, _ in TIMELINE_KINDS for i in of[cls])))
+    fig.update_yaxes(
+        categoryorder="array",
+        categoryarray=list(dict.fromkeys(lanes[i] for cls, _, _ in TIMELINE_KINDS for i in of[cls])),
+    )
     for rank in sorted(range(len(TIMELINE_KINDS)), key=lambda k: TIMELINE_KINDS[k][0] != "sync"):
         cls, name, color = TIMELINE_KINDS[rank]
         idx = of[cls]
-        fig.add_trace(go.Bar(base=[starts[i] for i in idx], x=[widths[i] for i in idx], y=[lanes[i] for i in idx],
-                             orientation="h", name=name, marker_color=color, marker_line_width=0, legendrank=1000 + rank,
-                             opacity=0.45 if cls == "sync" else None, customdata=[label_of(rows[i]) for i in idx],
-                             hovertemplate="%{customdata}<br>%{base:.1f} us + %{x:.1f} us<extra></extra>"))
+        fig.add_trace(
+            go.Bar(
+                base=[starts[i] for i in idx],
+                x=[widths[i] for i in idx],
+                y=[lanes[i] for i in idx],
+                orientation="h",
+                name=name,
+                marker_color=color,
+                marker_line_width=0,
+                legendrank=1000 + rank,
+                opacity=0.45 if cls == "sync" else None,
+                customdata=[label_of(rows[i]) for i in idx],
+                hovertemplate="%{customdata}<br>%{base:.1f} us + %{x:.1f} us<extra></extra>",
+            )
+        )
 
 
 def strategy_timeline_chart(df) -> go.Figure:
@@ -150,10 +260,16 @@ def strategy_timeline_chart(df) -> go.Figure:
     wl = df["workload"].iloc[0] if len(df) else ""
     detail = f"{wl}, {calls or 8} calls per strategy in steady state, traced with CUPTI; idle = the GPU waiting for the host"
     lanes = 2 * (df["strategy"].nunique() if len(df) else 8)
-    return finish(fig, df, "The GPU timeline of each workspace strategy", detail,
-                  note="a traced run: CUPTI adds host time to every API call, so gaps are wider than untraced (the "
-                       "summary gives the idle share traced without API calls); the strategies chart's timings are untraced",
-                  height=220 + 26 * lanes, legend_rows=1)
+    return finish(
+        fig,
+        df,
+        "The GPU timeline of each workspace strategy",
+        detail,
+        note="a traced run: CUPTI adds host time to every API call, so gaps are wider than untraced (the "
+        "summary gives the idle share traced without API calls); the strategies chart's timings are untraced",
+        height=220 + 26 * lanes,
+        legend_rows=1,
+    )
 
 
 def race_timeline_chart(df) -> go.Figure:
@@ -165,12 +281,20 @@ def race_timeline_chart(df) -> go.Figure:
     fig.update_xaxes(title_text="microseconds from the round's first traced record")
     if len(df):
         r0 = df.iloc[0]
-        detail = (f"{r0.spec_label}, {int(r0.streams)} streams x {RACE_CONVS} convolutions sharing one workspace, {r0.launch} launch; "
-                  f"overlap of stream 1 and 2: {fmt_us(r0.overlap_us)} of {fmt_us(r0.busy_us)} busy")
+        detail = (
+            f"{r0.spec_label}, {int(r0.streams)} streams x {RACE_CONVS} convolutions sharing one workspace, {r0.launch} launch; "
+            f"overlap of stream 1 and 2: {fmt_us(r0.overlap_us)} of {fmt_us(r0.busy_us)} busy"
+        )
     else:
         detail = ""
-    return finish(fig, df, "The race, traced: do the streams' kernels overlap?", detail,
-                  note="shaded: both streams' kernels at once, two convolutions writing the one workspace", height=420)
+    return finish(
+        fig,
+        df,
+        "The race, traced: do the streams' kernels overlap?",
+        detail,
+        note="shaded: both streams' kernels at once, two convolutions writing the one workspace",
+        height=420,
+    )
 
 
 def _overlap_bands(df, join_us: float = 2.0) -> list:
@@ -178,25 +302,72 @@ def _overlap_bands(df, join_us: float = 2.0) -> list:
     same time (`trace.overlap_spans`; stretches less than ``join_us`` apart drawn as one), the
     first one named in the legend."""
     spans = merged_spans(overlap_spans(df, "stream 1", "stream 2") if len(df) else [], join=join_us)
-    return [dict(type="rect", xref="x", yref="paper", x0=s, x1=e, y0=0, y1=1, layer="below", line_width=0,
-                 fillcolor=COLORS["bad"], opacity=0.18, name="both streams' kernels at once", showlegend=i == 0)
-            for i, (s, e) in enumerate(spans)]
+    return [
+        dict(
+            type="rect",
+            xref="x",
+            yref="paper",
+            x0=s,
+            x1=e,
+            y0=0,
+            y1=1,
+            layer="below",
+            line_width=0,
+            fillcolor=COLORS["bad"],
+            opacity=0.18,
+            name="both streams' kernels at once",
+            showlegend=i == 0,
+        )
+        for i, (s, e) in enumerate(spans)
+    ]
 
 
 def build_log_chart(df) -> go.Figure:
     """cuDNN's log of the build, trimmed: the frontend's lines about engines and the backend's
     warnings, as a table. Traces: 1."""
     fig = new_figure()
-    keep = df[(df.engine != "") | df.text.str.contains("WARN|ERROR|heur|Deselect|filter|not supported", case=False)] \
-        if len(df) else df
+    keep = (
+        df[
+            (df.engine != "")
+            | df.text.str.contains("WARN|ERROR|heur|Deselect|filter|not supported", case=False)
+        ]
+        if len(df)
+        else df
+    )
     keep = keep.head(60)
-    fig.add_trace(go.Table(columnwidth=[60, 40, 600],
-                           header=dict(values=["source", "line", "text"], align="left", fill_color="#e8eaed"),
-                           cells=dict(values=[list(keep.source), list(keep.line),
-                                              [str(t).replace("[cudnn_frontend] ", "")[:220] for t in keep.text]]
-                                      if len(keep) else [[], [], []], align="left", font=dict(size=10), height=20)))
+    fig.add_trace(
+        go.Table(
+            columnwidth=[60, 40, 600],
+            header=dict(values=["source", "line", "text"], align="left", fill_color="#e8eaed"),
+            cells=dict(
+                values=[
+                    list(keep.source),
+                    list(keep.line),
+                    [str(t).replace("[cudnn_frontend] ", "")[:220] for t in keep.text],
+                ]
+                if len(keep)
+                else [[], [], []],
+                align="left",
+                font=dict(size=10),
+                height=20,
+            ),
+        )
+    )
     label = df["spec_label"].iloc[0] if len(df) else ""
-    detail = (f"{label}: {int(df['built'].iloc[0])} of {int(df['plans'].iloc[0])} plans built in "
-              f"{df['build_seconds'].iloc[0]:.1f} s; {len(keep)} of {len(df)} log lines shown") if len(df) else ""
-    return finish(fig, df, "cuDNN's own words: the build log", detail,
-                  note="CUDNN_FRONTEND_LOG_INFO=1 and CUDNN_LOGLEVEL_DBG=2 in a fresh process", height=760, legend_rows=0)
+    detail = (
+        (
+            f"{label}: {int(df['built'].iloc[0])} of {int(df['plans'].iloc[0])} plans built in "
+            f"{df['build_seconds'].iloc[0]:.1f} s; {len(keep)} of {len(df)} log lines shown"
+        )
+        if len(df)
+        else ""
+    )
+    return finish(
+        fig,
+        df,
+        "cuDNN's own words: the build log",
+        detail,
+        note="CUDNN_FRONTEND_LOG_INFO=1 and CUDNN_LOGLEVEL_DBG=2 in a fresh process",
+        height=760,
+        legend_rows=0,
+    )

@@ -4,6 +4,7 @@ unfused), `strategy_timeline` (each workspace strategy's GPU timeline), `race_ti
 race's overlapping streams), and `build_log` (cuDNN's own log of a build, untraced). Microseconds;
 ``host_us`` is measured untraced before the trace.
 """
+
 from __future__ import annotations
 
 import functools
@@ -25,10 +26,18 @@ def _kernel_rows(dev, calls: int, **tags) -> list:
     total = float(dev.dur_us.sum()) or float("nan")
     rows = []
     for name, sub in dev.groupby("name", sort=False):
-        rows.append(dict(tags, kernel=name, role=sub.role.iloc[0], launches_per_call=len(sub) / calls,
-                         kernel_us=float(sub.dur_us.mean()), share=float(sub.dur_us.sum()) / total,
-                         grid=str(sub.grid.iloc[0]) if sub.grid.iloc[0] is not None else "",
-                         block=str(sub.block.iloc[0]) if sub.block.iloc[0] is not None else ""))
+        rows.append(
+            dict(
+                tags,
+                kernel=name,
+                role=sub.role.iloc[0],
+                launches_per_call=len(sub) / calls,
+                kernel_us=float(sub.dur_us.mean()),
+                share=float(sub.dur_us.sum()) / total,
+                grid=str(sub.grid.iloc[0]) if sub.grid.iloc[0] is not None else "",
+                block=str(sub.block.iloc[0]) if sub.block.iloc[0] is not None else "",
+            )
+        )
     return rows
 
 
@@ -62,6 +71,7 @@ def _traced_experiment(fn):
 
         with trace.session():
             return fn(*args, **kwargs)
+
     return wrapper
 
 
@@ -91,8 +101,14 @@ def kernels(spec: ConvSpec = BASE):
                 n = 20 if eager < 200 else 5 if eager < 2000 else 2  # a 15 ms plan: 2 launches a repeat
                 host = measure.host_dispatch(bound.run, stream, calls=n, repeats=5).median_us
                 dev, dropped = _traced(bound.run, TRACED_CALLS, stream, f"plan {plan.name}")
-            per_call = dict(kernels_per_call=len(dev) / TRACED_CALLS, plan_kernel_us=float(dev.dur_us.sum()) / TRACED_CALLS,
-                            host_us=host, eager_us=eager, status="ok", reason="")
+            per_call = dict(
+                kernels_per_call=len(dev) / TRACED_CALLS,
+                plan_kernel_us=float(dev.dur_us.sum()) / TRACED_CALLS,
+                host_us=host,
+                eager_us=eager,
+                status="ok",
+                reason="",
+            )
             rows += [dict(r, **per_call) for r in _kernel_rows(dev, TRACED_CALLS, **tags)]
         except LabkitError as exc:
             rows.append(dict(tags, **status_row(exc)))
@@ -122,8 +138,13 @@ def fusion_kernels(spec: ConvSpec = BASE, epilogue: str = "bias_relu"):
     rows = []
     for path, fn, plan in (("fused", fb.run, fplan.name), ("unfused", plain.run, plain.plan.name)):
         dev, _ = _traced(fn, TRACED_CALLS, stream, f"{path} {epilogue}")
-        per = dict(kernels_per_call=len(dev) / TRACED_CALLS, path_kernel_us=float(dev.dur_us.sum()) / TRACED_CALLS)
-        rows += [dict(r, **per) for r in _kernel_rows(dev, TRACED_CALLS, path=path, epilogue=epilogue, plan_name=plan)]
+        per = dict(
+            kernels_per_call=len(dev) / TRACED_CALLS, path_kernel_us=float(dev.dur_us.sum()) / TRACED_CALLS
+        )
+        rows += [
+            dict(r, **per)
+            for r in _kernel_rows(dev, TRACED_CALLS, path=path, epilogue=epilogue, plan_name=plan)
+        ]
     df = to_frame(rows)
     df.insert(0, "spec_label", spec.label)
     return df
@@ -144,12 +165,28 @@ def strategy_timeline(workload: str = "one_conv", calls: int = 8):
     if isinstance(calls, bool) or not isinstance(calls, int) or not 1 <= calls <= 64:
         raise InvalidSpec("calls", calls, "must be an int from 1 to 64")
     if workload not in workloads.WORKLOADS or workload == "pressure":
-        raise InvalidSpec("workload", workload, f"must be one of {', '.join(w for w in workloads.WORKLOADS if w != 'pressure')}")
+        raise InvalidSpec(
+            "workload",
+            workload,
+            f"must be one of {', '.join(w for w in workloads.WORKLOADS if w != 'pressure')}",
+        )
     rows, n = [], len(workloads.BENCH_STRATEGIES)
     for i, (name, opts) in enumerate(workloads.BENCH_STRATEGIES):
         row, tr = workloads.traced_pass(name, opts, workload, calls)
-        summary = {k: row.get(k) for k in ("strategy", "calls", "gpu_us", "host_us", "busy_us", "idle_share",
-                                           "idle_share_api", "status", "reason")}
+        summary = {
+            k: row.get(k)
+            for k in (
+                "strategy",
+                "calls",
+                "gpu_us",
+                "host_us",
+                "busy_us",
+                "idle_share",
+                "idle_share_api",
+                "status",
+                "reason",
+            )
+        }
         if tr is None or tr.empty:
             rows.append(dict(summary, kind="none"))
         else:
@@ -172,8 +209,14 @@ def race_timeline(launch: str = "graph", streams: int = 2):
 
     if isinstance(streams, bool) or not isinstance(streams, int) or not 2 <= streams <= 4:
         raise InvalidSpec("streams", streams, "must be an int from 2 to 4")
-    r = concurrency.scratchpad_race(shared=True, launch=launch, streams=streams, convs_per_launch=RACE_CONVS,
-                                    min_runs=RACE_CONVS * streams, tracer=lambda: trace.Tracer(f"race, {launch} launch"))
+    r = concurrency.scratchpad_race(
+        shared=True,
+        launch=launch,
+        streams=streams,
+        convs_per_launch=RACE_CONVS,
+        min_runs=RACE_CONVS * streams,
+        tracer=lambda: trace.Tracer(f"race, {launch} launch"),
+    )
     tr = r.trace
     cols = ["kind", "row", "name", "role", "start_us", "end_us", "dur_us", "graph_id"]
     df = tr[cols].copy()
@@ -214,4 +257,4 @@ def build_log(spec: ConvSpec = BASE, epilogue: str = "none"):
 def _is_dump(line: str) -> bool:
     """A line of a descriptor dump (indented fields under "CUDNN_BACKEND_TENSOR_DESCRIPTOR :")."""
     body = line.replace("[cudnn_frontend]", "", 1)
-    return body.startswith("          ") or body.strip().startswith(("=====", "{\"context\""))
+    return body.startswith("          ") or body.strip().startswith(("=====", '{"context"'))

@@ -1,6 +1,7 @@
 """The summaries under lesson 10's charts: kernels per plan, fused against unfused, the GPU's idle
 share per strategy, the race's overlap, and the build log's engines and warnings. Microseconds.
 """
+
 from __future__ import annotations
 
 from ...draw.plots import fmt_us, ok_rows
@@ -17,14 +18,21 @@ def kernels_summary(df) -> Text:
     conv = ok[ok.role == "layout conversion"].plan_name.nunique()
     one = per[per.kernels_per_call == 1]
     many = per[per.kernels_per_call > 1]
-    parts = [f"{where(df)}, {df['spec_label'].iloc[0]}: {len(per)} plans traced;",
-             ", ".join(f"{int(n)} launch {k:g} kernel{'s' if k != 1 else ''} per call" for k, n in counts.items()) + ".",
-             f"The fastest, {fastest.plan_name}, runs {fastest.kernels_per_call:g} in {fmt_us(fastest.plan_kernel_us)}."]
+    parts = [
+        f"{where(df)}, {df['spec_label'].iloc[0]}: {len(per)} plans traced;",
+        ", ".join(f"{int(n)} launch {k:g} kernel{'s' if k != 1 else ''} per call" for k, n in counts.items())
+        + ".",
+        f"The fastest, {fastest.plan_name}, runs {fastest.kernels_per_call:g} in {fmt_us(fastest.plan_kernel_us)}.",
+    ]
     if conv:
-        parts.append(f"{conv} plan(s) spend GPU time converting layouts (a kernel before and after the main one).")
+        parts.append(
+            f"{conv} plan(s) spend GPU time converting layouts (a kernel before and after the main one)."
+        )
     if len(one) and len(many):
-        parts.append(f"Host time to launch: median {fmt_us(one.host_us.median())} for one-kernel plans, "
-                     f"{fmt_us(many.host_us.median())} for multi-kernel ones.")
+        parts.append(
+            f"Host time to launch: median {fmt_us(one.host_us.median())} for one-kernel plans, "
+            f"{fmt_us(many.host_us.median())} for multi-kernel ones."
+        )
     return Text(" ".join(parts))
 
 
@@ -33,9 +41,11 @@ def fusion_kernels_summary(df) -> Text:
     if not {"fused", "unfused"} <= set(per.index):
         return Text(f"{where(df)}: fusion could not be traced.")
     f, u = per.loc["fused"], per.loc["unfused"]
-    return Text(f"{where(df)}, {df['spec_label'].iloc[0]} + {df['epilogue'].iloc[0]}: the fused graph launches "
-                f"{f.kernels_per_call:g} kernel(s) per call ({fmt_us(f.path_kernel_us)}), the unfused path "
-                f"{u.kernels_per_call:g} ({fmt_us(u.path_kernel_us)}): each extra kernel reads and writes a whole tensor.")
+    return Text(
+        f"{where(df)}, {df['spec_label'].iloc[0]} + {df['epilogue'].iloc[0]}: the fused graph launches "
+        f"{f.kernels_per_call:g} kernel(s) per call ({fmt_us(f.path_kernel_us)}), the unfused path "
+        f"{u.kernels_per_call:g} ({fmt_us(u.path_kernel_us)}): each extra kernel reads and writes a whole tensor."
+    )
 
 
 def strategy_timeline_summary(df) -> Text:
@@ -46,27 +56,37 @@ def strategy_timeline_summary(df) -> Text:
     if s.empty:
         return Text(f"{where(df)}: no strategy could be traced.")
     worst, best = s.idle_share.idxmax(), s.idle_share.idxmin()
-    parts = [f"{where(df)}: the GPU waited for the host {s.loc[worst, 'idle_share']:.0%} of {worst}'s pass "
-             f"and {s.loc[best, 'idle_share']:.0%} of {best}'s."]
+    parts = [
+        f"{where(df)}: the GPU waited for the host {s.loc[worst, 'idle_share']:.0%} of {worst}'s pass "
+        f"and {s.loc[best, 'idle_share']:.0%} of {best}'s."
+    ]
     ev = df[df.kind == "api"]
     allocs = ev[ev.name.str.contains("alloc|free", case=False)].groupby("strategy").size()
     if len(allocs):
-        parts.append("Allocation calls in the traced pass: " + ", ".join(f"{k} {int(v)}" for k, v in allocs.items()) + ".")
+        parts.append(
+            "Allocation calls in the traced pass: "
+            + ", ".join(f"{k} {int(v)}" for k, v in allocs.items())
+            + "."
+        )
     return Text(" ".join(parts))
 
 
 def race_timeline_summary(df) -> Text:
     r = df.iloc[0]
     share = r.overlap_us / r.busy_us if r.busy_us else 0.0
-    return Text(f"{where(df)}, {r.launch} launch: the two streams' kernels ran at the same time for "
-                f"{fmt_us(r.overlap_us)} ({share:.0%} of the {fmt_us(r.busy_us)} the GPU was busy); "
-                f"{int(r.corrupted)} of {int(r.runs)} outputs of this round were corrupted.")
+    return Text(
+        f"{where(df)}, {r.launch} launch: the two streams' kernels ran at the same time for "
+        f"{fmt_us(r.overlap_us)} ({share:.0%} of the {fmt_us(r.busy_us)} the GPU was busy); "
+        f"{int(r.corrupted)} of {int(r.runs)} outputs of this round were corrupted."
+    )
 
 
 def build_log_summary(df) -> Text:
     fe = df[df.source == "frontend"]
     engines = [e for e in dict.fromkeys(fe.engine) if e]
     warn = int(df.text.str.contains("WARN|W!", regex=True).sum())
-    return Text(f"{where(df)}, {df['spec_label'].iloc[0]}: the frontend log names {len(engines)} engine configurations; "
-                f"{int(df['built'].iloc[0])} of {int(df['plans'].iloc[0])} plans built in {df['build_seconds'].iloc[0]:.1f} s; "
-                f"{warn} warning lines.")
+    return Text(
+        f"{where(df)}, {df['spec_label'].iloc[0]}: the frontend log names {len(engines)} engine configurations; "
+        f"{int(df['built'].iloc[0])} of {int(df['plans'].iloc[0])} plans built in {df['build_seconds'].iloc[0]:.1f} s; "
+        f"{warn} warning lines."
+    )

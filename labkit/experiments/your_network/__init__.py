@@ -45,24 +45,59 @@ report measures: the network, the calls of a pass, the strategies, caps and step
 exercise checks); the calls of the recorded grid are below. Bytes; microseconds; seconds for
 budgets.
 """
+
 from __future__ import annotations
 
 from ..panel_config import plain_panel
 from .charts import STRATEGY_COLORS, STRATEGY_DASHES, network_report_chart
 from .exercises import cap_for_budget, largest_workspace_layer, strategy_for_budget
-from .request import (BUDGET_CAPS, KILL_GRACE_S, RECORDED_PRESETS, REPORT_STRATEGIES, STEP_BUDGET_S, TABLES,
-                      network_of, pass_steps, step_budget_s)
+from .request import (
+    BUDGET_CAPS,
+    KILL_GRACE_S,
+    RECORDED_PRESETS,
+    REPORT_STRATEGIES,
+    STEP_BUDGET_S,
+    TABLES,
+    network_of,
+    pass_steps,
+    step_budget_s,
+)
 from .runs import network_report
 from .summary import network_report_summary
 from .tables import budget_rows, cut_counts, layer_rows, table_of
 from .worker_steps import AHEAD_BUDGET_S, ahead_step, spec_step, strategy_step
 
 __all__ = [
-    "REPORT_STRATEGIES", "BUDGET_CAPS", "TABLES", "RECORDED_PRESETS", "STEP_BUDGET_S", "KILL_GRACE_S",
-    "AHEAD_BUDGET_S", "STRATEGY_COLORS", "STRATEGY_DASHES", "step_budget_s", "network_of", "pass_steps",
-    "ahead_step", "spec_step", "strategy_step", "network_report", "table_of", "cut_counts", "layer_rows",
-    "budget_rows", "network_report_chart", "network_report_summary", "largest_workspace_layer",
-    "cap_for_budget", "strategy_for_budget", "recorded_calls", "LESSON", "CHARTS", "EXERCISES", "PANELS",
+    "REPORT_STRATEGIES",
+    "BUDGET_CAPS",
+    "TABLES",
+    "RECORDED_PRESETS",
+    "STEP_BUDGET_S",
+    "KILL_GRACE_S",
+    "AHEAD_BUDGET_S",
+    "STRATEGY_COLORS",
+    "STRATEGY_DASHES",
+    "step_budget_s",
+    "network_of",
+    "pass_steps",
+    "ahead_step",
+    "spec_step",
+    "strategy_step",
+    "network_report",
+    "table_of",
+    "cut_counts",
+    "layer_rows",
+    "budget_rows",
+    "network_report_chart",
+    "network_report_summary",
+    "largest_workspace_layer",
+    "cap_for_budget",
+    "strategy_for_budget",
+    "recorded_calls",
+    "LESSON",
+    "CHARTS",
+    "EXERCISES",
+    "PANELS",
 ]
 
 
@@ -77,6 +112,11 @@ LESSON = "09"
 CHARTS = {"network_report": (network_report_chart, 11, network_report_summary)}
 EXERCISES = (largest_workspace_layer, cap_for_budget, strategy_for_budget)
 #: experiment -> its lesson panel (`labkit.present.widgets.panel`)
-PANELS = {"network_report": plain_panel("network_report", "Your network: every conv layer, every strategy",
-                                        dict(net="resnet50", batch=32, dtype="fp16", layout="NHWC"),
-                                        "resnet50, batch 32, fp16 NHWC, inference")}
+PANELS = {
+    "network_report": plain_panel(
+        "network_report",
+        "Your network: every conv layer, every strategy",
+        dict(net="resnet50", batch=32, dtype="fp16", layout="NHWC"),
+        "resnet50, batch 32, fp16 NHWC, inference",
+    )
+}

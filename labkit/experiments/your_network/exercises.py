@@ -2,6 +2,7 @@
 fastest plan needs the largest workspace, the workspace cap (MiB) that loses the least time within
 a budget, and the fastest strategy whose peak stays within a budget (MiB).
 """
+
 from __future__ import annotations
 
 from typing import Optional
@@ -23,8 +24,10 @@ def largest_workspace_layer(answer: Optional[str] = None, df=None) -> CheckResul
     layers = ok_rows(table_of(_report_frame(df), "layers"))
     big = layers.loc[layers["fastest_workspace_bytes"].idxmax()]
     if answer is None:
-        return pending("Which layer's fastest plan needs the largest workspace?", "hover the top chart, or sort "
-                       "report.layers by fastest_workspace_bytes.")
+        return pending(
+            "Which layer's fastest plan needs the largest workspace?",
+            "hover the top chart, or sort report.layers by fastest_workspace_bytes.",
+        )
     a = as_word(answer, "a layer name", "layer1.0.conv2")
     if a not in set(layers["layer"]):
         raise InvalidSpec("answer", answer, "must be a layer name of the report (report.layers.layer)")
@@ -38,10 +41,16 @@ def cap_for_budget(answer_mib=None, budget_mib: float = 16, df=None) -> CheckRes
     """Lesson 09: you can spare ``budget_mib`` MiB of workspace. Which cap of the budget curve
     (in MiB) loses the least time while keeping within it?"""
     budget = table_of(_report_frame(df), "budget")
-    within = budget[(budget["cap_bytes"] >= 0) & (budget["cap_bytes"] <= budget_mib * MIB) & (budget["calls_without_plan"] == 0)]
+    within = budget[
+        (budget["cap_bytes"] >= 0)
+        & (budget["cap_bytes"] <= budget_mib * MIB)
+        & (budget["calls_without_plan"] == 0)
+    ]
     if answer_mib is None:
-        return pending(f"With {budget_mib:g} MiB to spare, which cap (MiB) loses the least time?",
-                       "the bottom chart: the caps you can afford, and their pass times.")
+        return pending(
+            f"With {budget_mib:g} MiB to spare, which cap (MiB) loses the least time?",
+            "the bottom chart: the caps you can afford, and their pass times.",
+        )
     a = as_number(answer_mib, "a cap in MiB", 4)
     if within.empty:
         return say(False, f"no cap up to {budget_mib:g} MiB gives every call a plan here.")
@@ -53,8 +62,11 @@ def cap_for_budget(answer_mib=None, budget_mib: float = 16, df=None) -> CheckRes
         return say(False, f"{a:g} MiB is not one of the caps measured ({', '.join(within['cap_label'])}).")
     m = mine.iloc[0]
     if m["pass_gpu_us"] <= best["pass_gpu_us"] * 1.0001:
-        return say(True, f"{m['cap_label']}: {fmt_us(m['pass_gpu_us'])} per pass, {m['slowdown']:.2f}x the uncapped pass "
-                         f"({int(m['calls_changing_plan'])} call(s) take a slower plan).")
+        return say(
+            True,
+            f"{m['cap_label']}: {fmt_us(m['pass_gpu_us'])} per pass, {m['slowdown']:.2f}x the uncapped pass "
+            f"({int(m['calls_changing_plan'])} call(s) take a slower plan).",
+        )
     return say(False, f"{m['cap_label']} gives {fmt_us(m['pass_gpu_us'])}; a cap you can afford does better.")
 
 
@@ -64,8 +76,10 @@ def strategy_for_budget(answer: Optional[str] = None, budget_mib: float = 64, df
     strategies = ok_rows(table_of(_report_frame(df), "strategies"))
     within = strategies[strategies["peak_workspace_bytes"] <= budget_mib * MIB]
     if answer is None:
-        return pending(f"Which strategy is fastest with a peak of at most {budget_mib:g} MiB?",
-                       "report.strategies: peak_workspace_bytes and pass_gpu_us.")
+        return pending(
+            f"Which strategy is fastest with a peak of at most {budget_mib:g} MiB?",
+            "report.strategies: peak_workspace_bytes and pass_gpu_us.",
+        )
     a = as_word(answer, "a strategy", "cupy_pool")
     if a not in set(strategies["strategy"]):
         raise InvalidSpec("answer", answer, f"must be one of {', '.join(strategies['strategy'])}")
@@ -74,5 +88,10 @@ def strategy_for_budget(answer: Optional[str] = None, budget_mib: float = 64, df
         return say(False, f"{a} peaks at {fmt_bytes(mine['peak_workspace_bytes'])}, over {budget_mib:g} MiB.")
     best = within["pass_gpu_us"].min()
     if mine["pass_gpu_us"] <= best * 1.03:  # within 3%: run-to-run noise of a pass
-        return say(True, f"{a}: {fmt_us(mine['pass_gpu_us'])} per pass with a peak of {fmt_bytes(mine['peak_workspace_bytes'])}.")
-    return say(False, f"{a} takes {fmt_us(mine['pass_gpu_us'])}; a strategy within budget takes {fmt_us(best)}.")
+        return say(
+            True,
+            f"{a}: {fmt_us(mine['pass_gpu_us'])} per pass with a peak of {fmt_bytes(mine['peak_workspace_bytes'])}.",
+        )
+    return say(
+        False, f"{a} takes {fmt_us(mine['pass_gpu_us'])}; a strategy within budget takes {fmt_us(best)}."
+    )

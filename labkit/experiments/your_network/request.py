@@ -3,6 +3,7 @@ calls of one pass (`pass_steps`), the strategies it runs (`REPORT_STRATEGIES`), 
 of its budget curve (`BUDGET_CAPS`, bytes), its tables (`TABLES`), the presets the recorded grid
 holds, and the time each step may take (`step_budget_s`, seconds).
 """
+
 from __future__ import annotations
 
 from typing import List, Sequence, Tuple

@@ -4,6 +4,7 @@ each strategy), gathered into one long DataFrame with a ``table`` column (`table
 `step_budget_s` seconds; a step that has not answered `KILL_GRACE_S` seconds after its budget is
 killed with its worker and its rows say so.
 """
+
 from __future__ import annotations
 
 import time
@@ -12,7 +13,8 @@ from typing import Dict, List, Optional
 from ... import networks
 from ...errors import InvalidSpec, LabkitError
 from ...signals.cancel import checkpoint
-from ...signals.progress import announce, report as report_progress
+from ...signals.progress import announce
+from ...signals.progress import report as report_progress
 from ..core import experiment, status_row, to_frame
 from . import worker_steps
 from .request import KILL_GRACE_S, REPORT_STRATEGIES, network_of, pass_steps, step_budget_s
@@ -20,8 +22,14 @@ from .tables import budget_rows, layer_rows
 
 
 @experiment
-def network_report(net="resnet50", batch: Optional[int] = 32, dtype: Optional[str] = "fp16",
-                   layout: Optional[str] = "NHWC", training: bool = False, image=224):
+def network_report(
+    net="resnet50",
+    batch: Optional[int] = 32,
+    dtype: Optional[str] = "fp16",
+    layout: Optional[str] = "NHWC",
+    training: bool = False,
+    image=224,
+):
     """Every convolution of ``net`` (a preset name, or [name, ConvSpec] pairs) at ``batch``,
     ``dtype``, ``layout``: per layer the heuristic, fastest and smallest-workspace plans (checked
     against float64), every strategy over one pass, the memory timeline and the budget curve.
@@ -41,7 +49,9 @@ def _in_worker(step: str, args: tuple, budget_s: float, what: str):
     takes its own turn on the GPU there (`labkit.gpu.lock`); this process lets its turn go meanwhile."""
     from ...gpu import isolated
 
-    return isolated.run_step(f"{worker_steps.__name__}:{step}", args, budget_s + KILL_GRACE_S, what, announce, hold_gpu=True)
+    return isolated.run_step(
+        f"{worker_steps.__name__}:{step}", args, budget_s + KILL_GRACE_S, what, announce, hold_gpu=True
+    )
 
 
 def _report(network, steps, groups, budget_s: float):
@@ -58,41 +68,67 @@ def _report(network, steps, groups, budget_s: float):
     report_progress(frame, 0, total, "steps")  # the network's layers, before anything is measured
     for i, g in enumerate(groups):
         checkpoint()
-        if i == 1 and len(groups) > 2:  # the first layer drew; the other layers' compiles now go to build workers at once
+        if (
+            i == 1 and len(groups) > 2
+        ):  # the first layer drew; the other layers' compiles now go to build workers at once
             try:
-                _in_worker("ahead_step", ([h.spec for h in groups[1:]],), worker_steps.AHEAD_BUDGET_S, "queueing the plan builds")
+                _in_worker(
+                    "ahead_step",
+                    ([h.spec for h in groups[1:]],),
+                    worker_steps.AHEAD_BUDGET_S,
+                    "queueing the plan builds",
+                )
             except LabkitError:
                 pass  # each step builds its own graph anyway
         t0 = time.perf_counter()
         try:
-            summary, plans = _in_worker("spec_step", (g.spec, budget_s, room), budget_s, f"measuring {g.spec.label}")
+            summary, plans = _in_worker(
+                "spec_step", (g.spec, budget_s, room), budget_s, f"measuring {g.spec.label}"
+            )
         except LabkitError as exc:
             summary, plans = status_row(exc), []
         measured[i] = dict(summary, step_seconds=time.perf_counter() - t0)
         plan_rows += [dict(table="plans", spec_id=i, spec=g.spec.label, **p) for p in plans]
         report_progress(frame, i + 1, total, "steps")
-    choice = {g.spec.key: measured[i]["fastest_plan"] for i, g in enumerate(groups) if measured[i]["status"] in ("ok", "wrong")}
+    choice = {
+        g.spec.key: measured[i]["fastest_plan"]
+        for i, g in enumerate(groups)
+        if measured[i]["status"] in ("ok", "wrong")
+    }
     runnable = [(n, s) for n, s in steps if s.key in choice]
     sized = max([measured[spec_id[s.key]]["fastest_workspace_bytes"] for _, s in runnable] or [0])
     for j, (label, name, options) in enumerate(REPORT_STRATEGIES):
         checkpoint()
         opts = {"size_bytes": int(sized)} if options == "sized" else options
-        srow, tl = dict(table="strategies", strategy=label, status="error", reason="no layer could be measured"), []
+        srow, tl = (
+            dict(table="strategies", strategy=label, status="error", reason="no layer could be measured"),
+            [],
+        )
         if runnable:
             t0 = time.perf_counter()
             try:
-                srow, tl = _in_worker("strategy_step", (label, name, opts, runnable, choice, budget_s, room,
-                                                        j == len(REPORT_STRATEGIES) - 1), budget_s, f"strategy {label}")
+                srow, tl = _in_worker(
+                    "strategy_step",
+                    (label, name, opts, runnable, choice, budget_s, room, j == len(REPORT_STRATEGIES) - 1),
+                    budget_s,
+                    f"strategy {label}",
+                )
             except LabkitError as exc:
                 srow.update(status_row(exc))
             srow["step_seconds"] = time.perf_counter() - t0
         if len(runnable) < len(steps):
-            srow["reason"] = (srow.get("reason") or "") + f" {len(steps) - len(runnable)} call(s) left out: not measured"
+            srow["reason"] = (
+                srow.get("reason") or ""
+            ) + f" {len(steps) - len(runnable)} call(s) left out: not measured"
         rows += [srow] + tl
         report_progress(frame, len(groups) + j + 1, total, "steps")
     import pandas as pd
 
-    plans_df = pd.DataFrame(plan_rows) if plan_rows else pd.DataFrame(columns=["spec_id", "workspace_bytes", "gpu_us", "status"])
+    plans_df = (
+        pd.DataFrame(plan_rows)
+        if plan_rows
+        else pd.DataFrame(columns=["spec_id", "workspace_bytes", "gpu_us", "status"])
+    )
     rows += budget_rows(plans_df, [(spec_id[s.key], s.direction) for _, s in steps])
     df = frame()
     df.attrs["network"] = network.name

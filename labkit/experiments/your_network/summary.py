@@ -2,6 +2,7 @@
 plans' time per pass against the heuristic's, the largest workspace, the strategies' pass times
 and peaks, and the pass time within a 64 MiB cap. Bytes; microseconds.
 """
+
 from __future__ import annotations
 
 from ...draw.plots import fmt_bytes, fmt_us, ok_rows
@@ -17,39 +18,61 @@ def network_report_summary(df) -> Text:
         return Text("No layers in this report.")
     ok = ok_rows(layers)
     r = df.attrs.get("request") or {}
-    parts = [f"**{len(layers)} convolution calls** ({layers['spec_id'].nunique()} distinct, each measured once)"
-             f" at batch {r.get('batch')}, {r.get('dtype')} {r.get('layout')}."]
+    parts = [
+        f"**{len(layers)} convolution calls** ({layers['spec_id'].nunique()} distinct, each measured once)"
+        f" at batch {r.get('batch')}, {r.get('dtype')} {r.get('layout')}."
+    ]
     cut = cut_counts(df)
     if cut["slower_plans"]:
-        parts.append(f"{cut['slower_plans']} plan(s) were left after one eager call showed them over 6x slower than the "
-                     "best so far (not timed further: they cannot win).")
-    said = [f"**{n} {one if n == 1 else many}**" for n, one, many in (
-        (cut["plans"], "plan", "plans"), (cut["layers"], "distinct layer", "distinct layers"),
-        (cut["strategies"], "strategy", "strategies")) if n]
+        parts.append(
+            f"{cut['slower_plans']} plan(s) were left after one eager call showed them over 6x slower than the "
+            "best so far (not timed further: they cannot win)."
+        )
+    said = [
+        f"**{n} {one if n == 1 else many}**"
+        for n, one, many in (
+            (cut["plans"], "plan", "plans"),
+            (cut["layers"], "distinct layer", "distinct layers"),
+            (cut["strategies"], "strategy", "strategies"),
+        )
+        if n
+    ]
     if said:
-        parts.append(f"Cut by a time budget: {', '.join(said)} (a step has {df.attrs.get('step_budget_s', STEP_BUDGET_S):g} s; "
-                     "the tables say which and where each was stopped).")
+        parts.append(
+            f"Cut by a time budget: {', '.join(said)} (a step has {df.attrs.get('step_budget_s', STEP_BUDGET_S):g} s; "
+            "the tables say which and where each was stopped)."
+        )
     if len(ok):
         fast, heur = ok["fastest_gpu_us"].sum(), ok["heuristic_gpu_us"].sum()
         big = ok.loc[ok["fastest_workspace_bytes"].idxmax()]
-        parts.append(f"Each call's fastest plan adds up to **{fmt_us(fast)}** per pass against {fmt_us(heur)} for the "
-                     f"heuristic's picks. The largest workspace a fastest plan asks for is **{fmt_bytes(big['fastest_workspace_bytes'])}** "
-                     f"({big['layer']}, {big['direction']}).")
+        parts.append(
+            f"Each call's fastest plan adds up to **{fmt_us(fast)}** per pass against {fmt_us(heur)} for the "
+            f"heuristic's picks. The largest workspace a fastest plan asks for is **{fmt_bytes(big['fastest_workspace_bytes'])}** "
+            f"({big['layer']}, {big['direction']})."
+        )
         bad = int((~ok["checked"].astype(bool)).sum()) if "checked" in ok else 0
-        parts.append("Every checked plan matched the float64 reference." if not bad else f"**{bad} call(s) failed the reference check.**")
+        parts.append(
+            "Every checked plan matched the float64 reference."
+            if not bad
+            else f"**{bad} call(s) failed the reference check.**"
+        )
     sok = ok_rows(strategies) if len(strategies) else strategies
     if len(sok) and len(ok):
         low = sok.loc[sok["peak_workspace_bytes"].idxmin()]
         kernels = float(ok["fastest_gpu_us"].sum())
-        parts.append(f"Run from Python under each strategy, one timed pass took {fmt_us(sok['pass_gpu_us'].min())} to "
-                     f"{fmt_us(sok['pass_gpu_us'].max())} of GPU time, against {fmt_us(kernels)} for the kernels alone: "
-                     f"the GPU mostly waits for launches ({fmt_us(sok['pass_host_us'].median() / max(len(layers), 1))} of host "
-                     f"time per call), so these pass times rank host costs, and one pass is one sample. "
-                     f"**{low['strategy']}** held the least workspace at its peak ({fmt_bytes(low['peak_workspace_bytes'])}); "
-                     f"malloc_per_call holds nothing between calls but allocates on every call that needs a workspace.")
+        parts.append(
+            f"Run from Python under each strategy, one timed pass took {fmt_us(sok['pass_gpu_us'].min())} to "
+            f"{fmt_us(sok['pass_gpu_us'].max())} of GPU time, against {fmt_us(kernels)} for the kernels alone: "
+            f"the GPU mostly waits for launches ({fmt_us(sok['pass_host_us'].median() / max(len(layers), 1))} of host "
+            f"time per call), so these pass times rank host costs, and one pass is one sample. "
+            f"**{low['strategy']}** held the least workspace at its peak ({fmt_bytes(low['peak_workspace_bytes'])}); "
+            f"malloc_per_call holds nothing between calls but allocates on every call that needs a workspace."
+        )
     capped = budget[(budget["cap_bytes"] == 64 * MIB)] if len(budget) else budget
     if len(capped) and capped.iloc[0]["calls_without_plan"] == 0:
         c = capped.iloc[0]
-        parts.append(f"With a 64 MiB cap the pass would take {fmt_us(c['pass_gpu_us'])} ({c['slowdown']:.2f}x the uncapped; "
-                     f"{int(c['calls_changing_plan'])} call(s) change plan).")
+        parts.append(
+            f"With a 64 MiB cap the pass would take {fmt_us(c['pass_gpu_us'])} ({c['slowdown']:.2f}x the uncapped; "
+            f"{int(c['calls_changing_plan'])} call(s) change plan)."
+        )
     return Text(" ".join(parts))

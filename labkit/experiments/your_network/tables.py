@@ -3,6 +3,7 @@ the end (`cut_counts`), and the rows made from the measurements: one per call of
 (`layer_rows`) and the budget curve (`budget_rows`: the pass time within each workspace cap, a sum
 of measured plan times). Bytes; microseconds.
 """
+
 from __future__ import annotations
 
 from typing import List, Tuple
@@ -33,7 +34,11 @@ def tables_of(df, *tables: str) -> tuple:
         for table in tables:
             rows = kinds == table
             cols = filled[rows].any(axis=0)
-            subs.append(df.loc[rows, [c for c, f in zip(df.columns, cols) if f and c != "table"]].reset_index(drop=True))
+            subs.append(
+                df.loc[rows, [c for c, f in zip(df.columns, cols) if f and c != "table"]].reset_index(
+                    drop=True
+                )
+            )
     for sub in subs:
         sub.attrs = dict(df.attrs)
     return tuple(subs)
@@ -46,26 +51,50 @@ def cut_counts(df) -> dict:
     plans, layers, strategies = tables_of(df, "plans", "layers", "strategies")
     status = plans["status"] if len(plans) else []
     cut = int(sum(map(was_cut, status)))
-    return dict(plans=cut, slower_plans=int(sum(map(not_timed, status))) - cut,
-                layers=int(layers[layers["status"].isin(("timed_out", "error"))]["spec_id"].nunique()) if len(layers) else 0,
-                strategies=int((strategies["status"] != "ok").sum()) if len(strategies) else 0)
+    return dict(
+        plans=cut,
+        slower_plans=int(sum(map(not_timed, status))) - cut,
+        layers=int(layers[layers["status"].isin(("timed_out", "error"))]["spec_id"].nunique())
+        if len(layers)
+        else 0,
+        strategies=int((strategies["status"] != "ok").sum()) if len(strategies) else 0,
+    )
 
 
 def layer_rows(steps, spec_id, groups, measured) -> List[dict]:
     out = []
     for order, (name, spec) in enumerate(steps):
         sid = spec_id[spec.key]
-        row = dict(table="layers", order=order, layer=name, spec_id=sid, spec=spec.label, count=groups[sid].count,
-                   **_spec_columns(spec))
+        row = dict(
+            table="layers",
+            order=order,
+            layer=name,
+            spec_id=sid,
+            spec=spec.label,
+            count=groups[sid].count,
+            **_spec_columns(spec),
+        )
         row.update(measured.get(sid, dict(status="pending", reason="not measured yet")))
         out.append(row)
     return out
 
 
 def _spec_columns(spec: ConvSpec) -> dict:
-    return dict(direction=spec.direction, N=spec.N, C=spec.C, H=spec.H, W=spec.W, K=spec.K, R=spec.R, S=spec.S,
-                stride=spec.stride[0], padding=spec.padding[0], dilation=spec.dilation[0], groups=spec.groups,
-                flops=spec.flops)
+    return dict(
+        direction=spec.direction,
+        N=spec.N,
+        C=spec.C,
+        H=spec.H,
+        W=spec.W,
+        K=spec.K,
+        R=spec.R,
+        S=spec.S,
+        stride=spec.stride[0],
+        padding=spec.padding[0],
+        dilation=spec.dilation[0],
+        groups=spec.groups,
+        flops=spec.flops,
+    )
 
 
 def budget_rows(plans, steps_specs: List[Tuple[int, str]], caps=BUDGET_CAPS) -> List[dict]:
@@ -87,9 +116,17 @@ def budget_rows(plans, steps_specs: List[Tuple[int, str]], caps=BUDGET_CAPS) -> 
             total += float(fits.gpu_us[i])
             peak = max(peak, int(fits.workspace_bytes[i]))
             changed += float(fits.gpu_us[i]) > best[sid]
-        rows.append(dict(table="budget", cap_bytes=-1 if cap is None else int(cap), cap_label="no cap" if cap is None else fmt_bytes(cap),
-                         pass_gpu_us=total if not missing else float("nan"), calls_changing_plan=int(changed),
-                         calls_without_plan=int(missing), peak_workspace_bytes=peak))
+        rows.append(
+            dict(
+                table="budget",
+                cap_bytes=-1 if cap is None else int(cap),
+                cap_label="no cap" if cap is None else fmt_bytes(cap),
+                pass_gpu_us=total if not missing else float("nan"),
+                calls_changing_plan=int(changed),
+                calls_without_plan=int(missing),
+                peak_workspace_bytes=peak,
+            )
+        )
     unlimited = rows[-1]["pass_gpu_us"]
     for r in rows:
         r["slowdown"] = r["pass_gpu_us"] / unlimited if unlimited else float("nan")

@@ -7,6 +7,7 @@ pass), and `ahead_step` queues every layer's plan builds at once. Bytes; microse
 The steps are called by name (``"<this module>:spec_step"``), so they stay module-level functions
 here; the pass's inputs and outputs are kept between strategy steps in this module.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -36,27 +37,61 @@ def _measure_spec(spec: ConvSpec, budget: Budget) -> Tuple[dict, List[dict]]:
         ok = table[table.status == "ok"]
         smallest = int(ok.sort_values(["workspace_bytes", "gpu_us"]).iloc[0]["plan_index"])
         picks = {"heuristic": tuned.heuristic_index, "fastest": tuned.best_index, "smallest": smallest}
-        errors = {c.plan_index: c.rel_error for c in verify.check_plans(cg, list(dict.fromkeys(picks.values())), ops)}
+        errors = {
+            c.plan_index: c.rel_error
+            for c in verify.check_plans(cg, list(dict.fromkeys(picks.values())), ops)
+        }
     finally:
         del ops
         cupy.get_default_memory_pool().free_all_blocks()
     tol = reference.tolerance_for(spec)
     cut = tuned.cut + cg.build_cut
-    out = dict(tolerance=tol, max_rel_error=max(errors.values()), checked=all(e <= tol for e in errors.values()),
-               plans_timed=len(ok), plans_cut=cut, status="ok",
-               reason=f"{cut} plan(s) cut (not built or not timed to the end: see the plans table)" if cut else "")
+    out = dict(
+        tolerance=tol,
+        max_rel_error=max(errors.values()),
+        checked=all(e <= tol for e in errors.values()),
+        plans_timed=len(ok),
+        plans_cut=cut,
+        status="ok",
+        reason=f"{cut} plan(s) cut (not built or not timed to the end: see the plans table)" if cut else "",
+    )
     for role, index in picks.items():
         row = table[table.plan_index == index].iloc[0]
-        out.update({f"{role}_plan": str(row.plan_name), f"{role}_gpu_us": float(row.gpu_us),
-                    f"{role}_workspace_bytes": int(row.workspace_bytes), f"{role}_plan_index": int(index)})
+        out.update(
+            {
+                f"{role}_plan": str(row.plan_name),
+                f"{role}_gpu_us": float(row.gpu_us),
+                f"{role}_workspace_bytes": int(row.workspace_bytes),
+                f"{role}_plan_index": int(index),
+            }
+        )
     if not out["checked"]:
         bad = [cg.plan(i).name for i, e in errors.items() if e > tol]
-        out.update(status="wrong", reason=f"plan(s) {', '.join(bad)} exceed the {spec.dtype} tolerance {tol:.1e}")
-    plans = [dict(plan_index=int(r.plan_index), plan_name=str(r.plan_name), workspace_bytes=int(r.workspace_bytes),
-                  gpu_us=float(r.gpu_us), tune_seconds=float(r.seconds), status="ok" if r.status == "ok" else str(r.status)[:200])
-             for r in table.itertuples()]
-    plans += [dict(plan_index=p.index, plan_name=p.name, workspace_bytes=-1, gpu_us=float("nan"), status=p.error[:200])
-              for p in cg.plans if was_cut(p.error)]  # cut from the build
+        out.update(
+            status="wrong", reason=f"plan(s) {', '.join(bad)} exceed the {spec.dtype} tolerance {tol:.1e}"
+        )
+    plans = [
+        dict(
+            plan_index=int(r.plan_index),
+            plan_name=str(r.plan_name),
+            workspace_bytes=int(r.workspace_bytes),
+            gpu_us=float(r.gpu_us),
+            tune_seconds=float(r.seconds),
+            status="ok" if r.status == "ok" else str(r.status)[:200],
+        )
+        for r in table.itertuples()
+    ]
+    plans += [
+        dict(
+            plan_index=p.index,
+            plan_name=p.name,
+            workspace_bytes=-1,
+            gpu_us=float("nan"),
+            status=p.error[:200],
+        )
+        for p in cg.plans
+        if was_cut(p.error)
+    ]  # cut from the build
     return out, plans
 
 
@@ -112,8 +147,16 @@ def spec_step(spec: ConvSpec, budget_s: float, room: int) -> Tuple[dict, List[di
     return _measure_spec(spec, Budget(budget_s, f"measuring {spec.label}"))
 
 
-def strategy_step(label: str, name: str, options: dict, steps, choice: Dict[tuple, str], budget_s: float,
-                  room: int, last: bool = True) -> Tuple[dict, List[dict]]:
+def strategy_step(
+    label: str,
+    name: str,
+    options: dict,
+    steps,
+    choice: Dict[tuple, str],
+    budget_s: float,
+    room: int,
+    last: bool = True,
+) -> Tuple[dict, List[dict]]:
     """One report step, run in the worker process: `_strategy_pass` under one strategy, each
     call with the plan named in ``choice`` (spec key -> plan name), within ``budget_s`` seconds.
     The pass's inputs and outputs are made by the first strategy step and kept for the next ones
@@ -134,13 +177,24 @@ def _strategy_step(label, name, options, steps, choice, budget_s):
         if spec.key not in index:
             named = [p.index for p in engine.get_graph(spec).runnable if p.name == choice[spec.key]]
             if not named:
-                raise LabkitError(f"plan {choice[spec.key]} of {spec.label} did not build again in this worker")
+                raise LabkitError(
+                    f"plan {choice[spec.key]} of {spec.label} did not build again in this worker"
+                )
             index[spec.key] = named[0]
-    return _strategy_pass(label, name, options, steps, index, Budget(budget_s, f"strategy {label}"), _pass_operands(steps))
+    return _strategy_pass(
+        label, name, options, steps, index, Budget(budget_s, f"strategy {label}"), _pass_operands(steps)
+    )
 
 
-def _strategy_pass(label: str, name: str, options: dict, steps, choice: Dict[tuple, int],
-                   budget: Budget, operands: Optional[dict] = None) -> Tuple[dict, List[dict]]:
+def _strategy_pass(
+    label: str,
+    name: str,
+    options: dict,
+    steps,
+    choice: Dict[tuple, int],
+    budget: Budget,
+    operands: Optional[dict] = None,
+) -> Tuple[dict, List[dict]]:
     """Run the pass under one strategy: a first pass from nothing held (the timeline), then a
     timed pass, checking ``budget`` between calls; ``operands`` the pass's inputs and outputs
     kept between strategies (`runner.Runner`). (strategy row, timeline rows)."""
@@ -166,9 +220,19 @@ def _strategy_pass(label: str, name: str, options: dict, steps, choice: Dict[tup
             call = runner.run(spec, choice[spec.key])
             during = st.peak_held_bytes
             st.peak_held_bytes = max(outer, during)
-            timeline.append(dict(table="timeline", strategy=label, step=i, layer=layer, direction=spec.direction,
-                                 held_bytes=during, held_after_bytes=st.held_bytes, workspace_bytes=call.workspace_bytes,
-                                 fell_back=call.fell_back_from is not None))
+            timeline.append(
+                dict(
+                    table="timeline",
+                    strategy=label,
+                    step=i,
+                    layer=layer,
+                    direction=spec.direction,
+                    held_bytes=during,
+                    held_after_bytes=st.held_bytes,
+                    workspace_bytes=call.workspace_bytes,
+                    fell_back=call.fell_back_from is not None,
+                )
+            )
             budget.check(f"the first pass, call {i} ({layer})")
         runner.stream.synchronize()
         announce(f"strategy {label}: timed pass")
@@ -182,14 +246,22 @@ def _strategy_pass(label: str, name: str, options: dict, steps, choice: Dict[tup
         host_us = (time.perf_counter() - t0) * 1e6
         end.record(runner.stream)
         end.synchronize()
-        row.update(pass_gpu_us=cupy.cuda.get_elapsed_time(start, end) * 1000, pass_host_us=host_us,
-                   host_us_per_call=host_us / len(steps),
-                   peak_workspace_bytes=max(t["held_bytes"] for t in timeline), stats_peak_bytes=st.peak_held_bytes,
-                   held_after_bytes=st.held_bytes, alloc_calls_first_pass=first.alloc_calls,
-                   alloc_calls_per_pass=st.alloc_calls - first.alloc_calls,
-                   alloc_us_first_pass=first.alloc_us_total, fallbacks_first_pass=first_fallbacks,
-                   fallbacks_per_pass=runner.fallbacks - first_fallbacks,
-                   describe=strategy.describe(), status="ok", reason="")
+        row.update(
+            pass_gpu_us=cupy.cuda.get_elapsed_time(start, end) * 1000,
+            pass_host_us=host_us,
+            host_us_per_call=host_us / len(steps),
+            peak_workspace_bytes=max(t["held_bytes"] for t in timeline),
+            stats_peak_bytes=st.peak_held_bytes,
+            held_after_bytes=st.held_bytes,
+            alloc_calls_first_pass=first.alloc_calls,
+            alloc_calls_per_pass=st.alloc_calls - first.alloc_calls,
+            alloc_us_first_pass=first.alloc_us_total,
+            fallbacks_first_pass=first_fallbacks,
+            fallbacks_per_pass=runner.fallbacks - first_fallbacks,
+            describe=strategy.describe(),
+            status="ok",
+            reason="",
+        )
     except LabkitError as exc:
         row.update(status_row(exc))
         timeline = []

@@ -4,6 +4,7 @@ what moving one means (linked and compound controls), and which request a state 
 
 Testable alone: ``Controls(config, live=False, recording=recordings.current())``.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,14 +19,40 @@ from ...spec import DIRECTIONS, DTYPES, LAYOUTS
 from ...store.recordings import Recording, flatten
 
 #: live mode: the values an int control's neighbours are taken from (the nearest below and above)
-LADDERS = {"N": (1, 2, 4, 8, 16, 32, 64, 128, 256), "C": (3, 16, 32, 64, 128, 256, 512, 1024),
-           "H": (7, 14, 28, 56, 112, 224)}
+LADDERS = {
+    "N": (1, 2, 4, 8, 16, 32, 64, 128, 256),
+    "C": (3, 16, 32, 64, 128, 256, 512, 1024),
+    "H": (7, 14, 28, 56, 112, 224),
+}
 LADDERS.update(K=LADDERS["C"], W=LADDERS["H"])
 #: live mode: the order in which neighbouring values are prefetched, and how many at most
-PREFETCH_ORDER = ("dtype", "layout", "direction", "N", "C", "H", "workload", "launch", "streams", "field", "R",
-                  "stride", "padding", "dilation", "K", "W")
+PREFETCH_ORDER = (
+    "dtype",
+    "layout",
+    "direction",
+    "N",
+    "C",
+    "H",
+    "workload",
+    "launch",
+    "streams",
+    "field",
+    "R",
+    "stride",
+    "padding",
+    "dilation",
+    "K",
+    "W",
+)
 MAX_PREFETCH = 24
-WORKLOADS = ("one_conv", "resnet50_fp16_nhwc", "resnet50_fp32_nchw", "random_shapes", "growing_batch", "pressure")
+WORKLOADS = (
+    "one_conv",
+    "resnet50_fp16_nhwc",
+    "resnet50_fp32_nchw",
+    "random_shapes",
+    "growing_batch",
+    "pressure",
+)
 
 
 @dataclass(frozen=True)
@@ -37,7 +64,7 @@ class ControlDef:
 
     name: str
     label: str
-    kind: str = "choice"            # "int" (free integer live) or "choice"
+    kind: str = "choice"  # "int" (free integer live) or "choice"
     live_options: Tuple = ()
     lo: int = 1
     hi: int = 4096
@@ -45,31 +72,34 @@ class ControlDef:
     always_links: Tuple[str, ...] = ()
     derived: Tuple[str, ...] = ()
     recorded_label: str = ""
-    parts: Tuple[str, ...] = ()     # a compound control: its value is these state keys joined by " "
+    parts: Tuple[str, ...] = ()  # a compound control: its value is these state keys joined by " "
 
 
-CONTROLS: Dict[str, ControlDef] = {c.name: c for c in (
-    ControlDef("N", "N (batch)", "int", hi=4096),
-    ControlDef("C", "C (channels in)", "int", hi=8192, links=("K",), recorded_label="C = K (channels)"),
-    ControlDef("K", "K (channels out)", "int", hi=8192),
-    ControlDef("H", "H (height)", "int", hi=4096, links=("W",), recorded_label="H = W (pixels)"),
-    ControlDef("W", "W (width)", "int", hi=4096),
-    ControlDef("R", "R = S (filter)", "choice", (1, 3, 5, 7), always_links=("S",)),
-    ControlDef("stride", "stride", "choice", (1, 2, 3, 4)),
-    ControlDef("padding", "padding", "choice", (0, 1, 2, 3)),
-    ControlDef("dilation", "dilation", "choice", (1, 2, 3)),
-    ControlDef("groups", "groups", "int", hi=8192),
-    ControlDef("dtype", "dtype", "choice", DTYPES),
-    ControlDef("layout", "layout", "choice", LAYOUTS),
-    ControlDef("direction", "direction", "choice", DIRECTIONS),
-    ControlDef("workload", "workload", "choice", WORKLOADS, derived=("repeats",)),
-    ControlDef("launch", "launch", "choice", ("graph", "python")),
-    ControlDef("streams", "streams", "choice", (2, 3, 4, 8)),
-    ControlDef("field", "swept field", "choice", tuple(SWEEP_VALUES), derived=("values",)),
-    ControlDef("dtype_layout", "dtype · layout", "choice", parts=("dtype", "layout")),
-    ControlDef("net", "network", "choice", tuple(PRESETS)),
-    ControlDef("batch", "batch", "int", hi=4096),
-)}
+CONTROLS: Dict[str, ControlDef] = {
+    c.name: c
+    for c in (
+        ControlDef("N", "N (batch)", "int", hi=4096),
+        ControlDef("C", "C (channels in)", "int", hi=8192, links=("K",), recorded_label="C = K (channels)"),
+        ControlDef("K", "K (channels out)", "int", hi=8192),
+        ControlDef("H", "H (height)", "int", hi=4096, links=("W",), recorded_label="H = W (pixels)"),
+        ControlDef("W", "W (width)", "int", hi=4096),
+        ControlDef("R", "R = S (filter)", "choice", (1, 3, 5, 7), always_links=("S",)),
+        ControlDef("stride", "stride", "choice", (1, 2, 3, 4)),
+        ControlDef("padding", "padding", "choice", (0, 1, 2, 3)),
+        ControlDef("dilation", "dilation", "choice", (1, 2, 3)),
+        ControlDef("groups", "groups", "int", hi=8192),
+        ControlDef("dtype", "dtype", "choice", DTYPES),
+        ControlDef("layout", "layout", "choice", LAYOUTS),
+        ControlDef("direction", "direction", "choice", DIRECTIONS),
+        ControlDef("workload", "workload", "choice", WORKLOADS, derived=("repeats",)),
+        ControlDef("launch", "launch", "choice", ("graph", "python")),
+        ControlDef("streams", "streams", "choice", (2, 3, 4, 8)),
+        ControlDef("field", "swept field", "choice", tuple(SWEEP_VALUES), derived=("values",)),
+        ControlDef("dtype_layout", "dtype · layout", "choice", parts=("dtype", "layout")),
+        ControlDef("net", "network", "choice", tuple(PRESETS)),
+        ControlDef("batch", "batch", "int", hi=4096),
+    )
+}
 #: controls that recorded mode folds into another (K moves with C, W with H)
 FOLLOWERS = ("K", "W")
 
@@ -98,8 +128,10 @@ class Controls:
         self.fixed: Dict[str, object] = {}
         self.recorded_keys = set()
         if not live:
-            self.recorded_keys = {json.dumps(r, sort_keys=True, separators=(",", ":"))
-                                  for r in recording.requests(cfg.experiment)}
+            self.recorded_keys = {
+                json.dumps(r, sort_keys=True, separators=(",", ":"))
+                for r in recording.requests(cfg.experiment)
+            }
             shown = [c for c in (cfg.recorded_controls or shown) if c not in FOLLOWERS]
             for c in list(shown):
                 vals = self.candidates(c, {})
@@ -158,7 +190,9 @@ class Controls:
         if c.parts:
             vals = str(value).split(" ")
             if len(vals) != len(c.parts):
-                raise InvalidSpec(name, value, f"must be {len(c.parts)} words: {' '.join(c.parts)}, e.g. 'fp16 NHWC'")
+                raise InvalidSpec(
+                    name, value, f"must be {len(c.parts)} words: {' '.join(c.parts)}, e.g. 'fp16 NHWC'"
+                )
             s.update(zip(c.parts, vals))
             return s
         s[name] = value
@@ -197,7 +231,10 @@ class Controls:
             now = self.value(name)
             if name in LADDERS:
                 ladder = LADDERS[name]
-                vals = [max((v for v in ladder if v < now), default=None), min((v for v in ladder if v > now), default=None)]
+                vals = [
+                    max((v for v in ladder if v < now), default=None),
+                    min((v for v in ladder if v > now), default=None),
+                ]
             else:
                 vals = list(self.live_options(name))
             out += [self.moved(self.state, name, v) for v in vals if v is not None and v != now]
@@ -215,8 +252,10 @@ class Controls:
             if not self.live and links:
                 hint = f"; in recorded mode {name} moves with {links[0]} (as recorded): set {links[0]}"
             elif not self.live and parts:
-                hint = (f"; in recorded mode {name} is part of {parts[0]} (recorded together): "
-                        f"set {parts[0]}='{self.value(parts[0])}' with another value from options('{parts[0]}')")
+                hint = (
+                    f"; in recorded mode {name} is part of {parts[0]} (recorded together): "
+                    f"set {parts[0]}='{self.value(parts[0])}' with another value from options('{parts[0]}')"
+                )
             elif name in self.fixed:
                 hint = f"; the recording has only {name}={label(self.fixed[name])}"
             raise InvalidSpec("control", name, f"this panel's controls are {', '.join(self.shown)}{hint}")

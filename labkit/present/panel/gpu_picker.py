@@ -1,5 +1,6 @@
 """Which GPU answers a panel: this GPU, live, or a shipped recording (the panel's "GPU" dropdown).
 No widget here: the choices and what a choice means."""
+
 from __future__ import annotations
 
 from typing import List, Optional, Tuple
@@ -19,7 +20,9 @@ class GPUPicker:
 
     def __init__(self, can_measure: bool, gpu: Optional[str] = None):
         self.can_measure = can_measure
-        self.name: Optional[str] = recordings.named(gpu).name if gpu is not None else None  # InvalidSpec names them
+        self.name: Optional[str] = (
+            recordings.named(gpu).name if gpu is not None else None
+        )  # InvalidSpec names them
 
     @property
     def live(self) -> bool:
@@ -58,8 +61,12 @@ class GPUPicker:
         picked = recordings.named(recording) if recording else None
         name = picked.name if picked else None
         if picked is not None and experiment not in (picked.metadata.get("experiments") or {}):
-            raise InvalidSpec("gpu", recording, f"that recording has no {experiment!r}; this panel offers "
-                              + ", ".join(v or "this GPU" for _, v in self.options(experiment)))
+            raise InvalidSpec(
+                "gpu",
+                recording,
+                f"that recording has no {experiment!r}; this panel offers "
+                + ", ".join(v or "this GPU" for _, v in self.options(experiment)),
+            )
         if not self.can_measure and name is None:
             name = recordings.for_experiment(experiment).name
         if name == self.name:

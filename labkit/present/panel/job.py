@@ -3,6 +3,7 @@ in a background thread that a newer request stops at its next checkpoint; the pr
 reports on the way (partial tables drawn at most every `PARTIAL_EVERY_S`, a wait for another
 process's turn on the GPU) and how long it took. No widget here: what to draw and say are the
 callbacks given."""
+
 from __future__ import annotations
 
 import atexit
@@ -59,7 +60,9 @@ class MeasurementJob:
         with self._lock:
             self.generation += 1
             gen, prev = self.generation, self.thread
-            t = threading.Thread(target=self._background, args=(gen, prev, work), daemon=True, name=f"labkit-panel-{self.name}")
+            t = threading.Thread(
+                target=self._background, args=(gen, prev, work), daemon=True, name=f"labkit-panel-{self.name}"
+            )
             self.thread = t
             self._shown.clear()
         _RUNNING.add(self)
@@ -101,7 +104,12 @@ class MeasurementJob:
     # ---- one measurement ----------------------------------------------------------------------------
     def begin(self, generation: int) -> None:
         """A request starts being answered (its times count from now)."""
-        self.t0, self.last_partial, self.partial_draws, self.first_paint_ms = time.perf_counter(), 0.0, 0, None
+        self.t0, self.last_partial, self.partial_draws, self.first_paint_ms = (
+            time.perf_counter(),
+            0.0,
+            0,
+            None,
+        )
         self.last_draw_s = 0.0
         self.drawing = generation
 
@@ -138,8 +146,11 @@ class MeasurementJob:
         self.last_draw_s = self.last_partial - now
         self.partial_draws += 1
         self.painted()
-        self.say("running", f"{done} of {total} {html.escape(unit)}, {now - self.t0:.1f} s; "
-                            "the chart fills in as the rest is measured ...")
+        self.say(
+            "running",
+            f"{done} of {total} {html.escape(unit)}, {now - self.t0:.1f} s; "
+            "the chart fills in as the rest is measured ...",
+        )
 
     def on_phase(self, phase: str) -> None:
         """A measurement says where it is (`labkit.signals.progress.announce`): the panel shows a
@@ -149,8 +160,11 @@ class MeasurementJob:
             return
         if phase.startswith("waiting for the GPU"):
             self.waits += 1
-            self.say("running", html.escape(phase) + ": another notebook is measuring on it; "
-                                "this one starts when its turn comes (the chart shows what was there)")
+            self.say(
+                "running",
+                html.escape(phase) + ": another notebook is measuring on it; "
+                "this one starts when its turn comes (the chart shows what was there)",
+            )
         elif phase == "got the GPU":
             self.say("running", "measuring on the GPU ...")
 

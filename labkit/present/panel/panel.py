@@ -4,6 +4,7 @@ background when a click asks live, stopped by a newer one) and `GPUPicker` (this
 recording). The panel only wires them: a control moves -> the state moves -> the job gets the
 table (`labkit.session.lessons.data`) -> the view draws it.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -12,11 +13,11 @@ import time
 from typing import List, Optional
 
 from ... import experiments
+from ...draw import plots
 from ...errors import InvalidSpec, LabkitError
 from ...experiments.panel_config import PanelConfig
-from ...draw import plots
-from ...signals.cancel import Superseded
 from ...session import lessons
+from ...signals.cancel import Superseded
 from .controls import Controls
 from .gpu_picker import GPUPicker
 from .job import MeasurementJob
@@ -38,8 +39,10 @@ def live_note(df, started: float, ahead: bool = False) -> str:
         when, stamp = None, "an earlier time"
     if a.get("loaded_from_disk"):
         if a.get("from_shared"):
-            return (f"measured at {stamp} on a GPU of this machine's identity (model, driver, cuDNN), read from the "
-                    "class's shared recording (<i>measure again</i> to measure it on yours)")
+            return (
+                f"measured at {stamp} on a GPU of this machine's identity (model, driver, cuDNN), read from the "
+                "class's shared recording (<i>measure again</i> to measure it on yours)"
+            )
         return f"measured on this GPU at {stamp}, read from its recording (<i>measure again</i> to redo it)"
     if ahead or (when is not None and when.timestamp() < started - 1):
         return f"measured earlier (ahead of this change) at {stamp}{saved}"
@@ -60,7 +63,9 @@ def prefetch_neighbours(controls: Controls) -> int:
     """Queue the requests one control move away for the background worker (`labkit.session.prefetch`);
     how many were queued (0 when that failed: prefetching is an optimisation, never a draw's failure)."""
     try:
-        kwargs = [kw for kw in map(controls.kwargs, controls.neighbours()) if kw is not None]  # None: impossible
+        kwargs = [
+            kw for kw in map(controls.kwargs, controls.neighbours()) if kw is not None
+        ]  # None: impossible
         return lessons.prefetch(controls.cfg.experiment, kwargs)
     except Exception:  # noqa: BLE001
         return 0
@@ -70,7 +75,9 @@ def draw_partial(view: PanelView, controls: Controls, make_frame) -> None:
     """Draw a live measurement's table so far (``make_frame()``), marked partial."""
     df = make_frame()
     df.attrs.update(experiments.provenance(live=True))
-    df.attrs.update(experiment=controls.cfg.experiment, request=controls.request(controls.state), partial=True)
+    df.attrs.update(
+        experiment=controls.cfg.experiment, request=controls.request(controls.state), partial=True
+    )
     view.draw(controls.cfg.experiment, df)
 
 
@@ -115,26 +122,47 @@ class Panel:
     it is whole). Its parts:
     ``panel.controls_state``, ``panel.view``, ``panel.job``, ``panel.gpu``."""
 
-    def __init__(self, cfg: PanelConfig, *, live: Optional[bool] = None, csv_name: Optional[str] = None,
-                 fig_width: Optional[int] = FIG_WIDTH, gpu: Optional[str] = None, **initial):
+    def __init__(
+        self,
+        cfg: PanelConfig,
+        *,
+        live: Optional[bool] = None,
+        csv_name: Optional[str] = None,
+        fig_width: Optional[int] = FIG_WIDTH,
+        gpu: Optional[str] = None,
+        **initial,
+    ):
         from ... import env
 
         self.gpu = GPUPicker(env.mode().live if live is None else bool(live), gpu)
         self.controls_state = Controls(cfg, self.gpu.live, self.gpu.recording(cfg.experiment))
         unknown = set(initial) - set(self.controls)
         if unknown:
-            raise InvalidSpec("control", sorted(unknown), f"this panel's controls are {', '.join(self.controls)}")
+            raise InvalidSpec(
+                "control", sorted(unknown), f"this panel's controls are {', '.join(self.controls)}"
+            )
         self.prefetching = 0  # live: neighbouring requests queued for the background worker
         #: a click measures in a background thread (live), so the kernel hears the next click
         self.background = self.gpu.live
         self._defer, self._pending = 0, False
         if self.live:
             lessons.start_build_workers()  # ready for the runtime-compiled plans of this panel's graphs
-        self.view = PanelView(self.live, csv_name or cfg.csv_name or f"results_{cfg.experiment}.csv", fig_width,
-                              self.gpu.options(cfg.experiment), self.gpu.value(cfg.experiment),
-                              self._on_control, self._on_button, self.pick_gpu, (*cfg.controls, *(cfg.recorded_controls or ())))
-        self.job = MeasurementJob(cfg.experiment, lambda make_frame: draw_partial(self.view, self.controls_state, make_frame),
-                                  self.view.say)
+        self.view = PanelView(
+            self.live,
+            csv_name or cfg.csv_name or f"results_{cfg.experiment}.csv",
+            fig_width,
+            self.gpu.options(cfg.experiment),
+            self.gpu.value(cfg.experiment),
+            self._on_control,
+            self._on_button,
+            self.pick_gpu,
+            (*cfg.controls, *(cfg.recorded_controls or ())),
+        )
+        self.job = MeasurementJob(
+            cfg.experiment,
+            lambda make_frame: draw_partial(self.view, self.controls_state, make_frame),
+            self.view.say,
+        )
         self.view.sync(self.controls_state)
         self._defer += 1
         try:
@@ -147,7 +175,9 @@ class Panel:
     cfg = property(lambda self: self.controls_state.cfg, doc="the `PanelConfig` shown")
     live = property(lambda self: self.gpu.live, doc="the panel measures on this GPU now")
     state = property(lambda self: self.controls_state.state, doc="the values on screen")
-    df = property(lambda self: settled(self).view.df, doc="the whole table on screen (waits for it; None: failed)")
+    df = property(
+        lambda self: settled(self).view.df, doc="the whole table on screen (waits for it; None: failed)"
+    )
     error = property(lambda self: self.view.error, doc="the message shown when the request failed")
     fig = property(lambda self: self.view.fig, doc="the FigureWidget")
     box = property(lambda self: self.view.box)
@@ -157,11 +187,17 @@ class Panel:
     widgets = property(lambda self: self.view.widgets)
     gpu_picker = property(lambda self: self.view.gpu_picker)
     csv_name = property(lambda self: self.view.csv_name)
-    controls = property(lambda self: list(self.controls_state.shown), doc="names `set` accepts (the controls on screen)")
+    controls = property(
+        lambda self: list(self.controls_state.shown), doc="names `set` accepts (the controls on screen)"
+    )
     updates = property(lambda self: self.job.updates, doc="requests answered (drawn or failed)")
-    last_update_ms = property(lambda self: self.job.last_update_ms, doc="the last request's time to answer, ms")
+    last_update_ms = property(
+        lambda self: self.job.last_update_ms, doc="the last request's time to answer, ms"
+    )
     first_paint_ms = property(lambda self: self.job.first_paint_ms, doc="the last request's first paint, ms")
-    partial_draws = property(lambda self: self.job.partial_draws, doc="partial tables drawn for the last request")
+    partial_draws = property(
+        lambda self: self.job.partial_draws, doc="partial tables drawn for the last request"
+    )
     stopped = property(lambda self: self.job.stopped, doc="measurements stopped because a newer request came")
 
     def options(self, name: str) -> list:
@@ -226,8 +262,11 @@ class Panel:
         exp = self.cfg.experiment
         if not self.gpu.pick(exp, recording) and self.view.gpu_picker.value == self.gpu.value(exp):
             return
-        self.use(self.cfg, "The convolution on screen was not recorded on that GPU: the controls went back to the base. ",
-                 rebuild=True)
+        self.use(
+            self.cfg,
+            "The convolution on screen was not recorded on that GPU: the controls went back to the base. ",
+            rebuild=True,
+        )
 
     def use(self, cfg: PanelConfig, note: str, rebuild: bool = False) -> None:
         """Show ``cfg`` from the GPU picked (keeping the values on screen where recorded, else the
@@ -278,8 +317,12 @@ class Panel:
             self.view.say("running", "measuring on the GPU ...")
         try:
             with self.job.measuring():
-                df = lessons.data(self.cfg.experiment, force=force, recording=None if self.live else
-                                  self.controls_state.recording.name, **self.cfg.kwargs(self.state))
+                df = lessons.data(
+                    self.cfg.experiment,
+                    force=force,
+                    recording=None if self.live else self.controls_state.recording.name,
+                    **self.cfg.kwargs(self.state),
+                )
             if not self.job.current(gen):
                 raise Superseded()
             self.view.show(self.cfg.experiment, df)
@@ -288,7 +331,9 @@ class Panel:
             text = f"{plots.provenance_subtitle(df)} · {how} in {self.job.elapsed_ms():.0f} ms"
             self.prefetching = prefetch_neighbours(self.controls_state) if self.live else 0
             if self.prefetching:
-                text += f" · measuring {self.prefetching} neighbouring values in the background while you read"
+                text += (
+                    f" · measuring {self.prefetching} neighbouring values in the background while you read"
+                )
             self.view.say("ok", text)
         except Superseded:  # a newer request: it draws; nothing of this one is kept or shown
             self.job.stopped += 1

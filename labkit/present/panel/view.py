@@ -4,6 +4,7 @@ line) and one plotly ``FigureWidget`` updated in place; the table on screen (`df
 It draws what it is given and tells its owner when a control or a button moves (the callbacks
 passed in); it never measures.
 """
+
 from __future__ import annotations
 
 import copy
@@ -99,7 +100,9 @@ def figure_widget(fig, width: Optional[int]):
     sent to the page as before (tests/test_panel_parts.py: the same widget state, chart by chart,
     update by update). ``_data``, ``_layout`` and ``_validate`` are plotly's own (plotly 6 and 7)."""
     # the validated properties as they are (``to_dict`` would turn numpy arrays into base64 specs)
-    w = validating(new_figure_widget(copy.deepcopy(dict(data=fig._data, layout=fig._layout)), _validate=False))
+    w = validating(
+        new_figure_widget(copy.deepcopy(dict(data=fig._data, layout=fig._layout)), _validate=False)
+    )
     if width:
         w.layout.width = width
     return w
@@ -112,18 +115,24 @@ def header_html(controls: Controls) -> str:
     cfg = controls.cfg
     if controls.live:
         e = env.environment()
-        note = (f"<b>Live</b> on {html.escape(str(e.gpu_name))} (cuDNN {e.cudnn_backend}): every change measures now; "
-                "building a cuDNN graph can take 0.5-10 s, the status line says when it runs.")
+        note = (
+            f"<b>Live</b> on {html.escape(str(e.gpu_name))} (cuDNN {e.cudnn_backend}): every change measures now; "
+            "building a cuDNN graph can take 0.5-10 s, the status line says when it runs."
+        )
     else:
         m = controls.recording.metadata
         fixed = ", ".join(f"{CONTROLS[k].label.split(' (')[0]}={label(v)}" for k, v in controls.fixed.items())
-        note = (f"<b>Recorded</b> on {html.escape(str(m.get('gpu')))} with cuDNN {m.get('cudnn_backend')} on "
-                f"{m.get('date')}. The controls offer only recorded values, <b>one factor at a time</b> around the "
-                f"base ({html.escape(cfg.base_text)}); a greyed control has one recorded value from here: "
-                "<i>reset to base</i> to move another."
-                + (f" Fixed in this recording: {html.escape(fixed)}." if fixed else ""))
-    return (f"<div style='font-size:15px;font-weight:600'>{html.escape(cfg.title)}</div>"
-            f"<div style='font-size:12px;color:#3c4043;line-height:1.4'>{note}</div>")
+        note = (
+            f"<b>Recorded</b> on {html.escape(str(m.get('gpu')))} with cuDNN {m.get('cudnn_backend')} on "
+            f"{m.get('date')}. The controls offer only recorded values, <b>one factor at a time</b> around the "
+            f"base ({html.escape(cfg.base_text)}); a greyed control has one recorded value from here: "
+            "<i>reset to base</i> to move another."
+            + (f" Fixed in this recording: {html.escape(fixed)}." if fixed else "")
+        )
+    return (
+        f"<div style='font-size:15px;font-weight:600'>{html.escape(cfg.title)}</div>"
+        f"<div style='font-size:12px;color:#3c4043;line-height:1.4'>{note}</div>"
+    )
 
 
 class ControlLook:
@@ -141,7 +150,9 @@ class ControlLook:
         key = (display, grid_column, min_width)
         lay = self.layouts.get(key)
         if lay is None:
-            lay = self.layouts[key] = W.Layout(width="auto", display=display, grid_column=grid_column, min_width=min_width)
+            lay = self.layouts[key] = W.Layout(
+                width="auto", display=display, grid_column=grid_column, min_width=min_width
+            )
         return lay
 
     def relayout(self, w, **changes) -> None:
@@ -156,10 +167,19 @@ class ControlLook:
         its options come with the state, `PanelView.sync`)."""
         desc = (c.recorded_label or c.label) if not live else c.label
         if live and c.kind == "int":
-            return W.BoundedIntText(value=1, min=c.lo, max=c.hi, description=desc, continuous_update=False,
-                                    style=self.style, layout=self.layout())
+            return W.BoundedIntText(
+                value=1,
+                min=c.lo,
+                max=c.hi,
+                description=desc,
+                continuous_update=False,
+                style=self.style,
+                layout=self.layout(),
+            )
         opts = [(label(v), v) for v in c.live_options] if live else []
-        return W.Dropdown(options=opts, description=desc, style=self.style, layout=self.layout(**fit([t for t, _ in opts])))
+        return W.Dropdown(
+            options=opts, description=desc, style=self.style, layout=self.layout(**fit([t for t, _ in opts]))
+        )
 
 
 class PanelView:
@@ -167,8 +187,18 @@ class PanelView:
     "rerun") and ``on_gpu(value)`` are called when the learner moves something (never while the
     view itself syncs the widgets to the state)."""
 
-    def __init__(self, live: bool, csv_name: str, fig_width: Optional[int], gpu_options, gpu_value: str,
-                 on_control: Callable, on_button: Callable, on_gpu: Callable, controls: Optional[Iterable[str]] = None):
+    def __init__(
+        self,
+        live: bool,
+        csv_name: str,
+        fig_width: Optional[int],
+        gpu_options,
+        gpu_value: str,
+        on_control: Callable,
+        on_button: Callable,
+        on_gpu: Callable,
+        controls: Optional[Iterable[str]] = None,
+    ):
         self.live, self.csv_name, self.fig_width = live, csv_name, fig_width
         #: the controls this panel can show (default: every one in CONTROLS); a widget is made for each
         wanted = None if controls is None else set(controls)
@@ -186,34 +216,59 @@ class PanelView:
         auto = W.Layout(width="auto")
         self.widgets: Dict[str, W.Widget] = {n: self.make_widget(CONTROLS[n]) for n in self.names}
         self.header = W.HTML(style=text_style, layout=text_layout)
-        self.controls_box = W.GridBox(list(self.widgets.values()),
-                                      layout=W.Layout(grid_template_columns="repeat(4, minmax(190px, 1fr))",
-                                                      grid_gap="4px 12px"))
-        self.reset_button = W.Button(description="reset to base", icon="undo", layout=auto, style=button_style,
-                                     tooltip="every control back to the lesson's base")
+        self.controls_box = W.GridBox(
+            list(self.widgets.values()),
+            layout=W.Layout(grid_template_columns="repeat(4, minmax(190px, 1fr))", grid_gap="4px 12px"),
+        )
+        self.reset_button = W.Button(
+            description="reset to base",
+            icon="undo",
+            layout=auto,
+            style=button_style,
+            tooltip="every control back to the lesson's base",
+        )
         self.reset_button.on_click(lambda _b: on_button("reset"))
-        self.rerun_button = W.Button(description="measure again", icon="refresh", tooltip="measure now on the GPU and replace the saved result",
-                                     layout=W.Layout(width="auto", display=None if live else "none"), style=button_style)
+        self.rerun_button = W.Button(
+            description="measure again",
+            icon="refresh",
+            tooltip="measure now on the GPU and replace the saved result",
+            layout=W.Layout(width="auto", display=None if live else "none"),
+            style=button_style,
+        )
         self.rerun_button.on_click(lambda _b: on_button("rerun"))
-        self.csv_button = W.Button(description=f"save {csv_name}", icon="download", layout=auto, style=button_style,
-                                   tooltip="write the numbers on screen, with their provenance, as CSV")
+        self.csv_button = W.Button(
+            description=f"save {csv_name}",
+            icon="download",
+            layout=auto,
+            style=button_style,
+            tooltip="write the numbers on screen, with their provenance, as CSV",
+        )
         self.csv_button.on_click(lambda _b: self.save_clicked())
         self.status = W.HTML(style=text_style, layout=text_layout)
         self.message = W.HTML(style=text_style, layout=text_layout)
-        self.gpu_picker = W.Dropdown(options=gpu_options, value=gpu_value, description="GPU",
-                                     style={"description_width": "36px"}, layout=W.Layout(width="auto"))
+        self.gpu_picker = W.Dropdown(
+            options=gpu_options,
+            value=gpu_value,
+            description="GPU",
+            style={"description_width": "36px"},
+            layout=W.Layout(width="auto"),
+        )
         fit_options(self.gpu_picker, [t for t, _ in self.gpu_picker.options])
         self.gpu_picker.layout.display = None if len(self.gpu_picker.options) > 1 else "none"
         self.gpu_picker.observe(lambda change: self.syncing or on_gpu(change["new"] or None), names="value")
         # wrapped, not shrunk (live, beside the GPU picker, their labels were cut: "reset to b...")
-        self.buttons = W.HBox([self.gpu_picker, self.reset_button, self.rerun_button, self.csv_button],
-                              layout=W.Layout(flex_flow="row wrap"))
+        self.buttons = W.HBox(
+            [self.gpu_picker, self.reset_button, self.rerun_button, self.csv_button],
+            layout=W.Layout(flex_flow="row wrap"),
+        )
         self.box = W.VBox([self.header, self.controls_box, self.buttons, self.status, self.message])
 
     # ---- controls -------------------------------------------------------------------------------
     def make_widget(self, c: ControlDef) -> W.Widget:
         w = self.look.make(c, self.live)
-        w.observe(lambda change, name=c.name: self.syncing or self.on_control(name, change["new"]), names="value")
+        w.observe(
+            lambda change, name=c.name: self.syncing or self.on_control(name, change["new"]), names="value"
+        )
         return w
 
     def rebuild(self, live: bool, gpu_value: str) -> None:
@@ -264,7 +319,9 @@ class PanelView:
                     opts = controls.options(name)
                     labelled = [(label(v), v) for v in opts]
                     if value not in opts:
-                        labelled.append((f"{label(value)} (not recorded)" if not self.live else label(value), value))
+                        labelled.append(
+                            (f"{label(value)} (not recorded)" if not self.live else label(value), value)
+                        )
                     if list(w.options) != labelled:
                         w.options = labelled
                         self.look.relayout(w, **fit([t for t, _ in labelled]))
@@ -310,8 +367,10 @@ class PanelView:
         kind = type(exc).__name__
         if isinstance(exc, RecordedDataError) and exc.nearest:
             # for the learner: what was asked and what exists, not the recording's file path
-            near = "; ".join(f"{str(k).split('.')[-1]} = {', '.join(label(x) for x in v) if isinstance(v, (list, tuple)) else label(v)}"
-                             for k, v in exc.nearest.items())
+            near = "; ".join(
+                f"{str(k).split('.')[-1]} = {', '.join(label(x) for x in v) if isinstance(v, (list, tuple)) else label(v)}"
+                for k, v in exc.nearest.items()
+            )
             text = f"{kind}: {exc.message}; nearest recorded values: {near}"
         else:
             text = f"{kind}: {exc}"
@@ -324,8 +383,10 @@ class PanelView:
             advice = "That combination is not a valid convolution; change a control."
         else:
             advice = ""
-        self.message.value = (f"<div style='color:#b00020;background:#fdecea;padding:6px 8px;border-radius:4px;"
-                              f"font-size:13px'>{html.escape(text)}" + (f"<br><i>{advice}</i>" if advice else "") + "</div>")
+        self.message.value = (
+            f"<div style='color:#b00020;background:#fdecea;padding:6px 8px;border-radius:4px;"
+            f"font-size:13px'>{html.escape(text)}" + (f"<br><i>{advice}</i>" if advice else "") + "</div>"
+        )
         self.say("error", "no data for this request (see below)")
         if self.fig is None:
             self.show_figure(experiment, figure_widget(placeholder(), self.fig_width))
