@@ -54,6 +54,20 @@ def gpu_slug(name: Optional[str]) -> str:
     return re.sub(r"^nvidia-", "", s) or "gpu"
 
 
+def nvidia_driver_present() -> bool:
+    """Whether this machine has an NVIDIA driver: its kernel module (``/proc/driver/nvidia``) or
+    its user-space library (``libcuda.so.1``) is there."""
+    import ctypes
+
+    if os.path.exists("/proc/driver/nvidia/version"):
+        return True
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    return True
+
+
 @functools.lru_cache(maxsize=1)
 def environment() -> Environment:
     """Probe once (cached): never raises, records the first problem found."""
@@ -87,6 +101,8 @@ def environment() -> Environment:
             problem = "no CUDA device"
     except Exception as exc:
         problem = problem or f"CuPy not installed ({type(exc).__name__})"
+    if facts.get("gpu_name") is None and not nvidia_driver_present():
+        problem = "no NVIDIA GPU driver on this machine"  # the first cause: nothing else would help
     if "cudnn_frontend" in facts:
         try:
             import cudnn

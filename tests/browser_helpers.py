@@ -164,8 +164,9 @@ class LabServer:
     """``python -m jupyterlab`` from this interpreter's environment, on 127.0.0.1:<free port>,
     a random token, serving ``root``. Its output goes to ``root.parent / 'jupyterlab.log'``."""
 
-    def __init__(self, root: Path, repo: Path, scratch: Path):
+    def __init__(self, root: Path, repo: Path, scratch: Path, extra_env: Optional[Dict[str, str]] = None):
         self.root = root
+        self.extra_env = dict(extra_env or {})
         self.repo = repo
         self.token = secrets.token_hex(16)
         self.marker = secrets.token_hex(8)
@@ -205,6 +206,7 @@ class LabServer:
                 MARKER_VAR: self.marker,
             }
         )
+        env.update(self.extra_env)
         return env
 
     def start(self) -> None:
@@ -567,3 +569,82 @@ def run_summary(state: Optional[dict]) -> Dict[str, int]:
         else:
             out["not_run"] += 1
     return out
+
+
+# What a learner cannot read: in every plotly chart of the notebook, a text label (trace text,
+# annotation, tick label) drawn over another label, or over a marker of another trace; and every
+# output wider than the notebook gives it (a table or a line the learner must scroll sideways to
+# read, or a line of text wrapped mid-word). Boxes are the elements' client rectangles; two
+# boxes overlap when they share more than `OVERLAP_PX` in both directions.
+READING_JS = """(OVERLAP_PX) => {
+  const nb = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook');
+  const cells = [...nb.querySelectorAll('.jp-Cell')];
+  const found = [];
+  const shown = el => {
+    const r = el.getBoundingClientRect();
+    if (r.width < 1 || r.height < 1) return null;
+    for (let e = el; e && e.tagName !== 'svg'; e = e.parentElement) {
+      const cs = getComputedStyle(e);
+      if (cs.display === 'none' || cs.visibility === 'hidden' || parseFloat(cs.opacity) === 0) return null;
+      if (e.getAttribute && e.getAttribute('opacity') === '0') return null;
+    }
+    if (el.textContent !== undefined && el.tagName === 'text' && !el.textContent.trim()) return null;
+    return r;
+  };
+  const meet = (a, b) => Math.min(a.right, b.right) - Math.max(a.left, b.left) > OVERLAP_PX &&
+                         Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > OVERLAP_PX;
+  cells.forEach((cell, i) => {
+    for (const p of cell.querySelectorAll('.js-plotly-plot')) {
+      const title = (p.querySelector('.gtitle') || {}).textContent || '(untitled)';
+      const chart = title.slice(0, 70);
+      const traceOf = el => { const t = el.closest('g.trace'); return t ? t : null; };
+      const labels = [];
+      for (const el of p.querySelectorAll('.main-svg g.trace text, .main-svg .annotation-text, .main-svg .xtick text, .main-svg .ytick text')) {
+        const r = shown(el);
+        if (r) labels.push({el, r, trace: traceOf(el), text: el.textContent.trim().slice(0, 40)});
+      }
+      const markers = [];
+      for (const el of p.querySelectorAll('.main-svg .scatterlayer g.trace path.point')) {
+        const r = shown(el);
+        if (r) markers.push({el, r, trace: traceOf(el)});
+      }
+      for (let a = 0; a < labels.length; a++) {
+        for (let b = a + 1; b < labels.length; b++) {
+          if (meet(labels[a].r, labels[b].r))
+            found.push({cell: i, chart, kind: 'label over label', what: `"${labels[a].text}" and "${labels[b].text}"`});
+        }
+        for (const m of markers) {
+          if (labels[a].trace && m.trace === labels[a].trace) continue;
+          if (!labels[a].trace && labels[a].el.closest('.xtick, .ytick')) continue;
+          if (meet(labels[a].r, m.r))
+            found.push({cell: i, chart, kind: 'label over a marker of another trace', what: `"${labels[a].text}"`});
+        }
+      }
+    }
+    for (const out of cell.querySelectorAll('.jp-OutputArea-output')) {
+      if (out.querySelector('.jupyter-widgets')) continue;  // panels: their charts are checked above
+      if (out.scrollWidth > out.clientWidth + 2)
+        found.push({cell: i, chart: '', kind: 'output wider than the notebook',
+                    what: `${out.scrollWidth} px in ${out.clientWidth} px: ${(out.innerText || '').slice(0, 80)}`});
+      for (const pre of out.querySelectorAll('pre')) {
+        const lines = pre.textContent.replace(/\\n$/, '').split('\\n').length;
+        const lh = parseFloat(getComputedStyle(pre).lineHeight) || 17;
+        if (pre.getBoundingClientRect().height > lines * lh + lh / 2)
+          found.push({cell: i, chart: '', kind: 'text wrapped to the next line',
+                      what: (pre.textContent || '').split('\\n').find(l => l.length > 0 && pre.clientWidth < l.length * 7.2) || pre.textContent.slice(0, 80)});
+      }
+    }
+  });
+  return found;
+}"""
+
+
+# The text a learner sees in each cell's outputs (widget panels and charts included), by cell.
+OUTPUT_TEXTS_JS = """() => {
+  const nb = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook');
+  return [...nb.querySelectorAll('.jp-Cell')].map(cell =>
+    [...cell.querySelectorAll('.jp-OutputArea-output')].map(o => {
+      const svgText = [...o.querySelectorAll('svg text')].map(t => t.textContent).join(' ');
+      return (o.innerText || '') + ' ' + svgText;
+    }).join('\\n'));
+}"""

@@ -135,7 +135,7 @@ def test_right_answer_passes(fn, capsys):
     res = fn(right)
     out = capsys.readouterr().out
     assert res.correct and bool(res), res.message
-    assert out.startswith("correct: ") and len(out.strip().splitlines()) == 1
+    assert out.startswith("correct: ") and all(len(line) <= 100 for line in out.splitlines())
 
 
 @pytest.mark.parametrize("fn", ALL, ids=lambda f: f.__name__)
@@ -151,7 +151,7 @@ def test_wrong_answer_gets_a_hint_not_the_answer(fn, capsys):
 @pytest.mark.parametrize("fn", ALL, ids=lambda f: f.__name__)
 def test_none_asks_the_question(fn, capsys):
     res = fn(None)
-    assert not res.correct and capsys.readouterr().out.startswith("no answer yet.")
+    assert not res.correct and capsys.readouterr().out.startswith("no answer yet: ")
 
 
 BAD = {  # check -> answers of the wrong type
@@ -198,7 +198,7 @@ def test_tolerances_and_unit_hints(capsys):
     ratio = truths()["malloc_slowdown"][0]
     assert check.malloc_slowdown(ratio * 1.08) and not check.malloc_slowdown(ratio * 1.3)
     assert not check.malloc_slowdown(1 / ratio)
-    assert "inverse" in capsys.readouterr().out.splitlines()[-1]
+    assert "inverse" in capsys.readouterr().out.split("not yet: ")[-1]
 
 
 def test_checks_use_a_given_dataframe():

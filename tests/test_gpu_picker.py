@@ -22,7 +22,7 @@ def test_the_picker_lists_every_recording_the_default_first():
     assert values[0] == recordings.DEFAULT_RECORDING == p.gpu_picker.value
     assert set(values) == {r.name for r in recordings.available()}
     labels = dict((v, t) for t, v in p.gpu_picker.options)
-    assert labels["h200"] == f"H200 (recorded {recordings.named('h200').metadata['date']})"
+    assert labels["h200"] == f"H200 (recorded {recordings.named('h200').provenance('precision')['date']})"
     assert p.gpu_picker.layout.display is None  # shown: there is a choice
 
 

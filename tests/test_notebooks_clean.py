@@ -71,7 +71,9 @@ def test_prose_quotes_no_measured_numbers(name):
 def test_each_lesson_has_goals_a_panel_and_a_recap(name):
     nb = _load(name)
     text = "\n".join(c.source for c in nb.cells)
-    assert "lessons.banner()" in nb.cells[1].source, "the mode banner comes right after the title"
+    assert f'lessons.banner("{name[:2]}")' in nb.cells[1].source, (
+        "the mode banner comes right after the title"
+    )
     assert "widgets." in text, "every notebook has an interactive panel"
     if name not in ("00_start_here", "07_lab"):
         assert "**Learning goals**" in nb.cells[0].source
@@ -96,8 +98,13 @@ def test_nbstripout_would_change_nothing():
 
 
 def test_the_mode_note_comes_from_labkit():
-    """One text for every lesson, from `lessons.mode_note()`, never pasted into a notebook."""
+    """One text, from `lessons.mode_note()`, never pasted into a notebook: in full in lesson 00,
+    one line elsewhere."""
+    lessons = __import__("labkit.session.lessons", fromlist=["x"])
     for name in EXPECTED:
         text = "\n".join(c.source for c in _load(name).cells)
         assert "Recorded or live?" not in text, name
-    assert "Recorded or live?" in __import__("labkit.session.lessons", fromlist=["x"]).mode_note()
+        if name.startswith("00"):
+            assert "lessons.mode_note(full=True)" in text
+    assert "Recorded or live?" in lessons.mode_note(full=True)
+    assert "Recorded or live?" not in lessons.mode_note() and "Lesson 00" in lessons.mode_note()

@@ -28,16 +28,45 @@ class CheckResult:
         """The message was printed already; show nothing more in a notebook."""
 
 
-def say(correct: bool, text: str) -> CheckResult:
-    msg = ("correct: " if correct else "not yet: ") + text
+#: printed lines wrap at this many characters, at word boundaries: a notebook's output at
+#: 1366x768 with the file browser open shows about 115 monospace characters
+LINE_CHARS = 100
+
+
+def wrapped(text: str, width: int = LINE_CHARS) -> str:
+    """``text`` with every line wrapped at word boundaries (a long word stays whole)."""
+    import textwrap
+
+    return "\n".join(
+        textwrap.fill(line, width, break_long_words=False, break_on_hyphens=False, subsequent_indent="  ")
+        if len(line) > width
+        else line
+        for line in text.split("\n")
+    )
+
+
+def emit(correct: bool, text: str, lead: str = "") -> CheckResult:
+    """Print a check's verdict (``correct: ...``, ``not yet: ...`` or ``<lead>: ...``), wrapped.
+
+    Args:
+        correct: whether the answer was right.
+        text: what to say after the verdict.
+        lead: the verdict's word when it is neither (e.g. ``"no answer yet"``).
+
+    Returns:
+        The `CheckResult` with the printed message.
+    """
+    msg = wrapped(f"{lead or ('correct' if correct else 'not yet')}: {text}")
     print(msg)
     return CheckResult(correct, msg)
 
 
+def say(correct: bool, text: str) -> CheckResult:
+    return emit(correct, text)
+
+
 def pending(question: str, hint: str) -> CheckResult:
-    msg = f"no answer yet. {question} Hint: {hint}"
-    print(msg)
-    return CheckResult(False, msg)
+    return emit(False, f"{question} Hint: {hint}", lead="no answer yet")
 
 
 # ---- answer types -----------------------------------------------------------------------------

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ..errors import InvalidSpec
 from ..experiments import exercises
 from ..experiments.checking import CheckResult, as_word, pending, say
 from ..experiments.epilogue_fusion import fusion_loses, fusion_saved_bytes, fusion_speedup  # noqa: F401
+from ..experiments.exercise import Exercise, as_check
 from ..experiments.plans_autotune import autotune_payoff_calls, cap_slowdown, worst_vs_best  # noqa: F401
 from ..experiments.precision_layout import nhwc_pays_off, nhwc_speedup, precision_order  # noqa: F401
 from ..experiments.streams import race_hidden_by, race_mismatches, scratchpad_shared_flag  # noqa: F401
@@ -47,3 +49,59 @@ def mode(answer: Optional[str] = None) -> CheckResult:
 
 #: lesson -> its checks (for the notebooks' exercise lists and the tests)
 EXERCISES = {"00": (mode,), **exercises()}
+for _lesson, _items in list(EXERCISES.items()):
+    EXERCISES[_lesson] = tuple(as_check(x) if isinstance(x, Exercise) else x for x in _items)
+    globals().update({fn.__name__: fn for fn in EXERCISES[_lesson]})
+
+
+def exercise_list(lesson: Optional[str] = None) -> list:
+    """Every exercise (`labkit.experiments.exercise.Exercise`) of a lesson, or of every lesson."""
+    return [
+        fn.exercise
+        for key, fns in EXERCISES.items()
+        if lesson is None or key == lesson
+        for fn in fns
+        if hasattr(fn, "exercise")
+    ]
+
+
+def solutions(lesson: Optional[str] = None):
+    """For a teacher: every exercise's answer for the recording or GPU in use, and why.
+
+    Args:
+        lesson: a lesson's number (``"03"``), or None for every lesson.
+
+    Returns:
+        Markdown text: per exercise, its question, answer and explanation.
+    """
+    from ..draw.prose import Text
+
+    rows = []
+    for ex in exercise_list(lesson):
+        truth = ex.truth()
+        rows.append(
+            f"* **{ex.lesson} `check.{ex.name}`** ({ex.kind}): {ex.question}  \n"
+            f"  answer: `{truth!r}`. {ex.why(truth)}"
+        )
+    if lesson is not None and lesson not in EXERCISES:
+        raise InvalidSpec("lesson", lesson, f"must be one of {', '.join(EXERCISES)}")
+    return Text("\n".join(rows))
+
+
+def progress():
+    """Which exercises this kernel has answered: per exercise, tries, done, revealed.
+
+    Returns:
+        A pandas DataFrame, one row per exercise of every lesson.
+    """
+    import pandas as pd
+
+    from ..experiments import exercise as ex_mod
+
+    return pd.DataFrame(
+        [
+            dict(lesson=ex.lesson, exercise=ex.name, kind=ex.kind, **ex_mod.done(ex.name))
+            for ex in exercise_list()
+        ],
+        columns=["lesson", "exercise", "kind", "tries", "done", "revealed"],
+    )

@@ -161,16 +161,33 @@ def _attrs(name: str, request: dict, prov: dict, skipped: dict) -> dict:
     }
 
 
-def describe(recordings: Optional[Sequence] = None) -> Text:
-    """The recordings compared, one Markdown line each: GPU, cuDNN, date, full or quick."""
+def describe(recordings: Optional[Sequence] = None, experiments: Optional[Sequence[str]] = None) -> Text:
+    """The recordings compared, one Markdown line each: GPU, cuDNN, and the date each compared
+    experiment was measured (the date its charts' legends and subtitles give).
+
+    Args:
+        recordings: recording names (default: every shipped recording).
+        experiments: the experiments whose dates to give (default: every comparable one).
+
+    Returns:
+        Markdown text, one bullet per recording.
+    """
     lines = []
     for r in _recordings(recordings):
         m = r.metadata
-        kind = "complete" if m.get("complete") else "quick (`record --quick`: the lessons' base calls only)"
+        names = [e for e in (experiments or sorted(COMPARABLE)) if e in r.experiments()]
+        by_date: dict = {}
+        for e in names:
+            by_date.setdefault(r.provenance(e)["date"], []).append(e)
+        dates = "; ".join(f"{d} ({', '.join(es)})" for d, es in sorted(by_date.items()))
+        kind = (
+            ""
+            if m.get("complete")
+            else ", a quick recording (`record --quick`: the lessons' base calls only)"
+        )
         lines.append(
             f"* `{r.name}`: {m.get('gpu')} (compute capability {m.get('compute_capability')}), cuDNN "
-            f"{m.get('cudnn_backend')} (frontend {m.get('cudnn_frontend')}), recorded {m.get('date')}, "
-            f"{sum(len(r.requests(e)) for e in r.experiments())} calls, {kind}"
+            f"{m.get('cudnn_backend')} (frontend {m.get('cudnn_frontend')}), measured {dates}{kind}"
         )
     return Text("\n".join(lines))
 

@@ -10,6 +10,7 @@ in live mode a notebook measures each request once and its text, charts and chec
 from __future__ import annotations
 
 import ast
+import textwrap
 import json
 import threading
 from collections import OrderedDict
@@ -264,13 +265,55 @@ def base(**changes):
 
 
 # ---- display helpers ----------------------------------------------------------------------------
-def banner() -> Text:
-    """Which mode labkit is in and where the numbers come from, e.g. "recorded on NVIDIA H100
-    80GB HBM3 with cuDNN 9.19.0 on 2026-11-22", or "live on <GPU>"."""
-    from .. import env
-    from . import warmup
+#: lesson -> the experiments its charts, panels and checks draw (the banner names where each was
+#: measured; tests/test_provenance.py checks every notebook against this table)
+DRAWS = {
+    "00": ("layout",),
+    "01": ("algorithms", "workspace_sizes", "sweep"),
+    "02": ("strategies", "workspace_sizes"),
+    "03": ("precision", "layout", "roofline"),
+    "04": ("fusion",),
+    "05": ("plans", "caps", "build_cost"),
+    "06": ("race",),
+    "07": (
+        "plans",
+        "precision",
+        "layout",
+        "fusion",
+        "caps",
+        "algorithms",
+        "build_cost",
+        "workspace_sizes",
+        "strategies",
+        "sweep",
+        "roofline",
+        "race",
+    ),
+    "08": ("roofline", "fusion", "sweep", "plans", "precision"),
+    "09": ("network_report",),
+    "10": ("kernels", "fusion_kernels", "strategy_timeline", "race_timeline", "build_log"),
+}
 
+
+def banner(lesson: Optional[str] = None) -> Text:
+    """Which mode labkit is in and where this lesson's numbers come from.
+
+    Args:
+        lesson: the lesson's number (``"03"``); recorded, the banner then names the GPU, cuDNN
+            and the date of every experiment the lesson draws (`DRAWS`), and any that another
+            GPU's recording answers.
+
+    Returns:
+        Markdown text, e.g. "Mode: recorded. This lesson's numbers were measured on NVIDIA
+        H100 80GB HBM3 with cuDNN 9.19.0 ...: precision on 2026-11-22 ...".
+    """
+    from .. import env
+    from . import handson, warmup
+
+    if lesson is not None and lesson not in DRAWS:
+        raise InvalidSpec("lesson", lesson, f"must be one of {', '.join(DRAWS)}")
     warmup.start_imports()  # the first chart's imports while the learner reads: before the GPU question
+    handson.register_magic()  # %%handson cells (labkit.session.handson)
     m = env.mode()  # (imports CuPy and the cuDNN frontend, initialises CUDA)
     warmup.start(m.live)  # live: CUDA's and cuDNN's set-up too
     if m.live:
@@ -286,13 +329,86 @@ def banner() -> Text:
             f"**Mode: live on {e.gpu_name}** (cuDNN {e.cudnn_backend}, frontend {e.cudnn_frontend}, "
             f"CuPy {e.cupy_version}). Every chart is measured on this GPU when it is drawn.{helpers}"
         )
+    return Text(f"**Mode: recorded.** {recorded_sources(lesson)} Why not live: {m.reason}.")
+
+
+def recorded_sources(lesson: Optional[str] = None) -> str:
+    """Recorded mode: where a lesson's numbers come from, one sentence per recording (GPU, cuDNN,
+    the date of each experiment); for no lesson, the recording in use.
+
+    Args:
+        lesson: the lesson's number, a key of `DRAWS`, or None.
+
+    Returns:
+        Markdown sentences.
+    """
     from ..store import recordings
 
-    md = recordings.current().metadata
-    return Text(
-        f"**Mode: recorded on {md.get('gpu')} with cuDNN {md.get('cudnn_backend')} on {md.get('date')}** "
-        f"(frontend {md.get('cudnn_frontend')}, CuPy {md.get('cupy')}). Why not live: {m.reason}. "
-        "Every number below was measured on that GPU; controls offer only recorded values."
+    rec = recordings.current()
+    if lesson is None:
+        md = rec.metadata
+        return (
+            f"Numbers come from the recording made on **{md.get('gpu')}** with cuDNN {md.get('cudnn_backend')} "
+            f"(frontend {md.get('cudnn_frontend')}, CuPy {md.get('cupy')}), last updated {md.get('date')}; each "
+            "chart gives the date it was measured. Controls offer only recorded values."
+        )
+    if lesson == "08":
+        shipped = recordings.shipped()
+        return (
+            f"This lesson compares {len(shipped)} recordings side by side ("
+            + "; ".join(_dated(r, DRAWS[lesson]) for r in shipped)
+            + "). Controls offer only recorded values."
+        )
+    own, other, absent = [], {}, []
+    for name in DRAWS[lesson]:
+        if name in rec.experiments():
+            own.append(name)
+        panel = recordings.for_experiment(name)
+        if name not in panel.experiments():
+            absent.append(name)
+        elif panel.path != rec.path or name not in rec.experiments():
+            other.setdefault(panel.path, (panel, []))[1].append(name)
+    parts = []
+    if own:
+        parts.append(f"This lesson's numbers were measured on {_dated(rec, own)}.")
+    for r, names in other.values():
+        missing = [n for n in names if n not in rec.experiments()]
+        if missing:
+            parts.append(
+                f"{_joined(missing)} come{'s' if len(missing) == 1 else ''} from another GPU's recording, "
+                f"{_dated(r, names)}: the {_short(rec)} recording has none."
+            )
+        else:
+            parts.append(
+                f"The {_joined(names)} panel answers from {_dated(r, names)}, which holds more of its calls; "
+                "its GPU list offers both."
+            )
+    if absent:
+        parts.append(f"This recording has no {_joined(absent)}: pick another GPU's recording to see them.")
+    return " ".join(parts) + " Controls offer only recorded values."
+
+
+def _joined(names) -> str:
+    """``a``, ``a and b``, ``a, b and c`` (names in code style)."""
+    names = [f"`{n}`" for n in names]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _short(rec) -> str:
+    return str(rec.metadata.get("gpu")).replace("NVIDIA ", "", 1)
+
+
+def _dated(rec, names) -> str:
+    """``**GPU** with cuDNN x (frontend y, CuPy z): a and b on <date>, c on <date>``."""
+    md = rec.metadata
+    by_date: dict = {}
+    for n in names:
+        if n in rec.experiments():
+            by_date.setdefault(rec.provenance(n)["date"], []).append(n)
+    when = ", ".join(f"{_joined(ns)} on {d}" for d, ns in sorted(by_date.items()))
+    return (
+        f"**{md.get('gpu')}** with cuDNN {md.get('cudnn_backend')} (frontend {md.get('cudnn_frontend')}, "
+        f"CuPy {md.get('cupy')}): {when}"
     )
 
 
@@ -314,9 +430,22 @@ def start_build_workers() -> int:
     return pool.size if pool is not None else 0
 
 
-def mode_note() -> Text:
-    """What recorded and live mode mean for the panels below (shown under a lesson's first
-    panel; one text for every lesson)."""
+def mode_note(full: bool = False) -> Text:
+    """What recorded and live mode mean for the panels below.
+
+    Args:
+        full: the whole note (lesson 00, where a learner meets the panels); otherwise one line
+            that points there.
+
+    Returns:
+        Markdown text.
+    """
+    if not full:
+        return Text(
+            "> **Panels**: recorded, a control offers only the values measured around the lesson's base, one "
+            "factor at a time (*reset to base* to move another); live, every change measures on your GPU. "
+            "[Lesson 00](00_start_here.ipynb) says more."
+        )
     return Text(
         "> **Recorded or live?** The banner above says which. **Recorded**: every number comes from a real run "
         "on the GPU it names, and a control offers only the values recorded around the lesson's base (one factor "
@@ -338,8 +467,17 @@ def contents() -> Text:
 
 
 def show_source(module: str, *names: str) -> Text:
-    """The source of functions in a labkit module, read from its file (the module is not
-    imported, so this works without CuPy)."""
+    """The source of functions, classes or methods in a labkit module, read from its file (the
+    module is not imported, so this works without CuPy), as a Python code block.
+
+    Args:
+        module: the module, e.g. ``"gpu.frontend"`` or ``"workspace"`` (a file in labkit/ or one
+            of its folders).
+        names: top-level names (``"time_plan"``) or ``"Class.method"``.
+
+    Returns:
+        Markdown text: one code block holding each definition, in the order asked.
+    """
     here = Path(__file__).resolve().parents[1]  # labkit/
     rel = module.replace(".", "/")
     path = next((p for p in [here / f"{rel}.py", *sorted(here.glob(f"*/{rel}.py"))] if p.is_file()), None)
@@ -351,16 +489,20 @@ def show_source(module: str, *names: str) -> Text:
         )
     src = path.read_text()
     tree = ast.parse(src)
-    found = {
-        n.name: ast.get_source_segment(src, n)
-        for n in tree.body
-        if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name in names
-    }
+    defs = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    found = {}
+    for node in tree.body:
+        if isinstance(node, defs):
+            found[node.name] = ast.get_source_segment(src, node, padded=True)
+            if isinstance(node, ast.ClassDef):
+                for sub in node.body:
+                    if isinstance(sub, defs):
+                        found[f"{node.name}.{sub.name}"] = textwrap.dedent(
+                            ast.get_source_segment(src, sub, padded=True)
+                        )
     missing = [n for n in names if n not in found]
     if missing:
-        raise InvalidSpec(
-            "names", missing, f"not defined at the top level of {path.relative_to(here.parent)}"
-        )
+        raise InvalidSpec("names", missing, f"not defined in {path.relative_to(here.parent)}")
     return Text("```python\n" + "\n\n".join(found[n] for n in names) + "\n```")
 
 

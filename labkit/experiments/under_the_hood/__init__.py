@@ -91,6 +91,8 @@ def recorded_calls(quick: bool = False) -> list:
     calls += [
         ("kernels", dict(spec=BASE.replace(layout="NCHW"))),
         ("kernels", dict(spec=BASE.replace(dtype="fp32"))),
+        ("kernels", dict(spec=BASE.replace(dtype="fp32", layout="NCHW"))),
+        ("kernels", dict(spec=BASE.replace(dtype="fp8_e4m3"))),
         ("race_timeline", dict(launch="python", streams=2)),
         ("fusion_kernels", dict(spec=BASE, epilogue="bias_relu_add")),
     ]

@@ -42,7 +42,8 @@ class GPUPicker:
             if experiment not in (m.get("experiments") or {}):
                 continue  # nothing to draw from that GPU for this panel
             quick = "" if m.get("complete", True) else ", quick: base calls"
-            opts.append((f"{short_gpu(m.get('gpu'))} (recorded {m.get('date')}{quick})", r.name))
+            when = r.provenance(experiment)["date"]  # this chart's measurement, as its subtitle says
+            opts.append((f"{short_gpu(m.get('gpu'))} (recorded {when}{quick})", r.name))
         return opts
 
     def value(self, experiment: str) -> str:

@@ -120,11 +120,11 @@ def header_html(controls: Controls) -> str:
             "building a cuDNN graph can take 0.5-10 s, the status line says when it runs."
         )
     else:
-        m = controls.recording.metadata
+        prov = controls.recording.provenance(cfg.experiment)
         fixed = ", ".join(f"{CONTROLS[k].label.split(' (')[0]}={label(v)}" for k, v in controls.fixed.items())
         note = (
-            f"<b>Recorded</b> on {html.escape(str(m.get('gpu')))} with cuDNN {m.get('cudnn_backend')} on "
-            f"{m.get('date')}. The controls offer only recorded values, <b>one factor at a time</b> around the "
+            f"<b>Recorded</b> on {html.escape(str(prov['gpu']))} with cuDNN {prov['cudnn_backend']} on "
+            f"{prov['date']}. The controls offer only recorded values, <b>one factor at a time</b> around the "
             f"base ({html.escape(cfg.base_text)}); a greyed control has one recorded value from here: "
             "<i>reset to base</i> to move another."
             + (f" Fixed in this recording: {html.escape(fixed)}." if fixed else "")

@@ -1,0 +1,250 @@
+"""A lesson's exercises as data: the question, how its answer is computed from the numbers in use
+(recorded, or measured on this GPU), how an answer is judged, two hints that lead without giving
+the answer away, and what is shown once it is right (or revealed).
+
+Three kinds, as the lessons use them:
+
+* ``predict``: the learner commits an answer *before* the chart that answers it; the check then
+  shows the measurement and why;
+* ``explore``: the answer is found only by moving a control or calling labkit with other
+  arguments; it is printed nowhere in the notebook;
+* ``explain``: a choice among reasons; each wrong choice gets its own explanation.
+
+(``read`` marks the few exercises whose answer is a number read off a chart above.)
+
+A check is called with ``None`` (the question again, and how to answer), with an answer (right:
+the measurement and why; wrong: what is off, then the first hint, then on later tries the
+second), or with ``reveal=True`` (the answer and why). Each call is counted for `progress`.
+Nothing here measures: answers come through `labkit.experiments.core.result`, the same results
+the lesson's charts draw.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+
+from ..errors import InvalidSpec
+from .checking import CheckResult, emit
+
+KINDS = ("predict", "explore", "explain", "read")
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One checked question of a lesson.
+
+    Attributes:
+        name: the check's name, as the notebook calls it (``check.<name>(answer)``).
+        lesson: the lesson's number, e.g. ``"03"``.
+        kind: one of `KINDS`.
+        question: the question, one or two sentences.
+        truth: computes the right answer from the numbers in use (no argument).
+        parse: turns an answer into the form ``judge`` compares (raises `InvalidSpec` with what
+            is expected).
+        judge: ``judge(parsed_answer, truth)``: whether the answer is right.
+        why: ``why(truth)``: the measurement and the reason, shown when right or revealed.
+        hints: the first and the second hint; neither may contain the answer.
+        wrong: ``wrong(parsed_answer, truth)``: what is off about this answer (None: nothing
+            particular); never the answer itself.
+        choices: for ``explain``: choice -> the reason it names; the right choice is ``truth()``.
+        example: a well-formed answer, shown in the question (never the right one).
+        leaks: ``leaks(truth)``: regular expressions that would give the answer away if an output
+            above the check matched them (the tests look for them); default `default_leaks`.
+        wrong_answers: ``wrong_answers(truth)``: wrong answers the tests try (default: the other
+            choices, the other flag, or a number far off).
+    """
+
+    name: str
+    lesson: str
+    kind: str
+    question: str
+    truth: Callable[[], Any]
+    parse: Callable[[Any], Any]
+    judge: Callable[[Any, Any], bool]
+    why: Callable[[Any], str]
+    hints: Tuple[str, str]
+    wrong: Callable[[Any, Any], Optional[str]] = lambda answer, truth: None
+    choices: Dict[str, str] = field(default_factory=dict)
+    example: Any = None
+    leaks: Optional[Callable[[Any], Sequence[str]]] = None
+    wrong_answers: Optional[Callable[[Any], Sequence[Any]]] = None
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise InvalidSpec("kind", self.kind, f"must be one of {', '.join(KINDS)}")
+
+    def leak_patterns(self, truth) -> Sequence[str]:
+        """Regular expressions that would give ``truth`` away in an output above the check."""
+        return tuple(self.leaks(truth)) if self.leaks is not None else default_leaks(truth)
+
+    def wrong_examples(self, truth) -> list:
+        """Wrong answers to try (for the tests)."""
+        if self.wrong_answers is not None:
+            return list(self.wrong_answers(truth))
+        if self.choices:
+            return [c for c in self.choices if c != truth][:2]
+        if isinstance(truth, bool):
+            return [not truth]
+        if isinstance(truth, (int, float)):
+            return [truth * 3 + 7, -abs(truth) - 1]
+        return []
+
+    def ask(self) -> str:
+        """The question, with the choices of an ``explain`` exercise and an example answer."""
+        text = self.question
+        if self.choices:
+            text += "\n" + "\n".join(f"  {k!r}: {v}" for k, v in self.choices.items())
+        if self.example is not None:
+            text += f"\n(answer like {self.example!r})"
+        return text
+
+    def check(self, answer=None, *, reveal: bool = False) -> CheckResult:
+        """Judge ``answer`` (None: ask again; ``reveal``: show the answer and why).
+
+        Args:
+            answer: the learner's answer.
+            reveal: show the right answer and why, whatever ``answer`` is.
+
+        Returns:
+            A `CheckResult` (true when right); its message is printed.
+        """
+        record = _record(self.name)
+        truth = self.truth()
+        if reveal:
+            record["revealed"] = True
+            return emit(False, f"the answer: {truth!r}. {self.why(truth)}", lead="revealed")
+        if answer is None:
+            return emit(False, self.ask(), lead="no answer yet")
+        parsed = self.parse(answer)
+        record["tries"] += 1
+        if self.judge(parsed, truth):
+            record["done"] = True
+            return emit(True, self.why(truth))
+        said = self.wrong(parsed, truth)
+        hint = self.hints[0] if record["tries"] == 1 else self.hints[1]
+        more = f" (check.{self.name}(reveal=True) shows the answer)" if record["tries"] >= 3 else ""
+        return emit(False, f"{said + ' ' if said else ''}Hint: {hint}{more}")
+
+
+# ---- what this kernel has done -------------------------------------------------------------
+_LOCK = threading.Lock()
+_DONE: Dict[str, dict] = {}
+
+
+def _record(name: str) -> dict:
+    with _LOCK:
+        return _DONE.setdefault(name, {"tries": 0, "done": False, "revealed": False})
+
+
+def done(name: str) -> dict:
+    """What this kernel did with exercise ``name``: tries, done, revealed."""
+    with _LOCK:
+        return dict(_DONE.get(name) or {"tries": 0, "done": False, "revealed": False})
+
+
+def forget() -> None:
+    """Forget every try (a fresh start in this kernel)."""
+    with _LOCK:
+        _DONE.clear()
+
+
+# ---- answer forms --------------------------------------------------------------------------
+def one_of(options: Sequence[str], what: str) -> Callable[[Any], str]:
+    """A parser for a name among ``options`` (any case)."""
+
+    def parse(answer) -> str:
+        if not isinstance(answer, str) or answer.strip().lower() not in [o.lower() for o in options]:
+            raise InvalidSpec("answer", answer, f"must be {what}: one of {', '.join(map(repr, options))}")
+        return next(o for o in options if o.lower() == answer.strip().lower())
+
+    return parse
+
+
+def number(what: str) -> Callable[[Any], float]:
+    """A parser for a real number."""
+    from .checking import as_number
+
+    return lambda answer: as_number(answer, what, 1.5)
+
+
+def flag(what: str) -> Callable[[Any], bool]:
+    """A parser for True or False."""
+    from .checking import as_flag
+
+    return lambda answer: as_flag(answer, what)
+
+
+def within(rel: float) -> Callable[[float, float], bool]:
+    """A judge: the answer within ``rel`` (a fraction) of the truth."""
+    return lambda answer, truth: abs(answer - truth) <= rel * abs(truth)
+
+
+def equal(answer, truth) -> bool:
+    """A judge: the answer is the truth."""
+    return answer == truth
+
+
+def number_leaks(value: float) -> Sequence[str]:
+    """Regular expressions for ``value`` as a learner would read it printed: a whole number by its
+    digits (thousands separators or not), a fraction with one decimal from 10 on (``24.6``) and
+    two significant figures below (``4.6`` also matches ``4.62x``); never inside a longer number.
+
+    Args:
+        value: the number.
+
+    Returns:
+        A tuple of regular expressions.
+    """
+    import math
+
+    if not math.isfinite(value):
+        return ()
+    if float(value).is_integer():
+        if abs(value) < 10:  # a small count is printed everywhere ("3x3"): the exercise says what leaks it
+            return ()
+        digits = str(int(abs(value)))
+        return (r"(?<![\d.,])" + r",?".join(digits) + r"(?![\d]|\.\d)",)
+    text = f"{abs(value):.1f}" if abs(value) >= 10 else f"{abs(value):.2g}"
+    body = text.replace(".", r"\.")
+    return (rf"(?<![\d.,]){body}\d*(?![\d.]*\d)",)
+
+
+def as_check(exercise: Exercise) -> Callable:
+    """The function a notebook calls for ``exercise``: ``check.<name>(answer, reveal=False)``.
+
+    Args:
+        exercise: the exercise.
+
+    Returns:
+        A function with the exercise's name, its question as docstring and ``.exercise`` set.
+    """
+
+    def check(answer=None, *, reveal: bool = False) -> CheckResult:
+        return exercise.check(answer, reveal=reveal)
+
+    check.__name__ = check.__qualname__ = exercise.name
+    check.__doc__ = f"Lesson {exercise.lesson} ({exercise.kind}): {exercise.question}"
+    check.exercise = exercise
+    return check
+
+
+#: answers so common in every lesson's output that finding them above a check says nothing
+COMMON_WORDS = frozenset(
+    ["fp32", "tf32", "fp16", "bf16", "fp8_e4m3", "NCHW", "NHWC", "fprop", "dgrad", "wgrad", "graph", "python"]
+)
+
+
+def default_leaks(truth) -> Sequence[str]:
+    """What gives an answer away by default: a number with its first two significant figures; a
+    name that is not one of `COMMON_WORDS`, as a whole word; nothing for True/False."""
+    import re
+
+    if isinstance(truth, bool) or truth is None:
+        return ()
+    if isinstance(truth, (int, float)):
+        return number_leaks(float(truth))
+    if isinstance(truth, str) and truth not in COMMON_WORDS:
+        return (rf"(?<![\w.]){re.escape(truth)}(?![\w])",)
+    return ()
