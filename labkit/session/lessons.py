@@ -29,6 +29,7 @@ from ..experiments.workspace_strategies import (  # noqa: F401
     pressure_summary,
     strategies_summary,
 )
+from ..gpu.spread import given_text as class_gpu_text
 
 LESSONS = (
     ("00_start_here", "What is on this machine, which mode am I in, how do the panels work?"),
@@ -285,6 +286,7 @@ def banner() -> Text:
         return Text(
             f"**Mode: live on {e.gpu_name}** (cuDNN {e.cudnn_backend}, frontend {e.cudnn_frontend}, "
             f"CuPy {e.cupy_version}). Every chart is measured on this GPU when it is drawn.{helpers}"
+            + class_gpu_text()
         )
     from ..store import recordings
 
@@ -292,7 +294,7 @@ def banner() -> Text:
     return Text(
         f"**Mode: recorded on {md.get('gpu')} with cuDNN {md.get('cudnn_backend')} on {md.get('date')}** "
         f"(frontend {md.get('cudnn_frontend')}, CuPy {md.get('cupy')}). Why not live: {m.reason}. "
-        "Every number below was measured on that GPU; controls offer only recorded values."
+        "Every number below was measured on that GPU; controls offer only recorded values." + class_gpu_text()
     )
 
 
