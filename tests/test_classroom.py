@@ -53,6 +53,9 @@ def test_configure_sets_up_the_hub(tmp_path, monkeypatch, as_root, capsys):
     assert c.JupyterHub.db_url == f"sqlite:///{hub / 'jupyterhub.sqlite'}"
     assert c.ConfigurableHTTPProxy.command == ["/opt/proxy"]
     assert c.Spawner.cmd == [sys.executable, "-m", "labkit", "class", "server"]
+    assert (
+        c.Spawner.http_timeout == c.Spawner.start_timeout == 300
+    )  # warm-kernels runs before the server answers
     env = c.Spawner.environment
     assert env["LABKIT_SHARED_CACHE"] == str(s.folder) and env["LABKIT_GPU_LOCK_DIR"] == str(
         s.folder / "gpu-locks"

@@ -220,7 +220,8 @@ def configure(c) -> Settings:
     c.Spawner.notebook_dir = f"~/{LESSONS_DIR}"
     c.Spawner.default_url = f"/lab/tree/{FIRST_LESSON}"
     c.Spawner.environment = learner_environment(s, where["locks"])
-    c.Spawner.start_timeout = 300  # the first start of each learner runs warm-kernels
+    # a learner's first start compiles CuPy's kernels (warm-kernels) before the server answers
+    c.Spawner.start_timeout = c.Spawner.http_timeout = 300
     c.Spawner.pre_spawn_hook = _give_gpu(gpus)
     c.Spawner.post_stop_hook = _take_gpu_back(gpus)
     print(start_text(s, gpus, names), flush=True)
