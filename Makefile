@@ -7,6 +7,7 @@
 #                          `nvidia-smi` header; nothing when nvidia-smi does not work)
 #   LAB_ARGS="--port=8899" extra arguments for `jupyter lab`
 #   PYTEST_ARGS="-k spec"  extra arguments for pytest
+#   CLASS_DIR=/srv/labkit-class   `make hub`: the class folder (class/README.md)
 
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -15,6 +16,10 @@ BIN := $(VENV)/bin
 GPU ?= auto
 LAB_ARGS ?=
 PYTEST_ARGS ?=
+CLASS_DIR ?= /srv/labkit-class
+# JupyterHub's proxy (npm's configurable-http-proxy), installed beside the venv; labkit.cli.classroom finds it there
+PROXY := $(VENV)/node/node_modules/.bin/configurable-http-proxy
+PROXY_VERSION ?= 5
 
 comma := ,
 
@@ -59,7 +64,7 @@ ifeq ($(shell id -u 2>/dev/null),0)
 endif
 
 .DEFAULT_GOAL := help
-.PHONY: help setup lab test doctor strip clean
+.PHONY: help setup lab test doctor strip clean proxy hub
 
 help:
 	@echo "make lab      set up (first time only) and open the workbook in JupyterLab"
@@ -67,6 +72,8 @@ help:
 	@echo "make setup    create $(VENV) and install labkit[$(EXTRAS)] (re-runs only when pyproject.toml changes)"
 	@echo "make doctor   say what this machine has and whether labkit runs live or recorded"
 	@echo "make strip    remove outputs from the notebooks (run before committing a lesson edited in JupyterLab)"
+	@echo "make hub      a class on JupyterHub from CLASS_DIR (default /srv/labkit-class): class/README.md"
+	@echo "make proxy    install JupyterHub's proxy (npm's configurable-http-proxy) into $(VENV)/node"
 	@echo "make clean    remove $(VENV) and caches"
 
 setup: $(STAMP)
@@ -113,6 +120,18 @@ doctor: setup
 # commit (or let the pre-commit hook in .pre-commit-config.yaml do it; tests fail on stored outputs).
 strip: setup
 	$(BIN)/nbstripout --keep-id notebooks/*.ipynb
+
+proxy: $(PROXY)
+
+$(PROXY): | $(BIN)/python
+	@command -v npm >/dev/null || { echo "error: JupyterHub's proxy comes from npm; install Node.js (>= 20) and npm" >&2; exit 1; }
+	npm install --prefix $(VENV)/node --no-fund --no-audit --loglevel=error configurable-http-proxy@$(PROXY_VERSION)
+
+# A class: JupyterHub with class/jupyterhub_config.py, on the class folder CLASS_DIR.
+hub: setup proxy
+	@$(BIN)/python -c 'import jupyterhub, firstuseauthenticator, pynvml' 2>/dev/null || \
+	  $(BIN)/python -m pip install --progress-bar off -e ".[$(EXTRAS),class]"
+	LABKIT_CLASS_DIR="$(CLASS_DIR)" $(BIN)/jupyterhub -f class/jupyterhub_config.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build dist *.egg-info

@@ -5,6 +5,8 @@
 #   panels   the panels' tests live on this GPU (figure, panel parts, widgets, prefetch)
 #   notebooks  every lesson notebook live under nbmake
 #   bench    scripts/bench_classroom.py (8 learner processes, SECONDS default 120) -> $OUT/classroom_<gpu>.csv
+#   bench2   the same on the host's first two GPUs, each learner on the GPU the class hub's spread gives it
+#            (4 per GPU; needs two GPUs) -> $OUT/classroom_<gpu>_x2.csv, one row per GPU
 #   widgets  scripts/bench_widgets.py first visit with an empty cache (into $d), then `fill --quick --into $d`,
 #            then first visit of a learner with an empty cache and LABKIT_SHARED_CACHE=$d -> $OUT/widget_latency.csv
 #   setupwidgets  the widgets' first visit after `python -m labkit warm-kernels` (what `make setup` runs)
@@ -43,7 +45,8 @@ fill_class() {
   echo "fill $* --into ($note): $(( $(date +%s) - t0 )) s; $(tail -c 400 "$out/fill.log" | tr '\r' '\n' | grep -v '^$' | tail -n 2)" | tee -a "$log"
 }
 step_tests() {
-  live_pytest tests tests.log -rfEs tests/test_classroom_gpu.py tests/test_gpu_lock.py tests/test_shared_recording.py
+  live_pytest tests tests.log -rfEs tests/test_classroom_gpu.py tests/test_gpu_lock.py tests/test_shared_recording.py \
+    tests/test_spread_gpu.py
 }
 step_panels() {
   live_pytest panels panels-tests.log tests/test_figure.py tests/test_panel_parts.py tests/test_widgets.py tests/test_prefetch.py
@@ -55,6 +58,11 @@ step_bench() {
   cp "data/bench/classroom_$slug.csv" "$out/" 2>/dev/null
   timeout -k 10 "$(limit bench)" python3 scripts/bench_classroom.py --seconds "${SECONDS_CLASS:-120}" \
     --out "$out/classroom_$slug.csv" > "$out/bench.log" 2>&1; tail -n 40 "$out/bench.log" | tee -a "$log"
+}
+step_bench2() {
+  cp "data/bench/classroom_${slug}_x2.csv" "$out/" 2>/dev/null
+  timeout -k 10 "$(limit bench2)" python3 scripts/bench_classroom.py --gpus 2 --seconds "${SECONDS_CLASS:-120}" \
+    --out "$out/classroom_${slug}_x2.csv" > "$out/bench2.log" 2>&1; tail -n 40 "$out/bench2.log" | tee -a "$log"
 }
 step_widgets() {
   d=$(mktemp -d); e=$(mktemp -d); cp data/bench/widget_latency.csv "$out/widget_latency.csv"

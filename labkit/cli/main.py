@@ -1,4 +1,5 @@
-"""Command line: ``python -m labkit doctor | warm-kernels | fill | record | report NET | bench strategies | bench vs-torch``."""
+"""Command line: ``python -m labkit doctor | warm-kernels | fill | record | report NET | bench strategies |
+bench vs-torch | class server | class gpus``."""
 
 from __future__ import annotations
 
@@ -7,6 +8,11 @@ import sys
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:2] == ["class", "server"]:  # every later word is jupyterhub-singleuser's, options included
+        from .classroom import main_learner_server
+
+        return main_learner_server(argv[2:])
     parser = argparse.ArgumentParser(prog="python -m labkit", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("doctor", help="what this machine has, the mode and why, the recordings available")
@@ -30,6 +36,16 @@ def main(argv=None) -> int:
         help="fill a class's shared recording in DIR instead (learners set "
         "LABKIT_SHARED_CACHE=DIR and read it)",
     )
+    klass = sub.add_parser("class", help="a class on JupyterHub (class/jupyterhub_config.py starts it)")
+    klass_sub = klass.add_subparsers(dest="class_command", required=True)
+    server = klass_sub.add_parser(
+        "server",
+        help="what JupyterHub starts for each learner: copies the lessons, warms CuPy's kernels "
+        "once, then runs jupyterhub-singleuser with the arguments that follow",
+    )
+    server.add_argument("args", nargs="*", help="jupyterhub-singleuser's arguments")
+    gpus = klass_sub.add_parser("gpus", help="which learner has which GPU of this host")
+    gpus.add_argument("--dir", help="the class folder (default LABKIT_CLASS_DIR or /srv/labkit-class)")
     rec = sub.add_parser("record", help="record every experiment's lesson grid on this GPU")
     rec.add_argument("--quick", action="store_true", help="the lessons' base calls only (about 2 minutes)")
     rec.add_argument(
@@ -90,6 +106,10 @@ def main(argv=None) -> int:
             return 0
         if args.command == "warm-kernels":
             return main_warm_kernels()
+        if args.command == "class":
+            from . import classroom
+
+            return classroom.main_gpus(args.dir)
         if args.command == "fill":
             from .record import main_fill
 

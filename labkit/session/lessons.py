@@ -30,6 +30,7 @@ from ..experiments.workspace_strategies import (  # noqa: F401
     pressure_summary,
     strategies_summary,
 )
+from ..gpu.spread import given_text as class_gpu_text
 
 LESSONS = (
     ("00_start_here", "What is on this machine, which mode am I in, how do the panels work?"),
@@ -328,8 +329,9 @@ def banner(lesson: Optional[str] = None) -> Text:
         return Text(
             f"**Mode: live on {e.gpu_name}** (cuDNN {e.cudnn_backend}, frontend {e.cudnn_frontend}, "
             f"CuPy {e.cupy_version}). Every chart is measured on this GPU when it is drawn.{helpers}"
+            + class_gpu_text()
         )
-    return Text(f"**Mode: recorded.** {recorded_sources(lesson)} Why not live: {m.reason}.")
+    return Text(f"**Mode: recorded.** {recorded_sources(lesson)} Why not live: {m.reason}." + class_gpu_text())
 
 
 def recorded_sources(lesson: Optional[str] = None) -> str:
