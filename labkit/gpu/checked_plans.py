@@ -131,19 +131,29 @@ class CheckedPlans:
             if p.built or i in self.verdicts:
                 continue
             checkpoint()
+            if self.build_plan(i).built:
+                plans = self.runnable
+                if plans:
+                    return plans[0]
+        return None
+
+    def build_plan(self, index: int) -> Plan:
+        """Build candidate ``index`` of a graph that was built without it (a graph built with the
+        heuristic's pick only). Returns it: built, or not built with cuDNN's reason. Not checked."""
+        p = self.plans[index]
+        if p.built:
+            return p
+        with self._check_lock:
             try:
-                self.graph.build_plan_at_index(i)
+                self.graph.build_plan_at_index(index)
             except Exception as exc:  # noqa: BLE001  (declined by cuDNN: its reason is kept)
                 why = " ".join(str(exc).split())[:200]
-                self.plans[i] = dataclasses.replace(p, workspace_bytes=None, built=False, error=why)
-                continue
-            self.plans[i] = self._describe_plan(i, {})
+                self.plans[index] = dataclasses.replace(p, workspace_bytes=None, built=False, error=why)
+                return self.plans[index]
+            self.plans[index] = self._describe_plan(index, {})
             self._cpp_index = self._backend_indices()
             self._runnable = self._note = None
-            plans = self.runnable
-            if plans:
-                return plans[0]
-        return None
+        return self.plans[index]
 
     @property
     def fell_through(self) -> str:
