@@ -17,6 +17,7 @@ from typing import Optional
 import cupy
 
 from ..errors import InvalidSpec, LabkitError, OutOfMemory, Unsupported
+from ..signals.cancel import checkpoint
 from ..signals.progress import announce
 from ..spec import ConvSpec
 from . import memory, plan_checks, reference
@@ -124,6 +125,7 @@ def judge(graph, plan_indices, ops: Optional[Operands] = None) -> list:
         raise OutOfMemory(f"the float64 reference of {spec.label}", need, memory.free_bytes()) from None
     out = []
     for index in plan_indices:
+        checkpoint()  # between plans: a superseded background job stops here, nothing judged yet kept
         name = graph.plans[index].name
         try:
             r = _check_one(graph, index, ops, ref, None, 0)
