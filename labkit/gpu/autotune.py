@@ -83,7 +83,7 @@ class TuneResult:
     @property
     def slower(self) -> int:
         """How many plans were left after one eager call far slower than the best (known to lose)."""
-        return int(self.table.status.map(not_timed).sum()) - self.cut - self.wrong
+        return int(self.table.status.map(not_timed).sum()) - self.cut
 
 
 def time_plan(
