@@ -135,6 +135,16 @@ def _through_a_runner(spec: ConvSpec, stats: collections.Counter) -> None:
     stats["runner: right"] += 1
 
 
+def _save(stats: collections.Counter, notes: list) -> dict:
+    """The counts so far, also written to ``$LABKIT_TEST_OUT/plan_checks_property.json`` if set."""
+    summary = dict(stats, notes=notes[:40])
+    out = os.environ.get("LABKIT_TEST_OUT")
+    if out:
+        with open(os.path.join(out, "plan_checks_property.json"), "w") as f:
+            json.dump(summary, f, indent=1, default=str)
+    return summary
+
+
 def test_random_convolutions_are_right_or_unsupported():
     stats, notes = collections.Counter(), []
 
@@ -156,14 +166,11 @@ def test_random_convolutions_are_right_or_unsupported():
         stats["cases"] += 1
         stats[spec.dtype] += 1
         _check(spec, stats, notes)
+        if stats["cases"] % 20 == 0:
+            _save(stats, notes)
 
     case()
-    summary = dict(stats, notes=notes[:40])
-    print(json.dumps(summary, indent=1, default=str), file=sys.stderr)
-    out = os.environ.get("LABKIT_TEST_OUT")
-    if out:
-        with open(os.path.join(out, "plan_checks_property.json"), "w") as f:
-            json.dump(summary, f, indent=1, default=str)
+    print(json.dumps(_save(stats, notes), indent=1, default=str), file=sys.stderr)
     assert stats["cases"] >= 200 and all(stats[d] for d in DTYPES)
     assert stats["right"] + stats["unsupported"] + stats["no right plan"] == stats["cases"]
 
