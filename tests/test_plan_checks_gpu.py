@@ -206,7 +206,7 @@ def test_a_wrong_heuristic_pick_falls_through_and_is_never_timed_or_saved(forget
     tune = autotune.autotune(full, save=False)
     row = tune.table[tune.table.plan_name == picked].iloc[0]
     assert plan_checks.is_wrong(row.status) and row.gpu_us != row.gpu_us  # no time
-    assert tune.wrong == 1 and tune.fell_through and full.plans[tune.best_index].name != picked
+    assert tune.wrong >= 1 and tune.fell_through and full.plans[tune.best_index].name != picked
     assert (tune.table[tune.table.status == "ok"].rel_error <= reference.tolerance_for(SMALL)).all()
     with Runner(workspace.KeyedCache(), fallback=True) as runner:
         record = runner.run(SMALL)
@@ -236,7 +236,7 @@ def test_saved_plans_carry_their_check(forget_verdicts, tmp_path):
     assert "check" in json.loads(path.read_text())["info"]  # ... and the file given its verdict
 
 
-def test_the_check_costs_one_reference_and_one_run_per_plan():
+def test_the_check_costs_one_reference_and_one_run_per_plan(forget_verdicts):
     spec = ConvSpec(N=8, C=64, H=28, W=28, K=64, dtype="fp16", layout="NHWC")
     cg = engine.ConvGraph(spec)
     verdicts = cg.check()
