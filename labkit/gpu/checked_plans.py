@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from ..errors import InvalidSpec, Unsupported, WrongResult
-from ..signals.cancel import checkpoint
+from ..signals.cancel import checkpoint, was_cut
 from . import plan_checks
 
 
@@ -91,11 +91,13 @@ class CheckedPlans:
 
     @property
     def runnable(self) -> List[Plan]:
-        """The plans that built and computed the right result (each checked once: `check`)."""
+        """The plans that built and computed the right result (each checked once: `check`). When
+        none did, candidates left unbuilt are built for one that does (`_fall_through`)."""
         plans = self._runnable
         if plans is None:
             verdicts = self.check()
-            plans = self._runnable = [p for p in self.plans if p.built and verdicts[p.index].ok]
+            plans = [p for p in self.plans if p.built and verdicts[p.index].ok] or self._fall_through()
+            self._runnable = plans
         return list(plans)
 
     @property
@@ -112,30 +114,25 @@ class CheckedPlans:
     @property
     def default_plan(self) -> Plan:
         """The plan run when none is named: the heuristic's first choice when it computes the right
-        result, else its next plan that does (a graph built with one plan builds its next
-        candidates for that, one at a time). `WrongResult` when no plan is right."""
+        result, else its next plan that does (`runnable`). `WrongResult` when no plan is right."""
         plans = self.runnable
         if plans:
             return plans[0]
-        if not self.all_plans:
-            plan = self._fall_through()
-            if plan is not None:
-                return plan
         wrong = "; ".join(f"plan {p.index} ({p.name}) {v.status}" for p, v in self.wrong[:3])
         raise WrongResult(self.spec.label, "no plan cuDNN built computes the right result: " + wrong)
 
-    def _fall_through(self) -> Optional[Plan]:
-        """A graph built with the heuristic's pick only, whose pick was wrong: build the next
-        candidates one at a time, in the heuristic's order, until one computes the right result."""
+    def _fall_through(self) -> List[Plan]:
+        """No plan built so far computes the right result: build the candidates left unbuilt (in
+        a graph built with the heuristic's pick only, every other one; in a graph whose budget
+        cut plans, those) one at a time, in the heuristic's order, and check each, until one is
+        right. Returns [that plan], or [] when none is."""
         for i, p in enumerate(self.plans):
-            if p.built or i in self.verdicts:
+            if p.built or i in self.verdicts or (self.all_plans and not was_cut(p.error)):
                 continue
             checkpoint()
-            if self.build_plan(i).built:
-                plans = self.runnable
-                if plans:
-                    return plans[0]
-        return None
+            if self.build_plan(i).built and self.check()[i].ok:
+                return [self.plans[i]]
+        return []
 
     def build_plan(self, index: int) -> Plan:
         """Build candidate ``index`` of a graph that was built without it (a graph built with the

@@ -268,8 +268,8 @@ class LoadedGraph(ConvGraph):
         if known is not None:  # checked when it was saved, under this same cuDNN
             self.verdicts[0] = known
 
-    def _fall_through(self) -> Optional[Plan]:
-        return None  # its one plan is all it holds: `load_plan` sets a wrong one aside
+    def _fall_through(self) -> List[Plan]:
+        return []  # its one plan is all it holds: `load_plan` sets a wrong one aside
 
     @property
     def fell_through(self) -> str:
