@@ -279,7 +279,7 @@ def test_a_table_row_reads_back():
         (f"{wrong_plans.TABLE_HEADING}\n\n| plan | spec |\n| --- | --- |\n", "columns"),
         (
             f"{wrong_plans.TABLE_HEADING}\n\n| " + " | ".join(wrong_plans.COLUMNS) + " |\n| --- |\n"
-            "| `eng0` | `fp16 NHWC fprop 1x2 -> 3` | 1.0 | H100 | 9.19.0 | 1.28.0 |\n",
+            "| `eng0` | `fp16 NHWC fprop 1x2 -> 3` | 1.0 | H100 | 9.19.0 | 1.28.0 | - |\n",
             "line 5",
         ),
         (

@@ -37,6 +37,13 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--max-shrink", type=int, default=12, help="wrong plans to shrink at most (default 12)")
     p.add_argument("--csv", help="write the sweep's rows (one per plan checked) to this CSV file")
+    p.add_argument(
+        "--shrink-rows",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="re-checking: also shrink each row still wrong for this long and print the smaller row",
+    )
 
 
 def main(args) -> int:
@@ -58,13 +65,25 @@ def main(args) -> int:
         f"cuDNN {e.cudnn_backend}, frontend {e.cudnn_frontend}"
     )
     counts = {}
-    for rep, state, verdict in wrong_plans.recheck(rows):
+    for rep, spec, verdict in wrong_plans.recheck(rows):
+        state = wrong_plans.state_of(verdict)
         counts[state] = counts.get(state, 0) + 1
         now = "" if verdict is None else f": relative error {_error(verdict.rel_error)}"
-        print(
-            f"  {state:12s} {rep.plan:16s} {rep.spec.label}{now} "
-            f"(was {_error(rep.rel_error)} on {rep.gpu}, cuDNN {rep.cudnn})"
-        )
+        was = f"was {_error(rep.rel_error)}" if spec == rep.spec else "its larger convolution"
+        print(f"  {state:12s} {rep.plan:16s} {spec.label}{now} ({was} on {rep.gpu}, cuDNN {rep.cudnn})")
+        if args.shrink_rows and spec == rep.spec and state == "still wrong":
+            small, v, trials = wrong_plans.shrink(spec, rep.plan, args.shrink_rows)
+            if small != spec and v is not None and not v.ok:
+                found = wrong_plans.Reproduction(
+                    rep.plan,
+                    small,
+                    v.rel_error,
+                    e.gpu_name,
+                    e.cudnn_backend,
+                    e.cudnn_frontend,
+                    rep.larger or spec,
+                )
+                print(f"    smaller ({trials} trials): {wrong_plans.table_row(found)}")
     print("  " + ", ".join(f"{n} {state}" for state, n in sorted(counts.items())))
     return 0
 
@@ -127,7 +146,7 @@ def _sweep(args) -> int:
             print(f"  {plan} {spec.label}: {'not offered' if verdict is None else 'right'} when run again")
             continue
         rep = wrong_plans.Reproduction(
-            plan, small, verdict.rel_error, e.gpu_name, e.cudnn_backend, e.cudnn_frontend
+            plan, small, verdict.rel_error, e.gpu_name, e.cudnn_backend, e.cudnn_frontend, spec
         )
         print(f"  {wrong_plans.table_row(rep)}  <- {spec.label} ({trials} trials)")
     sys.stdout.flush()

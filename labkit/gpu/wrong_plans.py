@@ -24,19 +24,21 @@ from typing import Iterator, List, Optional, Tuple
 from ..errors import InvalidSpec, LabkitError
 from ..spec import DIRECTIONS, DTYPES, LAYOUTS, ConvSpec
 from . import plan_checks
+from .plan_checks import Verdict
 
 #: the file, in a checkout of the repository
 DOC = Path(__file__).resolve().parents[2] / "docs" / "wrong-plans.md"
 #: the heading the table sits under, and its columns
 TABLE_HEADING = "## Reproductions"
-COLUMNS = ("plan", "convolution", "relative error", "GPU", "cuDNN", "frontend")
+COLUMNS = ("plan", "convolution", "relative error", "GPU", "cuDNN", "frontend", "also wrong at")
 
 
 @dataclass(frozen=True)
 class Reproduction:
-    """One row of the table: ``plan`` (cuDNN's plan name), ``spec`` (the convolution), the
-    ``rel_error`` seen (inf: NaN or inf in the output), and the ``gpu``, ``cudnn`` and
-    ``frontend`` versions it was seen with."""
+    """One row of the table: ``plan`` (cuDNN's plan name), ``spec`` (the smallest convolution
+    found where it is wrong), the ``rel_error`` seen there (inf: NaN or inf in the output), the
+    ``gpu``, ``cudnn`` and ``frontend`` versions it was seen with, and ``larger``: a larger
+    convolution where the same plan was wrong too (None if none is kept)."""
 
     plan: str
     spec: ConvSpec
@@ -44,6 +46,7 @@ class Reproduction:
     gpu: str
     cudnn: str
     frontend: str
+    larger: Optional[ConvSpec] = None
 
 
 def _cells(line: str) -> List[str]:
@@ -68,22 +71,25 @@ def read_table(text: str) -> List[Reproduction]:
         cells = _cells(line)
         if len(cells) != len(COLUMNS):
             raise InvalidSpec(f"wrong-plans doc line {number}", line, f"needs {len(COLUMNS)} cells")
-        plan, label, error, gpu, cudnn, frontend = cells
+        plan, label, error, gpu, cudnn, frontend, larger = cells
         try:
             spec = ConvSpec.from_label(label)
             rel = math.inf if error.lower().startswith("inf") else float(error)
+            bigger = None if larger in ("", "-") else ConvSpec.from_label(larger)
         except (InvalidSpec, ValueError) as exc:
             raise InvalidSpec(f"wrong-plans doc line {number}", line, str(exc)) from None
         if not plan or not gpu or not cudnn or not frontend:
             raise InvalidSpec(f"wrong-plans doc line {number}", line, "every cell must be filled")
-        out.append(Reproduction(plan, spec, rel, gpu, cudnn, frontend))
+        out.append(Reproduction(plan, spec, rel, gpu, cudnn, frontend, bigger))
     return out
 
 
 def table_row(rep: Reproduction) -> str:
     """One markdown row of the table for ``rep`` (what `read_table` reads back)."""
     error = "inf" if not math.isfinite(rep.rel_error) else f"{rep.rel_error:.3g}"
-    return f"| `{rep.plan}` | `{rep.spec.label}` | {error} | {rep.gpu} | {rep.cudnn} | {rep.frontend} |"
+    larger = f"`{rep.larger.label}`" if rep.larger is not None else "-"
+    cells = (f"`{rep.plan}`", f"`{rep.spec.label}`", error, rep.gpu, rep.cudnn, rep.frontend, larger)
+    return "| " + " | ".join(cells) + " |"
 
 
 def size(spec: ConvSpec) -> int:
@@ -164,16 +170,18 @@ def check_named(spec: ConvSpec, plan: str, seed: int = 0) -> Optional[plan_check
     return reference_runs.judge(cg, [index], engine.Operands(spec, seed=seed))[0]
 
 
-def recheck(
-    reproductions: List[Reproduction],
-) -> List[Tuple[Reproduction, str, Optional[plan_checks.Verdict]]]:
-    """Each row's plan run again on this GPU: (row, ``"still wrong"``, ``"right now"`` or
-    ``"not offered"``, its verdict or None)."""
+def state_of(verdict: Optional[plan_checks.Verdict]) -> str:
+    """``"still wrong"``, ``"right now"`` or ``"not offered"`` (cuDNN no longer lists the plan)."""
+    return "not offered" if verdict is None else "right now" if verdict.ok else "still wrong"
+
+
+def recheck(reproductions: List[Reproduction]) -> List[Tuple[Reproduction, ConvSpec, Optional[Verdict]]]:
+    """Each row's plan run again on this GPU, on its smallest and its larger convolution:
+    (row, convolution, its verdict or None when the plan is not offered there)."""
     out = []
     for rep in reproductions:
-        verdict = check_named(rep.spec, rep.plan)
-        state = "not offered" if verdict is None else "right now" if verdict.ok else "still wrong"
-        out.append((rep, state, verdict))
+        for spec in filter(None, (rep.spec, rep.larger)):
+            out.append((rep, spec, check_named(spec, rep.plan)))
     return out
 
 
