@@ -36,11 +36,11 @@ def measure(spec: ConvSpec, group: str) -> dict:
             cupy.cuda.get_current_stream().synchronize()
             ref_s = time.perf_counter() - t0
             del ref
-        cg.check(ops)
+        cg.check(ops=ops)
         tune = autotune.autotune(cg, ops, save=False)
         plan_checks.BOOK.clear()  # the same check again on a new graph, every kernel loaded by now
         again = engine.ConvGraph(spec)
-        again.check(ops)
+        again.check(ops=ops)
     except LabkitError as exc:
         return dict(row, status=f"{type(exc).__name__}: {exc}"[:160])
     wrong = [f"{p.index}:{p.name}:{v.rel_error:.3g}" for p, v in cg.wrong]

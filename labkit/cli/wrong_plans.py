@@ -72,7 +72,7 @@ def main(args) -> int:
         was = f"was {_error(rep.rel_error)}" if spec == rep.spec else "its larger convolution"
         print(f"  {state:12s} {rep.plan:16s} {spec.label}{now} ({was} on {rep.gpu}, cuDNN {rep.cudnn})")
         if args.shrink_rows and spec == rep.spec and state == "still wrong":
-            small, v, trials = wrong_plans.shrink(spec, rep.plan, args.shrink_rows)
+            small, v, trials = wrong_plans.shrink(spec, rep.plan, seconds=args.shrink_rows)
             if small != spec and v is not None and not v.ok:
                 found = wrong_plans.Reproduction(
                     rep.plan,
@@ -141,7 +141,7 @@ def _sweep(args) -> int:
         f"shrinking {min(len(first), args.max_shrink)} of {len(first)} wrong plans, {args.shrink:g} s each:"
     )
     for (plan, *_), spec in list(first.items())[: args.max_shrink]:
-        small, verdict, trials = wrong_plans.shrink(spec, plan, args.shrink)
+        small, verdict, trials = wrong_plans.shrink(spec, plan, seconds=args.shrink)
         if verdict is None or verdict.ok:
             print(f"  {plan} {spec.label}: {'not offered' if verdict is None else 'right'} when run again")
             continue

@@ -154,7 +154,7 @@ def autotune(
     t0 = time.perf_counter()
     ops = ops if ops is not None else engine.Operands(cg.spec, cg.epilogue)
     checked = cg.check_seconds
-    verdicts = cg.check(ops)  # every plan against float64 before any is timed
+    verdicts = cg.check(ops=ops)  # every plan against float64 before any is timed
     checked = cg.check_seconds - checked
     stream = measure.timing_stream()
     rows, best, complete = [], None, not cg.build_cut

@@ -58,7 +58,7 @@ class CheckedPlans:
         self._runnable: Optional[List[Plan]] = None
         self._note: Optional[str] = None  # `fell_through`, once known
 
-    def check(self, ops=None) -> Dict[int, plan_checks.Verdict]:
+    def check(self, *, ops=None) -> Dict[int, plan_checks.Verdict]:
         """Run every built plan that has no verdict yet once on ``ops`` (seed-0 inputs made here
         when None) and compare it with one float64 reference (`labkit.gpu.reference_runs.judge`); a plan
         this process judged before for this convolution (another cap, a rebuild) is not run
@@ -77,7 +77,7 @@ class CheckedPlans:
                 from . import reference_runs
 
                 t0 = time.perf_counter()
-                for index, verdict in zip(todo, reference_runs.judge(self, todo, ops)):
+                for index, verdict in zip(todo, reference_runs.judge(self, todo, ops=ops)):
                     self.verdicts[index] = verdict
                     plan_checks.BOOK.put(self.spec.key, self.epilogue, verdict)
                 self.check_seconds += time.perf_counter() - t0

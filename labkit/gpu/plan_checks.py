@@ -107,7 +107,7 @@ class VerdictBook:
     ``max_entries`` the oldest verdicts are forgotten (and checked again if needed).
     """
 
-    def __init__(self, max_entries: int = 100_000):
+    def __init__(self, *, max_entries: int = 100_000):
         self.max_entries = int(max_entries)
         self._entries: "collections.OrderedDict[tuple, Verdict]" = collections.OrderedDict()
         self._lock = threading.Lock()

@@ -107,7 +107,7 @@ def _check_one(graph, index, ops, ref, unrounded, seed) -> CheckResult:
     )
 
 
-def judge(graph, plan_indices, ops: Optional[Operands] = None) -> list:
+def judge(graph, plan_indices, *, ops: Optional[Operands] = None) -> list:
     """A `plan_checks.Verdict` for each plan of ``plan_indices``: each run once on ``ops`` (seed-0
     inputs of the graph's spec made here when None) and compared with one float64 reference.
 

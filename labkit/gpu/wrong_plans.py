@@ -155,7 +155,7 @@ def random_spec(rng: random.Random, **fixed) -> ConvSpec:
 
 
 # ---- on the GPU ---------------------------------------------------------------------------------
-def check_named(spec: ConvSpec, plan: str, seed: int = 0) -> Optional[plan_checks.Verdict]:
+def check_named(spec: ConvSpec, plan: str, *, seed: int = 0) -> Optional[plan_checks.Verdict]:
     """Run plan ``plan`` of ``spec`` once on inputs of ``seed`` against float64, whatever labkit
     knows of it. None when cuDNN does not offer that plan for ``spec`` or does not build it."""
     from . import engine, reference_runs
@@ -167,7 +167,7 @@ def check_named(spec: ConvSpec, plan: str, seed: int = 0) -> Optional[plan_check
     index = next((p.index for p in cg.plans if p.name == plan), None)
     if index is None or not cg.build_plan(index).built:
         return None
-    return reference_runs.judge(cg, [index], engine.Operands(spec, seed=seed))[0]
+    return reference_runs.judge(cg, [index], ops=engine.Operands(spec, seed=seed))[0]
 
 
 def state_of(verdict: Optional[plan_checks.Verdict]) -> str:
@@ -185,7 +185,7 @@ def recheck(reproductions: List[Reproduction]) -> List[Tuple[Reproduction, ConvS
     return out
 
 
-def sweep(seconds: float, seed: int = 0, at_batch_1: bool = True, **fixed) -> Iterator[dict]:
+def sweep(seconds: float, *, seed: int = 0, at_batch_1: bool = True, **fixed) -> Iterator[dict]:
     """Every plan of seeded random convolutions (`random_spec` with ``fixed`` fields) checked
     against float64 for ``seconds``: one row per plan (label, plan, rel_error, ok, first_choice,
     and with ``at_batch_1`` the same plan's verdict at N=1: ``ok_at_batch_1``, None if not offered)
@@ -222,7 +222,9 @@ def sweep(seconds: float, seed: int = 0, at_batch_1: bool = True, **fixed) -> It
             )
 
 
-def shrink(spec: ConvSpec, plan: str, seconds: float) -> Tuple[ConvSpec, Optional[plan_checks.Verdict], int]:
+def shrink(
+    spec: ConvSpec, plan: str, *, seconds: float
+) -> Tuple[ConvSpec, Optional[plan_checks.Verdict], int]:
     """The smallest convolution (`size`) reached from ``spec`` by `smaller` steps on which plan
     ``plan`` still computes a wrong result, within ``seconds``: (spec, its verdict, trials)."""
     t0, trials = time.perf_counter(), 0
