@@ -21,6 +21,7 @@ from .errors import (  # noqa: F401
     RecordedDataError,
     TimedOut,
     Unsupported,
+    WrongResult,
 )
 from .spec import ConvSpec  # noqa: F401
 

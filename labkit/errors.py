@@ -87,3 +87,8 @@ class RecordedDataError(LabkitError):
         if nearest:
             near = "; nearest recorded: " + ", ".join(f"{k}={v}" for k, v in nearest.items())
         super().__init__(message + where + near)
+
+
+class WrongResult(Unsupported):
+    """A plan computes wrong results for this convolution (run once and compared with the float64
+    reference): labkit never times, chooses, caches or saves it. ``reason`` gives its error."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
+import re
 from dataclasses import dataclass
 from typing import Tuple
 
@@ -215,6 +216,30 @@ class ConvSpec:
         _known_fields(d)
         return cls(**d)
 
+    @classmethod
+    def from_label(cls, text: str) -> "ConvSpec":
+        """The spec a `label` names, e.g. ``fp8_e4m3 NCHW fprop 1x4x3x3 -> 16 1x1 s2,1 p0``
+        (`InvalidSpec` for text that is not a label; the spec is validated as usual)."""
+        m = _LABEL.match(str(text).strip())
+        if m is None:
+            raise InvalidSpec("label", text, "must read like 'fp16 NHWC fprop 32x64x56x56 -> 64 3x3 s1 p1'")
+        dtype, layout, direction, n, c, h, w, k, r, s, stride, padding, dilation, groups = m.groups()
+
+        def pair(v):
+            a, _, b = v.partition(",")
+            return (int(a), int(b or a))
+
+        return cls(
+            **dict(zip("NCHWKRS", map(int, (n, c, h, w, k, r, s)))),
+            stride=pair(stride),
+            padding=pair(padding),
+            dilation=pair(dilation or "1"),
+            groups=int(groups or 1),
+            dtype=dtype,
+            layout=layout,
+            direction=direction,
+        )
+
     @property
     def label(self) -> str:
         """Short human label, e.g. ``fp16 NHWC fprop 32x64x56x56 -> 64 3x3 s1 p1``."""
@@ -227,6 +252,14 @@ class ConvSpec:
             f"{self.dtype} {self.layout} {self.direction} {self.N}x{self.C}x{self.H}x{self.W} -> {self.K} "
             f"{self.R}x{self.S} s{_pair_str(self.stride)} p{_pair_str(self.padding)}{extra}"
         )
+
+
+_PAIR = r"(\d+(?:,\d+)?)"
+#: what `ConvSpec.label` writes, read back by `ConvSpec.from_label`
+_LABEL = re.compile(
+    rf"^(\S+) (\S+) (\S+) (\d+)x(\d+)x(\d+)x(\d+) -> (\d+) (\d+)x(\d+) s{_PAIR} p{_PAIR}"
+    rf"(?: d{_PAIR})?(?: g(\d+))?$"
+)
 
 
 def _known_fields(d: dict) -> None:

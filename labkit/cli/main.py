@@ -1,5 +1,5 @@
-"""Command line: ``python -m labkit doctor | warm-kernels | fill | record | report NET | bench strategies |
-bench vs-torch | class server | class gpus``."""
+"""Command line: ``python -m labkit doctor | warm-kernels | fill | record | report NET |
+bench strategies | bench vs-torch | wrong-plans | class server | class gpus``."""
 
 from __future__ import annotations
 
@@ -90,6 +90,9 @@ def main(argv=None) -> int:
         help="output name under data/bench (default <which>_<gpu slug>, e.g. "
         "vs_torch_h100-80gb-hbm3 on an NVIDIA H100 80GB HBM3)",
     )
+    from . import wrong_plans
+
+    wrong_plans.add_parser(sub)
     args = parser.parse_args(argv)
     from ..errors import LabkitError
 
@@ -118,6 +121,8 @@ def main(argv=None) -> int:
             from ..present.netreport import main_report
 
             return main_report(args)
+        if args.command == "wrong-plans":
+            return wrong_plans.main(args)
         if args.command == "record":
             from .record import main_record
 

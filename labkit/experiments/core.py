@@ -15,7 +15,7 @@ import datetime
 import functools
 import inspect
 
-from ..errors import InvalidSpec, LabkitError, OutOfMemory, TimedOut, Unsupported
+from ..errors import InvalidSpec, LabkitError, OutOfMemory, TimedOut, Unsupported, WrongResult
 from ..spec import ConvSpec
 from ..store.recordings import request_key  # noqa: F401  (experiments.request_key: one definition, in the data layer)
 
@@ -162,11 +162,14 @@ def timed_plan(cg, plan_index=None, ops=None, calls: int = 10):
 
 def heuristic_row(spec: ConvSpec) -> dict:
     """The heuristic plan of ``spec`` timed: plan, workspace, GPU time, TFLOP/s and status
-    (a labkit error becomes the row's status instead of ending the experiment)."""
+    (a labkit error becomes the row's status instead of ending the experiment). When the
+    heuristic's first choice computes wrong results, its next correct plan is timed and
+    ``reason`` says so."""
     from ..gpu import engine
 
     try:
-        plan, t = timed_plan(engine.get_graph(spec, all_plans=False))
+        cg = engine.get_graph(spec, all_plans=False)
+        plan, t = timed_plan(cg)
     except LabkitError as exc:
         return status_row(exc)
     return dict(
@@ -175,13 +178,15 @@ def heuristic_row(spec: ConvSpec) -> dict:
         gpu_us=t.median_us,
         tflops=tflops_of(spec, t.median_us),
         status="ok",
-        reason="",
+        reason=cg.fell_through,
     )
 
 
 def status_row(exc: Exception) -> dict:
     kind = (
-        "unsupported"
+        "wrong_result"
+        if isinstance(exc, WrongResult)
+        else "unsupported"
         if isinstance(exc, Unsupported)
         else "out_of_memory"
         if isinstance(exc, OutOfMemory)

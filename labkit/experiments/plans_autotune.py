@@ -35,6 +35,7 @@ from ..draw.plots import (
 )
 from ..draw.prose import Text, where
 from ..errors import InvalidSpec, LabkitError
+from ..gpu.plan_checks import is_wrong
 from ..signals.cancel import checkpoint
 from ..signals.progress import report
 from ..spec import ConvSpec
@@ -49,16 +50,20 @@ CAPS = (0, 1 * MIB, 16 * MIB, 64 * MIB, 256 * MIB, None)
 @experiment
 def plans(spec: ConvSpec = BASE):
     """Every plan's GPU time and workspace (autotuned), marking the heuristic pick, best and worst,
-    and whether cuDNN marks the plan deterministic."""
+    and whether cuDNN marks the plan deterministic. Every plan is checked against float64 first
+    (``rel_error``); one whose result is wrong has status ``wrong result: ...`` and no time.
+    ``first_choice`` marks the heuristic's first choice; ``heuristic_pick`` the plan run without
+    autotuning (the first choice, or its next correct plan when the first choice is wrong)."""
     from ..gpu import autotune, engine
 
     spec = as_spec(spec)
     cg = engine.get_graph(spec)
-    heuristic = cg.default_plan.index
+    heuristic, first = cg.default_plan.index, cg.heuristic_plan.index
 
     def table(rows, deterministic=None):
         df = to_frame(rows)
         ok = df[df.status == "ok"]
+        df["first_choice"] = df.plan_index == first
         df["heuristic_pick"] = df.plan_index == heuristic
         df["best"] = df.plan_index == int(ok.loc[ok.gpu_us.idxmin(), "plan_index"]) if not ok.empty else False
         df["worst"] = (
@@ -256,7 +261,15 @@ def plans_chart(df) -> go.Figure:
     detail = (
         f"{spec.dtype} {spec.layout} {spec.direction} {shape_label(spec)}: {n_ok} plans timed" if spec else ""
     )
-    note = f"{n_all - n_ok} of {n_all} plans could not be timed" if n_all != n_ok else ""
+    n_wrong = int(df["status"].map(is_wrong).sum()) if "status" in df.columns else 0
+    notes = (
+        [f"{n_wrong} of {n_all} plans computed wrong results (checked vs float64): not timed"]
+        if n_wrong
+        else []
+    )
+    if n_all - n_ok - n_wrong:
+        notes.append(f"{n_all - n_ok - n_wrong} of {n_all} plans could not be timed")
+    note = "; ".join(notes)
     return finish(fig, df, "Every plan cuDNN offers: workspace vs GPU time", detail, note=note, height=480)
 
 
@@ -400,7 +413,40 @@ def plans_summary(df) -> Text:
         text += " The heuristic got it right here: autotuning would only confirm it."
     else:
         text += f" Autotuning gains {h.gpu_us / b.gpu_us:.2f}x over the heuristic here."
-    return Text(text)
+    return Text(text + wrong_plans_sentence(df))
+
+
+def wrong_plans_sentence(df) -> str:
+    """A sentence on the plans whose result was wrong against float64 ("" when there are none):
+    how many, the worst error, and whether the heuristic's first choice was one of them."""
+    if "status" not in df.columns:
+        return ""
+    wrong = df[df["status"].map(is_wrong)]
+    if wrong.empty:
+        return ""
+    worst = wrong.loc[wrong["rel_error"].idxmax()] if "rel_error" in wrong.columns else wrong.iloc[0]
+    text = (
+        f" {len(wrong)} of {len(df)} plans computed wrong results when checked against float64 "
+        f"(worst: plan {int(worst.plan_index)} {worst.plan_name}, "
+        f"relative error {fmt_error(worst.rel_error)}): "
+        "labkit never times or runs them."
+    )
+    first = wrong[wrong["first_choice"].astype(bool)] if "first_choice" in wrong.columns else wrong.iloc[0:0]
+    if not first.empty:
+        f = first.iloc[0]
+        text += (
+            f" One of them is the heuristic's own first choice, plan {int(f.plan_index)} ({f.plan_name}): "
+            "without the check, the heuristic's answer here would be wrong."
+        )
+    return text
+
+
+def fmt_error(value) -> str:
+    """A relative error for a sentence: 1.4, 3.1e-05, or "inf" (NaN or inf in the output)."""
+    v = float(value)
+    if not math.isfinite(v):
+        return "inf (NaN or inf in the output)"
+    return f"{v:.2g}" if v >= 1e-3 else f"{v:.1e}"
 
 
 def caps_summary(df) -> Text:

@@ -81,7 +81,7 @@ def precision(spec: ConvSpec = BASE, dtypes: Sequence[str] = DTYPES):
                 tolerance=check.tolerance,
                 rel_error_vs_fp64_inputs=check.rel_error_vs_unrounded,
                 status="ok",
-                reason="",
+                reason=cg.fell_through,
             )
         except LabkitError as exc:
             row.update(status_row(exc))

@@ -118,10 +118,10 @@ def workspace_sizes(spec: ConvSpec = BASE):
         try:
             s = specs.get((d, lay, direction)) or spec.replace(dtype=d, layout=lay, direction=direction)
             cg = engine.get_graph(s, compile_budget_s=None if compiles is None else compiles.left)
-            ws = [p.workspace_bytes for p in cg.runnable]
+            ws = [p.workspace_bytes for p in cg.built]  # what cuDNN asks for: no plan runs here
             row.update(
                 plans=len(ws),
-                heuristic_workspace_bytes=cg.default_plan.workspace_bytes,
+                heuristic_workspace_bytes=cg.heuristic_plan.workspace_bytes,
                 min_workspace_bytes=min(ws),
                 max_workspace_bytes=max(ws),
                 plans_cut=int(cg.build_cut),

@@ -1,5 +1,10 @@
 """Autotune: time every plan of a graph properly and pick the fastest.
 
+Before any plan is timed, every plan is run once and compared with the float64 reference
+(`engine.ConvGraph.check`, on the autotune's own inputs: one reference for all plans). A plan
+whose result is wrong is not timed: its row says ``wrong result: relative error ...`` and has no
+time, and it can never be the pick or be saved. Every row carries ``rel_error`` (vs float64).
+
 The frontend's Python API has no autotune (its C++ ``autotune`` does what this does): each plan
 gets its own workspace, runs twice eagerly, and a CUDA graph of back-to-back calls is captured and
 replayed (warm-up, repeats until the median is stable); a plan already 3x slower than the best so
@@ -22,7 +27,7 @@ from typing import Callable, Dict, List, Optional
 from ..errors import LabkitError, OutOfMemory, TimedOut
 from ..signals.cancel import Budget, checkpoint, not_timed, was_cut
 from ..signals.progress import announce
-from . import engine, measure, memory
+from . import engine, measure, memory, plan_checks
 from .ranges import annotate
 
 #: a plan's timing budget is this many times what timing the best plan so far took ...
@@ -45,16 +50,21 @@ def plan_budget_s(best_us: Optional[float], calls: int = 10, samples: int = 20) 
 
 @dataclass(frozen=True)
 class TuneResult:
-    """``table``: one row per runnable plan; ``best_index``/``heuristic_index`` plan indices;
-    ``seconds``: wall time of the whole autotune; ``complete``: no plan timed out and the
-    autotune's budget was not spent (plans cut because one eager call was far slower than the
-    best do not count: they are known to be slower)."""
+    """``table``: one row per plan that built (a wrong one with its ``wrong result`` status and
+    no time); ``best_index``/``heuristic_index`` plan indices (the heuristic's: the plan run by
+    default, its first choice unless that one is wrong: ``fell_through`` then says so);
+    ``seconds``: wall time of the whole autotune, ``check_seconds`` the part spent checking plans
+    against float64; ``complete``: no plan timed out and the autotune's budget was not spent
+    (plans cut because one eager call was far slower than the best do not count: they are known
+    to be slower)."""
 
     table: object
     best_index: int
     heuristic_index: int
     seconds: float
     complete: bool = True
+    check_seconds: float = 0.0
+    fell_through: str = ""
 
     def gpu_us(self, index: int) -> float:
         row = self.table[self.table.plan_index == index]
@@ -64,6 +74,11 @@ class TuneResult:
     def cut(self) -> int:
         """How many plans a budget stopped (cut or timed out: unknown)."""
         return int(self.table.status.map(was_cut).sum())
+
+    @property
+    def wrong(self) -> int:
+        """How many plans were excluded for a wrong result (`labkit.gpu.plan_checks`)."""
+        return int(self.table.status.map(plan_checks.is_wrong).sum())
 
     @property
     def slower(self) -> int:
@@ -125,7 +140,8 @@ def autotune(
     budget: Optional[Budget] = None,
     eager_stop: bool = True,
 ) -> TuneResult:
-    """Time every runnable plan of ``cg`` (the first ``max_plans`` if given) and pick the fastest.
+    """Check every plan of ``cg`` against float64 (`engine.ConvGraph.check`, on ``ops``), then time
+    every plan whose result is right (the first ``max_plans`` if given) and pick the fastest.
     Plans are timed in the heuristic's order (its pick first), each within `plan_budget_s` (and
     within ``budget``, the whole autotune's, when given). ``on_row(rows, total)`` is called after
     each plan with the rows so far (charts that fill in: `labkit.signals.progress`). With ``save`` (and
@@ -137,20 +153,34 @@ def autotune(
 
     t0 = time.perf_counter()
     ops = ops if ops is not None else engine.Operands(cg.spec, cg.epilogue)
+    checked = cg.check_seconds
+    verdicts = cg.check(ops=ops)  # every plan against float64 before any is timed
+    checked = cg.check_seconds - checked
     stream = measure.timing_stream()
     rows, best, complete = [], None, not cg.build_cut
-    plans = cg.runnable if max_plans is None else cg.runnable[:max_plans]
+    runnable = {p.index for p in cg.runnable}
+    plans = [p for p in cg.plans if p.index in runnable or p.index in verdicts]
+    if max_plans is not None:
+        plans = [p for p in plans if p.index in runnable][:max_plans]
     for plan in plans:
         checkpoint()
+        verdict = verdicts.get(plan.index)
         row: Dict[str, object] = dict(
             plan_index=plan.index,
             plan_name=plan.name,
-            workspace_bytes=plan.workspace_bytes,
+            workspace_bytes=-1 if plan.workspace_bytes is None else plan.workspace_bytes,  # -1: not built
             gpu_us=float("nan"),
+            rel_error=float("nan") if verdict is None else verdict.rel_error,
         )
         what = f"plan {plan.index} ({plan.name}) of {cg.spec.label}"
-        announce(f"timing {what}")
         started = time.perf_counter()
+        if plan.index not in runnable:  # its result was wrong: never timed
+            row.update(status=verdict.status, seconds=0.0)
+            rows.append(row)
+            if on_row is not None:
+                on_row(rows, len(plans))
+            continue
+        announce(f"timing {what}")
         if budget is not None and budget.over:
             row.update(
                 status=f"cut: the autotune's budget ({budget.seconds:.1f} s) was spent before this plan"
@@ -197,7 +227,15 @@ def autotune(
     if ok.empty:
         raise LabkitError(f"no plan of {cg.spec.label} could be timed: {table.status.tolist()[:3]}")
     best_index = int(ok.loc[ok.gpu_us.idxmin(), "plan_index"])
-    result = TuneResult(table, best_index, cg.default_plan.index, time.perf_counter() - t0, complete)
+    result = TuneResult(
+        table,
+        best_index,
+        cg.default_plan.index,
+        time.perf_counter() - t0,
+        complete,
+        checked,
+        cg.fell_through,
+    )
     if save and complete and max_plans is None and cg.all_plans:
         engine.save_plan(
             cg,
@@ -205,11 +243,14 @@ def autotune(
             "autotuned",
             dict(
                 plans_timed=int(len(ok)),
+                plans_wrong=result.wrong,
                 autotune_seconds=round(result.seconds, 6),
+                check_seconds=round(checked, 6),
                 build_seconds=round(cg.build_seconds, 6),
                 gpu_us=float(result.gpu_us(best_index)),
                 heuristic_plan=cg.default_plan.name,
                 heuristic_gpu_us=float(result.gpu_us(result.heuristic_index)),
+                fell_through=result.fell_through,
             ),
         )
     return result

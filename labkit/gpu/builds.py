@@ -125,7 +125,7 @@ def ahead(graphs) -> int:
         except Exception:  # noqa: BLE001  (the real build reports it)
             continue
         count = g.get_execution_plan_count()
-        never = _never_run(spec, g, count)
+        never = _never_run(spec, epilogue, g, count)
         compiled = [i for i in runtime_compiled(g, count) if i not in never]
         # a graph with no precompiled plan (fp8) has no plan at all until one compile is done: that one first
         first = compiled[:1] if compiled and len(compiled) + len(never) == count else []
@@ -197,7 +197,7 @@ def build_plans(
 
     g = cg.graph
     count = g.get_execution_plan_count()
-    never = _never_run(cg.spec, g, count)  # never built: no time on them, here or in a worker
+    never = _never_run(cg.spec, cg.epilogue, g, count)  # never built: no time on them, here or in a worker
     given = dict(jobs or {})
     jobs = {i: j for i, j in given.items() if not j.future.cancelled()}  # cancelled with their batch: anew
     workers = (workers or pool()) if parallel else None
@@ -253,18 +253,22 @@ def build_plans(
     return why_not, remote
 
 
-def _never_run(spec, g, count: int) -> Dict[int, str]:
-    """Plans labkit never runs (`excluded_plans.known_wrong`): index -> why."""
-    from .excluded_plans import known_wrong
+def _never_run(spec, epilogue: str, g, count: int) -> Dict[int, str]:
+    """Plans this process found wrong for this convolution (`plan_checks.BOOK`): index -> their
+    verdict. They are not built again, here or in a worker."""
+    from .plan_checks import BOOK
 
+    wrong = {v.plan_name: v.status for _, _, v in BOOK.wrong(spec.key, epilogue)}
+    if not wrong:
+        return {}
     out = {}
     for i in range(count):
         try:
-            why = known_wrong(spec, g.get_plan_name_at_index(i))
+            name = g.get_plan_name_at_index(i)
         except Exception:  # noqa: BLE001  (a plan without a name: the build says why)
-            why = None
-        if why:
-            out[i] = why
+            continue
+        if name in wrong:
+            out[i] = wrong[name]
     return out
 
 

@@ -5,6 +5,11 @@ heuristics A + FALLBACK and *every* candidate plan built (``build_plan_policy.AL
 can run any plan by index. labkit always supplies the workspace itself (``cudnn.Graph``'s own
 allocator needs torch; the workspace strategies are the point of this workbook).
 
+No plan is handed out before it has been run once against the float64 reference
+(`ConvGraph.check`, `labkit.gpu.plan_checks`): ``runnable``, ``default_plan`` and ``plan(i)`` hold
+only plans whose result was right, and a heuristic's pick that was wrong falls through to its next
+correct plan (``fell_through`` says so).
+
 Tensors are described in logical NCHW order with strides for the chosen layout; CuPy arrays hold
 them in storage order (``storage_shape``). Roles: ``x`` image, ``w`` filter, ``y`` output image,
 ``b`` bias (1,K,1,1), ``z`` residual (like y). Which one a direction writes: `OUTPUT_ROLE`.
@@ -24,14 +29,14 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 import cudnn
-import cupy
 
-from ..errors import InvalidSpec, LabkitError, OutOfMemory, Unsupported
+from ..errors import InvalidSpec, LabkitError, OutOfMemory, Unsupported, WrongResult
 from ..signals.cancel import Budget, checkpoint, was_cut
 from ..signals.progress import announce
 from ..spec import ConvSpec
-from . import lock, memory
-from .excluded_plans import known_wrong
+from . import lock, memory, plan_checks
+from .bound import BoundConv, _ptr  # noqa: F401  (engine.BoundConv stays the public name)
+from .checked_plans import CheckedPlans, Plan
 from .frontend import (  # noqa: F401  (engine.X for these stays the public name)
     _CUDNN_DTYPE,
     BUILD_BUDGET_S,
@@ -56,19 +61,7 @@ from .frontend import (  # noqa: F401  (engine.X for these stays the public name
 from .operands import Operands  # noqa: F401  (engine.Operands stays the public name)
 
 
-# ---- plans ----------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Plan:
-    """One candidate plan. ``workspace_bytes`` is None when the plan did not build (``error`` says why)."""
-
-    index: int
-    name: str
-    workspace_bytes: Optional[int]
-    built: bool
-    notes: str = ""
-    error: str = ""
-
-
+# ---- graphs ---------------------------------------------------------------------------------
 def _wrap_cudnn_error(what: str, exc: Exception) -> LabkitError:
     msg = str(exc).strip() or type(exc).__name__
     if "out of memory" in msg.lower() or "alloc" in msg.lower() and "fail" in msg.lower():
@@ -76,11 +69,12 @@ def _wrap_cudnn_error(what: str, exc: Exception) -> LabkitError:
     return Unsupported(what, msg)
 
 
-class ConvGraph:
+class ConvGraph(CheckedPlans):
     """A built cuDNN graph for one spec/epilogue/cap with every candidate plan built.
 
     ``plans``: every candidate (heuristics A then FALLBACK), built or not. ``default_plan``: the
-    first plan that built (the heuristic's pick). ``build_seconds``: wall time of the build.
+    first plan that built and computes the right result (the heuristic's pick unless that one is
+    wrong: `CheckedPlans`). ``build_seconds``: wall time of the build.
     ``build_budget_s``: once an all-plan build has taken this long, the plans not yet built are
     left unbuilt, each saying so (``build_cut`` counts them). None: `BUILD_BUDGET_S`.
     ``parallel``: the runtime-compiled plans of an all-plan build are built in worker processes
@@ -105,6 +99,7 @@ class ConvGraph:
         self.spec, self.all_plans, self.parallel = spec, bool(all_plans), bool(parallel)
         #: plan index -> `labkit.gpu.builds.RemotePlan`: the plans a worker built
         self.remote: Dict[int, object] = {}
+        self._checks_start()
         self._deterministic_only = _deterministic_only
         self._deterministic: Optional[set] = None
         self.epilogue = _check_epilogue(spec, epilogue)
@@ -159,40 +154,37 @@ class ConvGraph:
 
     def _describe_plans(self, why_not: Dict[int, str]) -> List[Plan]:
         """Every candidate as a `Plan`; ``why_not``: plan index -> why its build failed or was cut."""
-        g, plans = self.graph, []
-        for i in range(g.get_execution_plan_count()):
-            try:
-                name = g.get_plan_name_at_index(i)
-            except Exception as exc:  # noqa: BLE001
-                name = f"plan{i} ({exc})"
-            if i in why_not:
-                plans.append(Plan(i, name, None, False, error=why_not[i]))
-                continue
-            remote = self.remote.get(i)
-            try:
-                ws = int(
-                    remote.workspace_bytes if remote is not None else g.get_workspace_size_plan_at_index(i)
-                )
-            except Exception as exc:  # did not build, or barred by a filter/cap
-                plans.append(Plan(i, name, None, False, error=str(exc).strip().splitlines()[0][:200]))
-                continue
-            wrong = known_wrong(self.spec, name)
-            if wrong:
-                plans.append(Plan(i, name, ws, False, error=wrong))
-                continue
-            if self.workspace_cap is not None and ws > self.workspace_cap:
-                plans.append(Plan(i, name, ws, False, error=f"needs {ws} B > cap {self.workspace_cap} B"))
-                continue
-            try:
-                notes = (
-                    remote.notes
-                    if remote is not None
-                    else ",".join(str(n).split(".")[-1] for n in g.get_behavior_notes_for_plan_at_index(i))
-                )
-            except Exception:  # noqa: BLE001
-                notes = ""
-            plans.append(Plan(i, name, ws, True, notes=notes))
-        return plans
+        return [self._describe_plan(i, why_not) for i in range(self.graph.get_execution_plan_count())]
+
+    def _describe_plan(self, i: int, why_not: Dict[int, str]) -> Plan:
+        """Candidate ``i`` as a `Plan` (a plan this process found wrong for this convolution keeps
+        its verdict: `plan_checks.BOOK`)."""
+        g = self.graph
+        try:
+            name = g.get_plan_name_at_index(i)
+        except Exception as exc:  # noqa: BLE001
+            name = f"plan{i} ({exc})"
+        known = plan_checks.BOOK.get(self.spec.key, self.epilogue, name)
+        if known is not None and not known.ok:
+            self.verdicts[i] = known
+        if i in why_not:
+            return Plan(i, name, None, False, error=why_not[i])
+        remote = self.remote.get(i)
+        try:
+            ws = int(remote.workspace_bytes if remote is not None else g.get_workspace_size_plan_at_index(i))
+        except Exception as exc:  # did not build, or barred by a filter/cap
+            return Plan(i, name, None, False, error=str(exc).strip().splitlines()[0][:200])
+        if self.workspace_cap is not None and ws > self.workspace_cap:
+            return Plan(i, name, ws, False, error=f"needs {ws} B > cap {self.workspace_cap} B")
+        try:
+            notes = (
+                remote.notes
+                if remote is not None
+                else ",".join(str(n).split(".")[-1] for n in g.get_behavior_notes_for_plan_at_index(i))
+            )
+        except Exception:  # noqa: BLE001
+            notes = ""
+        return Plan(i, name, ws, True, notes=notes)
 
     def _backend_indices(self) -> Dict[int, int]:
         """Plan index -> the lowered C++ graph's own index (for the low-overhead path)."""
@@ -201,26 +193,6 @@ class ConvGraph:
             return {i: cfg.cpp_index for i, cfg in enumerate(cfgs) if cfg.cpp_index is not None}
         except Exception:  # noqa: BLE001  (a frontend without this internal: use the public path)
             return {}
-
-    # -- queries --
-    @property
-    def runnable(self) -> List[Plan]:
-        return [p for p in self.plans if p.built]
-
-    @property
-    def default_plan(self) -> Plan:
-        return self.runnable[0]
-
-    def plan(self, index: Optional[int] = None) -> Plan:
-        """The plan at ``index`` (None: the default plan). Raises `InvalidSpec` for a bad index."""
-        if index is None:
-            return self.default_plan
-        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(self.plans):
-            raise InvalidSpec("plan index", index, f"must be an int in 0..{len(self.plans) - 1}")
-        p = self.plans[index]
-        if not p.built:
-            raise Unsupported(f"plan {index} ({p.name})", p.error or "it did not build")
-        return p
 
     def deterministic_names(self) -> set:
         """Names of the plans cuDNN does not mark NONDETERMINISTIC (the frontend has no per-plan
@@ -235,17 +207,22 @@ class ConvGraph:
                     _deterministic_only=True,
                     parallel=self.parallel,
                 )
-                self._deterministic = {p.name for p in sibling.runnable}
+                self._deterministic = {p.name for p in sibling.built}
             except Unsupported:  # every plan is nondeterministic
                 self._deterministic = set()
         return self._deterministic
 
     def plan_table(self, determinism: bool = False):
         """Every candidate plan as a tidy DataFrame: index, name, workspace_bytes, built, notes
-        (cuDNN's behaviour notes), error; with ``determinism`` also ``deterministic`` (bool)."""
+        (cuDNN's behaviour notes), error, ``verdict`` (``ok``, a ``wrong result`` sentence, or ""
+        when not checked) and ``rel_error`` vs float64 (NaN when not checked); with
+        ``determinism`` also ``deterministic`` (bool)."""
         import pandas as pd
 
         df = pd.DataFrame([p.__dict__ for p in self.plans])
+        verdicts = [self.verdicts.get(p.index) for p in self.plans]
+        df["verdict"] = [v.status if v is not None else "" for v in verdicts]
+        df["rel_error"] = [v.rel_error if v is not None else float("nan") for v in verdicts]
         if determinism:
             names = self.deterministic_names()
             df["deterministic"] = df.name.isin(names)
@@ -270,59 +247,6 @@ class ConvGraph:
         return graph_key(self.spec, self.epilogue, self.workspace_cap, self.all_plans)
 
 
-class BoundConv:
-    """A plan with its device pointers bound: ``run()`` launches it with ~the frontend's minimum
-    host cost (the lowered graph's ``_execute_plan_at_index`` with a prebuilt uid -> pointer
-    pack, falling back to the public ``execute_plan_at_index``)."""
-
-    def __init__(
-        self, cg: ConvGraph, arrays: Dict[str, object], workspace_ptr: int, plan_index: int, stream=None
-    ):
-        needed = set(role_shapes(cg.spec, cg.epilogue))
-        missing = needed - set(arrays)
-        if missing:
-            raise InvalidSpec("arrays", sorted(arrays), f"missing tensor(s) {sorted(missing)} for this graph")
-        self.graph, self.plan_index = cg, plan_index
-        self.workspace_bytes = cg.plans[plan_index].workspace_bytes
-        if self.workspace_bytes and not workspace_ptr:
-            raise InvalidSpec(
-                "workspace_ptr",
-                workspace_ptr,
-                f"plan {plan_index} needs {self.workspace_bytes} B of workspace",
-            )
-        self.stream = stream if stream is not None else cupy.cuda.get_current_stream()
-        self.handle = handle_for(self.stream)
-        self.pack = {UIDS[r]: _ptr(arrays[r]) for r in needed}
-        self.workspace_ptr = int(workspace_ptr or 0)
-        self._fast = None
-        remote = cg.remote.get(plan_index)
-        #: the frontend graph that holds this plan, and the plan's index there
-        self.frontend, self.frontend_index = (
-            (remote.graph, 0) if remote is not None else (cg.graph, plan_index)
-        )
-        cpp = 0 if remote is not None else cg._cpp_index.get(plan_index)
-        lowered = getattr(self.frontend, "_lowered_graph", None)
-        if cpp is not None and lowered is not None and hasattr(lowered, "_execute_plan_at_index"):
-            backend = self.handle.backend_handle
-            fn = lowered._execute_plan_at_index
-            pack, ws = self.pack, self.workspace_ptr
-            self._fast = lambda: fn(pack, ws, cpp, backend)
-
-    def run(self) -> None:
-        if self._fast is not None:
-            self._fast()
-        else:
-            self.frontend.execute_plan_at_index(
-                self.pack, self.workspace_ptr, self.frontend_index, handle=self.handle
-            )
-
-
-def _ptr(a) -> int:
-    if isinstance(a, int):
-        return a
-    return int(a.data.ptr)
-
-
 # ---- saved plans: a graph's chosen plan on disk (labkit.store.plan_store) ----------------------------
 class LoadedGraph(ConvGraph):
     """A graph with one plan, deserialized from disk instead of built (`load_plan`). It runs like a
@@ -337,6 +261,20 @@ class LoadedGraph(ConvGraph):
         self.graph, self.saved, self.build_seconds = graph, saved, seconds
         self.plans = [Plan(0, saved.plan_name, int(saved.workspace_bytes), True, notes=saved.notes)]
         self._cpp_index = {0: 0}  # a deserialized graph holds its one plan at index 0
+        self._checks_start()
+        from .reference import tolerance_for
+
+        known = plan_checks.from_info(saved.plan_name, saved.info, tolerance_for(spec))
+        if known is not None:  # checked when it was saved, under this same cuDNN
+            self.verdicts[0] = known
+
+    def _fall_through(self) -> List[Plan]:
+        return []  # its one plan is all it holds: `load_plan` sets a wrong one aside
+
+    @property
+    def fell_through(self) -> str:
+        """What the graph this plan was saved from said (`ConvGraph.fell_through`)."""
+        return str(self.saved.info.get("fell_through") or "")
 
 
 def _plan_store(kind: Optional[str] = None):
@@ -364,19 +302,22 @@ def _shared_plans():
 
 def save_plan(cg: ConvGraph, plan_index: int, kind: str, info: Optional[dict] = None, store=None):
     """Serialize plan ``plan_index`` of ``cg`` to disk as this graph's ``kind`` plan ("heuristic" or
-    "autotuned"; `labkit.store.plan_store`). Returns the file, or None (saving off, a loaded graph, or
-    cuDNN would not serialize it: that is not an error, the plan is simply built next time)."""
+    "autotuned"; `labkit.store.plan_store`), with its check against float64 (``info["check"]``: a
+    later process loads it without running it again). Returns the file, or None (saving off, a
+    loaded graph, or cuDNN would not serialize it: that is not an error, the plan is simply built
+    next time). `WrongResult` for a plan whose result was wrong: it is never saved."""
     store = store if store is not None else _plan_store(kind)
     if store is None or isinstance(cg, LoadedGraph):
         return None
-    plan = cg.plan(plan_index)
+    plan = cg.plan(plan_index)  # checked against float64 first
+    info = dict(info or {}, check=plan_checks.as_info(cg.verdicts[plan.index]))
     try:
         remote = cg.remote.get(plan.index)
         if remote is not None:  # built in a worker: its serialized form is at hand
             data = bytes(remote.data)
         else:
             g = cg.graph
-            if cg.all_plans or plan.index != cg.default_plan.index:
+            if cg.all_plans or plan.index != cg.heuristic_plan.index:
                 g.build_plan_at_index(
                     plan.index
                 )  # selects it (already built: no rebuild) so serialize() holds it
@@ -395,7 +336,9 @@ def load_plan(
     store=None,
 ) -> Optional[LoadedGraph]:
     """This graph's saved ``kind`` plan, deserialized (about 10 ms), or None when none is saved.
-    A file cuDNN will not load is set aside with one warning naming it, and None is returned."""
+    A file cuDNN will not load is set aside with one warning naming it, and None is returned; so
+    is a plan whose result is wrong. A plan saved without its check against float64 is checked
+    here (one run and the reference), and its file given the verdict when it may be written."""
     t0 = time.perf_counter()
     spec = _check_spec(spec)  # bad input is an error whether or not anything is saved
     epilogue, workspace_cap = _check_epilogue(spec, epilogue), _check_cap(workspace_cap)
@@ -417,6 +360,16 @@ def load_plan(
             saved, f"cuDNN would not deserialize it: {type(exc).__name__}: {str(exc).strip()[:120]}"
         )
         return None
+    unchecked = 0 not in loaded.verdicts
+    verdict = loaded.check()[0]
+    if verdict.transient:  # its workspace does not fit now: not checked, not used
+        return None
+    if not verdict.ok:
+        store.set_aside(saved, f"its plan {saved.plan_name} {verdict.status}")
+        return None
+    if unchecked and store.writable:  # the next process need not run it again
+        info = dict(saved.info, check=plan_checks.as_info(verdict))
+        store.put(key, kind, saved.data, saved.plan_name, saved.workspace_bytes, saved.notes, info)
     return loaded
 
 
@@ -513,7 +466,11 @@ class GraphCache:
                 compile_budget_s=compile_budget_s,
             )
             if saved:
-                save_plan(g, g.default_plan.index, "heuristic", dict(build_seconds=round(g.build_seconds, 6)))
+                try:
+                    info = dict(build_seconds=round(g.build_seconds, 6), fell_through=g.fell_through)
+                    save_plan(g, g.default_plan.index, "heuristic", info)
+                except WrongResult:  # nothing right to save: asking the graph for a plan says so
+                    pass
         with self._lock:
             if built:
                 self.stats.misses += 1

@@ -6,6 +6,7 @@ All sizes are bytes. Needs CuPy (live mode); imported lazily by the modules that
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import cupy
@@ -85,6 +86,17 @@ def raw_free(ptr: int) -> None:
         cupy.cuda.runtime.free(ptr)
 
 
+@functools.lru_cache(maxsize=8)
+def _poison_block(seed: int, nbytes: int) -> numpy.ndarray:
+    """The seeded random bytes a `GuardedBuffer` is poisoned with (every 7th 0xFF: NaN in
+    fp16/bf16/fp32), made once per seed and size: checking every plan of a graph poisons a
+    workspace per plan, and drawing 1 MiB takes about 1 ms of NumPy each time. Callers only
+    read it."""
+    block = numpy.random.default_rng(seed).integers(0, 256, nbytes, dtype=numpy.uint8)
+    block[::7] = 0xFF
+    return block
+
+
 class GuardedBuffer:
     """``nbytes`` of device memory with guard bands either side, filled with a known pattern.
 
@@ -113,10 +125,7 @@ class GuardedBuffer:
         self._raw[:GUARD_BYTES] = GUARD_PATTERN
         self._raw[GUARD_BYTES + self.nbytes :] = GUARD_PATTERN
         if self.nbytes:
-            block = numpy.random.default_rng(self._seed).integers(
-                0, 256, min(self.nbytes, POISON_BLOCK_BYTES), dtype=numpy.uint8
-            )
-            block[::7] = 0xFF  # 0xFFFF.. is NaN in fp16/bf16/fp32
+            block = _poison_block(self._seed, min(self.nbytes, POISON_BLOCK_BYTES))
             body = self.body
             body[: block.size].set(block)
             done = block.size

@@ -4,6 +4,8 @@ A `Runner` asks its `labkit.gpu.workspace.Strategy` for each call's workspace, n
 fewer bytes than the plan asked for (it raises `WorkspaceTooSmall` when a strategy offers less), and
 under memory pressure (`OutOfMemory`, `ArenaTooSmall`) falls back to the next plan with a smaller
 workspace, as PyTorch and TensorFlow do; each call's `CallRecord` says which plan ran and why.
+Only plans checked against float64 run (`engine.ConvGraph.runnable`): when the heuristic's pick
+computes wrong results, its next correct plan runs and the record says so (``heuristic_wrong``).
 Sizes in bytes.
 """
 
@@ -34,13 +36,24 @@ class WorkspaceTooSmall(LabkitError):
 
 @dataclass
 class CallRecord:
-    """What one `Runner.run` did: the plan used, and the plan it fell back from (if any)."""
+    """What one `Runner.run` did: the plan used, the plan it fell back from for want of workspace
+    (if any) and why, and ``heuristic_wrong``: "" unless the heuristic's first choice computes
+    wrong results and the default plan is its next correct one (`engine.ConvGraph.fell_through`)."""
 
     spec: ConvSpec
     plan_index: int
     workspace_bytes: int
     fell_back_from: Optional[int] = None
     reasons: List[str] = field(default_factory=list)
+    heuristic_wrong: str = ""
+
+
+def _candidates(cg: engine.ConvGraph, first: int, fallback: bool):
+    """Plan ``first``, then (``fallback``) the other plans that compute the right result, in the
+    heuristic's order: listed only when the first one's workspace cannot be had."""
+    yield cg.plans[first]
+    if fallback:
+        yield from (p for p in cg.runnable if p.index != first)
 
 
 class Runner:
@@ -82,20 +95,22 @@ class Runner:
         return ops
 
     def choose(self, cg: engine.ConvGraph, plan_index: Optional[int] = None) -> int:
-        """The plan to try first: given, else the stored unconstrained choice, else the heuristic's."""
+        """The plan to try first: given, else the stored unconstrained choice, else the default
+        (the heuristic's first choice that computes the right result). A given plan whose result
+        is wrong raises `WrongResult`."""
         if plan_index is not None:
             return cg.plan(plan_index).index
-        return self.choices.setdefault(cg.key, cg.default_plan.index)
+        chosen = self.choices.get(cg.key)
+        if chosen is None:
+            chosen = self.choices[cg.key] = cg.default_plan.index
+        return chosen
 
     def run(self, spec: ConvSpec, plan_index: Optional[int] = None, epilogue: str = "none") -> CallRecord:
         """Run one convolution (enqueued on the stream; not synchronised)."""
         cg = engine.get_graph(spec, epilogue)
         first = self.choose(cg, plan_index)
-        candidates = [cg.plans[first]]
-        if self.fallback:
-            candidates += [p for p in cg.runnable if p.index != first]
         reasons, limit, last_error = [], None, None
-        for plan in candidates:
+        for plan in _candidates(cg, first, self.fallback):
             if limit is not None and plan.workspace_bytes >= limit:
                 continue
             req = Request(spec, plan.index, plan.name, plan.workspace_bytes, int(self.stream.ptr), epilogue)
@@ -115,10 +130,11 @@ class Runner:
                 self._bind(cg, spec, epilogue, plan.index, ptr).run()
             finally:
                 self.strategy.put(req, ptr)
+            wrong = cg.fell_through if plan_index is None else ""
             if plan.index != first:
                 self.fallbacks += 1
-                return CallRecord(spec, plan.index, plan.workspace_bytes, first, reasons)
-            return CallRecord(spec, plan.index, plan.workspace_bytes)
+                return CallRecord(spec, plan.index, plan.workspace_bytes, first, reasons, wrong)
+            return CallRecord(spec, plan.index, plan.workspace_bytes, heuristic_wrong=wrong)
         raise last_error  # no plan's workspace could be had: the smallest plan's failure
 
     def _bind(self, cg, spec, epilogue, plan_index, ptr) -> engine.BoundConv:

@@ -56,6 +56,11 @@ def network_report_summary(df) -> Text:
             if not bad
             else f"**{bad} call(s) failed the reference check.**"
         )
+        if cut["wrong_plans"]:
+            parts.append(
+                f"**{cut['wrong_plans']} plan(s)** computed wrong results against float64 when checked "
+                "before timing: they were never timed, chosen or run (the plans table says which)."
+            )
     sok = ok_rows(strategies) if len(strategies) else strategies
     if len(sok) and len(ok):
         low = sok.loc[sok["peak_workspace_bytes"].idxmin()]

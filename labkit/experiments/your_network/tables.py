@@ -10,6 +10,7 @@ from typing import List, Tuple
 
 from ...draw.plots import fmt_bytes
 from ...errors import InvalidSpec
+from ...gpu.plan_checks import is_wrong
 from ...signals.cancel import not_timed, was_cut
 from ...spec import ConvSpec
 from .request import BUDGET_CAPS, TABLES
@@ -46,13 +47,15 @@ def tables_of(df, *tables: str) -> tuple:
 
 def cut_counts(df) -> dict:
     """What a report did not measure to the end: ``plans`` a budget cut or timed out (unknown),
-    ``slower_plans`` left after one eager call far slower than the best (known to lose), distinct
-    ``layers`` whose step timed out or whose worker died, ``strategies`` that did not finish."""
+    ``slower_plans`` left after one eager call far slower than the best (known to lose),
+    ``wrong_plans`` left for a wrong result against float64, distinct ``layers`` whose step timed
+    out or whose worker died, ``strategies`` that did not finish."""
     plans, layers, strategies = tables_of(df, "plans", "layers", "strategies")
     status = plans["status"] if len(plans) else []
     cut = int(sum(map(was_cut, status)))
     return dict(
         plans=cut,
+        wrong_plans=int(sum(map(is_wrong, status))),
         slower_plans=int(sum(map(not_timed, status))) - cut,
         layers=int(layers[layers["status"].isin(("timed_out", "error"))]["spec_id"].nunique())
         if len(layers)

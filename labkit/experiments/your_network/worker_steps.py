@@ -22,12 +22,12 @@ from ..core import status_row
 
 
 def _measure_spec(spec: ConvSpec, budget: Budget) -> Tuple[dict, List[dict]]:
-    """Autotune every plan of ``spec`` and check the heuristic, fastest and smallest-workspace
-    plans against the float64 reference, within ``budget`` (the build gets at most half of it).
-    (summary, plan rows)."""
+    """Autotune every plan of ``spec`` (each checked against the float64 reference before it is
+    timed: `labkit.gpu.autotune`) within ``budget`` (the build gets at most half of it); the
+    heuristic, fastest and smallest-workspace plans report their errors. (summary, plan rows)."""
     import cupy
 
-    from ...gpu import autotune, engine, reference, verify
+    from ...gpu import autotune, engine, reference
 
     cg = engine.get_graph(spec, build_budget_s=budget.left / 2)
     ops = engine.Operands(spec)
@@ -37,10 +37,7 @@ def _measure_spec(spec: ConvSpec, budget: Budget) -> Tuple[dict, List[dict]]:
         ok = table[table.status == "ok"]
         smallest = int(ok.sort_values(["workspace_bytes", "gpu_us"]).iloc[0]["plan_index"])
         picks = {"heuristic": tuned.heuristic_index, "fastest": tuned.best_index, "smallest": smallest}
-        errors = {
-            c.plan_index: c.rel_error
-            for c in verify.check_plans(cg, list(dict.fromkeys(picks.values())), ops)
-        }
+        errors = {i: cg.verdicts[i].rel_error for i in dict.fromkeys(picks.values())}
     finally:
         del ops
         cupy.get_default_memory_pool().free_all_blocks()
@@ -52,8 +49,24 @@ def _measure_spec(spec: ConvSpec, budget: Budget) -> Tuple[dict, List[dict]]:
         checked=all(e <= tol for e in errors.values()),
         plans_timed=len(ok),
         plans_cut=cut,
+        plans_wrong=tuned.wrong,
         status="ok",
-        reason=f"{cut} plan(s) cut (not built or not timed to the end: see the plans table)" if cut else "",
+        reason=" ".join(
+            filter(
+                None,
+                [
+                    f"{cut} plan(s) cut (not built or not timed to the end: see the plans table)."
+                    if cut
+                    else "",
+                    f"{tuned.wrong} plan(s) computed wrong results vs float64: not timed."
+                    if tuned.wrong
+                    else "",
+                    (tuned.fell_through[0].upper() + tuned.fell_through[1:] + ".")
+                    if tuned.fell_through
+                    else "",
+                ],
+            )
+        ),
     )
     for role, index in picks.items():
         row = table[table.plan_index == index].iloc[0]

@@ -1,0 +1,139 @@
+"""Run plans of a built graph once and compare their outputs with the float64 reference.
+
+Every run uses a poisoned, guard-banded workspace (`memory.GuardedBuffer`) and a poisoned
+output, so a plan that reads scratch it never wrote, writes outside its workspace, or leaves
+output elements unwritten, fails the check. `check_plans` gives the errors (`CheckResult`);
+`judge` gives the `plan_checks.Verdict` by which a graph decides which plans may run
+(`labkit.gpu.checked_plans`). A graph here is a `labkit.gpu.engine.ConvGraph` (this module sits
+below it); `labkit.gpu.verify` re-exports all of this beside ``check_plan``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+import cupy
+
+from ..errors import InvalidSpec, LabkitError, OutOfMemory, Unsupported
+from ..signals.cancel import checkpoint
+from ..signals.progress import announce
+from ..spec import ConvSpec
+from . import memory, plan_checks, reference
+from .bound import BoundConv
+from .operands import Operands
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """Outcome of one checked run: relative (L2) and max-abs error vs the float64 reference."""
+
+    spec: ConvSpec
+    epilogue: str
+    plan_index: int
+    plan_name: str
+    workspace_bytes: int
+    rel_error: float
+    max_abs_error: float
+    tolerance: float
+    rel_error_vs_unrounded: Optional[float] = None
+
+    @property
+    def ok(self) -> bool:
+        return self.rel_error <= self.tolerance
+
+
+def expected(spec: ConvSpec, ops: Operands, unrounded: bool = False) -> cupy.ndarray:
+    """The float64 answer for ``ops`` (fused epilogues included: relu(conv + b [+ z])).
+
+    ``unrounded=False``: from the exact values cuDNN read (judges the arithmetic alone);
+    ``True``: from the values before rounding to the dtype (judges the whole precision choice).
+    """
+    value = ops.unrounded if unrounded else ops.exact.__getitem__
+    names = {"x": "x", "w": "w", "y": "dy"}
+    ref = reference.reference(spec, {names[r]: value(r) for r in ops.exact if r in names})
+    if ops.epilogue != "none":
+        ref = ref + value("b")
+        if ops.epilogue == "bias_relu_add":
+            ref = ref + value("z")
+        ref = cupy.maximum(ref, 0.0)
+    return ref
+
+
+def check_plans(graph, plan_indices, ops: Operands, seed: int = 0, vs_unrounded: bool = False) -> list:
+    """Run each plan of ``plan_indices`` once on ``ops`` (output poisoned before each, guarded
+    workspace) and compare with one float64 reference: a `CheckResult` per plan, in order. Any plan
+    that built is run, whatever its verdict: this is the check itself."""
+    spec = graph.spec
+    announce(f"computing the float64 reference of {spec.label}")
+    ref = expected(spec, ops)
+    unrounded = expected(spec, ops, unrounded=True) if vs_unrounded else None
+    return [_check_one(graph, index, ops, ref, unrounded, seed) for index in plan_indices]
+
+
+def _built(graph, index: int):
+    """Plan ``index`` of ``graph`` as built, whatever its verdict (`InvalidSpec`, `Unsupported`)."""
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(graph.plans):
+        raise InvalidSpec("plan index", index, f"must be an int in 0..{len(graph.plans) - 1}")
+    plan = graph.plans[index]
+    if not plan.built:
+        raise Unsupported(f"plan {index} ({plan.name})", plan.error or "it did not build")
+    return plan
+
+
+def _check_one(graph, index, ops, ref, unrounded, seed) -> CheckResult:
+    spec = graph.spec
+    plan = _built(graph, index)
+    announce(f"checking plan {plan.index} ({plan.name}) of {spec.label} against float64")
+    ops.poison_output()
+    ws = memory.GuardedBuffer(plan.workspace_bytes, "workspace", seed)
+    try:
+        BoundConv(graph, ops.arrays, ws.ptr, plan.index).run()
+        ws.check()
+    finally:
+        ws.free()
+    got = ops.output()
+    return CheckResult(
+        spec,
+        ops.epilogue,
+        plan.index,
+        plan.name,
+        plan.workspace_bytes,
+        reference.relative_error(got, ref),
+        reference.max_abs_error(got, ref),
+        reference.tolerance_for(spec),
+        reference.relative_error(got, unrounded) if unrounded is not None else None,
+    )
+
+
+def judge(graph, plan_indices, *, ops: Optional[Operands] = None) -> list:
+    """A `plan_checks.Verdict` for each plan of ``plan_indices``: each run once on ``ops`` (seed-0
+    inputs of the graph's spec made here when None) and compared with one float64 reference.
+
+    A plan that raises when run (a cuDNN error, writes outside its workspace) gets a verdict that
+    says so; one whose workspace does not fit now gets a ``transient`` one (checked again by a
+    later graph). Raises `OutOfMemory` when the inputs or the reference do not fit."""
+    spec = graph.spec
+    tolerance = reference.tolerance_for(spec)
+    ops = Operands(spec, graph.epilogue) if ops is None else ops
+    announce(f"computing the float64 reference of {spec.label}")
+    try:
+        ref = expected(spec, ops)
+    except cupy.cuda.memory.OutOfMemoryError:
+        need = 8 * int(math.prod(ops.arrays[ops.output_role].shape))
+        raise OutOfMemory(f"the float64 reference of {spec.label}", need, memory.free_bytes()) from None
+    out = []
+    for index in plan_indices:
+        checkpoint()  # between plans: a superseded background job stops here, nothing judged yet kept
+        name = graph.plans[index].name
+        try:
+            r = _check_one(graph, index, ops, ref, None, 0)
+        except OutOfMemory as exc:
+            out.append(plan_checks.Verdict(name, math.inf, tolerance, error=str(exc), transient=True))
+        except Exception as exc:  # noqa: BLE001  (cuDNN refused to run it, or it broke its guards)
+            why = str(exc) if isinstance(exc, LabkitError) else f"{type(exc).__name__}: {exc}"
+            out.append(plan_checks.Verdict(name, math.inf, tolerance, error=" ".join(why.split())[:200]))
+        else:
+            out.append(plan_checks.Verdict(name, r.rel_error, r.tolerance, r.max_abs_error))
+    return out
