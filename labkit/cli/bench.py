@@ -98,6 +98,16 @@ def strategies(repeats: int = 50, name: Optional[str] = None):
     return df
 
 
+def require_torch() -> None:
+    """`ModeError` in one line unless PyTorch imports (``bench vs-torch`` compares with it)."""
+    import importlib.util
+
+    from ..errors import ModeError
+
+    if importlib.util.find_spec("torch") is None:
+        raise ModeError("bench vs-torch needs PyTorch with CUDA: pip install -e '.[torch]'")
+
+
 def _torch_times(spec, calls: int = 20):
     """PyTorch F.conv2d (cudnn.benchmark=True; channels_last for NHWC) on the same shape:
     (a function timing 10 replays of a CUDA graph of ``calls`` convs -> median GPU us per conv,

@@ -230,8 +230,9 @@ def main_record(args) -> int:
     )
     meta = json.loads((out / "metadata.json").read_text())
     print(
-        f"recorded {sum(e['rows'] for e in meta['experiments'].values())} rows in {len(meta['experiments'])} tables "
-        f"to {out} ({size_on_disk(out) / 1024:.0f} KiB) in {meta['wall_seconds']:.0f} s; complete={meta['complete']}"
+        f"recorded {sum(e['rows'] for e in meta['experiments'].values())} rows in "
+        f"{len(meta['experiments'])} tables to {out} ({size_on_disk(out) / 1024:.0f} KiB) in "
+        f"{meta['wall_seconds']:.0f} s; complete={meta['complete']}"
     )
     missing = [c for c in grid(args.quick) if not args.only or c[0] in args.only]
     done = _done_requests(out)
@@ -371,8 +372,8 @@ def main_fill(args) -> int:
         else f"this GPU's recording: {counts['folder']}"
     )
     print(
-        f"  saved {counts['saved']} calls, {counts['skipped']} were there already, {counts['failed']} failed, "
-        f"in {counts['seconds']:.0f} s"
+        f"  saved {counts['saved']} calls, {counts['skipped']} were there already, "
+        f"{counts['failed']} failed, in {counts['seconds']:.0f} s"
     )
     for r in counts["reasons"]:
         print(f"  failed: {r}")
