@@ -38,6 +38,7 @@ VS_TORCH_COLUMNS = [
 
 
 def bench_dir() -> Path:
+    """data/bench (beside data/recordings): the benchmarks' CSVs."""
     return data_dir().parent / "bench"
 
 

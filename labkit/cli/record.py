@@ -30,7 +30,7 @@ from ..experiments.grid import calls as _calls
 from ..store.recordings import SCHEMA_VERSION, data_dir, sha256
 
 
-def _git_commit() -> Optional[str]:
+def git_commit() -> Optional[str]:
     """HEAD of this checkout, or ``LABKIT_GIT_COMMIT`` (a copied tree, e.g. on a GPU host, has no .git)."""
     sha = os.environ.get("LABKIT_GIT_COMMIT", "")
     if not sha:
@@ -72,7 +72,7 @@ def _metadata(out: Path, wall: float, complete: bool, argv, conditions: Optional
             "rows": len(pd.read_csv(csv)),
             "sha256": digest,
             "date": before.get("date", old.get("date")) if same else datetime.date.today().isoformat(),
-            "git_commit": before.get("git_commit", old.get("git_commit")) if same else _git_commit(),
+            "git_commit": before.get("git_commit", old.get("git_commit")) if same else git_commit(),
             "conditions": before.get("conditions") if same else (conditions or {}).get(csv.stem),
         }
     return {
@@ -87,7 +87,7 @@ def _metadata(out: Path, wall: float, complete: bool, argv, conditions: Optional
         "cupy": e.cupy_version,
         "python": platform.python_version(),
         "labkit": __version__,
-        "git_commit": _git_commit(),
+        "git_commit": git_commit(),
         "date": datetime.date.today().isoformat(),
         "command": " ".join(argv),
         "commands": commands,
