@@ -19,7 +19,7 @@ browser open, as a new user has it. Files written:
   control and values are printed); a panel with no other value to pick is said so.
 
 ``--executed DIR`` shoots notebooks that ran elsewhere, with their outputs and widget state
-(``scripts/execute_notebooks.py``, e.g. live on a GPU host: ``bash scripts/gpu-trace.sh executed``):
+(``scripts/execute_notebooks.py``, e.g. live on a GPU host: ``bash scripts/gpu.sh executed``):
 nothing is run here, so the PNGs show that machine's live charts as a learner's browser draws
 them; panels are shot as saved, none moved.
 
