@@ -270,7 +270,13 @@ def write(rows, path: Path) -> "object":
             old.insert(1, "condition", "first visit")
         if "ahead" not in old.columns:
             old.insert(6, "ahead", False)
-        for col in ("from_disk", "graphs_built", "first_paint_ms", "date", "labkit_commit"):  # not measured then
+        for col in (
+            "from_disk",
+            "graphs_built",
+            "first_paint_ms",
+            "date",
+            "labkit_commit",
+        ):  # not measured then
             if col not in old.columns:
                 old[col] = None
         old = old[[r not in runs for r in zip(old["mode"], old["condition"], old["gpu"], old["panel"])]]

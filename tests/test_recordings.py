@@ -29,7 +29,7 @@ def test_shipped_recording_is_complete_and_labelled():
     assert m["cudnn_backend"].startswith("9.") and m["cudnn_frontend"].startswith("1.28")
     assert m["complete"] is True and m["schema_version"] == recordings.SCHEMA_VERSION
     assert len(m["git_commit"]) == 40 and m["wall_seconds"] > 0
-    # lesson 10's traces (issue 26) were recorded on the H200 only: no H100 was lent that session
+    # lesson 10's traces are recorded on the H200 only
     assert set(rec.experiments()) == set(experiments.registry()) - set(experiments.under_the_hood.CHARTS)
     assert set(experiments.registry()) <= {n for r in recordings.shipped() for n in r.experiments()}
 
