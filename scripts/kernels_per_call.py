@@ -18,6 +18,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--dtypes", nargs="+", default=["fp32", "tf32", "fp16", "bf16"])
+    p.add_argument("--layouts", nargs="+", default=["NCHW", "NHWC"])
+    args = p.parse_args(argv)
     import cupy
     import pandas as pd
     import torch
@@ -28,10 +32,7 @@ def main(argv=None) -> int:
     from labkit.experiments import resnet50_shapes
     from labkit.gpu import autotune, engine, measure, memory
 
-    p = argparse.ArgumentParser()
-    p.add_argument("--dtypes", nargs="+", default=["fp32", "tf32", "fp16", "bf16"])
-    p.add_argument("--layouts", nargs="+", default=["NCHW", "NHWC"])
-    args = p.parse_args(argv)
+    env.require_live("counting kernels per call")
     torch.cuda.init()
     rows = []
     for shape, base in resnet50_shapes():
