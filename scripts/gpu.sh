@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The checks a maintainer runs on a GPU host, step by step, from the repository root:
+# usage: bash scripts/gpu.sh STEP [STEP...]        (no STEP: tests)
 #
-#   bash scripts/gpu.sh STEP [STEP...]        (no STEP: tests)
+# The checks a maintainer runs on a GPU host, step by step:
 #
 #   doctor      the machine, the mode, the recordings
 #   tests       every gpu-marked test, live (GPU_TESTS: other test files or pytest arguments)

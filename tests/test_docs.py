@@ -142,7 +142,8 @@ def test_inline_commands_name_real_commands_options_and_targets():
             assert (ROOT / words[1]).is_file(), f"{doc}: `{code}`"
             assert all(w.startswith("-") or w in steps for w in words[2:]), f"{doc}: `{code}`: unknown step"
         elif words[1] == "-m":
-            args = [w for w in words[3:] if w not in ("NET", "PRESET", "DIR", "WHICH", "...")]
+            stand_in = {"NET": "resnet50", "PRESET": "resnet50", "DIR": "x", "WHICH": "summary"}
+            args = [stand_in.get(w, w) for w in words[3:] if w != "..."]
             if args and args[0] == "report" and "--out" not in args:
                 args += ["--out", "x"]  # required; the inline text names the command, not every option
             try:
@@ -246,3 +247,10 @@ def test_the_history_patterns_catch_what_they_should(text, bad):
 
 def test_at_most_twelve_scripts():
     assert len([p for p in (ROOT / "scripts").iterdir() if p.is_file()]) <= 12
+
+
+def test_the_snippet_check_fails_an_unmarked_gpu_line_and_a_wrong_call(tmp_path):
+    """What the checks above would catch: a GPU command not marked as one, a call that is not labkit's."""
+    if not __import__("labkit").env.mode().live:
+        assert run(as_argv("python -m labkit fill --quick", tmp_path), tmp_path).returncode == 2
+    assert run([sys.executable, "-c", "import labkit; labkit.mode()"], tmp_path).returncode == 1
