@@ -76,7 +76,9 @@ def layer(mod: str) -> float:
         return PACKAGE_INITS[mod]
     best = max((k for k in LAYERS if mod == k or mod.startswith(k + ".")), key=len, default=None)
     if best is None:
-        raise AssertionError(f"{mod} is in no layer: add it to tests/test_layers.py LAYERS (and docs/architecture.md)")
+        raise AssertionError(
+            f"{mod} is in no layer: add it to tests/test_layers.py LAYERS (and docs/architecture.md)"
+        )
     return LAYERS[best]
 
 
