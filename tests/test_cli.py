@@ -174,3 +174,15 @@ def test_the_command_line_itself_exits_2_in_one_line(tmp_path):
             timeout=120,
         )
         assert done.returncode == 2 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+def test_a_panel_reads_dtype_and_layout_in_any_case():
+    """The same spelling rule as the command line and `ConvSpec`: ``FP16`` is ``fp16``."""
+    from labkit import spec, widgets
+
+    assert spec.dtype_name("BF16") == "bf16" and spec.layout_name("nchw") == "NCHW"
+    with pytest.raises(errors.InvalidSpec, match="dtype='fp17'"):
+        spec.dtype_name("fp17")
+    panel = widgets.PrecisionPanel()
+    panel.set(layout="nchw")
+    assert panel.value("layout") == "NCHW"
