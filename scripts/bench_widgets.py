@@ -28,9 +28,9 @@ Writes ``data/bench/widget_latency.csv`` (mode, condition, gpu, panel, control, 
 from_disk, graphs_built, first_paint_ms, latency_ms, date, labkit_commit); rows of other (mode,
 condition, gpu, panel)s already in the file are kept. Each panel's build (what a learner waits for
 when its cell runs) is a row of its own with control ``(build)``: first paint (the cell hands the
-panel back: live, at its first part drawn) and complete (the rest filled in). The lesson's first cell (``import labkit``,
-the widgets, ``lessons.banner()``) is a row of panel ``(first cell)``. Prints the table
-and a summary (median, p90, max per mode/condition and per panel). Not a timed test.
+panel back: live, at its first part drawn) and complete (the rest filled in). The lesson's first
+cell (``import labkit``, the widgets, ``lessons.banner()``) is a row of panel ``(first cell)``.
+Prints the table and a summary (median, p90, max per mode/condition and per panel). Not a timed test.
 
     python scripts/bench_widgets.py                       # the mode labkit picks, first visits
     LABKIT_MODE=live python scripts/bench_widgets.py --pause 3
