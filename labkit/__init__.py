@@ -3,7 +3,7 @@
 Live on a CUDA GPU with the cuDNN frontend; recorded (real GPU measurements shipped in data/)
 everywhere else. ``labkit.env.mode()`` says which, and why.
 
-Where things live (bottom to top; imports point down, README "Architecture"): here, what a
+Where things live (bottom to top; imports point down, docs/architecture.md): here, what a
 convolution is (`spec`), errors, the machine (`env`), datasheet peaks (`ceilings`) and networks'
 conv layers (`networks/`); `signals/` what a running measurement says and hears; `gpu/` the GPU
 core; `store/` recordings, this GPU's saved results and plans; `draw/` what charts and text are
@@ -38,6 +38,7 @@ PUBLIC = {
     "compare_check": "labkit.present.compare_check",
     "plots": "labkit.draw.plots",
     "recordings": "labkit.store.recordings",
+    "env": "labkit.env",
 }
 
 

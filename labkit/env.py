@@ -175,8 +175,43 @@ def doctor() -> str:
     except ModeError as exc:
         m = f"error: {exc}"
     rows.append(("mode", m))
+    rows.append(("to go live", to_go_live()))
     lines = [f"{k:>20}: {v if v is not None else '-'}" for k, v in rows]
     return "\n".join(lines)
+
+
+def driver_cuda_major() -> Optional[int]:
+    """The newest CUDA major version the NVIDIA driver supports (``nvidia-smi``'s header), or None."""
+    import subprocess
+
+    try:
+        text = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = re.search(r"CUDA Version:\s*(\d+)", text)
+    return int(found.group(1)) if found else None
+
+
+def to_go_live() -> str:
+    """What this machine lacks for live mode, as the command that installs it (one line)."""
+    env = environment()
+    if env.problem is None:
+        if os.environ.get("LABKIT_MODE", "").strip().lower() == "recorded":
+            return "unset LABKIT_MODE (it forces recorded mode)"
+        return "nothing: live mode works here"
+    major = driver_cuda_major()
+    if major is None:
+        return (
+            "a CUDA GPU with its NVIDIA driver (nvidia-smi must work), then `make setup`, "
+            "which installs the matching extra (cuda12 or cuda13)"
+        )
+    extra = "cuda13" if major >= 13 else "cuda12"
+    if env.cupy_version is None or env.cudnn_backend is None or env.cudnn_frontend is None:
+        return (
+            f"the {extra} extra for this driver (CUDA {major}): `make setup`, or "
+            f"pip install -e '.[{extra},trace-{extra}]'"
+        )
+    return f"a CUDA device visible to this process ({env.problem}); check CUDA_VISIBLE_DEVICES and the driver"
 
 
 _VARS_LOCK = threading.Lock()

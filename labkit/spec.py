@@ -58,6 +58,30 @@ def _choice(field: str, value, allowed: tuple, normalise) -> str:
     return normalise(value)
 
 
+def dtype_name(value) -> str:
+    """A dtype as labkit spells it (``"FP16"`` -> ``"fp16"``).
+
+    Args:
+        value: a name in `DTYPES`, any case.
+
+    Returns:
+        The name in `DTYPES`; `InvalidSpec` for anything else.
+    """
+    return _choice("dtype", value, DTYPES, str.lower)
+
+
+def layout_name(value) -> str:
+    """A layout as labkit spells it (``"nhwc"`` -> ``"NHWC"``).
+
+    Args:
+        value: a name in `LAYOUTS`, any case.
+
+    Returns:
+        The name in `LAYOUTS`; `InvalidSpec` for anything else.
+    """
+    return _choice("layout", value, LAYOUTS, str.upper)
+
+
 @dataclass(frozen=True)
 class ConvSpec:
     """A convolution problem. Construction validates every field and raises `InvalidSpec`.
@@ -92,8 +116,8 @@ class ConvSpec:
         put("stride", _pair("stride", self.stride, 1))
         put("padding", _pair("padding", self.padding, 0))
         put("dilation", _pair("dilation", self.dilation, 1))
-        put("dtype", _choice("dtype", self.dtype, DTYPES, str.lower))
-        put("layout", _choice("layout", self.layout, LAYOUTS, str.upper))
+        put("dtype", dtype_name(self.dtype))
+        put("layout", layout_name(self.layout))
         put("direction", _choice("direction", self.direction, DIRECTIONS, str.lower))
         if self.C % self.groups:
             raise InvalidSpec("groups", self.groups, f"must divide C={self.C}")

@@ -4,7 +4,7 @@
 
 Each worker setting runs in a fresh Python process (nothing compiled yet, as on a learner's first
 visit) with ``LABKIT_BUILD_WORKERS`` set: 0 is the baseline (every plan built in the notebook's
-process, as before issue 27). The process starts its workers, waits until they are up (timed:
+process). The process starts its workers, waits until they are up (timed:
 ``start_s``), then runs, for each batch size (a shape no process has built), lesson 01's
 ``workspace_sizes`` (26 graphs, every plan), lesson 05's ``caps`` and lesson 04's ``fusion``
 experiments with an empty cache folder of its own, timing the first partial table (``first_s``, what a

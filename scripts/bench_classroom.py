@@ -11,7 +11,7 @@ one cache folder (the worst case for the cache: every writer on the same files).
 measurement of each request (the 1st, 3rd, ...) has its kernels traced with CUPTI (device records
 only), for the overlap check; the timings compared with alone are the untraced ones, in the alone
 run and the class run alike. Tracing moves the timings it watches: the smallest request (N=16
-fp16, 13.9 us per call untraced on the H200, `scripts/probe_clock_warmup.py`) read 15.4-16.3 us
+fp16, 13.9 us per call untraced on the H200, docs/findings.md) read 15.4-16.3 us
 traced, with 10% between traced runs.
 
 Measured per GPU, and written as one row per GPU to ``data/bench/classroom_<gpu slug>.csv``

@@ -1,4 +1,4 @@
-"""Benchmark for the network workspace report (issue 18): ``labkit.report`` of a preset, live on
+"""Benchmark for the network workspace report: ``labkit.report`` of a preset, live on
 this GPU, in a fresh Python process with an empty cache, then in another fresh process answered
 from the cache the first one filled (what a learner sees after a kernel restart).
 

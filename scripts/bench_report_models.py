@@ -1,4 +1,4 @@
-"""Benchmark: the network report of real networks, live on this GPU (issue 25).
+"""Benchmark: the network report of real networks, live on this GPU.
 
     python scripts/bench_report_models.py [--models resnet18,mobilenet_v3_large,...] [--cache DIR]
         [--dtype fp16] [--layout NHWC] [--train] [--batch 16] [--image 224]
@@ -44,7 +44,7 @@ MODELS = (
     "resnext50_32x4d_dilated",
     "resnet50",
 )
-#: networks nobody named in an issue, each with shapes the others lack: inception_v3 (1x7 and 7x1
+#: more networks, each with shapes the others lack: inception_v3 (1x7 and 7x1
 #: kernels, asymmetric padding), convnext_tiny (7x7 depthwise, a 4x4 stride-4 stem), vit_b_16 (one
 #: 16x16 stride-16 convolution to 768 channels), shufflenet_v2_x1_0 (depthwise stride 2), alexnet
 #: (11x11 stride 4), densenet121 (121 layers of growing inputs), squeezenet1_1, fcn_resnet50

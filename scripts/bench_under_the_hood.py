@@ -1,4 +1,4 @@
-"""Benchmark for lesson 10's traces (issue 26), three goals, each against a baseline measured in
+"""Benchmark for lesson 10's traces, three goals, each against a baseline measured in
 the same run:
 
 1. kernel count per plan: every plan of the base convolution, CUPTI (labkit.gpu.trace) against

@@ -25,12 +25,12 @@ change until the figure holds the whole answer). Conditions:
   between changes: that is the point.
 
 Writes ``data/bench/widget_latency.csv`` (mode, condition, gpu, panel, control, value, ahead,
-from_disk, graphs_built, first_paint_ms, latency_ms); rows of other (mode, condition, gpu, panel)s
-already in the file are kept. Each panel's build (what a learner waits for when its cell runs) is a
-row of its own with control ``(build)``: first paint (the cell hands the panel back: live, at its
-first part drawn) and complete (the rest filled in). The lesson's first cell (``import labkit``,
-the widgets, ``lessons.banner()``) is a row of panel ``(first cell)``. Prints the table
-and a summary (median, p90, max per mode/condition and per panel). Not a timed test.
+from_disk, graphs_built, first_paint_ms, latency_ms, date, labkit_commit); rows of other (mode,
+condition, gpu, panel)s already in the file are kept. Each panel's build (what a learner waits for
+when its cell runs) is a row of its own with control ``(build)``: first paint (the cell hands the
+panel back: live, at its first part drawn) and complete (the rest filled in). The lesson's first
+cell (``import labkit``, the widgets, ``lessons.banner()``) is a row of panel ``(first cell)``.
+Prints the table and a summary (median, p90, max per mode/condition and per panel). Not a timed test.
 
     python scripts/bench_widgets.py                       # the mode labkit picks, first visits
     LABKIT_MODE=live python scripts/bench_widgets.py --pause 3
@@ -42,6 +42,7 @@ and a summary (median, p90, max per mode/condition and per panel). Not a timed t
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
 import re
 import statistics
@@ -64,6 +65,8 @@ COLUMNS = [
     "graphs_built",
     "first_paint_ms",
     "latency_ms",
+    "date",
+    "labkit_commit",
 ]
 #: live mode: values tried per control (the recorded grid's, so the two modes are comparable)
 LIVE_VALUES = {
@@ -256,7 +259,10 @@ def write(rows, path: Path) -> "object":
     """Replace the rows of this run's (mode, condition, GPU, panel)s in ``path``; keep all others."""
     import pandas as pd
 
+    from labkit.cli.record import git_commit
+
     new = pd.DataFrame(rows, columns=COLUMNS)
+    new["date"], new["labkit_commit"] = datetime.date.today().isoformat(), git_commit()
     runs = set(zip(new["mode"], new["condition"], new["gpu"], new["panel"]))
     if path.exists():
         old = pd.read_csv(path)
@@ -264,7 +270,13 @@ def write(rows, path: Path) -> "object":
             old.insert(1, "condition", "first visit")
         if "ahead" not in old.columns:
             old.insert(6, "ahead", False)
-        for col in ("from_disk", "graphs_built", "first_paint_ms"):  # runs before these columns: not measured
+        for col in (
+            "from_disk",
+            "graphs_built",
+            "first_paint_ms",
+            "date",
+            "labkit_commit",
+        ):  # not measured then
             if col not in old.columns:
                 old[col] = None
         old = old[[r not in runs for r in zip(old["mode"], old["condition"], old["gpu"], old["panel"])]]

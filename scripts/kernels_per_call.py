@@ -1,7 +1,7 @@
-"""Where host dispatch goes (issue 16): for the ResNet-50 shapes of ``bench vs-torch``, the
+"""Where host dispatch goes: for the ResNet-50 shapes of ``bench vs-torch``, the
 autotuned plan's host time per launch next to how many kernels one cuDNN execute launches
 (counted with torch.profiler, which sees every kernel of the process through CUPTI), and their
-names. Writes data/bench/kernels_per_call_<gpu slug>.csv.
+names. Writes data/bench/kernels_per_call_<gpu slug>.csv (with the GPU, the date and the commit).
 
     python scripts/kernels_per_call.py [--dtypes fp16 fp32] [--layouts NCHW NHWC]
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import datetime
 import sys
 from pathlib import Path
 
@@ -17,19 +18,21 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--dtypes", nargs="+", default=["fp32", "tf32", "fp16", "bf16"])
+    p.add_argument("--layouts", nargs="+", default=["NCHW", "NHWC"])
+    args = p.parse_args(argv)
     import cupy
     import pandas as pd
     import torch
     from torch.profiler import ProfilerActivity, profile
 
     from labkit import env
+    from labkit.cli.record import git_commit
     from labkit.experiments import resnet50_shapes
     from labkit.gpu import autotune, engine, measure, memory
 
-    p = argparse.ArgumentParser()
-    p.add_argument("--dtypes", nargs="+", default=["fp32", "tf32", "fp16", "bf16"])
-    p.add_argument("--layouts", nargs="+", default=["NCHW", "NHWC"])
-    args = p.parse_args(argv)
+    env.require_live("counting kernels per call")
     torch.cuda.init()
     rows = []
     for shape, base in resnet50_shapes():
@@ -69,6 +72,9 @@ def main(argv=None) -> int:
         engine.graphs.clear()
         cupy.get_default_memory_pool().free_all_blocks()
     df = pd.DataFrame(rows)
+    df["gpu"] = env.environment().gpu_name
+    df["date"] = datetime.date.today().isoformat()
+    df["labkit_commit"] = git_commit()
     print(df.groupby(["layout", "dtype"])[["host_us", "kernels_per_call"]].median().to_string())
     print(df.groupby("kernels_per_call").host_us.describe()[["count", "50%", "min", "max"]].to_string())
     path = ROOT / "data" / "bench" / f"kernels_per_call_{env.gpu_slug(env.environment().gpu_name)}.csv"

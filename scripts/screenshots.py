@@ -5,7 +5,8 @@ one PNG per lesson and two per panel (as first drawn, and after one control move
     python scripts/screenshots.py                    # every lesson, into artifacts/screenshots/
     python scripts/screenshots.py 03 07              # lessons whose file name starts with 03 or 07
     python scripts/screenshots.py --out /tmp/shots --width 1366 --height 768
-    python scripts/screenshots.py --executed DIR     # notebooks run elsewhere (a GPU host), as they were saved
+    python scripts/screenshots.py --executed DIR     # notebooks run elsewhere (a GPU host), as saved
+    python scripts/screenshots.py --docs             # the README's pictures: docs/screenshots/<lesson>.png
 
 It reuses the browser test's server and steps (tests/browser_helpers.py, tests/test_browser.py):
 a throw-away JupyterLab over a stripped copy of ``notebooks/`` with ``LABKIT_MODE=recorded``,
@@ -18,8 +19,12 @@ browser open, as a new user has it. Files written:
 * ``<lesson>-panel<i>-moved.png``: the same panel after one of its dropdowns was changed (the
   control and values are printed); a panel with no other value to pick is said so.
 
+``--docs`` writes one PNG per lesson into ``docs/screenshots/``, for the README: its first panel
+as first drawn after Run All (a lesson without one: its first chart, else the top of the notebook),
+at 1366x768, recorded mode; with ImageMagick's ``convert`` on the PATH, reduced to 128 colours.
+
 ``--executed DIR`` shoots notebooks that ran elsewhere, with their outputs and widget state
-(``scripts/execute_notebooks.py``, e.g. live on a GPU host: ``bash scripts/gpu-trace.sh executed``):
+(``scripts/execute_notebooks.py``, e.g. live on a GPU host: ``bash scripts/gpu.sh executed``):
 nothing is run here, so the PNGs show that machine's live charts as a learner's browser draws
 them; panels are shot as saved, none moved.
 
@@ -72,6 +77,42 @@ class _TallEnough:
 
 def _say(msg: str) -> None:
     print(f"    {msg}", flush=True)
+
+
+#: where ``--docs`` writes
+DOCS = ROOT / "docs" / "screenshots"
+
+
+def small_png(path: Path) -> Path:
+    """``path`` reduced to 128 colours in place, when ImageMagick's ``convert`` is on the PATH."""
+    convert = shutil.which("convert")
+    try:
+        if (
+            convert
+            and "ImageMagick" in subprocess.run([convert, "-version"], capture_output=True, text=True).stdout
+        ):
+            subprocess.run([convert, str(path), "-strip", "-colors", "128", f"png8:{path}"], check=True)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        _say(f"{path.name}: kept as Chromium wrote it ({exc})")
+    return path
+
+
+def shoot_for_docs(page, lab, name: str, out: Path, deadline) -> Path:
+    """One PNG of a lesson after Run All: its first panel, else its first chart, else its top."""
+    tb.open_notebook(page, lab, name, deadline)
+    tb.run_all_cells(page, name, deadline)
+    tb.wait_rendered(page, deadline)
+    path = out / f"{Path(name).stem}.png"
+    panels = page.locator(tb.WIDGET_OUTPUT)
+    charts = page.locator(f"{bh.NOTEBOOK} .js-plotly-plot")
+    el = panels.first if panels.count() else charts.first if charts.count() else None
+    if el is None:
+        page.screenshot(path=str(path))
+    else:
+        with _TallEnough(page, el):
+            _shoot(page, el, path)
+    _say(f"{name}: {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+    return small_png(path)
 
 
 def shoot_lesson(page, lab, name: str, out: Path, deadline, run: bool = True) -> list:
@@ -135,7 +176,12 @@ def main(argv=None) -> int:
         metavar="DIR",
         help="shoot the notebooks in DIR (.ipynb or .ipynb.gz, with outputs) as saved; run nothing",
     )
+    ap.add_argument("--docs", action="store_true", help=f"one PNG per lesson into {DOCS.relative_to(ROOT)}/")
     args = ap.parse_args(argv)
+    if args.docs:
+        if args.executed:
+            ap.error("--docs shoots the lessons in recorded mode; it takes no --executed")
+        args.out = DOCS
 
     chromium = bh.which_chromium()
     if chromium is None:
@@ -189,7 +235,10 @@ def main(argv=None) -> int:
                     page.set_default_timeout(deadline.ms(60))
                     page.console_errors = []
                     try:
-                        shoot_lesson(page, lab, name, args.out, deadline, run=not args.executed)
+                        if args.docs:
+                            shoot_for_docs(page, lab, name, args.out, deadline)
+                        else:
+                            shoot_lesson(page, lab, name, args.out, deadline, run=not args.executed)
                     except Exception as exc:  # noqa: BLE001 - go on with the next lesson, say which failed
                         failed.append(name)
                         _say(f"{name}: FAILED: {type(exc).__name__}: {exc}")

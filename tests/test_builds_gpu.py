@@ -19,7 +19,7 @@ from labkit import ConvSpec  # noqa: E402
 from labkit.gpu import build_pool, builds, engine, verify  # noqa: E402
 from labkit.signals.cancel import Budget  # noqa: E402
 
-#: graphs with several runtime-compiled plans on the H100 and H200 (scripts/probe_build_costs.py):
+#: graphs with several runtime-compiled plans on the H100 and H200 (data/bench/build_costs_h200.csv):
 #: fp8 fprop (eng4_k24 variants, eng2) and a 16-bit dgrad (eng78)
 SPECS = [
     ConvSpec(N=4, C=32, H=20, W=20, K=32, R=3, S=3, padding=1, dtype="fp8_e4m3", layout=lay)

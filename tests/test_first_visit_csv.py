@@ -1,5 +1,5 @@
-"""scripts/first_visit_csv.py reads the lines gpu-classroom.sh's kernelcpu and classnotebooks
-steps print (these lines are from a real H200 log) and copies their numbers, nothing else."""
+"""scripts/bench_kernel_panels.py's csv reads the lines `scripts/gpu.sh firstvisit` prints (these
+lines are from a real H200 log) and copies their numbers, nothing else."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-import first_visit_csv  # noqa: E402
+import bench_kernel_panels  # noqa: E402
 
 LOG = """\
 -- real kernel, live 3 LABKIT_PREFETCH=0 (mode, seconds idle before the panels), CPU per thread:
@@ -23,7 +23,7 @@ cpu: AlgorithmsPanel: wall 387 ms, main thread CPU 302 ms, others (ms) {'IOPub':
 
 def test_each_panel_and_cell_line_becomes_a_row_with_its_run():
     runs = {"kernelcpu": 0, "classnotebooks": 0}
-    rows = list(first_visit_csv.rows_of(LOG.splitlines(), {"gpu": "G"}, runs))
+    rows = list(bench_kernel_panels.rows_of(LOG.splitlines(), {"gpu": "G"}, runs))
     got = [
         (
             r["source"],

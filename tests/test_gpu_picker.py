@@ -1,4 +1,4 @@
-"""Every panel has a GPU picker (issue 17): recorded mode lists every shipped recording, the
+"""Every panel has a GPU picker: recorded mode lists every shipped recording, the
 default (H100) first; picking one answers from that recording, exactly its rows; a convolution
 that recording lacks sends the controls back to its base, saying so; an unknown name is an
 `InvalidSpec` that lists the recordings."""

@@ -2,7 +2,7 @@
 made inside functions (read from the source, nothing is imported), and every relative import
 names a module that exists (a GPU-only path that imports a moved module fails here, on CPU).
 
-Layers, bottom to top (README, "Architecture"): a module's layer is the longest entry of
+Layers, bottom to top (docs/architecture.md): a module's layer is the longest entry of
 `LAYERS` its dotted name starts with.
 
 0. what a convolution is and what the machine has: errors, spec, env, ceilings, networks (the conv
@@ -76,7 +76,9 @@ def layer(mod: str) -> float:
         return PACKAGE_INITS[mod]
     best = max((k for k in LAYERS if mod == k or mod.startswith(k + ".")), key=len, default=None)
     if best is None:
-        raise AssertionError(f"{mod} is in no layer: add it to tests/test_layers.py LAYERS (and the README)")
+        raise AssertionError(
+            f"{mod} is in no layer: add it to tests/test_layers.py LAYERS (and docs/architecture.md)"
+        )
     return LAYERS[best]
 
 

@@ -472,7 +472,7 @@ def test_gpu_fp16_table(layout):
         assert len(ok) >= 4, df
         assert (ok.find_workspace_bytes > 0).any(), df
     else:
-        for name in ("FFT", "FFT_TILING"):  # FACTS-H100: not supported for NHWC
+        for name in ("FFT", "FFT_TILING"):  # not supported for NHWC (H100, cuDNN 9.19)
             assert by.loc[name, "find_status"] != "ok", df
     assert df.attrs["cudnn_version"] // 10000 == 9
     assert df.attrs["find_workspace_bytes_given"] <= LIMIT

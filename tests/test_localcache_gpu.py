@@ -100,7 +100,7 @@ def test_two_processes_measuring_at_once_lose_nothing(tmp_path):
     ra, rb, rc = a.result(), b.result(), c.result()
     assert not (ra["from_disk"] and rc["from_disk"])  # at least one of the same request measured
     again_a, again_b = measure(tmp_path), measure(tmp_path, layout="NCHW")
-    # a result timed while another process used the GPU is not saved: it is measured again (issue 28)
+    # a result timed while another process used the GPU is not saved: it is measured again
     kept_a, kept_b = _uncontended(ra) or _uncontended(rc), _uncontended(rb)
     turns = [r.get("gpu_turn") for r in (ra, rb, rc)]
     assert again_a["from_disk"] == kept_a and again_b["from_disk"] == kept_b, turns

@@ -3,7 +3,7 @@ path, errors, and (where torch is installed) the torch path on a small model.
 
 The true counts are the number of ``nn.Conv2d`` modules in torchvision 0.29.1's models built with
 ``weights=None`` (``sum(isinstance(m, nn.Conv2d) for m in model.modules())``), each also called
-exactly once by forward; ``scripts/check_networks_torchvision.py`` prints them and compares
+exactly once by forward; ``tests/test_presets_torchvision.py`` compares
 every layer's name and spec with the preset (at 224x224, 199x199 and 160x256, batch 2). By
 architecture:
 

@@ -1,4 +1,4 @@
-"""The lesson notebooks are stored clean: numbered 00..09 as the README lists them, nbformat 4,
+"""The lesson notebooks are stored clean: numbered 00..10 as the README lists them, nbformat 4,
 kernel python3, no outputs or execution counts, small cells, and no measured number typed into
 their text (numbers are formatted from the data when a cell runs)."""
 

@@ -141,7 +141,7 @@ def mismatches(pyproject: dict, env: dict, env_text: str) -> list[str]:
     if python != requires:
         problems.append(f"python: requires-python is {requires!r}, environment.yml says {python!r}")
     comments = env_comment_extras(env_text)
-    for extra in ("cuda12", "cuda13", "class"):
+    for extra in ("cuda12", "cuda13", "class", "torch"):
         if extra not in comments:
             problems.append(f"extra {extra}: no '# extra {extra}: ...' line in environment.yml")
         elif comments[extra] != as_pins(extras[extra]):
@@ -165,6 +165,7 @@ def test_pyproject_and_environment_agree():
         ("env", "- python>=3.10", "- python>=3.11", "python: requires-python"),
         ("env", "cupy-cuda13x nvidia", "cupy-cuda12x nvidia", "extra cuda13"),
         ("env", "jupyterhub-firstuseauthenticator nvidia-ml-py", "nvidia-ml-py", "extra class"),
+        ("env", "extra torch: torch torchvision", "extra torch: torch", "extra torch"),
         ("pyproject", '"ipywidgets>=8"', '"ipywidgets>=8.1"', "ipywidgets: pyproject.toml says '>=8.1'"),
         ("pyproject", '    "hypothesis",\n', "", "hypothesis: in environment.yml, missing"),
     ],

@@ -1,4 +1,4 @@
-"""Bad recordings are refused with a `RecordedDataError` that names the folder (issue 17's bad input):
+"""Bad recordings are refused with a `RecordedDataError` that names the folder (bad input):
 a newer schema, missing files, a file that does not match its sha256, two recordings that claim the
 same GPU and date. Checking reads only: nothing is overwritten. CPU only, on tmp copies of the
 shipped recordings."""

@@ -1,4 +1,4 @@
-"""Bad input to the report of a learner's own model (issue 25): each a one-line `InvalidSpec`
+"""Bad input to the report of a learner's own model: each a one-line `InvalidSpec`
 naming the argument, raised before anything is measured. Needs torch (skipped, visibly, without
 it); the model on a GPU needs one too."""
 

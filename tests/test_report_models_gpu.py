@@ -1,4 +1,4 @@
-"""Real networks in the network report, live (issue 25): torchvision classification models at
+"""Real networks in the network report, live: torchvision classification models at
 batch 16, fp16 NHWC. Every ``Conv2d`` call is a layer (as many as a forward hook counts), every
 layer is measured (``ok``) or refused with cuDNN's reason (``unsupported``), every checked plan
 matches the float64 reference, nothing is cut by a budget, and the report is complete.
@@ -7,8 +7,8 @@ The set covers what the presets do not: depthwise 3x3 and 5x5 (mobilenet_v3_larg
 efficientnet_b0), 1x1 convolutions on a 1x1 map (their squeeze-excitation blocks, and regnet's),
 grouped convolutions (regnet_y_400mf, resnext50_32x4d) and dilated ones (resnext50_32x4d with
 its last two stages dilated instead of strided), besides plain resnet18. Also here: the stall
-of issue 25 (mobilenet_v3_large's first 20 distinct layers did not finish: a grouped plan that
-launches one kernel per group was captured ten times into one CUDA graph), run in a child
+test (mobilenet_v3_large's first 20 distinct layers, where a grouped plan that launches one
+kernel per group would be captured ten times into one CUDA graph), run in a child
 process with a hard limit so that a stall fails the test instead of hanging it."""
 
 import json

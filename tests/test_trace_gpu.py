@@ -1,5 +1,5 @@
 """Under the hood, on the GPU: CUPTI traces of real cuDNN calls, strategy timelines, the race's
-overlap, cuDNN's build log, NVML conditions and NVTX ranges (issue 26)."""
+overlap, cuDNN's build log, NVML conditions and NVTX ranges."""
 
 import pytest
 

@@ -38,6 +38,7 @@ VS_TORCH_COLUMNS = [
 
 
 def bench_dir() -> Path:
+    """data/bench (beside data/recordings): the benchmarks' CSVs."""
     return data_dir().parent / "bench"
 
 
@@ -96,6 +97,16 @@ def strategies(repeats: int = 50, name: Optional[str] = None):
     )
     print(f"wrote {path}")
     return df
+
+
+def require_torch() -> None:
+    """`ModeError` in one line unless PyTorch imports (``bench vs-torch`` compares with it)."""
+    import importlib.util
+
+    from ..errors import ModeError
+
+    if importlib.util.find_spec("torch") is None:
+        raise ModeError("bench vs-torch needs PyTorch with CUDA: pip install -e '.[torch]'")
 
 
 def _torch_times(spec, calls: int = 20):

@@ -1,21 +1,24 @@
-"""Command line: ``python -m labkit doctor | warm-kernels | fill | record | report NET |
-bench strategies | bench vs-torch | wrong-plans | class server | class gpus``."""
+"""Command line: ``python -m labkit doctor | warm-kernels | fill | record | report NET | bench WHICH |
+wrong-plans | class server | class gpus``.
+
+Bad input is one line on stderr and exit code 2, before anything is measured; so is a command
+that needs a live GPU on a machine without one.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
+#: the benchmarks that measure on a live GPU (``bench summary`` only reads data/bench)
+GPU_BENCHES = ("strategies", "vs-torch")
 
-def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:2] == ["class", "server"]:  # every later word is jupyterhub-singleuser's, options included
-        from .classroom import main_learner_server
 
-        return main_learner_server(argv[2:])
-    parser = argparse.ArgumentParser(prog="python -m labkit", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("doctor", help="what this machine has, the mode and why, the recordings available")
+def parser() -> argparse.ArgumentParser:
+    """The ``python -m labkit`` argument parser (every command and option)."""
+    top = argparse.ArgumentParser(prog="python -m labkit", description=__doc__.split("\n")[0])
+    sub = top.add_subparsers(dest="command", required=True)
+    sub.add_parser("doctor", help="what this machine has, the mode and why, what to install to go live")
     sub.add_parser(
         "warm-kernels",
         help="compile CuPy's kernels the panels run, into CuPy's kernel cache (make setup "
@@ -23,7 +26,7 @@ def main(argv=None) -> int:
     )
     fill = sub.add_parser(
         "fill",
-        help="measure every lesson's values on this GPU into its own recording (the cache "
+        help="GPU: measure every lesson's values on this GPU into its own recording (the cache "
         "live panels read first); resumable, Ctrl-C keeps what was measured",
     )
     fill.add_argument("--quick", action="store_true", help="the lessons' base calls only")
@@ -46,8 +49,8 @@ def main(argv=None) -> int:
     server.add_argument("args", nargs="*", help="jupyterhub-singleuser's arguments")
     gpus = klass_sub.add_parser("gpus", help="which learner has which GPU of this host")
     gpus.add_argument("--dir", help="the class folder (default LABKIT_CLASS_DIR or /srv/labkit-class)")
-    rec = sub.add_parser("record", help="record every experiment's lesson grid on this GPU")
-    rec.add_argument("--quick", action="store_true", help="the lessons' base calls only (about 2 minutes)")
+    rec = sub.add_parser("record", help="GPU: record every experiment's lesson grid on this GPU")
+    rec.add_argument("--quick", action="store_true", help="the lessons' base calls only")
     rec.add_argument(
         "--only", action="append", metavar="EXPERIMENT", help="record only this experiment (repeatable)"
     )
@@ -62,7 +65,7 @@ def main(argv=None) -> int:
         "net",
         help="a preset (resnet50, resnext50_32x4d, mobilenet_v2, convnext_tiny, vgg16, "
         "deeplabv3_aspp) or module:callable returning a torch nn.Module "
-        "(e.g. torchvision.models:mobilenet_v3_large, with --input-shape)",
+        "(e.g. torchvision.models:mobilenet_v3_large, with --input-shape; live only)",
     )
     rep.add_argument(
         "--input-shape", help="a model's example input, e.g. 16,3,224,224 (its batch is the first number)"
@@ -73,70 +76,118 @@ def main(argv=None) -> int:
         default=None,
         help="images per batch (a preset's default: 32; a model's: the first number of --input-shape)",
     )
-    rep.add_argument("--dtype", default="fp16", help="fp32, tf32, fp16, bf16 or fp8_e4m3 (default fp16)")
-    rep.add_argument("--layout", default="NHWC", help="NCHW or NHWC (default NHWC)")
-    rep.add_argument("--image", type=int, default=224, help="image size in pixels (default 224)")
     rep.add_argument(
-        "--train", action="store_true", help="forward and backward (dgrad, wgrad) of every layer"
+        "--dtype", default="fp16", help="fp32, tf32, fp16, bf16 or fp8_e4m3, any case (default fp16)"
+    )
+    rep.add_argument("--layout", default="NHWC", help="NCHW or NHWC, any case (default NHWC)")
+    rep.add_argument("--image", type=int, default=None, help="a preset's image size in pixels (default 224)")
+    rep.add_argument(
+        "--training",
+        "--train",
+        dest="training",
+        action="store_true",
+        help="forward and backward (dgrad, wgrad) of every layer (the API's training=True)",
     )
     rep.add_argument(
         "--force", action="store_true", help="measure again even if this GPU has the report saved"
     )
     rep.add_argument("--out", required=True, help="folder for the CSV tables, report.json and report.html")
-    bench = sub.add_parser("bench", help="benchmarks: a table with ratios against a same-run baseline")
-    bench.add_argument("which", choices=["strategies", "vs-torch"])
+    bench = sub.add_parser(
+        "bench",
+        help="benchmarks (strategies, vs-torch: GPU; a table with ratios against a same-run baseline) "
+        "and summary (docs/benchmarks.md from data/bench/*.csv)",
+    )
+    bench.add_argument("which", choices=[*GPU_BENCHES, "summary"])
     bench.add_argument(
         "--name",
-        help="output name under data/bench (default <which>_<gpu slug>, e.g. "
+        help="strategies, vs-torch: output name under data/bench (default <which>_<gpu slug>, e.g. "
         "vs_torch_h100-80gb-hbm3 on an NVIDIA H100 80GB HBM3)",
     )
+    bench.add_argument("--out", help="summary: the file to write (default docs/benchmarks.md)")
     from . import wrong_plans
 
     wrong_plans.add_parser(sub)
-    args = parser.parse_args(argv)
+    return top
+
+
+def main(argv=None) -> int:
+    """Run one command. Returns its exit code: 0, 2 for bad input or a missing GPU, 130 when stopped."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:2] == ["class", "server"]:  # every later word is jupyterhub-singleuser's, options included
+        from .classroom import main_learner_server
+
+        return main_learner_server(argv[2:])
+    args = parser().parse_args(argv)
     from ..errors import LabkitError
 
     try:
-        if args.command == "doctor":
-            from ..env import doctor
-
-            print(doctor())
-            from ..store import localcache, plan_store, recordings
-
-            print(recordings.describe_available())
-            print(localcache.describe())
-            print(plan_store.describe())
-            return 0
-        if args.command == "warm-kernels":
-            return main_warm_kernels()
-        if args.command == "class":
-            from . import classroom
-
-            return classroom.main_gpus(args.dir)
-        if args.command == "fill":
-            from .record import main_fill
-
-            return main_fill(args)
-        if args.command == "report":
-            from ..present.netreport import main_report
-
-            return main_report(args)
-        if args.command == "wrong-plans":
-            return wrong_plans.main(args)
-        if args.command == "record":
-            from .record import main_record
-
-            return main_record(args)
-        from . import bench as b
-
-        if args.which == "strategies":
-            b.strategies(name=args.name or b.default_name("strategies"))
-        else:
-            b.vs_torch(name=args.name or b.default_name("vs_torch"))
-        return 0
+        return _run(args)
     except LabkitError as exc:
-        print(f"labkit: {type(exc).__name__}: {exc}", file=sys.stderr)
+        text = " ".join(str(exc).split())
+        print(f"labkit: {type(exc).__name__}: {text}", file=sys.stderr)
         return 2
+
+
+def _run(args) -> int:
+    if args.command == "doctor":
+        from ..env import doctor
+        from ..store import localcache, plan_store, recordings
+
+        print(doctor())
+        print(recordings.describe_available())
+        print(localcache.describe())
+        print(plan_store.describe())
+        return 0
+    if args.command == "warm-kernels":
+        return main_warm_kernels()
+    if args.command == "fill":
+        from .record import main_fill
+
+        return main_fill(args)
+    if args.command == "report":
+        from ..present.netreport import main_report
+
+        return main_report(args)
+    if args.command == "record":
+        from .record import main_record
+
+        return main_record(args)
+    if args.command == "class":
+        from . import classroom
+
+        return classroom.main_gpus(args.dir)
+    if args.command == "wrong-plans":
+        from . import wrong_plans
+
+        return wrong_plans.main(args)
+    return main_bench(args)
+
+
+def main_bench(args) -> int:
+    """``bench WHICH``: a GPU benchmark (live mode checked first) or the summary of data/bench."""
+    from ..errors import InvalidSpec
+
+    if args.which == "summary":
+        if args.name:
+            raise InvalidSpec("--name", args.name, "names a GPU benchmark's output; summary takes --out")
+        from . import bench_summary
+
+        path = bench_summary.write(args.out)
+        print(f"wrote {path}")
+        return 0
+    if args.out:
+        raise InvalidSpec("--out", args.out, f"is for bench summary; bench {args.which} writes data/bench/")
+    from .. import env
+
+    env.require_live(f"bench {args.which}")
+    from . import bench as b
+
+    if args.which == "strategies":
+        b.strategies(name=args.name or b.default_name("strategies"))
+    else:
+        b.require_torch()
+        b.vs_torch(name=args.name or b.default_name("vs_torch"))
+    return 0
 
 
 def main_warm_kernels() -> int:
@@ -158,8 +209,8 @@ def main_warm_kernels() -> int:
     failed = {k: v for k, v in done.items() if not isinstance(v, float)}
     where = os.environ.get("CUPY_CACHE_DIR") or "~/.cupy/kernel_cache"
     print(
-        f"labkit warm-kernels: {len(done) - len(failed)} of {len(done)} tasks in {time.perf_counter() - t0:.1f} s; "
-        f"CuPy's kernel cache: {where}"
+        f"labkit warm-kernels: {len(done) - len(failed)} of {len(done)} tasks in "
+        f"{time.perf_counter() - t0:.1f} s; CuPy's kernel cache: {where}"
     )
     for label, why in failed.items():
         print(f"  {label}: {why}")

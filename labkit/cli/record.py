@@ -30,7 +30,7 @@ from ..experiments.grid import calls as _calls
 from ..store.recordings import SCHEMA_VERSION, data_dir, sha256
 
 
-def _git_commit() -> Optional[str]:
+def git_commit() -> Optional[str]:
     """HEAD of this checkout, or ``LABKIT_GIT_COMMIT`` (a copied tree, e.g. on a GPU host, has no .git)."""
     sha = os.environ.get("LABKIT_GIT_COMMIT", "")
     if not sha:
@@ -72,7 +72,7 @@ def _metadata(out: Path, wall: float, complete: bool, argv, conditions: Optional
             "rows": len(pd.read_csv(csv)),
             "sha256": digest,
             "date": before.get("date", old.get("date")) if same else datetime.date.today().isoformat(),
-            "git_commit": before.get("git_commit", old.get("git_commit")) if same else _git_commit(),
+            "git_commit": before.get("git_commit", old.get("git_commit")) if same else git_commit(),
             "conditions": before.get("conditions") if same else (conditions or {}).get(csv.stem),
         }
     return {
@@ -87,7 +87,7 @@ def _metadata(out: Path, wall: float, complete: bool, argv, conditions: Optional
         "cupy": e.cupy_version,
         "python": platform.python_version(),
         "labkit": __version__,
-        "git_commit": _git_commit(),
+        "git_commit": git_commit(),
         "date": datetime.date.today().isoformat(),
         "command": " ".join(argv),
         "commands": commands,
@@ -230,8 +230,9 @@ def main_record(args) -> int:
     )
     meta = json.loads((out / "metadata.json").read_text())
     print(
-        f"recorded {sum(e['rows'] for e in meta['experiments'].values())} rows in {len(meta['experiments'])} tables "
-        f"to {out} ({size_on_disk(out) / 1024:.0f} KiB) in {meta['wall_seconds']:.0f} s; complete={meta['complete']}"
+        f"recorded {sum(e['rows'] for e in meta['experiments'].values())} rows in "
+        f"{len(meta['experiments'])} tables to {out} ({size_on_disk(out) / 1024:.0f} KiB) in "
+        f"{meta['wall_seconds']:.0f} s; complete={meta['complete']}"
     )
     missing = [c for c in grid(args.quick) if not args.only or c[0] in args.only]
     done = _done_requests(out)
@@ -371,8 +372,8 @@ def main_fill(args) -> int:
         else f"this GPU's recording: {counts['folder']}"
     )
     print(
-        f"  saved {counts['saved']} calls, {counts['skipped']} were there already, {counts['failed']} failed, "
-        f"in {counts['seconds']:.0f} s"
+        f"  saved {counts['saved']} calls, {counts['skipped']} were there already, "
+        f"{counts['failed']} failed, in {counts['seconds']:.0f} s"
     )
     for r in counts["reasons"]:
         print(f"  failed: {r}")

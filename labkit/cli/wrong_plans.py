@@ -1,6 +1,9 @@
 """``python -m labkit wrong-plans``: re-check the plans cuDNN got wrong (``docs/wrong-plans.md``) on
 this GPU, or search for more (``--sweep SECONDS``: every plan of seeded random convolutions,
-each wrong plan then shrunk to its smallest failing convolution, printed as rows for the doc).
+each wrong plan then shrunk to its smallest failing convolution, printed as rows for the doc), or
+measure what checking every plan costs beside the autotune after it (``--cost``: the lessons' base
+convolution in every dtype and layout and ResNet-50's distinct convolutions; each graph built
+fresh; the check again on a new graph of the same convolution, every kernel loaded by then).
 """
 
 from __future__ import annotations
@@ -36,7 +39,15 @@ def add_parser(sub) -> None:
         help="seconds to shrink each wrong plan (default 20)",
     )
     p.add_argument("--max-shrink", type=int, default=12, help="wrong plans to shrink at most (default 12)")
-    p.add_argument("--csv", help="write the sweep's rows (one per plan checked) to this CSV file")
+    p.add_argument(
+        "--csv", help="write the sweep's rows (one per plan checked), or --cost's rows, to this CSV file"
+    )
+    p.add_argument(
+        "--cost",
+        type=float,
+        metavar="SECONDS",
+        help="measure what the check costs beside autotune; start no convolution after SECONDS",
+    )
     p.add_argument(
         "--shrink-rows",
         type=float,
@@ -55,6 +66,8 @@ def main(args) -> int:
         return 2
     if args.sweep is not None:
         return _sweep(args)
+    if args.cost is not None:
+        return _cost(args)
     from ..gpu import wrong_plans
 
     doc = Path(args.doc) if args.doc else wrong_plans.DOC
@@ -150,4 +163,94 @@ def _sweep(args) -> int:
         )
         print(f"  {wrong_plans.table_row(rep)}  <- {spec.label} ({trials} trials)")
     sys.stdout.flush()
+    return 0
+
+
+def _measure_check(spec, group: str) -> dict:
+    """One convolution's check and autotune times (`_cost`)."""
+    import cupy
+
+    from ..errors import LabkitError
+    from ..gpu import autotune, engine, plan_checks, verify
+
+    row = dict(group=group, spec=spec.label)
+    try:
+        cg = engine.ConvGraph(spec)
+        ops = engine.Operands(spec)
+        for _ in range(2):  # the second: CuPy's kernels are compiled by then
+            cupy.cuda.get_current_stream().synchronize()
+            t0 = time.perf_counter()
+            ref = verify.expected(spec, ops)
+            cupy.cuda.get_current_stream().synchronize()
+            ref_s = time.perf_counter() - t0
+            del ref
+        cg.check(ops=ops)
+        tune = autotune.autotune(cg, ops, save=False)
+        plan_checks.BOOK.clear()  # the same check again on a new graph, every kernel loaded by now
+        again = engine.ConvGraph(spec)
+        again.check(ops=ops)
+    except LabkitError as exc:
+        return dict(row, status=f"{type(exc).__name__}: {exc}"[:160])
+    wrong = [f"{p.index}:{p.name}:{v.rel_error:.3g}" for p, v in cg.wrong]
+    return dict(
+        row,
+        plans=len(cg.built),
+        wrong=len(wrong),
+        wrong_plans=" ".join(wrong),
+        fell_through=cg.fell_through,
+        reference_s=round(ref_s, 4),
+        check_s=round(cg.check_seconds, 4),
+        check_again_s=round(again.check_seconds, 4),
+        autotune_s=round(tune.seconds, 4),
+        check_share=round(cg.check_seconds / (cg.check_seconds + tune.seconds), 3),
+        status="ok",
+    )
+
+
+def _cost(args) -> int:
+    """``--cost``: what checking every plan costs, per convolution, printed (and ``--csv``)."""
+    from .. import networks
+    from ..experiments import BASE
+
+    specs = []
+    if not False:
+        dtypes = ("fp16", "bf16", "fp32", "tf32", "fp8_e4m3")
+        specs += [("base", BASE.replace(dtype=d, layout=lay)) for d in dtypes for lay in ("NHWC", "NCHW")]
+    if not False:
+        net = networks.layers_of("resnet50", batch=32, dtype="fp16", layout="NHWC")
+        specs += [("resnet50", g.spec) for g in networks.unique(net.layers)]
+    rows, t0 = [], time.perf_counter()
+    for group, spec in specs:
+        if time.perf_counter() - t0 > args.cost:
+            print(f"stopped after {args.cost:g} s: {len(specs) - len(rows)} convolutions not measured")
+            break
+        rows.append(_measure_check(spec, group))
+        r = rows[-1]
+        ms = {
+            k: r.get(k, float("nan")) * 1e3 for k in ("reference_s", "check_s", "check_again_s", "autotune_s")
+        }
+        print(
+            f"{r['spec']:55s} plans {r.get('plans', '-'):>3} wrong {r.get('wrong', '-'):>2} "
+            f"ref {ms['reference_s']:5.1f} ms  check {ms['check_s']:6.1f} ms "
+            f"(again {ms['check_again_s']:6.1f})  "
+            f"autotune {ms['autotune_s']:8.1f} ms  "
+            f"{r.get('wrong_plans', '')} {r['status'] if r['status'] != 'ok' else ''}",
+            flush=True,
+        )
+    ok = [r for r in rows if r["status"] == "ok"]
+    for name in ("base", "resnet50"):
+        part = [r for r in ok if r["group"] == name]
+        if part:
+            check, tune = sum(r["check_s"] for r in part), sum(r["autotune_s"] for r in part)
+            again = sum(r["check_again_s"] for r in part)
+            print(
+                f"{name}: {len(part)} convolutions, check {check:.2f} s "
+                f"(again, kernels loaded: {again:.2f} s), "
+                f"autotune {tune:.2f} s; the first check = {check / (check + tune):.1%} of both"
+            )
+    if args.csv:
+        with open(args.csv, "w", newline="") as f:
+            w = csv.DictWriter(f, sorted({k for r in rows for k in r}))
+            w.writeheader()
+            w.writerows(rows)
     return 0

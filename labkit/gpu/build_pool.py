@@ -23,7 +23,7 @@ from ..errors import InvalidSpec, LabkitError
 
 #: seconds one plan may take in a worker before the worker is killed and the plan built here
 PLAN_BUDGET_S = 60.0
-#: most workers by default (8 gave the most in ``probe_parallel_builds.py`` on 16 cores)
+#: most workers by default (8 gave the most on 16 cores: ``data/bench/parallel_builds_h200.csv``)
 MAX_WORKERS = 8
 #: a worker keeps this many planned graphs, so several plans of one graph are planned once there
 _KEEP_PLANNED = 8

@@ -1,11 +1,11 @@
 """A graph's runtime-compiled plans, built in parallel in worker processes.
 
-Where an all-plan build's time goes (H200, cuDNN 9.19, ``scripts/probe_build_costs.py``, kept in
-``data/bench/build_costs_h200.csv``): lesson 01's 26 graphs hold about 930 candidate plans. The
+Where an all-plan build's time goes (H200, cuDNN 9.19, ``data/bench/build_costs_h200.csv``,
+docs/findings.md): lesson 01's 26 graphs hold about 930 candidate plans. The
 38 that cuDNN marks ``RUNTIME_COMPILATION`` (their kernel is compiled with NVRTC when the plan is
 built) took 27.6 of the 27.7 s in a fresh process and 12.2 s for a new batch size once warm;
 the other plans built in 0.05 s together. Python threads do not help: the binding holds the GIL
-while it compiles (``scripts/probe_gil.py``). So `build_plans` builds a graph's precompiled plans
+while it compiles (docs/findings.md). So `build_plans` builds a graph's precompiled plans
 here, at once, and hands its runtime-compiled ones to worker processes
 (`labkit.gpu.isolated.Worker`, each with its own CUDA context): a worker plans the same graph,
 builds the one plan, serializes it (the compiled kernel travels with it) and this process

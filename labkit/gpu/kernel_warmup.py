@@ -5,7 +5,7 @@ CuPy compiles each elementwise and reduction kernel with NVRTC the first time a 
 (0.1-0.2 s each on the H200's host) and keeps the binary in its kernel cache on disk
 (``CUPY_CACHE_DIR``, default ``~/.cupy/kernel_cache``): on a machine that never ran labkit, the
 precision and race panels compiled 18 and 11 kernels before their first paint
-(`scripts/probe_kernel_compiles.py`). `TASKS` runs, on tiny tensors, what the panels run: for
+(docs/findings.md). `TASKS` runs, on tiny tensors, what the panels run: for
 each dtype, layout and direction the CuPy parts of a checked convolution (seeded inputs, the
 float64 reference from the rounded and the unrounded inputs, the output decoded, the error norms,
 a guarded workspace; `exercise`), the unfused epilogue, and the scratchpad race with both

@@ -144,7 +144,7 @@ class GuardedBuffer:
     def check(self) -> None:
         cupy.cuda.get_current_stream().synchronize()
         # counted on the host (8 KiB): a full reduction of a bool array on the GPU is one CuPy
-        # compiles with CUB, 3.5 s at its first use on the H200 (scripts/probe_nvrtc_cost.py)
+        # compiles with CUB, 3.5 s at its first use on the H200 (docs/findings.md)
         lo = int(numpy.count_nonzero(self._raw[:GUARD_BYTES].get() != GUARD_PATTERN))
         hi = int(numpy.count_nonzero(self._raw[GUARD_BYTES + self.nbytes :].get() != GUARD_PATTERN))
         if lo or hi:

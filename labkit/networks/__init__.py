@@ -8,7 +8,7 @@ layer's input, K, R, S, stride, padding, dilation, groups, plus the dtype and la
 straight off the module). `unique` groups identical specs, so that a report measures each once.
 
 Presets (no dependency; each checked layer by layer against torchvision's own model by
-``scripts/check_networks_torchvision.py``): see `PRESETS`. Units: pixels for H, W and the image
+``tests/test_presets_torchvision.py``): see `PRESETS`. Units: pixels for H, W and the image
 size; elements for channel counts.
 
 Where things live: `layers_of` (here: any of the three kinds of network, as a `Network`);

@@ -2,7 +2,7 @@
 ``Conv2d`` calls as a list of `Layer` in forward order, with torchvision's module names: `PRESETS`.
 
 No dependency: each preset walks its network's shapes itself (checked layer by layer against
-torchvision's own model by ``scripts/check_networks_torchvision.py``). Units: pixels for H, W and
+torchvision's own model by ``tests/test_presets_torchvision.py``). Units: pixels for H, W and
 the image size; elements for channel counts.
 """
 

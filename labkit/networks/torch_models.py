@@ -17,6 +17,9 @@ from ..spec import ConvSpec
 from .arguments import whole_number
 from .records import Layer, Network, Skipped
 
+#: the packages the ``torch`` extra installs (``pip install -e '.[torch]'``)
+TORCH = ("torch", "torchvision")
+
 
 def is_model_path(net) -> bool:
     """Whether ``net`` names a model as ``"module:callable"`` (a preset name has no colon)."""
@@ -36,10 +39,12 @@ def model_from_path(path: str):
     try:
         obj = importlib.import_module(module.strip())
     except Exception as err:  # noqa: BLE001  (ImportError, or whatever the module raised on import)
+        missing = getattr(err, "name", None) or ""
+        hint = "; install PyTorch: pip install -e '.[torch]'" if missing.split(".")[0] in TORCH else ""
         raise InvalidSpec(
             "net",
             path,
-            f"module {module.strip()!r} does not import: {type(err).__name__}: {_first_line(err)}",
+            f"module {module.strip()!r} does not import: {type(err).__name__}: {_first_line(err)}{hint}",
         ) from None
     for part in attr.strip().split("."):
         if not hasattr(obj, part):

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Tuple
 
 from .. import networks
-from ..errors import InvalidSpec
+from ..errors import InvalidSpec, RecordedDataError
 from ..experiments.your_network import (
     REPORT_STRATEGIES,
     TABLES,
@@ -29,6 +30,7 @@ from ..experiments.your_network import (
     table_of,
 )
 from ..session import lessons
+from ..spec import dtype_name, layout_name
 
 
 @dataclass
@@ -108,12 +110,10 @@ class Report:
     def write(self, out) -> Path:
         """Write the tables as CSV, ``report.json`` (provenance, request, skipped, complete) and a
         self-contained ``report.html`` (the chart and the tables) into folder ``out``."""
-        out = Path(out)
-        if out.exists() and not out.is_dir():
-            raise InvalidSpec("out", str(out), "must be a folder (it is a file)")
+        out = check_out(out)
         out.mkdir(parents=True, exist_ok=True)
         for name in TABLES:
-            self._table(name).to_csv(out / f"{name}.csv", index=False)
+            integers_as_integers(self._table(name)).to_csv(out / f"{name}.csv", index=False)
         meta = {
             "network": self.network,
             "complete": self.complete,
@@ -130,8 +130,10 @@ class Report:
         )
         text = str(self.summary())
         page = (
-            f"<!doctype html><html><head><meta charset='utf-8'><title>Workspace report: {self.network}</title></head>"
-            f"<body style='font-family:sans-serif;max-width:1200px;margin:auto'><h1>Workspace report: {self.network}</h1>"
+            "<!doctype html><html><head><meta charset='utf-8'>"
+            f"<title>Workspace report: {self.network}</title></head>"
+            "<body style='font-family:sans-serif;max-width:1200px;margin:auto'>"
+            f"<h1>Workspace report: {self.network}</h1>"
             f"<pre style='white-space:pre-wrap'>{html.escape(text, quote=False)}</pre>"
             + fig.to_html(full_html=False, include_plotlyjs=True)
             + tables
@@ -143,6 +145,86 @@ class Report:
 
 #: a preset's batch when none is given
 PRESET_BATCH = 32
+#: a preset's image size when none is given (pixels)
+PRESET_IMAGE = 224
+#: columns that hold measured fractions even when a value happens to be whole
+_FLOAT_COLUMN = re.compile(r"(_us|_ms|_s|seconds|slowdown|ratio|error|tolerance)$")
+
+
+def integers_as_integers(df):
+    """``df`` with each float column whose values are all whole numbers (or missing) as integers.
+
+    Args:
+        df: a report table (a column of counts or bytes comes back as floats when a row lacks it).
+
+    Returns:
+        A copy; columns named like a time, a ratio or an error stay floats.
+    """
+    df = df.copy()
+    for col in df.columns:
+        values = df[col]
+        if values.dtype.kind != "f" or _FLOAT_COLUMN.search(str(col)):
+            continue
+        known = values.dropna()
+        if len(known) and (known == known.round()).all() and known.abs().max() < 2**53:
+            df[col] = values.astype("Int64")
+    return df
+
+
+def check_out(out) -> Path:
+    """The folder a report is written to, checked before anything is measured (nothing is left
+    behind: the check writes and removes a temporary file or folder).
+
+    Args:
+        out: a folder that exists and is writable, or one that can be made there.
+
+    Returns:
+        ``out`` as a Path; `InvalidSpec` naming ``out`` when it is a file or cannot be written.
+    """
+    import shutil
+    import tempfile
+
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise InvalidSpec("out", str(out), "must be a folder (it is a file)")
+    where = out if out.exists() else out.absolute().parent
+    while not where.exists():
+        where = where.parent
+    if not where.is_dir():
+        raise InvalidSpec("out", str(out), f"cannot be made: {where} is a file")
+    try:
+        probe = tempfile.mkdtemp(prefix=".labkit-write-check-", dir=where)
+    except OSError as err:
+        verb = "is a folder this user cannot write to" if out.exists() else f"cannot be made in {where}"
+        raise InvalidSpec("out", str(out), f"{verb} ({err.strerror or err})") from None
+    shutil.rmtree(probe, ignore_errors=True)
+    return out
+
+
+def recorded_settings(net: Optional[str] = None) -> str:
+    """The network reports the shipped recordings hold, in words (what recorded mode answers).
+
+    Args:
+        net: only this preset's settings (None: every preset recorded).
+
+    Returns:
+        One line per setting, e.g. ``resnet50 batch 32, fp16, NHWC, inference, 224 px (h100-sxm, h200)``.
+    """
+    from ..store import recordings
+
+    held: dict = {}
+    for rec in recordings.shipped():
+        if "network_report" not in rec.experiments():
+            continue
+        for r in rec.requests("network_report"):
+            if not isinstance(r.get("net"), str) or (net is not None and r["net"] != net):
+                continue
+            words = (
+                f"{r['net']} batch {r['batch']}, {r['dtype']}, {r['layout']}, "
+                f"{'training' if r['training'] else 'inference'}, {r['image']} px"
+            )
+            held.setdefault(words, []).append(rec.name)
+    return "; ".join(f"{w} ({', '.join(names)})" for w, names in held.items()) or "none"
 
 
 def request_for(
@@ -151,56 +233,119 @@ def request_for(
     dtype: Optional[str] = "fp16",
     layout: Optional[str] = "NHWC",
     training: bool = False,
-    image=224,
+    image=None,
     input_shape=None,
 ) -> Tuple[dict, str, tuple]:
-    """(the `network_report` arguments, the network's name, its skipped modules) for ``net``.
-    ``batch`` None: `PRESET_BATCH` for a preset, the example input's first dimension for a model,
-    each spec's own for a list. Bad input is an `InvalidSpec` before anything is measured."""
+    """The `network_report` arguments for ``net``, checked before anything is measured.
+
+    Args:
+        net: a preset name, ``"module:callable"``, a torch ``nn.Module`` or a list of `ConvSpec`.
+        batch: images per batch; None: `PRESET_BATCH` for a preset, the example input's first
+            dimension for a model, each spec's own for a list.
+        dtype: any case (``"FP16"`` is ``"fp16"``); layout: any case.
+        training: forward plus backward (dgrad, wgrad).
+        image: a preset's image size in pixels (None: `PRESET_IMAGE`); a model's size is its input.
+        input_shape: a model's example input (N, C, H, W); only for a model.
+
+    Returns:
+        (the arguments, the network's name, its skipped modules); `InvalidSpec` for bad input.
+    """
+    if not isinstance(training, bool):
+        raise InvalidSpec("training", training, "must be True or False")
+    dtype = None if dtype is None else dtype_name(dtype)
+    layout = None if layout is None else layout_name(layout)
     if isinstance(net, str) and networks.is_model_path(net):
+        if image is not None:
+            raise InvalidSpec("image", image, "is a preset's image size; a model's is its input_shape")
         net = networks.model_from_path(net)
     if isinstance(net, str):
+        if input_shape is not None:
+            raise InvalidSpec(
+                "input_shape", input_shape, "is a model's example input; a preset takes batch and image"
+            )
         batch = PRESET_BATCH if batch is None else batch
+        image = PRESET_IMAGE if image is None else image
         network = networks.layers_of(net, batch=batch, dtype=dtype, layout=layout, image=image)  # validates
         return (
             dict(net=network.name, batch=batch, dtype=dtype, layout=layout, training=training, image=image),
             network.name,
             (),
         )
+    if image is not None:
+        raise InvalidSpec("image", image, "is a preset's image size; a model's is its input_shape")
     network = networks.layers_of(net, batch=batch, dtype=dtype, layout=layout, input_shape=input_shape)
     if not len(network):
         why = "; ".join(f"{s.name} ({s.kind}): {s.reason}" for s in network.skipped[:5]) or "it has no Conv2d"
         raise InvalidSpec("net", network.name, f"has no Conv2d call to report on: {why}")
     pairs = [[lay.name, lay.spec] for lay in network.layers]  # batch, dtype and layout are in each spec now
     return (
-        dict(net=pairs, batch=None, dtype=None, layout=None, training=training, image=image),
+        dict(net=pairs, batch=None, dtype=None, layout=None, training=training, image=PRESET_IMAGE),
         network.name,
         network.skipped,
     )
 
 
+def check_recorded(kwargs: dict, recording: Optional[str] = None) -> None:
+    """In recorded mode (or with ``recording`` named), a `RecordedDataError` naming the settings
+    that exist when no shipped recording holds this report; nothing otherwise.
+
+    Args:
+        kwargs: the `network_report` arguments (`request_for`).
+        recording: the shipped recording asked for, if any.
+    """
+    from .. import env, experiments
+    from ..store import recordings
+
+    if recording is None and env.mode().live:
+        return
+    request = experiments.request_of("network_report", **kwargs)
+    recs = [recordings.named(recording)] if recording else recordings.shipped()
+    if any(r.has("network_report", request) for r in recs):
+        return
+    net = kwargs["net"] if isinstance(kwargs["net"], str) else None
+    what = (
+        "a model's report is measured live, on a GPU"
+        if net is None
+        else "this setting is not recorded" + (f" in {recording}" if recording else "")
+    )
+    raise RecordedDataError(f"network_report: {what}; recorded: {recorded_settings(net) or 'none'}")
+
+
 def report(
     net,
+    *,
     batch: Optional[int] = None,
     dtype: Optional[str] = "fp16",
     layout: Optional[str] = "NHWC",
     training: bool = False,
-    image=224,
+    image=None,
     input_shape=None,
     force: bool = False,
     recording: Optional[str] = None,
+    train=None,
 ) -> Report:
-    """The workspace report of ``net`` (see the module doc): every convolution layer under every
-    strategy. ``net``: a preset name, a list of ConvSpec, a torch ``nn.Module`` with
-    ``input_shape``, or ``"module:callable"`` naming a function that returns one (e.g.
-    ``"torchvision.models:mobilenet_v3_large"``). ``batch``: a preset's is 32 unless given; a
-    model's is ``input_shape[0]``; a list keeps its specs' own. ``training``: forward plus
-    backward (dgrad, wgrad). ``force``: measure again. ``recording``: answer from that shipped
-    recording (e.g. ``"h200"``), in any mode. Every step is bounded (`Report.cut` says what was
-    left out)."""
-    if not isinstance(training, bool):
-        raise InvalidSpec("training", training, "must be True or False")
+    """The workspace report of ``net``: every convolution layer under every strategy.
+
+    Args:
+        net: a preset name, a list of ConvSpec, a torch ``nn.Module`` with ``input_shape``, or
+            ``"module:callable"`` naming a function that returns one (e.g.
+            ``"torchvision.models:mobilenet_v3_large"``).
+        batch: a preset's is 32 unless given; a model's is ``input_shape[0]``; a list keeps its own.
+        dtype, layout: any case; training: forward plus backward (dgrad, wgrad).
+        image: a preset's image size in pixels (default 224).
+        input_shape: a model's example input (N, C, H, W).
+        force: measure again. recording: answer from that shipped recording (e.g. ``"h200"``).
+        train: not an option here (`InvalidSpec` pointing at ``training``).
+
+    Returns:
+        A `Report`. Every step is bounded (`Report.cut` says what was left out).
+    """
+    if train is not None:
+        raise InvalidSpec(
+            "train", train, "the option is called training= here (--training on the command line)"
+        )
     kwargs, name, skipped = request_for(net, batch, dtype, layout, training, image, input_shape)
+    check_recorded(kwargs, recording)
     df = lessons.data("network_report", force=force, recording=recording, **kwargs)
     return Report(df, name, tuple(skipped))
 
@@ -216,11 +361,12 @@ def parse_shape(text: str) -> Tuple[int, ...]:
 
 
 def main_report(args) -> int:
-    """``python -m labkit report NET [--input-shape N,C,H,W] [--batch B] [--dtype D] [--layout L]
-    [--train] --out DIR``: measure (live) or look up (recorded) the report with a progress bar
-    (the step in flight beside it) and write it into DIR. NET is a preset or ``module:callable``
-    (a function returning a torch ``nn.Module``, with ``--input-shape``). Ctrl-C writes what was
-    measured so far, marked incomplete, and exits with 130."""
+    """``python -m labkit report NET [--input-shape N,C,H,W] [--batch B] [--image PX] [--dtype D]
+    [--layout L] [--training] --out DIR``: every argument and ``--out`` checked first, then the
+    report measured (live, with one progress bar) or looked up (recorded) and written into DIR.
+
+    Ctrl-C writes what was measured so far, marked incomplete, and exits with 130.
+    """
     from tqdm.auto import tqdm
 
     from .. import experiments
@@ -228,24 +374,32 @@ def main_report(args) -> int:
 
     shape = None if args.input_shape is None else parse_shape(args.input_shape)
     kwargs, name, skipped = request_for(
-        args.net, args.batch, args.dtype, args.layout, args.train, args.image, shape
+        args.net, args.batch, args.dtype, args.layout, args.training, args.image, shape
     )
-    bar = tqdm(desc=f"report {name}", unit="step")
-    latest = {}
+    check_recorded(kwargs)
+    out = check_out(args.out)
+    bars, latest = [], {}
+
+    def bar():
+        if not bars:
+            bars.append(tqdm(desc=f"report {name}", unit="step", file=sys.stderr))
+        return bars[0]
 
     def listen(make_frame, done, total, unit):
-        bar.total, bar.n = total, done
-        bar.refresh()
+        b = bar()
+        b.total, b.n = total, done
+        b.refresh()
         latest["frame"] = make_frame
 
     def phase(text):
-        bar.set_postfix_str(text[:70])
+        bar().set_postfix_str(text[:70])
 
     try:
         with progress.listening(listen), progress.announcing(phase):
             df = lessons.data("network_report", force=args.force, **kwargs)
     except KeyboardInterrupt:
-        bar.close()
+        for b in bars:
+            b.close()
         if "frame" not in latest:
             print("interrupted before anything was measured; nothing written", file=sys.stderr)
             return 130
@@ -253,21 +407,23 @@ def main_report(args) -> int:
         df.attrs.update(
             experiments.provenance(live=True), request=experiments.request_of("network_report", **kwargs)
         )
-        out = Report(df, name, tuple(skipped)).write(args.out)
+        out = Report(df, name, tuple(skipped)).write(out)
         print(f"interrupted: wrote what was measured to {out}, marked incomplete", file=sys.stderr)
         return 130
-    bar.close()
+    finally:
+        for b in bars:
+            b.close()
     rep = Report(df, name, tuple(skipped))
-    out = rep.write(args.out)
+    out = rep.write(out)
     prov, cut = rep.provenance, rep.cut
     print(
         f"{name}: {len(rep.layers)} convolution calls, {len(rep.strategies)} strategies, "
         f"{prov.get('mode')} on {prov.get('gpu')} (cuDNN {prov.get('cudnn_backend')}, {prov.get('date')})"
     )
     print(
-        f"cut by a time budget: {cut['plans']} plan(s), {cut['layers']} distinct layer(s), {cut['strategies']} "
-        f"strateg(y/ies); {cut['slower_plans']} plan(s) left as over 6x slower than the best after one eager call "
-        "(report.html and the CSVs say which and why)"
+        f"cut by a time budget: {cut['plans']} plan(s), {cut['layers']} distinct layer(s), "
+        f"{cut['strategies']} strateg(y/ies); {cut['slower_plans']} plan(s) left as over 6x slower than "
+        "the best after one eager call (report.html and the CSVs say which and why)"
     )
     for s in skipped:
         print(f"  skipped {s.name} ({s.kind}): {s.reason}")

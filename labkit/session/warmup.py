@@ -7,7 +7,7 @@ pandas on the GPU host); and live, in a second thread beside it, the CUDA contex
 handle (loading cuDNN's engine libraries) and cupyx (which CuPy's reductions import: 0.8 s on
 the GPU host, with SciPy). Not CuPy's kernels: compiled in a background thread they made a first
 panel slower, not faster (NVRTC compiles one kernel at a time per process, so the panel's own
-compiles waited behind the warm-up's: `scripts/probe_kernel_compiles.py`); labkit instead runs
+compiles waited behind the warm-up's: docs/findings.md); labkit instead runs
 few of them (`labkit.gpu.numerics`' fused kernels, no CUB reductions). A step that fails is
 skipped: the panel that needs it does it (and reports any error) itself. `seconds` says how long
 each step took.

@@ -18,6 +18,7 @@ from ...errors import InvalidSpec, LabkitError
 from ...experiments.panel_config import PanelConfig
 from ...session import lessons
 from ...signals.cancel import Superseded
+from ...spec import dtype_name, layout_name
 from .controls import Controls
 from .gpu_picker import GPUPicker
 from .job import MeasurementJob
@@ -236,6 +237,7 @@ class Panel:
         if "gpu" in changes:
             self.pick_gpu(changes.pop("gpu"))
         self.controls_state.check_names(changes)
+        changes = {name: _spelled(name, value) for name, value in changes.items()}
         self._defer += 1
         try:
             for name, value in changes.items():
@@ -349,3 +351,15 @@ class Panel:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.cfg.experiment} {'live' if self.live else 'recorded'} {self.state}>"
+
+
+def _spelled(name: str, value):
+    """A dtype or layout as labkit spells it (``"FP16"`` is ``"fp16"``, as in `ConvSpec`); any other
+    value as given (a value that is no dtype shows the panel's no-data message)."""
+    spell = {"dtype": dtype_name, "layout": layout_name}.get(name)
+    if spell is None or not isinstance(value, str):
+        return value
+    try:
+        return spell(value)
+    except InvalidSpec:
+        return value
