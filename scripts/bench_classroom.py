@@ -65,6 +65,7 @@ GPU_COLUMNS = ["gpu_index", "gpu_uuid", "gpus", "learners"]
 COLUMNS = [
     "gpu",
     "date",
+    "labkit_commit",
     "processes",
     "seconds",
     "measurements",
@@ -339,6 +340,7 @@ def takeover() -> tuple:
 def run(processes: int, seconds: float, out: Path, *, gpus: int = 1) -> None:
     """The alone runs, the class run and the checks on the first ``gpus`` GPUs NVML lists; one row
     per GPU into ``out`` (see the module docstring)."""
+    from labkit.cli.record import git_commit
     from labkit.gpu import spread
 
     host = spread.host_gpus()
@@ -405,6 +407,7 @@ def run(processes: int, seconds: float, out: Path, *, gpus: int = 1) -> None:
                 gpus=len(used),
                 learners=sum(1 for _, x, _ in places if x == g),
                 date=time.strftime("%Y-%m-%d"),
+                labkit_commit=git_commit(),
                 processes=processes,
                 seconds=seconds,
                 measurements=len(mine),

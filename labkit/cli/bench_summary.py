@@ -302,6 +302,18 @@ def _classroom(df, meta):
     return pd.DataFrame(rows), ""
 
 
+def _classroom_gpus(df, meta):
+    import pandas as pd
+
+    skip = ("gpu", "date", "gpu_uuid")
+    rows = [
+        {"measure": k, **{f"GPU {int(r.gpu_index)}": r[k] for _, r in df.iterrows()}}
+        for k in df.columns
+        if k not in skip
+    ]
+    return pd.DataFrame(rows), "One column per GPU; deviations are fractions (0.05 = 5 %)."
+
+
 def _first_visit(df, meta):
     import pandas as pd
 
@@ -440,6 +452,15 @@ SOURCES = (
         "Lesson 01's 26 all-plan graphs for a new shape, built in 1 to 8 worker processes.",
         None,
         _parallel_builds,
+    ),
+    Source(
+        "classroom_*_x[0-9]*.csv",
+        "A class spread over a host's GPUs",
+        "8 learner processes moving lesson 03's precision panel non-stop, each on the GPU the class "
+        "hub's spread gives it (`labkit.gpu.spread`), all saving into one cache: per GPU, the lock, "
+        "overlaps, deviations from a process alone on that GPU, lost entries.",
+        "bash scripts/gpu.sh classroom2  # GPU",
+        _classroom_gpus,
     ),
     Source(
         "classroom_*.csv",
