@@ -178,7 +178,6 @@ KNOWN = {
     ("h200", "07_lab.ipynb"),
     ("h200", "08_same_conv_other_gpu.ipynb"),
     ("h200", "09_your_network.ipynb"),
-    ("h200", "10_under_the_hood.ipynb"),
 }
 
 
