@@ -595,6 +595,9 @@ READING_JS = """(OVERLAP_PX) => {
                          Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > OVERLAP_PX;
   cells.forEach((cell, i) => {
     for (const p of cell.querySelectorAll('.js-plotly-plot')) {
+      // every labkit chart has a title: one without is a FigureWidget not drawn yet (its empty
+      // default axes), which the learner never reads
+      if (!p.querySelector('.gtitle')) continue;
       const title = (p.querySelector('.gtitle') || {}).textContent || '(untitled)';
       const chart = title.slice(0, 70);
       const traceOf = el => { const t = el.closest('g.trace'); return t ? t : null; };
