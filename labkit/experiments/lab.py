@@ -33,7 +33,8 @@ def _fewest_why(truth: str) -> str:
     return (
         f"{truth} runs {counts[truth]} plans at this shape (NHWC), against "
         + ", ".join(f"{d} {n}" for d, n in counts.items() if d != truth)
-        + ". Fewer plans means fewer kernels cuDNN has for that precision here, and less for autotuning to choose from."
+        + ". Fewer plans: fewer kernels cuDNN has for that precision at this shape, less for autotuning to "
+        "choose from."
     )
 
 
@@ -42,7 +43,8 @@ lab_fewest_plans = Exercise(
     lesson=LESSON,
     kind="explore",
     question=(
-        "In the lab, chart 'plans' (the base convolution, NHWC, fprop): move dtype. Which dtype has the fewest "
+        "In the lab, chart 'plans' (the base convolution, NHWC, fprop): move dtype. Which dtype has the "
+        "fewest "
         "plans that run?"
     ),
     truth=lambda: min(_plan_counts().items(), key=lambda kv: kv[1])[0],
@@ -55,6 +57,7 @@ lab_fewest_plans = Exercise(
     ),
     wrong=lambda a, t: f"{a} runs {_plan_counts()[a]} plans: another dtype runs fewer.",
     example="bf16",
+    wrong_answers=lambda t: [d for d, n in _plan_counts().items() if n != _plan_counts()[t]][:2],
 )
 
 
@@ -85,6 +88,7 @@ lab_zero_workspace = Exercise(
     ),
     wrong=lambda a, t: f"{a} has {_zero_counts()[a]} such plans: another direction has more.",
     example="fprop",
+    wrong_answers=lambda t: [d for d, n in _zero_counts().items() if n != _zero_counts()[t]],
 )
 
 
@@ -118,6 +122,7 @@ lab_widest_spread = Exercise(
         "on each direction's plans chart, compare the lowest and the highest point (a log axis).",
     ),
     example="fprop",
+    wrong_answers=lambda t: [d for d in DIRECTIONS if d != t],
 )
 
 
@@ -144,7 +149,8 @@ def _free_cap_truth() -> str:
 def _free_cap_why(truth: str) -> str:
     _, unl, zero = _free_cap()
     return (
-        f"with no cap the fastest plan is {unl.best_plan}, which needs {fmt_bytes(unl.workspace_bytes)}; under "
+        f"with no cap the fastest plan is {unl.best_plan}, which needs {fmt_bytes(unl.workspace_bytes)}; "
+        "under "
         f"the 0 B cap the best plan is {zero.best_plan} again ({zero.slowdown_vs_unlimited:.3f}x): the cap "
         f"removed {int(unl.plans_within_cap - zero.plans_within_cap)} plans, none of them the fastest."
     )
@@ -154,12 +160,21 @@ def _free_cap_wrong(answer: str, truth: str) -> Optional[str]:
     _, unl, zero = _free_cap()
     dropped = int(unl.plans_within_cap - zero.plans_within_cap)
     if answer == "caps_ignored":
-        return f"The 0 B cap left {int(zero.plans_within_cap)} of {int(unl.plans_within_cap)} plans: it did remove some."
+        return (
+            f"The 0 B cap left {int(zero.plans_within_cap)} of {int(unl.plans_within_cap)} plans: it "
+            "did remove some."
+        )
     if answer == "noise_hides":
-        return f"Under the 0 B cap the best plan is {zero.best_plan}, the same plan as with no cap: no cost to hide."
+        return (
+            f"Under the 0 B cap the best plan is {zero.best_plan}, the same plan as with no cap: no "
+            "cost to hide."
+        )
     if answer == "no_tensor_cores":
         need = int(_plans(dtype="fp32", layout="NCHW")["workspace_bytes"].max())
-        return f"fp32 NCHW has plans that need a workspace (up to {fmt_bytes(need)}); the 0 B cap dropped {dropped}."
+        return (
+            f"fp32 NCHW has plans that need a workspace (up to {fmt_bytes(need)}); the 0 B cap dropped "
+            f"{dropped}."
+        )
     return None
 
 
@@ -168,7 +183,8 @@ lab_free_cap = Exercise(
     lesson=LESSON,
     kind="explain",
     question=(
-        "In the lab, chart 'caps' with dtype fp32 and layout NCHW: even the 0 B cap costs nothing measurable. Why?"
+        "In the lab, chart 'caps' with dtype fp32 and layout NCHW: even the 0 B cap costs nothing "
+        "measurable. Why?"
     ),
     truth=_free_cap_truth,
     parse=one_of(tuple(FREE_CAP_REASONS), "one of the reasons"),

@@ -179,9 +179,11 @@ def _python_why(truth: bool) -> str:
     py, gr = _race("python", 2), _race("graph", 2)
     return (
         f"Python launches: {int(py.loc['shared', 'mismatches_bitwise'])} of {int(py.loc['shared', 'runs'])} "
-        f"outputs corrupted with one shared scratchpad; CUDA graphs: {int(gr.loc['shared', 'mismatches_bitwise'])} "
+        "outputs corrupted with one shared scratchpad; CUDA graphs: "
+        f"{int(gr.loc['shared', 'mismatches_bitwise'])} "
         f"of {int(gr.loc['shared', 'runs'])}. One launch from Python costs the host longer than this small "
-        "convolution runs, so the two streams' kernels rarely run at the same time: the bug is there, hidden, "
+        "convolution runs, so the two streams' kernels rarely run at the same time: the bug is there, "
+        "hidden, "
         "and a change of timing can bring it out."
     )
 
@@ -191,7 +193,8 @@ race_python_prediction = Exercise(
     lesson="06",
     kind="predict",
     question=(
-        "Predict before the chart: one scratchpad shared by 2 streams, every convolution launched from Python "
+        "Predict before the chart: one scratchpad shared by 2 streams, every convolution launched from "
+        "Python "
         "(no CUDA graph). Will any of the outputs be corrupted? True or False."
     ),
     truth=lambda: bool(_race("python", 2).loc["shared", "mismatches_bitwise"] > 0),
@@ -249,7 +252,8 @@ def _reasons_wrong(answer: str, truth: str) -> Optional[str]:
     gr = _race("graph", 2)
     if answer == "other_kernel":
         return (
-            f"Both launch methods run plan {int(gr['plan_index'].iloc[0])} of the same graph (the race table's "
+            f"Both launch methods run plan {int(gr['plan_index'].iloc[0])} of the same graph (the race "
+            "table's "
             "plan_index column): the same kernels."
         )
     if answer == "python_syncs":
@@ -378,17 +382,22 @@ def race_reproduced(counts) -> CheckResult:
             "my_race", counts, "each count is (corrupted, checked) with 0 <= corrupted <= checked > 0"
         )
     ref = _race("graph", 2)
-    theirs = f"labkit's run of the same race: {int(ref.loc['shared', 'mismatches_bitwise'])} of {int(ref.loc['shared', 'runs'])}"
+    theirs = (
+        f"labkit's run of the same race: {int(ref.loc['shared', 'mismatches_bitwise'])} of "
+        f"{int(ref.loc['shared', 'runs'])}"
+    )
     if safe_bad:
         return emit(
             False,
-            f"one workspace per stream corrupted {safe_bad} of {safe_runs}: that should never happen. Does each "
+            f"one workspace per stream corrupted {safe_bad} of {safe_runs}: that should never happen. Does "
+            "each "
             "stream get its own workspace, and is each output compared with its own stream's solo run?",
         )
     if not bad:
         return emit(
             False,
-            f"racing, not reproduced: the shared workspace corrupted 0 of {runs} ({theirs}). Launch both streams' "
+            f"racing, not reproduced: the shared workspace corrupted 0 of {runs} ({theirs}). Launch both "
+            "streams' "
             "graphs before waiting for either, so their kernels overlap.",
         )
     return emit(
