@@ -44,8 +44,7 @@ lab_fewest_plans = Exercise(
     kind="explore",
     question=(
         "In the lab, chart 'plans' (the base convolution, NHWC, fprop): move dtype. Which dtype has the "
-        "fewest "
-        "plans that run?"
+        "fewest plans that run?"
     ),
     truth=lambda: min(_plan_counts().items(), key=lambda kv: kv[1])[0],
     parse=one_of(DTYPES, "a dtype"),
@@ -71,8 +70,8 @@ lab_zero_workspace = Exercise(
     lesson=LESSON,
     kind="explore",
     question=(
-        "In the lab, chart 'plans' (fp16 NHWC): move direction. Which direction has the most plans that need "
-        "no workspace at all?"
+        "In the lab, chart 'plans' (fp16 NHWC): move direction. Which direction has the most plans that "
+        "need no workspace at all?"
     ),
     truth=lambda: max(_zero_counts().items(), key=lambda kv: kv[1])[0],
     parse=one_of(DIRECTIONS, "a direction"),
@@ -150,9 +149,9 @@ def _free_cap_why(truth: str) -> str:
     _, unl, zero = _free_cap()
     return (
         f"with no cap the fastest plan is {unl.best_plan}, which needs {fmt_bytes(unl.workspace_bytes)}; "
-        "under "
-        f"the 0 B cap the best plan is {zero.best_plan} again ({zero.slowdown_vs_unlimited:.3f}x): the cap "
-        f"removed {int(unl.plans_within_cap - zero.plans_within_cap)} plans, none of them the fastest."
+        f"under the 0 B cap the best plan is {zero.best_plan} again ({zero.slowdown_vs_unlimited:.3f}x): "
+        f"the cap removed {int(unl.plans_within_cap - zero.plans_within_cap)} plans, none of them the "
+        "fastest."
     )
 
 
@@ -161,13 +160,13 @@ def _free_cap_wrong(answer: str, truth: str) -> Optional[str]:
     dropped = int(unl.plans_within_cap - zero.plans_within_cap)
     if answer == "caps_ignored":
         return (
-            f"The 0 B cap left {int(zero.plans_within_cap)} of {int(unl.plans_within_cap)} plans: it "
-            "did remove some."
+            f"The 0 B cap left {int(zero.plans_within_cap)} of {int(unl.plans_within_cap)} plans: it did "
+            "remove some."
         )
     if answer == "noise_hides":
         return (
-            f"Under the 0 B cap the best plan is {zero.best_plan}, the same plan as with no cap: no "
-            "cost to hide."
+            f"Under the 0 B cap the best plan is {zero.best_plan}, the same plan as with no cap: no cost to "
+            "hide."
         )
     if answer == "no_tensor_cores":
         need = int(_plans(dtype="fp32", layout="NCHW")["workspace_bytes"].max())

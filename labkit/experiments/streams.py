@@ -180,11 +180,9 @@ def _python_why(truth: bool) -> str:
     return (
         f"Python launches: {int(py.loc['shared', 'mismatches_bitwise'])} of {int(py.loc['shared', 'runs'])} "
         "outputs corrupted with one shared scratchpad; CUDA graphs: "
-        f"{int(gr.loc['shared', 'mismatches_bitwise'])} "
-        f"of {int(gr.loc['shared', 'runs'])}. One launch from Python costs the host longer than this small "
-        "convolution runs, so the two streams' kernels rarely run at the same time: the bug is there, "
-        "hidden, "
-        "and a change of timing can bring it out."
+        f"{int(gr.loc['shared', 'mismatches_bitwise'])} of {int(gr.loc['shared', 'runs'])}. One launch from "
+        "Python costs the host longer than this small convolution runs, so the two streams' kernels rarely "
+        "run at the same time: the bug is there, hidden, and a change of timing can bring it out."
     )
 
 
@@ -194,8 +192,7 @@ race_python_prediction = Exercise(
     kind="predict",
     question=(
         "Predict before the chart: one scratchpad shared by 2 streams, every convolution launched from "
-        "Python "
-        "(no CUDA graph). Will any of the outputs be corrupted? True or False."
+        "Python (no CUDA graph). Will any of the outputs be corrupted? True or False."
     ),
     truth=lambda: bool(_race("python", 2).loc["shared", "mismatches_bitwise"] > 0),
     parse=flag("any output corrupted?"),
@@ -203,8 +200,8 @@ race_python_prediction = Exercise(
     why=_python_why,
     hints=(
         "a corruption needs two streams' kernels using the workspace at the same moment.",
-        "how long does one Python launch take on the host, against how long this small convolution runs "
-        "on the GPU?",
+        "how long does one Python launch take on the host, against how long this small convolution runs on "
+        "the GPU?",
     ),
 )
 
@@ -253,8 +250,7 @@ def _reasons_wrong(answer: str, truth: str) -> Optional[str]:
     if answer == "other_kernel":
         return (
             f"Both launch methods run plan {int(gr['plan_index'].iloc[0])} of the same graph (the race "
-            "table's "
-            "plan_index column): the same kernels."
+            "table's plan_index column): the same kernels."
         )
     if answer == "python_syncs":
         return (
@@ -263,8 +259,9 @@ def _reasons_wrong(answer: str, truth: str) -> Optional[str]:
         )
     if answer == "small_workspace":
         return (
-            f"Every workspace is {fmt_bytes(gr['workspace_bytes'].iloc[0])}, what the plan asks for; one per "
-            f"stream, captured the same way, corrupted {int(gr.loc['per-stream', 'mismatches_bitwise'])}."
+            f"Every workspace is {fmt_bytes(gr['workspace_bytes'].iloc[0])}, what the plan asks for; one "
+            "per stream, captured the same way, corrupted "
+            f"{int(gr.loc['per-stream', 'mismatches_bitwise'])}."
         )
     return None
 
@@ -274,8 +271,8 @@ race_reason = Exercise(
     lesson="06",
     kind="explain",
     question=(
-        "Why does the shared scratchpad corrupt many outputs under CUDA graphs, and few or none with Python "
-        "launches?"
+        "Why does the shared scratchpad corrupt many outputs under CUDA graphs, and few or none with "
+        "Python launches?"
     ),
     truth=lambda: "overlap",
     parse=one_of(tuple(RACE_REASONS), "one of the reasons"),
@@ -381,24 +378,22 @@ def race_reproduced(counts) -> CheckResult:
         raise InvalidSpec(
             "my_race", counts, "each count is (corrupted, checked) with 0 <= corrupted <= checked > 0"
         )
+    if safe_bad:
+        return emit(
+            False,
+            f"one workspace per stream corrupted {safe_bad} of {safe_runs}: that should never happen. Does "
+            "each stream get its own workspace, and is each output compared with its own stream's solo run?",
+        )
     ref = _race("graph", 2)
     theirs = (
         f"labkit's run of the same race: {int(ref.loc['shared', 'mismatches_bitwise'])} of "
         f"{int(ref.loc['shared', 'runs'])}"
     )
-    if safe_bad:
-        return emit(
-            False,
-            f"one workspace per stream corrupted {safe_bad} of {safe_runs}: that should never happen. Does "
-            "each "
-            "stream get its own workspace, and is each output compared with its own stream's solo run?",
-        )
     if not bad:
         return emit(
             False,
-            f"racing, not reproduced: the shared workspace corrupted 0 of {runs} ({theirs}). Launch both "
-            "streams' "
-            "graphs before waiting for either, so their kernels overlap.",
+            f"the race is not reproduced: the shared workspace corrupted 0 of {runs} ({theirs}). Launch both "
+            "streams' graphs before waiting for either, so their kernels overlap.",
         )
     return emit(
         True,

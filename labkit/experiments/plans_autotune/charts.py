@@ -339,8 +339,8 @@ def build_cost_chart(df) -> go.Figure:
     else:
         pay_txt = (
             f"autotuning pays for itself after {pay:,.0f} calls (heuristic "
-            f"{first_value(df, 'heuristic_gpu_us'):.1f} us "
-            f"vs best {first_value(df, 'best_gpu_us'):.1f} us per call)"
+            f"{first_value(df, 'heuristic_gpu_us'):.1f} us vs best {first_value(df, 'best_gpu_us'):.1f} us "
+            "per call)"
         )
     detail = f"{spec.dtype} {spec.layout} {spec.direction} {shape_label(spec)}" if spec else ""
     if any(disk):

@@ -30,11 +30,9 @@ def _1mib_why(truth: str) -> str:
     unl = _cap_row(NCHW, -1)
     return (
         f"measured {row.slowdown_vs_unlimited:.2f}x ({fmt_us(row.gpu_us)} against {fmt_us(unl.gpu_us)}). "
-        "Only "
-        f"{int(row.plans_within_cap)} of {int(unl.plans_within_cap)} plans need 1 MiB or less; the best of "
-        "them, "
-        f"{row.best_plan}, needs {fmt_bytes(row.workspace_bytes)}, while every fast plan needs about "
-        f"{fmt_bytes(unl.workspace_bytes)}: the cap removes them all."
+        f"Only {int(row.plans_within_cap)} of {int(unl.plans_within_cap)} plans need 1 MiB or less; the "
+        f"best of them, {row.best_plan}, needs {fmt_bytes(row.workspace_bytes)}, while every fast plan "
+        f"needs about {fmt_bytes(unl.workspace_bytes)}: the cap removes them all."
     )
 
 
@@ -58,8 +56,8 @@ cap_1mib_prediction = Exercise(
     why=_1mib_why,
     hints=(
         "which plans fit in 1 MiB? The workspace panel of the plans chart shows what each plan needs.",
-        "find the fastest plan whose workspace is under 1 MiB on the plans chart and compare its time "
-        "with the fastest plan's.",
+        "find the fastest plan whose workspace is under 1 MiB on the plans chart and compare its time with "
+        "the fastest plan's.",
     ),
     wrong=_1mib_wrong,
     example="2x to 5x",
@@ -104,8 +102,7 @@ smallest_free_cap = Exercise(
     kind="explore",
     question=(
         "Move the caps panel's layout to NHWC (fp16, the base convolution): what is the smallest recorded "
-        "cap "
-        "whose best plan costs less than 5% more than unlimited? Answer in MiB (0 for the 0 B cap)."
+        "cap whose best plan costs less than 5% more than unlimited? Answer in MiB (0 for the 0 B cap)."
     ),
     truth=_free_cap_mib,
     parse=number("a cap in MiB"),
@@ -160,9 +157,8 @@ def _payoff_why(truth: str) -> str:
     f32, f16 = _payoff("fp32 NCHW"), _payoff("fp16 NHWC")
     return (
         f"per call, autotuning saves {f32['gain']:.1f} us in fp32 NCHW (heuristic {f32['heuristic']:.1f} "
-        "us, best "
-        f"{f32['best']:.1f} us) and {f16['gain']:.1f} us in fp16 NHWC ({f16['heuristic']:.1f} us against "
-        f"{f16['best']:.1f} us). Its cost divided by that saving: {_calls(f32)} in fp32 NCHW, "
+        f"us, best {f32['best']:.1f} us) and {f16['gain']:.1f} us in fp16 NHWC ({f16['heuristic']:.1f} us "
+        f"against {f16['best']:.1f} us). Its cost divided by that saving: {_calls(f32)} in fp32 NCHW, "
         f"{_calls(f16)} in fp16 NHWC."
     )
 
@@ -172,15 +168,13 @@ def _payoff_wrong(answer: str, truth: str) -> str:
     if answer == "more_plans":
         return (
             f"Its autotune does take longer ({fmt_seconds(f16['tune'])} against "
-            f"{fmt_seconds(f32['tune'])}), but "
-            f"with fp32's saving per call that would pay off after {f16['tune'] * 1e6 / f32['gain']:,.0f} "
-            "calls: "
-            "look at what each call saves."
+            f"{fmt_seconds(f32['tune'])}), but with fp32's saving per call that would pay off after "
+            f"{f16['tune'] * 1e6 / f32['gain']:,.0f} calls: look at what each call saves."
         )
     if answer == "fp16_is_slower":
         return (
-            f"fp16 NHWC runs in {f16['best']:.1f} us, fp32 NCHW in {f32['best']:.1f} us: fp16 is the "
-            "fast one."
+            f"fp16 NHWC runs in {f16['best']:.1f} us, fp32 NCHW in {f32['best']:.1f} us: fp16 is the fast "
+            "one."
         )
     if answer == "not_saved":
         return (
@@ -194,8 +188,8 @@ autotune_payoff_reason = Exercise(
     lesson="05",
     kind="explain",
     question=(
-        "Autotuning the base convolution pays for itself far sooner in fp32 NCHW than in fp16 NHWC (the two "
-        "build-cost summaries). Why?"
+        "Autotuning the base convolution pays for itself far sooner in fp32 NCHW than in fp16 NHWC (the "
+        "two build-cost summaries). Why?"
     ),
     truth=_payoff_truth,
     parse=one_of(tuple(PAYOFF_CHOICES), "one of the reasons"),

@@ -62,7 +62,7 @@ def timing_noise_summary(plans_df, caps_df=None) -> Text:
                 spread = float((mine["gpu_us_p90"].iloc[0] - mine["gpu_us_p10"].iloc[0]) / a)
                 gap = abs(b - a) / min(a, b)
                 text += (
-                    f" Timed again in a separate autotune (the caps experiment below, no cap), plan "
+                    " Timed again in a separate autotune (the caps experiment below, no cap), plan "
                     f"{int(mine['plan_index'].iloc[0])} read {b:.2f} us instead of {a:.2f} us: "
                     f"{gap * 100:.1f}% apart, "
                     + (
@@ -109,26 +109,24 @@ def caps_summary(df) -> Text:
             below = [c for c in sorted(paid["cap_bytes"]) if 0 <= c < first.cap_bytes or first.cap_bytes < 0]
             text += (
                 f" From {cap_label(first.cap_bytes)} up, the best plan under the cap costs nothing "
-                "measurable: "
-                f"it needs {fmt_bytes(first.workspace_bytes)}, so any cap of at least that much keeps the "
-                "speed"
+                f"measurable: it needs {fmt_bytes(first.workspace_bytes)}, so any cap of at least that much "
+                "keeps the speed"
                 + (
                     f" ({cap_label(below[-1])}, the recorded cap below, is too small; caps in between were "
-                    "not "
-                    "measured)."
+                    "not measured)."
                     if below
                     else "."
                 )
             )
     else:
         text += (
-            f"even the tightest cap ({cap_label(tightest.cap_bytes)}, {int(tightest.plans_within_cap)} plans "
-            "left) costs nothing measurable: every ratio lies within the timing noise."
+            f"even the tightest cap ({cap_label(tightest.cap_bytes)}, {int(tightest.plans_within_cap)} "
+            "plans left) costs nothing measurable: every ratio lies within the timing noise."
         )
     if noise is not None:
         text += (
             f" Noise: plan {noise.plan}, the unlimited best, was timed {noise.timings} times in separate "
-            f"autotunes (under every cap that keeps it, and in the plans table); those timings lie between "
+            "autotunes (under every cap that keeps it, and in the plans table); those timings lie between "
             f"{noise.lo:.3f}x and {noise.hi:.3f}x of the one the ratios divide by."
         )
         below_one = ok[(ok["slowdown_vs_unlimited"] < 1) & (ok["best_plan"] == noise.plan)]
@@ -154,22 +152,20 @@ def build_cost_summary(df) -> Text:
     )
     if first > rebuild:
         text += (
-            f" The first build pays a one-time set-up that the identical rebuild right after it does not: "
+            " The first build pays a one-time set-up that the identical rebuild right after it does not: "
             f"{fmt_seconds(first - rebuild)} of its {fmt_seconds(first)} (for the first graph a process "
             "builds, that is cuDNN loading its libraries and creating its handle)."
         )
         if build_all < first and build_all >= 1.05 * rebuild:
             text += (
-                f" That is why building all plans took less than the first build of one: compare it with "
+                " That is why building all plans took less than the first build of one: compare it with "
                 f"the rebuild instead, {build_all / rebuild:.1f}x as long."
             )
         elif build_all < first:
             text += (
                 f" Building all plans took about as long as that rebuild ({build_all / rebuild:.2f}x): the "
-                "part "
-                "both pay, defining the graph and asking cuDNN's heuristics for its plans, outweighs "
-                "building "
-                "these plans."
+                "part both pay, defining the graph and asking cuDNN's heuristics for its plans, outweighs "
+                "building these plans."
             )
     if pay is None or pay == float("inf"):
         text += " The heuristic pick was already the fastest plan: autotuning never pays for itself here."
