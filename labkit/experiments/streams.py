@@ -103,7 +103,7 @@ def race_chart(df) -> go.Figure:
     )
     label = str(df["spec_label"].iloc[0]) if "spec_label" in df.columns and len(df) else ""
     ws = fmt_bytes(df["workspace_bytes"].iloc[0]) if "workspace_bytes" in df.columns and len(df) else "?"
-    detail = f"{label}, workspace {ws}; every output compared bit for bit with the same convolution run alone"
+    detail = f"{label}, workspace {ws}; each output compared bit for bit with a solo run"
     return finish(fig, df, "Shared vs per-stream scratchpad on concurrent streams", detail, height=440)
 
 
