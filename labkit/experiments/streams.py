@@ -223,7 +223,7 @@ race_four_streams = Exercise(
     question=(
         "Set the race panel to graph launch on 4 streams: how many outputs did the shared scratchpad corrupt?"
     ),
-    truth=lambda: float(_race("graph", 4).loc["shared", "mismatches_bitwise"]),
+    truth=lambda: int(_race("graph", 4).loc["shared", "mismatches_bitwise"]),
     parse=number("a count of outputs"),
     judge=within(0.02),
     why=_four_why,
@@ -233,7 +233,7 @@ race_four_streams = Exercise(
     ),
     wrong=lambda a, t: "Too many." if a > t else "Too few.",
     example=100,
-    wrong_answers=lambda t: [float(round(t / 2)), t + 100.0],
+    wrong_answers=lambda t: [round(t / 2), t + 100],
 )
 
 RACE_REASONS = {

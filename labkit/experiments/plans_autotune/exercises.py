@@ -70,7 +70,8 @@ FREE_CAP_SPEC = BASE  # fp16 NHWC: the caps panel's layout control reaches it
 def _free_cap_mib() -> float:
     df = ok_rows(result("caps", spec=FREE_CAP_SPEC))
     fits = df[(df["slowdown_vs_unlimited"] < 1.05) & (df["cap_bytes"] >= 0)]
-    return float(fits["cap_bytes"].min()) / MIB if len(fits) else float("inf")
+    mib = float(fits["cap_bytes"].min()) / MIB if len(fits) else float("inf")
+    return int(mib) if mib.is_integer() else mib  # a whole number of MiB reads as one
 
 
 def _free_cap_why(truth: float) -> str:
@@ -114,7 +115,7 @@ smallest_free_cap = Exercise(
     ),
     wrong=_free_cap_wrong,
     example=16,
-    wrong_answers=lambda t: [256.0, 64.0] if t < 64 else [0.0, 1.0],
+    wrong_answers=lambda t: [256, 64] if t < 64 else [0, 1],
 )
 
 PAYOFF_SPECS = {"fp32 NCHW": BASE.replace(dtype="fp32", layout="NCHW"), "fp16 NHWC": BASE}
