@@ -55,8 +55,197 @@ def frame(rec, name, **kwargs):
 # ---- the claims, by lesson (each checked on every shipped recording) -------------------------
 
 
+# ---- lessons 05-07: plans, caps and build cost; the race; the lab ------------------------------------
+def _plans_frames(rec):
+    """(request, ok rows) of every recorded plans call in ``rec``."""
+    return [(req, (lambda d: d[d.status == "ok"])(rec.lookup("plans", req))) for req in rec.requests("plans")]
+
+
+@claim(
+    "05",
+    "Put two CUDA events around a single call and you time more than the convolution: the host's launch (Python, the frontend and the driver queue the kernels; for a short kernel that can take as long as the kernel itself), a GPU whose clocks may still be rising from idle, caches the first call has to fill (the kernel's code, the L2), and one draw from a spread you never see.",
+)
+def _launch_as_long_as_a_short_kernel(rec):
+    df = frame(rec, "race_timeline", launch="python", streams=2)
+    launch = float(df[(df.kind == "api") & (df.name == "cudaLaunchKernel")].dur_us.median())
+    shortest = float(df[df.kind == "kernel"].groupby("role").dur_us.median().min())
+    return launch >= shortest, f"median launch {launch:.1f} us, shortest kernel role median {shortest:.1f} us"
+
+
+@claim(
+    "05",
+    "**Exercise 2 (explain).** Why does autotuning pay for itself so much sooner in fp32 NCHW than in fp16 NHWC?",
+)
+def _autotune_pays_off_sooner_in_fp32(rec):
+    base = experiments.BASE
+    f32 = float(
+        frame(
+            rec, "build_cost", spec=base.replace(dtype="fp32", layout="NCHW")
+        ).calls_to_pay_off_autotune.iloc[0]
+    )
+    f16 = float(frame(rec, "build_cost", spec=base).calls_to_pay_off_autotune.iloc[0])
+    return f16 > 10 * f32, f"fp32 NCHW after {f32:,.0f} calls, fp16 NHWC after {f16:,.0f}"
+
+
+@claim(
+    "05",
+    "* One convolution has dozens of plans, and the slowest runs more than ten times as long as the fastest.",
+)
+def _dozens_of_plans_ten_times_apart(rec):
+    out = []
+    for layout in ("NCHW", "NHWC"):
+        ok = frame(rec, "plans", spec=experiments.BASE.replace(layout=layout))
+        ok = ok[ok.status == "ok"]
+        out.append((layout, len(ok), float(ok.gpu_us.max() / ok.gpu_us.min())))
+    return all(n >= 24 and r > 10 for _, n, r in out), out
+
+
+@claim(
+    "05",
+    "* The heuristic's pick is often within a few percent of the fastest plan, and not always the fastest: autotuning finds the fastest, at a price it recovers only over many calls.",
+)
+def _heuristic_close_not_always_best(rec):
+    ratios = []
+    for _, ok in _plans_frames(rec):
+        h, b = ok[ok.heuristic_pick].gpu_us.iloc[0], ok[ok.best].gpu_us.iloc[0]
+        ratios.append(float(h / b))
+    calls = [
+        float(v)
+        for req in rec.requests("build_cost")
+        for v in rec.lookup("build_cost", req).calls_to_pay_off_autotune[:1]
+    ]
+    close = sum(r <= 1.05 for r in ratios)
+    holds = 2 * close >= len(ratios) and any(r > 1 for r in ratios) and all(c > 1000 for c in calls)
+    return (
+        holds,
+        f"{close} of {len(ratios)} picks within 5%, worst {max(ratios):.2f}x; pay-off after {calls} calls",
+    )
+
+
+@claim("05", "A second measurement of the same plan can differ by more than its own spread.")
+def _second_measurement_differs(rec):
+    found = []
+    for req in rec.requests("caps"):
+        cp = rec.lookup("caps", req)
+        unl = cp[(cp.cap_bytes == -1) & (cp.status == "ok")].iloc[0]
+        ok = frame(rec, "plans", spec=experiments.core.ConvSpec.from_dict(req["spec"]))
+        mine = ok[ok.plan_name == unl.best_plan].iloc[0]
+        gap = abs(unl.gpu_us - mine.gpu_us) / mine.gpu_us
+        spread = (mine.gpu_us_p90 - mine.gpu_us_p10) / mine.gpu_us
+        found.append((req["spec"]["dtype"], req["spec"]["layout"], round(gap, 4), round(spread, 4)))
+    return any(g > s for _, _, g, s in found), found
+
+
+@claim(
+    "05",
+    "* Capping the workspace removes plans: below the fastest plan's need the cost can be large, at or above it nothing measurable.",
+)
+def _caps_cost_below_the_need_only(rec):
+    from labkit.experiments import plans_autotune
+
+    bad, large = [], []
+    for req in rec.requests("caps"):
+        cp = experiments.core.from_recording(
+            "caps", rec, **{"spec": experiments.core.ConvSpec.from_dict(req["spec"])}
+        )
+        ok = cp[cp.status == "ok"]
+        noise = plans_autotune.caps_noise(cp)
+        need = int(ok[ok.cap_bytes == -1].workspace_bytes.iloc[0])
+        for r in ok.itertuples():
+            if (r.cap_bytes < 0 or r.cap_bytes >= need) and not noise.holds(r.slowdown_vs_unlimited):
+                bad.append(
+                    (req["spec"]["dtype"], req["spec"]["layout"], r.cap_bytes, r.slowdown_vs_unlimited)
+                )
+            if 0 <= r.cap_bytes < need and r.slowdown_vs_unlimited > 2:
+                large.append(r.slowdown_vs_unlimited)
+        fewer = ok[(ok.cap_bytes >= 0) & (ok.cap_bytes < need)]
+        if (
+            len(fewer)
+            and not (fewer.plans_within_cap < ok[ok.cap_bytes == -1].plans_within_cap.iloc[0]).all()
+        ):
+            bad.append(("no plan removed", req["spec"]["dtype"], req["spec"]["layout"]))
+    return not bad and bool(large), f"costs at or above the need: {bad}; large costs below it: {large}"
+
+
+@claim(
+    "05",
+    "* Build once and cache the graph, and persist the autotuned choice: loading a saved plan takes about a millisecond, far less than building every plan and autotuning again.",
+)
+def _saved_plan_loads_in_a_millisecond(rec):
+    out = []
+    for req in rec.requests("build_cost"):
+        s = rec.lookup("build_cost", req).set_index("stage").seconds
+        load, cold = s["load the winner from disk"], s["build every plan"] + s["autotune (time every plan)"]
+        out.append((round(load * 1e3, 3), round(cold / load)))
+    return all(0.2 <= ms <= 3 and ratio >= 100 for ms, ratio in out), out
+
+
+@claim(
+    "06",
+    "**Why Python launches hide it.** Launching one convolution from Python costs the host longer than the convolution runs on the GPU, so by the time the second stream's kernels are launched, the first stream's have usually finished: the two rarely use the workspace at the same time.",
+)
+def _python_launch_outlasts_the_convolution(rec):
+    df = frame(rec, "race_timeline", launch="python", streams=2)
+    runs = int(df.runs.iloc[0])
+    host = float(df[(df.kind == "api") & (df.name == "cudaLaunchKernel")].dur_us.sum()) / runs
+    gpu = float(df[df.kind == "kernel"].dur_us.sum()) / runs
+    race = frame(rec, "race", launch="python", streams=2, min_runs=1024)
+    shared = race[race.scratchpad == "shared"].iloc[0]
+    rare = shared.mismatches_bitwise <= 0.01 * shared.runs
+    return (
+        host > gpu and rare,
+        f"host {host:.1f} us per convolution, GPU {gpu:.1f} us; python shared {shared.mismatches_bitwise} of {shared.runs}",
+    )
+
+
+@claim(
+    "06", "* One scratchpad per stream, sized for the workspace its plans ask for, corrupted nothing here."
+)
+def _per_stream_scratchpad_corrupts_nothing(rec):
+    rows = [
+        (r.launch, r.streams, r.mismatches_bitwise)
+        for req in rec.requests("race")
+        for r in rec.lookup("race", req).itertuples()
+        if r.scratchpad == "per-stream"
+    ]
+    return bool(rows) and all(m == 0 for *_, m in rows), rows
+
+
 #: (lesson, sentence) pairs with comparative words that compare nothing measured
-NOT_CLAIMS: set = set()
+NOT_CLAIMS: set = {
+    (
+        "05",
+        "**Learning goals** * see every plan cuDNN offers for one convolution: the heuristic pick, the fastest and the slowest; * know why one timed call is not a measurement, and time every plan yourself; * measure what a workspace cap costs, and tell a cost from timing noise; * measure what building a graph costs, what a cache hit saves, and when autotuning pays for itself. cuDNN's heuristics rank the engine configurations that can run a graph; labkit builds all of them, gives each its own workspace, and times each one.",
+    ),
+    ("05", "`deselect_workspace_greater_than(cap)` drops every plan that needs more than `cap` bytes."),
+    (
+        "05",
+        "**When does autotuning pay off?** When the time it saves per call, times the number of calls, exceeds what it cost.",
+    ),
+    ("05", "So labkit times a plan as cuDNN's own C++ autotuner does."),
+    ("05", "The check compares your times with labkit's `autotune`."),
+    (
+        "05",
+        "The chart: on top, the best plan left under each cap (every plan within the cap autotuned); below, its slowdown against no cap, with the band in which separate timings of one plan fall.",
+    ),
+    (
+        "05",
+        "A ratio inside that band is marked *within noise*: no gain or loss those timings can tell apart.",
+    ),
+    (
+        "05",
+        "The same stages for fp32 NCHW: **Exercise 1 (explore).** Move the caps panel above to layout NHWC: which is the smallest recorded cap that costs under 5%?",
+    ),
+    (
+        "07",
+        "In recorded mode the controls offer the recorded values; live, set any convolution you like (an impossible one, say padding larger than the filter reaches, is explained in the panel instead of raising).",
+    ),
+    ("07", "* Compare the strategies on more layers: `python -m labkit bench strategies`."),
+    (
+        "07",
+        "**Exercise 3 (predict, then explore).** Before you move the direction control: for which direction is the slowest plan the most times slower than the fastest?",
+    ),
+}
 
 #: (lesson, sentence) pairs not yet reviewed: each must become a claim, a generated sentence or an
 #: entry of NOT_CLAIMS (this set only shrinks)
@@ -156,57 +345,6 @@ UNREVIEWED: set = {
     (
         "04",
         "* A fused graph still needs a good plan: the heuristic's first pick can be far from the best; autotune it, in the precision you use.",
-    ),
-    (
-        "05",
-        "**Learning goals** * see every plan cuDNN offers for one convolution: the heuristic pick, the fastest and the slowest; * measure what a workspace cap costs; * measure what building a graph costs, what a cache hit saves, and when autotuning pays for itself. cuDNN's heuristics rank the engine configurations that can run a graph; labkit builds all of them, gives each its own workspace, and times each by CUDA-graph replay (warm-up, repeat until stable, stop early when a plan is already far slower than the best).",
-    ),
-    ("05", "`deselect_workspace_greater_than(cap)` drops every plan that needs more than `cap` bytes."),
-    (
-        "05",
-        "Below: the best plan left under each cap (all of them autotuned) and its slowdown against no cap.",
-    ),
-    (
-        "05",
-        "The first build in a process is the slowest; an identical rebuild is cheaper (cuDNN's own caches are warm); a hit in labkit's graph cache is a dictionary lookup.",
-    ),
-    (
-        "05",
-        "**When does autotuning pay off?** When the time it saves per call, times the number of calls, exceeds what it cost.",
-    ),
-    (
-        "05",
-        "In fp32 NCHW the heuristic does not pick the fastest plan: **Exercise 1.** fp16 NCHW: how many times slower is the slowest plan than the fastest?",
-    ),
-    (
-        "05",
-        "**Exercise 2.** fp16 NCHW with the workspace capped at 1 MiB: how many times slower is the best plan that fits than the unlimited best?",
-    ),
-    (
-        "05",
-        "(`'never'` is a valid answer where it never does.) * One convolution has dozens of plans whose times differ by orders of magnitude; the heuristic pick is usually good, not always the best.",
-    ),
-    (
-        "05",
-        "* Capping the workspace removes plans; below the fastest plan's need the cost can be large, above it nothing.",
-    ),
-    (
-        "06",
-        "**Why Python launches hide it.** One Python launch costs the host longer than this small convolution runs on the GPU, so by the time the second stream's kernel is launched, the first stream's has usually finished: the two never use the workspace at the same time.",
-    ),
-    (
-        "06",
-        "**Exercise 2.** With a shared scratchpad on 2 streams, which launch method corrupted fewer outputs: `'graph'` or `'python'`?",
-    ),
-    ("06", "* One scratchpad per stream, sized to the largest plan run there, is safe and cheap."),
-    (
-        "07",
-        "In recorded mode the controls offer the recorded values; live, set any convolution you like (an impossible one, say padding larger than the filter reaches, is explained in the panel instead of raising).",
-    ),
-    ("07", "* Compare the strategies on more layers: `python -m labkit bench strategies`."),
-    (
-        "07",
-        "* [08_same_conv_other_gpu](08_same_conv_other_gpu.ipynb): the same convolutions recorded on an H100 and an H200, side by side, and why only some of them gain.",
     ),
     (
         "08",

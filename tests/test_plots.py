@@ -113,7 +113,8 @@ def test_values_drawn_are_the_dataframes():
 
     pl = experiments.plans(experiments.BASE.replace(layout="NCHW"))
     fig = experiments.CHARTS["plans"](pl)
-    assert list(fig.data[0].y) == list(pl[pl.status == "ok"].gpu_us)
+    assert list(fig.data[0].y) == sorted(pl[pl.status == "ok"].gpu_us)  # one point per plan, fastest first
+    assert len(set(fig.data[0].x)) == len(fig.data[0].x) == len(pl[pl.status == "ok"])
     assert list(fig.data[1].customdata[0][:1]) == [int(pl[pl.heuristic_pick].plan_index.iloc[0])]
     assert fig.data[2].y == (pl[pl.best].gpu_us.iloc[0],)
     assert fig.data[3].y == (pl[pl.worst].gpu_us.iloc[0],)

@@ -66,8 +66,8 @@ def test_panel_builds_with_a_figurewidget_and_recorded_options(name):
                 prefix + f if f in ("dtype", "layout") else f
                 for f in ({"field": ("field", "values"), "workload": ("workload", "repeats")}.get(c, (c,)))
             )
-        if c == "dtype_layout":
-            continue  # compound: checked in test_compound_control
+        if widgets.CONTROLS[c].parts:
+            continue  # compound (dtype_layout, launch_streams): checked in test_compound_control and beside
         assert sorted(opts, key=str) == one_factor_values(name, req, fields), (name, c)
         w = p.widgets[c]
         assert [v for _, v in w.options] == opts
@@ -154,10 +154,15 @@ def test_strategies_and_race_panels():
     s.set(workload="resnet50_fp16_nhwc")
     assert s.df.attrs["request"] == {"workload": "resnet50_fp16_nhwc", "repeats": 3}
     assert list(s.fig.data[0].x) == list(experiments.strategies("resnet50_fp16_nhwc", 3).median_us)
-    r = widgets.RacePanel()
-    r.set(launch="python")
-    assert r.options("streams") == [2]
-    assert list(r.fig.data[0].y) == [0]
+    r = widgets.RacePanel()  # recorded: one control offering exactly the recorded pairs
+    assert r.controls == ["launch_streams"] and sorted(r.options("launch_streams")) == [
+        "graph 2",
+        "graph 4",
+        "python 2",
+    ]
+    r.set(launch_streams="python 2")
+    assert r.df.attrs["request"] == {"launch": "python", "streams": 2, "min_runs": 1024}
+    assert list(r.fig.data[0].y) == [0] and list(r.fig.data[2].y) == [0]  # zero drawn as a mark
 
 
 def test_lab_panel_switches_chart_and_exports_csv(tmp_path):
@@ -220,7 +225,7 @@ def test_update_latency_is_recorded():
     p = widgets.PlansPanel()
     p.set(dtype="bf16")
     assert p.updates >= 2 and p.last_update_ms is not None and p.last_update_ms > 0
-    assert list(p.fig.data[0].y) == list(experiments.plans(experiments.BASE.replace(dtype="bf16")).gpu_us)
+    assert list(p.fig.data[0].y) == sorted(experiments.plans(experiments.BASE.replace(dtype="bf16")).gpu_us)
 
 
 def test_set_rejects_a_value_the_control_cannot_take():

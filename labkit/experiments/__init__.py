@@ -15,8 +15,8 @@ Where things live:
 * one module per lesson topic, holding everything about its experiments: the run functions, their
   charts, the summaries under them, the exercise checks and the calls of the recorded grid
   (`workspace_basics` 01, `workspace_strategies` 02, `precision_layout` 03, `epilogue_fusion` 04,
-  `plans_autotune` 05, `streams` 06, `your_network` 09, `under_the_hood` 10). A large topic is a
-  folder of parts, one concept each (``your_network/``, ``under_the_hood/``: run functions,
+  `plans_autotune` 05, `streams` 06, `lab` 07 (its exercises only), `your_network` 09,
+  `under_the_hood` 10). A large topic is a folder of parts, one concept each (``your_network/``, ``under_the_hood/``: run functions,
   charts, summaries, exercise checks, ...); its ``__init__`` exposes the same names a module would.
 
 To add an experiment: write its run function (``@experiment``), chart, summary and checks in its
@@ -30,6 +30,7 @@ from __future__ import annotations
 from ..errors import InvalidSpec
 from . import (
     epilogue_fusion,
+    lab,
     plans_autotune,
     precision_layout,
     streams,
@@ -109,6 +110,7 @@ TOPICS = (
     epilogue_fusion,
     plans_autotune,
     streams,
+    lab,
     your_network,
     under_the_hood,
 )

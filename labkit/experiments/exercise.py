@@ -111,12 +111,12 @@ class Exercise:
             A `CheckResult` (true when right); its message is printed.
         """
         record = _record(self.name)
+        if answer is None and not reveal:  # the question needs no answer computed (live: nothing measured)
+            return emit(False, self.ask(), lead="no answer yet")
         truth = self.truth()
         if reveal:
             record["revealed"] = True
             return emit(False, f"the answer: {truth!r}. {self.why(truth)}", lead="revealed")
-        if answer is None:
-            return emit(False, self.ask(), lead="no answer yet")
         parsed = self.parse(answer)
         record["tries"] += 1
         if self.judge(parsed, truth):

@@ -14,8 +14,9 @@ import plotly.graph_objects as go
 from ..draw.plots import COLORS, concat, finish, fmt_bytes, new_figure, num
 from ..draw.prose import Text, where
 from ..errors import InvalidSpec, LabkitError
-from .checking import CheckResult, as_flag, as_number, as_word, frame_for, pending, say
+from .checking import CheckResult, emit
 from .core import experiment, result, to_frame
+from .exercise import Exercise, equal, flag, number, one_of, within
 from .panel_config import plain_panel
 
 
@@ -34,24 +35,26 @@ def race(launch: str = "graph", streams: int = 2, min_runs: int = 1024):
     return df
 
 
-def race_all():
-    """Every race the lessons use (graph and Python launch on 2 streams, graph on 4) as one DataFrame."""
-    frames = [
-        result("race", launch=la, streams=st, min_runs=1024)
-        for la, st in (("graph", 2), ("python", 2), ("graph", 4))
-    ]
-    return concat(frames)
+def race_all(cases=None):
+    """Races as one DataFrame: ``cases`` ((launch, streams) pairs), by default every one the
+    lessons use (graph and Python launch on 2 streams, graph on 4)."""
+    cases = cases or (("graph", 2), ("python", 2), ("graph", 4))
+    return concat([result("race", launch=la, streams=st, min_runs=1024) for la, st in cases])
 
 
 # ---- charts --------------------------------------------------------------------------------
+#: the cases the lesson's chart compares: the race itself and the launch that hides it
+LESSON_CASES = (("graph", 2), ("python", 2))
 
 
 def race_chart(df) -> go.Figure:
     """Corrupted outputs with one scratchpad shared by all streams vs one per stream, per launch
-    method. ``df`` may hold several race calls (one x category each).
-    Traces: 0 shared, 1 per-stream."""
+    method. ``df`` may hold several race calls (one x category each). A count of zero is drawn as
+    a flat mark at zero, labelled "0 / runs", in its scratchpad's colour.
+    Traces: 0 shared (bars), 1 per-stream (bars), 2 shared zeros, 3 per-stream zeros."""
     cases = list(dict.fromkeys(f"{r.launch} launch, {int(r.streams)} streams" for r in df.itertuples()))
     fig = new_figure()
+    zeros = []
     for sp, color in (("shared", COLORS["bad"]), ("per-stream", COLORS["good"])):
         sub = df[df["scratchpad"] == sp]
         by = {f"{r.launch} launch, {int(r.streams)} streams": r for r in sub.itertuples()}
@@ -62,26 +65,45 @@ def race_chart(df) -> go.Figure:
                 x=cases,
                 y=y,
                 name=f"{sp} scratchpad",
+                legendgroup=sp,
+                offsetgroup=sp,
                 marker_color=color,
                 text=txt,
                 textposition="outside",
+                cliponaxis=False,
                 hovertemplate="%{x}: %{text} outputs differ from the solo run<extra>" + sp + "</extra>",
             )
         )
-    fig.update_layout(barmode="group")
+        zero = [c for c, v in zip(cases, y) if v == 0]
+        zeros.append(
+            go.Scatter(
+                x=zero,
+                y=[0] * len(zero),
+                mode="markers",
+                name=f"{sp} scratchpad: none corrupted",
+                legendgroup=sp,
+                offsetgroup=sp,
+                showlegend=False,
+                marker=dict(symbol="line-ew-open", size=36, line=dict(width=4, color=color), color=color),
+                cliponaxis=False,
+                hovertemplate="%{x}: no output differs from the solo run<extra>" + sp + "</extra>",
+            )
+        )
+    fig.add_traces(zeros)
+    fig.update_layout(barmode="group", scattermode="group")
     fig.update_xaxes(title_text="how the convolutions were launched")
     # counts of the outputs checked: whole numbers, up to the number checked (an all-zero case then
-    # reads "0 of 1024", not an axis of 0.2, 0.4 ... counts)
+    # reads "0 / 1024", not an axis of 0.2, 0.4 ... counts)
     runs = [float(v) for v in df["runs"] if num(v)] if "runs" in df.columns else []
     fig.update_yaxes(
         title_text="corrupted outputs (count)",
         rangemode="tozero",
         tickformat=",d",
-        **(dict(range=[0, max(runs) * 1.08]) if runs else {}),
+        **(dict(range=[0, max(runs) * 1.12]) if runs else {}),
     )
     label = str(df["spec_label"].iloc[0]) if "spec_label" in df.columns and len(df) else ""
     ws = fmt_bytes(df["workspace_bytes"].iloc[0]) if "workspace_bytes" in df.columns and len(df) else "?"
-    detail = f"{label}, workspace {ws}; every output compared bit for bit with the same convolution run alone"
+    detail = f"{label}, workspace {ws}; each output compared bit for bit with a solo run"
     return finish(fig, df, "Shared vs per-stream scratchpad on concurrent streams", detail, height=440)
 
 
@@ -148,74 +170,236 @@ def race_summary(df) -> Text:
     return Text(" ".join(parts))
 
 
-# ---- exercise checks --------------------------------------------------------------------------------
+# ---- exercises --------------------------------------------------------------------------------
+def _race(launch: str, streams: int):
+    return result("race", launch=launch, streams=streams, min_runs=1024).set_index("scratchpad")
 
 
-def race_mismatches(answer=None, df=None) -> CheckResult:
-    """Lesson 06: with one scratchpad shared by 2 streams and CUDA-graph launches, how many of the
-    outputs were corrupted? (exact)"""
-    df = frame_for(df, "race", launch="graph", streams=2, min_runs=1024)
-    row = df[df["scratchpad"] == "shared"].iloc[0]
-    truth = int(row["mismatches_bitwise"])
-    if answer is None:
-        return pending(
-            "How many outputs did the shared scratchpad corrupt (graph launch, 2 streams)?",
-            "the red bar's label: corrupted / runs.",
-        )
-    a = as_number(answer, "a count", 10)
-    if a == truth:
-        return say(
-            True,
-            f"{truth} of {int(row['runs'])} outputs differ from the solo run (worst relative error "
-            f"{row['worst_rel_error']:.2g}); the per-stream scratchpad: "
-            f"{int(df[df['scratchpad'] == 'per-stream']['mismatches_bitwise'].iloc[0])}.",
-        )
-    return say(False, f"{a:g} is {'too many' if a > truth else 'too few'}; the count is exact.")
+def _python_why(truth: bool) -> str:
+    py, gr = _race("python", 2), _race("graph", 2)
+    return (
+        f"Python launches: {int(py.loc['shared', 'mismatches_bitwise'])} of {int(py.loc['shared', 'runs'])} "
+        "outputs corrupted with one shared scratchpad; CUDA graphs: "
+        f"{int(gr.loc['shared', 'mismatches_bitwise'])} of {int(gr.loc['shared', 'runs'])}. One launch from "
+        "Python costs the host longer than this small convolution runs, so the two streams' kernels rarely "
+        "run at the same time: the bug is there, hidden, and a change of timing can bring it out."
+    )
 
 
-def race_hidden_by(answer: Optional[str] = None, df=None) -> CheckResult:
-    """Lesson 06: which launch method ('graph' or 'python') corrupted fewer outputs with a shared
-    scratchpad (2 streams)?"""
-    df = df if df is not None else race_all()
-    sh = df[(df["scratchpad"] == "shared") & (df["streams"] == 2)].set_index("launch")["mismatches_bitwise"]
-    if answer is None:
-        return pending(
-            "With a shared scratchpad, which launch method corrupted fewer outputs: 'graph' or 'python'?",
-            "compare the red bars of the two 2-stream cases.",
-        )
-    a = as_word(answer, "a launch method", "graph").lower()
-    if a not in sh.index:
-        raise InvalidSpec("answer", answer, f"must be one of {', '.join(sh.index)}")
-    fewest = sh[sh == sh.min()].index.tolist()
-    if a in fewest:
-        return say(
-            True,
-            f"{a}: {int(sh[a])} corrupted vs {int(sh.drop(a).iloc[0]) if len(sh) > 1 else '-'}. A Python "
-            "launch takes longer than this small convolution runs, so the streams rarely overlap: the bug "
-            "hides, it is not absent.",
-        )
-    return say(False, "which launch method lets the two streams' kernels actually run at the same time?")
+race_python_prediction = Exercise(
+    name="race_python_prediction",
+    lesson="06",
+    kind="predict",
+    question=(
+        "Predict before the chart: one scratchpad shared by 2 streams, every convolution launched from "
+        "Python (no CUDA graph). Will any of the outputs be corrupted? True or False."
+    ),
+    truth=lambda: bool(_race("python", 2).loc["shared", "mismatches_bitwise"] > 0),
+    parse=flag("any output corrupted?"),
+    judge=equal,
+    why=_python_why,
+    hints=(
+        "a corruption needs two streams' kernels using the workspace at the same moment.",
+        "how long does one Python launch take on the host, against how long this small convolution runs on "
+        "the GPU?",
+    ),
+)
 
 
-def scratchpad_shared_flag(answer: Optional[bool] = None, df=None) -> CheckResult:
-    """Lesson 06: oneDNN's user-scratchpad mode hands one buffer to every primitive; run those
-    primitives on concurrent streams and you reproduce the race. Which
-    ``labkit.gpu.workspace.Scratchpad(shared=...)`` is that? (True/False)"""
-    df = df if df is not None else frame_for(None, "race", launch="graph", streams=2, min_runs=1024)
-    s = df.set_index("scratchpad")["mismatches_bitwise"]
-    if answer is None:
-        return pending(
-            "Scratchpad(shared=True) or Scratchpad(shared=False) for one buffer used by all streams?",
-            "'shared' is one buffer for every stream.",
+def _four_why(truth: float) -> str:
+    four, two = _race("graph", 4), _race("graph", 2)
+    return (
+        f"{int(truth)} of {int(four.loc['shared', 'runs'])} with 4 streams, against "
+        f"{int(two.loc['shared', 'mismatches_bitwise'])} of {int(two.loc['shared', 'runs'])} with 2: more "
+        "streams overlapping on one workspace leave fewer outputs untouched. One scratchpad per stream: "
+        f"{int(four.loc['per-stream', 'mismatches_bitwise'])}."
+    )
+
+
+race_four_streams = Exercise(
+    name="race_four_streams",
+    lesson="06",
+    kind="explore",
+    question=(
+        "Set the race panel to graph launch on 4 streams: how many outputs did the shared scratchpad corrupt?"
+    ),
+    truth=lambda: int(_race("graph", 4).loc["shared", "mismatches_bitwise"]),
+    parse=number("a count of outputs"),
+    judge=within(0.02),
+    why=_four_why,
+    hints=(
+        "the race panel's launch · streams control offers every recorded pair: pick 'graph 4'.",
+        "read the red bar's label: corrupted / checked.",
+    ),
+    wrong=lambda a, t: "Too many." if a > t else "Too few.",
+    example=100,
+    wrong_answers=lambda t: [round(t / 2), t + 100],
+)
+
+RACE_REASONS = {
+    "other_kernel": "A CUDA graph runs a different kernel, one that uses its workspace unsafely.",
+    "python_syncs": "Python launches wait for each convolution to finish before launching the next one.",
+    "overlap": "A CUDA graph launches a whole batch at once, so both streams' kernels run at the same time "
+    "and overwrite each other's scratch data; from Python, one launch takes longer than a convolution runs.",
+    "small_workspace": "The captured graph keeps a workspace that is too small for the plan.",
+}
+
+
+def _reasons_wrong(answer: str, truth: str) -> Optional[str]:
+    gr = _race("graph", 2)
+    if answer == "other_kernel":
+        return (
+            f"Both launch methods run plan {int(gr['plan_index'].iloc[0])} of the same graph (the race "
+            "table's plan_index column): the same kernels."
         )
-    a = as_flag(answer, "shared=?")
-    if a:
-        return say(
-            True,
-            f"shared=True is one buffer for all streams: {int(s['shared'])} corrupted outputs here; "
-            f"shared=False (one per stream, what oneDNN asks of concurrent users): {int(s['per-stream'])}.",
+    if answer == "python_syncs":
+        return (
+            "labkit launches every convolution of a round on both streams before it waits for any "
+            "(`concurrency.scratchpad_race`): nothing synchronises between launches."
         )
-    return say(False, "shared=False gives each stream its own buffer; that is the safe mode, not the race.")
+    if answer == "small_workspace":
+        return (
+            f"Every workspace is {fmt_bytes(gr['workspace_bytes'].iloc[0])}, what the plan asks for; one "
+            "per stream, captured the same way, corrupted "
+            f"{int(gr.loc['per-stream', 'mismatches_bitwise'])}."
+        )
+    return None
+
+
+race_reason = Exercise(
+    name="race_reason",
+    lesson="06",
+    kind="explain",
+    question=(
+        "Why does the shared scratchpad corrupt many outputs under CUDA graphs, and few or none with "
+        "Python launches?"
+    ),
+    truth=lambda: "overlap",
+    parse=one_of(tuple(RACE_REASONS), "one of the reasons"),
+    judge=equal,
+    why=lambda t: _python_why(False),
+    hints=(
+        "what has to happen at the same moment for one stream to overwrite another's scratch data?",
+        "compare what the host does between two launches with how long one convolution runs.",
+    ),
+    wrong=_reasons_wrong,
+    choices=RACE_REASONS,
+)
+
+
+# ---- hands-on: reproduce the race ---------------------------------------------------------------
+#: the reference solution of the hands-on cell ``%%handson scratchpad_race`` (`labkit.session.handson`)
+SCRATCHPAD_RACE = '''\
+import cupy
+import numpy
+
+from labkit.gpu import concurrency, engine
+from labkit.gpu.measure import capture
+
+graph = engine.get_graph(concurrency.RACE_SPEC)  # a small fp16 NCHW convolution
+plan = next(p for p in graph.runnable if p.workspace_bytes > 0)  # a plan that uses a workspace
+
+
+def race(shared, convs=64, rounds=8):
+    """(corrupted outputs, outputs checked): 2 streams, one CUDA graph of `convs` calls each,
+    one workspace for both streams (shared) or one each; outputs compared with a solo run."""
+    streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(2)]
+    ops = [engine.Operands(graph.spec, seed=i) for i in range(2)]
+    role = ops[0].output_role
+    solo = []
+    for o in ops:  # each stream's answer alone, with a workspace of its own
+        alone = cupy.empty(plan.workspace_bytes, dtype=cupy.uint8)
+        graph.execute(o.arrays, alone.data.ptr, plan.index)
+        cupy.cuda.Device().synchronize()
+        solo.append(o.arrays[role].copy())
+    workspaces = [cupy.empty(plan.workspace_bytes, dtype=cupy.uint8) for _ in range(1 if shared else 2)]
+    outs = [cupy.empty((convs,) + solo[0].shape, dtype=solo[0].dtype) for _ in range(2)]
+    graphs = []
+    for i, s in enumerate(streams):
+        ws = workspaces[0 if shared else i].data.ptr
+        calls = [graph.bind({**ops[i].arrays, role: outs[i][j]}, ws, plan.index, s) for j in range(convs)]
+        graphs.append(capture(lambda calls=calls: [c.run() for c in calls], s, 1))
+    corrupted = 0
+    for _ in range(rounds):
+        for o in outs:
+            o.view(cupy.uint8)[...] = 0xFF  # an output left unwritten cannot pass
+        cupy.cuda.Device().synchronize()
+        for g, s in zip(graphs, streams):  # both graphs in flight at once
+            g.launch(s)
+        for s in streams:
+            s.synchronize()
+        for i in range(2):
+            got = outs[i].reshape(convs, -1).view(cupy.uint8)
+            want = solo[i].reshape(1, -1).view(cupy.uint8)
+            corrupted += int(numpy.count_nonzero((got != want).sum(axis=1).get()))
+    for s in streams:
+        engine.release_handle(s)
+    return corrupted, rounds * 2 * convs
+
+
+my_race.update(shared=race(True), per_stream=race(False))
+'''
+HANDS_ON = {
+    "scratchpad_race": ("a CUDA GPU with cuDNN (live mode)", SCRATCHPAD_RACE),
+}
+
+
+def race_reproduced(counts) -> CheckResult:
+    """Check a learner's reproduction of the race (hands-on ``scratchpad_race``).
+
+    Args:
+        counts: ``{"shared": (corrupted, checked), "per_stream": (corrupted, checked)}``: outputs
+            that differ from the solo run, and outputs checked, with one workspace shared by both
+            streams and with one per stream.
+
+    Returns:
+        A `CheckResult`: right when the shared workspace corrupted outputs and one per stream did
+        not; the message names the race as reproduced, hidden (none corrupted) or wrongly counted.
+    """
+    from .. import env
+
+    m = env.mode()
+    if not m.live:
+        return emit(
+            False,
+            f"this check needs your race run on the GPU; labkit is in recorded mode ({m.reason}).",
+            "skipped",
+        )
+    try:
+        (bad, runs), (safe_bad, safe_runs) = counts["shared"], counts["per_stream"]
+        bad, runs, safe_bad, safe_runs = (int(v) for v in (bad, runs, safe_bad, safe_runs))
+    except (KeyError, TypeError, ValueError):
+        return emit(
+            False,
+            "my_race needs shared=(corrupted, checked) and per_stream=(corrupted, checked).",
+            "no answer yet",
+        )
+    if min(runs, safe_runs) <= 0 or not (0 <= bad <= runs and 0 <= safe_bad <= safe_runs):
+        raise InvalidSpec(
+            "my_race", counts, "each count is (corrupted, checked) with 0 <= corrupted <= checked > 0"
+        )
+    if safe_bad:
+        return emit(
+            False,
+            f"one workspace per stream corrupted {safe_bad} of {safe_runs}: that should never happen. Does "
+            "each stream get its own workspace, and is each output compared with its own stream's solo run?",
+        )
+    ref = _race("graph", 2)
+    theirs = (
+        f"labkit's run of the same race: {int(ref.loc['shared', 'mismatches_bitwise'])} of "
+        f"{int(ref.loc['shared', 'runs'])}"
+    )
+    if not bad:
+        return emit(
+            False,
+            f"the race is not reproduced: the shared workspace corrupted 0 of {runs} ({theirs}). Launch both "
+            "streams' graphs before waiting for either, so their kernels overlap.",
+        )
+    return emit(
+        True,
+        f"race reproduced: the shared workspace corrupted {bad} of {runs} outputs, one per stream "
+        f"{safe_bad} of {safe_runs} ({theirs}).",
+    )
 
 
 # ---- the recorded grid ---------------------------------------------------------------------------
@@ -229,8 +413,8 @@ def recorded_calls(quick: bool = False) -> list:
 
 
 LESSON = "06"
-CHARTS = {"race": (race_chart, 2, race_summary)}
-EXERCISES = (race_mismatches, race_hidden_by, scratchpad_shared_flag)
+CHARTS = {"race": (race_chart, 4, race_summary)}
+EXERCISES = (race_python_prediction, race_four_streams, race_reason)
 #: experiment -> its lesson panel (`labkit.present.widgets.panel`)
 PANELS = {
     "race": plain_panel(
@@ -238,6 +422,9 @@ PANELS = {
         "Scratchpad race",
         dict(launch="graph", streams=2),
         "graph launch, 2 streams",
-        lambda s: dict(launch=s["launch"], streams=s["streams"], min_runs=1024),
+        lambda s: dict(launch=s["launch"], streams=int(s["streams"]), min_runs=1024),
+        # recorded: one control listing the recorded pairs, so no launch is offered with a
+        # number of streams it was not recorded with
+        recorded_controls=("launch_streams",),
     )
 }

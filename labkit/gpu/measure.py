@@ -182,9 +182,9 @@ def graph_replay(
     reached; stops as soon as the median is above ``stop_above_us`` (autotune's early stop: a plan
     already 3x slower than the best so far needs no more samples to be known slower; one sample
     can be enough), and (``eager_stop``) raises `TooSlow` without capturing when the eager call
-    alone is over `EAGER_STOP_FACTOR` x ``stop_above_us``. ``budget``: checked between the parts (warm-up,
-    each captured call, each replay); a spent budget raises `labkit.TimedOut`, except after the
-    first sample, where it ends the repeats (``samples`` says how many)."""
+    alone is over `EAGER_STOP_FACTOR` x ``stop_above_us``. ``budget``: checked between the parts
+    (warm-up, each captured call, each replay); a spent budget raises `labkit.TimedOut`, except
+    after the first sample, where it ends the repeats (``samples`` says how many)."""
     _positive("repeats", repeats)
     _positive("calls", calls)
     start, end = cupy.cuda.Event(), cupy.cuda.Event()

@@ -198,6 +198,19 @@ class LabPanel(Panel):
             self.switch(chart)
         super().set(**changes)
 
+    @property
+    def controls(self) -> list:
+        """The names `set` accepts: ``chart`` and the controls of the chart on screen."""
+        return ["chart", *self.controls_state.shown]
+
+    def options(self, name: str) -> list:
+        """The values control ``name`` offers now; for ``chart``, the experiments the lab draws."""
+        return list(SPEC_EXPERIMENTS) if name == "chart" else super().options(name)
+
+    def value(self, name: str):
+        """Control ``name``'s value on screen (``chart``: the experiment drawn)."""
+        return self.chart.value if name == "chart" else super().value(name)
+
 
 _NAMED = {
     cls.experiment: cls

@@ -7,8 +7,8 @@ and says so, with what it needs. With ``LABKIT_HANDSON=reference`` (the live not
 hands-on's reference solution runs in the cell's place, so every later cell finds what a learner
 who solved it would have made.
 
-Reference solutions are registered with `reference` beside the lesson's experiments (as source
-text, so the teacher's `labkit.present.check.solutions` can show them).
+Reference solutions are registered with `reference`; a lesson's topic module holds its own as
+data (``HANDS_ON = {name: (needs, source)}`` beside its experiments), registered by `from_topics`.
 """
 
 from __future__ import annotations
@@ -50,11 +50,27 @@ def reference(name: str, lesson: str, source: str, needs: str = "a CUDA GPU (liv
     return h
 
 
+def from_topics() -> int:
+    """Register every hands-on a lesson topic module lists (``HANDS_ON = {name: (needs, source)}``
+    in `labkit.experiments.TOPICS`) and is not registered yet. Returns how many it registered."""
+    from .. import experiments
+
+    added = 0
+    for topic in experiments.TOPICS:
+        for name, (needs, source) in getattr(topic, "HANDS_ON", {}).items():
+            if name not in HANDS_ON:
+                reference(name, topic.LESSON, source, needs)
+                added += 1
+    return added
+
+
 def run(name: str, cell: str, namespace: dict) -> bool:
     """Run a hands-on cell: live, ``cell`` (or the reference with ``LABKIT_HANDSON=reference``)
     in ``namespace``; recorded, nothing. Returns whether it ran."""
     from .. import env
 
+    if name not in HANDS_ON:
+        from_topics()
     if name not in HANDS_ON:
         raise InvalidSpec(
             "hands-on", name, f"must be one of {', '.join(sorted(HANDS_ON)) or '(none registered)'}"
@@ -62,7 +78,13 @@ def run(name: str, cell: str, namespace: dict) -> bool:
     h = HANDS_ON[name]
     m = env.mode()
     if not m.live:
-        print(f"skipped: this hands-on cell runs on {h.needs}; labkit is in recorded mode ({m.reason}).")
+        from ..experiments.checking import wrapped
+
+        print(
+            wrapped(
+                f"skipped: this hands-on cell runs on {h.needs}; labkit is in recorded mode ({m.reason})."
+            )
+        )
         return False
     source = h.source if os.environ.get("LABKIT_HANDSON", "").strip().lower() == "reference" else cell
     exec(compile(source, f"<hands-on {name}>", "exec"), namespace)  # noqa: S102 - the learner's own cell

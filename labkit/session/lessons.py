@@ -21,7 +21,12 @@ from .. import experiments
 from ..draw.prose import Text, table  # noqa: F401
 from ..errors import InvalidSpec, LabkitError
 from ..experiments.epilogue_fusion import fusion_summary  # noqa: F401  (the summaries, by the names notebooks use)
-from ..experiments.plans_autotune import build_cost_summary, caps_summary, plans_summary  # noqa: F401
+from ..experiments.plans_autotune import (  # noqa: F401
+    build_cost_summary,
+    caps_summary,
+    plans_summary,
+    timing_noise_summary,
+)
 from ..experiments.precision_layout import layout_summary, precision_summary, roofline_summary  # noqa: F401
 from ..experiments.streams import race_all, race_summary  # noqa: F401
 from ..experiments.workspace_basics import algorithms_summary, sweep_summary, workspace_sizes_summary  # noqa: F401

@@ -96,6 +96,7 @@ CONTROLS: Dict[str, ControlDef] = {
         ControlDef("streams", "streams", "choice", (2, 3, 4, 8)),
         ControlDef("field", "swept field", "choice", tuple(SWEEP_VALUES), derived=("values",)),
         ControlDef("dtype_layout", "dtype · layout", "choice", parts=("dtype", "layout")),
+        ControlDef("launch_streams", "launch · streams", "choice", parts=("launch", "streams")),
         ControlDef("net", "network", "choice", tuple(PRESETS)),
         ControlDef("batch", "batch", "int", hi=4096),
     )

@@ -1,0 +1,206 @@
+"""Lesson 07, the lab: exercises answered only by moving the lab panel's controls
+(`labkit.present.widgets.LabPanel`).
+
+The lab draws the other lessons' experiments for any convolution, so this topic has no experiment,
+chart or recorded call of its own: only its exercises, each computed from the same results the lab
+draws (`core.result`: recorded, or measured on this GPU)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from ..draw.plots import fmt_bytes, ok_rows
+from .core import BASE, result
+from .exercise import Exercise, equal, one_of
+
+LESSON = "07"
+#: the dtypes and directions the lab's plans chart reaches from its base (fp16 NHWC fprop), recorded
+DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8_e4m3")
+DIRECTIONS = ("fprop", "dgrad", "wgrad")
+
+
+def _plans(**change):
+    return ok_rows(result("plans", spec=BASE.replace(**change)))
+
+
+# ---- explore: which dtype runs the fewest plans ---------------------------------------------------
+def _plan_counts() -> dict:
+    return {d: len(_plans(dtype=d)) for d in DTYPES}
+
+
+def _fewest_why(truth: str) -> str:
+    counts = _plan_counts()
+    return (
+        f"{truth} runs {counts[truth]} plans at this shape (NHWC), against "
+        + ", ".join(f"{d} {n}" for d, n in counts.items() if d != truth)
+        + ". Fewer plans: fewer kernels cuDNN has for that precision at this shape, less for autotuning to "
+        "choose from."
+    )
+
+
+lab_fewest_plans = Exercise(
+    name="lab_fewest_plans",
+    lesson=LESSON,
+    kind="explore",
+    question=(
+        "In the lab, chart 'plans' (the base convolution, NHWC, fprop): move dtype. Which dtype has the "
+        "fewest plans that run?"
+    ),
+    truth=lambda: min(_plan_counts().items(), key=lambda kv: kv[1])[0],
+    parse=one_of(DTYPES, "a dtype"),
+    judge=lambda answer, truth: _plan_counts()[answer] == _plan_counts()[truth],
+    why=_fewest_why,
+    hints=(
+        "the plans chart's subtitle says how many plans were timed.",
+        "try every value of the dtype control; the fewest points on the chart wins.",
+    ),
+    wrong=lambda a, t: f"{a} runs {_plan_counts()[a]} plans: another dtype runs fewer.",
+    example="bf16",
+    wrong_answers=lambda t: [d for d, n in _plan_counts().items() if n != _plan_counts()[t]][:2],
+)
+
+
+# ---- explore: which direction has the most plans needing no workspace ----------------------------
+def _zero_counts() -> dict:
+    return {d: int((_plans(direction=d)["workspace_bytes"] == 0).sum()) for d in DIRECTIONS}
+
+
+lab_zero_workspace = Exercise(
+    name="lab_zero_workspace",
+    lesson=LESSON,
+    kind="explore",
+    question=(
+        "In the lab, chart 'plans' (fp16 NHWC): move direction. Which direction has the most plans that "
+        "need no workspace at all?"
+    ),
+    truth=lambda: max(_zero_counts().items(), key=lambda kv: kv[1])[0],
+    parse=one_of(DIRECTIONS, "a direction"),
+    judge=lambda answer, truth: _zero_counts()[answer] == _zero_counts()[truth],
+    why=lambda t: (
+        "plans needing 0 B: "
+        + ", ".join(f"{d} {n} of {len(_plans(direction=d))}" for d, n in _zero_counts().items())
+        + "."
+    ),
+    hints=(
+        "the plans chart's lower panel writes '0 B' above every plan that needs no workspace.",
+        "count the '0 B' labels for each value of the direction control.",
+    ),
+    wrong=lambda a, t: f"{a} has {_zero_counts()[a]} such plans: another direction has more.",
+    example="fprop",
+    wrong_answers=lambda t: [d for d, n in _zero_counts().items() if n != _zero_counts()[t]],
+)
+
+
+# ---- predict: where the plans spread most ------------------------------------------------------------
+def _spreads() -> dict:
+    out = {}
+    for d in DIRECTIONS:
+        ok = _plans(direction=d)
+        out[d] = float(ok["gpu_us"].max() / ok["gpu_us"].min())
+    return out
+
+
+lab_widest_spread = Exercise(
+    name="lab_widest_spread",
+    lesson=LESSON,
+    kind="predict",
+    question=(
+        "Predict, then check by moving the lab's direction control (chart 'plans', fp16 NHWC): for which "
+        "direction is the slowest plan the most times slower than the fastest?"
+    ),
+    truth=lambda: max(_spreads().items(), key=lambda kv: kv[1])[0],
+    parse=one_of(DIRECTIONS, "a direction"),
+    judge=equal,
+    why=lambda t: (
+        "slowest over fastest plan: "
+        + ", ".join(f"{d} {r:,.0f}x" for d, r in _spreads().items())
+        + ". The log axis of the plans chart shows it as the height between the first and the last point."
+    ),
+    hints=(
+        "a direction whose plans include very slow fallbacks spreads most.",
+        "on each direction's plans chart, compare the lowest and the highest point (a log axis).",
+    ),
+    example="fprop",
+    wrong_answers=lambda t: [d for d in DIRECTIONS if d != t],
+)
+
+
+# ---- explain: a cap that costs nothing ---------------------------------------------------------------
+FP32_NCHW = BASE.replace(dtype="fp32", layout="NCHW")
+FREE_CAP_REASONS = {
+    "caps_ignored": "cuDNN ignores workspace caps in fp32.",
+    "noise_hides": "The cap does cost time, but the timing noise hides it.",
+    "best_needs_none": "The fastest plan for fp32 NCHW needs no workspace at all, so no cap removes it.",
+    "no_tensor_cores": "fp32 runs without tensor cores, and such plans never use a workspace.",
+}
+
+
+def _free_cap():
+    caps = ok_rows(result("caps", spec=FP32_NCHW)).set_index("cap_bytes")
+    return caps, caps.loc[-1], caps.loc[0]
+
+
+def _free_cap_truth() -> str:
+    _, unl, _ = _free_cap()
+    return "best_needs_none" if int(unl.workspace_bytes) == 0 else "noise_hides"
+
+
+def _free_cap_why(truth: str) -> str:
+    _, unl, zero = _free_cap()
+    return (
+        f"with no cap the fastest plan is {unl.best_plan}, which needs {fmt_bytes(unl.workspace_bytes)}; "
+        f"under the 0 B cap the best plan is {zero.best_plan} again ({zero.slowdown_vs_unlimited:.3f}x): "
+        f"the cap removed {int(unl.plans_within_cap - zero.plans_within_cap)} plans, none of them the "
+        "fastest."
+    )
+
+
+def _free_cap_wrong(answer: str, truth: str) -> Optional[str]:
+    _, unl, zero = _free_cap()
+    dropped = int(unl.plans_within_cap - zero.plans_within_cap)
+    if answer == "caps_ignored":
+        return (
+            f"The 0 B cap left {int(zero.plans_within_cap)} of {int(unl.plans_within_cap)} plans: it did "
+            "remove some."
+        )
+    if answer == "noise_hides":
+        return (
+            f"Under the 0 B cap the best plan is {zero.best_plan}, the same plan as with no cap: no cost to "
+            "hide."
+        )
+    if answer == "no_tensor_cores":
+        need = int(_plans(dtype="fp32", layout="NCHW")["workspace_bytes"].max())
+        return (
+            f"fp32 NCHW has plans that need a workspace (up to {fmt_bytes(need)}); the 0 B cap dropped "
+            f"{dropped}."
+        )
+    return None
+
+
+lab_free_cap = Exercise(
+    name="lab_free_cap",
+    lesson=LESSON,
+    kind="explain",
+    question=(
+        "In the lab, chart 'caps' with dtype fp32 and layout NCHW: even the 0 B cap costs nothing "
+        "measurable. Why?"
+    ),
+    truth=_free_cap_truth,
+    parse=one_of(tuple(FREE_CAP_REASONS), "one of the reasons"),
+    judge=equal,
+    why=_free_cap_why,
+    hints=(
+        "hover over the caps chart's bars: which plan is the best under each cap, and what does it need?",
+        "compare the best plan under 0 B with the best plan with no cap.",
+    ),
+    wrong=_free_cap_wrong,
+    choices=FREE_CAP_REASONS,
+)
+
+CHARTS: dict = {}
+EXERCISES = (lab_fewest_plans, lab_zero_workspace, lab_widest_spread, lab_free_cap)
+
+
+def recorded_calls(quick: bool = False) -> list:
+    """The lab records nothing of its own: it draws the other lessons' recorded calls."""
+    return []

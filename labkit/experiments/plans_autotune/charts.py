@@ -1,0 +1,359 @@
+"""Lesson 05's charts: every plan (time and workspace), what a workspace cap costs (with the timing
+noise), and what each build stage costs."""
+
+from __future__ import annotations
+
+import math
+
+import plotly.graph_objects as go
+
+from ...draw.plots import (
+    COLORS,
+    finish,
+    first_value,
+    fmt_bytes,
+    fmt_seconds,
+    fmt_us,
+    grid,
+    isnan,
+    log_axis,
+    new_figure,
+    nice_step,
+    not_ok_note,
+    num,
+    ok_rows,
+    request_spec,
+    shape_label,
+    size_unit,
+    tick_seconds,
+)
+from ...gpu.plan_checks import is_wrong
+from .noise import caps_noise
+from .runs import BUILD_STAGES
+
+#: the plans chart: GPU time of every plan (top), the workspace each needs (bottom), plans side by side
+PLANS_GRID = grid(rows=2, cols=1, shared_xaxes=True, row_heights=[0.66, 0.34], vertical_spacing=0.07)
+
+
+def plans_chart(df) -> go.Figure:
+    """Every plan, fastest to slowest: its GPU time (top, log, with the 10th-90th percentile of its
+    repeated timings) and the workspace it needs (bottom); the heuristic pick, the best and the
+    worst highlighted. One position per plan, so every plan timed is one visible point.
+    Traces: 0 all plans, 1 heuristic pick, 2 best, 3 worst, 4 workspace bars."""
+    ok = ok_rows(df).sort_values(["gpu_us", "plan_index"], kind="stable")
+    rank = {int(i): k for k, i in enumerate(ok["plan_index"], 1)}
+    div, unit = size_unit(ok["workspace_bytes"])
+
+    def pts(mask):
+        sub = ok[mask] if mask is not None else ok
+        return dict(
+            x=[rank[int(i)] for i in sub["plan_index"]],
+            y=[num(v) for v in sub["gpu_us"]],
+            text=[str(p) for p in sub["plan_name"]],
+            customdata=[[int(i), fmt_bytes(w)] for i, w in zip(sub["plan_index"], sub["workspace_bytes"])],
+        )
+
+    hover = (
+        "plan %{customdata[0]} %{text}<br>%{y:.1f} us, workspace "
+        "%{customdata[1]}<extra>%{fullData.name}</extra>"
+    )
+    spread = {}
+    if {"gpu_us_p10", "gpu_us_p90"} <= set(ok.columns):
+        spread = dict(
+            error_y=dict(
+                type="data",
+                array=[
+                    max(0.0, (num(h) or 0) - (num(m) or 0)) for h, m in zip(ok["gpu_us_p90"], ok["gpu_us"])
+                ],
+                arrayminus=[
+                    max(0.0, (num(m) or 0) - (num(lo) or 0)) for lo, m in zip(ok["gpu_us_p10"], ok["gpu_us"])
+                ],
+                color=COLORS["dark"],
+                thickness=1,
+                width=2,
+            )
+        )
+    fig = new_figure(**PLANS_GRID)
+    fig.add_trace(
+        go.Scatter(
+            mode="markers",
+            name="every plan (bar: 10th-90th percentile of its timings)",
+            marker=dict(size=7, color=COLORS["muted"]),
+            hovertemplate=hover,
+            **spread,
+            **pts(None),
+        ),
+        row=1,
+        col=1,
+    )
+    # the fastest plan is an open diamond drawn around its point, so a heuristic pick that is the
+    # same plan still shows its star inside
+    for col, name, sym, color, size, line in (
+        ("heuristic_pick", "heuristic pick", "star", COLORS["secondary"], 15, dict(width=1, color="white")),
+        (
+            "best",
+            "fastest (autotuned)",
+            "diamond-open",
+            COLORS["good"],
+            20,
+            dict(width=3, color=COLORS["good"]),
+        ),
+        ("worst", "slowest", "x", COLORS["bad"], 12, dict(width=1, color="white")),
+    ):
+        mask = ok[col].astype(bool) if col in ok.columns else ok["plan_index"] < 0
+        fig.add_trace(
+            go.Scatter(
+                mode="markers",
+                name=name,
+                marker=dict(size=size, color=color, symbol=sym, line=line),
+                hovertemplate=hover,
+                **pts(mask),
+            ),
+            row=1,
+            col=1,
+        )
+    ws = [float(w) for w in ok["workspace_bytes"]]
+    top = max(ws, default=0.0)
+    # zero, and sizes too small to see beside the largest, are written out ("0 B", "2.3 KiB")
+    labels = [fmt_bytes(w) if w == 0 or w < 0.03 * top else "" for w in ws]
+    fig.add_trace(
+        go.Bar(
+            x=[rank[int(i)] for i in ok["plan_index"]],
+            y=[w / div for w in ws],
+            name="workspace the plan needs",
+            marker_color=COLORS["primary"],
+            text=labels,
+            textposition="outside",
+            textangle=-90,
+            constraintext="none",
+            cliponaxis=False,
+            textfont=dict(size=10),
+            customdata=[
+                [int(i), str(p), fmt_bytes(w)] for i, p, w in zip(ok["plan_index"], ok["plan_name"], ws)
+            ],
+            hovertemplate="plan %{customdata[0]} %{customdata[1]}: workspace %{customdata[2]}<extra></extra>",
+        ),
+        row=2,
+        col=1,
+    )
+    n_ok = len(ok)
+    ticks = sorted({1, n_ok, *range(5, n_ok, 5)}) if n_ok else []
+    fig.update_xaxes(tickmode="array", tickvals=ticks, range=[0.3, n_ok + 0.7], row=1, col=1)
+    fig.update_xaxes(
+        title_text="plans, fastest to slowest (rank; hover for the plan)",
+        tickmode="array",
+        tickvals=ticks,
+        range=[0.3, n_ok + 0.7],
+        row=2,
+        col=1,
+    )
+    axis = log_axis(ok["gpu_us"])
+    if axis.get("range"):  # room under the fastest plan's diamond
+        axis["range"] = [axis["range"][0] - 0.08, axis["range"][1]]
+    fig.update_yaxes(title_text="GPU time per call (us, log)", type="log", **axis, row=1, col=1)
+    fig.update_yaxes(
+        title_text=f"workspace ({unit})", rangemode="tozero", range=[0, (top / div or 1) * 1.45], row=2, col=1
+    )
+    spec = request_spec(df)
+    n_all = len(df)
+    detail = (
+        f"{spec.dtype} {spec.layout} {spec.direction} {shape_label(spec)}: {n_ok} plans timed, one point each"
+        if spec
+        else ""
+    )
+    n_wrong = int(df["status"].map(is_wrong).sum()) if "status" in df.columns else 0
+    notes = (
+        [f"{n_wrong} of {n_all} plans computed wrong results (checked vs float64): not timed"]
+        if n_wrong
+        else []
+    )
+    if n_all - n_ok - n_wrong:
+        notes.append(f"{n_all - n_ok - n_wrong} of {n_all} plans could not be timed")
+    note = "; ".join(notes)
+    return finish(
+        fig,
+        df,
+        "Every plan cuDNN offers: GPU time and workspace",
+        detail,
+        note=note,
+        height=560,
+        legend_rows=2,
+    )
+
+
+def cap_label(cap_bytes) -> str:
+    c = int(cap_bytes)
+    return "unlimited" if c < 0 else fmt_bytes(c)
+
+
+#: the caps chart: the best time under each cap (top), its ratio to the unlimited best (bottom)
+CAPS_GRID = grid(rows=2, cols=1, shared_xaxes=True, row_heights=[0.5, 0.5], vertical_spacing=0.1)
+
+
+def caps_chart(df) -> go.Figure:
+    """Best plan under each workspace cap (top) and its slowdown against no cap (bottom), with the
+    band within which separate timings of one plan differ (`caps_noise`): a ratio inside it is
+    labelled so, never read as a gain or a loss.
+    Traces: 0 best GPU time (us, bars), 1 slowdown (x, dots), 2 noise band."""
+    labels = [cap_label(c) for c in df["cap_bytes"]]
+    ok = list((df["status"] == "ok") if "status" in df.columns else [True] * len(df))
+    t = [num(v) if k else None for v, k in zip(df["gpu_us"] if "gpu_us" in df else [None] * len(df), ok)]
+    sd = [
+        num(v) if k else None
+        for v, k in zip(
+            df["slowdown_vs_unlimited"] if "slowdown_vs_unlimited" in df else [None] * len(df), ok
+        )
+    ]
+    n = list(df["plans_within_cap"]) if "plans_within_cap" in df else [None] * len(df)
+    noise = caps_noise(df)
+    fig = new_figure(**CAPS_GRID)
+    fig.add_trace(
+        go.Bar(
+            x=labels,
+            y=t,
+            name="best GPU time under the cap",
+            marker_color=COLORS["primary"],
+            text=[
+                f"{fmt_us(v)}<br>{int(k)} plans" if v is not None and k is not None and not isnan(k) else ""
+                for v, k in zip(t, n)
+            ],
+            textposition="outside",
+            cliponaxis=False,
+            customdata=[
+                [str(p), fmt_bytes(w)]
+                for p, w in zip(
+                    df.get("best_plan", [""] * len(df)), df.get("workspace_bytes", [None] * len(df))
+                )
+            ],
+            hovertemplate="cap %{x}: %{y:.1f} us<br>plan %{customdata[0]}, workspace %{customdata[1]}"
+            "<extra></extra>",
+        ),
+        row=1,
+        col=1,
+    )
+
+    def said(v):
+        if v is None:
+            return ""
+        text = f"{v:.3f}x" if abs(v - 1) < 0.1 else f"{v:.2f}x"
+        return f"{text}<br>within noise" if noise is not None and noise.holds(v) else text
+
+    fig.add_trace(
+        go.Scatter(
+            x=labels,
+            y=sd,
+            name="slowdown vs unlimited",
+            mode="markers+text",
+            marker=dict(size=10, color=COLORS["bad"]),
+            text=[said(v) for v in sd],
+            textposition="top center",
+            cliponaxis=False,
+            hovertemplate="cap %{x}: %{y:.3f}x the unlimited best<extra></extra>",
+        ),
+        row=2,
+        col=1,
+    )
+    band = (
+        dict(
+            x=labels + labels[::-1],
+            y=[noise.hi] * len(labels) + [noise.lo] * len(labels),
+            name=(
+                f"noise: the unlimited best plan timed {noise.timings} times ({noise.lo:.3f}-{noise.hi:.3f}x)"
+            ),
+        )
+        if noise is not None and labels
+        else dict(x=[], y=[], name="noise (not measured)", showlegend=False)
+    )
+    fig.add_trace(
+        go.Scatter(
+            mode="lines",
+            fill="toself",
+            fillcolor="rgba(60,64,67,0.25)",
+            line=dict(width=0),
+            hoverinfo="skip",
+            **band,
+        ),
+        row=2,
+        col=1,
+    )
+    fig.update_xaxes(type="category", row=1, col=1)
+    fig.update_xaxes(
+        title_text="workspace cap (deselect_workspace_greater_than)", type="category", row=2, col=1
+    )
+    top_t = max([v for v in t if v is not None] or [1.0])
+    fig.update_yaxes(title_text="best GPU time (us)", range=[0, top_t * 1.45], row=1, col=1)
+    top = max([v for v in sd if v is not None] + ([noise.hi] if noise else []) or [1.0])
+    step = nice_step(top * 1.15 / 4)
+    fig.update_yaxes(
+        title_text="slowdown (x)",
+        range=[0, top * 1.4],
+        tickmode="linear",
+        tick0=0,
+        dtick=step,
+        tickformat=".0f" if step >= 1 else ".1f" if step >= 0.1 else ".2f",
+        ticksuffix="x",
+        row=2,
+        col=1,
+    )
+    spec = request_spec(df)
+    detail = (
+        f"{spec.dtype} {spec.layout} {spec.direction} {shape_label(spec)}; every plan within the cap "
+        "autotuned"
+        if spec
+        else ""
+    )
+    return finish(
+        fig,
+        df,
+        "What a workspace cap costs",
+        detail,
+        note=not_ok_note(df, ("cap_bytes",)),
+        height=560,
+        legend_rows=2,
+    )
+
+
+def build_cost_chart(df) -> go.Figure:
+    """Wall time of each build stage: dots on a log axis, each labelled with its time.
+    Traces: 0 stages."""
+    s = [num(v) for v in df["seconds"]]
+    disk = [
+        str(st) in BUILD_STAGES[5:] for st in df["stage"]
+    ]  # what a later session does instead of building
+    fig = new_figure()
+    fig.add_trace(
+        go.Scatter(
+            y=list(df["stage"]),
+            x=s,
+            mode="markers+text",
+            marker=dict(size=12, color=[COLORS["good"] if d else COLORS["primary"] for d in disk]),
+            text=[fmt_seconds(v) if v is not None else "not measured" for v in s],
+            textposition="middle right",
+            cliponaxis=False,
+            name="wall time",
+            hovertemplate="%{y}: %{text}<extra></extra>",
+        )
+    )
+    fig.update_yaxes(autorange="reversed")
+    axis = log_axis(s, tick_seconds)
+    if axis.get("range"):
+        axis["range"] = [axis["range"][0], axis["range"][1] + 0.5]  # room for the largest dot's label
+    fig.update_xaxes(title_text="wall time (s, log)", type="log", **axis)
+    spec = request_spec(df)
+    pay = first_value(df, "calls_to_pay_off_autotune")
+    if pay is None:
+        pay_txt = ""
+    elif math.isinf(pay):
+        pay_txt = "autotuning found nothing faster than the heuristic pick, so it never pays for itself here"
+    else:
+        pay_txt = (
+            f"autotuning pays for itself after {pay:,.0f} calls (heuristic "
+            f"{first_value(df, 'heuristic_gpu_us'):.1f} us vs best {first_value(df, 'best_gpu_us'):.1f} us "
+            "per call)"
+        )
+    detail = f"{spec.dtype} {spec.layout} {spec.direction} {shape_label(spec)}" if spec else ""
+    if any(disk):
+        detail += "; green: saving the autotuned plan and loading it in a later session"
+    return finish(
+        fig, df, "What building a cuDNN graph costs", detail, note=pay_txt, height=420, legend_rows=0
+    )

@@ -1,0 +1,79 @@
+"""How far separate timings of one plan fall apart: the noise band a workspace cap's ratio is read
+against (`caps_noise`), from the caps table and the plans table beside it (looked up, never
+measured)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from ...draw.plots import num, ok_rows, request_spec
+from ...errors import LabkitError
+from ..core import request_of, result
+
+
+@dataclass(frozen=True)
+class Noise:
+    """How far separate timings of the unlimited best plan fall from the one the caps compare
+    against: ``lo``..``hi`` as ratios (1.0 is that timing), from ``timings`` separate timings of
+    plan ``plan`` (each autotune under a cap that kept it, and the plans table's own, with the
+    10th-90th percentile of their repeats where recorded)."""
+
+    lo: float
+    hi: float
+    plan: str
+    timings: int
+
+    def holds(self, ratio: float) -> bool:
+        """Whether ``ratio`` lies inside the band: no difference the timings can tell apart."""
+        return self.lo - 1e-9 <= ratio <= self.hi + 1e-9
+
+
+def _plans_beside(df):
+    """The plans table of ``df``'s convolution from where ``df`` came from (its recording; live,
+    this session's results), or None when none is at hand: nothing is measured for it."""
+    spec = request_spec(df)
+    if spec is None:
+        return None
+    a = getattr(df, "attrs", {}) or {}
+    try:
+        if a.get("mode") == "recorded" and a.get("source"):
+            from ...store import recordings
+
+            rec = next((r for r in recordings.shipped() if str(r.path) == str(a["source"])), None)
+            rec = rec if rec is not None else recordings.load(a["source"])
+            if "plans" not in rec.experiments():
+                return None
+            return rec.lookup("plans", request_of("plans", spec=spec))
+        return result("plans", at_hand_only=True, spec=spec)
+    except (LabkitError, KeyError, ValueError, OSError):
+        return None
+
+
+def caps_noise(df) -> Optional[Noise]:
+    """The timing noise of a caps table (`Noise`), or None when its unlimited best plan was timed
+    only once with no spread recorded."""
+    ok = ok_rows(df)
+    if "best_plan" not in ok.columns or "cap_bytes" not in ok.columns:
+        return None
+    unl = ok[ok["cap_bytes"] == -1]
+    if unl.empty:
+        return None
+    plan, t = str(unl["best_plan"].iloc[0]), float(unl["gpu_us"].iloc[0])
+    same = ok[ok["best_plan"] == plan]
+    cols = [c for c in ("gpu_us", "gpu_us_p10", "gpu_us_p90") if c in same.columns]
+    xs = [float(v) for c in cols for v in same[c] if num(v)]
+    n = len(same)
+    pl = _plans_beside(df)
+    if pl is not None and "plan_name" in pl.columns:
+        row = ok_rows(pl)[ok_rows(pl)["plan_name"] == plan]
+        if not row.empty:
+            xs += [
+                float(row[c].iloc[0])
+                for c in ("gpu_us", "gpu_us_p10", "gpu_us_p90")
+                if c in row and num(row[c].iloc[0])
+            ]
+            n += 1
+    if len(xs) < 2 or not t > 0:
+        return None
+    return Noise(min(xs) / t, max(xs) / t, plan, n)

@@ -1,0 +1,221 @@
+"""Lesson 05's summaries: the sentences under its charts, every number formatted from the data."""
+
+from __future__ import annotations
+
+import math
+
+from ...draw.plots import first_value, fmt_bytes, fmt_seconds, fmt_us, ok_rows, request_spec
+from ...draw.prose import Text, where
+from ...gpu.plan_checks import is_wrong
+from .charts import cap_label
+from .noise import caps_noise
+from .runs import BUILD_STAGES
+
+
+def plans_summary(df) -> Text:
+    ok = ok_rows(df)
+    h = ok[ok["heuristic_pick"]].iloc[0]
+    b = ok[ok["best"]].iloc[0]
+    w = ok[ok["worst"]].iloc[0]
+    spec = request_spec(df)
+    text = (
+        f"{spec.label} ({where(df)}): {len(ok)} plans timed. Heuristic pick: plan {int(h.plan_index)}, "
+        f"{fmt_us(h.gpu_us)}, workspace {fmt_bytes(h.workspace_bytes)}. Fastest: plan {int(b.plan_index)}, "
+        f"{fmt_us(b.gpu_us)}, workspace {fmt_bytes(b.workspace_bytes)}. Slowest: plan {int(w.plan_index)}, "
+        f"{fmt_us(w.gpu_us)}, workspace {fmt_bytes(w.workspace_bytes)}."
+    )
+    if h.plan_index == b.plan_index:
+        text += " The heuristic got it right here: autotuning would only confirm it."
+    else:
+        text += (
+            f" The heuristic's pick is rank {int((ok['gpu_us'] < h.gpu_us).sum()) + 1} of {len(ok)}, "
+            f"{(h.gpu_us / b.gpu_us - 1) * 100:.1f}% slower than the fastest."
+        )
+    return Text(text + wrong_plans_sentence(df))
+
+
+def wrong_plans_sentence(df) -> str:
+    """A sentence on the plans whose result was wrong against float64 ("" when there are none):
+    how many, the worst error, and whether the heuristic's first choice was one of them."""
+    if "status" not in df.columns:
+        return ""
+    wrong = df[df["status"].map(is_wrong)]
+    if wrong.empty:
+        return ""
+    worst = wrong.loc[wrong["rel_error"].idxmax()] if "rel_error" in wrong.columns else wrong.iloc[0]
+    text = (
+        f" {len(wrong)} of {len(df)} plans computed wrong results when checked against float64 "
+        f"(worst: plan {int(worst.plan_index)} {worst.plan_name}, "
+        f"relative error {fmt_error(worst.rel_error)}): "
+        "labkit never times or runs them."
+    )
+    first = wrong[wrong["first_choice"].astype(bool)] if "first_choice" in wrong.columns else wrong.iloc[0:0]
+    if not first.empty:
+        f = first.iloc[0]
+        text += (
+            f" One of them is the heuristic's own first choice, plan {int(f.plan_index)} ({f.plan_name}): "
+            "without the check, the heuristic's answer here would be wrong."
+        )
+    return text
+
+
+def fmt_error(value) -> str:
+    """A relative error for a sentence: 1.4, 3.1e-05, or "inf" (NaN or inf in the output)."""
+    v = float(value)
+    if not math.isfinite(v):
+        return "inf (NaN or inf in the output)"
+    return f"{v:.2g}" if v >= 1e-3 else f"{v:.1e}"
+
+
+def timing_noise_summary(plans_df, caps_df=None) -> Text:
+    """How much the timings of one plan spread: within one measurement (the 10th-90th percentile
+    of its repeats) and between two separate measurements of the same plan (the plans table and
+    the caps experiment's unlimited row, when ``caps_df`` is given)."""
+    ok = ok_rows(plans_df)
+    rel = (ok["gpu_us_p90"] - ok["gpu_us_p10"]) / ok["gpu_us"]
+    samples = ok["samples"].astype(int) if "samples" in ok else None
+    text = (
+        f"{where(plans_df)}: each plan's time is the median of "
+        + (
+            f"{int(samples.min())} to {int(samples.max())} replays"
+            if samples is not None and samples.min() != samples.max()
+            else f"{int(samples.iloc[0])} replays"
+            if samples is not None
+            else "repeated replays"
+        )
+        + f" of a CUDA graph of back-to-back calls. Within one plan, the 10th to 90th percentile of those "
+        f"replays spans {rel.median() * 100:.1f}% of its median (the median plan) and at most "
+        f"{rel.max() * 100:.1f}%."
+    )
+    if caps_df is not None:
+        unl = ok_rows(caps_df)
+        unl = unl[unl["cap_bytes"] == -1]
+        if not unl.empty:
+            plan = str(unl["best_plan"].iloc[0])
+            mine = ok[ok["plan_name"] == plan]
+            if not mine.empty:
+                a, b = float(mine["gpu_us"].iloc[0]), float(unl["gpu_us"].iloc[0])
+                spread = float((mine["gpu_us_p90"].iloc[0] - mine["gpu_us_p10"].iloc[0]) / a)
+                gap = abs(b - a) / min(a, b)
+                text += (
+                    " Timed again in a separate autotune (the caps experiment below, no cap), plan "
+                    f"{int(mine['plan_index'].iloc[0])} read {b:.2f} us instead of {a:.2f} us: "
+                    f"{gap * 100:.1f}% apart, "
+                    + (
+                        "more than its own spread here: a second run moves a plan's time more than its "
+                        "repeats do."
+                        if gap > spread
+                        else "within its own spread here."
+                    )
+                )
+    return Text(text)
+
+
+def caps_summary(df) -> Text:
+    ok = ok_rows(df)
+    noise = caps_noise(df)
+    caps = ok["cap_bytes"].replace(-1, float("inf"))
+    tightest = ok.loc[caps.idxmin()]
+    worst = ok.loc[ok["slowdown_vs_unlimited"].idxmax()]
+
+    def costs(row) -> bool:
+        r = float(row.slowdown_vs_unlimited)
+        return not (noise.holds(r) if noise is not None else abs(r - 1) < 0.01)
+
+    text = f"{where(df)}: "
+    if costs(worst):
+        text += (
+            f"the tightest cap ({cap_label(tightest.cap_bytes)}) leaves {int(tightest.plans_within_cap)} "
+            f"plans and costs {tightest.slowdown_vs_unlimited:.2f}x"
+            + (
+                "."
+                if worst.cap_bytes == tightest.cap_bytes
+                or abs(worst.slowdown_vs_unlimited - tightest.slowdown_vs_unlimited)
+                < 0.01 * worst.slowdown_vs_unlimited
+                else (
+                    f"; the largest cost is {worst.slowdown_vs_unlimited:.2f}x (cap "
+                    f"{cap_label(worst.cap_bytes)})."
+                )
+            )
+        )
+        free = ok[[not costs(r) for r in ok.itertuples()]]
+        paid = ok[[costs(r) for r in ok.itertuples()]]
+        if len(free) and len(paid):
+            first = free.loc[free["cap_bytes"].replace(-1, float("inf")).idxmin()]
+            below = [c for c in sorted(paid["cap_bytes"]) if 0 <= c < first.cap_bytes or first.cap_bytes < 0]
+            text += (
+                f" From {cap_label(first.cap_bytes)} up, the best plan under the cap costs nothing "
+                f"measurable: it needs {fmt_bytes(first.workspace_bytes)}, so any cap of at least that much "
+                "keeps the speed"
+                + (
+                    f" ({cap_label(below[-1])}, the recorded cap below, is too small; caps in between were "
+                    "not measured)."
+                    if below
+                    else "."
+                )
+            )
+    else:
+        text += (
+            f"even the tightest cap ({cap_label(tightest.cap_bytes)}, {int(tightest.plans_within_cap)} "
+            "plans left) costs nothing measurable: every ratio lies within the timing noise."
+        )
+    if noise is not None:
+        text += (
+            f" Noise: plan {noise.plan}, the unlimited best, was timed {noise.timings} times in separate "
+            "autotunes (under every cap that keeps it, and in the plans table); those timings lie between "
+            f"{noise.lo:.3f}x and {noise.hi:.3f}x of the one the ratios divide by."
+        )
+        below_one = ok[(ok["slowdown_vs_unlimited"] < 1) & (ok["best_plan"] == noise.plan)]
+        if len(below_one):
+            text += (
+                f" So a cap that reads below 1x ({', '.join(cap_label(c) for c in below_one['cap_bytes'])}) "
+                "did not make anything faster: its best plan is that same plan, timed again."
+            )
+    return Text(text)
+
+
+def build_cost_summary(df) -> Text:
+    s = df.set_index("stage")["seconds"]
+    first, rebuild = s.get(BUILD_STAGES[0]), s.get(BUILD_STAGES[1])
+    hit, build_all = s.get(BUILD_STAGES[2]), s.get(BUILD_STAGES[3])
+    tune = s.get(BUILD_STAGES[4])
+    pay = first_value(df, "calls_to_pay_off_autotune")
+    spec = request_spec(df)
+    text = (
+        f"{spec.label} ({where(df)}): the first build took {fmt_seconds(first)}, an identical rebuild "
+        f"{fmt_seconds(rebuild)}, a cache hit {fmt_seconds(hit)}; building every plan took "
+        f"{fmt_seconds(build_all)} and autotuning them {fmt_seconds(tune)}."
+    )
+    if first > rebuild:
+        text += (
+            " The first build pays a one-time set-up that the identical rebuild right after it does not: "
+            f"{fmt_seconds(first - rebuild)} of its {fmt_seconds(first)} (for the first graph a process "
+            "builds, that is cuDNN loading its libraries and creating its handle)."
+        )
+        if build_all < first and build_all >= 1.05 * rebuild:
+            text += (
+                " That is why building all plans took less than the first build of one: compare it with "
+                f"the rebuild instead, {build_all / rebuild:.1f}x as long."
+            )
+        elif build_all < first:
+            text += (
+                f" Building all plans took about as long as that rebuild ({build_all / rebuild:.2f}x): the "
+                "part both pay, defining the graph and asking cuDNN's heuristics for its plans, outweighs "
+                "building these plans."
+            )
+    if pay is None or pay == float("inf"):
+        text += " The heuristic pick was already the fastest plan: autotuning never pays for itself here."
+    else:
+        gain = df["heuristic_gpu_us"].iloc[0] - df["best_gpu_us"].iloc[0]
+        text += (
+            f" Autotuning makes each call {gain:.1f} us faster, so it pays for itself after {pay:,.0f} calls."
+        )
+    load = s.get(BUILD_STAGES[6])
+    if load is not None and build_all is not None and load == load and load > 0:
+        cold = build_all + tune
+        text += (
+            f" Saved to disk ({fmt_bytes(first_value(df, 'serialized_bytes'))}), the autotuned plan loads "
+            f"in a later session in {fmt_seconds(load)} instead of building every plan and autotuning again "
+            f"({fmt_seconds(cold)}, {cold / load:,.0f}x as long)."
+        )
+    return Text(text)

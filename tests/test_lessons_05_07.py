@@ -1,0 +1,187 @@
+"""Lessons 05-07 beyond the shared tests, on every shipped recording: what their exercises' questions
+take for granted holds; the hands-on cells' reference solutions are registered, parse and use only
+the names the notebook gives them; the caps chart marks noise as noise; every plan is a point of
+its own; the race panel offers only recorded pairs; the lab's ``chart`` control answers like any
+other."""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from labkit import experiments
+from labkit.experiments import plans_autotune, streams
+from labkit.present import check, widgets
+from labkit.session import handson, lessons
+from labkit.store import recordings
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORDINGS = [r.name for r in recordings.shipped()]
+
+
+@pytest.fixture(autouse=True)
+def recorded(recorded_mode):
+    """Recorded mode from the default recording (a test that picks another puts it back)."""
+
+
+def _use(monkeypatch, recording):
+    monkeypatch.setenv("LABKIT_RECORDING", recording)
+    lessons.forget()
+
+
+# ---- what the questions take for granted ------------------------------------------------------------
+@pytest.mark.parametrize("recording", RECORDINGS)
+def test_the_exercise_questions_premises_hold(monkeypatch, recording):
+    _use(monkeypatch, recording)
+    base = experiments.BASE
+    # 05: "pays for itself far sooner in fp32 NCHW than in fp16 NHWC"
+    f32 = lessons.data("build_cost", spec=base.replace(dtype="fp32", layout="NCHW"))
+    f16 = lessons.data("build_cost", spec=base)
+    assert float(f16.calls_to_pay_off_autotune.iloc[0]) > 10 * float(f32.calls_to_pay_off_autotune.iloc[0])
+    # 06: "many outputs under CUDA graphs, and few or none with Python launches"
+    g = lessons.data("race", launch="graph", streams=2, min_runs=1024).set_index("scratchpad")
+    p = lessons.data("race", launch="python", streams=2, min_runs=1024).set_index("scratchpad")
+    assert g.loc["shared", "mismatches_bitwise"] > 0.25 * g.loc["shared", "runs"]
+    assert p.loc["shared", "mismatches_bitwise"] <= 0.01 * p.loc["shared", "runs"]
+    # 07: "even the 0 B cap costs nothing measurable" (fp32 NCHW)
+    cp = lessons.data("caps", spec=base.replace(dtype="fp32", layout="NCHW"))
+    noise = plans_autotune.caps_noise(cp)
+    zero = cp[cp.cap_bytes == 0].iloc[0]
+    assert noise is not None and noise.holds(float(zero.slowdown_vs_unlimited))
+
+
+@pytest.mark.parametrize("recording", RECORDINGS)
+def test_no_predict_or_explore_answer_is_printed_by_the_summaries_above_it(monkeypatch, recording):
+    """The summaries these lessons print before their checks do not carry the answers."""
+    import re
+
+    _use(monkeypatch, recording)
+    nchw = lessons.base(layout="NCHW")
+    pl, cp = lessons.data("plans", spec=nchw), lessons.data("caps", spec=nchw)
+    above = {
+        "cap_1mib_prediction": [lessons.plans_summary(pl), lessons.timing_noise_summary(pl, cp)],
+        "race_four_streams": [lessons.race_summary(lessons.race_all([("graph", 2), ("python", 2)]))],
+    }
+    for name, texts in above.items():
+        ex = getattr(check, name).exercise
+        for pattern in ex.leak_patterns(ex.truth()):
+            for text in texts:
+                assert not re.search(pattern, str(text)), (name, pattern, str(text)[:200])
+
+
+# ---- charts --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("recording", RECORDINGS)
+def test_every_plan_is_a_point_of_its_own_and_zero_workspace_is_labelled(recording):
+    rec = recordings.named(recording)
+    for req in rec.requests("plans"):
+        df = experiments.with_model("plans", rec.lookup("plans", req))
+        ok = df[df.status == "ok"]
+        fig = experiments.CHARTS["plans"](df)
+        xs = list(fig.data[0].x)
+        assert sorted(xs) == list(range(1, len(ok) + 1)), req  # one position per plan timed
+        bars = fig.data[4]
+        zero = [t for y, t in zip(bars.y, bars.text) if y == 0]
+        assert all(t == "0 B" for t in zero), (req, zero)
+        assert f"{len(ok)} plans timed" in fig.layout.title.text
+
+
+@pytest.mark.parametrize("recording", RECORDINGS)
+def test_the_caps_chart_marks_ratios_within_noise_and_none_below_one_as_a_gain(recording):
+    rec = recordings.named(recording)
+    for req in rec.requests("caps"):
+        df = experiments.core.from_recording(
+            "caps", rec, spec=experiments.core.ConvSpec.from_dict(req["spec"])
+        )
+        fig = experiments.CHARTS["caps"](df)
+        noise = plans_autotune.caps_noise(df)
+        assert noise is not None and noise.timings >= 2, req
+        for ratio, text in zip(fig.data[1].y, fig.data[1].text):
+            if ratio is not None and ratio < 1:  # a cap is never "faster": below 1 is within the noise
+                assert "within noise" in text, (req, ratio, text)
+        assert "overlaying" not in json.dumps(fig.layout.to_plotly_json())
+
+
+def test_the_race_chart_draws_a_zero_where_nothing_was_corrupted():
+    df = streams.race_all([("graph", 2), ("python", 2)])
+    fig = experiments.CHARTS["race"](df)
+    per_stream_zeros = fig.data[3]
+    assert list(per_stream_zeros.y) == [0, 0] and per_stream_zeros.marker.line.width >= 2
+    assert list(fig.data[2].x) == ["python launch, 2 streams"]  # the shared scratchpad's zero
+
+
+# ---- panels --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("recording", RECORDINGS)
+def test_the_race_panel_offers_only_recorded_pairs(recording):
+    p = widgets.RacePanel(gpu=recording)
+    rec = recordings.named(recording)
+    recorded = {(r["launch"], r["streams"]) for r in rec.requests("race")}
+    offered = {(v.split()[0], int(v.split()[1])) for v in p.options("launch_streams")}
+    assert offered == recorded
+    for v in p.options("launch_streams"):
+        p.set(launch_streams=v)
+        assert p.error is None and p.df is not None, (v, p.error)
+
+
+def test_the_lab_chart_control_answers_like_any_other():
+    lab = widgets.LabPanel()
+    assert lab.options("chart") == list(widgets.SPEC_EXPERIMENTS) and lab.value("chart") == "plans"
+    assert "chart" in lab.controls
+    lab.set(chart="caps")
+    assert lab.value("chart") == "caps" and lab.df.attrs["experiment"] == "caps"
+
+
+# ---- hands-on ------------------------------------------------------------------------------------------
+#: what the notebook cells before a hands-on cell give its reference solution
+GIVEN = {"time_every_plan": {"my_times"}, "scratchpad_race": {"my_race"}}
+
+
+def _free_names(source: str) -> set:
+    """Names a module-level source reads without binding them anywhere (a small pyflakes)."""
+    import builtins
+
+    tree = ast.parse(source)
+    bound, used = set(dir(builtins)), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (bound if isinstance(node.ctx, (ast.Store, ast.Del)) else used).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return used - bound
+
+
+def test_the_hands_on_references_are_registered_and_use_only_what_the_notebook_gives():
+    handson.from_topics()
+    for name, lesson in (("time_every_plan", "05"), ("scratchpad_race", "06")):
+        h = handson.HANDS_ON[name]
+        assert h.lesson == lesson and "GPU" in h.needs
+        assert _free_names(h.source) <= GIVEN[name], (name, _free_names(h.source))
+        nb = next((ROOT / "notebooks").glob(f"{lesson}_*.ipynb"))
+        code = "\n".join("".join(c["source"]) for c in json.loads(nb.read_text())["cells"])
+        assert f"%%handson {name}" in code
+        for given in GIVEN[name]:
+            assert f"{given} = {{}}" in code, (name, given)
+
+
+def test_the_hands_on_checks_say_they_need_the_gpu_in_recorded_mode(capsys):
+    assert not check.plan_times({0: 1.0})
+    assert not check.race_reproduced({"shared": (1, 2), "per_stream": (0, 2)})
+    out = capsys.readouterr().out
+    assert out.count("skipped:") == 2 and all(len(line) <= 100 for line in out.splitlines())
+
+
+def test_the_build_cost_summary_explains_the_first_build_from_the_stages():
+    for recording in RECORDINGS:
+        df = lessons.data("build_cost", recording=recording)
+        s = df.set_index("stage").seconds
+        text = str(lessons.build_cost_summary(df))
+        first, rebuild, every = s.iloc[0], s.iloc[1], s.iloc[3]
+        if every < first < math.inf and first > rebuild:
+            assert "one-time set-up" in text and "less than the first build" in text, text
