@@ -55,8 +55,93 @@ def frame(rec, name, **kwargs):
 # ---- the claims, by lesson (each checked on every shipped recording) -------------------------
 
 
+# ---- lesson 03 (precision and layout) ---------------------------------------------------------
+def _precision_frames(rec):
+    """(spec, ok rows by dtype) for every precision request in ``rec``."""
+    from labkit.spec import ConvSpec
+
+    out = []
+    for req in rec.requests("precision"):
+        df = rec.lookup("precision", req)
+        out.append((ConvSpec.from_dict(req["spec"]), df[df.status == "ok"].set_index("dtype")))
+    return out
+
+
+@claim(
+    "03",
+    "* A dtype is as fast as the kernel cuDNN runs for it: fp16 and bf16 beat tf32, and tf32 beats true fp32, at every shape recorded here, while fp8's heuristic plan beats fp16's only on the smallest problems.",
+)
+def _dtype_speeds(rec):
+    bad, wins, losses = [], [], []
+    for spec, t in _precision_frames(rec):
+        us = t.gpu_us
+        if not max(us["fp16"], us["bf16"]) < us["tf32"] < us["fp32"]:
+            bad.append(spec.label)
+        (wins if us["fp8_e4m3"] < us["fp16"] else losses).append(spec.flops)
+    smallest = bool(wins) and max(wins) < min(losses)
+    return not bad and smallest, f"order broken at {bad}; fp8 wins at {wins} FLOP, loses at >= {min(losses)}"
+
+
+@claim(
+    "03",
+    "* A dtype's error comes from two places, the arithmetic and the rounding of the inputs; for fp8 the second dominates.",
+)
+def _fp8_error_from_rounding(rec):
+    t = frame(rec, "precision", spec=experiments.BASE).set_index("dtype")
+    ratio = t.rel_error_vs_fp64_inputs["fp8_e4m3"] / t.rel_error["fp8_e4m3"]
+    return ratio > 10, f"fp8 total / arithmetic error = {ratio:.0f}"
+
+
+@claim(
+    "03",
+    "Look at the right panel: fp8's total error (diamond) is far above its arithmetic error (circle), while fp16's two sit close together.",
+)
+def _fp8_vs_fp16_error_gap(rec):
+    t = frame(rec, "precision", spec=experiments.BASE).set_index("dtype")
+    r = t.rel_error_vs_fp64_inputs / t.rel_error
+    holds = r["fp8_e4m3"] > 10 and r["fp16"] < 2
+    return holds, f"total/arithmetic: fp8 {r['fp8_e4m3']:.0f}, fp16 {r['fp16']:.2f}"
+
+
+@claim(
+    "03",
+    "* In fp16 at the base shape, cuDNN's NCHW plan converts to NHWC and back around an NHWC kernel, in its workspace; converting per layer can eat the gain, so keep a network in one layout.",
+)
+def _nchw_plan_converts(rec):
+    lay = frame(rec, "layout", spec=experiments.BASE).set_index("layout")
+    k = frame(rec, "kernels", spec=experiments.BASE.replace(layout="NCHW"))
+    run = list(k[k.plan_name == lay.plan_name["NCHW"]].sort_index().itertuples())
+    roles = [r.role for r in run if r.role != "zeroing (memset)"]
+    main = [r.kernel for r in run if r.role == "main convolution"]
+    shape = roles == ["layout conversion", "main convolution", "layout conversion"] and "nhwc" in main[0]
+    eats = lay.end_to_end_us["NHWC"] > lay.end_to_end_us["NCHW"]
+    ws = lay.workspace_bytes["NCHW"] > 0
+    return (
+        shape and eats and ws,
+        f"roles {roles}, main {main}, workspace {lay.workspace_bytes['NCHW']}, NHWC end to end {lay.end_to_end_us['NHWC']:.1f} vs NCHW {lay.end_to_end_us['NCHW']:.1f}",
+    )
+
+
 #: (lesson, sentence) pairs with comparative words that compare nothing measured
-NOT_CLAIMS: set = set()
+NOT_CLAIMS: set = {
+    # lesson 03: a definition, then questions
+    (
+        "03",
+        "For the ResNet-50 convolution shapes: arithmetic intensity (FLOPs per byte, counting each tensor moved once, and of the input only the pixels some filter window covers: a 1x1 stride-2 convolution reads one pixel in four) against the TFLOP/s achieved.",
+    ),
+    (
+        "03",
+        "**Exercise 1 (predict).** Before you run the chart: order fp32, tf32, fp16 and fp8_e4m3 from fastest to slowest at this shape, each with its heuristic plan, e.g.",
+    ),
+    (
+        "03",
+        "**Exercise 3 (explore).** Move N (the batch) in the panel above: what is the largest batch at which fp8_e4m3's heuristic plan is faster than fp16's?",
+    ),
+    (
+        "03",
+        "For this one convolution, is converting them to NHWC, running there and converting the result back faster than running in NCHW?",
+    ),
+}
 
 #: (lesson, sentence) pairs not yet reviewed: each must become a claim, a generated sentence or an
 #: entry of NOT_CLAIMS (this set only shrinks)
@@ -110,30 +195,6 @@ UNREVIEWED: set = {
     (
         "02",
         "(Any within 5% of the lowest counts.) **Exercise 2.** On `one_conv`, how many times slower per call (median host time) is `malloc_per_call` than `fixed_arena`?",
-    ),
-    (
-        "03",
-        "An NCHW convolution either uses slower kernels or transposes internally, often in its workspace.",
-    ),
-    (
-        "03",
-        "For the ResNet-50 convolution shapes: arithmetic intensity (FLOPs per byte, counting each tensor moved once, and of the input only the pixels some filter window covers: a 1x1 stride-2 convolution reads one pixel in four) against the TFLOP/s achieved.",
-    ),
-    (
-        "03",
-        "**Exercise 2.** How many times faster is the convolution itself in NHWC than in NCHW (conversion excluded)?",
-    ),
-    (
-        "03",
-        "For this one convolution, does converting to NHWC, running there and converting back beat running in NCHW?",
-    ),
-    (
-        "03",
-        "(`True` / `False`) * Lower precision is faster on tensor cores; its error comes from two places, the arithmetic and the rounding of the inputs, and for fp8 the second dominates.",
-    ),
-    (
-        "03",
-        "* The layout changes the kernel, the speed and the workspace; converting per layer can eat the gain, so keep a network in one layout.",
     ),
     (
         "04",

@@ -107,9 +107,9 @@ def test_values_drawn_are_the_dataframes():
     prec = experiments.precision()
     ok = prec[prec.status == "ok"]
     fig = experiments.CHARTS["precision"](prec)
-    assert list(fig.data[0].x) == list(ok.gpu_us)
-    assert list(fig.data[0].y) == list(ok.rel_error)
-    assert list(fig.data[1].y) == list(ok.rel_error_vs_fp64_inputs)
+    assert list(fig.data[0].x) == list(ok.gpu_us) and list(fig.data[0].y) == list(ok.dtype)
+    assert list(fig.data[1].x) == list(ok.rel_error)
+    assert list(fig.data[2].x) == list(ok.rel_error_vs_fp64_inputs)
 
     pl = experiments.plans(experiments.BASE.replace(layout="NCHW"))
     fig = experiments.CHARTS["plans"](pl)
@@ -186,7 +186,7 @@ def test_not_ok_rows_are_left_out_and_named():
     df = experiments.precision().copy()
     df.loc[df.dtype == "fp8_e4m3", "status"] = "unsupported"
     fig = experiments.CHARTS["precision"](df)
-    assert "fp8_e4m3" not in fig.data[0].text
+    assert "fp8_e4m3" not in fig.data[0].y
     assert any("did not run" in a.text and "fp8_e4m3" in a.text for a in fig.layout.annotations)
 
 

@@ -22,7 +22,13 @@ from ..draw.prose import Text, table  # noqa: F401
 from ..errors import InvalidSpec, LabkitError
 from ..experiments.epilogue_fusion import fusion_summary  # noqa: F401  (the summaries, by the names notebooks use)
 from ..experiments.plans_autotune import build_cost_summary, caps_summary, plans_summary  # noqa: F401
-from ..experiments.precision_layout import layout_summary, precision_summary, roofline_summary  # noqa: F401
+from ..experiments.precision_layout import (  # noqa: F401
+    fp8_vs_fp16,
+    layout_summary,
+    nchw_kernels,
+    precision_summary,
+    roofline_summary,
+)
 from ..experiments.streams import race_all, race_summary  # noqa: F401
 from ..experiments.workspace_basics import algorithms_summary, sweep_summary, workspace_sizes_summary  # noqa: F401
 from ..experiments.workspace_strategies import (  # noqa: F401
@@ -272,7 +278,7 @@ DRAWS = {
     "00": ("layout",),
     "01": ("algorithms", "workspace_sizes", "sweep"),
     "02": ("strategies", "workspace_sizes"),
-    "03": ("precision", "layout", "roofline"),
+    "03": ("precision", "plans", "kernels", "layout", "roofline"),
     "04": ("fusion",),
     "05": ("plans", "caps", "build_cost"),
     "06": ("race",),
@@ -331,7 +337,9 @@ def banner(lesson: Optional[str] = None) -> Text:
             f"CuPy {e.cupy_version}). Every chart is measured on this GPU when it is drawn.{helpers}"
             + class_gpu_text()
         )
-    return Text(f"**Mode: recorded.** {recorded_sources(lesson)} Why not live: {m.reason}." + class_gpu_text())
+    return Text(
+        f"**Mode: recorded.** {recorded_sources(lesson)} Why not live: {m.reason}." + class_gpu_text()
+    )
 
 
 def recorded_sources(lesson: Optional[str] = None) -> str:
