@@ -29,10 +29,6 @@ def recorded(monkeypatch):
 KNOWN: set = {
     ("build_cost", "bar trace 'wall time'"),
     ("caps", "yaxis2 overlays y"),
-    ("fusion", "axis type changes"),
-    ("fusion", "bar trace 'fused'"),
-    ("fusion", "bar trace 'fused, autotuned'"),
-    ("fusion", "bar trace 'unfused'"),
     ("fusion_kernels", "legend entry 'FFT transform' has nothing drawn"),
     ("fusion_kernels", "legend entry 'Winograd transform' has nothing drawn"),
     ("fusion_kernels", "legend entry 'copy' has nothing drawn"),

@@ -38,14 +38,6 @@ def truths():
     rnd = experiments.strategies("random_shapes", 20)
     best_rnd = rnd.loc[rnd.median_us.idxmin()].strategy.split(" (")[0]
     worst_rnd = rnd.loc[rnd.median_us.idxmax()].strategy.split(" (")[0]
-    fus = experiments.fusion()
-    fr = fus[fus.epilogue == "bias_relu"].set_index("path")
-    f32 = experiments.fusion(BASE.replace(dtype="fp32"))
-    loses = [
-        e
-        for e, s in f32.groupby("epilogue")
-        if s.set_index("path").gpu_us["fused"] > s.set_index("path").gpu_us["unfused"]
-    ]
     pl = experiments.plans(BASE.replace(layout="NCHW"))
     cp = experiments.caps(BASE.replace(layout="NCHW"))
     bc = experiments.build_cost(BASE.replace(dtype="fp32", layout="NCHW"))
@@ -85,17 +77,6 @@ def truths():
             7,
             f"{int(fp[('fp32', 'NHWC')] - fp[('fp16', 'NHWC')]):,}",
         ),
-        "fusion_speedup": (
-            fr.gpu_us["unfused"] / fr.gpu_us["fused"],
-            100.0,
-            f"{fr.gpu_us['unfused'] / fr.gpu_us['fused']:.1f}x",
-        ),
-        "fusion_saved_bytes": (
-            int(fr.intermediate_bytes["unfused"]),
-            12,
-            f"{int(fr.intermediate_bytes['unfused']):,}",
-        ),
-        "fusion_loses": (loses[0] if loses else "none", "none" if loses else "bias_relu", None),
         "worst_vs_best": (pl.gpu_us.max() / pl.gpu_us.min(), 1.0, None),
         "cap_slowdown": (float(cp[cp.cap_bytes == 2**20].slowdown_vs_unlimited.iloc[0]), 100.0, None),
         "autotune_payoff_calls": (float(bc.calls_to_pay_off_autotune.iloc[0]), 3, None),
@@ -152,9 +133,6 @@ BAD = {  # check -> answers of the wrong type
     "fastest_strategy": [3, "magic"],
     "malloc_slowdown": ["4x"],
     "dims_only_shortfall": [[1]],
-    "fusion_speedup": ["fast"],
-    "fusion_saved_bytes": [{}],
-    "fusion_loses": [0, "relu"],
     "worst_vs_best": [float("nan")],
     "cap_slowdown": ["x"],
     "autotune_payoff_calls": [[3]],

@@ -122,8 +122,85 @@ def _nchw_plan_converts(rec):
     )
 
 
+# ---- lesson 04 (fusion) ------------------------------------------------------------------------
+def _fusion_tables(rec):
+    """(request, {(epilogue, path): row}) for every fusion request in ``rec``."""
+    out = []
+    for req in rec.requests("fusion"):
+        df = rec.lookup("fusion", req)
+        df = df[df.status == "ok"]
+        out.append((req, {(r.epilogue, r.path): r for r in df.itertuples()}))
+    return out
+
+
+@claim("04", "* Fusion removes intermediate tensors: less memory allocated, less traffic, fewer kernels.")
+def _fusion_removes(rec):
+    bad = []
+    for req, t in _fusion_tables(rec):
+        for epi in {e for e, _ in t}:
+            f, u = t[(epi, "fused")], t[(epi, "unfused")]
+            ok = (
+                f.intermediate_bytes == 0 < u.intermediate_bytes
+                and f.allocated_bytes < u.allocated_bytes
+                and f.modelled_hbm_bytes < u.modelled_hbm_bytes
+                and f.kernels_per_call == "1 graph"
+                and "elementwise" in u.kernels_per_call
+            )
+            if not ok:
+                bad.append((req["spec"]["dtype"], req["spec"]["N"], epi))
+    return not bad, f"not so at {bad}"
+
+
+@claim("04", "* In fp16 the fused graph wins at every shape recorded here.")
+def _fusion_wins_fp16(rec):
+    bad = [
+        (req["spec"], epi)
+        for req, t in _fusion_tables(rec)
+        if req["spec"]["dtype"] == "fp16"
+        for epi in {e for e, _ in t}
+        if t[(epi, "fused")].gpu_us >= t[(epi, "unfused")].gpu_us
+    ]
+    return not bad, f"fused loses at {bad}"
+
+
+@claim(
+    "04",
+    "* A fused graph is only as fast as the plans cuDNN has for it: in fp32 the residual-add graph has a single plan, and it loses; autotune, in the precision you use, and measure before you trust fusion.",
+)
+def _fp32_residual_single_plan(rec):
+    t = frame(rec, "fusion", spec=experiments.BASE.replace(dtype="fp32")).set_index(["epilogue", "path"])
+    a, u = t.loc[("bias_relu_add", "fused, autotuned")], t.loc[("bias_relu_add", "unfused")]
+    return (
+        a.plans_timed == 1 and a.gpu_us > u.gpu_us,
+        f"plans timed {a.plans_timed}, {a.gpu_us:.0f} vs {u.gpu_us:.0f} us",
+    )
+
+
 #: (lesson, sentence) pairs with comparative words that compare nothing measured
 NOT_CLAIMS: set = {
+    # lesson 04: goals, definitions, questions
+    (
+        "04",
+        "**Learning goals** * compare a fused convolution + bias + ReLU (+ residual add), one cuDNN graph, with the same work as separate kernels; * read how the fused graph is built with the cuDNN frontend, and where the unfused path's time goes: intermediate tensors written and read back; * find a case where fusion loses, and learn to measure rather than assume.",
+    ),
+    (
+        "04",
+        "**Exercise 1 (predict).** Before you run the chart: in fp16 at the base shape, how many times faster is the fused conv + bias + ReLU than the unfused sequence?",
+    ),
+    ("04", "Pick a range: `'under 1.2x'`, `'1.2x to 2x'`, `'2x to 5x'` or `'over 5x'`."),
+    ("04", "GPU times are CUDA-graph replay medians, on a log axis: equal steps are equal ratios."),
+    (
+        "04",
+        "**Exercise 4 (explore).** Move the panel's controls, the dtype too: where is the heuristic's fused plan slower than the unfused sequence, and by how many times at worst (fused time over unfused time)?",
+    ),
+    (
+        "04",
+        "The summary under the chart says how many plans cuDNN offers for each graph, and what the fused plan achieves where it loses.",
+    ),
+    (
+        "04",
+        "*fused* runs the plan cuDNN's heuristic ranks first for that pattern in that precision, as a framework that does not autotune would; *fused, autotuned* times every plan cuDNN offers for the fused graph and keeps the fastest.",
+    ),
     # lesson 03: a definition, then questions
     (
         "03",
@@ -195,28 +272,6 @@ UNREVIEWED: set = {
     (
         "02",
         "(Any within 5% of the lowest counts.) **Exercise 2.** On `one_conv`, how many times slower per call (median host time) is `malloc_per_call` than `fixed_arena`?",
-    ),
-    (
-        "04",
-        "**Learning goals** * compare a fused convolution + bias + ReLU (+ residual add), one cuDNN graph, with the same work as separate kernels; * see where the difference comes from: intermediate tensors allocated, written and read back; * find a case where fusion loses, and learn to measure rather than assume.",
-    ),
-    (
-        "04",
-        "*fused* runs the plan cuDNN's heuristic ranks first for that pattern in that precision, as a framework that does not autotune would; *fused, autotuned* times every plan cuDNN offers for the fused graph and keeps the fastest.",
-    ),
-    ("04", "**Exercise 1.** Base spec (fp16): how many times faster is fused `bias_relu` than unfused?"),
-    (
-        "04",
-        "**Exercise 3.** In fp32, for which epilogue is the fused graph *slower* than the unfused sequence?",
-    ),
-    (
-        "04",
-        "(`'bias_relu'`, `'bias_relu_add'`, or `'none'`) * Fusion removes intermediate tensors: less memory allocated, less traffic, fewer launches.",
-    ),
-    ("04", "* Its gain is largest where the convolution is fast and the elementwise work is memory-bound."),
-    (
-        "04",
-        "* A fused graph still needs a good plan: the heuristic's first pick can be far from the best; autotune it, in the precision you use.",
     ),
     (
         "05",

@@ -18,7 +18,6 @@ from typing import Optional
 from ..errors import InvalidSpec
 from ..experiments import exercises
 from ..experiments.checking import CheckResult, as_word, pending, say
-from ..experiments.epilogue_fusion import fusion_loses, fusion_saved_bytes, fusion_speedup  # noqa: F401
 from ..experiments.exercise import Exercise, as_check
 from ..experiments.plans_autotune import autotune_payoff_calls, cap_slowdown, worst_vs_best  # noqa: F401
 from ..experiments.streams import race_hidden_by, race_mismatches, scratchpad_shared_flag  # noqa: F401

@@ -279,7 +279,7 @@ DRAWS = {
     "01": ("algorithms", "workspace_sizes", "sweep"),
     "02": ("strategies", "workspace_sizes"),
     "03": ("precision", "plans", "kernels", "layout", "roofline"),
-    "04": ("fusion",),
+    "04": ("fusion", "fusion_kernels"),
     "05": ("plans", "caps", "build_cost"),
     "06": ("race",),
     "07": (

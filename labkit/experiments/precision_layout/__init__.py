@@ -78,7 +78,7 @@ CHARTS = {
 EXERCISES = (dtype_speed_order, fp8_total_error, fp8_wins_up_to, nhwc_pays_off)
 #: experiment -> its lesson panel (`labkit.present.widgets.panel`)
 PANELS = {
-    "precision": spec_panel("precision", "Precision: error vs speed", SHAPE + ("layout", "direction"), BASE),
+    "precision": spec_panel("precision", "Precision: speed and error", SHAPE + ("layout", "direction"), BASE),
     "layout": spec_panel("layout", "NCHW vs NHWC", SHAPE + ("dtype", "direction"), BASE),
     "roofline": plain_panel(
         "roofline", "Roofline", dict(dtype="fp16", layout="NHWC", N=32), "fp16 NHWC, batch 32"

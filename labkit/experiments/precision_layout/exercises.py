@@ -79,9 +79,9 @@ dtype_speed_order = Exercise(
 
 #: explain: why fp8's total error is so much larger than its arithmetic error
 FP8_ERROR_CHOICES = {
-    "mantissa_bits": "fp8_e4m3 keeps 3 bits after the leading 1, fp16 keeps 10: rounding each input to fp8 moves "
-    "it about 128 times further from its true value",
-    "range_clipping": "fp8_e4m3 reaches only +-448, so large inputs are clipped",
+    "mantissa_bits": "fp8_e4m3 keeps 3 bits after the leading 1 (fp16 keeps 10), so each input is rounded "
+    "coarsely",
+    "range_clipping": "fp8_e4m3's largest value is 448, so large inputs are clipped to it",
     "fp8_accumulation": "the tensor cores add up fp8 products in fp8, losing bits at every step",
     "fp8_output": "the result is stored in fp8, which cannot hold it precisely",
 }
