@@ -83,8 +83,17 @@ def _experiment(name: str):
 
 
 def _key(name: str, kwargs: dict) -> str:
+    """A result's key in this session: the request, and in recorded mode the recording in use
+    (switching ``LABKIT_RECORDING`` in one process never answers from the other recording)."""
+    from .. import env
+
     _experiment(name)
-    return f"{name}:{experiments.request_key(experiments.request_of(name, **kwargs))}"
+    key = f"{name}:{experiments.request_key(experiments.request_of(name, **kwargs))}"
+    if not env.mode().live:
+        from ..store import recordings
+
+        key = f"{recordings.current().name}/{key}"
+    return key
 
 
 def _cached(key: str):
