@@ -169,10 +169,11 @@ def _extra_time_wrong(answer, truth) -> Optional[str]:
     return {
         "workspace_allocation": "the workspace is allocated once, before the timing (`UnfusedPath`), and the "
         "timing replays a CUDA graph, which allocates nothing.",
-        "host_launches": "the timing replays a CUDA graph: the GPU runs every kernel of it without waiting for "
+        "host_launches": "the timing replays a CUDA graph: the GPU runs every kernel of it without waiting "
+        "for "
         "Python or any host call.",
-        "slower_convolution": f"the unfused convolution runs the heuristic's plan `{s.loc['unfused', 'plan_name']}`."
-        + conv,
+        "slower_convolution": "the unfused convolution runs the heuristic's plan "
+        f"`{s.loc['unfused', 'plan_name']}`." + conv,
         "intermediate_traffic": "here the unfused path is not the slower one.",
     }.get(answer)
 

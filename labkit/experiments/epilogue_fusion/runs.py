@@ -98,7 +98,7 @@ def fusion(spec: ConvSpec = BASE, epilogues: Sequence[str] = ("bias_relu", "bias
 
     def autotuned(
         epi,
-    ):  # the fastest plan of the fused graph (saved winner, or every plan timed), checked like the heuristic's
+    ):  # the fastest plan of the fused graph (saved winner, or every plan timed), checked as the heuristic's
         left = None if compiles is None else max(0.05, compiles.left)
         tuned = autotune.tuned_graph(spec, epi, ops=case(epi)[0], compile_budget_s=left)
         return fused_row(

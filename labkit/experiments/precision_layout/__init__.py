@@ -46,7 +46,7 @@ __all__ = [
 
 # ---- the recorded grid ---------------------------------------------------------------------------
 def recorded_calls(quick: bool = False) -> list:
-    """This lesson's (experiment, model, kwargs) calls in the recorded grid; ``quick``: the base calls only."""
+    """This lesson's (experiment, kwargs) calls in the recorded grid; ``quick``: the base calls only."""
     calls = [
         ("precision", dict(spec=BASE)),
         ("precision", dict(spec=BASE.replace(layout="NCHW"))),

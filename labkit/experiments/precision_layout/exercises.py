@@ -112,11 +112,14 @@ def _fp8_error_wrong(answer, truth) -> Optional[str]:
     p = _precision_at()
     a8, a16 = p.loc["fp8_e4m3", "rel_error"], p.loc["fp16", "rel_error"]
     return {
-        "range_clipping": "labkit's inputs are uniform in [-1, 1] (`numerics.random_inputs`): nothing comes near "
+        "range_clipping": "labkit's inputs are uniform in [-1, 1] (`numerics.random_inputs`): nothing comes "
+        "near "
         "448, and nothing is clipped.",
-        "fp8_accumulation": f"fp8's arithmetic error, measured on the very inputs it read, is {sci(a8)}: about "
+        "fp8_accumulation": "fp8's arithmetic error, measured on the very inputs it read, is "
+        f"{sci(a8)}: about "
         f"fp16's ({sci(a16)}). The sums are done in fp32 (the graph's compute type).",
-        "fp8_output": "fp8 convolutions here write an fp16 output, as fp16 ones do, and fp16's total error is "
+        "fp8_output": "fp8 convolutions here write an fp16 output, as fp16 ones do, and fp16's total error "
+        "is "
         f"close to its arithmetic error ({sci(p.loc['fp16', 'rel_error_vs_fp64_inputs'])} vs {sci(a16)}).",
         "mantissa_bits": "the arithmetic error would then be the large one; it is not.",
     }.get(answer)
