@@ -187,7 +187,6 @@ NOT_CLAIMS: set = {
         "04",
         "**Exercise 1 (predict).** Before you run the chart: in fp16 at the base shape, how many times faster is the fused conv + bias + ReLU than the unfused sequence?",
     ),
-    ("04", "Pick a range: `'under 1.2x'`, `'1.2x to 2x'`, `'2x to 5x'` or `'over 5x'`."),
     ("04", "GPU times are CUDA-graph replay medians, on a log axis: equal steps are equal ratios."),
     (
         "04",
