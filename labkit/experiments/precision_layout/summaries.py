@@ -244,7 +244,30 @@ def layout_summary(df) -> Text:
         f"and {fmt_us(h.conv_gpu_us)} in NHWC (workspace {fmt_bytes(h.workspace_bytes)}): "
         f"{faster}. Converting NCHW tensors to NHWC and back costs "
         f"{fmt_us(h.convert_gpu_us)}: NHWC end to end is {fmt_us(h.end_to_end_us)}, and {verdict}. "
-        "Keep the whole network in NHWC and the conversion disappears."
+        "Keep the whole network in NHWC and the conversion disappears." + _timed_again(df, h)
+    )
+
+
+def _timed_again(df, nhwc) -> str:
+    """The same NHWC plan as timed by the precision run of this spec, if at hand: how far apart two
+    measurements of one plan are (the layout run records medians only)."""
+    from ...draw.plots import request_spec
+
+    spec = request_spec(df)
+    try:
+        prec = result("precision", at_hand_only=True, spec=spec.replace(layout="NHWC")) if spec else None
+    except LabkitError:
+        return ""
+    if prec is None:
+        return ""
+    rows = ok_rows(prec).set_index("dtype")
+    if spec.dtype not in rows.index or rows.loc[spec.dtype, "plan_name"] != nhwc.plan_name:
+        return ""
+    again = rows.loc[spec.dtype, "gpu_us"]
+    return (
+        f" (The precision run timed the same NHWC plan at {fmt_us(again)}: two measurements of one plan "
+        "differ "
+        f"by {abs(again - nhwc.conv_gpu_us) / nhwc.conv_gpu_us:.1%}, the noise behind these ratios.)"
     )
 
 
