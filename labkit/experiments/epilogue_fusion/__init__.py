@@ -6,8 +6,9 @@ the calls the recorded grid holds and what the lesson's panel shows."""
 
 from __future__ import annotations
 
-from ..core import BASE, variants
+from ..core import BASE
 from ..panel_config import SHAPE, spec_panel
+from .calls import recorded_calls
 from .charts import fusion_chart, repeat_spread
 from .exercises import fusion_loses_by, fusion_speedup, unfused_extra_time, unfused_tensors
 from .runs import FUSION_DTYPES, fusion
@@ -23,18 +24,8 @@ __all__ = [
     "unfused_tensors",
     "unfused_extra_time",
     "fusion_loses_by",
+    "recorded_calls",
 ]
-
-
-# ---- the recorded grid ---------------------------------------------------------------------------
-def recorded_calls(quick: bool = False) -> list:
-    """This lesson's (experiment, kwargs) calls in the recorded grid; ``quick``: the base call only."""
-    calls = [("fusion", dict(spec=BASE))]
-    if quick:
-        return calls
-    calls += [("fusion", dict(spec=s)) for s in variants()[1:] if s.N <= 64 and s.H <= 56]
-    calls.append(("fusion", dict(spec=BASE.replace(dtype="fp32"))))
-    return calls
 
 
 LESSON = "04"

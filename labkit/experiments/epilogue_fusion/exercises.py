@@ -9,6 +9,7 @@ from ...draw.plots import fmt_bytes, fmt_us, ok_rows
 from ...errors import LabkitError
 from ..core import BASE, result
 from ..exercise import Exercise, equal, number, one_of, within
+from .calls import recorded_calls
 
 #: predict: fusion's gain as a range (fused bias_relu over unfused, base spec)
 SPEEDUP_RANGES = ("under 1.2x", "1.2x to 2x", "2x to 5x", "over 5x")
@@ -200,8 +201,6 @@ unfused_extra_time = Exercise(
 
 def _cases():
     """(spec, fusion table) for every fusion request the panel offers that is at hand (recorded: all)."""
-    from . import recorded_calls
-
     out = []
     for _, kwargs in recorded_calls():
         spec = kwargs["spec"]
