@@ -27,10 +27,6 @@ def recorded(monkeypatch):
 #: (experiment, violation's first words) known to break the grammar: each must still occur (a
 #: fixed one leaves this set)
 KNOWN: set = {
-    ("fusion", "axis type changes"),
-    ("fusion", "bar trace 'fused'"),
-    ("fusion", "bar trace 'fused, autotuned'"),
-    ("fusion", "bar trace 'unfused'"),
     ("fusion_kernels", "legend entry 'FFT transform' has nothing drawn"),
     ("fusion_kernels", "legend entry 'Winograd transform' has nothing drawn"),
     ("fusion_kernels", "legend entry 'copy' has nothing drawn"),

@@ -211,57 +211,211 @@ def _per_stream_scratchpad_corrupts_nothing(rec):
     return bool(rows) and all(m == 0 for *_, m in rows), rows
 
 
+# ---- lesson 03 (precision and layout) ---------------------------------------------------------
+def _precision_frames(rec):
+    """(spec, ok rows by dtype) for every precision request in ``rec``."""
+    from labkit.spec import ConvSpec
+
+    out = []
+    for req in rec.requests("precision"):
+        df = rec.lookup("precision", req)
+        out.append((ConvSpec.from_dict(req["spec"]), df[df.status == "ok"].set_index("dtype")))
+    return out
+
+
+@claim(
+    "03",
+    "* A dtype is as fast as the kernel cuDNN runs for it: fp16 and bf16 beat tf32, and tf32 beats true fp32, at every shape recorded here, while fp8's heuristic plan beats fp16's only on the smallest problems.",
+)
+def _dtype_speeds(rec):
+    bad, wins, losses = [], [], []
+    for spec, t in _precision_frames(rec):
+        us = t.gpu_us
+        if not max(us["fp16"], us["bf16"]) < us["tf32"] < us["fp32"]:
+            bad.append(spec.label)
+        (wins if us["fp8_e4m3"] < us["fp16"] else losses).append(spec.flops)
+    smallest = bool(wins) and max(wins) < min(losses)
+    return not bad and smallest, f"order broken at {bad}; fp8 wins at {wins} FLOP, loses at >= {min(losses)}"
+
+
+@claim(
+    "03",
+    "* A dtype's error comes from two places, the arithmetic and the rounding of the inputs; for fp8 the second dominates.",
+)
+def _fp8_error_from_rounding(rec):
+    t = frame(rec, "precision", spec=experiments.BASE).set_index("dtype")
+    ratio = t.rel_error_vs_fp64_inputs["fp8_e4m3"] / t.rel_error["fp8_e4m3"]
+    return ratio > 10, f"fp8 total / arithmetic error = {ratio:.0f}"
+
+
+@claim(
+    "03",
+    "Look at the right panel: fp8's total error (diamond) is far above its arithmetic error (circle), while fp16's two sit close together.",
+)
+def _fp8_vs_fp16_error_gap(rec):
+    t = frame(rec, "precision", spec=experiments.BASE).set_index("dtype")
+    r = t.rel_error_vs_fp64_inputs / t.rel_error
+    holds = r["fp8_e4m3"] > 10 and r["fp16"] < 2
+    return holds, f"total/arithmetic: fp8 {r['fp8_e4m3']:.0f}, fp16 {r['fp16']:.2f}"
+
+
+@claim(
+    "03",
+    "* In fp16 at the base shape, cuDNN's NCHW plan converts to NHWC and back around an NHWC kernel, in its workspace; converting per layer can eat the gain, so keep a network in one layout.",
+)
+def _nchw_plan_converts(rec):
+    lay = frame(rec, "layout", spec=experiments.BASE).set_index("layout")
+    k = frame(rec, "kernels", spec=experiments.BASE.replace(layout="NCHW"))
+    run = list(k[k.plan_name == lay.plan_name["NCHW"]].sort_index().itertuples())
+    roles = [r.role for r in run if r.role != "zeroing (memset)"]
+    main = [r.kernel for r in run if r.role == "main convolution"]
+    shape = roles == ["layout conversion", "main convolution", "layout conversion"] and "nhwc" in main[0]
+    eats = lay.end_to_end_us["NHWC"] > lay.end_to_end_us["NCHW"]
+    ws = lay.workspace_bytes["NCHW"] > 0
+    return (
+        shape and eats and ws,
+        f"roles {roles}, main {main}, workspace {lay.workspace_bytes['NCHW']}, NHWC end to end {lay.end_to_end_us['NHWC']:.1f} vs NCHW {lay.end_to_end_us['NCHW']:.1f}",
+    )
+
+
+# ---- lesson 04 (fusion) ------------------------------------------------------------------------
+def _fusion_tables(rec):
+    """(request, {(epilogue, path): row}) for every fusion request in ``rec``."""
+    out = []
+    for req in rec.requests("fusion"):
+        df = rec.lookup("fusion", req)
+        df = df[df.status == "ok"]
+        out.append((req, {(r.epilogue, r.path): r for r in df.itertuples()}))
+    return out
+
+
+@claim("04", "* Fusion removes intermediate tensors: less memory allocated, less traffic, fewer kernels.")
+def _fusion_removes(rec):
+    bad = []
+    for req, t in _fusion_tables(rec):
+        for epi in {e for e, _ in t}:
+            f, u = t[(epi, "fused")], t[(epi, "unfused")]
+            ok = (
+                f.intermediate_bytes == 0 < u.intermediate_bytes
+                and f.allocated_bytes < u.allocated_bytes
+                and f.modelled_hbm_bytes < u.modelled_hbm_bytes
+                and f.kernels_per_call == "1 graph"
+                and "elementwise" in u.kernels_per_call
+            )
+            if not ok:
+                bad.append((req["spec"]["dtype"], req["spec"]["N"], epi))
+    return not bad, f"not so at {bad}"
+
+
+@claim("04", "* In fp16 the fused graph wins at every shape recorded here.")
+def _fusion_wins_fp16(rec):
+    bad = [
+        (req["spec"], epi)
+        for req, t in _fusion_tables(rec)
+        if req["spec"]["dtype"] == "fp16"
+        for epi in {e for e, _ in t}
+        if t[(epi, "fused")].gpu_us >= t[(epi, "unfused")].gpu_us
+    ]
+    return not bad, f"fused loses at {bad}"
+
+
+@claim(
+    "04",
+    "* A fused graph is only as fast as the plans cuDNN has for it: in fp32 the residual-add graph has a single plan, and it loses; autotune, in the precision you use, and measure before you trust fusion.",
+)
+def _fp32_residual_single_plan(rec):
+    t = frame(rec, "fusion", spec=experiments.BASE.replace(dtype="fp32")).set_index(["epilogue", "path"])
+    a, u = t.loc[("bias_relu_add", "fused, autotuned")], t.loc[("bias_relu_add", "unfused")]
+    return (
+        a.plans_timed == 1 and a.gpu_us > u.gpu_us,
+        f"plans timed {a.plans_timed}, {a.gpu_us:.0f} vs {u.gpu_us:.0f} us",
+    )
+
+
 #: (lesson, sentence) pairs with comparative words that compare nothing measured
 NOT_CLAIMS: set = {
+    (
+        "03",
+        "**Exercise 1 (predict).** Before you run the chart: order fp32, tf32, fp16 and fp8_e4m3 from fastest to slowest at this shape, each with its heuristic plan, e.g.",
+    ),
+    (
+        "03",
+        "**Exercise 3 (explore).** Move N (the batch) in the panel above: what is the largest batch at which fp8_e4m3's heuristic plan is faster than fp16's?",
+    ),
+    (
+        "03",
+        "For the ResNet-50 convolution shapes: arithmetic intensity (FLOPs per byte, counting each tensor moved once, and of the input only the pixels some filter window covers: a 1x1 stride-2 convolution reads one pixel in four) against the TFLOP/s achieved.",
+    ),
+    (
+        "03",
+        "For this one convolution, is converting them to NHWC, running there and converting the result back faster than running in NCHW?",
+    ),
+    (
+        "04",
+        "**Exercise 1 (predict).** Before you run the chart: in fp16 at the base shape, how many times faster is the fused conv + bias + ReLU than the unfused sequence?",
+    ),
+    (
+        "04",
+        "**Exercise 4 (explore).** Move the panel's controls, the dtype too: where is the heuristic's fused plan slower than the unfused sequence, and by how many times at worst (fused time over unfused time)?",
+    ),
+    (
+        "04",
+        "**Learning goals** * compare a fused convolution + bias + ReLU (+ residual add), one cuDNN graph, with the same work as separate kernels; * read how the fused graph is built with the cuDNN frontend, and where the unfused path's time goes: intermediate tensors written and read back; * find a case where fusion loses, and learn to measure rather than assume.",
+    ),
+    (
+        "04",
+        "*fused* runs the plan cuDNN's heuristic ranks first for that pattern in that precision, as a framework that does not autotune would; *fused, autotuned* times every plan cuDNN offers for the fused graph and keeps the fastest.",
+    ),
+    ("04", "GPU times are CUDA-graph replay medians, on a log axis: equal steps are equal ratios."),
+    (
+        "04",
+        "The summary under the chart says how many plans cuDNN offers for each graph, and what the fused plan achieves where it loses.",
+    ),
     (
         "05",
         "**Learning goals** * see every plan cuDNN offers for one convolution: the heuristic pick, the fastest and the slowest; * know why one timed call is not a measurement, and time every plan yourself; * measure what a workspace cap costs, and tell a cost from timing noise; * measure what building a graph costs, what a cache hit saves, and when autotuning pays for itself. cuDNN's heuristics rank the engine configurations that can run a graph; labkit builds all of them, gives each its own workspace, and times each one.",
     ),
-    ("05", "`deselect_workspace_greater_than(cap)` drops every plan that needs more than `cap` bytes."),
     (
         "05",
         "**When does autotuning pay off?** When the time it saves per call, times the number of calls, exceeds what it cost.",
-    ),
-    ("05", "So labkit times a plan as cuDNN's own C++ autotuner does."),
-    ("05", "The check compares your times with labkit's `autotune`."),
-    (
-        "05",
-        "The chart: on top, the best plan left under each cap (every plan within the cap autotuned); below, its slowdown against no cap, with the band in which separate timings of one plan fall.",
     ),
     (
         "05",
         "A ratio inside that band is marked *within noise*: no gain or loss those timings can tell apart.",
     ),
+    ("05", "So labkit times a plan as cuDNN's own C++ autotuner does."),
+    (
+        "05",
+        "The chart: on top, the best plan left under each cap (every plan within the cap autotuned); below, its slowdown against no cap, with the band in which separate timings of one plan fall.",
+    ),
+    ("05", "The check compares your times with labkit's `autotune`."),
     (
         "05",
         "The same stages for fp32 NCHW: **Exercise 1 (explore).** Move the caps panel above to layout NHWC: which is the smallest recorded cap that costs under 5%?",
     ),
-    (
-        "07",
-        "In recorded mode the controls offer the recorded values; live, set any convolution you like (an impossible one, say padding larger than the filter reaches, is explained in the panel instead of raising).",
-    ),
+    ("05", "`deselect_workspace_greater_than(cap)` drops every plan that needs more than `cap` bytes."),
     ("07", "* Compare the strategies on more layers: `python -m labkit bench strategies`."),
     (
         "07",
         "**Exercise 3 (predict, then explore).** Before you move the direction control: for which direction is the slowest plan the most times slower than the fastest?",
+    ),
+    (
+        "07",
+        "In recorded mode the controls offer the recorded values; live, set any convolution you like (an impossible one, say padding larger than the filter reaches, is explained in the panel instead of raising).",
     ),
 }
 
 #: (lesson, sentence) pairs not yet reviewed: each must become a claim, a generated sentence or an
 #: entry of NOT_CLAIMS (this set only shrinks)
 UNREVIEWED: set = {
-    ("00", "Here: the lessons' base convolution (a ResNet-50 3x3 layer at batch 32) in both memory layouts."),
     (
         "00",
         "Ask for something that was not recorded (in recorded mode) and the panel says so, names the nearest recorded values and empties the chart: a chart never shows numbers measured for another convolution than the one on its controls.",
     ),
+    ("00", "Here: the lessons' base convolution (a ResNet-50 3x3 layer at batch 32) in both memory layouts."),
     (
         "01",
-        "The fastest algorithm is rarely the one without a workspace: scratch memory is how an algorithm trades memory for speed.",
-    ),
-    (
-        "01",
-        "Bars show the plan cuDNN's heuristic picks; whiskers the smallest and largest workspace among all the plans cuDNN offers for that variant.",
+        "* The fastest plan often needs the largest workspace; refusing it has a price in time (lesson 05 measures it).",
     ),
     (
         "01",
@@ -270,7 +424,15 @@ UNREVIEWED: set = {
     ("01", "**Exercise 2.** How many **bytes** of workspace does that fastest algorithm ask for?"),
     (
         "01",
-        "* The fastest plan often needs the largest workspace; refusing it has a price in time (lesson 05 measures it).",
+        "Bars show the plan cuDNN's heuristic picks; whiskers the smallest and largest workspace among all the plans cuDNN offers for that variant.",
+    ),
+    (
+        "01",
+        "The fastest algorithm is rarely the one without a workspace: scratch memory is how an algorithm trades memory for speed.",
+    ),
+    (
+        "02",
+        "(Any within 5% of the lowest counts.) **Exercise 2.** On `one_conv`, how many times slower per call (median host time) is `malloc_per_call` than `fixed_arena`?",
     ),
     (
         "02",
@@ -278,19 +440,11 @@ UNREVIEWED: set = {
     ),
     (
         "02",
-        "*GPU wall time* is the time between two CUDA events recorded on the stream before the first call and after the last, over the number of calls: the kernels **plus any time the GPU sat idle waiting for the host** (with `malloc_per_call`, each `cudaFree` waits for the GPU and the next launch waits for `cudaMalloc`, so its GPU wall time is mostly idle time, not slower kernels).",
-    ),
-    (
-        "02",
-        "Strategies may pick a plan with a smaller workspace when they cannot get the one the heuristic wants (a *fallback*).",
-    ),
-    (
-        "02",
         "**Why per-call malloc hurts.** `cudaMalloc` is a driver call, and `cudaFree` waits until the GPU is idle: each call's free stalls the host until the convolution it just launched is done, so the host can never run ahead and queue work.",
     ),
     (
         "02",
-        "The price is memory held whether or not it is used (the *workspace memory* panel above), and a plan that needs more than the arena holds must fall back to a slower one that fits.",
+        "*GPU wall time* is the time between two CUDA events recorded on the stream before the first call and after the last, over the number of calls: the kernels **plus any time the GPU sat idle waiting for the host** (with `malloc_per_call`, each `cudaFree` waits for the GPU and the next launch waits for `cudaMalloc`, so its GPU wall time is mostly idle time, not slower kernels).",
     ),
     (
         "02",
@@ -298,93 +452,11 @@ UNREVIEWED: set = {
     ),
     (
         "02",
-        "(Any within 5% of the lowest counts.) **Exercise 2.** On `one_conv`, how many times slower per call (median host time) is `malloc_per_call` than `fixed_arena`?",
+        "Strategies may pick a plan with a smaller workspace when they cannot get the one the heuristic wants (a *fallback*).",
     ),
     (
-        "03",
-        "An NCHW convolution either uses slower kernels or transposes internally, often in its workspace.",
-    ),
-    (
-        "03",
-        "For the ResNet-50 convolution shapes: arithmetic intensity (FLOPs per byte, counting each tensor moved once, and of the input only the pixels some filter window covers: a 1x1 stride-2 convolution reads one pixel in four) against the TFLOP/s achieved.",
-    ),
-    (
-        "03",
-        "**Exercise 2.** How many times faster is the convolution itself in NHWC than in NCHW (conversion excluded)?",
-    ),
-    (
-        "03",
-        "For this one convolution, does converting to NHWC, running there and converting back beat running in NCHW?",
-    ),
-    (
-        "03",
-        "(`True` / `False`) * Lower precision is faster on tensor cores; its error comes from two places, the arithmetic and the rounding of the inputs, and for fp8 the second dominates.",
-    ),
-    (
-        "03",
-        "* The layout changes the kernel, the speed and the workspace; converting per layer can eat the gain, so keep a network in one layout.",
-    ),
-    (
-        "04",
-        "**Learning goals** * compare a fused convolution + bias + ReLU (+ residual add), one cuDNN graph, with the same work as separate kernels; * see where the difference comes from: intermediate tensors allocated, written and read back; * find a case where fusion loses, and learn to measure rather than assume.",
-    ),
-    (
-        "04",
-        "*fused* runs the plan cuDNN's heuristic ranks first for that pattern in that precision, as a framework that does not autotune would; *fused, autotuned* times every plan cuDNN offers for the fused graph and keeps the fastest.",
-    ),
-    ("04", "**Exercise 1.** Base spec (fp16): how many times faster is fused `bias_relu` than unfused?"),
-    (
-        "04",
-        "**Exercise 3.** In fp32, for which epilogue is the fused graph *slower* than the unfused sequence?",
-    ),
-    (
-        "04",
-        "(`'bias_relu'`, `'bias_relu_add'`, or `'none'`) * Fusion removes intermediate tensors: less memory allocated, less traffic, fewer launches.",
-    ),
-    ("04", "* Its gain is largest where the convolution is fast and the elementwise work is memory-bound."),
-    (
-        "04",
-        "* A fused graph still needs a good plan: the heuristic's first pick can be far from the best; autotune it, in the precision you use.",
-    ),
-    (
-        "08",
-        "**Learning goals** * read two recordings of the same calls side by side, each with its provenance (GPU, cuDNN, date); * predict from arithmetic intensity which convolutions gain from more memory bandwidth, then check; * see whether cuDNN's heuristic and autotuned plans change between two GPUs of one architecture; * place the usual architecture advice (Ampere: TF32; Hopper: FP8; Ada: FP8 inference) next to what was measured.",
-    ),
-    (
-        "08",
-        "The H200 has HBM3e with more memory bandwidth, so its bandwidth roof sits higher and its ridge (where the two roofs meet) moves to a lower arithmetic intensity.",
-    ),
-    ("08", "Before you look at the H200's times: which shape should gain most?"),
-    ("08", "**Exercise 1.** Which shape gains most (the smallest time ratio, H200 over H100)?"),
-    ("08", "`'3x3 @28'`."),
-    (
-        "08",
-        "Shapes past the ridge run at the same speed on both GPUs: more bandwidth does not help a convolution limited by its math (or, for these small layers, by how well it fills the GPU).",
-    ),
-    ("08", "A gain shows where a point runs close to the bandwidth roof."),
-    (
-        "08",
-        "Left of the ridge is not enough: a shape far below both roofs (conv1, with its 3 input channels) is limited by something else, and more bandwidth leaves it where it was.",
-    ),
-    (
-        "08",
-        "The same base convolution (fp16 NHWC, a ResNet-50 stage-1 3x3 layer at batch 32) through fusion, precision and a batch-size sweep.",
-    ),
-    (
-        "08",
-        "**Exercise 2.** Is the fastest (autotuned) plan of the base convolution a different plan on the H200?",
-    ),
-    (
-        "08",
-        "What the base convolution measured on the two Hoppers, per dtype: Compare the rows yourself: does TF32 pay off against true fp32 on both GPUs, and is fp8 faster than fp16 for this small convolution?",
-    ),
-    (
-        "08",
-        "A datasheet peak is reached only by shapes large enough to fill the tensor cores; for a small layer the dtype changes the kernel cuDNN picks more than the peak.",
-    ),
-    (
-        "08",
-        "* Two GPUs of one architecture differ where their datasheets differ: here memory bandwidth, so the convolutions that run against the bandwidth roof gain, and compute-bound shapes run at the same speed.",
+        "02",
+        "The price is memory held whether or not it is used (the *workspace memory* panel above), and a plan that needs more than the arena holds must fall back to a slower one that fits.",
     ),
     (
         "08",
@@ -395,12 +467,58 @@ UNREVIEWED: set = {
         "* The heuristic's pick is the same on both; the autotuned best can swap between plans a few percent apart: autotune on the GPU you deploy on, and read small margins from single runs with care.",
     ),
     (
-        "09",
-        "`labkit.report(net, batch=..., dtype=..., layout=...)` takes a preset name (`resnet50`, `resnext50_32x4d`, `mobilenet_v2`, `convnext_tiny`, `vgg16`, `deeplabv3_aspp`), a list of `ConvSpec`, or a PyTorch model with an example input shape.",
+        "08",
+        "* Two GPUs of one architecture differ where their datasheets differ: here memory bandwidth, so the convolutions that run against the bandwidth roof gain, and compute-bound shapes run at the same speed.",
+    ),
+    ("08", "**Exercise 1.** Which shape gains most (the smallest time ratio, H200 over H100)?"),
+    (
+        "08",
+        "**Exercise 2.** Is the fastest (autotuned) plan of the base convolution a different plan on the H200?",
     ),
     (
+        "08",
+        "**Learning goals** * read two recordings of the same calls side by side, each with its provenance (GPU, cuDNN, date); * predict from arithmetic intensity which convolutions gain from more memory bandwidth, then check; * see whether cuDNN's heuristic and autotuned plans change between two GPUs of one architecture; * place the usual architecture advice (Ampere: TF32; Hopper: FP8; Ada: FP8 inference) next to what was measured.",
+    ),
+    (
+        "08",
+        "A datasheet peak is reached only by shapes large enough to fill the tensor cores; for a small layer the dtype changes the kernel cuDNN picks more than the peak.",
+    ),
+    ("08", "A gain shows where a point runs close to the bandwidth roof."),
+    ("08", "Before you look at the H200's times: which shape should gain most?"),
+    (
+        "08",
+        "Left of the ridge is not enough: a shape far below both roofs (conv1, with its 3 input channels) is limited by something else, and more bandwidth leaves it where it was.",
+    ),
+    (
+        "08",
+        "Shapes past the ridge run at the same speed on both GPUs: more bandwidth does not help a convolution limited by its math (or, for these small layers, by how well it fills the GPU).",
+    ),
+    (
+        "08",
+        "The H200 has HBM3e with more memory bandwidth, so its bandwidth roof sits higher and its ridge (where the two roofs meet) moves to a lower arithmetic intensity.",
+    ),
+    (
+        "08",
+        "The same base convolution (fp16 NHWC, a ResNet-50 stage-1 3x3 layer at batch 32) through fusion, precision and a batch-size sweep.",
+    ),
+    (
+        "08",
+        "What the base convolution measured on the two Hoppers, per dtype: Compare the rows yourself: does TF32 pay off against true fp32 on both GPUs, and is fp8 faster than fp16 for this small convolution?",
+    ),
+    ("08", "`'3x3 @28'`."),
+    (
         "09",
-        "For every convolution call it builds every plan cuDNN offers, times them, and checks the heuristic's pick, the fastest and the one with the smallest workspace against a float64 reference.",
+        "(Within 3% counts: passes differ that much from run to run.) The H200's recording holds the same report for every preset at batch 32, fp16, NHWC, so the panel opens on it (the H100's holds ResNet-50 and ResNeXt-50: pick it in the GPU list).",
+    ),
+    ("09", "* A cap trades workspace for time; the budget curve says how much, from measured plan times."),
+    (
+        "09",
+        "* A network's workspace question is per layer and per pass: the fastest plan of each layer, and what a strategy holds over the whole pass.",
+    ),
+    ("09", "**Exercise 1.** Which layer's fastest plan asks for the largest workspace?"),
+    (
+        "09",
+        "A fixed arena here is sized for the network's largest workspace; a keyed cache with a 32 MiB budget has to fall back to a plan with a smaller workspace where one needs more.",
     ),
     (
         "09",
@@ -412,16 +530,25 @@ UNREVIEWED: set = {
     ),
     (
         "09",
+        "For every convolution call it builds every plan cuDNN offers, times them, and checks the heuristic's pick, the fastest and the one with the smallest workspace against a float64 reference.",
+    ),
+    (
+        "09",
+        'It is a sum of the plan times measured above (no new measurement), so it answers "I can spare 64 MiB" in milliseconds lost.',
+    ),
+    (
+        "09",
         "The chart: the top panel is the time of each call with the heuristic's plan and the fastest plan; the middle panel is the **memory timeline** (the workspace part of a memory snapshot): how much workspace each strategy holds while each call runs, starting from nothing; the bottom panel is the **budget curve**.",
     ),
-    ("09", "**Exercise 1.** Which layer's fastest plan asks for the largest workspace?"),
     (
         "09",
-        "`rep.strategies` runs the same 53 calls, each with its fastest plan, under every strategy of lesson 02: GPU time of a pass (two events around it: kernels plus any time the GPU waited for the host), host time, the peak workspace held, what is still held afterwards, and allocator calls in the first pass and in a later one.",
+        "The depthwise networks (MobileNetV2, ConvNeXt) and the DeepLabV3 head get their fastest plans with a few bytes or kilobytes of workspace; VGG16 and the ResNets ask for megabytes.",
     ),
+    ("09", "Which cap of the budget curve (in MiB) loses the least time while keeping within it?"),
+    ("09", "`calls_changing_plan` counts the calls that must take a slower plan."),
     (
         "09",
-        "A fixed arena here is sized for the network's largest workspace; a keyed cache with a 32 MiB budget has to fall back to a plan with a smaller workspace where one needs more.",
+        "`labkit.report(net, batch=..., dtype=..., layout=...)` takes a preset name (`resnet50`, `resnext50_32x4d`, `mobilenet_v2`, `convnext_tiny`, `vgg16`, `deeplabv3_aspp`), a list of `ConvSpec`, or a PyTorch model with an example input shape.",
     ),
     (
         "09",
@@ -429,37 +556,22 @@ UNREVIEWED: set = {
     ),
     (
         "09",
-        'It is a sum of the plan times measured above (no new measurement), so it answers "I can spare 64 MiB" in milliseconds lost.',
+        "`rep.strategies` runs the same 53 calls, each with its fastest plan, under every strategy of lesson 02: GPU time of a pass (two events around it: kernels plus any time the GPU waited for the host), host time, the peak workspace held, what is still held afterwards, and allocator calls in the first pass and in a later one.",
     ),
-    ("09", "`calls_changing_plan` counts the calls that must take a slower plan."),
-    ("09", "Which cap of the budget curve (in MiB) loses the least time while keeping within it?"),
-    (
-        "09",
-        "(Within 3% counts: passes differ that much from run to run.) The H200's recording holds the same report for every preset at batch 32, fp16, NHWC, so the panel opens on it (the H100's holds ResNet-50 and ResNeXt-50: pick it in the GPU list).",
-    ),
-    (
-        "09",
-        "The depthwise networks (MobileNetV2, ConvNeXt) and the DeepLabV3 head get their fastest plans with a few bytes or kilobytes of workspace; VGG16 and the ResNets ask for megabytes.",
-    ),
-    (
-        "09",
-        "* A network's workspace question is per layer and per pass: the fastest plan of each layer, and what a strategy holds over the whole pass.",
-    ),
-    ("09", "* A cap trades workspace for time; the budget curve says how much, from measured plan times."),
     (
         "10",
-        "**Learning goals** * read a trace: kernels on their stream, CUDA API calls on the host, and the gaps between them; * tell a plan's main convolution kernel from the layout conversions, zeroing and transforms around it; * see malloc-per-call's idle GPU, not just its slower number; see the race's overlap; * read cuDNN's frontend log: which engines were proposed and which built.",
+        "* A strategy's cost is visible in a trace: malloc-per-call leaves the GPU idle between calls; arenas, caches and pools do not.",
     ),
-    ("10", "Every runnable plan of the base convolution, each run 3 times under the tracer."),
-    ("10", "Lesson 04 measured that the fused graph is faster."),
     (
         "10",
         "**Exercise 2.** In the strategy timeline, under which strategy does the GPU sit idle the longest?",
     ),
     (
         "10",
-        "* A strategy's cost is visible in a trace: malloc-per-call leaves the GPU idle between calls; arenas, caches and pools do not.",
+        "**Learning goals** * read a trace: kernels on their stream, CUDA API calls on the host, and the gaps between them; * tell a plan's main convolution kernel from the layout conversions, zeroing and transforms around it; * see malloc-per-call's idle GPU, not just its slower number; see the race's overlap; * read cuDNN's frontend log: which engines were proposed and which built.",
     ),
+    ("10", "Every runnable plan of the base convolution, each run 3 times under the tracer."),
+    ("10", "Lesson 04 measured that the fused graph is faster."),
 }
 
 

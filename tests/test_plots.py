@@ -107,9 +107,9 @@ def test_values_drawn_are_the_dataframes():
     prec = experiments.precision()
     ok = prec[prec.status == "ok"]
     fig = experiments.CHARTS["precision"](prec)
-    assert list(fig.data[0].x) == list(ok.gpu_us)
-    assert list(fig.data[0].y) == list(ok.rel_error)
-    assert list(fig.data[1].y) == list(ok.rel_error_vs_fp64_inputs)
+    assert list(fig.data[0].x) == list(ok.gpu_us) and list(fig.data[0].y) == list(ok.dtype)
+    assert list(fig.data[1].x) == list(ok.rel_error)
+    assert list(fig.data[2].x) == list(ok.rel_error_vs_fp64_inputs)
 
     pl = experiments.plans(experiments.BASE.replace(layout="NCHW"))
     fig = experiments.CHARTS["plans"](pl)
@@ -187,7 +187,7 @@ def test_not_ok_rows_are_left_out_and_named():
     df = experiments.precision().copy()
     df.loc[df.dtype == "fp8_e4m3", "status"] = "unsupported"
     fig = experiments.CHARTS["precision"](df)
-    assert "fp8_e4m3" not in fig.data[0].text
+    assert "fp8_e4m3" not in fig.data[0].y
     assert any("did not run" in a.text and "fp8_e4m3" in a.text for a in fig.layout.annotations)
 
 
@@ -221,11 +221,14 @@ def test_log_ticks_label_the_lowest_values_and_stay_few_when_asked():
 
 
 def test_wide_time_ranges_get_a_log_axis_and_round_ticks():
-    """fp32 fusion: a 10 ms fused plan beside 0.3 ms bars is drawn on a log axis (linear, the short
-    bars vanish); the caps chart's right axis ticks at 1-2-5 steps (not 1.9x, 3.9x, 5.8x)."""
-    fus = experiments.CHARTS["fusion"](lessons.data("fusion", spec=lessons.base(dtype="fp32")))
-    assert fus.layout.yaxis.type == "log"
-    assert experiments.CHARTS["fusion"](lessons.data("fusion")).layout.yaxis.type != "log"
+    """Fusion: GPU times are dots on a log axis whatever the dtype (fp32's 10 ms fused plan beside
+    0.3 ms ones, fp16's 25-120 us), each labelled; the caps chart's right axis ticks at 1-2-5 steps
+    (not 1.9x, 3.9x, 5.8x)."""
+    for spec in (lessons.base(dtype="fp32"), lessons.base()):
+        fus = experiments.CHARTS["fusion"](lessons.data("fusion", spec=spec))
+        assert fus.layout.xaxis.type == "log"
+        dots = [t for t in fus.data if t.xaxis in (None, "x")]
+        assert dots and all(t.type == "scatter" and all(t.text) for t in dots)
     caps = experiments.CHARTS["caps"](lessons.data("caps", spec=lessons.base(layout="NCHW")))
     step = caps.layout.yaxis2.dtick
     assert step in (0.1, 0.2, 0.5, 1, 2, 5, 10) and caps.layout.yaxis2.tick0 == 0

@@ -93,7 +93,7 @@ def test_set_updates_the_same_figure_in_place_with_the_recorded_rows():
     want = experiments.precision(experiments.BASE.replace(N=8))
     ok = want[want.status == "ok"]
     assert list(fig.data[0].x) == list(ok.gpu_us) != before
-    assert list(fig.data[1].y) == list(ok.rel_error_vs_fp64_inputs)
+    assert list(fig.data[2].x) == list(ok.rel_error_vs_fp64_inputs)
     assert p.df.attrs["request"]["spec"]["N"] == 8
     assert "32" not in [str(v) for v in p.options("C") if v != 64]  # one factor at a time: C stays at 64
     assert p.options("C") == [64] and p.widgets["C"].disabled

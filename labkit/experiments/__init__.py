@@ -16,8 +16,9 @@ Where things live:
   charts, the summaries under them, the exercise checks and the calls of the recorded grid
   (`workspace_basics` 01, `workspace_strategies` 02, `precision_layout` 03, `epilogue_fusion` 04,
   `plans_autotune` 05, `streams` 06, `lab` 07 (its exercises only), `your_network` 09,
-  `under_the_hood` 10). A large topic is a folder of parts, one concept each (``your_network/``, ``under_the_hood/``: run functions,
-  charts, summaries, exercise checks, ...); its ``__init__`` exposes the same names a module would.
+  `under_the_hood` 10). A large topic is a folder of parts, one concept each (``precision_layout/``,
+  ``epilogue_fusion/``, ``plans_autotune/``, ``your_network/``, ``under_the_hood/``: run functions,
+  charts, summaries, exercises, ...); its ``__init__`` exposes the same names a module would.
 
 To add an experiment: write its run function (``@experiment``), chart, summary and checks in its
 topic's module (or a new topic module listed in `TOPICS`), add it to that module's ``CHARTS`` and

@@ -150,7 +150,12 @@ def define_graph(spec: ConvSpec, epilogue: str = "none"):
     s, io = spec, _CUDNN_DTYPE[spec.dtype]
     out = _CUDNN_DTYPE[s.output_dtype]
     f32 = cudnn.data_type.FLOAT
-    g = cudnn.pygraph(io_data_type=io, intermediate_data_type=f32, compute_data_type=f32, handle=handle_for())
+    g = cudnn.pygraph(
+        io_data_type=io,
+        intermediate_data_type=f32,
+        compute_data_type=f32,
+        handle=handle_for(),
+    )
     shapes = role_shapes(s, epilogue)
 
     def t(role):
@@ -163,7 +168,10 @@ def define_graph(spec: ConvSpec, epilogue: str = "none"):
         )
 
     conv_args = dict(
-        padding=list(s.padding), stride=list(s.stride), dilation=list(s.dilation), compute_data_type=f32
+        padding=list(s.padding),
+        stride=list(s.stride),
+        dilation=list(s.dilation),
+        compute_data_type=f32,
     )
     if s.direction == "fprop":
         result = g.conv_fprop(image=t("x"), weight=t("w"), name="conv", **conv_args)

@@ -18,10 +18,8 @@ from typing import Optional
 from ..errors import InvalidSpec
 from ..experiments import exercises
 from ..experiments.checking import CheckResult, as_word, pending, say
-from ..experiments.epilogue_fusion import fusion_loses, fusion_saved_bytes, fusion_speedup  # noqa: F401
 from ..experiments.exercise import Exercise, as_check
 from ..experiments.plans_autotune import plan_times  # noqa: F401  (lesson 05's hands-on check)
-from ..experiments.precision_layout import nhwc_pays_off, nhwc_speedup, precision_order  # noqa: F401
 from ..experiments.streams import race_reproduced  # noqa: F401  (lesson 06's hands-on check)
 from ..experiments.under_the_hood import heuristic_kernels, idle_strategy, race_overlap  # noqa: F401
 from ..experiments.workspace_basics import (  # noqa: F401

@@ -27,7 +27,13 @@ from ..experiments.plans_autotune import (  # noqa: F401
     plans_summary,
     timing_noise_summary,
 )
-from ..experiments.precision_layout import layout_summary, precision_summary, roofline_summary  # noqa: F401
+from ..experiments.precision_layout import (  # noqa: F401
+    fp8_vs_fp16,
+    layout_summary,
+    nchw_kernels,
+    precision_summary,
+    roofline_summary,
+)
 from ..experiments.streams import race_all, race_summary  # noqa: F401
 from ..experiments.workspace_basics import algorithms_summary, sweep_summary, workspace_sizes_summary  # noqa: F401
 from ..experiments.workspace_strategies import (  # noqa: F401
@@ -82,8 +88,17 @@ def _experiment(name: str):
 
 
 def _key(name: str, kwargs: dict) -> str:
+    """A result's key in this session: the request, and in recorded mode the recording in use
+    (switching ``LABKIT_RECORDING`` in one process never answers from the other recording)."""
+    from .. import env
+
     _experiment(name)
-    return f"{name}:{experiments.request_key(experiments.request_of(name, **kwargs))}"
+    key = f"{name}:{experiments.request_key(experiments.request_of(name, **kwargs))}"
+    if not env.mode().live:
+        from ..store import recordings
+
+        key = f"{recordings.current().name}/{key}"
+    return key
 
 
 def _cached(key: str):
@@ -277,8 +292,8 @@ DRAWS = {
     "00": ("layout",),
     "01": ("algorithms", "workspace_sizes", "sweep"),
     "02": ("strategies", "workspace_sizes"),
-    "03": ("precision", "layout", "roofline"),
-    "04": ("fusion",),
+    "03": ("precision", "plans", "kernels", "layout", "roofline"),
+    "04": ("fusion", "fusion_kernels"),
     "05": ("plans", "caps", "build_cost"),
     "06": ("race",),
     "07": (
@@ -336,7 +351,9 @@ def banner(lesson: Optional[str] = None) -> Text:
             f"CuPy {e.cupy_version}). Every chart is measured on this GPU when it is drawn.{helpers}"
             + class_gpu_text()
         )
-    return Text(f"**Mode: recorded.** {recorded_sources(lesson)} Why not live: {m.reason}." + class_gpu_text())
+    return Text(
+        f"**Mode: recorded.** {recorded_sources(lesson)} Why not live: {m.reason}." + class_gpu_text()
+    )
 
 
 def recorded_sources(lesson: Optional[str] = None) -> str:

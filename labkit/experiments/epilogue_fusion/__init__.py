@@ -1,0 +1,39 @@
+"""Lesson 04, fusion: convolution + bias + activation (+ residual add) as one cuDNN graph against
+the unfused sequence: time, memory traffic and allocations.
+
+Its parts, one concept each: `runs` (the experiment), `charts`, `summaries`, `exercises`; here,
+the calls the recorded grid holds and what the lesson's panel shows."""
+
+from __future__ import annotations
+
+from ..core import BASE
+from ..panel_config import SHAPE, spec_panel
+from .calls import recorded_calls
+from .charts import fusion_chart, repeat_spread
+from .exercises import fusion_loses_by, fusion_speedup, unfused_extra_time, unfused_tensors
+from .runs import FUSION_DTYPES, fusion
+from .summaries import fusion_summary
+
+__all__ = [
+    "FUSION_DTYPES",
+    "fusion",
+    "fusion_chart",
+    "fusion_summary",
+    "repeat_spread",
+    "fusion_speedup",
+    "unfused_tensors",
+    "unfused_extra_time",
+    "fusion_loses_by",
+    "recorded_calls",
+]
+
+
+LESSON = "04"
+CHARTS = {"fusion": (fusion_chart, 9, fusion_summary)}
+EXERCISES = (fusion_speedup, unfused_tensors, unfused_extra_time, fusion_loses_by)
+#: experiment -> its lesson panel (`labkit.present.widgets.panel`)
+PANELS = {
+    "fusion": spec_panel(
+        "fusion", "Fusion", SHAPE + ("dtype", "layout"), BASE, live_options=dict(dtype=FUSION_DTYPES)
+    )
+}

@@ -1,0 +1,274 @@
+"""Lesson 04's exercises: predict fusion's gain and the unfused path's extra tensors, explain where
+the unfused path's time goes, explore where fusion loses. Every answer comes from the results in use."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from ...draw.plots import fmt_bytes, fmt_us, ok_rows
+from ...errors import LabkitError
+from ..core import BASE, result
+from ..exercise import Exercise, equal, number, one_of, within
+from .calls import recorded_calls
+
+#: predict: fusion's gain as a range (fused bias_relu over unfused, base spec)
+SPEEDUP_RANGES = ("under 1.2x", "1.2x to 2x", "2x to 5x", "over 5x")
+_EDGES = (1.2, 2.0, 5.0)
+
+
+def _paths(spec=BASE, epilogue: str = "bias_relu"):
+    df = ok_rows(result("fusion", spec=spec))
+    return df[df["epilogue"] == epilogue].set_index("path")
+
+
+def _speedup() -> float:
+    s = _paths()
+    return float(s.loc["unfused", "gpu_us"] / s.loc["fused", "gpu_us"])
+
+
+def _speedup_range() -> str:
+    r = _speedup()
+    return SPEEDUP_RANGES[sum(r >= e for e in _EDGES)]
+
+
+def _speedup_why(truth) -> str:
+    s = _paths()
+    return (
+        f"unfused {fmt_us(s.loc['unfused', 'gpu_us'])} / fused {fmt_us(s.loc['fused', 'gpu_us'])} = "
+        f"{_speedup():.1f}x: "
+        f"the unfused path writes {fmt_bytes(s.loc['unfused', 'intermediate_bytes'])} of intermediate "
+        "tensors and "
+        "reads them back; the fused graph keeps them on chip."
+    )
+
+
+def _speedup_wrong(answer, truth) -> str:
+    more = SPEEDUP_RANGES.index(answer) < SPEEDUP_RANGES.index(truth)
+    return "fusion gains more than that here." if more else "fusion gains less than that here."
+
+
+fusion_speedup = Exercise(
+    name="fusion_speedup",
+    lesson="04",
+    kind="predict",
+    question=(
+        "Before the chart: base spec, fp16. How many times faster is the fused conv + bias + ReLU than the "
+        f"unfused sequence? Pick a range: {', '.join(map(repr, SPEEDUP_RANGES))}."
+    ),
+    truth=_speedup_range,
+    parse=one_of(SPEEDUP_RANGES, "a range"),
+    judge=equal,
+    why=_speedup_why,
+    hints=(
+        "Unfused, the convolution writes its output to memory, the bias kernel reads it and writes a new "
+        "tensor, and the ReLU kernel reads that and writes the result. How many times is a tensor of the "
+        "output's size moved, against once when fused?",
+        "An elementwise kernel on a tensor the size of the output takes about as long as moving it twice "
+        "through memory; this convolution's output is as large as its input.",
+    ),
+    wrong=_speedup_wrong,
+    example="under 1.2x",
+    wrong_answers=lambda truth: [r for r in SPEEDUP_RANGES if r != truth][:2],
+)
+
+
+def _output_bytes(spec=BASE) -> int:
+    n, k, (p, q) = spec.N, spec.K, spec.y_shape[2:]
+    return n * k * p * q * (2 if spec.output_dtype != "fp32" else 4)
+
+
+def _tensors() -> int:
+    s = _paths(epilogue="bias_relu_add")
+    return round(float(s.loc["unfused", "intermediate_bytes"]) / _output_bytes())
+
+
+def _tensors_why(truth) -> str:
+    s = _paths(epilogue="bias_relu_add")
+    return (
+        f"{truth} tensors of {fmt_bytes(_output_bytes())} each = "
+        f"{fmt_bytes(s.loc['unfused', 'intermediate_bytes'])}: "
+        "the convolution's output, the output plus the bias, and that plus the residual; the ReLU writes the "
+        "result. The fused graph keeps all of them virtual: 0 B."
+    )
+
+
+unfused_tensors = Exercise(
+    name="unfused_tensors",
+    lesson="04",
+    kind="predict",
+    question=(
+        "Before the chart: the unfused conv + bias + residual add + ReLU (bias_relu_add) runs one kernel per "
+        "step. Besides the final output, how many tensors the size of the output does it write?"
+    ),
+    truth=_tensors,
+    parse=number("a count of tensors"),
+    judge=equal,
+    why=_tensors_why,
+    hints=(
+        "Each kernel but the last writes its result to a new tensor that the next kernel reads.",
+        "List the kernels in order: convolution, bias add, residual add, ReLU. Which of their results is the "
+        "final output?",
+    ),
+    wrong=lambda answer, truth: "count again: one per kernel whose result the next kernel reads.",
+    example=1,
+)
+
+
+#: explain: where the unfused path's extra time goes
+EXTRA_TIME_CHOICES = {
+    "intermediate_traffic": "the elementwise kernels write whole intermediate tensors to GPU memory and read "
+    "them back",
+    "workspace_allocation": "the unfused path allocates the convolution's workspace on every call",
+    "host_launches": "Python launches three kernels instead of one, and the GPU waits for each launch",
+    "slower_convolution": "the unfused path's convolution runs a slower plan",
+}
+
+
+def _extra_time_reason() -> str:
+    s = _paths()
+    slower = s.loc["unfused", "gpu_us"] > s.loc["fused", "gpu_us"]
+    return (
+        "intermediate_traffic"
+        if slower and s.loc["unfused", "intermediate_bytes"] > 0
+        else "slower_convolution"
+    )
+
+
+def _kernels(path: str) -> Optional[list]:
+    """(kernel, us) of one path of the base bias_relu trace (`fusion_kernels`), or None without one."""
+    try:
+        df = result("fusion_kernels", spec=BASE, epilogue="bias_relu")
+    except LabkitError:
+        return None
+    sub = df[(df["path"] == path) & (df["role"] != "zeroing (memset)")]
+    return [(str(k), float(us)) for k, us in zip(sub["kernel"], sub["kernel_us"])]
+
+
+def _extra_time_why(truth) -> str:
+    s = _paths()
+    extra = s.loc["unfused", "gpu_us"] - s.loc["fused", "gpu_us"]
+    moved = s.loc["unfused", "modelled_hbm_bytes"] - s.loc["fused", "modelled_hbm_bytes"]
+    text = (
+        f"the unfused path takes {fmt_us(extra)} more and moves {fmt_bytes(moved)} more (the model): "
+        f"{moved / (extra * 1e-6) / 1e9:.0f} GB/s, the pace of kernels that only move memory."
+    )
+    unfused = _kernels("unfused")
+    if unfused:
+        text += " Its trace: " + ", ".join(f"`{k[:40]}` {fmt_us(us)}" for k, us in unfused) + "."
+    return text
+
+
+def _extra_time_wrong(answer, truth) -> Optional[str]:
+    s = _paths()
+    fused, unfused = _kernels("fused"), _kernels("unfused")
+    conv = (
+        f" The traces show the same convolution kernel in both, {fmt_us(fused[-1][1])} fused and "
+        f"{fmt_us(unfused[0][1])} unfused."
+        if fused and unfused
+        else ""
+    )
+    return {
+        "workspace_allocation": "the workspace is allocated once, before the timing (`UnfusedPath`), and the "
+        "timing replays a CUDA graph, which allocates nothing.",
+        "host_launches": "the timing replays a CUDA graph: the GPU runs every kernel of it without waiting "
+        "for "
+        "Python or any host call.",
+        "slower_convolution": "the unfused convolution runs the heuristic's plan "
+        f"`{s.loc['unfused', 'plan_name']}`." + conv,
+        "intermediate_traffic": "here the unfused path is not the slower one.",
+    }.get(answer)
+
+
+unfused_extra_time = Exercise(
+    name="unfused_extra_time",
+    lesson="04",
+    kind="explain",
+    question="The unfused bias_relu path takes longer than the fused graph. Where does the extra time go?",
+    truth=_extra_time_reason,
+    parse=one_of(list(EXTRA_TIME_CHOICES), "a reason"),
+    judge=equal,
+    why=_extra_time_why,
+    hints=(
+        "Read the HBM traffic panel: how many more bytes does the unfused path move, and how long would "
+        "that take at the GPU's memory bandwidth?",
+        "The timing replays a CUDA graph of the whole sequence, with every buffer made beforehand.",
+    ),
+    wrong=_extra_time_wrong,
+    choices=EXTRA_TIME_CHOICES,
+    example="host_launches",
+)
+
+
+def _cases():
+    """(spec, fusion table) for every fusion request the panel offers that is at hand (recorded: all)."""
+    out = []
+    for _, kwargs in recorded_calls():
+        spec = kwargs["spec"]
+        live_fp32 = spec == BASE.replace(dtype="fp32")  # the lesson's own second chart: measured if need be
+        df = result("fusion", at_hand_only=not live_fp32, spec=spec)
+        if df is not None:
+            out.append((spec, ok_rows(df)))
+    return out
+
+
+def _worst_loss():
+    """(fused over unfused, spec, epilogue) where the heuristic's fused plan loses most."""
+    worst = (0.0, None, None)
+    for spec, df in _cases():
+        for epi, sub in df.groupby("epilogue", sort=False):
+            s = sub.set_index("path")
+            if {"fused", "unfused"} <= set(s.index):
+                r = float(s.loc["fused", "gpu_us"] / s.loc["unfused", "gpu_us"])
+                worst = max(worst, (r, spec, epi), key=lambda w: w[0])
+    return worst
+
+
+def _loses_by() -> float:
+    r, _, _ = _worst_loss()
+    return round(r, 1) if r > 1 else 0.0
+
+
+def _loses_why(truth) -> str:
+    r, spec, epi = _worst_loss()
+    if r <= 1:
+        return "the fused graph wins in every case the panel offers."
+    s = ok_rows(result("fusion", spec=spec))
+    s = s[s["epilogue"] == epi].set_index("path")
+    return (
+        f"{spec.dtype} {epi}: fused {fmt_us(s.loc['fused', 'gpu_us'])} (plan {s.loc['fused', 'plan_name']}) "
+        "against "
+        f"unfused {fmt_us(s.loc['unfused', 'gpu_us'])}. Fusion saves traffic only where cuDNN has a fast "
+        "plan for "
+        "the fused graph: measure before you trust it."
+    )
+
+
+def _loses_wrong(answer, truth) -> Optional[str]:
+    if answer <= 1:
+        return "a fused graph that loses takes longer: fused time over unfused time is above 1."
+    return (
+        "it loses by more than that somewhere the panel reaches." if answer < truth else "not by that much."
+    )
+
+
+fusion_loses_by = Exercise(
+    name="fusion_loses_by",
+    lesson="04",
+    kind="explore",
+    question=(
+        "In the fusion panel, move the dtype and the shape: find where the heuristic's fused plan is slower "
+        "than the unfused sequence. How many times slower is it there, at worst (fused time over unfused "
+        "time, "
+        "within 10 %)? Answer 0 if it never is."
+    ),
+    truth=_loses_by,
+    parse=number("a ratio"),
+    judge=lambda answer, truth: within(0.10)(answer, truth) if truth else answer == 0,
+    why=_loses_why,
+    hints=(
+        "Try every value of every control, the dtype too, not only the shapes.",
+        "Compare the green dot with the grey one in the time panel, for each epilogue.",
+    ),
+    wrong=_loses_wrong,
+    example=1.5,
+)

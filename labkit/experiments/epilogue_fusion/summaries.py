@@ -1,0 +1,92 @@
+"""Lesson 04's summary: fused against unfused per epilogue, what autotuning the fused graph finds,
+and, where the fused graph loses, what its one plan achieves."""
+
+from __future__ import annotations
+
+from ...draw.plots import fmt_bytes, fmt_us, ok_rows
+from ...draw.prose import Text, where
+from .charts import repeat_spread
+
+
+def ratio_text(a: float, b: float) -> str:
+    """How ``a`` compares with ``b`` (times): ``3.6x faster``, ``11% faster``, ``23.7x SLOWER``."""
+    r = max(a, b) / min(a, b)
+    amount = f"{r - 1:.0%}" if r < 1.2 else f"{r:.1f}x"
+    return f"{amount} {'faster' if a < b else 'SLOWER'}"
+
+
+def _plans(row) -> tuple:
+    """(plans timed, plans cut) of an autotuned row, as integers (None when not recorded)."""
+    n, cut = row.get("plans_timed"), row.get("plans_cut")
+    n = int(n) if n is not None and n == n else None
+    cut = int(cut) if cut is not None and cut == cut else 0
+    return n, cut
+
+
+def fusion_summary(df) -> Text:
+    ok = ok_rows(df)
+    parts = [f"{where(df)}, {df['dtype'].iloc[0]} {df['layout'].iloc[0]}:"]
+    for epi in dict.fromkeys(ok["epilogue"]):
+        sub = ok[ok["epilogue"] == epi].set_index("path")
+        if not {"fused", "unfused"} <= set(sub.index):
+            continue
+        f, u = sub.loc["fused"], sub.loc["unfused"]
+        parts.append(
+            f"**{epi}** fused {fmt_us(f.gpu_us)} vs unfused {fmt_us(u.gpu_us)} "
+            f"({ratio_text(f.gpu_us, u.gpu_us)}); the unfused path allocates "
+            f"{fmt_bytes(u.intermediate_bytes)} of intermediates and moves {fmt_bytes(u.modelled_hbm_bytes)} "
+            f"through HBM against {fmt_bytes(f.modelled_hbm_bytes)} fused."
+        )
+        if "fused, autotuned" not in sub.index:
+            continue
+        a = sub.loc["fused, autotuned"]
+        n, cut = _plans(a)
+        every = (
+            "every fused plan"
+            if n is None
+            else "the only fused plan cuDNN built here"
+            if n == 1 and not cut
+            else f"the {n} fused plans built within {a.get('compile_budget_s'):g} s"
+            if cut
+            else f"all {n} fused plans"
+        )
+        if cut:
+            parts.append(
+                f"{cut} more fused plan{'s were' if cut > 1 else ' was'} still being compiled by cuDNN "
+                "(runtime-compiled kernels) and not timed: *measure again* once the compile is done "
+                "times every plan."
+            )
+        if a.plan_name == f.plan_name:
+            parts.append(
+                f"Timing {every} confirms the heuristic's pick ({fmt_us(a.gpu_us)})"
+                + (
+                    ": no fused plan cuDNN offers here beats the unfused sequence."
+                    if a.gpu_us > u.gpu_us
+                    else "."
+                )
+            )
+        else:
+            parts.append(
+                f"Timing {every} finds {a.plan_name} at {fmt_us(a.gpu_us)}: "
+                f"{ratio_text(a.gpu_us, f.gpu_us)} than the heuristic's pick and "
+                f"{ratio_text(a.gpu_us, u.gpu_us)} than unfused."
+            )
+        if a.gpu_us > u.gpu_us and "achieved_gb_s" in sub.columns:
+            parts.append(
+                f"Fewer bytes do not make it faster: the fused plan `{a.plan_name}` moves its modelled "
+                f"{fmt_bytes(a.modelled_hbm_bytes)} at {a.achieved_gb_s:.0f} GB/s, the unfused path its "
+                f"{fmt_bytes(u.modelled_hbm_bytes)} at {u.achieved_gb_s:.0f} GB/s: "
+                + (
+                    "with one plan for the graph, its speed is that plan's, whatever the traffic saved."
+                    if n == 1
+                    else "the plans cuDNN has for this graph are slow, whatever the traffic saved."
+                )
+            )
+    spread = repeat_spread(df)
+    if spread is not None:
+        parts.append(
+            "(One plan timed twice in this table, as the heuristic's and as the fastest, differs by "
+            + (f"{spread:.1%}" if spread >= 0.001 else "under 0.1%")
+            + ": the noise of a repeated timing here.)"
+        )
+    return Text(" ".join(parts))

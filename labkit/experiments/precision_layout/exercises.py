@@ -1,0 +1,246 @@
+"""Lesson 03's exercises: predict the dtypes' speed order and whether NHWC pays off, explain fp8's
+error, explore the batch at which fp8 stops winning. Every answer comes from the results in use."""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from ...draw.plots import fmt_us, ok_rows
+from ...errors import InvalidSpec
+from ..core import BASE, SWEEPS, result
+from ..exercise import Exercise, equal, flag, number, one_of
+from .charts import sci
+from .summaries import _precision_at, _spread
+
+# ---- exercises ----------------------------------------------------------------------------------
+#: the dtypes the speed-order exercise asks about (bf16 runs fp16's plan: their order is noise)
+SPEED_ORDER_DTYPES = ("fp32", "tf32", "fp16", "fp8_e4m3")
+
+
+def _speed_order() -> list:
+    t = _precision_at()["gpu_us"]
+    return sorted(SPEED_ORDER_DTYPES, key=lambda d: t[d])
+
+
+def _parse_order(answer) -> list:
+    names = list(SPEED_ORDER_DTYPES)
+    if (
+        isinstance(answer, str)
+        or not isinstance(answer, (list, tuple))
+        or not all(isinstance(x, str) for x in answer)
+    ):
+        raise InvalidSpec("answer", answer, f"must be a list of the dtype names {names!r}, fastest first")
+    a = [x.strip().lower() for x in answer]
+    if sorted(a) != sorted(names):
+        raise InvalidSpec("answer", answer, f"must list each of {', '.join(names)} once")
+    return a
+
+
+def _speed_order_why(truth) -> str:
+    p = _precision_at()
+    spread = max((s for s in (_spread(p.loc[d]) for d in truth) if s is not None), default=None)
+    noise = f" (p10–p90 within {spread:.1%} each)" if spread is not None else ""
+    times = ", ".join(f"{d} {fmt_us(p.loc[d, 'gpu_us'])}" for d in truth)
+    return (
+        f"fastest to slowest: {times}{noise}. The datasheet peaks would put fp8 first; the kernel cuDNN runs "
+        "decides: the paragraph under the chart compares fp8's plans and kernels with fp16's."
+    )
+
+
+def _speed_order_wrong(answer, truth) -> str:
+    right = sum(a == t for a, t in zip(answer, truth))
+    return f"{right} of {len(truth)} in the right place."
+
+
+dtype_speed_order = Exercise(
+    name="dtype_speed_order",
+    lesson="03",
+    kind="predict",
+    question=(
+        "Before the chart: order fp32, tf32, fp16 and fp8_e4m3 from fastest to slowest for the base "
+        "convolution, each with the plan cuDNN's heuristic picks."
+    ),
+    truth=_speed_order,
+    parse=_parse_order,
+    judge=equal,
+    why=_speed_order_why,
+    hints=(
+        "The tensor cores' peak doubles from tf32 to fp16 and again to fp8, and true fp32 does not use "
+        "them at all; but a peak is reached only by a kernel made for the shape.",
+        "Run the next cell: the left panel of the precision chart is the measurement.",
+    ),
+    wrong=_speed_order_wrong,
+    example=["fp32", "tf32", "fp16", "fp8_e4m3"],
+    leaks=lambda truth: (r"\W+".join(re.escape(d) for d in truth),),
+    wrong_answers=lambda truth: [list(reversed(truth)), [truth[1], truth[0], *truth[2:]]],
+)
+
+
+#: explain: why fp8's total error is so much larger than its arithmetic error
+FP8_ERROR_CHOICES = {
+    "mantissa_bits": "fp8_e4m3 keeps 3 bits after the leading 1 (fp16 keeps 10), so each input is rounded "
+    "coarsely",
+    "range_clipping": "fp8_e4m3's largest value is 448, so large inputs are clipped to it",
+    "fp8_accumulation": "the tensor cores add up fp8 products in fp8, losing bits at every step",
+    "fp8_output": "the result is stored in fp8, which cannot hold it precisely",
+}
+
+
+def _fp8_error_reason() -> str:
+    p = _precision_at()
+    a8, t8 = p.loc["fp8_e4m3", "rel_error"], p.loc["fp8_e4m3", "rel_error_vs_fp64_inputs"]
+    if a8 > 5 * p.loc["fp16", "rel_error"]:
+        return "fp8_accumulation"  # the arithmetic itself would be what is off
+    return "mantissa_bits" if t8 > 10 * a8 else "fp8_output"
+
+
+def _fp8_error_why(truth) -> str:
+    p = _precision_at()
+    a8, t8 = p.loc["fp8_e4m3", "rel_error"], p.loc["fp8_e4m3", "rel_error_vs_fp64_inputs"]
+    t16 = p.loc["fp16", "rel_error_vs_fp64_inputs"]
+    return (
+        f"fp8's arithmetic on the inputs it read is off by {sci(a8)}, but those inputs are already off: its "
+        "total "
+        f"error is {sci(t8)}, {t8 / t16:.0f}x fp16's ({sci(t16)}). Each fewer bit doubles the rounding "
+        "error; "
+        "fp8 keeps 7 fewer than fp16. The numbers are computed in fp32 either way."
+    )
+
+
+def _fp8_error_wrong(answer, truth) -> Optional[str]:
+    p = _precision_at()
+    a8, a16 = p.loc["fp8_e4m3", "rel_error"], p.loc["fp16", "rel_error"]
+    return {
+        "range_clipping": "labkit's inputs are uniform in [-1, 1] (`numerics.random_inputs`): nothing comes "
+        "near "
+        "448, and nothing is clipped.",
+        "fp8_accumulation": "fp8's arithmetic error, measured on the very inputs it read, is "
+        f"{sci(a8)}: about "
+        f"fp16's ({sci(a16)}). The sums are done in fp32 (the graph's compute type).",
+        "fp8_output": "fp8 convolutions here write an fp16 output, as fp16 ones do, and fp16's total error "
+        "is "
+        f"close to its arithmetic error ({sci(p.loc['fp16', 'rel_error_vs_fp64_inputs'])} vs {sci(a16)}).",
+        "mantissa_bits": "the arithmetic error would then be the large one; it is not.",
+    }.get(answer)
+
+
+fp8_total_error = Exercise(
+    name="fp8_total_error",
+    lesson="03",
+    kind="explain",
+    question=(
+        "fp8's total error (diamond) is far above its arithmetic error (circle); fp16's two are close. Why? "
+        "Pick a reason."
+    ),
+    truth=_fp8_error_reason,
+    parse=one_of(list(FP8_ERROR_CHOICES), "a reason"),
+    judge=equal,
+    why=_fp8_error_why,
+    hints=(
+        "The circle judges the arithmetic on the values cuDNN read; the diamond judges the same result "
+        "against the data before they were rounded to the dtype. Which of the two is far off?",
+        "Before any arithmetic, every input is rounded to the nearest value fp8 can hold. How far apart are "
+        "neighbouring fp8 values near 0.5, and neighbouring fp16 values?",
+    ),
+    wrong=_fp8_error_wrong,
+    choices=FP8_ERROR_CHOICES,
+    example="range_clipping",
+)
+
+
+def _fp8_wins_up_to() -> int:
+    wins = []
+    for n in SWEEPS["N"]:
+        p = _precision_at(BASE.replace(N=n))
+        if {"fp8_e4m3", "fp16"} <= set(p.index) and p.loc["fp8_e4m3", "gpu_us"] < p.loc["fp16", "gpu_us"]:
+            wins.append(n)
+    return max(wins, default=0)
+
+
+def _fp8_wins_why(truth) -> str:
+    rows = []
+    for n in SWEEPS["N"]:
+        p = _precision_at(BASE.replace(N=n))
+        rows.append(
+            f"N={n}: fp8 {fmt_us(p.loc['fp8_e4m3', 'gpu_us'])} vs fp16 {fmt_us(p.loc['fp16', 'gpu_us'])}"
+        )
+    return (
+        f"{'; '.join(rows)}. Which dtype wins depends on the kernel cuDNN has for the shape, not on the "
+        "dtype's "
+        "peak: fp8's generated kernels win on small problems here and lose on larger ones."
+        if truth
+        else f"{'; '.join(rows)}: fp8's heuristic plan never wins here."
+    )
+
+
+def _fp8_wins_wrong(answer, truth) -> Optional[str]:
+    if answer not in SWEEPS["N"] and answer != 0:
+        return f"the panel offers N = {', '.join(map(str, SWEEPS['N']))}."
+    if answer:
+        p = _precision_at(BASE.replace(N=int(answer)))
+        if p.loc["fp8_e4m3", "gpu_us"] >= p.loc["fp16", "gpu_us"]:
+            return f"at N={int(answer)} fp8's plan is the slower one."
+    return "fp8 beats fp16 at a larger batch than that." if answer < truth else None
+
+
+fp8_wins_up_to = Exercise(
+    name="fp8_wins_up_to",
+    lesson="03",
+    kind="explore",
+    question=(
+        "In the precision panel, move N (the batch): what is the largest batch at which fp8_e4m3's "
+        "heuristic plan is faster than fp16's? (0 if it never is)"
+    ),
+    truth=_fp8_wins_up_to,
+    parse=number("a batch size"),
+    judge=equal,
+    why=_fp8_wins_why,
+    hints=(
+        "Set N in the precision panel to each value it offers and compare the fp8_e4m3 and fp16 bars.",
+        "Start from the smallest batch the panel offers.",
+    ),
+    wrong=_fp8_wins_wrong,
+    example=64,
+)
+
+
+def _nhwc_pays_off() -> bool:
+    t = ok_rows(result("layout", spec=BASE)).set_index("layout")["end_to_end_us"]
+    return bool(t["NHWC"] < t["NCHW"])
+
+
+def _nhwc_why(truth) -> str:
+    df = ok_rows(result("layout", spec=BASE)).set_index("layout")
+    n, h = df.loc["NCHW"], df.loc["NHWC"]
+    return (
+        f"NCHW {fmt_us(n.end_to_end_us)}; NHWC {fmt_us(h.conv_gpu_us)} + {fmt_us(h.convert_gpu_us)} of "
+        "conversion = "
+        f"{fmt_us(h.end_to_end_us)}: "
+        + (
+            "the conversion costs more than the faster convolution saves. Convert once per network, not per "
+            "layer."
+            if not truth
+            else "the faster convolution outweighs the conversion."
+        )
+    )
+
+
+nhwc_pays_off = Exercise(
+    name="nhwc_pays_off",
+    lesson="03",
+    kind="predict",
+    question=(
+        "Before the chart: your tensors are NCHW. For this one convolution, is converting them to NHWC, "
+        "running there and converting the result back faster than running in NCHW? (True/False)"
+    ),
+    truth=_nhwc_pays_off,
+    parse=flag("does converting pay off?"),
+    judge=equal,
+    why=_nhwc_why,
+    hints=(
+        "The conversion reads and writes every element of the input and the output once more: how long "
+        "does that take next to the convolution itself?",
+        "Run the next cell and compare the full height of the two stacked bars.",
+    ),
+)
