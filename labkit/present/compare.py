@@ -231,11 +231,22 @@ def _label_text(row, labels) -> str:
     return " · ".join(parts)
 
 
+def spread_columns(df, value: str) -> Optional[Tuple[str, str]]:
+    """The p10 and p90 columns of ``value`` (repeated timings of each row), when the frame has them."""
+    lo, hi = f"{value}_p10", f"{value}_p90"
+    return (lo, hi) if lo in df.columns and hi in df.columns else None
+
+
 def ratios(df, value: Optional[str] = None, baseline: str = recs.DEFAULT_RECORDING):
     """Per row label (e.g. dtype, shape, plan): each recording's ``value`` (default: the
     experiment's time column) and ``ratio <other>/<baseline>`` for every other recording
     (below 1: the other GPU takes less time). A row that did not run (status not ok) or that a
-    recording lacks has no value, and its ratio is empty (NaN), never guessed."""
+    recording lacks has no value, and its ratio is empty (NaN), never guessed.
+
+    Where the frame holds the spread of repeated timings (``<value>_p10`` and ``<value>_p90``:
+    plans, precision), ``ratio low`` and ``ratio high`` give the ratio's range under that spread
+    (the other GPU's p10 over the baseline's p90, and its p90 over the baseline's p10): a range
+    that holds 1 is no measured difference."""
     import pandas as pd
 
     name = (getattr(df, "attrs", {}) or {}).get("experiment")
@@ -258,8 +269,7 @@ def ratios(df, value: Optional[str] = None, baseline: str = recs.DEFAULT_RECORDI
             f"rows must be unique per recording and {labels}; repeated: "
             f"{dup[labels].drop_duplicates().to_dict('records')[:3]}",
         )
-    vals = df[value].where(df["status"] == "ok") if "status" in df.columns else df[value]
-    wide = df.assign(_v=vals).pivot(index=labels, columns="recording", values="_v")
+    ok = (df["status"] == "ok") if "status" in df.columns else pd.Series(True, index=df.index)
     order = list(
         dict.fromkeys(
             map(
@@ -270,18 +280,30 @@ def ratios(df, value: Optional[str] = None, baseline: str = recs.DEFAULT_RECORDI
             )
         )
     )
-    wide = wide.reindex(
-        pd.MultiIndex.from_tuples(order, names=labels) if len(labels) > 1 else [o[0] for o in order]
-    )
+    index = pd.MultiIndex.from_tuples(order, names=labels) if len(labels) > 1 else [o[0] for o in order]
+
+    def wide(col):
+        return (
+            df.assign(_v=df[col].where(ok))
+            .pivot(index=labels, columns="recording", values="_v")
+            .reindex(index)
+        )
+
+    values = wide(value)
+    spread = spread_columns(df, value)
+    p10, p90 = (wide(spread[0]), wide(spread[1])) if spread else (None, None)
     others = [n for n in names if n != baseline]
-    out = pd.DataFrame(index=wide.index)
+    out = pd.DataFrame(index=values.index)
     for n in [baseline] + others:
-        out[f"{value} {n}"] = wide[n]
+        out[f"{value} {n}"] = values[n]
     for n in others:
-        out[f"ratio {n}/{baseline}"] = wide[n] / wide[baseline]
+        out[f"ratio {n}/{baseline}"] = values[n] / values[baseline]
+        if spread:
+            out[f"ratio low {n}/{baseline}"] = p10[n] / p90[baseline]
+            out[f"ratio high {n}/{baseline}"] = p90[n] / p10[baseline]
     out = out.reset_index()
     out.insert(len(labels), "label", [_label_text(r, labels) for _, r in out.iterrows()])
-    out.attrs = dict(df.attrs, value=value, baseline=baseline, others=others)
+    out.attrs = dict(df.attrs, value=value, baseline=baseline, others=others, spread=bool(spread))
     return out
 
 
@@ -294,9 +316,39 @@ def ratio_column(table, other: Optional[str] = None) -> str:
     return f"ratio {other}/{table.attrs['baseline']}"
 
 
+def ratio_range(table, col: str):
+    """The ``ratio low`` and ``ratio high`` columns of ratio column ``col`` (None without a spread)."""
+    low, high = col.replace("ratio ", "ratio low ", 1), col.replace("ratio ", "ratio high ", 1)
+    return (table[low], table[high]) if low in table.columns and high in table.columns else None
+
+
+def ratio_text(r, low=None, high=None) -> str:
+    """``0.89x`` or, with its range under the timing spread, ``0.891x [0.884–0.906]`` (three
+    decimals where two would print the same low and high)."""
+    if plots.num(r) is None:
+        return ""
+    if plots.num(low) is None or plots.num(high) is None:
+        return f"{r:.2f}x"
+    d = 2 if round(high, 2) - round(low, 2) >= 0.02 else 3
+    return f"{r:.{d}f}x [{low:.{d}f}–{high:.{d}f}]"
+
+
+def reference_spread(recordings: Sequence[str]) -> Optional[float]:
+    """The median p10-p90 spread of repeated timings, relative to the median, of the base
+    convolution's plans in ``recordings`` (what a single median of these GPUs may vary by)."""
+    try:
+        plans = frames("plans", recordings=list(recordings))
+    except LabkitError:
+        return None
+    ok = plots.ok_rows(plans)
+    return float(((ok["gpu_us_p90"] - ok["gpu_us_p10"]) / ok["gpu_us"]).median()) if len(ok) else None
+
+
 def summary(table, other: Optional[str] = None) -> Text:
     """One paragraph from a `ratios` table: the median ratio, the largest gain and the largest loss
-    of ``other`` against the baseline (Markdown; every number from the table)."""
+    of ``other`` against the baseline, and the noise they are read against: the ratio ranges of a
+    table with a timing spread, or the spread of repeated timings of the base convolution's plans
+    on these GPUs (Markdown; every number from the data)."""
     if not table.attrs.get("others") and other is None:
         skipped = table.attrs.get("skipped", {})
         return Text(
@@ -315,13 +367,34 @@ def summary(table, other: Optional[str] = None) -> Text:
     best, worst = ok.loc[ok[col].idxmin()], ok.loc[ok[col].idxmax()]
     value = table.attrs["value"]
     fmt = plots.fmt_us if value.endswith("_us") else (lambda v: f"{v:.3g}")
-    return Text(
+    rng = ratio_range(ok, col)
+
+    def said(row):
+        extra = ratio_text(row[col], *(r.loc[row.name] for r in rng)) if rng else f"{row[col]:.2f}x"
+        return f"{row['label']}, {fmt(row[f'{value} {base}'])} -> {fmt(row[f'{value} {oth}'])} ({extra})"
+
+    text = (
         f"{table.attrs.get('experiment')}, {len(ok)} rows measured on both: {gpu(oth)} takes a median "
-        f"{ok[col].median():.2f}x the time of {gpu(base)} ({value}). Largest gain: {best['label']}, "
-        f"{fmt(best[f'{value} {base}'])} -> {fmt(best[f'{value} {oth}'])} ({best[col]:.2f}x); "
-        f"largest loss: {worst['label']}, {fmt(worst[f'{value} {base}'])} -> {fmt(worst[f'{value} {oth}'])} "
-        f"({worst[col]:.2f}x)."
+        f"{ok[col].median():.2f}x the time of {gpu(base)} ({value}). Largest gain: {said(best)}; "
+        f"largest loss: {said(worst)}."
     )
+    if rng:
+        low, high = rng
+        apart = ok[(high < 1) | (low > 1)]
+        text += (
+            f" In brackets, the ratio's range under each GPU's p10-p90 spread of repeated timings: "
+            f"{len(apart)} of {len(ok)} rows differ beyond it"
+            + (f" ({', '.join(apart['label'])})." if 0 < len(apart) <= 6 else ".")
+        )
+    else:
+        spread = reference_spread(table.attrs.get("recordings") or [base, oth])
+        if spread is not None:
+            text += (
+                f" No spread was recorded for {table.attrs.get('experiment')} (one median per row); the base "
+                f"convolution's plans, timed repeatedly on these GPUs, vary by a median {spread:.1%} between "
+                "p10 and p90: read a ratio within a few percent of 1 as no difference."
+            )
+    return Text(text)
 
 
 # ---- one chart, several GPUs -----------------------------------------------------------------
@@ -329,6 +402,12 @@ def _trace_name(df, rec: str) -> str:
     p = df.attrs.get("provenance", {}).get(rec, {})
     quick = "" if p.get("complete", True) else ", quick recording"
     return f"{p.get('gpu', rec)} ({p.get('date')}{quick})"
+
+
+def short_gpu(name: str) -> str:
+    """``NVIDIA H100 80GB HBM3`` as ``H100`` (the model, for tick labels)."""
+    words = [w for w in str(name).split() if w.upper() not in ("NVIDIA", "TESLA")]
+    return words[0] if words else str(name)
 
 
 def _notes(df) -> str:
@@ -348,11 +427,36 @@ def _detail(df, extra: str = "") -> str:
     return "; ".join(x for x in (lab, extra) if x)
 
 
+def _fmt(value: str):
+    return plots.fmt_us if value.endswith("_us") else (lambda v: f"{v:.3g}")
+
+
+def _spread_of(df, rec: str, table, value: str):
+    """(values - p10, p90 - values) of recording ``rec`` in ``table``'s row order, or None."""
+    cols = spread_columns(df, value)
+    if not cols:
+        return None
+    comp = comparable(df.attrs["experiment"])
+    mine = plots.ok_rows(df[df["recording"] == rec]).set_index(list(comp.labels))
+    keys = [
+        tuple(r) if len(comp.labels) > 1 else r[0] for r in table[list(comp.labels)].itertuples(index=False)
+    ]
+    lo = [plots.num(mine[cols[0]].get(k)) for k in keys]
+    hi = [plots.num(mine[cols[1]].get(k)) for k in keys]
+    v = [plots.num(x) for x in table[f"{value} {rec}"]]
+    return (
+        [a - b if a is not None and b is not None else None for a, b in zip(v, lo)],
+        [b - a if a is not None and b is not None else None for a, b in zip(v, hi)],
+    )
+
+
 def figure(df, value: Optional[str] = None):
-    """The GPUs of a `frames` DataFrame on the same axes: grouped bars (one trace per GPU, the
-    other GPUs' bars labelled with their ratio to the first), sweep lines, plans as points, and
-    for the roofline each GPU's points with its own roof (`labkit.ceilings`). Every trace of one
-    recording shares a ``legendgroup`` named after it."""
+    """The GPUs of a `frames` DataFrame on the same axes, every trace of one recording in a
+    ``legendgroup`` named after it: for the roofline each GPU's points, side by side, under its
+    own roof (`labkit.ceilings`); for a sweep one line per GPU; for plans the fastest plans per
+    GPU with their spread, beside their time ratio; otherwise bars per row (dots on a log axis
+    where values span decades), each other GPU's labelled with its ratio to the first (and the
+    ratio's range under the timing spread where the frame holds one)."""
     name = (getattr(df, "attrs", {}) or {}).get("experiment")
     comp = comparable(name)
     value = value or comp.value
@@ -360,49 +464,52 @@ def figure(df, value: Optional[str] = None):
         raise InvalidSpec("value", value, f"must be a column of the {name} frame")
     if name == "roofline":
         return _roofline(df)
-    fig = plots.new_figure()
     table = ratios(df, value, df.attrs["recordings"][0])
+    if name == "sweep":
+        return _sweep(df, table, comp)
+    if name == "plans":
+        return _plans(df, table, comp)
+    return _bars(df, table, comp)
+
+
+def _ratio_texts(table, rec: str) -> list:
     base = table.attrs["baseline"]
-    for i, rec in enumerate(df.attrs["recordings"]):
+    if rec == base:
+        return [""] * len(table)
+    col = f"ratio {rec}/{base}"
+    rng = ratio_range(table, col)
+    return [
+        ratio_text(r, *(x.iloc[i] for x in rng)) if rng else ratio_text(r) for i, r in enumerate(table[col])
+    ]
+
+
+def _bars(df, table, comp):
+    """Grouped bars (a linear axis from zero), or dots on a log axis where the values span decades."""
+    name, value = df.attrs["experiment"], table.attrs["value"]
+    fmt = _fmt(value)
+    recs = df.attrs["recordings"]
+    allv = [plots.num(v) for rec in recs for v in table[f"{value} {rec}"]]
+    kind = plots.log_if_wide(allv)
+    fig = plots.new_figure()
+    n = len(table)
+    for i, rec in enumerate(recs):
         vals = [plots.num(v) for v in table[f"{value} {rec}"]]
-        rat = table[f"ratio {rec}/{base}"] if rec != base else [None] * len(table)
         text = [
-            (plots.fmt_us(v) if value.endswith("_us") else f"{v:.3g}")
-            + (f" ({r:.2f}x)" if plots.num(r) else "")
-            if v is not None
-            else ""
-            for v, r in zip(vals, rat)
+            (fmt(v) + (f" · {r}" if r else "")) if v is not None else "not measured"
+            for v, r in zip(vals, _ratio_texts(table, rec))
         ]
+        err = _spread_of(df, rec, table, value)
         style = dict(name=_trace_name(df, rec), legendgroup=rec, marker_color=GPU_COLORS[i % len(GPU_COLORS)])
-        if name == "sweep":
-            fig.add_trace(
-                go.Scatter(
-                    x=list(table["value"]),
-                    y=vals,
-                    mode="lines+markers",
-                    text=text,
-                    hovertemplate=f"{df['field'].iloc[0]}=%{{x}}: %{{text}}<extra>%{{fullData.name}}</extra>",
-                    **style,
+        error = (
+            dict(
+                error_x=dict(
+                    type="data", symmetric=False, arrayminus=err[0], array=err[1], thickness=1.2, width=3
                 )
             )
-        elif name == "plans":
-            ws = df[df["recording"] == rec].set_index("plan_name")["workspace_bytes"]
-            fig.add_trace(
-                go.Scatter(
-                    x=[
-                        plots.num(ws.get(p)) / plots.MIB if plots.num(ws.get(p)) is not None else None
-                        for p in table["plan_name"]
-                    ],
-                    y=vals,
-                    mode="markers",
-                    text=text,
-                    customdata=list(table["plan_name"]),
-                    marker=dict(size=9, opacity=0.75),
-                    hovertemplate="%{customdata}: %{text}<extra>%{fullData.name}</extra>",
-                    **style,
-                )
-            )
-        else:
+            if err
+            else {}
+        )
+        if kind == "linear":
             fig.add_trace(
                 go.Bar(
                     y=list(table["label"]),
@@ -413,82 +520,326 @@ def figure(df, value: Optional[str] = None):
                     cliponaxis=False,
                     hovertemplate="%{y}: %{text}<extra>%{fullData.name}</extra>",
                     **style,
+                    **error,
                 )
             )
-    _axes(fig, name, comp, value, table)
-    extra = {
-        "plans": "every plan cuDNN offers, autotuned on each GPU",
-        "sweep": f"sweep of {df['field'].iloc[0]}, heuristic plan" if "field" in df.columns else "",
-        "strategies": f"workload '{df['workload'].iloc[0]}'" if "workload" in df.columns else "",
-    }.get(name, "")
-    extra = (extra + "; " if extra else "") + f"ratios against {df.attrs['provenance'][base]['gpu']}"
+        else:  # dots, each GPU a little above or below its row's line
+            y = [k + 0.22 * (i - (len(recs) - 1) / 2) for k in range(n)]
+            fig.add_trace(
+                go.Scatter(
+                    y=y,
+                    x=vals,
+                    mode="markers+text",
+                    text=text,
+                    textposition="middle right",
+                    textfont=dict(size=10),
+                    cliponaxis=False,
+                    marker=dict(size=9, symbol=("circle", "diamond")[i % 2]),
+                    customdata=list(table["label"]),
+                    hovertemplate="%{customdata}: %{text}<extra>%{fullData.name}</extra>",
+                    **style,
+                    **error,
+                )
+            )
+    title = comp.axis if value == comp.value else value
+    top = max([v for v in allv if v is not None] or [1.0])
+    if kind == "linear":
+        fig.update_layout(barmode="group")
+        fig.update_yaxes(autorange="reversed")
+        fig.update_xaxes(title_text=title, type="linear", range=[0, top * 1.45])  # room for the labels
+    else:
+        fig.update_yaxes(
+            tickvals=list(range(n)), ticktext=list(table["label"]), range=[n - 0.5, -0.5], type="linear"
+        )
+        fig.update_xaxes(
+            title_text=title + ", log", type="log", **plots.log_axis(allv + [top * 4], max_ticks=6)
+        )
+    extra = (
+        f"workload '{df['workload'].iloc[0]}'" if name == "strategies" and "workload" in df.columns else ""
+    )
+    base_gpu = df.attrs["provenance"][table.attrs["baseline"]]["gpu"]
+    extra = (extra + "; " if extra else "") + f"labels: time and ratio against {base_gpu}"
+    note = _notes(df)
+    if table.attrs.get("spread"):
+        note = "whiskers and [ranges]: p10-p90 of repeated timings" + (" · " + note if note else "")
     return plots.finish(
         fig,
         df,
-        f"Same call, {len(df.attrs['recordings'])} GPUs: {name}",
+        f"Same call, {len(recs)} GPUs: {name}",
         _detail(df, extra),
-        note=_notes(df),
-        height=max(420, 160 + 26 * len(table) * len(df.attrs["recordings"]))
-        if name not in ("sweep", "plans")
-        else 480,
+        note=note,
+        height=max(420, 160 + 26 * n * len(recs)),
     )
 
 
-def _axes(fig, name, comp, value, table) -> None:
+def _sweep(df, table, comp):
+    """One line per GPU over the swept value (log-log), the ratio to the first GPU in the hover."""
+    value = table.attrs["value"]
+    fmt = _fmt(value)
+    fig = plots.new_figure()
+    for i, rec in enumerate(df.attrs["recordings"]):
+        vals = [plots.num(v) for v in table[f"{value} {rec}"]]
+        text = [
+            (fmt(v) + (f" ({r})" if r else "")) if v is not None else "not measured"
+            for v, r in zip(vals, _ratio_texts(table, rec))
+        ]
+        fig.add_trace(
+            go.Scatter(
+                x=list(table["value"]),
+                y=vals,
+                mode="lines+markers",
+                text=text,
+                name=_trace_name(df, rec),
+                legendgroup=rec,
+                marker_color=GPU_COLORS[i % len(GPU_COLORS)],
+                hovertemplate=f"{df['field'].iloc[0]}=%{{x}}: %{{text}}<extra>%{{fullData.name}}</extra>",
+            )
+        )
     vals = [plots.num(v) for c in table.columns if c.startswith(f"{value} ") for v in table[c]]
+    fig.update_xaxes(
+        title_text=workspace_basics.SWEEP_AXIS.get(str(table.attrs.get("request", {}).get("field")), "value"),
+        type="log",
+        tickvals=list(table["value"]),
+    )
     title = comp.axis if value == comp.value else value
-    if name == "sweep":
-        fig.update_xaxes(
-            title_text=workspace_basics.SWEEP_AXIS.get(
-                str(table.attrs.get("request", {}).get("field")), "value"
+    fig.update_yaxes(title_text=title + ", log", type="log", **plots.log_axis(vals))
+    field = df["field"].iloc[0] if "field" in df.columns else "value"
+    return plots.finish(
+        fig,
+        df,
+        f"Same call, {len(df.attrs['recordings'])} GPUs: sweep",
+        _detail(df, f"sweep of {field}, heuristic plan; hover a point for its ratio to the first GPU"),
+        note=_notes(df),
+        height=480,
+    )
+
+
+#: plans a plans comparison draws (the fastest on the first GPU; `ratios` has every plan)
+PLANS_SHOWN = 12
+PLANS_GRID = plots.grid(
+    rows=1,
+    cols=2,
+    shared_yaxes=True,
+    column_widths=[0.6, 0.4],
+    horizontal_spacing=0.03,
+    subplot_titles=("GPU time per call: median, whiskers p10-p90", "time ratio, whiskers: its range"),
+)
+
+
+def _plans(df, table, comp):
+    """The `PLANS_SHOWN` plans fastest on the first GPU, one row each: every GPU's median with its
+    p10-p90 whiskers (each GPU a little above or below the row), and the time ratio with its
+    range under those spreads; a tick says which plan is the heuristic's pick and which the
+    fastest on each GPU."""
+    value = table.attrs["value"]
+    recs, base = df.attrs["recordings"], table.attrs["baseline"]
+    shown = table.sort_values(f"{value} {base}", na_position="last").head(PLANS_SHOWN)
+    shown.attrs = table.attrs
+    n = len(shown)
+    fig = plots.new_figure(**PLANS_GRID)
+    flags = {}
+    for rec in recs:
+        mine = df[df["recording"] == rec].set_index("plan_name")
+        for col, tag in (("best", f"fastest on {short_gpu(df.attrs['provenance'][rec]['gpu'])}"),):
+            for p in mine.index[mine[col].astype(bool)] if col in mine.columns else []:
+                flags.setdefault(p, []).append(tag)
+    if "heuristic_pick" in df.columns:
+        for p in dict.fromkeys(df.loc[df["heuristic_pick"].astype(bool), "plan_name"]):
+            flags.setdefault(p, []).insert(0, "heuristic's pick")
+    ticks = [p + (f"<br>({', '.join(flags[p])})" if p in flags else "") for p in shown["plan_name"]]
+    fmt = _fmt(value)
+    for i, rec in enumerate(recs):
+        vals = [plots.num(v) for v in shown[f"{value} {rec}"]]
+        err = _spread_of(df, rec, shown, value)
+        fig.add_trace(
+            go.Scatter(
+                x=vals,
+                y=[k + 0.2 * (i - (len(recs) - 1) / 2) for k in range(n)],
+                mode="markers",
+                name=_trace_name(df, rec),
+                legendgroup=rec,
+                marker=dict(
+                    size=9, color=GPU_COLORS[i % len(GPU_COLORS)], symbol=("circle", "diamond")[i % 2]
+                ),
+                customdata=[
+                    [p, fmt(v) if v is not None else "not measured"] for p, v in zip(shown["plan_name"], vals)
+                ],
+                hovertemplate="%{customdata[0]}: %{customdata[1]}<extra>%{fullData.name}</extra>",
+                **(
+                    dict(
+                        error_x=dict(
+                            type="data",
+                            symmetric=False,
+                            arrayminus=err[0],
+                            array=err[1],
+                            thickness=1.2,
+                            width=3,
+                        )
+                    )
+                    if err
+                    else {}
+                ),
             ),
-            type="log",
-            tickvals=list(table["value"]),
+            row=1,
+            col=1,
         )
-        fig.update_yaxes(title_text=title + ", log", type="log", **plots.log_axis(vals))
-    elif name == "plans":
-        fig.update_xaxes(title_text="workspace the plan needs (MiB)")
-        fig.update_yaxes(title_text=title + ", log", type="log", **plots.log_axis(vals))
-    else:
-        fig.update_layout(barmode="group")
-        fig.update_yaxes(autorange="reversed")
-        kind = plots.log_if_wide(vals)
-        top = max([v for v in vals if v is not None] or [1.0])
-        fig.update_xaxes(
-            title_text=title + (", log" if kind == "log" else ""),
-            type=kind,  # room for the labels
-            **(plots.log_axis(vals, max_ticks=6) if kind == "log" else dict(range=[0, top * 1.3])),
+    for i, rec in enumerate(recs[1:], 1):
+        col = f"ratio {rec}/{base}"
+        r = [plots.num(v) for v in shown[col]]
+        rng = ratio_range(shown, col)
+        err = (
+            dict(
+                error_x=dict(
+                    type="data",
+                    symmetric=False,
+                    array=[
+                        h - v if v is not None and plots.num(h) is not None else None
+                        for v, h in zip(r, rng[1])
+                    ],
+                    arrayminus=[
+                        v - lo if v is not None and plots.num(lo) is not None else None
+                        for v, lo in zip(r, rng[0])
+                    ],
+                    thickness=1.2,
+                    width=3,
+                )
+            )
+            if rng
+            else {}
         )
+        fig.add_trace(
+            go.Scatter(
+                x=r,
+                y=list(range(n)),
+                mode="markers",
+                name=f"ratio {short_gpu(df.attrs['provenance'][rec]['gpu'])} / "
+                f"{short_gpu(df.attrs['provenance'][base]['gpu'])}",
+                legendgroup=rec,
+                showlegend=False,
+                marker=dict(
+                    size=8, color=GPU_COLORS[i % len(GPU_COLORS)], symbol="line-ns-open", line_width=2
+                ),
+                customdata=[
+                    ratio_text(v, *(x.iloc[k] for x in rng)) if rng else ratio_text(v)
+                    for k, v in enumerate(r)
+                ],
+                hovertemplate="%{customdata}<extra></extra>",
+                **err,
+            ),
+            row=1,
+            col=2,
+        )
+    vals = [plots.num(v) for rec in recs for v in shown[f"{value} {rec}"]]
+    vals = [v for v in vals if v is not None] or [1.0]
+    pad = 0.08 * (max(vals) - min(vals) or max(vals))
+    title = comp.axis if value == comp.value else value
+    fig.update_xaxes(title_text=title, type="linear", range=[min(vals) - pad, max(vals) + pad], row=1, col=1)
+    ratio_vals = [
+        plots.num(v)
+        for c in shown.columns
+        if c.startswith("ratio")
+        for v in shown[c]
+        if plots.num(v) is not None
+    ] or [1.0]
+    span = max(abs(max(ratio_vals) - 1), abs(1 - min(ratio_vals)), 0.02) * 1.15
+    fig.update_xaxes(
+        title_text="other GPU's time / first GPU's", type="linear", range=[1 - span, 1 + span], row=1, col=2
+    )
+    fig.add_vline(x=1, line=dict(color=COLOR_EQUAL, width=1, dash="dot"), row=1, col=2)
+    fig.update_yaxes(
+        tickvals=list(range(n)),
+        ticktext=ticks,
+        range=[n - 0.5, -0.5],
+        type="linear",
+        tickfont=dict(size=9),
+        row=1,
+        col=1,
+    )
+    more = len(table) - n
+    detail = f"the {n} plans fastest on {short_gpu(df.attrs['provenance'][base]['gpu'])}" + (
+        f" of {len(table)} cuDNN offers (compare.ratios(df) has all)" if more > 0 else ""
+    )
+    return plots.finish(
+        fig,
+        df,
+        f"Same call, {len(recs)} GPUs: plans",
+        _detail(df, detail),
+        note=_notes(df),
+        height=230 + 40 * n,
+    )
+
+
+#: the line at ratio 1 (no difference)
+COLOR_EQUAL = "#5f6368"
+#: a roofline's points of one shape on several GPUs are drawn side by side, this far apart (decades)
+ROOF_OFFSET_DECADES = 0.03
+#: shapes whose points lie this close (decades, in x and y) share one label
+ROOF_SAME_DECADES = 0.05
+
+
+def _roof_groups(points) -> list:
+    """Shapes whose points lie within `ROOF_SAME_DECADES` of each other (log x and y), in
+    intensity order: each group one label ("3x3 @14 · 3x3 @7": coinciding points shown as such).
+    ``points``: shape -> (x, [y of each GPU])."""
+    order = sorted(points, key=lambda s: points[s][0])
+    groups: list = []
+    for s in order:
+        x, ys = points[s]
+        for g in groups:
+            gx, gys = points[g[-1]]
+            near_x = abs(math.log10(x) - math.log10(gx)) <= ROOF_SAME_DECADES
+            near_y = all(
+                abs(math.log10(a) - math.log10(b)) <= ROOF_SAME_DECADES for a, b in zip(ys, gys) if a and b
+            )
+            if near_x and near_y:
+                g.append(s)
+                break
+        else:
+            groups.append([s])
+    return groups
 
 
 def _roofline(df):
     """Each GPU's measured shapes (intensity vs TFLOP/s) and its roof from `labkit.ceilings`
-    (a GPU the table lacks gets points only, and the note says so)."""
+    (a GPU the table lacks gets points only, and the note says so). The GPUs' points of one shape
+    sit side by side at its intensity (the first hollow), joined by a thin line; one label per
+    shape, or per group of shapes whose points coincide."""
     fig = plots.new_figure()
     dtype = str(df["dtype"].iloc[0])
+    recs = df.attrs["recordings"]
     xs, ys, missing = [], [], []
-    for i, rec in enumerate(df.attrs["recordings"]):
+    points: dict = {}
+    for i, rec in enumerate(recs):
+        sub = plots.ok_rows(df[df["recording"] == rec])
+        for s, x, y in zip(sub["shape"], sub["intensity_flops_per_byte"], sub["tflops"]):
+            if plots.num(x) and plots.num(y):
+                points.setdefault(s, [float(x), [None] * len(recs)])[1][i] = float(y)
+    for i, rec in enumerate(recs):
         sub = plots.ok_rows(df[df["recording"] == rec])
         color = GPU_COLORS[i % len(GPU_COLORS)]
         gpu = df.attrs["provenance"][rec]["gpu"]
+        shift = 10 ** (ROOF_OFFSET_DECADES * (2 * i - (len(recs) - 1)))
         x = [plots.num(v) for v in sub["intensity_flops_per_byte"]]
         y = [plots.num(v) for v in sub["tflops"]]
         xs += [v for v in x if v]
         ys += [v for v in y if v]
         fig.add_trace(
             go.Scatter(
-                x=x,
+                x=[v * shift if v else None for v in x],
                 y=y,
-                mode="markers+text" if i == 0 else "markers",
-                text=list(sub["shape"]),
-                textposition="top center",
-                textfont=dict(size=10),
+                mode="markers",
                 name=_trace_name(df, rec),
                 legendgroup=rec,
-                marker=dict(size=11, color=color, symbol=("circle", "diamond")[i % 2]),
-                customdata=[plots.num(v) for v in sub["gpu_us"]],
-                hovertemplate="%{text}: %{x:.0f} FLOP/B, %{y:.0f} TFLOP/s, %{customdata:.1f} us"
-                "<extra>%{fullData.name}</extra>",
+                marker=dict(
+                    size=10,
+                    color="white" if i == 0 else color,
+                    symbol=("circle", "diamond")[i % 2],
+                    line=dict(color=color, width=2),
+                ),
+                text=list(sub["shape"]),
+                customdata=[[plots.num(v), plots.num(a)] for v, a in zip(sub["gpu_us"], x)],
+                hovertemplate="%{text}: %{customdata[1]:.0f} FLOP/B, %{y:.0f} TFLOP/s, "
+                "%{customdata[0]:.1f} us<extra>%{fullData.name}</extra>",
             )
         )
         c = ceilings.for_gpu(gpu)
@@ -505,12 +856,29 @@ def _roofline(df):
                     mode="lines",
                     legendgroup=rec,
                     line=dict(color=color, width=2),
-                    name=f"roof {c.gpu}: {peak:.0f} TFLOP/s {dtype}, {c.bandwidth_bytes_per_s / 1e9:.0f} GB/s",
+                    name=f"roof {c.gpu}: {peak:.0f} TFLOP/s {dtype}, "
+                    f"{c.bandwidth_bytes_per_s / 1e9:.0f} GB/s",
                     hovertemplate="roof: %{y:.0f} TFLOP/s at %{x:.0f} FLOP/B<extra></extra>",
                 )
             )
         else:
             missing.append(gpu)
+    labels = []
+    for group in _roof_groups(points):
+        gx = 10 ** (sum(math.log10(points[s][0]) for s in group) / len(group))
+        gy = max(v for s in group for v in points[s][1] if v)
+        labels.append(
+            dict(
+                x=math.log10(gx),
+                y=math.log10(gy),
+                text=" · ".join(group),
+                showarrow=False,
+                yshift=9,
+                yanchor="bottom",
+                font=dict(size=10, color=COLOR_EQUAL),
+            )
+        )
+    fig.update_layout(annotations=labels)
     lo, hi = min(xs) / 3, max(xs) * 3
     for t in fig.data:
         if t.mode == "lines":
@@ -522,17 +890,19 @@ def _roofline(df):
         **plots.log_ticks([lo, hi]),
     )
     fig.update_yaxes(title_text="achieved TFLOP/s (log)", type="log", **plots.log_axis(ys))
-    note = "roofs: datasheet peaks (dense) from labkit.ceilings; the bandwidth roof moves, the compute roof does not"
+    note = (
+        "roofs: datasheet peaks (dense) from labkit.ceilings; the bandwidth roof moves, the compute roof "
+        "does not · each shape's points sit side by side at its intensity"
+    )
     if missing:
         note += f" · no ceilings known for {', '.join(missing)}: points only"
     extra = _notes(df)
     return plots.finish(
         fig,
         df,
-        f"Roofline on {len(df.attrs['recordings'])} GPUs: ResNet-50 convolutions, {dtype} "
-        f"{df['layout'].iloc[0]}",
+        f"Roofline on {len(recs)} GPUs: ResNet-50 convolutions, {dtype} {df['layout'].iloc[0]}",
         "heuristic plan per shape on each GPU",
         note=note + (" · " + extra if extra else ""),
-        height=520,
+        height=540,
         legend_rows=2,
     )
