@@ -121,12 +121,13 @@ def truths():
     }
 
 
-ALL = [fn for fns in check.EXERCISES.values() for fn in fns]
+#: the checks written as functions (an `Exercise`'s check is covered by tests/test_exercises.py)
+ALL = [fn for fns in check.EXERCISES.values() for fn in fns if not hasattr(fn, "exercise")]
 
 
 def test_every_exercise_has_a_truth():
     assert sorted(fn.__name__ for fn in ALL) == sorted(truths())
-    assert all(2 <= len(fns) <= 3 for lesson, fns in check.EXERCISES.items() if lesson != "00")
+    assert all(2 <= len(fns) for lesson, fns in check.EXERCISES.items() if lesson != "00")
 
 
 @pytest.mark.parametrize("fn", ALL, ids=lambda f: f.__name__)
