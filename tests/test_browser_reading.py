@@ -171,11 +171,9 @@ KNOWN = {
     ("h100-sxm", "00_start_here.ipynb"),
     ("h100-sxm", "02_workspace_strategies.ipynb"),
     ("h100-sxm", "07_lab.ipynb"),
-    ("h100-sxm", "09_your_network.ipynb"),
     ("h200", "00_start_here.ipynb"),
     ("h200", "02_workspace_strategies.ipynb"),
     ("h200", "07_lab.ipynb"),
-    ("h200", "09_your_network.ipynb"),
     ("h200", "10_under_the_hood.ipynb"),
 }
 

@@ -227,6 +227,99 @@ def _picks(rec):
     return len(set(heur.values())) == 1 and bool(overlap), (heur, other.gpu_us_p10, best[recs[1]].gpu_us_p90)
 
 
+# ---- lesson 09: your network (the network reports of each recording) -------------------------
+def _report(rec, net="resnet50"):
+    from labkit.experiments.your_network import table_of
+
+    df = frame(rec, "network_report", net=net, batch=32, dtype="fp16", layout="NHWC")
+    return {t: table_of(df, t) for t in ("layers", "strategies", "timeline", "budget")}
+
+
+@claim(
+    "09",
+    "A fixed arena here is sized for the network's largest workspace; a keyed cache evicts to stay within its budget, and here every workspace fits in either budget, so the two keyed caches do the same work.",
+)
+def _arena_and_caches(rec):
+    r = _report(rec)
+    s = r["strategies"].set_index("strategy")
+    largest = r["layers"]["fastest_workspace_bytes"].max()
+    k = s[s.index.str.startswith("keyed_cache")]
+    holds = (
+        abs(s.loc["fixed_arena (sized)", "peak_workspace_bytes"] - largest) <= 0.01 * largest
+        and len(k) == 2
+        and k["peak_workspace_bytes"].nunique() == 1
+        and (k["fallbacks_per_pass"] == 0).all()
+        and k["alloc_calls_first_pass"].nunique() == 1
+        and k["peak_workspace_bytes"].max() <= 32 * 2**20
+    )
+    return holds, s[["peak_workspace_bytes", "fallbacks_per_pass", "alloc_calls_first_pass"]].to_dict()
+
+
+@claim(
+    "09",
+    "`async_pool` holds more workspace than any call of ResNet-50 asks for, from its first workspace until after the pass.",
+)
+def _async_holds(rec):
+    r = _report(rec)
+    p = r["strategies"].set_index("strategy").loc["async_pool"]
+    line = r["timeline"][r["timeline"]["strategy"] == "async_pool"]["held_bytes"]
+    held = line[line > 0]
+    holds = (
+        p["peak_workspace_bytes"] > r["layers"]["fastest_workspace_bytes"].max()
+        and p["held_after_bytes"] == p["peak_workspace_bytes"]
+        and held.nunique() == 1
+    )
+    return holds, (p["peak_workspace_bytes"], p["held_after_bytes"], list(held.unique()))
+
+
+@claim(
+    "09",
+    "The depthwise networks (MobileNetV2, ConvNeXt) and the DeepLabV3 head get their fastest plans with a few bytes or kilobytes of workspace; VGG16 and the ResNets ask for megabytes.",
+)
+def _small_and_large(rec):
+    most = {
+        net: float(_report(rec, net)["layers"]["fastest_workspace_bytes"].max())
+        for net in ("mobilenet_v2", "convnext_tiny", "deeplabv3_aspp", "vgg16", "resnet50", "resnext50_32x4d")
+    }
+    holds = all(most[n] < 2**20 for n in ("mobilenet_v2", "convnext_tiny", "deeplabv3_aspp")) and all(
+        most[n] >= 2**20 for n in ("vgg16", "resnet50", "resnext50_32x4d")
+    )
+    return holds, most
+
+
+@claim(
+    "09",
+    "The panel opens on VGG16: its largest workspaces come with its last layers, so the timeline's lines part ways there: the fixed arena holds its size from the first call, the caches and CuPy's pool grow when the large layers come and keep it, `async_pool` holds its chunk from its first workspace on, and `malloc_per_call` gives it back after each call.",
+)
+def _vgg16_timeline(rec):
+    r = _report(rec, "vgg16")
+    layers, t = r["layers"], r["timeline"]
+    n = len(layers)
+    big = layers[layers["fastest_workspace_bytes"] == layers["fastest_workspace_bytes"].max()]["order"]
+    first_big = int(big.min())
+    line = {k: sub.sort_values("step") for k, sub in t.groupby("strategy")}
+
+    def at(k, step):
+        return float(line[k][line[k]["step"] == step]["held_bytes"].iloc[0])
+
+    def after(k):
+        return float(line[k]["held_after_bytes"].iloc[-1])
+
+    peak = {k: float(v["held_bytes"].max()) for k, v in line.items()}
+    grows = [k for k in ("preallocated", "keyed_cache (256 MiB)", "keyed_cache (32 MiB)", "cupy_pool")]
+    pool = line["async_pool"]["held_bytes"]
+    holds = (
+        first_big >= n - 3
+        and at("fixed_arena (sized)", 0) == peak["fixed_arena (sized)"]
+        and all(at(k, 0) < peak[k] and at(k, first_big) == peak[k] and after(k) == peak[k] for k in grows)
+        and pool[pool > 0].nunique() == 1
+        and after("async_pool") == peak["async_pool"]
+        and after("malloc_per_call") == 0
+        and at("malloc_per_call", first_big) == peak["malloc_per_call"]
+    )
+    return holds, (first_big, n, peak)
+
+
 #: (lesson, sentence) pairs with comparative words that compare nothing measured
 NOT_CLAIMS: set = set()
 
@@ -255,6 +348,58 @@ NOT_CLAIMS |= {
         "Where the whiskers of two plans overlap, a single run cannot say which is faster: autotune on the GPU you deploy on, and measure again before trusting a small margin.",
     ),
     ("08", "How many of the shapes run at least 5 % faster on the H200 (time ratio below 0.95)?"),
+    (
+        "09",
+        "`labkit.report(net, batch=..., dtype=..., layout=...)` takes a preset name (`resnet50`, `resnext50_32x4d`, `mobilenet_v2`, `convnext_tiny`, `vgg16`, `deeplabv3_aspp`), a list of `ConvSpec`, or a PyTorch model with an example input shape.",
+    ),
+    (
+        "09",
+        "For every convolution call it builds every plan cuDNN offers, times them, and checks the heuristic's pick, the fastest and the one with the smallest workspace against a float64 reference.",
+    ),
+    (
+        "09",
+        "A plan that one eager call shows to be far slower than the best is not timed further, and the report says how many plans and layers were cut and why (`rep.cut`, the `status` columns).",
+    ),
+    (
+        "09",
+        "For each, the heuristic's plan, the fastest plan and the plan with the smallest workspace, with GPU time (CUDA-graph replay median, microseconds) and workspace bytes.",
+    ),
+    (
+        "09",
+        "Each distinct convolution's plans are timed as autotuning times them: the plan's own workspace is allocated with CuPy (`memory.alloc`, a `cupy.ndarray`), the plan is bound to its tensors and that workspace (`cg.bind`, which calls the frontend's `execute_plan_at_index` on the stream), and a CUDA graph of back-to-back calls is replayed between two CUDA events until the median is stable (`measure.graph_replay`): The chart: the top panel is the time of each call with the heuristic's plan and the fastest plan; the middle panel is the **memory timeline** (the workspace part of a memory snapshot): how much workspace each strategy holds while each call runs, starting from nothing, and (the last step) after the pass.",
+    ),
+    (
+        "09",
+        "`rep.strategies` runs the same 53 calls, each with its fastest plan, under every strategy of lesson 02: GPU time of a pass (two events around it: kernels plus any time the GPU waited for the host), host time, the peak workspace held, what is still held afterwards, and allocator calls in the first pass and in a later one.",
+    ),
+    (
+        "09",
+        "`rep.budget`: for each workspace cap, the pass time if every call used its fastest plan within the cap.",
+    ),
+    (
+        "09",
+        'It is a sum of the plan times measured above (no new measurement), so it answers "I can spare 64 MiB" in time lost.',
+    ),
+    ("09", "`calls_changing_plan` counts the calls that must take a slower plan."),
+    (
+        "09",
+        "**Exercise 2 (predict).** Before you look at it: if every call had to fit its workspace in 4 MiB, how much slower would the pass be?",
+    ),
+    ("09", "The top chart shows which calls need more (hover a bar)."),
+    ("09", "The budget curve adds kernel times measured by graph replay, repeated until stable."),
+    (
+        "09",
+        '**Exercise 3 (explore).** Run the report on VGG16 in a cell of your own (`labkit.report("vgg16")`; sort its tables with `sort_values`): which layer asks for the most workspace with its fastest plan (`fastest_workspace_bytes`), and under which strategy does the pass hold the most workspace at its peak (`peak_workspace_bytes`)?',
+    ),
+    (
+        "09",
+        "* A network's workspace question is per layer and per pass: the fastest plan of each layer, and what a strategy holds over the whole pass.",
+    ),
+    ("09", "* A cap trades workspace for time; the budget curve says how much, from measured plan times."),
+    (
+        "09",
+        "* One timed pass is one sample: compare pass times only beyond the difference between two identical passes.",
+    ),
 }
 
 #: (lesson, sentence) pairs not yet reviewed: each must become a claim, a generated sentence or an
@@ -407,58 +552,6 @@ UNREVIEWED: set = {
         "07",
         "* [08_same_conv_other_gpu](08_same_conv_other_gpu.ipynb): the same convolutions recorded on an H100 and an H200, side by side, and why only some of them gain.",
     ),
-    (
-        "09",
-        "`labkit.report(net, batch=..., dtype=..., layout=...)` takes a preset name (`resnet50`, `resnext50_32x4d`, `mobilenet_v2`, `convnext_tiny`, `vgg16`, `deeplabv3_aspp`), a list of `ConvSpec`, or a PyTorch model with an example input shape.",
-    ),
-    (
-        "09",
-        "For every convolution call it builds every plan cuDNN offers, times them, and checks the heuristic's pick, the fastest and the one with the smallest workspace against a float64 reference.",
-    ),
-    (
-        "09",
-        "A plan that one eager call shows to be far slower than the best is not timed further, and the report says how many plans and layers were cut and why (`rep.cut`, the `status` columns).",
-    ),
-    (
-        "09",
-        "For each, the heuristic's plan, the fastest plan and the plan with the smallest workspace, with GPU time (CUDA-graph replay median, microseconds) and workspace bytes.",
-    ),
-    (
-        "09",
-        "The chart: the top panel is the time of each call with the heuristic's plan and the fastest plan; the middle panel is the **memory timeline** (the workspace part of a memory snapshot): how much workspace each strategy holds while each call runs, starting from nothing; the bottom panel is the **budget curve**.",
-    ),
-    ("09", "**Exercise 1.** Which layer's fastest plan asks for the largest workspace?"),
-    (
-        "09",
-        "`rep.strategies` runs the same 53 calls, each with its fastest plan, under every strategy of lesson 02: GPU time of a pass (two events around it: kernels plus any time the GPU waited for the host), host time, the peak workspace held, what is still held afterwards, and allocator calls in the first pass and in a later one.",
-    ),
-    (
-        "09",
-        "A fixed arena here is sized for the network's largest workspace; a keyed cache with a 32 MiB budget has to fall back to a plan with a smaller workspace where one needs more.",
-    ),
-    (
-        "09",
-        "`rep.budget`: for each workspace cap, the pass time if every call used its fastest plan within the cap.",
-    ),
-    (
-        "09",
-        'It is a sum of the plan times measured above (no new measurement), so it answers "I can spare 64 MiB" in milliseconds lost.',
-    ),
-    ("09", "`calls_changing_plan` counts the calls that must take a slower plan."),
-    ("09", "Which cap of the budget curve (in MiB) loses the least time while keeping within it?"),
-    (
-        "09",
-        "(Within 3% counts: passes differ that much from run to run.) The H200's recording holds the same report for every preset at batch 32, fp16, NHWC, so the panel opens on it (the H100's holds ResNet-50 and ResNeXt-50: pick it in the GPU list).",
-    ),
-    (
-        "09",
-        "The depthwise networks (MobileNetV2, ConvNeXt) and the DeepLabV3 head get their fastest plans with a few bytes or kilobytes of workspace; VGG16 and the ResNets ask for megabytes.",
-    ),
-    (
-        "09",
-        "* A network's workspace question is per layer and per pass: the fastest plan of each layer, and what a strategy holds over the whole pass.",
-    ),
-    ("09", "* A cap trades workspace for time; the budget curve says how much, from measured plan times."),
     (
         "10",
         "**Learning goals** * read a trace: kernels on their stream, CUDA API calls on the host, and the gaps between them; * tell a plan's main convolution kernel from the layout conversions, zeroing and transforms around it; * see malloc-per-call's idle GPU, not just its slower number; see the race's overlap; * read cuDNN's frontend log: which engines were proposed and which built.",

@@ -90,7 +90,12 @@ def time_plan(
     ws = memory.alloc(plan.workspace_bytes, f"workspace of plan {plan.index}")
     bound = cg.bind(ops.arrays, int(ws.data.ptr), plan.index, stream)
     return measure.graph_replay(
-        bound.run, stream, calls=calls, stop_above_us=stop_above_us, budget=budget, eager_stop=eager_stop
+        bound.run,
+        stream,
+        calls=calls,
+        stop_above_us=stop_above_us,
+        budget=budget,
+        eager_stop=eager_stop,
     )
 
 

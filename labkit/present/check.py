@@ -30,7 +30,6 @@ from ..experiments.workspace_basics import (  # noqa: F401
     workspace_bytes_for_plan,
 )
 from ..experiments.workspace_strategies import dims_only_shortfall, fastest_strategy, malloc_slowdown  # noqa: F401
-from ..experiments.your_network import cap_for_budget, largest_workspace_layer, strategy_for_budget  # noqa: F401
 from ..session import lessons  # noqa: F401  (lessons plugs its session results into the checks)
 from . import compare_check
 
