@@ -174,7 +174,6 @@ KNOWN = {
     ("h200", "00_start_here.ipynb"),
     ("h200", "02_workspace_strategies.ipynb"),
     ("h200", "07_lab.ipynb"),
-    ("h200", "10_under_the_hood.ipynb"),
 }
 
 

@@ -320,6 +320,76 @@ def _vgg16_timeline(rec):
     return holds, (first_big, n, peak)
 
 
+# ---- lesson 10: under the hood (the traces of each recording) ----------------------------------
+def _timeline(rec):
+    df = frame(rec, "strategy_timeline", workload="one_conv", calls=8)
+    s = df.drop_duplicates("strategy").set_index("strategy")
+    return df, s[s.status == "ok"]
+
+
+@claim("10", "Every runnable plan of the base convolution, each run 3 times under the tracer.")
+def _traced_calls(rec):
+    from labkit.experiments import under_the_hood
+
+    k = frame(rec, "kernels", spec=experiments.BASE)
+    return under_the_hood.TRACED_CALLS == 3 and len(k) > 0, under_the_hood.TRACED_CALLS
+
+
+@claim(
+    "10",
+    "Under `malloc_per_call` every call's `cudaFree` waits for the GPU to finish and its `cudaMalloc` comes before the next launch, so its kernels cannot run back to back. But no GPU lane is free of gaps.",
+)
+def _no_lane_free(rec):
+    df, s = _timeline(rec)
+    malloc = s.index[s.index.str.startswith("malloc_per_call")][0]
+    frees = df[(df.strategy == malloc) & df.name.str.contains("free", case=False, na=False)]
+    holds = bool((s.idle_share_api > 0.05).all()) and len(frees) >= int(s.loc[malloc, "calls"])
+    return holds, (s.idle_share_api.round(3).to_dict(), len(frees))
+
+
+@claim(
+    "10",
+    "* A strategy's cost is visible in a trace: malloc-per-call leaves the GPU idle longest, its `cudaFree` waiting for the GPU on every call.",
+)
+def _malloc_idlest(rec):
+    _, s = _timeline(rec)
+    holds = str(s.idle_share_api.idxmax()).startswith("malloc_per_call") and str(
+        s.idle_share.idxmax()
+    ).startswith("malloc_per_call")
+    return holds, (s.idle_share_api.round(3).to_dict(), s.idle_share.round(3).to_dict())
+
+
+@claim(
+    "10",
+    "But a Python loop that launches one call at a time leaves gaps under every strategy: the host needs as long to launch a call as the GPU needs to run it.",
+)
+def _python_gaps(rec):
+    _, s = _timeline(rec)
+    holds = bool(
+        (s.idle_share > 0.05).all() and (s.host_us >= 0.9 * s.busy_us).all() and (s.gpu_us > s.busy_us).all()
+    )
+    return holds, s[["idle_share", "host_us", "busy_us", "gpu_us"]].round(3).to_dict()
+
+
+@claim(
+    "10",
+    "The trace shows the cause: with CUDA graph launches the two streams' kernels run at the same time, both using the one workspace (the shaded bands).",
+)
+def _graph_overlap(rec):
+    r = frame(rec, "race_timeline", launch="graph", streams=2).iloc[0]
+    return r.overlap_us > 0 and r.corrupted > 0, (r.overlap_us, r.corrupted)
+
+
+@claim(
+    "10",
+    "* A shared workspace is wrong exactly when two streams' kernels overlap: graph launches make them overlap; with Python launches it depends on the host's timing, and a run that misses it proves nothing.",
+)
+def _overlap_exactly(rec):
+    rows = [frame(rec, "race_timeline", launch=launch, streams=2).iloc[0] for launch in ("graph", "python")]
+    holds = rows[0].overlap_us > 0 and all((r.overlap_us > 0) == (r.corrupted > 0) for r in rows)
+    return holds, [(r.launch, r.overlap_us, r.corrupted) for r in rows]
+
+
 #: (lesson, sentence) pairs with comparative words that compare nothing measured
 NOT_CLAIMS: set = set()
 
@@ -399,6 +469,14 @@ NOT_CLAIMS |= {
     (
         "09",
         "* One timed pass is one sample: compare pass times only beyond the difference between two identical passes.",
+    ),
+    (
+        "10",
+        "**Exercise 2 (predict).** Before the timeline: under which strategy will the GPU sit idle the largest share of its pass?",
+    ),
+    (
+        "10",
+        "The table keeps the lines about engines, warnings and errors, each kind of line once, with how many times it appears and where it first does.",
     ),
 }
 
@@ -551,20 +629,6 @@ UNREVIEWED: set = {
     (
         "07",
         "* [08_same_conv_other_gpu](08_same_conv_other_gpu.ipynb): the same convolutions recorded on an H100 and an H200, side by side, and why only some of them gain.",
-    ),
-    (
-        "10",
-        "**Learning goals** * read a trace: kernels on their stream, CUDA API calls on the host, and the gaps between them; * tell a plan's main convolution kernel from the layout conversions, zeroing and transforms around it; * see malloc-per-call's idle GPU, not just its slower number; see the race's overlap; * read cuDNN's frontend log: which engines were proposed and which built.",
-    ),
-    ("10", "Every runnable plan of the base convolution, each run 3 times under the tracer."),
-    ("10", "Lesson 04 measured that the fused graph is faster."),
-    (
-        "10",
-        "**Exercise 2.** In the strategy timeline, under which strategy does the GPU sit idle the longest?",
-    ),
-    (
-        "10",
-        "* A strategy's cost is visible in a trace: malloc-per-call leaves the GPU idle between calls; arenas, caches and pools do not.",
     ),
 }
 

@@ -23,7 +23,6 @@ from ..experiments.exercise import Exercise, as_check
 from ..experiments.plans_autotune import autotune_payoff_calls, cap_slowdown, worst_vs_best  # noqa: F401
 from ..experiments.precision_layout import nhwc_pays_off, nhwc_speedup, precision_order  # noqa: F401
 from ..experiments.streams import race_hidden_by, race_mismatches, scratchpad_shared_flag  # noqa: F401
-from ..experiments.under_the_hood import heuristic_kernels, idle_strategy, race_overlap  # noqa: F401
 from ..experiments.workspace_basics import (  # noqa: F401
     fastest_algorithm,
     no_workspace_layout,
