@@ -472,6 +472,10 @@ NOT_CLAIMS |= {
     ),
     (
         "10",
+        "From the device records, a pass's idle share is the part of it in which no kernel or memset ran (`trace.idle_share`).",
+    ),
+    (
+        "10",
         "**Exercise 2 (predict).** Before the timeline: under which strategy will the GPU sit idle the largest share of its pass?",
     ),
     (
