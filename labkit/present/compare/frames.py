@@ -1,0 +1,388 @@
+"""Experiment calls answered from several recordings, side by side: the frames (`frames`), each
+GPU's value and the ratio per row (`ratios`, with its range under the spread of repeated timings
+where the recording holds one), and the paragraph that says it (`summary`). Always recorded
+numbers; a row appears only where that GPU measured exactly that call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence, Tuple
+
+from ... import ceilings
+from ...draw import plots
+from ...errors import InvalidSpec, LabkitError, RecordedDataError
+from ...experiments import plans_autotune
+from ...store import recordings as recs
+
+
+@dataclass(frozen=True)
+class Comparable:
+    """How one experiment compares: the columns that name a row, the value compared by default."""
+
+    labels: Tuple[str, ...]
+    value: str
+    axis: str
+
+
+#: experiment -> how its rows compare across GPUs
+COMPARABLE = {
+    "precision": Comparable(("dtype",), "gpu_us", "GPU time per call (us)"),
+    "layout": Comparable(("layout",), "conv_gpu_us", "convolution GPU time (us)"),
+    "roofline": Comparable(("shape",), "gpu_us", "GPU time per call (us)"),
+    "strategies": Comparable(("strategy",), "gpu_us", "GPU wall time per call (us)"),
+    "plans": Comparable(("plan_name",), "gpu_us", "GPU time per call (us)"),
+    "fusion": Comparable(("epilogue", "path"), "gpu_us", "GPU time per call (us)"),
+    "sweep": Comparable(("value",), "gpu_us", "GPU time per call (us)"),
+    "caps": Comparable(("cap_bytes",), "gpu_us", "best GPU time under the cap (us)"),
+    "algorithms": Comparable(("algorithm",), "time_us", "GPU time, cuDNN's Find (us)"),
+}
+#: experiments not compared, and why
+NOT_COMPARED = {
+    "build_cost": "its times are host wall time for building graphs (the CPU and the driver), not the GPU's",
+    "race": "it counts outputs corrupted by a race whose outcome depends on timing, not a speed",
+    "workspace_sizes": "it holds workspace sizes only, no time (compare 'plans' for time and workspace)",
+}
+GPU_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b")
+
+
+class Text(str):
+    """A string shown as Markdown in a notebook (as `labkit.session.lessons.Text`, which this
+    layer cannot import)."""
+
+    def _repr_markdown_(self) -> str:
+        return str(self)
+
+
+# ---- which recordings, which call --------------------------------------------------------------
+def _recordings(names) -> list:
+    """The recordings to compare: every shipped one (the default first), or those named."""
+    shipped = recs.shipped()
+    if names is None:
+        return shipped
+    if isinstance(names, (str, recs.Recording)) or not isinstance(names, Sequence) or not names:
+        raise InvalidSpec(
+            "recordings", names, "must be a non-empty list of recording names, e.g. ['h100-sxm', 'h200']"
+        )
+    by_name = {r.name: r for r in shipped}
+    out = []
+    for n in names:
+        rec = n if isinstance(n, recs.Recording) else by_name.get(n)
+        if rec is None:
+            raise InvalidSpec(
+                "recordings",
+                n,
+                f"must name a recording in {recs.data_dir()} (available: {', '.join(by_name) or 'none'})",
+            )
+        if rec.name in [r.name for r in out]:
+            raise InvalidSpec("recordings", n, "each recording may be named once")
+        out.append(rec)
+    return out
+
+
+def comparable(name: str) -> Comparable:
+    """How experiment ``name`` compares; `InvalidSpec` naming the rule for any other name."""
+    from ... import experiments
+
+    if name in NOT_COMPARED:
+        raise InvalidSpec(
+            "experiment",
+            name,
+            f"is not compared across GPUs: {NOT_COMPARED[name]}; compare one of {', '.join(COMPARABLE)}",
+        )
+    if name not in COMPARABLE or name not in experiments.registry():
+        raise InvalidSpec("experiment", name, f"must be one of {', '.join(COMPARABLE)}")
+    return COMPARABLE[name]
+
+
+def frames(name: str, recordings: Optional[Sequence] = None, **kwargs):
+    """Experiment ``name`` called with ``kwargs`` (as you would call ``labkit.experiments.<name>``),
+    answered by each recording: one DataFrame, columns ``recording`` and ``gpu`` first.
+
+    ``attrs``: ``experiment``, ``request``, ``recordings`` (names used, in order), ``provenance``
+    (recording -> GPU, cuDNN, frontend, date, complete, source), ``skipped`` (recording -> why it
+    is not in the frame) and a combined mode/gpu/cudnn/date that `labkit.draw.plots` titles read.
+    `RecordedDataError` when no recording has the call (the reasons listed)."""
+    import pandas as pd
+
+    from ... import experiments
+
+    comparable(name)
+    try:
+        request = experiments.request_of(name, **kwargs)
+    except TypeError as exc:
+        raise InvalidSpec("arguments", kwargs, f"{name}: {exc}") from None
+    parts, skipped, prov = [], {}, {}
+    for rec in _recordings(recordings):
+        try:
+            df = experiments.with_model(name, rec.lookup(name, request))
+        except LabkitError as exc:  # not recorded there (or recorded as unsupported): say so
+            skipped[rec.name] = f"{rec.metadata.get('gpu')}: {exc}"
+            continue
+        df.insert(0, "recording", rec.name)
+        df.insert(1, "gpu", rec.metadata.get("gpu"))
+        parts.append(df)
+        prov[rec.name] = dict(rec.provenance(name), complete=rec.metadata.get("complete"), recording=rec.name)
+    if not parts:
+        raise RecordedDataError(
+            f"{name}: no recording has this call: " + "; ".join(f"{k}: {v}" for k, v in skipped.items()),
+            recs.data_dir(),
+        )
+    out = pd.concat(parts, ignore_index=True)
+    out.attrs = _attrs(name, request, prov, skipped)
+    return out
+
+
+def _attrs(name: str, request: dict, prov: dict, skipped: dict) -> dict:
+    def joined(key):
+        vals = list(dict.fromkeys(str(p.get(key)) for p in prov.values()))
+        return " / ".join(vals)
+
+    return {
+        "experiment": name,
+        "request": request,
+        "recordings": list(prov),
+        "provenance": prov,
+        "skipped": skipped,
+        "mode": "recorded",
+        "gpu": " vs ".join(p["gpu"] for p in prov.values()),
+        "cudnn_backend": joined("cudnn_backend"),
+        "cudnn_frontend": joined("cudnn_frontend"),
+        "date": joined("date"),
+    }
+
+
+def describe(recordings: Optional[Sequence] = None, experiments: Optional[Sequence[str]] = None) -> Text:
+    """The recordings compared, one Markdown line each: GPU, cuDNN, and the date each compared
+    experiment was measured (the date its charts' legends and subtitles give).
+
+    Args:
+        recordings: recording names (default: every shipped recording).
+        experiments: the experiments whose dates to give (default: every comparable one).
+
+    Returns:
+        Markdown text, one bullet per recording.
+    """
+    lines = []
+    for r in _recordings(recordings):
+        m = r.metadata
+        names = [e for e in (experiments or sorted(COMPARABLE)) if e in r.experiments()]
+        by_date: dict = {}
+        for e in names:
+            by_date.setdefault(r.provenance(e)["date"], []).append(e)
+        dates = "; ".join(f"{d} ({', '.join(es)})" for d, es in sorted(by_date.items()))
+        kind = (
+            ""
+            if m.get("complete")
+            else ", a quick recording (`record --quick`: the lessons' base calls only)"
+        )
+        lines.append(
+            f"* `{r.name}`: {m.get('gpu')} (compute capability {m.get('compute_capability')}), cuDNN "
+            f"{m.get('cudnn_backend')} (frontend {m.get('cudnn_frontend')}), measured {dates}{kind}"
+        )
+    return Text("\n".join(lines))
+
+
+def ceilings_table(recordings: Optional[Sequence] = None, dtype: str = "fp16"):
+    """Each compared GPU on paper (`labkit.ceilings`, vendor datasheets): peak dense TFLOP/s for
+    ``dtype``, memory bandwidth (GB/s) and the ridge (FLOP/B where the two roofs meet); empty for a
+    GPU the table does not know."""
+    import pandas as pd
+
+    rows = []
+    for r in _recordings(recordings):
+        c = ceilings.for_gpu(r.metadata.get("gpu"))
+        rows.append(
+            dict(
+                recording=r.name,
+                gpu=r.metadata.get("gpu"),
+                ceiling=c.gpu if c else None,
+                **{
+                    f"{dtype}_tflops": c.peak_tflops(dtype) if c else None,
+                    "bandwidth_gb_s": c.bandwidth_bytes_per_s / 1e9 if c else None,
+                    f"{dtype}_ridge_flop_per_byte": c.ridge_intensity(dtype) if c else None,
+                },
+            )
+        )
+    return pd.DataFrame(rows)
+
+
+# ---- side by side ------------------------------------------------------------------------------
+def _label_text(row, labels) -> str:
+    parts = []
+    for c in labels:
+        v = row[c]
+        parts.append(
+            plans_autotune.cap_label(v)
+            if c == "cap_bytes"
+            else str(int(v))
+            if isinstance(v, float) and v.is_integer()
+            else str(v)
+        )
+    return " · ".join(parts)
+
+
+def spread_columns(df, value: str) -> Optional[Tuple[str, str]]:
+    """The p10 and p90 columns of ``value`` (repeated timings of each row), when the frame has them."""
+    lo, hi = f"{value}_p10", f"{value}_p90"
+    return (lo, hi) if lo in df.columns and hi in df.columns else None
+
+
+def ratios(df, value: Optional[str] = None, baseline: str = recs.DEFAULT_RECORDING):
+    """Per row label (e.g. dtype, shape, plan): each recording's ``value`` (default: the
+    experiment's time column) and ``ratio <other>/<baseline>`` for every other recording
+    (below 1: the other GPU takes less time). A row that did not run (status not ok) or that a
+    recording lacks has no value, and its ratio is empty (NaN), never guessed.
+
+    Where the frame holds the spread of repeated timings (``<value>_p10`` and ``<value>_p90``:
+    plans, precision), ``ratio low`` and ``ratio high`` give the ratio's range under that spread
+    (the other GPU's p10 over the baseline's p90, and its p90 over the baseline's p10): a range
+    that holds 1 is no measured difference."""
+    import pandas as pd
+
+    name = (getattr(df, "attrs", {}) or {}).get("experiment")
+    comp = comparable(name)
+    value = value or comp.value
+    if value not in df.columns or df[value].dtype.kind not in "if":
+        nums = [c for c in df.columns if df[c].dtype.kind in "f"]
+        raise InvalidSpec("value", value, f"must be a numeric column of the {name} frame: {', '.join(nums)}")
+    names = list(dict.fromkeys(df["recording"]))
+    if baseline not in names:
+        raise InvalidSpec(
+            "baseline", baseline, f"must be one of the recordings in the frame: {', '.join(names)}"
+        )
+    labels = list(comp.labels)
+    dup = df[df.duplicated(["recording"] + labels, keep=False)]
+    if not dup.empty:
+        raise InvalidSpec(
+            "df",
+            name,
+            f"rows must be unique per recording and {labels}; repeated: "
+            f"{dup[labels].drop_duplicates().to_dict('records')[:3]}",
+        )
+    ok = (df["status"] == "ok") if "status" in df.columns else pd.Series(True, index=df.index)
+    order = list(
+        dict.fromkeys(
+            map(
+                tuple,
+                df.sort_values("recording", key=lambda s: s != baseline, kind="stable")[labels].itertuples(
+                    index=False, name=None
+                ),
+            )
+        )
+    )
+    index = pd.MultiIndex.from_tuples(order, names=labels) if len(labels) > 1 else [o[0] for o in order]
+
+    def wide(col):
+        return (
+            df.assign(_v=df[col].where(ok))
+            .pivot(index=labels, columns="recording", values="_v")
+            .reindex(index)
+        )
+
+    values = wide(value)
+    spread = spread_columns(df, value)
+    p10, p90 = (wide(spread[0]), wide(spread[1])) if spread else (None, None)
+    others = [n for n in names if n != baseline]
+    out = pd.DataFrame(index=values.index)
+    for n in [baseline] + others:
+        out[f"{value} {n}"] = values[n]
+    for n in others:
+        out[f"ratio {n}/{baseline}"] = values[n] / values[baseline]
+        if spread:
+            out[f"ratio low {n}/{baseline}"] = p10[n] / p90[baseline]
+            out[f"ratio high {n}/{baseline}"] = p90[n] / p10[baseline]
+    out = out.reset_index()
+    out.insert(len(labels), "label", [_label_text(r, labels) for _, r in out.iterrows()])
+    out.attrs = dict(df.attrs, value=value, baseline=baseline, others=others, spread=bool(spread))
+    return out
+
+
+def ratio_column(table, other: Optional[str] = None) -> str:
+    """The ratio column of a `ratios` table (the first other recording's unless ``other``)."""
+    others = table.attrs.get("others") or []
+    other = other or (others[0] if others else None)
+    if other not in others:
+        raise InvalidSpec("other", other, f"must be one of {', '.join(others) or 'no other recording'}")
+    return f"ratio {other}/{table.attrs['baseline']}"
+
+
+def ratio_range(table, col: str):
+    """The ``ratio low`` and ``ratio high`` columns of ratio column ``col`` (None without a spread)."""
+    low, high = col.replace("ratio ", "ratio low ", 1), col.replace("ratio ", "ratio high ", 1)
+    return (table[low], table[high]) if low in table.columns and high in table.columns else None
+
+
+def ratio_text(r, low=None, high=None) -> str:
+    """``0.89x`` or, with its range under the timing spread, ``0.891x [0.884–0.906]`` (three
+    decimals where two would print the same low and high)."""
+    if plots.num(r) is None:
+        return ""
+    if plots.num(low) is None or plots.num(high) is None:
+        return f"{r:.2f}x"
+    d = 2 if round(high, 2) - round(low, 2) >= 0.02 else 3
+    return f"{r:.{d}f}x [{low:.{d}f}–{high:.{d}f}]"
+
+
+def reference_spread(recordings: Sequence[str]) -> Optional[float]:
+    """The median p10-p90 spread of repeated timings, relative to the median, of the base
+    convolution's plans in ``recordings`` (what a single median of these GPUs may vary by)."""
+    try:
+        plans = frames("plans", recordings=list(recordings))
+    except LabkitError:
+        return None
+    ok = plots.ok_rows(plans)
+    return float(((ok["gpu_us_p90"] - ok["gpu_us_p10"]) / ok["gpu_us"]).median()) if len(ok) else None
+
+
+def summary(table, other: Optional[str] = None) -> Text:
+    """One paragraph from a `ratios` table: the median ratio, the largest gain and the largest loss
+    of ``other`` against the baseline, and the noise they are read against: the ratio ranges of a
+    table with a timing spread, or the spread of repeated timings of the base convolution's plans
+    on these GPUs (Markdown; every number from the data)."""
+    if not table.attrs.get("others") and other is None:
+        skipped = table.attrs.get("skipped", {})
+        return Text(
+            f"Only {table.attrs.get('gpu')} has this {table.attrs.get('experiment')} call; nothing to compare"
+            + (" (" + "; ".join(f"{k}: not recorded there" for k in skipped) + ")." if skipped else ".")
+        )
+    col = ratio_column(table, other)
+    base, oth = table.attrs["baseline"], col.split(" ", 1)[1].split("/")[0]
+    prov = table.attrs.get("provenance", {})
+    gpu = lambda n: (prov.get(n) or {}).get("gpu") or n  # noqa: E731
+    ok = table[table[col].notna()]
+    if ok.empty:
+        return Text(
+            f"No row of {table.attrs.get('experiment')} was measured on both {gpu(base)} and {gpu(oth)}."
+        )
+    best, worst = ok.loc[ok[col].idxmin()], ok.loc[ok[col].idxmax()]
+    value = table.attrs["value"]
+    fmt = plots.fmt_us if value.endswith("_us") else (lambda v: f"{v:.3g}")
+    rng = ratio_range(ok, col)
+
+    def said(row):
+        extra = ratio_text(row[col], *(r.loc[row.name] for r in rng)) if rng else f"{row[col]:.2f}x"
+        return f"{row['label']}, {fmt(row[f'{value} {base}'])} -> {fmt(row[f'{value} {oth}'])} ({extra})"
+
+    text = (
+        f"{table.attrs.get('experiment')}, {len(ok)} rows measured on both: {gpu(oth)} takes a median "
+        f"{ok[col].median():.2f}x the time of {gpu(base)} ({value}). Largest gain: {said(best)}; "
+        f"largest loss: {said(worst)}."
+    )
+    if rng:
+        low, high = rng
+        apart = ok[(high < 1) | (low > 1)]
+        text += (
+            f" In brackets, the ratio's range under each GPU's p10-p90 spread of repeated timings: "
+            f"{len(apart)} of {len(ok)} rows differ beyond it"
+            + (f" ({', '.join(apart['label'])})." if 0 < len(apart) <= 6 else ".")
+        )
+    else:
+        spread = reference_spread(table.attrs.get("recordings") or [base, oth])
+        if spread is not None:
+            text += (
+                f" No spread was recorded for {table.attrs.get('experiment')} (one median per row); the base "
+                f"convolution's plans, timed repeatedly on these GPUs, vary by a median {spread:.1%} between "
+                "p10 and p90: read a ratio within a few percent of 1 as no difference."
+            )
+    return Text(text)
