@@ -37,8 +37,8 @@ SAME_LINE = 0.01
 
 
 def held_series(timeline) -> dict:
-    """Per strategy of a ``timeline`` table: (calls, bytes held during each, the layers) with one
-    more point after the last call holding what the strategy still held after the pass."""
+    """Per strategy of a ``timeline`` table: (calls, bytes held during each, the layers), then a
+    step after the last call holding what the strategy still held after the pass."""
     out = {}
     if not len(timeline) or "strategy" not in timeline.columns:
         return out
@@ -47,10 +47,11 @@ def held_series(timeline) -> dict:
         x = column(sub, "step")
         y = column(sub, "held_bytes")
         layers = list(sub["layer"]) if "layer" in sub.columns else [None] * len(sub)
-        if len(sub) and "held_after_bytes" in sub.columns:
-            x = np.append(x, x[-1] + 1)
-            y = np.append(y, float(sub["held_after_bytes"].iloc[-1]))
-            layers.append("after the pass")
+        if len(sub) and "held_after_bytes" in sub.columns:  # a step wide, so the line shows it
+            after = float(sub["held_after_bytes"].iloc[-1])
+            x = np.append(x, [x[-1] + 1, x[-1] + 2])
+            y = np.append(y, [after, after])
+            layers += ["after the pass", "after the pass"]
         out[label] = (x, y, np.array(layers, dtype=object))
     return out
 
