@@ -170,12 +170,8 @@ def answers_given_away(name: str, recording: str, outputs: list) -> list:
 KNOWN = {
     ("h100-sxm", "00_start_here.ipynb"),
     ("h100-sxm", "02_workspace_strategies.ipynb"),
-    ("h100-sxm", "08_same_conv_other_gpu.ipynb"),
-    ("h100-sxm", "09_your_network.ipynb"),
     ("h200", "00_start_here.ipynb"),
     ("h200", "02_workspace_strategies.ipynb"),
-    ("h200", "08_same_conv_other_gpu.ipynb"),
-    ("h200", "09_your_network.ipynb"),
 }
 
 

@@ -332,6 +332,341 @@ def _fp32_residual_single_plan(rec):
     )
 
 
+# ---- lesson 08: the same convolution on another GPU (both recordings side by side) -------------
+def _compare(name, **kwargs):
+    from labkit.present import compare
+
+    df = compare.frames(name, **kwargs)
+    return df, compare.ratios(df)
+
+
+def _ceiling(rec_name):
+    from labkit import ceilings
+
+    return ceilings.for_gpu(recordings.named(rec_name).metadata["gpu"])
+
+
+@claim(
+    "08",
+    "The H200 has HBM3e with more memory bandwidth, so its bandwidth roof sits higher and its ridge (where the two roofs meet) moves to a lower arithmetic intensity.",
+)
+def _h200_roof(rec):
+    h100, h200 = _ceiling("h100-sxm"), _ceiling("h200")
+    holds = (
+        h200.bandwidth_bytes_per_s > h100.bandwidth_bytes_per_s
+        and h200.ridge_intensity("fp16") < h100.ridge_intensity("fp16")
+        and h200.peak_tflops("fp16") == h100.peak_tflops("fp16")
+    )
+    return holds, (h100, h200)
+
+
+def _right_of_ridge():
+    df, table = _compare("roofline")
+    ridge = _ceiling(df.attrs["recordings"][0]).ridge_intensity("fp16")
+    x = df.drop_duplicates("shape").set_index("shape")["intensity_flops_per_byte"]
+    col = [c for c in table.columns if c.startswith("ratio ")][0]
+    return table[table["shape"].map(x) > ridge].set_index("shape")[col]
+
+
+@claim("08", "Shapes right of the ridge run at the same speed on both GPUs, within a few percent")
+def _right_same(rec):
+    r = _right_of_ridge()
+    return len(r) >= 2 and bool(((r - 1).abs() <= 0.03).all()), r.round(3).to_dict()
+
+
+@claim("08", "A gain shows where a point runs close to the bandwidth roof.")
+def _gain_at_roof(rec):
+    df, table = _compare("roofline")
+    base = df[df["recording"] == df.attrs["recordings"][0]].set_index("shape")
+    col = [c for c in table.columns if c.startswith("ratio ")][0]
+    gain = table.loc[table[col].idxmin(), "shape"]
+    return gain == base["achieved_gb_s"].idxmax(), (gain, base["achieved_gb_s"].round(0).to_dict())
+
+
+@claim(
+    "08",
+    "Left of the ridge is not enough: a shape far below both roofs (conv1, with its 3 input channels) is limited by something else, and more bandwidth leaves it where it was.",
+)
+def _conv1(rec):
+    df, table = _compare("roofline")
+    col = [c for c in table.columns if c.startswith("ratio ")][0]
+    ratio = float(table.set_index("shape").loc["conv1 7x7/2", col])
+    rows = df[df["shape"] == "conv1 7x7/2"]
+    below = []
+    for _, r in rows.iterrows():
+        c = _ceiling(r["recording"])
+        roof = min(c.peak_tflops("fp16"), r["intensity_flops_per_byte"] * c.bandwidth_bytes_per_s / 1e12)
+        below.append(r["tflops"] < 0.5 * roof and r["intensity_flops_per_byte"] < c.ridge_intensity("fp16"))
+    return all(below) and abs(ratio - 1) <= 0.03, (ratio, below)
+
+
+def _precision_ranges():
+    df, table = _compare("precision")
+    t = table.set_index("dtype")
+    other = df.attrs["recordings"][1]
+    base = df.attrs["recordings"][0]
+    low, high = t[f"ratio low {other}/{base}"], t[f"ratio high {other}/{base}"]
+    same_plan = df.pivot(index="dtype", columns="recording", values="plan_name")
+    return df, low, high, same_plan
+
+
+@claim(
+    "08",
+    "The base convolution in fp32 and tf32 runs faster on the H200, while fp16 and bf16 run at the same speed within their spread.",
+)
+def _wide_gain(rec):
+    _, low, high, _ = _precision_ranges()
+    holds = all(high[d] < 1 for d in ("fp32", "tf32")) and all(
+        low[d] <= 1 <= high[d] for d in ("fp16", "bf16")
+    )
+    return holds, (low.round(3).to_dict(), high.round(3).to_dict())
+
+
+@claim("08", "for this small layer, fp8 runs slower than fp16 on both GPUs, with plans of its own.")
+def _fp8_slower(rec):
+    df, _ = _compare("precision")
+    t = df.set_index(["recording", "dtype"])
+    holds = all(
+        t.loc[(r, "fp8_e4m3"), "gpu_us"] > t.loc[(r, "fp16"), "gpu_us"]
+        and t.loc[(r, "fp8_e4m3"), "plan_name"] != t.loc[(r, "fp16"), "plan_name"]
+        for r in df.attrs["recordings"]
+    )
+    return holds, t[["gpu_us", "plan_name"]].to_dict()
+
+
+@claim("08", "The dtype changes the kernel cuDNN picks more than the peak.")
+def _dtype_kernel(rec):
+    holds, evidence = _fp8_slower(rec)
+    c = _ceiling("h100-sxm")
+    return holds and c.peak_tflops("fp8_e4m3") > c.peak_tflops("fp16"), evidence
+
+
+@claim(
+    "08",
+    "A convolution gains where memory traffic holds it back: the low-intensity 1x1 shape, and the base convolution in fp32 (its plan streams a workspace far larger than its tensors), tf32 (4-byte values) and fp8.",
+)
+def _recap_gains(rec):
+    df, table = _compare("roofline")
+    col = [c for c in table.columns if c.startswith("ratio ")][0]
+    x = df.drop_duplicates("shape").set_index("shape")["intensity_flops_per_byte"]
+    gain = table.loc[table[col].idxmin(), "shape"]
+    pdf, low, high, _ = _precision_ranges()
+    spec = experiments.BASE.replace(dtype="fp32")
+    tensors = (
+        spec.N * spec.C * spec.H * spec.W
+        + spec.K * spec.C * spec.R * spec.S
+        + spec.N * spec.K * spec.H * spec.W
+    ) * 4
+    ws = pdf[pdf["dtype"] == "fp32"]["workspace_bytes"]
+    holds = (
+        gain == "1x1 @56"
+        and gain == x.idxmin()
+        and all(high[d] < 1 for d in ("fp32", "tf32", "fp8_e4m3"))
+        and bool((ws > 4 * tensors).all())
+    )
+    return holds, (gain, high.round(3).to_dict(), list(ws), tensors)
+
+
+@claim(
+    "08",
+    "fp16 and bf16 run at the same speed within the spread of repeated timings, and the fp16 shapes right of the ridge within a few percent.",
+)
+def _recap_same(rec):
+    _, low, high, _ = _precision_ranges()
+    r = _right_of_ridge()
+    holds = all(low[d] <= 1 <= high[d] for d in ("fp16", "bf16")) and bool(((r - 1).abs() <= 0.03).all())
+    return holds, (low.round(3).to_dict(), high.round(3).to_dict(), r.round(3).to_dict())
+
+
+@claim(
+    "08",
+    "* Arithmetic intensity, from tensor sizes alone, says which layers a faster memory can help; where a point sits under its roof says whether it will.",
+)
+def _intensity_and_roof(rec):
+    a, ev_a = _gain_at_roof(rec)
+    b, ev_b = _conv1(rec)
+    return a and b, (ev_a, ev_b)
+
+
+@claim(
+    "08",
+    "* The heuristic's pick is the same on both; the autotuned best can swap between plans whose spreads overlap",
+)
+def _picks(rec):
+    df, _ = _compare("plans")
+    recs = df.attrs["recordings"]
+    heur = {r: df[(df.recording == r) & df.heuristic_pick].plan_name.iloc[0] for r in recs}
+    best = {r: df[(df.recording == r) & df.best].iloc[0] for r in recs}
+    if best[recs[0]].plan_name == best[recs[1]].plan_name:
+        return len(set(heur.values())) == 1, heur
+    other = df[(df.recording == recs[1]) & (df.plan_name == best[recs[0]].plan_name)].iloc[0]
+    overlap = other.gpu_us_p10 <= best[recs[1]].gpu_us_p90
+    return len(set(heur.values())) == 1 and bool(overlap), (heur, other.gpu_us_p10, best[recs[1]].gpu_us_p90)
+
+
+# ---- lesson 09: your network (the network reports of each recording) -------------------------
+def _report(rec, net="resnet50"):
+    from labkit.experiments.your_network import table_of
+
+    df = frame(rec, "network_report", net=net, batch=32, dtype="fp16", layout="NHWC")
+    return {t: table_of(df, t) for t in ("layers", "strategies", "timeline", "budget")}
+
+
+@claim(
+    "09",
+    "A fixed arena here is sized for the network's largest workspace; a keyed cache evicts to stay within its budget, and here every workspace fits in either budget, so the two keyed caches do the same work.",
+)
+def _arena_and_caches(rec):
+    r = _report(rec)
+    s = r["strategies"].set_index("strategy")
+    largest = r["layers"]["fastest_workspace_bytes"].max()
+    k = s[s.index.str.startswith("keyed_cache")]
+    holds = (
+        abs(s.loc["fixed_arena (sized)", "peak_workspace_bytes"] - largest) <= 0.01 * largest
+        and len(k) == 2
+        and k["peak_workspace_bytes"].nunique() == 1
+        and (k["fallbacks_per_pass"] == 0).all()
+        and k["alloc_calls_first_pass"].nunique() == 1
+        and k["peak_workspace_bytes"].max() <= 32 * 2**20
+    )
+    return holds, s[["peak_workspace_bytes", "fallbacks_per_pass", "alloc_calls_first_pass"]].to_dict()
+
+
+@claim(
+    "09",
+    "`async_pool` holds more workspace than any call of ResNet-50 asks for, from its first workspace until after the pass.",
+)
+def _async_holds(rec):
+    r = _report(rec)
+    p = r["strategies"].set_index("strategy").loc["async_pool"]
+    line = r["timeline"][r["timeline"]["strategy"] == "async_pool"]["held_bytes"]
+    held = line[line > 0]
+    holds = (
+        p["peak_workspace_bytes"] > r["layers"]["fastest_workspace_bytes"].max()
+        and p["held_after_bytes"] == p["peak_workspace_bytes"]
+        and held.nunique() == 1
+    )
+    return holds, (p["peak_workspace_bytes"], p["held_after_bytes"], list(held.unique()))
+
+
+@claim(
+    "09",
+    "The depthwise networks (MobileNetV2, ConvNeXt) and the DeepLabV3 head get their fastest plans with a few bytes or kilobytes of workspace; VGG16 and the ResNets ask for megabytes.",
+)
+def _small_and_large(rec):
+    most = {
+        net: float(_report(rec, net)["layers"]["fastest_workspace_bytes"].max())
+        for net in ("mobilenet_v2", "convnext_tiny", "deeplabv3_aspp", "vgg16", "resnet50", "resnext50_32x4d")
+    }
+    holds = all(most[n] < 2**20 for n in ("mobilenet_v2", "convnext_tiny", "deeplabv3_aspp")) and all(
+        most[n] >= 2**20 for n in ("vgg16", "resnet50", "resnext50_32x4d")
+    )
+    return holds, most
+
+
+@claim(
+    "09",
+    "The panel opens on VGG16: its largest workspaces come with its last layers, so the timeline's lines part ways there: the fixed arena holds its size from the first call, the caches and CuPy's pool grow when the large layers come and keep it, `async_pool` holds its chunk from its first workspace on, and `malloc_per_call` gives it back after each call.",
+)
+def _vgg16_timeline(rec):
+    r = _report(rec, "vgg16")
+    layers, t = r["layers"], r["timeline"]
+    n = len(layers)
+    big = layers[layers["fastest_workspace_bytes"] == layers["fastest_workspace_bytes"].max()]["order"]
+    first_big = int(big.min())
+    line = {k: sub.sort_values("step") for k, sub in t.groupby("strategy")}
+
+    def at(k, step):
+        return float(line[k][line[k]["step"] == step]["held_bytes"].iloc[0])
+
+    def after(k):
+        return float(line[k]["held_after_bytes"].iloc[-1])
+
+    peak = {k: float(v["held_bytes"].max()) for k, v in line.items()}
+    grows = [k for k in ("preallocated", "keyed_cache (256 MiB)", "keyed_cache (32 MiB)", "cupy_pool")]
+    pool = line["async_pool"]["held_bytes"]
+    holds = (
+        first_big >= n - 3
+        and at("fixed_arena (sized)", 0) == peak["fixed_arena (sized)"]
+        and all(at(k, 0) < peak[k] and at(k, first_big) == peak[k] and after(k) == peak[k] for k in grows)
+        and pool[pool > 0].nunique() == 1
+        and after("async_pool") == peak["async_pool"]
+        and after("malloc_per_call") == 0
+        and at("malloc_per_call", first_big) == peak["malloc_per_call"]
+    )
+    return holds, (first_big, n, peak)
+
+
+# ---- lesson 10: under the hood (the traces of each recording) ----------------------------------
+def _timeline(rec):
+    df = frame(rec, "strategy_timeline", workload="one_conv", calls=8)
+    s = df.drop_duplicates("strategy").set_index("strategy")
+    return df, s[s.status == "ok"]
+
+
+@claim("10", "Every runnable plan of the base convolution, each run 3 times under the tracer.")
+def _traced_calls(rec):
+    from labkit.experiments import under_the_hood
+
+    k = frame(rec, "kernels", spec=experiments.BASE)
+    return under_the_hood.TRACED_CALLS == 3 and len(k) > 0, under_the_hood.TRACED_CALLS
+
+
+@claim(
+    "10",
+    "Under `malloc_per_call` every call's `cudaFree` waits for the GPU to finish and its `cudaMalloc` comes before the next launch, so its kernels cannot run back to back. But no GPU lane is free of gaps.",
+)
+def _no_lane_free(rec):
+    df, s = _timeline(rec)
+    malloc = s.index[s.index.str.startswith("malloc_per_call")][0]
+    frees = df[(df.strategy == malloc) & df.name.str.contains("free", case=False, na=False)]
+    holds = bool((s.idle_share_api > 0.05).all()) and len(frees) >= int(s.loc[malloc, "calls"])
+    return holds, (s.idle_share_api.round(3).to_dict(), len(frees))
+
+
+@claim(
+    "10",
+    "* A strategy's cost is visible in a trace: malloc-per-call leaves the GPU idle longest, its `cudaFree` waiting for the GPU on every call.",
+)
+def _malloc_idlest(rec):
+    _, s = _timeline(rec)
+    holds = str(s.idle_share_api.idxmax()).startswith("malloc_per_call") and str(
+        s.idle_share.idxmax()
+    ).startswith("malloc_per_call")
+    return holds, (s.idle_share_api.round(3).to_dict(), s.idle_share.round(3).to_dict())
+
+
+@claim(
+    "10",
+    "But a Python loop that launches one call at a time leaves gaps under every strategy: the host needs as long to launch a call as the GPU needs to run it.",
+)
+def _python_gaps(rec):
+    _, s = _timeline(rec)
+    holds = bool(
+        (s.idle_share > 0.05).all() and (s.host_us >= 0.9 * s.busy_us).all() and (s.gpu_us > s.busy_us).all()
+    )
+    return holds, s[["idle_share", "host_us", "busy_us", "gpu_us"]].round(3).to_dict()
+
+
+@claim(
+    "10",
+    "The trace shows the cause: with CUDA graph launches the two streams' kernels run at the same time, both using the one workspace (the shaded bands).",
+)
+def _graph_overlap(rec):
+    r = frame(rec, "race_timeline", launch="graph", streams=2).iloc[0]
+    return r.overlap_us > 0 and r.corrupted > 0, (r.overlap_us, r.corrupted)
+
+
+@claim(
+    "10",
+    "* A shared workspace is wrong exactly when two streams' kernels overlap: graph launches make them overlap; with Python launches it depends on the host's timing, and a run that misses it proves nothing.",
+)
+def _overlap_exactly(rec):
+    rows = [frame(rec, "race_timeline", launch=launch, streams=2).iloc[0] for launch in ("graph", "python")]
+    holds = rows[0].overlap_us > 0 and all((r.overlap_us > 0) == (r.corrupted > 0) for r in rows)
+    return holds, [(r.launch, r.overlap_us, r.corrupted) for r in rows]
+
+
 #: (lesson, sentence) pairs with comparative words that compare nothing measured
 NOT_CLAIMS: set = {
     (
@@ -403,6 +738,93 @@ NOT_CLAIMS: set = {
         "07",
         "In recorded mode the controls offer the recorded values; live, set any convolution you like (an impossible one, say padding larger than the filter reaches, is explained in the panel instead of raising).",
     ),
+    (
+        "08",
+        "**Exercise 1 (predict).** Which shape gains most on the GPU with more bandwidth (the smallest time ratio, H200 over H100)?",
+    ),
+    (
+        "08",
+        "**Exercise 2 (predict).** Before the chart: is the fastest (autotuned) plan of the base convolution a different plan on the H200?",
+    ),
+    (
+        "08",
+        "**Learning goals** * read two recordings of the same calls side by side, each with its provenance (GPU, cuDNN, date); * predict from arithmetic intensity which convolutions gain from more memory bandwidth, then check; * tell a real difference between two GPUs from the spread of repeated timings; * see whether cuDNN's heuristic and autotuned plans change between two GPUs of one architecture; * place the usual architecture advice (Ampere: TF32; Hopper: FP8; Ada: FP8 inference) next to what was measured.",
+    ),
+    ("08", "How many of the shapes run at least 5 % faster on the H200 (time ratio below 0.95)?"),
+    ("08", "No times yet: predict from the intensity alone."),
+    (
+        "08",
+        "The repeats give the median and the 10th and 90th percentiles, the spread you read ratios against: The same base convolution (fp16 NHWC, a ResNet-50 stage-1 3x3 layer at batch 32) through fusion and a batch-size sweep.",
+    ),
+    ("08", "The summary under each chart gives the largest gain and loss."),
+    (
+        "08",
+        "Where the whiskers of two plans overlap, a single run cannot say which is faster: autotune on the GPU you deploy on, and measure again before trusting a small margin.",
+    ),
+    ("09", "* A cap trades workspace for time; the budget curve says how much, from measured plan times."),
+    (
+        "09",
+        "* A network's workspace question is per layer and per pass: the fastest plan of each layer, and what a strategy holds over the whole pass.",
+    ),
+    (
+        "09",
+        "* One timed pass is one sample: compare pass times only beyond the difference between two identical passes.",
+    ),
+    (
+        "09",
+        "**Exercise 2 (predict).** Before you look at it: if every call had to fit its workspace in 4 MiB, how much slower would the pass be?",
+    ),
+    (
+        "09",
+        '**Exercise 3 (explore).** Run the report on VGG16 in a cell of your own (`labkit.report("vgg16")`; sort its tables with `sort_values`): which layer asks for the most workspace with its fastest plan (`fastest_workspace_bytes`), and under which strategy does the pass hold the most workspace at its peak (`peak_workspace_bytes`)?',
+    ),
+    (
+        "09",
+        "A plan that one eager call shows to be far slower than the best is not timed further, and the report says how many plans and layers were cut and why (`rep.cut`, the `status` columns).",
+    ),
+    (
+        "09",
+        "Each distinct convolution's plans are timed as autotuning times them: the plan's own workspace is allocated with CuPy (`memory.alloc`, a `cupy.ndarray`), the plan is bound to its tensors and that workspace (`cg.bind`, which calls the frontend's `execute_plan_at_index` on the stream), and a CUDA graph of back-to-back calls is replayed between two CUDA events until the median is stable (`measure.graph_replay`): The chart: the top panel is the time of each call with the heuristic's plan and the fastest plan; the middle panel is the **memory timeline** (the workspace part of a memory snapshot): how much workspace each strategy holds while each call runs, starting from nothing, and (the last step) after the pass.",
+    ),
+    (
+        "09",
+        "For each, the heuristic's plan, the fastest plan and the plan with the smallest workspace, with GPU time (CUDA-graph replay median, microseconds) and workspace bytes.",
+    ),
+    (
+        "09",
+        "For every convolution call it builds every plan cuDNN offers, times them, and checks the heuristic's pick, the fastest and the one with the smallest workspace against a float64 reference.",
+    ),
+    (
+        "09",
+        'It is a sum of the plan times measured above (no new measurement), so it answers "I can spare 64 MiB" in time lost.',
+    ),
+    ("09", "The budget curve adds kernel times measured by graph replay, repeated until stable."),
+    ("09", "The top chart shows which calls need more (hover a bar)."),
+    ("09", "`calls_changing_plan` counts the calls that must take a slower plan."),
+    (
+        "09",
+        "`labkit.report(net, batch=..., dtype=..., layout=...)` takes a preset name (`resnet50`, `resnext50_32x4d`, `mobilenet_v2`, `convnext_tiny`, `vgg16`, `deeplabv3_aspp`), a list of `ConvSpec`, or a PyTorch model with an example input shape.",
+    ),
+    (
+        "09",
+        "`rep.budget`: for each workspace cap, the pass time if every call used its fastest plan within the cap.",
+    ),
+    (
+        "09",
+        "`rep.strategies` runs the same 53 calls, each with its fastest plan, under every strategy of lesson 02: GPU time of a pass (two events around it: kernels plus any time the GPU waited for the host), host time, the peak workspace held, what is still held afterwards, and allocator calls in the first pass and in a later one.",
+    ),
+    (
+        "10",
+        "**Exercise 2 (predict).** Before the timeline: under which strategy will the GPU sit idle the largest share of its pass?",
+    ),
+    (
+        "10",
+        "From the device records, a pass's idle share is the part of it in which no kernel or memset ran (`trace.idle_share`).",
+    ),
+    (
+        "10",
+        "The table keeps the lines about engines, warnings and errors, each kind of line once, with how many times it appears and where it first does.",
+    ),
 }
 
 #: (lesson, sentence) pairs not yet reviewed: each must become a claim, a generated sentence or an
@@ -458,120 +880,6 @@ UNREVIEWED: set = {
         "02",
         "The price is memory held whether or not it is used (the *workspace memory* panel above), and a plan that needs more than the arena holds must fall back to a slower one that fits.",
     ),
-    (
-        "08",
-        "* Arithmetic intensity, from tensor sizes alone, says which layers a faster memory can help; where a point sits under its roof says whether it will.",
-    ),
-    (
-        "08",
-        "* The heuristic's pick is the same on both; the autotuned best can swap between plans a few percent apart: autotune on the GPU you deploy on, and read small margins from single runs with care.",
-    ),
-    (
-        "08",
-        "* Two GPUs of one architecture differ where their datasheets differ: here memory bandwidth, so the convolutions that run against the bandwidth roof gain, and compute-bound shapes run at the same speed.",
-    ),
-    ("08", "**Exercise 1.** Which shape gains most (the smallest time ratio, H200 over H100)?"),
-    (
-        "08",
-        "**Exercise 2.** Is the fastest (autotuned) plan of the base convolution a different plan on the H200?",
-    ),
-    (
-        "08",
-        "**Learning goals** * read two recordings of the same calls side by side, each with its provenance (GPU, cuDNN, date); * predict from arithmetic intensity which convolutions gain from more memory bandwidth, then check; * see whether cuDNN's heuristic and autotuned plans change between two GPUs of one architecture; * place the usual architecture advice (Ampere: TF32; Hopper: FP8; Ada: FP8 inference) next to what was measured.",
-    ),
-    (
-        "08",
-        "A datasheet peak is reached only by shapes large enough to fill the tensor cores; for a small layer the dtype changes the kernel cuDNN picks more than the peak.",
-    ),
-    ("08", "A gain shows where a point runs close to the bandwidth roof."),
-    ("08", "Before you look at the H200's times: which shape should gain most?"),
-    (
-        "08",
-        "Left of the ridge is not enough: a shape far below both roofs (conv1, with its 3 input channels) is limited by something else, and more bandwidth leaves it where it was.",
-    ),
-    (
-        "08",
-        "Shapes past the ridge run at the same speed on both GPUs: more bandwidth does not help a convolution limited by its math (or, for these small layers, by how well it fills the GPU).",
-    ),
-    (
-        "08",
-        "The H200 has HBM3e with more memory bandwidth, so its bandwidth roof sits higher and its ridge (where the two roofs meet) moves to a lower arithmetic intensity.",
-    ),
-    (
-        "08",
-        "The same base convolution (fp16 NHWC, a ResNet-50 stage-1 3x3 layer at batch 32) through fusion, precision and a batch-size sweep.",
-    ),
-    (
-        "08",
-        "What the base convolution measured on the two Hoppers, per dtype: Compare the rows yourself: does TF32 pay off against true fp32 on both GPUs, and is fp8 faster than fp16 for this small convolution?",
-    ),
-    ("08", "`'3x3 @28'`."),
-    (
-        "09",
-        "(Within 3% counts: passes differ that much from run to run.) The H200's recording holds the same report for every preset at batch 32, fp16, NHWC, so the panel opens on it (the H100's holds ResNet-50 and ResNeXt-50: pick it in the GPU list).",
-    ),
-    ("09", "* A cap trades workspace for time; the budget curve says how much, from measured plan times."),
-    (
-        "09",
-        "* A network's workspace question is per layer and per pass: the fastest plan of each layer, and what a strategy holds over the whole pass.",
-    ),
-    ("09", "**Exercise 1.** Which layer's fastest plan asks for the largest workspace?"),
-    (
-        "09",
-        "A fixed arena here is sized for the network's largest workspace; a keyed cache with a 32 MiB budget has to fall back to a plan with a smaller workspace where one needs more.",
-    ),
-    (
-        "09",
-        "A plan that one eager call shows to be far slower than the best is not timed further, and the report says how many plans and layers were cut and why (`rep.cut`, the `status` columns).",
-    ),
-    (
-        "09",
-        "For each, the heuristic's plan, the fastest plan and the plan with the smallest workspace, with GPU time (CUDA-graph replay median, microseconds) and workspace bytes.",
-    ),
-    (
-        "09",
-        "For every convolution call it builds every plan cuDNN offers, times them, and checks the heuristic's pick, the fastest and the one with the smallest workspace against a float64 reference.",
-    ),
-    (
-        "09",
-        'It is a sum of the plan times measured above (no new measurement), so it answers "I can spare 64 MiB" in milliseconds lost.',
-    ),
-    (
-        "09",
-        "The chart: the top panel is the time of each call with the heuristic's plan and the fastest plan; the middle panel is the **memory timeline** (the workspace part of a memory snapshot): how much workspace each strategy holds while each call runs, starting from nothing; the bottom panel is the **budget curve**.",
-    ),
-    (
-        "09",
-        "The depthwise networks (MobileNetV2, ConvNeXt) and the DeepLabV3 head get their fastest plans with a few bytes or kilobytes of workspace; VGG16 and the ResNets ask for megabytes.",
-    ),
-    ("09", "Which cap of the budget curve (in MiB) loses the least time while keeping within it?"),
-    ("09", "`calls_changing_plan` counts the calls that must take a slower plan."),
-    (
-        "09",
-        "`labkit.report(net, batch=..., dtype=..., layout=...)` takes a preset name (`resnet50`, `resnext50_32x4d`, `mobilenet_v2`, `convnext_tiny`, `vgg16`, `deeplabv3_aspp`), a list of `ConvSpec`, or a PyTorch model with an example input shape.",
-    ),
-    (
-        "09",
-        "`rep.budget`: for each workspace cap, the pass time if every call used its fastest plan within the cap.",
-    ),
-    (
-        "09",
-        "`rep.strategies` runs the same 53 calls, each with its fastest plan, under every strategy of lesson 02: GPU time of a pass (two events around it: kernels plus any time the GPU waited for the host), host time, the peak workspace held, what is still held afterwards, and allocator calls in the first pass and in a later one.",
-    ),
-    (
-        "10",
-        "* A strategy's cost is visible in a trace: malloc-per-call leaves the GPU idle between calls; arenas, caches and pools do not.",
-    ),
-    (
-        "10",
-        "**Exercise 2.** In the strategy timeline, under which strategy does the GPU sit idle the longest?",
-    ),
-    (
-        "10",
-        "**Learning goals** * read a trace: kernels on their stream, CUDA API calls on the host, and the gaps between them; * tell a plan's main convolution kernel from the layout conversions, zeroing and transforms around it; * see malloc-per-call's idle GPU, not just its slower number; see the race's overlap; * read cuDNN's frontend log: which engines were proposed and which built.",
-    ),
-    ("10", "Every runnable plan of the base convolution, each run 3 times under the tracer."),
-    ("10", "Lesson 04 measured that the fused graph is faster."),
 }
 
 

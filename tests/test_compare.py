@@ -100,8 +100,10 @@ def test_a_recording_without_the_call_is_skipped_and_named(tmp_path, monkeypatch
 def test_figure_has_one_trace_group_per_gpu_and_both_provenances(name):
     df = compare.frames(name)
     fig = compare.figure(df)
-    assert [t.legendgroup for t in fig.data] == BOTH
-    assert [t.name for t in fig.data] == ["NVIDIA H100 80GB HBM3 (2026-11-22)", "NVIDIA H200 (2026-11-23)"]
+    gpus = [t for t in fig.data if t.showlegend is not False]
+    assert [t.legendgroup for t in gpus] == BOTH
+    assert {t.legendgroup for t in fig.data} == set(BOTH)
+    assert [t.name for t in gpus] == ["NVIDIA H100 80GB HBM3 (2026-11-22)", "NVIDIA H200 (2026-11-23)"]
     title = fig.layout.title.text
     assert (
         "NVIDIA H100 80GB HBM3 vs NVIDIA H200" in title
@@ -149,25 +151,30 @@ def test_bad_names_are_clear_labkit_errors(call, match):
         call()
 
 
-def test_lesson_checks():
-    assert not compare_check.biggest_gain()
-    assert compare_check.biggest_gain("1x1 @56")
-    assert not compare_check.biggest_gain("3x3 @14")
-    with pytest.raises(InvalidSpec, match="one of the shapes"):
-        compare_check.biggest_gain("3x3 @99")
+def test_lesson_08_exercises_answer_from_the_recordings(capsys):
+    from labkit.present import check
+
+    assert [e.name for e in check.exercise_list("08")] == [e.name for e in compare_check.EXERCISES]
+    assert {e.kind for e in compare_check.EXERCISES} >= {"predict", "explore", "explain"}
+    assert compare_check.biggest_gain.truth() == "1x1 @56"
+    assert check.biggest_gain("1x1 @56") and not check.biggest_gain("3x3 @14")
+    with pytest.raises(InvalidSpec, match="a shape of the roofline"):
+        check.biggest_gain("3x3 @99")
     plans = compare.frames("plans")
     truth = {r: plans[(plans.recording == r) & plans.best].plan_name.iloc[0] for r in BOTH}
     changed = truth["h100-sxm"] != truth["h200"]
-    assert compare_check.best_plan_changes(changed, df=plans)
-    assert not compare_check.best_plan_changes(not changed, df=plans)
+    assert check.best_plan_changes(changed) and not check.best_plan_changes(not changed)
     with pytest.raises(InvalidSpec):
-        compare_check.best_plan_changes("yes")
+        check.best_plan_changes("yes")
+    tf32 = compare.ratios(compare.frames("roofline", dtype="tf32"))
+    assert compare_check.tf32_gaining_shapes.truth() == int((tf32["ratio h200/h100-sxm"] < 0.95).sum())
+    assert compare_check.wide_dtypes_gain.truth() == "memory"
+    capsys.readouterr()
 
 
-def test_lesson_08_hints_name_only_what_it_shows(capsys):
-    """As tests/test_check.py does for labkit.present.check: every snake_case name in a compare_check hint
-    appears in lesson 08's cells (its exercises pass ``shape`` / ``changes``, so that test, which
-    reads ``check.<name>(answer`` as labkit.present.check, leaves them to this one)."""
+def test_lesson_08_hints_name_only_what_it_shows():
+    """Every snake_case name in a lesson 08 exercise's question or hints appears in the lesson's
+    cells (a hint that sends the learner to a column must point at one the lesson shows)."""
     import re
     from pathlib import Path
 
@@ -175,10 +182,30 @@ def test_lesson_08_hints_name_only_what_it_shows(capsys):
 
     nb = nbformat.read(Path(__file__).resolve().parents[1] / "notebooks" / "08_same_conv_other_gpu.ipynb", 4)
     text = "\n".join(c.source for c in nb.cells)
-    calls = re.findall(r"compare_check\.(\w+)\(\w+\)", text)
-    assert calls == ["biggest_gain", "best_plan_changes"]
-    for call in calls:
-        hint = getattr(compare_check, call)(None).message.split("Hint:", 1)[1]
-        for name in re.findall(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b", hint):
-            assert name in text, f"compare_check.{call} hint names {name!r}, which lesson 08 never shows"
-    capsys.readouterr()
+    calls = re.findall(r"check\.(\w+)\(\w+\)", text)
+    assert calls == [e.name for e in compare_check.EXERCISES]
+    for ex in compare_check.EXERCISES:
+        for words in (ex.question, *ex.hints):
+            for name in re.findall(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b", words):
+                assert name in text, f"check.{ex.name} names {name!r}, which lesson 08 never shows"
+
+
+def test_plans_figure_shows_the_fastest_plans_with_their_spread():
+    fig = compare.figure(compare.frames("plans"))
+    gpus = [t for t in fig.data if t.showlegend is not False]
+    assert [t.legendgroup for t in gpus] == BOTH
+    assert all(t.error_x.array is not None for t in gpus)
+    assert len(gpus[0].x) == compare.PLANS_SHOWN
+    ratio = [t for t in fig.data if t.showlegend is False][0]
+    assert ratio.error_x.array is not None and all(0.5 < r < 1.5 for r in ratio.x)
+
+
+def test_roofline_labels_every_shape_once_and_coinciding_ones_together():
+    df = compare.frames("roofline")
+    fig = compare.figure(df)
+    labels = [a.text for a in fig.layout.annotations if a.name != "note"]
+    named = [s for text in labels for s in text.split(" · ")]
+    assert sorted(named) == sorted(set(df["shape"]))
+    assert any(" · " in text for text in labels)  # 3x3 @14 and 3x3 @7 coincide
+    h100, h200 = (t for t in fig.data if t.mode == "markers")
+    assert all(b > a for a, b in zip(h100.x, h200.x))  # side by side, never on top of each other

@@ -78,7 +78,9 @@ def test_each_lesson_has_goals_a_panel_and_a_recap(name):
     if name not in ("00_start_here", "07_lab"):
         assert "**Learning goals**" in nb.cells[0].source
         assert "## Recap" in text
-        assert text.count("check.") - text.count("from labkit import check") >= 2
+        code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+        checks = len(re.findall(r"(?<![\w.])check\.\w+\(", code))
+        assert 2 <= checks <= 5, f"{name}: {checks} exercise checks (between 2 and 5 per lesson)"
 
 
 def test_nbstripout_would_change_nothing():

@@ -2,6 +2,7 @@
 `widgets.ReportPanel`, lesson 09's checks), from the reports recorded on the H100."""
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -150,27 +151,58 @@ def test_bad_input_is_a_clear_error():
         labkit.report([labkit.ConvSpec(N=2, C=8, H=8, W=8, K=8)])
 
 
-def test_the_lesson_checks_judge_against_the_report(rep, capsys):
-    layers = rep.layers
-    biggest = layers.loc[layers.fastest_workspace_bytes.idxmax(), "layer"]
-    assert check.largest_workspace_layer(biggest) and not check.largest_workspace_layer("layer1.0.conv1")
-    assert not check.largest_workspace_layer(None)
-    b = rep.budget
-    fits = b[(b.cap_bytes >= 0) & (b.cap_bytes <= 16 << 20)]
-    best_mib = fits.loc[fits.pass_gpu_us.idxmin(), "cap_bytes"] / (1 << 20)
-    assert check.cap_for_budget(best_mib, budget_mib=16)
-    assert not check.cap_for_budget(64, budget_mib=16)  # more than can be spared
-    s = rep.strategies
-    within = s[s.peak_workspace_bytes <= 64 << 20]
-    assert check.strategy_for_budget(within.loc[within.pass_gpu_us.idxmin(), "strategy"], budget_mib=64)
-    with pytest.raises(errors.InvalidSpec):
-        check.strategy_for_budget("no_such_strategy")
+def test_the_lesson_exercises_answer_from_the_reports(rep, capsys):
+    b = rep.budget.set_index("cap_bytes")
+    slow = float(b.loc[4 << 20, "slowdown"])
+    assert check.small_cap_cost.exercise.truth() == (
+        "under 2%" if slow < 1.02 else "2-20%" if slow < 1.2 else "over 20%"
+    )
+    vgg = labkit.report("vgg16")
+    need = vgg.layers.set_index("layer").fastest_workspace_bytes
+    peak = vgg.strategies.set_index("strategy").peak_workspace_bytes
+    tied = [name for name, v in need.items() if v == need.max()]
+    for name in tied:  # any of the layers that tie is right
+        assert check.vgg16_workspace((name, peak.idxmax()))
+    assert not check.vgg16_workspace((need.idxmin(), peak.idxmax()))
+    with pytest.raises(errors.InvalidSpec, match="pair"):
+        check.vgg16_workspace("features.24")
+    with pytest.raises(errors.InvalidSpec, match="layer of vgg16"):
+        check.vgg16_workspace(("conv1", "async_pool"))
+    pool = rep.strategies.set_index("strategy").loc["async_pool"]
+    assert pool.peak_workspace_bytes > rep.layers.fastest_workspace_bytes.max()
+    assert check.async_pool_holds("chunks") and not check.async_pool_holds("leak")
+    capsys.readouterr()
+
+
+def test_report_tables_read_whole_numbers_as_integers(rep):
+    layers, strategies = rep.layers, rep.strategies
+    assert str(layers["count"].dtype) == "Int64" and str(layers["N"].dtype) == "Int64"
+    assert str(strategies["alloc_calls_per_pass"].dtype) == "Int64"
+    assert layers["fastest_gpu_us"].dtype.kind == "f"  # times stay floats
+    html = rep.show("layers", head=3).to_html()
+    assert "MiB" in html and "checked" in html
+    assert re.search(r'col2" >\d+</td>', html)  # count, an integer
+
+
+def test_coinciding_strategies_share_one_named_line(rep):
+    from labkit.experiments.your_network.charts import coinciding
+
+    groups = coinciding(rep.timeline)
+    assert sum(len(g) for g in groups) == len(your_network.REPORT_STRATEGIES)
+    fig = rep.figure()
+    drawn = [t for t in fig.data[2:10] if len(t.x)]
+    assert len(drawn) == len(groups)
+    assert all(t.showlegend for t in drawn) and not any(t.showlegend for t in fig.data[2:10] if not len(t.x))
+    biggest = max(groups, key=len)
+    assert all(name in drawn[groups.index(biggest)].name for name in biggest)
 
 
 def test_the_report_panel_offers_the_recorded_networks():
     p = widgets.ReportPanel()
     assert p.wait(60)
-    assert set(p.options("net")) == set(your_network.RECORDED_PRESETS)  # every shipped recording holds them all
+    assert set(p.options("net")) == set(
+        your_network.RECORDED_PRESETS
+    )  # every shipped recording holds them all
     assert "H100" in p.fig.layout.title.text  # the default recording answers
     assert len(p.fig.data) == 11 and len(p.fig.data[0].y) == 53
     p.set(net="resnext50_32x4d")

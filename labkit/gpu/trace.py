@@ -314,7 +314,9 @@ class Tracer:
         if other:
             raise TraceUnavailable(other)
         if not _ACTIVE.acquire(blocking=False):
-            raise TraceUnavailable("another labkit trace is running in this process; one at a time")
+            raise TraceUnavailable(
+                "another labkit trace is running in this process; one at a time",
+            )
         self._held = True
         try:
             kinds = _kind_names(cupti)
@@ -338,7 +340,8 @@ class Tracer:
         except TraceUnavailable:
             self._release(cupti)
             raise
-        except Exception as exc:  # noqa: BLE001  (cuptiError: not permitted, another subscriber, ...)
+        # cuptiError: not permitted, another subscriber, ...
+        except Exception as exc:  # noqa: BLE001
             self._release(cupti)
             raise TraceUnavailable(_why(exc)) from None
         return self

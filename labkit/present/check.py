@@ -21,15 +21,14 @@ from ..experiments.checking import CheckResult, as_word, pending, say
 from ..experiments.exercise import Exercise, as_check
 from ..experiments.plans_autotune import plan_times  # noqa: F401  (lesson 05's hands-on check)
 from ..experiments.streams import race_reproduced  # noqa: F401  (lesson 06's hands-on check)
-from ..experiments.under_the_hood import heuristic_kernels, idle_strategy, race_overlap  # noqa: F401
 from ..experiments.workspace_basics import (  # noqa: F401
     fastest_algorithm,
     no_workspace_layout,
     workspace_bytes_for_plan,
 )
 from ..experiments.workspace_strategies import dims_only_shortfall, fastest_strategy, malloc_slowdown  # noqa: F401
-from ..experiments.your_network import cap_for_budget, largest_workspace_layer, strategy_for_budget  # noqa: F401
 from ..session import lessons  # noqa: F401  (lessons plugs its session results into the checks)
+from . import compare_check
 
 
 def mode(answer: Optional[str] = None) -> CheckResult:
@@ -46,7 +45,7 @@ def mode(answer: Optional[str] = None) -> CheckResult:
 
 
 #: lesson -> its checks (for the notebooks' exercise lists and the tests)
-EXERCISES = {"00": (mode,), **exercises()}
+EXERCISES = {"00": (mode,), **exercises(), "08": compare_check.EXERCISES}
 for _lesson, _items in list(EXERCISES.items()):
     EXERCISES[_lesson] = tuple(as_check(x) if isinstance(x, Exercise) else x for x in _items)
     globals().update({fn.__name__: fn for fn in EXERCISES[_lesson]})

@@ -1,87 +1,296 @@
-"""Exercise self-checks for lesson 08 (the same convolution on another GPU), in the manner of
-`labkit.present.check`: ``None`` prints the question's hint; an answer of the wrong type raises
-`labkit.InvalidSpec`; a `CheckResult` comes back (true when correct). The truth is
-read from the recordings through `labkit.present.compare` (pass ``df=`` a `compare.frames` result of your
-own to check against it)."""
+"""Lesson 08's exercises (the same convolution on another GPU), as `labkit.experiments.exercise.Exercise`
+objects that `labkit.present.check` serves as ``check.<name>(answer, reveal=False)``.
+
+Every answer is computed from the shipped recordings through `labkit.present.compare` (the same
+frames the lesson's charts draw): the first recording is the baseline, the second the other GPU.
+"""
 
 from __future__ import annotations
 
-from typing import Optional
-
 from ..draw import plots
 from ..errors import InvalidSpec
-from ..experiments.checking import CheckResult, pending, say
+from ..experiments.exercise import Exercise, equal, flag, number, number_leaks, one_of
 from . import compare
+
+#: a shape "gains" in the explore exercise when the other GPU takes less than this share of the time
+GAIN_BELOW = 0.95
+#: the dtypes of the base convolution whose gain the explain exercise asks about
+WIDE = ("fp32", "tf32")
+NARROW = ("fp16", "bf16")
 
 
 def _gpu(df, rec: str) -> str:
-    return df.attrs["provenance"][rec]["gpu"]
+    return compare.short_gpu(df.attrs["provenance"][rec]["gpu"])
 
 
-def biggest_gain(answer: Optional[str] = None, df=None) -> CheckResult:
-    """Which ResNet-50 shape of the roofline gains most (smallest time ratio) on the other GPU?"""
-    if answer is None:
-        return pending(
-            "Which roofline shape gains most on the GPU with more memory bandwidth?",
-            "the two GPUs share their compute roof and differ in memory bandwidth: which shape is held down by "
-            "bandwidth, not compute?",
-        )
-    if not isinstance(answer, str) or not answer.strip():
-        raise InvalidSpec("answer", answer, "must be a str naming a shape, e.g. '3x3 @28'")
-    df = df if df is not None else compare.frames("roofline")
-    table = compare.ratios(df)
-    col = compare.ratio_column(table)
-    shapes = list(table["shape"])
-    if answer.strip() not in shapes:
-        raise InvalidSpec("answer", answer, f"must be one of the shapes: {', '.join(shapes)}")
-    ok = table[table[col].notna()]
-    best = ok.loc[ok[col].idxmin()]
-    base, other = table.attrs["baseline"], table.attrs["others"][0]
-    lowest = ok.loc[ok["shape"].map(dict(zip(df["shape"], df["intensity_flops_per_byte"]))).idxmin(), "shape"]
-    why = (
-        f"{best['shape']} takes {best[col]:.2f}x the time on {_gpu(df, other)} "
-        f"({plots.fmt_us(best[f'gpu_us {base}'])} -> {plots.fmt_us(best[f'gpu_us {other}'])}); "
-        f"the lowest-intensity shape is {lowest}."
-    )
-    if answer.strip() == best["shape"]:
-        return say(True, why)
-    mine = ok[ok["shape"] == answer.strip()]
-    got = (
-        f"{answer.strip()} takes {float(mine[col].iloc[0]):.2f}x the time"
-        if not mine.empty
-        else f"{answer} was not measured on both"
-    )
-    return say(False, f"{got}. Which shape sits furthest left on the roofline, under the bandwidth roof?")
-
-
-def best_plan_changes(answer: Optional[bool] = None, df=None) -> CheckResult:
-    """Does autotuning pick a different fastest plan on the other GPU (base convolution, every plan)?"""
-    if answer is None:
-        return pending(
-            "Is the fastest plan of the base convolution a different plan on the other GPU? (True / False)",
-            "compare.frames('plans') marks each GPU's fastest plan in its 'best' column.",
-        )
-    if not isinstance(answer, bool):
-        raise InvalidSpec("answer", answer, "must be True or False")
-    df = df if df is not None else compare.frames("plans")
+def _pair(df):
     recs = df.attrs["recordings"]
     if len(recs) < 2:
-        raise InvalidSpec("df", recs, "must hold the plans of at least two recordings")
-    best = {r: df[(df["recording"] == r) & df["best"].astype(bool)].iloc[0] for r in recs[:2]}
-    a, b = (best[r] for r in recs[:2])
-    changes = a["plan_name"] != b["plan_name"]
-    on_b = df[(df["recording"] == recs[1]) & (df["plan_name"] == a["plan_name"])]["gpu_us"]
-    margin = (
-        f" On {_gpu(df, recs[1])}, {_gpu(df, recs[0])}'s fastest plan takes {plots.fmt_us(float(on_b.iloc[0]))} "
-        f"against {plots.fmt_us(b['gpu_us'])} for its own: {float(on_b.iloc[0]) / b['gpu_us'] - 1:.1%} slower, "
-        "a small margin from single runs: measure again before you trust it."
-        if changes and len(on_b)
+        raise InvalidSpec("recordings", recs, "must be at least two recordings to compare")
+    return recs[0], recs[1]
+
+
+# ---- 1. predict: which shape gains most -------------------------------------------------------
+def _roof():
+    df = compare.frames("roofline")
+    table = compare.ratios(df)
+    return df, table, compare.ratio_column(table)
+
+
+def _shapes() -> list:
+    return list(_roof()[1]["shape"])
+
+
+def _biggest_gain() -> str:
+    _, table, col = _roof()
+    ok = table[table[col].notna()]
+    return str(ok.loc[ok[col].idxmin(), "shape"])
+
+
+def _gain_why(truth: str) -> str:
+    df, table, col = _roof()
+    base, other = _pair(df)
+    row = table.set_index("shape").loc[truth]
+    mine = df[(df["recording"] == base) & (df["shape"] == truth)].iloc[0]
+    from .. import ceilings
+
+    c = ceilings.for_gpu(df.attrs["provenance"][base]["gpu"])
+    roof = (
+        f", {mine['achieved_gb_s'] / (c.bandwidth_bytes_per_s / 1e9):.0%} of its memory bandwidth"
+        if c
         else ""
     )
+    return (
+        f"{truth} takes {row[col]:.2f}x the time on the {_gpu(df, other)} "
+        f"({plots.fmt_us(row[f'gpu_us {base}'])} -> {plots.fmt_us(row[f'gpu_us {other}'])}). "
+        "It has the lowest arithmetic intensity of these shapes "
+        f"({mine['intensity_flops_per_byte']:.0f} FLOP/B, left of both ridges), and on the {_gpu(df, base)} "
+        f"it moved {mine['achieved_gb_s']:.0f} GB/s{roof}: a kernel held back by memory traffic, which is "
+        "what more bandwidth speeds up."
+    )
+
+
+def _gain_wrong(answer: str, truth: str):
+    df, table, col = _roof()
+    row = table.set_index("shape").loc[answer]
+    return f"{answer} takes {row[col]:.2f}x the time on the {_gpu(df, _pair(df)[1])}."
+
+
+def _gain_leaks(truth: str):
+    _, table, col = _roof()
+    return tuple(number_leaks(float(table.set_index("shape").loc[truth, col])))
+
+
+biggest_gain = Exercise(
+    name="biggest_gain",
+    lesson="08",
+    kind="predict",
+    question="Before you see the second GPU's times: which ResNet-50 shape of the roofline gains most on "
+    "the GPU with more memory bandwidth (the smallest time ratio)? Name it as in the shape column.",
+    truth=_biggest_gain,
+    parse=lambda answer: one_of(_shapes(), "a shape of the roofline")(answer),
+    judge=equal,
+    why=_gain_why,
+    hints=(
+        "the two GPUs share their compute roof and differ in memory bandwidth: which shape is held "
+        "down by memory traffic rather than by its math?",
+        "arithmetic intensity is FLOPs per byte moved: the fewer FLOPs a shape does per byte, the more "
+        "its time depends on bandwidth. Compare the intensity column with the ridge of the ceilings table.",
+    ),
+    wrong=_gain_wrong,
+    example="3x3 @28",
+    leaks=_gain_leaks,
+    wrong_answers=lambda truth: [s for s in _shapes() if s != truth][:2],
+)
+
+
+# ---- 2. predict: does the fastest plan change -------------------------------------------------
+def _bests(df):
+    base, other = _pair(df)
+    return {r: df[(df["recording"] == r) & df["best"].astype(bool)].iloc[0] for r in (base, other)}
+
+
+def _best_changes() -> bool:
+    df = compare.frames("plans")
+    best = _bests(df)
+    base, other = _pair(df)
+    return bool(best[base]["plan_name"] != best[other]["plan_name"])
+
+
+def _best_why(truth: bool) -> str:
+    df = compare.frames("plans")
+    base, other = _pair(df)
+    best = _bests(df)
+    a, b = best[base], best[other]
+
+    def spread(row):
+        return f"{plots.fmt_us(row['gpu_us'])}, p10-p90 {row['gpu_us_p10']:.1f}-{row['gpu_us_p90']:.1f} us"
+
     text = (
-        f"{_gpu(df, recs[0])}: {a['plan_name']} ({plots.fmt_us(a['gpu_us'])}); "
-        f"{_gpu(df, recs[1])}: {b['plan_name']} ({plots.fmt_us(b['gpu_us'])}).{margin}"
+        f"{_gpu(df, base)}'s fastest: {a['plan_name']} ({spread(a)}); {_gpu(df, other)}'s: {b['plan_name']}"
     )
-    return say(
-        answer == changes, text if answer == changes else "look at the 'best' column per recording again."
+    if not truth:
+        return text + f" ({spread(b)}): the same plan wins on both."
+    on_other = df[(df["recording"] == other) & (df["plan_name"] == a["plan_name"])].iloc[0]
+    overlap = on_other["gpu_us_p10"] <= b["gpu_us_p90"]
+    return (
+        text
+        + f" ({spread(b)}). On the {_gpu(df, other)}, {_gpu(df, base)}'s winner takes {spread(on_other)}: "
+        + (
+            "the two plans' spreads overlap, so they are equally fast within noise and either may win a run."
+            if overlap
+            else f"{on_other['gpu_us'] / b['gpu_us'] - 1:.1%} slower, beyond the spread of repeated timings."
+        )
+        + " The heuristic, which does not measure, picks the same plan on both."
     )
+
+
+best_plan_changes = Exercise(
+    name="best_plan_changes",
+    lesson="08",
+    kind="predict",
+    question="Before the plans chart: autotuning times every plan of the base convolution on each GPU. "
+    "Is the fastest plan on the second GPU a different plan from the first's? (True / False)",
+    truth=_best_changes,
+    parse=flag("True or False"),
+    judge=equal,
+    why=_best_why,
+    hints=(
+        "both GPUs are Hopper with the same cuDNN, so the heuristic ranks plans alike; autotuning "
+        "measures, and several plans of this convolution lie within a few percent of each other.",
+        "two plans whose times differ by less than the spread of repeated timings can swap places "
+        "from one run, or one GPU, to the next.",
+    ),
+    example=True,
+)
+
+
+# ---- 3. explain: why fp32 and tf32 gain ------------------------------------------------------
+def _precision():
+    df = compare.frames("precision")
+    table = compare.ratios(df).set_index("dtype")
+    return df, table, compare.ratio_column(table.reset_index())
+
+
+def _wide_reason() -> str:
+    df, table, col = _precision()
+    base, other = _pair(df)
+    plan = df.set_index(["recording", "dtype"])["plan_name"]
+    if any(plan[(base, d)] != plan[(other, d)] for d in WIDE):
+        return "plan"
+    low, high = (table[col.replace("ratio ", f"ratio {w} ", 1)] for w in ("low", "high"))
+    if any(low[d] <= 1 <= high[d] for d in WIDE):
+        return "noise"
+    if all(high[d] < 1 for d in NARROW):
+        return "clock"
+    return "memory"
+
+
+def _wide_why(truth: str) -> str:
+    df, table, col = _precision()
+    base, other = _pair(df)
+    rng = {d: compare.ratio_text(table.loc[d, col], *_range(table, col, d)) for d in WIDE + NARROW}
+    mine = df[df["recording"] == base].set_index("dtype")
+    fp32 = mine.loc["fp32"]
+    reasons = {
+        "memory": "The two GPUs share their SMs and tensor cores, with the same compute roof on paper; what "
+        "differs is memory bandwidth. A kernel that gains is one whose time depends on memory traffic: fp32 "
+        "and tf32 read and write 4-byte values, twice the bytes of fp16 for the same FLOPs, and the fp32 "
+        f"plan ({fp32['plan_name']}) also streams a {plots.fmt_bytes(fp32['workspace_bytes'])} workspace "
+        "every call.",
+        "plan": "Here the plans differ between the GPUs, so the gain comes from another kernel.",
+        "noise": "Here the ranges under the timing spread include 1: no measured difference.",
+        "clock": "Here fp16 and bf16 gain as well: every dtype runs faster on the second GPU.",
+    }
+    return (
+        f"On the {_gpu(df, other)}: "
+        + ", ".join(f"{d} {rng[d]}" for d in WIDE + NARROW)
+        + " (time ratio [its range under the p10-p90 spreads]); each dtype ran the same plan on both GPUs. "
+        + reasons[truth]
+    )
+
+
+def _range(table, col, d):
+    return tuple(table.loc[d, col.replace("ratio ", f"ratio {w} ", 1)] for w in ("low", "high"))
+
+
+wide_dtypes_gain = Exercise(
+    name="wide_dtypes_gain",
+    lesson="08",
+    kind="explain",
+    question="The base convolution in fp32 and tf32 runs faster on the second GPU, while fp16 and bf16 "
+    "run at the same speed. Why?",
+    truth=_wide_reason,
+    parse=one_of(("memory", "clock", "plan", "noise"), "a reason"),
+    judge=equal,
+    why=_wide_why,
+    hints=(
+        "list what differs between the two GPUs on paper (the ceilings table), then ask which of the "
+        "dtypes that would help.",
+        "fp16 runs on the same tensor cores as tf32: if the second GPU computed faster, would fp16 stay "
+        "where it was?",
+    ),
+    wrong=lambda answer, truth: {
+        "clock": "if the second GPU computed faster, fp16 and bf16 would gain too; their ratios stay at 1 "
+        "within the spread of repeated timings.",
+        "plan": "each dtype ran the same plan on both GPUs (the plan_name column of the precision frame).",
+        "noise": "the ratio's range under both GPUs' p10-p90 spreads stays below 1 for fp32 and tf32.",
+        "memory": "look at what differs between the GPUs in this recording again.",
+    }.get(answer),
+    choices={
+        "memory": "their kernels' time depends on memory traffic, and the second GPU has more bandwidth",
+        "clock": "the second GPU runs its tensor cores at a higher clock",
+        "plan": "the second GPU picked faster plans for fp32 and tf32",
+        "noise": "one run is not a measurement: the difference is noise",
+    },
+)
+
+
+# ---- 4. explore: tf32 shapes that gain ---------------------------------------------------------
+def _tf32():
+    df = compare.frames("roofline", dtype="tf32")
+    table = compare.ratios(df)
+    return df, table, compare.ratio_column(table)
+
+
+def _tf32_gains() -> int:
+    _, table, col = _tf32()
+    return int((table[col] < GAIN_BELOW).sum())
+
+
+def _tf32_why(truth: int) -> str:
+    df, table, col = _tf32()
+    base, other = _pair(df)
+    fp16, t16, c16 = _roof()
+    gains = table[table[col] < GAIN_BELOW]
+    shapes = ", ".join(f"{r['shape']} ({r[col]:.2f}x)" for _, r in gains.iterrows())
+    n16 = int((t16[c16] < GAIN_BELOW).sum())
+    return (
+        f"{truth} of {len(table)} tf32 shapes run at least {1 - GAIN_BELOW:.0%} faster on the "
+        f"{_gpu(df, other)}: {shapes}; in fp16, {n16}. tf32 reads and writes 4-byte values: each shape's "
+        "arithmetic intensity is half its fp16 one, so more shapes sit where bandwidth counts."
+    )
+
+
+tf32_gaining_shapes = Exercise(
+    name="tf32_gaining_shapes",
+    lesson="08",
+    kind="explore",
+    question=f"Compare the ResNet-50 shapes in tf32 on both GPUs (compare.frames('roofline', dtype='tf32')): "
+    f"how many of them run at least {1 - GAIN_BELOW:.0%} faster on the second GPU (time ratio below "
+    f"{GAIN_BELOW:g})?",
+    truth=_tf32_gains,
+    parse=number("a count of shapes"),
+    judge=equal,
+    why=_tf32_why,
+    hints=(
+        "compare.ratios(compare.frames('roofline', dtype='tf32')) puts both GPUs' times and their ratio side "
+        "by side; count the rows below the threshold.",
+        "the ratio column is the second GPU's time over the first's: below 1 means faster.",
+    ),
+    wrong=lambda answer, truth: f"{answer:g} is {'too many' if answer > truth else 'too few'}.",
+)
+
+
+#: lesson 08's exercises, in the order the lesson asks them
+EXERCISES = (biggest_gain, best_plan_changes, wide_dtypes_gain, tf32_gaining_shapes)

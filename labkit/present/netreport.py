@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import html
 import json
-import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Tuple
+from typing import Optional, Sequence, Tuple
 
 from .. import networks
+from ..draw.plots import fmt_bytes
 from ..errors import InvalidSpec, RecordedDataError
 from ..experiments.your_network import (
     REPORT_STRATEGIES,
@@ -28,6 +28,7 @@ from ..experiments.your_network import (
     network_report_chart,
     network_report_summary,
     table_of,
+    whole_numbers,
 )
 from ..session import lessons
 from ..spec import dtype_name, layout_name
@@ -46,7 +47,44 @@ class Report:
     skipped: Tuple[networks.Skipped, ...] = ()
 
     def _table(self, name: str):
-        return table_of(self.frame, name)
+        return whole_numbers(table_of(self.frame, name))
+
+    def show(self, name: str, columns: Optional[Sequence[str]] = None, head: Optional[int] = None):
+        """One table made for reading: bytes as B/KiB/MiB, times to 0.1 us, ratios to 3 digits,
+        no index, headers that may break after an underscore (so it fits the notebook). The numbers
+        stay exact in the DataFrame (``rep.layers`` etc.).
+
+        Args:
+            name: one of ``layers``, ``strategies``, ``timeline``, ``budget``, ``plans``.
+            columns: the columns to show (default: `SHOWN`'s for the table).
+            head: show only the first ``head`` rows.
+
+        Returns:
+            A pandas ``Styler`` (its DataFrame is ``.data``).
+        """
+        table = self._table(name)
+        columns = list(columns or SHOWN.get(name) or table.columns)
+        missing = [c for c in columns if c not in table.columns]
+        if missing:
+            raise InvalidSpec(
+                "columns", missing, f"must be columns of rep.{name}: {', '.join(table.columns)}"
+            )
+        table = table[columns].head(head) if head else table[columns]
+        formats = {}
+        for c in columns:
+            if c.endswith("_bytes"):
+                formats[c] = lambda v: "" if v is None or v != v else fmt_bytes(v)
+            elif c.endswith("_us"):
+                formats[c] = "{:.1f}"
+            elif c in ("slowdown", "max_rel_error"):
+                formats[c] = "{:.3g}"
+            elif c == "spec":
+                formats[c] = lambda v: str(v).split(" ", 3)[-1]
+        return (
+            table.style.format(formats, na_rep="")
+            .hide(axis="index")
+            .relabel_index([c.replace("_", "_<wbr>") for c in columns], axis="columns")
+        )
 
     layers = property(lambda self: self._table("layers"), doc="one row per convolution call, in order")
     strategies = property(lambda self: self._table("strategies"), doc="one row per workspace strategy")
@@ -113,7 +151,7 @@ class Report:
         out = check_out(out)
         out.mkdir(parents=True, exist_ok=True)
         for name in TABLES:
-            integers_as_integers(self._table(name)).to_csv(out / f"{name}.csv", index=False)
+            self._table(name).to_csv(out / f"{name}.csv", index=False)  # whole numbers as integers
         meta = {
             "network": self.network,
             "complete": self.complete,
@@ -143,32 +181,41 @@ class Report:
         return out
 
 
+#: the columns `Report.show` gives a table by default
+SHOWN = {
+    "layers": (
+        "layer",
+        "spec",
+        "count",
+        "heuristic_gpu_us",
+        "fastest_gpu_us",
+        "fastest_workspace_bytes",
+        "smallest_workspace_bytes",
+        "checked",
+    ),
+    "strategies": (
+        "strategy",
+        "pass_gpu_us",
+        "pass_host_us",
+        "peak_workspace_bytes",
+        "held_after_bytes",
+        "alloc_calls_first_pass",
+        "alloc_calls_per_pass",
+        "fallbacks_per_pass",
+    ),
+    "budget": (
+        "cap_label",
+        "pass_gpu_us",
+        "slowdown",
+        "calls_changing_plan",
+        "calls_without_plan",
+        "peak_workspace_bytes",
+    ),
+}
 #: a preset's batch when none is given
 PRESET_BATCH = 32
 #: a preset's image size when none is given (pixels)
 PRESET_IMAGE = 224
-#: columns that hold measured fractions even when a value happens to be whole
-_FLOAT_COLUMN = re.compile(r"(_us|_ms|_s|seconds|slowdown|ratio|error|tolerance)$")
-
-
-def integers_as_integers(df):
-    """``df`` with each float column whose values are all whole numbers (or missing) as integers.
-
-    Args:
-        df: a report table (a column of counts or bytes comes back as floats when a row lacks it).
-
-    Returns:
-        A copy; columns named like a time, a ratio or an error stay floats.
-    """
-    df = df.copy()
-    for col in df.columns:
-        values = df[col]
-        if values.dtype.kind != "f" or _FLOAT_COLUMN.search(str(col)):
-            continue
-        known = values.dropna()
-        if len(known) and (known == known.round()).all() and known.abs().max() < 2**53:
-            df[col] = values.astype("Int64")
-    return df
 
 
 def check_out(out) -> Path:

@@ -7,7 +7,7 @@ GPU did while traced, and the host times shown (``host_us``) were measured untra
 
 Everything about these experiments lives in this package, one part per concept: `runs` (the run
 functions, live: measured now; recorded: answered from the recording), `charts`, `summaries` (the
-summaries under the charts), `exercises` (the exercise checks); the calls the recorded grid holds
+summaries under the charts), `exercises` (the lesson's exercises); the calls the recorded grid holds
 are below."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from .charts import (
     race_timeline_chart,
     strategy_timeline_chart,
 )
-from .exercises import heuristic_kernels, idle_strategy, race_overlap
+from .exercises import gpu_idles, idle_strategy, nchw_kernels, python_overlap
 from .runs import (
     RACE_CONVS,
     TRACED_CALLS,
@@ -65,9 +65,10 @@ __all__ = [
     "strategy_timeline_summary",
     "race_timeline_summary",
     "build_log_summary",
-    "heuristic_kernels",
+    "nchw_kernels",
     "idle_strategy",
-    "race_overlap",
+    "gpu_idles",
+    "python_overlap",
     "recorded_calls",
     "LESSON",
     "CHARTS",
@@ -107,7 +108,7 @@ CHARTS = {
     "race_timeline": (race_timeline_chart, len(TIMELINE_KINDS), race_timeline_summary),
     "build_log": (build_log_chart, 1, build_log_summary),
 }
-EXERCISES = (heuristic_kernels, idle_strategy, race_overlap)
+EXERCISES = (nchw_kernels, idle_strategy, gpu_idles, python_overlap)
 #: experiment -> its lesson panel (`labkit.present.widgets.panel`)
 PANELS = {
     "race_timeline": plain_panel(

@@ -82,6 +82,7 @@ def kernels_chart(df) -> go.Figure:
                 name=role,
                 marker_color=ROLE_COLORS[role],
                 legendgroup=role,
+                showlegend=bool(len(r)),  # a legend entry only for a role drawn
                 customdata=[names.get(p, "") if len(r) else "" for p in order],
                 hovertemplate=f"%{{y}}<br>{role}: %{{x:.1f}} us<br>%{{customdata}}<extra></extra>",
             ),
@@ -160,6 +161,7 @@ def fusion_kernels_chart(df) -> go.Figure:
                 orientation="h",
                 name=role,
                 marker_color=ROLE_COLORS[role],
+                showlegend=any(v for v in x),  # a legend entry only for a role drawn
                 customdata=names,
                 hovertemplate=f"%{{y}} {role}: %{{x:.1f}} us<br>%{{customdata}}<extra></extra>",
             )
@@ -202,21 +204,20 @@ def _timeline_class(kind: str, name: str) -> str:
     return "launch"
 
 
-def _gantt(fig, events, lane, label_of):
-    """Add the 5 `TIMELINE_KINDS` traces (always, possibly empty) of ``events`` to ``fig``, the
-    waits for a stream (CUPTI's synchronisation records, on that stream's lane) drawn first and
-    pale, so that they never hide the kernels they wait for; the legend keeps `TIMELINE_KINDS`'
-    order, and the lanes the order of their first event in it (kernels' lanes first)."""
+def _gantt(fig, events, lane, label_of, order=None):
+    """Add the 5 `TIMELINE_KINDS` traces (always, possibly empty; a legend entry only for those
+    that draw something) of ``events`` to ``fig``, the waits for a stream (CUPTI's
+    synchronisation records, on that stream's lane) drawn first and pale, so that they never hide
+    the kernels they wait for; the legend keeps `TIMELINE_KINDS`' order. ``order(lanes)``: the
+    lanes top to bottom (default: the order of their first event, kernels' lanes first)."""
     rows = list(events.itertuples()) if len(events) else []
     classes = [_timeline_class(r.kind, r.name) for r in rows]
     lanes = [lane(r) for r in rows]
     starts = list(events.start_us) if rows else []
     widths = list(events.dur_us.clip(lower=0.3)) if rows else []
     of = {cls: [i for i, c in enumerate(classes) if c == cls] for cls, _, _ in TIMELINE_KINDS}
-    fig.update_yaxes(
-        categoryorder="array",
-        categoryarray=list(dict.fromkeys(lanes[i] for cls, _, _ in TIMELINE_KINDS for i in of[cls])),
-    )
+    first = list(dict.fromkeys(lanes[i] for cls, _, _ in TIMELINE_KINDS for i in of[cls]))
+    fig.update_yaxes(categoryorder="array", categoryarray=order(first) if order else first)
     for rank in sorted(range(len(TIMELINE_KINDS)), key=lambda k: TIMELINE_KINDS[k][0] != "sync"):
         cls, name, color = TIMELINE_KINDS[rank]
         idx = of[cls]
@@ -230,6 +231,7 @@ def _gantt(fig, events, lane, label_of):
                 marker_color=color,
                 marker_line_width=0,
                 legendrank=1000 + rank,
+                showlegend=bool(idx),
                 opacity=0.45 if cls == "sync" else None,
                 customdata=[label_of(rows[i]) for i in idx],
                 hovertemplate="%{customdata}<br>%{base:.1f} us + %{x:.1f} us<extra></extra>",
@@ -252,13 +254,22 @@ def strategy_timeline_chart(df) -> go.Figure:
         tag = f" (idle {share:.0%})" if who == "GPU" and share is not None and share == share else ""
         return f"{r.strategy} · {who}{tag}"
 
-    _gantt(fig, ev, lane, lambda r: f"{r.strategy}: {r.name}")
+    strategies = list(dict.fromkeys(df["strategy"])) if len(df) else []
+
+    def order(lanes):  # each strategy's GPU lane, then its host lane, in the strategies' order
+        rank = {s: i for i, s in enumerate(strategies)}
+        return sorted(lanes, key=lambda x: (rank.get(x.split(" · ")[0], len(rank)), "· host" in x))
+
+    _gantt(fig, ev, lane, lambda r: f"{r.strategy}: {r.name}", order)
     fig.update_layout(barmode="overlay", bargap=0.25)
     fig.update_yaxes(autorange="reversed", tickfont=dict(size=10), type="category")
     fig.update_xaxes(title_text="microseconds from the strategy's first traced call")
     calls = int(df["calls"].iloc[0]) if "calls" in df.columns and len(df) else None
     wl = df["workload"].iloc[0] if len(df) else ""
-    detail = f"{wl}, {calls or 8} calls per strategy in steady state, traced with CUPTI; idle = the GPU waiting for the host"
+    detail = (
+        f"{wl}, {calls or 8} calls per strategy in steady state, traced with CUPTI; each strategy's GPU lane "
+        "above its host lane; idle = the GPU waiting for the host"
+    )
     lanes = 2 * (df["strategy"].nunique() if len(df) else 8)
     return finish(
         fig,
@@ -275,14 +286,21 @@ def strategy_timeline_chart(df) -> go.Figure:
 def race_timeline_chart(df) -> go.Figure:
     """The race's traced round: one lane per stream and one for the host. Traces: 5."""
     fig = new_figure()
-    _gantt(fig, df, lambda r: r.row, lambda r: f"{r.row}: {r.name}")
+    _gantt(
+        fig,
+        df,
+        lambda r: r.row,
+        lambda r: f"{r.row}: {r.name}",
+        lambda lanes: sorted(lanes, key=lambda x: (x == "host", x)),
+    )
     fig.update_layout(barmode="overlay", bargap=0.3, shapes=_overlap_bands(df))
     fig.update_yaxes(autorange="reversed", type="category")
     fig.update_xaxes(title_text="microseconds from the round's first traced record")
     if len(df):
         r0 = df.iloc[0]
         detail = (
-            f"{r0.spec_label}, {int(r0.streams)} streams x {RACE_CONVS} convolutions sharing one workspace, {r0.launch} launch; "
+            f"{r0.spec_label}, {int(r0.streams)} streams x {RACE_CONVS} convolutions sharing one workspace, "
+            f"{r0.launch} launch; "
             f"overlap of stream 1 and 2: {fmt_us(r0.overlap_us)} of {fmt_us(r0.busy_us)} busy"
         )
     else:
@@ -322,31 +340,48 @@ def _overlap_bands(df, join_us: float = 2.0) -> list:
     ]
 
 
+#: a build-log line about the engines proposed, a warning or an error (frontend WARN/ERROR,
+#: backend W!/E!) when no engine is named in it
+LOG_KEPT = r"Heuristic query|WARN|ERROR|W!|E!|Warning:|Error:"
+#: backend lines that only say when and where the message above was logged
+LOG_CONTEXT = r"^\s*[wWeEiI]!\s+(?:Time:|Process=)"
+
+
+def log_kinds(df):
+    """The build log's lines about engines, warnings and errors, each kind of line once: its source,
+    first line number, how many times it appears and its text (digits and engine names stand for
+    any, so "plan at position 0" and "position 7" are one kind). A DataFrame."""
+    import re
+
+    import pandas as pd
+
+    if not len(df):
+        return pd.DataFrame(columns=["source", "line", "times", "text"])
+    engine = df.engine.fillna("").astype(str)
+    text = df.text.fillna("").astype(str)
+    keep = df[((engine != "") | text.str.contains(LOG_KEPT)) & ~text.str.contains(LOG_CONTEXT)]
+    rows: dict = {}
+    for r in keep.itertuples():
+        body = str(r.text).replace("[cudnn_frontend] ", "").strip()
+        kind = re.sub(r"\d+", "N", re.sub(r"eng\d+(?:_k\d+=\d+)*", "ENGINE", body))
+        key = (r.source, kind)
+        if key not in rows:
+            rows[key] = dict(source=r.source, line=int(r.line), times=0, text=body)
+        rows[key]["times"] += 1
+    return pd.DataFrame(list(rows.values()), columns=["source", "line", "times", "text"])
+
+
 def build_log_chart(df) -> go.Figure:
-    """cuDNN's log of the build, trimmed: the frontend's lines about engines and the backend's
-    warnings, as a table. Traces: 1."""
+    """cuDNN's log of the build, trimmed to the lines about engines, warnings and errors
+    (`log_kinds`: each kind of line once, with how many times it appears), as a table. Traces: 1."""
     fig = new_figure()
-    keep = (
-        df[
-            (df.engine != "")
-            | df.text.str.contains("WARN|ERROR|heur|Deselect|filter|not supported", case=False)
-        ]
-        if len(df)
-        else df
-    )
-    keep = keep.head(60)
+    keep = log_kinds(df)
     fig.add_trace(
         go.Table(
-            columnwidth=[60, 40, 600],
-            header=dict(values=["source", "line", "text"], align="left", fill_color="#e8eaed"),
+            columnwidth=[60, 40, 40, 560],
+            header=dict(values=["source", "first line", "times", "text"], align="left", fill_color="#e8eaed"),
             cells=dict(
-                values=[
-                    list(keep.source),
-                    list(keep.line),
-                    [str(t).replace("[cudnn_frontend] ", "")[:220] for t in keep.text],
-                ]
-                if len(keep)
-                else [[], [], []],
+                values=[list(keep.source), list(keep.line), list(keep.times), [t[:320] for t in keep.text]],
                 align="left",
                 font=dict(size=10),
                 height=20,
@@ -357,7 +392,8 @@ def build_log_chart(df) -> go.Figure:
     detail = (
         (
             f"{label}: {int(df['built'].iloc[0])} of {int(df['plans'].iloc[0])} plans built in "
-            f"{df['build_seconds'].iloc[0]:.1f} s; {len(keep)} of {len(df)} log lines shown"
+            f"{df['build_seconds'].iloc[0]:.1f} s; {int(keep.times.sum())} of {len(df)} log lines are about "
+            f"engines, warnings or errors, {len(keep)} kinds of them shown once each"
         )
         if len(df)
         else ""
@@ -368,6 +404,6 @@ def build_log_chart(df) -> go.Figure:
         "cuDNN's own words: the build log",
         detail,
         note="CUDNN_FRONTEND_LOG_INFO=1 and CUDNN_LOGLEVEL_DBG=2 in a fresh process",
-        height=760,
+        height=280 + 34 * max(len(keep), 4),
         legend_rows=0,
     )

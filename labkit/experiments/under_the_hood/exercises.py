@@ -1,72 +1,238 @@
-"""Lesson 10's exercise checks: the kernels one call of the heuristic's plan launches, the
-strategy under which the GPU waits longest for the host, and how long (us) the race's two streams
-ran at once.
+"""Lesson 10's exercises (`labkit.experiments.exercise.Exercise`): predict how many kernels the
+NCHW heuristic plan launches and which strategy leaves the GPU idle longest, explain why the GPU
+idles under every strategy of a Python-launched loop, and find how long the race's streams overlap
+with Python launches. Answers come from the traces in use (`core.result`, the same the lesson draws).
 """
 
 from __future__ import annotations
 
-from typing import Optional
-
 from ...draw.plots import fmt_us, ok_rows
-from ...errors import InvalidSpec
-from ..checking import CheckResult, as_number, as_word, frame_for, is_close, pending, say
-from ..core import BASE
+from ..core import BASE, result
+from ..exercise import Exercise, equal, number, one_of
+
+#: the layout the predict exercise asks about (the base convolution's other layout)
+NCHW = BASE.replace(layout="NCHW")
 
 
-def heuristic_kernels(answer=None, df=None) -> CheckResult:
-    """Lesson 10: how many kernels does one call of the heuristic's plan of the base convolution
-    launch (memsets count)? (exact)"""
-    df = ok_rows(frame_for(df, "kernels", spec=BASE))
+# ---- predict: kernels of the NCHW heuristic plan ----------------------------------------------
+def _nchw():
+    df = ok_rows(result("kernels", spec=NCHW))
     name = df.attrs.get("heuristic_plan") or df.sort_values("plan_index").plan_name.iloc[0]
-    row = df[df.plan_name == name].iloc[0]
-    truth = float(row.kernels_per_call)
-    if answer is None:
-        return pending(
-            f"How many kernels does one call of the heuristic's plan ({name}) launch?",
-            "hover its bar in the kernels chart, or count its rows in the table.",
-        )
-    a = as_number(answer, "a count", 2)
-    if a == truth:
-        roles = ", ".join(dict.fromkeys(df[df.plan_name == name].role))
-        return say(True, f"{truth:g} per call ({roles}).")
-    return say(False, f"{a:g} is {'too many' if a > truth else 'too few'}; memsets are kernels here too.")
+    return df, name, df[df.plan_name == name]
 
 
-def idle_strategy(answer: Optional[str] = None, df=None) -> CheckResult:
-    """Lesson 10: in the strategy timeline, under which strategy does the GPU sit idle longest
-    (largest idle share)? Answer a strategy as the chart names it."""
-    df = frame_for(df, "strategy_timeline", workload="one_conv", calls=8)
+def _nchw_kernels() -> int:
+    _, _, mine = _nchw()
+    return int(round(float(mine.kernels_per_call.iloc[0])))
+
+
+def _nchw_why(truth: int) -> str:
+    df, name, mine = _nchw()
+    nhwc = ok_rows(result("kernels", spec=BASE))
+    base_name = nhwc.attrs.get("heuristic_plan") or nhwc.sort_values("plan_index").plan_name.iloc[0]
+    base = nhwc[nhwc.plan_name == base_name]
+    roles = ", ".join(f"{r.role} x{r.launches_per_call:g}" for r in mine.itertuples())
+    conv = mine[mine.role == "layout conversion"]
+    spent = float((conv.kernel_us * conv.launches_per_call).sum())
+    return (
+        f"{name} launches {truth} per call in NCHW ({roles}), against "
+        f"{int(round(float(base.kernels_per_call.iloc[0])))} in NHWC. Its tensor-core kernel wants NHWC: the "
+        f"layout conversions before and after it take {fmt_us(spent)} of GPU time per call, each reading "
+        "and writing a whole tensor."
+    )
+
+
+def _nchw_leaks(truth: int):
+    return (rf"NCHW[^\n]{{0,200}}(?<!\d){truth} kernels",)
+
+
+nchw_kernels = Exercise(
+    name="nchw_kernels",
+    lesson="10",
+    kind="predict",
+    question="Before its trace: how many kernels (memsets count) will one call of the heuristic's plan "
+    "launch for the same convolution in NCHW?",
+    truth=_nchw_kernels,
+    parse=number("a count of kernels"),
+    judge=equal,
+    why=_nchw_why,
+    hints=(
+        "count the NHWC plan's kernels in the chart above, then add what NCHW needs around them: the "
+        "tensor cores read NHWC.",
+        "a layout conversion is a kernel of its own; which tensors would need one, before and after?",
+    ),
+    wrong=lambda answer, truth: f"{answer:g} is {'too many' if answer > truth else 'too few'}.",
+    leaks=_nchw_leaks,
+)
+
+
+# ---- predict: the strategy that idles longest ---------------------------------------------------
+def _timeline():
+    df = result("strategy_timeline", workload="one_conv", calls=8)
     s = df.drop_duplicates("strategy").set_index("strategy")
+    s = s[s.status == "ok"]
     if "idle_share_api" in s.columns:  # the pass the chart draws
-        s = s.assign(idle_share=s.idle_share_api)
-    truth = s.idle_share.idxmax()
-    if answer is None:
-        return pending(
-            "Under which strategy does the GPU wait longest for the host?",
-            "the lane names in the timeline chart end with the idle share.",
-        )
-    a = as_word(answer, "a strategy", "malloc_per_call")
-    if a.lower() == str(truth).lower() or (a.lower() in str(truth).lower() and len(a) > 4):
-        return say(
-            True,
-            f"{truth}: idle {s.loc[truth, 'idle_share']:.0%} of its pass; every call waits for cudaFree "
-            "(which synchronises) and cudaMalloc before its kernel can start.",
-        )
-    if a not in s.index and not any(a.lower() in str(i).lower() for i in s.index):
-        raise InvalidSpec("answer", answer, f"must be one of {', '.join(map(str, s.index))}")
-    return say(False, "look for the widest gaps between kernels in the GPU lanes.")
+        s = s.assign(idle_drawn=s.idle_share_api)
+    else:
+        s = s.assign(idle_drawn=s.idle_share)
+    return df, s
 
 
-def race_overlap(answer=None, df=None) -> CheckResult:
-    """Lesson 10: with CUDA-graph launches, for how many microseconds did the two streams' kernels
-    run at the same time in the traced round? (within 25%: traces vary run to run)"""
-    df = frame_for(df, "race_timeline", launch="graph", streams=2)
-    truth = float(df.overlap_us.iloc[0])
-    if answer is None:
-        return pending(
-            "How long did stream 1 and stream 2 run at the same time (us)?", "the chart's detail line."
-        )
-    a = as_number(answer, "microseconds", 100)
-    if is_close(a, truth, 0.25) or (truth == 0 and a == 0):
-        return say(True, f"{fmt_us(truth)}: during it both streams wrote the same workspace.")
-    return say(False, f"{a:g} us is {'too much' if a > truth else 'too little'}.")
+def _names() -> list:
+    return [str(i).split(" (")[0] for i in _timeline()[1].index]
+
+
+def _idlest() -> str:
+    _, s = _timeline()
+    return str(s.idle_drawn.idxmax()).split(" (")[0]
+
+
+def _idle_why(truth: str) -> str:
+    df, s = _timeline()
+    full = next(i for i in s.index if str(i).split(" (")[0] == truth)
+    allocs = df[(df.strategy == full) & df.name.str.contains("alloc|free", case=False, na=False)]
+    return (
+        f"{full}: the GPU waited {s.loc[full, 'idle_drawn']:.0%} of its traced pass ({len(allocs)} allocate "
+        "and free calls in it). Every call's cudaFree waits for the GPU to finish (it synchronises), and "
+        "the next call's cudaMalloc comes before its launch, so the kernels cannot run back to back."
+    )
+
+
+idle_strategy = Exercise(
+    name="idle_strategy",
+    lesson="10",
+    kind="predict",
+    question="Before the timeline: under which strategy will the GPU sit idle the largest share of its "
+    "pass? Name it as lesson 02 does, e.g. 'fixed_arena'.",
+    truth=_idlest,
+    parse=lambda answer: one_of(_names(), "a strategy")(answer),
+    judge=equal,
+    why=_idle_why,
+    hints=(
+        "which strategy calls into the driver on every call, and which of those calls has to wait for "
+        "the GPU?",
+        "lesson 02: one strategy's GPU wall time was mostly idle time, not slower kernels.",
+    ),
+    wrong=lambda answer, truth: f"{answer} leaves the GPU idle less than another strategy does.",
+    example="fixed_arena",
+    wrong_answers=lambda truth: [n for n in _names() if n != truth][:2],
+)
+
+
+# ---- explain: why the GPU idles under every strategy ------------------------------------------
+def _idle_reason() -> str:
+    df, s = _timeline()
+    syncs = df[df.kind == "sync"].groupby("strategy").size()
+    if (syncs.reindex(s.index).fillna(0) >= s.calls).all():
+        return "sync"
+    if (s.idle_share < 0.05).all() and (s.gpu_us <= 1.05 * s.busy_us).all():
+        return "tracing"
+    return "python_loop"
+
+
+def _idle_everywhere_why(truth: str) -> str:
+    df, s = _timeline()
+    rest = s.drop(s.idle_drawn.idxmax())
+    calls = int(s.calls.iloc[0])
+    per_gpu = float(s.busy_us.median()) / calls
+    per_host = float(rest.host_us.median()) / calls
+    untraced = 1 - rest.busy_us / rest.gpu_us
+    syncs = df[df.kind == "sync"].groupby("strategy").size()
+    facts = (
+        f"Without the idlest strategy, the GPU still waited {rest.idle_drawn.min():.0%} to "
+        f"{rest.idle_drawn.max():.0%} of each traced pass, and untraced each pass took longer than its "
+        f"kernels ({untraced.min():.0%} to {untraced.max():.0%} of it idle). Each call keeps the GPU busy "
+        f"{fmt_us(per_gpu)}; the host needs a median {fmt_us(per_host)} per call to launch it "
+        f"({int(syncs.max()) if len(syncs) else 0} synchronisation per pass). "
+    )
+    return (
+        facts
+        + {
+            "python_loop": "One Python loop launches each call after the previous: when the host needs as "
+            "long to launch a call as the GPU needs to run it, the GPU finishes and waits. A CUDA graph "
+            "(lesson 06) queues the calls at once; a workspace strategy cannot remove these gaps.",
+            "sync": "Here every call synchronised.",
+            "tracing": "Here the gaps come from tracing alone.",
+        }[truth]
+    )
+
+
+gpu_idles = Exercise(
+    name="gpu_idles",
+    lesson="10",
+    kind="explain",
+    question="Even the strategies that never allocate in steady state leave gaps in the GPU lane. Why?",
+    truth=_idle_reason,
+    parse=one_of(("python_loop", "sync", "tracing", "memsets"), "a reason"),
+    judge=equal,
+    why=_idle_everywhere_why,
+    hints=(
+        "compare how long the GPU runs one call with how long the host takes to launch one "
+        "(the summary and the kernels chart's host time).",
+        "the gaps are where the GPU has nothing queued: who queues the next call, and when?",
+    ),
+    wrong=lambda answer, truth: {
+        "sync": "each pass synchronises once, at its end, not after every call (count the synchronise "
+        "bars in a host lane).",
+        "tracing": "the pass traced without API calls, and the same pass untraced (its GPU time against "
+        "its kernels' busy time), have gaps too.",
+        "memsets": "a memset is device work: the timeline counts it busy, not idle.",
+        "python_loop": "look at the host lanes again.",
+    }.get(answer),
+    choices={
+        "python_loop": "the host launches one call at a time from Python, no faster than the GPU runs them",
+        "sync": "every strategy synchronises with the GPU after each call",
+        "tracing": "CUPTI's tracing makes the gaps; untraced there are none",
+        "memsets": "the memsets between the kernels are idle time",
+    },
+)
+
+
+# ---- explore: the race's overlap with Python launches -------------------------------------------
+def _python_race():
+    return result("race_timeline", launch="python", streams=2).iloc[0]
+
+
+def _python_overlap() -> float:
+    return round(float(_python_race().overlap_us), 1)
+
+
+def _overlap_why(truth: float) -> str:
+    r = _python_race()
+    g = result("race_timeline", launch="graph", streams=2).iloc[0]
+    share = r.overlap_us / r.busy_us if r.busy_us else 0.0
+    verdict = (
+        "they never ran at the same time in this round, so nothing was corrupted"
+        if not r.overlap_us
+        else f"both streams wrote the one workspace at once, and {int(r.corrupted)} of {int(r.runs)} outputs "
+        "were corrupted"
+    )
+    return (
+        f"{fmt_us(r.overlap_us)} ({share:.0%} of the {fmt_us(r.busy_us)} the GPU was busy): {verdict}. With "
+        f"graph launches: {fmt_us(g.overlap_us)}, {int(g.corrupted)} corrupted. With Python launches each "
+        "stream's kernels are queued one launch at a time, so whether they meet depends on the host's "
+        "timing: a race that a run can miss is still a race."
+    )
+
+
+python_overlap = Exercise(
+    name="python_overlap",
+    lesson="10",
+    kind="explore",
+    question="Switch the race panel to Python launches: for how many microseconds did the two streams' "
+    "kernels run at the same time in that traced round? (within 10 %, or 0)",
+    truth=_python_overlap,
+    parse=number("microseconds"),
+    judge=lambda answer, truth: abs(answer - truth) <= 0.1 * abs(truth) if truth else answer == 0,
+    why=_overlap_why,
+    hints=(
+        "the panel's launch control picks Python launches; the chart's detail line gives the overlap.",
+        "the shaded bands are the stretches where both streams ran: their total is the overlap.",
+    ),
+    wrong=lambda answer, truth: f"{answer:g} us is {'too much' if answer > truth else 'too little'}.",
+    wrong_answers=lambda truth: [truth * 3 + 50, truth / 2 + 40 if truth else 25.0],
+)
+
+
+#: lesson 10's exercises, in the order the lesson asks them
+EXERCISES = (nchw_kernels, idle_strategy, gpu_idles, python_overlap)

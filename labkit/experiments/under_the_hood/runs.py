@@ -42,8 +42,8 @@ def _kernel_rows(dev, calls: int, **tags) -> list:
 
 
 def _traced(fn, calls: int, stream, label: str):
-    """``fn`` run ``calls`` times under a tracer (after one untraced warm-up call, and one traced
-    call that is not kept: CUPTI's set-up of each kernel): its device rows."""
+    """``fn`` run ``calls`` times under a tracer, after one untraced warm-up call and one
+    traced call that is not kept (CUPTI's set-up of each kernel): its device rows."""
     from ...gpu import trace
 
     with stream:

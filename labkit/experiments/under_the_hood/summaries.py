@@ -51,15 +51,21 @@ def fusion_kernels_summary(df) -> Text:
 def strategy_timeline_summary(df) -> Text:
     s = df.drop_duplicates("strategy").set_index("strategy")
     s = s[s.status == "ok"]
-    if "idle_share_api" in s.columns:  # the pass the chart draws
-        s = s.assign(idle_share=s.idle_share_api)
     if s.empty:
         return Text(f"{where(df)}: no strategy could be traced.")
-    worst, best = s.idle_share.idxmax(), s.idle_share.idxmin()
+    drawn = s.idle_share_api if "idle_share_api" in s.columns else s.idle_share  # the pass the chart draws
+    worst, best = drawn.idxmax(), drawn.idxmin()
     parts = [
-        f"{where(df)}: the GPU waited for the host {s.loc[worst, 'idle_share']:.0%} of {worst}'s pass "
-        f"and {s.loc[best, 'idle_share']:.0%} of {best}'s."
+        f"{where(df)}: the GPU waited for the host {drawn[worst]:.0%} of {worst}'s pass "
+        f"and {drawn[best]:.0%} of {best}'s, as drawn."
     ]
+    if "idle_share_api" in s.columns and {"gpu_us", "busy_us"} <= set(s.columns):
+        untraced = 1 - s.busy_us / s.gpu_us
+        parts.append(
+            f"Traced with device records only (no API calls), every strategy's GPU still waited "
+            f"{s.idle_share.min():.0%} to {s.idle_share.max():.0%} of its pass; untraced, every pass took "
+            f"longer than its kernels ({untraced.min():.0%} to {untraced.max():.0%} of it idle)."
+        )
     ev = df[df.kind == "api"]
     allocs = ev[ev.name.str.contains("alloc|free", case=False)].groupby("strategy").size()
     if len(allocs):

@@ -42,7 +42,7 @@ Everything about the experiment lives in this package, one part per concept: `re
 report measures: the network, the calls of a pass, the strategies, caps and step budgets),
 `worker_steps` (the steps run in the worker process), `runs` (the run function,
 `network_report`), `tables` (the long frame's tables), `charts`, `summary`, `exercises` (the
-exercise checks); the calls of the recorded grid are below. Bytes; microseconds; seconds for
+lesson's exercises); the calls of the recorded grid are below. Bytes; microseconds; seconds for
 budgets.
 """
 
@@ -50,7 +50,7 @@ from __future__ import annotations
 
 from ..panel_config import plain_panel
 from .charts import STRATEGY_COLORS, STRATEGY_DASHES, network_report_chart
-from .exercises import cap_for_budget, largest_workspace_layer, strategy_for_budget
+from .exercises import async_pool_holds, small_cap_cost, vgg16_workspace
 from .request import (
     BUDGET_CAPS,
     KILL_GRACE_S,
@@ -64,7 +64,7 @@ from .request import (
 )
 from .runs import network_report
 from .summary import network_report_summary
-from .tables import budget_rows, cut_counts, layer_rows, table_of
+from .tables import budget_rows, cut_counts, layer_rows, table_of, whole_numbers
 from .worker_steps import AHEAD_BUDGET_S, ahead_step, spec_step, strategy_step
 
 __all__ = [
@@ -85,14 +85,15 @@ __all__ = [
     "strategy_step",
     "network_report",
     "table_of",
+    "whole_numbers",
     "cut_counts",
     "layer_rows",
     "budget_rows",
     "network_report_chart",
     "network_report_summary",
-    "largest_workspace_layer",
-    "cap_for_budget",
-    "strategy_for_budget",
+    "small_cap_cost",
+    "vgg16_workspace",
+    "async_pool_holds",
     "recorded_calls",
     "LESSON",
     "CHARTS",
@@ -110,7 +111,7 @@ def recorded_calls(quick: bool = False) -> list:
 
 LESSON = "09"
 CHARTS = {"network_report": (network_report_chart, 11, network_report_summary)}
-EXERCISES = (largest_workspace_layer, cap_for_budget, strategy_for_budget)
+EXERCISES = (small_cap_cost, vgg16_workspace, async_pool_holds)
 #: experiment -> its lesson panel (`labkit.present.widgets.panel`)
 PANELS = {
     "network_report": plain_panel(

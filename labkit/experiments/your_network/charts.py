@@ -9,7 +9,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ...draw.plain_figure import figure_of
-from ...draw.plots import COLORS, fmt_bytes, grid, num, ok_rows
+from ...draw.plots import COLORS, fmt_bytes, grid, laid_out, num, ok_rows
 from ..core import MIB
 from .request import REPORT_STRATEGIES
 from .tables import tables_of
@@ -30,6 +30,51 @@ def column(df, name: str, dtype=np.float64) -> np.ndarray:
 STRATEGY_COLORS = ("#3c4043", "#1f77b4", "#d62728", "#2ca02c", "#98df8a", "#9467bd", "#ff7f0e", "#8c564b")
 #: lines that lie on top of each other (several strategies hold the same bytes) stay visible
 STRATEGY_DASHES = ("solid", "dash", "solid", "dot", "dashdot", "longdash", "dot", "solid")
+
+
+#: strategies whose held bytes differ by at most this share of the largest, call by call, share a line
+SAME_LINE = 0.01
+
+
+def held_series(timeline) -> dict:
+    """Per strategy of a ``timeline`` table: (calls, bytes held during each, the layers), then a
+    step after the last call holding what the strategy still held after the pass."""
+    out = {}
+    if not len(timeline) or "strategy" not in timeline.columns:
+        return out
+    for label, sub in timeline.groupby("strategy", sort=False):
+        sub = sub.sort_values("step")
+        x = column(sub, "step")
+        y = column(sub, "held_bytes")
+        layers = list(sub["layer"]) if "layer" in sub.columns else [None] * len(sub)
+        if len(sub) and "held_after_bytes" in sub.columns:  # a step wide, so the line shows it
+            after = float(sub["held_after_bytes"].iloc[-1])
+            x = np.append(x, [x[-1] + 1, x[-1] + 2])
+            y = np.append(y, [after, after])
+            layers += ["after the pass", "after the pass"]
+        out[label] = (x, y, np.array(layers, dtype=object))
+    return out
+
+
+def coinciding(timeline) -> list:
+    """The strategies of a ``timeline`` table in groups that hold the same bytes call by call and
+    after the pass (`held_series`; within `SAME_LINE` of the largest value: one line at the
+    chart's scale), in `REPORT_STRATEGIES` order; each group a list of strategy labels, its first
+    the one drawn."""
+    series = {label: y for label, (_, y, _) in held_series(timeline).items()}
+    top = max((float(np.nanmax(v)) for v in series.values() if len(v)), default=0.0)
+    known = [lab for lab, _, _ in REPORT_STRATEGIES]
+    groups: list = []
+    for label in [lab for lab in known if lab in series] + [lab for lab in series if lab not in known]:
+        mine = series[label]
+        for g in groups:
+            first = series[g[0]]
+            if len(first) == len(mine) and np.nanmax(np.abs(first - mine), initial=0.0) <= SAME_LINE * top:
+                g.append(label)
+                break
+        else:
+            groups.append([label])
+    return groups
 
 
 REPORT_GRID = grid(
@@ -82,28 +127,34 @@ def network_report_chart(df) -> go.Figure:
                 + "</extra>",
             )
         )
-    strategy = column(timeline, "strategy", object)
-    steps, held = column(timeline, "step"), column(timeline, "held_bytes") / MIB
-    layer = (
-        timeline["layer"].to_numpy(dtype=object)
-        if "layer" in timeline.columns
-        else np.full(len(timeline), None, dtype=object)
-    )
+    series = held_series(timeline)
+    groups = {g[0]: g for g in coinciding(timeline)}
+    empty = np.array([], dtype=np.float64)
     for k, (label, _, _) in enumerate(REPORT_STRATEGIES):
-        mine = strategy == label
+        group = groups.get(label)
+        members = group or [label]
+        x, y, layers = series[label] if group is not None else (empty, empty, np.array([], dtype=object))
+        hover = [
+            f"{layers[i]}<br>" + "<br>".join(f"{m}: {fmt_bytes(series[m][1][i])}" for m in members)
+            for i in range(len(x))
+        ]
         traces.append(
             dict(
                 type="scatter",
-                x=steps[mine],
-                y=held[mine],
+                x=x,
+                y=y / MIB,
                 mode="lines",
-                name=label,
+                name=label
+                if len(members) == 1
+                else f"{', '.join(members)} (one line: they hold about the same)",
+                showlegend=group is not None,
                 line=dict(color=STRATEGY_COLORS[k], shape="hv", width=2, dash=STRATEGY_DASHES[k]),
+                legend="legend2",
                 legendgroup="timeline",
-                customdata=layer[mine],
+                customdata=np.array(hover, dtype=object),
                 row=2,
                 col=1,
-                hovertemplate="call %{x} (%{customdata}): %{y:.1f} MiB held<extra>" + label + "</extra>",
+                hovertemplate="call %{x}: %{customdata}<extra></extra>",
             )
         )
     fits = budget[budget["calls_without_plan"] == 0] if len(budget) else budget
@@ -116,29 +167,52 @@ def network_report_chart(df) -> go.Figure:
             name="pass time within the cap",
             line=dict(color=COLORS["secondary"]),
             customdata=[f"{s:.2f}x" for s in fits.get("slowdown", [])],
+            showlegend=False,
             row=3,
             col=1,
             hovertemplate="cap %{x}: %{y:.2f} ms per pass (%{customdata} the uncapped)<extra></extra>",
         )
     )
+    top = max((float(np.nanmax(y)) for _, y, _ in series.values() if len(y)), default=0.0) / MIB
+    panel = laid_out(REPORT_GRID)[0]["yaxis2"]["domain"]
     axes = dict(
+        legend2=dict(
+            x=0.01,
+            xanchor="left",
+            y=panel[1] - 0.005,
+            yanchor="top",
+            orientation="v",
+            bgcolor="rgba(255,255,255,0.85)",
+            font=dict(size=11),
+        ),
         xaxis=dict(title=dict(text="call of the pass (hover for the layer)")),
         yaxis=dict(title=dict(text="GPU time per call (us)")),
-        xaxis2=dict(title=dict(text="call of the pass")),
-        yaxis2=dict(title=dict(text="workspace held (MiB)"), rangemode="tozero"),
+        xaxis2=dict(title=dict(text="call of the pass (the last step: after the pass)")),
+        # room above the lines for the legend inside the panel: a line of it per group drawn
+        yaxis2=dict(
+            title=dict(text="workspace held (MiB)"), range=[0, (1 + 0.3 * len(groups)) * max(top, 1.0)]
+        ),
         xaxis3=dict(title=dict(text="workspace cap"), type="category"),
         yaxis3=dict(title=dict(text="pass time (ms)"), rangemode="tozero"),
     )
     net = df.attrs.get("network") or (df.attrs.get("request") or {}).get("net")
     r = df.attrs.get("request") or {}
     detail = (
-        f"{net if isinstance(net, str) else 'your layers'}, batch {r.get('batch')}, {r.get('dtype')} {r.get('layout')}"
+        f"{net if isinstance(net, str) else 'your layers'}, batch {r.get('batch')}, "
+        f"{r.get('dtype')} {r.get('layout')}"
         + (", training (forward + backward)" if r.get("training") else ", inference")
     )
     note = (
-        "Top: CUDA-graph replay medians of each call's plans. Middle: the most workspace each strategy held while "
-        "a call ran. Bottom: sums of each call's measured plan times (the kernels alone, no launch gaps)."
+        "Top: CUDA-graph replay medians of each call's plans. Middle: the most workspace each strategy "
+        "held while a call ran (strategies that hold the same share one line). Bottom: sums of each call's "
+        "measured plan times (the kernels alone, no launch gaps)."
     )
+    pool = timeline[timeline["strategy"] == "async_pool"] if "strategy" in timeline.columns else timeline
+    if len(pool):
+        note += (
+            f" async_pool: what its pool reserved from the driver, {fmt_bytes(pool['held_bytes'].max())}, "
+            "not what its calls asked for."
+        )
     return figure_of(
         REPORT_GRID,
         traces,
@@ -148,5 +222,5 @@ def network_report_chart(df) -> go.Figure:
         detail=detail,
         note=note,
         height=1050,
-        legend_rows=2,
+        legend_rows=1,
     )

@@ -1,97 +1,279 @@
-"""Lesson 09's exercise checks, on the ResNet-50 report (batch 32, fp16 NHWC): the layer whose
-fastest plan needs the largest workspace, the workspace cap (MiB) that loses the least time within
-a budget, and the fastest strategy whose peak stays within a budget (MiB).
+"""Lesson 09's exercises (`labkit.experiments.exercise.Exercise`): predict what a small workspace
+cap costs a ResNet-50 pass, find VGG16's largest workspace and the strategy it costs most under,
+and explain what async_pool holds. Answers come from the network reports in use (batch 32, fp16
+NHWC: `core.result`, the same reports the lesson draws).
 """
 
 from __future__ import annotations
 
-from typing import Optional
-
 from ...draw.plots import fmt_bytes, fmt_us, ok_rows
 from ...errors import InvalidSpec
-from ..checking import CheckResult, as_number, as_word, frame_for, pending, say
-from ..core import MIB
+from ..core import MIB, result
+from ..exercise import Exercise, equal, one_of
 from .tables import table_of
 
-
-def _report_frame(df):
-    return frame_for(df, "network_report", net="resnet50", batch=32, dtype="fp16", layout="NHWC")
-
-
-def largest_workspace_layer(answer: Optional[str] = None, df=None) -> CheckResult:
-    """Lesson 09: in the ResNet-50 report (batch 32, fp16 NHWC), which layer's fastest plan asks
-    for the largest workspace? (its name, e.g. 'layer1.0.conv2')"""
-    layers = ok_rows(table_of(_report_frame(df), "layers"))
-    big = layers.loc[layers["fastest_workspace_bytes"].idxmax()]
-    if answer is None:
-        return pending(
-            "Which layer's fastest plan needs the largest workspace?",
-            "hover the top chart, or sort report.layers by fastest_workspace_bytes.",
-        )
-    a = as_word(answer, "a layer name", "layer1.0.conv2")
-    if a not in set(layers["layer"]):
-        raise InvalidSpec("answer", answer, "must be a layer name of the report (report.layers.layer)")
-    mine = layers[layers["layer"] == a]["fastest_workspace_bytes"].max()
-    if mine >= big["fastest_workspace_bytes"]:
-        return say(True, f"{a}: {fmt_bytes(mine)} for its fastest plan ({big['fastest_plan']}).")
-    return say(False, f"{a}'s fastest plan needs {fmt_bytes(mine)}; another layer needs more.")
+#: the cap the predict exercise asks about (bytes)
+SMALL_CAP = 4 * MIB
+#: the slowdown classes a learner predicts among, with their upper bounds (x the uncapped pass)
+SLOWDOWNS = {"under 2%": 1.02, "2-20%": 1.20, "over 20%": float("inf")}
+#: the network the explore exercise sends the learner to
+EXPLORE_NET = "vgg16"
 
 
-def cap_for_budget(answer_mib=None, budget_mib: float = 16, df=None) -> CheckResult:
-    """Lesson 09: you can spare ``budget_mib`` MiB of workspace. Which cap of the budget curve
-    (in MiB) loses the least time while keeping within it?"""
-    budget = table_of(_report_frame(df), "budget")
-    within = budget[
-        (budget["cap_bytes"] >= 0)
-        & (budget["cap_bytes"] <= budget_mib * MIB)
-        & (budget["calls_without_plan"] == 0)
-    ]
-    if answer_mib is None:
-        return pending(
-            f"With {budget_mib:g} MiB to spare, which cap (MiB) loses the least time?",
-            "the bottom chart: the caps you can afford, and their pass times.",
-        )
-    a = as_number(answer_mib, "a cap in MiB", 4)
-    if within.empty:
-        return say(False, f"no cap up to {budget_mib:g} MiB gives every call a plan here.")
-    best = within.loc[within["pass_gpu_us"].idxmin()]
-    if a * MIB > budget_mib * MIB:
-        return say(False, f"{a:g} MiB is more than the {budget_mib:g} MiB you can spare.")
-    mine = within[within["cap_bytes"] == round(a * MIB)]
-    if mine.empty:
-        return say(False, f"{a:g} MiB is not one of the caps measured ({', '.join(within['cap_label'])}).")
-    m = mine.iloc[0]
-    if m["pass_gpu_us"] <= best["pass_gpu_us"] * 1.0001:
-        return say(
-            True,
-            f"{m['cap_label']}: {fmt_us(m['pass_gpu_us'])} per pass, {m['slowdown']:.2f}x the uncapped pass "
-            f"({int(m['calls_changing_plan'])} call(s) take a slower plan).",
-        )
-    return say(False, f"{m['cap_label']} gives {fmt_us(m['pass_gpu_us'])}; a cap you can afford does better.")
+def report_frame(net: str = "resnet50"):
+    """The network report the lesson draws for ``net`` (batch 32, fp16 NHWC)."""
+    return result("network_report", net=net, batch=32, dtype="fp16", layout="NHWC")
 
 
-def strategy_for_budget(answer: Optional[str] = None, budget_mib: float = 64, df=None) -> CheckResult:
-    """Lesson 09: which strategy runs the ResNet-50 pass in the least GPU time while its peak
-    workspace stays within ``budget_mib`` MiB? (a strategy label of report.strategies)"""
-    strategies = ok_rows(table_of(_report_frame(df), "strategies"))
-    within = strategies[strategies["peak_workspace_bytes"] <= budget_mib * MIB]
-    if answer is None:
-        return pending(
-            f"Which strategy is fastest with a peak of at most {budget_mib:g} MiB?",
-            "report.strategies: peak_workspace_bytes and pass_gpu_us.",
-        )
-    a = as_word(answer, "a strategy", "cupy_pool")
-    if a not in set(strategies["strategy"]):
-        raise InvalidSpec("answer", answer, f"must be one of {', '.join(strategies['strategy'])}")
-    mine = strategies[strategies["strategy"] == a].iloc[0]
-    if mine["peak_workspace_bytes"] > budget_mib * MIB:
-        return say(False, f"{a} peaks at {fmt_bytes(mine['peak_workspace_bytes'])}, over {budget_mib:g} MiB.")
-    best = within["pass_gpu_us"].min()
-    if mine["pass_gpu_us"] <= best * 1.03:  # within 3%: run-to-run noise of a pass
-        return say(
-            True,
-            f"{a}: {fmt_us(mine['pass_gpu_us'])} per pass with a peak of {fmt_bytes(mine['peak_workspace_bytes'])}.",
-        )
-    return say(
-        False, f"{a} takes {fmt_us(mine['pass_gpu_us'])}; a strategy within budget takes {fmt_us(best)}."
+# ---- predict: what a 4 MiB cap costs ----------------------------------------------------------
+def _capped():
+    budget = table_of(report_frame(), "budget")
+    row = budget[budget["cap_bytes"] == SMALL_CAP]
+    if row.empty:
+        raise InvalidSpec("cap", fmt_bytes(SMALL_CAP), "is not a cap of this report's budget curve")
+    return row.iloc[0]
+
+
+def _slowdown_class() -> str:
+    slow = float(_capped()["slowdown"])
+    return next(k for k, top in SLOWDOWNS.items() if slow < top)
+
+
+def _cap_why(truth: str) -> str:
+    row = _capped()
+    budget = table_of(report_frame(), "budget")
+    uncapped = float(budget[budget["cap_bytes"] < 0]["pass_gpu_us"].iloc[0])
+    layers = ok_rows(table_of(report_frame(), "layers"))
+    big = list(dict.fromkeys(layers[layers["fastest_workspace_bytes"] > SMALL_CAP]["layer"]))
+    who = (
+        f"Only {big[0]} asks for more with its fastest plan; within the cap it must run"
+        if len(big) == 1
+        else f"{', '.join(big) or 'No call'} ask for more with their fastest plans; within the cap they "
+        "must run"
     )
+    return (
+        f"{row['slowdown']:.3f}x the uncapped pass: {int(row['calls_changing_plan'])} call(s) change plan. "
+        f"{who} a slower plan that fits in {fmt_bytes(SMALL_CAP)}, which adds "
+        f"{fmt_us(float(row['pass_gpu_us']) - uncapped)} to a pass of {fmt_us(uncapped)} (kernel times)."
+    )
+
+
+small_cap_cost = Exercise(
+    name="small_cap_cost",
+    lesson="09",
+    kind="predict",
+    question=f"Before the budget curve: if every call of the ResNet-50 pass had to fit its workspace in "
+    f"{fmt_bytes(SMALL_CAP)}, how much slower would the pass be? ('under 2%', '2-20%' or 'over 20%')",
+    truth=_slowdown_class,
+    parse=one_of(tuple(SLOWDOWNS), "a slowdown class"),
+    judge=equal,
+    why=_cap_why,
+    hints=(
+        "in the top chart, find the calls whose fastest plan needs more workspace than the cap (hover "
+        "a bar), and how much of the pass time they take.",
+        "a call that loses its fastest plan runs its next best one that fits; the pass slows by that "
+        "call's loss over the whole pass time.",
+    ),
+    wrong=lambda answer, truth: (
+        "the cap costs "
+        + ("more" if list(SLOWDOWNS).index(answer) < list(SLOWDOWNS).index(truth) else "less")
+        + " than that."
+    ),
+    example="over 20%",
+    wrong_answers=lambda truth: [k for k in SLOWDOWNS if k != truth],
+)
+
+
+# ---- explore: VGG16's largest workspace, and the strategy it costs most under -------------------
+def _vgg():
+    df = report_frame(EXPLORE_NET)
+    layers = ok_rows(table_of(df, "layers"))
+    strategies = ok_rows(table_of(df, "strategies"))
+    return layers, strategies
+
+
+def _vgg_truth() -> tuple:
+    layers, strategies = _vgg()
+    big = layers.loc[layers["fastest_workspace_bytes"].idxmax()]
+    worst = strategies.loc[strategies["peak_workspace_bytes"].idxmax()]
+    return (str(big["layer"]), str(worst["strategy"]))
+
+
+def _vgg_parse(answer):
+    if (
+        not isinstance(answer, (tuple, list))
+        or len(answer) != 2
+        or not all(isinstance(a, str) and a.strip() for a in answer)
+    ):
+        raise InvalidSpec(
+            "answer", answer, "must be a pair (layer, strategy), e.g. ('features.0', 'cupy_pool')"
+        )
+    layers, strategies = _vgg()
+    layer, strategy = (a.strip() for a in answer)
+    if layer not in set(layers["layer"]):
+        raise InvalidSpec(
+            "answer", answer, f"must name a layer of {EXPLORE_NET} first (its report's layers.layer)"
+        )
+    if strategy not in set(strategies["strategy"]):
+        raise InvalidSpec(
+            "answer", answer, f"must name a strategy second: one of {', '.join(strategies['strategy'])}"
+        )
+    return (layer, strategy)
+
+
+def _vgg_parts(answer) -> tuple:
+    layers, strategies = _vgg()
+    need = layers.groupby("layer")["fastest_workspace_bytes"].max()
+    peak = strategies.set_index("strategy")["peak_workspace_bytes"]
+    return need[answer[0]] >= need.max(), peak[answer[1]] >= peak.max()
+
+
+def _vgg_why(truth: tuple) -> str:
+    layers, strategies = _vgg()
+    need = layers.groupby("layer", sort=False)["fastest_workspace_bytes"].max()
+    tied = [name for name, b in need.items() if b == need.max()]
+    peak = strategies.set_index("strategy")["peak_workspace_bytes"]
+    others = peak.drop(truth[1])
+    return (
+        f"{', '.join(tied)} ({'each ' if len(tied) > 1 else ''}{fmt_bytes(need.max())} for the fastest "
+        "plan); "
+        f"{truth[1]} holds {fmt_bytes(peak[truth[1]])} at its peak, the others at most "
+        f"{fmt_bytes(others.max())}."
+    )
+
+
+def _vgg_wrong(answer, truth):
+    layer_ok, strategy_ok = _vgg_parts(answer)
+    if layer_ok:
+        return "the layer is right; another strategy holds more at its peak."
+    if strategy_ok:
+        return "the strategy is right; another layer asks for more workspace."
+    return "neither part is right yet."
+
+
+def _vgg_leaks(truth: tuple):
+    import re
+
+    layers, _ = _vgg()
+    need = layers.groupby("layer")["fastest_workspace_bytes"].max()
+    return tuple(rf"(?<![\w.]){re.escape(name)}(?![\w.])" for name, b in need.items() if b == need.max())
+
+
+def _vgg_wrong_answers(truth: tuple):
+    layers, strategies = _vgg()
+    small = layers.loc[layers["fastest_workspace_bytes"].idxmin(), "layer"]
+    low = strategies.loc[strategies["peak_workspace_bytes"].idxmin(), "strategy"]
+    return [(small, truth[1]), (truth[0], low)]
+
+
+vgg16_workspace = Exercise(
+    name="vgg16_workspace",
+    lesson="09",
+    kind="explore",
+    question=f"Run the report on {EXPLORE_NET} yourself: which of its layers asks for the most workspace "
+    "with its fastest plan, and under which strategy does the pass hold the most workspace at its peak? "
+    "Answer a pair (layer, strategy).",
+    truth=_vgg_truth,
+    parse=_vgg_parse,
+    judge=lambda answer, truth: all(_vgg_parts(answer)),
+    why=_vgg_why,
+    hints=(
+        f"labkit.report('{EXPLORE_NET}') gives the report; its layers table has fastest_workspace_bytes per "
+        "layer and its strategies table peak_workspace_bytes per strategy.",
+        "sort each table by that column (sort_values(..., ascending=False)); several layers may tie.",
+    ),
+    wrong=_vgg_wrong,
+    example=("features.0", "cupy_pool"),
+    leaks=_vgg_leaks,
+    wrong_answers=_vgg_wrong_answers,
+)
+
+
+# ---- explain: what async_pool holds -------------------------------------------------------------
+def _pool():
+    df = report_frame()
+    strategies = ok_rows(table_of(df, "strategies")).set_index("strategy")
+    layers = ok_rows(table_of(df, "layers"))
+    timeline = table_of(df, "timeline")
+    return strategies, layers, timeline[timeline["strategy"] == "async_pool"]
+
+
+def _pool_reason() -> str:
+    strategies, layers, line = _pool()
+    p = strategies.loc["async_pool"]
+    largest = float(layers["fastest_workspace_bytes"].max())
+    held = line["held_bytes"][line["held_bytes"] > 0]
+    if held.nunique() > 1 and held.is_monotonic_increasing:
+        return "leak"
+    if p["held_after_bytes"] < p["peak_workspace_bytes"]:
+        return "pending"
+    if p["peak_workspace_bytes"] == largest:
+        return "arena"
+    return "chunks"
+
+
+def _pool_why(truth: str) -> str:
+    strategies, layers, line = _pool()
+    p = strategies.loc["async_pool"]
+    largest = float(layers["fastest_workspace_bytes"].max())
+    held = line["held_bytes"][line["held_bytes"] > 0]
+    facts = (
+        f"async_pool held {fmt_bytes(p['peak_workspace_bytes'])} at its peak and "
+        f"{fmt_bytes(p['held_after_bytes'])} after the pass, where the largest workspace a call asks for is "
+        f"{fmt_bytes(largest)}; it made {int(p['alloc_calls_per_pass'])} allocations a pass, and its holding "
+        + (
+            "stayed the same from its first workspace on. "
+            if held.nunique() <= 1
+            else "changed along the pass. "
+        )
+    )
+    return (
+        facts
+        + {
+            "chunks": "What it reports is the memory its stream-ordered pool (cudaMallocAsync) reserved "
+            "from the driver (CuPy's total_bytes reads cudaMemPoolAttrReservedMemCurrent). The driver "
+            "reserves pool memory in whole chunks, so a request of a few bytes reserves a chunk, and CuPy's "
+            "MemoryAsyncPool sets the pool's release threshold to the maximum, so the chunk is not handed "
+            "back at synchronisations: every call after the first is served from it.",
+            "leak": "Here its holding grew call by call: a leak.",
+            "pending": "Here it held less after the pass than at its peak: frees still in flight.",
+            "arena": "Here it held exactly the largest request: an arena sized for it.",
+        }[truth]
+    )
+
+
+async_pool_holds = Exercise(
+    name="async_pool_holds",
+    lesson="09",
+    kind="explain",
+    question="In the ResNet-50 report, async_pool holds more workspace than any call asks for, from its "
+    "first workspace until after the pass. Why?",
+    truth=_pool_reason,
+    parse=one_of(("chunks", "leak", "arena", "pending"), "a reason"),
+    judge=equal,
+    why=_pool_why,
+    hints=(
+        "compare, in rep.strategies, async_pool's peak_workspace_bytes with held_after_bytes and with "
+        "the largest fastest_workspace_bytes of rep.layers; then look at its line in the timeline.",
+        "the pool asks the driver for memory and hands out pieces of it: what does a pool report, what "
+        "it handed out or what it got?",
+    ),
+    wrong=lambda answer, truth: {
+        "leak": "a leak grows call by call; its line is flat from its first workspace on, though it "
+        "allocates on every call that needs one.",
+        "arena": "an arena sized for the network would hold the largest request; it holds more than that.",
+        "pending": "frees still in flight would be gone after the pass; it holds as much after the pass "
+        "as at its peak.",
+        "chunks": "look at its line in the timeline again.",
+    }.get(answer),
+    choices={
+        "chunks": "its pool reserves device memory from the driver in whole chunks and keeps them",
+        "leak": "it never frees a workspace, so its memory grows with every call",
+        "arena": "it sizes one buffer for the network's largest layer up front",
+        "pending": "its cudaFreeAsync calls have not run yet when the bytes are counted",
+    },
+)
+
+
+#: lesson 09's exercises, in the order the lesson asks them
+EXERCISES = (small_cap_cost, vgg16_workspace, async_pool_holds)

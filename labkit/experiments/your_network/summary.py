@@ -73,6 +73,8 @@ def network_report_summary(df) -> Text:
             f"**{low['strategy']}** held the least workspace at its peak ({fmt_bytes(low['peak_workspace_bytes'])}); "
             f"malloc_per_call holds nothing between calls but allocates on every call that needs a workspace."
         )
+    if len(sok) and len(ok):
+        parts += [x for x in (async_pool_sentence(sok, ok), identical_passes_sentence(sok)) if x]
     capped = budget[(budget["cap_bytes"] == 64 * MIB)] if len(budget) else budget
     if len(capped) and capped.iloc[0]["calls_without_plan"] == 0:
         c = capped.iloc[0]
@@ -81,3 +83,44 @@ def network_report_summary(df) -> Text:
             f"{int(c['calls_changing_plan'])} call(s) change plan)."
         )
     return Text(" ".join(parts))
+
+
+def async_pool_sentence(strategies, layers) -> str:
+    """Why async_pool holds what it holds, from the ``strategies`` and ``layers`` tables ("" without it)."""
+    pool = strategies[strategies["strategy"] == "async_pool"]
+    if pool.empty or not len(layers):
+        return ""
+    p = pool.iloc[0]
+    largest = float(layers["fastest_workspace_bytes"].max())
+    after = (
+        "and still held it after the pass"
+        if p["held_after_bytes"] == p["peak_workspace_bytes"]
+        else f"and {fmt_bytes(p['held_after_bytes'])} after the pass"
+    )
+    return (
+        f"async_pool held {fmt_bytes(p['peak_workspace_bytes'])} from its first workspace on, where the "
+        f"largest one a call asks for is {fmt_bytes(largest)}, {after}: what its stream-ordered pool "
+        "(cudaMallocAsync) reserved from the driver, not the sum of its requests."
+    )
+
+
+def identical_passes_sentence(strategies) -> str:
+    """How far two passes that did the same work differ: the two keyed caches when neither evicted,
+    fell back or held other bytes ("" otherwise)."""
+    k = strategies[strategies["strategy"].str.startswith("keyed_cache")]
+    if len(k) != 2:
+        return ""
+    a, b = k.iloc[0], k.iloc[1]
+    same = (
+        a["peak_workspace_bytes"] == b["peak_workspace_bytes"]
+        and a["fallbacks_per_pass"] == b["fallbacks_per_pass"] == 0
+        and a["alloc_calls_first_pass"] == b["alloc_calls_first_pass"]
+    )
+    if not same:
+        return ""
+    spread = abs(a["pass_gpu_us"] - b["pass_gpu_us"]) / min(a["pass_gpu_us"], b["pass_gpu_us"])
+    return (
+        "The two keyed caches ran the same calls with the same plans and held the same bytes, yet one pass "
+        f"took {fmt_us(a['pass_gpu_us'])} and the other {fmt_us(b['pass_gpu_us'])}: two identical passes "
+        f"differ by {spread:.0%}, so pass times closer than that do not rank the strategies."
+    )

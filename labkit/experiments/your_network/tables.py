@@ -134,3 +134,29 @@ def budget_rows(plans, steps_specs: List[Tuple[int, str]], caps=BUDGET_CAPS) -> 
     for r in rows:
         r["slowdown"] = r["pass_gpu_us"] / unlimited if unlimited else float("nan")
     return rows
+
+
+#: columns that hold measured fractions even when a value happens to be whole
+_FRACTION = ("_us", "_ms", "_s", "seconds", "slowdown", "ratio", "error", "tolerance")
+
+
+def whole_numbers(df):
+    """``df`` with each float column whose values are all whole numbers (or missing) as integers
+    (pandas ``Int64``): counts, sizes and bytes read as ``32``, not ``32.0``.
+
+    Args:
+        df: a report table (the long frame gives every numeric column as floats).
+
+    Returns:
+        A copy; columns named like a time, a ratio or an error stay floats.
+    """
+    df = df.copy()
+    for col in df.columns:
+        values = df[col]
+        if values.dtype.kind != "f" or str(col).endswith(_FRACTION):
+            continue
+        known = values.dropna()
+        if len(known) and (known == known.round()).all() and known.abs().max() < 2**53:
+            df[col] = values.astype("Int64")
+    df.attrs = dict(getattr(df, "attrs", {}))
+    return df

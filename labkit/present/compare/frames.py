@@ -1,29 +1,19 @@
-"""The same experiment call answered from several recordings: one convolution, several GPUs.
-
-``frames(name, **kwargs)`` looks the call up in every shipped recording (or the ones named) and
-returns one DataFrame with ``recording`` and ``gpu`` columns; a recording that lacks the call is
-left out and named, with the reason, in ``df.attrs['skipped']`` (never silently). ``ratios(df)``
-puts each GPU's value side by side per row label (dtype, shape, plan, strategy, ...) with the
-ratio other / baseline; ``figure(df)`` draws the GPUs on the same axes, each trace labelled with
-its GPU and the title with every recording's provenance. ``summary(table)`` says it in words.
-
-Always recorded numbers, in live mode too (the recordings compared are GPUs you may not have);
-nothing is interpolated or borrowed: a row appears only where that GPU measured exactly that call.
+"""Experiment calls answered from several recordings, side by side: the frames (`frames`), each
+GPU's value and the ratio per row (`ratios`, with its range under the spread of repeated timings
+where the recording holds one), and the paragraph that says it (`summary`). Always recorded
+numbers; a row appears only where that GPU measured exactly that call.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Optional, Sequence, Tuple
 
-import plotly.graph_objects as go
-
-from .. import ceilings
-from ..draw import plots
-from ..errors import InvalidSpec, LabkitError, RecordedDataError
-from ..experiments import plans_autotune, workspace_basics
-from ..store import recordings as recs
+from ... import ceilings
+from ...draw import plots
+from ...errors import InvalidSpec, LabkitError, RecordedDataError
+from ...experiments import plans_autotune
+from ...store import recordings as recs
 
 
 @dataclass(frozen=True)
@@ -57,7 +47,8 @@ GPU_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b")
 
 
 class Text(str):
-    """A string shown as Markdown in a notebook (as `labkit.session.lessons.Text`; this layer cannot import it)."""
+    """A string shown as Markdown in a notebook (as `labkit.session.lessons.Text`, which this
+    layer cannot import)."""
 
     def _repr_markdown_(self) -> str:
         return str(self)
@@ -91,7 +82,7 @@ def _recordings(names) -> list:
 
 def comparable(name: str) -> Comparable:
     """How experiment ``name`` compares; `InvalidSpec` naming the rule for any other name."""
-    from .. import experiments
+    from ... import experiments
 
     if name in NOT_COMPARED:
         raise InvalidSpec(
@@ -114,7 +105,7 @@ def frames(name: str, recordings: Optional[Sequence] = None, **kwargs):
     `RecordedDataError` when no recording has the call (the reasons listed)."""
     import pandas as pd
 
-    from .. import experiments
+    from ... import experiments
 
     comparable(name)
     try:
@@ -231,11 +222,22 @@ def _label_text(row, labels) -> str:
     return " · ".join(parts)
 
 
+def spread_columns(df, value: str) -> Optional[Tuple[str, str]]:
+    """The p10 and p90 columns of ``value`` (repeated timings of each row), when the frame has them."""
+    lo, hi = f"{value}_p10", f"{value}_p90"
+    return (lo, hi) if lo in df.columns and hi in df.columns else None
+
+
 def ratios(df, value: Optional[str] = None, baseline: str = recs.DEFAULT_RECORDING):
     """Per row label (e.g. dtype, shape, plan): each recording's ``value`` (default: the
     experiment's time column) and ``ratio <other>/<baseline>`` for every other recording
     (below 1: the other GPU takes less time). A row that did not run (status not ok) or that a
-    recording lacks has no value, and its ratio is empty (NaN), never guessed."""
+    recording lacks has no value, and its ratio is empty (NaN), never guessed.
+
+    Where the frame holds the spread of repeated timings (``<value>_p10`` and ``<value>_p90``:
+    plans, precision), ``ratio low`` and ``ratio high`` give the ratio's range under that spread
+    (the other GPU's p10 over the baseline's p90, and its p90 over the baseline's p10): a range
+    that holds 1 is no measured difference."""
     import pandas as pd
 
     name = (getattr(df, "attrs", {}) or {}).get("experiment")
@@ -258,8 +260,7 @@ def ratios(df, value: Optional[str] = None, baseline: str = recs.DEFAULT_RECORDI
             f"rows must be unique per recording and {labels}; repeated: "
             f"{dup[labels].drop_duplicates().to_dict('records')[:3]}",
         )
-    vals = df[value].where(df["status"] == "ok") if "status" in df.columns else df[value]
-    wide = df.assign(_v=vals).pivot(index=labels, columns="recording", values="_v")
+    ok = (df["status"] == "ok") if "status" in df.columns else pd.Series(True, index=df.index)
     order = list(
         dict.fromkeys(
             map(
@@ -270,18 +271,30 @@ def ratios(df, value: Optional[str] = None, baseline: str = recs.DEFAULT_RECORDI
             )
         )
     )
-    wide = wide.reindex(
-        pd.MultiIndex.from_tuples(order, names=labels) if len(labels) > 1 else [o[0] for o in order]
-    )
+    index = pd.MultiIndex.from_tuples(order, names=labels) if len(labels) > 1 else [o[0] for o in order]
+
+    def wide(col):
+        return (
+            df.assign(_v=df[col].where(ok))
+            .pivot(index=labels, columns="recording", values="_v")
+            .reindex(index)
+        )
+
+    values = wide(value)
+    spread = spread_columns(df, value)
+    p10, p90 = (wide(spread[0]), wide(spread[1])) if spread else (None, None)
     others = [n for n in names if n != baseline]
-    out = pd.DataFrame(index=wide.index)
+    out = pd.DataFrame(index=values.index)
     for n in [baseline] + others:
-        out[f"{value} {n}"] = wide[n]
+        out[f"{value} {n}"] = values[n]
     for n in others:
-        out[f"ratio {n}/{baseline}"] = wide[n] / wide[baseline]
+        out[f"ratio {n}/{baseline}"] = values[n] / values[baseline]
+        if spread:
+            out[f"ratio low {n}/{baseline}"] = p10[n] / p90[baseline]
+            out[f"ratio high {n}/{baseline}"] = p90[n] / p10[baseline]
     out = out.reset_index()
     out.insert(len(labels), "label", [_label_text(r, labels) for _, r in out.iterrows()])
-    out.attrs = dict(df.attrs, value=value, baseline=baseline, others=others)
+    out.attrs = dict(df.attrs, value=value, baseline=baseline, others=others, spread=bool(spread))
     return out
 
 
@@ -294,9 +307,39 @@ def ratio_column(table, other: Optional[str] = None) -> str:
     return f"ratio {other}/{table.attrs['baseline']}"
 
 
+def ratio_range(table, col: str):
+    """The ``ratio low`` and ``ratio high`` columns of ratio column ``col`` (None without a spread)."""
+    low, high = col.replace("ratio ", "ratio low ", 1), col.replace("ratio ", "ratio high ", 1)
+    return (table[low], table[high]) if low in table.columns and high in table.columns else None
+
+
+def ratio_text(r, low=None, high=None) -> str:
+    """``0.89x`` or, with its range under the timing spread, ``0.891x [0.884–0.906]`` (three
+    decimals where two would print the same low and high)."""
+    if plots.num(r) is None:
+        return ""
+    if plots.num(low) is None or plots.num(high) is None:
+        return f"{r:.2f}x"
+    d = 2 if round(high, 2) - round(low, 2) >= 0.02 else 3
+    return f"{r:.{d}f}x [{low:.{d}f}–{high:.{d}f}]"
+
+
+def reference_spread(recordings: Sequence[str]) -> Optional[float]:
+    """The median p10-p90 spread of repeated timings, relative to the median, of the base
+    convolution's plans in ``recordings`` (what a single median of these GPUs may vary by)."""
+    try:
+        plans = frames("plans", recordings=list(recordings))
+    except LabkitError:
+        return None
+    ok = plots.ok_rows(plans)
+    return float(((ok["gpu_us_p90"] - ok["gpu_us_p10"]) / ok["gpu_us"]).median()) if len(ok) else None
+
+
 def summary(table, other: Optional[str] = None) -> Text:
     """One paragraph from a `ratios` table: the median ratio, the largest gain and the largest loss
-    of ``other`` against the baseline (Markdown; every number from the table)."""
+    of ``other`` against the baseline, and the noise they are read against: the ratio ranges of a
+    table with a timing spread, or the spread of repeated timings of the base convolution's plans
+    on these GPUs (Markdown; every number from the data)."""
     if not table.attrs.get("others") and other is None:
         skipped = table.attrs.get("skipped", {})
         return Text(
@@ -315,224 +358,31 @@ def summary(table, other: Optional[str] = None) -> Text:
     best, worst = ok.loc[ok[col].idxmin()], ok.loc[ok[col].idxmax()]
     value = table.attrs["value"]
     fmt = plots.fmt_us if value.endswith("_us") else (lambda v: f"{v:.3g}")
-    return Text(
+    rng = ratio_range(ok, col)
+
+    def said(row):
+        extra = ratio_text(row[col], *(r.loc[row.name] for r in rng)) if rng else f"{row[col]:.2f}x"
+        return f"{row['label']}, {fmt(row[f'{value} {base}'])} -> {fmt(row[f'{value} {oth}'])} ({extra})"
+
+    text = (
         f"{table.attrs.get('experiment')}, {len(ok)} rows measured on both: {gpu(oth)} takes a median "
-        f"{ok[col].median():.2f}x the time of {gpu(base)} ({value}). Largest gain: {best['label']}, "
-        f"{fmt(best[f'{value} {base}'])} -> {fmt(best[f'{value} {oth}'])} ({best[col]:.2f}x); "
-        f"largest loss: {worst['label']}, {fmt(worst[f'{value} {base}'])} -> {fmt(worst[f'{value} {oth}'])} "
-        f"({worst[col]:.2f}x)."
+        f"{ok[col].median():.2f}x the time of {gpu(base)} ({value}). Largest gain: {said(best)}; "
+        f"largest loss: {said(worst)}."
     )
-
-
-# ---- one chart, several GPUs -----------------------------------------------------------------
-def _trace_name(df, rec: str) -> str:
-    p = df.attrs.get("provenance", {}).get(rec, {})
-    quick = "" if p.get("complete", True) else ", quick recording"
-    return f"{p.get('gpu', rec)} ({p.get('date')}{quick})"
-
-
-def _notes(df) -> str:
-    notes = [
-        f"{r}: not in this comparison (this call was not recorded there; df.attrs['skipped'] says more)"
-        for r in df.attrs.get("skipped", {})
-    ]
-    quick = [r for r, p in df.attrs.get("provenance", {}).items() if p.get("complete") is False]
-    if quick:
-        notes.append(f"{', '.join(quick)}: a quick recording (the lessons' base calls only)")
-    return " · ".join(notes)
-
-
-def _detail(df, extra: str = "") -> str:
-    spec = plots.request_spec(df)
-    lab = f"{spec.dtype} {spec.layout} {spec.direction} {plots.shape_label(spec)}" if spec else ""
-    return "; ".join(x for x in (lab, extra) if x)
-
-
-def figure(df, value: Optional[str] = None):
-    """The GPUs of a `frames` DataFrame on the same axes: grouped bars (one trace per GPU, the
-    other GPUs' bars labelled with their ratio to the first), sweep lines, plans as points, and
-    for the roofline each GPU's points with its own roof (`labkit.ceilings`). Every trace of one
-    recording shares a ``legendgroup`` named after it."""
-    name = (getattr(df, "attrs", {}) or {}).get("experiment")
-    comp = comparable(name)
-    value = value or comp.value
-    if value not in df.columns:
-        raise InvalidSpec("value", value, f"must be a column of the {name} frame")
-    if name == "roofline":
-        return _roofline(df)
-    fig = plots.new_figure()
-    table = ratios(df, value, df.attrs["recordings"][0])
-    base = table.attrs["baseline"]
-    for i, rec in enumerate(df.attrs["recordings"]):
-        vals = [plots.num(v) for v in table[f"{value} {rec}"]]
-        rat = table[f"ratio {rec}/{base}"] if rec != base else [None] * len(table)
-        text = [
-            (plots.fmt_us(v) if value.endswith("_us") else f"{v:.3g}")
-            + (f" ({r:.2f}x)" if plots.num(r) else "")
-            if v is not None
-            else ""
-            for v, r in zip(vals, rat)
-        ]
-        style = dict(name=_trace_name(df, rec), legendgroup=rec, marker_color=GPU_COLORS[i % len(GPU_COLORS)])
-        if name == "sweep":
-            fig.add_trace(
-                go.Scatter(
-                    x=list(table["value"]),
-                    y=vals,
-                    mode="lines+markers",
-                    text=text,
-                    hovertemplate=f"{df['field'].iloc[0]}=%{{x}}: %{{text}}<extra>%{{fullData.name}}</extra>",
-                    **style,
-                )
-            )
-        elif name == "plans":
-            ws = df[df["recording"] == rec].set_index("plan_name")["workspace_bytes"]
-            fig.add_trace(
-                go.Scatter(
-                    x=[
-                        plots.num(ws.get(p)) / plots.MIB if plots.num(ws.get(p)) is not None else None
-                        for p in table["plan_name"]
-                    ],
-                    y=vals,
-                    mode="markers",
-                    text=text,
-                    customdata=list(table["plan_name"]),
-                    marker=dict(size=9, opacity=0.75),
-                    hovertemplate="%{customdata}: %{text}<extra>%{fullData.name}</extra>",
-                    **style,
-                )
-            )
-        else:
-            fig.add_trace(
-                go.Bar(
-                    y=list(table["label"]),
-                    x=vals,
-                    orientation="h",
-                    text=text,
-                    textposition="outside",
-                    cliponaxis=False,
-                    hovertemplate="%{y}: %{text}<extra>%{fullData.name}</extra>",
-                    **style,
-                )
-            )
-    _axes(fig, name, comp, value, table)
-    extra = {
-        "plans": "every plan cuDNN offers, autotuned on each GPU",
-        "sweep": f"sweep of {df['field'].iloc[0]}, heuristic plan" if "field" in df.columns else "",
-        "strategies": f"workload '{df['workload'].iloc[0]}'" if "workload" in df.columns else "",
-    }.get(name, "")
-    extra = (extra + "; " if extra else "") + f"ratios against {df.attrs['provenance'][base]['gpu']}"
-    return plots.finish(
-        fig,
-        df,
-        f"Same call, {len(df.attrs['recordings'])} GPUs: {name}",
-        _detail(df, extra),
-        note=_notes(df),
-        height=max(420, 160 + 26 * len(table) * len(df.attrs["recordings"]))
-        if name not in ("sweep", "plans")
-        else 480,
-    )
-
-
-def _axes(fig, name, comp, value, table) -> None:
-    vals = [plots.num(v) for c in table.columns if c.startswith(f"{value} ") for v in table[c]]
-    title = comp.axis if value == comp.value else value
-    if name == "sweep":
-        fig.update_xaxes(
-            title_text=workspace_basics.SWEEP_AXIS.get(
-                str(table.attrs.get("request", {}).get("field")), "value"
-            ),
-            type="log",
-            tickvals=list(table["value"]),
+    if rng:
+        low, high = rng
+        apart = ok[(high < 1) | (low > 1)]
+        text += (
+            f" In brackets, the ratio's range under each GPU's p10-p90 spread of repeated timings: "
+            f"{len(apart)} of {len(ok)} rows differ beyond it"
+            + (f" ({', '.join(apart['label'])})." if 0 < len(apart) <= 6 else ".")
         )
-        fig.update_yaxes(title_text=title + ", log", type="log", **plots.log_axis(vals))
-    elif name == "plans":
-        fig.update_xaxes(title_text="workspace the plan needs (MiB)")
-        fig.update_yaxes(title_text=title + ", log", type="log", **plots.log_axis(vals))
     else:
-        fig.update_layout(barmode="group")
-        fig.update_yaxes(autorange="reversed")
-        kind = plots.log_if_wide(vals)
-        top = max([v for v in vals if v is not None] or [1.0])
-        fig.update_xaxes(
-            title_text=title + (", log" if kind == "log" else ""),
-            type=kind,  # room for the labels
-            **(plots.log_axis(vals, max_ticks=6) if kind == "log" else dict(range=[0, top * 1.3])),
-        )
-
-
-def _roofline(df):
-    """Each GPU's measured shapes (intensity vs TFLOP/s) and its roof from `labkit.ceilings`
-    (a GPU the table lacks gets points only, and the note says so)."""
-    fig = plots.new_figure()
-    dtype = str(df["dtype"].iloc[0])
-    xs, ys, missing = [], [], []
-    for i, rec in enumerate(df.attrs["recordings"]):
-        sub = plots.ok_rows(df[df["recording"] == rec])
-        color = GPU_COLORS[i % len(GPU_COLORS)]
-        gpu = df.attrs["provenance"][rec]["gpu"]
-        x = [plots.num(v) for v in sub["intensity_flops_per_byte"]]
-        y = [plots.num(v) for v in sub["tflops"]]
-        xs += [v for v in x if v]
-        ys += [v for v in y if v]
-        fig.add_trace(
-            go.Scatter(
-                x=x,
-                y=y,
-                mode="markers+text" if i == 0 else "markers",
-                text=list(sub["shape"]),
-                textposition="top center",
-                textfont=dict(size=10),
-                name=_trace_name(df, rec),
-                legendgroup=rec,
-                marker=dict(size=11, color=color, symbol=("circle", "diamond")[i % 2]),
-                customdata=[plots.num(v) for v in sub["gpu_us"]],
-                hovertemplate="%{text}: %{x:.0f} FLOP/B, %{y:.0f} TFLOP/s, %{customdata:.1f} us"
-                "<extra>%{fullData.name}</extra>",
+        spread = reference_spread(table.attrs.get("recordings") or [base, oth])
+        if spread is not None:
+            text += (
+                f" No spread was recorded for {table.attrs.get('experiment')} (one median per row); the base "
+                f"convolution's plans, timed repeatedly on these GPUs, vary by a median {spread:.1%} between "
+                "p10 and p90: read a ratio within a few percent of 1 as no difference."
             )
-        )
-        c = ceilings.for_gpu(gpu)
-        peak = c.peak_tflops(dtype) if c else None
-        if peak:
-            ridge = c.ridge_intensity(dtype)
-            rx = sorted([min(xs + [ridge]) / 3, ridge, max(xs + [ridge]) * 3])
-            ry = [min(peak, v * c.bandwidth_bytes_per_s / 1e12) for v in rx]
-            ys.append(peak)
-            fig.add_trace(
-                go.Scatter(
-                    x=rx,
-                    y=ry,
-                    mode="lines",
-                    legendgroup=rec,
-                    line=dict(color=color, width=2),
-                    name=f"roof {c.gpu}: {peak:.0f} TFLOP/s {dtype}, {c.bandwidth_bytes_per_s / 1e9:.0f} GB/s",
-                    hovertemplate="roof: %{y:.0f} TFLOP/s at %{x:.0f} FLOP/B<extra></extra>",
-                )
-            )
-        else:
-            missing.append(gpu)
-    lo, hi = min(xs) / 3, max(xs) * 3
-    for t in fig.data:
-        if t.mode == "lines":
-            lo, hi = min(lo, min(t.x)), max(hi, max(t.x))
-    fig.update_xaxes(
-        title_text="arithmetic intensity (FLOP/byte, log)",
-        type="log",
-        range=[math.log10(lo), math.log10(hi)],
-        **plots.log_ticks([lo, hi]),
-    )
-    fig.update_yaxes(title_text="achieved TFLOP/s (log)", type="log", **plots.log_axis(ys))
-    note = "roofs: datasheet peaks (dense) from labkit.ceilings; the bandwidth roof moves, the compute roof does not"
-    if missing:
-        note += f" · no ceilings known for {', '.join(missing)}: points only"
-    extra = _notes(df)
-    return plots.finish(
-        fig,
-        df,
-        f"Roofline on {len(df.attrs['recordings'])} GPUs: ResNet-50 convolutions, {dtype} "
-        f"{df['layout'].iloc[0]}",
-        "heuristic plan per shape on each GPU",
-        note=note + (" · " + extra if extra else ""),
-        height=520,
-        legend_rows=2,
-    )
+    return Text(text)

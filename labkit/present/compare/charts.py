@@ -1,0 +1,535 @@
+"""The charts of a comparison: the GPUs of a `frames` DataFrame on the same axes (the roofline
+with each GPU's roof, a sweep's lines, the fastest plans beside their time ratio, or bars), every
+trace of one recording in a ``legendgroup`` named after it, the title with every provenance.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import plotly.graph_objects as go
+
+from ... import ceilings
+from ...draw import plots
+from ...errors import InvalidSpec
+from ...experiments import workspace_basics
+from .frames import (
+    GPU_COLORS,
+    comparable,
+    ratio_range,
+    ratio_text,
+    ratios,
+    spread_columns,
+)
+
+
+# ---- one chart, several GPUs -----------------------------------------------------------------
+def _trace_name(df, rec: str) -> str:
+    p = df.attrs.get("provenance", {}).get(rec, {})
+    quick = "" if p.get("complete", True) else ", quick recording"
+    return f"{p.get('gpu', rec)} ({p.get('date')}{quick})"
+
+
+def short_gpu(name: str) -> str:
+    """``NVIDIA H100 80GB HBM3`` as ``H100`` (the model, for tick labels)."""
+    words = [w for w in str(name).split() if w.upper() not in ("NVIDIA", "TESLA")]
+    return words[0] if words else str(name)
+
+
+def _notes(df) -> str:
+    notes = [
+        f"{r}: not in this comparison (this call was not recorded there; df.attrs['skipped'] says more)"
+        for r in df.attrs.get("skipped", {})
+    ]
+    quick = [r for r, p in df.attrs.get("provenance", {}).items() if p.get("complete") is False]
+    if quick:
+        notes.append(f"{', '.join(quick)}: a quick recording (the lessons' base calls only)")
+    return " · ".join(notes)
+
+
+def _detail(df, extra: str = "") -> str:
+    spec = plots.request_spec(df)
+    lab = f"{spec.dtype} {spec.layout} {spec.direction} {plots.shape_label(spec)}" if spec else ""
+    return "; ".join(x for x in (lab, extra) if x)
+
+
+def _fmt(value: str):
+    return plots.fmt_us if value.endswith("_us") else (lambda v: f"{v:.3g}")
+
+
+def _spread_of(df, rec: str, table, value: str):
+    """(values - p10, p90 - values) of recording ``rec`` in ``table``'s row order, or None."""
+    cols = spread_columns(df, value)
+    if not cols:
+        return None
+    comp = comparable(df.attrs["experiment"])
+    mine = plots.ok_rows(df[df["recording"] == rec]).set_index(list(comp.labels))
+    keys = [
+        tuple(r) if len(comp.labels) > 1 else r[0] for r in table[list(comp.labels)].itertuples(index=False)
+    ]
+    lo = [plots.num(mine[cols[0]].get(k)) for k in keys]
+    hi = [plots.num(mine[cols[1]].get(k)) for k in keys]
+    v = [plots.num(x) for x in table[f"{value} {rec}"]]
+    return (
+        [a - b if a is not None and b is not None else None for a, b in zip(v, lo)],
+        [b - a if a is not None and b is not None else None for a, b in zip(v, hi)],
+    )
+
+
+def figure(df, value: Optional[str] = None):
+    """The GPUs of a `frames` DataFrame on the same axes, every trace of one recording in a
+    ``legendgroup`` named after it: for the roofline each GPU's points, side by side, under its
+    own roof (`labkit.ceilings`); for a sweep one line per GPU; for plans the fastest plans per
+    GPU with their spread, beside their time ratio; otherwise bars per row (dots on a log axis
+    where values span decades), each other GPU's labelled with its ratio to the first (and the
+    ratio's range under the timing spread where the frame holds one)."""
+    name = (getattr(df, "attrs", {}) or {}).get("experiment")
+    comp = comparable(name)
+    value = value or comp.value
+    if value not in df.columns:
+        raise InvalidSpec("value", value, f"must be a column of the {name} frame")
+    if name == "roofline":
+        return _roofline(df)
+    table = ratios(df, value, df.attrs["recordings"][0])
+    if name == "sweep":
+        return _sweep(df, table, comp)
+    if name == "plans":
+        return _plans(df, table, comp)
+    return _bars(df, table, comp)
+
+
+def _ratio_texts(table, rec: str) -> list:
+    base = table.attrs["baseline"]
+    if rec == base:
+        return [""] * len(table)
+    col = f"ratio {rec}/{base}"
+    rng = ratio_range(table, col)
+    return [
+        ratio_text(r, *(x.iloc[i] for x in rng)) if rng else ratio_text(r) for i, r in enumerate(table[col])
+    ]
+
+
+def _bars(df, table, comp):
+    """Grouped bars (a linear axis from zero), or dots on a log axis where the values span decades."""
+    name, value = df.attrs["experiment"], table.attrs["value"]
+    fmt = _fmt(value)
+    recs = df.attrs["recordings"]
+    allv = [plots.num(v) for rec in recs for v in table[f"{value} {rec}"]]
+    kind = plots.log_if_wide(allv)
+    fig = plots.new_figure()
+    n = len(table)
+    for i, rec in enumerate(recs):
+        vals = [plots.num(v) for v in table[f"{value} {rec}"]]
+        text = [
+            (fmt(v) + (f" · {r}" if r else "")) if v is not None else "not measured"
+            for v, r in zip(vals, _ratio_texts(table, rec))
+        ]
+        err = _spread_of(df, rec, table, value)
+        style = dict(name=_trace_name(df, rec), legendgroup=rec, marker_color=GPU_COLORS[i % len(GPU_COLORS)])
+        error = (
+            dict(
+                error_x=dict(
+                    type="data", symmetric=False, arrayminus=err[0], array=err[1], thickness=1.2, width=3
+                )
+            )
+            if err
+            else {}
+        )
+        if kind == "linear":
+            fig.add_trace(
+                go.Bar(
+                    y=list(table["label"]),
+                    x=vals,
+                    orientation="h",
+                    text=text,
+                    textposition="outside",
+                    cliponaxis=False,
+                    hovertemplate="%{y}: %{text}<extra>%{fullData.name}</extra>",
+                    **style,
+                    **error,
+                )
+            )
+        else:  # dots, each GPU a little above or below its row's line
+            y = [k + 0.22 * (i - (len(recs) - 1) / 2) for k in range(n)]
+            fig.add_trace(
+                go.Scatter(
+                    y=y,
+                    x=vals,
+                    mode="markers+text",
+                    text=text,
+                    textposition="middle right",
+                    textfont=dict(size=10),
+                    cliponaxis=False,
+                    marker=dict(size=9, symbol=("circle", "diamond")[i % 2]),
+                    customdata=list(table["label"]),
+                    hovertemplate="%{customdata}: %{text}<extra>%{fullData.name}</extra>",
+                    **style,
+                    **error,
+                )
+            )
+    title = comp.axis if value == comp.value else value
+    top = max([v for v in allv if v is not None] or [1.0])
+    if kind == "linear":
+        fig.update_layout(barmode="group")
+        fig.update_yaxes(autorange="reversed")
+        fig.update_xaxes(title_text=title, type="linear", range=[0, top * 1.45])  # room for the labels
+    else:
+        fig.update_yaxes(
+            tickvals=list(range(n)), ticktext=list(table["label"]), range=[n - 0.5, -0.5], type="linear"
+        )
+        fig.update_xaxes(
+            title_text=title + ", log", type="log", **plots.log_axis(allv + [top * 4], max_ticks=6)
+        )
+    extra = (
+        f"workload '{df['workload'].iloc[0]}'" if name == "strategies" and "workload" in df.columns else ""
+    )
+    base_gpu = df.attrs["provenance"][table.attrs["baseline"]]["gpu"]
+    extra = (extra + "; " if extra else "") + f"labels: time and ratio against {base_gpu}"
+    note = _notes(df)
+    if table.attrs.get("spread"):
+        note = "whiskers and [ranges]: p10-p90 of repeated timings" + (" · " + note if note else "")
+    return plots.finish(
+        fig,
+        df,
+        f"Same call, {len(recs)} GPUs: {name}",
+        _detail(df, extra),
+        note=note,
+        height=max(420, 160 + 26 * n * len(recs)),
+    )
+
+
+def _sweep(df, table, comp):
+    """One line per GPU over the swept value (log-log), the ratio to the first GPU in the hover."""
+    value = table.attrs["value"]
+    fmt = _fmt(value)
+    fig = plots.new_figure()
+    for i, rec in enumerate(df.attrs["recordings"]):
+        vals = [plots.num(v) for v in table[f"{value} {rec}"]]
+        text = [
+            (fmt(v) + (f" ({r})" if r else "")) if v is not None else "not measured"
+            for v, r in zip(vals, _ratio_texts(table, rec))
+        ]
+        fig.add_trace(
+            go.Scatter(
+                x=list(table["value"]),
+                y=vals,
+                mode="lines+markers",
+                text=text,
+                name=_trace_name(df, rec),
+                legendgroup=rec,
+                marker_color=GPU_COLORS[i % len(GPU_COLORS)],
+                hovertemplate=f"{df['field'].iloc[0]}=%{{x}}: %{{text}}<extra>%{{fullData.name}}</extra>",
+            )
+        )
+    vals = [plots.num(v) for c in table.columns if c.startswith(f"{value} ") for v in table[c]]
+    fig.update_xaxes(
+        title_text=workspace_basics.SWEEP_AXIS.get(str(table.attrs.get("request", {}).get("field")), "value"),
+        type="log",
+        tickvals=list(table["value"]),
+    )
+    title = comp.axis if value == comp.value else value
+    fig.update_yaxes(title_text=title + ", log", type="log", **plots.log_axis(vals))
+    field = df["field"].iloc[0] if "field" in df.columns else "value"
+    return plots.finish(
+        fig,
+        df,
+        f"Same call, {len(df.attrs['recordings'])} GPUs: sweep",
+        _detail(df, f"sweep of {field}, heuristic plan; hover a point for its ratio to the first GPU"),
+        note=_notes(df),
+        height=480,
+    )
+
+
+#: plans a plans comparison draws (the fastest on the first GPU; `ratios` has every plan)
+PLANS_SHOWN = 12
+PLANS_GRID = plots.grid(
+    rows=1,
+    cols=2,
+    shared_yaxes=True,
+    column_widths=[0.6, 0.4],
+    horizontal_spacing=0.03,
+    subplot_titles=("GPU time per call: median, whiskers p10-p90", "time ratio, whiskers: its range"),
+)
+
+
+def _plans(df, table, comp):
+    """The `PLANS_SHOWN` plans fastest on the first GPU, one row each: every GPU's median with its
+    p10-p90 whiskers (each GPU a little above or below the row), and the time ratio with its
+    range under those spreads; a tick says which plan is the heuristic's pick and which the
+    fastest on each GPU."""
+    value = table.attrs["value"]
+    recs, base = df.attrs["recordings"], table.attrs["baseline"]
+    shown = table.sort_values(f"{value} {base}", na_position="last").head(PLANS_SHOWN)
+    shown.attrs = table.attrs
+    n = len(shown)
+    fig = plots.new_figure(**PLANS_GRID)
+    flags = {}
+    for rec in recs:
+        mine = df[df["recording"] == rec].set_index("plan_name")
+        for col, tag in (("best", f"fastest on {short_gpu(df.attrs['provenance'][rec]['gpu'])}"),):
+            for p in mine.index[mine[col].astype(bool)] if col in mine.columns else []:
+                flags.setdefault(p, []).append(tag)
+    if "heuristic_pick" in df.columns:
+        for p in dict.fromkeys(df.loc[df["heuristic_pick"].astype(bool), "plan_name"]):
+            flags.setdefault(p, []).insert(0, "heuristic's pick")
+    ticks = [p + (f"<br>({', '.join(flags[p])})" if p in flags else "") for p in shown["plan_name"]]
+    fmt = _fmt(value)
+    for i, rec in enumerate(recs):
+        vals = [plots.num(v) for v in shown[f"{value} {rec}"]]
+        err = _spread_of(df, rec, shown, value)
+        fig.add_trace(
+            go.Scatter(
+                x=vals,
+                y=[k + 0.2 * (i - (len(recs) - 1) / 2) for k in range(n)],
+                mode="markers",
+                name=_trace_name(df, rec),
+                legendgroup=rec,
+                marker=dict(
+                    size=9, color=GPU_COLORS[i % len(GPU_COLORS)], symbol=("circle", "diamond")[i % 2]
+                ),
+                customdata=[
+                    [p, fmt(v) if v is not None else "not measured"] for p, v in zip(shown["plan_name"], vals)
+                ],
+                hovertemplate="%{customdata[0]}: %{customdata[1]}<extra>%{fullData.name}</extra>",
+                **(
+                    dict(
+                        error_x=dict(
+                            type="data",
+                            symmetric=False,
+                            arrayminus=err[0],
+                            array=err[1],
+                            thickness=1.2,
+                            width=3,
+                        )
+                    )
+                    if err
+                    else {}
+                ),
+            ),
+            row=1,
+            col=1,
+        )
+    for i, rec in enumerate(recs[1:], 1):
+        col = f"ratio {rec}/{base}"
+        r = [plots.num(v) for v in shown[col]]
+        rng = ratio_range(shown, col)
+        err = (
+            dict(
+                error_x=dict(
+                    type="data",
+                    symmetric=False,
+                    array=[
+                        h - v if v is not None and plots.num(h) is not None else None
+                        for v, h in zip(r, rng[1])
+                    ],
+                    arrayminus=[
+                        v - lo if v is not None and plots.num(lo) is not None else None
+                        for v, lo in zip(r, rng[0])
+                    ],
+                    thickness=1.2,
+                    width=3,
+                )
+            )
+            if rng
+            else {}
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=r,
+                y=list(range(n)),
+                mode="markers",
+                name=f"ratio {short_gpu(df.attrs['provenance'][rec]['gpu'])} / "
+                f"{short_gpu(df.attrs['provenance'][base]['gpu'])}",
+                legendgroup=rec,
+                showlegend=False,
+                marker=dict(
+                    size=8, color=GPU_COLORS[i % len(GPU_COLORS)], symbol="line-ns-open", line_width=2
+                ),
+                customdata=[
+                    ratio_text(v, *(x.iloc[k] for x in rng)) if rng else ratio_text(v)
+                    for k, v in enumerate(r)
+                ],
+                hovertemplate="%{customdata}<extra></extra>",
+                **err,
+            ),
+            row=1,
+            col=2,
+        )
+    vals = [plots.num(v) for rec in recs for v in shown[f"{value} {rec}"]]
+    vals = [v for v in vals if v is not None] or [1.0]
+    pad = 0.08 * (max(vals) - min(vals) or max(vals))
+    title = comp.axis if value == comp.value else value
+    fig.update_xaxes(title_text=title, type="linear", range=[min(vals) - pad, max(vals) + pad], row=1, col=1)
+    ratio_vals = [
+        plots.num(v)
+        for c in shown.columns
+        if c.startswith("ratio")
+        for v in shown[c]
+        if plots.num(v) is not None
+    ] or [1.0]
+    span = max(abs(max(ratio_vals) - 1), abs(1 - min(ratio_vals)), 0.02) * 1.15
+    fig.update_xaxes(
+        title_text="other GPU's time / first GPU's", type="linear", range=[1 - span, 1 + span], row=1, col=2
+    )
+    fig.add_vline(x=1, line=dict(color=COLOR_EQUAL, width=1, dash="dot"), row=1, col=2)
+    fig.update_yaxes(
+        tickvals=list(range(n)),
+        ticktext=ticks,
+        range=[n - 0.5, -0.5],
+        type="linear",
+        tickfont=dict(size=9),
+        row=1,
+        col=1,
+    )
+    more = len(table) - n
+    detail = f"the {n} plans fastest on {short_gpu(df.attrs['provenance'][base]['gpu'])}" + (
+        f" of {len(table)} cuDNN offers (compare.ratios(df) has all)" if more > 0 else ""
+    )
+    return plots.finish(
+        fig,
+        df,
+        f"Same call, {len(recs)} GPUs: plans",
+        _detail(df, detail),
+        note=_notes(df),
+        height=230 + 40 * n,
+    )
+
+
+#: the line at ratio 1 (no difference)
+COLOR_EQUAL = "#5f6368"
+#: a roofline's points of one shape on several GPUs are drawn side by side, this far apart (decades)
+ROOF_OFFSET_DECADES = 0.03
+#: shapes whose points lie this close (decades, in x and y) share one label
+ROOF_SAME_DECADES = 0.05
+
+
+def _roof_groups(points) -> list:
+    """Shapes whose points lie within `ROOF_SAME_DECADES` of each other (log x and y), in
+    intensity order: each group one label ("3x3 @14 · 3x3 @7": coinciding points shown as such).
+    ``points``: shape -> (x, [y of each GPU])."""
+    order = sorted(points, key=lambda s: points[s][0])
+    groups: list = []
+    for s in order:
+        x, ys = points[s]
+        for g in groups:
+            gx, gys = points[g[-1]]
+            near_x = abs(math.log10(x) - math.log10(gx)) <= ROOF_SAME_DECADES
+            near_y = all(
+                abs(math.log10(a) - math.log10(b)) <= ROOF_SAME_DECADES for a, b in zip(ys, gys) if a and b
+            )
+            if near_x and near_y:
+                g.append(s)
+                break
+        else:
+            groups.append([s])
+    return groups
+
+
+def _roofline(df):
+    """Each GPU's measured shapes (intensity vs TFLOP/s) and its roof from `labkit.ceilings`
+    (a GPU the table lacks gets points only, and the note says so). The GPUs' points of one shape
+    sit side by side at its intensity (the first hollow), joined by a thin line; one label per
+    shape, or per group of shapes whose points coincide."""
+    fig = plots.new_figure()
+    dtype = str(df["dtype"].iloc[0])
+    recs = df.attrs["recordings"]
+    xs, ys, missing = [], [], []
+    points: dict = {}
+    for i, rec in enumerate(recs):
+        sub = plots.ok_rows(df[df["recording"] == rec])
+        for s, x, y in zip(sub["shape"], sub["intensity_flops_per_byte"], sub["tflops"]):
+            if plots.num(x) and plots.num(y):
+                points.setdefault(s, [float(x), [None] * len(recs)])[1][i] = float(y)
+    for i, rec in enumerate(recs):
+        sub = plots.ok_rows(df[df["recording"] == rec])
+        color = GPU_COLORS[i % len(GPU_COLORS)]
+        gpu = df.attrs["provenance"][rec]["gpu"]
+        shift = 10 ** (ROOF_OFFSET_DECADES * (2 * i - (len(recs) - 1)))
+        x = [plots.num(v) for v in sub["intensity_flops_per_byte"]]
+        y = [plots.num(v) for v in sub["tflops"]]
+        xs += [v for v in x if v]
+        ys += [v for v in y if v]
+        fig.add_trace(
+            go.Scatter(
+                x=[v * shift if v else None for v in x],
+                y=y,
+                mode="markers",
+                name=_trace_name(df, rec),
+                legendgroup=rec,
+                marker=dict(
+                    size=10,
+                    color="white" if i == 0 else color,
+                    symbol=("circle", "diamond")[i % 2],
+                    line=dict(color=color, width=2),
+                ),
+                text=list(sub["shape"]),
+                customdata=[[plots.num(v), plots.num(a)] for v, a in zip(sub["gpu_us"], x)],
+                hovertemplate="%{text}: %{customdata[1]:.0f} FLOP/B, %{y:.0f} TFLOP/s, "
+                "%{customdata[0]:.1f} us<extra>%{fullData.name}</extra>",
+            )
+        )
+        c = ceilings.for_gpu(gpu)
+        peak = c.peak_tflops(dtype) if c else None
+        if peak:
+            ridge = c.ridge_intensity(dtype)
+            rx = sorted([min(xs + [ridge]) / 3, ridge, max(xs + [ridge]) * 3])
+            ry = [min(peak, v * c.bandwidth_bytes_per_s / 1e12) for v in rx]
+            ys.append(peak)
+            fig.add_trace(
+                go.Scatter(
+                    x=rx,
+                    y=ry,
+                    mode="lines",
+                    legendgroup=rec,
+                    line=dict(color=color, width=2),
+                    name=f"roof {c.gpu}: {peak:.0f} TFLOP/s {dtype}, "
+                    f"{c.bandwidth_bytes_per_s / 1e9:.0f} GB/s",
+                    hovertemplate="roof: %{y:.0f} TFLOP/s at %{x:.0f} FLOP/B<extra></extra>",
+                )
+            )
+        else:
+            missing.append(gpu)
+    labels = []
+    for group in _roof_groups(points):
+        gx = 10 ** (sum(math.log10(points[s][0]) for s in group) / len(group))
+        gy = max(v for s in group for v in points[s][1] if v)
+        labels.append(
+            dict(
+                x=math.log10(gx),
+                y=math.log10(gy),
+                text=" · ".join(group),
+                showarrow=False,
+                yshift=9,
+                yanchor="bottom",
+                font=dict(size=10, color=COLOR_EQUAL),
+            )
+        )
+    fig.update_layout(annotations=labels)
+    lo, hi = min(xs) / 3, max(xs) * 3
+    for t in fig.data:
+        if t.mode == "lines":
+            lo, hi = min(lo, min(t.x)), max(hi, max(t.x))
+    fig.update_xaxes(
+        title_text="arithmetic intensity (FLOP/byte, log)",
+        type="log",
+        range=[math.log10(lo), math.log10(hi)],
+        **plots.log_ticks([lo, hi]),
+    )
+    fig.update_yaxes(title_text="achieved TFLOP/s (log)", type="log", **plots.log_axis(ys))
+    note = (
+        "roofs: datasheet peaks (dense) from labkit.ceilings; the bandwidth roof moves, the compute roof "
+        "does not · each shape's points sit side by side at its intensity"
+    )
+    if missing:
+        note += f" · no ceilings known for {', '.join(missing)}: points only"
+    extra = _notes(df)
+    return plots.finish(
+        fig,
+        df,
+        f"Roofline on {len(recs)} GPUs: ResNet-50 convolutions, {dtype} {df['layout'].iloc[0]}",
+        "heuristic plan per shape on each GPU",
+        note=note + (" · " + extra if extra else ""),
+        height=540,
+        legend_rows=2,
+    )
