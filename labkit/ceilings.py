@@ -65,7 +65,8 @@ def _e(ceiling, *patterns, exclude=()):
 
 
 H100_DS = (
-    "NVIDIA H100 Tensor Core GPU datasheet, https://resources.nvidia.com/en-us-gpu-resources/h100-datasheet-24306"
+    "NVIDIA H100 Tensor Core GPU datasheet, "
+    "https://resources.nvidia.com/en-us-gpu-resources/h100-datasheet-24306"
     " (tensor figures there are with sparsity: halved)"
 )
 H200_DS = (
@@ -73,16 +74,19 @@ H200_DS = (
     "hpc-datasheet-sc23-h200-datasheet-3002446.pdf (tensor figures there are with sparsity: halved)"
 )
 A100_DS = (
-    "NVIDIA A100 Tensor Core GPU datasheet, https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/"
+    "NVIDIA A100 Tensor Core GPU datasheet, "
+    "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/"
     "pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf (dense figures as listed)"
 )
 A10_DS = (
-    "NVIDIA A10 Tensor Core GPU datasheet, https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a10/pdf/"
-    "a10-datasheet.pdf (dense figures as listed)"
+    "NVIDIA A10 Tensor Core GPU datasheet, "
+    "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a10/pdf/a10-datasheet.pdf"
+    " (dense figures as listed)"
 )
 A40_DS = (
-    "NVIDIA A40 datasheet, https://images.nvidia.com/content/Solutions/data-center/a40/nvidia-a40-datasheet.pdf "
-    "(dense figures as listed beside the sparse ones)"
+    "NVIDIA A40 datasheet, "
+    "https://images.nvidia.com/content/Solutions/data-center/a40/nvidia-a40-datasheet.pdf"
+    " (dense figures as listed beside the sparse ones)"
 )
 L4_DS = (
     "NVIDIA L4 Tensor Core GPU datasheet, https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/l4/"
@@ -97,7 +101,8 @@ L40_DS = (
     "as reproduced at https://www.mullet.se/product.html?product_id=355414)"
 )
 T4_DS = (
-    "NVIDIA T4 Tensor Core GPU datasheet, https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/"
+    "NVIDIA T4 Tensor Core GPU datasheet, "
+    "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/"
     "t4-tensor-core-datasheet-951643.pdf (dense; Turing has no tf32, bf16 or fp8 tensor path)"
 )
 ADA_WP = (
@@ -129,7 +134,8 @@ KNOWN = (
     _e(_c("A100 PCIe 40GB", A100_DS, 19.5, 156, 312, 312, None, 1.555), "a100 pcie 40gb", "a100 40gb pcie"),
     # Ampere A10: FP32 31.2, TF32 62.5, FP16/BF16 125 dense; 600 GB/s. (AWS's A10G is a different board.)
     _e(_c("A10", A10_DS, 31.2, 62.5, 125, 125, None, 0.6), "a10"),
-    # Ampere A40: FP32 37.4, TF32 74.8, BF16 (FP32 accumulate) and FP16 149.7 dense (149.6*/299.4* sparse); 696 GB/s.
+    # Ampere A40: FP32 37.4, TF32 74.8, BF16 (FP32 accumulate) and FP16 149.7 dense
+    # (149.6*/299.4* sparse); 696 GB/s.
     _e(_c("A40", A40_DS, 37.4, 74.8, 149.7, 149.7, None, 0.696), "a40"),
     # Ada. L4: TF32 120*, FP16/BF16 242*, FP8 485* (halved); FP32 30.3; 300 GB/s.
     _e(_c("L4", L4_DS, 30.3, 60, 121, 121, 242.5, 0.3), "l4"),

@@ -34,7 +34,8 @@ REGISTRY = "__labkit_plotly_widget__"
 GIVE_UP_MS = 60_000
 
 #: the loader; ``@KEY@`` and ``@EMBEDDED@`` (a JavaScript string, or null) are filled in
-LOADER_JS = """// labkit: plotly's FigureWidget front end, imported once per page (labkit/draw/figure_widget.py)
+LOADER_JS = """// labkit: plotly's FigureWidget front end, imported once per page
+// (labkit/draw/figure_widget.py)
 const KEY = @KEY@;
 const EMBEDDED = @EMBEDDED@;
 function registry() {
@@ -56,7 +57,8 @@ function provide(r, source) {
 }
 function late() {
   return new Promise((_, fail) => setTimeout(() => fail(new Error(
-    "labkit: plotly's front end did not reach this page (the figure that carries it is gone): run the cell again")),
+    "labkit: plotly's front end did not reach this page (the figure that carries it is gone): " +
+    "run the cell again")),
     @GIVE_UP_MS@));
 }
 export default () => {

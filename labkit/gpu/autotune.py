@@ -9,7 +9,8 @@ The frontend's Python API has no autotune (its C++ ``autotune`` does what this d
 gets its own workspace, runs twice eagerly, and a CUDA graph of back-to-back calls is captured and
 replayed (warm-up, repeats until the median is stable); a plan already 3x slower than the best so
 far stops after one replay, and one whose eager call alone is over 6x the best is not captured at
-all (`measure.TooSlow`: its row says "slower: ..."; ``eager_stop=False`` times it anyway). Times are GPU microseconds per call (`measure.graph_replay`).
+all (`measure.TooSlow`: its row says "slower: ..."; ``eager_stop=False`` times it anyway). Times
+are GPU microseconds per call (`measure.graph_replay`).
 
 Bounded: every plan is timed under a budget derived from the best plan so far (`plan_budget_s`:
 50x what timing the best plan took, at least `PLAN_BUDGET_FLOOR_S`; `FIRST_PLAN_BUDGET_S` for the
@@ -113,7 +114,8 @@ def _row_for_failure(exc: BaseException, best_us: Optional[float]) -> dict:
     if isinstance(exc, measure.TooSlow):
         return dict(
             status=f"slower: one eager call took {measure.us_words(exc.eager_us)}, "
-            f"{exc.eager_us / best_us:.0f}x the best plan so far ({measure.us_words(best_us)}): not timed further",
+            f"{exc.eager_us / best_us:.0f}x the best plan so far ({measure.us_words(best_us)}): "
+            "not timed further",
             eager_us=exc.eager_us,
         )
     if isinstance(exc, TimedOut):

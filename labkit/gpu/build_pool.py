@@ -196,7 +196,7 @@ class BuildPool:
                     self.stats.remote_seconds += value["seconds"]
                     self.stats.remote_max_seconds = max(self.stats.remote_max_seconds, value["seconds"])
                 job.future.set_result(value)
-            except BaseException as exc:  # noqa: BLE001  (every failure goes to the caller, who builds it here)
+            except BaseException as exc:  # noqa: BLE001  (every failure goes to the caller: built there)
                 if isinstance(exc, (WorkerDied, TimedOut)):
                     with self._lock:
                         self.stats.worker_faults += 1

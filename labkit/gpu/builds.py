@@ -12,15 +12,15 @@ builds the one plan, serializes it (the compiled kernel travels with it) and thi
 deserializes it in milliseconds. While the workers compile, this process builds as well,
 taking the jobs no worker has started; only building is parallel, timing stays in this process.
 
-A build with a compile budget (an interactive request: `compile_budget_s`) builds every
-precompiled plan, takes the runtime-compiled plans whose compiles finished in time and cuts the
-rest; a compile already running in a worker goes on, and its plan is kept (`_late`) for the next build of the same graph, which then takes it in
-milliseconds ("measure again" once it is done). Such a build never compiles here (a single
-compile took 21 s: a fused graph at C=K=128 on the H200). Once the budget is spent, the
-request's queued compiles that no worker has started are cancelled together
+A build with a compile budget (an interactive request: `compile_budget_s`) builds every precompiled
+plan, takes the runtime-compiled plans whose compiles finished in time and cuts the rest; a compile
+already running in a worker goes on, and its plan is kept (`_late`) for the next build of the same
+graph, which then takes it in milliseconds ("measure again" once it is done). Such a build never
+compiles here (a single compile took 21 s: a fused graph at C=K=128 on the H200). Once the budget is
+spent, the request's queued compiles that no worker has started are cancelled together
 (`BuildPool.cancel_queued`) and its later graphs start none, so the workers are free for the next
-panel; a graph left with no plan at all (every plan runtime-compiled, as fp8 ones are) waits for
-its compiles within the build budget instead (`_nothing_built`).
+panel; a graph left with no plan at all (every plan runtime-compiled, as fp8 ones are) waits for its
+compiles within the build budget instead (`_nothing_built`).
 
 Faults: a worker that dies, or takes longer than `PLAN_BUDGET_S` over one plan, is killed (the
 next job starts a new one) and its plan is built here; a plan a worker could not reproduce (another
@@ -345,7 +345,8 @@ def _collect(
                         "runtime-compiled: a worker finishes it for the next build)"
                     )
                 return
-        except Exception:  # noqa: BLE001  (the worker failed, died, hung or declined: built here, for cuDNN's own reason)
+        # the worker failed, died, hung or declined: built here, for cuDNN's own reason
+        except Exception:  # noqa: BLE001
             value = None
             break
     from .frontend import build_every_plan, handle_for  # CUDA's: only once a plan came or must be built here

@@ -4,9 +4,10 @@ and why its clocks were held down, from NVML (``nvidia-ml-py``, imported as ``py
 `sample` reads them once; `Watch` samples before, every `EVERY_S` during and after a
 measurement and keeps what describes it (`summary`: the highest clocks reached, since an idle GPU
 parks its clocks low between measurements; the highest power and temperature; every throttle
-reason seen), so a result taken while the GPU was throttling says so (`labkit.draw.plots.conditions_text` writes it in every chart's
-provenance line). Without NVML (no package, no driver, a GPU it
-cannot see) every call answers None: conditions are information, never a reason to fail.
+reason seen), so a result taken while the GPU was throttling says so
+(`labkit.draw.plots.conditions_text` writes it in every chart's provenance line). Without NVML (no
+package, no driver, a GPU it cannot see) every call answers None: conditions are information,
+never a reason to fail.
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ with the host time (microseconds) its sampling period ended; the driver samples 
 second (H200, driver 580: one sample per process per second was seen), so a short measurement is
 judged by the samples whose period ends after it began. A process counts as contending when its
 samples since then show kernels or memory traffic and it is not this process, one of its
-children (build and report workers) or ancestors (the script that started it), a labkit member of the GPU lock (`labkit.gpu.lock`: they do
-their GPU work under the lock, so their samples are other turns), or a member's child.
+children (build and report workers) or ancestors (the script that started it), a labkit member of
+the GPU lock (`labkit.gpu.lock`: they do their GPU work under the lock, so their samples are other
+turns), or a member's child.
 
 Without NVML, or on a GPU or driver that keeps no samples, every answer is "none": contention is
 information, never a reason to fail.

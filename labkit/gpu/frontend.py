@@ -140,7 +140,7 @@ def build_every_plan(g, budget: Budget, indices: Optional[List[int]] = None) -> 
             break
         try:
             g.build_plan_at_index(i)
-        except Exception as exc:  # noqa: BLE001  (declined by cuDNN, or barred by a filter: kept as the reason)
+        except Exception as exc:  # noqa: BLE001  (declined by cuDNN, or barred by a filter: the reason)
             why_not[i] = " ".join(str(exc).split())[:200] or type(exc).__name__
     return why_not
 

@@ -185,7 +185,8 @@ def _validate(spec, workspace_limit_bytes, find) -> None:
     if spec.direction != "fprop":
         raise Unsupported(
             _TABLE,
-            f"only fprop (cudnnFindConvolutionForwardAlgorithmEx); {spec.direction!r} is not covered by this table",
+            f"only fprop (cudnnFindConvolutionForwardAlgorithmEx); {spec.direction!r} "
+            "is not covered by this table",
         )
     if spec.dtype not in DTYPE_PLAN:
         raise Unsupported(

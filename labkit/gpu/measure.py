@@ -68,8 +68,8 @@ class TooSlow(LabkitError):
     def __init__(self, eager_us: float, limit_us: float):
         self.eager_us, self.limit_us = float(eager_us), float(limit_us)
         super().__init__(
-            f"one call took {us_words(eager_us)} eagerly, over {EAGER_STOP_FACTOR:g}x the {us_words(limit_us)} "
-            "early-stop bound: not timed further"
+            f"one call took {us_words(eager_us)} eagerly, over {EAGER_STOP_FACTOR:g}x the "
+            f"{us_words(limit_us)} early-stop bound: not timed further"
         )
 
 

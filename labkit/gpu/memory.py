@@ -149,7 +149,8 @@ class GuardedBuffer:
         hi = int(numpy.count_nonzero(self._raw[GUARD_BYTES + self.nbytes :].get() != GUARD_PATTERN))
         if lo or hi:
             raise LabkitError(
-                f"workspace guard bands overwritten: {lo} B before and {hi} B after a {self.nbytes:,} B workspace"
+                f"workspace guard bands overwritten: {lo} B before and {hi} B after a "
+                f"{self.nbytes:,} B workspace"
             )
 
     def free(self) -> None:

@@ -22,9 +22,9 @@ through float32). On CuPy arrays, `quantize` (and so `random_inputs`) and `decod
 fused kernel per storage type (`_cupy_kernels`) instead of a chain of a dozen ufuncs: CuPy
 compiles every distinct kernel with NVRTC at its first use on a machine (0.1-0.2 s each on the
 H200's host: docs/findings.md), and the chains were most of a first visit's compiles;
-the GPU tests check both paths give the same bits. Overflow: fp16 and bf16 go to +-inf (IEEE); fp8_e4m3 saturates every value
-beyond +-448 to +-448, infinities included (as CUDA's ``__NV_SATFINITE`` conversion does). NaN
-stays NaN in every format.
+the GPU tests check both paths give the same bits. Overflow: fp16 and bf16 go to +-inf (IEEE);
+fp8_e4m3 saturates every value beyond +-448 to +-448, infinities included (as CUDA's
+``__NV_SATFINITE`` conversion does). NaN stays NaN in every format.
 """
 
 from __future__ import annotations
@@ -221,7 +221,8 @@ __device__ double labkit_f32_value(unsigned int b) {
 #: C that stores ``r`` (already a value of the format) in each storage type
 _STORE_C = {
     "float32": "storage = __uint_as_float(labkit_f32_bits(r));",
-    "float16": "storage = (float16)__uint_as_float(labkit_f32_bits(r));",  # a normal float32: converted exactly
+    # a normal float32: converted exactly
+    "float16": "storage = (float16)__uint_as_float(labkit_f32_bits(r));",
     "uint16": "storage = (unsigned short)(labkit_f32_bits(r) >> 16);",  # bf16: the top half of the float
     "uint8": """
 unsigned int code = 0x7F;  // NaN

@@ -234,7 +234,8 @@ def conv_wgrad(
         raise InvalidSpec(
             "dy",
             tuple(dy.shape),
-            f"P, Q must be {_out_hw((H, W), (R, S), stride, padding, dilation)} for x {(H, W)}, filter {(R, S)}",
+            f"P, Q must be {_out_hw((H, W), (R, S), stride, padding, dilation)} "
+            f"for x {(H, W)}, filter {(R, S)}",
         )
     Hp, Wp = H + 2 * padding[0], W + 2 * padding[1]
     dwt = xp.zeros(

@@ -434,9 +434,15 @@ def _why(exc: Exception) -> str:
             "(NVreg_RestrictProfilingToAdminUsers=0)"
         )
     if "multiple_subscribers" in low or "subscriber" in low or "already" in low:
-        return f"another profiler (torch.profiler, Nsight) holds CUPTI in this process ({text}); stop it and retry"
+        return (
+            f"another profiler (torch.profiler, Nsight) holds CUPTI in this process ({text}); "
+            "stop it and retry"
+        )
     if "version" in low or "compatib" in low:
-        return f"this CUPTI does not match the driver ({text}); install the cupti-python of your driver's CUDA major"
+        return (
+            f"this CUPTI does not match the driver ({text}); "
+            "install the cupti-python of your driver's CUDA major"
+        )
     return f"CUPTI refused ({type(exc).__name__}: {text})"
 
 

@@ -210,7 +210,7 @@ def _run_hooked(model, convs, shape, torch) -> list:
         )
         with torch.no_grad():
             model(x)
-    except Exception as err:  # noqa: BLE001 - whatever the model raised becomes a labkit error naming the shape
+    except Exception as err:  # noqa: BLE001 - what the model raised: a labkit error naming the shape
         msg = str(err).strip().splitlines()[0] if str(err).strip() else ""
         raise InvalidSpec(
             "input_shape", shape, f"{type(model).__name__} rejected it: {type(err).__name__}: {msg[:500]}"

@@ -34,7 +34,9 @@ from dataclasses import dataclass
 from typing import Callable, Deque, Iterable, Optional, Tuple
 
 from ..signals import cancel
-from ..signals.cancel import Superseded, cancellable, checkpoint  # noqa: F401  (prefetch.checkpoint: the names callers know)
+
+# prefetch.checkpoint and the others: the names callers know
+from ..signals.cancel import Superseded, cancellable, checkpoint  # noqa: F401
 
 #: seconds of kernel idleness before the worker starts a job
 IDLE_S = 0.3

@@ -92,12 +92,13 @@ def _figures() -> None:
     from ..draw import plots
 
     fig = make_subplots(rows=1, cols=2)  # not plots.new_figure: it swaps plotly's default template
-    # numpy columns, as the charts pass them: plotly asks narwhals whether an array is a dataframe, and
-    # narwhals' first question scans every installed package's entry points (32 ms under cProfile on the GPU host)
+    # numpy columns, as the charts pass them: plotly asks narwhals whether an array is a dataframe,
+    # and narwhals' first question scans every installed package's entry points (32 ms)
     fig.add_trace(go.Bar(x=np.arange(1), y=np.ones(1)), row=1, col=1)
     fig.add_trace(go.Scatter(x=np.arange(1), y=np.ones(1)), row=1, col=2)
     fig.update_layout(template=plots.TEMPLATE)
-    go.FigureWidget  # noqa: B018  (importing the class: plotly's renderers, nbformat, jsonschema: 2 s; no widget made)
+    # importing the class: plotly's renderers, nbformat, jsonschema (2 s); no widget is made
+    go.FigureWidget  # noqa: B018
 
 
 def _grids() -> None:

@@ -23,7 +23,14 @@ class Request:
 
 
 def full_key(req: Request) -> tuple:
-    """Everything a workspace depends on: every spec field (dtype, layout, direction incl.), epilogue, plan."""
+    """Everything a workspace depends on: every spec field, the epilogue and the plan.
+
+    Args:
+        req: the workspace request.
+
+    Returns:
+        The spec's full key (dtype, layout and direction included), epilogue, plan index and name.
+    """
     return (req.spec.key, req.epilogue, req.plan_index, req.plan_name)
 
 

@@ -175,7 +175,8 @@ class LocalRecording:
         _warn_once(
             f"write:{self.root}",
             f"labkit cache: cannot write to {self.root} ({type(exc).__name__}: {exc}); "
-            "live mode goes on without saving measurements (set LABKIT_CACHE to a writable folder to keep them)",
+            "live mode goes on without saving measurements "
+            "(set LABKIT_CACHE to a writable folder to keep them)",
         )
 
     def _ensure_metadata(self) -> None:

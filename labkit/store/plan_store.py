@@ -174,8 +174,8 @@ class PlanStore:
         for f in VERSION_FIELDS:
             if e.get(f) != self.identity.get(f):
                 return (
-                    f"saved under {f.replace('_', ' ')} {e.get(f)!r}, this process has {self.identity.get(f)!r}: "
-                    "a plan is never loaded into another cuDNN"
+                    f"saved under {f.replace('_', ' ')} {e.get(f)!r}, "
+                    f"this process has {self.identity.get(f)!r}: a plan is never loaded into another cuDNN"
                 )
         if e.get("identity_hash") != self.key:
             return "saved under another machine identity"

@@ -110,8 +110,9 @@ class Recording:
     def describe(self) -> str:
         m = self.metadata
         return (
-            f"{self.name}: {m.get('gpu')}, cuDNN {m.get('cudnn_backend')} (frontend {m.get('cudnn_frontend')}), "
-            f"recorded {m.get('date')}, {len(m.get('experiments', {}))} experiments"
+            f"{self.name}: {m.get('gpu')}, cuDNN {m.get('cudnn_backend')} "
+            f"(frontend {m.get('cudnn_frontend')}), recorded {m.get('date')}, "
+            f"{len(m.get('experiments', {}))} experiments"
         )
 
     def provenance(self, name: Optional[str] = None) -> dict:
@@ -350,8 +351,9 @@ def check_unique(recs: List[Recording]) -> List[Recording]:
         key = (r.metadata.get("gpu"), r.metadata.get("date"))
         if key in seen:
             raise RecordedDataError(
-                f"recordings {seen[key].name!r} ({seen[key].path}) and {r.name!r} both claim {key[0]} recorded {key[1]}: "
-                "each GPU and date may have one recording; keep one folder (nothing was changed)",
+                f"recordings {seen[key].name!r} ({seen[key].path}) and {r.name!r} "
+                f"both claim {key[0]} recorded {key[1]}: each GPU and date may have one recording; "
+                "keep one folder (nothing was changed)",
                 r.path,
             )
         seen[key] = r

@@ -41,8 +41,8 @@ def live_note(df, started: float, ahead: bool = False) -> str:
     if a.get("loaded_from_disk"):
         if a.get("from_shared"):
             return (
-                f"measured at {stamp} on a GPU of this machine's identity (model, driver, cuDNN), read from the "
-                "class's shared recording (<i>measure again</i> to measure it on yours)"
+                f"measured at {stamp} on a GPU of this machine's identity (model, driver, cuDNN), "
+                "read from the class's shared recording (<i>measure again</i> to measure it on yours)"
             )
         return f"measured on this GPU at {stamp}, read from its recording (<i>measure again</i> to redo it)"
     if ahead or (when is not None and when.timestamp() < started - 1):
@@ -218,11 +218,22 @@ class Panel:
         return self.controls_state.neighbours()
 
     def results(self):
-        """The DataFrame on screen with its provenance columns (`PanelView.results`; waits while it is measured)."""
+        """The DataFrame on screen with its provenance columns (waits while it is measured).
+
+        Returns:
+            The table, provenance columns in front (`PanelView.results`); None if there is none.
+        """
         return settled(self).view.results()
 
     def to_csv(self, path=None):
-        """Write the numbers on screen and their provenance as CSV (waits while they are measured); returns the path."""
+        """Write the numbers on screen and their provenance as CSV (waits while they are measured).
+
+        Args:
+            path: the file to write; None for the panel's ``csv_name`` in the current folder.
+
+        Returns:
+            The path written.
+        """
         return settled(self).view.to_csv(path)
 
     def wait(self, timeout: Optional[float] = None) -> bool:
@@ -350,7 +361,8 @@ class Panel:
         return self.view.box._repr_mimebundle_(**kwargs)
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.cfg.experiment} {'live' if self.live else 'recorded'} {self.state}>"
+        mode = "live" if self.live else "recorded"
+        return f"<{type(self).__name__} {self.cfg.experiment} {mode} {self.state}>"
 
 
 def _spelled(name: str, value):

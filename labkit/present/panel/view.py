@@ -116,17 +116,18 @@ def header_html(controls: Controls) -> str:
     if controls.live:
         e = env.environment()
         note = (
-            f"<b>Live</b> on {html.escape(str(e.gpu_name))} (cuDNN {e.cudnn_backend}): every change measures now; "
-            "building a cuDNN graph can take 0.5-10 s, the status line says when it runs."
+            f"<b>Live</b> on {html.escape(str(e.gpu_name))} (cuDNN {e.cudnn_backend}): "
+            "every change measures now; building a cuDNN graph can take 0.5-10 s, "
+            "the status line says when it runs."
         )
     else:
         prov = controls.recording.provenance(cfg.experiment)
         fixed = ", ".join(f"{CONTROLS[k].label.split(' (')[0]}={label(v)}" for k, v in controls.fixed.items())
         note = (
-            f"<b>Recorded</b> on {html.escape(str(prov['gpu']))} with cuDNN {prov['cudnn_backend']} on "
-            f"{prov['date']}. The controls offer only recorded values, <b>one factor at a time</b> around the "
-            f"base ({html.escape(cfg.base_text)}); a greyed control has one recorded value from here: "
-            "<i>reset to base</i> to move another."
+            f"<b>Recorded</b> on {html.escape(str(prov['gpu']))} with cuDNN {prov['cudnn_backend']} "
+            f"on {prov['date']}. The controls offer only recorded values, <b>one factor at a time</b> "
+            f"around the base ({html.escape(cfg.base_text)}); "
+            "a greyed control has one recorded value from here: <i>reset to base</i> to move another."
             + (f" Fixed in this recording: {html.escape(fixed)}." if fixed else "")
         )
     return (
@@ -368,7 +369,8 @@ class PanelView:
         if isinstance(exc, RecordedDataError) and exc.nearest:
             # for the learner: what was asked and what exists, not the recording's file path
             near = "; ".join(
-                f"{str(k).split('.')[-1]} = {', '.join(label(x) for x in v) if isinstance(v, (list, tuple)) else label(v)}"
+                f"{str(k).split('.')[-1]} = "
+                + (", ".join(label(x) for x in v) if isinstance(v, (list, tuple)) else label(v))
                 for k, v in exc.nearest.items()
             )
             text = f"{kind}: {exc.message}; nearest recorded values: {near}"
