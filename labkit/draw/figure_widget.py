@@ -1,6 +1,6 @@
 """A panel's plotly ``FigureWidget``, with plotly's front end sent to the browser once per kernel.
 
-plotly 6 made ``FigureWidget`` an anywidget: its JavaScript (plotly.js and the widget, about
+From plotly 6 on, ``FigureWidget`` is an anywidget: its JavaScript (plotly.js and the widget, about
 5 MB) is the ``_esm`` trait of **every** figure. Each figure's comm sends it, the browser
 imports it as a new module for each figure (anywidget caches nothing), and a saved notebook
 keeps one copy per figure (plotly/plotly.py#5143: 10 s per figure on a JupyterHub far away).

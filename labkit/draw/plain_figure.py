@@ -3,10 +3,10 @@ validation.
 
 Building a chart through plotly's objects (``add_trace(row=, col=)``, ``update_layout``) walks
 plotly's property tree for every value: the network report's chart (11 traces on a three-row
-grid) took 16 ms that way on a 2-core CPU machine in a Jupyter kernel, 2-3 times that on the GPU
-host, where a panel has 100 ms in all (a class's goal). Built from plain dicts and made into a figure
-without validation, the same chart took 4 ms (the figure itself 1 ms of them) and its JSON was the
-same.
+grid) takes 16 ms that way on a 2-core CPU machine in a Jupyter kernel, 2-3 times that on the GPU
+host, where a panel has 100 ms in all (a class's goal). Built from plain dicts and made into a
+figure without validation, the same chart takes 4 ms (the figure itself 1 ms of them), with the
+same JSON.
 
 What validation would catch is checked in tests instead: tests/test_plain_figure.py validates
 every recorded report chart's dicts with plotly (``go.Figure(fig.to_plotly_json())``) and asks for

@@ -224,10 +224,18 @@ class BuildPool:
         return job
 
     def cancel_queued(self, batch: int) -> int:
-        """Cancel every job of ``batch`` that no worker has started (a request whose compile
-        budget is spent: without this, workers went on starting its queued compiles, which then
-        ran on as late compiles of up to 20 s and kept the next panel's compiles waiting: a
-        lesson panel's first paint took 17.5 s on the H200). Returns how many."""
+        """Cancel every job of ``batch`` that no worker has started.
+
+        A request whose compile budget is spent calls this: its queued compiles would otherwise
+        run on as late compiles of up to 20 s and keep the next panel's compiles waiting (a
+        lesson panel's first paint: 17.5 s on the H200).
+
+        Args:
+            batch: the request's batch number (`submit`).
+
+        Returns:
+            How many jobs were cancelled.
+        """
         with self._lock:
             jobs = list(self._by_batch.get(batch, ()))
         return sum(1 for j in jobs if not j.future.done() and j.future.cancel())

@@ -3,8 +3,8 @@
 Where an all-plan build's time goes (H200, cuDNN 9.19, ``data/bench/build_costs_h200.csv``,
 docs/findings.md): lesson 01's 26 graphs hold about 930 candidate plans. The
 38 that cuDNN marks ``RUNTIME_COMPILATION`` (their kernel is compiled with NVRTC when the plan is
-built) took 27.6 of the 27.7 s in a fresh process and 12.2 s for a new batch size once warm;
-the other plans built in 0.05 s together. Python threads do not help: the binding holds the GIL
+built) take 27.6 of the 27.7 s in a fresh process and 12.2 s for a new batch size once warm;
+the other plans build in 0.05 s together. Python threads do not help: the binding holds the GIL
 while it compiles (docs/findings.md). So `build_plans` builds a graph's precompiled plans
 here, at once, and hands its runtime-compiled ones to worker processes
 (`labkit.gpu.isolated.Worker`, each with its own CUDA context): a worker plans the same graph,
@@ -25,7 +25,7 @@ compiles within the build budget instead (`_nothing_built`).
 Faults: a worker that dies, or takes longer than `PLAN_BUDGET_S` over one plan, is killed (the
 next job starts a new one) and its plan is built here; a plan a worker could not reproduce (another
 name at its index) or cuDNN would not deserialize is built here too. Ctrl-C while waiting stops
-the workers. ``LABKIT_BUILD_WORKERS``: how many workers (0: every plan built here, as before);
+the workers. ``LABKIT_BUILD_WORKERS``: how many workers (0: every plan built here, one at a time);
 default `default_workers`. Times in seconds.
 """
 
@@ -276,7 +276,7 @@ def _nothing_built(cg, g, budget: Budget, why_not: dict, remote: dict, workers: 
     """A graph whose every plan is compiled at run time (fp8 on the H200) and all of them cut by a
     compile budget would have no plan: "not supported", which is untrue. Its cut compiles are
     waited for within the build ``budget`` instead (the running ones taken back from `_late`, the
-    others queued again), until one plan is built; the others are cut as before. Returns the jobs."""
+    others queued again), until one plan is built; the others stay cut. Returns the jobs."""
     from ..signals.cancel import was_cut
 
     cut = sorted(i for i, why in why_not.items() if was_cut(why))
@@ -297,7 +297,7 @@ def _nothing_built(cg, g, budget: Budget, why_not: dict, remote: dict, workers: 
         for i in done:
             why_not.pop(i, None)
             _collect(cg, pending.pop(i), budget, why_not, remote, workers)
-    for i, job in pending.items():  # one plan is enough for an interactive answer; the rest as before
+    for i, job in pending.items():  # one plan is enough for an interactive answer; the rest stay cut
         if not job.future.cancel():
             _keep_late(cg, job)
     return list(jobs.values())

@@ -3,8 +3,8 @@
 NVML (``nvmlDeviceGetProcessUtilization``) keeps, per process with a CUDA context, samples of the
 share of time its kernels ran (``smUtil``) and its memory traffic (``memUtil``), each stamped
 with the host time (microseconds) its sampling period ended; the driver samples about once a
-second (H200, driver 580: one sample per process per second was seen), so a short measurement is
-judged by the samples whose period ends after it began. A process counts as contending when its
+second (H200, driver 580: one sample per process per second), so a short measurement is judged
+by the samples whose period ends after it began. A process counts as contending when its
 samples since then show kernels or memory traffic and it is not this process, one of its
 children (build and report workers) or ancestors (the script that started it), a labkit member of
 the GPU lock (`labkit.gpu.lock`: they do their GPU work under the lock, so their samples are other

@@ -397,7 +397,7 @@ class CacheStats:
 class GraphCache:
     """Built graphs keyed by `graph_key`, least-recently-used eviction beyond ``max_entries``.
 
-    Policy: LRU (as PyTorch's cuDNN plan cache became after unbounded growth was reported).
+    Policy: LRU, as PyTorch's cuDNN plan cache is (bounded since unbounded growth was reported there).
     Evicting drops labkit's reference; the frontend frees the plans when nothing else holds them.
 
     With ``saved_plans`` (the default), a miss for a graph holding only the heuristic's pick

@@ -4,7 +4,7 @@ on a machine with a GPU), so a first visit does not wait for them.
 CuPy compiles each elementwise and reduction kernel with NVRTC the first time a process runs it
 (0.1-0.2 s each on the H200's host) and keeps the binary in its kernel cache on disk
 (``CUPY_CACHE_DIR``, default ``~/.cupy/kernel_cache``): on a machine that never ran labkit, the
-precision and race panels compiled 18 and 11 kernels before their first paint
+precision and race panels would compile 18 and 11 kernels before their first paint
 (docs/findings.md). `TASKS` runs, on tiny tensors, what the panels run: for
 each dtype, layout and direction the CuPy parts of a checked convolution (seeded inputs, the
 float64 reference from the rounded and the unrounded inputs, the output decoded, the error norms,
@@ -13,7 +13,7 @@ launches. Kernels are specialised by dtype and by the number of dimensions left 
 contiguous ones, not by size, so tiny tensors (every dimension >= 2) compile the lessons' kernels.
 
 Not in a background thread of the notebook: NVRTC compiles one kernel at a time per process, so a
-panel's own compiles waited behind the warm-up's (race 25 s instead of 9 s on the H200).
+panel's own compiles would wait behind the warm-up's (race 25 s instead of 9 s on the H200).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ Bounded: ``graph_replay`` first runs the call twice eagerly (the second between 
 ``eager_us``), outside any capture. That loads its kernels before a capture, sizes the graph (a
 call that takes 2 ms gets a graph of one call, not ten: a plan that launches one kernel per
 group, as cuDNN's engine 1 does for grouped convolutions, puts 1,200 nodes in a graph per call of
-a 240-group convolution, and capturing 10 of them took seconds to minutes), and lets autotune drop
+a 240-group convolution, and capturing 10 of them takes seconds to minutes), and lets autotune drop
 a plan already far slower than the best without capturing it (`TooSlow`). A `labkit.signals.cancel.Budget`
 is checked between the calls of a capture and between replays (`labkit.TimedOut`).
 """

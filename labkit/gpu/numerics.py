@@ -21,7 +21,7 @@ Rounding is to nearest, ties to even, done once, directly from float64 (no doubl
 through float32). On CuPy arrays, `quantize` (and so `random_inputs`) and `decode` run as one
 fused kernel per storage type (`_cupy_kernels`) instead of a chain of a dozen ufuncs: CuPy
 compiles every distinct kernel with NVRTC at its first use on a machine (0.1-0.2 s each on the
-H200's host: docs/findings.md), and the chains were most of a first visit's compiles;
+H200's host: docs/findings.md), and chains of ufuncs would be most of a first visit's compiles;
 the GPU tests check both paths give the same bits. Overflow: fp16 and bf16 go to +-inf (IEEE);
 fp8_e4m3 saturates every value beyond +-448 to +-448, infinities included (as CUDA's
 ``__NV_SATFINITE`` conversion does). NaN stays NaN in every format.

@@ -370,7 +370,7 @@ class Tracer:
         first launch, and that pass's gaps are CUPTI's (H200, 8 convolutions under a fixed arena:
         1.5-2.1 ms of host time traced against 0.29-0.34 ms untraced; the second traced pass
         0.35-0.39 ms, its idle share 0.116-0.121 against 0.109-0.128 untraced). Nothing is flushed
-        here: a forced flush sets CUPTI up again (the pass after it was as slow as the first);
+        here: a forced flush sets CUPTI up again (the pass after it is as slow as the first);
         the records of the warm-up are dropped as they arrive. Call it with the GPU idle (after a
         synchronize)."""
         if not self._enabled:

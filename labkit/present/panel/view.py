@@ -95,10 +95,11 @@ def figure_widget(fig, width: Optional[int]):
     plotly's front end comes to the page once per kernel).
 
     ``fig`` was validated as it was built, so the widget is made from a copy of its properties
-    without validating them a second time (14 -> 3.4 ms for the network report's chart on a 2-core
-    CPU machine), then validates again, so every later update (`update_in_place`) is checked and
-    sent to the page as before (tests/test_panel_parts.py: the same widget state, chart by chart,
-    update by update). ``_data``, ``_layout`` and ``_validate`` are plotly's own (plotly 6 and 7)."""
+    without validating them a second time (3.4 ms for the network report's chart on a 2-core CPU
+    machine, 14 ms validated), then validates again, so every later update (`update_in_place`) is
+    checked and sent to the page as plotly's own widget is (tests/test_panel_parts.py: the same
+    widget state, chart by chart, update by update). ``_data``, ``_layout`` and ``_validate`` are
+    plotly's own (plotly 6 and 7)."""
     # the validated properties as they are (``to_dict`` would turn numpy arrays into base64 specs)
     w = validating(
         new_figure_widget(copy.deepcopy(dict(data=fig._data, layout=fig._layout)), _validate=False)
@@ -210,8 +211,8 @@ class PanelView:
         self.error: Optional[str] = None
         self.fig = None
         self.figs: Dict[str, object] = {}  # one FigureWidget per chart, made once
-        # shared style and layout objects (`ControlLook`; the text lines share theirs, and the buttons):
-        # a panel opened 31-67 comms before, 25-38 since
+        # shared style and layout objects (`ControlLook`, the text lines', the buttons'): each is a comm
+        # of its own, and sharing them keeps a panel at 25-38 comms (31-67 with one per widget)
         self.look = ControlLook()
         text_style, text_layout, button_style = HTMLStyle(), W.Layout(), ButtonStyle()
         auto = W.Layout(width="auto")
