@@ -33,7 +33,7 @@ USE = textwrap.dedent("""
     tuned = autotune.tuned_graph(spec, "bias_relu")
     checks = [
         verify.check_plan(spec, graph=heur),
-        verify.check_plan(spec, "bias_relu", tuned.plan_index, graph=tuned.graph),
+        verify.check_plan(spec, "bias_relu", plan_index=tuned.plan_index, graph=tuned.graph),
     ]
     print(json.dumps({
         "builds": engine.graphs.stats.misses, "loads": engine.graphs.stats.loads,

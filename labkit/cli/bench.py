@@ -167,7 +167,9 @@ def _torch_times(spec, calls: int = 20):
     return replay_us, statistics.median(b2b), statistics.median(host)
 
 
-def vs_torch(name: Optional[str] = None, dtypes=("fp32", "tf32", "fp16", "bf16"), layouts=("NCHW", "NHWC")):
+def vs_torch(
+    name: Optional[str] = None, *, dtypes=("fp32", "tf32", "fp16", "bf16"), layouts=("NCHW", "NHWC")
+):
     """labkit's autotuned plan vs PyTorch's cudnn.benchmark pick on the ResNet-50 shapes, written to
     data/bench/<name>.csv (default `default_name` ("vs_torch")). GPU
     times: CUDA-graph replay of 20 convs, three alternating rounds of 10 replays per side, the

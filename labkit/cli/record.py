@@ -145,6 +145,7 @@ def every_plan():
 
 def record(
     out: Optional[Path] = None,
+    *,
     quick: bool = False,
     only: Optional[Iterable[str]] = None,
     force: bool = False,
@@ -225,9 +226,9 @@ def size_on_disk(path: Path) -> int:
 def main_record(args) -> int:
     out = record(
         Path(args.out) if args.out else None,
-        args.quick,
-        args.only,
-        args.force,
+        quick=args.quick,
+        only=args.only,
+        force=args.force,
         argv=[sys.executable, "-m", "labkit"] + sys.argv[1:],
     )
     meta = json.loads((out / "metadata.json").read_text())
@@ -243,7 +244,7 @@ def main_record(args) -> int:
 
 
 # ---- this GPU's own recording, filled ahead ------------------------------------------------------
-def fill(quick: bool = False, only: Optional[Iterable[str]] = None, into=None) -> dict:
+def fill(quick: bool = False, only: Optional[Iterable[str]] = None, *, into=None) -> dict:
     """Measure every lesson's grid (`grid`) on this GPU into this GPU's own recording
     (`labkit.store.localcache`), so that live panels answer those values at recorded speed from the
     first visit on. Resumable: a call already saved is skipped; Ctrl-C keeps what was saved

@@ -39,7 +39,7 @@ PLAN_BUDGET_FLOOR_S = 0.5
 FIRST_PLAN_BUDGET_S = 20.0
 
 
-def plan_budget_s(best_us: Optional[float], calls: int = 10, samples: int = 20) -> float:
+def plan_budget_s(best_us: Optional[float], calls: int = 10, *, samples: int = 20) -> float:
     """Seconds a plan may take to be timed: `PLAN_BUDGET_FACTOR` x the GPU time of timing the
     best plan so far (two eager calls, ``samples`` replays of its graph), at least
     `PLAN_BUDGET_FLOOR_S`; `FIRST_PLAN_BUDGET_S` when there is no best yet."""
@@ -91,6 +91,7 @@ def time_plan(
     cg: engine.ConvGraph,
     plan_index: int,
     ops: engine.Operands,
+    *,
     stream=None,
     calls: int = 10,
     stop_above_us: Optional[float] = None,
@@ -134,6 +135,7 @@ def _row_for_failure(exc: BaseException, best_us: Optional[float]) -> dict:
 def autotune(
     cg: engine.ConvGraph,
     ops: Optional[engine.Operands] = None,
+    *,
     calls: int = 10,
     early_stop_ratio: float = 3.0,
     max_plans: Optional[int] = None,
@@ -200,11 +202,11 @@ def autotune(
                         cg,
                         plan.index,
                         ops,
-                        stream,
-                        calls,
-                        None if best is None else early_stop_ratio * best,
-                        mine,
-                        eager_stop,
+                        stream=stream,
+                        calls=calls,
+                        stop_above_us=None if best is None else early_stop_ratio * best,
+                        budget=mine,
+                        eager_stop=eager_stop,
                     )
                 row.update(
                     gpu_us=t.median_us,
@@ -243,7 +245,7 @@ def autotune(
             cg,
             best_index,
             "autotuned",
-            dict(
+            info=dict(
                 plans_timed=int(len(ok)),
                 plans_wrong=result.wrong,
                 autotune_seconds=round(result.seconds, 6),
@@ -285,6 +287,7 @@ class Tuned:
 def tuned_graph(
     spec,
     epilogue: str = "none",
+    *,
     workspace_cap: Optional[int] = None,
     ops: Optional[engine.Operands] = None,
     calls: int = 10,
@@ -296,7 +299,7 @@ def tuned_graph(
     seconds the build may wait for runtime-compiled plans (`engine.get_graph`); plans still
     compiling then are left out (``plans_cut``) and nothing is saved."""
     t0 = time.perf_counter()
-    loaded = engine.load_plan(spec, epilogue, workspace_cap, "autotuned")
+    loaded = engine.load_plan(spec, epilogue, workspace_cap=workspace_cap, kind="autotuned")
     if loaded is not None:
         ops = ops if ops is not None else engine.Operands(spec, epilogue)
         t = time_plan(loaded, 0, ops, calls=calls)
@@ -308,7 +311,7 @@ def tuned_graph(
             True,
             time.perf_counter() - t0,
         )
-    full = engine.get_graph(spec, epilogue, workspace_cap, compile_budget_s=compile_budget_s)
+    full = engine.get_graph(spec, epilogue, workspace_cap=workspace_cap, compile_budget_s=compile_budget_s)
     tune = autotune(full, ops, calls=calls)
     return Tuned(
         full,

@@ -65,6 +65,7 @@ def _lines(path: Path) -> List[str]:
 def capture(
     spec: ConvSpec,
     epilogue: str = "none",
+    *,
     workspace_cap: Optional[int] = None,
     backend_level: int = BACKEND_LEVEL,
 ) -> dict:

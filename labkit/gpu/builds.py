@@ -181,6 +181,7 @@ def _take_late(cg, g) -> Dict[int, Job]:
 def build_plans(
     cg,
     budget: Budget,
+    *,
     workers: Optional[BuildPool] = None,
     parallel: bool = True,
     jobs: Optional[Dict[int, Job]] = None,

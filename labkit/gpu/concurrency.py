@@ -63,6 +63,7 @@ def _stream_batch(cg, plan, ops, outs, ws_ptr, stream):
 def scratchpad_race(
     shared: bool,
     launch: str = "graph",
+    *,
     spec: ConvSpec = RACE_SPEC,
     streams: int = 2,
     convs_per_launch: int = 64,

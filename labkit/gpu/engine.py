@@ -88,6 +88,7 @@ class ConvGraph(CheckedPlans):
         self,
         spec: ConvSpec,
         epilogue: str = "none",
+        *,
         workspace_cap: Optional[int] = None,
         all_plans: bool = True,
         _deterministic_only: bool = False,
@@ -202,8 +203,8 @@ class ConvGraph(CheckedPlans):
                 sibling = ConvGraph(
                     self.spec,
                     self.epilogue,
-                    self.workspace_cap,
-                    self.all_plans,
+                    workspace_cap=self.workspace_cap,
+                    all_plans=self.all_plans,
                     _deterministic_only=True,
                     parallel=self.parallel,
                 )
@@ -300,7 +301,7 @@ def _shared_plans():
         return None
 
 
-def save_plan(cg: ConvGraph, plan_index: int, kind: str, info: Optional[dict] = None, store=None):
+def save_plan(cg: ConvGraph, plan_index: int, kind: str, *, info: Optional[dict] = None, store=None):
     """Serialize plan ``plan_index`` of ``cg`` to disk as this graph's ``kind`` plan ("heuristic" or
     "autotuned"; `labkit.store.plan_store`), with its check against float64 (``info["check"]``: a
     later process loads it without running it again). Returns the file, or None (saving off, a
@@ -331,6 +332,7 @@ def save_plan(cg: ConvGraph, plan_index: int, kind: str, info: Optional[dict] = 
 def load_plan(
     spec: ConvSpec,
     epilogue: str = "none",
+    *,
     workspace_cap: Optional[int] = None,
     kind: str = "heuristic",
     store=None,
@@ -425,6 +427,7 @@ class GraphCache:
         self,
         spec: ConvSpec,
         epilogue: str = "none",
+        *,
         workspace_cap: Optional[int] = None,
         all_plans: bool = True,
         build_budget_s: Optional[float] = None,
@@ -454,21 +457,21 @@ class GraphCache:
                 return g
         checkpoint()  # a build is 0.5-10 s: let the foreground have the GPU first
         saved = self.saved_plans and not all_plans  # a one-plan graph: its plan can come from disk
-        g = load_plan(spec, epilogue, workspace_cap, "heuristic") if saved else None
+        g = load_plan(spec, epilogue, workspace_cap=workspace_cap, kind="heuristic") if saved else None
         built = g is None
         if built:
             g = ConvGraph(
                 spec,
                 epilogue,
-                workspace_cap,
-                all_plans,
+                workspace_cap=workspace_cap,
+                all_plans=all_plans,
                 build_budget_s=build_budget_s,
                 compile_budget_s=compile_budget_s,
             )
             if saved:
                 try:
                     info = dict(build_seconds=round(g.build_seconds, 6), fell_through=g.fell_through)
-                    save_plan(g, g.default_plan.index, "heuristic", info)
+                    save_plan(g, g.default_plan.index, "heuristic", info=info)
                 except WrongResult:  # nothing right to save: asking the graph for a plan says so
                     pass
         with self._lock:
@@ -508,6 +511,7 @@ graphs = GraphCache()
 def get_graph(
     spec: ConvSpec,
     epilogue: str = "none",
+    *,
     workspace_cap: Optional[int] = None,
     all_plans: bool = True,
     build_budget_s: Optional[float] = None,
@@ -517,7 +521,14 @@ def get_graph(
     fp8 graphs with runtime-compiled engines take several seconds when ``all_plans``; at most
     ``build_budget_s``, `BUILD_BUDGET_S` by default, before the plans left are cut, and at most
     ``compile_budget_s`` waiting for runtime-compiled plans: the precompiled ones are all built)."""
-    return graphs.get(spec, epilogue, workspace_cap, all_plans, build_budget_s, compile_budget_s)
+    return graphs.get(
+        spec,
+        epilogue,
+        workspace_cap=workspace_cap,
+        all_plans=all_plans,
+        build_budget_s=build_budget_s,
+        compile_budget_s=compile_budget_s,
+    )
 
 
 def build_ahead(wanted) -> int:

@@ -10,7 +10,7 @@ Units: workspace sizes in bytes, times in microseconds (cuDNN's milliseconds * 1
 
 Public API
 ----------
-``algorithm_table(spec, x=None, w=None, y=None, workspace_limit_bytes=1 << 30, find=True)``
+``algorithm_table(spec, *, x=None, w=None, y=None, workspace_limit_bytes=1 << 30, find=True)``
     -> ``pandas.DataFrame``, one row per algorithm in enum order (0..7). Columns:
 
     ========================= ==============================================================
@@ -353,7 +353,7 @@ def _random_array(cp, shape, dtype: str, seed: int, what: str):
         n *= int(s)
     itemsize = _STORAGE[dtype][0]
     try:
-        return random_inputs(shape, dtype, cp, seed, keep_exact=False)[0]
+        return random_inputs(shape, dtype, cp, seed=seed, keep_exact=False)[0]
     except Exception as e:
         if _is_oom(cp, e):
             raise OutOfMemory(what, n * itemsize, _free_bytes()) from None
@@ -379,6 +379,7 @@ def _ptr_of(buf) -> int:
 
 def algorithm_table(
     spec: ConvSpec,
+    *,
     x=None,
     w=None,
     y=None,

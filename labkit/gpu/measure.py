@@ -167,6 +167,7 @@ def _replay_us(graph, stream, start, end, calls: int) -> float:
 def graph_replay(
     fn: Callable[[], None],
     stream: cupy.cuda.Stream,
+    *,
     calls: int = 20,
     warmup: int = 3,
     repeats: int = 15,
@@ -233,7 +234,7 @@ def replay_timer(graph: cupy.cuda.Graph, stream: cupy.cuda.Stream, calls: int, r
 
 
 def back_to_back(
-    fn: Callable[[], None], stream: cupy.cuda.Stream, calls: int = 50, warmup: int = 5, repeats: int = 7
+    fn: Callable[[], None], stream: cupy.cuda.Stream, *, calls: int = 50, warmup: int = 5, repeats: int = 7
 ) -> Timing:
     """GPU time per call for ``calls`` Python launches in a row, between two events."""
     _positive("calls", calls)
@@ -255,7 +256,7 @@ def back_to_back(
 
 
 def host_dispatch(
-    fn: Callable[[], None], stream: cupy.cuda.Stream, calls: int = 100, repeats: int = 7
+    fn: Callable[[], None], stream: cupy.cuda.Stream, *, calls: int = 100, repeats: int = 7
 ) -> Timing:
     """Host time per launch: a host clock around ``calls`` launches, synchronising only between
     repeats (so the queue never fills and nothing waits on the GPU inside the timed loop)."""

@@ -107,7 +107,7 @@ class GuardedBuffer:
     ``check()`` raises `LabkitError` if anything wrote outside the body. ``ptr`` is the body's address.
     """
 
-    def __init__(self, nbytes: int, what: str = "guarded workspace", seed: int = 0):
+    def __init__(self, nbytes: int, what: str = "guarded workspace", *, seed: int = 0):
         self.nbytes = check_request(nbytes, what)
         self._raw = alloc(self.nbytes + 2 * GUARD_BYTES, what)
         self._seed = seed

@@ -283,7 +283,7 @@ def unrounded_values(shape, seed: int = 0) -> np.ndarray:
 
 
 def random_inputs(
-    shape, dtype: str, xp=None, seed: int = 0, *, chunk_elements: int = 1 << 24, keep_exact: bool = True
+    shape, dtype: str, xp=None, *, seed: int = 0, chunk_elements: int = 1 << 24, keep_exact: bool = True
 ):
     """Seeded random tensor for ``dtype``: ``(storage, exact_float64)``, both of ``shape`` on ``xp``.
 

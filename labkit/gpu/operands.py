@@ -26,7 +26,7 @@ class Operands:
     NCHW, as cuDNN reads them) and a poisoned output (NaN bit patterns, so an unwritten element
     cannot pass a check)."""
 
-    def __init__(self, spec: ConvSpec, epilogue: str = "none", seed: int = 0):
+    def __init__(self, spec: ConvSpec, epilogue: str = "none", *, seed: int = 0):
         from . import numerics
 
         self.spec, self.epilogue = spec, _check_epilogue(spec, epilogue)
@@ -45,7 +45,7 @@ class Operands:
                     self.arrays[role] = arr
                     continue
                 self.seeds[role] = seed * 16 + i
-                storage, exact = numerics.random_inputs(sshape, dtype, cupy, self.seeds[role])
+                storage, exact = numerics.random_inputs(sshape, dtype, cupy, seed=self.seeds[role])
                 self.arrays[role] = storage
                 self.exact[role] = logical_view(exact, spec.layout)
         except cupy.cuda.memory.OutOfMemoryError:

@@ -61,7 +61,7 @@ def expected(spec: ConvSpec, ops: Operands, unrounded: bool = False) -> cupy.nda
     return ref
 
 
-def check_plans(graph, plan_indices, ops: Operands, seed: int = 0, vs_unrounded: bool = False) -> list:
+def check_plans(graph, plan_indices, ops: Operands, *, seed: int = 0, vs_unrounded: bool = False) -> list:
     """Run each plan of ``plan_indices`` once on ``ops`` (output poisoned before each, guarded
     workspace) and compare with one float64 reference: a `CheckResult` per plan, in order. Any plan
     that built is run, whatever its verdict: this is the check itself."""
@@ -87,7 +87,7 @@ def _check_one(graph, index, ops, ref, unrounded, seed) -> CheckResult:
     plan = _built(graph, index)
     announce(f"checking plan {plan.index} ({plan.name}) of {spec.label} against float64")
     ops.poison_output()
-    ws = memory.GuardedBuffer(plan.workspace_bytes, "workspace", seed)
+    ws = memory.GuardedBuffer(plan.workspace_bytes, "workspace", seed=seed)
     try:
         BoundConv(graph, ops.arrays, ws.ptr, plan.index).run()
         ws.check()

@@ -71,6 +71,7 @@ class Runner:
         self,
         strategy: Strategy,
         stream=None,
+        *,
         fallback: bool = True,
         seed: int = 0,
         operands: Optional[Dict[tuple, engine.Operands]] = None,
@@ -91,7 +92,7 @@ class Runner:
         k = (spec.key, epilogue)
         ops = self._operands.get(k)
         if ops is None:
-            ops = self._operands[k] = engine.Operands(spec, epilogue, self.seed)
+            ops = self._operands[k] = engine.Operands(spec, epilogue, seed=self.seed)
         return ops
 
     def choose(self, cg: engine.ConvGraph, plan_index: Optional[int] = None) -> int:

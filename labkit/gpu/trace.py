@@ -274,7 +274,7 @@ class Tracer:
     records kept. `frame` after the block."""
 
     def __init__(
-        self, label: str = "", all_api: bool = False, max_records: int = MAX_RECORDS, api: bool = True
+        self, label: str = "", *, all_api: bool = False, max_records: int = MAX_RECORDS, api: bool = True
     ):
         self.label, self.all_api, self.max_records = label, bool(all_api), int(max_records)
         #: record CUDA API calls (the host lane); False: device records only, the least host time

@@ -17,6 +17,7 @@ from .reference_runs import CheckResult, check_plans, expected, judge  # noqa: F
 def check_plan(
     spec: ConvSpec,
     epilogue: str = "none",
+    *,
     plan_index: Optional[int] = None,
     seed: int = 0,
     workspace_cap: Optional[int] = None,
@@ -27,6 +28,6 @@ def check_plan(
     right) once on inputs of ``seed`` and compare with the reference (and, with ``vs_unrounded``,
     with the float64 convolution of the inputs before rounding). A plan labkit found wrong raises
     `WrongResult`; `check_plans` runs any plan that built."""
-    g = graph if graph is not None else engine.get_graph(spec, epilogue, workspace_cap)
-    ops = engine.Operands(spec, epilogue, seed)
-    return check_plans(g, [g.plan(plan_index).index], ops, seed, vs_unrounded)[0]
+    g = graph if graph is not None else engine.get_graph(spec, epilogue, workspace_cap=workspace_cap)
+    ops = engine.Operands(spec, epilogue, seed=seed)
+    return check_plans(g, [g.plan(plan_index).index], ops, seed=seed, vs_unrounded=vs_unrounded)[0]

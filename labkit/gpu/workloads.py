@@ -179,7 +179,7 @@ def run_one(strategy_name: str, options: dict, workload: str, repeats: int) -> d
     return row
 
 
-def run_all(workload: str, repeats: int = 20, strategies=BENCH_STRATEGIES):
+def run_all(workload: str, repeats: int = 20, *, strategies=BENCH_STRATEGIES):
     """Every strategy on one workload; a DataFrame with `run_one`'s rows."""
     import pandas as pd
 

@@ -50,6 +50,7 @@ __all__ = [
 def layers_of(
     net,
     batch: int | None = None,
+    *,
     dtype: str | None = None,
     layout: str | None = None,
     image=224,

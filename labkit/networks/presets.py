@@ -29,7 +29,7 @@ class _Builder:
     layout: str
     layers: List[Layer] = field(default_factory=list)
 
-    def conv(self, name, x, k, r, stride=1, padding=0, dilation=1, groups=1, bias=False):
+    def conv(self, name, x, k, r, *, stride=1, padding=0, dilation=1, groups=1, bias=False):
         c, h, w = x
         try:
             spec = ConvSpec(

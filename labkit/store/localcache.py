@@ -114,7 +114,7 @@ def write_atomic(path: Path, data: bytes) -> None:
         raise
 
 
-def set_aside(root: Path, path: Path, why: str, read_only: bool = False) -> Optional[Path]:
+def set_aside(root: Path, path: Path, why: str, *, read_only: bool = False) -> Optional[Path]:
     """Move an unreadable cache file to ``root/set-aside/`` (one warning naming it and why).
     Returns where it went (None if it could not be moved: it is then left in place). A
     ``read_only`` (shared) folder is never changed: the file is named and left there."""

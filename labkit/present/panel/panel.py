@@ -25,7 +25,7 @@ from .job import MeasurementJob
 from .view import FIG_WIDTH, PanelView
 
 
-def live_note(df, started: float, ahead: bool = False) -> str:
+def live_note(df, started: float, *, ahead: bool = False) -> str:
     """Where a live result came from, for the status line: read from this GPU's recording on
     disk (measured at a given time, by an earlier session, another notebook or the background
     worker), measured ahead of this change in this session, or measured by this change (and
@@ -151,13 +151,13 @@ class Panel:
         self.view = PanelView(
             self.live,
             csv_name or cfg.csv_name or f"results_{cfg.experiment}.csv",
-            fig_width,
-            self.gpu.options(cfg.experiment),
-            self.gpu.value(cfg.experiment),
-            self._on_control,
-            self._on_button,
-            self.pick_gpu,
-            (*cfg.controls, *(cfg.recorded_controls or ())),
+            fig_width=fig_width,
+            gpu_options=self.gpu.options(cfg.experiment),
+            gpu_value=self.gpu.value(cfg.experiment),
+            on_control=self._on_control,
+            on_button=self._on_button,
+            on_gpu=self.pick_gpu,
+            controls=(*cfg.controls, *(cfg.recorded_controls or ())),
         )
         self.job = MeasurementJob(
             cfg.experiment,
@@ -340,7 +340,7 @@ class Panel:
                 raise Superseded()
             self.view.show(self.cfg.experiment, df)
             self.job.painted()
-            how = f"{live_note(df, started, ahead)} · shown" if self.live else "looked up"
+            how = f"{live_note(df, started, ahead=ahead)} · shown" if self.live else "looked up"
             text = f"{plots.provenance_subtitle(df)} · {how} in {self.job.elapsed_ms():.0f} ms"
             self.prefetching = prefetch_neighbours(self.controls_state) if self.live else 0
             if self.prefetching:

@@ -193,6 +193,7 @@ class PanelView:
         self,
         live: bool,
         csv_name: str,
+        *,
         fig_width: Optional[int],
         gpu_options,
         gpu_value: str,
@@ -363,7 +364,9 @@ class PanelView:
             children.append(fig)
         self.box.children = tuple(children)
 
-    def fail(self, experiment: str, exc: Exception, placeholder: Callable, unexpected: bool = False) -> None:
+    def fail(
+        self, experiment: str, exc: Exception, placeholder: Callable, *, unexpected: bool = False
+    ) -> None:
         """No table for this request: say why, under the chart and on it."""
         self.df = None
         kind = type(exc).__name__
