@@ -3,9 +3,10 @@
 
 * device: `memory` (allocations, guarded buffers), `numerics` (storage formats), `operands`
   (one convolution's tensors), `lock` (one measurement per GPU), `spread` (a class's GPUs);
-* cuDNN graphs and plans: `frontend` (a graph's definition and planning), `engine` (built graphs,
-  their cache, saved plans), `bound` (one plan ready to launch), `builds` and `build_pool`
-  (runtime-compiled plans built in worker processes), `buildlog` (cuDNN's own log);
+* cuDNN graphs and plans: `engine` (the names callers use, from the modules below), `frontend` (a
+  graph's definition and planning), `conv_graph` (a built graph), `graph_cache`, `saved_plans`,
+  `bound` (one plan ready to launch), `builds` and `build_pool` (runtime-compiled plans built in
+  worker processes), `buildlog` (cuDNN's own log);
 * right results: `reference` (float64 convolutions), `reference_runs`, `plan_checks` and
   `checked_plans` (every plan checked against float64 before use), `verify`, `wrong_plans`;
 * timing: `measure`, `autotune`, `isolated` (steps in a process that can be stopped),
