@@ -20,8 +20,14 @@ from typing import Dict, FrozenSet, Optional, Tuple
 
 @dataclass(frozen=True)
 class Ceiling:
-    """``tflops``: dtype -> dense TFLOP/s; ``bandwidth_bytes_per_s``: HBM/DRAM bandwidth;
-    ``source``: the vendor document the figures come from."""
+    """One GPU's datasheet peaks (dense, no sparsity).
+
+    Attributes:
+        gpu: the board, e.g. "H100 SXM".
+        tflops: dtype -> peak dense TFLOP/s; a dtype with no tensor-core path is absent.
+        bandwidth_bytes_per_s: HBM/DRAM bandwidth, in bytes per second.
+        source: the vendor document the figures come from.
+    """
 
     gpu: str
     tflops: Dict[str, float]
@@ -29,10 +35,18 @@ class Ceiling:
     source: str = "NVIDIA datasheet (dense)"
 
     def peak_tflops(self, dtype: str) -> Optional[float]:
+        """Peak dense TFLOP/s for ``dtype`` (a labkit dtype name); None when the GPU has no such path."""
         return self.tflops.get(dtype)
 
     def ridge_intensity(self, dtype: str) -> Optional[float]:
-        """FLOPs per byte where the compute roof meets the bandwidth roof."""
+        """FLOPs per byte where the compute roof meets the bandwidth roof.
+
+        Args:
+            dtype: a labkit dtype name.
+
+        Returns:
+            The ridge point in FLOP/B; None when the GPU has no path for ``dtype``.
+        """
         peak = self.peak_tflops(dtype)
         return None if peak is None else peak * 1e12 / self.bandwidth_bytes_per_s
 
@@ -162,7 +176,14 @@ def _words(name: str) -> set:
 
 
 def matches(name: Optional[str]) -> list:
-    """Every table entry the device name matches (at most one for a name the tests know)."""
+    """Every table entry the device name matches (at most one for a name the tests know).
+
+    Args:
+        name: a CUDA device name; None or empty for none.
+
+    Returns:
+        The matching `Ceiling` s, in table order.
+    """
     if not name:
         return []
     words = _words(name)
@@ -170,16 +191,26 @@ def matches(name: Optional[str]) -> list:
 
 
 def for_gpu(name: Optional[str]) -> Optional[Ceiling]:
-    """The ceiling for a CUDA device name (as `cudaGetDeviceProperties` reports it, e.g.
-    ``NVIDIA H100 80GB HBM3``, ``NVIDIA A100 80GB PCIe``, ``Tesla T4``), or None for a GPU the
-    table does not know (or a name that would match two entries: never a guess)."""
+    """The ceiling for a CUDA device name, or None; never a guess.
+
+    Args:
+        name: the name as ``cudaGetDeviceProperties`` reports it, e.g. ``NVIDIA H100 80GB HBM3``,
+            ``NVIDIA A100 80GB PCIe``, ``Tesla T4``.
+
+    Returns:
+        The `Ceiling`; None for a GPU the table does not know or a name that matches two entries.
+    """
     found = matches(name)
     return found[0] if len(found) == 1 else None
 
 
 def table():
-    """Every entry as a DataFrame: gpu, peak dense TFLOP/s per dtype (NaN: no such path),
-    bandwidth_gb_s, ridge FLOP/B for fp16, and source (the vendor document)."""
+    """Every entry as a DataFrame.
+
+    Returns:
+        One row per GPU: gpu, peak dense TFLOP/s per dtype (NaN: no such path), bandwidth_gb_s, the
+        fp16 ridge in FLOP/B and source (the vendor document).
+    """
     import pandas as pd
 
     rows = []
