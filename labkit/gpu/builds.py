@@ -51,10 +51,12 @@ INTERACTIVE_COMPILE_BUDGET_S = 3.0
 
 
 def compile_budget_s() -> Optional[float]:
-    """Seconds an interactive request (a panel's change) waits for the runtime-compiled plans of a
-    graph it autotunes before timing the plans it has: ``LABKIT_COMPILE_BUDGET_S`` if set (``none``
-    or 0: wait for every plan, as ``python -m labkit fill`` and ``record`` do), else
-    `INTERACTIVE_COMPILE_BUDGET_S`."""
+    """Seconds an interactive request waits for a graph's runtime-compiled plans before timing the rest.
+
+    Returns:
+        ``LABKIT_COMPILE_BUDGET_S`` if set (``none`` or 0: None, wait for every plan, as ``python -m
+        labkit fill`` and ``record`` do), else `INTERACTIVE_COMPILE_BUDGET_S`.
+    """
     from .. import env
 
     return env.seconds_setting("LABKIT_COMPILE_BUDGET_S", INTERACTIVE_COMPILE_BUDGET_S, ("none", "0", "inf"))
@@ -62,7 +64,15 @@ def compile_budget_s() -> Optional[float]:
 
 @dataclass
 class RemotePlan:
-    """A plan built in a worker and deserialized here: its own one-plan frontend graph."""
+    """A plan built in a worker and deserialized here, as its own one-plan frontend graph.
+
+    Attributes:
+        workspace_bytes: bytes the plan needs.
+        notes: cuDNN's behaviour notes.
+        graph: the deserialized frontend graph.
+        data: its serialized bytes (what `labkit.gpu.saved_plans.save_plan` writes).
+        seconds: how long the worker took to build it.
+    """
 
     workspace_bytes: int
     notes: str
@@ -72,7 +82,15 @@ class RemotePlan:
 
 
 def runtime_compiled(g, count: int) -> List[int]:
-    """Indices of the plans of planned frontend graph ``g`` that cuDNN compiles at build time."""
+    """The plans of a planned frontend graph that cuDNN compiles when they are built.
+
+    Args:
+        g: the planned frontend graph.
+        count: its number of candidate plans.
+
+    Returns:
+        Their indices.
+    """
     out = []
     for i in range(count):
         try:
@@ -102,13 +120,20 @@ def _jobs_for(
 
 
 def ahead(graphs) -> int:
-    """Plan these graphs now (``graphs``: (spec, epilogue, workspace cap) triples; about 10-40 ms
-    each) and queue every runtime-compiled plan of all of them for the workers at once, so an
-    experiment that then builds them one after another (`engine.get_graph`) finds their compiles
-    under way or done: the workers compile across graphs, not only within one; the first compile
-    of each graph that has no precompiled plan is queued before all others. Graphs already
-    planned ahead, or that fail to plan, are skipped (the build says why). Returns how many plans
-    were queued; 0 without workers. (`engine.build_ahead` leaves out the graphs built already.)"""
+    """Plan graphs now and queue every runtime-compiled plan of all of them for the workers at once.
+
+    An experiment that then builds them one after another (`engine.get_graph`) finds their compiles
+    under way or done: the workers compile across graphs, not only within one. The first compile of
+    each graph that has no precompiled plan is queued before all others. Graphs already planned
+    ahead, or that fail to plan, are skipped (the build says why). `engine.build_ahead` leaves out the
+    graphs built already.
+
+    Args:
+        graphs: (spec, epilogue, workspace cap) triples; planning takes about 10-40 ms each.
+
+    Returns:
+        How many plans were queued; 0 without workers.
+    """
     workers = pool()
     if workers is None:
         return 0
@@ -145,7 +170,16 @@ def ahead(graphs) -> int:
 
 
 def take_ahead(spec, epilogue: str, workspace_cap) -> tuple:
-    """(planned frontend graph, {index: `Job`}) for a graph planned `ahead`, or (None, {})."""
+    """A graph planned `ahead`, with its queued jobs, taken out of the ahead list.
+
+    Args:
+        spec: the convolution.
+        epilogue: the graph's epilogue.
+        workspace_cap: the graph's workspace cap.
+
+    Returns:
+        (planned frontend graph, {index: `Job`}); (None, {}) for a graph not planned ahead.
+    """
     with _ahead_lock:
         return _ahead.pop((spec.key, epilogue, workspace_cap), (None, {}))
 
@@ -163,8 +197,16 @@ def _keep_late(cg, job: Job) -> None:
 
 
 def late_compiles(spec, epilogue: str, workspace_cap) -> Dict[int, Job]:
-    """The compiles of this graph that a budget cut and workers still run or have finished
-    (index -> `Job`; ``job.future.done()`` once its plan is ready), left in place."""
+    """The compiles of a graph that a budget cut and workers still run or have finished; left in place.
+
+    Args:
+        spec: the convolution.
+        epilogue: the graph's epilogue.
+        workspace_cap: the graph's workspace cap.
+
+    Returns:
+        Plan index -> `Job`; ``job.future.done()`` once its plan is ready.
+    """
     with _ahead_lock:
         return dict(_late.get((spec.key, epilogue, workspace_cap), {}))
 
@@ -187,13 +229,24 @@ def build_plans(
     jobs: Optional[Dict[int, Job]] = None,
     compile_budget: Optional[Budget] = None,
 ):
-    """Build every candidate plan of `engine.ConvGraph` ``cg`` (planned, nothing built), checking
-    ``budget`` between plans. Returns ({index: why it was not built}, {index: `RemotePlan`}):
-    precompiled plans are built in ``cg.graph`` here; runtime-compiled ones in the workers when
-    there are any (``workers``: this process's `pool` by default; ``parallel=False``: none), or by
-    the ``jobs`` queued for them already (`ahead`). Plans not built when the budget is spent say
-    ``cut: ...``; ``compile_budget`` (shorter): how long to wait for the workers' compiles (with
-    it, every compile goes to a worker, where it can be left to finish: `_late`)."""
+    """Build every candidate plan of a planned graph, checking a budget between plans.
+
+    Precompiled plans are built in ``cg.graph`` here; runtime-compiled ones in the workers when
+    there are any, or by the ``jobs`` queued for them already (`ahead`). Plans not built when the
+    budget is spent say ``cut: ...``.
+
+    Args:
+        cg: the `engine.ConvGraph` being built (planned, nothing built).
+        budget: the build's budget.
+        workers: default this process's `pool`.
+        parallel: False builds every plan here.
+        jobs: plan index -> `Job` queued already.
+        compile_budget: how long to wait for the workers' compiles (shorter than ``budget``); with
+            it, every compile goes to a worker, where it can be left to finish (`_late`).
+
+    Returns:
+        ({index: why it was not built}, {index: `RemotePlan`}).
+    """
     from .frontend import build_every_plan
 
     g = cg.graph

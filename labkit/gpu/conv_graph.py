@@ -37,16 +37,25 @@ def _wrap_cudnn_error(what: str, exc: Exception) -> LabkitError:
 
 
 class ConvGraph(CheckedPlans):
-    """A built cuDNN graph for one spec/epilogue/cap with every candidate plan built.
+    """A built cuDNN graph for one spec, epilogue and workspace cap, with its candidate plans.
 
-    ``plans``: every candidate (heuristics A then FALLBACK), built or not. ``default_plan``: the
+    ``plans`` holds every candidate (heuristics A then FALLBACK), built or not; ``default_plan`` is the
     first plan that built and computes the right result (the heuristic's pick unless that one is
-    wrong: `CheckedPlans`). ``build_seconds``: wall time of the build.
-    ``build_budget_s``: once an all-plan build has taken this long, the plans not yet built are
-    left unbuilt, each saying so (``build_cut`` counts them). None: `BUILD_BUDGET_S`.
-    ``parallel``: the runtime-compiled plans of an all-plan build are built in worker processes
-    (`labkit.gpu.builds`; each then runs from its own deserialized one-plan graph, ``remote``);
-    False builds every plan here, one after another (what lesson 05's build-cost chart times).
+    wrong: `CheckedPlans`); ``build_seconds`` is the build's wall time.
+
+    Args:
+        spec: the convolution.
+        epilogue: one of `EPILOGUES` (fprop only).
+        workspace_cap: leave out plans that need more workspace, in bytes; None for no cap.
+        all_plans: build every candidate; False builds only the heuristic's first choice.
+        build_budget_s: once an all-plan build has taken this long (seconds), the plans not yet built
+            are left unbuilt, each saying so (``build_cut`` counts them); None for `BUILD_BUDGET_S`.
+        parallel: build the runtime-compiled plans of an all-plan build in worker processes
+            (`labkit.gpu.builds`; each then runs from its own deserialized one-plan graph,
+            ``remote``); False builds every plan here, one after another (what lesson 05's
+            build-cost chart times).
+        compile_budget_s: seconds the build waits for runtime-compiled plans; None for as long as
+            the build budget lasts.
     """
 
     build_cut = 0
@@ -181,10 +190,16 @@ class ConvGraph(CheckedPlans):
         return self._deterministic
 
     def plan_table(self, determinism: bool = False):
-        """Every candidate plan as a tidy DataFrame: index, name, workspace_bytes, built, notes
-        (cuDNN's behaviour notes), error, ``verdict`` (``ok``, a ``wrong result`` sentence, or ""
-        when not checked) and ``rel_error`` vs float64 (NaN when not checked); with
-        ``determinism`` also ``deterministic`` (bool)."""
+        """Every candidate plan as a tidy DataFrame.
+
+        Args:
+            determinism: add ``deterministic`` (bool), which builds a sibling graph once.
+
+        Returns:
+            index, name, workspace_bytes, built, notes (cuDNN's behaviour notes), error, ``verdict``
+            (``ok``, a ``wrong result`` sentence, or "" when not checked) and ``rel_error`` vs float64
+            (NaN when not checked).
+        """
         import pandas as pd
 
         df = pd.DataFrame([p.__dict__ for p in self.plans])
@@ -200,24 +215,51 @@ class ConvGraph(CheckedPlans):
     def bind(
         self, arrays: Dict[str, object], workspace_ptr: int, plan_index: Optional[int] = None, stream=None
     ) -> "BoundConv":
-        """Prebind device pointers for fast repeated execution (see `BoundConv`)."""
+        """Prebind device pointers for fast repeated execution.
+
+        Args:
+            arrays: role -> device array, for every tensor of the graph.
+            workspace_ptr: the workspace's device address.
+            plan_index: the plan; default ``default_plan``.
+            stream: the CuPy stream; default the current one.
+
+        Returns:
+            A `BoundConv`.
+        """
         return BoundConv(self, arrays, workspace_ptr, self.plan(plan_index).index, stream)
 
     def execute(
         self, arrays: Dict[str, object], workspace_ptr: int, plan_index: Optional[int] = None, stream=None
     ) -> None:
-        """Run one plan once on ``stream`` (CuPy current by default). ``workspace_ptr``: device
-        address of at least ``plan.workspace_bytes`` bytes (0 when the plan needs none)."""
+        """Run one plan once.
+
+        Args:
+            arrays: role -> device array, for every tensor of the graph.
+            workspace_ptr: the device address of at least ``plan.workspace_bytes`` bytes (0 when the plan
+                needs none).
+            plan_index: the plan; default ``default_plan``.
+            stream: the CuPy stream; default the current one.
+        """
         self.bind(arrays, workspace_ptr, plan_index, stream).run()
 
     @property
     def key(self) -> tuple:
+        """The graph's `graph_key`."""
         return graph_key(self.spec, self.epilogue, self.workspace_cap, self.all_plans)
 
 
 def graph_key(
     spec: ConvSpec, epilogue: str = "none", workspace_cap: Optional[int] = None, all_plans: bool = True
 ) -> tuple:
-    """Everything that makes two graphs different: every spec field, the epilogue, the workspace
-    cap, and whether every plan was built (``all_plans``) or only the heuristic's first choice."""
+    """Everything that makes two graphs different.
+
+    Args:
+        spec: the convolution (every field counts).
+        epilogue: the graph's epilogue.
+        workspace_cap: its workspace cap, in bytes.
+        all_plans: whether every plan was built, or only the heuristic's first choice.
+
+    Returns:
+        A hashable tuple.
+    """
     return (spec.key, epilogue, workspace_cap, bool(all_plans))

@@ -410,7 +410,15 @@ def library_path() -> str:
 
 # ---- statuses and errors ----------------------------------------------------------------------
 def status_name(status: int, lib: Optional[ctypes.CDLL] = None) -> str:
-    """``"ok"`` for success, else the ``CUDNN_STATUS_*`` name (from the table, else from cuDNN)."""
+    """A cuDNN status in words.
+
+    Args:
+        status: a ``cudnnStatus_t`` value.
+        lib: the loaded library, asked for names the table lacks.
+
+    Returns:
+        ``"ok"`` for success, else the ``CUDNN_STATUS_*`` name.
+    """
     status = int(status)
     if status == CUDNN_STATUS_SUCCESS:
         return "ok"

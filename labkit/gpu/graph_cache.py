@@ -24,6 +24,18 @@ from .saved_plans import load_plan, save_plan
 
 @dataclass
 class CacheStats:
+    """What a `GraphCache` did.
+
+    Attributes:
+        hits: requests answered from the cache.
+        misses: graphs built.
+        evictions: graphs dropped beyond ``max_entries``.
+        build_seconds: each build's wall time.
+        hit_seconds: each hit's wall time.
+        loads: graphs deserialized from saved plans instead of built (not counted in ``misses``).
+        load_seconds: each load's wall time.
+    """
+
     hits: int = 0
     misses: int = 0
     evictions: int = 0
@@ -35,15 +47,17 @@ class CacheStats:
 
 
 class GraphCache:
-    """Built graphs keyed by `graph_key`, least-recently-used eviction beyond ``max_entries``.
+    """Built graphs keyed by `graph_key`; least recently used evicted beyond ``max_entries``.
 
     Policy: LRU, as PyTorch's cuDNN plan cache is (bounded since unbounded growth was reported there).
     Evicting drops labkit's reference; the frontend frees the plans when nothing else holds them.
 
-    With ``saved_plans`` (the default), a miss for a graph holding only the heuristic's pick
-    (``all_plans=False``) loads that plan from disk when it was saved before (`load_plan`), and a
-    graph built for such a miss is saved (`save_plan`): a later process deserializes instead of
-    building. ``stats.loads`` counts the loads; ``stats.misses`` counts builds only.
+    Args:
+        max_entries: the most graphs kept.
+        saved_plans: a miss for a graph holding only the heuristic's pick (``all_plans=False``)
+            loads that plan from disk when it was saved before (`load_plan`), and a graph built for
+            such a miss is saved (`save_plan`): a later process deserializes instead of building.
+            ``stats.loads`` counts the loads; ``stats.misses`` counts builds only.
     """
 
     def __init__(self, max_entries: int = 64, saved_plans: bool = True):
@@ -71,10 +85,22 @@ class GraphCache:
         build_budget_s: Optional[float] = None,
         compile_budget_s: Optional[float] = None,
     ) -> ConvGraph:
-        """The graph for these arguments: cached, loaded (a one-plan graph saved before) or built
-        (within ``build_budget_s``, waiting at most ``compile_budget_s`` for runtime-compiled plans,
-        see `ConvGraph`). A graph cut short is cached as it is, and built again when a caller wants
-        every plan (no budgets) or the compiles its budget cut have finished (`_rebuild_cut`)."""
+        """The graph for these arguments: cached, loaded (a one-plan graph saved before) or built.
+
+        A graph cut short is cached as it is, and built again when a caller wants every plan (no
+        budgets) or the compiles its budget cut have finished (`_rebuild_cut`).
+
+        Args:
+            spec: the convolution.
+            epilogue: one of `EPILOGUES`.
+            workspace_cap: the workspace cap, in bytes; None for none.
+            all_plans: build every candidate plan.
+            build_budget_s: the build's budget, in seconds (`ConvGraph`).
+            compile_budget_s: the most seconds to wait for runtime-compiled plans (`ConvGraph`).
+
+        Returns:
+            The `ConvGraph` (a `LoadedGraph` when loaded).
+        """
         t0 = time.perf_counter()
         key = graph_key(
             _check_spec(spec), _check_epilogue(spec, epilogue), _check_cap(workspace_cap), all_plans
@@ -126,6 +152,7 @@ class GraphCache:
         return g
 
     def clear(self) -> None:
+        """Drop every cached graph."""
         with self._lock:
             self._entries.clear()
 
@@ -155,10 +182,23 @@ def get_graph(
     build_budget_s: Optional[float] = None,
     compile_budget_s: Optional[float] = None,
 ) -> ConvGraph:
-    """A built graph from the process-wide cache (built on first use: 0.5-1.3 s cold; fused or
-    fp8 graphs with runtime-compiled engines take several seconds when ``all_plans``; at most
-    ``build_budget_s``, `BUILD_BUDGET_S` by default, before the plans left are cut, and at most
-    ``compile_budget_s`` waiting for runtime-compiled plans: the precompiled ones are all built)."""
+    """A built graph from the process-wide cache, built on first use.
+
+    A cold build takes 0.5-1.3 s; fused or fp8 graphs with runtime-compiled engines take several
+    seconds when ``all_plans``.
+
+    Args:
+        spec: the convolution.
+        epilogue: one of `EPILOGUES`.
+        workspace_cap: the workspace cap, in bytes; None for none.
+        all_plans: build every candidate plan.
+        build_budget_s: the most seconds before the plans left are cut; None for `BUILD_BUDGET_S`.
+        compile_budget_s: the most seconds to wait for runtime-compiled plans (the precompiled ones
+            are all built).
+
+    Returns:
+        The `ConvGraph`.
+    """
     return graphs.get(
         spec,
         epilogue,
@@ -170,10 +210,17 @@ def get_graph(
 
 
 def build_ahead(wanted) -> int:
-    """Plan the all-plan graphs ``wanted`` ((spec, epilogue, workspace cap) triples) that are not
-    built yet and queue their runtime-compiled plans for the build workers at once
-    (`labkit.gpu.builds.ahead`), before building them one by one with `get_graph`. Returns how
-    many plans were queued (0 without workers)."""
+    """Queue the runtime-compiled plans of graphs a request will build, before it builds them.
+
+    Graphs already built are left out; the rest are planned and their compiles queued for the build
+    workers at once (`labkit.gpu.builds.ahead`), before `get_graph` builds them one by one.
+
+    Args:
+        wanted: (spec, epilogue, workspace cap) triples of all-plan graphs.
+
+    Returns:
+        How many plans were queued; 0 without workers.
+    """
     from . import builds
 
     return builds.ahead([(s, e, c) for s, e, c in wanted if graph_key(s, e, c, True) not in graphs])

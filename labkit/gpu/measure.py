@@ -195,10 +195,11 @@ _streams = threading.local()
 
 
 def timing_stream() -> cupy.cuda.Stream:
-    """This thread's non-blocking stream for timing.
+    """This thread's non-blocking stream for timing, made once.
 
-    There is one per thread, kept, so one cuDNN handle per thread rather than one per measurement
-    (`labkit.gpu.engine.handle_for` keeps a handle per stream).
+    Returns:
+        The stream; one per thread, so one cuDNN handle per thread rather than one per measurement
+        (`labkit.gpu.engine.handle_for` keeps a handle per stream).
     """
     s = getattr(_streams, "stream", None)
     if s is None:

@@ -22,9 +22,17 @@ from .frontend import OUTPUT_ROLE, _check_epilogue, logical_view, role_dtype, ro
 
 
 class Operands:
-    """Device tensors for a spec: seeded random inputs (``exact``: their float64 values, logical
-    NCHW, as cuDNN reads them) and a poisoned output (NaN bit patterns, so an unwritten element
-    cannot pass a check)."""
+    """The device tensors one convolution runs on.
+
+    The inputs are seeded random values (``exact`` holds their float64 values, logical NCHW, as cuDNN
+    reads them); the output is poisoned with NaN bit patterns, so an unwritten element cannot pass a
+    check.
+
+    Args:
+        spec: the convolution.
+        epilogue: one of `labkit.gpu.engine.EPILOGUES`; adds ``b`` (and ``z``).
+        seed: the inputs' seed (each role gets its own, derived from it).
+    """
 
     def __init__(self, spec: ConvSpec, epilogue: str = "none", *, seed: int = 0):
         from . import numerics

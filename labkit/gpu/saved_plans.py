@@ -23,9 +23,18 @@ from .frontend import _check_cap, _check_epilogue, _check_spec, handle_for
 
 
 class LoadedGraph(ConvGraph):
-    """A graph with one plan, deserialized from disk instead of built (`load_plan`). It runs like a
-    `ConvGraph` (``plans`` holds that one plan, index 0); ``build_seconds`` is the load time
-    (reading the file and ``deserialize``), ``saved`` the `labkit.store.plan_store.SavedPlan`."""
+    """A graph with one plan, deserialized from disk instead of built (`load_plan`).
+
+    It runs like a `ConvGraph`: ``plans`` holds that one plan, at index 0.
+
+    Args:
+        spec: the convolution.
+        epilogue: the graph's epilogue.
+        workspace_cap: the graph's workspace cap, in bytes.
+        saved: the `labkit.store.plan_store.SavedPlan` (kept as ``saved``).
+        graph: the deserialized frontend graph.
+        seconds: the load time, reading the file and ``deserialize`` (``build_seconds``).
+    """
 
     def __init__(
         self, spec: ConvSpec, epilogue: str, workspace_cap: Optional[int], saved, graph, seconds: float
@@ -75,11 +84,22 @@ def _shared_plans():
 
 
 def save_plan(cg: ConvGraph, plan_index: int, kind: str, *, info: Optional[dict] = None, store=None):
-    """Serialize plan ``plan_index`` of ``cg`` to disk as this graph's ``kind`` plan ("heuristic" or
-    "autotuned"; `labkit.store.plan_store`), with its check against float64 (``info["check"]``: a
-    later process loads it without running it again). Returns the file, or None (saving off, a
-    loaded graph, or cuDNN would not serialize it: that is not an error, the plan is simply built
-    next time). `WrongResult` for a plan whose result was wrong: it is never saved."""
+    """Serialize one plan of a graph to disk as this graph's "heuristic" or "autotuned" plan.
+
+    The plan is saved with its check against float64 (``info["check"]``), so a later process loads
+    it without running it again. A plan whose result was wrong is never saved.
+
+    Args:
+        cg: the built graph.
+        plan_index: the plan.
+        kind: "heuristic" or "autotuned" (`labkit.store.plan_store.KINDS`).
+        info: what finding it cost (seconds, plans timed, GPU microseconds).
+        store: the `labkit.store.plan_store.PlanStore`; default this machine's.
+
+    Returns:
+        The file; None when saving is off, ``cg`` is a loaded graph, or cuDNN would not serialize
+        the plan (not an error: the plan is built next time). `WrongResult` for a wrong plan.
+    """
     store = store if store is not None else _plan_store(kind)
     if store is None or isinstance(cg, LoadedGraph):
         return None
@@ -110,10 +130,22 @@ def load_plan(
     kind: str = "heuristic",
     store=None,
 ) -> Optional[LoadedGraph]:
-    """This graph's saved ``kind`` plan, deserialized (about 10 ms), or None when none is saved.
-    A file cuDNN will not load is set aside with one warning naming it, and None is returned; so
-    is a plan whose result is wrong. A plan saved without its check against float64 is checked
-    here (one run and the reference), and its file given the verdict when it may be written."""
+    """A graph's saved plan, deserialized (about 10 ms).
+
+    A file cuDNN will not load is set aside with one warning naming it. A plan saved without its check
+    against float64 is checked here (one run and the reference), and its file given the verdict when
+    it may be written.
+
+    Args:
+        spec: the convolution.
+        epilogue: the graph's epilogue.
+        workspace_cap: the graph's workspace cap, in bytes.
+        kind: "heuristic" or "autotuned".
+        store: where to look; default this machine's plans, then the class's shared folder.
+
+    Returns:
+        A `LoadedGraph`; None when none is saved, cuDNN will not load it, or its result is wrong.
+    """
     t0 = time.perf_counter()
     spec = _check_spec(spec)  # bad input is an error whether or not anything is saved
     epilogue, workspace_cap = _check_epilogue(spec, epilogue), _check_cap(workspace_cap)

@@ -318,33 +318,7 @@ class LocalRecording:
 
         path = self.entry_path(name, request)
         entry = self._read(path, name, request_key(request))
-        return None if entry is None else self._frame(entry, request, path)
-
-    def _frame(self, entry: dict, request: dict, path: Path):
-        from .recordings import result_rows
-
-        df = result_rows(entry["_df"])
-        ident = self.identity
-        df.attrs.update(
-            {
-                "mode": "live",
-                "gpu": ident.get("gpu"),
-                "compute_capability": ident.get("compute_capability"),
-                "cudnn_backend": ident.get("cudnn_backend"),
-                "cudnn_frontend": ident.get("cudnn_frontend"),
-                "cupy": ident.get("cupy"),
-                "date": entry["measured_at"][:10],
-                "measured_at": entry["measured_at"],
-                "measure_seconds": entry.get("measure_seconds"),
-                "saved_in": str(path),
-                "loaded_from_disk": True,
-                "from_shared": self.shared,
-                "experiment": entry["experiment"],
-                "request": request,
-                "conditions": entry.get("conditions"),
-            }
-        )
-        return df
+        return None if entry is None else _frame(self, entry, request, path)
 
     def entries(self, name: Optional[str] = None) -> Iterator[dict]:
         """Every readable entry of experiment ``name`` (of all, for None); unreadable ones set aside."""
@@ -438,6 +412,34 @@ class LocalRecording:
             How many files were deleted.
         """
         return delete_files(self.path, "*/*.json")
+
+
+def _frame(store: "LocalRecording", entry: dict, request: dict, path: Path):
+    """A saved entry as the DataFrame `LocalRecording.get` returns, its provenance in ``attrs``."""
+    from .recordings import result_rows
+
+    df = result_rows(entry["_df"])
+    ident = store.identity
+    df.attrs.update(
+        {
+            "mode": "live",
+            "gpu": ident.get("gpu"),
+            "compute_capability": ident.get("compute_capability"),
+            "cudnn_backend": ident.get("cudnn_backend"),
+            "cudnn_frontend": ident.get("cudnn_frontend"),
+            "cupy": ident.get("cupy"),
+            "date": entry["measured_at"][:10],
+            "measured_at": entry["measured_at"],
+            "measure_seconds": entry.get("measure_seconds"),
+            "saved_in": str(path),
+            "loaded_from_disk": True,
+            "from_shared": store.shared,
+            "experiment": entry["experiment"],
+            "request": request,
+            "conditions": entry.get("conditions"),
+        }
+    )
+    return df
 
 
 def read_entry(raw: bytes, schema_version: int):
