@@ -62,6 +62,7 @@ class BoundConv:
             self._fast = lambda: fn(pack, ws, cpp, backend)
 
     def run(self) -> None:
+        """Launch the plan once on its stream (enqueued, not synchronised)."""
         if self._fast is not None:
             self._fast()
         else:

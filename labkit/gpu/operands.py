@@ -83,6 +83,7 @@ class Operands:
 
     @property
     def nbytes(self) -> int:
+        """Device bytes the tensors take (the float64 copies not counted)."""
         return sum(int(a.nbytes) for a in self.arrays.values())
 
     def output(self) -> cupy.ndarray:
@@ -93,4 +94,5 @@ class Operands:
         return logical_view(numerics.decode(arr, role_dtype(self.spec, self.output_role)), self.spec.layout)
 
     def poison_output(self) -> None:
+        """Fill the output with 0xFF bytes (NaN in every float format): an unwritten element fails a check."""
         self.arrays[self.output_role].view(cupy.uint8)[...] = 0xFF

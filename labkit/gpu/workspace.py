@@ -197,6 +197,7 @@ class FixedArena(Strategy):
             self.ptr = 0
 
     def describe(self):
+        """The strategy's name with the arena's size in MiB."""
         return f"{self.name} ({self.size_bytes / 2**20:.0f} MiB)"
 
 
@@ -266,6 +267,7 @@ class KeyedCache(Strategy):
             self._free(ptr, n)
 
     def describe(self):
+        """The strategy's name with its budget in MiB and its key."""
         return f"{self.name} ({self.budget_bytes / 2**20:.0f} MiB, key={self.key_name})"
 
 

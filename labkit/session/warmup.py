@@ -177,8 +177,11 @@ def _run(steps) -> None:
 
 
 def start_imports() -> bool:
-    """Start the chart's imports in a daemon thread (once per process), before anything asks for
-    the GPU. True when this call started them."""
+    """Start the chart's imports in a daemon thread, once per process, before anything asks for the GPU.
+
+    Returns:
+        True when this call started them.
+    """
     with _lock:
         if _threads:
             return False
@@ -212,9 +215,17 @@ def start_imports() -> bool:
 
 
 def start(live: bool) -> bool:
-    """Start the warm-up (once per process): the chart's imports (`start_imports`, if not yet),
-    and live, beside them, the GPU's set-up (CUDA's and cuDNN's mostly wait outside the GIL), then
-    cupyx. True when this call started any of it."""
+    """Start the warm-up, once per process.
+
+    That is the chart's imports (`start_imports`, if not yet) and, live, beside them, the GPU's
+    set-up (CUDA's and cuDNN's mostly wait outside the GIL), then cupyx.
+
+    Args:
+        live: whether the GPU's set-up runs too.
+
+    Returns:
+        True when this call started any of it.
+    """
     started = start_imports()
     with _lock:
         if _gpu_decided.is_set():
@@ -234,7 +245,14 @@ def start(live: bool) -> bool:
 
 
 def wait(timeout: Optional[float] = None) -> bool:
-    """Block until the warm-up has finished (True), at most ``timeout`` seconds."""
+    """Block until the warm-up has finished.
+
+    Args:
+        timeout: the most seconds to wait; None for no limit.
+
+    Returns:
+        True when it has.
+    """
     end = None if timeout is None else time.monotonic() + timeout
     for t in _threads:
         t.join(None if end is None else max(0.0, end - time.monotonic()))
