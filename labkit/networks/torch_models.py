@@ -22,7 +22,14 @@ TORCH = ("torch", "torchvision")
 
 
 def is_model_path(net) -> bool:
-    """Whether ``net`` names a model as ``"module:callable"`` (a preset name has no colon)."""
+    """Whether ``net`` names a model as ``"module:callable"``.
+
+    Args:
+        net: a network argument.
+
+    Returns:
+        True for a string with a colon (a preset name has none).
+    """
     return isinstance(net, str) and ":" in net
 
 

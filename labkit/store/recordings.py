@@ -547,10 +547,13 @@ def current() -> Recording:
 
 
 def shipped() -> List[Recording]:
-    """`available` with the default recording first.
+    """`available`, with the default recording first.
 
     Each folder is one `Recording` for the whole process: its tables are read and checked once,
     whoever asks (recorded mode, a panel's GPU picker, `labkit.present.compare`).
+
+    Returns:
+        The recordings.
     """
     out = []
     for r in sorted(available(), key=lambda r: r.name != DEFAULT_RECORDING):
