@@ -20,8 +20,14 @@ from typing import Dict, FrozenSet, Optional, Tuple
 
 @dataclass(frozen=True)
 class Ceiling:
-    """``tflops``: dtype -> dense TFLOP/s; ``bandwidth_bytes_per_s``: HBM/DRAM bandwidth;
-    ``source``: the vendor document the figures come from."""
+    """One GPU's datasheet peaks (dense, no sparsity).
+
+    Attributes:
+        gpu: the board, e.g. "H100 SXM".
+        tflops: dtype -> peak dense TFLOP/s; a dtype with no tensor-core path is absent.
+        bandwidth_bytes_per_s: HBM/DRAM bandwidth, in bytes per second.
+        source: the vendor document the figures come from.
+    """
 
     gpu: str
     tflops: Dict[str, float]
@@ -29,10 +35,18 @@ class Ceiling:
     source: str = "NVIDIA datasheet (dense)"
 
     def peak_tflops(self, dtype: str) -> Optional[float]:
+        """Peak dense TFLOP/s for ``dtype`` (a labkit dtype name); None when the GPU has no such path."""
         return self.tflops.get(dtype)
 
     def ridge_intensity(self, dtype: str) -> Optional[float]:
-        """FLOPs per byte where the compute roof meets the bandwidth roof."""
+        """FLOPs per byte where the compute roof meets the bandwidth roof.
+
+        Args:
+            dtype: a labkit dtype name.
+
+        Returns:
+            The ridge point in FLOP/B; None when the GPU has no path for ``dtype``.
+        """
         peak = self.peak_tflops(dtype)
         return None if peak is None else peak * 1e12 / self.bandwidth_bytes_per_s
 
@@ -65,7 +79,8 @@ def _e(ceiling, *patterns, exclude=()):
 
 
 H100_DS = (
-    "NVIDIA H100 Tensor Core GPU datasheet, https://resources.nvidia.com/en-us-gpu-resources/h100-datasheet-24306"
+    "NVIDIA H100 Tensor Core GPU datasheet, "
+    "https://resources.nvidia.com/en-us-gpu-resources/h100-datasheet-24306"
     " (tensor figures there are with sparsity: halved)"
 )
 H200_DS = (
@@ -73,16 +88,19 @@ H200_DS = (
     "hpc-datasheet-sc23-h200-datasheet-3002446.pdf (tensor figures there are with sparsity: halved)"
 )
 A100_DS = (
-    "NVIDIA A100 Tensor Core GPU datasheet, https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/"
+    "NVIDIA A100 Tensor Core GPU datasheet, "
+    "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/"
     "pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf (dense figures as listed)"
 )
 A10_DS = (
-    "NVIDIA A10 Tensor Core GPU datasheet, https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a10/pdf/"
-    "a10-datasheet.pdf (dense figures as listed)"
+    "NVIDIA A10 Tensor Core GPU datasheet, "
+    "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a10/pdf/a10-datasheet.pdf"
+    " (dense figures as listed)"
 )
 A40_DS = (
-    "NVIDIA A40 datasheet, https://images.nvidia.com/content/Solutions/data-center/a40/nvidia-a40-datasheet.pdf "
-    "(dense figures as listed beside the sparse ones)"
+    "NVIDIA A40 datasheet, "
+    "https://images.nvidia.com/content/Solutions/data-center/a40/nvidia-a40-datasheet.pdf"
+    " (dense figures as listed beside the sparse ones)"
 )
 L4_DS = (
     "NVIDIA L4 Tensor Core GPU datasheet, https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/l4/"
@@ -97,7 +115,8 @@ L40_DS = (
     "as reproduced at https://www.mullet.se/product.html?product_id=355414)"
 )
 T4_DS = (
-    "NVIDIA T4 Tensor Core GPU datasheet, https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/"
+    "NVIDIA T4 Tensor Core GPU datasheet, "
+    "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/"
     "t4-tensor-core-datasheet-951643.pdf (dense; Turing has no tf32, bf16 or fp8 tensor path)"
 )
 ADA_WP = (
@@ -129,7 +148,8 @@ KNOWN = (
     _e(_c("A100 PCIe 40GB", A100_DS, 19.5, 156, 312, 312, None, 1.555), "a100 pcie 40gb", "a100 40gb pcie"),
     # Ampere A10: FP32 31.2, TF32 62.5, FP16/BF16 125 dense; 600 GB/s. (AWS's A10G is a different board.)
     _e(_c("A10", A10_DS, 31.2, 62.5, 125, 125, None, 0.6), "a10"),
-    # Ampere A40: FP32 37.4, TF32 74.8, BF16 (FP32 accumulate) and FP16 149.7 dense (149.6*/299.4* sparse); 696 GB/s.
+    # Ampere A40: FP32 37.4, TF32 74.8, BF16 (FP32 accumulate) and FP16 149.7 dense
+    # (149.6*/299.4* sparse); 696 GB/s.
     _e(_c("A40", A40_DS, 37.4, 74.8, 149.7, 149.7, None, 0.696), "a40"),
     # Ada. L4: TF32 120*, FP16/BF16 242*, FP8 485* (halved); FP32 30.3; 300 GB/s.
     _e(_c("L4", L4_DS, 30.3, 60, 121, 121, 242.5, 0.3), "l4"),
@@ -156,7 +176,14 @@ def _words(name: str) -> set:
 
 
 def matches(name: Optional[str]) -> list:
-    """Every table entry the device name matches (at most one for a name the tests know)."""
+    """Every table entry the device name matches (at most one for a name the tests know).
+
+    Args:
+        name: a CUDA device name; None or empty for none.
+
+    Returns:
+        The matching `Ceiling` s, in table order.
+    """
     if not name:
         return []
     words = _words(name)
@@ -164,16 +191,26 @@ def matches(name: Optional[str]) -> list:
 
 
 def for_gpu(name: Optional[str]) -> Optional[Ceiling]:
-    """The ceiling for a CUDA device name (as `cudaGetDeviceProperties` reports it, e.g.
-    ``NVIDIA H100 80GB HBM3``, ``NVIDIA A100 80GB PCIe``, ``Tesla T4``), or None for a GPU the
-    table does not know (or a name that would match two entries: never a guess)."""
+    """The ceiling for a CUDA device name, or None; never a guess.
+
+    Args:
+        name: the name as ``cudaGetDeviceProperties`` reports it, e.g. ``NVIDIA H100 80GB HBM3``,
+            ``NVIDIA A100 80GB PCIe``, ``Tesla T4``.
+
+    Returns:
+        The `Ceiling`; None for a GPU the table does not know or a name that matches two entries.
+    """
     found = matches(name)
     return found[0] if len(found) == 1 else None
 
 
 def table():
-    """Every entry as a DataFrame: gpu, peak dense TFLOP/s per dtype (NaN: no such path),
-    bandwidth_gb_s, ridge FLOP/B for fp16, and source (the vendor document)."""
+    """Every entry as a DataFrame.
+
+    Returns:
+        One row per GPU: gpu, peak dense TFLOP/s per dtype (NaN: no such path), bandwidth_gb_s, the
+        fp16 ridge in FLOP/B and source (the vendor document).
+    """
     import pandas as pd
 
     rows = []

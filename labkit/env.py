@@ -25,7 +25,21 @@ MODES = ("live", "recorded")
 
 @dataclass(frozen=True)
 class Environment:
-    """Facts about this machine. Missing pieces are None; ``problem`` says why live mode is out."""
+    """Facts about this machine. Missing pieces are None.
+
+    Attributes:
+        python: the Python version, e.g. "3.11.7".
+        platform: the system and machine, e.g. "Linux x86_64".
+        gpu_name: the first CUDA device's name.
+        compute_capability: e.g. "9.0".
+        gpu_memory_bytes: the device's memory, in bytes.
+        driver_version: the newest CUDA version the driver supports, e.g. "12.8".
+        cuda_runtime: the CUDA runtime's version.
+        cupy_version: CuPy's version.
+        cudnn_backend: the cuDNN library's version.
+        cudnn_frontend: the cuDNN frontend's version.
+        problem: why live mode is out; None when it works.
+    """
 
     python: str
     platform: str
@@ -40,6 +54,7 @@ class Environment:
     problem: Optional[str] = None
 
     def as_dict(self) -> dict:
+        """The facts as a plain dict (field name -> value)."""
         return asdict(self)
 
 
@@ -48,15 +63,28 @@ def _cuda_version(v: int) -> str:
 
 
 def gpu_slug(name: Optional[str]) -> str:
-    """A GPU's name as a file or folder name: ``NVIDIA H100 80GB HBM3`` -> ``h100-80gb-hbm3``,
-    ``NVIDIA A100 80GB PCIe`` -> ``a100-80gb-pcie``, ``Tesla T4`` -> ``tesla-t4``; no name: ``gpu``."""
+    """A GPU's name as a file or folder name.
+
+    ``NVIDIA H100 80GB HBM3`` -> ``h100-80gb-hbm3``, ``NVIDIA A100 80GB PCIe`` -> ``a100-80gb-pcie``,
+    ``Tesla T4`` -> ``tesla-t4``.
+
+    Args:
+        name: the device name; None or empty for none.
+
+    Returns:
+        Lower-case words joined by hyphens, without the "nvidia-" prefix; ``gpu`` without a name.
+    """
     s = re.sub(r"[^a-z0-9]+", "-", (name or "").lower()).strip("-")
     return re.sub(r"^nvidia-", "", s) or "gpu"
 
 
 def nvidia_driver_present() -> bool:
-    """Whether this machine has an NVIDIA driver: its kernel module (``/proc/driver/nvidia``) or
-    its user-space library (``libcuda.so.1``) is there."""
+    """Whether this machine has an NVIDIA driver.
+
+    Returns:
+        True when its kernel module (``/proc/driver/nvidia``) or its user-space library
+        (``libcuda.so.1``) is there.
+    """
     import ctypes
 
     if os.path.exists("/proc/driver/nvidia/version"):
@@ -70,7 +98,11 @@ def nvidia_driver_present() -> bool:
 
 @functools.lru_cache(maxsize=1)
 def environment() -> Environment:
-    """Probe once (cached): never raises, records the first problem found."""
+    """What this machine has, probed once (cached). Never raises.
+
+    Returns:
+        An `Environment`; its ``problem`` is the first reason found that live mode cannot run.
+    """
     facts = dict(python=sys.version.split()[0], platform=f"{platform.system()} {platform.machine()}")
     problem = None
     try:
@@ -117,7 +149,13 @@ def environment() -> Environment:
 
 @dataclass(frozen=True)
 class Mode:
-    """``name`` is 'live' or 'recorded'; ``reason`` says why; ``forced`` if LABKIT_MODE chose it."""
+    """The mode labkit runs in, and why.
+
+    Attributes:
+        name: "live" or "recorded".
+        reason: why, e.g. the GPU and cuDNN, or what is missing for live mode.
+        forced: whether LABKIT_MODE chose it.
+    """
 
     name: str
     reason: str
@@ -125,6 +163,7 @@ class Mode:
 
     @property
     def live(self) -> bool:
+        """Whether this is live mode."""
         return self.name == "live"
 
     def __str__(self) -> str:
@@ -132,7 +171,14 @@ class Mode:
 
 
 def mode() -> Mode:
-    """The mode labkit runs in now (reads LABKIT_MODE on every call)."""
+    """The mode labkit runs in now; LABKIT_MODE is read on every call.
+
+    Returns:
+        A `Mode`: live when the GPU, CuPy and cuDNN all work (or LABKIT_MODE=live), else recorded.
+
+    Raises:
+        ModeError: LABKIT_MODE is not a mode, or forces live where it cannot run.
+    """
     env = environment()
     want = os.environ.get("LABKIT_MODE", "").strip().lower()
     if want and want not in MODES:
@@ -147,15 +193,24 @@ def mode() -> Mode:
 
 
 def require_live(what: str = "this call") -> None:
-    """Raise `ModeError` unless live mode is available."""
+    """Raise `ModeError` unless live mode is available.
+
+    Args:
+        what: the call that needs it, named in the error.
+    """
     m = mode()
     if not m.live:
         raise ModeError(f"{what} needs a live GPU; labkit is in recorded mode: {m.reason}")
 
 
 def doctor() -> str:
-    """A readable report of this machine and the mode (text; ``python -m labkit doctor`` adds
-    the recordings and this GPU's saved measurements)."""
+    """A readable report of this machine and the mode.
+
+    ``python -m labkit doctor`` adds the recordings and this GPU's saved measurements.
+
+    Returns:
+        One "name: value" line per fact, the mode and what live mode still needs.
+    """
     env = environment()
     gib = lambda b: f"{b / 2**30:.1f} GiB" if b else None  # noqa: E731
     rows = [
@@ -181,7 +236,11 @@ def doctor() -> str:
 
 
 def driver_cuda_major() -> Optional[int]:
-    """The newest CUDA major version the NVIDIA driver supports (``nvidia-smi``'s header), or None."""
+    """The newest CUDA major version the NVIDIA driver supports (``nvidia-smi``'s header).
+
+    Returns:
+        The major version, e.g. 12; None without a working ``nvidia-smi``.
+    """
     import subprocess
 
     try:
@@ -193,7 +252,11 @@ def driver_cuda_major() -> Optional[int]:
 
 
 def to_go_live() -> str:
-    """What this machine lacks for live mode, as the command that installs it (one line)."""
+    """What this machine lacks for live mode, as the command that installs it.
+
+    Returns:
+        One line: what to install or set, or "nothing: live mode works here".
+    """
     env = environment()
     if env.problem is None:
         if os.environ.get("LABKIT_MODE", "").strip().lower() == "recorded":
@@ -219,9 +282,13 @@ _VARS_LOCK = threading.Lock()
 
 @contextlib.contextmanager
 def variables(changes: dict, exclusive: bool = True):
-    """Environment variables set (a value) or unset (None) inside the block, as they were after.
-    ``exclusive``: one such block at a time in the process (a short one: a worker process spawned
-    inside copies them); a long block (a whole fill) passes False."""
+    """Environment variables set (a value) or unset (None) inside the block, as they were after it.
+
+    Args:
+        changes: name -> the value inside the block; None unsets it.
+        exclusive: one such block at a time in the process (a short one: a worker process spawned
+            inside copies the variables); a long block, such as a whole fill, passes False.
+    """
     if not changes:
         yield
         return
@@ -239,15 +306,31 @@ OFF_WORDS = ("0", "off", "no", "false")
 
 
 def switched_on(name: str) -> bool:
-    """False when environment variable ``name`` is one of `OFF_WORDS` (any case); True when it
-    is unset or anything else (the switches labkit reads are on by default)."""
+    """Whether an on/off environment variable is on. The switches labkit reads are on by default.
+
+    Args:
+        name: the variable.
+
+    Returns:
+        False when it is one of `OFF_WORDS` (any case); True when it is unset or anything else.
+    """
     return os.environ.get(name, "").strip().lower() not in OFF_WORDS
 
 
 def seconds_setting(name: str, default: Optional[float], unlimited=()) -> Optional[float]:
-    """A number of seconds from environment variable ``name``: ``default`` when it is unset or
-    empty, None (no limit) when it is one of the words ``unlimited``, else a number > 0
-    (`labkit.InvalidSpec` naming the variable otherwise)."""
+    """A number of seconds from an environment variable.
+
+    Args:
+        name: the variable.
+        default: the seconds when it is unset or empty.
+        unlimited: the words that mean no limit.
+
+    Returns:
+        ``default`` when unset; None for one of the words ``unlimited``; else a number > 0.
+
+    Raises:
+        InvalidSpec: the value is neither, naming the variable.
+    """
     raw = os.environ.get(name, "").strip().lower()
     if not raw:
         return default

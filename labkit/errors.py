@@ -13,8 +13,10 @@ class LabkitError(Exception):
 class InvalidSpec(LabkitError, ValueError):
     """A convolution spec (or another argument) breaks a rule; raised before cuDNN sees it.
 
-    Attributes: ``field`` (the argument's name), ``value`` (what was given), ``rule`` (what is
-    required).
+    Args:
+        field: the argument's name (kept as ``field``).
+        value: what was given (``value``).
+        rule: what is required (``rule``).
     """
 
     def __init__(self, field: str, value, rule: str):
@@ -23,7 +25,12 @@ class InvalidSpec(LabkitError, ValueError):
 
 
 class Unsupported(LabkitError):
-    """cuDNN (or this GPU) cannot run this configuration. ``reason`` holds cuDNN's own words."""
+    """cuDNN (or this GPU) cannot run this configuration.
+
+    Args:
+        what: the configuration, e.g. a spec's label (``what``).
+        reason: cuDNN's own words (``reason``).
+    """
 
     def __init__(self, what: str, reason: str):
         self.what, self.reason = what, reason
@@ -33,7 +40,10 @@ class Unsupported(LabkitError):
 class OutOfMemory(LabkitError, MemoryError):
     """A device allocation did not fit. Everything labkit took for the request was freed.
 
-    ``requested_bytes`` is what was asked for, ``free_bytes`` what the device had free then.
+    Args:
+        what: what the memory was for (``what``).
+        requested_bytes: the size asked for, in bytes (``requested_bytes``).
+        free_bytes: bytes the device had free then; None if unknown (``free_bytes``).
     """
 
     def __init__(self, what: str, requested_bytes: int, free_bytes: int | None):
@@ -46,7 +56,13 @@ class OutOfMemory(LabkitError, MemoryError):
 
 
 class ArenaTooSmall(LabkitError):
-    """A plan needs more workspace than the fixed arena holds (and fallback is off)."""
+    """A plan needs more workspace than the fixed arena holds (and fallback is off).
+
+    Args:
+        plan: the plan's name (``plan``).
+        needed_bytes: the plan's workspace, in bytes (``needed_bytes``).
+        arena_bytes: the arena's size, in bytes (``arena_bytes``).
+    """
 
     def __init__(self, plan: str, needed_bytes: int, arena_bytes: int):
         self.plan, self.needed_bytes, self.arena_bytes = plan, int(needed_bytes), int(arena_bytes)
@@ -57,10 +73,16 @@ class ArenaTooSmall(LabkitError):
 
 
 class TimedOut(LabkitError):
-    """A measuring step ran past its time budget and was stopped there (the measurement goes on
-    without it). ``what``: the step (e.g. "plan 6 (eng1) of fp16 NHWC fprop 16x240x28x28 -> 240
-    3x3 s2 p1 g240"); ``phase``: where it was when stopped ("capture", "replay", "build", ...);
-    ``seconds``: how long it had run; ``budget_s``: its budget."""
+    """A measuring step ran past its time budget and was stopped there.
+
+    The measurement goes on without that step.
+
+    Args:
+        what: the step, e.g. "plan 6 (eng1) of fp16 NHWC fprop 16x240x28x28 -> 240 3x3 s2 p1 g240".
+        phase: where it was when stopped: "capture", "replay", "build", ...
+        seconds: how long it had run, in seconds.
+        budget_s: its budget, in seconds.
+    """
 
     def __init__(self, what: str, phase: str, seconds: float, budget_s: float):
         self.what, self.phase, self.seconds, self.budget_s = what, phase, float(seconds), float(budget_s)
@@ -76,8 +98,12 @@ class ModeError(LabkitError):
 class RecordedDataError(LabkitError):
     """A recording is missing, corrupt, of another schema version, or lacks the requested values.
 
-    ``path`` names the file; ``row`` the offending row where one applies; ``nearest`` (a dict of
-    field -> recorded values nearest to the request) when a request fell outside the recorded grid.
+    Args:
+        message: what is wrong.
+        path: the file (``path``), or None.
+        row: the offending row where one applies (``row``), or None.
+        nearest: field -> the recorded values nearest to the request, when a request fell outside
+            the recorded grid (``nearest``), or None.
     """
 
     def __init__(self, message: str, path=None, row: int | None = None, nearest: dict | None = None):

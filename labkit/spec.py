@@ -86,12 +86,25 @@ def layout_name(value) -> str:
 class ConvSpec:
     """A convolution problem. Construction validates every field and raises `InvalidSpec`.
 
-    ``stride``, ``padding`` and ``dilation`` take an int or an (h, w) pair and are stored as pairs.
-    Any padding >= 0 is valid as long as the output has at least one pixel (PyTorch's rule: a
-    1x1 filter with padding 3 is fine; windows wholly in padding read zeros).
-    ``dtype``: fp32 (true fp32 math, TF32 off), tf32 (fp32 data, TF32 tensor-core math), fp16,
-    bf16, fp8_e4m3 (fp8 inputs, fp16 output). ``direction``: fprop (Y = X * W), dgrad (dX from
-    dY and W), wgrad (dW from X and dY).
+    Any padding >= 0 is valid as long as the output has at least one pixel (PyTorch's rule: a 1x1
+    filter with padding 3 is fine; windows wholly in padding read zeros).
+
+    Attributes:
+        N: batch size.
+        C: input channels.
+        H: input height, in pixels.
+        W: input width, in pixels.
+        K: output channels (filters).
+        R: filter height, in pixels.
+        S: filter width, in pixels.
+        stride: (h, w) in pixels; an int is stored as a pair.
+        padding: (h, w) in pixels on each side; an int is stored as a pair.
+        dilation: (h, w); an int is stored as a pair.
+        groups: channel groups; divides C and K.
+        dtype: fp32 (true fp32 math, TF32 off), tf32 (fp32 data, TF32 tensor-core math), fp16,
+            bf16 or fp8_e4m3 (fp8 inputs, fp16 output).
+        layout: NCHW or NHWC, the tensors' order in memory.
+        direction: fprop (Y = X * W), dgrad (dX from dY and W) or wgrad (dW from X and dY).
     """
 
     N: int = 1
@@ -184,9 +197,11 @@ class ConvSpec:
 
     @property
     def x_touched(self) -> Tuple[int, int]:
-        """Input rows and columns that some filter window covers (padding excluded): a window
-        that skips pixels (a 1x1 filter with stride 2 reads one pixel in four) or a border no
-        window reaches leaves the rest of the image unread."""
+        """Input rows and columns that some filter window covers (padding excluded).
+
+        A window that skips pixels (a 1x1 filter with stride 2 reads one pixel in four) or a border no
+        window reaches leaves the rest of the image unread.
+        """
         return (
             _covered(self.H, self.P, self.R, self.stride[0], self.padding[0], self.dilation[0]),
             _covered(self.W, self.Q, self.S, self.stride[1], self.padding[1], self.dilation[1]),
@@ -194,9 +209,11 @@ class ConvSpec:
 
     @property
     def touched_bytes(self) -> dict:
-        """Bytes of X, W and Y a convolution has to move through device memory at least once: the
-        whole of W and Y, and of X the pixels some window covers (`x_touched`) over every batch
-        item and channel. dgrad writes the whole of dX (pixels no window covers get zeros)."""
+        """Bytes of X, W and Y a convolution has to move through device memory at least once.
+
+        That is the whole of W and Y, and of X the pixels some window covers (`x_touched`) over every
+        batch item and channel. dgrad writes the whole of dX (pixels no window covers get zeros).
+        """
         tb = dict(self.tensor_bytes)
         if self.direction != "dgrad":
             rows, cols = self.x_touched
@@ -205,8 +222,11 @@ class ConvSpec:
 
     @property
     def min_bytes(self) -> int:
-        """Fewest bytes moved through device memory (a model): the input pixels some window
-        covers read once (`touched_bytes`), the filter read once, the output written once."""
+        """Fewest bytes moved through device memory (a model).
+
+        The input pixels some window covers are read once (`touched_bytes`), the filter read once and the
+        output written once.
+        """
         return sum(self.touched_bytes.values())
 
     @property
@@ -217,17 +237,26 @@ class ConvSpec:
     # ---- identity --------------------------------------------------------------------------
     @property
     def key(self) -> tuple:
-        """Hashable key holding every field: dims, params, dtype, layout and direction (computed
-        once: strategies look it up on every call)."""
+        """Hashable key holding every field: dims, params, dtype, layout and direction.
+
+        It is computed once: strategies look it up on every call.
+        """
         return self._key
 
     def replace(self, **changes) -> "ConvSpec":
-        """A copy with some fields changed (validated again)."""
+        """A copy with some fields changed, validated again.
+
+        Args:
+            **changes: field name -> new value.
+
+        Returns:
+            The new `ConvSpec`.
+        """
         _known_fields(changes)
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict:
-        """Plain dict (pairs as lists), for CSV/JSON recordings."""
+        """The spec as a plain dict (pairs as lists), for CSV and JSON recordings."""
         return {
             f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v)
             for f in dataclasses.fields(self)
@@ -235,6 +264,14 @@ class ConvSpec:
 
     @classmethod
     def from_dict(cls, d: dict) -> "ConvSpec":
+        """The spec a dict of fields describes (`to_dict`'s form; pairs as lists or tuples).
+
+        Args:
+            d: field name -> value; unknown names are refused.
+
+        Returns:
+            The validated `ConvSpec`.
+        """
         if not isinstance(d, dict):
             raise InvalidSpec("spec", d, "must be a dict of ConvSpec fields")
         _known_fields(d)
@@ -242,8 +279,14 @@ class ConvSpec:
 
     @classmethod
     def from_label(cls, text: str) -> "ConvSpec":
-        """The spec a `label` names, e.g. ``fp8_e4m3 NCHW fprop 1x4x3x3 -> 16 1x1 s2,1 p0``
-        (`InvalidSpec` for text that is not a label; the spec is validated as usual)."""
+        """The spec a `label` names, e.g. ``fp8_e4m3 NCHW fprop 1x4x3x3 -> 16 1x1 s2,1 p0``.
+
+        Args:
+            text: a label as `label` writes it.
+
+        Returns:
+            The validated `ConvSpec`; `InvalidSpec` for text that is not a label.
+        """
         m = _LABEL.match(str(text).strip())
         if m is None:
             raise InvalidSpec("label", text, "must read like 'fp16 NHWC fprop 32x64x56x56 -> 64 3x3 s1 p1'")

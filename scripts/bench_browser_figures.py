@@ -50,7 +50,8 @@ WATCH_JS = """() => {
   const t0 = performance.now();
   let seen = 0;
   const count = () => {
-    const n = [...document.querySelectorAll('.js-plotly-plot')].filter(p => p.querySelector('.main-svg')).length;
+    const plots = [...document.querySelectorAll('.js-plotly-plot')];
+    const n = plots.filter(p => p.querySelector('.main-svg')).length;
     while (seen < n) { seen++; window.__charts.push(performance.now() - t0); }
   };
   new MutationObserver(count).observe(document.body, {childList: true, subtree: true});
@@ -60,7 +61,8 @@ HEAP_JS = "() => (performance.memory ? performance.memory.usedJSHeapSize : null)
 
 def notebook(way: str, panels) -> dict:
     cells = [
-        f"import os\nos.environ['LABKIT_PLOTLY_ONCE'] = {WAYS[way]!r}\nfrom labkit import lessons, widgets\nlessons.banner()"
+        f"import os\nos.environ['LABKIT_PLOTLY_ONCE'] = {WAYS[way]!r}\n"
+        "from labkit import lessons, widgets\nlessons.banner()"
     ]
     cells += [f"p{i} = widgets.{name}()\np{i}" for i, name in enumerate(panels)]
     return {
@@ -190,15 +192,18 @@ def main(argv=None) -> int:
         k: statistics.median([r[k] for r in rows if r["way"] == "plotly" and r[k] is not None] or [0])
         for k in ("last_chart_ms", "median_gap_ms", "ws_mb", "heap_mb")
     }
-    host = f"{platform.machine()} CPU, {os.cpu_count()} cores, Python {platform.python_version()}, Chromium {browser_version}"
+    host = (
+        f"{platform.machine()} CPU, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"Chromium {browser_version}"
+    )
     date = datetime.date.today().isoformat()
     print(
-        f"\n{len(args.panels)} panels, recorded mode, headless Chromium, this machine ({os.cpu_count()} cores); "
-        "ratio = labkit / plotly's own (median of runs)"
+        f"\n{len(args.panels)} panels, recorded mode, headless Chromium, "
+        f"this machine ({os.cpu_count()} cores); ratio = labkit / plotly's own (median of runs)"
     )
     print(
-        f"{'way':8} {'run':>3} {'charts':>6} {'first ms':>9} {'last ms':>8} {'gap ms':>7} {'ws MB':>7} {'heap MB':>8}"
-        f"  {'last x':>7} {'ws x':>6} {'heap x':>7}"
+        f"{'way':8} {'run':>3} {'charts':>6} {'first ms':>9} {'last ms':>8} {'gap ms':>7} {'ws MB':>7} "
+        f"{'heap MB':>8}  {'last x':>7} {'ws x':>6} {'heap x':>7}"
     )
     for r in rows:
         ratio = {
@@ -206,9 +211,9 @@ def main(argv=None) -> int:
             for k in ("last_chart_ms", "ws_mb", "heap_mb")
         }
         print(
-            f"{r['way']:8} {r['run']:>3} {r['charts_drawn']:>6} {r['first_chart_ms']!s:>9} {r['last_chart_ms']!s:>8} "
-            f"{r['median_gap_ms']!s:>7} {r['ws_mb']:>7} {r['heap_mb']!s:>8}  {ratio['last_chart_ms']:>7} "
-            f"{ratio['ws_mb']:>6} {ratio['heap_mb']:>7}"
+            f"{r['way']:8} {r['run']:>3} {r['charts_drawn']:>6} {r['first_chart_ms']!s:>9} "
+            f"{r['last_chart_ms']!s:>8} {r['median_gap_ms']!s:>7} {r['ws_mb']:>7} {r['heap_mb']!s:>8}  "
+            f"{ratio['last_chart_ms']:>7} {ratio['ws_mb']:>6} {ratio['heap_mb']:>7}"
         )
     if args.out:
         new = not args.out.exists()

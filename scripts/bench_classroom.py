@@ -256,7 +256,8 @@ def deviations(alone_rows, class_rows, worst: int = 5):
         reverse=True,
     )
     lines = [
-        f"  {dev:6.2%}  learner {lr} {d} {req}: {m:.2f} us in class (median of {n}) vs {alone[(req, d)]:.2f} us alone"
+        f"  {dev:6.2%}  learner {lr} {d} {req}: {m:.2f} us in class (median of {n}) "
+        f"vs {alone[(req, d)]:.2f} us alone"
         for dev, lr, req, d, m, n in devs[:worst]
     ]
     just = [x[0] for x in devs]

@@ -35,10 +35,12 @@ t1 = time.perf_counter()
 r = labkit.report(a["net"], batch=a["batch"], dtype=a["dtype"], layout=a["layout"])
 t2 = time.perf_counter()
 e = env.environment()
-print(json.dumps(dict(report_seconds=t2 - t1, layers=len(r.layers), complete=r.complete,
-                      loaded_from_disk=bool(r.frame.attrs.get("loaded_from_disk")), graph_builds=engine.graphs.stats.misses,
-                      checked=bool(r.layers.checked.astype(bool).all()), gpu=e.gpu_name, cudnn=e.cudnn_backend,
-                      frontend=e.cudnn_frontend)))
+print(json.dumps(dict(
+    report_seconds=t2 - t1, layers=len(r.layers), complete=r.complete,
+    loaded_from_disk=bool(r.frame.attrs.get("loaded_from_disk")), graph_builds=engine.graphs.stats.misses,
+    checked=bool(r.layers.checked.astype(bool).all()), gpu=e.gpu_name, cudnn=e.cudnn_backend,
+    frontend=e.cudnn_frontend,
+)))
 """
 
 

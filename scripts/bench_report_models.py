@@ -83,7 +83,8 @@ else:
     shape = (how["batch"] or 16, 3, how["image"], how["image"])
     kind, net, kw = "model", model, dict(input_shape=shape, **common)
     count = [0]
-    hs = [m.register_forward_hook(lambda *a: count.__setitem__(0, count[0] + 1)) for m in model.modules() if isinstance(m, torch.nn.Conv2d)]
+    convs = [m for m in model.modules() if isinstance(m, torch.nn.Conv2d)]
+    hs = [m.register_forward_hook(lambda *a: count.__setitem__(0, count[0] + 1)) for m in convs]
     with torch.no_grad():
         model.eval()(torch.zeros(shape))
     for h in hs:
@@ -94,14 +95,19 @@ rep = labkit.report(net, **kw)
 t2 = time.perf_counter()
 layers, e = rep.layers, env.environment()
 ok = layers[layers.status == "ok"]
-steps = list(layers.drop_duplicates("spec_id").get("step_seconds", [])) + list(rep.strategies.get("step_seconds", []))
-print(json.dumps(dict(kind=kind, batch=int(layers.N.iloc[0]), dtype=how["dtype"], layout=how["layout"],
-                      training=how["training"], image=how["image"], hook_convs=hooks, layers=len(layers), distinct=int(layers.spec_id.nunique()),
-                      complete=rep.complete, seconds=t2 - t1, max_step_seconds=max(steps), step_budget_s=step_budget_s(),
-                      cut_plans=rep.cut["plans"], cut_layers=rep.cut["layers"], cut_strategies=rep.cut["strategies"],
-                      slower_plans=rep.cut["slower_plans"],
-                      **{f"n_{k}": int(v) for k, v in layers.status.value_counts().items()},
-                      checked=bool(ok.checked.astype(bool).all()), gpu=e.gpu_name, cudnn=e.cudnn_backend, frontend=e.cudnn_frontend)))
+steps = list(layers.drop_duplicates("spec_id").get("step_seconds", []))
+steps += list(rep.strategies.get("step_seconds", []))
+print(json.dumps(dict(
+    kind=kind, batch=int(layers.N.iloc[0]), dtype=how["dtype"], layout=how["layout"],
+    training=how["training"], image=how["image"], hook_convs=hooks, layers=len(layers),
+    distinct=int(layers.spec_id.nunique()), complete=rep.complete, seconds=t2 - t1,
+    max_step_seconds=max(steps), step_budget_s=step_budget_s(),
+    cut_plans=rep.cut["plans"], cut_layers=rep.cut["layers"], cut_strategies=rep.cut["strategies"],
+    slower_plans=rep.cut["slower_plans"],
+    **{f"n_{k}": int(v) for k, v in layers.status.value_counts().items()},
+    checked=bool(ok.checked.astype(bool).all()), gpu=e.gpu_name, cudnn=e.cudnn_backend,
+    frontend=e.cudnn_frontend,
+)))
 """
 
 

@@ -35,7 +35,8 @@ Prints the table and a summary (median, p90, max per mode/condition and per pane
     python scripts/bench_widgets.py                       # the mode labkit picks, first visits
     LABKIT_MODE=live python scripts/bench_widgets.py --pause 3
     LABKIT_MODE=recorded python scripts/bench_widgets.py
-    d=$(mktemp -d); LABKIT_MODE=live python scripts/bench_widgets.py --cache $d --condition "first visit, empty cache"
+    d=$(mktemp -d)
+    LABKIT_MODE=live python scripts/bench_widgets.py --cache $d --condition "first visit, empty cache"
     LABKIT_MODE=live python scripts/bench_widgets.py --cache $d --condition "revisit after restart"
 """
 
@@ -201,8 +202,8 @@ def bench(per_control: int = 8, panels=None, verbose: bool = True, pause: float 
             p.reset()
         if verbose:
             print(
-                f"{name}: built in {build_ms:.0f} ms (first paint {build_paint:.0f} ms, {g1[0] - g0[0]} graphs built); "
-                f"controls {controls}",
+                f"{name}: built in {build_ms:.0f} ms (first paint {build_paint:.0f} ms, "
+                f"{g1[0] - g0[0]} graphs built); controls {controls}",
                 flush=True,
             )
         for c in controls:
@@ -225,8 +226,8 @@ def bench(per_control: int = 8, panels=None, verbose: bool = True, pause: float 
                     extra = f"  ({p.error[:80]})" if p.error else ""
                     if live and not ahead:
                         extra += (
-                            f"  [waited {PREFETCHER.last_wait_s * 1000:.0f} ms for the worker; {g1[0] - g0[0]} graphs "
-                            f"built in {g1[1] - g0[1]:.1f} s, {g1[2] - g0[2]} evicted]"
+                            f"  [waited {PREFETCHER.last_wait_s * 1000:.0f} ms for the worker; "
+                            f"{g1[0] - g0[0]} graphs built in {g1[1] - g0[1]:.1f} s, {g1[2] - g0[2]} evicted]"
                         )
                     how = (
                         " (measured ahead)" if ahead else " (from this GPU's recording)" if from_disk else ""
@@ -248,8 +249,9 @@ def bench(per_control: int = 8, panels=None, verbose: bool = True, pause: float 
             flush=True,
         )
         print(
-            f"prefetch: {st.done} kept, {st.discarded} discarded, {st.superseded} stopped for the foreground, "
-            f"{st.failed} failed ({st.last_error or 'no error'}), {st.seconds:.0f} s of GPU-lock time",
+            f"prefetch: {st.done} kept, {st.discarded} discarded, "
+            f"{st.superseded} stopped for the foreground, {st.failed} failed "
+            f"({st.last_error or 'no error'}), {st.seconds:.0f} s of GPU-lock time",
             flush=True,
         )
     return rows
@@ -300,8 +302,8 @@ def summary(df) -> str:
         disk = int(sub["from_disk"].astype(str).str.lower().eq("true").sum())
         lines.append(
             f"{mode}, {condition}, on {gpu}: {len(lat)} changes ({ahead} measured ahead, {disk} "
-            f"from this GPU's recording), complete: median {statistics.median(lat):.1f} ms, p90 {p90:.1f} ms, "
-            f"max {lat[-1]:.1f} ms"
+            f"from this GPU's recording), complete: median {statistics.median(lat):.1f} ms, "
+            f"p90 {p90:.1f} ms, max {lat[-1]:.1f} ms"
         )
         paint = sorted(v for v in sub["first_paint_ms"] if v == v and v is not None)
         if paint:

@@ -4,7 +4,7 @@ nbmake runs it, in the mode labkit picks: live on a GPU host) and written with i
 widgets' state, so that the live charts can be looked at, and shot at 1366x768, on a machine
 without a GPU (``python scripts/screenshots.py --executed DIR``).
 
-    LABKIT_MODE=live python3 scripts/execute_notebooks.py notebooks/10_under_the_hood.ipynb --out $OUT/executed
+    LABKIT_MODE=live python scripts/execute_notebooks.py notebooks/10_under_the_hood.ipynb --out $OUT/executed
 
 Writes ``<out>/<name>.ipynb.gz`` (gzip: a lesson's traces are a few MiB of JSON) and prints each
 notebook's seconds and output size, and each code cell's time in the kernel (nbclient's

@@ -452,7 +452,8 @@ def _visit(page, lab, name: str, deadline, say) -> None:
     problems = page.evaluate(bh.PROBLEMS_JS)
     shot = bh.screenshot_full(page, ARTIFACTS / f"{stem}-after-change.png")
     say(
-        f"{name}: {label} {old} -> {new}: chart changed after {took:.2f} s; screenshot {bh.relpath(shot, ROOT)}"
+        f"{name}: {label} {old} -> {new}: chart changed after {took:.2f} s; "
+        f"screenshot {bh.relpath(shot, ROOT)}"
     )
     assert not problems, f"{name}: error outputs after changing {label}: {problems}"
     errors = [e for e in page.console_errors if re.search(r"widget|plotly|anywidget|model|render", e, re.I)]

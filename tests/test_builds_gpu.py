@@ -200,8 +200,8 @@ def test_fusion_waits_for_compiles_only_within_its_budget(pool, monkeypatch):
     assert (tuned.rel_error < 1e-2).all()
     assert (tuned.compile_budget_s == 0.5).all()
     print(
-        f"fusion {spec.label} with a 0.5 s compile budget: {took:.1f} s, plans cut {tuned.plans_cut.tolist()}, "
-        f"timed {tuned.plans_timed.tolist()}"
+        f"fusion {spec.label} with a 0.5 s compile budget: {took:.1f} s, "
+        f"plans cut {tuned.plans_cut.tolist()}, timed {tuned.plans_timed.tolist()}"
     )
     monkeypatch.setenv("LABKIT_COMPILE_BUDGET_S", "none")
     full = experiments.fusion(spec=spec.replace(N=25))

@@ -92,7 +92,8 @@ def test_every_entry_has_a_source_and_sane_figures():
         assert "datasheet" in c.source.lower() or "whitepaper" in c.source.lower(), c.gpu
         assert "http" in c.source, c.gpu
         assert c.tflops["fp32"] > 0 and c.bandwidth_bytes_per_s > 1e11
-        # dense tensor peaks: fp16 at least fp32; tf32 half of fp16 (or fp32 rate on Ada GeForce/L40); fp8 twice fp16
+        # dense tensor peaks: fp16 at least fp32; tf32 half of fp16 (or fp32 rate on Ada GeForce/L40);
+        # fp8 twice fp16
         assert c.tflops["fp16"] >= c.tflops["fp32"]
         if "tf32" in c.tflops:
             assert c.tflops["tf32"] <= c.tflops["fp16"] / 2 * 1.02  # L40S: 183 against 362.05 / 2, as listed

@@ -119,7 +119,8 @@ def test_another_programs_gpu_use_marks_the_result_which_is_not_saved_and_measur
 
 def test_a_shared_class_recording_answers_a_learner_with_an_empty_cache(live, monkeypatch):
     shared = live / "class"
-    engine.graphs.clear()  # graphs an earlier test built in this process: the fill builds (and shares) its own plans
+    # graphs an earlier test built in this process: the fill builds (and shares) its own plans
+    engine.graphs.clear()
     counts = record.fill(quick=True, only=["precision"], into=shared)
     assert counts["saved"] >= 1 and counts["failed"] == 0
     assert '"complete"' in (shared / "fill.json").read_text()

@@ -92,7 +92,8 @@ def test_the_warm_up_sends_the_front_end_before_the_first_panel_in_a_real_kernel
         "import labkit\nfrom labkit import lessons, widgets\nlessons.banner()",
         "from labkit.session import warmup\nprint(warmup.seconds.get('plotly front end, idle'))",
         "from labkit.draw import figure_widget as f\n"
-        "p = widgets.SweepPanel()\nprint(f.carrier() is f._kept, f._kept is not None, len(p.fig._esm) < 10_000)",
+        "p = widgets.SweepPanel()\n"
+        "print(f.carrier() is f._kept, f._kept is not None, len(p.fig._esm) < 10_000)",
     ]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
     client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=120)

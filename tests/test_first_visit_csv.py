@@ -15,7 +15,8 @@ cpu: AlgorithmsPanel: wall 45 ms, main thread CPU 45 ms, others (ms) {}
 cpu: ReportPanel: wall 50 ms, main thread CPU 48 ms, others (ms) {}
 -- real kernel, live 0 (mode, seconds idle before the panels), CPU per thread:
 cpu: AlgorithmsPanel: wall 387 ms, main thread CPU 302 ms, others (ms) {'IOPub': 10, 'labkit-warm-up': 150}
-01_what_is_a_workspace.ipynb: ran in 5.5 s; 5.2 MiB of notebook (1.5 MiB gzipped) -> /root/out/class-executed/x.gz
+01_what_is_a_workspace.ipynb: ran in 5.5 s; 5.2 MiB of notebook (1.5 MiB gzipped) \
+-> /root/out/class-executed/x.gz
   cell  1     1321 ms  import labkit
   cell  7      274 ms  algo_panel = widgets.AlgorithmsPanel()
 """

@@ -150,9 +150,8 @@ def test_imports_point_down():
                 and t != "labkit"
                 and (layer(t) > layer(mod) or (layer(t) == layer(mod) == 2.2 and topic(t) != topic(mod)))
             ):
-                up.append(
-                    f"{path.relative_to(PKG.parent)}:{line}: {mod} (layer {layer(mod)}) imports {t} (layer {layer(t)})"
-                )
+                where = f"{path.relative_to(PKG.parent)}:{line}"
+                up.append(f"{where}: {mod} (layer {layer(mod)}) imports {t} (layer {layer(t)})")
     assert not up, "upward imports:\n" + "\n".join(up)
 
 
@@ -238,9 +237,8 @@ def test_no_class_is_assembled_from_mixins():
                 continue
             own = [b for b in node.bases if not (isinstance(b, ast.Name) and hasattr(builtins, b.id))]
             if isinstance(node, ast.ClassDef) and len(own) > 1:
-                mixed.append(
-                    f"{path.relative_to(PKG.parent)}:{node.lineno} {node.name}({', '.join(map(ast.unparse, node.bases))})"
-                )
+                bases = ", ".join(map(ast.unparse, node.bases))
+                mixed.append(f"{path.relative_to(PKG.parent)}:{node.lineno} {node.name}({bases})")
     assert not mixed, "\n".join(mixed)
 
 

@@ -145,9 +145,8 @@ def mismatches(pyproject: dict, env: dict, env_text: str) -> list[str]:
         if extra not in comments:
             problems.append(f"extra {extra}: no '# extra {extra}: ...' line in environment.yml")
         elif comments[extra] != as_pins(extras[extra]):
-            problems.append(
-                f"extra {extra}: pyproject.toml says {as_pins(extras[extra])}, environment.yml says {comments[extra]}"
-            )
+            says = f"pyproject.toml says {as_pins(extras[extra])}, environment.yml says {comments[extra]}"
+            problems.append(f"extra {extra}: {says}")
     return problems
 
 

@@ -261,8 +261,9 @@ def test_the_chart_imports_start_before_the_gpu_question_and_the_rest_after_them
         "from labkit.draw import plots\n"
         "t = warmup.timeline\n"
         "order = sorted(t, key=lambda k: t[k])\n"
-        "print(asked[0], order.index('imports done') > order.index('figures'), t['grids'][0] >= t['imports done'][1],\n"
-        "      t['gc frozen'][0] >= t['grids'][1], 'gpu' in t, plots.lay_out_grids(), len(plots._GRIDS) >= len(plots._DECLARED) > 5)\n"
+        "print(asked[0], order.index('imports done') > order.index('figures'),\n"
+        "      t['grids'][0] >= t['imports done'][1], t['gc frozen'][0] >= t['grids'][1], 'gpu' in t,\n"
+        "      plots.lay_out_grids(), len(plots._GRIDS) >= len(plots._DECLARED) > 5)\n"
     )
     got = fresh_kernel(code)
     assert got == ["labkit-warm-up", "True", "True", "True", "False", "0", "True"], got
@@ -288,8 +289,8 @@ def test_cupyx_waits_for_an_idle_kernel_and_the_grids_do_not():
         "ns = ip.user_ns\n"
         "assert ns['warmup'].wait(120), ns['warmup'].seconds\n"
         "t = ns['warmup'].timeline\n"
-        "print(ns['held'], t['imports done, idle'][1] >= ns['ended'] + 0.25, t['cupyx'][0] >= t['imports done, idle'][1],\n"
-        "      t['grids'][0] < ns['ended'])\n"
+        "print(ns['held'], t['imports done, idle'][1] >= ns['ended'] + 0.25,\n"
+        "      t['cupyx'][0] >= t['imports done, idle'][1], t['grids'][0] < ns['ended'])\n"
     )
     got = fresh_kernel(code)
     assert got[-4:] == ["True", "True", "True", "True"], got
@@ -308,7 +309,8 @@ def test_the_warm_up_leaves_out_jsonschemas_iri_grammar_and_gives_it_back(switch
         "import jsonschema\n"
         "had = 'rfc3987_syntax' in sys.modules\n"
         "import rfc3987_syntax\n"
-        "print(warmup.iri_grammar_skipped, had, 'iri' in jsonschema.FormatChecker.checkers, warmup.seconds)\n",
+        "print(warmup.iri_grammar_skipped, had, 'iri' in jsonschema.FormatChecker.checkers,\n"
+        "      warmup.seconds)\n",
         LABKIT_SKIP_IRI_GRAMMAR=switch,
     )
     assert got[:3] == [str(skipped), str(not skipped), str(not skipped)], got

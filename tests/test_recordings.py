@@ -146,7 +146,10 @@ def test_choosing_a_recording(copy, monkeypatch):
 
 @pytest.mark.skipif(
     env.environment().problem is None,
-    reason="a CPU machine's modes (this machine has a GPU: tests/test_classroom_gpu.py and the gpu tests check live mode)",
+    reason=(
+        "a CPU machine's modes (this machine has a GPU: tests/test_classroom_gpu.py and the gpu tests "
+        "check live mode)"
+    ),
 )
 def test_modes_on_a_cpu_machine(monkeypatch):
     monkeypatch.delenv("LABKIT_MODE")

@@ -31,12 +31,17 @@ USE = textwrap.dedent("""
     spec = experiments.BASE.replace(**json.loads(sys.argv[1]))
     heur = engine.get_graph(spec, all_plans=False)
     tuned = autotune.tuned_graph(spec, "bias_relu")
-    checks = [verify.check_plan(spec, graph=heur), verify.check_plan(spec, "bias_relu", tuned.plan_index, graph=tuned.graph)]
-    print(json.dumps({"builds": engine.graphs.stats.misses, "loads": engine.graphs.stats.loads,
-                      "heuristic_plan": heur.default_plan.name, "heuristic_loaded": isinstance(heur, engine.LoadedGraph),
-                      "tuned_plan": tuned.plan.name, "tuned_from_disk": tuned.from_disk, "gpu_us": tuned.gpu_us,
-                      "plans_timed": tuned.plans_timed, "seconds": tuned.seconds,
-                      "checks_ok": [bool(c.ok) for c in checks], "rel_errors": [c.rel_error for c in checks]}))
+    checks = [
+        verify.check_plan(spec, graph=heur),
+        verify.check_plan(spec, "bias_relu", plan_index=tuned.plan_index, graph=tuned.graph),
+    ]
+    print(json.dumps({
+        "builds": engine.graphs.stats.misses, "loads": engine.graphs.stats.loads,
+        "heuristic_plan": heur.default_plan.name, "heuristic_loaded": isinstance(heur, engine.LoadedGraph),
+        "tuned_plan": tuned.plan.name, "tuned_from_disk": tuned.from_disk, "gpu_us": tuned.gpu_us,
+        "plans_timed": tuned.plans_timed, "seconds": tuned.seconds,
+        "checks_ok": [bool(c.ok) for c in checks], "rel_errors": [c.rel_error for c in checks],
+    }))
 """)
 
 

@@ -8,7 +8,7 @@ cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed:
 pytest.importorskip("cupti", reason="needs cupti-python (the trace extra)")
 
 from labkit import experiments  # noqa: E402
-from labkit.gpu import (
+from labkit.gpu import (  # noqa: E402
     buildlog,
     concurrency,
     conditions,

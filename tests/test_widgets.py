@@ -359,9 +359,18 @@ def test_dropdowns_get_room_for_their_longest_option():
     from labkit.present.panel.view import PanelView
 
     live = PanelView(
-        True, "x.csv", 900, [("this GPU", "")], "", None, None, None, controls=["workload", "N", "layout"]
+        True,
+        "x.csv",
+        fig_width=900,
+        gpu_options=[("this GPU", "")],
+        gpu_value="",
+        on_control=None,
+        on_button=None,
+        on_gpu=None,
+        controls=["workload", "N", "layout"],
     )
     assert live.widgets["workload"].layout.grid_column == "span 2"
-    # controls of one kind share one layout object (each object is a comm the page opens); none is changed in place
+    # controls of one kind share one layout object (each object is a comm the page opens); none is
+    # changed in place
     assert live.widgets["N"].layout is live.widgets["layout"].layout is not live.widgets["workload"].layout
     assert len({id(w.layout) for w in p.widgets.values()}) <= 3

@@ -7,7 +7,7 @@ import pytest
 pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed: recorded mode)")
 
-from labkit import ArenaTooSmall, ConvSpec, InvalidSpec, OutOfMemory
+from labkit import ArenaTooSmall, ConvSpec, InvalidSpec, OutOfMemory  # noqa: E402
 from labkit.gpu import concurrency, engine, memory, reference, verify  # noqa: E402
 from labkit.gpu import workspace as ws  # noqa: E402
 from labkit.gpu.runner import Runner, WorkspaceTooSmall  # noqa: E402

@@ -43,9 +43,18 @@ def bench_dir() -> Path:
 
 
 def default_name(which: str, gpu_name: Optional[str] = None) -> str:
-    """``<which>_<slug of the GPU that runs it>`` (`labkit.env.gpu_slug`), e.g.
-    ``vs_torch_h100-80gb-hbm3`` on an NVIDIA H100 80GB HBM3, ``strategies_h200`` on an NVIDIA H200:
-    a run on another GPU never overwrites this one's table. ``which``: strategies or vs_torch."""
+    """A benchmark's CSV name: the benchmark and the GPU that runs it.
+
+    A run on another GPU never overwrites this one's table.
+
+    Args:
+        which: "strategies" or "vs_torch".
+        gpu_name: the GPU's name; default this machine's.
+
+    Returns:
+        ``<which>_<slug of the GPU>`` (`labkit.env.gpu_slug`), e.g. ``vs_torch_h100-80gb-hbm3`` on an
+        NVIDIA H100 80GB HBM3, ``strategies_h200`` on an NVIDIA H200.
+    """
     from ..env import environment, gpu_slug
 
     return f"{which}_{gpu_slug(gpu_name if gpu_name is not None else environment().gpu_name)}"
@@ -64,9 +73,18 @@ def _write(df, name: str, extra: dict) -> Path:
 
 
 def strategies(repeats: int = 50, name: Optional[str] = None):
-    """Every strategy on every workload, written to data/bench/<name>.csv (default
-    `default_name` ("strategies")). ``overhead_us_vs_preallocated``: host time per call inside
-    the strategy's get/put minus the no-management baseline's, same workload, same run."""
+    """Every workspace strategy on every workload, written to data/bench/<name>.csv.
+
+    ``overhead_us_vs_preallocated`` is the host time per call inside the strategy's get/put minus the
+    no-management baseline's, same workload, same run.
+
+    Args:
+        repeats: passes over each workload.
+        name: the CSV's name; default `default_name` ("strategies").
+
+    Returns:
+        The table, one row per strategy and workload.
+    """
     import pandas as pd
 
     from ..gpu import workloads
@@ -167,11 +185,22 @@ def _torch_times(spec, calls: int = 20):
     return replay_us, statistics.median(b2b), statistics.median(host)
 
 
-def vs_torch(name: Optional[str] = None, dtypes=("fp32", "tf32", "fp16", "bf16"), layouts=("NCHW", "NHWC")):
-    """labkit's autotuned plan vs PyTorch's cudnn.benchmark pick on the ResNet-50 shapes, written to
-    data/bench/<name>.csv (default `default_name` ("vs_torch")). GPU
-    times: CUDA-graph replay of 20 convs, three alternating rounds of 10 replays per side, the
-    median of the round medians."""
+def vs_torch(
+    name: Optional[str] = None, *, dtypes=("fp32", "tf32", "fp16", "bf16"), layouts=("NCHW", "NHWC")
+):
+    """labkit's autotuned plan against PyTorch's cudnn.benchmark pick on the ResNet-50 shapes.
+
+    GPU times come from CUDA-graph replay of 20 convolutions: three alternating rounds of 10 replays
+    per side, the median of the round medians. The table goes to data/bench/<name>.csv.
+
+    Args:
+        name: the CSV's name; default `default_name` ("vs_torch").
+        dtypes: the dtypes compared.
+        layouts: the layouts compared.
+
+    Returns:
+        The table, one row per shape, dtype and layout.
+    """
     import cupy
     import pandas as pd
 

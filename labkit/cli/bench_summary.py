@@ -67,7 +67,14 @@ def write(out=None) -> Path:
 
 
 def render(folder: Optional[Path] = None) -> str:
-    """The page's Markdown for the CSVs in ``folder`` (default data/bench)."""
+    """The page's Markdown for the benchmark CSVs in a folder.
+
+    Args:
+        folder: default data/bench.
+
+    Returns:
+        The text of docs/benchmarks.md.
+    """
     import pandas as pd
 
     folder = Path(folder) if folder else bench_dir()
@@ -121,7 +128,14 @@ def _provenance(df, meta: dict, source: Optional[Source]) -> str:
 
 
 def number(v) -> str:
-    """A cell as text: whole numbers as integers, others to 3 significant digits (4 from 1,000)."""
+    """A table cell as text: whole numbers as integers, others to 3 significant digits (4 from 1,000).
+
+    Args:
+        v: the value; None and NaN give "".
+
+    Returns:
+        The text.
+    """
     if v is None or (isinstance(v, float) and v != v):
         return ""
     if isinstance(v, bool) or not isinstance(v, (int, float)):
@@ -134,7 +148,14 @@ def number(v) -> str:
 
 
 def markdown(df) -> str:
-    """``df`` as a Markdown table (no index)."""
+    """A DataFrame as a Markdown table, without its index.
+
+    Args:
+        df: the table.
+
+    Returns:
+        The Markdown, ending with a newline.
+    """
     head = "| " + " | ".join(str(c) for c in df.columns) + " |"
     rule = "|" + "|".join(" --- " for _ in df.columns) + "|"
     rows = ["| " + " | ".join(number(v) for v in row) + " |" for row in df.itertuples(index=False)]

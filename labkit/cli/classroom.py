@@ -90,8 +90,17 @@ def _words(text: str) -> List[str]:
 
 
 def settings(section=None, environ=None) -> Settings:
-    """The class's `Settings` from ``section`` (``c.LabkitClass``, a mapping), else ``environ``
-    (default ``os.environ``), else the defaults in `SETTINGS`."""
+    """The class's `Settings`.
+
+    Each setting comes from ``section``, else the environment, else the defaults in `SETTINGS`.
+
+    Args:
+        section: ``c.LabkitClass``, a mapping; None for none.
+        environ: the environment; default ``os.environ``.
+
+    Returns:
+        The `Settings`; `InvalidSpec` for pins or a port that do not parse.
+    """
     section = dict(section or {})
     environ = os.environ if environ is None else environ
 
@@ -127,8 +136,12 @@ def settings(section=None, environ=None) -> Settings:
 
 # ---- the hub ------------------------------------------------------------------------------------
 def proxy_command() -> str:
-    """The ``configurable-http-proxy`` JupyterHub starts: the one ``make proxy`` installs beside
-    this Python (``<venv>/node``), else the one on PATH. Raises `InvalidSpec` when there is none."""
+    """The ``configurable-http-proxy`` JupyterHub starts.
+
+    Returns:
+        The one ``make proxy`` installs beside this Python (``<venv>/node``), else the one on PATH;
+        `InvalidSpec` when there is none.
+    """
     local = Path(sys.prefix) / "node" / "node_modules" / ".bin" / "configurable-http-proxy"
     if local.exists():
         return str(local)
@@ -143,12 +156,19 @@ def proxy_command() -> str:
 
 
 def learners_file(folder: Path) -> Path:
-    """The optional list of who may log in: one name a line, ``#`` starts a comment."""
+    """The optional list of who may log in (one name a line, ``#`` starts a comment), in a class folder."""
     return folder / "learners.txt"
 
 
 def allowed(folder: Path) -> Optional[set]:
-    """The names in `learners_file`, or None when there is no such file (anyone may log in)."""
+    """Who may log in.
+
+    Args:
+        folder: the class folder.
+
+    Returns:
+        The names in `learners_file`; None when there is no such file (anyone may log in).
+    """
     try:
         text = learners_file(folder).read_text()
     except FileNotFoundError:
@@ -171,14 +191,29 @@ def _folders(s: Settings) -> Dict[str, Path]:
 
 
 def gpu_spread(s: Settings) -> spread.Spread:
-    """The class's `labkit.gpu.spread.Spread`: its record in the hub folder, the host's GPUs
-    (``s.gpus``, or NVML's), the teacher's pins and reserved GPUs."""
+    """The class's `labkit.gpu.spread.Spread`.
+
+    Args:
+        s: the class's settings.
+
+    Returns:
+        A `Spread` with its record in the hub folder, the host's GPUs (``s.gpus``, or NVML's), the
+        teacher's pins and reserved GPUs.
+    """
     gpus = spread.host_gpus() if s.gpus is None else s.gpus
     return spread.Spread(s.folder / HUB_DIR / "gpus.json", gpus=gpus, pins=s.pins, reserved=s.reserved)
 
 
 def learner_environment(s: Settings, locks: Path) -> Dict[str, str]:
-    """What every learner's server gets, whichever GPU it is given."""
+    """What every learner's server gets, whichever GPU it is given.
+
+    Args:
+        s: the class's settings.
+        locks: the class's GPU lock folder.
+
+    Returns:
+        Environment variable -> value.
+    """
     bin_dir = str(Path(sys.executable).parent)
     return {
         "LABKIT_SHARED_CACHE": str(s.folder),
@@ -189,8 +224,14 @@ def learner_environment(s: Settings, locks: Path) -> Dict[str, str]:
 
 
 def configure(c) -> Settings:
-    """Configure JupyterHub (its config object ``c``) for the class: see the module docstring.
-    Returns the settings used."""
+    """Configure JupyterHub for the class (see the module docstring).
+
+    Args:
+        c: JupyterHub's config object.
+
+    Returns:
+        The `Settings` used.
+    """
     s = settings(c.get("LabkitClass"))
     where = _folders(s)
     gpus = gpu_spread(s)
@@ -229,7 +270,16 @@ def configure(c) -> Settings:
 
 
 def start_text(s: Settings, gpus: spread.Spread, names: Optional[set]) -> str:
-    """What the hub says as it starts: the URL to hand out, who may log in, the GPUs."""
+    """What the hub says as it starts: the URL to hand out, who may log in, the GPUs.
+
+    Args:
+        s: the class's settings.
+        gpus: the class's GPU spread.
+        names: who may log in; None for anyone.
+
+    Returns:
+        One paragraph.
+    """
     who = (
         "anyone who can reach it may make an account (list names in " + str(learners_file(s.folder)) + ")"
         if names is None
@@ -282,8 +332,15 @@ def _hostname() -> str:
 
 # ---- each learner's server ------------------------------------------------------------------------
 def copy_lessons(into: Path, *, source: Path = ROOT / "notebooks") -> List[str]:
-    """Copy every lesson of ``source`` that ``into`` lacks (a learner's edits are kept). Returns
-    the names copied."""
+    """Copy every lesson a learner's folder lacks; a learner's edits are kept.
+
+    Args:
+        into: the learner's lessons folder.
+        source: where the lessons come from.
+
+    Returns:
+        The names copied.
+    """
     into.mkdir(parents=True, exist_ok=True)
     copied = []
     for nb in sorted(source.glob("*.ipynb")):
@@ -295,9 +352,14 @@ def copy_lessons(into: Path, *, source: Path = ROOT / "notebooks") -> List[str]:
 
 
 def warm_once(*, marker: Path) -> Optional[str]:
-    """Run ``python -m labkit warm-kernels`` unless ``marker`` says it ran in this environment
-    (this Python, labkit version and CuPy kernel cache) with a live GPU. Returns its last line,
-    or None when it had run."""
+    """Run ``python -m labkit warm-kernels`` unless it ran already in this environment with a live GPU.
+
+    Args:
+        marker: the file that says it ran for this Python, labkit version and CuPy kernel cache.
+
+    Returns:
+        Its last line; None when it had run.
+    """
     from .. import __version__
 
     key = json.dumps([sys.executable, __version__, os.environ.get("CUPY_CACHE_DIR", "~/.cupy/kernel_cache")])
@@ -318,9 +380,17 @@ def warm_once(*, marker: Path) -> Optional[str]:
 
 
 def main_learner_server(argv: List[str]) -> int:
-    """``python -m labkit class server [ARGS]``: what JupyterHub starts for each learner. Copies the
-    lessons the learner lacks, warms CuPy's kernels once, then runs ``jupyterhub-singleuser ARGS``
-    in this process."""
+    """``python -m labkit class server [ARGS]``: what JupyterHub starts for each learner.
+
+    It copies the lessons the learner lacks, warms CuPy's kernels once, then runs
+    ``jupyterhub-singleuser ARGS`` in this process.
+
+    Args:
+        argv: the arguments for ``jupyterhub-singleuser``.
+
+    Returns:
+        Nothing: the process becomes the server.
+    """
     lessons = Path(os.environ.get("LABKIT_CLASS_LESSONS", f"~/{LESSONS_DIR}")).expanduser()
     copied = copy_lessons(lessons)
     print(f"labkit class: {len(copied)} lessons copied into {lessons}", flush=True)
@@ -335,7 +405,14 @@ def main_learner_server(argv: List[str]) -> int:
 
 
 def main_gpus(folder: Optional[str] = None) -> int:
-    """``python -m labkit class gpus``: which learner has which GPU, from the class's record."""
+    """``python -m labkit class gpus``: which learner has which GPU, from the class's record.
+
+    Args:
+        folder: the class folder; default the settings'.
+
+    Returns:
+        The exit status.
+    """
     s = settings({"folder": folder} if folder else None)
     record = s.folder / HUB_DIR / "gpus.json"
     if not record.exists():

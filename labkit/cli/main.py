@@ -111,7 +111,14 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    """Run one command. Returns its exit code: 0, 2 for bad input or a missing GPU, 130 when stopped."""
+    """Run one ``python -m labkit`` command.
+
+    Args:
+        argv: the command line after ``labkit``; default ``sys.argv[1:]``.
+
+    Returns:
+        The exit code: 0, 2 for bad input or a missing GPU (a one-line error), 130 when stopped.
+    """
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:2] == ["class", "server"]:  # every later word is jupyterhub-singleuser's, options included
         from .classroom import main_learner_server
@@ -164,7 +171,14 @@ def _run(args) -> int:
 
 
 def main_bench(args) -> int:
-    """``bench WHICH``: a GPU benchmark (live mode checked first) or the summary of data/bench."""
+    """``bench WHICH``: a GPU benchmark (live mode checked first), or the summary of data/bench.
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        The exit code.
+    """
     from ..errors import InvalidSpec
 
     if args.which == "summary":
@@ -191,8 +205,13 @@ def main_bench(args) -> int:
 
 
 def main_warm_kernels() -> int:
-    """``warm-kernels``: `labkit.gpu.kernel_warmup.compile_ahead` on a live GPU; a line saying
-    why not otherwise (exit 0: nothing to do is not an error)."""
+    """``warm-kernels``: `labkit.gpu.kernel_warmup.compile_ahead` on a live GPU.
+
+    Without one it says why, and exits 0: nothing to do is not an error.
+
+    Returns:
+        The exit code.
+    """
     from .. import env
 
     m = env.mode()

@@ -25,7 +25,9 @@ from .. import __version__
 from ..env import gpu_slug  # noqa: F401  (a name callers know)
 from ..errors import LabkitError, OutOfMemory, RecordedDataError, Unsupported
 from ..experiments import request_key, request_of
-from ..experiments.grid import SWEEP_VALUES, SWEEPS, Call, grid, strategies_repeats  # noqa: F401  (names callers know)
+
+# the names callers know
+from ..experiments.grid import SWEEP_VALUES, SWEEPS, Call, grid, strategies_repeats  # noqa: F401
 from ..experiments.grid import calls as _calls
 from ..store.recordings import SCHEMA_VERSION, data_dir, sha256
 
@@ -121,18 +123,32 @@ def _append(out: Path, name: str, df) -> None:
 
 
 def saying_on(bar, name: str):
-    """Inside the block, what the measurement of call ``name`` announces (`labkit.signals.progress`:
-    "timing plan 6", "plan 3 ...: compiled at run time in a worker, 45 s so far") is the progress
-    bar's note, so a call of minutes shows where it is."""
+    """Show what the measurement of one call announces as the progress bar's note, inside the block.
+
+    A call of minutes then shows where it is ("timing plan 6", "plan 3 ...: compiled at run time in a
+    worker, 45 s so far": `labkit.signals.progress`).
+
+    Args:
+        bar: the tqdm bar.
+        name: the call.
+
+    Returns:
+        A context manager.
+    """
     from ..signals import progress
 
     return progress.announcing(lambda phase: bar.set_postfix_str(f"{name}: {phase}"[:100]))
 
 
 def every_plan():
-    """Inside the block, an autotune waits for every runtime-compiled plan (no interactive compile
-    budget, `labkit.gpu.builds.compile_budget_s`), unless ``LABKIT_COMPILE_BUDGET_S`` is set: a
-    recording and a fill hold complete autotunes."""
+    """Inside the block, an autotune waits for every runtime-compiled plan.
+
+    A recording and a fill hold complete autotunes: no interactive compile budget
+    (`labkit.gpu.builds.compile_budget_s`), unless ``LABKIT_COMPILE_BUDGET_S`` is set.
+
+    Returns:
+        A context manager.
+    """
     from .. import env
 
     return env.variables(
@@ -143,12 +159,24 @@ def every_plan():
 
 def record(
     out: Optional[Path] = None,
+    *,
     quick: bool = False,
     only: Optional[Iterable[str]] = None,
     force: bool = False,
     argv=None,
 ) -> Path:
-    """Record the lesson grid into ``out`` (default ``data/recordings/<gpu-slug>``). Returns ``out``."""
+    """Record the lesson grid on the live GPU into a recording folder.
+
+    Args:
+        out: the folder; default ``data/recordings/<gpu-slug>``.
+        quick: the quick grid only.
+        only: the experiments to record; default all.
+        force: overwrite a complete recording.
+        argv: the command line kept in the metadata; default ``sys.argv``.
+
+    Returns:
+        ``out``.
+    """
     from .. import env, experiments
 
     env.require_live("recording")
@@ -221,11 +249,19 @@ def size_on_disk(path: Path) -> int:
 
 
 def main_record(args) -> int:
+    """``python -m labkit record``: `record`, then a line saying what was written.
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        The exit code: 0, or 130 when calls are missing (interrupted).
+    """
     out = record(
         Path(args.out) if args.out else None,
-        args.quick,
-        args.only,
-        args.force,
+        quick=args.quick,
+        only=args.only,
+        force=args.force,
         argv=[sys.executable, "-m", "labkit"] + sys.argv[1:],
     )
     meta = json.loads((out / "metadata.json").read_text())
@@ -241,16 +277,23 @@ def main_record(args) -> int:
 
 
 # ---- this GPU's own recording, filled ahead ------------------------------------------------------
-def fill(quick: bool = False, only: Optional[Iterable[str]] = None, into=None) -> dict:
-    """Measure every lesson's grid (`grid`) on this GPU into this GPU's own recording
-    (`labkit.store.localcache`), so that live panels answer those values at recorded speed from the
-    first visit on. Resumable: a call already saved is skipped; Ctrl-C keeps what was saved
-    (every file is written whole or not at all). Returns counts: saved, skipped, failed (with
-    the reasons), seconds.
+def fill(quick: bool = False, only: Optional[Iterable[str]] = None, *, into=None) -> dict:
+    """Measure every lesson's grid (`grid`) on this GPU into this GPU's own recording.
 
-    ``into``: a folder to fill instead, for a class (learners set ``LABKIT_SHARED_CACHE`` to it):
-    its ``fill.json`` says ``running`` while it fills and ``complete`` (or ``stopped``) after, and
-    every file in it is made readable by every user; plans saved while filling go there too."""
+    Live panels then answer those values at recorded speed from the first visit on
+    (`labkit.store.localcache`). Resumable: a call already saved is skipped; Ctrl-C keeps what was
+    saved (every file is written whole or not at all).
+
+    Args:
+        quick: the quick grid only.
+        only: the experiments to fill; default all.
+        into: a folder to fill instead, for a class (learners set ``LABKIT_SHARED_CACHE`` to it): its
+            ``fill.json`` says ``running`` while it fills and ``complete`` (or ``stopped``) after, every
+            file in it is made readable by every user, and plans saved while filling go there too.
+
+    Returns:
+        Counts: saved, skipped, failed (with the reasons), seconds, and the folder.
+    """
     if into is not None:
         return _fill_shared(Path(into), quick, only)
     from .. import env
@@ -364,6 +407,14 @@ def _readable_by_all(folder: Path) -> None:
 
 
 def main_fill(args) -> int:
+    """``python -m labkit fill``: `fill`, then where it went and what it counted.
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        The exit code: 0, or 130 when interrupted.
+    """
     into = getattr(args, "into", None)
     counts = fill(args.quick, args.only, into=into)
     print(

@@ -16,6 +16,11 @@ from pathlib import Path
 
 
 def add_parser(sub) -> None:
+    """Add the ``wrong-plans`` command and its options to ``python -m labkit``'s subparsers.
+
+    Args:
+        sub: the subparsers of the top-level parser.
+    """
     p = sub.add_parser(
         "wrong-plans",
         help="re-check on this GPU the plans cuDNN got wrong (docs/wrong-plans.md), or search for more",
@@ -58,6 +63,14 @@ def add_parser(sub) -> None:
 
 
 def main(args) -> int:
+    """``python -m labkit wrong-plans``: re-check the table, or ``--sweep`` for more, or ``--cost``.
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        The exit code: 2 without a live GPU.
+    """
     from .. import env
 
     m = env.mode()

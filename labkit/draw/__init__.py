@@ -1,1 +1,7 @@
-"""What charts and lesson text are drawn with: `plots` (plotly building blocks: axes, formatting, the provenance subtitle) and `prose` (Markdown text and tables). The charts themselves live with their experiments."""
+"""What charts and lesson text are drawn with. The charts themselves live with their experiments.
+
+* `plots`: plotly building blocks (axes, formatting, the provenance subtitle);
+* `plain_figure`: a figure built as plain dicts, without plotly's validation;
+* `figure_widget`: labkit's FigureWidget (plotly's front end sent once per kernel);
+* `prose`: Markdown text and tables.
+"""

@@ -1,6 +1,6 @@
 """A panel's plotly ``FigureWidget``, with plotly's front end sent to the browser once per kernel.
 
-plotly 6 made ``FigureWidget`` an anywidget: its JavaScript (plotly.js and the widget, about
+From plotly 6 on, ``FigureWidget`` is an anywidget: its JavaScript (plotly.js and the widget, about
 5 MB) is the ``_esm`` trait of **every** figure. Each figure's comm sends it, the browser
 imports it as a new module for each figure (anywidget caches nothing), and a saved notebook
 keeps one copy per figure (plotly/plotly.py#5143: 10 s per figure on a JupyterHub far away).
@@ -34,7 +34,8 @@ REGISTRY = "__labkit_plotly_widget__"
 GIVE_UP_MS = 60_000
 
 #: the loader; ``@KEY@`` and ``@EMBEDDED@`` (a JavaScript string, or null) are filled in
-LOADER_JS = """// labkit: plotly's FigureWidget front end, imported once per page (labkit/draw/figure_widget.py)
+LOADER_JS = """// labkit: plotly's FigureWidget front end, imported once per page
+// (labkit/draw/figure_widget.py)
 const KEY = @KEY@;
 const EMBEDDED = @EMBEDDED@;
 function registry() {
@@ -56,7 +57,8 @@ function provide(r, source) {
 }
 function late() {
   return new Promise((_, fail) => setTimeout(() => fail(new Error(
-    "labkit: plotly's front end did not reach this page (the figure that carries it is gone): run the cell again")),
+    "labkit: plotly's front end did not reach this page (the figure that carries it is gone): " +
+    "run the cell again")),
     @GIVE_UP_MS@));
 }
 export default () => {
@@ -98,14 +100,21 @@ def bundle() -> str:
 
 
 def registry_key() -> str:
-    """The page-wide name of this plotly's bundle: `REGISTRY`, plotly's version, the bundle's size."""
+    """The page-wide name of this plotly's bundle: `REGISTRY`, plotly's version and the bundle's size."""
     import plotly
 
     return f"{REGISTRY}{plotly.__version__}_{len(bundle())}"
 
 
 def loader(embedded: bool) -> str:
-    """The loader module's text, with the bundle inside (``embedded``) or without."""
+    """The loader module's JavaScript, with or without the bundle inside.
+
+    Args:
+        embedded: whether the module carries the bundle itself.
+
+    Returns:
+        `LOADER_JS` with its placeholders filled in.
+    """
     return (
         LOADER_JS.replace("@KEY@", json.dumps(registry_key()))
         .replace("@GIVE_UP_MS@", str(GIVE_UP_MS))
@@ -114,7 +123,14 @@ def loader(embedded: bool) -> str:
 
 
 def figure_class(embedded: bool):
-    """The FigureWidget class whose ``_esm`` is the loader with the bundle (``embedded``) or without."""
+    """The FigureWidget class whose ``_esm`` is the loader, with or without the bundle.
+
+    Args:
+        embedded: whether its figures carry the bundle.
+
+    Returns:
+        A subclass of ``go.FigureWidget``, made once per value of ``embedded``.
+    """
     with _lock:
         cls = _classes.get(embedded)
         if cls is None:
@@ -128,8 +144,11 @@ def figure_class(embedded: bool):
 
 
 def carrier():
-    """The live figure of this kernel that carries plotly's bundle (None: none now; a closed
-    one no longer counts)."""
+    """The live figure of this kernel that carries plotly's bundle.
+
+    Returns:
+        The figure; None when there is none (a closed one no longer counts).
+    """
     w = _carrier() if _carrier is not None else None
     return w if w is not None and getattr(w, "comm", None) is not None else None
 
@@ -142,9 +161,14 @@ def in_kernel() -> bool:
 
 
 def send_front_end() -> bool:
-    """In a Jupyter kernel with no live figure carrying plotly's bundle: make an empty one that
-    does (its comm sends the bundle to the page now, not with a lesson's first panel) and keep
-    it. True when it did."""
+    """Send plotly's bundle to the page now, in an empty figure, when no live figure carries it.
+
+    It runs only in a Jupyter kernel; the figure is kept, so a lesson's first panel need not carry
+    the bundle.
+
+    Returns:
+        True when it made the figure.
+    """
     global _kept
     from .. import env
 
@@ -158,10 +182,18 @@ def send_front_end() -> bool:
 
 
 def new_figure_widget(*args, **kwargs):
-    """A ``FigureWidget`` (``go.FigureWidget``'s arguments) whose front end comes to the page
-    once: it carries plotly's bundle when no live figure of this kernel does (the first, or the
-    next after that one was closed), else only the loader. ``LABKIT_PLOTLY_ONCE=0``: plotly's
-    own class."""
+    """A ``FigureWidget`` whose front end comes to the page once per kernel.
+
+    It carries plotly's bundle when no live figure of this kernel does (the first, or the next after
+    that one was closed), else only the loader. ``LABKIT_PLOTLY_ONCE=0`` gives plotly's own class.
+
+    Args:
+        *args: ``go.FigureWidget``'s positional arguments.
+        **kwargs: ``go.FigureWidget``'s keyword arguments.
+
+    Returns:
+        The figure widget.
+    """
     global _carrier
     from .. import env
 

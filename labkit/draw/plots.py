@@ -7,7 +7,8 @@ DataFrame passed in, and every title carries its provenance (`provenance_subtitl
 recorded, GPU, cuDNN version, date) from ``df.attrs``.
 
 Each builder returns a ``go.Figure`` with a fixed number of traces for its chart (listed in
-`labkit.experiments.TRACES`), whatever the data: rows that did not run (``status`` not ``ok``) are left out of the
+`labkit.experiments.TRACES`), whatever the data: rows that did not run (``status`` not ``ok``) are
+left out of the
 traces and named in a note under the chart. That is what lets `labkit.present.widgets` wrap a figure in a
 ``go.FigureWidget`` once and afterwards update its traces in place.
 
@@ -172,7 +173,10 @@ def title_block(main: str, df, detail: str = "") -> dict:
     if detail:
         sub = f"{detail}<br>{sub}"
     return dict(
-        text=f"<b>{html.escape(main, quote=False)}</b><br><span style='font-size:12px;color:#3c4043'>{sub}</span>",
+        text=(
+            f"<b>{html.escape(main, quote=False)}</b><br>"
+            f"<span style='font-size:12px;color:#3c4043'>{sub}</span>"
+        ),
         x=0.0,
         xanchor="left",
     )

@@ -18,7 +18,17 @@ class Text(str):
 
 
 def table(df, columns, names=None) -> Text:
-    """A few columns of a DataFrame as a Markdown table, sizes and times formatted."""
+    """A few columns of a DataFrame as a Markdown table, sizes and times formatted.
+
+    Args:
+        df: the rows to show.
+        columns: the columns to show, in order; ``*_bytes`` and ``*_us`` columns are formatted as
+            sizes and times.
+        names: the header of each column; default ``columns``.
+
+    Returns:
+        The table as `Text` (shown as Markdown in a notebook).
+    """
     names = names or columns
     rows = ["| " + " | ".join(names) + " |", "|" + " --- |" * len(columns)]
     for _, r in df.iterrows():
@@ -38,6 +48,13 @@ def table(df, columns, names=None) -> Text:
 
 
 def where(df) -> str:
-    """Where a result's numbers come from, for prose: e.g. "recorded on NVIDIA H100 80GB HBM3"."""
+    """Where a result's numbers come from, for prose: e.g. "recorded on NVIDIA H100 80GB HBM3".
+
+    Args:
+        df: a result, with ``mode`` and ``gpu`` in its ``attrs``.
+
+    Returns:
+        "<mode> on <gpu>".
+    """
     a = df.attrs
     return f"{a.get('mode')} on {a.get('gpu')}"

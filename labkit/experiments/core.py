@@ -17,7 +17,9 @@ import inspect
 
 from ..errors import InvalidSpec, LabkitError, OutOfMemory, TimedOut, Unsupported, WrongResult
 from ..spec import ConvSpec
-from ..store.recordings import request_key  # noqa: F401  (experiments.request_key: one definition, in the data layer)
+
+# experiments.request_key: one definition, in the data layer
+from ..store.recordings import request_key  # noqa: F401
 
 #: the lessons' base convolution: a ResNet-50 stage-1 3x3 layer at batch 32
 BASE = ConvSpec(N=32, C=64, H=56, W=56, K=64, R=3, S=3, padding=1, dtype="fp16", layout="NHWC")
@@ -95,7 +97,8 @@ def experiment(fn):
 
 
 def from_recording(name: str, recording, *args, **kwargs):
-    """Experiment ``name(*args, **kwargs)`` answered from ``recording`` (a `labkit.store.recordings.Recording`)
+    """Experiment ``name(*args, **kwargs)`` answered from ``recording``
+    (a `labkit.store.recordings.Recording`)
     in any mode: what a panel shows when the learner picks another GPU's recording."""
     return with_model(name, recording.lookup(name, _request(name, args, kwargs)))
 

@@ -9,7 +9,8 @@ The frontend's Python API has no autotune (its C++ ``autotune`` does what this d
 gets its own workspace, runs twice eagerly, and a CUDA graph of back-to-back calls is captured and
 replayed (warm-up, repeats until the median is stable); a plan already 3x slower than the best so
 far stops after one replay, and one whose eager call alone is over 6x the best is not captured at
-all (`measure.TooSlow`: its row says "slower: ..."; ``eager_stop=False`` times it anyway). Times are GPU microseconds per call (`measure.graph_replay`).
+all (`measure.TooSlow`: its row says "slower: ..."; ``eager_stop=False`` times it anyway). Times
+are GPU microseconds per call (`measure.graph_replay`).
 
 Bounded: every plan is timed under a budget derived from the best plan so far (`plan_budget_s`:
 50x what timing the best plan took, at least `PLAN_BUDGET_FLOOR_S`; `FIRST_PLAN_BUDGET_S` for the
@@ -38,10 +39,20 @@ PLAN_BUDGET_FLOOR_S = 0.5
 FIRST_PLAN_BUDGET_S = 20.0
 
 
-def plan_budget_s(best_us: Optional[float], calls: int = 10, samples: int = 20) -> float:
-    """Seconds a plan may take to be timed: `PLAN_BUDGET_FACTOR` x the GPU time of timing the
-    best plan so far (two eager calls, ``samples`` replays of its graph), at least
-    `PLAN_BUDGET_FLOOR_S`; `FIRST_PLAN_BUDGET_S` when there is no best yet."""
+def plan_budget_s(best_us: Optional[float], calls: int = 10, *, samples: int = 20) -> float:
+    """Seconds a plan may take to be timed.
+
+    That is `PLAN_BUDGET_FACTOR` x the GPU time of timing the best plan so far (two eager calls and
+    ``samples`` replays of its graph), at least `PLAN_BUDGET_FLOOR_S`.
+
+    Args:
+        best_us: the best plan's GPU time per call so far, in microseconds; None before the first.
+        calls: the most calls in a timing graph.
+        samples: the replays a timing takes.
+
+    Returns:
+        The budget in seconds; `FIRST_PLAN_BUDGET_S` when there is no best yet.
+    """
     if best_us is None or not best_us > 0:
         return FIRST_PLAN_BUDGET_S
     per_graph = measure.calls_for(best_us, calls)
@@ -50,13 +61,19 @@ def plan_budget_s(best_us: Optional[float], calls: int = 10, samples: int = 20) 
 
 @dataclass(frozen=True)
 class TuneResult:
-    """``table``: one row per plan that built (a wrong one with its ``wrong result`` status and
-    no time); ``best_index``/``heuristic_index`` plan indices (the heuristic's: the plan run by
-    default, its first choice unless that one is wrong: ``fell_through`` then says so);
-    ``seconds``: wall time of the whole autotune, ``check_seconds`` the part spent checking plans
-    against float64; ``complete``: no plan timed out and the autotune's budget was not spent
-    (plans cut because one eager call was far slower than the best do not count: they are known
-    to be slower)."""
+    """What an autotune found.
+
+    Attributes:
+        table: one row per plan that built; a wrong one has its ``wrong result`` status and no time.
+        best_index: the fastest plan's index.
+        heuristic_index: the plan run by default: the heuristic's first choice, unless that one is
+            wrong (``fell_through`` then says so).
+        seconds: wall time of the whole autotune.
+        complete: no plan timed out and the autotune's budget was not spent. Plans cut because one
+            eager call was far slower than the best do not count: they are known to be slower.
+        check_seconds: the part of ``seconds`` spent checking plans against float64.
+        fell_through: what happened when the heuristic's pick was wrong; "" when it was right.
+    """
 
     table: object
     best_index: int
@@ -67,6 +84,7 @@ class TuneResult:
     fell_through: str = ""
 
     def gpu_us(self, index: int) -> float:
+        """The GPU time per call of plan ``index``, in microseconds (its row's ``gpu_us``)."""
         row = self.table[self.table.plan_index == index]
         return float(row.gpu_us.iloc[0])
 
@@ -90,16 +108,32 @@ def time_plan(
     cg: engine.ConvGraph,
     plan_index: int,
     ops: engine.Operands,
+    *,
     stream=None,
     calls: int = 10,
     stop_above_us: Optional[float] = None,
     budget: Optional[Budget] = None,
     eager_stop: bool = True,
 ) -> measure.Timing:
-    """GPU time of one plan as autotuning measures it: its own workspace, a CUDA graph of up to
-    ``calls`` back-to-back calls replayed until the median is stable (`measure.graph_replay`),
-    within ``budget`` (`labkit.TimedOut` past it); ``eager_stop``: `measure.TooSlow` when one
-    eager call is already far over ``stop_above_us``."""
+    """GPU time of one plan as autotuning measures it.
+
+    The plan gets its own workspace, and a CUDA graph of up to ``calls`` back-to-back calls is
+    replayed until the median is stable (`measure.graph_replay`).
+
+    Args:
+        cg: the built graph.
+        plan_index: the plan.
+        ops: the operands it runs on.
+        stream: the stream; default this thread's timing stream.
+        calls: the most calls in the graph.
+        stop_above_us: stop once the median is above this, in microseconds.
+        budget: the timing's budget; `labkit.TimedOut` past it.
+        eager_stop: raise `measure.TooSlow` when one eager call is already far over
+            ``stop_above_us``.
+
+    Returns:
+        A `measure.Timing`, in microseconds per call.
+    """
     plan = cg.plan(plan_index)
     stream = stream if stream is not None else measure.timing_stream()
     ws = memory.alloc(plan.workspace_bytes, f"workspace of plan {plan.index}")
@@ -118,7 +152,8 @@ def _row_for_failure(exc: BaseException, best_us: Optional[float]) -> dict:
     if isinstance(exc, measure.TooSlow):
         return dict(
             status=f"slower: one eager call took {measure.us_words(exc.eager_us)}, "
-            f"{exc.eager_us / best_us:.0f}x the best plan so far ({measure.us_words(best_us)}): not timed further",
+            f"{exc.eager_us / best_us:.0f}x the best plan so far ({measure.us_words(best_us)}): "
+            "not timed further",
             eager_us=exc.eager_us,
         )
     if isinstance(exc, TimedOut):
@@ -137,6 +172,7 @@ def _row_for_failure(exc: BaseException, best_us: Optional[float]) -> dict:
 def autotune(
     cg: engine.ConvGraph,
     ops: Optional[engine.Operands] = None,
+    *,
     calls: int = 10,
     early_stop_ratio: float = 3.0,
     max_plans: Optional[int] = None,
@@ -145,15 +181,29 @@ def autotune(
     budget: Optional[Budget] = None,
     eager_stop: bool = True,
 ) -> TuneResult:
-    """Check every plan of ``cg`` against float64 (`engine.ConvGraph.check`, on ``ops``), then time
-    every plan whose result is right (the first ``max_plans`` if given) and pick the fastest.
-    Plans are timed in the heuristic's order (its pick first), each within `plan_budget_s` (and
-    within ``budget``, the whole autotune's, when given). ``on_row(rows, total)`` is called after
-    each plan with the rows so far (charts that fill in: `labkit.signals.progress`). With ``save`` (and
-    every plan timed or known slower) the winner is saved on disk as this graph's "autotuned" plan
-    (`engine.save_plan`), for `tuned_graph` in a later need or process. ``eager_stop`` False:
-    every plan gets at least one replay, even one whose eager call is far slower than the best
-    (a lesson that charts every plan's time)."""
+    """Time every plan of a graph whose result is right, and pick the fastest.
+
+    Every plan is checked against float64 first (`engine.ConvGraph.check`, on ``ops``). Plans are
+    timed in the heuristic's order (its pick first), each within `plan_budget_s`. With ``save``, and
+    every plan timed or known slower, the winner is saved on disk as this graph's "autotuned" plan
+    (`engine.save_plan`), for `tuned_graph` in a later need or process.
+
+    Args:
+        cg: the built graph (every plan, for a full autotune).
+        ops: the operands; default new ones of the graph's spec and epilogue.
+        calls: the most calls in a timing graph.
+        early_stop_ratio: a plan's timing stops once it is this many times slower than the best.
+        max_plans: time only the first this many plans whose result is right.
+        on_row: called as ``on_row(rows, total)`` after each plan, with the rows so far (charts that
+            fill in: `labkit.signals.progress`).
+        save: save the winner on disk.
+        budget: the whole autotune's budget; plans left when it is spent are rows ``cut: ...``.
+        eager_stop: False gives every plan at least one replay, even one whose eager call is far
+            slower than the best (a lesson that charts every plan's time).
+
+    Returns:
+        A `TuneResult`; `LabkitError` when no plan could be timed.
+    """
     import pandas as pd
 
     t0 = time.perf_counter()
@@ -203,11 +253,11 @@ def autotune(
                         cg,
                         plan.index,
                         ops,
-                        stream,
-                        calls,
-                        None if best is None else early_stop_ratio * best,
-                        mine,
-                        eager_stop,
+                        stream=stream,
+                        calls=calls,
+                        stop_above_us=None if best is None else early_stop_ratio * best,
+                        budget=mine,
+                        eager_stop=eager_stop,
                     )
                 row.update(
                     gpu_us=t.median_us,
@@ -246,7 +296,7 @@ def autotune(
             cg,
             best_index,
             "autotuned",
-            dict(
+            info=dict(
                 plans_timed=int(len(ok)),
                 plans_wrong=result.wrong,
                 autotune_seconds=round(result.seconds, 6),
@@ -263,13 +313,22 @@ def autotune(
 
 @dataclass(frozen=True)
 class Tuned:
-    """The autotune winner of a graph, ready to run: ``graph`` (a `engine.LoadedGraph` with that one
-    plan when ``from_disk``, else the graph with every plan), ``plan_index`` in it, ``gpu_us`` its
-    GPU time measured in this call, ``plans_timed`` how many plans the autotune that found it timed,
-    ``seconds`` the wall time of this call (a load and one timing, or a build and a full autotune),
-    ``tune`` the full `TuneResult` when it was autotuned here (None when loaded), ``plans_cut``
-    how many plans the build's budgets left unbuilt (still compiling: not timed, so the winner is
-    the fastest of the others and is not saved)."""
+    """The autotune winner of a graph, ready to run.
+
+    Plans the build's budgets left unbuilt are still compiling: they are not timed, so the winner is
+    the fastest of the others, and it is not saved.
+
+    Attributes:
+        graph: a `engine.LoadedGraph` with that one plan when ``from_disk``, else the graph with every
+            plan.
+        plan_index: the winner's index in ``graph``.
+        gpu_us: its GPU time per call, measured in this call, in microseconds.
+        plans_timed: how many plans the autotune that found it timed.
+        from_disk: whether the winner was loaded from a saved plan.
+        seconds: wall time of this call: a load and one timing, or a build and a full autotune.
+        tune: the full `TuneResult` when it was autotuned here; None when loaded.
+        plans_cut: how many plans the build's budgets left unbuilt.
+    """
 
     graph: object
     plan_index: int
@@ -282,24 +341,39 @@ class Tuned:
 
     @property
     def plan(self):
+        """The winning `Plan`."""
         return self.graph.plan(self.plan_index)
 
 
 def tuned_graph(
     spec,
     epilogue: str = "none",
+    *,
     workspace_cap: Optional[int] = None,
     ops: Optional[engine.Operands] = None,
     calls: int = 10,
     compile_budget_s: Optional[float] = None,
 ) -> Tuned:
-    """The fastest plan of a graph: its saved autotune winner, loaded from disk and timed once
-    (about 10 ms plus the timing), or, when none is saved, every plan built and autotuned (0.1 s to
-    tens of seconds for large fused graphs) and the winner saved for next time. ``compile_budget_s``:
-    seconds the build may wait for runtime-compiled plans (`engine.get_graph`); plans still
-    compiling then are left out (``plans_cut``) and nothing is saved."""
+    """The fastest plan of a graph: its saved autotune winner, or a new autotune.
+
+    A saved winner is loaded from disk and timed once (about 10 ms plus the timing). When none is
+    saved, every plan is built and autotuned (0.1 s to tens of seconds for large fused graphs) and the
+    winner saved for next time.
+
+    Args:
+        spec: the convolution.
+        epilogue: one of `engine.EPILOGUES`.
+        workspace_cap: leave out plans that need more workspace, in bytes.
+        ops: the operands; default new ones.
+        calls: the most calls in a timing graph.
+        compile_budget_s: seconds the build may wait for runtime-compiled plans (`engine.get_graph`);
+            plans still compiling then are left out (``plans_cut``) and nothing is saved.
+
+    Returns:
+        A `Tuned`.
+    """
     t0 = time.perf_counter()
-    loaded = engine.load_plan(spec, epilogue, workspace_cap, "autotuned")
+    loaded = engine.load_plan(spec, epilogue, workspace_cap=workspace_cap, kind="autotuned")
     if loaded is not None:
         ops = ops if ops is not None else engine.Operands(spec, epilogue)
         t = time_plan(loaded, 0, ops, calls=calls)
@@ -311,7 +385,7 @@ def tuned_graph(
             True,
             time.perf_counter() - t0,
         )
-    full = engine.get_graph(spec, epilogue, workspace_cap, compile_budget_s=compile_budget_s)
+    full = engine.get_graph(spec, epilogue, workspace_cap=workspace_cap, compile_budget_s=compile_budget_s)
     tune = autotune(full, ops, calls=calls)
     return Tuned(
         full,

@@ -17,9 +17,18 @@ from .frontend import UIDS, handle_for, role_shapes
 
 
 class BoundConv:
-    """A plan with its device pointers bound: ``run()`` launches it with ~the frontend's minimum
-    host cost (the lowered graph's ``_execute_plan_at_index`` with a prebuilt uid -> pointer
-    pack, falling back to the public ``execute_plan_at_index``)."""
+    """A plan with its device pointers bound: ``run()`` launches it at about the frontend's least host cost.
+
+    It calls the lowered graph's ``_execute_plan_at_index`` with a prebuilt uid -> pointer pack, and
+    falls back to the public ``execute_plan_at_index``.
+
+    Args:
+        cg: the built graph.
+        arrays: role -> device array, for every tensor of the graph.
+        workspace_ptr: the workspace's device address; 0 only for a plan that needs none.
+        plan_index: the plan.
+        stream: the CuPy stream it runs on; default the current stream.
+    """
 
     def __init__(self, cg, arrays: Dict[str, object], workspace_ptr: int, plan_index: int, stream=None):
         needed = set(role_shapes(cg.spec, cg.epilogue))
@@ -53,6 +62,7 @@ class BoundConv:
             self._fast = lambda: fn(pack, ws, cpp, backend)
 
     def run(self) -> None:
+        """Launch the plan once on its stream (enqueued, not synchronised)."""
         if self._fast is not None:
             self._fast()
         else:

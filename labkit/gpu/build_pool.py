@@ -35,17 +35,24 @@ CLASS_WORKERS = 2
 
 
 def in_class() -> bool:
-    """Whether this kernel reads a class's shared recording (``LABKIT_SHARED_CACHE`` is set:
-    `labkit.store.localcache.shared_root`): its learners share the GPU and the CPU cores, and most
-    values are read, not built."""
+    """Whether this kernel reads a class's shared recording (``LABKIT_SHARED_CACHE`` is set).
+
+    Returns:
+        True in a class: its learners share the GPU and the CPU cores, and most values are read, not
+        built.
+    """
     from ..store import localcache
 
     return localcache.shared_root() is not None
 
 
 def default_workers() -> int:
-    """``LABKIT_BUILD_WORKERS`` if set (0 turns workers off), else min(`MAX_WORKERS`, CPU cores - 1);
-    in a class (`in_class`) at most `CLASS_WORKERS`."""
+    """How many build workers this process runs.
+
+    Returns:
+        ``LABKIT_BUILD_WORKERS`` if set (0 turns workers off), else min(`MAX_WORKERS`, CPU cores - 1);
+        in a class (`in_class`), at most `CLASS_WORKERS`.
+    """
     raw = os.environ.get("LABKIT_BUILD_WORKERS", "").strip()
     if raw:
         try:
@@ -67,8 +74,18 @@ _planned: "collections.OrderedDict[tuple, object]" = collections.OrderedDict()
 def build_remote(
     spec_fields: dict, epilogue: str, workspace_cap: Optional[int], index: int, name: str
 ) -> dict:
-    """In a worker: plan the graph as this process's `engine.ConvGraph` does, build plan ``index``
-    (checked to be ``name``), and return it serialized with its workspace bytes, notes and seconds."""
+    """In a worker: build one plan of a graph planned as the caller's is, and return it serialized.
+
+    Args:
+        spec_fields: the convolution, as `ConvSpec.to_dict` gives it.
+        epilogue: the graph's epilogue.
+        workspace_cap: the graph's workspace cap, in bytes; None for none.
+        index: the plan's index.
+        name: the plan's name in the caller, checked against the worker's.
+
+    Returns:
+        index, name, workspace_bytes, notes, data (the serialized graph), seconds and pid.
+    """
     from ..spec import ConvSpec
     from . import frontend
 
@@ -112,7 +129,18 @@ def warm_up() -> int:
 # ---- in this process ----------------------------------------------------------------------------
 @dataclass
 class Job:
-    """One plan for a worker: the graph's spec, epilogue and cap, the plan's index and name."""
+    """One plan for a worker.
+
+    Attributes:
+        spec_fields: the graph's convolution, as `ConvSpec.to_dict` gives it.
+        epilogue: the graph's epilogue.
+        workspace_cap: the graph's workspace cap, in bytes.
+        index: the plan's index.
+        name: the plan's name.
+        future: resolves to `build_remote`'s dict, or to the worker's error.
+        batch: the batch it was queued in (`BuildPool.submit`): one request's compiles, cancelled
+            together.
+    """
 
     spec_fields: dict
     epilogue: str
@@ -126,7 +154,17 @@ class Job:
 
 @dataclass
 class PoolStats:
-    """What the pool did: plans built by workers and here, faults, seconds (summed over plans)."""
+    """What the pool did; seconds are summed over plans.
+
+    Attributes:
+        remote: plans built by workers.
+        local: runtime-compiled plans built in the notebook's process.
+        worker_faults: workers that died or ran out of time.
+        remote_seconds: seconds workers spent building.
+        remote_max_seconds: the longest single plan a worker built: the floor of a wait no pool size
+            removes.
+        last_fault: the last fault, in words.
+    """
 
     remote: int = 0
     local: int = 0
@@ -138,7 +176,11 @@ class PoolStats:
 
 
 class BuildPool:
-    """``size`` worker processes fed from one queue by one thread each (see the module doc)."""
+    """Worker processes fed from one queue by one thread each (see the module doc).
+
+    Args:
+        size: how many workers.
+    """
 
     def __init__(self, size: int):
         from . import isolated
@@ -196,7 +238,7 @@ class BuildPool:
                     self.stats.remote_seconds += value["seconds"]
                     self.stats.remote_max_seconds = max(self.stats.remote_max_seconds, value["seconds"])
                 job.future.set_result(value)
-            except BaseException as exc:  # noqa: BLE001  (every failure goes to the caller, who builds it here)
+            except BaseException as exc:  # noqa: BLE001  (every failure goes to the caller: built there)
                 if isinstance(exc, (WorkerDied, TimedOut)):
                     with self._lock:
                         self.stats.worker_faults += 1
@@ -213,6 +255,15 @@ class BuildPool:
         return next(self._batch)
 
     def submit(self, job: Job, batch: int = 0) -> Job:
+        """Queue a job (starting the workers if needed).
+
+        Args:
+            job: the plan to build.
+            batch: its request's batch (`batch`); the newest batch is taken first.
+
+        Returns:
+            ``job``; its ``future`` resolves when a worker has built it.
+        """
         self.start()
         job.batch = batch
         with self._lock:
@@ -224,10 +275,18 @@ class BuildPool:
         return job
 
     def cancel_queued(self, batch: int) -> int:
-        """Cancel every job of ``batch`` that no worker has started (a request whose compile
-        budget is spent: without this, workers went on starting its queued compiles, which then
-        ran on as late compiles of up to 20 s and kept the next panel's compiles waiting: a
-        lesson panel's first paint took 17.5 s on the H200). Returns how many."""
+        """Cancel every job of ``batch`` that no worker has started.
+
+        A request whose compile budget is spent calls this: its queued compiles would otherwise
+        run on as late compiles of up to 20 s and keep the next panel's compiles waiting (a
+        lesson panel's first paint: 17.5 s on the H200).
+
+        Args:
+            batch: the request's batch number (`submit`).
+
+        Returns:
+            How many jobs were cancelled.
+        """
         with self._lock:
             jobs = list(self._by_batch.get(batch, ()))
         return sum(1 for j in jobs if not j.future.done() and j.future.cancel())
@@ -238,6 +297,7 @@ class BuildPool:
             w.stop()
 
     def close(self) -> None:
+        """End the serving threads and kill the workers."""
         for _ in self._threads:
             self._queue.put((float("inf"), next(self._seq), None))
         self.stop()
@@ -253,8 +313,12 @@ _pool_lock = threading.Lock()
 
 
 def pool() -> Optional[BuildPool]:
-    """This process's build pool (made on first use, closed at exit), or None when
-    `default_workers` is 0 or this process is itself a daemonic worker (it may not have children)."""
+    """This process's build pool, made on first use and closed at exit.
+
+    Returns:
+        The `BuildPool`; None when `default_workers` is 0 or this process is itself a daemonic
+        worker (it may not have children).
+    """
     global _pool
     import multiprocessing
 
@@ -272,8 +336,14 @@ def pool() -> Optional[BuildPool]:
 
 
 def start_workers() -> Optional[BuildPool]:
-    """Start this process's build workers now, in the background (a live panel calls this when it
-    is made, so the workers are ready when its first graph needs them). Never raises."""
+    """Start this process's build workers now, in the background. Never raises.
+
+    A live panel calls this when it is made, so the workers are ready when its first graph needs
+    them.
+
+    Returns:
+        The `BuildPool`, or None.
+    """
     try:
         p = pool()
         if p is not None:

@@ -32,8 +32,16 @@ MAX_LINES = 2000
 
 
 def build_step(spec_fields: dict, epilogue: str, workspace_cap: Optional[int]) -> Dict[str, object]:
-    """In the logging worker: plan and build every candidate plan of the graph, and report what
-    was built (index -> "ok" or why not) and how long it took."""
+    """In the logging worker: plan a graph and build every candidate plan.
+
+    Args:
+        spec_fields: the convolution, as `ConvSpec.to_dict` gives it.
+        epilogue: the graph's epilogue.
+        workspace_cap: the graph's workspace cap, in bytes; None for none.
+
+    Returns:
+        plans (the candidates), built, seconds, and why_not (index -> why a plan did not build).
+    """
     from ..signals.cancel import Budget
     from . import frontend
 
@@ -65,11 +73,21 @@ def _lines(path: Path) -> List[str]:
 def capture(
     spec: ConvSpec,
     epilogue: str = "none",
+    *,
     workspace_cap: Optional[int] = None,
     backend_level: int = BACKEND_LEVEL,
 ) -> dict:
-    """Build ``spec``'s graph in a fresh process with cuDNN's logs on: ``frontend`` and
-    ``backend`` (lists of lines), ``build`` (what `build_step` reported)."""
+    """Build a convolution's graph in a fresh process with cuDNN's logs on.
+
+    Args:
+        spec: the convolution.
+        epilogue: the graph's epilogue.
+        workspace_cap: the graph's workspace cap, in bytes; None for none.
+        backend_level: the backend's log level (`BACKEND_LEVEL`).
+
+    Returns:
+        ``frontend`` and ``backend`` (the logs' lines) and ``build`` (what `build_step` reported).
+    """
     from . import isolated
 
     with tempfile.TemporaryDirectory(prefix="labkit-buildlog-") as tmp:
@@ -97,15 +115,28 @@ _ENGINE = re.compile(r"(eng\d+(?:_k\d+=\d+)*)")
 
 
 def engine_in(line: str) -> str:
-    """The first engine configuration a log line names (``eng62_k2=5_k13=1...``), or ""."""
+    """The first engine configuration a log line names.
+
+    Args:
+        line: a frontend log line.
+
+    Returns:
+        e.g. ``eng62_k2=5_k13=1``; "" when the line names none.
+    """
     m = _ENGINE.search(line)
     return m.group(1) if m else ""
 
 
 def engines(lines: List[str]) -> List[dict]:
-    """Engine configurations the frontend log names, in order of first mention, each with the
-    log lines that mention it (``mentions``) and the first line saying it was filtered, failed or
-    not supported (``why_not``; empty when none did)."""
+    """The engine configurations the frontend log names, in order of first mention.
+
+    Args:
+        lines: the frontend log's lines.
+
+    Returns:
+        One dict per engine: engine, first_line, mentions (how many lines name it) and why_not (the
+        first line saying it was filtered, failed or not supported; "" when none did).
+    """
     seen: Dict[str, dict] = {}
     for no, line in enumerate(lines):
         for name in _ENGINE.findall(line):
@@ -121,6 +152,8 @@ def engines(lines: List[str]) -> List[dict]:
 
 
 def enabled_in_this_process() -> bool:
-    """Whether cuDNN logging variables are set for the notebook's own process (then its own builds
-    log too: usually by accident, and slow)."""
+    """Whether cuDNN logging variables are set for the notebook's own process.
+
+    Its own builds then log too: usually by accident, and slow.
+    """
     return any(os.environ.get(k) for k in ("CUDNN_FRONTEND_LOG_INFO", "CUDNN_LOGLEVEL_DBG"))

@@ -3,8 +3,8 @@
 Where an all-plan build's time goes (H200, cuDNN 9.19, ``data/bench/build_costs_h200.csv``,
 docs/findings.md): lesson 01's 26 graphs hold about 930 candidate plans. The
 38 that cuDNN marks ``RUNTIME_COMPILATION`` (their kernel is compiled with NVRTC when the plan is
-built) took 27.6 of the 27.7 s in a fresh process and 12.2 s for a new batch size once warm;
-the other plans built in 0.05 s together. Python threads do not help: the binding holds the GIL
+built) take 27.6 of the 27.7 s in a fresh process and 12.2 s for a new batch size once warm;
+the other plans build in 0.05 s together. Python threads do not help: the binding holds the GIL
 while it compiles (docs/findings.md). So `build_plans` builds a graph's precompiled plans
 here, at once, and hands its runtime-compiled ones to worker processes
 (`labkit.gpu.isolated.Worker`, each with its own CUDA context): a worker plans the same graph,
@@ -12,20 +12,20 @@ builds the one plan, serializes it (the compiled kernel travels with it) and thi
 deserializes it in milliseconds. While the workers compile, this process builds as well,
 taking the jobs no worker has started; only building is parallel, timing stays in this process.
 
-A build with a compile budget (an interactive request: `compile_budget_s`) builds every
-precompiled plan, takes the runtime-compiled plans whose compiles finished in time and cuts the
-rest; a compile already running in a worker goes on, and its plan is kept (`_late`) for the next build of the same graph, which then takes it in
-milliseconds ("measure again" once it is done). Such a build never compiles here (a single
-compile took 21 s: a fused graph at C=K=128 on the H200). Once the budget is spent, the
-request's queued compiles that no worker has started are cancelled together
+A build with a compile budget (an interactive request: `compile_budget_s`) builds every precompiled
+plan, takes the runtime-compiled plans whose compiles finished in time and cuts the rest; a compile
+already running in a worker goes on, and its plan is kept (`_late`) for the next build of the same
+graph, which then takes it in milliseconds ("measure again" once it is done). Such a build never
+compiles here (a single compile took 21 s: a fused graph at C=K=128 on the H200). Once the budget is
+spent, the request's queued compiles that no worker has started are cancelled together
 (`BuildPool.cancel_queued`) and its later graphs start none, so the workers are free for the next
-panel; a graph left with no plan at all (every plan runtime-compiled, as fp8 ones are) waits for
-its compiles within the build budget instead (`_nothing_built`).
+panel; a graph left with no plan at all (every plan runtime-compiled, as fp8 ones are) waits for its
+compiles within the build budget instead (`_nothing_built`).
 
 Faults: a worker that dies, or takes longer than `PLAN_BUDGET_S` over one plan, is killed (the
 next job starts a new one) and its plan is built here; a plan a worker could not reproduce (another
 name at its index) or cuDNN would not deserialize is built here too. Ctrl-C while waiting stops
-the workers. ``LABKIT_BUILD_WORKERS``: how many workers (0: every plan built here, as before);
+the workers. ``LABKIT_BUILD_WORKERS``: how many workers (0: every plan built here, one at a time);
 default `default_workers`. Times in seconds.
 """
 
@@ -51,10 +51,12 @@ INTERACTIVE_COMPILE_BUDGET_S = 3.0
 
 
 def compile_budget_s() -> Optional[float]:
-    """Seconds an interactive request (a panel's change) waits for the runtime-compiled plans of a
-    graph it autotunes before timing the plans it has: ``LABKIT_COMPILE_BUDGET_S`` if set (``none``
-    or 0: wait for every plan, as ``python -m labkit fill`` and ``record`` do), else
-    `INTERACTIVE_COMPILE_BUDGET_S`."""
+    """Seconds an interactive request waits for a graph's runtime-compiled plans before timing the rest.
+
+    Returns:
+        ``LABKIT_COMPILE_BUDGET_S`` if set (``none`` or 0: None, wait for every plan, as ``python -m
+        labkit fill`` and ``record`` do), else `INTERACTIVE_COMPILE_BUDGET_S`.
+    """
     from .. import env
 
     return env.seconds_setting("LABKIT_COMPILE_BUDGET_S", INTERACTIVE_COMPILE_BUDGET_S, ("none", "0", "inf"))
@@ -62,7 +64,15 @@ def compile_budget_s() -> Optional[float]:
 
 @dataclass
 class RemotePlan:
-    """A plan built in a worker and deserialized here: its own one-plan frontend graph."""
+    """A plan built in a worker and deserialized here, as its own one-plan frontend graph.
+
+    Attributes:
+        workspace_bytes: bytes the plan needs.
+        notes: cuDNN's behaviour notes.
+        graph: the deserialized frontend graph.
+        data: its serialized bytes (what `labkit.gpu.saved_plans.save_plan` writes).
+        seconds: how long the worker took to build it.
+    """
 
     workspace_bytes: int
     notes: str
@@ -72,7 +82,15 @@ class RemotePlan:
 
 
 def runtime_compiled(g, count: int) -> List[int]:
-    """Indices of the plans of planned frontend graph ``g`` that cuDNN compiles at build time."""
+    """The plans of a planned frontend graph that cuDNN compiles when they are built.
+
+    Args:
+        g: the planned frontend graph.
+        count: its number of candidate plans.
+
+    Returns:
+        Their indices.
+    """
     out = []
     for i in range(count):
         try:
@@ -102,13 +120,20 @@ def _jobs_for(
 
 
 def ahead(graphs) -> int:
-    """Plan these graphs now (``graphs``: (spec, epilogue, workspace cap) triples; about 10-40 ms
-    each) and queue every runtime-compiled plan of all of them for the workers at once, so an
-    experiment that then builds them one after another (`engine.get_graph`) finds their compiles
-    under way or done: the workers compile across graphs, not only within one; the first compile
-    of each graph that has no precompiled plan is queued before all others. Graphs already
-    planned ahead, or that fail to plan, are skipped (the build says why). Returns how many plans
-    were queued; 0 without workers. (`engine.build_ahead` leaves out the graphs built already.)"""
+    """Plan graphs now and queue every runtime-compiled plan of all of them for the workers at once.
+
+    An experiment that then builds them one after another (`engine.get_graph`) finds their compiles
+    under way or done: the workers compile across graphs, not only within one. The first compile of
+    each graph that has no precompiled plan is queued before all others. Graphs already planned
+    ahead, or that fail to plan, are skipped (the build says why). `engine.build_ahead` leaves out the
+    graphs built already.
+
+    Args:
+        graphs: (spec, epilogue, workspace cap) triples; planning takes about 10-40 ms each.
+
+    Returns:
+        How many plans were queued; 0 without workers.
+    """
     workers = pool()
     if workers is None:
         return 0
@@ -145,7 +170,16 @@ def ahead(graphs) -> int:
 
 
 def take_ahead(spec, epilogue: str, workspace_cap) -> tuple:
-    """(planned frontend graph, {index: `Job`}) for a graph planned `ahead`, or (None, {})."""
+    """A graph planned `ahead`, with its queued jobs, taken out of the ahead list.
+
+    Args:
+        spec: the convolution.
+        epilogue: the graph's epilogue.
+        workspace_cap: the graph's workspace cap.
+
+    Returns:
+        (planned frontend graph, {index: `Job`}); (None, {}) for a graph not planned ahead.
+    """
     with _ahead_lock:
         return _ahead.pop((spec.key, epilogue, workspace_cap), (None, {}))
 
@@ -163,8 +197,16 @@ def _keep_late(cg, job: Job) -> None:
 
 
 def late_compiles(spec, epilogue: str, workspace_cap) -> Dict[int, Job]:
-    """The compiles of this graph that a budget cut and workers still run or have finished
-    (index -> `Job`; ``job.future.done()`` once its plan is ready), left in place."""
+    """The compiles of a graph that a budget cut and workers still run or have finished; left in place.
+
+    Args:
+        spec: the convolution.
+        epilogue: the graph's epilogue.
+        workspace_cap: the graph's workspace cap.
+
+    Returns:
+        Plan index -> `Job`; ``job.future.done()`` once its plan is ready.
+    """
     with _ahead_lock:
         return dict(_late.get((spec.key, epilogue, workspace_cap), {}))
 
@@ -181,18 +223,30 @@ def _take_late(cg, g) -> Dict[int, Job]:
 def build_plans(
     cg,
     budget: Budget,
+    *,
     workers: Optional[BuildPool] = None,
     parallel: bool = True,
     jobs: Optional[Dict[int, Job]] = None,
     compile_budget: Optional[Budget] = None,
 ):
-    """Build every candidate plan of `engine.ConvGraph` ``cg`` (planned, nothing built), checking
-    ``budget`` between plans. Returns ({index: why it was not built}, {index: `RemotePlan`}):
-    precompiled plans are built in ``cg.graph`` here; runtime-compiled ones in the workers when
-    there are any (``workers``: this process's `pool` by default; ``parallel=False``: none), or by
-    the ``jobs`` queued for them already (`ahead`). Plans not built when the budget is spent say
-    ``cut: ...``; ``compile_budget`` (shorter): how long to wait for the workers' compiles (with
-    it, every compile goes to a worker, where it can be left to finish: `_late`)."""
+    """Build every candidate plan of a planned graph, checking a budget between plans.
+
+    Precompiled plans are built in ``cg.graph`` here; runtime-compiled ones in the workers when
+    there are any, or by the ``jobs`` queued for them already (`ahead`). Plans not built when the
+    budget is spent say ``cut: ...``.
+
+    Args:
+        cg: the `engine.ConvGraph` being built (planned, nothing built).
+        budget: the build's budget.
+        workers: default this process's `pool`.
+        parallel: False builds every plan here.
+        jobs: plan index -> `Job` queued already.
+        compile_budget: how long to wait for the workers' compiles (shorter than ``budget``); with
+            it, every compile goes to a worker, where it can be left to finish (`_late`).
+
+    Returns:
+        ({index: why it was not built}, {index: `RemotePlan`}).
+    """
     from .frontend import build_every_plan
 
     g = cg.graph
@@ -276,7 +330,7 @@ def _nothing_built(cg, g, budget: Budget, why_not: dict, remote: dict, workers: 
     """A graph whose every plan is compiled at run time (fp8 on the H200) and all of them cut by a
     compile budget would have no plan: "not supported", which is untrue. Its cut compiles are
     waited for within the build ``budget`` instead (the running ones taken back from `_late`, the
-    others queued again), until one plan is built; the others are cut as before. Returns the jobs."""
+    others queued again), until one plan is built; the others stay cut. Returns the jobs."""
     from ..signals.cancel import was_cut
 
     cut = sorted(i for i, why in why_not.items() if was_cut(why))
@@ -297,7 +351,7 @@ def _nothing_built(cg, g, budget: Budget, why_not: dict, remote: dict, workers: 
         for i in done:
             why_not.pop(i, None)
             _collect(cg, pending.pop(i), budget, why_not, remote, workers)
-    for i, job in pending.items():  # one plan is enough for an interactive answer; the rest as before
+    for i, job in pending.items():  # one plan is enough for an interactive answer; the rest stay cut
         if not job.future.cancel():
             _keep_late(cg, job)
     return list(jobs.values())
@@ -345,7 +399,8 @@ def _collect(
                         "runtime-compiled: a worker finishes it for the next build)"
                     )
                 return
-        except Exception:  # noqa: BLE001  (the worker failed, died, hung or declined: built here, for cuDNN's own reason)
+        # the worker failed, died, hung or declined: built here, for cuDNN's own reason
+        except Exception:  # noqa: BLE001
             value = None
             break
     from .frontend import build_every_plan, handle_for  # CUDA's: only once a plan came or must be built here

@@ -25,7 +25,16 @@ from . import plan_checks
 
 @dataclass(frozen=True)
 class Plan:
-    """One candidate plan. ``workspace_bytes`` is None when the plan did not build (``error`` says why)."""
+    """One candidate plan of a graph.
+
+    Attributes:
+        index: its index in the graph.
+        name: cuDNN's name, e.g. "eng0".
+        workspace_bytes: bytes it needs; None when it did not build.
+        built: whether it built.
+        notes: cuDNN's behaviour notes, comma-separated.
+        error: why it did not build.
+    """
 
     index: int
     name: str

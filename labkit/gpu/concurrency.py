@@ -32,7 +32,22 @@ LAUNCHES = ("graph", "python")
 
 @dataclass(frozen=True)
 class RaceResult:
-    """Counts over ``runs`` convolutions (streams x convs_per_launch x rounds)."""
+    """What a scratchpad race counted over ``runs`` convolutions (streams x convs_per_launch x rounds).
+
+    Attributes:
+        shared: one workspace for every stream.
+        launch: "graph" (CUDA graphs) or "python" (launched one by one).
+        streams: concurrent streams.
+        runs: convolutions in all.
+        mismatches_bitwise: outputs that differ in any bit from the stream's solo run.
+        mismatches_vs_reference: outputs whose error against float64 is over the tolerance.
+        workspace_bytes: the plan's workspace.
+        plan_index: the plan raced.
+        solo_rel_error: the worst solo run's error against float64.
+        worst_rel_error: the worst output's error in the race.
+        spec_label: the convolution.
+        trace: the traced first round's `labkit.gpu.trace` frame, when a tracer was given.
+    """
 
     shared: bool
     launch: str
@@ -63,6 +78,7 @@ def _stream_batch(cg, plan, ops, outs, ws_ptr, stream):
 def scratchpad_race(
     shared: bool,
     launch: str = "graph",
+    *,
     spec: ConvSpec = RACE_SPEC,
     streams: int = 2,
     convs_per_launch: int = 64,
@@ -70,11 +86,26 @@ def scratchpad_race(
     seed: int = 0,
     tracer=None,
 ) -> RaceResult:
-    """Run the race and count corrupted outputs. ``shared``: one workspace for all streams.
-    ``tracer``: a `labkit.gpu.trace.Tracer` factory; the first round's launches run under it, after
-    one launch under it that is not kept (`labkit.gpu.trace.Tracer.keep_from_now`: CUPTI's set-up
-    of each kernel would delay the first stream's launch past the others'), and its frame is the
-    result's ``trace`` (a separate, traced run: counts from it are labelled so)."""
+    """Run convolutions on concurrent streams, sharing one workspace or not, and count corrupted outputs.
+
+    Each stream's answer is first computed alone, with a private workspace, and checked against
+    float64; every output of the race is then compared with it bit for bit and with float64.
+
+    Args:
+        shared: one workspace for all streams.
+        launch: "graph" (each stream's convolutions as a CUDA graph) or "python".
+        spec: an fprop convolution whose plan uses a workspace.
+        streams: concurrent streams (>= 2).
+        convs_per_launch: convolutions per stream in one launch.
+        min_runs: the fewest convolutions in all.
+        seed: the first stream's inputs' seed; the others count up.
+        tracer: a `labkit.gpu.trace.Tracer` factory. The first round's launches run under it, after
+            one launch under it that is not kept (`labkit.gpu.trace.Tracer.keep_from_now`: CUPTI's
+            set-up of each kernel would delay the first stream's launch past the others').
+
+    Returns:
+        A `RaceResult`; its ``trace`` is a separate, traced run, and counts from it are labelled so.
+    """
     if launch not in LAUNCHES:
         raise InvalidSpec("launch", launch, f"must be one of {', '.join(LAUNCHES)}")
     for name, v, lo in (

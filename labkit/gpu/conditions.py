@@ -4,9 +4,10 @@ and why its clocks were held down, from NVML (``nvidia-ml-py``, imported as ``py
 `sample` reads them once; `Watch` samples before, every `EVERY_S` during and after a
 measurement and keeps what describes it (`summary`: the highest clocks reached, since an idle GPU
 parks its clocks low between measurements; the highest power and temperature; every throttle
-reason seen), so a result taken while the GPU was throttling says so (`labkit.draw.plots.conditions_text` writes it in every chart's
-provenance line). Without NVML (no package, no driver, a GPU it
-cannot see) every call answers None: conditions are information, never a reason to fail.
+reason seen), so a result taken while the GPU was throttling says so
+(`labkit.draw.plots.conditions_text` writes it in every chart's provenance line). Without NVML (no
+package, no driver, a GPU it cannot see) every call answers None: conditions are information,
+never a reason to fail.
 """
 
 from __future__ import annotations
@@ -55,9 +56,13 @@ def _handle(n):
 
 
 def sample() -> Optional[dict]:
-    """The GPU's conditions now: ``sm_clock_mhz``, ``sm_clock_max_mhz``, ``mem_clock_mhz``,
-    ``power_w``, ``power_limit_w``, ``temperature_c``, ``throttle`` (reasons, words; empty when
-    none). None when NVML cannot answer."""
+    """The GPU's conditions now, from NVML.
+
+    Returns:
+        ``sm_clock_mhz``, ``sm_clock_max_mhz``, ``mem_clock_mhz``, ``power_w``, ``power_limit_w``,
+        ``temperature_c`` and ``throttle`` (the reasons, in words; empty when none); None when NVML
+        cannot answer.
+    """
     n = _nvml()
     if n is None:
         return None
@@ -87,8 +92,15 @@ def sample() -> Optional[dict]:
 
 
 def summary(*samples: Optional[dict]) -> Optional[dict]:
-    """Several samples (or summaries) as one: the highest SM and memory clocks, power and
-    temperature, every throttle reason seen, ``samples`` how many. None when none is a sample."""
+    """Several samples (or summaries) as one.
+
+    Args:
+        *samples: `sample` dicts or earlier summaries; None ones are skipped.
+
+    Returns:
+        The highest SM and memory clocks, power and temperature, every throttle reason seen, and
+        ``samples`` (how many); None when none is a sample.
+    """
     got = [s for s in samples if s]
     if not got:
         return None
@@ -102,8 +114,14 @@ def summary(*samples: Optional[dict]) -> Optional[dict]:
 
 
 class Watch:
-    """Context manager: `sample` on entry, every `EVERY_S` in a background thread, and on exit;
-    ``result`` their `summary`. Without NVML it samples nothing and ``result`` is None."""
+    """A context manager that samples the GPU's conditions on entry, every ``every_s`` and on exit.
+
+    The samples are taken in a background thread; ``result`` is their `summary`. Without NVML it
+    samples nothing and ``result`` is None.
+
+    Args:
+        every_s: seconds between samples.
+    """
 
     def __init__(self, every_s: float = EVERY_S):
         self.every_s = every_s

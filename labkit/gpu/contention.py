@@ -3,11 +3,12 @@
 NVML (``nvmlDeviceGetProcessUtilization``) keeps, per process with a CUDA context, samples of the
 share of time its kernels ran (``smUtil``) and its memory traffic (``memUtil``), each stamped
 with the host time (microseconds) its sampling period ended; the driver samples about once a
-second (H200, driver 580: one sample per process per second was seen), so a short measurement is
-judged by the samples whose period ends after it began. A process counts as contending when its
+second (H200, driver 580: one sample per process per second), so a short measurement is judged
+by the samples whose period ends after it began. A process counts as contending when its
 samples since then show kernels or memory traffic and it is not this process, one of its
-children (build and report workers) or ancestors (the script that started it), a labkit member of the GPU lock (`labkit.gpu.lock`: they do
-their GPU work under the lock, so their samples are other turns), or a member's child.
+children (build and report workers) or ancestors (the script that started it), a labkit member of
+the GPU lock (`labkit.gpu.lock`: they do their GPU work under the lock, so their samples are other
+turns), or a member's child.
 
 Without NVML, or on a GPU or driver that keeps no samples, every answer is "none": contention is
 information, never a reason to fail.
@@ -53,7 +54,14 @@ def _family(pid: int, roots: Set[int]) -> bool:
 
 
 def active_since(since_us: int) -> Set[int]:
-    """Pids whose NVML samples since ``since_us`` (host microseconds since the epoch) show GPU use."""
+    """Pids whose NVML samples since a moment show GPU use.
+
+    Args:
+        since_us: host microseconds since the epoch.
+
+    Returns:
+        The pids; empty without NVML or samples.
+    """
     n = _nvml()
     if n is None:
         return set()
@@ -70,10 +78,18 @@ def active_since(since_us: int) -> Set[int]:
 
 
 def others_since(since_us: int, members: Callable[[], Iterable[int]] = tuple) -> List[int]:
-    """Pids of processes that used the GPU since ``since_us`` less `LOOKBACK_S` (sorted), leaving
-    out this process's family (its children, and its ancestors: the script or test run that
-    started it) and labkit members (``members()``, asked only when some process was active) with
-    their children."""
+    """Pids of other processes that used the GPU since a moment less `LOOKBACK_S`, sorted.
+
+    This process's family is left out (its children, and its ancestors: the script or test run that
+    started it), and so are labkit members of the GPU lock with their children.
+
+    Args:
+        since_us: host microseconds since the epoch.
+        members: returns the lock's member pids; asked only when some process was active.
+
+    Returns:
+        The pids.
+    """
     active = active_since(int(since_us - LOOKBACK_S * 1e6))
     if not active:
         return []
@@ -83,5 +99,13 @@ def others_since(since_us: int, members: Callable[[], Iterable[int]] = tuple) ->
 
 
 def busy_now(window_s: float = 2.0, members: Callable[[], Iterable[int]] = tuple) -> List[int]:
-    """Pids of other processes (as `others_since`) that used the GPU in the last ``window_s`` seconds."""
+    """Pids of other processes (as `others_since`) that used the GPU in the last few seconds.
+
+    Args:
+        window_s: how far back to look, in seconds.
+        members: returns the lock's member pids.
+
+    Returns:
+        The pids.
+    """
     return others_since(int((time.time() - window_s + LOOKBACK_S) * 1e6), members)

@@ -51,8 +51,9 @@ cudnn_cnn.h of 9.6 and 9.14, and the 9.19 wheel's headers on the H100 host):
 int determinism; int mathType; int reserved[3]}: a C program compiled with gcc against the 9.19
 headers prints sizeof 48, offsets 0, 4, 8, 16, 24, 28, 32 and sizeof(cudnnStatus_t) 4, as the
 ctypes Structure below has. The enum values are in the tables below; the function prototypes
-(argument order and types) in ``_SIGNATURES`` match the 9.19 headers. The functions are ``CUDNN_DEPRECATED`` in cuDNN 9
-(still exported by libcudnn.so.9 in 9.19; they forward to libcudnn_cnn.so.9 / libcudnn_ops.so.9).
+(argument order and types) in ``_SIGNATURES`` match the 9.19 headers. The functions are
+``CUDNN_DEPRECATED`` in cuDNN 9 (still exported by libcudnn.so.9 in 9.19; they forward to
+libcudnn_cnn.so.9 / libcudnn_ops.so.9).
 Note the argument order of ``cudnnSetFilter4dDescriptor(desc, dataType, format, k, c, h, w)``
 versus ``cudnnSetTensor4dDescriptor(desc, format, dataType, n, c, h, w)``.
 """
@@ -389,7 +390,8 @@ def _warn_if_several() -> None:
         warnings.warn(
             "several cuDNN libraries are mapped into this process: "
             + ", ".join(real)
-            + f"; labkit.legacy uses {_lib_path}. Mixed copies can make cuDNN report and run another version.",
+            + f"; labkit.legacy uses {_lib_path}. "
+            "Mixed copies can make cuDNN report and run another version.",
             RuntimeWarning,
             stacklevel=3,
         )
@@ -408,7 +410,15 @@ def library_path() -> str:
 
 # ---- statuses and errors ----------------------------------------------------------------------
 def status_name(status: int, lib: Optional[ctypes.CDLL] = None) -> str:
-    """``"ok"`` for success, else the ``CUDNN_STATUS_*`` name (from the table, else from cuDNN)."""
+    """A cuDNN status in words.
+
+    Args:
+        status: a ``cudnnStatus_t`` value.
+        lib: the loaded library, asked for names the table lacks.
+
+    Returns:
+        ``"ok"`` for success, else the ``CUDNN_STATUS_*`` name.
+    """
     status = int(status)
     if status == CUDNN_STATUS_SUCCESS:
         return "ok"

@@ -1,8 +1,9 @@
-"""A convolution as a cuDNN frontend graph: tensor layouts and roles, one cuDNN handle per stream,
-the graph's definition, its planning (the candidate plans, labkit's filters) and building plans by
-index within a time budget. `labkit.gpu.engine` builds on this (built graphs, their cache, running
-plans); `labkit.gpu.builds` uses it in worker processes, which must plan a graph exactly as the
-notebook's process does.
+"""A convolution as a cuDNN frontend graph: tensor layouts and roles, one cuDNN handle per stream.
+
+The graph's definition (`define_graph`), its planning (`planned_graph`: the candidate plans,
+labkit's filters) and building plans by index within a time budget (`build_every_plan`).
+`labkit.gpu.conv_graph` builds on this; `labkit.gpu.builds` uses it in worker processes, which
+must plan a graph exactly as the notebook's process does.
 """
 
 from __future__ import annotations
@@ -34,7 +35,15 @@ _CUDNN_DTYPE = {
 
 # ---- layouts --------------------------------------------------------------------------------
 def strides(shape, layout: str) -> tuple:
-    """Element strides of a logical (n, c, h, w) tensor stored in ``layout``."""
+    """Element strides of a logical (n, c, h, w) tensor stored in ``layout``.
+
+    Args:
+        shape: the logical (n, c, h, w) shape.
+        layout: NCHW or NHWC.
+
+    Returns:
+        The strides, in logical order.
+    """
     n, c, h, w = shape
     if layout == "NCHW":
         return (c * h * w, h * w, w, 1)
@@ -42,17 +51,42 @@ def strides(shape, layout: str) -> tuple:
 
 
 def storage_shape(shape, layout: str) -> tuple:
-    """Shape of the CuPy array holding a logical (n, c, h, w) tensor in ``layout``."""
+    """Shape of the CuPy array that holds a logical (n, c, h, w) tensor in ``layout``.
+
+    Args:
+        shape: the logical (n, c, h, w) shape.
+        layout: NCHW or NHWC.
+
+    Returns:
+        (n, c, h, w) for NCHW, (n, h, w, c) for NHWC.
+    """
     n, c, h, w = shape
     return (n, c, h, w) if layout == "NCHW" else (n, h, w, c)
 
 
 def logical_view(arr, layout: str):
-    """View a storage-order array as logical (n, c, h, w)."""
+    """A storage-order array viewed as logical (n, c, h, w).
+
+    Args:
+        arr: the array, in ``layout``'s order.
+        layout: NCHW or NHWC.
+
+    Returns:
+        The view (no copy).
+    """
     return arr if layout == "NCHW" else arr.transpose(0, 3, 1, 2)
 
 
 def role_shapes(spec: ConvSpec, epilogue: str = "none") -> Dict[str, tuple]:
+    """The logical shape of each tensor: ``x``, ``w``, ``y``, and ``b``, ``z`` for an epilogue.
+
+    Args:
+        spec: the convolution.
+        epilogue: one of `EPILOGUES`.
+
+    Returns:
+        Role -> logical NCHW shape.
+    """
     shapes = {"x": spec.x_shape, "w": spec.w_shape, "y": spec.y_shape}
     if epilogue != "none":
         shapes["b"] = (1, spec.K, 1, 1)
@@ -62,7 +96,15 @@ def role_shapes(spec: ConvSpec, epilogue: str = "none") -> Dict[str, tuple]:
 
 
 def role_dtype(spec: ConvSpec, role: str) -> str:
-    """labkit dtype of a role's tensor: the written tensor and b/z use the output dtype."""
+    """The labkit dtype of a role's tensor: the written tensor and b/z use the output dtype.
+
+    Args:
+        spec: the convolution.
+        role: ``x``, ``w``, ``y``, ``b`` or ``z``.
+
+    Returns:
+        A labkit dtype name.
+    """
     if role == OUTPUT_ROLE[spec.direction] or role in ("b", "z"):
         return spec.output_dtype
     return spec.dtype
@@ -92,7 +134,14 @@ _handles_lock = threading.Lock()
 
 
 def handle_for(stream=None):
-    """The cuDNN handle bound to ``stream`` (default: CuPy's current stream), one per stream."""
+    """The cuDNN handle bound to a stream, made once per stream.
+
+    Args:
+        stream: a CuPy stream; default CuPy's current stream.
+
+    Returns:
+        The handle; `OutOfMemory` when cuDNN cannot make one.
+    """
     stream = stream if stream is not None else cupy.cuda.get_current_stream()
     key = (cupy.cuda.Device().id, int(stream.ptr))
     with _handles_lock:
@@ -110,8 +159,14 @@ def handle_for(stream=None):
 
 
 def release_handle(stream) -> None:
-    """Destroy the cuDNN handle bound to ``stream`` (if any). Call when the stream is done with:
-    each handle holds a few MiB of device memory and its own internal streams."""
+    """Destroy the cuDNN handle bound to a stream, if any.
+
+    Call it when the stream is done with: each handle holds a few MiB of device memory and its own
+    internal streams.
+
+    Args:
+        stream: the CuPy stream.
+    """
     key = (cupy.cuda.Device().id, int(stream.ptr))
     with _handles_lock:
         h = _handles.pop(key, None)
@@ -126,11 +181,20 @@ BUILD_BUDGET_S = 60.0
 
 
 def build_every_plan(g, budget: Budget, indices: Optional[List[int]] = None) -> Dict[int, str]:
-    """Build every candidate plan of frontend graph ``g`` (or those at ``indices``), one at a time
-    (what ``build_plans(ALL)`` does inside the frontend), checking ``budget`` between plans.
-    labkit runs plans by index, so which plan the frontend calls selected does not matter. Returns
-    {plan index: why it was not built}: cuDNN's reason, or ``cut: ...`` for the plans the spent
-    budget left out."""
+    """Build candidate plans of a frontend graph one at a time, checking a budget between plans.
+
+    This is what ``build_plans(ALL)`` does inside the frontend. labkit runs plans by index, so which
+    plan the frontend calls selected does not matter.
+
+    Args:
+        g: a planned frontend graph (`planned_graph`).
+        budget: the build's time budget.
+        indices: the plans to build; default every candidate.
+
+    Returns:
+        {plan index: why it was not built}: cuDNN's reason, or ``cut: ...`` for the plans the spent
+        budget left out.
+    """
     why_not = {}
     todo = list(range(g.get_execution_plan_count())) if indices is None else list(indices)
     for k, i in enumerate(todo):
@@ -140,13 +204,21 @@ def build_every_plan(g, budget: Budget, indices: Optional[List[int]] = None) -> 
             break
         try:
             g.build_plan_at_index(i)
-        except Exception as exc:  # noqa: BLE001  (declined by cuDNN, or barred by a filter: kept as the reason)
+        except Exception as exc:  # noqa: BLE001  (declined by cuDNN, or barred by a filter: the reason)
             why_not[i] = " ".join(str(exc).split())[:200] or type(exc).__name__
     return why_not
 
 
 def define_graph(spec: ConvSpec, epilogue: str = "none"):
-    """The frontend graph of ``spec`` (+ ``epilogue``), defined but not planned."""
+    """The frontend graph of a convolution, defined but not planned.
+
+    Args:
+        spec: the convolution.
+        epilogue: one of `EPILOGUES` (fprop only).
+
+    Returns:
+        A ``cudnn.pygraph``.
+    """
     s, io = spec, _CUDNN_DTYPE[spec.dtype]
     out = _CUDNN_DTYPE[s.output_dtype]
     f32 = cudnn.data_type.FLOAT
@@ -201,9 +273,21 @@ def planned_graph(
     workspace_cap: Optional[int] = None,
     deterministic_only: bool = False,
 ):
-    """The frontend graph of ``spec``, planned (heuristics A then FALLBACK, labkit's filters for the
-    dtype, determinism and cap) and checked, no plan built yet: a worker process that builds one of
-    its plans (`labkit.gpu.builds`) gets the same list, in the same order, as this process."""
+    """The frontend graph of a convolution, planned and checked, no plan built yet.
+
+    Planning is heuristics A then FALLBACK, with labkit's filters for the dtype, determinism and cap;
+    a worker process that builds one of its plans (`labkit.gpu.builds`) gets the same list, in the
+    same order, as this process.
+
+    Args:
+        spec: the convolution.
+        epilogue: one of `EPILOGUES`.
+        workspace_cap: leave out plans that need more workspace, in bytes; None for no cap.
+        deterministic_only: leave out plans cuDNN marks NONDETERMINISTIC.
+
+    Returns:
+        A ``cudnn.pygraph`` with its candidate plans created.
+    """
     g = define_graph(spec, epilogue)
     g.validate()
     g.build_operation_graph()

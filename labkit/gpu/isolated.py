@@ -43,7 +43,13 @@ POLL_S = 0.05
 
 
 class WorkerDied(LabkitError):
-    """The worker process ended during a step (a crash in a library, or killed from outside)."""
+    """The worker process ended during a step (a crash in a library, or killed from outside).
+
+    Args:
+        what: the step.
+        phase: what the step last announced.
+        exitcode: the process's exit code.
+    """
 
     def __init__(self, what: str, phase: str, exitcode):
         self.what, self.phase, self.exitcode = what, phase, exitcode
@@ -165,8 +171,17 @@ def _main_hidden():
 
 
 class Worker:
-    """One worker process and the pipe to it (see the module doc). ``phase``: what the step in
-    flight last announced; ``starts``: how many processes this worker has started."""
+    """One worker process and the pipe to it (see the module doc).
+
+    ``phase`` is what the step in flight last announced; ``starts`` how many processes this worker
+    has started. Either kind dies with its parent.
+
+    Args:
+        daemon: a daemonic worker may not start processes of its own; the report's worker is not
+            one, so its builds can use build workers (`labkit.gpu.builds`).
+        env: environment variables the worker process starts with, besides this process's own
+            (read once by libraries at load, e.g. cuDNN's logging: `labkit.gpu.buildlog`).
+    """
 
     def __init__(self, daemon: bool = True, env: Optional[Dict[str, str]] = None):
         #: a daemonic worker may not start processes of its own; the report's worker is not one, so
@@ -183,6 +198,7 @@ class Worker:
 
     @property
     def alive(self) -> bool:
+        """Whether the worker process runs."""
         return self._proc is not None and self._proc.is_alive()
 
     def _start(self) -> None:
@@ -224,13 +240,25 @@ class Worker:
         on_phase: Optional[Callable[[str], None]] = None,
         hold_gpu: bool = False,
     ):
-        """Run ``target(*args)`` in the worker and return its value. Past ``budget_s`` seconds the
-        worker is killed and `labkit.TimedOut` raised, naming ``what`` and the phase the step last
-        announced (``on_phase(phase)`` hears each one). An error the step raised is raised here
-        (labkit's own errors as themselves). A `labkit.signals.cancel.checkpoint` that stops the caller
-        (a superseded panel request), or Ctrl-C, kills the worker and goes on up. ``hold_gpu``:
-        the step measures on the GPU; this process lets its turn on the GPU go while it waits
-        and the worker takes one for the step (`labkit.gpu.lock`)."""
+        """Run ``target(*args)`` in the worker and return its value.
+
+        An error the step raised is raised here (labkit's own errors as themselves). A
+        `labkit.signals.cancel.checkpoint` that stops the caller (a superseded panel request), or Ctrl-C,
+        kills the worker and goes on up.
+
+        Args:
+            target: "module:function".
+            args: its arguments (picklable).
+            budget_s: past this many seconds the worker is killed and `labkit.TimedOut` raised, naming
+                ``what`` and the phase the step last announced; None for no limit.
+            what: the step, for errors.
+            on_phase: hears each phase the step announces.
+            hold_gpu: the step measures on the GPU: this process lets its turn on the GPU go while it
+                waits, and the worker takes one for the step (`labkit.gpu.lock`).
+
+        Returns:
+            The step's value.
+        """
         from .lock import released
 
         with self._lock, released() if hold_gpu else contextlib.nullcontext():
@@ -304,9 +332,22 @@ def run_step(
     on_phase: Optional[Callable[[str], None]] = None,
     hold_gpu: bool = False,
 ):
-    """``target(*args)`` in this process's worker within ``budget_s`` (`Worker.call`), or, with
-    isolation off (`isolation_on`), here in this process (the step's own budgets still apply;
-    ``hold_gpu``: under this process's turn on the GPU)."""
+    """Run a step in this process's worker, or here with isolation off (`isolation_on`).
+
+    Here, the step's own budgets still apply, and ``hold_gpu`` runs it under this process's turn on
+    the GPU.
+
+    Args:
+        target: "module:function".
+        args: its arguments.
+        budget_s: the step's budget in the worker, in seconds (`Worker.call`).
+        what: the step, for errors.
+        on_phase: hears each phase the step announces.
+        hold_gpu: the step measures on the GPU.
+
+    Returns:
+        The step's value.
+    """
     if isolation_on():
         return worker().call(target, args, budget_s, what, on_phase, hold_gpu)
     if (

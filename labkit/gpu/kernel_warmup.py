@@ -4,7 +4,7 @@ on a machine with a GPU), so a first visit does not wait for them.
 CuPy compiles each elementwise and reduction kernel with NVRTC the first time a process runs it
 (0.1-0.2 s each on the H200's host) and keeps the binary in its kernel cache on disk
 (``CUPY_CACHE_DIR``, default ``~/.cupy/kernel_cache``): on a machine that never ran labkit, the
-precision and race panels compiled 18 and 11 kernels before their first paint
+precision and race panels would compile 18 and 11 kernels before their first paint
 (docs/findings.md). `TASKS` runs, on tiny tensors, what the panels run: for
 each dtype, layout and direction the CuPy parts of a checked convolution (seeded inputs, the
 float64 reference from the rounded and the unrounded inputs, the output decoded, the error norms,
@@ -13,7 +13,7 @@ launches. Kernels are specialised by dtype and by the number of dimensions left 
 contiguous ones, not by size, so tiny tensors (every dimension >= 2) compile the lessons' kernels.
 
 Not in a background thread of the notebook: NVRTC compiles one kernel at a time per process, so a
-panel's own compiles waited behind the warm-up's (race 25 s instead of 9 s on the H200).
+panel's own compiles would wait behind the warm-up's (race 25 s instead of 9 s on the H200).
 """
 
 from __future__ import annotations
@@ -29,9 +29,15 @@ _DTYPES = ("fp16", "fp32", "bf16", "tf32", "fp8_e4m3")
 
 
 def exercise(spec: ConvSpec, epilogue: str = "none") -> None:
-    """The CuPy kernels of one checked run of ``spec`` (no cuDNN): `verify.check_plans`' steps on
-    an output the convolution did not write (zeros), and for an epilogue the unfused path's
-    elementwise kernels (`unfused.epilogue`)."""
+    """Run the CuPy kernels of one checked run of a convolution, without cuDNN.
+
+    These are `verify.check_plans`' steps on an output the convolution did not write (zeros) and,
+    for an epilogue, the unfused path's elementwise kernels (`unfused.epilogue`).
+
+    Args:
+        spec: a tiny convolution of the dtype, layout and direction to warm.
+        epilogue: one of `labkit.gpu.engine.EPILOGUES`.
+    """
     import cupy
 
     from . import memory, numerics, reference, unfused, verify
@@ -68,7 +74,7 @@ def _race(launch: str) -> None:
 
 
 def tasks() -> List[Tuple[str, Callable[[], None]]]:
-    """(label, call) for every task, the lessons' base first."""
+    """(label, call) for every warm-up task, the lessons' base first."""
     out: List[Tuple[str, Callable[[], None]]] = []
     for d in _DTYPES:
         for lay in ("NHWC", "NCHW"):
@@ -85,9 +91,17 @@ def tasks() -> List[Tuple[str, Callable[[], None]]]:
 
 
 def compile_ahead(progress: bool = True) -> Dict[str, object]:
-    """Run every task (`tasks`), one after another; returns label -> seconds, or the error of a
-    task that failed (the panel that needs its kernels compiles them itself and reports any
-    error). ``progress``: a tqdm bar on stderr."""
+    """Run every task (`tasks`), one after another.
+
+    A task that fails is reported, not raised: the panel that needs its kernels compiles them itself
+    and reports any error.
+
+    Args:
+        progress: show a tqdm bar on stderr.
+
+    Returns:
+        Label -> seconds, or the error of a task that failed.
+    """
     from tqdm.auto import tqdm
 
     done: Dict[str, object] = {}

@@ -10,7 +10,7 @@ Units: workspace sizes in bytes, times in microseconds (cuDNN's milliseconds * 1
 
 Public API
 ----------
-``algorithm_table(spec, x=None, w=None, y=None, workspace_limit_bytes=1 << 30, find=True)``
+``algorithm_table(spec, *, x=None, w=None, y=None, workspace_limit_bytes=1 << 30, find=True)``
     -> ``pandas.DataFrame``, one row per algorithm in enum order (0..7). Columns:
 
     ========================= ==============================================================
@@ -170,7 +170,14 @@ _SEED = 20261122
 
 # ---- validation (no library, no GPU) -------------------------------------------------------------
 def storage_shapes(spec: ConvSpec) -> Dict[str, Tuple[int, int, int, int]]:
-    """Memory-order shapes of x, w, y for ``spec.layout`` (NHWC: channels last, filter K,R,S,C/g)."""
+    """Memory-order shapes of x, w and y for a spec's layout.
+
+    Args:
+        spec: the convolution.
+
+    Returns:
+        Role -> shape; for NHWC channels last, the filter as (K, R, S, C/g).
+    """
     N, C, H, W = spec.x_shape
     K, Cg, R, S = spec.w_shape
     _, _, P, Q = spec.y_shape
@@ -185,7 +192,8 @@ def _validate(spec, workspace_limit_bytes, find) -> None:
     if spec.direction != "fprop":
         raise Unsupported(
             _TABLE,
-            f"only fprop (cudnnFindConvolutionForwardAlgorithmEx); {spec.direction!r} is not covered by this table",
+            f"only fprop (cudnnFindConvolutionForwardAlgorithmEx); {spec.direction!r} "
+            "is not covered by this table",
         )
     if spec.dtype not in DTYPE_PLAN:
         raise Unsupported(
@@ -352,7 +360,7 @@ def _random_array(cp, shape, dtype: str, seed: int, what: str):
         n *= int(s)
     itemsize = _STORAGE[dtype][0]
     try:
-        return random_inputs(shape, dtype, cp, seed, keep_exact=False)[0]
+        return random_inputs(shape, dtype, cp, seed=seed, keep_exact=False)[0]
     except Exception as e:
         if _is_oom(cp, e):
             raise OutOfMemory(what, n * itemsize, _free_bytes()) from None
@@ -378,18 +386,32 @@ def _ptr_of(buf) -> int:
 
 def algorithm_table(
     spec: ConvSpec,
+    *,
     x=None,
     w=None,
     y=None,
     workspace_limit_bytes: int = DEFAULT_WORKSPACE_LIMIT,
     find: bool = True,
 ):
-    """The classic cuDNN forward-algorithm table for ``spec`` (see the module docstring).
+    """The classic cuDNN forward-algorithm table for a convolution (see the module docstring).
 
-    Raises, before touching cuDNN: :class:`InvalidSpec` (not a ConvSpec, bad
-    ``workspace_limit_bytes`` or ``find``, arrays of the wrong shape/dtype/contiguity),
-    :class:`Unsupported` (dgrad/wgrad, fp8). Later: :class:`Unsupported` (no cuDNN 9 / CuPy /
-    GPU, or cuDNN refuses the problem), :class:`OutOfMemory`, :class:`LabkitError`.
+    Args:
+        spec: an fprop convolution, not fp8.
+        x: the image to run on, in storage order; default a seeded random one.
+        w: the filter; default a seeded random one.
+        y: the output, written by Find; default a new one.
+        workspace_limit_bytes: the workspace handed to Find, in bytes.
+        find: run and time every algorithm (``cudnnFindConvolutionForwardAlgorithmEx``); False only
+            asks each one's workspace size.
+
+    Returns:
+        A DataFrame, one row per algorithm in enum order, with its provenance in ``attrs``.
+
+    Raises:
+        InvalidSpec: before touching cuDNN: not a ConvSpec, a bad ``workspace_limit_bytes`` or
+            ``find``, arrays of the wrong shape, dtype or contiguity.
+        Unsupported: dgrad, wgrad or fp8; or no cuDNN 9, CuPy or GPU; or cuDNN refuses the problem.
+        OutOfMemory: the arrays or the workspace do not fit.
     """
     _validate(spec, workspace_limit_bytes, find)
     limit = int(workspace_limit_bytes)

@@ -65,8 +65,11 @@ def enabled() -> bool:
 
 
 def lock_root() -> Path:
-    """``LABKIT_GPU_LOCK_DIR``, else ``labkit-gpu-locks`` in the system's temporary folder (one
-    per machine: every user's kernels must find the same folder)."""
+    """The folder of the GPU locks, one per machine: every user's kernels must find the same folder.
+
+    Returns:
+        ``LABKIT_GPU_LOCK_DIR``, else ``labkit-gpu-locks`` in the system's temporary folder.
+    """
     env = os.environ.get("LABKIT_GPU_LOCK_DIR", "").strip()
     return Path(env).expanduser() if env else Path(tempfile.gettempdir()) / "labkit-gpu-locks"
 
@@ -110,9 +113,15 @@ def _alive(path: Path) -> Optional[bool]:
 
 
 class FileLock:
-    """The fair, crash-safe lock of one folder (see the module docstring). ``acquire`` returns
-    the seconds waited; ``release`` lets go. One holder per object at a time (`hold` keeps one
-    object per GPU per process and serialises this process's threads)."""
+    """The fair, crash-safe lock of one folder (see the module docstring).
+
+    One holder per object at a time: `hold` keeps one object per GPU per process and serialises this
+    process's threads.
+
+    Args:
+        folder: the lock's folder (made writable for every user).
+        name: its name in logs; default the folder's name.
+    """
 
     def __init__(self, folder: Path, name: str = ""):
         self.folder = Path(folder)
@@ -182,10 +191,17 @@ class FileLock:
     def acquire(
         self, on_wait: Optional[Callable[[int], None]] = None, check: Optional[Callable[[], None]] = None
     ) -> float:
-        """Wait for this lock's turn (see the module docstring) and take it. ``on_wait(ahead)``
-        hears the number ahead when waiting starts and whenever it changes; ``check()`` is called
-        at each poll (a `labkit.signals.cancel.checkpoint`: a superseded request stops waiting; the
-        ticket is withdrawn). Returns the seconds waited."""
+        """Wait for this lock's turn (see the module docstring) and take it.
+
+        Args:
+            on_wait: hears ``on_wait(ahead)``, the number ahead, when waiting starts and whenever it
+                changes.
+            check: called at each poll (a `labkit.signals.cancel.checkpoint`: a superseded request stops
+                waiting, and its ticket is withdrawn).
+
+        Returns:
+            The seconds waited.
+        """
         t0 = time.monotonic()
         self._prepare()
         self._take_ticket()
@@ -227,13 +243,20 @@ class FileLock:
 
     @property
     def held(self) -> bool:
+        """Whether this object holds the lock."""
         return self._lock_fd is not None
 
 
 # ---- the GPU ----------------------------------------------------------------------------------
 def gpu_uuid(device: Optional[int] = None) -> str:
-    """The UUID of CUDA device ``device`` (default: the current one) as NVML writes it,
-    ``GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx``."""
+    """The UUID of a CUDA device as NVML writes it, ``GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx``.
+
+    Args:
+        device: the CUDA device index; default the current one.
+
+    Returns:
+        The UUID.
+    """
     import cupy
 
     return _uuid_of(cupy.cuda.Device(device).id if device is not None else cupy.cuda.Device().id)

@@ -13,7 +13,7 @@ Bounded: ``graph_replay`` first runs the call twice eagerly (the second between 
 ``eager_us``), outside any capture. That loads its kernels before a capture, sizes the graph (a
 call that takes 2 ms gets a graph of one call, not ten: a plan that launches one kernel per
 group, as cuDNN's engine 1 does for grouped convolutions, puts 1,200 nodes in a graph per call of
-a 240-group convolution, and capturing 10 of them took seconds to minutes), and lets autotune drop
+a 240-group convolution, and capturing 10 of them takes seconds to minutes), and lets autotune drop
 a plan already far slower than the best without capturing it (`TooSlow`). A `labkit.signals.cancel.Budget`
 is checked between the calls of a capture and between replays (`labkit.TimedOut`).
 """
@@ -41,8 +41,18 @@ EAGER_STOP_FACTOR = 2.0
 
 @dataclass(frozen=True)
 class Timing:
-    """Per-call time in microseconds: median and 10th/90th percentiles over ``samples`` repeats,
-    each repeat timing ``calls`` calls."""
+    """Per-call time in microseconds, over repeats.
+
+    Attributes:
+        method: how it was measured: "graph_replay", "back_to_back" or "host_dispatch".
+        median_us: the median per call, in microseconds.
+        p10_us: the 10th percentile.
+        p90_us: the 90th percentile.
+        samples: how many repeats.
+        calls: calls timed in each repeat.
+        eager_us: GPU time of one eager call (two events around it), measured before the capture.
+        capture_s: wall time of the capture, in seconds.
+    """
 
     method: str
     median_us: float
@@ -62,19 +72,31 @@ class Timing:
 
 
 class TooSlow(LabkitError):
-    """One eager call already took ``eager_us``, over ``EAGER_STOP_FACTOR`` x the ``limit_us``
-    the caller gave (`graph_replay`'s ``stop_above_us``): it was not captured or timed further."""
+    """One eager call is already far slower than the caller's bound: it is not captured or timed further.
+
+    Args:
+        eager_us: the eager call's GPU time, in microseconds (``eager_us``).
+        limit_us: the caller's bound (`graph_replay`'s ``stop_above_us``), in microseconds; the call
+            took over `EAGER_STOP_FACTOR` times that.
+    """
 
     def __init__(self, eager_us: float, limit_us: float):
         self.eager_us, self.limit_us = float(eager_us), float(limit_us)
         super().__init__(
-            f"one call took {us_words(eager_us)} eagerly, over {EAGER_STOP_FACTOR:g}x the {us_words(limit_us)} "
-            "early-stop bound: not timed further"
+            f"one call took {us_words(eager_us)} eagerly, over {EAGER_STOP_FACTOR:g}x the "
+            f"{us_words(limit_us)} early-stop bound: not timed further"
         )
 
 
 def us_words(us: float) -> str:
-    """Microseconds in words: '5.8 us', '8.93 ms', '1.20 s'."""
+    """Microseconds in words: '5.8 us', '8.93 ms', '1.20 s'.
+
+    Args:
+        us: a time in microseconds.
+
+    Returns:
+        The time with its unit.
+    """
     if us >= 1e6:
         return f"{us / 1e6:.2f} s"
     return f"{us / 1e3:.2f} ms" if us >= 1e3 else f"{us:.1f} us"
@@ -95,10 +117,18 @@ def _positive(name, value, lo=1):
 def capture(
     fn: Callable[[], None], stream: cupy.cuda.Stream, calls: int, budget: Optional[Budget] = None
 ) -> cupy.cuda.Graph:
-    """A CUDA graph of ``calls`` back-to-back calls of ``fn``, captured on ``stream`` (which must
-    not be the legacy default stream; ``fn`` must launch on it). With a ``budget``, it is checked
-    after each captured call: once spent, the capture is ended, dropped, and `labkit.TimedOut`
-    raised."""
+    """A CUDA graph of back-to-back calls.
+
+    Args:
+        fn: launches one call on ``stream``.
+        stream: the stream captured on; not the legacy default stream.
+        calls: how many calls the graph holds.
+        budget: checked after each captured call: once spent, the capture is ended, dropped and
+            `labkit.TimedOut` raised.
+
+    Returns:
+        The captured ``cupy.cuda.Graph``.
+    """
     _positive("calls", calls)
     checkpoint()  # never inside a capture: before it
     stream.synchronize()
@@ -120,10 +150,21 @@ def capture(
 
 
 def eager_us(fn: Callable[[], None], stream: cupy.cuda.Stream, start=None, end=None) -> float:
-    """Two eager calls of ``fn`` on ``stream``; GPU microseconds of the second between two events.
-    The first loads the call's kernels and warms its caches, outside any capture. For a call that
-    launches several kernels the time includes the gaps between them (an upper bound on the
-    kernels' own time, which `graph_replay` then measures)."""
+    """GPU time of one eager call, between two events, after a first call.
+
+    The first call loads the call's kernels and warms its caches, outside any capture. For a call
+    that launches several kernels the time includes the gaps between them: an upper bound on the
+    kernels' own time, which `graph_replay` then measures.
+
+    Args:
+        fn: launches one call on ``stream``.
+        stream: the stream.
+        start: a CUDA event to reuse; a new one by default.
+        end: another.
+
+    Returns:
+        The second call's GPU time, in microseconds.
+    """
     start = start if start is not None else cupy.cuda.Event()
     end = end if end is not None else cupy.cuda.Event()
     with stream:
@@ -136,8 +177,15 @@ def eager_us(fn: Callable[[], None], stream: cupy.cuda.Stream, start=None, end=N
 
 
 def calls_for(one_call_us: float, calls: int) -> int:
-    """How many back-to-back calls a graph holds: ``calls``, fewer when one call is long
-    (about `REPLAY_TARGET_US` of calls), at least one."""
+    """How many back-to-back calls a graph holds: about `REPLAY_TARGET_US` of calls.
+
+    Args:
+        one_call_us: one call's time, in microseconds.
+        calls: the most calls.
+
+    Returns:
+        ``calls``, fewer when one call is long, at least one.
+    """
     if not one_call_us > 0:
         return calls
     return max(1, min(calls, int(REPLAY_TARGET_US // one_call_us)))
@@ -147,8 +195,12 @@ _streams = threading.local()
 
 
 def timing_stream() -> cupy.cuda.Stream:
-    """This thread's non-blocking stream for timing (one per thread, kept: so one cuDNN handle per
-    thread, not one per measurement; `labkit.gpu.engine.handle_for` keeps a handle per stream)."""
+    """This thread's non-blocking stream for timing, made once.
+
+    Returns:
+        The stream; one per thread, so one cuDNN handle per thread rather than one per measurement
+        (`labkit.gpu.engine.handle_for` keeps a handle per stream).
+    """
     s = getattr(_streams, "stream", None)
     if s is None:
         s = _streams.stream = cupy.cuda.Stream(non_blocking=True)
@@ -167,6 +219,7 @@ def _replay_us(graph, stream, start, end, calls: int) -> float:
 def graph_replay(
     fn: Callable[[], None],
     stream: cupy.cuda.Stream,
+    *,
     calls: int = 20,
     warmup: int = 3,
     repeats: int = 15,
@@ -176,15 +229,30 @@ def graph_replay(
     budget: Optional[Budget] = None,
     eager_stop: bool = True,
 ) -> Timing:
-    """GPU time per call by CUDA-graph replay (see module doc). Two eager calls come first
-    (`eager_us`); the graph holds `calls_for` that time back-to-back calls (``calls`` at most).
-    Repeats until the median is stable (the last two medians within ``rel_tol``) or ``repeats`` is
-    reached; stops as soon as the median is above ``stop_above_us`` (autotune's early stop: a plan
-    already 3x slower than the best so far needs no more samples to be known slower; one sample
-    can be enough), and (``eager_stop``) raises `TooSlow` without capturing when the eager call
-    alone is over `EAGER_STOP_FACTOR` x ``stop_above_us``. ``budget``: checked between the parts
-    (warm-up, each captured call, each replay); a spent budget raises `labkit.TimedOut`, except
-    after the first sample, where it ends the repeats (``samples`` says how many)."""
+    """GPU time per call by CUDA-graph replay (see the module doc).
+
+    Two eager calls come first (`eager_us`); the graph holds `calls_for` that time back-to-back calls.
+    Replays repeat until the median is stable or ``repeats`` is reached, and stop as soon as the median
+    is above ``stop_above_us``: autotune's early stop, where one sample can be enough to know a plan
+    is slower.
+
+    Args:
+        fn: launches one call on ``stream``.
+        stream: a non-blocking stream.
+        calls: the most calls in the graph.
+        warmup: replays before the timed ones.
+        repeats: the most timed replays.
+        min_repeats: replays before the median may be called stable.
+        rel_tol: stable when the last two medians are within this fraction.
+        stop_above_us: stop once the median is above this, in microseconds.
+        budget: checked between the parts (warm-up, each captured call, each replay); a spent budget
+            raises `labkit.TimedOut`, except after the first sample, where it ends the repeats.
+        eager_stop: raise `TooSlow`, without capturing, when the eager call alone is over
+            `EAGER_STOP_FACTOR` x ``stop_above_us``.
+
+    Returns:
+        A `Timing`; ``samples`` says how many replays were timed.
+    """
     _positive("repeats", repeats)
     _positive("calls", calls)
     start, end = cupy.cuda.Event(), cupy.cuda.Event()
@@ -221,8 +289,17 @@ def graph_replay(
 
 
 def replay_timer(graph: cupy.cuda.Graph, stream: cupy.cuda.Stream, calls: int, replays: int = 10):
-    """A function that replays ``graph`` (``calls`` convs) ``replays`` times and returns the median
-    GPU microseconds per conv: for alternating comparisons against another library."""
+    """A function that times replays of a captured graph, for alternating comparisons with another library.
+
+    Args:
+        graph: a graph of ``calls`` convolutions (`capture`).
+        stream: the stream it replays on.
+        calls: the convolutions in the graph.
+        replays: replays per measurement.
+
+    Returns:
+        A function with no arguments that returns the median GPU microseconds per convolution.
+    """
     start, end = cupy.cuda.Event(), cupy.cuda.Event()
     graph.launch(stream)
 
@@ -233,9 +310,20 @@ def replay_timer(graph: cupy.cuda.Graph, stream: cupy.cuda.Stream, calls: int, r
 
 
 def back_to_back(
-    fn: Callable[[], None], stream: cupy.cuda.Stream, calls: int = 50, warmup: int = 5, repeats: int = 7
+    fn: Callable[[], None], stream: cupy.cuda.Stream, *, calls: int = 50, warmup: int = 5, repeats: int = 7
 ) -> Timing:
-    """GPU time per call for ``calls`` Python launches in a row, between two events."""
+    """GPU time per call for Python launches in a row, between two events.
+
+    Args:
+        fn: launches one call on ``stream``.
+        stream: the stream.
+        calls: launches per repeat.
+        warmup: launches before the timed ones.
+        repeats: timed repeats.
+
+    Returns:
+        A `Timing`, in microseconds per call.
+    """
     _positive("calls", calls)
     _positive("repeats", repeats)
     start, end = cupy.cuda.Event(), cupy.cuda.Event()
@@ -255,10 +343,21 @@ def back_to_back(
 
 
 def host_dispatch(
-    fn: Callable[[], None], stream: cupy.cuda.Stream, calls: int = 100, repeats: int = 7
+    fn: Callable[[], None], stream: cupy.cuda.Stream, *, calls: int = 100, repeats: int = 7
 ) -> Timing:
-    """Host time per launch: a host clock around ``calls`` launches, synchronising only between
-    repeats (so the queue never fills and nothing waits on the GPU inside the timed loop)."""
+    """Host time per launch: a host clock around launches, synchronising only between repeats.
+
+    The queue never fills, and nothing waits on the GPU inside the timed loop.
+
+    Args:
+        fn: launches one call on ``stream``.
+        stream: the stream.
+        calls: launches per repeat.
+        repeats: timed repeats.
+
+    Returns:
+        A `Timing`, in host microseconds per launch.
+    """
     _positive("calls", calls)
     samples = []
     with stream:

@@ -29,7 +29,15 @@ def free_bytes() -> int:
 
 
 def check_request(nbytes, what: str) -> int:
-    """Validate a byte count: a whole number, >= 0 and < 1 TiB."""
+    """A byte count, checked: a whole number, >= 0 and < 1 TiB.
+
+    Args:
+        nbytes: the count.
+        what: what the memory is for, named in the error.
+
+    Returns:
+        ``nbytes`` as an int; `InvalidSpec` otherwise.
+    """
     if isinstance(nbytes, bool) or not isinstance(nbytes, (int,)) and not hasattr(nbytes, "__index__"):
         raise InvalidSpec(f"{what} bytes", nbytes, "must be a whole number of bytes")
     nbytes = int(nbytes)
@@ -48,8 +56,17 @@ def _is_oom(exc: Exception) -> bool:
 
 
 def alloc(nbytes: int, what: str) -> cupy.ndarray:
-    """A uint8 CuPy array of ``nbytes`` from the current pool. On OOM, release the pool's cached
-    blocks and retry once; then raise `OutOfMemory` (nothing is left allocated)."""
+    """A uint8 CuPy array from the current pool.
+
+    On out-of-memory, the pool's cached blocks are released and the allocation tried once more.
+
+    Args:
+        nbytes: its size, in bytes.
+        what: what it is for, named in the error.
+
+    Returns:
+        The array; `OutOfMemory` when it does not fit (nothing is left allocated).
+    """
     nbytes = check_request(nbytes, what)
     for _ in range(2):
         try:
@@ -62,13 +79,30 @@ def alloc(nbytes: int, what: str) -> cupy.ndarray:
 
 
 def empty(shape, dtype, what: str) -> cupy.ndarray:
-    """`cupy.empty` with the OOM handling of `alloc`."""
+    """`cupy.empty` with the out-of-memory handling of `alloc`.
+
+    Args:
+        shape: the array's shape.
+        dtype: its dtype.
+        what: what it is for, named in the error.
+
+    Returns:
+        The uninitialised array.
+    """
     nbytes = int(cupy.dtype(dtype).itemsize) * int(_prod(shape))
     return alloc(nbytes, what).view(dtype).reshape(shape)
 
 
 def raw_malloc(nbytes: int, what: str) -> int:
-    """cudaMalloc directly (no pool). Returns the pointer (0 for 0 bytes); `OutOfMemory` on failure."""
+    """cudaMalloc directly, outside CuPy's pool.
+
+    Args:
+        nbytes: the size, in bytes.
+        what: what it is for, named in the error.
+
+    Returns:
+        The device pointer (0 for 0 bytes); `OutOfMemory` on failure.
+    """
     nbytes = check_request(nbytes, what)
     if nbytes == 0:
         return 0
@@ -81,7 +115,11 @@ def raw_malloc(nbytes: int, what: str) -> int:
 
 
 def raw_free(ptr: int) -> None:
-    """cudaFree (no-op for 0)."""
+    """cudaFree a pointer from `raw_malloc` (nothing for 0).
+
+    Args:
+        ptr: the device pointer.
+    """
     if ptr:
         cupy.cuda.runtime.free(ptr)
 
@@ -98,16 +136,21 @@ def _poison_block(seed: int, nbytes: int) -> numpy.ndarray:
 
 
 class GuardedBuffer:
-    """``nbytes`` of device memory with guard bands either side, filled with a known pattern.
+    """Device memory with guard bands either side, filled with a known pattern.
 
-    ``poison()`` fills the body with random bytes and NaN patterns (so a plan that reads
-    workspace it never wrote gets garbage, not zeros: a seeded block of up to `POISON_BLOCK_BYTES`
-    drawn by NumPy, repeated by device copies, so no kernel is compiled for it; ``cupy.random``'s
-    randint and cast were two more NVRTC compiles at a first use) and re-arms the guards;
+    ``poison()`` fills the body with random bytes and NaN patterns, so a plan that reads workspace
+    it never wrote gets garbage, not zeros. The bytes are a seeded block of up to
+    `POISON_BLOCK_BYTES` drawn by NumPy and repeated by device copies, so no kernel is compiled for
+    it (``cupy.random``'s randint and cast would be two more NVRTC compiles at a first use).
     ``check()`` raises `LabkitError` if anything wrote outside the body. ``ptr`` is the body's address.
+
+    Args:
+        nbytes: the body's size, in bytes.
+        what: what it is for, named in errors.
+        seed: the first poison's seed; each `poison` uses the next.
     """
 
-    def __init__(self, nbytes: int, what: str = "guarded workspace", seed: int = 0):
+    def __init__(self, nbytes: int, what: str = "guarded workspace", *, seed: int = 0):
         self.nbytes = check_request(nbytes, what)
         self._raw = alloc(self.nbytes + 2 * GUARD_BYTES, what)
         self._seed = seed
@@ -115,13 +158,16 @@ class GuardedBuffer:
 
     @property
     def ptr(self) -> int:
+        """The body's device address."""
         return int(self._raw.data.ptr) + GUARD_BYTES
 
     @property
     def body(self) -> cupy.ndarray:
+        """The body, as a uint8 CuPy array."""
         return self._raw[GUARD_BYTES : GUARD_BYTES + self.nbytes]
 
     def poison(self) -> None:
+        """Re-arm the guards and fill the body with seeded random bytes (every 7th 0xFF: a NaN)."""
         self._raw[:GUARD_BYTES] = GUARD_PATTERN
         self._raw[GUARD_BYTES + self.nbytes :] = GUARD_PATTERN
         if self.nbytes:
@@ -142,6 +188,7 @@ class GuardedBuffer:
             self._seed += 1
 
     def check(self) -> None:
+        """Raise `LabkitError` if anything wrote into the guard bands (waits for the current stream)."""
         cupy.cuda.get_current_stream().synchronize()
         # counted on the host (8 KiB): a full reduction of a bool array on the GPU is one CuPy
         # compiles with CUB, 3.5 s at its first use on the H200 (docs/findings.md)
@@ -149,16 +196,25 @@ class GuardedBuffer:
         hi = int(numpy.count_nonzero(self._raw[GUARD_BYTES + self.nbytes :].get() != GUARD_PATTERN))
         if lo or hi:
             raise LabkitError(
-                f"workspace guard bands overwritten: {lo} B before and {hi} B after a {self.nbytes:,} B workspace"
+                f"workspace guard bands overwritten: {lo} B before and {hi} B after a "
+                f"{self.nbytes:,} B workspace"
             )
 
     def free(self) -> None:
+        """Drop the buffer's memory (back to CuPy's pool)."""
         self._raw = None
 
 
 @dataclass(frozen=True)
 class MemorySnapshot:
-    """Device free/total (cudaMemGetInfo) and CuPy default pool used/held bytes at one moment."""
+    """What the device and CuPy's default pool hold at one moment, in bytes.
+
+    Attributes:
+        device_free_bytes: free on the device (cudaMemGetInfo).
+        device_total_bytes: the device's total.
+        pool_used_bytes: in use from CuPy's default pool.
+        pool_held_bytes: held by the pool (in use or cached).
+    """
 
     device_free_bytes: int
     device_total_bytes: int
@@ -167,10 +223,12 @@ class MemorySnapshot:
 
     @property
     def device_used_bytes(self) -> int:
+        """Bytes in use on the device, by any process."""
         return self.device_total_bytes - self.device_free_bytes
 
 
 def snapshot() -> MemorySnapshot:
+    """What the device and CuPy's default pool hold now, as a `MemorySnapshot`."""
     free, total = cupy.cuda.runtime.memGetInfo()
     pool = cupy.get_default_memory_pool()
     return MemorySnapshot(int(free), int(total), int(pool.used_bytes()), int(pool.total_bytes()))

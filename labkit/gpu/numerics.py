@@ -21,10 +21,10 @@ Rounding is to nearest, ties to even, done once, directly from float64 (no doubl
 through float32). On CuPy arrays, `quantize` (and so `random_inputs`) and `decode` run as one
 fused kernel per storage type (`_cupy_kernels`) instead of a chain of a dozen ufuncs: CuPy
 compiles every distinct kernel with NVRTC at its first use on a machine (0.1-0.2 s each on the
-H200's host: docs/findings.md), and the chains were most of a first visit's compiles;
-the GPU tests check both paths give the same bits. Overflow: fp16 and bf16 go to +-inf (IEEE); fp8_e4m3 saturates every value
-beyond +-448 to +-448, infinities included (as CUDA's ``__NV_SATFINITE`` conversion does). NaN
-stays NaN in every format.
+H200's host: docs/findings.md), and chains of ufuncs would be most of a first visit's compiles;
+the GPU tests check both paths give the same bits. Overflow: fp16 and bf16 go to +-inf (IEEE);
+fp8_e4m3 saturates every value beyond +-448 to +-448, infinities included (as CUDA's
+``__NV_SATFINITE`` conversion does). NaN stays NaN in every format.
 """
 
 from __future__ import annotations
@@ -64,9 +64,17 @@ def _check_dtype(dtype: str) -> str:
 
 
 def array_module(*arrays):
-    """The array module of the given arrays: ``cupy`` when one of them is a CuPy array, else
-    numpy. Not ``cupy.get_array_module``: it imports cupyx (cupyx.scipy.sparse, and with it
-    SciPy: 0.8 s of a first panel on the GPU host) to recognise sparse matrices."""
+    """The array module of the given arrays: ``cupy`` when one of them is a CuPy array, else numpy.
+
+    Not ``cupy.get_array_module``: it imports cupyx (cupyx.scipy.sparse, and with it SciPy: 0.8 s of
+    a first panel on the GPU host) to recognise sparse matrices.
+
+    Args:
+        *arrays: arrays or scalars.
+
+    Returns:
+        The module.
+    """
     cupy = sys.modules.get("cupy")  # not imported yet: none of them can be a CuPy array
     if cupy is not None and any(isinstance(a, cupy.ndarray) for a in arrays):
         return cupy
@@ -74,7 +82,14 @@ def array_module(*arrays):
 
 
 def storage_dtype(dtype: str) -> str:
-    """numpy dtype name of the buffer that holds labkit ``dtype`` (see the module table)."""
+    """The numpy dtype name of the buffer that holds a labkit dtype (see the module table).
+
+    Args:
+        dtype: a labkit dtype name.
+
+    Returns:
+        e.g. "uint16" for bf16.
+    """
     return STORAGE_DTYPE[_check_dtype(dtype)]
 
 
@@ -96,10 +111,18 @@ _FP8_POSITIVE = FP8_E4M3_TABLE[:0x7F]  # codes 0x00..0x7E: ascending, 0 .. 448
 
 
 def round_to_format(values, dtype: str, xp=None):
-    """Round float64 ``values`` to the nearest value of ``dtype`` (ties to even), as float64.
+    """Round float64 values to the nearest value of a dtype (ties to even), as float64.
 
     Overflow follows the format (inf for fp32/tf32/fp16/bf16; +-448 for fp8_e4m3); NaN stays NaN;
     the sign of zero is kept. Works elementwise on any shape.
+
+    Args:
+        values: an array or scalar.
+        dtype: a labkit dtype name.
+        xp: numpy or cupy; default the module of ``values``.
+
+    Returns:
+        A float64 array of the rounded values.
     """
     dtype = _check_dtype(dtype)
     xp = xp or array_module(values)
@@ -119,10 +142,15 @@ def round_to_format(values, dtype: str, xp=None):
 
 
 def encode(values, dtype: str, xp=None):
-    """Encode real ``values`` (any float array or scalar) into the storage of ``dtype``.
+    """Encode real values into the storage of a dtype. Rounding: nearest, ties to even, from float64.
 
-    Returns an array of ``storage_dtype(dtype)`` with the shape of ``values``, on ``xp`` (default:
-    the module of ``values``). Rounding: nearest, ties to even, straight from float64.
+    Args:
+        values: any float array or scalar.
+        dtype: a labkit dtype name.
+        xp: numpy or cupy; default the module of ``values``.
+
+    Returns:
+        An array of ``storage_dtype(dtype)`` with the shape of ``values``.
     """
     dtype = _check_dtype(dtype)
     xp = xp or array_module(values)
@@ -144,7 +172,15 @@ def encode(values, dtype: str, xp=None):
 
 
 def decode(storage, dtype: str):
-    """Exact float64 values of a ``dtype`` storage array (same shape, same array module)."""
+    """Exact float64 values of a dtype's storage array.
+
+    Args:
+        storage: an array of ``storage_dtype(dtype)``.
+        dtype: a labkit dtype name.
+
+    Returns:
+        A float64 array of the same shape, in the same array module.
+    """
     dtype = _check_dtype(dtype)
     xp = array_module(storage)
     s = xp.asarray(storage)
@@ -164,7 +200,16 @@ def decode(storage, dtype: str):
 
 
 def quantize(values, dtype: str, xp=None):
-    """``(storage, exact)``: ``encode(values)`` and the exact float64 values cuDNN will read from it."""
+    """A dtype's storage of some values, and the exact float64 values cuDNN will read from it.
+
+    Args:
+        values: an array or scalar.
+        dtype: a labkit dtype name.
+        xp: numpy or cupy; default the module of ``values`` (CuPy runs one fused kernel).
+
+    Returns:
+        ``(storage, exact)``: ``encode(values)`` and its float64 values.
+    """
     dtype = _check_dtype(dtype)
     xp = xp or array_module(values)
     if xp is not np:  # CuPy: one fused kernel
@@ -221,7 +266,8 @@ __device__ double labkit_f32_value(unsigned int b) {
 #: C that stores ``r`` (already a value of the format) in each storage type
 _STORE_C = {
     "float32": "storage = __uint_as_float(labkit_f32_bits(r));",
-    "float16": "storage = (float16)__uint_as_float(labkit_f32_bits(r));",  # a normal float32: converted exactly
+    # a normal float32: converted exactly
+    "float16": "storage = (float16)__uint_as_float(labkit_f32_bits(r));",
     "uint16": "storage = (unsigned short)(labkit_f32_bits(r) >> 16);",  # bf16: the top half of the float
     "uint8": """
 unsigned int code = 0x7F;  // NaN
@@ -276,22 +322,40 @@ _KERNELS = None
 
 
 def unrounded_values(shape, seed: int = 0) -> np.ndarray:
-    """The float64 values `random_inputs` draws for ``seed`` before rounding them (NumPy, CPU)."""
+    """The float64 values `random_inputs` draws for a seed before rounding them (NumPy, CPU).
+
+    Args:
+        shape: the tensor's shape (or one length).
+        seed: the seed.
+
+    Returns:
+        A NumPy array, uniform in [-1, 1].
+    """
     shape = tuple(int(d) for d in (shape if isinstance(shape, (tuple, list)) else (shape,)))
     return np.random.default_rng(seed).uniform(-1.0, 1.0, size=shape)
 
 
 def random_inputs(
-    shape, dtype: str, xp=None, seed: int = 0, *, chunk_elements: int = 1 << 24, keep_exact: bool = True
+    shape, dtype: str, xp=None, *, seed: int = 0, chunk_elements: int = 1 << 24, keep_exact: bool = True
 ):
-    """Seeded random tensor for ``dtype``: ``(storage, exact_float64)``, both of ``shape`` on ``xp``.
+    """A seeded random tensor for a dtype, with its exact float64 values.
 
     Values are uniform in [-1, 1] before rounding (for fp8_e4m3 that keeps all but ~1.6 % of them
     normal: the smallest normal is 2**-6). They are drawn on the CPU with NumPy's PCG64 and rounded
-    on ``xp`` (default numpy) ``chunk_elements`` at a time (bounding the temporaries); the rounding
-    is exact arithmetic, so a seed gives the same values on every machine and array module. Never
-    all zeros: if rounding leaves only zeros, the first element is set to 1. ``keep_exact=False``:
-    ``exact`` is None (no float64 copy of the tensor is kept: inputs only timed, never checked).
+    on ``xp``; the rounding is exact arithmetic, so a seed gives the same values on every machine and
+    array module. Never all zeros: if rounding leaves only zeros, the first element is set to 1.
+
+    Args:
+        shape: the tensor's shape.
+        dtype: a labkit dtype name.
+        xp: numpy or cupy; default numpy.
+        seed: the seed.
+        chunk_elements: elements rounded at a time (bounds the temporaries).
+        keep_exact: False leaves ``exact`` None: no float64 copy is kept (inputs only timed, never
+            checked).
+
+    Returns:
+        ``(storage, exact)``, both of ``shape`` on ``xp``.
     """
     dtype = _check_dtype(dtype)
     xp = xp or np

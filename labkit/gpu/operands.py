@@ -22,11 +22,19 @@ from .frontend import OUTPUT_ROLE, _check_epilogue, logical_view, role_dtype, ro
 
 
 class Operands:
-    """Device tensors for a spec: seeded random inputs (``exact``: their float64 values, logical
-    NCHW, as cuDNN reads them) and a poisoned output (NaN bit patterns, so an unwritten element
-    cannot pass a check)."""
+    """The device tensors one convolution runs on.
 
-    def __init__(self, spec: ConvSpec, epilogue: str = "none", seed: int = 0):
+    The inputs are seeded random values (``exact`` holds their float64 values, logical NCHW, as cuDNN
+    reads them); the output is poisoned with NaN bit patterns, so an unwritten element cannot pass a
+    check.
+
+    Args:
+        spec: the convolution.
+        epilogue: one of `labkit.gpu.engine.EPILOGUES`; adds ``b`` (and ``z``).
+        seed: the inputs' seed (each role gets its own, derived from it).
+    """
+
+    def __init__(self, spec: ConvSpec, epilogue: str = "none", *, seed: int = 0):
         from . import numerics
 
         self.spec, self.epilogue = spec, _check_epilogue(spec, epilogue)
@@ -45,7 +53,7 @@ class Operands:
                     self.arrays[role] = arr
                     continue
                 self.seeds[role] = seed * 16 + i
-                storage, exact = numerics.random_inputs(sshape, dtype, cupy, self.seeds[role])
+                storage, exact = numerics.random_inputs(sshape, dtype, cupy, seed=self.seeds[role])
                 self.arrays[role] = storage
                 self.exact[role] = logical_view(exact, spec.layout)
         except cupy.cuda.memory.OutOfMemoryError:
@@ -75,6 +83,7 @@ class Operands:
 
     @property
     def nbytes(self) -> int:
+        """Device bytes the tensors take (the float64 copies not counted)."""
         return sum(int(a.nbytes) for a in self.arrays.values())
 
     def output(self) -> cupy.ndarray:
@@ -85,4 +94,5 @@ class Operands:
         return logical_view(numerics.decode(arr, role_dtype(self.spec, self.output_role)), self.spec.layout)
 
     def poison_output(self) -> None:
+        """Fill the output with 0xFF bytes (NaN in every float format): an unwritten element fails a check."""
         self.arrays[self.output_role].view(cupy.uint8)[...] = 0xFF

@@ -38,13 +38,27 @@ def _number(value: float) -> str:
 
 
 def wrong_status(rel_error: float, tolerance: float) -> str:
-    """The status of a plan whose result was wrong, e.g. ``wrong result: relative error 1.4 vs
-    float64 (tolerance 1.00e-02)``."""
+    """The status of a plan whose result was wrong.
+
+    Args:
+        rel_error: its relative error against float64.
+        tolerance: the largest accepted.
+
+    Returns:
+        e.g. ``wrong result: relative error 1.4 vs float64 (tolerance 1.00e-02)``.
+    """
     return f"{WRONG}: relative error {_number(rel_error)} vs float64 (tolerance {tolerance:.2e})"
 
 
 def is_wrong(status) -> bool:
-    """Whether a plan table's ``status`` says the plan computed a wrong result or failed its check."""
+    """Whether a plan table's ``status`` says the plan computed a wrong result or failed its check.
+
+    Args:
+        status: the status.
+
+    Returns:
+        True when it starts with `WRONG` or `FAILED`.
+    """
     return str(status).startswith((WRONG, FAILED))
 
 
@@ -88,8 +102,15 @@ def plan_words(index: int, name: str) -> str:
 
 
 def fell_through_note(first: Tuple[int, Verdict], used: Optional[Tuple[int, str]]) -> str:
-    """The sentence a result carries when the heuristic's pick was wrong: ``first`` (its plan
-    index and verdict), ``used`` (index and name of the plan that ran instead, None if none)."""
+    """The sentence a result carries when the heuristic's pick was wrong.
+
+    Args:
+        first: the pick's plan index and `Verdict`.
+        used: the index and name of the plan that ran instead; None if none was right.
+
+    Returns:
+        The sentence.
+    """
     index, verdict = first
     what = "failed its check" if verdict.error else "computes wrong results"
     why = verdict.error if verdict.error else f"relative error {_number(verdict.rel_error)} vs float64"
@@ -103,8 +124,10 @@ class VerdictBook:
     """Verdicts this process has reached: (spec key, epilogue, plan name) -> `Verdict`.
 
     A graph of the same convolution built again (another workspace cap, a graph cache eviction)
-    takes its plans' verdicts from here instead of running them again. Bounded: past
-    ``max_entries`` the oldest verdicts are forgotten (and checked again if needed).
+    takes its plans' verdicts from here instead of running them again.
+
+    Args:
+        max_entries: past this many, the oldest verdicts are forgotten (and checked again if needed).
     """
 
     def __init__(self, *, max_entries: int = 100_000):
@@ -131,7 +154,15 @@ class VerdictBook:
                 self._entries.popitem(last=False)
 
     def wrong(self, spec_key=None, epilogue: Optional[str] = None) -> List[Tuple[tuple, str, Verdict]]:
-        """(spec key, epilogue, verdict) of every plan found wrong (of one convolution if given)."""
+        """Every plan found wrong.
+
+        Args:
+            spec_key: only this convolution's (`ConvSpec.key`); None for all.
+            epilogue: only this epilogue's; None for all.
+
+        Returns:
+            (spec key, epilogue, verdict) per wrong plan.
+        """
         with self._lock:
             items = list(self._entries.items())
         return [
@@ -141,6 +172,7 @@ class VerdictBook:
         ]
 
     def clear(self) -> None:
+        """Forget every verdict."""
         with self._lock:
             self._entries.clear()
 
@@ -150,7 +182,14 @@ BOOK = VerdictBook()
 
 
 def as_info(verdict: Verdict) -> dict:
-    """A verdict as the ``check`` entry of a saved plan's info (`labkit.store.plan_store`)."""
+    """A verdict as the ``check`` entry of a saved plan's info (`labkit.store.plan_store`).
+
+    Args:
+        verdict: the verdict.
+
+    Returns:
+        rel_error, tolerance and max_abs_error.
+    """
     return dict(
         rel_error=float(verdict.rel_error),
         tolerance=float(verdict.tolerance),
@@ -159,8 +198,17 @@ def as_info(verdict: Verdict) -> dict:
 
 
 def from_info(plan_name: str, info: dict, tolerance: float) -> Optional[Verdict]:
-    """The verdict a saved plan's ``info`` carries (judged by today's ``tolerance``), or None when
-    it carries none or an unreadable one (the plan is then checked when loaded)."""
+    """The verdict a saved plan's ``info`` carries, judged by today's tolerance.
+
+    Args:
+        plan_name: the plan's name.
+        info: the saved plan's info.
+        tolerance: today's tolerance for the convolution.
+
+    Returns:
+        The `Verdict`; None when the info carries none or an unreadable one (the plan is then checked
+        when loaded).
+    """
     check = (info or {}).get("check")
     if not isinstance(check, dict):
         return None

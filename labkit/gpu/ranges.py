@@ -33,7 +33,15 @@ def enabled() -> bool:
 
 
 def annotate(message: str, category: str = "experiment"):
-    """A context manager: an NVTX range named ``message`` in labkit's domain (no-op without nvtx)."""
+    """An NVTX range named ``message`` in labkit's domain; nothing without the nvtx package.
+
+    Args:
+        message: the range's name.
+        category: its category, which picks its colour (`COLORS`).
+
+    Returns:
+        A context manager.
+    """
     nv = _nvtx()
     if nv is None:
         return contextlib.nullcontext()

@@ -143,7 +143,17 @@ def _im2col(xp, xpad, R, S, p0, pc, Q, stride, dilation):
 def conv_fprop(x, w, stride=1, padding=0, dilation=1, groups=1, *, max_temp_bytes: int = DEFAULT_TEMP_BYTES):
     """Forward convolution (cross-correlation) in float64.
 
-    x: (N, C, H, W); w: (K, C/groups, R, S). Returns y: (N, K, P, Q) float64 on x's array module.
+    Args:
+        x: the image, (N, C, H, W), any float dtype.
+        w: the filter, (K, C/groups, R, S).
+        stride: an int or an (h, w) pair, in pixels.
+        padding: an int or an (h, w) pair, in pixels on each side.
+        dilation: an int or an (h, w) pair.
+        groups: channel groups.
+        max_temp_bytes: the most temporary memory at a time, in bytes (the work is split to fit).
+
+    Returns:
+        y: (N, K, P, Q), float64, on x's array module.
     """
     xp = array_module(x, w)
     x, w = _as_f64(xp, x, "x"), _as_f64(xp, w, "w")
@@ -173,9 +183,21 @@ def conv_dgrad(
 ):
     """Data gradient in float64: the exact adjoint of `conv_fprop` with respect to x.
 
-    dy: (N, K, P, Q); w: (K, C/groups, R, S); x_hw = (H, W) of the image. Returns dx: (N, C, H, W).
     Computed by col2im: each tap's contribution is scatter-added into a zero-padded dx, then the
-    padding is cut off. Image rows/columns that no window reads (possible with stride > 1) get 0.
+    padding is cut off. Image rows and columns that no window reads (possible with stride > 1) get 0.
+
+    Args:
+        dy: the output's gradient, (N, K, P, Q).
+        w: the filter, (K, C/groups, R, S).
+        x_hw: the image's (H, W), in pixels.
+        stride: an int or an (h, w) pair, in pixels.
+        padding: an int or an (h, w) pair, in pixels on each side.
+        dilation: an int or an (h, w) pair.
+        groups: channel groups.
+        max_temp_bytes: the most temporary memory at a time, in bytes.
+
+    Returns:
+        dx: (N, C, H, W), float64.
     """
     xp = array_module(dy, w)
     dy, w = _as_f64(xp, dy, "dy"), _as_f64(xp, w, "w")
@@ -216,7 +238,18 @@ def conv_wgrad(
 ):
     """Filter gradient in float64: the adjoint of `conv_fprop` with respect to w.
 
-    x: (N, C, H, W); dy: (N, K, P, Q); rs = (R, S). Returns dw: (K, C/groups, R, S).
+    Args:
+        x: the image, (N, C, H, W).
+        dy: the output's gradient, (N, K, P, Q).
+        rs: the filter's (R, S), in pixels.
+        stride: an int or an (h, w) pair, in pixels.
+        padding: an int or an (h, w) pair, in pixels on each side.
+        dilation: an int or an (h, w) pair.
+        groups: channel groups.
+        max_temp_bytes: the most temporary memory at a time, in bytes.
+
+    Returns:
+        dw: (K, C/groups, R, S), float64.
     """
     xp = array_module(x, dy)
     x, dy = _as_f64(xp, x, "x"), _as_f64(xp, dy, "dy")
@@ -234,7 +267,8 @@ def conv_wgrad(
         raise InvalidSpec(
             "dy",
             tuple(dy.shape),
-            f"P, Q must be {_out_hw((H, W), (R, S), stride, padding, dilation)} for x {(H, W)}, filter {(R, S)}",
+            f"P, Q must be {_out_hw((H, W), (R, S), stride, padding, dilation)} "
+            f"for x {(H, W)}, filter {(R, S)}",
         )
     Hp, Wp = H + 2 * padding[0], W + 2 * padding[1]
     dwt = xp.zeros(
@@ -260,11 +294,18 @@ _INPUTS = {"fprop": ("x", "w"), "dgrad": ("dy", "w"), "wgrad": ("x", "dy")}
 
 
 def reference(spec, inputs: dict, *, max_temp_bytes: int = DEFAULT_TEMP_BYTES):
-    """float64 result of ``spec`` (a `labkit.spec.ConvSpec`) for ``inputs``, logical NCHW.
+    """The float64 result of a convolution, logical NCHW.
 
-    ``inputs``: dict of float64 arrays (the exact values cuDNN read): 'x', 'w' for fprop (returns
-    y, spec.y_shape); 'dy', 'w' for dgrad (returns dx, spec.x_shape); 'x', 'dy' for wgrad (returns
-    dw, spec.w_shape). ``spec.dtype`` and ``spec.layout`` do not enter: the maths is float64 NCHW.
+    ``spec.dtype`` and ``spec.layout`` do not enter: the maths is float64 NCHW.
+
+    Args:
+        spec: the `labkit.spec.ConvSpec`.
+        inputs: float64 arrays of the exact values cuDNN read: 'x', 'w' for fprop; 'dy', 'w' for
+            dgrad; 'x', 'dy' for wgrad.
+        max_temp_bytes: the most temporary memory at a time, in bytes.
+
+    Returns:
+        y (spec.y_shape) for fprop, dx (spec.x_shape) for dgrad, dw (spec.w_shape) for wgrad.
     """
     shapes = {"x": spec.x_shape, "w": spec.w_shape, "dy": spec.y_shape}
     need = _INPUTS[spec.direction]
@@ -300,11 +341,15 @@ def _pair_f64(out, ref):
 
 
 def relative_error(out, ref) -> float:
-    """||out - ref||_2 / ||ref||_2 over all elements, in float64 (a plain float, >= 0).
+    """||out - ref||_2 / ||ref||_2 over all elements, in float64.
 
-    ``out`` must be decoded values (e.g. `labkit.numerics.decode` of a bf16 buffer), any float
-    dtype. NaN or inf anywhere in ``out`` or ``ref`` gives inf. If ref is all zeros:
-    0.0 when out is too, else inf.
+    Args:
+        out: decoded values (e.g. `labkit.gpu.numerics.decode` of a bf16 buffer), any float dtype.
+        ref: the reference, of the same shape.
+
+    Returns:
+        A float >= 0; inf when ``out`` or ``ref`` holds NaN or inf. For an all-zero ``ref``: 0.0 when
+        ``out`` is zero too, else inf.
     """
     xp, out, ref = _pair_f64(out, ref)
     if out.size == 0:
@@ -327,7 +372,15 @@ def relative_error(out, ref) -> float:
 
 
 def max_abs_error(out, ref) -> float:
-    """max |out - ref| over all elements (a plain float; inf if out or ref holds NaN; 0.0 if empty)."""
+    """max |out - ref| over all elements.
+
+    Args:
+        out: decoded values, any float dtype.
+        ref: the reference, of the same shape.
+
+    Returns:
+        A float; inf if ``out`` or ``ref`` holds NaN; 0.0 if empty.
+    """
     xp, out, ref = _pair_f64(out, ref)
     if out.size == 0:
         return 0.0
@@ -336,8 +389,15 @@ def max_abs_error(out, ref) -> float:
 
 
 def reduction_length(spec) -> int:
-    """Terms summed into one output element: (C/g)RS for fprop, (K/g)RS for dgrad (an upper
-    bound: with stride > 1 fewer taps reach a pixel), N*P*Q for wgrad."""
+    """Terms summed into one output element.
+
+    Args:
+        spec: the convolution.
+
+    Returns:
+        (C/g)RS for fprop, (K/g)RS for dgrad (an upper bound: with stride > 1 fewer taps reach a
+        pixel), N*P*Q for wgrad.
+    """
     if spec.direction == "fprop":
         return (spec.C // spec.groups) * spec.R * spec.S
     if spec.direction == "dgrad":
@@ -346,9 +406,17 @@ def reduction_length(spec) -> int:
 
 
 def tolerance_for(spec) -> float:
-    """Largest `relative_error` accepted for ``spec``: ``TOLERANCE[spec.dtype]``, raised for long
-    reductions to ``eps_acc * sqrt(n)`` (n = `reduction_length`): rounding errors of the
-    accumulator add up like a random walk, ~ u*sqrt(n/6) relative for a sequential sum; eps_acc is
-    ~5x that (2**-23 for fp32 accumulation, 2**-13 for Hopper's fp8 accumulation). E.g. fp32 wgrad
-    with N*P*Q = 100,352 gets 3.8e-5 instead of 2e-5."""
+    """The largest `relative_error` accepted for a convolution.
+
+    That is ``TOLERANCE[spec.dtype]``, raised for long reductions to ``eps_acc * sqrt(n)`` (n =
+    `reduction_length`): the accumulator's rounding errors add up like a random walk, ~ u*sqrt(n/6)
+    relative for a sequential sum, and eps_acc is ~5x that (2**-23 for fp32 accumulation, 2**-13 for
+    Hopper's fp8 accumulation). E.g. fp32 wgrad with N*P*Q = 100,352 gets 3.8e-5 instead of 2e-5.
+
+    Args:
+        spec: the convolution.
+
+    Returns:
+        The tolerance.
+    """
     return max(TOLERANCE[spec.dtype], _ACCUMULATOR_EPS[spec.dtype] * math.sqrt(reduction_length(spec)))

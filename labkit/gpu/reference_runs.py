@@ -27,7 +27,19 @@ from .operands import Operands
 
 @dataclass(frozen=True)
 class CheckResult:
-    """Outcome of one checked run: relative (L2) and max-abs error vs the float64 reference."""
+    """One checked run of a plan against the float64 reference.
+
+    Attributes:
+        spec: the convolution.
+        epilogue: its epilogue.
+        plan_index: the plan.
+        plan_name: its name.
+        workspace_bytes: its workspace.
+        rel_error: the relative (L2) error.
+        max_abs_error: the largest absolute error.
+        tolerance: the largest relative error accepted (`reference.tolerance_for`).
+        rel_error_vs_unrounded: the relative error against the inputs before rounding, when asked.
+    """
 
     spec: ConvSpec
     epilogue: str
@@ -41,14 +53,21 @@ class CheckResult:
 
     @property
     def ok(self) -> bool:
+        """Whether the error is within the tolerance."""
         return self.rel_error <= self.tolerance
 
 
-def expected(spec: ConvSpec, ops: Operands, unrounded: bool = False) -> cupy.ndarray:
-    """The float64 answer for ``ops`` (fused epilogues included: relu(conv + b [+ z])).
+def expected(spec: ConvSpec, ops: Operands, *, unrounded: bool = False) -> cupy.ndarray:
+    """The float64 answer for some operands, fused epilogues included: relu(conv + b [+ z]).
 
-    ``unrounded=False``: from the exact values cuDNN read (judges the arithmetic alone);
-    ``True``: from the values before rounding to the dtype (judges the whole precision choice).
+    Args:
+        spec: the convolution.
+        ops: the operands.
+        unrounded: False computes it from the exact values cuDNN read (judges the arithmetic alone);
+            True from the values before rounding to the dtype (judges the whole precision choice).
+
+    Returns:
+        A float64 CuPy array, logical NCHW.
     """
     value = ops.unrounded if unrounded else ops.exact.__getitem__
     names = {"x": "x", "w": "w", "y": "dy"}
@@ -61,10 +80,22 @@ def expected(spec: ConvSpec, ops: Operands, unrounded: bool = False) -> cupy.nda
     return ref
 
 
-def check_plans(graph, plan_indices, ops: Operands, seed: int = 0, vs_unrounded: bool = False) -> list:
-    """Run each plan of ``plan_indices`` once on ``ops`` (output poisoned before each, guarded
-    workspace) and compare with one float64 reference: a `CheckResult` per plan, in order. Any plan
-    that built is run, whatever its verdict: this is the check itself."""
+def check_plans(graph, plan_indices, ops: Operands, *, seed: int = 0, vs_unrounded: bool = False) -> list:
+    """Run plans once and compare each with one float64 reference. This is the check itself.
+
+    Each plan that built is run, whatever its verdict, with its output poisoned first and a guarded
+    workspace.
+
+    Args:
+        graph: the built graph.
+        plan_indices: the plans.
+        ops: the operands.
+        seed: the workspace poison's seed.
+        vs_unrounded: also compare with the answer for the inputs before rounding.
+
+    Returns:
+        A `CheckResult` per plan, in order.
+    """
     spec = graph.spec
     announce(f"computing the float64 reference of {spec.label}")
     ref = expected(spec, ops)
@@ -87,7 +118,7 @@ def _check_one(graph, index, ops, ref, unrounded, seed) -> CheckResult:
     plan = _built(graph, index)
     announce(f"checking plan {plan.index} ({plan.name}) of {spec.label} against float64")
     ops.poison_output()
-    ws = memory.GuardedBuffer(plan.workspace_bytes, "workspace", seed)
+    ws = memory.GuardedBuffer(plan.workspace_bytes, "workspace", seed=seed)
     try:
         BoundConv(graph, ops.arrays, ws.ptr, plan.index).run()
         ws.check()
@@ -108,12 +139,20 @@ def _check_one(graph, index, ops, ref, unrounded, seed) -> CheckResult:
 
 
 def judge(graph, plan_indices, *, ops: Optional[Operands] = None) -> list:
-    """A `plan_checks.Verdict` for each plan of ``plan_indices``: each run once on ``ops`` (seed-0
-    inputs of the graph's spec made here when None) and compared with one float64 reference.
+    """A `plan_checks.Verdict` for each plan, each run once and compared with one float64 reference.
 
-    A plan that raises when run (a cuDNN error, writes outside its workspace) gets a verdict that
-    says so; one whose workspace does not fit now gets a ``transient`` one (checked again by a
-    later graph). Raises `OutOfMemory` when the inputs or the reference do not fit."""
+    A plan that raises when run (a cuDNN error, writes outside its workspace) gets a verdict that says
+    so; one whose workspace does not fit now gets a ``transient`` one (checked again by a later
+    graph).
+
+    Args:
+        graph: the built graph.
+        plan_indices: the plans.
+        ops: the operands; default seed-0 inputs of the graph's spec, made here.
+
+    Returns:
+        The verdicts, in order; `OutOfMemory` when the inputs or the reference do not fit.
+    """
     spec = graph.spec
     tolerance = reference.tolerance_for(spec)
     ops = Operands(spec, graph.epilogue) if ops is None else ops

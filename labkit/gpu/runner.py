@@ -24,7 +24,13 @@ from .workspace import Strategy
 
 
 class WorkspaceTooSmall(LabkitError):
-    """A strategy handed out fewer bytes than the plan needs (e.g. a cache key without dtype/layout)."""
+    """A strategy handed out fewer bytes than the plan needs (e.g. a cache key without dtype or layout).
+
+    Args:
+        strategy: the strategy's name.
+        req: the request it answered.
+        got: the bytes it handed out (``got``; the plan's need is ``needed``).
+    """
 
     def __init__(self, strategy: str, req: Request, got: int):
         self.got, self.needed = got, req.nbytes
@@ -36,9 +42,17 @@ class WorkspaceTooSmall(LabkitError):
 
 @dataclass
 class CallRecord:
-    """What one `Runner.run` did: the plan used, the plan it fell back from for want of workspace
-    (if any) and why, and ``heuristic_wrong``: "" unless the heuristic's first choice computes
-    wrong results and the default plan is its next correct one (`engine.ConvGraph.fell_through`)."""
+    """What one `Runner.run` did.
+
+    Attributes:
+        spec: the convolution.
+        plan_index: the plan used.
+        workspace_bytes: its workspace.
+        fell_back_from: the plan it fell back from for want of workspace; None if none.
+        reasons: why each plan before it could not get its workspace.
+        heuristic_wrong: "" unless the heuristic's first choice computes wrong results and the
+            default plan is its next correct one (`engine.ConvGraph.fell_through`).
+    """
 
     spec: ConvSpec
     plan_index: int
@@ -57,20 +71,26 @@ def _candidates(cg: engine.ConvGraph, first: int, fallback: bool):
 
 
 class Runner:
-    """Runs convolutions with workspaces from ``strategy`` on ``stream``.
+    """Runs convolutions with workspaces from a strategy on one stream.
 
-    ``fallback=True``: when the chosen plan's workspace cannot be had (`OutOfMemory`,
-    `ArenaTooSmall`), try the remaining plans in heuristic order among those needing less, and
-    record it. Plan choices made under such pressure are never stored as the spec's choice
-    (`choices` holds only unconstrained picks). Inputs are made once per spec and reused;
-    ``operands``: a dict of them the caller keeps (spec key, epilogue) -> `engine.Operands`, filled
-    here and left alone by `close` (several runners in turn over the same specs make them once).
+    Plan choices made under memory pressure are never stored as the spec's choice (`choices` holds
+    only unconstrained picks). Inputs are made once per spec and reused.
+
+    Args:
+        strategy: the workspace strategy (`labkit.gpu.workspace`).
+        stream: the CuPy stream; default a new non-blocking one, owned by the runner.
+        fallback: when the chosen plan's workspace cannot be had (`OutOfMemory`, `ArenaTooSmall`), try
+            the remaining plans in heuristic order among those needing less, and record it.
+        seed: the inputs' seed.
+        operands: a dict the caller keeps, (spec key, epilogue) -> `engine.Operands`, filled here and
+            left alone by `close` (several runners in turn over the same specs make them once).
     """
 
     def __init__(
         self,
         strategy: Strategy,
         stream=None,
+        *,
         fallback: bool = True,
         seed: int = 0,
         operands: Optional[Dict[tuple, engine.Operands]] = None,
@@ -88,16 +108,33 @@ class Runner:
         self.fallbacks = 0
 
     def operands(self, spec: ConvSpec, epilogue: str = "none") -> engine.Operands:
+        """The operands of a convolution, made on first use.
+
+        Args:
+            spec: the convolution.
+            epilogue: its epilogue.
+
+        Returns:
+            The `engine.Operands`.
+        """
         k = (spec.key, epilogue)
         ops = self._operands.get(k)
         if ops is None:
-            ops = self._operands[k] = engine.Operands(spec, epilogue, self.seed)
+            ops = self._operands[k] = engine.Operands(spec, epilogue, seed=self.seed)
         return ops
 
     def choose(self, cg: engine.ConvGraph, plan_index: Optional[int] = None) -> int:
-        """The plan to try first: given, else the stored unconstrained choice, else the default
-        (the heuristic's first choice that computes the right result). A given plan whose result
-        is wrong raises `WrongResult`."""
+        """The plan to try first: given, else the stored unconstrained choice, else the default.
+
+        The default is the heuristic's first choice that computes the right result.
+
+        Args:
+            cg: the built graph.
+            plan_index: the plan asked for; None for the choice.
+
+        Returns:
+            The plan's index; `WrongResult` for a given plan whose result is wrong.
+        """
         if plan_index is not None:
             return cg.plan(plan_index).index
         chosen = self.choices.get(cg.key)
@@ -106,7 +143,16 @@ class Runner:
         return chosen
 
     def run(self, spec: ConvSpec, plan_index: Optional[int] = None, epilogue: str = "none") -> CallRecord:
-        """Run one convolution (enqueued on the stream; not synchronised)."""
+        """Run one convolution, enqueued on the stream (not synchronised).
+
+        Args:
+            spec: the convolution.
+            plan_index: the plan; default `choose`'s.
+            epilogue: its epilogue.
+
+        Returns:
+            A `CallRecord`; the smallest plan's error when no plan's workspace could be had.
+        """
         cg = engine.get_graph(spec, epilogue)
         first = self.choose(cg, plan_index)
         reasons, limit, last_error = [], None, None

@@ -47,8 +47,13 @@ class SpreadWarning(UserWarning):
 
 @dataclass(frozen=True)
 class HostGPU:
-    """One GPU of the host: ``index`` (NVML's, the order ``nvidia-smi`` lists), ``uuid``
-    (``GPU-...``), ``name`` (e.g. ``NVIDIA H100 80GB HBM3``)."""
+    """One GPU of the host.
+
+    Attributes:
+        index: NVML's index, the order ``nvidia-smi`` lists.
+        uuid: ``GPU-...``.
+        name: e.g. ``NVIDIA H100 80GB HBM3``.
+    """
 
     index: int
     uuid: str
@@ -56,8 +61,11 @@ class HostGPU:
 
 
 def host_gpus() -> List[HostGPU]:
-    """The GPUs NVML sees on this host, in its order; empty without NVML (no ``nvidia-ml-py``,
-    no driver)."""
+    """The GPUs NVML sees on this host, in its order.
+
+    Returns:
+        `HostGPU` s; empty without NVML (no ``nvidia-ml-py``, no driver).
+    """
     from .conditions import _nvml
 
     n = _nvml()
@@ -76,8 +84,14 @@ def _text(value) -> str:
 
 
 def as_gpus(gpus: Iterable) -> List[HostGPU]:
-    """``gpus`` as `HostGPU` objects: each a `HostGPU` or a mapping with ``index``, ``uuid`` and
-    ``name``. Raises `InvalidSpec` for a repeated index or UUID."""
+    """GPUs as `HostGPU` objects.
+
+    Args:
+        gpus: each a `HostGPU` or a mapping with ``index``, ``uuid`` and ``name``.
+
+    Returns:
+        The `HostGPU` s; `InvalidSpec` for a repeated index or UUID.
+    """
     out = [
         g if isinstance(g, HostGPU) else HostGPU(int(g["index"]), str(g["uuid"]), str(g["name"]))
         for g in gpus
@@ -223,17 +237,28 @@ class Spread:
 
 # ---- the learner's side -------------------------------------------------------------------------
 def environment(gpu: Optional[HostGPU], *, of: int) -> Dict[str, str]:
-    """The variables a learner's server gets for ``gpu`` (one of ``of`` GPUs on the host):
-    ``CUDA_VISIBLE_DEVICES`` (the UUID: the server sees that GPU alone, as its device 0) and
-    `GIVEN_VAR` (what `given_text` shows). Empty for no GPU."""
+    """The environment variables a learner's server gets for its GPU.
+
+    Args:
+        gpu: the GPU given; None for none.
+        of: how many GPUs the host has.
+
+    Returns:
+        ``CUDA_VISIBLE_DEVICES`` (the UUID: the server sees that GPU alone, as its device 0) and
+        `GIVEN_VAR` (what `given_text` shows); empty for no GPU.
+    """
     if gpu is None:
         return {}
     return {"CUDA_VISIBLE_DEVICES": gpu.uuid, GIVEN_VAR: json.dumps(dict(asdict(gpu), of=int(of)))}
 
 
 def given() -> Optional[dict]:
-    """The GPU the class hub gave this server (``index``, ``uuid``, ``name``, ``of``), or None
-    outside such a class (or when `GIVEN_VAR` cannot be read)."""
+    """The GPU the class hub gave this server.
+
+    Returns:
+        ``index``, ``uuid``, ``name`` and ``of``; None outside such a class, or when `GIVEN_VAR`
+        cannot be read.
+    """
     raw = os.environ.get(GIVEN_VAR, "").strip()
     if not raw:
         return None
@@ -245,8 +270,11 @@ def given() -> Optional[dict]:
 
 
 def given_text() -> str:
-    """One sentence for the mode banner naming the GPU the class hub gave this server (with a
-    leading space), or ``""`` outside such a class."""
+    """One sentence for the mode banner naming the GPU the class hub gave this server.
+
+    Returns:
+        The sentence, with a leading space; ``""`` outside such a class.
+    """
     g = given()
     if g is None:
         return ""

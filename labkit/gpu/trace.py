@@ -91,8 +91,11 @@ BUFFER_BYTES = 8 << 20
 
 
 class TraceUnavailable(LabkitError):
-    """Tracing cannot run here: ``reason`` says why and what to do; the lesson goes on with the
-    recorded trace for that chart."""
+    """Tracing cannot run here; the lesson goes on with the recorded trace for that chart.
+
+    Args:
+        reason: why, and what to do (``reason``).
+    """
 
     def __init__(self, reason: str):
         self.reason = reason
@@ -138,9 +141,17 @@ def demangle(name: str) -> str:
 
 
 def kernel_name(raw: str, limit: int = 96) -> str:
-    """A kernel's name for a chart: demangled, without return type, argument list and template
-    arguments (``void cudnn::x::nchwToNhwcKernel<__half, ...>(...)`` -> ``cudnn::x::nchwToNhwcKernel``),
-    at most ``limit`` characters."""
+    """A kernel's name for a chart: demangled, without return type, argument list and template arguments.
+
+    ``void cudnn::x::nchwToNhwcKernel<__half, ...>(...)`` -> ``cudnn::x::nchwToNhwcKernel``.
+
+    Args:
+        raw: the name as CUPTI reports it.
+        limit: the most characters kept.
+
+    Returns:
+        The short name.
+    """
     s = demangle(raw)
     depth, out = 0, []
     for ch in s:  # drop template arguments and argument lists, nested
@@ -156,7 +167,15 @@ def kernel_name(raw: str, limit: int = 96) -> str:
 
 
 def role_of(kind: str, name: str) -> str:
-    """The role (`ROLES`) of a device record: memsets zero, memcpys copy, kernels by name."""
+    """The role (`ROLES`) of a device record: memsets zero, memcpys copy, kernels by name.
+
+    Args:
+        kind: the record's kind ("kernel", "memset", "memcpy").
+        name: its raw name.
+
+    Returns:
+        One of `ROLES`.
+    """
     if kind == "memset":
         return "zeroing (memset)"
     if kind == "memcpy":
@@ -269,12 +288,20 @@ def _as_row(cupti, kinds: dict, a) -> Optional[dict]:
 
 
 class Tracer:
-    """Context manager: records what the GPU and the CUDA API do inside it (see the module doc).
-    ``label`` names the traced run; ``all_api`` keeps every API call; ``max_records`` bounds the
-    records kept. `frame` after the block."""
+    """A context manager that records what the GPU and the CUDA API do inside it (see the module doc).
+
+    Call `frame` after the block.
+
+    Args:
+        label: names the traced run.
+        all_api: keep every API call, not only `API_KEPT`.
+        max_records: the most records kept; the rest are counted (``attrs["dropped"]``).
+        api: record CUDA API calls (the host lane); False keeps device records only, adding the
+            least host time (CUPTI's cost is mostly per API call).
+    """
 
     def __init__(
-        self, label: str = "", all_api: bool = False, max_records: int = MAX_RECORDS, api: bool = True
+        self, label: str = "", *, all_api: bool = False, max_records: int = MAX_RECORDS, api: bool = True
     ):
         self.label, self.all_api, self.max_records = label, bool(all_api), int(max_records)
         #: record CUDA API calls (the host lane); False: device records only, the least host time
@@ -373,7 +400,7 @@ class Tracer:
         first launch, and that pass's gaps are CUPTI's (H200, 8 convolutions under a fixed arena:
         1.5-2.1 ms of host time traced against 0.29-0.34 ms untraced; the second traced pass
         0.35-0.39 ms, its idle share 0.116-0.121 against 0.109-0.128 untraced). Nothing is flushed
-        here: a forced flush sets CUPTI up again (the pass after it was as slow as the first);
+        here: a forced flush sets CUPTI up again (the pass after it is as slow as the first);
         the records of the warm-up are dropped as they arrive. Call it with the GPU idle (after a
         synchronize)."""
         if not self._enabled:
@@ -437,15 +464,31 @@ def _why(exc: Exception) -> str:
             "(NVreg_RestrictProfilingToAdminUsers=0)"
         )
     if "multiple_subscribers" in low or "subscriber" in low or "already" in low:
-        return f"another profiler (torch.profiler, Nsight) holds CUPTI in this process ({text}); stop it and retry"
+        return (
+            f"another profiler (torch.profiler, Nsight) holds CUPTI in this process ({text}); "
+            "stop it and retry"
+        )
     if "version" in low or "compatib" in low:
-        return f"this CUPTI does not match the driver ({text}); install the cupti-python of your driver's CUDA major"
+        return (
+            f"this CUPTI does not match the driver ({text}); "
+            "install the cupti-python of your driver's CUDA major"
+        )
     return f"CUPTI refused ({type(exc).__name__}: {text})"
 
 
 def to_frame(rows: List[dict], label: str = "", dropped: int = 0, marks_ns: Optional[List[int]] = None):
-    """Raw trace rows (`Tracer.rows`) as the tidy frame of the module doc; ``marks_ns``
-    (`Tracer.marks`) become ``attrs["marks_us"]`` on the frame's time axis."""
+    """Raw trace rows as the tidy frame of the module doc.
+
+    Args:
+        rows: `Tracer.rows`.
+        label: the traced run's name (``attrs["trace_label"]``).
+        dropped: records counted but not kept (``attrs["dropped"]``).
+        marks_ns: `Tracer.marks`, in CUPTI nanoseconds; they become ``attrs["marks_us"]`` on the
+            frame's time axis.
+
+    Returns:
+        The DataFrame, sorted by start.
+    """
     import pandas as pd
 
     cols = [
@@ -499,20 +542,40 @@ def to_frame(rows: List[dict], label: str = "", dropped: int = 0, marks_ns: Opti
 
 # ---- reading a trace ------------------------------------------------------------------------------
 def device_rows(df):
-    """Kernels, memsets and memcpys of a trace frame."""
+    """The kernels, memsets and memcpys of a trace frame.
+
+    Args:
+        df: a trace frame.
+
+    Returns:
+        Those rows.
+    """
     return df[df.kind.isin(["kernel", "memset", "memcpy"])]
 
 
 def between_marks(df) -> list:
-    """The frame cut at its marks (`Tracer.mark`): one frame per stretch between two marks, of
-    the records that started in it (e.g. one pass each)."""
+    """A trace frame cut at its marks (`Tracer.mark`), e.g. one piece per pass.
+
+    Args:
+        df: a trace frame with ``attrs["marks_us"]``.
+
+    Returns:
+        One frame per stretch between two marks, of the records that started in it.
+    """
     m = list(df.attrs.get("marks_us") or [])
     return [df[(df.start_us >= a) & (df.start_us < b)] for a, b in zip(m, m[1:])]
 
 
 def merged_spans(spans, join: float = 0.0) -> List[list]:
-    """``(start, end)`` spans (any order, any unit) as ``[start, end]`` lists in time order, those
-    that overlap, touch or lie less than ``join`` apart merged into one."""
+    """Spans in time order, those that overlap, touch or lie less than ``join`` apart merged into one.
+
+    Args:
+        spans: ``(start, end)`` pairs, in any order and any unit.
+        join: the largest gap that still merges two spans, in the spans' unit.
+
+    Returns:
+        ``[start, end]`` lists.
+    """
     out: List[list] = []
     for s, e in sorted(spans):
         if out and (s <= out[-1][1] or s - out[-1][1] < join):
@@ -523,14 +586,29 @@ def merged_spans(spans, join: float = 0.0) -> List[list]:
 
 
 def busy_us(df) -> float:
-    """Microseconds in which at least one device record of ``df`` ran (overlaps counted once)."""
+    """Microseconds in which at least one device record ran (overlaps counted once).
+
+    Args:
+        df: a trace frame.
+
+    Returns:
+        The busy time, in microseconds.
+    """
     dev = device_rows(df)
     return float(sum(e - s for s, e in merged_spans(zip(dev.start_us, dev.end_us))))
 
 
 def idle_share(df, start_us: Optional[float] = None, end_us: Optional[float] = None) -> float:
-    """Share of [start_us, end_us] (default: first device record's start to the last one's end)
-    in which no device record ran: where the GPU waited for the host."""
+    """The share of a stretch in which no device record ran: where the GPU waited for the host.
+
+    Args:
+        df: a trace frame.
+        start_us: the stretch's start, in microseconds; default the first device record's start.
+        end_us: its end; default the last device record's end.
+
+    Returns:
+        A fraction from 0 to 1; NaN without device records.
+    """
     dev = device_rows(df)
     if dev.empty:
         return float("nan")
@@ -540,9 +618,18 @@ def idle_share(df, start_us: Optional[float] = None, end_us: Optional[float] = N
 
 
 def overlap_spans(df, row_a: str, row_b: str) -> List[tuple]:
-    """The stretches ``(start_us, end_us)``, in time order, in which device work of ``row_a`` and
-    ``row_b`` (e.g. "stream 1", "stream 2") ran at the same time: where one shared workspace is
-    written by two convolutions at once."""
+    """The stretches in which device work of two rows ran at the same time.
+
+    That is where one shared workspace is written by two convolutions at once.
+
+    Args:
+        df: a trace frame.
+        row_a: a row, e.g. "stream 1".
+        row_b: another row, e.g. "stream 2".
+
+    Returns:
+        ``(start_us, end_us)`` pairs, in time order.
+    """
     dev = device_rows(df)
     a = sorted(zip(dev[dev.row == row_a].start_us, dev[dev.row == row_a].end_us))
     b = sorted(zip(dev[dev.row == row_b].start_us, dev[dev.row == row_b].end_us))
@@ -560,6 +647,14 @@ def overlap_spans(df, row_a: str, row_b: str) -> List[tuple]:
 
 
 def overlap_us(df, row_a: str, row_b: str) -> float:
-    """Microseconds in which device work of ``row_a`` and ``row_b`` ran at the same time (the sum
-    of `overlap_spans`)."""
+    """Microseconds in which device work of two rows ran at the same time (the sum of `overlap_spans`).
+
+    Args:
+        df: a trace frame.
+        row_a: a row, e.g. "stream 1".
+        row_b: another row.
+
+    Returns:
+        The overlap, in microseconds.
+    """
     return float(sum(e - s for s, e in overlap_spans(df, row_a, row_b)))

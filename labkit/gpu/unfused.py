@@ -1,6 +1,9 @@
-"""The unfused epilogue: a cuDNN convolution (the heuristic's plan), then CuPy's elementwise
-kernels for bias, residual add and ReLU, each writing a real tensor: what a framework without
-fusion runs. Lesson 04 times it against the fused cuDNN graph, lesson 10 traces both."""
+"""The unfused epilogue: a cuDNN convolution, then CuPy's elementwise kernels for the epilogue.
+
+The convolution runs the heuristic's plan; bias, residual add and ReLU each write a real tensor:
+what a framework without fusion runs. Lesson 04 times it against the fused cuDNN graph, lesson 10
+traces both.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +15,11 @@ DTYPES = ("fp32", "fp16")
 
 
 def check_spec(spec: ConvSpec) -> None:
-    """`InvalidSpec` unless ``spec`` is an fprop in one of `DTYPES`."""
+    """Raise `InvalidSpec` unless a convolution is an fprop in one of `DTYPES`.
+
+    Args:
+        spec: the convolution.
+    """
     if spec.direction != "fprop" or spec.dtype not in DTYPES:
         raise InvalidSpec(
             "spec", spec.label, "fusion compares fprop in fp16 or fp32 (CuPy has no bf16/fp8 kernels)"
@@ -20,13 +27,32 @@ def check_spec(spec: ConvSpec) -> None:
 
 
 def bias_view(spec: ConvSpec, bias):
-    """The per-channel ``bias`` (K values) shaped to broadcast over ``spec``'s output layout."""
+    """A per-channel bias shaped to broadcast over a convolution's output layout.
+
+    Args:
+        spec: the convolution.
+        bias: its K values.
+
+    Returns:
+        A view of ``bias``.
+    """
     return bias.reshape((1, spec.K, 1, 1) if spec.layout == "NCHW" else (1, 1, 1, spec.K))
 
 
 def epilogue(y, bias, z, t1, t2, out) -> None:
-    """The unfused path's CuPy kernels: ``y`` + ``bias`` into ``t1``, (+ ``z`` into ``t2`` when
-    ``z`` is not None,) then ReLU into ``out`` (enqueued on the current stream)."""
+    """Enqueue the unfused path's CuPy kernels on the current stream.
+
+    ``y`` + ``bias`` go into ``t1``, then (+ ``z``) into ``t2`` when ``z`` is not None, then ReLU into
+    ``out``.
+
+    Args:
+        y: the convolution's output.
+        bias: the bias, shaped by `bias_view`.
+        z: the residual; None for none.
+        t1: an intermediate like ``y``.
+        t2: another.
+        out: the result.
+    """
     import cupy
 
     cupy.add(y, bias, out=t1)
@@ -38,9 +64,16 @@ def epilogue(y, bias, z, t1, t2, out) -> None:
 
 
 class UnfusedPath:
-    """The unfused sequence over ``ops`` (an `engine.Operands` made with an epilogue: its ``b``
-    and, for a residual add, ``z``), launched on ``stream``: `run` writes ``ops``' output. Holds
-    its workspace and intermediates (``conv_y``, ``t1``, ``t2``) while it lives."""
+    """The unfused sequence over some operands, launched on a stream.
+
+    `run` writes the operands' output. The path holds its workspace and intermediates (``conv_y``,
+    ``t1``, ``t2``) while it lives.
+
+    Args:
+        spec: an fprop convolution in one of `DTYPES`.
+        ops: `engine.Operands` made with an epilogue: its ``b`` and, for a residual add, ``z``.
+        stream: the CuPy stream.
+    """
 
     def __init__(self, spec: ConvSpec, ops, stream):
         import cupy

@@ -17,16 +17,30 @@ from .reference_runs import CheckResult, check_plans, expected, judge  # noqa: F
 def check_plan(
     spec: ConvSpec,
     epilogue: str = "none",
+    *,
     plan_index: Optional[int] = None,
     seed: int = 0,
     workspace_cap: Optional[int] = None,
     graph: Optional[engine.ConvGraph] = None,
     vs_unrounded: bool = False,
 ) -> CheckResult:
-    """Run the plan (default: the graph's ``default_plan``, the heuristic's first choice that is
-    right) once on inputs of ``seed`` and compare with the reference (and, with ``vs_unrounded``,
-    with the float64 convolution of the inputs before rounding). A plan labkit found wrong raises
-    `WrongResult`; `check_plans` runs any plan that built."""
-    g = graph if graph is not None else engine.get_graph(spec, epilogue, workspace_cap)
-    ops = engine.Operands(spec, epilogue, seed)
-    return check_plans(g, [g.plan(plan_index).index], ops, seed, vs_unrounded)[0]
+    """Run one plan of a convolution once and compare it with the float64 reference.
+
+    A plan labkit found wrong raises `WrongResult`; `check_plans` runs any plan that built.
+
+    Args:
+        spec: the convolution.
+        epilogue: its epilogue.
+        plan_index: the plan; default the graph's ``default_plan`` (the heuristic's first choice that
+            is right).
+        seed: the inputs' seed.
+        workspace_cap: the graph's workspace cap, in bytes, when it is built here.
+        graph: the built graph; default `engine.get_graph`'s.
+        vs_unrounded: also compare with the float64 convolution of the inputs before rounding.
+
+    Returns:
+        A `CheckResult`.
+    """
+    g = graph if graph is not None else engine.get_graph(spec, epilogue, workspace_cap=workspace_cap)
+    ops = engine.Operands(spec, epilogue, seed=seed)
+    return check_plans(g, [g.plan(plan_index).index], ops, seed=seed, vs_unrounded=vs_unrounded)[0]

@@ -62,13 +62,31 @@ BENCH_STRATEGIES = (
 
 
 def resnet50_sequence(N: int = 32, dtype: str = "fp16", layout: str = "NHWC") -> List[ConvSpec]:
-    """The 53 convolutions of a ResNet-50 (v1.5: stride on the 3x3) forward pass, in order
-    (`labkit.networks.resnet50`, checked layer by layer against torchvision)."""
+    """The 53 convolutions of a ResNet-50 (v1.5: stride on the 3x3) forward pass, in order.
+
+    They are `labkit.networks.resnet50`'s, checked layer by layer against torchvision.
+
+    Args:
+        N: the batch.
+        dtype: a labkit dtype name.
+        layout: NCHW or NHWC.
+
+    Returns:
+        The `ConvSpec` s.
+    """
     return [layer.spec for layer in networks.resnet50(batch=N, dtype=dtype, layout=layout)]
 
 
 def sequence(workload: str, repeats: int) -> List[ConvSpec]:
-    """The convolutions a workload runs, in order (``repeats`` passes)."""
+    """The convolutions a workload runs, in order.
+
+    Args:
+        workload: one of `WORKLOADS`.
+        repeats: passes over it.
+
+    Returns:
+        The `ConvSpec` s; `InvalidSpec` for an unknown workload or a repeats that is not an int >= 1.
+    """
     if workload not in WORKLOADS:
         raise InvalidSpec("workload", workload, f"must be one of {', '.join(WORKLOADS)}")
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
@@ -179,8 +197,17 @@ def run_one(strategy_name: str, options: dict, workload: str, repeats: int) -> d
     return row
 
 
-def run_all(workload: str, repeats: int = 20, strategies=BENCH_STRATEGIES):
-    """Every strategy on one workload; a DataFrame with `run_one`'s rows."""
+def run_all(workload: str, repeats: int = 20, *, strategies=BENCH_STRATEGIES):
+    """Every strategy on one workload.
+
+    Args:
+        workload: one of `WORKLOADS`.
+        repeats: passes over it.
+        strategies: (name, options) pairs; default `BENCH_STRATEGIES`.
+
+    Returns:
+        A DataFrame of `run_one`'s rows, one per strategy.
+    """
     import pandas as pd
 
     from ..signals.progress import report
@@ -196,17 +223,30 @@ def run_all(workload: str, repeats: int = 20, strategies=BENCH_STRATEGIES):
 def traced_pass(
     strategy_name: str, options: dict, workload: str = "one_conv", calls: int = 8, passes: int = 5
 ) -> tuple:
-    """The first ``calls`` calls of ``workload`` under one strategy, in steady state (one untraced
-    warm-up pass first): untraced (``gpu_us``: two events around a pass; ``host_us``: the host's
-    wall time), traced with device records only, and traced with API calls too
-    (`labkit.gpu.trace`). Each tracer first runs a warm-up pass that is not kept
-    (`trace.Tracer.keep_from_now`: the first pass under a tracer pays CUPTI's set-up of each
-    kernel). Untraced and device-only: ``passes`` passes each, medians (a pass of 8 calls lasts
-    about half a millisecond, and one pass's gaps vary with the host). Returns (row, the traced
-    pass with API calls: the timeline). From the device-only passes (CUPTI's host cost is mostly
-    per API call: the least distorted gaps): ``busy_us`` (device time, overlaps once) and
-    ``idle_share`` (share of a pass's device span in which the GPU waited); ``idle_share_api`` the
-    same for the returned pass (its gaps include CUPTI's host time). Microseconds."""
+    """The first calls of a workload under one strategy, in steady state, untraced and traced.
+
+    One untraced warm-up pass comes first. Then: untraced (``gpu_us``, two events around a pass;
+    ``host_us``, the host's wall time), traced with device records only, and traced with API calls
+    too (`labkit.gpu.trace`). Each tracer first runs a warm-up pass that is not kept
+    (`trace.Tracer.keep_from_now`: the first pass under a tracer pays CUPTI's set-up of each kernel).
+    Untraced and device-only runs take ``passes`` passes each, and their medians count: a pass of 8
+    calls lasts about half a millisecond, and one pass's gaps vary with the host.
+
+    From the device-only passes, whose gaps are the least distorted (CUPTI's host cost is mostly per
+    API call): ``busy_us`` (device time, overlaps once) and ``idle_share`` (the share of a pass's
+    device span in which the GPU waited); ``idle_share_api`` is the same for the returned pass, whose
+    gaps include CUPTI's host time. Times in microseconds.
+
+    Args:
+        strategy_name: a strategy of `labkit.gpu.workspace.make`.
+        options: its options.
+        workload: one of `WORKLOADS`.
+        calls: the calls of a pass.
+        passes: passes per untraced and device-only run.
+
+    Returns:
+        (row, the traced pass with API calls: the timeline frame, or None when the run failed).
+    """
     import statistics
 
     import cupy

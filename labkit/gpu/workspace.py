@@ -42,8 +42,21 @@ from . import memory
 
 @dataclass
 class StrategyStats:
-    """Counters every strategy keeps. ``alloc_us_total``: host time inside allocate/free calls;
-    ``get_put_us_total``: host time inside the strategy's get and put (its whole per-call cost)."""
+    """Counters every strategy keeps; bytes, and host microseconds.
+
+    Attributes:
+        calls: `Strategy.get` calls.
+        alloc_calls: cudaMalloc calls (or pool allocations).
+        free_calls: cudaFree calls.
+        bytes_allocated: bytes allocated, summed over allocations.
+        held_bytes: bytes held now.
+        peak_held_bytes: the most bytes held at once.
+        alloc_us_total: host time inside allocate and free calls.
+        hits: calls answered from memory already held.
+        misses: calls that allocated.
+        evictions: buffers freed to make room.
+        get_put_us_total: host time inside the strategy's get and put (its whole per-call cost).
+    """
 
     calls: int = 0
     alloc_calls: int = 0
@@ -58,6 +71,7 @@ class StrategyStats:
     get_put_us_total: float = 0.0
 
     def as_dict(self) -> dict:
+        """The counters as a plain dict."""
         return asdict(self)
 
 
@@ -72,7 +86,14 @@ class Strategy:
 
     # -- the interface --
     def get(self, req: Request) -> Tuple[int, int]:
-        """(device pointer, bytes usable there) for this call."""
+        """The workspace for one call.
+
+        Args:
+            req: what the call needs.
+
+        Returns:
+            (device pointer, bytes usable there).
+        """
         if self.closed:
             raise LabkitError(f"{self.name} is closed")
         self.stats.calls += 1
@@ -83,7 +104,12 @@ class Strategy:
             self.stats.get_put_us_total += (time.perf_counter() - t0) * 1e6
 
     def put(self, req: Request, ptr: int) -> None:
-        """The call using ``ptr`` has been launched on ``req.stream_ptr``."""
+        """Hear that the call using ``ptr`` has been launched on ``req.stream_ptr``.
+
+        Args:
+            req: the call's request.
+            ptr: the pointer `get` handed out.
+        """
         t0 = time.perf_counter()
         try:
             self._put(req, ptr)
@@ -135,6 +161,7 @@ class Strategy:
         pass
 
     def describe(self) -> str:
+        """The strategy's name, with its options where it has some."""
         return self.name
 
 
@@ -145,7 +172,11 @@ def _bytes_arg(name: str, value) -> int:
 
 
 class FixedArena(Strategy):
-    """One buffer of ``size_bytes`` made at construction; every call uses its start."""
+    """One buffer made at construction; every call uses its start.
+
+    Args:
+        size_bytes: the arena's size, in bytes.
+    """
 
     name = "fixed_arena"
 
@@ -166,6 +197,7 @@ class FixedArena(Strategy):
             self.ptr = 0
 
     def describe(self):
+        """The strategy's name with the arena's size in MiB."""
         return f"{self.name} ({self.size_bytes / 2**20:.0f} MiB)"
 
 
@@ -185,11 +217,15 @@ class MallocPerCall(Strategy):
 
 
 class KeyedCache(Strategy):
-    """One persistent workspace per key, least-recently-used eviction to stay within ``budget_bytes``.
+    """One persistent workspace per key, least recently used evicted to stay within a byte budget.
 
     A request larger than the whole budget raises `ArenaTooSmall` (the budget is the arena). With
-    ``key="dims_only"`` a hit can return a buffer smaller than the plan needs: the `Runner`
-    catches that (it never hands cuDNN less than asked) and says the key is the bug.
+    ``key="dims_only"`` a hit can return a buffer smaller than the plan needs: the `Runner` catches
+    that (it never hands cuDNN less than asked) and says the key is the bug.
+
+    Args:
+        budget_bytes: the most bytes held, in bytes.
+        key: "full" (`full_key`) or "dims_only" (`dims_only_key`).
     """
 
     name = "keyed_cache"
@@ -231,12 +267,16 @@ class KeyedCache(Strategy):
             self._free(ptr, n)
 
     def describe(self):
+        """The strategy's name with its budget in MiB and its key."""
         return f"{self.name} ({self.budget_bytes / 2**20:.0f} MiB, key={self.key_name})"
 
 
 class Scratchpad(Strategy):
-    """oneDNN-style user scratchpad: a grow-only buffer per stream (``shared=False``), or one
-    buffer for every stream (``shared=True``: concurrent streams then race on it)."""
+    """oneDNN-style user scratchpad: a grow-only buffer per stream, or one for every stream.
+
+    Args:
+        shared: one buffer for every stream: concurrent streams then race on it.
+    """
 
     def __init__(self, shared: bool = False):
         super().__init__()
@@ -395,7 +435,15 @@ STRATEGIES = {
 
 
 def make(name: str, **options) -> Strategy:
-    """A strategy by name (see `STRATEGIES`), with its options (e.g. ``size_bytes``, ``budget_bytes``)."""
+    """A strategy by name.
+
+    Args:
+        name: one of `STRATEGIES`.
+        **options: its options, e.g. ``size_bytes`` or ``budget_bytes``.
+
+    Returns:
+        The `Strategy`.
+    """
     if name not in STRATEGIES:
         raise InvalidSpec("strategy", name, f"must be one of {', '.join(STRATEGIES)}")
     return STRATEGIES[name](**options)

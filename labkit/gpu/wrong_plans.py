@@ -35,10 +35,17 @@ COLUMNS = ("plan", "convolution", "relative error", "GPU", "cuDNN", "frontend", 
 
 @dataclass(frozen=True)
 class Reproduction:
-    """One row of the table: ``plan`` (cuDNN's plan name), ``spec`` (the smallest convolution
-    found where it is wrong), the ``rel_error`` seen there (inf: NaN or inf in the output), the
-    ``gpu``, ``cudnn`` and ``frontend`` versions it was seen with, and ``larger``: a larger
-    convolution where the same plan was wrong too (None if none is kept)."""
+    """One row of the table of wrong plans.
+
+    Attributes:
+        plan: cuDNN's plan name.
+        spec: the smallest convolution found where it is wrong.
+        rel_error: the relative error seen there (inf: NaN or inf in the output).
+        gpu: the GPU it was seen on.
+        cudnn: the cuDNN version.
+        frontend: the cuDNN frontend version.
+        larger: a larger convolution where the same plan was wrong too; None if none is kept.
+    """
 
     plan: str
     spec: ConvSpec
@@ -54,8 +61,15 @@ def _cells(line: str) -> List[str]:
 
 
 def read_table(text: str) -> List[Reproduction]:
-    """The rows of the table under `TABLE_HEADING` in ``text`` (the doc's markdown). `InvalidSpec`
-    naming the line for a table that is missing, has other columns, or a row that does not parse."""
+    """The rows of the table under `TABLE_HEADING`.
+
+    Args:
+        text: the doc's markdown.
+
+    Returns:
+        One `Reproduction` per row; `InvalidSpec` naming the line for a table that is missing, has
+        other columns, or a row that does not parse.
+    """
     lines = text.splitlines()
     try:
         start = next(i for i, line in enumerate(lines) if line.strip() == TABLE_HEADING)
@@ -85,7 +99,14 @@ def read_table(text: str) -> List[Reproduction]:
 
 
 def table_row(rep: Reproduction) -> str:
-    """One markdown row of the table for ``rep`` (what `read_table` reads back)."""
+    """One markdown row of the table, as `read_table` reads it back.
+
+    Args:
+        rep: the reproduction.
+
+    Returns:
+        The row, ``| ... |``.
+    """
     error = "inf" if not math.isfinite(rep.rel_error) else f"{rep.rel_error:.3g}"
     larger = f"`{rep.larger.label}`" if rep.larger is not None else "-"
     cells = (f"`{rep.plan}`", f"`{rep.spec.label}`", error, rep.gpu, rep.cudnn, rep.frontend, larger)
@@ -93,12 +114,26 @@ def table_row(rep: Reproduction) -> str:
 
 
 def size(spec: ConvSpec) -> int:
-    """Elements of the image, filter and output together: what `shrink` makes small."""
+    """Elements of the image, filter and output together: what `shrink` makes small.
+
+    Args:
+        spec: the convolution.
+
+    Returns:
+        The element count.
+    """
     return sum(math.prod(s) for s in (spec.x_shape, spec.w_shape, spec.y_shape))
 
 
 def smaller(spec: ConvSpec) -> Iterator[ConvSpec]:
-    """Valid specs one step smaller than ``spec`` (`size`), the biggest cuts first."""
+    """Valid specs one step smaller than a convolution (`size`), the biggest cuts first.
+
+    Args:
+        spec: the convolution.
+
+    Returns:
+        An iterator of distinct `ConvSpec` s no larger than ``spec``.
+    """
     changes = [dict(N=1), dict(groups=1, C=spec.C // spec.groups, K=spec.K // spec.groups)]
     changes += [dict(N=spec.N // 2), dict(C=spec.C // 2), dict(K=spec.K // 2)]
     changes += [dict(H=spec.H // 2), dict(W=spec.W // 2), dict(R=1), dict(S=1), dict(R=1, S=1)]
@@ -121,8 +156,18 @@ def smaller(spec: ConvSpec) -> Iterator[ConvSpec]:
 
 
 def random_spec(rng: random.Random, **fixed) -> ConvSpec:
-    """A seeded random valid convolution: every dtype, layout and direction unless ``fixed``;
-    groups (depthwise too), dilation, strides, padding and odd sizes up to 40x40, 64 channels."""
+    """A seeded random valid convolution.
+
+    Every dtype, layout and direction may come, with groups (depthwise too), dilation, strides,
+    padding and odd sizes up to 40x40 pixels and 64 channels.
+
+    Args:
+        rng: the random generator.
+        **fixed: fields that keep the given value.
+
+    Returns:
+        The `ConvSpec`.
+    """
     while True:
         g = rng.choice([1, 1, 1, 2, 4, 0])  # 0: depthwise
         cg = rng.choice([1, 2, 3, 4, 8, 16, 17, 32])
@@ -156,8 +201,16 @@ def random_spec(rng: random.Random, **fixed) -> ConvSpec:
 
 # ---- on the GPU ---------------------------------------------------------------------------------
 def check_named(spec: ConvSpec, plan: str, *, seed: int = 0) -> Optional[plan_checks.Verdict]:
-    """Run plan ``plan`` of ``spec`` once on inputs of ``seed`` against float64, whatever labkit
-    knows of it. None when cuDNN does not offer that plan for ``spec`` or does not build it."""
+    """Run one named plan of a convolution once against float64, whatever labkit knows of it.
+
+    Args:
+        spec: the convolution.
+        plan: cuDNN's plan name.
+        seed: the inputs' seed.
+
+    Returns:
+        The `Verdict`; None when cuDNN does not offer that plan for ``spec`` or does not build it.
+    """
     from . import engine, reference_runs
 
     try:
@@ -171,13 +224,26 @@ def check_named(spec: ConvSpec, plan: str, *, seed: int = 0) -> Optional[plan_ch
 
 
 def state_of(verdict: Optional[plan_checks.Verdict]) -> str:
-    """``"still wrong"``, ``"right now"`` or ``"not offered"`` (cuDNN no longer lists the plan)."""
+    """What a re-check found: ``"still wrong"``, ``"right now"`` or ``"not offered"``.
+
+    Args:
+        verdict: the re-check's verdict; None when cuDNN no longer lists the plan.
+
+    Returns:
+        One of the three words.
+    """
     return "not offered" if verdict is None else "right now" if verdict.ok else "still wrong"
 
 
 def recheck(reproductions: List[Reproduction]) -> List[Tuple[Reproduction, ConvSpec, Optional[Verdict]]]:
-    """Each row's plan run again on this GPU, on its smallest and its larger convolution:
-    (row, convolution, its verdict or None when the plan is not offered there)."""
+    """Each row's plan run again on this GPU, on its smallest and its larger convolution.
+
+    Args:
+        reproductions: the table's rows.
+
+    Returns:
+        (row, convolution, its verdict or None when the plan is not offered there) per run.
+    """
     out = []
     for rep in reproductions:
         for spec in filter(None, (rep.spec, rep.larger)):
@@ -186,10 +252,18 @@ def recheck(reproductions: List[Reproduction]) -> List[Tuple[Reproduction, ConvS
 
 
 def sweep(seconds: float, *, seed: int = 0, at_batch_1: bool = True, **fixed) -> Iterator[dict]:
-    """Every plan of seeded random convolutions (`random_spec` with ``fixed`` fields) checked
-    against float64 for ``seconds``: one row per plan (label, plan, rel_error, ok, first_choice,
-    and with ``at_batch_1`` the same plan's verdict at N=1: ``ok_at_batch_1``, None if not offered)
-    and one per convolution cuDNN refused."""
+    """Every plan of seeded random convolutions checked against float64, for a while.
+
+    Args:
+        seconds: how long to search.
+        seed: the random generator's seed.
+        at_batch_1: also check each plan at N=1 (does a check on small operands see the same?).
+        **fixed: fields every convolution keeps (`random_spec`).
+
+    Returns:
+        An iterator of rows: one per plan (label, plan, rel_error, ok, first_choice, ok_at_batch_1:
+        None if not offered at N=1) and one per convolution cuDNN refused.
+    """
     from . import engine
 
     rng, t0 = random.Random(seed), time.perf_counter()
@@ -225,8 +299,18 @@ def sweep(seconds: float, *, seed: int = 0, at_batch_1: bool = True, **fixed) ->
 def shrink(
     spec: ConvSpec, plan: str, *, seconds: float
 ) -> Tuple[ConvSpec, Optional[plan_checks.Verdict], int]:
-    """The smallest convolution (`size`) reached from ``spec`` by `smaller` steps on which plan
-    ``plan`` still computes a wrong result, within ``seconds``: (spec, its verdict, trials)."""
+    """The smallest convolution on which a plan still computes a wrong result.
+
+    It is reached from ``spec`` by `smaller` steps.
+
+    Args:
+        spec: a convolution where ``plan`` is wrong.
+        plan: cuDNN's plan name.
+        seconds: how long to search.
+
+    Returns:
+        (spec, its verdict, trials).
+    """
     t0, trials = time.perf_counter(), 0
     best, verdict = spec, check_named(spec, plan)
     if verdict is None or verdict.ok:

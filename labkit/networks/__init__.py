@@ -50,24 +50,35 @@ __all__ = [
 def layers_of(
     net,
     batch: int | None = None,
+    *,
     dtype: str | None = None,
     layout: str | None = None,
     image=224,
     input_shape=None,
 ) -> Network:
-    """The convolution layers of ``net``, in forward order, as a `Network`.
+    """The convolution layers of a network, in forward order.
 
     ``net`` is one of:
 
-    * a preset name (`PRESETS`; case and ``-``/``_`` do not matter): its layers for ``batch``
-      images (default 1) of ``image`` pixels (int or (H, W), default 224) in ``dtype`` (default
-      fp16) and ``layout`` (default NHWC);
-    * a list of `ConvSpec` (or of `Layer`): kept as given, named ``conv0``, ``conv1``, .. (a
-      Layer keeps its name); ``batch``, ``dtype``, ``layout`` replace those fields where given;
-    * a PyTorch ``nn.Module`` with ``input_shape`` (the example input's shape, e.g.
-      (1, 3, 224, 224)): see `torch_models.from_module`. torch is imported only there.
+    * a preset name (`PRESETS`; case and ``-``/``_`` do not matter);
+    * a list of `ConvSpec` (or of `Layer`): kept as given, named ``conv0``, ``conv1``, ... (a
+      Layer keeps its name); ``batch``, ``dtype`` and ``layout`` replace those fields where given;
+    * a PyTorch ``nn.Module`` with ``input_shape``: see `torch_models.from_module`. torch is
+      imported only there.
 
-    Raises `InvalidSpec` naming the offending argument and the rule it broke.
+    Args:
+        net: the network, as above.
+        batch: images per call; a preset's default is 1.
+        dtype: a labkit dtype name; a preset's default is fp16.
+        layout: NCHW or NHWC; a preset's default is NHWC.
+        image: a preset's input size in pixels: one int (square) or an (H, W) pair.
+        input_shape: a model's example input shape, e.g. (1, 3, 224, 224).
+
+    Returns:
+        A `Network`.
+
+    Raises:
+        InvalidSpec: naming the offending argument and the rule it broke.
     """
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(net, torch.nn.Module):

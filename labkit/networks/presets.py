@@ -29,7 +29,7 @@ class _Builder:
     layout: str
     layers: List[Layer] = field(default_factory=list)
 
-    def conv(self, name, x, k, r, stride=1, padding=0, dilation=1, groups=1, bias=False):
+    def conv(self, name, x, k, r, *, stride=1, padding=0, dilation=1, groups=1, bias=False):
         c, h, w = x
         try:
             spec = ConvSpec(
@@ -93,22 +93,56 @@ def _resnet(net, batch, dtype, layout, image, groups=1, width_per_group=64) -> L
 
 
 def resnet50(batch: int = 1, dtype: str = "fp16", layout: str = "NHWC", image=224) -> List[Layer]:
-    """torchvision ``resnet50``: 53 Conv2d layers (the 7x7 stem, 16 Bottleneck blocks of three,
-    4 downsample 1x1s), none with a bias. ``image``: input pixels (int or (H, W))."""
+    """torchvision ``resnet50``: 53 Conv2d layers, none with a bias.
+
+    They are the 7x7 stem, 16 Bottleneck blocks of three and 4 downsample 1x1s.
+
+    Args:
+        batch: images per call (N).
+        dtype: a labkit dtype name.
+        layout: NCHW or NHWC.
+        image: the input's size in pixels: one int (square) or an (H, W) pair.
+
+    Returns:
+        The network's Conv2d calls as `Layer` s, in forward order.
+    """
     return _resnet("resnet50", batch, dtype, layout, image)
 
 
 def resnext50_32x4d(batch: int = 1, dtype: str = "fp16", layout: str = "NHWC", image=224) -> List[Layer]:
-    """torchvision ``resnext50_32x4d``: ResNet-50's 53 Conv2d layers with 32 groups of 4 channels
-    per group at 64 planes (conv1/conv2 widths 128, 256, 512, 1024; conv2 has groups=32)."""
+    """torchvision ``resnext50_32x4d``: ResNet-50's 53 Conv2d layers, with 32 groups.
+
+    Each has 4 channels per group at 64 planes (conv1/conv2 widths 128, 256, 512, 1024; conv2 has
+    groups=32).
+
+    Args:
+        batch: images per call (N).
+        dtype: a labkit dtype name.
+        layout: NCHW or NHWC.
+        image: the input's size in pixels: one int (square) or an (H, W) pair.
+
+    Returns:
+        The network's Conv2d calls as `Layer` s, in forward order.
+    """
     return _resnet("resnext50_32x4d", batch, dtype, layout, image, groups=32, width_per_group=4)
 
 
 def mobilenet_v2(batch: int = 1, dtype: str = "fp16", layout: str = "NHWC", image=224) -> List[Layer]:
-    """torchvision ``mobilenet_v2`` (width 1.0): 52 Conv2d layers, none with a bias. features.0.0
-    is the 3x3 s2 stem; features.1..17 are inverted residual blocks: an expanding 1x1
-    (conv.0.0, absent in features.1 whose expansion is 1), a 3x3 depthwise (groups = channels),
-    a projecting 1x1; features.18.0 is the 1x1 to 1280 channels."""
+    """torchvision ``mobilenet_v2`` (width 1.0): 52 Conv2d layers, none with a bias.
+
+    features.0.0 is the 3x3 s2 stem; features.1..17 are inverted residual blocks: an expanding 1x1
+    (conv.0.0, absent in features.1 whose expansion is 1), a 3x3 depthwise (groups = channels) and a
+    projecting 1x1; features.18.0 is the 1x1 to 1280 channels.
+
+    Args:
+        batch: images per call (N).
+        dtype: a labkit dtype name.
+        layout: NCHW or NHWC.
+        image: the input's size in pixels: one int (square) or an (H, W) pair.
+
+    Returns:
+        The network's Conv2d calls as `Layer` s, in forward order.
+    """
     b, x = _start("mobilenet_v2", batch, dtype, layout, image)
     x = b.conv("features.0.0", x, 32, 3, stride=2, padding=1)
     idx = 1
@@ -134,11 +168,22 @@ def mobilenet_v2(batch: int = 1, dtype: str = "fp16", layout: str = "NHWC", imag
 
 
 def convnext_tiny(batch: int = 1, dtype: str = "fp16", layout: str = "NHWC", image=224) -> List[Layer]:
-    """torchvision ``convnext_tiny``: 22 Conv2d layers, all with a bias: the 4x4 s4 stem
-    (features.0.0), a 7x7 depthwise conv with padding 3 in each of the 3+3+9+3 blocks
-    (features.{1,3,5,7}.<i>.block.0) and the three 2x2 s2 downsamplers (features.{2,4,6}.1).
-    Each block's two pointwise layers are ``nn.Linear`` in torchvision (run on channels-last
-    tensors), not Conv2d, so they are not here."""
+    """torchvision ``convnext_tiny``: 22 Conv2d layers, all with a bias.
+
+    They are the 4x4 s4 stem (features.0.0), a 7x7 depthwise conv with padding 3 in each of the
+    3+3+9+3 blocks (features.{1,3,5,7}.<i>.block.0) and the three 2x2 s2 downsamplers
+    (features.{2,4,6}.1). Each block's two pointwise layers are ``nn.Linear`` in torchvision (run on
+    channels-last tensors), not Conv2d, so they are not here.
+
+    Args:
+        batch: images per call (N).
+        dtype: a labkit dtype name.
+        layout: NCHW or NHWC.
+        image: the input's size in pixels: one int (square) or an (H, W) pair.
+
+    Returns:
+        The network's Conv2d calls as `Layer` s, in forward order.
+    """
     b, x = _start("convnext_tiny", batch, dtype, layout, image)
     x = b.conv("features.0.0", x, 96, 4, stride=4, bias=True)
     stages = ((96, 3), (192, 3), (384, 9), (768, 3))
@@ -151,8 +196,19 @@ def convnext_tiny(batch: int = 1, dtype: str = "fp16", layout: str = "NHWC", ima
 
 
 def vgg16(batch: int = 1, dtype: str = "fp16", layout: str = "NHWC", image=224) -> List[Layer]:
-    """torchvision ``vgg16`` (no batch norm): 13 Conv2d layers, 3x3 padding 1 with a bias, in
-    five blocks each ended by a 2x2 s2 max pool (features.4, 9, 16, 23, 30)."""
+    """torchvision ``vgg16`` (no batch norm): 13 Conv2d layers, 3x3 padding 1 with a bias.
+
+    They come in five blocks, each ended by a 2x2 s2 max pool (features.4, 9, 16, 23, 30).
+
+    Args:
+        batch: images per call (N).
+        dtype: a labkit dtype name.
+        layout: NCHW or NHWC.
+        image: the input's size in pixels: one int (square) or an (H, W) pair.
+
+    Returns:
+        The network's Conv2d calls as `Layer` s, in forward order.
+    """
     b, x = _start("vgg16", batch, dtype, layout, image)
     idx = 0
     for v in (64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M"):
@@ -164,17 +220,27 @@ def vgg16(batch: int = 1, dtype: str = "fp16", layout: str = "NHWC", image=224) 
 
 
 def deeplabv3_aspp(batch: int = 1, dtype: str = "fp16", layout: str = "NHWC", image=224) -> List[Layer]:
-    """The ASPP module of torchvision ``deeplabv3_resnet50``'s head (``classifier.0``): its 6
-    Conv2d layers, none with a bias, on the backbone's 2048-channel output-stride-8 feature map
-    (ResNet-50 with layer3 and layer4 dilated instead of strided): 28x28 for a 224x224 image.
-    ``image`` is the network's input size; the feature map is that after the stem conv, the max
-    pool and layer2's stride 2 (each (h - 1) // 2 + 1).
+    """The ASPP module of torchvision ``deeplabv3_resnet50``'s head (``classifier.0``): 6 Conv2d layers.
+
+    None has a bias. They run on the backbone's 2048-channel output-stride-8 feature map (ResNet-50
+    with layer3 and layer4 dilated instead of strided): 28x28 for a 224x224 image. The feature map is
+    the input's size after the stem conv, the max pool and layer2's stride 2 (each (h - 1) // 2 + 1).
 
     classifier.0.convs.0.0: 1x1 2048 -> 256; convs.1.0, convs.2.0, convs.3.0: 3x3 2048 -> 256 with
     dilation = padding = 12, 24, 36 (torchvision's atrous rates for DeepLabV3); convs.4.1: the
     image-pooling branch's 1x1 2048 -> 256 on the 1x1 average-pooled map; project.0: 1x1
-    1280 -> 256 on the five branches concatenated. Not here: the head's two convolutions after
-    ASPP (classifier.1, 3x3 256 -> 256, and classifier.4, 1x1 to the classes) and the backbone."""
+    1280 -> 256 on the five branches concatenated. Not here: the head's two convolutions after ASPP
+    (classifier.1, 3x3 256 -> 256, and classifier.4, 1x1 to the classes) and the backbone.
+
+    Args:
+        batch: images per call (N).
+        dtype: a labkit dtype name.
+        layout: NCHW or NHWC.
+        image: the input's size in pixels: one int (square) or an (H, W) pair.
+
+    Returns:
+        The network's Conv2d calls as `Layer` s, in forward order.
+    """
     b, x = _start("deeplabv3_aspp", batch, dtype, layout, image)
     _, h, w = x
     for _ in range(3):  # conv1 (7x7 s2 p3), maxpool (3x3 s2 p1), layer2 (3x3 s2 p1)

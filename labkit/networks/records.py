@@ -15,10 +15,15 @@ from ..spec import ConvSpec
 
 @dataclass(frozen=True)
 class Layer:
-    """One convolution call of a network. ``name``: the module's name (torchvision's for the
-    presets, ``conv0``.. for a list of specs); ``spec``: the problem, shapes at this call's input;
-    ``bias``: the layer adds a per-channel bias (not part of the convolution cuDNN sizes a
-    workspace for); ``note``: how the spec differs from the module's own arguments, if it does."""
+    """One convolution call of a network.
+
+    Attributes:
+        name: the module's name (torchvision's for the presets, ``conv0``, ... for a list of specs).
+        spec: the problem, with the shapes at this call's input.
+        bias: whether the layer adds a per-channel bias (not part of the convolution cuDNN sizes a
+            workspace for).
+        note: how the spec differs from the module's own arguments, if it does.
+    """
 
     name: str
     spec: ConvSpec
@@ -28,8 +33,13 @@ class Layer:
 
 @dataclass(frozen=True)
 class Skipped:
-    """A convolution module that is not in `Network.layers`: ``kind`` is its class name
-    (``Conv1d``, ``ConvTranspose2d``, ...), ``reason`` says why it was left out."""
+    """A convolution module that is not in `Network.layers`.
+
+    Attributes:
+        name: the module's name.
+        kind: its class name (``Conv1d``, ``ConvTranspose2d``, ...).
+        reason: why it was left out.
+    """
 
     name: str
     kind: str
@@ -38,8 +48,13 @@ class Skipped:
 
 @dataclass(frozen=True)
 class Group:
-    """Identical specs of a network (`unique`): the ``spec``, how many layers have it
-    (``count``) and their ``names`` in forward order."""
+    """Identical specs of a network (`unique`).
+
+    Attributes:
+        spec: the shared `ConvSpec`.
+        count: how many layers have it.
+        names: their names, in forward order.
+    """
 
     spec: ConvSpec
     count: int
@@ -48,10 +63,14 @@ class Group:
 
 @dataclass(frozen=True)
 class Network:
-    """What `layers_of` returns: ``name`` (the preset's, or the model's class name),
-    ``layers`` (tuple of `Layer`, forward order), ``skipped`` (tuple of `Skipped`: convolution
-    modules not in ``layers``, with the reason) and ``source`` (where the layers came from, in
-    words). Iterating, ``len`` and indexing go over ``layers``."""
+    """What `layers_of` returns. Iterating, ``len`` and indexing go over ``layers``.
+
+    Attributes:
+        name: the preset's name, or the model's class name.
+        layers: the `Layer` s, in forward order.
+        skipped: the `Skipped` convolution modules, with the reason.
+        source: where the layers came from, in words.
+    """
 
     name: str
     layers: Tuple[Layer, ...]
@@ -68,7 +87,14 @@ class Network:
         return self.layers[i]
 
     def layer(self, name: str) -> Layer:
-        """The first layer called ``name`` (InvalidSpec if there is none)."""
+        """The first layer called ``name``.
+
+        Args:
+            name: a layer's name.
+
+        Returns:
+            The `Layer`; `InvalidSpec` when there is none.
+        """
         for lay in self.layers:
             if lay.name == name:
                 return lay
@@ -76,10 +102,17 @@ class Network:
 
 
 def unique(layers) -> List[Group]:
-    """Identical specs grouped (same `ConvSpec.key`: every field, dtype, layout and direction
-    included; a bias does not count), in the order each is first seen, with how many layers
-    share it and their names. ``layers``: a `Network` or a list of `Layer` (or of ConvSpec,
-    named ``conv0``..). A report measures each group once and weighs it by ``count``."""
+    """Identical specs grouped, in the order each is first seen. A report measures each group once.
+
+    Specs are identical when their `ConvSpec.key` is (every field, dtype, layout and direction
+    included); a bias does not count.
+
+    Args:
+        layers: a `Network`, or a list of `Layer` (or of ConvSpec, named ``conv0``, ...).
+
+    Returns:
+        One `Group` per distinct spec, with how many layers share it and their names.
+    """
     seen: Dict[tuple, list] = {}
     for i, lay in enumerate(layers):
         if isinstance(lay, ConvSpec):

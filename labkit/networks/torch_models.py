@@ -22,15 +22,32 @@ TORCH = ("torch", "torchvision")
 
 
 def is_model_path(net) -> bool:
-    """Whether ``net`` names a model as ``"module:callable"`` (a preset name has no colon)."""
+    """Whether ``net`` names a model as ``"module:callable"``.
+
+    Args:
+        net: a network argument.
+
+    Returns:
+        True for a string with a colon (a preset name has none).
+    """
     return isinstance(net, str) and ":" in net
 
 
 def model_from_path(path: str):
-    """The ``torch.nn.Module`` that ``"module:callable"`` returns when called with no arguments
-    (e.g. ``"torchvision.models:mobilenet_v3_large"``, weights not loaded: only shapes matter).
-    `InvalidSpec` naming ``net`` when the module does not import, has no such callable, the call
-    fails, or it returns something else."""
+    """The model that ``"module:callable"`` returns when called with no arguments.
+
+    Weights are not loaded: only shapes matter.
+
+    Args:
+        path: e.g. ``"torchvision.models:mobilenet_v3_large"``.
+
+    Returns:
+        The ``torch.nn.Module``.
+
+    Raises:
+        InvalidSpec: naming ``net``, when the module does not import, has no such callable, the call
+            fails, or it returns something else.
+    """
     module, _, attr = path.partition(":")
     if not module.strip() or not attr.strip():
         raise InvalidSpec("net", path, 'a model is named "module:callable", e.g. torchvision.models:resnet18')
@@ -74,23 +91,31 @@ def _first_line(err: BaseException) -> str:
 
 
 def from_module(model, input_shape, batch, dtype, layout) -> Network:
-    """Run ``model`` once on zeros of ``input_shape`` (in eval mode, without gradients, on the
-    CPU in float32: a model elsewhere is an `InvalidSpec` saying how to pass it; each module's
-    train/eval flag is restored after) and
-    read every ``Conv2d`` call with a forward pre-hook: its input's shape, and the module's
-    kernel, stride, padding, dilation, groups and bias. Only calls of a module's forward are seen
-    (a functional ``F.conv2d`` is not); a module called twice gives two layers of the same name.
+    """A PyTorch model's convolution layers, read while it runs once on zeros.
 
-    ``padding='same'`` and ``'valid'`` are resolved to numbers. ConvSpec holds non-square
-    kernels, strides, paddings and dilations as (h, w) pairs, so those are kept. Where torch pads
-    the input itself before the convolution, the spec is the convolution cuDNN runs, and
-    ``Layer.note`` says so: ``padding='same'`` with an even (dilated) kernel pads one more
-    row/column at the bottom/right first; ``padding_mode`` other than ``'zeros'`` pads the whole
-    border first and convolves with padding 0. An unbatched (C, H, W) input runs as N=1.
+    The model runs in eval mode, without gradients, on the CPU in float32 (a model elsewhere is an
+    `InvalidSpec` saying how to pass it); each module's train/eval flag is restored after. A forward
+    pre-hook reads every ``Conv2d`` call: its input's shape, and the module's kernel, stride, padding,
+    dilation, groups and bias. Only calls of a module's forward are seen (a functional ``F.conv2d`` is
+    not); a module called twice gives two layers of the same name.
 
-    Returned as `Skipped` with the reason: Conv1d, Conv3d and ConvTranspose{1,2,3}d calls, a
-    Conv2d that ConvSpec cannot hold (its error), a convolution module that forward never called.
-    ``dtype`` and ``layout`` (default fp16, NHWC) are the ones asked for, not the example's.
+    ``padding='same'`` and ``'valid'`` are resolved to numbers; non-square kernels, strides, paddings
+    and dilations are kept as (h, w) pairs. Where torch pads the input itself before the convolution,
+    the spec is the convolution cuDNN runs, and ``Layer.note`` says so: ``padding='same'`` with an
+    even (dilated) kernel pads one more row/column at the bottom/right first; a ``padding_mode`` other
+    than ``'zeros'`` pads the whole border first and convolves with padding 0. An unbatched (C, H, W)
+    input runs as N=1.
+
+    Args:
+        model: a ``torch.nn.Module``.
+        input_shape: the example input's shape, e.g. (1, 3, 224, 224).
+        batch: None, or the example's first dimension (anything else is refused).
+        dtype: the dtype asked for, not the example's; default fp16.
+        layout: the layout asked for; default NHWC.
+
+    Returns:
+        A `Network`. Its ``skipped`` holds Conv1d, Conv3d and ConvTranspose{1,2,3}d calls, a Conv2d
+        that ConvSpec cannot hold (with its error) and a convolution module forward never called.
     """
     import torch
     from torch import nn
@@ -210,7 +235,7 @@ def _run_hooked(model, convs, shape, torch) -> list:
         )
         with torch.no_grad():
             model(x)
-    except Exception as err:  # noqa: BLE001 - whatever the model raised becomes a labkit error naming the shape
+    except Exception as err:  # noqa: BLE001 - what the model raised: a labkit error naming the shape
         msg = str(err).strip().splitlines()[0] if str(err).strip() else ""
         raise InvalidSpec(
             "input_shape", shape, f"{type(model).__name__} rejected it: {type(err).__name__}: {msg[:500]}"

@@ -26,7 +26,11 @@ from ..experiments.workspace_basics import (  # noqa: F401
     no_workspace_layout,
     workspace_bytes_for_plan,
 )
-from ..experiments.workspace_strategies import dims_only_shortfall, fastest_strategy, malloc_slowdown  # noqa: F401
+from ..experiments.workspace_strategies import (  # noqa: F401
+    dims_only_shortfall,
+    fastest_strategy,
+    malloc_slowdown,
+)
 from ..session import lessons  # noqa: F401  (lessons plugs its session results into the checks)
 from . import compare_check
 

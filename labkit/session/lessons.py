@@ -3,15 +3,15 @@ shared by a notebook's prose, charts and checks, and summaries whose every numbe
 from those results at run time (no measured number is ever written into a notebook).
 
 ``data(name, **kwargs)`` runs (live) or looks up (recorded) an experiment once per session and
-request; the panels (`labkit.present.widgets`) and the checks (`labkit.present.check`) use the same results, so
-in live mode a notebook measures each request once and its text, charts and checks agree.
+request; the panels (`labkit.present.widgets`) and the checks (`labkit.present.check`) use the same
+results, so in live mode a notebook measures each request once and its text, charts and checks agree.
 """
 
 from __future__ import annotations
 
 import ast
-import textwrap
 import json
+import textwrap
 import threading
 from collections import OrderedDict
 from pathlib import Path
@@ -20,7 +20,9 @@ from typing import Optional
 from .. import experiments
 from ..draw.prose import Text, table  # noqa: F401
 from ..errors import InvalidSpec, LabkitError
-from ..experiments.epilogue_fusion import fusion_summary  # noqa: F401  (the summaries, by the names notebooks use)
+
+# the summaries, by the names notebooks use
+from ..experiments.epilogue_fusion import fusion_summary  # noqa: F401
 from ..experiments.plans_autotune import (  # noqa: F401
     build_cost_summary,
     caps_summary,
@@ -35,7 +37,11 @@ from ..experiments.precision_layout import (  # noqa: F401
     roofline_summary,
 )
 from ..experiments.streams import race_all, race_summary  # noqa: F401
-from ..experiments.workspace_basics import algorithms_summary, sweep_summary, workspace_sizes_summary  # noqa: F401
+from ..experiments.workspace_basics import (  # noqa: F401
+    algorithms_summary,
+    sweep_summary,
+    workspace_sizes_summary,
+)
 from ..experiments.workspace_strategies import (  # noqa: F401
     dims_only_summary,
     pressure_summary,
@@ -372,9 +378,10 @@ def recorded_sources(lesson: Optional[str] = None) -> str:
     if lesson is None:
         md = rec.metadata
         return (
-            f"Numbers come from the recording made on **{md.get('gpu')}** with cuDNN {md.get('cudnn_backend')} "
-            f"(frontend {md.get('cudnn_frontend')}, CuPy {md.get('cupy')}), last updated {md.get('date')}; each "
-            "chart gives the date it was measured. Controls offer only recorded values."
+            f"Numbers come from the recording made on **{md.get('gpu')}** with cuDNN "
+            f"{md.get('cudnn_backend')} (frontend {md.get('cudnn_frontend')}, CuPy {md.get('cupy')}), last "
+            f"updated {md.get('date')}; each chart gives the date it was measured. Controls offer only "
+            "recorded values."
         )
     if lesson == "08":
         shipped = recordings.shipped()
@@ -471,15 +478,16 @@ def mode_note(full: bool = False) -> Text:
             "[Lesson 00](00_start_here.ipynb) says more."
         )
     return Text(
-        "> **Recorded or live?** The banner above says which. **Recorded**: every number comes from a real run "
-        "on the GPU it names, and a control offers only the values recorded around the lesson's base (one factor "
-        "at a time; *reset to base* to move another). **Live**: every chart is measured on your GPU when you move "
-        "a control and saved in this GPU's own recording, so a value measured once (here, in another notebook or "
-        "before a kernel restart) comes back at once, marked with when it was measured (*measure again* redoes "
-        "it). A chart that needs many measurements fills in as they arrive, and moving a control again stops the "
-        "one running. While you read, the panel measures the values one step away in the background "
-        "(`LABKIT_PREFETCH=0` turns that off); `python -m labkit fill` measures every lesson's values ahead. "
-        "The **GPU** picker of every panel switches to another GPU's recording (and back to this GPU, live)."
+        "> **Recorded or live?** The banner above says which. **Recorded**: every number comes from a real "
+        "run on the GPU it names, and a control offers only the values recorded around the lesson's base "
+        "(one factor at a time; *reset to base* to move another). **Live**: every chart is measured on your "
+        "GPU when you move a control and saved in this GPU's own recording, so a value measured once (here, "
+        "in another notebook or before a kernel restart) comes back at once, marked with when it was "
+        "measured (*measure again* redoes it). A chart that needs many measurements fills in as they arrive, "
+        "and moving a control again stops the one running. While you read, the panel measures the values one "
+        "step away in the background (`LABKIT_PREFETCH=0` turns that off); `python -m labkit fill` measures "
+        "every lesson's values ahead. The **GPU** picker of every panel switches to another GPU's recording "
+        "(and back to this GPU, live)."
     )
 
 

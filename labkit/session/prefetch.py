@@ -34,7 +34,9 @@ from dataclasses import dataclass
 from typing import Callable, Deque, Iterable, Optional, Tuple
 
 from ..signals import cancel
-from ..signals.cancel import Superseded, cancellable, checkpoint  # noqa: F401  (prefetch.checkpoint: the names callers know)
+
+# prefetch.checkpoint and the others: the names callers know
+from ..signals.cancel import Superseded, cancellable, checkpoint  # noqa: F401
 
 #: seconds of kernel idleness before the worker starts a job
 IDLE_S = 0.3
@@ -44,8 +46,16 @@ MAX_QUEUE = 64
 
 @dataclass
 class Stats:
-    """Counts since start: jobs ``done`` (kept), ``discarded`` (disturbed), ``superseded``
-    (stopped for the foreground), ``failed``; ``seconds``: GPU-lock time spent on prefetching."""
+    """What the prefetch worker did since it started.
+
+    Attributes:
+        done: jobs kept.
+        discarded: jobs disturbed, so not kept.
+        superseded: jobs stopped for the foreground.
+        failed: jobs that raised.
+        seconds: GPU-lock time spent on prefetching.
+        last_error: the last failure, in words.
+    """
 
     done: int = 0
     discarded: int = 0
@@ -63,8 +73,14 @@ def enabled() -> bool:
 
 
 class KernelActivity:
-    """What the kernel is doing, as the worker (and the warm-up's cupyx step) see it: cells running
-    (IPython's events, `watch_cells`), foreground requests, and since when it has been idle."""
+    """What the kernel is doing, as the worker (and the warm-up's cupyx step) see it.
+
+    That is the cells running (IPython's events, `watch_cells`), the foreground requests, and since
+    when the kernel has been idle.
+
+    Args:
+        idle_s: seconds without a cell or a foreground measurement before the kernel counts as idle.
+    """
 
     def __init__(self, idle_s: float = IDLE_S):
         self.idle_s = idle_s
@@ -77,10 +93,12 @@ class KernelActivity:
         self._hooked = False
 
     def watch_cells(self) -> None:
-        """Follow IPython's cells (``pre_run_cell``/``post_run_cell``: `cell_started`,
-        `cell_finished`), once; called from inside a cell (the banner's, or a panel's first
-        `want`), which counts as running. Nothing happens outside IPython: a script that wants its
-        steps treated as cells calls `cell_started` and `cell_finished` itself."""
+        """Follow IPython's cells, once (``pre_run_cell``/``post_run_cell``: `cell_started`, `cell_finished`).
+
+        It is called from inside a cell (the banner's, or a panel's first `want`), which counts as
+        running. Nothing happens outside IPython: a script that wants its steps treated as cells calls
+        `cell_started` and `cell_finished` itself.
+        """
         if self._hooked:
             return
         self._hooked = True
@@ -100,21 +118,31 @@ class KernelActivity:
             self._cells += 1
 
     def cell_started(self, *_args) -> None:
+        """IPython's ``pre_run_cell`` event: a cell starts, so the kernel is busy."""
         with self._cv:
             self._cells += 1
             self._disturbances += 1
             self._cv.notify_all()
 
     def cell_finished(self, *_args) -> None:
+        """IPython's ``post_run_cell`` event: a cell ended; the kernel is idle from now if none runs."""
         with self._cv:
             self._cells = max(0, self._cells - 1)
             self._last_active = time.monotonic()
             self._cv.notify_all()
 
     def wait_for_idle_kernel(self, timeout: Optional[float] = None) -> bool:
-        """Block until the kernel is idle as the worker counts it (no cell and no foreground
-        measurement for ``idle_s`` seconds; outside IPython no cell runs unless a script said
-        `cell_started`), at most ``timeout`` seconds (None: no limit); True if so."""
+        """Block until the kernel is idle as the worker counts it.
+
+        Idle means no cell and no foreground measurement for ``idle_s`` seconds; outside IPython no cell
+        runs unless a script said `cell_started`.
+
+        Args:
+            timeout: the most seconds to wait; None for no limit.
+
+        Returns:
+            True when the kernel is idle.
+        """
         end = None if timeout is None else time.monotonic() + timeout
         with self._cv:
             while not self._closing:
@@ -135,8 +163,14 @@ class KernelActivity:
 
 
 class Prefetcher(KernelActivity):
-    """The worker (see the module docstring). ``want(jobs, store, is_done)`` puts jobs in front;
-    ``foreground(key)`` is the context the foreground measures in."""
+    """The worker (see the module docstring).
+
+    ``want(jobs, store, is_done)`` puts jobs in front; ``foreground(key)`` is the context the
+    foreground measures in.
+
+    Args:
+        idle_s: seconds of kernel idleness before the worker starts a job.
+    """
 
     def __init__(self, idle_s: float = IDLE_S):
         super().__init__(idle_s)
@@ -153,8 +187,17 @@ class Prefetcher(KernelActivity):
     # ---- the foreground side -------------------------------------------------------------------
     @contextlib.contextmanager
     def foreground(self, key: str = ""):
-        """Hold the GPU for a foreground measurement of ``key``: a running job for another key
-        stops at its next checkpoint; a running job for ``key`` itself is waited for."""
+        """Hold the GPU for a foreground measurement.
+
+        A running job for another key stops at its next checkpoint; a running job for ``key`` itself is
+        waited for.
+
+        Args:
+            key: the request's key.
+
+        Returns:
+            A context manager.
+        """
         with self._cv:
             self._foreground.append(key)
             if self._running != key:
@@ -177,11 +220,19 @@ class Prefetcher(KernelActivity):
         store: Callable[[str, object], None],
         is_done: Callable[[str], bool],
     ) -> int:
-        """Put ``jobs`` ((key, fn) in the order to run them) at the front of the queue; what was
-        queued before stays behind them (a learner often goes back: "reset to base"), up to
-        `MAX_QUEUE` jobs. ``store(key, result)`` keeps a result (called with the GPU lock held);
-        ``is_done(key)`` says a key needs no job any more. Returns the number of ``jobs`` queued
-        (0 when prefetching is off)."""
+        """Put jobs at the front of the queue.
+
+        What was queued before stays behind them (a learner often goes back: "reset to base"), up to
+        `MAX_QUEUE` jobs.
+
+        Args:
+            jobs: (key, fn) pairs, in the order to run them.
+            store: ``store(key, result)`` keeps a result; called with the GPU lock held.
+            is_done: ``is_done(key)`` says a key needs no job any more.
+
+        Returns:
+            The number of ``jobs`` queued; 0 when prefetching is off.
+        """
         if not enabled():
             return 0
         jobs = [(k, fn) for k, fn in jobs if not is_done(k)]
@@ -206,7 +257,14 @@ class Prefetcher(KernelActivity):
             return len(self._queue) + (self._running is not None)
 
     def wait_idle(self, timeout: float) -> bool:
-        """Block until the queue is empty and no job runs, at most ``timeout`` seconds; True if so."""
+        """Block until the queue is empty and no job runs.
+
+        Args:
+            timeout: the most seconds to wait.
+
+        Returns:
+            True when it is.
+        """
         end = time.monotonic() + timeout
         with self._cv:
             while self._queue or self._running is not None:
@@ -281,7 +339,11 @@ class Prefetcher(KernelActivity):
                     self._cv.notify_all()
 
     def close(self, timeout: float = 60.0) -> None:
-        """Stop the worker at its next checkpoint and wait for it (at exit)."""
+        """Stop the worker at its next checkpoint and wait for it (at exit).
+
+        Args:
+            timeout: the most seconds to wait.
+        """
         with self._cv:
             self._closing = True
             self._queue.clear()

@@ -1,57 +1,46 @@
-"""A lesson's first chart without the kernel's first-use costs: `start` (called by the mode banner,
-a lesson's first cell) runs, in a background thread while the learner reads the lesson's opening,
-what the first panel of a fresh kernel would otherwise wait for: importing pandas, plotly's
-figure classes and template, and its FigureWidget class (plotly's renderers, nbformat and
-jsonschema: 2.2 s of a 2.4 s first panel on a 2-core CPU machine; 1.6 s and 0.7 s for plotly and
-pandas on the GPU host); and live, in a second thread beside it, the CUDA context and the cuDNN
-handle (loading cuDNN's engine libraries) and cupyx (which CuPy's reductions import: 0.8 s on
-the GPU host, with SciPy). Not CuPy's kernels: compiled in a background thread they made a first
-panel slower, not faster (NVRTC compiles one kernel at a time per process, so the panel's own
-compiles waited behind the warm-up's: docs/findings.md); labkit instead runs
-few of them (`labkit.gpu.numerics`' fused kernels, no CUB reductions). A step that fails is
-skipped: the panel that needs it does it (and reports any error) itself. `seconds` says how long
-each step took.
+"""A fresh kernel's first-use costs, paid in background threads while the learner reads.
 
-One import is left out while the warm-up runs: `IRI_GRAMMAR`. Every JupyterLab install has it
-(jupyter-events needs ``jsonschema[format-nongpl]``), and jsonschema imports it, when plotly's
-renderers import nbformat, only to check the "iri" string formats, which no schema in a notebook
+A lesson's first panel would otherwise wait for them: pandas, plotly's figure classes and
+template, and its FigureWidget class (plotly's renderers, nbformat and jsonschema) take 2.2 s of a
+2.4 s first panel on a 2-core CPU machine. `start_imports` (called by the mode banner, a lesson's
+first cell) starts them before labkit asks whether a GPU is there, since that question imports
+CuPy and the cuDNN frontend and initialises CUDA (about 0.6 s on the GPU host). `start` adds, live,
+a second thread for the GPU's set-up. The steps, in order (`timeline`: when each ran; `seconds`:
+how long it took, or its error):
+
+* "tables", "figures": pandas, then plotly's imports and a figure laid out with numpy columns.
+* "gc frozen, imports": ``gc.freeze()`` as soon as the imports are done, so a panel built at once
+  meets no full collection; "gc frozen" again once the GPU's thread is done. The libraries'
+  objects (about 230,000) go to the collector's permanent generation, and its full collections,
+  which otherwise run in the middle of a chart's update, take 2-3 ms instead of 110-120 ms on a
+  2-core CPU machine. What is frozen is still freed by reference counting; only reference cycles
+  among those objects are never collected, as in a server that freezes before it forks.
+  ``LABKIT_GC_FREEZE=0`` leaves the collector as it is.
+* "grids": every chart's subplot grid (`labkit.draw.plots.grid`, about 0.1 s on the GPU host),
+  after the imports, so a lesson's first data and summary cells leave it done for the first panel.
+* "plotly front end, idle": once the kernel is idle, plotly's FigureWidget front end
+  (`labkit.draw.figure_widget`, 5 MB, once per kernel) goes to the page in an empty figure, so a
+  lesson's first panel opens no larger a comm than the others.
+* live, in the second thread: "gpu" (the CUDA context, and the cuDNN handle, which loads cuDNN's
+  engine libraries), then "cupyx" (0.4 s of imports on the GPU host, which CuPy's reductions
+  need and no chart does) once the imports are done and the kernel is idle ("imports done, idle":
+  no cell and no measurement for 0.3 s, `labkit.session.prefetch.Prefetcher.wait_for_idle_kernel`),
+  so that it does not compete for the GIL with the next cells of a "Run all".
+
+All of it is GIL-bound Python work: with no time to read, a learner waits for it somewhere; this
+order puts it where nobody waits, or at a panel's first change. A step that fails is skipped: the
+panel that needs it does it, and reports any error, itself. CuPy's kernels are not compiled here:
+NVRTC compiles one kernel at a time per process, so a panel's own compiles would wait behind the
+warm-up's (docs/findings.md); labkit runs few of them instead (`labkit.gpu.numerics`' fused
+kernels, no CUB reductions).
+
+One import is left out while the warm-up runs: `IRI_GRAMMAR`. jsonschema imports it, when plotly's
+renderers import nbformat, only to check "iri" string formats, which no schema in a notebook
 kernel uses; importing it builds 39 Earley parsers (python-jsonschema/jsonschema#1428): 0.7 s of
-plotly's 0.9 s first import on a 2-core CPU machine, and the GPU host's first panel went from 1 s
-to 6 s with it. While the warm-up runs, ``sys.modules`` marks it absent, so jsonschema, imported
-then, has no "iri" checkers in this kernel; the mark is taken away when the figures step ends, so
-an import of it afterwards works. ``LABKIT_SKIP_IRI_GRAMMAR=0`` leaves jsonschema as it is.
-
-The imports start first, before labkit asks whether a GPU is there (`start_imports`, called by
-the banner): that question imports CuPy and the cuDNN frontend and initialises CUDA (about 0.6 s
-of a 0.8-1 s first cell on the GPU host), and a panel built at once after the first cell waited
-for imports that had started only at the cell's end (a class's first panel, answered from the
-shared recording: 1.0 s; with the imports first, 0.42-0.51 s, the first cell 0.2-0.3 s longer).
-Each chart's subplot grid (step "grids", `labkit.draw.plots.grid`: about 0.1 s on the GPU host)
-comes after the chart's imports (step "imports done"), so the first cells after the banner (a
-lesson's first data and summary cells) leave it done for the first panel. cupyx (step "cupyx", in
-the GPU's thread: 0.4 s of imports on the GPU host), which no chart needs, comes after them and
-only once the kernel is idle as the prefetch worker counts it (step "imports done, idle": no cell
-and no measurement for 0.3 s, `labkit.session.prefetch.Prefetcher.wait_for_idle_kernel`, from
-IPython's cell events). Before, it competed for the GIL with the next cells of a "Run all" (a
-second panel built at once after the first took 0.33-0.49 s on the GPU host, answered from a
-shared class recording). All of it is GIL-bound Python work: with no time to read, a learner waits
-for it somewhere; this order puts it where nobody waits, or at a panel's first change.
-
-Then, once every import is done (the GPU's too), ``gc.freeze()`` (step "gc frozen"; also as soon
-as the GPU question is answered and the chart's imports are done, so a panel built at once meets no
-full collection either): the objects
-of the imported libraries (plotly's, pandas', CuPy's: about 230,000) go to the collector's permanent
-generation, so its full collections, which otherwise run now and then in the middle of a chart's
-update and walk every one of them, no longer do: 110-120 ms each on a 2-core CPU machine (a
-network-report change there: 40 ms), 2-3 ms after the freeze. What is frozen is still freed by
-reference counting; only reference cycles among those objects are never collected, as in a server
-that freezes before it forks. ``LABKIT_GC_FREEZE=0`` leaves the collector as it is.
-
-After that, in a Jupyter kernel, the imports' thread's last step (step "plotly front end, idle",
-once the kernel is idle as above) sends plotly's FigureWidget front end to the page in an empty figure
-(`labkit.draw.figure_widget`: 5 MB, once per kernel): a lesson's first panel then opens no
-larger a comm than the others (on the GPU host the first panel's cell took 160 ms after 3 s of
-reading, against 54-90 ms for the next three, before this step).
+plotly's 0.9 s first import on a 2-core CPU machine. Every JupyterLab install has it (jupyter-events
+needs ``jsonschema[format-nongpl]``). While the figures step runs, ``sys.modules`` marks it absent,
+so jsonschema has no "iri" checkers in this kernel; the mark is taken away after that step, so a
+later import of it works. ``LABKIT_SKIP_IRI_GRAMMAR=0`` leaves jsonschema as it is.
 """
 
 from __future__ import annotations
@@ -92,12 +81,13 @@ def _figures() -> None:
     from ..draw import plots
 
     fig = make_subplots(rows=1, cols=2)  # not plots.new_figure: it swaps plotly's default template
-    # numpy columns, as the charts pass them: plotly asks narwhals whether an array is a dataframe, and
-    # narwhals' first question scans every installed package's entry points (32 ms under cProfile on the GPU host)
+    # numpy columns, as the charts pass them: plotly asks narwhals whether an array is a dataframe,
+    # and narwhals' first question scans every installed package's entry points (32 ms)
     fig.add_trace(go.Bar(x=np.arange(1), y=np.ones(1)), row=1, col=1)
     fig.add_trace(go.Scatter(x=np.arange(1), y=np.ones(1)), row=1, col=2)
     fig.update_layout(template=plots.TEMPLATE)
-    go.FigureWidget  # noqa: B018  (importing the class: plotly's renderers, nbformat, jsonschema: 2 s; no widget made)
+    # importing the class: plotly's renderers, nbformat, jsonschema (2 s); no widget is made
+    go.FigureWidget  # noqa: B018
 
 
 def _grids() -> None:
@@ -187,8 +177,11 @@ def _run(steps) -> None:
 
 
 def start_imports() -> bool:
-    """Start the chart's imports in a daemon thread (once per process), before anything asks for
-    the GPU. True when this call started them."""
+    """Start the chart's imports in a daemon thread, once per process, before anything asks for the GPU.
+
+    Returns:
+        True when this call started them.
+    """
     with _lock:
         if _threads:
             return False
@@ -222,9 +215,17 @@ def start_imports() -> bool:
 
 
 def start(live: bool) -> bool:
-    """Start the warm-up (once per process): the chart's imports (`start_imports`, if not yet),
-    and live, beside them, the GPU's set-up (CUDA's and cuDNN's mostly wait outside the GIL), then
-    cupyx. True when this call started any of it."""
+    """Start the warm-up, once per process.
+
+    That is the chart's imports (`start_imports`, if not yet) and, live, beside them, the GPU's
+    set-up (CUDA's and cuDNN's mostly wait outside the GIL), then cupyx.
+
+    Args:
+        live: whether the GPU's set-up runs too.
+
+    Returns:
+        True when this call started any of it.
+    """
     started = start_imports()
     with _lock:
         if _gpu_decided.is_set():
@@ -244,7 +245,14 @@ def start(live: bool) -> bool:
 
 
 def wait(timeout: Optional[float] = None) -> bool:
-    """Block until the warm-up has finished (True), at most ``timeout`` seconds."""
+    """Block until the warm-up has finished.
+
+    Args:
+        timeout: the most seconds to wait; None for no limit.
+
+    Returns:
+        True when it has.
+    """
     end = None if timeout is None else time.monotonic() + timeout
     for t in _threads:
         t.join(None if end is None else max(0.0, end - time.monotonic()))

@@ -23,13 +23,19 @@ _worker = threading.local()  # .prefetcher: set in the prefetch worker's thread 
 
 
 class Superseded(BaseException):
-    """Raised inside a prefetch job at a `checkpoint` when the foreground needs the GPU. A
-    BaseException, so that experiments' ``except Exception`` (which turn errors into table rows)
-    do not swallow it."""
+    """Raised inside a measurement at a `checkpoint` when it is no longer wanted.
+
+    A BaseException, so that experiments' ``except Exception`` (which turn errors into table rows)
+    do not swallow it.
+    """
 
 
 def set_worker(prefetcher) -> None:
-    """Mark this thread as the prefetch worker's: `checkpoint` asks ``prefetcher.should_stop()``."""
+    """Mark this thread as the prefetch worker's.
+
+    Args:
+        prefetcher: the worker; this thread's `checkpoint` asks its ``should_stop()``.
+    """
     _worker.prefetcher = prefetcher
 
 
@@ -38,8 +44,17 @@ _cancel = threading.local()  # .should_stop: set by `cancellable` in a foregroun
 
 @contextlib.contextmanager
 def cancellable(should_stop: Callable[[], bool]):
-    """Inside the block, this thread's `checkpoint` raises `Superseded` once ``should_stop()``
-    is true (a live panel measuring in the background: the learner moved a control again)."""
+    """A block inside which this thread's `checkpoint` raises `Superseded` once ``should_stop()`` is true.
+
+    A live panel measures a click in the background inside one: the learner may move a control
+    again.
+
+    Args:
+        should_stop: called at every checkpoint; true when the request is no longer wanted.
+
+    Returns:
+        A context manager.
+    """
     prev = getattr(_cancel, "should_stop", None)
     _cancel.should_stop = should_stop
     try:
@@ -49,9 +64,12 @@ def cancellable(should_stop: Callable[[], bool]):
 
 
 def checkpoint() -> None:
-    """Called by labkit between steps of a measurement: inside a prefetch job whose GPU the
-    foreground wants, or inside a `cancellable` block whose request is no longer wanted, raise
-    `Superseded`; anywhere else, nothing."""
+    """Stop here if the measurement is no longer wanted; called by labkit between its steps.
+
+    Raises:
+        Superseded: inside a prefetch job whose GPU the foreground wants, or inside a `cancellable`
+            block whose request is no longer wanted. Anywhere else, nothing happens.
+    """
     p = getattr(_worker, "prefetcher", None)
     if p is not None and p.should_stop():
         raise Superseded()
@@ -61,12 +79,18 @@ def checkpoint() -> None:
 
 
 class Budget:
-    """A time budget for one measuring step: ``seconds`` of wall time from when it is made (None:
-    no limit). Code that measures calls ``check(phase)`` between its parts (between the calls of a
-    capture, between replays, between plan builds) and is stopped with `labkit.TimedOut` once the
-    budget is spent: a slow part is never waited on past its budget plus the one call in flight.
-    A call that never returns cannot be stopped from inside its process: the network report runs
-    its steps in a worker process for that (`labkit.gpu.isolated`)."""
+    """A time budget for one measuring step, from when it is made.
+
+    Code that measures calls ``check(phase)`` between its parts (between the calls of a capture,
+    between replays, between plan builds) and is stopped with `labkit.TimedOut` once the budget is
+    spent: a slow part is never waited on past its budget plus the one call in flight. A call that
+    never returns cannot be stopped from inside its process: the network report runs its steps in a
+    worker process for that (`labkit.gpu.isolated`).
+
+    Args:
+        seconds: wall time allowed, in seconds (> 0); None for no limit.
+        what: the step, named in `labkit.TimedOut`.
+    """
 
     def __init__(self, seconds, what: str):
         import time
@@ -95,17 +119,30 @@ class Budget:
 
     @property
     def over(self) -> bool:
+        """Whether the budget is spent (never, without a limit)."""
         return self.seconds is not None and self.spent > self.seconds
 
     def check(self, phase: str) -> None:
-        """Raise `labkit.TimedOut` naming ``phase`` when the budget is spent."""
+        """Raise `labkit.TimedOut` naming ``phase`` when the budget is spent.
+
+        Args:
+            phase: where the step is, e.g. "capture" or "replay".
+        """
         if self.over:
             from ..errors import TimedOut
 
             raise TimedOut(self.what, phase, self.spent, self.seconds)
 
     def within(self, seconds, what: str) -> "Budget":
-        """A budget of ``seconds`` (None: all that is left) that also ends when this one does."""
+        """A budget that also ends when this one does.
+
+        Args:
+            seconds: its own limit, in seconds; None for all that is left of this one.
+            what: the step it is for.
+
+        Returns:
+            A new `Budget` of the smaller of ``seconds`` and what is left.
+        """
         mine = self.left
         if seconds is not None:
             mine = min(mine, float(seconds))
@@ -121,10 +158,24 @@ CUT = ("cut", "timed out")
 
 
 def not_timed(status) -> bool:
-    """Whether a plan row's status says the plan was not timed to the end (`NOT_TIMED`)."""
+    """Whether a plan row's status says the plan was not timed to the end.
+
+    Args:
+        status: a plan table's ``status`` value.
+
+    Returns:
+        True when it starts with one of `NOT_TIMED`.
+    """
     return str(status).startswith(NOT_TIMED)
 
 
 def was_cut(status) -> bool:
-    """Whether a plan row's status says a budget stopped it (`CUT`): the plan is unknown."""
+    """Whether a plan row's status says a budget stopped it (the plan is unknown).
+
+    Args:
+        status: a plan table's ``status`` value.
+
+    Returns:
+        True when it starts with one of `CUT`.
+    """
     return str(status).startswith(CUT)

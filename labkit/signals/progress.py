@@ -56,8 +56,15 @@ _phases = _Listeners()
 
 
 def listening(listener: Listener):
-    """Send this thread's `report` calls to ``listener(make_frame, done, total, unit)`` inside
-    the block (nested blocks: the innermost listener)."""
+    """Send this thread's `report` calls to ``listener`` inside the block.
+
+    Args:
+        listener: called as ``listener(make_frame, done, total, unit)``; in nested blocks, only the
+            innermost one hears.
+
+    Returns:
+        A context manager.
+    """
     return _tables.listening(listener)
 
 
@@ -67,19 +74,37 @@ def active() -> bool:
 
 
 def report(make_frame: Callable[[], object], done: int, total: int, unit: str) -> None:
-    """Tell this thread's listener that ``done`` of ``total`` ``unit`` are measured;
-    ``make_frame()`` gives the table so far."""
+    """Tell this thread's listener that ``done`` of ``total`` parts are measured.
+
+    Args:
+        make_frame: returns the table so far, in the finished table's columns; called only when
+            someone listens.
+        done: parts measured so far.
+        total: parts in all.
+        unit: what a part is, e.g. "plans timed".
+    """
     _tables.tell(make_frame, done, total, unit)
 
 
 def announcing(listener: Callable[[str], None]):
-    """Inside the block, this thread's `announce` calls go to ``listener(phase)`` (nested blocks:
-    the innermost listener)."""
+    """Send this thread's `announce` calls to ``listener`` inside the block.
+
+    Args:
+        listener: called as ``listener(phase)``; in nested blocks, only the innermost one hears.
+
+    Returns:
+        A context manager.
+    """
     return _phases.listening(listener)
 
 
 def announce(phase: str) -> None:
-    """Say what a measurement is about to do ("timing plan 6 (eng1)", "building every plan"), so
-    that a step stopped from outside (`labkit.gpu.isolated`) can say where it was; without a
-    listener this does nothing."""
+    """Say what a measurement is about to do, e.g. "timing plan 6 (eng1)" or "building every plan".
+
+    A step stopped from outside (`labkit.gpu.isolated`) can then say where it was. Without a listener
+    this does nothing.
+
+    Args:
+        phase: the part about to start.
+    """
     _phases.tell(phase)

@@ -54,8 +54,12 @@ from .machine import SCHEMA_VERSION, ThisMachine, differences, folder_of
 
 
 class CacheError(LabkitError):
-    """The cache folder cannot be used as asked (e.g. ``LABKIT_CACHE`` names a file). ``path``
-    names it."""
+    """The cache folder cannot be used as asked (e.g. ``LABKIT_CACHE`` names a file).
+
+    Args:
+        message: what is wrong.
+        path: the folder or file (``path``).
+    """
 
     def __init__(self, message: str, path):
         self.path = path
@@ -80,8 +84,16 @@ def _warn_once(key: str, message: str) -> None:
 
 # ---- where ------------------------------------------------------------------------------------
 def cache_root() -> Path:
-    """The cache folder: ``LABKIT_CACHE`` or the user's cache folder for labkit. Raises
-    `CacheError` when it exists and is not a folder. It is created on first write, not here."""
+    """The cache folder: ``LABKIT_CACHE``, or the user's cache folder for labkit.
+
+    It is created on first write, not here.
+
+    Returns:
+        The folder's path.
+
+    Raises:
+        CacheError: it exists and is not a folder.
+    """
     env = os.environ.get("LABKIT_CACHE", "").strip()
     if env:
         root = Path(env).expanduser()
@@ -96,8 +108,15 @@ def cache_root() -> Path:
 
 # ---- atomic files -----------------------------------------------------------------------------
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that a reader sees the old file or the new one, never a
-    part: a unique temporary file in the same folder, flushed to disk, then ``os.replace``."""
+    """Write a file so that a reader sees the old file or the new one, never a part.
+
+    The bytes go to a unique temporary file in the same folder, flushed to disk, then ``os.replace``
+    puts it in place.
+
+    Args:
+        path: the file; its folder is created if needed.
+        data: the bytes to write.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -114,10 +133,18 @@ def write_atomic(path: Path, data: bytes) -> None:
         raise
 
 
-def set_aside(root: Path, path: Path, why: str, read_only: bool = False) -> Optional[Path]:
-    """Move an unreadable cache file to ``root/set-aside/`` (one warning naming it and why).
-    Returns where it went (None if it could not be moved: it is then left in place). A
-    ``read_only`` (shared) folder is never changed: the file is named and left there."""
+def set_aside(root: Path, path: Path, why: str, *, read_only: bool = False) -> Optional[Path]:
+    """Move an unreadable cache file to ``root/set-aside/``, with one warning naming it and why.
+
+    Args:
+        root: the cache folder.
+        path: the file.
+        why: why it cannot be used, for the warning.
+        read_only: a shared folder, which is never changed: the file is named and left there.
+
+    Returns:
+        Where it went; None when it was not moved (it is then left in place).
+    """
     if read_only:
         _warn_once(
             f"aside:{path}",
@@ -144,11 +171,14 @@ def set_aside(root: Path, path: Path, why: str, read_only: bool = False) -> Opti
 
 # ---- this GPU's recording ---------------------------------------------------------------------
 class LocalRecording:
-    """The measurements of one machine identity under ``root`` (see the module docstring).
+    """The measurements of one machine identity under a cache folder (see the module docstring).
 
-    ``get(name, request)`` -> DataFrame or None; ``put(name, request, df, seconds)`` saves one
-    call; ``requests(name)``, ``table(name)`` and ``export(folder)`` read it back. A write that
-    fails (read-only or full disk) turns saving off for this object with one warning.
+    A write that fails (read-only or full disk) turns saving off for this object, with one warning.
+
+    Args:
+        root: the cache folder.
+        ident: the machine identity (`labkit.store.machine.identity`).
+        shared: a class's shared recording: read, never written or changed.
     """
 
     def __init__(self, root: Path, ident: dict, shared: bool = False):
@@ -165,6 +195,7 @@ class LocalRecording:
 
     # -- files --
     def entry_path(self, name: str, request: dict) -> Path:
+        """The file that holds experiment ``name``'s result for ``request`` (a dict of its arguments)."""
         from .recordings import request_key
 
         digest = hashlib.sha256(request_key(request).encode()).hexdigest()[:32]
@@ -175,7 +206,8 @@ class LocalRecording:
         _warn_once(
             f"write:{self.root}",
             f"labkit cache: cannot write to {self.root} ({type(exc).__name__}: {exc}); "
-            "live mode goes on without saving measurements (set LABKIT_CACHE to a writable folder to keep them)",
+            "live mode goes on without saving measurements "
+            "(set LABKIT_CACHE to a writable folder to keep them)",
         )
 
     def _ensure_metadata(self) -> None:
@@ -195,8 +227,17 @@ class LocalRecording:
         write_atomic(meta, (json.dumps(body, indent=2) + "\n").encode())
 
     def put(self, name: str, request: dict, df, seconds: Optional[float] = None) -> Optional[Path]:
-        """Save experiment ``name``'s result ``df`` for ``request``, measured just now in
-        ``seconds``. Returns the file written, or None when saving is off or failed."""
+        """Save one measured call.
+
+        Args:
+            name: the experiment.
+            request: the call's arguments.
+            df: its result.
+            seconds: how long it took to measure, in seconds.
+
+        Returns:
+            The file written; None when saving is off or failed.
+        """
         from .recordings import request_key
 
         if not self.writable:
@@ -231,7 +272,15 @@ class LocalRecording:
         return path
 
     def has(self, name: str, request: dict) -> bool:
-        """Whether a file for this call exists (not read: `get` checks it)."""
+        """Whether a file for this call exists (it is not read: `get` checks it).
+
+        Args:
+            name: the experiment.
+            request: the call's arguments.
+
+        Returns:
+            True when the file is there.
+        """
         try:
             return self.entry_path(name, request).is_file()
         except OSError:
@@ -255,42 +304,24 @@ class LocalRecording:
         return why
 
     def get(self, name: str, request: dict):
-        """The saved result of ``name`` for ``request`` as a DataFrame (provenance in ``attrs``:
-        ``mode`` live, ``gpu``, ``measured_at``, ``saved_in``), or None."""
+        """The saved result of one call.
+
+        Args:
+            name: the experiment.
+            request: the call's arguments.
+
+        Returns:
+            A DataFrame with its provenance in ``attrs`` (``mode`` live, ``gpu``, ``measured_at``,
+            ``saved_in``, ...); None when nothing usable is saved.
+        """
         from .recordings import request_key
 
         path = self.entry_path(name, request)
         entry = self._read(path, name, request_key(request))
-        return None if entry is None else self._frame(entry, request, path)
-
-    def _frame(self, entry: dict, request: dict, path: Path):
-        from .recordings import result_rows
-
-        df = result_rows(entry["_df"])
-        ident = self.identity
-        df.attrs.update(
-            {
-                "mode": "live",
-                "gpu": ident.get("gpu"),
-                "compute_capability": ident.get("compute_capability"),
-                "cudnn_backend": ident.get("cudnn_backend"),
-                "cudnn_frontend": ident.get("cudnn_frontend"),
-                "cupy": ident.get("cupy"),
-                "date": entry["measured_at"][:10],
-                "measured_at": entry["measured_at"],
-                "measure_seconds": entry.get("measure_seconds"),
-                "saved_in": str(path),
-                "loaded_from_disk": True,
-                "from_shared": self.shared,
-                "experiment": entry["experiment"],
-                "request": request,
-                "conditions": entry.get("conditions"),
-            }
-        )
-        return df
+        return None if entry is None else _frame(self, entry, request, path)
 
     def entries(self, name: Optional[str] = None) -> Iterator[dict]:
-        """Every readable entry (of experiment ``name``, or all), unreadable ones set aside."""
+        """Every readable entry of experiment ``name`` (of all, for None); unreadable ones set aside."""
         if not self.path.is_dir():
             return
         folders = [self.path / name] if name else sorted(p for p in self.path.iterdir() if p.is_dir())
@@ -303,17 +334,24 @@ class LocalRecording:
                     yield entry
 
     def experiments(self) -> List[str]:
+        """The experiments with at least one saved call, sorted."""
         if not self.path.is_dir():
             return []
         return sorted(p.name for p in self.path.iterdir() if p.is_dir() and any(p.glob("*.json")))
 
     def requests(self, name: str) -> List[dict]:
-        """Every request saved for experiment ``name``."""
+        """Every request (a dict of arguments) saved for experiment ``name``."""
         return [json.loads(e["request"]) for e in self.entries(name)]
 
     def table(self, name: str):
-        """Every saved row of experiment ``name``, with its ``request`` column (as in a
-        shipped recording's CSV) and ``measured_at``."""
+        """Every saved row of an experiment.
+
+        Args:
+            name: the experiment.
+
+        Returns:
+            A DataFrame with its ``request`` column (as in a shipped recording's CSV) and ``measured_at``.
+        """
         import pandas as pd
 
         frames = []
@@ -324,9 +362,14 @@ class LocalRecording:
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["request"])
 
     def export(self, out) -> Path:
-        """Write this recording as a standard recording folder (`labkit.store.recordings`: one CSV per
-        experiment, ``metadata.json`` with rows and sha256 per file) at ``out``. Refuses a
-        folder that already holds a metadata.json."""
+        """Write this recording as a standard recording folder (`labkit.store.recordings`).
+
+        Args:
+            out: a new folder; one that already holds a metadata.json is refused (`CacheError`).
+
+        Returns:
+            The folder: one CSV per experiment, and ``metadata.json`` with rows and sha256 per file.
+        """
         from .. import __version__
         from . import recordings
 
@@ -363,13 +406,52 @@ class LocalRecording:
         return out
 
     def clear(self) -> int:
-        """Delete every saved measurement of this identity. Returns how many files went."""
+        """Delete every saved measurement of this identity.
+
+        Returns:
+            How many files were deleted.
+        """
         return delete_files(self.path, "*/*.json")
 
 
+def _frame(store: "LocalRecording", entry: dict, request: dict, path: Path):
+    """A saved entry as the DataFrame `LocalRecording.get` returns, its provenance in ``attrs``."""
+    from .recordings import result_rows
+
+    df = result_rows(entry["_df"])
+    ident = store.identity
+    df.attrs.update(
+        {
+            "mode": "live",
+            "gpu": ident.get("gpu"),
+            "compute_capability": ident.get("compute_capability"),
+            "cudnn_backend": ident.get("cudnn_backend"),
+            "cudnn_frontend": ident.get("cudnn_frontend"),
+            "cupy": ident.get("cupy"),
+            "date": entry["measured_at"][:10],
+            "measured_at": entry["measured_at"],
+            "measure_seconds": entry.get("measure_seconds"),
+            "saved_in": str(path),
+            "loaded_from_disk": True,
+            "from_shared": store.shared,
+            "experiment": entry["experiment"],
+            "request": request,
+            "conditions": entry.get("conditions"),
+        }
+    )
+    return df
+
+
 def read_entry(raw: bytes, schema_version: int):
-    """A stored file's JSON object of ``schema_version``, or a string saying why it cannot be used
-    (not JSON, not an object, another schema)."""
+    """A stored file's JSON object, checked.
+
+    Args:
+        raw: the file's bytes.
+        schema_version: the schema this labkit reads.
+
+    Returns:
+        The object; or a string saying why it cannot be used (not JSON, not an object, another schema).
+    """
     try:
         entry = json.loads(raw.decode())
     except (UnicodeDecodeError, ValueError) as exc:
@@ -424,7 +506,15 @@ def _now() -> str:
 
 # ---- the one for this process -----------------------------------------------------------------
 def delete_files(folder: Path, pattern: str) -> int:
-    """Delete the files under ``folder`` matching ``pattern``; how many went (a store's ``clear``)."""
+    """Delete files (a store's ``clear``).
+
+    Args:
+        folder: where to look; a missing folder deletes nothing.
+        pattern: a glob under it, e.g. ``"*/*.json"``.
+
+    Returns:
+        How many files were deleted.
+    """
     n = 0
     if folder.is_dir():
         for f in folder.glob(pattern):
@@ -440,14 +530,22 @@ _this = ThisMachine(LocalRecording, "LABKIT_LOCAL_RECORDING", root=cache_root)
 
 
 def current() -> Optional[LocalRecording]:
-    """This machine's recording in the cache folder, or None in recorded mode (no GPU) or with
-    ``LABKIT_LOCAL_RECORDING=0``. Raises `CacheError` for a ``LABKIT_CACHE`` that is a file."""
+    """This machine's recording in the cache folder.
+
+    Returns:
+        The `LocalRecording`; None in recorded mode (no GPU) or with ``LABKIT_LOCAL_RECORDING=0``.
+
+    Raises:
+        CacheError: ``LABKIT_CACHE`` names a file.
+    """
     return _this.get()
 
 
 def reset() -> None:
-    """Forget the process's `current` and `shared` recordings (the next call looks at
-    ``LABKIT_CACHE`` and ``LABKIT_SHARED_CACHE`` again)."""
+    """Forget the process's `current` and `shared` recordings.
+
+    The next call reads ``LABKIT_CACHE`` and ``LABKIT_SHARED_CACHE`` again.
+    """
     _this.reset()
     _shared.reset()
 
@@ -458,15 +556,24 @@ FILL_STATUS = "fill.json"
 
 
 def shared_root() -> Optional[Path]:
-    """The folder ``LABKIT_SHARED_CACHE`` names, or None when it is unset."""
+    """The folder ``LABKIT_SHARED_CACHE`` names; None when it is unset."""
     env = os.environ.get("LABKIT_SHARED_CACHE", "").strip()
     return Path(env).expanduser() if env else None
 
 
 def open_shared(root: Path, ident: dict) -> Optional[LocalRecording]:
-    """The shared recording at ``root`` for this identity, or None with one warning naming the
-    folder and why it is not used (missing, unreadable, filled on another identity); a folder
-    whose fill did not finish is used with one warning."""
+    """The shared recording at ``root`` for this identity, when it can be used.
+
+    A folder whose fill did not finish is used, with one warning.
+
+    Args:
+        root: the shared folder.
+        ident: this machine's identity.
+
+    Returns:
+        A read-only `LocalRecording`; None, with one warning naming the folder and why, when it is
+        missing, unreadable or filled on another identity.
+    """
 
     def skip(why: str) -> None:
         _warn_once(
@@ -516,13 +623,17 @@ _shared = ThisMachine(open_shared, "LABKIT_SHARED_RECORDING", root=shared_root)
 
 
 def shared() -> Optional[LocalRecording]:
-    """The class's shared recording (``LABKIT_SHARED_CACHE``) for this machine identity, read
-    only; None when unset, unusable (one warning: `open_shared`) or in recorded mode."""
+    """The class's shared recording (``LABKIT_SHARED_CACHE``) for this machine identity, read only.
+
+    Returns:
+        The `LocalRecording`; None when unset, unusable (one warning: `open_shared`) or in recorded
+        mode.
+    """
     return _shared.get()
 
 
 def describe() -> str:
-    """Two lines for ``doctor``: where this GPU's recording lives and how much it holds."""
+    """Where this GPU's recording lives and how much it holds, as lines for ``doctor``."""
     try:
         root = cache_root()
     except CacheError as exc:

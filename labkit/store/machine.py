@@ -46,8 +46,11 @@ IDENTITY_FIELDS = (
 
 # ---- who --------------------------------------------------------------------------------------
 def nvidia_driver_version() -> Optional[str]:
-    """The NVIDIA kernel driver's version (e.g. ``580.159.04``) from /proc/driver/nvidia/version
-    (Linux); None where that file is absent."""
+    """The NVIDIA kernel driver's version, e.g. ``580.159.04``.
+
+    Returns:
+        The version from /proc/driver/nvidia/version (Linux); None where that file is absent.
+    """
     try:
         text = Path("/proc/driver/nvidia/version").read_text()
     except OSError:
@@ -57,8 +60,11 @@ def nvidia_driver_version() -> Optional[str]:
 
 
 def this_identity() -> Optional[dict]:
-    """This machine's identity (`IDENTITY_FIELDS`), or None when it has no usable GPU (recorded
-    mode has nothing to save)."""
+    """This machine's identity (`IDENTITY_FIELDS`).
+
+    Returns:
+        The identity dict; None when the machine has no usable GPU (recorded mode saves nothing).
+    """
     from .. import env
 
     e = env.environment()
@@ -77,7 +83,14 @@ def this_identity() -> Optional[dict]:
 
 
 def identity(**fields) -> dict:
-    """An identity dict from its fields (missing ones None; ``labkit_schema`` filled in)."""
+    """An identity dict from its fields.
+
+    Args:
+        **fields: values of `IDENTITY_FIELDS`; missing ones are None, ``labkit_schema`` is filled in.
+
+    Returns:
+        A dict with every field of `IDENTITY_FIELDS`; `LabkitError` for an unknown field.
+    """
     unknown = set(fields) - set(IDENTITY_FIELDS)
     if unknown:
         raise LabkitError(f"unknown identity field(s) {sorted(unknown)}; known: {', '.join(IDENTITY_FIELDS)}")
@@ -87,19 +100,40 @@ def identity(**fields) -> dict:
 
 
 def identity_hash(ident: dict) -> str:
-    """16 hex digits naming an identity (sha256 of its canonical JSON)."""
+    """16 hex digits naming an identity (the sha256 of its canonical JSON).
+
+    Args:
+        ident: an identity dict.
+
+    Returns:
+        The hash, as text.
+    """
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def slug(name) -> str:
-    """A GPU's name as the first part of an identity's folder name (``NVIDIA H100 80GB HBM3`` ->
-    ``h100-80gb-hbm3``; no name: ``gpu``)."""
+    """A GPU's name as the first part of an identity's folder name.
+
+    Args:
+        name: e.g. ``NVIDIA H100 80GB HBM3``.
+
+    Returns:
+        e.g. ``h100-80gb-hbm3``; ``gpu`` without a name.
+    """
     s = re.sub(r"[^a-z0-9]+", "-", str(name or "gpu").lower()).strip("-")
     return re.sub(r"^nvidia-", "", s) or "gpu"
 
 
 def differences(ident: dict, other: dict) -> str:
-    """How ``other`` differs from this machine's ``ident``: its first three differing fields."""
+    """How another identity differs from this machine's, for a warning.
+
+    Args:
+        ident: this machine's identity.
+        other: the other identity.
+
+    Returns:
+        Its first three differing fields, with both values; "another identity" when none differ.
+    """
     diff = [
         f"{f.replace('_', ' ')} {other.get(f)} (this machine: {ident.get(f)})"
         for f in IDENTITY_FIELDS
@@ -112,18 +146,33 @@ def differences(ident: dict, other: dict) -> str:
 
 
 def folder_of(root: Path, kind: str, ident: dict) -> Tuple[str, Path]:
-    """(the identity's hash, its folder of ``kind`` under ``root``): e.g. ``root/recordings/<gpu
-    slug>-<hash>``. One machine identity, one folder per kind of stored thing."""
+    """The folder of an identity for one kind of stored thing.
+
+    Args:
+        root: the cache (or shared) folder.
+        kind: what is stored, e.g. "recordings" or "plans".
+        ident: the identity.
+
+    Returns:
+        (the identity's hash, its folder), e.g. ``root/recordings/<gpu slug>-<hash>``.
+    """
     key = identity_hash(ident)
     return key, Path(root) / kind / f"{slug(ident.get('gpu'))}-{key}"
 
 
 class ThisMachine:
-    """The one store of this machine's identity for the process (`labkit.store.localcache.LocalRecording`,
-    saved plans in `labkit.store.plan_store`): made on first use under ``root()``
-    (`labkit.store.localcache.cache_root`; `labkit.store.localcache.shared_root` for a class's shared
-    folder), made again when that folder changes; None in recorded mode (no GPU), when ``root()`` is
-    None, or when the environment variable ``switch`` is ``0``."""
+    """The one store of this machine's identity for the process.
+
+    It is made on first use under ``root()``, made again when that folder changes, and is None in
+    recorded mode (no GPU), when ``root()`` is None, or when the variable ``switch`` is ``0``.
+
+    Args:
+        make: ``make(root, identity)`` makes the store (`labkit.store.localcache.LocalRecording`,
+            `labkit.store.plan_store.PlanStore`, ...).
+        switch: the environment variable that turns the store off with ``0``.
+        root: returns the folder (`labkit.store.localcache.cache_root`, or
+            `labkit.store.localcache.shared_root` for a class's shared folder), or None.
+    """
 
     def __init__(self, make, switch: str, root):
         self._make, self.switch = make, switch
@@ -133,11 +182,15 @@ class ThisMachine:
         self._lock = threading.Lock()
 
     def enabled(self) -> bool:
+        """False when the variable ``switch`` is ``0``."""
         return os.environ.get(self.switch, "").strip() != "0"
 
     def get(self):
-        """The store, or None. Raises `labkit.store.localcache.CacheError` for a ``LABKIT_CACHE``
-        that is a file."""
+        """The store, or None.
+
+        Raises:
+            labkit.store.localcache.CacheError: ``LABKIT_CACHE`` names a file.
+        """
         if not self.enabled():
             return None
         root = self._root()

@@ -5,8 +5,8 @@ plan the graph selected, with its compiled kernel where cuDNN compiled one at ru
 it back with ``graph.deserialize`` in milliseconds, against 0.015 s to seconds to build every plan
 and autotune them. labkit saves two kinds of plan per graph (`KINDS`): the heuristic's pick (what a
 graph built with only that plan holds) and the autotune winner (with what autotuning measured).
-This module is the file handling only; `labkit.gpu.engine` (``save_plan``, ``load_plan``) serializes
-and deserializes.
+This module is the file handling only; `labkit.gpu.saved_plans` (``save_plan``, ``load_plan``)
+serializes and deserializes.
 
 Where: next to this GPU's recording (`labkit.store.localcache`), under the cache folder:
 
@@ -50,9 +50,20 @@ VERSION_FIELDS = ("cudnn_backend", "cudnn_frontend")
 
 @dataclass
 class SavedPlan:
-    """One plan read back from disk. ``data``: the bytes ``graph.serialize()`` returned;
-    ``workspace_bytes``: bytes the plan needs; ``info``: what finding it cost (seconds, plans
-    timed, GPU microseconds); ``path``: the file; ``read_seconds``: reading and checking it."""
+    """One plan read back from disk.
+
+    Attributes:
+        graph_key: the graph's key as text (`key_text`).
+        kind: one of `KINDS`.
+        plan_name: the plan's name, e.g. "eng0".
+        workspace_bytes: bytes the plan needs.
+        notes: cuDNN's behaviour notes.
+        saved_at: when it was saved (ISO 8601).
+        data: the bytes ``graph.serialize()`` returned.
+        info: what finding it cost (seconds, plans timed, GPU microseconds) and its check.
+        path: the file.
+        read_seconds: seconds spent reading and checking it.
+    """
 
     graph_key: str
     kind: str
@@ -67,22 +78,38 @@ class SavedPlan:
 
 
 def key_text(graph_key) -> str:
-    """A graph key (`labkit.gpu.engine.graph_key`: nested tuples of plain values) as canonical text."""
+    """A graph key as canonical text.
+
+    Args:
+        graph_key: `labkit.gpu.conv_graph.graph_key`'s nested tuples of plain values.
+
+    Returns:
+        Its JSON, keys sorted, without spaces.
+    """
     return json.dumps(graph_key, sort_keys=True, default=str, separators=(",", ":"))
 
 
 def check_kind(kind) -> str:
-    """``kind`` if it is one of `KINDS`, else `InvalidSpec` naming them."""
+    """A plan kind, checked.
+
+    Args:
+        kind: the kind asked for.
+
+    Returns:
+        ``kind``; `InvalidSpec` naming `KINDS` for anything else.
+    """
     if kind not in KINDS:
         raise InvalidSpec("kind", kind, f"must be one of {', '.join(KINDS)}")
     return kind
 
 
 class PlanStore:
-    """The saved plans of one machine identity under ``root`` (see the module docstring).
+    """The saved plans of one machine identity under a cache folder (see the module docstring).
 
-    ``put(key, kind, data, plan_name, workspace_bytes, notes, info)`` saves one;
-    ``get(key, kind)`` -> `SavedPlan` or None; ``entries()`` lists what is saved; ``clear()``.
+    Args:
+        root: the cache folder.
+        ident: the machine identity (`labkit.store.machine.identity`).
+        shared: a class's shared folder: read, never written or changed.
     """
 
     def __init__(self, root: Path, ident: dict, shared: bool = False):
@@ -98,6 +125,15 @@ class PlanStore:
         return f"<PlanStore {self.path} ({'writable' if self.writable else 'read-only'})>"
 
     def path_for(self, graph_key, kind: str) -> Path:
+        """The file for one graph's plan of one kind.
+
+        Args:
+            graph_key: the graph's key.
+            kind: one of `KINDS`.
+
+        Returns:
+            ``<folder>/<digest>.<kind>.json``.
+        """
         digest = hashlib.sha256(key_text(graph_key).encode()).hexdigest()[:32]
         return self.path / f"{digest}.{check_kind(kind)}.json"
 
@@ -111,7 +147,20 @@ class PlanStore:
         notes: str = "",
         info: Optional[dict] = None,
     ) -> Optional[Path]:
-        """Save one serialized plan. Returns the file, or None when saving is off or failed."""
+        """Save one serialized plan.
+
+        Args:
+            graph_key: the graph's key.
+            kind: one of `KINDS`.
+            data: the bytes ``graph.serialize()`` returned.
+            plan_name: the plan's name.
+            workspace_bytes: bytes the plan needs.
+            notes: cuDNN's behaviour notes.
+            info: what finding it cost, and its check against float64.
+
+        Returns:
+            The file; None when saving is off or failed.
+        """
         path = self.path_for(graph_key, kind)
         if not self.writable:
             return None
@@ -145,8 +194,16 @@ class PlanStore:
         return path
 
     def get(self, graph_key, kind: str) -> Optional[SavedPlan]:
-        """The saved plan for this graph and kind, or None (none saved; or unusable: set aside with
-        one warning naming the file and why)."""
+        """The saved plan for one graph and kind.
+
+        Args:
+            graph_key: the graph's key.
+            kind: one of `KINDS`.
+
+        Returns:
+            The `SavedPlan`; None when none is saved, or it is unusable (set aside with one warning
+            naming the file and why).
+        """
         t0 = time.perf_counter()
         path = self.path_for(graph_key, kind)
         try:
@@ -174,8 +231,8 @@ class PlanStore:
         for f in VERSION_FIELDS:
             if e.get(f) != self.identity.get(f):
                 return (
-                    f"saved under {f.replace('_', ' ')} {e.get(f)!r}, this process has {self.identity.get(f)!r}: "
-                    "a plan is never loaded into another cuDNN"
+                    f"saved under {f.replace('_', ' ')} {e.get(f)!r}, "
+                    f"this process has {self.identity.get(f)!r}: a plan is never loaded into another cuDNN"
                 )
         if e.get("identity_hash") != self.key:
             return "saved under another machine identity"
@@ -206,13 +263,22 @@ class PlanStore:
             return f"a field of the wrong type: {str(exc)[:80]}"
 
     def set_aside(self, saved: SavedPlan, why: str) -> None:
-        """Move a plan that cuDNN would not load to ``set-aside/`` (one warning naming it)."""
+        """Move a plan that cuDNN would not load to ``set-aside/``, with one warning naming it.
+
+        Args:
+            saved: the plan.
+            why: the reason, for the warning.
+        """
         if saved.path is not None and saved.path.exists():
             localcache.set_aside(self.root, saved.path, why, read_only=self.shared)
 
     def entries(self) -> Iterator[dict]:
-        """What is saved, one dict per readable file (graph, kind, plan_name, workspace_bytes,
-        saved_at, bytes, info, path); unreadable files are set aside."""
+        """What is saved; unreadable files are set aside.
+
+        Returns:
+            An iterator of one dict per readable file: graph, kind, plan_name, workspace_bytes,
+            saved_at, bytes, info and path.
+        """
         if not self.path.is_dir():
             return
         for f in sorted(self.path.glob("*.json")):
@@ -235,7 +301,11 @@ class PlanStore:
             )
 
     def clear(self) -> int:
-        """Delete every saved plan of this identity; returns how many files were removed."""
+        """Delete every saved plan of this identity.
+
+        Returns:
+            How many files were deleted.
+        """
         return localcache.delete_files(self.path, "*.json")
 
 
@@ -249,8 +319,14 @@ def enabled() -> bool:
 
 
 def current() -> Optional[PlanStore]:
-    """This machine's saved plans in the cache folder, or None (no live GPU, or
-    ``LABKIT_SAVED_PLANS=0``). Raises `localcache.CacheError` for a ``LABKIT_CACHE`` that is a file."""
+    """This machine's saved plans in the cache folder.
+
+    Returns:
+        The `PlanStore`; None without a live GPU or with ``LABKIT_SAVED_PLANS=0``.
+
+    Raises:
+        localcache.CacheError: ``LABKIT_CACHE`` names a file.
+    """
     return _this.get()
 
 
@@ -264,20 +340,25 @@ _shared = machine.ThisMachine(_open_shared, "LABKIT_SAVED_PLANS", root=localcach
 
 
 def shared() -> Optional[PlanStore]:
-    """The plans saved in the class's shared folder (``LABKIT_SHARED_CACHE``) for this machine
-    identity, read only; None when unset or unusable."""
+    """The plans saved in the class's shared folder (``LABKIT_SHARED_CACHE``), read only.
+
+    Returns:
+        The `PlanStore` for this machine identity; None when unset or unusable.
+    """
     return _shared.get()
 
 
 def reset() -> None:
-    """Forget the process's `current` and `shared` stores (the next call looks at ``LABKIT_CACHE``
-    and ``LABKIT_SHARED_CACHE`` again)."""
+    """Forget the process's `current` and `shared` stores.
+
+    The next call reads ``LABKIT_CACHE`` and ``LABKIT_SHARED_CACHE`` again.
+    """
     _this.reset()
     _shared.reset()
 
 
 def describe() -> str:
-    """One line for ``doctor``: where saved plans live and how many there are."""
+    """Where saved plans live and how many there are, as one line for ``doctor``."""
     try:
         store = current()
     except localcache.CacheError as exc:

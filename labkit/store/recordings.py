@@ -37,13 +37,21 @@ def data_dir() -> Path:
 
 
 def read_csv_exact(source):
-    """``pandas.read_csv`` with every float read back bit for bit as it was written. pandas' C
-    parser may land one unit in the last place away, depending on its version and
-    ``float_precision`` (seen on the GPU host: 14.391999691724777 read as ...775); its
-    ``float_precision="round_trip"`` parses each float with Python's own (correctly rounded)
-    conversion, in one pass (the network report's table: 3-4x faster than parsing twice). A pandas
-    that no longer takes the argument (deprecated in pandas 3.1) gets the float columns parsed
-    again from their text with Python's ``float``."""
+    """``pandas.read_csv`` with every float read back bit for bit as it was written.
+
+    pandas' C parser may land one unit in the last place away, depending on its version and
+    ``float_precision`` (seen on the GPU host: 14.391999691724777 read as ...775). Its
+    ``float_precision="round_trip"`` parses each float with Python's own, correctly rounded,
+    conversion in one pass (the network report's table: 3-4x faster than parsing twice). A pandas that
+    no longer takes the argument (deprecated in pandas 3.1) gets the float columns parsed again from
+    their text with Python's ``float``.
+
+    Args:
+        source: a path, or a file-like object with ``read()``.
+
+    Returns:
+        The DataFrame.
+    """
     import io
 
     import pandas as pd
@@ -87,6 +95,14 @@ def _read_csv_twice(text: str):
 
 
 def sha256(path: Path) -> str:
+    """The sha256 of a file's bytes, read 1 MiB at a time.
+
+    Args:
+        path: the file.
+
+    Returns:
+        64 hex digits.
+    """
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -96,7 +112,12 @@ def sha256(path: Path) -> str:
 
 @dataclass
 class Recording:
-    """One recording folder; tables are read, checked and cached on first use."""
+    """One recording folder; tables are read, checked and cached on first use.
+
+    Attributes:
+        path: the folder.
+        metadata: its ``metadata.json``.
+    """
 
     path: Path
     metadata: dict
@@ -105,18 +126,29 @@ class Recording:
 
     @property
     def name(self) -> str:
+        """The folder's name, e.g. ``h100-sxm``."""
         return self.path.name
 
     def describe(self) -> str:
+        """One line: the recording's GPU, cuDNN, date and how many experiments it holds."""
         m = self.metadata
         return (
-            f"{self.name}: {m.get('gpu')}, cuDNN {m.get('cudnn_backend')} (frontend {m.get('cudnn_frontend')}), "
-            f"recorded {m.get('date')}, {len(m.get('experiments', {}))} experiments"
+            f"{self.name}: {m.get('gpu')}, cuDNN {m.get('cudnn_backend')} "
+            f"(frontend {m.get('cudnn_frontend')}), recorded {m.get('date')}, "
+            f"{len(m.get('experiments', {}))} experiments"
         )
 
     def provenance(self, name: Optional[str] = None) -> dict:
-        """Where the numbers come from; for experiment ``name``, its own table's date when the
-        metadata has one (a table recorded later than the rest of the folder)."""
+        """Where the numbers come from.
+
+        Args:
+            name: an experiment; its own table's date is used when the metadata has one (a table
+                recorded later than the rest of the folder).
+
+        Returns:
+            mode, gpu, compute_capability, cudnn_backend, cudnn_frontend, cupy, date, source (the
+            folder) and conditions.
+        """
         m = self.metadata
         entry = (m.get("experiments") or {}).get(name) or {}
         return {
@@ -132,10 +164,18 @@ class Recording:
         }
 
     def experiments(self) -> List[str]:
+        """The experiments this recording holds, sorted."""
         return sorted(self.metadata.get("experiments", {}))
 
     def table(self, name: str):
-        """The whole CSV of one experiment, validated against the metadata (rows, sha256)."""
+        """The whole CSV of one experiment, validated against the metadata (rows, sha256).
+
+        Args:
+            name: the experiment.
+
+        Returns:
+            The DataFrame, with its ``request`` column; `RecordedDataError` naming the file at fault.
+        """
         if name in self._tables:
             return self._tables[name]
         info = self.metadata.get("experiments", {}).get(name)
@@ -170,9 +210,13 @@ class Recording:
         return df
 
     def verify(self) -> "Recording":
-        """Check every file the metadata lists, all at once: each exists, matches its sha256, parses
-        and has its row count. Reads only; raises `RecordedDataError` naming the folder and every
-        file at fault (missing or mismatched), else returns the recording."""
+        """Check every file the metadata lists, all at once. Reads only.
+
+        Each file must exist, match its sha256, parse and have its row count.
+
+        Returns:
+            The recording; `RecordedDataError` naming the folder and every file at fault.
+        """
         exps = self.metadata.get("experiments", {})
         missing = [
             info.get("file", name)
@@ -215,7 +259,19 @@ class Recording:
         return name in self.experiments() and request_key(request) in self.request_keys(name)
 
     def lookup(self, name: str, request: dict):
-        """The rows recorded for exactly ``request`` (provenance in ``attrs``)."""
+        """The rows recorded for exactly one call.
+
+        Args:
+            name: the experiment.
+            request: the call's canonical arguments.
+
+        Returns:
+            The rows as the experiment returned them, with their provenance in ``attrs``.
+
+        Raises:
+            RecordedDataError: the call was not recorded; it names the nearest recorded values.
+            Unsupported: the recorded call raised it on the GPU.
+        """
         df = self.table(name)
         rows = df[df["request"] == request_key(request)]
         if rows.empty:
@@ -235,8 +291,17 @@ class Recording:
         return out
 
     def values(self, name: str, key: str, where: Optional[dict] = None) -> list:
-        """Sorted distinct values of one request field (dotted, e.g. ``spec.N``) among the recorded
-        requests that match ``where`` (dotted field -> value) in every other given field."""
+        """Sorted distinct values of one request field among the matching recorded requests.
+
+        Args:
+            name: the experiment.
+            key: a dotted request field, e.g. ``spec.N``.
+            where: dotted field -> value; only requests that match it in every field other than ``key``
+                count.
+
+        Returns:
+            The values, sorted (None last).
+        """
         seen = []
         for req in self.requests(name):
             flat = flatten(req)
@@ -251,20 +316,41 @@ class Recording:
 
 
 def result_rows(rows):
-    """Stored rows of one request as the experiment returned them: without the bookkeeping
-    columns (``request``, ``call_error``) and without columns that are empty for this request."""
+    """Stored rows of one request as the experiment returned them.
+
+    Args:
+        rows: rows of a recording's table.
+
+    Returns:
+        The rows without the bookkeeping columns (``request``, ``call_error``) and without columns
+        that are empty for this request.
+    """
     drop = [c for c in ("request", "call_error") if c in rows.columns]
     return rows.drop(columns=drop).dropna(axis=1, how="all").reset_index(drop=True)
 
 
 def request_key(request: dict) -> str:
-    """A request (an experiment's canonical arguments) as canonical JSON: the key recordings and
-    this GPU's saved results file rows under."""
+    """A request as canonical JSON: the key recordings and this GPU's saved results file rows under.
+
+    Args:
+        request: an experiment's canonical arguments.
+
+    Returns:
+        Its JSON, keys sorted, without spaces.
+    """
     return json.dumps(request, sort_keys=True, separators=(",", ":"))
 
 
 def flatten(d: dict, prefix: str = "") -> dict:
-    """A request as dotted keys (``spec.N``), lists as tuples: the form `Recording.values` compares."""
+    """A request as dotted keys, the form `Recording.values` compares.
+
+    Args:
+        d: a request (nested dicts).
+        prefix: the keys' prefix, for the recursion.
+
+    Returns:
+        Dotted key (e.g. ``spec.N``) -> value, lists as tuples.
+    """
     out = {}
     for k, v in d.items():
         if isinstance(v, dict):
@@ -275,8 +361,16 @@ def flatten(d: dict, prefix: str = "") -> dict:
 
 
 def nearest(recorded: List[dict], request: dict) -> dict:
-    """For the recorded requests that differ from ``request`` in the fewest fields: each differing
-    field -> the values recorded for it (what the learner could ask for instead)."""
+    """What the learner could ask for instead of a request that was not recorded.
+
+    Args:
+        recorded: the recorded requests.
+        request: the request.
+
+    Returns:
+        For the recorded requests that differ from ``request`` in the fewest fields: each differing
+        field -> the values recorded for it.
+    """
     want = flatten(request)
     if not recorded:
         return {}
@@ -297,7 +391,15 @@ def nearest(recorded: List[dict], request: dict) -> dict:
 
 
 def load(path, verify: bool = False) -> Recording:
-    """Open and check a recording folder's metadata (``verify``: every file too, `Recording.verify`)."""
+    """Open a recording folder and check its metadata.
+
+    Args:
+        path: the folder.
+        verify: check every file too (`Recording.verify`).
+
+    Returns:
+        The `Recording`; `RecordedDataError` naming the file at fault.
+    """
     path = Path(path)
     meta_path = path / "metadata.json"
     if not meta_path.is_file():
@@ -327,8 +429,14 @@ def load(path, verify: bool = False) -> Recording:
 
 
 def available(root: Optional[Path] = None) -> List[Recording]:
-    """Every readable recording under ``data/recordings`` (unreadable ones are skipped; `check_all`
-    says why). Two that claim the same GPU and date are an error (`check_unique`)."""
+    """Every readable recording under a folder; unreadable ones are skipped (`check_all` says why).
+
+    Args:
+        root: the folder; default ``data/recordings``.
+
+    Returns:
+        The recordings, by folder name; `RecordedDataError` when two claim the same GPU and date.
+    """
     root = Path(root) if root else data_dir()
     out = []
     if root.is_dir():
@@ -342,16 +450,25 @@ def available(root: Optional[Path] = None) -> List[Recording]:
 
 
 def check_unique(recs: List[Recording]) -> List[Recording]:
-    """``recs`` unchanged, or `RecordedDataError` naming the folders when two claim the same GPU and
-    date: a copy (or a second recording of one day) would make "recorded on <GPU>, <date>" ambiguous.
-    Nothing is moved or deleted: keep one folder and remove or rename the other yourself."""
+    """Recordings, checked that no two claim the same GPU and date.
+
+    A copy, or a second recording of one day, would make "recorded on <GPU>, <date>" ambiguous.
+    Nothing is moved or deleted: keep one folder and remove or rename the other yourself.
+
+    Args:
+        recs: the recordings.
+
+    Returns:
+        ``recs`` unchanged; `RecordedDataError` naming both folders otherwise.
+    """
     seen: Dict[tuple, Recording] = {}
     for r in recs:
         key = (r.metadata.get("gpu"), r.metadata.get("date"))
         if key in seen:
             raise RecordedDataError(
-                f"recordings {seen[key].name!r} ({seen[key].path}) and {r.name!r} both claim {key[0]} recorded {key[1]}: "
-                "each GPU and date may have one recording; keep one folder (nothing was changed)",
+                f"recordings {seen[key].name!r} ({seen[key].path}) and {r.name!r} "
+                f"both claim {key[0]} recorded {key[1]}: each GPU and date may have one recording; "
+                "keep one folder (nothing was changed)",
                 r.path,
             )
         seen[key] = r
@@ -359,9 +476,15 @@ def check_unique(recs: List[Recording]) -> List[Recording]:
 
 
 def check_all(root: Optional[Path] = None) -> List[Recording]:
-    """Every recording folder under ``root`` (default ``data/recordings``) loaded and verified (every
-    file, `Recording.verify`), and no two claiming the same GPU and date. Reads only. Raises
-    `RecordedDataError` naming the first folder at fault; returns the recordings."""
+    """Every recording folder loaded and verified. Reads only.
+
+    Args:
+        root: the folder; default ``data/recordings``.
+
+    Returns:
+        The recordings (every file checked, `Recording.verify`, and no two claiming the same GPU and
+        date); `RecordedDataError` naming the first folder at fault.
+    """
     root = Path(root) if root else data_dir()
     if not root.is_dir():
         raise RecordedDataError("no recordings folder", root)
@@ -383,7 +506,14 @@ _picked: Optional[Path] = None  # the folder last chosen with `use` (LABKIT_RECO
 
 
 def use(name_or_path) -> Recording:
-    """Pick the recording recorded-mode answers come from (a folder name or a path)."""
+    """Pick the recording recorded-mode answers come from.
+
+    Args:
+        name_or_path: a folder name under data/recordings, or a folder path.
+
+    Returns:
+        The `Recording`; `RecordedDataError` listing the available ones when there is no such folder.
+    """
     global _current, _picked
     if not isinstance(name_or_path, (str, os.PathLike)):
         raise InvalidSpec("recording", name_or_path, "must be a recording name or a folder path")
@@ -401,7 +531,7 @@ def use(name_or_path) -> Recording:
 
 
 def current() -> Recording:
-    """The recording in use (``LABKIT_RECORDING``, then `use`, then the shipped one)."""
+    """The recording in use: ``LABKIT_RECORDING``, then the one picked with `use`, then the default."""
     global _current
     env = os.environ.get("LABKIT_RECORDING")
     if env and (_current is None or env not in (_current.name, str(_current.path))):
@@ -417,9 +547,14 @@ def current() -> Recording:
 
 
 def shipped() -> List[Recording]:
-    """`available` with the default recording first, each folder one `Recording` for the whole
-    process (its tables are read and checked once, whoever asks: recorded mode, a panel's GPU
-    picker, `labkit.present.compare`)."""
+    """`available`, with the default recording first.
+
+    Each folder is one `Recording` for the whole process: its tables are read and checked once,
+    whoever asks (recorded mode, a panel's GPU picker, `labkit.present.compare`).
+
+    Returns:
+        The recordings.
+    """
     out = []
     for r in sorted(available(), key=lambda r: r.name != DEFAULT_RECORDING):
         known = _loaded.get(r.path)
@@ -433,8 +568,14 @@ _loaded: Dict[Path, Recording] = {}
 
 
 def named(name: str) -> Recording:
-    """The shipped recording called ``name`` (a folder under data/recordings); `InvalidSpec`
-    listing the available ones for any other name."""
+    """The shipped recording called ``name``.
+
+    Args:
+        name: a folder under data/recordings.
+
+    Returns:
+        The `Recording`; `InvalidSpec` listing the available ones for any other name.
+    """
     recs = shipped()
     found = next((r for r in recs if r.name == name), None)
     if found is None:
@@ -447,10 +588,18 @@ def named(name: str) -> Recording:
 
 
 def for_experiment(name: str) -> Recording:
-    """The recording a panel of experiment ``name`` answers from by default: the current one (one
-    picked with `use` or ``LABKIT_RECORDING``, else the default), unless nobody picked one and
-    another shipped recording holds more of the experiment's calls (lesson 09's six presets were
-    recorded on the H200 before the H100 had them). The panel's GPU picker offers the others."""
+    """The recording a panel of one experiment answers from by default.
+
+    That is the current recording (one picked with `use` or ``LABKIT_RECORDING``, else the default),
+    unless nobody picked one and another shipped recording holds more of the experiment's calls. The
+    panel's GPU picker offers the others.
+
+    Args:
+        name: the experiment.
+
+    Returns:
+        The `Recording`.
+    """
     rec = current()
     if _chosen(rec):
         return rec
@@ -463,11 +612,20 @@ def for_experiment(name: str) -> Recording:
 
 
 def lookup(name: str, request: dict):
-    """Answer an experiment call from the current recording. When nobody picked one (no
-    ``LABKIT_RECORDING``, no `use`) and the default recording lacks the call, the first other
-    shipped recording that holds exactly this call answers: its rows carry its own provenance,
-    so the chart names that GPU (a call recorded on one GPU only is still shown, never filled in
-    from another call)."""
+    """Answer an experiment call from the current recording.
+
+    When nobody picked one (no ``LABKIT_RECORDING``, no `use`) and the default recording lacks the
+    call, the first other shipped recording that holds exactly this call answers. Its rows carry its
+    own provenance, so the chart names that GPU: a call recorded on one GPU only is still shown, never
+    filled in from another call.
+
+    Args:
+        name: the experiment.
+        request: the call's canonical arguments.
+
+    Returns:
+        The recorded rows (`Recording.lookup`).
+    """
     rec = current()
     if _chosen(rec) or rec.has(name, request):
         return rec.lookup(name, request)

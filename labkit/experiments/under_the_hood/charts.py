@@ -122,7 +122,8 @@ def kernels_chart(df) -> go.Figure:
         f" of {len(order) + more} (the table has all)" if more else ""
     )
     note = (
-        f"each plan traced over {TRACED_CALLS} calls with CUPTI (cupti-python); host time measured untraced first"
+        f"each plan traced over {TRACED_CALLS} calls with CUPTI (cupti-python); host time measured untraced "
+        f"first"
         + (f" · heuristic's pick: {df.attrs.get('heuristic_plan')}" if df.attrs.get("heuristic_plan") else "")
     )
     return finish(

@@ -22,7 +22,8 @@ def kernels_summary(df) -> Text:
         f"{where(df)}, {df['spec_label'].iloc[0]}: {len(per)} plans traced;",
         ", ".join(f"{int(n)} launch {k:g} kernel{'s' if k != 1 else ''} per call" for k, n in counts.items())
         + ".",
-        f"The fastest, {fastest.plan_name}, runs {fastest.kernels_per_call:g} in {fmt_us(fastest.plan_kernel_us)}.",
+        f"The fastest, {fastest.plan_name}, runs {fastest.kernels_per_call:g} in "
+        f"{fmt_us(fastest.plan_kernel_us)}.",
     ]
     if conv:
         parts.append(
@@ -44,7 +45,8 @@ def fusion_kernels_summary(df) -> Text:
     return Text(
         f"{where(df)}, {df['spec_label'].iloc[0]} + {df['epilogue'].iloc[0]}: the fused graph launches "
         f"{f.kernels_per_call:g} kernel(s) per call ({fmt_us(f.path_kernel_us)}), the unfused path "
-        f"{u.kernels_per_call:g} ({fmt_us(u.path_kernel_us)}): each extra kernel reads and writes a whole tensor."
+        f"{u.kernels_per_call:g} ({fmt_us(u.path_kernel_us)}): each extra kernel reads and writes a whole "
+        f"tensor."
     )
 
 
@@ -92,7 +94,7 @@ def build_log_summary(df) -> Text:
     engines = [e for e in dict.fromkeys(fe.engine) if e]
     warn = int(df.text.str.contains("WARN|W!", regex=True).sum())
     return Text(
-        f"{where(df)}, {df['spec_label'].iloc[0]}: the frontend log names {len(engines)} engine configurations; "
-        f"{int(df['built'].iloc[0])} of {int(df['plans'].iloc[0])} plans built in {df['build_seconds'].iloc[0]:.1f} s; "
-        f"{warn} warning lines."
+        f"{where(df)}, {df['spec_label'].iloc[0]}: the frontend log names {len(engines)} engine "
+        f"configurations; {int(df['built'].iloc[0])} of {int(df['plans'].iloc[0])} plans built in "
+        f"{df['build_seconds'].iloc[0]:.1f} s; {warn} warning lines."
     )

@@ -25,8 +25,8 @@ def network_report_summary(df) -> Text:
     cut = cut_counts(df)
     if cut["slower_plans"]:
         parts.append(
-            f"{cut['slower_plans']} plan(s) were left after one eager call showed them over 6x slower than the "
-            "best so far (not timed further: they cannot win)."
+            f"{cut['slower_plans']} plan(s) were left after one eager call showed them over 6x slower than "
+            f"the best so far (not timed further: they cannot win)."
         )
     said = [
         f"**{n} {one if n == 1 else many}**"
@@ -39,7 +39,8 @@ def network_report_summary(df) -> Text:
     ]
     if said:
         parts.append(
-            f"Cut by a time budget: {', '.join(said)} (a step has {df.attrs.get('step_budget_s', STEP_BUDGET_S):g} s; "
+            f"Cut by a time budget: {', '.join(said)} (a step has "
+            f"{df.attrs.get('step_budget_s', STEP_BUDGET_S):g} s; "
             "the tables say which and where each was stopped)."
         )
     if len(ok):
@@ -47,8 +48,8 @@ def network_report_summary(df) -> Text:
         big = ok.loc[ok["fastest_workspace_bytes"].idxmax()]
         parts.append(
             f"Each call's fastest plan adds up to **{fmt_us(fast)}** per pass against {fmt_us(heur)} for the "
-            f"heuristic's picks. The largest workspace a fastest plan asks for is **{fmt_bytes(big['fastest_workspace_bytes'])}** "
-            f"({big['layer']}, {big['direction']})."
+            f"heuristic's picks. The largest workspace a fastest plan asks for is "
+            f"**{fmt_bytes(big['fastest_workspace_bytes'])}** ({big['layer']}, {big['direction']})."
         )
         bad = int((~ok["checked"].astype(bool)).sum()) if "checked" in ok else 0
         parts.append(
@@ -66,12 +67,14 @@ def network_report_summary(df) -> Text:
         low = sok.loc[sok["peak_workspace_bytes"].idxmin()]
         kernels = float(ok["fastest_gpu_us"].sum())
         parts.append(
-            f"Run from Python under each strategy, one timed pass took {fmt_us(sok['pass_gpu_us'].min())} to "
-            f"{fmt_us(sok['pass_gpu_us'].max())} of GPU time, against {fmt_us(kernels)} for the kernels alone: "
-            f"the GPU mostly waits for launches ({fmt_us(sok['pass_host_us'].median() / max(len(layers), 1))} of host "
-            f"time per call), so these pass times rank host costs, and one pass is one sample. "
-            f"**{low['strategy']}** held the least workspace at its peak ({fmt_bytes(low['peak_workspace_bytes'])}); "
-            f"malloc_per_call holds nothing between calls but allocates on every call that needs a workspace."
+            f"Run from Python under each strategy, one timed pass took {fmt_us(sok['pass_gpu_us'].min())} "
+            f"to {fmt_us(sok['pass_gpu_us'].max())} of GPU time, against {fmt_us(kernels)} for the kernels "
+            "alone: the GPU mostly waits for launches "
+            f"({fmt_us(sok['pass_host_us'].median() / max(len(layers), 1))} of host time per call), so "
+            "these pass times rank host costs, and one pass is one sample. "
+            f"**{low['strategy']}** held the least workspace at its peak "
+            f"({fmt_bytes(low['peak_workspace_bytes'])}); malloc_per_call holds nothing between calls but "
+            "allocates on every call that needs a workspace."
         )
     if len(sok) and len(ok):
         parts += [x for x in (async_pool_sentence(sok, ok), identical_passes_sentence(sok)) if x]
@@ -79,8 +82,8 @@ def network_report_summary(df) -> Text:
     if len(capped) and capped.iloc[0]["calls_without_plan"] == 0:
         c = capped.iloc[0]
         parts.append(
-            f"With a 64 MiB cap the pass would take {fmt_us(c['pass_gpu_us'])} ({c['slowdown']:.2f}x the uncapped; "
-            f"{int(c['calls_changing_plan'])} call(s) change plan)."
+            f"With a 64 MiB cap the pass would take {fmt_us(c['pass_gpu_us'])} ({c['slowdown']:.2f}x the "
+            f"uncapped; {int(c['calls_changing_plan'])} call(s) change plan)."
         )
     return Text(" ".join(parts))
 

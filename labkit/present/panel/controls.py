@@ -57,10 +57,21 @@ WORKLOADS = (
 
 @dataclass(frozen=True)
 class ControlDef:
-    """One control. ``field``: the request field it sets (dotted after the config's prefix);
-    ``links``: state keys that take the same value in recorded mode (K follows C there, as
-    recorded); ``always_links``: the same in both modes (S follows R: square filters);
-    ``derived``: request fields computed from it (excluded when asking which values exist)."""
+    """One control.
+
+    Attributes:
+        name: the state key it sets.
+        label: its label on screen.
+        kind: "int" (a free integer live) or "choice".
+        live_options: a choice control's values live.
+        lo: an int control's smallest value.
+        hi: its largest.
+        links: state keys that take the same value in recorded mode (K follows C there, as recorded).
+        always_links: the same in both modes (S follows R: square filters).
+        derived: request fields computed from it (left out when asking which values exist).
+        recorded_label: its label in recorded mode, when the links change what it means.
+        parts: for a compound control, the state keys its value joins with " ".
+    """
 
     name: str
     label: str
@@ -106,23 +117,43 @@ FOLLOWERS = ("K", "W")
 
 
 def label(v) -> str:
-    """A control value as text: (1, 1) -> "1", None -> "unlimited"."""
+    """A control value as text: (1, 1) -> "1", None -> "unlimited".
+
+    Args:
+        v: the value.
+
+    Returns:
+        The text.
+    """
     if isinstance(v, (tuple, list)):
         return str(v[0]) if len(set(v)) == 1 else ",".join(map(str, v))
     return "unlimited" if v is None else str(v)
 
 
 class Controls:
-    """The state of one panel: its configuration, the values on screen (`state`), the controls
-    shown (`shown`) and those fixed by a recording (`fixed`). Recorded mode (``recording`` given):
-    only recorded requests are offered."""
+    """The state of one panel: its configuration, the values on screen, the controls shown and fixed.
+
+    ``state`` holds the values on screen, ``shown`` the controls shown and ``fixed`` those a
+    recording fixes (one recorded value).
+
+    Args:
+        cfg: the panel's configuration.
+        live: measure live; False offers only recorded requests.
+        recording: the recording that answers in recorded mode.
+    """
 
     def __init__(self, cfg: PanelConfig, live: bool, recording: Optional[Recording]):
         self.state: dict = {}
         self.use(cfg, live, recording)
 
     def use(self, cfg: PanelConfig, live: bool, recording: Optional[Recording]) -> None:
-        """Show ``cfg`` (keeping the values on screen that it has), live or from ``recording``."""
+        """Show a configuration, keeping the values on screen that it has.
+
+        Args:
+            cfg: the panel's configuration.
+            live: measure live.
+            recording: the recording that answers in recorded mode.
+        """
         self.cfg, self.live, self.recording = cfg, live, recording
         self.state = {**cfg.base, **self.state}
         shown = [c for c in cfg.controls if live or c not in FOLLOWERS]
@@ -143,8 +174,15 @@ class Controls:
 
     # ---- values ---------------------------------------------------------------------------------
     def options(self, name: str) -> list:
-        """The values control ``name`` offers now: live, its free choices; recorded, exactly the
-        values recorded for the request on screen with that control changed."""
+        """The values a control offers now.
+
+        Args:
+            name: the control.
+
+        Returns:
+            Live, its free choices; recorded, exactly the values recorded for the request on screen with
+            that control changed.
+        """
         c = CONTROLS[name]
         if self.live:
             return list(self.live_options(name))
@@ -158,7 +196,15 @@ class Controls:
         return self.cfg.live_options.get(name, CONTROLS[name].live_options)
 
     def candidates(self, name: str, where: dict) -> list:
-        """Distinct recorded values of a control among the recorded requests matching ``where``."""
+        """Distinct recorded values of a control among the recorded requests matching ``where``.
+
+        Args:
+            name: the control.
+            where: dotted request field -> value.
+
+        Returns:
+            The values, in the control's live order.
+        """
         c, cfg = CONTROLS[name], self.cfg
         if c.parts:
             keys = [cfg.field(p) for p in c.parts]
@@ -179,13 +225,30 @@ class Controls:
         return sorted(out, key=lambda v: (order.index(v) if v in order else len(order), out.index(v)))
 
     def value(self, name: str, state: Optional[dict] = None):
-        """A control's value in ``state`` (default: on screen; compound controls join their parts)."""
+        """A control's value in a state; a compound control joins its parts.
+
+        Args:
+            name: the control.
+            state: default the values on screen.
+
+        Returns:
+            The value.
+        """
         state = self.state if state is None else state
         c = CONTROLS[name]
         return " ".join(str(state[p]) for p in c.parts) if c.parts else state[name]
 
     def moved(self, state: dict, name: str, value) -> dict:
-        """``state`` with control ``name`` moved to ``value`` (and what moves with it)."""
+        """A state with one control moved, and what moves with it.
+
+        Args:
+            state: the state.
+            name: the control.
+            value: its new value.
+
+        Returns:
+            A new state dict.
+        """
         c = CONTROLS[name]
         s = dict(state)
         if c.parts:
@@ -222,9 +285,14 @@ class Controls:
         return req is not None and request_key(req) in self.recorded_keys
 
     def neighbours(self) -> List[dict]:
-        """Live: the states one control move away from the one on screen, most likely first
-        (every other option of a choice control; the nearest `LADDERS` values below and above an
-        int control's value), at most `MAX_PREFETCH`."""
+        """Live: the states one control move away from the one on screen, most likely first.
+
+        These are every other option of a choice control, and the nearest `LADDERS` values below and
+        above an int control's value.
+
+        Returns:
+            At most `MAX_PREFETCH` states.
+        """
         out = []
         for name in PREFETCH_ORDER:
             if name not in self.shown:
@@ -242,8 +310,14 @@ class Controls:
         return out[:MAX_PREFETCH]
 
     def check_names(self, names) -> None:
-        """`InvalidSpec` for a name that is not a control on screen, saying why (recorded mode:
-        it moves with another control, is part of a compound one, or has one recorded value)."""
+        """Raise `InvalidSpec` for a name that is not a control on screen, saying why.
+
+        In recorded mode a control may move with another control, be part of a compound one, or have one
+        recorded value.
+
+        Args:
+            names: control names.
+        """
         for name in names:
             if name in self.shown:
                 continue

@@ -15,8 +15,13 @@ def short_gpu(name) -> str:
 
 
 class GPUPicker:
-    """``can_measure``: this machine can measure live; ``name``: the shipped recording picked
-    (None: this GPU live, or recorded mode's default recording for the experiment)."""
+    """Which GPU answers a panel: this GPU live, or a shipped recording.
+
+    Args:
+        can_measure: whether this machine can measure live.
+        gpu: a shipped recording's name (``name``); None for this GPU live, or recorded mode's
+            default recording for the experiment. `InvalidSpec` names the recordings.
+    """
 
     def __init__(self, can_measure: bool, gpu: Optional[str] = None):
         self.can_measure = can_measure
@@ -30,8 +35,15 @@ class GPUPicker:
         return self.can_measure and self.name is None
 
     def options(self, experiment: str) -> List[Tuple[str, str]]:
-        """(label, value) for the dropdown: live, "this GPU" first (value ""); then every shipped
-        recording that has ``experiment``, the default one first."""
+        """The dropdown's (label, value) pairs.
+
+        Args:
+            experiment: the panel's experiment.
+
+        Returns:
+            Live, "this GPU" first (value ""); then every shipped recording that has ``experiment``, the
+            default one first.
+        """
         from ... import env
 
         opts = []
@@ -57,8 +69,16 @@ class GPUPicker:
         return recordings.named(self.name) if self.name else recordings.for_experiment(experiment)
 
     def pick(self, experiment: str, recording: Optional[str]) -> bool:
-        """Answer ``experiment`` from a shipped recording's name (e.g. ``"h200"``), or None for this
-        GPU live (recorded mode: the default recording). True when that changed the answer."""
+        """Answer an experiment from a shipped recording, or from this GPU live.
+
+        Args:
+            experiment: the panel's experiment.
+            recording: a shipped recording's name (e.g. ``"h200"``); None for this GPU live (recorded
+                mode: the default recording).
+
+        Returns:
+            True when that changed the answer; `InvalidSpec` for a recording without ``experiment``.
+        """
         picked = recordings.named(recording) if recording else None
         name = picked.name if picked else None
         if picked is not None and experiment not in (picked.metadata.get("experiments") or {}):

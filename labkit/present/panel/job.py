@@ -19,7 +19,13 @@ from ...signals.progress import announcing, listening
 
 
 class MeasurementJob:
-    """``draw_partial(make_frame)``: draw a table so far; ``say(kind, html)``: the status line."""
+    """One panel's measurements: in the caller's thread, or in a background thread a newer request stops.
+
+    Args:
+        name: the panel's name, for its thread.
+        draw_partial: ``draw_partial(make_frame)`` draws a table so far.
+        say: ``say(kind, html)`` sets the status line ("ok", "running" or "error").
+    """
 
     #: live: seconds between two partial draws of a chart that fills in (the last part always draws) ...
     PARTIAL_EVERY_S = 0.25
@@ -52,6 +58,7 @@ class MeasurementJob:
             return self.generation
 
     def current(self, generation: int) -> bool:
+        """Whether ``generation`` is the newest request's."""
         return generation == self.generation
 
     def start(self, work: Callable[[int], None]) -> None:
@@ -126,6 +133,7 @@ class MeasurementJob:
         self._shown.set()
 
     def elapsed_ms(self) -> float:
+        """Milliseconds since the request being answered started."""
         return (time.perf_counter() - self.t0) * 1000
 
     def painted(self) -> None:

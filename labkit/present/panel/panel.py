@@ -25,11 +25,21 @@ from .job import MeasurementJob
 from .view import FIG_WIDTH, PanelView
 
 
-def live_note(df, started: float, ahead: bool = False) -> str:
-    """Where a live result came from, for the status line: read from this GPU's recording on
-    disk (measured at a given time, by an earlier session, another notebook or the background
-    worker), measured ahead of this change in this session, or measured by this change (and
-    saved); ``started``: when the change began (Unix seconds)."""
+def live_note(df, started: float, *, ahead: bool = False) -> str:
+    """Where a live result came from, for the status line.
+
+    It was read from this GPU's recording on disk (measured at a given time, by an earlier session,
+    another notebook or the background worker), measured ahead of this change in this session, or
+    measured by this change (and saved).
+
+    Args:
+        df: the result, with its provenance in ``attrs``.
+        started: when the change began, in Unix seconds.
+        ahead: it was measured ahead by the background worker.
+
+    Returns:
+        The note, as HTML.
+    """
     a = df.attrs
     saved = " and saved in this GPU's recording" if a.get("saved_in") else ""
     try:
@@ -41,8 +51,8 @@ def live_note(df, started: float, ahead: bool = False) -> str:
     if a.get("loaded_from_disk"):
         if a.get("from_shared"):
             return (
-                f"measured at {stamp} on a GPU of this machine's identity (model, driver, cuDNN), read from the "
-                "class's shared recording (<i>measure again</i> to measure it on yours)"
+                f"measured at {stamp} on a GPU of this machine's identity (model, driver, cuDNN), "
+                "read from the class's shared recording (<i>measure again</i> to measure it on yours)"
             )
         return f"measured on this GPU at {stamp}, read from its recording (<i>measure again</i> to redo it)"
     if ahead or (when is not None and when.timestamp() < started - 1):
@@ -52,7 +62,14 @@ def live_note(df, started: float, ahead: bool = False) -> str:
 
 
 def measured_already(controls: Controls) -> bool:
-    """Live: the request on screen is in this session's results or this GPU's recording."""
+    """Live: whether the request on screen is in this session's results or this GPU's recording.
+
+    Args:
+        controls: the panel's state.
+
+    Returns:
+        True when it needs no measurement.
+    """
     kwargs = controls.kwargs(controls.state)
     try:
         return kwargs is not None and lessons.is_cached(controls.cfg.experiment, **kwargs)
@@ -61,8 +78,15 @@ def measured_already(controls: Controls) -> bool:
 
 
 def prefetch_neighbours(controls: Controls) -> int:
-    """Queue the requests one control move away for the background worker (`labkit.session.prefetch`);
-    how many were queued (0 when that failed: prefetching is an optimisation, never a draw's failure)."""
+    """Queue the requests one control move away for the background worker (`labkit.session.prefetch`).
+
+    Args:
+        controls: the panel's state.
+
+    Returns:
+        How many were queued; 0 when that failed (prefetching is an optimisation, never a draw's
+        failure).
+    """
     try:
         kwargs = [
             kw for kw in map(controls.kwargs, controls.neighbours()) if kw is not None
@@ -73,7 +97,13 @@ def prefetch_neighbours(controls: Controls) -> int:
 
 
 def draw_partial(view: PanelView, controls: Controls, make_frame) -> None:
-    """Draw a live measurement's table so far (``make_frame()``), marked partial."""
+    """Draw a live measurement's table so far, marked partial.
+
+    Args:
+        view: the panel's view.
+        controls: the panel's state.
+        make_frame: returns the table so far.
+    """
     df = make_frame()
     df.attrs.update(experiments.provenance(live=True))
     df.attrs.update(
@@ -83,8 +113,14 @@ def draw_partial(view: PanelView, controls: Controls, make_frame) -> None:
 
 
 def placeholder(cfg: PanelConfig):
-    """A figure for when even a panel's first request failed: the base's chart if it can be had,
-    else empty traces of the right count."""
+    """A figure for when even a panel's first request failed.
+
+    Args:
+        cfg: the panel's configuration.
+
+    Returns:
+        The base's chart if it can be had, else empty traces of the right count.
+    """
     import plotly.graph_objects as go
 
     try:
@@ -95,16 +131,30 @@ def placeholder(cfg: PanelConfig):
 
 
 def settled(panel: "Panel") -> "Panel":
-    """``panel``, once the measurement it runs in the background (a first request handed back at
-    its first paint, or a click) has drawn its whole answer (`MeasurementJob.wait`)."""
+    """A panel, once the measurement it runs in the background has drawn its whole answer.
+
+    That is a first request handed back at its first paint, or a click (`MeasurementJob.wait`).
+
+    Args:
+        panel: the panel.
+
+    Returns:
+        ``panel``.
+    """
     panel.job.wait()
     return panel
 
 
 def first_request(panel: "Panel") -> None:
-    """A panel's first answer. Live, a request that must be measured runs as a click does (in
-    the background) and the panel is handed back once its first part is drawn, so the cell shows
-    it while the rest fills in (``panel.wait()`` for the whole answer); else answered here."""
+    """A panel's first answer.
+
+    Live, a request that must be measured runs as a click does (in the background) and the panel is
+    handed back once its first part is drawn, so the cell shows it while the rest fills in
+    (``panel.wait()`` for the whole answer); else it is answered here.
+
+    Args:
+        panel: the panel.
+    """
     if panel.background and not measured_already(panel.controls_state):
         panel.job.start(lambda gen: panel.refresh(_generation=gen))
         panel.job.wait_shown()
@@ -113,15 +163,23 @@ def first_request(panel: "Panel") -> None:
 
 
 class Panel:
-    """Controls + one FigureWidget for one experiment's `PanelConfig`.
+    """Controls and one FigureWidget for one experiment's `PanelConfig`.
 
-    ``panel.set(name=value, ...)`` changes controls as a user would and returns when the figure
-    is updated; ``panel.fig`` is the FigureWidget, ``panel.df`` the DataFrame on screen (None
-    when the request failed), ``panel.error`` the message shown then, ``panel.options(name)`` the
-    values a control offers. Display the panel as the last expression of a cell. Live, a first
-    request that must be measured fills in after the panel is shown (``panel.wait()`` blocks until
-    it is whole). Its parts:
-    ``panel.controls_state``, ``panel.view``, ``panel.job``, ``panel.gpu``."""
+    ``panel.set(name=value, ...)`` changes controls as a user would and returns when the figure is
+    updated; ``panel.fig`` is the FigureWidget, ``panel.df`` the DataFrame on screen (None when the
+    request failed), ``panel.error`` the message shown then, ``panel.options(name)`` the values a
+    control offers. Display the panel as the last expression of a cell. Live, a first request that
+    must be measured fills in after the panel is shown (``panel.wait()`` blocks until it is whole).
+    Its parts: ``panel.controls_state``, ``panel.view``, ``panel.job``, ``panel.gpu``.
+
+    Args:
+        cfg: the experiment's panel configuration.
+        live: measure live; default the mode labkit runs in.
+        csv_name: the file "save CSV" writes; default the configuration's.
+        fig_width: the figure's width, in pixels.
+        gpu: a shipped recording's name to answer from (`GPUPicker`).
+        **initial: control name -> its first value.
+    """
 
     def __init__(
         self,
@@ -151,13 +209,13 @@ class Panel:
         self.view = PanelView(
             self.live,
             csv_name or cfg.csv_name or f"results_{cfg.experiment}.csv",
-            fig_width,
-            self.gpu.options(cfg.experiment),
-            self.gpu.value(cfg.experiment),
-            self._on_control,
-            self._on_button,
-            self.pick_gpu,
-            (*cfg.controls, *(cfg.recorded_controls or ())),
+            fig_width=fig_width,
+            gpu_options=self.gpu.options(cfg.experiment),
+            gpu_value=self.gpu.value(cfg.experiment),
+            on_control=self._on_control,
+            on_button=self._on_button,
+            on_gpu=self.pick_gpu,
+            controls=(*cfg.controls, *(cfg.recorded_controls or ())),
         )
         self.job = MeasurementJob(
             cfg.experiment,
@@ -218,11 +276,22 @@ class Panel:
         return self.controls_state.neighbours()
 
     def results(self):
-        """The DataFrame on screen with its provenance columns (`PanelView.results`; waits while it is measured)."""
+        """The DataFrame on screen with its provenance columns (waits while it is measured).
+
+        Returns:
+            The table, provenance columns in front (`PanelView.results`); None if there is none.
+        """
         return settled(self).view.results()
 
     def to_csv(self, path=None):
-        """Write the numbers on screen and their provenance as CSV (waits while they are measured); returns the path."""
+        """Write the numbers on screen and their provenance as CSV (waits while they are measured).
+
+        Args:
+            path: the file to write; None for the panel's ``csv_name`` in the current folder.
+
+        Returns:
+            The path written.
+        """
         return settled(self).view.to_csv(path)
 
     def wait(self, timeout: Optional[float] = None) -> bool:
@@ -329,7 +398,7 @@ class Panel:
                 raise Superseded()
             self.view.show(self.cfg.experiment, df)
             self.job.painted()
-            how = f"{live_note(df, started, ahead)} · shown" if self.live else "looked up"
+            how = f"{live_note(df, started, ahead=ahead)} · shown" if self.live else "looked up"
             text = f"{plots.provenance_subtitle(df)} · {how} in {self.job.elapsed_ms():.0f} ms"
             self.prefetching = prefetch_neighbours(self.controls_state) if self.live else 0
             if self.prefetching:
@@ -350,7 +419,8 @@ class Panel:
         return self.view.box._repr_mimebundle_(**kwargs)
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.cfg.experiment} {'live' if self.live else 'recorded'} {self.state}>"
+        mode = "live" if self.live else "recorded"
+        return f"<{type(self).__name__} {self.cfg.experiment} {mode} {self.state}>"
 
 
 def _spelled(name: str, value):

@@ -37,9 +37,17 @@ COLUMN_PX = 190
 
 
 def fit(labels) -> dict:
-    """The room a dropdown needs for its longest option (about 8 px a character at the widgets'
-    13 px font), as layout properties: one that does not fit a grid column spans two, so
-    "resnet50_fp16_nhwc" is not cut to "resnet50_fp1"."""
+    """The room a dropdown needs for its longest option, as layout properties.
+
+    An option takes about 8 px a character at the widgets' 13 px font. A dropdown that does not fit a
+    grid column spans two, so "resnet50_fp16_nhwc" is not cut to "resnet50_fp1".
+
+    Args:
+        labels: the options' texts.
+
+    Returns:
+        ``grid_column`` and ``min_width`` (None for a dropdown that fits one column).
+    """
     need = DESCRIPTION_PX + SELECT_CHROME_PX + 8 * max((len(t) for t in labels), default=0)
     wide = need > COLUMN_PX
     return {"grid_column": "span 2" if wide else None, "min_width": f"{need}px" if wide else None}
@@ -59,17 +67,30 @@ class Message(str):
 
 
 def status_html(kind: str, text: str) -> str:
-    """The status line: ``kind`` "ok", "running" or "error"; ``text`` is HTML."""
+    """The status line.
+
+    Args:
+        kind: "ok", "running" or "error".
+        text: the message, as HTML.
+
+    Returns:
+        The line, as HTML.
+    """
     color = {"ok": "#3c4043", "running": "#1a73e8", "error": "#b00020"}[kind]
     icon = {"ok": "&#10003;", "running": "&#8987;", "error": "&#9888;"}[kind]
     return f"<span style='font-size:12px;color:{color}'>{icon} {text}</span>"
 
 
 def update_in_place(fig, new) -> None:
-    """Copy ``new``'s traces and layout into the FigureWidget ``fig`` inside one batch_update.
+    """Copy a figure's traces and layout into a FigureWidget, inside one batch_update.
 
-    Same number and types of traces (the builders guarantee it): each trace is updated in place.
-    Otherwise (a different chart) the traces are replaced, still in the same widget."""
+    With the same number and types of traces (the builders guarantee it) each trace is updated in
+    place; otherwise (a different chart) the traces are replaced, still in the same widget.
+
+    Args:
+        fig: the FigureWidget on screen.
+        new: the new ``go.Figure``.
+    """
     same = len(fig.data) == len(new.data) and all(a.type == b.type for a, b in zip(fig.data, new.data))
     layout = new.layout.to_plotly_json()
     layout.pop("template", None)
@@ -91,14 +112,22 @@ def update_in_place(fig, new) -> None:
 
 
 def figure_widget(fig, width: Optional[int]):
-    """``fig`` as a FigureWidget ``width`` pixels wide (`labkit.draw.figure_widget.new_figure_widget`:
-    plotly's front end comes to the page once per kernel).
+    """A figure as a FigureWidget, whose front end comes to the page once per kernel.
 
     ``fig`` was validated as it was built, so the widget is made from a copy of its properties
-    without validating them a second time (14 -> 3.4 ms for the network report's chart on a 2-core
-    CPU machine), then validates again, so every later update (`update_in_place`) is checked and
-    sent to the page as before (tests/test_panel_parts.py: the same widget state, chart by chart,
-    update by update). ``_data``, ``_layout`` and ``_validate`` are plotly's own (plotly 6 and 7)."""
+    without validating them a second time (3.4 ms for the network report's chart on a 2-core CPU
+    machine, 14 ms validated). It then validates again, so every later update (`update_in_place`) is
+    checked and sent to the page as plotly's own widget is (tests/test_panel_parts.py: the same
+    widget state, chart by chart, update by update). ``_data``, ``_layout`` and ``_validate`` are
+    plotly's own (plotly 6 and 7).
+
+    Args:
+        fig: a ``go.Figure``.
+        width: the widget's width in pixels; None leaves it.
+
+    Returns:
+        The widget (`labkit.draw.figure_widget.new_figure_widget`).
+    """
     # the validated properties as they are (``to_dict`` would turn numpy arrays into base64 specs)
     w = validating(
         new_figure_widget(copy.deepcopy(dict(data=fig._data, layout=fig._layout)), _validate=False)
@@ -116,17 +145,18 @@ def header_html(controls: Controls) -> str:
     if controls.live:
         e = env.environment()
         note = (
-            f"<b>Live</b> on {html.escape(str(e.gpu_name))} (cuDNN {e.cudnn_backend}): every change measures now; "
-            "building a cuDNN graph can take 0.5-10 s, the status line says when it runs."
+            f"<b>Live</b> on {html.escape(str(e.gpu_name))} (cuDNN {e.cudnn_backend}): "
+            "every change measures now; building a cuDNN graph can take 0.5-10 s, "
+            "the status line says when it runs."
         )
     else:
         prov = controls.recording.provenance(cfg.experiment)
         fixed = ", ".join(f"{CONTROLS[k].label.split(' (')[0]}={label(v)}" for k, v in controls.fixed.items())
         note = (
-            f"<b>Recorded</b> on {html.escape(str(prov['gpu']))} with cuDNN {prov['cudnn_backend']} on "
-            f"{prov['date']}. The controls offer only recorded values, <b>one factor at a time</b> around the "
-            f"base ({html.escape(cfg.base_text)}); a greyed control has one recorded value from here: "
-            "<i>reset to base</i> to move another."
+            f"<b>Recorded</b> on {html.escape(str(prov['gpu']))} with cuDNN {prov['cudnn_backend']} "
+            f"on {prov['date']}. The controls offer only recorded values, <b>one factor at a time</b> "
+            f"around the base ({html.escape(cfg.base_text)}); "
+            "a greyed control has one recorded value from here: <i>reset to base</i> to move another."
             + (f" Fixed in this recording: {html.escape(fixed)}." if fixed else "")
         )
     return (
@@ -183,14 +213,29 @@ class ControlLook:
 
 
 class PanelView:
-    """The widgets of one panel. ``on_control(name, value)``, ``on_button(name)`` ("reset",
-    "rerun") and ``on_gpu(value)`` are called when the learner moves something (never while the
-    view itself syncs the widgets to the state)."""
+    """The widgets of one panel.
+
+    The callbacks are called when the learner moves something, never while the view itself syncs
+    the widgets to the state.
+
+    Args:
+        live: the panel measures live.
+        csv_name: the file "save CSV" writes.
+        fig_width: the figure's width, in pixels; None leaves plotly's.
+        gpu_options: the GPU dropdown's (label, value) pairs (`GPUPicker.options`).
+        gpu_value: its value.
+        on_control: ``on_control(name, value)``.
+        on_button: ``on_button(name)``, for "reset" and "rerun".
+        on_gpu: ``on_gpu(value)``.
+        controls: the controls this panel can show; default every one in `CONTROLS` (a widget is
+            made for each).
+    """
 
     def __init__(
         self,
         live: bool,
         csv_name: str,
+        *,
         fig_width: Optional[int],
         gpu_options,
         gpu_value: str,
@@ -209,8 +254,8 @@ class PanelView:
         self.error: Optional[str] = None
         self.fig = None
         self.figs: Dict[str, object] = {}  # one FigureWidget per chart, made once
-        # shared style and layout objects (`ControlLook`; the text lines share theirs, and the buttons):
-        # a panel opened 31-67 comms before, 25-38 since
+        # shared style and layout objects (`ControlLook`, the text lines', the buttons'): each is a comm
+        # of its own, and sharing them keeps a panel at 25-38 comms (31-67 with one per widget)
         self.look = ControlLook()
         text_style, text_layout, button_style = HTMLStyle(), W.Layout(), ButtonStyle()
         auto = W.Layout(width="auto")
@@ -265,6 +310,7 @@ class PanelView:
 
     # ---- controls -------------------------------------------------------------------------------
     def make_widget(self, c: ControlDef) -> W.Widget:
+        """The widget of one control, wired to ``on_control``."""
         w = self.look.make(c, self.live)
         w.observe(
             lambda change, name=c.name: self.syncing or self.on_control(name, change["new"]), names="value"
@@ -361,14 +407,17 @@ class PanelView:
             children.append(fig)
         self.box.children = tuple(children)
 
-    def fail(self, experiment: str, exc: Exception, placeholder: Callable, unexpected: bool = False) -> None:
+    def fail(
+        self, experiment: str, exc: Exception, placeholder: Callable, *, unexpected: bool = False
+    ) -> None:
         """No table for this request: say why, under the chart and on it."""
         self.df = None
         kind = type(exc).__name__
         if isinstance(exc, RecordedDataError) and exc.nearest:
             # for the learner: what was asked and what exists, not the recording's file path
             near = "; ".join(
-                f"{str(k).split('.')[-1]} = {', '.join(label(x) for x in v) if isinstance(v, (list, tuple)) else label(v)}"
+                f"{str(k).split('.')[-1]} = "
+                + (", ".join(label(x) for x in v) if isinstance(v, (list, tuple)) else label(v))
                 for k, v in exc.nearest.items()
             )
             text = f"{kind}: {exc.message}; nearest recorded values: {near}"
@@ -415,6 +464,7 @@ class PanelView:
         return p
 
     def save_clicked(self) -> None:
+        """Write the CSV (`to_csv`) and say where, or why it could not be written, on the status line."""
         try:
             p = self.to_csv()
             self.say("ok", f"wrote {html.escape(str(p.resolve()))} ({len(self.df)} rows)")
