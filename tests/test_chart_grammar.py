@@ -51,11 +51,6 @@ KNOWN: set = {
     ("kernels", "legend entry 'zeroing (memset)' has nothing drawn"),
     ("race_timeline", "legend entry 'allocate / free (host)' has nothing drawn"),
     ("race_timeline", "legend entry 'memsets' has nothing drawn"),
-    ("strategies", "axis type changes"),
-    ("strategies", "bar trace 'GPU wall time (kernels + idle)'"),
-    ("strategies", "bar trace 'host median'"),
-    ("strategies", "bar trace 'host p95'"),
-    ("strategies", "bar trace 'inside the strategy (get/put)'"),
     ("sweep", "axis type changes"),
 }
 

@@ -23,13 +23,14 @@ class Request:
 
 
 def full_key(req: Request) -> tuple:
-    """Everything a workspace depends on: every spec field (dtype, layout, direction incl.), epilogue, plan."""
+    """Everything a workspace depends on: every spec field (dtype, layout and direction
+    included), the epilogue and the plan."""
     return (req.spec.key, req.epilogue, req.plan_index, req.plan_name)
 
 
 def dims_only_key(req: Request) -> tuple:
-    """The well-known sketch's key: shapes and conv params only. dtype, layout, direction and plan
-    are missing, so two convolutions that need different workspaces share one buffer."""
+    """The well-known sketch's key: shapes and conv params only. dtype, layout, direction and
+    plan are missing, so two convolutions that need different workspaces share one buffer."""
     s = req.spec
     return (s.N, s.C, s.H, s.W, s.K, s.R, s.S, s.stride, s.padding, s.dilation, s.groups)
 
