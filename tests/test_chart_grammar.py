@@ -51,7 +51,6 @@ KNOWN: set = {
     ("kernels", "legend entry 'zeroing (memset)' has nothing drawn"),
     ("race_timeline", "legend entry 'allocate / free (host)' has nothing drawn"),
     ("race_timeline", "legend entry 'memsets' has nothing drawn"),
-    ("sweep", "axis type changes"),
 }
 
 

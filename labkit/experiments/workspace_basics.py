@@ -19,7 +19,6 @@ from ..draw.plots import (
     fmt_us,
     grid,
     log_axis,
-    log_if_wide,
     new_figure,
     not_ok_note,
     num,
@@ -327,8 +326,11 @@ SWEEP_GRID = grid(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, row_
 
 
 def sweep_chart(df) -> go.Figure:
-    """GPU time and workspace of the heuristic plan as one dimension varies.
-    Traces: 0 GPU time (us), 1 workspace (MiB)."""
+    """GPU time and workspace of the heuristic plan as one dimension varies, every point labelled.
+
+    One scale whatever the field: the swept values are categories (evenly spaced, as the recorded
+    values double or step), GPU time is on a log axis, workspace on a linear one from zero ("0 B"
+    labelled). Traces: 0 GPU time (us), 1 workspace (in the unit `size_unit` picks)."""
     field = str(df["field"].iloc[0]) if len(df) else ""
     ok = ok_rows(df)
     fig = new_figure(**SWEEP_GRID)
@@ -336,47 +338,51 @@ def sweep_chart(df) -> go.Figure:
         [str(p), num(t)]
         for p, t in zip(ok.get("plan_name", [""] * len(ok)), ok.get("tflops", [None] * len(ok)))
     ]
+    label = dict(
+        mode="lines+markers+text", textposition="top center", textfont=dict(size=10), cliponaxis=False
+    )
+    times = [num(v) for v in ok["gpu_us"]]
     fig.add_trace(
         go.Scatter(
             x=list(ok["value"]),
-            y=[num(v) for v in ok["gpu_us"]],
-            mode="lines+markers",
+            y=times,
             name="GPU time",
             line=dict(color=COLORS["primary"]),
+            text=[fmt_us(v) for v in times],
             customdata=custom,
-            hovertemplate=f"{field}=%{{x}}: %{{y:.1f}} us, %{{customdata[1]:.0f}} TFLOP/s<br>plan %{{customdata[0]}}<extra></extra>",
+            hovertemplate=f"{field}=%{{x}}: %{{y:.1f}} us, %{{customdata[1]:.0f}} TFLOP/s<br>plan %{{customdata[0]}}"
+            "<extra></extra>",
+            **label,
         ),
         row=1,
         col=1,
     )
-    div, unit = size_unit(ok["workspace_bytes"])
+    div, unit = _size_unit(ok["workspace_bytes"])
+    sizes = [num(v) / div if num(v) is not None else None for v in ok["workspace_bytes"]]
     fig.add_trace(
         go.Scatter(
             x=list(ok["value"]),
-            y=[num(v) / div if num(v) is not None else None for v in ok["workspace_bytes"]],
-            mode="lines+markers",
+            y=sizes,
             name="workspace",
             line=dict(color=COLORS["secondary"]),
             text=[fmt_bytes(v) for v in ok["workspace_bytes"]],
             hovertemplate=f"{field}=%{{x}}: workspace %{{text}}<extra></extra>",
+            **label,
         ),
         row=2,
         col=1,
     )
-    xtype = "linear" if field == "R=S" else "log"
-    fig.update_xaxes(type=xtype, tickvals=list(ok["value"]), row=1, col=1)
-    fig.update_xaxes(
-        type=xtype, tickvals=list(ok["value"]), title_text=SWEEP_AXIS.get(field, field), row=2, col=1
-    )
-    ytype = log_if_wide(ok["gpu_us"])
+    fig.update_xaxes(type="category", row=1, col=1)
+    fig.update_xaxes(type="category", title_text=SWEEP_AXIS.get(field, field), row=2, col=1)
+    fig.update_yaxes(title_text="GPU time (us)", row=1, col=1, **_log_with_room(times))
+    top = max([v for v in sizes if v is not None] + [0.0])
     fig.update_yaxes(
-        title_text="GPU time (us)",
-        type=ytype,
-        row=1,
+        title_text=f"workspace ({unit})",
+        type="linear",
+        range=[-0.08 * (top or 1), 1.3 * (top or 1)],
+        row=2,
         col=1,
-        **(log_axis(ok["gpu_us"]) if ytype == "log" else {}),
     )
-    fig.update_yaxes(title_text=f"workspace ({unit})", rangemode="tozero", row=2, col=1)
     spec = request_spec(df)
     detail = (
         f"around {spec.dtype} {spec.layout} {spec.direction} {shape_label(spec)}; heuristic plan at each point"
@@ -389,9 +395,28 @@ def sweep_chart(df) -> go.Figure:
         f"Sweep of {field}: GPU time and workspace",
         detail,
         note=not_ok_note(df, ("field", "value")),
-        height=520,
+        height=560,
         legend_rows=0,
     )
+
+
+def _size_unit(values_bytes) -> tuple:
+    """(divisor, unit) so that the largest of ``values_bytes`` reads well: B, KiB, MiB or GiB."""
+    div, unit = size_unit(values_bytes)
+    top = max([num(v) or 0.0 for v in values_bytes] + [0.0])
+    return (float(2**30), "GiB") if top >= 2**30 else (div, unit)
+
+
+def _log_with_room(values) -> dict:
+    """A log axis over ``values`` (`log_axis` ticks) with room above the highest point for its label."""
+    import math
+
+    v = [x for x in values if x is not None and x > 0]
+    if not v:
+        return dict(type="log")
+    axis = log_axis(v)
+    lo, hi = axis.get("range", [math.log10(min(v)) - 0.1, math.log10(max(v))])
+    return dict(axis, type="log", range=[lo, hi + max(0.25, 0.12 * (hi - lo))])
 
 
 # ---- summaries --------------------------------------------------------------------------------
@@ -465,17 +490,44 @@ def workspace_sizes_summary(df) -> Text:
 
 
 def sweep_summary(df) -> Text:
+    """What the sweep on screen shows: time and FLOPs from end to end, and where the heuristic's
+    plan changes the workspace it asks for (each such switch named, with both sizes)."""
     ok = ok_rows(df)
     f = str(df["field"].iloc[0])
     first, last = ok.iloc[0], ok.iloc[-1]
-    ws_max = ok.loc[ok["workspace_bytes"].idxmax()]
-    return Text(
-        f"From {f}={first.value} to {f}={last.value} the GPU time goes from {fmt_us(first.gpu_us)} to "
-        f"{fmt_us(last.gpu_us)} ({last.gpu_us / first.gpu_us:.0f}x) and the FLOPs {last.flops / first.flops:.0f}x; "
-        f"throughput goes from {first.tflops:.0f} to {last.tflops:.0f} TFLOP/s. The largest workspace, "
-        f"{fmt_bytes(ws_max.workspace_bytes)}, is at {f}={ws_max.value} ({ws_max.plan_name}); the heuristic changes "
-        f"plan {ok['plan_name'].nunique() - 1} time(s) along the way."
+    text = (
+        f"From {f}={first.value} to {f}={last.value} ({where(df)}) the GPU time goes from "
+        f"{fmt_us(first.gpu_us)} to {fmt_us(last.gpu_us)} ({last.gpu_us / first.gpu_us:.0f}x) for "
+        f"{last.flops / first.flops:.0f}x the FLOPs; throughput goes from {first.tflops:.0f} to "
+        f"{last.tflops:.0f} TFLOP/s."
     )
+    ws = [int(v) for v in ok["workspace_bytes"]]
+    if not any(ws):
+        return Text(
+            text + f" No point asks for any workspace: the heuristic's plans here need 0 B all along {f}."
+        )
+    switches = [
+        f"at {f}={b.value} it switches to plan {b.plan_name}, which asks for {fmt_bytes(b.workspace_bytes)} "
+        f"(the plan before asked for {fmt_bytes(a.workspace_bytes)})"
+        for (_, a), (_, b) in zip(ok.iloc[:-1].iterrows(), ok.iloc[1:].iterrows())
+        if a.plan_name != b.plan_name and int(a.workspace_bytes) != int(b.workspace_bytes)
+    ]
+    big = ok.loc[ok["workspace_bytes"].idxmax()]
+    same = ok[ok["plan_name"] == big.plan_name]
+    grows = len(same) > 1 and same["workspace_bytes"].nunique() > 1
+    text += (
+        " Where the heuristic switches plans, the workspace jumps: "
+        + "; ".join(switches[:3])
+        + (f"; and {len(switches) - 3} more switch(es)" if len(switches) > 3 else "")
+        + "."
+        + (
+            f" Within plan {big.plan_name} it grows with the tensors, from "
+            f"{fmt_bytes(same['workspace_bytes'].min())} to {fmt_bytes(big.workspace_bytes)} at {f}={big.value}."
+            if grows
+            else f" The largest, {fmt_bytes(big.workspace_bytes)}, is at {f}={big.value}."
+        )
+    )
+    return Text(text)
 
 
 # ---- exercise checks --------------------------------------------------------------------------------
@@ -611,6 +663,11 @@ def recorded_calls(quick: bool = False) -> list:
     return calls
 
 
+#: the sweep panel's first view: true fp32 in NCHW across channel counts, where the heuristic plan
+#: switches to one that asks for a workspace (the fp16 NHWC sweeps ask for a few hundred bytes at most)
+SWEEP_BASE = BASE.replace(dtype="fp32", layout="NCHW")
+SWEEP_FIELD = "C=K"
+
 LESSON = "01"
 #: experiment -> (chart, number of traces the chart always has, summary)
 CHARTS = {
@@ -633,10 +690,11 @@ PANELS = {
         "sweep",
         "Sweep one dimension",
         ("field", "dtype", "layout", "direction"),
-        state_of(BASE, field="N"),
+        state_of(SWEEP_BASE, field=SWEEP_FIELD),
         lambda s: dict(field=s["field"], values=SWEEP_VALUES[s["field"]], base=spec_of(s)),
         "base.",
-        base_text="swept field N, fp16 NHWC fprop " + shape_label(BASE),
+        base_text=f"swept field {SWEEP_FIELD}, {SWEEP_BASE.dtype} {SWEEP_BASE.layout} fprop "
+        + shape_label(SWEEP_BASE),
         recorded_controls=("field", "dtype_layout"),
     ),
 }
