@@ -189,12 +189,15 @@ def algorithms_chart(df) -> go.Figure:
     fig.add_trace(
         go.Bar(
             y=names,
-            x=ws,
+            x=[v if v is not None else 0 for v in ws],
             orientation="h",
             name="workspace",
             marker_color=COLORS["secondary"],
-            text=[fmt_bytes(b) if ok else "" for b, ok in zip(wsb, sized)],
-            textposition="auto",
+            text=[fmt_bytes(b) if ok else "not supported" for b, ok in zip(wsb, sized)],
+            textposition="outside",
+            constraintext="none",
+            cliponaxis=False,
+            textfont=dict(color=[COLORS["dark"] if ok else COLORS["bad"] for ok in sized]),
             hovertemplate="%{y}: %{text}<extra></extra>",
         ),
         row=1,
@@ -220,7 +223,8 @@ def algorithms_chart(df) -> go.Figure:
     )
     fig.update_yaxes(autorange="reversed", row=1, col=1)
     fig.update_xaxes(title_text="GPU time of one call, Find's timing (us)", row=1, col=1)
-    fig.update_xaxes(title_text="workspace (MiB)", row=1, col=2)
+    top = max([v for v in ws if v is not None] + [1.0])
+    fig.update_xaxes(title_text="workspace (MiB)", range=[0, 1.4 * top], row=1, col=2)
     spec = request_spec(df)
     detail = (
         (
@@ -242,60 +246,81 @@ def algorithms_chart(df) -> go.Figure:
 
 DIRECTIONS = ("fprop", "dgrad", "wgrad")
 WORKSPACE_SIZES_GRID = grid(
-    rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.03, subplot_titles=DIRECTIONS
+    rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.045, subplot_titles=DIRECTIONS
 )
 
 
 def workspace_sizes_chart(df) -> go.Figure:
-    """Workspace of the heuristic plan per dtype, layout and direction (whiskers: smallest and
-    largest among all candidate plans). Traces: 6 bars (3 directions x 2 layouts)."""
+    """Per direction, one row per dtype and layout: a bar for the workspace of the plan cuDNN's
+    heuristic picks (labelled: "0 B" is drawn, a variant that did not run says so), over a pale bar
+    for the largest any candidate plan asks. Linear axes from zero, the same for the three
+    directions. Traces: per direction (fprop, dgrad, wgrad) the largest candidate, then the
+    heuristic pick in NCHW, then in NHWC (9 in all)."""
     dtypes = list(dict.fromkeys(df["dtype"]))
+    rows = [f"{d} {lay}" for d in dtypes for lay in ("NCHW", "NHWC")]
     fig = new_figure(**WORKSPACE_SIZES_GRID)
-    for c, d in enumerate(DIRECTIONS, start=1):
-        for lay in ("NCHW", "NHWC"):
-            sub = df[(df["direction"] == d) & (df["layout"] == lay)].set_index("dtype")
-            ys, lo, hi, txt = [], [], [], []
-            for dt in dtypes:
-                r = sub.loc[dt] if dt in sub.index else None
+    top = 0.0
+    for c, direction in enumerate(DIRECTIONS, start=1):
+        sub = df[df["direction"] == direction].set_index(["dtype", "layout"])
+        picks, biggest, text = [], [], []
+        for d in dtypes:
+            for lay in ("NCHW", "NHWC"):
+                r = sub.loc[(d, lay)] if (d, lay) in sub.index else None
                 ok = r is not None and ("status" not in sub.columns or r["status"] == "ok")
                 h = num(r["heuristic_workspace_bytes"]) if ok else None
-                ys.append(h / MIB if h is not None else None)
-                lo.append((h - float(r["min_workspace_bytes"])) / MIB if h is not None else 0)
-                hi.append((float(r["max_workspace_bytes"]) - h) / MIB if h is not None else 0)
-                txt.append(fmt_bytes(h) if h is not None else "n/a")
+                m = num(r["max_workspace_bytes"]) if ok else None
+                picks.append(h / MIB if h is not None else 0.0)
+                biggest.append(m / MIB if m is not None else 0.0)
+                text.append(fmt_bytes(h) if h is not None else ("not run" if r is None else str(r["status"])))
+                top = max(top, (m or 0.0) / MIB, (h or 0.0) / MIB)
+        fig.add_trace(
+            go.Bar(
+                y=rows,
+                x=biggest,
+                orientation="h",
+                name="largest any candidate plan asks",
+                legendgroup="max",
+                showlegend=c == 1,
+                marker_color="#dadce0",
+                width=0.8,
+                customdata=[fmt_bytes(v * MIB) for v in biggest],
+                hovertemplate=f"{direction} %{{y}}: the hungriest candidate plan asks %{{customdata}}<extra></extra>",
+            ),
+            row=1,
+            col=c,
+        )
+        for lay in ("NCHW", "NHWC"):
+            mine = [r.endswith(lay) for r in rows]
             fig.add_trace(
                 go.Bar(
-                    x=dtypes,
-                    y=ys,
-                    name=lay,
+                    y=rows,
+                    x=[v if m else None for v, m in zip(picks, mine)],
+                    orientation="h",
+                    name=f"{lay}: the heuristic's pick",
                     legendgroup=lay,
                     showlegend=c == 1,
                     marker_color=LAYOUT_COLORS[lay],
-                    text=txt,
-                    textposition="none",
-                    error_y=dict(
-                        type="data",
-                        symmetric=False,
-                        array=hi,
-                        arrayminus=lo,
-                        color=COLORS["dark"],
-                        thickness=1,
-                    ),
-                    hovertemplate=f"{d} {lay} %{{x}}: heuristic plan %{{text}}<extra></extra>",
+                    width=0.45,
+                    text=[t if m else "" for t, m in zip(text, mine)],
+                    textposition="outside",
+                    constraintext="none",
+                    cliponaxis=False,
+                    textfont=dict(size=10),
+                    hovertemplate=f"{direction} %{{y}}: heuristic plan %{{text}}<extra></extra>",
                 ),
                 row=1,
                 col=c,
             )
-    fig.update_layout(barmode="group")
-    fig.update_yaxes(title_text="workspace of the heuristic plan (MiB)", row=1, col=1)
+    fig.update_layout(barmode="overlay")
+    fig.update_yaxes(autorange="reversed", row=1, col=1)
     for c in (1, 2, 3):
-        fig.update_xaxes(title_text="dtype", row=1, col=c)
+        fig.update_xaxes(title_text="workspace (MiB)", range=[0, 1.45 * (top or 1.0)], nticks=4, row=1, col=c)
     spec = request_spec(df)
-    note = "bars: the plan cuDNN's heuristic picks; whiskers: smallest to largest workspace among all candidate plans"
+    note = "bars: the plan cuDNN's heuristic picks, labelled; pale bars: the largest workspace any candidate plan asks"
     cut = int(column_sum(df, "plans_cut"))
     if cut:
         note += (
-            f" · {cut} runtime-compiled plan{'s' if cut > 1 else ''} still compiling and left out of the whiskers "
+            f" · {cut} runtime-compiled plan{'s' if cut > 1 else ''} still compiling and left out of the pale bars "
             "(measure again once compiled)"
         )
     bad = not_ok_note(df, ("dtype", "layout", "direction"))
@@ -305,7 +330,7 @@ def workspace_sizes_chart(df) -> go.Figure:
         "Workspace by dtype, layout and direction (same dims)",
         shape_label(spec),
         note=(note + (" · " + bad if bad else "")),
-        height=500,
+        height=560,
     )
 
 
@@ -672,7 +697,7 @@ LESSON = "01"
 #: experiment -> (chart, number of traces the chart always has, summary)
 CHARTS = {
     "algorithms": (algorithms_chart, 3, algorithms_summary),
-    "workspace_sizes": (workspace_sizes_chart, 6, workspace_sizes_summary),
+    "workspace_sizes": (workspace_sizes_chart, 9, workspace_sizes_summary),
     "sweep": (sweep_chart, 2, sweep_summary),
 }
 EXERCISES = (fastest_algorithm, workspace_bytes_for_plan, no_workspace_layout)
