@@ -80,6 +80,8 @@ __all__ = [
     "chart",
     "summary",
     "exercises",
+    "hands_on",
+    "hands_on_checks",
     "algorithms",
     "workspace_sizes",
     "sweep",
@@ -143,6 +145,21 @@ def summary(df):
 def exercises() -> dict:
     """Lesson number -> its exercise checks, from every topic."""
     return {topic.LESSON: topic.EXERCISES for topic in TOPICS}
+
+
+def hands_on_checks() -> tuple:
+    """The checks every topic's hands-on cells call (a topic's ``HANDS_ON_CHECKS``)."""
+    return tuple(fn for topic in TOPICS for fn in getattr(topic, "HANDS_ON_CHECKS", ()))
+
+
+def hands_on() -> dict:
+    """Hands-on cell name -> (lesson, reference solution source, what it needs), from every topic's
+    ``HANDS_ON`` (`labkit.session.handson` registers them)."""
+    return {
+        name: (topic.LESSON, source, needs)
+        for topic in TOPICS
+        for name, (source, needs) in getattr(topic, "HANDS_ON", {}).items()
+    }
 
 
 def recorded_calls(quick: bool = False) -> list:

@@ -32,8 +32,9 @@ from ..errors import InvalidSpec, LabkitError
 from ..gpu.legacy import DTYPE_PLAN
 from ..signals.progress import report
 from ..spec import DTYPES, LAYOUTS, ConvSpec
-from .checking import CheckResult, as_number, as_word, frame_for, is_close, pending, say
+from .checking import CheckResult, emit, say
 from .core import BASE, MIB, as_spec, experiment, heuristic_row, result, status_row, to_frame
+from .exercise import Exercise, equal, number, one_of
 from .panel_config import SHAPE, PanelConfig, spec_of, spec_panel, state_of
 
 #: the dtypes the classic API convolves (it has no fp8 convolution)
@@ -555,100 +556,276 @@ def sweep_summary(df) -> Text:
     return Text(text)
 
 
-# ---- exercise checks --------------------------------------------------------------------------------
+# ---- exercises -------------------------------------------------------------------------------------
 
 
-def _algo_df(df):
-    return frame_for(df, "algorithms", spec=BASE.replace(layout="NCHW"))
+def _fprop_sizes(dtype: str):
+    """layout -> the heuristic plan's workspace (bytes) of ``dtype`` fprop at the base shape."""
+    df = ok_rows(result("workspace_sizes"))
+    sub = df[(df["dtype"] == dtype) & (df["direction"] == "fprop")]
+    return sub.set_index("layout")["heuristic_workspace_bytes"]
 
 
-def _norm_algo(name: str) -> str:
-    return name.upper().replace("CUDNN_CONVOLUTION_FWD_ALGO_", "").replace(" ", "_")
-
-
-def fastest_algorithm(answer: Optional[str] = None, df=None) -> CheckResult:
-    """Lesson 01: which classic algorithm is fastest (fp16 NCHW base)?"""
-    df = _algo_df(df)
-    ok = df[df["find_status"] == "ok"]
-    if answer is None:
-        return pending(
-            "Which algorithm did cuDNN's Find rank fastest?",
-            "the shortest time bar; unsupported rows have none.",
-        )
-    a = _norm_algo(as_word(answer, "an algorithm", "GEMM"))
-    names = [_norm_algo(n) for n in df["algorithm"]]
-    if a not in names:
-        raise InvalidSpec("answer", answer, f"must be one of {', '.join(df['algorithm'])}")
-    fast = ok.loc[ok["time_us"].idxmin()]
-    if a == _norm_algo(fast["algorithm"]):
-        return say(
-            True,
-            f"{fast['algorithm']} runs in {fmt_us(fast['time_us'])} ({where(df)}), "
-            f"using {fmt_bytes(fast['query_workspace_bytes'])} of workspace.",
-        )
-    row = df[[n == a for n in names]].iloc[0]
-    if row["find_status"] != "ok":
-        return say(
-            False,
-            f"{row['algorithm']} is not supported here ({row['find_status']}); it cannot be the fastest.",
-        )
-    return say(
-        False,
-        f"{row['algorithm']} takes {fmt_us(row['time_us'])}; {int((ok['time_us'] < row['time_us']).sum())} "
-        "algorithms are faster. Look at the time column again.",
+def _less_workspace_why(truth: str) -> str:
+    sizes = _fprop_sizes("fp16")
+    other = "NCHW" if truth == "NHWC" else "NHWC"
+    return (
+        f"fp16 fprop: {truth}'s heuristic plan asks {fmt_bytes(sizes[truth])}, {other}'s "
+        f"{fmt_bytes(sizes[other])} ({where(result('workspace_sizes'))}). The fast fp16 kernels read "
+        "channels-last data, so the NCHW plan first copies its tensors into that order, in its workspace."
     )
 
 
-def workspace_bytes_for_plan(answer=None, df=None) -> CheckResult:
-    """Lesson 01: how many bytes of workspace does the fastest algorithm ask for? (within 1%)"""
-    df = _algo_df(df)
-    ok = df[df["find_status"] == "ok"]
-    fast = ok.loc[ok["time_us"].idxmin()]
-    truth = float(fast["query_workspace_bytes"])
-    if answer is None:
-        return pending(
-            "How many bytes of workspace does the fastest algorithm ask for?",
-            "the summary under the chart gives the fastest algorithm's workspace (so does hovering its "
-            "workspace bar); answer in bytes (1 MiB = 1,048,576 B).",
-        )
-    a = as_number(answer, "bytes", 1048576)
-    if is_close(a, truth, 0.01):
-        return say(
-            True,
-            f"{fast['algorithm']} asks for {truth:,.0f} B ({fmt_bytes(truth)}): "
-            "memory the caller must find for every call.",
-        )
-    if truth and is_close(a * 2**20, truth, 0.01):
-        return say(False, "that is the size in MiB; answer in bytes (1 MiB = 1,048,576 B).")
-    if truth and is_close(a * 1e6, truth, 0.01):
-        return say(False, "that looks like megabytes; answer in bytes.")
-    return say(False, f"{a:,.0f} B is {'more' if a > truth else 'less'} than the fastest algorithm asks for.")
+LESS_WORKSPACE = Exercise(
+    name="less_workspace_layout",
+    lesson="01",
+    kind="predict",
+    question=(
+        "Before the chart below: for fp16 fprop at the base shape, which layout's heuristic plan asks for "
+        "less workspace, 'NCHW' or 'NHWC'?"
+    ),
+    truth=lambda: str(_fprop_sizes("fp16").idxmin()),
+    parse=one_of(("NCHW", "NHWC"), "a layout"),
+    judge=equal,
+    why=_less_workspace_why,
+    wrong_answers=lambda truth: ["NCHW" if truth == "NHWC" else "NHWC"],
+    hints=(
+        "Tensor cores read fp16 data with the channels of a pixel side by side. Which layout stores them so?",
+        "A plan whose kernels want the other order must first rearrange its tensors: where does it put the "
+        "rearranged copy?",
+    ),
+)
 
 
-def no_workspace_layout(answer: Optional[str] = None, df=None) -> CheckResult:
-    """Lesson 01: for fp16 fprop at the base shape, which layout's heuristic plan needs the least workspace?"""
-    df = ok_rows(frame_for(df, "workspace_sizes"))
-    sub = df[(df["dtype"] == "fp16") & (df["direction"] == "fprop")].set_index("layout")
-    if answer is None:
-        return pending(
-            "For fp16 fprop, which layout's heuristic plan needs the least workspace: NCHW or NHWC?",
-            "compare the two fp16 bars in the fprop panel.",
+def _batch_sweep():
+    return ok_rows(result("sweep", field="N", values=SWEEP_VALUES["N"], base=SWEEP_BASE))
+
+
+def _batch_workspace() -> int:
+    return int(_batch_sweep()["workspace_bytes"].max())
+
+
+def _batch_workspace_why(truth: int) -> str:
+    sweep = _batch_sweep()
+    plans = list(dict.fromkeys(sweep["plan_name"]))
+    text = (
+        f"the largest workspace along N is {fmt_bytes(truth)} ({where(sweep)}): from N={sweep['value'].min()} "
+        f"to N={sweep['value'].max()} the heuristic picks {_joined(plans)}"
+        + (", plans that need no workspace at all." if truth == 0 else ".")
+    )
+    try:
+        channels = ok_rows(result("sweep", field="C=K", values=SWEEP_VALUES["C=K"], base=SWEEP_BASE))
+    except LabkitError:
+        return text
+    big = channels.loc[channels["workspace_bytes"].idxmax()]
+    return text + (
+        f" Channels are another matter: at C=K={big.value} the heuristic picks {big.plan_name}, which asks "
+        f"{fmt_bytes(big.workspace_bytes)}. The workspace is the plan's, and the plan changes with the shape."
+    )
+
+
+def _joined(names) -> str:
+    names = [str(n) for n in names]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+BATCH_WORKSPACE = Exercise(
+    name="batch_workspace",
+    lesson="01",
+    kind="explore",
+    question=(
+        "Does a larger batch make fp32 NCHW ask for a workspace? In the sweep panel, keep dtype · layout at "
+        "fp32 NCHW and sweep N: what is the largest workspace along that sweep, in bytes?"
+    ),
+    truth=_batch_workspace,
+    parse=number("bytes"),
+    judge=lambda answer, truth: abs(answer - truth) <= max(0.01 * truth, 0.5),
+    why=_batch_workspace_why,
+    hints=(
+        "Set the panel's swept field to N; the lower chart labels every point with its workspace.",
+        "Give the largest of those labels in bytes (1 KiB = 1,024 B, 1 MiB = 1,048,576 B).",
+    ),
+    wrong=lambda answer, truth: "a number of bytes is never negative." if answer < 0 else None,
+    leaks=lambda truth: (r"Sweep of N: GPU time and workspace.{0,80}fp32 NCHW", r"all along N\b"),
+    wrong_answers=lambda truth: [truth + 25_763_987, truth + 131],
+)
+
+#: what the fp16 NCHW plan might keep in its workspace
+NCHW_REASONS = {
+    "layout_copies": "copies of its input, filter and output in channels-last (NHWC) order, for kernels "
+    "that read that order",
+    "unfolded_input": "the input unfolded into a matrix (im2col): one column per filter tap",
+    "frequency_domain": "the input and filter transformed into the frequency domain (FFT)",
+    "partial_sums": "partial sums of the output, added up by a second kernel (split-K)",
+}
+#: which kernel role of a trace points at which reason (`labkit.experiments.under_the_hood`)
+ROLE_REASON = {
+    "layout conversion": "layout_copies",
+    "FFT transform": "frequency_domain",
+    "split-K reduction": "partial_sums",
+}
+
+
+def _nchw_evidence():
+    """(the fp16 NCHW heuristic plan's workspace, its traced kernels (rows), tensor sizes in bytes)."""
+    spec = BASE.replace(layout="NCHW")
+    ws = int(_fprop_sizes("fp16")["NCHW"])
+    trace = ok_rows(result("kernels", spec=spec))
+    first = trace[trace["plan_index"] == trace["plan_index"].min()]
+    return spec, ws, first, dict(spec.tensor_bytes)
+
+
+def _nchw_reason() -> str:
+    _, _, kernels, _ = _nchw_evidence()
+    for role in kernels["role"]:
+        if role in ROLE_REASON:
+            return ROLE_REASON[role]
+    return "unfolded_input"
+
+
+def _nchw_why(truth: str) -> str:
+    spec, ws, kernels, size = _nchw_evidence()
+    names = [
+        f"{k.split('::')[-1][:40]}{' x' + str(int(n)) if n > 1 else ''}"
+        for k, n in zip(kernels["kernel"], kernels["launches_per_call"])
+    ]
+    copies = size["x"] + size["w"] + size["y"]
+    return (
+        f"its traced kernels, in order: {', '.join(names)}. The workspace it asks, {ws:,} B, is the input, "
+        f"filter and output in fp16 ({size['x']:,} + {size['w']:,} + {size['y']:,} = {copies:,} B) plus "
+        f"{ws - copies:,} B: copies in channels-last order, converted before the NHWC kernel runs and the "
+        "output converted back after."
+    )
+
+
+def _fft_size(ws: int) -> str:
+    """What the classic FFT algorithm asks for the fp16 NCHW base convolution, beside ``ws``."""
+    try:
+        algos = result("algorithms", spec=BASE.replace(layout="NCHW"))
+        fft = algos[(algos["algorithm"] == "FFT") & (algos["query_status"] == "ok")]
+        return f"; the FFT algorithm in the classic table asks {fmt_bytes(fft['query_workspace_bytes'].iloc[0])}, not {fmt_bytes(ws)}."
+    except (LabkitError, IndexError, KeyError):
+        return "."
+
+
+def _nchw_wrong(answer: str, truth: str) -> Optional[str]:
+    spec, ws, kernels, size = _nchw_evidence()
+    roles = set(kernels["role"])
+    unfolded = spec.R * spec.S * size["x"]
+    return {
+        "unfolded_input": (
+            f"an unfolded input would be R·S = {spec.R * spec.S} times the input: {fmt_bytes(unfolded)} "
+            f"(the GEMM algorithm's workspace in the classic table), not {fmt_bytes(ws)}."
+        ),
+        "frequency_domain": (
+            "the traced kernels include no FFT"
+            if "FFT transform" not in roles
+            else "its FFT kernels are there, but look at what else the trace holds"
         )
-    a = as_word(answer, "a layout", "NCHW").upper()
-    if a not in sub.index:
-        raise InvalidSpec("answer", answer, "must be 'NCHW' or 'NHWC'")
-    best = sub["heuristic_workspace_bytes"].idxmin()
-    other = [x for x in sub.index if x != best][0]
-    if a == best:
+        + _fft_size(ws),
+        "partial_sums": (
+            "no kernel adds partial sums after the main one"
+            if "split-K reduction" not in roles
+            else "there is a reduction, but look at what else the trace holds"
+        )
+        + ": look at the kernels the trace lists before and after the convolution kernel.",
+        "layout_copies": "the traced kernels rearrange nothing here.",
+    }.get(answer)
+
+
+NCHW_WORKSPACE = Exercise(
+    name="nchw_workspace_reason",
+    lesson="01",
+    kind="explain",
+    question=(
+        "The fp16 NCHW heuristic plan asks for megabytes of workspace, the fp16 NHWC one for a few bytes. "
+        "What does the NCHW plan keep in its workspace?"
+    ),
+    truth=_nchw_reason,
+    parse=one_of(tuple(NCHW_REASONS), "one of the reasons"),
+    judge=equal,
+    why=_nchw_why,
+    hints=(
+        "Divide its workspace by the size of one fp16 tensor of this convolution (32x64x56x56 x 2 bytes).",
+        "The input and the output are the same size here; add the small filter. What would need exactly that "
+        "much room?",
+    ),
+    wrong=_nchw_wrong,
+    choices=NCHW_REASONS,
+)
+
+
+# ---- hands-on: one convolution with a workspace you allocate ---------------------------------------
+#: the setup cell, run as it is (the learner reads it)
+CONV_SETUP_SOURCE = """\
+import cupy
+from labkit.gpu import engine, frontend
+spec = lessons.base(layout="NCHW")                 # fp16 NCHW: its heuristic plan needs a workspace
+index = engine.get_graph(spec).default_plan.index  # the heuristic's pick (labkit built every plan)
+g = frontend.planned_graph(spec)                   # define, validate, list the candidate plans
+g.build_plan_at_index(index)                       # build that one plan
+ops = engine.Operands(spec)                        # seeded random inputs, a NaN-filled output
+pointers = {frontend.UIDS[role]: array.data.ptr for role, array in ops.arrays.items()}
+"""
+#: the reference solution of the cell the learner completes
+OWN_WORKSPACE_SOURCE = """\
+size = g.get_workspace_size_plan_at_index(index)
+workspace = cupy.empty(size, dtype=cupy.uint8)
+assert workspace.nbytes >= engine.get_graph(spec).plan(index).workspace_bytes, "too small"
+g.execute_plan_at_index(pointers, workspace.data.ptr, index, handle=frontend.handle_for())
+assert check.own_workspace(ops, workspace)
+"""
+
+
+def own_workspace(ops=None, workspace=None) -> CheckResult:
+    """Lesson 01 hands-on: the convolution you ran with your workspace, against float64 (GPU).
+
+    Args:
+        ops: the `labkit.gpu.engine.Operands` you ran it on.
+        workspace: the CuPy array you gave cuDNN as its workspace.
+
+    Returns:
+        A `CheckResult`: correct when the workspace is large enough and the output matches the
+        float64 reference.
+    """
+    from .. import env
+
+    m = env.mode()
+    if not m.live:
+        return emit(
+            False,
+            f"this check needs your convolution on a CUDA GPU; labkit is in recorded mode ({m.reason}).",
+            lead="skipped",
+        )
+    from ..gpu import engine, reference, verify
+
+    if not isinstance(ops, engine.Operands):
+        raise InvalidSpec("ops", ops, "must be the engine.Operands your convolution ran on")
+    if not hasattr(workspace, "nbytes") or not hasattr(workspace, "data"):
+        raise InvalidSpec("workspace", workspace, "must be the CuPy array you allocated as the workspace")
+    spec = ops.spec
+    need = int(engine.get_graph(spec).default_plan.workspace_bytes)
+    got = int(workspace.nbytes)
+    import cupy
+
+    cupy.cuda.runtime.deviceSynchronize()  # the kernels were only queued: wait for them before reading
+    if got < need:
         return say(
-            True,
-            f"{best} needs {fmt_bytes(sub.loc[best, 'heuristic_workspace_bytes'])} against "
-            f"{fmt_bytes(sub.loc[other, 'heuristic_workspace_bytes'])} for {other}: the NCHW plan spends "
-            "its workspace on transposing the data for the tensor cores.",
+            False, f"your workspace holds {got:,} B and the plan asks {need:,} B: never hand cuDNN less."
+        )
+    err = reference.relative_error(ops.output(), verify.expected(spec, ops))
+    tol = reference.tolerance_for(spec)
+    if not err <= tol:
+        return say(
+            False,
+            f"the output is off: relative error {err:.2e} against float64 (tolerance {tol:.0e}). Did "
+            "execute_plan_at_index run with your workspace's pointer, after you allocated it?",
         )
     return say(
-        False,
-        f"{a}'s heuristic plan needs {fmt_bytes(sub.loc[a, 'heuristic_workspace_bytes'])}; look at the other bar.",
+        True,
+        f"{spec.label}: your {fmt_bytes(got)} workspace, relative error {err:.1e} against the float64 reference "
+        f"(tolerance {tol:.0e}). execute_plan_at_index returned as soon as the kernels were queued; the "
+        "workspace had to stay yours until they had run, which this check waited for.",
     )
 
 
@@ -700,7 +877,14 @@ CHARTS = {
     "workspace_sizes": (workspace_sizes_chart, 9, workspace_sizes_summary),
     "sweep": (sweep_chart, 2, sweep_summary),
 }
-EXERCISES = (fastest_algorithm, workspace_bytes_for_plan, no_workspace_layout)
+EXERCISES = (LESS_WORKSPACE, BATCH_WORKSPACE, NCHW_WORKSPACE)
+#: hands-on cells: name -> (reference solution source, what it needs)
+HANDS_ON = {
+    "conv_setup": (CONV_SETUP_SOURCE, "a CUDA GPU (live mode)"),
+    "own_workspace": (OWN_WORKSPACE_SOURCE, "a CUDA GPU (live mode) and the cell above"),
+}
+#: the checks hands-on cells call, as check.<name>
+HANDS_ON_CHECKS = (own_workspace,)
 #: experiment -> its lesson panel (`labkit.present.widgets.panel`)
 PANELS = {
     "algorithms": spec_panel(

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ..errors import InvalidSpec
-from ..experiments import exercises
+from ..experiments import exercises, hands_on_checks
 from ..experiments.checking import CheckResult, as_word, pending, say
 from ..experiments.epilogue_fusion import fusion_loses, fusion_saved_bytes, fusion_speedup  # noqa: F401
 from ..experiments.exercise import Exercise, as_check
@@ -24,12 +24,6 @@ from ..experiments.plans_autotune import autotune_payoff_calls, cap_slowdown, wo
 from ..experiments.precision_layout import nhwc_pays_off, nhwc_speedup, precision_order  # noqa: F401
 from ..experiments.streams import race_hidden_by, race_mismatches, scratchpad_shared_flag  # noqa: F401
 from ..experiments.under_the_hood import heuristic_kernels, idle_strategy, race_overlap  # noqa: F401
-from ..experiments.workspace_basics import (  # noqa: F401
-    fastest_algorithm,
-    no_workspace_layout,
-    workspace_bytes_for_plan,
-)
-from ..experiments.workspace_strategies import dims_only_shortfall, fastest_strategy, malloc_slowdown  # noqa: F401
 from ..experiments.your_network import cap_for_budget, largest_workspace_layer, strategy_for_budget  # noqa: F401
 from ..session import lessons  # noqa: F401  (lessons plugs its session results into the checks)
 
@@ -52,6 +46,11 @@ EXERCISES = {"00": (mode,), **exercises()}
 for _lesson, _items in list(EXERCISES.items()):
     EXERCISES[_lesson] = tuple(as_check(x) if isinstance(x, Exercise) else x for x in _items)
     globals().update({fn.__name__: fn for fn in EXERCISES[_lesson]})
+
+#: the checks a lesson's hands-on cells call (``check.own_strategy(MyStrategy)``): they run on the
+#: GPU and are not exercises (no answer to reveal)
+HANDS_ON_CHECKS = {fn.__name__: fn for fn in hands_on_checks()}
+globals().update(HANDS_ON_CHECKS)
 
 
 def exercise_list(lesson: Optional[str] = None) -> list:

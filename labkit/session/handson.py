@@ -50,11 +50,24 @@ def reference(name: str, lesson: str, source: str, needs: str = "a CUDA GPU (liv
     return h
 
 
+def register_topics() -> int:
+    """Register the reference solution of every topic's hands-on cells (`labkit.experiments.hands_on`).
+    Returns how many."""
+    from .. import experiments
+
+    found = experiments.hands_on()
+    for name, (lesson, source, needs) in found.items():
+        reference(name, lesson, source, needs)
+    return len(found)
+
+
 def run(name: str, cell: str, namespace: dict) -> bool:
     """Run a hands-on cell: live, ``cell`` (or the reference with ``LABKIT_HANDSON=reference``)
     in ``namespace``; recorded, nothing. Returns whether it ran."""
     from .. import env
 
+    if name not in HANDS_ON:
+        register_topics()
     if name not in HANDS_ON:
         raise InvalidSpec(
             "hands-on", name, f"must be one of {', '.join(sorted(HANDS_ON)) or '(none registered)'}"

@@ -23,6 +23,7 @@ from ..errors import InvalidSpec, LabkitError
 from ..experiments.epilogue_fusion import fusion_summary  # noqa: F401  (the summaries, by the names notebooks use)
 from ..experiments.plans_autotune import build_cost_summary, caps_summary, plans_summary  # noqa: F401
 from ..experiments.precision_layout import layout_summary, precision_summary, roofline_summary  # noqa: F401
+from ..experiments.start_here import fp32_layout_note  # noqa: F401  (lesson 00)
 from ..experiments.streams import race_all, race_summary  # noqa: F401
 from ..experiments.workspace_basics import algorithms_summary, sweep_summary, workspace_sizes_summary  # noqa: F401
 from ..experiments.workspace_strategies import (  # noqa: F401
@@ -269,8 +270,8 @@ def base(**changes):
 #: lesson -> the experiments its charts, panels and checks draw (the banner names where each was
 #: measured; tests/test_provenance.py checks every notebook against this table)
 DRAWS = {
-    "00": ("layout",),
-    "01": ("algorithms", "workspace_sizes", "sweep"),
+    "00": ("layout", "kernels", "precision"),
+    "01": ("algorithms", "workspace_sizes", "sweep", "kernels"),
     "02": ("strategies", "workspace_sizes"),
     "03": ("precision", "layout", "roofline"),
     "04": ("fusion",),
