@@ -44,6 +44,7 @@ LAYERS = {
     "labkit.experiments": 2.2,  # a lesson topic; the others are named below
     "labkit.experiments.core": 2.0,
     "labkit.experiments.checking": 2.1,
+    "labkit.experiments.exercise": 2.1,  # what exercises are made of, as checking is for checks
     "labkit.experiments.panel_config": 2.1,
     "labkit.experiments.grid": 2.4,
     "labkit.session": 2.5,

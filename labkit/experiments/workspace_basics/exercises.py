@@ -1,0 +1,214 @@
+"""Lesson 01's exercises: predict the layout that asks for less workspace, explore the batch sweep in
+fp32 NCHW, explain what the fp16 NCHW plan keeps in its workspace. Answers come from the results in use."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from ...draw.plots import (
+    fmt_bytes,
+    ok_rows,
+)
+from ...draw.prose import where
+from ...errors import LabkitError
+from ..core import BASE, result
+from ..exercise import Exercise, equal, number, one_of
+from .runs import SWEEP_BASE, SWEEP_VALUES
+
+# ---- exercises -------------------------------------------------------------------------------------
+
+
+def _fprop_sizes(dtype: str):
+    """layout -> the heuristic plan's workspace (bytes) of ``dtype`` fprop at the base shape."""
+    df = ok_rows(result("workspace_sizes"))
+    sub = df[(df["dtype"] == dtype) & (df["direction"] == "fprop")]
+    return sub.set_index("layout")["heuristic_workspace_bytes"]
+
+
+def _less_workspace_why(truth: str) -> str:
+    sizes = _fprop_sizes("fp16")
+    other = "NCHW" if truth == "NHWC" else "NHWC"
+    return (
+        f"fp16 fprop: {truth}'s heuristic plan asks {fmt_bytes(sizes[truth])}, {other}'s "
+        f"{fmt_bytes(sizes[other])} ({where(result('workspace_sizes'))}). The fast fp16 kernels read "
+        "channels-last data, so the NCHW plan first copies its tensors into that order, in its workspace."
+    )
+
+
+LESS_WORKSPACE = Exercise(
+    name="less_workspace_layout",
+    lesson="01",
+    kind="predict",
+    question=(
+        "Before the chart below: for fp16 fprop at the base shape, which layout's heuristic plan asks for "
+        "less workspace, 'NCHW' or 'NHWC'?"
+    ),
+    truth=lambda: str(_fprop_sizes("fp16").idxmin()),
+    parse=one_of(("NCHW", "NHWC"), "a layout"),
+    judge=equal,
+    why=_less_workspace_why,
+    wrong_answers=lambda truth: ["NCHW" if truth == "NHWC" else "NHWC"],
+    hints=(
+        "Tensor cores read fp16 data with the channels of a pixel side by side. Which layout stores them so?",
+        "A plan whose kernels want the other order must first rearrange its tensors: where does it put the "
+        "rearranged copy?",
+    ),
+)
+
+
+def _batch_sweep():
+    return ok_rows(result("sweep", field="N", values=SWEEP_VALUES["N"], base=SWEEP_BASE))
+
+
+def _batch_workspace() -> int:
+    return int(_batch_sweep()["workspace_bytes"].max())
+
+
+def _batch_workspace_why(truth: int) -> str:
+    sweep = _batch_sweep()
+    plans = list(dict.fromkeys(sweep["plan_name"]))
+    text = (
+        f"the largest workspace along N is {fmt_bytes(truth)} ({where(sweep)}): from N={sweep['value'].min()} "
+        f"to N={sweep['value'].max()} the heuristic picks {_joined(plans)}"
+        + (", plans that need no workspace at all." if truth == 0 else ".")
+    )
+    try:
+        channels = ok_rows(result("sweep", field="C=K", values=SWEEP_VALUES["C=K"], base=SWEEP_BASE))
+    except LabkitError:
+        return text
+    big = channels.loc[channels["workspace_bytes"].idxmax()]
+    return text + (
+        f" Channels are another matter: at C=K={big.value} the heuristic picks {big.plan_name}, which asks "
+        f"{fmt_bytes(big.workspace_bytes)}. The workspace is the plan's, and the plan changes with the shape."
+    )
+
+
+def _joined(names) -> str:
+    names = [str(n) for n in names]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+BATCH_WORKSPACE = Exercise(
+    name="batch_workspace",
+    lesson="01",
+    kind="explore",
+    question=(
+        "Does a larger batch make fp32 NCHW ask for a workspace? In the sweep panel, keep dtype · layout at "
+        "fp32 NCHW and sweep N: what is the largest workspace along that sweep, in bytes?"
+    ),
+    truth=_batch_workspace,
+    parse=number("bytes"),
+    judge=lambda answer, truth: abs(answer - truth) <= max(0.01 * truth, 0.5),
+    why=_batch_workspace_why,
+    hints=(
+        "Set the panel's swept field to N; the lower chart labels every point with its workspace.",
+        "Give the largest of those labels in bytes (1 KiB = 1,024 B, 1 MiB = 1,048,576 B).",
+    ),
+    wrong=lambda answer, truth: "a number of bytes is never negative." if answer < 0 else None,
+    leaks=lambda truth: (r"Sweep of N: GPU time and workspace.{0,80}fp32 NCHW", r"all along N\b"),
+    wrong_answers=lambda truth: [truth + 25_763_987, truth + 131],
+)
+
+#: what the fp16 NCHW plan might keep in its workspace
+NCHW_REASONS = {
+    "layout_copies": "copies of its input, filter and output in channels-last (NHWC) order, for kernels "
+    "that read that order",
+    "unfolded_input": "the input unfolded into a matrix (im2col): one column per filter tap",
+    "frequency_domain": "the input and filter transformed into the frequency domain (FFT)",
+    "partial_sums": "partial sums of the output, added up by a second kernel (split-K)",
+}
+#: which kernel role of a trace points at which reason (`labkit.experiments.under_the_hood`)
+ROLE_REASON = {
+    "layout conversion": "layout_copies",
+    "FFT transform": "frequency_domain",
+    "split-K reduction": "partial_sums",
+}
+
+
+def _nchw_evidence():
+    """(the fp16 NCHW heuristic plan's workspace, its traced kernels (rows), tensor sizes in bytes)."""
+    spec = BASE.replace(layout="NCHW")
+    ws = int(_fprop_sizes("fp16")["NCHW"])
+    trace = ok_rows(result("kernels", spec=spec))
+    first = trace[trace["plan_index"] == trace["plan_index"].min()]
+    return spec, ws, first, dict(spec.tensor_bytes)
+
+
+def _nchw_reason() -> str:
+    _, _, kernels, _ = _nchw_evidence()
+    for role in kernels["role"]:
+        if role in ROLE_REASON:
+            return ROLE_REASON[role]
+    return "unfolded_input"
+
+
+def _nchw_why(truth: str) -> str:
+    spec, ws, kernels, size = _nchw_evidence()
+    names = [
+        f"{k.split('::')[-1][:40]}{' x' + str(int(n)) if n > 1 else ''}"
+        for k, n in zip(kernels["kernel"], kernels["launches_per_call"])
+    ]
+    copies = size["x"] + size["w"] + size["y"]
+    return (
+        f"its traced kernels, in order: {', '.join(names)}. The workspace it asks, {ws:,} B, is the input, "
+        f"filter and output in fp16 ({size['x']:,} + {size['w']:,} + {size['y']:,} = {copies:,} B) plus "
+        f"{ws - copies:,} B: copies in channels-last order, converted before the NHWC kernel runs and the "
+        "output converted back after."
+    )
+
+
+def _fft_size(ws: int) -> str:
+    """What the classic FFT algorithm asks for the fp16 NCHW base convolution, beside ``ws``."""
+    try:
+        algos = result("algorithms", spec=BASE.replace(layout="NCHW"))
+        fft = algos[(algos["algorithm"] == "FFT") & (algos["query_status"] == "ok")]
+        return f"; the FFT algorithm in the classic table asks {fmt_bytes(fft['query_workspace_bytes'].iloc[0])}, not {fmt_bytes(ws)}."
+    except (LabkitError, IndexError, KeyError):
+        return "."
+
+
+def _nchw_wrong(answer: str, truth: str) -> Optional[str]:
+    spec, ws, kernels, size = _nchw_evidence()
+    roles = set(kernels["role"])
+    unfolded = spec.R * spec.S * size["x"]
+    return {
+        "unfolded_input": (
+            f"an unfolded input would be R·S = {spec.R * spec.S} times the input: {fmt_bytes(unfolded)} "
+            f"(the GEMM algorithm's workspace in the classic table), not {fmt_bytes(ws)}."
+        ),
+        "frequency_domain": (
+            "the traced kernels include no FFT"
+            if "FFT transform" not in roles
+            else "its FFT kernels are there, but look at what else the trace holds"
+        )
+        + _fft_size(ws),
+        "partial_sums": (
+            "no kernel adds partial sums after the main one"
+            if "split-K reduction" not in roles
+            else "there is a reduction, but look at what else the trace holds"
+        )
+        + ": look at the kernels the trace lists before and after the convolution kernel.",
+        "layout_copies": "the traced kernels rearrange nothing here.",
+    }.get(answer)
+
+
+NCHW_WORKSPACE = Exercise(
+    name="nchw_workspace_reason",
+    lesson="01",
+    kind="explain",
+    question=(
+        "The fp16 NCHW heuristic plan asks for megabytes of workspace, the fp16 NHWC one for a few bytes. "
+        "What does the NCHW plan keep in its workspace?"
+    ),
+    truth=_nchw_reason,
+    parse=one_of(tuple(NCHW_REASONS), "one of the reasons"),
+    judge=equal,
+    why=_nchw_why,
+    hints=(
+        "Divide its workspace by the size of one fp16 tensor of this convolution (32x64x56x56 x 2 bytes).",
+        "The input and the output are the same size here; add the small filter. What would need exactly that "
+        "much room?",
+    ),
+    wrong=_nchw_wrong,
+    choices=NCHW_REASONS,
+)
