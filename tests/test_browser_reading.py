@@ -168,13 +168,9 @@ def answers_given_away(name: str, recording: str, outputs: list) -> list:
 #: (recording, lesson) pairs known to fail, each an expected failure until fixed (strict: a pair
 #: that passes must leave this set)
 KNOWN = {
-    ("h100-sxm", "00_start_here.ipynb"),
-    ("h100-sxm", "02_workspace_strategies.ipynb"),
     ("h100-sxm", "07_lab.ipynb"),
     ("h100-sxm", "08_same_conv_other_gpu.ipynb"),
     ("h100-sxm", "09_your_network.ipynb"),
-    ("h200", "00_start_here.ipynb"),
-    ("h200", "02_workspace_strategies.ipynb"),
     ("h200", "07_lab.ipynb"),
     ("h200", "08_same_conv_other_gpu.ipynb"),
     ("h200", "09_your_network.ipynb"),

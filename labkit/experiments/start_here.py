@@ -51,11 +51,10 @@ def _noise(nchw, nhwc) -> str:
         r = same.iloc[0]
         spreads.append((r["gpu_us_p90"] - r["gpu_us_p10"]) / r["gpu_us"])
         again.append(fmt_us(r["gpu_us"]))
-    ratio = nhwc["conv_gpu_us"] / nchw["conv_gpu_us"]
     return (
-        f" That {ratio:.2f}x is no noise: repeated replays of each call spread by at most {max(spreads):.1%} "
-        f"(p10 to p90), and another run of the same two plans (lesson 03's precision measurement) read "
-        f"{again[1]} and {again[0]}."
+        f" No noise: repeated replays of each call spread by at most {max(spreads):.1%} (p10 to p90), "
+        f"and another run of the same two plans (lesson 03's precision measurement) read {again[1]} and "
+        f"{again[0]}."
     )
 
 
@@ -75,11 +74,12 @@ def fp32_layout_note(layouts=None) -> Optional[Text]:
     nchw, nhwc = by.loc["NCHW"], by.loc["NHWC"]
     if nhwc["conv_gpu_us"] <= nchw["conv_gpu_us"]:
         return None
+    ratio = nhwc["conv_gpu_us"] / nchw["conv_gpu_us"]
     text = (
-        f"In true fp32 (tensor cores off) NHWC is the slower layout here ({where(lay)}): "
-        f"{fmt_us(nhwc['conv_gpu_us'])} per call against {fmt_us(nchw['conv_gpu_us'])} in NCHW."
+        f"In true fp32 (tensor cores off) NHWC is the slower layout ({where(lay)}): "
+        f"{fmt_us(nhwc['conv_gpu_us'])} per call against {fmt_us(nchw['conv_gpu_us'])} in NCHW, {ratio:.2f}x."
+        + _noise(nchw, nhwc)
     )
-    text += _noise(nchw, nhwc)
     trace = _trace("NHWC")
     if trace is None:
         return Text(text)
@@ -87,37 +87,37 @@ def fp32_layout_note(layouts=None) -> Optional[Text]:
     conv = mine[mine["role"] == CONVERSION]
     launches = int(round(float(mine["launches_per_call"].sum())))
     converts = int(round(float(conv["launches_per_call"].sum())))
-    text += (
-        f" The kernel trace says why. The NHWC heuristic plan ({nhwc['plan_name']}) launches {launches} "
-        f"kernels per call; {converts} of them are layout conversions "
-        f"({', '.join(sorted(set(conv['kernel'].str.split('::').str[-1])))}) that copy the NHWC tensors into "
-        f"NCHW order in its {fmt_bytes(nhwc['workspace_bytes'])} workspace, and the result back."
-    )
     ok = ok_rows(trace)
     plans = ok.groupby("plan_name")
     converting = [p for p, rows in plans if (rows["role"] == CONVERSION).any()]
     direct = [(p, float(rows["plan_kernel_us"].iloc[0])) for p, rows in plans if p not in converting]
-    text += f" {len(converting)} of the {plans.ngroups} fp32 NHWC plans convert like this"
+    text += (
+        "\n\nThe kernel traces say why:\n\n"
+        f"* **NHWC**, plan {nhwc['plan_name']}: {launches} kernels per call, {converts} of them layout "
+        f"conversions ({', '.join(sorted(set(conv['kernel'].str.split('::').str[-1])))}) that copy the "
+        f"tensors into NCHW order in its {fmt_bytes(nhwc['workspace_bytes'])} workspace and the result back. "
+        f"{len(converting)} of the {plans.ngroups} fp32 NHWC plans convert like this"
+    )
     if direct:
         name, us = min(direct, key=lambda x: x[1])
         text += f"; the fastest that reads NHWC as it is ({name}) takes {fmt_us(us)} of kernel time per call"
-    text += "."
+    text += ".\n"
     other = _trace("NCHW")
     if other is not None:
         theirs = _plan_kernels(other, str(nchw["plan_name"]))
         n = int(round(float(theirs["launches_per_call"].sum())))
         main = theirs.loc[theirs["kernel_us"].idxmax(), "kernel"] if len(theirs) else ""
         text += (
-            f" The NCHW heuristic plan ({nchw['plan_name']}) launches {n} kernel{'s' if n != 1 else ''} "
-            f"per call ({str(main)[:48]}...: an implicit GEMM that reads NCHW as it is) and needs "
-            f"{fmt_bytes(nchw['workspace_bytes'])} of workspace."
+            f"* **NCHW**, plan {nchw['plan_name']}: {n} kernel{'s' if n != 1 else ''} per call, an implicit "
+            f"GEMM that reads NCHW as it is ({str(main)[:40]}...), {fmt_bytes(nchw['workspace_bytes'])} of "
+            "workspace.\n"
         )
     else:
         text += (
-            f" The NCHW heuristic plan ({nchw['plan_name']}) needs {fmt_bytes(nchw['workspace_bytes'])} of "
-            "workspace: nothing to convert (this recording has no kernel trace of it)."
+            f"* **NCHW**, plan {nchw['plan_name']}: {fmt_bytes(nchw['workspace_bytes'])} of workspace, "
+            "nothing to convert (this recording has no kernel trace of it).\n"
         )
-    text += " cuDNN's true-fp32 kernels work on NCHW data."
+    text += "\ncuDNN's true-fp32 kernels work on NCHW data."
     try:
         half = ok_rows(result("layout", spec=BASE.replace(dtype="fp16"))).set_index("layout")["conv_gpu_us"]
     except LabkitError:

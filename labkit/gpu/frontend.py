@@ -193,15 +193,16 @@ def planned_graph(
     workspace_cap: Optional[int] = None,
     deterministic_only: bool = False,
 ):
-    """The frontend graph of ``spec``, planned (heuristics A then FALLBACK, labkit's filters for the
-    dtype, determinism and cap) and checked, no plan built yet: a worker process that builds one of
-    its plans (`labkit.gpu.builds`) gets the same list, in the same order, as this process."""
+    """The frontend graph of ``spec``, planned (heuristics A then FALLBACK, labkit's filters for
+    the dtype, determinism and cap) and checked, no plan built yet: a worker process that builds
+    one of its plans (`labkit.gpu.builds`) gets the same list, in the same order, as this one."""
     g = define_graph(spec, epilogue)
     g.validate()
     g.build_operation_graph()
     g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
     if spec.dtype == "fp32":  # true fp32: no TF32 tensor cores, no down-conversion
-        g.deselect_numeric_notes([cudnn.numerical_note.TENSOR_CORE, cudnn.numerical_note.DOWN_CONVERT_INPUTS])
+        notes = cudnn.numerical_note
+        g.deselect_numeric_notes([notes.TENSOR_CORE, notes.DOWN_CONVERT_INPUTS])
     elif spec.dtype == "tf32":
         g.select_numeric_notes([cudnn.numerical_note.TENSOR_CORE])
     if deterministic_only:

@@ -218,16 +218,14 @@ def _one_stream(bench: _Bench, strategy, verdict: Verdict, base_free: int) -> No
             verdict.peak_bytes = max(verdict.peak_bytes, base_free - memory.free_bytes())
         bench.streams[0].synchronize()
         verdict.host_us_per_call = statistics.median(times)
-        worst = 0.0
+        errors = {}
         for spec in bench.specs:
             runner.operands(spec).poison_output()
             runner.run(spec)
             bench.streams[0].synchronize()
-            worst = max(worst, bench.error_of(0, spec, runner))
-        verdict.worst_rel_error = worst
-        verdict.outputs_ok = all(
-            bench.error_of(0, s, runner) <= reference.tolerance_for(s) for s in bench.specs
-        )
+            errors[spec] = bench.error_of(0, spec, runner)
+        verdict.worst_rel_error = max(errors.values())
+        verdict.outputs_ok = all(err <= reference.tolerance_for(s) for s, err in errors.items())
         verdict.calls = len(watched.calls)
         verdict.largest_request_bytes = max((c.nbytes for c in watched.calls), default=0)
     finally:

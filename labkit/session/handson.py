@@ -75,7 +75,10 @@ def run(name: str, cell: str, namespace: dict) -> bool:
     h = HANDS_ON[name]
     m = env.mode()
     if not m.live:
-        print(f"skipped: this hands-on cell runs on {h.needs}; labkit is in recorded mode ({m.reason}).")
+        from ..experiments.checking import wrapped
+
+        text = f"skipped: this hands-on cell runs on {h.needs}; labkit is in recorded mode ({m.reason})."
+        print(wrapped(text))
         return False
     source = h.source if os.environ.get("LABKIT_HANDSON", "").strip().lower() == "reference" else cell
     exec(compile(source, f"<hands-on {name}>", "exec"), namespace)  # noqa: S102 - the learner's own cell

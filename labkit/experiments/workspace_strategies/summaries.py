@@ -35,7 +35,7 @@ def noise_sentence(df) -> str:
     best = ok.loc[ok["median_us"].idxmin()]
     tied = ok[ok["median_us"] <= best["p95_us"]]
     text = (
-        "Noise: a strategy's calls spread from its median to its p95 (the whisker); the lowest median, "
+        "**noise**: a strategy's calls spread from its median to its p95 (the whisker); the lowest median, "
         f"{fmt_us(best['median_us'])} ({best['strategy']}), has its p95 at {fmt_us(best['p95_us'])}"
     )
     if len(tied) > 1:
@@ -47,59 +47,56 @@ def noise_sentence(df) -> str:
 
 
 def strategies_summary(df) -> Text:
+    """What the strategies chart shows, as a lead line and one bullet per column: host time (and
+    its noise), allocations, GPU wall time, memory."""
     ok = ok_rows(df)
     m = _strategy(ok, "malloc_per_call")
     a = _strategy(ok, "fixed_arena")
     wl = df["workload"].iloc[0]
-    parts = [
-        f"Workload **{wl}** ({int(df['calls'].iloc[0])} calls per strategy after a warm-up pass, "
-        f"{where(df)})."
-    ]
+    lead = f"Workload **{wl}** ({int(df['calls'].iloc[0])} calls per strategy after a warm-up pass, {where(df)}):"
+    bullets = []
     if m is not None and a is not None:
-        parts.append(
-            f"Host time per call (median): {fmt_us(m.median_us)} for malloc per call, {fmt_us(a.median_us)} for "
-            f"the fixed arena ({m.median_us / a.median_us:.1f}x)."
+        bullets.append(
+            f"**host time per call** (median): {fmt_us(m.median_us)} for malloc_per_call, {fmt_us(a.median_us)} "
+            f"for fixed_arena ({m.median_us / a.median_us:.1f}x); inside the strategy alone (its get and put) "
+            f"{fmt_us(m.strategy_us_per_call)} against {fmt_us(a.strategy_us_per_call)};"
         )
-        if "strategy_us_per_call" in ok.columns:
-            parts.append(
-                f"Inside the strategy alone (its get and put): {fmt_us(m.strategy_us_per_call)} against "
-                f"{fmt_us(a.strategy_us_per_call)} per call."
-            )
         arena_first = (
-            " (its one allocation happened in the warm-up pass)"
+            " (its one allocation came in the warm-up pass)"
             if "warmup_alloc_calls" in ok.columns and a.warmup_alloc_calls > 0 and a.alloc_calls == 0
             else ""
         )
-        parts.append(
-            f"malloc_per_call made {int(m.alloc_calls)} cudaMalloc calls in the timed pass "
-            f"({m.alloc_us_total / 1000:.1f} ms inside cudaMalloc/cudaFree); the arena made "
-            f"{int(a.alloc_calls)}{arena_first}."
-        )
         pools = [r for _, r in ok.iterrows() if allocator_of(r.strategy) != "cudaMalloc" and r.alloc_calls]
-        if pools:
-            parts.append(
-                ", ".join(f"{r.strategy} {int(r.alloc_calls)}" for r in pools)
-                + ": those count requests to the pool, not cudaMalloc calls (the pool serves most from "
-                "blocks it keeps; how many reached the driver was not counted)."
+        bullets.append(
+            f"**allocations**: malloc_per_call made {int(m.alloc_calls)} cudaMalloc calls in the timed pass "
+            f"({m.alloc_us_total / 1000:.1f} ms inside cudaMalloc/cudaFree), fixed_arena {int(a.alloc_calls)}"
+            f"{arena_first}"
+            + (
+                "; "
+                + ", ".join(f"{r.strategy} {int(r.alloc_calls)}" for r in pools)
+                + " count requests to the pool, not cudaMalloc calls (the pool serves most from blocks it keeps)"
+                if pools
+                else ""
             )
-        if "gpu_us" in ok.columns:
-            idle = m.gpu_us > 1.2 * a.gpu_us
-            parts.append(
-                f"GPU wall time per call (two events around the run, over the calls): {fmt_us(m.gpu_us)} for "
-                f"malloc per call, {fmt_us(a.gpu_us)} for the arena"
-                + (
-                    "; the difference is not kernel time but the GPU idling while the host frees and "
-                    "allocates (each cudaFree waits for the GPU)."
-                    if idle
-                    else "."
-                )
-            )
-        parts.append(
-            f"The arena pays in memory instead: it holds {fmt_bytes(a.peak_bytes)} for a workload whose "
-            f"largest workspace is {fmt_bytes(m.peak_bytes)}."
+            + ";"
         )
-    parts.append(noise_sentence(df))
-    return Text(" ".join(parts))
+        idle = m.gpu_us > 1.2 * a.gpu_us
+        bullets.append(
+            f"**GPU wall time per call** (two events around the run, over the calls): {fmt_us(m.gpu_us)} for "
+            f"malloc_per_call, {fmt_us(a.gpu_us)} for fixed_arena"
+            + (
+                ": not slower kernels but the GPU idling while the host frees and allocates (each cudaFree "
+                "waits for the GPU);"
+                if idle
+                else ";"
+            )
+        )
+        bullets.append(
+            f"**memory**: the arena pays instead, holding {fmt_bytes(a.peak_bytes)} for a workload whose largest "
+            f"workspace is {fmt_bytes(m.peak_bytes)};"
+        )
+    bullets.append(noise_sentence(df))
+    return Text(lead + "\n\n" + "\n".join(f"* {b}" for b in bullets))
 
 
 def _one_conv():
@@ -178,7 +175,7 @@ def pressure_summary(df) -> Text:
             f"{len(bad)} failed: " + "; ".join(f"{r.strategy}: {r.reason}" for _, r in bad.iterrows())
         )
     parts.append(noise_sentence(df))
-    return Text(" ".join(parts))
+    return Text(parts[0] + "\n\n" + "\n".join(f"* {p}" for p in parts[1:]))
 
 
 def dims_only_summary(df) -> Text:
