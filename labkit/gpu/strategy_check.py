@@ -6,8 +6,8 @@ and says four things, each measured:
 * **outputs**: every call's output against the float64 reference (`labkit.gpu.verify.expected`);
   a strategy that hands out fewer bytes than the plan asks is stopped by the `Runner` before
   cuDNN runs (`WorkspaceTooSmall`) and named;
-* **memory**: the device memory the strategy held at its peak (cudaMemGetInfo before each call,
-  against the free memory before the strategy was made) and what its own books say;
+* **memory**: the device memory the strategy held at its peak (cudaMemGetInfo at each ``get`` of
+  the first pass, against the free memory before the strategy was made) and what its books say;
 * **leaks**: device memory still taken after ``close()`` (the same measurement);
 * **races**: two streams each run a call; the first stream is held busy (`HOLD_US`) so its call
   is still queued when the second stream's call gets its workspace. A buffer handed to the second
@@ -87,13 +87,17 @@ class _Call:
 class _Watched(workspace.Strategy):
     """Passes every call to ``inner`` and notes what it handed out (`_Call`)."""
 
-    def __init__(self, inner: workspace.Strategy):
+    def __init__(self, inner: workspace.Strategy, base_free: int = 0):
         super().__init__()
         self.inner, self.name = inner, inner.name
         self.calls: List[_Call] = []
+        #: device memory free before the strategy was made; the most taken since, seen at a get
+        self.base_free, self.peak = base_free, 0
 
     def _get(self, req):
         ptr, got = self.inner.get(req)
+        if self.base_free:
+            self.peak = max(self.peak, self.base_free - memory.free_bytes())
         start = cupy.cuda.Event()
         start.record(workspace._stream_of(req))
         self.calls.append(_Call(req.stream_ptr, int(ptr or 0), int(req.nbytes), start))
@@ -202,20 +206,20 @@ class _Bench:
 
 def _one_stream(bench: _Bench, strategy, verdict: Verdict, base_free: int) -> None:
     """Warm-up pass (memory sampled), timed pass, then a checked pass (each output against float64)."""
-    watched = _Watched(strategy)
+    watched = _Watched(strategy, base_free)
     runner = Runner(watched, bench.streams[0], seed=0, operands=bench.operands[0])
     try:  # (the runner is not closed: check_strategy closes the strategy once, and the bench its inputs)
         seq = [s for _ in range(PASSES) for s in bench.specs]
-        for spec in seq:
+        for spec in seq:  # warm-up: first allocations; memory seen at every get
             runner.run(spec)
-            verdict.peak_bytes = max(verdict.peak_bytes, base_free - memory.free_bytes())
         bench.streams[0].synchronize()
+        verdict.peak_bytes = watched.peak
+        watched.base_free = 0  # the timed pass: nothing but the calls
         times = []
         for spec in seq:
             t0 = time.perf_counter()
             runner.run(spec)
             times.append((time.perf_counter() - t0) * 1e6)
-            verdict.peak_bytes = max(verdict.peak_bytes, base_free - memory.free_bytes())
         bench.streams[0].synchronize()
         verdict.host_us_per_call = statistics.median(times)
         errors = {}

@@ -1,0 +1,137 @@
+"""The hands-on cells on a GPU: their reference solutions pass their checks, and lesson 02's check
+names what is wrong with a strategy (a leak, a race, a buffer too small, an error) and leaves the
+built-in strategies as they are (those that share one buffer across streams named as such)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed: recorded mode)")
+
+from labkit.gpu import strategy_check  # noqa: E402
+from labkit.gpu import workspace as ws  # noqa: E402
+from labkit.present import check  # noqa: E402
+from labkit.session import handson, lessons  # noqa: E402
+
+
+def _namespace() -> dict:
+    return {"lessons": lessons, "check": check}
+
+
+def _run(name: str, ns: dict) -> None:
+    handson.register_topics()
+    exec(compile(handson.HANDS_ON[name].source, f"<reference {name}>", "exec"), ns)  # noqa: S102
+
+
+def test_lesson_01_reference_runs_one_convolution_with_its_own_workspace(capsys):
+    ns = _namespace()
+    _run("conv_setup", ns)
+    _run("own_workspace", ns)  # asserts check.own_workspace(...)
+    assert capsys.readouterr().out.startswith("correct: ")
+    assert ns["workspace"].nbytes == ns["g"].get_workspace_size_plan_at_index(ns["index"]) > 0
+
+
+def test_lesson_01_check_refuses_a_workspace_too_small(capsys):
+    ns = _namespace()
+    _run("conv_setup", ns)
+    small = cupy.empty(16, dtype=cupy.uint8)  # never handed to cuDNN: the check looks at its size first
+    assert not check.own_workspace(ns["ops"], small)
+    assert "never hand cuDNN less" in capsys.readouterr().out
+
+
+def test_lesson_02_reference_strategy_passes_beside_the_builtins(capsys):
+    ns = _namespace()
+    _run("own_strategy", ns)
+    _run("check_own_strategy", ns)  # asserts check.own_strategy(MyStrategy)
+    out = capsys.readouterr().out
+    assert out.startswith("correct: ") and "fixed_arena" in out and "scratchpad_per_stream" in out
+
+
+class Leaky(ws.Strategy):
+    """Allocates every call and never frees."""
+
+    name = "leaky"
+
+    def _get(self, req):
+        return (self._malloc(req.nbytes, "leaky workspace") if req.nbytes else 0), req.nbytes
+
+
+class FreeList(ws.Strategy):
+    """Gives a buffer back to a free list at put, for any stream to take: it races."""
+
+    name = "free_list"
+
+    def __init__(self):
+        super().__init__()
+        self.free, self.made = [], []
+
+    def _get(self, req):
+        if not req.nbytes:
+            return 0, 0
+        for i, (ptr, n) in enumerate(self.free):
+            if n >= req.nbytes:
+                return self.free.pop(i)
+        ptr = self._malloc(req.nbytes, "free-list workspace")
+        self.made.append((ptr, req.nbytes))
+        return ptr, req.nbytes
+
+    def _put(self, req, ptr):
+        if ptr:
+            self.free.append(next(b for b in self.made if b[0] == ptr))
+
+    def _close(self):
+        cupy.cuda.runtime.deviceSynchronize()
+        for ptr, n in self.made:
+            self._free(ptr, n)
+        self.made, self.free = [], []
+
+
+class Broken(ws.Strategy):
+    name = "broken"
+
+    def _get(self, req):
+        return None
+
+
+def test_a_leaking_strategy_is_named_a_leak(capsys):
+    v = strategy_check.check_strategy(Leaky)
+    assert v.outputs_ok and v.leaks and v.leaked_bytes > strategy_check.LEAK_SLACK_BYTES and not v.ok
+    assert not check.own_strategy(Leaky)
+    assert "leak: " in capsys.readouterr().out
+
+
+def test_a_strategy_that_hands_a_busy_buffer_to_another_stream_is_named_a_race(capsys):
+    v = strategy_check.check_strategy(FreeList)
+    assert v.outputs_ok and not v.leaks and v.races and not v.ok
+    assert all(r.lead_us > 0 and r.overlap_bytes > 0 for r in v.races)
+    assert not check.own_strategy(FreeList)
+    assert "race: " in capsys.readouterr().out
+
+
+def test_a_dims_only_key_is_named_too_small_and_an_error_is_said():
+    v = strategy_check.check_strategy(lambda: ws.KeyedCache(1 << 30, key="dims_only"))
+    assert v.too_small and "needs" in v.too_small and not v.ok
+    v = strategy_check.check_strategy(Broken)
+    assert v.error.startswith("TypeError") and not v.ok
+
+
+@pytest.mark.parametrize(
+    "name, options, shares",
+    [
+        ("malloc_per_call", {}, False),
+        ("scratchpad", {}, False),
+        ("cupy_pool", {}, False),
+        ("async_pool", {}, False),
+        ("fixed_arena", {"size_bytes": 256 << 20}, True),
+        ("keyed_cache", {"budget_bytes": 256 << 20}, True),
+        ("preallocated", {}, True),
+    ],
+)
+def test_builtin_strategies_are_right_and_do_not_leak(name, options, shares):
+    """The one-stream strategies (one buffer whatever the stream) share it across streams: the check
+    says so; the others keep streams apart (per stream, stream-ordered, or freed after a sync)."""
+    v = strategy_check.check_strategy(lambda: ws.make(name, **options))
+    assert v.outputs_ok and not v.leaks and not v.error and not v.too_small, v
+    assert bool(v.races) == shares, v.races
+    assert v.peak_bytes >= v.largest_request_bytes > 0
