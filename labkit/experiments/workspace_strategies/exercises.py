@@ -96,16 +96,24 @@ def _falls_back() -> str:
 
 
 def _falls_back_why(truth: str) -> str:
+    import re
+
     df = _frame("growing_batch")
     r = df[df["strategy"] == truth].iloc[0]
     biggest = _strategy(df, "malloc_per_call").peak_bytes  # malloc_per_call holds one workspace at a time
     rest = df[df["strategy"] != truth]
+    budget = re.search(r"\((\d+) MiB", truth)
+    why = (
+        f" Its budget ({budget.group(1)} MiB) is smaller than the largest workspace this batch reaches "
+        f"({fmt_bytes(biggest)}): a request larger than the whole budget cannot be kept, so the Runner falls "
+        "back to a plan that fits."
+        if budget and int(budget.group(1)) * 2**20 < biggest
+        else ""
+    )
     return (
-        f"{truth} ran {int(r.fallbacks)} of {int(r.calls)} calls with a smaller plan ({where(df)}). Its budget "
-        f"is smaller than the largest workspace this batch reaches ({fmt_bytes(biggest)}): a request larger "
-        "than the whole budget cannot be kept (the Runner falls back), and to make room it evicted "
-        f"{int(r.evictions)} buffers. Its GPU wall time per call: {fmt_us(r.gpu_us)}, against "
-        f"{fmt_us(rest['gpu_us'].median())} for the median strategy."
+        f"{truth} ran {int(r.fallbacks)} of {int(r.calls)} calls with a smaller plan ({where(df)}).{why} "
+        f"It also evicted {int(r.evictions)} buffers to make room. Its GPU wall time per call: "
+        f"{fmt_us(r.gpu_us)}, against {fmt_us(rest['gpu_us'].median())} for the median of the others."
     )
 
 
