@@ -16,8 +16,11 @@ Where things live:
   charts, the summaries under them, the exercise checks and the calls of the recorded grid
   (`workspace_basics` 01, `workspace_strategies` 02, `precision_layout` 03, `epilogue_fusion` 04,
   `plans_autotune` 05, `streams` 06, `your_network` 09, `under_the_hood` 10). A large topic is a
-  folder of parts, one concept each (``your_network/``, ``under_the_hood/``: run functions,
-  charts, summaries, exercise checks, ...); its ``__init__`` exposes the same names a module would.
+  folder of parts, one concept each (``workspace_basics/``, ``workspace_strategies/``,
+  ``your_network/``, ``under_the_hood/``: run functions, charts, summaries, exercises, hands-on
+  cells, ...); its ``__init__`` exposes the same names a module would. A topic's ``HANDS_ON`` (cell
+  name -> reference solution, what it needs) and ``HANDS_ON_CHECKS`` (the checks those cells call)
+  are gathered by `hands_on` and `hands_on_checks`.
 
 To add an experiment: write its run function (``@experiment``), chart, summary and checks in its
 topic's module (or a new topic module listed in `TOPICS`), add it to that module's ``CHARTS`` and

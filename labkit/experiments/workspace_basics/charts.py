@@ -116,7 +116,8 @@ def algorithms_chart(df) -> go.Figure:
     spec = request_spec(df)
     detail = (
         (
-            f"{spec.dtype} {spec.layout} {shape_label(spec)}; legacy API, times from one run each inside Find "
+            f"{spec.dtype} {spec.layout} {shape_label(spec)}; legacy API, times from one run each "
+            "inside Find "
             "(not the CUDA-graph medians of the other charts)"
         )
         if spec
@@ -172,7 +173,8 @@ def workspace_sizes_chart(df) -> go.Figure:
                 marker_color="#dadce0",
                 width=0.8,
                 customdata=[fmt_bytes(v * MIB) for v in biggest],
-                hovertemplate=f"{direction} %{{y}}: the hungriest candidate plan asks %{{customdata}}<extra></extra>",
+                hovertemplate=f"{direction} %{{y}}: the hungriest candidate plan asks %{{customdata}}"
+                "<extra></extra>",
             ),
             row=1,
             col=c,
@@ -204,11 +206,15 @@ def workspace_sizes_chart(df) -> go.Figure:
     for c in (1, 2, 3):
         fig.update_xaxes(title_text="workspace (MiB)", range=[0, 1.45 * (top or 1.0)], nticks=4, row=1, col=c)
     spec = request_spec(df)
-    note = "bars: the plan cuDNN's heuristic picks, labelled; pale bars: the largest workspace any candidate plan asks"
+    note = (
+        "bars: the plan cuDNN's heuristic picks, labelled; pale bars: the largest workspace any candidate "
+        "plan asks"
+    )
     cut = int(column_sum(df, "plans_cut"))
     if cut:
         note += (
-            f" · {cut} runtime-compiled plan{'s' if cut > 1 else ''} still compiling and left out of the pale bars "
+            f" · {cut} runtime-compiled plan{'s' if cut > 1 else ''} still compiling and left out of "
+            "the pale bars "
             "(measure again once compiled)"
         )
     bad = not_ok_note(df, ("dtype", "layout", "direction"))
@@ -263,7 +269,8 @@ def sweep_chart(df) -> go.Figure:
             line=dict(color=COLORS["primary"]),
             text=[fmt_us(v) for v in times],
             customdata=custom,
-            hovertemplate=f"{field}=%{{x}}: %{{y:.1f}} us, %{{customdata[1]:.0f}} TFLOP/s<br>plan %{{customdata[0]}}"
+            hovertemplate=f"{field}=%{{x}}: %{{y:.1f}} us, %{{customdata[1]:.0f}} TFLOP/s"
+            "<br>plan %{customdata[0]}"
             "<extra></extra>",
             **label,
         ),
@@ -298,7 +305,8 @@ def sweep_chart(df) -> go.Figure:
     )
     spec = request_spec(df)
     detail = (
-        f"around {spec.dtype} {spec.layout} {spec.direction} {shape_label(spec)}; heuristic plan at each point"
+        f"around {spec.dtype} {spec.layout} {spec.direction} {shape_label(spec)}; heuristic plan at "
+        "each point"
         if spec
         else ""
     )

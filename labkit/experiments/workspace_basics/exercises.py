@@ -68,7 +68,8 @@ def _batch_workspace_why(truth: int) -> str:
     sweep = _batch_sweep()
     plans = list(dict.fromkeys(sweep["plan_name"]))
     text = (
-        f"the largest workspace along N is {fmt_bytes(truth)} ({where(sweep)}): from N={sweep['value'].min()} "
+        f"the largest workspace along N is {fmt_bytes(truth)} ({where(sweep)}): from "
+        f"N={sweep['value'].min()} "
         f"to N={sweep['value'].max()} the heuristic picks {_joined(plans)}"
         + (", plans that need no workspace at all." if truth == 0 else ".")
     )
@@ -162,7 +163,8 @@ def _fft_size(ws: int) -> str:
     try:
         algos = result("algorithms", spec=BASE.replace(layout="NCHW"))
         fft = algos[(algos["algorithm"] == "FFT") & (algos["query_status"] == "ok")]
-        return f"; the FFT algorithm in the classic table asks {fmt_bytes(fft['query_workspace_bytes'].iloc[0])}, not {fmt_bytes(ws)}."
+        asks = fmt_bytes(fft["query_workspace_bytes"].iloc[0])
+        return f"; the FFT algorithm in the classic table asks {asks}, not {fmt_bytes(ws)}."
     except (LabkitError, IndexError, KeyError):
         return "."
 

@@ -77,7 +77,8 @@ def own_workspace(ops=None, workspace=None) -> CheckResult:
         )
     return say(
         True,
-        f"{spec.label}: your {fmt_bytes(got)} workspace, relative error {err:.1e} against the float64 reference "
+        f"{spec.label}: your {fmt_bytes(got)} workspace, relative error {err:.1e} against the float64 "
+        "reference "
         f"(tolerance {tol:.0e}). execute_plan_at_index returned as soon as the kernels were queued; the "
         "workspace had to stay yours until they had run, which this check waited for.",
     )

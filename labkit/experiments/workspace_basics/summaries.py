@@ -37,13 +37,15 @@ def algorithms_summary(df) -> Text:
     if len(bad):
         text += f" {len(bad)} of {len(df)} algorithms are not supported for this dtype and layout."
     text += (
-        " These times are Find's own: one run of each algorithm through the legacy API, as a ranking, not the "
+        " These times are Find's own: one run of each algorithm through the legacy API, as a ranking, "
+        "not the "
         "steady-state time of a kernel."
     )
     frontend = _frontend_time(spec)
     if frontend is not None:
         text += (
-            f" The same convolution through the cuDNN frontend (its heuristic plan), timed as the median of CUDA-graph "
+            " The same convolution through the cuDNN frontend (its heuristic plan), timed as the "
+            "median of CUDA-graph "
             f"replays (how "
             f"every other chart times, e.g. lesson 00's layout table), takes {fmt_us(frontend)} "
             f"({where(df)})."
@@ -80,7 +82,8 @@ def workspace_sizes_summary(df) -> Text:
         f"One shape ({shape_label(spec)}), {len(ok)} variants of dtype x layout x direction ({where(df)}). "
         f"The heuristic plan asks for anything from **{fmt_bytes(lo.heuristic_workspace_bytes)}** "
         f"({lo['dtype']} {lo['layout']} {lo['direction']}) to **{fmt_bytes(hi.heuristic_workspace_bytes)}** "
-        f"({hi['dtype']} {hi['layout']} {hi['direction']}); the hungriest candidate plan of any variant wants "
+        f"({hi['dtype']} {hi['layout']} {hi['direction']}); the hungriest candidate plan of any "
+        "variant wants "
         f"{fmt_bytes(spread)}. Same dims, very different workspaces."
     )
 
@@ -118,7 +121,8 @@ def sweep_summary(df) -> Text:
         + "."
         + (
             f" Within plan {big.plan_name} it grows with the tensors, from "
-            f"{fmt_bytes(same['workspace_bytes'].min())} to {fmt_bytes(big.workspace_bytes)} at {f}={big.value}."
+            f"{fmt_bytes(same['workspace_bytes'].min())} to {fmt_bytes(big.workspace_bytes)} at "
+            f"{f}={big.value}."
             if grows
             else f" The largest, {fmt_bytes(big.workspace_bytes)}, is at {f}={big.value}."
         )

@@ -222,11 +222,13 @@ def strategies_chart(df) -> go.Figure:
     )
     wl = str(df["workload"].iloc[0]) if len(df) else "?"
     detail = (
-        f"workload '{wl}': {calls} convolution calls per strategy after a warm-up pass; host time = strategy + "
+        f"workload '{wl}': {calls} convolution calls per strategy after a warm-up pass; host time = "
+        "strategy + "
         "launch; GPU wall time = events around the run / calls: kernels + GPU idle waiting for the host"
     )
     note = (
-        "allocations: cudaMalloc calls for the strategies that own their memory; hatched, for cupy_pool / async_pool: "
+        "allocations: cudaMalloc calls for the strategies that own their memory; hatched, for "
+        "cupy_pool / async_pool: "
         "requests to the pool (most served from its cache without reaching cudaMalloc)"
     )
     bad = not_ok_note(df, ("strategy",))

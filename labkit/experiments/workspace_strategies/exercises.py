@@ -26,7 +26,9 @@ def _frame(workload: str):
 
 def _slowdown() -> float:
     df = _frame("one_conv")
-    return float(_strategy(df, "malloc_per_call").median_us / _strategy(df, "fixed_arena").median_us)
+    return round(
+        float(_strategy(df, "malloc_per_call").median_us / _strategy(df, "fixed_arena").median_us), 2
+    )
 
 
 def _slowdown_why(truth: float) -> str:
@@ -55,7 +57,8 @@ MALLOC_SLOWDOWN = Exercise(
     kind="predict",
     question=(
         "Before the chart: on one_conv, how many times slower per call (median host time) will "
-        "malloc_per_call be than fixed_arena? A rough number: within a factor of two of the measurement counts."
+        "malloc_per_call be than fixed_arena? A rough number: within a factor of two of the "
+        "measurement counts."
     ),
     truth=_slowdown,
     parse=number("a ratio"),
@@ -63,8 +66,10 @@ MALLOC_SLOWDOWN = Exercise(
     why=_slowdown_why,
     hints=(
         "Per call, the arena only hands out a pointer; malloc_per_call adds a cudaMalloc and a cudaFree. The "
-        "convolution itself runs about 50 us on the GPU: how long might a driver call that waits for it take?",
-        "cudaFree returns only once the GPU has finished the convolution just launched, so the host waits for "
+        "convolution itself runs about 50 us on the GPU: how long might a driver call that waits for "
+        "it take?",
+        "cudaFree returns only once the GPU has finished the convolution just launched, so the host "
+        "waits for "
         "every call; count the convolution's time once more, plus the allocation.",
     ),
     wrong=_slowdown_wrong,
@@ -141,7 +146,8 @@ FALLS_BACK = Exercise(
 
 #: the reasons offered for cupy_pool's time under memory pressure
 POOL_REASONS = {
-    "garbage_collector": "on each failed cudaMalloc, CuPy's pool frees its cached blocks, runs Python's garbage "
+    "garbage_collector": "on each failed cudaMalloc, CuPy's pool frees its cached blocks, runs Python's "
+    "garbage "
     "collector and tries again",
     "slow_plan": "the smaller plan it falls back to is that much slower on the GPU",
     "cudafree_wait": "each call's cudaFree waits for the GPU to finish",
@@ -179,11 +185,13 @@ def _pool_wrong(answer: str, truth: str) -> Optional[str]:
     return {
         "slow_plan": (
             f"the other strategies that fell back took {fmt_us(fell['median_us'].min())} to "
-            f"{fmt_us(fell['median_us'].max())} per call, and cupy_pool spent {fmt_us(pool.strategy_us_per_call)} "
+            f"{fmt_us(fell['median_us'].max())} per call, and cupy_pool spent "
+            f"{fmt_us(pool.strategy_us_per_call)} "
             "of each call on the host, inside its get/put, not on the GPU."
         ),
         "cudafree_wait": (
-            f"that is malloc_per_call's cost ({fmt_us(malloc.median_us)} per call here); cupy_pool's put hands "
+            f"that is malloc_per_call's cost ({fmt_us(malloc.median_us)} per call here); cupy_pool's "
+            "put hands "
             "the block back to its pool and calls no cudaFree."
         ),
         "full_memory": f"fixed_arena ran under the same pressure at {fmt_us(arena.median_us)} per call.",

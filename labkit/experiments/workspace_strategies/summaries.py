@@ -53,12 +53,15 @@ def strategies_summary(df) -> Text:
     m = _strategy(ok, "malloc_per_call")
     a = _strategy(ok, "fixed_arena")
     wl = df["workload"].iloc[0]
-    lead = f"Workload **{wl}** ({int(df['calls'].iloc[0])} calls per strategy after a warm-up pass, {where(df)}):"
+    calls = int(df["calls"].iloc[0])
+    lead = f"Workload **{wl}** ({calls} calls per strategy after a warm-up pass, {where(df)}):"
     bullets = []
     if m is not None and a is not None:
         bullets.append(
-            f"**host time per call** (median): {fmt_us(m.median_us)} for malloc_per_call, {fmt_us(a.median_us)} "
-            f"for fixed_arena ({m.median_us / a.median_us:.1f}x); inside the strategy alone (its get and put) "
+            f"**host time per call** (median): {fmt_us(m.median_us)} for malloc_per_call, "
+            f"{fmt_us(a.median_us)} "
+            f"for fixed_arena ({m.median_us / a.median_us:.1f}x); inside the strategy alone (its get "
+            "and put) "
             f"{fmt_us(m.strategy_us_per_call)} against {fmt_us(a.strategy_us_per_call)};"
         )
         arena_first = (
@@ -74,7 +77,8 @@ def strategies_summary(df) -> Text:
             + (
                 "; "
                 + ", ".join(f"{r.strategy} {int(r.alloc_calls)}" for r in pools)
-                + " count requests to the pool, not cudaMalloc calls (the pool serves most from blocks it keeps)"
+                + " count requests to the pool, not cudaMalloc calls (the pool serves most from blocks "
+                "it keeps)"
                 if pools
                 else ""
             )
@@ -92,7 +96,8 @@ def strategies_summary(df) -> Text:
             )
         )
         bullets.append(
-            f"**memory**: the arena pays instead, holding {fmt_bytes(a.peak_bytes)} for a workload whose largest "
+            f"**memory**: the arena pays instead, holding {fmt_bytes(a.peak_bytes)} for a workload "
+            "whose largest "
             f"workspace is {fmt_bytes(m.peak_bytes)};"
         )
     bullets.append(noise_sentence(df))
@@ -128,7 +133,8 @@ def pressure_summary(df) -> Text:
     want = f" ({fmt_bytes(wanted)})" if wanted else ""
     if len(fell):
         parts.append(
-            f"{len(fell)} of {len(ok)} strategies could not get the workspace the heuristic's plan wants{want} "
+            f"{len(fell)} of {len(ok)} strategies could not get the workspace the heuristic's plan "
+            f"wants{want} "
             "and fell back to a plan needing less: "
             + ", ".join(f"{r.strategy} {int(r.fallbacks)} of {calls}" for _, r in fell.iterrows())
             + "."
@@ -144,7 +150,8 @@ def pressure_summary(df) -> Text:
         names = _joined(lazy["strategy"])
         parts.append(
             f"{names} make each buffer at the first call that needs it, not before the run: here that first "
-            "call came after the pressure began, so the heuristic plan's buffer was never made. Each call asks "
+            "call came after the pressure began, so the heuristic plan's buffer was never made. Each "
+            "call asks "
             f"again (a failed cudaMalloc: {fmt_us(lazy['alloc_us_total'].min() / calls)} to "
             f"{fmt_us(lazy['alloc_us_total'].max() / calls)} per call inside the allocator), falls back, and "
             f"runs the plan whose {fmt_bytes(lazy['peak_bytes'].max())} buffer is all they ever held."
@@ -158,10 +165,14 @@ def pressure_summary(df) -> Text:
     others = ok[ok["strategy"].str.split(" ").str[0] != "cupy_pool"]
     if pool is not None and len(others) and pool.median_us > 10 * others["median_us"].max():
         parts.append(
-            f"cupy_pool takes {fmt_us(pool.median_us)} per call (median) and spends {fmt_us(pool.strategy_us_per_call)} "
-            "per call (mean) inside its get/put, on the host: CuPy's pool answers a failed cudaMalloc by freeing its cached blocks and "
-            "trying again, then by running Python's garbage collector (gc.collect(), a pass over every Python "
-            "object of this process) and trying once more, before it raises (SingleDeviceMemoryPool._try_malloc "
+            f"cupy_pool takes {fmt_us(pool.median_us)} per call (median) and spends "
+            f"{fmt_us(pool.strategy_us_per_call)} "
+            "per call (mean) inside its get/put, on the host: CuPy's pool answers a failed cudaMalloc "
+            "by freeing its cached blocks and "
+            "trying again, then by running Python's garbage collector (gc.collect(), a pass over every "
+            "Python "
+            "object of this process) and trying once more, before it raises "
+            "(SingleDeviceMemoryPool._try_malloc "
             "in CuPy's memory.pyx)."
         )
     empty = fell[fell["peak_bytes"] == 0]
@@ -187,10 +198,13 @@ def dims_only_summary(df) -> Text:
     return Text(
         f"All {len(ok)} variants below have the **same dims-only key**, yet their heuristic plans ask for "
         f"{fmt_bytes(sizes.min())} to {fmt_bytes(sizes.max())}. Among forward convolutions alone: if "
-        f"{lo['dtype']} {lo['layout']} runs first, a dims-only cache stores {fmt_bytes(lo.heuristic_workspace_bytes)}; "
+        f"{lo['dtype']} {lo['layout']} runs first, a dims-only cache stores "
+        f"{fmt_bytes(lo.heuristic_workspace_bytes)}; "
         f"when {hi['dtype']} {hi['layout']} arrives with the same dims it gets that buffer back and needs "
         f"{fmt_bytes(hi.heuristic_workspace_bytes)}: "
-        f"{fmt_bytes(hi.heuristic_workspace_bytes - lo.heuristic_workspace_bytes)} short. Handed to cuDNN, that "
-        "buffer would be written past its end (labkit's Runner checks the size and refuses; a real cache that "
+        f"{fmt_bytes(hi.heuristic_workspace_bytes - lo.heuristic_workspace_bytes)} short. Handed to "
+        "cuDNN, that "
+        "buffer would be written past its end (labkit's Runner checks the size and refuses; a real "
+        "cache that "
         "trusts its key does not)."
     )
