@@ -29,9 +29,10 @@ def _plan_kernels(trace, plan_name: str):
 
 
 def _trace(layout: str):
-    """The `kernels` result of the fp32 base convolution in ``layout``, or None when not at hand."""
+    """The `kernels` result of the fp32 base convolution in ``layout`` when at hand without
+    tracing live (recorded, or traced before on this GPU), else None."""
     try:
-        return result("kernels", spec=BASE.replace(dtype="fp32", layout=layout))
+        return result("kernels", at_hand_only=True, spec=BASE.replace(dtype="fp32", layout=layout))
     except LabkitError:
         return None
 
@@ -42,9 +43,12 @@ def _noise(nchw, nhwc) -> str:
     spreads, again = [], []
     for row in (nchw, nhwc):
         try:
-            prec = ok_rows(result("precision", spec=BASE.replace(layout=row.name)))
+            prec = result("precision", at_hand_only=True, spec=BASE.replace(layout=row.name))
         except LabkitError:
             return ""
+        if prec is None:
+            return ""
+        prec = ok_rows(prec)
         same = prec[(prec["dtype"] == "fp32") & (prec["plan_name"] == row["plan_name"])]
         if same.empty:
             return ""
@@ -82,7 +86,11 @@ def fp32_layout_note(layouts=None) -> Optional[Text]:
     )
     trace = _trace("NHWC")
     if trace is None:
-        return Text(text)
+        return Text(
+            text + " Lesson 10's kernel trace says why: "
+            '`lessons.data("kernels", spec=lessons.base(dtype="fp32"))` takes it on this GPU (it traces '
+            "every plan), and this cell then explains it."
+        )
     mine = _plan_kernels(trace, str(nhwc["plan_name"]))
     conv = mine[mine["role"] == CONVERSION]
     launches = int(round(float(mine["launches_per_call"].sum())))

@@ -118,80 +118,79 @@ NCHW_REASONS = {
     "frequency_domain": "the input and filter transformed into the frequency domain (FFT)",
     "partial_sums": "partial sums of the output, added up by a second kernel (split-K)",
 }
-#: which kernel role of a trace points at which reason (`labkit.experiments.under_the_hood`)
-ROLE_REASON = {
-    "layout conversion": "layout_copies",
-    "FFT transform": "frequency_domain",
-    "split-K reduction": "partial_sums",
-}
 
 
-def _nchw_evidence():
-    """(the fp16 NCHW heuristic plan's workspace, its traced kernels (rows), tensor sizes in bytes)."""
+def _nchw_sizes():
+    """(the fp16 NCHW spec, its heuristic plan's workspace, what each reason would take in bytes)."""
     spec = BASE.replace(layout="NCHW")
     ws = int(_fprop_sizes("fp16")["NCHW"])
-    trace = ok_rows(result("kernels", spec=spec))
-    first = trace[trace["plan_index"] == trace["plan_index"].min()]
-    return spec, ws, first, dict(spec.tensor_bytes)
+    t = spec.tensor_bytes
+    sizes = {
+        "layout_copies": t["x"] + t["w"] + t["y"],
+        "unfolded_input": spec.R * spec.S * t["x"],
+        "partial_sums": 4 * spec.N * spec.K * spec.P * spec.Q,  # the output's sums in fp32
+    }
+    fft = _fft_bytes()
+    if fft:
+        sizes["frequency_domain"] = fft
+    return spec, ws, sizes
 
 
-def _nchw_reason() -> str:
-    _, _, kernels, _ = _nchw_evidence()
-    for role in kernels["role"]:
-        if role in ROLE_REASON:
-            return ROLE_REASON[role]
-    return "unfolded_input"
-
-
-def _nchw_why(truth: str) -> str:
-    spec, ws, kernels, size = _nchw_evidence()
-    names = [
-        f"{k.split('::')[-1][:40]}{' x' + str(int(n)) if n > 1 else ''}"
-        for k, n in zip(kernels["kernel"], kernels["launches_per_call"])
-    ]
-    copies = size["x"] + size["w"] + size["y"]
-    return (
-        f"its traced kernels, in order: {', '.join(names)}. The workspace it asks, {ws:,} B, is the input, "
-        f"filter and output in fp16 ({size['x']:,} + {size['w']:,} + {size['y']:,} = {copies:,} B) plus "
-        f"{ws - copies:,} B: copies in channels-last order, converted before the NHWC kernel runs and the "
-        "output converted back after."
-    )
-
-
-def _fft_size(ws: int) -> str:
-    """What the classic FFT algorithm asks for the fp16 NCHW base convolution, beside ``ws``."""
+def _fft_bytes() -> Optional[int]:
+    """What the classic FFT algorithm asks for the fp16 NCHW base convolution (None: not at hand)."""
     try:
         algos = result("algorithms", spec=BASE.replace(layout="NCHW"))
         fft = algos[(algos["algorithm"] == "FFT") & (algos["query_status"] == "ok")]
-        asks = fmt_bytes(fft["query_workspace_bytes"].iloc[0])
-        return f"; the FFT algorithm in the classic table asks {asks}, not {fmt_bytes(ws)}."
+        return int(fft["query_workspace_bytes"].iloc[0])
     except (LabkitError, IndexError, KeyError):
-        return "."
+        return None
+
+
+def _kernels_at_hand():
+    """The heuristic plan's traced kernels (lesson 10's `kernels`), when at hand without tracing
+    live (recorded, or traced before on this GPU); else None."""
+    try:
+        trace = result("kernels", at_hand_only=True, spec=BASE.replace(layout="NCHW"))
+    except LabkitError:
+        return None
+    if trace is None:
+        return None
+    trace = ok_rows(trace)
+    return trace[trace["plan_index"] == trace["plan_index"].min()]
+
+
+def _nchw_reason() -> str:
+    _, ws, sizes = _nchw_sizes()
+    return min(sizes, key=lambda k: abs(sizes[k] - ws))
+
+
+def _nchw_why(truth: str) -> str:
+    spec, ws, sizes = _nchw_sizes()
+    t = spec.tensor_bytes
+    text = (
+        f"the workspace it asks, {ws:,} B, is the input, filter and output in fp16 ({t['x']:,} + {t['w']:,} "
+        f"+ {t['y']:,} = {sizes['layout_copies']:,} B) and {ws - sizes['layout_copies']:,} B more: copies in "
+        "channels-last order, made before the NHWC kernel runs, the output converted back after."
+    )
+    kernels = _kernels_at_hand()
+    if kernels is not None and len(kernels):
+        names = [
+            f"{k.split('::')[-1][:40]}{' x' + str(int(n)) if n > 1 else ''}"
+            for k, n in zip(kernels["kernel"], kernels["launches_per_call"])
+        ]
+        text += f" Its traced kernels (lesson 10), in order: {', '.join(names)}."
+    return text
 
 
 def _nchw_wrong(answer: str, truth: str) -> Optional[str]:
-    spec, ws, kernels, size = _nchw_evidence()
-    roles = set(kernels["role"])
-    unfolded = spec.R * spec.S * size["x"]
-    return {
-        "unfolded_input": (
-            f"an unfolded input would be R·S = {spec.R * spec.S} times the input: {fmt_bytes(unfolded)} "
-            f"(the GEMM algorithm's workspace in the classic table), not {fmt_bytes(ws)}."
-        ),
-        "frequency_domain": (
-            "the traced kernels include no FFT"
-            if "FFT transform" not in roles
-            else "its FFT kernels are there, but look at what else the trace holds"
-        )
-        + _fft_size(ws),
-        "partial_sums": (
-            "no kernel adds partial sums after the main one"
-            if "split-K reduction" not in roles
-            else "there is a reduction, but look at what else the trace holds"
-        )
-        + ": look at the kernels the trace lists before and after the convolution kernel.",
-        "layout_copies": "the traced kernels rearrange nothing here.",
-    }.get(answer)
+    spec, ws, sizes = _nchw_sizes()
+    if answer not in sizes:
+        return None
+    off = sizes[answer] - ws
+    return (
+        f"that would take {fmt_bytes(sizes[answer])} ({sizes[answer]:,} B); the plan asks {ws:,} B, "
+        f"{abs(off):,} B {'less' if off > 0 else 'more'}. Which tensors add up to exactly that?"
+    )
 
 
 NCHW_WORKSPACE = Exercise(
@@ -208,8 +207,8 @@ NCHW_WORKSPACE = Exercise(
     why=_nchw_why,
     hints=(
         "Divide its workspace by the size of one fp16 tensor of this convolution (32x64x56x56 x 2 bytes).",
-        "The input and the output are the same size here; add the small filter. What would need exactly that "
-        "much room?",
+        "The input and the output are the same size here; add the small filter (64x64x3x3 x 2 bytes). What "
+        "would need exactly that much room?",
     ),
     wrong=_nchw_wrong,
     choices=NCHW_REASONS,
