@@ -167,12 +167,7 @@ def answers_given_away(name: str, recording: str, outputs: list) -> list:
 
 #: (recording, lesson) pairs known to fail, each an expected failure until fixed (strict: a pair
 #: that passes must leave this set)
-KNOWN = {
-    ("h100-sxm", "00_start_here.ipynb"),
-    ("h100-sxm", "02_workspace_strategies.ipynb"),
-    ("h200", "00_start_here.ipynb"),
-    ("h200", "02_workspace_strategies.ipynb"),
-}
+KNOWN: set = set()
 
 
 def _cases():

@@ -667,8 +667,131 @@ def _overlap_exactly(rec):
     return holds, [(r.launch, r.overlap_us, r.corrupted) for r in rows]
 
 
+# -- lessons 00-02 --
+def _fp32_base():
+    return experiments.BASE.replace(dtype="fp32")
+
+
+@claim("00", "NHWC, the faster layout in fp16, becomes the slower one.")
+def _layout_swaps_in_fp32(rec):
+    half = frame(rec, "layout").set_index("layout").conv_gpu_us
+    full = frame(rec, "layout", spec=_fp32_base()).set_index("layout").conv_gpu_us
+    return half["NHWC"] < half["NCHW"] and full["NHWC"] > full["NCHW"], (dict(half), dict(full))
+
+
+@claim(
+    "01",
+    "In fp32 the layouts swap roles: the NCHW forward plan asks for no workspace at all and the NHWC one for the "
+    "largest workspace of the whole chart",
+)
+def _fp32_workspaces(rec):
+    ws = frame(rec, "workspace_sizes")
+    ok = ws[ws.status == "ok"]
+    fp = ok[(ok.dtype == "fp32") & (ok.direction == "fprop")].set_index("layout").heuristic_workspace_bytes
+    return fp["NCHW"] == 0 and fp["NHWC"] == ok.heuristic_workspace_bytes.max(), dict(fp)
+
+
+@claim("01", "in the algorithm table the best algorithm that needs none is slower than the fastest")
+def _workspace_buys_time(rec):
+    df = frame(rec, "algorithms", spec=experiments.BASE.replace(layout="NCHW"))
+    ok = df[df.find_status == "ok"]
+    none = ok[ok.query_workspace_bytes == 0].time_us.min()
+    return none > ok.time_us.min(), (none, ok.time_us.min())
+
+
+def _strategies(rec, workload):
+    df = frame(rec, "strategies", workload=workload, repeats=20)
+    return df.assign(name=df.strategy.str.split(" ").str[0])
+
+
+@claim("02", "each call's free stalls the host until the convolution it just launched is done")
+def _malloc_idles_the_gpu(rec):
+    df = _strategies(rec, "one_conv").set_index("name")
+    m, a = df.loc["malloc_per_call"], df.loc["fixed_arena"]
+    holds = m.gpu_us > 1.5 * a.gpu_us and m.strategy_us_per_call > 50 * a.strategy_us_per_call
+    return holds, (m.gpu_us, a.gpu_us, m.strategy_us_per_call, a.strategy_us_per_call)
+
+
+@claim(
+    "02",
+    "A strategy that cannot get the workspace the heuristic plan wants falls back to a plan that needs less",
+)
+def _pressure_fallbacks(rec):
+    df = _strategies(rec, "pressure")
+    fell = set(df[df.fallbacks > 0].name)
+    return fell == set(df.name) - {"fixed_arena"}, sorted(fell)
+
+
+@claim("02", "Under memory pressure, `cupy_pool` takes far longer per call than every other strategy.")
+def _pool_under_pressure(rec):
+    df = _strategies(rec, "pressure").set_index("strategy")
+    pool = df[df.name == "cupy_pool"].median_us.iloc[0]
+    rest = df[df.name != "cupy_pool"].median_us.max()
+    return pool > 10 * rest, (pool, rest)
+
+
+@claim("02", "One strategy runs some of its calls with a smaller plan than the heuristic's.")
+def _one_falls_back_on_growing_batch(rec):
+    df = frame(rec, "strategies", workload="growing_batch", repeats=20)
+    return int((df.fallbacks > 0).sum()) == 1, list(df[df.fallbacks > 0].strategy)
+
+
 #: (lesson, sentence) pairs with comparative words that compare nothing measured
 NOT_CLAIMS: set = {
+    (
+        "00",
+        "Ask for something that was not recorded (in recorded mode) and the panel says so, names the nearest recorded values and empties the chart: a chart never shows numbers measured for another convolution than the one on its controls.",
+    ),
+    ("00", "Here: the lessons' base convolution (a ResNet-50 3x3 layer at batch 32) in both memory layouts."),
+    (
+        "01",
+        "**Exercise 1 (predict).** Before you run the chart's cell: for fp16 fprop at the base shape, which layout's heuristic plan asks for less workspace, `'NCHW'` or `'NHWC'`?",
+    ),
+    ("01", "**Exercise 2 (explore).** Does a larger batch make fp32 NCHW ask for a workspace?"),
+    (
+        "01",
+        "Dark bars: the plan cuDNN's heuristic picks; pale bars: the largest workspace any candidate plan asks.",
+    ),
+    (
+        "01",
+        "Find times each algorithm once, so no spread is measured: close ranks can swap from one run to the next.",
+    ),
+    (
+        "01",
+        "In the sweep panel above, keep *dtype · layout* at fp32 NCHW and set the swept field to N: what is the largest workspace along that sweep, in bytes?",
+    ),
+    (
+        "01",
+        "`planned_graph`, below, is how every graph in this workbook is planned: `validate` and `build_operation_graph` check the graph, `create_execution_plans` asks cuDNN's heuristics for candidate plans (best first), the `select`/`deselect` calls filter them, and `check_support` drops those this GPU cannot run.",
+    ),
+    (
+        "02",
+        "**Exercise 1 (predict).** Before you run the chart's cell: on `one_conv`, how many times slower per call (median host time) will `malloc_per_call` be than `fixed_arena`?",
+    ),
+    (
+        "02",
+        "**Learning goals** * read a strategy's code: `get` hands a call its workspace, `put` hears that the call was queued; * compare the ways to provide a workspace on real workloads: per-call host time (and its noise), GPU wall time, allocations, peak and held memory; * explain why allocating per call hurts, what caching pools change, and what PyTorch does; * explain why a cache key without dtype and layout is a bug, from measured workspace sizes; * see what each strategy does when memory runs out, and why; * write a strategy of your own and have it checked for correct outputs, memory, leaks and races. | strategy | what it does | | --- | --- | | `preallocated` | the baseline: one exact-size buffer per convolution and plan, made at the first call that needs it, never freed | | `fixed_arena` | one big buffer made when the strategy is made; a plan that needs more falls back to one that fits | | `malloc_per_call` | ask the size, `cudaMalloc` it, run, `cudaFree` it: every call | | `keyed_cache` | one buffer per key (the full spec + plan), kept and reused, LRU-evicted under a byte budget | | `scratchpad_per_stream` | oneDNN's user scratchpad: one grow-only buffer per stream | | `cupy_pool` / `async_pool` | CuPy's caching `MemoryPool` and the stream-ordered `cudaMallocAsync` pool | Each runs the same sequence of real convolutions on a fresh stream, after one warm-up pass (so one-time allocations are counted apart from the steady state).",
+    ),
+    (
+        "02",
+        "*GPU wall time* is the time between two CUDA events recorded on the stream before the first call and after the last, over the number of calls: the kernels **plus any time the GPU sat idle waiting for the host**.",
+    ),
+    (
+        "02",
+        "Before each convolution the `Runner` calls `get(req)`: `req` says how many bytes (`req.nbytes`), for which plan and on which stream (`req.stream_ptr`); `get` returns a device pointer and how many bytes are usable there (never fewer than asked: the Runner refuses to run otherwise).",
+    ),
+    (
+        "02",
+        "Strategies may pick a plan with a smaller workspace when they cannot get the one the heuristic wants (a *fallback*).",
+    ),
+    (
+        "02",
+        "The price is memory held whether or not it is used (the *workspace memory held* column above), and a plan that needs more than the arena holds must fall back to another plan that fits (lesson 05 prices such a cap).",
+    ),
+    (
+        "02",
+        "When the allocation fails, PyTorch catches the out-of-memory error and tries the next plan (`try_configs`); when benchmarking (`torch.backends.cudnn.benchmark`) it halves the workspace it asks for until an allocation succeeds and drops the plans that need more (`generate_and_filter_plans`): a fallback, like the `Runner`'s below.",
+    ),
     (
         "03",
         "**Exercise 1 (predict).** Before you run the chart: order fp32, tf32, fp16 and fp8_e4m3 from fastest to slowest at this shape, each with its heuristic plan, e.g.",
@@ -829,58 +952,7 @@ NOT_CLAIMS: set = {
 
 #: (lesson, sentence) pairs not yet reviewed: each must become a claim, a generated sentence or an
 #: entry of NOT_CLAIMS (this set only shrinks)
-UNREVIEWED: set = {
-    (
-        "00",
-        "Ask for something that was not recorded (in recorded mode) and the panel says so, names the nearest recorded values and empties the chart: a chart never shows numbers measured for another convolution than the one on its controls.",
-    ),
-    ("00", "Here: the lessons' base convolution (a ResNet-50 3x3 layer at batch 32) in both memory layouts."),
-    (
-        "01",
-        "* The fastest plan often needs the largest workspace; refusing it has a price in time (lesson 05 measures it).",
-    ),
-    (
-        "01",
-        "**Exercise 1.** In the algorithm table above (fp16, NCHW), which algorithm did cuDNN's Find rank fastest?",
-    ),
-    ("01", "**Exercise 2.** How many **bytes** of workspace does that fastest algorithm ask for?"),
-    (
-        "01",
-        "Bars show the plan cuDNN's heuristic picks; whiskers the smallest and largest workspace among all the plans cuDNN offers for that variant.",
-    ),
-    (
-        "01",
-        "The fastest algorithm is rarely the one without a workspace: scratch memory is how an algorithm trades memory for speed.",
-    ),
-    (
-        "02",
-        "(Any within 5% of the lowest counts.) **Exercise 2.** On `one_conv`, how many times slower per call (median host time) is `malloc_per_call` than `fixed_arena`?",
-    ),
-    (
-        "02",
-        "**Learning goals** * compare the ways to provide a workspace on real workloads: per-call host time, GPU wall time, allocations, peak and held memory; * explain why allocating per call hurts, and what caching pools change; * explain why a cache key without dtype and layout is a bug, from measured workspace sizes; * see what a fixed arena costs and what each strategy does when memory runs out. | strategy | what it does | | --- | --- | | `preallocated` | the baseline: one exact-size buffer per convolution, made before the run, never freed | | `fixed_arena` | one big buffer made up front; a plan that needs more falls back to one that fits | | `malloc_per_call` | ask the size, `cudaMalloc` it, run, `cudaFree` it: every call | | `keyed_cache` | one buffer per key (the full spec + plan), kept and reused, LRU-evicted under a byte budget | | `scratchpad_per_stream` | oneDNN's user scratchpad: one grow-only buffer per stream | | `cupy_pool` / `async_pool` | CuPy's caching `MemoryPool` and the stream-ordered `cudaMallocAsync` pool | Each runs the same sequence of real convolutions on a fresh stream, after one warm-up pass (so one-time allocations are counted apart from the steady state).",
-    ),
-    (
-        "02",
-        "**Why per-call malloc hurts.** `cudaMalloc` is a driver call, and `cudaFree` waits until the GPU is idle: each call's free stalls the host until the convolution it just launched is done, so the host can never run ahead and queue work.",
-    ),
-    (
-        "02",
-        "*GPU wall time* is the time between two CUDA events recorded on the stream before the first call and after the last, over the number of calls: the kernels **plus any time the GPU sat idle waiting for the host** (with `malloc_per_call`, each `cudaFree` waits for the GPU and the next launch waits for `cudaMalloc`, so its GPU wall time is mostly idle time, not slower kernels).",
-    ),
-    (
-        "02",
-        "A strategy that allocates on demand cannot get the workspace the heuristic plan wants and falls back to a plan that needs less (as PyTorch and TensorFlow do), and says so in its `fallbacks` count.",
-    ),
-    (
-        "02",
-        "Strategies may pick a plan with a smaller workspace when they cannot get the one the heuristic wants (a *fallback*).",
-    ),
-    (
-        "02",
-        "The price is memory held whether or not it is used (the *workspace memory* panel above), and a plan that needs more than the arena holds must fall back to a slower one that fits.",
-    ),
-}
+UNREVIEWED: set = set()
 
 
 def markdown_sentences(path: Path) -> list:

@@ -1,101 +1,137 @@
-"""The hands-on cells of lessons 05 and 06, live: each reference solution (what
-``LABKIT_HANDSON=reference`` runs in the notebook) passes its check on this GPU, and the checks
-name what is wrong with an answer that is not right: times far from labkit's autotune, plans left
-untimed, a race that never overlaps (hidden, not reproduced), a per-stream run that corrupts."""
+"""The hands-on cells on a GPU: their reference solutions pass their checks, and lesson 02's check
+names what is wrong with a strategy (a leak, a race, a buffer too small, an error) and leaves the
+built-in strategies as they are (those that share one buffer across streams named as such)."""
 
 from __future__ import annotations
 
 import pytest
 
 pytestmark = pytest.mark.gpu
-pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed: recorded mode)")
+cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed: recorded mode)")
 
-from labkit.experiments import plans_autotune, streams  # noqa: E402
+from labkit.gpu import strategy_check  # noqa: E402
+from labkit.gpu import workspace as ws  # noqa: E402
 from labkit.present import check  # noqa: E402
 from labkit.session import handson, lessons  # noqa: E402
 
 
-@pytest.fixture(autouse=True)
-def live(monkeypatch):
-    monkeypatch.setenv("LABKIT_MODE", "live")
-    monkeypatch.setenv("LABKIT_PREFETCH", "0")
-    monkeypatch.setenv("LABKIT_HANDSON", "reference")
-    yield
-    lessons.forget()
+def _namespace() -> dict:
+    return {"lessons": lessons, "check": check}
 
 
-def run_reference(name: str, **given) -> dict:
-    """Run hands-on ``name`` as the live notebook test does (its reference in the cell's place)."""
-    namespace = dict(given)
-    assert handson.run(name, "raise AssertionError('the learner cell ran, not the reference')", namespace)
-    return namespace
+def _run(name: str, ns: dict) -> None:
+    handson.register_topics()
+    exec(compile(handson.HANDS_ON[name].source, f"<reference {name}>", "exec"), ns)  # noqa: S102
 
 
-@pytest.fixture(scope="module")
-def my_times():
-    import os
+def test_lesson_01_reference_runs_one_convolution_with_its_own_workspace(capsys):
+    ns = _namespace()
+    _run("conv_setup", ns)
+    _run("own_workspace", ns)  # asserts check.own_workspace(...)
+    assert capsys.readouterr().out.startswith("correct: ")
+    assert ns["workspace"].nbytes == ns["g"].get_workspace_size_plan_at_index(ns["index"]) > 0
 
-    os.environ.update(LABKIT_MODE="live", LABKIT_PREFETCH="0", LABKIT_HANDSON="reference")
-    return run_reference("time_every_plan", my_times={})["my_times"]
+
+def test_lesson_01_check_refuses_a_workspace_too_small(capsys):
+    ns = _namespace()
+    _run("conv_setup", ns)
+    small = cupy.empty(16, dtype=cupy.uint8)  # never handed to cuDNN: the check looks at its size first
+    assert not check.own_workspace(ns["ops"], small)
+    assert "never hand cuDNN less" in capsys.readouterr().out
 
 
-def test_time_every_plan_reference_passes_its_check(my_times, capsys):
-    res = check.plan_times(my_times)
-    assert res.correct, res.message
+def test_lesson_02_reference_strategy_passes_beside_the_builtins(capsys):
+    ns = _namespace()
+    _run("own_strategy", ns)
+    _run("check_own_strategy", ns)  # asserts check.own_strategy(MyStrategy)
     out = capsys.readouterr().out
-    assert out.startswith("correct: ") and "labkit's" in out
+    assert out.startswith("correct: ") and "fixed_arena" in out and "scratchpad_per_stream" in out
 
 
-def test_plan_times_names_what_is_wrong(my_times, capsys):
-    assert not check.plan_times({i: 3.0 * t for i, t in my_times.items()})
-    assert "Too far apart" in capsys.readouterr().out
-    first = next(iter(my_times))
-    assert not check.plan_times({i: t for i, t in my_times.items() if i != first})
-    assert "not timed yet" in capsys.readouterr().out
-    assert not check.plan_times({**my_times, first: ...})
-    assert "no time" in capsys.readouterr().out
+class Leaky(ws.Strategy):
+    """Allocates every call and never frees."""
+
+    name = "leaky"
+
+    def _get(self, req):
+        return (self._malloc(req.nbytes, "leaky workspace") if req.nbytes else 0), req.nbytes
 
 
-def test_scratchpad_race_reference_reproduces_the_race(capsys):
-    ns = run_reference("scratchpad_race", my_race={})
-    res = check.race_reproduced(ns["my_race"])
-    assert res.correct, res.message
-    bad, runs = ns["my_race"]["shared"]
-    assert 0 < bad <= runs and ns["my_race"]["per_stream"][0] == 0
+class FreeList(ws.Strategy):
+    """Gives a buffer back to a free list at put, for any stream to take: it races."""
+
+    name = "free_list"
+
+    def __init__(self):
+        super().__init__()
+        self.free, self.made = [], []
+
+    def _get(self, req):
+        if not req.nbytes:
+            return 0, 0
+        for i, (ptr, n) in enumerate(self.free):
+            if n >= req.nbytes:
+                return self.free.pop(i)
+        ptr = self._malloc(req.nbytes, "free-list workspace")
+        self.made.append((ptr, req.nbytes))
+        return ptr, req.nbytes
+
+    def _put(self, req, ptr):
+        if ptr:
+            self.free.append(next(b for b in self.made if b[0] == ptr))
+
+    def _close(self):
+        cupy.cuda.runtime.deviceSynchronize()
+        for ptr, n in self.made:
+            self._free(ptr, n)
+        self.made, self.free = [], []
 
 
-def test_a_race_that_never_overlaps_is_named_not_reproduced(capsys):
-    """The same code with each stream waited for right after its launch: the streams never overlap,
-    nothing is corrupted, and the check says the race is not reproduced (and how to expose it)."""
-    launch = (
-        "        for g, s in zip(graphs, streams):  # both graphs in flight at once\n"
-        "            g.launch(s)\n"
-    )
-    assert launch in streams.SCRATCHPAD_RACE
-    serial = streams.SCRATCHPAD_RACE.replace(
-        launch,
-        "        for g, s in zip(graphs, streams):\n            g.launch(s)\n            s.synchronize()\n",
-    )
-    ns = {"my_race": {}}
-    exec(compile(serial, "<serialised race>", "exec"), ns)  # noqa: S102
-    assert ns["my_race"]["shared"][0] == 0, ns["my_race"]
-    res = check.race_reproduced(ns["my_race"])
-    assert not res.correct and "not reproduced" in res.message and "before waiting" in res.message
+class Broken(ws.Strategy):
+    name = "broken"
+
+    def _get(self, req):
+        return None
 
 
-def test_a_per_stream_run_that_corrupts_is_named(capsys):
-    """Both 'per-stream' graphs given one workspace (the bug the hands-on is about): the check says
-    that one workspace per stream must never corrupt."""
-    shared_by_mistake = streams.SCRATCHPAD_RACE.replace(
-        "for _ in range(1 if shared else 2)]", "for _ in range(1)]"
-    ).replace("ws = workspaces[0 if shared else i].data.ptr", "ws = workspaces[0].data.ptr")
-    ns = {"my_race": {}}
-    exec(compile(shared_by_mistake, "<one workspace for both>", "exec"), ns)  # noqa: S102
-    res = check.race_reproduced(ns["my_race"])
-    assert not res.correct and "should never happen" in res.message, ns["my_race"]
+def test_a_leaking_strategy_is_named_a_leak(capsys):
+    v = strategy_check.check_strategy(Leaky)
+    assert v.outputs_ok and v.leaks and v.leaked_bytes > strategy_check.LEAK_SLACK_BYTES and not v.ok
+    assert not check.own_strategy(Leaky)
+    assert "leak: " in capsys.readouterr().out
 
 
-def test_the_reference_sources_are_what_the_topics_register():
-    handson.from_topics()
-    assert handson.HANDS_ON["time_every_plan"].source == plans_autotune.TIME_EVERY_PLAN
-    assert handson.HANDS_ON["scratchpad_race"].source == streams.SCRATCHPAD_RACE
+def test_a_strategy_that_hands_a_busy_buffer_to_another_stream_is_named_a_race(capsys):
+    v = strategy_check.check_strategy(FreeList)
+    assert v.outputs_ok and not v.leaks and v.races and not v.ok
+    assert all(r.lead_us > 0 and r.overlap_bytes > 0 for r in v.races)
+    assert not check.own_strategy(FreeList)
+    assert "race: " in capsys.readouterr().out
+
+
+def test_a_dims_only_key_is_named_too_small_and_an_error_is_said():
+    v = strategy_check.check_strategy(lambda: ws.KeyedCache(1 << 30, key="dims_only"))
+    assert v.too_small and "needs" in v.too_small and not v.ok
+    v = strategy_check.check_strategy(Broken)
+    assert v.error.startswith("TypeError") and not v.ok
+
+
+@pytest.mark.parametrize(
+    "name, options, shares",
+    [
+        ("malloc_per_call", {}, False),
+        ("scratchpad", {}, False),
+        ("cupy_pool", {}, False),
+        ("async_pool", {}, False),
+        ("fixed_arena", {"size_bytes": 256 << 20}, True),
+        ("keyed_cache", {"budget_bytes": 256 << 20}, True),
+        ("preallocated", {}, True),
+    ],
+)
+def test_builtin_strategies_are_right_and_do_not_leak(name, options, shares):
+    """The one-stream strategies (one buffer whatever the stream) share it across streams: the check
+    says so; the others keep streams apart (per stream, stream-ordered, or freed after a sync)."""
+    v = strategy_check.check_strategy(lambda: ws.make(name, **options))
+    assert v.outputs_ok and not v.leaks and not v.error and not v.too_small, v
+    assert bool(v.races) == shares, v.races
+    assert v.peak_bytes >= v.largest_request_bytes > 0

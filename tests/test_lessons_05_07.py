@@ -158,7 +158,7 @@ def _free_names(source: str) -> set:
 
 
 def test_the_hands_on_references_are_registered_and_use_only_what_the_notebook_gives():
-    handson.from_topics()
+    handson.register_topics()
     for name, lesson in (("time_every_plan", "05"), ("scratchpad_race", "06")):
         h = handson.HANDS_ON[name]
         assert h.lesson == lesson and "GPU" in h.needs

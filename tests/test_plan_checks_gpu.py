@@ -33,8 +33,8 @@ from labkit.gpu import autotune, engine, plan_checks, reference, verify, workspa
 from labkit.gpu.runner import Runner  # noqa: E402
 from labkit.store import machine, plan_store  # noqa: E402
 
-#: valid convolutions checked (hypothesis's max_examples)
-CASES = 240
+#: valid convolutions checked (hypothesis's max_examples; ``LABKIT_PROPERTY_CASES`` sets another count)
+CASES = int(os.environ.get("LABKIT_PROPERTY_CASES", "240"))
 #: seconds one case may take (fp8 plans compile at run time: a few seconds the first time)
 CASE_DEADLINE_S = 60
 #: seconds after which a case is taken as hung: the run ends with every thread's traceback

@@ -16,9 +16,12 @@ Where things live:
   charts, the summaries under them, the exercise checks and the calls of the recorded grid
   (`workspace_basics` 01, `workspace_strategies` 02, `precision_layout` 03, `epilogue_fusion` 04,
   `plans_autotune` 05, `streams` 06, `lab` 07 (its exercises only), `your_network` 09,
-  `under_the_hood` 10). A large topic is a folder of parts, one concept each (``precision_layout/``,
-  ``epilogue_fusion/``, ``plans_autotune/``, ``your_network/``, ``under_the_hood/``: run functions,
-  charts, summaries, exercises, ...); its ``__init__`` exposes the same names a module would.
+  `under_the_hood` 10). A large topic is a folder of parts, one concept each (``workspace_basics/``,
+  ``workspace_strategies/``, ``precision_layout/``, ``epilogue_fusion/``, ``plans_autotune/``,
+  ``your_network/``, ``under_the_hood/``: run functions, charts, summaries, exercises, hands-on
+  cells, ...); its ``__init__`` exposes the same names a module would. A topic's ``HANDS_ON`` (cell
+  name -> reference solution source, what it needs) and ``HANDS_ON_CHECKS`` (the checks those cells
+  call) are gathered by `hands_on` and `hands_on_checks`.
 
 To add an experiment: write its run function (``@experiment``), chart, summary and checks in its
 topic's module (or a new topic module listed in `TOPICS`), add it to that module's ``CHARTS`` and
@@ -82,6 +85,8 @@ __all__ = [
     "chart",
     "summary",
     "exercises",
+    "hands_on",
+    "hands_on_checks",
     "algorithms",
     "workspace_sizes",
     "sweep",
@@ -146,6 +151,21 @@ def summary(df):
 def exercises() -> dict:
     """Lesson number -> its exercise checks, from every topic."""
     return {topic.LESSON: topic.EXERCISES for topic in TOPICS}
+
+
+def hands_on_checks() -> tuple:
+    """The checks every topic's hands-on cells call (a topic's ``HANDS_ON_CHECKS``)."""
+    return tuple(fn for topic in TOPICS for fn in getattr(topic, "HANDS_ON_CHECKS", ()))
+
+
+def hands_on() -> dict:
+    """Hands-on cell name -> (lesson, reference solution source, what it needs), from every topic's
+    ``HANDS_ON`` (`labkit.session.handson` registers them)."""
+    return {
+        name: (topic.LESSON, source, needs)
+        for topic in TOPICS
+        for name, (source, needs) in getattr(topic, "HANDS_ON", {}).items()
+    }
 
 
 def recorded_calls(quick: bool = False) -> list:

@@ -206,7 +206,7 @@ def number_leaks(value: float) -> Sequence[str]:
             return ()
         digits = str(int(abs(value)))
         return (r"(?<![\d.,])" + r",?".join(digits) + r"(?![\d]|\.\d)",)
-    text = f"{abs(value):.1f}" if abs(value) >= 10 else f"{abs(value):.2g}"
+    text = f"{abs(value):.1f}" if abs(value) >= 10 else f"{abs(value):#.2g}".rstrip(".")
     body = text.replace(".", r"\.")
     return (rf"(?<![\d.,]){body}\d*(?![\d.]*\d)",)
 

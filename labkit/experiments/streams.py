@@ -339,8 +339,9 @@ def race(shared, convs=64, rounds=8):
 
 my_race.update(shared=race(True), per_stream=race(False))
 '''
+#: hands-on cells: name -> (reference solution source, what it needs)
 HANDS_ON = {
-    "scratchpad_race": ("a CUDA GPU with cuDNN (live mode)", SCRATCHPAD_RACE),
+    "scratchpad_race": (SCRATCHPAD_RACE, "a CUDA GPU with cuDNN (live mode)"),
 }
 
 
@@ -415,6 +416,8 @@ def recorded_calls(quick: bool = False) -> list:
 LESSON = "06"
 CHARTS = {"race": (race_chart, 4, race_summary)}
 EXERCISES = (race_python_prediction, race_four_streams, race_reason)
+#: the checks hands-on cells call, as check.<name>
+HANDS_ON_CHECKS = (race_reproduced,)
 #: experiment -> its lesson panel (`labkit.present.widgets.panel`)
 PANELS = {
     "race": plain_panel(

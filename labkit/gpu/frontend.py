@@ -293,7 +293,8 @@ def planned_graph(
     g.build_operation_graph()
     g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
     if spec.dtype == "fp32":  # true fp32: no TF32 tensor cores, no down-conversion
-        g.deselect_numeric_notes([cudnn.numerical_note.TENSOR_CORE, cudnn.numerical_note.DOWN_CONVERT_INPUTS])
+        notes = cudnn.numerical_note
+        g.deselect_numeric_notes([notes.TENSOR_CORE, notes.DOWN_CONVERT_INPUTS])
     elif spec.dtype == "tf32":
         g.select_numeric_notes([cudnn.numerical_note.TENSOR_CORE])
     if deterministic_only:

@@ -16,21 +16,9 @@ from __future__ import annotations
 from typing import Optional
 
 from ..errors import InvalidSpec
-from ..experiments import exercises
+from ..experiments import exercises, hands_on_checks
 from ..experiments.checking import CheckResult, as_word, pending, say
 from ..experiments.exercise import Exercise, as_check
-from ..experiments.plans_autotune import plan_times  # noqa: F401  (lesson 05's hands-on check)
-from ..experiments.streams import race_reproduced  # noqa: F401  (lesson 06's hands-on check)
-from ..experiments.workspace_basics import (  # noqa: F401
-    fastest_algorithm,
-    no_workspace_layout,
-    workspace_bytes_for_plan,
-)
-from ..experiments.workspace_strategies import (  # noqa: F401
-    dims_only_shortfall,
-    fastest_strategy,
-    malloc_slowdown,
-)
 from ..session import lessons  # noqa: F401  (lessons plugs its session results into the checks)
 from . import compare_check
 
@@ -53,6 +41,11 @@ EXERCISES = {"00": (mode,), **exercises(), "08": compare_check.EXERCISES}
 for _lesson, _items in list(EXERCISES.items()):
     EXERCISES[_lesson] = tuple(as_check(x) if isinstance(x, Exercise) else x for x in _items)
     globals().update({fn.__name__: fn for fn in EXERCISES[_lesson]})
+
+#: the checks a lesson's hands-on cells call (``check.own_strategy(MyStrategy)``): they run on the
+#: GPU and are not exercises (no answer to reveal)
+HANDS_ON_CHECKS = {fn.__name__: fn for fn in hands_on_checks()}
+globals().update(HANDS_ON_CHECKS)
 
 
 def exercise_list(lesson: Optional[str] = None) -> list:

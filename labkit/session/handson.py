@@ -8,7 +8,7 @@ hands-on's reference solution runs in the cell's place, so every later cell find
 who solved it would have made.
 
 Reference solutions are registered with `reference`; a lesson's topic module holds its own as
-data (``HANDS_ON = {name: (needs, source)}`` beside its experiments), registered by `from_topics`.
+data (``HANDS_ON = {name: (source, needs)}`` beside its experiments), registered by `register_topics`.
 """
 
 from __future__ import annotations
@@ -50,18 +50,15 @@ def reference(name: str, lesson: str, source: str, needs: str = "a CUDA GPU (liv
     return h
 
 
-def from_topics() -> int:
-    """Register every hands-on a lesson topic module lists (``HANDS_ON = {name: (needs, source)}``
-    in `labkit.experiments.TOPICS`) and is not registered yet. Returns how many it registered."""
+def register_topics() -> int:
+    """Register the reference solution of every topic's hands-on cells (`labkit.experiments.hands_on`).
+    Returns how many."""
     from .. import experiments
 
-    added = 0
-    for topic in experiments.TOPICS:
-        for name, (needs, source) in getattr(topic, "HANDS_ON", {}).items():
-            if name not in HANDS_ON:
-                reference(name, topic.LESSON, source, needs)
-                added += 1
-    return added
+    found = experiments.hands_on()
+    for name, (lesson, source, needs) in found.items():
+        reference(name, lesson, source, needs)
+    return len(found)
 
 
 def run(name: str, cell: str, namespace: dict) -> bool:
@@ -70,7 +67,7 @@ def run(name: str, cell: str, namespace: dict) -> bool:
     from .. import env
 
     if name not in HANDS_ON:
-        from_topics()
+        register_topics()
     if name not in HANDS_ON:
         raise InvalidSpec(
             "hands-on", name, f"must be one of {', '.join(sorted(HANDS_ON)) or '(none registered)'}"

@@ -36,6 +36,7 @@ from ..experiments.precision_layout import (  # noqa: F401
     precision_summary,
     roofline_summary,
 )
+from ..experiments.start_here import fp32_layout_note  # noqa: F401  (lesson 00)
 from ..experiments.streams import race_all, race_summary  # noqa: F401
 from ..experiments.workspace_basics import (  # noqa: F401
     algorithms_summary,
@@ -295,8 +296,8 @@ def base(**changes):
 #: lesson -> the experiments its charts, panels and checks draw (the banner names where each was
 #: measured; tests/test_provenance.py checks every notebook against this table)
 DRAWS = {
-    "00": ("layout",),
-    "01": ("algorithms", "workspace_sizes", "sweep"),
+    "00": ("layout", "kernels", "precision"),
+    "01": ("algorithms", "workspace_sizes", "sweep", "kernels"),
     "02": ("strategies", "workspace_sizes"),
     "03": ("precision", "plans", "kernels", "layout", "roofline"),
     "04": ("fusion", "fusion_kernels"),

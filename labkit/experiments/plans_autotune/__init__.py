@@ -92,6 +92,8 @@ CHARTS = {
     "build_cost": (build_cost_chart, 1, build_cost_summary),
 }
 EXERCISES = (cap_1mib_prediction, smallest_free_cap, autotune_payoff_reason)
+#: the checks hands-on cells call, as check.<name>
+HANDS_ON_CHECKS = (plan_times,)
 #: experiment -> its lesson panel (`labkit.present.widgets.panel`)
 PANELS = {
     "plans": spec_panel("plans", "Every plan", SHAPE + ("dtype", "layout", "direction"), BASE),

@@ -50,8 +50,9 @@ for plan in graph.runnable:
 stream.synchronize()
 engine.release_handle(stream)
 """
+#: hands-on cells: name -> (reference solution source, what it needs)
 HANDS_ON = {
-    "time_every_plan": ("a CUDA GPU with cuDNN (live mode)", TIME_EVERY_PLAN),
+    "time_every_plan": (TIME_EVERY_PLAN, "a CUDA GPU with cuDNN (live mode)"),
 }
 #: a learner's time for a plan within this factor of labkit's counts as the same measurement
 TIMES_AGREE = 1.25

@@ -1,0 +1,340 @@
+"""Lesson 01's charts: the classic algorithm table, workspace by dtype/layout/direction, a sweep."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from ...draw.plots import (
+    COLORS,
+    LAYOUT_COLORS,
+    finish,
+    fmt_bytes,
+    fmt_us,
+    grid,
+    log_axis,
+    new_figure,
+    not_ok_note,
+    num,
+    ok_rows,
+    request_spec,
+    shape_label,
+    size_unit,
+)
+from ..core import MIB
+
+# ---- charts --------------------------------------------------------------------------------
+
+
+ALGORITHMS_GRID = grid(
+    rows=1,
+    cols=2,
+    shared_yaxes=True,
+    horizontal_spacing=0.04,
+    subplot_titles=("GPU time (us), as cuDNN's Find reports it", "workspace it asks for (MiB)"),
+)
+
+
+def algorithms_chart(df) -> go.Figure:
+    """The classic algorithm table: GPU time and workspace per algorithm; unsupported ones say so.
+
+    Traces: 0 time bars (us), 1 workspace bars (MiB), 2 'not supported' labels.
+    """
+    df = df.sort_values("algo_id") if "algo_id" in df.columns else df
+    names = list(df["algorithm"])
+    timed = df["find_status"] == "ok" if "find_status" in df.columns else df["time_us"].notna()
+    sized = (
+        df["query_status"] == "ok" if "query_status" in df.columns else df["query_workspace_bytes"].notna()
+    )
+    fastest = None
+    if timed.any():
+        fastest = df.loc[df.loc[timed, "time_us"].astype(float).idxmin(), "algorithm"]
+    fig = new_figure(**ALGORITHMS_GRID)
+    t = [num(v) if ok else None for v, ok in zip(df["time_us"], timed)]
+    ws = [
+        (num(v) / MIB if num(v) is not None else None) if ok else None
+        for v, ok in zip(df["query_workspace_bytes"], sized)
+    ]
+    math_col = df["math"] if "math" in df.columns else [""] * len(df)
+    fig.add_trace(
+        go.Bar(
+            y=names,
+            x=t,
+            orientation="h",
+            name="GPU time",
+            marker_color=[COLORS["good"] if n == fastest else COLORS["primary"] for n in names],
+            text=[
+                (f"{fmt_us(v)}" + (" · fastest" if n == fastest else "")) if v is not None else ""
+                for v, n in zip(t, names)
+            ],
+            textposition="auto",
+            customdata=[str(m) if isinstance(m, str) else "" for m in math_col],
+            hovertemplate="%{y}: %{x:.1f} us (%{customdata} math)<extra></extra>",
+        ),
+        row=1,
+        col=1,
+    )
+    wsb = list(df["query_workspace_bytes"])
+    fig.add_trace(
+        go.Bar(
+            y=names,
+            x=[v if v is not None else 0 for v in ws],
+            orientation="h",
+            name="workspace",
+            marker_color=COLORS["secondary"],
+            text=[fmt_bytes(b) if ok else "not supported" for b, ok in zip(wsb, sized)],
+            textposition="outside",
+            constraintext="none",
+            cliponaxis=False,
+            textfont=dict(color=[COLORS["dark"] if ok else COLORS["bad"] for ok in sized]),
+            hovertemplate="%{y}: %{text}<extra></extra>",
+        ),
+        row=1,
+        col=2,
+    )
+    unsup = [
+        (n, s) for n, s, ok in zip(names, df.get("find_status", df.get("query_status")), timed) if not ok
+    ]
+    fig.add_trace(
+        go.Scatter(
+            y=[n for n, _ in unsup],
+            x=[0] * len(unsup),
+            mode="text",
+            name="not supported",
+            text=[f"  not supported ({s})" for _, s in unsup],
+            textposition="middle right",
+            textfont=dict(color=COLORS["bad"]),
+            hoverinfo="skip",
+            showlegend=False,
+        ),
+        row=1,
+        col=1,
+    )
+    fig.update_yaxes(autorange="reversed", row=1, col=1)
+    fig.update_xaxes(title_text="GPU time of one call, Find's timing (us)", row=1, col=1)
+    top = max([v for v in ws if v is not None] + [1.0])
+    fig.update_xaxes(title_text="workspace (MiB)", range=[0, 1.4 * top], row=1, col=2)
+    spec = request_spec(df)
+    detail = (
+        (
+            f"{spec.dtype} {spec.layout} {shape_label(spec)}; legacy API, times from one run each "
+            "inside Find "
+            "(not the CUDA-graph medians of the other charts)"
+        )
+        if spec
+        else ""
+    )
+    return finish(
+        fig,
+        df,
+        "The classic algorithm table: time and workspace per algorithm",
+        detail,
+        height=430,
+        legend_rows=0,
+    )
+
+
+DIRECTIONS = ("fprop", "dgrad", "wgrad")
+WORKSPACE_SIZES_GRID = grid(
+    rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.045, subplot_titles=DIRECTIONS
+)
+
+
+def workspace_sizes_chart(df) -> go.Figure:
+    """Per direction, one row per dtype and layout: a bar for the workspace of the plan cuDNN's
+    heuristic picks (labelled: "0 B" is drawn, a variant that did not run says so), over a pale bar
+    for the largest any candidate plan asks. Linear axes from zero, the same for the three
+    directions. Traces: per direction (fprop, dgrad, wgrad) the largest candidate, then the
+    heuristic pick in NCHW, then in NHWC (9 in all)."""
+    dtypes = list(dict.fromkeys(df["dtype"]))
+    rows = [f"{d} {lay}" for d in dtypes for lay in ("NCHW", "NHWC")]
+    fig = new_figure(**WORKSPACE_SIZES_GRID)
+    top = 0.0
+    for c, direction in enumerate(DIRECTIONS, start=1):
+        sub = df[df["direction"] == direction].set_index(["dtype", "layout"])
+        picks, biggest, text = [], [], []
+        for d in dtypes:
+            for lay in ("NCHW", "NHWC"):
+                r = sub.loc[(d, lay)] if (d, lay) in sub.index else None
+                ok = r is not None and ("status" not in sub.columns or r["status"] == "ok")
+                h = num(r["heuristic_workspace_bytes"]) if ok else None
+                m = num(r["max_workspace_bytes"]) if ok else None
+                picks.append(h / MIB if h is not None else 0.0)
+                biggest.append(m / MIB if m is not None else 0.0)
+                text.append(fmt_bytes(h) if h is not None else ("not run" if r is None else str(r["status"])))
+                top = max(top, (m or 0.0) / MIB, (h or 0.0) / MIB)
+        fig.add_trace(
+            go.Bar(
+                y=rows,
+                x=biggest,
+                orientation="h",
+                name="largest any candidate plan asks",
+                legendgroup="max",
+                showlegend=c == 1,
+                marker_color="#dadce0",
+                width=0.8,
+                customdata=[fmt_bytes(v * MIB) for v in biggest],
+                hovertemplate=f"{direction} %{{y}}: the hungriest candidate plan asks %{{customdata}}"
+                "<extra></extra>",
+            ),
+            row=1,
+            col=c,
+        )
+        for lay in ("NCHW", "NHWC"):
+            mine = [r.endswith(lay) for r in rows]
+            fig.add_trace(
+                go.Bar(
+                    y=rows,
+                    x=[v if m else None for v, m in zip(picks, mine)],
+                    orientation="h",
+                    name=f"{lay}: the heuristic's pick",
+                    legendgroup=lay,
+                    showlegend=c == 1,
+                    marker_color=LAYOUT_COLORS[lay],
+                    width=0.45,
+                    text=[t if m else "" for t, m in zip(text, mine)],
+                    textposition="outside",
+                    constraintext="none",
+                    cliponaxis=False,
+                    textfont=dict(size=10),
+                    hovertemplate=f"{direction} %{{y}}: heuristic plan %{{text}}<extra></extra>",
+                ),
+                row=1,
+                col=c,
+            )
+    fig.update_layout(barmode="overlay")
+    fig.update_yaxes(autorange="reversed", row=1, col=1)
+    for c in (1, 2, 3):
+        fig.update_xaxes(title_text="workspace (MiB)", range=[0, 1.45 * (top or 1.0)], nticks=4, row=1, col=c)
+    spec = request_spec(df)
+    note = (
+        "bars: the plan cuDNN's heuristic picks, labelled; pale bars: the largest workspace any candidate "
+        "plan asks"
+    )
+    cut = int(column_sum(df, "plans_cut"))
+    if cut:
+        note += (
+            f" · {cut} runtime-compiled plan{'s' if cut > 1 else ''} still compiling and left out of "
+            "the pale bars "
+            "(measure again once compiled)"
+        )
+    bad = not_ok_note(df, ("dtype", "layout", "direction"))
+    return finish(
+        fig,
+        df,
+        "Workspace by dtype, layout and direction (same dims)",
+        shape_label(spec),
+        note=(note + (" · " + bad if bad else "")),
+        height=560,
+    )
+
+
+def column_sum(df, col: str) -> float:
+    """Sum of column ``col`` of ``df`` (0 when absent: a recording made before it existed)."""
+    return float(df[col].fillna(0).sum()) if col in df.columns else 0.0
+
+
+SWEEP_AXIS = {
+    "N": "N (batch size)",
+    "C=K": "C = K (channels in = out)",
+    "H=W": "H = W (image size, pixels)",
+    "R=S": "R = S (filter size)",
+}
+
+
+SWEEP_GRID = grid(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, row_heights=[0.6, 0.4])
+
+
+def sweep_chart(df) -> go.Figure:
+    """GPU time and workspace of the heuristic plan as one dimension varies, every point labelled.
+
+    One scale whatever the field: the swept values are categories (evenly spaced, as the recorded
+    values double or step), GPU time is on a log axis, workspace on a linear one from zero ("0 B"
+    labelled). Traces: 0 GPU time (us), 1 workspace (in the unit `size_unit` picks)."""
+    field = str(df["field"].iloc[0]) if len(df) else ""
+    ok = ok_rows(df)
+    fig = new_figure(**SWEEP_GRID)
+    custom = [
+        [str(p), num(t)]
+        for p, t in zip(ok.get("plan_name", [""] * len(ok)), ok.get("tflops", [None] * len(ok)))
+    ]
+    label = dict(
+        mode="lines+markers+text", textposition="top center", textfont=dict(size=10), cliponaxis=False
+    )
+    times = [num(v) for v in ok["gpu_us"]]
+    fig.add_trace(
+        go.Scatter(
+            x=list(ok["value"]),
+            y=times,
+            name="GPU time",
+            line=dict(color=COLORS["primary"]),
+            text=[fmt_us(v) for v in times],
+            customdata=custom,
+            hovertemplate=f"{field}=%{{x}}: %{{y:.1f}} us, %{{customdata[1]:.0f}} TFLOP/s"
+            "<br>plan %{customdata[0]}"
+            "<extra></extra>",
+            **label,
+        ),
+        row=1,
+        col=1,
+    )
+    div, unit = _size_unit(ok["workspace_bytes"])
+    sizes = [num(v) / div if num(v) is not None else None for v in ok["workspace_bytes"]]
+    fig.add_trace(
+        go.Scatter(
+            x=list(ok["value"]),
+            y=sizes,
+            name="workspace",
+            line=dict(color=COLORS["secondary"]),
+            text=[fmt_bytes(v) for v in ok["workspace_bytes"]],
+            hovertemplate=f"{field}=%{{x}}: workspace %{{text}}<extra></extra>",
+            **label,
+        ),
+        row=2,
+        col=1,
+    )
+    fig.update_xaxes(type="category", row=1, col=1)
+    fig.update_xaxes(type="category", title_text=SWEEP_AXIS.get(field, field), row=2, col=1)
+    fig.update_yaxes(title_text="GPU time (us)", row=1, col=1, **_log_with_room(times))
+    top = max([v for v in sizes if v is not None] + [0.0])
+    fig.update_yaxes(
+        title_text=f"workspace ({unit})",
+        type="linear",
+        range=[-0.08 * (top or 1), 1.3 * (top or 1)],
+        row=2,
+        col=1,
+    )
+    spec = request_spec(df)
+    detail = (
+        f"around {spec.dtype} {spec.layout} {spec.direction} {shape_label(spec)}; heuristic plan at "
+        "each point"
+        if spec
+        else ""
+    )
+    return finish(
+        fig,
+        df,
+        f"Sweep of {field}: GPU time and workspace",
+        detail,
+        note=not_ok_note(df, ("field", "value")),
+        height=560,
+        legend_rows=0,
+    )
+
+
+def _size_unit(values_bytes) -> tuple:
+    """(divisor, unit) so that the largest of ``values_bytes`` reads well: B, KiB, MiB or GiB."""
+    div, unit = size_unit(values_bytes)
+    top = max([num(v) or 0.0 for v in values_bytes] + [0.0])
+    return (float(2**30), "GiB") if top >= 2**30 else (div, unit)
+
+
+def _log_with_room(values) -> dict:
+    """A log axis over ``values`` (`log_axis` ticks) with room above the highest point for its label."""
+    import math
+
+    v = [x for x in values if x is not None and x > 0]
+    if not v:
+        return dict(type="log")
+    axis = log_axis(v)
+    lo, hi = axis.get("range", [math.log10(min(v)) - 0.1, math.log10(max(v))])
+    return dict(axis, type="log", range=[lo, hi + max(0.25, 0.12 * (hi - lo))])

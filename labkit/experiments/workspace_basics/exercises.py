@@ -1,0 +1,215 @@
+"""Lesson 01's exercises: predict the layout that asks for less workspace, explore the batch sweep in
+fp32 NCHW, explain what the fp16 NCHW plan keeps in its workspace. Answers come from the results in use."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from ...draw.plots import (
+    fmt_bytes,
+    ok_rows,
+)
+from ...draw.prose import where
+from ...errors import LabkitError
+from ..core import BASE, result
+from ..exercise import Exercise, equal, number, one_of
+from .runs import SWEEP_BASE, SWEEP_VALUES
+
+# ---- exercises -------------------------------------------------------------------------------------
+
+
+def _fprop_sizes(dtype: str):
+    """layout -> the heuristic plan's workspace (bytes) of ``dtype`` fprop at the base shape."""
+    df = ok_rows(result("workspace_sizes"))
+    sub = df[(df["dtype"] == dtype) & (df["direction"] == "fprop")]
+    return sub.set_index("layout")["heuristic_workspace_bytes"]
+
+
+def _less_workspace_why(truth: str) -> str:
+    sizes = _fprop_sizes("fp16")
+    other = "NCHW" if truth == "NHWC" else "NHWC"
+    return (
+        f"fp16 fprop: {truth}'s heuristic plan asks {fmt_bytes(sizes[truth])}, {other}'s "
+        f"{fmt_bytes(sizes[other])} ({where(result('workspace_sizes'))}). The fast fp16 kernels read "
+        "channels-last data, so the NCHW plan first copies its tensors into that order, in its workspace."
+    )
+
+
+LESS_WORKSPACE = Exercise(
+    name="less_workspace_layout",
+    lesson="01",
+    kind="predict",
+    question=(
+        "Before the chart below: for fp16 fprop at the base shape, which layout's heuristic plan asks for "
+        "less workspace, 'NCHW' or 'NHWC'?"
+    ),
+    truth=lambda: str(_fprop_sizes("fp16").idxmin()),
+    parse=one_of(("NCHW", "NHWC"), "a layout"),
+    judge=equal,
+    why=_less_workspace_why,
+    wrong_answers=lambda truth: ["NCHW" if truth == "NHWC" else "NHWC"],
+    hints=(
+        "Tensor cores read fp16 data with the channels of a pixel side by side. Which layout stores them so?",
+        "A plan whose kernels want the other order must first rearrange its tensors: where does it put the "
+        "rearranged copy?",
+    ),
+)
+
+
+def _batch_sweep():
+    return ok_rows(result("sweep", field="N", values=SWEEP_VALUES["N"], base=SWEEP_BASE))
+
+
+def _batch_workspace() -> int:
+    return int(_batch_sweep()["workspace_bytes"].max())
+
+
+def _batch_workspace_why(truth: int) -> str:
+    sweep = _batch_sweep()
+    plans = list(dict.fromkeys(sweep["plan_name"]))
+    text = (
+        f"the largest workspace along N is {fmt_bytes(truth)} ({where(sweep)}): from "
+        f"N={sweep['value'].min()} "
+        f"to N={sweep['value'].max()} the heuristic picks {_joined(plans)}"
+        + (", plans that need no workspace at all." if truth == 0 else ".")
+    )
+    try:
+        channels = ok_rows(result("sweep", field="C=K", values=SWEEP_VALUES["C=K"], base=SWEEP_BASE))
+    except LabkitError:
+        return text
+    big = channels.loc[channels["workspace_bytes"].idxmax()]
+    return text + (
+        f" Channels are another matter: at C=K={big.value} the heuristic picks {big.plan_name}, which asks "
+        f"{fmt_bytes(big.workspace_bytes)}. The workspace is the plan's, and the plan changes with the shape."
+    )
+
+
+def _joined(names) -> str:
+    names = [str(n) for n in names]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+BATCH_WORKSPACE = Exercise(
+    name="batch_workspace",
+    lesson="01",
+    kind="explore",
+    question=(
+        "Does a larger batch make fp32 NCHW ask for a workspace? In the sweep panel, keep dtype · layout at "
+        "fp32 NCHW and sweep N: what is the largest workspace along that sweep, in bytes?"
+    ),
+    truth=_batch_workspace,
+    parse=number("bytes"),
+    judge=lambda answer, truth: abs(answer - truth) <= max(0.01 * truth, 0.5),
+    why=_batch_workspace_why,
+    hints=(
+        "Set the panel's swept field to N; the lower chart labels every point with its workspace.",
+        "Give the largest of those labels in bytes (1 KiB = 1,024 B, 1 MiB = 1,048,576 B).",
+    ),
+    wrong=lambda answer, truth: "a number of bytes is never negative." if answer < 0 else None,
+    leaks=lambda truth: (r"Sweep of N: GPU time and workspace.{0,80}fp32 NCHW", r"all along N\b"),
+    wrong_answers=lambda truth: [truth + 25_763_987, truth + 131],
+)
+
+#: what the fp16 NCHW plan might keep in its workspace
+NCHW_REASONS = {
+    "layout_copies": "copies of its input, filter and output in channels-last (NHWC) order, for kernels "
+    "that read that order",
+    "unfolded_input": "the input unfolded into a matrix (im2col): one column per filter tap",
+    "frequency_domain": "the input and filter transformed into the frequency domain (FFT)",
+    "partial_sums": "partial sums of the output, added up by a second kernel (split-K)",
+}
+
+
+def _nchw_sizes():
+    """(the fp16 NCHW spec, its heuristic plan's workspace, what each reason would take in bytes)."""
+    spec = BASE.replace(layout="NCHW")
+    ws = int(_fprop_sizes("fp16")["NCHW"])
+    t = spec.tensor_bytes
+    sizes = {
+        "layout_copies": t["x"] + t["w"] + t["y"],
+        "unfolded_input": spec.R * spec.S * t["x"],
+        "partial_sums": 4 * spec.N * spec.K * spec.P * spec.Q,  # the output's sums in fp32
+    }
+    fft = _fft_bytes()
+    if fft:
+        sizes["frequency_domain"] = fft
+    return spec, ws, sizes
+
+
+def _fft_bytes() -> Optional[int]:
+    """What the classic FFT algorithm asks for the fp16 NCHW base convolution (None: not at hand)."""
+    try:
+        algos = result("algorithms", spec=BASE.replace(layout="NCHW"))
+        fft = algos[(algos["algorithm"] == "FFT") & (algos["query_status"] == "ok")]
+        return int(fft["query_workspace_bytes"].iloc[0])
+    except (LabkitError, IndexError, KeyError):
+        return None
+
+
+def _kernels_at_hand():
+    """The heuristic plan's traced kernels (lesson 10's `kernels`), when at hand without tracing
+    live (recorded, or traced before on this GPU); else None."""
+    try:
+        trace = result("kernels", at_hand_only=True, spec=BASE.replace(layout="NCHW"))
+    except LabkitError:
+        return None
+    if trace is None:
+        return None
+    trace = ok_rows(trace)
+    return trace[trace["plan_index"] == trace["plan_index"].min()]
+
+
+def _nchw_reason() -> str:
+    _, ws, sizes = _nchw_sizes()
+    return min(sizes, key=lambda k: abs(sizes[k] - ws))
+
+
+def _nchw_why(truth: str) -> str:
+    spec, ws, sizes = _nchw_sizes()
+    t = spec.tensor_bytes
+    text = (
+        f"the workspace it asks, {ws:,} B, is the input, filter and output in fp16 ({t['x']:,} + {t['w']:,} "
+        f"+ {t['y']:,} = {sizes['layout_copies']:,} B) and {ws - sizes['layout_copies']:,} B more: copies in "
+        "channels-last order, made before the NHWC kernel runs, the output converted back after."
+    )
+    kernels = _kernels_at_hand()
+    if kernels is not None and len(kernels):
+        names = [
+            f"{k.split('::')[-1][:40]}{' x' + str(int(n)) if n > 1 else ''}"
+            for k, n in zip(kernels["kernel"], kernels["launches_per_call"])
+        ]
+        text += f" Its traced kernels (lesson 10), in order: {', '.join(names)}."
+    return text
+
+
+def _nchw_wrong(answer: str, truth: str) -> Optional[str]:
+    spec, ws, sizes = _nchw_sizes()
+    if answer not in sizes:
+        return None
+    off = sizes[answer] - ws
+    return (
+        f"that would take {fmt_bytes(sizes[answer])} ({sizes[answer]:,} B); the plan asks {ws:,} B, "
+        f"{abs(off):,} B {'less' if off > 0 else 'more'}. Which tensors add up to exactly that?"
+    )
+
+
+NCHW_WORKSPACE = Exercise(
+    name="nchw_workspace_reason",
+    lesson="01",
+    kind="explain",
+    question=(
+        "The fp16 NCHW heuristic plan asks for megabytes of workspace, the fp16 NHWC one for a few bytes. "
+        "What does the NCHW plan keep in its workspace?"
+    ),
+    truth=_nchw_reason,
+    parse=one_of(tuple(NCHW_REASONS), "one of the reasons"),
+    judge=equal,
+    why=_nchw_why,
+    hints=(
+        "Divide its workspace by the size of one fp16 tensor of this convolution (32x64x56x56 x 2 bytes).",
+        "The input and the output are the same size here; add the small filter (64x64x3x3 x 2 bytes). What "
+        "would need exactly that much room?",
+    ),
+    wrong=_nchw_wrong,
+    choices=NCHW_REASONS,
+)

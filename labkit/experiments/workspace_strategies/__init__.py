@@ -1,0 +1,48 @@
+"""Lesson 02, workspace strategies: fixed arena, malloc per call, keyed cache, per-stream scratchpad
+and the caching pools on one workload, and under memory pressure.
+
+Everything about these experiments lives in this package, one part per concept: `runs` (the run
+function, live: measured now; recorded: answered from the recording), `charts`, `summaries`,
+`exercises` and `handson` (a strategy of the learner's own: reference solution and check); the
+calls the recorded grid holds and the lesson's panel are below."""
+
+from __future__ import annotations
+
+from ..panel_config import plain_panel
+from .charts import POOL_ALLOCATORS, allocator_of, strategies_chart  # noqa: F401
+from .exercises import FALLS_BACK, MALLOC_SLOWDOWN, POOL_UNDER_PRESSURE
+from .handson import OWN_STRATEGY_CHECK_SOURCE, OWN_STRATEGY_SOURCE, own_strategy
+from .runs import WORKLOADS, strategies, strategies_repeats  # noqa: F401
+from .summaries import dims_only_summary, noise_sentence, pressure_summary, strategies_summary  # noqa: F401
+
+# ---- the recorded grid ---------------------------------------------------------------------------
+
+
+def recorded_calls(quick: bool = False) -> list:
+    """This lesson's (experiment, kwargs) calls in the recorded grid; ``quick``: the base call only."""
+    return [
+        ("strategies", dict(workload=w, repeats=strategies_repeats(w)))
+        for w in (WORKLOADS[:1] if quick else WORKLOADS)
+    ]
+
+
+LESSON = "02"
+CHARTS = {"strategies": (strategies_chart, 8, strategies_summary)}
+EXERCISES = (MALLOC_SLOWDOWN, FALLS_BACK, POOL_UNDER_PRESSURE)
+#: hands-on cells: name -> (reference solution source, what it needs)
+HANDS_ON = {
+    "own_strategy": (OWN_STRATEGY_SOURCE, "a CUDA GPU (live mode)"),
+    "check_own_strategy": (OWN_STRATEGY_CHECK_SOURCE, "a CUDA GPU (live mode) and your MyStrategy"),
+}
+#: the checks hands-on cells call, as check.<name>
+HANDS_ON_CHECKS = (own_strategy,)
+#: experiment -> its lesson panel (`labkit.present.widgets.panel`)
+PANELS = {
+    "strategies": plain_panel(
+        "strategies",
+        "Workspace strategies",
+        dict(workload="one_conv"),
+        "workload one_conv",
+        lambda s: dict(workload=s["workload"], repeats=strategies_repeats(s["workload"])),
+    )
+}

@@ -1,0 +1,217 @@
+"""Lesson 02's exercises: predict malloc_per_call's slowdown, explain cupy_pool under memory pressure,
+explore which strategy falls back on a growing batch. Answers come from the results in use."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from ...draw.plots import (
+    fmt_bytes,
+    fmt_us,
+    ok_rows,
+)
+from ...draw.prose import where
+from ...errors import InvalidSpec
+from ..core import result
+from ..exercise import Exercise, equal, number, one_of
+from .runs import strategies_repeats
+from .summaries import _strategy
+
+# ---- exercises -------------------------------------------------------------------------------------
+
+
+def _frame(workload: str):
+    return ok_rows(result("strategies", workload=workload, repeats=strategies_repeats(workload)))
+
+
+def _slowdown() -> float:
+    df = _frame("one_conv")
+    return round(
+        float(_strategy(df, "malloc_per_call").median_us / _strategy(df, "fixed_arena").median_us), 2
+    )
+
+
+def _slowdown_why(truth: float) -> str:
+    df = _frame("one_conv")
+    m, a = _strategy(df, "malloc_per_call"), _strategy(df, "fixed_arena")
+    return (
+        f"measured {fmt_us(m.median_us)} against {fmt_us(a.median_us)} per call: {truth:.1f}x ({where(df)}). "
+        f"Inside the strategy alone malloc_per_call spends {fmt_us(m.strategy_us_per_call)} per call "
+        f"(cudaMalloc, then a cudaFree that waits for the convolution just launched), the arena "
+        f"{fmt_us(a.strategy_us_per_call)}. Noise: the arena's calls reach {fmt_us(a.p95_us)} at their p95, "
+        "far below malloc_per_call's median."
+    )
+
+
+def _slowdown_wrong(answer: float, truth: float) -> Optional[str]:
+    if answer <= 0:
+        return "a slowdown is a ratio above zero (malloc_per_call's time over fixed_arena's)."
+    if answer > 2 * truth:
+        return f"{answer:g}x is more than twice what was measured: each call still runs the same convolution."
+    return f"{answer:g}x is less than half of what was measured."
+
+
+MALLOC_SLOWDOWN = Exercise(
+    name="malloc_slowdown",
+    lesson="02",
+    kind="predict",
+    question=(
+        "Before the chart: on one_conv, how many times slower per call (median host time) will "
+        "malloc_per_call be than fixed_arena? A rough number: within a factor of two of the "
+        "measurement counts."
+    ),
+    truth=_slowdown,
+    parse=number("a ratio"),
+    judge=lambda answer, truth: truth / 2 <= answer <= truth * 2,
+    why=_slowdown_why,
+    hints=(
+        "Per call, the arena only hands out a pointer; malloc_per_call adds a cudaMalloc and a cudaFree. The "
+        "convolution itself runs about 50 us on the GPU: how long might a driver call that waits for "
+        "it take?",
+        "cudaFree returns only once the GPU has finished the convolution just launched, so the host "
+        "waits for "
+        "every call; count the convolution's time once more, plus the allocation.",
+    ),
+    wrong=_slowdown_wrong,
+    example=1.5,
+)
+
+
+def _parse_strategy(answer) -> str:
+    """A strategy's label as the chart shows it (any case; a unique beginning will do)."""
+    names = list(_frame("growing_batch")["strategy"])
+    if not isinstance(answer, str) or not answer.strip():
+        raise InvalidSpec(
+            "answer", answer, "must be a strategy's name as the chart shows it, e.g. 'cupy_pool'"
+        )
+    a = " ".join(answer.split()).lower()
+    hit = [n for n in names if n.lower() == a] or [n for n in names if n.lower().startswith(a)]
+    if len(hit) != 1:
+        raise InvalidSpec(
+            "answer",
+            answer,
+            "must name one strategy as the chart shows it: " + ", ".join(repr(n) for n in names),
+        )
+    return hit[0]
+
+
+def _falls_back() -> str:
+    df = _frame("growing_batch")
+    return str(df.loc[df["fallbacks"].idxmax(), "strategy"])
+
+
+def _falls_back_why(truth: str) -> str:
+    import re
+
+    df = _frame("growing_batch")
+    r = df[df["strategy"] == truth].iloc[0]
+    biggest = _strategy(df, "malloc_per_call").peak_bytes  # malloc_per_call holds one workspace at a time
+    rest = df[df["strategy"] != truth]
+    budget = re.search(r"\((\d+) MiB", truth)
+    why = (
+        f" Its budget ({budget.group(1)} MiB) is smaller than the largest workspace this batch reaches "
+        f"({fmt_bytes(biggest)}): a request larger than the whole budget cannot be kept, so the Runner falls "
+        "back to a plan that fits."
+        if budget and int(budget.group(1)) * 2**20 < biggest
+        else ""
+    )
+    return (
+        f"{truth} ran {int(r.fallbacks)} of {int(r.calls)} calls with a smaller plan ({where(df)}).{why} "
+        f"It also evicted {int(r.evictions)} buffers to make room. Its GPU wall time per call: "
+        f"{fmt_us(r.gpu_us)}, against {fmt_us(rest['gpu_us'].median())} for the median of the others."
+    )
+
+
+FALLS_BACK = Exercise(
+    name="fallback_strategy",
+    lesson="02",
+    kind="explore",
+    question=(
+        "Move the strategies panel to the growing_batch workload (batch 1, 2, 4, ... 64 of one convolution). "
+        "One strategy runs some of its calls with a smaller plan than the heuristic's. Which one? "
+        "(its name as the chart shows it)"
+    ),
+    truth=_falls_back,
+    parse=_parse_strategy,
+    judge=equal,
+    why=_falls_back_why,
+    hints=(
+        "The panel's bottom right column counts each strategy's fallbacks.",
+        "A strategy with a byte budget cannot keep a workspace larger than its whole budget.",
+    ),
+    wrong=lambda answer, truth: f"{answer} ran every call with the plan it asked for first.",
+    leaks=lambda truth: (r"on 'growing_batch'", r"Workload growing_batch"),
+    wrong_answers=lambda truth: [n for n in ("fixed_arena (1024 MiB)", "malloc_per_call") if n != truth],
+)
+
+#: the reasons offered for cupy_pool's time under memory pressure
+POOL_REASONS = {
+    "garbage_collector": "on each failed cudaMalloc, CuPy's pool frees its cached blocks, runs Python's "
+    "garbage "
+    "collector and tries again",
+    "slow_plan": "the smaller plan it falls back to is that much slower on the GPU",
+    "cudafree_wait": "each call's cudaFree waits for the GPU to finish",
+    "full_memory": "a GPU with almost no free memory runs every kernel more slowly",
+}
+
+
+def _pool_reason() -> str:
+    pool = _strategy(_frame("pressure"), "cupy_pool")
+    return "garbage_collector" if pool.strategy_us_per_call >= 0.5 * pool.median_us else "slow_plan"
+
+
+def _pool_numbers():
+    df = _frame("pressure")
+    pool = _strategy(df, "cupy_pool")
+    fell = df[(df["fallbacks"] > 0) & (df["strategy"] != pool.strategy)]
+    return df, pool, fell
+
+
+def _pool_why(truth: str) -> str:
+    df, pool, _ = _pool_numbers()
+    return (
+        f"cupy_pool spends {fmt_us(pool.strategy_us_per_call)} of each call inside its get/put, on the host "
+        f"(median per call {fmt_us(pool.median_us)}, {where(df)}). CuPy's SingleDeviceMemoryPool._try_malloc "
+        "answers a failed cudaMalloc by freeing its cached blocks and retrying, then by running gc.collect() "
+        "(a pass over every Python object of the process) and retrying once more; only then does it raise, "
+        "and the Runner falls back. Under pressure every call goes through that."
+    )
+
+
+def _pool_wrong(answer: str, truth: str) -> Optional[str]:
+    df, pool, fell = _pool_numbers()
+    arena = _strategy(df, "fixed_arena")
+    malloc = _strategy(df, "malloc_per_call")
+    return {
+        "slow_plan": (
+            f"the other strategies that fell back took {fmt_us(fell['median_us'].min())} to "
+            f"{fmt_us(fell['median_us'].max())} per call, and cupy_pool spent "
+            f"{fmt_us(pool.strategy_us_per_call)} "
+            "of each call on the host, inside its get/put, not on the GPU."
+        ),
+        "cudafree_wait": (
+            f"that is malloc_per_call's cost ({fmt_us(malloc.median_us)} per call here); cupy_pool's "
+            "put hands "
+            "the block back to its pool and calls no cudaFree."
+        ),
+        "full_memory": f"fixed_arena ran under the same pressure at {fmt_us(arena.median_us)} per call.",
+    }.get(answer)
+
+
+POOL_UNDER_PRESSURE = Exercise(
+    name="pool_under_pressure",
+    lesson="02",
+    kind="explain",
+    question="Under memory pressure, cupy_pool takes far longer per call than every other strategy. Why?",
+    truth=_pool_reason,
+    parse=one_of(tuple(POOL_REASONS), "one of the reasons"),
+    judge=equal,
+    why=_pool_why,
+    hints=(
+        "Compare cupy_pool's dot under 'inside the strategy's get/put' with its host time per call: is the "
+        "time spent on the GPU, or in Python on the host?",
+        "What does CuPy's MemoryPool do when cudaMalloc fails, before it gives up?",
+    ),
+    wrong=_pool_wrong,
+    choices=POOL_REASONS,
+)

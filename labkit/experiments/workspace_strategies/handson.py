@@ -1,0 +1,106 @@
+"""Lesson 02's hands-on cells: a workspace strategy the learner writes, its reference solution
+(`labkit.session.handson`) and its check (`labkit.gpu.strategy_check`, on a GPU)."""
+
+from __future__ import annotations
+
+from ...draw.plots import (
+    fmt_bytes,
+    fmt_us,
+)
+from ..checking import CheckResult, emit, say
+
+# ---- hands-on: a strategy of your own ---------------------------------------------------------------
+#: the reference solution of lesson 02's hands-on cell (`labkit.session.handson`)
+OWN_STRATEGY_SOURCE = '''\
+from labkit.gpu.workspace import Strategy
+
+
+class MyStrategy(Strategy):
+    """One buffer per (stream, size), kept until close: no allocation once warm, and a stream
+    never gets bytes another stream's call may still be using."""
+
+    name = "my_strategy"
+
+    def __init__(self):
+        super().__init__()
+        self.kept = {}  # (stream, bytes) -> device pointer
+
+    def _get(self, req):
+        key = (req.stream_ptr, req.nbytes)
+        if key not in self.kept:
+            self.kept[key] = self._malloc(req.nbytes, "my workspace")
+        return self.kept[key], req.nbytes
+
+    def _close(self):
+        for (_, nbytes), ptr in self.kept.items():
+            self._free(ptr, nbytes)
+        self.kept.clear()
+'''
+OWN_STRATEGY_CHECK_SOURCE = "assert check.own_strategy(MyStrategy)\n"
+
+
+def _verdict_line(v) -> str:
+    races = "shares bytes across streams" if v.races else "no race"
+    left = fmt_bytes(v.leaked_bytes) if v.leaks else "0 B"
+    return f"  {v.strategy}: peak {fmt_bytes(v.peak_bytes)}, {left} left after close, {races}"
+
+
+def own_strategy(strategy=None) -> CheckResult:
+    """Lesson 02 hands-on: run your `Strategy` through the Runner beside the built-in ones (GPU).
+
+    Args:
+        strategy: your `labkit.gpu.workspace.Strategy` subclass.
+
+    Returns:
+        A `CheckResult`: correct when every output matches float64, nothing is left after
+        ``close()`` and no call got bytes another stream's call could still be using.
+    """
+    from ... import env
+
+    m = env.mode()
+    if not m.live:
+        return emit(
+            False,
+            f"this check runs your strategy on a CUDA GPU; labkit is in recorded mode ({m.reason}).",
+            lead="skipped",
+        )
+    if strategy is None:
+        return emit(
+            False, "pass your Strategy subclass: check.own_strategy(MyStrategy)", lead="no answer yet"
+        )
+    from ...gpu import strategy_check
+
+    mine, *others = strategy_check.compare(strategy)
+    lines = []
+    if mine.error:
+        lines.append(f"your strategy raised {mine.error} (get must return (device pointer, bytes))")
+    if mine.too_small:
+        lines.append(f"too small: {mine.too_small}")
+    if not mine.outputs_ok and not (mine.error or mine.too_small):
+        lines.append(f"wrong outputs: worst relative error {mine.worst_rel_error:.2e} against float64")
+    if mine.leaks:
+        lines.append(
+            f"leak: {fmt_bytes(mine.leaked_bytes)} of device memory still taken after close() (your "
+            "books say "
+            f"{fmt_bytes(mine.books_held_after_close)} held): free every buffer in _close"
+        )
+    for r in mine.races[:1]:
+        lines.append(
+            f"race: a call on one stream got {fmt_bytes(r.overlap_bytes)} that a call on another "
+            "stream was still "
+            f"to use: the second could start {fmt_us(r.lead_us)} before the first had finished with them. A "
+            "workspace is its call's until the kernels have run on the call's stream, not until put "
+            "(put comes "
+            "as soon as they are queued)"
+        )
+    table = "\n".join(_verdict_line(v) for v in [mine, *others])
+    if mine.ok:
+        return say(
+            True,
+            f"{mine.calls} calls, every output right against float64 (worst relative error "
+            f"{mine.worst_rel_error:.1e}); peak {fmt_bytes(mine.peak_bytes)} held (the largest "
+            "workspace asked: "
+            f"{fmt_bytes(mine.largest_request_bytes)}); nothing left after close(); no race on two streams; "
+            f"{fmt_us(mine.host_us_per_call)} host time per call. Beside the built-ins:\n{table}",
+        )
+    return say(False, "; ".join(lines) + ".\nThe built-ins, checked the same way:\n" + table)

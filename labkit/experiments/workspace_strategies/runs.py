@@ -1,0 +1,32 @@
+"""Lesson 02's run function (every strategy on one workload: live, measured now; recorded, answered
+from the recording) and the workloads the recorded grid holds."""
+
+from __future__ import annotations
+
+from ..core import experiment
+
+
+# ---- experiments ------------------------------------------------------------------------------
+@experiment
+def strategies(workload: str = "one_conv", repeats: int = 20):
+    """Every workspace strategy on one workload (`labkit.gpu.workloads`): per-call host time, GPU time,
+    allocations, peak and held workspace bytes."""
+    from ...gpu import workloads
+
+    return workloads.run_all(workload, repeats)
+
+
+def strategies_repeats(workload: str) -> int:
+    """Passes a ``strategies`` call records for a workload (ResNet-50 passes are long: 3)."""
+    return 3 if workload.startswith("resnet") else 20
+
+
+# ---- the recorded grid ---------------------------------------------------------------------------
+WORKLOADS = (
+    "one_conv",
+    "resnet50_fp16_nhwc",
+    "resnet50_fp32_nchw",
+    "random_shapes",
+    "growing_batch",
+    "pressure",
+)
