@@ -231,7 +231,14 @@ def doctor() -> str:
         m = f"error: {exc}"
     rows.append(("mode", m))
     rows.append(("to go live", to_go_live()))
-    lines = [f"{k:>20}: {v if v is not None else '-'}" for k, v in rows]
+    import textwrap
+
+    lines = [
+        textwrap.fill(
+            f"{k:>20}: {v if v is not None else '-'}", 100, subsequent_indent=" " * 22, break_long_words=False
+        )
+        for k, v in rows
+    ]
     return "\n".join(lines)
 
 

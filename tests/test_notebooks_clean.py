@@ -117,9 +117,14 @@ def test_the_mode_note_comes_from_labkit():
     assert "Recorded or live?" not in lessons.mode_note() and "Lesson 00" in lessons.mode_note()
 
 
+#: characters of a code line a lesson shows that fit the notebook at 1366x768 without wrapping
+SHOWN_CHARS = 100
+
+
 def test_every_shown_source_is_found():
     """Each lesson's ``lessons.show_source(module, names...)`` names code that exists where it says
-    (the code shown is read from labkit's files, so a moved function must be followed)."""
+    (the code shown is read from labkit's files, so a moved function must be followed), in lines
+    the page shows whole."""
     import ast
 
     from labkit.session import lessons
@@ -128,4 +133,6 @@ def test_every_shown_source_is_found():
         for cell in _load(name).cells:
             for m in re.finditer(r"show_source\(([^)]*)\)", cell.source):
                 args = ast.literal_eval(f"({m.group(1)},)")
-                lessons.show_source(*args)  # raises InvalidSpec naming what is missing
+                shown = str(lessons.show_source(*args))  # raises InvalidSpec naming what is missing
+                long = [line for line in shown.splitlines() if len(line) > SHOWN_CHARS]
+                assert not long, f"{name}: {args} shows lines the page wraps: {long}"

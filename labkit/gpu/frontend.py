@@ -275,9 +275,9 @@ def planned_graph(
 ):
     """The frontend graph of a convolution, planned and checked, no plan built yet.
 
-    Planning is heuristics A then FALLBACK, with labkit's filters for the dtype, determinism and cap;
-    a worker process that builds one of its plans (`labkit.gpu.builds`) gets the same list, in the
-    same order, as this process.
+    Planning is heuristics A then FALLBACK, with labkit's filters for the dtype, determinism and
+    cap; a worker process that builds one of its plans (`labkit.gpu.builds`) gets the same list, in
+    the same order, as this process.
 
     Args:
         spec: the convolution.

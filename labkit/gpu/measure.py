@@ -231,10 +231,10 @@ def graph_replay(
 ) -> Timing:
     """GPU time per call by CUDA-graph replay (see the module doc).
 
-    Two eager calls come first (`eager_us`); the graph holds `calls_for` that time back-to-back calls.
-    Replays repeat until the median is stable or ``repeats`` is reached, and stop as soon as the median
-    is above ``stop_above_us``: autotune's early stop, where one sample can be enough to know a plan
-    is slower.
+    Two eager calls come first (`eager_us`); the graph holds `calls_for` that time back-to-back
+    calls. Replays repeat until the median is stable or ``repeats`` is reached, and stop as soon as
+    the median is above ``stop_above_us``: autotune's early stop, where one sample can be enough to
+    know a plan is slower.
 
     Args:
         fn: launches one call on ``stream``.

@@ -42,8 +42,8 @@ def bias_view(spec: ConvSpec, bias):
 def epilogue(y, bias, z, t1, t2, out) -> None:
     """Enqueue the unfused path's CuPy kernels on the current stream.
 
-    ``y`` + ``bias`` go into ``t1``, then (+ ``z``) into ``t2`` when ``z`` is not None, then ReLU into
-    ``out``.
+    ``y`` + ``bias`` go into ``t1``, then (+ ``z``) into ``t2`` when ``z`` is not None, then ReLU
+    into ``out``.
 
     Args:
         y: the convolution's output.
