@@ -33,10 +33,10 @@ def run_reference(name: str, **given) -> dict:
 
 @pytest.fixture(scope="module")
 def my_times():
-    import os
-
-    os.environ.update(LABKIT_MODE="live", LABKIT_PREFETCH="0", LABKIT_HANDSON="reference")
-    return run_reference("time_every_plan", my_times={})["my_times"]
+    with pytest.MonkeyPatch.context() as mp:  # the module's later tests (and other modules) get the env back
+        for key, value in dict(LABKIT_MODE="live", LABKIT_PREFETCH="0", LABKIT_HANDSON="reference").items():
+            mp.setenv(key, value)
+        yield run_reference("time_every_plan", my_times={})["my_times"]
 
 
 def test_time_every_plan_reference_passes_its_check(my_times, capsys):

@@ -171,7 +171,7 @@ def test_random_convolutions_are_right_or_unsupported():
 
     case()
     print(json.dumps(_save(stats, notes), indent=1, default=str), file=sys.stderr)
-    assert stats["cases"] >= 200 and all(stats[d] for d in DTYPES)
+    assert stats["cases"] >= min(200, CASES) and all(stats[d] for d in DTYPES)
     assert stats["right"] + stats["unsupported"] + stats["no right plan"] == stats["cases"]
 
 
