@@ -9,6 +9,7 @@ and then any process still carrying the marker, by pid.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -651,3 +652,29 @@ OUTPUT_TEXTS_JS = """() => {
       return (o.innerText || '') + ' ' + svgText;
     }).join('\\n'));
 }"""
+
+
+@contextlib.contextmanager
+def chromium_context(executable: str, profile: Path, viewport: dict, timeout_ms: float):
+    """Headless Chromium at ``executable`` with a fresh ``profile`` folder, as Playwright's
+    persistent context (what the browser tests drive); closed, and Playwright stopped, on exit."""
+    from playwright.sync_api import sync_playwright
+
+    pw = sync_playwright().start()
+    ctx = None
+    try:
+        ctx = pw.chromium.launch_persistent_context(
+            str(profile),
+            executable_path=executable,
+            headless=True,
+            args=CHROMIUM_ARGS,
+            viewport=viewport,
+            timeout=timeout_ms,
+        )
+        yield ctx
+    finally:
+        try:
+            if ctx is not None:
+                ctx.close()
+        finally:
+            pw.stop()

@@ -103,6 +103,11 @@ def deadline(request):
 
 @pytest.fixture(scope="module")
 def chromium():
+    return find_chromium()
+
+
+def find_chromium() -> str:
+    """The browser's path; a skip (a failure with CI set) saying what is missing."""
     path = bh.which_chromium()
     if path is None:
         _missing(
@@ -139,27 +144,9 @@ def lab(chromium, deadline, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def context(chromium, lab, deadline, tmp_path_factory):
-    from playwright.sync_api import sync_playwright
-
     profile = tmp_path_factory.mktemp("chromium-profile")
-    pw = sync_playwright().start()
-    ctx = None
-    try:
-        ctx = pw.chromium.launch_persistent_context(
-            str(profile),
-            executable_path=chromium,
-            headless=True,
-            args=bh.CHROMIUM_ARGS,
-            viewport=VIEWPORT,
-            timeout=deadline.ms(60),
-        )
+    with bh.chromium_context(chromium, profile, VIEWPORT, deadline.ms(60)) as ctx:
         yield ctx
-    finally:
-        try:
-            if ctx is not None:
-                ctx.close()
-        finally:
-            pw.stop()
 
 
 @pytest.fixture

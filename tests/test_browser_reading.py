@@ -52,43 +52,14 @@ def deadline():
 
 @pytest.fixture(scope="module")
 def chromium():
-    return _chromium()
-
-
-def _chromium():
-    path = bh.which_chromium()
-    if path is None:
-        tb._missing("no Chromium (apt-get install chromium, or set LABKIT_CHROMIUM)")
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError as exc:
-        tb._missing(f"the playwright Python package is not importable ({exc})")
-    return path
+    return tb.find_chromium()
 
 
 @pytest.fixture(scope="module")
 def browser(chromium, deadline, tmp_path_factory):
-    from playwright.sync_api import sync_playwright
-
     profile = tmp_path_factory.mktemp("chromium-profile")
-    pw = sync_playwright().start()
-    ctx = None
-    try:
-        ctx = pw.chromium.launch_persistent_context(
-            str(profile),
-            executable_path=chromium,
-            headless=True,
-            args=bh.CHROMIUM_ARGS,
-            viewport=tb.VIEWPORT,
-            timeout=deadline.ms(60),
-        )
+    with bh.chromium_context(chromium, profile, tb.VIEWPORT, deadline.ms(60)) as ctx:
         yield ctx
-    finally:
-        try:
-            if ctx is not None:
-                ctx.close()
-        finally:
-            pw.stop()
 
 
 _SERVERS: dict = {}

@@ -248,3 +248,23 @@ def default_leaks(truth) -> Sequence[str]:
     if isinstance(truth, str) and truth not in COMMON_WORDS:
         return (rf"(?<![\w.]){re.escape(truth)}(?![\w])",)
     return ()
+
+
+def explain(*, choices, **fields) -> Exercise:
+    """An ``explain`` exercise: the answer is one of ``choices``, judged equal to ``truth()``.
+
+    Args:
+        choices: choice -> the reason it names (listed with the question), or the choices alone.
+        **fields: the other `Exercise` fields (name, lesson, question, truth, why, hints, wrong, ...).
+
+    Returns:
+        The `Exercise`.
+    """
+    named = dict(choices) if isinstance(choices, dict) else {}
+    return Exercise(
+        kind="explain",
+        parse=one_of(tuple(choices), "one of the reasons"),
+        judge=equal,
+        choices=named,
+        **fields,
+    )

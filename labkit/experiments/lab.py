@@ -11,7 +11,7 @@ from typing import Optional
 
 from ..draw.plots import fmt_bytes, ok_rows
 from .core import BASE, result
-from .exercise import Exercise, equal, one_of
+from .exercise import Exercise, equal, explain, one_of
 
 LESSON = "07"
 #: the dtypes and directions the lab's plans chart reaches from its base (fp16 NHWC fprop), recorded
@@ -177,17 +177,14 @@ def _free_cap_wrong(answer: str, truth: str) -> Optional[str]:
     return None
 
 
-lab_free_cap = Exercise(
+lab_free_cap = explain(
     name="lab_free_cap",
     lesson=LESSON,
-    kind="explain",
     question=(
         "In the lab, chart 'caps' with dtype fp32 and layout NCHW: even the 0 B cap costs nothing "
         "measurable. Why?"
     ),
     truth=_free_cap_truth,
-    parse=one_of(tuple(FREE_CAP_REASONS), "one of the reasons"),
-    judge=equal,
     why=_free_cap_why,
     hints=(
         "hover over the caps chart's bars: which plan is the best under each cap, and what does it need?",

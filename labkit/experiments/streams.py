@@ -16,7 +16,7 @@ from ..draw.prose import Text, where
 from ..errors import InvalidSpec, LabkitError
 from .checking import CheckResult, emit
 from .core import experiment, result, to_frame
-from .exercise import Exercise, equal, flag, number, one_of, within
+from .exercise import Exercise, equal, explain, flag, number, within
 from .panel_config import plain_panel
 
 
@@ -266,17 +266,14 @@ def _reasons_wrong(answer: str, truth: str) -> Optional[str]:
     return None
 
 
-race_reason = Exercise(
+race_reason = explain(
     name="race_reason",
     lesson="06",
-    kind="explain",
     question=(
         "Why does the shared scratchpad corrupt many outputs under CUDA graphs, and few or none with "
         "Python launches?"
     ),
     truth=lambda: "overlap",
-    parse=one_of(tuple(RACE_REASONS), "one of the reasons"),
-    judge=equal,
     why=lambda t: _python_why(False),
     hints=(
         "what has to happen at the same moment for one stream to overwrite another's scratch data?",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..draw import plots
 from ..errors import InvalidSpec
-from ..experiments.exercise import Exercise, equal, flag, number, number_leaks, one_of
+from ..experiments.exercise import Exercise, equal, explain, flag, number, number_leaks, one_of
 from . import compare
 
 #: a shape "gains" in the explore exercise when the other GPU takes less than this share of the time
@@ -214,15 +214,12 @@ def _range(table, col, d):
     return tuple(table.loc[d, col.replace("ratio ", f"ratio {w} ", 1)] for w in ("low", "high"))
 
 
-wide_dtypes_gain = Exercise(
+wide_dtypes_gain = explain(
     name="wide_dtypes_gain",
     lesson="08",
-    kind="explain",
     question="The base convolution in fp32 and tf32 runs faster on the second GPU, while fp16 and bf16 "
     "run at the same speed. Why?",
     truth=_wide_reason,
-    parse=one_of(("memory", "clock", "plan", "noise"), "a reason"),
-    judge=equal,
     why=_wide_why,
     hints=(
         "list what differs between the two GPUs on paper (the ceilings table), then ask which of the "

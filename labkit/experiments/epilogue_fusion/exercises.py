@@ -8,7 +8,7 @@ from typing import Optional
 from ...draw.plots import fmt_bytes, fmt_us, ok_rows
 from ...errors import LabkitError
 from ..core import BASE, result
-from ..exercise import Exercise, equal, number, one_of, within
+from ..exercise import Exercise, equal, explain, number, one_of, within
 from .calls import recorded_calls
 
 #: predict: fusion's gain as a range (fused bias_relu over unfused, base spec)
@@ -179,14 +179,11 @@ def _extra_time_wrong(answer, truth) -> Optional[str]:
     }.get(answer)
 
 
-unfused_extra_time = Exercise(
+unfused_extra_time = explain(
     name="unfused_extra_time",
     lesson="04",
-    kind="explain",
     question="The unfused bias_relu path takes longer than the fused graph. Where does the extra time go?",
     truth=_extra_time_reason,
-    parse=one_of(list(EXTRA_TIME_CHOICES), "a reason"),
-    judge=equal,
     why=_extra_time_why,
     hints=(
         "Read the HBM traffic panel: how many more bytes does the unfused path move, and how long would "

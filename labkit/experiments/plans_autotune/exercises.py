@@ -7,7 +7,7 @@ import math
 
 from ...draw.plots import fmt_bytes, fmt_seconds, fmt_us, ok_rows
 from ..core import BASE, MIB, result
-from ..exercise import Exercise, equal, number, one_of
+from ..exercise import Exercise, equal, explain, number, one_of
 from .charts import cap_label
 from .runs import BUILD_STAGES
 
@@ -184,17 +184,14 @@ def _payoff_wrong(answer: str, truth: str) -> str:
     return None
 
 
-autotune_payoff_reason = Exercise(
+autotune_payoff_reason = explain(
     name="autotune_payoff_reason",
     lesson="05",
-    kind="explain",
     question=(
         "Autotuning the base convolution pays for itself far sooner in fp32 NCHW than in fp16 NHWC (the "
         "two build-cost summaries). Why?"
     ),
     truth=_payoff_truth,
-    parse=one_of(tuple(PAYOFF_CHOICES), "one of the reasons"),
-    judge=equal,
     why=_payoff_why,
     hints=(
         "autotuning pays off after (what it cost) / (what it saves per call): which of the two differs most?",

@@ -9,7 +9,7 @@ from typing import Optional
 from ...draw.plots import fmt_us, ok_rows
 from ...errors import InvalidSpec
 from ..core import BASE, SWEEPS, result
-from ..exercise import Exercise, equal, flag, number, one_of
+from ..exercise import Exercise, equal, explain, flag, number
 from .charts import sci
 from .summaries import _precision_at, _spread
 
@@ -125,17 +125,14 @@ def _fp8_error_wrong(answer, truth) -> Optional[str]:
     }.get(answer)
 
 
-fp8_total_error = Exercise(
+fp8_total_error = explain(
     name="fp8_total_error",
     lesson="03",
-    kind="explain",
     question=(
         "fp8's total error (diamond) is far above its arithmetic error (circle); fp16's two are close. Why? "
         "Pick a reason."
     ),
     truth=_fp8_error_reason,
-    parse=one_of(list(FP8_ERROR_CHOICES), "a reason"),
-    judge=equal,
     why=_fp8_error_why,
     hints=(
         "The circle judges the arithmetic on the values cuDNN read; the diamond judges the same result "

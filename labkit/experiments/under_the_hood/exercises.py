@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ...draw.plots import fmt_us, ok_rows
 from ..core import BASE, result
-from ..exercise import Exercise, equal, number, one_of
+from ..exercise import Exercise, equal, explain, number, one_of
 
 #: the layout the predict exercise asks about (the base convolution's other layout)
 NCHW = BASE.replace(layout="NCHW")
@@ -157,14 +157,11 @@ def _idle_everywhere_why(truth: str) -> str:
     )
 
 
-gpu_idles = Exercise(
+gpu_idles = explain(
     name="gpu_idles",
     lesson="10",
-    kind="explain",
     question="Even the strategies that never allocate in steady state leave gaps in the GPU lane. Why?",
     truth=_idle_reason,
-    parse=one_of(("python_loop", "sync", "tracing", "memsets"), "a reason"),
-    judge=equal,
     why=_idle_everywhere_why,
     hints=(
         "compare how long the GPU runs one call with how long the host takes to launch one "

@@ -12,7 +12,7 @@ from ...draw.plots import (
 from ...draw.prose import where
 from ...errors import LabkitError
 from ..core import BASE, result
-from ..exercise import Exercise, equal, number, one_of
+from ..exercise import Exercise, equal, explain, number, one_of
 from .runs import SWEEP_BASE, SWEEP_VALUES
 
 # ---- exercises -------------------------------------------------------------------------------------
@@ -193,17 +193,14 @@ def _nchw_wrong(answer: str, truth: str) -> Optional[str]:
     )
 
 
-NCHW_WORKSPACE = Exercise(
+NCHW_WORKSPACE = explain(
     name="nchw_workspace_reason",
     lesson="01",
-    kind="explain",
     question=(
         "The fp16 NCHW heuristic plan asks for megabytes of workspace, the fp16 NHWC one for a few bytes. "
         "What does the NCHW plan keep in its workspace?"
     ),
     truth=_nchw_reason,
-    parse=one_of(tuple(NCHW_REASONS), "one of the reasons"),
-    judge=equal,
     why=_nchw_why,
     hints=(
         "Divide its workspace by the size of one fp16 tensor of this convolution (32x64x56x56 x 2 bytes).",

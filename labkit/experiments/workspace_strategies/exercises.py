@@ -13,7 +13,7 @@ from ...draw.plots import (
 from ...draw.prose import where
 from ...errors import InvalidSpec
 from ..core import result
-from ..exercise import Exercise, equal, number, one_of
+from ..exercise import Exercise, equal, explain, number
 from .runs import strategies_repeats
 from .summaries import _strategy
 
@@ -198,14 +198,11 @@ def _pool_wrong(answer: str, truth: str) -> Optional[str]:
     }.get(answer)
 
 
-POOL_UNDER_PRESSURE = Exercise(
+POOL_UNDER_PRESSURE = explain(
     name="pool_under_pressure",
     lesson="02",
-    kind="explain",
     question="Under memory pressure, cupy_pool takes far longer per call than every other strategy. Why?",
     truth=_pool_reason,
-    parse=one_of(tuple(POOL_REASONS), "one of the reasons"),
-    judge=equal,
     why=_pool_why,
     hints=(
         "Compare cupy_pool's dot under 'inside the strategy's get/put' with its host time per call: is the "

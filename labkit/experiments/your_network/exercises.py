@@ -9,7 +9,7 @@ from __future__ import annotations
 from ...draw.plots import fmt_bytes, fmt_us, ok_rows
 from ...errors import InvalidSpec
 from ..core import MIB, result
-from ..exercise import Exercise, equal, one_of
+from ..exercise import Exercise, equal, explain, one_of
 from .tables import table_of
 
 #: the cap the predict exercise asks about (bytes)
@@ -242,15 +242,12 @@ def _pool_why(truth: str) -> str:
     )
 
 
-async_pool_holds = Exercise(
+async_pool_holds = explain(
     name="async_pool_holds",
     lesson="09",
-    kind="explain",
     question="In the ResNet-50 report, async_pool holds more workspace than any call asks for, from its "
     "first workspace until after the pass. Why?",
     truth=_pool_reason,
-    parse=one_of(("chunks", "leak", "arena", "pending"), "a reason"),
-    judge=equal,
     why=_pool_why,
     hints=(
         "compare, in rep.strategies, async_pool's peak_workspace_bytes with held_after_bytes and with "
