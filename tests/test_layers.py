@@ -14,8 +14,8 @@ Layers, bottom to top (docs/architecture.md): a module's layer is the longest en
    checking (what exercise checks are written with), one module per lesson topic (run functions,
    charts, summaries, checks, recorded calls: no topic imports another), the package (gathers the
    topics), grid (the recorded calls in order)
-2.5 a session (labkit/session/): the background worker (prefetch), then lessons (the results of
-   this session, the mode banner, the lesson texts)
+2.5 a session (labkit/session/): the background worker (prefetch), this session's results and the
+   lesson texts (the mode banner), then lessons (what the notebooks call)
 3. presentation (labkit/present/): panels and their parts, exercise checks, comparisons across
    GPUs, the network report
 4. the command line (labkit/cli/), ``python -m labkit`` and the package's __init__
@@ -50,6 +50,8 @@ LAYERS = {
     "labkit.session": 2.5,
     "labkit.session.prefetch": 2.5,
     "labkit.session.warmup": 2.5,
+    "labkit.session.results": 2.55,
+    "labkit.session.texts": 2.55,
     "labkit.session.lessons": 2.6,
     "labkit.present": 3,
     "labkit.cli": 4,

@@ -325,7 +325,7 @@ def fill(quick: bool = False, only: Optional[Iterable[str]] = None, *, into=None
 
 def _fill_calls(store, bar, counts: dict) -> None:
     """`fill`'s loop: each call of ``bar`` not in ``store`` measured (and saved there), counted."""
-    from ..session import lessons
+    from ..session import results
 
     for name, kwargs in bar:
         if store.has(name, request_of(name, **kwargs)):
@@ -334,7 +334,7 @@ def _fill_calls(store, bar, counts: dict) -> None:
         bar.set_postfix_str(name)
         try:
             with saying_on(bar, name):
-                lessons._live(name, kwargs)
+                results.live_result(name, kwargs)
             counts["saved"] += 1
         except LabkitError as exc:
             counts["failed"] += 1
