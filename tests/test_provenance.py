@@ -124,3 +124,20 @@ def test_compare_describe_gives_the_dates_its_charts_give():
         for name in lessons.DRAWS["08"]:
             if name in r.experiments():
                 assert r.provenance(name)["date"] in text, (r.name, name, text)
+
+
+def test_bad_lesson_names_get_one_line_errors():
+    from labkit.errors import InvalidSpec
+    from labkit.present import check
+    from labkit.session import handson
+
+    for call in (
+        lambda: lessons.banner("99"),
+        lambda: check.solutions("99"),
+        lambda: lessons.show_source("no_such_module", "f"),
+        lambda: lessons.show_source("gpu.workspace", "NoSuchClass.get"),
+        lambda: handson.run("no_such_cell", "", {}),
+    ):
+        with pytest.raises(InvalidSpec) as info:
+            call()
+        assert "\n" not in str(info.value), str(info.value)
