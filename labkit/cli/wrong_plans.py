@@ -225,13 +225,10 @@ def _cost(args) -> int:
     from .. import networks
     from ..experiments import BASE
 
-    specs = []
-    if not False:
-        dtypes = ("fp16", "bf16", "fp32", "tf32", "fp8_e4m3")
-        specs += [("base", BASE.replace(dtype=d, layout=lay)) for d in dtypes for lay in ("NHWC", "NCHW")]
-    if not False:
-        net = networks.layers_of("resnet50", batch=32, dtype="fp16", layout="NHWC")
-        specs += [("resnet50", g.spec) for g in networks.unique(net.layers)]
+    dtypes = ("fp16", "bf16", "fp32", "tf32", "fp8_e4m3")
+    specs = [("base", BASE.replace(dtype=d, layout=lay)) for d in dtypes for lay in ("NHWC", "NCHW")]
+    net = networks.layers_of("resnet50", batch=32, dtype="fp16", layout="NHWC")
+    specs += [("resnet50", g.spec) for g in networks.unique(net.layers)]
     rows, t0 = [], time.perf_counter()
     for group, spec in specs:
         if time.perf_counter() - t0 > args.cost:
