@@ -12,7 +12,7 @@ import pytest
 
 import labkit
 from labkit import env, errors
-from labkit.cli import bench, record
+from labkit.cli import bench, record, vs_torch
 from labkit.cli.main import main
 from labkit.session import lessons
 
@@ -30,7 +30,7 @@ def nothing_measured(monkeypatch):
 
     monkeypatch.setattr(lessons, "data", measured)
     monkeypatch.setattr(bench, "strategies", measured)
-    monkeypatch.setattr(bench, "vs_torch", measured)
+    monkeypatch.setattr(vs_torch, "run", measured)
     monkeypatch.setattr(record, "_record_calls", measured)
     monkeypatch.setattr(record, "_fill_calls", measured)
 

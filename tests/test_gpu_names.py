@@ -7,7 +7,7 @@ import pytest
 
 from labkit import __main__ as cli
 from labkit import env
-from labkit.cli import bench
+from labkit.cli import bench, vs_torch
 from labkit.cli.record import gpu_slug
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,14 +40,17 @@ def test_bench_default_names_follow_the_gpu(monkeypatch):
 
 @pytest.mark.parametrize(
     "which,func,expected",
-    [("strategies", "strategies", "strategies_h200"), ("vs-torch", "vs_torch", "vs_torch_h200")],
+    [
+        ("strategies", (bench, "strategies"), "strategies_h200"),
+        ("vs-torch", (vs_torch, "run"), "vs_torch_h200"),
+    ],
 )
 def test_cli_bench_writes_the_gpus_file(monkeypatch, which, func, expected):
     seen = {}
     monkeypatch.setattr(env, "require_live", lambda what: None)  # as on a GPU machine
     monkeypatch.setattr(bench, "require_torch", lambda: None)
     monkeypatch.setattr(bench, "default_name", lambda w, gpu_name=None: f"{w}_{gpu_slug('NVIDIA H200')}")
-    monkeypatch.setattr(bench, func, lambda name=None, **k: seen.setdefault("name", name))
+    monkeypatch.setattr(*func, lambda name=None, **k: seen.setdefault("name", name))
     assert cli.main(["bench", which]) == 0
     assert seen["name"] == expected
     seen.clear()

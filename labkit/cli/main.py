@@ -104,6 +104,13 @@ def parser() -> argparse.ArgumentParser:
         "vs_torch_h100-80gb-hbm3 on an NVIDIA H100 80GB HBM3)",
     )
     bench.add_argument("--out", help="summary: the file to write (default docs/benchmarks.md)")
+    bench.add_argument(
+        "--seconds",
+        type=float,
+        default=520.0,
+        help="vs-torch: the run's budget in seconds; convolutions not reached are rows 'cut: ...'",
+    )
+    bench.add_argument("--only", type=int, help="vs-torch: only the first N convolutions (a quick look)")
     from . import wrong_plans
 
     wrong_plans.add_parser(sub)
@@ -199,8 +206,14 @@ def main_bench(args) -> int:
     if args.which == "strategies":
         b.strategies(name=args.name or b.default_name("strategies"))
     else:
+        from . import vs_torch
+
         b.require_torch()
-        b.vs_torch(name=args.name or b.default_name("vs_torch"))
+        if args.only is not None and args.only < 1:
+            raise InvalidSpec("--only", args.only, "must be an int >= 1")
+        if not args.seconds > 0:
+            raise InvalidSpec("--seconds", args.seconds, "must be > 0")
+        vs_torch.run(args.name or b.default_name("vs_torch"), seconds=args.seconds, only=args.only)
     return 0
 
 
