@@ -507,28 +507,43 @@ def summary(df) -> dict:
     Returns:
         Counts and medians, ``None`` where no row qualifies.
     """
+    import pandas as pd
+
+    def col(frame, name, fill=float("nan")):
+        return frame[name] if name in frame else pd.Series([fill] * len(frame), index=frame.index)
+
     ok = df[df.status == "ok"]
-    vs = ok[ok.torch_us.notna()] if "torch_us" in ok else ok.iloc[0:0]
+    vs = ok[col(ok, "torch_us").notna()]
 
     def med(s):
-        s = s.dropna()
+        s = pd.to_numeric(s, errors="coerce").dropna()
         return float(s.median()) if len(s) else None
 
+    def top(s):
+        s = pd.to_numeric(s, errors="coerce").dropna()
+        return float(s.max()) if len(s) else None
+
+    def true(frame, name) -> int:
+        return int(sum(v is True or v == True for v in col(frame, name, False)))  # noqa: E712  (numpy bools)
+
+    ratio, why_ = col(vs, "ratio"), col(vs, "why", "").fillna("")
     return {
         "convolutions": int(len(df)),
         "measured": int(len(ok)),
         "against_torch": int(len(vs)),
-        "median_ratio": med(vs.ratio),
-        "max_ratio": float(vs.ratio.max()) if len(vs) else None,
-        "above_1.02": int((vs.ratio > 1.02).sum()),
-        "above_1.00": int((vs.ratio > 1.0).sum()),
-        "above_1.00_explained": int(((vs.ratio > 1.0) & (vs.why.fillna("") != "")).sum()),
-        "same_kernels": int(vs.same_kernels.fillna(False).astype(bool).sum()),
-        "pick_within_noise_of_best": int(ok.pick_within_noise.fillna(False).astype(bool).sum()),
-        "pick_vs_best_max": float(ok.pick_vs_best.max()) if len(ok) else None,
-        "labkit_host_us_median": med(vs.labkit_host_us),
-        "torch_host_us_median": med(vs.torch_host_us),
-        "host_ratio_median": med(vs.labkit_host_us / vs.torch_host_us) if len(vs) else None,
+        "median_ratio": med(ratio),
+        "max_ratio": top(ratio),
+        "above_1.02": int((ratio > 1.02).sum()),
+        "above_1.00": int((ratio > 1.0).sum()),
+        "above_1.00_explained": int(((ratio > 1.0) & (why_ != "")).sum()),
+        "same_kernels": true(vs, "same_kernels"),
+        "pick_within_noise_of_best": true(ok, "pick_within_noise"),
+        "pick_vs_best_max": top(col(ok, "pick_vs_best")),
+        "labkit_host_us_median": med(col(vs, "labkit_host_us")),
+        "torch_host_us_median": med(col(vs, "torch_host_us")),
+        "host_ratio_median": med(
+            pd.to_numeric(col(vs, "labkit_host_us")) / pd.to_numeric(col(vs, "torch_host_us"))
+        ),
     }
 
 

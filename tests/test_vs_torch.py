@@ -1,0 +1,70 @@
+"""The vs-torch bench's reading of its own measurements (`labkit.cli.vs_torch`), on CPU: the kernel
+names both tracers agree on, the reason given where labkit is slower, and the summary's counts.
+The rows here are shapes of the bench's table, not measurements."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from labkit.cli import vs_torch
+from labkit.spec import DIRECTIONS, DTYPES, LAYOUTS
+
+
+def test_the_bench_covers_every_class_the_goals_name():
+    convs = vs_torch.CONVOLUTIONS
+    specs = [s for _, _, s in convs]
+    assert len([s for s in specs if s.dtype != "fp8_e4m3"]) >= 40
+    assert {s.dtype for s in specs} == set(DTYPES)
+    assert {s.layout for s in specs} == set(LAYOUTS)
+    assert {s.direction for s in specs} == set(DIRECTIONS)
+    assert any(s.groups == s.C > 1 and s.R == 3 and s.stride == (1, 1) for s in specs)  # depthwise 3x3
+    assert any(s.groups == s.C > 1 and s.R == 7 and s.dtype == "fp32" for s in specs)  # 7x7 depthwise
+    assert any(s.C == 3 and s.dtype in ("fp16", "bf16") for s in specs)  # 3-channel stems
+    assert any(s.R != s.S for s in specs)  # asymmetric kernels
+    assert any(s.K % 8 or s.C % 8 for s in specs if s.C != 3)  # channels not multiples of 8
+    assert any(1 < s.groups < s.C for s in specs) and any(s.dilation != (1, 1) for s in specs)
+    assert len({s.key for s in specs}) == len(specs)
+
+
+def test_kernel_keys_agree_between_cupti_and_the_profiler():
+    mangled = "_ZN5cudnn3ops16nchwToNhwcKernelIfEEvPKT_PS2_i"  # what CUPTI reports
+    demangled = "void cudnn::ops::nchwToNhwcKernel<float>(float const*, float*, int)"  # torch.profiler
+    assert vs_torch.kernel_key(mangled) == vs_torch.kernel_key(demangled)
+    assert vs_torch.kernel_key(demangled) == "cudnn::ops::nchwToNhwcKernel<float>"
+    assert vs_torch.kernel_key("Memset (Device)") == vs_torch.kernel_key("memset") == "memset"
+    assert vs_torch.kernel_key("sm90_xmma_fprop<1>") != vs_torch.kernel_key("sm90_xmma_fprop<2>")
+
+
+def _row(**kw):
+    base = dict(ratio=1.03, noise=0.005, labkit_plan_index=0, torch_keys=("a",), exhaustive={0: 10.0, 1: 9.0})
+    return {**base, **kw}
+
+
+TABLE = pd.DataFrame(dict(plan_index=[0, 1, 2], status=["ok", "ok", "slower: one eager call took 1 ms"]))
+
+
+def test_why_names_the_cause():
+    assert vs_torch.why(_row(ratio=0.99), {0: ("a",)}, TABLE) == ""
+    assert "timing noise" in vs_torch.why(_row(ratio=1.004), {0: ("a",)}, TABLE)
+    assert "beyond the noise" in vs_torch.why(_row(ratio=1.05), {0: ("a",)}, TABLE)
+    assert "no labkit plan" in vs_torch.why(_row(), {0: ("b",), 1: ("c",)}, TABLE)
+    assert "autotune picked another plan: plan 1" in vs_torch.why(_row(), {0: ("b",), 1: ("a",)}, TABLE)
+    assert "left out: plan 2" in vs_torch.why(_row(), {0: ("b",), 2: ("a",)}, TABLE)
+    equal = _row(ratio=1.004, exhaustive={0: 10.0, 1: 10.0})
+    assert "timing noise" in vs_torch.why(equal, {0: ("b",), 1: ("a",)}, TABLE)
+
+
+def test_summary_counts_what_the_goals_ask():
+    df = pd.DataFrame(
+        [
+            dict(status="ok", torch_us=1.0, ratio=0.99, why="", same_kernels=True, pick_within_noise=True),
+            dict(status="ok", torch_us=1.0, ratio=1.03, why="another kernel", same_kernels=False),
+            dict(status="ok", torch_us=float("nan"), pick_within_noise=False, pick_vs_best=1.04),
+            dict(status="cut: the run's budget was spent"),
+        ]
+    )
+    s = vs_torch.summary(df)
+    assert (s["convolutions"], s["measured"], s["against_torch"]) == (4, 3, 2)
+    assert (s["above_1.02"], s["above_1.00"], s["above_1.00_explained"]) == (1, 1, 1)
+    assert s["same_kernels"] == 1 and s["pick_within_noise_of_best"] == 1 and s["pick_vs_best_max"] == 1.04
+    assert vs_torch.summary(pd.DataFrame([dict(status="ok")]))["median_ratio"] is None
