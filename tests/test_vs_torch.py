@@ -48,6 +48,8 @@ def test_why_names_the_cause():
     assert "timing noise" in vs_torch.why(_row(ratio=1.004), {0: ("a",)}, TABLE)
     assert "beyond the noise" in vs_torch.why(_row(ratio=1.05), {0: ("a",)}, TABLE)
     assert "no labkit plan" in vs_torch.why(_row(), {0: ("b",), 1: ("c",)}, TABLE)
+    native = _row(torch_keys=("at::native::conv_depthwise2d_forward_kernel<float>",))
+    assert "PyTorch ran its own kernel, not cuDNN's" in vs_torch.why(native, {0: ("b",)}, TABLE)
     assert "autotune picked another plan: plan 1" in vs_torch.why(_row(), {0: ("b",), 1: ("a",)}, TABLE)
     assert "left out: plan 2" in vs_torch.why(_row(), {0: ("b",), 2: ("a",)}, TABLE)
     equal = _row(ratio=1.004, exhaustive={0: 10.0, 1: 10.0})

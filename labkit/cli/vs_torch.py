@@ -481,6 +481,8 @@ def why(row: dict, plan_kernels: Dict[int, Tuple[str, ...]], tune_table) -> str:
             return f"the same kernels; timing noise (slower by {ratio - 1:.1%}, noise {noise:.1%})"
         return f"the same kernels, slower by {ratio - 1:.1%} beyond the noise ({noise:.1%})"
     same = [i for i, k in plan_kernels.items() if k == theirs]
+    if not same and any(k.startswith("at::") for k in theirs):
+        return f"PyTorch ran its own kernel, not cuDNN's (labkit runs cuDNN only): {_short(theirs)}"
     if not same:
         return f"another kernel, which no labkit plan launches: {_short(theirs)}"
     i = same[0]
