@@ -88,9 +88,17 @@ def run(condition: str, cache: str, args) -> dict:
     req = dict(net=args.net, batch=args.batch, dtype=args.dtype, layout=args.layout)
     t0 = time.perf_counter()
     child = TORCH_CHILD if condition == "PyTorch warm-up" else CHILD
-    proc = subprocess.run(
-        [sys.executable, "-c", child, json.dumps(req)], env=env, capture_output=True, text=True
-    )
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", child, json.dumps(req)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=args.timeout,
+        )
+    except subprocess.TimeoutExpired as exc:
+        said = (exc.stderr or b"").decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr
+        raise SystemExit(f"{condition}: cut after {args.timeout} s; its last words:\n{(said or '')[-3000:]}")
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise SystemExit(f"{condition}: the report process failed:\n{proc.stderr[-3000:]}")
@@ -114,6 +122,7 @@ def main(argv=None) -> int:
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--dtype", default="fp16")
     p.add_argument("--layout", default="NHWC")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds a condition may take (default 300)")
     p.add_argument(
         "--cache", help="an empty folder to use as the cache, kept afterwards (default: a temporary one)"
     )

@@ -5,13 +5,18 @@ errors named; a worker that dies is a `WorkerDied`; the caller's LABKIT_* settin
 worker; ``LABKIT_ISOLATE=0`` runs steps in the caller's process. Real processes, no GPU."""
 
 import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from labkit import InvalidSpec, OutOfMemory, TimedOut
 from labkit.gpu import isolated
 from labkit.signals.progress import announce, announcing
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
@@ -101,3 +106,13 @@ def test_the_workers_phases_reach_the_callers_listener(worker):
 def test_a_bad_target_is_refused(worker):
     with pytest.raises(InvalidSpec, match="module:function"):
         worker.call("no_colon_here")
+
+
+def test_a_process_that_used_the_worker_exits():
+    """The worker is not daemonic (it may start build workers): multiprocessing's exit handler
+    would join it forever unless labkit stops it first. A script that ran a report must end."""
+    code = "from labkit.gpu import isolated; print(isolated.worker().call('os:getpid') > 0)"
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=45, cwd=ROOT)
+    assert r.returncode == 0 and r.stdout.strip() == "True", r.stderr[-2000:]
+    assert time.monotonic() - t0 < 30

@@ -319,7 +319,11 @@ def worker() -> Worker:
     """This process's worker (one; made on first use, stopped at exit)."""
     global _worker
     if _worker is None:
+        import multiprocessing.util  # noqa: F401  (registers its exit handler first: see below)
+
         _worker = Worker(daemon=False)  # its steps build graphs: it may start build workers
+        # atexit runs the last registered first: this stop must come before multiprocessing's exit
+        # handler, which joins every non-daemonic child and would wait forever for this one
         atexit.register(_worker.stop)
     return _worker
 
