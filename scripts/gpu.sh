@@ -107,6 +107,8 @@ step_trace() {
 step_widgets() {
   local kernels
   kernels=$(mktemp -d)
+  # what `make setup` leaves: pip byte-compiles what it installs, the Makefile compiles labkit
+  [ -f .whl/setup.sh ] && $py -m compileall -q .whl/site labkit > /dev/null
   live widgets widgets-empty.log env CUPY_CACHE_DIR="$kernels" $py scripts/bench_widgets.py --cache "$(mktemp -d)" \
     --condition "first visit, empty cache"
   CUPY_CACHE_DIR="$kernels" $py -m labkit warm-kernels | tee -a "$log"
