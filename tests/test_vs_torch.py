@@ -4,6 +4,8 @@ The rows here are shapes of the bench's table, not measurements."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
 from labkit.cli import vs_torch
@@ -70,3 +72,40 @@ def test_summary_counts_what_the_goals_ask():
     assert (s["above_1.02"], s["above_1.00"], s["above_1.00_explained"]) == (1, 1, 1)
     assert s["same_kernels"] == 1 and s["pick_within_noise_of_best"] == 1 and s["pick_vs_best_max"] == 1.04
     assert vs_torch.summary(pd.DataFrame([dict(status="ok")]))["median_ratio"] is None
+
+
+def _figure(x: float, digits: int) -> str:
+    return f"{x:.{digits}f}"
+
+
+def test_the_readmes_figures_are_the_benchs():
+    """The README's "How it measures up" says what data/bench holds, number for number."""
+    root = Path(__file__).resolve().parents[1]
+    readme = " ".join((root / "README.md").read_text().split())
+    df = pd.read_csv(root / "data" / "bench" / "vs_torch_h100-80gb-hbm3.csv")
+    vs = df[df.torch_us.notna() & (df.status == "ok")]
+    native = vs[(vs.ratio > 1.02) & vs.why.fillna("").str.startswith("PyTorch ran its own kernel")]
+    expected = [
+        f"on {len(vs)} convolutions from {vs.network.nunique()} real networks",
+        f"takes {_figure(vs.ratio.median(), 3)}x PyTorch's time at the median",
+        f"{int((vs.ratio > 1).sum())} are slower",
+        f"The {'two' if len(native) == 2 else len(native)} more than 1.02x slower",
+        f"on {int(df.pick_within_noise.sum())} of {len(df)} convolutions",
+        f"{_figure(vs.labkit_host_us.median(), 1)} us against PyTorch's "
+        f"{_figure(vs.torch_host_us.median(), 1)} us",
+    ]
+    assert int((vs.ratio > 1.02).sum()) == len(native)
+    assert (vs[vs.ratio > 1].why.fillna("") != "").all()
+    # docs/findings.md: where both run cuDNN and labkit is slower, the same kernels, within the noise
+    cudnn_slower = vs[(vs.ratio > 1) & ~vs.why.fillna("").str.startswith("PyTorch ran its own kernel")]
+    assert cudnn_slower.why.str.startswith("the same kernels; timing noise").all()
+    rep = pd.read_csv(root / "data" / "bench" / "report_h100-80gb-hbm3.csv").set_index("condition")
+    empty, torch_ = rep.report_seconds["empty cache"], rep.report_seconds["PyTorch warm-up"]
+    expected += [
+        f"takes {_figure(empty, 1)} s with an empty cache",
+        f"That is {_figure(empty / torch_, 1)}x PyTorch's own warm-up",
+        f"its first forward pass, {_figure(torch_, 3)} s",
+        f"it takes {_figure(rep.report_seconds['cached'], 3)} s",
+    ]
+    for text in expected:
+        assert text in readme, text

@@ -107,7 +107,10 @@ def _values(df, meta: dict, columns, key: str) -> List[str]:
             got = sorted({str(v) for v in df[col].dropna() if str(v).strip()})
             if got:
                 return got
-    return [str(meta[key])] if meta.get(key) else []
+    for k in (key, *columns):  # a .json beside the table may name it either way
+        if meta.get(k):
+            return [str(meta[k])]
+    return []
 
 
 def _provenance(df, meta: dict, source: Optional[Source]) -> str:
@@ -197,29 +200,35 @@ def _strategies(df, meta):
 
 
 def _vs_torch(df, meta):
-    ok = df[df.status == "ok"]
-    rows = []
-    for (dtype, layout), g in ok.groupby(["dtype", "layout"], sort=False):
-        rows.append(
-            {
-                "dtype": dtype,
-                "layout": layout,
-                "shapes": len(g),
-                "labkit as fast or faster": int((g.ratio <= 1).sum()),
-                "median ratio labkit / torch": statistics.median(g.ratio),
-                "labkit host us (median)": statistics.median(g.labkit_host_us),
-                "torch host us (median)": statistics.median(g.torch_host_us),
-            }
-        )
     import pandas as pd
 
+    ok = df[df.status == "ok"].copy()
+    ok["torch_us"] = pd.to_numeric(ok.get("torch_us"), errors="coerce")
+    cols = {
+        "network": "network",
+        "layer": "layer",
+        "conv": "convolution",
+        "ratio": "labkit / PyTorch",
+        "pick_vs_best": "pick / exhaustive best",
+        "noise": "noise",
+        "same_kernels": "same kernels",
+        "why": "why labkit is slower",
+    }
+    t = ok[[c for c in cols if c in ok.columns]].rename(columns=cols)
+    vs = ok[ok.torch_us.notna()]
+    slower = vs[vs.ratio > 1.0]
+    native = slower[slower.why.fillna("").str.startswith("PyTorch ran its own kernel")]
     sentence = (
-        f"{int((ok.ratio <= 1).sum())} of {len(df)} cells as fast or faster (GPU time, CUDA-graph replay); "
-        f"host dispatch per call: labkit {number(statistics.median(ok.labkit_host_us))} us median, "
-        f"{number(statistics.median(ok.labkit_graph_launch_host_us))} us as a one-node CUDA graph, "
-        f"PyTorch {number(statistics.median(ok.torch_host_us))} us ({meta.get('torch', 'torch')})."
+        f"{len(vs)} convolutions against PyTorch: median labkit / PyTorch {number(vs.ratio.median())}, "
+        f"{int((vs.ratio > 1.02).sum())} above 1.02 ({len(native)} of them PyTorch's own non-cuDNN kernel), "
+        f"{len(slower)} above 1.00, each with its reason; the same kernels on "
+        f"{int(vs.same_kernels.astype(str).eq('True').sum())}. Autotune's pick within the noise of the "
+        f"exhaustive best on {int(ok.pick_within_noise.astype(str).eq('True').sum())} of {len(ok)} "
+        f"(largest pick / best {ok.pick_vs_best.max():.3f}). Host dispatch per call, median: labkit "
+        f"{number(vs.labkit_host_us.median())} us, PyTorch {number(vs.torch_host_us.median())} us "
+        f"({meta.get('torch', 'torch')})."
     )
-    return pd.DataFrame(rows), sentence
+    return t, sentence
 
 
 def _kernels_per_call(df, meta):
@@ -250,7 +259,16 @@ def _report(df, meta):
         "loaded_from_disk",
         "complete",
     ]
-    return df[[c for c in cols if c in df.columns]], ""
+    sentence = ""
+    for net, g in df.groupby("net", sort=False):
+        empty, torch_ = g[g.condition == "empty cache"], g[g.condition == "PyTorch warm-up"]
+        if len(empty) and len(torch_):
+            e, t = float(empty.report_seconds.iloc[-1]), float(torch_.report_seconds.iloc[-1])
+            sentence += (
+                f"{net}: the report from an empty cache takes {number(e)} s, {number(e / t)}x PyTorch's own "
+                f"warm-up ({number(t)} s: its first forward pass with cudnn.benchmark=True). "
+            )
+    return df[[c for c in cols if c in df.columns]], sentence.strip()
 
 
 def _report_models(df, meta):
@@ -385,7 +403,7 @@ def _browser(df, meta):
 def _widgets(df, meta):
     import pandas as pd
 
-    rows = []
+    rows, setup = [], []
     for (mode, condition, gpu, date), g in df.groupby(["mode", "condition", "gpu", "date"], sort=True):
         changes = g[g.control != "(build)"]
         builds = g[(g.control == "(build)") & (g.panel != "(first cell)")]
@@ -405,10 +423,22 @@ def _widgets(df, meta):
                 "panel builds ms": _span(builds.latency_ms),
             }
         )
+        if mode == "live" and condition.endswith("compiled at setup"):
+            cell = g[g.panel == "(first cell)"].first_paint_ms
+            lessons = changes[changes.panel != "network_report"].latency_ms
+            report = g[g.panel == "network_report"].latency_ms
+            setup.append(
+                f"{gpu} ({date}): first cell {number(cell.max()) if len(cell) else '?'} ms, panels' "
+                f"first paint at most {number(builds.first_paint_ms.max())} ms; changes p90 "
+                f"{number(_p90(lat))} ms, lessons' max {number(lessons.max())} ms, the network report's max "
+                f"{number(report.max()) if len(report) else '?'} ms."
+            )
     sentence = (
         "A change: `panel.set(...)` until the chart holds the new data (first paint: its first part; "
         "complete: the whole answer). Recorded rows ran on a 2-core CPU machine."
     )
+    if setup:
+        sentence += " After `make setup` (empty cache, CuPy's kernels compiled): " + " ".join(setup)
     return pd.DataFrame(rows), sentence
 
 
@@ -424,8 +454,9 @@ SOURCES = (
     Source(
         "vs_torch_*.csv",
         "labkit against PyTorch",
-        "labkit's autotuned plan against PyTorch's `cudnn.benchmark` pick on ResNet-50's shapes, "
-        "both timed by CUDA-graph replay.",
+        "labkit's autotuned plan against its exhaustive best and PyTorch's `cudnn.benchmark` pick, on "
+        "48 convolutions of real networks, by CUDA-graph replay in turns, with the kernels each side "
+        "launched (CUPTI, torch.profiler) and why labkit is slower where it is.",
         "python -m labkit bench vs-torch  # GPU",
         _vs_torch,
     ),
@@ -447,7 +478,7 @@ SOURCES = (
         "report_*.csv",
         "The network report, empty cache and saved",
         "`labkit.report('resnet50', batch=32)` with an empty cache, then in a new process from the "
-        "saved result.",
+        "saved result, beside PyTorch's first forward pass of the same network (its warm-up).",
         "python scripts/bench_report.py  # GPU",
         _report,
     ),

@@ -291,7 +291,8 @@ def kernel_key(name: str) -> str:
 def _short(keys) -> str:
     from ..gpu.trace import kernel_name
 
-    return " + ".join(kernel_name(k, 60) if k not in ("memset", "memcpy") else k for k in keys)
+    names = (kernel_name(k, 80) if k not in ("memset", "memcpy") else k for k in keys)
+    return " + ".join(n.replace("::::", "::") for n in names)  # "(anonymous namespace)" dropped
 
 
 def _spread(xs: List[float]) -> float:
