@@ -49,5 +49,7 @@ def __getattr__(name):
     if name in ("report", "Report"):
         return getattr(importlib.import_module("labkit.present.netreport"), name)
     if name in PUBLIC:
+        # a notebook's first cell: the machine is probed while the modules import
+        importlib.import_module("labkit.env").probe_soon()
         return importlib.import_module(PUBLIC[name])
     raise AttributeError(f"module 'labkit' has no attribute {name!r}")

@@ -96,13 +96,46 @@ def nvidia_driver_present() -> bool:
     return True
 
 
-@functools.lru_cache(maxsize=1)
+#: one probe at a time: a caller waits for the one in flight (`probe_soon`) instead of starting another
+_probe_lock = threading.RLock()
+
+
 def environment() -> Environment:
     """What this machine has, probed once (cached). Never raises.
 
     Returns:
         An `Environment`; its ``problem`` is the first reason found that live mode cannot run.
     """
+    with _probe_lock:
+        found = _probe()
+        if found.problem and "Deadlock" in found.problem:  # an import raced another thread's: ask again
+            _probe.cache_clear()
+            found = _probe()
+        return found
+
+
+def probe_soon() -> None:
+    """Start `environment`'s probe in a daemon thread, once per process, and return at once.
+
+    The probe imports CuPy and the cuDNN frontend and initialises CUDA's driver (about 0.6 s on a
+    GPU host, some of it outside the GIL). A lesson's first cell starts it as it imports labkit's
+    modules (``from labkit import check, lessons, widgets``), so the two overlap and the cell's
+    banner, which needs the answer, waits for what is left of it.
+    """
+    global _probe_started
+    with _probe_start_lock:
+        if _probe_started:
+            return
+        _probe_started = True
+    threading.Thread(target=environment, daemon=True, name="labkit-environment").start()
+
+
+_probe_start_lock = threading.Lock()
+_probe_started = False
+
+
+@functools.lru_cache(maxsize=1)
+def _probe() -> Environment:
     facts = dict(python=sys.version.split()[0], platform=f"{platform.system()} {platform.machine()}")
     problem = None
     try:

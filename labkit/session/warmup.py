@@ -3,8 +3,10 @@
 A lesson's first panel would otherwise wait for them: pandas, plotly's figure classes and
 template, and its FigureWidget class (plotly's renderers, nbformat and jsonschema) take 2.2 s of a
 2.4 s first panel on a 2-core CPU machine. `start_imports` (called by the mode banner, a lesson's
-first cell) starts them before labkit asks whether a GPU is there, since that question imports
-CuPy and the cuDNN frontend and initialises CUDA (about 0.6 s on the GPU host). `start` adds, live,
+first cell) starts them before the banner waits for the answer to whether a GPU is there: that
+question imports CuPy and the cuDNN frontend and initialises CUDA (about 0.6 s on the GPU host),
+and `labkit.env.probe_soon` asks it in a thread of its own from the cell's first import of a
+labkit module. `start` adds, live,
 a second thread for the GPU's set-up. The steps, in order (`timeline`: when each ran; `seconds`:
 how long it took, or its error):
 

@@ -1,0 +1,37 @@
+"""The machine's probe (`labkit.env.environment`) runs once per process, in the background from a
+notebook's first import on, and a caller waits for the probe in flight rather than starting
+another. Real threads, a fresh interpreter."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CODE = """
+import threading, labkit
+from labkit import env
+calls = []
+real = env._probe.__wrapped__
+env._probe.cache_clear()
+def counted():
+    calls.append(threading.current_thread().name)
+    return real()
+import functools
+env._probe = functools.lru_cache(maxsize=1)(counted)
+from labkit import lessons            # a notebook's first import starts the probe in the background
+first = env.environment()             # waits for it, or finds it done
+assert env.environment() is first
+env.probe_soon()                      # once per process
+print(len(calls), calls[0], first.problem is None or bool(first.problem))
+"""
+
+
+def test_the_probe_runs_once_and_the_first_import_starts_it():
+    r = subprocess.run([sys.executable, "-c", CODE], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-2000:]
+    count, thread, answered = r.stdout.split()
+    assert count == "1" and answered == "True"
+    assert thread in ("labkit-environment", "MainThread")
