@@ -284,6 +284,8 @@ def autotune(
             workspace_bytes=-1 if plan.workspace_bytes is None else plan.workspace_bytes,  # -1: not built
             gpu_us=float("nan"),
             rel_error=float("nan") if verdict is None else verdict.rel_error,
+            first_pass_us=float("nan"),  # set for the plans timed again in the final rounds
+            final_rounds=0,
         )
         what = f"plan {plan.index} ({plan.name}) of {cg.spec.label}"
         started = time.perf_counter()
