@@ -99,6 +99,15 @@ def test_the_readmes_figures_are_the_benchs():
     # docs/findings.md: where both run cuDNN and labkit is slower, the same kernels, within the noise
     cudnn_slower = vs[(vs.ratio > 1) & ~vs.why.fillna("").str.startswith("PyTorch ran its own kernel")]
     assert cudnn_slower.why.str.startswith("the same kernels; timing noise").all()
+    h200 = pd.read_csv(root / "data" / "bench" / "vs_torch_h200.csv")
+    h200_vs = h200[h200.torch_us.notna() & (h200.status == "ok")]
+    over = h200_vs[h200_vs.ratio > 1.02]
+    expected += [
+        f"The same run on an H200: {_figure(h200_vs.ratio.median(), 3)}x at the median, "
+        f"{len(over)} more than",
+        f"on {int(h200.pick_within_noise.sum())} of {len(h200)}.",
+    ]
+    assert set(over.conv) == set(native.conv)  # "the same two"
     rep = pd.read_csv(root / "data" / "bench" / "report_h100-80gb-hbm3.csv").set_index("condition")
     empty, torch_ = rep.report_seconds["empty cache"], rep.report_seconds["PyTorch warm-up"]
     expected += [

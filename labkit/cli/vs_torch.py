@@ -43,199 +43,63 @@ CALLS = 20
 FLOOR = 0.01
 
 
-def _c(net: str, layer: str, **kw) -> Tuple[str, str, ConvSpec]:
-    return net, layer, ConvSpec(**kw)
-
-
-_STEM = dict(N=32, C=3, H=224, W=224, K=64, R=7, S=7, stride=2, padding=3)
-_R50_3X3 = dict(N=32, C=256, H=14, W=14, K=256, R=3, S=3, padding=1)
-_R50_1X1 = dict(N=32, C=64, H=56, W=56, K=256, R=1, S=1, padding=0)
-_MBV2_DW = dict(N=32, C=144, H=56, W=56, K=144, R=3, S=3, padding=1, groups=144)
-_CONVNEXT_DW = dict(N=32, C=96, H=56, W=56, K=96, R=7, S=7, padding=3, groups=96)
-_EFFNET_DW = dict(N=32, C=240, H=28, W=28, K=240, R=5, S=5, padding=2, groups=240)
-_HRNET_HEAD = dict(N=32, C=32, H=64, W=48, K=17, R=1, S=1, padding=0)
-_INCEPTION_1X7 = dict(N=32, C=128, H=17, W=17, K=128, R=1, S=7, padding=(0, 3))
-_SHUFFLE_1X1 = dict(N=32, C=58, H=28, W=28, K=58, R=1, S=1, padding=0)
-_RESNEXT_G32 = dict(N=32, C=128, H=56, W=56, K=128, R=3, S=3, padding=1, groups=32)
-_ASPP = dict(N=8, C=2048, H=28, W=28, K=256, R=3, S=3, padding=12, dilation=12)
-
-#: (network, layer, convolution): 48 convolutions, 45 of them in a dtype PyTorch runs
+#: (network, layer, convolution): 48 convolutions, 45 of them in a dtype PyTorch runs (not fp8)
 CONVOLUTIONS: List[Tuple[str, str, ConvSpec]] = [
-    *[
-        _c("resnet50", "conv1 7x7/2, 3 channels", **_STEM, dtype=d, layout=lay)
-        for d, lay in [
-            ("fp32", "NCHW"),
-            ("tf32", "NCHW"),
-            ("fp16", "NCHW"),
-            ("fp16", "NHWC"),
-            ("bf16", "NCHW"),
-            ("bf16", "NHWC"),
-        ]
-    ],
-    *[
-        _c("resnet50", "layer3 3x3", **_R50_3X3, dtype=d, layout=lay, direction=dr)
-        for d, lay, dr in [
-            ("fp32", "NCHW", "fprop"),
-            ("tf32", "NHWC", "fprop"),
-            ("fp16", "NHWC", "fprop"),
-            ("bf16", "NHWC", "fprop"),
-            ("fp8_e4m3", "NHWC", "fprop"),
-            ("fp8_e4m3", "NCHW", "fprop"),
-            ("fp16", "NHWC", "dgrad"),
-            ("fp16", "NHWC", "wgrad"),
-            ("bf16", "NHWC", "wgrad"),
-            ("tf32", "NCHW", "dgrad"),
-        ]
-    ],
-    *[
-        _c("resnet50", "layer1 1x1 expand", **_R50_1X1, dtype=d, layout=lay, direction=dr)
-        for d, lay, dr in [
-            ("fp16", "NHWC", "fprop"),
-            ("fp16", "NHWC", "wgrad"),
-            ("fp32", "NCHW", "fprop"),
-            ("fp8_e4m3", "NHWC", "fprop"),
-        ]
-    ],
-    *[
-        _c("mobilenet_v2", "depthwise 3x3", **_MBV2_DW, dtype=d, layout=lay, direction=dr)
-        for d, lay, dr in [
-            ("fp16", "NHWC", "fprop"),
-            ("bf16", "NHWC", "fprop"),
-            ("fp32", "NCHW", "fprop"),
-            ("fp16", "NHWC", "dgrad"),
-            ("fp16", "NHWC", "wgrad"),
-        ]
-    ],
-    _c(
-        "mobilenet_v2",
-        "depthwise 3x3/2",
-        N=32,
-        C=96,
-        H=112,
-        W=112,
-        K=96,
-        R=3,
-        S=3,
-        stride=2,
-        padding=1,
-        groups=96,
-        dtype="fp16",
-        layout="NHWC",
-    ),
-    *[
-        _c("convnext_tiny", "depthwise 7x7", **_CONVNEXT_DW, dtype=d, layout=lay)
-        for d, lay in [("fp32", "NCHW"), ("fp16", "NHWC"), ("bf16", "NHWC")]
-    ],
-    *[
-        _c("efficientnet_b0", "depthwise 5x5", **_EFFNET_DW, dtype=d, layout=lay)
-        for d, lay in [("fp16", "NHWC"), ("fp32", "NCHW")]
-    ],
-    *[
-        _c(
-            "efficientnet_b0",
-            "project 1x1 240->40",
-            N=32,
-            C=240,
-            H=28,
-            W=28,
-            K=40,
-            R=1,
-            S=1,
-            padding=0,
-            dtype=d,
-            layout="NHWC",
-            direction=dr,
-        )
-        for d, dr in [("fp16", "fprop"), ("bf16", "wgrad")]
-    ],
-    *[
-        _c("hrnet_w32 (pose)", "head 1x1 -> 17 keypoints", **_HRNET_HEAD, dtype=d, layout=lay)
-        for d, lay in [("fp16", "NHWC"), ("fp32", "NCHW")]
-    ],
-    *[_c("inception_v3", "1x7", **_INCEPTION_1X7, dtype=d, layout="NHWC") for d in ("bf16", "fp16")],
-    _c(
-        "inception_v3",
-        "7x1",
-        N=32,
-        C=128,
-        H=17,
-        W=17,
-        K=128,
-        R=7,
-        S=1,
-        padding=(3, 0),
-        dtype="bf16",
-        layout="NHWC",
-    ),
-    _c(
-        "inception_v3",
-        "1x3",
-        N=32,
-        C=384,
-        H=8,
-        W=8,
-        K=384,
-        R=1,
-        S=3,
-        padding=(0, 1),
-        dtype="fp16",
-        layout="NHWC",
-    ),
-    *[
-        _c("shufflenet_v2_x1_0", "1x1, 58 channels", **_SHUFFLE_1X1, dtype=d, layout=lay)
-        for d, lay in [("fp16", "NHWC"), ("fp32", "NCHW")]
-    ],
-    _c(
-        "shufflenet_v2_x1_0",
-        "depthwise 3x3, 116 channels",
-        N=32,
-        C=116,
-        H=14,
-        W=14,
-        K=116,
-        R=3,
-        S=3,
-        padding=1,
-        groups=116,
-        dtype="fp16",
-        layout="NHWC",
-    ),
-    *[
-        _c("resnext50_32x4d", "grouped 3x3, 32 groups", **_RESNEXT_G32, dtype=d, layout=lay)
-        for d, lay in [("fp16", "NHWC"), ("fp32", "NCHW")]
-    ],
-    *[
-        _c("deeplabv3_resnet50", "ASPP 3x3 dilation 12", **_ASPP, dtype=d, layout=lay)
-        for d, lay in [("fp16", "NHWC"), ("tf32", "NCHW")]
-    ],
-    _c(
-        "vgg16",
-        "conv1_2 3x3",
-        N=32,
-        C=64,
-        H=224,
-        W=224,
-        K=64,
-        R=3,
-        S=3,
-        padding=1,
-        dtype="fp16",
-        layout="NHWC",
-    ),
-    _c(
-        "squeezenet1_1",
-        "fire squeeze 1x1 -> 16",
-        N=32,
-        C=128,
-        H=55,
-        W=55,
-        K=16,
-        R=1,
-        S=1,
-        padding=0,
-        dtype="fp16",
-        layout="NHWC",
-    ),
+    (net, layer, ConvSpec.from_label(label))
+    for net, layer, label in [
+        ("resnet50", "conv1 7x7/2, 3 channels", "fp32 NCHW fprop 32x3x224x224 -> 64 7x7 s2 p3"),
+        ("resnet50", "conv1 7x7/2, 3 channels", "tf32 NCHW fprop 32x3x224x224 -> 64 7x7 s2 p3"),
+        ("resnet50", "conv1 7x7/2, 3 channels", "fp16 NCHW fprop 32x3x224x224 -> 64 7x7 s2 p3"),
+        ("resnet50", "conv1 7x7/2, 3 channels", "fp16 NHWC fprop 32x3x224x224 -> 64 7x7 s2 p3"),
+        ("resnet50", "conv1 7x7/2, 3 channels", "bf16 NCHW fprop 32x3x224x224 -> 64 7x7 s2 p3"),
+        ("resnet50", "conv1 7x7/2, 3 channels", "bf16 NHWC fprop 32x3x224x224 -> 64 7x7 s2 p3"),
+        ("resnet50", "layer3 3x3", "fp32 NCHW fprop 32x256x14x14 -> 256 3x3 s1 p1"),
+        ("resnet50", "layer3 3x3", "tf32 NHWC fprop 32x256x14x14 -> 256 3x3 s1 p1"),
+        ("resnet50", "layer3 3x3", "fp16 NHWC fprop 32x256x14x14 -> 256 3x3 s1 p1"),
+        ("resnet50", "layer3 3x3", "bf16 NHWC fprop 32x256x14x14 -> 256 3x3 s1 p1"),
+        ("resnet50", "layer3 3x3", "fp8_e4m3 NHWC fprop 32x256x14x14 -> 256 3x3 s1 p1"),
+        ("resnet50", "layer3 3x3", "fp8_e4m3 NCHW fprop 32x256x14x14 -> 256 3x3 s1 p1"),
+        ("resnet50", "layer3 3x3", "fp16 NHWC dgrad 32x256x14x14 -> 256 3x3 s1 p1"),
+        ("resnet50", "layer3 3x3", "fp16 NHWC wgrad 32x256x14x14 -> 256 3x3 s1 p1"),
+        ("resnet50", "layer3 3x3", "bf16 NHWC wgrad 32x256x14x14 -> 256 3x3 s1 p1"),
+        ("resnet50", "layer3 3x3", "tf32 NCHW dgrad 32x256x14x14 -> 256 3x3 s1 p1"),
+        ("resnet50", "layer1 1x1 expand", "fp16 NHWC fprop 32x64x56x56 -> 256 1x1 s1 p0"),
+        ("resnet50", "layer1 1x1 expand", "fp16 NHWC wgrad 32x64x56x56 -> 256 1x1 s1 p0"),
+        ("resnet50", "layer1 1x1 expand", "fp32 NCHW fprop 32x64x56x56 -> 256 1x1 s1 p0"),
+        ("resnet50", "layer1 1x1 expand", "fp8_e4m3 NHWC fprop 32x64x56x56 -> 256 1x1 s1 p0"),
+        ("mobilenet_v2", "depthwise 3x3", "fp16 NHWC fprop 32x144x56x56 -> 144 3x3 s1 p1 g144"),
+        ("mobilenet_v2", "depthwise 3x3", "bf16 NHWC fprop 32x144x56x56 -> 144 3x3 s1 p1 g144"),
+        ("mobilenet_v2", "depthwise 3x3", "fp32 NCHW fprop 32x144x56x56 -> 144 3x3 s1 p1 g144"),
+        ("mobilenet_v2", "depthwise 3x3", "fp16 NHWC dgrad 32x144x56x56 -> 144 3x3 s1 p1 g144"),
+        ("mobilenet_v2", "depthwise 3x3", "fp16 NHWC wgrad 32x144x56x56 -> 144 3x3 s1 p1 g144"),
+        ("mobilenet_v2", "depthwise 3x3/2", "fp16 NHWC fprop 32x96x112x112 -> 96 3x3 s2 p1 g96"),
+        ("convnext_tiny", "depthwise 7x7", "fp32 NCHW fprop 32x96x56x56 -> 96 7x7 s1 p3 g96"),
+        ("convnext_tiny", "depthwise 7x7", "fp16 NHWC fprop 32x96x56x56 -> 96 7x7 s1 p3 g96"),
+        ("convnext_tiny", "depthwise 7x7", "bf16 NHWC fprop 32x96x56x56 -> 96 7x7 s1 p3 g96"),
+        ("efficientnet_b0", "depthwise 5x5", "fp16 NHWC fprop 32x240x28x28 -> 240 5x5 s1 p2 g240"),
+        ("efficientnet_b0", "depthwise 5x5", "fp32 NCHW fprop 32x240x28x28 -> 240 5x5 s1 p2 g240"),
+        ("efficientnet_b0", "project 1x1 240->40", "fp16 NHWC fprop 32x240x28x28 -> 40 1x1 s1 p0"),
+        ("efficientnet_b0", "project 1x1 240->40", "bf16 NHWC wgrad 32x240x28x28 -> 40 1x1 s1 p0"),
+        ("hrnet_w32 (pose)", "head 1x1 -> 17 keypoints", "fp16 NHWC fprop 32x32x64x48 -> 17 1x1 s1 p0"),
+        ("hrnet_w32 (pose)", "head 1x1 -> 17 keypoints", "fp32 NCHW fprop 32x32x64x48 -> 17 1x1 s1 p0"),
+        ("inception_v3", "1x7", "bf16 NHWC fprop 32x128x17x17 -> 128 1x7 s1 p0,3"),
+        ("inception_v3", "1x7", "fp16 NHWC fprop 32x128x17x17 -> 128 1x7 s1 p0,3"),
+        ("inception_v3", "7x1", "bf16 NHWC fprop 32x128x17x17 -> 128 7x1 s1 p3,0"),
+        ("inception_v3", "1x3", "fp16 NHWC fprop 32x384x8x8 -> 384 1x3 s1 p0,1"),
+        ("shufflenet_v2_x1_0", "1x1, 58 channels", "fp16 NHWC fprop 32x58x28x28 -> 58 1x1 s1 p0"),
+        ("shufflenet_v2_x1_0", "1x1, 58 channels", "fp32 NCHW fprop 32x58x28x28 -> 58 1x1 s1 p0"),
+        (
+            "shufflenet_v2_x1_0",
+            "depthwise 3x3, 116 channels",
+            "fp16 NHWC fprop 32x116x14x14 -> 116 3x3 s1 p1 g116",
+        ),
+        ("resnext50_32x4d", "grouped 3x3, 32 groups", "fp16 NHWC fprop 32x128x56x56 -> 128 3x3 s1 p1 g32"),
+        ("resnext50_32x4d", "grouped 3x3, 32 groups", "fp32 NCHW fprop 32x128x56x56 -> 128 3x3 s1 p1 g32"),
+        ("deeplabv3_resnet50", "ASPP 3x3 dilation 12", "fp16 NHWC fprop 8x2048x28x28 -> 256 3x3 s1 p12 d12"),
+        ("deeplabv3_resnet50", "ASPP 3x3 dilation 12", "tf32 NCHW fprop 8x2048x28x28 -> 256 3x3 s1 p12 d12"),
+        ("vgg16", "conv1_2 3x3", "fp16 NHWC fprop 32x64x224x224 -> 64 3x3 s1 p1"),
+        ("squeezenet1_1", "fire squeeze 1x1 -> 16", "fp16 NHWC fprop 32x128x55x55 -> 16 1x1 s1 p0"),
+    ]
 ]
 
 COLUMNS = [
