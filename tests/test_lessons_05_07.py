@@ -185,3 +185,26 @@ def test_the_build_cost_summary_explains_the_first_build_from_the_stages():
         first, rebuild, every = s.iloc[0], s.iloc[1], s.iloc[3]
         if every < first < math.inf and first > rebuild:
             assert "one-time set-up" in text and "less than the first build" in text, text
+
+
+def test_lesson_05_says_how_autotune_picks_as_the_code_does():
+    """The lesson's account of the final rounds names the margin and the rounds autotune uses
+    (read from labkit/gpu/autotune.py's source: importing it needs CuPy)."""
+    tree = ast.parse((ROOT / "labkit" / "gpu" / "autotune.py").read_text())
+    const = {
+        t.id: ast.literal_eval(node.value)
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        for t in node.targets
+        if isinstance(t, ast.Name) and t.id in ("FINAL_MARGIN", "FINAL_ROUNDS")
+    }
+    nb = json.loads((ROOT / "notebooks" / "05_plans_autotune_and_caching.ipynb").read_text())
+    text = " ".join(
+        " ".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown").split()
+    )
+    words = {2: "two", 3: "three", 4: "four", 5: "five"}
+    said = (
+        f"within {const['FINAL_MARGIN']:.0%} of the fastest again, in turns, "
+        f"for {words[const['FINAL_ROUNDS']]} rounds"
+    )
+    assert said in text
