@@ -34,6 +34,8 @@ STRATEGY_DASHES = ("solid", "dash", "solid", "dot", "dashdot", "longdash", "dot"
 
 #: strategies whose held bytes differ by at most this share of the largest, call by call, share a line
 SAME_LINE = 0.01
+#: the width (px) and opacity of a line that stands for several strategies
+MERGED_WIDTH, MERGED_OPACITY = 6, 0.45
 
 
 def held_series(timeline) -> dict:
@@ -148,7 +150,15 @@ def network_report_chart(df) -> go.Figure:
                 if len(members) == 1
                 else f"{', '.join(members)} (one line: they hold about the same)",
                 showlegend=group is not None,
-                line=dict(color=STRATEGY_COLORS[k], shape="hv", width=2, dash=STRATEGY_DASHES[k]),
+                # a line that stands for several strategies is wider and half see-through: where
+                # another strategy's line runs along it for a while, both show
+                line=dict(
+                    color=STRATEGY_COLORS[k],
+                    shape="hv",
+                    width=2 if len(members) == 1 else MERGED_WIDTH,
+                    dash=STRATEGY_DASHES[k],
+                ),
+                opacity=1.0 if len(members) == 1 else MERGED_OPACITY,
                 legend="legend2",
                 legendgroup="timeline",
                 customdata=np.array(hover, dtype=object),
