@@ -98,6 +98,9 @@ def nvidia_driver_present() -> bool:
 
 #: one probe at a time: a caller waits for the one in flight (`probe_soon`) instead of starting another
 _probe_lock = threading.RLock()
+#: whether `probe_soon` has started its thread (once per process)
+_probe_started = False
+_probe_start_lock = threading.Lock()
 
 
 def environment() -> Environment:
@@ -128,10 +131,6 @@ def probe_soon() -> None:
             return
         _probe_started = True
     threading.Thread(target=environment, daemon=True, name="labkit-environment").start()
-
-
-_probe_start_lock = threading.Lock()
-_probe_started = False
 
 
 @functools.lru_cache(maxsize=1)

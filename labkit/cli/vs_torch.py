@@ -469,9 +469,8 @@ def run(name: str, *, seconds: float = 520.0, only: Optional[int] = None):
             lab = _Labkit(spec)
             tune = autotune.autotune(lab.cg, lab.ops, save=False)
             pick = tune.best_index
-            first = tune.table.assign(t=tune.table.get("first_pass_us", tune.table.gpu_us))
-            first = first[first.status == "ok"]
-            first["t"] = first.t.fillna(first.gpu_us)
+            ok = tune.table[tune.table.status == "ok"]
+            first_pass = ok.first_pass_us.fillna(ok.gpu_us)  # what the pick was before the final rounds
             eager = tune.table[tune.table.plan_index == pick].eager_us.iloc[0]
             calls = measure.calls_for(float(eager), CALLS)
             ex = lab.exhaustive(calls)
@@ -511,7 +510,7 @@ def run(name: str, *, seconds: float = 520.0, only: Optional[int] = None):
                 best_plan=lab.cg.plan(best).name,
                 best_plan_index=best,
                 heuristic_plan=lab.cg.default_plan.name,
-                autotune_first_pass_plan=lab.cg.plan(int(first.loc[first.t.idxmin(), "plan_index"])).name,
+                autotune_first_pass_plan=lab.cg.plan(int(ok.plan_index[first_pass.idxmin()])).name,
                 autotune_seconds=tune.seconds,
                 plans=len(lab.cg.plans),
                 plans_correct=len(lab.cg.runnable),
