@@ -82,6 +82,8 @@ def test_a_gpu_command_without_a_gpu_is_one_line(capsys, nothing_measured, argv,
         (["report", "resnet50", "--out", "/proc/labkit-report"], "out='/proc/labkit-report': cannot be made"),
         (["bench", "summary", "--name", "x"], "summary takes --out"),
         (["bench", "strategies", "--out", "x"], "is for bench summary"),
+        (["bench", "vs-torch", "--only", "0"], "must be an int >= 1"),
+        (["bench", "vs-torch", "--seconds", "-5"], "must be > 0"),
         (["fill", "--into", "{tmp}/a-file"], "--into must name a folder"),
     ],
 )

@@ -198,6 +198,10 @@ def main_bench(args) -> int:
         return 0
     if args.out:
         raise InvalidSpec("--out", args.out, f"is for bench summary; bench {args.which} writes data/bench/")
+    if args.only is not None and args.only < 1:
+        raise InvalidSpec("--only", args.only, "must be an int >= 1")
+    if not args.seconds > 0:
+        raise InvalidSpec("--seconds", args.seconds, "must be > 0")
     from .. import env
 
     env.require_live(f"bench {args.which}")
@@ -209,10 +213,6 @@ def main_bench(args) -> int:
         from . import vs_torch
 
         b.require_torch()
-        if args.only is not None and args.only < 1:
-            raise InvalidSpec("--only", args.only, "must be an int >= 1")
-        if not args.seconds > 0:
-            raise InvalidSpec("--seconds", args.seconds, "must be > 0")
         vs_torch.run(args.name or b.default_name("vs_torch"), seconds=args.seconds, only=args.only)
     return 0
 
