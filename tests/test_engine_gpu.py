@@ -98,6 +98,21 @@ def test_workspace_cap_is_respected(cap):
         assert verify.check_plan(spec, plan_index=plan.index, workspace_cap=cap, graph=g).ok
 
 
+def test_autotune_takes_the_times_of_plans_timed_under_another_cap():
+    """`experiments.caps` times each plan once: a capped graph's plans reuse the unlimited graph's
+    rows (same convolution, same plan name) instead of being timed again."""
+    spec = ConvSpec(N=8, C=64, H=28, W=28, K=64, dtype="fp16", layout="NCHW")
+    unlimited = autotune.autotune(engine.get_graph(spec), save=False)
+    rows = {r["plan_name"]: r for r in unlimited.table.to_dict("records") if r["status"] == "ok"}
+    capped = autotune.autotune(engine.get_graph(spec, workspace_cap=16 << 20), save=False, timed=rows)
+    ok = capped.table[capped.table.status == "ok"]
+    reused = ok[ok.plan_name.isin(list(rows))]
+    assert len(reused) >= 2 and (reused.seconds == 0).all()
+    assert (ok[~ok.plan_name.isin(list(rows))].seconds > 0).all()  # a plan not timed before is timed
+    for r in reused.itertuples():  # its time as given, or (timed again in the final rounds) its first pass
+        assert rows[r.plan_name]["gpu_us"] in (r.gpu_us, r.first_pass_us)
+
+
 def test_cache_hit_is_much_faster_than_a_rebuild_and_keys_never_collide():
     cache = engine.GraphCache(max_entries=8)
     base = ConvSpec(N=4, C=32, H=20, W=20, K=32, dtype="fp16", layout="NHWC")

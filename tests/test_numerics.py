@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from labkit.errors import InvalidSpec
 from labkit.gpu import numerics
-from labkit.gpu.numerics import decode, encode, quantize, random_inputs, storage_dtype
+from labkit.gpu.numerics import decode, encode, quantize, random_inputs, storage_dtype, unrounded_values
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*encountered in cast:RuntimeWarning")  # numpy's own casts
 
@@ -264,6 +264,32 @@ def test_random_inputs_chunking_does_not_change_values():
     s1, e1 = random_inputs((3, 4, 5), "bf16", np, seed=11)
     s2, e2 = random_inputs((3, 4, 5), "bf16", np, seed=11, chunk_elements=7)
     assert np.array_equal(s1, s2) and np.array_equal(e1, e2)
+
+
+def _splitmix64(state: int) -> int:
+    """SplitMix64's output for one state, written out with Python's integers (the reference)."""
+    m = (1 << 64) - 1
+    z = state & m
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & m
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & m
+    return z ^ (z >> 31)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 35, 2**40 + 3])
+def test_unrounded_values_are_splitmix64_by_index(seed):
+    gamma = 0x9E3779B97F4A7C15
+    key = _splitmix64(seed + gamma)
+    want = [(_splitmix64(key + (i + 1) * gamma) >> 11) * 2.0**-53 * 2.0 - 1.0 for i in range(50)]
+    got = unrounded_values((5, 10), seed)
+    assert got.shape == (5, 10) and got.dtype == np.float64
+    assert got.reshape(-1).tolist() == want
+
+
+def test_unrounded_values_are_uniform_and_seeds_independent():
+    a, b = unrounded_values(200_000, 0), unrounded_values(200_000, 1)
+    assert a.min() >= -1.0 and a.max() < 1.0
+    assert abs(a.mean()) < 0.01 and abs(a.std() - 1 / np.sqrt(3)) < 0.005
+    assert abs(np.corrcoef(a, b)[0, 1]) < 0.01 and abs(np.corrcoef(a[:-1], a[1:])[0, 1]) < 0.01
 
 
 def test_fp8_random_inputs_mostly_normal():

@@ -109,6 +109,14 @@ def test_random_inputs_same_on_gpu_and_cpu(dtype):
     assert none is None and (cupy.asnumpy(only).view(np.uint8) == s_cpu.view(np.uint8)).all()
 
 
+def test_unrounded_values_same_on_gpu_and_cpu():
+    import cupy
+
+    for shape, seed in (((3, 5, 7), 4), (100_003, 2**40 + 9)):
+        got = cupy.asnumpy(numerics.unrounded_values(shape, seed, cupy))
+        assert got.tobytes() == numerics.unrounded_values(shape, seed).tobytes()
+
+
 @pytest.mark.parametrize("nbytes", [1, 4096, (1 << 20) + 7, 5 * (1 << 20) + 3])
 def test_guarded_buffer_poison_fills_the_whole_body(nbytes):
     import cupy

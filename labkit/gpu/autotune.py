@@ -49,6 +49,18 @@ FINAL_MARGIN = 0.03
 FINAL_ROUNDS = 3
 #: ... at most this many of them (the fastest)
 FINAL_PLANS = 4
+#: the columns of a plan's row that its timing fills (what ``timed`` hands `autotune` to reuse)
+TIMING_COLUMNS = (
+    "gpu_us",
+    "gpu_us_p10",
+    "gpu_us_p90",
+    "samples",
+    "calls",
+    "eager_us",
+    "capture_s",
+    "first_pass_us",
+    "final_rounds",
+)
 
 
 def plan_budget_s(best_us: Optional[float], calls: int = 10, *, samples: int = 20) -> float:
@@ -189,7 +201,9 @@ def _final_rounds(cg, ops, rows: List[dict], *, stream, calls: int, budget: Opti
 
     Each contender's row gets ``gpu_us`` = the median of its round medians (``first_pass_us`` keeps
     the first timing, ``final_rounds`` the rounds). A round that fails or runs out of budget ends
-    the rounds; the rows keep what was measured.
+    the rounds; the rows keep what was measured. Contenders whose times all came from final rounds
+    already (rows reused from another graph of the convolution: `autotune`'s ``timed``) are not
+    timed again.
 
     Returns:
         Whether any row changed.
@@ -198,7 +212,7 @@ def _final_rounds(cg, ops, rows: List[dict], *, stream, calls: int, budget: Opti
     if len(ok) < 2:
         return False
     contenders = [r for r in ok if r["gpu_us"] <= ok[0]["gpu_us"] * (1 + FINAL_MARGIN)][:FINAL_PLANS]
-    if len(contenders) < 2:
+    if len(contenders) < 2 or all(r.get("final_rounds", 0) >= FINAL_ROUNDS for r in contenders):
         return False
     medians: Dict[int, List[float]] = {r["plan_index"]: [] for r in contenders}
     for _ in range(FINAL_ROUNDS):
@@ -238,6 +252,7 @@ def autotune(
     save: bool = True,
     budget: Optional[Budget] = None,
     eager_stop: bool = True,
+    timed: Optional[Dict[str, dict]] = None,
 ) -> TuneResult:
     """Time every plan of a graph whose result is right, and pick the fastest.
 
@@ -258,6 +273,9 @@ def autotune(
         budget: the whole autotune's budget; plans left when it is spent are rows ``cut: ...``.
         eager_stop: False gives every plan at least one replay, even one whose eager call is far
             slower than the best (a lesson that charts every plan's time).
+        timed: plan name -> its row from an autotune of the same convolution and epilogue in this
+            run (another workspace cap of it: the same plan runs the same kernels); a plan whose row
+            there is ``ok`` takes its `TIMING_COLUMNS` from it instead of being timed again.
 
     Returns:
         A `TuneResult`; `LabkitError` when no plan could be timed.
@@ -291,6 +309,16 @@ def autotune(
         started = time.perf_counter()
         if plan.index not in runnable:  # its result was wrong: never timed
             row.update(status=verdict.status, seconds=0.0)
+            rows.append(row)
+            if on_row is not None:
+                on_row(rows, len(plans))
+            continue
+        prior = (timed or {}).get(plan.name)
+        if prior is not None and prior.get("status") == "ok":
+            row.update({k: prior[k] for k in TIMING_COLUMNS if k in prior}, status="ok", seconds=0.0)
+            best = row["gpu_us"] if best is None else min(best, row["gpu_us"])
+            if row.get("eager_us", 0) > 0:
+                best_eager = row["eager_us"] if best_eager is None else min(best_eager, row["eager_us"])
             rows.append(row)
             if on_row is not None:
                 on_row(rows, len(plans))

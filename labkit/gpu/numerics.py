@@ -285,7 +285,8 @@ storage = (unsigned char)code;""",
 
 def _cupy_kernels() -> dict:
     """CuPy ElementwiseKernels (made once): storage dtype name -> quantize kernel
-    ``(x, p, emin, vmax, fp8) -> (storage, exact)``, and ``"decode_bf16"``, ``"decode_float32"``."""
+    ``(x, p, emin, vmax, fp8) -> (storage, exact)``; ``"uniform"`` (`_UNIFORM_C`), ``"decode_bf16"`` and
+    ``"decode_float32"``."""
     global _KERNELS
     if _KERNELS is None:
         import cupy
@@ -300,6 +301,9 @@ def _cupy_kernels() -> dict:
             )
             for name, store in _STORE_C.items()
         }
+        made["uniform"] = cupy.ElementwiseKernel(
+            "uint64 key, uint64 offset", "float64 v", _UNIFORM_C, "labkit_uniform"
+        )
         made["decode_bf16"] = cupy.ElementwiseKernel(
             "uint16 s",
             "float64 v",
@@ -321,18 +325,68 @@ def _cupy_kernels() -> dict:
 _KERNELS = None
 
 
-def unrounded_values(shape, seed: int = 0) -> np.ndarray:
-    """The float64 values `random_inputs` draws for a seed before rounding them (NumPy, CPU).
+#: SplitMix64's constants: the golden-ratio increment of its state and its two output multipliers
+_GAMMA, _MIX1, _MIX2 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
+_MASK64 = (1 << 64) - 1
+#: C of the kernel that draws `unrounded_values` on the GPU: the same steps as `_uniform_numpy`
+_UNIFORM_C = f"""
+unsigned long long z = key + (offset + (unsigned long long)i + 1ULL) * {_GAMMA:#x}ULL;
+z = (z ^ (z >> 30)) * {_MIX1:#x}ULL;
+z = (z ^ (z >> 27)) * {_MIX2:#x}ULL;
+z ^= z >> 31;
+v = (double)(z >> 11) * {2.0**-53!r} * 2.0 - 1.0;
+"""
+
+
+def _mix64(z: int) -> int:
+    """SplitMix64's output function of one 64-bit state (Python ints)."""
+    z = ((z ^ (z >> 30)) * _MIX1) & _MASK64
+    z = ((z ^ (z >> 27)) * _MIX2) & _MASK64
+    return z ^ (z >> 31)
+
+
+def _key(seed: int) -> int:
+    """The stream's starting state for a seed: SplitMix64's first output from it."""
+    return _mix64((int(seed) + _GAMMA) & _MASK64)
+
+
+def _uniform_numpy(n: int, key: int, offset: int) -> np.ndarray:
+    """Elements ``offset .. offset + n - 1`` of a stream, as `_UNIFORM_C` computes them."""
+    z = (np.arange(offset + 1, offset + n + 1, dtype=np.uint64) * np.uint64(_GAMMA)) + np.uint64(key)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(_MIX1)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(_MIX2)
+    z ^= z >> np.uint64(31)
+    return (z >> np.uint64(11)).astype(np.float64) * 2.0**-53 * 2.0 - 1.0
+
+
+def _uniform(n: int, seed: int, offset: int, xp):
+    """``n`` stream values from element ``offset`` on, drawn on ``xp`` (a CuPy kernel on the GPU)."""
+    key = _key(seed)
+    if xp is np:
+        return _uniform_numpy(n, key, offset)
+    out = xp.empty(n, dtype=xp.float64)
+    _cupy_kernels()["uniform"](np.uint64(key), np.uint64(offset), out)
+    return out
+
+
+def unrounded_values(shape, seed: int = 0, xp=None):
+    """The float64 values `random_inputs` draws for a seed before rounding them.
+
+    Element ``i`` (row-major) is SplitMix64's output for state ``key + (i + 1) * gamma`` (``key``
+    derived from the seed), its top 53 bits scaled to [-1, 1). Each element depends only on the seed
+    and its index, so NumPy and CuPy give the same bits and the GPU draws them in one kernel.
 
     Args:
         shape: the tensor's shape (or one length).
-        seed: the seed.
+        seed: the seed (a whole number).
+        xp: numpy (default) or cupy: where the values are drawn.
 
     Returns:
-        A NumPy array, uniform in [-1, 1].
+        An array of ``xp``, uniform in [-1, 1).
     """
+    xp = xp or np
     shape = tuple(int(d) for d in (shape if isinstance(shape, (tuple, list)) else (shape,)))
-    return np.random.default_rng(seed).uniform(-1.0, 1.0, size=shape)
+    return _uniform(int(np.prod(shape, dtype=np.int64)), seed, 0, xp).reshape(shape)
 
 
 def random_inputs(
@@ -341,9 +395,10 @@ def random_inputs(
     """A seeded random tensor for a dtype, with its exact float64 values.
 
     Values are uniform in [-1, 1] before rounding (for fp8_e4m3 that keeps all but ~1.6 % of them
-    normal: the smallest normal is 2**-6). They are drawn on the CPU with NumPy's PCG64 and rounded
-    on ``xp``; the rounding is exact arithmetic, so a seed gives the same values on every machine and
-    array module. Never all zeros: if rounding leaves only zeros, the first element is set to 1.
+    normal: the smallest normal is 2**-6). They are drawn on ``xp`` (`unrounded_values`: a
+    counter-based stream) and rounded there; both steps are exact arithmetic, so a seed gives the same
+    values on every machine and array module. Never all zeros: if rounding leaves only zeros, the
+    first element is set to 1.
 
     Args:
         shape: the tensor's shape.
@@ -360,19 +415,20 @@ def random_inputs(
     dtype = _check_dtype(dtype)
     xp = xp or np
     shape = tuple(int(d) for d in (shape if isinstance(shape, (tuple, list)) else (shape,)))
-    vals = unrounded_values(shape, seed).reshape(-1)
-    storage = xp.empty(vals.size, dtype=STORAGE_DTYPE[dtype])
-    exact = xp.empty(vals.size, dtype=xp.float64) if keep_exact else None
+    size = int(np.prod(shape, dtype=np.int64))
+    storage = xp.empty(size, dtype=STORAGE_DTYPE[dtype])
+    exact = xp.empty(size, dtype=xp.float64) if keep_exact else None
     step = max(1, int(chunk_elements))
     nonzero = False
-    for i in range(0, vals.size, step):
-        storage[i : i + step], part = quantize(xp.asarray(vals[i : i + step]), dtype, xp)
+    for i in range(0, size, step):
+        vals = _uniform(min(step, size - i), seed, i, xp)
+        storage[i : i + step], part = quantize(vals, dtype, xp)
         if keep_exact:
             exact[i : i + step] = part
         nonzero = (
             nonzero or float(xp.max(xp.abs(part))) > 0
         )  # not any(): CuPy compiles it with CUB, 3 s on a first use
-    if vals.size and not nonzero:
+    if size and not nonzero:
         one_storage, one = quantize(xp.ones(1), dtype, xp)
         storage[:1] = one_storage
         if keep_exact:

@@ -78,8 +78,8 @@ class Operands:
         from . import numerics
 
         storage_shape_ = self.arrays[role].shape
-        values = numerics.unrounded_values(storage_shape_, self.seeds[role])
-        return logical_view(cupy.asarray(values), self.spec.layout)
+        values = numerics.unrounded_values(storage_shape_, self.seeds[role], cupy)
+        return logical_view(values, self.spec.layout)
 
     @property
     def nbytes(self) -> int:

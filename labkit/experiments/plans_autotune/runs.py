@@ -59,7 +59,9 @@ def plans(spec: ConvSpec = BASE):
 def caps(spec: ConvSpec = BASE, caps: Sequence[Optional[int]] = CAPS):
     """The best plan under each workspace cap (``deselect_workspace_greater_than``) and what the
     cap costs against the uncapped best. ``cap_bytes`` -1 = unlimited; ``gpu_us_p10``/``_p90``:
-    the spread of the best plan's repeated timings."""
+    the spread of the best plan's repeated timings. A plan is timed once: a cap's graph holds plans
+    of the same convolution, and one timed under an earlier cap keeps its time, so the
+    caps compare the same measurements."""
     from ...gpu import autotune, engine
 
     spec = as_spec(spec)
@@ -68,6 +70,7 @@ def caps(spec: ConvSpec = BASE, caps: Sequence[Optional[int]] = CAPS):
         [(spec, "none", caps[i]) for i in order]
     )  # every cap's compiles at once, while the first is timed
     done = {}
+    timed = {}  # plan name -> its autotune row, over every cap so far
 
     def table():
         df = to_frame([done[i] for i in sorted(done)])
@@ -82,7 +85,8 @@ def caps(spec: ConvSpec = BASE, caps: Sequence[Optional[int]] = CAPS):
         cap = caps[i]
         try:
             cg = engine.get_graph(spec, workspace_cap=cap)
-            tuned = autotune.autotune(cg)
+            tuned = autotune.autotune(cg, timed=timed)
+            timed.update((r["plan_name"], r) for r in tuned.table.to_dict("records") if r["status"] == "ok")
             best = tuned.table[tuned.table.plan_index == tuned.best_index].iloc[0]
             done[i] = dict(
                 cap_bytes=-1 if cap is None else cap,
