@@ -56,3 +56,9 @@ def slow_build(spec_fields, epilogue, workspace_cap, index, name, seconds=0.8):
     """Stands in for `labkit.gpu.build_pool.build_remote` in a CPU test of the pool's queue."""
     time.sleep(seconds)
     return dict(index=index, name=name, seconds=seconds)
+
+
+def pid_build(spec_fields, epilogue, workspace_cap, index, name, seconds=0.4):
+    """A stand-in build that says which worker process built it."""
+    time.sleep(seconds)
+    return dict(index=index, name=name, seconds=seconds, pid=os.getpid())

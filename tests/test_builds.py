@@ -112,6 +112,31 @@ def test_a_spent_requests_queued_compiles_are_cancelled_with_their_batch_and_oth
         pool.close()
 
 
+def test_a_plan_goes_back_to_the_worker_that_built_its_engine_unless_that_one_has_a_queue():
+    """Real worker processes, a stand-in build: the same engine of the same dtype, layout and
+    direction at another shape goes to the worker that built it (cuDNN's compiled kernels live
+    there); a new engine goes to the idle worker; a second job queued behind a busy worker's own is
+    taken by another."""
+    pool = build_pool.BuildPool(2)
+    pool.target = "isolated_steps:pid_build"
+
+    def job(n, name):
+        return build_pool.Job(
+            dict(dtype="fp16", layout="NHWC", direction="fprop", N=n), "none", None, 0, name
+        )
+
+    try:
+        first = pool.submit(job(8, "eng1")).future.result(timeout=60)["pid"]
+        again, other = pool.submit(job(16, "eng1")), pool.submit(job(16, "eng2"))
+        assert again.future.result(timeout=60)["pid"] == first
+        assert other.future.result(timeout=60)["pid"] != first
+        three = [pool.submit(job(n, "eng1")) for n in (1, 2, 4)]
+        pids = [j.future.result(timeout=60)["pid"] for j in three]
+        assert pids[0] == first and len(set(pids)) == 2
+    finally:
+        pool.close()
+
+
 def test_a_long_wait_for_a_workers_plan_says_where_it_is_on_the_progress_bar(monkeypatch):
     """A fill's call that waits minutes for runtime-compiled plans (fusion on the H200: about 4
     minutes) is not silent: the wait announces itself every WAIT_NOTE_S seconds, and the fill's

@@ -4,16 +4,23 @@ each, and what runs inside them (`build_remote`). A job is one plan of one graph
 request's jobs (the newest batch is taken first, and a request whose compile budget is spent
 cancels the rest of its batch: `BuildPool.cancel_queued`). ``LABKIT_BUILD_WORKERS``: how many
 (`default_workers`). Times in seconds.
+
+A plan goes back to the worker that last built the same engine for the same dtype, layout,
+direction and epilogue (its `kernel_key`): cuDNN keeps the kernels it compiled at run time in the
+process, and many of them serve other shapes, so a rebuild at a new batch size or channel count
+there takes tens of milliseconds instead of a new compile of about half a second
+(``data/bench/build_costs_h200.csv``). Another worker takes such a job only while its own worker
+is busy with another job of its own.
 """
 
 from __future__ import annotations
 
 import atexit
+import bisect
 import collections
 import concurrent.futures
 import itertools
 import os
-import queue
 import threading
 import time
 from dataclasses import dataclass, field
@@ -127,6 +134,13 @@ def warm_up() -> int:
 
 
 # ---- in this process ----------------------------------------------------------------------------
+def kernel_key(job: "Job") -> tuple:
+    """What the kernels a job compiles depend on besides the shape: dtype, layout, direction,
+    epilogue and the engine configuration's name."""
+    fields = job.spec_fields
+    return (fields.get("dtype"), fields.get("layout"), fields.get("direction"), job.epilogue, job.name)
+
+
 @dataclass
 class Job:
     """One plan for a worker.
@@ -187,9 +201,13 @@ class BuildPool:
 
         self.size = size
         self._workers = [isolated.Worker() for _ in range(size)]
-        #: (priority, sequence, job): the newest batch first (an older request's compiles wait),
-        #: within a batch in order; None (priority inf) ends a thread
-        self._queue: "queue.PriorityQueue" = queue.PriorityQueue()
+        #: (priority, sequence, job), kept sorted: the newest batch first (an older request's
+        #: compiles wait), within a batch in order; None (priority inf) ends a thread
+        self._queued: List[tuple] = []
+        self._ready = threading.Condition()
+        #: `kernel_key` -> the worker that last built it; which workers are building now
+        self._home: Dict[tuple, int] = {}
+        self._busy = [False] * size
         self._seq = itertools.count()
         self._batch = itertools.count()
         self._threads: List[threading.Thread] = []
@@ -206,11 +224,50 @@ class BuildPool:
             if self._threads:
                 return
             for i, w in enumerate(self._workers):
-                t = threading.Thread(target=self._serve, args=(w,), daemon=True, name=f"labkit-build-{i}")
+                t = threading.Thread(target=self._serve, args=(i, w), daemon=True, name=f"labkit-build-{i}")
                 t.start()
                 self._threads.append(t)
 
-    def _serve(self, worker) -> None:
+    def _pick(self, me: int) -> Optional[int]:
+        """The position in the queue of the job worker ``me`` takes next, or None (caller holds
+        ``_ready``): the first job that is its own or no worker's, else the first job whose worker
+        is busy and has an earlier job of its own waiting."""
+        waiting: Dict[int, int] = {}
+        stealable = None
+        for pos, (_, _, job) in enumerate(self._queued):
+            home = None if job is None else self._home.get(kernel_key(job))
+            if home is None or home == me:
+                return pos
+            if stealable is None and self._busy[home] and waiting.get(home, 0) > 0:
+                stealable = pos
+            waiting[home] = waiting.get(home, 0) + 1
+        return stealable
+
+    def _take(self, me: int) -> Optional[Job]:
+        """Wait for the next job for worker ``me`` (`_pick`) and mark it this worker's; None ends
+        the thread."""
+        with self._ready:
+            while True:
+                pos = self._pick(me) if self._queued else None
+                if pos is not None:
+                    _, _, job = self._queued.pop(pos)
+                    if job is not None:
+                        self._home[kernel_key(job)] = me
+                        self._busy[me] = True
+                        self._ready.notify_all()  # its queued jobs may now be taken by others
+                    return job
+                self._ready.wait()
+
+    def _idle(self, me: int, died: bool) -> None:
+        """Worker ``me`` is free again; a worker that died lost its compiled kernels."""
+        with self._ready:
+            self._busy[me] = False
+            if died:
+                for key in [k for k, home in self._home.items() if home == me]:
+                    del self._home[key]
+            self._ready.notify_all()
+
+    def _serve(self, me: int, worker) -> None:
         from ..errors import TimedOut
         from .isolated import WorkerDied
 
@@ -221,10 +278,12 @@ class BuildPool:
         except (LabkitError, OSError):
             pass  # the first job tries again
         while True:
-            _, _, job = self._queue.get()
+            job = self._take(me)
             if job is None:
                 return
+            died = False
             if not job.future.set_running_or_notify_cancel():
+                self._idle(me, died)
                 continue  # built here meanwhile, or no longer wanted
             try:
                 value = worker.call(
@@ -240,10 +299,13 @@ class BuildPool:
                 job.future.set_result(value)
             except BaseException as exc:  # noqa: BLE001  (every failure goes to the caller: built there)
                 if isinstance(exc, (WorkerDied, TimedOut)):
+                    died = True
                     with self._lock:
                         self.stats.worker_faults += 1
                         self.stats.last_fault = str(exc)[:200]
                 job.future.set_exception(exc)
+            finally:
+                self._idle(me, died)
 
     def built_here(self) -> None:
         """Count one runtime-compiled plan built in the notebook's process instead of a worker."""
@@ -271,8 +333,13 @@ class BuildPool:
             if len(self._by_batch) > 64:  # forget batches whose jobs are all over
                 for b in [b for b, js in self._by_batch.items() if all(j.future.done() for j in js)]:
                     del self._by_batch[b]
-        self._queue.put((-batch, next(self._seq), job))
+        self._put((-batch, next(self._seq), job))
         return job
+
+    def _put(self, entry: tuple) -> None:
+        with self._ready:
+            bisect.insort(self._queued, entry, key=lambda e: e[:2])
+            self._ready.notify_all()
 
     def cancel_queued(self, batch: int) -> int:
         """Cancel every job of ``batch`` that no worker has started.
@@ -299,7 +366,7 @@ class BuildPool:
     def close(self) -> None:
         """End the serving threads and kill the workers."""
         for _ in self._threads:
-            self._queue.put((float("inf"), next(self._seq), None))
+            self._put((float("inf"), next(self._seq), None))
         self.stop()
 
     def pids(self) -> List[int]:
