@@ -92,7 +92,8 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --progress-bar off -e ".[$(EXTRAS)]"
 	@# an editable install leaves labkit uncompiled: the first import would compile ~170 files (0.5 s)
 	@$(BIN)/python -m compileall -q labkit > /dev/null || true
-	@# with a GPU: CuPy's kernels the panels run, compiled now (18 of them waited in one panel's first paint)
+	@# with a GPU: the kernels a first visit would compile, compiled now: CuPy's (18 of them waited in one
+	@# panel's first paint) and cuDNN's run-time compiled plans (kept in CUDA's JIT cache, ~/.nv/ComputeCache)
 	@$(BIN)/python -m labkit warm-kernels || true
 	@rm -f $(VENV)/.installed-*
 	@touch $@

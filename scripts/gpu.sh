@@ -14,8 +14,8 @@
 #   report      scripts/bench_report.py, then scripts/bench_report_models.py (REPORT_ARGS, e.g. --unnamed)
 #   builds      scripts/bench_builds.py --workers 0,8
 #   trace       scripts/bench_under_the_hood.py (lesson 10's traces against untraced timings)
-#   widgets     scripts/bench_widgets.py: a first visit with an empty cache and an empty CuPy kernel cache,
-#               then after `python -m labkit warm-kernels` (what `make setup` runs)
+#   widgets     scripts/bench_widgets.py: a first visit with an empty cache and empty CuPy and CUDA JIT kernel
+#               caches, then after `python -m labkit warm-kernels` (what `make setup` runs)
 #   classroom   the class's GPU tests, scripts/bench_classroom.py (CLASS_SECONDS, default 120), then a
 #               learner's first visit (bench_widgets.py) from a shared class recording `fill --quick` filled
 #   classroom2  on a host with two GPUs or more: 8 learners spread over the first two by the class hub's
@@ -105,15 +105,17 @@ step_trace() {
   tail -n 30 "$out/bench-trace.log" | tee -a "$log"
 }
 step_widgets() {
-  local kernels
+  local kernels jit
   kernels=$(mktemp -d)
+  jit=$(mktemp -d)  # CUDA's JIT cache (cuDNN's compiled kernels): empty, whatever ran on this host before
   # what `make setup` leaves: pip byte-compiles what it installs, the Makefile compiles labkit
   [ -f .whl/setup.sh ] && $py -m compileall -q .whl/site labkit > /dev/null
-  live widgets widgets-empty.log env CUPY_CACHE_DIR="$kernels" $py scripts/bench_widgets.py --cache "$(mktemp -d)" \
-    --condition "first visit, empty cache"
-  CUPY_CACHE_DIR="$kernels" $py -m labkit warm-kernels | tee -a "$log"
-  live widgets widgets-setup.log env CUPY_CACHE_DIR="$kernels" $py scripts/bench_widgets.py --cache "$(mktemp -d)" \
-    --condition "first visit, empty cache, CuPy kernels compiled at setup"
+  live widgets widgets-empty.log env CUPY_CACHE_DIR="$kernels" CUDA_CACHE_PATH="$jit" $py scripts/bench_widgets.py \
+    --cache "$(mktemp -d)" --condition "first visit, empty cache"
+  rm -rf "$jit" && mkdir -p "$jit"
+  CUPY_CACHE_DIR="$kernels" CUDA_CACHE_PATH="$jit" $py -m labkit warm-kernels | tee -a "$log"
+  live widgets widgets-setup.log env CUPY_CACHE_DIR="$kernels" CUDA_CACHE_PATH="$jit" $py scripts/bench_widgets.py \
+    --cache "$(mktemp -d)" --condition "first visit, empty cache, kernels compiled at setup"
   tail -n 25 "$out/widgets-empty.log" "$out/widgets-setup.log" | tee -a "$log"
 }
 step_classroom() {

@@ -154,20 +154,44 @@ print(json.dumps(len(calls)))
 """
 
 
+#: a new process builds the run-time compiled plans of the lessons' fprop at another batch size and
+#: channel count, and prints how many it built
+_BUILD_COMPILED = """
+from labkit.experiments.core import BASE
+from labkit.gpu import kernel_warmup
+print(kernel_warmup.build_compiled_plans([(BASE.replace(N=8, C=128, K=128), "none")]))
+"""
+
+
+def _files(folder):
+    import os
+
+    return sorted(os.path.join(d, f) for d, _, names in os.walk(folder) for f in names)
+
+
 def test_warm_kernels_leaves_a_checked_run_nothing_to_compile(tmp_path):
-    """`python -m labkit warm-kernels` into an empty CuPy kernel cache; then a new process's checked
-    runs (other sizes than the warm-up's) compile no CuPy kernel: they all come from the cache."""
+    """`python -m labkit warm-kernels` into an empty CuPy kernel cache and an empty CUDA JIT cache;
+    then a new process's checked runs (other sizes than the warm-up's) compile no CuPy kernel, and
+    its builds of the lessons' run-time compiled fprop plans at another shape add nothing to CUDA's
+    JIT cache: cuDNN's kernels come from there."""
     import json
     import os
     import subprocess
     import sys
 
-    env = dict(os.environ, CUPY_CACHE_DIR=str(tmp_path / "kernels"))
+    env = dict(os.environ, CUPY_CACHE_DIR=str(tmp_path / "kernels"), CUDA_CACHE_PATH=str(tmp_path / "jit"))
     warm = subprocess.run(
         [sys.executable, "-m", "labkit", "warm-kernels"], env=env, capture_output=True, text=True, timeout=540
     )
     assert warm.returncode == 0 and "tasks in" in warm.stdout, warm.stdout + warm.stderr[-2000:]
     assert "Error" not in warm.stdout, warm.stdout
+    jit_files = _files(tmp_path / "jit")
+    assert jit_files, "cuDNN's compiled plans left nothing in CUDA's JIT cache"
+    built = subprocess.run(
+        [sys.executable, "-c", _BUILD_COMPILED], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert built.returncode == 0 and int(built.stdout.strip().splitlines()[-1]) > 0, built.stderr[-2000:]
+    assert _files(tmp_path / "jit") == jit_files  # another shape's plans found their kernels there
     after = subprocess.run(
         [sys.executable, "-c", _COUNT_COMPILES], env=env, capture_output=True, text=True, timeout=300
     )

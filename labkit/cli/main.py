@@ -217,6 +217,49 @@ def main_bench(args) -> int:
     return 0
 
 
+def first_visit_graphs():
+    """The graphs whose run-time compiled plans ``warm-kernels`` builds: what a first visit builds.
+
+    Returns:
+        (label, [(convolution, epilogue), ...]) groups: the lessons' base convolution in each dtype
+        (every layout and direction, and the fused epilogues of fprop), then lesson 09's first
+        report (`labkit.experiments.network_report`'s defaults).
+    """
+    import inspect
+
+    from .. import networks
+    from ..errors import LabkitError
+    from ..experiments import network_report
+    from ..experiments.core import BASE
+    from ..spec import DTYPES, LAYOUTS
+
+    groups = []
+    for dtype in DTYPES:
+        graphs = []
+        for layout in LAYOUTS:
+            for direction in ("fprop", "dgrad", "wgrad"):
+                try:
+                    spec = BASE.replace(dtype=dtype, layout=layout, direction=direction)
+                except LabkitError:
+                    continue
+                graphs.append((spec, "none"))
+            graphs += [
+                (BASE.replace(dtype=dtype, layout=layout), ep) for ep in ("bias_relu", "bias_relu_add")
+            ]
+        groups.append((f"cuDNN's compiled plans, {dtype}", graphs))
+    report = {k: p.default for k, p in inspect.signature(network_report).parameters.items()}
+    layers = networks.layers_of(
+        report["net"],
+        batch=report["batch"],
+        dtype=report["dtype"],
+        layout=report["layout"],
+        image=report["image"],
+    )
+    label = f"cuDNN's compiled plans, {report['net']} (lesson 09)"
+    groups.append((label, [(g.spec, "none") for g in networks.unique(layers)]))
+    return groups
+
+
 def main_warm_kernels() -> int:
     """``warm-kernels``: `labkit.gpu.kernel_warmup.compile_ahead` on a live GPU.
 
@@ -234,15 +277,18 @@ def main_warm_kernels() -> int:
     import os
     import time
 
-    from ..gpu import kernel_warmup
+    from ..gpu import build_pool, kernel_warmup
 
     t0 = time.perf_counter()
-    done = kernel_warmup.compile_ahead()
+    in_class = build_pool.in_class()  # a class's panels read its recording: few graphs are built
+    done = kernel_warmup.compile_ahead(cudnn_groups=() if in_class else first_visit_graphs())
     failed = {k: v for k, v in done.items() if not isinstance(v, float)}
-    where = os.environ.get("CUPY_CACHE_DIR") or "~/.cupy/kernel_cache"
+    cupy_cache = os.environ.get("CUPY_CACHE_DIR") or "~/.cupy/kernel_cache"
+    jit_cache = os.environ.get("CUDA_CACHE_PATH") or "~/.nv/ComputeCache"
     print(
         f"labkit warm-kernels: {len(done) - len(failed)} of {len(done)} tasks in "
-        f"{time.perf_counter() - t0:.1f} s; CuPy's kernel cache: {where}"
+        f"{time.perf_counter() - t0:.1f} s; CuPy's kernel cache: {cupy_cache}"
+        + ("" if in_class else f"; cuDNN's compiled kernels: CUDA's JIT cache, {jit_cache}")
     )
     for label, why in failed.items():
         print(f"  {label}: {why}")

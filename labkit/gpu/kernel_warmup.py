@@ -1,5 +1,6 @@
-"""CuPy's own kernels compiled at set-up (``python -m labkit warm-kernels``, run by ``make setup``
-on a machine with a GPU), so a first visit does not wait for them.
+"""The kernels a first visit would compile, compiled at set-up instead (``python -m labkit
+warm-kernels``, run by ``make setup`` on a machine with a GPU): CuPy's own, and cuDNN's run-time
+compiled plans.
 
 CuPy compiles each elementwise and reduction kernel with NVRTC the first time a process runs it
 (0.1-0.2 s each on the H200's host) and keeps the binary in its kernel cache on disk
@@ -12,6 +13,15 @@ a guarded workspace; `exercise`), the unfused epilogue, and the scratchpad race 
 launches. Kernels are specialised by dtype and by the number of dimensions left after CuPy merges
 contiguous ones, not by size, so tiny tensors (every dimension >= 2) compile the lessons' kernels.
 
+cuDNN compiles some engines (their notes say ``RUNTIME_COMPILATION``) when a plan of them is
+built: about half a second each on the H100's host, one or two per graph and ten for an fp8
+graph. The CUDA driver keeps what it compiled in its JIT cache on disk (``CUDA_CACHE_PATH``,
+default ``~/.nv/ComputeCache``), and most of these kernels serve other shapes too: a build in a
+later process at another batch size or channel count takes about 30 ms instead. `cudnn_tasks`
+builds every such plan of the graphs it is given (the CLI gives the lessons' base convolution in
+every dtype, layout, direction and epilogue, and lesson 09's first report) in the build workers
+(`labkit.gpu.build_pool`); nothing goes to labkit's own cache.
+
 Not in a background thread of the notebook: NVRTC compiles one kernel at a time per process, so a
 panel's own compiles would wait behind the warm-up's (race 25 s instead of 9 s on the H200).
 """
@@ -19,7 +29,7 @@ panel's own compiles would wait behind the warm-up's (race 25 s instead of 9 s o
 from __future__ import annotations
 
 import time
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, List, Sequence, Tuple
 
 from ..spec import ConvSpec
 
@@ -90,14 +100,70 @@ def tasks() -> List[Tuple[str, Callable[[], None]]]:
     return out
 
 
-def compile_ahead(progress: bool = True) -> Dict[str, object]:
-    """Run every task (`tasks`), one after another.
+def build_compiled_plans(graphs: Sequence[Tuple[ConvSpec, str]]) -> int:
+    """Build every run-time compiled plan of ``graphs``, in the build workers when there are any.
+
+    Each graph is planned here as labkit plans it (`labkit.gpu.frontend.planned_graph`); a graph
+    cuDNN cannot plan, or a plan that does not build, is left out: a panel meets it itself.
+
+    Args:
+        graphs: (convolution, epilogue) pairs.
+
+    Returns:
+        How many plans were built.
+    """
+    from . import build_pool, builds, frontend
+
+    pool = build_pool.pool()
+    jobs, built = [], 0
+    for spec, epilogue in graphs:
+        try:
+            g = frontend.planned_graph(spec, epilogue, None)
+            compiled = builds.runtime_compiled(g, g.get_execution_plan_count())
+        except Exception:  # noqa: BLE001  (a graph cuDNN cannot plan has nothing to compile)
+            continue
+        for i in compiled:
+            name = g.get_plan_name_at_index(i)
+            if pool is not None:
+                jobs.append(pool.submit(build_pool.Job(spec.to_dict(), epilogue, None, i, name)))
+                continue
+            try:
+                g.build_plan_at_index(i)
+                built += 1
+            except Exception:  # noqa: BLE001  (declined by cuDNN)
+                pass
+    for job in jobs:
+        try:
+            job.future.result(timeout=build_pool.PLAN_BUDGET_S)
+            built += 1
+        except Exception:  # noqa: BLE001  (declined by cuDNN, or the worker's fault: said by the panel)
+            pass
+    return built
+
+
+def cudnn_tasks(groups: Sequence[Tuple[str, Sequence[Tuple[ConvSpec, str]]]]) -> List[Tuple[str, Callable]]:
+    """(label, call) building each group's run-time compiled plans (`build_compiled_plans`).
+
+    Args:
+        groups: (label, [(convolution, epilogue), ...]) pairs.
+
+    Returns:
+        One task per group.
+    """
+    return [(label, lambda g=list(graphs): build_compiled_plans(g)) for label, graphs in groups]
+
+
+def compile_ahead(
+    progress: bool = True, cudnn_groups: Sequence[Tuple[str, Sequence[Tuple[ConvSpec, str]]]] = ()
+) -> Dict[str, object]:
+    """Run every task (`tasks`, then `cudnn_tasks` of ``cudnn_groups``), one after another.
 
     A task that fails is reported, not raised: the panel that needs its kernels compiles them itself
     and reports any error.
 
     Args:
         progress: show a tqdm bar on stderr.
+        cudnn_groups: the graphs whose run-time compiled plans are built, in labelled groups.
 
     Returns:
         Label -> seconds, or the error of a task that failed.
@@ -105,7 +171,7 @@ def compile_ahead(progress: bool = True) -> Dict[str, object]:
     from tqdm.auto import tqdm
 
     done: Dict[str, object] = {}
-    todo = tasks()
+    todo = tasks() + cudnn_tasks(cudnn_groups)
     bar = tqdm(todo, desc="compiling CuPy's kernels for this GPU", unit="task", disable=not progress)
     for label, call in bar:
         bar.set_postfix_str(label)
