@@ -19,6 +19,22 @@ from labkit.session.prefetch import PREFETCHER  # noqa: E402
 SMALL = experiments.BASE.replace(N=8, H=28, W=28)
 
 
+@pytest.fixture(autouse=True)
+def _own_recording(tmp_path, monkeypatch):
+    """This GPU's recording in a folder of each test's own: a neighbour an earlier test measured
+    (its panel prefetched it and saved it) would be read from disk here, not measured ahead."""
+    from labkit.store import localcache
+
+    lessons.forget()  # an earlier test's queued neighbours go; the one running saves where it started
+    PREFETCHER.wait_idle(120)
+    monkeypatch.setenv("LABKIT_CACHE", str(tmp_path / "cache"))
+    localcache.reset()
+    yield
+    lessons.forget()
+    PREFETCHER.wait_idle(120)
+    localcache.reset()
+
+
 def test_a_panel_prefetches_its_neighbours_and_the_next_move_is_served_from_them():
     lessons.forget()
     p = widgets.PrecisionPanel(N=8, H=28, W=28)
