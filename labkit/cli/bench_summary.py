@@ -427,14 +427,9 @@ def _widgets(df, meta):
             cell = g[g.panel == "(first cell)"].first_paint_ms
             lessons = changes[changes.panel != "network_report"].latency_ms
             report = g[g.panel == "network_report"].latency_ms
-            compiled = (
-                "CuPy's kernels compiled"
-                if "CuPy kernels" in condition
-                else "CuPy's and cuDNN's kernels compiled"
-            )
             first_cell = number(cell.max()) if len(cell) else "?"
             setup.append(
-                f"{gpu} ({date}, {compiled}): first cell {first_cell} ms, panels' first paint "
+                f"{gpu} ({date}): first cell {first_cell} ms, panels' first paint "
                 f"at most {number(builds.first_paint_ms.max())} ms; changes p90 "
                 f"{number(_p90(lat))} ms, lessons' max {number(lessons.max())} ms, the network report's max "
                 f"{number(report.max()) if len(report) else '?'} ms."
@@ -444,7 +439,10 @@ def _widgets(df, meta):
         "complete: the whole answer). Recorded rows ran on a 2-core CPU machine."
     )
     if setup:
-        sentence += " After `make setup` (an empty cache; `warm-kernels` ran): " + " ".join(setup)
+        sentence += (
+            " After `make setup` (an empty cache; CuPy's and cuDNN's kernels compiled by `warm-kernels`): "
+            + " ".join(setup)
+        )
     return pd.DataFrame(rows), sentence
 
 
