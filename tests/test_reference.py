@@ -19,9 +19,11 @@ from labkit.gpu.reference import (
     conv_dgrad,
     conv_fprop,
     conv_wgrad,
+    errors,
     max_abs_error,
     reduction_length,
     reference,
+    reference_norms,
     relative_error,
     tolerance_for,
 )
@@ -294,6 +296,18 @@ def test_relative_error_basics():
     assert relative_error(big * (1 + 1e-3), big) == pytest.approx(1e-3)
     with pytest.raises(InvalidSpec):
         relative_error(np.zeros(3), np.zeros(2))
+
+
+def test_errors_with_the_references_norms_given_once_are_the_same_numbers():
+    rng = np.random.default_rng(5)
+    ref = rng.normal(size=(4, 6))
+    norms = reference_norms(ref)
+    assert norms == (float(np.abs(ref).max()), pytest.approx(float(np.linalg.norm(ref))))
+    for out in (ref, ref + rng.normal(size=ref.shape) * 1e-3, np.zeros_like(ref), ref * np.nan):
+        assert errors(out, ref, ref_norms=norms) == (relative_error(out, ref), max_abs_error(out, ref))
+    assert reference_norms(np.array([1.0, np.inf])) == (math.inf, math.inf)
+    assert reference_norms(np.zeros(3)) == (0.0, 0.0) == reference_norms(np.zeros(0))
+    assert errors(np.array([1.0, 2.0]), np.array([1.0, np.nan])) == (math.inf, math.inf)
 
 
 def test_max_abs_error_basics():

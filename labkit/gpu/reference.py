@@ -20,6 +20,9 @@ one image alone is too big, over output rows) so that the temporaries of one ste
 from __future__ import annotations
 
 import math
+from typing import Optional, Tuple
+
+import numpy as np
 
 from ..errors import InvalidSpec
 from .numerics import array_module
@@ -340,6 +343,67 @@ def _pair_f64(out, ref):
     return xp, out, ref
 
 
+def reference_norms(ref) -> Tuple[float, float]:
+    """The reference's part of `errors`: its largest magnitude and its 2-norm, in float64.
+
+    A graph's plans are all compared with one reference, so `labkit.gpu.reference_runs` computes
+    these once for all of them.
+
+    Args:
+        ref: the reference, any float dtype.
+
+    Returns:
+        ``(max |ref|, ||ref||_2)``; ``(inf, inf)`` when ``ref`` holds NaN or inf; ``(0.0, 0.0)`` when
+        it is all zeros or empty.
+    """
+    xp = array_module(ref)
+    ref = xp.asarray(ref, dtype=xp.float64)
+    if ref.size == 0:
+        return 0.0, 0.0
+    # NaN or inf when any element is (max propagates NaN); not isfinite().all(): CuPy compiles all()
+    # and any() with CUB, 3 s each at a first use on the H200
+    scale = float(xp.max(xp.abs(ref)))
+    if not math.isfinite(scale):
+        return math.inf, math.inf
+    if scale == 0.0:
+        return 0.0, 0.0
+    # scaled by the largest magnitude first, so the sum of squares cannot overflow or underflow
+    return scale, scale * float(xp.sqrt(xp.sum((ref / scale) ** 2)))
+
+
+def errors(out, ref, *, ref_norms: Optional[Tuple[float, float]] = None) -> Tuple[float, float]:
+    """`relative_error` and `max_abs_error` together, from one difference and two host reads.
+
+    Args:
+        out: decoded values, any float dtype.
+        ref: the reference, of the same shape.
+        ref_norms: `reference_norms` of ``ref``, when the caller has them (one reference, many plans).
+
+    Returns:
+        ``(relative error, max absolute error)``, as the two functions define them.
+    """
+    xp, out, ref = _pair_f64(out, ref)
+    if out.size == 0:
+        return 0.0, 0.0
+    scale, den = reference_norms(ref) if ref_norms is None else ref_norms
+    diff = out - ref
+    # both maxima in one read from the device: NaN or inf when any element is
+    out_scale, dmax = (float(v) for v in _to_host(xp, xp.stack([xp.max(xp.abs(out)), xp.max(xp.abs(diff))])))
+    max_abs = math.inf if math.isnan(dmax) else dmax
+    if not (math.isfinite(scale) and math.isfinite(out_scale)):
+        return math.inf, max_abs
+    if scale == 0.0:
+        return (0.0 if dmax == 0.0 else math.inf), max_abs
+    if dmax == 0.0:
+        return 0.0, max_abs
+    num = dmax * float(xp.sqrt(xp.sum((diff / dmax) ** 2)))
+    return num / den, max_abs
+
+
+def _to_host(xp, arr):
+    return arr if xp is np else arr.get()
+
+
 def relative_error(out, ref) -> float:
     """||out - ref||_2 / ||ref||_2 over all elements, in float64.
 
@@ -351,24 +415,7 @@ def relative_error(out, ref) -> float:
         A float >= 0; inf when ``out`` or ``ref`` holds NaN or inf. For an all-zero ``ref``: 0.0 when
         ``out`` is zero too, else inf.
     """
-    xp, out, ref = _pair_f64(out, ref)
-    if out.size == 0:
-        return 0.0
-    # the largest magnitudes: NaN or inf when any element is (max propagates NaN); not
-    # isfinite().all(): CuPy compiles all() and any() with CUB, 3 s each at a first use on the H200
-    scale, out_scale = float(xp.max(xp.abs(ref))), float(xp.max(xp.abs(out)))
-    if not (math.isfinite(scale) and math.isfinite(out_scale)):
-        return math.inf
-    # scale by the largest magnitude first so the sums of squares cannot overflow or underflow
-    diff = out - ref
-    dmax = float(xp.max(xp.abs(diff)))
-    if scale == 0.0:
-        return 0.0 if dmax == 0.0 else math.inf
-    if dmax == 0.0:
-        return 0.0
-    num = dmax * float(xp.sqrt(xp.sum((diff / dmax) ** 2)))
-    den = scale * float(xp.sqrt(xp.sum((ref / scale) ** 2)))
-    return num / den
+    return errors(out, ref)[0]
 
 
 def max_abs_error(out, ref) -> float:
@@ -381,11 +428,7 @@ def max_abs_error(out, ref) -> float:
     Returns:
         A float; inf if ``out`` or ``ref`` holds NaN; 0.0 if empty.
     """
-    xp, out, ref = _pair_f64(out, ref)
-    if out.size == 0:
-        return 0.0
-    worst = float(xp.max(xp.abs(out - ref)))  # NaN when either holds a NaN (or both an inf of one sign)
-    return math.inf if math.isnan(worst) else worst
+    return errors(out, ref)[1]
 
 
 def reduction_length(spec) -> int:

@@ -100,7 +100,8 @@ def check_plans(graph, plan_indices, ops: Operands, *, seed: int = 0, vs_unround
     announce(f"computing the float64 reference of {spec.label}")
     ref = expected(spec, ops)
     unrounded = expected(spec, ops, unrounded=True) if vs_unrounded else None
-    return [_check_one(graph, index, ops, ref, unrounded, seed) for index in plan_indices]
+    norms = reference.reference_norms(ref)  # one reference for every plan
+    return [_check_one(graph, index, ops, ref, unrounded, seed, norms) for index in plan_indices]
 
 
 def _built(graph, index: int):
@@ -113,7 +114,7 @@ def _built(graph, index: int):
     return plan
 
 
-def _check_one(graph, index, ops, ref, unrounded, seed) -> CheckResult:
+def _check_one(graph, index, ops, ref, unrounded, seed, norms=None) -> CheckResult:
     spec = graph.spec
     plan = _built(graph, index)
     announce(f"checking plan {plan.index} ({plan.name}) of {spec.label} against float64")
@@ -125,14 +126,15 @@ def _check_one(graph, index, ops, ref, unrounded, seed) -> CheckResult:
     finally:
         ws.free()
     got = ops.output()
+    rel, worst = reference.errors(got, ref, ref_norms=norms)
     return CheckResult(
         spec,
         ops.epilogue,
         plan.index,
         plan.name,
         plan.workspace_bytes,
-        reference.relative_error(got, ref),
-        reference.max_abs_error(got, ref),
+        rel,
+        worst,
         reference.tolerance_for(spec),
         reference.relative_error(got, unrounded) if unrounded is not None else None,
     )
@@ -162,12 +164,13 @@ def judge(graph, plan_indices, *, ops: Optional[Operands] = None) -> list:
     except cupy.cuda.memory.OutOfMemoryError:
         need = 8 * int(math.prod(ops.arrays[ops.output_role].shape))
         raise OutOfMemory(f"the float64 reference of {spec.label}", need, memory.free_bytes()) from None
+    norms = reference.reference_norms(ref)  # one reference for every plan
     out = []
     for index in plan_indices:
         checkpoint()  # between plans: a superseded background job stops here, nothing judged yet kept
         name = graph.plans[index].name
         try:
-            r = _check_one(graph, index, ops, ref, None, 0)
+            r = _check_one(graph, index, ops, ref, None, 0, norms)
         except OutOfMemory as exc:
             out.append(plan_checks.Verdict(name, math.inf, tolerance, error=str(exc), transient=True))
         except Exception as exc:  # noqa: BLE001  (cuDNN refused to run it, or it broke its guards)
