@@ -337,6 +337,7 @@ class BuildPool:
         return job
 
     def _put(self, entry: tuple) -> None:
+        """Queue ``(priority, sequence, job)`` in order and wake the serving threads."""
         with self._ready:
             bisect.insort(self._queued, entry, key=lambda e: e[:2])
             self._ready.notify_all()
