@@ -188,3 +188,26 @@ def test_a_panel_reads_dtype_and_layout_in_any_case():
     panel = widgets.PrecisionPanel()
     panel.set(layout="nchw")
     assert panel.value("layout") == "NCHW"
+
+
+def test_warm_kernels_builds_what_a_first_visit_builds():
+    """`warm-kernels`' cuDNN groups: the lessons' base convolution in every dtype, layout and
+    direction cuDNN accepts (fprop also with each fused epilogue), then lesson 09's first report,
+    each distinct layer once."""
+    from labkit import experiments, networks
+    from labkit.cli.main import first_visit_graphs
+    from labkit.spec import DTYPES
+
+    groups = dict(first_visit_graphs())
+    for dtype in DTYPES:
+        graphs = groups[f"cuDNN's compiled plans, {dtype}"]
+        fprop = {(s.layout, ep) for s, ep in graphs if s.direction == "fprop"}
+        assert fprop == {
+            (lay, ep) for lay in ("NCHW", "NHWC") for ep in ("none", "bias_relu", "bias_relu_add")
+        }
+        assert all(
+            s.replace(dtype="fp16", layout="NHWC", direction="fprop") == experiments.BASE for s, _ in graphs
+        )
+    report = groups["cuDNN's compiled plans, resnet50 (lesson 09)"]
+    want = networks.unique(networks.layers_of("resnet50", batch=32, dtype="fp16", layout="NHWC"))
+    assert [s for s, _ in report] == [g.spec for g in want] and len(report) == 23

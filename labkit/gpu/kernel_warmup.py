@@ -172,7 +172,12 @@ def compile_ahead(
 
     done: Dict[str, object] = {}
     todo = tasks() + cudnn_tasks(cudnn_groups)
-    bar = tqdm(todo, desc="compiling CuPy's kernels for this GPU", unit="task", disable=not progress)
+    bar = tqdm(
+        todo,
+        desc="compiling the kernels a first visit needs (CuPy's, cuDNN's)",
+        unit="task",
+        disable=not progress,
+    )
     for label, call in bar:
         bar.set_postfix_str(label)
         t0 = time.perf_counter()
