@@ -225,6 +225,7 @@ def run_lesson(hub: Hub, name: str, token: str, deadline: float) -> dict:
 
 
 def test_a_class_of_eight_on_jupyterhub(tmp_path, proxy):
+    started_at = time.time()
     t0 = time.monotonic()
     deadline = t0 + BUDGET_S
     hub = Hub(tmp_path)
@@ -269,6 +270,8 @@ def test_a_class_of_eight_on_jupyterhub(tmp_path, proxy):
             )
             assert run["shared"] == str(hub.folder) and run["locks"] == str(hub.folder / "gpu-locks"), run
             assert Path(run["cwd"]).parent.name == name and (Path(run["cwd"]) / LESSON).is_file(), run
+            sockets = classroom.kernel_socket_folder(name).glob("kernel-*-ipc-*")  # not TCP ports
+            assert any(p.stat().st_mtime >= started_at - 1 for p in sockets), name
         per_gpu = {g["uuid"]: sorted(n for n in LEARNERS if table[n]["gpu"] == g["uuid"]) for g in GPUS}
         assert per_gpu[GPUS[3]["uuid"]] == [], per_gpu  # reserved
         assert "learner7" in per_gpu[GPUS[1]["uuid"]], per_gpu  # pinned

@@ -5,6 +5,7 @@ environment warm-up. tests/test_class_hub.py runs the whole of it in a real hub.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from importlib.metadata import entry_points
@@ -156,3 +157,21 @@ def test_warm_kernels_runs_until_it_ran_live(tmp_path, monkeypatch):
     key = json.dumps([sys.executable, __version__, "~/.cupy/kernel_cache"])
     marker.write_text(json.dumps({"environment": key}))
     assert classroom.warm_once(marker=marker) is None
+
+
+def test_a_learners_kernels_get_a_short_private_socket_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", "-")  # restored after the test, whatever it sets
+    monkeypatch.delenv("JUPYTER_RUNTIME_DIR")
+    assert classroom.kernel_sockets("learner1", str(tmp_path)) == ["--KernelManager.transport=ipc"]
+    folder = classroom.kernel_socket_folder("learner1", str(tmp_path))
+    assert os.environ["JUPYTER_RUNTIME_DIR"] == str(folder) and folder.is_dir()
+    assert folder.stat().st_mode & 0o777 == 0o700
+    assert classroom.kernel_socket_folder("learner2", str(tmp_path)) != folder
+    # a socket path there stays under the ~107 bytes a Unix socket allows, for any name
+    longest = classroom.kernel_socket_folder("x" * 64, "/tmp") / f"kernel-{'0' * 36}-ipc-65535"
+    assert len(str(longest)) < 100
+    # a folder open to others is not used: the kernels keep TCP
+    folder.chmod(0o755)
+    monkeypatch.delenv("JUPYTER_RUNTIME_DIR")
+    assert classroom.kernel_sockets("learner1", str(tmp_path)) == []
+    assert "JUPYTER_RUNTIME_DIR" not in os.environ

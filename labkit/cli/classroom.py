@@ -20,6 +20,9 @@ isolated from each other or from that user's files (JupyterHub's `SimpleLocalPro
 (``LABKIT_SHARED_CACHE``) and the host's lock folder (``LABKIT_GPU_LOCK_DIR``), and starts with
 `main_learner_server`: it copies the lessons it lacks into ``~/labkit-lessons``, runs
 ``python -m labkit warm-kernels`` once per environment, then becomes ``jupyterhub-singleuser``.
+Its kernels talk to it over Unix sockets (`kernel_sockets`), not TCP ports: every learner's server
+picks its kernels' ports on its own, and when a class starts at once two of them can pick the same
+port, which the kernel then cannot bind on any restart: that learner's kernel is lost.
 
 **Settings** come from the environment variables in `SETTINGS` (else the defaults there); a value
 already set on the config object as ``c.LabkitClass.<name>`` when `configure` runs wins (a
@@ -29,11 +32,14 @@ host's GPUs that way).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
@@ -400,8 +406,50 @@ def main_learner_server(argv: List[str]) -> int:
     print(f"labkit class: {said or 'warm-kernels ran before in this environment'}", flush=True)
     os.chdir(lessons)
     server = str(Path(sys.executable).parent / "jupyterhub-singleuser")
-    os.execv(server, [server, *argv])
+    os.execv(server, [server, *argv, *kernel_sockets(os.environ.get("JUPYTERHUB_USER", ""))])
     return 0  # not reached
+
+
+def kernel_socket_folder(user: str, root: Optional[str] = None) -> Path:
+    """The runtime folder `kernel_sockets` gives a learner's kernels.
+
+    Args:
+        user: the learner's name.
+        root: where it goes; default the system's temporary folder.
+
+    Returns:
+        ``<root>/labkit-<uid>-<first 8 hex digits of the name's SHA-1>``.
+    """
+    tag = hashlib.sha1(user.encode()).hexdigest()[:8]
+    return Path(root or tempfile.gettempdir()) / f"labkit-{os.getuid()}-{tag}"
+
+
+def kernel_sockets(user: str, root: Optional[str] = None) -> List[str]:
+    """Have this learner's kernels use Unix sockets in a short private folder of their own.
+
+    A socket's path must fit in about 107 bytes, and a kernel's lies in Jupyter's runtime folder
+    (``~/.local/share/jupyter/runtime`` by default, deep in a learner's home), so the runtime
+    folder becomes ``<temp>/labkit-<uid>-<8 hex digits of the user>`` (``JUPYTER_RUNTIME_DIR``),
+    made with mode 0700.
+
+    Args:
+        user: the learner's name (``JUPYTERHUB_USER``).
+        root: where the folder goes; default the system's temporary folder.
+
+    Returns:
+        The server's extra arguments (``--KernelManager.transport=ipc``); none, and TCP as before,
+        when that folder exists and is not this account's own, private folder.
+    """
+    folder = kernel_socket_folder(user, root)
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        st = folder.lstat()
+    except OSError:
+        return []
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        return []
+    os.environ["JUPYTER_RUNTIME_DIR"] = str(folder)
+    return ["--KernelManager.transport=ipc"]
 
 
 def main_gpus(folder: Optional[str] = None) -> int:
