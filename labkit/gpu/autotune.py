@@ -314,17 +314,12 @@ def autotune(
                 on_row(rows, len(plans))
             continue
         prior = (timed or {}).get(plan.name)
-        if prior is not None and prior.get("status") == "ok":
-            row.update({k: prior[k] for k in TIMING_COLUMNS if k in prior}, status="ok", seconds=0.0)
-            best = row["gpu_us"] if best is None else min(best, row["gpu_us"])
-            if row.get("eager_us", 0) > 0:
-                best_eager = row["eager_us"] if best_eager is None else min(best_eager, row["eager_us"])
-            rows.append(row)
-            if on_row is not None:
-                on_row(rows, len(plans))
-            continue
-        announce(f"timing {what}")
-        if budget is not None and budget.over:
+        reused = prior is not None and prior.get("status") == "ok"
+        if not reused:
+            announce(f"timing {what}")
+        if reused:
+            row.update({k: prior[k] for k in TIMING_COLUMNS if k in prior}, status="ok")
+        elif budget is not None and budget.over:
             row.update(
                 status=f"cut: the autotune's budget ({budget.seconds:.1f} s) was spent before this plan"
             )
@@ -360,13 +355,14 @@ def autotune(
                     capture_s=t.capture_s,
                     status="ok",
                 )
-                best = t.median_us if best is None else min(best, t.median_us)
-                if t.eager_us > 0:
-                    best_eager = t.eager_us if best_eager is None else min(best_eager, t.eager_us)
             except Exception as exc:  # noqa: BLE001  (Superseded is a BaseException: it ends the autotune)
                 row.update(_row_for_failure(exc, best_eager))
                 complete = complete and not isinstance(exc, TimedOut)
-        row["seconds"] = time.perf_counter() - started
+        if row["status"] == "ok":
+            best = row["gpu_us"] if best is None else min(best, row["gpu_us"])
+            if row.get("eager_us", 0) > 0:
+                best_eager = row["eager_us"] if best_eager is None else min(best_eager, row["eager_us"])
+        row["seconds"] = 0.0 if reused else time.perf_counter() - started
         rows.append(row)
         if on_row is not None:
             on_row(rows, len(plans))

@@ -114,7 +114,7 @@ def _built(graph, index: int):
     return plan
 
 
-def _check_one(graph, index, ops, ref, unrounded, seed, norms=None) -> CheckResult:
+def _check_one(graph, index, ops, ref, unrounded, seed, norms) -> CheckResult:
     spec = graph.spec
     plan = _built(graph, index)
     announce(f"checking plan {plan.index} ({plan.name}) of {spec.label} against float64")
