@@ -236,3 +236,22 @@ def test_fast_path_is_used_and_dispatch_is_cheap():
     replay = measure.graph_replay(b.run, stream)
     print(f"host dispatch {host.median_us:.1f} us, graph replay {replay.median_us:.1f} us per conv")
     assert host.median_us < 200  # sanity only; the benchmark reports the real numbers
+
+
+def test_bind_with_workspace_holds_the_plans_workspace_and_computes_the_reference():
+    from labkit.gpu import reference
+
+    spec = ConvSpec(N=2, C=32, H=14, W=14, K=32, R=3, S=3, padding=1, dtype="fp16", layout="NCHW")
+    g = engine.get_graph(spec)
+    needs = [p for p in g.runnable if p.workspace_bytes > 0]
+    assert needs, "no plan of this convolution asks for a workspace: pick another"
+    ops = engine.Operands(spec)
+    want = verify.expected(spec, ops)
+    for plan in (needs[0], g.default_plan):
+        ops.poison_output()
+        b = g.bind_with_workspace(ops.arrays, plan.index)
+        assert b.workspace.nbytes == plan.workspace_bytes
+        assert b.workspace_ptr == int(b.workspace.data.ptr)
+        b.run()
+        cupy.cuda.get_current_stream().synchronize()
+        assert reference.relative_error(ops.output(), want) < 1e-2, plan.name

@@ -14,7 +14,6 @@ from labkit.gpu import (  # noqa: E402
     conditions,
     engine,
     measure,
-    memory,
     ranges,  # noqa: E402
     trace,
     workloads,
@@ -24,8 +23,8 @@ SPEC = experiments.BASE
 
 
 def _bound(cg, plan, ops, stream):
-    ws = memory.alloc(plan.workspace_bytes, "workspace")
-    return ws, cg.bind(ops.arrays, int(ws.data.ptr), plan.index, stream)
+    b = cg.bind_with_workspace(ops.arrays, plan.index, stream)
+    return b.workspace, b
 
 
 def test_a_trace_names_every_kernel_of_a_plan_with_its_role_and_launch():

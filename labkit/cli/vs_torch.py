@@ -245,11 +245,7 @@ class _Labkit:
         self.stream = measure.timing_stream()
 
     def bound(self, index: int):
-        from ..gpu import memory
-
-        plan = self.cg.plan(index)
-        ws = memory.alloc(plan.workspace_bytes, f"workspace of plan {index}")
-        return self.cg.bind(self.ops.arrays, int(ws.data.ptr), index, self.stream), ws
+        return self.cg.bind_with_workspace(self.ops.arrays, index, self.stream)
 
     def exhaustive(self, calls: int) -> Dict[int, object]:
         """Every correct plan timed to convergence (no early stop, no eager stop)."""
@@ -258,7 +254,7 @@ class _Labkit:
         out = {}
         for p in self.cg.runnable:
             try:
-                b, ws = self.bound(p.index)
+                b = self.bound(p.index)
                 out[p.index] = measure.graph_replay(
                     b.run,
                     self.stream,
@@ -268,7 +264,7 @@ class _Labkit:
                     rel_tol=0.005,
                     eager_stop=False,
                 )
-                del b, ws
+                del b
             except Exception as exc:  # noqa: BLE001  (a plan that will not run is left out, named)
                 out[p.index] = exc
         return out
@@ -276,9 +272,9 @@ class _Labkit:
     def replayer(self, index: int, calls: int):
         from ..gpu import measure
 
-        b, ws = self.bound(index)
+        b = self.bound(index)
         graph = measure.capture(b.run, self.stream, calls)
-        return (b, ws, graph), measure.replay_timer(graph, self.stream, calls, REPLAYS)
+        return (b, graph), measure.replay_timer(graph, self.stream, calls, REPLAYS)
 
     def kernels(self) -> Dict[int, Tuple[str, ...]]:
         """The kernels (and memsets) one call of each correct plan launches, from CUPTI."""
@@ -288,21 +284,21 @@ class _Labkit:
         with trace.Tracer("vs-torch", api=False) as t:
             for p in self.cg.runnable:
                 try:
-                    b, ws = self.bound(p.index)
+                    b = self.bound(p.index)
                     b.run()
                     self.stream.synchronize()
-                    bounds.append((p.index, b, ws))
+                    bounds.append((p.index, b))
                 except Exception:  # noqa: BLE001
                     continue
             t.keep_from_now()
-            for _, b, _ws in bounds:
+            for _, b in bounds:
                 t.mark()
                 b.run()
                 self.stream.synchronize()
             t.mark()
         marks = t.marks
         out = {}
-        for (index, _, _), a, z in zip(bounds, marks, marks[1:]):
+        for (index, _), a, z in zip(bounds, marks, marks[1:]):
             rows = sorted((r for r in t.rows if a <= r["start_ns"] < z), key=lambda r: r["start_ns"])
             out[index] = tuple(kernel_key(r.get("raw_name", "")) for r in rows if r["kind"] != "sync")
         return out
@@ -493,9 +489,9 @@ def run(name: str, *, seconds: float = 520.0, only: Optional[int] = None):
             best_us = med.get("best", med["pick"])
             noise_best = _spread(rounds.get("best", rounds["pick"]))
             pick_vs_best = med["pick"] / best_us
-            b, ws = lab.bound(pick)
+            b = lab.bound(pick)
             host = measure.host_dispatch(b.run, lab.stream)
-            del b, ws
+            del b
             kernels = lab.kernels()
             plan = lab.cg.plan(pick)
             row.update(

@@ -34,7 +34,7 @@ from typing import Callable, Dict, List, Optional
 from ..errors import LabkitError, OutOfMemory, TimedOut
 from ..signals.cancel import Budget, checkpoint, not_timed, was_cut
 from ..signals.progress import announce
-from . import engine, measure, memory, plan_checks
+from . import engine, measure, plan_checks
 from .ranges import annotate
 
 #: a plan's timing budget is this many times what timing the best plan so far took ...
@@ -162,8 +162,7 @@ def time_plan(
     """
     plan = cg.plan(plan_index)
     stream = stream if stream is not None else measure.timing_stream()
-    ws = memory.alloc(plan.workspace_bytes, f"workspace of plan {plan.index}")
-    bound = cg.bind(ops.arrays, int(ws.data.ptr), plan.index, stream)
+    bound = cg.bind_with_workspace(ops.arrays, plan.index, stream)
     return measure.graph_replay(
         bound.run,
         stream,

@@ -47,6 +47,8 @@ class BoundConv:
         self.handle = handle_for(self.stream)
         self.pack = {UIDS[r]: _ptr(arrays[r]) for r in needed}
         self.workspace_ptr = int(workspace_ptr or 0)
+        #: the workspace array, when the graph allocated it for this binding (`ConvGraph.bind_with_workspace`)
+        self.workspace = None
         self._fast = None
         remote = cg.remote.get(plan_index)
         #: the frontend graph that holds this plan, and the plan's index there

@@ -228,6 +228,26 @@ class ConvGraph(CheckedPlans):
         """
         return BoundConv(self, arrays, workspace_ptr, self.plan(plan_index).index, stream)
 
+    def bind_with_workspace(
+        self, arrays: Dict[str, object], plan_index: Optional[int] = None, stream=None
+    ) -> "BoundConv":
+        """`bind` a plan to a workspace of its own, allocated here from CuPy's pool.
+
+        Args:
+            arrays: role -> device array, for every tensor of the graph.
+            plan_index: the plan; default ``default_plan``.
+            stream: the CuPy stream; default the current one.
+
+        Returns:
+            A `BoundConv` whose ``workspace`` (a uint8 CuPy array of ``plan.workspace_bytes``)
+            lives as long as it does; `OutOfMemory` when the workspace does not fit.
+        """
+        plan = self.plan(plan_index)
+        ws = memory.alloc(plan.workspace_bytes, f"workspace of plan {plan.index}")
+        bound = BoundConv(self, arrays, int(ws.data.ptr), plan.index, stream)
+        bound.workspace = ws
+        return bound
+
     def execute(
         self, arrays: Dict[str, object], workspace_ptr: int, plan_index: Optional[int] = None, stream=None
     ) -> None:

@@ -82,14 +82,13 @@ class UnfusedPath:
 
         plain = engine.get_graph(spec, all_plans=False)
         self.plan = plain.default_plan
-        self._ws = memory.alloc(self.plan.workspace_bytes, "workspace")
         y = self.output = ops.arrays[ops.output_role]
         self.conv_y = memory.empty(y.shape, y.dtype, "conv output")
         self.t1, self.t2 = cupy.empty_like(y), cupy.empty_like(y)
         self._bias = bias_view(spec, ops.arrays["b"])
         self._z = ops.arrays.get("z")
-        self._conv = plain.bind(
-            {**ops.arrays, ops.output_role: self.conv_y}, int(self._ws.data.ptr), self.plan.index, stream
+        self._conv = plain.bind_with_workspace(
+            {**ops.arrays, ops.output_role: self.conv_y}, self.plan.index, stream
         )
 
     def run(self) -> None:

@@ -49,7 +49,7 @@ def fusion(spec: ConvSpec = BASE, epilogues: Sequence[str] = ("bias_relu", "bias
     """
     import cupy
 
-    from ...gpu import autotune, builds, engine, measure, memory, numerics, reference, verify
+    from ...gpu import autotune, builds, engine, measure, numerics, reference, verify
 
     spec = as_spec(spec)
     check_spec(spec)
@@ -73,8 +73,7 @@ def fusion(spec: ConvSpec = BASE, epilogues: Sequence[str] = ("bias_relu", "bias
         """Run ``plan`` once more on a poisoned output, check it against the reference, make its row."""
         ops, want = case(epi)
         ops.poison_output()
-        ws = memory.alloc(plan.workspace_bytes, "workspace")
-        cg.execute(ops.arrays, int(ws.data.ptr), plan.index)
+        cg.bind_with_workspace(ops.arrays, plan.index).run()
         cupy.cuda.get_current_stream().synchronize()
         moved = _bytes_model(spec, epi, True)
         return dict(

@@ -82,7 +82,7 @@ def kernels(spec: ConvSpec = BASE):
     calls), each kernel's role, launches per call, microseconds per launch and share of the plan's
     GPU time; per plan ``kernels_per_call``, ``plan_kernel_us`` (the kernels' time per call, traced)
     and ``host_us`` (host time to launch one call, measured untraced before the trace)."""
-    from ...gpu import engine, measure, memory
+    from ...gpu import engine, measure
     from ...gpu.ranges import annotate
 
     spec = as_spec(spec)
@@ -95,8 +95,7 @@ def kernels(spec: ConvSpec = BASE):
         tags = dict(plan_index=plan.index, plan_name=plan.name, workspace_bytes=plan.workspace_bytes)
         try:
             with annotate(f"kernels of plan {plan.name}", "plan"):
-                ws = memory.alloc(plan.workspace_bytes, f"workspace of plan {plan.index}")
-                bound = cg.bind(ops.arrays, int(ws.data.ptr), plan.index, stream)
+                bound = cg.bind_with_workspace(ops.arrays, plan.index, stream)
                 eager = measure.eager_us(bound.run, stream)
                 n = 20 if eager < 200 else 5 if eager < 2000 else 2  # a 15 ms plan: 2 launches a repeat
                 host = measure.host_dispatch(bound.run, stream, calls=n, repeats=5).median_us
@@ -124,7 +123,7 @@ def kernels(spec: ConvSpec = BASE):
 def fusion_kernels(spec: ConvSpec = BASE, epilogue: str = "bias_relu"):
     """The fused graph's kernels (the heuristic's plan of conv + ``epilogue``) against the unfused
     path's (the heuristic conv plan, then CuPy's elementwise kernels), traced per call."""
-    from ...gpu import engine, measure, memory, unfused
+    from ...gpu import engine, measure, unfused
 
     spec = as_spec(spec)
     unfused.check_spec(spec)
@@ -132,8 +131,7 @@ def fusion_kernels(spec: ConvSpec = BASE, epilogue: str = "bias_relu"):
     ops = engine.Operands(spec, epilogue)
     fused = engine.get_graph(spec, epilogue, all_plans=False)
     fplan = fused.default_plan
-    fws = memory.alloc(fplan.workspace_bytes, "workspace")
-    fb = fused.bind(ops.arrays, int(fws.data.ptr), fplan.index, stream)
+    fb = fused.bind_with_workspace(ops.arrays, fplan.index, stream)
     plain = unfused.UnfusedPath(spec, ops, stream)
     rows = []
     for path, fn, plan in (("fused", fb.run, fplan.name), ("unfused", plain.run, plain.plan.name)):
