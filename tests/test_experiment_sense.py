@@ -36,3 +36,20 @@ def test_strategies_books():
 
 def test_roofline_below_the_roof():
     sense.roofline(experiments.roofline())
+
+
+@pytest.mark.parametrize("workload", ["one_conv", "pressure"])
+def test_a_strategies_result_where_no_strategy_ran_gets_a_chart_and_a_sentence(workload):
+    """A GPU too full for the workload (another notebook holding its memory): every row is an error
+    row with no measurement column, and the chart and the summary say so instead of failing."""
+    from labkit.experiments import workspace_strategies as ws
+
+    df = experiments.strategies(workload=workload, repeats=ws.strategies_repeats(workload))
+    failed = df[["workload", "strategy", "calls"]].assign(
+        status="OutOfMemory", reason="out of GPU memory: 64.0 MiB for memory pressure", fallbacks=0
+    )
+    failed.attrs.update(df.attrs)
+    summary = ws.pressure_summary if workload == "pressure" else ws.strategies_summary
+    text = str(summary(failed))
+    assert "no strategy ran" in text and "OutOfMemory" in text and "out of GPU memory" in text, text
+    ws.strategies_chart(failed)

@@ -3,9 +3,12 @@ surprise explained from the measurement, and what a dims-only cache key would ha
 
 from __future__ import annotations
 
+from typing import Optional
+
 from ...draw.plots import (
     fmt_bytes,
     fmt_us,
+    not_ok_note,
     ok_rows,
 )
 from ...draw.prose import Text, where
@@ -46,9 +49,25 @@ def noise_sentence(df) -> str:
     return text + ", and no other median lies within it."
 
 
+def _none_ran(df) -> Optional[Text]:
+    """When no strategy ran (each row a status such as OutOfMemory): one line saying so, with the
+    first reason; else None."""
+    if len(ok_rows(df)):
+        return None
+    first = df.iloc[0]
+    reason = f" {first['strategy']}: {first['reason']}" if first.get("reason") else ""
+    return Text(
+        f"Workload **{df['workload'].iloc[0]}** ({where(df)}): no strategy ran, so there is nothing to "
+        f"compare ({not_ok_note(df, ('strategy',))}).{reason}"
+    )
+
+
 def strategies_summary(df) -> Text:
     """What the strategies chart shows, as a lead line and one bullet per column: host time (and
     its noise), allocations, GPU wall time, memory."""
+    none = _none_ran(df)
+    if none is not None:
+        return none
     ok = ok_rows(df)
     m = _strategy(ok, "malloc_per_call")
     a = _strategy(ok, "fixed_arena")
@@ -120,6 +139,9 @@ def pressure_summary(df) -> Text:
     pressure), what a failed allocation costs in CuPy's pool, and who was untouched."""
     from ...gpu.workloads import PRESSURE_FREE_BYTES
 
+    none = _none_ran(df)
+    if none is not None:
+        return none
     ok = ok_rows(df)
     calls = int(df["calls"].iloc[0])
     parts = [
