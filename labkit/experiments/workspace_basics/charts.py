@@ -247,15 +247,22 @@ SWEEP_GRID = grid(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, row_
 def sweep_chart(df) -> go.Figure:
     """GPU time and workspace of the heuristic plan as one dimension varies, every point labelled.
 
-    One scale whatever the field: the swept values are categories (evenly spaced, as the recorded
-    values double or step), GPU time is on a log axis, workspace on a linear one from zero ("0 B"
-    labelled). Traces: 0 GPU time (us), 1 workspace (in the unit `size_unit` picks)."""
+    One scale whatever the field: the swept values are evenly spaced (as the recorded values double
+    or step: x is each value's position, its tick labelled with the value), GPU time is on a log
+    axis, workspace on a linear one from zero ("0 B" labelled). Traces: 0 GPU time (us), 1 workspace
+    (in the unit `size_unit` picks).
+
+    Positions, not a category axis: a panel updates its chart in place, and the browser keeps a
+    category axis's earlier categories, so a chart moved to another field would place its new values
+    after the old ones."""
     field = str(df["field"].iloc[0]) if len(df) else ""
     ok = ok_rows(df)
     fig = new_figure(**SWEEP_GRID)
+    values = [str(v) for v in ok["value"]]
+    at = list(range(len(values)))
     custom = [
-        [str(p), num(t)]
-        for p, t in zip(ok.get("plan_name", [""] * len(ok)), ok.get("tflops", [None] * len(ok)))
+        [str(p), num(t), v]
+        for p, t, v in zip(ok.get("plan_name", [""] * len(ok)), ok.get("tflops", [None] * len(ok)), values)
     ]
     label = dict(
         mode="lines+markers+text", textposition="top center", textfont=dict(size=10), cliponaxis=False
@@ -263,13 +270,13 @@ def sweep_chart(df) -> go.Figure:
     times = [num(v) for v in ok["gpu_us"]]
     fig.add_trace(
         go.Scatter(
-            x=list(ok["value"]),
+            x=at,
             y=times,
             name="GPU time",
             line=dict(color=COLORS["primary"]),
             text=[fmt_us(v) for v in times],
             customdata=custom,
-            hovertemplate=f"{field}=%{{x}}: %{{y:.1f}} us, %{{customdata[1]:.0f}} TFLOP/s"
+            hovertemplate=f"{field}=%{{customdata[2]}}: %{{y:.1f}} us, %{{customdata[1]:.0f}} TFLOP/s"
             "<br>plan %{customdata[0]}"
             "<extra></extra>",
             **label,
@@ -281,19 +288,28 @@ def sweep_chart(df) -> go.Figure:
     sizes = [num(v) / div if num(v) is not None else None for v in ok["workspace_bytes"]]
     fig.add_trace(
         go.Scatter(
-            x=list(ok["value"]),
+            x=at,
             y=sizes,
             name="workspace",
             line=dict(color=COLORS["secondary"]),
             text=[fmt_bytes(v) for v in ok["workspace_bytes"]],
-            hovertemplate=f"{field}=%{{x}}: workspace %{{text}}<extra></extra>",
+            customdata=values,
+            hovertemplate=f"{field}=%{{customdata}}: workspace %{{text}}<extra></extra>",
             **label,
         ),
         row=2,
         col=1,
     )
-    fig.update_xaxes(type="category", row=1, col=1)
-    fig.update_xaxes(type="category", title_text=SWEEP_AXIS.get(field, field), row=2, col=1)
+    positions = dict(
+        type="linear",
+        tickmode="array",
+        tickvals=at,
+        ticktext=values,
+        range=[-0.5, len(at) - 0.5],
+        zeroline=False,
+    )
+    fig.update_xaxes(**positions, row=1, col=1)
+    fig.update_xaxes(**positions, title_text=SWEEP_AXIS.get(field, field), row=2, col=1)
     fig.update_yaxes(title_text="GPU time (us)", row=1, col=1, **_log_with_room(times))
     top = max([v for v in sizes if v is not None] + [0.0])
     fig.update_yaxes(
