@@ -53,3 +53,18 @@ def test_a_strategies_result_where_no_strategy_ran_gets_a_chart_and_a_sentence(w
     text = str(summary(failed))
     assert "no strategy ran" in text and "OutOfMemory" in text and "out of GPU memory" in text, text
     ws.strategies_chart(failed)
+
+
+def test_the_nchw_plans_conversions_count_every_launch():
+    """A kernel launched twice a call counts twice."""
+    from labkit.draw.plots import fmt_us, ok_rows
+    from labkit.experiments import precision_layout
+    from labkit.experiments.core import result
+
+    nchw = BASE.replace(layout="NCHW")
+    pick = ok_rows(result("layout", spec=BASE)).set_index("layout").loc["NCHW", "plan_name"]
+    rows = ok_rows(result("kernels", spec=nchw))
+    conv = rows[(rows.plan_name == pick) & (rows.role == "layout conversion")]
+    total = float((conv.kernel_us * conv.launches_per_call).sum())
+    text = str(precision_layout.summaries.nchw_kernels())
+    assert f"take {fmt_us(total)} a call together" in text, text

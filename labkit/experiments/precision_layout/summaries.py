@@ -292,12 +292,18 @@ def nchw_kernels(spec: ConvSpec = BASE) -> Text:
     rows = trace[trace["plan_name"] == pick]
     if rows.empty:
         rows = trace[trace["plan_index"] == trace["plan_index"].min()]
+
+    def launches(r) -> str:
+        n = r.launches_per_call
+        return f"{n:g} launches of {fmt_us(r.kernel_us)}" if n != 1 else fmt_us(r.kernel_us)
+
     steps = [
-        f"`{_short(str(r.kernel))}` ({str(r.role).split(' (')[0]}, {fmt_us(r.kernel_us)})"
+        f"`{_short(str(r.kernel))}` ({str(r.role).split(' (')[0]}, {launches(r)})"
         for r in rows.itertuples()
         if r.kernel_us
     ]
-    convert = rows[rows["role"] == "layout conversion"]["kernel_us"].sum()
+    conversions = rows[rows["role"] == "layout conversion"]
+    convert = (conversions["kernel_us"] * conversions["launches_per_call"]).sum()
     text = (
         f"**Inside the NCHW plan** ({where(trace)}): cuDNN's heuristic pick for NCHW, `{pick}`, runs "
         + ", then ".join(steps)
@@ -305,8 +311,8 @@ def nchw_kernels(spec: ConvSpec = BASE) -> Text:
     )
     if convert:
         text += (
-            f" Its own layout conversions take {fmt_us(convert)} together; the CuPy transpose-copies of the "
-            "layout "
+            f" Its own layout conversions take {fmt_us(convert)} a call together; the CuPy "
+            "transpose-copies of the layout "
             f"chart, {fmt_us(lay.loc['NHWC', 'convert_gpu_us'])}: converting is cheap or dear depending on "
             "who does it."
         )
