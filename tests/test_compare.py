@@ -209,3 +209,12 @@ def test_roofline_labels_every_shape_once_and_coinciding_ones_together():
     assert any(" · " in text for text in labels)  # 3x3 @14 and 3x3 @7 coincide
     h100, h200 = (t for t in fig.data if t.mode == "markers")
     assert all(b > a for a, b in zip(h100.x, h200.x))  # side by side, never on top of each other
+
+
+@pytest.mark.parametrize("name", ["fusion", "roofline", "precision", "layout", "plans", "sweep"])
+def test_summary_calls_a_row_a_loss_only_when_it_got_slower(name):
+    table = compare.ratios(compare.frames(name))
+    text = str(compare.summary(table))
+    ratios = table[compare.ratio_column(table, None)].dropna()
+    assert ("largest loss" in text) == bool((ratios > 1).any()), text
+    assert ("argest gain" in text) == bool((ratios < 1).any()), text

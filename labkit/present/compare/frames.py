@@ -364,10 +364,11 @@ def summary(table, other: Optional[str] = None) -> Text:
         extra = ratio_text(row[col], *(r.loc[row.name] for r in rng)) if rng else f"{row[col]:.2f}x"
         return f"{row['label']}, {fmt(row[f'{value} {base}'])} -> {fmt(row[f'{value} {oth}'])} ({extra})"
 
+    gain = f"largest gain: {said(best)}" if best[col] < 1 else f"no row is faster on {gpu(oth)}"
+    loss = f"largest loss: {said(worst)}" if worst[col] > 1 else f"no row is slower on {gpu(oth)}"
     text = (
         f"{table.attrs.get('experiment')}, {len(ok)} rows measured on both: {gpu(oth)} takes a median "
-        f"{ok[col].median():.2f}x the time of {gpu(base)} ({value}). Largest gain: {said(best)}; "
-        f"largest loss: {said(worst)}."
+        f"{ok[col].median():.2f}x the time of {gpu(base)} ({value}). {gain[0].upper()}{gain[1:]}; {loss}."
     )
     if rng:
         low, high = rng
