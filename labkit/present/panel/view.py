@@ -155,8 +155,8 @@ def header_html(controls: Controls) -> str:
         note = (
             f"<b>Recorded</b> on {html.escape(str(prov['gpu']))} with cuDNN {prov['cudnn_backend']} "
             f"on {prov['date']}. The controls offer only recorded values, <b>one factor at a time</b> "
-            f"around the base ({html.escape(cfg.base_text)}); "
-            "a greyed control has one recorded value from here: <i>reset to base</i> to move another."
+            "from the request on screen; a greyed control has one recorded value from here: "
+            f"<i>reset to base</i> ({html.escape(cfg.base_text)}) to move another."
             + (f" Fixed in this recording: {html.escape(fixed)}." if fixed else "")
         )
     return (
