@@ -132,14 +132,18 @@ def contention_text(turn) -> str:
 
 
 def conditions_text(c) -> str:
-    """The GPU's conditions during a measurement (`labkit.gpu.conditions`) in a few words:
-    "SM 1980 MHz, 312 W, 41 C", and "THROTTLED (software power cap)" when its clocks were held
-    down. Empty when they were not recorded."""
+    """The GPU's conditions during a measurement (`labkit.gpu.conditions`: the highest of its samples)
+    in a few words: "peak SM 1980 MHz, 312 W, 41 C", and "THROTTLED (power cap)" when any sample
+    found its clocks held down (NVML's reasons, "software " left out to fit the line). Empty when
+    they were not recorded."""
     if not isinstance(c, dict) or "sm_clock_mhz" not in c:
         return ""
-    text = f"SM {c['sm_clock_mhz']} MHz, {float(c.get('power_w') or 0):.0f} W, {c.get('temperature_c')} C"
+    text = (
+        f"peak SM {c['sm_clock_mhz']} MHz, {float(c.get('power_w') or 0):.0f} W, {c.get('temperature_c')} C"
+    )
     if c.get("throttle"):
-        text += f" · <b>THROTTLED</b> ({', '.join(c['throttle'])})"
+        reasons = [str(r).removeprefix("software ") for r in c["throttle"]]
+        text += f" · <b>THROTTLED</b> ({', '.join(reasons)})"
     return text
 
 
