@@ -754,7 +754,7 @@ NOT_CLAIMS: set = {
     ("01", "**Exercise 2 (explore).** Does a larger batch make fp32 NCHW ask for a workspace?"),
     (
         "01",
-        "Dark bars: the plan cuDNN's heuristic picks; pale bars: the largest workspace any candidate plan asks.",
+        "Coloured bars (a colour per layout): the plan cuDNN's heuristic picks; grey bars behind them: the largest workspace any candidate plan asks.",
     ),
     (
         "01",

@@ -141,7 +141,7 @@ WORKSPACE_SIZES_GRID = grid(
 
 def workspace_sizes_chart(df) -> go.Figure:
     """Per direction, one row per dtype and layout: a bar for the workspace of the plan cuDNN's
-    heuristic picks (labelled: "0 B" is drawn, a variant that did not run says so), over a pale bar
+    heuristic picks (labelled: "0 B" is drawn, a variant that did not run says so), over a grey bar
     for the largest any candidate plan asks. Linear axes from zero, the same for the three
     directions. Traces: per direction (fprop, dgrad, wgrad) the largest candidate, then the
     heuristic pick in NCHW, then in NHWC (9 in all)."""
@@ -207,14 +207,14 @@ def workspace_sizes_chart(df) -> go.Figure:
         fig.update_xaxes(title_text="workspace (MiB)", range=[0, 1.45 * (top or 1.0)], nticks=4, row=1, col=c)
     spec = request_spec(df)
     note = (
-        "bars: the plan cuDNN's heuristic picks, labelled; pale bars: the largest workspace any candidate "
-        "plan asks"
+        "coloured bars: the plan cuDNN's heuristic picks, labelled; grey bars: the largest workspace any "
+        "candidate plan asks"
     )
     cut = int(column_sum(df, "plans_cut"))
     if cut:
         note += (
             f" · {cut} runtime-compiled plan{'s' if cut > 1 else ''} still compiling and left out of "
-            "the pale bars "
+            "the grey bars "
             "(measure again once compiled)"
         )
     bad = not_ok_note(df, ("dtype", "layout", "direction"))
