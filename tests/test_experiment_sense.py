@@ -68,3 +68,18 @@ def test_the_nchw_plans_conversions_count_every_launch():
     total = float((conv.kernel_us * conv.launches_per_call).sum())
     text = str(precision_layout.summaries.nchw_kernels())
     assert f"take {fmt_us(total)} a call together" in text, text
+
+
+@pytest.mark.parametrize("launch", ["graph", "python"])
+def test_the_traced_race_is_read_beside_lesson_06s_untraced_one(launch):
+    from labkit.experiments.core import result
+    from labkit.experiments.under_the_hood import summaries
+
+    traced = experiments.race_timeline(launch=launch, streams=2)
+    race = result("race", launch=launch, streams=2, min_runs=1024)
+    shared = race[race["shared"].astype(bool)].iloc[0]
+    text = str(summaries.race_timeline_summary(traced))
+    bad, runs = int(shared.mismatches_bitwise), int(shared.runs)
+    assert f"untraced {launch}-launched rounds: {bad} of {runs} corrupted" in text, text
+    disagree = (bad > 0) != (int(traced["corrupted"].iloc[0]) > 0)
+    assert ("another timing" in text) == disagree, text

@@ -80,13 +80,44 @@ def strategy_timeline_summary(df) -> Text:
 
 
 def race_timeline_summary(df) -> Text:
+    """The traced round's overlap and corrupted outputs; for Python launches, beside lesson 06's
+    untraced round of the same launch when it is at hand."""
     r = df.iloc[0]
     share = r.overlap_us / r.busy_us if r.busy_us else 0.0
-    return Text(
+    text = (
         f"{where(df)}, {r.launch} launch: the two streams' kernels ran at the same time for "
         f"{fmt_us(r.overlap_us)} ({share:.0%} of the {fmt_us(r.busy_us)} the GPU was busy); "
         f"{int(r.corrupted)} of {int(r.runs)} outputs of this round were corrupted."
     )
+    untraced = _untraced_race(r.launch, int(r.streams))
+    if untraced is not None:
+        bad, runs = untraced
+        text += f" Lesson 06's untraced {r.launch}-launched rounds: {bad} of {runs} corrupted."
+        if (bad > 0) != (r.corrupted > 0):
+            text += (
+                " The same code, another timing: tracing adds host time to every CUDA call, which moves "
+                "when each stream's kernels start, and with it whether the two meet. A round that "
+                "misses the race proves nothing."
+            )
+    return Text(text)
+
+
+def _untraced_race(launch: str, streams: int):
+    """(corrupted, runs) of lesson 06's shared-workspace race for ``launch`` and ``streams``, when at
+    hand without measuring; else None."""
+    from ...errors import LabkitError
+    from ..core import result
+
+    try:
+        race = result("race", at_hand_only=True, launch=launch, streams=streams, min_runs=1024)
+    except LabkitError:
+        return None
+    if race is None or "shared" not in race:
+        return None
+    shared = ok_rows(race)[ok_rows(race)["shared"].astype(bool)]
+    if shared.empty:
+        return None
+    return int(shared["mismatches_bitwise"].iloc[0]), int(shared["runs"].iloc[0])
 
 
 def build_log_summary(df) -> Text:
