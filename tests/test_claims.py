@@ -818,7 +818,7 @@ NOT_CLAIMS: set = {
     ),
     (
         "04",
-        "**Exercise 4 (explore).** Move the panel's controls, the dtype too: where is the heuristic's fused plan slower than the unfused sequence, and by how many times at worst (fused time over unfused time)?",
+        "**Exercise 4 (explore).** In fp16, move the panel's shape controls: where does fusing conv + bias + ReLU (`bias_relu`) gain least?",
     ),
     (
         "04",

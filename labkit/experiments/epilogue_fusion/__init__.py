@@ -10,7 +10,7 @@ from ..core import BASE
 from ..panel_config import SHAPE, spec_panel
 from .calls import recorded_calls
 from .charts import fusion_chart, repeat_spread
-from .exercises import fusion_loses_by, fusion_speedup, unfused_extra_time, unfused_tensors
+from .exercises import fusion_least_gain, fusion_speedup, unfused_extra_time, unfused_tensors
 from .runs import FUSION_DTYPES, fusion
 from .summaries import fusion_summary
 
@@ -23,14 +23,14 @@ __all__ = [
     "fusion_speedup",
     "unfused_tensors",
     "unfused_extra_time",
-    "fusion_loses_by",
+    "fusion_least_gain",
     "recorded_calls",
 ]
 
 
 LESSON = "04"
 CHARTS = {"fusion": (fusion_chart, 9, fusion_summary)}
-EXERCISES = (fusion_speedup, unfused_tensors, unfused_extra_time, fusion_loses_by)
+EXERCISES = (fusion_speedup, unfused_tensors, unfused_extra_time, fusion_least_gain)
 #: experiment -> its lesson panel (`labkit.present.widgets.panel`)
 PANELS = {
     "fusion": spec_panel(
