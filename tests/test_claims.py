@@ -74,7 +74,7 @@ def _launch_as_long_as_a_short_kernel(rec):
 
 @claim(
     "05",
-    "**Exercise 2 (explain).** Why does autotuning pay for itself so much sooner in fp32 NCHW than in fp16 NHWC?",
+    "**Exercise 1 (explain).** Before you run the build-cost cells below: autotuning the base convolution pays for itself far sooner in fp32 NCHW than in fp16 NHWC.",
 )
 def _autotune_pays_off_sooner_in_fp32(rec):
     base = experiments.BASE
@@ -853,7 +853,7 @@ NOT_CLAIMS: set = {
     ("05", "The check compares your times with labkit's `autotune`."),
     (
         "05",
-        "The same stages for fp32 NCHW: **Exercise 1 (explore).** Move the caps panel above to layout NHWC: which is the smallest recorded cap that costs under 5%?",
+        "The same stages for fp32 NCHW: **Exercise 2 (explore).** Move the caps panel above to layout NHWC: which is the smallest recorded cap that costs under 5%?",
     ),
     ("05", "`deselect_workspace_greater_than(cap)` drops every plan that needs more than `cap` bytes."),
     ("07", "* Compare the strategies on more layers: `python -m labkit bench strategies`."),

@@ -188,8 +188,8 @@ autotune_payoff_reason = explain(
     name="autotune_payoff_reason",
     lesson="05",
     question=(
-        "Autotuning the base convolution pays for itself far sooner in fp32 NCHW than in fp16 NHWC (the "
-        "two build-cost summaries). Why?"
+        "Autotuning the base convolution pays for itself far sooner in fp32 NCHW than in fp16 NHWC. Why? "
+        "Answer from the plans panel first, then check against the two build-cost summaries."
     ),
     truth=_payoff_truth,
     why=_payoff_why,
