@@ -220,8 +220,8 @@ def network_report_chart(df) -> go.Figure:
     pool = timeline[timeline["strategy"] == "async_pool"] if "strategy" in timeline.columns else timeline
     if len(pool):
         note += (
-            f" async_pool: what its pool reserved from the driver, {fmt_bytes(pool['held_bytes'].max())}, "
-            "not what its calls asked for."
+            f" async_pool: what its pool holds, {fmt_bytes(pool['held_bytes'].max())}, not what its calls "
+            "asked for."
         )
     return figure_of(
         REPORT_GRID,

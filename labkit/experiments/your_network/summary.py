@@ -89,7 +89,8 @@ def network_report_summary(df) -> Text:
 
 
 def async_pool_sentence(strategies, layers) -> str:
-    """Why async_pool holds what it holds, from the ``strategies`` and ``layers`` tables ("" without it)."""
+    """What async_pool holds against the largest request, from the ``strategies`` and ``layers`` tables
+    ("" without them); lesson 09's first exercise asks why it holds more."""
     pool = strategies[strategies["strategy"] == "async_pool"]
     if pool.empty or not len(layers):
         return ""
@@ -102,8 +103,7 @@ def async_pool_sentence(strategies, layers) -> str:
     )
     return (
         f"async_pool held {fmt_bytes(p['peak_workspace_bytes'])} from its first workspace on, where the "
-        f"largest one a call asks for is {fmt_bytes(largest)}, {after}: what its stream-ordered pool "
-        "(cudaMallocAsync) reserved from the driver, not the sum of its requests."
+        f"largest one a call asks for is {fmt_bytes(largest)}, {after}."
     )
 
 
