@@ -605,6 +605,17 @@ def _timeline(rec):
 
 
 @claim(
+    "03",
+    "**Exercise 4 (predict).** Lesson 00 showed that at batch 32, converting NCHW tensors to NHWC and back costs more than the faster convolution saves.",
+)
+def _converting_does_not_pay_at_batch_32(rec):
+    t = frame(rec, "layout", spec=experiments.BASE).set_index("layout")
+    nchw, nhwc = float(t.loc["NCHW", "end_to_end_us"]), float(t.loc["NHWC", "end_to_end_us"])
+    faster = float(t.loc["NHWC", "conv_gpu_us"]) < float(t.loc["NCHW", "conv_gpu_us"])
+    return experiments.BASE.N == 32 and faster and nhwc > nchw, (nchw, nhwc)
+
+
+@claim(
     "10",
     "Every runnable plan of the base convolution, each run 3 times under the tracer; the chart draws the fastest (its detail line says how many), the summary under it counts them all.",
 )
@@ -816,10 +827,6 @@ NOT_CLAIMS: set = {
     (
         "03",
         "For the ResNet-50 convolution shapes: arithmetic intensity (FLOPs per byte, counting each tensor moved once, and of the input only the pixels some filter window covers: a 1x1 stride-2 convolution reads one pixel in four) against the TFLOP/s achieved.",
-    ),
-    (
-        "03",
-        "For this one convolution, is converting them to NHWC, running there and converting the result back faster than running in NCHW?",
     ),
     (
         "04",

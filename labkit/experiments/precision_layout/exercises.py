@@ -9,7 +9,7 @@ from typing import Optional
 from ...draw.plots import fmt_us, ok_rows
 from ...errors import InvalidSpec
 from ..core import BASE, SWEEPS, result
-from ..exercise import Exercise, equal, explain, flag, number
+from ..exercise import Exercise, equal, explain, number
 from .charts import sci
 from .summaries import _precision_at, _spread
 
@@ -202,42 +202,68 @@ fp8_wins_up_to = Exercise(
 )
 
 
-def _nhwc_pays_off() -> bool:
-    t = ok_rows(result("layout", spec=BASE)).set_index("layout")["end_to_end_us"]
-    return bool(t["NHWC"] < t["NCHW"])
+#: the batch sizes `nhwc_closest_batch` compares (the recorded N sweep)
+NHWC_BATCHES = tuple(SWEEPS["N"])
+
+
+def _conversion_ratios() -> dict:
+    """N -> end-to-end time in NHWC with the conversions over the time in NCHW, per `NHWC_BATCHES`."""
+    out = {}
+    for n in NHWC_BATCHES:
+        t = ok_rows(result("layout", spec=BASE.replace(N=n))).set_index("layout")["end_to_end_us"]
+        out[n] = float(t["NHWC"] / t["NCHW"])
+    return out
+
+
+def _nhwc_closest_batch() -> int:
+    ratios = _conversion_ratios()
+    return min(ratios, key=ratios.get)
 
 
 def _nhwc_why(truth) -> str:
-    df = ok_rows(result("layout", spec=BASE)).set_index("layout")
+    ratios = _conversion_ratios()
+    df = ok_rows(result("layout", spec=BASE.replace(N=truth))).set_index("layout")
     n, h = df.loc["NCHW"], df.loc["NHWC"]
     return (
-        f"NCHW {fmt_us(n.end_to_end_us)}; NHWC {fmt_us(h.conv_gpu_us)} + {fmt_us(h.convert_gpu_us)} of "
-        "conversion = "
-        f"{fmt_us(h.end_to_end_us)}: "
+        "NHWC with the conversions over NCHW: "
+        + ", ".join(f"N={b} {r:.2f}x" for b, r in ratios.items())
+        + f". At N={truth}: NCHW {fmt_us(n.end_to_end_us)}; NHWC {fmt_us(h.conv_gpu_us)} + "
+        f"{fmt_us(h.convert_gpu_us)} of conversion. "
         + (
-            "the conversion costs more than the faster convolution saves. Convert once per network, not per "
-            "layer."
-            if not truth
-            else "the faster convolution outweighs the conversion."
+            "Converting pays off there."
+            if ratios[truth] < 1
+            else "Even there the conversion costs more than the faster convolution saves: convert once per "
+            "network, not per layer."
         )
     )
 
 
-nhwc_pays_off = Exercise(
-    name="nhwc_pays_off",
+def _nhwc_wrong(answer, truth) -> Optional[str]:
+    if answer not in NHWC_BATCHES:
+        return f"answer one of the batch sizes {', '.join(map(str, NHWC_BATCHES))}."
+    r, n = _conversion_ratios(), int(answer)
+    return f"at N={n} NHWC with the conversions takes {r[n]:.2f}x NCHW's time; another batch comes closer."
+
+
+nhwc_closest_batch = Exercise(
+    name="nhwc_closest_batch",
     lesson="03",
     kind="predict",
     question=(
-        "Before the chart: your tensors are NCHW. For this one convolution, is converting them to NHWC, "
-        "running there and converting the result back faster than running in NCHW? (True/False)"
+        "Before the chart: your tensors are NCHW. Converting them to NHWC, running there and converting the "
+        "result back: at which batch size, "
+        + ", ".join(map(str, NHWC_BATCHES[:-1]))
+        + f" or {NHWC_BATCHES[-1]}, does it come closest to paying off (the lowest time against NCHW's)?"
     ),
-    truth=_nhwc_pays_off,
-    parse=flag("does converting pay off?"),
+    truth=_nhwc_closest_batch,
+    parse=number("a batch size"),
     judge=equal,
     why=_nhwc_why,
     hints=(
-        "The conversion reads and writes every element of the input and the output once more: how long "
-        "does that take next to the convolution itself?",
-        "Run the next cell and compare the full height of the two stacked bars.",
+        "The conversion reads and writes every element of the input and the output once more; the "
+        "convolution's time does not grow the same way with N.",
+        "The layout panel below offers each batch size: compare the two stacked bars' heights.",
     ),
+    wrong=_nhwc_wrong,
+    example=8,
 )
