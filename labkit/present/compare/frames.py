@@ -154,7 +154,8 @@ def _attrs(name: str, request: dict, prov: dict, skipped: dict) -> dict:
 
 def describe(recordings: Optional[Sequence] = None, experiments: Optional[Sequence[str]] = None) -> Text:
     """The recordings compared, one Markdown line each: GPU, cuDNN, and the date each compared
-    experiment was measured (the date its charts' legends and subtitles give).
+    experiment was measured (the date its charts' legends and subtitles give); a recording holds
+    more experiments than these.
 
     Args:
         recordings: recording names (default: every shipped recording).
@@ -170,7 +171,7 @@ def describe(recordings: Optional[Sequence] = None, experiments: Optional[Sequen
         by_date: dict = {}
         for e in names:
             by_date.setdefault(r.provenance(e)["date"], []).append(e)
-        dates = "; ".join(f"{d} ({', '.join(es)})" for d, es in sorted(by_date.items()))
+        dates = "; ".join(f"{d} (compared here: {', '.join(es)})" for d, es in sorted(by_date.items()))
         kind = (
             ""
             if m.get("complete")
