@@ -83,3 +83,13 @@ def test_the_traced_race_is_read_beside_lesson_06s_untraced_one(launch):
     assert f"untraced {launch}-launched rounds: {bad} of {runs} corrupted" in text, text
     disagree = (bad > 0) != (int(traced["corrupted"].iloc[0]) > 0)
     assert ("another timing" in text) == disagree, text
+
+
+def test_the_build_logs_error_lines_are_explained_by_what_they_ask():
+    from labkit.experiments.under_the_hood import summaries
+
+    df = experiments.build_log()
+    fe = df[df.source == "frontend"]
+    asked = int((fe.text.str.contains("SHARED_MEMORY_USED") & fe.text.str.contains("NOT_SUPPORTED")).sum())
+    text = str(summaries.build_log_summary(df))
+    assert (f"{asked} of the frontend's ERROR lines" in text) == (asked > 0), text

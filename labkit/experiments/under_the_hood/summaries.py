@@ -124,8 +124,23 @@ def build_log_summary(df) -> Text:
     fe = df[df.source == "frontend"]
     engines = [e for e in dict.fromkeys(fe.engine) if e]
     warn = int(df.text.str.contains("WARN|W!", regex=True).sum())
-    return Text(
+    text = (
         f"{where(df)}, {df['spec_label'].iloc[0]}: the frontend log names {len(engines)} engine "
         f"configurations; {int(df['built'].iloc[0])} of {int(df['plans'].iloc[0])} plans built in "
         f"{df['build_seconds'].iloc[0]:.1f} s; {warn} warning lines."
     )
+    asked = int((fe.text.str.contains("SHARED_MEMORY_USED") & fe.text.str.contains("NOT_SUPPORTED")).sum())
+    if asked:
+        be = df[df.source == "backend"]
+        calls = int(be.text.str.contains("cudnnBackendGetAttribute", regex=False).sum())
+        text += (
+            f" {asked} of the frontend's ERROR lines are it asking an engine configuration for its "
+            "shared-memory use (CUDNN_ATTR_ENGINECFG_SHARED_MEMORY_USED), which this cuDNN does not "
+            f"report (the backend logs each such cudnnBackendGetAttribute call: {calls})"
+            + (
+                "; every plan built all the same."
+                if int(df["built"].iloc[0]) == int(df["plans"].iloc[0])
+                else "."
+            )
+        )
+    return Text(text)
