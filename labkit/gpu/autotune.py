@@ -129,7 +129,7 @@ class TuneResult:
 
 
 def time_plan(
-    cg: engine.ConvGraph,
+    graph: engine.ConvGraph,
     plan_index: int,
     ops: engine.Operands,
     *,
@@ -146,7 +146,7 @@ def time_plan(
     replayed until the median is stable (`measure.graph_replay`).
 
     Args:
-        cg: the built graph.
+        graph: the built graph.
         plan_index: the plan.
         ops: the operands it runs on.
         stream: the stream; default this thread's timing stream.
@@ -160,9 +160,9 @@ def time_plan(
     Returns:
         A `measure.Timing`, in microseconds per call.
     """
-    plan = cg.plan(plan_index)
+    plan = graph.plan(plan_index)
     stream = stream if stream is not None else measure.timing_stream()
-    bound = cg.bind_with_workspace(ops.arrays, plan.index, stream)
+    bound = graph.bind_with_workspace(ops.arrays, plan.index, stream)  # the plan's own workspace
     return measure.graph_replay(
         bound.run,
         stream,

@@ -68,9 +68,10 @@ class RaceResult:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "trace"}
 
 
-def _stream_batch(cg, plan, ops, outs, ws_ptr, stream):
+def _stream_batch(graph, plan, ops, outs, workspace_ptr, stream):
+    """One stream's batch: the plan bound once per output, all to the same inputs and workspace."""
     return [
-        cg.bind({**ops.arrays, ops.output_role: outs[j]}, ws_ptr, plan.index, stream)
+        graph.bind({**ops.arrays, ops.output_role: outs[j]}, workspace_ptr, plan.index, stream)
         for j in range(outs.shape[0])
     ]
 

@@ -243,9 +243,9 @@ class ConvGraph(CheckedPlans):
             lives as long as it does; `OutOfMemory` when the workspace does not fit.
         """
         plan = self.plan(plan_index)
-        ws = memory.alloc(plan.workspace_bytes, f"workspace of plan {plan.index}")
-        bound = BoundConv(self, arrays, int(ws.data.ptr), plan.index, stream)
-        bound.workspace = ws
+        workspace = memory.alloc(plan.workspace_bytes, f"workspace of plan {plan.index}")  # CuPy's pool
+        bound = BoundConv(self, arrays, int(workspace.data.ptr), plan.index, stream)
+        bound.workspace = workspace
         return bound
 
     def execute(
