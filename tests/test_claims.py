@@ -927,7 +927,7 @@ NOT_CLAIMS: set = {
     ),
     (
         "09",
-        "Each distinct convolution's plans are timed as autotuning times them: `graph.bind_with_workspace` allocates the plan's own workspace from CuPy's pool (`memory.alloc`, a `cupy.ndarray`) and binds the plan to its tensors and that workspace (the binding calls the frontend's `execute_plan_at_index` on the stream); then a CUDA graph of back-to-back calls is replayed between two CUDA events until the median is stable (`measure.graph_replay`): The chart: the top panel is the time of each call with the heuristic's plan and the fastest plan; the middle panel is the **memory timeline** (the workspace part of a memory snapshot): how much workspace each strategy holds while each call runs, starting from nothing, and (the last step) after the pass.",
+        "Each distinct convolution's plans are timed as autotuning times them: `graph.bind_with_workspace` allocates the plan's own workspace from CuPy's pool (`memory.alloc`, a `cupy.ndarray`) and binds the plan to its tensors and that workspace (the binding's `run()` calls the frontend's `execute_plan_at_index` on the stream); then a CUDA graph of back-to-back calls is replayed between two CUDA events until the median is stable (`measure.graph_replay`): The chart: the top panel is the time of each call with the heuristic's plan and the fastest plan; the middle panel is the **memory timeline** (the workspace part of a memory snapshot): how much workspace each strategy holds while each call runs, starting from nothing, and (the last step) after the pass.",
     ),
     (
         "09",

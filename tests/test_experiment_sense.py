@@ -81,7 +81,9 @@ def test_the_traced_race_is_read_beside_lesson_06s_untraced_one(launch):
     text = str(summaries.race_timeline_summary(traced))
     bad, runs = int(shared.mismatches_bitwise), int(shared.runs)
     assert f"untraced {launch}-launched rounds: {bad} of {runs} corrupted" in text, text
-    disagree = (bad > 0) != (int(traced["corrupted"].iloc[0]) > 0)
+    corrupted = int(traced["corrupted"].iloc[0])
+    shares = (corrupted / int(traced["runs"].iloc[0]), bad / runs)
+    disagree = (bad > 0) != (corrupted > 0) or max(shares) > 2 * min(shares)
     assert ("another timing" in text) == disagree, text
 
 
@@ -92,4 +94,6 @@ def test_the_build_logs_error_lines_are_explained_by_what_they_ask():
     fe = df[df.source == "frontend"]
     asked = int((fe.text.str.contains("SHARED_MEMORY_USED") & fe.text.str.contains("NOT_SUPPORTED")).sum())
     text = str(summaries.build_log_summary(df))
-    assert (f"{asked} of the frontend's ERROR lines" in text) == (asked > 0), text
+    assert (f"{asked} of the frontend's ERROR lines" in text or f"All {asked} of" in text) == (asked > 0), (
+        text
+    )

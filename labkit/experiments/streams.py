@@ -175,14 +175,21 @@ def _race(launch: str, streams: int):
     return result("race", launch=launch, streams=streams, min_runs=1024).set_index("scratchpad")
 
 
-def _python_why(truth: bool) -> str:
+def _race_counts(truth: bool) -> str:
+    """The two launches' corrupted outputs with one shared scratchpad (no reason: Exercise 1 asks it)."""
     py, gr = _race("python", 2), _race("graph", 2)
     return (
         f"Python launches: {int(py.loc['shared', 'mismatches_bitwise'])} of {int(py.loc['shared', 'runs'])} "
         "outputs corrupted with one shared scratchpad; CUDA graphs: "
-        f"{int(gr.loc['shared', 'mismatches_bitwise'])} of {int(gr.loc['shared', 'runs'])}. One launch from "
-        "Python costs the host longer than this small convolution runs, so the two streams' kernels rarely "
-        "run at the same time: the bug is there, hidden, and a change of timing can bring it out."
+        f"{int(gr.loc['shared', 'mismatches_bitwise'])} of {int(gr.loc['shared', 'runs'])}."
+    )
+
+
+def _python_why(truth: bool) -> str:
+    return _race_counts(truth) + (
+        " One launch from Python costs the host longer than this small convolution runs, so the two "
+        "streams' kernels rarely run at the same time: the bug is there, hidden, and a change of timing "
+        "can bring it out."
     )
 
 
@@ -197,11 +204,10 @@ race_python_prediction = Exercise(
     truth=lambda: bool(_race("python", 2).loc["shared", "mismatches_bitwise"] > 0),
     parse=flag("any output corrupted?"),
     judge=equal,
-    why=_python_why,
+    why=_race_counts,
     hints=(
         "a corruption needs two streams' kernels using the workspace at the same moment.",
-        "how long does one Python launch take on the host, against how long this small convolution runs on "
-        "the GPU?",
+        "run the next cell and read the python row of the chart.",
     ),
 )
 

@@ -253,16 +253,16 @@ fusion_least_gain = Exercise(
     kind="explore",
     question=(
         "In fp16, move the fusion panel's shape controls: where does fusing conv + bias + ReLU "
-        "(bias_relu) gain least? Answer fused time over unfused time there (within 10 %)."
+        "(bias_relu) gain least? Answer fused time over unfused time there (within 5 %)."
     ),
     truth=_least_gain_ratio,
     parse=number("a ratio"),
-    judge=within(0.10),
+    judge=within(0.05),
     why=_least_gain_why,
     hints=(
         "Try every value of N, C and H; the ratio is the green dot's time over the grey one's.",
         "Both times change with the shape: compare their ratio, not their difference.",
     ),
     wrong=_least_gain_wrong,
-    example=0.5,
+    example=0.9,
 )

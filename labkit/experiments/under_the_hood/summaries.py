@@ -93,12 +93,14 @@ def race_timeline_summary(df) -> Text:
     if untraced is not None:
         bad, runs = untraced
         text += f" Lesson 06's untraced {r.launch}-launched rounds: {bad} of {runs} corrupted."
-        if (bad > 0) != (r.corrupted > 0):
+        traced, alone = r.corrupted / r.runs, bad / runs
+        if (bad > 0) != (r.corrupted > 0) or max(traced, alone) > 2 * min(traced, alone):
             text += (
                 " The same code, another timing: tracing adds host time to every CUDA call, which moves "
-                "when each stream's kernels start, and with it whether the two meet. A round that "
-                "misses the race proves nothing."
+                "when each stream's kernels start, and with it how often the two meet."
             )
+            if (bad > 0) != (r.corrupted > 0):
+                text += " A round that misses the race proves nothing."
     return Text(text)
 
 
@@ -122,7 +124,7 @@ def _untraced_race(launch: str, streams: int):
 
 def build_log_summary(df) -> Text:
     fe = df[df.source == "frontend"]
-    engines = [e for e in dict.fromkeys(fe.engine) if e]
+    engines = [e for e in dict.fromkeys(fe.engine.dropna()) if e]
     warn = int(df.text.str.contains("WARN|W!", regex=True).sum())
     text = (
         f"{where(df)}, {df['spec_label'].iloc[0]}: the frontend log names {len(engines)} engine "
@@ -133,8 +135,10 @@ def build_log_summary(df) -> Text:
     if asked:
         be = df[df.source == "backend"]
         calls = int(be.text.str.contains("cudnnBackendGetAttribute", regex=False).sum())
+        errors = int(fe.text.str.contains("ERROR", regex=False).sum())
+        which = f"All {asked}" if asked == errors else f"{asked} of the {errors}"
         text += (
-            f" {asked} of the frontend's ERROR lines are it asking an engine configuration for its "
+            f" {which} of the frontend's ERROR lines are it asking an engine configuration for its "
             "shared-memory use (CUDNN_ATTR_ENGINECFG_SHARED_MEMORY_USED), which this cuDNN does not "
             f"report (the backend logs each such cudnnBackendGetAttribute call: {calls})"
             + (
