@@ -915,7 +915,7 @@ NOT_CLAIMS: set = {
     ),
     (
         "09",
-        "**Exercise 2 (predict).** Before you look at it: if every call had to fit its workspace in 4 MiB, how much slower would the pass be?",
+        "**Exercise 2 (predict).** Before you read the budget (the chart's bottom panel above, the table below): if every call had to fit its workspace in 4 MiB, how much slower would the pass be?",
     ),
     (
         "09",
@@ -942,7 +942,7 @@ NOT_CLAIMS: set = {
         'It is a sum of the plan times measured above (no new measurement), so it answers "I can spare 64 MiB" in time lost.',
     ),
     ("09", "The budget curve adds kernel times measured by graph replay, repeated until stable."),
-    ("09", "The top chart shows which calls need more (hover a bar)."),
+    ("09", "The chart's top panel shows which calls need more (hover a bar)."),
     ("09", "`calls_changing_plan` counts the calls that must take a slower plan."),
     (
         "09",
