@@ -375,3 +375,20 @@ def test_dropdowns_get_room_for_their_longest_option():
     # changed in place
     assert live.widgets["N"].layout is live.widgets["layout"].layout is not live.widgets["workload"].layout
     assert len({id(w.layout) for w in p.widgets.values()}) <= 3
+
+
+def test_a_panel_opened_away_from_its_base_resets_to_where_it_opened():
+    """A lesson that opens a panel elsewhere (05: plans in NCHW; 09: the report on VGG16) makes that
+    its base: the header names it and *reset to base* goes back to it."""
+    import re
+
+    from labkit.present.panel.view import header_html
+
+    p = widgets.PlansPanel(layout="NCHW")
+    assert "reset to base (fp16 NCHW fprop" in re.sub("<[^>]+>", "", header_html(p.controls_state))
+    p.set(dtype="fp32")
+    p.reset()
+    assert (p.state["dtype"], p.state["layout"]) == ("fp16", "NCHW")
+    r = widgets.ReportPanel(net="vgg16")
+    assert "reset to base (vgg16, batch 32" in re.sub("<[^>]+>", "", header_html(r.controls_state))
+    assert widgets.PANELS["plans"]().cfg.base["layout"] == "NHWC"  # the shared configuration is untouched

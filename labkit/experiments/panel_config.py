@@ -72,10 +72,26 @@ class PanelConfig:
     recorded_controls: Optional[Tuple[str, ...]] = None
     #: live: the values a choice control offers where the experiment takes fewer than the control's
     live_options: Dict[str, Tuple] = field(default_factory=dict)
+    #: a base state in words, for `rebased` (None: ``base_text`` stays as it is)
+    describe: Optional[Callable[[dict], str]] = None
 
     def field(self, name: str) -> str:
         """The request field (dotted) a control sets."""
         return self.prefix + name if name in SPEC_FIELDS else name
+
+    def rebased(self, state: dict) -> "PanelConfig":
+        """This configuration with ``state`` as its base (a lesson that opens the panel elsewhere).
+
+        Args:
+            state: the panel state to go back to on *reset to base*.
+
+        Returns:
+            A new `PanelConfig`; ``base_text`` says ``state`` when ``describe`` is set.
+        """
+        import dataclasses
+
+        text = self.describe(state) if self.describe is not None else self.base_text
+        return dataclasses.replace(self, base=dict(state), base_text=text)
 
 
 def spec_panel(
@@ -94,10 +110,16 @@ def spec_panel(
         state_of(base),
         lambda s: dict(spec=spec_of(s)),
         "spec.",
-        base_text=f"{base.dtype} {base.layout} {base.direction} {shape_label(base)}",
+        base_text=spec_text(base),
         recorded_controls=recorded_controls,
         live_options=dict(live_options or {}),
+        describe=lambda s: spec_text(spec_of(s)),
     )
+
+
+def spec_text(spec: ConvSpec) -> str:
+    """A convolution as a panel's header names its base: dtype, layout, direction and shape."""
+    return f"{spec.dtype} {spec.layout} {spec.direction} {shape_label(spec)}"
 
 
 def plain_panel(

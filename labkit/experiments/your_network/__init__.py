@@ -119,5 +119,6 @@ PANELS = {
         "Your network: every conv layer, every strategy",
         dict(net="resnet50", batch=32, dtype="fp16", layout="NHWC"),
         "resnet50, batch 32, fp16 NHWC, inference",
+        describe=lambda s: f"{s['net']}, batch {s['batch']}, {s['dtype']} {s['layout']}, inference",
     )
 }

@@ -228,6 +228,9 @@ class Panel:
             self.set(**initial)
         finally:
             self._defer -= 1
+        if initial:  # where the lesson opens the panel is where *reset to base* goes back to
+            self.controls_state.cfg = self.cfg.rebased(self.state)
+            self.view.sync(self.controls_state)
         first_request(self)
 
     # ---- what the notebook reads ------------------------------------------------------------------
