@@ -758,6 +758,10 @@ def _one_falls_back_on_growing_batch(rec):
 
 #: (lesson, sentence) pairs with comparative words that compare nothing measured
 NOT_CLAIMS: set = {
+    (  # an instruction: what to compare, not a comparison
+        "05",
+        "Set the plans panel to fp32 NCHW, then to fp16 NHWC, and compare the heuristic pick's time with the fastest plan's (hover them); then run the cells and check.",
+    ),
     (  # what the code does: test_lessons_05_07 ties the margin and the rounds to autotune's constants
         "05",
         "Before it picks, autotune times the plans within 3% of the fastest again, in turns, for three rounds: two plans a few per cent apart are told apart by alternating measurements, not by one timing each.",

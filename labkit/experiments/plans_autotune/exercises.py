@@ -137,8 +137,8 @@ def _payoff(name: str) -> dict:
 PAYOFF_CHOICES = {
     "more_plans": "fp16 NHWC has more plans to time, so its autotune costs too much to ever pay off.",
     "fp16_is_slower": "fp16 convolutions run slower than fp32 ones, so each call has less to save.",
-    "nothing_to_win": "In fp16 NHWC the heuristic's pick is already the fastest plan, or within a few "
-    "percent of it: autotuning has little or nothing to save per call.",
+    "nothing_to_win": "In fp16 NHWC the heuristic's pick is already the fastest plan, or close to it: "
+    "autotuning saves a call little or nothing there, in microseconds, against what it saves in fp32 NCHW.",
     "not_saved": "An fp16 plan cannot be saved to disk, so its autotune is paid again in every session.",
 }
 
@@ -189,7 +189,8 @@ autotune_payoff_reason = explain(
     lesson="05",
     question=(
         "Autotuning the base convolution pays for itself far sooner in fp32 NCHW than in fp16 NHWC. Why? "
-        "Answer from the plans panel first, then check against the two build-cost summaries."
+        "Answer from the plans panel first (set it to fp32 NCHW, then to fp16 NHWC, and compare the "
+        "heuristic pick's time with the fastest plan's), then check against the two build-cost summaries."
     ),
     truth=_payoff_truth,
     why=_payoff_why,
