@@ -311,7 +311,11 @@ def race_timeline_chart(df) -> go.Figure:
         df,
         "The race, traced: do the streams' kernels overlap?",
         detail,
-        note="shaded: both streams' kernels at once, two convolutions writing the one workspace",
+        note=(
+            "shaded: both streams' kernels at once, two convolutions writing the one workspace"
+            if fig.layout.shapes
+            else "the two streams' kernels never ran at the same time in this round"
+        ),
         height=420,
     )
 
