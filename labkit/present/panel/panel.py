@@ -145,6 +145,24 @@ def settled(panel: "Panel") -> "Panel":
     return panel
 
 
+def open_at(panel: "Panel", initial: dict) -> None:
+    """Set a new panel's controls to where the lesson opens it, which becomes its base: its header
+    names it and *reset to base* goes back to it.
+
+    Args:
+        panel: the panel, not yet drawn.
+        initial: control name -> value (empty: the configuration's own base).
+    """
+    panel._defer += 1
+    try:
+        panel.set(**initial)
+    finally:
+        panel._defer -= 1
+    if initial:
+        panel.controls_state.cfg = panel.cfg.rebased(panel.state)
+        panel.view.sync(panel.controls_state)
+
+
 def first_request(panel: "Panel") -> None:
     """A panel's first answer.
 
@@ -223,14 +241,7 @@ class Panel:
             self.view.say,
         )
         self.view.sync(self.controls_state)
-        self._defer += 1
-        try:
-            self.set(**initial)
-        finally:
-            self._defer -= 1
-        if initial:  # where the lesson opens the panel is where *reset to base* goes back to
-            self.controls_state.cfg = self.cfg.rebased(self.state)
-            self.view.sync(self.controls_state)
+        open_at(self, initial)
         first_request(self)
 
     # ---- what the notebook reads ------------------------------------------------------------------
