@@ -355,7 +355,8 @@ LOG_CONTEXT = r"^\s*[wWeEiI]!\s+(?:Time:|Process=)"
 def log_kinds(df):
     """The build log's lines about engines, warnings and errors, each kind of line once: its source,
     first line number, how many times it appears and its text (digits and engine names stand for
-    any, so "plan at position 0" and "position 7" are one kind). A DataFrame."""
+    any, so "plan at position 0" and "position 7" are one kind; a kind whose lines differ is shown
+    with N for the numbers and ENGINE for the engine names). A DataFrame."""
     import re
 
     import pandas as pd
@@ -372,6 +373,8 @@ def log_kinds(df):
         key = (r.source, kind)
         if key not in rows:
             rows[key] = dict(source=r.source, line=int(r.line), times=0, text=body)
+        elif rows[key]["text"] != body:
+            rows[key]["text"] = kind
         rows[key]["times"] += 1
     return pd.DataFrame(list(rows.values()), columns=["source", "line", "times", "text"])
 
