@@ -412,6 +412,15 @@ def build_log_chart(df) -> go.Figure:
         "cuDNN's own words: the build log",
         detail,
         note="CUDNN_FRONTEND_LOG_INFO=1 and CUDNN_LOGLEVEL_DBG=2 in a fresh process",
-        height=280 + 34 * max(len(keep), 4),
+        height=230 + _table_height([t[:320] for t in keep.text]),
         legend_rows=0,
     )
+
+
+def _table_height(texts, chars_per_line: int = 110) -> int:
+    """Pixels the build-log table takes: its header, and per row 20 px plus 16 for each line its text
+    wraps to (10 px font in the text column's width)."""
+    import math
+
+    rows = [20 + 16 * (max(1, math.ceil(len(t) / chars_per_line)) - 1) for t in texts]
+    return 45 + sum(rows) + 20 * max(0, 4 - len(rows))
