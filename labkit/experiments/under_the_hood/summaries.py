@@ -94,12 +94,13 @@ def race_timeline_summary(df) -> Text:
         bad, runs = untraced
         text += f" Lesson 06's untraced {r.launch}-launched rounds: {bad} of {runs} corrupted."
         traced, alone = r.corrupted / r.runs, bad / runs
-        if (bad > 0) != (r.corrupted > 0) or max(traced, alone) > 2 * min(traced, alone):
+        one_missed = (bad > 0) != (r.corrupted > 0)
+        if one_missed or max(traced, alone) > 2 * min(traced, alone):
             text += (
                 " The same code, another timing: tracing adds host time to every CUDA call, which moves "
                 "when each stream's kernels start, and with it how often the two meet."
             )
-            if (bad > 0) != (r.corrupted > 0):
+            if one_missed:
                 text += " A round that misses the race proves nothing."
     return Text(text)
 
@@ -116,7 +117,8 @@ def _untraced_race(launch: str, streams: int):
         return None
     if race is None or "shared" not in race:
         return None
-    shared = ok_rows(race)[ok_rows(race)["shared"].astype(bool)]
+    race = ok_rows(race)
+    shared = race[race["shared"].astype(bool)]
     if shared.empty:
         return None
     return int(shared["mismatches_bitwise"].iloc[0]), int(shared["runs"].iloc[0])
