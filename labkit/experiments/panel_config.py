@@ -8,7 +8,7 @@ way round.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, Optional, Tuple
 
 from ..draw.plots import shape_label
@@ -88,10 +88,8 @@ class PanelConfig:
         Returns:
             A new `PanelConfig`; ``base_text`` says ``state`` when ``describe`` is set.
         """
-        import dataclasses
-
         text = self.describe(state) if self.describe is not None else self.base_text
-        return dataclasses.replace(self, base=dict(state), base_text=text)
+        return replace(self, base=dict(state), base_text=text)
 
 
 def spec_panel(

@@ -384,12 +384,13 @@ def build_log_chart(df) -> go.Figure:
     (`log_kinds`: each kind of line once, with how many times it appears), as a table. Traces: 1."""
     fig = new_figure()
     keep = log_kinds(df)
+    texts = [t[:320] for t in keep.text]
     fig.add_trace(
         go.Table(
             columnwidth=[60, 40, 40, 560],
             header=dict(values=["source", "first line", "times", "text"], align="left", fill_color="#e8eaed"),
             cells=dict(
-                values=[list(keep.source), list(keep.line), list(keep.times), [t[:320] for t in keep.text]],
+                values=[list(keep.source), list(keep.line), list(keep.times), texts],
                 align="left",
                 font=dict(size=10),
                 height=20,
@@ -412,7 +413,7 @@ def build_log_chart(df) -> go.Figure:
         "cuDNN's own words: the build log",
         detail,
         note="CUDNN_FRONTEND_LOG_INFO=1 and CUDNN_LOGLEVEL_DBG=2 in a fresh process",
-        height=230 + _table_height([t[:320] for t in keep.text]),
+        height=230 + _table_height(texts),
         legend_rows=0,
     )
 

@@ -80,8 +80,8 @@ def strategy_timeline_summary(df) -> Text:
 
 
 def race_timeline_summary(df) -> Text:
-    """The traced round's overlap and corrupted outputs; for Python launches, beside lesson 06's
-    untraced round of the same launch when it is at hand."""
+    """The traced round's overlap and corrupted outputs, beside lesson 06's untraced rounds of the
+    same launch when they are at hand (and why the two differ, when they do)."""
     r = df.iloc[0]
     share = r.overlap_us / r.busy_us if r.busy_us else 0.0
     text = (
