@@ -93,7 +93,8 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	@# an editable install leaves labkit uncompiled: the first import would compile ~170 files (0.5 s)
 	@$(BIN)/python -m compileall -q labkit > /dev/null || true
 	@# with a GPU: the kernels a first visit would compile, compiled now: CuPy's (18 of them waited in one
-	@# panel's first paint) and cuDNN's run-time compiled plans (kept in CUDA's JIT cache, ~/.nv/ComputeCache)
+	@# panel's first paint) and cuDNN's run-time compiled plans for every shape the lessons offer (kept in
+	@# labkit's plan store, ~/.cache/labkit/plans, and CUDA's JIT cache; about two minutes on an H100 host)
 	@$(BIN)/python -m labkit warm-kernels || true
 	@rm -f $(VENV)/.installed-*
 	@touch $@

@@ -192,8 +192,8 @@ def test_a_panel_reads_dtype_and_layout_in_any_case():
 
 def test_warm_kernels_builds_what_a_first_visit_builds():
     """`warm-kernels`' cuDNN groups: the lessons' base convolution in every dtype, layout and
-    direction cuDNN accepts (fprop also with each fused epilogue), then lesson 09's first report,
-    each distinct layer once."""
+    direction cuDNN accepts (fprop also with each fused epilogue), the same at every shape the
+    lessons' shape controls offer, then lesson 09's reports, each distinct layer once."""
     from labkit import experiments, networks
     from labkit.cli.main import first_visit_graphs
     from labkit.spec import DTYPES
@@ -208,6 +208,23 @@ def test_warm_kernels_builds_what_a_first_visit_builds():
         assert all(
             s.replace(dtype="fp16", layout="NHWC", direction="fprop") == experiments.BASE for s, _ in graphs
         )
+    base = {
+        (s.dtype, s.layout, s.direction, ep)
+        for d in DTYPES
+        for s, ep in groups[f"cuDNN's compiled plans, {d}"]
+    }
+    by_shape = {}
+    for label, graphs in groups.items():
+        if "lesson 09" not in label:
+            for s, ep in graphs:
+                by_shape.setdefault((s.N, s.C, s.K, s.H, s.W), set()).add(
+                    (s.dtype, s.layout, s.direction, ep)
+                )
+    assert set(by_shape) == {(s.N, s.C, s.K, s.H, s.W) for s in experiments.variants()}
+    assert len(by_shape) == 10 and all(v == base for v in by_shape.values())
     report = groups["cuDNN's compiled plans, resnet50 (lesson 09)"]
     want = networks.unique(networks.layers_of("resnet50", batch=32, dtype="fp16", layout="NHWC"))
-    assert [s for s, _ in report] == [g.spec for g in want] and len(report) == 23
+    assert [s for s, _ in report][: len(want)] == [g.spec for g in want] and len(want) == 23
+    nchw = networks.unique(networks.layers_of("resnet50", batch=32, dtype="fp16", layout="NCHW"))
+    assert set(g.spec for g in nchw) <= {s for s, _ in report}
+    assert "cuDNN's compiled plans, vgg16 (lesson 09)" in groups

@@ -173,3 +173,41 @@ def test_two_writers_of_the_same_plan_leave_a_whole_file(tmp_path):
     got = store.get(KEY, "autotuned")
     assert got.plan_name in ("eng1", "eng2") and set(got.data) == {int(got.plan_name[-1])}
     assert not list(store.path.glob("*.tmp")) and not (tmp_path / "set-aside").exists()
+
+
+def test_compiled_plans_are_one_file_per_graph_and_plan_name(store):
+    """A runtime-compiled plan (`plan_store.COMPILED`) is kept per graph and plan name, beside the
+    chosen plans; `has` sees its file without reading it."""
+    from labkit.gpu.compiled_plans import plan_key
+
+    spec_key = KEY[0]
+    a, b = plan_key(spec_key, "none", None, "eng7_k24=29"), plan_key(spec_key, "none", None, "eng7_k24=30")
+    assert not store.has(a, plan_store.COMPILED)
+    pa = store.put(a, plan_store.COMPILED, BLOB, "eng7_k24=29", 0, "RUNTIME_COMPILATION")
+    pb = store.put(b, plan_store.COMPILED, BLOB[::-1], "eng7_k24=30", 512)
+    assert pa != pb and pa.name.endswith(".compiled.json")
+    assert store.has(a, plan_store.COMPILED) and store.has(b, plan_store.COMPILED)
+    assert not store.has(plan_key(spec_key, "bias_relu", None, "eng7_k24=29"), plan_store.COMPILED)
+    got = store.get(b, plan_store.COMPILED)
+    assert got.data == BLOB[::-1] and got.plan_name == "eng7_k24=30" and got.workspace_bytes == 512
+    assert store.get(a, "autotuned") is None  # the chosen kinds are files of their own
+    with pytest.raises(InvalidSpec, match="kind"):
+        plan_store.check_kind(plan_store.COMPILED)  # not a kind `load_plan` takes
+
+
+def test_trim_keeps_the_newest_compiled_plans_and_leaves_other_kinds(store):
+    import os
+
+    from labkit.gpu.compiled_plans import plan_key
+
+    put(store)
+    paths = []
+    for i in range(5):
+        paths.append(
+            store.put(plan_key(KEY[0], "none", None, f"eng{i}"), plan_store.COMPILED, BLOB, f"eng{i}", 0)
+        )
+        os.utime(paths[-1], (1000 + i, 1000 + i))
+    assert store.trim(plan_store.COMPILED, 2) == 3
+    assert [p.exists() for p in paths] == [False, False, False, True, True]
+    assert store.get(KEY, "autotuned") is not None
+    assert store.trim(plan_store.COMPILED, 2) == 0

@@ -429,7 +429,7 @@ def _widgets(df, meta):
             report = g[g.panel == "network_report"].latency_ms
             first_cell = number(cell.max()) if len(cell) else "?"
             setup.append(
-                f"{gpu} ({date}): first cell {first_cell} ms, panels' first paint "
+                f"{gpu} ({date}, {condition}): first cell {first_cell} ms, panels' first paint "
                 f"at most {number(builds.first_paint_ms.max())} ms; changes p90 "
                 f"{number(_p90(lat))} ms, lessons' max {number(lessons.max())} ms, the network report's max "
                 f"{number(report.max()) if len(report) else '?'} ms."
@@ -440,7 +440,9 @@ def _widgets(df, meta):
     )
     if setup:
         sentence += (
-            " After `make setup` (an empty cache; CuPy's and cuDNN's kernels compiled by `warm-kernels`): "
+            " After `make setup` (`warm-kernels` compiled CuPy's kernels and cuDNN's; 'nothing measured': "
+            "labkit's cache holds no measurement, only the runtime-compiled plans `warm-kernels` kept for "
+            "every shape the lessons offer; 'empty cache': those plans were in CUDA's JIT cache only): "
             + " ".join(setup)
         )
     return pd.DataFrame(rows), sentence

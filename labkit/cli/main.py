@@ -21,8 +21,9 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("doctor", help="what this machine has, the mode and why, what to install to go live")
     sub.add_parser(
         "warm-kernels",
-        help="compile CuPy's kernels the panels run, into CuPy's kernel cache (make setup "
-        "runs it; a GPU's first visit then waits for none); nothing without a live GPU",
+        help="compile the kernels the panels run, CuPy's into its kernel cache and cuDNN's "
+        "runtime-compiled plans into labkit's plan store (make setup runs it; a GPU's first visit "
+        "then compiles none of the lessons' shapes); nothing without a live GPU",
     )
     fill = sub.add_parser(
         "fill",
@@ -222,42 +223,66 @@ def first_visit_graphs():
 
     Returns:
         (label, [(convolution, epilogue), ...]) groups: the lessons' base convolution in each dtype
-        (every layout and direction, and the fused epilogues of fprop), then lesson 09's first
-        report (`labkit.experiments.network_report`'s defaults).
+        (every layout and direction, and the fused epilogues of fprop), then each shape the lessons'
+        shape controls offer (`labkit.experiments.core.variants`) in the same dtypes, layouts,
+        directions and epilogues, then lesson 09's reports (`labkit.experiments.network_report`'s
+        defaults, and VGG-16, which its panel opens on) in every dtype and both layouts.
     """
     import inspect
 
     from .. import networks
     from ..errors import LabkitError
     from ..experiments import network_report
-    from ..experiments.core import BASE
+    from ..experiments.core import BASE, variants
     from ..spec import DTYPES, LAYOUTS
 
-    groups = []
-    for dtype in DTYPES:
+    def every_variant(shape, dtypes=DTYPES):
         graphs = []
-        for layout in LAYOUTS:
-            for direction in ("fprop", "dgrad", "wgrad"):
-                try:
-                    spec = BASE.replace(dtype=dtype, layout=layout, direction=direction)
-                except LabkitError:
-                    continue
-                graphs.append((spec, "none"))
-            graphs += [
-                (BASE.replace(dtype=dtype, layout=layout), ep) for ep in ("bias_relu", "bias_relu_add")
-            ]
-        groups.append((f"cuDNN's compiled plans, {dtype}", graphs))
+        for dtype in dtypes:
+            for layout in LAYOUTS:
+                for direction in ("fprop", "dgrad", "wgrad"):
+                    try:
+                        spec = shape.replace(dtype=dtype, layout=layout, direction=direction)
+                    except LabkitError:
+                        continue
+                    graphs.append((spec, "none"))
+                graphs += [
+                    (shape.replace(dtype=dtype, layout=layout), ep) for ep in ("bias_relu", "bias_relu_add")
+                ]
+        return graphs
+
+    groups = [(f"cuDNN's compiled plans, {dtype}", every_variant(BASE, (dtype,))) for dtype in DTYPES]
+    for shape in variants(BASE)[1:]:
+        moved = ", ".join(
+            f"{name}={getattr(shape, f)}"
+            for f, name in (("N", "N"), ("C", "C=K"), ("H", "H=W"))
+            if getattr(shape, f) != getattr(BASE, f)
+        )
+        groups.append((f"cuDNN's compiled plans, {moved}", every_variant(shape)))
     report = {k: p.default for k, p in inspect.signature(network_report).parameters.items()}
-    layers = networks.layers_of(
-        report["net"],
-        batch=report["batch"],
-        dtype=report["dtype"],
-        layout=report["layout"],
-        image=report["image"],
-    )
-    label = f"cuDNN's compiled plans, {report['net']} (lesson 09)"
-    groups.append((label, [(g.spec, "none") for g in networks.unique(layers)]))
+    for net in dict.fromkeys((report["net"], "vgg16")):
+        graphs = []
+        first = (report["dtype"], report["layout"])  # the report a first visit opens on, then its variants
+        others = [(d, report["layout"]) for d in DTYPES if d != report["dtype"]] + [(report["dtype"], "NCHW")]
+        for dtype, layout in [first] + others:
+            layers = networks.layers_of(
+                net, batch=report["batch"], dtype=dtype, layout=layout, image=report["image"]
+            )
+            graphs += [(g.spec, "none") for g in networks.unique(layers)]
+        groups.append((f"cuDNN's compiled plans, {net} (lesson 09)", graphs))
     return groups
+
+
+def _plan_folder() -> str:
+    """Where this machine's saved and compiled plans are (`labkit.store.plan_store`), or why none."""
+    from ..errors import LabkitError
+    from ..store import plan_store
+
+    try:
+        store = plan_store.current()
+    except LabkitError as exc:
+        return f"not kept ({exc})"
+    return "not kept (LABKIT_SAVED_PLANS=0)" if store is None else str(store.path)
 
 
 def main_warm_kernels() -> int:
@@ -288,7 +313,11 @@ def main_warm_kernels() -> int:
     print(
         f"labkit warm-kernels: {len(done) - len(failed)} of {len(done)} tasks in "
         f"{time.perf_counter() - t0:.1f} s; CuPy's kernel cache: {cupy_cache}"
-        + ("" if in_class else f"; cuDNN's compiled kernels: CUDA's JIT cache, {jit_cache}")
+        + (
+            ""
+            if in_class
+            else f"; cuDNN's compiled plans: {_plan_folder()} and CUDA's JIT cache, {jit_cache}"
+        )
     )
     for label, why in failed.items():
         print(f"  {label}: {why}")

@@ -10,7 +10,8 @@ direction and epilogue (its `kernel_key`): cuDNN keeps the kernels it compiled a
 process, and many of them serve other shapes, so a rebuild at a new batch size or channel count
 there takes tens of milliseconds instead of a new compile of about half a second
 (``data/bench/build_costs_h200.csv``). Another worker takes such a job only while its own worker
-is busy with another job of its own.
+is busy with another job of its own. Every plan a worker builds is kept on disk
+(`labkit.gpu.compiled_plans`), so a later build of the same graph loads it instead.
 """
 
 from __future__ import annotations
@@ -166,6 +167,19 @@ class Job:
     batch: int = 0
 
 
+def _keep(job: Job, value: dict) -> None:
+    """Keep a plan a worker built on disk (`labkit.gpu.compiled_plans`): the next build of its
+    graph, in this process or a later one, loads it instead of compiling it again."""
+    from ..spec import ConvSpec
+    from . import compiled_plans
+
+    try:
+        key = ConvSpec.from_dict(job.spec_fields).key
+    except LabkitError:
+        return
+    compiled_plans.keep(key, job.epilogue, job.workspace_cap, value)
+
+
 @dataclass
 class PoolStats:
     """What the pool did; seconds are summed over plans.
@@ -297,6 +311,7 @@ class BuildPool:
                     self.stats.remote_seconds += value["seconds"]
                     self.stats.remote_max_seconds = max(self.stats.remote_max_seconds, value["seconds"])
                 job.future.set_result(value)
+                _keep(job, value)
             except BaseException as exc:  # noqa: BLE001  (every failure goes to the caller: built there)
                 if isinstance(exc, (WorkerDied, TimedOut)):
                     died = True

@@ -22,6 +22,11 @@ spent, the request's queued compiles that no worker has started are cancelled to
 panel; a graph left with no plan at all (every plan runtime-compiled, as fp8 ones are) waits for its
 compiles within the build budget instead (`_nothing_built`).
 
+A runtime-compiled plan compiled once, by any process on this machine, is kept on disk
+(`labkit.gpu.compiled_plans`): a build of its graph (``parallel``) deserializes it in milliseconds
+and queues no compile for it. A build that measures what building costs (``parallel=False``) loads
+and keeps nothing.
+
 Faults: a worker that dies, or takes longer than `PLAN_BUDGET_S` over one plan, is killed (the
 next job starts a new one) and its plan is built here; a plan a worker could not reproduce (another
 name at its index) or cuDNN would not deserialize is built here too. Ctrl-C while waiting stops
@@ -152,6 +157,8 @@ def ahead(graphs) -> int:
         count = g.get_execution_plan_count()
         never = _never_run(spec, epilogue, g, count)
         compiled = [i for i in runtime_compiled(g, count) if i not in never]
+        on_disk = _kept(spec, epilogue, cap, g, compiled)  # loaded by the build, not compiled again
+        compiled = [i for i in compiled if i not in on_disk]
         # a graph with no precompiled plan (fp8) has no plan at all until one compile is done: that one first
         first = compiled[:1] if compiled and len(compiled) + len(never) == count else []
         planned.append((key, spec, epilogue, cap, g, first, [i for i in compiled if i not in first]))
@@ -252,20 +259,32 @@ def build_plans(
     g = cg.graph
     count = g.get_execution_plan_count()
     never = _never_run(cg.spec, cg.epilogue, g, count)  # never built: no time on them, here or in a worker
-    given = dict(jobs or {})
+    loaded = _load_kept(cg, g, count, never) if parallel else {}  # compiled by an earlier process
+    for i in loaded:
+        if i in (jobs or {}):
+            jobs[i].future.cancel()
+    given = {i: j for i, j in (jobs or {}).items() if i not in loaded}
     jobs = {i: j for i, j in given.items() if not j.future.cancelled()}  # cancelled with their batch: anew
     workers = (workers or pool()) if parallel else None
     if workers is not None:
-        jobs.update({i: j for i, j in _take_late(cg, g).items() if i not in jobs})
+        jobs.update({i: j for i, j in _take_late(cg, g).items() if i not in jobs and i not in loaded})
     # a graph planned ahead knows its compiled plans already: its jobs are exactly those
-    compiled = (sorted(set(given) | set(jobs)) or runtime_compiled(g, count)) if workers is not None else []
+    compiled = (
+        [i for i in (sorted(set(given) | set(jobs)) or runtime_compiled(g, count)) if i not in loaded]
+        if workers is not None
+        else []
+    )
     # no workers, or one compile and no hurry: nothing to run beside it
     if workers is None or (not jobs and len(compiled) < (1 if compile_budget is not None else 2)):
         for job in jobs.values():
             job.future.cancel()
         why_not = dict(never)
-        why_not.update(build_every_plan(g, budget, [i for i in range(count) if i not in never]))
-        return why_not, {}
+        why_not.update(
+            build_every_plan(g, budget, [i for i in range(count) if i not in never and i not in loaded])
+        )
+        if parallel:
+            _keep_built_here(cg, g, [i for i in runtime_compiled(g, count) if i not in loaded], why_not)
+        return why_not, loaded
     why_not: Dict[int, str] = dict(never)
     missing = [i for i in compiled if i not in jobs and i not in why_not]
     if compile_budget is not None and compile_budget.over:  # started now, they would only run late
@@ -277,9 +296,9 @@ def build_plans(
         )
     else:
         jobs.update(_jobs_for(workers, cg.spec, cg.epilogue, cg.workspace_cap, g, missing))
-    now = [i for i in range(count) if i not in jobs and i not in why_not]
+    now = [i for i in range(count) if i not in jobs and i not in why_not and i not in loaded]
     jobs = [jobs[i] for i in sorted(jobs)]
-    remote: Dict[int, RemotePlan] = {}
+    remote: Dict[int, RemotePlan] = dict(loaded)
     stolen = set()
     try:
         why_not.update(build_every_plan(g, budget, now))
@@ -292,6 +311,7 @@ def build_plans(
                 stolen.add(job.index)
                 why_not.update(build_every_plan(g, budget, [job.index]))
                 workers.built_here()
+                _keep_built_here(cg, g, [job.index], why_not)
         for job in jobs:
             if job.index in stolen:
                 continue
@@ -305,6 +325,51 @@ def build_plans(
             workers.stop()
         raise
     return why_not, remote
+
+
+def _kept(spec, epilogue: str, workspace_cap, g, indices) -> set:
+    """The plans among ``indices`` whose compiled kernel an earlier process kept on disk
+    (`labkit.gpu.compiled_plans`; their files exist, unread)."""
+    from . import compiled_plans
+
+    names = compiled_plans.names_of(g, indices)
+    return {i for i, name in names.items() if compiled_plans.kept(spec.key, epilogue, workspace_cap, name)}
+
+
+def _keep_built_here(cg, g, indices, why_not: Dict[int, str]) -> None:
+    """Keep on disk the runtime-compiled plans among ``indices`` that were built in this process
+    (`labkit.gpu.compiled_plans`), as the workers keep theirs."""
+    from . import compiled_plans
+
+    for i in indices:
+        if i in why_not:
+            continue
+        try:
+            g.build_plan_at_index(i)  # built already: selects it, so serialize() holds it
+            built = dict(
+                name=g.get_plan_name_at_index(i),
+                workspace_bytes=int(g.get_workspace_size_plan_at_index(i)),
+                notes=",".join(str(n).split(".")[-1] for n in g.get_behavior_notes_for_plan_at_index(i)),
+                data=bytes(g.serialize()),
+            )
+        except Exception:  # noqa: BLE001  (cuDNN would not serialize it: compiled again next time)
+            continue
+        compiled_plans.keep(cg.spec.key, cg.epilogue, cg.workspace_cap, built)
+
+
+def _load_kept(cg, g, count: int, never: Dict[int, str]) -> Dict[int, RemotePlan]:
+    """This graph's runtime-compiled plans kept on disk (`labkit.gpu.compiled_plans`), deserialized:
+    plan index -> `RemotePlan` (``seconds``: reading and deserializing it)."""
+    from . import compiled_plans
+
+    wanted = [i for i in runtime_compiled(g, count) if i not in never]
+    found = compiled_plans.load(
+        cg.spec.key, cg.epilogue, cg.workspace_cap, compiled_plans.names_of(g, wanted)
+    )
+    return {
+        i: RemotePlan(saved.workspace_bytes, saved.notes, g2, saved.data, seconds)
+        for i, (g2, saved, seconds) in found.items()
+    }
 
 
 def _never_run(spec, epilogue: str, g, count: int) -> Dict[int, str]:

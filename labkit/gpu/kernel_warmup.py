@@ -18,9 +18,12 @@ built: about half a second each on the H100's host, one or two per graph and ten
 graph. The CUDA driver keeps what it compiled in its JIT cache on disk (``CUDA_CACHE_PATH``,
 default ``~/.nv/ComputeCache``), and most of these kernels serve other shapes too: a build in a
 later process at another batch size or channel count takes about 30 ms instead. `cudnn_tasks`
-builds every such plan of the graphs it is given (the CLI gives the lessons' base convolution in
-every dtype, layout, direction and epilogue, and lesson 09's first report) in the build workers
-(`labkit.gpu.build_pool`); nothing goes to labkit's own cache.
+builds every such plan of the graphs it is given (the CLI gives the lessons' base convolution and
+each shape their shape controls offer, in every dtype, layout, direction and epilogue, and lesson
+09's reports) in the build workers (`labkit.gpu.build_pool`), and keeps each on disk
+(`labkit.gpu.compiled_plans`): the slowest compiles (up to 2 s a plan) are NVRTC's, which CUDA's
+JIT cache does not keep, so a first visit loads those plans instead of compiling them. No
+measurement is made or saved.
 
 Not in a background thread of the notebook: NVRTC compiles one kernel at a time per process, so a
 panel's own compiles would wait behind the warm-up's (race 25 s instead of 9 s on the H200).
@@ -100,18 +103,20 @@ def tasks() -> List[Tuple[str, Callable[[], None]]]:
 
 
 def build_compiled_plans(graphs: Sequence[Tuple[ConvSpec, str]]) -> int:
-    """Build every run-time compiled plan of ``graphs``, in the build workers when there are any.
+    """Build every run-time compiled plan of ``graphs`` not kept on disk yet, and keep it there.
 
-    Each graph is planned here as labkit plans it (`labkit.gpu.frontend.planned_graph`); a graph
-    cuDNN cannot plan, or a plan that does not build, is left out: a panel meets it itself.
+    Each graph is planned here as labkit plans it (`labkit.gpu.frontend.planned_graph`); its plans
+    are built in the build workers when there are any (which keep what they build:
+    `labkit.gpu.compiled_plans`), else here. A graph cuDNN cannot plan, or a plan that does not
+    build, is left out: a panel meets it itself.
 
     Args:
         graphs: (convolution, epilogue) pairs.
 
     Returns:
-        How many plans were built.
+        How many plans were built (those already kept are not built again).
     """
-    from . import build_pool, builds, frontend
+    from . import build_pool, builds, compiled_plans, frontend
 
     pool = build_pool.pool()
     jobs, built = [], 0
@@ -121,16 +126,22 @@ def build_compiled_plans(graphs: Sequence[Tuple[ConvSpec, str]]) -> int:
             compiled = builds.runtime_compiled(g, g.get_execution_plan_count())
         except Exception:  # noqa: BLE001  (a graph cuDNN cannot plan has nothing to compile)
             continue
-        for i in compiled:
-            name = g.get_plan_name_at_index(i)
+        for i, name in compiled_plans.names_of(g, compiled).items():
+            if compiled_plans.kept(spec.key, epilogue, None, name):
+                continue
             if pool is not None:
                 jobs.append(pool.submit(build_pool.Job(spec.to_dict(), epilogue, None, i, name)))
                 continue
             try:
-                g.build_plan_at_index(i)
-                built += 1
+                g.build_plan_at_index(i)  # selects it, so serialize() holds this plan
+                data = bytes(g.serialize())
+                workspace = int(g.get_workspace_size_plan_at_index(i))
             except Exception:  # noqa: BLE001  (declined by cuDNN)
-                pass
+                continue
+            compiled_plans.keep(
+                spec.key, epilogue, None, dict(name=name, workspace_bytes=workspace, data=data)
+            )
+            built += 1
     for job in jobs:
         try:
             job.future.result(timeout=build_pool.PLAN_BUDGET_S)

@@ -4,13 +4,18 @@ The cuDNN frontend serializes a built graph with one execution plan (``graph.ser
 plan the graph selected, with its compiled kernel where cuDNN compiled one at run time) and loads
 it back with ``graph.deserialize`` in milliseconds, against 0.015 s to seconds to build every plan
 and autotune them. labkit saves two kinds of plan per graph (`KINDS`): the heuristic's pick (what a
-graph built with only that plan holds) and the autotune winner (with what autotuning measured).
+graph built with only that plan holds) and the autotune winner (with what autotuning measured). A
+third kind, `COMPILED`, keeps every plan whose kernel cuDNN compiled at run time, whichever was
+chosen, so a later build of its graph deserializes it instead of compiling it again
+(`labkit.gpu.compiled_plans`; their number is bounded: `PlanStore.trim`).
 This module is the file handling only; `labkit.gpu.saved_plans` (``save_plan``, ``load_plan``)
 serializes and deserializes.
 
 Where: next to this GPU's recording (`labkit.store.localcache`), under the cache folder:
 
     plans/<gpu-slug>-<identity hash>/<graph digest>.<kind>.json
+
+(a compiled plan's digest covers its graph's key and its name).
 
 **Keyed by every version that changes a plan's meaning.** The folder is the machine identity
 (GPU, driver, CUDA, cuDNN backend and frontend, CuPy, labkit schema: `machine.IDENTITY_FIELDS`);
@@ -44,6 +49,9 @@ from . import localcache, machine
 SCHEMA_VERSION = 1
 #: what a saved plan is: the heuristic's pick, or the fastest plan autotuning found
 KINDS = ("heuristic", "autotuned")
+#: the kind of a runtime-compiled plan kept for its compiled kernel (`labkit.gpu.compiled_plans`),
+#: keyed by its graph and its name, whether or not it was chosen
+COMPILED = "compiled"
 #: identity fields a saved plan must match to be deserialized (also checked inside each file)
 VERSION_FIELDS = ("cudnn_backend", "cudnn_frontend")
 
@@ -129,13 +137,13 @@ class PlanStore:
 
         Args:
             graph_key: the graph's key.
-            kind: one of `KINDS`.
+            kind: one of `KINDS`, or `COMPILED`.
 
         Returns:
             ``<folder>/<digest>.<kind>.json``.
         """
         digest = hashlib.sha256(key_text(graph_key).encode()).hexdigest()[:32]
-        return self.path / f"{digest}.{check_kind(kind)}.json"
+        return self.path / f"{digest}.{kind if kind == COMPILED else check_kind(kind)}.json"
 
     def put(
         self,
@@ -151,7 +159,7 @@ class PlanStore:
 
         Args:
             graph_key: the graph's key.
-            kind: one of `KINDS`.
+            kind: one of `KINDS`, or `COMPILED`.
             data: the bytes ``graph.serialize()`` returned.
             plan_name: the plan's name.
             workspace_bytes: bytes the plan needs.
@@ -198,7 +206,7 @@ class PlanStore:
 
         Args:
             graph_key: the graph's key.
-            kind: one of `KINDS`.
+            kind: one of `KINDS`, or `COMPILED`.
 
         Returns:
             The `SavedPlan`; None when none is saved, or it is unusable (set aside with one warning
@@ -300,6 +308,45 @@ class PlanStore:
                 path=str(f),
             )
 
+    def has(self, graph_key, kind: str) -> bool:
+        """Whether a file for one graph's plan of one kind is there (not read, not checked).
+
+        Args:
+            graph_key: the graph's key.
+            kind: one of `KINDS`, or `COMPILED`.
+
+        Returns:
+            True if the file exists.
+        """
+        return self.path_for(graph_key, kind).is_file()
+
+    def trim(self, kind: str, keep: int) -> int:
+        """Delete the oldest files of one kind beyond the newest ``keep`` (by modification time).
+
+        Args:
+            kind: one of `KINDS`, or `COMPILED`.
+            keep: how many files of that kind to keep.
+
+        Returns:
+            How many files were deleted.
+        """
+        if not self.writable or not self.path.is_dir():
+            return 0
+        files = []
+        for f in self.path.glob(f"*.{kind}.json"):
+            try:
+                files.append((f.stat().st_mtime, f))
+            except OSError:  # deleted by another process meanwhile
+                continue
+        gone = 0
+        for _, f in sorted(files, reverse=True)[keep:]:
+            try:
+                f.unlink()
+                gone += 1
+            except OSError:
+                continue
+        return gone
+
     def clear(self) -> int:
         """Delete every saved plan of this identity.
 
@@ -367,5 +414,8 @@ def describe() -> str:
         return f"{'saved plans':>20}: " + (
             "off (LABKIT_SAVED_PLANS=0)" if not enabled() else "none on this machine (no live GPU)"
         )
-    n = sum(1 for _ in store.path.glob("*.json")) if store.path.is_dir() else 0
-    return f"{'saved plans':>20}: {n} in {store.path}"
+    files = list(store.path.glob("*.json")) if store.path.is_dir() else []
+    compiled = sum(f.name.endswith(f".{COMPILED}.json") for f in files)
+    return (
+        f"{'saved plans':>20}: {len(files) - compiled} chosen and {compiled} runtime-compiled in {store.path}"
+    )

@@ -1,0 +1,116 @@
+"""Runtime-compiled plans kept on disk (`labkit.gpu.compiled_plans`), live: a first process's build
+workers compile an fp8 graph's plans and keep each; a second process builds the same graph with
+no compile at all (every plan loaded), the same plans, each passing the float64 check; a kept file
+cuDNN will not load is set aside, named, and that plan compiled again; `warm-kernels`' builder keeps
+what it compiles and compiles nothing kept."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed: recorded mode)")
+
+ROOT = Path(__file__).resolve().parent.parent
+#: fp8 NHWC fprop: every plan is compiled at run time
+SPEC = dict(N=4, C=32, H=12, W=12, K=32, dtype="fp8_e4m3", layout="NHWC")
+
+BUILD = textwrap.dedent("""
+    import json, sys
+    from labkit import experiments
+    from labkit.gpu import build_pool, builds, engine
+    spec = experiments.BASE.replace(**json.loads(sys.argv[1]))
+    cg = engine.get_graph(spec)
+    pool = build_pool.pool()
+    verdicts = cg.check()
+    g = cg.graph
+    compiled = builds.runtime_compiled(g, g.get_execution_plan_count())
+    print(json.dumps({
+        "plans": [p.name for p in cg.plans if p.built],
+        "compiled": len(compiled),
+        "from_workers_or_disk": sorted(cg.remote),
+        "worker_builds": pool.stats.remote if pool else None,
+        "local_builds": pool.stats.local if pool else None,
+        "checked_ok": sum(bool(v.ok) for v in verdicts.values()),
+        "checked": len(verdicts),
+        "load_seconds": [round(r.seconds, 4) for r in cg.remote.values()],
+    }))
+""")
+
+
+def build(cache: Path, **env_extra):
+    env = dict(
+        os.environ,
+        LABKIT_CACHE=str(cache),
+        LABKIT_MODE="live",
+        LABKIT_PREFETCH="0",
+        LABKIT_COMPILE_BUDGET_S="none",
+        PYTHONPATH=os.pathsep.join(
+            [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        ),
+        **env_extra,
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", BUILD, json.dumps(SPEC)], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ans = json.loads(proc.stdout.strip().splitlines()[-1])
+    ans["stderr"] = proc.stderr
+    return ans
+
+
+def compiled_files(cache: Path):
+    return sorted((cache / "plans").rglob("*.compiled.json"))
+
+
+def test_a_second_process_compiles_nothing_and_its_loaded_plans_pass_the_check(tmp_path):
+    first = build(tmp_path)
+    print({k: v for k, v in first.items() if k != "stderr"})
+    assert first["compiled"] >= 2 and first["worker_builds"] >= first["compiled"] - 1
+    assert len(compiled_files(tmp_path)) == first["worker_builds"]
+    second = build(tmp_path)
+    print({k: v for k, v in second.items() if k != "stderr"})
+    assert second["worker_builds"] == 0 and second["local_builds"] == 0  # nothing compiled again
+    assert second["plans"] == first["plans"]
+    assert len(second["from_workers_or_disk"]) == len(first["from_workers_or_disk"])
+    assert second["checked"] == first["checked"] and second["checked_ok"] == first["checked_ok"] >= 1
+    assert max(second["load_seconds"]) < 0.5
+
+
+def test_a_kept_file_cudnn_will_not_load_is_set_aside_and_compiled_again(tmp_path):
+    first = build(tmp_path)
+    victim = compiled_files(tmp_path)[0]
+    body = json.loads(victim.read_text())
+    import base64
+    import hashlib
+
+    junk = b"not a cuDNN plan" * 8
+    body.update(
+        data=base64.b64encode(junk).decode(), sha256=hashlib.sha256(junk).hexdigest(), bytes=len(junk)
+    )
+    victim.write_text(json.dumps(body))
+    second = build(tmp_path)
+    assert victim.name in second["stderr"] and "deserialize" in second["stderr"], second["stderr"][-2000:]
+    assert second["plans"] == first["plans"] and second["checked_ok"] == first["checked_ok"]
+    assert json.loads(victim.read_text())["sha256"] != body["sha256"]  # compiled again, kept again
+
+
+def test_warm_kernels_builder_keeps_what_it_compiles_and_compiles_nothing_kept(tmp_path, monkeypatch):
+    monkeypatch.setenv("LABKIT_CACHE", str(tmp_path))
+    from labkit import experiments
+    from labkit.gpu import kernel_warmup
+    from labkit.store import plan_store
+
+    plan_store.reset()
+    try:
+        spec = experiments.BASE.replace(**SPEC)
+        built = kernel_warmup.build_compiled_plans([(spec, "none")])
+        assert built >= 2 and len(compiled_files(tmp_path)) == built
+        assert kernel_warmup.build_compiled_plans([(spec, "none")]) == 0
+    finally:
+        plan_store.reset()
