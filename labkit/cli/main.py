@@ -218,25 +218,45 @@ def main_bench(args) -> int:
     return 0
 
 
+def lesson_shapes():
+    """The shapes a first visit reaches with one move of a shape control from the lessons' base.
+
+    Returns:
+        `labkit.experiments.core.variants` (each recorded value, C with K and H with W, as recorded
+        mode moves them), then each value moving one control alone (N, C, K, H or W), as live mode
+        moves them; the base left out.
+    """
+    from ..experiments.core import BASE, SWEEPS, variants
+
+    out = variants(BASE)[1:]
+    for field, values in SWEEPS.items():
+        for name in field.split("="):
+            for v in values:
+                shape = BASE.replace(**{name: v})
+                if shape != BASE and shape not in out:
+                    out.append(shape)
+    return out
+
+
 def first_visit_graphs():
     """The graphs whose run-time compiled plans ``warm-kernels`` builds: what a first visit builds.
 
     Returns:
         (label, [(convolution, epilogue), ...]) groups: the lessons' base convolution in each dtype
-        (every layout and direction, and the fused epilogues of fprop), then each shape the lessons'
-        shape controls offer (`labkit.experiments.core.variants`) in the same dtypes, layouts,
-        directions and epilogues, then lesson 09's reports (`labkit.experiments.network_report`'s
-        defaults, and VGG-16, which its panel opens on) in every dtype and both layouts.
+        (every layout and direction, and the fused epilogues of fprop), then each shape of
+        `lesson_shapes` in every dtype, layout and direction (the fused epilogues in the dtypes
+        lesson 04 fuses), then lesson 09's reports (`labkit.experiments.network_report`'s defaults,
+        and VGG-16, which its panel opens on) in every dtype and both layouts.
     """
     import inspect
 
     from .. import networks
     from ..errors import LabkitError
-    from ..experiments import network_report
-    from ..experiments.core import BASE, variants
+    from ..experiments import FUSION_DTYPES, network_report
+    from ..experiments.core import BASE
     from ..spec import DTYPES, LAYOUTS
 
-    def every_variant(shape, dtypes=DTYPES):
+    def every_variant(shape, dtypes=DTYPES, fused=DTYPES):
         graphs = []
         for dtype in dtypes:
             for layout in LAYOUTS:
@@ -246,19 +266,21 @@ def first_visit_graphs():
                     except LabkitError:
                         continue
                     graphs.append((spec, "none"))
-                graphs += [
-                    (shape.replace(dtype=dtype, layout=layout), ep) for ep in ("bias_relu", "bias_relu_add")
-                ]
+                if dtype in fused:
+                    graphs += [
+                        (shape.replace(dtype=dtype, layout=layout), ep)
+                        for ep in ("bias_relu", "bias_relu_add")
+                    ]
         return graphs
 
     groups = [(f"cuDNN's compiled plans, {dtype}", every_variant(BASE, (dtype,))) for dtype in DTYPES]
-    for shape in variants(BASE)[1:]:
+    for shape in lesson_shapes():
         moved = ", ".join(
-            f"{name}={getattr(shape, f)}"
-            for f, name in (("N", "N"), ("C", "C=K"), ("H", "H=W"))
+            f"{f}={getattr(shape, f)}"
+            for f in ("N", "C", "K", "H", "W")
             if getattr(shape, f) != getattr(BASE, f)
         )
-        groups.append((f"cuDNN's compiled plans, {moved}", every_variant(shape)))
+        groups.append((f"cuDNN's compiled plans, {moved}", every_variant(shape, fused=FUSION_DTYPES)))
     report = {k: p.default for k, p in inspect.signature(network_report).parameters.items()}
     for net in dict.fromkeys((report["net"], "vgg16")):
         graphs = []

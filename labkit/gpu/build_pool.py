@@ -310,8 +310,8 @@ class BuildPool:
                     self.stats.remote += 1
                     self.stats.remote_seconds += value["seconds"]
                     self.stats.remote_max_seconds = max(self.stats.remote_max_seconds, value["seconds"])
+                _keep(job, value)  # on disk before anyone waiting for it goes on
                 job.future.set_result(value)
-                _keep(job, value)
             except BaseException as exc:  # noqa: BLE001  (every failure goes to the caller: built there)
                 if isinstance(exc, (WorkerDied, TimedOut)):
                     died = True

@@ -24,7 +24,7 @@ from typing import Dict, Iterable, Optional, Tuple
 from ..errors import LabkitError
 
 #: most compiled plans kept on disk (50-500 kB each on the H100); the oldest are deleted beyond it
-MAX_KEPT = 4000
+MAX_KEPT = 6000
 #: plans kept by this process between two trims of the store
 TRIM_EVERY = 200
 

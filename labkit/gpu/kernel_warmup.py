@@ -19,8 +19,8 @@ graph. The CUDA driver keeps what it compiled in its JIT cache on disk (``CUDA_C
 default ``~/.nv/ComputeCache``), and most of these kernels serve other shapes too: a build in a
 later process at another batch size or channel count takes about 30 ms instead. `cudnn_tasks`
 builds every such plan of the graphs it is given (the CLI gives the lessons' base convolution and
-each shape their shape controls offer, in every dtype, layout, direction and epilogue, and lesson
-09's reports) in the build workers (`labkit.gpu.build_pool`), and keeps each on disk
+each shape one move of a shape control reaches, in every dtype, layout, direction and epilogue, and
+lesson 09's reports) in the build workers (`labkit.gpu.build_pool`), and keeps each on disk
 (`labkit.gpu.compiled_plans`): the slowest compiles (up to 2 s a plan) are NVRTC's, which CUDA's
 JIT cache does not keep, so a first visit loads those plans instead of compiling them. No
 measurement is made or saved.
