@@ -216,3 +216,26 @@ def test_the_cli_input_shape_is_read_or_named():
     assert parse_shape("16,3,224,224") == (16, 3, 224, 224) == parse_shape("16x3x224x224")
     with pytest.raises(errors.InvalidSpec, match="input_shape='16,three,224'"):
         parse_shape("16,three,224")
+
+
+@pytest.mark.parametrize("measured", [0, 1])
+def test_the_chart_and_summary_draw_the_tables_a_live_report_reports_as_it_goes(rep, measured):
+    """A live report's first partial table lists the layers before any is measured (a panel draws it
+    as its first paint); then one layer at a time is filled in. Both must draw."""
+    from labkit.draw.plots import ok_rows
+    from labkit.experiments.your_network.request import network_of, pass_steps
+    from labkit.experiments.your_network.runs import report_table
+
+    net = network_of("resnet50", 32, "fp16", "NHWC", 224)
+    steps = pass_steps(net.layers, False)
+    groups = networks.unique([networks.Layer(n, s) for n, s in steps])
+    done = {}
+    if measured:  # the first distinct convolution, as the recording measured it
+        first = ok_rows(rep.layers).iloc[0].to_dict()
+        keep = [c for c in first if c.startswith(("fastest_", "heuristic_")) or c in ("status", "reason")]
+        done = {0: {c: first[c] for c in keep}}
+    df = report_table(steps, groups, done, [])
+    df.attrs.update(rep.frame.attrs, experiment="network_report", partial=True)
+    fig = your_network.network_report_chart(df)
+    assert len(fig.data) == 11
+    your_network.network_report_summary(df)

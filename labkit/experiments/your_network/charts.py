@@ -100,7 +100,8 @@ def network_report_chart(df) -> go.Figure:
     Built from plain dicts (`labkit.draw.plain_figure`: 16 -> about 4 ms on a 2-core CPU machine;
     tests/test_plain_figure.py validates them)."""
     layers, timeline, budget = tables_of(df, "layers", "timeline", "budget")
-    largest = float(layers["fastest_workspace_bytes"].max()) if len(layers) else 0.0
+    # a report's first partial table holds its layers before any is measured: no such column yet
+    largest = float(layers["fastest_workspace_bytes"].max()) if "fastest_workspace_bytes" in layers else 0.0
     traces = []
     # columns as numpy arrays (plotly copies an array as it is; a list it walks element by element)
     ok = ok_rows(layers) if len(layers) else layers

@@ -54,6 +54,23 @@ def _in_worker(step: str, args: tuple, budget_s: float, what: str):
     )
 
 
+def report_table(steps, groups, measured: Dict[int, dict], rows: List[dict]):
+    """The report's long table so far: one row per call of the pass (a call not measured yet says
+    ``pending``), then ``rows`` (plans, strategies, timelines).
+
+    Args:
+        steps: (layer name, spec) per call of the pass (`pass_steps`).
+        groups: the distinct convolutions (`labkit.networks.unique`).
+        measured: index in ``groups`` -> its measured summary.
+        rows: the other tables' rows so far.
+
+    Returns:
+        The DataFrame (`to_frame`).
+    """
+    spec_id = {g.spec.key: i for i, g in enumerate(groups)}
+    return to_frame(layer_rows(steps, spec_id, groups, measured) + rows)
+
+
 def _report(network, steps, groups, budget_s: float):
     spec_id = {g.spec.key: i for i, g in enumerate(groups)}
     total = len(groups) + len(REPORT_STRATEGIES)
@@ -63,7 +80,7 @@ def _report(network, steps, groups, budget_s: float):
     rows: List[dict] = []
 
     def frame():
-        return to_frame(layer_rows(steps, spec_id, groups, measured) + plan_rows + rows)
+        return report_table(steps, groups, measured, plan_rows + rows)
 
     report_progress(frame, 0, total, "steps")  # the network's layers, before anything is measured
     for i, g in enumerate(groups):
