@@ -29,8 +29,7 @@ from_disk, graphs_built, first_paint_ms, latency_ms, date, labkit_commit); rows 
 condition, gpu, panel)s already in the file are kept. Each panel's build (what a learner waits for
 when its cell runs) is a row of its own with control ``(build)``: first paint (the cell hands the
 panel back: live, at its first part drawn) and complete (the rest filled in). The lesson's first
-cell (``import labkit``, the widgets, ``lessons.banner()``) is a row of panel ``(first cell)``,
-timed after importing what a Jupyter kernel has loaded before any cell (IPython, ipykernel).
+cell (``import labkit``, the widgets, ``lessons.banner()``) is a row of panel ``(first cell)``.
 Prints the table and a summary (median, p90, max per mode/condition and per panel). Not a timed test.
 
     python scripts/bench_widgets.py                       # the mode labkit picks, first visits
@@ -385,12 +384,7 @@ def main(argv=None) -> int:
 
 def first_cell(condition, pause: float):
     """A lesson's first cell, timed as a learner runs it (``import labkit``, its widgets and checks,
-    ``lessons.banner()``): one row of panel ``(first cell)``. A Jupyter kernel has IPython and
-    ipykernel loaded before its first cell runs, so they are imported here before the clock starts."""
-    try:
-        import ipykernel.ipkernel  # noqa: F401  (imports IPython too)
-    except ImportError:
-        pass
+    ``lessons.banner()``): one row of panel ``(first cell)``."""
     t0 = time.perf_counter()
     import labkit  # noqa: F401
     from labkit import check, lessons, widgets  # noqa: F401
