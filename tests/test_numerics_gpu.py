@@ -179,7 +179,12 @@ def test_warm_kernels_leaves_a_checked_run_nothing_to_compile(tmp_path):
     import subprocess
     import sys
 
-    env = dict(os.environ, CUPY_CACHE_DIR=str(tmp_path / "kernels"), CUDA_CACHE_PATH=str(tmp_path / "jit"))
+    env = dict(
+        os.environ,
+        CUPY_CACHE_DIR=str(tmp_path / "kernels"),
+        CUDA_CACHE_PATH=str(tmp_path / "jit"),
+        LABKIT_CACHE=str(tmp_path / "labkit"),  # the compiled plans it keeps: not the user's cache
+    )
     warm = subprocess.run(
         [sys.executable, "-m", "labkit", "warm-kernels"], env=env, capture_output=True, text=True, timeout=540
     )

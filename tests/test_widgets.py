@@ -392,3 +392,21 @@ def test_a_panel_opened_away_from_its_base_resets_to_where_it_opened():
     r = widgets.ReportPanel(net="vgg16")
     assert "reset to base (vgg16, batch 32" in re.sub("<[^>]+>", "", header_html(r.controls_state))
     assert widgets.PANELS["plans"]().cfg.base["layout"] == "NHWC"  # the shared configuration is untouched
+
+
+def test_a_panel_opened_where_another_gpu_has_no_recording_goes_back_to_its_own_base(tmp_path, monkeypatch):
+    """Switched to a GPU whose recording lacks where the lesson opened the panel (here an H200
+    recording without the N=8 precision run), the controls go back to the configuration's own base,
+    which it has, not to the opening it lacks."""
+    import recording_copies
+
+    spec = experiments.BASE.replace(N=8).to_dict()
+    request = {"dtypes": ["fp32", "tf32", "fp16", "bf16", "fp8_e4m3"], "spec": spec}
+    recording_copies.without(tmp_path, monkeypatch, "h200", "precision", request)
+    p = widgets.PrecisionPanel(N=8)
+    assert p.error is None and p.state["N"] == 8 and p.cfg.base["N"] == 8
+    p.set(gpu="h200")
+    assert p.error is None and p.df.attrs["gpu"] == "NVIDIA H200"
+    assert p.state["N"] == 32
+    p.set(gpu=None)
+    assert p.error is None and p.df.attrs["gpu"] == "NVIDIA H100 80GB HBM3"

@@ -74,6 +74,8 @@ class PanelConfig:
     live_options: Dict[str, Tuple] = field(default_factory=dict)
     #: a base state in words, for `rebased` (None: ``base_text`` stays as it is)
     describe: Optional[Callable[[dict], str]] = None
+    #: the configuration's own base, kept by `rebased` (None: ``base`` is it)
+    own_base: Optional[dict] = None
 
     def field(self, name: str) -> str:
         """The request field (dotted) a control sets."""
@@ -89,7 +91,7 @@ class PanelConfig:
             A new `PanelConfig`; ``base_text`` says ``state`` when ``describe`` is set.
         """
         text = self.describe(state) if self.describe is not None else self.base_text
-        return replace(self, base=dict(state), base_text=text)
+        return replace(self, base=dict(state), base_text=text, own_base=self.own_base or dict(self.base))
 
 
 def spec_panel(

@@ -359,8 +359,8 @@ class Panel:
         c = self.controls_state
         c.use(cfg, self.live, self.gpu.recording(cfg.experiment))
         moved = not self.live and not c.recorded(c.state)
-        if moved:
-            c.state = dict(cfg.base)
+        if moved:  # the base; the configuration's own where a lesson's opening was not recorded there
+            c.state = dict(cfg.base if c.recorded(cfg.base) or cfg.own_base is None else cfg.own_base)
         self.job.name = cfg.experiment
         if rebuild:
             self.background = self.live
