@@ -54,3 +54,21 @@ def random_specs(direction, n, seed):
         except Exception:  # noqa: BLE001  (an invalid draw, e.g. the filter larger than the image)
             continue
     return out
+
+
+def live_process_env(cache, **extra):
+    """The environment of a new live labkit process for a test: its own cache folder, nothing
+    measured ahead, this checkout first on ``PYTHONPATH``; ``extra`` variables on top."""
+    import os
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parent.parent)
+    path = [root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return dict(
+        os.environ,
+        LABKIT_CACHE=str(cache),
+        LABKIT_MODE="live",
+        LABKIT_PREFETCH="0",
+        PYTHONPATH=os.pathsep.join(path),
+        **extra,
+    )

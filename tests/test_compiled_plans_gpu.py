@@ -5,7 +5,6 @@ cuDNN will not load is set aside, named, and that plan compiled again; `warm-ker
 what it compiles and compiles nothing kept."""
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -16,7 +15,8 @@ import pytest
 pytestmark = pytest.mark.gpu
 pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed: recorded mode)")
 
-ROOT = Path(__file__).resolve().parent.parent
+from gpu_helpers import live_process_env  # noqa: E402  (tests/ is on sys.path under pytest)
+
 #: fp8 NHWC fprop: every plan is compiled at run time
 SPEC = dict(N=4, C=32, H=12, W=12, K=32, dtype="fp8_e4m3", layout="NHWC")
 
@@ -44,17 +44,7 @@ BUILD = textwrap.dedent("""
 
 
 def build(cache: Path, **env_extra):
-    env = dict(
-        os.environ,
-        LABKIT_CACHE=str(cache),
-        LABKIT_MODE="live",
-        LABKIT_PREFETCH="0",
-        LABKIT_COMPILE_BUDGET_S="none",
-        PYTHONPATH=os.pathsep.join(
-            [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-        ),
-        **env_extra,
-    )
+    env = live_process_env(cache, LABKIT_COMPILE_BUDGET_S="none", **env_extra)
     proc = subprocess.run(
         [sys.executable, "-c", BUILD, json.dumps(SPEC)], env=env, capture_output=True, text=True, timeout=600
     )

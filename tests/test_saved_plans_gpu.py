@@ -6,7 +6,6 @@ build_cost measures the cold build against the load."""
 
 import json
 import math
-import os
 import subprocess
 import sys
 import textwrap
@@ -17,11 +16,12 @@ import pytest
 pytestmark = pytest.mark.gpu
 pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed: recorded mode)")
 
+from gpu_helpers import live_process_env  # noqa: E402  (tests/ is on sys.path under pytest)
+
 from labkit import experiments  # noqa: E402
 from labkit.gpu import autotune, engine, verify  # noqa: E402
 from labkit.store import plan_store  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 SMALL = dict(N=4, C=32, H=20, W=20, K=48)
 
 USE = textwrap.dedent("""
@@ -46,15 +46,7 @@ USE = textwrap.dedent("""
 
 
 def use(cache: Path, **changes):
-    env = dict(
-        os.environ,
-        LABKIT_CACHE=str(cache),
-        LABKIT_MODE="live",
-        LABKIT_PREFETCH="0",
-        PYTHONPATH=os.pathsep.join(
-            [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-        ),
-    )
+    env = live_process_env(cache)
     proc = subprocess.run(
         [sys.executable, "-c", USE, json.dumps({**SMALL, **changes})],
         env=env,
