@@ -116,5 +116,22 @@ def test_the_readmes_figures_are_the_benchs():
         f"its first forward pass, {_figure(torch_, 3)} s",
         f"it takes {_figure(rep.report_seconds['cached'], 3)} s",
     ]
+    from labkit.cli.bench_summary import p90
+
+    visits = pd.read_csv(root / "data" / "bench" / "widget_latency.csv")
+    first = visits[
+        (visits.condition == "first visit, nothing measured, compiled at setup")
+        & (visits.gpu == "NVIDIA H100 80GB HBM3")
+    ]
+    changes = first[first.control != "(build)"]
+    lessons, report = changes[changes.panel != "network_report"], changes[changes.panel == "network_report"]
+    cell = first[first.panel == "(first cell)"].latency_ms.iloc[0]
+    expected += [
+        f"a lesson's first cell takes {_figure(cell / 1000, 2)} s",
+        f"completes in {_figure(changes.latency_ms.median() / 1000, 2)} s at the median and "
+        f"{_figure(p90(changes.latency_ms) / 1000, 2)} s at the 90th percentile, "
+        f"{_figure(lessons.latency_ms.max() / 1000, 2)} s at most in the lessons and "
+        f"{_figure(report.latency_ms.max() / 1000, 1)} s for a network report",
+    ]
     for text in expected:
         assert text in readme, text

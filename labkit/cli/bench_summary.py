@@ -169,7 +169,15 @@ def _generic(df):
     return df.head(20)
 
 
-def _p90(values) -> float:
+def p90(values) -> float:
+    """The 90th percentile as the benches report it: the value at position int(0.9 n) of the sorted values.
+
+    Args:
+        values: the numbers (milliseconds, seconds, ...).
+
+    Returns:
+        That value, in their unit.
+    """
     v = sorted(values)
     return v[min(len(v) - 1, int(0.9 * len(v)))]
 
@@ -418,7 +426,7 @@ def _widgets(df, meta):
                 "changes": len(lat),
                 "first paint median ms": statistics.median(paint) if paint else None,
                 "complete median ms": statistics.median(lat),
-                "p90 ms": _p90(lat),
+                "p90 ms": p90(lat),
                 "max ms": max(lat),
                 "panel builds ms": _span(builds.latency_ms),
             }
@@ -431,7 +439,7 @@ def _widgets(df, meta):
             setup.append(
                 f"{gpu} ({date}, {condition}): first cell {first_cell} ms, panels' first paint "
                 f"at most {number(builds.first_paint_ms.max())} ms; changes p90 "
-                f"{number(_p90(lat))} ms, lessons' max {number(lessons.max())} ms, the network report's max "
+                f"{number(p90(lat))} ms, lessons' max {number(lessons.max())} ms, the network report's max "
                 f"{number(report.max()) if len(report) else '?'} ms."
             )
     sentence = (
