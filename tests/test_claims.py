@@ -74,7 +74,7 @@ def _launch_as_long_as_a_short_kernel(rec):
 
 @claim(
     "05",
-    "**Exercise 1 (explain).** Before you run the build-cost cells below: autotuning the base convolution pays for itself far sooner in fp32 NCHW than in fp16 NHWC.",
+    "**Exercise 2 (explain).** Before you run the build-cost cells below: autotuning the base convolution pays for itself far sooner in fp32 NCHW than in fp16 NHWC.",
 )
 def _autotune_pays_off_sooner_in_fp32(rec):
     base = experiments.BASE
@@ -842,7 +842,7 @@ NOT_CLAIMS: set = {
     ),
     (
         "04",
-        "**Learning goals** * compare a fused convolution + bias + ReLU (+ residual add), one cuDNN graph, with the same work as separate kernels; * read how the fused graph is built with the cuDNN frontend, and where the unfused path's time goes: intermediate tensors written and read back; * find a case where fusion loses, and learn to measure rather than assume.",
+        "**Learning goals** * compare a fused convolution + bias + ReLU (+ residual add), one cuDNN graph, with the same work as separate kernels; * read how the fused graph is built with the cuDNN frontend, and find where the unfused path's extra time goes; * find a case where fusion loses, and learn to measure rather than assume.",
     ),
     (
         "04",
@@ -873,7 +873,7 @@ NOT_CLAIMS: set = {
     ("05", "The check compares your times with labkit's `autotune`."),
     (
         "05",
-        "The same stages for fp32 NCHW: **Exercise 2 (explore).** Move the caps panel above to layout NHWC: which is the smallest recorded cap that costs under 5%?",
+        "The same stages for fp32 NCHW: **Exercise 3 (explore).** Move the caps panel above to layout NHWC: which is the smallest recorded cap that costs under 5%?",
     ),
     ("05", "`deselect_workspace_greater_than(cap)` drops every plan that needs more than `cap` bytes."),
     ("07", "* Compare the strategies on more layers: `python -m labkit bench strategies`."),
