@@ -23,6 +23,25 @@ def _plans(row) -> tuple:
     return n, cut
 
 
+#: bytes two fused plans' allocations must differ by before the summary names the gap
+WORKSPACE_GAP_BYTES = 1 << 20
+
+
+def _workspace_gap(heuristic, fastest) -> list:
+    """A sentence on the workspace between the heuristic's fused plan and the fastest, when their
+    allocations differ by more than `WORKSPACE_GAP_BYTES` (both hold the same tensors, so the gap is
+    workspace); else none."""
+    gap = float(heuristic.allocated_bytes) - float(fastest.allocated_bytes)
+    if not abs(gap) > WORKSPACE_GAP_BYTES:
+        return []
+    return [
+        f"Both fused plans hold the same tensors, so the {fmt_bytes(abs(gap))} between what they allocate "
+        f"({fmt_bytes(heuristic.allocated_bytes)} for the heuristic's pick, "
+        f"{fmt_bytes(fastest.allocated_bytes)} for the fastest) is workspace: the faster plan needs "
+        f"{'less' if gap > 0 else 'more'}."
+    ]
+
+
 def fusion_summary(df) -> Text:
     ok = ok_rows(df)
     parts = [f"{where(df)}, {df['dtype'].iloc[0]} {df['layout'].iloc[0]}:"]
@@ -71,6 +90,7 @@ def fusion_summary(df) -> Text:
                 f"{ratio_text(a.gpu_us, f.gpu_us)} than the heuristic's pick and "
                 f"{ratio_text(a.gpu_us, u.gpu_us)} than unfused."
             )
+            parts += _workspace_gap(f, a)
         if a.gpu_us > u.gpu_us and "achieved_gb_s" in sub.columns:
             parts.append(
                 f"Fewer bytes do not make it faster: the fused plan `{a.plan_name}` moves its modelled "
