@@ -258,7 +258,8 @@ def caps_chart(df) -> go.Figure:
             x=labels + labels[::-1],
             y=[noise.hi] * len(labels) + [noise.lo] * len(labels),
             name=(
-                f"noise: the unlimited best plan timed {noise.timings} times ({noise.lo:.3f}-{noise.hi:.3f}x)"
+                f"noise: the unlimited best plan timed {noise.timings} times, with its repeats' "
+                f"p10-p90 ({noise.lo:.3f}-{noise.hi:.3f}x)"
             ),
         )
         if noise is not None and labels

@@ -162,8 +162,9 @@ def caps_summary(df) -> Text:
     if noise is not None:
         text += (
             f" Noise: plan {noise.plan}, the unlimited best, was timed {noise.timings} times in separate "
-            "autotunes (under every cap that keeps it, and in the plans table); those timings lie between "
-            f"{noise.lo:.3f}x and {noise.hi:.3f}x of the one the ratios divide by."
+            "autotunes (under every cap that keeps it, and in the plans table); those timings, with the "
+            f"10th to 90th percentile of each one's repeats, lie between {noise.lo:.3f}x and "
+            f"{noise.hi:.3f}x of the one the ratios divide by."
         )
         below_one = ok[(ok["slowdown_vs_unlimited"] < 1) & (ok["best_plan"] == noise.plan)]
         if len(below_one):
