@@ -190,8 +190,8 @@ def build_cost_summary(df) -> Text:
     if first > rebuild:
         text += (
             " The first build pays a one-time set-up that the identical rebuild right after it does not: "
-            f"{fmt_seconds(first - rebuild)} of its {fmt_seconds(first)} (the first graph a process "
-            "builds also pays for cuDNN loading its libraries and creating its handle)."
+            f"{fmt_seconds(first - rebuild)} of its {fmt_seconds(first)} (when it is the first graph its "
+            "process builds, that includes cuDNN loading its libraries and creating its handle)."
         )
         if build_all < first and build_all >= 1.05 * rebuild:
             text += (
