@@ -95,7 +95,7 @@ def build_remote(
         index, name, workspace_bytes, notes, data (the serialized graph), seconds and pid.
     """
     from ..spec import ConvSpec
-    from . import frontend
+    from . import compiled_plans, frontend
 
     spec = ConvSpec.from_dict(spec_fields)
     key = (spec.key, epilogue, workspace_cap)
@@ -113,17 +113,7 @@ def build_remote(
     t0 = time.perf_counter()
     g.build_plan_at_index(index)  # selects it, so serialize() holds this plan
     seconds = time.perf_counter() - t0
-    workspace = int(g.get_workspace_size_plan_at_index(index))
-    notes = ",".join(str(n).split(".")[-1] for n in g.get_behavior_notes_for_plan_at_index(index))
-    return dict(
-        index=index,
-        name=name,
-        workspace_bytes=workspace,
-        notes=notes,
-        data=bytes(g.serialize()),
-        seconds=seconds,
-        pid=os.getpid(),
-    )
+    return dict(compiled_plans.serialized(g, index), index=index, seconds=seconds, pid=os.getpid())
 
 
 def warm_up() -> int:

@@ -259,7 +259,8 @@ def build_plans(
     g = cg.graph
     count = g.get_execution_plan_count()
     never = _never_run(cg.spec, cg.epilogue, g, count)  # never built: no time on them, here or in a worker
-    loaded = _load_kept(cg, g, count, never) if parallel else {}  # compiled by an earlier process
+    at_run_time = runtime_compiled(g, count) if parallel else []
+    loaded = _load_kept(cg, g, at_run_time, never) if parallel else {}  # compiled by an earlier process
     for i in loaded:
         if i in (jobs or {}):
             jobs[i].future.cancel()
@@ -270,7 +271,7 @@ def build_plans(
         jobs.update({i: j for i, j in _take_late(cg, g).items() if i not in jobs and i not in loaded})
     # a graph planned ahead knows its compiled plans already: its jobs are exactly those
     compiled = (
-        [i for i in (sorted(set(given) | set(jobs)) or runtime_compiled(g, count)) if i not in loaded]
+        [i for i in (sorted(set(given) | set(jobs)) or at_run_time) if i not in loaded]
         if workers is not None
         else []
     )
@@ -283,7 +284,7 @@ def build_plans(
             build_every_plan(g, budget, [i for i in range(count) if i not in never and i not in loaded])
         )
         if parallel:
-            _keep_built_here(cg, g, [i for i in runtime_compiled(g, count) if i not in loaded], why_not)
+            _keep_built_here(cg, g, [i for i in at_run_time if i not in loaded], why_not)
         return why_not, loaded
     why_not: Dict[int, str] = dict(never)
     missing = [i for i in compiled if i not in jobs and i not in why_not]
@@ -342,27 +343,17 @@ def _keep_built_here(cg, g, indices, why_not: Dict[int, str]) -> None:
     from . import compiled_plans
 
     for i in indices:
-        if i in why_not:
-            continue
-        try:
-            g.build_plan_at_index(i)  # built already: selects it, so serialize() holds it
-            built = dict(
-                name=g.get_plan_name_at_index(i),
-                workspace_bytes=int(g.get_workspace_size_plan_at_index(i)),
-                notes=",".join(str(n).split(".")[-1] for n in g.get_behavior_notes_for_plan_at_index(i)),
-                data=bytes(g.serialize()),
-            )
-        except Exception:  # noqa: BLE001  (cuDNN would not serialize it: compiled again next time)
-            continue
-        compiled_plans.keep(cg.spec.key, cg.epilogue, cg.workspace_cap, built)
+        if i not in why_not:
+            compiled_plans.keep_built(cg.spec.key, cg.epilogue, cg.workspace_cap, g, i)
 
 
-def _load_kept(cg, g, count: int, never: Dict[int, str]) -> Dict[int, RemotePlan]:
-    """This graph's runtime-compiled plans kept on disk (`labkit.gpu.compiled_plans`), deserialized:
-    plan index -> `RemotePlan` (``seconds``: reading and deserializing it)."""
+def _load_kept(cg, g, compiled, never: Dict[int, str]) -> Dict[int, RemotePlan]:
+    """This graph's runtime-compiled plans (``compiled``: their indices) kept on disk
+    (`labkit.gpu.compiled_plans`), deserialized: plan index -> `RemotePlan` (``seconds``: reading and
+    deserializing it)."""
     from . import compiled_plans
 
-    wanted = [i for i in runtime_compiled(g, count) if i not in never]
+    wanted = [i for i in compiled if i not in never]
     found = compiled_plans.load(
         cg.spec.key, cg.epilogue, cg.workspace_cap, compiled_plans.names_of(g, wanted)
     )

@@ -99,6 +99,48 @@ def keep(spec_key, epilogue: str, workspace_cap: Optional[int], built: dict) -> 
     return path is not None
 
 
+def serialized(g, index: int) -> dict:
+    """One built plan of a frontend graph, serialized with what `keep` stores beside it.
+
+    Args:
+        g: the frontend graph; plan ``index`` built and selected (the last one built, or selected
+            again with ``build_plan_at_index``, which does not rebuild it), so ``serialize()`` holds it.
+        index: the plan.
+
+    Returns:
+        name, workspace_bytes, notes (cuDNN's behaviour notes, comma-separated) and data (the bytes).
+    """
+    return dict(
+        name=g.get_plan_name_at_index(index),
+        workspace_bytes=int(g.get_workspace_size_plan_at_index(index)),
+        notes=",".join(str(n).split(".")[-1] for n in g.get_behavior_notes_for_plan_at_index(index)),
+        data=bytes(g.serialize()),
+    )
+
+
+def keep_built(spec_key, epilogue: str, workspace_cap: Optional[int], g, index: int) -> bool:
+    """`keep` a plan built in this process, in its planned frontend graph ``g``.
+
+    Never raises: a plan cuDNN will not serialize is compiled again next time.
+
+    Args:
+        spec_key: the convolution's `ConvSpec.key`.
+        epilogue: the graph's epilogue.
+        workspace_cap: the graph's workspace cap, in bytes.
+        g: the frontend graph the plan was built in.
+        index: the plan.
+
+    Returns:
+        Whether it was written.
+    """
+    try:
+        g.build_plan_at_index(index)  # built already: selects it, so serialize() holds it
+        built = serialized(g, index)
+    except Exception:  # noqa: BLE001  (cuDNN would not serialize it)
+        return False
+    return keep(spec_key, epilogue, workspace_cap, built)
+
+
 def kept(spec_key, epilogue: str, workspace_cap: Optional[int], name: str) -> bool:
     """Whether the store holds one compiled plan (its file exists; not read).
 
@@ -145,8 +187,10 @@ def load(spec_key, epilogue: str, workspace_cap: Optional[int], names: Dict[int,
     out = {}
     for index, name in names.items():
         t0 = time.perf_counter()
-        saved = store.get(plan_key(spec_key, epilogue, workspace_cap, name), COMPILED)
-        if saved is None or saved.plan_name != name:
+        saved = store.get(
+            plan_key(spec_key, epilogue, workspace_cap, name), COMPILED
+        )  # its key holds the name
+        if saved is None:
             continue
         try:
             g = cudnn.pygraph(handle=handle_for())

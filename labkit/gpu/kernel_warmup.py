@@ -133,14 +133,10 @@ def build_compiled_plans(graphs: Sequence[Tuple[ConvSpec, str]]) -> int:
                 jobs.append(pool.submit(build_pool.Job(spec.to_dict(), epilogue, None, i, name)))
                 continue
             try:
-                g.build_plan_at_index(i)  # selects it, so serialize() holds this plan
-                data = bytes(g.serialize())
-                workspace = int(g.get_workspace_size_plan_at_index(i))
+                g.build_plan_at_index(i)
             except Exception:  # noqa: BLE001  (declined by cuDNN)
                 continue
-            compiled_plans.keep(
-                spec.key, epilogue, None, dict(name=name, workspace_bytes=workspace, data=data)
-            )
+            compiled_plans.keep_built(spec.key, epilogue, None, g, i)
             built += 1
     for job in jobs:
         try:

@@ -12,7 +12,7 @@ from ...draw.plain_figure import figure_of
 from ...draw.plots import COLORS, fmt_bytes, grid, laid_out, num, ok_rows
 from ..core import MIB
 from .request import REPORT_STRATEGIES
-from .tables import tables_of
+from .tables import largest_request, tables_of
 
 
 def column(df, name: str, dtype=np.float64) -> np.ndarray:
@@ -100,8 +100,6 @@ def network_report_chart(df) -> go.Figure:
     Built from plain dicts (`labkit.draw.plain_figure`: 16 -> about 4 ms on a 2-core CPU machine;
     tests/test_plain_figure.py validates them)."""
     layers, timeline, budget = tables_of(df, "layers", "timeline", "budget")
-    # a report's first partial table holds its layers before any is measured: no such column yet
-    largest = float(layers["fastest_workspace_bytes"].max()) if "fastest_workspace_bytes" in layers else 0.0
     traces = []
     # columns as numpy arrays (plotly copies an array as it is; a list it walks element by element)
     ok = ok_rows(layers) if len(layers) else layers
@@ -223,7 +221,7 @@ def network_report_chart(df) -> go.Figure:
     if len(pool):
         note += (
             f" async_pool holds {fmt_bytes(pool['held_bytes'].max())}; the largest request is "
-            f"{fmt_bytes(largest)}."
+            f"{fmt_bytes(largest_request(layers))}."
         )
     return figure_of(
         REPORT_GRID,

@@ -9,7 +9,7 @@ from ...draw.plots import fmt_bytes, fmt_us, ok_rows
 from ...draw.prose import Text
 from ..core import MIB
 from .request import STEP_BUDGET_S
-from .tables import cut_counts, tables_of
+from .tables import cut_counts, largest_request, tables_of
 
 
 def network_report_summary(df) -> Text:
@@ -95,7 +95,7 @@ def async_pool_sentence(strategies, layers) -> str:
     if pool.empty or not len(layers):
         return ""
     p = pool.iloc[0]
-    largest = float(layers["fastest_workspace_bytes"].max())
+    largest = largest_request(layers)
     after = (
         "and still held it after the pass"
         if p["held_after_bytes"] == p["peak_workspace_bytes"]

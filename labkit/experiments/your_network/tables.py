@@ -64,6 +64,21 @@ def cut_counts(df) -> dict:
     )
 
 
+def largest_request(layers) -> float:
+    """The most workspace any call of the pass asks for with its fastest plan, in bytes (0 before a
+    layer is measured: a report's first partial table has no such column yet).
+
+    Args:
+        layers: the report's ``layers`` table.
+
+    Returns:
+        The bytes.
+    """
+    if "fastest_workspace_bytes" not in layers or not len(layers):
+        return 0.0
+    return float(layers["fastest_workspace_bytes"].max())
+
+
 def layer_rows(steps, spec_id, groups, measured) -> List[dict]:
     out = []
     for order, (name, spec) in enumerate(steps):
