@@ -18,6 +18,12 @@ change until the figure holds the whole answer). Conditions:
   from an empty recording; ``--condition "revisit after restart"`` with the same ``--cache`` in a
   new process: every change is answered from the recording the first run filled (column
   ``from_disk``; ``graphs_built`` should be 0).
+* ``--read S``: S seconds with no cell running between the first cell and the first panel, as a
+  learner reads the lesson's text; the banner's warm-up (`labkit.session.warmup`) goes on meanwhile.
+  Every lesson has text to read there: 27 words in lesson 07 (its panel comes next), 140 to 1,022
+  words and 3 to 18 cells in the others. Without it the first panel is built at once, as in "Run
+  all", and waits for what is left of the warm-up (`scripts/bench_kernel_panels.py` measures both
+  in a real kernel).
 * ``after a pause`` (``--pause S``, live): a learner who looks at each chart for S seconds before
   the next change (the pause follows every change and every reset). The panel's background
   worker (`labkit.session.prefetch`) measures the neighbouring values meanwhile; a change it guessed is
@@ -344,6 +350,13 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--cache", help="live: this GPU's recording lives here (sets LABKIT_CACHE)")
     ap.add_argument(
+        "--read",
+        type=float,
+        default=0.0,
+        help="seconds with no cell running between the first cell and the first panel: a learner reading "
+        "the lesson's text (default 0: the first panel at once, as 'Run all')",
+    )
+    ap.add_argument(
         "--from-log",
         metavar="LOG",
         help="no measuring: read the rows from the printed log of a run that was stopped before it wrote "
@@ -364,6 +377,7 @@ def main(argv=None) -> int:
         if args.cache:
             os.environ["LABKIT_CACHE"] = args.cache
         rows = first_cell(args.condition, args.pause)
+        time.sleep(args.read)  # no cell runs: the warm-up goes on as while a learner reads
         pending = list(
             rows
         )  # written with the first panel's: nothing (pandas' import, a CSV) runs between them

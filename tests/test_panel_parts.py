@@ -242,31 +242,55 @@ def after_warm_up(code: str, **env) -> list:
     )
 
 
-def test_the_chart_imports_start_before_the_gpu_question_and_the_rest_after_them():
-    """A fresh kernel (a subprocess): the banner starts the chart's imports before it asks whether
-    a GPU is there (which imports CuPy and initialises CUDA: most of a first cell on a GPU host);
-    every chart's subplot grid is laid out after the imports (step "grids"), then the collector is
-    frozen; recorded mode starts nothing of the GPU."""
+def test_the_gpu_question_is_asked_alone_and_the_chart_imports_start_after_it():
+    """A fresh kernel (a subprocess), a lesson's first cell: the public modules it names are not
+    imported by it (`labkit.OnFirstUse`), and nothing of the warm-up runs while the banner asks
+    whether a GPU is there (which imports CuPy and initialises CUDA: most of a first cell on a GPU
+    host); then the chart's imports, the lesson modules, every chart's subplot grid (step "grids")
+    and the collector's freeze run in that order; recorded mode starts nothing of the GPU."""
     code = (
+        "import sys\n"
+        "import labkit\n"
         "from labkit import env\n"
-        "from labkit.session import lessons, warmup\n"
+        "from labkit import check, lessons, widgets\n"
+        "from labkit.session import warmup\n"
         "real = env.mode\n"
         "asked = []\n"
         "def mode():\n"
-        "    asked.append(bool(warmup._threads) and warmup._threads[0].name)\n"
+        "    asked.append(len(warmup._threads))\n"
         "    return real()\n"
         "env.mode = mode\n"
+        "light = 'labkit.present.widgets' not in sys.modules and 'plotly' not in sys.modules\n"
         "lessons.banner()\n"
         "assert warmup.wait(120), warmup.seconds\n"
         "from labkit.draw import plots\n"
         "t = warmup.timeline\n"
         "order = sorted(t, key=lambda k: t[k])\n"
-        "print(asked[0], order.index('imports done') > order.index('figures'),\n"
+        "print(light, asked[0], order.index('imports done') > order.index('lesson modules') > order.index('figures'),\n"
         "      t['grids'][0] >= t['imports done'][1], t['gc frozen'][0] >= t['grids'][1], 'gpu' in t,\n"
-        "      plots.lay_out_grids(), len(plots._GRIDS) >= len(plots._DECLARED) > 5)\n"
+        "      plots.lay_out_grids(), len(plots._GRIDS) >= len(plots._DECLARED) > 5,\n"
+        "      widgets is sys.modules['labkit.present.widgets'] or widgets.PANELS is labkit.widgets.PANELS)\n"
     )
     got = fresh_kernel(code)
-    assert got == ["labkit-warm-up", "True", "True", "True", "False", "0", "True"], got
+    assert got == ["True", "0", "True", "True", "True", "False", "0", "True", "True"], got
+
+
+def test_a_public_module_imported_on_first_use_reads_and_writes_the_module_itself():
+    """`labkit.OnFirstUse`: ``lessons.banner`` comes from its light module without importing the
+    lessons; any other attribute imports the module, and setting one sets it there."""
+    code = (
+        "import sys\n"
+        "import labkit\n"
+        "from labkit import lessons\n"
+        "print(type(lessons).__name__, callable(lessons.banner), 'labkit.session.lessons' in sys.modules)\n"
+        "lessons.marker = 7\n"
+        "real = sys.modules['labkit.session.lessons']\n"
+        "print(real.marker, 'data' in dir(lessons), labkit.lessons is real)\n"
+        "del lessons.marker\n"
+        "print(hasattr(real, 'marker'))\n"
+    )
+    got = fresh_kernel(code)
+    assert got == ["OnFirstUse", "True", "False", "7", "True", "True", "False"], got
 
 
 def test_cupyx_waits_for_an_idle_kernel_and_the_grids_do_not():

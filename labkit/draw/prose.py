@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import html
 
-from .plots import fmt_bytes, fmt_us
-
 
 class Text(str):
     """A string shown as Markdown in a notebook (and as itself anywhere else)."""
@@ -29,6 +27,8 @@ def table(df, columns, names=None) -> Text:
     Returns:
         The table as `Text` (shown as Markdown in a notebook).
     """
+    from .plots import fmt_bytes, fmt_us  # plotly: not on a first cell's path (`labkit.OnFirstUse`)
+
     names = names or columns
     rows = ["| " + " | ".join(names) + " |", "|" + " --- |" * len(columns)]
     for _, r in df.iterrows():

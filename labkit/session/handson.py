@@ -14,6 +14,7 @@ data (``HANDS_ON = {name: (source, needs)}`` beside its experiments), registered
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from typing import Dict
 
@@ -91,10 +92,10 @@ def run(name: str, cell: str, namespace: dict) -> bool:
 def register_magic() -> bool:
     """Make ``%%handson`` available in this IPython kernel (no-op outside IPython). Returns
     whether it is registered."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
+    if "IPython" not in sys.modules:  # not in IPython: no kernel or shell has imported it
         return False
+    from IPython import get_ipython
+
     ip = get_ipython()
     if ip is None:
         return False

@@ -91,10 +91,8 @@ def banner(lesson: Optional[str] = None) -> Text:
 
     if lesson is not None and lesson not in DRAWS:
         raise InvalidSpec("lesson", lesson, f"must be one of {', '.join(DRAWS)}")
-    warmup.start_imports()  # the first chart's imports while the learner reads: before the GPU question
+    m = env.mode()  # (imports CuPy and the cuDNN frontend, initialises CUDA): alone, nothing competes
     handson.register_magic()  # %%handson cells (labkit.session.handson)
-    m = env.mode()  # (imports CuPy and the cuDNN frontend, initialises CUDA)
-    warmup.start(m.live)  # live: CUDA's and cuDNN's set-up too
     if m.live:
         e = env.environment()
         workers = start_build_workers()
@@ -104,14 +102,19 @@ def banner(lesson: Optional[str] = None) -> Text:
             if workers
             else ""
         )
-        return Text(
+        text = Text(
             f"**Mode: live on {e.gpu_name}** (cuDNN {e.cudnn_backend}, frontend {e.cudnn_frontend}, "
             f"CuPy {e.cupy_version}). Every chart is measured on this GPU when it is drawn.{helpers}"
             + class_gpu_text()
         )
-    return Text(
-        f"**Mode: recorded.** {recorded_sources(lesson)} Why not live: {m.reason}." + class_gpu_text()
-    )
+    else:
+        text = Text(
+            f"**Mode: recorded.** {recorded_sources(lesson)} Why not live: {m.reason}." + class_gpu_text()
+        )
+    # last, so that nothing of it competes with this cell: the first chart's imports while the
+    # learner reads; live, the GPU's set-up too
+    warmup.start(m.live)
+    return text
 
 
 def recorded_sources(lesson: Optional[str] = None) -> str:

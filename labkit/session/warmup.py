@@ -2,15 +2,17 @@
 
 A lesson's first panel would otherwise wait for them: pandas, plotly's figure classes and
 template, and its FigureWidget class (plotly's renderers, nbformat and jsonschema) take 2.2 s of a
-2.4 s first panel on a 2-core CPU machine. `start_imports` (called by the mode banner, a lesson's
-first cell) starts them before the banner waits for the answer to whether a GPU is there: that
-question imports CuPy and the cuDNN frontend and initialises CUDA (about 0.6 s on the GPU host),
-and `labkit.env.probe_soon` asks it in a thread of its own from the cell's first import of a
-labkit module. `start` adds, live,
-a second thread for the GPU's set-up. The steps, in order (`timeline`: when each ran; `seconds`:
-how long it took, or its error):
+2.4 s first panel on a 2-core CPU machine. The mode banner (a lesson's first cell) starts them once
+it has the answer to whether a GPU is there: that question imports CuPy and the cuDNN frontend and
+initialises CUDA (about 0.6 s on the GPU host), `labkit.env.probe_soon` asks it in a thread of its
+own from the cell's first import of a public module, and nothing else runs beside it, so the cell
+takes no longer than it. The steps, in order (`timeline`: when each ran; `seconds`: how long it
+took, or its error):
 
 * "tables", "figures": pandas, then plotly's imports and a figure laid out with numpy columns.
+* "lesson modules": the modules the first cell named (``check``, ``lessons``, ``widgets``, ...),
+  with every topic's experiments and charts; the cell left them to be imported on first use
+  (`labkit.OnFirstUse`). A cell that uses one of them meanwhile waits for this step's import of it.
 * "gc frozen, imports": ``gc.freeze()`` as soon as the imports are done, so a panel built at once
   meets no full collection; "gc frozen" again once the GPU's thread is done. The libraries'
   objects (about 230,000) go to the collector's permanent generation, and its full collections,
@@ -90,6 +92,15 @@ def _figures() -> None:
     fig.update_layout(template=plots.TEMPLATE)
     # importing the class: plotly's renderers, nbformat, jsonschema (2 s); no widget is made
     go.FigureWidget  # noqa: B018
+
+
+def _lesson_modules() -> None:
+    """The public modules a lesson's first cell names and leaves to be imported on first use
+    (`labkit.OnFirstUse`): its panels, checks and helpers, with every topic's experiments and charts."""
+    import labkit
+
+    for name in labkit.PUBLIC:
+        labkit.import_public(name)
 
 
 def _grids() -> None:
@@ -179,7 +190,8 @@ def _run(steps) -> None:
 
 
 def start_imports() -> bool:
-    """Start the chart's imports in a daemon thread, once per process, before anything asks for the GPU.
+    """Start the chart's imports in a daemon thread, once per process (the banner: once the GPU
+    question is answered).
 
     Returns:
         True when this call started them.
@@ -192,7 +204,7 @@ def start_imports() -> bool:
         from .prefetch import PREFETCHER
 
         PREFETCHER.watch_cells()  # from the banner's cell: the cupyx step waits for an idle kernel
-        imports = [("tables", _tables), ("figures", _figures)]
+        imports = [("tables", _tables), ("figures", _figures), ("lesson modules", _lesson_modules)]
         iri_grammar_skipped = _skip_iri_grammar()
         if iri_grammar_skipped:
             imports.append(
