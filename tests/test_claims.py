@@ -74,7 +74,7 @@ def _launch_as_long_as_a_short_kernel(rec):
 
 @claim(
     "05",
-    "**Exercise 2 (explain).** Before you run the build-cost cells below: autotuning the base convolution pays for itself far sooner in fp32 NCHW than in fp16 NHWC.",
+    "**Exercise 2 (explain).** Before you run the build-cost cells below: autotuning the base convolution pays for itself in fp32 NCHW, but far later or never in fp16 NHWC.",
 )
 def _autotune_pays_off_sooner_in_fp32(rec):
     base = experiments.BASE

@@ -188,7 +188,8 @@ autotune_payoff_reason = explain(
     name="autotune_payoff_reason",
     lesson="05",
     question=(
-        "Autotuning the base convolution pays for itself far sooner in fp32 NCHW than in fp16 NHWC. Why? "
+        "Autotuning the base convolution pays for itself in fp32 NCHW, but far later or never in fp16 NHWC. "
+        "Why? "
         "Answer from the plans panel first (set it to fp32 NCHW, then to fp16 NHWC, and compare the "
         "heuristic pick's time with the fastest plan's), then check against the two build-cost summaries."
     ),
