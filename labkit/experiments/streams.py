@@ -243,11 +243,14 @@ race_four_streams = Exercise(
 )
 
 RACE_REASONS = {
-    "other_kernel": "A CUDA graph runs a different kernel, one that uses its workspace unsafely.",
-    "python_syncs": "Python launches wait for each convolution to finish before launching the next one.",
-    "overlap": "A CUDA graph launches a whole batch at once, so both streams' kernels run at the same time "
-    "and overwrite each other's scratch data; from Python, one launch takes longer than a convolution runs.",
-    "small_workspace": "The captured graph keeps a workspace that is too small for the plan.",
+    "other_kernel": "A CUDA graph runs other kernels than a Python launch does, and one of them uses its "
+    "workspace unsafely; the kernels Python launches do not.",
+    "python_syncs": "Each Python launch waits for its convolution to finish before the next one is launched, "
+    "so two streams never run at once; a graph does not wait.",
+    "overlap": "A graph launches a whole batch at once, so both streams' kernels run together; from Python, "
+    "each launch takes the host longer than its convolution runs.",
+    "small_workspace": "A captured graph keeps a workspace smaller than the plan asks for, so its kernels "
+    "write past it; Python launches get the full size.",
 }
 
 

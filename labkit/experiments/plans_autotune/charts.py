@@ -270,7 +270,7 @@ def caps_chart(df) -> go.Figure:
             mode="lines",
             fill="toself",
             fillcolor="rgba(60,64,67,0.25)",
-            line=dict(width=0),
+            line=dict(width=1, color="rgba(60,64,67,0.55)"),  # its edges: a band 1 % of the axis still shows
             hoverinfo="skip",
             **band,
         ),

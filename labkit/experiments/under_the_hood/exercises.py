@@ -212,6 +212,16 @@ def _overlap_why(truth: float) -> str:
     )
 
 
+def _overlap_wrong(answer: float, truth: float) -> str:
+    if answer == 0 and truth:
+        return (
+            "0 us is what lesson 06's untraced Python rounds, with few or no corrupted outputs, suggest; but "
+            "this round ran under the tracer, another timing, and its streams did meet. Read the overlap on "
+            "the chart's detail line."
+        )
+    return f"{answer:g} us is {'too much' if answer > truth else 'too little'}."
+
+
 python_overlap = Exercise(
     name="python_overlap",
     lesson="10",
@@ -226,8 +236,12 @@ python_overlap = Exercise(
         "the panel's launch control picks Python launches; the chart's detail line gives the overlap.",
         "the shaded bands are the stretches where both streams ran: their total is the overlap.",
     ),
-    wrong=lambda answer, truth: f"{answer:g} us is {'too much' if answer > truth else 'too little'}.",
-    wrong_answers=lambda truth: [truth * 3 + 50, truth / 2 + 40 if truth else 25.0],
+    wrong=_overlap_wrong,
+    wrong_answers=lambda truth: [
+        truth * 3 + 50,
+        truth / 2 + 40 if truth else 25.0,
+        *([0.0] if truth else []),
+    ],
 )
 
 

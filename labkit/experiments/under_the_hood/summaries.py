@@ -22,8 +22,8 @@ def kernels_summary(df) -> Text:
         f"{where(df)}, {df['spec_label'].iloc[0]}: {len(per)} plans traced;",
         ", ".join(f"{int(n)} launch {k:g} kernel{'s' if k != 1 else ''} per call" for k, n in counts.items())
         + ".",
-        f"The fastest, {fastest.plan_name}, runs {fastest.kernels_per_call:g} in "
-        f"{fmt_us(fastest.plan_kernel_us)}.",
+        f"The fastest, {fastest.plan_name}, runs {fastest.kernels_per_call:g} "
+        f"kernel{'s' if fastest.kernels_per_call != 1 else ''} in {fmt_us(fastest.plan_kernel_us)}.",
     ]
     if conv:
         parts.append(
