@@ -9,6 +9,7 @@ import plotly.graph_objects as go
 
 from ...draw.plots import COLORS, finish, fmt_us, grid, new_figure, ok_rows
 from ...gpu.trace import merged_spans, overlap_spans
+from ...gpu.workloads import ONE_CONV
 from .runs import RACE_CONVS, TRACED_CALLS
 
 #: the kernel roles, in the order the stacked bars show them, and their colours
@@ -267,6 +268,8 @@ def strategy_timeline_chart(df) -> go.Figure:
     fig.update_xaxes(title_text="microseconds from the strategy's first traced call")
     calls = int(df["calls"].iloc[0]) if "calls" in df.columns and len(df) else None
     wl = df["workload"].iloc[0] if len(df) else ""
+    if wl == "one_conv":
+        wl = f"one convolution ({ONE_CONV.label})"
     detail = (
         f"{wl}, {calls or 8} calls per strategy in steady state, traced with CUPTI; each strategy's GPU lane "
         "above its host lane; idle = the GPU waiting for the host"
@@ -354,9 +357,9 @@ LOG_CONTEXT = r"^\s*[wWeEiI]!\s+(?:Time:|Process=)"
 
 def log_kinds(df):
     """The build log's lines about engines, warnings and errors, each kind of line once: its source,
-    first line number, how many times it appears and its text (digits and engine names stand for
-    any, so "plan at position 0" and "position 7" are one kind; a kind whose lines differ is shown
-    with N for the numbers and ENGINE for the engine names). A DataFrame."""
+    first line number, how many times it appears and that first line's text, as cuDNN wrote it
+    (digits and engine names stand for any, so "plan at position 0" and "position 7" are one kind,
+    shown by the first of them, with its engine's name). A DataFrame."""
     import re
 
     import pandas as pd
@@ -373,8 +376,6 @@ def log_kinds(df):
         key = (r.source, kind)
         if key not in rows:
             rows[key] = dict(source=r.source, line=int(r.line), times=0, text=body)
-        elif rows[key]["text"] != body:
-            rows[key]["text"] = kind
         rows[key]["times"] += 1
     return pd.DataFrame(list(rows.values()), columns=["source", "line", "times", "text"])
 
@@ -388,7 +389,16 @@ def build_log_chart(df) -> go.Figure:
     fig.add_trace(
         go.Table(
             columnwidth=[60, 40, 40, 560],
-            header=dict(values=["source", "first line", "times", "text"], align="left", fill_color="#e8eaed"),
+            header=dict(
+                values=[
+                    "source",
+                    "first line",
+                    "times",
+                    "the first line (others of its kind differ in numbers and engines)",
+                ],
+                align="left",
+                fill_color="#e8eaed",
+            ),
             cells=dict(
                 values=[list(keep.source), list(keep.line), list(keep.times), texts],
                 align="left",

@@ -64,9 +64,10 @@ def strategy_timeline_summary(df) -> Text:
     if "idle_share_api" in s.columns and {"gpu_us", "busy_us"} <= set(s.columns):
         untraced = 1 - s.busy_us / s.gpu_us
         parts.append(
-            f"Traced with device records only (no API calls), every strategy's GPU still waited "
-            f"{s.idle_share.min():.0%} to {s.idle_share.max():.0%} of its pass; untraced, every pass took "
-            f"longer than its kernels ({untraced.min():.0%} to {untraced.max():.0%} of it idle)."
+            "Tracing the API calls adds host time to each, so the chart's gaps are wider than a plain run's. "
+            f"Yet with only the kernels traced, the GPU still waited {s.idle_share.min():.0%} to "
+            f"{s.idle_share.max():.0%} of every strategy's pass; and untraced, timed with events, every pass "
+            f"took longer than its kernels ({untraced.min():.0%} to {untraced.max():.0%} of it idle)."
         )
     ev = df[df.kind == "api"]
     allocs = ev[ev.name.str.contains("alloc|free", case=False)].groupby("strategy").size()
