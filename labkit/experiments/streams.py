@@ -16,7 +16,7 @@ from ..draw.prose import Text, where
 from ..errors import InvalidSpec, LabkitError
 from .checking import CheckResult, emit
 from .core import experiment, result, to_frame
-from .exercise import Exercise, equal, explain, flag, number, within
+from .exercise import Exercise, equal, explain, flag, number_leaks, one_of
 from .panel_config import plain_panel
 
 
@@ -212,13 +212,36 @@ race_python_prediction = Exercise(
 )
 
 
-def _four_why(truth: float) -> str:
+def _corrupted(streams: int) -> int:
+    return int(_race("graph", streams).loc["shared", "mismatches_bitwise"])
+
+
+def _four_against_two() -> str:
+    """'more', 'fewer' or 'same': the shared scratchpad's corrupted outputs with CUDA graphs on 4
+    streams against 2 (within 10 % is the same)."""
+    four, two = _corrupted(4), _corrupted(2)
+    return "more" if four > 1.1 * two else "fewer" if four < 0.9 * two else "same"
+
+
+def _four_why(truth: str) -> str:
     four, two = _race("graph", 4), _race("graph", 2)
+    bad4, bad2, runs = _corrupted(4), _corrupted(2), int(four.loc["shared", "runs"])
+    text = (
+        f"{bad4} of {runs} outputs with 4 streams, against {bad2} of {int(two.loc['shared', 'runs'])} with 2."
+    )
+    if truth == "more":
+        text += (
+            " With four streams on one workspace, each stream's kernels can meet three others' instead of "
+            "one, so fewer outputs come through untouched."
+        )
+    if truth == "more" and bad4 < 2 * bad2:
+        text += (
+            " But the count does not double: an output is corrupted once, however many streams overwrite its "
+            "scratch data"
+            + (f", and twice {bad2} is more than the {runs} outputs checked." if 2 * bad2 > runs else ".")
+        )
     return (
-        f"{int(truth)} of {int(four.loc['shared', 'runs'])} with 4 streams, against "
-        f"{int(two.loc['shared', 'mismatches_bitwise'])} of {int(two.loc['shared', 'runs'])} with 2: more "
-        "streams overlapping on one workspace leave fewer outputs untouched. One scratchpad per stream: "
-        f"{int(four.loc['per-stream', 'mismatches_bitwise'])}."
+        text + f" One scratchpad per stream: {int(four.loc['per-stream', 'mismatches_bitwise'])} corrupted."
     )
 
 
@@ -227,19 +250,21 @@ race_four_streams = Exercise(
     lesson="06",
     kind="explore",
     question=(
-        "Set the race panel to graph launch on 4 streams: how many outputs did the shared scratchpad corrupt?"
+        "Predict, then check on the race panel: with CUDA graphs on 4 streams sharing one scratchpad, will "
+        "more, fewer or about the same number of outputs be corrupted as on 2 streams? 'more', 'fewer' or "
+        "'same'."
     ),
-    truth=lambda: int(_race("graph", 4).loc["shared", "mismatches_bitwise"]),
-    parse=number("a count of outputs"),
-    judge=within(0.02),
+    truth=_four_against_two,
+    parse=one_of(("more", "fewer", "same"), "'more', 'fewer' or 'same'"),
+    judge=equal,
     why=_four_why,
     hints=(
-        "the race panel's launch · streams control offers every recorded pair: pick 'graph 4'.",
-        "read the red bar's label: corrupted / checked.",
+        "a corruption needs two streams' kernels on the workspace at once: with four streams, how many "
+        "others can each stream's kernels meet?",
+        "set the race panel's launch · streams control to 'graph 4' and compare its red bar with 'graph 2'.",
     ),
-    wrong=lambda a, t: "Too many." if a > t else "Too few.",
-    example=100,
-    wrong_answers=lambda t: [round(t / 2), t + 100],
+    leaks=lambda truth: number_leaks(float(_corrupted(4))),
+    wrong_answers=lambda truth: [c for c in ("more", "fewer", "same") if c != truth],
 )
 
 RACE_REASONS = {
