@@ -207,6 +207,24 @@ def _wide_why(truth: str) -> str:
         + ", ".join(f"{d} {rng[d]}" for d in WIDE + NARROW)
         + " (time ratio [its range under the p10-p90 spreads]); each dtype ran the same plan on both GPUs. "
         + reasons[truth]
+        + _fp8_too(table, col, mine)
+    )
+
+
+def _fp8_too(table, col, mine) -> str:
+    """A sentence on fp8, when it gains beyond its spread though its values are 1 byte and its plan
+    runs slower than fp16's: its time too depends on memory traffic."""
+    d = "fp8_e4m3"
+    if d not in table.index or d not in mine.index or not _range(table, col, d)[1] < 1:
+        return ""
+    if not mine.loc[d, "gpu_us"] > mine.loc["fp16", "gpu_us"]:
+        return ""
+    return (
+        f" fp8_e4m3 gains too ({compare.ratio_text(table.loc[d, col], *_range(table, col, d))}), with 1-byte "
+        f"values: its plan takes longer than fp16's ({plots.fmt_us(mine.loc[d, 'gpu_us'])} against "
+        f"{plots.fmt_us(mine.loc['fp16', 'gpu_us'])}) though fp8's tensor cores do twice fp16's work per "
+        "cycle, so what holds it back is not its arithmetic: on two GPUs that differ only in memory, it is "
+        "the memory."
     )
 
 
