@@ -901,7 +901,10 @@ NOT_CLAIMS: set = {
         "08",
         "**Learning goals** * read two recordings of the same calls side by side, each with its provenance (GPU, cuDNN, date); * predict from arithmetic intensity which convolutions gain from more memory bandwidth, then check; * tell a real difference between two GPUs from the spread of repeated timings; * see whether cuDNN's heuristic and autotuned plans change between two GPUs of one architecture; * place the usual architecture advice (Ampere: TF32; Hopper: FP8; Ada: FP8 inference) next to what was measured.",
     ),
-    ("08", "How many of the shapes run at least 5 % faster on the H200 (time ratio below 0.95)?"),
+    (
+        "08",
+        "Which shape runs at least 5 % faster on the H200 (time ratio below 0.95) in tf32, but not in fp16?",
+    ),
     ("08", "No times yet: predict from the intensity alone."),
     (
         "08",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..draw import plots
 from ..errors import InvalidSpec
-from ..experiments.exercise import Exercise, equal, explain, flag, number, number_leaks, one_of
+from ..experiments.exercise import Exercise, equal, explain, flag, number_leaks, one_of
 from . import compare
 
 #: a shape "gains" in the explore exercise when the other GPU takes less than this share of the time
@@ -223,8 +223,8 @@ def _fp8_too(table, col, mine) -> str:
         f" fp8_e4m3 gains too ({compare.ratio_text(table.loc[d, col], *_range(table, col, d))}), with 1-byte "
         f"values: its plan takes longer than fp16's ({plots.fmt_us(mine.loc[d, 'gpu_us'])} against "
         f"{plots.fmt_us(mine.loc['fp16', 'gpu_us'])}) though fp8's tensor cores do twice fp16's work per "
-        "cycle, so what holds it back is not its arithmetic: on two GPUs that differ only in memory, it is "
-        "the memory."
+        "cycle: its arithmetic is not what bounds it, and on two GPUs that differ in memory alone its time "
+        "too depends on memory traffic."
     )
 
 
@@ -268,22 +268,30 @@ def _tf32():
     return df, table, compare.ratio_column(table)
 
 
-def _tf32_gains() -> int:
+def _gainers(table, col) -> list:
+    """The shapes at least 5 % faster on the second GPU (time ratio below `GAIN_BELOW`), fastest first."""
+    return list(table[table[col] < GAIN_BELOW].sort_values(col)["shape"])
+
+
+def _tf32_only() -> list:
+    """The shapes that gain in tf32 and not in fp16."""
     _, table, col = _tf32()
-    return int((table[col] < GAIN_BELOW).sum())
+    _, t16, c16 = _roof()
+    fp16 = set(_gainers(t16, c16))
+    return [s for s in _gainers(table, col) if s not in fp16]
 
 
-def _tf32_why(truth: int) -> str:
+def _tf32_why(truth: str) -> str:
     df, table, col = _tf32()
     base, other = _pair(df)
-    fp16, t16, c16 = _roof()
-    gains = table[table[col] < GAIN_BELOW]
-    shapes = ", ".join(f"{r['shape']} ({r[col]:.2f}x)" for _, r in gains.iterrows())
-    n16 = int((t16[c16] < GAIN_BELOW).sum())
+    _, t16, c16 = _roof()
+    r32, r16 = table.set_index("shape")[col], t16.set_index("shape")[c16]
+    only = ", ".join(f"{s} ({r16[s]:.2f}x in fp16, {r32[s]:.2f}x in tf32)" for s in _tf32_only())
     return (
-        f"{truth} of {len(table)} tf32 shapes run at least {1 - GAIN_BELOW:.0%} faster on the "
-        f"{_gpu(df, other)}: {shapes}; in fp16, {n16}. tf32 reads and writes 4-byte values: each shape's "
-        "arithmetic intensity is half its fp16 one, so more shapes sit where bandwidth counts."
+        f"Time ratios {_gpu(df, other)}/{_gpu(df, base)}: gaining in tf32 only, {only}; in both dtypes, "
+        + ", ".join(s for s in _gainers(table, col) if s not in _tf32_only())
+        + ". tf32 reads and writes 4-byte values: each shape's arithmetic intensity is half its fp16 one, "
+        "so a shape that sat where the tensor cores bound it in fp16 can move to where bandwidth counts."
     )
 
 
@@ -291,19 +299,26 @@ tf32_gaining_shapes = Exercise(
     name="tf32_gaining_shapes",
     lesson="08",
     kind="explore",
-    question=f"Compare the ResNet-50 shapes in tf32 on both GPUs (compare.frames('roofline', dtype='tf32')): "
-    f"how many of them run at least {1 - GAIN_BELOW:.0%} faster on the second GPU (time ratio below "
-    f"{GAIN_BELOW:g})?",
-    truth=_tf32_gains,
-    parse=number("a count of shapes"),
-    judge=equal,
+    question="Compare the ResNet-50 shapes in tf32 on both GPUs (compare.frames('roofline', dtype='tf32')) "
+    f"with the fp16 ones above: which shape runs at least {1 - GAIN_BELOW:.0%} faster on the second GPU "
+    f"(time ratio below {GAIN_BELOW:g}) in tf32, but not in fp16?",
+    truth=lambda: _tf32_only()[0],
+    parse=lambda answer: one_of(_shapes(), "a shape as the table names it")(answer),
+    judge=lambda answer, truth: answer in _tf32_only(),
     why=_tf32_why,
     hints=(
         "compare.ratios(compare.frames('roofline', dtype='tf32')) puts both GPUs' times and their ratio side "
-        "by side; count the rows below the threshold.",
+        "by side; do the same for fp16 and compare the rows below the threshold.",
         "the ratio column is the second GPU's time over the first's: below 1 means faster.",
     ),
-    wrong=lambda answer, truth: f"{answer:g} is {'too many' if answer > truth else 'too few'}.",
+    wrong=lambda answer, truth: (
+        f"{answer} gains in fp16 already."
+        if answer in _gainers(*_roof()[1:])
+        else f"{answer} does not gain in tf32."
+    ),
+    example="conv1 7x7/2",
+    leaks=lambda truth: (),  # every shape is named in the tables above: the answer is which one
+    wrong_answers=lambda truth: [s for s in _shapes() if s not in _tf32_only()][:2],
 )
 
 
