@@ -244,8 +244,8 @@ def after_warm_up(code: str, **env) -> list:
 
 def test_the_gpu_question_is_asked_alone_and_the_chart_imports_start_after_it():
     """A fresh kernel (a subprocess), a lesson's first cell: the public modules it names are not
-    imported by it (`labkit.OnFirstUse`), and nothing of the warm-up runs while the banner asks
-    whether a GPU is there (which imports CuPy and initialises CUDA: most of a first cell on a GPU
+    imported by it (`labkit.session.first_use.OnFirstUse`), and nothing of the warm-up runs while the
+    banner asks whether a GPU is there (which imports CuPy and initialises CUDA: most of a first cell on a GPU
     host); then the chart's imports, the lesson modules, every chart's subplot grid (step "grids")
     and the collector's freeze run in that order; recorded mode starts nothing of the GPU."""
     code = (
@@ -277,8 +277,8 @@ def test_the_gpu_question_is_asked_alone_and_the_chart_imports_start_after_it():
 
 
 def test_a_public_module_imported_on_first_use_reads_and_writes_the_module_itself():
-    """`labkit.OnFirstUse`: ``lessons.banner`` comes from its light module without importing the
-    lessons; any other attribute imports the module, and setting one sets it there."""
+    """`labkit.session.first_use.OnFirstUse`: ``lessons.banner`` comes from its light module without
+    importing the lessons; any other attribute imports the module, and setting one sets it there."""
     code = (
         "import sys\n"
         "import labkit\n"

@@ -12,7 +12,8 @@ took, or its error):
 * "tables", "figures": pandas, then plotly's imports and a figure laid out with numpy columns.
 * "lesson modules": the modules the first cell named (``check``, ``lessons``, ``widgets``, ...),
   with every topic's experiments and charts; the cell left them to be imported on first use
-  (`labkit.OnFirstUse`). A cell that uses one of them meanwhile waits for this step's import of it.
+  (`labkit.session.first_use.OnFirstUse`). A cell that uses one of them meanwhile waits for this
+  step's import of it.
 * "gc frozen, imports": ``gc.freeze()`` as soon as the imports are done, so a panel built at once
   meets no full collection; "gc frozen" again once the GPU's thread is done. The libraries'
   objects (about 230,000) go to the collector's permanent generation, and its full collections,
@@ -96,11 +97,12 @@ def _figures() -> None:
 
 def _lesson_modules() -> None:
     """The public modules a lesson's first cell names and leaves to be imported on first use
-    (`labkit.OnFirstUse`): its panels, checks and helpers, with every topic's experiments and charts."""
-    import labkit
+    (`labkit.session.first_use.OnFirstUse`): its panels, checks and helpers, with every topic's
+    experiments and charts."""
+    from . import first_use
 
-    for name in labkit.PUBLIC:
-        labkit.import_public(name)
+    for name in first_use.PUBLIC:
+        first_use.import_public(name)
 
 
 def _grids() -> None:
