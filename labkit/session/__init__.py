@@ -7,5 +7,7 @@
   the labkit source a lesson shows;
 * `prefetch`: the background worker that measures neighbouring values ahead;
 * `warmup`: a fresh kernel's first-use costs, paid while the learner reads;
-* `handson`: hands-on cells, where the learner writes code against the real API.
+* `handson`: hands-on cells, where the learner writes code against the real API;
+* `first_use`: the modules a notebook imports by short name (``check``, ``lessons``, ``widgets``),
+  imported on first use.
 """
