@@ -56,7 +56,7 @@ KERNELS_GRID = grid(
     cols=2,
     shared_yaxes=True,
     column_widths=[0.68, 0.32],
-    horizontal_spacing=0.02,
+    horizontal_spacing=0.05,  # the left panel's last tick and the right's first apart
     subplot_titles=("GPU time per call, by kernel role (traced)", "host time per call (untraced)"),
 )
 
