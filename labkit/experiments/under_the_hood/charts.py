@@ -114,7 +114,7 @@ def kernels_chart(df) -> go.Figure:
         col=2,
     )
     fig.update_layout(barmode="stack")
-    fig.update_yaxes(autorange="reversed", tickfont=dict(size=10), row=1, col=1)
+    fig.update_yaxes(autorange="reversed", tickfont=dict(size=11), row=1, col=1)
     fig.update_xaxes(title_text="GPU time per call (us)", row=1, col=1)
     fig.update_xaxes(title_text="host us per call", row=1, col=2)
     label = df["spec_label"].iloc[0] if "spec_label" in df.columns and len(df) else ""

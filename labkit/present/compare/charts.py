@@ -378,7 +378,7 @@ def _plans(df, table, comp):
         ticktext=ticks,
         range=[n - 0.5, -0.5],
         type="linear",
-        tickfont=dict(size=9),
+        tickfont=dict(size=11),
         row=1,
         col=1,
     )
