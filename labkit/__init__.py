@@ -36,9 +36,8 @@ def __getattr__(name):
     (`labkit.session.first_use.public`)."""
     if name in ("report", "Report"):
         return getattr(importlib.import_module("labkit.present.netreport"), name)
-    first_use = importlib.import_module(
-        "labkit.session.first_use"
-    )  # (``from . import`` would ask this function)
+    # (``from .session import first_use`` would ask this function for ``session``)
+    first_use = importlib.import_module("labkit.session.first_use")
     if name in first_use.PUBLIC:
         return first_use.public(name)
     raise AttributeError(f"module 'labkit' has no attribute {name!r}")

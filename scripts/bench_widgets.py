@@ -378,7 +378,7 @@ def main(argv=None) -> int:
         if args.cache:
             os.environ["LABKIT_CACHE"] = args.cache
         rows = first_cell_in_kernel(args.condition, args.pause)  # its kernel runs alone: first
-        first_cell(args.condition, args.pause)
+        first_cell()
         time.sleep(args.read)  # no cell runs: the warm-up goes on as while a learner reads
         pending = list(
             rows
@@ -398,7 +398,7 @@ def main(argv=None) -> int:
     return 0
 
 
-def first_cell(condition, pause: float):
+def first_cell() -> None:
     """A lesson's first cell (``import labkit``, its widgets and checks, ``lessons.banner()``) in
     this process, which the panels then use; timed and printed, not kept (`first_cell_in_kernel`
     is)."""

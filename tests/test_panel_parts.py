@@ -245,9 +245,9 @@ def after_warm_up(code: str, **env) -> list:
 def test_the_gpu_question_is_asked_alone_and_the_chart_imports_start_after_it():
     """A fresh kernel (a subprocess), a lesson's first cell: the public modules it names are not
     imported by it (`labkit.session.first_use.OnFirstUse`), and nothing of the warm-up runs while the
-    banner asks whether a GPU is there (which imports CuPy and initialises CUDA: most of a first cell on a GPU
-    host); then the chart's imports, the lesson modules, every chart's subplot grid (step "grids")
-    and the collector's freeze run in that order; recorded mode starts nothing of the GPU."""
+    banner asks whether a GPU is there (which imports CuPy and initialises CUDA: most of a first cell
+    on a GPU host); then the chart's imports, the lesson modules, every chart's subplot grid (step
+    "grids") and the collector's freeze run in that order; recorded mode starts nothing of the GPU."""
     code = (
         "import sys\n"
         "import labkit\n"
@@ -263,17 +263,18 @@ def test_the_gpu_question_is_asked_alone_and_the_chart_imports_start_after_it():
         "light = 'labkit.present.widgets' not in sys.modules and 'plotly' not in sys.modules\n"
         "lessons.banner()\n"
         "assert warmup.wait(120), warmup.seconds\n"
+        "warmed = 'labkit.present.widgets' in sys.modules  # the warm-up imported what the cell named\n"
         "from labkit.draw import plots\n"
         "t = warmup.timeline\n"
         "order = sorted(t, key=lambda k: t[k])\n"
         "i = order.index\n"
-        "print(light, asked[0], i('imports done') > i('lesson modules') > i('figures'),\n"
+        "print(light, warmed, asked[0], i('imports done') > i('lesson modules') > i('figures'),\n"
         "      t['grids'][0] >= t['imports done'][1], t['gc frozen'][0] >= t['grids'][1], 'gpu' in t,\n"
         "      plots.lay_out_grids(), len(plots._GRIDS) >= len(plots._DECLARED) > 5,\n"
         "      widgets is sys.modules['labkit.present.widgets'] or widgets.PANELS is labkit.widgets.PANELS)\n"
     )
     got = fresh_kernel(code)
-    assert got == ["True", "0", "True", "True", "True", "False", "0", "True", "True"], got
+    assert got == ["True", "True", "0", "True", "True", "True", "False", "0", "True", "True"], got
 
 
 def test_a_public_module_imported_on_first_use_reads_and_writes_the_module_itself():

@@ -27,10 +27,8 @@ def table(df, columns, names=None) -> Text:
     Returns:
         The table as `Text` (shown as Markdown in a notebook).
     """
-    from .plots import (
-        fmt_bytes,
-        fmt_us,
-    )  # plotly: not on a first cell's path (`labkit.session.first_use.OnFirstUse`)
+    # plotly: not on a first cell's path (`labkit.session.first_use.OnFirstUse`)
+    from .plots import fmt_bytes, fmt_us
 
     names = names or columns
     rows = ["| " + " | ".join(names) + " |", "|" + " --- |" * len(columns)]

@@ -225,7 +225,8 @@ def _four_against_two() -> str:
 
 def _four_why(truth: str) -> str:
     four, two = _race("graph", 4), _race("graph", 2)
-    bad4, bad2, runs = _corrupted(4), _corrupted(2), int(four.loc["shared", "runs"])
+    bad4, bad2 = int(four.loc["shared", "mismatches_bitwise"]), int(two.loc["shared", "mismatches_bitwise"])
+    runs = int(four.loc["shared", "runs"])
     text = (
         f"{bad4} of {runs} outputs with 4 streams, against {bad2} of {int(two.loc['shared', 'runs'])} with 2."
     )

@@ -286,10 +286,11 @@ def _tf32_why(truth: str) -> str:
     base, other = _pair(df)
     _, t16, c16 = _roof()
     r32, r16 = table.set_index("shape")[col], t16.set_index("shape")[c16]
-    only = ", ".join(f"{s} ({r16[s]:.2f}x in fp16, {r32[s]:.2f}x in tf32)" for s in _tf32_only())
+    tf32_only = _tf32_only()
+    only = ", ".join(f"{s} ({r16[s]:.2f}x in fp16, {r32[s]:.2f}x in tf32)" for s in tf32_only)
     return (
         f"Time ratios {_gpu(df, other)}/{_gpu(df, base)}: gaining in tf32 only, {only}; in both dtypes, "
-        + ", ".join(s for s in _gainers(table, col) if s not in _tf32_only())
+        + ", ".join(s for s in _gainers(table, col) if s not in tf32_only)
         + ". tf32 reads and writes 4-byte values: each shape's arithmetic intensity is half its fp16 one, "
         "so a shape that sat where the tensor cores bound it in fp16 can move to where bandwidth counts."
     )

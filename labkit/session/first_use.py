@@ -34,8 +34,8 @@ class OnFirstUse(types.ModuleType):
     A lesson's first cell imports ``check``, ``lessons`` and ``widgets`` and shows the mode banner; the
     modules themselves (plotly, ipywidgets and every lesson's experiments: about 1 s of imports on a
     GPU host) are imported by the warm-up thread the banner starts (`labkit.session.warmup`), while
-    the learner reads, or by the first cell that uses them, whichever comes first: the import
-    system's lock per module makes the other wait for it.
+    the learner reads, or by the first cell that uses them, whichever comes first: `import_public`'s
+    lock makes the other wait for it.
     """
 
     def __init__(self, name: str):
@@ -91,7 +91,20 @@ def public(name: str) -> types.ModuleType:
     Returns:
         The module, or its `OnFirstUse`.
     """
-    importlib.import_module("labkit.env").probe_soon()
-    if name == "env" or PUBLIC[name] in sys.modules:
+    env = importlib.import_module("labkit.env")
+    env.probe_soon()
+    if name == "env":
+        return env  # imported above: it need not wait for the warm-up's imports
+    if PUBLIC[name] in sys.modules:
         return import_public(name)
     return _on_first_use.setdefault(name, OnFirstUse(name))
+
+
+def named() -> list:
+    """The public modules handed out as an `OnFirstUse` (what this kernel's cells named before they
+    were imported): the ones the warm-up imports.
+
+    Returns:
+        Their names, keys of `PUBLIC`.
+    """
+    return list(_on_first_use)

@@ -101,7 +101,7 @@ def _lesson_modules() -> None:
     experiments and charts."""
     from . import first_use
 
-    for name in first_use.PUBLIC:
+    for name in first_use.named():
         first_use.import_public(name)
 
 
