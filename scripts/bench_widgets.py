@@ -36,7 +36,9 @@ condition, gpu, panel)s already in the file are kept. Each panel's build (what a
 when its cell runs) is a row of its own with control ``(build)``: first paint (the cell hands the
 panel back: live, at its first part drawn) and complete (the rest filled in). The lesson's first
 cell (lesson 01's, in a fresh Jupyter kernel: IPython is loaded before a notebook's first cell runs) is
-a row of panel ``(first cell)``; ``--panels "(first cell)"`` measures only that row.
+a row of panel ``(first cell)``; ``--panels "(first cell)"`` measures only that row. With
+``--panels``, this process's first cell is the banner of the first panel's lesson, which prepares
+what that lesson measures with (lesson 09's starts the report's worker); without, of no lesson.
 Prints the table and a summary (median, p90, max per mode/condition and per panel). Not a timed test.
 
     python scripts/bench_widgets.py                       # the mode labkit picks, first visits
@@ -378,14 +380,15 @@ def main(argv=None) -> int:
         if args.cache:
             os.environ["LABKIT_CACHE"] = args.cache
         rows = first_cell_in_kernel(args.condition, args.pause)  # its kernel runs alone: first
-        first_cell()
+        asked = [n for n in args.panels or [] if n != "(first cell)"]
+        first_cell(lesson_of(asked[0]) if asked else None)  # every panel: the banner of no lesson
         time.sleep(args.read)  # no cell runs: the warm-up goes on as while a learner reads
         pending = list(
             rows
         )  # written with the first panel's: nothing (pandas' import, a CSV) runs between them
         from labkit.present import widgets
 
-        names = [n for n in args.panels or [*widgets.PANELS, "lab"] if n != "(first cell)"]
+        names = asked if args.panels else [*widgets.PANELS, "lab"]
         if not names:
             df = write(pending, Path(args.out))
         for name in names:  # written after each panel: a stopped run keeps its rows
@@ -398,17 +401,29 @@ def main(argv=None) -> int:
     return 0
 
 
-def first_cell() -> None:
-    """A lesson's first cell (``import labkit``, its widgets and checks, ``lessons.banner()``) in
-    this process, which the panels then use; timed and printed, not kept (`first_cell_in_kernel`
-    is)."""
+def lesson_of(panel: str):
+    """The first lesson that draws ``panel`` (its banner prepares what the lesson measures with:
+    lesson 09's starts the report's worker), or None."""
+    from labkit.session.texts import DRAWS
+
+    return next((lesson for lesson, drawn in DRAWS.items() if panel in drawn), None)
+
+
+def first_cell(lesson=None) -> None:
+    """A lesson's first cell (``import labkit``, its widgets and checks, ``lessons.banner(lesson)``)
+    in this process, which the panels then use; timed and printed, not kept (`first_cell_in_kernel`
+    is).
+
+    Args:
+        lesson: the lesson of the first panel measured, e.g. "09"; None for no lesson.
+    """
     t0 = time.perf_counter()
     import labkit  # noqa: F401
     from labkit import check, lessons, widgets  # noqa: F401
     from labkit.session.prefetch import PREFETCHER
 
     PREFETCHER.cell_started()  # as IPython's events tell labkit in a notebook
-    text = lessons.banner()
+    text = lessons.banner(lesson)
     PREFETCHER.cell_finished()
     ms = (time.perf_counter() - t0) * 1000
     print(f"(first cell, this process): {ms:.0f} ms; {str(text)[:120]}", flush=True)

@@ -62,3 +62,15 @@ def pid_build(spec_fields, epilogue, workspace_cap, index, name, seconds=0.4):
     """A stand-in build that says which worker process built it."""
     time.sleep(seconds)
     return dict(index=index, name=name, seconds=seconds, pid=os.getpid())
+
+
+#: the worker's pid once `warm` ran in it (a step called later reads it)
+WARMED = []
+
+
+def warm():
+    WARMED.append(os.getpid())
+
+
+def warmed():
+    return list(WARMED)

@@ -116,3 +116,57 @@ def test_a_process_that_used_the_worker_exits():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=45, cwd=ROOT)
     assert r.returncode == 0 and r.stdout.strip() == "True", r.stderr[-2000:]
     assert time.monotonic() - t0 < 30
+
+
+def test_a_worker_started_soon_is_warmed_once_and_serves_the_next_step(worker):
+    """`Worker.start_soon` returns at once; its warm step runs in the worker before the first step,
+    which finds the same process (started once)."""
+    t0 = time.monotonic()
+    thread = worker.start_soon("isolated_steps:warm")
+    assert time.monotonic() - t0 < 0.5
+    thread.join(60)
+    pid = worker.call("isolated_steps:pid")
+    assert worker.call("isolated_steps:warmed") == [pid]
+    assert worker.starts == 1
+
+
+def test_a_warm_step_that_fails_is_left_for_the_first_step(worker):
+    """A warm-up that fails is an optimisation lost, not an error: the next step still runs."""
+    worker.start_soon("isolated_steps:no_such_step").join(60)
+    assert worker.call("isolated_steps:add", (1, 1)) == 2
+
+
+@pytest.mark.parametrize(
+    "lesson, shared, isolate, started",
+    [
+        ("09", "", "1", True),
+        ("01", "", "1", False),
+        (None, "", "1", False),
+        ("09", "/srv/class", "1", False),
+        ("09", "", "0", False),
+    ],
+)
+def test_lesson_09s_banner_starts_the_report_worker_warmed(monkeypatch, lesson, shared, isolate, started):
+    """Live, the banner of the lesson that draws the network report starts its worker with the
+    report's warm step (a real function of the worker steps); not in another lesson, in a class,
+    or with isolation off."""
+    from labkit.session import texts
+
+    monkeypatch.setenv("LABKIT_SHARED_CACHE", shared)
+    monkeypatch.setenv("LABKIT_ISOLATE", isolate)
+    sent = []
+    monkeypatch.setattr(isolated, "worker", lambda: type("W", (), {"start_soon": sent.append})())
+    assert texts.start_report_worker(lesson) is started
+    assert sent == ([texts.REPORT_WARM_STEP] if started else [])
+    assert callable(isolated._resolve(texts.REPORT_WARM_STEP))
+
+
+def test_the_report_workers_warm_step_checks_in_the_reports_default_dtype_and_layout():
+    """`warm_step` loads the kernels of the checks the first report runs: its dtype and layout are
+    `network_report`'s defaults."""
+    import inspect
+
+    from labkit.experiments.your_network import runs, worker_steps
+
+    defaults = {k: p.default for k, p in inspect.signature(runs.network_report).parameters.items()}
+    assert (worker_steps.WARM_DTYPE, worker_steps.WARM_LAYOUT) == (defaults["dtype"], defaults["layout"])

@@ -7,15 +7,17 @@ time, and it can never be the pick or be saved. Every row carries ``rel_error`` 
 
 The frontend's Python API has no autotune (its C++ ``autotune`` does what this does): each plan
 gets its own workspace, runs twice eagerly, and a CUDA graph of back-to-back calls is captured and
-replayed (warm-up, repeats until the median is stable); a plan already 3x slower than the best so
-far stops after one replay, and one whose eager call alone is over 6x the fastest eager call so far
-is not captured at all (`measure.TooSlow`: its row says "slower: ..."; ``eager_stop=False`` times
-it anyway). Eager calls are compared with eager calls: one eager call of a short convolution is
-bound by the host's launch, so against a replayed time every plan of it would look 6x slower.
-The plans that finish within `FINAL_MARGIN` of the best are then timed again, in turns, for
-`FINAL_ROUNDS` rounds, and the pick is the fastest median over those rounds: two plans a few per
-cent apart are told apart by alternating measurements, not by one each. Times are GPU
-microseconds per call (`measure.graph_replay`).
+replayed (`WARMUP_REPLAYS` to warm up, then repeats until the median is stable); a plan whose
+median is already `EARLY_STOP_RATIO` x the best so far stops there (it cannot be the pick; its
+row keeps that median), and one whose eager call alone is over `EAGER_STOP_RATIO` x the fastest
+eager call so far is not captured at all (`measure.TooSlow`: its row says "slower: ...";
+``eager_stop=False`` times it anyway). Eager calls are compared with eager calls: one eager call
+of a short convolution is bound by the host's launch, so against a replayed time every plan of it
+would look 6x slower. The plans that finish within `FINAL_MARGIN` of the best are then timed
+again, in turns, for `FINAL_ROUNDS` rounds (each round a new workspace and graph, warmed up by
+three replays), and the pick is the fastest median over those rounds: two plans a few per cent
+apart are told apart by alternating measurements, not by one each. Times are GPU microseconds per
+call (`measure.graph_replay`).
 
 Bounded: every plan is timed under a budget derived from the best plan so far (`plan_budget_s`:
 50x what timing the best plan took, at least `PLAN_BUDGET_FLOOR_S`; `FIRST_PLAN_BUDGET_S` for the
@@ -43,6 +45,14 @@ PLAN_BUDGET_FACTOR = 50.0
 PLAN_BUDGET_FLOOR_S = 0.5
 #: the first plan's budget (no best yet), seconds
 FIRST_PLAN_BUDGET_S = 20.0
+#: a plan's timing stops once its median is this many times the best plan's so far: it cannot be
+#: the pick (the final rounds take only plans within `FINAL_MARGIN` of the best)
+EARLY_STOP_RATIO = 1.5
+#: a plan is not captured when one eager call is over this many times the fastest eager call so far
+EAGER_STOP_RATIO = 6.0
+#: replays of a plan's new graph before its first timing (its two eager calls loaded the kernels):
+#: that timing sorts the plans; the final rounds, which decide between the fastest, warm up longer
+WARMUP_REPLAYS = 1
 #: plans within this fraction of the best are timed again, in turns, before the pick ...
 FINAL_MARGIN = 0.03
 #: ... for this many rounds ...
@@ -139,6 +149,7 @@ def time_plan(
     budget: Optional[Budget] = None,
     eager_stop: bool = True,
     eager_stop_above_us: Optional[float] = None,
+    warmup: int = 3,
 ) -> measure.Timing:
     """GPU time of one plan as autotuning measures it.
 
@@ -156,6 +167,7 @@ def time_plan(
         eager_stop: raise `measure.TooSlow` when one eager call is already far over
             ``stop_above_us`` (or over ``eager_stop_above_us``).
         eager_stop_above_us: the eager call's own bound, in microseconds (`measure.graph_replay`).
+        warmup: replays of the new graph before the timed ones.
 
     Returns:
         A `measure.Timing`, in microseconds per call.
@@ -167,6 +179,7 @@ def time_plan(
         bound.run,
         stream,
         calls=calls,
+        warmup=warmup,
         stop_above_us=stop_above_us,
         budget=budget,
         eager_stop=eager_stop,
@@ -214,11 +227,12 @@ def _final_rounds(cg, ops, rows: List[dict], *, stream, calls: int, budget: Opti
     if len(contenders) < 2 or all(r.get("final_rounds", 0) >= FINAL_ROUNDS for r in contenders):
         return False
     medians: Dict[int, List[float]] = {r["plan_index"]: [] for r in contenders}
+    announce(f"timing the {len(contenders)} fastest plans of {cg.spec.label} again, in turns")
     for _ in range(FINAL_ROUNDS):
         if budget is not None and budget.over:
             break
         try:
-            for r in contenders:
+            for r in contenders:  # each round a new workspace and graph: a plan's time can depend on them
                 with annotate(f"autotune final round, plan {r['plan_index']}", "plan"):
                     t = time_plan(cg, r["plan_index"], ops, stream=stream, calls=calls, eager_stop=False)
                 medians[r["plan_index"]].append(t.median_us)
@@ -245,7 +259,7 @@ def autotune(
     ops: Optional[engine.Operands] = None,
     *,
     calls: int = 10,
-    early_stop_ratio: float = 3.0,
+    early_stop_ratio: float = EARLY_STOP_RATIO,
     max_plans: Optional[int] = None,
     on_row: Optional[Callable[[List[dict], int], None]] = None,
     save: bool = True,
@@ -337,12 +351,13 @@ def autotune(
                         ops,
                         stream=stream,
                         calls=calls,
+                        warmup=WARMUP_REPLAYS,
                         stop_above_us=None if best is None else early_stop_ratio * best,
                         budget=mine,
                         eager_stop=eager_stop,
                         eager_stop_above_us=None
-                        if best_eager is None
-                        else measure.EAGER_STOP_FACTOR * early_stop_ratio * best_eager,
+                        if best is None
+                        else EAGER_STOP_RATIO * (best if best_eager is None else best_eager),
                     )
                 row.update(
                     gpu_us=t.median_us,

@@ -220,6 +220,33 @@ class Worker:
                 raise TimedOut("starting the worker", "start-up", START_BUDGET_S, START_BUDGET_S)
         parent.recv()  # ("ready", pid)
 
+    def start_soon(self, warm: Optional[str] = None) -> threading.Thread:
+        """Start the worker process in a background thread and run ``warm`` there, so that a first
+        step finds it ready; returns at once. A step called meanwhile waits for it (one at a time).
+
+        Args:
+            warm: a step with no arguments ("module:function") that loads what the steps use; None
+                only starts the process.
+
+        Returns:
+            The thread; a failure there is left for the next step to meet and report.
+        """
+
+        def run():
+            try:
+                if warm is None:
+                    with self._lock:
+                        if not self.alive:
+                            self._start()
+                else:
+                    self.call(warm, (), START_BUDGET_S, "warming the worker")
+            except Exception:  # noqa: BLE001  (an optimisation: the first step starts it again)
+                pass
+
+        t = threading.Thread(target=run, daemon=True, name="labkit-worker-start")
+        t.start()
+        return t
+
     def stop(self) -> None:
         """Kill the worker (its GPU memory goes with its CUDA context). A later call starts a new one."""
         proc, conn = self._proc, self._conn

@@ -96,6 +96,7 @@ def banner(lesson: Optional[str] = None) -> Text:
     if m.live:
         e = env.environment()
         workers = start_build_workers()
+        start_report_worker(lesson)
         helpers = (
             f" {workers} worker processes are starting in the background: they compile the plans cuDNN "
             "builds at run time, in parallel, while this kernel times on the GPU."
@@ -214,6 +215,35 @@ def start_build_workers() -> int:
         return 0
     pool = build_pool.start_workers()
     return pool.size if pool is not None else 0
+
+
+#: the step that warms the network report's worker process (a name: importing the report here
+#: would import its charts into the first cell)
+REPORT_WARM_STEP = "labkit.experiments.your_network.worker_steps:warm_step"
+
+
+def start_report_worker(lesson: Optional[str]) -> bool:
+    """Live, in a lesson that draws the network report: start the report's worker process
+    (`labkit.gpu.isolated`) in the background and warm it (`REPORT_WARM_STEP`: labkit's measuring
+    modules, CUDA and cuDNN), so that the first report does not wait for them; at once.
+
+    Not in a class (its shared recording answers the report's defaults) nor with
+    ``LABKIT_ISOLATE=0`` (no worker).
+
+    Args:
+        lesson: the lesson's number, or None.
+
+    Returns:
+        Whether it was started.
+    """
+    if lesson is None or "network_report" not in DRAWS.get(lesson, ()):
+        return False
+    from ..gpu import build_pool, isolated
+
+    if build_pool.in_class() or not isolated.isolation_on():
+        return False
+    isolated.worker().start_soon(REPORT_WARM_STEP)
+    return True
 
 
 def mode_note(full: bool = False) -> Text:

@@ -2,7 +2,8 @@
 within its budget (seconds): `spec_step` measures one distinct convolution (every plan autotuned,
 the heuristic, fastest and smallest-workspace plans checked against the float64 reference),
 `strategy_step` runs the whole pass under one workspace strategy (the memory timeline and a timed
-pass), and `ahead_step` queues every layer's plan builds at once. Bytes; microseconds.
+pass), `ahead_step` queues every layer's plan builds at once, and `warm_step` loads what they use
+before the first. Bytes; microseconds.
 
 The steps are called by name (``"<this module>:spec_step"``), so they stay module-level functions
 here; the pass's inputs and outputs are kept between strategy steps in this module.
@@ -114,6 +115,26 @@ def _keep_graphs(room: int) -> None:
     from ...gpu import engine
 
     engine.graphs.max_entries = max(engine.graphs.max_entries, room)
+
+
+#: the dtype and layout `warm_step` checks in: those `runs.network_report` opens on
+WARM_DTYPE, WARM_LAYOUT = "fp16", "NHWC"
+
+
+def warm_step() -> None:
+    """In the worker process, before its first step: import what the steps measure with, make the
+    cuDNN handle of this thread's timing stream (CUDA's context, cuDNN's libraries), and check a
+    small convolution's made-up output against its float64 reference in the report's default
+    dtype and layout (CuPy's kernels and cuBLAS, loaded as the first step's checks use them). Lesson
+    09's banner sends it (`labkit.session.texts.start_report_worker`)."""
+    from ...gpu import autotune, frontend, measure, reference, reference_runs, runner, workspace  # noqa: F401
+    from ...gpu.operands import Operands
+
+    frontend.handle_for(measure.timing_stream())
+    spec = ConvSpec(N=1, C=8, H=8, W=8, K=8, dtype=WARM_DTYPE, layout=WARM_LAYOUT)
+    ops = Operands(spec)
+    ref = reference_runs.expected(spec, ops)
+    reference.errors(ops.output(), ref, ref_norms=reference.reference_norms(ref))
 
 
 #: seconds the report's worker may take to plan every layer's graph ahead (about 10-40 ms each)
