@@ -170,3 +170,25 @@ def test_the_report_workers_warm_step_checks_in_the_reports_default_dtype_and_la
 
     defaults = {k: p.default for k, p in inspect.signature(runs.network_report).parameters.items()}
     assert (worker_steps.WARM_DTYPE, worker_steps.WARM_LAYOUT) == (defaults["dtype"], defaults["layout"])
+
+
+def test_meanwhile_runs_while_the_worker_runs_the_step(worker):
+    """``meanwhile`` is called once the step is sent, and overlaps it: a step of 0.6 s and a
+    meanwhile of 0.4 s take well under their sum."""
+    worker.call("isolated_steps:pid")  # started: only the step and meanwhile are timed
+    ran = []
+    t0 = time.monotonic()
+    assert (
+        worker.call(
+            "isolated_steps:sleep_in", ("sleeping", 0.6), meanwhile=lambda: ran.append(time.sleep(0.4))
+        )
+        == "woke"
+    )
+    assert ran == [None] and time.monotonic() - t0 < 0.9
+
+
+def test_meanwhile_runs_before_the_step_with_isolation_off(monkeypatch):
+    monkeypatch.setenv("LABKIT_ISOLATE", "0")
+    order = []
+    isolated.run_step("isolated_steps:add", (1, 2), meanwhile=lambda: order.append("meanwhile"))
+    assert order == ["meanwhile"]

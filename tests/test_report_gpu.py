@@ -46,6 +46,26 @@ def test_every_layer_has_three_checked_plans_and_identical_layers_are_measured_o
     assert set(plans.spec_id) == {0, 1, 2} and (plans[plans.status == "ok"].gpu_us > 0).all()
 
 
+def test_a_report_tells_its_listener_every_step_in_order():
+    """The report's progress (a panel draws it while the worker runs the next step) reaches its
+    listener once per step, in order, from 0 (the layers, none measured) to the last; at step i
+    the first i distinct convolutions are measured."""
+    from labkit.signals import progress
+
+    heard = []
+
+    def listen(make_frame, done, total, unit):
+        df = make_frame()
+        layers = df[df.table == "layers"]
+        heard.append((done, total, int(layers[layers.status != "pending"].spec_id.nunique())))
+
+    with progress.listening(listen):
+        labkit.experiments.registry()["network_report"](SMALL_NET, batch=4)
+    total = heard[0][1]
+    assert [d for d, _, _ in heard] == list(range(total + 1)), heard
+    assert [m for _, _, m in heard][:4] == [0, 1, 2, 3]
+
+
 def test_a_strategys_timeline_peak_is_its_reported_peak():
     rep = labkit.report(SMALL_NET, batch=4)
     strategies, timeline = rep.strategies, rep.timeline

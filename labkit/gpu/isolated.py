@@ -266,6 +266,7 @@ class Worker:
         what: str = "a step",
         on_phase: Optional[Callable[[str], None]] = None,
         hold_gpu: bool = False,
+        meanwhile: Optional[Callable[[], None]] = None,
     ):
         """Run ``target(*args)`` in the worker and return its value.
 
@@ -282,6 +283,8 @@ class Worker:
             on_phase: hears each phase the step announces.
             hold_gpu: the step measures on the GPU: this process lets its turn on the GPU go while it
                 waits, and the worker takes one for the step (`labkit.gpu.lock`).
+            meanwhile: called in this thread once the step is sent, while the worker runs it (a
+                chart of what the earlier steps measured is drawn then, not between steps).
 
         Returns:
             The step's value.
@@ -299,6 +302,8 @@ class Worker:
                 conn.send(
                     (target, args, {k: v for k, v in os.environ.items() if k.startswith("LABKIT_")}, hold_gpu)
                 )
+                if meanwhile is not None:
+                    meanwhile()
                 while True:
                     try:
                         ready = conn.poll(POLL_S)
@@ -362,6 +367,7 @@ def run_step(
     what: str = "a step",
     on_phase: Optional[Callable[[str], None]] = None,
     hold_gpu: bool = False,
+    meanwhile: Optional[Callable[[], None]] = None,
 ):
     """Run a step in this process's worker, or here with isolation off (`isolation_on`).
 
@@ -375,12 +381,15 @@ def run_step(
         what: the step, for errors.
         on_phase: hears each phase the step announces.
         hold_gpu: the step measures on the GPU.
+        meanwhile: called while the worker runs the step (`Worker.call`); here, before it.
 
     Returns:
         The step's value.
     """
     if isolation_on():
-        return worker().call(target, args, budget_s, what, on_phase, hold_gpu)
+        return worker().call(target, args, budget_s, what, on_phase, hold_gpu, meanwhile)
+    if meanwhile is not None:
+        meanwhile()
     if (
         on_phase is None or on_phase is announce
     ):  # here, the step's announcements reach this thread's listener already

@@ -43,14 +43,21 @@ def network_report(
     return _report(network, steps, groups, step_budget_s())
 
 
-def _in_worker(step: str, args: tuple, budget_s: float, what: str):
+def _in_worker(step: str, args: tuple, budget_s: float, what: str, meanwhile=None):
     """``step(*args)`` of `worker_steps` in the worker process (`labkit.gpu.isolated`), killed
     `KILL_GRACE_S` after ``budget_s``; the phases it announces are announced here too. The step
-    takes its own turn on the GPU there (`labkit.gpu.lock`); this process lets its turn go meanwhile."""
+    takes its own turn on the GPU there (`labkit.gpu.lock`); this process lets its turn go meanwhile,
+    and calls ``meanwhile()`` once the step is sent."""
     from ...gpu import isolated
 
     return isolated.run_step(
-        f"{worker_steps.__name__}:{step}", args, budget_s + KILL_GRACE_S, what, announce, hold_gpu=True
+        f"{worker_steps.__name__}:{step}",
+        args,
+        budget_s + KILL_GRACE_S,
+        what,
+        announce,
+        hold_gpu=True,
+        meanwhile=meanwhile,
     )
 
 
@@ -82,31 +89,40 @@ def _report(network, steps, groups, budget_s: float):
     def frame():
         return report_table(steps, groups, measured, plan_rows + rows)
 
+    # the progress of a step is reported (a panel draws it) while the worker runs the next one: a
+    # chart of the report takes tens of milliseconds to draw, in which the GPU would wait
+    unreported: List[int] = []
+
+    def report_meanwhile():
+        while unreported:
+            report_progress(frame, unreported.pop(), total, "steps")
+
     report_progress(frame, 0, total, "steps")  # the network's layers, before anything is measured
     for i, g in enumerate(groups):
         checkpoint()
         if (
             i == 1 and len(groups) > 2
-        ):  # the first layer drew; the other layers' compiles now go to build workers at once
+        ):  # the first layer is measured (and drawn meanwhile); the others' compiles go to build workers
             try:
                 _in_worker(
                     "ahead_step",
                     ([h.spec for h in groups[1:]],),
                     worker_steps.AHEAD_BUDGET_S,
                     "queueing the plan builds",
+                    report_meanwhile,
                 )
             except LabkitError:
                 pass  # each step builds its own graph anyway
         t0 = time.perf_counter()
         try:
             summary, plans = _in_worker(
-                "spec_step", (g.spec, budget_s, room), budget_s, f"measuring {g.spec.label}"
+                "spec_step", (g.spec, budget_s, room), budget_s, f"measuring {g.spec.label}", report_meanwhile
             )
         except LabkitError as exc:
             summary, plans = status_row(exc), []
         measured[i] = dict(summary, step_seconds=time.perf_counter() - t0)
         plan_rows += [dict(table="plans", spec_id=i, spec=g.spec.label, **p) for p in plans]
-        report_progress(frame, i + 1, total, "steps")
+        unreported[:] = [i + 1]
     choice = {
         g.spec.key: measured[i]["fastest_plan"]
         for i, g in enumerate(groups)
@@ -129,6 +145,7 @@ def _report(network, steps, groups, budget_s: float):
                     (label, name, opts, runnable, choice, budget_s, room, j == len(REPORT_STRATEGIES) - 1),
                     budget_s,
                     f"strategy {label}",
+                    report_meanwhile,
                 )
             except LabkitError as exc:
                 srow.update(status_row(exc))
@@ -138,7 +155,8 @@ def _report(network, steps, groups, budget_s: float):
                 srow.get("reason") or ""
             ) + f" {len(steps) - len(runnable)} call(s) left out: not measured"
         rows += [srow] + tl
-        report_progress(frame, len(groups) + j + 1, total, "steps")
+        unreported[:] = [len(groups) + j + 1]
+    report_meanwhile()
     import pandas as pd
 
     plans_df = (
