@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 from ...draw.plots import COLORS, finish, fmt_us, grid, new_figure, ok_rows
 from ...gpu.trace import merged_spans, overlap_spans
 from ...gpu.workloads import ONE_CONV
-from .runs import RACE_CONVS, TRACED_CALLS
+from .runs import RACE_CONVS, TRACED_CALLS, heuristic_plan
 
 #: the kernel roles, in the order the stacked bars show them, and their colours
 ROLES = (
@@ -114,7 +114,15 @@ def kernels_chart(df) -> go.Figure:
         col=2,
     )
     fig.update_layout(barmode="stack")
-    fig.update_yaxes(autorange="reversed", tickfont=dict(size=11), row=1, col=1)
+    pick = heuristic_plan(df) if "plan_index" in df.columns else ""
+    fig.update_yaxes(
+        autorange="reversed",
+        tickfont=dict(size=11),
+        tickvals=order,
+        ticktext=[f"<b>{p}</b> (heuristic's pick)" if p == pick else p for p in order],
+        row=1,
+        col=1,
+    )
     fig.update_xaxes(title_text="GPU time per call (us)", row=1, col=1)
     fig.update_xaxes(title_text="host us per call", row=1, col=2)
     label = df["spec_label"].iloc[0] if "spec_label" in df.columns and len(df) else ""
@@ -123,10 +131,11 @@ def kernels_chart(df) -> go.Figure:
         f" of {len(order) + more} (the table has all)" if more else ""
     )
     note = (
-        f"each plan traced over {TRACED_CALLS} calls with CUPTI (cupti-python); host time measured untraced "
-        f"first"
-        + (f" · heuristic's pick: {df.attrs.get('heuristic_plan')}" if df.attrs.get("heuristic_plan") else "")
+        f"each plan traced over {TRACED_CALLS} calls with CUPTI (cupti-python); host time measured "
+        "untraced first"
     )
+    if pick and pick not in order:
+        note += f" · the heuristic's pick, {pick}, is not among the fastest drawn"
     return finish(
         fig,
         df,

@@ -9,6 +9,7 @@ from __future__ import annotations
 from ...draw.plots import fmt_us, ok_rows
 from ..core import BASE, result
 from ..exercise import Exercise, equal, explain, number, one_of
+from .runs import heuristic_plan
 
 #: the layout the predict exercise asks about (the base convolution's other layout)
 NCHW = BASE.replace(layout="NCHW")
@@ -17,7 +18,7 @@ NCHW = BASE.replace(layout="NCHW")
 # ---- predict: kernels of the NCHW heuristic plan ----------------------------------------------
 def _nchw():
     df = ok_rows(result("kernels", spec=NCHW))
-    name = df.attrs.get("heuristic_plan") or df.sort_values("plan_index").plan_name.iloc[0]
+    name = heuristic_plan(df)
     return df, name, df[df.plan_name == name]
 
 
@@ -29,8 +30,7 @@ def _nchw_kernels() -> int:
 def _nchw_why(truth: int) -> str:
     df, name, mine = _nchw()
     nhwc = ok_rows(result("kernels", spec=BASE))
-    base_name = nhwc.attrs.get("heuristic_plan") or nhwc.sort_values("plan_index").plan_name.iloc[0]
-    base = nhwc[nhwc.plan_name == base_name]
+    base = nhwc[nhwc.plan_name == heuristic_plan(nhwc)]
     roles = ", ".join(f"{r.role} x{r.launches_per_call:g}" for r in mine.itertuples())
     conv = mine[mine.role == "layout conversion"]
     spent = float((conv.kernel_us * conv.launches_per_call).sum())

@@ -118,6 +118,16 @@ def kernels(spec: ConvSpec = BASE):
     return df
 
 
+def heuristic_plan(df) -> str:
+    """The plan cuDNN's heuristic picks in a `kernels` table: its own record of it, else the plan of
+    the smallest index (the table holds the plans that compute the right result, in the
+    heuristic's order, so its first is the pick); "" for an empty table."""
+    name = df.attrs.get("heuristic_plan")
+    if name:
+        return str(name)
+    return str(df.sort_values("plan_index").plan_name.iloc[0]) if len(df) else ""
+
+
 @experiment
 @_traced_experiment
 def fusion_kernels(spec: ConvSpec = BASE, epilogue: str = "bias_relu"):
