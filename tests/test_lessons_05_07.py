@@ -109,8 +109,15 @@ def test_the_race_chart_draws_a_zero_where_nothing_was_corrupted():
     df = streams.race_all([("graph", 2), ("python", 2)])
     fig = experiments.CHARTS["race"](df)
     per_stream_zeros = fig.data[3]
-    assert list(per_stream_zeros.y) == [0, 0] and per_stream_zeros.marker.line.width >= 2
+    assert list(per_stream_zeros.y) == [0, 0]  # hovered; drawn as lines across the bars' slots:
     assert list(fig.data[2].x) == ["python launch, 2 streams"]  # the shared scratchpad's zero
+    lines = sorted(
+        (s.x0, s.x1, s.line.color) for s in fig.layout.shapes if s.type == "line" and s.y0 == 0 == s.y1
+    )
+    bad, good = fig.data[0].marker.color, fig.data[1].marker.color
+    # category 0 (graph launch): the per-stream slot, right of centre; category 1 (python): both slots
+    assert lines == [(0.0, 0.4, good), (0.6, 1.0, bad), (1.0, 1.4, good)]
+    assert all(s.line.width >= 2 for s in fig.layout.shapes if s.type == "line")
 
 
 # ---- panels --------------------------------------------------------------------------------------------

@@ -50,7 +50,7 @@ LESSON_CASES = (("graph", 2), ("python", 2))
 def race_chart(df) -> go.Figure:
     """Corrupted outputs with one scratchpad shared by all streams vs one per stream, per launch
     method. ``df`` may hold several race calls (one x category each). A count of zero is drawn as
-    a flat mark at zero, labelled "0 / runs", in its scratchpad's colour.
+    a flat line at zero across its bar's slot, labelled "0 / runs", in its scratchpad's colour.
     Traces: 0 shared (bars), 1 per-stream (bars), 2 shared zeros, 3 per-stream zeros."""
     cases = list(dict.fromkeys(f"{r.launch} launch, {int(r.streams)} streams" for r in df.itertuples()))
     fig = new_figure()
@@ -85,12 +85,30 @@ def race_chart(df) -> go.Figure:
                 offsetgroup=sp,
                 showlegend=False,
                 marker=dict(symbol="line-ew-open", size=36, line=dict(width=4, color=color), color=color),
+                opacity=0,  # for the hover: the line shape below draws the zero across the bar's slot
                 cliponaxis=False,
                 hovertemplate="%{x}: no output differs from the solo run<extra>" + sp + "</extra>",
             )
         )
     fig.add_traces(zeros)
-    fig.update_layout(barmode="group", scattermode="group")
+    # a zero is also a line across its bar's whole slot: the slots of the two scratchpads side by
+    # side, in category units (each category is 1 wide, less the gap between categories)
+    gap = 0.2
+    for g, (sp, color) in enumerate((("shared", COLORS["bad"]), ("per-stream", COLORS["good"]))):
+        for c in zeros[g].x:
+            x0 = cases.index(c) - (1 - gap) / 2 + g * (1 - gap) / 2
+            fig.add_shape(
+                type="line",
+                xref="x",
+                yref="y",
+                x0=x0,
+                x1=x0 + (1 - gap) / 2,
+                y0=0,
+                y1=0,
+                line=dict(color=color, width=4),
+                layer="above",
+            )
+    fig.update_layout(barmode="group", scattermode="group", bargap=gap, bargroupgap=0)
     fig.update_xaxes(title_text="how the convolutions were launched")
     # counts of the outputs checked: whole numbers, up to the number checked (an all-zero case then
     # reads "0 / 1024", not an axis of 0.2, 0.4 ... counts)
