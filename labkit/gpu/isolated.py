@@ -9,7 +9,8 @@ through `labkit.signals.progress.announce`). A worker that dies (a crash in a li
 The next step starts a fresh worker; the caller's process, a notebook's kernel, goes on.
 
 The worker is a fresh interpreter (``spawn``: its own CUDA context, never a fork of a CUDA
-process), started on first use (about 2-5 s: Python, labkit, CuPy, cuDNN) and kept for later
+process), started on first use (about 1-5 s: Python, labkit, CuPy, cuDNN), or ahead in the
+background (`Worker.start_soon`: lesson 09's banner starts the report's), and kept for later
 steps. It exits when its parent goes (the pipe closes), ignores Ctrl-C (the parent stops it),
 and is killed at the parent's exit. ``LABKIT_ISOLATE=0`` runs steps in the caller's process
 instead (no hard stop; for debugging).
