@@ -184,7 +184,7 @@ def test_meanwhile_runs_while_the_worker_runs_the_step(worker):
         )
         == "woke"
     )
-    assert ran == [None] and time.monotonic() - t0 < 0.9
+    assert ran == [None] and time.monotonic() - t0 < 0.95  # not 1.0: the two overlapped
 
 
 def test_meanwhile_runs_before_the_step_with_isolation_off(monkeypatch):
