@@ -238,6 +238,20 @@ def test_fast_path_is_used_and_dispatch_is_cheap():
     assert host.median_us < 200  # sanity only; the benchmark reports the real numbers
 
 
+def test_a_capture_holds_the_garbage_collector_off():
+    """No finalizer may synchronise the device inside a capture (`labkit.gpu.collector`)."""
+    import cupy
+
+    from labkit.gpu import measure
+
+    seen, x = [], cupy.zeros(8)
+    stream = measure.timing_stream()
+    with stream:
+        x += 1  # its kernel loaded before the capture
+    measure.capture(lambda: (seen.append(gc.isenabled()), x.__iadd__(1)), stream, 3)
+    assert seen == [False] * 3 and gc.isenabled()
+
+
 def test_bind_with_workspace_holds_the_plans_workspace_and_computes_the_reference():
     from labkit.gpu import reference
 

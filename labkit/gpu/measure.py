@@ -30,6 +30,7 @@ import cupy
 
 from ..errors import InvalidSpec, LabkitError
 from ..signals.cancel import Budget, checkpoint
+from . import collector
 
 #: a graph holds as many calls as fit in about this many microseconds of one eager call each
 #: (at most ``calls``): short calls are batched to hide the graph launch, long ones are not
@@ -117,7 +118,8 @@ def _positive(name, value, lo=1):
 def capture(
     fn: Callable[[], None], stream: cupy.cuda.Stream, calls: int, budget: Optional[Budget] = None
 ) -> cupy.cuda.Graph:
-    """A CUDA graph of back-to-back calls.
+    """A CUDA graph of back-to-back calls, captured with Python's garbage collector held off
+    (`collector.held_off`: no finalizer may synchronise inside a capture).
 
     Args:
         fn: launches one call on ``stream``.
@@ -133,7 +135,7 @@ def capture(
     checkpoint()  # never inside a capture: before it
     stream.synchronize()
     done = 0
-    with stream:
+    with stream, collector.held_off():  # no finalizer may synchronise inside the capture
         stream.begin_capture()
         try:
             for _ in range(calls):
