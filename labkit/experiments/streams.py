@@ -55,7 +55,8 @@ def race_chart(df) -> go.Figure:
     cases = list(dict.fromkeys(f"{r.launch} launch, {int(r.streams)} streams" for r in df.itertuples()))
     fig = new_figure()
     zeros = []
-    for sp, color in (("shared", COLORS["bad"]), ("per-stream", COLORS["good"])):
+    scratchpads = (("shared", COLORS["bad"]), ("per-stream", COLORS["good"]))
+    for sp, color in scratchpads:
         sub = df[df["scratchpad"] == sp]
         by = {f"{r.launch} launch, {int(r.streams)} streams": r for r in sub.itertuples()}
         y = [int(by[c].mismatches_bitwise) if c in by else None for c in cases]
@@ -94,7 +95,7 @@ def race_chart(df) -> go.Figure:
     # a zero is also a line across its bar's whole slot: the slots of the two scratchpads side by
     # side, in category units (each category is 1 wide, less the gap between categories)
     gap = 0.2
-    for g, (sp, color) in enumerate((("shared", COLORS["bad"]), ("per-stream", COLORS["good"]))):
+    for g, (_, color) in enumerate(scratchpads):
         for c in zeros[g].x:
             x0 = cases.index(c) - (1 - gap) / 2 + g * (1 - gap) / 2
             fig.add_shape(

@@ -7,17 +7,17 @@ time, and it can never be the pick or be saved. Every row carries ``rel_error`` 
 
 The frontend's Python API has no autotune (its C++ ``autotune`` does what this does): each plan
 gets its own workspace, runs twice eagerly, and a CUDA graph of back-to-back calls is captured and
-replayed (`WARMUP_REPLAYS` to warm up, then repeats until the median is stable); a plan whose
-median is already `EARLY_STOP_RATIO` x the best so far stops there (it cannot be the pick; its
-row keeps that median), and one whose eager call alone is over `EAGER_STOP_RATIO` x the fastest
+replayed (`FIRST_PASS_WARMUP_REPLAYS` to warm up, then repeats until the median is stable); a plan
+whose median is already `EARLY_STOP_RATIO` x the best so far stops there (it cannot be the pick;
+its row keeps that median), and one whose eager call alone is over `EAGER_STOP_RATIO` x the fastest
 eager call so far is not captured at all (`measure.TooSlow`: its row says "slower: ...";
-``eager_stop=False`` times it anyway). Eager calls are compared with eager calls: one eager call
-of a short convolution is bound by the host's launch, so against a replayed time every plan of it
-would look 6x slower. The plans that finish within `FINAL_MARGIN` of the best are then timed
-again, in turns, for `FINAL_ROUNDS` rounds (each round a new workspace and graph, warmed up by
-three replays), and the pick is the fastest median over those rounds: two plans a few per cent
-apart are told apart by alternating measurements, not by one each. Times are GPU microseconds per
-call (`measure.graph_replay`).
+``eager_stop=False`` times it anyway). Eager calls are compared with eager calls: one eager call of
+a short convolution is bound by the host's launch, so against a replayed time every plan of it
+would look 6x slower. The plans that finish within `FINAL_MARGIN` of the best are then timed again,
+in turns, for `FINAL_ROUNDS` rounds (each round a new workspace and graph, warmed up by
+`measure.WARMUP_REPLAYS`), and the pick is the fastest median over those rounds: two plans a few
+per cent apart are told apart by alternating measurements, not by one each. Times are GPU
+microseconds per call (`measure.graph_replay`).
 
 Bounded: every plan is timed under a budget derived from the best plan so far (`plan_budget_s`:
 50x what timing the best plan took, at least `PLAN_BUDGET_FLOOR_S`; `FIRST_PLAN_BUDGET_S` for the
@@ -51,8 +51,9 @@ EARLY_STOP_RATIO = 1.5
 #: a plan is not captured when one eager call is over this many times the fastest eager call so far
 EAGER_STOP_RATIO = 6.0
 #: replays of a plan's new graph before its first timing (its two eager calls loaded the kernels):
-#: that timing sorts the plans; the final rounds, which decide between the fastest, warm up longer
-WARMUP_REPLAYS = 1
+#: that timing sorts the plans; the final rounds, which decide between the fastest, warm up as
+#: long as any timing (`measure.WARMUP_REPLAYS`)
+FIRST_PASS_WARMUP_REPLAYS = 1
 #: plans within this fraction of the best are timed again, in turns, before the pick ...
 FINAL_MARGIN = 0.03
 #: ... for this many rounds ...
@@ -149,7 +150,7 @@ def time_plan(
     budget: Optional[Budget] = None,
     eager_stop: bool = True,
     eager_stop_above_us: Optional[float] = None,
-    warmup: int = 3,
+    warmup: int = measure.WARMUP_REPLAYS,
 ) -> measure.Timing:
     """GPU time of one plan as autotuning measures it.
 
@@ -351,7 +352,7 @@ def autotune(
                         ops,
                         stream=stream,
                         calls=calls,
-                        warmup=WARMUP_REPLAYS,
+                        warmup=FIRST_PASS_WARMUP_REPLAYS,
                         stop_above_us=None if best is None else early_stop_ratio * best,
                         budget=mine,
                         eager_stop=eager_stop,

@@ -39,6 +39,8 @@ REPLAY_TARGET_US = 2000.0
 #: ``stop_above_us`` (one eager call includes launch gaps a replay hides, hence the margin); a
 #: caller that knows another call's eager time passes ``eager_stop_above_us`` instead
 EAGER_STOP_FACTOR = 2.0
+#: replays of a new graph before the timed ones (its first launch uploads it)
+WARMUP_REPLAYS = 3
 
 
 @dataclass(frozen=True)
@@ -223,7 +225,7 @@ def graph_replay(
     stream: cupy.cuda.Stream,
     *,
     calls: int = 20,
-    warmup: int = 3,
+    warmup: int = WARMUP_REPLAYS,
     repeats: int = 15,
     min_repeats: int = 5,
     rel_tol: float = 0.02,
