@@ -219,3 +219,30 @@ def test_runners_in_turn_share_the_callers_operands_and_leave_them_alive():
     with Runner(ws.MallocPerCall()) as own:
         mine = own.operands(SMALL)
     assert mine is not ops and not own._operands  # a runner's own operands go with it
+
+
+#: the convolution whose output a Runner once read as NaN in the property test: its output's poison,
+#: queued on the default stream, landed after the Runner's non-blocking stream had written it
+RACED = ConvSpec.from_label("fp32 NHWC fprop 16x4x3x3 -> 1 3x1 s2 p3,0 d2,1")
+
+
+def test_operands_are_written_before_a_runner_on_its_own_stream_reads_them():
+    """Operands are filled on the default stream; a Runner's non-blocking stream does not wait for
+    it. With the default stream held busy for 20 ms, a poison then a run at once still give the right
+    output, and a new Operands leaves nothing queued behind it."""
+    from labkit.gpu.strategy_check import _hold
+
+    default = cupy.cuda.get_current_stream()
+    with Runner(ws.KeyedCache()) as runner:
+        runner.run(RACED)  # graph built and checked, operands made: only the race is left to time
+        _check_output(runner, RACED)
+        ops = runner.operands(RACED)
+        for _ in range(3):
+            _hold(default, 20_000)
+            ops.poison_output()  # queued behind the hold: it must be done before run() queues the call
+            runner.run(RACED)
+            _check_output(runner, RACED)
+        _hold(default, 20_000)
+        fresh = engine.Operands(RACED, seed=1)
+        assert default.done, "Operands returned with its tensors still being written"
+        assert fresh.arrays

@@ -3,8 +3,11 @@
 Seeded random inputs (every role a direction reads, plus ``b``/``z`` for a fused epilogue), their
 exact float64 values in logical NCHW order (what cuDNN reads, for checking results against the
 reference), and the output poisoned with NaN bit patterns so an element cuDNN did not write
-cannot pass a check. Tensors are held in storage order for the spec's layout (`storage_shape`);
-sizes are in bytes (``nbytes``; an `OutOfMemory` names the bytes asked for and free).
+cannot pass a check. They are written on the current stream and complete before the constructor
+(and `Operands.poison_output`) returns, so a convolution on any stream finds them written: a
+non-blocking stream, such as a `labkit.gpu.runner.Runner`'s, does not wait for the default one.
+Tensors are held in storage order for the spec's layout (`storage_shape`); sizes are in bytes
+(``nbytes``; an `OutOfMemory` names the bytes asked for and free).
 `labkit.gpu.engine` re-exports `Operands`: ``engine.Operands`` stays its public name.
 """
 
@@ -66,6 +69,7 @@ class Operands:
         if failed is not None:  # raised outside the except block: no traceback keeps tensors alive
             self._drop()
             raise OutOfMemory(f"{failed[0]} tensor of {spec.label}", failed[1], memory.free_bytes())
+        cupy.cuda.get_current_stream().synchronize()  # written before any stream reads them
 
     def _drop(self) -> None:
         self.arrays.clear()
@@ -94,5 +98,10 @@ class Operands:
         return logical_view(numerics.decode(arr, role_dtype(self.spec, self.output_role)), self.spec.layout)
 
     def poison_output(self) -> None:
-        """Fill the output with 0xFF bytes (NaN in every float format): an unwritten element fails a check."""
+        """Fill the output with 0xFF bytes (NaN in every float format): an unwritten element fails a check.
+
+        The fill completes before this returns: it cannot land on the output of a convolution that
+        another stream runs next.
+        """
         self.arrays[self.output_role].view(cupy.uint8)[...] = 0xFF
+        cupy.cuda.get_current_stream().synchronize()
