@@ -85,9 +85,11 @@ def layout(spec: ConvSpec = BASE):
                 stream = measure.timing_stream()
                 ins = [r for r in engine.INPUT_ROLES[s.direction] if r != "w"]
                 out = engine.OUTPUT_ROLE[s.direction]
-                nchw = {
-                    r: cupy.ascontiguousarray(engine.logical_view(ops.arrays[r], "NHWC")) for r in ins + [out]
-                }
+                with stream:  # copied on the stream that then times the conversion, in order
+                    nchw = {
+                        r: cupy.ascontiguousarray(engine.logical_view(ops.arrays[r], "NHWC"))
+                        for r in ins + [out]
+                    }
 
                 def to_nhwc_and_back():
                     for r in ins:  # user's NCHW input -> NHWC for cuDNN
