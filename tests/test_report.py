@@ -239,3 +239,18 @@ def test_the_chart_and_summary_draw_the_tables_a_live_report_reports_as_it_goes(
     fig = your_network.network_report_chart(df)
     assert len(fig.data) == 11
     your_network.network_report_summary(df)
+
+
+@pytest.mark.parametrize("net", your_network.RECORDED_PRESETS)
+def test_the_charts_note_names_the_largest_request_of_the_layers(net):
+    """The note under the chart says what async_pool holds and the largest workspace a call asks for,
+    both read from the report's own tables."""
+    from labkit.draw.plots import fmt_bytes
+
+    r = labkit.report(net, batch=32, dtype="fp16", layout="NHWC")
+    largest = r.layers.fastest_workspace_bytes.max()
+    held = r.timeline[r.timeline.strategy == "async_pool"].held_bytes.max()
+    fig = r.figure()
+    text = " ".join(str(a.text) for a in fig.layout.annotations) + " " + str(fig.layout.title.text)
+    assert largest > 0 or net == "deeplabv3_aspp"  # its fastest fp16 NHWC plans take no workspace
+    assert f"async_pool holds {fmt_bytes(held)}; the largest request is {fmt_bytes(largest)}." in text

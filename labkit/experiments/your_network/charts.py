@@ -135,9 +135,9 @@ def network_report_chart(df) -> go.Figure:
     for k, (label, _, _) in enumerate(REPORT_STRATEGIES):
         group = groups.get(label)
         members = group or [label]
-        x, y, layers = series[label] if group is not None else (empty, empty, np.array([], dtype=object))
+        x, y, call_layers = series[label] if group is not None else (empty, empty, np.array([], dtype=object))
         hover = [
-            f"{layers[i]}<br>" + "<br>".join(f"{m}: {fmt_bytes(series[m][1][i])}" for m in members)
+            f"{call_layers[i]}<br>" + "<br>".join(f"{m}: {fmt_bytes(series[m][1][i])}" for m in members)
             for i in range(len(x))
         ]
         traces.append(
