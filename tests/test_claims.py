@@ -182,7 +182,7 @@ def _saved_plan_loads_in_a_millisecond(rec):
 
 @claim(
     "06",
-    "**Why Python launches hide it.** Launching one convolution from Python costs the host longer than the convolution runs on the GPU, so by the time the second stream's kernels are launched, the first stream's have usually finished: the two rarely use the workspace at the same time.",
+    "**Why Python launches can hide it.** Launching one convolution from Python costs the host longer than the convolution runs on the GPU, so by the time the second stream's kernels are launched, the first stream's have usually finished: the two rarely use the workspace at the same time.",
 )
 def _python_launch_outlasts_the_convolution(rec):
     df = frame(rec, "race_timeline", launch="python", streams=2)
