@@ -46,7 +46,8 @@ class StrategyStats:
 
     Attributes:
         calls: `Strategy.get` calls.
-        alloc_calls: cudaMalloc calls (or pool allocations).
+        alloc_calls: cudaMalloc calls that returned memory (or pool allocations); a failed one is
+            not counted, its time is in ``alloc_us_total``.
         free_calls: cudaFree calls.
         bytes_allocated: bytes allocated, summed over allocations.
         held_bytes: bytes held now.

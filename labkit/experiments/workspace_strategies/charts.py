@@ -227,7 +227,8 @@ def strategies_chart(df) -> go.Figure:
         "launch; GPU wall time = events around the run / calls: kernels + GPU idle waiting for the host"
     )
     note = (
-        "allocations: cudaMalloc calls for the strategies that own their memory; hatched, for "
+        "allocations: cudaMalloc calls that returned memory (a failed one is not counted) for the "
+        "strategies that own their memory; hatched, for "
         "cupy_pool / async_pool: "
         "requests to the pool (most served from its cache without reaching cudaMalloc)"
     )
