@@ -926,7 +926,15 @@ NOT_CLAIMS: set = {
     ),
     (
         "09",
-        "**Exercise 2 (predict).** Before you read the budget (the chart's bottom panel above, the table below): if every call had to fit its workspace in 4 MiB, how much slower would the pass be?",
+        "**Exercise 1 (predict).** Before the chart below, which draws the answer: if every call had to fit its workspace in 4 MiB, how much slower would the pass be?",
+    ),
+    (
+        "09",
+        "`rep.layers` holds all 53 calls (the table above shows 12): its `fastest_workspace_bytes` says which calls need more than the cap, and `fastest_gpu_us` how much of the pass each one takes.",
+    ),
+    (
+        "09",
+        "A call whose fastest plan needs more runs its fastest plan that fits instead.",
     ),
     (
         "09",
@@ -938,7 +946,7 @@ NOT_CLAIMS: set = {
     ),
     (
         "09",
-        "Each distinct convolution's plans are timed as autotuning times them: `graph.bind_with_workspace` allocates the plan's own workspace from CuPy's pool (`memory.alloc`, a `cupy.ndarray`) and binds the plan to its tensors and that workspace (the binding's `run()` calls the frontend's `execute_plan_at_index` on the stream); then a CUDA graph of back-to-back calls is replayed between two CUDA events until the median is stable (`measure.graph_replay`): The chart: the top panel is the time of each call with the heuristic's plan and the fastest plan; the middle panel is the **memory timeline** (the workspace part of a memory snapshot): how much workspace each strategy holds while each call runs, starting from nothing, and (the last step) after the pass.",
+        "Each distinct convolution's plans are timed as autotuning times them: `graph.bind_with_workspace` allocates the plan's own workspace from CuPy's pool (`memory.alloc`, a `cupy.ndarray`) and binds the plan to its tensors and that workspace (the binding's `run()` calls the frontend's `execute_plan_at_index` on the stream); then a CUDA graph of back-to-back calls is replayed between two CUDA events until the median is stable (`measure.graph_replay`): The chart: the top panel is the time of each call with the heuristic's plan and the fastest plan; the middle panel is the **memory timeline** (the workspace part of a memory snapshot): how much workspace each strategy holds while each call runs, starting from nothing, and (the last step) after the pass; the bottom panel is the budget curve (below), Exercise 1's answer.",
     ),
     (
         "09",
@@ -953,7 +961,6 @@ NOT_CLAIMS: set = {
         'It is a sum of the plan times measured above (no new measurement), so it answers "I can spare 64 MiB" in time lost.',
     ),
     ("09", "The budget curve adds kernel times measured by graph replay, repeated until stable."),
-    ("09", "The chart's top panel shows which calls need more (hover a bar)."),
     ("09", "`calls_changing_plan` counts the calls that must take a slower plan."),
     (
         "09",

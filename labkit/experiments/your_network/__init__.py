@@ -111,7 +111,7 @@ def recorded_calls(quick: bool = False) -> list:
 
 LESSON = "09"
 CHARTS = {"network_report": (network_report_chart, 11, network_report_summary)}
-EXERCISES = (small_cap_cost, vgg16_workspace, async_pool_holds)
+EXERCISES = (small_cap_cost, async_pool_holds, vgg16_workspace)
 #: experiment -> its lesson panel (`labkit.present.widgets.panel`)
 PANELS = {
     "network_report": plain_panel(

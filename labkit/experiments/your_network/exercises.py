@@ -69,8 +69,8 @@ small_cap_cost = Exercise(
     judge=equal,
     why=_cap_why,
     hints=(
-        "in the top chart, find the calls whose fastest plan needs more workspace than the cap (hover "
-        "a bar), and how much of the pass time they take.",
+        "in rep.layers, find the calls whose fastest_workspace_bytes is over the cap, and the share of "
+        "the pass their fastest_gpu_us takes (rep.layers.fastest_gpu_us.sum() is the whole pass).",
         "a call that loses its fastest plan runs its next best one that fits; the pass slows by that "
         "call's loss over the whole pass time.",
     ),
@@ -273,4 +273,4 @@ async_pool_holds = explain(
 
 
 #: lesson 09's exercises, in the order the lesson asks them
-EXERCISES = (small_cap_cost, vgg16_workspace, async_pool_holds)
+EXERCISES = (small_cap_cost, async_pool_holds, vgg16_workspace)
