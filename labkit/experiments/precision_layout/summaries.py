@@ -295,7 +295,9 @@ def nchw_kernels(spec: ConvSpec = BASE) -> Text:
 
     def launches(r) -> str:
         n = r.launches_per_call
-        return f"{n:g} launches of {fmt_us(r.kernel_us)}" if n != 1 else fmt_us(r.kernel_us)
+        if n == 1:
+            return fmt_us(r.kernel_us)
+        return f"{n:g} launches of {fmt_us(r.kernel_us)} each, {fmt_us(n * r.kernel_us)} in all"
 
     steps = [
         f"`{_short(str(r.kernel))}` ({str(r.role).split(' (')[0]}, {launches(r)})"
