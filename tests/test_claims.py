@@ -777,7 +777,7 @@ NOT_CLAIMS: set = {
     ("00", "Here: the lessons' base convolution (a ResNet-50 3x3 layer at batch 32) in both memory layouts."),
     (
         "01",
-        "**Exercise 1 (predict).** Before you run the chart's cell: for fp16 fprop at the base shape, which layout's heuristic plan asks for less workspace, `'NCHW'` or `'NHWC'`?",
+        "For tf32 fprop at the base shape, which layout's heuristic plan asks for less workspace, `'NCHW'` or `'NHWC'`?",
     ),
     ("01", "**Exercise 2 (explore).** Does a larger batch make fp32 NCHW ask for a workspace?"),
     (

@@ -312,12 +312,15 @@ def sweep_chart(df) -> go.Figure:
     fig.update_xaxes(**positions, title_text=SWEEP_AXIS.get(field, field), row=2, col=1)
     fig.update_yaxes(title_text="GPU time (us)", row=1, col=1, **_log_with_room(times))
     top = max([v for v in sizes if v is not None] + [0.0])
+    # whole bytes only: a sweep that asks a few bytes, or none, gets no "0.5 B" tick
+    whole = dict(tickmode="array", tickvals=list(range(int(top) + 1))) if unit == "B" and top < 5 else {}
     fig.update_yaxes(
         title_text=f"workspace ({unit})",
         type="linear",
         range=[-0.08 * (top or 1), 1.3 * (top or 1)],
         row=2,
         col=1,
+        **whole,
     )
     spec = request_spec(df)
     detail = (

@@ -25,14 +25,24 @@ def _fprop_sizes(dtype: str):
     return sub.set_index("layout")["heuristic_workspace_bytes"]
 
 
+#: the dtype Exercise 1 asks about: fp32 values in memory, multiplied on tensor cores
+PREDICT_DTYPE = "tf32"
+
+
 def _less_workspace_why(truth: str) -> str:
-    sizes = _fprop_sizes("fp16")
+    sizes = _fprop_sizes(PREDICT_DTYPE)
     other = "NCHW" if truth == "NHWC" else "NHWC"
-    return (
-        f"fp16 fprop: {truth}'s heuristic plan asks {fmt_bytes(sizes[truth])}, {other}'s "
-        f"{fmt_bytes(sizes[other])} ({where(result('workspace_sizes'))}). The fast fp16 kernels read "
-        "channels-last data, so the NCHW plan first copies its tensors into that order, in its workspace."
+    text = (
+        f"{PREDICT_DTYPE} fprop: {truth}'s heuristic plan asks {fmt_bytes(sizes[truth])}, {other}'s "
+        f"{fmt_bytes(sizes[other])} ({where(result('workspace_sizes'))})."
     )
+    if truth == "NHWC":
+        text += (
+            " tf32 multiplies on tensor cores, as fp16 does, and those kernels read channels-last data: the "
+            "NCHW plan first copies its tensors into that order, in its workspace. The kernels decide, not "
+            "the 4-byte storage: true fp32, whose kernels work on NCHW data, is the other way round."
+        )
+    return text
 
 
 LESS_WORKSPACE = Exercise(
@@ -40,18 +50,20 @@ LESS_WORKSPACE = Exercise(
     lesson="01",
     kind="predict",
     question=(
-        "Before the chart below: for fp16 fprop at the base shape, which layout's heuristic plan asks for "
-        "less workspace, 'NCHW' or 'NHWC'?"
+        "Before the chart below: tf32 keeps fp32 values in memory and multiplies them on tensor cores. For "
+        "tf32 fprop at the base shape, which layout's heuristic plan asks for less workspace, 'NCHW' or "
+        "'NHWC'?"
     ),
-    truth=lambda: str(_fprop_sizes("fp16").idxmin()),
+    truth=lambda: str(_fprop_sizes(PREDICT_DTYPE).idxmin()),
     parse=one_of(("NCHW", "NHWC"), "a layout"),
     judge=equal,
     why=_less_workspace_why,
     wrong_answers=lambda truth: ["NCHW" if truth == "NHWC" else "NHWC"],
     hints=(
-        "Tensor cores read fp16 data with the channels of a pixel side by side. Which layout stores them so?",
-        "A plan whose kernels want the other order must first rearrange its tensors: where does it put the "
-        "rearranged copy?",
+        "Lesson 00 showed both sides: in true fp32 the NHWC plan converts into NCHW, in fp16 the NCHW plan "
+        "converts into NHWC. Is it the storage or the kernel that decides?",
+        "Tensor cores read a pixel's channels side by side: which layout stores them so, and where does a "
+        "plan put a rearranged copy?",
     ),
 )
 
