@@ -126,7 +126,10 @@ def fusion_chart(df) -> go.Figure:
         if spread is not None
         else "no plan was timed twice here"
     )
-    note = f"HBM traffic is a model from tensor sizes (each tensor read/written once per kernel) · {noise}"
+    note = (
+        "HBM traffic is a model from tensor sizes (each tensor read/written once per kernel; a plan's "
+        f"workspace traffic is not in it) · {noise}"
+    )
     bad = not_ok_note(df, ("epilogue", "path"))
     return finish(
         fig,
