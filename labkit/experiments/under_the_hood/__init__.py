@@ -108,6 +108,7 @@ CHARTS = {
     "race_timeline": (race_timeline_chart, len(TIMELINE_KINDS), race_timeline_summary),
     "build_log": (build_log_chart, 1, build_log_summary),
 }
+#: the exercises, in the order the lesson asks them
 EXERCISES = (nchw_kernels, idle_strategy, gpu_idles, python_overlap)
 #: experiment -> its lesson panel (`labkit.present.widgets.panel`)
 PANELS = {

@@ -243,7 +243,3 @@ python_overlap = Exercise(
         *([0.0] if truth else []),
     ],
 )
-
-
-#: lesson 10's exercises, in the order the lesson asks them
-EXERCISES = (nchw_kernels, idle_strategy, gpu_idles, python_overlap)

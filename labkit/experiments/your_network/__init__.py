@@ -111,6 +111,7 @@ def recorded_calls(quick: bool = False) -> list:
 
 LESSON = "09"
 CHARTS = {"network_report": (network_report_chart, 11, network_report_summary)}
+#: the exercises, in the order the lesson asks them
 EXERCISES = (small_cap_cost, async_pool_holds, vgg16_workspace)
 #: experiment -> its lesson panel (`labkit.present.widgets.panel`)
 PANELS = {

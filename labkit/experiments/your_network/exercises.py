@@ -270,7 +270,3 @@ async_pool_holds = explain(
         "pending": "its cudaFreeAsync calls have not run yet when the bytes are counted",
     },
 )
-
-
-#: lesson 09's exercises, in the order the lesson asks them
-EXERCISES = (small_cap_cost, async_pool_holds, vgg16_workspace)
