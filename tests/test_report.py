@@ -113,6 +113,14 @@ def test_the_figure_and_the_written_report(rep, tmp_path):
     assert (out / "report.html").stat().st_size > 1_000_000  # plotly.js inside: it opens without a network
 
 
+def test_the_call_panels_share_their_x_axis(rep):
+    """The GPU time per call and the bytes held during each call are stacked on one x axis: zoom or
+    pan one and the other follows; the caps panel (categories) keeps its own."""
+    lay = rep.figure().layout
+    assert lay.xaxis2.matches == "x" and lay.xaxis3.matches is None
+    assert lay.xaxis3.type == "category"
+
+
 def test_the_cli_writes_the_report(tmp_path):
     env_ = dict(os.environ, PYTHONPATH=str(ROOT))
     done = subprocess.run(

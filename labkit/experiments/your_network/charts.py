@@ -197,7 +197,8 @@ def network_report_chart(df) -> go.Figure:
         ),
         xaxis=dict(title=dict(text="call of the pass (hover for the layer)")),
         yaxis=dict(title=dict(text="GPU time per call (us)")),
-        xaxis2=dict(title=dict(text="call of the pass (the last step: after the pass)")),
+        # the calls of the first two panels are one x axis: a call's bar sits over its held bytes
+        xaxis2=dict(title=dict(text="call of the pass (the last step: after the pass)"), matches="x"),
         # room above the lines for the legend inside the panel: a line of it per group drawn
         yaxis2=dict(
             title=dict(text="workspace held (MiB)"), range=[0, (1 + 0.3 * len(groups)) * max(top, 1.0)]
