@@ -236,6 +236,33 @@ def result(name: str, at_hand_only: bool = False, **kwargs):
     return registry()[name](**kwargs)
 
 
+def beside(df, name: str, **kwargs):
+    """Experiment ``name(**kwargs)`` from where ``df`` came from, never measured.
+
+    Args:
+        df: a result; its ``attrs`` say its mode and, recorded, its recording's folder.
+        name: the experiment to look up.
+        **kwargs: its arguments.
+
+    Returns:
+        The DataFrame from ``df``'s recording (recorded) or this session's results (live); None when
+        it is not at hand there.
+    """
+    a = getattr(df, "attrs", {}) or {}
+    try:
+        if a.get("mode") == "recorded" and a.get("source"):
+            from ..store import recordings
+
+            rec = next((r for r in recordings.shipped() if str(r.path) == str(a["source"])), None)
+            rec = rec if rec is not None else recordings.load(a["source"])
+            if name not in rec.experiments():
+                return None
+            return from_recording(name, rec, **kwargs)
+        return result(name, at_hand_only=True, **kwargs)
+    except (LabkitError, KeyError, ValueError, OSError):
+        return None
+
+
 def variants(base: ConvSpec = BASE) -> list:
     """``base`` and its one-factor variants along `SWEEPS` (each once): the shapes the lessons'
     shape controls offer in recorded mode."""

@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ...draw.plots import num, ok_rows, request_spec
-from ...errors import LabkitError
-from ..core import request_of, result
+from ..core import beside
 
 
 @dataclass(frozen=True)
@@ -30,24 +29,10 @@ class Noise:
 
 
 def _plans_beside(df):
-    """The plans table of ``df``'s convolution from where ``df`` came from (its recording; live,
-    this session's results), or None when none is at hand: nothing is measured for it."""
+    """The plans table of ``df``'s convolution from where ``df`` came from, or None when none is
+    at hand there: nothing is measured for it."""
     spec = request_spec(df)
-    if spec is None:
-        return None
-    a = getattr(df, "attrs", {}) or {}
-    try:
-        if a.get("mode") == "recorded" and a.get("source"):
-            from ...store import recordings
-
-            rec = next((r for r in recordings.shipped() if str(r.path) == str(a["source"])), None)
-            rec = rec if rec is not None else recordings.load(a["source"])
-            if "plans" not in rec.experiments():
-                return None
-            return rec.lookup("plans", request_of("plans", spec=spec))
-        return result("plans", at_hand_only=True, spec=spec)
-    except (LabkitError, KeyError, ValueError, OSError):
-        return None
+    return None if spec is None else beside(df, "plans", spec=spec)
 
 
 def caps_noise(df) -> Optional[Noise]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 from ...draw.plots import (
     fmt_bytes,
     fmt_us,
@@ -12,13 +10,14 @@ from ...draw.plots import (
     shape_label,
 )
 from ...draw.prose import Text, where
-from ...errors import LabkitError
-from ..core import result
+from ..core import beside
 
 # ---- summaries --------------------------------------------------------------------------------
 
 
 def algorithms_summary(df) -> Text:
+    """Find's ranking of the classic algorithms, then what a workspace buys, from the replay
+    medians of the same convolution's frontend plans (`workspace_buys`)."""
     ok = df[df["find_status"] == "ok"]
     fast = ok.loc[ok["time_us"].idxmin()]
     zero = ok[ok["query_workspace_bytes"] == 0]
@@ -30,46 +29,73 @@ def algorithms_summary(df) -> Text:
     )
     if not zero.empty:
         z = zero.loc[zero["time_us"].idxmin()]
-        text += (
-            f" The best algorithm that needs no workspace, {z.algorithm}, takes {fmt_us(z.time_us)}: "
-            f"{z.time_us / fast.time_us:.1f}x slower. That ratio is what the workspace buys here."
-        )
+        text += f" The best algorithm that needs no workspace, {z.algorithm}, takes {fmt_us(z.time_us)}."
     if len(bad):
         text += f" {len(bad)} of {len(df)} algorithms are not supported for this dtype and layout."
     text += (
-        " These times are Find's own: one run of each algorithm through the legacy API, as a ranking, "
-        "not the "
-        "steady-state time of a kernel."
+        " These times are Find's own: one run of each algorithm through the legacy API, a ranking, not the "
+        "steady-state time of a kernel, so their ratio does not say what a workspace buys."
     )
-    frontend = _frontend_time(spec)
-    if frontend is not None:
-        text += (
-            " The same convolution through the cuDNN frontend (its heuristic plan), timed as the "
-            "median of CUDA-graph "
-            f"replays (how "
-            f"every other chart times, e.g. lesson 00's layout table), takes {fmt_us(frontend)} "
-            f"({where(df)})."
+    return Text(text + " " + workspace_buys(beside(df, "plans", spec=spec) if spec is not None else None))
+
+
+def workspace_buys(plans) -> str:
+    """What a workspace buys, from a `plans` table (every frontend plan's CUDA-graph replay median):
+    the fastest plan against the fastest that needs no workspace, with their replays' spreads.
+
+    Args:
+        plans: the convolution's `plans` table; None when it is not at hand.
+
+    Returns:
+        One or two sentences.
+    """
+    if plans is None or ok_rows(plans).empty:
+        return (
+            "What a workspace buys is measured in lesson 05, which times every frontend plan of this "
+            "convolution as every other chart times (the median of CUDA-graph replays)."
         )
-    return Text(text)
+    ok = ok_rows(plans)
+    fast = ok.loc[ok["gpu_us"].idxmin()]
+    head = (
+        "Timed as every other chart times (the median of CUDA-graph replays; lesson 05's plans chart "
+        f"draws each of the {len(ok)} frontend plans of this convolution), the fastest plan, "
+        f"`{fast.plan_name}`, takes {fmt_us(fast.gpu_us)}"
+    )
+    if int(fast.workspace_bytes) == 0:
+        return head + " and needs no workspace: here a workspace buys nothing."
+    zero = ok[ok["workspace_bytes"] == 0]
+    head += f" with a workspace of {fmt_bytes(fast.workspace_bytes)}"
+    if zero.empty:
+        return head + f"; none of the {len(ok)} plans runs without one."
+    z = zero.loc[zero["gpu_us"].idxmin()]
+    spread = (
+        f" (10th to 90th percentile of their replays: {_spread(fast)} and {_spread(z)})"
+        if {"gpu_us_p10", "gpu_us_p90"} <= set(ok.columns)
+        else ""
+    )
+    text = (
+        f"; the fastest that needs none, `{z.plan_name}`, takes {fmt_us(z.gpu_us)}: "
+        f"**{_slower(z.gpu_us / fast.gpu_us)}**{spread}."
+    )
+    if _overlap(fast, z):
+        return head + text + " Their spreads overlap: here a workspace buys nothing those timings can tell."
+    return head + text + " That is what the workspace buys here."
 
 
-def _frontend_time(spec) -> Optional[float]:
-    """The heuristic frontend plan's CUDA-graph median for ``spec`` from the layout experiment,
-    when it is at hand without measuring (recorded, or already measured this session); else None."""
-    if spec is None:
-        return None
-    for s in (spec, spec.replace(layout="NHWC" if spec.layout == "NCHW" else "NCHW")):  # it runs both layouts
-        try:
-            found = result("layout", at_hand_only=True, spec=s)
-            if found is None:
-                continue
-            lay = ok_rows(found)
-            row = lay[lay["layout"] == spec.layout]
-            if len(row):
-                return float(row["conv_gpu_us"].iloc[0])
-        except (LabkitError, KeyError, IndexError):
-            continue
-    return None
+def _slower(ratio: float) -> str:
+    """``ratio`` (at least 1) as words: ``8% slower`` under 1.2, else ``9.1x slower``."""
+    return f"{ratio - 1:.0%} slower" if ratio < 1.2 else f"{ratio:.1f}x slower"
+
+
+def _spread(row) -> str:
+    return f"{row.gpu_us_p10:.1f} to {row.gpu_us_p90:.1f} us"
+
+
+def _overlap(a, b) -> bool:
+    """Whether two plans' 10th-90th percentile ranges overlap (False when not recorded)."""
+    if "gpu_us_p10" not in a.index or "gpu_us_p90" not in a.index:
+        return False
+    return bool(a.gpu_us_p10 <= b.gpu_us_p90 and b.gpu_us_p10 <= a.gpu_us_p90)
 
 
 def workspace_sizes_summary(df) -> Text:
