@@ -246,3 +246,85 @@ def test_operands_are_written_before_a_runner_on_its_own_stream_reads_them():
         fresh = engine.Operands(RACED, seed=1)
         assert default.done, "Operands returned with its tensors still being written"
         assert fresh.arrays
+
+
+def _count_device_syncs(monkeypatch):
+    """Count every cudaDeviceSynchronize made through CuPy's runtime module (labkit's only way to it)."""
+    calls = []
+    real = cupy.cuda.runtime.deviceSynchronize
+    monkeypatch.setattr(cupy.cuda.runtime, "deviceSynchronize", lambda: (calls.append(1), real())[1])
+    return calls
+
+
+#: every shipped strategy, set up to evict or grow on the sequence below
+ORDERED = [
+    lambda: ws.FixedArena(256 << 20),
+    ws.MallocPerCall,
+    lambda: ws.KeyedCache(32 << 20),  # BIG_WS (~25.8 MB) and its half batch cannot both stay: evictions
+    ws.Scratchpad,
+    lambda: ws.Scratchpad(shared=True),
+    ws.CupyPool,
+    ws.AsyncPool,
+    ws.Preallocated,
+]
+
+
+@pytest.mark.parametrize(
+    "make",
+    ORDERED,
+    ids=[*ws.STRATEGIES][:4] + ["scratchpad_shared", "cupy_pool", "async_pool", "preallocated"],
+)
+def test_no_strategy_synchronises_the_device_in_get_or_put(make, monkeypatch):
+    """Eviction, scratchpad growth and buffers handed across streams wait on events, never on the
+    whole device: cudaDeviceSynchronize is counted through CuPy's runtime and through the seam."""
+    half = BIG_WS.replace(N=16)
+    seq = [SMALL, BIG_WS, half, BIG_WS, SMALL, half]  # scratchpads grow, the 32 MiB cache evicts
+    strategy = make()
+    streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(2)]
+    runners = [Runner(strategy, s, seed=i) for i, s in enumerate(streams)]
+    for spec in dict.fromkeys(seq):
+        for r in runners:
+            engine.get_graph(spec)
+            r.operands(spec)
+    syncs = _count_device_syncs(monkeypatch)
+    before = strategy.device.counts["synchronize"]
+    for spec in seq:
+        for r in runners:
+            r.run(spec)
+    assert not syncs and strategy.device.counts["synchronize"] == before, f"{len(syncs)} device syncs"
+    for s in streams:
+        s.synchronize()
+    for r in runners:
+        r.close()
+
+
+def test_a_cached_buffer_used_from_two_streams_is_ordered_by_an_event_and_right():
+    """The same key on two streams: the second stream waits for the first's event on the device,
+    and both outputs match float64 with the first stream held busy."""
+    from labkit.gpu.strategy_check import _hold
+
+    cache = ws.KeyedCache(256 << 20)
+    streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(2)]
+    runners = [Runner(cache, s, seed=i) for i, s in enumerate(streams)]
+    for r in runners:
+        r.run(BIG_WS)
+        _check_output(r, BIG_WS)
+    waits = cache.device.counts["wait_event"]
+    for r in runners:
+        r.operands(BIG_WS).poison_output()
+    _hold(streams[0], 5000)
+    runners[0].run(BIG_WS)
+    runners[1].run(BIG_WS)  # the same buffer: must not start before stream 0's call is done
+    assert cache.device.counts["wait_event"] > waits
+    for r in runners:
+        _check_output(r, BIG_WS)
+        r.close()
+
+
+def test_the_fixed_arena_no_longer_races_across_streams_and_the_shared_scratchpad_still_does():
+    from labkit.gpu import strategy_check
+
+    fixed = strategy_check.check_strategy(lambda: ws.FixedArena(256 << 20))
+    shared = strategy_check.check_strategy(lambda: ws.Scratchpad(shared=True))
+    assert fixed.ok and not fixed.races, fixed
+    assert shared.races, shared

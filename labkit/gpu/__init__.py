@@ -1,7 +1,8 @@
 """The GPU core. Modules that need CuPy import it themselves; this package imports nothing, so
 ``labkit.gpu.reference`` works without a GPU.
 
-* device: `memory` (allocations, guarded buffers), `numerics` (storage formats), `operands`
+* device: `device` (the seam the strategies and the `Runner` reach a GPU through, real or
+  simulated), `memory` (allocations, guarded buffers), `numerics` (storage formats), `operands`
   (one convolution's tensors), `lock` (one measurement per GPU), `spread` (a class's GPUs);
 * cuDNN graphs and plans: `engine` (the names callers use, from the modules below), `frontend` (a
   graph's definition and planning), `conv_graph` (a built graph), `graph_cache`, `saved_plans`,

@@ -12,10 +12,9 @@ from dataclasses import dataclass
 import cupy
 import numpy
 
-from ..errors import InvalidSpec, LabkitError, OutOfMemory
+from ..errors import LabkitError, OutOfMemory
+from .device.base import ABSURD_BYTES, check_request  # noqa: F401  (memory's callers check with it)
 
-#: requests of this size or more are refused outright (no GPU has a terabyte)
-ABSURD_BYTES = 1 << 40
 #: guard band on each side of a guarded buffer
 GUARD_BYTES = 4096
 GUARD_PATTERN = 0xA5
@@ -26,26 +25,6 @@ POISON_BLOCK_BYTES = 1 << 20
 def free_bytes() -> int:
     """Bytes free on the current device now (cudaMemGetInfo)."""
     return int(cupy.cuda.runtime.memGetInfo()[0])
-
-
-def check_request(nbytes, what: str) -> int:
-    """A byte count, checked: a whole number, >= 0 and < 1 TiB.
-
-    Args:
-        nbytes: the count.
-        what: what the memory is for, named in the error.
-
-    Returns:
-        ``nbytes`` as an int; `InvalidSpec` otherwise.
-    """
-    if isinstance(nbytes, bool) or not isinstance(nbytes, (int,)) and not hasattr(nbytes, "__index__"):
-        raise InvalidSpec(f"{what} bytes", nbytes, "must be a whole number of bytes")
-    nbytes = int(nbytes)
-    if nbytes < 0:
-        raise InvalidSpec(f"{what} bytes", nbytes, "must be >= 0")
-    if nbytes >= ABSURD_BYTES:
-        raise InvalidSpec(f"{what} bytes", nbytes, f"must be < 1 TiB ({ABSURD_BYTES:,} B)")
-    return nbytes
 
 
 def _is_oom(exc: Exception) -> bool:

@@ -6,7 +6,10 @@ under memory pressure (`OutOfMemory`, `ArenaTooSmall`) falls back to the next pl
 workspace, as PyTorch and TensorFlow do; each call's `CallRecord` says which plan ran and why.
 Only plans checked against float64 run (`engine.ConvGraph.runnable`): when the heuristic's pick
 computes wrong results, its next correct plan runs and the record says so (``heuristic_wrong``).
-Sizes in bytes.
+
+The runner reaches the GPU through its strategy's device (`labkit.gpu.device`): on this machine's
+GPU it runs cuDNN; on a simulated one (`labkit.simgpu`) the same calls replay a recording. Sizes
+in bytes.
 """
 
 from __future__ import annotations
@@ -14,12 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
-import cupy
-
 from ..errors import ArenaTooSmall, InvalidSpec, LabkitError, OutOfMemory
 from ..spec import ConvSpec
 from ..store.keys import Request
-from . import engine
 from .workspace import Strategy
 
 
@@ -62,7 +62,7 @@ class CallRecord:
     heuristic_wrong: str = ""
 
 
-def _candidates(cg: engine.ConvGraph, first: int, fallback: bool):
+def _candidates(cg, first: int, fallback: bool):
     """Plan ``first``, then (``fallback``) the other plans that compute the right result, in the
     heuristic's order: listed only when the first one's workspace cannot be had."""
     yield cg.plans[first]
@@ -77,8 +77,9 @@ class Runner:
     only unconstrained picks). Inputs are made once per spec and reused.
 
     Args:
-        strategy: the workspace strategy (`labkit.gpu.workspace`).
-        stream: the CuPy stream; default a new non-blocking one, owned by the runner.
+        strategy: the workspace strategy (`labkit.gpu.workspace`); the runner uses its device.
+        stream: a stream of the strategy's device (a CuPy stream on a GPU); default a new
+            non-blocking one, owned by the runner.
         fallback: when the chosen plan's workspace cannot be had (`OutOfMemory`, `ArenaTooSmall`), try
             the remaining plans in heuristic order among those needing less, and record it.
         seed: the inputs' seed.
@@ -93,21 +94,22 @@ class Runner:
         *,
         fallback: bool = True,
         seed: int = 0,
-        operands: Optional[Dict[tuple, engine.Operands]] = None,
+        operands: Optional[Dict[tuple, object]] = None,
     ):
         if not isinstance(strategy, Strategy):
             raise InvalidSpec("strategy", strategy, "must be a labkit.workspace.Strategy")
         self.strategy, self.fallback, self.seed = strategy, bool(fallback), seed
+        self.device = strategy.device
         self._owns_stream = stream is None
-        self.stream = cupy.cuda.Stream(non_blocking=True) if stream is None else stream
-        engine.handle_for(self.stream)  # now, not under memory pressure later
+        self.stream = self.device.stream() if stream is None else stream
+        self.device.prepare_stream(self.stream)  # now, not under memory pressure later
         self.choices: Dict[tuple, int] = {}
         self._owns_operands = operands is None
-        self._operands: Dict[tuple, engine.Operands] = {} if operands is None else operands
-        self._bound: Dict[tuple, engine.BoundConv] = {}
+        self._operands: Dict[tuple, object] = {} if operands is None else operands
+        self._bound: Dict[tuple, object] = {}
         self.fallbacks = 0
 
-    def operands(self, spec: ConvSpec, epilogue: str = "none") -> engine.Operands:
+    def operands(self, spec: ConvSpec, epilogue: str = "none"):
         """The operands of a convolution, made on first use.
 
         Args:
@@ -115,15 +117,15 @@ class Runner:
             epilogue: its epilogue.
 
         Returns:
-            The `engine.Operands`.
+            The device's operands (`engine.Operands` on a GPU).
         """
         k = (spec.key, epilogue)
         ops = self._operands.get(k)
         if ops is None:
-            ops = self._operands[k] = engine.Operands(spec, epilogue, seed=self.seed)
+            ops = self._operands[k] = self.device.operands(spec, epilogue, seed=self.seed)
         return ops
 
-    def choose(self, cg: engine.ConvGraph, plan_index: Optional[int] = None) -> int:
+    def choose(self, cg, plan_index: Optional[int] = None) -> int:
         """The plan to try first: given, else the stored unconstrained choice, else the default.
 
         The default is the heuristic's first choice that computes the right result.
@@ -153,7 +155,7 @@ class Runner:
         Returns:
             A `CallRecord`; the smallest plan's error when no plan's workspace could be had.
         """
-        cg = engine.get_graph(spec, epilogue)
+        cg = self.device.graph(spec, epilogue)
         first = self.choose(cg, plan_index)
         reasons, limit, last_error = [], None, None
         for plan in _candidates(cg, first, self.fallback):
@@ -183,7 +185,7 @@ class Runner:
             return CallRecord(spec, plan.index, plan.workspace_bytes, heuristic_wrong=wrong)
         raise last_error  # no plan's workspace could be had: the smallest plan's failure
 
-    def _bind(self, cg, spec, epilogue, plan_index, ptr) -> engine.BoundConv:
+    def _bind(self, cg, spec, epilogue, plan_index, ptr):
         k = (cg.key, plan_index, ptr)
         b = self._bound.get(k)
         if b is None:
@@ -202,8 +204,8 @@ class Runner:
             self._operands.clear()
         self.strategy.close()
         if self._owns_stream:
-            engine.release_handle(self.stream)
-        cupy.get_default_memory_pool().free_all_blocks()
+            self.device.release_stream(self.stream)
+        self.device.release_cached()
 
     def __enter__(self):
         return self

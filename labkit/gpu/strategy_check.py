@@ -88,7 +88,7 @@ class _Watched(workspace.Strategy):
     """Passes every call to ``inner`` and notes what it handed out (`_Call`)."""
 
     def __init__(self, inner: workspace.Strategy, base_free: int = 0):
-        super().__init__()
+        super().__init__(device=inner.device)
         self.inner, self.name = inner, inner.name
         self.calls: List[_Call] = []
         #: device memory free before the strategy was made; the most taken since, seen at a get
@@ -99,13 +99,13 @@ class _Watched(workspace.Strategy):
         if self.base_free:
             self.peak = max(self.peak, self.base_free - memory.free_bytes())
         start = cupy.cuda.Event()
-        start.record(workspace._stream_of(req))
+        start.record(self.device.stream_of(req.stream_ptr))
         self.calls.append(_Call(req.stream_ptr, int(ptr or 0), int(req.nbytes), start))
         return ptr, got
 
     def _put(self, req, ptr):
         done = cupy.cuda.Event()
-        done.record(workspace._stream_of(req))
+        done.record(self.device.stream_of(req.stream_ptr))
         for c in reversed(self.calls):
             if c.stream == req.stream_ptr and c.done is None:
                 c.done = done

@@ -2,8 +2,10 @@
 
 Every strategy answers one question, ``get(request) -> (pointer, bytes)``: "give me at least
 ``request.nbytes`` of device memory for this call on this stream", and hears ``put`` when the
-call has been launched. All allocations are real (cudaMalloc/cudaFree through CuPy's runtime
-bindings, CuPy's pools); every strategy keeps `StrategyStats` and frees everything on ``close()``.
+call has been launched. A strategy reaches its GPU only through the device seam
+(`labkit.gpu.device`: cudaMalloc/cudaFree, CuPy's pools, streams and events), so the same class
+runs on this machine's GPU or on a simulated one (`labkit.simgpu`); every strategy keeps
+`StrategyStats`, counted the same way for all of them, and frees everything on ``close()``.
 
 =====================  =====================================================================
 ``FixedArena``          one big buffer made up front; a plan that needs more raises
@@ -20,41 +22,55 @@ bindings, CuPy's pools); every strategy keeps `StrategyStats` and frees everythi
 ``Preallocated``        the no-management baseline: one exact-size buffer per key, unbounded
 =====================  =====================================================================
 
+**Stream-ordered reuse.** A workspace is its call's until the call's kernels have run on the
+call's stream, not until ``put`` (which comes as soon as they are queued). So a buffer goes to a
+call on another stream, or back to the device, only after an event recorded on the stream that
+used it last: `Strategy._hand_over` makes the next stream wait for that event on the device (the
+host goes on), `Strategy._free_after` lets the host wait for that event alone, never for the
+whole device. The pools order their own reuse (a block is reused on the stream that freed it).
+``Scratchpad(shared=True)`` alone hands one buffer to every stream unordered: the race lesson 06
+shows.
+
+**One way of counting.** ``calls`` counts gets; a get is a *miss* when it made the device
+allocate (cudaMalloc, or a pool reserving more device memory) or failed, else a *hit* (answered
+from memory already held, a 0-byte request included).
+
 `Runner` (`labkit.gpu.runner`) runs convolutions under a strategy: it never hands cuDNN fewer
 bytes than the plan asked for, and under memory pressure (OutOfMemory, ArenaTooSmall) falls back
 to the next plan with a smaller workspace, as PyTorch and TensorFlow do. Sizes in bytes, times in
-microseconds.
+microseconds (of the device's clock: simulated time on a simulated GPU).
 """
 
 from __future__ import annotations
 
 import collections
-import time
 from dataclasses import asdict, dataclass
 from typing import Dict, Tuple
 
-import cupy
-
-from ..errors import ArenaTooSmall, InvalidSpec, LabkitError, OutOfMemory
+from ..errors import ArenaTooSmall, InvalidSpec, LabkitError
 from ..store.keys import KEYS, Request, dims_only_key, full_key  # noqa: F401  (re-exported)
-from . import memory
+from . import device as devices
+from .device import Device
+from .device.base import check_request
 
 
 @dataclass
 class StrategyStats:
-    """Counters every strategy keeps; bytes, and host microseconds.
+    """Counters every strategy keeps, the same way for all of them; bytes, and microseconds of the
+    device's clock.
 
     Attributes:
         calls: `Strategy.get` calls.
-        alloc_calls: cudaMalloc calls that returned memory (or pool allocations); a failed one is
-            not counted, its time is in ``alloc_us_total``.
-        free_calls: cudaFree calls.
+        alloc_calls: allocations that returned memory: cudaMalloc calls, or pool requests for the
+            pool strategies (most served from the pool's cache); a failed one is not counted, its
+            time is in ``alloc_us_total``.
+        free_calls: cudaFree calls, or blocks handed back to a pool.
         bytes_allocated: bytes allocated, summed over allocations.
-        held_bytes: bytes held now.
+        held_bytes: device memory held now (a pool's: everything it reserved).
         peak_held_bytes: the most bytes held at once.
         alloc_us_total: host time inside allocate and free calls.
-        hits: calls answered from memory already held.
-        misses: calls that allocated.
+        hits: gets answered from memory already held (0-byte requests included).
+        misses: gets that made the device allocate, or failed.
         evictions: buffers freed to make room.
         get_put_us_total: host time inside the strategy's get and put (its whole per-call cost).
     """
@@ -77,13 +93,25 @@ class StrategyStats:
 
 
 class Strategy:
-    """Base class: subclasses implement ``_get``/``_put``/``_close``; this keeps the books."""
+    """Base class: subclasses implement ``_get``/``_put``/``_close``; this keeps the books.
+
+    Subclasses allocate with `_malloc` and free with `_free` (or `_free_after`), and order a
+    buffer's reuse on another stream with `_hand_over`: the helpers count, time and order.
+
+    Args:
+        device: the `labkit.gpu.device.Device` it allocates on; default the current one
+            (`labkit.gpu.device.current`: this machine's GPU unless a simulated one is in use).
+    """
 
     name = "strategy"
 
-    def __init__(self):
+    def __init__(self, *, device: Device = None):
+        self.device = device if device is not None else devices.current()
+        if not isinstance(self.device, Device):
+            raise InvalidSpec("device", device, "must be a labkit.gpu.device.Device")
         self.stats = StrategyStats()
         self.closed = False
+        self._allocated = False  # an allocation in the get under way: it is a miss
 
     # -- the interface --
     def get(self, req: Request) -> Tuple[int, int]:
@@ -98,11 +126,20 @@ class Strategy:
         if self.closed:
             raise LabkitError(f"{self.name} is closed")
         self.stats.calls += 1
-        t0 = time.perf_counter()
+        self._allocated = False
+        t0 = self.device.clock_us()
         try:
-            return self._get(req)
+            got = self._get(req)
+        except Exception:
+            self.stats.misses += 1
+            raise
         finally:
-            self.stats.get_put_us_total += (time.perf_counter() - t0) * 1e6
+            self.stats.get_put_us_total += self.device.clock_us() - t0
+        if self._allocated:
+            self.stats.misses += 1
+        else:
+            self.stats.hits += 1
+        return got
 
     def put(self, req: Request, ptr: int) -> None:
         """Hear that the call using ``ptr`` has been launched on ``req.stream_ptr``.
@@ -111,11 +148,11 @@ class Strategy:
             req: the call's request.
             ptr: the pointer `get` handed out.
         """
-        t0 = time.perf_counter()
+        t0 = self.device.clock_us()
         try:
             self._put(req, ptr)
         finally:
-            self.stats.get_put_us_total += (time.perf_counter() - t0) * 1e6
+            self.stats.get_put_us_total += self.device.clock_us() - t0
 
     def close(self) -> None:
         """Free everything this strategy holds. Idempotent."""
@@ -129,24 +166,68 @@ class Strategy:
     def __exit__(self, *exc):
         self.close()
 
-    # -- allocation helpers that keep the books (real cudaMalloc/cudaFree) --
-    def _malloc(self, nbytes: int, what: str) -> int:
-        t0 = time.perf_counter()
+    # -- allocation helpers that keep the books --
+    def _malloc(self, nbytes: int, what: str = "workspace") -> int:
+        """cudaMalloc through the device, counted: the get under way is a miss.
+
+        Args:
+            nbytes: bytes.
+            what: what it is for, named in an out-of-memory error.
+
+        Returns:
+            The device address (0 for 0 bytes).
+        """
+        t0 = self.device.clock_us()
         try:
-            ptr = memory.raw_malloc(nbytes, what)
+            ptr = self.device.allocate(nbytes, what=what)
         finally:
-            self.stats.alloc_us_total += (time.perf_counter() - t0) * 1e6
+            self.stats.alloc_us_total += self.device.clock_us() - t0
         self.stats.alloc_calls += 1
         self.stats.bytes_allocated += nbytes
+        self._allocated = True
         self._held(+nbytes)
         return ptr
 
     def _free(self, ptr: int, nbytes: int) -> None:
-        t0 = time.perf_counter()
-        memory.raw_free(ptr)
-        self.stats.alloc_us_total += (time.perf_counter() - t0) * 1e6
+        """cudaFree through the device, counted (cudaFree itself waits for the whole device).
+
+        Args:
+            ptr: an address from `_malloc` (nothing is freed for 0).
+            nbytes: its size.
+        """
+        t0 = self.device.clock_us()
+        if ptr:
+            self.device.free(ptr)
+        self.stats.alloc_us_total += self.device.clock_us() - t0
         self.stats.free_calls += 1
         self._held(-nbytes)
+
+    def _free_after(self, ptr: int, nbytes: int, stream_ptr: int) -> None:
+        """Free a buffer once the work queued on the stream that used it last has run: an event
+        recorded there, the host waiting for that event alone, then `_free`.
+
+        Args:
+            ptr: an address from `_malloc`.
+            nbytes: its size.
+            stream_ptr: the stream that used it last.
+        """
+        if ptr:
+            self.device.record_event(self.device.stream_of(stream_ptr)).wait()
+        self._free(ptr, nbytes)
+
+    def _hand_over(self, ptr: int, from_stream: int, to_stream: int) -> None:
+        """Order a buffer's next use on ``to_stream`` after its uses so far on ``from_stream``: an
+        event recorded on ``from_stream`` that ``to_stream`` waits for on the device (the host goes
+        on). Nothing to do on the same stream: its work runs in order.
+
+        Args:
+            ptr: the buffer (nothing to order for 0).
+            from_stream: the stream that used it last.
+            to_stream: the stream of the call it goes to now.
+        """
+        if ptr and from_stream != to_stream:
+            ev = self.device.record_event(self.device.stream_of(from_stream))
+            self.device.wait_event(self.device.stream_of(to_stream), ev)
 
     def _held(self, delta: int) -> None:
         self.stats.held_bytes += delta
@@ -169,27 +250,32 @@ class Strategy:
 def _bytes_arg(name: str, value) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidSpec(name, value, "must be a whole number of bytes")
-    return memory.check_request(value, name)
+    return check_request(value, name)
 
 
 class FixedArena(Strategy):
-    """One buffer made at construction; every call uses its start.
+    """One buffer made at construction; every call uses its start. A call on another stream than
+    the last one's is ordered after it (`Strategy._hand_over`).
 
     Args:
         size_bytes: the arena's size, in bytes.
+        device: the device (default the current one).
     """
 
     name = "fixed_arena"
 
-    def __init__(self, size_bytes: int = 1 << 30):
-        super().__init__()
+    def __init__(self, size_bytes: int = 1 << 30, *, device: Device = None):
+        super().__init__(device=device)
         self.size_bytes = _bytes_arg("size_bytes", size_bytes)
         self.ptr = self._malloc(self.size_bytes, "fixed arena") if self.size_bytes else 0
+        self._last_stream = None
 
     def _get(self, req):
         if req.nbytes > self.size_bytes:
             raise ArenaTooSmall(req.plan_name, req.nbytes, self.size_bytes)
-        self.stats.hits += 1
+        if self._last_stream is not None:
+            self._hand_over(self.ptr, self._last_stream, req.stream_ptr)
+        self._last_stream = req.stream_ptr
         return self.ptr, self.size_bytes
 
     def _close(self):
@@ -203,7 +289,8 @@ class FixedArena(Strategy):
 
 
 class MallocPerCall(Strategy):
-    """Query the size, cudaMalloc it, run, cudaFree it: every call."""
+    """Query the size, cudaMalloc it, run, cudaFree it: every call. cudaFree waits for the whole
+    device before it frees, so the buffer is never freed under a kernel still using it."""
 
     name = "malloc_per_call"
 
@@ -222,49 +309,52 @@ class KeyedCache(Strategy):
 
     A request larger than the whole budget raises `ArenaTooSmall` (the budget is the arena). With
     ``key="dims_only"`` a hit can return a buffer smaller than the plan needs: the `Runner` catches
-    that (it never hands cuDNN less than asked) and says the key is the bug.
+    that (it never hands cuDNN less than asked) and says the key is the bug. A hit from another
+    stream is ordered after the buffer's last use (`Strategy._hand_over`); an evicted buffer is
+    freed once its last stream's event has completed (`Strategy._free_after`).
 
     Args:
         budget_bytes: the most bytes held, in bytes.
         key: "full" (`full_key`) or "dims_only" (`dims_only_key`).
+        device: the device (default the current one).
     """
 
     name = "keyed_cache"
 
-    def __init__(self, budget_bytes: int = 256 << 20, key: str = "full"):
-        super().__init__()
+    def __init__(self, budget_bytes: int = 256 << 20, key: str = "full", *, device: Device = None):
+        super().__init__(device=device)
         self.budget_bytes = _bytes_arg("budget_bytes", budget_bytes)
         if key not in KEYS:
             raise InvalidSpec("key", key, f"must be one of {', '.join(KEYS)}")
         self.key_name, self._key = key, KEYS[key]
-        self._entries: "collections.OrderedDict[tuple, Tuple[int, int]]" = collections.OrderedDict()
+        #: key -> (pointer, bytes, the stream that used it last)
+        self._entries: "collections.OrderedDict[tuple, Tuple[int, int, int]]" = collections.OrderedDict()
 
     def _get(self, req):
         k = self._key(req)
         hit = self._entries.get(k)
         if hit is not None:
+            ptr, n, last = hit
+            self._hand_over(ptr, last, req.stream_ptr)
+            self._entries[k] = (ptr, n, req.stream_ptr)
             self._entries.move_to_end(k)
-            self.stats.hits += 1
-            return hit
-        self.stats.misses += 1
+            return ptr, n
         if req.nbytes > self.budget_bytes:
             raise ArenaTooSmall(req.plan_name, req.nbytes, self.budget_bytes)
         while self._entries and self.stats.held_bytes + req.nbytes > self.budget_bytes:
-            _, (ptr, n) = self._entries.popitem(last=False)
-            cupy.cuda.runtime.deviceSynchronize()  # an evicted buffer may still be in use on a stream
-            self._free(ptr, n)
+            _, (ptr, n, last) = self._entries.popitem(last=False)
+            self._free_after(ptr, n, last)
             self.stats.evictions += 1
         ptr = self._malloc(req.nbytes, "cached workspace") if req.nbytes else 0
-        self._entries[k] = (ptr, req.nbytes)
+        self._entries[k] = (ptr, req.nbytes, req.stream_ptr)
         return ptr, req.nbytes
 
     def __len__(self):
         return len(self._entries)
 
     def _close(self):
-        cupy.cuda.runtime.deviceSynchronize()
-        while self._entries:
-            _, (ptr, n) = self._entries.popitem()
+        while self._entries:  # cudaFree waits for the device: nothing is freed under a kernel
+            _, (ptr, n, _) = self._entries.popitem()
             self._free(ptr, n)
 
     def describe(self):
@@ -275,151 +365,147 @@ class KeyedCache(Strategy):
 class Scratchpad(Strategy):
     """oneDNN-style user scratchpad: a grow-only buffer per stream, or one for every stream.
 
+    Growing frees the old buffer once an event on each stream that used it has completed
+    (`Strategy._free_after`). With ``shared=True`` one buffer goes to every stream with nothing
+    ordering them: calls on concurrent streams race on it (the hazard lesson 06 shows).
+
     Args:
         shared: one buffer for every stream: concurrent streams then race on it.
+        device: the device (default the current one).
     """
 
-    def __init__(self, shared: bool = False):
-        super().__init__()
+    def __init__(self, shared: bool = False, *, device: Device = None):
+        super().__init__(device=device)
         self.shared = bool(shared)
         self.name = "scratchpad_shared" if self.shared else "scratchpad_per_stream"
-        self._buffers: Dict[int, Tuple[int, int]] = {}
+        #: slot (0 shared, else the stream) -> (pointer, bytes, the streams that used it)
+        self._buffers: Dict[int, Tuple[int, int, Dict[int, None]]] = {}
 
     def _get(self, req):
         slot = 0 if self.shared else req.stream_ptr
-        ptr, size = self._buffers.get(slot, (0, 0))
-        if req.nbytes <= size:
-            self.stats.hits += 1
-            return ptr, size
-        self.stats.misses += 1
-        if ptr:
-            cupy.cuda.runtime.deviceSynchronize()  # the old buffer may be in use on its stream
-            self._free(ptr, size)
-            self._buffers.pop(slot)
-        ptr = self._malloc(req.nbytes, "scratchpad")
-        self._buffers[slot] = (ptr, req.nbytes)
-        return ptr, req.nbytes
+        ptr, size, users = self._buffers.get(slot, (0, 0, {}))
+        if req.nbytes > size:
+            if ptr:  # the old buffer goes once every stream that used it is past it
+                for s in users:
+                    self.device.record_event(self.device.stream_of(s)).wait()
+                self._free(ptr, size)
+            ptr, size, users = self._malloc(req.nbytes, "scratchpad"), req.nbytes, {}
+        users[req.stream_ptr] = None
+        self._buffers[slot] = (ptr, size, users)
+        return ptr, size
 
     def _close(self):
-        cupy.cuda.runtime.deviceSynchronize()
-        for ptr, size in self._buffers.values():
+        for ptr, size, _ in self._buffers.values():  # cudaFree waits for the device
             self._free(ptr, size)
         self._buffers.clear()
 
 
-_external: Dict[int, object] = {}
-
-
-def _external_stream(ptr: int):
-    """A CuPy stream object for a raw stream pointer (made once per pointer)."""
-    s = _external.get(ptr)
-    if s is None:
-        import warnings
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)
-            s = _external[ptr] = cupy.cuda.ExternalStream(ptr)
-    return s
-
-
-def _stream_of(req: Request):
-    return _external_stream(req.stream_ptr) if req.stream_ptr else cupy.cuda.Stream.null
-
-
 class _PoolStrategy(Strategy):
-    """Shared logic of the CuPy pools: malloc from the pool, drop the block on put."""
+    """Shared logic of the pools: allocate from the device's pool on the call's stream, hand the
+    block back on put (the pool reuses it in that stream's order).
 
-    def __init__(self, pool):
-        super().__init__()
-        self.pool = pool
-        self._live: Dict[int, object] = {}
+    Args:
+        kind: the pool, "caching" or "async" (`labkit.gpu.device.Pool`).
+        device: the device (default the current one).
+    """
+
+    def __init__(self, kind: str, *, device: Device = None):
+        super().__init__(device=device)
+        self.pool = self.device.pool(kind)
+        self._streams: Dict[int, None] = {}
 
     def _get(self, req):
         if req.nbytes == 0:
             return 0, 0
-        t0 = time.perf_counter()
+        stream = self.device.stream_of(req.stream_ptr)
+        before = self.pool.held_bytes()
+        t0 = self.device.clock_us()
         try:
-            mem = self._pool_malloc(req)
-        except cupy.cuda.memory.OutOfMemoryError:
-            raise OutOfMemory(f"{self.name} workspace", req.nbytes, memory.free_bytes()) from None
+            ptr = self.pool.allocate(req.nbytes, stream=stream)
         finally:
-            self.stats.alloc_us_total += (time.perf_counter() - t0) * 1e6
+            self.stats.alloc_us_total += self.device.clock_us() - t0
         self.stats.alloc_calls += 1
         self.stats.bytes_allocated += req.nbytes
-        self._live[int(mem.ptr)] = mem
+        self._allocated = self.pool.held_bytes() > before
+        self._streams[req.stream_ptr] = None
         self._sync_held()
-        return int(mem.ptr), req.nbytes
+        return ptr, req.nbytes
 
     def _put(self, req, ptr):
         if ptr:
-            t0 = time.perf_counter()
-            self._release(req, self._live.pop(ptr))
-            self.stats.alloc_us_total += (time.perf_counter() - t0) * 1e6
+            t0 = self.device.clock_us()
+            self.pool.free(ptr, stream=self.device.stream_of(req.stream_ptr))
+            self.stats.alloc_us_total += self.device.clock_us() - t0
             self.stats.free_calls += 1
 
-    def _pool_malloc(self, req):
-        with _stream_of(req):  # both pools allocate on the current stream
-            return self.pool.malloc(req.nbytes)
-
-    def _release(self, req, mem):
-        del mem  # the block returns to the pool, reusable on the stream it was allocated on
-
     def _sync_held(self):
-        self.stats.held_bytes = int(self.pool.total_bytes())
+        self.stats.held_bytes = int(self.pool.held_bytes())
         self.stats.peak_held_bytes = max(self.stats.peak_held_bytes, self.stats.held_bytes)
 
     def _close(self):
-        cupy.cuda.runtime.deviceSynchronize()
-        self._live.clear()
-        self.pool.free_all_blocks()
-        self.stats.held_bytes = int(self.pool.total_bytes())
+        for s in self._streams:  # the blocks' last uses, each on its own stream
+            self.device.stream_of(s).synchronize()
+        self.pool.release()
+        self.stats.held_bytes = int(self.pool.held_bytes())
 
 
 class CupyPool(_PoolStrategy):
     """CuPy's caching allocator (`cupy.cuda.MemoryPool`, a private instance): cudaMalloc on a miss,
-    then blocks are reused; nothing goes back to the driver until ``close()``."""
+    then blocks are reused on the stream that freed them; nothing goes back to the driver until
+    ``close()``.
+
+    Args:
+        device: the device (default the current one).
+    """
 
     name = "cupy_pool"
 
-    def __init__(self):
-        super().__init__(cupy.cuda.MemoryPool())
+    def __init__(self, *, device: Device = None):
+        super().__init__("caching", device=device)
 
 
 class AsyncPool(_PoolStrategy):
     """Stream-ordered allocation (`cupy.cuda.MemoryAsyncPool`: cudaMallocAsync/cudaFreeAsync on the
-    call's stream); the driver's pool keeps freed memory for reuse."""
+    call's stream); the driver's pool keeps freed memory for reuse.
+
+    Args:
+        device: the device (default the current one).
+    """
 
     name = "async_pool"
 
-    def __init__(self):
-        super().__init__(cupy.cuda.MemoryAsyncPool())
-
-    def _release(self, req, mem):
-        with _stream_of(req):
-            del mem  # cudaFreeAsync, ordered after the call on this stream
+    def __init__(self, *, device: Device = None):
+        super().__init__("async", device=device)
 
 
 class Preallocated(Strategy):
     """No management at all: one exact-size buffer per key, kept forever. The baseline against
-    which the other strategies' overhead is measured."""
+    which the other strategies' overhead is measured. A key's buffer used from another stream is
+    ordered after its last use (`Strategy._hand_over`).
+
+    Args:
+        device: the device (default the current one).
+    """
 
     name = "preallocated"
 
-    def __init__(self):
-        super().__init__()
-        self._entries: Dict[tuple, Tuple[int, int]] = {}
+    def __init__(self, *, device: Device = None):
+        super().__init__(device=device)
+        #: key -> (pointer, bytes, the stream that used it last)
+        self._entries: Dict[tuple, Tuple[int, int, int]] = {}
 
     def _get(self, req):
         k = full_key(req)
         hit = self._entries.get(k)
         if hit is None:
-            hit = (self._malloc(req.nbytes, "preallocated workspace") if req.nbytes else 0, req.nbytes)
-            self._entries[k] = hit
-        return hit
+            ptr = self._malloc(req.nbytes, "preallocated workspace") if req.nbytes else 0
+            hit = (ptr, req.nbytes, req.stream_ptr)
+        self._hand_over(hit[0], hit[2], req.stream_ptr)
+        self._entries[k] = (hit[0], hit[1], req.stream_ptr)
+        return hit[0], hit[1]
 
     def _close(self):
-        cupy.cuda.runtime.deviceSynchronize()
-        for ptr, n in self._entries.values():
+        for ptr, n, _ in self._entries.values():  # cudaFree waits for the device
             self._free(ptr, n)
         self._entries.clear()
 
