@@ -5,15 +5,20 @@ list means the figure obeys.
 * a bar's length is a quantity: no bar trace on a log value axis, and bar axes start at zero;
 * one scale per chart: no axis overlaying another (no second y-axis);
 * legends list only what is drawn: a trace shown in the legend has a value to show;
-* every bar's value can be read: zero is drawn and labelled, distinct from not measured.
+* every bar's value can be read: zero is drawn and labelled, distinct from not measured;
+* a label on a bar or a point is written in its axis's unit (no "10.16 ms" on a us axis);
+* log axes are ticked in plain decimals (no "10<sup>2</sup>"), every tick labelled by labkit;
+* no label or tick spells out a cuDNN plan's full name (``eng62_k2=5_k13=1...``): charts show
+  `labkit.draw.names.plan_labels` and give the full name on hover.
 
-`axis_types` gives what a control move must keep the same: the type (linear, log, category) of
-every axis.
+`axis_types` and `axis_units` give what a control move must keep the same: the type (linear, log,
+category) and the unit of every axis.
 """
 
 from __future__ import annotations
 
 import math
+import re
 
 #: plotly trace types whose length (or area) encodes a value from zero
 BAR_TYPES = ("bar",)
@@ -120,6 +125,110 @@ def axis_types(fig) -> dict:
     return {k: (v or {}).get("type", "-") for k, v in lay.items() if k.startswith(("xaxis", "yaxis"))}
 
 
+#: unit -> what it measures (the units a label or an axis title may name)
+UNIT_KINDS = {
+    "us": "time",
+    "ms": "time",
+    "s": "time",
+    "B": "size",
+    "KiB": "size",
+    "MiB": "size",
+    "GiB": "size",
+}
+#: a number with a unit in a label: "10.16 ms", "856.1 KiB", "0 B"
+QUANTITY = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?:e-?\d+)? ?(us|ms|s|B|KiB|MiB|GiB)\b")
+#: an axis title's unit: the first word in its parentheses, "GPU time (us, log)" -> us
+TITLE_UNIT = re.compile(r"\((us|ms|s|B|KiB|MiB|GiB)[,)]")
+
+
+def axis_unit(lay: dict, axis: str):
+    """The unit an axis's title names (None: it names none)."""
+    title = ((lay.get(axis) or {}).get("title") or {}).get("text") or ""
+    m = TITLE_UNIT.search(title)
+    return m.group(1) if m else None
+
+
+def axis_units(fig) -> dict:
+    """axis name -> the unit its title names, for the axes whose title names one."""
+    lay = _layout(fig)
+    units = {k: axis_unit(lay, k) for k in lay if k.startswith(("xaxis", "yaxis"))}
+    return {k: u for k, u in units.items() if u}
+
+
+def _texts(trace) -> list:
+    if trace.get("type") == "scatter" and "text" not in str(trace.get("mode", "")):
+        return []  # text for the hover only
+    return [str(t) for t in _values(trace, "text") if t is not None]
+
+
+def labels_in_other_units(fig) -> list:
+    """A bar's or a point's label with a quantity of its axis's kind (a time on a time axis, a size
+    on a size axis) in another unit than the axis title names."""
+    lay = _layout(fig)
+    out = []
+    for t in fig.to_plotly_json()["data"]:
+        texts = _texts(t)
+        for letter in ("x", "y"):
+            unit = axis_unit(lay, _axis_name(t.get(f"{letter}axis"), letter))
+            bad = [
+                m.group(0)
+                for text in texts
+                for m in QUANTITY.finditer(text)
+                if unit and UNIT_KINDS[m.group(1)] == UNIT_KINDS[unit] and m.group(1) != unit
+            ]
+            if bad:
+                out.append(
+                    f"label in another unit than its axis ({unit}): trace {t.get('name')!r}: {bad[0]!r}"
+                )
+    return out
+
+
+#: a log axis's tick label in the workbook's style: "0.3", "20", "1,000", or "1e-6"
+PLAIN_TICK = re.compile(r"^(\d{1,3}(,\d{3})*|0\.\d+|\de-?\d+)$")
+
+
+def log_ticks_not_plain(fig) -> list:
+    """A log axis whose ticks plotly labels itself, or labelled otherwise than in plain decimals."""
+    lay = _layout(fig)
+    out = []
+    for name, axis in lay.items():
+        if not name.startswith(("xaxis", "yaxis")) or (axis or {}).get("type") != "log":
+            continue
+        text = axis.get("ticktext")
+        if axis.get("tickvals") is not None and text is None:
+            out.append(f"log axis {name}: ticks labelled by plotly")
+        bad = [str(t) for t in text or [] if not PLAIN_TICK.match(str(t))]
+        if bad:
+            out.append(f"log axis {name}: tick {bad[0]!r} not a plain decimal")
+    return out
+
+
+#: a cuDNN plan's full name: an engine and its knobs
+PLAN_NAME = re.compile(r"eng\d+_k\d+=")
+
+
+def shown_texts(fig) -> list:
+    """Every text a figure draws on its axes and points: tick labels (labkit's, or a category
+    axis's values) and the labels of bars and points."""
+    lay = _layout(fig)
+    shown = []
+    for name, axis in lay.items():
+        if name.startswith(("xaxis", "yaxis")):
+            shown += [str(t) for t in (axis or {}).get("ticktext") or []]
+    for t in fig.to_plotly_json()["data"]:
+        shown += _texts(t)
+        for letter in ("x", "y"):
+            axis = lay.get(_axis_name(t.get(f"{letter}axis"), letter)) or {}
+            if axis.get("ticktext") is None and axis.get("showticklabels") is not False:
+                shown += [str(v) for v in _values(t, letter) if isinstance(v, str)]
+    return shown
+
+
+def full_plan_names(fig) -> list:
+    """A tick or a label that spells out a plan's full name (it belongs in the hover)."""
+    return [f"full plan name on the chart: {s[:50]!r}" for s in shown_texts(fig) if PLAN_NAME.search(s)][:1]
+
+
 def violations(fig) -> list:
     """Every rule above, for one figure."""
     return (
@@ -127,4 +236,7 @@ def violations(fig) -> list:
         + bars_not_from_zero(fig)
         + secondary_axes(fig)
         + legend_entries_without_data(fig)
+        + labels_in_other_units(fig)
+        + log_ticks_not_plain(fig)
+        + full_plan_names(fig)
     )

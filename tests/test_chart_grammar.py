@@ -5,8 +5,10 @@ recorded mode) through its chart builder, and lesson 08's two-GPU figures.
 * no bar trace on a log axis, and bars from zero;
 * no second y-axis overlaying another;
 * a legend lists only traces that draw something (a zero bar is labelled);
-* one scale per chart: every axis keeps its type (linear, log, category) across all the requests
-  of an experiment, so no control move switches it.
+* one scale per chart: every axis keeps its type (linear, log, category) and its unit across all
+  the requests of an experiment, so no control move switches it;
+* a label on a bar or a point is in its axis's unit; log axes ticked in plain decimals; no plan's
+  full name drawn (`chart_grammar`).
 """
 
 from __future__ import annotations
@@ -56,16 +58,20 @@ def _key(name: str, violation: str) -> tuple:
 @pytest.mark.parametrize("recording, name", CASES)
 def test_every_recorded_figure_follows_the_grammar(recording, name):
     rec = recordings.named(recording)
-    found, types = [], {}
+    found, types, units = [], {}, {}
     for req, fig in figures(rec, name):
         found += [(v, req) for v in grammar.violations(fig)]
         for axis, kind in grammar.axis_types(fig).items():
             types.setdefault(axis, {}).setdefault(kind, req)
+        for axis, unit in grammar.axis_units(fig).items():
+            units.setdefault(axis, {}).setdefault(unit, req)
     new = [(v, req) for v, req in found if _key(name, v) not in KNOWN]
     assert not new, f"{recording} {name}: " + "\n".join(f"{v}  (request {req})" for v, req in new[:10])
     changing = {axis: sorted(kinds) for axis, kinds in types.items() if len(kinds) > 1}
     if (name, "axis type changes") not in KNOWN:
         assert not changing, f"{recording} {name}: a control move changes the axis type: {changing}"
+    switching = {axis: sorted(u) for axis, u in units.items() if len(u) > 1}
+    assert not switching, f"{recording} {name}: a control move changes the axis unit: {switching}"
 
 
 def test_known_violations_still_occur():

@@ -85,7 +85,7 @@ def test_every_plan_is_a_point_of_its_own_and_zero_workspace_is_labelled(recordi
         assert sorted(xs) == list(range(1, len(ok) + 1)), req  # one position per plan timed
         bars = fig.data[4]
         zero = [t for y, t in zip(bars.y, bars.text) if y == 0]
-        assert all(t == "0 B" for t in zero), (req, zero)
+        assert all(t == "0 MiB" for t in zero), (req, zero)
         assert f"{len(ok)} plans timed" in fig.layout.title.text
 
 

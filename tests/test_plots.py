@@ -4,10 +4,12 @@ roofline without a known GPU draws no roof and says so."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from labkit import experiments
-from labkit.draw import plots
+from labkit.draw import names, plots, units
 from labkit.errors import LabkitError
 from labkit.experiments import plans_autotune
 from labkit.session import lessons
@@ -50,12 +52,12 @@ UNITS = {  # chart -> strings some axis title must contain
     "precision": ["(us", "error"],
     "layout": ["(us)"],
     "fusion": ["(us", "(MiB)"],
-    "plans": ["B)", "(us"],
+    "plans": ["(MiB)", "(us"],
     "caps": ["(us)", "slowdown (x)"],
     "algorithms": ["(us)", "(MiB)"],
-    "build_cost": ["(s"],
+    "build_cost": ["(ms"],
     "roofline": ["FLOP/byte", "TFLOP/s"],
-    "sweep": ["(us)", "B)"],
+    "sweep": ["(us)", "(MiB)"],
     "workspace_sizes": ["(MiB)"],
     "strategies": ["(us)", "(MiB)", "(count)"],
     "race": ["(count)"],
@@ -206,6 +208,63 @@ def test_figure_dispatch_and_formatting():
     assert plots.fmt_bytes(2**30) == "1.00 GiB" and plots.fmt_bytes(float("nan")) == "-"
     assert plots.fmt_us(24.6) == "24.6 us" and plots.fmt_us(1234) == "1.23 ms"
     assert plans_autotune.cap_label(-1) == "unlimited" and plans_autotune.cap_label(2**20) == "1.0 MiB"
+
+
+@pytest.mark.parametrize(
+    "value,unit,text",
+    [
+        (10160, "us", "10,160 us"),  # never "10.16 ms" on a microsecond axis
+        (250.8, "us", "250.8 us"),
+        (876646, "MiB", "0.84 MiB"),  # never "856.1 KiB" on a MiB axis
+        (272, "MiB", "0.00026 MiB"),
+        (2**30, "MiB", "1,024 MiB"),
+        (0, "MiB", "0 MiB"),
+        (131, "B", "131 B"),
+        (24_600, "ms", "24.6 ms"),
+        (None, "us", "-"),
+        (float("nan"), "MiB", "-"),
+    ],
+)
+def test_a_value_is_written_in_its_axis_unit(value, unit, text):
+    assert units.in_unit(value, unit) == text
+
+
+def test_log_axes_have_one_tick_style_plain_decimals():
+    """The strategies under pressure span 1 us to 100 ms: ticked 1, 100, 10,000, never 10<sup>2</sup>;
+    errors under 0.001 are written as the error labels are (1e-6)."""
+    for values in ([1, 90_000], [40, 150_000], [0.3, 20], [1e-7, 1e-2], [2e-5, 4e-3]):
+        text = plots.log_ticks(values)["ticktext"]
+        assert all(re.fullmatch(r"\d{1,3}(,\d{3})*|0\.\d+|\de-?\d+", t) for t in text), (values, text)
+    assert [units.tick_text(t) for t in (0.3, 0.05, 20, 10_000, 1e-6, 2e-7)] == [
+        "0.3",
+        "0.05",
+        "20",
+        "10,000",
+        "1e-6",
+        "2e-7",
+    ]
+
+
+def test_plan_labels_are_short_distinct_and_keep_the_engine():
+    """Every set of plans a recording holds for one request: labels of at most PLAN_LABEL_CHARS
+    characters, one per plan, each starting with the plan's engine."""
+    seen = 0
+    for rec in recordings.shipped():
+        for name in ("plans", "kernels"):
+            for req in rec.requests(name) if name in rec.experiments() else []:
+                plans = list(dict.fromkeys(rec.lookup(name, req)["plan_name"]))
+                labels = names.plan_labels(plans)
+                assert len(set(labels)) == len(plans), (rec.name, name, req)
+                assert max(map(len, labels)) <= names.PLAN_LABEL_CHARS
+                assert all(lab.split(" ")[0] == p.split("_")[0] for p, lab in zip(plans, labels))
+                seen += 1
+    assert seen
+    assert names.plan_labels(["eng62_k2=5_k27=8", "eng22_k2=1", "eng62_k2=5_k27=7", "eng62_k2=5_k27=8"]) == [
+        "eng62 #1",
+        "eng22",
+        "eng62 #2",
+        "eng62 #1",
+    ]
 
 
 def test_log_ticks_label_the_lowest_values_and_stay_few_when_asked():

@@ -3,5 +3,7 @@
 * `plots`: plotly building blocks (axes, formatting, the provenance subtitle);
 * `plain_figure`: a figure built as plain dicts, without plotly's validation;
 * `figure_widget`: labkit's FigureWidget (plotly's front end sent once per kernel);
+* `units`: a value written in its axis's unit; the style of log ticks;
+* `names`: short labels for cuDNN plans;
 * `prose`: Markdown text and tables.
 """

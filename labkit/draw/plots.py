@@ -12,7 +12,8 @@ left out of the
 traces and named in a note under the chart. That is what lets `labkit.present.widgets` wrap a figure in a
 ``go.FigureWidget`` once and afterwards update its traces in place.
 
-Units: microseconds (us) for times, MiB (2**20 bytes) for sizes on axes, TFLOP/s for throughput.
+Units: microseconds (us) for times, MiB (2**20 bytes) for sizes on axes, TFLOP/s for throughput;
+a label on a chart is written in its axis's unit (`labkit.draw.units`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from typing import Iterable, List, Optional
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
+
+from .units import tick_text
 
 MIB = 2**20
 TEMPLATE = "plotly_white"
@@ -77,11 +80,6 @@ def fmt_us(us) -> str:
 
 def fmt_seconds(s) -> str:
     return "-" if s is None or isnan(s) else fmt_us(float(s) * 1e6)
-
-
-def tick_seconds(s: float) -> str:
-    us = s * 1e6
-    return f"{us:g} us" if us < 1000 else f"{us / 1000:g} ms" if us < 1e6 else f"{s:g} s"
 
 
 def isnan(x) -> bool:
@@ -357,7 +355,8 @@ def note_block(text: str) -> dict:
 
 def log_ticks(values, fmt=None, max_ticks: int = 10) -> dict:
     """``tickvals``/``ticktext`` for a log axis over ``values``: 1-2-5 steps (powers of ten alone
-    over more than three decades), labelled in full (``fmt`` formats a value; default plain).
+    over more than three decades), labelled in full (``fmt`` formats a value; default `tick_text`,
+    the workbook's one style of log ticks: plain decimals).
     ``max_ticks``: at most that many (coarser steps, then every other decade): a narrow subplot
     asks for fewer, so its labels do not run together."""
     v = [float(x) for x in values if x is not None and not isnan(x) and float(x) > 0]
@@ -384,25 +383,7 @@ def log_ticks(values, fmt=None, max_ticks: int = 10) -> dict:
     else:  # every other (or third) decade from the lowest: evenly spaced, one near the lowest value
         decades = [10.0**e for e in range(e0, e1 + 1) if lo / 2.2 <= 10.0**e <= hi * 2.2]
         ticks = decades[::2] if len(decades[::2]) <= max_ticks else decades[::3]
-    if fmt is None:
-        if e1 - e0 > 3 and (lo < 1e-2 or hi > 1e5):
-            text = [f"10<sup>{round(math.log10(t))}</sup>" for t in ticks]
-        else:
-            text = [f"{t:,.0f}" if t >= 1 else f"{t:g}" for t in ticks]
-    else:
-        text = [fmt(t) for t in ticks]
-    return dict(tickmode="array", tickvals=ticks, ticktext=text)
-
-
-def size_unit(values_bytes):
-    """(divisor, unit) so that the largest of ``values_bytes`` reads well: B, KiB or MiB."""
-    v = [float(x) for x in values_bytes if x is not None and not isnan(x)]
-    top = max(v) if v else 0.0
-    if top < 1024:
-        return 1.0, "B"
-    if top < MIB:
-        return 1024.0, "KiB"
-    return float(MIB), "MiB"
+    return dict(tickmode="array", tickvals=ticks, ticktext=[(fmt or tick_text)(t) for t in ticks])
 
 
 def no_data(fig: go.Figure, message: str) -> None:

@@ -10,8 +10,6 @@ import plotly.graph_objects as go
 from ...draw.plots import (
     COLORS,
     finish,
-    fmt_bytes,
-    fmt_us,
     grid,
     log_ticks,
     new_figure,
@@ -21,6 +19,7 @@ from ...draw.plots import (
     request_spec,
     shape_label,
 )
+from ...draw.units import SIZE_AXIS, in_unit
 from ..core import MIB
 
 #: the paths a fusion table holds, top to bottom within an epilogue, with their colours
@@ -74,7 +73,7 @@ def fusion_chart(df) -> go.Figure:
                         mode="markers+text",
                         name=path,
                         marker=dict(size=11, color=color),
-                        text=[fmt_us(v) if v is not None else "" for v in vals],
+                        text=[in_unit(v, "us") if v is not None else "" for v in vals],
                         textposition="middle right",
                         textfont=dict(size=11),
                         cliponaxis=False,
@@ -92,7 +91,7 @@ def fusion_chart(df) -> go.Figure:
                         orientation="h",
                         name=path,
                         marker_color=color,
-                        text=[fmt_bytes(v) if v is not None else "" for v in vals],
+                        text=[in_unit(v, SIZE_AXIS) if v is not None else "" for v in vals],
                         textposition="outside",
                         cliponaxis=False,
                         hovertemplate=f"{path}, %{{y}}: %{{text}}<extra></extra>",

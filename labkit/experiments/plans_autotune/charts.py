@@ -13,7 +13,6 @@ from ...draw.plots import (
     first_value,
     fmt_bytes,
     fmt_seconds,
-    fmt_us,
     grid,
     isnan,
     log_axis,
@@ -24,9 +23,8 @@ from ...draw.plots import (
     ok_rows,
     request_spec,
     shape_label,
-    size_unit,
-    tick_seconds,
 )
+from ...draw.units import SIZE_AXIS, in_unit
 from ...gpu.plan_checks import is_wrong
 from .noise import caps_noise
 from .runs import BUILD_STAGES
@@ -42,7 +40,7 @@ def plans_chart(df) -> go.Figure:
     Traces: 0 all plans, 1 heuristic pick, 2 best, 3 worst, 4 workspace bars."""
     ok = ok_rows(df).sort_values(["gpu_us", "plan_index"], kind="stable")
     rank = {int(i): k for k, i in enumerate(ok["plan_index"], 1)}
-    div, unit = size_unit(ok["workspace_bytes"])
+    div = float(2**20)  # sizes on axes in MiB (`SIZE_AXIS`), whatever the spec
 
     def pts(mask):
         sub = ok[mask] if mask is not None else ok
@@ -114,8 +112,8 @@ def plans_chart(df) -> go.Figure:
         )
     ws = [float(w) for w in ok["workspace_bytes"]]
     top = max(ws, default=0.0)
-    # zero, and sizes too small to see beside the largest, are written out ("0 B", "2.3 KiB")
-    labels = [fmt_bytes(w) if w == 0 or w < 0.03 * top else "" for w in ws]
+    # zero, and sizes too small to see beside the largest, are written out ("0 MiB", "0.0022 MiB")
+    labels = [in_unit(w, SIZE_AXIS) if w == 0 or w < 0.03 * top else "" for w in ws]
     fig.add_trace(
         go.Bar(
             x=[rank[int(i)] for i in ok["plan_index"]],
@@ -152,7 +150,11 @@ def plans_chart(df) -> go.Figure:
         axis["range"] = [axis["range"][0] - 0.08, axis["range"][1]]
     fig.update_yaxes(title_text="GPU time per call (us, log)", type="log", **axis, row=1, col=1)
     fig.update_yaxes(
-        title_text=f"workspace ({unit})", rangemode="tozero", range=[0, (top / div or 1) * 1.45], row=2, col=1
+        title_text=f"workspace ({SIZE_AXIS})",
+        rangemode="tozero",
+        range=[0, (top / div or 1) * 1.45],
+        row=2,
+        col=1,
     )
     spec = request_spec(df)
     n_all = len(df)
@@ -214,7 +216,9 @@ def caps_chart(df) -> go.Figure:
             name="best GPU time under the cap",
             marker_color=COLORS["primary"],
             text=[
-                f"{fmt_us(v)}<br>{int(k)} plans" if v is not None and k is not None and not isnan(k) else ""
+                f"{in_unit(v, 'us')}<br>{int(k)} plans"
+                if v is not None and k is not None and not isnan(k)
+                else ""
                 for v, k in zip(t, n)
             ],
             textposition="outside",
@@ -315,9 +319,9 @@ def caps_chart(df) -> go.Figure:
 
 
 def build_cost_chart(df) -> go.Figure:
-    """Wall time of each build stage: dots on a log axis, each labelled with its time.
-    Traces: 0 stages."""
-    s = [num(v) for v in df["seconds"]]
+    """Wall time of each build stage: dots on a log axis in milliseconds (the stages span a cache
+    hit's microseconds to a full autotune's seconds), each labelled in ms. Traces: 0 stages."""
+    s = [num(v) * 1e3 if num(v) is not None else None for v in df["seconds"]]  # ms
     disk = [
         str(st) in BUILD_STAGES[5:] for st in df["stage"]
     ]  # what a later session does instead of building
@@ -328,18 +332,19 @@ def build_cost_chart(df) -> go.Figure:
             x=s,
             mode="markers+text",
             marker=dict(size=12, color=[COLORS["good"] if d else COLORS["primary"] for d in disk]),
-            text=[fmt_seconds(v) if v is not None else "not measured" for v in s],
+            text=[in_unit(v * 1e3, "ms") if v is not None else "not measured" for v in s],
             textposition="middle right",
             cliponaxis=False,
             name="wall time",
-            hovertemplate="%{y}: %{text}<extra></extra>",
+            customdata=[fmt_seconds(v / 1e3) if v is not None else "" for v in s],
+            hovertemplate="%{y}: %{text} (%{customdata})<extra></extra>",
         )
     )
     fig.update_yaxes(autorange="reversed")
-    axis = log_axis(s, tick_seconds)
+    axis = log_axis(s)
     if axis.get("range"):
         axis["range"] = [axis["range"][0], axis["range"][1] + 0.5]  # room for the largest dot's label
-    fig.update_xaxes(title_text="wall time (s, log)", type="log", **axis)
+    fig.update_xaxes(title_text="wall time (ms, log)", type="log", **axis)
     spec = request_spec(df)
     pay = first_value(df, "calls_to_pay_off_autotune")
     if pay is None:

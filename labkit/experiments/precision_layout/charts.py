@@ -12,7 +12,6 @@ from ...draw.plots import (
     finish,
     first_value,
     fmt_bytes,
-    fmt_us,
     grid,
     log_axis,
     log_ticks,
@@ -23,6 +22,7 @@ from ...draw.plots import (
     request_spec,
     shape_label,
 )
+from ...draw.units import in_unit
 from .labels import place_labels
 
 # ---- charts --------------------------------------------------------------------------------
@@ -72,7 +72,7 @@ def precision_chart(df) -> go.Figure:
             orientation="h",
             name="GPU time per call",
             marker_color=colors,
-            text=[f" {fmt_us(v)}" for v in us],  # a space: clear of the whisker
+            text=[f" {in_unit(v, 'us')}" for v in us],  # a space: clear of the whisker
             textposition="outside",
             cliponaxis=False,
             error_x=dict(
@@ -180,7 +180,9 @@ def layout_chart(df) -> go.Figure:
     ok = ok_rows(df)
     lays = list(ok["layout"])
     conv = [num(v) for v in ok["conv_gpu_us"]]
-    conv_txt = [f"{fmt_us(c)} conv<br>workspace {fmt_bytes(w)}" for c, w in zip(conv, ok["workspace_bytes"])]
+    conv_txt = [
+        f"{in_unit(c, 'us')} conv<br>workspace {fmt_bytes(w)}" for c, w in zip(conv, ok["workspace_bytes"])
+    ]
     cvt = [num(v) for v in ok["convert_gpu_us"]]
     fig = new_figure()
     fig.add_trace(
@@ -201,7 +203,7 @@ def layout_chart(df) -> go.Figure:
             y=cvt,
             name="NCHW → NHWC → NCHW conversion (CuPy transposes)",
             marker_color=COLORS["secondary"],
-            text=[f"+{fmt_us(c)} convert" if c else "" for c in cvt],
+            text=[f"+{in_unit(c, 'us')} convert" if c else "" for c in cvt],
             textposition="inside",
             customdata=[num(v) for v in ok["end_to_end_us"]],
             hovertemplate="%{x}: conversion %{y:.1f} us (end to end %{customdata:.1f} us)<extra></extra>",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from ...draw.names import plan_labels
 from ...draw.plots import COLORS, finish, fmt_us, grid, new_figure, ok_rows
 from ...gpu.trace import merged_spans, overlap_spans
 from ...gpu.workloads import ONE_CONV
@@ -63,7 +64,8 @@ KERNELS_GRID = grid(
 
 def kernels_chart(df) -> go.Figure:
     """Per plan (the `CHART_PLANS` fastest), its GPU time per call stacked by kernel role, and the
-    host time to launch one call with the number of kernels it launches.
+    host time to launch one call with the number of kernels it launches. Rows are labelled
+    `plan_labels` (``eng62 #2``), the full name in the hover.
     Traces: one per role (`ROLES`), then host time = len(ROLES) + 1."""
     fig = new_figure(**KERNELS_GRID)
     ok = ok_rows(df)
@@ -119,7 +121,10 @@ def kernels_chart(df) -> go.Figure:
         autorange="reversed",
         tickfont=dict(size=11),
         tickvals=order,
-        ticktext=[f"<b>{p}</b> (heuristic's pick)" if p == pick else p for p in order],
+        ticktext=[
+            f"<b>{lab}</b> (heuristic's pick)" if p == pick else lab
+            for p, lab in zip(order, plan_labels(order))
+        ],
         row=1,
         col=1,
     )
@@ -132,7 +137,8 @@ def kernels_chart(df) -> go.Figure:
     )
     note = (
         f"each plan traced over {TRACED_CALLS} calls with CUPTI (cupti-python); host time measured "
-        "untraced first"
+        "untraced first · a row: the plan's engine, and #n its rank among that engine's plans here "
+        "(hover for the full name)"
     )
     if pick and pick not in order:
         note += f" · the heuristic's pick, {pick}, is not among the fastest drawn"

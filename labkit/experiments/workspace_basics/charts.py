@@ -9,7 +9,6 @@ from ...draw.plots import (
     LAYOUT_COLORS,
     finish,
     fmt_bytes,
-    fmt_us,
     grid,
     log_axis,
     new_figure,
@@ -18,8 +17,8 @@ from ...draw.plots import (
     ok_rows,
     request_spec,
     shape_label,
-    size_unit,
 )
+from ...draw.units import SIZE_AXIS, in_unit
 from ..core import MIB
 
 # ---- charts --------------------------------------------------------------------------------
@@ -63,7 +62,7 @@ def algorithms_chart(df) -> go.Figure:
             name="GPU time",
             marker_color=[COLORS["good"] if n == fastest else COLORS["primary"] for n in names],
             text=[
-                (f"{fmt_us(v)}" + (" · fastest" if n == fastest else "")) if v is not None else ""
+                (in_unit(v, "us") + (" · fastest" if n == fastest else "")) if v is not None else ""
                 for v, n in zip(t, names)
             ],
             textposition="auto",
@@ -81,7 +80,7 @@ def algorithms_chart(df) -> go.Figure:
             orientation="h",
             name="workspace",
             marker_color=COLORS["secondary"],
-            text=[fmt_bytes(b) if ok else "not supported" for b, ok in zip(wsb, sized)],
+            text=[in_unit(b, SIZE_AXIS) if ok else "not supported" for b, ok in zip(wsb, sized)],
             textposition="outside",
             constraintext="none",
             cliponaxis=False,
@@ -160,7 +159,9 @@ def workspace_sizes_chart(df) -> go.Figure:
                 m = num(r["max_workspace_bytes"]) if ok else None
                 picks.append(h / MIB if h is not None else 0.0)
                 biggest.append(m / MIB if m is not None else 0.0)
-                text.append(fmt_bytes(h) if h is not None else ("not run" if r is None else str(r["status"])))
+                text.append(
+                    in_unit(h, SIZE_AXIS) if h is not None else ("not run" if r is None else str(r["status"]))
+                )
                 top = max(top, (m or 0.0) / MIB, (h or 0.0) / MIB)
         fig.add_trace(
             go.Bar(
@@ -247,10 +248,10 @@ SWEEP_GRID = grid(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, row_
 def sweep_chart(df) -> go.Figure:
     """GPU time and workspace of the heuristic plan as one dimension varies, every point labelled.
 
-    One scale whatever the field: the swept values are evenly spaced (as the recorded values double
-    or step: x is each value's position, its tick labelled with the value), GPU time is on a log
-    axis, workspace on a linear one from zero ("0 B" labelled). Traces: 0 GPU time (us), 1 workspace
-    (in the unit `size_unit` picks).
+    One scale whatever the field or the base: the swept values are evenly spaced (as the recorded
+    values double or step: x is each value's position, its tick labelled with the value), GPU time
+    is on a log axis (us), workspace on a linear one from zero in MiB (`SIZE_AXIS`, "0 MiB"
+    labelled), every label in its axis's unit. Traces: 0 GPU time (us), 1 workspace (MiB).
 
     Positions, not a category axis: a panel updates its chart in place, and the browser keeps a
     category axis's earlier categories, so a chart moved to another field would place its new values
@@ -274,7 +275,7 @@ def sweep_chart(df) -> go.Figure:
             y=times,
             name="GPU time",
             line=dict(color=COLORS["primary"]),
-            text=[fmt_us(v) for v in times],
+            text=[in_unit(v, "us") for v in times],
             customdata=custom,
             hovertemplate=f"{field}=%{{customdata[2]}}: %{{y:.1f}} us, %{{customdata[1]:.0f}} TFLOP/s"
             "<br>plan %{customdata[0]}"
@@ -284,17 +285,17 @@ def sweep_chart(df) -> go.Figure:
         row=1,
         col=1,
     )
-    div, unit = _size_unit(ok["workspace_bytes"])
-    sizes = [num(v) / div if num(v) is not None else None for v in ok["workspace_bytes"]]
+    sizes = [num(v) / MIB if num(v) is not None else None for v in ok["workspace_bytes"]]
     fig.add_trace(
         go.Scatter(
             x=at,
             y=sizes,
             name="workspace",
             line=dict(color=COLORS["secondary"]),
-            text=[fmt_bytes(v) for v in ok["workspace_bytes"]],
-            customdata=values,
-            hovertemplate=f"{field}=%{{customdata}}: workspace %{{text}}<extra></extra>",
+            text=[in_unit(v, SIZE_AXIS) for v in ok["workspace_bytes"]],
+            customdata=[[v, fmt_bytes(b)] for v, b in zip(values, ok["workspace_bytes"])],
+            hovertemplate=f"{field}=%{{customdata[0]}}: workspace %{{text}} (%{{customdata[1]}})"
+            "<extra></extra>",
             **label,
         ),
         row=2,
@@ -312,15 +313,12 @@ def sweep_chart(df) -> go.Figure:
     fig.update_xaxes(**positions, title_text=SWEEP_AXIS.get(field, field), row=2, col=1)
     fig.update_yaxes(title_text="GPU time (us)", row=1, col=1, **_log_with_room(times))
     top = max([v for v in sizes if v is not None] + [0.0])
-    # whole bytes only: a sweep that asks a few bytes, or none, gets no "0.5 B" tick
-    whole = dict(tickmode="array", tickvals=list(range(int(top) + 1))) if unit == "B" and top < 5 else {}
     fig.update_yaxes(
-        title_text=f"workspace ({unit})",
+        title_text=f"workspace ({SIZE_AXIS})",
         type="linear",
         range=[-0.08 * (top or 1), 1.3 * (top or 1)],
         row=2,
         col=1,
-        **whole,
     )
     spec = request_spec(df)
     detail = (
@@ -338,13 +336,6 @@ def sweep_chart(df) -> go.Figure:
         height=560,
         legend_rows=0,
     )
-
-
-def _size_unit(values_bytes) -> tuple:
-    """(divisor, unit) so that the largest of ``values_bytes`` reads well: B, KiB, MiB or GiB."""
-    div, unit = size_unit(values_bytes)
-    top = max([num(v) or 0.0 for v in values_bytes] + [0.0])
-    return (float(2**30), "GiB") if top >= 2**30 else (div, unit)
 
 
 def _log_with_room(values) -> dict:

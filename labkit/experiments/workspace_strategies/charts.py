@@ -8,7 +8,6 @@ import plotly.graph_objects as go
 from ...draw.plots import (
     COLORS,
     finish,
-    fmt_bytes,
     fmt_us,
     grid,
     log_axis,
@@ -16,6 +15,7 @@ from ...draw.plots import (
     not_ok_note,
     num,
 )
+from ...draw.units import SIZE_AXIS, in_unit
 from ..core import MIB
 
 # ---- charts --------------------------------------------------------------------------------
@@ -52,6 +52,11 @@ def _log_range(values) -> dict:
     return dict(type="log", **{k: val for k, val in log_axis(v, max_ticks=4).items() if k != "range"}) | dict(
         range=[lo - pad, hi + pad]
     )
+
+
+def microseconds(v) -> str:
+    """A time label in the time axes' unit: ``10,160 us``."""
+    return in_unit(v, "us")
 
 
 def _count(v) -> str:
@@ -99,7 +104,7 @@ def strategies_chart(df) -> go.Figure:
                 thickness=1.5,
                 width=3,
             ),
-            text=missing(fmt_us)(median),
+            text=missing(microseconds)(median),
             customdata=[fmt_us(p) for p in p95],
             hovertemplate="%{y}: median %{x:.1f} us per call, p95 %{customdata}<extra></extra>",
             **dot,
@@ -114,7 +119,7 @@ def strategies_chart(df) -> go.Figure:
             x=inside,
             name="inside the strategy's get/put (mean per call)",
             marker=dict(color=COLORS["dark"], size=8, symbol="diamond"),
-            text=missing(fmt_us)(inside),
+            text=missing(microseconds)(inside),
             hovertemplate="%{y}: %{x:.1f} us per call inside the strategy's get/put<extra></extra>",
             **dot,
         ),
@@ -128,7 +133,7 @@ def strategies_chart(df) -> go.Figure:
             x=gpu,
             name="GPU wall time per call (kernels + idle)",
             marker=dict(color=COLORS["purple"], size=8, symbol="square"),
-            text=missing(fmt_us)(gpu),
+            text=missing(microseconds)(gpu),
             hovertemplate="%{y}: %{x:.1f} us per call between two events around the run: kernels plus "
             "time the GPU waited for the host<extra></extra>",
             **dot,
@@ -176,7 +181,7 @@ def strategies_chart(df) -> go.Figure:
                 x=[v / MIB if v is not None else 0 for v in raw],
                 name=label,
                 marker_color=color,
-                text=missing(fmt_bytes)(raw),
+                text=missing(lambda v: in_unit(v, SIZE_AXIS))(raw),
                 hovertemplate=f"%{{y}}: {label} %{{text}}<extra></extra>",
                 **bar,
             ),

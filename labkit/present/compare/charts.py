@@ -12,6 +12,8 @@ import plotly.graph_objects as go
 
 from ... import ceilings
 from ...draw import plots
+from ...draw.names import plan_labels
+from ...draw.units import in_unit, tick_text
 from ...errors import InvalidSpec
 from ...experiments import workspace_basics
 from .frames import (
@@ -55,7 +57,8 @@ def _detail(df, extra: str = "") -> str:
 
 
 def _fmt(value: str):
-    return plots.fmt_us if value.endswith("_us") else (lambda v: f"{v:.3g}")
+    """How a label writes a ``value`` column: times in the axis's us, others in 3 digits."""
+    return (lambda v: in_unit(v, "us")) if value.endswith("_us") else (lambda v: f"{v:.3g}")
 
 
 def _spread_of(df, rec: str, table, value: str):
@@ -227,6 +230,7 @@ def _sweep(df, table, comp):
         title_text=workspace_basics.SWEEP_AXIS.get(str(table.attrs.get("request", {}).get("field")), "value"),
         type="log",
         tickvals=list(table["value"]),
+        ticktext=[tick_text(float(v)) for v in table["value"]],
     )
     title = comp.axis if value == comp.value else value
     fig.update_yaxes(title_text=title + ", log", type="log", **plots.log_axis(vals))
@@ -256,8 +260,8 @@ PLANS_GRID = plots.grid(
 def _plans(df, table, comp):
     """The `PLANS_SHOWN` plans fastest on the first GPU, one row each: every GPU's median with its
     p10-p90 whiskers (each GPU a little above or below the row), and the time ratio with its
-    range under those spreads; a tick says which plan is the heuristic's pick and which the
-    fastest on each GPU."""
+    range under those spreads; a plan is labelled `plan_labels` (its full name in the hover), and
+    a tick says which plan is the heuristic's pick and which the fastest on each GPU."""
     value = table.attrs["value"]
     recs, base = df.attrs["recordings"], table.attrs["baseline"]
     shown = table.sort_values(f"{value} {base}", na_position="last").head(PLANS_SHOWN)
@@ -273,7 +277,11 @@ def _plans(df, table, comp):
     if "heuristic_pick" in df.columns:
         for p in dict.fromkeys(df.loc[df["heuristic_pick"].astype(bool), "plan_name"]):
             flags.setdefault(p, []).insert(0, "heuristic's pick")
-    ticks = [p + (f"<br>({', '.join(flags[p])})" if p in flags else "") for p in shown["plan_name"]]
+    names = list(shown["plan_name"])
+    ticks = [
+        lab + (f"<br>({', '.join(flags[p])})" if p in flags else "")
+        for p, lab in zip(names, plan_labels(names))
+    ]
     fmt = _fmt(value)
     for i, rec in enumerate(recs):
         vals = [plots.num(v) for v in shown[f"{value} {rec}"]]
@@ -383,8 +391,10 @@ def _plans(df, table, comp):
         col=1,
     )
     more = len(table) - n
-    detail = f"the {n} plans fastest on {short_gpu(df.attrs['provenance'][base]['gpu'])}" + (
-        f" of {len(table)} cuDNN offers (compare.ratios(df) has all)" if more > 0 else ""
+    detail = (
+        f"the {n} plans fastest on {short_gpu(df.attrs['provenance'][base]['gpu'])}"
+        + (f" of {len(table)} cuDNN offers (compare.ratios(df) has all)" if more > 0 else "")
+        + "; eng62 #2: engine 62's second plan in this order (hover a point for its full name)"
     )
     return plots.finish(
         fig,
