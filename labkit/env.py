@@ -18,6 +18,7 @@ import threading
 from dataclasses import asdict, dataclass
 from typing import Optional
 
+from . import ceilings
 from .errors import InvalidSpec, ModeError
 
 MODES = ("live", "recorded")
@@ -60,6 +61,25 @@ class Environment:
 
 def _cuda_version(v: int) -> str:
     return f"{v // 1000}.{(v % 1000) // 10}"
+
+
+def gpu_label(name: Optional[str]) -> str:
+    """The one name a GPU goes by on every chart, text and control.
+
+    Its board in `labkit.ceilings` where the table knows the device (``NVIDIA H100 80GB HBM3`` ->
+    ``H100 SXM``, ``NVIDIA H200`` -> ``H200 SXM``), else the device name without the vendor's
+    (``NVIDIA GeForce RTX 3090`` -> ``GeForce RTX 3090``, ``Tesla T4`` -> ``T4``).
+
+    Args:
+        name: the CUDA device name (``cudaGetDeviceProperties``); None or empty for none.
+
+    Returns:
+        The name; "unknown GPU" without one.
+    """
+    if not name:
+        return "unknown GPU"
+    known = ceilings.for_gpu(name)
+    return known.gpu if known else re.sub(r"^(NVIDIA|Tesla)\s+", "", str(name).strip()) or str(name)
 
 
 def gpu_slug(name: Optional[str]) -> str:
@@ -248,7 +268,7 @@ def doctor() -> str:
     rows = [
         ("python", env.python),
         ("platform", env.platform),
-        ("GPU", env.gpu_name),
+        ("GPU", f"{gpu_label(env.gpu_name)} (CUDA name: {env.gpu_name})" if env.gpu_name else None),
         ("compute capability", env.compute_capability),
         ("GPU memory", gib(env.gpu_memory_bytes)),
         ("CUDA driver", env.driver_version),

@@ -103,13 +103,9 @@ def test_figure_has_one_trace_group_per_gpu_and_both_provenances(name):
     gpus = [t for t in fig.data if t.showlegend is not False]
     assert [t.legendgroup for t in gpus] == BOTH
     assert {t.legendgroup for t in fig.data} == set(BOTH)
-    assert [t.name for t in gpus] == ["NVIDIA H100 80GB HBM3 (2026-11-22)", "NVIDIA H200 (2026-11-23)"]
+    assert [t.name for t in gpus] == ["H100 SXM (2026-11-22)", "H200 SXM (2026-11-23)"]
     title = fig.layout.title.text
-    assert (
-        "NVIDIA H100 80GB HBM3 vs NVIDIA H200" in title
-        and "cuDNN 9.19.0" in title
-        and "2026-11-22 / 2026-11-23" in title
-    )
+    assert "H100 SXM vs H200 SXM" in title and "cuDNN 9.19.0" in title and "2026-11-22 / 2026-11-23" in title
 
 
 def test_roofline_figure_draws_both_roofs_from_ceilings():

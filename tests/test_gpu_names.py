@@ -68,3 +68,38 @@ def test_no_code_names_its_output_after_the_h100():
         text = path.read_text()
         for bad in ('_h100"', "_h100.csv", '"H100" in', "recordings/h100-sxm "):
             assert bad not in text, f"{path.relative_to(ROOT)}: {bad}"
+
+
+def test_each_card_has_one_name_wherever_a_learner_sees_it(recorded_mode, monkeypatch):
+    """A chart's provenance line, the roofline's roof, the banner, lesson 08's legends and the GPU
+    picker name each shipped card the same way (`env.gpu_label`: "H100 SXM", "H200 SXM"), never by
+    its CUDA device name ("NVIDIA H100 80GB HBM3")."""
+    import json
+
+    from labkit import experiments
+    from labkit.present import compare
+    from labkit.present.panel.gpu_picker import GPUPicker
+    from labkit.session import lessons
+    from labkit.store import recordings
+
+    shipped = recordings.shipped()
+    both = json.dumps(compare.figure(compare.frames("roofline")).to_plotly_json())
+    options = [t for t, _ in GPUPicker(can_measure=False).options("roofline")]
+    assert len({o.split(" (")[0] for o in options}) == len(shipped) >= 2
+    for rec in shipped:
+        device, label = rec.metadata["gpu"], env.gpu_label(rec.metadata["gpu"])
+        assert label != device and label in ("H100 SXM", "H200 SXM")
+        fig = experiments.CHARTS["roofline"](rec.lookup("roofline", rec.requests("roofline")[0]))
+        drawn = json.dumps(fig.to_plotly_json())
+        assert f"recorded on {label} ·" in fig.layout.title.text and f"roof: {label}," in drawn
+        monkeypatch.setenv("LABKIT_RECORDING", rec.name)
+        seen = {
+            "chart": drawn,
+            "lesson 08": both,
+            "banner": str(lessons.banner("03")),
+            "picker": str(options),
+        }
+        for where, text in seen.items():
+            assert device not in text, (where, device)
+            assert label in text, (where, label)
+        assert f"{label} (recorded {rec.provenance('roofline')['date']})" in options

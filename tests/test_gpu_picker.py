@@ -22,7 +22,7 @@ def test_the_picker_lists_every_recording_the_default_first():
     assert values[0] == recordings.DEFAULT_RECORDING == p.gpu_picker.value
     assert set(values) == {r.name for r in recordings.available()}
     labels = dict((v, t) for t, v in p.gpu_picker.options)
-    assert labels["h200"] == f"H200 (recorded {recordings.named('h200').provenance('precision')['date']})"
+    assert labels["h200"] == f"H200 SXM (recorded {recordings.named('h200').provenance('precision')['date']})"
     assert p.gpu_picker.layout.display is None  # shown: there is a choice
 
 
@@ -44,7 +44,7 @@ def test_picking_the_h200_draws_exactly_its_rows(name):
     p.set(gpu="h200")
     assert p.gpu.name == "h200" and p.gpu_picker.value == "h200"
     assert p.error is None, p.error
-    assert p.df.attrs["gpu"] == "NVIDIA H200" and "NVIDIA H200" in p.fig.layout.title.text
+    assert p.df.attrs["gpu"] == "NVIDIA H200" and "recorded on H200 SXM" in p.fig.layout.title.text
     req = p.df.attrs["request"]
     rows = recordings.named("h200").lookup(name, req)
     assert p.df.drop(columns=[c for c in p.df.columns if c not in rows.columns]).equals(
@@ -62,7 +62,7 @@ def test_a_convolution_the_other_gpu_lacks_goes_back_to_the_base(tmp_path, monke
     assert p.state["N"] == 32 and p.error is None
     assert "not recorded on that GPU" in p.status.value
     p.set(N=8)  # that H200 recording lacks N=8: the panel says so and names the values it has
-    assert "not recorded on NVIDIA H200" in str(p.error) and "N = 1, 32, 64" in str(p.error)
+    assert "not recorded on H200 SXM" in str(p.error) and "N = 1, 32, 64" in str(p.error)
     p.set(gpu="h100-sxm")
     p.set(N=8)
     assert p.df.attrs["gpu"] == "NVIDIA H100 80GB HBM3" and p.df.attrs["request"]["spec"]["N"] == 8

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from labkit import experiments
+from labkit import env, experiments
 from labkit.draw import names, plots, units
 from labkit.errors import LabkitError
 from labkit.experiments import plans_autotune
@@ -83,7 +83,12 @@ def test_every_recorded_request_draws_with_fixed_traces_units_and_provenance(nam
         for unit in UNITS[name]:
             assert unit in titles, (name, unit, titles)
         sub = fig.layout.title.text.split("<br>", 1)[1]  # the lines under the bold title
-        for want in (meta["gpu"], meta["cudnn_backend"], rec.provenance(name)["date"], "recorded"):
+        for want in (
+            env.gpu_label(meta["gpu"]),
+            meta["cudnn_backend"],
+            rec.provenance(name)["date"],
+            "recorded",
+        ):
             assert want in sub, (name, want, sub)
 
 
@@ -98,10 +103,7 @@ def test_provenance_subtitle_live_and_missing():
         cudnn_frontend="1.28.0",
         date="2026-01-02",
     )
-    assert (
-        plots.provenance_subtitle(df)
-        == "live on NVIDIA H100 80GB HBM3 · cuDNN 9.19.0 (frontend 1.28.0) · 2026-01-02"
-    )
+    assert plots.provenance_subtitle(df) == "live on H100 SXM · cuDNN 9.19.0 (frontend 1.28.0) · 2026-01-02"
     assert "unknown GPU" in plots.provenance_subtitle(pd.DataFrame())
 
 

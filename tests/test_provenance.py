@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit import experiments
+from labkit import env, experiments
 from labkit.errors import LabkitError
 from labkit.session import lessons
 from labkit.store import recordings
@@ -82,14 +82,15 @@ def test_the_banner_names_the_gpu_and_date_of_every_chart_in_its_lesson(monkeypa
                 assert f"has no `{name}`" in text or name in text, (lesson, name, text)
                 continue
             prov = r.provenance(name)
-            assert prov["gpu"] in text and prov["date"] in text, (lesson, name, r.name, text)
+            gpu = env.gpu_label(prov["gpu"])
+            assert gpu in text and prov["date"] in text, (lesson, name, r.name, text)
             for req in r.requests(name)[:3]:
                 try:
                     df = experiments.with_model(name, r.lookup(name, req))
                 except LabkitError:
                     continue
                 sub = _subtitle(experiments.CHARTS[name](df))
-                assert prov["gpu"] in sub and prov["date"] in sub, (name, sub)
+                assert gpu in sub and prov["date"] in sub, (name, sub)
 
 
 @pytest.mark.parametrize("name", ["plans", "network_report", "precision"])

@@ -99,7 +99,7 @@ def test_the_budget_curve_never_gets_slower_with_more_room(rep):
 def test_the_figure_and_the_written_report(rep, tmp_path):
     fig = rep.figure()
     assert len(fig.data) == widgets.experiments.TRACES["network_report"] == 11
-    assert "recorded on NVIDIA H100" in fig.layout.title.text
+    assert "recorded on H100 SXM" in fig.layout.title.text
     out = rep.write(tmp_path / "r")
     assert {p.name for p in out.iterdir()} >= {
         "layers.csv",

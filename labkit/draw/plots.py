@@ -27,6 +27,7 @@ from typing import Iterable, List, Optional
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..env import gpu_label
 from .units import tick_text
 
 MIB = 2**20
@@ -99,10 +100,11 @@ def num(x) -> Optional[float]:
 # ---- provenance -------------------------------------------------------------------------------
 def provenance_subtitle(df) -> str:
     """Where the numbers come from, from ``df.attrs``: e.g.
-    ``recorded on NVIDIA H100 80GB HBM3 · cuDNN 9.19.0 (frontend 1.28.0) · 2026-11-22``."""
+    ``recorded on H100 SXM · cuDNN 9.19.0 (frontend 1.28.0) · 2026-11-22`` (the GPU as
+    `labkit.env.gpu_label` names it)."""
     a = getattr(df, "attrs", {}) or {}
     mode = a.get("mode") or "unknown mode"
-    gpu = a.get("gpu") or "unknown GPU"
+    gpu = gpu_label_of(a.get("gpu"))
     text = f"{mode} on {gpu} · cuDNN {a.get('cudnn_backend') or '?'}"
     if a.get("cudnn_frontend"):
         text += f" (frontend {a['cudnn_frontend']})"
@@ -110,6 +112,12 @@ def provenance_subtitle(df) -> str:
     cond = conditions_text(a.get("conditions"))
     turn = contention_text(a.get("gpu_turn"))
     return text + (f" · {cond}" if cond else "") + (f" · {turn}" if turn else "")
+
+
+def gpu_label_of(gpu) -> str:
+    """`labkit.env.gpu_label` of a result's ``attrs['gpu']``: one device name, or a comparison's
+    several joined by " vs "."""
+    return " vs ".join(gpu_label(g) for g in str(gpu).split(" vs ")) if gpu else gpu_label(None)
 
 
 def contention_text(turn) -> str:

@@ -49,13 +49,15 @@ def table(df, columns, names=None) -> Text:
 
 
 def where(df) -> str:
-    """Where a result's numbers come from, for prose: e.g. "recorded on NVIDIA H100 80GB HBM3".
+    """Where a result's numbers come from, for prose: e.g. "recorded on H100 SXM".
 
     Args:
         df: a result, with ``mode`` and ``gpu`` in its ``attrs``.
 
     Returns:
-        "<mode> on <gpu>".
+        "<mode> on <gpu>", the GPU as `labkit.env.gpu_label` names it.
     """
+    from ..env import gpu_label
+
     a = df.attrs
-    return f"{a.get('mode')} on {a.get('gpu')}"
+    return f"{a.get('mode')} on {gpu_label(a.get('gpu'))}"

@@ -20,6 +20,7 @@ from typing import Optional, Sequence, Tuple
 
 from .. import networks
 from ..draw.plots import fmt_bytes
+from ..env import gpu_label
 from ..errors import InvalidSpec, RecordedDataError
 from ..experiments.your_network import (
     REPORT_STRATEGIES,
@@ -465,7 +466,8 @@ def main_report(args) -> int:
     prov, cut = rep.provenance, rep.cut
     print(
         f"{name}: {len(rep.layers)} convolution calls, {len(rep.strategies)} strategies, "
-        f"{prov.get('mode')} on {prov.get('gpu')} (cuDNN {prov.get('cudnn_backend')}, {prov.get('date')})"
+        f"{prov.get('mode')} on {gpu_label(prov.get('gpu'))} (cuDNN {prov.get('cudnn_backend')}, "
+        f"{prov.get('date')})"
     )
     print(
         f"cut by a time budget: {cut['plans']} plan(s), {cut['layers']} distinct layer(s), "

@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 from typing import Optional
 
+from .. import env
 from ..draw.prose import Text
 from ..errors import InvalidSpec
 from ..gpu.spread import given_text as class_gpu_text
@@ -86,7 +87,6 @@ def banner(lesson: Optional[str] = None) -> Text:
         Markdown text, e.g. "Mode: recorded. This lesson's numbers were measured on NVIDIA
         H100 80GB HBM3 with cuDNN 9.19.0 ...: precision on 2026-11-22 ...".
     """
-    from .. import env
     from . import handson, warmup
 
     if lesson is not None and lesson not in DRAWS:
@@ -104,7 +104,8 @@ def banner(lesson: Optional[str] = None) -> Text:
             else ""
         )
         text = Text(
-            f"**Mode: live on {e.gpu_name}** (cuDNN {e.cudnn_backend}, frontend {e.cudnn_frontend}, "
+            f"**Mode: live on {env.gpu_label(e.gpu_name)}** (cuDNN {e.cudnn_backend}, "
+            f"frontend {e.cudnn_frontend}, "
             f"CuPy {e.cupy_version}). Every chart is measured on this GPU when it is drawn.{helpers}"
             + class_gpu_text()
         )
@@ -134,7 +135,7 @@ def recorded_sources(lesson: Optional[str] = None) -> str:
     if lesson is None:
         md = rec.metadata
         return (
-            f"Numbers come from the recording made on **{md.get('gpu')}** with cuDNN "
+            f"Numbers come from the recording made on **{env.gpu_label(md.get('gpu'))}** with cuDNN "
             f"{md.get('cudnn_backend')} (frontend {md.get('cudnn_frontend')}, CuPy {md.get('cupy')}), last "
             f"updated {md.get('date')}; each chart gives the date it was measured. Controls offer only "
             "recorded values."
@@ -182,7 +183,7 @@ def _joined(names) -> str:
 
 
 def _short(rec) -> str:
-    return str(rec.metadata.get("gpu")).replace("NVIDIA ", "", 1)
+    return env.gpu_label(rec.metadata.get("gpu"))
 
 
 def _dated(rec, names) -> str:
@@ -194,7 +195,8 @@ def _dated(rec, names) -> str:
             by_date.setdefault(rec.provenance(n)["date"], []).append(n)
     when = ", ".join(f"{_joined(ns)} on {d}" for d, ns in sorted(by_date.items()))
     return (
-        f"**{md.get('gpu')}** with cuDNN {md.get('cudnn_backend')} (frontend {md.get('cudnn_frontend')}, "
+        f"**{env.gpu_label(md.get('gpu'))}** with cuDNN {md.get('cudnn_backend')} "
+        f"(frontend {md.get('cudnn_frontend')}, "
         f"CuPy {md.get('cupy')}): {when}"
     )
 
@@ -205,7 +207,6 @@ def start_build_workers() -> int:
     many (0 in recorded mode, with ``LABKIT_BUILD_WORKERS=0``, or in a class: there the class's
     shared recording answers most panels, and the workers start with the first plan a learner's
     own measurement builds, `labkit.gpu.build_pool.in_class`)."""
-    from .. import env
 
     if not env.mode().live:
         return 0

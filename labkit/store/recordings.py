@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from ..env import gpu_label
 from ..errors import InvalidSpec, LabkitError, OutOfMemory, RecordedDataError, Unsupported
 
 SCHEMA_VERSION = 1
@@ -133,7 +134,7 @@ class Recording:
         """One line: the recording's GPU, cuDNN, date and how many experiments it holds."""
         m = self.metadata
         return (
-            f"{self.name}: {m.get('gpu')}, cuDNN {m.get('cudnn_backend')} "
+            f"{self.name}: {gpu_label(m.get('gpu'))}, cuDNN {m.get('cudnn_backend')} "
             f"(frontend {m.get('cudnn_frontend')}), recorded {m.get('date')}, "
             f"{len(m.get('experiments', {}))} experiments"
         )
@@ -276,13 +277,13 @@ class Recording:
         rows = df[df["request"] == request_key(request)]
         if rows.empty:
             raise RecordedDataError(
-                f"{name}: these arguments were not recorded on {self.metadata.get('gpu')}",
+                f"{name}: these arguments were not recorded on {gpu_label(self.metadata.get('gpu'))}",
                 self.path / self.metadata["experiments"][name]["file"],
                 nearest=nearest(self.requests(name), request),
             )
         if "call_error" in rows.columns and rows["call_error"].notna().all():
             cls = _ERROR_CLASSES.get(str(rows["call_error"].iloc[0]))
-            reason = f"(recorded on {self.metadata.get('gpu')}) {rows['reason'].iloc[0]}"
+            reason = f"(recorded on {gpu_label(self.metadata.get('gpu'))}) {rows['reason'].iloc[0]}"
             raise cls(name, reason) if cls is Unsupported else LabkitError(f"{name}: {reason}")
         out = result_rows(rows)
         out.attrs.update(self.provenance(name))

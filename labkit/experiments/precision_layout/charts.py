@@ -23,6 +23,7 @@ from ...draw.plots import (
     shape_label,
 )
 from ...draw.units import in_unit
+from ...env import gpu_label
 from .labels import place_labels
 
 # ---- charts --------------------------------------------------------------------------------
@@ -243,7 +244,7 @@ def roofline_chart(df) -> go.Figure:
     names = list(ok["shape"])
     dtype = str(df["dtype"].iloc[0]) if len(df) else "?"
     peak, bw = first_value(df, "peak_tflops"), first_value(df, "bandwidth_gb_s")
-    gpu = (getattr(df, "attrs", {}) or {}).get("gpu") or "this GPU"
+    gpu = gpu_label((getattr(df, "attrs", {}) or {}).get("gpu"))
     notes = []
     known = [v for v in xi if v]
     lo, hi = (min(known) / 3, max(known) * 3) if known else (1.0, 1e4)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ... import env
 from ...draw.plots import first_value, fmt_bytes, fmt_us, num, ok_rows, shape_label
 from ...draw.prose import Text, where
 from ...errors import LabkitError
@@ -123,7 +124,9 @@ def _traced_elsewhere(spec: ConvSpec) -> list:
     here = recordings.current().path
     request = core.request_of("kernels", spec=spec)
     return [
-        r.metadata.get("gpu") for r in recordings.shipped() if r.path != here and r.has("kernels", request)
+        env.gpu_label(r.metadata.get("gpu"))
+        for r in recordings.shipped()
+        if r.path != here and r.has("kernels", request)
     ]
 
 
@@ -345,6 +348,6 @@ def roofline_summary(df) -> Text:
                 "not a promise."
             )
     else:
-        gpu = (getattr(df, "attrs", {}) or {}).get("gpu") or "this GPU"
+        gpu = env.gpu_label((getattr(df, "attrs", {}) or {}).get("gpu"))
         text += f" No roof is drawn: no ceilings known for {gpu} ({df['dtype'].iloc[0]}) in labkit.ceilings."
     return Text(text)

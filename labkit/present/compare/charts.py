@@ -14,6 +14,7 @@ from ... import ceilings
 from ...draw import plots
 from ...draw.names import plan_labels
 from ...draw.units import in_unit, tick_text
+from ...env import gpu_label
 from ...errors import InvalidSpec
 from ...experiments import workspace_basics
 from .frames import (
@@ -30,13 +31,12 @@ from .frames import (
 def _trace_name(df, rec: str) -> str:
     p = df.attrs.get("provenance", {}).get(rec, {})
     quick = "" if p.get("complete", True) else ", quick recording"
-    return f"{p.get('gpu', rec)} ({p.get('date')}{quick})"
+    return f"{gpu_label(p['gpu']) if p.get('gpu') else rec} ({p.get('date')}{quick})"
 
 
 def short_gpu(name: str) -> str:
-    """``NVIDIA H100 80GB HBM3`` as ``H100`` (the model, for tick labels)."""
-    words = [w for w in str(name).split() if w.upper() not in ("NVIDIA", "TESLA")]
-    return words[0] if words else str(name)
+    """A GPU's one name on every chart (`labkit.env.gpu_label`): ``NVIDIA H100 80GB HBM3`` is ``H100 SXM``."""
+    return gpu_label(name)
 
 
 def _notes(df) -> str:
@@ -188,7 +188,7 @@ def _bars(df, table, comp):
         f"workload '{df['workload'].iloc[0]}'" if name == "strategies" and "workload" in df.columns else ""
     )
     base_gpu = df.attrs["provenance"][table.attrs["baseline"]]["gpu"]
-    extra = (extra + "; " if extra else "") + f"labels: time and ratio against {base_gpu}"
+    extra = (extra + "; " if extra else "") + f"labels: time and ratio against {gpu_label(base_gpu)}"
     note = _notes(df)
     if table.attrs.get("spread"):
         note = "whiskers and [ranges]: p10-p90 of repeated timings" + (" · " + note if note else "")

@@ -11,6 +11,7 @@ from typing import Optional, Sequence, Tuple
 
 from ... import ceilings
 from ...draw import plots
+from ...env import gpu_label
 from ...errors import InvalidSpec, LabkitError, RecordedDataError
 from ...experiments import plans_autotune
 from ...store import recordings as recs
@@ -178,7 +179,8 @@ def describe(recordings: Optional[Sequence] = None, experiments: Optional[Sequen
             else ", a quick recording (`record --quick`: the lessons' base calls only)"
         )
         lines.append(
-            f"* `{r.name}`: {m.get('gpu')} (compute capability {m.get('compute_capability')}), cuDNN "
+            f"* `{r.name}`: {gpu_label(m.get('gpu'))} (compute capability {m.get('compute_capability')}), "
+            "cuDNN "
             f"{m.get('cudnn_backend')} (frontend {m.get('cudnn_frontend')}), measured {dates}{kind}"
         )
     return Text("\n".join(lines))

@@ -5,13 +5,9 @@ from __future__ import annotations
 
 from typing import List, Optional, Tuple
 
+from ...env import gpu_label
 from ...errors import InvalidSpec
 from ...store import recordings
-
-
-def short_gpu(name) -> str:
-    """A GPU's name without the vendor: "NVIDIA H100 80GB HBM3" -> "H100 80GB HBM3"."""
-    return str(name).replace("NVIDIA ", "", 1)
 
 
 class GPUPicker:
@@ -48,14 +44,14 @@ class GPUPicker:
 
         opts = []
         if self.can_measure:
-            opts.append((f"this GPU, live ({short_gpu(env.environment().gpu_name)})", ""))
+            opts.append((f"this GPU, live ({gpu_label(env.environment().gpu_name)})", ""))
         for r in recordings.shipped():
             m = r.metadata
             if experiment not in (m.get("experiments") or {}):
                 continue  # nothing to draw from that GPU for this panel
             quick = "" if m.get("complete", True) else ", quick: base calls"
             when = r.provenance(experiment)["date"]  # this chart's measurement, as its subtitle says
-            opts.append((f"{short_gpu(m.get('gpu'))} (recorded {when}{quick})", r.name))
+            opts.append((f"{gpu_label(m.get('gpu'))} (recorded {when}{quick})", r.name))
         return opts
 
     def value(self, experiment: str) -> str:

@@ -145,7 +145,7 @@ def header_html(controls: Controls) -> str:
     if controls.live:
         e = env.environment()
         note = (
-            f"<b>Live</b> on {html.escape(str(e.gpu_name))} (cuDNN {e.cudnn_backend}): "
+            f"<b>Live</b> on {html.escape(env.gpu_label(e.gpu_name))} (cuDNN {e.cudnn_backend}): "
             "every change measures now; building a cuDNN graph can take 0.5-10 s, "
             "the status line says when it runs."
         )
