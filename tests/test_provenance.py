@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from labkit import env, experiments
+from labkit.draw import plots
 from labkit.errors import LabkitError
 from labkit.session import lessons
 from labkit.store import recordings
@@ -142,3 +143,22 @@ def test_bad_lesson_names_get_one_line_errors():
         with pytest.raises(InvalidSpec) as info:
             call()
         assert "\n" not in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize("recording", [r.name for r in recordings.shipped()])
+def test_lesson_00_reads_provenance_in_two_lines_without_a_machine_path(
+    recorded_mode, monkeypatch, recording
+):
+    """Lesson 00 shows where a result comes from as the line its chart carries and the call it
+    answers, not ``df.attrs`` itself (a 25-line dict with the recording's folder on this machine)."""
+    monkeypatch.setenv("LABKIT_RECORDING", recording)
+    cells = json.loads((ROOT / "notebooks" / "00_start_here.ipynb").read_text())["cells"]
+    code = ["".join(c["source"]).strip() for c in cells if c["cell_type"] == "code"]
+    assert "df.attrs" not in code and "lessons.provenance(df)" in code
+    df = lessons.data("layout")
+    text = str(lessons.provenance(df))
+    assert len(text.splitlines()) == 2
+    line = plots.provenance_subtitle(df)  # the line the layout chart carries
+    assert line in _subtitle(experiments.CHARTS["layout"](df)) and line in text
+    assert str(df.attrs["source"]) not in text and str(ROOT) not in text and "data/recordings" not in text
+    assert env.gpu_label(df.attrs["gpu"]) in text and "fp16 NHWC fprop 32x64x56x56" in text

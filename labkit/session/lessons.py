@@ -66,6 +66,30 @@ def request_text(df) -> str:
     return json.dumps(df.attrs.get("request"), sort_keys=True)
 
 
+def provenance(df) -> Text:
+    """Where a result's numbers come from, in two lines: the provenance line its chart carries
+    (mode, GPU, cuDNN, date) and the call it answers. ``df.attrs`` holds each as a field.
+
+    Args:
+        df: a result of `labkit.experiments` (or `data`).
+
+    Returns:
+        Markdown `Text`; no machine's paths in it.
+    """
+    from ..draw.plots import provenance_subtitle, request_spec
+
+    a = getattr(df, "attrs", {}) or {}
+    args = dict(a.get("request") or {})
+    spec = request_spec(df)
+    for key in ("spec", "base"):
+        if key in args and spec is not None:
+            args[key] = spec.label
+    call = ", ".join(f"{k}={v}" for k, v in args.items())
+    return Text(
+        f"**Measured**: {provenance_subtitle(df)}  \n**Answers**: `{a.get('experiment', '?')}({call})`"
+    )
+
+
 def chart(df):
     """The chart for any experiment's DataFrame (by ``attrs['experiment']``): `labkit.experiments.chart`."""
     return experiments.chart(df)
