@@ -118,3 +118,16 @@ class RecordedDataError(LabkitError):
 class WrongResult(Unsupported):
     """A plan computes wrong results for this convolution (run once and compared with the float64
     reference): labkit never times, chooses, caches or saves it. ``reason`` gives its error."""
+
+
+class NotRecorded(LabkitError):
+    """A simulated GPU needs a number its recording does not hold; it never makes one up.
+
+    Args:
+        what: the number, e.g. "host time of cudaEventRecord".
+        record: what a GPU run would have to record for it (``record``).
+    """
+
+    def __init__(self, what: str, record: str):
+        self.what, self.record = what, record
+        super().__init__(f"the recording has no {what}: {record}")

@@ -10,6 +10,7 @@ Layers, bottom to top (docs/architecture.md): a module's layer is the longest en
    cancel)
 1. the GPU core (labkit/gpu/), storage (labkit/store/: request keys, shipped recordings, this
    GPU's recording, saved plans) and what charts and lesson text are drawn with (labkit/draw/)
+1.5 the simulated GPU (labkit/simgpu/): the device seam of labkit/gpu/ answered from a recording
 2. the experiments (labkit/experiments/), bottom to top: core (decorator, requests, dispatch),
    checking (what exercise checks are written with), one module per lesson topic (run functions,
    charts, summaries, checks, recorded calls: no topic imports another), the package (gathers the
@@ -41,6 +42,7 @@ LAYERS = {
     "labkit.gpu": 1,
     "labkit.store": 1,
     "labkit.draw": 1,
+    "labkit.simgpu": 1.5,  # a GPU simulated from a recording: the gpu/ seam's other side
     "labkit.experiments": 2.2,  # a lesson topic; the others are named below
     "labkit.experiments.core": 2.0,
     "labkit.experiments.checking": 2.1,
@@ -197,7 +199,8 @@ NEVER = {
     "labkit.store": ("labkit.session", "labkit.present", "labkit.cli"),
     "labkit.session": ("labkit.present", "labkit.cli"),
     "labkit.present": ("labkit.cli",),
-    "labkit.gpu": ("labkit.experiments", "labkit.session", "labkit.present", "labkit.cli"),
+    "labkit.gpu": ("labkit.experiments", "labkit.session", "labkit.present", "labkit.cli", "labkit.simgpu"),
+    "labkit.simgpu": ("labkit.experiments", "labkit.session", "labkit.present", "labkit.cli"),
 }
 
 

@@ -38,6 +38,9 @@ from ..errors import InvalidSpec, LabkitError
 from ..spec import ConvSpec
 
 ONE_CONV = ConvSpec(N=32, C=64, H=56, W=56, K=64, dtype="fp16", layout="NCHW")
+#: lesson 06's race: a small fp16 NCHW convolution whose default plan needs a workspace (layout
+#: transforms); `labkit.gpu.concurrency` races it
+RACE_SPEC = ConvSpec(N=1, C=64, H=28, W=28, K=64, dtype="fp16", layout="NCHW")
 WORKLOADS = (
     "one_conv",
     "resnet50_fp16_nhwc",

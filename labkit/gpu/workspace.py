@@ -426,9 +426,11 @@ class _PoolStrategy(Strategy):
             self.stats.alloc_us_total += self.device.clock_us() - t0
         self.stats.alloc_calls += 1
         self.stats.bytes_allocated += req.nbytes
-        self._allocated = self.pool.held_bytes() > before
+        after = self.pool.held_bytes()
+        self._allocated = after > before  # the pool reserved more device memory: a miss
         self._streams[req.stream_ptr] = None
-        self._sync_held()
+        self.stats.held_bytes = after
+        self.stats.peak_held_bytes = max(self.stats.peak_held_bytes, after)
         return ptr, req.nbytes
 
     def _put(self, req, ptr):
@@ -437,10 +439,6 @@ class _PoolStrategy(Strategy):
             self.pool.free(ptr, stream=self.device.stream_of(req.stream_ptr))
             self.stats.alloc_us_total += self.device.clock_us() - t0
             self.stats.free_calls += 1
-
-    def _sync_held(self):
-        self.stats.held_bytes = int(self.pool.held_bytes())
-        self.stats.peak_held_bytes = max(self.stats.peak_held_bytes, self.stats.held_bytes)
 
     def _close(self):
         for s in self._streams:  # the blocks' last uses, each on its own stream

@@ -1,0 +1,151 @@
+"""Convolutions on a simulated GPU, as the `labkit.gpu.runner.Runner` sees them: a graph's recorded
+plans, a plan bound to a workspace (its ``run`` replays the recorded call: rules 4 and 5 of
+`labkit.simgpu.device`), a captured CUDA graph, and operands that hold no numbers. Sizes in bytes,
+times in microseconds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List
+
+from ..errors import InvalidSpec, NotRecorded
+from ..spec import ConvSpec
+from .recorded import CallTiming
+from .sanitizer import SimCall
+
+
+@dataclass(frozen=True)
+class SimPlan:
+    """A recorded plan: its index, name and workspace (bytes)."""
+
+    index: int
+    name: str
+    workspace_bytes: int
+
+
+class SimGraph:
+    """A convolution's recorded plans, in the shape of `labkit.gpu.engine.ConvGraph`.
+
+    Every recorded plan computed the right result when it was recorded (the recordings keep only
+    those), so all of them are ``runnable``; the default is the recorded heuristic's pick.
+
+    Args:
+        device: the `labkit.simgpu.SimDevice`.
+        spec: the convolution.
+        epilogue: its epilogue ("none" only: the recordings hold plain convolutions' kernels).
+    """
+
+    def __init__(self, device, spec: ConvSpec, epilogue: str = "none"):
+        if epilogue != "none":
+            raise NotRecorded(
+                f"kernels of {spec.label} with epilogue {epilogue!r}",
+                "record `fusion_kernels` (lesson 10) for it on that GPU",
+            )
+        rows, default = device.recorded.plans(spec)
+        self.device, self.spec, self.epilogue = device, spec, epilogue
+        self.plans: Dict[int, SimPlan] = {r.index: SimPlan(r.index, r.name, r.workspace_bytes) for r in rows}
+        self.runnable: List[SimPlan] = [self.plans[r.index] for r in rows]
+        self.default_plan = self.plans[default]
+        self.key = (spec.key, epilogue)
+        self.fell_through = ""
+
+    def plan(self, index: int) -> SimPlan:
+        """Plan ``index``; `InvalidSpec` for one the recording does not hold."""
+        if index not in self.plans:
+            raise InvalidSpec("plan_index", index, f"must be one of the recorded plans {sorted(self.plans)}")
+        return self.plans[index]
+
+    def bind(self, arrays, workspace_ptr: int, plan_index: int, stream) -> "SimBound":
+        """Plan ``plan_index`` with its workspace at ``workspace_ptr``, to launch on ``stream``."""
+        plan = self.plan(plan_index)
+        timing = self.device.recorded.call(self.spec, plan.index)
+        return SimBound(self.device, self.spec, plan, int(workspace_ptr or 0), stream, timing)
+
+
+class SimBound:
+    """One plan bound to a workspace and a stream: ``run()`` launches its recorded call."""
+
+    def __init__(self, device, spec: ConvSpec, plan: SimPlan, ptr: int, stream, timing: CallTiming):
+        self.device, self.spec, self.plan, self.ptr, self.stream, self.timing = (
+            device,
+            spec,
+            plan,
+            ptr,
+            stream,
+            timing,
+        )
+
+    def run(self) -> None:
+        """Launch the call on its stream (queued; the host pays the recorded launch time)."""
+        launch(self.device, self)
+
+
+class SimOperands:
+    """A convolution's operands on a simulated GPU: nothing to compute with (``arrays`` is empty);
+    whether an output is right is the sanitizer's answer (`labkit.simgpu.SimDevice.calls`)."""
+
+    def __init__(self, spec: ConvSpec, epilogue: str = "none", seed: int = 0):
+        self.spec, self.epilogue, self.seed = spec, epilogue, seed
+        self.arrays: dict = {}
+
+    def poison_output(self) -> None:
+        """Nothing to poison: a simulated output holds no numbers."""
+
+
+class SimGraphExec:
+    """A captured CUDA graph: the calls queued while capturing, relaunched by ``launch``."""
+
+    def __init__(self, device, calls: List["SimBound"]):
+        self.device, self.calls = device, calls
+
+    def launch(self, stream) -> None:
+        """cudaGraphLaunch on ``stream`` (rule 5)."""
+        launch_graph(self.device, self, stream)
+
+
+def launch(device, bound: "SimBound") -> None:
+    """A Python launch of one call (rule 4), or its capture (rule 5)."""
+    device.counts["launch"] += 1
+    t0, host = device.host_now, bound.timing.host_us
+    if device.capturing is not None and device.capturing[0] is bound.stream:
+        device.capturing[1].append(bound)
+        device.host_now += host
+        return
+    n = len(bound.timing.kernels)
+    _run(device, bound, bound.stream, [t0 + host * (i + 1) / n for i in range(n)], "python")
+    device.host_now = t0 + host
+
+
+def launch_graph(device, graph: "SimGraphExec", stream) -> None:
+    """cudaGraphLaunch (rule 5)."""
+    device.counts["graph_launch"] += 1
+    nodes = sum(len(b.timing.kernels) for b in graph.calls)
+    for _ in range(nodes):
+        device.charge("graph_node")
+    for b in graph.calls:
+        _run(device, b, stream, [device.host_now] * len(b.timing.kernels), "graph")
+
+
+def _run(device, bound: "SimBound", stream, launched: List[float], how: str) -> None:
+    handed = device.host_now
+    start = end = None
+    for at, k in zip(launched, bound.timing.kernels):
+        s = max(at, stream.tail, stream.floor)
+        stream.tail = s + k.us
+        start = s if start is None else start
+        end = stream.tail
+    call = SimCall(
+        len(device.calls),
+        stream.ptr,
+        f"{bound.spec.label} plan {bound.plan.index}",
+        bound.ptr,
+        bound.plan.workspace_bytes,
+        handed,
+        start,
+        end,
+        max(launched) < device.tainted_at,
+        launch=how,
+    )
+    device.calls.append(call)
+    if call.nbytes:
+        device.check(call, stream)
