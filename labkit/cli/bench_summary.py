@@ -207,6 +207,37 @@ def _strategies(df, meta):
     return t, f"{len(df)} rows; {meta.get('repeats', '?')} calls per workload unless `calls` says otherwise."
 
 
+def _sim_fidelity(df, meta):
+    seq, race = df[df.workload != "race"], df[df.workload == "race"]
+    cols = {
+        "workload": "workload",
+        "strategy": "strategy",
+        "streams": "streams",
+        "launch": "launch",
+        "live_alloc_calls": "allocations live",
+        "sim_alloc_calls": "simulated",
+        "live_peak_bytes": "peak bytes live",
+        "sim_peak_bytes": "simulated",
+        "host_ratio": "host time sim/live",
+        "gpu_ratio": "GPU time sim/live",
+    }
+    t = seq[[c for c in cols if c in seq.columns]].rename(columns=cols)
+    goals = [
+        f"{int(seq[c].sum())} of {len(seq)} {what}"
+        for c, what in (
+            ("counts_exact", "with exact allocation counts"),
+            ("peak_exact", "with exact peak bytes"),
+            ("host_within_goal", "with host time within 15 %"),
+            ("gpu_within_goal", "with GPU time within 15 %"),
+        )
+        if c in seq
+    ]
+    verdicts = (
+        f"; race verdicts as live: {int(race.race_verdict_match.sum())} of {len(race)}" if len(race) else ""
+    )
+    return t, "; ".join(goals) + verdicts + "."
+
+
 def _vs_torch(df, meta):
     import pandas as pd
 
@@ -565,5 +596,21 @@ SOURCES = (
         "Every lesson panel built, then each control moved to each value it offers.",
         "python scripts/bench_widgets.py",
         _widgets,
+    ),
+    Source(
+        "sim_fidelity_*.csv",
+        "The simulated GPU against the live one",
+        "Each strategy on one_conv and ResNet-50 over 1, 2 and 4 streams, Python and CUDA-graph launches, "
+        "live and simulated from this GPU's recording through the same code; lesson 06's race both ways.",
+        "python -m labkit bench sim-fidelity --calibrate  # GPU",
+        _sim_fidelity,
+    ),
+    Source(
+        "sim_costs_*.csv",
+        "What the simulated GPU reads besides the recording",
+        "The device seam's own calls timed on the GPU (events, synchronisations, cudaMalloc/cudaFree by "
+        "size, the pools, each sequence convolution's launch).",
+        "python -m labkit bench sim-fidelity --calibrate  # GPU",
+        _generic,
     ),
 )

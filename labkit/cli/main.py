@@ -98,7 +98,7 @@ def parser() -> argparse.ArgumentParser:
         help="benchmarks (strategies, vs-torch: GPU; a table with ratios against a same-run baseline) "
         "and summary (docs/benchmarks.md from data/bench/*.csv)",
     )
-    bench.add_argument("which", choices=[*GPU_BENCHES, "summary"])
+    bench.add_argument("which", choices=[*GPU_BENCHES, "sim-fidelity", "summary"])
     bench.add_argument(
         "--name",
         help="strategies, vs-torch: output name under data/bench (default <which>_<gpu slug>, e.g. "
@@ -112,6 +112,20 @@ def parser() -> argparse.ArgumentParser:
         help="vs-torch: the run's budget in seconds; convolutions not reached are rows 'cut: ...'",
     )
     bench.add_argument("--only", type=int, help="vs-torch: only the first N convolutions (a quick look)")
+    bench.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="sim-fidelity: the simulated half only (no GPU needed), nothing written",
+    )
+    bench.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="sim-fidelity: first time the device seam's calls on this GPU (data/bench/sim_costs_<gpu>.csv)",
+    )
+    bench.add_argument(
+        "--recording", help="sim-fidelity: the shipped recording to simulate (default this GPU's)"
+    )
+    bench.add_argument("--repeats", type=int, default=2, help="sim-fidelity: passes over each workload")
     from . import wrong_plans
 
     wrong_plans.add_parser(sub)
@@ -199,6 +213,26 @@ def main_bench(args) -> int:
         return 0
     if args.out:
         raise InvalidSpec("--out", args.out, f"is for bench summary; bench {args.which} writes data/bench/")
+    if args.which != "sim-fidelity" and (args.dry_run or args.calibrate or args.recording):
+        raise InvalidSpec(
+            "--dry-run/--calibrate/--recording", args.which, "are options of bench sim-fidelity"
+        )
+    if args.which == "sim-fidelity":
+        from .. import env
+        from . import sim_fidelity
+
+        if args.dry_run and args.calibrate:
+            raise InvalidSpec("--calibrate", True, "measures on a GPU; a dry run measures nothing")
+        if not args.dry_run:
+            env.require_live("bench sim-fidelity (--dry-run runs the simulated half on any machine)")
+        sim_fidelity.run(
+            dry_run=args.dry_run,
+            recording=args.recording,
+            repeats=args.repeats,
+            name=args.name,
+            calibrate=args.calibrate,
+        )
+        return 0
     if args.only is not None and args.only < 1:
         raise InvalidSpec("--only", args.only, "must be an int >= 1")
     if not args.seconds > 0:

@@ -19,7 +19,7 @@ import dataclasses
 import math
 from typing import List
 
-from ..errors import InvalidSpec, LabkitError
+from ..errors import InvalidSpec
 from ..gpu import device as devices
 from ..gpu import workloads, workspace
 from ..gpu.runner import Runner
@@ -114,7 +114,7 @@ def run_sequence(
         calls=len(seq) * streams,
         source=device.provenance["label"],
     )
-    runners = [Runner(made, device.stream(), seed=i) for i in range(streams)]
+    runners = [Runner(made, seed=i) for i in range(streams)]  # each its own stream, closed with it
     before = len(device.findings) if sim else 0
     try:
         for spec in dict.fromkeys(seq):
@@ -148,15 +148,15 @@ def run_sequence(
         if sim:
             row["corrupt"] = sum(c.corrupt for c in device.calls[first_call:])
             row["missing"] = "; ".join(dict.fromkeys(device.lacked[lacked:]))
-    except LabkitError as exc:
+    except Exception as exc:  # noqa: BLE001  (a live GPU's own refusal, e.g. in a capture, is a result)
         row.update(status=type(exc).__name__, reason=str(exc)[:300])
     finally:
         try:
             _sync(runners)
             for r in runners:
                 r.close()
-        except LabkitError as exc:
-            row.setdefault("reason", f"close: {exc}"[:300])
+        except Exception as exc:  # noqa: BLE001
+            row["reason"] = (row.get("reason") or "") + f" close: {type(exc).__name__}: {exc}"[:300]
     if sim:
         found = device.findings[before:]
         row["findings"] = "; ".join(sorted({f.kind for f in found}))

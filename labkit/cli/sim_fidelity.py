@@ -1,0 +1,242 @@
+"""``python -m labkit bench sim-fidelity``: the simulated GPU against the live one, same sequences.
+
+On a GPU, each shipped strategy (`labkit.gpu.workloads.BENCH_STRATEGIES`) runs each of
+`labkit.simgpu.sequences.WORKLOADS` on 1, 2 and 4 streams, launched from Python and as CUDA graphs,
+twice: on this GPU (`labkit.gpu.device.cuda.CudaDevice`) and on the GPU simulated from this GPU's
+shipped recording (`labkit.simgpu.SimDevice`), through the same code (`run_sequence`). Then lesson
+06's race: its live experiment (`labkit.gpu.concurrency.scratchpad_race`) against the simulated
+one. One row per configuration goes to data/bench/sim_fidelity_<gpu slug>.csv, with the goals:
+allocation counts and peak bytes exact; host time and GPU time per call within `GOAL` (15 %); the
+race corrupting in exactly the configurations that corrupt live.
+
+``--calibrate`` first times the seam's own calls on this GPU (events, synchronisations,
+cudaMalloc/cudaFree at the sequences' sizes and a grid, the pools, each sequence convolution's
+launch) into data/bench/sim_costs_<gpu slug>.csv, which the simulator reads before the lesson
+recordings (`labkit.simgpu.recorded`). ``--dry-run`` runs the simulated half only, on any machine,
+and writes nothing. Microseconds, bytes.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import List, Optional
+
+import pandas as pd
+
+from ..env import environment
+from ..errors import InvalidSpec
+from ..gpu import lock, workloads
+from ..gpu.device.cuda import CudaDevice
+from ..simgpu import SimDevice, sequences
+from ..simgpu.recorded import Recorded
+from ..store import recordings
+from . import bench, sim_calibrate
+
+#: the most a simulated time per call may differ from the live one, as a share of it
+GOAL = 0.15
+#: the race's configurations: (launch, streams)
+RACE_CASES = (("graph", 2), ("python", 2), ("graph", 4), ("python", 4))
+#: what each configuration's row holds, live and simulated
+COMPARED = (
+    "status",
+    "alloc_calls",
+    "warmup_alloc_calls",
+    "peak_bytes",
+    "hits",
+    "misses",
+    "host_us_per_call",
+    "gpu_us_per_call",
+)
+
+
+def recording_for(gpu_name: str) -> str:
+    """The shipped recording of the GPU called ``gpu_name``.
+
+    Args:
+        gpu_name: e.g. "NVIDIA H100 80GB HBM3".
+
+    Returns:
+        The recording's name; `InvalidSpec` listing the shipped ones when none is of that GPU.
+    """
+    recs = recordings.shipped()
+    for r in recs:
+        if r.metadata.get("gpu") == gpu_name:
+            return r.name
+    names = ", ".join(f"{r.name} ({r.metadata.get('gpu')})" for r in recs)
+    raise InvalidSpec(
+        "GPU", gpu_name, f"has no shipped recording to simulate (shipped: {names}); pass --recording"
+    )
+
+
+def configurations(workload_names=sequences.WORKLOADS):
+    """Every (workload, strategy, options, streams, launch) the fidelity runs."""
+    for w in workload_names:
+        for name, opts in workloads.BENCH_STRATEGIES:
+            for streams in sequences.STREAMS:
+                for launch in sequences.LAUNCHES:
+                    yield w, name, opts, streams, launch
+
+
+def compare(live: Optional[dict], sim: dict) -> dict:
+    """One configuration's row: the live and simulated figures side by side, and the goals met.
+
+    Args:
+        live: `run_sequence` 's row on the GPU (None in a dry run).
+        sim: its row on the simulated GPU.
+
+    Returns:
+        workload, strategy, streams, launch, calls; ``live_<x>`` and ``sim_<x>`` for each of
+        `COMPARED`; ``counts_exact``, ``peak_exact``, ``host_ratio``/``gpu_ratio`` (simulated over
+        live) and ``host_within_goal``/``gpu_within_goal``; ``sim_missing``, ``sim_findings``,
+        ``sim_corrupt``; ``source`` (the simulated rows' provenance).
+    """
+    row = {k: sim.get(k) for k in ("workload", "strategy", "streams", "launch", "calls")}
+    for side, r in (("live", live or {}), ("sim", sim)):
+        for k in COMPARED:
+            row[f"{side}_{k}"] = r.get(k)
+    row.update(
+        sim_missing=sim.get("missing", ""),
+        sim_findings=sim.get("findings", ""),
+        sim_corrupt=sim.get("corrupt"),
+        sim_reason=sim.get("reason", ""),
+        source=sim.get("source"),
+    )
+    if live is not None:
+        row["live_reason"] = live.get("reason", "")
+        both = live.get("status") == sim.get("status") == "ok"
+        row["counts_exact"] = both and all(live[k] == sim[k] for k in ("alloc_calls", "warmup_alloc_calls"))
+        row["peak_exact"] = both and live["peak_bytes"] == sim["peak_bytes"]
+        for t in ("host", "gpu"):
+            a, b = (live.get(f"{t}_us_per_call"), sim.get(f"{t}_us_per_call")) if both else (None, None)
+            ratio = b / a if a and b is not None and not math.isnan(b) else math.nan
+            row[f"{t}_ratio"] = ratio
+            row[f"{t}_within_goal"] = bool(abs(ratio - 1) <= GOAL) if not math.isnan(ratio) else False
+    return row
+
+
+def race_rows(recorded: Recorded, live: bool) -> List[dict]:
+    """Lesson 06's race, simulated and (``live``) measured now, per scratchpad and configuration."""
+    rows = []
+    for launch, streams in RACE_CASES:
+        for shared in (True, False):
+            sim = sequences.race(shared, launch, streams=streams, recording=recorded)
+            row = dict(
+                workload="race",
+                strategy="scratchpad_shared" if shared else "scratchpad_per_stream",
+                streams=streams,
+                launch=launch,
+                calls=sim["runs"],
+                sim_corrupt=sim["corrupted"],
+                sim_missing=sim["missing"],
+                source=sim["source"],
+            )
+            if live:
+                from ..gpu import concurrency  # heavy: imports CuPy
+
+                with lock.hold():
+                    got = concurrency.scratchpad_race(
+                        shared=shared, launch=launch, streams=streams, min_runs=1024
+                    )
+                row.update(live_corrupt=got.mismatches_bitwise, live_calls=got.runs)
+                row["race_verdict_match"] = (got.mismatches_bitwise > 0) == (sim["corrupted"] > 0)
+            rows.append(row)
+    return rows
+
+
+def run(
+    *,
+    dry_run: bool = False,
+    recording: Optional[str] = None,
+    repeats: int = 2,
+    name: Optional[str] = None,
+    calibrate: bool = False,
+) -> pd.DataFrame:
+    """The fidelity table (see the module docstring); written to data/bench unless ``dry_run``.
+
+    Args:
+        dry_run: the simulated half only (no GPU needed), nothing written.
+        recording: the shipped recording to simulate; default this GPU's (`recording_for`).
+        repeats: passes over each workload in the warm-up and in the timed pass.
+        name: the CSV's name; default sim_fidelity_<gpu slug>.
+        calibrate: time the seam's calls on this GPU first (`labkit.cli.sim_calibrate.write`).
+
+    Returns:
+        The table, one row per configuration.
+    """
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise InvalidSpec("--repeats", repeats, "must be an int >= 1")
+    t0 = time.perf_counter()
+    live_device = None
+    if not dry_run:
+        live_device = CudaDevice()
+        recording = recording or recording_for(environment().gpu_name)
+        if calibrate:
+            print(f"wrote {sim_calibrate.write(recording)}", flush=True)
+    recorded = Recorded(recording or recordings.current().name)
+    rows = []
+    for w, strategy, opts, streams, launch in configurations():
+        sim = sequences.run_sequence(
+            SimDevice(recorded), strategy, opts, w, streams=streams, launch=launch, repeats=repeats
+        )
+        live = None
+        if live_device is not None:
+            with lock.hold():
+                live = sequences.run_sequence(
+                    live_device, strategy, opts, w, streams=streams, launch=launch, repeats=repeats
+                )
+        rows.append(compare(live, sim))
+        print(_line(rows[-1]), flush=True)
+    rows += race_rows(recorded, live=live_device is not None)
+    df = pd.DataFrame(rows)
+    print(summary(df), flush=True)
+    if not dry_run:
+        meta = {
+            "wall_seconds": round(time.perf_counter() - t0, 1),
+            "repeats": repeats,
+            "simulated_recording": recorded.recording.name,
+            "goal": GOAL,
+        }
+        path = bench._write(df, name or bench.default_name("sim_fidelity"), meta)
+        print(f"wrote {path}")
+    return df
+
+
+def _line(r: dict) -> str:
+    def us(v):
+        return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.1f}"
+
+    pairs = [
+        ("allocs", "alloc_calls", str),
+        ("peak", "peak_bytes", str),
+        ("host us", "host_us_per_call", us),
+        ("gpu us", "gpu_us_per_call", us),
+    ]
+    cells = "  ".join(f"{t} {f(r.get('live_' + k))}/{f(r.get('sim_' + k))}" for t, k, f in pairs)
+    head = f"{r['workload']:>18} {str(r['strategy'])[:30]:<30} {r['streams']} {r['launch']:<6}"
+    return f"{head} live/sim: {cells}  {r.get('sim_status')}"
+
+
+def summary(df: pd.DataFrame) -> str:
+    """How many configurations meet each goal (or, in a dry run, how many simulate fully)."""
+    seq = df[df.workload != "race"]
+    race = df[df.workload == "race"]
+    lines = [f"{len(seq)} sequences, {len(race)} race configurations, simulated: {seq.source.iloc[0]}"]
+    ok = seq[seq.sim_status == "ok"]
+    timed = ok[ok.sim_host_us_per_call.notna()]
+    lines.append(f"simulated: {len(ok)} ran, {len(timed)} with every time recorded")
+    lacking = sorted({m for v in seq.sim_missing.fillna("") for m in str(v).split("; ") if m})
+    if lacking:
+        lines.append(
+            "the recording lacks (bench sim-fidelity --calibrate records them): " + "; ".join(lacking)
+        )
+    if "counts_exact" in seq:
+        for col, goal in (
+            ("counts_exact", "allocation counts exact"),
+            ("peak_exact", "peak bytes exact"),
+            ("host_within_goal", f"host time within {GOAL:.0%}"),
+            ("gpu_within_goal", f"GPU time within {GOAL:.0%}"),
+        ):
+            lines.append(f"{goal}: {int(seq[col].sum())} of {len(seq)}")
+        lines.append(f"race verdicts as live: {int(race.race_verdict_match.sum())} of {len(race)}")
+    return "\n".join(lines)
