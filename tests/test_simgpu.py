@@ -344,3 +344,22 @@ def test_run_sequence_reports_counts_times_and_what_was_missing(h100):
     two = sequences.run_sequence(SimDevice(h100), "preallocated", {}, "one_conv", streams=2)
     assert math.isnan(two["host_us_per_call"]) and "cudaEventRecord" in two["missing"]
     assert two["alloc_calls"] == 0 and two["peak_bytes"] == ONE_WS
+
+
+def test_the_measurements_the_rules_cite_are_the_recordings():
+    """The numbers in labkit/simgpu/device.py's rules, read again from the H100 recording."""
+    rec = Recorded("h100-sxm").recording
+    st = rec.table("strategies").set_index(["workload", "strategy"])
+    assert st.loc[("one_conv", "cupy_pool"), "peak_bytes"] == 25_764_352  # rule 9
+    assert st.loc[("one_conv", "async_pool"), "peak_bytes"] == 33_554_432  # rule 10
+    assert st.loc[("growing_batch", "async_pool"), "peak_bytes"] == 100_663_296 == (32 + 64) << 20
+    assert st.xs("fixed_arena (1024 MiB)", level="strategy").strategy_us_per_call.max() < 1.0  # rule 1
+    race = rec.table("race_timeline")
+    main = race[(race.kind == "kernel") & (race.role == "main convolution") & (race.streams == 2)]
+    med = main.groupby("launch").dur_us.median()
+    assert (round(med["graph"], 2), round(med["python"], 2)) == (4.93, 4.96)  # rule 3
+    graph = race[(race.launch == "graph") & (race.streams == 2)]
+    first_launch = graph[graph.name == "cudaGraphLaunch"].sort_values("start_us").iloc[0]
+    assert graph[graph.kind == "kernel"].start_us.min() > first_launch.end_us  # rule 5
+    free = Recorded("h100-sxm").host_us("cudaFree", ONE_WS)
+    assert round(free) == 75  # rule 7

@@ -5,8 +5,8 @@ The rules it models, each with the recorded measurement it rests on (`labkit.sim
 reads them; its ``SOURCES`` names every file and column):
 
 1. **One host, one clock.** Every host call costs its recorded time (microseconds) and nothing
-   else does: a strategy's own Python costs nothing here (the recording: 0.5-1.5 us a call,
-   strategies.csv strategy_us_per_call of fixed_arena).
+   else does: a strategy's own Python costs nothing here (the recording: under 1 us a call for
+   fixed_arena, strategies.csv strategy_us_per_call on the H100).
 2. **A stream is a queue.** An operation starts once it is launched, once the operation before it
    on its stream has ended, and once every event its stream waits for has completed.
 3. **Streams run side by side at their solo speed.** race_timeline.csv, launch=graph: kernels
@@ -22,8 +22,8 @@ reads them; its ``SOURCES`` names every file and column):
 6. **cudaMalloc** costs its recorded time for its size (in 512-byte units); it does not wait for
    the device (the recording cannot tell: every recorded cudaMalloc found the device idle).
 7. **cudaFree waits for every stream**, then costs its recorded time (strategy_timeline.csv,
-   malloc_per_call: each cudaFree ends 75 us on the H100 after the last kernel, however early it
-   began).
+   malloc_per_call: a cudaFree ends a median 75 us on the H100 after the last kernel, however
+   early it began).
 8. **cudaStreamSynchronize** waits for its stream, then costs its own recorded time
    (strategy_timeline.csv); an event completes once the work queued before it has run; its
    calls (record, query, wait, stream wait) and cudaDeviceSynchronize cost what the calibration
