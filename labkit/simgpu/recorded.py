@@ -41,7 +41,7 @@ CALIBRATE = (
 #: where each kind of number comes from (file, columns, derivation)
 SOURCES = {
     "kernels": "kernels.csv: per plan its kernels (kernel, role, launches_per_call, kernel_us) and host_us, "
-    "the host time to launch one call (measured while CUPTI was attached for the trace)",
+    "the host time to launch one call (measured inside lesson 10's trace session, CUPTI attached)",
     "runner_launch": "strategies.csv, workload one_conv: median_us less strategy_us_per_call (the host time "
     "of one Runner.run less the strategy's own), median over the strategies that allocate nothing in "
     "the timed pass (alloc_calls=0): the launch time of one_conv's convolution, untraced",

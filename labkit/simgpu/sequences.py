@@ -3,7 +3,8 @@
 `run_sequence` runs one workspace strategy over a workload (`labkit.gpu.workloads`) on 1, 2 or 4
 streams that share the strategy, launched from Python (call by call, the streams in turn) or as CUDA
 graphs (each stream's pass captured once, then the graphs launched back to back). A warm-up pass
-comes first (first allocations); the row's counters are the timed pass's, its peak covers both.
+comes first (first allocations); the row's counters are the timed pass's (with graphs: the
+capture's, where the strategy was asked), its peak covers all.
 `race` runs lesson 06's race on a simulated GPU: ``streams`` streams sharing one scratchpad (or
 one each), `RACE_CONVS` calls per stream per round, counting the calls the sanitizer marks corrupt.
 
