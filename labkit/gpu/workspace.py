@@ -412,7 +412,6 @@ class _PoolStrategy(Strategy):
     def __init__(self, kind: str, *, device: Device = None):
         super().__init__(device=device)
         self.pool = self.device.pool(kind)
-        self._streams: Dict[int, None] = {}
 
     def _get(self, req):
         if req.nbytes == 0:
@@ -428,7 +427,6 @@ class _PoolStrategy(Strategy):
         self.stats.bytes_allocated += req.nbytes
         after = self.pool.held_bytes()
         self._allocated = after > before  # the pool reserved more device memory: a miss
-        self._streams[req.stream_ptr] = None
         self.stats.held_bytes = after
         self.stats.peak_held_bytes = max(self.stats.peak_held_bytes, after)
         return ptr, req.nbytes
@@ -441,8 +439,7 @@ class _PoolStrategy(Strategy):
             self.stats.free_calls += 1
 
     def _close(self):
-        for s in self._streams:  # the blocks' last uses, each on its own stream
-            self.device.stream_of(s).synchronize()
+        self.device.synchronize()  # not a hot path: every block's last use, on whichever stream
         self.pool.release()
         self.stats.held_bytes = int(self.pool.held_bytes())
 
