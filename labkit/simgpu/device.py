@@ -12,9 +12,12 @@ reads them; its ``SOURCES`` names every file and column):
 3. **Streams run side by side at their solo speed.** race_timeline.csv, launch=graph: kernels
    running while the other stream's run take as long as with Python launches (median dur_us of
    the main convolution 4.93 against 4.96 us on the H100).
-4. **A Python launch** of a call costs the host its plan's recorded launch time (kernels.csv
-   host_us), its kernels launched evenly through it (strategy_timeline.csv: a call's
-   cudaLaunchKernel rows spread across it); each kernel lasts its recorded kernel_us.
+4. **A Python launch** of a call costs the host its plan's recorded launch time (one_conv's:
+   strategies.csv median_us less strategy_us_per_call; a network's layers: network_report.csv
+   host_us_per_call; the race's: race_timeline.csv; else kernels.csv host_us), its kernels
+   launched evenly through it (strategy_timeline.csv: a call's cudaLaunchKernel rows spread across
+   it); each kernel lasts its recorded kernel_us (a network's layer: one span of its plan's
+   gpu_us, network_report.csv: its kernels are not recorded).
 5. **A CUDA graph launch** costs the host ``graph_node`` per kernel (race_timeline.csv:
    cudaGraphLaunch dur_us over the graph's kernels) and its kernels start once it returns (there:
    the first kernel starts after cudaGraphLaunch ends). Capturing costs what launching from Python
