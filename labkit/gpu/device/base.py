@@ -111,16 +111,35 @@ class Device:
 
     # -- memory --
     def allocate(self, nbytes: int, *, stream=None, what: str = "workspace") -> int:
-        """cudaMalloc. Args: nbytes: bytes; stream: unused (cudaMalloc is not stream-ordered);
-        what: named in an out-of-memory error. Returns: the address (0 for 0 bytes)."""
+        """cudaMalloc: device memory of the caller's own.
+
+        Args:
+            nbytes: bytes wanted.
+            stream: unused (cudaMalloc is not stream-ordered; the pools are).
+            what: what it is for, named in an out-of-memory error.
+
+        Returns:
+            The device address (0 for 0 bytes); `labkit.OutOfMemory` when it does not fit.
+        """
         raise NotImplementedError
 
     def free(self, ptr: int) -> None:
-        """cudaFree: waits for every stream, then frees. Args: ptr: an address from `allocate`."""
+        """cudaFree: waits for every stream, then frees.
+
+        Args:
+            ptr: an address from `allocate` (nothing for 0).
+        """
         raise NotImplementedError
 
     def pool(self, kind: str) -> Pool:
-        """A new `Pool` of ``kind`` ("caching" or "async") on this device."""
+        """A new pool on this device.
+
+        Args:
+            kind: "caching" (CuPy's ``MemoryPool``) or "async" (the stream-ordered pool).
+
+        Returns:
+            The `Pool`.
+        """
         raise NotImplementedError
 
     def free_bytes(self) -> int:
@@ -133,15 +152,34 @@ class Device:
         raise NotImplementedError
 
     def stream_of(self, ptr: int):
-        """The stream whose handle is ``ptr`` (0: the default stream)."""
+        """The stream behind a handle (a `labkit.store.keys.Request` carries ``stream_ptr``).
+
+        Args:
+            ptr: the stream's handle; 0 for the default stream.
+
+        Returns:
+            The stream object (``.ptr``, ``.synchronize()``).
+        """
         raise NotImplementedError
 
     def record_event(self, stream) -> Event:
-        """An `Event` recorded on ``stream`` now."""
+        """cudaEventRecord: an event that completes once the work queued on ``stream`` so far has run.
+
+        Args:
+            stream: the stream.
+
+        Returns:
+            The `Event`.
+        """
         raise NotImplementedError
 
     def wait_event(self, stream, event: Event) -> None:
-        """Make later work on ``stream`` wait for ``event`` (the host goes on)."""
+        """cudaStreamWaitEvent: later work on ``stream`` waits for ``event``; the host goes on.
+
+        Args:
+            stream: the stream that waits.
+            event: an `Event` from `record_event`.
+        """
         raise NotImplementedError
 
     def synchronize(self) -> None:
@@ -153,28 +191,69 @@ class Device:
         raise NotImplementedError
 
     def elapsed_us(self, start: Event, end: Event) -> float:
-        """GPU time between two completed events, in microseconds."""
+        """cudaEventElapsedTime: GPU time between two completed events.
+
+        Args:
+            start: the earlier `Event`.
+            end: the later one.
+
+        Returns:
+            Microseconds.
+        """
         raise NotImplementedError
 
     # -- what the Runner needs to run a convolution --
     def graph(self, spec, epilogue: str = "none"):
-        """The built graph of a convolution: ``plans``, ``runnable``, ``default_plan``, ``plan(i)``,
-        ``key``, ``fell_through`` and ``bind(arrays, workspace_ptr, plan_index, stream)``."""
+        """The built graph of a convolution, as the `Runner` uses it.
+
+        Args:
+            spec: the `labkit.ConvSpec`.
+            epilogue: its fused epilogue.
+
+        Returns:
+            An object with ``plans``, ``runnable``, ``default_plan``, ``plan(i)``, ``key``,
+            ``fell_through`` and ``bind(arrays, workspace_ptr, plan_index, stream)``.
+        """
         raise NotImplementedError
 
     def operands(self, spec, epilogue: str = "none", *, seed: int = 0):
-        """A convolution's tensors (``.arrays``) on this device."""
+        """A convolution's tensors on this device.
+
+        Args:
+            spec: the `labkit.ConvSpec`.
+            epilogue: its fused epilogue.
+            seed: the inputs' seed.
+
+        Returns:
+            An object with ``.arrays`` (role -> array; empty on a simulated GPU).
+        """
         raise NotImplementedError
 
     def prepare_stream(self, stream) -> None:
-        """Make what a stream needs before its first call (a cuDNN handle)."""
+        """Make what a stream needs before its first call (a cuDNN handle).
+
+        Args:
+            stream: the stream.
+        """
 
     def release_stream(self, stream) -> None:
-        """Drop what `prepare_stream` made."""
+        """Drop what `prepare_stream` made.
+
+        Args:
+            stream: the stream.
+        """
 
     def release_cached(self) -> None:
         """Give memory cached outside the strategies (the operands' pool) back to the device."""
 
     def capture(self, fn: Callable[[], None], stream):
-        """A CUDA graph of the work ``fn`` queues on ``stream``; launched with ``.launch(stream)``."""
+        """A CUDA graph of the work ``fn`` queues on ``stream``.
+
+        Args:
+            fn: queues the work (e.g. a few `Runner.run` calls) when called once.
+            stream: the stream captured.
+
+        Returns:
+            The graph; ``.launch(stream)`` runs it again.
+        """
         raise NotImplementedError

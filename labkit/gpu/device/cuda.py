@@ -59,8 +59,15 @@ class CudaPool(Pool):
         self._live: Dict[int, object] = {}
 
     def allocate(self, nbytes: int, *, stream) -> int:
-        """``pool.malloc`` on ``stream``. Args: nbytes: bytes; stream: a CuPy stream.
-        Returns: the address; `OutOfMemory` when the device has no room."""
+        """``pool.malloc`` on ``stream``.
+
+        Args:
+            nbytes: bytes wanted.
+            stream: a CuPy stream.
+
+        Returns:
+            The address; `labkit.OutOfMemory` when the device has no room.
+        """
         import cupy  # heavy: CuPy, imported on first use
 
         from .. import memory  # heavy: imports CuPy
@@ -76,7 +83,11 @@ class CudaPool(Pool):
 
     def free(self, ptr: int, *, stream) -> None:
         """Drop the block: it returns to the pool, in the order of the stream it was allocated on.
-        Args: ptr: an address from `allocate`; stream: the stream that used it last."""
+
+        Args:
+            ptr: an address from `allocate`.
+            stream: the stream that used it last.
+        """
         self._device.counts[f"{self.kind}_pool_free"] += 1
         with stream:
             del self._live[ptr]
