@@ -1,11 +1,13 @@
-"""labkit.present.check: right answers (computed here from the recorded tables) pass, wrong ones get a
-hint that does not give the answer away, None asks the question, bad types raise InvalidSpec."""
+"""labkit.present.check: lesson 00's check (right passes; wrong gets a hint, then a second, closer
+one; None asks; bad types raise InvalidSpec), and every hint names only what its lesson shows.
+The exercises of lessons 01-10: tests/test_exercises.py."""
 
 from __future__ import annotations
 
 import pytest
 
 from labkit.errors import InvalidSpec
+from labkit.experiments import exercise
 from labkit.present import check
 
 
@@ -14,56 +16,50 @@ def recorded(monkeypatch):
     monkeypatch.setenv("LABKIT_MODE", "recorded")
 
 
-def truths():
-    """check name -> (right answer, wrong answer, a string the wrong answer's hint must not contain):
-    the checks still written as functions (lesson 00's)."""
-    return {"mode": ("recorded", "live", None)}
+@pytest.fixture(autouse=True)
+def fresh_progress():
+    exercise.reset()
+    yield
+    exercise.reset()
 
 
-#: the checks written as functions (those written as `Exercise` data: tests/test_exercises.py)
-ALL = [fn for fns in check.EXERCISES.values() for fn in fns if not hasattr(fn, "exercise")]
-
-
-def test_every_exercise_has_a_truth():
-    assert sorted(fn.__name__ for fn in ALL) == sorted(truths())
+def test_every_lesson_after_00_has_at_least_two_checks():
     assert all(2 <= len(fns) for lesson, fns in check.EXERCISES.items() if lesson != "00")
+    assert all(hasattr(fn, "exercise") for fns in check.EXERCISES.values() for fn in fns)
 
 
-@pytest.mark.parametrize("fn", ALL, ids=lambda f: f.__name__)
-def test_right_answer_passes(fn, capsys):
-    right, _, _ = truths()[fn.__name__]
-    res = fn(right)
+def test_lesson_00_mode_right_answer_passes(capsys):
+    res = check.mode("recorded")
     out = capsys.readouterr().out
     assert res.correct and bool(res), res.message
     assert out.startswith("correct: ") and all(len(line) <= 100 for line in out.splitlines())
 
 
-@pytest.mark.parametrize("fn", ALL, ids=lambda f: f.__name__)
-def test_wrong_answer_gets_a_hint_not_the_answer(fn, capsys):
-    _, wrong, secret = truths()[fn.__name__]
-    res = fn(wrong)
-    out = capsys.readouterr().out
-    assert not res.correct and out.startswith("not yet: ")
-    if secret:
-        assert secret not in out, f"the hint gives the answer away: {out}"
+def test_lesson_00_mode_gives_a_second_closer_hint_on_the_next_try(capsys):
+    """Lesson 00 says a wrong answer gets a hint, and a second, closer one on the next try."""
+    first = check.mode("live").message
+    second = check.mode("live").message
+    capsys.readouterr()
+    assert first.startswith("not yet: ") and second.startswith("not yet: ")
+    assert "Hint: " in first and "Hint: " in second
+    assert first.split("Hint: ", 1)[1] != second.split("Hint: ", 1)[1], (first, second)
+    for msg in (first, second):
+        assert "recorded" not in msg, f"the hint gives the answer away: {msg}"
+    assert "labkit.env.mode()" in second
+    third = check.mode("live").message
+    assert "check.mode(reveal=True)" in third
+    assert "recorded" in check.mode(reveal=True).message
 
 
-@pytest.mark.parametrize("fn", ALL, ids=lambda f: f.__name__)
-def test_none_asks_the_question(fn, capsys):
-    res = fn(None)
+def test_lesson_00_mode_none_asks_the_question(capsys):
+    res = check.mode(None)
     assert not res.correct and capsys.readouterr().out.startswith("no answer yet: ")
 
 
-BAD = {  # check -> answers of the wrong type
-    "mode": [3],
-}
-
-
-@pytest.mark.parametrize("fn", ALL, ids=lambda f: f.__name__)
-def test_bad_types_raise_invalid_spec(fn):
-    for bad in BAD[fn.__name__]:
+def test_lesson_00_mode_bad_types_raise_invalid_spec():
+    for bad in (3, "maybe", True):
         with pytest.raises(InvalidSpec):
-            fn(bad)
+            check.mode(bad)
 
 
 def test_every_exercise_hint_names_only_what_its_lesson_shows(monkeypatch, capsys):
@@ -81,9 +77,7 @@ def test_every_exercise_hint_names_only_what_its_lesson_shows(monkeypatch, capsy
         cells = json.loads(nb.read_text())["cells"]
         text = "\n".join("".join(c["source"]) for c in cells)
         for call in re.findall(r"(?<![\w.])check\.(\w+)\(answer", text):
-            fn = getattr(check, call)
-            ex = getattr(fn, "exercise", None)
-            hint = " ".join(ex.hints) if ex is not None else fn(None).message.split("Hint:", 1)[1]
+            hint = " ".join(getattr(check, call).exercise.hints)
             for name in re.findall(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b", hint):
                 if name not in text:
                     missing.append(

@@ -65,17 +65,7 @@ def say(correct: bool, text: str) -> CheckResult:
     return emit(correct, text)
 
 
-def pending(question: str, hint: str) -> CheckResult:
-    return emit(False, f"{question} Hint: {hint}", lead="no answer yet")
-
-
 # ---- answer types -----------------------------------------------------------------------------
-def as_word(answer, what: str, example: str) -> str:
-    if not isinstance(answer, str) or not answer.strip():
-        raise InvalidSpec("answer", answer, f"must be a str naming {what}, e.g. {example!r}")
-    return answer.strip()
-
-
 def as_number(answer, what: str, example) -> float:
     if isinstance(answer, bool) or not isinstance(answer, numbers.Real) or math.isnan(float(answer)):
         raise InvalidSpec("answer", answer, f"must be a number ({what}), e.g. {example!r}")

@@ -14,18 +14,37 @@ Three kinds, as the lessons use them:
 
 A check is called with ``None`` (the question again, and how to answer), with an answer (right:
 the measurement and why; wrong: what is off, then the first hint, then on later tries the
-second), or with ``reveal=True`` (the answer and why). Each call is counted for `progress`.
-Nothing here measures: answers come through `labkit.experiments.core.result`, the same results
-the lesson's charts draw.
+second), or with ``reveal=True`` (the answer and why). Nothing here measures: answers come
+through `labkit.experiments.core.result`, the same results the lesson's charts draw.
+
+**Progress that lasts.** Every answer, right answer and reveal is `record`-ed in the progress file
+(`labkit.store.progress`: in labkit's cache folder, safe with two kernels at once), so
+``check.progress()`` sees it in any kernel, after a restart, until ``check.reset()``. A record
+holds for one meaning only, so it is keyed by:
+
+* the numbers it was judged against (`source_key`): one recording, by name and a digest of its
+  ``metadata.json`` (which holds every table's sha256: a recording recorded again may have other
+  answers), or one machine's live measurements, by its identity (GPU, driver, CUDA, cuDNN, CuPy);
+* the exercise's version (`Exercise.fingerprint`: lesson, name, kind, question, choices): a
+  question that changes is another exercise, and a record of the old one is ignored;
+* the file's format (`labkit.store.progress.FORMAT`, part of the file's name).
+
+labkit's own version is not a key: a release that leaves an exercise and its numbers as they were
+leaves what its record says true.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
-from ..errors import InvalidSpec
+from ..errors import InvalidSpec, LabkitError
+from ..store import progress
+from ..store.localcache import now
 from .checking import CheckResult, emit
 
 KINDS = ("predict", "explore", "explain", "read")
@@ -110,44 +129,185 @@ class Exercise:
         Returns:
             A `CheckResult` (true when right); its message is printed.
         """
-        record = _record(self.name)
         if answer is None and not reveal:  # the question needs no answer computed (live: nothing measured)
             return emit(False, self.ask(), lead="no answer yet")
         truth = self.truth()
         if reveal:
-            record["revealed"] = True
+            record(self, revealed=True)
             return emit(False, f"the answer: {truth!r}. {self.why(truth)}", lead="revealed")
         parsed = self.parse(answer)
-        record["tries"] += 1
-        if self.judge(parsed, truth):
-            record["done"] = True
+        right = bool(self.judge(parsed, truth))
+        tries = record(self, tries=1, done=right)["tries"]
+        if right:
             return emit(True, self.why(truth))
         said = self.wrong(parsed, truth)
-        hint = self.hints[0] if record["tries"] == 1 else self.hints[1]
-        more = f" (check.{self.name}(reveal=True) shows the answer)" if record["tries"] >= 3 else ""
+        hint = self.hints[0] if tries == 1 else self.hints[1]
+        more = f" (check.{self.name}(reveal=True) shows the answer)" if tries >= 3 else ""
         return emit(False, f"{said + ' ' if said else ''}Hint: {hint}{more}")
 
+    def fingerprint(self) -> str:
+        """12 hex digits naming this version of the exercise: its lesson, name, kind, question and
+        choices. A record of another version is not this exercise's (`state`)."""
+        text = json.dumps([self.lesson, self.name, self.kind, self.question, sorted(self.choices)])
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
 
-# ---- what this kernel has done -------------------------------------------------------------
-_LOCK = threading.Lock()
-_DONE: Dict[str, dict] = {}
+
+# ---- what the learner has done ----------------------------------------------------------------
+#: a record before any answer
+EMPTY = {"tries": 0, "done": False, "revealed": False}
+_LOCK = threading.RLock()
+#: source -> name -> record, used once the progress file cannot be (this kernel only)
+_MEMORY: Dict[str, Dict[str, dict]] = {}
+_on_disk = True
+#: weak references to what `listen` was given
+_LISTENERS: list = []
 
 
-def _record(name: str) -> dict:
+def source_key() -> str:
+    """Which numbers the answers are judged against: ``recorded:<recording>:<digest of its
+    metadata.json>`` (a recording recorded again is another source), or ``live:<machine identity>``
+    (`labkit.store.machine`: GPU, driver, CUDA, cuDNN, CuPy)."""
+    from .. import env
+
+    if env.mode().live:
+        from ..store import machine
+
+        ident = machine.this_identity()
+        return f"live:{machine.identity_hash(ident) if ident else 'unknown'}"
+    from ..store import recordings
+
+    rec = recordings.current()
+    digest = hashlib.sha256(json.dumps(rec.metadata, sort_keys=True, default=str).encode()).hexdigest()
+    return f"recorded:{rec.name}:{digest[:12]}"
+
+
+def _records() -> Dict[str, Dict[str, dict]]:
+    """Every record: the progress file's, or this kernel's once the file cannot be used."""
+    global _on_disk
+    if _on_disk:
+        try:
+            return progress.read()
+        except LabkitError:  # LABKIT_CACHE names a file: one error line, then this kernel only
+            _on_disk = False
+    return _MEMORY
+
+
+def _clean(rec, exercise: "Exercise") -> dict:
+    """A stored record as `EMPTY`'s keys; `EMPTY` for one of another version of the exercise."""
+    if not isinstance(rec, dict) or rec.get("exercise") != exercise.fingerprint():
+        return dict(EMPTY)
+    tries = rec.get("tries")
+    return {
+        "tries": tries if isinstance(tries, int) and tries >= 0 else 0,
+        "done": rec.get("done") is True,
+        "revealed": rec.get("revealed") is True,
+    }
+
+
+def state(exercise: "Exercise") -> dict:
+    """What the learner did with ``exercise`` against the numbers in use: tries, done, revealed.
+
+    Args:
+        exercise: the exercise.
+
+    Returns:
+        A dict with `EMPTY`'s keys.
+    """
     with _LOCK:
-        return _DONE.setdefault(name, {"tries": 0, "done": False, "revealed": False})
+        return _clean(_records().get(source_key(), {}).get(exercise.name), exercise)
 
 
-def done(name: str) -> dict:
-    """What this kernel did with exercise ``name``: tries, done, revealed."""
+def answered(exercise: "Exercise") -> bool:
+    """Whether the learner gave ``exercise`` any answer or asked to see it."""
+    s = state(exercise)
+    return s["tries"] > 0 or s["done"] or s["revealed"]
+
+
+def _change(edit: Callable[[Dict[str, Dict[str, dict]]], None]) -> None:
+    """Apply ``edit`` to the records on disk (under the file's lock), or in this kernel once the
+    disk cannot be written."""
+    global _on_disk
     with _LOCK:
-        return dict(_DONE.get(name) or {"tries": 0, "done": False, "revealed": False})
+        if _on_disk:
+            try:
+                progress.update(edit)
+                return
+            except (OSError, LabkitError):  # one warning said so: go on in this kernel
+                _on_disk = False
+                try:
+                    _MEMORY.update(progress.read())
+                except (OSError, LabkitError):
+                    pass
+        edit(_MEMORY)
 
 
-def forget() -> None:
-    """Forget every try (a fresh start in this kernel)."""
+def record(exercise: "Exercise", *, tries: int = 0, done: bool = False, revealed: bool = False) -> dict:
+    """Count an answer (``tries``), a right one (``done``) or a reveal, and tell the listeners.
+
+    Args:
+        exercise: the exercise.
+        tries: answers to add.
+        done: the answer was right.
+        revealed: the answer was shown.
+
+    Returns:
+        The record after the change (`EMPTY`'s keys).
+    """
+    source, after = source_key(), {}
+
+    def edit(records):
+        old = _clean(records.get(source, {}).get(exercise.name), exercise)
+        after.update(
+            tries=old["tries"] + tries, done=old["done"] or done, revealed=old["revealed"] or revealed
+        )
+        records.setdefault(source, {})[exercise.name] = dict(
+            after, exercise=exercise.fingerprint(), lesson=exercise.lesson, updated=now()
+        )
+
+    _change(edit)
+    _tell({exercise.name})
+    return dict(after)
+
+
+def reset(names=None) -> None:
+    """Forget the answers to exercises ``names`` (every exercise: None), for every source of numbers.
+
+    Args:
+        names: exercise names, or None for all.
+    """
+    gone = None if names is None else set(names)
+
+    def edit(records):
+        for source in list(records):
+            for name in list(records[source]):
+                if gone is None or name in gone:
+                    del records[source][name]
+            if not records[source]:
+                del records[source]
+
+    _change(edit)
+    _tell(gone)
+
+
+def listen(callback: Callable[[Optional[set]], None]) -> None:
+    """Call ``callback(names)`` after this kernel changes a record (``names``: the exercises
+    changed, None for all). Held weakly: a listener that is gone is dropped.
+
+    Args:
+        callback: a function or a bound method.
+    """
+    ref = weakref.WeakMethod(callback) if hasattr(callback, "__self__") else weakref.ref(callback)
     with _LOCK:
-        _DONE.clear()
+        _LISTENERS.append(ref)
+
+
+def _tell(names: Optional[set]) -> None:
+    with _LOCK:
+        _LISTENERS[:] = [r for r in _LISTENERS if r() is not None]
+        callbacks = [r() for r in _LISTENERS]
+    for cb in callbacks:
+        if cb is not None:
+            cb(names)
 
 
 # ---- answer forms --------------------------------------------------------------------------

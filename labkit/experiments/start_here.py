@@ -1,4 +1,5 @@
-"""Lesson 00's surprise, explained from kernel traces: in true fp32, NHWC runs slower than NCHW.
+"""Lesson 00's surprise, explained from kernel traces: in true fp32, NHWC runs slower than NCHW;
+and lesson 00's exercise (`MODE`: which mode labkit is in).
 
 The layout panel of lesson 00 shows fp16 faster in NHWC; moved to fp32 it shows NHWC slower. The
 `kernels` experiment (lesson 10) traced every plan of the base convolution in fp32 NHWC (and, in
@@ -14,6 +15,7 @@ from ..draw.plots import fmt_bytes, fmt_us, ok_rows
 from ..draw.prose import Text, where
 from ..errors import LabkitError
 from .core import BASE, result
+from .exercise import Exercise, equal, one_of
 
 #: the kernel role the traces give a copy between NHWC and NCHW order
 CONVERSION = "layout conversion"
@@ -136,3 +138,26 @@ def fp32_layout_note(layouts=None) -> Optional[Text]:
             f"{fmt_us(half['NCHW'])} in NCHW."
         )
     return Text(text)
+
+
+def _mode():
+    from .. import env
+
+    return env.mode()
+
+
+MODE = Exercise(
+    name="mode",
+    lesson="00",
+    kind="read",
+    question="Which mode is labkit in on this machine, 'live' or 'recorded'?",
+    truth=lambda: _mode().name,
+    parse=one_of(("live", "recorded"), "a mode"),
+    judge=equal,
+    why=lambda truth: f"labkit is {truth} ({_mode().reason}).",
+    hints=(
+        "the banner at the top of the lesson names the mode in its first words.",
+        "run labkit.env.mode(): the word before the parenthesis is the mode.",
+    ),
+    wrong_answers=lambda truth: ["recorded" if truth == "live" else "live"],
+)

@@ -1,43 +1,34 @@
 """Exercise self-checks, as the notebooks call them (``check.fastest_algorithm(answer)``). Each
 compares your answer with the numbers in an experiment's DataFrame (live or recorded: the same
 results the notebook shows, through `labkit.session.lessons.data`) and prints ``correct`` with a one-line
-why, or a hint that does not give the answer away.
+why, or a hint that does not give the answer away (a closer one on the next try).
 
-``None`` means "not answered yet" and prints the question's hint; an answer of the wrong type
-raises `labkit.InvalidSpec` saying what is expected. Every check returns a `CheckResult`
-(true when correct). Pass ``df=`` to check against a DataFrame of your own (same experiment).
+``None`` means "not answered yet" and prints the question; an answer of the wrong type raises
+`labkit.InvalidSpec` saying what is expected; ``reveal=True`` shows the answer. Every check returns
+a `CheckResult` (true when right).
 
-Each check lives with its experiment, in its lesson's topic module of `labkit.experiments`; this
-module gathers them (and holds lesson 00's, which needs no experiment).
+Your answers are kept across kernels and restarts (`labkit.experiments.exercise`): ``progress()``
+shows them, ``reset()`` starts over. For a teacher, ``solutions("03")`` shows a lesson's answers.
+
+Each check lives with its experiment, in its lesson's topic module of `labkit.experiments` (lesson
+00's in `labkit.experiments.start_here`); this module gathers them.
 """
 
 from __future__ import annotations
 
 from typing import Optional
 
+from ..draw.prose import Text
 from ..errors import InvalidSpec
+from ..experiments import exercise as _records
 from ..experiments import exercises, hands_on_checks
-from ..experiments.checking import CheckResult, as_word, pending, say
 from ..experiments.exercise import Exercise, as_check
+from ..experiments.start_here import MODE
 from ..session import lessons  # noqa: F401  (lessons plugs its session results into the checks)
 from . import compare_check
 
-
-def mode(answer: Optional[str] = None) -> CheckResult:
-    """Lesson 00: which mode is labkit in, 'live' or 'recorded'?"""
-    from .. import env
-
-    if answer is None:
-        return pending("Which mode is labkit in, 'live' or 'recorded'?", "the banner at the top says it.")
-    a = as_word(answer, "a mode", "recorded").lower()
-    m = env.mode()
-    if a == m.name:
-        return say(True, f"labkit is {m.name} ({m.reason}).")
-    return say(False, "read the banner again, or run labkit.env.mode().")
-
-
 #: lesson -> its checks (for the notebooks' exercise lists and the tests)
-EXERCISES = {"00": (mode,), **exercises(), "08": compare_check.EXERCISES}
+EXERCISES = {"00": (MODE,), **exercises(), "08": compare_check.EXERCISES}
 for _lesson, _items in list(EXERCISES.items()):
     EXERCISES[_lesson] = tuple(as_check(x) if isinstance(x, Exercise) else x for x in _items)
     globals().update({fn.__name__: fn for fn in EXERCISES[_lesson]})
@@ -48,8 +39,15 @@ HANDS_ON_CHECKS = {fn.__name__: fn for fn in hands_on_checks()}
 globals().update(HANDS_ON_CHECKS)
 
 
+def _lesson(lesson) -> str:
+    if lesson not in EXERCISES:
+        raise InvalidSpec("lesson", lesson, f"must be one of {', '.join(sorted(EXERCISES))}")
+    return lesson
+
+
 def exercise_list(lesson: Optional[str] = None) -> list:
-    """Every exercise (`labkit.experiments.exercise.Exercise`) of a lesson, or of every lesson."""
+    """Every exercise (`labkit.experiments.exercise.Exercise`) of a lesson, in the order it asks
+    them, or of every lesson."""
     return [
         fn.exercise
         for key, fns in EXERCISES.items()
@@ -68,8 +66,6 @@ def solutions(lesson: Optional[str] = None):
     Returns:
         Markdown text: per exercise, its question, answer and explanation.
     """
-    from ..draw.prose import Text
-
     rows = []
     for ex in exercise_list(lesson):
         truth = ex.truth()
@@ -82,20 +78,50 @@ def solutions(lesson: Optional[str] = None):
     return Text("\n".join(rows))
 
 
-def progress():
-    """Which exercises this kernel has answered: per exercise, tries, done, revealed.
+def progress(lesson: Optional[str] = None):
+    """What you have done with the exercises, kept across kernels and restarts (for the numbers in
+    use: this recording, or this GPU live).
+
+    Args:
+        lesson: a lesson's number (``"03"``): one row per exercise; None: one row per lesson.
 
     Returns:
-        A pandas DataFrame, one row per exercise of every lesson.
+        A pandas DataFrame. Per exercise: its kind, tries (answers given), done (answered right),
+        revealed (answer shown). Per lesson: how many exercises, answered, done and revealed.
     """
     import pandas as pd
 
-    from ..experiments import exercise as ex_mod
+    if lesson is not None:
+        rows = [
+            dict(exercise=ex.name, kind=ex.kind, **_records.state(ex))
+            for ex in exercise_list(_lesson(lesson))
+        ]
+        return pd.DataFrame(rows, columns=["exercise", "kind", "tries", "done", "revealed"]).set_index(
+            "exercise"
+        )
+    rows = []
+    for key in sorted(EXERCISES):
+        states = [_records.state(ex) for ex in exercise_list(key)]
+        rows.append(
+            dict(
+                lesson=key,
+                exercises=len(states),
+                answered=sum(s["tries"] > 0 for s in states),
+                done=sum(s["done"] for s in states),
+                revealed=sum(s["revealed"] for s in states),
+            )
+        )
+    return pd.DataFrame(rows).set_index("lesson")
 
-    return pd.DataFrame(
-        [
-            dict(lesson=ex.lesson, exercise=ex.name, kind=ex.kind, **ex_mod.done(ex.name))
-            for ex in exercise_list()
-        ],
-        columns=["lesson", "exercise", "kind", "tries", "done", "revealed"],
-    )
+
+def reset(lesson: Optional[str] = None) -> None:
+    """Start over: forget your answers to a lesson's exercises (or every lesson's), in every kernel;
+    their hidden answers hide again.
+
+    Args:
+        lesson: a lesson's number (``"03"``), or None for every lesson.
+    """
+    exs = exercise_list(None if lesson is None else _lesson(lesson))
+    _records.reset(None if lesson is None else [ex.name for ex in exs])
+    where = "every lesson" if lesson is None else f"lesson {lesson}"
+    print(f"progress: forgot your answers to {where} ({len(exs)} exercises).")

@@ -133,7 +133,14 @@ def write_atomic(path: Path, data: bytes) -> None:
         raise
 
 
-def set_aside(root: Path, path: Path, why: str, *, read_only: bool = False) -> Optional[Path]:
+def set_aside(
+    root: Path,
+    path: Path,
+    why: str,
+    *,
+    read_only: bool = False,
+    then: str = "That call will be measured again.",
+) -> Optional[Path]:
     """Move an unreadable cache file to ``root/set-aside/``, with one warning naming it and why.
 
     Args:
@@ -141,6 +148,7 @@ def set_aside(root: Path, path: Path, why: str, *, read_only: bool = False) -> O
         path: the file.
         why: why it cannot be used, for the warning.
         read_only: a shared folder, which is never changed: the file is named and left there.
+        then: the warning's last sentence: what happens instead.
 
     Returns:
         Where it went; None when it was not moved (it is then left in place).
@@ -164,7 +172,7 @@ def set_aside(root: Path, path: Path, why: str, *, read_only: bool = False) -> O
         f"aside:{path}",
         f"labkit cache: set aside {path} ({why})"
         + (f"; moved to {dest}" if dest else "; could not move it")
-        + ". That call will be measured again.",
+        + f". {then}",
     )
     return dest
 
