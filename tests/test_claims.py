@@ -771,7 +771,7 @@ def _one_falls_back_on_growing_batch(rec):
 NOT_CLAIMS: set = {
     (  # a question: test_exercises checks its answer on every recording
         "06",
-        "**Exercise 2 (explore).** Before you set the race panel to `graph 4`: with CUDA graphs on 4 streams sharing one scratchpad, will more, fewer or about the same number of outputs be corrupted as on 2 streams?",
+        "**Exercise 3 (explore).** Before you set the race panel to `graph 4`: with CUDA graphs on 4 streams sharing one scratchpad, will more, fewer or about the same number of outputs be corrupted as on 2 streams?",
     ),
     (  # an instruction: what to compare, not a comparison
         "05",

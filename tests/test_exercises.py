@@ -2,7 +2,8 @@
 
 * every lesson 01-10 has at least three, at least one of each kind (predict, explore, explain);
 * a wrong answer gets a reply that does not give the right one away; the right one passes;
-  ``reveal=True`` shows it; `labkit.present.check.solutions` and `progress` cover every exercise;
+  ``reveal=True`` shows it; `labkit.present.check.solutions` lists every question and shows one
+  answer at a time; `progress` covers every exercise;
 * at most one exercise in ten is answered by reading a number off the page (kind ``read``).
 
 The answers above each check cell are looked for in a real browser (tests/test_browser_reading.py).
@@ -14,6 +15,7 @@ import re
 
 import pytest
 
+from labkit.errors import InvalidSpec
 from labkit.experiments import exercise
 from labkit.present import check
 from labkit.store import recordings
@@ -74,10 +76,34 @@ def test_a_wrong_answer_gets_no_answer_and_the_right_one_passes(monkeypatch, cap
     assert "answer" in fn(reveal=True).message
 
 
-def test_solutions_cover_every_exercise():
-    text = str(check.solutions())
-    for name in EXERCISES:
-        assert f"check.{name}" in text
+def test_solutions_list_every_question_and_show_one_answer_at_a_time():
+    """``check.solutions("09")`` lists the questions with the call that shows each answer and no
+    answer; ``check.solutions("09", n)`` (or the check's name) shows that one answer, then the next."""
+    for lesson in check.EXERCISES:
+        exs = check.exercise_list(lesson)
+        listing = str(check.solutions(lesson))
+        for n, ex in enumerate(exs, 1):
+            assert f"check.{ex.name}" in listing and f'check.solutions("{lesson}", {n})' in listing
+            assert "**Answer:**" not in listing
+            one = str(check.solutions(lesson, n))
+            assert one == str(check.solutions(lesson, ex.name))
+            assert f"exercise {n} of {len(exs)}" in one and f"`{ex.truth()!r}`" in one
+            others = [e.name for e in exs if e is not ex]
+            assert not any(f"check.{name}`" in one for name in others), one
+            if n < len(exs):
+                assert f'check.solutions("{lesson}", {n + 1})' in one
+    every = str(check.solutions())
+    assert all(f"check.{name}" in every for name in EXERCISES) and "**Answer:**" not in every
+    for bad in (0, len(check.exercise_list("09")) + 1, "no_such_check", True):
+        with pytest.raises(InvalidSpec):
+            check.solutions("09", bad)
+    with pytest.raises(InvalidSpec):
+        check.solutions(None, 1)
+
+
+def test_solutions_record_nothing():
+    check.solutions("03", 1)
+    assert not check.progress("03").revealed.any()
 
 
 def test_progress_covers_every_exercise():
@@ -91,3 +117,27 @@ def test_progress_covers_every_exercise():
     table = check.progress(lesson)
     assert list(table.index) == [e.name for e in check.exercise_list(lesson)]
     assert bool(table.loc[first.__name__, "done"]) and table.loc[first.__name__, "tries"] == 1
+
+
+@pytest.mark.parametrize("lesson", sorted(check.EXERCISES))
+def test_exercises_are_numbered_as_the_lesson_asks_them(lesson):
+    """``check.solutions(lesson, n)`` is the lesson's Exercise n: the checks come in the order the
+    notebook calls them, and the n-th is the one under the lesson's ``**Exercise n`` label."""
+    import json
+    from pathlib import Path
+
+    (nb,) = (Path(__file__).resolve().parents[1] / "notebooks").glob(f"{lesson}_*.ipynb")
+    names = [ex.name for ex in check.exercise_list(lesson)]
+    called, label, labels = [], None, {}
+    for cell in json.loads(nb.read_text())["cells"]:
+        src = "".join(cell["source"])
+        if cell["cell_type"] == "markdown":
+            found = re.findall(r"\*\*Exercise (\d+)\b", src)
+            label = int(found[-1]) if found else label
+            continue
+        for name in re.findall(r"(?<![\w.])check\.(\w+)\(", src):
+            if name in names and name not in called:
+                called.append(name)
+                labels[name] = label
+    assert called == names, f"lesson {lesson} asks {called}; check.EXERCISES lists {names}"
+    assert [labels[n] for n in names] == list(range(1, len(names) + 1)), labels

@@ -466,7 +466,8 @@ def recorded_calls(quick: bool = False) -> list:
 
 LESSON = "06"
 CHARTS = {"race": (race_chart, 4, race_summary)}
-EXERCISES = (race_python_prediction, race_four_streams, race_reason)
+#: in the order the lesson asks them (`check.solutions` numbers them so)
+EXERCISES = (race_python_prediction, race_reason, race_four_streams)
 #: the checks hands-on cells call, as check.<name>
 HANDS_ON_CHECKS = (race_reproduced,)
 #: experiment -> its lesson panel (`labkit.present.widgets.panel`)

@@ -8,7 +8,8 @@ why, or a hint that does not give the answer away (a closer one on the next try)
 a `CheckResult` (true when right).
 
 Your answers are kept across kernels and restarts (`labkit.experiments.exercise`): ``progress()``
-shows them, ``reset()`` starts over. For a teacher, ``solutions("03")`` shows a lesson's answers.
+shows them, ``reset()`` starts over. For a teacher, ``solutions("03")`` lists a lesson's
+questions and ``solutions("03", 2)`` shows one answer.
 
 Each check lives with its experiment, in its lesson's topic module of `labkit.experiments` (lesson
 00's in `labkit.experiments.start_here`); this module gathers them.
@@ -16,7 +17,7 @@ Each check lives with its experiment, in its lesson's topic module of `labkit.ex
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Union
 
 from ..draw.prose import Text
 from ..errors import InvalidSpec
@@ -27,7 +28,7 @@ from ..experiments.start_here import MODE
 from ..session import lessons  # noqa: F401  (lessons plugs its session results into the checks)
 from . import compare_check
 
-#: lesson -> its checks (for the notebooks' exercise lists and the tests)
+#: lesson -> its checks, in the order the lesson asks them (for the notebooks and the tests)
 EXERCISES = {"00": (MODE,), **exercises(), "08": compare_check.EXERCISES}
 for _lesson, _items in list(EXERCISES.items()):
     EXERCISES[_lesson] = tuple(as_check(x) if isinstance(x, Exercise) else x for x in _items)
@@ -57,25 +58,55 @@ def exercise_list(lesson: Optional[str] = None) -> list:
     ]
 
 
-def solutions(lesson: Optional[str] = None):
-    """For a teacher: every exercise's answer for the recording or GPU in use, and why.
+def solutions(lesson: Optional[str] = None, which: Union[int, str, None] = None) -> Text:
+    """For a teacher: a lesson's questions, each with the call that shows its answer; or one
+    exercise's answer for the recording or GPU in use, and why. Nothing is recorded as revealed.
 
     Args:
-        lesson: a lesson's number (``"03"``), or None for every lesson.
+        lesson: a lesson's number (``"03"``); None lists every lesson's questions.
+        which: an exercise of ``lesson``: its number (1 is the first the lesson asks) or its
+            check's name; None lists the questions.
 
     Returns:
-        Markdown text: per exercise, its question, answer and explanation.
+        Markdown text.
     """
-    rows = []
-    for ex in exercise_list(lesson):
-        truth = ex.truth()
-        rows.append(
-            f"* **{ex.lesson} `check.{ex.name}`** ({ex.kind}): {ex.question}  \n"
-            f"  answer: `{truth!r}`. {ex.why(truth)}"
-        )
-    if lesson is not None and lesson not in EXERCISES:
-        raise InvalidSpec("lesson", lesson, f"must be one of {', '.join(EXERCISES)}")
-    return Text("\n".join(rows))
+    if lesson is None:
+        if which is not None:
+            raise InvalidSpec("lesson", lesson, "must name the lesson of the exercise to show")
+        return Text("\n\n".join(_questions(key) for key in sorted(EXERCISES)))
+    exs = exercise_list(_lesson(lesson))
+    if which is None:
+        return Text(_questions(lesson))
+    names = [ex.name for ex in exs]
+    if isinstance(which, str) and which in names:
+        n = names.index(which) + 1
+    elif isinstance(which, int) and not isinstance(which, bool) and 1 <= which <= len(exs):
+        n = which
+    else:
+        raise InvalidSpec("which", which, f"must be 1 to {len(exs)} or one of {', '.join(names)}")
+    ex = exs[n - 1]
+    truth = ex.truth()
+    text = (
+        f"**Lesson {lesson}, exercise {n} of {len(exs)}** (`check.{ex.name}`, {ex.kind}): {ex.question}"
+        + "".join(f"\n* `{k!r}`: {v}" for k, v in ex.choices.items())
+        + f"\n\n**Answer:** `{truth!r}`. {ex.why(truth)}"
+    )
+    if n < len(exs):
+        text += f'\n\nNext: `check.solutions("{lesson}", {n + 1})`.'
+    return Text(text)
+
+
+def _questions(lesson: str) -> str:
+    exs = exercise_list(lesson)
+    head = f"**Lesson {lesson}: {len(exs)} exercise{'s' if len(exs) != 1 else ''}.** "
+    head += f'Each answer is shown alone: `check.solutions("{lesson}", n)`.'
+    return "\n".join(
+        [head, ""]
+        + [
+            f'{n}. *{ex.kind}* `check.{ex.name}`: {ex.question} → `check.solutions("{lesson}", {n})`'
+            for n, ex in enumerate(exs, 1)
+        ]
+    )
 
 
 def progress(lesson: Optional[str] = None):

@@ -91,7 +91,8 @@ CHARTS = {
     "caps": (caps_chart, 3, caps_summary),
     "build_cost": (build_cost_chart, 1, build_cost_summary),
 }
-EXERCISES = (cap_1mib_prediction, smallest_free_cap, autotune_payoff_reason)
+#: in the order the lesson asks them (`check.solutions` numbers them so)
+EXERCISES = (cap_1mib_prediction, autotune_payoff_reason, smallest_free_cap)
 #: the checks hands-on cells call, as check.<name>
 HANDS_ON_CHECKS = (plan_times,)
 #: experiment -> its lesson panel (`labkit.present.widgets.panel`)

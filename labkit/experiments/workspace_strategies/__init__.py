@@ -28,7 +28,8 @@ def recorded_calls(quick: bool = False) -> list:
 
 LESSON = "02"
 CHARTS = {"strategies": (strategies_chart, 8, strategies_summary)}
-EXERCISES = (MALLOC_SLOWDOWN, FALLS_BACK, POOL_UNDER_PRESSURE)
+#: in the order the lesson asks them (`check.solutions` numbers them so)
+EXERCISES = (MALLOC_SLOWDOWN, POOL_UNDER_PRESSURE, FALLS_BACK)
 #: hands-on cells: name -> (reference solution source, what it needs)
 HANDS_ON = {
     "own_strategy": (OWN_STRATEGY_SOURCE, "a CUDA GPU (live mode)"),
