@@ -1100,3 +1100,27 @@ def test_what_a_workspace_buys_is_read_from_replay_medians(recording):
         assert _factor(found.group(1)) == pytest.approx(ratio, abs=0.051), (found.group(1), ratio)
         said += 1
     assert said, "no recorded algorithms call says what a workspace buys"
+
+
+@pytest.mark.parametrize("recording", SHIPPED)
+def test_the_unfused_paths_extra_time_adds_up(recorded_mode, monkeypatch, recording):
+    """Lesson 04, Exercise 3: the answer's arithmetic closes. The elementwise kernels it names and
+    the convolution's difference leave under a tenth of the gap, which is the time between kernels
+    it states; the extra bytes at the datasheet bandwidth take far less than those kernels, and the
+    answer says both."""
+    from labkit.draw.plots import fmt_us
+    from labkit.experiments import exercise
+    from labkit.experiments.epilogue_fusion.exercises import extra_time, unfused_extra_time
+
+    monkeypatch.setenv("LABKIT_RECORDING", recording)
+    exercise.forget()
+    parts = extra_time()
+    assert parts is not None and parts.at_peak_us is not None
+    between = parts.between_us[1] - parts.between_us[0]
+    assert abs(parts.rest_us) < 0.1 * parts.extra_us, parts
+    assert abs(parts.rest_us - between) < 0.02 * parts.extra_us, (parts.rest_us, between)  # memsets aside
+    assert parts.at_peak_us < 0.5 * parts.elementwise_us, parts
+    why = unfused_extra_time.why(unfused_extra_time.truth())
+    for us in (parts.extra_us, parts.elementwise_us, parts.rest_us, parts.at_peak_us):
+        assert fmt_us(us) in why, (fmt_us(us), why)
+    exercise.forget()

@@ -3,8 +3,10 @@ the unfused path's time goes, explore where fusion gains least. Every answer com
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional
 
+from ... import ceilings
 from ...draw.plots import fmt_bytes, fmt_us, ok_rows, shape_label
 from ...errors import LabkitError
 from ..core import BASE, result
@@ -136,26 +138,122 @@ def _extra_time_reason() -> str:
 
 def _kernels(path: str) -> Optional[list]:
     """(kernel, us) of one path of the base bias_relu trace (`fusion_kernels`), or None without one."""
-    try:
-        df = result("fusion_kernels", spec=BASE, epilogue="bias_relu")
-    except LabkitError:
+    trace = _trace()
+    if trace is None:
         return None
-    sub = df[(df["path"] == path) & (df["role"] != "zeroing (memset)")]
+    sub = trace[(trace["path"] == path) & (trace["role"] != "zeroing (memset)")]
     return [(str(k), float(us)) for k, us in zip(sub["kernel"], sub["kernel_us"])]
 
 
+def _trace():
+    """The base bias_relu trace of both paths (`fusion_kernels`), or None without one."""
+    try:
+        return result("fusion_kernels", spec=BASE, epilogue="bias_relu")
+    except LabkitError:
+        return None
+
+
+@dataclass(frozen=True)
+class ExtraTime:
+    """Where the unfused bias_relu path's extra time goes: the replay medians (`fusion`), the
+    traced kernels of both paths (`fusion_kernels`) and the datasheet bandwidth. Microseconds; bytes.
+
+    Attributes:
+        extra_us: unfused minus fused, replay medians.
+        moved_bytes: the unfused path's modelled HBM bytes less the fused path's.
+        elementwise: (kernel, us per call) of each elementwise kernel only the unfused path runs.
+        conv_us: the convolution kernel's traced time, (fused, unfused).
+        between_us: replay median less traced kernel time, (fused, unfused).
+        kernels: kernels per call, memsets included, (fused, unfused).
+        peak_bytes_per_s: the GPU's datasheet bandwidth; None for a GPU `labkit.ceilings` lacks.
+    """
+
+    extra_us: float
+    moved_bytes: float
+    elementwise: tuple
+    conv_us: tuple
+    between_us: tuple
+    kernels: tuple
+    peak_bytes_per_s: Optional[float]
+
+    @property
+    def elementwise_us(self) -> float:
+        return sum(us for _, us in self.elementwise)
+
+    @property
+    def rest_us(self) -> float:
+        """The gap less the elementwise kernels and the convolution's difference: between kernels."""
+        return self.extra_us - self.elementwise_us - (self.conv_us[1] - self.conv_us[0])
+
+    @property
+    def at_peak_us(self) -> Optional[float]:
+        """How long the extra bytes take at the datasheet bandwidth."""
+        return None if not self.peak_bytes_per_s else self.moved_bytes / self.peak_bytes_per_s * 1e6
+
+
+def extra_time() -> Optional[ExtraTime]:
+    """`ExtraTime` of the base convolution, from the results in use; None without a trace of it."""
+    s, trace = _paths(), _trace()
+    if trace is None:
+        return None
+    paths = {p: trace[trace["path"] == p] for p in ("fused", "unfused")}
+    if any(t.empty for t in paths.values()):
+        return None
+
+    def per_call(t):
+        return t["kernel_us"] * t["launches_per_call"]
+
+    def conv(t):
+        return float(per_call(t[t["role"] == "main convolution"]).sum())
+
+    unfused = paths["unfused"]
+    element = unfused[unfused["role"] == "epilogue"]
+    peak = ceilings.for_gpu(result("fusion", spec=BASE).attrs.get("gpu"))
+    return ExtraTime(
+        extra_us=float(s.loc["unfused", "gpu_us"] - s.loc["fused", "gpu_us"]),
+        moved_bytes=float(s.loc["unfused", "modelled_hbm_bytes"] - s.loc["fused", "modelled_hbm_bytes"]),
+        elementwise=tuple((str(k), float(us)) for k, us in zip(element["kernel"], per_call(element))),
+        conv_us=(conv(paths["fused"]), conv(unfused)),
+        between_us=tuple(float(s.loc[p, "gpu_us"] - per_call(paths[p]).sum()) for p in ("fused", "unfused")),
+        kernels=tuple(int(paths[p]["launches_per_call"].sum()) for p in ("fused", "unfused")),
+        peak_bytes_per_s=peak.bandwidth_bytes_per_s if peak else None,
+    )
+
+
 def _extra_time_why(truth) -> str:
-    s = _paths()
+    s, parts = _paths(), extra_time()
     extra = s.loc["unfused", "gpu_us"] - s.loc["fused", "gpu_us"]
     moved = s.loc["unfused", "modelled_hbm_bytes"] - s.loc["fused", "modelled_hbm_bytes"]
+    if parts is None:
+        return (
+            f"the unfused path takes {fmt_us(extra)} more and moves {fmt_bytes(moved)} more (the model): "
+            "its elementwise kernels do next to no arithmetic; they write the intermediate tensors and read "
+            "them back. Lesson 10's trace times each kernel."
+        )
+    p = parts
     text = (
-        f"the unfused path takes {fmt_us(extra)} more and moves {fmt_bytes(moved)} more (the model), "
-        f"{moved / (extra * 1e-6) / 1e9:.0f} GB/s: its elementwise kernels do next to no arithmetic, so "
-        "their time is spent moving those bytes."
+        f"the unfused path takes {fmt_us(p.extra_us)} more (replay medians: "
+        f"{fmt_us(s.loc['unfused', 'gpu_us'])} against {fmt_us(s.loc['fused', 'gpu_us'])}). Lesson 10's "
+        "trace of both paths says where: the "
+        f"convolution kernel takes {fmt_us(p.conv_us[0])} fused and {fmt_us(p.conv_us[1])} unfused; the "
+        "unfused path adds "
+        + " and ".join(f"`{k[:40]}` {fmt_us(us)}" for k, us in p.elementwise)
+        + f", {fmt_us(p.elementwise_us)} in all, {p.elementwise_us / p.extra_us:.0%} of the gap; the rest, "
+        f"{fmt_us(p.rest_us)}, lies between kernels (replay time less traced kernel time: "
+        f"{fmt_us(p.between_us[1])} around the unfused path's {p.kernels[1]} kernels, "
+        f"{fmt_us(p.between_us[0])} around the fused path's {p.kernels[0]}). Those elementwise kernels do "
+        "next to no arithmetic: they write the intermediate tensors and read them back, "
+        f"{fmt_bytes(p.moved_bytes)} more than fused (the model), at "
+        f"{p.moved_bytes / (p.elementwise_us * 1e-6) / 1e9:.0f} GB/s."
     )
-    unfused = _kernels("unfused")
-    if unfused:
-        text += " Its trace: " + ", ".join(f"`{k[:40]}` {fmt_us(us)}" for k, us in unfused) + "."
+    if p.at_peak_us is not None:
+        text += (
+            f" At this GPU's datasheet bandwidth ({p.peak_bytes_per_s / 1e12:.2f} TB/s) those bytes would "
+            f"take {fmt_us(p.at_peak_us)}: these kernels move them at "
+            f"{p.at_peak_us / p.elementwise_us:.0%} of that rate, so the gap is the kernels' time, "
+            f"{p.elementwise_us / p.at_peak_us:.1f}x what the bytes alone would cost; only fewer kernels "
+            "(fusion) remove it."
+        )
     return text
 
 
@@ -187,9 +285,11 @@ unfused_extra_time = explain(
     truth=_extra_time_reason,
     why=_extra_time_why,
     hints=(
-        "Read the HBM traffic panel: how many more bytes does the unfused path move, and how long would "
-        "that take at the GPU's memory bandwidth?",
-        "The timing replays a CUDA graph of the whole sequence, with every buffer made beforehand.",
+        "Count the kernels: the unfused path runs the same convolution, then one elementwise kernel per "
+        "step, each on a tensor the size of the output. What does such a kernel do besides moving bytes?",
+        "The extra bytes in the HBM traffic panel, at this GPU's datasheet bandwidth (lesson 03's roofline "
+        "names it), take only part of the extra time: the rest is how slowly the kernels that move them "
+        "run. The timing replays a CUDA graph with every buffer made beforehand: no host, no allocator.",
     ),
     wrong=_extra_time_wrong,
     choices=EXTRA_TIME_CHOICES,
