@@ -1124,3 +1124,25 @@ def test_the_unfused_paths_extra_time_adds_up(recorded_mode, monkeypatch, record
     for us in (parts.extra_us, parts.elementwise_us, parts.rest_us, parts.at_peak_us):
         assert fmt_us(us) in why, (fmt_us(us), why)
     exercise.forget()
+
+
+@pytest.mark.parametrize("recording", SHIPPED)
+def test_a_plan_the_caps_and_plans_charts_time_apart_is_explained(recording):
+    """Lesson 05: a plan whose caps-chart time and plans-chart time lie further apart than the
+    noise band the caps summary states spans is named in that summary, with both times."""
+    from labkit.draw.plots import fmt_us
+    from labkit.experiments.plans_autotune import caps_summary
+    from labkit.experiments.plans_autotune.noise import caps_noise
+    from labkit.spec import ConvSpec
+
+    rec = recordings.named(recording)
+    for request in rec.requests("caps"):
+        df = rec.lookup("caps", request)
+        noise, text = caps_noise(df), str(caps_summary(df))
+        plans = frame(rec, "plans", spec=ConvSpec.from_dict(request["spec"]))
+        there = plans[plans.status == "ok"].set_index("plan_name").gpu_us
+        for row in df[df.status == "ok"].itertuples():
+            apart = max(row.gpu_us, there[row.best_plan]) / min(row.gpu_us, there[row.best_plan])
+            if noise is not None and apart > noise.hi / noise.lo and row.best_plan != noise.plan:
+                assert f"`{row.best_plan}` {fmt_us(there[row.best_plan])} there" in text, (row, text)
+                assert f"`{row.best_plan}`" in text.split("moved further than the noise band")[0], text

@@ -28,7 +28,7 @@ class Noise:
         return self.lo - 1e-9 <= ratio <= self.hi + 1e-9
 
 
-def _plans_beside(df):
+def plans_beside(df):
     """The plans table of ``df``'s convolution from where ``df`` came from, or None when none is
     at hand there: nothing is measured for it."""
     spec = request_spec(df)
@@ -49,7 +49,7 @@ def caps_noise(df) -> Optional[Noise]:
     cols = [c for c in ("gpu_us", "gpu_us_p10", "gpu_us_p90") if c in same.columns]
     xs = [float(v) for c in cols for v in same[c] if num(v)]
     n = len(same)
-    pl = _plans_beside(df)
+    pl = plans_beside(df)
     if pl is not None and "plan_name" in pl.columns:
         row = ok_rows(pl)[ok_rows(pl)["plan_name"] == plan]
         if not row.empty:

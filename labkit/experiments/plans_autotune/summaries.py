@@ -8,7 +8,7 @@ from ...draw.plots import first_value, fmt_bytes, fmt_seconds, fmt_us, ok_rows, 
 from ...draw.prose import Text, where
 from ...gpu.plan_checks import is_wrong
 from .charts import cap_label
-from .noise import caps_noise
+from .noise import caps_noise, plans_beside
 from .runs import BUILD_STAGES
 
 
@@ -172,7 +172,62 @@ def caps_summary(df) -> Text:
                 f" So a cap that reads below 1x ({', '.join(cap_label(c) for c in below_one['cap_bytes'])}) "
                 "did not make anything faster: its best plan is that same plan, timed again."
             )
-    return Text(text)
+    return Text(text + plans_chart_sentence(df, noise))
+
+
+def plans_chart_sentence(df, noise) -> str:
+    """How the caps' best plans read against the same plans in the plans table, timed in a separate
+    experiment ("" when that table is not at hand or shares no plan): the largest gaps, and which
+    plans moved further than the noise band spans (it holds the timings of one plan only)."""
+    plans = plans_beside(df)
+    if plans is None or "plan_name" not in plans.columns:
+        return ""
+    there = ok_rows(plans).drop_duplicates("plan_name").set_index("plan_name")
+    ok = ok_rows(df)
+    ok = ok[ok["best_plan"].isin(there.index)]
+    if ok.empty:
+        return ""
+    ok = ok.assign(there=ok["best_plan"].map(there["gpu_us"]).astype(float))
+    ok = ok.assign(gap=ok["gpu_us"] / ok["there"] - 1)  # this chart against the plans chart
+    worst = ok.sort_values("gap", key=abs, ascending=False).drop_duplicates("best_plan")
+    named = "; ".join(
+        f"`{r.best_plan}` {fmt_us(r.there)} there, {fmt_us(r.gpu_us)} here"
+        for r in worst.head(2).itertuples()
+    )
+    text = (
+        f" The plans chart above timed the same plans in a separate experiment ({named}): here they read "
+        f"{ok['gap'].min():+.1%} to {ok['gap'].max():+.1%} against it."
+    )
+    if noise is None:
+        return text
+    span = noise.hi / noise.lo
+    outside = [
+        r
+        for r in worst.itertuples()
+        if r.best_plan != noise.plan and max(r.gpu_us, r.there) / min(r.gpu_us, r.there) > span
+    ]
+    if not outside:
+        return text + f" No plan moved further than the noise band spans ({span - 1:.1%})."
+    names = " and ".join(f"`{r.best_plan}`" for r in outside[:2])
+    samples = there["samples"] if "samples" in there.columns else None
+    few = [int(samples[r.best_plan]) for r in outside[:2] if samples is not None]
+    few = few if few and max(few) < samples.max() else []
+    if len(set(few)) > 1:
+        count = ", ".join(map(str, few))
+    else:
+        count = f"{few[0]} each" if len(few) > 1 else str(few[0]) if few else ""
+    replays = (
+        f", and the plans chart timed {'them' if len(few) > 1 else 'it'} with fewer replays ({count}: "
+        "a plan far slower than that chart's best stops being timed early)"
+        if few
+        else ""
+    )
+    return text + (
+        f" {names} moved further than the noise band spans ({span - 1:.1%}): the band holds the timings "
+        f"of one plan, the unlimited best; between two experiments other plans move further{replays}. "
+        "Both charts take medians of CUDA-graph replays, each plan with its own workspace: read a cap "
+        "against this chart's unlimited best, not against the plans chart."
+    )
 
 
 def build_cost_summary(df) -> Text:
