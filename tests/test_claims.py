@@ -1146,3 +1146,33 @@ def test_a_plan_the_caps_and_plans_charts_time_apart_is_explained(recording):
             if noise is not None and apart > noise.hi / noise.lo and row.best_plan != noise.plan:
                 assert f"`{row.best_plan}` {fmt_us(there[row.best_plan])} there" in text, (row, text)
                 assert f"`{row.best_plan}`" in text.split("moved further than the noise band")[0], text
+
+
+@pytest.mark.parametrize("recording", SHIPPED)
+def test_the_least_peak_names_every_strategy_that_ties(recording):
+    """Lesson 09: the strategies the report's summary says held the least workspace at the peak are
+    every one at the least, and none more than `SAME_PEAK` above it, on every recorded network."""
+    from labkit.experiments.your_network.summary import SAME_PEAK, network_report_summary
+    from labkit.experiments.your_network.tables import tables_of
+
+    rec = recordings.named(recording)
+    for request in rec.requests("network_report"):
+        df = rec.lookup("network_report", request)
+        (strategies,) = tables_of(df, "strategies")
+        peaks = strategies[strategies.status == "ok"].set_index("strategy").peak_workspace_bytes
+        text = str(network_report_summary(df))
+        clause = next(
+            (c for c in re.split(r"(?<=[.;])\s", text) if re.search(r"least workspace|at (its|the) peak", c)),
+            "",
+        )
+        assert clause, (request["net"], text)
+        bold = set(re.findall(r"\*\*(.+?)\*\*", clause.split(":")[0]))
+        if clause.startswith("Every strategy but"):
+            named = set(peaks.index) - bold
+        elif clause.startswith(("Every strategy", "No call")):
+            named = set(peaks.index)
+        else:
+            named = bold
+        least = peaks.min()
+        assert set(peaks.index[peaks == least]) <= named, (request["net"], clause)
+        assert all(peaks[s] <= least * (1 + SAME_PEAK) for s in named), (request["net"], clause)

@@ -64,17 +64,13 @@ def network_report_summary(df) -> Text:
             )
     sok = ok_rows(strategies) if len(strategies) else strategies
     if len(sok) and len(ok):
-        low = sok.loc[sok["peak_workspace_bytes"].idxmin()]
         kernels = float(ok["fastest_gpu_us"].sum())
         parts.append(
             f"Run from Python under each strategy, one timed pass took {fmt_us(sok['pass_gpu_us'].min())} "
             f"to {fmt_us(sok['pass_gpu_us'].max())} of GPU time, against {fmt_us(kernels)} for the kernels "
             "alone: the GPU mostly waits for launches "
             f"({fmt_us(sok['pass_host_us'].median() / max(len(layers), 1))} of host time per call), so "
-            "these pass times rank host costs, and one pass is one sample. "
-            f"**{low['strategy']}** held the least workspace at its peak "
-            f"({fmt_bytes(low['peak_workspace_bytes'])}); malloc_per_call holds nothing between calls but "
-            "allocates on every call that needs a workspace."
+            "these pass times rank host costs, and one pass is one sample. " + least_peak_sentence(sok, ok)
         )
     if len(sok) and len(ok):
         parts += [x for x in (async_pool_sentence(sok, ok), identical_passes_sentence(sok)) if x]
@@ -88,6 +84,52 @@ def network_report_summary(df) -> Text:
     return Text(" ".join(parts))
 
 
+#: strategies whose peaks lie within this share of the least are said to hold about the same
+SAME_PEAK = 0.01
+
+
+def least_peak_sentence(strategies, layers) -> str:
+    """Which strategies held the least workspace at their peak, from the ``strategies`` and
+    ``layers`` tables (ok rows): every one at the least named, and those within `SAME_PEAK` of it
+    said to hold about the same (the chart draws them as one line)."""
+    peaks = strategies.set_index("strategy")["peak_workspace_bytes"].astype(float)
+    least = float(peaks.min())
+    if not (layers["fastest_workspace_bytes"] > 0).any():
+        held = fmt_bytes(least)
+        return f"No call's fastest plan asks for a workspace: every strategy held {held} at its peak."
+    exact = [str(s) for s in peaks.index[peaks == least]]
+    near = [str(s) for s in peaks.index[peaks <= least * (1 + SAME_PEAK)]]
+    others = [str(s) for s in peaks.index if str(s) not in near]
+    if len(near) == 1:
+        text = f"**{near[0]}** held the least workspace at its peak ({fmt_bytes(least)})"
+    elif len(near) == len(exact):
+        text = f"{_names(near)} tie for the least workspace held at the peak ({fmt_bytes(least)} each)"
+    else:
+        who = (
+            "Every strategy"
+            if not others
+            else f"Every strategy but {_names(others)}"
+            if len(others) <= 2
+            else _names(near)
+        )
+        text = (
+            f"{who} held about the same workspace at the peak, {fmt_bytes(least)}: the least, "
+            f"{least:,.0f} B, by {_names(exact)}, the others at most "
+            f"{fmt_bytes(peaks[near].max() - least)} more"
+        )
+    return text + (
+        "; malloc_per_call holds nothing between calls but allocates on every call that needs a workspace."
+        if "malloc_per_call" in peaks.index
+        else "."
+    )
+
+
+def _names(labels) -> str:
+    """``**a**``, ``**a** and **b**``, ``**a**, **b** and **c**``."""
+    bold = [f"**{x}**" for x in labels]
+    return bold[0] if len(bold) == 1 else ", ".join(bold[:-1]) + f" and {bold[-1]}"
+
+
 def async_pool_sentence(strategies, layers) -> str:
     """What async_pool holds against the largest request, from the ``strategies`` and ``layers`` tables
     ("" without them); lesson 09's first exercise asks why it holds more."""
@@ -96,6 +138,8 @@ def async_pool_sentence(strategies, layers) -> str:
         return ""
     p = pool.iloc[0]
     largest = largest_request(layers)
+    if not largest and not p["peak_workspace_bytes"]:
+        return ""  # no call asks for a workspace, and the pool holds none
     after = (
         "and still held it after the pass"
         if p["held_after_bytes"] == p["peak_workspace_bytes"]
