@@ -14,7 +14,15 @@ nothing is interpolated or borrowed: a row appears only where that GPU measured 
 Two parts: `frames` (the frames, ratios and summaries) and `charts` (the figures).
 """
 
-from .charts import COLOR_EQUAL, PLANS_SHOWN, ROOF_OFFSET_DECADES, ROOF_SAME_DECADES, figure, short_gpu
+from .charts import (
+    COLOR_EQUAL,
+    PLANS_SHOWN,
+    ROOF_MARKER_SIZE,
+    ROOF_MARKER_STEP,
+    ROOF_SAME_DECADES,
+    figure,
+    short_gpu,
+)
 from .frames import (
     COMPARABLE,
     GPU_COLORS,
@@ -40,7 +48,8 @@ __all__ = [
     "GPU_COLORS",
     "PLANS_SHOWN",
     "COLOR_EQUAL",
-    "ROOF_OFFSET_DECADES",
+    "ROOF_MARKER_SIZE",
+    "ROOF_MARKER_STEP",
     "ROOF_SAME_DECADES",
     "Comparable",
     "Text",

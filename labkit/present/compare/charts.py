@@ -82,7 +82,7 @@ def _spread_of(df, rec: str, table, value: str):
 
 def figure(df, value: Optional[str] = None):
     """The GPUs of a `frames` DataFrame on the same axes, every trace of one recording in a
-    ``legendgroup`` named after it: for the roofline each GPU's points, side by side, under its
+    ``legendgroup`` named after it: for the roofline each GPU's points, at each shape's intensity, under its
     own roof (`labkit.ceilings`); for a sweep one line per GPU; for plans the fastest plans per
     GPU with their spread, beside their time ratio; otherwise bars per row (dots on a log axis
     where values span decades), each other GPU's labelled with its ratio to the first (and the
@@ -408,8 +408,9 @@ def _plans(df, table, comp):
 
 #: the line at ratio 1 (no difference)
 COLOR_EQUAL = "#5f6368"
-#: a roofline's points of one shape on several GPUs are drawn side by side, this far apart (decades)
-ROOF_OFFSET_DECADES = 0.03
+#: a roofline's points of one shape are drawn at its intensity on every GPU: the first GPU's marker
+#: this size (px, a ring), each next one this much smaller, so points that coincide show one inside another
+ROOF_MARKER_SIZE, ROOF_MARKER_STEP = 15, 5
 #: shapes whose points lie this close (decades, in x and y) share one label
 ROOF_SAME_DECADES = 0.05
 
@@ -438,9 +439,9 @@ def _roof_groups(points) -> list:
 
 def _roofline(df):
     """Each GPU's measured shapes (intensity vs TFLOP/s) and its roof from `labkit.ceilings`
-    (a GPU the table lacks gets points only, and the note says so). The GPUs' points of one shape
-    sit side by side at its intensity (the first hollow), joined by a thin line; one label per
-    shape, or per group of shapes whose points coincide."""
+    (a GPU the table lacks gets points only, and the note says so). Every GPU's point of one shape
+    sits at its intensity: the first a ring, the next a smaller filled marker, inside the ring where
+    the two coincide; one label per shape, or per group of shapes whose points coincide."""
     fig = plots.new_figure()
     dtype = str(df["dtype"].iloc[0])
     recs = df.attrs["recordings"]
@@ -455,21 +456,20 @@ def _roofline(df):
         sub = plots.ok_rows(df[df["recording"] == rec])
         color = GPU_COLORS[i % len(GPU_COLORS)]
         gpu = df.attrs["provenance"][rec]["gpu"]
-        shift = 10 ** (ROOF_OFFSET_DECADES * (2 * i - (len(recs) - 1)))
         x = [plots.num(v) for v in sub["intensity_flops_per_byte"]]
         y = [plots.num(v) for v in sub["tflops"]]
         xs += [v for v in x if v]
         ys += [v for v in y if v]
         fig.add_trace(
             go.Scatter(
-                x=[v * shift if v else None for v in x],
+                x=[v if v else None for v in x],
                 y=y,
                 mode="markers",
                 name=_trace_name(df, rec),
                 legendgroup=rec,
                 marker=dict(
-                    size=10,
-                    color="white" if i == 0 else color,
+                    size=max(ROOF_MARKER_SIZE - ROOF_MARKER_STEP * i, 6),
+                    color="rgba(0,0,0,0)" if i == 0 else color,
                     symbol=("circle", "diamond")[i % 2],
                     line=dict(color=color, width=2),
                 ),
@@ -529,7 +529,8 @@ def _roofline(df):
     fig.update_yaxes(title_text="achieved TFLOP/s (log)", type="log", **plots.log_axis(ys))
     note = (
         "roofs: datasheet peaks (dense) from labkit.ceilings; the bandwidth roof moves, the compute roof "
-        "does not · each shape's points sit side by side at its intensity"
+        "does not · every GPU's point of a shape sits at its intensity, the first a ring, the next a "
+        "smaller filled marker (inside the ring where they coincide)"
     )
     if missing:
         note += f" · no ceilings known for {', '.join(missing)}: points only"
