@@ -1109,11 +1109,9 @@ def test_the_unfused_paths_extra_time_adds_up(recorded_mode, monkeypatch, record
     it states; the extra bytes at the datasheet bandwidth take far less than those kernels, and the
     answer says both."""
     from labkit.draw.plots import fmt_us
-    from labkit.experiments import exercise
     from labkit.experiments.epilogue_fusion.exercises import extra_time, unfused_extra_time
 
     monkeypatch.setenv("LABKIT_RECORDING", recording)
-    exercise.forget()
     parts = extra_time()
     assert parts is not None and parts.at_peak_us is not None
     between = parts.between_us[1] - parts.between_us[0]
@@ -1123,7 +1121,6 @@ def test_the_unfused_paths_extra_time_adds_up(recorded_mode, monkeypatch, record
     why = unfused_extra_time.why(unfused_extra_time.truth())
     for us in (parts.extra_us, parts.elementwise_us, parts.rest_us, parts.at_peak_us):
         assert fmt_us(us) in why, (fmt_us(us), why)
-    exercise.forget()
 
 
 @pytest.mark.parametrize("recording", SHIPPED)
