@@ -71,18 +71,20 @@ def test_no_code_names_its_output_after_the_h100():
 
 
 def test_each_card_has_one_name_wherever_a_learner_sees_it(recorded_mode, monkeypatch):
-    """A chart's provenance line, the roofline's roof, the banner, lesson 08's legends and the GPU
-    picker name each shipped card the same way (`env.gpu_label`: "H100 SXM", "H200 SXM"), never by
-    its CUDA device name ("NVIDIA H100 80GB HBM3")."""
+    """A chart's provenance line, the roofline's roof, the banner, a panel's header and status line,
+    lesson 08's legends and the GPU picker name each shipped card the same way (`env.gpu_label`:
+    "H100 SXM", "H200 SXM"), never by its CUDA device name ("NVIDIA H100 80GB HBM3")."""
     import json
 
     from labkit import experiments
-    from labkit.present import compare
+    from labkit.present import compare, widgets
     from labkit.present.panel.gpu_picker import GPUPicker
     from labkit.session import lessons
     from labkit.store import recordings
 
     shipped = recordings.shipped()
+    panel = widgets.panel("roofline")  # on the default recording
+    header = panel.view.header.value + panel.status.value
     both = json.dumps(compare.figure(compare.frames("roofline")).to_plotly_json())
     options = [t for t, _ in GPUPicker(can_measure=False).options("roofline")]
     assert len({o.split(" (")[0] for o in options}) == len(shipped) >= 2
@@ -99,6 +101,8 @@ def test_each_card_has_one_name_wherever_a_learner_sees_it(recorded_mode, monkey
             "banner": str(lessons.banner("03")),
             "picker": str(options),
         }
+        if rec.name == panel.gpu_picker.value:
+            seen["panel"] = header
         for where, text in seen.items():
             assert device not in text, (where, device)
             assert label in text, (where, label)

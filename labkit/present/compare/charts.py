@@ -394,7 +394,7 @@ def _plans(df, table, comp):
     detail = (
         f"the {n} plans fastest on {short_gpu(df.attrs['provenance'][base]['gpu'])}"
         + (f" of {len(table)} cuDNN offers (compare.ratios(df) has all)" if more > 0 else "")
-        + "; eng62 #2: engine 62's second plan in this order (hover a point for its full name)"
+        + "; a plan: its engine, and #n its rank among that engine's plans here (hover for the full name)"
     )
     return plots.finish(
         fig,
@@ -499,7 +499,7 @@ def _roofline(df):
                 )
             )
         else:
-            missing.append(gpu)
+            missing.append(gpu_label(gpu))
     labels = []
     for group in _roof_groups(points):
         gx = 10 ** (sum(math.log10(points[s][0]) for s in group) / len(group))

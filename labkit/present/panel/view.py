@@ -153,8 +153,9 @@ def header_html(controls: Controls) -> str:
         prov = controls.recording.provenance(cfg.experiment)
         fixed = ", ".join(f"{CONTROLS[k].label.split(' (')[0]}={label(v)}" for k, v in controls.fixed.items())
         note = (
-            f"<b>Recorded</b> on {html.escape(str(prov['gpu']))} with cuDNN {prov['cudnn_backend']} "
-            f"on {prov['date']}. The controls offer only recorded values, <b>one factor at a time</b> "
+            f"<b>Recorded</b> on {html.escape(env.gpu_label(prov['gpu']))} with cuDNN "
+            f"{prov['cudnn_backend']} on {prov['date']}. The controls offer only recorded values, "
+            "<b>one factor at a time</b> "
             "from the request on screen; a greyed control has one recorded value from here: "
             f"<i>reset to base</i> ({html.escape(cfg.base_text)}) to move another."
             + (f" Fixed in this recording: {html.escape(fixed)}." if fixed else "")
