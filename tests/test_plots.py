@@ -11,7 +11,7 @@ import pytest
 from labkit import env, experiments
 from labkit.draw import names, plots, units
 from labkit.errors import LabkitError
-from labkit.experiments import plans_autotune
+from labkit.experiments import plans_autotune, workspace_basics
 from labkit.session import lessons
 from labkit.store import recordings
 
@@ -245,6 +245,21 @@ def test_log_axes_have_one_tick_style_plain_decimals():
         "1e-6",
         "2e-7",
     ]
+
+
+def test_the_sweep_keeps_one_size_unit_whatever_the_field_and_ticks_it_as_its_labels():
+    """Lesson 01's sweep: fp32 NCHW asks 0 B along N and up to 8.8 GiB along C=K; both read in MiB,
+    ticked 10,000 (not 10k) beside the label 8,985 MiB."""
+    fp32 = experiments.BASE.replace(dtype="fp32", layout="NCHW")
+    units_seen = set()
+    for field in ("N", "C=K"):
+        df = lessons.data("sweep", field=field, values=workspace_basics.SWEEP_VALUES[field], base=fp32)
+        fig = experiments.CHARTS["sweep"](df)
+        axis = fig.layout.yaxis2
+        units_seen.add(axis.title.text)
+        assert axis.exponentformat == "none" and axis.separatethousands
+        assert all(t.endswith(" MiB") for t in fig.data[1].text), fig.data[1].text
+    assert units_seen == {"workspace (MiB)"}
 
 
 def test_plan_labels_are_short_distinct_and_keep_the_engine():

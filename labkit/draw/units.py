@@ -25,6 +25,8 @@ UNITS = {
 }
 #: the unit of every axis of sizes (bytes held, workspace asked, traffic modelled)
 SIZE_AXIS = "MiB"
+#: a linear axis's ticks in the labels' style: 10,000, never plotly's 10k
+PLAIN_TICKS = dict(exponentformat="none", separatethousands=True)
 #: a log tick is written in decimals from this value up to `TICK_DECIMAL_MAX` (exclusive)
 TICK_DECIMAL_MIN, TICK_DECIMAL_MAX = 1e-3, 1e7
 

@@ -24,7 +24,7 @@ from ...draw.plots import (
     request_spec,
     shape_label,
 )
-from ...draw.units import SIZE_AXIS, in_unit
+from ...draw.units import PLAIN_TICKS, SIZE_AXIS, in_unit
 from ...gpu.plan_checks import is_wrong
 from .noise import caps_noise
 from .runs import BUILD_STAGES
@@ -151,6 +151,7 @@ def plans_chart(df) -> go.Figure:
     fig.update_yaxes(title_text="GPU time per call (us, log)", type="log", **axis, row=1, col=1)
     fig.update_yaxes(
         title_text=f"workspace ({SIZE_AXIS})",
+        **PLAIN_TICKS,
         rangemode="tozero",
         range=[0, (top / div or 1) * 1.45],
         row=2,

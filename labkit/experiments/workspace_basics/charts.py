@@ -18,7 +18,7 @@ from ...draw.plots import (
     request_spec,
     shape_label,
 )
-from ...draw.units import SIZE_AXIS, in_unit
+from ...draw.units import PLAIN_TICKS, SIZE_AXIS, in_unit
 from ..core import MIB
 
 # ---- charts --------------------------------------------------------------------------------
@@ -111,7 +111,7 @@ def algorithms_chart(df) -> go.Figure:
     fig.update_yaxes(autorange="reversed", row=1, col=1)
     fig.update_xaxes(title_text="GPU time of one call, Find's timing (us)", row=1, col=1)
     top = max([v for v in ws if v is not None] + [1.0])
-    fig.update_xaxes(title_text="workspace (MiB)", range=[0, 1.4 * top], row=1, col=2)
+    fig.update_xaxes(title_text="workspace (MiB)", range=[0, 1.4 * top], row=1, col=2, **PLAIN_TICKS)
     spec = request_spec(df)
     detail = (
         (
@@ -205,7 +205,9 @@ def workspace_sizes_chart(df) -> go.Figure:
     fig.update_layout(barmode="overlay")
     fig.update_yaxes(autorange="reversed", row=1, col=1)
     for c in (1, 2, 3):
-        fig.update_xaxes(title_text="workspace (MiB)", range=[0, 1.45 * (top or 1.0)], nticks=4, row=1, col=c)
+        fig.update_xaxes(
+            title_text="workspace (MiB)", range=[0, 1.45 * (top or 1)], nticks=4, row=1, col=c, **PLAIN_TICKS
+        )
     spec = request_spec(df)
     note = (
         "coloured bars: the plan cuDNN's heuristic picks, labelled; grey bars: the largest workspace any "
@@ -316,6 +318,7 @@ def sweep_chart(df) -> go.Figure:
     fig.update_yaxes(
         title_text=f"workspace ({SIZE_AXIS})",
         type="linear",
+        **PLAIN_TICKS,
         range=[-0.08 * (top or 1), 1.3 * (top or 1)],
         row=2,
         col=1,

@@ -15,7 +15,7 @@ from ...draw.plots import (
     not_ok_note,
     num,
 )
-from ...draw.units import SIZE_AXIS, in_unit
+from ...draw.units import PLAIN_TICKS, SIZE_AXIS, in_unit
 from ..core import MIB
 
 # ---- charts --------------------------------------------------------------------------------
@@ -220,7 +220,13 @@ def strategies_chart(df) -> go.Figure:
     )
     held = [v / MIB for v in col("peak_bytes") + col("held_after_bytes") if v is not None]
     fig.update_xaxes(
-        title_text="workspace held (MiB)", type="linear", range=[0, 1.45 * top(held)], nticks=4, row=2, col=2
+        title_text="workspace held (MiB)",
+        type="linear",
+        range=[0, 1.45 * top(held)],
+        nticks=4,
+        row=2,
+        col=2,
+        **PLAIN_TICKS,
     )
     fig.update_xaxes(
         title_text="fallbacks (count)", type="linear", range=[0, 1.45 * max(calls, 1)], nticks=4, row=2, col=3
