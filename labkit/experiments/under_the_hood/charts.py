@@ -8,9 +8,9 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from ...draw.names import plan_labels
-from ...draw.plots import COLORS, finish, fmt_us, grid, new_figure, ok_rows
-from ...gpu.trace import merged_spans, overlap_spans
+from ...draw.plots import COLORS, NOTE_CHARS, finish, fmt_us, grid, new_figure, ok_rows, wrap
 from ...gpu.workloads import ONE_CONV
+from .race_trace import band_words, overlap_stretches, overlap_total, why_they_met
 from .runs import RACE_CONVS, TRACED_CALLS, heuristic_plan
 
 #: the kernel roles, in the order the stacked bars show them, and their colours
@@ -320,29 +320,35 @@ def race_timeline_chart(df) -> go.Figure:
         detail = (
             f"{r0.spec_label}, {int(r0.streams)} streams x {RACE_CONVS} convolutions sharing one workspace, "
             f"{r0.launch} launch; "
-            f"overlap of stream 1 and 2: {fmt_us(r0.overlap_us)} of {fmt_us(r0.busy_us)} busy"
+            f"overlap of stream 1 and 2: {fmt_us(overlap_total(df))} of {fmt_us(r0.busy_us)} busy"
         )
     else:
         detail = ""
+    note = _race_note(df)
     return finish(
         fig,
         df,
         "The race, traced: do the streams' kernels overlap?",
         detail,
-        note=(
-            "shaded: both streams' kernels at once, two convolutions writing the one workspace"
-            if fig.layout.shapes
-            else "the two streams' kernels never ran at the same time in this round"
-        ),
-        height=420,
+        note=note,
+        height=405 + 15 * (wrap(note, NOTE_CHARS).count("<br>") + 1),
     )
 
 
-def _overlap_bands(df, join_us: float = 2.0) -> list:
-    """Shaded bands behind the race's timeline where stream 1's and stream 2's kernels ran at the
-    same time (`trace.overlap_spans`; stretches less than ``join_us`` apart drawn as one), the
-    first one named in the legend."""
-    spans = merged_spans(overlap_spans(df, "stream 1", "stream 2") if len(df) else [], join=join_us)
+def _race_note(df) -> str:
+    """The note under the race's timeline: what the shaded stretches add up to (the overlap the
+    detail line states) and why the streams met as much as they did."""
+    band = band_words(df)
+    if not band:
+        return "the two streams' kernels never ran at the same time in this round"
+    why = why_they_met(df)
+    return f"shaded: {band}: two convolutions writing the one workspace" + (f". Why: {why}" if why else "")
+
+
+def _overlap_bands(df) -> list:
+    """Shaded bands behind the race's timeline, one per stretch in which stream 1's and stream 2's
+    kernels ran at the same time (`race_trace.overlap_stretches`: their total is the overlap the
+    detail line states), the first one named in the legend."""
     return [
         dict(
             type="rect",
@@ -359,7 +365,7 @@ def _overlap_bands(df, join_us: float = 2.0) -> list:
             name="both streams' kernels at once",
             showlegend=i == 0,
         )
-        for i, (s, e) in enumerate(spans)
+        for i, (s, e) in enumerate(overlap_stretches(df))
     ]
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from ...draw.plots import fmt_us, ok_rows
 from ..core import BASE, result
 from ..exercise import Exercise, equal, explain, number, one_of
+from .race_trace import overlap_total, why_they_met
 from .runs import heuristic_plan
 
 #: the layout the predict exercise asks about (the base convolution's other layout)
@@ -186,29 +187,33 @@ gpu_idles = explain(
 
 
 # ---- explore: the race's overlap with Python launches -------------------------------------------
-def _python_race():
-    return result("race_timeline", launch="python", streams=2).iloc[0]
+def _python_round():
+    return result("race_timeline", launch="python", streams=2)
 
 
 def _python_overlap() -> float:
-    return round(float(_python_race().overlap_us), 1)
+    return round(overlap_total(_python_round()), 1)
 
 
 def _overlap_why(truth: float) -> str:
-    r = _python_race()
-    g = result("race_timeline", launch="graph", streams=2).iloc[0]
-    share = r.overlap_us / r.busy_us if r.busy_us else 0.0
+    df = _python_round()
+    graph = result("race_timeline", launch="graph", streams=2)
+    r, g = df.iloc[0], graph.iloc[0]
+    overlap = overlap_total(df)
+    share = overlap / r.busy_us if r.busy_us else 0.0
     verdict = (
         "they never ran at the same time in this round, so nothing was corrupted"
-        if not r.overlap_us
+        if not overlap
         else f"both streams wrote the one workspace at once, and {int(r.corrupted)} of {int(r.runs)} outputs "
         "were corrupted"
     )
+    why = why_they_met(df)
     return (
-        f"{fmt_us(r.overlap_us)} ({share:.0%} of the {fmt_us(r.busy_us)} the GPU was busy): {verdict}. With "
-        f"graph launches: {fmt_us(g.overlap_us)}, {int(g.corrupted)} corrupted. With Python launches each "
-        "stream's kernels are queued one launch at a time, so whether they meet depends on the host's "
-        "timing: a race that a run can miss is still a race."
+        f"{fmt_us(overlap)} ({share:.0%} of the {fmt_us(r.busy_us)} the GPU was busy): {verdict}."
+        + (f" Why they met: {why}." if why else "")
+        + f" With graph launches: {fmt_us(overlap_total(graph))}, {int(g.corrupted)} corrupted. With Python "
+        "launches each stream's kernels are queued one launch at a time, so whether they meet depends on the "
+        "host's timing: a race that a run can miss is still a race."
     )
 
 

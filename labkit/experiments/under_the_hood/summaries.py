@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ...draw.plots import fmt_us, ok_rows
 from ...draw.prose import Text, where
+from .race_trace import launch_pace, launch_pauses, overlap_total, why_they_met
 
 
 def kernels_summary(df) -> Text:
@@ -34,7 +35,56 @@ def kernels_summary(df) -> Text:
             f"Host time to launch: median {fmt_us(one.host_us.median())} for one-kernel plans, "
             f"{fmt_us(many.host_us.median())} for multi-kernel ones."
         )
+    same = _lesson_02_call(df)
+    if same:
+        parts.append(same)
     return Text(" ".join(parts))
+
+
+#: how lesson 10's host times are taken, beside lesson 02's (`_lesson_02_call`, the timeline summary)
+HOST_TIMES_HERE = (
+    "lesson 10 times the host untraced but between its traces, with CUPTI still attached to the "
+    "process (an attached CUPTI can add host time to each CUDA call until it is detached), over calls "
+    "launched back to back (a mean per call)"
+)
+
+
+def _one_conv_arena():
+    """Lesson 02's ``one_conv`` row of fixed_arena (the same convolution as lesson 10's NCHW call),
+    when at hand without measuring; else None."""
+    from ...errors import LabkitError
+    from ..core import result
+
+    try:
+        df = result("strategies", at_hand_only=True, workload="one_conv", repeats=20)
+    except LabkitError:
+        return None
+    rows = ok_rows(df) if df is not None else None
+    if rows is None:
+        return None
+    arena = rows[rows["strategy"].str.startswith("fixed_arena")]
+    return arena.iloc[0] if len(arena) else None
+
+
+def _lesson_02_call(df) -> str:
+    """For the convolution lesson 02 runs (its ``one_conv``): the heuristic plan's host time here
+    beside lesson 02's, and why they differ; else empty."""
+    from ...gpu.workloads import ONE_CONV
+    from .runs import heuristic_plan
+
+    ok = ok_rows(df)
+    if not len(ok) or str(df["spec_label"].iloc[0]) != ONE_CONV.label:
+        return ""
+    arena = _one_conv_arena()
+    pick = ok[ok.plan_name == heuristic_plan(df)]
+    if arena is None or pick.empty:
+        return ""
+    return (
+        "Lesson 02 ran this convolution (one_conv) and timed fixed_arena's median call at "
+        f"{fmt_us(arena.median_us)} on the host, strategy included, each call alone, with no tracer "
+        f"attached; here the heuristic's plan takes {fmt_us(pick.host_us.iloc[0])} to launch: "
+        f"{HOST_TIMES_HERE}."
+    )
 
 
 def fusion_kernels_summary(df) -> Text:
@@ -69,6 +119,8 @@ def strategy_timeline_summary(df) -> Text:
             f"{s.idle_share.max():.0%} of every strategy's pass; and untraced, timed with events, every pass "
             f"took longer than its kernels ({untraced.min():.0%} to {untraced.max():.0%} of it idle)."
         )
+    if {"host_us", "busy_us", "calls"} <= set(s.columns):
+        parts.append(_host_against_kernels(s, str(df["workload"].iloc[0])))
     ev = df[df.kind == "api"]
     allocs = ev[ev.name.str.contains("alloc|free", case=False)].groupby("strategy").size()
     if len(allocs):
@@ -80,29 +132,68 @@ def strategy_timeline_summary(df) -> Text:
     return Text(" ".join(parts))
 
 
+def _host_against_kernels(s, workload: str) -> str:
+    """The untraced host time per call of each strategy's pass against its kernels' time per call,
+    and, for ``one_conv``, lesson 02's host time for the same calls, each said for what it is."""
+    host, busy = s.host_us / s.calls, s.busy_us / s.calls
+    keeps_up = (host >= 0.95 * busy).all()
+    text = (
+        f"Untraced, the host took {fmt_us(host.min())} to {fmt_us(host.max())} per call to launch a pass "
+        f"(its host time over its {int(s.calls.iloc[0])} calls), the GPU's kernels {fmt_us(busy.min())} to "
+        f"{fmt_us(busy.max())} per call"
+        + (": under every strategy the host needed about as long as the GPU, or longer" if keeps_up else "")
+        + f"; {HOST_TIMES_HERE}."
+    )
+    arena = _one_conv_arena() if workload == "one_conv" else None
+    mine = s[s.index.str.startswith("fixed_arena")]
+    if arena is not None and len(mine):
+        text += (
+            " Lesson 02 timed fixed_arena's median call of the same convolution at "
+            f"{fmt_us(arena.median_us)} on the host (each call alone, no tracer attached; p95 "
+            f"{fmt_us(arena.p95_us)}), against "
+            f"{fmt_us(float(mine.host_us.iloc[0] / mine.calls.iloc[0]))} per call here."
+        )
+    return text
+
+
 def race_timeline_summary(df) -> Text:
-    """The traced round's overlap and corrupted outputs, beside lesson 06's untraced rounds of the
-    same launch when they are at hand (and why the two differ, when they do)."""
+    """The traced round's overlap (the chart's shaded stretches) and corrupted outputs, why the
+    streams met as much as they did, and lesson 06's untraced rounds of the same launch when they are
+    at hand, with why the two differ."""
     r = df.iloc[0]
-    share = r.overlap_us / r.busy_us if r.busy_us else 0.0
+    overlap = overlap_total(df)
+    share = overlap / r.busy_us if r.busy_us else 0.0
     text = (
         f"{where(df)}, {r.launch} launch: the two streams' kernels ran at the same time for "
-        f"{fmt_us(r.overlap_us)} ({share:.0%} of the {fmt_us(r.busy_us)} the GPU was busy); "
+        f"{fmt_us(overlap)} ({share:.0%} of the {fmt_us(r.busy_us)} the GPU was busy); "
         f"{int(r.corrupted)} of {int(r.runs)} outputs of this round were corrupted."
     )
+    why = why_they_met(df)
+    if why:
+        text += f" Why: {why}."
     untraced = _untraced_race(r.launch, int(r.streams))
-    if untraced is not None:
-        bad, runs = untraced
-        text += f" Lesson 06's untraced {r.launch}-launched rounds: {bad} of {runs} corrupted."
-        traced, alone = r.corrupted / r.runs, bad / runs
-        one_missed = (bad > 0) != (r.corrupted > 0)
-        if one_missed or max(traced, alone) > 2 * min(traced, alone):
+    if untraced is None:
+        return Text(text)
+    bad, runs = untraced
+    text += f" Lesson 06's untraced {r.launch}-launched rounds: {bad} of {runs} corrupted."
+    traced, alone = r.corrupted / r.runs, bad / runs
+    one_missed = (bad > 0) != (r.corrupted > 0)
+    if one_missed or max(traced, alone) > 2 * min(traced, alone):
+        text += (
+            " The same code, another timing: tracing adds host time to every CUDA call, which moves when "
+            "each stream's kernels start, and with it how often the two meet."
+        )
+        host, gpu = launch_pace(df)
+        if r.launch == "python" and host > gpu:
             text += (
-                " The same code, another timing: tracing adds host time to every CUDA call, which moves "
-                "when each stream's kernels start, and with it how often the two meet."
+                f" Launched from Python, a call takes the host longer than the GPU takes to run it (here, "
+                f"traced: one every {fmt_us(host)} on average, {fmt_us(gpu)} of kernels), so each call is "
+                "usually done before the other stream's next one starts; the streams meet only where the "
+                "GPU falls behind the host"
+                + (", as in this round's pauses." if launch_pauses(df).count else ".")
             )
-            if one_missed:
-                text += " A round that misses the race proves nothing."
+        if one_missed:
+            text += " A round that misses the race proves nothing."
     return Text(text)
 
 
