@@ -114,6 +114,79 @@ def workspace_sizes_summary(df) -> Text:
     )
 
 
+#: how each sweep field reads its value off a spec (the base point of a sweep is where they agree)
+_FIELD_OF = {"N": lambda s: s.N, "C=K": lambda s: s.C, "H=W": lambda s: s.H, "R=S": lambda s: s.R}
+
+
+def _base_point(df, base) -> Optional[tuple]:
+    """(GPU time, plan) of ``base`` itself in a sweep's table (its point at the base's value), or None."""
+    ok = ok_rows(df)
+    f = str(df["field"].iloc[0]) if len(df) else ""
+    if f not in _FIELD_OF:
+        return None
+    at = ok[ok["value"] == _FIELD_OF[f](base)]
+    return (float(at["gpu_us"].iloc[0]), str(at["plan_name"].iloc[0])) if len(at) else None
+
+
+def _other_runs(df, base) -> list:
+    """(where, GPU time, plan) of the same convolution as the sweep's base point in the other runs at
+    hand: the sweeps of the same base along the other fields, and the layout table (lessons 00, 03)."""
+    from .runs import SWEEP_VALUES
+
+    here = str(df["field"].iloc[0])
+    out = []
+    for field, values in SWEEP_VALUES.items():
+        if field == here:
+            continue
+        try:
+            other = result("sweep", at_hand_only=True, field=field, values=values, base=base)
+        except LabkitError:
+            continue
+        point = _base_point(other, base) if other is not None else None
+        if point is not None:
+            out.append((f"the {field} sweep", *point))
+    try:
+        lay = result("layout", at_hand_only=True, spec=base.replace(layout="NHWC"))
+    except LabkitError:
+        lay = None
+    if lay is not None:
+        row = ok_rows(lay)[lambda t: t["layout"] == base.layout]
+        if len(row):
+            out.append(("the layout table", float(row["conv_gpu_us"].iloc[0]), str(row["plan_name"].iloc[0])))
+    return out
+
+
+def base_point_runs(df) -> str:
+    """The sweep's base point beside the same convolution in the other runs at hand, and why they
+    differ: each run times it anew. Empty when there is nothing to compare."""
+    base = request_spec(df)
+    mine = _base_point(df, base) if base is not None else None
+    others = _other_runs(df, base) if mine is not None else []
+    if not others:
+        return ""
+    values = [mine[0]] + [v for _, v, _ in others]
+    spread = (max(values) - min(values)) / min(values)
+    f = str(df["field"].iloc[0])
+    read = [f"{fmt_us(v)} in {where_}" for where_, v, _ in others]
+    plans = {mine[1]} | {p for _, _, p in others}
+    return (
+        f" The base point, {f}={_FIELD_OF[f](base)}, reads {fmt_us(mine[0])} in this sweep's run; the same "
+        "convolution reads "
+        + (", ".join(read[:-1]) + " and " + read[-1] if len(read) > 1 else read[0])
+        + ". Each run times it anew (the median of its CUDA-graph replays)"
+        + (
+            " with the same plan"
+            if len(plans) == 1
+            else f" with the plan its heuristic picked ({len(plans)} plans)"
+        )
+        + (
+            f", and these runs differ by up to {spread:.1%}."
+            if spread >= 0.001
+            else ", and these runs agree within 0.1%."
+        )
+    )
+
+
 def sweep_summary(df) -> Text:
     """What the sweep on screen shows: time and FLOPs from end to end, and where the heuristic's
     plan changes the workspace it asks for (each such switch named, with both sizes)."""
@@ -126,6 +199,7 @@ def sweep_summary(df) -> Text:
         f"{last.flops / first.flops:.0f}x the FLOPs; throughput goes from {first.tflops:.0f} to "
         f"{last.tflops:.0f} TFLOP/s."
     )
+    text += base_point_runs(df)
     ws = [int(v) for v in ok["workspace_bytes"]]
     if not any(ws):
         return Text(
