@@ -727,6 +727,27 @@ def _overlap_exactly(rec):
 
 
 # -- lessons 00-02 --
+def test_the_sweep_base_point_says_which_run_it_is():
+    """Lesson 01's sweep panel times its base point in each sweep's own run: the summary gives this
+    run's value beside the same convolution's in the other sweeps and the layout table, on every
+    recording (the same point reads differently as the swept field changes)."""
+    from labkit.draw.plots import fmt_us
+    from labkit.experiments.workspace_basics import summaries
+    from labkit.experiments.workspace_basics.runs import SWEEP_BASE, SWEEP_VALUES
+
+    for rec in recordings.shipped():
+        points = {}
+        for field in ("N", "C=K"):
+            df = frame(rec, "sweep", field=field, values=SWEEP_VALUES[field], base=SWEEP_BASE)
+            points[field] = summaries._base_point(df, SWEEP_BASE)[0]
+        for field, other in (("N", "C=K"), ("C=K", "N")):
+            df = frame(rec, "sweep", field=field, values=SWEEP_VALUES[field], base=SWEEP_BASE)
+            text = str(summaries.sweep_summary(df))
+            assert f"reads {fmt_us(points[field])} in this sweep's run" in text, (rec.name, field, text)
+            assert f"{fmt_us(points[other])} in the {other} sweep" in text, (rec.name, field, text)
+            assert "in the layout table" in text, (rec.name, field, text)
+
+
 def _fp32_base():
     return experiments.BASE.replace(dtype="fp32")
 

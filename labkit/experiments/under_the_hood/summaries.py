@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ...draw.plots import fmt_us, ok_rows
 from ...draw.prose import Text, where
+from ..core import beside
 from .race_trace import launch_pace, launch_pauses, overlap_total, why_they_met
 
 
@@ -49,17 +50,11 @@ HOST_TIMES_HERE = (
 )
 
 
-def _one_conv_arena():
+def _one_conv_arena(df):
     """Lesson 02's ``one_conv`` row of fixed_arena (the same convolution as lesson 10's NCHW call),
-    when at hand without measuring; else None."""
-    from ...errors import LabkitError
-    from ..core import result
-
-    try:
-        df = result("strategies", at_hand_only=True, workload="one_conv", repeats=20)
-    except LabkitError:
-        return None
-    rows = ok_rows(df) if df is not None else None
+    from where ``df`` came from, when it is there; else None."""
+    one = beside(df, "strategies", workload="one_conv", repeats=20)
+    rows = ok_rows(one) if one is not None else None
     if rows is None:
         return None
     arena = rows[rows["strategy"].str.startswith("fixed_arena")]
@@ -75,7 +70,7 @@ def _lesson_02_call(df) -> str:
     ok = ok_rows(df)
     if not len(ok) or str(df["spec_label"].iloc[0]) != ONE_CONV.label:
         return ""
-    arena = _one_conv_arena()
+    arena = _one_conv_arena(df)
     pick = ok[ok.plan_name == heuristic_plan(df)]
     if arena is None or pick.empty:
         return ""
@@ -120,7 +115,7 @@ def strategy_timeline_summary(df) -> Text:
             f"took longer than its kernels ({untraced.min():.0%} to {untraced.max():.0%} of it idle)."
         )
     if {"host_us", "busy_us", "calls"} <= set(s.columns):
-        parts.append(_host_against_kernels(s, str(df["workload"].iloc[0])))
+        parts.append(_host_against_kernels(s, df))
     ev = df[df.kind == "api"]
     allocs = ev[ev.name.str.contains("alloc|free", case=False)].groupby("strategy").size()
     if len(allocs):
@@ -132,7 +127,7 @@ def strategy_timeline_summary(df) -> Text:
     return Text(" ".join(parts))
 
 
-def _host_against_kernels(s, workload: str) -> str:
+def _host_against_kernels(s, df) -> str:
     """The untraced host time per call of each strategy's pass against its kernels' time per call,
     and, for ``one_conv``, lesson 02's host time for the same calls, each said for what it is."""
     host, busy = s.host_us / s.calls, s.busy_us / s.calls
@@ -144,7 +139,7 @@ def _host_against_kernels(s, workload: str) -> str:
         + (": under every strategy the host needed about as long as the GPU, or longer" if keeps_up else "")
         + f"; {HOST_TIMES_HERE}."
     )
-    arena = _one_conv_arena() if workload == "one_conv" else None
+    arena = _one_conv_arena(df) if str(df["workload"].iloc[0]) == "one_conv" else None
     mine = s[s.index.str.startswith("fixed_arena")]
     if arena is not None and len(mine):
         text += (
@@ -171,7 +166,7 @@ def race_timeline_summary(df) -> Text:
     why = why_they_met(df)
     if why:
         text += f" Why: {why}."
-    untraced = _untraced_race(r.launch, int(r.streams))
+    untraced = _untraced_race(df, r.launch, int(r.streams))
     if untraced is None:
         return Text(text)
     bad, runs = untraced
@@ -197,16 +192,10 @@ def race_timeline_summary(df) -> Text:
     return Text(text)
 
 
-def _untraced_race(launch: str, streams: int):
-    """(corrupted, runs) of lesson 06's shared-workspace race for ``launch`` and ``streams``, when at
-    hand without measuring; else None."""
-    from ...errors import LabkitError
-    from ..core import result
-
-    try:
-        race = result("race", at_hand_only=True, launch=launch, streams=streams, min_runs=1024)
-    except LabkitError:
-        return None
+def _untraced_race(df, launch: str, streams: int):
+    """(corrupted, runs) of lesson 06's shared-workspace race for ``launch`` and ``streams``, from
+    where ``df`` came from, when it is there; else None."""
+    race = beside(df, "race", launch=launch, streams=streams, min_runs=1024)
     if race is None or "shared" not in race:
         return None
     race = ok_rows(race)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 from ...draw.plots import (
     fmt_bytes,
     fmt_us,
@@ -138,17 +140,11 @@ def _other_runs(df, base) -> list:
     for field, values in SWEEP_VALUES.items():
         if field == here:
             continue
-        try:
-            other = result("sweep", at_hand_only=True, field=field, values=values, base=base)
-        except LabkitError:
-            continue
+        other = beside(df, "sweep", field=field, values=values, base=base)
         point = _base_point(other, base) if other is not None else None
         if point is not None:
             out.append((f"the {field} sweep", *point))
-    try:
-        lay = result("layout", at_hand_only=True, spec=base.replace(layout="NHWC"))
-    except LabkitError:
-        lay = None
+    lay = beside(df, "layout", spec=base.replace(layout="NHWC"))
     if lay is not None:
         row = ok_rows(lay)[lambda t: t["layout"] == base.layout]
         if len(row):
