@@ -491,8 +491,8 @@ SOURCES = (
     Source(
         "strategies_*.csv",
         "Workspace strategies",
-        "The five strategies (and their variants) on real layers: host time inside the strategy per call, "
-        "GPU wall time per call, allocations.",
+        "The seven strategies (keyed_cache at two budgets) on real layers: host time inside the strategy "
+        "per call, GPU wall time per call, allocations.",
         "python -m labkit bench strategies  # GPU",
         _strategies,
     ),

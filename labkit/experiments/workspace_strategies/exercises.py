@@ -136,7 +136,7 @@ FALLS_BACK = Exercise(
     judge=equal,
     why=_falls_back_why,
     hints=(
-        "The panel's bottom right column counts each strategy's fallbacks.",
+        "The panel's bottom right plot, fallbacks to a smaller plan, counts each strategy's fallbacks.",
         "A strategy with a byte budget cannot keep a workspace larger than its whole budget.",
     ),
     wrong=lambda answer, truth: f"{answer} ran every call with the plan it asked for first.",
@@ -170,11 +170,12 @@ def _pool_numbers():
 def _pool_why(truth: str) -> str:
     df, pool, _ = _pool_numbers()
     return (
-        f"cupy_pool spends {fmt_us(pool.strategy_us_per_call)} of each call inside its get/put, on the host "
-        f"(median per call {fmt_us(pool.median_us)}, {where(df)}). CuPy's SingleDeviceMemoryPool._try_malloc "
-        "answers a failed cudaMalloc by freeing its cached blocks and retrying, then by running gc.collect() "
-        "(a pass over every Python object of the process) and retrying once more; only then does it raise, "
-        "and the Runner falls back. Under pressure every call goes through that."
+        f"cupy_pool spends on average {fmt_us(pool.strategy_us_per_call)} per call inside its get/put, on "
+        f"the host (its median call took {fmt_us(pool.median_us)} in all, {where(df)}). CuPy's "
+        "SingleDeviceMemoryPool._try_malloc answers a failed cudaMalloc by freeing its cached blocks and "
+        "retrying, then by running gc.collect() (a pass over every Python object of the process) and "
+        "retrying once more; only then does it raise, and the Runner falls back. Under pressure every call "
+        "goes through that."
     )
 
 
@@ -205,8 +206,8 @@ POOL_UNDER_PRESSURE = explain(
     truth=_pool_reason,
     why=_pool_why,
     hints=(
-        "Compare cupy_pool's dot under 'inside the strategy's get/put' with its host time per call: is the "
-        "time spent on the GPU, or in Python on the host?",
+        "Compare cupy_pool's diamond (inside the strategy's get/put) with its dot (host time per call) "
+        "and its square (GPU wall time): is the time spent on the GPU, or in Python on the host?",
         "What does CuPy's MemoryPool do when cudaMalloc fails, before it gives up?",
     ),
     wrong=_pool_wrong,

@@ -12,8 +12,7 @@ from ...draw.plots import (
     ok_rows,
 )
 from ...draw.prose import Text, where
-from ...errors import LabkitError
-from ..core import result
+from ..core import beside
 from .charts import allocator_of
 from .runs import strategies_repeats
 
@@ -80,7 +79,7 @@ def strategies_summary(df) -> Text:
             f"**host time per call** (median): {fmt_us(m.median_us)} for malloc_per_call, "
             f"{fmt_us(a.median_us)} "
             f"for fixed_arena ({m.median_us / a.median_us:.1f}x); inside the strategy alone (its get "
-            "and put) "
+            "and put, a mean per call) "
             f"{fmt_us(m.strategy_us_per_call)} against {fmt_us(a.strategy_us_per_call)};"
         )
         arena_first = (
@@ -123,14 +122,25 @@ def strategies_summary(df) -> Text:
     return Text(lead + "\n\n" + "\n".join(f"* {b}" for b in bullets))
 
 
-def _one_conv():
-    """The `one_conv` result, when at hand without measuring (else None)."""
-    try:
-        return result(
-            "strategies", at_hand_only=True, workload="one_conv", repeats=strategies_repeats("one_conv")
-        )
-    except LabkitError:
+def _one_conv(df):
+    """The `one_conv` result from where ``df`` came from, when it is there (else None)."""
+    return beside(df, "strategies", workload="one_conv", repeats=strategies_repeats("one_conv"))
+
+
+def _allocator_share(rows) -> str:
+    """How much of the time inside the strategies' get/put their allocator took, in words: "nearly
+    all" (90 % or more for each), "most" (over half) or "some"."""
+    share = (rows["alloc_us_total"] / rows["calls"] / rows["strategy_us_per_call"]).min()
+    return "nearly all" if share >= 0.9 else "most" if share > 0.5 else "some"
+
+
+def _scratchpad_regrows(fell, calls: int):
+    """The per-stream scratchpad's row when it made a buffer on every call of the timed pass (and fell
+    back on every call): its grow-only buffer freed to grow, the growth failed; else None."""
+    pad = _strategy(fell, "scratchpad_per_stream")
+    if pad is None or not (pad.alloc_calls == calls == pad.fallbacks and pad.peak_bytes > 0):
         return None
+    return pad
 
 
 def pressure_summary(df) -> Text:
@@ -150,7 +160,7 @@ def pressure_summary(df) -> Text:
     ]
     fell = ok[ok["fallbacks"] > 0]
     held = ok[ok["fallbacks"] == 0]
-    one = _one_conv()
+    one = _one_conv(df)
     wanted = _strategy(ok_rows(one), "malloc_per_call").peak_bytes if one is not None else None
     want = f" ({fmt_bytes(wanted)})" if wanted else ""
     if len(fell):
@@ -170,13 +180,24 @@ def pressure_summary(df) -> Text:
     ]
     if len(lazy):
         names = _joined(lazy["strategy"])
+        inside = lazy["strategy_us_per_call"]
         parts.append(
-            f"{names} make each buffer at the first call that needs it, not before the run: here that first "
-            "call came after the pressure began, so the heuristic plan's buffer was never made. Each "
-            "call asks "
-            f"again (a failed cudaMalloc: {fmt_us(lazy['alloc_us_total'].min() / calls)} to "
-            f"{fmt_us(lazy['alloc_us_total'].max() / calls)} per call inside the allocator), falls back, and "
-            f"runs the plan whose {fmt_bytes(lazy['peak_bytes'].max())} buffer is all they ever held."
+            f"{names} make each buffer at the first call that needs it, not before the run: here that "
+            "first call came after the pressure began, so the heuristic plan's buffer was never made. "
+            f"Each call asks again, and the failed cudaMalloc is {_allocator_share(lazy)} of the time "
+            f"inside their get/put ({fmt_us(inside.min())} to {fmt_us(inside.max())} per call, the "
+            "chart's diamonds); then each falls back and runs the plan whose "
+            f"{fmt_bytes(lazy['peak_bytes'].max())} buffer is all they ever held."
+        )
+    grower = _scratchpad_regrows(fell, calls)
+    if grower is not None:
+        parts.append(
+            f"{grower.strategy} keeps one grow-only buffer per stream, yet made {int(grower.alloc_calls)} "
+            f"cudaMallocs in the timed pass and {int(grower.warmup_alloc_calls)} in the warm-up: one per "
+            f"call. Each call first asks for the heuristic plan's workspace{want}. To grow, the scratchpad "
+            f"frees the buffer it holds ({fmt_bytes(grower.peak_bytes)}) before it allocates the larger one "
+            "(its `_get`, shown in lesson 06); that cudaMalloc fails, the Runner falls back, and the "
+            "smaller plan's call finds no buffer and has one made again."
         )
     for _, r in held.iterrows():
         parts.append(
@@ -186,16 +207,19 @@ def pressure_summary(df) -> Text:
     pool = _strategy(ok, "cupy_pool")
     others = ok[ok["strategy"].str.split(" ").str[0] != "cupy_pool"]
     if pool is not None and len(others) and pool.median_us > 10 * others["median_us"].max():
+        mean_high = (
+            " (more than its median call takes in all: a mean counts the slowest calls, p95 "
+            f"{fmt_us(pool.p95_us)}, in full)"
+            if pool.strategy_us_per_call > pool.median_us
+            else ""
+        )
         parts.append(
-            f"cupy_pool takes {fmt_us(pool.median_us)} per call (median) and spends "
-            f"{fmt_us(pool.strategy_us_per_call)} "
-            "per call (mean) inside its get/put, on the host: CuPy's pool answers a failed cudaMalloc "
-            "by freeing its cached blocks and "
-            "trying again, then by running Python's garbage collector (gc.collect(), a pass over every "
-            "Python "
-            "object of this process) and trying once more, before it raises "
-            "(SingleDeviceMemoryPool._try_malloc "
-            "in CuPy's memory.pyx)."
+            f"cupy_pool takes {fmt_us(pool.median_us)} per call (median) and spends on average "
+            f"{fmt_us(pool.strategy_us_per_call)} per call inside its get/put, on the host{mean_high}: "
+            "CuPy's pool answers a failed cudaMalloc by freeing its cached blocks and trying again, then by "
+            "running Python's garbage collector (gc.collect(), a pass over every Python object of this "
+            "process) and trying once more, before it raises (SingleDeviceMemoryPool._try_malloc in CuPy's "
+            "memory.pyx)."
         )
     empty = fell[fell["peak_bytes"] == 0]
     if len(empty):
