@@ -226,6 +226,28 @@ def test_the_shared_scratchpad_hands_one_buffer_to_every_stream_unordered(ledger
     assert a != b and per.stats.held_bytes == 2000
 
 
+def test_a_scratchpad_whose_growth_fails_holds_no_freed_buffer(ledger):
+    """Growing frees the old buffer first; when the larger cudaMalloc then fails (memory pressure),
+    the next call that fits gets a buffer made for it, never the freed one, and close frees it once."""
+    from labkit import OutOfMemory
+
+    def allocate(nbytes, *, stream=None, what="workspace"):
+        if nbytes > 1 << 20:
+            raise OutOfMemory(what, nbytes, 1 << 20)
+        return Ledger.allocate(ledger, nbytes, stream=stream, what=what)
+
+    ledger.allocate = allocate
+    pad = ws.Scratchpad()
+    first, _ = pad.get(req(2000))
+    with pytest.raises(OutOfMemory):
+        pad.get(req(1 << 30, plan=1))  # the heuristic's plan: frees the 2000 B buffer, then fails
+    again, got = pad.get(req(2000))  # the plan the Runner falls back to
+    assert again in ledger.sizes and got >= 2000, (first, again, ledger.log)
+    assert pad.stats.alloc_calls == 2 and pad.stats.held_bytes == 2000
+    pad.close()
+    assert ledger.log.count(("free", 2000)) == 2 and not ledger.sizes
+
+
 def test_pool_strategies_allocate_and_hand_back_on_the_calls_stream(ledger):
     for make in (ws.CupyPool, ws.AsyncPool):
         s = make()

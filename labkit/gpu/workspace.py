@@ -389,6 +389,7 @@ class Scratchpad(Strategy):
                 for s in users:
                     self.device.record_event(self.device.stream_of(s)).wait()
                 self._free(ptr, size)
+                del self._buffers[slot]  # a failed malloc below leaves no freed buffer behind
             ptr, size, users = self._malloc(req.nbytes, "scratchpad"), req.nbytes, {}
         users[req.stream_ptr] = None
         self._buffers[slot] = (ptr, size, users)
