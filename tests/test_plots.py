@@ -247,6 +247,27 @@ def test_log_axes_have_one_tick_style_plain_decimals():
     ]
 
 
+def test_rows_of_plans_read_short_labels_at_11_px_the_full_name_on_hover():
+    """Lesson 10's kernels chart and lesson 08's plans comparison label each row with
+    `plan_labels` (at most PLAN_LABEL_CHARS characters) at 11 px or more; the hover names the plan
+    in full."""
+    from labkit.present import compare
+
+    rec = recording_of("kernels")
+    df = rec.lookup("kernels", rec.requests("kernels")[0])
+    kernels = experiments.CHARTS["kernels"](df)
+    both = compare.figure(compare.frames("plans"))
+    for fig in (kernels, both):
+        axis = fig.layout.yaxis
+        labels = [re.split(r"<br>| \(", re.sub("</?b>", "", t))[0] for t in axis.ticktext]
+        assert axis.tickfont.size >= 11
+        assert labels and all(len(t) <= names.PLAN_LABEL_CHARS for t in labels), labels
+    full = set(df["plan_name"])
+    assert set(kernels.data[-1].y) <= full and "%{y}" in kernels.data[-1].hovertemplate  # the hover: %{y}
+    assert all(row[0] in set(compare.frames("plans")["plan_name"]) for row in both.data[0].customdata)
+    assert "%{customdata[0]}" in both.data[0].hovertemplate
+
+
 def test_the_sweep_keeps_one_size_unit_whatever_the_field_and_ticks_it_as_its_labels():
     """Lesson 01's sweep: fp32 NCHW asks 0 B along N and up to 8.8 GiB along C=K; both read in MiB,
     ticked 10,000 (not 10k) beside the label 8,985 MiB."""
