@@ -20,6 +20,7 @@ from .errors import (  # noqa: F401
     InvalidSpec,
     LabkitError,
     ModeError,
+    NotCapturable,
     NotRecorded,
     OutOfMemory,
     RecordedDataError,

@@ -120,6 +120,19 @@ class WrongResult(Unsupported):
     reference): labkit never times, chooses, caches or saves it. ``reason`` gives its error."""
 
 
+class NotCapturable(LabkitError):
+    """Work that CUDA does not allow inside a CUDA graph capture was asked for while a stream captures.
+
+    Args:
+        what: what was asked, e.g. "malloc_per_call's cudaFree" (``what``).
+        rule: CUDA's rule, and what to do instead (``rule``).
+    """
+
+    def __init__(self, what: str, rule: str):
+        self.what, self.rule = what, rule
+        super().__init__(f"{what} cannot be captured in a CUDA graph: {rule}")
+
+
 class NotRecorded(LabkitError):
     """A simulated GPU needs a number its recording does not hold; it never makes one up.
 

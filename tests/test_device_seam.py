@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from labkit import ArenaTooSmall, ConvSpec, InvalidSpec
+from labkit import ArenaTooSmall, ConvSpec, InvalidSpec, NotCapturable
 from labkit.gpu import device as devices
 from labkit.gpu import workspace as ws
 from labkit.gpu.device import Device, Event, Pool
@@ -105,6 +105,20 @@ class Ledger(Device):
 
     def clock_us(self):
         return 0.0
+
+    def _capture_native(self, fn, stream):
+        self.log.append(("begin_capture", stream.ptr))
+        fn()
+        self.log.append(("end_capture", stream.ptr))
+        return _Native(self.log)
+
+
+class _Native:
+    def __init__(self, log):
+        self.log = log
+
+    def launch(self, stream):
+        self.log.append(("graph_launch", stream.ptr))
 
 
 #: every shipped strategy, with small options
@@ -285,3 +299,47 @@ def test_a_learners_subclass_runs_over_the_seam_with_the_helpers(ledger):
     assert m.device is ledger and (m.stats.hits, m.stats.misses, m.stats.peak_held_bytes) == (1, 2, 2000)
     m.close()
     assert m.stats.held_bytes == 0
+
+
+def test_inside_a_capture_a_shared_buffer_is_ordered_at_each_launch_never_by_a_wait_in_the_capture(ledger):
+    """CUDA invalidates a capture that waits for an event recorded outside it: the strategies note
+    the buffer, and each launch of the graph first waits for its last use on another stream."""
+    for make in (lambda: ws.KeyedCache(1 << 20), ws.Preallocated, lambda: ws.FixedArena(1 << 20)):
+        s = make()
+        s.get(req(1000, stream=1))  # last used on stream 1
+        ledger.log.clear()
+        graph = ledger.capture(lambda: [s.get(req(1000, stream=2)) for _ in range(2)], _Stream(ledger.log, 2))
+        inside = ledger.log[ledger.log.index(("begin_capture", 2)) :]
+        assert not [e for e in inside if e[0] in ("record", "stream_wait", "event_wait")], inside
+        ledger.log.clear()
+        graph.launch(_Stream(ledger.log, 2))
+        assert ledger.log == [("record", 1), ("stream_wait", 2, 1), ("graph_launch", 2)], ledger.log
+        ledger.log.clear()
+        graph.launch(_Stream(ledger.log, 2))  # its own stream used it last: nothing to wait for
+        assert ledger.log == [("graph_launch", 2)]
+        s.get(req(1000, stream=3))  # a call on another stream waits for the graph's launch
+        assert ledger.log[-2:] == [("record", 2), ("stream_wait", 3, 2)]
+        s.close()
+
+
+@pytest.mark.parametrize(
+    "make, first, then, what",
+    [
+        (ws.MallocPerCall, None, req(1000), "malloc_per_call (a cudaFree after every call)"),
+        (lambda: ws.KeyedCache(1500), req(1000, plan=1), req(1000), "keyed_cache's eviction (a cudaFree)"),
+        (ws.Scratchpad, req(1000), req(4000), "scratchpad_per_stream's growth (a cudaFree)"),
+    ],
+)
+def test_what_cuda_forbids_in_a_capture_is_refused_in_one_line_before_any_cuda_call(
+    ledger, make, first, then, what
+):
+    s = make()
+    if first is not None:
+        s.get(first)
+    ledger.log.clear()
+    with pytest.raises(NotCapturable) as got:
+        ledger.capture(lambda: s.get(then), _Stream(ledger.log, 1))
+    assert str(got.value).startswith(f"{what} cannot be captured in a CUDA graph: CUDA refuses it")
+    assert "\n" not in str(got.value) and ledger.log == [("begin_capture", 1)], ledger.log
+    assert not ledger.capturing()
+    s.close()

@@ -12,7 +12,7 @@ import math
 import pandas as pd
 import pytest
 
-from labkit import NotRecorded, OutOfMemory
+from labkit import NotCapturable, NotRecorded, OutOfMemory
 from labkit.gpu import device as devices
 from labkit.gpu import workloads
 from labkit.gpu import workspace as ws
@@ -317,8 +317,53 @@ def test_a_capture_replays_its_calls_and_refuses_a_free(h100):
         graph.launch(r.stream)
         assert len(dev.calls) == 4 and dev.calls[1].start >= before
         m = Runner(ws.MallocPerCall(), r.stream)
-        with pytest.raises(Exception, match="cudaFree during a CUDA graph capture"):
+        with pytest.raises(
+            NotCapturable, match=r"^malloc_per_call \(a cudaFree after every call\) cannot be"
+        ):
             dev.capture(lambda: m.run(ONE), r.stream)
+        assert m.strategy.stats.alloc_calls == 0  # refused before its cudaMalloc: nothing to leak
+
+
+@pytest.mark.parametrize(
+    "make", [ws.Preallocated, lambda: ws.FixedArena(1 << 30), lambda: ws.KeyedCache(256 << 20)]
+)
+def test_graphs_on_two_streams_that_share_a_buffer_wait_at_launch_not_inside_the_capture(make, calibrated):
+    """The capture notes the shared buffer; each launch first waits for its last use elsewhere."""
+    dev = SimDevice(calibrated)
+    with devices.use(dev):
+        s = make()
+        runners = run(s, [ONE], dev, streams=2)  # warm-up: the buffer's last use is stream 2's
+        graphs = [dev.capture(lambda r=r: [r.run(ONE) for _ in range(3)], r.stream) for r in runners]
+        waits = dev.counts["wait_event"]
+        for _ in range(2):
+            for g, r in zip(graphs, runners):
+                g.launch(r.stream)
+        for r in runners:
+            r.stream.synchronize()
+    assert dev.counts["wait_event"] == waits + 4  # every launch waits for the other stream's graph
+    assert not [f for f in dev.findings if f.kind in ("race", "handover")], dev.findings[:2]
+    launched = sorted(dev.calls[2:], key=lambda c: c.start)
+    assert all(a.end <= b.start for a, b in zip(launched, launched[1:]))  # the streams took turns
+    for r in runners:
+        r.close()
+
+
+def test_the_async_pool_in_a_capture_gives_the_graph_its_own_memory(calibrated):
+    dev = SimDevice(calibrated)
+    with devices.use(dev):
+        pool = ws.AsyncPool()
+        runners = run(pool, [ONE], dev, streams=2)
+        held = pool.pool.held_bytes()
+        graphs = [dev.capture(lambda r=r: [r.run(ONE) for _ in range(2)], r.stream) for r in runners]
+        for g, r in zip(graphs, runners):
+            g.launch(r.stream)
+        for r in runners:
+            r.stream.synchronize()
+    assert pool.pool.held_bytes() == held and pool.stats.misses == 2  # the warm-up's only
+    first, second = ({c.ptr for c in dev.calls[2:] if c.stream == r.stream.ptr} for r in runners)
+    assert not dev.findings and len(first) == len(second) == 1 and first != second  # each graph its own
+    for r in runners:
+        r.close()
 
 
 def test_the_lesson_02_hands_on_solution_runs_unchanged_on_the_simulated_gpu(h100):

@@ -328,3 +328,59 @@ def test_the_fixed_arena_no_longer_races_across_streams_and_the_shared_scratchpa
     shared = strategy_check.check_strategy(lambda: ws.Scratchpad(shared=True))
     assert fixed.ok and not fixed.races, fixed
     assert shared.races, shared
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda: ws.FixedArena(256 << 20), lambda: ws.KeyedCache(256 << 20), ws.Preallocated],
+    ids=["fixed_arena", "keyed_cache", "preallocated"],
+)
+@pytest.mark.parametrize("streams", [2, 4])
+def test_graphs_of_streams_that_share_one_buffer_capture_and_take_turns_at_launch(make, streams):
+    """No capture waits for an event recorded outside it (CUDA would invalidate it): each launch of a
+    graph first waits for the shared buffer's last use on another stream. With stream 0 held busy,
+    every output is right."""
+    from labkit.gpu.strategy_check import _hold
+
+    strategy = make()
+    runners = [Runner(strategy, seed=i) for i in range(streams)]
+    for r in runners:
+        r.run(BIG_WS)
+    for r in runners:
+        r.stream.synchronize()
+    graphs = [
+        strategy.device.capture(lambda r=r: [r.run(BIG_WS) for _ in range(3)], r.stream) for r in runners
+    ]
+    for r in runners:
+        r.operands(BIG_WS).poison_output()
+        r.stream.synchronize()
+    waits = strategy.device.counts["wait_event"]
+    _hold(runners[0].stream, 5000)
+    for g, r in zip(graphs, runners):
+        g.launch(r.stream)
+    assert strategy.device.counts["wait_event"] == waits + streams  # each launch waited, outside a capture
+    for r in runners:
+        _check_output(r, BIG_WS)
+        r.close()
+
+
+def test_what_cuda_forbids_in_a_capture_is_a_one_line_labkit_error_and_the_stream_lives_on():
+    from labkit import NotCapturable
+
+    for make, seq in (
+        (ws.MallocPerCall, [BIG_WS]),
+        (lambda: ws.KeyedCache(32 << 20), [BIG_WS.replace(N=16), BIG_WS]),  # the second evicts
+        (ws.Scratchpad, [BIG_WS.replace(N=16), BIG_WS]),  # the second grows it
+    ):
+        strategy = make()
+        runner = Runner(strategy)
+        runner.run(seq[0])
+        runner.stream.synchronize()
+        with pytest.raises(NotCapturable) as got:
+            strategy.device.capture(lambda: [runner.run(s) for s in seq], runner.stream)
+        assert "cannot be captured in a CUDA graph: CUDA refuses it" in str(got.value)
+        assert "\n" not in str(got.value) and not runner.stream.is_capturing()
+        runner.operands(BIG_WS).poison_output()
+        runner.run(BIG_WS)  # the stream and the strategy still work
+        _check_output(runner, BIG_WS)
+        runner.close()

@@ -27,9 +27,16 @@ call's stream, not until ``put`` (which comes as soon as they are queued). So a 
 call on another stream, or back to the device, only after an event recorded on the stream that
 used it last: `Strategy._hand_over` makes the next stream wait for that event on the device (the
 host goes on), `Strategy._free_after` lets the host wait for that event alone, never for the
-whole device. The pools order their own reuse (a block is reused on the stream that freed it).
+whole device. Streams that share a buffer so take turns on it: their calls never overlap, and
+never race. The pools order their own reuse (a block is reused on the stream that freed it).
 ``Scratchpad(shared=True)`` alone hands one buffer to every stream unordered: the race lesson 06
 shows.
+
+**CUDA graphs.** Inside a capture (`labkit.gpu.device.Device.capture`) no event recorded outside
+it may be waited for, so `_hand_over` notes the buffer instead (`Device.order_at_launch`) and each
+launch of the graph first waits, outside the capture, for the buffer's last use on another stream
+(`Strategy.order_launch`). What CUDA forbids in a capture (a cudaFree: malloc_per_call's, an
+eviction's, a scratchpad's growth) raises `labkit.NotCapturable`.
 
 **One way of counting.** ``calls`` counts gets; a get is a *miss* when it made the device
 allocate (cudaMalloc, or a pool reserving more device memory) or failed, else a *hit* (answered
@@ -47,11 +54,11 @@ import collections
 from dataclasses import asdict, dataclass
 from typing import Dict, Tuple
 
-from ..errors import ArenaTooSmall, InvalidSpec, LabkitError
+from ..errors import ArenaTooSmall, InvalidSpec, LabkitError, NotCapturable
 from ..store.keys import KEYS, Request, dims_only_key, full_key  # noqa: F401  (re-exported)
 from . import device as devices
 from .device import Device
-from .device.base import check_request
+from .device.base import CUDAFREE_IN_CAPTURE, check_request
 
 
 @dataclass
@@ -96,7 +103,8 @@ class Strategy:
     """Base class: subclasses implement ``_get``/``_put``/``_close``; this keeps the books.
 
     Subclasses allocate with `_malloc` and free with `_free` (or `_free_after`), and order a
-    buffer's reuse on another stream with `_hand_over`: the helpers count, time and order.
+    buffer's reuse on another stream with `_hand_over` (which remembers each buffer's last stream):
+    the helpers count, time and order.
 
     Args:
         device: the `labkit.gpu.device.Device` it allocates on; default the current one
@@ -112,6 +120,7 @@ class Strategy:
         self.stats = StrategyStats()
         self.closed = False
         self._allocated = False  # an allocation in the get under way: it is a miss
+        self._last_use: Dict[int, int] = {}  # buffer -> the stream its last call was queued on
 
     # -- the interface --
     def get(self, req: Request) -> Tuple[int, int]:
@@ -188,46 +197,79 @@ class Strategy:
         self._held(+nbytes)
         return ptr
 
-    def _free(self, ptr: int, nbytes: int) -> None:
+    def _free(self, ptr: int, nbytes: int, what: str = "") -> None:
         """cudaFree through the device, counted (cudaFree itself waits for the whole device).
 
         Args:
             ptr: an address from `_malloc` (nothing is freed for 0).
             nbytes: its size.
+            what: what frees it, named when a capture refuses it (default the strategy's cudaFree).
         """
+        self._refuse_in_capture(what or f"{self.name}'s cudaFree")
         t0 = self.device.clock_us()
         if ptr:
             self.device.free(ptr)
         self.stats.alloc_us_total += self.device.clock_us() - t0
         self.stats.free_calls += 1
+        self._last_use.pop(ptr, None)
         self._held(-nbytes)
 
-    def _free_after(self, ptr: int, nbytes: int, stream_ptr: int) -> None:
-        """Free a buffer once the work queued on the stream that used it last has run: an event
-        recorded there, the host waiting for that event alone, then `_free`.
+    def _free_after(self, ptr: int, nbytes: int, streams=(), what: str = "") -> None:
+        """Free a buffer once the work queued so far on the streams that used it has run: an event
+        recorded on each, the host waiting for those events alone, then `_free`.
 
         Args:
             ptr: an address from `_malloc`.
             nbytes: its size.
-            stream_ptr: the stream that used it last.
+            streams: the handles of the streams that used it; default its last stream
+                (`_hand_over`).
+            what: what frees it, named when a capture refuses it.
         """
+        self._refuse_in_capture(what or f"{self.name}'s cudaFree")
         if ptr:
-            self.device.record_event(self.device.stream_of(stream_ptr)).wait()
-        self._free(ptr, nbytes)
+            last = self._last_use.get(ptr)
+            for s in streams or ([] if last is None else [last]):
+                self.device.record_event(self.device.stream_of(s)).wait()
+        self._free(ptr, nbytes, what)
 
-    def _hand_over(self, ptr: int, from_stream: int, to_stream: int) -> None:
-        """Order a buffer's next use on ``to_stream`` after its uses so far on ``from_stream``: an
-        event recorded on ``from_stream`` that ``to_stream`` waits for on the device (the host goes
-        on). Nothing to do on the same stream: its work runs in order.
+    def _hand_over(self, ptr: int, stream_ptr: int) -> None:
+        """Order a buffer's use by the call under way on ``stream_ptr`` after its last use on another
+        stream: an event recorded there that this stream waits for on the device (the host goes on);
+        nothing on the same stream, whose work runs in order. Inside a capture of ``stream_ptr``
+        nothing waits: the graph's every launch does it (`order_launch`).
 
         Args:
             ptr: the buffer (nothing to order for 0).
-            from_stream: the stream that used it last.
-            to_stream: the stream of the call it goes to now.
+            stream_ptr: the stream of the call it goes to now.
         """
-        if ptr and from_stream != to_stream:
-            ev = self.device.record_event(self.device.stream_of(from_stream))
-            self.device.wait_event(self.device.stream_of(to_stream), ev)
+        if not ptr:
+            return
+        if self.device.capturing() and self.device.capturing(stream := self.device.stream_of(stream_ptr)):
+            self.device.order_at_launch(stream, self, ptr)
+        else:
+            self.order_launch([ptr], stream_ptr)
+
+    def order_launch(self, ptrs, stream_ptr: int) -> None:
+        """Make ``stream_ptr`` wait for each buffer's last use on another stream (one event per such
+        stream), then note it as their last stream. `_hand_over` calls it for one call; a graph
+        (`labkit.gpu.device.Graph`) for the buffers its calls use, before each launch.
+
+        Args:
+            ptrs: the buffers' device addresses.
+            stream_ptr: the stream about to use them.
+        """
+        others = {self._last_use.get(p) for p in ptrs} - {None, stream_ptr}
+        if others:
+            to = self.device.stream_of(stream_ptr)
+            for s in sorted(others):
+                self.device.wait_event(to, self.device.record_event(self.device.stream_of(s)))
+        for p in ptrs:
+            self._last_use[p] = stream_ptr
+
+    def _refuse_in_capture(self, what: str) -> None:
+        """`labkit.NotCapturable` for ``what`` (a cudaFree or a host wait) while a capture is under way."""
+        if self.device.capturing():
+            raise NotCapturable(what, CUDAFREE_IN_CAPTURE)
 
     def _held(self, delta: int) -> None:
         self.stats.held_bytes += delta
@@ -268,14 +310,11 @@ class FixedArena(Strategy):
         super().__init__(device=device)
         self.size_bytes = _bytes_arg("size_bytes", size_bytes)
         self.ptr = self._malloc(self.size_bytes, "fixed arena") if self.size_bytes else 0
-        self._last_stream = None
 
     def _get(self, req):
         if req.nbytes > self.size_bytes:
             raise ArenaTooSmall(req.plan_name, req.nbytes, self.size_bytes)
-        if self._last_stream is not None:
-            self._hand_over(self.ptr, self._last_stream, req.stream_ptr)
-        self._last_stream = req.stream_ptr
+        self._hand_over(self.ptr, req.stream_ptr)
         return self.ptr, self.size_bytes
 
     def _close(self):
@@ -297,6 +336,7 @@ class MallocPerCall(Strategy):
     def _get(self, req):
         if req.nbytes == 0:
             return 0, 0
+        self._refuse_in_capture("malloc_per_call (a cudaFree after every call)")
         return self._malloc(req.nbytes, "per-call workspace"), req.nbytes
 
     def _put(self, req, ptr):
@@ -311,7 +351,9 @@ class KeyedCache(Strategy):
     ``key="dims_only"`` a hit can return a buffer smaller than the plan needs: the `Runner` catches
     that (it never hands cuDNN less than asked) and says the key is the bug. A hit from another
     stream is ordered after the buffer's last use (`Strategy._hand_over`); an evicted buffer is
-    freed once its last stream's event has completed (`Strategy._free_after`).
+    freed once its last stream's event has completed (`Strategy._free_after`). An eviction inside
+    a CUDA graph capture raises `labkit.NotCapturable` (a budget the graph's keys fit in never
+    evicts).
 
     Args:
         budget_bytes: the most bytes held, in bytes.
@@ -327,34 +369,32 @@ class KeyedCache(Strategy):
         if key not in KEYS:
             raise InvalidSpec("key", key, f"must be one of {', '.join(KEYS)}")
         self.key_name, self._key = key, KEYS[key]
-        #: key -> (pointer, bytes, the stream that used it last)
-        self._entries: "collections.OrderedDict[tuple, Tuple[int, int, int]]" = collections.OrderedDict()
+        #: key -> (pointer, bytes)
+        self._entries: "collections.OrderedDict[tuple, Tuple[int, int]]" = collections.OrderedDict()
 
     def _get(self, req):
         k = self._key(req)
         hit = self._entries.get(k)
         if hit is not None:
-            ptr, n, last = hit
-            self._hand_over(ptr, last, req.stream_ptr)
-            self._entries[k] = (ptr, n, req.stream_ptr)
             self._entries.move_to_end(k)
-            return ptr, n
-        if req.nbytes > self.budget_bytes:
-            raise ArenaTooSmall(req.plan_name, req.nbytes, self.budget_bytes)
-        while self._entries and self.stats.held_bytes + req.nbytes > self.budget_bytes:
-            _, (ptr, n, last) = self._entries.popitem(last=False)
-            self._free_after(ptr, n, last)
-            self.stats.evictions += 1
-        ptr = self._malloc(req.nbytes, "cached workspace") if req.nbytes else 0
-        self._entries[k] = (ptr, req.nbytes, req.stream_ptr)
-        return ptr, req.nbytes
+        else:
+            if req.nbytes > self.budget_bytes:
+                raise ArenaTooSmall(req.plan_name, req.nbytes, self.budget_bytes)
+            while self._entries and self.stats.held_bytes + req.nbytes > self.budget_bytes:
+                _, (ptr, n) = self._entries.popitem(last=False)
+                self._free_after(ptr, n, what="keyed_cache's eviction (a cudaFree)")
+                self.stats.evictions += 1
+            ptr = self._malloc(req.nbytes, "cached workspace") if req.nbytes else 0
+            hit = self._entries[k] = (ptr, req.nbytes)
+        self._hand_over(hit[0], req.stream_ptr)
+        return hit
 
     def __len__(self):
         return len(self._entries)
 
     def _close(self):
         while self._entries:  # cudaFree waits for the device: nothing is freed under a kernel
-            _, (ptr, n, _) = self._entries.popitem()
+            _, (ptr, n) = self._entries.popitem()
             self._free(ptr, n)
 
     def describe(self):
@@ -366,8 +406,11 @@ class Scratchpad(Strategy):
     """oneDNN-style user scratchpad: a grow-only buffer per stream, or one for every stream.
 
     Growing frees the old buffer once an event on each stream that used it has completed
-    (`Strategy._free_after`). With ``shared=True`` one buffer goes to every stream with nothing
-    ordering them: calls on concurrent streams race on it (the hazard lesson 06 shows).
+    (`Strategy._free_after`; inside a CUDA graph capture it raises `labkit.NotCapturable`). A
+    stream's own buffer is ordered like any other (`Strategy._hand_over`: a graph captured on one
+    stream and launched on another waits for it). With ``shared=True`` one buffer goes to every
+    stream with nothing ordering them: calls on concurrent streams race on it (the hazard lesson
+    06 shows).
 
     Args:
         shared: one buffer for every stream: concurrent streams then race on it.
@@ -386,13 +429,13 @@ class Scratchpad(Strategy):
         ptr, size, users = self._buffers.get(slot, (0, 0, {}))
         if req.nbytes > size:
             if ptr:  # the old buffer goes once every stream that used it is past it
-                for s in users:
-                    self.device.record_event(self.device.stream_of(s)).wait()
-                self._free(ptr, size)
+                self._free_after(ptr, size, list(users), what=f"{self.name}'s growth (a cudaFree)")
                 del self._buffers[slot]  # a failed malloc below leaves no freed buffer behind
             ptr, size, users = self._malloc(req.nbytes, "scratchpad"), req.nbytes, {}
         users[req.stream_ptr] = None
         self._buffers[slot] = (ptr, size, users)
+        if not self.shared:
+            self._hand_over(ptr, req.stream_ptr)
         return ptr, size
 
     def _close(self):
@@ -487,21 +530,20 @@ class Preallocated(Strategy):
 
     def __init__(self, *, device: Device = None):
         super().__init__(device=device)
-        #: key -> (pointer, bytes, the stream that used it last)
-        self._entries: Dict[tuple, Tuple[int, int, int]] = {}
+        #: key -> (pointer, bytes)
+        self._entries: Dict[tuple, Tuple[int, int]] = {}
 
     def _get(self, req):
         k = full_key(req)
         hit = self._entries.get(k)
         if hit is None:
             ptr = self._malloc(req.nbytes, "preallocated workspace") if req.nbytes else 0
-            hit = (ptr, req.nbytes, req.stream_ptr)
-        self._hand_over(hit[0], hit[2], req.stream_ptr)
-        self._entries[k] = (hit[0], hit[1], req.stream_ptr)
-        return hit[0], hit[1]
+            hit = self._entries[k] = (ptr, req.nbytes)
+        self._hand_over(hit[0], req.stream_ptr)
+        return hit
 
     def _close(self):
-        for ptr, n, _ in self._entries.values():  # cudaFree waits for the device
+        for ptr, n in self._entries.values():  # cudaFree waits for the device
             self._free(ptr, n)
         self._entries.clear()
 

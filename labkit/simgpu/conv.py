@@ -107,8 +107,8 @@ def launch(device, bound: "SimBound") -> None:
     """A Python launch of one call (rule 4), or its capture (rule 5)."""
     device.counts["launch"] += 1
     t0, host = device.host_now, bound.timing.host_us
-    if device.capturing is not None and device.capturing[0] is bound.stream:
-        device.capturing[1].append(bound)
+    if device.capturing(bound.stream):
+        device._captured.append(bound)
         device.host_now += host
         return
     n = len(bound.timing.kernels)

@@ -45,9 +45,12 @@ reads them; its ``SOURCES`` names every file and column):
     marked ``timing_known=False``, and ``missing`` says what a GPU run would have to record. Once
     the host has waited for every stream, `rebase` starts the clock again: what comes after no
     longer depends on what came before.
-13. **Inside a capture** cudaFree, a wait (event, stream or device), an event recorded on or waited
-    for by the capturing stream and the async pool's calls raise: the simulator models none of
-    them in a graph (a live GPU may refuse some and record others as graph nodes).
+13. **Inside a capture** (`capture`) the calls on the capturing stream are recorded, not run, as
+    CUDA does; what CUDA refuses there raises as on the GPU: a cudaFree (`labkit.NotCapturable`),
+    a host wait (event, stream or device), an event recorded on the capturing stream or one from
+    outside it waited for there (CUDA invalidates the capture). The async pool's requests become
+    the graph's own memory (graph memory nodes: the pool's reserve does not grow, as bench
+    sim-fidelity measured for async_pool with graph launches).
 
 The sanitizer (compute-sanitizer's racecheck and memcheck, on workspaces) writes `Finding` s:
 ``race`` (two calls on different streams in flight at once on shared workspace bytes: both
@@ -60,11 +63,11 @@ still held, from `leaks`).
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
-from ..errors import LabkitError, NotRecorded, OutOfMemory
+from ..errors import LabkitError, NotCapturable, NotRecorded, OutOfMemory
 from ..gpu.device import POOL_KINDS, Device, Event, Pool
-from ..gpu.device.base import check_request
+from ..gpu.device.base import CUDAFREE_IN_CAPTURE, check_request
 from ..store import recordings
 from .conv import SimBound, SimGraph, SimGraphExec, SimOperands
 from .pools import AsyncPool, CachingPool
@@ -134,8 +137,10 @@ class SimDevice(Device):
         self._reservations: Dict[int, int] = {}  # all device memory taken: buffers and pool chunks
         self._freed: List[Tuple[int, int, float]] = []  # (ptr, bytes, host time) of frees
         self._pools: List[Pool] = []
+        self._graph_memory: Dict[int, int] = {}  # graph memory nodes' addresses -> bytes
         self._next_ptr, self._reserved = BASE_ADDRESS, 0
-        self.capturing: Optional[Tuple[SimStream, List[SimBound]]] = None
+        self._captured: List[SimBound] = []  # the calls of the capture under way
+        self._graph_freed: List[int] = []  # graph memory the capture under way freed
 
     @property
     def name(self) -> str:
@@ -201,7 +206,7 @@ class SimDevice(Device):
     def record_event(self, stream: SimStream) -> SimEvent:
         """cudaEventRecord on ``stream``."""
         self.counts["record_event"] += 1
-        if self.capturing is not None and self.capturing[0] is stream:
+        if self.capturing(stream):
             self.refuse_in_capture("cudaEventRecord on the capturing stream (an event node)")
         ev = SimEvent(self, stream)
         self.charge("cudaEventRecord")
@@ -210,8 +215,11 @@ class SimDevice(Device):
     def wait_event(self, stream: SimStream, event: SimEvent) -> None:
         """cudaStreamWaitEvent: ``stream``'s later work starts after ``event``."""
         self.counts["wait_event"] += 1
-        if self.capturing is not None and self.capturing[0] is stream:
-            self.refuse_in_capture("cudaStreamWaitEvent on the capturing stream (an event from outside it)")
+        if self.capturing(stream):
+            raise LabkitError(
+                "cudaStreamWaitEvent on a capturing stream for an event recorded outside the capture: "
+                "CUDA invalidates the capture (order the launch instead: Device.order_at_launch)"
+            )
         stream.floor = max(stream.floor, event.at)
         self.charge("cudaStreamWaitEvent")
 
@@ -228,10 +236,8 @@ class SimDevice(Device):
 
     def refuse_in_capture(self, call: str) -> None:
         """Rule 13: ``call`` cannot be made while a stream captures."""
-        if self.capturing is not None:
-            raise LabkitError(
-                f"{call} during a CUDA graph capture: not modelled by the simulated {self.name}"
-            )
+        if self.capturing():
+            raise LabkitError(f"{call} during a CUDA graph capture: CUDA refuses it (rule 13)")
 
     # -- memory (rules 6, 7, 11) --
     def reserve(self, nbytes: int, what: str) -> int:
@@ -257,7 +263,8 @@ class SimDevice(Device):
 
     def free_chunk(self, ptr: int) -> None:
         """cudaFree's wait and cost, for a buffer or a caching pool's chunk (rule 7)."""
-        self.refuse_in_capture("cudaFree")
+        if self.capturing():
+            raise NotCapturable("cudaFree", CUDAFREE_IN_CAPTURE)
         self.host_now = max([self.host_now, *(self.stream_tail(s) for s in self._streams.values())])
         self.charge("cudaFree", self._reservations[ptr])
         self.unreserve(ptr)
@@ -309,21 +316,34 @@ class SimDevice(Device):
         """Operands that hold no numbers."""
         return SimOperands(spec, epilogue, seed)
 
-    def capture(self, fn, stream: SimStream) -> SimGraphExec:
-        """A graph of the calls ``fn`` launches on ``stream``."""
-        if self.capturing is not None:
-            raise LabkitError("a capture is already under way")
-        self.capturing = (stream, [])
+    def _capture_native(self, fn, stream: SimStream) -> SimGraphExec:
+        """The calls ``fn`` launches on ``stream``, recorded (rule 13)."""
+        self._captured, self._graph_freed = [], []
         try:
             fn()
         finally:
-            _, calls = self.capturing
-            self.capturing = None
+            calls, self._captured, self._graph_freed = self._captured, [], []
         return SimGraphExec(self, calls)
+
+    def graph_memory(self, nbytes: int) -> int:
+        """A graph memory node's address: ``nbytes`` the graph owns (rule 13), outside every pool;
+        an address the same capture freed before is used again (stream order)."""
+        for ptr in self._graph_freed:
+            if self._graph_memory[ptr] >= nbytes:
+                self._graph_freed.remove(ptr)
+                return ptr
+        ptr = self.reserve(nbytes, "graph memory node")
+        del self._reservations[ptr]  # the graph's, kept while it lives: not the strategy's to free
+        self._graph_memory[ptr] = nbytes
+        return ptr
+
+    def graph_free(self, ptr: int) -> None:
+        """A graph memory node's free, in the capture: later requests of the capture may use it."""
+        self._graph_freed.append(ptr)
 
     def check(self, call: SimCall, stream: SimStream) -> None:
         """The sanitizer's memcheck and racecheck of a call just queued."""
-        self.sanitizer.memcheck(call, self._allocs, self._pools, self._freed)
+        self.sanitizer.memcheck(call, self._allocs, self._pools, self._freed, self._graph_memory)
         self.sanitizer.racecheck(call, stream)
 
     @property

@@ -138,8 +138,9 @@ class AsyncPool(_SimPool):
     def allocate(self, nbytes: int, *, stream) -> int:
         """A block, in ``stream``'s order (rule 11)."""
         self.device.counts["async_pool_allocate"] += 1
-        self.device.refuse_in_capture("cudaMallocAsync (a memory node of the graph)")
         size = _rounded(nbytes)
+        if self.device.capturing(stream):  # a graph memory node: the graph's memory, not the pool's
+            return self.device.graph_memory(size)
         now = self.device.host_now
         b = self._fit(size, lambda b: b.stream == stream.ptr or b.freed_at <= now)
         if b is None:
@@ -155,7 +156,9 @@ class AsyncPool(_SimPool):
     def free(self, ptr: int, *, stream) -> None:
         """``cudaFreeAsync`` on ``stream``: the block is free once the stream's work so far has run."""
         self.device.counts["async_pool_free"] += 1
-        self.device.refuse_in_capture("cudaFreeAsync (a memory node of the graph)")
+        if self.device.capturing(stream) and ptr in self.device._graph_memory:
+            self.device.graph_free(ptr)  # a graph's free node: the memory stays the graph's
+            return
         b = self._block(ptr)
         b.used, b.freed_at = False, self.device.stream_tail(stream)
         self.device.check_release(b.ptr, b.nbytes, stream, b.freed_at)

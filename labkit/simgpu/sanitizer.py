@@ -62,12 +62,16 @@ class Sanitizer:
     ) -> None:
         self.findings.append(Finding(kind, message, tuple(calls), nbytes, at, known))
 
-    def _holder(self, ptr: int, allocs, pools, freed) -> Tuple[Optional[Tuple[int, int]], str]:
-        """(start, bytes) of what holds ``ptr`` and its state: "buffer", "block" (a pool's, in use),
-        "pooled" (in a pool's chunk, handed back to the pool), "freed" or "nothing"."""
+    def _holder(self, ptr: int, allocs, pools, freed, graphs=None) -> Tuple[Optional[Tuple[int, int]], str]:
+        """(start, bytes) of what holds ``ptr`` and its state: "buffer", "graph" (a graph memory
+        node's), "block" (a pool's, in use), "pooled" (in a pool's chunk, handed back to the pool),
+        "freed" or "nothing"."""
         for p, (n, _) in allocs.items():
             if p <= ptr < p + n:
                 return (p, n), "buffer"
+        for p, n in (graphs or {}).items():
+            if p <= ptr < p + n:
+                return (p, n), "graph"
         for pool in pools:
             b = pool.in_use(ptr)
             if b is not None:
@@ -76,9 +80,9 @@ class Sanitizer:
                 return None, "pooled"
         return None, "freed" if any(p <= ptr < p + n for p, n, _ in freed) else "nothing"
 
-    def memcheck(self, c: SimCall, allocs, pools, freed) -> None:
+    def memcheck(self, c: SimCall, allocs, pools, freed, graphs=None) -> None:
         """memcheck: the call's workspace lies in memory handed to it, and is large enough."""
-        held, state = self._holder(c.ptr, allocs, pools, freed)
+        held, state = self._holder(c.ptr, allocs, pools, freed, graphs)
         if held is None:
             what = {
                 "pooled": "was handed back to its pool before the call ran: the pool may hand it out again",

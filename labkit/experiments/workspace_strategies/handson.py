@@ -40,7 +40,7 @@ OWN_STRATEGY_CHECK_SOURCE = "assert check.own_strategy(MyStrategy)\n"
 
 
 def _verdict_line(v) -> str:
-    races = "shares bytes across streams" if v.races else "no race"
+    races = "race: hands bytes still in use to another stream" if v.races else "no race"
     left = fmt_bytes(v.leaked_bytes) if v.leaks else "0 B"
     return f"  {v.strategy}: peak {fmt_bytes(v.peak_bytes)}, {left} left after close, {races}"
 

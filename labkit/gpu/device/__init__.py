@@ -18,8 +18,16 @@ A strategy reaches its GPU through these calls only:
 ======================================  ==========================================================
 
 and the `Runner` adds what running a convolution needs: ``graph(spec, epilogue)`` (its plans and
-``bind``), ``operands``, ``capture`` (a CUDA graph of calls), ``clock_us`` (the host's clock) and
-``elapsed_us`` (between two events). Every call through the seam is counted in ``device.counts``.
+``bind``), ``operands``, ``capture`` (a CUDA graph of calls, a `Graph`), ``clock_us`` (the host's
+clock) and ``elapsed_us`` (between two events). Every call through the seam is counted in
+``device.counts``.
+
+**Inside a capture** no event recorded outside it may be waited for (CUDA invalidates the capture)
+and no cudaFree or host wait may run. While ``capture`` runs, ``device.capturing(stream)`` says so:
+a strategy then notes a buffer other streams use with ``device.order_at_launch`` (each launch of
+the graph first makes its stream wait for the buffer's last use, outside the capture), and what
+cannot be captured (malloc_per_call's cudaFree, an eviction, a scratchpad's growth) raises
+`labkit.NotCapturable`, on this GPU and on the simulated one alike.
 
 Two devices implement it: `labkit.gpu.device.cuda.CudaDevice` (CuPy on this machine's GPU, the
 default) and `labkit.simgpu.SimDevice` (a GPU simulated from a recording). A strategy takes the
@@ -34,7 +42,7 @@ import contextvars
 from typing import Iterator, Optional
 
 from ...errors import InvalidSpec
-from .base import POOL_KINDS, Device, Event, Pool  # noqa: F401  (the seam's names)
+from .base import POOL_KINDS, Device, Event, Graph, Pool  # noqa: F401  (the seam's names)
 from .cuda import CudaDevice
 
 _current: contextvars.ContextVar = contextvars.ContextVar("labkit_device", default=None)

@@ -4,13 +4,19 @@
 from __future__ import annotations
 
 import collections
-from typing import Callable
+from typing import Callable, Dict, List, Optional
 
-from ...errors import InvalidSpec
+from ...errors import InvalidSpec, LabkitError
 
 POOL_KINDS = ("caching", "async")
 #: requests of this size or more are refused outright (no GPU has a terabyte)
 ABSURD_BYTES = 1 << 40
+#: why no cudaFree may run while a stream captures (`labkit.NotCapturable`)
+CUDAFREE_IN_CAPTURE = (
+    "CUDA refuses it while a stream captures (cudaFree waits for the whole device, the capturing "
+    "stream included), and a replay would reuse the freed address; capture with a strategy that "
+    "keeps its buffers, or launch from Python"
+)
 
 
 def check_request(nbytes, what: str) -> int:
@@ -90,6 +96,34 @@ class Pool:
         raise NotImplementedError
 
 
+class Graph:
+    """A CUDA graph captured through `Device.capture`, with the orderings each of its launches needs.
+
+    A workspace the graph's calls use may also be used by calls on other streams: the capture
+    cannot wait for them (an event recorded outside a capture cannot be waited for inside it), so
+    `Device.order_at_launch` noted each such buffer, and every `launch` first asks its owner (a
+    `labkit.gpu.workspace.Strategy`) to make the launch stream wait for the buffer's last use on
+    another stream, outside any capture.
+
+    Args:
+        native: what the device captured (``.launch(stream)`` runs it again).
+        orders: owner -> the buffers (device addresses) it must order before each launch.
+    """
+
+    def __init__(self, native, orders: Dict[object, List[int]]):
+        self.native, self.orders = native, orders
+
+    def launch(self, stream) -> None:
+        """cudaGraphLaunch on ``stream``, after the waits the graph's buffers need.
+
+        Args:
+            stream: the stream it runs on.
+        """
+        for owner, ptrs in self.orders.items():
+            owner.order_launch(ptrs, int(stream.ptr))
+        self.native.launch(stream)
+
+
 class Device:
     """What the strategies and the `Runner` call; see the module docstring for each call.
 
@@ -102,6 +136,8 @@ class Device:
 
     def __init__(self):
         self.counts: collections.Counter = collections.Counter()
+        #: the capture under way through `capture`: (its stream, owner -> buffers to order at launch)
+        self._capture: Optional[tuple] = None
 
     @property
     def provenance(self) -> dict:
@@ -246,14 +282,57 @@ class Device:
     def release_cached(self) -> None:
         """Give memory cached outside the strategies (the operands' pool) back to the device."""
 
-    def capture(self, fn: Callable[[], None], stream):
+    def capture(self, fn: Callable[[], None], stream) -> Graph:
         """A CUDA graph of the work ``fn`` queues on ``stream``.
+
+        While ``fn`` runs, `capturing` says so: a strategy then orders a shared buffer at each
+        launch of the graph (`order_at_launch`) instead of waiting for an event inside the capture,
+        and refuses what CUDA forbids in a capture (a cudaFree, a host wait) with
+        `labkit.NotCapturable`.
 
         Args:
             fn: queues the work (e.g. a few `Runner.run` calls) when called once.
             stream: the stream captured.
 
         Returns:
-            The graph; ``.launch(stream)`` runs it again.
+            The `Graph`; ``.launch(stream)`` runs it again.
         """
+        if self._capture is not None:
+            raise LabkitError("a CUDA graph capture is already under way on this device")
+        self._capture = (stream, {})
+        try:
+            native = self._capture_native(fn, stream)
+        finally:
+            _, orders = self._capture
+            self._capture = None
+        return Graph(native, {owner: list(ptrs) for owner, ptrs in orders.items()})
+
+    def capturing(self, stream=None) -> bool:
+        """Whether a capture through `capture` is under way (on ``stream``, when given).
+
+        Args:
+            stream: a stream; None for any.
+
+        Returns:
+            True while ``fn`` of `capture` runs (on that stream).
+        """
+        if self._capture is None:
+            return False
+        return stream is None or int(self._capture[0].ptr) == int(stream.ptr)
+
+    def order_at_launch(self, stream, owner, ptr: int) -> None:
+        """Note, while ``stream`` captures, that each launch of its graph must first call
+        ``owner.order_launch(buffers, launch stream's handle)`` for ``ptr`` (see `Graph`).
+
+        Args:
+            stream: the capturing stream.
+            owner: what orders the buffer (a `labkit.gpu.workspace.Strategy`).
+            ptr: the buffer's device address.
+        """
+        if not self.capturing(stream):
+            raise LabkitError("order_at_launch needs a capture under way on that stream (Device.capture)")
+        self._capture[1].setdefault(owner, {})[int(ptr)] = None
+
+    def _capture_native(self, fn: Callable[[], None], stream):
+        """The device's own capture of ``fn`` on ``stream``: an object with ``.launch(stream)``."""
         raise NotImplementedError

@@ -13,8 +13,8 @@ import time
 import warnings
 from typing import Dict
 
-from ...errors import InvalidSpec, OutOfMemory
-from .base import POOL_KINDS, Device, Event, Pool
+from ...errors import InvalidSpec, NotCapturable, OutOfMemory
+from .base import CUDAFREE_IN_CAPTURE, POOL_KINDS, Device, Event, Pool
 
 
 class CudaEvent(Event):
@@ -130,9 +130,11 @@ class CudaDevice(Device):
         return memory.raw_malloc(nbytes, what)
 
     def free(self, ptr: int) -> None:
-        """cudaFree (`labkit.gpu.memory.raw_free`)."""
+        """cudaFree (`labkit.gpu.memory.raw_free`); `labkit.NotCapturable` while a capture is under way."""
         from .. import memory  # heavy: imports CuPy
 
+        if self.capturing():
+            raise NotCapturable("cudaFree", CUDAFREE_IN_CAPTURE)
         self.counts["free"] += 1
         memory.raw_free(ptr)
 
@@ -224,7 +226,7 @@ class CudaDevice(Device):
 
         cupy.get_default_memory_pool().free_all_blocks()
 
-    def capture(self, fn, stream):
+    def _capture_native(self, fn, stream):
         """`labkit.gpu.measure.capture` of one ``fn()``: a ``cupy.cuda.Graph``."""
         from .. import measure  # heavy: imports CuPy
 
