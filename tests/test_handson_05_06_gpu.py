@@ -1,7 +1,8 @@
 """The hands-on cells of lessons 05 and 06, live: each reference solution (what
 ``LABKIT_HANDSON=reference`` runs in the notebook) passes its check on this GPU, and the checks
 name what is wrong with an answer that is not right: times far from labkit's autotune, plans left
-untimed, a race that never overlaps (hidden, not reproduced), a per-stream run that corrupts."""
+untimed, a timing of one call, a race that never overlaps (hidden, not reproduced), a per-stream run
+that corrupts. The same cells on the simulated GPU: tests/test_handson.py."""
 
 from __future__ import annotations
 
@@ -26,8 +27,17 @@ def live(monkeypatch):
 
 def run_reference(name: str, **given) -> dict:
     """Run hands-on ``name`` as the live notebook test does (its reference in the cell's place)."""
-    namespace = dict(given)
+    namespace = {"lessons": lessons, "check": check, **given}
     assert handson.run(name, "raise AssertionError('the learner cell ran, not the reference')", namespace)
+    return namespace
+
+
+def run_source(name: str, source: str, **given) -> dict:
+    """Run ``source`` as hands-on cell ``name`` (the learner's own)."""
+    namespace = {"lessons": lessons, "check": check, **given}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("LABKIT_HANDSON", raising=False)
+        handson.run(name, source, namespace)
     return namespace
 
 
@@ -43,7 +53,7 @@ def test_time_every_plan_reference_passes_its_check(my_times, capsys):
     res = check.plan_times(my_times)
     assert res.correct, res.message
     out = capsys.readouterr().out
-    assert out.startswith("correct: ") and "labkit's" in out
+    assert out.startswith("correct: ") and "labkit's autotune" in out and "measured on this" in out
 
 
 def test_plan_times_names_what_is_wrong(my_times, capsys):
@@ -56,6 +66,14 @@ def test_plan_times_names_what_is_wrong(my_times, capsys):
     assert "no time" in capsys.readouterr().out
 
 
+def test_a_timing_of_one_call_is_named(capsys):
+    one = plans_autotune.TIME_EVERY_PLAN.replace("CALLS = 20", "CALLS = 1")
+    assert one != plans_autotune.TIME_EVERY_PLAN
+    ns = run_source("time_every_plan", one, my_times={})
+    res = check.plan_times(ns["my_times"])
+    assert not res.correct and "one call timed" in res.message and "Hint: " in res.message
+
+
 def test_scratchpad_race_reference_reproduces_the_race(capsys):
     ns = run_reference("scratchpad_race", my_race={})
     res = check.race_reproduced(ns["my_race"])
@@ -66,31 +84,26 @@ def test_scratchpad_race_reference_reproduces_the_race(capsys):
 
 def test_a_race_that_never_overlaps_is_named_not_reproduced(capsys):
     """The same code with each stream waited for right after its launch: the streams never overlap,
-    nothing is corrupted, and the check says the race is not reproduced (and how to expose it)."""
-    launch = (
-        "        for g, s in zip(graphs, streams):  # both graphs in flight at once\n"
-        "            g.launch(s)\n"
-    )
+    nothing is corrupted, and the check says the race is not reproduced (and leads to launching both
+    before waiting)."""
+    launch = "            graph.launch(stream)\n"
     assert launch in streams.SCRATCHPAD_RACE
-    serial = streams.SCRATCHPAD_RACE.replace(
-        launch,
-        "        for g, s in zip(graphs, streams):\n            g.launch(s)\n            s.synchronize()\n",
-    )
-    ns = {"my_race": {}}
-    exec(compile(serial, "<serialised race>", "exec"), ns)  # noqa: S102
+    serial = streams.SCRATCHPAD_RACE.replace(launch, launch + "            stream.synchronize()\n")
+    ns = run_source("scratchpad_race", serial, my_race={})
     assert ns["my_race"]["shared"][0] == 0, ns["my_race"]
     res = check.race_reproduced(ns["my_race"])
-    assert not res.correct and "not reproduced" in res.message and "before waiting" in res.message
+    assert not res.correct and "race not reproduced" in res.message
+    res = check.race_reproduced(ns["my_race"])
+    assert "before you wait" in " ".join(res.message.split())  # the second hint
 
 
 def test_a_per_stream_run_that_corrupts_is_named(capsys):
     """Both 'per-stream' graphs given one workspace (the bug the hands-on is about): the check says
     that one workspace per stream must never corrupt."""
     shared_by_mistake = streams.SCRATCHPAD_RACE.replace(
-        "for _ in range(1 if shared else 2)]", "for _ in range(1)]"
-    ).replace("ws = workspaces[0 if shared else i].data.ptr", "ws = workspaces[0].data.ptr")
-    ns = {"my_race": {}}
-    exec(compile(shared_by_mistake, "<one workspace for both>", "exec"), ns)  # noqa: S102
+        "ws = workspaces[0 if shared else i]", "ws = workspaces[0]"
+    )
+    ns = run_source("scratchpad_race", shared_by_mistake, my_race={})
     res = check.race_reproduced(ns["my_race"])
     assert not res.correct and "should never happen" in res.message, ns["my_race"]
 

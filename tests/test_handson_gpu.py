@@ -1,6 +1,8 @@
-"""The hands-on cells on a GPU: their reference solutions pass their checks, and lesson 02's check
-names what is wrong with a strategy (a leak, a race, a buffer too small, an error) and passes every
-built-in strategy (those that share one buffer across streams order it with events: no race)."""
+"""The hands-on cells of lessons 01 and 02 on a GPU (live): their reference solutions pass their checks
+on this GPU, lesson 01's check refuses a workspace smaller than the plan asks (cuDNN never runs with
+it) and names a leak, and lesson 02's check names what is wrong with a strategy (a leak, a race, a
+buffer too small, an error) and passes every built-in strategy (those that share one buffer across
+streams order it with events: no race). The same cells on the simulated GPU: tests/test_handson.py."""
 
 from __future__ import annotations
 
@@ -15,35 +17,50 @@ from labkit.present import check  # noqa: E402
 from labkit.session import handson, lessons  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def live(monkeypatch):
+    monkeypatch.setenv("LABKIT_MODE", "live")
+    monkeypatch.delenv("LABKIT_HANDSON", raising=False)
+
+
 def _namespace() -> dict:
     return {"lessons": lessons, "check": check}
 
 
-def _run(name: str, ns: dict) -> None:
+def _run(name: str, ns: dict, source: str = None) -> bool:
+    """Run hands-on ``name`` as a notebook does (its reference, or ``source``), on this GPU."""
     handson.register_topics()
-    exec(compile(handson.HANDS_ON[name].source, f"<reference {name}>", "exec"), ns)  # noqa: S102
+    return handson.run(name, handson.HANDS_ON[name].source if source is None else source, ns)
 
 
 def test_lesson_01_reference_runs_one_convolution_with_its_own_workspace(capsys):
     ns = _namespace()
     _run("conv_setup", ns)
-    _run("own_workspace", ns)  # asserts check.own_workspace(...)
-    assert capsys.readouterr().out.startswith("correct: ")
-    assert ns["workspace"].nbytes == ns["g"].get_workspace_size_plan_at_index(ns["index"]) > 0
+    assert _run("own_workspace", ns)  # asserts check.own_workspace(gpu)
+    out = capsys.readouterr().out
+    assert out.startswith("correct: ") and "measured on this" in out and "relative error" in out
+    assert not ns["gpu"].simulated and not ns["gpu"].memory.allocations
+    assert ns["gpu"].launches[-1].workspace_bytes == ns["plan"].workspace_bytes > 0
 
 
-def test_lesson_01_check_refuses_a_workspace_too_small(capsys):
+def test_lesson_01_check_refuses_a_workspace_too_small_and_names_a_leak(capsys):
     ns = _namespace()
     _run("conv_setup", ns)
-    small = cupy.empty(16, dtype=cupy.uint8)  # never handed to cuDNN: the check looks at its size first
-    assert not check.own_workspace(ns["ops"], small)
-    assert "never hand cuDNN less" in capsys.readouterr().out
+    small = "workspace = gpu.allocate(16)\nconv.run(workspace, stream=stream)\ngpu.free(workspace)\n"
+    _run("own_workspace", ns, small + "check.own_workspace(gpu)\n")
+    out = capsys.readouterr().out
+    assert out.startswith("not yet: ") and "workspace too small" in out and "you gave it 16 B" in out
+    assert ns["conv"].wrong_outputs() == 0  # refused: nothing ran, and the slot was looked at already
+    kept = "workspace = gpu.allocate(plan.workspace_bytes)\nconv.run(workspace, stream=stream)\n"
+    _run("own_workspace", ns, kept + "check.own_workspace(gpu)\n")
+    out = capsys.readouterr().out
+    assert "leak: " in out and "Hint: " in out
 
 
 def test_lesson_02_reference_strategy_passes_beside_the_builtins(capsys):
     ns = _namespace()
     _run("own_strategy", ns)
-    _run("check_own_strategy", ns)  # asserts check.own_strategy(MyStrategy)
+    assert _run("check_own_strategy", ns)  # asserts check.own_strategy(MyStrategy)
     out = capsys.readouterr().out
     assert out.startswith("correct: ") and "fixed_arena" in out and "scratchpad_per_stream" in out
 

@@ -11,6 +11,8 @@ Layers, bottom to top (docs/architecture.md): a module's layer is the longest en
 1. the GPU core (labkit/gpu/), storage (labkit/store/: request keys, shipped recordings, this
    GPU's recording, saved plans) and what charts and lesson text are drawn with (labkit/draw/)
 1.5 the simulated GPU (labkit/simgpu/): the device seam of labkit/gpu/ answered from a recording
+1.7 the hands-on GPU (labkit/practice/): the seam's calls for a learner's cell, this GPU or the
+   simulated one, with the log a hands-on check reads
 2. the experiments (labkit/experiments/), bottom to top: core (decorator, requests, dispatch),
    checking (what exercise checks are written with), one module per lesson topic (run functions,
    charts, summaries, checks, recorded calls: no topic imports another), the package (gathers the
@@ -43,10 +45,12 @@ LAYERS = {
     "labkit.store": 1,
     "labkit.draw": 1,
     "labkit.simgpu": 1.5,  # a GPU simulated from a recording: the gpu/ seam's other side
+    "labkit.practice": 1.7,  # the hands-on GPU: live or simulated, one API, logged for the checks
     "labkit.experiments": 2.2,  # a lesson topic; the others are named below
     "labkit.experiments.core": 2.0,
     "labkit.experiments.checking": 2.1,
     "labkit.experiments.exercise": 2.1,  # exercises as data: a topic's EXERCISES hold them
+    "labkit.experiments.handson_check": 2.1,  # hands-on checks' verdicts and hints
     "labkit.experiments.panel_config": 2.1,
     "labkit.experiments.grid": 2.4,
     "labkit.session": 2.5,
@@ -201,6 +205,7 @@ NEVER = {
     "labkit.present": ("labkit.cli",),
     "labkit.gpu": ("labkit.experiments", "labkit.session", "labkit.present", "labkit.cli", "labkit.simgpu"),
     "labkit.simgpu": ("labkit.experiments", "labkit.session", "labkit.present", "labkit.cli"),
+    "labkit.practice": ("labkit.experiments", "labkit.session", "labkit.present", "labkit.cli"),
 }
 
 

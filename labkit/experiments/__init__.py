@@ -20,8 +20,8 @@ Where things live:
   ``workspace_strategies/``, ``precision_layout/``, ``epilogue_fusion/``, ``plans_autotune/``,
   ``your_network/``, ``under_the_hood/``: run functions, charts, summaries, exercises, hands-on
   cells, ...); its ``__init__`` exposes the same names a module would. A topic's ``HANDS_ON`` (cell
-  name -> reference solution source, what it needs) and ``HANDS_ON_CHECKS`` (the checks those cells
-  call) are gathered by `hands_on` and `hands_on_checks`.
+  name -> reference solution source, whether the cell starts on a fresh GPU) and ``HANDS_ON_CHECKS``
+  (the checks those cells call) are gathered by `hands_on` and `hands_on_checks`.
 
 To add an experiment: write its run function (``@experiment``), chart, summary and checks in its
 topic's module (or a new topic module listed in `TOPICS`), add it to that module's ``CHARTS`` and
@@ -159,12 +159,12 @@ def hands_on_checks() -> tuple:
 
 
 def hands_on() -> dict:
-    """Hands-on cell name -> (lesson, reference solution source, what it needs), from every topic's
-    ``HANDS_ON`` (`labkit.session.handson` registers them)."""
+    """Hands-on cell name -> (lesson, reference solution source, whether it starts on a fresh GPU),
+    from every topic's ``HANDS_ON`` (`labkit.session.handson` registers them)."""
     return {
-        name: (topic.LESSON, source, needs)
+        name: (topic.LESSON, source, fresh)
         for topic in TOPICS
-        for name, (source, needs) in getattr(topic, "HANDS_ON", {}).items()
+        for name, (source, fresh) in getattr(topic, "HANDS_ON", {}).items()
     }
 
 

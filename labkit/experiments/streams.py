@@ -341,116 +341,121 @@ race_reason = explain(
 # ---- hands-on: reproduce the race ---------------------------------------------------------------
 #: the reference solution of the hands-on cell ``%%handson scratchpad_race`` (`labkit.session.handson`)
 SCRATCHPAD_RACE = '''\
-import cupy
-import numpy
+from labkit.gpu.workloads import RACE_SPEC  # a small fp16 NCHW convolution
 
-from labkit.gpu import concurrency, engine
-from labkit.gpu.measure import capture
-
-graph = engine.get_graph(concurrency.RACE_SPEC)  # a small fp16 NCHW convolution
-plan = next(p for p in graph.runnable if p.workspace_bytes > 0)  # a plan that uses a workspace
+gpu = lessons.device()
 
 
-def race(shared, convs=64, rounds=8):
-    """(corrupted outputs, outputs checked): 2 streams, one CUDA graph of `convs` calls each,
-    one workspace for both streams (shared) or one each; outputs compared with a solo run."""
-    streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(2)]
-    ops = [engine.Operands(graph.spec, seed=i) for i in range(2)]
-    role = ops[0].output_role
-    solo = []
-    for o in ops:  # each stream's answer alone, with a workspace of its own
-        alone = cupy.empty(plan.workspace_bytes, dtype=cupy.uint8)
-        graph.execute(o.arrays, alone.data.ptr, plan.index)
-        cupy.cuda.Device().synchronize()
-        solo.append(o.arrays[role].copy())
-    workspaces = [cupy.empty(plan.workspace_bytes, dtype=cupy.uint8) for _ in range(1 if shared else 2)]
-    outs = [cupy.empty((convs,) + solo[0].shape, dtype=solo[0].dtype) for _ in range(2)]
+def race(shared, calls=64, rounds=8):
+    """(wrong outputs, outputs checked): 2 streams, each one CUDA graph of `calls` calls, one
+    workspace for both streams (shared) or one each; each call writes an output of its own."""
+    streams = [gpu.stream() for _ in range(2)]
+    convs = [gpu.conv(RACE_SPEC, seed=i, outputs=calls) for i in range(2)]
+    plan = next(p for p in convs[0].plans if p.workspace_bytes)  # a plan that uses a workspace
+    workspaces = [gpu.allocate(plan.workspace_bytes) for _ in range(1 if shared else 2)]
     graphs = []
-    for i, s in enumerate(streams):
-        ws = workspaces[0 if shared else i].data.ptr
-        calls = [graph.bind({**ops[i].arrays, role: outs[i][j]}, ws, plan.index, s) for j in range(convs)]
-        graphs.append(capture(lambda calls=calls: [c.run() for c in calls], s, 1))
-    corrupted = 0
+    for i, (conv, stream) in enumerate(zip(convs, streams)):
+        ws = workspaces[0 if shared else i]
+        queue = lambda conv=conv, stream=stream, ws=ws: [
+            conv.run(ws, stream=stream, plan=plan, output=j) for j in range(calls)
+        ]
+        graphs.append(gpu.capture(queue, stream))
+    wrong = 0
     for _ in range(rounds):
-        for o in outs:
-            o.view(cupy.uint8)[...] = 0xFF  # an output left unwritten cannot pass
-        cupy.cuda.Device().synchronize()
-        for g, s in zip(graphs, streams):  # both graphs in flight at once
-            g.launch(s)
-        for s in streams:
-            s.synchronize()
-        for i in range(2):
-            got = outs[i].reshape(convs, -1).view(cupy.uint8)
-            want = solo[i].reshape(1, -1).view(cupy.uint8)
-            corrupted += int(numpy.count_nonzero((got != want).sum(axis=1).get()))
-    for s in streams:
-        engine.release_handle(s)
-    return corrupted, rounds * 2 * convs
+        for graph, stream in zip(graphs, streams):  # both graphs in flight before waiting for either
+            graph.launch(stream)
+        wrong += sum(conv.wrong_outputs() for conv in convs)  # waits for the GPU, then looks
+    for ws in workspaces:
+        gpu.free(ws)
+    return wrong, rounds * 2 * calls
 
 
 my_race.update(shared=race(True), per_stream=race(False))
 '''
-#: hands-on cells: name -> (reference solution source, what it needs)
-HANDS_ON = {
-    "scratchpad_race": (SCRATCHPAD_RACE, "a CUDA GPU with cuDNN (live mode)"),
+#: hands-on cells: name -> (reference solution source, whether it starts on a fresh GPU)
+HANDS_ON = {"scratchpad_race": (SCRATCHPAD_RACE, True)}
+RACE_NAMES = {"not_reproduced": "race not reproduced", "per_stream_wrong": "one workspace per stream"}
+RACE_HINTS = {
+    "not_reproduced": (
+        "for one stream to overwrite the other's scratch data, what has to happen at the same moment?",
+        "launch both streams' graphs before you wait for either (conv.wrong_outputs() waits), so that "
+        "their kernels run at the same time on the one workspace.",
+    ),
+    "per_stream_wrong": (
+        "with a workspace per stream nothing is shared: what else could make an output wrong?",
+        "give each stream its own workspace (workspaces[i]) and look at each stream's outputs with its "
+        "own conv, after both graphs have run.",
+    ),
 }
 
 
+def _theirs(gpu) -> str:
+    """labkit's run of the same race on the same kind of GPU (and, simulated, the recording's)."""
+    ref = _race("graph", 2)
+    measured = f"{int(ref.loc['shared', 'mismatches_bitwise'])} of {int(ref.loc['shared', 'runs'])}"
+    if not gpu.simulated:
+        return f"labkit's run of the same race: {measured}"
+    from ..simgpu import sequences
+
+    sim = sequences.race(True, "graph", recording=gpu.device.recorded)
+    return (
+        f"labkit's run of the same race on a GPU {gpu.label}: {sim['corrupted']} of {sim['runs']}; "
+        f"measured on the {gpu.gpu} when it was recorded: {measured}"
+    )
+
+
 def race_reproduced(counts) -> CheckResult:
-    """Check a learner's reproduction of the race (hands-on ``scratchpad_race``).
+    """Check a learner's reproduction of the race (hands-on ``scratchpad_race``), on this GPU or on one
+    simulated from the recording.
 
     Args:
-        counts: ``{"shared": (corrupted, checked), "per_stream": (corrupted, checked)}``: outputs
-            that differ from the solo run, and outputs checked, with one workspace shared by both
-            streams and with one per stream.
+        counts: ``{"shared": (wrong, checked), "per_stream": (wrong, checked)}``: outputs that
+            are wrong, and outputs checked, with one workspace shared by both streams and with one
+            per stream.
 
     Returns:
-        A `CheckResult`: right when the shared workspace corrupted outputs and one per stream did
-        not; the message names the race as reproduced, hidden (none corrupted) or wrongly counted.
+        A `CheckResult`: right when the shared workspace corrupted outputs, one per stream did not,
+        and nothing is left allocated; the message names the race as reproduced, hidden (none
+        corrupted) or wrongly counted.
     """
-    from .. import env
+    from ..practice import current, findings
+    from ..practice.findings import Problem
+    from .handson_check import verdict
 
-    m = env.mode()
-    if not m.live:
-        return emit(
-            False,
-            f"this check needs your race run on the GPU; labkit is in recorded mode ({m.reason}).",
-            "skipped",
-        )
     try:
         (bad, runs), (safe_bad, safe_runs) = counts["shared"], counts["per_stream"]
         bad, runs, safe_bad, safe_runs = (int(v) for v in (bad, runs, safe_bad, safe_runs))
     except (KeyError, TypeError, ValueError):
         return emit(
             False,
-            "my_race needs shared=(corrupted, checked) and per_stream=(corrupted, checked).",
+            "my_race needs shared=(wrong, checked) and per_stream=(wrong, checked).",
             "no answer yet",
         )
     if min(runs, safe_runs) <= 0 or not (0 <= bad <= runs and 0 <= safe_bad <= safe_runs):
-        raise InvalidSpec(
-            "my_race", counts, "each count is (corrupted, checked) with 0 <= corrupted <= checked > 0"
-        )
-    if safe_bad:
+        raise InvalidSpec("my_race", counts, "each count is (wrong, checked) with 0 <= wrong <= checked > 0")
+    gpu = current()
+    if not gpu.launches[gpu.cell_mark.launches :]:
         return emit(
-            False,
-            f"one workspace per stream corrupted {safe_bad} of {safe_runs}: that should never happen. Does "
-            "each stream get its own workspace, and is each output compared with its own stream's solo run?",
+            False, f"no call ran on the GPU ({gpu.label}): run the hands-on cell above.", "no answer yet"
         )
-    ref = _race("graph", 2)
-    theirs = (
-        f"labkit's run of the same race: {int(ref.loc['shared', 'mismatches_bitwise'])} of "
-        f"{int(ref.loc['shared', 'runs'])}"
+    ran = (
+        f"The shared workspace: {bad} of {runs} outputs wrong; one per stream: {safe_bad} of "
+        f"{safe_runs} ({gpu.label})."
     )
+    problems = [p for p in findings.collect(gpu, gpu.cell_mark) if p.kind != "race"]
+    if safe_bad:
+        problems.append(Problem("per_stream_wrong", f"{safe_bad} of {safe_runs}: that should never happen"))
     if not bad:
-        return emit(
-            False,
-            f"the race is not reproduced: the shared workspace corrupted 0 of {runs} ({theirs}). Launch both "
-            "streams' graphs before waiting for either, so their kernels overlap.",
+        problems.append(
+            Problem("not_reproduced", f"the shared workspace corrupted 0 of {runs} ({_theirs(gpu)})")
         )
-    return emit(
-        True,
-        f"race reproduced: the shared workspace corrupted {bad} of {runs} outputs, one per stream "
-        f"{safe_bad} of {safe_runs} ({theirs}).",
+    if problems:
+        return verdict("race_reproduced", ran, problems, right="", hints=RACE_HINTS, names=RACE_NAMES)
+    return verdict(
+        "race_reproduced",
+        ran,
+        [],
+        right=f"Race reproduced, and none with a workspace per stream ({_theirs(gpu)}).",
     )
 
 

@@ -1,14 +1,18 @@
-"""Hands-on cells: code the learner writes against the real API (CuPy, the cuDNN frontend, a
-workspace strategy of their own), run on the GPU.
+"""Hands-on cells: code the learner writes against labkit's API, run on this GPU or, in recorded mode,
+on a GPU simulated from the recording in use.
 
 A lesson marks such a cell with the cell magic ``%%handson <name>`` (registered by the lesson's
-banner). Live, the cell runs in the notebook's namespace like any other. Recorded, it is skipped
-and says so, with what it needs. With ``LABKIT_HANDSON=reference`` (the live notebook tests), the
-hands-on's reference solution runs in the cell's place, so every later cell finds what a learner
-who solved it would have made.
+banner). The cell runs in the notebook's namespace with the hands-on GPU current
+(`labkit.practice`: ``lessons.device()``): live, this machine's GPU; recorded, a `labkit.simgpu`
+GPU replaying the recording, so the same code runs and its check judges it, every number it gives
+said to be simulated. A cell that starts a task gets a fresh GPU; one that goes on from the cell
+above keeps its GPU. With ``LABKIT_HANDSON=reference`` (the notebook tests) the hands-on's reference
+solution runs in the cell's place, so every later cell finds what a learner who solved it would
+have made. A stub the learner has not filled yet (``raise NotImplementedError``) and a labkit error
+say so in one line; the notebook goes on.
 
-Reference solutions are registered with `reference`; a lesson's topic module holds its own as
-data (``HANDS_ON = {name: (source, needs)}`` beside its experiments), registered by `register_topics`.
+Reference solutions are registered with `reference`; a lesson's topic module holds its own as data
+(``HANDS_ON = {name: (source, fresh)}`` beside its experiments), registered by `register_topics`.
 """
 
 from __future__ import annotations
@@ -18,36 +22,37 @@ import sys
 from dataclasses import dataclass
 from typing import Dict
 
-from ..errors import InvalidSpec
+from ..errors import InvalidSpec, LabkitError
 
 
 @dataclass(frozen=True)
 class HandsOn:
-    """A hands-on cell's name, lesson, what it needs and its reference solution (source)."""
+    """A hands-on cell's name, lesson, reference solution (source), and whether it starts on a
+    fresh GPU (else it goes on with the cell above's)."""
 
     name: str
     lesson: str
-    needs: str
     source: str
+    fresh: bool = True
 
 
 #: name -> its hands-on (see `reference`)
 HANDS_ON: Dict[str, HandsOn] = {}
 
 
-def reference(name: str, lesson: str, source: str, needs: str = "a CUDA GPU (live mode)") -> HandsOn:
+def reference(name: str, lesson: str, source: str, *, fresh: bool = True) -> HandsOn:
     """Register the reference solution of hands-on cell ``name``.
 
     Args:
         name: what the cell's magic line names (``%%handson name``).
         lesson: the lesson's number.
         source: Python source that does what the cell asks.
-        needs: what the cell needs, in a few words.
+        fresh: the cell starts on a fresh GPU (False: it goes on with the cell above's).
 
     Returns:
         The registered `HandsOn`.
     """
-    h = HANDS_ON[name] = HandsOn(name, lesson, needs, source)
+    h = HANDS_ON[name] = HandsOn(name, lesson, source, bool(fresh))
     return h
 
 
@@ -57,15 +62,34 @@ def register_topics() -> int:
     from .. import experiments
 
     found = experiments.hands_on()
-    for name, (lesson, source, needs) in found.items():
-        reference(name, lesson, source, needs)
+    for name, (lesson, source, fresh) in found.items():
+        reference(name, lesson, source, fresh=fresh)
     return len(found)
 
 
+def using_reference() -> bool:
+    """Whether hands-on cells run their reference solution (``LABKIT_HANDSON=reference``)."""
+    return os.environ.get("LABKIT_HANDSON", "").strip().lower() == "reference"
+
+
 def run(name: str, cell: str, namespace: dict) -> bool:
-    """Run a hands-on cell: live, ``cell`` (or the reference with ``LABKIT_HANDSON=reference``)
-    in ``namespace``; recorded, nothing. Returns whether it ran."""
-    from .. import env
+    """Run a hands-on cell: ``cell`` (or the reference with ``LABKIT_HANDSON=reference``) in
+    ``namespace``, with the hands-on GPU current (`labkit.practice.current`; a fresh one for a
+    cell that starts a task).
+
+    Args:
+        name: the hands-on's name.
+        cell: the cell's source, after its magic line.
+        namespace: the notebook's namespace.
+
+    Returns:
+        Whether the cell ran to its end (False: it stopped at a stub or a labkit error, said in one line).
+    """
+    from .. import practice  # the simulator and the experiments: not for the banner's first cell
+    from ..experiments.checking import wrapped
+    from ..experiments.handson_check import hint
+    from ..gpu import device as devices
+    from ..gpu.runner import WorkspaceTooSmall
 
     if name not in HANDS_ON:
         register_topics()
@@ -74,18 +98,28 @@ def run(name: str, cell: str, namespace: dict) -> bool:
             "hands-on", name, f"must be one of {', '.join(sorted(HANDS_ON)) or '(none registered)'}"
         )
     h = HANDS_ON[name]
-    m = env.mode()
-    if not m.live:
-        from ..experiments.checking import wrapped
-
+    gpu = practice.new() if h.fresh else practice.current()
+    if gpu.simulated and h.fresh:
         print(
             wrapped(
-                f"skipped: this hands-on cell runs on {h.needs}; labkit is in recorded mode ({m.reason})."
+                f"Running on a GPU {gpu.label} (labkit.simgpu: the recorded times replayed under "
+                "CUDA's stream and memory rules; no measurement)."
             )
         )
-        return False
-    source = h.source if os.environ.get("LABKIT_HANDSON", "").strip().lower() == "reference" else cell
-    exec(compile(source, f"<hands-on {name}>", "exec"), namespace)  # noqa: S102 - the learner's own cell
+    gpu.begin_cell()
+    source = h.source if using_reference() else cell
+    with devices.use(gpu.device):
+        try:
+            exec(compile(source, f"<hands-on {name}>", "exec"), namespace)  # noqa: S102 - the learner's cell
+        except NotImplementedError as exc:
+            print(wrapped(f"not yet: {exc or 'a stub is still empty'} (write your code where the cell says)"))
+            return False
+        except WorkspaceTooSmall as exc:  # the Runner refused a call: the learner's to fix, with a hint
+            print(wrapped(f"not yet ({gpu.label}): {exc}\nHint: {hint(name, 'too_small')}"))
+            return False
+        except LabkitError as exc:
+            print(wrapped(f"stopped: {exc}"))
+            return False
     return True
 
 

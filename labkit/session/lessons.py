@@ -40,6 +40,7 @@ from ..experiments.workspace_strategies import (  # noqa: F401
     pressure_summary,
     strategies_summary,
 )
+from ..experiments.your_network import three_layers  # noqa: F401  (lesson 09's hands-on)
 from . import results
 from .results import (  # noqa: F401
     base,
@@ -59,6 +60,18 @@ from .texts import (  # noqa: F401
     show_source,
     start_build_workers,
 )
+
+
+def device():
+    """The GPU hands-on cells run on (`labkit.practice.Practice`): this machine's, or in recorded mode
+    one simulated from the recording in use. A hands-on cell that starts a task makes a fresh one.
+
+    Returns:
+        The `labkit.practice.Practice` (``gpu.conv``, ``gpu.stream``, ``gpu.allocate``, ``gpu.event``...).
+    """
+    from .. import practice
+
+    return practice.current()
 
 
 def request_text(df) -> str:

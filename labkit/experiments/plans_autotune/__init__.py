@@ -4,7 +4,7 @@ building, autotuning and loading a graph cost.
 Everything about these experiments lives in this package, one part per concept: `runs` (the run
 functions: live, measured now; recorded, answered from the recording), `noise` (how far separate
 timings of one plan fall apart), `charts`, `summaries` (the sentences under the charts),
-`exercises` and `handson` (the hands-on cell's reference solution and its GPU check); the calls
+`exercises` and `handson` (the hands-on cell's reference solution and its check); the calls
 the recorded grid holds are below."""
 
 from __future__ import annotations

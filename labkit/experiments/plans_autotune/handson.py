@@ -1,118 +1,158 @@
 """Lesson 05's hands-on cell, ``%%handson time_every_plan``: the learner times every plan of a graph
-with CUDA events; its reference solution, and the check that compares the learner's times with
-labkit's autotune on the GPU."""
+with CUDA events, on this GPU or on one simulated from the recording (`labkit.practice`); its
+reference solution (events around CUDA-graph replays, as labkit's autotune times), and the check:
+every plan timed, each with more than one call between its events, nothing left allocated, and the
+learner's times beside labkit's (live: its autotune of the same graph; simulated: each plan's recorded
+kernels, which the simulated GPU replays)."""
 
 from __future__ import annotations
 
 import math
 import statistics
+from typing import Dict, List, Tuple
 
 from ...draw.plots import fmt_us, ok_rows
+from ...practice import current, findings
+from ...practice.findings import Problem
 from ...spec import ConvSpec
 from ..checking import CheckResult, emit
 from ..core import result
+from ..handson_check import verdict
 from .exercises import NCHW
 
 #: the reference solution of the hands-on cell ``%%handson time_every_plan`` (`labkit.session.handson`)
 TIME_EVERY_PLAN = """\
 import statistics
 
-import cupy
-
-from labkit.gpu import engine
-from labkit.session import lessons
-
-graph = engine.get_graph(lessons.base(layout="NCHW"))  # every plan cuDNN offers, built
-ops = engine.Operands(graph.spec)  # random inputs and an output buffer on the GPU
-stream = cupy.cuda.Stream(non_blocking=True)
-start, end = cupy.cuda.Event(), cupy.cuda.Event()
-for plan in graph.runnable:
-    workspace = cupy.empty(plan.workspace_bytes, dtype=cupy.uint8)  # the plan's own workspace
-    conv = graph.bind(ops.arrays, workspace.data.ptr, plan.index, stream)
-    with stream:
-        for _ in range(3):  # warm-up: loads the kernels, fills the caches, wakes the clocks
-            conv.run()
-        start.record(stream)
-        conv.run()
-        end.record(stream)
-        end.synchronize()
-        one_ms = cupy.cuda.get_elapsed_time(start, end)
-        calls = max(1, min(20, int(2.0 / max(one_ms, 1e-3))))  # about 2 ms of calls per sample
-        samples = []
-        for _ in range(7):  # the median of repeats, not one sample
-            start.record(stream)
-            for _ in range(calls):
-                conv.run()
-            end.record(stream)
-            end.synchronize()
-            samples.append(cupy.cuda.get_elapsed_time(start, end) * 1000.0 / calls)
+gpu = lessons.device()
+conv = gpu.conv(lessons.base(layout="NCHW"))  # every plan cuDNN offers, built and checked
+stream = gpu.stream()
+CALLS = 20  # calls in one CUDA graph: one sample times them all, with no launch gap between them
+for plan in conv.plans:
+    workspace = gpu.allocate(plan.workspace_bytes)  # the plan's own workspace
+    run = lambda: conv.run(workspace, stream=stream, plan=plan)  # queues one call of the plan
+    for _ in range(3):  # warm-up: loads the kernels, fills the caches, wakes the clocks
+        run()
+    graph = gpu.capture(lambda: [run() for _ in range(CALLS)], stream)
+    samples = []
+    for _ in range(5):  # the median of repeats, not one sample
+        start = gpu.event(stream)
+        graph.launch(stream)
+        end = gpu.event(stream)
+        end.wait()
+        samples.append(gpu.elapsed_us(start, end) / CALLS)
     my_times[plan.index] = statistics.median(samples)
-stream.synchronize()
-engine.release_handle(stream)
+    gpu.free(workspace)
 """
-#: hands-on cells: name -> (reference solution source, what it needs)
-HANDS_ON = {
-    "time_every_plan": (TIME_EVERY_PLAN, "a CUDA GPU with cuDNN (live mode)"),
-}
+#: hands-on cells: name -> (reference solution source, whether it starts on a fresh GPU)
+HANDS_ON = {"time_every_plan": (TIME_EVERY_PLAN, True)}
 #: a learner's time for a plan within this factor of labkit's counts as the same measurement
 TIMES_AGREE = 1.25
 
 
+def _timing_problems(gpu, plans: List[int]) -> List[Problem]:
+    """Plans never timed between two events with only their own calls between, or with one call."""
+    timings = gpu.timings[gpu.cell_mark.timings :]
+    out = []
+    for p in plans:
+        calls = [t.calls for t in timings if t.plans == (p,)]
+        if not calls:
+            out.append(Problem("no_timing", f"plan {p}: no two events with only its calls between them"))
+        elif max(calls) <= 1:
+            out.append(Problem("one_call", f"plan {p}: {max(calls)} call between your two events"))
+    return out
+
+
+def _labkit_times(gpu, conv, spec: ConvSpec) -> Dict[int, float]:
+    """Plan -> labkit's GPU us per call: live its autotune (the plans table); simulated, each plan's
+    recorded kernels back to back (what the simulated GPU replays for one call)."""
+    if gpu.simulated:
+        rec = gpu.device.recorded
+        return {p.index: sum(k.us for k in rec.call(spec, p.index).kernels) for p in conv.plans}
+    ok = ok_rows(result("plans", spec=spec)).set_index("plan_index")
+    return {int(i): float(ok.loc[i, "gpu_us"]) for i in ok.index}
+
+
 def plan_times(times, *, spec: ConvSpec = NCHW) -> CheckResult:
-    """Check a learner's timings of every plan (hands-on ``time_every_plan``) against labkit's
-    autotune of the same graph (the plans table the lesson draws; live, measured on this GPU).
+    """Check a learner's timings of every plan (hands-on ``time_every_plan``).
 
     Args:
         times: plan index -> GPU microseconds per call, as the learner measured them.
         spec: the convolution timed (the lesson's fp16 NCHW base).
 
     Returns:
-        A `CheckResult`: right when every plan is timed, the learner's median ratio to labkit's times
-        is within `TIMES_AGREE`, and the learner's fastest plan is labkit's fastest or within 3% of it.
+        A `CheckResult`: right when every plan is timed between two events with more than one call
+        between them, nothing is left allocated, and (where the times are known) the learner's median
+        ratio to labkit's is within `TIMES_AGREE` and the learner's fastest plan is labkit's fastest
+        or within 3% of it.
     """
-    from ... import env
-
-    m = env.mode()
-    if not m.live:
-        return emit(
-            False, f"this check times plans on the GPU; labkit is in recorded mode ({m.reason}).", "skipped"
-        )
     if not isinstance(times, dict) or not times:
         return emit(
             False, "my_times is empty: the hands-on cell fills it, one entry per plan.", "no answer yet"
         )
-    bad = [k for k, v in times.items() if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0]
+    bad = [k for k, v in times.items() if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0]
     if bad:
         return emit(
             False, f"plans {sorted(bad)[:6]} have no time in microseconds: replace the ... with your timing."
         )
-    ok = ok_rows(result("plans", spec=spec)).set_index("plan_index")
-    missing = sorted(set(ok.index) - set(times))
+    gpu = current()
+    conv = next((c for c in reversed(gpu.convs) if c.spec == spec), None)
+    if conv is None:
+        return emit(
+            False, f"no convolution {spec.label} ran on {gpu.label}: run the cell above.", "no answer yet"
+        )
+    missing = sorted({p.index for p in conv.plans} - set(times))
     if missing:
         return emit(
             False, f"{len(missing)} plans not timed yet (e.g. plan {missing[0]}): time every runnable plan."
         )
-    ratios = {i: times[i] / float(ok.loc[i, "gpu_us"]) for i in ok.index}
+    ran = f"You timed {len(conv.plans)} plans of {spec.label} ({gpu.label})."
+    problems = findings.collect(gpu, gpu.cell_mark) + _timing_problems(gpu, [p.index for p in conv.plans])
+    if problems:
+        return verdict("plan_times", ran, problems, right="")
+    said, far = _compare(times, _labkit_times(gpu, conv, spec), gpu)
+    return verdict("plan_times", ran, far, right=said, hints=COMPARE_HINTS, names=COMPARE_NAMES)
+
+
+COMPARE_NAMES = {"times_far": "too far apart", "not_fastest": "another fastest plan"}
+COMPARE_HINTS = {
+    "times_far": (
+        "what else than the plan's kernels did your events measure?",
+        "warm up before timing, put many calls (a CUDA graph of them) between the two events, and divide "
+        "by the number of calls; take the median of several samples.",
+    ),
+    "not_fastest": (
+        "close plans swap places from one sample to the next. How many samples did you take?",
+        "time more repeats per plan and take their median.",
+    ),
+}
+
+
+def _compare(times: Dict[int, float], theirs: Dict[int, float], gpu) -> Tuple[str, List[Problem]]:
+    """What the check says of times that passed the structure's checks, beside labkit's: the text,
+    and a problem when they are too far apart or the fastest differs."""
+    mine_known = {i: t for i, t in times.items() if math.isfinite(t) and i in theirs}
+    best = min(theirs, key=theirs.get)
+    whose = "the simulated GPU's" if gpu.simulated else "labkit's autotune's"
+    if not mine_known:
+        lacked = "; ".join(list(getattr(gpu.device, "missing", {}))[:2])
+        return (
+            "Every plan was timed between two events around many calls, and nothing is left allocated. "
+            f"Your times read NaN: the recording lacks what your events need ({lacked}), and a simulated "
+            f"clock never makes a number up. {whose[0].upper() + whose[1:]} fastest: plan {best}, "
+            f"{fmt_us(theirs[best])} per call (its recorded kernels back to back).",
+            [],
+        )
+    ratios = {i: t / theirs[i] for i, t in mine_known.items()}
     med = statistics.median(ratios.values())
-    mine = min(ok.index, key=lambda i: times[i])
-    best = int(ok["gpu_us"].idxmin())
-    close = float(ok.loc[mine, "gpu_us"]) <= 1.03 * float(ok.loc[best, "gpu_us"])
+    mine = min(mine_known, key=mine_known.get)
     far = max(ratios, key=lambda i: abs(math.log(ratios[i])))
     said = (
-        f"your times are {med:.2f}x labkit's (median over {len(ok)} plans; the farthest, plan {far}, "
-        f"{ratios[far]:.2f}x). Your fastest: plan {mine}; labkit's: plan {best} "
-        f"({fmt_us(ok.loc[best, 'gpu_us'])})."
+        f"Your times are {med:.2f}x {whose} (median over {len(ratios)} plans; the farthest, plan {far}, "
+        f"{ratios[far]:.2f}x). Your fastest: plan {mine}; {whose}: plan {best} ({fmt_us(theirs[best])})."
     )
     if not 1 / TIMES_AGREE <= med <= TIMES_AGREE:
-        return emit(
-            False,
-            said + " Too far apart: warm up before timing, time many calls between two events, and take "
-            "the median of several samples.",
-        )
-    if not close:
-        return emit(False, said + " Your fastest is not labkit's (nor within 3% of it): time more repeats.")
-    return emit(
-        True,
-        said + " labkit replays a CUDA graph of the calls instead of launching each from Python: its "
-        "times leave out the launch gaps yours may include.",
-    )
+        return said, [Problem("times_far", said + " Too far apart.")]
+    if theirs[mine] > 1.03 * theirs[best]:
+        return said, [Problem("not_fastest", said + " Your fastest is not theirs, nor within 3% of it.")]
+    return said + " Events around CUDA-graph replays leave out the launch gaps that Python launches add.", []

@@ -26,6 +26,7 @@ from .charts import (
     strategy_timeline_chart,
 )
 from .exercises import gpu_idles, idle_strategy, nchw_kernels, python_overlap
+from .handson import HANDS_ON, IDLE_TIME, idle_time
 from .runs import (
     RACE_CONVS,
     TRACED_CALLS,
@@ -69,6 +70,10 @@ __all__ = [
     "idle_strategy",
     "gpu_idles",
     "python_overlap",
+    "HANDS_ON",
+    "HANDS_ON_CHECKS",
+    "IDLE_TIME",
+    "idle_time",
     "recorded_calls",
     "LESSON",
     "CHARTS",
@@ -110,6 +115,8 @@ CHARTS = {
 }
 #: the exercises, in the order the lesson asks them
 EXERCISES = (nchw_kernels, idle_strategy, gpu_idles, python_overlap)
+#: the checks hands-on cells call, as check.<name>
+HANDS_ON_CHECKS = (idle_time,)
 #: experiment -> its lesson panel (`labkit.present.widgets.panel`)
 PANELS = {
     "race_timeline": plain_panel(

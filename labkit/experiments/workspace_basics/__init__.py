@@ -63,10 +63,10 @@ CHARTS = {
     "sweep": (sweep_chart, 2, sweep_summary),
 }
 EXERCISES = (LESS_WORKSPACE, BATCH_WORKSPACE, NCHW_WORKSPACE)
-#: hands-on cells: name -> (reference solution source, what it needs)
+#: hands-on cells: name -> (reference solution source, whether it starts on a fresh GPU)
 HANDS_ON = {
-    "conv_setup": (CONV_SETUP_SOURCE, "a CUDA GPU (live mode)"),
-    "own_workspace": (OWN_WORKSPACE_SOURCE, "a CUDA GPU (live mode) and the cell above"),
+    "conv_setup": (CONV_SETUP_SOURCE, True),
+    "own_workspace": (OWN_WORKSPACE_SOURCE, False),
 }
 #: the checks hands-on cells call, as check.<name>
 HANDS_ON_CHECKS = (own_workspace,)

@@ -30,10 +30,11 @@ LESSON = "02"
 CHARTS = {"strategies": (strategies_chart, 8, strategies_summary)}
 #: in the order the lesson asks them (`check.solutions` numbers them so)
 EXERCISES = (MALLOC_SLOWDOWN, POOL_UNDER_PRESSURE, FALLS_BACK)
-#: hands-on cells: name -> (reference solution source, what it needs)
+#: hands-on cells: name -> (reference solution source, whether it starts on a fresh GPU): the check
+#: runs the strategy on fresh GPUs of its own
 HANDS_ON = {
-    "own_strategy": (OWN_STRATEGY_SOURCE, "a CUDA GPU (live mode)"),
-    "check_own_strategy": (OWN_STRATEGY_CHECK_SOURCE, "a CUDA GPU (live mode) and your MyStrategy"),
+    "own_strategy": (OWN_STRATEGY_SOURCE, False),
+    "check_own_strategy": (OWN_STRATEGY_CHECK_SOURCE, False),
 }
 #: the checks hands-on cells call, as check.<name>
 HANDS_ON_CHECKS = (own_strategy,)

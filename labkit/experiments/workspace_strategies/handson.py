@@ -7,7 +7,10 @@ from ...draw.plots import (
     fmt_bytes,
     fmt_us,
 )
+from ...practice import current, passes
+from ...practice.findings import Problem
 from ..checking import CheckResult, emit, say
+from ..handson_check import us, verdict
 
 # ---- hands-on: a strategy of your own ---------------------------------------------------------------
 #: the reference solution of lesson 02's hands-on cell (`labkit.session.handson`)
@@ -55,19 +58,13 @@ def own_strategy(strategy=None) -> CheckResult:
         A `CheckResult`: correct when every output matches float64, nothing is left after
         ``close()`` and no call got bytes another stream's call could still be using.
     """
-    from ... import env
-
-    m = env.mode()
-    if not m.live:
-        return emit(
-            False,
-            f"this check runs your strategy on a CUDA GPU; labkit is in recorded mode ({m.reason}).",
-            lead="skipped",
-        )
     if strategy is None:
         return emit(
             False, "pass your Strategy subclass: check.own_strategy(MyStrategy)", lead="no answer yet"
         )
+    gpu = current()
+    if gpu.simulated:
+        return _own_strategy_simulated(strategy, gpu)
     from ...gpu import strategy_check
 
     mine, *others = strategy_check.compare(strategy)
@@ -104,3 +101,55 @@ def own_strategy(strategy=None) -> CheckResult:
             f"{fmt_us(mine.host_us_per_call)} host time per call. Beside the built-ins:\n{table}",
         )
     return say(False, "; ".join(lines) + ".\nThe built-ins, checked the same way:\n" + table)
+
+
+#: hints for what only a strategy can get wrong
+STRATEGY_HINTS = {
+    "error": (
+        "your strategy raised an error. What must _get return?",
+        "_get(req) returns (device pointer, usable bytes): self._malloc(req.nbytes, 'my workspace') "
+        "makes a buffer; keep it, and free it in _close.",
+    ),
+}
+
+
+def _sim_line(r) -> str:
+    flags = [
+        k for k, on in (("race", any(p.kind == "race" for p in r.problems)), ("leak", r.leaked_bytes)) if on
+    ]
+    return (
+        f"  {r.strategy}: peak {fmt_bytes(r.peak_bytes)}, {r.timed_alloc_calls} allocations once warm, "
+        f"host time per call {us(r.host_us_per_call)}{'; ' + ' and '.join(flags) if flags else ''}"
+    )
+
+
+def _own_strategy_simulated(strategy, gpu) -> CheckResult:
+    """`own_strategy` on a GPU simulated from the recording: `labkit.practice.passes.check_simulated`."""
+    mine, *others = passes.check_simulated(strategy, gpu.fresh)
+    problems = list(mine.problems)
+    if mine.error:
+        problems.insert(0, Problem("error", f"your strategy raised {mine.error}"))
+    if mine.corrupt and not problems:
+        problems.append(Problem("wrong_output", f"{mine.corrupt} calls' outputs are corrupt"))
+    ran = (
+        f"Your strategy on {len(passes.SIM_CHECK_SPECS)} convolutions, {passes.PASSES} passes on one "
+        f"stream, then on two streams sharing it ({gpu.label}; its sanitizer checked every workspace)."
+    )
+    table = "\n".join(_sim_line(r) for r in [mine, *others])
+    return (
+        verdict(
+            "own_strategy",
+            ran,
+            problems,
+            hints=STRATEGY_HINTS,
+            names={"error": "error"},
+            right=(
+                f"No workspace too small, none handed to a call on the other stream while a call could still "
+                f"use it, nothing left after close(); peak {fmt_bytes(mine.peak_bytes)} held (the largest "
+                f"workspace asked: {fmt_bytes(max((p[2] for p in mine.plans), default=0))}). Beside the "
+                f"built-ins, each checked the same way on a fresh GPU of this kind:\n{table}"
+            ),
+        )
+        if not problems
+        else verdict("own_strategy", ran, problems, hints=STRATEGY_HINTS, names={"error": "error"}, right="")
+    )

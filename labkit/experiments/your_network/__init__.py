@@ -51,6 +51,7 @@ from __future__ import annotations
 from ..panel_config import plain_panel
 from .charts import STRATEGY_COLORS, STRATEGY_DASHES, network_report_chart
 from .exercises import async_pool_holds, small_cap_cost, vgg16_workspace
+from .handson import HANDS_ON, NETWORK_PASS, network_pass, three_layers
 from .request import (
     BUDGET_CAPS,
     KILL_GRACE_S,
@@ -94,6 +95,11 @@ __all__ = [
     "small_cap_cost",
     "vgg16_workspace",
     "async_pool_holds",
+    "HANDS_ON",
+    "HANDS_ON_CHECKS",
+    "NETWORK_PASS",
+    "network_pass",
+    "three_layers",
     "recorded_calls",
     "LESSON",
     "CHARTS",
@@ -113,6 +119,8 @@ LESSON = "09"
 CHARTS = {"network_report": (network_report_chart, 11, network_report_summary)}
 #: the exercises, in the order the lesson asks them
 EXERCISES = (small_cap_cost, async_pool_holds, vgg16_workspace)
+#: the checks hands-on cells call, as check.<name>
+HANDS_ON_CHECKS = (network_pass,)
 #: experiment -> its lesson panel (`labkit.present.widgets.panel`)
 PANELS = {
     "network_report": plain_panel(

@@ -1,0 +1,188 @@
+"""What hands-on checks are written with: a verdict on what a cell ran on a `labkit.practice.Practice`,
+with a hint that leads, as the exercises' do (`labkit.experiments.exercise`): the first time a
+kind of problem is found, its first hint; from then on, its second.
+
+A verdict's first line says what ran and where its numbers come from ("simulated from the H100 SXM
+recording" or "measured on this H100 SXM"); then each kind of problem found, once, with what the
+simulator's sanitizer (or the live check) saw; then one hint. Right, it says what was judged and
+sets the learner's numbers beside the shipped strategies', from the same kind of device.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from ..draw.plots import fmt_bytes, fmt_us
+from ..practice.findings import KINDS, Problem
+from .checking import CheckResult, emit
+
+#: what each kind of problem is called in a verdict
+NAMES = {
+    "race": "race",
+    "too_small": "workspace too small",
+    "use_after_free": "use after free",
+    "leak": "leak",
+    "wrong_output": "wrong output",
+    "one_call": "one call timed",
+    "no_timing": "not timed with events",
+}
+#: kind -> (first hint, second hint); a check may add its own kinds
+HINTS: Dict[str, Tuple[str, str]] = {
+    "race": (
+        "two calls on different streams used the same workspace bytes with nothing ordering them. "
+        "When is a workspace free again: when run() or put returns, or later?",
+        "a workspace is its call's until the call's kernels have run on its stream; run() and put "
+        "come as soon as they are queued. Give each stream its own buffer, or make the next stream "
+        "wait for an event recorded on the stream that used the buffer last.",
+    ),
+    "too_small": (
+        "the plan was given fewer bytes than it asks for. Where does a plan say how much it needs?",
+        "allocate at least the plan's workspace_bytes (a strategy: at least req.nbytes) for the plan "
+        "that runs, and hand that buffer to the call.",
+    ),
+    "use_after_free": (
+        "a call used memory that had been given back. What did the call still need when it was freed?",
+        "free a workspace only after the last call that uses it was launched; gpu.free (cudaFree) "
+        "then waits for the GPU to finish with it.",
+    ),
+    "leak": (
+        "some memory you allocated is still held. What gives it back?",
+        "free every buffer you allocate once nothing can still use it: gpu.free(ptr) in a cell, "
+        "self._free(ptr, nbytes) in a strategy's _close, runner.close() for a Runner.",
+    ),
+    "wrong_output": (
+        "an output is not what the convolution computes. Did every call run, with its own workspace?",
+        "run each call with a workspace of its own size that no other stream's call is using, and "
+        "look at the outputs only after the GPU has run them.",
+    ),
+    "one_call": (
+        "one call between two events is mostly the events' own cost and the clock's resolution. "
+        "How many calls ran between your events?",
+        "warm up first, then record an event, launch many calls (or one CUDA graph of many), record "
+        "another, wait for it, and divide the time by the number of calls.",
+    ),
+    "no_timing": (
+        "no time was taken between two events for this. Which calls measure GPU time?",
+        "start = gpu.event(stream); launch the calls; end = gpu.event(stream); end.wait(); then "
+        "gpu.elapsed_us(start, end).",
+    ),
+}
+_tries: collections.Counter = collections.Counter()
+
+
+def hint(check: str, kind: str, hints: Optional[Dict[str, Tuple[str, str]]] = None) -> str:
+    """The hint for ``kind`` in ``check``: its first the first time, its second after that.
+
+    Args:
+        check: the check's name.
+        kind: the problem's kind.
+        hints: a check's own hints, before `HINTS`.
+
+    Returns:
+        The hint.
+    """
+    pair = (hints or {}).get(kind) or HINTS[kind]
+    _tries[check, kind] += 1
+    return pair[0] if _tries[check, kind] == 1 else pair[1]
+
+
+def forget() -> None:
+    """Start every hint over (for the tests)."""
+    _tries.clear()
+
+
+def ordered(problems: Sequence[Problem]) -> List[Problem]:
+    """The first problem of each kind: the sanitizer's kinds in `KINDS` order, then the others as found."""
+    kinds = [k for k in KINDS if any(p.kind == k for p in problems)]
+    kinds += [p.kind for p in problems if p.kind not in kinds and p.kind not in KINDS]
+    out = []
+    for k in dict.fromkeys(kinds):
+        same = [p for p in problems if p.kind == k]
+        more = f" (and {len(same) - 1} more like it)" if len(same) > 1 else ""
+        out.append(Problem(k, same[0].message + more, sum(p.nbytes for p in same)))
+    return out
+
+
+def verdict(
+    check: str,
+    ran: str,
+    problems: Sequence[Problem],
+    *,
+    right: str,
+    hints: Optional[Dict[str, Tuple[str, str]]] = None,
+    names: Optional[Dict[str, str]] = None,
+) -> CheckResult:
+    """Print a hands-on check's verdict.
+
+    Args:
+        check: the check's name (its hints count per name).
+        ran: what ran and where its numbers come from, one sentence.
+        problems: what is wrong (none: correct).
+        right: what to say when nothing is wrong (the numbers beside the shipped strategies').
+        hints: the check's own hints, by kind.
+        names: the check's own names for its kinds.
+
+    Returns:
+        The `CheckResult`.
+    """
+    if not problems:
+        return emit(True, f"{ran}\n{right}")
+    first = ordered(problems)
+    said = {**NAMES, **(names or {})}
+    lines = [ran] + [f"  {said.get(p.kind, p.kind)}: {p.message}" for p in first]
+    lines.append("Hint: " + hint(check, first[0].kind, hints))
+    return emit(False, "\n".join(lines))
+
+
+def us(value: float) -> str:
+    """Microseconds for a verdict's table; "not recorded" for NaN (a simulated clock stopped)."""
+    return fmt_us(value) if known(value) else "not recorded"
+
+
+def known(value) -> bool:
+    """Whether ``value`` is a finite number (a simulated time the recording held all it needs for)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def took(value, practice, what: str) -> str:
+    """``what`` and its time, or why a simulated GPU has none.
+
+    Args:
+        value: microseconds, or NaN.
+        practice: the `labkit.practice.Practice` it came from.
+        what: what was timed, e.g. "your pass between its events".
+
+    Returns:
+        A clause, e.g. "your pass between its events: 150.4 us".
+    """
+    if known(value):
+        return f"{what}: {fmt_us(value)}"
+    lacked = list(getattr(practice.device, "missing", {}))
+    why = lacked[0] if lacked else "a number it needs"
+    return f"{what}: no time, since the recording lacks the {why} and a simulated clock makes none up"
+
+
+def beside(
+    rows: Sequence[Tuple[str, int, int, float]], *, mine: Tuple[str, int, int, float], time: str
+) -> str:
+    """A table of peak bytes, allocations and a time per strategy, the learner's row first.
+
+    Args:
+        rows: (name, peak bytes, allocations, microseconds) per shipped strategy.
+        mine: the learner's row.
+        time: what the time column is, e.g. "host time per call".
+
+    Returns:
+        The table's lines, a header first.
+    """
+    width = max(len(r[0]) for r in [mine, *rows])
+    head = f"  {'':<{width}}  {'peak held':>10}  {'allocations':>11}  {time}"
+    return "\n".join(
+        [head]
+        + [
+            f"  {name:<{width}}  {fmt_bytes(peak):>10}  {allocs:>11}  {us(t)}"
+            for name, peak, allocs, t in [mine, *rows]
+        ]
+    )

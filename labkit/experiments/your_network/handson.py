@@ -1,0 +1,162 @@
+"""Lesson 09's hands-on cell, ``%%handson network_pass``: the learner writes the report's loop for a
+three-layer network under one workspace strategy (each layer's plan and workspace, the peak held,
+the pass's GPU time between two events), on this GPU or on one simulated from the recording
+(`labkit.practice`); its reference solution and the check, which sets the learner's pass beside
+every shipped strategy's on the same layers. Bytes, microseconds."""
+
+from __future__ import annotations
+
+import math
+from typing import List
+
+from ... import networks
+from ...draw.plots import fmt_bytes
+from ...practice import current, findings, passes
+from ...practice.findings import Problem
+from ...spec import ConvSpec
+from ..checking import CheckResult, emit
+from ..handson_check import beside, known, took, us, verdict
+
+#: the reference solution of the hands-on cell ``%%handson network_pass`` (`labkit.session.handson`)
+NETWORK_PASS = '''\
+from labkit.gpu.workspace import Scratchpad
+
+gpu, layers = lessons.device(), lessons.three_layers()
+
+
+def network_pass(strategy):
+    """One pass over `layers` under `strategy`: per layer (label, plan, workspace bytes), the
+    peak workspace held (bytes) and the pass's GPU time (us, two events around its calls)."""
+    runner = gpu.runner(strategy)  # a Runner on a stream of its own
+    start = gpu.event(runner.stream)
+    rows = []
+    for spec in layers:
+        call = runner.run(spec)  # the strategy's workspace for the plan the Runner picks
+        rows.append((spec.label, call.plan_index, call.workspace_bytes))
+    end = gpu.event(runner.stream)
+    end.wait()
+    peak = strategy.stats.peak_held_bytes
+    runner.close()  # frees what the strategy holds
+    return dict(layers=rows, peak_bytes=peak, pass_us=gpu.elapsed_us(start, end))
+
+
+my_pass = network_pass(Scratchpad())
+assert check.network_pass(my_pass)
+'''
+#: hands-on cells: name -> (reference solution source, whether it starts on a fresh GPU)
+HANDS_ON = {"network_pass": (NETWORK_PASS, True)}
+NAMES = {"layers_off": "layers", "peak_off": "peak held", "part_timed": "part of the pass timed"}
+HINTS = {
+    "layers_off": (
+        "what does runner.run(spec) tell you about the call it made?",
+        "keep, for each layer in order, (spec.label, call.plan_index, call.workspace_bytes) from the "
+        "record runner.run returns.",
+    ),
+    "peak_off": (
+        "who counts the bytes a strategy holds?",
+        "read strategy.stats.peak_held_bytes after the pass, before runner.close().",
+    ),
+    "part_timed": (
+        "where are your two events, around which calls?",
+        "record one event before the first layer's call and one after the last's, on the runner's stream.",
+    ),
+}
+
+
+def three_layers() -> List[ConvSpec]:
+    """ResNet-50's first three convolutions at batch 32, fp16, NHWC (the recorded report's settings):
+    the 7x7 stem, then the first block's 1x1 and 3x3.
+
+    Returns:
+        The three `labkit.ConvSpec` s, in forward order.
+    """
+    return [layer.spec for layer in networks.resnet50(batch=32, dtype="fp16", layout="NHWC")[:3]]
+
+
+def _same(a, b) -> bool:
+    return (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b)) or a == b
+
+
+def _problems(answer: dict, gpu) -> List[Problem]:
+    """What is off in the learner's pass: the sanitizer's and leaks, the layers, the peak, the timing."""
+    mark = gpu.cell_mark
+    out = findings.collect(gpu, mark)
+    runners = gpu.runners[mark.runners :]
+    if not gpu.simulated:
+        out += [
+            Problem("leak", f"{fmt_bytes(r.strategy.stats.held_bytes)} still held: runner.close() frees it")
+            for r in runners
+            if not r.strategy.closed
+        ]
+    ran = [(c.conv, c.plan_index, c.workspace_bytes) for c in gpu.launches[mark.launches :]]
+    said = [tuple(row) if isinstance(row, (list, tuple)) else row for row in answer.get("layers") or []]
+    if said != ran:
+        out.append(Problem("layers_off", f"you listed {said[:3]}; the Runner ran {ran[:3]}"))
+    peaks = [int(r.strategy.stats.peak_held_bytes) for r in runners]
+    if answer.get("peak_bytes") not in peaks:
+        out.append(Problem("peak_off", f"you said {answer.get('peak_bytes')!r} B; the strategy held {peaks}"))
+    timed = [t for t in gpu.timings[mark.timings :] if _same(t.us, answer.get("pass_us"))]
+    if not timed:
+        out.append(Problem("no_timing", "pass_us is no time taken with gpu.elapsed_us"))
+    elif timed[-1].calls <= 1:
+        out.append(Problem("one_call", f"{timed[-1].calls} call between your two events"))
+    elif timed[-1].calls < len(ran):
+        out.append(Problem("part_timed", f"{timed[-1].calls} of the pass's {len(ran)} calls between them"))
+    return out
+
+
+def _simulated_span(gpu) -> float:
+    """The simulated GPU's time for the learner's calls, first start to last end (NaN if unknown)."""
+    calls = [c.sim for c in gpu.launches[gpu.cell_mark.launches :] if c.sim is not None]
+    if not calls or not all(c.timing_known for c in calls):
+        return math.nan
+    return max(c.end for c in calls) - min(c.start for c in calls)
+
+
+def network_pass(answer=None) -> CheckResult:
+    """Lesson 09 hands-on: the learner's pass over three layers under a strategy.
+
+    Args:
+        answer: ``dict(layers=[(label, plan index, workspace bytes), ...], peak_bytes=...,
+            pass_us=...)``, what ``network_pass(strategy)`` returns.
+
+    Returns:
+        A `CheckResult`: right when the layers are the Runner's calls, the peak is the strategy's,
+        the pass was timed between two events around all its calls, no race or under-sized
+        workspace was found and nothing is left held.
+    """
+    if not isinstance(answer, dict) or not {"layers", "peak_bytes", "pass_us"} <= set(answer):
+        return emit(
+            False,
+            "network_pass(strategy) returns dict(layers=[(label, plan, workspace bytes), ...], "
+            "peak_bytes=..., pass_us=...).",
+            "no answer yet",
+        )
+    gpu = current()
+    runners = gpu.runners[gpu.cell_mark.runners :]
+    name = runners[-1].strategy.describe() if runners else "?"
+    ran = f"Your pass over {len(three_layers())} layers under {name} ({gpu.label})."
+    problems = _problems(answer, gpu)
+    if problems:
+        return verdict("network_pass", ran, problems, right="", hints=HINTS, names=NAMES)
+    rows = [
+        (r.strategy, r.peak_bytes, r.timed_alloc_calls, r.gpu_us)
+        for r in passes.shipped_passes(three_layers(), gpu.fresh)
+    ]
+    alloc = runners[-1].strategy.stats.alloc_calls
+    plans = ", ".join(f"plan {p} with {fmt_bytes(w)}" for _, p, w in answer["layers"])
+    timed = took(answer["pass_us"], gpu, "your pass between its events")
+    if gpu.simulated and known(_simulated_span(gpu)):
+        timed += f" (the simulated GPU ran its calls in {us(_simulated_span(gpu))})"
+    return verdict(
+        "network_pass",
+        ran,
+        [],
+        right=(
+            f"Layers: {plans}. Peak held {fmt_bytes(answer['peak_bytes'])}; {timed}; nothing left "
+            "held. Beside the shipped "
+            "strategies, each on a fresh GPU of this kind (allocations in a warm pass; GPU time of a warm "
+            "pass, yours is a first pass):\n"
+            + beside(rows, mine=("you: " + name, answer["peak_bytes"], alloc, answer["pass_us"]), time="pass")
+        ),
+    )

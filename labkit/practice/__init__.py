@@ -1,0 +1,64 @@
+"""The GPU a hands-on cell runs on: this machine's, or one simulated from a recording, behind one small API.
+
+A learner writes a hands-on cell against `Practice` (``gpu = lessons.device()``), the device seam's
+calls said for a person (`labkit.gpu.device`): live it is this machine's GPU (CuPy, cuDNN), in
+recorded mode a `labkit.simgpu.SimDevice` replaying the recording in use. The same code runs on both:
+
+===============================================  =====================================================
+``gpu.conv(spec)``                               a convolution with its inputs: ``.plans`` (each
+                                                 ``.index``, ``.name``, ``.workspace_bytes``), ``.plan``
+                                                 (the heuristic's pick)
+``gpu.stream()``                                 a new stream (``.synchronize()``)
+``gpu.allocate(nbytes)`` / ``gpu.free(ptr)``     cudaMalloc / cudaFree (an int address)
+``conv.run(ptr, stream=s, plan=p)``              queue one call of plan ``p`` on ``s``, workspace at ``ptr``
+``gpu.event(s)``                                 cudaEventRecord (``.wait()``, ``.done()``)
+``gpu.elapsed_us(start, end)``                   GPU microseconds between two events
+``gpu.capture(fn, s)``                           a CUDA graph of the calls ``fn`` queues (``.launch(s)``)
+``gpu.synchronize()``                            the host waits for every stream
+``conv.wrong_outputs()``                         outputs written since the last look that are wrong
+===============================================  =====================================================
+
+The workspace strategies and the `labkit.gpu.runner.Runner` run on ``gpu.device`` (a hands-on cell
+makes it current). Every call is logged (`Practice.launches`, `Practice.timings`, the allocations),
+and `labkit.practice.findings` reads the log, with the simulator's sanitizer, for what a check
+judges: races, leaks, workspaces smaller than the plan asks, a timing of one call.
+
+* `device`: `Practice`, its streams, events and graphs;
+* `conv`: `Conv`, a convolution's plans, calls and outputs;
+* `findings`: what is wrong with what ran (`Problem`);
+* `passes`: a pass of convolutions under a workspace strategy, for the shipped strategies beside a
+  learner's own, and the simulated check of a learner's strategy.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from .conv import Conv  # noqa: F401  (the room's names)
+from .device import Practice
+
+_current: Optional[Practice] = None
+
+
+def new(recording=None) -> Practice:
+    """A fresh `Practice`, which `current` returns from now on: this GPU live, else a new GPU
+    simulated from the recording in use (nothing allocated, its clock at zero).
+
+    Args:
+        recording: simulate this shipped recording (e.g. "h200") instead; default the one in use.
+
+    Returns:
+        The `Practice`.
+    """
+    global _current
+    _current = Practice.for_mode(recording)
+    return _current
+
+
+def current() -> Practice:
+    """The `Practice` hands-on cells use now (`new`'s last, made on first use).
+
+    Returns:
+        The `Practice`.
+    """
+    return _current if _current is not None else new()
