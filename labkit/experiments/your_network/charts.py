@@ -9,7 +9,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ...draw.plain_figure import figure_of
-from ...draw.plots import COLORS, fmt_bytes, grid, laid_out, num, ok_rows
+from ...draw.plots import COLORS, fmt_bytes, grid, laid_out, num, ok_rows, wrap
 from ..core import MIB
 from .request import REPORT_STRATEGIES
 from .tables import largest_request, tables_of
@@ -36,6 +36,17 @@ STRATEGY_DASHES = ("solid", "dash", "solid", "dot", "dashdot", "longdash", "dot"
 SAME_LINE = 0.01
 #: the width (px) and opacity of a line that stands for several strategies
 MERGED_WIDTH, MERGED_OPACITY = 6, 0.45
+#: characters of a legend line in the memory timeline: a longer entry (a line that stands for many
+#: strategies) is wrapped, so the legend never grows wider than the plot it sits in
+LEGEND_CHARS = 64
+
+
+def timeline_entry(members: list) -> str:
+    """The legend entry of a memory-timeline line that stands for ``members`` (strategy labels),
+    wrapped at `LEGEND_CHARS` (lines joined by ``<br>``)."""
+    if len(members) == 1:
+        return members[0]
+    return wrap(f"{', '.join(members)} (one line: they hold about the same)", LEGEND_CHARS)
 
 
 def held_series(timeline) -> dict:
@@ -146,9 +157,7 @@ def network_report_chart(df) -> go.Figure:
                 x=x,
                 y=y / MIB,
                 mode="lines",
-                name=label
-                if len(members) == 1
-                else f"{', '.join(members)} (one line: they hold about the same)",
+                name=timeline_entry(members),
                 showlegend=group is not None,
                 # a line that stands for several strategies is wider and half see-through: where
                 # another strategy's line runs along it for a while, both show
@@ -184,6 +193,7 @@ def network_report_chart(df) -> go.Figure:
         )
     )
     top = max((float(np.nanmax(y)) for _, y, _ in series.values() if len(y)), default=0.0) / MIB
+    legend_lines = sum(timeline_entry(g).count("<br>") + 1 for g in groups.values())
     panel = laid_out(REPORT_GRID)[0]["yaxis2"]["domain"]
     axes = dict(
         legend2=dict(
@@ -199,9 +209,9 @@ def network_report_chart(df) -> go.Figure:
         yaxis=dict(title=dict(text="GPU time per call (us)")),
         # the calls of the first two panels are one x axis: a call's bar sits over its held bytes
         xaxis2=dict(title=dict(text="call of the pass (the last step: after the pass)"), matches="x"),
-        # room above the lines for the legend inside the panel: a line of it per group drawn
+        # room above the lines for the legend inside the panel: a line of it per legend line drawn
         yaxis2=dict(
-            title=dict(text="workspace held (MiB)"), range=[0, (1 + 0.3 * len(groups)) * max(top, 1.0)]
+            title=dict(text="workspace held (MiB)"), range=[0, (1 + 0.3 * legend_lines) * max(top, 1.0)]
         ),
         xaxis3=dict(title=dict(text="workspace cap"), type="category"),
         yaxis3=dict(title=dict(text="pass time (ms)"), rangemode="tozero"),
