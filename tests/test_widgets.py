@@ -175,8 +175,14 @@ def test_lab_panel_switches_chart_and_exports_csv(tmp_path):
     assert lab.df.attrs["experiment"] == "caps"
     lab.set(dtype="fp32")
     assert set(lab.df.dtype) == {"fp32"}
-    lab.set(chart="plans")  # the plans chart comes back as the same widget
-    assert lab.fig is plans_fig and lab.df.attrs["request"]["spec"]["dtype"] == "fp32"
+    lab.set(chart="plans")  # the plans chart comes back as a new widget (a re-shown one stops following
+    # its updates in the page), and the old ones are closed
+    assert (
+        lab.fig is not plans_fig
+        and lab.fig in lab.box.children
+        and lab.df.attrs["request"]["spec"]["dtype"] == "fp32"
+    )
+    assert plans_fig.comm is None
     lab.set(chart="precision")
     lab.set(N=8)
     lab.set(chart="plans")  # plans were not recorded for N=8: back to its base, and said so

@@ -254,7 +254,6 @@ class PanelView:
         self.df = None
         self.error: Optional[str] = None
         self.fig = None
-        self.figs: Dict[str, object] = {}  # one FigureWidget per chart, made once
         # shared style and layout objects (`ControlLook`, the text lines', the buttons'): each is a comm
         # of its own, and sharing them keeps a panel at 25-38 comms (31-67 with one per widget)
         self.look = ControlLook()
@@ -399,14 +398,18 @@ class PanelView:
         self.message.value = ""
 
     def show_figure(self, experiment: str, fig) -> None:
-        """Show ``experiment``'s figure (``fig``, or the one made before; None: none yet)."""
-        fig = fig if fig is not None else self.figs.get(experiment)
-        children = [c for c in self.box.children if c is not self.fig]
+        """Show ``fig`` as the panel's chart for ``experiment`` (None: none until the next draw).
+
+        The chart it replaces is closed: a FigureWidget taken out of the panel and put back later
+        is drawn again in the page but no longer follows its updates there (the kernel's figure
+        changes, the page keeps the old one), so a chart shown again is a new widget."""
+        old = self.fig
+        self.box.children = tuple(c for c in self.box.children if c is not old) + (
+            (fig,) if fig is not None else ()
+        )
         self.fig = fig
-        if fig is not None:
-            self.figs[experiment] = fig
-            children.append(fig)
-        self.box.children = tuple(children)
+        if old is not None and old is not fig:
+            old.close()
 
     def fail(
         self, experiment: str, exc: Exception, placeholder: Callable, *, unexpected: bool = False
