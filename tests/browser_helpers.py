@@ -425,8 +425,8 @@ WIDGETS_JS = """() => {
 
 # What the user sees of a chart: the traces' SVG geometry and text, plus the data plotly holds.
 CHART_SIGNATURE_JS = """(el) => {
-  const svg = [...el.querySelectorAll('.main-svg .trace path, .main-svg .trace text, .main-svg .trace .point')]
-      .map(n => n.getAttribute('d') || n.textContent || n.getAttribute('transform') || '');
+  const svg = [...el.querySelectorAll('.main-svg .trace path, .main-svg .trace text, .main-svg .trace .point, .gtitle')]
+      .map(n => (n.getAttribute('d') || '') + (n.textContent || '') + (n.getAttribute('transform') || ''));
   const ticks = [...el.querySelectorAll('.main-svg .xtick text, .main-svg .ytick text')].map(n => n.textContent);
   const data = (el.data || []).map(t => {
     const arr = v => (v && v.length !== undefined) ? Array.from(v).map(String) : v;
@@ -678,3 +678,147 @@ def chromium_context(executable: str, profile: Path, viewport: dict, timeout_ms:
                 ctx.close()
         finally:
             pw.stop()
+
+
+# How one plotly chart is laid out, as a learner would judge it, measured on the drawn page
+# (plotly.js's own layout, `gd._fullLayout`, and the SVG's client rectangles). ``el`` is the chart
+# (`.js-plotly-plot`); ``o`` the thresholds (`tests/test_browser_controls.py`). Problems found:
+#
+# * the plot area: the subplots' drawn width less than ``o.min_plot_width`` of the chart's width,
+#   or their summed area less than ``o.min_plot_area`` of the chart's (a legend or a margin that
+#   grew until the data had no room left);
+# * a text box over another: titles, subtitles, axis titles, tick labels, trace labels, annotations
+#   (footnotes, subplot titles) and legend entries, pairwise, sharing more than ``o.overlap_px``;
+# * a legend or an annotation over the data: its box over a bar, a marker or a point of a line;
+# * a legend entry not drawn: fewer entries than traces shown in a legend, or an entry outside
+#   its legend's box or the chart (plotly scrolls or cuts a legend taller than its room);
+# * the chart wider than its output, or than the notebook;
+# * a trace label in another unit than its value axis (``10.16 ms`` on an axis in us).
+GEOMETRY_JS = """(el, o) => {
+  const found = [];
+  const gd = el, fl = gd._fullLayout;
+  const svg = gd.querySelector('.main-svg');
+  if (!fl || !svg) return found;
+  const add = (kind, what) => found.push({kind, what});
+  const shown = e => {
+    const r = e.getBoundingClientRect();
+    if (r.width < 1 || r.height < 1) return null;
+    for (let x = e; x && x !== gd; x = x.parentElement) {
+      const cs = getComputedStyle(x);
+      if (cs.display === 'none' || cs.visibility === 'hidden' || parseFloat(cs.opacity) === 0) return null;
+      if (x.getAttribute && x.getAttribute('opacity') === '0') return null;
+    }
+    if (e.tagName === 'text' && !e.textContent.trim()) return null;
+    return r;
+  };
+  const meet = (a, b, px) => Math.min(a.right, b.right) - Math.max(a.left, b.left) > px &&
+                             Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > px;
+  const inside = (a, b, px) => a.left >= b.left - px && a.right <= b.right + px &&
+                               a.top >= b.top - px && a.bottom <= b.bottom + px;
+  const W = fl.width, H = fl.height;
+  // -- the plot area --
+  let area = 0, left = Infinity, right = -Infinity;
+  for (const k of Object.keys(fl._plots || {})) {
+    const p = fl._plots[k];
+    if (!p.xaxis || !p.yaxis) continue;
+    area += p.xaxis._length * p.yaxis._length;
+    left = Math.min(left, p.xaxis._offset);
+    right = Math.max(right, p.xaxis._offset + p.xaxis._length);
+  }
+  if (right > left) {
+    if (right - left < o.min_plot_width * W)
+      add('plot squeezed', `the plot is ${Math.round(right - left)} px wide in a ${W} px chart (margins l ${Math.round(fl._size.l)}, r ${Math.round(fl._size.r)})`);
+    if (area < o.min_plot_area * W * H)
+      add('plot squeezed', `the plot area is ${(100 * area / (W * H)).toFixed(0)} % of the chart`);
+  }
+  // -- text over text --
+  const texts = [];
+  const SEL = '.gtitle, .gtitle-subtitle, [class^="g-"][class$="title"] text, .xtick text, .ytick text, ' +
+              'g.trace text, .annotation-text, .legendtext';
+  for (const t of svg.parentElement.querySelectorAll(SEL)) {
+    const r = shown(t);
+    if (!r) continue;
+    const kind = t.closest('.xtick, .ytick') ? 'tick' : t.closest('.legendtext, .traces') ? 'legend' :
+                 t.closest('g.trace') ? 'trace' : t.classList.contains('annotation-text') ? 'annotation' : 'title';
+    texts.push({r, kind, trace: t.closest('g.trace'), text: t.textContent.trim().slice(0, 50)});
+  }
+  for (let a = 0; a < texts.length; a++)
+    for (let b = a + 1; b < texts.length; b++) {
+      const A = texts[a], B = texts[b];
+      if (A.kind === 'legend' && B.kind === 'legend') continue;  // one legend's own rows
+      if (meet(A.r, B.r, o.overlap_px))
+        add('text over text', `${A.kind} "${A.text}" and ${B.kind} "${B.text}"`);
+    }
+  // -- legends and annotations over the data --
+  const data = [];
+  for (const p of svg.querySelectorAll('.barlayer .point path, .scatterlayer path.point')) {
+    const r = shown(p);
+    if (r) data.push(r);
+  }
+  for (const line of svg.querySelectorAll('.scatterlayer path.js-line')) {
+    if (!shown(line)) continue;
+    const n = line.getTotalLength(), m = line.getScreenCTM();
+    if (!m || !n) continue;
+    const steps = Math.min(400, Math.max(20, Math.round(n / 4)));
+    for (let i = 0; i <= steps; i++) {
+      const q = line.getPointAtLength(n * i / steps);
+      const x = m.a * q.x + m.c * q.y + m.e, y = m.b * q.x + m.d * q.y + m.f;
+      data.push({left: x - 1, right: x + 1, top: y - 1, bottom: y + 1});
+    }
+  }
+  const boxes = [];
+  const LEGENDS = '.infolayer > g[class^="legend"]';  // 'legend', 'legend2', ...: one group per legend
+  for (const lg of svg.parentElement.querySelectorAll(LEGENDS)) {
+    const bg = lg.querySelector('.bg'), r = bg && shown(bg);
+    if (r) boxes.push({r, what: 'legend "' + [...lg.querySelectorAll('.legendtext')].map(t => t.textContent).join(' | ').slice(0, 80) + '"'});
+  }
+  for (const a of svg.parentElement.querySelectorAll('.annotation')) {
+    const t = a.querySelector('.annotation-text'), r = t && shown(t);
+    if (r) boxes.push({r, what: 'annotation "' + t.textContent.slice(0, 60) + '"'});
+  }
+  for (const b of boxes) {
+    const hit = data.filter(d => meet(b.r, d, 0)).length;
+    if (hit) add('legend or annotation over the data', `${b.what} covers ${hit} point(s) of the data`);
+  }
+  // -- every legend entry drawn --
+  if (fl.showlegend) {
+    const want = (gd._fullData || []).filter(t => t.visible === true && t.showlegend).length;
+    const entries = [...svg.parentElement.querySelectorAll(LEGENDS.replace('>', '>') + ' .traces')];
+    if (entries.length < want) add('legend entry not drawn', `${entries.length} legend entries for ${want} traces shown in a legend`);
+    const chart = svg.getBoundingClientRect();
+    for (const e of entries) {
+      const r = e.getBoundingClientRect(), lg = e.closest('g[class^="legend"]:not(.legendpoints)'), bg = lg && lg.querySelector('.bg');
+      const room = bg ? bg.getBoundingClientRect() : chart;
+      if (r.height < 1 || !inside(r, room, 2) || !inside(r, chart, 2))
+        add('legend entry not drawn', `"${e.textContent.slice(0, 60)}" lies outside its legend or the chart`);
+    }
+  }
+  // -- wider than its output or the notebook --
+  const out = gd.closest('.jp-OutputArea-output') || gd;
+  const nb = gd.closest('.jp-Notebook');
+  const drawn = svg.getBoundingClientRect();
+  if (drawn.width > out.getBoundingClientRect().width + 1)
+    add('wider than its output', `${Math.round(drawn.width)} px in a ${Math.round(out.getBoundingClientRect().width)} px output`);
+  if (nb && drawn.right > nb.getBoundingClientRect().right + 1)
+    add('wider than the notebook', `its right edge is ${Math.round(drawn.right - nb.getBoundingClientRect().right)} px past the notebook's`);
+  // -- a trace label in its axis's unit --
+  const UNIT = /\\((us|ms|s|B|KiB|MiB|GiB)\\)/;
+  const LABEL = /\\d\\s*(us|µs|ms|s|B|KiB|MiB|GiB)\\b/;
+  const family = u => (['us', 'µs', 'ms', 's'].includes(u) ? 'time' : 'bytes');
+  (gd._fullData || []).forEach((t, i) => {
+    if (t.visible !== true) return;
+    const horizontal = t.orientation === 'h';
+    const axisName = horizontal ? 'xaxis' + (t.xaxis || 'x').slice(1) : 'yaxis' + (t.yaxis || 'y').slice(1);
+    const axis = fl[axisName];
+    const title = axis && axis.title && axis.title.text;
+    const want = title && UNIT.exec(title);
+    if (!want) return;
+    for (const txt of [...svg.querySelectorAll('g.trace')].filter(g => g.__data__ && g.__data__[0] && g.__data__[0].trace && g.__data__[0].trace.index === i).flatMap(g => [...g.querySelectorAll('text')])) {
+      const got = LABEL.exec(txt.textContent);
+      const zero = /^\\s*0(\\.0+)?\\s*[a-zA-Zµ]+\\s*$/.test(txt.textContent);  // zero is zero in any unit
+      if (got && !zero && family(got[1]) === family(want[1]) && got[1].replace('µ', 'u') !== want[1])
+        add('label in another unit', `"${txt.textContent.trim().slice(0, 30)}" on an axis in ${want[1]} ("${title.slice(0, 50)}")`);
+    }
+  });
+  return found;
+}"""
