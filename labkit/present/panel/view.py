@@ -398,11 +398,9 @@ class PanelView:
         self.message.value = ""
 
     def show_figure(self, experiment: str, fig) -> None:
-        """Show ``fig`` as the panel's chart for ``experiment`` (None: none until the next draw).
-
-        The chart it replaces is closed: a FigureWidget taken out of the panel and put back later
-        is drawn again in the page but no longer follows its updates there (the kernel's figure
-        changes, the page keeps the old one), so a chart shown again is a new widget."""
+        """Show ``fig`` as the panel's chart for ``experiment`` (None: none until the next draw). The
+        one it replaces is closed: a FigureWidget put back in the panel no longer follows its updates
+        in the page, so a chart shown again is a new widget."""
         old = self.fig
         self.box.children = tuple(c for c in self.box.children if c is not old) + (
             (fig,) if fig is not None else ()
