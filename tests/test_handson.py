@@ -395,6 +395,46 @@ def test_lesson_10_an_idle_time_that_leaves_out_the_memsets_or_gives_a_share(cap
     assert " ".join(under_the_hood.handson.HINTS["idle_off"][1].split())[:40] in " ".join(out.split())
 
 
+def test_once_the_event_calls_are_calibrated_the_times_read_numbers(capsys, monkeypatch):
+    """The lesson recordings hold no event's host time (``bench sim-fidelity --calibrate`` on a GPU
+    records it): with a calibration table (made up here, a test's numbers only), lesson 05's
+    reference times every plan within the check's agreement of the simulated GPU's own calls, and
+    lesson 09's pass has a time."""
+    import math
+
+    import pandas as pd
+
+    from labkit.simgpu import SimDevice
+    from labkit.simgpu.recorded import Recorded
+
+    made_up = pd.DataFrame(
+        [
+            dict(call=c, spec_label="", plan_index=math.nan, nbytes=n, host_us=us, gpu_us=math.nan)
+            for c, n, us in [
+                ("cudaEventRecord", 0, 2.0),
+                ("cudaEventSynchronize", 0, 3.0),
+                ("cudaDeviceSynchronize", 0, 5.0),
+                ("cudaMalloc", 512, 5.0),
+                ("cudaFree", 512, 5.0),
+            ]
+        ]
+    )
+    calibrated = Recorded("h100-sxm", calibration=made_up)
+
+    def new(recording=None):
+        practice._current = practice.Practice(SimDevice(calibrated))
+        return practice._current
+
+    monkeypatch.setattr(practice, "new", new)
+    ns, _ = run_lesson("05", capsys, given={"my_times": {}})
+    res = check.plan_times(ns["my_times"])
+    known = [t for t in ns["my_times"].values() if math.isfinite(t)]
+    assert res.correct and "x the simulated GPU's" in res.message, res.message
+    assert len(known) > len(ns["my_times"]) // 2
+    ns, out = run_lesson("09", capsys)
+    assert "correct: " in out and math.isfinite(ns["my_pass"]["pass_us"]), out
+
+
 # ---- the hands-on GPU's own calls ------------------------------------------------------------------
 def test_the_practice_gpu_refuses_what_it_never_gave_in_one_line():
     gpu = practice.new()

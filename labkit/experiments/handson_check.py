@@ -164,25 +164,33 @@ def took(value, practice, what: str) -> str:
     return f"{what}: no time, since the recording lacks the {why} and a simulated clock makes none up"
 
 
-def beside(
-    rows: Sequence[Tuple[str, int, int, float]], *, mine: Tuple[str, int, int, float], time: str
-) -> str:
-    """A table of peak bytes, allocations and a time per strategy, the learner's row first.
+def beside(rows: Sequence[tuple], *, mine: tuple, time: str, more: Sequence[str] = ()) -> str:
+    """A table of peak bytes, allocations and times per strategy, the learner's row first.
 
     Args:
-        rows: (name, peak bytes, allocations, microseconds) per shipped strategy.
-        mine: the learner's row.
+        rows: (name, peak bytes, allocations, microseconds, *more microseconds) per shipped strategy.
+        mine: the learner's row (a missing time reads "-").
         time: what the time column is, e.g. "host time per call".
+        more: what each further time column is.
 
     Returns:
         The table's lines, a header first.
     """
     width = max(len(r[0]) for r in [mine, *rows])
-    head = f"  {'':<{width}}  {'peak held':>10}  {'allocations':>11}  {time}"
-    return "\n".join(
-        [head]
-        + [
-            f"  {name:<{width}}  {fmt_bytes(peak):>10}  {allocs:>11}  {us(t)}"
-            for name, peak, allocs, t in [mine, *rows]
-        ]
+    heads = [time, *more]
+    cols = [max(14, len(h)) for h in heads]
+    head = f"  {'':<{width}}  {'peak held':>10}  {'allocations':>11}  " + "  ".join(
+        f"{h:<{c}}" for h, c in zip(heads, cols)
     )
+    lines = [head.rstrip()]
+    for name, peak, allocs, *times in [mine, *rows]:
+        cells = [
+            us(t) if i < len(times) else "-" for i, t in enumerate(times + [None] * (len(heads) - len(times)))
+        ]
+        lines.append(
+            (
+                f"  {name:<{width}}  {fmt_bytes(peak):>10}  {allocs:>11}  "
+                + "  ".join(f"{c:<{w}}" for c, w in zip(cells, cols))
+            ).rstrip()
+        )
+    return "\n".join(lines)

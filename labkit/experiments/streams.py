@@ -400,7 +400,9 @@ def _theirs(gpu) -> str:
     sim = sequences.race(True, "graph", recording=gpu.device.recorded)
     return (
         f"labkit's run of the same race on a GPU {gpu.label}: {sim['corrupted']} of {sim['runs']}; "
-        f"measured on the {gpu.gpu} when it was recorded: {measured}"
+        f"measured on the {gpu.gpu} when it was recorded: {measured}. The two count different things: "
+        "the simulator, the calls that ran at the same time as one of the other stream's on the shared "
+        "bytes; the GPU, the outputs that came out different"
     )
 
 

@@ -103,7 +103,7 @@ def _gpu_us(practice, runners, first: int, t0: float, origin) -> float:
 
 
 def strategy_pass(
-    strategy, specs: Sequence[ConvSpec], practice, *, streams: int = 1, passes: int = 1
+    strategy, specs: Sequence[ConvSpec], practice, *, streams: int = 1, passes: int = 1, warm: bool = True
 ) -> PassResult:
     """Run ``specs`` under ``strategy`` on ``practice``'s device: a warm-up, then the timed pass.
 
@@ -114,6 +114,7 @@ def strategy_pass(
             each strategy's memory its own).
         streams: streams sharing the strategy (each call of the pass runs on every stream in turn).
         passes: passes over ``specs`` in the warm-up and in the timed pass.
+        warm: warm up first; False times the first pass, from nothing held.
 
     Returns:
         A `PassResult`.
@@ -127,7 +128,7 @@ def strategy_pass(
     seq = [s for _ in range(passes) for s in specs]
     first_call = len(dev.calls) if sim else 0
     try:
-        for spec in seq:
+        for spec in seq if warm else ():
             for r in runners:
                 r.run(spec)
                 if sim:
@@ -192,18 +193,21 @@ def race_pass(strategy, specs: Sequence[ConvSpec], practice) -> PassResult:
     return strategy_pass(strategy, specs, practice, streams=2)
 
 
-def shipped_passes(specs: Sequence[ConvSpec], fresh: Callable[[], object]) -> List[PassResult]:
+def shipped_passes(
+    specs: Sequence[ConvSpec], fresh: Callable[[], object], *, warm: bool = True
+) -> List[PassResult]:
     """Every shipped strategy (as the benchmark runs them) over ``specs``, each on a fresh device.
 
     Args:
         specs: the convolutions, in order.
         fresh: makes a fresh `Practice` of the kind in use.
+        warm: time a pass after a warm-up (False: the first pass, from nothing held).
 
     Returns:
         One `PassResult` per strategy, in `labkit.gpu.workloads.BENCH_STRATEGIES` order.
     """
     return [
-        strategy_pass(lambda n=n, o=o: workspace.make(n, **o), specs, fresh())
+        strategy_pass(lambda n=n, o=o: workspace.make(n, **o), specs, fresh(), warm=warm)
         for n, o in workloads.BENCH_STRATEGIES
     ]
 

@@ -33,6 +33,7 @@ for plan in conv.plans:
     run = lambda: conv.run(workspace, stream=stream, plan=plan)  # queues one call of the plan
     for _ in range(3):  # warm-up: loads the kernels, fills the caches, wakes the clocks
         run()
+    stream.synchronize()
     graph = gpu.capture(lambda: [run() for _ in range(CALLS)], stream)
     samples = []
     for _ in range(5):  # the median of repeats, not one sample

@@ -111,12 +111,20 @@ def idle_time(answer=None) -> CheckResult:
         return verdict("idle_time", ran, problems, right="", hints=HINTS, names=NAMES)
     most = max(truth, key=truth.get)
     least = min(truth, key=truth.get)
+    share = {s: truth[s] / _span(df[df.strategy == s]) for s in (most, least)}
     return verdict(
         "idle_time",
         ran,
         [],
         right=(
             f"Every one matches labkit's reading of the same rows. The GPU waited longest under {most} "
-            f"({fmt_us(truth[most])} of its pass), least under {least} ({fmt_us(truth[least])})."
+            f"({fmt_us(truth[most])}, {share[most]:.0%} of its pass as drawn), least under {least} "
+            f"({fmt_us(truth[least])}, {share[least]:.0%})."
         ),
     )
+
+
+def _span(sub) -> float:
+    """Microseconds from a pass's first device row's start to its last one's end."""
+    dev = traces.device_rows(sub)
+    return float(dev.end_us.max() - dev.start_us.min())

@@ -10,7 +10,7 @@ from ...draw.plots import (
 from ...practice import current, passes
 from ...practice.findings import Problem
 from ..checking import CheckResult, emit, say
-from ..handson_check import us, verdict
+from ..handson_check import beside, verdict
 
 # ---- hands-on: a strategy of your own ---------------------------------------------------------------
 #: the reference solution of lesson 02's hands-on cell (`labkit.session.handson`)
@@ -113,14 +113,13 @@ STRATEGY_HINTS = {
 }
 
 
-def _sim_line(r) -> str:
+def _sim_row(r) -> tuple:
+    """One strategy's row of the verdict's table, its name flagged where it raced or leaked."""
     flags = [
         k for k, on in (("race", any(p.kind == "race" for p in r.problems)), ("leak", r.leaked_bytes)) if on
     ]
-    return (
-        f"  {r.strategy}: peak {fmt_bytes(r.peak_bytes)}, {r.timed_alloc_calls} allocations once warm, "
-        f"host time per call {us(r.host_us_per_call)}{'; ' + ' and '.join(flags) if flags else ''}"
-    )
+    name = f"{r.strategy} ({', '.join(flags)})" if flags else r.strategy
+    return (name, r.peak_bytes, r.timed_alloc_calls, r.host_us_per_call)
 
 
 def _own_strategy_simulated(strategy, gpu) -> CheckResult:
@@ -135,21 +134,18 @@ def _own_strategy_simulated(strategy, gpu) -> CheckResult:
         f"Your strategy on {len(passes.SIM_CHECK_SPECS)} convolutions, {passes.PASSES} passes on one "
         f"stream, then on two streams sharing it ({gpu.label}; its sanitizer checked every workspace)."
     )
-    table = "\n".join(_sim_line(r) for r in [mine, *others])
-    return (
-        verdict(
-            "own_strategy",
-            ran,
-            problems,
-            hints=STRATEGY_HINTS,
-            names={"error": "error"},
-            right=(
-                f"No workspace too small, none handed to a call on the other stream while a call could still "
-                f"use it, nothing left after close(); peak {fmt_bytes(mine.peak_bytes)} held (the largest "
-                f"workspace asked: {fmt_bytes(max((p[2] for p in mine.plans), default=0))}). Beside the "
-                f"built-ins, each checked the same way on a fresh GPU of this kind:\n{table}"
-            ),
-        )
-        if not problems
-        else verdict("own_strategy", ran, problems, hints=STRATEGY_HINTS, names={"error": "error"}, right="")
+    table = beside([_sim_row(r) for r in others], mine=_sim_row(mine), time="host time per call")
+    largest = max((p[2] for p in mine.plans), default=0)
+    return verdict(
+        "own_strategy",
+        ran,
+        problems,
+        hints=STRATEGY_HINTS,
+        names={"error": "error"},
+        right=(
+            "No workspace too small, none handed to a call on the other stream while a call could still "
+            f"use it, nothing left after close(); peak {fmt_bytes(mine.peak_bytes)} held (the largest "
+            f"workspace asked: {fmt_bytes(largest)}). Beside the built-ins, each checked the same way on a "
+            f"fresh GPU of this kind (allocations in a pass once warm):\n{table}"
+        ),
     )
