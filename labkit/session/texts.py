@@ -286,7 +286,9 @@ def contents() -> Text:
 
 def show_source(module: str, *names: str) -> Text:
     """The source of functions, classes or methods in a labkit module, read from its file (the
-    module is not imported, so this works without CuPy), as a Python code block.
+    module is not imported, so this works without CuPy), folded: a line naming the file, the
+    definitions and their length, which a click opens onto the highlighted code. The learner's
+    own code is what a lesson shows open.
 
     Args:
         module: the module, e.g. ``"gpu.frontend"`` or ``"workspace"`` (a file in labkit/ or one
@@ -294,7 +296,9 @@ def show_source(module: str, *names: str) -> Text:
         names: top-level names (``"time_plan"``) or ``"Class.method"``.
 
     Returns:
-        Markdown text: one code block holding each definition, in the order asked.
+        Markdown text: an HTML ``<details>`` whose ``<summary>`` is that line and whose body is
+        one Python code block holding each definition, in the order asked (static renderers that
+        ignore ``<details>`` show the code open).
     """
     here = Path(__file__).resolve().parents[1]  # labkit/
     rel = module.replace(".", "/")
@@ -321,4 +325,11 @@ def show_source(module: str, *names: str) -> Text:
     missing = [n for n in names if n not in found]
     if missing:
         raise InvalidSpec("names", missing, f"not defined in {path.relative_to(here.parent)}")
-    return Text("```python\n" + "\n\n".join(found[n] for n in names) + "\n```")
+    code = "\n\n".join(found[n].rstrip() for n in names)
+    rel_path = path.relative_to(here.parent).as_posix()
+    what = ", ".join(f"<code>{n}</code>" for n in names)
+    lines = len(code.splitlines())
+    return Text(
+        f"<details><summary>{what} in <code>{rel_path}</code>, {lines} lines</summary>\n"
+        f"\n```python\n{code}\n```\n\n</details>"
+    )
