@@ -250,7 +250,7 @@ def _fp8_error_from_rounding(rec):
 
 @claim(
     "03",
-    "Look at the right panel: fp8's total error (diamond) is far above its arithmetic error (circle), while fp16's two sit close together.",
+    "Look at the chart's right-hand plot: fp8's total error (diamond) is far above its arithmetic error (circle), while fp16's two sit close together.",
 )
 def _fp8_vs_fp16_error_gap(rec):
     t = frame(rec, "precision", spec=experiments.BASE).set_index("dtype")
@@ -606,7 +606,7 @@ def _timeline(rec):
 
 @claim(
     "03",
-    "**Exercise 4 (predict).** Lesson 00 showed that at batch 32, converting NCHW tensors to NHWC and back costs more than the faster convolution saves.",
+    "**Exercise 4 (predict).** Lesson 00's [layout chart](00_start_here.ipynb#A-chart-from-the-table) showed that at batch 32, converting NCHW tensors to NHWC and back costs more than the faster convolution saves.",
 )
 def _converting_does_not_pay_at_batch_32(rec):
     t = frame(rec, "layout", spec=experiments.BASE).set_index("layout")

@@ -1,5 +1,6 @@
-"""What a lesson shows, read from its code cells without running them: little code before the first
-chart (labkit's own source folded).
+"""What a lesson shows, read from its code cells without running them: each figure once (a static
+chart or its panel, never both at one base), no chart or summary copied from an earlier lesson (a
+link back to it instead), and little code before the first chart (labkit's own source folded).
 
 A figure's identity is the chart it draws and the request it draws it for: ``lessons.chart(df)``
 for ``df = lessons.data(name, ...)``, a panel ``widgets.XPanel(...)`` at its base with the
@@ -167,6 +168,38 @@ def listing_lines(call: ast.Call) -> int:
     if shown.startswith("<details>"):
         return 1
     return len(shown.splitlines())
+
+
+def _lessons():
+    return [Lesson(p) for p in LESSONS]
+
+
+@pytest.fixture(scope="module")
+def read():
+    return _lessons()
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name[:2])
+def test_no_lesson_draws_a_figure_twice(path):
+    lesson = Lesson(path)
+    seen: dict = {}
+    twice = []
+    for i, key, what in lesson.figures:
+        if key in seen:
+            twice.append(f"cell {i} {what} draws what cell {seen[key][0]} {seen[key][1]} drew")
+        seen.setdefault(key, (i, what))
+    assert not twice, f"{lesson.name}: keep the panel (or the static chart), not both: {twice}"
+
+
+def test_no_chart_or_summary_is_copied_from_an_earlier_lesson(read):
+    first: dict = {}
+    copies = []
+    for lesson in read:
+        for i, key, what in lesson.figures + lesson.summaries:
+            if key in first and first[key][0] != lesson.name:
+                copies.append(f"{lesson.name} cell {i} {what} repeats {first[key][0]} cell {first[key][1]}")
+            first.setdefault(key, (lesson.name, i))
+    assert not copies, f"link back to the earlier lesson's section instead: {copies}"
 
 
 @pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name[:2])

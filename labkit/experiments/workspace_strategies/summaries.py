@@ -242,7 +242,7 @@ def dims_only_summary(df) -> Text:
     lo, hi = fp.iloc[0], fp.iloc[-1]
     sizes = ok["heuristic_workspace_bytes"]
     return Text(
-        f"All {len(ok)} variants below have the **same dims-only key**, yet their heuristic plans ask for "
+        f"All {len(ok)} variants have the **same dims-only key**, yet their heuristic plans ask for "
         f"{fmt_bytes(sizes.min())} to {fmt_bytes(sizes.max())}. Among forward convolutions alone: if "
         f"{lo['dtype']} {lo['layout']} runs first, a dims-only cache stores "
         f"{fmt_bytes(lo.heuristic_workspace_bytes)}; "
