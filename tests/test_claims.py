@@ -1018,7 +1018,27 @@ NOT_CLAIMS: set = {
         "05",
         "The chart: on top, the best plan left under each cap (every plan within the cap autotuned); below, its slowdown against no cap, with the band in which separate timings of one plan fall.",
     ),
-    ("05", "The check compares your times with labkit's `autotune`."),
+    (
+        "05",
+        "The check names a plan timed over one call, or not between events, and compares your times with "
+        "labkit's (live: its autotune; in recorded mode the cell runs on a GPU simulated from the recording, "
+        "and labkit's figure is each plan's recorded kernels).",
+    ),
+    (
+        "01",
+        "In recorded mode it is a GPU simulated from the recording (`labkit.simgpu`): the same calls, answered "
+        "with the recorded times under CUDA's stream and memory rules, and a sanitizer that names what "
+        "compute-sanitizer would (a race, a use after free, a workspace too small, a leak).",
+    ),
+    (
+        "09",
+        "Write its loop yourself for ResNet-50's first three convolutions (`lessons.three_layers()`: the stem "
+        "and the first block's 1x1 and 3x3): a `Runner` under one strategy (`gpu.runner(strategy)`, on a "
+        "stream of its own), one `runner.run(spec)` per layer (its record says which plan ran and with how "
+        "much workspace), two events on `runner.stream` around the pass, the peak the strategy held "
+        "(`strategy.stats.peak_held_bytes`), and `runner.close()` at the end.",
+    ),
+    ("10", "Every summary above reads the GPU's idle time from the trace."),
     (
         "05",
         "The same stages for fp32 NCHW: **Exercise 3 (explore).** Move the caps panel above to layout NHWC: which is the smallest recorded cap that costs under 5%?",

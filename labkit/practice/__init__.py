@@ -15,17 +15,22 @@ recorded mode a `labkit.simgpu.SimDevice` replaying the recording in use. The sa
 ``gpu.elapsed_us(start, end)``                   GPU microseconds between two events
 ``gpu.capture(fn, s)``                           a CUDA graph of the calls ``fn`` queues (``.launch(s)``)
 ``gpu.synchronize()``                            the host waits for every stream
+``gpu.runner(strategy)``                         a `labkit.gpu.runner.Runner` on a stream of its own
 ``conv.wrong_outputs()``                         outputs written since the last look that are wrong
+``gpu.label``                                    "simulated from the H100 SXM recording", or "measured
+                                                 on this H100 SXM"
 ===============================================  =====================================================
 
-The workspace strategies and the `labkit.gpu.runner.Runner` run on ``gpu.device`` (a hands-on cell
-makes it current). Every call is logged (`Practice.launches`, `Practice.timings`, the allocations),
+The workspace strategies run on ``gpu.device`` (a hands-on cell makes it current, so a strategy the
+cell makes is on it). Every call is logged (`Practice.launches`, `Practice.timings`, the allocations),
 and `labkit.practice.findings` reads the log, with the simulator's sanitizer, for what a check
 judges: races, leaks, workspaces smaller than the plan asks, a timing of one call.
 
 * `device`: `Practice`, its streams, events and graphs;
 * `conv`: `Conv`, a convolution's plans, calls and outputs;
 * `findings`: what is wrong with what ran (`Problem`);
+* `memory`: what ``allocate`` gave and ``free`` took back;
+* `runner`: the Runner ``gpu.runner`` makes, its calls logged;
 * `passes`: a pass of convolutions under a workspace strategy, for the shipped strategies beside a
   learner's own, and the simulated check of a learner's strategy.
 """
