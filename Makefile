@@ -1,4 +1,4 @@
-# The cuDNN workspace workbook. Quick start (README): `make lab`, `make test`.
+# The cuDNN workspace workbook. Quick start (README): `make lab`, `make test`; everything: `make check`.
 #
 # Variables you may set on the command line:
 #   PYTHON=python3.12      the interpreter the venv is made from (>= 3.10; default python3)
@@ -64,11 +64,12 @@ ifeq ($(shell id -u 2>/dev/null),0)
 endif
 
 .DEFAULT_GOAL := help
-.PHONY: help setup lab test doctor strip clean proxy hub
+.PHONY: help setup lab test check pytest doctor strip clean proxy hub
 
 help:
 	@echo "make lab      set up (first time only) and open the workbook in JupyterLab"
-	@echo "make test     set up (first time only) and run the tests and the notebooks"
+	@echo "make test     set up (first time only) and run the quick tier: units, claims, every notebook (recorded)"
+	@echo "make check    everything: the quick tier, then the browser tests and a class on JupyterHub (what CI runs)"
 	@echo "make setup    create $(VENV) and install labkit[$(EXTRAS)] (re-runs only when pyproject.toml changes)"
 	@echo "make doctor   say what this machine has and whether labkit runs live or recorded"
 	@echo "make strip    remove outputs from the notebooks (run before committing a lesson edited in JupyterLab)"
@@ -103,16 +104,27 @@ lab: setup
 	@mkdir -p notebooks
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/jupyter lab notebooks/ $(LAB_FLAGS) $(LAB_ARGS)
 
-# Notebooks are run (nbmake) only when there are some; pytest's exit 5 ("no tests collected")
-# fails like any other non-zero exit.
+# Two tiers. `make test`: the units, the claims and every notebook (nbmake, recorded without a GPU),
+# on every core (pytest-xdist); `make check`: everything, the browser tests (headless Chromium) and a
+# class on a real JupyterHub included, one test at a time (CI runs it: .ci/run). Notebooks are run
+# only when there are some; pytest's exit 5 ("no tests collected") fails like any other non-zero exit.
+QUICK_TIER := -m "not browser and not slow" -n auto
+
 test: setup
+	@$(MAKE) --no-print-directory pytest TIER_ARGS='$(QUICK_TIER)'
+
+check: setup proxy
+	@$(MAKE) --no-print-directory pytest TIER_ARGS=
+
+pytest:
 	@args="tests/"; \
 	if [ -n "$$(find notebooks -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*' 2>/dev/null | head -n 1)" ]; then \
 	  args="$$args --nbmake notebooks/"; \
 	fi; \
-	echo "$(BIN)/python -m pytest $$args $(PYTEST_ARGS)"; \
-	rc=0; PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest $$args $(PYTEST_ARGS) || rc=$$?; \
-	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests; that is a failure" >&2; fi; \
+	echo "$(BIN)/python -m pytest $$args $(TIER_ARGS) $(PYTEST_ARGS)"; \
+	rc=0; t0=$$(date +%s); PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest $$args $(TIER_ARGS) $(PYTEST_ARGS) || rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make: pytest collected no tests; that is a failure" >&2; fi; \
+	echo "make: the tests took $$(( $$(date +%s) - t0 )) s"; \
 	exit $$rc
 
 doctor: setup

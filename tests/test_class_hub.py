@@ -34,6 +34,8 @@ from labkit.cli import classroom  # noqa: E402
 from labkit.errors import InvalidSpec  # noqa: E402
 from labkit.gpu import spread  # noqa: E402
 
+pytestmark = pytest.mark.slow  # a class of eight takes about 50 s: the full tier (`make check`)
+
 ROOT = Path(__file__).resolve().parents[1]
 LESSON = "00_start_here.ipynb"
 LEARNERS = [f"learner{i}" for i in range(8)]

@@ -237,7 +237,7 @@ def test_cudnn_frontend_imports_without_a_gpu():
     assert hasattr(cudnn, "pygraph")
 
 
-# ---- quick start and CI run the same command ----------------------------------------------------
+# ---- quick start, the two tiers and CI ------------------------------------------------------------
 def test_readme_quick_start_is_two_commands():
     readme = (ROOT / "README.md").read_text()
     section = re.search(r"^## Quick start\n(.*?)(?=^## )", readme, re.S | re.M)
@@ -254,10 +254,20 @@ def test_readme_quick_start_is_two_commands():
     assert commands == ["make lab", "make test"]
 
 
-def test_ci_runs_the_readme_test_command():
+def test_ci_runs_the_readme_full_test_command():
     ci = (ROOT / ".ci" / "run").read_text()
-    assert re.search(r"^\s*make test\b", ci, re.M), ".ci/run must run `make test`"
+    assert re.search(r"^\s*make check\b", ci, re.M), ".ci/run must run `make check`, the full tier"
     assert "set -euo pipefail" in ci
+    readme = (ROOT / "README.md").read_text()
+    assert "`make check`" in readme and "`make test`" in readme, "the README names both tiers"
+
+
+def test_the_quick_tier_leaves_out_only_the_browser_and_slow_tests():
+    make = (ROOT / "Makefile").read_text()
+    quick = re.search(r"^QUICK_TIER := (.*)$", make, re.M)
+    assert quick and quick.group(1).startswith('-m "not browser and not slow"'), quick
+    markers = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["markers"]
+    assert {m.split(":")[0] for m in markers} >= {"gpu", "browser", "slow"}
 
 
 # ---- the gpu skip hook in conftest.py -----------------------------------------------------------
