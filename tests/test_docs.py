@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 #: a command line's trailing comment that says it is not run here, only asked for --help
-NOT_RUN = re.compile(r"#.*\b(GPU|long)\b")
+NOT_RUN = re.compile(r"#.*\b(GPU|long|writes)\b")  # GPU, minutes, or it rewrites a committed file
 README_LINES = 300
 
 

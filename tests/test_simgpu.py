@@ -23,9 +23,14 @@ from labkit.simgpu.recorded import Recorded
 ONE = workloads.ONE_CONV  # default plan: 25,763,987 B of workspace (kernels.csv, plan 0)
 NHWC = ONE.replace(layout="NHWC")  # default plan: 131 B
 ONE_WS, NHWC_WS = 25_763_987, 131
-#: made-up host times for the calls no lesson recording holds: only to test the rules' logic
+#: made-up host times for the calls no lesson recording holds, and one_conv's GPU time per call on 1 and
+#: 2 streams at once (60 and 40 us: s_2 = 1.5): only to test the rules' logic
 MADE_UP = pd.DataFrame(
     [
+        dict(call="call_gpu", spec_label=ONE.label, plan_index=0, streams=k, nbytes=0, gpu_us=us)
+        for k, us in ((1, 60.0), (2, 40.0))
+    ]
+    + [
         dict(call=c, spec_label="", plan_index=float("nan"), nbytes=n, host_us=us, gpu_us=float("nan"))
         for c, n, us in [
             ("cudaEventRecord", 0, 2.0),
@@ -45,7 +50,14 @@ MADE_UP = pd.DataFrame(
 
 @pytest.fixture(scope="module")
 def h100():
+    """The H100's recording and the calibration measured on it (data/bench/sim_costs_*.csv)."""
     return Recorded("h100-sxm")
+
+
+@pytest.fixture(scope="module")
+def recording_only():
+    """The H100's recording alone: what a GPU without a calibration has."""
+    return Recorded("h100-sxm", calibration=False)
 
 
 @pytest.fixture(scope="module")
@@ -88,23 +100,56 @@ def test_a_call_is_its_plans_recorded_kernels_after_its_launch_and_a_stream_runs
     assert b.handed_at - a.handed_at == pytest.approx(h100.call(ONE, 0).host_us)
 
 
-def test_streams_run_side_by_side_and_an_event_orders_them(calibrated):
+def test_a_call_alone_takes_its_measured_gpu_time_and_two_streams_share_the_gpu(calibrated):
+    """Rule 3: with s_2 = 60 / 40 = 1.5 (MADE_UP's call_gpu rows), two calls at once each run at
+    0.75 of their solo speed, and a third, alone again, at full speed."""
+    dev = SimDevice(calibrated)
+    s1, s2 = dev.stream(), dev.stream()
+    a, b = dev.allocate(ONE_WS), dev.allocate(ONE_WS)
+    g = dev.graph(ONE)
+    g.bind({}, a, 0, s1).run()
+    s1.synchronize()
+    alone = dev.calls[0]
+    assert alone.end - alone.start == pytest.approx(60.0)  # its kernels scaled to call_gpu's 60 us
+    g.bind({}, a, 0, s1).run()
+    g.bind({}, b, 0, s2).run()  # launched just after: the two share the GPU while both run
+    dev.synchronize()
+    first, second = dev.calls[1:]
+    assert second.start < first.end and first.end - first.start > 60.0
+    both = max(first.end, second.end) - first.start
+    assert 60.0 < both <= 80.0 + (second.handed_at - first.handed_at)  # 2 x 60 us at 1.5x throughput
+    assert not dev.findings and not dev.missing
+
+
+def test_an_event_orders_two_streams(calibrated):
     dev = SimDevice(calibrated)
     s1, s2 = dev.stream(), dev.stream()
     a, b = dev.allocate(ONE_WS), dev.allocate(ONE_WS)
     g = dev.graph(ONE)
     g.bind({}, a, 0, s1).run()
     ev = dev.record_event(s1)  # s1 still busy: complete when its call ends
-    first = dev.calls[0]
-    assert ev.at == first.end and not ev.done()
-    g.bind({}, b, 0, s2).run()  # launched after, not ordered: runs beside it
-    assert dev.calls[1].start < first.end
+    assert not ev.done() and ev.at is None
     dev.wait_event(s2, ev)
     g.bind({}, b, 0, s2).run()
-    assert dev.calls[2].start >= first.end  # s2's next call waits for the event
     ev.wait()
-    assert dev.clock_us() >= first.end and ev.done()
+    first = dev.calls[0]
+    assert ev.at == pytest.approx(first.end) and dev.clock_us() >= first.end and ev.done()
+    s2.synchronize()
+    assert dev.calls[1].start >= first.end  # s2's call waited for the event
     assert not dev.findings
+
+
+def test_a_call_with_no_measured_speed_on_two_streams_stops_the_clock(h100):
+    dev = SimDevice(Recorded("h100-sxm", calibration=MADE_UP[MADE_UP.call != "call_gpu"]))
+    s1, s2 = dev.stream(), dev.stream()
+    a, b = dev.allocate(ONE_WS), dev.allocate(ONE_WS)
+    g = dev.graph(ONE)
+    g.bind({}, a, 0, s1).run()
+    g.bind({}, b, 0, s2).run()
+    dev.synchronize()
+    assert math.isnan(dev.clock_us()) and not dev.calls[1].timing_known
+    assert any("on 2 streams at once" in m for m in dev.missing), dev.missing
+    assert (dev.calls[0].nbytes, dev.calls[1].nbytes) == (ONE_WS, ONE_WS)  # what it ran stays exact
 
 
 def test_cudafree_waits_for_every_stream_and_cudamalloc_does_not(h100):
@@ -113,12 +158,13 @@ def test_cudafree_waits_for_every_stream_and_cudamalloc_does_not(h100):
     ptr = dev.allocate(ONE_WS)
     dev.graph(ONE).bind({}, ptr, 0, s1).run()
     dev.graph(ONE).bind({}, 0, 41, s2).run()  # plan 41 needs no workspace
-    busy_until = max(c.end for c in dev.calls)
-    before = dev.clock_us()
+    before = dev.host_now
     other = dev.allocate(ONE_WS)
-    assert dev.clock_us() - before == pytest.approx(h100.host_us("cudaMalloc", ONE_WS)) and other
+    assert dev.host_now - before == pytest.approx(h100.host_us("cudaMalloc", ONE_WS)) and other
+    assert not h100.malloc_waits(ONE_WS) and all(c.end is None for c in dev.calls)  # nothing waited for them
     dev.free(ptr)
-    assert dev.clock_us() == pytest.approx(busy_until + h100.host_us("cudaFree", ONE_WS))
+    busy_until = max(c.end for c in dev.calls)
+    assert dev.host_now == pytest.approx(busy_until + h100.host_us("cudaFree", ONE_WS))
 
 
 def test_the_caching_pool_reuses_a_block_on_its_stream_and_rounds_to_512(h100):
@@ -272,8 +318,8 @@ def test_the_sanitizer_names_a_use_after_free_an_undersized_workspace_and_a_leak
         assert found[0].nbytes == ONE_WS and not dev.corrupted()
 
 
-def test_a_missing_number_stops_the_clock_never_the_counts(h100):
-    dev = SimDevice(h100)  # no calibration: an event's host time is not recorded
+def test_a_missing_number_stops_the_clock_never_the_counts(recording_only):
+    dev = SimDevice(recording_only)  # no calibration: an event's host time is not recorded
     with devices.use(dev):
         cache = ws.KeyedCache(256 << 20)
         run(cache, [ONE, ONE], dev, streams=2)  # the second stream's call waits on an event
@@ -313,8 +359,9 @@ def test_a_capture_replays_its_calls_and_refuses_a_free(h100):
         r.run(ONE)
         graph = dev.capture(lambda: [r.run(ONE) for _ in range(3)], r.stream)
         assert len(dev.calls) == 1  # captured, not run
-        before = dev.clock_us()
+        before = dev.host_now
         graph.launch(r.stream)
+        r.stream.synchronize()
         assert len(dev.calls) == 4 and dev.calls[1].start >= before
         m = Runner(ws.MallocPerCall(), r.stream)
         with pytest.raises(
@@ -381,12 +428,15 @@ def test_the_lesson_02_hands_on_solution_runs_unchanged_on_the_simulated_gpu(h10
 
 
 def test_run_sequence_reports_counts_times_and_what_was_missing(h100):
-    row = sequences.run_sequence(SimDevice(h100), "malloc_per_call", {}, "one_conv", repeats=3)
-    assert row["status"] == "ok" and row["alloc_calls"] == 3 and row["peak_bytes"] == ONE_WS
+    row = sequences.run_sequence(SimDevice(h100), "malloc_per_call", {}, "one_conv", repeats=3, passes=2)
+    assert row["status"] == "ok" and row["alloc_calls"] == 6 and row["peak_bytes"] == ONE_WS
+    assert row["calls"] == 3 and row["passes"] == 2 and row["warmup_alloc_calls"] == 3
+    assert row["host_us_min"] <= row["host_us_per_call"] <= row["host_us_max"]
     # one call: its launch, a cudaMalloc, a cudaFree that waits for the kernels
     low = h100.call(ONE, 0).host_us + h100.host_us("cudaMalloc", ONE_WS) + h100.host_us("cudaFree", ONE_WS)
     assert row["host_us_per_call"] > low and not row["missing"]
-    two = sequences.run_sequence(SimDevice(h100), "preallocated", {}, "one_conv", streams=2)
+    alone = Recorded("h100-sxm", calibration=False)
+    two = sequences.run_sequence(SimDevice(alone), "preallocated", {}, "one_conv", streams=2)
     assert math.isnan(two["host_us_per_call"]) and "cudaEventRecord" in two["missing"]
     assert two["alloc_calls"] == 0 and two["peak_bytes"] == ONE_WS
 
@@ -406,5 +456,5 @@ def test_the_measurements_the_rules_cite_are_the_recordings():
     graph = race[(race.launch == "graph") & (race.streams == 2)]
     first_launch = graph[graph.name == "cudaGraphLaunch"].sort_values("start_us").iloc[0]
     assert graph[graph.kind == "kernel"].start_us.min() > first_launch.end_us  # rule 5
-    free = Recorded("h100-sxm").host_us("cudaFree", ONE_WS)
+    free = Recorded("h100-sxm", calibration=False).host_us("cudaFree", ONE_WS)
     assert round(free) == 75  # rule 7

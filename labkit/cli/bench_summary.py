@@ -169,6 +169,24 @@ def _generic(df):
     return df.head(20)
 
 
+def _sim_costs(df, meta):
+    """One row per kind of measurement: how many, and their host and GPU times (median, range)."""
+    import pandas as pd
+
+    rows = []
+    for call, sub in df.groupby("call", sort=False):
+        row = {"call": call, "rows": len(sub)}
+        for col in ("host_us", "gpu_us"):
+            v = pd.to_numeric(sub.get(col), errors="coerce").dropna()
+            row[col.replace("_us", " us (median)")] = round(float(v.median()), 2) if len(v) else None
+            row[col.replace("_us", " us (range)")] = f"{v.min():.1f}-{v.max():.1f}" if len(v) > 1 else ""
+        rows.append(row)
+    return pd.DataFrame(rows), (
+        f"{len(df)} rows; every row's meaning: `labkit.simgpu.calibration.CALIBRATED` (the call kinds "
+        "listed there) or the host time of the CUDA call it names, by size where `nbytes` is given."
+    )
+
+
 def p90(values) -> float:
     """The 90th percentile as the benches report it: the value at position int(0.9 n) of the sorted values.
 
@@ -208,7 +226,9 @@ def _strategies(df, meta):
 
 
 def _sim_fidelity(df, meta):
-    seq, race = df[df.workload != "race"], df[df.workload == "race"]
+    from ..simgpu import fidelity
+
+    seq = df[df.workload != "race"]
     cols = {
         "workload": "workload",
         "strategy": "strategy",
@@ -222,20 +242,8 @@ def _sim_fidelity(df, meta):
         "gpu_ratio": "GPU time sim/live",
     }
     t = seq[[c for c in cols if c in seq.columns]].rename(columns=cols)
-    goals = [
-        f"{int(seq[c].sum())} of {len(seq)} {what}"
-        for c, what in (
-            ("counts_exact", "with exact allocation counts"),
-            ("peak_exact", "with exact peak bytes"),
-            ("host_within_goal", "with host time within 15 %"),
-            ("gpu_within_goal", "with GPU time within 15 %"),
-        )
-        if c in seq
-    ]
-    verdicts = (
-        f"; race verdicts as live: {int(race.race_verdict_match.sum())} of {len(race)}" if len(race) else ""
-    )
-    return t, "; ".join(goals) + verdicts + "."
+    df.attrs["meta"] = meta
+    return t, fidelity.sentence(df)
 
 
 def _vs_torch(df, meta):
@@ -601,7 +609,8 @@ SOURCES = (
         "sim_fidelity_*.csv",
         "The simulated GPU against the live one",
         "Each strategy on one_conv and ResNet-50 over 1, 2 and 4 streams, Python and CUDA-graph launches, "
-        "live and simulated from this GPU's recording through the same code; lesson 06's race both ways.",
+        "live and simulated from this GPU's recording through the same code, timed the same way; lesson "
+        "06's race both ways. The sentence below is `labkit.simgpu.fidelity.sentence`, lesson 00's too.",
         "python -m labkit bench sim-fidelity --calibrate  # GPU",
         _sim_fidelity,
     ),
@@ -609,8 +618,9 @@ SOURCES = (
         "sim_costs_*.csv",
         "What the simulated GPU reads besides the recording",
         "The device seam's own calls timed on the GPU (events, synchronisations, cudaMalloc/cudaFree by "
-        "size, the pools, each sequence convolution's launch).",
+        "size, the pools), and each sequence convolution's launch, bind, GPU time per call on 1-4 streams "
+        "at once and graph launch.",
         "python -m labkit bench sim-fidelity --calibrate  # GPU",
-        _generic,
+        _sim_costs,
     ),
 )

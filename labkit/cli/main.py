@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 #: the benchmarks that measure on a live GPU (``bench summary`` only reads data/bench)
 GPU_BENCHES = ("strategies", "vs-torch")
@@ -125,7 +126,17 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--recording", help="sim-fidelity: the shipped recording to simulate (default this GPU's)"
     )
-    bench.add_argument("--repeats", type=int, default=2, help="sim-fidelity: passes over each workload")
+    bench.add_argument(
+        "--passes",
+        type=int,
+        default=5,
+        help="sim-fidelity: timed passes per configuration (the median is kept)",
+    )
+    bench.add_argument(
+        "--resimulate",
+        metavar="CSV",
+        help="sim-fidelity: run the simulated half of a committed table again beside its live half (no GPU)",
+    )
     from . import wrong_plans
 
     wrong_plans.add_parser(sub)
@@ -213,22 +224,27 @@ def main_bench(args) -> int:
         return 0
     if args.out:
         raise InvalidSpec("--out", args.out, f"is for bench summary; bench {args.which} writes data/bench/")
-    if args.which != "sim-fidelity" and (args.dry_run or args.calibrate or args.recording):
+    if args.which != "sim-fidelity" and (args.dry_run or args.calibrate or args.recording or args.resimulate):
         raise InvalidSpec(
-            "--dry-run/--calibrate/--recording", args.which, "are options of bench sim-fidelity"
+            "--dry-run/--calibrate/--recording/--resimulate", args.which, "are options of bench sim-fidelity"
         )
     if args.which == "sim-fidelity":
         from .. import env
         from . import sim_fidelity
 
-        if args.dry_run and args.calibrate:
+        if (args.dry_run or args.resimulate) and args.calibrate:
             raise InvalidSpec("--calibrate", True, "measures on a GPU; a dry run measures nothing")
+        if args.resimulate:
+            if not Path(args.resimulate).is_file():
+                raise InvalidSpec("--resimulate", args.resimulate, "must be a sim_fidelity_<gpu>.csv file")
+            sim_fidelity.resimulate(args.resimulate)
+            return 0
         if not args.dry_run:
             env.require_live("bench sim-fidelity (--dry-run runs the simulated half on any machine)")
         sim_fidelity.run(
             dry_run=args.dry_run,
             recording=args.recording,
-            repeats=args.repeats,
+            passes=args.passes,
             name=args.name,
             calibrate=args.calibrate,
         )

@@ -1,5 +1,6 @@
 """Lesson 00's surprise, explained from kernel traces: in true fp32, NHWC runs slower than NCHW;
-and lesson 00's exercise (`MODE`: which mode labkit is in).
+lesson 00's exercise (`MODE`: which mode labkit is in); and how close the GPU simulated from a
+recording comes to the live one (`simulator_note`).
 
 The layout panel of lesson 00 shows fp16 faster in NHWC; moved to fp32 it shows NHWC slower. The
 `kernels` experiment (lesson 10) traced every plan of the base convolution in fp32 NHWC (and, in
@@ -14,6 +15,7 @@ from typing import Optional
 from ..draw.plots import fmt_bytes, fmt_us, ok_rows
 from ..draw.prose import Text, where
 from ..errors import LabkitError
+from ..simgpu import fidelity
 from .core import BASE, result
 from .exercise import Exercise, equal, one_of
 
@@ -161,3 +163,20 @@ MODE = Exercise(
     ),
     wrong_answers=lambda truth: ["recorded" if truth == "live" else "live"],
 )
+
+
+def simulator_note() -> Text:
+    """How close the GPU simulated from a recording (`labkit.simgpu`) comes to the live one: what
+    ``bench sim-fidelity`` measured on each GPU that has a committed table, and by how much it misses
+    each goal (`labkit.simgpu.fidelity.sentence`).
+
+    Returns:
+        Markdown text, one paragraph per GPU measured.
+    """
+    found = fidelity.tables()
+    if not found:
+        return Text(
+            "No GPU has compared the simulated GPU with itself yet (`python -m labkit bench sim-fidelity` "
+            "on a GPU writes data/bench/sim_fidelity_<gpu>.csv)."
+        )
+    return Text("\n\n".join(fidelity.sentence(fidelity.load(path)) for path in found.values()))

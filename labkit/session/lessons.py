@@ -28,7 +28,7 @@ from ..experiments.precision_layout import (  # noqa: F401
     precision_summary,
     roofline_summary,
 )
-from ..experiments.start_here import fp32_layout_note  # noqa: F401  (lesson 00)
+from ..experiments.start_here import fp32_layout_note, simulator_note  # noqa: F401  (lesson 00)
 from ..experiments.streams import race_all, race_summary  # noqa: F401
 from ..experiments.workspace_basics import (  # noqa: F401
     algorithms_summary,

@@ -9,11 +9,14 @@ it current with `labkit.gpu.device.use` (or `simulated`) and the same code that 
 runs here. Every number it gives is "simulated from the <GPU> recording" (``provenance``), never
 a measurement; a number the recording lacks is never made up (`labkit.NotRecorded`).
 
-* `device`: `SimDevice`, its rules (module docstring) and the sanitizer;
+* `device`: `SimDevice` and its rules (module docstring);
+* `timeline`: the streams' queues, run as far as the host needs (streams sharing the GPU);
+* `sanitizer`: what orders calls on different streams, and the hazards when nothing does;
 * `recorded`: every number it reads, and where from;
 * `pools`: CuPy's caching pool and the stream-ordered pool;
 * `conv`: recorded plans and calls as the `Runner` sees them;
-* `sequences`: the same call sequences on a live or a simulated device (``bench sim-fidelity``).
+* `sequences`: the same call sequences on a live or a simulated device (``bench sim-fidelity``);
+* `fidelity`: how close it comes to the live GPU, as measured, and by how much it misses.
 """
 
 from __future__ import annotations

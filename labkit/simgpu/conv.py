@@ -12,6 +12,7 @@ from ..errors import InvalidSpec, NotRecorded
 from ..spec import ConvSpec
 from .recorded import CallTiming
 from .sanitizer import SimCall
+from .timeline import KERNEL, Op
 
 
 @dataclass(frozen=True)
@@ -56,9 +57,11 @@ class SimGraph:
         return self.plans[index]
 
     def bind(self, arrays, workspace_ptr: int, plan_index: int, stream) -> "SimBound":
-        """Plan ``plan_index`` with its workspace at ``workspace_ptr``, to launch on ``stream``."""
+        """Plan ``plan_index`` with its workspace at ``workspace_ptr``, to launch on ``stream``; the
+        host pays the measured bind time (rule 4 of `labkit.simgpu.device`)."""
         plan = self.plan(plan_index)
         timing = self.device.recorded.call(self.spec, plan.index)
+        self.device.host_now += timing.bind_us
         return SimBound(self.device, self.spec, plan, int(workspace_ptr or 0), stream, timing)
 
 
@@ -112,40 +115,44 @@ def launch(device, bound: "SimBound") -> None:
         device.host_now += host
         return
     n = len(bound.timing.kernels)
-    _run(device, bound, bound.stream, [t0 + host * (i + 1) / n for i in range(n)], "python")
+    queue_call(device, bound, bound.stream, [t0 + host * (i + 1) / n for i in range(n)], "python")
     device.host_now = t0 + host
 
 
 def launch_graph(device, graph: "SimGraphExec", stream) -> None:
-    """cudaGraphLaunch (rule 5)."""
+    """cudaGraphLaunch (rule 5): the host pays the launch, then every captured call is queued."""
     device.counts["graph_launch"] += 1
-    nodes = sum(len(b.timing.kernels) for b in graph.calls)
-    for _ in range(nodes):
-        device.charge("graph_node")
+    calls = [(b.spec, b.plan.index, len(b.timing.kernels)) for b in graph.calls]
+    try:
+        device.host_now += device.recorded.graph_launch_us(calls)
+    except NotRecorded as exc:
+        device.lack(exc.what, exc.record, device.host_now)
     for b in graph.calls:
-        _run(device, b, stream, [device.host_now] * len(b.timing.kernels), "graph")
+        queue_call(device, b, stream, [device.host_now] * len(b.timing.kernels), "graph")
 
 
-def _run(device, bound: "SimBound", stream, launched: List[float], how: str) -> None:
-    handed = device.host_now
-    start = end = None
-    for at, k in zip(launched, bound.timing.kernels):
-        s = max(at, stream.tail, stream.floor)
-        stream.tail = s + k.us
-        start = s if start is None else start
-        end = stream.tail
+def queue_call(device, bound: "SimBound", stream, launched: List[float], how: str) -> SimCall:
+    """Queue one call's kernels on ``stream``, launched at host times ``launched`` (rules 2-5), and
+    have the sanitizer check it."""
+    device.timeline.advance(device.host_now)
+    kernels = bound.timing.kernels
     call = SimCall(
         len(device.calls),
         stream.ptr,
         f"{bound.spec.label} plan {bound.plan.index}",
         bound.ptr,
         bound.plan.workspace_bytes,
-        handed,
-        start,
-        end,
-        max(launched) < device.tainted_at,
+        device.host_now,
         launch=how,
     )
+    for i, (at, k) in enumerate(zip(launched, kernels)):
+        op = Op(KERNEL, at, work=k.us, call=call, speedup=bound.timing.speedup)
+        op.first, op.last = i == 0, i == len(kernels) - 1
+        clock = device.queue(stream, op)
+        if i == 0:
+            call.after = dict(clock)
+    call.seq = device.clocks.seq[stream.ptr]
     device.calls.append(call)
     if call.nbytes:
-        device.check(call, stream)
+        device.check(call)
+    return call

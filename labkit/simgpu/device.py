@@ -1,50 +1,69 @@
 """A GPU simulated from a recording: `SimDevice`, the device seam (`labkit.gpu.device`) with every
-time taken from a real GPU's recorded measurements, and a sanitizer on its workspaces.
+time taken from a real GPU's measurements, and a sanitizer on its workspaces.
 
-The rules it models, each with the recorded measurement it rests on (`labkit.simgpu.recorded`
-reads them; its ``SOURCES`` names every file and column):
+The rules it models, each with the measurement it rests on (`labkit.simgpu.recorded` reads them;
+its ``SOURCES`` names every file and column; ``sim_costs`` is data/bench/sim_costs_<gpu>.csv, the
+seam's calls timed on that GPU by ``bench sim-fidelity --calibrate``, read before the recording):
 
-1. **One host, one clock.** Every host call costs its recorded time (microseconds) and nothing
+1. **One host, one clock.** Every host call costs its measured time (microseconds) and nothing
    else does: a strategy's own Python costs nothing here (the recording: under 1 us a call for
    fixed_arena, strategies.csv strategy_us_per_call on the H100).
 2. **A stream is a queue.** An operation starts once it is launched, once the operation before it
-   on its stream has ended, and once every event its stream waits for has completed.
-3. **Streams run side by side at their solo speed.** race_timeline.csv, launch=graph: kernels
-   running while the other stream's run take as long as with Python launches (median dur_us of
-   the main convolution 4.93 against 4.96 us on the H100).
-4. **A Python launch** of a call costs the host its plan's recorded launch time (one_conv's:
-   strategies.csv median_us less strategy_us_per_call; a network's layers: network_report.csv
-   host_us_per_call; the race's: race_timeline.csv; else kernels.csv host_us), its kernels
-   launched evenly through it (strategy_timeline.csv: a call's cudaLaunchKernel rows spread across
-   it); each kernel lasts its recorded kernel_us (a network's layer: one span of its plan's
-   gpu_us, network_report.csv: its kernels are not recorded).
-5. **A CUDA graph launch** costs the host ``graph_node`` per kernel (race_timeline.csv:
-   cudaGraphLaunch dur_us over the graph's kernels) and its kernels start once it returns (there:
-   the first kernel starts after cudaGraphLaunch ends). Capturing costs what launching from Python
-   does (the same host code runs; its kernels are recorded, not run).
-6. **cudaMalloc** costs its recorded time for its size (in 512-byte units); it does not wait for
-   the device (the recording cannot tell: every recorded cudaMalloc found the device idle).
-7. **cudaFree waits for every stream**, then costs its recorded time (strategy_timeline.csv,
-   malloc_per_call: a cudaFree ends a median 75 us on the H100 after the last kernel, however
-   early it began).
-8. **cudaStreamSynchronize** waits for its stream, then costs its own recorded time
-   (strategy_timeline.csv); an event completes once the work queued before it has run; its
-   calls (record, query, wait, stream wait) and cudaDeviceSynchronize cost what the calibration
-   measured (bench sim-fidelity --calibrate): the lesson recordings hold none of them.
+   on its stream has ended, and once every event its stream waits for has completed. Times are
+   worked out as far as the host needs them and no further (`labkit.simgpu.timeline`): a call
+   launched later may still slow one running now (rule 3).
+3. **Streams share the GPU.** While kernels run on k streams at once, each runs at s_k / k of its
+   solo speed, s_k being the throughput of k streams of its call against one, as measured
+   (sim_costs call_gpu: gpu_us per call of k streams each replaying its own CUDA graph of the call,
+   s_k = gpu_us(1 stream) / gpu_us(k streams)). Lesson 06's race kernels, small, run beside each
+   other at their solo speed (race_timeline.csv, launch=graph: median dur_us of the main
+   convolution 4.93 against 4.96 us with Python launches on the H100): s_2 = 2 for them where the
+   calibration has no figure. A call with no figure for k streams stops the clock (rule 12).
+4. **A Python launch** of a call costs the host its measured launch time: sim_costs python_launch
+   (host_us: back-to-back `Runner.run` calls of the convolution on one stream, a warm workspace,
+   the median), else sim_costs runner_launch (one call after a synchronisation), else the
+   recording (one_conv's: strategies.csv median_us less strategy_us_per_call; a network's layers:
+   network_report.csv host_us_per_call; the race's: race_timeline.csv; else kernels.csv host_us).
+   Its kernels are launched evenly through it (strategy_timeline.csv: a call's cudaLaunchKernel
+   rows spread across it). Each kernel lasts its recorded kernel_us, scaled so that a call's
+   kernels add up to its measured GPU time per call where the calibration has it (sim_costs
+   call_gpu, 1 stream: back-to-back graph replays, the gaps between kernels included); a network's
+   layer is one span of that time (network_report.csv gpu_us where not calibrated: its kernels are
+   not recorded). The first launch bound to a workspace address costs the measured bind time too
+   (sim_costs bind; the recordings time calls already bound, so without it a bind costs nothing).
+5. **A CUDA graph launch** costs the host what sim_costs graph_launch measured for a graph of that
+   many kernels (linear between the sizes measured), else ``graph_node`` per kernel
+   (race_timeline.csv: cudaGraphLaunch dur_us over the graph's kernels); its kernels start once it
+   returns (there: the first kernel starts after cudaGraphLaunch ends). Capturing costs what
+   launching from Python does (the same host code runs; its kernels are recorded, not run).
+6. **cudaMalloc** costs its measured time for its size (in 512-byte units: sim_costs cudaMalloc,
+   else strategy_timeline.csv). It waits for every stream first where sim_costs
+   cudaMalloc_behind_busy_stream took the hold ahead of it (gpu_us) or longer; else (no such
+   measurement: every recorded cudaMalloc found the device idle) it does not wait.
+7. **cudaFree waits for every stream**, then costs its measured time (sim_costs cudaFree, else
+   strategy_timeline.csv, malloc_per_call: a cudaFree ends a median 75 us on the H100 after the
+   last kernel, however early it began).
+8. **cudaStreamSynchronize** waits for its stream, then costs its own measured time; an event
+   completes once the work queued before it has run; its calls (record, query, wait, stream wait)
+   and cudaDeviceSynchronize cost what sim_costs measured (the lesson recordings hold none).
 9. **CuPy's pool** rounds requests to 512 B, reuses a block freed on the request's stream (best
    fit, split, merged back), cudaMallocs the rounded size on a miss; a request and its free cost
    ``caching_pool`` (strategies.csv cupy_pool: peak_bytes 25,764,352 for a 25,763,987 B workspace).
 10. **The async pool** reserves whole 32 MiB chunks (strategies.csv async_pool: peak_bytes
-    33,554,432 for a 25,763,987 B workspace, 100,663,296 = 32 + 64 MiB on growing_batch); a
+    33,554,432 for a 25,763,987 B workspace, 100,663,296 = 32 + 64 MiB on growing_batch). A
     cudaFreeAsync runs in its stream's order; its block is reused by that stream at once, by
-    another once the free has run.
+    another stream once the free has run; what a chunk never handed out is free to every stream.
+    A block whose free has not run yet is not taken from another stream: CUDA's pool inserts such a
+    dependency only when it cannot grow (cudaMemPoolReuseAllowInternalDependencies), so it grows.
 11. **Memory**: the recording's gpu_memory_bytes, all free at the start (the CUDA context's share is
     not recorded); inputs and outputs take none. Past it, `labkit.OutOfMemory`.
-12. **Never a made-up number.** A number the recording lacks stops the clock: the run goes on (its
-    counts and bytes stay exact) but every time after it reads NaN, the findings after it are
-    marked ``timing_known=False``, and ``missing`` says what a GPU run would have to record. Once
-    the host has waited for every stream, `rebase` starts the clock again: what comes after no
-    longer depends on what came before.
+12. **Never a made-up number.** A number nothing measured stops the clock where it was needed: a
+    host call's stops the host's clock (every host time after it reads NaN), a kernel's speed the
+    GPU's (every GPU time after it, and the host's once it waits for the GPU past that point). The
+    run goes on (its counts and bytes stay exact), the calls after it are marked
+    ``timing_known=False``, and ``missing`` says what a GPU run would have to record. Once the host
+    has waited for every stream, `rebase` starts the clock again: what comes after no longer
+    depends on what came before.
 13. **Inside a capture** (`capture`) the calls on the capturing stream are recorded, not run, as
     CUDA does; what CUDA refuses there raises as on the GPU: a cudaFree (`labkit.NotCapturable`),
     a host wait (event, stream or device), an event recorded on the capturing stream or one from
@@ -52,12 +71,12 @@ reads them; its ``SOURCES`` names every file and column):
     the graph's own memory (graph memory nodes: the pool's reserve does not grow, as bench
     sim-fidelity measured for async_pool with graph launches).
 
-The sanitizer (compute-sanitizer's racecheck and memcheck, on workspaces) writes `Finding` s:
-``race`` (two calls on different streams in flight at once on shared workspace bytes: both
-outputs are marked corrupt), ``handover`` (bytes handed to a call while a call on another stream
-could still use them, with nothing ordering the two: a race that timing hid), ``freed_in_use``,
-``use_after_free``, ``too_small`` (a workspace smaller than the plan asks) and ``leak`` (bytes
-still held, from `leaks`).
+The sanitizer (compute-sanitizer's racecheck and memcheck, on workspaces:
+`labkit.simgpu.sanitizer`) writes `Finding` s: ``race`` (two calls on different streams, not
+ordered by an event or a host wait, in flight at once on shared workspace bytes: both outputs are
+marked corrupt), ``handover`` (two such calls that timing alone kept apart: a hidden race),
+``freed_in_use``, ``use_after_free``, ``too_small`` (a workspace smaller than the plan asks) and
+``leak`` (bytes still held, from `leaks`).
 """
 
 from __future__ import annotations
@@ -65,51 +84,63 @@ from __future__ import annotations
 import math
 from typing import Dict, List, Tuple
 
-from ..errors import LabkitError, NotCapturable, NotRecorded, OutOfMemory
+from ..errors import LabkitError, NotCapturable, NotRecorded
 from ..gpu.device import POOL_KINDS, Device, Event, Pool
 from ..gpu.device.base import CUDAFREE_IN_CAPTURE, check_request
 from ..store import recordings
 from .conv import SimBound, SimGraph, SimGraphExec, SimOperands
+from .memory import DeviceMemory
 from .pools import AsyncPool, CachingPool
 from .recorded import Recorded, load
-from .sanitizer import Finding, Sanitizer, SimCall  # noqa: F401  (SimCall: the calls' records)
-
-#: simulated addresses start here, 512-byte aligned (a CUDA allocation is at least 256-aligned)
-BASE_ADDRESS = 0x7F0000000000
+from .sanitizer import Clocks, Finding, Sanitizer, SimCall, join
+from .timeline import MARK, WAIT, Op, Timeline
 
 
 class SimStream:
-    """A simulated stream: a handle (``ptr``) and the time its queued work ends (``tail``)."""
+    """A simulated stream: a handle (``ptr``); its queue is the device's `Timeline`'s."""
 
     def __init__(self, device: "SimDevice", ptr: int):
         self.device, self.ptr = device, ptr
-        self.tail = 0.0  # when its last queued operation ends
-        self.floor = 0.0  # its next operation starts no earlier (the events it waits for)
 
     def synchronize(self) -> None:
         """The host waits for this stream's work, then pays cudaStreamSynchronize (rule 8)."""
         self.device.sync_streams([self], "cudaStreamSynchronize")
 
+    def __enter__(self):  # ``with stream:`` makes a CuPy stream current; every simulated call names its own
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
 
 class SimEvent(Event):
-    """An event: the time the work queued before it on its stream ends."""
+    """An event recorded on a stream: ``at``, the time the stream reaches it (None until it has)."""
 
     def __init__(self, device: "SimDevice", stream: SimStream):
         self.device, self.stream = device, stream
-        self.at = max(device.host_now, stream.tail, stream.floor)
-        self.known = device.host_now < device.tainted_at
+        self.at = None
+        self.clock = device.queue(stream, Op(MARK, device.host_now, done=self._reached))
+
+    def _reached(self, t: float) -> None:
+        self.at = t
+
+    @property
+    def known(self) -> bool:
+        """Whether its time rests on measured numbers only (rule 12)."""
+        return self.at is not None and self.at < self.device.gpu_known_until
 
     def done(self) -> bool:
         """cudaEventQuery: whether that work has run by now."""
         self.device.counts["event_query"] += 1
+        self.device.timeline.advance(self.device.host_now)
         self.device.charge("cudaEventQuery")
-        return self.at <= self.device.host_now
+        return self.at is not None
 
     def wait(self) -> None:
         """cudaEventSynchronize: the host waits for this event only."""
         self.device.counts["event_wait"] += 1
         self.device.refuse_in_capture("cudaEventSynchronize")
-        self.device.host_now = max(self.device.host_now, self.at)
+        self.device.host_waits(lambda: self.at is not None, self.clock)
         self.device.charge("cudaEventSynchronize")
 
 
@@ -127,20 +158,19 @@ class SimDevice(Device):
             recording = recordings.current()
         self.recorded = recording if isinstance(recording, Recorded) else load(recording)
         self.host_now = 0.0
-        self.tainted_at = math.inf
+        self.tainted_at = math.inf  # host times from here on rest on a number nothing measured
+        self.gpu_tainted_at = math.inf  # GPU times from here on do
         self.missing: Dict[str, str] = {}  # what the recording lacks -> what a GPU run would record
-        self.lacked: List[str] = []  # each time a lacking number was needed, in order
+        self.lacked: List[str] = []  # each number lacking since the last rebase, in order
         self.calls: List[SimCall] = []
         self.sanitizer = Sanitizer()
+        self.clocks = Clocks()
+        self.timeline = Timeline(lambda what, record, at: self.lack(what, record, at, gpu=True), self._ended)
         self._streams: Dict[int, SimStream] = {0: SimStream(self, 0)}
+        self.memory = DeviceMemory(self.recorded.memory_bytes)
         self._allocs: Dict[int, Tuple[int, str]] = {}  # cudaMalloc's buffers -> (bytes, what)
-        self._reservations: Dict[int, int] = {}  # all device memory taken: buffers and pool chunks
-        self._freed: List[Tuple[int, int, float]] = []  # (ptr, bytes, host time) of frees
         self._pools: List[Pool] = []
-        self._graph_memory: Dict[int, int] = {}  # graph memory nodes' addresses -> bytes
-        self._next_ptr, self._reserved = BASE_ADDRESS, 0
         self._captured: List[SimBound] = []  # the calls of the capture under way
-        self._graph_freed: List[int] = []  # graph memory the capture under way freed
 
     @property
     def name(self) -> str:
@@ -161,20 +191,39 @@ class SimDevice(Device):
 
     # -- the clock (rules 1 and 12) --
     def charge(self, call: str, nbytes: int = 0) -> None:
-        """Advance the host clock by ``call``'s recorded time; an unrecorded one stops the clock."""
+        """Advance the host clock by ``call``'s measured time; an unmeasured one stops the clock."""
         try:
             self.host_now += self.recorded.host_us(call, nbytes)
         except NotRecorded as exc:
-            self.missing.setdefault(exc.what, exc.record)
-            self.lacked.append(exc.what)
-            self.tainted_at = min(self.tainted_at, self.host_now)
+            self.lack(exc.what, exc.record, self.host_now)
+
+    def lack(self, what: str, record: str, at: float, gpu: bool = False) -> None:
+        """A number nothing measured was needed at time ``at``: the clock stops there (rule 12), the
+        host's, or (``gpu``) the GPU's: the host's then stops once it waits for what the GPU did
+        after ``at``."""
+        self.missing.setdefault(what, record)
+        if what not in self.lacked:
+            self.lacked.append(what)
+        if gpu:
+            self.gpu_tainted_at = min(self.gpu_tainted_at, at)
+        else:
+            self.tainted_at = min(self.tainted_at, at)
+
+    @property
+    def gpu_known_until(self) -> float:
+        """GPU times before this rest on measured numbers only (after it, a kernel launched or a
+        speed taken from a number nothing measured may have moved them)."""
+        return min(self.tainted_at, self.gpu_tainted_at)
 
     def clock_us(self) -> float:
-        """The simulated host clock (microseconds); NaN once a number the recording lacks was needed."""
+        """The simulated host clock (microseconds); NaN once a number nothing measured was needed."""
         return self.host_now if self.host_now < self.tainted_at else math.nan
 
     def elapsed_us(self, start: Event, end: Event) -> float:
-        """GPU time between two events (microseconds); NaN when either's time is not all recorded."""
+        """GPU time between two completed events (microseconds); NaN when either's time is not all
+        measured."""
+        if start.at is None or end.at is None:
+            raise LabkitError("cudaEventElapsedTime of an event not yet complete (cudaErrorNotReady)")
         return end.at - start.at if start.known and end.known else math.nan
 
     def rebase(self) -> None:
@@ -182,9 +231,10 @@ class SimDevice(Device):
 
         Times taken before and after a rebase must not be compared; `missing` keeps what was lacking.
         """
-        if any(s.tail > self.host_now for s in self._streams.values()):
+        if not self.timeline.idle():
             raise LabkitError("rebase needs every stream idle: synchronise them first")
-        self.tainted_at = math.inf
+        self.tainted_at = self.gpu_tainted_at = math.inf
+        self.lacked = []
 
     # -- streams and events (rules 2 and 8) --
     def stream(self) -> SimStream:
@@ -199,9 +249,11 @@ class SimDevice(Device):
             raise LabkitError(f"no stream 0x{ptr:x} on the simulated {self.name}")
         return self._streams[ptr]
 
-    def stream_tail(self, stream: SimStream) -> float:
-        """When the work queued on ``stream`` so far ends."""
-        return max(self.host_now, stream.tail, stream.floor)
+    def queue(self, stream: SimStream, op: Op) -> dict:
+        """Queue ``op`` on ``stream`` once the GPU has run up to now; the stream's clock after it."""
+        self.timeline.advance(self.host_now)
+        self.timeline.push(stream.ptr, op)
+        return self.clocks.tick(stream.ptr)
 
     def record_event(self, stream: SimStream) -> SimEvent:
         """cudaEventRecord on ``stream``."""
@@ -220,7 +272,8 @@ class SimDevice(Device):
                 "cudaStreamWaitEvent on a capturing stream for an event recorded outside the capture: "
                 "CUDA invalidates the capture (order the launch instead: Device.order_at_launch)"
             )
-        stream.floor = max(stream.floor, event.at)
+        self.queue(stream, Op(WAIT, self.host_now, event=event))
+        self.clocks.wait(stream.ptr, event.clock)
         self.charge("cudaStreamWaitEvent")
 
     def synchronize(self) -> None:
@@ -231,33 +284,37 @@ class SimDevice(Device):
     def sync_streams(self, streams: List[SimStream], call: str) -> None:
         """The host waits for ``streams``, then pays ``call``."""
         self.refuse_in_capture(call)
-        self.host_now = max([self.host_now, *(self.stream_tail(s) for s in streams)])
+        self.wait_for_streams(streams)
         self.charge(call)
+
+    def wait_for_streams(self, streams: List[SimStream]) -> None:
+        """The host waits until ``streams`` are idle (no cost of its own)."""
+        clock: dict = {}
+        for s in streams:
+            clock = join(clock, self.clocks.stream.get(s.ptr, {}))
+        self.host_waits(lambda: all(self.timeline.idle(s.ptr) for s in streams), clock)
+
+    def host_waits(self, done, clock: dict) -> None:
+        """The host waits until ``done()``; what it waited for (``clock``) orders all it launches next.
+        A wait that ends at a GPU time not all measured stops the host's clock (rule 12)."""
+        self.timeline.advance(self.host_now)
+        until = self.timeline.run_until(done)
+        if until >= self.gpu_known_until:
+            self.tainted_at = min(self.tainted_at, self.host_now)
+        self.host_now = max(self.host_now, until)
+        self.clocks.host_waited(clock)
 
     def refuse_in_capture(self, call: str) -> None:
         """Rule 13: ``call`` cannot be made while a stream captures."""
         if self.capturing():
             raise LabkitError(f"{call} during a CUDA graph capture: CUDA refuses it (rule 13)")
 
-    # -- memory (rules 6, 7, 11) --
-    def reserve(self, nbytes: int, what: str) -> int:
-        """Take ``nbytes`` of device memory at a new address (`labkit.OutOfMemory` past the total)."""
-        if self._reserved + nbytes > self.recorded.memory_bytes:
-            raise OutOfMemory(what, nbytes, self.free_bytes())
-        ptr, self._next_ptr = self._next_ptr, self._next_ptr + -(-nbytes // 512) * 512
-        self._reserved += nbytes
-        self._reservations[ptr] = nbytes
-        return ptr
-
-    def unreserve(self, ptr: int) -> None:
-        """Give back what `reserve` took at ``ptr``."""
-        nbytes = self._reservations.pop(ptr)
-        self._reserved -= nbytes
-        self._freed.append((ptr, nbytes, self.host_now))
-
+    # -- memory (rules 6, 7, 11: `DeviceMemory`) --
     def malloc_chunk(self, nbytes: int, what: str) -> int:
-        """cudaMalloc's memory and cost, for a buffer or a caching pool's chunk (rule 6)."""
-        ptr = self.reserve(nbytes, what)
+        """cudaMalloc's wait, memory and cost, for a buffer or a caching pool's chunk (rule 6)."""
+        if self.recorded.malloc_waits(nbytes) and not self.capturing():
+            self.wait_for_streams(list(self._streams.values()))
+        ptr = self.memory.reserve(nbytes, what)
         self.charge("cudaMalloc", nbytes)
         return ptr
 
@@ -265,9 +322,9 @@ class SimDevice(Device):
         """cudaFree's wait and cost, for a buffer or a caching pool's chunk (rule 7)."""
         if self.capturing():
             raise NotCapturable("cudaFree", CUDAFREE_IN_CAPTURE)
-        self.host_now = max([self.host_now, *(self.stream_tail(s) for s in self._streams.values())])
-        self.charge("cudaFree", self._reservations[ptr])
-        self.unreserve(ptr)
+        self.wait_for_streams(list(self._streams.values()))
+        self.charge("cudaFree", self.memory.reservations[ptr])
+        self.memory.unreserve(ptr, self.host_now)
 
     def allocate(self, nbytes: int, *, stream=None, what: str = "workspace") -> int:
         """cudaMalloc (rule 6)."""
@@ -281,14 +338,15 @@ class SimDevice(Device):
 
     def free(self, ptr: int) -> None:
         """cudaFree: waits for every stream, then frees (rule 7)."""
-        self.counts["free"] += 1
         if not ptr:
+            self.counts["free"] += 1
             return
         if ptr not in self._allocs:
             raise LabkitError(
                 f"cudaFree(0x{ptr:x}): no cudaMalloc returned that address (or it was freed already)"
             )
         self.free_chunk(ptr)
+        self.counts["free"] += 1
         del self._allocs[ptr]
 
     def pool(self, kind: str) -> Pool:
@@ -301,7 +359,7 @@ class SimDevice(Device):
 
     def free_bytes(self) -> int:
         """The recorded GPU's memory less what is taken now."""
-        return self.recorded.memory_bytes - self._reserved
+        return self.memory.free_bytes()
 
     def leaks(self) -> List[Finding]:
         """Bytes still held now (buffers not freed, pools not released), as ``leak`` findings."""
@@ -316,44 +374,30 @@ class SimDevice(Device):
         """Operands that hold no numbers."""
         return SimOperands(spec, epilogue, seed)
 
+    def check(self, call: SimCall) -> None:
+        """The sanitizer's memcheck and racecheck of a call just queued."""
+        m = self.memory
+        self.sanitizer.memcheck(call, self._allocs, self._pools, m.freed, m.graph)
+        self.sanitizer.racecheck(call, self.clocks.host)
+
+    def _ended(self, call: SimCall) -> None:
+        call.timing_known = call.end < self.gpu_known_until
+        self.sanitizer.ended(call)
+
     def _capture_native(self, fn, stream: SimStream) -> SimGraphExec:
         """The calls ``fn`` launches on ``stream``, recorded (rule 13)."""
-        self._captured, self._graph_freed = [], []
+        self._captured = []
+        self.memory.new_capture()
         try:
             fn()
         finally:
-            calls, self._captured, self._graph_freed = self._captured, [], []
+            calls, self._captured = self._captured, []
         return SimGraphExec(self, calls)
-
-    def graph_memory(self, nbytes: int) -> int:
-        """A graph memory node's address: ``nbytes`` the graph owns (rule 13), outside every pool;
-        an address the same capture freed before is used again (stream order)."""
-        for ptr in self._graph_freed:
-            if self._graph_memory[ptr] >= nbytes:
-                self._graph_freed.remove(ptr)
-                return ptr
-        ptr = self.reserve(nbytes, "graph memory node")
-        del self._reservations[ptr]  # the graph's, kept while it lives: not the strategy's to free
-        self._graph_memory[ptr] = nbytes
-        return ptr
-
-    def graph_free(self, ptr: int) -> None:
-        """A graph memory node's free, in the capture: later requests of the capture may use it."""
-        self._graph_freed.append(ptr)
-
-    def check(self, call: SimCall, stream: SimStream) -> None:
-        """The sanitizer's memcheck and racecheck of a call just queued."""
-        self.sanitizer.memcheck(call, self._allocs, self._pools, self._freed, self._graph_memory)
-        self.sanitizer.racecheck(call, stream)
 
     @property
     def findings(self) -> List[Finding]:
-        """What the sanitizer found so far (`Finding` s, in order)."""
+        """What the sanitizer found so far (`Finding` s, in order; a hazard once both calls ran)."""
         return self.sanitizer.findings
-
-    def check_release(self, ptr: int, nbytes: int, stream: SimStream, at: float) -> None:
-        """A block freed on ``stream`` at ``at``: the sanitizer checks no other stream still uses it."""
-        self.sanitizer.check_release(ptr, nbytes, stream, at)
 
     def corrupted(self) -> int:
         """How many launched calls' outputs are corrupt."""

@@ -4,12 +4,13 @@ and the driver's stream-ordered pool behind ``cudaMallocAsync``. Rules 10 and 11
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Dict, Optional
 
 from ..errors import LabkitError
 from ..gpu.device import Pool
 from .recorded import ASYNC_CHUNK
+from .timeline import MARK, Op
 
 #: CuPy rounds every request to this many bytes (strategies.csv: cupy_pool's peak_bytes 25,764,352
 #: for a 25,763,987 B workspace)
@@ -20,17 +21,32 @@ def _rounded(nbytes: int) -> int:
     return -(-nbytes // ROUND) * ROUND
 
 
-@dataclass
+class Freed:
+    """When an async pool's free ran on its stream: ``at`` (microseconds), None until it has."""
+
+    __slots__ = ("at",)
+
+    def __init__(self, at: Optional[float] = None):
+        self.at = at
+
+
+@dataclass(eq=False)
 class Block:
-    """A piece of a pool's chunk: ``[ptr, ptr + nbytes)``; free or in use; for the async pool, the
-    stream that freed it and when that free runs (microseconds)."""
+    """A piece of a pool's chunk: ``[ptr, ptr + nbytes)``; free or in use; the stream it was last
+    allocated or freed on; for the async pool, when its free ran (`Freed`: every stream may take it
+    from then)."""
 
     ptr: int
     nbytes: int
     chunk: int
     stream: int
     used: bool = True
-    freed_at: float = 0.0
+    freed: Freed = field(default_factory=lambda: Freed(0.0))
+
+    @property
+    def ready(self) -> bool:
+        """Free for every stream: its free has run (or it was never handed out)."""
+        return self.freed.at is not None
 
 
 class _SimPool(Pool):
@@ -57,20 +73,20 @@ class _SimPool(Pool):
         return min(free, key=lambda b: (b.nbytes, b.ptr), default=None)
 
     def _take(self, b: Block, size: int, stream: int) -> int:
-        if b.nbytes > size:  # the rest stays free, in the same chunk
-            rest = Block(b.ptr + size, b.nbytes - size, b.chunk, b.stream, False, b.freed_at)
+        if b.nbytes > size:  # the rest stays free, in the same chunk, as it was
+            rest = Block(b.ptr + size, b.nbytes - size, b.chunk, b.stream, False, b.freed)
             self.blocks[rest.ptr] = rest
         b.nbytes, b.used, b.stream = size, True, stream
         return b.ptr
 
-    def _merge(self, b: Block) -> None:
+    def _merge(self, b: Block, alike) -> None:
+        """Merge ``b`` with the free neighbours of its chunk that ``alike(b, other)`` allows."""
         for other in sorted(self.blocks.values(), key=lambda x: x.ptr):
-            if other is b or other.used or other.chunk != b.chunk:
+            if other is b or other.used or other.chunk != b.chunk or not alike(b, other):
                 continue
             if other.ptr == b.ptr + b.nbytes or other.ptr + other.nbytes == b.ptr:
                 lo, hi = (b, other) if b.ptr < other.ptr else (other, b)
                 lo.nbytes += hi.nbytes
-                lo.freed_at = max(lo.freed_at, hi.freed_at)
                 del self.blocks[hi.ptr]
                 b = lo
 
@@ -103,7 +119,7 @@ class CachingPool(_SimPool):
         super().__init__(device, "caching")
 
     def allocate(self, nbytes: int, *, stream) -> int:
-        """A block for work on ``stream`` (rule 10)."""
+        """A block for work on ``stream`` (rule 9)."""
         self.device.counts["caching_pool_allocate"] += 1
         self.device.charge("caching_pool")
         size = _rounded(nbytes)
@@ -119,7 +135,7 @@ class CachingPool(_SimPool):
         self.device.counts["caching_pool_free"] += 1
         b = self._block(ptr)
         b.used = False
-        self._merge(b)
+        self._merge(b, lambda a, o: True)
 
     def _release_chunk(self, chunk: int, size: int) -> None:
         self.device.free_chunk(chunk)
@@ -127,26 +143,30 @@ class CachingPool(_SimPool):
 
 
 class AsyncPool(_SimPool):
-    """The driver's stream-ordered pool: ``cudaFreeAsync`` runs in its stream's order; its block is
-    reused at once by that stream, by another once the free has run; the pool grows by whole
-    `ASYNC_CHUNK` s and keeps them until `release` (``free_all_blocks``: the stream waited for, then a
-    trim)."""
+    """The driver's stream-ordered pool (rule 10): ``cudaFreeAsync`` runs in its stream's order; its
+    block is reused at once by that stream, by another once the free has run; the pool grows by
+    whole `ASYNC_CHUNK` s rather than make a stream wait for another's free, and keeps its chunks
+    until `release` (``free_all_blocks``: the frees waited for, then a trim). Inside a capture a
+    request is a graph memory node (rule 13)."""
 
     def __init__(self, device):
         super().__init__(device, "async")
 
     def allocate(self, nbytes: int, *, stream) -> int:
-        """A block, in ``stream``'s order (rule 11)."""
+        """A block, in ``stream``'s order (rule 10)."""
         self.device.counts["async_pool_allocate"] += 1
         size = _rounded(nbytes)
         if self.device.capturing(stream):  # a graph memory node: the graph's memory, not the pool's
-            return self.device.graph_memory(size)
-        now = self.device.host_now
-        b = self._fit(size, lambda b: b.stream == stream.ptr or b.freed_at <= now)
+            return self.device.memory.graph_alloc(size)
+        self.device.timeline.advance(self.device.host_now)  # the frees that have run by now
+        for b in [b for b in self.blocks.values() if not b.used and b.ready]:
+            if self.blocks.get(b.ptr) is b:  # (not merged into a neighbour already)
+                self._merge(b, lambda a, o: o.ready)
+        b = self._fit(size, lambda b: b.ready or b.stream == stream.ptr)
         if b is None:
             grow = -(-size // ASYNC_CHUNK) * ASYNC_CHUNK
             self.device.charge("async_pool_grow", grow)
-            chunk = self.device.reserve(grow, "async pool")
+            chunk = self.device.memory.reserve(grow, "async pool")
             self.chunks[chunk] = grow
             b = self.blocks[chunk] = Block(chunk, grow, chunk, stream.ptr, False)
         else:
@@ -154,27 +174,30 @@ class AsyncPool(_SimPool):
         return self._take(b, size, stream.ptr)
 
     def free(self, ptr: int, *, stream) -> None:
-        """``cudaFreeAsync`` on ``stream``: the block is free once the stream's work so far has run."""
+        """``cudaFreeAsync`` on ``stream``: the block is free for every stream once the stream's work
+        so far has run."""
         self.device.counts["async_pool_free"] += 1
-        if self.device.capturing(stream) and ptr in self.device._graph_memory:
-            self.device.graph_free(ptr)  # a graph's free node: the memory stays the graph's
+        if self.device.capturing(stream) and ptr in self.device.memory.graph:
+            self.device.memory.graph_free(ptr)  # a graph's free node: the memory stays the graph's
             return
         b = self._block(ptr)
-        b.used, b.freed_at = False, self.device.stream_tail(stream)
-        self.device.check_release(b.ptr, b.nbytes, stream, b.freed_at)
-        b.stream = stream.ptr
-        self._merge(b)
+        freed = Freed()
+        b.used, b.stream, b.freed = False, stream.ptr, freed
+        dev = self.device
+        dev.queue(stream, Op(MARK, dev.host_now, done=lambda t: setattr(freed, "at", t)))
+        clock = dev.clocks.stream.get(stream.ptr, {})  # what the free comes after
+        dev.sanitizer.check_release(b.ptr, b.nbytes, stream.ptr, clock, dev.host_now)
 
     def release(self) -> None:
-        """Wait for the current work, then give back the chunks with nothing in use (cost: not
-        recorded, so the clock stops here unless the calibration has it)."""
+        """Wait for the frees queued so far, then give back the chunks with nothing in use (cost: the
+        calibration's, else the clock stops here)."""
         self.device.counts["async_pool_release"] += 1
         try:
-            self.device.host_now = max([self.device.host_now, *(b.freed_at for b in self.blocks.values())])
+            self.device.host_waits(lambda: all(b.ready for b in self.blocks.values() if not b.used), {})
             self.device.charge("async_pool_release")
         finally:
             super().release()
 
     def _release_chunk(self, chunk: int, size: int) -> None:
         super()._release_chunk(chunk, size)
-        self.device.unreserve(chunk)
+        self.device.memory.unreserve(chunk, self.device.host_now)

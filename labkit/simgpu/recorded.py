@@ -8,8 +8,8 @@ recording lacks raises `labkit.NotRecorded`, which says what a GPU run would hav
 
 Besides the lesson recordings (data/recordings/<gpu>/), a GPU run of ``python -m labkit bench
 sim-fidelity --calibrate`` measures the seam's own calls on that GPU into
-data/bench/sim_costs_<gpu slug>.csv; where that file holds a number it is used first. Sizes in
-bytes, times in microseconds.
+data/bench/sim_costs_<gpu slug>.csv (`CALIBRATED` names its rows); where that file holds a number it
+is used first. Sizes in bytes, times in microseconds.
 """
 
 from __future__ import annotations
@@ -26,18 +26,13 @@ from ..errors import NotRecorded
 from ..gpu.workloads import ONE_CONV
 from ..spec import ConvSpec
 from ..store import recordings
+from .calibration import CALIBRATE, CALIBRATED, Calibration  # noqa: F401  (CALIBRATED: its rows' kinds)
 
 #: allocation costs are looked up by size in units of this many bytes (CuPy rounds every request to it)
 SIZE_UNIT = 512
 #: the driver's pool reserves memory in chunks of this many bytes (strategies.csv: async_pool's
 #: peak_bytes 33,554,432 for one 25,763,987 B workspace; 100,663,296 = 32 + 64 MiB on growing_batch)
 ASYNC_CHUNK = 32 << 20
-#: how to record what is missing
-CALIBRATE = (
-    "run `python -m labkit bench sim-fidelity --calibrate` on that GPU "
-    "(it writes data/bench/sim_costs_{slug}.csv)"
-)
-
 #: where each kind of number comes from (file, columns, derivation)
 SOURCES = {
     "kernels": "kernels.csv: per plan its kernels (kernel, role, launches_per_call, kernel_us) and host_us, "
@@ -68,7 +63,10 @@ SOURCES = {
     "(scratchpad_per_stream's peak_bytes): the one request that made the pool reserve that chunk",
     "graph_node": "race_timeline.csv, launch=graph, name=cudaGraphLaunch: dur_us over the graph's kernels",
     "calibration": "data/bench/sim_costs_<gpu>.csv: the seam's calls timed on the GPU (bench sim-fidelity "
-    "--calibrate)",
+    "--calibrate); `CALIBRATED` says what each row kind holds",
+    "concurrency": "sim_costs call_gpu: gpu_us per call of k streams at once (streams=k), each replaying its "
+    "own CUDA graph of the call; s_k = gpu_us(1) / gpu_us(k); the race's kernels: race_timeline.csv, "
+    "launch=graph (their durations beside another stream's as alone: s_2 = 2)",
 }
 
 
@@ -98,11 +96,16 @@ class CallTiming:
         kernels: the kernels, in launch order.
         host_us: host time to launch the call (microseconds).
         source: where both come from (a `SOURCES` key and the file).
+        speedup: {k: s_k}, the GPU's throughput of k streams of this call at once against one
+            (`SOURCES` "concurrency"); None when not measured.
+        bind_us: host time to bind the plan to a new workspace address (0 where not measured).
     """
 
     kernels: Tuple[Kernel, ...]
     host_us: float
     source: str
+    speedup: Optional[Dict[int, float]] = None
+    bind_us: float = 0.0
 
 
 def _units(nbytes: int) -> int:
@@ -128,10 +131,10 @@ class Recorded:
     Args:
         recording: a `labkit.store.recordings.Recording`, or the name of a shipped one.
         calibration: a sim_costs CSV's table; default data/bench/sim_costs_<gpu slug>.csv when it
-            exists.
+            exists; False for none (the recording alone).
     """
 
-    def __init__(self, recording, calibration: Optional[pd.DataFrame] = None):
+    def __init__(self, recording, calibration=None):
         self.recording = recordings.named(recording) if isinstance(recording, str) else recording
         meta = self.recording.metadata
         self.gpu = str(meta.get("gpu") or self.recording.name)
@@ -141,7 +144,13 @@ class Recorded:
         if calibration is None:
             path = self.recording.path.parent.parent / "bench" / f"sim_costs_{self.slug}.csv"
             calibration = pd.read_csv(path) if path.is_file() else None
-        self.calibration = calibration
+        self.calibration = (
+            Calibration(calibration, self.slug)
+            if calibration is not None and calibration is not False
+            else None
+        )
+        self._calls: Dict[Tuple[str, int], CallTiming] = {}
+        self._solo: set = set()  # convolutions whose kernels ran beside another stream's at solo speed
         self._plans: Dict[str, Tuple[List[PlanRow], int, str]] = {}
         self._timings: Dict[Tuple[str, int], CallTiming] = {}
         self._host: Dict[Tuple[str, int], List[float]] = {}
@@ -173,117 +182,9 @@ class Recorded:
                     self._timings[label, int(p)] = CallTiming(
                         tuple(ks), float(prow.host_us.iloc[0]), "kernels.csv"
                     )
-        self._read_race()
-        self._read_network()
-        self._read_host_costs()
-
-    def _read_race(self) -> None:
-        race, tl = self._table("race"), self._table("race_timeline")
-        if race is None or tl is None:
-            return
-        label = str(race.spec_label.iloc[0])
-        row = race.iloc[0]
-        py = tl[(tl.launch == "python") & (tl.streams == 2)]
-        s1 = py[(py.kind == "kernel") & (py.row == "stream 1")].sort_values("start_us")
-        calls = int(py.runs.iloc[0]) // 2 if len(py) else 0
-        if not calls or label in self._plans:
-            return
-        per_call = len(s1) // calls
-        first = s1.head(per_call)
-        med = s1.groupby("name").dur_us.median()
-        ks = tuple(Kernel(str(r.name), str(r.role), float(med[r.name])) for r in first.itertuples())
-        launches = py[(py.kind == "api") & py.name.str.startswith("cudaLaunch")]
-        host = (float(launches.end_us.max()) - float(launches.start_us.min())) / (2 * calls)
-        plan = PlanRow(int(row.plan_index), f"plan {int(row.plan_index)}", int(row.workspace_bytes))
-        self._plans[label] = ([plan], plan.index, "race.csv")
-        self._timings[label, plan.index] = CallTiming(ks, host, "race_timeline.csv")
-        graph = tl[(tl.launch == "graph") & (tl.streams == 2)]
-        launches = graph[graph.name == "cudaGraphLaunch"]
-        if len(launches):
-            nodes = len(graph[graph.kind.isin(["kernel", "memset"])]) / len(launches)
-            self._host[("graph_node", 0)] = [float(d) / nodes for d in launches.dur_us]
-
-    def _read_network(self) -> None:
-        net = self._table("network_report")
-        if net is None:
-            return
-        for request, sub in net.groupby("request", sort=False):
-            host = sub[(sub.table == "strategies") & (sub.strategy == "preallocated")].host_us_per_call
-            layers = sub[sub.table == "layers"].drop_duplicates("spec")
-            heuristic = dict(zip(layers.spec, layers.heuristic_plan_index))
-            plans = sub[(sub.table == "plans") & (sub.status == "ok")]
-            for label, p in plans.groupby("spec", sort=False):
-                if label in self._plans or label not in heuristic or not len(host):
-                    continue
-                rows = p.sort_values("plan_index")
-                self._plans[label] = (
-                    [
-                        PlanRow(int(r.plan_index), str(r.plan_name), int(r.workspace_bytes))
-                        for r in rows.itertuples()
-                    ],
-                    int(heuristic[label]),
-                    f"network_report.csv {json.loads(request).get('net')}",
-                )
-                for r in rows.itertuples():
-                    span = Kernel(
-                        f"plan {r.plan_name}", "whole call (its kernels are not recorded)", float(r.gpu_us)
-                    )
-                    self._timings[label, int(r.plan_index)] = CallTiming(
-                        (span,), float(host.iloc[0]), "network_report.csv"
-                    )
-
-    def _read_host_costs(self) -> None:
-        tl, st = self._table("strategy_timeline"), self._table("strategies")
-        h = self._host
-        if st is not None:
-            ok = st[(st.status == "ok") & (st.workload != "pressure")]
-            quiet = ok[
-                (ok.workload == "one_conv") & (ok.alloc_calls == 0) & (ok.strategy != "malloc_per_call")
-            ]
-            if len(quiet) and ONE_CONV.label in self._plans:  # its default plan ran (no fallback)
-                launch = statistics.median((quiet.median_us - quiet.strategy_us_per_call).tolist())
-                self._launch[ONE_CONV.label, self._plans[ONE_CONV.label][1]] = (
-                    float(launch),
-                    "strategies.csv",
-                )
-            mpc = ok[(ok.strategy == "malloc_per_call") & (ok.workload == "one_conv")]
-            if tl is not None and len(mpc):
-                size = int(mpc.peak_bytes.iloc[0])
-                m = tl[tl.strategy == "malloc_per_call"]
-                h[("cudaMalloc", _units(size))] = [float(v) for v in m[m.name == "cudaMalloc"].dur_us]
-                h[("cudaFree", _units(size))] = _own_time_after_idle(m, "cudaFree")[0]
-            single = ok[
-                ok.strategy.str.match(r"(preallocated|fixed_arena|keyed_cache|scratchpad)")
-                & (ok.warmup_alloc_calls == 1)
-            ]
-            warm: Dict[Tuple[str, int], List[float]] = {}
-            for r in single.itertuples():  # a size the timeline lacks: the warm-ups' single cudaMalloc
-                warm.setdefault(("cudaMalloc", _units(r.peak_bytes)), []).append(
-                    float(r.warmup_alloc_us_total)
-                )
-            for key, samples in warm.items():
-                h.setdefault(key, samples)
-            for kind, name in (("caching_pool", "cupy_pool"), ("async_pool", "async_pool")):
-                rows = ok[(ok.strategy == name) & (ok.alloc_calls > 0)]
-                pairs = (rows.alloc_us_total / rows.alloc_calls).tolist()
-                if pairs:
-                    h[(kind, 0)] = [statistics.median(pairs)]
-                if kind == "async_pool":
-                    sp = ok[ok.strategy == "scratchpad_per_stream"]
-                    largest = dict(zip(sp.workload, sp.peak_bytes))
-                    for r, pair in zip(rows.itertuples(), pairs):
-                        one_chunk = -(-int(largest.get(r.workload, -1)) // ASYNC_CHUNK) * ASYNC_CHUNK
-                        if r.warmup_alloc_calls >= 1 and r.peak_bytes == one_chunk:
-                            grow = r.warmup_alloc_us_total - (r.warmup_alloc_calls - 1) * pair
-                            h.setdefault(("async_pool_grow", _units(r.peak_bytes)), []).append(float(grow))
-        if tl is not None:
-            h[("cudaStreamSynchronize", 0)] = _own_time_after_idle(tl, "cudaStreamSynchronize")[0]
-        if self.calibration is not None:  # measured for the simulator: first
-            for r in self.calibration.itertuples():
-                if str(r.call) != "runner_launch":
-                    h[(str(r.call), _units(r.nbytes) if r.nbytes == r.nbytes and r.nbytes else 0)] = [
-                        float(r.host_us)
-                    ]
+        _read_race(self)
+        _read_network(self)
+        _read_host_costs(self)
 
     # -- lookups --
     def plans(self, spec: ConvSpec) -> Tuple[List[PlanRow], int]:
@@ -305,31 +206,72 @@ class Recorded:
         return got[0], got[1]
 
     def call(self, spec: ConvSpec, plan_index: int) -> CallTiming:
-        """What one call of plan ``plan_index`` runs (`CallTiming`); `labkit.NotRecorded` if unknown."""
+        """What one call of plan ``plan_index`` runs (`CallTiming`); `labkit.NotRecorded` if unknown.
+
+        The calibration first (`CALIBRATED`): its launch time, its GPU time per call (the recorded
+        kernels scaled to it, in their recorded proportions), its speed-up on several streams and its
+        bind time; the recording for the rest.
+        """
+        key = (spec.label, int(plan_index))
+        got = self._calls.get(key)
+        if got is None:
+            got = self._calls[key] = self._call(spec, int(plan_index))
+        return got
+
+    def _call(self, spec: ConvSpec, plan_index: int) -> CallTiming:
         timing = self._timings.get((spec.label, plan_index))
-        if self.calibration is not None:
-            cal = self.calibration[
-                (self.calibration.call == "runner_launch")
-                & (self.calibration.spec_label == spec.label)
-                & (self.calibration.plan_index == plan_index)
-            ]
-            if len(cal):
-                r = cal.iloc[0]
-                kernels = (
-                    timing.kernels
-                    if timing
-                    else (Kernel(f"plan {plan_index}", "whole call", float(r.gpu_us)),)
-                )
-                return CallTiming(kernels, float(r.host_us), f"sim_costs_{self.slug}.csv")
-        if timing is not None and (spec.label, plan_index) in self._launch:
-            us, source = self._launch[spec.label, plan_index]
-            return CallTiming(timing.kernels, us, f"{timing.source} (kernels), {source} (launch)")
-        if timing is None:
+        kernels = timing.kernels if timing else None
+        cal, sources = self.calibration, []
+        launch = cal.launch(spec, plan_index) if cal else None
+        by_streams = cal.gpu_by_streams(spec, plan_index) if cal else {}
+        if 1 in by_streams:  # the recorded kernels, in their shares of the measured time per call
+            total = sum(k.us for k in kernels) if kernels else 0.0
+            kernels = (
+                tuple(Kernel(k.name, k.role, k.us * by_streams[1] / total) for k in kernels)
+                if total
+                else (Kernel(f"plan {plan_index}", "whole call", by_streams[1]),)
+            )
+            sources.append(f"sim_costs_{self.slug}.csv call_gpu (GPU time, kernels in their recorded shares)")
+        elif kernels is None and cal and cal.one_call_gpu_us(spec, plan_index) is not None:
+            kernels = (Kernel(f"plan {plan_index}", "whole call", cal.one_call_gpu_us(spec, plan_index)),)
+        if kernels is None:
             raise NotRecorded(
                 f"kernels of plan {plan_index} of {spec.label} in the {self.gpu} recording",
                 f"{CALIBRATE.format(slug=self.slug)} with this convolution in its sequence",
             )
-        return timing
+        if launch is not None:
+            host = launch[0]
+            sources.append(f"sim_costs_{self.slug}.csv {launch[1]} (launch)")
+        elif (spec.label, plan_index) in self._launch:
+            host, source = self._launch[spec.label, plan_index]
+            sources.append(f"{source} (launch)")
+        else:
+            host = timing.host_us
+        if timing is not None:
+            sources.insert(0, f"{timing.source} (kernels)")
+        speedup = {k: by_streams[1] / v for k, v in by_streams.items() if k > 1 and 1 in by_streams and v}
+        if not speedup and spec.label in self._solo:
+            speedup = {2: 2.0}  # race_timeline.csv: beside another stream at their solo speed
+        bind_us = cal.bind_us(spec, plan_index) if cal else 0.0
+        return CallTiming(tuple(kernels), float(host), ", ".join(sources), speedup or None, bind_us)
+
+    def graph_launch_us(self, calls) -> float:
+        """Host time of one cudaGraphLaunch of a graph of ``calls``: the calibration's
+        (`Calibration.graph_launch_us`), else ``graph_node`` per kernel (`SOURCES`).
+
+        Args:
+            calls: the graph's calls, as (`labkit.ConvSpec`, plan index, kernels) triples.
+
+        Returns:
+            Microseconds; `labkit.NotRecorded` when a number is missing.
+        """
+        got = self.calibration.graph_launch_us([(s, p) for s, p, _ in calls]) if self.calibration else None
+        return got if got is not None else sum(k for _, _, k in calls) * self.host_us("graph_node")
+
+    def malloc_waits(self, nbytes: int) -> bool:
+        """Whether cudaMalloc of ``nbytes`` waits for a busy stream (rule 6;
+        `Calibration.malloc_waits`; False without a calibration)."""
+        return bool(self.calibration and self.calibration.malloc_waits(nbytes))
 
     def host_us(self, call: str, nbytes: int = 0) -> float:
         """The host time of one ``call`` (a `SOURCES` key or a CUDA call's name), of ``nbytes`` where
@@ -352,6 +294,114 @@ class Recorded:
         """Which file a convolution's plans come from."""
         got = self._plans.get(spec.label)
         return got[2] if got else ""
+
+
+def _read_race(self: "Recorded") -> None:
+    """Lesson 06's race: its plan, its kernels and launch time (`SOURCES` "race")."""
+    race, tl = self._table("race"), self._table("race_timeline")
+    if race is None or tl is None:
+        return
+    label = str(race.spec_label.iloc[0])
+    row = race.iloc[0]
+    py = tl[(tl.launch == "python") & (tl.streams == 2)]
+    s1 = py[(py.kind == "kernel") & (py.row == "stream 1")].sort_values("start_us")
+    calls = int(py.runs.iloc[0]) // 2 if len(py) else 0
+    if not calls or label in self._plans:
+        return
+    per_call = len(s1) // calls
+    first = s1.head(per_call)
+    med = s1.groupby("name").dur_us.median()
+    ks = tuple(Kernel(str(r.name), str(r.role), float(med[r.name])) for r in first.itertuples())
+    launches = py[(py.kind == "api") & py.name.str.startswith("cudaLaunch")]
+    host = (float(launches.end_us.max()) - float(launches.start_us.min())) / (2 * calls)
+    plan = PlanRow(int(row.plan_index), f"plan {int(row.plan_index)}", int(row.workspace_bytes))
+    self._plans[label] = ([plan], plan.index, "race.csv")
+    self._timings[label, plan.index] = CallTiming(ks, host, "race_timeline.csv")
+    self._solo.add(label)
+    graph = tl[(tl.launch == "graph") & (tl.streams == 2)]
+    launches = graph[graph.name == "cudaGraphLaunch"]
+    if len(launches):
+        nodes = len(graph[graph.kind.isin(["kernel", "memset"])]) / len(launches)
+        self._host[("graph_node", 0)] = [float(d) / nodes for d in launches.dur_us]
+
+
+def _read_network(self: "Recorded") -> None:
+    """The networks' layers: plans, one span per call, launch time (`SOURCES` "network")."""
+    net = self._table("network_report")
+    if net is None:
+        return
+    for request, sub in net.groupby("request", sort=False):
+        host = sub[(sub.table == "strategies") & (sub.strategy == "preallocated")].host_us_per_call
+        layers = sub[sub.table == "layers"].drop_duplicates("spec")
+        heuristic = dict(zip(layers.spec, layers.heuristic_plan_index))
+        plans = sub[(sub.table == "plans") & (sub.status == "ok")]
+        for label, p in plans.groupby("spec", sort=False):
+            if label in self._plans or label not in heuristic or not len(host):
+                continue
+            rows = p.sort_values("plan_index")
+            self._plans[label] = (
+                [
+                    PlanRow(int(r.plan_index), str(r.plan_name), int(r.workspace_bytes))
+                    for r in rows.itertuples()
+                ],
+                int(heuristic[label]),
+                f"network_report.csv {json.loads(request).get('net')}",
+            )
+            for r in rows.itertuples():
+                span = Kernel(
+                    f"plan {r.plan_name}", "whole call (its kernels are not recorded)", float(r.gpu_us)
+                )
+                self._timings[label, int(r.plan_index)] = CallTiming(
+                    (span,), float(host.iloc[0]), "network_report.csv"
+                )
+
+
+def _read_host_costs(self: "Recorded") -> None:
+    """The host calls' times: the recording's, then the calibration's (`SOURCES`)."""
+    tl, st = self._table("strategy_timeline"), self._table("strategies")
+    h = self._host
+    if st is not None:
+        ok = st[(st.status == "ok") & (st.workload != "pressure")]
+        quiet = ok[(ok.workload == "one_conv") & (ok.alloc_calls == 0) & (ok.strategy != "malloc_per_call")]
+        if len(quiet) and ONE_CONV.label in self._plans:  # its default plan ran (no fallback)
+            launch = statistics.median((quiet.median_us - quiet.strategy_us_per_call).tolist())
+            self._launch[ONE_CONV.label, self._plans[ONE_CONV.label][1]] = (
+                float(launch),
+                "strategies.csv",
+            )
+        mpc = ok[(ok.strategy == "malloc_per_call") & (ok.workload == "one_conv")]
+        if tl is not None and len(mpc):
+            size = int(mpc.peak_bytes.iloc[0])
+            m = tl[tl.strategy == "malloc_per_call"]
+            h[("cudaMalloc", _units(size))] = [float(v) for v in m[m.name == "cudaMalloc"].dur_us]
+            h[("cudaFree", _units(size))] = _own_time_after_idle(m, "cudaFree")[0]
+        single = ok[
+            ok.strategy.str.match(r"(preallocated|fixed_arena|keyed_cache|scratchpad)")
+            & (ok.warmup_alloc_calls == 1)
+        ]
+        warm: Dict[Tuple[str, int], List[float]] = {}
+        for r in single.itertuples():  # a size the timeline lacks: the warm-ups' single cudaMalloc
+            warm.setdefault(("cudaMalloc", _units(r.peak_bytes)), []).append(float(r.warmup_alloc_us_total))
+        for key, samples in warm.items():
+            h.setdefault(key, samples)
+        for kind, name in (("caching_pool", "cupy_pool"), ("async_pool", "async_pool")):
+            rows = ok[(ok.strategy == name) & (ok.alloc_calls > 0)]
+            pairs = (rows.alloc_us_total / rows.alloc_calls).tolist()
+            if pairs:
+                h[(kind, 0)] = [statistics.median(pairs)]
+            if kind == "async_pool":
+                sp = ok[ok.strategy == "scratchpad_per_stream"]
+                largest = dict(zip(sp.workload, sp.peak_bytes))
+                for r, pair in zip(rows.itertuples(), pairs):
+                    one_chunk = -(-int(largest.get(r.workload, -1)) // ASYNC_CHUNK) * ASYNC_CHUNK
+                    if r.warmup_alloc_calls >= 1 and r.peak_bytes == one_chunk:
+                        grow = r.warmup_alloc_us_total - (r.warmup_alloc_calls - 1) * pair
+                        h.setdefault(("async_pool_grow", _units(r.peak_bytes)), []).append(float(grow))
+    if tl is not None:
+        h[("cudaStreamSynchronize", 0)] = _own_time_after_idle(tl, "cudaStreamSynchronize")[0]
+    if self.calibration is not None:  # measured for the simulator: first
+        for call, nbytes, us in self.calibration.host_costs():
+            h[(call, _units(nbytes) if nbytes == nbytes and nbytes else 0)] = [us]
 
 
 _loaded: Dict[str, Recorded] = {}

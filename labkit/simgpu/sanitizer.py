@@ -1,15 +1,36 @@
 """The simulated GPU's sanitizer, after compute-sanitizer's racecheck and memcheck, on workspaces:
-what each launched call was (`SimCall`) and what was found (`Finding`). The kinds are listed in
-`labkit.simgpu.device`'s docstring. Bytes, microseconds."""
+what each launched call was (`SimCall`), what orders calls on different streams (`Clocks`), and
+what was found (`Finding`). The kinds are listed in `labkit.simgpu.device`'s docstring. Bytes,
+microseconds.
+
+Two calls on different streams are **ordered** when one happens before the other: an event
+recorded after the first that the second's stream waited for, or a host wait for the first before
+the second was launched (cudaStreamSynchronize, cudaEventSynchronize, cudaDeviceSynchronize,
+cudaFree), directly or through other streams. Vector clocks keep it (`Clocks`): per stream, how
+many operations of every stream its next one comes after. Two calls that touch the same workspace
+bytes and are not ordered are a hazard: a **race** once they ran at the same time (both outputs
+corrupt), a **handover** when timing alone kept them apart.
+"""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+Clock = Dict[int, int]
 
 
-@dataclass
+def join(a: Clock, b: Clock) -> Clock:
+    """The later of two vector clocks, stream by stream."""
+    out = dict(a)
+    for k, v in b.items():
+        if v > out.get(k, 0):
+            out[k] = v
+    return out
+
+
+@dataclass(eq=False)
 class SimCall:
     """One call launched on the simulated GPU (a graph's calls: one per launch), in microseconds.
 
@@ -19,10 +40,12 @@ class SimCall:
         label: the convolution and plan.
         ptr: its workspace; ``nbytes`` the plan's need.
         handed_at: host time it was launched (its workspace handed over just before).
-        start: its first kernel's start; ``end`` its last kernel's end.
-        timing_known: whether its times come from recorded numbers only.
+        start: its first kernel's start; ``end`` its last kernel's end (None until it has run).
+        timing_known: whether its times rest on measured numbers only (known once it has run).
         corrupt: its output is wrong (a race or a bad workspace).
         launch: "python" or "graph".
+        after: what it is ordered after (its stream's vector clock when it was queued).
+        seq: its last kernel's place in its stream's queue.
     """
 
     id: int
@@ -31,11 +54,18 @@ class SimCall:
     ptr: int
     nbytes: int
     handed_at: float
-    start: float
-    end: float
-    timing_known: bool
+    start: Optional[float] = None
+    end: Optional[float] = None
+    timing_known: bool = True
     corrupt: bool = False
     launch: str = "python"
+    after: Clock = field(default_factory=dict, repr=False)
+    seq: int = 0
+    pending: List["SimCall"] = field(default_factory=list, repr=False)
+
+    def ordered_after(self, other: "SimCall") -> bool:
+        """Whether this call comes after ``other`` (`Clocks`)."""
+        return other.stream == self.stream or self.after.get(other.stream, 0) >= other.seq
 
 
 @dataclass
@@ -50,12 +80,43 @@ class Finding:
     timing_known: bool = True
 
 
+class Clocks:
+    """What orders the streams: per stream its operations so far (``seq``) and its vector clock,
+    and the host's (what it waited for)."""
+
+    def __init__(self):
+        self.seq: Dict[int, int] = {}
+        self.stream: Dict[int, Clock] = {}
+        self.host: Clock = {}
+
+    def tick(self, stream: int) -> Clock:
+        """An operation queued on ``stream`` now: its place, and the clock it comes after (the
+        stream's own, and whatever the host waited for before queueing it)."""
+        self.seq[stream] = self.seq.get(stream, 0) + 1
+        clock = self.stream[stream] = join(self.stream.get(stream, {}), self.host)
+        clock[stream] = self.seq[stream]
+        return clock
+
+    def at_mark(self, stream: int) -> Clock:
+        """The clock of an event recorded on ``stream`` now (after `tick`)."""
+        return dict(self.stream.get(stream, {}))
+
+    def wait(self, stream: int, clock: Clock) -> None:
+        """``stream``'s later operations come after ``clock`` (cudaStreamWaitEvent)."""
+        self.stream[stream] = join(self.stream.get(stream, {}), clock)
+
+    def host_waited(self, clock: Clock) -> None:
+        """The host waited for ``clock`` (a synchronisation): all it launches later comes after it."""
+        self.host = join(self.host, clock)
+
+
 class Sanitizer:
-    """Checks every launched call's workspace as it is queued; keeps the calls still in flight."""
+    """Checks every launched call's workspace as it is queued, and names a hazard once both calls
+    have run (race or handover)."""
 
     def __init__(self):
         self.findings: List[Finding] = []
-        self._active: List[SimCall] = []
+        self._active: List[SimCall] = []  # calls the host has not waited for: may meet later ones
 
     def find(
         self, kind: str, message: str, calls=(), nbytes: int = 0, at: float = math.nan, known=True
@@ -105,46 +166,59 @@ class Sanitizer:
             )
             c.corrupt = True
 
-    def racecheck(self, c: SimCall, stream) -> None:
-        """racecheck: against the calls still in flight on other streams."""
-        self._active = [d for d in self._active if d.end > c.handed_at]
+    def racecheck(self, c: SimCall, host: Clock) -> None:
+        """racecheck: ``c`` against every call on another stream that shares its bytes and that it
+        does not come after; each pair is named once both have run (`ended`). ``host``: what the
+        host has waited for (calls it covers can meet no later call)."""
+        self._active = [d for d in self._active if host.get(d.stream, 0) < d.seq]
         for d in self._active:
-            shared = min(c.ptr + c.nbytes, d.ptr + d.nbytes) - max(c.ptr, d.ptr)
-            if d.stream == c.stream or shared <= 0:
+            if d.stream == c.stream or c.ordered_after(d):
                 continue
+            if min(c.ptr + c.nbytes, d.ptr + d.nbytes) > max(c.ptr, d.ptr):
+                c.pending.append(d)
+                d.pending.append(c)
+        self._active.append(c)
+
+    def ended(self, c: SimCall) -> None:
+        """``c`` has run: name each hazard whose other call has run too."""
+        for d in [d for d in c.pending if d.end is not None]:
+            c.pending.remove(d)
+            d.pending.remove(c)
+            first, then = (d, c) if d.id < c.id else (c, d)
+            shared = min(c.ptr + c.nbytes, d.ptr + d.nbytes) - max(c.ptr, d.ptr)
             known = c.timing_known and d.timing_known
             if c.start < d.end and d.start < c.end:
                 c.corrupt = d.corrupt = True
                 self.find(
                     "race",
-                    f"calls {d.id} and {c.id} on streams 0x{d.stream:x} and 0x{c.stream:x} were in "
-                    f"flight together on {shared:,} shared workspace bytes",
-                    [d.id, c.id],
+                    f"calls {first.id} and {then.id} on streams 0x{first.stream:x} and 0x{then.stream:x} "
+                    f"were in flight together on {shared:,} shared workspace bytes",
+                    [first.id, then.id],
                     shared,
                     max(c.start, d.start),
                     known,
                 )
-            elif stream.floor < d.end:
+            else:
                 self.find(
                     "handover",
-                    f"call {c.id} on stream 0x{c.stream:x} got {shared:,} B that call {d.id} on "
-                    f"stream 0x{d.stream:x} could still be using, with nothing ordering them (timing hid "
+                    f"call {then.id} on stream 0x{then.stream:x} got {shared:,} B that call {first.id} on "
+                    f"stream 0x{first.stream:x} could still be using, with nothing ordering them (timing hid "
                     "the race)",
-                    [d.id, c.id],
+                    [first.id, then.id],
                     shared,
-                    c.handed_at,
+                    then.handed_at,
                     known,
                 )
-        self._active.append(c)
 
-    def check_release(self, ptr: int, nbytes: int, stream, at: float) -> None:
-        """A block freed on ``stream`` at ``at`` while a call on another stream may still use it."""
+    def check_release(self, ptr: int, nbytes: int, stream: int, after: Clock, at: float) -> None:
+        """A block freed on ``stream`` (its free ordered after ``after``) while a call on another
+        stream, not ordered before the free, may still use it."""
         for d in self._active:
-            if d.stream != stream.ptr and d.end > at and d.ptr < ptr + nbytes and ptr < d.ptr + d.nbytes:
-                if stream.floor < d.end:
+            if d.stream != stream and after.get(d.stream, 0) < d.seq:
+                if d.ptr < ptr + nbytes and ptr < d.ptr + d.nbytes:
                     self.find(
                         "freed_in_use",
-                        f"0x{ptr:x} freed on stream 0x{stream.ptr:x} while call {d.id} on "
+                        f"0x{ptr:x} freed on stream 0x{stream:x} while call {d.id} on "
                         f"stream 0x{d.stream:x} may still use it",
                         [d.id],
                         nbytes,

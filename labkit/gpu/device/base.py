@@ -280,7 +280,8 @@ class Device:
         """
 
     def release_cached(self) -> None:
-        """Give memory cached outside the strategies (the operands' pool) back to the device."""
+        """Give memory cached outside the strategies (the operands' pool, what the device's
+        stream-ordered pool keeps unused) back to the device."""
 
     def capture(self, fn: Callable[[], None], stream) -> Graph:
         """A CUDA graph of the work ``fn`` queues on ``stream``.

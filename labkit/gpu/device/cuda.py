@@ -221,10 +221,12 @@ class CudaDevice(Device):
         engine.release_handle(stream)
 
     def release_cached(self) -> None:
-        """CuPy's default pool's cached blocks back to the driver."""
+        """CuPy's default pool's cached blocks back to the driver, and what the device's
+        stream-ordered pool keeps that nothing uses (``MemoryAsyncPool.free_all_blocks``: a trim)."""
         import cupy  # heavy: CuPy, imported on first use
 
         cupy.get_default_memory_pool().free_all_blocks()
+        cupy.cuda.MemoryAsyncPool().free_all_blocks()
 
     def _capture_native(self, fn, stream):
         """`labkit.gpu.measure.capture` of one ``fn()``: a ``cupy.cuda.Graph``."""
