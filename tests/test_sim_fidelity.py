@@ -135,6 +135,8 @@ def test_the_fidelity_sentence_says_each_miss_and_by_how_much():
     df.attrs["meta"] = {"gpu": "GPU X", "date": "2026-01-01", "git_commit": "abc1234"}
     text = fidelity.sentence(df)
     assert text.startswith("On the GPU X (measured 2026-01-01, abc1234), 4 sequences ran live and on")
+    df.attrs["meta"]["gpu"] = "NVIDIA H100 80GB HBM3"
+    assert fidelity.sentence(df).startswith("On the H100 SXM (measured")  # the name charts give it
     assert "3 ran both ways; 1 (malloc_per_call with graph launches on 1 stream) were refused" in text
     assert "allocation counts exact in 3, peak bytes exact in 2 (the other 1 miss" in text
     assert "host time per call within 15 % in 1 of 3; the other 2 miss by a median 50 %" in text
@@ -209,7 +211,8 @@ def test_a_committed_table_meets_the_goals_it_claims_and_says_its_misses(slug):
             assert f"the worst by {100 * worst:.0f} %" in text
     page = (ROOT / "docs" / "benchmarks.md").read_text()
     assert text in page, "docs/benchmarks.md is generated: run `python -m labkit bench summary`"
-    assert text in str(lessons.simulator_note())
+    note = str(lessons.simulator_note())
+    assert all(f"* {line}" in note for line in fidelity.sentences(df))
 
 
 #: configurations re-simulated to check that a committed table's simulated half is this simulator's

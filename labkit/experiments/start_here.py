@@ -171,7 +171,7 @@ def simulator_note() -> Text:
     each goal (`labkit.simgpu.fidelity.sentence`).
 
     Returns:
-        Markdown text, one paragraph per GPU measured.
+        Markdown text: per GPU measured, a list of what it meets and misses.
     """
     found = fidelity.tables()
     if not found:
@@ -179,4 +179,9 @@ def simulator_note() -> Text:
             "No GPU has compared the simulated GPU with itself yet (`python -m labkit bench sim-fidelity` "
             "on a GPU writes data/bench/sim_fidelity_<gpu>.csv)."
         )
-    return Text("\n\n".join(fidelity.sentence(fidelity.load(path)) for path in found.values()))
+    return Text(
+        "\n\n".join(
+            "\n".join(f"* {line}" for line in fidelity.sentences(fidelity.load(path)))
+            for path in found.values()
+        )
+    )

@@ -18,6 +18,7 @@ from typing import Dict, List, Optional
 import pandas as pd
 
 from ..draw.plots import fmt_bytes
+from ..env import gpu_label
 from ..store.recordings import data_dir
 
 #: the most a simulated time per call may differ from the live one, as a share of it
@@ -159,7 +160,7 @@ def sentences(df: pd.DataFrame) -> List[str]:
     g = goals(df)
     when = ", ".join(str(v) for v in (meta.get("date"), meta.get("git_commit")) if v)
     out = [
-        f"On the {meta.get('gpu', 'GPU')} (measured {when}), {g['sequences']} sequences ran live and on "
+        f"On the {gpu_label(meta.get('gpu'))} (measured {when}), {g['sequences']} sequences ran live and on "
         f"the GPU simulated from its recording: {g['both']} ran both ways"
         + (
             f"; {g['refused']} ({g['refused_where']}) were refused on both sides "
