@@ -64,7 +64,7 @@ ifeq ($(shell id -u 2>/dev/null),0)
 endif
 
 .DEFAULT_GOAL := help
-.PHONY: help setup lab test check pytest doctor strip clean proxy hub
+.PHONY: help setup lab test check pytest doctor strip clean proxy hub hub-stop
 
 help:
 	@echo "make lab      set up (first time only) and open the workbook in JupyterLab"
@@ -73,7 +73,8 @@ help:
 	@echo "make setup    create $(VENV) and install labkit[$(EXTRAS)] (re-runs only when pyproject.toml changes)"
 	@echo "make doctor   say what this machine has and whether labkit runs live or recorded"
 	@echo "make strip    remove outputs from the notebooks (run before committing a lesson edited in JupyterLab)"
-	@echo "make hub      a class on JupyterHub from CLASS_DIR (default /srv/labkit-class): class/README.md"
+	@echo "make hub      check, then start a class on JupyterHub from CLASS_DIR (default /srv/labkit-class): class/README.md"
+	@echo "make hub-stop stop the class's hub and every learner's server"
 	@echo "make proxy    install JupyterHub's proxy (npm's configurable-http-proxy) into $(VENV)/node"
 	@echo "make clean    remove $(VENV) and caches"
 
@@ -141,11 +142,15 @@ $(PROXY): | $(BIN)/python
 	@command -v npm >/dev/null || { echo "error: JupyterHub's proxy comes from npm; install Node.js (>= 20) and npm" >&2; exit 1; }
 	npm install --prefix $(VENV)/node --no-fund --no-audit --loglevel=error configurable-http-proxy@$(PROXY_VERSION)
 
-# A class: JupyterHub with class/jupyterhub_config.py, on the class folder CLASS_DIR.
+# A class: JupyterHub with class/jupyterhub_config.py, on the class folder CLASS_DIR, checked
+# first and started in the background (python -m labkit class start); hub-stop stops it.
 hub: setup proxy
-	@$(BIN)/python -c 'import jupyterhub, firstuseauthenticator, pynvml' 2>/dev/null || \
+	@$(BIN)/python -c 'import jupyterhub, firstuseauthenticator, jupyterhub_idle_culler, pynvml' 2>/dev/null || \
 	  $(BIN)/python -m pip install --progress-bar off -e ".[$(EXTRAS),class]"
-	LABKIT_CLASS_DIR="$(CLASS_DIR)" $(BIN)/jupyterhub -f class/jupyterhub_config.py
+	$(BIN)/python -m labkit class start --dir "$(CLASS_DIR)"
+
+hub-stop:
+	$(BIN)/python -m labkit class stop --dir "$(CLASS_DIR)"
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build dist *.egg-info

@@ -3,8 +3,10 @@
 spawned through the hub's REST API; each runs lesson 00 in a kernel reached through the proxy with
 the learner's own token; then every server and the hub stop and no process is left.
 
-Only the authenticator (JupyterHub's DummyAuthenticator), the ports and the host's GPUs (a list of
-four GPUs given as configuration: this machine has none) differ from what a teacher starts.
+Only the authenticator (JupyterHub's DummyAuthenticator), the ports, the idle time and the host's
+GPUs (a list of four GPUs given as configuration: this machine has none) differ from what a teacher
+starts. A second test leaves one learner's server idle: jupyterhub-idle-culler stops it after the
+set time and its GPU is free again in the spread.
 Skipped, with the reason, when ``configurable-http-proxy`` is missing and ``CI`` is not set; in CI
 that is a failure (``.ci/run`` installs it with ``make proxy``).
 """
@@ -88,7 +90,7 @@ def proxy():
 class Hub:
     """The class hub started from the shipped configuration, in ``tmp``."""
 
-    def __init__(self, tmp: Path):
+    def __init__(self, tmp: Path, *, idle_seconds: int = 0):
         self.tmp = tmp
         self.folder = tmp / "class"
         self.port, self.hub_port, self.api_port = free_port(), free_port(), free_port()
@@ -107,6 +109,7 @@ class Hub:
             c.LabkitClass.reserved = {RESERVED!r}
             c.LabkitClass.pins = {PINS!r}
             c.LabkitClass.as_root = False  # 8 learners with no account on this machine share this one
+            c.LabkitClass.idle_seconds = {idle_seconds}
             # the shipped file, run as JupyterHub runs it, on this same config object
             shipped = {str(ROOT / "class" / "jupyterhub_config.py")!r}
             exec(compile(open(shipped).read(), shipped, "exec"), dict(get_config=get_config))  # noqa: F821
@@ -114,8 +117,10 @@ class Hub:
             c.JupyterHub.authenticator_class = "dummy"
             c.JupyterHub.hub_bind_url = "http://127.0.0.1:{self.hub_port}"
             c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{self.api_port}"
-            c.JupyterHub.services = [dict(name="class-test", api_token={self.token!r})]
-            c.JupyterHub.load_roles = [dict(name="class-test", services=["class-test"], scopes=[
+            shipped = [c.JupyterHub.services, c.JupyterHub.load_roles]  # the culler, when there is one
+            services, roles = [x if isinstance(x, list) else [] for x in shipped]
+            c.JupyterHub.services = services + [dict(name="class-test", api_token={self.token!r})]
+            c.JupyterHub.load_roles = roles + [dict(name="class-test", services=["class-test"], scopes=[
                 "admin:users", "admin:servers", "tokens", "access:servers"])]
             """)
         )
@@ -304,6 +309,62 @@ def test_a_class_of_eight_on_jupyterhub(tmp_path, proxy):
         left = [p for p in procs if alive(p)] + hub.ours()
         assert left == [], left
         say(f"all stopped, 0 processes left; {time.monotonic() - t0:.1f} s in all")
+    except BaseException:
+        print(hub.tail(80))
+        raise
+    finally:
+        hub.kill_all()
+
+
+#: the idle-culler test: a server idle this long is stopped (the teacher's default is 1800 s)
+IDLE_S = 6
+
+
+def test_an_idle_server_is_stopped_and_its_gpu_given_back(tmp_path, proxy):
+    t0 = time.monotonic()
+    deadline = t0 + 90
+    hub = Hub(tmp_path, idle_seconds=IDLE_S)
+    hub.start()
+    try:
+        hub.wait("the hub behind its proxy", lambda: hub.api("GET", "/"), deadline)
+        assert f"a server idle for {IDLE_S} s is stopped" in hub.tail(400)
+        name = "learner0"
+        hub.api("POST", "/users", json={"usernames": [name]})
+        hub.api("POST", f"/users/{name}/server")
+        hub.wait(
+            f"{name}'s server",
+            lambda: hub.api("GET", f"/users/{name}")["servers"].get("", {}).get("ready"),
+            deadline,
+        )
+        ready_at = time.monotonic()
+        record = spread.Spread(hub.folder / "hub" / "gpus.json", gpus=GPUS, pins=PINS, reserved=RESERVED)
+        gpu = record.table()[name]["gpu"]
+        assert record.running()[gpu] == [name]
+        gpus_now = subprocess.run(
+            [sys.executable, "-m", "labkit", "class", "gpus", "--dir", str(hub.folder)],
+            capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        ).stdout  # fmt: skip
+        assert f"{gpu}: {name} since " in gpus_now, gpus_now
+        # nobody touches it: the culler stops it, the hub's stop hook gives its GPU back
+        hub.wait(
+            f"{name}'s idle server to be stopped",
+            lambda: not hub.api("GET", f"/users/{name}")["servers"],
+            deadline,
+        )
+        idle_for = time.monotonic() - ready_at
+        say(f"the idle server stopped {idle_for:.1f} s after it was ready (timeout {IDLE_S} s)")
+        assert idle_for >= IDLE_S - 1, idle_for  # not before its time
+        assert record.running()[gpu] == [] and record.table()[name]["running"] is False
+        gpus_after = subprocess.run(
+            [sys.executable, "-m", "labkit", "class", "gpus", "--dir", str(hub.folder)],
+            capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        ).stdout  # fmt: skip
+        assert f"{gpu}: free" in gpus_after and f"stopped (GPU given back): {name}" in gpus_after, gpus_after
+        assert "culling server" in hub.log.read_text().lower() or "idle-culler" in hub.log.read_text()
+        hub.proc.send_signal(signal.SIGTERM)
+        hub.proc.wait(30)
+        assert hub.ours() == []
+        say(f"idle-culler test: {time.monotonic() - t0:.1f} s in all")
     except BaseException:
         print(hub.tail(80))
         raise

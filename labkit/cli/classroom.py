@@ -1,20 +1,27 @@
 """A class on JupyterHub: the hub's configuration, the command each learner's server starts with,
 and the teacher's view of who has which GPU.
 
-``class/jupyterhub_config.py`` calls `configure`. It sets up one class folder (``LABKIT_CLASS_DIR``,
-default ``/srv/labkit-class``) that holds:
+``class/jupyterhub_config.py`` calls `configure`; ``python -m labkit class start`` (`make hub`)
+checks everything first, then starts the hub in the background (`labkit.cli.class_run`). One class
+folder (``LABKIT_CLASS_DIR``, default ``/srv/labkit-class``) holds:
 
     <folder>/                 the class's shared recording (`python -m labkit fill --into <folder>`)
-    <folder>/hub/             the hub's database, cookie secret, passwords and GPU record (`HUB_DIR`)
+    <folder>/hub/             the hub's database, cookie secret, passwords, GPU record and log (`HUB_DIR`)
     <folder>/gpu-locks/       one lock folder per GPU for every learner (`labkit.gpu.lock`)
     <folder>/learners/<name>  each learner's home, when learners share the hub's account
-    <folder>/learners.txt     who may log in, one name a line (optional)
+    <folder>/learners.txt     who may log in, one name a line (nobody else, unless LABKIT_CLASS_OPEN=anyone)
 
-**Accounts.** Started as root, the hub logs learners in with their accounts on the host (PAM) and
-starts each server as that account (JupyterHub's `LocalProcessSpawner`). Started as anyone else,
-learners pick a password at their first login (`FirstUseAuthenticator`) and every server runs as
-the user who started the hub, each in its own home under ``learners/``: learners are then not
-isolated from each other or from that user's files (JupyterHub's `SimpleLocalProcessSpawner`).
+**Settings** (`labkit.cli.class_settings`) come from ``LABKIT_CLASS_*`` environment variables, or
+``c.LabkitClass.<name>`` set before the shipped file runs (the hub test gives the host's GPUs that
+way); every value is checked, and so is everything a learner's server needs
+(`labkit.cli.class_env.check`): a mistake stops the hub with one line each, exit status 2.
+
+**Accounts.** Learners pick a password at their first login (`class_spawner.LearnerAuthenticator`).
+Started as root, the hub makes a Unix account for each learner (``jupyter-<name>``, a private home)
+and starts their server as it (`class_spawner.LearnerSpawner`), from an interpreter every account
+can run (`class_env.learner_python`). Started as anyone else, every server runs as the user who
+started the hub, each in its own home under ``learners/``: learners are then not isolated from each
+other (JupyterHub's `SimpleLocalProcessSpawner`), and the hub says so as it starts.
 
 **Each learner's server** gets one GPU (`labkit.gpu.spread`), the class's shared recording
 (``LABKIT_SHARED_CACHE``) and the host's lock folder (``LABKIT_GPU_LOCK_DIR``), and starts with
@@ -22,30 +29,33 @@ isolated from each other or from that user's files (JupyterHub's `SimpleLocalPro
 ``python -m labkit warm-kernels`` once per environment, then becomes ``jupyterhub-singleuser``.
 Its kernels talk to it over Unix sockets (`kernel_sockets`), not TCP ports: every learner's server
 picks its kernels' ports on its own, and when a class starts at once two of them can pick the same
-port, which the kernel then cannot bind on any restart: that learner's kernel is lost.
-
-**Settings** come from the environment variables in `SETTINGS` (else the defaults there); a value
-already set on the config object as ``c.LabkitClass.<name>`` when `configure` runs wins (a
-configuration of one's own that sets them, then runs the shipped file; the hub test gives the
-host's GPUs that way).
+port, which the kernel then cannot bind on any restart: that learner's kernel is lost. A server
+idle for ``LABKIT_CLASS_IDLE_SECONDS`` is stopped by jupyterhub-idle-culler, and its GPU goes back
+to the spread (`main_gpus` shows who holds which GPU, since when).
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import shutil
+import socket
 import stat
+import struct
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
 
 from ..errors import InvalidSpec
 from ..gpu import spread
+from . import class_env
+from .class_settings import NAME, BadSettings, Settings, allowed, learners_file, settings
+
+__all__ = ["BadSettings", "Settings", "allowed", "configure", "learners_file", "settings"]
 
 #: the repository this labkit runs from (its notebooks/ are the lessons a learner gets)
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,89 +65,8 @@ HUB_DIR = "hub"
 LESSONS_DIR = "labkit-lessons"
 #: the lesson a learner's JupyterLab opens first
 FIRST_LESSON = "00_start_here.ipynb"
-#: setting -> (environment variable, default)
-SETTINGS = {
-    "folder": ("LABKIT_CLASS_DIR", "/srv/labkit-class"),
-    "ip": ("LABKIT_CLASS_IP", ""),
-    "port": ("LABKIT_CLASS_PORT", "8000"),
-    "pins": ("LABKIT_CLASS_PINS", ""),
-    "reserved": ("LABKIT_CLASS_RESERVED", ""),
-    "admins": ("LABKIT_CLASS_ADMINS", ""),
-}
-
-
-@dataclass
-class Settings:
-    """What a teacher may set (`SETTINGS` names each one's environment variable).
-
-    Attributes:
-        folder: the class folder (see the module docstring).
-        ip: the address the hub listens on ("" for every interface).
-        port: the hub's port.
-        pins: learner -> GPU index or UUID (``LABKIT_CLASS_PINS="ada=0,alan=GPU-..."``).
-        reserved: GPUs given only to learners pinned to them (``LABKIT_CLASS_RESERVED="7"``).
-        admins: hub administrators (``LABKIT_CLASS_ADMINS="teacher"``).
-        gpus: the host's GPUs; None asks NVML (`labkit.gpu.spread.host_gpus`).
-        as_root: whether learners have their own accounts (default: the hub runs as root).
-    """
-
-    folder: Path
-    ip: str = ""
-    port: int = 8000
-    pins: Dict[str, str] = field(default_factory=dict)
-    reserved: List[str] = field(default_factory=list)
-    admins: List[str] = field(default_factory=list)
-    gpus: Optional[list] = None
-    as_root: bool = False
-
-
-def _words(text: str) -> List[str]:
-    return [w for w in text.replace(",", " ").split() if w]
-
-
-def settings(section=None, environ=None) -> Settings:
-    """The class's `Settings`.
-
-    Each setting comes from ``section``, else the environment, else the defaults in `SETTINGS`.
-
-    Args:
-        section: ``c.LabkitClass``, a mapping; None for none.
-        environ: the environment; default ``os.environ``.
-
-    Returns:
-        The `Settings`; `InvalidSpec` for pins or a port that do not parse.
-    """
-    section = dict(section or {})
-    environ = os.environ if environ is None else environ
-
-    def pick(name):
-        if name in section:
-            return section[name]
-        var, default = SETTINGS[name]
-        return environ.get(var, "").strip() or default
-
-    pins = pick("pins")
-    if isinstance(pins, str):
-        pairs = [w.split("=", 1) for w in _words(pins)]
-        if any(len(p) != 2 for p in pairs):
-            raise InvalidSpec("LABKIT_CLASS_PINS", pins, "must be name=GPU pairs, e.g. 'ada=0,alan=3'")
-        pins = dict(pairs)
-    listed = {k: pick(k) for k in ("reserved", "admins")}
-    listed = {k: _words(v) if isinstance(v, str) else [str(x) for x in v] for k, v in listed.items()}
-    try:
-        port = int(pick("port"))
-    except ValueError:
-        raise InvalidSpec("LABKIT_CLASS_PORT", pick("port"), "must be a port number") from None
-    return Settings(
-        folder=Path(str(pick("folder"))).expanduser().resolve(),
-        ip=str(pick("ip")),
-        port=port,
-        pins={str(k): str(v) for k, v in pins.items()},
-        reserved=listed["reserved"],
-        admins=listed["admins"],
-        gpus=section.get("gpus"),
-        as_root=bool(section.get("as_root", os.geteuid() == 0)),
-    )
+#: what jupyterhub-idle-culler may do (its documented least privileges)
+CULLER_SCOPES = ["list:users", "read:users:activity", "read:servers", "delete:servers"]
 
 
 # ---- the hub ------------------------------------------------------------------------------------
@@ -159,27 +88,6 @@ def proxy_command() -> str:
         None,
         "JupyterHub's proxy is not installed: run `make proxy` (npm installs it beside the venv)",
     )
-
-
-def learners_file(folder: Path) -> Path:
-    """The optional list of who may log in (one name a line, ``#`` starts a comment), in a class folder."""
-    return folder / "learners.txt"
-
-
-def allowed(folder: Path) -> Optional[set]:
-    """Who may log in.
-
-    Args:
-        folder: the class folder.
-
-    Returns:
-        The names in `learners_file`; None when there is no such file (anyone may log in).
-    """
-    try:
-        text = learners_file(folder).read_text()
-    except FileNotFoundError:
-        return None
-    return {w for line in text.splitlines() for w in _words(line.split("#", 1)[0])}
 
 
 def _folders(s: Settings) -> Dict[str, Path]:
@@ -210,17 +118,18 @@ def gpu_spread(s: Settings) -> spread.Spread:
     return spread.Spread(s.folder / HUB_DIR / "gpus.json", gpus=gpus, pins=s.pins, reserved=s.reserved)
 
 
-def learner_environment(s: Settings, locks: Path) -> Dict[str, str]:
+def learner_environment(s: Settings, locks: Path, python: Optional[Path] = None) -> Dict[str, str]:
     """What every learner's server gets, whichever GPU it is given.
 
     Args:
         s: the class's settings.
         locks: the class's GPU lock folder.
+        python: the interpreter learners' servers run; default this one.
 
     Returns:
         Environment variable -> value.
     """
-    bin_dir = str(Path(sys.executable).parent)
+    bin_dir = str(Path(python or sys.executable).parent)
     return {
         "LABKIT_SHARED_CACHE": str(s.folder),
         "LABKIT_GPU_LOCK_DIR": str(locks),
@@ -229,8 +138,32 @@ def learner_environment(s: Settings, locks: Path) -> Dict[str, str]:
     }
 
 
+def checked(section=None, environ=None) -> tuple:
+    """The class's settings and the interpreter learners run, with everything checked.
+
+    Args:
+        section: ``c.LabkitClass``; None for none.
+        environ: the environment; default ``os.environ``.
+
+    Returns:
+        (`Settings`, the learners' interpreter); `BadSettings` with one line per problem.
+    """
+    s = settings(section, environ)
+    try:
+        python = class_env.learner_python(s, root=ROOT)
+    except InvalidSpec as exc:
+        raise BadSettings([str(exc)]) from None
+    problems = class_env.check(s, python=python, proxy=proxy_command)
+    if problems:
+        raise BadSettings(problems)
+    return s, python
+
+
 def configure(c) -> Settings:
     """Configure JupyterHub for the class (see the module docstring).
+
+    A mistake in the settings, or anything a learner's server would lack, ends the hub's start
+    here: one line each on stderr, exit status 2.
 
     Args:
         c: JupyterHub's config object.
@@ -238,73 +171,138 @@ def configure(c) -> Settings:
     Returns:
         The `Settings` used.
     """
-    s = settings(c.get("LabkitClass"))
+    try:
+        s, python = checked(c.get("LabkitClass"))
+    except BadSettings as exc:
+        for line in exc.lines:
+            print(f"labkit class: {line}", file=sys.stderr)
+        raise SystemExit(2) from None
     where = _folders(s)
     gpus = gpu_spread(s)
-    c.JupyterHub.bind_url = f"http://{s.ip}:{s.port}"
+    scheme = "https" if s.tls_cert else "http"
+    c.JupyterHub.bind_url = f"{scheme}://{s.ip}:{s.port}"
+    if s.tls_cert:
+        c.JupyterHub.ssl_cert, c.JupyterHub.ssl_key = str(s.tls_cert), str(s.tls_key)
     c.JupyterHub.db_url = f"sqlite:///{where['hub'] / 'jupyterhub.sqlite'}"
     c.JupyterHub.cookie_secret_file = str(where["hub"] / "jupyterhub_cookie_secret")
     c.JupyterHub.pid_file = str(where["hub"] / "jupyterhub.pid")
+    # its own API and its proxy's on the next two ports, so that two classes on one host can run
+    c.JupyterHub.hub_bind_url = f"http://127.0.0.1:{s.port + 1}"
+    c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{s.port + 2}"
     c.ConfigurableHTTPProxy.command = [proxy_command()]
     c.ConfigurableHTTPProxy.pid_file = str(where["hub"] / "proxy.pid")
+    _who_may_log_in(c, s, where["hub"])
     if s.as_root:
-        c.JupyterHub.authenticator_class = "pam"
-        c.JupyterHub.spawner_class = "localprocess"
+        c.JupyterHub.spawner_class = "labkit.cli.class_spawner.LearnerSpawner"
+        c.LearnerSpawner.account_prefix = s.prefix
+        c.LearnerSpawner.homes = str(s.homes)
     else:
-        c.JupyterHub.authenticator_class = "firstuseauthenticator"
-        c.FirstUseAuthenticator.dbm_path = str(where["hub"] / "passwords.dbm")
         c.JupyterHub.spawner_class = "simple"
         c.SimpleLocalProcessSpawner.home_dir_template = str(where["learners"] / "{username}")
         if os.geteuid() == 0:  # told to share the hub's account, and that account is root
             c.Spawner.args = ["--ServerApp.allow_root=True"]
-    names = allowed(s.folder)
-    if names is None:
-        c.Authenticator.allow_all = True
-    else:
-        c.Authenticator.allowed_users = names | set(s.admins)
-    c.Authenticator.admin_users = set(s.admins)
-    c.Spawner.cmd = [sys.executable, "-m", "labkit", "class", "server"]
+    c.Spawner.cmd = [str(python), "-m", "labkit", "class", "server"]
     c.Spawner.notebook_dir = f"~/{LESSONS_DIR}"
     c.Spawner.default_url = f"/lab/tree/{FIRST_LESSON}"
-    c.Spawner.environment = learner_environment(s, where["locks"])
+    c.Spawner.environment = learner_environment(s, where["locks"], python)
     # a learner's first start compiles CuPy's kernels (warm-kernels) before the server answers
     c.Spawner.start_timeout = c.Spawner.http_timeout = 300
     c.Spawner.pre_spawn_hook = _give_gpu(gpus)
     c.Spawner.post_stop_hook = _take_gpu_back(gpus)
-    print(start_text(s, gpus, names), flush=True)
+    if s.idle_seconds:
+        c.JupyterHub.services = [
+            dict(name="idle-culler", command=culler_command(s.idle_seconds)),
+        ]
+        c.JupyterHub.load_roles = [dict(name="idle-culler", services=["idle-culler"], scopes=CULLER_SCOPES)]
+    print(start_text(s, gpus, allowed(s.folder)), flush=True)
     return s
 
 
-def start_text(s: Settings, gpus: spread.Spread, names: Optional[set]) -> str:
-    """What the hub says as it starts: the URL to hand out, who may log in, the GPUs.
+def _who_may_log_in(c, s: Settings, hub: Path) -> None:
+    """Learners pick a password at their first login; only learners.txt's names and the admins
+    may log in (learners.txt is read again at each login), unless the hub is open to anyone."""
+    c.JupyterHub.authenticator_class = "labkit.cli.class_spawner.LearnerAuthenticator"
+    c.LearnerAuthenticator.class_folder = str(s.folder)
+    c.FirstUseAuthenticator.dbm_path = str(hub / "passwords.dbm")
+    c.Authenticator.allow_all = s.open
+    c.Authenticator.allow_existing_users = False  # a name taken off the list is let in no more
+    c.Authenticator.allowed_users = set(allowed(s.folder) or []) | set(s.admins)
+    c.Authenticator.admin_users = set(s.admins)
+    c.Authenticator.username_pattern = NAME.pattern  # names a Unix account can take
+
+
+def culler_command(idle_seconds: int) -> List[str]:
+    """jupyterhub-idle-culler, as a service the hub runs: stops servers idle ``idle_seconds``.
+
+    Args:
+        idle_seconds: how long a server may be idle, in seconds.
+
+    Returns:
+        The command (it looks every half of that, at most every 5 minutes).
+    """
+    every = max(1, min(300, idle_seconds // 2))
+    return [
+        sys.executable,
+        "-m",
+        "jupyterhub_idle_culler",
+        f"--timeout={idle_seconds}",
+        f"--cull-every={every}",
+    ]
+
+
+def start_text(s: Settings, gpus: spread.Spread, names: Optional[list]) -> str:
+    """What the hub says as it starts: the URL to hand out, who may log in, accounts, GPUs.
 
     Args:
         s: the class's settings.
         gpus: the class's GPU spread.
-        names: who may log in; None for anyone.
+        names: the names in learners.txt; None when there is none.
 
     Returns:
-        One paragraph.
+        One line per fact.
     """
-    who = (
-        "anyone who can reach it may make an account (list names in " + str(learners_file(s.folder)) + ")"
-        if names is None
-        else f"{len(names)} learners listed in {learners_file(s.folder)}"
-    )
-    accounts = (
-        "each learner's server runs as their own account on this host"
-        if s.as_root
-        else "learners pick a password at their first login; every server runs as this account, "
-        "so learners are not isolated from each other (start the hub as root for separate accounts)"
+    listed = learners_file(s.folder)
+    if s.open:
+        who = "anyone who reaches it can make an account and run code on this host (LABKIT_CLASS_OPEN=anyone)"
+    elif names:
+        who = f"{len(names)} learners listed in {listed} may log in (the file is read at every login)"
+    else:
+        who = f"nobody can log in yet: list the learners in {listed}, one name a line (read at every login)"
+    if s.as_root:
+        accounts = (
+            f"each learner's server runs as a Unix account of their own ({s.prefix}<name>, "
+            f"private home in {s.homes}), made at their first start"
+        )
+    else:
+        accounts = (
+            f"LEARNERS ARE NOT ISOLATED: every server runs as this account ({_user()}), so learners "
+            "can read each other's work; start the hub as root for an account each"
+        )
+    idle = (
+        f"a server idle for {s.idle_seconds} s is stopped and its GPU given back (LABKIT_CLASS_IDLE_SECONDS)"
+        if s.idle_seconds
+        else "idle servers are never stopped (LABKIT_CLASS_IDLE_SECONDS=0)"
     )
     on = (
         ", ".join(f"{g.index}{' (reserved)' if g.uuid in gpus.reserved else ''}" for g in gpus.gpus)
-        or "none seen by NVML (learners run in recorded mode)"
+        or "none seen by NVML (learners read the shipped recordings: recorded mode)"
     )
-    return (
-        f"labkit class: learners open {url_text(s)}; {who}; {accounts}. GPUs: {on}. "
-        f"Shared recording: {s.folder}"
+    return "\n".join(
+        f"labkit class: {line}"
+        for line in (
+            f"learners open {url_text(s)}",
+            who,
+            accounts,
+            idle,
+            f"GPUs: {on}; shared recording: {s.folder}",
+        )
     )
+
+
+def _user() -> str:
+    import pwd
+
+    return pwd.getpwuid(os.geteuid()).pw_name
 
 
 def _give_gpu(gpus: spread.Spread):
@@ -325,15 +323,29 @@ def _take_gpu_back(gpus: spread.Spread):
 
 
 def url_text(s: Settings) -> str:
-    """The address learners open, for the hub's first log line."""
-    host = s.ip or _hostname()
-    return f"http://{host}:{s.port}/"
+    """The address learners open: the hub's address, or this host's reachable one."""
+    host = s.ip if s.ip not in ("", "0.0.0.0", "::") else reachable_address()
+    host = f"[{host}]" if ":" in host else host
+    return f"{'https' if s.tls_cert else 'http'}://{host}:{s.port}/"
 
 
-def _hostname() -> str:
-    import socket
+def reachable_address() -> str:
+    """This host's address on the interface its default route leaves by; else its name.
 
-    return socket.getfqdn() or "localhost"
+    Returns:
+        An IPv4 address (read from the kernel's routing table, no packet sent), or the host name.
+    """
+    try:
+        with open("/proc/net/route") as f:
+            rows = [line.split() for line in f.read().splitlines()[1:]]
+        iface = next(r[0] for r in rows if len(r) > 2 and r[1] == "00000000")
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            packed = fcntl.ioctl(
+                sock.fileno(), 0x8915, struct.pack("256s", iface[:15].encode())
+            )  # SIOCGIFADDR
+        return socket.inet_ntoa(packed[20:24])
+    except (OSError, StopIteration):
+        return socket.getfqdn() or "localhost"
 
 
 # ---- each learner's server ------------------------------------------------------------------------
@@ -405,8 +417,9 @@ def main_learner_server(argv: List[str]) -> int:
     said = warm_once(marker=localcache.cache_root() / "warm-kernels.json")
     print(f"labkit class: {said or 'warm-kernels ran before in this environment'}", flush=True)
     os.chdir(lessons)
-    server = str(Path(sys.executable).parent / "jupyterhub-singleuser")
-    os.execv(server, [server, *argv, *kernel_sockets(os.environ.get("JUPYTERHUB_USER", ""))])
+    sockets = kernel_sockets(os.environ.get("JUPYTERHUB_USER", ""))
+    # by module, not by the jupyterhub-singleuser script: a learner environment has no scripts
+    os.execv(sys.executable, [sys.executable, "-m", "jupyterhub.singleuser", *argv, *sockets])
     return 0  # not reached
 
 
@@ -453,7 +466,7 @@ def kernel_sockets(user: str, root: Optional[str] = None) -> List[str]:
 
 
 def main_gpus(folder: Optional[str] = None) -> int:
-    """``python -m labkit class gpus``: which learner has which GPU, from the class's record.
+    """``python -m labkit class gpus``: who holds which GPU of the host, and since when.
 
     Args:
         folder: the class folder; default the settings'.
@@ -461,15 +474,40 @@ def main_gpus(folder: Optional[str] = None) -> int:
     Returns:
         The exit status.
     """
-    s = settings({"folder": folder} if folder else None)
+    environ = dict(os.environ, **({"LABKIT_CLASS_DIR": folder} if folder else {}))
+    s = settings(None, environ)
     record = s.folder / HUB_DIR / "gpus.json"
     if not record.exists():
         print(f"labkit class: no GPU given out yet ({record} does not exist)")
         return 0
     table = json.loads(record.read_text()).get("learners", {})
-    by_gpu: Dict[str, List[str]] = {}
-    for name, e in sorted(table.items()):
-        by_gpu.setdefault(e["gpu"], []).append(name + ("" if e.get("running") else " (stopped)"))
-    for uuid, names in sorted(by_gpu.items()):
-        print(f"{uuid}: {len(names)} learners: {', '.join(names)}")
+    for line in gpu_lines(table, spread.host_gpus() if s.gpus is None else spread.as_gpus(s.gpus)):
+        print(line)
     return 0
+
+
+def gpu_lines(table: Dict[str, dict], gpus: list) -> List[str]:
+    """Who holds which GPU, one line per GPU (the host's first, then any only the record names).
+
+    Args:
+        table: the spread's record, learner -> ``gpu`` (UUID), ``running``, ``given_at``.
+        gpus: the host's `labkit.gpu.spread.HostGPU` s.
+
+    Returns:
+        ``GPU 0 (GPU-...): ada since 2026-...; bob since ...`` or ``GPU 1 (GPU-...): free``, then
+        the learners whose servers stopped (their GPU given back).
+    """
+    names = {g.uuid: f"GPU {g.index} ({g.uuid})" for g in gpus}
+    for uuid in sorted({e["gpu"] for e in table.values()} - set(names)):
+        names[uuid] = uuid  # a GPU the record names that NVML does not list (now)
+    lines = []
+    for uuid, label in names.items():
+        holders = sorted(
+            (e["given_at"], n) for n, e in table.items() if e["gpu"] == uuid and e.get("running")
+        )
+        held = "; ".join(f"{n} since {at}" for at, n in holders)
+        lines.append(f"{label}: {held or 'free'}")
+    stopped = sorted(n for n, e in table.items() if not e.get("running"))
+    if stopped:
+        lines.append(f"stopped (GPU given back): {', '.join(stopped)}")
+    return lines

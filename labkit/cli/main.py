@@ -1,5 +1,5 @@
 """Command line: ``python -m labkit doctor | warm-kernels | fill | record | report NET | bench WHICH |
-wrong-plans | class server | class gpus``.
+wrong-plans | class check | start | stop | gpus | server``.
 
 Bad input is one line on stderr and exit code 2, before anything is measured; so is a command
 that needs a live GPU on a machine without one.
@@ -49,8 +49,19 @@ def parser() -> argparse.ArgumentParser:
         "once, then runs jupyterhub-singleuser with the arguments that follow",
     )
     server.add_argument("args", nargs="*", help="jupyterhub-singleuser's arguments")
-    gpus = klass_sub.add_parser("gpus", help="which learner has which GPU of this host")
-    gpus.add_argument("--dir", help="the class folder (default LABKIT_CLASS_DIR or /srv/labkit-class)")
+    gpus = klass_sub.add_parser("gpus", help="who holds which GPU of this host, and since when")
+    check = klass_sub.add_parser(
+        "check", help="check the settings and everything a learner's server needs; start nothing"
+    )
+    start = klass_sub.add_parser(
+        "start",
+        help="check everything, then start the class's JupyterHub in the background and print the "
+        "address to hand out (as root: an account per learner; make hub runs it)",
+    )
+    start.add_argument("--foreground", action="store_true", help="run the hub in this terminal instead")
+    stop = klass_sub.add_parser("stop", help="stop the class's hub and every learner's server")
+    for each in (gpus, check, start, stop):
+        each.add_argument("--dir", help="the class folder (default LABKIT_CLASS_DIR or /srv/labkit-class)")
     rec = sub.add_parser("record", help="GPU: record every experiment's lesson grid on this GPU")
     rec.add_argument("--quick", action="store_true", help="the lessons' base calls only")
     rec.add_argument(
@@ -163,8 +174,9 @@ def main(argv=None) -> int:
     try:
         return _run(args)
     except LabkitError as exc:
-        text = " ".join(str(exc).split())
-        print(f"labkit: {type(exc).__name__}: {text}", file=sys.stderr)
+        for line in getattr(exc, "lines", None) or [str(exc)]:  # BadSettings: one line per mistake
+            text = " ".join(str(line).split())
+            print(f"labkit: {type(exc).__name__}: {text}", file=sys.stderr)
         return 2
 
 
@@ -193,8 +205,12 @@ def _run(args) -> int:
 
         return main_record(args)
     if args.command == "class":
-        from . import classroom
+        from . import class_run, classroom
 
+        if args.class_command == "start":
+            return class_run.main_start(args.dir, foreground=args.foreground)
+        if args.class_command in ("check", "stop"):
+            return getattr(class_run, f"main_{args.class_command}")(args.dir)
         return classroom.main_gpus(args.dir)
     if args.command == "wrong-plans":
         from . import wrong_plans
