@@ -13,7 +13,9 @@ a throw-away JupyterLab over a stripped copy of ``notebooks/`` with ``LABKIT_MOD
 Chromium at ``$LABKIT_CHROMIUM`` (default /usr/bin/chromium), a 1366x768 viewport with the file
 browser open, as a new user has it. Files written:
 
-* ``<lesson>.png``: the whole notebook after Run All;
+* ``<lesson>.png``: the whole notebook after Run All, every prediction's answer still hidden;
+* ``<lesson>-answered.png``: the same once each hidden answer was shown (its button clicked);
+  the charts and panels below are shot so;
 * ``<lesson>-chart<i>.png``: the i-th chart drawn outside a panel (a static figure);
 * ``<lesson>-panel<i>.png``: panel i (the i-th widget output) as first drawn;
 * ``<lesson>-panel<i>-moved.png``: the same panel after one of its dropdowns was changed (the
@@ -125,9 +127,13 @@ def shoot_lesson(page, lab, name: str, out: Path, deadline, run: bool = True) ->
         not run
     ):  # saved widget views carry a "no kernel holds this model" mark a learner's live panel does not
         page.add_style_tag(content=".jupyter-widgets-disconnected::before { display: none !important; }")
-    ran = tb.run_all_cells(page, name, deadline) if run else 0.0
+    ran = tb.run_all_cells(page, name, deadline, reveal=False) if run else 0.0
     info = tb.wait_rendered(page, deadline) or {"views": []}
     written.append(bh.screenshot_full(page, out / f"{stem}.png"))
+    if run and page.locator(f"{bh.NOTEBOOK} {bh.HIDDEN_ANSWER}").count():
+        _say(f"{name}: {tb.reveal_answers(page, name, deadline)} hidden answer(s) shown")
+        info = tb.wait_rendered(page, deadline) or {"views": []}
+        written.append(bh.screenshot_full(page, out / f"{stem}-answered.png"))
     problems = page.evaluate(bh.PROBLEMS_JS)
     layout = page.evaluate(bh.LAYOUT_JS)
     cut = page.evaluate(bh.DROPDOWN_FIT_JS)

@@ -198,6 +198,8 @@ class LabServer:
         env.update(
             {
                 "LABKIT_MODE": "recorded",
+                # a new learner's cache folder: no exercise answered yet (labkit.store.progress)
+                "LABKIT_CACHE": str(self.scratch / "labkit-cache"),
                 "PYTHONPATH": os.pathsep.join(
                     p for p in (str(self.repo), os.environ.get("PYTHONPATH", "")) if p
                 ),
@@ -358,9 +360,15 @@ def kill_marked(marker: str) -> List[int]:
 # ---- page-side probes ----------------------------------------------------------------------------
 # The one notebook panel on screen (each test opens its notebook in a workspace of its own).
 NOTEBOOK = ".jp-NotebookPanel:not(.lm-mod-hidden)"
+# A prediction's answer hidden until answered (labkit.present.hidden: an ipywidgets Output with
+# this class; a button in it shows the answer without predicting).
+HIDDEN_ANSWER = ".labkit-after-answer"
+# its button (once the answer is shown, a chart's or a panel's own buttons are in it too)
+SHOW_ANSWER = ".labkit-show-answer"
 # An output that holds a widget view (JupyterLab 4 puts no mime type on it; the view's root
-# element has the class jupyter-widgets).
-WIDGET_OUTPUT = ".jp-OutputArea-output:has(> .jupyter-widgets)"
+# element has the class jupyter-widgets): a panel, not the Output that holds a hidden answer (a
+# panel shown in one is found inside it).
+WIDGET_OUTPUT = ".jp-OutputArea-output:has(> .jupyter-widgets):not(:has(.labkit-after-answer))"
 
 RUN_STATE_JS = """() => {
   const nb = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook');
@@ -399,7 +407,7 @@ PROBLEMS_JS = """() => {
 
 # Per widget output: its controls and its plotly charts, with their sizes.
 WIDGETS_JS = """() => {
-  const WIDGET_OUTPUT = '.jp-OutputArea-output:has(> .jupyter-widgets)';
+  const WIDGET_OUTPUT = '.jp-OutputArea-output:has(> .jupyter-widgets):not(:has(.labkit-after-answer))';
   const nb = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook');
   const cells = [...nb.querySelectorAll('.jp-Cell')];
   const views = [];

@@ -69,3 +69,15 @@ def recorded_mode(monkeypatch):
     recordings._current = recordings._picked = None
     yield
     recordings._current = recordings._picked = None
+
+
+@pytest.fixture
+def fresh_progress(tmp_path, monkeypatch):
+    """No exercise answered yet, in a cache folder of this test's own (`labkit.store.progress`):
+    tests run side by side (``pytest -n``) never meet each other's answers."""
+    from labkit.experiments import exercise
+
+    monkeypatch.setenv("LABKIT_CACHE", str(tmp_path / "labkit-cache"))
+    monkeypatch.setattr(exercise, "_on_disk", True)
+    monkeypatch.setattr(exercise, "_MEMORY", {})
+    yield tmp_path / "labkit-cache"

@@ -204,8 +204,10 @@ def open_notebook(page, lab, name: str, deadline) -> None:
     assert dialog.count() == 0, f"{name}: JupyterLab shows a dialog: {dialog.first.inner_text()}"
 
 
-def run_all_cells(page, name: str, deadline, limit_s: float = 150.0) -> float:
-    """Run > Run All Cells, then wait until no code cell is queued or running. Returns seconds."""
+def run_all_cells(page, name: str, deadline, limit_s: float = 150.0, reveal: bool = True) -> float:
+    """Run > Run All Cells, then wait until no code cell is queued or running; with ``reveal``, then
+    show every answer hidden until predicted (`reveal_answers`), as the lesson reads once its
+    exercises are answered. Returns seconds."""
     page.locator(f"{bh.NOTEBOOK} .jp-Notebook").first.click(position={"x": 5, "y": 5})
     page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
     # "Run All Cells" is runmenu:run-all in JupyterLab 4 (notebook:run-all-cells in the palette)
@@ -225,11 +227,28 @@ def run_all_cells(page, name: str, deadline, limit_s: float = 150.0) -> float:
         finished = s["busy"] == 0 and (s["not_run"] == 0 or time.monotonic() - t0 > 5)
         stable = stable + 1 if finished and s["done"] > 0 else 0
         if stable >= 3:
+            if reveal:
+                reveal_answers(page, name, deadline)
             return time.monotonic() - t0
         time.sleep(0.5)
     raise TimeoutError(
         f"{name}: cells still running after {time.monotonic() - t0:.0f} s: {bh.run_summary(state)}"
     )
+
+
+def reveal_answers(page, name: str, deadline, limit_s: float = 60.0) -> int:
+    """Click the button of every answer hidden until predicted (labkit.present.hidden), as a
+    learner who asks to see them, and wait until each shows its answer. Returns the clicks."""
+    buttons = page.locator(f"{bh.NOTEBOOK} {bh.SHOW_ANSWER}")
+    clicks = 0
+    while buttons.count():
+        left = buttons.count()
+        buttons.first.scroll_into_view_if_needed()
+        buttons.first.click()
+        clicks += 1
+        if not bh.poll(lambda: buttons.count() < left or None, min(limit_s, max(deadline.left(), 1)), 0.2):
+            raise TimeoutError(f"{name}: a hidden answer still hidden after its button was clicked")
+    return clicks
 
 
 def wait_rendered(page, deadline, limit_s: float = 30.0) -> dict:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 
 from labkit.errors import InvalidSpec
-from labkit.experiments import exercise
 from labkit.present import check
 
 
@@ -17,10 +16,8 @@ def recorded(monkeypatch):
 
 
 @pytest.fixture(autouse=True)
-def fresh_progress():
-    exercise.reset()
+def no_answers_yet(fresh_progress):
     yield
-    exercise.reset()
 
 
 def test_every_lesson_after_00_has_at_least_two_checks():

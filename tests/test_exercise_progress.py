@@ -30,13 +30,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
-def cache(tmp_path, monkeypatch, recorded_mode):
+def cache(fresh_progress, recorded_mode):
     """A fresh cache folder for this test (what a learner's first start has)."""
-    folder = tmp_path / "cache"
-    monkeypatch.setenv("LABKIT_CACHE", str(folder))
-    monkeypatch.setattr(exercise, "_on_disk", True)
-    monkeypatch.setattr(exercise, "_MEMORY", {})
-    yield folder
+    yield fresh_progress
 
 
 def python(code: str, cache: Path, **env) -> subprocess.CompletedProcess:

@@ -26,10 +26,8 @@ KNOWN_SHORT: set = set()
 
 
 @pytest.fixture(autouse=True)
-def recorded(recorded_mode):
-    exercise.reset()
+def recorded(recorded_mode, fresh_progress):
     yield
-    exercise.reset()
 
 
 def _cases():

@@ -19,8 +19,9 @@ through `labkit.experiments.core.result`, the same results the lesson's charts d
 
 **Progress that lasts.** Every answer, right answer and reveal is `record`-ed in the progress file
 (`labkit.store.progress`: in labkit's cache folder, safe with two kernels at once), so
-``check.progress()`` sees it in any kernel, after a restart, until ``check.reset()``. A record
-holds for one meaning only, so it is keyed by:
+``check.progress()`` and the answers hidden until predicted (`labkit.present.hidden`) see it in
+any kernel, after a restart, until ``check.reset()``. A record holds for one meaning only, so it
+is keyed by:
 
 * the numbers it was judged against (`source_key`): one recording, by name and a digest of its
   ``metadata.json`` (which holds every table's sha256: a recording recorded again may have other

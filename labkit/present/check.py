@@ -8,8 +8,9 @@ why, or a hint that does not give the answer away (a closer one on the next try)
 a `CheckResult` (true when right).
 
 Your answers are kept across kernels and restarts (`labkit.experiments.exercise`): ``progress()``
-shows them, ``reset()`` starts over. For a teacher, ``solutions("03")`` lists a lesson's
-questions and ``solutions("03", 2)`` shows one answer.
+shows them, ``reset()`` starts over. ``after_answer(name, chart, ...)`` keeps a prediction's
+answer hidden until you answer (`labkit.present.hidden`). For a teacher, ``solutions("03")``
+lists a lesson's questions and ``solutions("03", 2)`` shows one answer.
 
 Each check lives with its experiment, in its lesson's topic module of `labkit.experiments` (lesson
 00's in `labkit.experiments.start_here`); this module gathers them.
@@ -17,7 +18,7 @@ Each check lives with its experiment, in its lesson's topic module of `labkit.ex
 
 from __future__ import annotations
 
-from typing import Optional, Union
+from typing import Optional, Sequence, Union
 
 from ..draw.prose import Text
 from ..errors import InvalidSpec
@@ -27,6 +28,7 @@ from ..experiments.exercise import Exercise, as_check
 from ..experiments.start_here import MODE
 from ..session import lessons  # noqa: F401  (lessons plugs its session results into the checks)
 from . import compare_check
+from .hidden import Hidden
 
 #: lesson -> its checks, in the order the lesson asks them (for the notebooks and the tests)
 EXERCISES = {"00": (MODE,), **exercises(), "08": compare_check.EXERCISES}
@@ -156,3 +158,25 @@ def reset(lesson: Optional[str] = None) -> None:
     _records.reset(None if lesson is None else [ex.name for ex in exs])
     where = "every lesson" if lesson is None else f"lesson {lesson}"
     print(f"progress: forgot your answers to {where} ({len(exs)} exercises).")
+
+
+def after_answer(exercises: Union[str, Sequence[str]], *items) -> Hidden:
+    """Show what answers a prediction (a chart, a table, a summary) only once its exercise has an
+    answer (any answer) or was revealed; until then, a line saying what to do and a button.
+
+    Args:
+        exercises: the exercise's check name (``"fusion_speedup"``), or several (shown once each
+            has an answer).
+        *items: what to show, in order.
+
+    Returns:
+        The `labkit.present.hidden.Hidden` output (it updates in place when you answer).
+    """
+    known = {ex.name: ex for ex in exercise_list()}
+    names = (exercises,) if isinstance(exercises, str) else tuple(exercises)
+    bad = [n for n in names if n not in known]
+    if bad or not names:
+        raise InvalidSpec("exercises", bad or exercises, "must name exercises' checks, e.g. 'fusion_speedup'")
+    if not items:
+        raise InvalidSpec("items", items, "must be what to show once answered (a chart, a table, a text)")
+    return Hidden([known[n] for n in names], items)
