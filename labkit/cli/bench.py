@@ -5,6 +5,7 @@ Never timed assertions: these are measurements to read. ``vs-torch`` is `labkit.
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from pathlib import Path
 from typing import Optional
@@ -46,6 +47,18 @@ def default_name(which: str, gpu_name: Optional[str] = None) -> str:
     from ..env import environment, gpu_slug
 
     return f"{which}_{gpu_slug(gpu_name if gpu_name is not None else environment().gpu_name)}"
+
+
+def commit() -> str:
+    """This checkout's commit (short hash), "" where git or the repository is not at hand."""
+    try:
+        root = Path(__file__).resolve().parents[2]
+        out = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        )
+        return out.stdout.strip() if out.returncode == 0 else ""
+    except OSError:
+        return ""
 
 
 def _write(df, name: str, extra: dict) -> Path:

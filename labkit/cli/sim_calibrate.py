@@ -341,7 +341,7 @@ def write(recording: str) -> Path:
     return bench._write(
         pd.DataFrame(rows),
         bench.default_name("sim_costs"),
-        {"wall_seconds": round(time.perf_counter() - t0, 1), "failed": failed},
+        {"wall_seconds": round(time.perf_counter() - t0, 1), "failed": failed, "git_commit": bench.commit()},
     )
 
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 import time
 from pathlib import Path
 from typing import List, Optional
@@ -165,17 +164,6 @@ def race_rows(recorded: Recorded, live: bool) -> List[dict]:
     return rows
 
 
-def _commit() -> str:
-    try:
-        root = Path(__file__).resolve().parents[2]
-        out = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-        )
-        return out.stdout.strip() if out.returncode == 0 else ""
-    except OSError:
-        return ""
-
-
 def run(
     *,
     dry_run: bool = False,
@@ -221,7 +209,7 @@ def run(
     df = pd.DataFrame(rows)
     meta = {
         "gpu": recorded.gpu if dry_run else environment().gpu_name,
-        "git_commit": _commit(),
+        "git_commit": bench.commit(),
         "simulated_recording": recorded.recording.name,
         "sequences": {**how, "min_calls": sequences.MIN_CALLS},
         "goal": GOAL,
