@@ -25,6 +25,7 @@ class Pending:
     plan_index: int
     output: int
     workspace: int
+    flagged: bool = False
 
 
 def _whole(name: str, value, low: int) -> int:
@@ -101,11 +102,13 @@ class Conv:
         ptr = int(workspace or 0)
         what = f"a call of plan {p.index} of {self.spec.label}"
         practice, raw = self.practice, getattr(stream, "raw", stream)
+        before = len(practice.problems)
         runs = practice.workspace_ok(ptr, int(p.workspace_bytes), what)
+        flagged = len(practice.problems) > before  # said already: the sanitizer's word on it is not repeated
         if practice.capturing is not None:
             if runs:
                 self._bind(p.index, ptr, raw, output).run()
-            practice.capturing.append(Pending(self, p.index, output, ptr))
+            practice.capturing.append(Pending(self, p.index, output, ptr, flagged))
             return
         first = len(practice.device.calls) if practice.simulated else 0
         t0 = practice.device.clock_us()
@@ -113,6 +116,8 @@ class Conv:
             self._bind(p.index, ptr, raw, output).run()
         host = practice.device.clock_us() - t0
         sim = practice.device.calls[first] if practice.simulated else None
+        if sim is not None and flagged:
+            practice.flagged_calls.add(sim.id)
         practice.log(self.spec, p, stream, ptr, output, sim=sim, host_us=host)
         self.ran(output, sim)
 

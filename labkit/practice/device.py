@@ -105,6 +105,8 @@ class Graph:
         self.raw.launch(_raw(stream))
         ran = practice.device.calls[first:] if practice.simulated else [None] * len(self.calls)
         for p, sim_call in zip(self.calls, ran):
+            if sim_call is not None and p.flagged:
+                practice.flagged_calls.add(sim_call.id)
             plan = p.conv.graph.plan(p.plan_index)
             practice.log(p.conv.spec, plan, stream, p.workspace, p.output, graph=True, sim=sim_call)
             p.conv.ran(p.output, sim_call)
@@ -147,6 +149,8 @@ class Practice:
         self.capturing: Optional[List[Pending]] = None
         self.convs: list = []
         self.runners: list = []
+        #: simulated calls whose workspace `workspace_ok` named already (the sanitizer's finding not repeated)
+        self.flagged_calls: set = set()
         self.begin_cell()
 
     def begin_cell(self) -> None:

@@ -29,6 +29,8 @@ SIM_KINDS = {
     "freed_in_use": "use_after_free",
 }
 KINDS = ("race", "too_small", "use_after_free", "leak")
+#: the simulator's memcheck kinds: a `Practice` names those of a call it launched itself
+MEMCHECK = ("too_small", "invalid_address", "use_after_free")
 
 
 @dataclass(frozen=True)
@@ -89,7 +91,8 @@ def collect(practice, since: Mark = None) -> List[Problem]:
     out = list(practice.problems[since.problems :])
     if practice.simulated:
         for f in practice.device.findings[since.sim_findings :]:
-            if f.kind in SIM_KINDS:
+            said = f.kind in MEMCHECK and f.calls and set(f.calls) <= practice.flagged_calls
+            if f.kind in SIM_KINDS and not said:
                 out.append(Problem(SIM_KINDS[f.kind], f.message, f.nbytes))
         for f in practice.device.leaks():
             if f.message not in since.sim_leaks:
