@@ -193,6 +193,7 @@ def network_report_chart(df) -> go.Figure:
         )
     )
     top = max((float(np.nanmax(y)) for _, y, _ in series.values() if len(y)), default=0.0) / MIB
+    last_step = max((float(np.nanmax(x)) for x, _, _ in series.values() if len(x)), default=float(len(ok)))
     legend_lines = sum(timeline_entry(g).count("<br>") + 1 for g in groups.values())
     panel = laid_out(REPORT_GRID)[0]["yaxis2"]["domain"]
     axes = dict(
@@ -205,7 +206,9 @@ def network_report_chart(df) -> go.Figure:
             bgcolor="rgba(255,255,255,0.85)",
             font=dict(size=11),
         ),
-        xaxis=dict(title=dict(text="call of the pass (hover for the layer)")),
+        # the shared axis spans the first call's whole bar and the step after the pass (the timeline's
+        # lines alone would start it at the first bar's middle)
+        xaxis=dict(title=dict(text="call of the pass (hover for the layer)"), range=[-0.5, last_step + 0.5]),
         yaxis=dict(title=dict(text="GPU time per call (us)")),
         # the calls of the first two panels are one x axis: a call's bar sits over its held bytes
         xaxis2=dict(title=dict(text="call of the pass (the last step: after the pass)"), matches="x"),
