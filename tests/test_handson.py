@@ -97,6 +97,13 @@ def test_every_reference_compiles():
         assert lesson in experiments.exercises() and isinstance(fresh, bool)
 
 
+def test_a_labkit_error_in_a_cell_is_one_line_that_says_where_it_ran(capsys):
+    ns = namespace()
+    out = run("conv_setup", "gpu = lessons.device()\ngpu.free(12345)\n", ns, capsys)
+    said = flat(out[out.index("stopped") :])
+    assert said.startswith(f"stopped ({SIMULATED}): ") and "gpu.allocate" in said and "Traceback" not in out
+
+
 def test_an_unknown_handson_name_is_one_clear_error():
     with pytest.raises(InvalidSpec, match="hands-on"):
         handson.run("no_such_cell", "", {})

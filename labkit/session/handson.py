@@ -118,7 +118,7 @@ def run(name: str, cell: str, namespace: dict) -> bool:
             print(wrapped(f"not yet ({gpu.label}): {exc}\nHint: {hint(name, 'too_small')}"))
             return False
         except LabkitError as exc:
-            print(wrapped(f"stopped: {exc}"))
+            print(wrapped(f"stopped ({gpu.label}): {exc}"))
             return False
     return True
 
