@@ -35,7 +35,14 @@ class Ceiling:
     source: str = "NVIDIA datasheet (dense)"
 
     def peak_tflops(self, dtype: str) -> Optional[float]:
-        """Peak dense TFLOP/s for ``dtype`` (a labkit dtype name); None when the GPU has no such path."""
+        """Peak dense throughput for one dtype.
+
+        Args:
+            dtype: a labkit dtype name.
+
+        Returns:
+            TFLOP/s; None when the GPU has no path for ``dtype``.
+        """
         return self.tflops.get(dtype)
 
     def ridge_intensity(self, dtype: str) -> Optional[float]:

@@ -55,7 +55,11 @@ class Environment:
     problem: Optional[str] = None
 
     def as_dict(self) -> dict:
-        """The facts as a plain dict (field name -> value)."""
+        """The facts as a plain dict.
+
+        Returns:
+            Field name -> value.
+        """
         return asdict(self)
 
 

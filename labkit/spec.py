@@ -256,7 +256,11 @@ class ConvSpec:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict:
-        """The spec as a plain dict (pairs as lists), for CSV and JSON recordings."""
+        """The spec as a plain dict, for CSV and JSON recordings.
+
+        Returns:
+            Field name -> value, pairs as lists.
+        """
         return {
             f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v)
             for f in dataclasses.fields(self)

@@ -93,14 +93,22 @@ _kept = None
 
 
 def bundle() -> str:
-    """plotly's FigureWidget front end (the ``_esm`` of plotly's own class), as text."""
+    """plotly's FigureWidget front end (the ``_esm`` of plotly's own class).
+
+    Returns:
+        The JavaScript, as text.
+    """
     from plotly.basewidget import BaseFigureWidget
 
     return str(BaseFigureWidget._esm)
 
 
 def registry_key() -> str:
-    """The page-wide name of this plotly's bundle: `REGISTRY`, plotly's version and the bundle's size."""
+    """The page-wide name of this plotly's bundle.
+
+    Returns:
+        `REGISTRY`, plotly's version and the bundle's size, as one string.
+    """
     import plotly
 
     return f"{REGISTRY}{plotly.__version__}_{len(bundle())}"
@@ -154,7 +162,11 @@ def carrier():
 
 
 def in_kernel() -> bool:
-    """Whether this process is a Jupyter kernel (widgets there have comms to a page)."""
+    """Whether this process is a Jupyter kernel (widgets there have comms to a page).
+
+    Returns:
+        True in a kernel.
+    """
     ip = sys.modules.get("IPython")
     shell = ip.get_ipython() if ip is not None and hasattr(ip, "get_ipython") else None
     return getattr(shell, "kernel", None) is not None

@@ -54,7 +54,14 @@ LAYOUT_COLORS = {"NCHW": "#1f77b4", "NHWC": "#ff7f0e"}
 
 # ---- formatting -------------------------------------------------------------------------------
 def fmt_bytes(n) -> str:
-    """``131 B``, ``24.6 MiB``, ``1.00 GiB`` (binary units); '-' for a missing value."""
+    """A size in binary units: ``131 B``, ``24.6 MiB``, ``1.00 GiB``.
+
+    Args:
+        n: bytes; None or NaN for a missing value.
+
+    Returns:
+        The text; '-' for a missing value.
+    """
     if n is None or isnan(n):
         return "-"
     n = float(n)
@@ -68,7 +75,14 @@ def fmt_bytes(n) -> str:
 
 
 def fmt_us(us) -> str:
-    """``24.6 us``, ``1.23 ms``, ``2.1 s``; '-' for a missing value."""
+    """A time in its unit: ``24.6 us``, ``1.23 ms``, ``2.1 s``.
+
+    Args:
+        us: microseconds; None or NaN for a missing value.
+
+    Returns:
+        The text; '-' for a missing value.
+    """
     if us is None or isnan(us):
         return "-"
     us = float(us)
@@ -99,9 +113,17 @@ def num(x) -> Optional[float]:
 
 # ---- provenance -------------------------------------------------------------------------------
 def provenance_subtitle(df) -> str:
-    """Where the numbers come from, from ``df.attrs``: e.g.
-    ``recorded on H100 SXM · cuDNN 9.19.0 (frontend 1.28.0) · 2026-11-22`` (the GPU as
-    `labkit.env.gpu_label` names it)."""
+    """Where the numbers come from, read from ``df.attrs``.
+
+    For example ``recorded on H100 SXM · cuDNN 9.19.0 (frontend 1.28.0) · 2026-11-22`` (the GPU as
+    `labkit.env.gpu_label` names it), then the GPU's conditions and its turn when they were recorded.
+
+    Args:
+        df: a result, with its provenance in ``attrs``.
+
+    Returns:
+        The provenance line.
+    """
     a = getattr(df, "attrs", {}) or {}
     mode = a.get("mode") or "unknown mode"
     gpu = gpu_label_of(a.get("gpu"))
@@ -115,15 +137,28 @@ def provenance_subtitle(df) -> str:
 
 
 def gpu_label_of(gpu) -> str:
-    """`labkit.env.gpu_label` of a result's ``attrs['gpu']``: one device name, or a comparison's
-    several joined by " vs "."""
+    """`labkit.env.gpu_label` of a result's ``attrs['gpu']``.
+
+    Args:
+        gpu: one device name, or a comparison's several joined by " vs ".
+
+    Returns:
+        The label, or the labels joined by " vs ".
+    """
     return " vs ".join(gpu_label(g) for g in str(gpu).split(" vs ")) if gpu else gpu_label(None)
 
 
 def contention_text(turn) -> str:
-    """Words for a live result's turn on the GPU (`labkit.gpu.lock`): "<b>CONTENDED</b> ..." when
-    another process used the GPU while it was measured (`labkit.gpu.contention`), "waited 2.1 s
-    for the GPU" after a wait of a second or more, else empty."""
+    """Words for a live result's turn on the GPU (`labkit.gpu.lock`).
+
+    Args:
+        turn: the result's ``attrs['gpu_turn']``: ``contended_by`` (other processes that used the GPU
+            while it was measured, `labkit.gpu.contention`) and ``waited_s`` (seconds).
+
+    Returns:
+        "<b>CONTENDED</b> ..." when another process used the GPU, "waited 2.1 s for the GPU" after a
+        wait of a second or more, else empty.
+    """
     if not isinstance(turn, dict):
         return ""
     others = turn.get("contended_by") or []
@@ -138,10 +173,19 @@ def contention_text(turn) -> str:
 
 
 def conditions_text(c) -> str:
-    """The GPU's conditions during a measurement (`labkit.gpu.conditions`: the highest of its samples)
-    in a few words: "peak SM 1980 MHz, 312 W, 41 C", and "THROTTLED (power cap)" when any sample
-    found its clocks held down (NVML's reasons, "software " left out to fit the line). Empty when
-    they were not recorded."""
+    """The GPU's conditions during a measurement, in a few words.
+
+    The values are the highest of its samples (`labkit.gpu.conditions`). NVML's throttle reasons drop
+    their "software " prefix to fit the line.
+
+    Args:
+        c: the result's ``attrs['conditions']``: ``sm_clock_mhz``, ``power_w``, ``temperature_c``,
+            ``throttle``.
+
+    Returns:
+        E.g. "peak SM 1980 MHz, 312 W, 41 C", with "THROTTLED (power cap)" when any sample found its
+        clocks held down; empty when they were not recorded.
+    """
     if not isinstance(c, dict) or "sm_clock_mhz" not in c:
         return ""
     text = (
@@ -154,7 +198,14 @@ def conditions_text(c) -> str:
 
 
 def request_spec(df):
-    """The `ConvSpec` of the request behind ``df`` (``attrs['request']['spec']`` or ``['base']``), or None."""
+    """The convolution of the request behind a result.
+
+    Args:
+        df: a result; its ``attrs['request']`` holds ``spec`` or ``base``.
+
+    Returns:
+        The `ConvSpec`; None when there is none or it does not parse.
+    """
     from ..spec import ConvSpec
 
     req = (getattr(df, "attrs", {}) or {}).get("request") or {}
@@ -168,7 +219,14 @@ def request_spec(df):
 
 
 def shape_label(spec) -> str:
-    """``32x64x56x56 -> 64, 3x3 s1 p1`` (no dtype/layout/direction)."""
+    """A convolution's shape without dtype, layout or direction: ``32x64x56x56 → 64, 3x3 s1 p1``.
+
+    Args:
+        spec: a `ConvSpec`, or None.
+
+    Returns:
+        The label; empty for None.
+    """
     if spec is None:
         return ""
     lab = spec.label.split(" ", 3)[3]
@@ -176,9 +234,19 @@ def shape_label(spec) -> str:
 
 
 def title_block(main: str, df, detail: str = "") -> dict:
-    """Title, detail line and provenance line as ONE text (lines joined by <br>): plotly places a
-    separate ``title.subtitle`` by measuring the title, which fails when a FigureWidget is drawn
-    before it is in the page (plotly/plotly.py#5208) and puts the subtitle over the title."""
+    """Title, detail line and provenance line as one text (lines joined by <br>).
+
+    plotly places a separate ``title.subtitle`` by measuring the title. That fails when a FigureWidget
+    is drawn before it is in the page (plotly/plotly.py#5208), and puts the subtitle over the title.
+
+    Args:
+        main: the title (escaped, in bold).
+        df: the result, for its provenance (`provenance_subtitle`).
+        detail: a line between the title and the provenance; empty for none.
+
+    Returns:
+        The layout's ``title`` properties (``text``, ``x``, ``xanchor``).
+    """
     sub = provenance_subtitle(df)
     if detail:
         sub = f"{detail}<br>{sub}"
@@ -199,7 +267,15 @@ def ok_rows(df):
 
 
 def not_ok_note(df, label_cols: Iterable[str]) -> str:
-    """One line naming the rows that did not run, with their status."""
+    """One line naming the rows that did not run, with their status.
+
+    Args:
+        df: a result.
+        label_cols: the columns that name a row in the line.
+
+    Returns:
+        "did not run: ..."; empty when every row ran or there is no ``status`` column.
+    """
     if "status" not in df.columns:
         return ""
     bad = df[df["status"] != "ok"]
@@ -215,9 +291,23 @@ def not_ok_note(df, label_cols: Iterable[str]) -> str:
 def finish(
     fig: go.Figure, df, main: str, detail: str = "", note: str = "", height: int = 480, legend_rows: int = 1
 ) -> go.Figure:
-    """Common layout (`finish_layout`). From the top: title, detail line, provenance line, the
-    legend (one row, or ``legend_rows``), then the plot; a note line under the x-axis title when
-    there is one."""
+    """Lay out a chart (`finish_layout`) and add its note.
+
+    From the top: title, detail line, provenance line, the legend, then the plot. The note is a line
+    under the x-axis title.
+
+    Args:
+        fig: the chart.
+        df: its result, for the provenance line.
+        main: the title.
+        detail: a line under the title (wrapped at `DETAIL_CHARS`); empty for none.
+        note: a line under the plot (wrapped at `NOTE_CHARS`); empty for none.
+        height: the figure's height in px, before the lines a long detail adds.
+        legend_rows: rows of legend above the plot; 0 hides the legend.
+
+    Returns:
+        ``fig``.
+    """
     layout, note_annotation = finish_layout(df, main, detail, note, height, legend_rows)
     fig.update_layout(**layout)
     if note_annotation:
@@ -228,7 +318,19 @@ def finish(
 
 
 def finish_layout(df, main: str, detail: str = "", note: str = "", height: int = 480, legend_rows: int = 1):
-    """What `finish` sets, as plain data: (the layout's properties, the note's annotation or None)."""
+    """What `finish` sets, as plain data.
+
+    Args:
+        df: the result, for the provenance line.
+        main: the title.
+        detail: a line under the title; empty for none.
+        note: a line under the plot; empty for none.
+        height: the figure's height in px, before the lines a long detail adds.
+        legend_rows: rows of legend above the plot; 0 hides the legend.
+
+    Returns:
+        (the layout's properties, the note's annotation or None).
+    """
     # a detail line longer than the chart is wide would be cut at its right edge: wrap it, and
     # move the legend and the plot down by the lines it adds
     detail = wrap(detail, DETAIL_CHARS) if detail else detail
@@ -258,20 +360,23 @@ def finish_layout(df, main: str, detail: str = "", note: str = "", height: int =
 
 
 def new_figure(**subplots) -> go.Figure:
-    """An empty figure (a subplot grid when ``subplots`` are given: a chart's `grid`) in the
-    plotly_white template.
+    """An empty figure in the plotly_white template, or a subplot grid (a chart's `grid`).
 
     The template is applied at construction, as plotly's default, which plotly resolves from its
     registry (cheap). Assigning it afterwards, or setting ``pio.templates.default`` through its
-    property, validates a deep copy of it (5 ms on a 2-core CPU machine, 60 ms on the GPU host
-    beside a background measurement: twice per figure, on every widget update), so the registry's
-    default name is swapped directly where plotly keeps it (``_default``, plotly 6 and 7;
-    tests/test_plots.py checks that the template is applied and plotly's default left alone).
+    property, validates a deep copy of it (5 ms on a 2-core CPU machine, on every widget update). So
+    the registry's default name is swapped directly where plotly keeps it (``_default``, plotly 6 and
+    7; tests/test_plots.py checks that the template is applied and plotly's default left alone).
 
-    A subplot grid is laid out by ``make_subplots`` once per set of arguments (`laid_out`) and
-    copied: its layout and the grid plotly's ``add_trace(row=, col=)`` reads (``_grid_ref``,
-    ``_grid_str``, where ``make_subplots`` puts them), 0.8 ms (tests/test_plots.py: the same
-    figure either way)."""
+    A subplot grid is laid out by ``make_subplots`` once per set of arguments (`laid_out`) and copied
+    (0.8 ms; tests/test_plots.py: the same figure either way).
+
+    Args:
+        **subplots: ``make_subplots``' arguments; none for a figure without a grid.
+
+    Returns:
+        The ``go.Figure``.
+    """
     grid = laid_out(subplots) if subplots else None
     with labkit_template():
         if grid is None:
@@ -282,8 +387,16 @@ def new_figure(**subplots) -> go.Figure:
 
 
 def attach_grid(fig: go.Figure, grid_ref, grid_str) -> go.Figure:
-    """``fig`` with a laid-out grid (`laid_out`) where ``add_trace(row=, col=)`` reads it
-    (``_grid_ref``, ``_grid_str``: where ``make_subplots`` puts them). Returns ``fig``."""
+    """Put a laid-out grid (`laid_out`) where ``add_trace(row=, col=)`` reads it.
+
+    Args:
+        fig: the figure.
+        grid_ref: the grid's ``_grid_ref``, where ``make_subplots`` puts it.
+        grid_str: its ``_grid_str``.
+
+    Returns:
+        ``fig``.
+    """
     fig.__dict__["_grid_ref"] = grid_ref
     fig.__dict__["_grid_str"] = grid_str
     return fig
@@ -303,17 +416,28 @@ def labkit_template():
 
 
 def grid(**subplots) -> dict:
-    """A chart's subplot grid (``make_subplots``' arguments), declared beside the chart; the chart
-    draws ``new_figure(**GRID)``. The warm-up lays out every declared grid ahead (`lay_out_grids`),
-    so no lesson's first chart does it (``make_subplots``: 8 ms for the network report's three
-    rows on a 2-core CPU machine; on the GPU host a panel's first figure of a grid took 65 ms
-    under cProfile, its later ones 1 ms)."""
+    """Declare a chart's subplot grid (``make_subplots``' arguments) beside the chart.
+
+    The chart draws ``new_figure(**GRID)``. The warm-up lays out every declared grid ahead
+    (`lay_out_grids`), so no lesson's first chart does it (``make_subplots``: 8 ms for the network
+    report's three rows on a 2-core CPU machine).
+
+    Args:
+        **subplots: ``make_subplots``' arguments.
+
+    Returns:
+        ``subplots``, unchanged.
+    """
     _DECLARED.append(subplots)
     return subplots
 
 
 def lay_out_grids() -> int:
-    """Lay out every grid a chart declared with `grid` and nobody laid out yet; how many it did."""
+    """Lay out every grid a chart declared with `grid` and nobody laid out yet.
+
+    Returns:
+        How many grids it laid out.
+    """
     todo = [g for g in list(_DECLARED) if _grid_key(g) not in _GRIDS]
     for g in todo:
         laid_out(g)
@@ -325,9 +449,17 @@ def _grid_key(subplots: dict) -> str:
 
 
 def laid_out(subplots: dict) -> tuple:
-    """``make_subplots(**subplots)``' layout without its template, ``_grid_ref`` and ``_grid_str``:
-    made once (under plotly's default template, whichever it is: the copy takes labkit's at
-    `new_figure`; no swap, so a warm-up thread never changes what another thread's figures get)."""
+    """A subplot grid's layout, made once per set of arguments.
+
+    It is made under plotly's default template, whichever it is: the copy takes labkit's at
+    `new_figure`. Nothing is swapped, so a warm-up thread never changes another thread's figures.
+
+    Args:
+        subplots: ``make_subplots``' arguments.
+
+    Returns:
+        (the layout without its template, ``_grid_ref``, ``_grid_str``).
+    """
     key = _grid_key(subplots)
     grid = _GRIDS.get(key)
     if grid is None:
@@ -345,6 +477,14 @@ _DECLARED: list = []
 
 
 def note_block(text: str) -> dict:
+    """The annotation of a note under the plot (11 px, wrapped at `NOTE_CHARS`).
+
+    Args:
+        text: the note, escaped here.
+
+    Returns:
+        The annotation's properties.
+    """
     return dict(
         text=wrap(html.escape(text, quote=False), NOTE_CHARS),
         xref="paper",
@@ -362,11 +502,20 @@ def note_block(text: str) -> dict:
 
 
 def log_ticks(values, fmt=None, max_ticks: int = 10) -> dict:
-    """``tickvals``/``ticktext`` for a log axis over ``values``: 1-2-5 steps (powers of ten alone
-    over more than three decades), labelled in full (``fmt`` formats a value; default `tick_text`,
-    the workbook's one style of log ticks: plain decimals).
-    ``max_ticks``: at most that many (coarser steps, then every other decade): a narrow subplot
-    asks for fewer, so its labels do not run together."""
+    """Ticks for a log axis over ``values``, labelled in full.
+
+    Steps are 1-2-5 (powers of ten alone over more than three decades). When the lowest tick is far
+    above the lowest value, a tick at or just under it is added.
+
+    Args:
+        values: the values drawn; missing and non-positive ones are skipped.
+        fmt: formats a tick value; default `tick_text` (plain decimals, the workbook's one style).
+        max_ticks: at most that many ticks (coarser steps, then every other decade): a narrow subplot
+            asks for fewer, so its labels do not run together.
+
+    Returns:
+        The axis's ``tickmode``, ``tickvals`` and ``ticktext``; empty when no value is positive.
+    """
     v = [float(x) for x in values if x is not None and not isnan(x) and float(x) > 0]
     if not v:
         return {}
@@ -395,8 +544,15 @@ def log_ticks(values, fmt=None, max_ticks: int = 10) -> dict:
 
 
 def no_data(fig: go.Figure, message: str) -> None:
-    """Empty every trace of ``fig`` (a Figure or FigureWidget) and say why in the middle of the
-    chart: no stale number stays on screen next to controls it was not measured for."""
+    """Empty every trace of a chart and say why in its middle.
+
+    No stale number stays on screen next to controls it was not measured for: the axes are hidden
+    too.
+
+    Args:
+        fig: a Figure or FigureWidget.
+        message: why there is nothing to draw.
+    """
     with batch(fig):
         for t in fig.data:
             t.update(dict(x=None, y=None, text=None, customdata=None, visible=False))
@@ -458,8 +614,18 @@ def nice_step(raw: float) -> float:
 
 
 def log_axis(values, fmt=None, max_ticks: int = 10) -> dict:
-    """`log_ticks` plus a ``range`` that shows the lowest tick and some room above the highest
-    value, so the lowest points always have a labelled tick under them."""
+    """`log_ticks` plus a range that shows the lowest tick and some room above the highest value.
+
+    The lowest points so always have a labelled tick under them.
+
+    Args:
+        values: the values drawn.
+        fmt: formats a tick value (`log_ticks`).
+        max_ticks: at most that many ticks.
+
+    Returns:
+        The axis's tick properties and ``range`` (in log10 units); empty when no value is positive.
+    """
     t = log_ticks(values, fmt, max_ticks)
     v = [float(x) for x in values if x is not None and not isnan(x) and float(x) > 0]
     if not t or not v:
@@ -502,8 +668,14 @@ def first_value(df, col):
 
 
 def concat(frames: List) -> "object":
-    """Several DataFrames of one experiment as one (for `race` over launch methods), keeping the
-    first frame's provenance in ``attrs``."""
+    """Several results of one experiment as one, keeping the first one's provenance in ``attrs``.
+
+    Args:
+        frames: the DataFrames (e.g. `race` over launch methods).
+
+    Returns:
+        The joined DataFrame.
+    """
     import pandas as pd
 
     out = pd.concat(list(frames), ignore_index=True)

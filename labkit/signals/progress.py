@@ -69,7 +69,11 @@ def listening(listener: Listener):
 
 
 def active() -> bool:
-    """Whether anyone in this thread listens (an experiment may skip building partial tables)."""
+    """Whether anyone in this thread listens (an experiment may skip building partial tables).
+
+    Returns:
+        True when a listener is active.
+    """
     return _tables.active()
 
 

@@ -504,7 +504,11 @@ def _check_entry(raw: bytes, identity_key: str, name: Optional[str], request_key
 
 
 def now() -> str:
-    """The local time now, ISO 8601 with its UTC offset, to the second."""
+    """The local time now.
+
+    Returns:
+        ISO 8601 with its UTC offset, to the second.
+    """
     return _now()
 
 
@@ -564,7 +568,11 @@ FILL_STATUS = "fill.json"
 
 
 def shared_root() -> Optional[Path]:
-    """The folder ``LABKIT_SHARED_CACHE`` names; None when it is unset."""
+    """The folder ``LABKIT_SHARED_CACHE`` names.
+
+    Returns:
+        The path; None when the variable is unset.
+    """
     env = os.environ.get("LABKIT_SHARED_CACHE", "").strip()
     return Path(env).expanduser() if env else None
 
@@ -641,7 +649,11 @@ def shared() -> Optional[LocalRecording]:
 
 
 def describe() -> str:
-    """Where this GPU's recording lives and how much it holds, as lines for ``doctor``."""
+    """Where this GPU's recording lives and how much it holds, for ``doctor``.
+
+    Returns:
+        Lines of text.
+    """
     try:
         root = cache_root()
     except CacheError as exc:

@@ -182,11 +182,18 @@ class ThisMachine:
         self._lock = threading.Lock()
 
     def enabled(self) -> bool:
-        """False when the variable ``switch`` is ``0``."""
+        """Whether the store is on.
+
+        Returns:
+            False when the variable ``switch`` is ``0``.
+        """
         return os.environ.get(self.switch, "").strip() != "0"
 
     def get(self):
-        """The store, or None.
+        """The store, made on first use.
+
+        Returns:
+            The store ``make`` made; None when it is off or there is no folder or identity.
 
         Raises:
             labkit.store.localcache.CacheError: ``LABKIT_CACHE`` names a file.

@@ -361,7 +361,11 @@ _this = machine.ThisMachine(PlanStore, "LABKIT_SAVED_PLANS", root=localcache.cac
 
 
 def enabled() -> bool:
-    """False when ``LABKIT_SAVED_PLANS=0``."""
+    """Whether saved plans are on.
+
+    Returns:
+        False when ``LABKIT_SAVED_PLANS=0``.
+    """
     return _this.enabled()
 
 
@@ -405,7 +409,11 @@ def reset() -> None:
 
 
 def describe() -> str:
-    """Where saved plans live and how many there are, as one line for ``doctor``."""
+    """Where saved plans live and how many there are, for ``doctor``.
+
+    Returns:
+        One line of text.
+    """
     try:
         store = current()
     except localcache.CacheError as exc:

@@ -35,7 +35,11 @@ FORMAT = 1
 
 
 def path() -> Path:
-    """The progress file: ``<cache folder>/progress/exercises-v<FORMAT>.json``."""
+    """The progress file.
+
+    Returns:
+        ``<cache folder>/progress/exercises-v<FORMAT>.json``.
+    """
     return cache_root() / "progress" / f"exercises-v{FORMAT}.json"
 
 

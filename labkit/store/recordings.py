@@ -31,7 +31,11 @@ _ERROR_CLASSES = {"Unsupported": Unsupported, "OutOfMemory": OutOfMemory}
 
 
 def data_dir() -> Path:
-    """``data/recordings`` of this checkout (``LABKIT_DATA`` overrides the ``data`` folder)."""
+    """The shipped recordings' folder.
+
+    Returns:
+        ``data/recordings`` of this checkout (``LABKIT_DATA`` names another ``data`` folder).
+    """
     root = os.environ.get("LABKIT_DATA")
     base = Path(root) if root else Path(__file__).resolve().parents[2] / "data"
     return base / "recordings"
@@ -131,7 +135,11 @@ class Recording:
         return self.path.name
 
     def describe(self) -> str:
-        """One line: the recording's GPU, cuDNN, date and how many experiments it holds."""
+        """The recording's GPU, cuDNN, date and how many experiments it holds.
+
+        Returns:
+            One line of text.
+        """
         m = self.metadata
         return (
             f"{self.name}: {gpu_label(m.get('gpu'))}, cuDNN {m.get('cudnn_backend')} "
@@ -165,7 +173,11 @@ class Recording:
         }
 
     def experiments(self) -> List[str]:
-        """The experiments this recording holds, sorted."""
+        """The experiments this recording holds.
+
+        Returns:
+            Their names, sorted.
+        """
         return sorted(self.metadata.get("experiments", {}))
 
     def table(self, name: str):
@@ -245,18 +257,40 @@ class Recording:
         return self
 
     def request_keys(self, name: str) -> Dict[str, None]:
-        """Every distinct request key recorded for an experiment, in recording order (read once)."""
+        """Every distinct request key recorded for an experiment (read once).
+
+        Args:
+            name: the experiment.
+
+        Returns:
+            Request key -> None, in recording order.
+        """
         keys = self._keys.get(name)
         if keys is None:
             keys = self._keys[name] = dict.fromkeys(self.table(name)["request"])
         return keys
 
     def requests(self, name: str) -> List[dict]:
-        """Every distinct request recorded for an experiment, in recording order."""
+        """Every distinct request recorded for an experiment.
+
+        Args:
+            name: the experiment.
+
+        Returns:
+            Each request as a dict of arguments, in recording order.
+        """
         return [json.loads(r) for r in self.request_keys(name)]
 
     def has(self, name: str, request: dict) -> bool:
-        """Whether this recording holds experiment ``name`` for exactly ``request``."""
+        """Whether this recording holds one call of an experiment.
+
+        Args:
+            name: the experiment.
+            request: the call's arguments, matched exactly.
+
+        Returns:
+            True when it holds them.
+        """
         return name in self.experiments() and request_key(request) in self.request_keys(name)
 
     def lookup(self, name: str, request: dict):
@@ -494,7 +528,11 @@ def check_all(root: Optional[Path] = None) -> List[Recording]:
 
 
 def describe_available() -> str:
-    """Lines for ``doctor``: the recordings recorded mode can use."""
+    """The recordings recorded mode can use, for ``doctor``.
+
+    Returns:
+        Lines of text: their count, then one line each.
+    """
     try:
         recs = available()
     except Exception as exc:  # noqa: BLE001  (the doctor reports, never fails)
@@ -532,7 +570,11 @@ def use(name_or_path) -> Recording:
 
 
 def current() -> Recording:
-    """The recording in use: ``LABKIT_RECORDING``, then the one picked with `use`, then the default."""
+    """The recording in use: ``LABKIT_RECORDING``, then the one picked with `use`, then the default.
+
+    Returns:
+        The `Recording`; `RecordedDataError` when none is found.
+    """
     global _current
     env = os.environ.get("LABKIT_RECORDING")
     if env and (_current is None or env not in (_current.name, str(_current.path))):
