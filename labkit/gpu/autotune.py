@@ -119,7 +119,14 @@ class TuneResult:
     fell_through: str = ""
 
     def gpu_us(self, index: int) -> float:
-        """The GPU time per call of plan ``index``, in microseconds (its row's ``gpu_us``)."""
+        """The GPU time per call of one plan (its row's ``gpu_us``).
+
+        Args:
+            index: the plan's index.
+
+        Returns:
+            Microseconds.
+        """
         row = self.table[self.table.plan_index == index]
         return float(row.gpu_us.iloc[0])
 

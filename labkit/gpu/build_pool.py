@@ -117,7 +117,11 @@ def build_remote(
 
 
 def warm_up() -> int:
-    """In a worker: load CuPy, cuDNN and a handle (what the first job would otherwise wait for)."""
+    """In a worker: load CuPy, cuDNN and a handle (what the first job would otherwise wait for).
+
+    Returns:
+        The worker's process id.
+    """
     from . import frontend
 
     frontend.handle_for()
@@ -126,8 +130,14 @@ def warm_up() -> int:
 
 # ---- in this process ----------------------------------------------------------------------------
 def kernel_key(job: "Job") -> tuple:
-    """What the kernels a job compiles depend on besides the shape: dtype, layout, direction,
-    epilogue and the engine configuration's name."""
+    """What the kernels a job compiles depend on besides the shape.
+
+    Args:
+        job: the `Job`.
+
+    Returns:
+        (dtype, layout, direction, epilogue, the engine configuration's name).
+    """
     fields = job.spec_fields
     return (fields.get("dtype"), fields.get("layout"), fields.get("direction"), job.epilogue, job.name)
 
@@ -318,7 +328,11 @@ class BuildPool:
             self.stats.local += 1
 
     def batch(self) -> int:
-        """A new batch number: jobs submitted with a higher one are taken first."""
+        """A new batch number: jobs submitted with a higher one are taken first.
+
+        Returns:
+            The number.
+        """
         return next(self._batch)
 
     def submit(self, job: Job, batch: int = 0) -> Job:
@@ -376,7 +390,11 @@ class BuildPool:
         self.stop()
 
     def pids(self) -> List[int]:
-        """Process ids of the workers running now."""
+        """The workers running now.
+
+        Returns:
+            Their process ids.
+        """
         procs = [w._proc for w in self._workers]
         return [p.pid for p in procs if p is not None and p.is_alive()]
 

@@ -155,5 +155,8 @@ def enabled_in_this_process() -> bool:
     """Whether cuDNN logging variables are set for the notebook's own process.
 
     Its own builds then log too: usually by accident, and slow.
+
+    Returns:
+        True when ``CUDNN_FRONTEND_LOG_INFO`` or ``CUDNN_LOGLEVEL_DBG`` is set.
     """
     return any(os.environ.get(k) for k in ("CUDNN_FRONTEND_LOG_INFO", "CUDNN_LOGLEVEL_DBG"))

@@ -68,10 +68,18 @@ class CheckedPlans:
         self._note: Optional[str] = None  # `fell_through`, once known
 
     def check(self, *, ops=None) -> Dict[int, plan_checks.Verdict]:
-        """Run every built plan that has no verdict yet once on ``ops`` (seed-0 inputs made here
-        when None) and compare it with one float64 reference (`labkit.gpu.reference_runs.judge`); a plan
-        this process judged before for this convolution (another cap, a rebuild) is not run
-        again. Returns plan index -> `plan_checks.Verdict`. Adds to ``check_seconds``."""
+        """Run every built plan that has no verdict yet once, and compare it with float64.
+
+        Each output is judged against one float64 reference (`labkit.gpu.reference_runs.judge`). A plan
+        this process judged before for this convolution (another cap, a rebuild) is not run again. The
+        time spent is added to ``check_seconds``.
+
+        Args:
+            ops: the operands to run on; None makes seed-0 inputs here.
+
+        Returns:
+            Plan index -> `plan_checks.Verdict`, for every plan judged so far.
+        """
         with self._check_lock:
             todo = [p for p in self.plans if p.built and p.index not in self.verdicts]
             if todo:
@@ -144,8 +152,16 @@ class CheckedPlans:
         return []
 
     def build_plan(self, index: int) -> Plan:
-        """Build candidate ``index`` of a graph that was built without it (a graph built with the
-        heuristic's pick only). Returns it: built, or not built with cuDNN's reason. Not checked."""
+        """Build one candidate of a graph that was built without it (with the heuristic's pick only).
+
+        The plan is not checked against float64 here.
+
+        Args:
+            index: the candidate's index.
+
+        Returns:
+            The `Plan`: built, or not built with cuDNN's reason.
+        """
         p = self.plans[index]
         if p.built:
             return p
@@ -179,9 +195,15 @@ class CheckedPlans:
         return self._note
 
     def plan(self, index: Optional[int] = None) -> Plan:
-        """The plan at ``index`` (None: the default plan), checked against float64 first.
-        `InvalidSpec` for a bad index, `Unsupported` for one that did not build, `WrongResult` for
-        one whose result was wrong."""
+        """A plan, checked against float64 first.
+
+        Args:
+            index: the plan's index; None for the default plan.
+
+        Returns:
+            The `Plan`; `InvalidSpec` for a bad index, `Unsupported` for one that did not build,
+            `WrongResult` for one whose result was wrong.
+        """
         if index is None:
             return self.default_plan
         if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(self.plans):

@@ -63,7 +63,11 @@ class RaceResult:
     trace: object = field(default=None, compare=False, repr=False)
 
     def as_dict(self) -> dict:
-        """The counts (the trace left out)."""
+        """The counts as a plain dict, the trace left out.
+
+        Returns:
+            Field name -> value.
+        """
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "trace"}
 
 

@@ -172,8 +172,14 @@ class ConvGraph(CheckedPlans):
             return {}
 
     def deterministic_names(self) -> set:
-        """Names of the plans cuDNN does not mark NONDETERMINISTIC (the frontend has no per-plan
-        query for numerical notes, so a sibling graph is built with those plans deselected; once)."""
+        """Names of the plans cuDNN does not mark NONDETERMINISTIC.
+
+        The frontend has no per-plan query for numerical notes, so a sibling graph is built once with
+        those plans deselected.
+
+        Returns:
+            The plans' names; empty when every plan is nondeterministic.
+        """
         if self._deterministic is None:
             try:
                 sibling = ConvGraph(

@@ -398,12 +398,20 @@ def _warn_if_several() -> None:
 
 
 def cudnn_version() -> int:
-    """``cudnnGetVersion()`` of the cuDNN this module uses, e.g. 91900 for 9.19.0."""
+    """``cudnnGetVersion()`` of the cuDNN this module uses.
+
+    Returns:
+        The version as one number, e.g. 91900 for 9.19.0.
+    """
     return int(_load_library().cudnnGetVersion())
 
 
 def library_path() -> str:
-    """The file the cuDNN library used here was loaded from (loads it if needed)."""
+    """The file the cuDNN library used here was loaded from (loads it if needed).
+
+    Returns:
+        The path, as text.
+    """
     _load_library()
     return str(_lib_path)
 

@@ -62,7 +62,11 @@ class StepFailed(LabkitError):
 
 
 def isolation_on() -> bool:
-    """Whether steps run in a worker process (``LABKIT_ISOLATE``, on unless set to 0)."""
+    """Whether steps run in a worker process (``LABKIT_ISOLATE``, on unless set to 0).
+
+    Returns:
+        True when they do.
+    """
     from .. import env
 
     return env.switched_on("LABKIT_ISOLATE")
@@ -349,7 +353,11 @@ _worker: Optional[Worker] = None
 
 
 def worker() -> Worker:
-    """This process's worker (one; made on first use, stopped at exit)."""
+    """This process's worker (one; made on first use, stopped at exit).
+
+    Returns:
+        The `Worker`.
+    """
     global _worker
     if _worker is None:
         import multiprocessing.util  # noqa: F401  (registers its exit handler first: see below)

@@ -86,7 +86,11 @@ def _race(launch: str) -> None:
 
 
 def tasks() -> List[Tuple[str, Callable[[], None]]]:
-    """(label, call) for every warm-up task, the lessons' base first."""
+    """Every warm-up task, the lessons' base first.
+
+    Returns:
+        (label, call) pairs; each call runs its task.
+    """
     out: List[Tuple[str, Callable[[], None]]] = []
     for d in _DTYPES:
         for lay in ("NHWC", "NCHW"):

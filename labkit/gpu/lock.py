@@ -58,7 +58,11 @@ class LockWarning(UserWarning):
 
 
 def enabled() -> bool:
-    """False when ``LABKIT_GPU_LOCK`` is ``0``/``off``/``no``/``false``."""
+    """Whether the per-GPU lock is on.
+
+    Returns:
+        False when ``LABKIT_GPU_LOCK`` is ``0``/``off``/``no``/``false``.
+    """
     from .. import env
 
     return env.switched_on("LABKIT_GPU_LOCK")
@@ -162,7 +166,11 @@ class FileLock:
         self._ticket_fd = self._ticket = None
 
     def ahead(self) -> int:
-        """How many live tickets are before this one (the holder counts); dead ones are removed."""
+        """How many live tickets are before this one (the holder counts); dead ones are removed.
+
+        Returns:
+            The count.
+        """
         mine = self._ticket.name
         n = 0
         for name in sorted(os.listdir(self.queue)):
@@ -173,7 +181,11 @@ class FileLock:
         return n
 
     def members(self) -> List[int]:
-        """Pids of the live labkit processes that took this lock (dead ones' files removed)."""
+        """The live labkit processes that took this lock (dead ones' files are removed).
+
+        Returns:
+            Their pids.
+        """
         out = []
         folder = self.folder / "members"
         try:
@@ -299,8 +311,12 @@ class Hold:
         self.locked = False
 
     def summary(self) -> dict:
-        """What a result keeps (``attrs["gpu_turn"]``, the local cache): ``locked``, ``waited_s``,
-        ``contended_by`` (sorted pids; empty: nobody else used the GPU during the measurement)."""
+        """What a result keeps of this turn (``attrs["gpu_turn"]``, the local cache).
+
+        Returns:
+            ``locked``, ``waited_s`` (seconds) and ``contended_by`` (sorted pids; empty: nobody else used
+            the GPU during the measurement).
+        """
         return dict(
             locked=self.locked, waited_s=round(self.waited_s, 4), contended_by=sorted(self.contended_by)
         )
@@ -444,7 +460,11 @@ def _this_gpu() -> Optional[_ProcessGPU]:
 
 
 def members() -> List[int]:
-    """Pids of the live labkit processes that took the current GPU's lock (empty when it is off)."""
+    """The live labkit processes that took the current GPU's lock.
+
+    Returns:
+        Their pids; empty when the lock is off or there is no GPU.
+    """
     gpu = _this_gpu()
     if gpu is None:
         return []
@@ -456,9 +476,14 @@ def members() -> List[int]:
 
 @contextlib.contextmanager
 def hold():
-    """This process's turn on the current GPU for the block (re-entrant; other threads of this
-    process wait; other processes queue, see the module docstring). Yields a `Hold` (filled in by
-    the block's end); a no-op one when the lock is off or there is no GPU."""
+    """This process's turn on the current GPU for the block.
+
+    It is re-entrant: other threads of this process wait, other processes queue (see the module
+    docstring).
+
+    Yields:
+        A `Hold`, filled in by the block's end; a no-op one when the lock is off or there is no GPU.
+    """
     record = Hold()
     gpu = _this_gpu()
     if gpu is None:

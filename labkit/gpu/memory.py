@@ -23,7 +23,11 @@ POISON_BLOCK_BYTES = 1 << 20
 
 
 def free_bytes() -> int:
-    """Bytes free on the current device now (cudaMemGetInfo)."""
+    """Memory free on the current device now (cudaMemGetInfo).
+
+    Returns:
+        Bytes.
+    """
     return int(cupy.cuda.runtime.memGetInfo()[0])
 
 
@@ -207,7 +211,11 @@ class MemorySnapshot:
 
 
 def snapshot() -> MemorySnapshot:
-    """What the device and CuPy's default pool hold now, as a `MemorySnapshot`."""
+    """What the device and CuPy's default pool hold now.
+
+    Returns:
+        A `MemorySnapshot`.
+    """
     free, total = cupy.cuda.runtime.memGetInfo()
     pool = cupy.get_default_memory_pool()
     return MemorySnapshot(int(free), int(total), int(pool.used_bytes()), int(pool.total_bytes()))

@@ -77,8 +77,16 @@ class Operands:
         cupy.get_default_memory_pool().free_all_blocks()
 
     def unrounded(self, role: str) -> cupy.ndarray:
-        """A role's input before rounding to the dtype (float64, logical NCHW): what an ideal
-        infinitely precise convolution would have been given. Regenerated from its seed."""
+        """A role's input before rounding to the dtype, regenerated from its seed.
+
+        It is what an ideal, infinitely precise convolution would have been given.
+
+        Args:
+            role: an input's role, a key of ``seeds``.
+
+        Returns:
+            The values in float64, logical NCHW.
+        """
         from . import numerics
 
         storage_shape_ = self.arrays[role].shape
@@ -91,7 +99,11 @@ class Operands:
         return sum(int(a.nbytes) for a in self.arrays.values())
 
     def output(self) -> cupy.ndarray:
-        """The written tensor as float64, logical NCHW."""
+        """The written tensor.
+
+        Returns:
+            Its values in float64, logical NCHW.
+        """
         from . import numerics
 
         arr = self.arrays[self.output_role]

@@ -97,7 +97,15 @@ class Verdict:
 
 
 def plan_words(index: int, name: str) -> str:
-    """``plan 0 (eng7_k24=29)``."""
+    """A plan as the checks name it: ``plan 0 (eng7_k24=29)``.
+
+    Args:
+        index: the plan's index.
+        name: its name.
+
+    Returns:
+        The words.
+    """
     return f"plan {index} ({name})"
 
 
@@ -139,12 +147,27 @@ class VerdictBook:
         return len(self._entries)
 
     def get(self, spec_key, epilogue: str, plan_name: str) -> Optional[Verdict]:
-        """The verdict reached for this plan of this convolution, or None."""
+        """The verdict reached for one plan of one convolution.
+
+        Args:
+            spec_key: the convolution's `ConvSpec.key`.
+            epilogue: its fused epilogue.
+            plan_name: the plan's name.
+
+        Returns:
+            The `Verdict`; None when there is none.
+        """
         with self._lock:
             return self._entries.get((spec_key, epilogue, plan_name))
 
     def put(self, spec_key, epilogue: str, verdict: Verdict) -> None:
-        """Remember ``verdict`` for its plan of this convolution (a ``transient`` one is not kept)."""
+        """Remember a verdict for its plan of one convolution (a ``transient`` one is not kept).
+
+        Args:
+            spec_key: the convolution's `ConvSpec.key`.
+            epilogue: its fused epilogue.
+            verdict: the `Verdict`; it names its plan.
+        """
         if verdict.transient:
             return
         with self._lock:

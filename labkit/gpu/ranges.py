@@ -28,7 +28,11 @@ def _nvtx():
 
 
 def enabled() -> bool:
-    """Whether ranges are emitted (the ``nvtx`` package is importable)."""
+    """Whether ranges are emitted (the ``nvtx`` package is importable).
+
+    Returns:
+        True when they are.
+    """
     return _nvtx() is not None
 
 

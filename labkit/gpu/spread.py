@@ -134,7 +134,15 @@ class Spread:
             )
 
     def find(self, ref: GpuRef, *, what: str = "gpu") -> HostGPU:
-        """The GPU ``ref`` names: its index (an int, or digits) or its UUID."""
+        """The GPU a reference names.
+
+        Args:
+            ref: its index (an int, or digits) or its UUID.
+            what: what the reference is, named in the error.
+
+        Returns:
+            The `HostGPU`; `InvalidSpec` when no GPU of the host has that index or UUID.
+        """
         for g in self.gpus:
             if (str(ref).isdigit() and g.index == int(ref)) or g.uuid == str(ref):
                 return g
@@ -186,12 +194,20 @@ class Spread:
         return state
 
     def table(self) -> Dict[str, dict]:
-        """Every learner in the record: name -> ``gpu`` (UUID), ``running``, ``given_at``."""
+        """Every learner in the record.
+
+        Returns:
+            Name -> ``gpu`` (UUID), ``running``, ``given_at``.
+        """
         with self._locked() as state:
             return {k: dict(v) for k, v in state["learners"].items()}
 
     def running(self) -> Dict[str, List[str]]:
-        """GPU UUID -> the learners whose servers run on it now (every GPU, sorted names)."""
+        """The learners whose servers run on each GPU now.
+
+        Returns:
+            GPU UUID -> sorted learner names, for every GPU.
+        """
         table = self.table()
         return {
             g.uuid: sorted(n for n, e in table.items() if e["running"] and e["gpu"] == g.uuid)
@@ -200,8 +216,14 @@ class Spread:
 
     # -- giving and taking back --
     def assign(self, learner: str) -> Optional[HostGPU]:
-        """The GPU for ``learner``'s server, recorded as running there; None when the host has no
-        GPU."""
+        """The GPU for a learner's server, recorded as running there.
+
+        Args:
+            learner: the learner's name.
+
+        Returns:
+            The `HostGPU`; None when the host has no GPU.
+        """
         if not self.gpus:
             return None
         with self._locked() as state:
@@ -211,8 +233,11 @@ class Spread:
             return gpu
 
     def release(self, learner: str) -> None:
-        """``learner``'s server stopped: its GPU no longer counts it (it is kept as the learner's
-        last GPU)."""
+        """A learner's server stopped: its GPU no longer counts it (it is kept as the learner's last GPU).
+
+        Args:
+            learner: the learner's name.
+        """
         with self._locked() as state:
             entry = state["learners"].get(str(learner))
             if entry is not None and entry.get("running"):

@@ -118,7 +118,15 @@ class _Watched(workspace.Strategy):
 
 @dataclass
 class Race:
-    """A buffer handed to a call on one stream while a call on another stream still needed it."""
+    """A buffer handed to a call on one stream while a call on another stream still needed it.
+
+    Attributes:
+        first_stream: the stream whose call held the buffer first (its handle).
+        second_stream: the stream whose call got it too soon.
+        ptr: the first device address both workspaces cover.
+        overlap_bytes: how many bytes they share.
+        lead_us: how long before the first call's kernels were done the second call could start.
+    """
 
     first_stream: int
     second_stream: int
@@ -130,7 +138,23 @@ class Race:
 
 @dataclass
 class Verdict:
-    """What `check_strategy` found for one strategy (bytes, microseconds)."""
+    """What `check_strategy` found for one strategy (bytes, microseconds).
+
+    Attributes:
+        strategy: its name.
+        calls: workspaces it handed out in the one-stream passes.
+        outputs_ok: every output within its dtype's tolerance of float64.
+        worst_rel_error: the largest relative error of an output (inf for NaN).
+        too_small: the `Runner`'s words when a workspace was smaller than the plan asked; else empty.
+        error: what the strategy raised; else empty.
+        peak_bytes: the most device memory taken at a get of the warm-up (cudaMemGetInfo).
+        books_peak_bytes: the most its own books say it held (``stats.peak_held_bytes``).
+        largest_request_bytes: the largest workspace a call asked for.
+        leaked_bytes: device memory still taken after ``close()``.
+        books_held_after_close: what its books still hold after ``close()`` (0 for the pools).
+        races: each `Race` of the two-stream test.
+        host_us_per_call: host time per call of the timed pass (median).
+    """
 
     strategy: str
     calls: int = 0
@@ -315,12 +339,20 @@ def check_strategy(strategy, *, hold_us: float = HOLD_US, bench: Optional[_Bench
 
 
 def builtins() -> List[Callable[[], workspace.Strategy]]:
-    """The built-in strategies as the benchmark runs them (`labkit.gpu.workloads.BENCH_STRATEGIES`)."""
+    """The built-in strategies as the benchmark runs them (`labkit.gpu.workloads.BENCH_STRATEGIES`).
+
+    Returns:
+        One callable per strategy, each making a new instance.
+    """
     return [lambda n=n, o=o: workspace.make(n, **o) for n, o in workloads.BENCH_STRATEGIES]
 
 
 def compare(strategy, *, hold_us: float = HOLD_US) -> List[Verdict]:
     """`check_strategy` for ``strategy`` and then every built-in strategy, on one shared bench.
+
+    Args:
+        strategy: what `check_strategy` takes: a `Strategy` subclass, a maker or an instance.
+        hold_us: how long stream 0 is held busy before its call in the race test (microseconds).
 
     Returns:
         The verdicts, ``strategy``'s first.

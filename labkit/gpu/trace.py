@@ -124,7 +124,14 @@ def _cxa_demangle():
 
 @functools.lru_cache(maxsize=4096)
 def demangle(name: str) -> str:
-    """A C++ symbol (``_ZN5cudnn...``) as source reads it; other names unchanged."""
+    """A C++ symbol (``_ZN5cudnn...``) as source reads it.
+
+    Args:
+        name: a kernel's name.
+
+    Returns:
+        The demangled name; any other name unchanged.
+    """
     if not name or not name.startswith("_Z"):
         return name or ""
     fn = _cxa_demangle()
@@ -188,7 +195,14 @@ def role_of(kind: str, name: str) -> str:
 
 
 def api_name(raw: str) -> str:
-    """``cudaMalloc_v3020`` -> ``cudaMalloc``."""
+    """A CUDA API call's name without its version suffix.
+
+    Args:
+        raw: CUPTI's name, e.g. ``cudaMalloc_v3020``.
+
+    Returns:
+        E.g. ``cudaMalloc``.
+    """
     return re.sub(r"_v\d+$", "", raw or "")
 
 
@@ -214,7 +228,11 @@ def _cupti():
 
 
 def available() -> Optional[str]:
-    """None when this process can trace, else why not (a sentence)."""
+    """Whether this process can trace.
+
+    Returns:
+        None when it can; else why not, as a sentence.
+    """
     try:
         _cupti()
     except TraceUnavailable as exc:
@@ -417,7 +435,11 @@ class Tracer:
             self.marks.append(int(_cupti().get_timestamp()))
 
     def frame(self):
-        """The records as a tidy DataFrame (see the module doc), sorted by start."""
+        """The records as a tidy DataFrame (see the module docstring).
+
+        Returns:
+            The DataFrame, sorted by start (`to_frame`).
+        """
         return to_frame(self.rows, self.label, self.dropped, self.marks)
 
 

@@ -132,7 +132,18 @@ def sequence(workload: str, repeats: int) -> List[ConvSpec]:
 
 
 def run_one(strategy_name: str, options: dict, workload: str, repeats: int) -> dict:
-    """Run ``workload`` under one strategy on a fresh stream; one result row."""
+    """Run a workload under one strategy on a fresh stream: a warm-up pass, then a timed one.
+
+    Args:
+        strategy_name: a name `labkit.gpu.workspace.make` knows.
+        options: the strategy's options (e.g. ``budget_bytes``).
+        workload: one of `WORKLOADS`.
+        repeats: passes over the workload's convolutions.
+
+    Returns:
+        One result row: host time per call (``median_us``, ``p95_us``), GPU time per call
+        (``gpu_us``), allocations, hits, misses and fallbacks of the timed pass, peak bytes, ``status``.
+    """
     import cupy
 
     from ..signals.cancel import checkpoint

@@ -95,7 +95,11 @@ class StrategyStats:
     get_put_us_total: float = 0.0
 
     def as_dict(self) -> dict:
-        """The counters as a plain dict."""
+        """The counters as a plain dict.
+
+        Returns:
+            Field name -> value.
+        """
         return asdict(self)
 
 
@@ -285,7 +289,11 @@ class Strategy:
         pass
 
     def describe(self) -> str:
-        """The strategy's name, with its options where it has some."""
+        """The strategy's name, with its options where it has some.
+
+        Returns:
+            E.g. ``keyed_cache (256 MiB, key=full)``.
+        """
         return self.name
 
 
