@@ -4,13 +4,13 @@ Live on a CUDA GPU with the cuDNN frontend; recorded (real GPU measurements ship
 everywhere else. ``labkit.env.mode()`` says which, and why.
 
 Where things live (bottom to top; imports point down, docs/architecture.md): here, what a
-convolution is (`spec`), errors, the machine (`env`), datasheet peaks (`ceilings`) and networks'
-conv layers (`networks/`); `signals/` what a running measurement says and hears; `gpu/` the GPU
-core; `store/` recordings, this GPU's saved results and plans; `draw/` what charts and text are
-drawn with; `experiments/` one module or folder per lesson topic; `session/` answering a request
-in a notebook; `present/` panels, checks, comparisons, the network report; `cli/` ``python -m
-labkit``. The modules a notebook names (``check``, ``lessons``, ``widgets``) are imported on first
-use (`labkit.session.first_use`).
+convolution is (`spec`), errors, the machine (`env`), datasheet peaks (`ceilings`), the version
+(`version`) and networks' conv layers (`networks/`); `signals/` what a running measurement says and
+hears; `gpu/` the GPU core; `store/` recordings, this GPU's saved results and plans; `draw/` what
+charts and text are drawn with; `experiments/` one module or folder per lesson topic; `session/`
+answering a request in a notebook; `present/` panels, checks, comparisons, the network report;
+`cli/` ``python -m labkit``. The modules a notebook names (``check``, ``lessons``, ``widgets``) are
+imported on first use (`labkit.session.first_use`).
 """
 
 import importlib
@@ -29,8 +29,7 @@ from .errors import (  # noqa: F401
     WrongResult,
 )
 from .spec import ConvSpec  # noqa: F401
-
-__version__ = "0.1.0"
+from .version import __version__  # noqa: F401
 
 
 def __getattr__(name):

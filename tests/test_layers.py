@@ -5,7 +5,7 @@ names a module that exists (a GPU-only path that imports a moved module fails he
 Layers, bottom to top (docs/architecture.md): a module's layer is the longest entry of
 `LAYERS` its dotted name starts with.
 
-0. what a convolution is and what the machine has: errors, spec, env, ceilings, networks (the conv
+0. what a convolution is and what the machine has: errors, spec, env, ceilings, version, networks (the conv
    layers of a network); and the signals every layer may send or hear (labkit/signals/: progress,
    cancel)
 1. the GPU core (labkit/gpu/), storage (labkit/store/: request keys, shipped recordings, this
@@ -38,6 +38,7 @@ LAYERS = {
     "labkit.errors": 0,
     "labkit.spec": 0,
     "labkit.env": 0,
+    "labkit.version": 0,
     "labkit.ceilings": 0,
     "labkit.networks": 0,
     "labkit.signals": 0,

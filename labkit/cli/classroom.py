@@ -378,7 +378,7 @@ def warm_once(*, marker: Path) -> Optional[str]:
     Returns:
         Its last line; None when it had run.
     """
-    from .. import __version__
+    from ..version import __version__
 
     key = json.dumps([sys.executable, __version__, os.environ.get("CUPY_CACHE_DIR", "~/.cupy/kernel_cache")])
     try:

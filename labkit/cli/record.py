@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 from typing import Iterable, Optional
 
-from .. import __version__
 from ..env import gpu_slug  # noqa: F401  (a name callers know)
 from ..errors import LabkitError, OutOfMemory, RecordedDataError, Unsupported
 from ..experiments import request_key, request_of
@@ -30,6 +29,7 @@ from ..experiments import request_key, request_of
 from ..experiments.grid import SWEEP_VALUES, SWEEPS, Call, grid, strategies_repeats  # noqa: F401
 from ..experiments.grid import calls as _calls
 from ..store.recordings import SCHEMA_VERSION, data_dir, sha256
+from ..version import __version__
 
 
 def git_commit() -> Optional[str]:

@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Dict, Iterator, List, Optional
 
 from ..errors import LabkitError
+from ..version import __version__
 from .machine import SCHEMA_VERSION, ThisMachine, differences, folder_of
 
 
@@ -222,8 +223,6 @@ class LocalRecording:
         meta = self.path / "metadata.json"
         if meta.is_file():
             return
-        from .. import __version__
-
         body = {
             "schema_version": SCHEMA_VERSION,
             "kind": "local",
@@ -378,7 +377,6 @@ class LocalRecording:
         Returns:
             The folder: one CSV per experiment, and ``metadata.json`` with rows and sha256 per file.
         """
-        from .. import __version__
         from . import recordings
 
         out = Path(out)
