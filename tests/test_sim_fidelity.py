@@ -31,7 +31,7 @@ def dry():
 def test_the_dry_run_simulates_every_configuration_and_labels_each_row(dry):
     seq = dry[dry.workload != "race"]
     n = (
-        len(sequences.WORKLOADS)
+        len(sequences.FIDELITY_WORKLOADS)
         * len(workloads.BENCH_STRATEGIES)
         * len(sequences.STREAMS)
         * len(sequences.LAUNCHES)

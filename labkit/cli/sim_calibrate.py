@@ -171,7 +171,7 @@ def pools(dev, sizes: List[int]) -> List[dict]:
 
 def _specs() -> List[ConvSpec]:
     specs = [workloads.RACE_SPEC]
-    for w in sequences.WORKLOADS:
+    for w in sequences.FIDELITY_WORKLOADS:
         specs += [s for s in dict.fromkeys(workloads.sequence(w, 1)) if s not in specs]
     return specs
 

@@ -1,17 +1,16 @@
 """``python -m labkit bench sim-fidelity``: the simulated GPU against the live one, same sequences.
 
 On a GPU, each shipped strategy (`labkit.gpu.workloads.BENCH_STRATEGIES`) runs each of
-`labkit.simgpu.sequences.WORKLOADS` on 1, 2 and 4 streams, launched from Python and as CUDA graphs,
-twice: on this GPU (`labkit.gpu.device.cuda.CudaDevice`) and on the GPU simulated from this GPU's
-shipped recording (`labkit.simgpu.SimDevice`), through the same code, timed the same way
+`labkit.simgpu.sequences.FIDELITY_WORKLOADS` on 1, 2 and 4 streams, launched from Python and as CUDA
+graphs, twice: on this GPU (`labkit.gpu.device.cuda.CudaDevice`) and on the GPU simulated from this
+GPU's shipped recording (`labkit.simgpu.SimDevice`), through the same code, timed the same way
 (`labkit.simgpu.sequences.run_sequence`: a warm-up, then the median of several timed passes of at
 least 20 calls per stream). Then lesson 06's race: its live experiment
-(`labkit.gpu.concurrency.scratchpad_race`) against the simulated one. One row per configuration
-goes to data/bench/sim_fidelity_<gpu slug>.csv (a .json beside it: the GPU, the commit, how the
-sequences ran), with the goals (`labkit.simgpu.fidelity`): allocation counts and peak bytes exact;
-host time and GPU time per call within 15 %; the race corrupting in exactly the configurations that
-corrupt live. It prints every row and the sentences that say where the goals are missed, and by
-how much.
+(`labkit.gpu.concurrency.scratchpad_race`) against the simulated one. One row per configuration goes
+to data/bench/sim_fidelity_<gpu slug>.csv (a .json beside it: the GPU, the commit, how the sequences
+ran), with the goals (`labkit.simgpu.fidelity`): allocation counts and peak bytes exact; host time
+and GPU time per call within 15 %; the race corrupting in exactly the configurations that corrupt
+live. It prints every row and the sentences that say where the goals are missed, and by how much.
 
 ``--calibrate`` first times what the simulator reads besides the recording on this GPU (events,
 synchronisations, cudaMalloc/cudaFree by size, the pools, each sequence convolution's launch, bind,
@@ -83,7 +82,7 @@ def recording_for(gpu_name: str) -> str:
     )
 
 
-def configurations(workload_names=sequences.WORKLOADS):
+def configurations(workload_names=sequences.FIDELITY_WORKLOADS):
     """Every (workload, strategy, options, streams, launch) the fidelity runs."""
     for w in workload_names:
         for name, opts in workloads.BENCH_STRATEGIES:

@@ -32,7 +32,7 @@ from .device import SimDevice
 LAUNCHES = ("python", "graph")
 STREAMS = (1, 2, 4)
 #: the workloads the fidelity compares
-WORKLOADS = ("one_conv", "resnet50_fp16_nhwc")
+FIDELITY_WORKLOADS = ("one_conv", "resnet50_fp16_nhwc")
 #: calls per stream per round of the race (lesson 06's batch)
 RACE_CONVS = 64
 #: the fewest calls per stream in one pass (lesson 02's one_conv: strategies.csv calls=20)

@@ -3,6 +3,8 @@ from the recording) and the workloads the recorded grid holds."""
 
 from __future__ import annotations
 
+from ...gpu import workloads
+from ...gpu.workloads import WORKLOADS  # noqa: F401  (the recorded grid holds every workload)
 from ..core import experiment
 
 
@@ -11,22 +13,9 @@ from ..core import experiment
 def strategies(workload: str = "one_conv", repeats: int = 20):
     """Every workspace strategy on one workload (`labkit.gpu.workloads`): per-call host time, GPU time,
     allocations, peak and held workspace bytes."""
-    from ...gpu import workloads
-
     return workloads.run_all(workload, repeats)
 
 
 def strategies_repeats(workload: str) -> int:
     """Passes a ``strategies`` call records for a workload (ResNet-50 passes are long: 3)."""
     return 3 if workload.startswith("resnet") else 20
-
-
-# ---- the recorded grid ---------------------------------------------------------------------------
-WORKLOADS = (
-    "one_conv",
-    "resnet50_fp16_nhwc",
-    "resnet50_fp32_nchw",
-    "random_shapes",
-    "growing_batch",
-    "pressure",
-)

@@ -14,6 +14,7 @@ from typing import Dict, List, Optional, Tuple
 from ...errors import InvalidSpec, LabkitError
 from ...experiments import SWEEP_VALUES, request_key, request_of
 from ...experiments.panel_config import PanelConfig, unpack
+from ...gpu.workloads import WORKLOADS
 from ...networks import PRESETS
 from ...spec import DIRECTIONS, DTYPES, LAYOUTS
 from ...store.recordings import Recording, flatten
@@ -45,14 +46,6 @@ PREFETCH_ORDER = (
     "W",
 )
 MAX_PREFETCH = 24
-WORKLOADS = (
-    "one_conv",
-    "resnet50_fp16_nhwc",
-    "resnet50_fp32_nchw",
-    "random_shapes",
-    "growing_batch",
-    "pressure",
-)
 
 
 @dataclass(frozen=True)
