@@ -83,7 +83,7 @@ def test_each_card_has_one_name_wherever_a_learner_sees_it(recorded_mode, monkey
     from labkit.store import recordings
 
     shipped = recordings.shipped()
-    panel = widgets.panel("roofline")  # on the default recording
+    panel = widgets.Panel("roofline")  # on the default recording
     header = panel.view.header.value + panel.status.value
     both = json.dumps(compare.figure(compare.frames("roofline")).to_plotly_json())
     options = [t for t, _ in GPUPicker(can_measure=False).options("roofline")]

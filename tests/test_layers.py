@@ -258,5 +258,5 @@ def test_the_names_notebooks_and_the_readme_import_keep_working():
     from labkit import ConvSpec, check, compare, compare_check, experiments, lessons, plots, widgets  # noqa: F401
 
     assert callable(labkit.report) and labkit.Report.__name__ == "Report"
-    assert widgets.panel and lessons.data and check.mode and labkit.ConvSpec is ConvSpec
+    assert widgets.Panel and lessons.data and check.mode and labkit.ConvSpec is ConvSpec
     assert labkit.recordings.use

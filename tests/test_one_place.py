@@ -80,3 +80,29 @@ def test_the_version_has_one_home_that_the_package_and_the_recordings_import():
         and (node.module == "labkit" or (node.level and node.module is None))
     ]
     assert not from_root, f"import the version from labkit.version: {from_root}"
+
+
+def test_a_panel_class_is_written_only_where_it_adds_something():
+    """`labkit.present.widgets` makes one class per `labkit.experiments.PANELS` entry; a class written
+    out there holds more than a docstring and its experiment's name (the lab panel's chart
+    control). A panel is made one way: ``widgets.Panel("plans")`` or the class named after it,
+    ``widgets.PlansPanel()``."""
+    from labkit import experiments
+    from labkit.present import widgets
+
+    assert list(widgets.PANELS) == list(experiments.PANELS)
+    for name, cls in widgets.PANELS.items():
+        assert getattr(widgets, cls.__name__) is cls and cls.experiment == name
+        assert issubclass(cls, widgets.Panel) and cls.__module__ == widgets.__name__
+    tree = ast.parse((PKG / "present" / "widgets.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name != "Panel":
+            own = [
+                n
+                for n in node.body
+                if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))
+                and not (isinstance(n, ast.Assign) and [ast.unparse(t) for t in n.targets] == ["experiment"])
+            ]
+            assert own, f"widgets.{node.name} adds nothing to Panel: let PANELS make it"
+    functions = [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")]
+    assert "panel" not in functions, "a panel is made as widgets.Panel(name) or its class"

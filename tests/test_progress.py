@@ -60,7 +60,7 @@ PROGRESSIVE = [
 def test_a_panel_draws_every_partial_table_into_the_same_figure(name):
     """Each prefix of the recorded table, reported as a live experiment would, is drawn in
     place; the finished table then replaces it (same FigureWidget)."""
-    p = widgets.panel(name)
+    p = widgets.Panel(name)
     full, fig = p.df, p.fig
     assert full is not None and len(full) >= 2
     p.job.t0 = p.job.last_partial = 0.0
@@ -76,7 +76,7 @@ def test_a_panel_draws_every_partial_table_into_the_same_figure(name):
 
 
 def test_partial_draws_are_throttled_and_the_last_part_is_left_to_the_finished_chart():
-    p = widgets.panel("plans")
+    p = widgets.Panel("plans")
     full = p.df
     p.job.t0, p.job.partial_draws, p.job.first_paint_ms = 0.0, 0, None
     p.job.last_partial = 0.0
@@ -88,7 +88,7 @@ def test_partial_draws_are_throttled_and_the_last_part_is_left_to_the_finished_c
 def test_a_click_measures_in_the_background_and_the_last_click_wins():
     """What a live panel does with clicks (here on a recorded panel told to): the observer
     returns at once, the figure follows, and of quick successive clicks the last one is drawn."""
-    p = widgets.panel("precision")
+    p = widgets.Panel("precision")
     p.background = True
     fig = p.fig
     options = [v for v in p.options("layout")]

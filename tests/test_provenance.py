@@ -98,7 +98,7 @@ def test_the_banner_names_the_gpu_and_date_of_every_chart_in_its_lesson(monkeypa
 def test_a_panels_header_and_gpu_list_give_the_date_its_chart_gives(name):
     from labkit.present import widgets
 
-    panel = widgets.panel(name)
+    panel = widgets.Panel(name)
     header = panel.view.header.value
     sub = _subtitle(panel.fig)
     dates = set(re.findall(r"\d{4}-\d\d-\d\d", sub))

@@ -49,7 +49,7 @@ MOVES = {  # panel control -> the request fields it moves together (recorded mod
 
 @pytest.mark.parametrize("name", sorted(widgets.PANELS))
 def test_panel_builds_with_a_figurewidget_and_recorded_options(name):
-    p = widgets.panel(name)
+    p = widgets.Panel(name)
     assert isinstance(p.fig, go.FigureWidget)
     assert len(p.fig.data) == experiments.TRACES[name]
     assert p.df is not None and p.error is None
@@ -131,7 +131,7 @@ def test_unknown_control_and_bad_panel_name():
     with pytest.raises(InvalidSpec, match="controls are"):
         p.set(stride=2)
     with pytest.raises(InvalidSpec):
-        widgets.panel("nope")
+        widgets.Panel("nope")
 
 
 def test_compound_control():
@@ -361,7 +361,7 @@ def test_dropdowns_get_room_for_their_longest_option():
     )
     assert "dtype" not in p.widgets  # a widget for each of the panel's own controls only
     assert (
-        widgets.panel("layout").widgets["dtype"].layout.grid_column is None
+        widgets.Panel("layout").widgets["dtype"].layout.grid_column is None
     )  # short options stay in one column
     from labkit.present.panel.view import PanelView
 

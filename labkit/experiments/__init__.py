@@ -26,7 +26,7 @@ Where things live:
 To add an experiment: write its run function (``@experiment``), chart, summary and checks in its
 topic's module (or a new topic module listed in `TOPICS`), add it to that module's ``CHARTS`` and
 ``recorded_calls`` (and ``PANELS`` for a panel: `panel_config`), and use it from the lesson's notebook
-(``widgets.panel("<name>")``). A new topic module is one more line in `TOPICS`.
+(``widgets.Panel("<name>")``). A new topic module is one more line in `TOPICS`.
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ CHARTS = {name: entry[0] for name, entry in _CHARTS.items()}
 TRACES = {name: entry[1] for name, entry in _CHARTS.items()}
 #: experiment -> its summary
 SUMMARIES = {name: entry[2] for name, entry in _CHARTS.items()}
-#: experiment -> its lesson panel's configuration (`labkit.present.widgets.panel` builds it)
+#: experiment -> its lesson panel's configuration (`labkit.present.widgets.Panel` builds it)
 PANELS = {name: cfg for topic in TOPICS for name, cfg in getattr(topic, "PANELS", {}).items()}
 
 

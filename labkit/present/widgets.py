@@ -51,8 +51,14 @@ SPEC_EXPERIMENTS = (
 
 
 class Panel(_parts.Panel):
-    """The panel of one experiment, by name: its configuration is the ``PANELS`` entry of its
-    topic module (`labkit.experiments.PANELS`). Subclasses name their experiment."""
+    """The panel of one experiment, by name: ``widgets.Panel("plans", dtype="fp32")``. Its configuration
+    is the ``PANELS`` entry of its topic module (`labkit.experiments.PANELS`); each experiment's panel
+    is also a class named after it (`PANELS`: ``widgets.PlansPanel(dtype="fp32")``).
+
+    Args:
+        experiment: a key of `labkit.experiments.PANELS`; a panel class of `PANELS` names its own.
+        **options: `labkit.present.panel.panel.Panel`'s options and the controls' first values.
+    """
 
     experiment: str = ""
 
@@ -61,91 +67,6 @@ class Panel(_parts.Panel):
         if name not in experiments.PANELS:
             raise InvalidSpec("experiment", name, f"must be one of {', '.join(experiments.PANELS)}")
         super().__init__(experiments.PANELS[name], **options)
-
-
-# ---- the lessons' panels, by the names the notebooks use --------------------------------------------
-class AlgorithmsPanel(Panel):
-    """Lesson 01: the classic algorithm table (dtype, layout; the shape live)."""
-
-    experiment = "algorithms"
-
-
-class WorkspaceSizesPanel(Panel):
-    """Lesson 01: workspace per dtype x layout x direction of one shape."""
-
-    experiment = "workspace_sizes"
-
-
-class SweepPanel(Panel):
-    """Lesson 01: time and workspace as N, C=K, H=W or R=S varies."""
-
-    experiment = "sweep"
-
-
-class StrategiesPanel(Panel):
-    """Lesson 02: every workspace strategy on a workload."""
-
-    experiment = "strategies"
-
-
-class PrecisionPanel(Panel):
-    """Lesson 03: error vs speed per dtype."""
-
-    experiment = "precision"
-
-
-class LayoutPanel(Panel):
-    """Lesson 03: NCHW vs NHWC, conversion included."""
-
-    experiment = "layout"
-
-
-class RooflinePanel(Panel):
-    """Lesson 03: the roofline per dtype and layout."""
-
-    experiment = "roofline"
-
-
-class FusionPanel(Panel):
-    """Lesson 04: fused vs unfused."""
-
-    experiment = "fusion"
-
-
-class PlansPanel(Panel):
-    """Lesson 05: every plan's workspace and time."""
-
-    experiment = "plans"
-
-
-class CapsPanel(Panel):
-    """Lesson 05: what a workspace cap costs."""
-
-    experiment = "caps"
-
-
-class BuildCostPanel(Panel):
-    """Lesson 05: what a build costs."""
-
-    experiment = "build_cost"
-
-
-class RacePanel(Panel):
-    """Lesson 06: shared vs per-stream scratchpad."""
-
-    experiment = "race"
-
-
-class RaceTimelinePanel(Panel):
-    """Lesson 10: the race's traced round, graph or Python launches."""
-
-    experiment = "race_timeline"
-
-
-class ReportPanel(Panel):
-    """A network's workspace report (`labkit.report`): pick a preset, batch, dtype and layout."""
-
-    experiment = "network_report"
 
 
 class LabPanel(Panel):
@@ -212,21 +133,18 @@ class LabPanel(Panel):
         return self.chart.value if name == "chart" else super().value(name)
 
 
-_NAMED = {
-    cls.experiment: cls
-    for cls in list(globals().values())
-    if isinstance(cls, type) and issubclass(cls, Panel) and cls.experiment
-}
-#: experiment -> its panel class (a named one above, else one made for it: a new experiment's panel
-#: needs only its ``PANELS`` entry)
-PANELS = {
-    name: _NAMED.get(name) or type(f"{name.title().replace('_', '')}Panel", (Panel,), {"experiment": name})
-    for name in experiments.PANELS
-}
+#: a panel class not named after its experiment: the network report's, as `labkit.report` is named
+CLASS_NAMES = {"network_report": "ReportPanel"}
 
 
-def panel(experiment: str, **initial) -> Panel:
-    """The panel for an experiment by name, e.g. ``widgets.panel("plans", dtype="fp32")``."""
-    if experiment not in PANELS:
-        raise InvalidSpec("experiment", experiment, f"must be one of {', '.join(PANELS)}")
-    return PANELS[experiment](**initial)
+def _panel_class(name: str) -> type:
+    """The `Panel` of experiment ``name``, as a class of its own (``"build_cost"`` -> ``BuildCostPanel``)."""
+    cls_name = CLASS_NAMES.get(name) or name.title().replace("_", "") + "Panel"
+    doc = f"{experiments.PANELS[name].title}: the `Panel` of experiment ``{name}``."
+    return type(cls_name, (Panel,), {"experiment": name, "__module__": __name__, "__doc__": doc})
+
+
+#: experiment -> its panel class, one made for each entry of `labkit.experiments.PANELS` and named
+#: here after it (``widgets.PlansPanel``, ``widgets.ReportPanel``, ...)
+PANELS = {name: _panel_class(name) for name in experiments.PANELS}
+globals().update({cls.__name__: cls for cls in PANELS.values()})
