@@ -29,6 +29,9 @@ from pathlib import Path
 
 import pytest
 
+# a hub as root that makes Unix accounts: the full tier only (`make check`), never a contributor's `make test`
+pytestmark = pytest.mark.slow
+
 if os.geteuid() != 0 or not shutil.which("useradd"):
     pytest.skip("needs root and useradd: it makes Unix accounts for learners", allow_module_level=True)
 pytest.importorskip("jupyterhub", reason="JupyterHub is not installed (the test extra has it: make setup)")
