@@ -139,28 +139,53 @@ def _name_of(df) -> str:
 
 
 def chart(df):
-    """The chart (a plotly ``go.Figure``) for any experiment's DataFrame (by ``df.attrs['experiment']``)."""
+    """The chart for any experiment's result, chosen by ``df.attrs['experiment']``.
+
+    Args:
+        df: a result of a registered experiment.
+
+    Returns:
+        A plotly ``go.Figure``; `InvalidSpec` when ``df`` names no experiment with a chart.
+    """
     return CHARTS[_name_of(df)](df)
 
 
 def summary(df):
-    """The summary (Markdown `labkit.draw.prose.Text`) for any experiment's DataFrame."""
+    """The summary for any experiment's result, chosen by ``df.attrs['experiment']``.
+
+    Args:
+        df: a result of a registered experiment.
+
+    Returns:
+        Markdown, as a `labkit.draw.prose.Text`.
+    """
     return SUMMARIES[_name_of(df)](df)
 
 
 def exercises() -> dict:
-    """Lesson number -> its exercise checks, from every topic."""
+    """Every topic's exercise checks.
+
+    Returns:
+        Lesson number -> that lesson's ``EXERCISES``.
+    """
     return {topic.LESSON: topic.EXERCISES for topic in TOPICS}
 
 
 def hands_on_checks() -> tuple:
-    """The checks every topic's hands-on cells call (a topic's ``HANDS_ON_CHECKS``)."""
+    """The checks every topic's hands-on cells call (a topic's ``HANDS_ON_CHECKS``).
+
+    Returns:
+        The check functions.
+    """
     return tuple(fn for topic in TOPICS for fn in getattr(topic, "HANDS_ON_CHECKS", ()))
 
 
 def hands_on() -> dict:
-    """Hands-on cell name -> (lesson, reference solution source, whether it starts on a fresh GPU),
-    from every topic's ``HANDS_ON`` (`labkit.session.handson` registers them)."""
+    """Every topic's hands-on cells (``HANDS_ON``; `labkit.session.handson` registers them).
+
+    Returns:
+        Cell name -> (lesson, reference solution source, whether it starts on a fresh GPU).
+    """
     return {
         name: (topic.LESSON, source, fresh)
         for topic in TOPICS
@@ -169,5 +194,12 @@ def hands_on() -> dict:
 
 
 def recorded_calls(quick: bool = False) -> list:
-    """Every topic's calls of the recorded grid; ``quick``: the base calls only."""
+    """Every topic's calls of the recorded grid.
+
+    Args:
+        quick: the base calls only.
+
+    Returns:
+        (experiment, kwargs) pairs.
+    """
     return [c for topic in TOPICS for c in topic.recorded_calls(quick)]

@@ -13,7 +13,12 @@ from .core import result
 
 @dataclass(frozen=True)
 class CheckResult:
-    """``correct``; ``message``: what was printed. True in a boolean context when correct."""
+    """A check's verdict; True in a boolean context when correct.
+
+    Attributes:
+        correct: whether the answer was right.
+        message: what was printed.
+    """
 
     correct: bool
     message: str
@@ -34,7 +39,15 @@ LINE_CHARS = 100
 
 
 def wrapped(text: str, width: int = LINE_CHARS) -> str:
-    """``text`` with every line wrapped at word boundaries (a long word stays whole)."""
+    """A text with every line wrapped at word boundaries (a long word stays whole).
+
+    Args:
+        text: the text; its own line breaks are kept.
+        width: characters per line.
+
+    Returns:
+        The wrapped text; continued lines are indented by two spaces.
+    """
     import textwrap
 
     return "\n".join(
@@ -62,26 +75,73 @@ def emit(correct: bool, text: str, lead: str = "") -> CheckResult:
 
 
 def say(correct: bool, text: str) -> CheckResult:
+    """Print a check's verdict, ``correct: ...`` or ``not yet: ...`` (`emit`).
+
+    Args:
+        correct: whether the answer was right.
+        text: what to say after the verdict.
+
+    Returns:
+        The `CheckResult`.
+    """
     return emit(correct, text)
 
 
 # ---- answer types -----------------------------------------------------------------------------
 def as_number(answer, what: str, example) -> float:
+    """An answer that must be a real number.
+
+    Args:
+        answer: the learner's answer.
+        what: what the number is, named in the error.
+        example: a well-formed answer, shown in the error.
+
+    Returns:
+        The answer as a float; `InvalidSpec` for a bool, NaN or anything not a number.
+    """
     if isinstance(answer, bool) or not isinstance(answer, numbers.Real) or math.isnan(float(answer)):
         raise InvalidSpec("answer", answer, f"must be a number ({what}), e.g. {example!r}")
     return float(answer)
 
 
 def as_flag(answer, what: str) -> bool:
+    """An answer that must be True or False.
+
+    Args:
+        answer: the learner's answer.
+        what: what the flag says, named in the error.
+
+    Returns:
+        The answer; `InvalidSpec` for anything not a bool.
+    """
     if not isinstance(answer, bool):
         raise InvalidSpec("answer", answer, f"must be True or False ({what})")
     return answer
 
 
 def is_close(answer: float, truth: float, rel: float) -> bool:
+    """Whether an answer is within a fraction of the truth.
+
+    Args:
+        answer: the learner's number.
+        truth: the right number.
+        rel: the tolerance, as a fraction of ``truth``.
+
+    Returns:
+        True when ``|answer - truth| <= rel * |truth|``.
+    """
     return abs(answer - truth) <= rel * abs(truth)
 
 
 def frame_for(df, name: str, **kwargs):
-    """``df``, or the result of ``name(**kwargs)`` (`core.result`: the session's, when a lesson runs)."""
+    """A result a check reads: ``df``, or experiment ``name(**kwargs)``.
+
+    Args:
+        df: a result already at hand; None to get one.
+        name: the experiment.
+        **kwargs: its arguments.
+
+    Returns:
+        The DataFrame (`core.result`: the session's, when a lesson runs).
+    """
     return df if df is not None else result(name, **kwargs)

@@ -47,7 +47,16 @@ def _plain(value):
 
 
 def request_of(name: str, *args, **kwargs) -> dict:
-    """The canonical request dict for a call of experiment ``name`` (defaults filled in)."""
+    """The canonical request of one call of an experiment, defaults filled in.
+
+    Args:
+        name: the experiment.
+        *args: its positional arguments.
+        **kwargs: its keyword arguments.
+
+    Returns:
+        Argument name -> plain value (a `ConvSpec` as a dict, tuples as lists).
+    """
     bound = _SIGNATURES[name].bind(*args, **kwargs)
     bound.apply_defaults()
     return {k: _plain(v) for k, v in bound.arguments.items()}
@@ -62,7 +71,17 @@ def _request(name: str, args: tuple, kwargs: dict) -> dict:
 
 
 def experiment(fn):
-    """Register ``fn`` as an experiment: live it runs; recorded it is looked up."""
+    """Register ``fn`` as an experiment: live it runs; recorded it is looked up.
+
+    Live, it runs on this process's turn on the GPU, with the GPU's conditions watched, and its
+    result carries its provenance, conditions, turn, name and request in ``attrs``.
+
+    Args:
+        fn: the run function; it returns a DataFrame.
+
+    Returns:
+        The wrapped function, with the same signature.
+    """
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -97,14 +116,31 @@ def experiment(fn):
 
 
 def from_recording(name: str, recording, *args, **kwargs):
-    """Experiment ``name(*args, **kwargs)`` answered from ``recording``
-    (a `labkit.store.recordings.Recording`)
-    in any mode: what a panel shows when the learner picks another GPU's recording."""
+    """An experiment's call answered from one recording, in any mode.
+
+    It is what a panel shows when the learner picks another GPU's recording.
+
+    Args:
+        name: the experiment.
+        recording: a `labkit.store.recordings.Recording`.
+        *args: the call's positional arguments.
+        **kwargs: its keyword arguments.
+
+    Returns:
+        The recorded DataFrame, with its model columns (`with_model`).
+    """
     return with_model(name, recording.lookup(name, _request(name, args, kwargs)))
 
 
 def model(name: str):
-    """Decorator: ``fn(df, **request)`` is experiment ``name``'s model (see `_MODELS`)."""
+    """Decorator: ``fn(df, **request)`` is experiment ``name``'s model (see `_MODELS`).
+
+    Args:
+        name: the experiment.
+
+    Returns:
+        The decorator; it registers ``fn`` and returns it unchanged.
+    """
 
     def register(fn):
         _MODELS[name] = fn
@@ -114,8 +150,17 @@ def model(name: str):
 
 
 def with_model(name: str, df):
-    """``df`` (read back from a recording or this GPU's saved results) with its model columns
-    (bytes from tensor sizes, not measurements) computed by this labkit's model."""
+    """A result read back from a recording or saved results, with its model columns recomputed.
+
+    Model columns are bytes from tensor sizes, not measurements: this labkit's model computes them.
+
+    Args:
+        name: the experiment.
+        df: the result; its ``attrs['request']`` holds the call's arguments.
+
+    Returns:
+        A new DataFrame with ``df``'s ``attrs``; ``df`` itself when the experiment has no model.
+    """
     model = _MODELS.get(name)
     if model is None:
         return df
@@ -125,6 +170,15 @@ def with_model(name: str, df):
 
 
 def provenance(live: bool) -> dict:
+    """Where a result's numbers come from: this machine's GPU and libraries, and today.
+
+    Args:
+        live: measured now (True) or looked up.
+
+    Returns:
+        ``mode``, ``gpu``, ``compute_capability``, ``cudnn_backend``, ``cudnn_frontend``, ``cupy``,
+        ``date``.
+    """
     from .. import env
 
     e = env.environment()
@@ -140,20 +194,44 @@ def provenance(live: bool) -> dict:
 
 
 def registry() -> dict:
-    """name -> experiment function."""
+    """Every registered experiment.
+
+    Returns:
+        Name -> experiment function.
+    """
     return dict(_REGISTRY)
 
 
 # ---- shared measuring helpers -----------------------------------------------------------------
 def as_spec(value, name="spec") -> ConvSpec:
+    """An argument that must be a `ConvSpec`.
+
+    Args:
+        value: the argument.
+        name: its name, in the error.
+
+    Returns:
+        ``value``; `InvalidSpec` for anything else.
+    """
     if not isinstance(value, ConvSpec):
         raise InvalidSpec(name, value, "must be a labkit.ConvSpec")
     return value
 
 
 def timed_plan(cg, plan_index=None, ops=None, calls: int = 10):
-    """(plan, Timing) of one plan by CUDA-graph replay, with its own workspace, within the first
-    plan's budget of `labkit.gpu.autotune` (`labkit.TimedOut` past it)."""
+    """One plan timed by CUDA-graph replay, with its own workspace.
+
+    The time allowed is the first plan's budget of `labkit.gpu.autotune` (`labkit.TimedOut` past it).
+
+    Args:
+        cg: the built graph (`labkit.gpu.engine.get_graph`).
+        plan_index: the plan; None for the default plan.
+        ops: the operands; None makes them here.
+        calls: calls per replay.
+
+    Returns:
+        (the plan, its `Timing`).
+    """
     from ..gpu import autotune, engine
     from ..signals.cancel import Budget
 
@@ -164,10 +242,18 @@ def timed_plan(cg, plan_index=None, ops=None, calls: int = 10):
 
 
 def heuristic_row(spec: ConvSpec) -> dict:
-    """The heuristic plan of ``spec`` timed: plan, workspace, GPU time, TFLOP/s and status
-    (a labkit error becomes the row's status instead of ending the experiment). When the
-    heuristic's first choice computes wrong results, its next correct plan is timed and
-    ``reason`` says so."""
+    """The heuristic plan of a convolution, timed.
+
+    When the heuristic's first choice computes wrong results, its next correct plan is timed and
+    ``reason`` says so. A labkit error becomes the row's status instead of ending the experiment.
+
+    Args:
+        spec: the convolution.
+
+    Returns:
+        ``plan_name``, ``workspace_bytes``, ``gpu_us``, ``tflops``, ``status`` and ``reason``; only the
+        last two after an error (`status_row`).
+    """
     from ..gpu import engine
 
     try:
@@ -186,6 +272,15 @@ def heuristic_row(spec: ConvSpec) -> dict:
 
 
 def status_row(exc: Exception) -> dict:
+    """A row's status and reason for a labkit error.
+
+    Args:
+        exc: the error.
+
+    Returns:
+        ``status`` (wrong_result, unsupported, out_of_memory, timed_out or error) and ``reason``
+        (its message, at most 300 characters).
+    """
     kind = (
         "wrong_result"
         if isinstance(exc, WrongResult)
@@ -201,10 +296,27 @@ def status_row(exc: Exception) -> dict:
 
 
 def tflops_of(spec: ConvSpec, us: float) -> float:
+    """A convolution's throughput at a given time per call.
+
+    Args:
+        spec: the convolution.
+        us: its time per call, in microseconds.
+
+    Returns:
+        TFLOP/s.
+    """
     return spec.flops / (us * 1e-6) / 1e12
 
 
 def to_frame(rows):
+    """Rows as a DataFrame.
+
+    Args:
+        rows: dicts, one per row.
+
+    Returns:
+        The ``pandas.DataFrame``.
+    """
     import pandas as pd
 
     return pd.DataFrame(rows)
@@ -215,17 +327,33 @@ _RESULT_SOURCE = None
 
 
 def set_result_source(fn) -> None:
-    """Where `result` gets results from: ``fn(name, at_hand_only, **kwargs)`` returns a DataFrame,
-    or None when ``at_hand_only`` and measuring would be needed. `labkit.session.lessons` plugs in its session
-    cache, so a lesson's text, charts and checks share one measurement per request."""
+    """Set where `result` gets results from.
+
+    `labkit.session.lessons` plugs in its session cache, so a lesson's text, charts and checks share
+    one measurement per request.
+
+    Args:
+        fn: ``fn(name, at_hand_only, **kwargs)`` returns a DataFrame, or None when ``at_hand_only``
+            and measuring would be needed.
+    """
     global _RESULT_SOURCE
     _RESULT_SOURCE = fn
 
 
 def result(name: str, at_hand_only: bool = False, **kwargs):
-    """The result of experiment ``name(**kwargs)`` for a summary or check: from the session (see
-    `set_result_source`), else by running the experiment (live: measuring; recorded: looking it up).
-    ``at_hand_only``: None instead of measuring live."""
+    """An experiment's result for a summary or check.
+
+    It comes from the session (see `set_result_source`), else from running the experiment (live:
+    measuring; recorded: looking it up).
+
+    Args:
+        name: the experiment.
+        at_hand_only: None instead of measuring live.
+        **kwargs: its arguments.
+
+    Returns:
+        The DataFrame; None when ``at_hand_only`` and it would have to be measured.
+    """
     if _RESULT_SOURCE is not None:
         return _RESULT_SOURCE(name, at_hand_only, **kwargs)
     if at_hand_only:
@@ -264,8 +392,16 @@ def beside(df, name: str, **kwargs):
 
 
 def variants(base: ConvSpec = BASE) -> list:
-    """``base`` and its one-factor variants along `SWEEPS` (each once): the shapes the lessons'
-    shape controls offer in recorded mode."""
+    """A convolution and its one-factor variants along `SWEEPS`, each once.
+
+    They are the shapes the lessons' shape controls offer in recorded mode.
+
+    Args:
+        base: the convolution varied.
+
+    Returns:
+        The `ConvSpec`s, ``base`` first.
+    """
     out = [base]
     for field, values in SWEEPS.items():
         for v in values:

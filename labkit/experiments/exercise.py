@@ -96,11 +96,25 @@ class Exercise:
             raise InvalidSpec("kind", self.kind, f"must be one of {', '.join(KINDS)}")
 
     def leak_patterns(self, truth) -> Sequence[str]:
-        """Regular expressions that would give ``truth`` away in an output above the check."""
+        """What would give the answer away in an output above the check.
+
+        Args:
+            truth: the right answer.
+
+        Returns:
+            Regular expressions (``leaks``, else `default_leaks`).
+        """
         return tuple(self.leaks(truth)) if self.leaks is not None else default_leaks(truth)
 
     def wrong_examples(self, truth) -> list:
-        """Wrong answers to try (for the tests)."""
+        """Wrong answers to try (for the tests).
+
+        Args:
+            truth: the right answer.
+
+        Returns:
+            ``wrong_answers``; else up to two other choices, the other flag, two numbers far off, or none.
+        """
         if self.wrong_answers is not None:
             return list(self.wrong_answers(truth))
         if self.choices:
@@ -112,7 +126,11 @@ class Exercise:
         return []
 
     def ask(self) -> str:
-        """The question, with the choices of an ``explain`` exercise and an example answer."""
+        """The question, with the choices of an ``explain`` exercise and an example answer.
+
+        Returns:
+            The text.
+        """
         text = self.question
         if self.choices:
             text += "\n" + "\n".join(f"  {k!r}: {v}" for k, v in self.choices.items())
@@ -147,8 +165,13 @@ class Exercise:
         return emit(False, f"{said + ' ' if said else ''}Hint: {hint}{more}")
 
     def fingerprint(self) -> str:
-        """12 hex digits naming this version of the exercise: its lesson, name, kind, question and
-        choices. A record of another version is not this exercise's (`state`)."""
+        """A name for this version of the exercise: its lesson, name, kind, question and choices.
+
+        A record of another version is not this exercise's (`state`).
+
+        Returns:
+            12 hex digits.
+        """
         text = json.dumps([self.lesson, self.name, self.kind, self.question, sorted(self.choices)])
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
@@ -165,9 +188,13 @@ _LISTENERS: list = []
 
 
 def source_key() -> str:
-    """Which numbers the answers are judged against: ``recorded:<recording>:<digest of its
-    metadata.json>`` (a recording recorded again is another source), or ``live:<machine identity>``
-    (`labkit.store.machine`: GPU, driver, CUDA, cuDNN, CuPy)."""
+    """Which numbers the answers are judged against.
+
+    Returns:
+        ``recorded:<recording>:<digest of its metadata.json>`` (a recording recorded again is another
+        source), or ``live:<machine identity>`` (`labkit.store.machine`: GPU, driver, CUDA, cuDNN,
+        CuPy).
+    """
     from .. import env
 
     if env.mode().live:
@@ -219,7 +246,14 @@ def state(exercise: "Exercise") -> dict:
 
 
 def answered(exercise: "Exercise") -> bool:
-    """Whether the learner gave ``exercise`` any answer or asked to see it."""
+    """Whether the learner gave an exercise any answer or asked to see it.
+
+    Args:
+        exercise: the exercise.
+
+    Returns:
+        True once tried, done or revealed.
+    """
     s = state(exercise)
     return s["tries"] > 0 or s["done"] or s["revealed"]
 
@@ -313,7 +347,15 @@ def _tell(names: Optional[set]) -> None:
 
 # ---- answer forms --------------------------------------------------------------------------
 def one_of(options: Sequence[str], what: str) -> Callable[[Any], str]:
-    """A parser for a name among ``options`` (any case)."""
+    """A parser for a name among ``options`` (any case).
+
+    Args:
+        options: the names allowed.
+        what: what the name is, in the error.
+
+    Returns:
+        ``parse(answer)``: the option as spelled in ``options``; `InvalidSpec` for another answer.
+    """
 
     def parse(answer) -> str:
         if not isinstance(answer, str) or answer.strip().lower() not in [o.lower() for o in options]:
@@ -324,26 +366,55 @@ def one_of(options: Sequence[str], what: str) -> Callable[[Any], str]:
 
 
 def number(what: str) -> Callable[[Any], float]:
-    """A parser for a real number."""
+    """A parser for a real number.
+
+    Args:
+        what: what the number is, in the error.
+
+    Returns:
+        ``parse(answer)``: a float; `InvalidSpec` for anything else.
+    """
     from .checking import as_number
 
     return lambda answer: as_number(answer, what, 1.5)
 
 
 def flag(what: str) -> Callable[[Any], bool]:
-    """A parser for True or False."""
+    """A parser for True or False.
+
+    Args:
+        what: what the flag says, in the error.
+
+    Returns:
+        ``parse(answer)``: the bool; `InvalidSpec` for anything else.
+    """
     from .checking import as_flag
 
     return lambda answer: as_flag(answer, what)
 
 
 def within(rel: float) -> Callable[[float, float], bool]:
-    """A judge: the answer within ``rel`` (a fraction) of the truth."""
+    """A judge: the answer within a fraction of the truth.
+
+    Args:
+        rel: the tolerance, as a fraction of the truth.
+
+    Returns:
+        ``judge(answer, truth)``: True when the answer is close enough.
+    """
     return lambda answer, truth: abs(answer - truth) <= rel * abs(truth)
 
 
 def equal(answer, truth) -> bool:
-    """A judge: the answer is the truth."""
+    """A judge: the answer is the truth.
+
+    Args:
+        answer: the parsed answer.
+        truth: the right answer.
+
+    Returns:
+        True when they are equal.
+    """
     return answer == truth
 
 
@@ -398,8 +469,15 @@ COMMON_WORDS = frozenset(
 
 
 def default_leaks(truth) -> Sequence[str]:
-    """What gives an answer away by default: a number with its first two significant figures; a
-    name that is not one of `COMMON_WORDS`, as a whole word; nothing for True/False."""
+    """What gives an answer away by default.
+
+    Args:
+        truth: the right answer.
+
+    Returns:
+        Regular expressions: a number with its first two significant figures; a name that is not one
+        of `COMMON_WORDS`, as a whole word; nothing for True/False.
+    """
     import re
 
     if isinstance(truth, bool) or truth is None:

@@ -18,9 +18,17 @@ Call = Tuple[str, dict]
 
 
 def grid(quick: bool = False) -> List[Call]:
-    """Every (experiment, kwargs) the lessons need, from each topic's ``recorded_calls``: the base
-    calls first (``build_cost`` of the base before anything else: it is timed while the recording
-    process has built nothing), then the variants. ``quick``: the base calls only."""
+    """Every (experiment, kwargs) call the lessons need, from each topic's ``recorded_calls``.
+
+    The base calls come first, ``build_cost`` of the base before anything else (it is timed while the
+    recording process has built nothing); then the variants.
+
+    Args:
+        quick: the base calls only.
+
+    Returns:
+        The calls, in recording order.
+    """
     base = experiments.recorded_calls(quick=True)
     out = sorted(base, key=lambda call: call[0] != "build_cost")  # stable: build_cost first
     if not quick:
@@ -29,8 +37,15 @@ def grid(quick: bool = False) -> List[Call]:
 
 
 def calls(quick: bool = False, only: Optional[Iterable[str]] = None) -> List[Call]:
-    """The grid's calls, of the experiments in ``only`` when given (`InvalidSpec` for a name
-    that is not an experiment)."""
+    """The grid's calls, of some experiments only.
+
+    Args:
+        quick: the base calls only.
+        only: experiment names; None for all.
+
+    Returns:
+        The calls, in `grid`'s order; `InvalidSpec` for a name that is not an experiment.
+    """
     out = grid(quick)
     if only:
         unknown = [o for o in only if o not in experiments.registry()]

@@ -94,7 +94,14 @@ def forget() -> None:
 
 
 def ordered(problems: Sequence[Problem]) -> List[Problem]:
-    """The first problem of each kind: the sanitizer's kinds in `KINDS` order, then the others as found."""
+    """The first problem of each kind: the sanitizer's kinds in `KINDS` order, then the others as found.
+
+    Args:
+        problems: what was found.
+
+    Returns:
+        One `Problem` per kind; its message counts the others like it, its bytes are the kind's total.
+    """
     kinds = [k for k in KINDS if any(p.kind == k for p in problems)]
     kinds += [p.kind for p in problems if p.kind not in kinds and p.kind not in KINDS]
     out = []
@@ -137,12 +144,26 @@ def verdict(
 
 
 def us(value: float) -> str:
-    """Microseconds for a verdict's table; "not recorded" for NaN (a simulated clock stopped)."""
+    """A time for a verdict's table.
+
+    Args:
+        value: microseconds; NaN when a simulated clock stopped.
+
+    Returns:
+        The time as `fmt_us` writes it; "not recorded" for NaN.
+    """
     return fmt_us(value) if known(value) else "not recorded"
 
 
 def known(value) -> bool:
-    """Whether ``value`` is a finite number (a simulated time the recording held all it needs for)."""
+    """Whether a value is a finite number (a simulated time the recording held all it needs for).
+
+    Args:
+        value: anything.
+
+    Returns:
+        True for a finite int or float (not a bool).
+    """
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 

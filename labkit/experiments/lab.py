@@ -199,5 +199,12 @@ EXERCISES = (lab_fewest_plans, lab_zero_workspace, lab_widest_spread, lab_free_c
 
 
 def recorded_calls(quick: bool = False) -> list:
-    """The lab records nothing of its own: it draws the other lessons' recorded calls."""
+    """The lab records nothing of its own: it draws the other lessons' recorded calls.
+
+    Args:
+        quick: the base calls only (the same: none).
+
+    Returns:
+        An empty list.
+    """
     return []

@@ -23,7 +23,17 @@ from .panel_config import plain_panel
 # ---- experiments ------------------------------------------------------------------------------
 @experiment
 def race(launch: str = "graph", streams: int = 2, min_runs: int = 1024):
-    """Shared vs per-stream scratchpads on concurrent streams: corrupted outputs out of ``runs``."""
+    """Shared vs per-stream scratchpads on concurrent streams: how many outputs a race corrupts.
+
+    Args:
+        launch: "graph" (each stream's convolutions as a CUDA graph) or "python".
+        streams: concurrent streams.
+        min_runs: the fewest convolutions in all.
+
+    Returns:
+        Two rows, ``scratchpad`` shared and per-stream, with `labkit.gpu.concurrency.RaceResult`'s
+        counts (``mismatches_bitwise`` out of ``runs``).
+    """
     from ..gpu import concurrency
 
     rows = [
@@ -36,8 +46,15 @@ def race(launch: str = "graph", streams: int = 2, min_runs: int = 1024):
 
 
 def race_all(cases=None):
-    """Races as one DataFrame: ``cases`` ((launch, streams) pairs), by default every one the
-    lessons use (graph and Python launch on 2 streams, graph on 4)."""
+    """Several races as one DataFrame.
+
+    Args:
+        cases: (launch, streams) pairs; default every one the lessons use (graph and Python launch
+            on 2 streams, graph on 4).
+
+    Returns:
+        Each race's rows, the first one's provenance in ``attrs``.
+    """
     cases = cases or (("graph", 2), ("python", 2), ("graph", 4))
     return concat([result("race", launch=la, streams=st, min_runs=1024) for la, st in cases])
 
@@ -48,10 +65,18 @@ LESSON_CASES = (("graph", 2), ("python", 2))
 
 
 def race_chart(df) -> go.Figure:
-    """Corrupted outputs with one scratchpad shared by all streams vs one per stream, per launch
-    method. ``df`` may hold several race calls (one x category each). A count of zero is drawn as
-    a flat line at zero across its bar's slot, labelled "0 / runs", in its scratchpad's colour.
-    Traces: 0 shared (bars), 1 per-stream (bars), 2 shared zeros, 3 per-stream zeros."""
+    """Corrupted outputs with one scratchpad shared by all streams vs one per stream, per launch method.
+
+    A count of zero is drawn as a flat line at zero across its bar's slot, labelled "0 / runs", in its
+    scratchpad's colour. Traces: 0 shared (bars), 1 per-stream (bars), 2 shared zeros, 3 per-stream
+    zeros.
+
+    Args:
+        df: one or several race results (one x category each).
+
+    Returns:
+        The ``go.Figure``.
+    """
     cases = list(dict.fromkeys(f"{r.launch} launch, {int(r.streams)} streams" for r in df.itertuples()))
     fig = new_figure()
     zeros = []
@@ -164,6 +189,14 @@ def _tolerance_of(label: str) -> Optional[float]:
 
 
 def race_summary(df) -> Text:
+    """What the races found, in words: corrupted outputs and their worst error per launch method.
+
+    Args:
+        df: one or several race results.
+
+    Returns:
+        Markdown, as a `Text`.
+    """
     label = df["spec_label"].iloc[0]
     tol = _tolerance_of(label)
     dtype = str(label).split(" ")[0]
@@ -463,7 +496,14 @@ def race_reproduced(counts) -> CheckResult:
 
 # ---- the recorded grid ---------------------------------------------------------------------------
 def recorded_calls(quick: bool = False) -> list:
-    """This lesson's (experiment, kwargs) calls in the recorded grid; ``quick``: the base calls only."""
+    """This lesson's calls in the recorded grid.
+
+    Args:
+        quick: the base calls only.
+
+    Returns:
+        (experiment, kwargs) pairs.
+    """
     calls = [
         ("race", dict(launch="graph", streams=2, min_runs=1024)),
         ("race", dict(launch="python", streams=2, min_runs=1024)),

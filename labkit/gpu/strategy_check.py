@@ -125,14 +125,13 @@ class Race:
         second_stream: the stream whose call got it too soon.
         ptr: the first device address both workspaces cover.
         overlap_bytes: how many bytes they share.
-        lead_us: how long before the first call's kernels were done the second call could start.
+        lead_us: how long before the first call's kernels were done the second call could start (us).
     """
 
     first_stream: int
     second_stream: int
     ptr: int
     overlap_bytes: int
-    #: how long before the first call's kernels were done the second call could start (us)
     lead_us: float
 
 
