@@ -6,7 +6,14 @@ from ..core import BASE, variants
 
 
 def recorded_calls(quick: bool = False) -> list:
-    """This lesson's (experiment, kwargs) calls in the recorded grid; ``quick``: the base call only."""
+    """This lesson's calls in the recorded grid.
+
+    Args:
+        quick: the base call only.
+
+    Returns:
+        (experiment, kwargs) pairs.
+    """
     calls = [("fusion", dict(spec=BASE))]
     if quick:
         return calls

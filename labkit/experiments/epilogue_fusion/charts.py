@@ -36,8 +36,17 @@ FUSION_GRID = grid(
 
 
 def repeat_spread(df):
-    """The largest difference between two timings of one plan in a fusion table: the heuristic's
-    fused plan and the autotuned one, where both are the same plan (a fraction; None if none is)."""
+    """The largest difference between two timings of one plan in a fusion table.
+
+    Two timings of one plan are the heuristic's fused plan and the autotuned one, where both are the
+    same plan.
+
+    Args:
+        df: `fusion`'s result.
+
+    Returns:
+        The difference as a fraction of the smaller time; None when no epilogue has such a pair.
+    """
     ok = ok_rows(df)
     gaps = []
     for _, sub in ok.groupby("epilogue", sort=False):
@@ -51,10 +60,18 @@ def repeat_spread(df):
 
 
 def fusion_chart(df) -> go.Figure:
-    """Fused conv+bias+relu(+add) (the heuristic's plan, and autotuned) vs the unfused sequence,
-    one row per (epilogue, path): GPU time (dots on a log axis, labelled), allocated bytes and
-    modelled HBM traffic (bars from zero, labelled). Traces: (fused, fused autotuned, unfused) x
-    (time us, allocated MiB, modelled MiB) = 9."""
+    """Fused conv+bias+relu(+add) (the heuristic's plan, and autotuned) vs the unfused sequence.
+
+    One row per (epilogue, path): GPU time (dots on a log axis, labelled), allocated bytes and
+    modelled HBM traffic (bars from zero, labelled).
+
+    Args:
+        df: `fusion`'s result.
+
+    Returns:
+        The ``go.Figure``. Traces: (fused, fused autotuned, unfused) x (time us, allocated MiB,
+        modelled MiB) = 9.
+    """
     fig = new_figure(**FUSION_GRID)
     epis = list(dict.fromkeys(df["epilogue"]))
     ok = ok_rows(df)

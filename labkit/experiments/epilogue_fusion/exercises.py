@@ -192,7 +192,11 @@ class ExtraTime:
 
 
 def extra_time() -> Optional[ExtraTime]:
-    """`ExtraTime` of the base convolution, from the results in use; None without a trace of it."""
+    """Where the unfused path's extra time goes, for the base convolution, from the results in use.
+
+    Returns:
+        The `ExtraTime`; None without a trace of both paths.
+    """
     s, trace = _paths(), _trace()
     if trace is None:
         return None

@@ -36,16 +36,23 @@ def _bytes_model(spec: ConvSpec, epilogue: str, fused: bool) -> int:
 
 @experiment
 def fusion(spec: ConvSpec = BASE, epilogues: Sequence[str] = ("bias_relu", "bias_relu_add")):
-    """Fused conv+bias+relu(+add) (one cuDNN graph, virtual intermediates) vs the unfused sequence
-    (cuDNN conv, then CuPy kernels for bias, add and relu, each writing a real tensor).
+    """Fused conv+bias+relu(+add) vs the unfused sequence, per epilogue.
 
-    ``path``: ``fused`` runs the heuristic's first plan for the fused graph (what a framework that
-    does not autotune gets); ``fused, autotuned`` the fastest of every plan cuDNN offers for it
-    (`labkit.gpu.autotune`); ``unfused`` the heuristic conv plan and three (or two) CuPy kernels.
+    Fused is one cuDNN graph with virtual intermediates; unfused is the cuDNN conv, then CuPy kernels
+    for bias, add and relu, each writing a real tensor.
 
-    ``allocated_bytes``: bytes of the tensors and workspace each path allocates (real allocations);
-    ``modelled_hbm_bytes``: bytes each path must move through HBM (a model from tensor sizes);
-    ``achieved_gb_s``: that model over the measured time.
+    Args:
+        spec: the convolution (fprop).
+        epilogues: "bias_relu" and/or "bias_relu_add".
+
+    Returns:
+        One row per (epilogue, ``path``). ``path``: ``fused`` runs the heuristic's first plan for the
+        fused graph (what a framework that does not autotune gets); ``fused, autotuned`` the fastest
+        of every plan cuDNN offers for it (`labkit.gpu.autotune`); ``unfused`` the heuristic conv plan
+        and three (or two) CuPy kernels. ``gpu_us`` is the replay median; ``allocated_bytes`` the
+        tensors and workspace each path allocates (real allocations); ``modelled_hbm_bytes`` what each
+        path must move through HBM (a model from tensor sizes); ``achieved_gb_s`` that model over the
+        measured time.
     """
     import cupy
 

@@ -9,7 +9,15 @@ from .charts import repeat_spread
 
 
 def ratio_text(a: float, b: float) -> str:
-    """How ``a`` compares with ``b`` (times): ``3.6x faster``, ``11% faster``, ``23.7x SLOWER``."""
+    """How one time compares with another: ``3.6x faster``, ``11% faster``, ``23.7x SLOWER``.
+
+    Args:
+        a: the time described.
+        b: the time it is compared with, in the same unit.
+
+    Returns:
+        The words: a percentage under 1.2x, else a ratio.
+    """
     r = max(a, b) / min(a, b)
     amount = f"{r - 1:.0%}" if r < 1.2 else f"{r:.1f}x"
     return f"{amount} {'faster' if a < b else 'SLOWER'}"
@@ -43,6 +51,14 @@ def _workspace_gap(heuristic, fastest) -> list:
 
 
 def fusion_summary(df) -> Text:
+    """Fused vs unfused per epilogue: times, intermediates and HBM traffic, then the autotuned plan.
+
+    Args:
+        df: `fusion`'s result.
+
+    Returns:
+        Markdown, as a `Text`.
+    """
     ok = ok_rows(df)
     parts = [f"{where(df)}, {df['dtype'].iloc[0]} {df['layout'].iloc[0]}:"]
     for epi in dict.fromkeys(ok["epilogue"]):

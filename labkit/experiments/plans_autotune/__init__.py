@@ -61,8 +61,16 @@ __all__ = [
 
 # ---- the recorded grid ---------------------------------------------------------------------------
 def recorded_calls(quick: bool = False) -> list:
-    """This lesson's (experiment, kwargs) calls in the recorded grid; ``quick``: the base calls only.
-    ``build_cost`` of the base comes first: the recorder runs it while its process has built nothing."""
+    """This lesson's calls in the recorded grid.
+
+    ``build_cost`` of the base comes first: the recorder runs it while its process has built nothing.
+
+    Args:
+        quick: the base calls only.
+
+    Returns:
+        (experiment, kwargs) pairs.
+    """
     nchw = BASE.replace(layout="NCHW")
     calls = [
         ("build_cost", dict(spec=BASE)),

@@ -34,10 +34,18 @@ PLANS_GRID = grid(rows=2, cols=1, shared_xaxes=True, row_heights=[0.66, 0.34], v
 
 
 def plans_chart(df) -> go.Figure:
-    """Every plan, fastest to slowest: its GPU time (top, log, with the 10th-90th percentile of its
-    repeated timings) and the workspace it needs (bottom); the heuristic pick, the best and the
-    worst highlighted. One position per plan, so every plan timed is one visible point.
-    Traces: 0 all plans, 1 heuristic pick, 2 best, 3 worst, 4 workspace bars."""
+    """Every plan, fastest to slowest: its GPU time (top) and the workspace it needs (bottom).
+
+    GPU time is on a log axis, with the 10th-90th percentile of each plan's repeated timings. The
+    heuristic pick, the best and the worst are highlighted. One position per plan, so every plan timed
+    is one visible point.
+
+    Args:
+        df: `plans`' result.
+
+    Returns:
+        The ``go.Figure``. Traces: 0 all plans, 1 heuristic pick, 2 best, 3 worst, 4 workspace bars.
+    """
     ok = ok_rows(df).sort_values(["gpu_us", "plan_index"], kind="stable")
     rank = {int(i): k for k, i in enumerate(ok["plan_index"], 1)}
     div = float(2**20)  # sizes on axes in MiB (`SIZE_AXIS`), whatever the spec
@@ -185,6 +193,14 @@ def plans_chart(df) -> go.Figure:
 
 
 def cap_label(cap_bytes) -> str:
+    """A workspace cap as a label.
+
+    Args:
+        cap_bytes: the cap in bytes; -1 for none.
+
+    Returns:
+        "unlimited", or the size as `fmt_bytes` writes it.
+    """
     c = int(cap_bytes)
     return "unlimited" if c < 0 else fmt_bytes(c)
 
@@ -194,10 +210,17 @@ CAPS_GRID = grid(rows=2, cols=1, shared_xaxes=True, row_heights=[0.5, 0.5], vert
 
 
 def caps_chart(df) -> go.Figure:
-    """Best plan under each workspace cap (top) and its slowdown against no cap (bottom), with the
-    band within which separate timings of one plan differ (`caps_noise`): a ratio inside it is
-    labelled so, never read as a gain or a loss.
-    Traces: 0 best GPU time (us, bars), 1 slowdown (x, dots), 2 noise band."""
+    """Best plan under each workspace cap (top) and its slowdown against no cap (bottom).
+
+    The band within which separate timings of one plan differ (`caps_noise`) is drawn: a ratio
+    inside it is labelled so, never read as a gain or a loss.
+
+    Args:
+        df: `caps`' result.
+
+    Returns:
+        The ``go.Figure``. Traces: 0 best GPU time (us, bars), 1 slowdown (x, dots), 2 noise band.
+    """
     labels = [cap_label(c) for c in df["cap_bytes"]]
     ok = list((df["status"] == "ok") if "status" in df.columns else [True] * len(df))
     t = [num(v) if k else None for v, k in zip(df["gpu_us"] if "gpu_us" in df else [None] * len(df), ok)]
@@ -320,8 +343,17 @@ def caps_chart(df) -> go.Figure:
 
 
 def build_cost_chart(df) -> go.Figure:
-    """Wall time of each build stage: dots on a log axis in milliseconds (the stages span a cache
-    hit's microseconds to a full autotune's seconds), each labelled in ms. Traces: 0 stages."""
+    """Wall time of each build stage, each labelled in ms.
+
+    Dots on a log axis in milliseconds: the stages span a cache hit's microseconds to a full
+    autotune's seconds.
+
+    Args:
+        df: `build_cost`'s result.
+
+    Returns:
+        The ``go.Figure``. Traces: 0 stages.
+    """
     s = [num(v) * 1e3 if num(v) is not None else None for v in df["seconds"]]  # ms
     disk = [
         str(st) in BUILD_STAGES[5:] for st in df["stage"]

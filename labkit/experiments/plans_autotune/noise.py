@@ -13,10 +13,17 @@ from ..core import beside
 
 @dataclass(frozen=True)
 class Noise:
-    """How far separate timings of the unlimited best plan fall from the one the caps compare
-    against: ``lo``..``hi`` as ratios (1.0 is that timing), from ``timings`` separate timings of
-    plan ``plan`` (each autotune under a cap that kept it, and the plans table's own, with the
-    10th-90th percentile of their repeats where recorded)."""
+    """How far separate timings of the unlimited best plan fall from the one the caps compare against.
+
+    The timings are each autotune under a cap that kept the plan, and the plans table's own, with the
+    10th-90th percentile of their repeats where recorded.
+
+    Attributes:
+        lo: the lowest, as a ratio to that timing (1.0 is that timing).
+        hi: the highest, as a ratio.
+        plan: the plan's name.
+        timings: how many separate timings of it.
+    """
 
     lo: float
     hi: float
@@ -24,20 +31,39 @@ class Noise:
     timings: int
 
     def holds(self, ratio: float) -> bool:
-        """Whether ``ratio`` lies inside the band: no difference the timings can tell apart."""
+        """Whether a ratio lies inside the band: no difference the timings can tell apart.
+
+        Args:
+            ratio: a time over the compared one.
+
+        Returns:
+            True inside ``lo``..``hi``.
+        """
         return self.lo - 1e-9 <= ratio <= self.hi + 1e-9
 
 
 def plans_beside(df):
-    """The plans table of ``df``'s convolution from where ``df`` came from, or None when none is
-    at hand there: nothing is measured for it."""
+    """The plans table of a result's convolution, from where the result came from.
+
+    Args:
+        df: a result whose request names a convolution.
+
+    Returns:
+        The `plans` DataFrame; None when none is at hand there (nothing is measured for it).
+    """
     spec = request_spec(df)
     return None if spec is None else beside(df, "plans", spec=spec)
 
 
 def caps_noise(df) -> Optional[Noise]:
-    """The timing noise of a caps table (`Noise`), or None when its unlimited best plan was timed
-    only once with no spread recorded."""
+    """The timing noise of a caps table.
+
+    Args:
+        df: `caps`' result.
+
+    Returns:
+        The `Noise`; None when its unlimited best plan was timed only once with no spread recorded.
+    """
     ok = ok_rows(df)
     if "best_plan" not in ok.columns or "cap_bytes" not in ok.columns:
         return None

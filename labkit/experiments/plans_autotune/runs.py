@@ -18,11 +18,20 @@ CAPS = (0, 1 * MIB, 16 * MIB, 64 * MIB, 256 * MIB, None)
 
 @experiment
 def plans(spec: ConvSpec = BASE):
-    """Every plan's GPU time and workspace (autotuned), marking the heuristic pick, best and worst,
-    and whether cuDNN marks the plan deterministic. Every plan is checked against float64 first
-    (``rel_error``); one whose result is wrong has status ``wrong result: ...`` and no time.
-    ``first_choice`` marks the heuristic's first choice; ``heuristic_pick`` the plan run without
-    autotuning (the first choice, or its next correct plan when the first choice is wrong)."""
+    """Every plan's GPU time and workspace (autotuned), with the heuristic pick, best and worst.
+
+    Every plan is checked against float64 first (``rel_error``); one whose result is wrong has status
+    ``wrong result: ...`` and no time.
+
+    Args:
+        spec: the convolution.
+
+    Returns:
+        One row per plan: ``plan_index``, ``plan_name``, ``workspace_bytes``, ``gpu_us`` (with its p10
+        and p90), ``status``; ``first_choice`` marks the heuristic's first choice, ``heuristic_pick``
+        the plan run without autotuning (the first choice, or its next correct plan when the first
+        choice is wrong); ``best``, ``worst``, ``candidates`` and ``deterministic`` (as cuDNN marks it).
+    """
     from ...gpu import autotune, engine
 
     spec = as_spec(spec)
@@ -57,11 +66,20 @@ def plans(spec: ConvSpec = BASE):
 
 @experiment
 def caps(spec: ConvSpec = BASE, caps: Sequence[Optional[int]] = CAPS):
-    """The best plan under each workspace cap (``deselect_workspace_greater_than``) and what the
-    cap costs against the uncapped best. ``cap_bytes`` -1 = unlimited; ``gpu_us_p10``/``_p90``:
-    the spread of the best plan's repeated timings. A plan is timed once: a cap's graph holds plans
-    of the same convolution, and one timed under an earlier cap keeps its time, so the
-    caps compare the same measurements."""
+    """The best plan under each workspace cap (``deselect_workspace_greater_than``) and what the cap costs.
+
+    A plan is timed once: a cap's graph holds plans of the same convolution, and one timed under an
+    earlier cap keeps its time, so the caps compare the same measurements.
+
+    Args:
+        spec: the convolution.
+        caps: workspace caps in bytes; None for no cap.
+
+    Returns:
+        One row per cap: ``cap_bytes`` (-1 = unlimited), ``plans_within_cap``, ``best_plan``, its
+        ``workspace_bytes`` and ``gpu_us`` (``gpu_us_p10``/``_p90``: the spread of its repeated
+        timings), ``slowdown_vs_unlimited``, ``status``.
+    """
     from ...gpu import autotune, engine
 
     spec = as_spec(spec)
@@ -119,12 +137,20 @@ BUILD_STAGES = (
 
 @experiment
 def build_cost(spec: ConvSpec = BASE):
-    """What building costs, stage by stage (`BUILD_STAGES`): first build (heuristic plan), identical
-    rebuild (cuDNN's own caches warm), labkit cache hit, build of every plan, autotune, and then
-    what a later session does instead: save the autotune winner to disk (``graph.serialize`` and
-    an atomic write) and load it back (read, check, ``graph.deserialize``). ``seconds`` is wall
-    time; ``serialized_bytes`` the saved plan's size; ``calls_to_pay_off_autotune`` how many calls
-    autotuning needs to pay for itself. Saves go to a temporary folder, not this GPU's store."""
+    """What building costs, stage by stage (`BUILD_STAGES`).
+
+    The stages are the first build (heuristic plan), an identical rebuild (cuDNN's own caches warm), a
+    labkit cache hit, a build of every plan, autotune; then what a later session does instead: save
+    the autotune winner to disk (``graph.serialize`` and an atomic write) and load it back (read,
+    check, ``graph.deserialize``). Saves go to a temporary folder, not this GPU's store.
+
+    Args:
+        spec: the convolution.
+
+    Returns:
+        One row per stage: ``seconds`` (wall time); with ``serialized_bytes`` (the saved plan's size)
+        and ``calls_to_pay_off_autotune`` (how many calls autotuning needs to pay for itself).
+    """
     import tempfile
 
     from ...gpu import autotune, engine

@@ -13,6 +13,14 @@ from .runs import BUILD_STAGES
 
 
 def plans_summary(df) -> Text:
+    """The heuristic pick, the fastest and the slowest plan, and the pick's rank.
+
+    Args:
+        df: `plans`'s result.
+
+    Returns:
+        Markdown, as a `Text`.
+    """
     ok = ok_rows(df)
     h = ok[ok["heuristic_pick"]].iloc[0]
     b = ok[ok["best"]].iloc[0]
@@ -35,8 +43,16 @@ def plans_summary(df) -> Text:
 
 
 def wrong_plans_sentence(df) -> str:
-    """A sentence on the plans whose result was wrong against float64 ("" when there are none):
-    how many, the worst error, and whether the heuristic's first choice was one of them."""
+    """A sentence on the plans whose result was wrong against float64.
+
+    It says how many, the worst error, and whether the heuristic's first choice was one of them.
+
+    Args:
+        df: `plans`' result.
+
+    Returns:
+        The sentence, starting with a space; empty when there are none.
+    """
     if "status" not in df.columns:
         return ""
     wrong = df[df["status"].map(is_wrong)]
@@ -60,7 +76,14 @@ def wrong_plans_sentence(df) -> str:
 
 
 def fmt_error(value) -> str:
-    """A relative error for a sentence: 1.4, 3.1e-05, or "inf" (NaN or inf in the output)."""
+    """A relative error for a sentence: 1.4, 3.1e-05, or "inf" (NaN or inf in the output).
+
+    Args:
+        value: the relative error.
+
+    Returns:
+        The text.
+    """
     v = float(value)
     if not math.isfinite(v):
         return "inf (NaN or inf in the output)"
@@ -68,9 +91,18 @@ def fmt_error(value) -> str:
 
 
 def timing_noise_summary(plans_df, caps_df=None) -> Text:
-    """How much the timings of one plan spread: within one measurement (the 10th-90th percentile
-    of its repeats) and between two separate measurements of the same plan (the plans table and
-    the caps experiment's unlimited row, when ``caps_df`` is given)."""
+    """How much the timings of one plan spread.
+
+    Within one measurement: the 10th-90th percentile of its repeats. Between two separate measurements
+    of the same plan: the plans table and the caps experiment's unlimited row.
+
+    Args:
+        plans_df: `plans`' result.
+        caps_df: `caps`' result of the same convolution; None to leave the second comparison out.
+
+    Returns:
+        Markdown, as a `Text`.
+    """
     ok = ok_rows(plans_df)
     rel = (ok["gpu_us_p90"] - ok["gpu_us_p10"]) / ok["gpu_us"]
     samples = ok["samples"].astype(int) if "samples" in ok else None
@@ -112,6 +144,14 @@ def timing_noise_summary(plans_df, caps_df=None) -> Text:
 
 
 def caps_summary(df) -> Text:
+    """What the tightest and the costliest cap cost, read against the timing noise.
+
+    Args:
+        df: `caps`'s result.
+
+    Returns:
+        Markdown, as a `Text`.
+    """
     ok = ok_rows(df)
     noise = caps_noise(df)
     caps = ok["cap_bytes"].replace(-1, float("inf"))
@@ -176,9 +216,18 @@ def caps_summary(df) -> Text:
 
 
 def plans_chart_sentence(df, noise) -> str:
-    """How the caps' best plans read against the same plans in the plans table, timed in a separate
-    experiment ("" when that table is not at hand or shares no plan): the largest gaps, and which
-    plans moved further than the noise band spans (it holds the timings of one plan only)."""
+    """How the caps' best plans read against the same plans in the plans table.
+
+    The plans table timed them in a separate experiment: the sentence gives the largest gaps, and which
+    plans moved further than the noise band spans (it holds the timings of one plan only).
+
+    Args:
+        df: `caps`' result.
+        noise: its `Noise`, or None.
+
+    Returns:
+        The sentence, starting with a space; empty when that table is not at hand or shares no plan.
+    """
     plans = plans_beside(df)
     if plans is None or "plan_name" not in plans.columns:
         return ""
@@ -231,6 +280,14 @@ def plans_chart_sentence(df, noise) -> str:
 
 
 def build_cost_summary(df) -> Text:
+    """Each build stage's cost, what the first build pays once, and when autotuning pays off.
+
+    Args:
+        df: `build_cost`'s result.
+
+    Returns:
+        Markdown, as a `Text`.
+    """
     s = df.set_index("stage")["seconds"]
     first, rebuild = s.get(BUILD_STAGES[0]), s.get(BUILD_STAGES[1])
     hit, build_all = s.get(BUILD_STAGES[2]), s.get(BUILD_STAGES[3])

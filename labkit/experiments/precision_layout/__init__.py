@@ -46,7 +46,14 @@ __all__ = [
 
 # ---- the recorded grid ---------------------------------------------------------------------------
 def recorded_calls(quick: bool = False) -> list:
-    """This lesson's (experiment, kwargs) calls in the recorded grid; ``quick``: the base calls only."""
+    """This lesson's calls in the recorded grid.
+
+    Args:
+        quick: the base calls only.
+
+    Returns:
+        (experiment, kwargs) pairs.
+    """
     calls = [
         ("precision", dict(spec=BASE)),
         ("precision", dict(spec=BASE.replace(layout="NCHW"))),

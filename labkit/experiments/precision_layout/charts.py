@@ -41,17 +41,32 @@ PRECISION_GRID = grid(
 
 
 def sci(value) -> str:
-    """A small number for a label: ``2.3e-4`` (one decimal, no padded exponent)."""
+    """A small number for a label: ``2.3e-4`` (one decimal, no padded exponent).
+
+    Args:
+        value: the number.
+
+    Returns:
+        The label.
+    """
     mant, exp = f"{float(value):.1e}".split("e")
     return f"{mant}e{int(exp)}"
 
 
 def precision_chart(df) -> go.Figure:
-    """Speed and error per dtype, one row each. Left: GPU time, bars from zero with whiskers over
-    the p10-p90 of the repeated timings. Right (log): arithmetic error (vs fp64 on the inputs as
-    cuDNN read them, circle, labelled above) and total error (vs fp64 on the unrounded data, open
-    diamond, labelled below), joined by a dotted segment: what rounding the inputs adds.
-    Traces: 0 GPU time, 1 arithmetic error, 2 total error, 3 the segments."""
+    """Speed and error per dtype, one row each.
+
+    Left: GPU time, bars from zero with whiskers over the p10-p90 of the repeated timings. Right
+    (log): arithmetic error (vs fp64 on the inputs as cuDNN read them, circle, labelled above) and
+    total error (vs fp64 on the unrounded data, open diamond, labelled below). A dotted segment joins
+    them: what rounding the inputs adds.
+
+    Args:
+        df: `precision`'s result.
+
+    Returns:
+        The ``go.Figure``. Traces: 0 GPU time, 1 arithmetic error, 2 total error, 3 the segments.
+    """
     ok = ok_rows(df)
     dts = list(ok["dtype"])
     us = [num(v) for v in ok["gpu_us"]]
@@ -168,7 +183,14 @@ def precision_chart(df) -> go.Figure:
 
 
 def spread_note(ok) -> str:
-    """What the whiskers are and how wide the widest is, from the rows drawn."""
+    """What the whiskers are and how wide the widest is, from the rows drawn.
+
+    Args:
+        ok: the rows of `precision`'s result that ran.
+
+    Returns:
+        The note; a note that says so when the recording holds no spread.
+    """
     if not {"gpu_us_p10", "gpu_us_p90"} <= set(ok.columns) or ok.empty:
         return "this recording holds no spread for these timings"
     rel = ((ok["gpu_us_p90"] - ok["gpu_us_p10"]) / ok["gpu_us"]).max()
@@ -176,8 +198,14 @@ def spread_note(ok) -> str:
 
 
 def layout_chart(df) -> go.Figure:
-    """NCHW vs NHWC: convolution GPU time stacked with the cost of converting a user's NCHW
-    tensors to NHWC and back. Traces: 0 convolution (us), 1 conversion (us)."""
+    """NCHW vs NHWC: convolution GPU time stacked with the cost of converting NCHW tensors to NHWC and back.
+
+    Args:
+        df: `layout`'s result.
+
+    Returns:
+        The ``go.Figure``. Traces: 0 convolution (us), 1 conversion (us).
+    """
     ok = ok_rows(df)
     lays = list(ok["layout"])
     conv = [num(v) for v in ok["conv_gpu_us"]]
@@ -233,11 +261,18 @@ ROOFLINE_HEIGHT, CHART_WIDTH = 500, 880
 
 
 def roofline_chart(df) -> go.Figure:
-    """Arithmetic intensity vs achieved TFLOP/s (log-log), with the roof of the df's GPU: the
-    compute roof (``peak_tflops`` for the dtype) and the bandwidth roof (``bandwidth_gb_s``).
-    A GPU with no known ceiling (empty columns) gets no roof, and a note says so. Each shape's
-    label goes where it covers no other label, marker or the roof (`place_labels`).
-    Traces: 0 measured shapes, 1 roof (empty without a ceiling)."""
+    """Arithmetic intensity vs achieved TFLOP/s (log-log), with the roof of the result's GPU.
+
+    The roof is the compute roof (``peak_tflops`` for the dtype) and the bandwidth roof
+    (``bandwidth_gb_s``). A GPU with no known ceiling (empty columns) gets no roof, and a note says
+    so. Each shape's label goes where it covers no other label, marker or the roof (`place_labels`).
+
+    Args:
+        df: `roofline`'s result.
+
+    Returns:
+        The ``go.Figure``. Traces: 0 measured shapes, 1 roof (empty without a ceiling).
+    """
     ok = ok_rows(df)
     xi = [num(v) for v in ok["intensity_flops_per_byte"]]
     ty = [num(v) for v in ok["tflops"]] if "tflops" in ok.columns else [None] * len(ok)

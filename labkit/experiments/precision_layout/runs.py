@@ -25,12 +25,18 @@ from ..core import (
 # ---- experiments ------------------------------------------------------------------------------
 @experiment
 def precision(spec: ConvSpec = BASE, dtypes: Sequence[str] = DTYPES):
-    """Error vs float64, GPU time, TFLOP/s, workspace and plan per dtype (heuristic plan each).
+    """Error vs float64, GPU time, TFLOP/s, workspace and plan per dtype (the heuristic plan each).
 
-    Two errors, both relative L2 on the same seeded data: ``rel_error`` against the float64
-    convolution of the inputs as cuDNN read them (rounded to the dtype: the arithmetic alone), and
-    ``rel_error_vs_fp64_inputs`` against the float64 convolution of the data before rounding
-    (what choosing the dtype costs in total).
+    Args:
+        spec: the convolution; its dtype is replaced.
+        dtypes: the dtypes measured.
+
+    Returns:
+        One row per dtype: plan, ``workspace_bytes``, ``gpu_us`` (median, with ``gpu_us_p10`` and
+        ``gpu_us_p90``), ``tflops``, ``status``. Two errors, both relative L2 on the same seeded data:
+        ``rel_error`` against the float64 convolution of the inputs as cuDNN read them (rounded to the
+        dtype: the arithmetic alone), and ``rel_error_vs_fp64_inputs`` against the float64 convolution
+        of the data before rounding (what choosing the dtype costs in total).
     """
     from ...gpu import engine, verify
 
@@ -66,8 +72,18 @@ def precision(spec: ConvSpec = BASE, dtypes: Sequence[str] = DTYPES):
 
 @experiment
 def layout(spec: ConvSpec = BASE):
-    """NCHW vs NHWC for one spec, plus converting a user's NCHW input to NHWC (and the output
-    back) with a CuPy transpose-copy, so ``end_to_end_us`` shows when NHWC pays off."""
+    """NCHW vs NHWC for one convolution, plus converting NCHW tensors to NHWC and back.
+
+    The conversion is a CuPy transpose-copy of the inputs to NHWC and of the output back, so
+    ``end_to_end_us`` shows when NHWC pays off.
+
+    Args:
+        spec: the convolution; its layout is replaced.
+
+    Returns:
+        One row per layout: plan, ``workspace_bytes``, ``conv_gpu_us``, ``convert_gpu_us`` (0 for
+        NCHW), ``end_to_end_us``, ``status``.
+    """
     import cupy
 
     from ...gpu import engine, measure
@@ -114,7 +130,14 @@ def layout(spec: ConvSpec = BASE):
 
 
 def resnet50_shapes(N: int = 32):
-    """The ResNet-50 forward convolution shapes the benchmarks and roofline use (name, spec)."""
+    """The ResNet-50 forward convolution shapes the benchmarks and roofline use.
+
+    Args:
+        N: the batch size (the batch-1 shape keeps 1).
+
+    Returns:
+        (name, `ConvSpec`) pairs, in fp16 NHWC.
+    """
     return [
         ("conv1 7x7/2", ConvSpec(N=N, C=3, H=224, W=224, K=64, R=7, S=7, stride=2, padding=3)),
         ("3x3 @56", ConvSpec(N=N, C=64, H=56, W=56, K=64)),
@@ -129,8 +152,18 @@ def resnet50_shapes(N: int = 32):
 
 @experiment
 def roofline(dtype: str = "fp16", layout: str = "NHWC", N: int = 32):
-    """Arithmetic intensity and achieved TFLOP/s of the ResNet-50 shapes against this GPU's
-    ceilings (`labkit.ceilings`); a GPU not in the table gets empty ceiling columns."""
+    """Arithmetic intensity and achieved TFLOP/s of the ResNet-50 shapes against this GPU's ceilings.
+
+    Args:
+        dtype: the shapes' dtype.
+        layout: their layout.
+        N: their batch size.
+
+    Returns:
+        One row per shape: `heuristic_row`'s columns, ``peak_tflops`` and ``bandwidth_gb_s`` from
+        `labkit.ceilings` (empty for a GPU not in the table), and the model's ``min_bytes``,
+        ``intensity_flops_per_byte`` (FLOP/B) and ``achieved_gb_s``.
+    """
     from ... import ceilings, env
 
     ceiling = ceilings.for_gpu(env.environment().gpu_name)

@@ -33,6 +33,14 @@ def _times(a, b) -> str:
 
 
 def precision_summary(df) -> Text:
+    """Time, throughput and both errors per dtype, and how far apart the fastest dtypes are.
+
+    Args:
+        df: `precision`'s result.
+
+    Returns:
+        Markdown, as a `Text`.
+    """
     ok = ok_rows(df).set_index("dtype")
     parts = [f"{where(df)}:"]
     for d, r in ok.iterrows():
@@ -94,7 +102,14 @@ KERNEL_ORIGINS = (
 
 
 def kernel_origin(kernel: str) -> str:
-    """Where a kernel comes from, as its name says (`KERNEL_ORIGINS`); '' when the name says nothing."""
+    """Where a kernel comes from, as its name says (`KERNEL_ORIGINS`).
+
+    Args:
+        kernel: the kernel's name.
+
+    Returns:
+        The words; empty when the name says nothing.
+    """
     return next((what for prefix, what in KERNEL_ORIGINS if kernel.startswith(prefix)), "")
 
 
@@ -229,6 +244,14 @@ def _ordinal(n: int) -> str:
 
 
 def layout_summary(df) -> Text:
+    """NCHW vs NHWC: the convolution in each, the conversion's cost, and whether converting pays off.
+
+    Args:
+        df: `layout`'s result.
+
+    Returns:
+        Markdown, as a `Text`.
+    """
     ok = ok_rows(df).set_index("layout")
     n, h = ok.loc["NCHW"], ok.loc["NHWC"]
     verdict = (
@@ -325,6 +348,14 @@ def nchw_kernels(spec: ConvSpec = BASE) -> Text:
 
 
 def roofline_summary(df) -> Text:
+    """The best and worst shapes' throughput against the datasheet peak and the ridge point.
+
+    Args:
+        df: `roofline`'s result.
+
+    Returns:
+        Markdown, as a `Text`.
+    """
     ok = ok_rows(df)
     best = ok.loc[ok["tflops"].idxmax()]
     worst = ok.loc[ok["tflops"].idxmin()]

@@ -84,7 +84,14 @@ __all__ = [
 
 # ---- the recorded grid ---------------------------------------------------------------------------
 def recorded_calls(quick: bool = False) -> list:
-    """This lesson's (experiment, kwargs) calls in the recorded grid; ``quick``: the base calls only."""
+    """This lesson's calls in the recorded grid.
+
+    Args:
+        quick: the base calls only.
+
+    Returns:
+        (experiment, kwargs) pairs.
+    """
     calls = [
         ("kernels", dict(spec=BASE)),
         ("strategy_timeline", dict(workload="one_conv", calls=8)),

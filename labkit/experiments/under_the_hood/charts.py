@@ -63,10 +63,17 @@ KERNELS_GRID = grid(
 
 
 def kernels_chart(df) -> go.Figure:
-    """Per plan (the `CHART_PLANS` fastest), its GPU time per call stacked by kernel role, and the
-    host time to launch one call with the number of kernels it launches. Rows are labelled
-    `plan_labels` (``eng62 #2``), the full name in the hover.
-    Traces: one per role (`ROLES`), then host time = len(ROLES) + 1."""
+    """Per plan (the `CHART_PLANS` fastest), its GPU time per call stacked by kernel role, and its host time.
+
+    The host time is to launch one call, shown with the number of kernels it launches. Rows are
+    labelled `plan_labels` (``eng62 #2``), the full name in the hover.
+
+    Args:
+        df: `kernels`' result.
+
+    Returns:
+        The ``go.Figure``. Traces: one per role (`ROLES`), then host time = len(ROLES) + 1.
+    """
     fig = new_figure(**KERNELS_GRID)
     ok = ok_rows(df)
     order = _plan_order(ok)[:CHART_PLANS] if len(ok) else []
@@ -155,7 +162,13 @@ def kernels_chart(df) -> go.Figure:
 
 def fusion_kernels_chart(df) -> go.Figure:
     """Fused vs unfused: GPU time per call stacked by kernel role, with the kernel count.
-    Traces: one per role = len(ROLES)."""
+
+    Args:
+        df: `fusion_kernels`' result.
+
+    Returns:
+        The ``go.Figure``. Traces: one per role = len(ROLES).
+    """
     fig = new_figure()
     paths = [p for p in ("fused", "unfused") if p in set(df.get("path", []))]
     for role in ROLES:
@@ -257,9 +270,17 @@ def _gantt(fig, events, lane, label_of, order=None):
 
 
 def strategy_timeline_chart(df) -> go.Figure:
-    """Each strategy's traced pass as a Gantt chart: a GPU lane (kernels, memsets) and a host lane
-    (allocation, launch and sync calls), with the GPU's idle share in the lane's name.
-    Traces: 5 (`TIMELINE_KINDS`)."""
+    """Each strategy's traced pass as a Gantt chart: a GPU lane and a host lane.
+
+    The GPU lane holds kernels and memsets, the host lane allocation, launch and sync calls; the GPU's
+    idle share is in its lane's name.
+
+    Args:
+        df: `strategy_timeline`'s result.
+
+    Returns:
+        The ``go.Figure``. Traces: 5 (`TIMELINE_KINDS`).
+    """
     fig = new_figure()
     ev = df[df.kind != "none"] if "kind" in df.columns else df
     col = "idle_share_api" if "idle_share_api" in df.columns else "idle_share"
@@ -303,7 +324,14 @@ def strategy_timeline_chart(df) -> go.Figure:
 
 
 def race_timeline_chart(df) -> go.Figure:
-    """The race's traced round: one lane per stream and one for the host. Traces: 5."""
+    """The race's traced round: one lane per stream and one for the host.
+
+    Args:
+        df: `race_timeline`'s result.
+
+    Returns:
+        The ``go.Figure``. Traces: 5.
+    """
     fig = new_figure()
     _gantt(
         fig,
@@ -377,10 +405,18 @@ LOG_CONTEXT = r"^\s*[wWeEiI]!\s+(?:Time:|Process=)"
 
 
 def log_kinds(df):
-    """The build log's lines about engines, warnings and errors, each kind of line once: its source,
-    first line number, how many times it appears and that first line's text, as cuDNN wrote it
-    (digits and engine names stand for any, so "plan at position 0" and "position 7" are one kind,
-    shown by the first of them, with its engine's name). A DataFrame."""
+    """The build log's lines about engines, warnings and errors, each kind of line once.
+
+    Digits and engine names stand for any, so "plan at position 0" and "position 7" are one kind,
+    shown by the first of them, with its engine's name.
+
+    Args:
+        df: `build_log`'s result.
+
+    Returns:
+        A DataFrame: ``source``, ``line`` (the first one's number), ``times`` (how many lines of the
+        kind) and ``text`` (the first line, as cuDNN wrote it).
+    """
     import re
 
     import pandas as pd
@@ -402,8 +438,16 @@ def log_kinds(df):
 
 
 def build_log_chart(df) -> go.Figure:
-    """cuDNN's log of the build, trimmed to the lines about engines, warnings and errors
-    (`log_kinds`: each kind of line once, with how many times it appears), as a table. Traces: 1."""
+    """cuDNN's log of the build, trimmed to the lines about engines, warnings and errors, as a table.
+
+    Each kind of line is shown once, with how many times it appears (`log_kinds`).
+
+    Args:
+        df: `build_log`'s result.
+
+    Returns:
+        The ``go.Figure``. Traces: 1.
+    """
     fig = new_figure()
     keep = log_kinds(df)
     texts = [t[:320] for t in keep.text]

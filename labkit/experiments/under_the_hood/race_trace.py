@@ -32,7 +32,14 @@ def overlap_stretches(df) -> List[list]:
 
 
 def overlap_total(df) -> float:
-    """The round's overlap: the total of `overlap_stretches` (us)."""
+    """The round's overlap: the total of `overlap_stretches`.
+
+    Args:
+        df: a `race_timeline` result.
+
+    Returns:
+        Microseconds.
+    """
     return float(sum(e - s for s, e in overlap_stretches(df)))
 
 
@@ -77,8 +84,17 @@ def launch_pauses(df) -> Pauses:
 
 
 def launch_pace(df) -> Tuple[float, float]:
-    """(host, GPU) microseconds per convolution of the round: the host's span of launch calls, and
-    the GPU's busy time, each over the round's convolutions (``runs``)."""
+    """The host's and the GPU's time per convolution of the round.
+
+    The host's is its span of launch calls, the GPU's its busy time, each over the round's
+    convolutions (``runs``).
+
+    Args:
+        df: a `race_timeline` result.
+
+    Returns:
+        (host, GPU) microseconds per convolution.
+    """
     launches = df[(df.kind == "api") & df.name.astype(str).str.contains("Launch")]
     runs = max(int(df["runs"].iloc[0]), 1)
     host = float(launches.end_us.max() - launches.start_us.min()) if len(launches) else 0.0
@@ -86,14 +102,27 @@ def launch_pace(df) -> Tuple[float, float]:
 
 
 def stream_spans(df) -> dict:
-    """Each stream's first kernel start and last kernel end, ``{"stream 1": (start, end), ...}``."""
+    """Each stream's first kernel start and last kernel end.
+
+    Args:
+        df: a `race_timeline` result.
+
+    Returns:
+        ``{"stream 1": (start_us, end_us), ...}``.
+    """
     dev = device_rows(df)
     return {row: (float(g.start_us.min()), float(g.end_us.max())) for row, g in dev.groupby("row")}
 
 
 def band_words(df) -> str:
-    """What the shaded stretches add up to, as the chart's note says it: the total, how many
-    stretches, from where to where."""
+    """What the shaded stretches add up to, as the chart's note says it.
+
+    Args:
+        df: a `race_timeline` result.
+
+    Returns:
+        The total, how many stretches and from where to where; empty when there are none.
+    """
     spans = overlap_stretches(df)
     if not spans:
         return ""
@@ -105,12 +134,17 @@ def band_words(df) -> str:
 
 
 def why_they_met(df) -> Optional[str]:
-    """Why the streams' kernels overlapped as much as they did in this traced round, read from its
-    trace; None when they never met.
+    """Why the streams' kernels overlapped as much as they did in this traced round, read from its trace.
 
     Graph launch: the second stream's graph starts after the first stream's, so the two share only
     the first stream's last stretch. Python launch: the host paces the calls, and the streams meet
     where the GPU paused while launches piled up on both streams.
+
+    Args:
+        df: a `race_timeline` result.
+
+    Returns:
+        The reason, as words for a sentence; None when they never met.
     """
     if not len(df) or not overlap_stretches(df):
         return None

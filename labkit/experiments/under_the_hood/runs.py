@@ -78,10 +78,17 @@ def _traced_experiment(fn):
 @experiment
 @_traced_experiment
 def kernels(spec: ConvSpec = BASE):
-    """Every runnable plan of ``spec``: the kernels one call launches (traced, `TRACED_CALLS`
-    calls), each kernel's role, launches per call, microseconds per launch and share of the plan's
-    GPU time; per plan ``kernels_per_call``, ``plan_kernel_us`` (the kernels' time per call, traced)
-    and ``host_us`` (host time to launch one call, measured untraced before the trace)."""
+    """Every runnable plan of a convolution: the kernels one call launches, traced.
+
+    Args:
+        spec: the convolution.
+
+    Returns:
+        One row per kernel of each plan (traced over `TRACED_CALLS` calls): its role, launches per
+        call, microseconds per launch and share of the plan's GPU time. Per plan:
+        ``kernels_per_call``, ``plan_kernel_us`` (the kernels' time per call, traced) and ``host_us``
+        (host time to launch one call, measured untraced before the trace).
+    """
     from ...gpu import engine, measure
     from ...gpu.ranges import annotate
 
@@ -119,9 +126,17 @@ def kernels(spec: ConvSpec = BASE):
 
 
 def heuristic_plan(df) -> str:
-    """The plan cuDNN's heuristic picks in a `kernels` table: its own record of it, else the plan of
-    the smallest index (the table holds the plans that compute the right result, in the
-    heuristic's order, so its first is the pick); "" for an empty table."""
+    """The plan cuDNN's heuristic picks in a `kernels` table.
+
+    It is the table's own record of it, else the plan of the smallest index: the table holds the plans
+    that compute the right result, in the heuristic's order, so its first is the pick.
+
+    Args:
+        df: `kernels`' result.
+
+    Returns:
+        The plan's name; empty for an empty table.
+    """
     name = df.attrs.get("heuristic_plan")
     if name:
         return str(name)
@@ -131,8 +146,19 @@ def heuristic_plan(df) -> str:
 @experiment
 @_traced_experiment
 def fusion_kernels(spec: ConvSpec = BASE, epilogue: str = "bias_relu"):
-    """The fused graph's kernels (the heuristic's plan of conv + ``epilogue``) against the unfused
-    path's (the heuristic conv plan, then CuPy's elementwise kernels), traced per call."""
+    """The fused graph's kernels against the unfused path's, traced per call.
+
+    The fused graph is the heuristic's plan of conv + ``epilogue``; the unfused path is the heuristic
+    conv plan, then CuPy's elementwise kernels.
+
+    Args:
+        spec: the convolution (fprop).
+        epilogue: "bias_relu" or "bias_relu_add".
+
+    Returns:
+        One row per kernel of each ``path`` (fused, unfused): its role, launches and time per call;
+        per path ``kernels_per_call`` and ``path_kernel_us``.
+    """
     from ...gpu import engine, measure, unfused
 
     spec = as_spec(spec)
@@ -161,13 +187,22 @@ def fusion_kernels(spec: ConvSpec = BASE, epilogue: str = "bias_relu"):
 @experiment
 @_traced_experiment
 def strategy_timeline(workload: str = "one_conv", calls: int = 8):
-    """The GPU timeline of ``calls`` calls of ``workload`` under each workspace strategy, in steady
-    state: every kernel on its stream and the allocation, launch and synchronisation calls on the
-    host, traced (`labkit.gpu.workloads.traced_pass`). Per strategy: ``gpu_us``/``host_us`` of the
-    same pass untraced (events; host clock), the traced ``busy_us`` and ``idle_share`` (the share
-    of the pass in which the GPU waited for the host). Times are microseconds from the strategy's
-    first traced record. ``idle_share`` comes from a pass traced with device records only,
-    ``idle_share_api`` from the pass drawn (API calls traced too: CUPTI's host time widens the gaps)."""
+    """The GPU timeline of a few calls of a workload under each workspace strategy, in steady state.
+
+    Every kernel is on its stream and the allocation, launch and synchronisation calls on the host,
+    traced (`labkit.gpu.workloads.traced_pass`). Times are microseconds from the strategy's first
+    traced record.
+
+    Args:
+        workload: one of `labkit.gpu.workloads.WORKLOADS` but "pressure".
+        calls: calls per pass, 1 to 64.
+
+    Returns:
+        One row per traced record of each strategy. Per strategy: ``gpu_us``/``host_us`` of the same
+        pass untraced (events; host clock), the traced ``busy_us`` and ``idle_share`` (the share of
+        the pass in which the GPU waited for the host, from a pass traced with device records only);
+        ``idle_share_api`` is the pass drawn (API calls traced too: CUPTI's host time widens the gaps).
+    """
     from ...gpu import workloads
 
     if isinstance(calls, bool) or not isinstance(calls, int) or not 1 <= calls <= 64:
@@ -209,10 +244,18 @@ def strategy_timeline(workload: str = "one_conv", calls: int = 8):
 @experiment
 @_traced_experiment
 def race_timeline(launch: str = "graph", streams: int = 2):
-    """One round of lesson 06's race, traced: `RACE_CONVS` convolutions per stream sharing one workspace,
-    launched as CUDA graphs or from Python. Rows: every kernel and API call; per frame
-    ``overlap_us`` (stream 1 and stream 2 running at once: when a shared workspace is overwritten)
-    and ``busy_us``."""
+    """One round of lesson 06's race, traced.
+
+    `RACE_CONVS` convolutions per stream share one workspace, launched as CUDA graphs or from Python.
+
+    Args:
+        launch: "graph" or "python".
+        streams: concurrent streams, 2 to 4.
+
+    Returns:
+        One row per kernel and API call; per frame ``overlap_us`` (stream 1 and stream 2 running at
+        once: when a shared workspace is overwritten), ``busy_us``, ``corrupted`` and ``runs``.
+    """
     from ...gpu import concurrency, trace
 
     if isinstance(streams, bool) or not isinstance(streams, int) or not 2 <= streams <= 4:
@@ -240,10 +283,18 @@ def race_timeline(launch: str = "graph", streams: int = 2):
 
 @experiment
 def build_log(spec: ConvSpec = BASE, epilogue: str = "none"):
-    """Building ``spec``'s graph (every candidate plan) in a fresh process with cuDNN's frontend
-    log at INFO and the backend's at warnings (`labkit.gpu.buildlog`): one row per log line
-    (``source``, ``line``, ``text``; tensor dumps and blank lines left out), with per-engine
-    ``engine`` where a line names one."""
+    """Building a convolution's graph (every candidate plan) in a fresh process, with cuDNN's logs on.
+
+    The frontend's log is at INFO and the backend's at warnings (`labkit.gpu.buildlog`).
+
+    Args:
+        spec: the convolution.
+        epilogue: its fused epilogue.
+
+    Returns:
+        One row per log line (``source``, ``line``, ``text``; tensor dumps and blank lines left out),
+        with ``engine`` where a line names one.
+    """
     from ...gpu import buildlog
 
     spec = as_spec(spec)

@@ -11,6 +11,14 @@ from .race_trace import launch_pace, launch_pauses, overlap_total, why_they_met
 
 
 def kernels_summary(df) -> Text:
+    """How many kernels the plans launch per call, the fastest plan's, and which plans convert layouts.
+
+    Args:
+        df: `kernels`'s result.
+
+    Returns:
+        Markdown, as a `Text`.
+    """
     ok = ok_rows(df)
     per = ok.drop_duplicates("plan_name")
     if per.empty:
@@ -83,6 +91,14 @@ def _lesson_02_call(df) -> str:
 
 
 def fusion_kernels_summary(df) -> Text:
+    """The kernels per call and their time, fused vs unfused.
+
+    Args:
+        df: `fusion_kernels`'s result.
+
+    Returns:
+        Markdown, as a `Text`.
+    """
     per = df.drop_duplicates("path").set_index("path")
     if not {"fused", "unfused"} <= set(per.index):
         return Text(f"{where(df)}: fusion could not be traced.")
@@ -96,6 +112,14 @@ def fusion_kernels_summary(df) -> Text:
 
 
 def strategy_timeline_summary(df) -> Text:
+    """How long the GPU waited for the host under each strategy, traced and untraced.
+
+    Args:
+        df: `strategy_timeline`'s result.
+
+    Returns:
+        Markdown, as a `Text`.
+    """
     s = df.drop_duplicates("strategy").set_index("strategy")
     s = s[s.status == "ok"]
     if s.empty:
@@ -152,9 +176,17 @@ def _host_against_kernels(s, df) -> str:
 
 
 def race_timeline_summary(df) -> Text:
-    """The traced round's overlap (the chart's shaded stretches) and corrupted outputs, why the
-    streams met as much as they did, and lesson 06's untraced rounds of the same launch when they are
-    at hand, with why the two differ."""
+    """The traced round's overlap and corrupted outputs, and why the streams met as much as they did.
+
+    The overlap is the chart's shaded stretches. Lesson 06's untraced rounds of the same launch are
+    set beside it when they are at hand, with why the two differ.
+
+    Args:
+        df: `race_timeline`'s result.
+
+    Returns:
+        Markdown, as a `Text`.
+    """
     r = df.iloc[0]
     overlap = overlap_total(df)
     share = overlap / r.busy_us if r.busy_us else 0.0
@@ -206,6 +238,14 @@ def _untraced_race(df, launch: str, streams: int):
 
 
 def build_log_summary(df) -> Text:
+    """What the build log names: its engines, the plans built, its warnings, and what its ERROR lines are.
+
+    Args:
+        df: `build_log`'s result.
+
+    Returns:
+        Markdown, as a `Text`.
+    """
     fe = df[df.source == "frontend"]
     engines = [e for e in dict.fromkeys(fe.engine.dropna()) if e]
     warn = int(df.text.str.contains("WARN|W!", regex=True).sum())

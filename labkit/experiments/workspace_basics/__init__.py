@@ -30,7 +30,14 @@ from .summaries import algorithms_summary, sweep_summary, workspace_sizes_summar
 
 
 def recorded_calls(quick: bool = False) -> list:
-    """This lesson's (experiment, kwargs) calls in the recorded grid; ``quick``: the base calls only."""
+    """This lesson's calls in the recorded grid.
+
+    Args:
+        quick: the base calls only.
+
+    Returns:
+        (experiment, kwargs) pairs.
+    """
     nchw = BASE.replace(layout="NCHW")
     calls = [
         ("algorithms", dict(spec=nchw)),

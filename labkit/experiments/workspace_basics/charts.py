@@ -36,7 +36,11 @@ ALGORITHMS_GRID = grid(
 def algorithms_chart(df) -> go.Figure:
     """The classic algorithm table: GPU time and workspace per algorithm; unsupported ones say so.
 
-    Traces: 0 time bars (us), 1 workspace bars (MiB), 2 'not supported' labels.
+    Args:
+        df: `algorithms`' result.
+
+    Returns:
+        The ``go.Figure``. Traces: 0 time bars (us), 1 workspace bars (MiB), 2 'not supported' labels.
     """
     df = df.sort_values("algo_id") if "algo_id" in df.columns else df
     names = list(df["algorithm"])
@@ -139,11 +143,19 @@ WORKSPACE_SIZES_GRID = grid(
 
 
 def workspace_sizes_chart(df) -> go.Figure:
-    """Per direction, one row per dtype and layout: a bar for the workspace of the plan cuDNN's
-    heuristic picks (labelled: "0 B" is drawn, a variant that did not run says so), over a grey bar
-    for the largest any candidate plan asks. Linear axes from zero, the same for the three
-    directions. Traces: per direction (fprop, dgrad, wgrad) the largest candidate, then the
-    heuristic pick in NCHW, then in NHWC (9 in all)."""
+    """Per direction, one row per dtype and layout: the heuristic pick's workspace over the largest.
+
+    A bar stands for the workspace of the plan cuDNN's heuristic picks (labelled: "0 B" is drawn, a
+    variant that did not run says so), over a grey bar for the largest any candidate plan asks. Axes
+    are linear from zero, the same for the three directions.
+
+    Args:
+        df: `workspace_sizes`' result.
+
+    Returns:
+        The ``go.Figure``. Traces: per direction (fprop, dgrad, wgrad) the largest candidate, then the
+        heuristic pick in NCHW, then in NHWC (9 in all).
+    """
     dtypes = list(dict.fromkeys(df["dtype"]))
     rows = [f"{d} {lay}" for d in dtypes for lay in ("NCHW", "NHWC")]
     fig = new_figure(**WORKSPACE_SIZES_GRID)
@@ -232,7 +244,15 @@ def workspace_sizes_chart(df) -> go.Figure:
 
 
 def column_sum(df, col: str) -> float:
-    """Sum of column ``col`` of ``df`` (0 when absent: a recording made before it existed)."""
+    """The sum of one column.
+
+    Args:
+        df: a result.
+        col: the column.
+
+    Returns:
+        The sum, NaN counted as 0; 0 when the column is absent (a recording made before it existed).
+    """
     return float(df[col].fillna(0).sum()) if col in df.columns else 0.0
 
 
@@ -250,14 +270,20 @@ SWEEP_GRID = grid(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, row_
 def sweep_chart(df) -> go.Figure:
     """GPU time and workspace of the heuristic plan as one dimension varies, every point labelled.
 
-    One scale whatever the field or the base: the swept values are evenly spaced (as the recorded
-    values double or step: x is each value's position, its tick labelled with the value), GPU time
-    is on a log axis (us), workspace on a linear one from zero in MiB (`SIZE_AXIS`, "0 MiB"
-    labelled), every label in its axis's unit. Traces: 0 GPU time (us), 1 workspace (MiB).
+    One scale whatever the field or the base: the swept values are evenly spaced (x is each value's
+    position, its tick labelled with the value), as the recorded values double or step. GPU time is on
+    a log axis (us), workspace on a linear one from zero in MiB (`SIZE_AXIS`, "0 MiB" labelled).
 
     Positions, not a category axis: a panel updates its chart in place, and the browser keeps a
-    category axis's earlier categories, so a chart moved to another field would place its new values
-    after the old ones."""
+    category axis's earlier categories. A chart moved to another field would place its new values
+    after the old ones.
+
+    Args:
+        df: `sweep`'s result.
+
+    Returns:
+        The ``go.Figure``. Traces: 0 GPU time (us), 1 workspace (MiB).
+    """
     field = str(df["field"].iloc[0]) if len(df) else ""
     ok = ok_rows(df)
     fig = new_figure(**SWEEP_GRID)

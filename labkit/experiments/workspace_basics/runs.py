@@ -19,8 +19,16 @@ LEGACY_DTYPES = tuple(DTYPE_PLAN)
 # ---- experiments ------------------------------------------------------------------------------
 @experiment
 def algorithms(spec: ConvSpec = BASE.replace(layout="NCHW"), workspace_limit_bytes: int = 1 << 30):
-    """The classic algorithm table (IMPLICIT_GEMM ... WINOGRAD_NONFUSED): status, workspace and
-    time as cuDNN's legacy ``cudnnFindConvolutionForwardAlgorithmEx`` reports them."""
+    """The classic algorithm table, as cuDNN's legacy ``cudnnFindConvolutionForwardAlgorithmEx`` reports it.
+
+    Args:
+        spec: the convolution (fprop).
+        workspace_limit_bytes: the most workspace Find may use.
+
+    Returns:
+        One row per algorithm (IMPLICIT_GEMM ... WINOGRAD_NONFUSED): status, workspace (bytes) and time
+        (us), after ``dtype`` and ``layout`` (`labkit.gpu.legacy.algorithm_table`).
+    """
     from ...gpu import legacy
 
     df = legacy.algorithm_table(as_spec(spec), workspace_limit_bytes=workspace_limit_bytes)
@@ -34,8 +42,18 @@ SWEEP_FIELDS = ("N", "C=K", "H=W", "R=S")
 
 @experiment
 def sweep(field: str = "N", values: Sequence[int] = (1, 2, 4, 8, 16, 32, 64), base: ConvSpec = BASE):
-    """GPU time, workspace and TFLOP/s of the heuristic plan as one dimension varies (``C=K``
-    moves both channel counts, ``H=W`` both spatial sizes, ``R=S`` the filter with 'same' padding)."""
+    """GPU time, workspace and TFLOP/s of the heuristic plan as one dimension varies.
+
+    Args:
+        field: "N"; "C=K" (both channel counts); "H=W" (both spatial sizes); or "R=S" (the filter,
+            with 'same' padding).
+        values: the values it takes.
+        base: the convolution varied.
+
+    Returns:
+        One row per value: ``field``, ``value``, dtype, layout, direction, ``flops``, then
+        `heuristic_row`'s plan, workspace (bytes), time (us), TFLOP/s and status.
+    """
 
     base = as_spec(base, "base")
     if field not in SWEEP_FIELDS:
@@ -66,10 +84,16 @@ def sweep(field: str = "N", values: Sequence[int] = (1, 2, 4, 8, 16, 32, 64), ba
 
 @experiment
 def workspace_sizes(spec: ConvSpec = BASE):
-    """Workspace of every candidate plan for each dtype x layout x direction of ``spec``'s shape:
-    how workspace depends on dtype, layout and direction (min / heuristic pick / max per variant).
-    ``plans_cut``: runtime-compiled plans still compiling when the change's compile budget was
-    spent (`labkit.gpu.builds.compile_budget_s`; fill and record wait for every plan)."""
+    """The workspace of every candidate plan, for each dtype x layout x direction of one shape.
+
+    Args:
+        spec: the convolution whose shape is kept.
+
+    Returns:
+        One row per variant: ``plans``, heuristic, min and max workspace (bytes), ``status``;
+        ``plans_cut``: runtime-compiled plans still compiling when the compile budget was spent
+        (`labkit.gpu.builds.compile_budget_s`; fill and record wait for every plan).
+    """
     import itertools
 
     from ...gpu import builds, engine

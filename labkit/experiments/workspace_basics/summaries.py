@@ -18,8 +18,17 @@ from ..core import beside
 
 
 def algorithms_summary(df) -> Text:
-    """Find's ranking of the classic algorithms, then what a workspace buys, from the replay
-    medians of the same convolution's frontend plans (`workspace_buys`)."""
+    """Find's ranking of the classic algorithms, then what a workspace buys.
+
+    What a workspace buys comes from the replay medians of the same convolution's frontend plans
+    (`workspace_buys`).
+
+    Args:
+        df: `algorithms`' result.
+
+    Returns:
+        Markdown, as a `Text`.
+    """
     ok = df[df["find_status"] == "ok"]
     fast = ok.loc[ok["time_us"].idxmin()]
     zero = ok[ok["query_workspace_bytes"] == 0]
@@ -101,6 +110,14 @@ def _overlap(a, b) -> bool:
 
 
 def workspace_sizes_summary(df) -> Text:
+    """The range of workspaces the heuristic's plans ask for across the variants of one shape.
+
+    Args:
+        df: `workspace_sizes`' result.
+
+    Returns:
+        Markdown, as a `Text`.
+    """
     ok = ok_rows(df)
     hi = ok.loc[ok["heuristic_workspace_bytes"].idxmax()]
     lo = ok.loc[ok["heuristic_workspace_bytes"].idxmin()]
@@ -153,8 +170,16 @@ def _other_runs(df, base) -> list:
 
 
 def base_point_runs(df) -> str:
-    """The sweep's base point beside the same convolution in the other runs at hand, and why they
-    differ: each run times it anew. Empty when there is nothing to compare."""
+    """The sweep's base point beside the same convolution in the other runs at hand.
+
+    It says why they differ: each run times it anew.
+
+    Args:
+        df: `sweep`'s result.
+
+    Returns:
+        Sentences, starting with a space; empty when there is nothing to compare.
+    """
     base = request_spec(df)
     mine = _base_point(df, base) if base is not None else None
     others = _other_runs(df, base) if mine is not None else []
@@ -184,8 +209,17 @@ def base_point_runs(df) -> str:
 
 
 def sweep_summary(df) -> Text:
-    """What the sweep on screen shows: time and FLOPs from end to end, and where the heuristic's
-    plan changes the workspace it asks for (each such switch named, with both sizes)."""
+    """What the sweep on screen shows: time and FLOPs from end to end, and where the workspace changes.
+
+    Each switch of the heuristic's plan that changes the workspace it asks for is named, with both
+    sizes.
+
+    Args:
+        df: `sweep`'s result.
+
+    Returns:
+        Markdown, as a `Text`.
+    """
     ok = ok_rows(df)
     f = str(df["field"].iloc[0])
     first, last = ok.iloc[0], ok.iloc[-1]

@@ -19,7 +19,14 @@ from .summaries import dims_only_summary, noise_sentence, pressure_summary, stra
 
 
 def recorded_calls(quick: bool = False) -> list:
-    """This lesson's (experiment, kwargs) calls in the recorded grid; ``quick``: the base call only."""
+    """This lesson's calls in the recorded grid.
+
+    Args:
+        quick: the base call only.
+
+    Returns:
+        (experiment, kwargs) pairs.
+    """
     return [
         ("strategies", dict(workload=w, repeats=strategies_repeats(w)))
         for w in (WORKLOADS[:1] if quick else WORKLOADS)

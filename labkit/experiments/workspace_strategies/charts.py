@@ -61,8 +61,14 @@ POOL_ALLOCATORS = {"cupy_pool": "MemoryPool.malloc", "async_pool": "MemoryAsyncP
 
 
 def allocator_of(strategy: str) -> str:
-    """Whose calls a strategy's ``alloc_calls`` counts: a pool's malloc for the caching pools,
-    cudaMalloc for the strategies that allocate their own memory."""
+    """Whose calls a strategy's ``alloc_calls`` counts.
+
+    Args:
+        strategy: the strategy as a result names it (its options after a space).
+
+    Returns:
+        A pool's malloc for the caching pools; "cudaMalloc" for the strategies that allocate their own.
+    """
     return POOL_ALLOCATORS.get(str(strategy).split(" ")[0], "cudaMalloc")
 
 
@@ -105,7 +111,14 @@ class _Table:
 
 
 def microseconds(v) -> str:
-    """A time label in the time axis's unit: ``10,160 us``."""
+    """A time label in the time axis's unit: ``10,160 us``.
+
+    Args:
+        v: microseconds.
+
+    Returns:
+        The label.
+    """
     return in_unit(v, "us")
 
 
@@ -185,9 +198,17 @@ def _log_range(values) -> dict:
 
 
 def mean_above_median(df) -> str:
-    """A sentence for the strategies whose time inside get/put (a mean per call) exceeds their host time
-    (the median call's), which includes the get/put: which number is which, and why they differ.
-    Empty when there is none."""
+    """A sentence for the strategies whose mean get/put exceeds their median host time.
+
+    Host time (the median call's) includes the get/put (a mean per call): the sentence says which
+    number is which, and why they differ.
+
+    Args:
+        df: `strategies`' result.
+
+    Returns:
+        The sentence; empty when there is no such strategy.
+    """
     ok = df[df["status"] == "ok"] if "status" in df.columns else df
     above = (
         ok[ok["strategy_us_per_call"] > ok["median_us"]] if "strategy_us_per_call" in ok.columns else ok[:0]
@@ -394,15 +415,21 @@ def _time_note(note: str) -> dict:
 
 
 def strategies_chart(df) -> go.Figure:
-    """Every workspace strategy on one workload: times per call on one log axis (marks, labelled),
-    counts and bytes as bars on linear axes from zero (every bar labelled: "0" and "0 B" drawn),
-    each part's legend above it.
+    """Every workspace strategy on one workload: times, allocations, memory and fallbacks.
 
-    Traces: 0 host median per call (us; whisker to the p95), 1 host time inside the strategy's
-    get/put, mean per call (us), 2 GPU wall time, mean per call (us), 3 allocator calls in the timed
-    pass, 4 allocator calls in the warm-up pass, 5 peak held (MiB), 6 held after the run (MiB),
-    7 fallbacks in the timed pass. A strategy that did not run has no mark and no bar, and its
-    labels say "not run"."""
+    Times per call are on one log axis (marks, labelled); counts and bytes are bars on linear axes
+    from zero (every bar labelled: "0" and "0 B" drawn), each part's legend above it. A strategy that
+    did not run has no mark and no bar, and its labels say "not run".
+
+    Args:
+        df: `strategies`' result.
+
+    Returns:
+        The ``go.Figure``. Traces: 0 host median per call (us; whisker to the p95), 1 host time inside
+        the strategy's get/put, mean per call (us), 2 GPU wall time, mean per call (us), 3 allocator
+        calls in the timed pass, 4 allocator calls in the warm-up pass, 5 peak held (MiB), 6 held
+        after the run (MiB), 7 fallbacks in the timed pass.
+    """
     t = _Table.of(df)
     fig = new_figure(**STRATEGIES_GRID)
     _time_traces(fig, t)

@@ -31,8 +31,17 @@ def _joined(names) -> str:
 
 
 def noise_sentence(df) -> str:
-    """Which strategies a learner cannot tell apart by host time: those whose median lies within
-    the lowest median's spread (from the lowest median to its p95)."""
+    """Which strategies a learner cannot tell apart by host time.
+
+    They are those whose median lies within the lowest median's spread (from the lowest median to
+    its p95).
+
+    Args:
+        df: `strategies`' result.
+
+    Returns:
+        The sentence, in Markdown.
+    """
     ok = ok_rows(df)
     best = ok.loc[ok["median_us"].idxmin()]
     tied = ok[ok["median_us"] <= best["p95_us"]]
@@ -62,8 +71,16 @@ def _none_ran(df) -> Optional[Text]:
 
 
 def strategies_summary(df) -> Text:
-    """What the strategies chart shows, as a lead line and one bullet per column: host time (and
-    its noise), allocations, GPU wall time, memory."""
+    """What the strategies chart shows: a lead line and one bullet per column.
+
+    The columns are host time (and its noise), allocations, GPU wall time and memory.
+
+    Args:
+        df: `strategies`' result.
+
+    Returns:
+        Markdown, as a `Text`.
+    """
     none = _none_ran(df)
     if none is not None:
         return none
@@ -144,9 +161,17 @@ def _scratchpad_regrows(fell, calls: int):
 
 
 def pressure_summary(df) -> Text:
-    """What the `pressure` workload shows, each surprise explained from the measurement: who fell
-    back and why (a strategy that makes its buffers at their first call makes them under the
-    pressure), what a failed allocation costs in CuPy's pool, and who was untouched."""
+    """What the `pressure` workload shows, each surprise explained from the measurement.
+
+    It says who fell back and why (a strategy that makes its buffers at their first call makes them
+    under the pressure), what a failed allocation costs in CuPy's pool, and who was untouched.
+
+    Args:
+        df: `strategies`' result for the pressure workload.
+
+    Returns:
+        Markdown, as a `Text`.
+    """
     from ...gpu.workloads import PRESSURE_FREE_BYTES
 
     none = _none_ran(df)
@@ -236,7 +261,14 @@ def pressure_summary(df) -> Text:
 
 
 def dims_only_summary(df) -> Text:
-    """What a dims-only key would hand out: same dims, different workspaces (from workspace_sizes)."""
+    """What a dims-only key would hand out: same dims, different workspaces.
+
+    Args:
+        df: `workspace_sizes`' result.
+
+    Returns:
+        Markdown, as a `Text`.
+    """
     ok = ok_rows(df)
     fp = ok[ok["direction"] == "fprop"].sort_values("heuristic_workspace_bytes")
     lo, hi = fp.iloc[0], fp.iloc[-1]

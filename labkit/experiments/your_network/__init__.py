@@ -110,7 +110,14 @@ __all__ = [
 
 # ---- the recorded grid ---------------------------------------------------------------------------
 def recorded_calls(quick: bool = False) -> list:
-    """This lesson's (experiment, kwargs) calls in the recorded grid; ``quick``: ResNet-50 only."""
+    """This lesson's calls in the recorded grid.
+
+    Args:
+        quick: ResNet-50 only.
+
+    Returns:
+        (experiment, kwargs) pairs.
+    """
     calls = [("network_report", dict(net=n, batch=32, dtype="fp16", layout="NHWC")) for n in RECORDED_PRESETS]
     return calls[:1] if quick else calls
 

@@ -16,8 +16,16 @@ from .tables import largest_request, tables_of
 
 
 def column(df, name: str, dtype=np.float64) -> np.ndarray:
-    """Column ``name`` of ``df`` as a numpy array of ``dtype`` (float: missing values NaN, a gap in
-    the chart); empty when ``df`` lacks it."""
+    """One column of a table as a numpy array.
+
+    Args:
+        df: the table.
+        name: the column.
+        dtype: the array's dtype; float makes missing values NaN (a gap in the chart).
+
+    Returns:
+        The array; empty when ``df`` lacks the column.
+    """
     if name not in df.columns:
         return np.array([], dtype=dtype)
     return (
@@ -42,16 +50,30 @@ LEGEND_CHARS = 64
 
 
 def timeline_entry(members: list) -> str:
-    """The legend entry of a memory-timeline line that stands for ``members`` (strategy labels),
-    wrapped at `LEGEND_CHARS` (lines joined by ``<br>``)."""
+    """The legend entry of a memory-timeline line that stands for several strategies.
+
+    Args:
+        members: the strategies' labels.
+
+    Returns:
+        The one label, or them all wrapped at `LEGEND_CHARS` (lines joined by ``<br>``).
+    """
     if len(members) == 1:
         return members[0]
     return wrap(f"{', '.join(members)} (one line: they hold about the same)", LEGEND_CHARS)
 
 
 def held_series(timeline) -> dict:
-    """Per strategy of a ``timeline`` table: (calls, bytes held during each, the layers), then a
-    step after the last call holding what the strategy still held after the pass."""
+    """The workspace each strategy held call by call, from a ``timeline`` table.
+
+    After the last call, a step holds what the strategy still held after the pass.
+
+    Args:
+        timeline: the report's ``timeline`` table.
+
+    Returns:
+        Strategy label -> (calls, bytes held during each, the layers), numpy arrays.
+    """
     out = {}
     if not len(timeline) or "strategy" not in timeline.columns:
         return out
@@ -70,10 +92,17 @@ def held_series(timeline) -> dict:
 
 
 def coinciding(timeline) -> list:
-    """The strategies of a ``timeline`` table in groups that hold the same bytes call by call and
-    after the pass (`held_series`; within `SAME_LINE` of the largest value: one line at the
-    chart's scale), in `REPORT_STRATEGIES` order; each group a list of strategy labels, its first
-    the one drawn."""
+    """The strategies of a ``timeline`` table in groups that hold the same bytes.
+
+    A group holds the same bytes call by call and after the pass (`held_series`), within `SAME_LINE`
+    of the largest value: one line at the chart's scale.
+
+    Args:
+        timeline: the report's ``timeline`` table.
+
+    Returns:
+        Lists of strategy labels in `REPORT_STRATEGIES` order, each list's first the one drawn.
+    """
     series = {label: y for label, (_, y, _) in held_series(timeline).items()}
     top = max((float(np.nanmax(v)) for v in series.values() if len(v)), default=0.0)
     known = [lab for lab, _, _ in REPORT_STRATEGIES]
@@ -104,12 +133,19 @@ REPORT_GRID = grid(
 
 
 def network_report_chart(df) -> go.Figure:
-    """Three panels. Traces: 0 heuristic plan's GPU time per call, 1 fastest plan's (us, bars per
-    call of the pass); 2-9 workspace held during each call of the first pass, one line per
-    strategy (`REPORT_STRATEGIES`, MiB); 10 pass time against the workspace cap (ms).
+    """The network report in three panels: plan times per call, workspace held, and the budget curve.
 
     Built from plain dicts (`labkit.draw.plain_figure`: 16 -> about 4 ms on a 2-core CPU machine;
-    tests/test_plain_figure.py validates them)."""
+    tests/test_plain_figure.py validates them).
+
+    Args:
+        df: `network_report`'s result.
+
+    Returns:
+        The ``go.Figure``. Traces: 0 heuristic plan's GPU time per call, 1 fastest plan's (us,
+        bars per call of the pass); 2-9 workspace held during each call of the first pass, one line
+        per strategy (`REPORT_STRATEGIES`, MiB); 10 pass time against the workspace cap (ms).
+    """
     layers, timeline, budget = tables_of(df, "layers", "timeline", "budget")
     traces = []
     # columns as numpy arrays (plotly copies an array as it is; a list it walks element by element)

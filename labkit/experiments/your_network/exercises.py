@@ -21,7 +21,14 @@ EXPLORE_NET = "vgg16"
 
 
 def report_frame(net: str = "resnet50"):
-    """The network report the lesson draws for ``net`` (batch 32, fp16 NHWC)."""
+    """The network report the lesson draws for a network (batch 32, fp16 NHWC).
+
+    Args:
+        net: a preset name.
+
+    Returns:
+        `network_report`'s result, from the results in use.
+    """
     return result("network_report", net=net, batch=32, dtype="fp16", layout="NHWC")
 
 

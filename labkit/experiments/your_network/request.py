@@ -39,15 +39,30 @@ KILL_GRACE_S = 15.0
 
 
 def step_budget_s() -> float:
-    """A report step's budget in seconds: `STEP_BUDGET_S`, or ``LABKIT_STEP_BUDGET_S`` when set."""
+    """A report step's budget.
+
+    Returns:
+        Seconds: `STEP_BUDGET_S`, or ``LABKIT_STEP_BUDGET_S`` when set.
+    """
     from ... import env
 
     return env.seconds_setting("LABKIT_STEP_BUDGET_S", STEP_BUDGET_S)
 
 
 def network_of(net, batch, dtype, layout, image) -> networks.Network:
-    """The `Network` a report request names: a preset name, or a list of layers given as
-    [name, ConvSpec or spec dict] pairs (what `labkit.report` passes for a list or a model)."""
+    """The `Network` a report request names.
+
+    Args:
+        net: a preset name, or a list of layers given as [name, ConvSpec or spec dict] pairs (what
+            `labkit.report` passes for a list or a model).
+        batch: images per batch; None: a preset's default, or each spec's own.
+        dtype: the dtype; None: a preset's default, or each spec's own.
+        layout: the layout; None: a preset's default, or each spec's own.
+        image: a preset's image size in pixels.
+
+    Returns:
+        The `Network`.
+    """
     if isinstance(net, str):
         return networks.layers_of(net, batch=batch, dtype=dtype, layout=layout, image=image)
     if isinstance(net, (list, tuple)):
@@ -64,7 +79,18 @@ def _pair_layer(item) -> networks.Layer:
 
 
 def pass_steps(layers: Sequence[networks.Layer], training: bool) -> List[Tuple[str, ConvSpec]]:
-    """(layer name, spec) for every convolution call of one pass, in order."""
+    """Every convolution call of one pass, in order.
+
+    With ``training``, the backward calls follow: dgrad and wgrad of each layer, last layer first (no
+    dgrad for the first layer, whose input needs no gradient).
+
+    Args:
+        layers: the network's layers.
+        training: forward plus backward.
+
+    Returns:
+        (layer name, `ConvSpec`) pairs.
+    """
     steps = [(lay.name, lay.spec) for lay in layers]
     if training:
         for i in reversed(range(len(layers))):

@@ -30,11 +30,24 @@ def network_report(
     training: bool = False,
     image=224,
 ):
-    """Every convolution of ``net`` (a preset name, or [name, ConvSpec] pairs) at ``batch``,
-    ``dtype``, ``layout``: per layer the heuristic, fastest and smallest-workspace plans (checked
-    against float64), every strategy over one pass, the memory timeline and the budget curve.
-    One long DataFrame; see the package doc (`labkit.experiments.your_network`) for its ``table`` s.
-    Each step runs in the worker process within `step_budget_s` (see the package doc)."""
+    """Every convolution of a network under every workspace strategy.
+
+    Per layer: the heuristic, fastest and smallest-workspace plans (checked against float64); then
+    every strategy over one pass, the memory timeline and the budget curve. Each step runs in the
+    worker process within `step_budget_s` (see the package docstring).
+
+    Args:
+        net: a preset name, or [name, ConvSpec] pairs.
+        batch: images per batch; None: a preset's default, or each spec's own.
+        dtype: the dtype; None: a preset's default, or each spec's own.
+        layout: the layout; None: a preset's default, or each spec's own.
+        training: forward plus backward (dgrad, wgrad).
+        image: a preset's image size in pixels.
+
+    Returns:
+        One long DataFrame; its ``table`` column names the table of each row (see the package
+        docstring, `labkit.experiments.your_network`).
+    """
     if not isinstance(training, bool):
         raise InvalidSpec("training", training, "must be True or False")
     network = network_of(net, batch, dtype, layout, image)

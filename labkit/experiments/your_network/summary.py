@@ -13,6 +13,14 @@ from .tables import cut_counts, largest_request, tables_of
 
 
 def network_report_summary(df) -> Text:
+    """What the report found: the calls, what was cut, the plans, the strategies and the budget.
+
+    Args:
+        df: `network_report`'s result.
+
+    Returns:
+        Markdown, as a `Text`.
+    """
     layers, strategies, budget = tables_of(df, "layers", "strategies", "budget")
     if not len(layers):
         return Text("No layers in this report.")
@@ -89,9 +97,18 @@ SAME_PEAK = 0.01
 
 
 def least_peak_sentence(strategies, layers) -> str:
-    """Which strategies held the least workspace at their peak, from the ``strategies`` and
-    ``layers`` tables (ok rows): every one at the least named, and those within `SAME_PEAK` of it
-    said to hold about the same (the chart draws them as one line)."""
+    """Which strategies held the least workspace at their peak.
+
+    Every one at the least is named, and those within `SAME_PEAK` of it are said to hold about the
+    same (the chart draws them as one line).
+
+    Args:
+        strategies: the report's ``strategies`` table (rows that ran).
+        layers: its ``layers`` table (rows that ran).
+
+    Returns:
+        The sentence, in Markdown.
+    """
     peaks = strategies.set_index("strategy")["peak_workspace_bytes"].astype(float)
     least = float(peaks.min())
     if not (layers["fastest_workspace_bytes"] > 0).any():
@@ -131,8 +148,15 @@ def _names(labels) -> str:
 
 
 def async_pool_sentence(strategies, layers) -> str:
-    """What async_pool holds against the largest request, from the ``strategies`` and ``layers`` tables
-    ("" without them); lesson 09's first exercise asks why it holds more."""
+    """What async_pool holds against the largest request (lesson 09's first exercise asks why).
+
+    Args:
+        strategies: the report's ``strategies`` table.
+        layers: its ``layers`` table.
+
+    Returns:
+        The sentence; empty without them, or when no call asks for a workspace and the pool holds none.
+    """
     pool = strategies[strategies["strategy"] == "async_pool"]
     if pool.empty or not len(layers):
         return ""
@@ -152,8 +176,14 @@ def async_pool_sentence(strategies, layers) -> str:
 
 
 def identical_passes_sentence(strategies) -> str:
-    """How far two passes that did the same work differ: the two keyed caches when neither evicted,
-    fell back or held other bytes ("" otherwise)."""
+    """How far two passes that did the same work differ: the two keyed caches.
+
+    Args:
+        strategies: the report's ``strategies`` table.
+
+    Returns:
+        The sentence; empty unless both caches ran with the same peak and allocations and no fallback.
+    """
     k = strategies[strategies["strategy"].str.startswith("keyed_cache")]
     if len(k) != 2:
         return ""

@@ -17,12 +17,28 @@ from .request import BUDGET_CAPS, TABLES
 
 
 def table_of(df, table: str):
-    """Rows of one of `TABLES` from a `network_report` frame, with only that table's columns."""
+    """One of `TABLES` from a `network_report` frame, with only that table's columns.
+
+    Args:
+        df: `network_report`'s result.
+        table: the table's name.
+
+    Returns:
+        Its rows; `InvalidSpec` for a name not in `TABLES`.
+    """
     return tables_of(df, table)[0]
 
 
 def tables_of(df, *tables: str) -> tuple:
-    """`table_of` for each of ``tables``, with the long frame's missing values found once."""
+    """`table_of` for several tables, the long frame's missing values found once.
+
+    Args:
+        df: `network_report`'s result.
+        *tables: the tables' names.
+
+    Returns:
+        One DataFrame per name, in order; `InvalidSpec` for a name not in `TABLES`.
+    """
     for table in tables:
         if table not in TABLES:
             raise InvalidSpec("table", table, f"must be one of {', '.join(TABLES)}")
@@ -46,10 +62,17 @@ def tables_of(df, *tables: str) -> tuple:
 
 
 def cut_counts(df) -> dict:
-    """What a report did not measure to the end: ``plans`` a budget cut or timed out (unknown),
-    ``slower_plans`` left after one eager call far slower than the best (known to lose),
-    ``wrong_plans`` left for a wrong result against float64, distinct ``layers`` whose step timed
-    out or whose worker died, ``strategies`` that did not finish."""
+    """What a report did not measure to the end.
+
+    Args:
+        df: `network_report`'s result.
+
+    Returns:
+        ``plans`` a budget cut or timed out (unknown), ``slower_plans`` left after one eager call far
+        slower than the best (known to lose), ``wrong_plans`` left for a wrong result against
+        float64, distinct ``layers`` whose step timed out or whose worker died, ``strategies`` that
+        did not finish.
+    """
     plans, layers, strategies = tables_of(df, "plans", "layers", "strategies")
     status = plans["status"] if len(plans) else []
     cut = int(sum(map(was_cut, status)))
@@ -80,6 +103,18 @@ def largest_request(layers) -> float:
 
 
 def layer_rows(steps, spec_id, groups, measured) -> List[dict]:
+    """The ``layers`` table's rows: one per call of the pass, with its measured summary.
+
+    Args:
+        steps: (layer name, spec) per call of the pass (`pass_steps`).
+        spec_id: `ConvSpec.key` -> its index in ``groups``.
+        groups: the distinct convolutions (`labkit.networks.unique`).
+        measured: index in ``groups`` -> its measured summary; a call not measured yet says
+            ``pending``.
+
+    Returns:
+        The rows, as dicts.
+    """
     out = []
     for order, (name, spec) in enumerate(steps):
         sid = spec_id[spec.key]
@@ -116,8 +151,19 @@ def _spec_columns(spec: ConvSpec) -> dict:
 
 
 def budget_rows(plans, steps_specs: List[Tuple[int, str]], caps=BUDGET_CAPS) -> List[dict]:
-    """The budget curve from timed plans: ``plans`` a DataFrame of the ``plans`` table,
-    ``steps_specs`` (spec_id, direction) per call of the pass. One row per cap."""
+    """The budget curve from timed plans: the pass time if each call used its fastest plan within a cap.
+
+    The time is a sum of measured plan times, not a new measurement.
+
+    Args:
+        plans: the ``plans`` table.
+        steps_specs: (spec_id, direction) per call of the pass.
+        caps: workspace caps in bytes; None for no cap.
+
+    Returns:
+        One ``budget`` row per cap: ``pass_gpu_us`` (NaN when a call has no plan that fits), calls
+        that change plan or have none, the peak workspace (bytes) and the ``slowdown`` against no cap.
+    """
     ok = plans[plans.status == "ok"]
     by_spec = {sid: sub for sid, sub in ok.groupby("spec_id")}
     best = {sid: float(sub.gpu_us.min()) for sid, sub in by_spec.items()}

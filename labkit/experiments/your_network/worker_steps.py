@@ -142,9 +142,17 @@ AHEAD_BUDGET_S = 30.0
 
 
 def ahead_step(specs: Sequence[ConvSpec]) -> int:
-    """In the worker process: plan every layer's graph and queue all their runtime-compiled plans
-    for its build workers (`labkit.gpu.engine.build_ahead`), so each `spec_step` finds its compiles
-    under way or done. Returns how many plans were queued."""
+    """In the worker process: plan every layer's graph and queue its runtime-compiled plans.
+
+    The plans go to the build workers (`labkit.gpu.engine.build_ahead`), so each `spec_step` finds its
+    compiles under way or done.
+
+    Args:
+        specs: the distinct convolutions of the report.
+
+    Returns:
+        How many plans were queued.
+    """
     from ...gpu import engine
 
     return engine.build_ahead([(s, "none", None) for s in specs])
@@ -172,10 +180,19 @@ def _pass_operands(steps) -> dict:
 
 
 def spec_step(spec: ConvSpec, budget_s: float, room: int) -> Tuple[dict, List[dict]]:
-    """One report step, run in the worker process (`labkit.gpu.isolated`): `_measure_spec` of
-    ``spec`` within ``budget_s`` seconds, with room in the graph cache for ``room`` graphs (every
-    graph of the pass stays built for the strategies' passes). A pass's operands kept by the
-    strategy steps of a report that did not finish are freed first."""
+    """One report step, run in the worker process (`labkit.gpu.isolated`): `_measure_spec` of a convolution.
+
+    A pass's operands kept by the strategy steps of a report that did not finish are freed first.
+
+    Args:
+        spec: the convolution.
+        budget_s: the step's budget, in seconds.
+        room: graphs the graph cache keeps (every graph of the pass stays built for the strategies'
+            passes).
+
+    Returns:
+        (the layer's summary, its ``plans`` rows).
+    """
     _drop_pass_operands()
     _keep_graphs(room)
     return _measure_spec(spec, Budget(budget_s, f"measuring {spec.label}"))
@@ -191,10 +208,24 @@ def strategy_step(
     room: int,
     last: bool = True,
 ) -> Tuple[dict, List[dict]]:
-    """One report step, run in the worker process: `_strategy_pass` under one strategy, each
-    call with the plan named in ``choice`` (spec key -> plan name), within ``budget_s`` seconds.
+    """One report step, run in the worker process: `_strategy_pass` under one strategy.
+
     The pass's inputs and outputs are made by the first strategy step and kept for the next ones
-    (about 1.3 s of a ResNet-50 pass at batch 32 on the H200, per strategy); ``last`` frees them."""
+    (about 1.3 s of a ResNet-50 pass at batch 32 on the H200, per strategy).
+
+    Args:
+        label: the strategy's label in the report.
+        name: its name for `labkit.gpu.workspace.make`.
+        options: its options.
+        steps: (layer name, spec) per call of the pass.
+        choice: spec key -> the name of the plan each call runs.
+        budget_s: the step's budget, in seconds.
+        room: graphs the graph cache keeps.
+        last: the last strategy step: it frees the pass's inputs and outputs.
+
+    Returns:
+        (the ``strategies`` row, the ``timeline`` rows).
+    """
     _keep_graphs(room)
     try:
         return _strategy_step(label, name, options, steps, choice, budget_s)
