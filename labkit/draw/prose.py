@@ -61,3 +61,18 @@ def where(df) -> str:
 
     a = df.attrs
     return f"{a.get('mode')} on {gpu_label(a.get('gpu'))}"
+
+
+def listed(items) -> str:
+    """Items as a sentence lists them: ``a``, ``a and b``, ``a, b and c``.
+
+    Args:
+        items: the items, in order (each written with `str`); at least one.
+
+    Returns:
+        The items, commas between them and "and" before the last.
+    """
+    items = [str(i) for i in items]
+    if len(items) == 1:
+        return items[0]
+    return f"{', '.join(items[:-1])} and {items[-1]}"

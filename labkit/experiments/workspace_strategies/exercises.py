@@ -69,8 +69,7 @@ MALLOC_SLOWDOWN = Exercise(
         "convolution itself runs about 50 us on the GPU: how long might a driver call that waits for "
         "it take?",
         "cudaFree returns only once the GPU has finished the convolution just launched, so the host "
-        "waits for "
-        "every call; count the convolution's time once more, plus the allocation.",
+        "waits for every call; count the convolution's time once more, plus the allocation.",
     ),
     wrong=_slowdown_wrong,
     example=1.5,
@@ -87,11 +86,8 @@ def _parse_strategy(answer) -> str:
     a = " ".join(answer.split()).lower()
     hit = [n for n in names if n.lower() == a] or [n for n in names if n.lower().startswith(a)]
     if len(hit) != 1:
-        raise InvalidSpec(
-            "answer",
-            answer,
-            "must name one strategy as the chart shows it: " + ", ".join(repr(n) for n in names),
-        )
+        shown = ", ".join(repr(n) for n in names)
+        raise InvalidSpec("answer", answer, f"must name one strategy as the chart shows it: {shown}")
     return hit[0]
 
 
@@ -108,18 +104,19 @@ def _falls_back_why(truth: str) -> str:
     biggest = _strategy(df, "malloc_per_call").peak_bytes  # malloc_per_call holds one workspace at a time
     rest = df[df["strategy"] != truth]
     budget = re.search(r"\((\d+) MiB", truth)
-    why = (
-        f" Its budget ({budget.group(1)} MiB) is smaller than the largest workspace this batch reaches "
-        f"({fmt_bytes(biggest)}): a request larger than the whole budget cannot be kept, so the Runner falls "
-        "back to a plan that fits."
-        if budget and int(budget.group(1)) * 2**20 < biggest
-        else ""
-    )
-    return (
-        f"{truth} ran {int(r.fallbacks)} of {int(r.calls)} calls with a smaller plan ({where(df)}).{why} "
+    ran = f"{truth} ran {int(r.fallbacks)} of {int(r.calls)} calls with a smaller plan ({where(df)})."
+    evicted = (
         f"It also evicted {int(r.evictions)} buffers to make room. Its GPU wall time per call: "
         f"{fmt_us(r.gpu_us)}, against {fmt_us(rest['gpu_us'].median())} for the median of the others."
     )
+    if budget and int(budget.group(1)) * 2**20 < biggest:
+        too_small = (
+            f"Its budget ({budget.group(1)} MiB) is smaller than the largest workspace this batch reaches "
+            f"({fmt_bytes(biggest)}): a request larger than the whole budget cannot be kept, so the Runner "
+            "falls back to a plan that fits."
+        )
+        return f"{ran} {too_small} {evicted}"
+    return f"{ran} {evicted}"
 
 
 FALLS_BACK = Exercise(
@@ -147,8 +144,7 @@ FALLS_BACK = Exercise(
 #: the reasons offered for cupy_pool's time under memory pressure
 POOL_REASONS = {
     "garbage_collector": "on each failed cudaMalloc, CuPy's pool frees its cached blocks, runs Python's "
-    "garbage "
-    "collector and tries again",
+    "garbage collector and tries again",
     "slow_plan": "the smaller plan it falls back to is that much slower on the GPU",
     "cudafree_wait": "each call's cudaFree waits for the GPU to finish",
     "full_memory": "a GPU with almost no free memory runs every kernel more slowly",
@@ -187,13 +183,12 @@ def _pool_wrong(answer: str, truth: str) -> Optional[str]:
         "slow_plan": (
             f"the other strategies that fell back took {fmt_us(fell['median_us'].min())} to "
             f"{fmt_us(fell['median_us'].max())} per call, and cupy_pool spent "
-            f"{fmt_us(pool.strategy_us_per_call)} "
-            "of each call on the host, inside its get/put, not on the GPU."
+            f"{fmt_us(pool.strategy_us_per_call)} of each call on the host, inside its get/put, "
+            "not on the GPU."
         ),
         "cudafree_wait": (
-            f"that is malloc_per_call's cost ({fmt_us(malloc.median_us)} per call here); cupy_pool's "
-            "put hands "
-            "the block back to its pool and calls no cudaFree."
+            f"that is malloc_per_call's cost ({fmt_us(malloc.median_us)} per call here); "
+            "cupy_pool's put hands the block back to its pool and calls no cudaFree."
         ),
         "full_memory": f"fixed_arena ran under the same pressure at {fmt_us(arena.median_us)} per call.",
     }.get(answer)

@@ -11,7 +11,7 @@ from ...draw.plots import (
     not_ok_note,
     ok_rows,
 )
-from ...draw.prose import Text, where
+from ...draw.prose import Text, listed, where
 from ..core import beside
 from .charts import allocator_of
 from .runs import strategies_repeats
@@ -22,12 +22,6 @@ from .runs import strategies_repeats
 def _strategy(df, name):
     rows = df[df["strategy"].str.split(" ").str[0] == name]
     return rows.iloc[0] if len(rows) else None
-
-
-def _joined(names) -> str:
-    """``a``, ``a and b``, ``a, b and c``."""
-    names = [str(n) for n in names]
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def noise_sentence(df) -> str:
@@ -45,16 +39,19 @@ def noise_sentence(df) -> str:
     ok = ok_rows(df)
     best = ok.loc[ok["median_us"].idxmin()]
     tied = ok[ok["median_us"] <= best["p95_us"]]
-    text = (
-        "**noise**: a strategy's calls spread from its median to its p95 (the whisker); the lowest median, "
-        f"{fmt_us(best['median_us'])} ({best['strategy']}), has its p95 at {fmt_us(best['p95_us'])}"
-    )
+    lowest, strategy, p95 = fmt_us(best["median_us"]), best["strategy"], fmt_us(best["p95_us"])
     if len(tied) > 1:
-        return text + (
-            f", and {len(tied)} of {len(ok)} medians lie within that ({_joined(tied['strategy'])}): at this "
-            "noise they cost the same."
+        return (
+            "**noise**: a strategy's calls spread from its median to its p95 (the whisker); "
+            f"the lowest median, {lowest} ({strategy}), has its p95 at {p95}, "
+            f"and {len(tied)} of {len(ok)} medians lie within that ({listed(tied['strategy'])}): "
+            "at this noise they cost the same."
         )
-    return text + ", and no other median lies within it."
+    return (
+        "**noise**: a strategy's calls spread from its median to its p95 (the whisker); "
+        f"the lowest median, {lowest} ({strategy}), has its p95 at {p95}, "
+        "and no other median lies within it."
+    )
 
 
 def _none_ran(df) -> Optional[Text]:
@@ -63,10 +60,64 @@ def _none_ran(df) -> Optional[Text]:
     if len(ok_rows(df)):
         return None
     first = df.iloc[0]
-    reason = f" {first['strategy']}: {first['reason']}" if first.get("reason") else ""
+    workload, statuses = df["workload"].iloc[0], not_ok_note(df, ("strategy",))
+    if first.get("reason"):
+        return Text(
+            f"Workload **{workload}** ({where(df)}): no strategy ran, so there is nothing to compare "
+            f"({statuses}). {first['strategy']}: {first['reason']}"
+        )
     return Text(
-        f"Workload **{df['workload'].iloc[0]}** ({where(df)}): no strategy ran, so there is nothing to "
-        f"compare ({not_ok_note(df, ('strategy',))}).{reason}"
+        f"Workload **{workload}** ({where(df)}): no strategy ran, so there is nothing to compare "
+        f"({statuses})."
+    )
+
+
+def _host_bullet(m, a) -> str:
+    """The host time per call of malloc_per_call (row ``m``) and fixed_arena (row ``a``)."""
+    malloc, arena, ratio = fmt_us(m.median_us), fmt_us(a.median_us), m.median_us / a.median_us
+    malloc_inside, arena_inside = fmt_us(m.strategy_us_per_call), fmt_us(a.strategy_us_per_call)
+    return (
+        f"**host time per call** (median): {malloc} for malloc_per_call, {arena} for fixed_arena "
+        f"({ratio:.1f}x); inside the strategy alone (its get and put, a mean per call) "
+        f"{malloc_inside} against {arena_inside};"
+    )
+
+
+def _allocations_bullet(ok, m, a) -> str:
+    """The allocations in the timed pass: malloc_per_call's (row ``m``), fixed_arena's (row ``a``) and
+    the caching pools' (requests, not cudaMalloc calls)."""
+    malloc_calls, malloc_ms = int(m.alloc_calls), m.alloc_us_total / 1000
+    arena = f"fixed_arena {int(a.alloc_calls)}"
+    if "warmup_alloc_calls" in ok.columns and a.warmup_alloc_calls > 0 and a.alloc_calls == 0:
+        arena = f"fixed_arena {int(a.alloc_calls)} (its one allocation came in the warm-up pass)"
+    pools = [r for _, r in ok.iterrows() if allocator_of(r.strategy) != "cudaMalloc" and r.alloc_calls]
+    pool_requests = ", ".join(f"{r.strategy} {int(r.alloc_calls)}" for r in pools)
+    if pools:
+        return (
+            f"**allocations**: malloc_per_call made {malloc_calls} cudaMalloc calls in the timed pass "
+            f"({malloc_ms:.1f} ms inside cudaMalloc/cudaFree), {arena}; "
+            f"{pool_requests} count requests to the pool, not cudaMalloc calls "
+            "(the pool serves most from blocks it keeps);"
+        )
+    return (
+        f"**allocations**: malloc_per_call made {malloc_calls} cudaMalloc calls in the timed pass "
+        f"({malloc_ms:.1f} ms inside cudaMalloc/cudaFree), {arena};"
+    )
+
+
+def _gpu_bullet(m, a) -> str:
+    """The GPU wall time per call of malloc_per_call (row ``m``) and fixed_arena (row ``a``), and
+    why malloc_per_call's is longer when it is (over 1.2x)."""
+    malloc, arena = fmt_us(m.gpu_us), fmt_us(a.gpu_us)
+    if m.gpu_us > 1.2 * a.gpu_us:
+        return (
+            f"**GPU wall time per call** (two events around the run, over the calls): "
+            f"{malloc} for malloc_per_call, {arena} for fixed_arena: not slower kernels but the GPU "
+            "idling while the host frees and allocates (each cudaFree waits for the GPU);"
+        )
+    return (
+        f"**GPU wall time per call** (two events around the run, over the calls): "
+        f"{malloc} for malloc_per_call, {arena} for fixed_arena;"
     )
 
 
@@ -92,48 +143,10 @@ def strategies_summary(df) -> Text:
     lead = f"Workload **{wl}** ({calls} calls per strategy after a warm-up pass, {where(df)}):"
     bullets = []
     if m is not None and a is not None:
+        bullets += [_host_bullet(m, a), _allocations_bullet(ok, m, a), _gpu_bullet(m, a)]
         bullets.append(
-            f"**host time per call** (median): {fmt_us(m.median_us)} for malloc_per_call, "
-            f"{fmt_us(a.median_us)} "
-            f"for fixed_arena ({m.median_us / a.median_us:.1f}x); inside the strategy alone (its get "
-            "and put, a mean per call) "
-            f"{fmt_us(m.strategy_us_per_call)} against {fmt_us(a.strategy_us_per_call)};"
-        )
-        arena_first = (
-            " (its one allocation came in the warm-up pass)"
-            if "warmup_alloc_calls" in ok.columns and a.warmup_alloc_calls > 0 and a.alloc_calls == 0
-            else ""
-        )
-        pools = [r for _, r in ok.iterrows() if allocator_of(r.strategy) != "cudaMalloc" and r.alloc_calls]
-        bullets.append(
-            f"**allocations**: malloc_per_call made {int(m.alloc_calls)} cudaMalloc calls in the timed pass "
-            f"({m.alloc_us_total / 1000:.1f} ms inside cudaMalloc/cudaFree), fixed_arena {int(a.alloc_calls)}"
-            f"{arena_first}"
-            + (
-                "; "
-                + ", ".join(f"{r.strategy} {int(r.alloc_calls)}" for r in pools)
-                + " count requests to the pool, not cudaMalloc calls (the pool serves most from blocks "
-                "it keeps)"
-                if pools
-                else ""
-            )
-            + ";"
-        )
-        idle = m.gpu_us > 1.2 * a.gpu_us
-        bullets.append(
-            f"**GPU wall time per call** (two events around the run, over the calls): {fmt_us(m.gpu_us)} for "
-            f"malloc_per_call, {fmt_us(a.gpu_us)} for fixed_arena"
-            + (
-                ": not slower kernels but the GPU idling while the host frees and allocates (each cudaFree "
-                "waits for the GPU);"
-                if idle
-                else ";"
-            )
-        )
-        bullets.append(
-            f"**memory**: the arena pays instead, holding {fmt_bytes(a.peak_bytes)} for a workload "
-            "whose largest "
-            f"workspace is {fmt_bytes(m.peak_bytes)};"
+            f"**memory**: the arena pays instead, holding {fmt_bytes(a.peak_bytes)} "
+            f"for a workload whose largest workspace is {fmt_bytes(m.peak_bytes)};"
         )
     bullets.append(noise_sentence(df))
     return Text(lead + "\n\n" + "\n".join(f"* {b}" for b in bullets))
@@ -158,6 +171,28 @@ def _scratchpad_regrows(fell, calls: int):
     if pad is None or not (pad.alloc_calls == calls == pad.fallbacks and pad.peak_bytes > 0):
         return None
     return pad
+
+
+def _pool_sentence(pool) -> str:
+    """Why cupy_pool (row ``pool``) is slow under memory pressure: what its pool does when a
+    cudaMalloc fails. Where its mean get/put exceeds its median call, says why."""
+    median, inside, p95 = fmt_us(pool.median_us), fmt_us(pool.strategy_us_per_call), fmt_us(pool.p95_us)
+    retries = (
+        "CuPy's pool answers a failed cudaMalloc by freeing its cached blocks and trying again, then by "
+        "running Python's garbage collector (gc.collect(), a pass over every Python object of this "
+        "process) and trying once more, before it raises (SingleDeviceMemoryPool._try_malloc in CuPy's "
+        "memory.pyx)."
+    )
+    if pool.strategy_us_per_call > pool.median_us:
+        return (
+            f"cupy_pool takes {median} per call (median) and spends on average {inside} per call inside "
+            "its get/put, on the host (more than its median call takes in all: a mean counts the slowest "
+            f"calls, p95 {p95}, in full): {retries}"
+        )
+    return (
+        f"cupy_pool takes {median} per call (median) and spends on average {inside} per call inside "
+        f"its get/put, on the host: {retries}"
+    )
 
 
 def pressure_summary(df) -> Text:
@@ -187,14 +222,17 @@ def pressure_summary(df) -> Text:
     held = ok[ok["fallbacks"] == 0]
     one = _one_conv(df)
     wanted = _strategy(ok_rows(one), "malloc_per_call").peak_bytes if one is not None else None
-    want = f" ({fmt_bytes(wanted)})" if wanted else ""
+    # what the heuristic's plan asks for, with its size where one_conv measured it
+    plan_wants = "the workspace the heuristic's plan wants"
+    plans_workspace = "the heuristic plan's workspace"
+    if wanted:
+        plan_wants = f"the workspace the heuristic's plan wants ({fmt_bytes(wanted)})"
+        plans_workspace = f"the heuristic plan's workspace ({fmt_bytes(wanted)})"
     if len(fell):
+        fallbacks = ", ".join(f"{r.strategy} {int(r.fallbacks)} of {calls}" for _, r in fell.iterrows())
         parts.append(
-            f"{len(fell)} of {len(ok)} strategies could not get the workspace the heuristic's plan "
-            f"wants{want} "
-            "and fell back to a plan needing less: "
-            + ", ".join(f"{r.strategy} {int(r.fallbacks)} of {calls}" for _, r in fell.iterrows())
-            + "."
+            f"{len(fell)} of {len(ok)} strategies could not get {plan_wants} "
+            f"and fell back to a plan needing less: {fallbacks}."
         )
     lazy = fell[
         (fell["alloc_calls"] == 0)
@@ -204,25 +242,27 @@ def pressure_summary(df) -> Text:
         & (fell["peak_bytes"] > 0)
     ]
     if len(lazy):
-        names = _joined(lazy["strategy"])
+        names, share = listed(lazy["strategy"]), _allocator_share(lazy)
         inside = lazy["strategy_us_per_call"]
+        fastest, slowest = fmt_us(inside.min()), fmt_us(inside.max())
+        held_bytes = fmt_bytes(lazy["peak_bytes"].max())
         parts.append(
-            f"{names} make each buffer at the first call that needs it, not before the run: here that "
-            "first call came after the pressure began, so the heuristic plan's buffer was never made. "
-            f"Each call asks again, and the failed cudaMalloc is {_allocator_share(lazy)} of the time "
-            f"inside their get/put ({fmt_us(inside.min())} to {fmt_us(inside.max())} per call, the "
-            "chart's diamonds); then each falls back and runs the plan whose "
-            f"{fmt_bytes(lazy['peak_bytes'].max())} buffer is all they ever held."
+            f"{names} make each buffer at the first call that needs it, not before the run: "
+            "here that first call came after the pressure began, so the heuristic plan's buffer was "
+            f"never made. Each call asks again, and the failed cudaMalloc is {share} of the time inside "
+            f"their get/put ({fastest} to {slowest} per call, the chart's diamonds); then each falls back "
+            f"and runs the plan whose {held_bytes} buffer is all they ever held."
         )
     grower = _scratchpad_regrows(fell, calls)
     if grower is not None:
+        strategy, held_bytes = grower.strategy, fmt_bytes(grower.peak_bytes)
+        timed, warmup = int(grower.alloc_calls), int(grower.warmup_alloc_calls)
         parts.append(
-            f"{grower.strategy} keeps one grow-only buffer per stream, yet made {int(grower.alloc_calls)} "
-            f"cudaMallocs in the timed pass and {int(grower.warmup_alloc_calls)} in the warm-up: one per "
-            f"call. Each call first asks for the heuristic plan's workspace{want}. To grow, the scratchpad "
-            f"frees the buffer it holds ({fmt_bytes(grower.peak_bytes)}) before it allocates the larger one "
-            "(its `_get`, shown in lesson 06); that cudaMalloc fails, the Runner falls back, and the "
-            "smaller plan's call finds no buffer and has one made again."
+            f"{strategy} keeps one grow-only buffer per stream, yet made {timed} cudaMallocs in the timed "
+            f"pass and {warmup} in the warm-up: one per call. Each call first asks for {plans_workspace}. "
+            f"To grow, the scratchpad frees the buffer it holds ({held_bytes}) before it allocates the "
+            "larger one (its `_get`, shown in lesson 06); that cudaMalloc fails, the Runner falls back, "
+            "and the smaller plan's call finds no buffer and has one made again."
         )
     for _, r in held.iterrows():
         parts.append(
@@ -232,30 +272,16 @@ def pressure_summary(df) -> Text:
     pool = _strategy(ok, "cupy_pool")
     others = ok[ok["strategy"].str.split(" ").str[0] != "cupy_pool"]
     if pool is not None and len(others) and pool.median_us > 10 * others["median_us"].max():
-        mean_high = (
-            " (more than its median call takes in all: a mean counts the slowest calls, p95 "
-            f"{fmt_us(pool.p95_us)}, in full)"
-            if pool.strategy_us_per_call > pool.median_us
-            else ""
-        )
-        parts.append(
-            f"cupy_pool takes {fmt_us(pool.median_us)} per call (median) and spends on average "
-            f"{fmt_us(pool.strategy_us_per_call)} per call inside its get/put, on the host{mean_high}: "
-            "CuPy's pool answers a failed cudaMalloc by freeing its cached blocks and trying again, then by "
-            "running Python's garbage collector (gc.collect(), a pass over every Python object of this "
-            "process) and trying once more, before it raises (SingleDeviceMemoryPool._try_malloc in CuPy's "
-            "memory.pyx)."
-        )
+        parts.append(_pool_sentence(pool))
     empty = fell[fell["peak_bytes"] == 0]
     if len(empty):
         parts.append(
-            f"{_joined(empty['strategy'])} got no workspace at all and ran a plan that needs none (peak 0 B)."
+            f"{listed(empty['strategy'])} got no workspace at all and ran a plan that needs none (peak 0 B)."
         )
     bad = df[df["status"] != "ok"] if "status" in df.columns else df.iloc[0:0]
     if len(bad):
-        parts.append(
-            f"{len(bad)} failed: " + "; ".join(f"{r.strategy}: {r.reason}" for _, r in bad.iterrows())
-        )
+        failures = "; ".join(f"{r.strategy}: {r.reason}" for _, r in bad.iterrows())
+        parts.append(f"{len(bad)} failed: {failures}")
     parts.append(noise_sentence(df))
     return Text(parts[0] + "\n\n" + "\n".join(f"* {p}" for p in parts[1:]))
 
@@ -273,16 +299,13 @@ def dims_only_summary(df) -> Text:
     fp = ok[ok["direction"] == "fprop"].sort_values("heuristic_workspace_bytes")
     lo, hi = fp.iloc[0], fp.iloc[-1]
     sizes = ok["heuristic_workspace_bytes"]
+    first, then = f"{lo['dtype']} {lo['layout']}", f"{hi['dtype']} {hi['layout']}"
+    stored, needed = lo.heuristic_workspace_bytes, hi.heuristic_workspace_bytes
     return Text(
         f"All {len(ok)} variants have the **same dims-only key**, yet their heuristic plans ask for "
-        f"{fmt_bytes(sizes.min())} to {fmt_bytes(sizes.max())}. Among forward convolutions alone: if "
-        f"{lo['dtype']} {lo['layout']} runs first, a dims-only cache stores "
-        f"{fmt_bytes(lo.heuristic_workspace_bytes)}; "
-        f"when {hi['dtype']} {hi['layout']} arrives with the same dims it gets that buffer back and needs "
-        f"{fmt_bytes(hi.heuristic_workspace_bytes)}: "
-        f"{fmt_bytes(hi.heuristic_workspace_bytes - lo.heuristic_workspace_bytes)} short. Handed to "
-        "cuDNN, that "
-        "buffer would be written past its end (labkit's Runner checks the size and refuses; a real "
-        "cache that "
-        "trusts its key does not)."
+        f"{fmt_bytes(sizes.min())} to {fmt_bytes(sizes.max())}. Among forward convolutions alone: "
+        f"if {first} runs first, a dims-only cache stores {fmt_bytes(stored)}; "
+        f"when {then} arrives with the same dims it gets that buffer back and needs {fmt_bytes(needed)}: "
+        f"{fmt_bytes(needed - stored)} short. Handed to cuDNN, that buffer would be written past its end "
+        "(labkit's Runner checks the size and refuses; a real cache that trusts its key does not)."
     )
