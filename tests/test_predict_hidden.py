@@ -122,10 +122,14 @@ def test_several_exercises_show_once_each_has_an_answer(capsys):
     capsys.readouterr()
 
 
-def test_a_figure_shows_in_the_output_not_in_the_cell_that_answers(capsys):
+def test_a_figure_shows_in_the_output_not_in_the_cell_that_answers(capsys, monkeypatch):
     """plotly's ``go.Figure`` displays itself (``_ipython_display_``): shown on an answer given in
-    another cell, it must land in the hidden answer's Output, in plotly's own format."""
+    another cell, it must land in the hidden answer's Output, in plotly's own format (the renderer
+    plotly picks in a Jupyter kernel; this process is none)."""
     import plotly.graph_objects as go
+    import plotly.io as pio
+
+    monkeypatch.setattr(pio.renderers, "default", "plotly_mimetype")
 
     h = check.after_answer("nchw_kernels", go.Figure(go.Bar(x=[1], y=[2])))
     check.nchw_kernels(3)

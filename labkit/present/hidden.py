@@ -57,9 +57,16 @@ def _display_data(item) -> dict:
     An object that displays itself (plotly's ``go.Figure`` has ``_ipython_display_``) would print
     into whichever cell runs now, not into the ``Output``: its formats are asked for instead.
     """
+    from IPython.core.formatters import DisplayFormatter
     from IPython.core.interactiveshell import InteractiveShell
 
-    formatter = InteractiveShell.instance().display_formatter
+    # the kernel's own formatter; outside one, a formatter of its own (making a shell would make
+    # every later get_ipython() answer as if a kernel ran: the prefetch worker would wait for its cells)
+    formatter = (
+        InteractiveShell.instance().display_formatter
+        if InteractiveShell.initialized()
+        else DisplayFormatter()
+    )
     itself = formatter.ipython_display_formatter
     enabled, itself.enabled = itself.enabled, False
     try:
