@@ -145,9 +145,10 @@ def probe_soon() -> None:
     """Start `environment`'s probe in a daemon thread, once per process, and return at once.
 
     The probe imports CuPy and the cuDNN frontend and initialises CUDA's driver (about 0.6 s on a
-    GPU host, some of it outside the GIL). A lesson's first cell starts it as it imports labkit's
-    modules (``from labkit import check, lessons, widgets``), so the two overlap and the cell's
-    banner, which needs the answer, waits for what is left of it.
+    GPU host, some of it outside the GIL). A lesson's first cell starts it as it reads
+    ``lessons.banner`` (`labkit.session.first_use`), so the probe and the import of the banner's
+    module overlap, and the banner, which needs the answer, waits for what is left of it. Nothing
+    starts it at an import.
     """
     global _probe_started
     with _probe_start_lock:

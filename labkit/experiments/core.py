@@ -323,28 +323,54 @@ def to_frame(rows):
 
 
 # ---- results for summaries and checks ----------------------------------------------------------
-_RESULT_SOURCE = None
+class ResultSource:
+    """Where `result` gets a summary's or a check's results: by running the experiment.
+
+    Live that measures; recorded it looks the rows up. A notebook's session puts its own source in
+    this one's place (`use_results`: `labkit.session.results.SessionResults`), so a lesson's text,
+    charts and checks share one measurement per request.
+    """
+
+    def result(self, name: str, at_hand_only: bool = False, **kwargs):
+        """The result of experiment ``name(**kwargs)``.
+
+        Args:
+            name: the experiment.
+            at_hand_only: None instead of measuring live.
+            **kwargs: its arguments.
+
+        Returns:
+            Its DataFrame, or None (``at_hand_only``, live).
+        """
+        from .. import env
+
+        if at_hand_only and env.mode().live:
+            return None
+        return registry()[name](**kwargs)
 
 
-def set_result_source(fn) -> None:
-    """Set where `result` gets results from.
+_results = ResultSource()
 
-    `labkit.session.lessons` plugs in its session cache, so a lesson's text, charts and checks share
-    one measurement per request.
+
+def use_results(source: ResultSource) -> ResultSource:
+    """Make ``source`` the one `result` reads from (`labkit.session.results.install`).
 
     Args:
-        fn: ``fn(name, at_hand_only, **kwargs)`` returns a DataFrame, or None when ``at_hand_only``
-            and measuring would be needed.
+        source: a `ResultSource`.
+
+    Returns:
+        The source it replaces.
     """
-    global _RESULT_SOURCE
-    _RESULT_SOURCE = fn
+    global _results
+    before, _results = _results, source
+    return before
 
 
 def result(name: str, at_hand_only: bool = False, **kwargs):
-    """An experiment's result for a summary or check.
+    """The result of experiment ``name(**kwargs)`` for a summary or check.
 
-    It comes from the session (see `set_result_source`), else from running the experiment (live:
-    measuring; recorded: looking it up).
+    It comes from the source in use (`use_results`; by default the experiment itself: live,
+    measured; recorded, looked up).
 
     Args:
         name: the experiment.
@@ -352,16 +378,9 @@ def result(name: str, at_hand_only: bool = False, **kwargs):
         **kwargs: its arguments.
 
     Returns:
-        The DataFrame; None when ``at_hand_only`` and it would have to be measured.
+        Its DataFrame, or None (``at_hand_only``, live, not at hand).
     """
-    if _RESULT_SOURCE is not None:
-        return _RESULT_SOURCE(name, at_hand_only, **kwargs)
-    if at_hand_only:
-        from .. import env
-
-        if env.mode().live:
-            return None
-    return registry()[name](**kwargs)
+    return _results.result(name, at_hand_only, **kwargs)
 
 
 def beside(df, name: str, **kwargs):

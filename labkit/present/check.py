@@ -26,7 +26,6 @@ from ..experiments import exercise as _records
 from ..experiments import exercises, hands_on_checks
 from ..experiments.exercise import Exercise, as_check
 from ..experiments.start_here import MODE
-from ..session import lessons  # noqa: F401  (lessons plugs its session results into the checks)
 from . import compare_check
 from .hidden import Hidden
 

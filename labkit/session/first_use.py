@@ -1,6 +1,11 @@
 """The modules a notebook imports by their short names (``from labkit import check, lessons,
 widgets``), each imported on its first use, so that a lesson's first cell waits only for the
-question whether a GPU is there (`labkit.session.warmup` imports them while the learner reads)."""
+question whether a GPU is there (`labkit.session.warmup` imports them while the learner reads).
+
+Two things start here, where a notebook asks for them, and nowhere at import: the machine's probe
+(`labkit.env.probe_soon`), when the first cell reads ``lessons.banner``; and this session's results
+as what summaries and checks read (`labkit.session.results.install`), when the lesson modules are
+imported (`import_public`)."""
 
 from __future__ import annotations
 
@@ -25,6 +30,9 @@ PUBLIC = {
 #: (public name, attribute) -> the light module that attribute lives in: a lesson's first cell calls
 #: ``lessons.banner()``, which needs none of the lessons' experiments and charts
 LIGHT = {("lessons", "banner"): "labkit.session.texts"}
+#: the public modules that answer from this session's results: importing one installs them
+#: (`labkit.session.results.install`)
+SESSION_MODULES = ("lessons", "widgets", "check", "compare", "compare_check")
 
 
 class OnFirstUse(types.ModuleType):
@@ -48,6 +56,8 @@ class OnFirstUse(types.ModuleType):
     def __getattr__(self, attr):
         light = LIGHT.get((self._public_name, attr))
         if light and PUBLIC[self._public_name] not in sys.modules:
+            # the banner asks whether a GPU is there: the probe runs while its module is imported
+            importlib.import_module("labkit.env").probe_soon()
             return getattr(importlib.import_module(light), attr)
         return getattr(self._target(), attr)
 
@@ -77,13 +87,15 @@ def import_public(name: str) -> types.ModuleType:
         The module.
     """
     with _public_import:
-        return importlib.import_module(PUBLIC[name])
+        module = importlib.import_module(PUBLIC[name])
+        if name in SESSION_MODULES:
+            importlib.import_module("labkit.session.results").install()
+        return module
 
 
 def public(name: str) -> types.ModuleType:
     """The public module ``name``: the module itself once it is imported, an `OnFirstUse` until then
-    (``env``: at once). The machine's probe starts here (`labkit.env.probe_soon`): a lesson's first
-    cell comes here first.
+    (``env``: at once).
 
     Args:
         name: a key of `PUBLIC`.
@@ -91,10 +103,8 @@ def public(name: str) -> types.ModuleType:
     Returns:
         The module, or its `OnFirstUse`.
     """
-    env = importlib.import_module("labkit.env")
-    env.probe_soon()
     if name == "env":
-        return env  # imported above: it need not wait for the warm-up's imports
+        return importlib.import_module(PUBLIC[name])  # light: it need not wait for the warm-up's imports
     if PUBLIC[name] in sys.modules:
         return import_public(name)
     return _on_first_use.setdefault(name, OnFirstUse(name))

@@ -41,7 +41,6 @@ from ..experiments.workspace_strategies import (  # noqa: F401
     strategies_summary,
 )
 from ..experiments.your_network import three_layers  # noqa: F401  (lesson 09's hands-on)
-from . import results
 from .results import (  # noqa: F401
     base,
     contended,
@@ -114,6 +113,3 @@ def summary(df) -> Optional[Text]:
     if (getattr(df, "attrs", {}) or {}).get("experiment") not in experiments.SUMMARIES:
         return None
     return experiments.summary(df)
-
-
-results.install()  # summaries and checks read this session's results

@@ -244,18 +244,41 @@ def base(**changes):
 # ---- display helpers ----------------------------------------------------------------------------
 
 
-def _session_result(name: str, at_hand_only: bool, **kwargs):
-    """`experiments.core.result`'s source while lessons are in use: this session's results (and,
-    live, this GPU's saved ones), so a summary or check never measures what a chart already has."""
-    if at_hand_only and not is_cached(name, **kwargs):
-        from .. import env
+class SessionResults(experiments.core.ResultSource):
+    """This session's results as the source summaries and checks read (`install`).
 
-        if env.mode().live:
-            return None
-    return data(name, **kwargs)
+    They are what the lesson's charts drew (and, live, this GPU's saved results), so a summary or
+    a check never measures a request again.
+    """
+
+    def result(self, name: str, at_hand_only: bool = False, **kwargs):
+        """The result of experiment ``name(**kwargs)`` from this session (`data`).
+
+        Args:
+            name: the experiment.
+            at_hand_only: live, None unless this session or this GPU's recording has it.
+            **kwargs: its arguments.
+
+        Returns:
+            Its DataFrame, or None (``at_hand_only``, live, not at hand).
+        """
+        if at_hand_only and not is_cached(name, **kwargs):
+            from .. import env
+
+            if env.mode().live:
+                return None
+        return data(name, **kwargs)
+
+
+#: this process's session: its results live in this module (`data`)
+SESSION = SessionResults()
 
 
 def install() -> None:
-    """Make this session's results the source of `labkit.experiments.core.result`: a summary or a
-    check then reads what the lesson's charts drew, and never measures it again."""
-    experiments.core.set_result_source(_session_result)
+    """Make this session's results (`SESSION`) the source of `labkit.experiments.core.result`.
+
+    A summary or a check then reads what the lesson's charts drew, and never measures it again. A
+    notebook's first use of ``lessons``, ``check`` or ``widgets`` calls it
+    (`labkit.session.first_use.import_public`).
+    """
+    experiments.core.use_results(SESSION)

@@ -5,7 +5,7 @@ template, and its FigureWidget class (plotly's renderers, nbformat and jsonschem
 2.4 s first panel on a 2-core CPU machine. The mode banner (a lesson's first cell) starts them once
 it has the answer to whether a GPU is there: that question imports CuPy and the cuDNN frontend and
 initialises CUDA (about 0.6 s on the GPU host), `labkit.env.probe_soon` asks it in a thread of its
-own from the cell's first import of a public module, and nothing else runs beside it, so the cell
+own from the cell's first read of ``lessons.banner``, and nothing else runs beside it, so the cell
 takes no longer than it. The steps, in order (`timeline`: when each ran; `seconds`: how long it
 took, or its error):
 
