@@ -36,14 +36,18 @@ SESSION_MODULES = ("lessons", "widgets", "check", "compare", "compare_check")
 
 
 class OnFirstUse(types.ModuleType):
-    """A public module (`PUBLIC`) not imported yet: reading, setting or deleting any of its
-    attributes imports it (a `LIGHT` attribute imports only its own module) and goes to it.
+    """A public module (`PUBLIC`) not imported yet: reading, setting or deleting an attribute imports it.
 
-    A lesson's first cell imports ``check``, ``lessons`` and ``widgets`` and shows the mode banner; the
+    A `LIGHT` attribute imports only its own module; anything else imports the module and goes to it.
+
+    A lesson's first cell imports ``check``, ``lessons`` and ``widgets`` and shows the mode banner. The
     modules themselves (plotly, ipywidgets and every lesson's experiments: about 1 s of imports on a
     GPU host) are imported by the warm-up thread the banner starts (`labkit.session.warmup`), while
     the learner reads, or by the first cell that uses them, whichever comes first: `import_public`'s
     lock makes the other wait for it.
+
+    Args:
+        name: the short name, a key of `PUBLIC`.
     """
 
     def __init__(self, name: str):

@@ -27,8 +27,14 @@ from ..errors import InvalidSpec, LabkitError
 
 @dataclass(frozen=True)
 class HandsOn:
-    """A hands-on cell's name, lesson, reference solution (source), and whether it starts on a
-    fresh GPU (else it goes on with the cell above's)."""
+    """A hands-on cell's reference solution.
+
+    Attributes:
+        name: the cell's name (``%%handson <name>``).
+        lesson: its lesson's number, e.g. ``"02"``.
+        source: the reference solution's source.
+        fresh: it starts on a fresh GPU (else it goes on with the cell above's).
+    """
 
     name: str
     lesson: str
@@ -58,7 +64,10 @@ def reference(name: str, lesson: str, source: str, *, fresh: bool = True) -> Han
 
 def register_topics() -> int:
     """Register the reference solution of every topic's hands-on cells (`labkit.experiments.hands_on`).
-    Returns how many."""
+
+    Returns:
+        How many were registered.
+    """
     from .. import experiments
 
     found = experiments.hands_on()
@@ -68,7 +77,11 @@ def register_topics() -> int:
 
 
 def using_reference() -> bool:
-    """Whether hands-on cells run their reference solution (``LABKIT_HANDSON=reference``)."""
+    """Whether hands-on cells run their reference solution (``LABKIT_HANDSON=reference``).
+
+    Returns:
+        True when they do.
+    """
     return os.environ.get("LABKIT_HANDSON", "").strip().lower() == "reference"
 
 
@@ -124,8 +137,11 @@ def run(name: str, cell: str, namespace: dict) -> bool:
 
 
 def register_magic() -> bool:
-    """Make ``%%handson`` available in this IPython kernel (no-op outside IPython). Returns
-    whether it is registered."""
+    """Make ``%%handson`` available in this IPython kernel (no-op outside IPython).
+
+    Returns:
+        Whether it is registered.
+    """
     if "IPython" not in sys.modules:  # not in IPython: no kernel or shell has imported it
         return False
     from IPython import get_ipython

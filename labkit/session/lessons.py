@@ -74,7 +74,14 @@ def device():
 
 
 def request_text(df) -> str:
-    """The request behind a DataFrame as JSON (for the curious)."""
+    """The request behind a result, for the curious.
+
+    Args:
+        df: an experiment's result.
+
+    Returns:
+        Its ``attrs['request']`` as JSON, keys sorted.
+    """
     return json.dumps(df.attrs.get("request"), sort_keys=True)
 
 
@@ -103,13 +110,26 @@ def provenance(df) -> Text:
 
 
 def chart(df):
-    """The chart for any experiment's DataFrame (by ``attrs['experiment']``): `labkit.experiments.chart`."""
+    """The chart for any experiment's result, by ``attrs['experiment']`` (`labkit.experiments.chart`).
+
+    Args:
+        df: an experiment's result.
+
+    Returns:
+        The ``go.Figure``.
+    """
     return experiments.chart(df)
 
 
 def summary(df) -> Optional[Text]:
-    """The summary for any experiment's DataFrame (by ``attrs['experiment']``); None for a
-    DataFrame that names no experiment."""
+    """The summary for any experiment's result, by ``attrs['experiment']``.
+
+    Args:
+        df: an experiment's result.
+
+    Returns:
+        Markdown, as a `Text`; None for a DataFrame that names no experiment with a summary.
+    """
     if (getattr(df, "attrs", {}) or {}).get("experiment") not in experiments.SUMMARIES:
         return None
     return experiments.summary(df)

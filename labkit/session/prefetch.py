@@ -66,7 +66,11 @@ class Stats:
 
 
 def enabled() -> bool:
-    """False when ``LABKIT_PREFETCH`` is ``0``/``off``/``no``/``false``."""
+    """Whether prefetching is on.
+
+    Returns:
+        False when ``LABKIT_PREFETCH`` is ``0``/``off``/``no``/``false``.
+    """
     from .. import env
 
     return env.switched_on("LABKIT_PREFETCH")
@@ -252,7 +256,11 @@ class Prefetcher(KernelActivity):
             self._queue.clear()
 
     def pending(self) -> int:
-        """Jobs queued or running."""
+        """Jobs queued or running.
+
+        Returns:
+            Their count.
+        """
         with self._cv:
             return len(self._queue) + (self._running is not None)
 
@@ -276,7 +284,11 @@ class Prefetcher(KernelActivity):
 
     # ---- the worker side -----------------------------------------------------------------------
     def should_stop(self) -> bool:
-        """True when the running job must give the GPU back (checked by `checkpoint`)."""
+        """Whether the running job must give the GPU back (checked by `checkpoint`).
+
+        Returns:
+            True when the prefetcher closes, a cell runs, or a foreground request wants another job's result.
+        """
         return self._closing or self._cells > 0 or any(k != self._running for k in self._foreground)
 
     def _start(self) -> None:

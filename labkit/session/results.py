@@ -60,8 +60,16 @@ def _has(key: str) -> bool:
 
 
 def contended(df) -> bool:
-    """Whether ``df`` was measured while another process used the GPU (`labkit.gpu.lock`: such a
-    result is shown marked, never saved, and measured again once the GPU is free)."""
+    """Whether a result was measured while another process used the GPU (`labkit.gpu.lock`).
+
+    Such a result is shown marked, never saved, and measured again once the GPU is free.
+
+    Args:
+        df: an experiment's result.
+
+    Returns:
+        True when its ``attrs['gpu_turn']`` names another process.
+    """
     turn = (getattr(df, "attrs", None) or {}).get("gpu_turn") or {}
     return bool(turn.get("contended_by"))
 
@@ -86,8 +94,18 @@ def _store(key: str, df) -> None:
 
 
 def is_cached(name: str, **kwargs) -> bool:
-    """Whether `data(name, **kwargs)` would be answered without measuring: from this session's
-    results or (live) from this GPU's own recording on disk (`labkit.store.localcache`)."""
+    """Whether `data` would answer a call without measuring.
+
+    It would from this session's results or, live, from this GPU's own recording on disk
+    (`labkit.store.localcache`).
+
+    Args:
+        name: the experiment.
+        **kwargs: its arguments.
+
+    Returns:
+        True when the answer is at hand.
+    """
     if _has(_key(name, kwargs)):
         return True
     from .. import env
@@ -157,16 +175,25 @@ def _keep(key: str, df) -> None:
 
 
 def data(name: str, force: bool = False, recording: Optional[str] = None, **kwargs):
-    """The DataFrame of experiment ``name`` for ``kwargs``: looked up (recorded), or live: from
-    this session's results, then this GPU's own recording on disk (`labkit.store.localcache`: saved
-    by any earlier session on this machine identity), else measured now and saved. ``force=True``
-    measures again (and replaces the saved result). Raises what the experiment raises
-    (`RecordedDataError` for a request that was not recorded). ``recording``: answer from that
-    shipped recording (a folder name under data/recordings, e.g. ``"h200"``), in any mode.
+    """An experiment's result for one call: looked up (recorded), or live, measured at most once.
 
-    Live, the measurement holds the GPU lock shared with the prefetch worker
+    Live, it comes from this session's results, then this GPU's own recording on disk
+    (`labkit.store.localcache`: saved by any earlier session on this machine identity), else it is
+    measured now and saved. The measurement holds the GPU lock shared with the prefetch worker
     (`labkit.session.prefetch`): a prefetch job for another request stops; one for this request is
-    waited for and its result used."""
+    waited for and its result used.
+
+    Args:
+        name: the experiment.
+        force: measure again (and replace the saved result).
+        recording: answer from that shipped recording (a folder name under data/recordings, e.g.
+            ``"h200"``), in any mode.
+        **kwargs: its arguments.
+
+    Returns:
+        The DataFrame. It raises what the experiment raises (`RecordedDataError` for a request that
+        was not recorded).
+    """
     from .. import env
 
     key = _key(name, kwargs)
@@ -203,11 +230,19 @@ def data(name: str, force: bool = False, recording: Optional[str] = None, **kwar
 
 
 def prefetch(name: str, requests) -> int:
-    """Live: measure experiment ``name`` for each kwargs dict in ``requests`` (in that order) in
-    the background while the kernel is idle, ahead of what was queued before (`labkit.session.prefetch`);
-    a request saved in this GPU's recording is read from disk instead. Requests already
-    answered, or invalid, are skipped. Returns how many were queued; 0 in recorded mode (a lookup
-    is already fast) or with ``LABKIT_PREFETCH=0``."""
+    """Live: measure an experiment for several requests in the background while the kernel is idle.
+
+    They go ahead of what was queued before (`labkit.session.prefetch`). A request saved in this
+    GPU's recording is read from disk instead; requests already answered, or invalid, are skipped.
+
+    Args:
+        name: the experiment.
+        requests: kwargs dicts, in the order they are measured.
+
+    Returns:
+        How many were queued; 0 in recorded mode (a lookup is already fast) or with
+        ``LABKIT_PREFETCH=0``.
+    """
     from .. import env
     from .prefetch import PREFETCHER
 
@@ -237,7 +272,14 @@ def forget() -> None:
 
 
 def base(**changes):
-    """The lessons' base convolution (`experiments.BASE`), with ``changes`` applied."""
+    """The lessons' base convolution (`experiments.BASE`), with changes applied.
+
+    Args:
+        **changes: field name -> new value.
+
+    Returns:
+        The `ConvSpec`.
+    """
     return experiments.BASE.replace(**changes) if changes else experiments.BASE
 
 

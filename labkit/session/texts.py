@@ -198,11 +198,15 @@ def _dated(rec, names) -> str:
 
 
 def start_build_workers() -> int:
-    """Live: start the worker processes that build runtime-compiled plans (`labkit.gpu.builds`)
-    in the background, so they are ready when the first chart needs them; at once. Returns how
-    many (0 in recorded mode, with ``LABKIT_BUILD_WORKERS=0``, or in a class: there the class's
-    shared recording answers most panels, and the workers start with the first plan a learner's
-    own measurement builds, `labkit.gpu.build_pool.in_class`)."""
+    """Live: start the worker processes that build runtime-compiled plans (`labkit.gpu.builds`), at once.
+
+    They start in the background, so they are ready when the first chart needs them. In a class the
+    class's shared recording answers most panels: the workers start with the first plan a learner's
+    own measurement builds (`labkit.gpu.build_pool.in_class`).
+
+    Returns:
+        How many; 0 in recorded mode, with ``LABKIT_BUILD_WORKERS=0``, or in a class.
+    """
 
     if not env.mode().live:
         return 0
@@ -274,7 +278,11 @@ def mode_note(full: bool = False) -> Text:
 
 
 def contents() -> Text:
-    """The lesson list, with links."""
+    """The lesson list, with links.
+
+    Returns:
+        A Markdown table, as a `Text`.
+    """
     rows = ["| notebook | question |", "| --- | --- |"]
     rows += [f"| [{n}]({n}.ipynb) | {q} |" for n, q in LESSONS]
     return Text("\n".join(rows))
