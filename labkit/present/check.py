@@ -48,8 +48,14 @@ def _lesson(lesson) -> str:
 
 
 def exercise_list(lesson: Optional[str] = None) -> list:
-    """Every exercise (`labkit.experiments.exercise.Exercise`) of a lesson, in the order it asks
-    them, or of every lesson."""
+    """Every exercise (`labkit.experiments.exercise.Exercise`) of a lesson, in the order it asks them.
+
+    Args:
+        lesson: the lesson's number, e.g. ``"03"``; None for every lesson.
+
+    Returns:
+        The exercises.
+    """
     return [
         fn.exercise
         for key, fns in EXERCISES.items()

@@ -81,7 +81,11 @@ _MADE: list = []
 
 
 def made() -> list:
-    """Every `Hidden` of this kernel still alive, in the order made (what a test reads)."""
+    """Every `Hidden` of this kernel still alive, in the order made (what a test reads).
+
+    Returns:
+        The `Hidden` objects.
+    """
     return [h for h in (r() for r in _MADE) if h is not None]
 
 

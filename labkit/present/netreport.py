@@ -37,11 +37,18 @@ from ..spec import dtype_name, layout_name
 
 @dataclass
 class Report:
-    """A network's workspace report. DataFrames: ``layers`` (one row per convolution call, in
-    order: ResNet-50 inference has 53), ``strategies`` (one row per strategy), ``timeline``
-    (workspace held during each call, per strategy), ``budget`` (pass time per workspace cap),
-    ``plans`` (every plan timed, per distinct spec). ``skipped``: convolution modules left out,
-    with the reason. ``provenance``: where the numbers come from. ``complete``: every call measured."""
+    """A network's workspace report.
+
+    Its DataFrames: ``layers`` (one row per convolution call, in order: ResNet-50 inference has 53),
+    ``strategies`` (one row per strategy), ``timeline`` (workspace held during each call, per
+    strategy), ``budget`` (pass time per workspace cap), ``plans`` (every plan timed, per distinct
+    spec). ``provenance``: where the numbers come from. ``complete``: every call measured.
+
+    Attributes:
+        frame: `network_report`'s long DataFrame.
+        network: the network's name.
+        skipped: convolution modules left out, with the reason.
+    """
 
     frame: object = field(repr=False)
     network: str = ""
@@ -133,11 +140,19 @@ class Report:
         )
 
     def figure(self):
-        """The report's chart: per-call GPU time, the memory timeline per strategy, the budget curve."""
+        """The report's chart: per-call GPU time, the memory timeline per strategy, the budget curve.
+
+        Returns:
+            The ``go.Figure``.
+        """
         return network_report_chart(self.frame)
 
     def summary(self):
-        """What the report says, in a few sentences (Markdown)."""
+        """What the report says, in a few sentences.
+
+        Returns:
+            Markdown, as a `Text`.
+        """
         return network_report_summary(self.frame)
 
     def _repr_markdown_(self) -> str:
@@ -147,8 +162,17 @@ class Report:
         )
 
     def write(self, out) -> Path:
-        """Write the tables as CSV, ``report.json`` (provenance, request, skipped, complete) and a
-        self-contained ``report.html`` (the chart and the tables) into folder ``out``."""
+        """Write the report into a folder: its tables as CSV, ``report.json`` and ``report.html``.
+
+        ``report.json`` holds the provenance, request, skipped modules and completeness; ``report.html``
+        is self-contained (the chart and the tables).
+
+        Args:
+            out: the folder (made if needed; checked first, `check_out`).
+
+        Returns:
+            The folder, as a Path.
+        """
         out = check_out(out)
         out.mkdir(parents=True, exist_ok=True)
         for name in TABLES:
@@ -284,13 +308,14 @@ def request_for(
     image=None,
     input_shape=None,
 ) -> Tuple[dict, str, tuple]:
-    """The `network_report` arguments for ``net``, checked before anything is measured.
+    """The `network_report` arguments for a network, checked before anything is measured.
 
     Args:
         net: a preset name, ``"module:callable"``, a torch ``nn.Module`` or a list of `ConvSpec`.
         batch: images per batch; None: `PRESET_BATCH` for a preset, the example input's first
             dimension for a model, each spec's own for a list.
-        dtype: any case (``"FP16"`` is ``"fp16"``); layout: any case.
+        dtype: any case (``"FP16"`` is ``"fp16"``).
+        layout: any case.
         training: forward plus backward (dgrad, wgrad).
         image: a preset's image size in pixels (None: `PRESET_IMAGE`); a model's size is its input.
         input_shape: a model's example input (N, C, H, W); only for a model.
@@ -372,17 +397,20 @@ def report(
     recording: Optional[str] = None,
     train=None,
 ) -> Report:
-    """The workspace report of ``net``: every convolution layer under every strategy.
+    """The workspace report of a network: every convolution layer under every strategy.
 
     Args:
         net: a preset name, a list of ConvSpec, a torch ``nn.Module`` with ``input_shape``, or
             ``"module:callable"`` naming a function that returns one (e.g.
             ``"torchvision.models:mobilenet_v3_large"``).
         batch: a preset's is 32 unless given; a model's is ``input_shape[0]``; a list keeps its own.
-        dtype, layout: any case; training: forward plus backward (dgrad, wgrad).
+        dtype: any case.
+        layout: any case.
+        training: forward plus backward (dgrad, wgrad).
         image: a preset's image size in pixels (default 224).
         input_shape: a model's example input (N, C, H, W).
-        force: measure again. recording: answer from that shipped recording (e.g. ``"h200"``).
+        force: measure again.
+        recording: answer from that shipped recording (e.g. ``"h200"``).
         train: not an option here (`InvalidSpec` pointing at ``training``).
 
     Returns:
@@ -399,7 +427,14 @@ def report(
 
 
 def parse_shape(text: str) -> Tuple[int, ...]:
-    """``"16,3,224,224"`` as (16, 3, 224, 224) (the CLI's ``--input-shape``)."""
+    """An input shape as the CLI's ``--input-shape`` gives it.
+
+    Args:
+        text: ``"16,3,224,224"`` (or ``16x3x224x224``).
+
+    Returns:
+        (16, 3, 224, 224); `InvalidSpec` for anything but whole numbers.
+    """
     try:
         return tuple(int(part) for part in str(text).replace("x", ",").split(",") if part.strip())
     except ValueError:
@@ -409,11 +444,17 @@ def parse_shape(text: str) -> Tuple[int, ...]:
 
 
 def main_report(args) -> int:
-    """``python -m labkit report NET [--input-shape N,C,H,W] [--batch B] [--image PX] [--dtype D]
-    [--layout L] [--training] --out DIR``: every argument and ``--out`` checked first, then the
-    report measured (live, with one progress bar) or looked up (recorded) and written into DIR.
+    """``python -m labkit report NET [--input-shape N,C,H,W] [--batch B] [--image PX] ... --out DIR``.
 
-    Ctrl-C writes what was measured so far, marked incomplete, and exits with 130.
+    Every argument and ``--out`` are checked first, then the report is measured (live, with one
+    progress bar) or looked up (recorded) and written into DIR. Ctrl-C writes what was measured so
+    far, marked incomplete, and exits with 130.
+
+    Args:
+        args: the parsed command line (also ``--dtype``, ``--layout``, ``--training``).
+
+    Returns:
+        The exit status.
     """
     from tqdm.auto import tqdm
 

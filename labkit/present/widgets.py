@@ -70,12 +70,18 @@ class Panel(_parts.Panel):
 
 
 class LabPanel(Panel):
-    """Lesson 07: one convolution, every spec control, any of the spec experiments as the chart
-    (``chart`` control), CSV export to ``results.csv``.
+    """Lesson 07: one convolution, every spec control, any of the spec experiments as the chart.
 
-    Switching the chart keeps the convolution on screen when it can; in recorded mode, when the
-    new chart was not recorded for it, the controls go back to that chart's base, and the status
-    line says so."""
+    The ``chart`` control picks the experiment; CSV export goes to ``results.csv``. Switching the
+    chart keeps the convolution on screen when it can; in recorded mode, when the new chart was not
+    recorded for it, the controls go back to that chart's base, and the status line says so.
+
+    Args:
+        chart: the experiment drawn first, one of `SPEC_EXPERIMENTS`.
+        live: measure live; default the mode labkit runs in.
+        fig_width: the figure's width, in pixels.
+        **initial: control name -> its first value.
+    """
 
     def __init__(
         self,
@@ -98,7 +104,11 @@ class LabPanel(Panel):
         self.box.children = (self.box.children[0], self.chart) + tuple(self.box.children[1:])
 
     def switch(self, chart: str) -> None:
-        """Show another experiment's chart for the convolution on screen."""
+        """Show another experiment's chart for the convolution on screen.
+
+        Args:
+            chart: the experiment, one of `SPEC_EXPERIMENTS`.
+        """
         if chart not in SPEC_EXPERIMENTS:
             raise InvalidSpec("chart", chart, f"must be one of {', '.join(SPEC_EXPERIMENTS)}")
         if self.chart.value != chart:
@@ -125,11 +135,25 @@ class LabPanel(Panel):
         return ["chart", *self.controls_state.shown]
 
     def options(self, name: str) -> list:
-        """The values control ``name`` offers now; for ``chart``, the experiments the lab draws."""
+        """The values a control offers now.
+
+        Args:
+            name: the control; ``chart`` offers the experiments the lab draws.
+
+        Returns:
+            The values.
+        """
         return list(SPEC_EXPERIMENTS) if name == "chart" else super().options(name)
 
     def value(self, name: str):
-        """Control ``name``'s value on screen (``chart``: the experiment drawn)."""
+        """A control's value on screen.
+
+        Args:
+            name: the control; ``chart`` is the experiment drawn.
+
+        Returns:
+            The value.
+        """
         return self.chart.value if name == "chart" else super().value(name)
 
 

@@ -35,7 +35,14 @@ def _trace_name(df, rec: str) -> str:
 
 
 def short_gpu(name: str) -> str:
-    """A GPU's one name on every chart (`labkit.env.gpu_label`): ``NVIDIA H100 80GB HBM3`` is ``H100 SXM``."""
+    """A GPU's one name on every chart (`labkit.env.gpu_label`): ``NVIDIA H100 80GB HBM3`` is ``H100 SXM``.
+
+    Args:
+        name: the GPU's CUDA name.
+
+    Returns:
+        The label.
+    """
     return gpu_label(name)
 
 
@@ -81,12 +88,21 @@ def _spread_of(df, rec: str, table, value: str):
 
 
 def figure(df, value: Optional[str] = None):
-    """The GPUs of a `frames` DataFrame on the same axes, every trace of one recording in a
-    ``legendgroup`` named after it: for the roofline each GPU's points, at each shape's intensity, under its
-    own roof (`labkit.ceilings`); for a sweep one line per GPU; for plans the fastest plans per
-    GPU with their spread, beside their time ratio; otherwise bars per row (dots on a log axis
-    where values span decades), each other GPU's labelled with its ratio to the first (and the
-    ratio's range under the timing spread where the frame holds one)."""
+    """The GPUs of a `frames` DataFrame on the same axes, every trace of one recording in one legend group.
+
+    For the roofline: each GPU's points, at each shape's intensity, under its own roof
+    (`labkit.ceilings`). For a sweep: one line per GPU. For plans: the fastest plans per GPU with
+    their spread, beside their time ratio. Otherwise: bars per row (dots on a log axis where values
+    span decades), each other GPU's labelled with its ratio to the first, and the ratio's range under
+    the timing spread where the frame holds one.
+
+    Args:
+        df: `frames`' result.
+        value: the column compared; default the experiment's (`comparable`).
+
+    Returns:
+        The ``go.Figure``; `InvalidSpec` for a ``value`` that is not a column.
+    """
     name = (getattr(df, "attrs", {}) or {}).get("experiment")
     comp = comparable(name)
     value = value or comp.value

@@ -19,7 +19,13 @@ from ...store import recordings as recs
 
 @dataclass(frozen=True)
 class Comparable:
-    """How one experiment compares: the columns that name a row, the value compared by default."""
+    """How one experiment compares across GPUs.
+
+    Attributes:
+        labels: the columns that name a row.
+        value: the column compared by default.
+        axis: that value's axis title.
+    """
 
     labels: Tuple[str, ...]
     value: str
@@ -82,7 +88,14 @@ def _recordings(names) -> list:
 
 
 def comparable(name: str) -> Comparable:
-    """How experiment ``name`` compares; `InvalidSpec` naming the rule for any other name."""
+    """How an experiment compares across GPUs.
+
+    Args:
+        name: the experiment.
+
+    Returns:
+        Its `Comparable`; `InvalidSpec` naming the rule for an experiment that is not compared.
+    """
     from ... import experiments
 
     if name in NOT_COMPARED:
@@ -97,13 +110,21 @@ def comparable(name: str) -> Comparable:
 
 
 def frames(name: str, recordings: Optional[Sequence] = None, **kwargs):
-    """Experiment ``name`` called with ``kwargs`` (as you would call ``labkit.experiments.<name>``),
-    answered by each recording: one DataFrame, columns ``recording`` and ``gpu`` first.
+    """An experiment's call answered by each recording, as one DataFrame.
 
     ``attrs``: ``experiment``, ``request``, ``recordings`` (names used, in order), ``provenance``
-    (recording -> GPU, cuDNN, frontend, date, complete, source), ``skipped`` (recording -> why it
-    is not in the frame) and a combined mode/gpu/cudnn/date that `labkit.draw.plots` titles read.
-    `RecordedDataError` when no recording has the call (the reasons listed)."""
+    (recording -> GPU, cuDNN, frontend, date, complete, source), ``skipped`` (recording -> why it is
+    not in the frame) and a combined mode/gpu/cudnn/date that `labkit.draw.plots` titles read.
+
+    Args:
+        name: the experiment.
+        recordings: the shipped recordings' names; None for every shipped one.
+        **kwargs: its arguments, as you would call ``labkit.experiments.<name>``.
+
+    Returns:
+        The rows, columns ``recording`` and ``gpu`` first; `RecordedDataError` when no recording has
+        the call (the reasons listed).
+    """
     import pandas as pd
 
     from ... import experiments
@@ -187,9 +208,16 @@ def describe(recordings: Optional[Sequence] = None, experiments: Optional[Sequen
 
 
 def ceilings_table(recordings: Optional[Sequence] = None, dtype: str = "fp16"):
-    """Each compared GPU on paper (`labkit.ceilings`, vendor datasheets): peak dense TFLOP/s for
-    ``dtype``, memory bandwidth (GB/s) and the ridge (FLOP/B where the two roofs meet); empty for a
-    GPU the table does not know."""
+    """Each compared GPU on paper (`labkit.ceilings`, vendor datasheets).
+
+    Args:
+        recordings: the shipped recordings' names; None for every shipped one.
+        dtype: the dtype whose peak is shown.
+
+    Returns:
+        One row per recording: peak dense TFLOP/s for ``dtype``, memory bandwidth (GB/s) and the ridge
+        (FLOP/B where the two roofs meet); empty for a GPU the table does not know.
+    """
     import pandas as pd
 
     rows = []
@@ -226,21 +254,37 @@ def _label_text(row, labels) -> str:
 
 
 def spread_columns(df, value: str) -> Optional[Tuple[str, str]]:
-    """The p10 and p90 columns of ``value`` (repeated timings of each row), when the frame has them."""
+    """The p10 and p90 columns of a value (repeated timings of each row).
+
+    Args:
+        df: a `frames` DataFrame.
+        value: the column.
+
+    Returns:
+        (p10 column, p90 column); None when the frame lacks them.
+    """
     lo, hi = f"{value}_p10", f"{value}_p90"
     return (lo, hi) if lo in df.columns and hi in df.columns else None
 
 
 def ratios(df, value: Optional[str] = None, baseline: str = recs.DEFAULT_RECORDING):
-    """Per row label (e.g. dtype, shape, plan): each recording's ``value`` (default: the
-    experiment's time column) and ``ratio <other>/<baseline>`` for every other recording
-    (below 1: the other GPU takes less time). A row that did not run (status not ok) or that a
-    recording lacks has no value, and its ratio is empty (NaN), never guessed.
+    """Each recording's value per row label, and its ratio to the baseline's.
 
-    Where the frame holds the spread of repeated timings (``<value>_p10`` and ``<value>_p90``:
-    plans, precision), ``ratio low`` and ``ratio high`` give the ratio's range under that spread
-    (the other GPU's p10 over the baseline's p90, and its p90 over the baseline's p10): a range
-    that holds 1 is no measured difference."""
+    A row that did not run (status not ok) or that a recording lacks has no value, and its ratio is
+    empty (NaN), never guessed. Where the frame holds the spread of repeated timings (``<value>_p10``
+    and ``<value>_p90``: plans, precision), ``ratio low`` and ``ratio high`` give the ratio's range
+    under that spread (the other GPU's p10 over the baseline's p90, and its p90 over the baseline's
+    p10): a range that holds 1 is no measured difference.
+
+    Args:
+        df: a `frames` DataFrame.
+        value: the column compared; default the experiment's time column.
+        baseline: the recording the others are divided by.
+
+    Returns:
+        One row per label (e.g. dtype, shape, plan): each recording's ``value`` and ``ratio
+        <other>/<baseline>`` for every other recording (below 1: the other GPU takes less time).
+    """
     import pandas as pd
 
     name = (getattr(df, "attrs", {}) or {}).get("experiment")
@@ -302,7 +346,15 @@ def ratios(df, value: Optional[str] = None, baseline: str = recs.DEFAULT_RECORDI
 
 
 def ratio_column(table, other: Optional[str] = None) -> str:
-    """The ratio column of a `ratios` table (the first other recording's unless ``other``)."""
+    """The ratio column of a `ratios` table.
+
+    Args:
+        table: `ratios`' result.
+        other: the recording compared; default the first other one.
+
+    Returns:
+        The column's name; `InvalidSpec` for a recording the table does not compare.
+    """
     others = table.attrs.get("others") or []
     other = other or (others[0] if others else None)
     if other not in others:
@@ -311,14 +363,32 @@ def ratio_column(table, other: Optional[str] = None) -> str:
 
 
 def ratio_range(table, col: str):
-    """The ``ratio low`` and ``ratio high`` columns of ratio column ``col`` (None without a spread)."""
+    """The range columns of one ratio column.
+
+    Args:
+        table: `ratios`' result.
+        col: a ratio column (`ratio_column`).
+
+    Returns:
+        (``ratio low ...``, ``ratio high ...``) columns; None without a spread.
+    """
     low, high = col.replace("ratio ", "ratio low ", 1), col.replace("ratio ", "ratio high ", 1)
     return (table[low], table[high]) if low in table.columns and high in table.columns else None
 
 
 def ratio_text(r, low=None, high=None) -> str:
-    """``0.89x`` or, with its range under the timing spread, ``0.891x [0.884–0.906]`` (three
-    decimals where two would print the same low and high)."""
+    """A ratio for a label: ``0.89x``, or with its range under the timing spread ``0.891x [0.884–0.906]``.
+
+    Three decimals are used where two would print the same low and high.
+
+    Args:
+        r: the ratio.
+        low: its lower end; None without a spread.
+        high: its upper end.
+
+    Returns:
+        The text; empty for a missing ratio.
+    """
     if plots.num(r) is None:
         return ""
     if plots.num(low) is None or plots.num(high) is None:
@@ -328,8 +398,17 @@ def ratio_text(r, low=None, high=None) -> str:
 
 
 def reference_spread(recordings: Sequence[str]) -> Optional[float]:
-    """The median p10-p90 spread of repeated timings, relative to the median, of the base
-    convolution's plans in ``recordings`` (what a single median of these GPUs may vary by)."""
+    """What a single median of these GPUs may vary by.
+
+    It is the median p10-p90 spread of repeated timings, relative to the median, of the base
+    convolution's plans in the recordings.
+
+    Args:
+        recordings: the recordings' names.
+
+    Returns:
+        The spread as a fraction; None when the plans are not at hand.
+    """
     try:
         plans = frames("plans", recordings=list(recordings))
     except LabkitError:
@@ -339,10 +418,19 @@ def reference_spread(recordings: Sequence[str]) -> Optional[float]:
 
 
 def summary(table, other: Optional[str] = None) -> Text:
-    """One paragraph from a `ratios` table: the median ratio, the largest gain and the largest loss
-    of ``other`` against the baseline, and the noise they are read against: the ratio ranges of a
-    table with a timing spread, or the spread of repeated timings of the base convolution's plans
-    on these GPUs (Markdown; every number from the data)."""
+    """One paragraph from a `ratios` table: the median ratio, the largest gain and the largest loss.
+
+    The numbers are read against the noise: the ratio ranges of a table with a timing spread, or the
+    spread of repeated timings of the base convolution's plans on these GPUs. Every number comes from
+    the data.
+
+    Args:
+        table: `ratios`' result.
+        other: the recording compared; default the first other one.
+
+    Returns:
+        Markdown, as a `Text`.
+    """
     if not table.attrs.get("others") and other is None:
         skipped = table.attrs.get("skipped", {})
         return Text(

@@ -185,7 +185,14 @@ class Controls:
         return [v for v in self.candidates(name, where) if self.recorded(self.moved(self.state, name, v))]
 
     def live_options(self, name: str) -> Tuple:
-        """Live: the values choice control ``name`` offers for this panel's experiment."""
+        """Live: the values a choice control offers for this panel's experiment.
+
+        Args:
+            name: the control.
+
+        Returns:
+            The values.
+        """
         return self.cfg.live_options.get(name, CONTROLS[name].live_options)
 
     def candidates(self, name: str, where: dict) -> list:
@@ -259,21 +266,42 @@ class Controls:
 
     # ---- requests -------------------------------------------------------------------------------
     def kwargs(self, state: dict) -> Optional[dict]:
-        """The experiment's arguments for ``state``; None when it is not a valid request."""
+        """The experiment's arguments for a state.
+
+        Args:
+            state: control name -> value.
+
+        Returns:
+            The arguments; None when the state is not a valid request.
+        """
         try:
             return self.cfg.kwargs(state)
         except (LabkitError, TypeError, ValueError, KeyError):
             return None
 
     def request(self, state: dict) -> Optional[dict]:
-        """The request (as recorded) ``state`` asks for; None when it is not a valid one."""
+        """The request, as recorded, a state asks for.
+
+        Args:
+            state: control name -> value.
+
+        Returns:
+            The request (`request_of`); None when the state is not a valid one.
+        """
         try:
             return request_of(self.cfg.experiment, **self.cfg.kwargs(state))
         except (LabkitError, TypeError, ValueError, KeyError):
             return None
 
     def recorded(self, state: dict) -> bool:
-        """Whether the recording holds ``state``'s request."""
+        """Whether the recording holds a state's request.
+
+        Args:
+            state: control name -> value.
+
+        Returns:
+            True when it does.
+        """
         req = self.request(state)
         return req is not None and request_key(req) in self.recorded_keys
 

@@ -55,11 +55,25 @@ class GPUPicker:
         return opts
 
     def value(self, experiment: str) -> str:
-        """The dropdown's value now ("" for this GPU live)."""
+        """The dropdown's value now.
+
+        Args:
+            experiment: the panel's experiment.
+
+        Returns:
+            The recording's name; "" for this GPU live.
+        """
         return self.name or ("" if self.can_measure else self.recording(experiment).name)
 
     def recording(self, experiment: str) -> Optional[recordings.Recording]:
-        """The recording that answers ``experiment`` (None: live on this GPU)."""
+        """The recording that answers an experiment.
+
+        Args:
+            experiment: the experiment.
+
+        Returns:
+            The `Recording`; None live on this GPU.
+        """
         if self.live:
             return None
         return recordings.named(self.name) if self.name else recordings.for_experiment(experiment)

@@ -52,18 +52,34 @@ class MeasurementJob:
 
     # ---- threads --------------------------------------------------------------------------------
     def next_generation(self) -> int:
-        """A new request: every older one is stale from now on."""
+        """A new request: every older one is stale from now on.
+
+        Returns:
+            The new generation.
+        """
         with self._lock:
             self.generation += 1
             return self.generation
 
     def current(self, generation: int) -> bool:
-        """Whether ``generation`` is the newest request's."""
+        """Whether a generation is the newest request's.
+
+        Args:
+            generation: a request's generation.
+
+        Returns:
+            True when it is.
+        """
         return generation == self.generation
 
     def start(self, work: Callable[[int], None]) -> None:
-        """Run ``work(generation)`` in a background thread once the previous one has stopped (it
-        stops at its next checkpoint: this request made it stale)."""
+        """Run work in a background thread once the previous one has stopped.
+
+        The previous one stops at its next checkpoint: this request made it stale.
+
+        Args:
+            work: ``work(generation)`` answers the request.
+        """
         with self._lock:
             self.generation += 1
             gen, prev = self.generation, self.thread
@@ -90,19 +106,38 @@ class MeasurementJob:
                 self._shown.set()
 
     def wait_shown(self, timeout: Optional[float] = None) -> bool:
-        """Block until the background request has something on screen (its first partial table, or
-        its whole answer or error), at most ``timeout`` seconds; True when it has."""
+        """Block until the background request has something on screen.
+
+        That is its first partial table, or its whole answer or error.
+
+        Args:
+            timeout: seconds at most; None for no limit.
+
+        Returns:
+            True when it has.
+        """
         return self._shown.wait(timeout)
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Stop the background request at its next checkpoint and wait for it (at most ``timeout``
-        seconds: a cuDNN call in flight is not interrupted)."""
+        """Stop the background request at its next checkpoint and wait for it.
+
+        A cuDNN call in flight is not interrupted.
+
+        Args:
+            timeout: seconds to wait at most.
+        """
         self.next_generation()
         self.wait(timeout)
 
     def wait(self, timeout: Optional[float] = None) -> bool:
-        """Block until the background measurement is drawn (at most ``timeout`` seconds; at once
-        from that measurement's own thread); True when none is running any more."""
+        """Block until the background measurement is drawn (at once from that measurement's own thread).
+
+        Args:
+            timeout: seconds at most; None for no limit.
+
+        Returns:
+            True when none is running any more.
+        """
         t = self.thread
         if t is not None and t is not threading.current_thread():
             t.join(timeout)
@@ -110,7 +145,11 @@ class MeasurementJob:
 
     # ---- one measurement ----------------------------------------------------------------------------
     def begin(self, generation: int) -> None:
-        """A request starts being answered (its times count from now)."""
+        """A request starts being answered (its times count from now).
+
+        Args:
+            generation: its generation, whose progress is shown from now.
+        """
         self.t0, self.last_partial, self.partial_draws, self.first_paint_ms = (
             time.perf_counter(),
             0.0,
@@ -133,7 +172,11 @@ class MeasurementJob:
         self._shown.set()
 
     def elapsed_ms(self) -> float:
-        """Milliseconds since the request being answered started."""
+        """Time since the request being answered started.
+
+        Returns:
+            Milliseconds.
+        """
         return (time.perf_counter() - self.t0) * 1000
 
     def painted(self) -> None:
@@ -143,8 +186,16 @@ class MeasurementJob:
         self._shown.set()
 
     def on_partial(self, make_frame, done: int, total: int, unit: str) -> None:
-        """A measurement in progress reports its table so far (`labkit.signals.progress`): draw it
-        (at most every `PARTIAL_EVERY_S`) and say how far it is."""
+        """A measurement in progress reports its table so far (`labkit.signals.progress`).
+
+        It is drawn at most every `PARTIAL_EVERY_S`, and the status line says how far it is.
+
+        Args:
+            make_frame: makes the table so far.
+            done: parts measured.
+            total: parts in all.
+            unit: what a part is, e.g. "plans timed".
+        """
         now = time.perf_counter()
         gap = max(self.PARTIAL_EVERY_S, self.DRAW_GAP_FACTOR * self.last_draw_s)
         if now - self.last_partial < gap or done >= total or self.drawing != self.generation:
@@ -161,9 +212,14 @@ class MeasurementJob:
         )
 
     def on_phase(self, phase: str) -> None:
-        """A measurement says where it is (`labkit.signals.progress.announce`): the panel shows a
-        wait for the GPU (another notebook's turn, `labkit.gpu.lock`) and its end; other phases are
-        the progress bar's."""
+        """A measurement says where it is (`labkit.signals.progress.announce`).
+
+        The panel shows a wait for the GPU (another notebook's turn, `labkit.gpu.lock`) and its end;
+        other phases are the progress bar's.
+
+        Args:
+            phase: the words, e.g. "waiting for the GPU ...".
+        """
         if self.drawing != self.generation:
             return
         if phase.startswith("waiting for the GPU"):

@@ -54,7 +54,12 @@ def fit(labels) -> dict:
 
 
 def fit_options(w, labels) -> None:
-    """Give a dropdown with a layout of its own room for its longest option (`fit`)."""
+    """Give a dropdown with a layout of its own room for its longest option (`fit`).
+
+    Args:
+        w: the dropdown.
+        labels: its options' labels.
+    """
     for k, v in fit(labels).items():
         setattr(w.layout, k, v)
 
@@ -138,7 +143,14 @@ def figure_widget(fig, width: Optional[int]):
 
 
 def header_html(controls: Controls) -> str:
-    """The panel's title and what answers it: live on this GPU, or which recording."""
+    """The panel's title and what answers it: live on this GPU, or which recording.
+
+    Args:
+        controls: the panel's `Controls`.
+
+    Returns:
+        HTML.
+    """
     from ... import env
 
     cfg = controls.cfg
@@ -177,7 +189,16 @@ class ControlLook:
         self.layouts: Dict[tuple, W.Layout] = {}  # (display, grid_column, min_width) -> the one shared
 
     def layout(self, display=None, grid_column=None, min_width=None) -> W.Layout:
-        """The layout of a control shown (``display`` None) or not ("none"), as wide as `fit` says."""
+        """The layout of a control, shared by every control that looks the same.
+
+        Args:
+            display: None to show it, "none" to hide it.
+            grid_column: its column in the grid of controls.
+            min_width: its least width (CSS), as `fit` says.
+
+        Returns:
+            The ``ipywidgets.Layout``.
+        """
         key = (display, grid_column, min_width)
         lay = self.layouts.get(key)
         if lay is None:
@@ -187,15 +208,28 @@ class ControlLook:
         return lay
 
     def relayout(self, w, **changes) -> None:
-        """Give control ``w`` the shared layout with ``changes`` (display, grid_column, min_width)."""
+        """Give a control the shared layout with some properties changed.
+
+        Args:
+            w: the control's widget.
+            **changes: ``display``, ``grid_column`` or ``min_width``.
+        """
         now = {k: getattr(w.layout, k) for k in ("display", "grid_column", "min_width")}
         lay = self.layout(**{**now, **changes})
         if lay is not w.layout:
             w.layout = lay
 
     def make(self, c: ControlDef, live: bool) -> W.Widget:
-        """Control ``c``'s widget: live, an int control is a text box; else a dropdown (recorded:
-        its options come with the state, `PanelView.sync`)."""
+        """A control's widget.
+
+        Args:
+            c: the control.
+            live: live, an int control is a text box; else a dropdown (recorded: its options come with
+                the state, `PanelView.sync`).
+
+        Returns:
+            The widget.
+        """
         desc = (c.recorded_label or c.label) if not live else c.label
         if live and c.kind == "int":
             return W.BoundedIntText(
