@@ -27,7 +27,11 @@ STRATEGY_COLUMNS = [
 
 
 def bench_dir() -> Path:
-    """data/bench (beside data/recordings): the benchmarks' CSVs."""
+    """The benchmarks' folder, data/bench (beside data/recordings).
+
+    Returns:
+        The path.
+    """
     return data_dir().parent / "bench"
 
 
@@ -50,7 +54,11 @@ def default_name(which: str, gpu_name: Optional[str] = None) -> str:
 
 
 def commit() -> str:
-    """This checkout's commit (short hash), "" where git or the repository is not at hand."""
+    """This checkout's commit.
+
+    Returns:
+        The short hash; "" where git or the repository is not at hand.
+    """
     try:
         root = Path(__file__).resolve().parents[2]
         out = subprocess.run(

@@ -85,7 +85,14 @@ def _as_probe(argv: List[str], timeout: float = 120) -> subprocess.CompletedProc
 
 
 def pwd_group(account: str) -> int:
-    """The primary group id of ``account``."""
+    """The primary group id of an account.
+
+    Args:
+        account: the account's name.
+
+    Returns:
+        The group id.
+    """
     import pwd
 
     return pwd.getpwnam(account).pw_gid
@@ -316,8 +323,15 @@ def check(s: Settings, *, python: Path, proxy) -> List[str]:
 
 
 def ports_free(ip: str, port: int) -> Optional[str]:
-    """None when the hub can listen on ``ip``:``port`` and 127.0.0.1 on the next two ports (its own
-    API and its proxy's); else one line naming the fix."""
+    """Whether the hub can listen on its port, and 127.0.0.1 on the next two (its own API and its proxy's).
+
+    Args:
+        ip: the address the hub listens on.
+        port: its port.
+
+    Returns:
+        None when it can; else one line naming the fix.
+    """
     for host, each in ((ip, port), ("127.0.0.1", port + 1), ("127.0.0.1", port + 2)):
         with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -251,7 +251,14 @@ def settings(section=None, environ=None) -> Settings:
 
 
 def learners_file(folder: Path) -> Path:
-    """The list of who may log in (one name a line, ``#`` starts a comment), in a class folder."""
+    """The list of who may log in (one name a line, ``#`` starts a comment), in a class folder.
+
+    Args:
+        folder: the class folder.
+
+    Returns:
+        The path of ``learners.txt`` there.
+    """
     return folder / "learners.txt"
 
 

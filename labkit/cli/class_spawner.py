@@ -104,11 +104,25 @@ class LearnerSpawner(LocalProcessSpawner):
         return await super().start()
 
     def make_preexec_fn(self, name):
-        """Run the server as the learner's account (not the hub's name for them)."""
+        """Run the server as the learner's account (not the hub's name for them).
+
+        Args:
+            name: the hub's name for the learner (unused: the account is this spawner's).
+
+        Returns:
+            The function the server's process runs before it starts.
+        """
         return set_user_setuid(self.account)
 
     def user_env(self, env):
-        """The account's USER, HOME and SHELL for the server's environment."""
+        """The account's USER, HOME and SHELL for the server's environment.
+
+        Args:
+            env: the environment JupyterHub made.
+
+        Returns:
+            ``env``, updated.
+        """
         entry = pwd.getpwnam(self.account)
         env.update(USER=self.account, HOME=entry.pw_dir, SHELL=entry.pw_shell or "/bin/bash")
         return env

@@ -323,7 +323,14 @@ def _take_gpu_back(gpus: spread.Spread):
 
 
 def url_text(s: Settings) -> str:
-    """The address learners open: the hub's address, or this host's reachable one."""
+    """The address learners open: the hub's address, or this host's reachable one.
+
+    Args:
+        s: the class's `Settings`.
+
+    Returns:
+        The URL.
+    """
     host = s.ip if s.ip not in ("", "0.0.0.0", "::") else reachable_address()
     host = f"[{host}]" if ":" in host else host
     return f"{'https' if s.tls_cert else 'http'}://{host}:{s.port}/"

@@ -16,7 +16,11 @@ GPU_BENCHES = ("strategies", "vs-torch")
 
 
 def parser() -> argparse.ArgumentParser:
-    """The ``python -m labkit`` argument parser (every command and option)."""
+    """The ``python -m labkit`` argument parser (every command and option).
+
+    Returns:
+        The ``argparse.ArgumentParser``.
+    """
     top = argparse.ArgumentParser(prog="python -m labkit", description=__doc__.split("\n")[0])
     sub = top.add_subparsers(dest="command", required=True)
     sub.add_parser("doctor", help="what this machine has, the mode and why, what to install to go live")

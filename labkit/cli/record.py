@@ -33,7 +33,11 @@ from ..version import __version__
 
 
 def git_commit() -> Optional[str]:
-    """HEAD of this checkout, or ``LABKIT_GIT_COMMIT`` (a copied tree, e.g. on a GPU host, has no .git)."""
+    """HEAD of this checkout, or ``LABKIT_GIT_COMMIT`` (a copied tree, e.g. on a GPU host, has no .git).
+
+    Returns:
+        The commit's hash; None when neither gives a valid one.
+    """
     sha = os.environ.get("LABKIT_GIT_COMMIT", "")
     if not sha:
         try:
@@ -245,6 +249,14 @@ def _record_calls(out: Path, calls, done: set, fns: dict, seen: dict) -> None:
 
 
 def size_on_disk(path: Path) -> int:
+    """The bytes the files under a folder take.
+
+    Args:
+        path: the folder.
+
+    Returns:
+        Their total size, in bytes.
+    """
     return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
 
 

@@ -73,8 +73,17 @@ def _row(call: str, host_us: float = math.nan, **kw) -> dict:
 
 
 def events_and_syncs(dev) -> List[dict]:
-    """cudaEventRecord, cudaEventQuery, cudaEventSynchronize, cudaStreamWaitEvent,
-    cudaStreamSynchronize and cudaDeviceSynchronize, each on idle streams (its own time)."""
+    """The event and synchronisation calls, each on idle streams (its own time).
+
+    They are cudaEventRecord, cudaEventQuery, cudaEventSynchronize, cudaStreamWaitEvent,
+    cudaStreamSynchronize and cudaDeviceSynchronize.
+
+    Args:
+        dev: the device.
+
+    Returns:
+        One row per call, its median host time in ``host_us``.
+    """
     s1, s2 = dev.stream(), dev.stream()
     ev = dev.record_event(s1)
     ev.wait()
@@ -134,8 +143,18 @@ def allocations(dev, sizes: List[int], hold=None) -> List[dict]:
 
 
 def pools(dev, sizes: List[int]) -> List[dict]:
-    """The pools: a warm request and its free (per pool), the async pool's growth by each chunk
-    size, and its release; every block freed and the device idle before each release."""
+    """The pools' calls, timed.
+
+    A warm request and its free (per pool), the async pool's growth by each chunk size, and its
+    release; every block is freed and the device idle before each release.
+
+    Args:
+        dev: the device.
+        sizes: the allocation sizes, bytes (the async pool's chunks are made from them).
+
+    Returns:
+        The rows.
+    """
     s = dev.stream()
     rows = []
     for kind in ("caching", "async"):
@@ -346,9 +365,17 @@ def write(recording: str) -> Path:
 
 
 def sizes_to_calibrate(recorded: Recorded) -> List[int]:
-    """Every allocation size the fidelity's sequences ask of the simulator (each convolution's
-    default plan's workspace, the async pool's chunk for it, the fixed arena), then a grid of
-    powers of two from 512 B to 1 GiB."""
+    """Every allocation size the fidelity's sequences ask of the simulator, then a grid.
+
+    The sizes are each convolution's default plan's workspace, the async pool's chunk for it and the
+    fixed arena; the grid is the powers of two from 512 B to 1 GiB.
+
+    Args:
+        recorded: the recording the simulator reads.
+
+    Returns:
+        The sizes in bytes, sorted.
+    """
     out = {1 << 30, *(1 << k for k in range(9, 31))}
     for spec in _specs():
         try:
@@ -362,6 +389,13 @@ def sizes_to_calibrate(recorded: Recorded) -> List[int]:
 
 
 def median(values) -> float:
-    """The median of a non-empty list (nan for none)."""
+    """The median of some values.
+
+    Args:
+        values: numbers.
+
+    Returns:
+        Their median; NaN for none.
+    """
     values = list(values)
     return float(statistics.median(values)) if values else math.nan

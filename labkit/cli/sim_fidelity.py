@@ -83,7 +83,14 @@ def recording_for(gpu_name: str) -> str:
 
 
 def configurations(workload_names=sequences.FIDELITY_WORKLOADS):
-    """Every (workload, strategy, options, streams, launch) the fidelity runs."""
+    """Every configuration the fidelity runs.
+
+    Args:
+        workload_names: the workloads.
+
+    Yields:
+        (workload, strategy, options, streams, launch).
+    """
     for w in workload_names:
         for name, opts in workloads.BENCH_STRATEGIES:
             for streams in sequences.STREAMS:
@@ -130,7 +137,16 @@ def compare(live: Optional[dict], sim: dict) -> dict:
 
 
 def race_rows(recorded: Recorded, live: bool) -> List[dict]:
-    """Lesson 06's race, simulated and (``live``) measured now, per scratchpad and configuration."""
+    """Lesson 06's race, simulated and measured now, per scratchpad and configuration.
+
+    Args:
+        recorded: the recording the simulator reads.
+        live: also run the race on this GPU.
+
+    Returns:
+        One row per (launch, streams, scratchpad): the simulated corrupted outputs and, live, the
+        measured ones and whether the verdicts match.
+    """
     rows = []
     for launch, streams in RACE_CASES:
         for shared in (True, False):
@@ -297,8 +313,16 @@ def _line(r: dict) -> str:
 
 
 def summary(df: pd.DataFrame) -> str:
-    """How many configurations meet each goal, and by how much the others miss (or, in a dry run,
-    how many simulate fully)."""
+    """How many configurations meet each goal, and by how much the others miss.
+
+    In a dry run, it says how many simulate fully.
+
+    Args:
+        df: the fidelity table (`run`).
+
+    Returns:
+        Lines of text.
+    """
     seq = df[df.workload != "race"]
     race = df[df.workload == "race"]
     lines = [f"{len(seq)} sequences, {len(race)} race configurations, simulated: {seq.source.iloc[0]}"]
