@@ -5,6 +5,7 @@ Never timed assertions: these are measurements to read. ``vs-torch`` is `labkit.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -57,8 +58,11 @@ def commit() -> str:
     """This checkout's commit.
 
     Returns:
-        The short hash; "" where git or the repository is not at hand.
+        The short hash: ``LABKIT_GIT_COMMIT`` where it is set (a copied tree on a GPU host can carry
+        a stale or no .git), else git's; "" where neither is at hand.
     """
+    if os.environ.get("LABKIT_GIT_COMMIT"):
+        return os.environ["LABKIT_GIT_COMMIT"][:7]
     try:
         root = Path(__file__).resolve().parents[2]
         out = subprocess.run(

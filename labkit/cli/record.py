@@ -33,10 +33,11 @@ from ..version import __version__
 
 
 def git_commit() -> Optional[str]:
-    """HEAD of this checkout, or ``LABKIT_GIT_COMMIT`` (a copied tree, e.g. on a GPU host, has no .git).
+    """The commit measured.
 
     Returns:
-        The commit's hash; None when neither gives a valid one.
+        ``LABKIT_GIT_COMMIT`` where it is set (a copied tree on a GPU host can carry a stale or no
+        .git), else HEAD of this checkout; None when neither is a commit hash.
     """
     sha = os.environ.get("LABKIT_GIT_COMMIT", "")
     if not sha:
