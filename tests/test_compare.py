@@ -15,6 +15,12 @@ pytestmark = pytest.mark.usefixtures("recorded_mode")
 BOTH = ["h100-sxm", "h200"]
 
 
+def recorded_on(recording: str, name: str) -> str:
+    """The date the recording's metadata gives for one experiment (read from the file itself)."""
+    meta = json.loads((recordings.data_dir() / recording / "metadata.json").read_text())
+    return meta["experiments"][name]["date"]
+
+
 def raw(recording: str, name: str, request: dict):
     """Rows of the CSV itself for one request (no labkit lookup in between)."""
     df = pd.read_csv(recordings.data_dir() / recording / f"{name}.csv")
@@ -30,7 +36,7 @@ def test_frames_hold_both_gpus_with_provenance(name):
     assert set(df["gpu"]) == {"NVIDIA H100 80GB HBM3", "NVIDIA H200"}
     assert df.attrs["skipped"] == {}
     prov = df.attrs["provenance"]
-    assert prov["h100-sxm"]["date"] == "2026-11-22" and prov["h200"]["date"] == "2026-11-23"
+    assert [prov[rec]["date"] for rec in BOTH] == [recorded_on(rec, name) for rec in BOTH]
     assert prov["h200"]["complete"] is True and prov["h100-sxm"]["complete"] is True
     assert prov["h200"]["cudnn_backend"] == "9.19.0"
     request = experiments.request_of(name, **kwargs)
@@ -103,9 +109,14 @@ def test_figure_has_one_trace_group_per_gpu_and_both_provenances(name):
     gpus = [t for t in fig.data if t.showlegend is not False]
     assert [t.legendgroup for t in gpus] == BOTH
     assert {t.legendgroup for t in fig.data} == set(BOTH)
-    assert [t.name for t in gpus] == ["H100 SXM (2026-11-22)", "H200 SXM (2026-11-23)"]
+    dates = [recorded_on(rec, name) for rec in BOTH]
+    assert [t.name for t in gpus] == [f"H100 SXM ({dates[0]})", f"H200 SXM ({dates[1]})"]
     title = fig.layout.title.text
-    assert "H100 SXM vs H200 SXM" in title and "cuDNN 9.19.0" in title and "2026-11-22 / 2026-11-23" in title
+    assert (
+        "H100 SXM vs H200 SXM" in title
+        and "cuDNN 9.19.0" in title
+        and " / ".join(dict.fromkeys(dates)) in title
+    )
 
 
 def test_roofline_figure_draws_both_roofs_from_ceilings():

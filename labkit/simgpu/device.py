@@ -6,8 +6,8 @@ its ``SOURCES`` names every file and column; ``sim_costs`` is data/bench/sim_cos
 seam's calls timed on that GPU by ``bench sim-fidelity --calibrate``, read before the recording):
 
 1. **One host, one clock.** Every host call costs its measured time (microseconds) and nothing
-   else does: a strategy's own Python costs nothing here (the recording: under 1 us a call for
-   fixed_arena, strategies.csv strategy_us_per_call on the H100).
+   else does: a strategy's own Python costs nothing here (the recording: under 3 us a call for
+   fixed_arena, strategies.csv strategy_us_per_call on both GPUs).
 2. **A stream is a queue.** An operation starts once it is launched, once the operation before it
    on its stream has ended, and once every event its stream waits for has completed. Times are
    worked out as far as the host needs them and no further (`labkit.simgpu.timeline`): a call
@@ -17,7 +17,7 @@ seam's calls timed on that GPU by ``bench sim-fidelity --calibrate``, read befor
    (sim_costs call_gpu: gpu_us per call of k streams each replaying its own CUDA graph of the call,
    s_k = gpu_us(1 stream) / gpu_us(k streams)). Lesson 06's race kernels, small, run beside each
    other at their solo speed (race_timeline.csv, launch=graph: median dur_us of the main
-   convolution 4.93 against 4.96 us with Python launches on the H100): s_2 = 2 for them where the
+   convolution 4.96 against 4.99 us with Python launches on the H100): s_2 = 2 for them where the
    calibration has no figure. A call with no figure for k streams stops the clock (rule 12).
 4. **A Python launch** of a call costs the host its measured launch time: sim_costs python_launch
    (host_us: back-to-back `Runner.run` calls of the convolution on one stream, a warm workspace,
@@ -41,7 +41,7 @@ seam's calls timed on that GPU by ``bench sim-fidelity --calibrate``, read befor
    cudaMalloc_behind_busy_stream took the hold ahead of it (gpu_us) or longer; else (no such
    measurement: every recorded cudaMalloc found the device idle) it does not wait.
 7. **cudaFree waits for every stream**, then costs its measured time (sim_costs cudaFree, else
-   strategy_timeline.csv, malloc_per_call: a cudaFree ends a median 75 us on the H100 after the
+   strategy_timeline.csv, malloc_per_call: a cudaFree ends a median 78 us on the H100 after the
    last kernel, however early it began).
 8. **cudaStreamSynchronize** waits for its stream, then costs its own measured time; an event
    completes once the work queued before it has run; its calls (record, query, wait, stream wait)
