@@ -33,7 +33,7 @@ def _needed(module: str):
     except ImportError:
         if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
             raise  # the test extra installs it: in CI a missing one fails
-        pytest.skip(f"{module} is not installed (the test extra has it: make setup)")
+        pytest.skip(f"{module} is not installed (the test extra has it: make setup)", allow_module_level=True)
 
 
 yaml = _needed("yaml")
