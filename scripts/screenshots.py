@@ -24,6 +24,9 @@ browser open, as a new user has it. Files written:
 ``--docs`` writes one PNG per lesson into ``docs/screenshots/``, for the README: its first panel
 as first drawn after Run All (a lesson without one: its first chart, else the top of the notebook),
 at 1366x768, recorded mode; with ImageMagick's ``convert`` on the PATH, reduced to 128 colours.
+Its hands-on cells are filled with their reference solutions, as a learner who solved them has
+them, and ``<lesson>-handson.png`` shows the first one a check judges, with the check's reply (on
+the GPU simulated from the recording).
 
 ``--executed DIR`` shoots notebooks that ran elsewhere, with their outputs and widget state
 (``scripts/execute_notebooks.py``, e.g. live on a GPU host: ``bash scripts/gpu.sh executed``):
@@ -99,11 +102,62 @@ def small_png(path: Path) -> Path:
     return path
 
 
+def solve_handson(path: Path) -> int:
+    """Fill a notebook copy's hands-on cells with their reference solutions, as a learner who solved
+    them has them (``--docs``: the picture of a hands-on cell shows its check's reply to real code).
+
+    Args:
+        path: the stripped copy of a lesson, rewritten in place.
+
+    Returns:
+        How many cells were filled.
+    """
+    from labkit.session import handson
+
+    handson.register_topics()
+    nb = json.loads(path.read_text())
+    filled = 0
+    for cell in nb["cells"]:
+        src = "".join(cell["source"])
+        if cell["cell_type"] == "code" and src.startswith("%%handson "):
+            magic = src.splitlines()[0]
+            ref = handson.HANDS_ON.get(magic.split()[1])
+            if ref is not None:
+                cell["source"] = f"{magic}\n{ref.source.strip()}\n".splitlines(keepends=True)
+                filled += 1
+    path.write_text(json.dumps(nb, indent=1) + "\n")
+    return filled
+
+
+#: a hands-on cell's magic, and the call by which a check judges its code
+HANDSON_MAGIC, CHECK_CALL = "%%handson", "check."
+
+
 def shoot_for_docs(page, lab, name: str, out: Path, deadline) -> Path:
-    """One PNG of a lesson after Run All: its first panel, else its first chart, else its top."""
+    """One PNG of a lesson after Run All: its first panel, else its first chart, else its top; and,
+    where the lesson has one, ``<lesson>-handson.png``: its first checked hands-on cell, solved.
+
+    Args:
+        page: the Playwright page.
+        lab: the running `LabServer`.
+        name: the lesson's file name.
+        out: the folder written.
+        deadline: the run's `Deadline`.
+
+    Returns:
+        The lesson's PNG.
+    """
     tb.open_notebook(page, lab, name, deadline)
     tb.run_all_cells(page, name, deadline)
     tb.wait_rendered(page, deadline)
+    cells = (
+        page.locator(f"{bh.NOTEBOOK} .jp-CodeCell").filter(has_text=HANDSON_MAGIC).filter(has_text=CHECK_CALL)
+    )
+    if cells.count():
+        cell = cells.first
+        with _TallEnough(page, cell):
+            small_png(_shoot(page, cell, out / f"{Path(name).stem}-handson.png"))
+        _say(f"{name}: its first checked hands-on cell, solved")
     path = out / f"{Path(name).stem}.png"
     panels = page.locator(tb.WIDGET_OUTPUT)
     charts = page.locator(f"{bh.NOTEBOOK} .js-plotly-plot")
@@ -213,6 +267,8 @@ def main(argv=None) -> int:
             )
         else:
             bh.copy_stripped(src, root / name)
+            if args.docs:
+                solve_handson(root / name)
     lab = bh.LabServer(root, ROOT, scratch)
     if (
         args.executed
