@@ -55,7 +55,16 @@ class Calibration:
     def rows(
         self, call: str, spec: Optional[ConvSpec] = None, plan_index: Optional[int] = None
     ) -> pd.DataFrame:
-        """The rows of one kind (for one convolution's plan)."""
+        """The rows of one kind (for one convolution's plan).
+
+        Args:
+            call: the row kind (a `CALIBRATED` key or a CUDA call's name).
+            spec: the convolution, or None for every row of that kind.
+            plan_index: its plan's index (with ``spec``).
+
+        Returns:
+            The matching rows of the table (possibly none).
+        """
         t = self.table
         rows = t[t.call == call]
         if spec is not None:
@@ -63,13 +72,26 @@ class Calibration:
         return rows
 
     def host_costs(self) -> Iterator[Tuple[str, float, float]]:
-        """(call, nbytes, host_us) of every row that is a host call's own time."""
+        """Every row that is a host call's own time.
+
+        Yields:
+            (call, nbytes, host_us): the CUDA call's name, its size in bytes (NaN where none) and its
+            median host time in microseconds.
+        """
         for r in self.table.itertuples():
             if str(r.call) not in CALIBRATED:
                 yield str(r.call), r.nbytes, float(r.host_us)
 
     def launch(self, spec: ConvSpec, plan_index: int) -> Optional[Tuple[float, str]]:
-        """(host us of one Python launch, which row kind) or None: python_launch, else runner_launch."""
+        """The host time of one Python launch of a plan: python_launch, else runner_launch.
+
+        Args:
+            spec: the convolution.
+            plan_index: its plan's index.
+
+        Returns:
+            (microseconds, the row kind it came from), or None where the table has neither.
+        """
         for call in ("python_launch", "runner_launch"):
             rows = self.rows(call, spec, plan_index)
             if len(rows):
@@ -77,26 +99,57 @@ class Calibration:
         return None
 
     def gpu_by_streams(self, spec: ConvSpec, plan_index: int) -> Dict[int, float]:
-        """k -> GPU time per call with k streams at once (call_gpu rows)."""
+        """GPU time per call of a plan with k streams at once (call_gpu rows).
+
+        Args:
+            spec: the convolution.
+            plan_index: its plan's index.
+
+        Returns:
+            k -> microseconds per call; empty where not measured.
+        """
         rows = self.rows("call_gpu", spec, plan_index)
         return {int(r.streams): float(r.gpu_us) for r in rows.itertuples() if r.gpu_us == r.gpu_us}
 
     def one_call_gpu_us(self, spec: ConvSpec, plan_index: int) -> Optional[float]:
-        """runner_launch's GPU time of one call between two events (its launch included), or None."""
+        """runner_launch's GPU time of one call between two events (its launch included).
+
+        Args:
+            spec: the convolution.
+            plan_index: its plan's index.
+
+        Returns:
+            Microseconds, or None where not measured.
+        """
         rows = self.rows("runner_launch", spec, plan_index)
         v = float(rows.gpu_us.iloc[0]) if len(rows) else float("nan")
         return v if v == v else None
 
     def bind_us(self, spec: ConvSpec, plan_index: int) -> float:
-        """Host time of a bind (0 where not measured: the recordings time calls already bound)."""
+        """Host time of binding a plan to a new workspace address.
+
+        Args:
+            spec: the convolution.
+            plan_index: its plan's index.
+
+        Returns:
+            Microseconds; 0 where not measured (the recordings time calls already bound).
+        """
         rows = self.rows("bind", spec, plan_index)
         return float(rows.host_us.iloc[0]) if len(rows) else 0.0
 
     def graph_launch_us(self, calls) -> Optional[float]:
         """Host time of one launch of a graph of ``calls`` ((spec, plan index) pairs): a fixed part
         (a graph of one call less its per-call part, the median over the convolutions) and, per call,
-        what a graph of more calls of it took over a graph of one, per extra call; None when the
-        table has no graph_launch rows."""
+        what a graph of more calls of it took over a graph of one, per extra call.
+
+        Args:
+            calls: the graph's calls, as (`labkit.ConvSpec`, plan index) pairs.
+
+        Returns:
+            Microseconds (at least 0); None when the table has no graph_launch rows.
+            `labkit.NotRecorded` for a call whose plan has no graph_launch rows.
+        """
         rows = self.rows("graph_launch")
         if not len(rows):
             return None
@@ -119,7 +172,14 @@ class Calibration:
 
     def malloc_waits(self, nbytes: int) -> bool:
         """Whether cudaMalloc of ``nbytes`` waits for a busy stream: the cudaMalloc_behind_busy_stream
-        row of the nearest size took the hold ahead of it (gpu_us) or longer; False where none."""
+        row of the nearest size took the hold ahead of it (gpu_us) or longer.
+
+        Args:
+            nbytes: the cudaMalloc's size, bytes.
+
+        Returns:
+            Whether it waits; False where the table has no such row.
+        """
         rows = self.rows("cudaMalloc_behind_busy_stream")
         if not len(rows):
             return False

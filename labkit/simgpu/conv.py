@@ -17,7 +17,13 @@ from .timeline import KERNEL, Op
 
 @dataclass(frozen=True)
 class SimPlan:
-    """A recorded plan: its index, name and workspace (bytes)."""
+    """A recorded plan.
+
+    Attributes:
+        index: its index among the engine's plans.
+        name: its engine config's name.
+        workspace_bytes: the workspace it needs, bytes.
+    """
 
     index: int
     name: str
@@ -51,14 +57,32 @@ class SimGraph:
         self.fell_through = ""
 
     def plan(self, index: int) -> SimPlan:
-        """Plan ``index``; `InvalidSpec` for one the recording does not hold."""
+        """One recorded plan.
+
+        Args:
+            index: the plan's index.
+
+        Returns:
+            The `SimPlan`; `labkit.InvalidSpec` for an index the recording does not hold.
+        """
         if index not in self.plans:
             raise InvalidSpec("plan_index", index, f"must be one of the recorded plans {sorted(self.plans)}")
         return self.plans[index]
 
     def bind(self, arrays, workspace_ptr: int, plan_index: int, stream) -> "SimBound":
         """Plan ``plan_index`` with its workspace at ``workspace_ptr``, to launch on ``stream``; the
-        host pays the measured bind time (rule 4 of `labkit.simgpu.device`)."""
+        host pays the measured bind time (rule 4 of `labkit.simgpu.device`).
+
+        Args:
+            arrays: the operands (unused: a simulated call computes nothing).
+            workspace_ptr: the workspace's address (0 or None for none).
+            plan_index: the plan's index.
+            stream: the `labkit.simgpu.device.SimStream` it will run on.
+
+        Returns:
+            The `SimBound` to ``run``; `labkit.InvalidSpec` for a plan the recording lacks,
+            `labkit.NotRecorded` where its timing is not recorded.
+        """
         plan = self.plan(plan_index)
         timing = self.device.recorded.call(self.spec, plan.index)
         self.device.host_now += timing.bind_us
@@ -66,7 +90,16 @@ class SimGraph:
 
 
 class SimBound:
-    """One plan bound to a workspace and a stream: ``run()`` launches its recorded call."""
+    """One plan bound to a workspace and a stream: ``run()`` launches its recorded call.
+
+    Args:
+        device: the `labkit.simgpu.SimDevice`.
+        spec: the convolution.
+        plan: the recorded plan.
+        ptr: the workspace's address (0 for none).
+        stream: the `labkit.simgpu.device.SimStream` it runs on.
+        timing: what one call runs (`labkit.simgpu.recorded.CallTiming`).
+    """
 
     def __init__(self, device, spec: ConvSpec, plan: SimPlan, ptr: int, stream, timing: CallTiming):
         self.device, self.spec, self.plan, self.ptr, self.stream, self.timing = (
@@ -85,7 +118,13 @@ class SimBound:
 
 class SimOperands:
     """A convolution's operands on a simulated GPU: nothing to compute with (``arrays`` is empty);
-    whether an output is right is the sanitizer's answer (`labkit.simgpu.SimDevice.calls`)."""
+    whether an output is right is the sanitizer's answer (`labkit.simgpu.SimDevice.calls`).
+
+    Args:
+        spec: the convolution.
+        epilogue: its epilogue.
+        seed: the seed a real device's operands would be drawn with (kept, unused).
+    """
 
     def __init__(self, spec: ConvSpec, epilogue: str = "none", seed: int = 0):
         self.spec, self.epilogue, self.seed = spec, epilogue, seed
@@ -96,18 +135,32 @@ class SimOperands:
 
 
 class SimGraphExec:
-    """A captured CUDA graph: the calls queued while capturing, relaunched by ``launch``."""
+    """A captured CUDA graph: the calls queued while capturing, relaunched by ``launch``.
+
+    Args:
+        device: the `labkit.simgpu.SimDevice`.
+        calls: the bound calls captured, in order.
+    """
 
     def __init__(self, device, calls: List["SimBound"]):
         self.device, self.calls = device, calls
 
     def launch(self, stream) -> None:
-        """cudaGraphLaunch on ``stream`` (rule 5)."""
+        """cudaGraphLaunch on ``stream`` (rule 5).
+
+        Args:
+            stream: the `labkit.simgpu.device.SimStream` to launch on.
+        """
         launch_graph(self.device, self, stream)
 
 
 def launch(device, bound: "SimBound") -> None:
-    """A Python launch of one call (rule 4), or its capture (rule 5)."""
+    """A Python launch of one call (rule 4), or its capture (rule 5).
+
+    Args:
+        device: the `labkit.simgpu.SimDevice`.
+        bound: the bound call.
+    """
     device.counts["launch"] += 1
     t0, host = device.host_now, bound.timing.host_us
     if device.capturing(bound.stream):
@@ -120,7 +173,13 @@ def launch(device, bound: "SimBound") -> None:
 
 
 def launch_graph(device, graph: "SimGraphExec", stream) -> None:
-    """cudaGraphLaunch (rule 5): the host pays the launch, then every captured call is queued."""
+    """cudaGraphLaunch (rule 5): the host pays the launch, then every captured call is queued.
+
+    Args:
+        device: the `labkit.simgpu.SimDevice`.
+        graph: the captured graph.
+        stream: the `labkit.simgpu.device.SimStream` to launch on.
+    """
     device.counts["graph_launch"] += 1
     calls = [(b.spec, b.plan.index, len(b.timing.kernels)) for b in graph.calls]
     try:
@@ -133,7 +192,18 @@ def launch_graph(device, graph: "SimGraphExec", stream) -> None:
 
 def queue_call(device, bound: "SimBound", stream, launched: List[float], how: str) -> SimCall:
     """Queue one call's kernels on ``stream``, launched at host times ``launched`` (rules 2-5), and
-    have the sanitizer check it."""
+    have the sanitizer check it.
+
+    Args:
+        device: the `labkit.simgpu.SimDevice`.
+        bound: the bound call.
+        stream: the `labkit.simgpu.device.SimStream` to queue on.
+        launched: each kernel's launch time on the host, microseconds.
+        how: "python" or "graph".
+
+    Returns:
+        The queued call (also appended to the device's ``calls``).
+    """
     device.timeline.advance(device.host_now)
     kernels = bound.timing.kernels
     call = SimCall(

@@ -97,7 +97,12 @@ from .timeline import MARK, WAIT, Op, Timeline
 
 
 class SimStream:
-    """A simulated stream: a handle (``ptr``); its queue is the device's `Timeline`'s."""
+    """A simulated stream: a handle (``ptr``); its queue is the device's `Timeline`'s.
+
+    Args:
+        device: the `SimDevice` it belongs to.
+        ptr: its handle (0 for the default stream).
+    """
 
     def __init__(self, device: "SimDevice", ptr: int):
         self.device, self.ptr = device, ptr
@@ -114,7 +119,14 @@ class SimStream:
 
 
 class SimEvent(Event):
-    """An event recorded on a stream: ``at``, the time the stream reaches it (None until it has)."""
+    """An event recorded on a stream: ``at``, the time the stream reaches it (None until it has).
+
+    Queued on the stream when made (the caller pays cudaEventRecord: `SimDevice.record_event`).
+
+    Args:
+        device: the `SimDevice`.
+        stream: the stream it is recorded on.
+    """
 
     def __init__(self, device: "SimDevice", stream: SimStream):
         self.device, self.stream = device, stream
@@ -130,7 +142,11 @@ class SimEvent(Event):
         return self.at is not None and self.at < self.device.gpu_known_until
 
     def done(self) -> bool:
-        """cudaEventQuery: whether that work has run by now."""
+        """cudaEventQuery: whether that work has run by now.
+
+        Returns:
+            True once the stream has reached the event at the host's current time.
+        """
         self.device.counts["event_query"] += 1
         self.device.timeline.advance(self.device.host_now)
         self.device.charge("cudaEventQuery")

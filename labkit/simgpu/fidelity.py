@@ -26,18 +26,37 @@ GOAL = 0.15
 
 
 def bench_folder() -> Path:
-    """data/bench: where the fidelity tables are committed."""
+    """data/bench: where the fidelity tables are committed.
+
+    Returns:
+        The folder's path (beside the recordings' data folder).
+    """
     return data_dir().parent / "bench"
 
 
 def tables(folder: Optional[Path] = None) -> Dict[str, Path]:
-    """The committed fidelity tables, by GPU slug (e.g. "h100-80gb-hbm3")."""
+    """The committed fidelity tables, by GPU slug (e.g. "h100-80gb-hbm3").
+
+    Args:
+        folder: where to look; default `bench_folder`.
+
+    Returns:
+        GPU slug -> the table's CSV path, in name order.
+    """
     folder = Path(folder) if folder else bench_folder()
     return {p.stem[len("sim_fidelity_") :]: p for p in sorted(folder.glob("sim_fidelity_*.csv"))}
 
 
 def load(path: Path) -> pd.DataFrame:
-    """A fidelity table, its .json beside it in ``attrs["meta"]``."""
+    """A fidelity table, its .json beside it in ``attrs["meta"]``.
+
+    Args:
+        path: the table's CSV.
+
+    Returns:
+        Its rows; ``attrs["meta"]`` the side file's metadata (empty without one), ``attrs["path"]``
+        the path.
+    """
     df = pd.read_csv(path)
     side = Path(path).with_suffix(".json")
     df.attrs["meta"] = json.loads(side.read_text()) if side.is_file() else {}
@@ -155,7 +174,15 @@ def _time_sentence(name: str, g: dict) -> str:
 
 
 def sentences(df: pd.DataFrame) -> List[str]:
-    """What a fidelity table says against each goal, as sentences (the misses and by how much)."""
+    """What a fidelity table says against each goal, as sentences (the misses and by how much).
+
+    Args:
+        df: a fidelity table (`load`).
+
+    Returns:
+        The sentences, in order: what ran, the counts, bytes and times against `GOAL`, and the race
+        where the table has it; every number computed from ``df``.
+    """
     meta = df.attrs.get("meta", {})
     g = goals(df)
     when = ", ".join(str(v) for v in (meta.get("date"), meta.get("git_commit")) if v)
@@ -198,5 +225,12 @@ def sentences(df: pd.DataFrame) -> List[str]:
 
 
 def sentence(df: pd.DataFrame) -> str:
-    """`sentences` as one paragraph."""
+    """`sentences` as one paragraph.
+
+    Args:
+        df: a fidelity table (`load`).
+
+    Returns:
+        The sentences joined by spaces.
+    """
     return " ".join(sentences(df))

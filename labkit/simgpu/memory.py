@@ -34,11 +34,23 @@ class DeviceMemory:
         self._next = BASE_ADDRESS
 
     def free_bytes(self) -> int:
-        """The GPU's memory less what is taken now."""
+        """The GPU's memory less what is taken now.
+
+        Returns:
+            Bytes.
+        """
         return self.total - self.taken
 
     def reserve(self, nbytes: int, what: str) -> int:
-        """Take ``nbytes`` at a new address (`labkit.OutOfMemory` past the total)."""
+        """Take ``nbytes`` at a new address (`labkit.OutOfMemory` past the total).
+
+        Args:
+            nbytes: the size, bytes.
+            what: what it is for, named in the error.
+
+        Returns:
+            The address (512-byte aligned).
+        """
         if self.taken + nbytes > self.total:
             raise OutOfMemory(what, nbytes, self.free_bytes())
         ptr, self._next = self._next, self._next + -(-nbytes // 512) * 512
@@ -47,7 +59,12 @@ class DeviceMemory:
         return ptr
 
     def unreserve(self, ptr: int, at: float) -> None:
-        """Give back what `reserve` took at ``ptr``, at host time ``at``."""
+        """Give back what `reserve` took at ``ptr``.
+
+        Args:
+            ptr: the address `reserve` returned.
+            at: the host time of the give-back, microseconds (kept in `freed`).
+        """
         nbytes = self.reservations.pop(ptr)
         self.taken -= nbytes
         self.freed.append((ptr, nbytes, at))
@@ -58,7 +75,14 @@ class DeviceMemory:
 
     def graph_alloc(self, nbytes: int) -> int:
         """A graph memory node's address: ``nbytes`` the graph owns, outside every pool; an address
-        the same capture freed before is used again (stream order)."""
+        the same capture freed before is used again (stream order).
+
+        Args:
+            nbytes: the size, bytes.
+
+        Returns:
+            The node's address.
+        """
         for ptr in self._graph_freed:
             if self.graph[ptr] >= nbytes:
                 self._graph_freed.remove(ptr)
@@ -69,5 +93,9 @@ class DeviceMemory:
         return ptr
 
     def graph_free(self, ptr: int) -> None:
-        """A graph memory node's free, in the capture: later requests of the capture may use it."""
+        """A graph memory node's free, in the capture: later requests of the capture may use it.
+
+        Args:
+            ptr: the address `graph_alloc` returned.
+        """
         self._graph_freed.append(ptr)

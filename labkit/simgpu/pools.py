@@ -22,7 +22,11 @@ def _rounded(nbytes: int) -> int:
 
 
 class Freed:
-    """When an async pool's free ran on its stream: ``at`` (microseconds), None until it has."""
+    """When an async pool's free ran on its stream.
+
+    Args:
+        at: the GPU time it ran, microseconds; None until it has.
+    """
 
     __slots__ = ("at",)
 
@@ -34,7 +38,16 @@ class Freed:
 class Block:
     """A piece of a pool's chunk: ``[ptr, ptr + nbytes)``; free or in use; the stream it was last
     allocated or freed on; for the async pool, when its free ran (`Freed`: every stream may take it
-    from then)."""
+    from then).
+
+    Attributes:
+        ptr: its address.
+        nbytes: its size, bytes.
+        chunk: the address of the chunk it was carved from.
+        stream: the handle of the stream it was last allocated or freed on.
+        used: whether it is handed out.
+        freed: when its free ran (the async pool's; never handed out: at 0).
+    """
 
     ptr: int
     nbytes: int
@@ -113,7 +126,11 @@ class _SimPool(Pool):
 class CachingPool(_SimPool):
     """CuPy's ``MemoryPool``: a miss cudaMallocs the rounded size; a freed block waits on the free
     list of the stream it was allocated on, for later requests on that stream; `release` cudaFrees
-    the chunks with nothing in use (``free_all_blocks``)."""
+    the chunks with nothing in use (``free_all_blocks``).
+
+    Args:
+        device: the `labkit.simgpu.SimDevice` whose memory it takes.
+    """
 
     def __init__(self, device):
         super().__init__(device, "caching")
@@ -147,7 +164,11 @@ class AsyncPool(_SimPool):
     block is reused at once by that stream, by another once the free has run; the pool grows by
     whole `ASYNC_CHUNK` s rather than make a stream wait for another's free, and keeps its chunks
     until `release` (``free_all_blocks``: the frees waited for, then a trim). Inside a capture a
-    request is a graph memory node (rule 13)."""
+    request is a graph memory node (rule 13).
+
+    Args:
+        device: the `labkit.simgpu.SimDevice` whose memory it takes.
+    """
 
     def __init__(self, device):
         super().__init__(device, "async")

@@ -72,7 +72,13 @@ SOURCES = {
 
 @dataclass(frozen=True)
 class Kernel:
-    """One kernel a call launches: its name, role and recorded duration (microseconds)."""
+    """One kernel a call launches.
+
+    Attributes:
+        name: the kernel's name, as recorded.
+        role: what it does in the call (e.g. "main convolution", "zeroing (memset)").
+        us: its recorded duration, microseconds.
+    """
 
     name: str
     role: str
@@ -81,7 +87,13 @@ class Kernel:
 
 @dataclass(frozen=True)
 class PlanRow:
-    """A plan of a convolution, as recorded: index, name and workspace (bytes)."""
+    """A plan of a convolution, as recorded.
+
+    Attributes:
+        index: its index among the engine's plans.
+        name: its engine config's name.
+        workspace_bytes: the workspace it needs, bytes.
+    """
 
     index: int
     name: str
@@ -211,6 +223,13 @@ class Recorded:
         The calibration first (`CALIBRATED`): its launch time, its GPU time per call (the recorded
         kernels scaled to it, in their recorded proportions), its speed-up on several streams and its
         bind time; the recording for the rest.
+
+        Args:
+            spec: the convolution.
+            plan_index: its plan's index.
+
+        Returns:
+            The `CallTiming`, read once and kept.
         """
         key = (spec.label, int(plan_index))
         got = self._calls.get(key)
@@ -270,7 +289,14 @@ class Recorded:
 
     def malloc_waits(self, nbytes: int) -> bool:
         """Whether cudaMalloc of ``nbytes`` waits for a busy stream (rule 6;
-        `Calibration.malloc_waits`; False without a calibration)."""
+        `Calibration.malloc_waits`; False without a calibration).
+
+        Args:
+            nbytes: the cudaMalloc's size, bytes.
+
+        Returns:
+            Whether it waits.
+        """
         return bool(self.calibration and self.calibration.malloc_waits(nbytes))
 
     def host_us(self, call: str, nbytes: int = 0) -> float:
@@ -291,7 +317,14 @@ class Recorded:
         return float(statistics.median(samples))
 
     def source(self, spec: ConvSpec) -> str:
-        """Which file a convolution's plans come from."""
+        """Which file a convolution's plans come from.
+
+        Args:
+            spec: the convolution.
+
+        Returns:
+            The file (e.g. "kernels.csv", "network_report.csv resnet50"); "" when none holds them.
+        """
         got = self._plans.get(spec.label)
         return got[2] if got else ""
 

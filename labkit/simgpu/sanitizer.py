@@ -22,7 +22,15 @@ Clock = Dict[int, int]
 
 
 def join(a: Clock, b: Clock) -> Clock:
-    """The later of two vector clocks, stream by stream."""
+    """The later of two vector clocks, stream by stream.
+
+    Args:
+        a: one clock (stream handle -> operations of that stream it comes after).
+        b: the other.
+
+    Returns:
+        A new clock holding, per stream, the larger of the two counts.
+    """
     out = dict(a)
     for k, v in b.items():
         if v > out.get(k, 0):
@@ -46,6 +54,10 @@ class SimCall:
         launch: "python" or "graph".
         after: what it is ordered after (its stream's vector clock when it was queued).
         seq: its last kernel's place in its stream's queue.
+        nbytes: the plan's workspace need, bytes.
+        end: its last kernel's end, microseconds (None until it has run).
+        pending: calls on other streams that share its bytes, not ordered with it, whose hazard is
+            named once both have run (`Sanitizer.ended`).
     """
 
     id: int
@@ -64,13 +76,30 @@ class SimCall:
     pending: List["SimCall"] = field(default_factory=list, repr=False)
 
     def ordered_after(self, other: "SimCall") -> bool:
-        """Whether this call comes after ``other`` (`Clocks`)."""
+        """Whether this call comes after ``other`` (`Clocks`).
+
+        Args:
+            other: a call launched before this one.
+
+        Returns:
+            True when both are on one stream, or this call's clock covers ``other``'s last kernel.
+        """
         return other.stream == self.stream or self.after.get(other.stream, 0) >= other.seq
 
 
 @dataclass
 class Finding:
-    """What the sanitizer found (see the module docstring for each ``kind``); times in microseconds."""
+    """What the sanitizer found (see the module docstring for each ``kind``); times in microseconds.
+
+    Attributes:
+        kind: "race", "handover", "freed_in_use", "use_after_free", "invalid_address", "too_small"
+            or "leak".
+        message: one sentence saying what happened, for the learner.
+        calls: the ids (`SimCall.id`) of the calls involved, in launch order.
+        nbytes: the bytes involved (shared, short, freed or leaked).
+        at_us: the simulated time it happened, microseconds (NaN where it has none).
+        timing_known: whether that time rests on measured numbers only (rule 12).
+    """
 
     kind: str
     message: str
@@ -91,22 +120,45 @@ class Clocks:
 
     def tick(self, stream: int) -> Clock:
         """An operation queued on ``stream`` now: its place, and the clock it comes after (the
-        stream's own, and whatever the host waited for before queueing it)."""
+        stream's own, and whatever the host waited for before queueing it).
+
+        Args:
+            stream: the stream's handle.
+
+        Returns:
+            The stream's clock with this operation counted (the dict `Clocks` keeps: not a copy).
+        """
         self.seq[stream] = self.seq.get(stream, 0) + 1
         clock = self.stream[stream] = join(self.stream.get(stream, {}), self.host)
         clock[stream] = self.seq[stream]
         return clock
 
     def at_mark(self, stream: int) -> Clock:
-        """The clock of an event recorded on ``stream`` now (after `tick`)."""
+        """The clock of an event recorded on ``stream`` now (after `tick`).
+
+        Args:
+            stream: the stream's handle.
+
+        Returns:
+            A copy of the stream's clock (empty for a stream with nothing queued).
+        """
         return dict(self.stream.get(stream, {}))
 
     def wait(self, stream: int, clock: Clock) -> None:
-        """``stream``'s later operations come after ``clock`` (cudaStreamWaitEvent)."""
+        """``stream``'s later operations come after ``clock`` (cudaStreamWaitEvent).
+
+        Args:
+            stream: the waiting stream's handle.
+            clock: the waited-for event's clock (`at_mark`).
+        """
         self.stream[stream] = join(self.stream.get(stream, {}), clock)
 
     def host_waited(self, clock: Clock) -> None:
-        """The host waited for ``clock`` (a synchronisation): all it launches later comes after it."""
+        """The host waited for ``clock`` (a synchronisation): all it launches later comes after it.
+
+        Args:
+            clock: what the host waited for (the streams' clocks joined).
+        """
         self.host = join(self.host, clock)
 
 
@@ -121,6 +173,16 @@ class Sanitizer:
     def find(
         self, kind: str, message: str, calls=(), nbytes: int = 0, at: float = math.nan, known=True
     ) -> None:
+        """Write a `Finding` down.
+
+        Args:
+            kind: its kind (see `Finding`).
+            message: the sentence that says what happened.
+            calls: the ids of the calls involved.
+            nbytes: the bytes involved.
+            at: the simulated time, microseconds (NaN where it has none).
+            known: whether that time rests on measured numbers only.
+        """
         self.findings.append(Finding(kind, message, tuple(calls), nbytes, at, known))
 
     def _holder(self, ptr: int, allocs, pools, freed, graphs=None) -> Tuple[Optional[Tuple[int, int]], str]:
@@ -142,7 +204,19 @@ class Sanitizer:
         return None, "freed" if any(p <= ptr < p + n for p, n, _ in freed) else "nothing"
 
     def memcheck(self, c: SimCall, allocs, pools, freed, graphs=None) -> None:
-        """memcheck: the call's workspace lies in memory handed to it, and is large enough."""
+        """memcheck: the call's workspace lies in memory handed to it, and is large enough.
+
+        A failing call gets a ``use_after_free``, ``invalid_address`` or ``too_small`` finding and is
+        marked corrupt (a block handed back to its pool is not: the pool's memory is still right
+        unless someone else writes it).
+
+        Args:
+            c: the call just queued.
+            allocs: cudaMalloc's buffers, address -> (bytes, what).
+            pools: the device's pools (`labkit.simgpu.pools`).
+            freed: (address, bytes, host time) of every give-back, in order.
+            graphs: graph memory nodes, address -> bytes (None: none).
+        """
         held, state = self._holder(c.ptr, allocs, pools, freed, graphs)
         if held is None:
             what = {
@@ -168,8 +242,12 @@ class Sanitizer:
 
     def racecheck(self, c: SimCall, host: Clock) -> None:
         """racecheck: ``c`` against every call on another stream that shares its bytes and that it
-        does not come after; each pair is named once both have run (`ended`). ``host``: what the
-        host has waited for (calls it covers can meet no later call)."""
+        does not come after; each pair is named once both have run (`ended`).
+
+        Args:
+            c: the call just queued.
+            host: what the host has waited for (calls it covers can meet no later call).
+        """
         self._active = [d for d in self._active if host.get(d.stream, 0) < d.seq]
         for d in self._active:
             if d.stream == c.stream or c.ordered_after(d):
@@ -180,7 +258,14 @@ class Sanitizer:
         self._active.append(c)
 
     def ended(self, c: SimCall) -> None:
-        """``c`` has run: name each hazard whose other call has run too."""
+        """``c`` has run: name each hazard whose other call has run too.
+
+        A pair in flight at once is a ``race`` (both marked corrupt); one that timing alone kept
+        apart is a ``handover``.
+
+        Args:
+            c: the call whose last kernel just ended (its ``start`` and ``end`` set).
+        """
         for d in [d for d in c.pending if d.end is not None]:
             c.pending.remove(d)
             d.pending.remove(c)
@@ -212,7 +297,15 @@ class Sanitizer:
 
     def check_release(self, ptr: int, nbytes: int, stream: int, after: Clock, at: float) -> None:
         """A block freed on ``stream`` (its free ordered after ``after``) while a call on another
-        stream, not ordered before the free, may still use it."""
+        stream, not ordered before the free, may still use it: a ``freed_in_use`` finding per such call.
+
+        Args:
+            ptr: the block's address.
+            nbytes: its size, bytes.
+            stream: the handle of the stream it was freed on.
+            after: that stream's clock at the free (what the free comes after).
+            at: the host time of the free, microseconds.
+        """
         for d in self._active:
             if d.stream != stream and after.get(d.stream, 0) < d.seq:
                 if d.ptr < ptr + nbytes and ptr < d.ptr + d.nbytes:
@@ -226,7 +319,15 @@ class Sanitizer:
                     )
 
     def leaks(self, allocs, pools) -> List[Finding]:
-        """Bytes still held: cudaMalloc's buffers not freed, pools not released, as ``leak`` findings."""
+        """Bytes still held: cudaMalloc's buffers not freed, pools not released, as ``leak`` findings.
+
+        Args:
+            allocs: cudaMalloc's buffers still held, address -> (bytes, what).
+            pools: the device's pools.
+
+        Returns:
+            One ``leak`` `Finding` per buffer and per pool that holds bytes (not added to `findings`).
+        """
         out = [
             Finding("leak", f"{n:,} B of {what} at 0x{p:x} never freed", nbytes=n)
             for p, (n, what) in allocs.items()

@@ -49,7 +49,14 @@ def _check(launch: str, streams: int) -> None:
 
 
 def repeats_for(workload: str) -> int:
-    """How many times a pass runs ``workload``'s sequence: enough for `MIN_CALLS` calls."""
+    """How many times a pass runs a workload's sequence: enough for `MIN_CALLS` calls.
+
+    Args:
+        workload: a workload's name (`labkit.gpu.workloads`).
+
+    Returns:
+        The repeats (at least 1).
+    """
     return -(-MIN_CALLS // len(workloads.sequence(workload, 1)))
 
 

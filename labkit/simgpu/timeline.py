@@ -26,6 +26,11 @@ KERNEL, MARK, WAIT = "kernel", "mark", "wait"
 class Op:
     """One operation in a stream's queue.
 
+    Args:
+        kind: `KERNEL`, `MARK` or `WAIT`.
+        ready: the host time it was queued, microseconds.
+        kw: the optional attributes below (``work``, ``call``, ``speedup``, ``done``, ``event``).
+
     Attributes:
         kind: `KERNEL`, `MARK` or `WAIT`.
         ready: the host time it was queued (a kernel: launched); it starts no earlier.
@@ -60,25 +65,48 @@ class Timeline:
         self._lack, self._ended = lack, ended
 
     def push(self, stream: int, op: Op) -> None:
-        """Queue ``op`` on stream ``stream`` (a handle)."""
+        """Queue ``op`` on a stream.
+
+        Args:
+            stream: the stream's handle.
+            op: the operation.
+        """
         self.queues[stream].append(op)
 
     def idle(self, stream: Optional[int] = None) -> bool:
-        """Whether ``stream`` (None: every stream) has nothing left to run."""
+        """Whether a stream has nothing left to run.
+
+        Args:
+            stream: the stream's handle; None for every stream.
+
+        Returns:
+            True when its queue (every queue) is empty.
+        """
         if stream is not None:
             return not self.queues.get(stream)
         return not any(self.queues.values())
 
     def advance(self, until: float) -> None:
-        """Run everything that happens up to time ``until`` (the host's clock, microseconds)."""
+        """Run everything that happens up to a time.
+
+        Args:
+            until: the host's clock, microseconds.
+        """
         while self._step(until):
             pass
         self.now = max(self.now, until)
         self._settle()
 
     def run_until(self, done: Callable[[], bool]) -> float:
-        """Run until ``done()`` holds; the time it first holds. A wait on an event never recorded
-        would never end: `labkit.LabkitError`."""
+        """Run until ``done()`` holds. A wait on an event never recorded would never end:
+        `labkit.LabkitError`.
+
+        Args:
+            done: a callable, true once the wait is over.
+
+        Returns:
+            The GPU time it first holds, microseconds.
+        """
         while True:
             self._settle()
             if done():
@@ -88,7 +116,16 @@ class Timeline:
 
     def rate(self, op: Op, running: int) -> float:
         """How fast a kernel runs beside ``running - 1`` others, in solo microseconds per microsecond:
-        the GPU's throughput for ``running`` streams of its call, shared among them (rule 3)."""
+        the GPU's throughput for ``running`` streams of its call, shared among them (rule 3).
+
+        Args:
+            op: the kernel.
+            running: how many kernels run at once, this one included.
+
+        Returns:
+            Solo microseconds of work done per microsecond (1 alone); a speed nothing measured stops
+            the GPU's clock (rule 12).
+        """
         if running == 1:
             return 1.0
         s = (op.speedup or {}).get(running)
