@@ -235,7 +235,7 @@ def test_log_axes_have_one_tick_style_plain_decimals():
     """The strategies under pressure span 1 us to 100 ms: ticked 1, 100, 10,000, never 10<sup>2</sup>;
     errors under 0.001 are written as the error labels are (1e-6)."""
     for values in ([1, 90_000], [40, 150_000], [0.3, 20], [1e-7, 1e-2], [2e-5, 4e-3]):
-        text = plots.log_ticks(values)["ticktext"]
+        text = units.log_ticks(values)["ticktext"]
         assert all(re.fullmatch(r"\d{1,3}(,\d{3})*|0\.\d+|\de-?\d+", t) for t in text), (values, text)
     assert [units.tick_text(t) for t in (0.3, 0.05, 20, 10_000, 1e-6, 2e-7)] == [
         "0.3",
@@ -306,15 +306,15 @@ def test_plan_labels_are_short_distinct_and_keep_the_engine():
 
 
 def test_log_ticks_label_the_lowest_values_and_stay_few_when_asked():
-    t = plots.log_ticks([25, 14_000])  # the plans chart: best plans near 25 us, the slowest at 14 ms
+    t = units.log_ticks([25, 14_000])  # the plans chart: best plans near 25 us, the slowest at 14 ms
     assert min(t["tickvals"]) <= 25 and t["ticktext"][0] == "20"
-    close = plots.log_ticks([0.55, 140], max_ticks=4)  # a tick at 1 is close enough: no 0.5 crowding it
+    close = units.log_ticks([0.55, 140], max_ticks=4)  # a tick at 1 is close enough: no 0.5 crowding it
     assert close["ticktext"][0] == "1"
-    narrow = plots.log_ticks([40, 90_000], max_ticks=4)  # a ~170 px subplot (strategies under pressure)
+    narrow = units.log_ticks([40, 90_000], max_ticks=4)  # a ~170 px subplot (strategies under pressure)
     tv = narrow["tickvals"]
     assert 2 <= len(tv) <= 4 and min(tv) <= 10 * 40
     assert len({round(b / a, 6) for a, b in zip(tv, tv[1:])}) == 1  # evenly spaced on the log axis
-    wide = plots.log_ticks([40, 90_000])
+    wide = units.log_ticks([40, 90_000])
     assert len(wide["tickvals"]) <= 10
 
 

@@ -13,7 +13,7 @@ traces and named in a note under the chart. That is what lets `labkit.present.wi
 ``go.FigureWidget`` once and afterwards update its traces in place.
 
 Units: microseconds (us) for times, MiB (2**20 bytes) for sizes on axes, TFLOP/s for throughput;
-a label on a chart is written in its axis's unit (`labkit.draw.units`).
+a label on a chart is written in its axis's unit, and log axes are ticked, by `labkit.draw.units`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..env import gpu_label
-from .units import tick_text
 
 MIB = 2**20
 TEMPLATE = "plotly_white"
@@ -94,10 +93,26 @@ def fmt_us(us) -> str:
 
 
 def fmt_seconds(s) -> str:
+    """A time given in seconds, written as `fmt_us` writes it: ``1.23 ms``, ``2.1 s``.
+
+    Args:
+        s: seconds; None or NaN for a missing value.
+
+    Returns:
+        The text; '-' for a missing value.
+    """
     return "-" if s is None or isnan(s) else fmt_us(float(s) * 1e6)
 
 
 def isnan(x) -> bool:
+    """Whether a value is NaN, for any value (None, text and other non-numbers are not).
+
+    Args:
+        x: the value.
+
+    Returns:
+        True only for a number that is NaN.
+    """
     try:
         return math.isnan(float(x))
     except (TypeError, ValueError):
@@ -105,7 +120,14 @@ def isnan(x) -> bool:
 
 
 def num(x) -> Optional[float]:
-    """float, or None for a missing value (plotly leaves a gap)."""
+    """A value as a float, or None for a missing value (plotly leaves a gap).
+
+    Args:
+        x: a number, None or NaN.
+
+    Returns:
+        The float; None for None or NaN.
+    """
     if x is None or isnan(x):
         return None
     return float(x)
@@ -261,6 +283,14 @@ def title_block(main: str, df, detail: str = "") -> dict:
 
 
 def ok_rows(df):
+    """The rows that ran (``status`` "ok"); every row of a table without a ``status`` column.
+
+    Args:
+        df: a result.
+
+    Returns:
+        The rows, as a DataFrame.
+    """
     if "status" in df.columns:
         return df[df["status"] == "ok"]
     return df
@@ -501,48 +531,6 @@ def note_block(text: str) -> dict:
     )
 
 
-def log_ticks(values, fmt=None, max_ticks: int = 10) -> dict:
-    """Ticks for a log axis over ``values``, labelled in full.
-
-    Steps are 1-2-5 (powers of ten alone over more than three decades). When the lowest tick is far
-    above the lowest value, a tick at or just under it is added.
-
-    Args:
-        values: the values drawn; missing and non-positive ones are skipped.
-        fmt: formats a tick value; default `tick_text` (plain decimals, the workbook's one style).
-        max_ticks: at most that many ticks (coarser steps, then every other decade): a narrow subplot
-            asks for fewer, so its labels do not run together.
-
-    Returns:
-        The axis's ``tickmode``, ``tickvals`` and ``ticktext``; empty when no value is positive.
-    """
-    v = [float(x) for x in values if x is not None and not isnan(x) and float(x) > 0]
-    if not v:
-        return {}
-    lo, hi = min(v), max(v)
-    e0, e1 = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
-    first = (1,) if e1 - e0 > 3 else (1, 2, 5) if e1 - e0 > 1 else (1, 2, 3, 5, 7)
-    ladder = [s for s in ((1, 2, 3, 5, 7), (1, 2, 5), (1, 3), (1,)) if len(s) <= len(first)]
-    # a labelled tick at or just under the lowest value when the lowest tick is far above it:
-    # without it a wide range can start its labels far above the lowest points (e.g. 100 us on
-    # an axis whose best plans sit near 25 us); one close above it needs no neighbour (0.5 beside 1)
-    below = [m * 10.0**e for e in range(e0 - 1, e1 + 1) for m in (1, 2, 5) if lo / 2.51 <= m * 10.0**e <= lo]
-
-    def with_floor(ticks):
-        return sorted(set(ticks) | {max(below)}) if below and (not ticks or min(ticks) > 2.5 * lo) else ticks
-
-    for steps in ladder:
-        ticks = with_floor(
-            [m * 10.0**e for e in range(e0, e1 + 1) for m in steps if lo / 2.2 <= m * 10.0**e <= hi * 2.2]
-        )
-        if len(ticks) <= max_ticks:
-            break
-    else:  # every other (or third) decade from the lowest: evenly spaced, one near the lowest value
-        decades = [10.0**e for e in range(e0, e1 + 1) if lo / 2.2 <= 10.0**e <= hi * 2.2]
-        ticks = decades[::2] if len(decades[::2]) <= max_ticks else decades[::3]
-    return dict(tickmode="array", tickvals=ticks, ticktext=[(fmt or tick_text)(t) for t in ticks])
-
-
 def no_data(fig: go.Figure, message: str) -> None:
     """Empty every trace of a chart and say why in its middle.
 
@@ -578,8 +566,14 @@ def no_data(fig: go.Figure, message: str) -> None:
 
 
 def batch(fig):
-    import contextlib
+    """A context in which a FigureWidget's changes reach the browser as one update.
 
+    Args:
+        fig: a ``go.FigureWidget`` or a plain ``go.Figure``.
+
+    Returns:
+        ``fig.batch_update()``; a context that does nothing for a figure without it.
+    """
     return fig.batch_update() if hasattr(fig, "batch_update") else contextlib.nullcontext()
 
 
@@ -591,6 +585,15 @@ NOTE_CHARS = 112
 
 
 def wrap(text: str, width: int) -> str:
+    """Text broken at spaces into lines of at most ``width`` characters, for a plotly label.
+
+    Args:
+        text: the text (a word longer than ``width`` stays whole).
+        width: characters a line, e.g. `DETAIL_CHARS` or `NOTE_CHARS`.
+
+    Returns:
+        The first 8 lines, joined by ``<br>``.
+    """
     words, lines, cur = text.split(" "), [], ""
     for w in words:
         if len(cur) + len(w) + 1 > width and cur:
@@ -602,69 +605,23 @@ def wrap(text: str, width: int) -> str:
     return "<br>".join(lines[:8])
 
 
-def nice_step(raw: float) -> float:
-    """The 1-2-5 step at or above ``raw`` (linear axis ticks at round values: 2x, 4x, 6x, not 1.9x, 3.9x)."""
-    if not raw or raw <= 0 or isnan(raw):
-        return 1.0
-    e = math.floor(math.log10(raw))
-    for m in (1, 2, 5, 10):
-        if m * 10.0**e >= raw - 1e-12:
-            return m * 10.0**e
-    return 10.0 ** (e + 1)
-
-
-def log_axis(values, fmt=None, max_ticks: int = 10) -> dict:
-    """`log_ticks` plus a range that shows the lowest tick and some room above the highest value.
-
-    The lowest points so always have a labelled tick under them.
+def first_value(df, col):
+    """The first value a column holds, for a figure a whole result shares (a GPU's peak, a cost).
 
     Args:
-        values: the values drawn.
-        fmt: formats a tick value (`log_ticks`).
-        max_ticks: at most that many ticks.
+        df: a result.
+        col: the column's name.
 
     Returns:
-        The axis's tick properties and ``range`` (in log10 units); empty when no value is positive.
+        The first value that is neither None, NaN nor empty: text as it is, a number as a float;
+        None when the column is missing or holds none.
     """
-    t = log_ticks(values, fmt, max_ticks)
-    v = [float(x) for x in values if x is not None and not isnan(x) and float(x) > 0]
-    if not t or not v:
-        return t
-    lo, hi = math.log10(min(min(t["tickvals"]), min(v))), math.log10(max(v))
-    pad = max(0.07, 0.05 * (hi - lo))  # room for a marker's half at either end
-    return dict(t, range=[lo - pad, hi + max(pad, 0.1)])
-
-
-def log_if_wide(values, ratio: float = 30.0) -> str:
-    v = [float(x) for x in values if x is not None and not isnan(x) and float(x) > 0]
-    return "log" if v and max(v) / min(v) > ratio else "linear"
-
-
-# ---- lesson 01: what a workspace is ---------------------------------------------------------
-
-
-# ---- lesson 02: strategies -------------------------------------------------------------------
-
-
-# ---- lesson 03: precision, layout, roofline ---------------------------------------------------
-
-
-def first_value(df, col):
     if col not in df.columns:
         return None
     for v in df[col]:
         if v is not None and not isnan(v) and v != "":
             return v if isinstance(v, str) else float(v)
     return None
-
-
-# ---- lesson 04: fusion ------------------------------------------------------------------------
-
-
-# ---- lesson 05: plans, caps, build cost -----------------------------------------------------
-
-
-# ---- lesson 06: race ----------------------------------------------------------------------------
 
 
 def concat(frames: List) -> "object":

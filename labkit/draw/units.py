@@ -7,6 +7,8 @@ are in MiB (`SIZE_AXIS`) whatever their range, so no control switches a chart's 
 
 Log axes are ticked in plain decimals (``0.3``, ``20``, ``1,000``, ``10,000``), never powers of
 ten; only values under 0.001 or from 10 million on are written ``1e-6``, as the error labels are.
+`log_ticks` and `log_axis` give a log axis its ticks and range, `log_if_wide` says when an axis
+is log, and `nice_step` picks a linear axis's round step.
 """
 
 from __future__ import annotations
@@ -98,3 +100,106 @@ def tick_text(t: float) -> str:
         return f"{t:,.0f}" if t >= 1 else f"{t:.{-math.floor(math.log10(t) + 1e-9)}f}".rstrip("0")
     mant, exp = f"{t:.0e}".split("e")
     return f"{mant}e{int(exp)}"
+
+
+def _nan(x) -> bool:
+    try:
+        return math.isnan(float(x))
+    except (TypeError, ValueError):
+        return False
+
+
+def nice_step(raw: float) -> float:
+    """The 1-2-5 step at or above ``raw`` (linear axis ticks at round values: 2x, 4x, 6x, not 1.9x, 3.9x).
+
+    Args:
+        raw: the step the range would need (e.g. its top over the ticks wanted), in the axis's unit.
+
+    Returns:
+        1, 2 or 5 times a power of ten; 1.0 for a raw step that is zero, negative or NaN.
+    """
+    if not raw or raw <= 0 or _nan(raw):
+        return 1.0
+    e = math.floor(math.log10(raw))
+    for m in (1, 2, 5, 10):
+        if m * 10.0**e >= raw - 1e-12:
+            return m * 10.0**e
+    return 10.0 ** (e + 1)
+
+
+def log_ticks(values, fmt=None, max_ticks: int = 10) -> dict:
+    """Ticks for a log axis over ``values``, labelled in full.
+
+    Steps are 1-2-5 (powers of ten alone over more than three decades). When the lowest tick is far
+    above the lowest value, a tick at or just under it is added.
+
+    Args:
+        values: the values drawn; missing and non-positive ones are skipped.
+        fmt: formats a tick value; default `tick_text` (plain decimals, the workbook's one style).
+        max_ticks: at most that many ticks (coarser steps, then every other decade): a narrow subplot
+            asks for fewer, so its labels do not run together.
+
+    Returns:
+        The axis's ``tickmode``, ``tickvals`` and ``ticktext``; empty when no value is positive.
+    """
+    v = [float(x) for x in values if x is not None and not _nan(x) and float(x) > 0]
+    if not v:
+        return {}
+    lo, hi = min(v), max(v)
+    e0, e1 = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    first = (1,) if e1 - e0 > 3 else (1, 2, 5) if e1 - e0 > 1 else (1, 2, 3, 5, 7)
+    ladder = [s for s in ((1, 2, 3, 5, 7), (1, 2, 5), (1, 3), (1,)) if len(s) <= len(first)]
+    # a labelled tick at or just under the lowest value when the lowest tick is far above it:
+    # without it a wide range can start its labels far above the lowest points (e.g. 100 us on
+    # an axis whose best plans sit near 25 us); one close above it needs no neighbour (0.5 beside 1)
+    below = [m * 10.0**e for e in range(e0 - 1, e1 + 1) for m in (1, 2, 5) if lo / 2.51 <= m * 10.0**e <= lo]
+
+    def with_floor(ticks):
+        return sorted(set(ticks) | {max(below)}) if below and (not ticks or min(ticks) > 2.5 * lo) else ticks
+
+    for steps in ladder:
+        ticks = with_floor(
+            [m * 10.0**e for e in range(e0, e1 + 1) for m in steps if lo / 2.2 <= m * 10.0**e <= hi * 2.2]
+        )
+        if len(ticks) <= max_ticks:
+            break
+    else:  # every other (or third) decade from the lowest: evenly spaced, one near the lowest value
+        decades = [10.0**e for e in range(e0, e1 + 1) if lo / 2.2 <= 10.0**e <= hi * 2.2]
+        ticks = decades[::2] if len(decades[::2]) <= max_ticks else decades[::3]
+    return dict(tickmode="array", tickvals=ticks, ticktext=[(fmt or tick_text)(t) for t in ticks])
+
+
+def log_axis(values, fmt=None, max_ticks: int = 10) -> dict:
+    """`log_ticks` plus a range that shows the lowest tick and some room above the highest value.
+
+    The lowest points so always have a labelled tick under them.
+
+    Args:
+        values: the values drawn.
+        fmt: formats a tick value (`log_ticks`).
+        max_ticks: at most that many ticks.
+
+    Returns:
+        The axis's tick properties and ``range`` (in log10 units); empty when no value is positive.
+    """
+    t = log_ticks(values, fmt, max_ticks)
+    v = [float(x) for x in values if x is not None and not _nan(x) and float(x) > 0]
+    if not t or not v:
+        return t
+    lo, hi = math.log10(min(min(t["tickvals"]), min(v))), math.log10(max(v))
+    pad = max(0.07, 0.05 * (hi - lo))  # room for a marker's half at either end
+    return dict(t, range=[lo - pad, hi + max(pad, 0.1)])
+
+
+def log_if_wide(values, ratio: float = 30.0) -> str:
+    """The axis type for some values: log when the largest is more than ``ratio`` times the smallest.
+
+    Args:
+        values: the values drawn (None, NaN and values not above 0 are left out).
+        ratio: the spread from which the axis is log.
+
+    Returns:
+        "log" or "linear" (linear where no value is positive).
+    """
+    v = [float(x) for x in values if x is not None and not _nan(x) and float(x) > 0]
+    return "log" if v and max(v) / min(v) > ratio else "linear"

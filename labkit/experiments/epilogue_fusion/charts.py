@@ -11,7 +11,6 @@ from ...draw.plots import (
     COLORS,
     finish,
     grid,
-    log_ticks,
     new_figure,
     not_ok_note,
     num,
@@ -19,7 +18,7 @@ from ...draw.plots import (
     request_spec,
     shape_label,
 )
-from ...draw.units import SIZE_AXIS, in_unit
+from ...draw.units import SIZE_AXIS, in_unit, log_ticks
 from ..core import MIB
 
 #: the paths a fusion table holds, top to bottom within an epilogue, with their colours

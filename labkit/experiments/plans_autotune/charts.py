@@ -15,16 +15,14 @@ from ...draw.plots import (
     fmt_seconds,
     grid,
     isnan,
-    log_axis,
     new_figure,
-    nice_step,
     not_ok_note,
     num,
     ok_rows,
     request_spec,
     shape_label,
 )
-from ...draw.units import PLAIN_TICKS, SIZE_AXIS, in_unit
+from ...draw.units import PLAIN_TICKS, SIZE_AXIS, in_unit, log_axis, nice_step
 from ...gpu.plan_checks import is_wrong
 from .noise import caps_noise
 from .runs import BUILD_STAGES

@@ -13,8 +13,6 @@ from ...draw.plots import (
     first_value,
     fmt_bytes,
     grid,
-    log_axis,
-    log_ticks,
     new_figure,
     not_ok_note,
     num,
@@ -22,7 +20,7 @@ from ...draw.plots import (
     request_spec,
     shape_label,
 )
-from ...draw.units import in_unit
+from ...draw.units import in_unit, log_axis, log_ticks
 from ...env import gpu_label
 from .labels import place_labels
 

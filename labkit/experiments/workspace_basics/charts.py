@@ -10,7 +10,6 @@ from ...draw.plots import (
     finish,
     fmt_bytes,
     grid,
-    log_axis,
     new_figure,
     not_ok_note,
     num,
@@ -18,7 +17,7 @@ from ...draw.plots import (
     request_spec,
     shape_label,
 )
-from ...draw.units import PLAIN_TICKS, SIZE_AXIS, in_unit
+from ...draw.units import PLAIN_TICKS, SIZE_AXIS, in_unit, log_axis
 from ..core import MIB
 
 # ---- charts --------------------------------------------------------------------------------

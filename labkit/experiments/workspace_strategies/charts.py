@@ -16,13 +16,12 @@ from ...draw.plots import (
     NOTE_CHARS,
     finish,
     grid,
-    log_ticks,
     new_figure,
     not_ok_note,
     num,
     wrap,
 )
-from ...draw.units import PLAIN_TICKS, SIZE_AXIS, in_unit
+from ...draw.units import PLAIN_TICKS, SIZE_AXIS, in_unit, log_ticks
 from ..core import MIB
 
 # ---- the layout, in pixels ---------------------------------------------------------------------

@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from ... import ceilings
 from ...draw import plots
 from ...draw.names import plan_labels
-from ...draw.units import in_unit, tick_text
+from ...draw.units import in_unit, log_axis, log_if_wide, log_ticks, tick_text
 from ...env import gpu_label
 from ...errors import InvalidSpec
 from ...experiments import workspace_basics
@@ -135,7 +135,7 @@ def _bars(df, table, comp):
     fmt = _fmt(value)
     recs = df.attrs["recordings"]
     allv = [plots.num(v) for rec in recs for v in table[f"{value} {rec}"]]
-    kind = plots.log_if_wide(allv)
+    kind = log_if_wide(allv)
     fig = plots.new_figure()
     n = len(table)
     for i, rec in enumerate(recs):
@@ -197,9 +197,7 @@ def _bars(df, table, comp):
         fig.update_yaxes(
             tickvals=list(range(n)), ticktext=list(table["label"]), range=[n - 0.5, -0.5], type="linear"
         )
-        fig.update_xaxes(
-            title_text=title + ", log", type="log", **plots.log_axis(allv + [top * 4], max_ticks=6)
-        )
+        fig.update_xaxes(title_text=title + ", log", type="log", **log_axis(allv + [top * 4], max_ticks=6))
     extra = (
         f"workload '{df['workload'].iloc[0]}'" if name == "strategies" and "workload" in df.columns else ""
     )
@@ -249,7 +247,7 @@ def _sweep(df, table, comp):
         ticktext=[tick_text(float(v)) for v in table["value"]],
     )
     title = comp.axis if value == comp.value else value
-    fig.update_yaxes(title_text=title + ", log", type="log", **plots.log_axis(vals))
+    fig.update_yaxes(title_text=title + ", log", type="log", **log_axis(vals))
     field = df["field"].iloc[0] if "field" in df.columns else "value"
     return plots.finish(
         fig,
@@ -540,9 +538,9 @@ def _roofline(df):
         title_text="arithmetic intensity (FLOP/byte, log)",
         type="log",
         range=[math.log10(lo), math.log10(hi)],
-        **plots.log_ticks([lo, hi]),
+        **log_ticks([lo, hi]),
     )
-    fig.update_yaxes(title_text="achieved TFLOP/s (log)", type="log", **plots.log_axis(ys))
+    fig.update_yaxes(title_text="achieved TFLOP/s (log)", type="log", **log_axis(ys))
     note = (
         "roofs: datasheet peaks (dense) from labkit.ceilings; the bandwidth roof moves, the compute roof "
         "does not · every GPU's point of a shape sits at its intensity, the first a ring, the next a "
