@@ -51,6 +51,7 @@ from typing import Dict, Iterator, List, Optional
 
 from ..errors import LabkitError
 from ..version import __version__
+from . import recordings
 from .machine import SCHEMA_VERSION, ThisMachine, differences, folder_of
 
 
@@ -204,10 +205,16 @@ class LocalRecording:
 
     # -- files --
     def entry_path(self, name: str, request: dict) -> Path:
-        """The file that holds experiment ``name``'s result for ``request`` (a dict of its arguments)."""
-        from .recordings import request_key
+        """The file that holds one experiment's result for one request.
 
-        digest = hashlib.sha256(request_key(request).encode()).hexdigest()[:32]
+        Args:
+            name: the experiment.
+            request: its canonical arguments (a dict).
+
+        Returns:
+            <recording folder>/<name>/<first 32 hex digits of the request key's sha256>.json.
+        """
+        digest = hashlib.sha256(recordings.request_key(request).encode()).hexdigest()[:32]
         return self.path / name / f"{digest}.json"
 
     def _write_failed(self, exc: OSError) -> None:
@@ -245,11 +252,9 @@ class LocalRecording:
         Returns:
             The file written; None when saving is off or failed.
         """
-        from .recordings import request_key
-
         if not self.writable:
             return None
-        key = request_key(request)
+        key = recordings.request_key(request)
         table = df.copy()
         table.attrs = {}
         table.insert(0, "request", key)
@@ -321,14 +326,19 @@ class LocalRecording:
             A DataFrame with its provenance in ``attrs`` (``mode`` live, ``gpu``, ``measured_at``,
             ``saved_in``, ...); None when nothing usable is saved.
         """
-        from .recordings import request_key
-
         path = self.entry_path(name, request)
-        entry = self._read(path, name, request_key(request))
+        entry = self._read(path, name, recordings.request_key(request))
         return None if entry is None else _frame(self, entry, request, path)
 
     def entries(self, name: Optional[str] = None) -> Iterator[dict]:
-        """Every readable entry of experiment ``name`` (of all, for None); unreadable ones set aside."""
+        """Every readable entry of an experiment; unreadable ones are set aside (`set_aside`).
+
+        Args:
+            name: the experiment; None for every experiment.
+
+        Yields:
+            Each entry as read (its JSON fields, ``_df`` its rows as a DataFrame), in file name order.
+        """
         if not self.path.is_dir():
             return
         folders = [self.path / name] if name else sorted(p for p in self.path.iterdir() if p.is_dir())
@@ -341,13 +351,24 @@ class LocalRecording:
                     yield entry
 
     def experiments(self) -> List[str]:
-        """The experiments with at least one saved call, sorted."""
+        """The experiments with at least one saved call.
+
+        Returns:
+            Their names, sorted; empty when nothing is saved.
+        """
         if not self.path.is_dir():
             return []
         return sorted(p.name for p in self.path.iterdir() if p.is_dir() and any(p.glob("*.json")))
 
     def requests(self, name: str) -> List[dict]:
-        """Every request (a dict of arguments) saved for experiment ``name``."""
+        """Every request saved for an experiment.
+
+        Args:
+            name: the experiment.
+
+        Returns:
+            Each saved entry's request (a dict of its arguments), in `entries` order.
+        """
         return [json.loads(e["request"]) for e in self.entries(name)]
 
     def table(self, name: str):
@@ -377,8 +398,6 @@ class LocalRecording:
         Returns:
             The folder: one CSV per experiment, and ``metadata.json`` with rows and sha256 per file.
         """
-        from . import recordings
-
         out = Path(out)
         if (out / "metadata.json").exists():
             raise CacheError("a recording is already there; export to a new folder", out)
@@ -422,9 +441,7 @@ class LocalRecording:
 
 def _frame(store: "LocalRecording", entry: dict, request: dict, path: Path):
     """A saved entry as the DataFrame `LocalRecording.get` returns, its provenance in ``attrs``."""
-    from .recordings import result_rows
-
-    df = result_rows(entry["_df"])
+    df = recordings.result_rows(entry["_df"])
     ident = store.identity
     df.attrs.update(
         {
@@ -485,10 +502,8 @@ def _check_entry(raw: bytes, identity_key: str, name: Optional[str], request_key
         return "holds another request"
     if hashlib.sha256(str(entry["csv"]).encode()).hexdigest() != entry["csv_sha256"]:
         return "rows do not match their sha256 (corrupt or edited)"
-    from .recordings import read_csv_exact
-
     try:
-        df = read_csv_exact(io.StringIO(str(entry["csv"])))
+        df = recordings.read_csv_exact(io.StringIO(str(entry["csv"])))
     except Exception as exc:  # noqa: BLE001  (pandas' parser errors say what is wrong)
         return f"rows cannot be parsed: {str(exc)[:80]}"
     try:
