@@ -115,15 +115,19 @@ def servers(chromium, deadline, tmp_path_factory):
 
 
 def answers_given_away(name: str, recording: str, outputs: list) -> list:
-    """Each predict or explore exercise whose answer (its leak patterns, computed from
-    ``recording``) shows in an output above its check cell."""
+    """Each predict or explore exercise, and each explain that asks for a worked-out number, whose
+    answer (its leak patterns, computed from ``recording``) shows in an output above its check cell."""
     import re
 
     from labkit.present import check
     from labkit.store import recordings
 
     cells = json.loads((NOTEBOOKS / name).read_text())["cells"]
-    exercises = {e.name: e for e in check.exercise_list() if e.kind in ("predict", "explore")}
+    exercises = {
+        e.name: e
+        for e in check.exercise_list()
+        if e.kind in ("predict", "explore") or (e.kind == "explain" and not e.choices)
+    }
     if not exercises:
         return []
     saved = os.environ.get("LABKIT_RECORDING"), os.environ.get("LABKIT_MODE")

@@ -634,7 +634,7 @@ def _traced_calls(rec):
 
 @claim(
     "10",
-    "The strategy that idles longest does so for a reason its host lane shows (Exercise 2's answer says which). But no GPU lane is free of gaps.",
+    "The strategy that idles longest does so for a reason its host lane shows (Exercise 3's answer says which). But no GPU lane is free of gaps.",
 )
 def _no_lane_free(rec):
     df, s = _timeline(rec)
@@ -904,8 +904,61 @@ def _mean_above_median_is_said_on_the_chart(rec):
     return bool(seen) and not wrong, dict(seen=seen, wrong=wrong)
 
 
+# ---- the premises of the worked-out exercises (a model's assumption that the data must bear) ------------
+@claim(
+    "02",
+    "**Exercise 2 (explain, worked out).** Both strategies run the same kernels, and fixed_arena's host launches a call faster than its GPU runs one, so its GPU never waits: its GPU wall time per call is the kernels' own.",
+)
+def _arena_host_outruns_its_gpu(rec):
+    a = _strategies(rec, "one_conv").set_index("name").loc["fixed_arena"]
+    return (
+        a.median_us < a.gpu_us,
+        f"fixed_arena host {a.median_us:.1f} us, GPU wall {a.gpu_us:.1f} us per call",
+    )
+
+
+@claim(
+    "04",
+    "The unfused bias_relu path moves more bytes through HBM than the fused graph (`modelled_hbm_bytes` above).",
+)
+def _unfused_moves_more(rec):
+    df = frame(rec, "fusion", spec=experiments.BASE)
+    s = df[(df.status == "ok") & (df.epilogue == "bias_relu")].set_index("path").modelled_hbm_bytes
+    return s["unfused"] > s["fused"], dict(s)
+
+
+@claim(
+    "09",
+    "**Exercise 2 (explain, worked out).** Now exactly, for the tightest cap: with no workspace at all (a 0 B cap), every call whose fastest plan needs a workspace runs its smallest-workspace plan instead (`smallest_gpu_us`; each of those needs none here), and the others keep their fastest.",
+)
+def _smallest_plans_need_none(rec):
+    layers = _report(rec)["layers"]
+    needs = layers[layers.fastest_workspace_bytes > 0]
+    return bool((needs.smallest_workspace_bytes == 0).all()), sorted(set(needs.smallest_workspace_bytes))
+
+
 #: (lesson, sentence) pairs with comparative words that compare nothing measured
 NOT_CLAIMS: set = {
+    (  # questions: test_exercises checks their answers on every recording
+        "02",
+        "From the two GPU wall times per call in the summary, what share of malloc_per_call's did the GPU sit idle, in percent?",
+    ),
+    (
+        "03",
+        "Convert them to NHWC once, run a chain of L convolutions like the base one (batch 32: lesson 00's layout chart, or the panel above with N at 32) in NHWC, convert the result back once: from how many layers on does that beat running every layer in NCHW?",
+    ),
+    (
+        "06",
+        "On 4 streams (the panel's `graph 4`), how many bytes more does one scratchpad per stream hold than one scratchpad shared by all?",
+    ),
+    (  # a model the exercise defines, and its question
+        "08",
+        "**Exercise 2 (explain, worked out).** Model the 1x1 @56 convolution's time on each GPU as a fixed part plus a part that moves bytes at the GPU's bandwidth: t = F + M / bandwidth, with the same F and M on both.",
+    ),
+    (
+        "08",
+        "From its two times (the chart above) and the two datasheet bandwidths (the ceilings table), how many microseconds of its H100 time is the bandwidth part, M / bandwidth?",
+    ),
     (  # a question: test_exercises checks its answer on every recording
         "06",
         "**Exercise 3 (explore).** Before you set the race panel to `graph 4`: with CUDA graphs on 4 streams sharing one scratchpad, will more, fewer or about the same number of outputs be corrupted as on 2 streams?",
@@ -990,7 +1043,7 @@ NOT_CLAIMS: set = {
     ),
     (
         "04",
-        "**Exercise 4 (explore).** In fp16, move the panel's shape controls: where does fusing conv + bias + ReLU (`bias_relu`) gain least?",
+        "**Exercise 5 (explore).** In fp16, move the panel's shape controls: where does fusing conv + bias + ReLU (`bias_relu`) gain least?",
     ),
     (
         "04",
@@ -1045,7 +1098,7 @@ NOT_CLAIMS: set = {
     ("10", "Every summary above reads the GPU's idle time from the trace."),
     (
         "05",
-        "The same stages for fp32 NCHW: **Exercise 3 (explore).** Move the caps panel above to layout NHWC: which is the smallest recorded cap that costs under 5%?",
+        "The same stages for fp32 NCHW: **Exercise 4 (explore).** Move the caps panel above to layout NHWC: which is the smallest recorded cap that costs under 5%?",
     ),
     ("05", "`deselect_workspace_greater_than(cap)` drops every plan that needs more than `cap` bytes."),
     ("07", "* Compare the strategies on more layers: `python -m labkit bench strategies`."),
@@ -1063,7 +1116,7 @@ NOT_CLAIMS: set = {
     ),
     (
         "08",
-        "**Exercise 2 (predict).** Before the chart: is the fastest (autotuned) plan of the base convolution a different plan on the H200?",
+        "**Exercise 3 (predict).** Before the chart: is the fastest (autotuned) plan of the base convolution a different plan on the H200?",
     ),
     (
         "08",
@@ -1106,7 +1159,7 @@ NOT_CLAIMS: set = {
     ),
     (
         "09",
-        '**Exercise 3 (explore).** Run the report on VGG16 in a cell of your own (`labkit.report("vgg16")`; sort its tables with `sort_values`): which layer asks for the most workspace with its fastest plan (`fastest_workspace_bytes`), and under which strategy does the pass hold the most workspace at its peak (`peak_workspace_bytes`)?',
+        '**Exercise 4 (explore).** Run the report on VGG16 in a cell of your own (`labkit.report("vgg16")`; sort its tables with `sort_values`): which layer asks for the most workspace with its fastest plan (`fastest_workspace_bytes`), and under which strategy does the pass hold the most workspace at its peak (`peak_workspace_bytes`)?',
     ),
     (
         "09",
@@ -1144,7 +1197,7 @@ NOT_CLAIMS: set = {
     ),
     (
         "10",
-        "**Exercise 2 (predict).** Before the timeline: under which strategy will the GPU sit idle the largest share of its pass?",
+        "**Exercise 3 (predict).** Before the timeline: under which strategy will the GPU sit idle the largest share of its pass?",
     ),
     (
         "10",

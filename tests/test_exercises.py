@@ -4,7 +4,10 @@
 * a wrong answer gets a reply that does not give the right one away; the right one passes;
   ``reveal=True`` shows it; `labkit.present.check.solutions` lists every question and shows one
   answer at a time; `progress` covers every exercise;
-* at most one exercise in ten is answered by reading a number off the page (kind ``read``).
+* at most one exercise in ten is answered by reading a number off the page (kind ``read``);
+* every lesson 01-10 has an ``explain`` that asks for a number worked out from a model
+  (`labkit.experiments.worked`): fed its inputs rounded as printed it still passes, a wrong answer
+  gets a pointer at what is off, and its ``why`` shows the arithmetic.
 
 The answers above each check cell are looked for in a real browser (tests/test_browser_reading.py).
 """
@@ -50,6 +53,37 @@ def test_at_most_one_in_ten_is_read_off_the_page():
 
 
 EXERCISES = [e.name for e in check.exercise_list()]
+
+
+def is_worked(ex) -> bool:
+    """An ``explain`` whose answer is a number, not one of several reasons."""
+    return ex.kind == "explain" and not ex.choices and ex.right_answers is not None
+
+
+WORKED = [e.name for e in check.exercise_list() if is_worked(e)]
+
+
+@pytest.mark.parametrize("lesson", [f"{i:02d}" for i in range(1, 11)])
+def test_every_lesson_asks_for_a_number_worked_out_from_a_model(lesson):
+    assert any(is_worked(e) for e in check.exercise_list(lesson)), [
+        (e.name, e.kind) for e in check.exercise_list(lesson)
+    ]
+
+
+@pytest.mark.parametrize("recording", [r.name for r in recordings.shipped()])
+@pytest.mark.parametrize("name", WORKED)
+def test_a_worked_number_takes_rounded_inputs_and_shows_its_arithmetic(monkeypatch, capsys, recording, name):
+    monkeypatch.setenv("LABKIT_RECORDING", recording)
+    fn = getattr(check, name)
+    ex = fn.exercise
+    truth = ex.truth()
+    rounded = ex.right_answers(truth)
+    assert rounded and all(fn(a).correct for a in rounded), (name, truth, rounded)
+    for wrong in ex.wrong_examples(truth):
+        said = ex.wrong(ex.parse(wrong), truth)
+        assert said, f"{name}: {wrong!r} gets no pointer at what is off"
+    why = ex.why(truth)
+    assert "=" in why and re.search(r"\d", why.split("=")[0]), f"{name}: its why shows no arithmetic: {why}"
 
 
 @pytest.mark.parametrize("recording", [r.name for r in recordings.shipped()])

@@ -52,6 +52,7 @@ LAYERS = {
     "labkit.experiments.checking": 2.1,
     "labkit.experiments.exercise": 2.1,  # exercises as data: a topic's EXERCISES hold them
     "labkit.experiments.handson_check": 2.1,  # hands-on checks' verdicts and hints
+    "labkit.experiments.worked": 2.1,  # exercises whose answer is a number worked out from a model
     "labkit.experiments.panel_config": 2.1,
     "labkit.experiments.grid": 2.4,
     "labkit.session": 2.5,

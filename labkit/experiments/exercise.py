@@ -8,7 +8,9 @@ Three kinds, as the lessons use them:
   shows the measurement and why;
 * ``explore``: the answer is found only by moving a control or calling labkit with other
   arguments; it is printed nowhere in the notebook;
-* ``explain``: a choice among reasons; each wrong choice gets its own explanation.
+* ``explain``: a choice among reasons, each wrong choice with its own explanation; or a number
+  worked out from a simple model and the lesson's own measurements (`worked`: bytes over bandwidth,
+  calls until a cost is repaid, a share of idle time), judged within a tolerance.
 
 (``read`` marks the few exercises whose answer is a number read off a chart above.)
 
@@ -74,6 +76,10 @@ class Exercise:
             above the check matched them (the tests look for them); default `default_leaks`.
         wrong_answers: ``wrong_answers(truth)``: wrong answers the tests try (default: the other
             choices, the other flag, or a number far off).
+        given: ``given()``: what the question's model needs that no output above shows (a datasheet
+            figure), printed under the question; None: nothing.
+        right_answers: ``right_answers(truth)``: answers besides the truth that must pass, e.g. the
+            model fed its inputs rounded as the lesson prints them (the tests try them).
     """
 
     name: str
@@ -90,6 +96,8 @@ class Exercise:
     example: Any = None
     leaks: Optional[Callable[[Any], Sequence[str]]] = None
     wrong_answers: Optional[Callable[[Any], Sequence[Any]]] = None
+    given: Optional[Callable[[], str]] = None
+    right_answers: Optional[Callable[[Any], Sequence[Any]]] = None
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -134,6 +142,11 @@ class Exercise:
         text = self.question
         if self.choices:
             text += "\n" + "\n".join(f"  {k!r}: {v}" for k, v in self.choices.items())
+        if self.given is not None:
+            try:
+                text += "\n" + self.given()
+            except LabkitError as exc:
+                text += f"\n({exc})"
         if self.example is not None:
             text += f"\n(answer like {self.example!r})"
         return text

@@ -12,6 +12,7 @@ from typing import Optional
 from ..draw.plots import fmt_bytes, ok_rows
 from .core import BASE, result
 from .exercise import Exercise, equal, explain, one_of
+from .worked import bandwidth, bandwidth_given, gpu_of, rate, slips, worked
 
 LESSON = "07"
 #: the dtypes and directions the lab's plans chart reaches from its base (fp16 NHWC fprop), recorded
@@ -194,8 +195,85 @@ lab_free_cap = explain(
     choices=FREE_CAP_REASONS,
 )
 
+# ---- explain, worked out: what moving the largest workspace takes ------------------------------------
+FP32_NHWC = BASE.replace(dtype="fp32", layout="NHWC")
+
+
+def _traffic_inputs() -> dict:
+    df = _plans(dtype="fp32", layout="NHWC")
+    pick = df[df["heuristic_pick"].astype(bool)].iloc[0]
+    return dict(
+        workspace_bytes=int(pick.workspace_bytes),
+        plan_us=float(pick.gpu_us),
+        bandwidth=bandwidth(gpu_of(result("plans", spec=FP32_NHWC))),
+    )
+
+
+def _traffic_model(workspace_bytes, plan_us, bandwidth) -> float:
+    """Percent of the plan's GPU time that writing and reading its workspace once takes at ``bandwidth``."""
+    return 100 * (2 * workspace_bytes / bandwidth * 1e6) / plan_us
+
+
+def _traffic_why(truth: float) -> str:
+    x = _traffic_inputs()
+    moved = 2 * x["workspace_bytes"] / x["bandwidth"] * 1e6
+    df = _plans(dtype="fp32", layout="NHWC")
+    best = df[df["best"].astype(bool)].iloc[0]
+    tensors = sum(FP32_NHWC.tensor_bytes.values())
+    return (
+        f"2 x {x['workspace_bytes']:,} B / {rate(x['bandwidth'])} = {moved:.1f} us, of the "
+        f"{x['plan_us']:.1f} us the plan takes: {truth:.0f}%. Its tensors are {fmt_bytes(tensors)} in all, "
+        f"read or written once: its workspace traffic is {2 * x['workspace_bytes'] / tensors:.0f}x theirs. "
+        f"The fastest fp32 NHWC plan asks {fmt_bytes(best.workspace_bytes)} and takes {best.gpu_us:.1f} us. "
+        "A workspace costs time, not only memory."
+    )
+
+
+def _traffic_slips() -> list:
+    x = _traffic_inputs()
+    t = _traffic_model(**x)
+    return [
+        (t / 2, "that counts each workspace byte once: it is written, then read."),
+        (
+            2 * x["workspace_bytes"] / x["bandwidth"] * 1e6,
+            "that is the traffic's time in microseconds; the "
+            "question asks its share of the plan's time, in percent.",
+        ),
+    ]
+
+
+lab_workspace_traffic = worked(
+    name="lab_workspace_traffic",
+    lesson=LESSON,
+    question=(
+        "In the lab, chart 'plans', dtype fp32, layout NHWC: the heuristic's plan asks for a large "
+        "workspace. If it writes that workspace once and reads it once, what share of its "
+        "GPU time does that traffic take at the datasheet memory bandwidth, in percent?"
+    ),
+    inputs=_traffic_inputs,
+    model=_traffic_model,
+    rel=0.1,
+    unit="percent",
+    given=bandwidth_given("plans", spec=FP32_NHWC),
+    why=_traffic_why,
+    hints=(
+        "Two steps: the traffic's time (bytes / bandwidth), then its share of the plan's GPU time (hover "
+        "the heuristic's pick for both its time and its workspace).",
+        "Time = 2 x the workspace in bytes / the bandwidth in B/s, x 1e6 for microseconds; the share = that "
+        "/ the plan's microseconds, x 100.",
+    ),
+    wrong=slips(
+        _traffic_slips,
+        rel=0.1,
+        unit="percent",
+        high="more than the model gives: twice the workspace, over the bandwidth, over the plan's time.",
+        low="less than the model gives: take the heuristic's plan, the one with the largest workspace.",
+    ),
+    wrong_answers=lambda truth: [truth / 2, truth * 3, truth / 100],
+)
+
 CHARTS: dict = {}
-EXERCISES = (lab_fewest_plans, lab_zero_workspace, lab_widest_spread, lab_free_cap)
+EXERCISES = (lab_fewest_plans, lab_zero_workspace, lab_widest_spread, lab_free_cap, lab_workspace_traffic)
 
 
 def recorded_calls(quick: bool = False) -> list:

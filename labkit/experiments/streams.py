@@ -18,6 +18,7 @@ from .checking import CheckResult, emit
 from .core import experiment, result, to_frame
 from .exercise import Exercise, equal, explain, flag, number_leaks, one_of
 from .panel_config import plain_panel
+from .worked import slips, worked
 
 
 # ---- experiments ------------------------------------------------------------------------------
@@ -320,6 +321,85 @@ race_four_streams = Exercise(
     wrong_answers=lambda truth: [c for c in ("more", "fewer", "same") if c != truth],
 )
 
+# ---- explain, worked out: what one scratchpad per stream holds more ---------------------------------
+#: the streams the worked exercise counts (the race panel's ``graph 4``)
+MANY_STREAMS = 4
+
+
+def _held_inputs() -> dict:
+    return dict(
+        workspace_bytes=int(_race("graph", MANY_STREAMS).loc["shared", "workspace_bytes"]),
+        streams=MANY_STREAMS,
+    )
+
+
+def _held_model(workspace_bytes, streams) -> float:
+    """Bytes that one scratchpad per stream holds beyond one shared scratchpad."""
+    return (streams - 1) * workspace_bytes
+
+
+def _held_why(truth: float) -> str:
+    x = _held_inputs()
+    text = (
+        f"({x['streams']} - 1) x {x['workspace_bytes']:,} B = {truth:,.0f} B ({fmt_bytes(truth)}): what "
+        "outputs that are right cost here, one workspace per stream that may run at once."
+    )
+    sizes = result("workspace_sizes", at_hand_only=True)
+    if sizes is None:
+        return text
+    ok = sizes[(sizes["status"] == "ok") & (sizes["direction"] == "fprop")]
+    big = ok[(ok["dtype"] == "fp16") & (ok["layout"] == "NCHW")]
+    if big.empty:
+        return text
+    ws = int(big["heuristic_workspace_bytes"].iloc[0])
+    return text + (
+        f" The price grows with the plan's workspace: the base convolution's fp16 NCHW plan (lesson 01) asks "
+        f"{fmt_bytes(ws)}, and {x['streams']} streams of it would hold "
+        f"{fmt_bytes(_held_model(ws, x['streams']))} more than one shared scratchpad."
+    )
+
+
+def _held_slips() -> list:
+    x = _held_inputs()
+    t = _held_model(**x)
+    return [
+        (
+            x["streams"] * x["workspace_bytes"],
+            "that is all the per-stream scratchpads; the shared one holds a workspace too: how many more?",
+        ),
+        (t / 1024, "that is in KiB; the answer is in bytes (1 KiB = 1,024 B)."),
+        (t / 2**20, "that is in MiB; the answer is in bytes (1 MiB = 1,048,576 B)."),
+        (x["workspace_bytes"], "that is one stream's more; count every stream beyond the first."),
+    ]
+
+
+per_stream_bytes = worked(
+    name="per_stream_bytes",
+    lesson="06",
+    question=(
+        f"The fix costs memory. On {MANY_STREAMS} streams (the race panel's 'graph {MANY_STREAMS}'), how "
+        "many bytes more does one scratchpad per stream hold than one scratchpad shared by all? The race's "
+        "plan asks for the workspace the summary under the first chart gives."
+    ),
+    inputs=_held_inputs,
+    model=_held_model,
+    rel=0.02,
+    unit="bytes",
+    why=_held_why,
+    hints=(
+        "A scratchpad per stream is one workspace per stream; the shared scratchpad is one workspace in all.",
+        "Subtract the shared scratchpad's bytes from the per-stream ones', in bytes (1 KiB = 1,024 B).",
+    ),
+    wrong=slips(
+        _held_slips,
+        rel=0.02,
+        unit="bytes",
+        high="more than the model gives: one workspace per stream, and the shared one holds one too.",
+        low="less than the model gives: every stream beyond the first adds a whole workspace.",
+    ),
+    wrong_answers=lambda truth: [truth * 4 / 3, truth / 1024, truth / 3],
+)
+
 RACE_REASONS = {
     "other_kernel": "A CUDA graph runs other kernels than a Python launch does, and one of them uses its "
     "workspace unsafely; the kernels Python launches do not.",
@@ -514,7 +594,7 @@ def recorded_calls(quick: bool = False) -> list:
 LESSON = "06"
 CHARTS = {"race": (race_chart, 4, race_summary)}
 #: in the order the lesson asks them (`check.solutions` numbers them so)
-EXERCISES = (race_python_prediction, race_reason, race_four_streams)
+EXERCISES = (race_python_prediction, race_reason, race_four_streams, per_stream_bytes)
 #: the checks hands-on cells call, as check.<name>
 HANDS_ON_CHECKS = (race_reproduced,)
 #: experiment -> its lesson panel (`labkit.present.widgets.panel`)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from ..draw import plots
 from ..errors import InvalidSpec
 from ..experiments.exercise import Exercise, equal, explain, flag, number_leaks, one_of
+from ..experiments.worked import slips, worked
 from . import compare
 
 #: a shape "gains" in the explore exercise when the other GPU takes less than this share of the time
@@ -323,5 +324,92 @@ tf32_gaining_shapes = Exercise(
 )
 
 
+# ---- explain, worked out: how much of a shape's time is bandwidth ------------------------------
+#: the shape the worked exercise splits (the roofline's low-intensity 1x1 convolution)
+SPLIT_SHAPE = "1x1 @56"
+
+
+def _split_rows():
+    df = compare.frames("roofline")
+    base, other = _pair(df)
+    rows = {r: df[(df["recording"] == r) & (df["shape"] == SPLIT_SHAPE)] for r in (base, other)}
+    if any(v.empty for v in rows.values()):
+        raise InvalidSpec("shape", SPLIT_SHAPE, "is not a shape of both recordings' roofline")
+    return df, base, other, {r: v.iloc[0] for r, v in rows.items()}
+
+
+def _split_inputs() -> dict:
+    _, base, other, rows = _split_rows()
+    return dict(
+        first_us=float(rows[base]["gpu_us"]),
+        second_us=float(rows[other]["gpu_us"]),
+        first_gb_s=float(rows[base]["bandwidth_gb_s"]),
+        second_gb_s=float(rows[other]["bandwidth_gb_s"]),
+    )
+
+
+def _split_model(first_us, second_us, first_gb_s, second_gb_s) -> float:
+    """The part of ``first_us`` that scales with 1 / bandwidth, if t = F + M / bandwidth on both GPUs."""
+    return (first_us - second_us) / (1 - first_gb_s / second_gb_s)
+
+
+def _split_why(truth: float) -> str:
+    df, base, other, rows = _split_rows()
+    x = _split_inputs()
+    a, b = _gpu(df, base), _gpu(df, other)
+    floor = float(rows[base]["min_bytes"]) / (x["first_gb_s"] * 1e9) * 1e6
+    d, bracket = x["first_us"] - x["second_us"], 1 - x["first_gb_s"] / x["second_gb_s"]
+    return (
+        f"F cancels in the difference: {x['first_us']:.1f} - {x['second_us']:.1f} = {d:.1f} us = (M / "
+        f"{x['first_gb_s']:,.0f} GB/s) x (1 - {x['first_gb_s']:,.0f} / {x['second_gb_s']:,.0f}), so M / "
+        f"{x['first_gb_s']:,.0f} GB/s = {d:.1f} / {bracket:.3f} = {truth:.1f} us of the {a}'s "
+        f"{x['first_us']:.1f} us, and F = {x['first_us'] - truth:.1f} us. Its bytes (the min-bytes model, "
+        f"{rows[base]['min_bytes']:,.0f} B) take {floor:.1f} us at the {a}'s datasheet bandwidth: the "
+        f"bandwidth part is {truth / floor:.2f}x that. F is time that the {b}'s bandwidth does not shorten."
+    )
+
+
+def _split_slips() -> list:
+    x = _split_inputs()
+    return [
+        (x["first_us"] - x["second_us"], "that is how much the bandwidth part shrank, not how large it is."),
+        (
+            x["first_us"] * x["first_gb_s"] / x["second_gb_s"],
+            "that is the whole time scaled by the bandwidths: only the bandwidth part scales.",
+        ),
+        (x["first_us"] - _split_model(**x), "that is the fixed part F; the question asks the other one."),
+    ]
+
+
+bandwidth_part = worked(
+    name="bandwidth_part",
+    lesson="08",
+    question=(
+        f"Model the {SPLIT_SHAPE} convolution's time on each GPU as a fixed part plus a part that moves "
+        "bytes at the GPU's bandwidth: t = F + M / bandwidth, with the same F and M on both. From its two "
+        "measured times (the chart above) and the two datasheet bandwidths (the ceilings table), how many "
+        "microseconds of its time on the first GPU (the H100) is the bandwidth part, M / bandwidth?"
+    ),
+    inputs=_split_inputs,
+    model=_split_model,
+    rel=0.1,
+    unit="microseconds",
+    why=_split_why,
+    hints=(
+        "Subtract the two times: F cancels, and what is left is the bandwidth part on the H100 minus the "
+        "same bytes at the H200's bandwidth.",
+        "t_H100 - t_H200 = (M / bw_H100) x (1 - bw_H100 / bw_H200): divide by the bracket.",
+    ),
+    wrong=slips(
+        _split_slips,
+        rel=0.1,
+        unit="microseconds",
+        high="more than the model gives: the bandwidth part cannot exceed the whole time.",
+        low="less than the model gives: the difference of the times is only the part that shrank.",
+    ),
+    wrong_answers=lambda truth: [truth / 3, truth * 3, truth * 1e3],
+)
+
+
 #: lesson 08's exercises, in the order the lesson asks them
-EXERCISES = (biggest_gain, best_plan_changes, wide_dtypes_gain, tf32_gaining_shapes)
+EXERCISES = (biggest_gain, bandwidth_part, best_plan_changes, wide_dtypes_gain, tf32_gaining_shapes)

@@ -10,7 +10,13 @@ from ..core import BASE
 from ..panel_config import SHAPE, spec_panel
 from .calls import recorded_calls
 from .charts import fusion_chart, repeat_spread
-from .exercises import fusion_least_gain, fusion_speedup, unfused_extra_time, unfused_tensors
+from .exercises import (
+    fusion_least_gain,
+    fusion_speedup,
+    unfused_extra_time,
+    unfused_tensors,
+    unfused_traffic_time,
+)
 from .runs import FUSION_DTYPES, fusion
 from .summaries import fusion_summary
 
@@ -22,6 +28,7 @@ __all__ = [
     "repeat_spread",
     "fusion_speedup",
     "unfused_tensors",
+    "unfused_traffic_time",
     "unfused_extra_time",
     "fusion_least_gain",
     "recorded_calls",
@@ -30,7 +37,7 @@ __all__ = [
 
 LESSON = "04"
 CHARTS = {"fusion": (fusion_chart, 9, fusion_summary)}
-EXERCISES = (fusion_speedup, unfused_tensors, unfused_extra_time, fusion_least_gain)
+EXERCISES = (fusion_speedup, unfused_tensors, unfused_traffic_time, unfused_extra_time, fusion_least_gain)
 #: experiment -> its lesson panel (`labkit.present.widgets.panel`)
 PANELS = {
     "fusion": spec_panel(

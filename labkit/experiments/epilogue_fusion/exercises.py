@@ -11,6 +11,7 @@ from ...draw.plots import fmt_bytes, fmt_us, ok_rows, shape_label
 from ...errors import LabkitError
 from ..core import BASE, result
 from ..exercise import Exercise, equal, explain, number, one_of, within
+from ..worked import bandwidth, bandwidth_given, gpu_of, rate, slips, worked
 from .calls import recorded_calls
 
 #: predict: fusion's gain as a range (fused bias_relu over unfused, base spec)
@@ -370,4 +371,75 @@ fusion_least_gain = Exercise(
     ),
     wrong=_least_gain_wrong,
     example=0.9,
+)
+
+
+# ---- explain, worked out: what the unfused path's extra bytes take at the bandwidth ---------------
+def _traffic_inputs() -> dict:
+    s = _paths()
+    return dict(
+        unfused_bytes=float(s.loc["unfused", "modelled_hbm_bytes"]),
+        fused_bytes=float(s.loc["fused", "modelled_hbm_bytes"]),
+        bandwidth=bandwidth(gpu_of(result("fusion", spec=BASE))),
+    )
+
+
+def _traffic_model(unfused_bytes, fused_bytes, bandwidth) -> float:
+    """Microseconds the unfused path's extra modelled HBM bytes take at ``bandwidth`` (B/s)."""
+    return (unfused_bytes - fused_bytes) / bandwidth * 1e6
+
+
+def _traffic_why(truth: float) -> str:
+    x, s = _traffic_inputs(), _paths()
+    gap = float(s.loc["unfused", "gpu_us"] - s.loc["fused", "gpu_us"])
+    return (
+        f"({x['unfused_bytes']:,.0f} - {x['fused_bytes']:,.0f}) B / {rate(x['bandwidth'])} = {truth:.1f} us: "
+        f"the least time those bytes can take. The measured gap between the two paths is {gap:.1f} us, "
+        f"{gap / truth:.1f}x that: the bytes at the datasheet bandwidth do not account for it. Where the "
+        "rest goes is the next exercise."
+    )
+
+
+def _traffic_slips() -> list:
+    x, s = _traffic_inputs(), _paths()
+    return [
+        (
+            float(s.loc["unfused", "intermediate_bytes"]) / x["bandwidth"] * 1e6,
+            "that is the intermediates' size moved once; each is written and then read back (the modelled "
+            "traffic counts both).",
+        ),
+        (
+            x["unfused_bytes"] / x["bandwidth"] * 1e6,
+            "that is all the unfused path's traffic; the question asks what it moves beyond the fused graph.",
+        ),
+    ]
+
+
+unfused_traffic_time = worked(
+    name="unfused_traffic_time",
+    lesson="04",
+    question=(
+        "In fp16 at the base shape, the unfused bias_relu path moves more bytes through HBM than the fused "
+        "graph (the table's modelled_hbm_bytes). At this GPU's datasheet memory bandwidth, how many "
+        "microseconds do those extra bytes take?"
+    ),
+    inputs=_traffic_inputs,
+    model=_traffic_model,
+    rel=0.1,
+    unit="microseconds",
+    given=bandwidth_given("fusion", spec=BASE),
+    why=_traffic_why,
+    hints=(
+        "time = bytes / bandwidth; the bytes are the difference between the two paths' modelled traffic.",
+        "Take the bias_relu rows of the table: unfused minus fused modelled_hbm_bytes, over the bandwidth in "
+        "bytes per second, gives seconds; x 1e6 for microseconds.",
+    ),
+    wrong=slips(
+        _traffic_slips,
+        rel=0.1,
+        unit="microseconds",
+        high="more than the model gives: take the difference between the two paths' bytes.",
+        low="less than the model gives: take the modelled traffic, both written and read.",
+    ),
+    wrong_answers=lambda truth: [truth / 2, truth * 1.5, truth * 1e3],
 )

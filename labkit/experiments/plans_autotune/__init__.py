@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..core import BASE
 from ..panel_config import SHAPE, spec_panel
 from .charts import CAPS_GRID, PLANS_GRID, build_cost_chart, cap_label, caps_chart, plans_chart
-from .exercises import autotune_payoff_reason, cap_1mib_prediction, smallest_free_cap
+from .exercises import autotune_payoff_reason, cap_1mib_prediction, rebuild_calls, smallest_free_cap
 from .handson import HANDS_ON, TIME_EVERY_PLAN, plan_times
 from .noise import Noise, caps_noise
 from .runs import BUILD_STAGES, CAPS, build_cost, caps, plans
@@ -47,6 +47,7 @@ __all__ = [
     "build_cost_summary",
     "cap_1mib_prediction",
     "smallest_free_cap",
+    "rebuild_calls",
     "autotune_payoff_reason",
     "TIME_EVERY_PLAN",
     "HANDS_ON",
@@ -100,7 +101,7 @@ CHARTS = {
     "build_cost": (build_cost_chart, 1, build_cost_summary),
 }
 #: in the order the lesson asks them (`check.solutions` numbers them so)
-EXERCISES = (cap_1mib_prediction, autotune_payoff_reason, smallest_free_cap)
+EXERCISES = (cap_1mib_prediction, autotune_payoff_reason, rebuild_calls, smallest_free_cap)
 #: the checks hands-on cells call, as check.<name>
 HANDS_ON_CHECKS = (plan_times,)
 #: experiment -> its lesson panel (`labkit.present.widgets.panel`)

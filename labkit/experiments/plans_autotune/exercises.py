@@ -1,5 +1,6 @@
 """Lesson 05's exercises (`labkit.experiments.exercise`): predict what a 1 MiB cap costs, find the
-smallest cap that costs under 5%, explain when autotuning pays off."""
+smallest cap that costs under 5%, explain when autotuning pays off, work out what one rebuild of a
+graph costs in calls."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import math
 from ...draw.plots import fmt_bytes, fmt_seconds, fmt_us, ok_rows
 from ..core import BASE, MIB, result
 from ..exercise import Exercise, equal, explain, number, one_of
+from ..worked import slips, worked
 from .charts import cap_label
 from .runs import BUILD_STAGES
 
@@ -201,4 +203,74 @@ autotune_payoff_reason = explain(
     ),
     wrong=_payoff_wrong,
     choices=PAYOFF_CHOICES,
+)
+
+
+# ---- explain, worked out: what one rebuild costs, in calls -------------------------------------------
+def _rebuild_inputs() -> dict:
+    df = result("build_cost", spec=BASE)
+    s = df.set_index("stage")["seconds"]
+    return dict(rebuild_s=float(s[BUILD_STAGES[1]]), call_us=float(df["heuristic_gpu_us"].iloc[0]))
+
+
+def _rebuild_model(rebuild_s, call_us) -> float:
+    """How many calls' GPU time (``call_us`` each) one rebuild of ``rebuild_s`` seconds takes."""
+    return rebuild_s * 1e6 / call_us
+
+
+def _rebuild_why(truth: float) -> str:
+    df = result("build_cost", spec=BASE)
+    s = df.set_index("stage")["seconds"]
+    x = _rebuild_inputs()
+    hit = float(s[BUILD_STAGES[2]]) * 1e6
+    return (
+        f"{fmt_seconds(x['rebuild_s'])} / {fmt_us(x['call_us'])} = {truth:,.0f} calls: rebuilt on every "
+        f"call, each call would take {truth + 1:,.0f}x its GPU time, {truth / (truth + 1):.1%} of it "
+        f"building. A hit in labkit's cache takes {fmt_us(hit)} of host time, {hit / x['call_us']:.1f} "
+        "calls' worth of GPU time: a loop that keeps the graph it looked up pays neither."
+    )
+
+
+def _rebuild_slips() -> list:
+    df = result("build_cost", spec=BASE)
+    s = df.set_index("stage")["seconds"]
+    x = _rebuild_inputs()
+    return [
+        (
+            _rebuild_model(float(s[BUILD_STAGES[0]]), x["call_us"]),
+            "that uses the first build, which carries one-time set-up; every later rebuild costs what the "
+            "identical rebuild costs.",
+        ),
+        (
+            _rebuild_model(float(s[BUILD_STAGES[3]]), x["call_us"]),
+            "that uses building every plan; a framework without a cache rebuilds the one graph it runs.",
+        ),
+    ]
+
+
+rebuild_calls = worked(
+    name="rebuild_calls",
+    lesson="05",
+    question=(
+        "A framework without a graph cache rebuilds the graph on every call. How many calls' worth of GPU "
+        "time does one identical rebuild cost? (The rebuild's time is on the chart; one call's GPU time is "
+        "bc.heuristic_gpu_us, the heuristic plan's.)"
+    ),
+    inputs=_rebuild_inputs,
+    model=_rebuild_model,
+    rel=0.05,
+    unit="a number of calls",
+    why=_rebuild_why,
+    hints=(
+        "Put the two in one unit: how many microseconds is the rebuild?",
+        "Calls = the rebuild's time in microseconds (1 ms = 1,000 us) / one call's GPU time in microseconds.",
+    ),
+    wrong=slips(
+        _rebuild_slips,
+        rel=0.05,
+        unit="calls (both times in microseconds)",
+        high="more calls than the model gives: take the identical rebuild, not a first build.",
+        low="fewer calls than the model gives: divide the rebuild's time by one call's GPU time.",
+    ),
+    wrong_answers=lambda truth: [truth * 1e3, truth / 3, truth * 20],
 )

@@ -10,7 +10,13 @@ from __future__ import annotations
 from ..core import BASE, variants
 from ..panel_config import SHAPE, plain_panel, spec_panel
 from .charts import layout_chart, precision_chart, roofline_chart
-from .exercises import dtype_speed_order, fp8_total_error, fp8_wins_up_to, nhwc_closest_batch
+from .exercises import (
+    dtype_speed_order,
+    fp8_total_error,
+    fp8_wins_up_to,
+    nhwc_closest_batch,
+    nhwc_payoff_layers,
+)
 from .labels import place_labels
 from .runs import layout, precision, resnet50_shapes, roofline
 from .summaries import (
@@ -82,7 +88,7 @@ CHARTS = {
     "layout": (layout_chart, 2, layout_summary),
     "roofline": (roofline_chart, 2, roofline_summary),
 }
-EXERCISES = (dtype_speed_order, fp8_total_error, fp8_wins_up_to, nhwc_closest_batch)
+EXERCISES = (dtype_speed_order, fp8_total_error, fp8_wins_up_to, nhwc_closest_batch, nhwc_payoff_layers)
 #: experiment -> its lesson panel (`labkit.present.widgets.panel`)
 PANELS = {
     "precision": spec_panel("precision", "Precision: speed and error", SHAPE + ("layout", "direction"), BASE),

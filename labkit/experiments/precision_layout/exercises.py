@@ -1,8 +1,10 @@
 """Lesson 03's exercises: predict the dtypes' speed order and whether NHWC pays off, explain fp8's
-error, explore the batch at which fp8 stops winning. Every answer comes from the results in use."""
+error, explore the batch at which fp8 stops winning, work out after how many layers converting to NHWC
+once pays. Every answer comes from the results in use."""
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Optional
 
@@ -10,6 +12,7 @@ from ...draw.plots import fmt_us, ok_rows
 from ...errors import InvalidSpec
 from ..core import BASE, SWEEPS, result
 from ..exercise import Exercise, equal, explain, number
+from ..worked import slips, worked
 from .charts import sci
 from .summaries import _precision_at, _spread
 
@@ -266,4 +269,92 @@ nhwc_closest_batch = Exercise(
     ),
     wrong=_nhwc_wrong,
     example=8,
+)
+
+
+# ---- explain, worked out: after how many layers converting once pays -------------------------------
+def _payoff_inputs() -> dict:
+    t = ok_rows(result("layout")).set_index("layout")
+    return dict(
+        convert_us=float(t.loc["NHWC", "convert_gpu_us"]),
+        nchw_us=float(t.loc["NCHW", "conv_gpu_us"]),
+        nhwc_us=float(t.loc["NHWC", "conv_gpu_us"]),
+    )
+
+
+def _payoff_model(convert_us, nchw_us, nhwc_us) -> float:
+    """Layers after which one conversion is repaid by what each layer saves in NHWC (inf: never)."""
+    saved = nchw_us - nhwc_us
+    return convert_us / saved if saved > 0 else math.inf
+
+
+def _payoff_why(truth: float) -> str:
+    x = _payoff_inputs()
+    saved = x["nchw_us"] - x["nhwc_us"]
+    if not math.isfinite(truth):
+        return (
+            f"NHWC runs this convolution no faster ({fmt_us(x['nhwc_us'])} against {fmt_us(x['nchw_us'])}): "
+            "never."
+        )
+    per_layer = (
+        "Converting around every layer never pays: each would spend "
+        f"{fmt_us(x['convert_us'])} to save {fmt_us(saved)}."
+        if x["convert_us"] > saved
+        else "Here even converting around a single layer pays."
+    )
+    return (
+        f"{x['convert_us']:.1f} us / ({x['nchw_us']:.1f} - {x['nhwc_us']:.1f}) us = {truth:.1f} layers: from "
+        f"{math.ceil(truth)} layers of this kind on, converting once at the start and once at the end "
+        f"beats staying in NCHW, and every further layer saves {fmt_us(saved)}. {per_layer} Keep a network "
+        "in one layout, and convert at its edges if you must."
+    )
+
+
+def _payoff_slips() -> list:
+    x = _payoff_inputs()
+    saved = x["nchw_us"] - x["nhwc_us"]
+    return [
+        (saved / x["convert_us"], "that is the saving over the cost: turn it over."),
+        (
+            x["convert_us"] / x["nchw_us"],
+            "divide the conversion by what one layer saves, not by its NCHW time.",
+        ),
+        (
+            x["convert_us"] / x["nhwc_us"],
+            "divide the conversion by what one layer saves, not by its NHWC time.",
+        ),
+    ]
+
+
+nhwc_payoff_layers = worked(
+    name="nhwc_payoff_layers",
+    lesson="03",
+    question=(
+        "Your tensors are NCHW. Convert them to NHWC once, run a chain of L convolutions like the base one "
+        "(batch 32) in NHWC, and convert the result back once: from how many layers L on does that beat "
+        "running every layer in NCHW? Take the conversion measured at batch 32 as the one-time cost (the "
+        "break-even as a real number, or the whole number of layers)."
+    ),
+    inputs=_payoff_inputs,
+    model=_payoff_model,
+    rel=0.1,
+    unit="a number of layers",
+    judge=lambda answer, truth: (
+        abs(answer - truth) <= 0.1 * abs(truth) or (math.isfinite(truth) and answer == math.ceil(truth))
+    ),
+    why=_payoff_why,
+    hints=(
+        "Like autotuning, converting is a one-time cost repaid a little on every layer: how much does one "
+        "layer save by running in NHWC?",
+        "Layers to break even = the conversion's time / (the NCHW convolution's time - the NHWC one's); "
+        "the summary above gives all three.",
+    ),
+    wrong=slips(
+        _payoff_slips,
+        rel=0.1,
+        unit="layers",
+        high="more layers than the model gives: the saving per layer is the whole gap between the layouts.",
+        low="fewer layers than the model gives: the conversion is paid once, in full.",
+    ),
+    wrong_answers=lambda truth: [1 / truth, truth * 3, 1.0],
 )

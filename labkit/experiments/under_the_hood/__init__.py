@@ -25,7 +25,7 @@ from .charts import (
     race_timeline_chart,
     strategy_timeline_chart,
 )
-from .exercises import gpu_idles, idle_strategy, nchw_kernels, python_overlap
+from .exercises import gpu_idles, idle_strategy, launch_headroom, nchw_kernels, python_overlap
 from .handson import HANDS_ON, IDLE_TIME, idle_time
 from .runs import (
     RACE_CONVS,
@@ -66,6 +66,7 @@ __all__ = [
     "strategy_timeline_summary",
     "race_timeline_summary",
     "build_log_summary",
+    "launch_headroom",
     "nchw_kernels",
     "idle_strategy",
     "gpu_idles",
@@ -121,7 +122,7 @@ CHARTS = {
     "build_log": (build_log_chart, 1, build_log_summary),
 }
 #: the exercises, in the order the lesson asks them
-EXERCISES = (nchw_kernels, idle_strategy, gpu_idles, python_overlap)
+EXERCISES = (launch_headroom, nchw_kernels, idle_strategy, gpu_idles, python_overlap)
 #: the checks hands-on cells call, as check.<name>
 HANDS_ON_CHECKS = (idle_time,)
 #: experiment -> its lesson panel (`labkit.present.widgets.panel`)

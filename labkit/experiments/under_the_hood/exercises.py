@@ -1,7 +1,8 @@
-"""Lesson 10's exercises (`labkit.experiments.exercise.Exercise`): predict how many kernels the
-NCHW heuristic plan launches and which strategy leaves the GPU idle longest, explain why the GPU
-idles under every strategy of a Python-launched loop, and find how long the race's streams overlap
-with Python launches. Answers come from the traces in use (`core.result`, the same the lesson draws).
+"""Lesson 10's exercises (`labkit.experiments.exercise.Exercise`): work out how much host work fits
+before a loop of calls leaves the GPU waiting, predict how many kernels the NCHW heuristic plan
+launches and which strategy leaves the GPU idle longest, explain why the GPU idles under every
+strategy of a Python-launched loop, and find how long the race's streams overlap with Python
+launches. Answers come from the traces in use (`core.result`, the same the lesson draws).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from ...draw.plots import fmt_us, ok_rows
 from ..core import BASE, result
 from ..exercise import Exercise, equal, explain, number, one_of
+from ..worked import slips, worked
 from .race_trace import overlap_total, why_they_met
 from .runs import heuristic_plan
 
@@ -64,6 +66,87 @@ nchw_kernels = Exercise(
     ),
     wrong=lambda answer, truth: f"{answer:g} is {'too many' if answer > truth else 'too few'}.",
     leaks=_nchw_leaks,
+)
+
+
+# ---- explain, worked out: how much host work fits before the GPU waits ----------------------------
+def _pick():
+    df = ok_rows(result("kernels", spec=BASE))
+    return df[df.plan_name == heuristic_plan(df)].iloc[0]
+
+
+def _headroom_inputs() -> dict:
+    row = _pick()
+    return dict(gpu_us=float(row.plan_kernel_us), host_us=float(row.host_us))
+
+
+def _headroom_model(gpu_us, host_us) -> float:
+    """Microseconds of extra host work per call before a loop of calls leaves the GPU waiting."""
+    return gpu_us - host_us
+
+
+def _headroom_why(truth: float) -> str:
+    x = _headroom_inputs()
+    text = (
+        f"{x['gpu_us']:.1f} - {x['host_us']:.1f} = {truth:.1f} us. In a loop the host launches the next call "
+        f"while the GPU runs this one: as long as the host needs less per call than the GPU's "
+        f"{x['gpu_us']:.1f} us, the GPU always has work queued. "
+        if truth > 0
+        else f"{x['gpu_us']:.1f} - {x['host_us']:.1f} = {truth:.1f} us: the host already needs longer per "
+        "call than the GPU, so a loop of these calls leaves the GPU waiting. "
+    )
+    strat = result("strategies", at_hand_only=True, workload="one_conv", repeats=20)
+    if strat is None or not truth > 0:
+        return text
+    per = ok_rows(strat).set_index("strategy")["strategy_us_per_call"]
+    over = [f"{str(n).split(' (')[0]} ({v:.1f} us)" for n, v in per.items() if v > truth]
+    return text + (
+        "Lesson 02 measured what each strategy's get and put add per call (one_conv): "
+        + (
+            f"{', '.join(over)} add more than that, so under them the GPU would wait for the host; the "
+            "others fit."
+            if over
+            else "every strategy fits."
+        )
+    )
+
+
+def _headroom_slips() -> list:
+    x = _headroom_inputs()
+    return [
+        (x["host_us"] - x["gpu_us"], "that is the host's time minus the GPU's: the other way round."),
+        (x["gpu_us"] / x["host_us"], "that is a ratio; the question asks microseconds."),
+        (x["gpu_us"], "that is the GPU's whole time per call; the host's launch takes part of it already."),
+    ]
+
+
+launch_headroom = worked(
+    name="launch_headroom",
+    lesson="10",
+    question=(
+        "In the kernels chart, the heuristic's plan (marked on its plan axis) keeps the GPU busy for its GPU "
+        "time per call, and the host needs its host time to launch one call. In a loop of such calls, how "
+        "many microseconds of extra host work per call (a workspace strategy's get and put, your Python) fit "
+        "before the GPU starts waiting for the host? (Negative if it waits already.)"
+    ),
+    inputs=_headroom_inputs,
+    model=_headroom_model,
+    rel=0.05,
+    unit="microseconds",
+    why=_headroom_why,
+    hints=(
+        "The GPU waits when the host needs longer to launch a call than the GPU needs to run one: compare "
+        "the two panels' numbers for the heuristic's plan.",
+        "Headroom = the plan's GPU time per call - the host time to launch it, both in microseconds.",
+    ),
+    wrong=slips(
+        _headroom_slips,
+        rel=0.05,
+        unit="microseconds",
+        high="more than the model gives: the host's own launch time already uses part of the GPU's time.",
+        low="less than the model gives: take the heuristic's plan's GPU time and its host time.",
+    ),
+    wrong_answers=lambda truth: [-truth, truth * 3, truth * 1e3],
 )
 
 

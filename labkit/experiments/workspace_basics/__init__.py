@@ -12,7 +12,7 @@ from ...draw.plots import shape_label
 from ..core import BASE
 from ..panel_config import SHAPE, PanelConfig, spec_of, spec_panel, state_of
 from .charts import SWEEP_AXIS, algorithms_chart, sweep_chart, workspace_sizes_chart  # noqa: F401
-from .exercises import BATCH_WORKSPACE, LESS_WORKSPACE, NCHW_WORKSPACE
+from .exercises import BATCH_WORKSPACE, COPY_TIME, LESS_WORKSPACE, NCHW_WORKSPACE
 from .handson import CONV_SETUP_SOURCE, OWN_WORKSPACE_SOURCE, own_workspace
 from .runs import (  # noqa: F401
     LEGACY_DTYPES,
@@ -69,7 +69,7 @@ CHARTS = {
     "workspace_sizes": (workspace_sizes_chart, 9, workspace_sizes_summary),
     "sweep": (sweep_chart, 2, sweep_summary),
 }
-EXERCISES = (LESS_WORKSPACE, BATCH_WORKSPACE, NCHW_WORKSPACE)
+EXERCISES = (LESS_WORKSPACE, BATCH_WORKSPACE, NCHW_WORKSPACE, COPY_TIME)
 #: hands-on cells: name -> (reference solution source, whether it starts on a fresh GPU)
 HANDS_ON = {
     "conv_setup": (CONV_SETUP_SOURCE, True),

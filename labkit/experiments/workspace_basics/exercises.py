@@ -1,5 +1,6 @@
 """Lesson 01's exercises: predict the layout that asks for less workspace, explore the batch sweep in
-fp32 NCHW, explain what the fp16 NCHW plan keeps in its workspace. Answers come from the results in use."""
+fp32 NCHW, explain what the fp16 NCHW plan keeps in its workspace and work out what moving it takes.
+Answers come from the results in use."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from ...draw.prose import where
 from ...errors import LabkitError
 from ..core import BASE, result
 from ..exercise import Exercise, equal, explain, number, one_of
+from ..worked import bandwidth, bandwidth_given, gpu_of, rate, slips, worked
 from .runs import SWEEP_BASE, SWEEP_VALUES
 
 # ---- exercises -------------------------------------------------------------------------------------
@@ -221,4 +223,69 @@ NCHW_WORKSPACE = explain(
     ),
     wrong=_nchw_wrong,
     choices=NCHW_REASONS,
+)
+
+
+# ---- explain, worked out: what moving the NCHW plan's copies takes ---------------------------------
+def _copy_inputs() -> dict:
+    sizes = result("workspace_sizes")
+    return dict(workspace_bytes=int(_fprop_sizes("fp16")["NCHW"]), bandwidth=bandwidth(gpu_of(sizes)))
+
+
+def _copy_model(workspace_bytes, bandwidth) -> float:
+    """Microseconds to write every workspace byte once and read it back once at ``bandwidth`` (B/s)."""
+    return 2 * workspace_bytes / bandwidth * 1e6
+
+
+def _copy_why(truth: float) -> str:
+    x = _copy_inputs()
+    text = (
+        f"2 x {x['workspace_bytes']:,} B / {rate(x['bandwidth'])} = {truth:.1f} us: the least time the "
+        "copies' traffic can take."
+    )
+    lay = result("layout", at_hand_only=True)
+    if lay is None:
+        return text
+    t = ok_rows(lay).set_index("layout")["conv_gpu_us"]
+    gap = float(t["NCHW"] - t["NHWC"])
+    if gap <= 0:
+        return text + f" Measured, the NCHW plan is no slower than the NHWC one ({where(lay)})."
+    return text + (
+        f" Measured ({where(lay)}, the table of lesson 00), the NCHW plan takes {t['NCHW']:.1f} us and the "
+        f"NHWC plan {t['NHWC']:.1f} us: {gap:.1f} us more, {gap / truth:.1f}x the bound. If all of it is "
+        f"that traffic, its conversion kernels move it at {truth / gap:.0%} of the datasheet bandwidth. A "
+        "workspace costs time as well as memory: these bytes are traffic the NHWC plan never moves."
+    )
+
+
+COPY_TIME = worked(
+    name="layout_copy_time",
+    lesson="01",
+    question=(
+        "The fp16 NCHW plan keeps channels-last copies of its tensors in its workspace: every byte of it is "
+        "written once and read back once. At this GPU's datasheet memory bandwidth, how many microseconds "
+        "does that traffic take, at least?"
+    ),
+    inputs=_copy_inputs,
+    model=_copy_model,
+    rel=0.1,
+    unit="microseconds",
+    given=bandwidth_given("workspace_sizes"),
+    why=_copy_why,
+    hints=(
+        "time = bytes moved / bandwidth. Which bytes (the chart above gives the fp16 NCHW plan's workspace), "
+        "and how many times does each one cross the memory bus?",
+        "Written once and read once: twice the workspace, in bytes (1 MiB = 1,048,576 B), over the bandwidth "
+        "in bytes per second, gives seconds; x 1e6 for microseconds.",
+    ),
+    wrong=slips(
+        lambda: [
+            (_copy_model(**_copy_inputs()) / 2, "that counts each byte once: the copy is written, then read.")
+        ],
+        rel=0.1,
+        unit="microseconds",
+        high="more than the model gives: count the workspace's bytes twice, no more.",
+        low="less than the model gives: count every byte of the workspace, written and read.",
+    ),
+    wrong_answers=lambda truth: [truth / 2, truth * 1e3, truth * 4],
 )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..panel_config import plain_panel
 from .charts import POOL_ALLOCATORS, allocator_of, strategies_chart  # noqa: F401
-from .exercises import FALLS_BACK, MALLOC_SLOWDOWN, POOL_UNDER_PRESSURE
+from .exercises import FALLS_BACK, MALLOC_IDLE, MALLOC_SLOWDOWN, POOL_UNDER_PRESSURE
 from .handson import OWN_STRATEGY_CHECK_SOURCE, OWN_STRATEGY_SOURCE, own_strategy
 from .runs import WORKLOADS, strategies, strategies_repeats  # noqa: F401
 from .summaries import dims_only_summary, noise_sentence, pressure_summary, strategies_summary  # noqa: F401
@@ -36,7 +36,7 @@ def recorded_calls(quick: bool = False) -> list:
 LESSON = "02"
 CHARTS = {"strategies": (strategies_chart, 8, strategies_summary)}
 #: in the order the lesson asks them (`check.solutions` numbers them so)
-EXERCISES = (MALLOC_SLOWDOWN, POOL_UNDER_PRESSURE, FALLS_BACK)
+EXERCISES = (MALLOC_SLOWDOWN, MALLOC_IDLE, POOL_UNDER_PRESSURE, FALLS_BACK)
 #: hands-on cells: name -> (reference solution source, whether it starts on a fresh GPU): the check
 #: runs the strategy on fresh GPUs of its own
 HANDS_ON = {

@@ -1,5 +1,6 @@
-"""Lesson 02's exercises: predict malloc_per_call's slowdown, explain cupy_pool under memory pressure,
-explore which strategy falls back on a growing batch. Answers come from the results in use."""
+"""Lesson 02's exercises: predict malloc_per_call's slowdown, work out how long its GPU idles, explain
+cupy_pool under memory pressure, explore which strategy falls back on a growing batch. Answers come
+from the results in use."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from ...draw.prose import where
 from ...errors import InvalidSpec
 from ..core import result
 from ..exercise import Exercise, equal, explain, number
+from ..worked import slips, worked
 from .runs import strategies_repeats
 from .summaries import _strategy
 
@@ -207,4 +209,84 @@ POOL_UNDER_PRESSURE = explain(
     ),
     wrong=_pool_wrong,
     choices=POOL_REASONS,
+)
+
+
+# ---- explain, worked out: how long the GPU idles under malloc_per_call -----------------------------
+def _idle_inputs() -> dict:
+    df = _frame("one_conv")
+    return dict(
+        malloc_wall_us=float(_strategy(df, "malloc_per_call").gpu_us),
+        arena_wall_us=float(_strategy(df, "fixed_arena").gpu_us),
+    )
+
+
+def _idle_model(malloc_wall_us, arena_wall_us) -> float:
+    """Percent of malloc_per_call's GPU wall time per call that the kernels (the arena's wall) leave idle."""
+    return 100 * (1 - arena_wall_us / malloc_wall_us)
+
+
+def _idle_why(truth: float) -> str:
+    df = _frame("one_conv")
+    m, a = _strategy(df, "malloc_per_call"), _strategy(df, "fixed_arena")
+    text = (
+        f"1 - {a.gpu_us:.1f} us / {m.gpu_us:.1f} us = {truth:.0f}%: the GPU sat idle "
+        f"{m.gpu_us - a.gpu_us:.1f} us of every call ({where(df)}). "
+    )
+    if a.median_us < a.gpu_us:
+        text += (
+            f"The model holds because fixed_arena's host needs {a.median_us:.1f} us per call, less than the "
+            f"{a.gpu_us:.1f} us its GPU needs: its GPU never waited, so its wall time is the kernels' time. "
+        )
+    else:
+        text += (
+            f"Here fixed_arena's host needs {a.median_us:.1f} us per call, as long as its GPU: its wall time "
+            "holds some idle time too, and the share above is a lower bound. "
+        )
+    return text + (
+        f"malloc_per_call's host needs {m.median_us:.1f} us per call, {m.strategy_us_per_call:.1f} us of it "
+        "inside cudaMalloc and cudaFree, and the free waits for the GPU: the host can never queue the next "
+        "call ahead, so the GPU waits for it."
+    )
+
+
+def _idle_slips() -> list:
+    x = _idle_inputs()
+    t = _idle_model(**x)
+    return [
+        (100 - t, "that is the share the GPU was busy; the question asks the rest."),
+        (x["malloc_wall_us"] / x["arena_wall_us"], "that is the ratio of the two wall times, not a share."),
+        (
+            100 * (x["malloc_wall_us"] / x["arena_wall_us"] - 1),
+            "that divides by the arena's wall time; the share is of malloc_per_call's.",
+        ),
+    ]
+
+
+MALLOC_IDLE = worked(
+    name="malloc_idle_share",
+    lesson="02",
+    question=(
+        "From the GPU wall times per call in the summary: both strategies run the same kernels, and "
+        "fixed_arena's host launches a call faster than its GPU runs it, so its wall time is the kernels' "
+        "own. What share of malloc_per_call's GPU wall time did the GPU sit idle, in percent?"
+    ),
+    inputs=_idle_inputs,
+    model=_idle_model,
+    rel=0.05,
+    unit="percent",
+    why=_idle_why,
+    hints=(
+        "Wall time = busy time + idle time. Which of the two strategies' wall times is only busy time, "
+        "and what is the rest of the other's?",
+        "Idle share = (malloc_per_call's wall - the kernels' time) / malloc_per_call's wall, x 100.",
+    ),
+    wrong=slips(
+        _idle_slips,
+        rel=0.05,
+        unit="percent",
+        high="more than the model gives: the kernels' time is the arena's GPU wall time per call.",
+        low="less than the model gives: compare the two GPU wall times per call, not the host times.",
+    ),
+    wrong_answers=lambda truth: [100 - truth, truth / 100, truth / 2],
 )

@@ -50,7 +50,7 @@ from __future__ import annotations
 
 from ..panel_config import plain_panel
 from .charts import STRATEGY_COLORS, STRATEGY_DASHES, network_report_chart
-from .exercises import async_pool_holds, small_cap_cost, vgg16_workspace
+from .exercises import async_pool_holds, small_cap_cost, vgg16_workspace, zero_cap_pass
 from .handson import HANDS_ON, NETWORK_PASS, network_pass, three_layers
 from .request import (
     BUDGET_CAPS,
@@ -93,6 +93,7 @@ __all__ = [
     "network_report_chart",
     "network_report_summary",
     "small_cap_cost",
+    "zero_cap_pass",
     "vgg16_workspace",
     "async_pool_holds",
     "HANDS_ON",
@@ -125,7 +126,7 @@ def recorded_calls(quick: bool = False) -> list:
 LESSON = "09"
 CHARTS = {"network_report": (network_report_chart, 11, network_report_summary)}
 #: the exercises, in the order the lesson asks them
-EXERCISES = (small_cap_cost, async_pool_holds, vgg16_workspace)
+EXERCISES = (small_cap_cost, zero_cap_pass, async_pool_holds, vgg16_workspace)
 #: the checks hands-on cells call, as check.<name>
 HANDS_ON_CHECKS = (network_pass,)
 #: experiment -> its lesson panel (`labkit.present.widgets.panel`)

@@ -10,6 +10,7 @@ from ...draw.plots import fmt_bytes, fmt_us, ok_rows
 from ...errors import InvalidSpec
 from ..core import MIB, result
 from ..exercise import Exercise, equal, explain, one_of
+from ..worked import slips, worked
 from .tables import table_of
 
 #: the cap the predict exercise asks about (bytes)
@@ -276,4 +277,99 @@ async_pool_holds = explain(
         "arena": "it sizes one buffer for the network's largest layer up front",
         "pending": "its cudaFreeAsync calls have not run yet when the bytes are counted",
     },
+)
+
+
+# ---- explain, worked out: the pass with no workspace at all ------------------------------------------
+def _zero_calls():
+    """rep.layers with the time each call takes under a 0 B cap (``zero_us``) and whether it changes plan."""
+    layers = ok_rows(table_of(report_frame(), "layers"))
+    needs = layers["fastest_workspace_bytes"] > 0
+    return layers.assign(
+        needs=needs, zero_us=layers["fastest_gpu_us"].where(~needs, layers["smallest_gpu_us"])
+    )
+
+
+def _zero_inputs() -> dict:
+    return dict(call_us=[float(v) for v in _zero_calls()["zero_us"]])
+
+
+def _zero_model(call_us) -> float:
+    """One pass's GPU time: the sum of its calls' times."""
+    return sum(call_us)
+
+
+def _zero_why(truth: float) -> str:
+    calls = _zero_calls()
+    keep, change = calls[~calls["needs"]], calls[calls["needs"]]
+    fast = float(calls["fastest_gpu_us"].sum())
+    budget = table_of(report_frame(), "budget")
+    drawn = budget[budget["cap_bytes"] == 0]["pass_gpu_us"]
+    text = (
+        f"{len(keep)} calls keep their fastest plan ({keep['zero_us'].sum():.1f} us); the {len(change)} "
+        "whose fastest plan needs a workspace run their smallest-workspace plan "
+        f"({change['zero_us'].sum():.1f} us, "
+        f"against {change['fastest_gpu_us'].sum():.1f} us): {keep['zero_us'].sum():.1f} + "
+        f"{change['zero_us'].sum():.1f} = {truth:.1f} us, against {fast:.1f} us with no cap, "
+        f"{truth / fast:.3f}x."
+    )
+    if len(drawn) and abs(float(drawn.iloc[0]) - truth) <= 1e-6 * truth:
+        text += " The budget curve draws the same sum at its 0 B point."
+    elif len(drawn):
+        text += (
+            f" The budget curve's 0 B point reads {fmt_us(float(drawn.iloc[0]))}: it takes each call's "
+            "fastest plan that needs no workspace, which is not always its smallest-workspace plan."
+        )
+    return text
+
+
+def _zero_slips() -> list:
+    calls = _zero_calls()
+    change = calls[calls["needs"]]
+    return [
+        (
+            float(calls["fastest_gpu_us"].sum()),
+            "that is the pass with no cap: the cap changes every call whose fastest plan needs a workspace.",
+        ),
+        (float(change["zero_us"].sum()), "that is only the calls that change plan; the pass has every call."),
+        (
+            float(calls["smallest_gpu_us"].sum()),
+            "that runs every call's smallest-workspace plan; the calls "
+            "whose fastest plan needs no workspace keep it.",
+        ),
+        (
+            float((calls["zero_us"] * calls["count"]).sum()),
+            "each row of rep.layers is one call already (count "
+            "says how many calls share its spec): sum the rows, not rows x count.",
+        ),
+    ]
+
+
+zero_cap_pass = worked(
+    name="zero_cap_pass",
+    lesson="09",
+    question=(
+        "Now exactly, for the tightest cap: with no workspace at all (a 0 B cap), every call whose fastest "
+        "plan needs a workspace runs its smallest-workspace plan instead (smallest_gpu_us; each of those "
+        "needs none here), and the others keep their fastest. From rep.layers, how many microseconds does "
+        "one pass of all the calls take on the GPU?"
+    ),
+    inputs=_zero_inputs,
+    model=_zero_model,
+    rel=0.01,
+    unit="microseconds",
+    why=_zero_why,
+    hints=(
+        "A pass's GPU time is the sum of its calls' times: which time does each call take under the cap?",
+        "With pandas: rep.layers.fastest_gpu_us where fastest_workspace_bytes is 0, else smallest_gpu_us "
+        "(Series.where), then .sum().",
+    ),
+    wrong=slips(
+        _zero_slips,
+        rel=0.01,
+        unit="microseconds",
+        high="more than the model gives: only the calls whose fastest plan needs a workspace change plan.",
+        low="less than the model gives: sum every call of the pass, each once (one row per call).",
+    ),
+    wrong_answers=lambda truth: [truth * 0.9, truth * 1.2, truth / 1e3],
 )
