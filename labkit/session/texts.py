@@ -29,7 +29,7 @@ LESSONS = (
         "Many plans per problem: autotuning them, capping workspace, caching the build.",
     ),
     ("06_streams_and_scratchpads", "Several streams, one workspace: races, and a scratchpad per stream."),
-    ("07_lab", "Open lab: your own convolution, every chart, every knob, CSV export."),
+    ("07_lab", "Open lab: your own convolution, every chart, every control, CSV export."),
     (
         "08_same_conv_other_gpu",
         "The same convolutions on another GPU: what changes with more memory bandwidth, and why.",
