@@ -12,7 +12,6 @@ from typing import Dict, Iterator, Optional, Tuple
 
 import pandas as pd
 
-from ..errors import NotRecorded
 from ..spec import ConvSpec
 
 #: how to measure what is missing
@@ -141,14 +140,14 @@ class Calibration:
     def graph_launch_us(self, calls) -> Optional[float]:
         """Host time of one launch of a graph of ``calls`` ((spec, plan index) pairs): a fixed part
         (a graph of one call less its per-call part, the median over the convolutions) and, per call,
-        what a graph of more calls of it took over a graph of one, per extra call.
+        what a graph of more calls of it took over a graph of one, per extra call (a call of a plan
+        not measured: that per-call part's median over the convolutions measured).
 
         Args:
             calls: the graph's calls, as (`labkit.ConvSpec`, plan index) pairs.
 
         Returns:
             Microseconds (at least 0); None when the table has no graph_launch rows.
-            `labkit.NotRecorded` for a call whose plan has no graph_launch rows.
         """
         rows = self.rows("graph_launch")
         if not len(rows):
@@ -161,14 +160,8 @@ class Calibration:
                 per[label, int(plan)] = (by[n] - by[1]) / (n - 1)
                 fixed.append(by[1] - per[label, int(plan)])
         total = statistics.median(fixed) if fixed else 0.0
-        for spec, plan in calls:
-            if (spec.label, plan) not in per:
-                raise NotRecorded(
-                    f"host time of a graph launch of {spec.label} plan {plan}",
-                    CALIBRATE.format(slug=self.slug),
-                )
-            total += per[spec.label, plan]
-        return max(0.0, total)
+        median = statistics.median(per.values()) if per else 0.0
+        return max(0.0, total + sum(per.get((spec.label, plan), median) for spec, plan in calls))
 
     def malloc_waits(self, nbytes: int) -> bool:
         """Whether cudaMalloc of ``nbytes`` waits for a busy stream: the cudaMalloc_behind_busy_stream

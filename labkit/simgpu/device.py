@@ -32,7 +32,8 @@ seam's calls timed on that GPU by ``bench sim-fidelity --calibrate``, read befor
    not recorded). The first launch bound to a workspace address costs the measured bind time too
    (sim_costs bind; the recordings time calls already bound, so without it a bind costs nothing).
 5. **A CUDA graph launch** costs the host what sim_costs graph_launch measured for a graph of that
-   many kernels (linear between the sizes measured), else ``graph_node`` per kernel
+   many calls (linear between the sizes measured; a call of a plan it did not measure costs the
+   median per-call part of those it measured), else ``graph_node`` per kernel
    (race_timeline.csv: cudaGraphLaunch dur_us over the graph's kernels); its kernels start once it
    returns (there: the first kernel starts after cudaGraphLaunch ends). Capturing costs what
    launching from Python does (the same host code runs; its kernels are recorded, not run).
