@@ -477,3 +477,26 @@ def test_a_time_across_a_restarted_simulated_clock_reads_nan():
     assert start.epoch != end.epoch and math.isnan(gpu.elapsed_us(start, end))
     assert gpu.timings[-1].calls == 1
     gpu.free(w)
+
+
+def test_a_time_after_the_clock_stopped_stays_nan_once_the_host_has_waited():
+    """A number the recording lacks (an event's host time, in the recording without its calibration)
+    stops the clock at the first event; the wait for the second starts it again, and the time between
+    the two, read after that wait, rests on the missing number all the same: not a number."""
+    import math
+
+    from labkit.simgpu.recorded import Recorded
+    from labkit.store import recordings
+
+    gpu = practice.new(Recorded(recordings.current(), calibration=False))
+    conv = gpu.conv(lessons.base(layout="NCHW"))
+    s = gpu.stream()
+    w = gpu.allocate(conv.plan.workspace_bytes)
+    start = gpu.event(s)
+    for _ in range(5):
+        conv.run(w, stream=s)
+    end = gpu.event(s)
+    end.wait()
+    assert start.epoch == end.epoch and gpu.epoch == end.epoch + 1  # the wait started the clock again
+    assert math.isnan(gpu.elapsed_us(start, end)) and gpu.timings[-1].calls == 5
+    gpu.free(w)

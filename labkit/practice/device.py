@@ -8,15 +8,16 @@ is refused (cuDNN would write past the buffer); simulated, it runs and the simul
 names it, as compute-sanitizer would. Sizes in bytes, times in microseconds.
 
 On a simulated GPU a number the recording lacks stops the clock (`labkit.simgpu.device`, rule 12):
-the times after it read NaN. Once the host has waited for every stream, the clock starts again
-(`SimDevice.rebase`); a time between two events on either side of such a restart reads NaN too.
+the times after it read NaN, also when read once the clock has started again. The clock starts again
+once the host has waited for every stream (`SimDevice.rebase`); a time between two events on either
+side of such a restart reads NaN too.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from .. import env
 from ..errors import InvalidSpec, LabkitError
@@ -112,6 +113,18 @@ class Graph:
             p.conv.ran(p.output, sim_call)
 
 
+def _elapsed(practice: "Practice", start: Event, end: Event) -> float:
+    """GPU microseconds between two events of one epoch; NaN across a restart of the simulated clock
+    and where either event came after the clock had stopped in its epoch (the times after a number
+    the recording lacks read NaN, also once the host has waited and the clock started again)."""
+    if start.epoch != end.epoch:
+        return math.nan
+    until = practice.known_until.get(start.epoch, math.inf)
+    if practice.simulated and max(start.raw.at or 0.0, end.raw.at or 0.0) >= until:
+        return math.nan
+    return practice.device.elapsed_us(start.raw, end.raw)
+
+
 def _raw(stream):
     return getattr(stream, "raw", stream)
 
@@ -146,6 +159,7 @@ class Practice:
         self.problems: List[Problem] = []
         self.memory = Memory(device)
         self.epoch = 0  # a simulated clock's restarts: times across one are not compared
+        self.known_until: Dict[int, float] = {}  # a past epoch -> where its clock had stopped (us)
         self.capturing: Optional[List[Pending]] = None
         self.convs: list = []
         self.runners: list = []
@@ -211,7 +225,7 @@ class Practice:
         if not isinstance(start, Event) or not isinstance(end, Event):
             raise InvalidSpec("events", (start, end), "must be two events from gpu.event(stream)")
         between = self.launches[start.index : end.index]
-        us = self.device.elapsed_us(start.raw, end.raw) if start.epoch == end.epoch else math.nan
+        us = _elapsed(self, start, end)
         self.timings.append(Timing(len(between), tuple(sorted({c.plan_index for c in between})), float(us)))
         return float(us)
 
@@ -224,10 +238,12 @@ class Practice:
         """The host has waited for some work: a simulated clock that stopped starts again once every
         stream is idle (`SimDevice.rebase`)."""
         if self.simulated and math.isnan(self.device.clock_us()):
+            until = self.device.gpu_known_until  # this epoch's events after it keep no time
             try:
                 self.device.rebase()
             except LabkitError:  # a stream still has work queued: the clock stays stopped
                 return
+            self.known_until[self.epoch] = until
             self.epoch += 1
 
     def capture(self, fn: Callable[[], object], stream) -> Graph:
@@ -273,19 +289,9 @@ class Practice:
             sim: the simulator's record of the call.
             host_us: the host's time to launch it (microseconds).
         """
+        where = (int(_raw(stream).ptr), workspace, output, graph, sim, float(host_us))
         self.launches.append(
-            Launch(
-                len(self.launches),
-                spec.label,
-                int(plan.index),
-                int(plan.workspace_bytes),
-                int(_raw(stream).ptr),
-                workspace,
-                output,
-                graph,
-                sim,
-                float(host_us),
-            )
+            Launch(len(self.launches), spec.label, int(plan.index), int(plan.workspace_bytes), *where)
         )
 
     def runner(self, strategy, **options):
