@@ -1104,6 +1104,25 @@ NOT_CLAIMS: set = {
         "(`strategy.stats.peak_held_bytes`), and `runner.close()` at the end.",
     ),
     ("10", "Every summary above reads the GPU's idle time from the trace."),
+    (  # lesson 07's hands-on: what the cell asks and what its check does
+        "07",
+        "Cap the workspace of lesson 05's fp16 NCHW convolution at each of the caps experiment's caps "
+        "(`lessons.CAPS`, in bytes, smallest first; `None` is no cap): `gpu.conv(spec, workspace_cap=cap)` "
+        "keeps the plans that need at most `cap` bytes (cuDNN's `deselect_workspace_greater_than(cap)`; in "
+        "recorded mode, on a GPU simulated from the recording, the recorded plans within the cap).",
+    ),
+    (
+        "07",
+        "Under each cap, allocate one workspace that fits every plan kept, time each plan as lesson 05 does "
+        "(a warm-up, two events around a CUDA graph of many calls, the median of several samples; a plan kept "
+        "under an earlier cap need not be timed again), keep the fastest, and free the workspace.",
+    ),
+    ("07", "The **knee** is the smallest cap whose fastest time is within 5 % of no cap's."),
+    (
+        "07",
+        "The check names a workspace too small, a leak and a timing of one call, and sets your times beside "
+        "the caps experiment's.",
+    ),
     (
         "05",
         "The same stages for fp32 NCHW: **Exercise 4 (explore).** Move the caps panel above to layout NHWC: which is the smallest recorded cap that costs under 5%?",

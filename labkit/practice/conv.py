@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Dict, List
 
 from ..errors import InvalidSpec
+from .capped import CappedGraph, check_cap
 
 
 @dataclass
@@ -34,6 +35,17 @@ def _whole(name: str, value, low: int) -> int:
     return value
 
 
+def _graph(practice, spec, cap):
+    """The convolution's graph on ``practice``'s device: every plan, or those within ``cap`` bytes."""
+    if cap is None:
+        return practice.device.graph(spec)
+    if practice.simulated:
+        return CappedGraph(practice.device.graph(spec), cap)
+    from ..gpu import engine  # heavy: imports CuPy (live only)
+
+    return engine.get_graph(spec, workspace_cap=cap)
+
+
 class Conv:
     """A convolution on a `Practice`: ``.plans``, ``.plan``, ``.run(...)``, ``.wrong_outputs()``.
 
@@ -42,6 +54,8 @@ class Conv:
         spec: the `labkit.ConvSpec`.
         seed: the inputs' seed.
         outputs: how many output slots (each call writes the one it is given).
+        workspace_cap: only the plans that need at most this many bytes (`labkit.practice.capped`);
+            None for every plan.
 
     Attributes:
         spec: the convolution.
@@ -50,10 +64,11 @@ class Conv:
         plan: the heuristic's pick (its first plan that computes the right result).
     """
 
-    def __init__(self, practice, spec, *, seed: int = 0, outputs: int = 1):
+    def __init__(self, practice, spec, *, seed: int = 0, outputs: int = 1, workspace_cap=None):
         self.practice, self.spec = practice, spec
         self.outputs = _whole("outputs", outputs, 1)
-        self.graph = practice.device.graph(spec)
+        self.workspace_cap = check_cap(workspace_cap)
+        self.graph = _graph(practice, spec, self.workspace_cap)
         self.plans = list(self.graph.runnable)
         self.plan = self.graph.default_plan
         self.operands = practice.device.operands(spec, seed=_whole("seed", seed, 0))
@@ -66,7 +81,8 @@ class Conv:
         self.errors: List[float] = []
 
     def __repr__(self) -> str:
-        return f"<Conv {self.spec.label}: {len(self.plans)} plans, heuristic's pick {self.plan.index}>"
+        cap = "" if self.workspace_cap is None else f" within {self.workspace_cap:,} B"
+        return f"<Conv {self.spec.label}: {len(self.plans)} plans{cap}, heuristic's pick {self.plan.index}>"
 
     def _make_slots(self) -> list:
         import cupy  # heavy: CuPy, live only

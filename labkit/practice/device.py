@@ -350,20 +350,20 @@ class Practice:
         return self.simulated  # live: refused, cuDNN would write past the buffer
 
     # -- convolutions --
-    def conv(self, spec, *, seed: int = 0, outputs: int = 1):
+    def conv(self, spec, *, seed: int = 0, outputs: int = 1, workspace_cap=None):
         """A convolution on this GPU: its plans (each checked against float64 live; the recorded
         plans simulated) and inputs made once.
 
         Args:
             spec: a `labkit.ConvSpec`.
             seed: the inputs' seed.
-            outputs: output slots (``conv.run(..., output=j)``): a call writes its own, so that
-                each can be checked afterwards.
+            outputs: output slots (``conv.run(..., output=j)``): a call writes its own.
+            workspace_cap: only the plans needing at most this many bytes; None for every plan.
 
         Returns:
             A `labkit.practice.conv.Conv`.
         """
-        made = Conv(self, spec, seed=seed, outputs=outputs)
+        made = Conv(self, spec, seed=seed, outputs=outputs, workspace_cap=workspace_cap)
         self.convs.append(made)
         return made
 

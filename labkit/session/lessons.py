@@ -12,6 +12,7 @@ from typing import Optional
 
 from .. import experiments
 from ..draw.prose import Text, table  # noqa: F401
+from ..experiments import CAPS  # noqa: F401  (lesson 07's hands-on: the caps experiment's caps)
 
 # the summaries, by the names notebooks use
 from ..experiments.epilogue_fusion import fusion_summary  # noqa: F401

@@ -1,5 +1,5 @@
 """Lesson 07, the lab: exercises answered only by moving the lab panel's controls
-(`labkit.present.widgets.LabPanel`).
+(`labkit.present.widgets.LabPanel`), and a hands-on cell (`handson`: cap the workspace, find the knee).
 
 The lab draws the other lessons' experiments for any convolution, so this topic has no experiment,
 chart or recorded call of its own: only its exercises, each computed from the same results the lab
@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..draw.plots import fmt_bytes, ok_rows
-from .core import BASE, result
-from .exercise import Exercise, equal, explain, one_of
-from .worked import bandwidth, bandwidth_given, gpu_of, rate, slips, worked
+from ...draw.plots import fmt_bytes, ok_rows
+from ..core import BASE, result
+from ..exercise import Exercise, equal, explain, one_of
+from ..worked import bandwidth, bandwidth_given, gpu_of, rate, slips, worked
+from .handson import HANDS_ON, WORKSPACE_KNEE, workspace_knee  # noqa: F401
 
 LESSON = "07"
 #: the dtypes and directions the lab's plans chart reaches from its base (fp16 NHWC fprop), recorded
@@ -274,6 +275,8 @@ lab_workspace_traffic = worked(
 
 CHARTS: dict = {}
 EXERCISES = (lab_fewest_plans, lab_zero_workspace, lab_widest_spread, lab_free_cap, lab_workspace_traffic)
+#: the checks hands-on cells call, as check.<name>
+HANDS_ON_CHECKS = (workspace_knee,)
 
 
 def recorded_calls(quick: bool = False) -> list:

@@ -1,0 +1,164 @@
+"""The hands-on cell of lesson 07 without a GPU, on the GPU simulated from each shipped recording
+(`labkit.practice`, `labkit.simgpu`): the workspace knee (every plan under each of the caps
+experiment's caps, the smallest cap within 5 % of no cap's time). The reference passes its check on
+both recordings; the learner's stub says what is missing in one line; a wrong solution (a timing of
+one call, a leak, a workspace too small, a knee its own times do not give, times far from the caps
+experiment's) fails with a hint that leads, the first hint the first time, the second after. The
+same cell on a GPU: tests/test_handson_07_08_gpu.py."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from labkit.experiments import handson_check
+from labkit.experiments.lab import handson as lab
+from labkit.present import check
+from labkit.session import handson, lessons
+from labkit.store import recordings
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORDINGS = {"h100-sxm": "H100 SXM", "h200": "H200 SXM"}
+
+
+def body(lesson: str, name: str) -> str:
+    """The learner's cell ``%%handson name`` of a lesson, as the notebook holds it (after its magic line)."""
+    (nb,) = (ROOT / "notebooks").glob(f"{lesson}_*.ipynb")
+    for cell in json.loads(nb.read_text())["cells"]:
+        src = "".join(cell["source"])
+        m = re.match(r"%%handson\s+(\w+)\s*\n", src)
+        if m and m.group(1) == name:
+            return src[m.end() :]
+    raise AssertionError(f"{nb.name} has no %%handson {name} cell")
+
+
+@pytest.fixture(autouse=True)
+def recorded(recorded_mode, monkeypatch):
+    """Recorded mode from the default recording (the H100's); hints start over."""
+    monkeypatch.delenv("LABKIT_HANDSON", raising=False)
+    handson_check.forget()
+    handson.register_topics()
+
+
+@pytest.fixture(params=sorted(RECORDINGS))
+def recording(request, monkeypatch):
+    """Each shipped recording in use in turn: (its name, its GPU as a label says it)."""
+    monkeypatch.setenv("LABKIT_RECORDING", request.param)
+    recordings._current = recordings._picked = None
+    yield request.param, RECORDINGS[request.param]
+    recordings._current = recordings._picked = None
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def run(name: str, source: str, capsys, **given) -> tuple:
+    """Run ``source`` as hands-on cell ``name``: (its namespace, what it printed)."""
+    ns = {"lessons": lessons, "check": check, **given}
+    handson.run(name, source, ns)
+    return ns, capsys.readouterr().out
+
+
+def assert_hinted(out: str, kind: str, gpu: str = "H100 SXM", first: bool = True, own=None):
+    """A verdict that is not yet right, said to be simulated, with the hint of ``kind`` that leads."""
+    said = flat(out[out.index("not yet") :])
+    assert f"simulated from the {gpu} recording" in said, out
+    pair = (own or {}).get(kind) or handson_check.HINTS[kind]
+    assert "Hint: " + flat(pair[0 if first else 1])[:60] in said, out
+
+
+# ---- lesson 07: the workspace knee -------------------------------------------------------------------
+KNEE = lab.WORKSPACE_KNEE.replace("assert check.", "check.")
+
+
+def test_knee_reference_passes_on_both_recordings(recording, capsys):
+    name, gpu = recording
+    ns, out = run("workspace_knee", lab.WORKSPACE_KNEE, capsys)
+    said = flat(out)
+    assert "correct: " in out and f"simulated from the {gpu} recording" in said, out
+    assert set(ns["my_best"]) == set(lessons.CAPS) and not ns["gpu"].memory.allocations
+    assert (gpu == "H100 SXM") == ("H200" not in out)
+    if math.isfinite(ns["my_best"][None]):  # the recording holds every cost the events need
+        assert ns["my_knee"] == 64 << 20 and "puts the knee at 64.0 MiB" in said and "not recorded" not in out
+        assert (
+            ns["my_best"][16 << 20] > 5 * ns["my_best"][None]
+        )  # the cap below the knee drops the fast plans
+    else:  # it lacks one (the H200's: an event's host time): said, and the experiment's knee given instead
+        assert all(math.isnan(v) for v in ns["my_best"].values()) and ns["my_knee"] is None
+        assert "since the recording lacks the host time of cudaEventRecord" in said
+        assert "By the caps experiment (recorded on the H200 SXM), the knee is 64.0 MiB" in said
+
+
+def test_a_capped_convolution_keeps_the_plans_the_caps_experiment_counted(recording):
+    """Simulated, a cap keeps the recorded plans that need at most its bytes: as many as cuDNN's
+    deselection kept when the caps experiment ran on that GPU (caps.csv plans_within_cap)."""
+    from labkit import practice
+    from labkit.experiments.core import result
+
+    gpu = practice.new()
+    for r in result("caps", spec=lab.SPEC).itertuples():
+        cap = None if r.cap_bytes < 0 else int(r.cap_bytes)
+        conv = gpu.conv(lab.SPEC, workspace_cap=cap)
+        assert len(conv.plans) == r.plans_within_cap, (cap, len(conv.plans), r.plans_within_cap)
+        assert all(cap is None or p.workspace_bytes <= cap for p in conv.plans)
+        assert r.best_plan in {p.name for p in conv.plans}
+
+
+def test_a_plan_over_the_cap_is_refused_in_one_line():
+    from labkit import practice
+    from labkit.errors import InvalidSpec
+
+    gpu = practice.new()
+    conv = gpu.conv(lab.SPEC, workspace_cap=0)
+    big = max(gpu.conv(lab.SPEC).plans, key=lambda p: p.workspace_bytes)
+    with pytest.raises(InvalidSpec, match="over the workspace cap"):
+        conv.run(0, stream=gpu.stream(), plan=big.index)
+    with pytest.raises(InvalidSpec, match="workspace cap"):
+        gpu.conv(lab.SPEC, workspace_cap=-1)
+    assert "within 0 B" in repr(conv)
+
+
+def test_knee_stub_asks_for_an_answer(capsys):
+    _, out = run("workspace_knee", body("07", "workspace_knee"), capsys)
+    assert "Traceback" not in out and out.splitlines()[-2].startswith("no answer yet"), out
+
+
+def test_knee_names_a_timing_of_one_call_a_leak_and_a_workspace_too_small(capsys):
+    assert "CALLS = 20" in KNEE
+    _, out = run("workspace_knee", KNEE.replace("CALLS = 20", "CALLS = 1"), capsys)
+    assert "one call timed" in out
+    assert_hinted(out, "one_call")
+    _, out = run("workspace_knee", KNEE.replace("CALLS = 20", "CALLS = 1"), capsys)
+    assert_hinted(out, "one_call", first=False)
+    _, out = run("workspace_knee", KNEE.replace("    gpu.free(workspace)\n", ""), capsys)
+    assert "leak: " in out
+    assert_hinted(out, "leak")
+    small = KNEE.replace(
+        "max(p.workspace_bytes for p in conv.plans)", "min(p.workspace_bytes for p in conv.plans)"
+    )
+    _, out = run("workspace_knee", small, capsys)
+    assert "workspace too small" in out
+    assert_hinted(out, "too_small")
+
+
+def test_knee_names_a_knee_its_own_times_do_not_give_and_times_far_off(capsys):
+    largest = KNEE.replace(
+        "my_knee = next((cap for cap in lessons.CAPS if",
+        "my_knee = next((cap for cap in lessons.CAPS[::-1] if",
+    )
+    assert largest != KNEE
+    _, out = run("workspace_knee", largest, capsys)
+    assert (
+        "knee: by your own times the smallest cap within 5% of no cap's is 64.0 MiB; you said no cap"
+        in flat(out)
+    ), out
+    assert_hinted(out, "knee_off", own=lab.HINTS)
+    slowest = KNEE.replace("my_best[cap] = min(", "my_best[cap] = max(")
+    _, out = run("workspace_knee", slowest, capsys)
+    assert "too far from the caps experiment" in out
+    assert_hinted(out, "times_far", own=lab.HINTS)
