@@ -1123,6 +1123,22 @@ NOT_CLAIMS: set = {
         "The check names a workspace too small, a leak and a timing of one call, and sets your times beside "
         "the caps experiment's.",
     ),
+    (  # lesson 03's hands-on: what the cell asks and what its check does
+        "03",
+        "Write `time_us` as labkit times a call: a warm-up call, a CUDA graph of many calls (`gpu.capture`), "
+        "one replay to upload it and `stream.synchronize()`, then two events around each of several replays "
+        "(`gpu.event`, `graph.launch`, `end.wait()`, `gpu.elapsed_us`), the median divided by the calls.",
+    ),
+    (
+        "03",
+        "Then decide, from your times: `pays`, does converting for one call (NHWC plus the conversion) beat "
+        "running NCHW?",
+    ),
+    (
+        "03",
+        "The check names a leak, a workspace too small and a timing of one call, and sets your times beside "
+        "the layout experiment's.",
+    ),
     (
         "05",
         "The same stages for fp32 NCHW: **Exercise 4 (explore).** Move the caps panel above to layout NHWC: which is the smallest recorded cap that costs under 5%?",

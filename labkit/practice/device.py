@@ -26,6 +26,7 @@ from ..gpu.device import Device
 from ..simgpu import SimDevice
 from .conv import Conv, Pending
 from .findings import Problem, mark
+from .lesson_calls import LessonCalls
 from .memory import Memory
 
 
@@ -48,11 +49,13 @@ class Launch:
 
 @dataclass
 class Timing:
-    """A time taken between two events: the launches between them and the microseconds measured."""
+    """A time taken between two events: the launches between them (how many, their plans, and what
+    they ran: each one's convolution label) and the microseconds measured."""
 
     calls: int
     plans: Tuple[int, ...]
     us: float
+    convs: Tuple[str, ...] = ()
 
 
 class Stream:
@@ -125,12 +128,19 @@ def _elapsed(practice: "Practice", start: Event, end: Event) -> float:
     return practice.device.elapsed_us(start.raw, end.raw)
 
 
+def _timing(between: List[Launch], us: float) -> Timing:
+    """The `Timing` of the launches ``between`` two events, ``us`` apart."""
+    plans, convs = (tuple(sorted({getattr(c, k) for c in between})) for k in ("plan_index", "conv"))
+    return Timing(len(between), plans, float(us), convs)
+
+
 def _raw(stream):
     return getattr(stream, "raw", stream)
 
 
-class Practice:
-    """A GPU for hands-on cells (see `labkit.practice` for its calls).
+class Practice(LessonCalls):
+    """A GPU for hands-on cells (see `labkit.practice` for its calls; `LessonCalls` for those of
+    single lessons).
 
     Args:
         device: the seam's device: a `labkit.gpu.device.cuda.CudaDevice` or a `SimDevice`.
@@ -224,9 +234,8 @@ class Practice:
         """
         if not isinstance(start, Event) or not isinstance(end, Event):
             raise InvalidSpec("events", (start, end), "must be two events from gpu.event(stream)")
-        between = self.launches[start.index : end.index]
         us = _elapsed(self, start, end)
-        self.timings.append(Timing(len(between), tuple(sorted({c.plan_index for c in between})), float(us)))
+        self.timings.append(_timing(self.launches[start.index : end.index], us))
         return float(us)
 
     def synchronize(self) -> None:

@@ -15,6 +15,7 @@ a measurement; a number the recording lacks is never made up (`labkit.NotRecorde
 * `recorded`: every number it reads, and where from;
 * `pools`: CuPy's caching pool and the stream-ordered pool;
 * `conv`: recorded plans and calls as the `Runner` sees them;
+* `lesson_calls`: what else the lesson recordings hold, as calls (lesson 03's layout conversion);
 * `sequences`: the same call sequences on a live or a simulated device (``bench sim-fidelity``);
 * `fidelity`: how close it comes to the live GPU, as measured, and by how much it misses.
 """

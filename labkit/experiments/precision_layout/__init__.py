@@ -3,7 +3,8 @@ workspace, and where ResNet-50's layers sit on this GPU's roofline.
 
 Its parts, one concept each: `runs` (the experiments), `charts` (and `labels`, where a chart's
 point labels go), `summaries` (the sentences under the charts, the fp8 and NCHW explanations),
-`exercises`; here, the calls the recorded grid holds and what the lesson's panels show."""
+`exercises`, `handson` (does converting to NHWC pay: the reference solution and its check); here,
+the calls the recorded grid holds and what the lesson's panels show."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from .exercises import (
     nhwc_closest_batch,
     nhwc_payoff_layers,
 )
+from .handson import HANDS_ON, NHWC_PAYS, nhwc_pays
 from .labels import place_labels
 from .runs import layout, precision, resnet50_shapes, roofline
 from .summaries import (
@@ -47,6 +49,10 @@ __all__ = [
     "fp8_total_error",
     "fp8_wins_up_to",
     "nhwc_closest_batch",
+    "HANDS_ON",
+    "HANDS_ON_CHECKS",
+    "NHWC_PAYS",
+    "nhwc_pays",
 ]
 
 
@@ -89,6 +95,8 @@ CHARTS = {
     "roofline": (roofline_chart, 2, roofline_summary),
 }
 EXERCISES = (dtype_speed_order, fp8_total_error, fp8_wins_up_to, nhwc_closest_batch, nhwc_payoff_layers)
+#: the checks hands-on cells call, as check.<name>
+HANDS_ON_CHECKS = (nhwc_pays,)
 #: experiment -> its lesson panel (`labkit.present.widgets.panel`)
 PANELS = {
     "precision": spec_panel("precision", "Precision: speed and error", SHAPE + ("layout", "direction"), BASE),

@@ -1,0 +1,183 @@
+"""The hands-on cell of lesson 03 without a GPU, on the GPU simulated from each shipped recording
+(`labkit.practice`, `labkit.simgpu`): the layout decision (the convolution in NCHW and in NHWC and the
+copies between them, timed; does converting pay, and after how many calls). The reference passes its
+check on both recordings; the learner's stub says what is missing in one line; a wrong solution (a
+timing of one call, a leak, a workspace too small, a wrong verdict, a time the recording cannot give,
+times far from the layout experiment's) fails with a hint that leads, the first hint the first time,
+the second after. The same cell on a GPU: tests/test_handson_03_04_gpu.py."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from labkit import practice
+from labkit.errors import InvalidSpec
+from labkit.experiments import handson_check
+from labkit.experiments.core import result
+from labkit.experiments.precision_layout import handson as layout
+from labkit.present import check
+from labkit.session import handson, lessons
+from labkit.store import recordings
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORDINGS = {"h100-sxm": "H100 SXM", "h200": "H200 SXM"}
+
+
+@pytest.fixture(autouse=True)
+def recorded(recorded_mode, monkeypatch):
+    """Recorded mode from the default recording (the H100's); hints start over."""
+    monkeypatch.delenv("LABKIT_HANDSON", raising=False)
+    handson_check.forget()
+    handson.register_topics()
+
+
+@pytest.fixture(params=sorted(RECORDINGS))
+def recording(request, monkeypatch):
+    """Each shipped recording in use in turn: (its name, its GPU as a label says it)."""
+    monkeypatch.setenv("LABKIT_RECORDING", request.param)
+    recordings._current = recordings._picked = None
+    yield request.param, RECORDINGS[request.param]
+    recordings._current = recordings._picked = None
+
+
+def body(lesson: str, name: str) -> str:
+    """The learner's cell ``%%handson name`` of a lesson, as the notebook holds it (after its magic line)."""
+    (nb,) = (ROOT / "notebooks").glob(f"{lesson}_*.ipynb")
+    for cell in json.loads(nb.read_text())["cells"]:
+        src = "".join(cell["source"])
+        m = re.match(r"%%handson\s+(\w+)\s*\n", src)
+        if m and m.group(1) == name:
+            return src[m.end() :]
+    raise AssertionError(f"{nb.name} has no %%handson {name} cell")
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def run(name: str, source: str, capsys, **given) -> tuple:
+    """Run ``source`` as hands-on cell ``name``: (its namespace, what it printed)."""
+    ns = {"lessons": lessons, "check": check, **given}
+    handson.run(name, source, ns)
+    return ns, capsys.readouterr().out
+
+
+def assert_hinted(out: str, kind: str, gpu: str = "H100 SXM", first: bool = True, own=None):
+    """A verdict that is not yet right, said to be simulated, with the hint of ``kind`` that leads."""
+    said = flat(out[out.index("not yet") :])
+    assert f"simulated from the {gpu} recording" in said, out
+    pair = (own or {}).get(kind) or handson_check.HINTS[kind]
+    assert "Hint: " + flat(pair[0 if first else 1])[:60] in said, out
+
+
+# ---- lesson 03: does converting to NHWC pay ----------------------------------------------------------
+PAYS = layout.NHWC_PAYS.replace("assert check.", "check.")
+
+
+def test_layout_reference_passes_on_both_recordings(recording, capsys):
+    _, gpu = recording
+    ns, out = run("nhwc_pays", layout.NHWC_PAYS, capsys)
+    said = flat(out)
+    assert "correct: " in out and f"simulated from the {gpu} recording" in said, out
+    assert "does not pay" in said and "after 3 calls in a row" in said and "(lesson 10's trace)" in said
+    assert not ns["gpu"].memory.allocations and (gpu == "H100 SXM") == ("H200" not in out)
+    rows = result("layout", spec=layout.SPEC).set_index("layout")
+    theirs = layout.calls_to_pay(
+        rows.loc["NCHW", "conv_gpu_us"], rows.loc["NHWC", "conv_gpu_us"], rows.loc["NHWC", "convert_gpu_us"]
+    )
+    assert theirs == 3
+    times = ns["my_layout"]
+    if math.isfinite(times["nchw_us"]):  # the recording holds every cost the events need
+        assert times["nhwc_us"] < times["nchw_us"] < times["nhwc_us"] + times["convert_us"]  # faster, no gain
+        assert not ns["pays"] and ns["layers"] == theirs and "Beside the layout experiment" in said
+    else:  # it lacks one (the H200's: an event's host time): said, and the experiment's times used
+        assert all(math.isnan(v) for v in times.values())
+        assert "since the recording lacks the host time of cudaEventRecord" in said
+        assert "By the layout experiment's times (recorded on the H200 SXM)" in said
+
+
+def test_a_simulated_conversion_takes_the_recorded_time():
+    """Replayed in a CUDA graph, a conversion takes the layout experiment's time of the same copies;
+    launched from Python its host time is not recorded, and the simulated clock says so (NaN), also
+    once the host has waited and the clock started again (the H100's recording: its events' host
+    times are calibrated)."""
+    gpu = practice.new()
+    nhwc = gpu.conv(lessons.base())
+    copies, stream = gpu.conversion(nhwc), gpu.stream()
+    recorded = result("layout", spec=layout.SPEC).set_index("layout").loc["NHWC", "convert_gpu_us"]
+    start = gpu.event(stream)
+    copies.run(stream=stream)
+    end = gpu.event(stream)
+    end.wait()
+    assert math.isnan(gpu.elapsed_us(start, end)) and "CuPy transpose-copies" in " ".join(
+        gpu.device.missing.values()
+    )
+    graph = gpu.capture(lambda: [copies.run(stream=stream) for _ in range(20)], stream)
+    graph.launch(stream)
+    stream.synchronize()
+    start = gpu.event(stream)
+    graph.launch(stream)
+    end = gpu.event(stream)
+    end.wait()
+    per_call = gpu.elapsed_us(start, end) / 20
+    assert recorded <= per_call <= 1.1 * recorded, (per_call, recorded)
+    assert gpu.timings[-1].calls == 20 and gpu.timings[-1].convs == (copies.spec.label,)
+
+
+def test_a_conversion_of_an_nchw_convolution_is_refused_in_one_line():
+    gpu = practice.new()
+    with pytest.raises(InvalidSpec, match="NHWC convolution"):
+        gpu.conversion(gpu.conv(lessons.base(layout="NCHW")))
+    with pytest.raises(InvalidSpec, match="made on this GPU"):
+        gpu.conversion(practice.new().conv(lessons.base()))
+
+
+def test_layout_stub_asks_for_an_answer(capsys):
+    _, out = run("nhwc_pays", body("03", "nhwc_pays"), capsys)
+    assert "Traceback" not in out and "no answer yet: my_layout is dict(" in out, out
+
+
+def test_layout_names_a_timing_of_one_call_a_leak_and_a_workspace_too_small(capsys):
+    assert "CALLS = 20" in PAYS
+    _, out = run("nhwc_pays", PAYS.replace("CALLS = 20", "CALLS = 1"), capsys)
+    assert "one call timed" in out
+    assert_hinted(out, "one_call")
+    _, out = run("nhwc_pays", PAYS.replace("CALLS = 20", "CALLS = 1"), capsys)
+    assert_hinted(out, "one_call", first=False)
+    _, out = run("nhwc_pays", PAYS.replace("    gpu.free(workspace)\n", ""), capsys)
+    assert "leak: " in out
+    assert_hinted(out, "leak")
+    small = PAYS.replace(
+        "gpu.allocate(conv.plan.workspace_bytes)", "gpu.allocate(conv.plan.workspace_bytes // 2)"
+    )
+    _, out = run("nhwc_pays", small, capsys)
+    assert "workspace too small" in out
+    assert_hinted(out, "too_small")
+
+
+def test_layout_names_wrong_verdicts_a_time_the_recording_cannot_give_and_times_far_off(capsys):
+    _, out = run("nhwc_pays", PAYS.replace("pays = my_layout", "pays = not my_layout"), capsys)
+    assert "does it pay: by your times NHWC with the conversion takes" in flat(out)
+    assert_hinted(out, "pays_off", own=layout.HINTS)
+    _, out = run("nhwc_pays", PAYS.replace("layers = int(", "layers = 1 + int("), capsys)
+    assert "calls to pay: " in out
+    assert_hinted(out, "layers_off", own=layout.HINTS)
+    python = "        [run_one() for _ in range(CALLS)]\n        end = gpu.event(stream)"
+    untimed = PAYS.replace("        graph.launch(stream)\n        end = gpu.event(stream)", python)
+    untimed = untimed.replace("layers = int(", "layers = None and int(")
+    assert untimed != PAYS
+    _, out = run("nhwc_pays", untimed, capsys)
+    assert (
+        "no time: the conversion (x to NHWC, y back): no time, since the recording lacks the host time"
+        in flat(out)
+    ), out
+    assert_hinted(out, "no_time", own=layout.HINTS)
+    halved = PAYS.replace("/ CALLS)", "/ (CALLS / 2))")
+    _, out = run("nhwc_pays", halved, capsys)
+    assert re.search(r"too far from the layout experiment: your times are 2\.\d+x", flat(out)), out
+    assert_hinted(out, "times_far", own=layout.HINTS)
