@@ -397,7 +397,19 @@ def test_a_panel_opened_away_from_its_base_resets_to_where_it_opened():
     assert (p.state["dtype"], p.state["layout"]) == ("fp16", "NCHW")
     r = widgets.ReportPanel(net="vgg16")
     assert "reset to base (vgg16, batch 32" in re.sub("<[^>]+>", "", header_html(r.controls_state))
+    roof = widgets.RooflinePanel(dtype="tf32")  # lesson 08
+    assert "reset to base (tf32 NHWC, batch 32)" in re.sub("<[^>]+>", "", header_html(roof.controls_state))
     assert widgets.PANELS["plans"]().cfg.base["layout"] == "NHWC"  # the shared configuration is untouched
+
+
+def test_every_panel_names_the_state_it_opens_at():
+    """Each panel's header names its base as its configuration describes it, so a panel a lesson
+    opens elsewhere never names the configuration's own base."""
+    for name, cfg in experiments.PANELS.items():
+        assert cfg.describe is not None, (
+            f"panel {name} has no describe: opened elsewhere, its header names its own base"
+        )
+        assert cfg.describe(cfg.base) == cfg.base_text, name
 
 
 def test_a_panel_opened_where_another_gpu_has_no_recording_goes_back_to_its_own_base(tmp_path, monkeypatch):

@@ -605,6 +605,7 @@ PANELS = {
         dict(launch="graph", streams=2),
         "graph launch, 2 streams",
         lambda s: dict(launch=s["launch"], streams=int(s["streams"]), min_runs=1024),
+        describe=lambda s: f"{s['launch']} launch, {s['streams']} streams",
         # recorded: one control listing the recorded pairs, so no launch is offered with a
         # number of streams it was not recorded with
         recorded_controls=("launch_streams",),

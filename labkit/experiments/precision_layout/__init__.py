@@ -102,6 +102,10 @@ PANELS = {
     "precision": spec_panel("precision", "Precision: speed and error", SHAPE + ("layout", "direction"), BASE),
     "layout": spec_panel("layout", "NCHW vs NHWC", SHAPE + ("dtype", "direction"), BASE),
     "roofline": plain_panel(
-        "roofline", "Roofline", dict(dtype="fp16", layout="NHWC", N=32), "fp16 NHWC, batch 32"
+        "roofline",
+        "Roofline",
+        dict(dtype="fp16", layout="NHWC", N=32),
+        "fp16 NHWC, batch 32",
+        describe=lambda s: f"{s['dtype']} {s['layout']}, batch {s['N']}",
     ),
 }

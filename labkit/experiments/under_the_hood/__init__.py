@@ -133,5 +133,6 @@ PANELS = {
         dict(launch="graph"),
         "graph launch, 2 streams",
         lambda s: dict(launch=s["launch"], streams=2),
+        describe=lambda s: f"{s['launch']} launch, 2 streams",
     )
 }

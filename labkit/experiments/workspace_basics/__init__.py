@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ...draw.plots import shape_label
 from ..core import BASE
-from ..panel_config import SHAPE, PanelConfig, spec_of, spec_panel, state_of
+from ..panel_config import SHAPE, PanelConfig, spec_of, spec_panel, spec_text, state_of
 from .charts import SWEEP_AXIS, algorithms_chart, sweep_chart, workspace_sizes_chart  # noqa: F401
 from .exercises import BATCH_WORKSPACE, COPY_TIME, LESS_WORKSPACE, NCHW_WORKSPACE
 from .handson import CONV_SETUP_SOURCE, OWN_WORKSPACE_SOURCE, own_workspace
@@ -97,5 +97,6 @@ PANELS = {
         base_text=f"swept field {SWEEP_FIELD}, {SWEEP_BASE.dtype} {SWEEP_BASE.layout} fprop "
         + shape_label(SWEEP_BASE),
         recorded_controls=("field", "dtype_layout"),
+        describe=lambda s: f"swept field {s['field']}, {spec_text(spec_of(s))}",
     ),
 }

@@ -53,5 +53,6 @@ PANELS = {
         dict(workload="one_conv"),
         "workload one_conv",
         lambda s: dict(workload=s["workload"], repeats=strategies_repeats(s["workload"])),
+        describe=lambda s: f"workload {s['workload']}",
     )
 }
