@@ -650,7 +650,7 @@ def _no_lane_free(rec):
 
 @claim(
     "10",
-    "* A strategy's cost is visible in a trace: malloc-per-call leaves the GPU idle longest, its `cudaFree` waiting for the GPU on every call.",
+    "* A strategy's cost is visible in a trace: the strategy that leaves the GPU idle longest shows why in its host lane, a call there that waits for the GPU on every call (Exercise 3's answer names both).",
 )
 def _malloc_idlest(rec):
     _, s = _timeline(rec)

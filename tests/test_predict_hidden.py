@@ -7,7 +7,8 @@ learner answers (any answer) or asks to see it (`labkit.present.hidden`, ``check
   at once.
 * Every lesson 01-10, read from its cells: each PREDICT exercise's answering cells (`ANSWERED_BY`,
   cell ids) come after its check and show through ``check.after_answer`` naming it, and no
-  markdown before the Recap names its answer (its leak patterns, on every shipped recording).
+  markdown names its answer, the Recap included: a learner sees it before predicting (its leak
+  patterns, on every shipped recording).
 * A real kernel (nbclient): lesson 06 run top to bottom with ``answer = None`` keeps its answer
   hidden; an answer in a later cell shows it in place; a new kernel shows it at once.
 """
@@ -183,7 +184,7 @@ def test_a_predictions_answer_is_hidden_until_answered(ex):
 
 
 @pytest.mark.parametrize("recording", [r.name for r in recordings.shipped()])
-def test_no_prose_before_the_recap_names_a_predictions_answer(monkeypatch, recording):
+def test_no_prose_names_a_predictions_answer(monkeypatch, recording):
     monkeypatch.setenv("LABKIT_RECORDING", recording)
     found = []
     for ex in PREDICTS:
@@ -191,8 +192,6 @@ def test_no_prose_before_the_recap_names_a_predictions_answer(monkeypatch, recor
         for c in _cells(ex.lesson):
             if c["cell_type"] != "markdown":
                 continue
-            if c["text"].startswith("## Recap"):
-                break
             for pattern in patterns:
                 m = re.search(pattern, c["text"])
                 if m:

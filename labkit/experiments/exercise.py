@@ -489,7 +489,8 @@ def default_leaks(truth) -> Sequence[str]:
 
     Returns:
         Regular expressions: a number with its first two significant figures; a name that is not one
-        of `COMMON_WORDS`, as a whole word; nothing for True/False.
+        of `COMMON_WORDS`, as a whole word, its underscores also written as hyphens or spaces
+        (``malloc-per-call``); nothing for True/False.
     """
     import re
 
@@ -498,7 +499,8 @@ def default_leaks(truth) -> Sequence[str]:
     if isinstance(truth, (int, float)):
         return number_leaks(float(truth))
     if isinstance(truth, str) and truth not in COMMON_WORDS:
-        return (rf"(?<![\w.]){re.escape(truth)}(?![\w])",)
+        name = r"[_\- ]".join(re.escape(part) for part in truth.split("_"))
+        return (rf"(?<![\w.]){name}(?![\w])",)
     return ()
 
 
