@@ -1,11 +1,14 @@
 """What a GPU engineer would check in the numbers, on the recorded H100 data (and live on a GPU
 in test_experiments_gpu.py): orderings and bounds, never hard-coded timings."""
 
+import re
+
 import pytest
 import sense
 
 from labkit import experiments
 from labkit.experiments import BASE
+from labkit.store import recordings
 
 pytestmark = pytest.mark.usefixtures("recorded_mode")
 
@@ -55,11 +58,16 @@ def test_a_strategies_result_where_no_strategy_ran_gets_a_chart_and_a_sentence(w
     ws.strategies_chart(failed)
 
 
-def test_the_nchw_plans_conversions_count_every_launch():
-    """A kernel launched twice a call counts twice."""
+@pytest.mark.parametrize("recording", [r.name for r in recordings.shipped()])
+def test_the_nchw_plans_conversions_count_every_launch_and_no_kernels(monkeypatch, recording):
+    """A kernel launched twice a call counts twice; lesson 03's text lists no kernels, since lesson
+    10 asks to predict how many the plan launches (check.nchw_kernels)."""
     from labkit.draw.plots import fmt_us, ok_rows
     from labkit.experiments import precision_layout
     from labkit.experiments.core import result
+    from labkit.present import check
+
+    monkeypatch.setenv("LABKIT_RECORDING", recording)
 
     nchw = BASE.replace(layout="NCHW")
     pick = ok_rows(result("layout", spec=BASE)).set_index("layout").loc["NCHW", "plan_name"]
@@ -68,6 +76,9 @@ def test_the_nchw_plans_conversions_count_every_launch():
     total = float((conv.kernel_us * conv.launches_per_call).sum())
     text = str(precision_layout.summaries.nchw_kernels())
     assert f"take {fmt_us(total)} a call together" in text, text
+    ex = check.nchw_kernels.exercise
+    assert not any(re.search(p, text) for p in ex.leak_patterns(ex.truth())), text
+    assert not re.search(r"memset|launches|Kernel\b|`sm\d+_", text), f"lesson 03 lists the kernels: {text}"
 
 
 @pytest.mark.parametrize("launch", ["graph", "python"])

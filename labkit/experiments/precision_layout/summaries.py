@@ -298,8 +298,9 @@ def _timed_again(df, nhwc) -> str:
 
 
 def nchw_kernels(spec: ConvSpec = BASE) -> Text:
-    """What the heuristic's NCHW plan of ``spec`` runs, kernel by kernel (`kernels` trace), next to
-    the NHWC plan and the conversion the layout chart measured (`layout`).
+    """What the heuristic's NCHW plan of ``spec`` spends converting layouts (`kernels` trace), next to
+    the conversion the layout chart measured (`layout`). It counts no kernels: lesson 10 asks the
+    learner to predict how many the plan launches.
 
     Args:
         spec: the convolution (its layout is replaced by NCHW and NHWC).
@@ -319,32 +320,24 @@ def nchw_kernels(spec: ConvSpec = BASE) -> Text:
     if rows.empty:
         rows = trace[trace["plan_index"] == trace["plan_index"].min()]
 
-    def launches(r) -> str:
-        n = r.launches_per_call
-        if n == 1:
-            return fmt_us(r.kernel_us)
-        return f"{n:g} launches of {fmt_us(r.kernel_us)} each, {fmt_us(n * r.kernel_us)} in all"
+    def gpu_us(role: str) -> float:
+        part = rows[rows["role"] == role]
+        return float((part["kernel_us"] * part["launches_per_call"]).sum())
 
-    steps = [
-        f"`{_short(str(r.kernel))}` ({str(r.role).split(' (')[0]}, {launches(r)})"
-        for r in rows.itertuples()
-        if r.kernel_us
-    ]
-    conversions = rows[rows["role"] == "layout conversion"]
-    convert = (conversions["kernel_us"] * conversions["launches_per_call"]).sum()
+    convert, main = gpu_us("layout conversion"), gpu_us("main convolution")
     text = (
-        f"**Inside the NCHW plan** ({where(trace)}): cuDNN's heuristic pick for NCHW, `{pick}`, runs "
-        + ", then ".join(steps)
-        + f", with a workspace of {fmt_bytes(lay.loc['NCHW', 'workspace_bytes'])}."
+        f"**Inside the NCHW plan** ({where(trace)}): cuDNN's heuristic pick for NCHW, `{pick}`, asks a "
+        f"workspace of {fmt_bytes(lay.loc['NCHW', 'workspace_bytes'])}"
     )
-    if convert:
-        text += (
-            f" Its own layout conversions take {fmt_us(convert)} a call together; the CuPy "
-            "transpose-copies of the layout "
-            f"chart, {fmt_us(lay.loc['NHWC', 'convert_gpu_us'])}: converting is cheap or dear depending on "
-            "who does it."
-        )
-    return Text(text)
+    if not convert:
+        return Text(text + " and converts no layout itself.")
+    return Text(
+        text + ": it converts between the layouts around its tensor-core kernel. Its own "
+        f"layout conversions take {fmt_us(convert)} a call together, beside {fmt_us(main)} of main "
+        "convolution; the CuPy transpose-copies of the layout "
+        f"chart, {fmt_us(lay.loc['NHWC', 'convert_gpu_us'])}: converting is cheap or dear depending on "
+        "who does it. Lesson 10 traces the plan kernel by kernel."
+    )
 
 
 def roofline_summary(df) -> Text:
