@@ -765,18 +765,6 @@ def _layout_swaps_in_fp32(rec):
 
 @claim(
     "01",
-    "In fp32 the layouts swap roles: the NCHW forward plan asks for no workspace at all and the NHWC one for the "
-    "largest workspace of the whole chart",
-)
-def _fp32_workspaces(rec):
-    ws = frame(rec, "workspace_sizes")
-    ok = ws[ws.status == "ok"]
-    fp = ok[(ok.dtype == "fp32") & (ok.direction == "fprop")].set_index("layout").heuristic_workspace_bytes
-    return fp["NCHW"] == 0 and fp["NHWC"] == ok.heuristic_workspace_bytes.max(), dict(fp)
-
-
-@claim(
-    "01",
     "* Workspace buys time: the fastest plan of the base convolution in fp16 NCHW needs one, and the fastest plan that needs none is slower (the summary under the algorithm table gives the factor, from replay medians, not from Find's single runs); lesson 05 measures what refusing a workspace costs.",
 )
 def _workspace_buys_time(rec):

@@ -61,6 +61,9 @@ LESS_WORKSPACE = Exercise(
     judge=equal,
     why=_less_workspace_why,
     wrong_answers=lambda truth: ["NCHW" if truth == "NHWC" else "NHWC"],
+    # the answer is a layout every sentence names: what gives it away is the reason, said before
+    # the question is answered (the kernel, not the storage, decides; fp32's layouts swap roles)
+    leaks=lambda truth: (r"kernels\s+(decide|work\s+on\s+(NCHW|NHWC))", r"layouts\s+swap\s+roles"),
     hints=(
         "Lesson 00 showed both sides: in true fp32 the NHWC plan converts into NCHW, in fp16 the NCHW plan "
         "converts into NHWC. Is it the storage or the kernel that decides?",

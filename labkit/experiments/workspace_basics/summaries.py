@@ -129,7 +129,30 @@ def workspace_sizes_summary(df) -> Text:
         f"({lo['dtype']} {lo['layout']} {lo['direction']}) to **{fmt_bytes(hi.heuristic_workspace_bytes)}** "
         f"({hi['dtype']} {hi['layout']} {hi['direction']}); the hungriest candidate plan of any "
         "variant wants "
-        f"{fmt_bytes(spread)}. Same dims, very different workspaces."
+        f"{fmt_bytes(spread)}. Same dims, very different workspaces." + _fp32_swap(ok)
+    )
+
+
+def _fp32_swap(ok) -> str:
+    """A sentence on fp32 fprop's layouts, where they ask the other way round from fp16's ('' where
+    they do not): the NCHW plan less in fp16, the NHWC plan less in fp32."""
+    fprop = ok[ok["direction"] == "fprop"]
+    sizes = {
+        d: fprop[fprop["dtype"] == d].set_index("layout")["heuristic_workspace_bytes"]
+        for d in ("fp16", "fp32")
+    }
+    if any(set(s.index) != {"NCHW", "NHWC"} for s in sizes.values()):
+        return ""
+    half, full = sizes["fp16"], sizes["fp32"]
+    if not (half["NHWC"] < half["NCHW"] and full["NCHW"] < full["NHWC"]):
+        return ""
+    largest = (
+        ", the largest of the whole chart" if full["NHWC"] == ok["heuristic_workspace_bytes"].max() else ""
+    )
+    return (
+        f" In fp32 the layouts swap roles: the NCHW forward plan asks {fmt_bytes(full['NCHW'])} and the NHWC "
+        f"one {fmt_bytes(full['NHWC'])}{largest} (lesson 00's kernel trace showed why: true-fp32 kernels "
+        "work on NCHW data, so the NHWC plans convert into it)."
     )
 
 
