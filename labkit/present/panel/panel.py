@@ -180,6 +180,77 @@ def first_request(panel: "Panel") -> None:
         panel.refresh()
 
 
+def wired_view(panel: "Panel", cfg: PanelConfig, *, csv_name: Optional[str], fig_width: Optional[int]):
+    """A panel's view, its controls and buttons wired to the panel.
+
+    Args:
+        panel: the panel being made (its ``gpu`` picker set).
+        cfg: the experiment's panel configuration.
+        csv_name: the file "save CSV" writes; None for the configuration's.
+        fig_width: the figure's width, in pixels.
+
+    Returns:
+        The `PanelView`, with a widget for every control the configuration shows live or recorded.
+    """
+    return PanelView(
+        panel.live,
+        csv_name or cfg.csv_name or f"results_{cfg.experiment}.csv",
+        fig_width=fig_width,
+        gpu_options=panel.gpu.options(cfg.experiment),
+        gpu_value=panel.gpu.value(cfg.experiment),
+        on_control=panel._on_control,
+        on_button=panel._on_button,
+        on_gpu=panel.pick_gpu,
+        controls=(*cfg.controls, *(cfg.recorded_controls or ())),
+    )
+
+
+def answer(panel: "Panel", *, force: bool = False, generation: Optional[int] = None) -> None:
+    """Answer the request on screen and update the figure in place: the table (live: measured, or
+    read where saved; recorded: looked up), drawn and named on the status line, or why there is
+    none. A newer request supersedes it: then nothing of it is kept or shown.
+
+    Args:
+        panel: the panel.
+        force: measure again and replace the saved result (live).
+        generation: the job's generation this answer belongs to (None: a new one).
+    """
+    gen = panel.job.next_generation() if generation is None else generation
+    panel._pending = False
+    started = time.time()
+    panel.job.begin(gen)
+    panel.view.sync(panel.controls_state)
+    ahead = panel.live and not force and measured_already(panel.controls_state)
+    if panel.live and not ahead:
+        panel.view.say("running", "measuring on the GPU ...")
+    try:
+        with panel.job.measuring():
+            df = lessons.data(
+                panel.cfg.experiment,
+                force=force,
+                recording=None if panel.live else panel.controls_state.recording.name,
+                **panel.cfg.kwargs(panel.state),
+            )
+        if not panel.job.current(gen):
+            raise Superseded()
+        panel.view.show(panel.cfg.experiment, df)
+        panel.job.painted()
+        how = f"{live_note(df, started, ahead=ahead)} · shown" if panel.live else "looked up"
+        text = f"{plots.provenance_subtitle(df)} · {how} in {panel.job.elapsed_ms():.0f} ms"
+        panel.prefetching = prefetch_neighbours(panel.controls_state) if panel.live else 0
+        if panel.prefetching:
+            text += f" · measuring {panel.prefetching} neighbouring values in the background while you read"
+        panel.view.say("ok", text)
+    except Superseded:  # a newer request: it draws; nothing of this one is kept or shown
+        panel.job.stopped += 1
+        return
+    except LabkitError as exc:
+        panel.view.fail(panel.cfg.experiment, exc, lambda: placeholder(panel.cfg))
+    except Exception as exc:  # noqa: BLE001 - a panel never lets a traceback escape into the UI
+        panel.view.fail(panel.cfg.experiment, exc, lambda: placeholder(panel.cfg), unexpected=True)
+    panel.job.done()
+
+
 class Panel:
     """Controls and one FigureWidget for one experiment's `PanelConfig`.
 
@@ -224,17 +295,7 @@ class Panel:
         self._defer, self._pending = 0, False
         if self.live:
             lessons.start_build_workers()  # ready for the runtime-compiled plans of this panel's graphs
-        self.view = PanelView(
-            self.live,
-            csv_name or cfg.csv_name or f"results_{cfg.experiment}.csv",
-            fig_width=fig_width,
-            gpu_options=self.gpu.options(cfg.experiment),
-            gpu_value=self.gpu.value(cfg.experiment),
-            on_control=self._on_control,
-            on_button=self._on_button,
-            on_gpu=self.pick_gpu,
-            controls=(*cfg.controls, *(cfg.recorded_controls or ())),
-        )
+        self.view = wired_view(self, cfg, csv_name=csv_name, fig_width=fig_width)
         self.job = MeasurementJob(
             cfg.experiment,
             lambda make_frame: draw_partial(self.view, self.controls_state, make_frame),
@@ -274,19 +335,41 @@ class Panel:
     stopped = property(lambda self: self.job.stopped, doc="measurements stopped because a newer request came")
 
     def options(self, name: str) -> list:
-        """The values control ``name`` offers now (`Controls.options`)."""
+        """The values a control offers now (`Controls.options`).
+
+        Args:
+            name: the control.
+
+        Returns:
+            Its values, in the dropdown's order.
+        """
         return self.controls_state.options(name)
 
     def value(self, name: str):
-        """Control ``name``'s value on screen."""
+        """A control's value on screen.
+
+        Args:
+            name: the control.
+
+        Returns:
+            The value.
+        """
         return self.controls_state.value(name)
 
     def request(self) -> Optional[dict]:
-        """The request on screen, as recorded (None: not a valid one)."""
+        """The request on screen.
+
+        Returns:
+            The experiment's arguments as recorded (a dict); None when they are not a valid request.
+        """
         return self.controls_state.request(self.state)
 
     def neighbours(self) -> List[dict]:
-        """Live: the states one control move away (`Controls.neighbours`)."""
+        """Live: the states one control move away (`Controls.neighbours`).
+
+        Returns:
+            At most `MAX_PREFETCH` states (control name -> value), most likely first.
+        """
         return self.controls_state.neighbours()
 
     def results(self):
@@ -309,14 +392,25 @@ class Panel:
         return settled(self).view.to_csv(path)
 
     def wait(self, timeout: Optional[float] = None) -> bool:
-        """Block until a measurement started by a click is drawn; True when none runs any more."""
+        """Block until a measurement started by a click is drawn.
+
+        Args:
+            timeout: the most seconds to wait; None for no limit.
+
+        Returns:
+            True when none runs any more; False when the timeout came first.
+        """
         return self.job.wait(timeout)
 
     # ---- what the learner does ---------------------------------------------------------------------
     def set(self, **changes) -> None:
         """Change controls as a user would (``panel.set(dtype="bf16", N=8)``) and return when the
         figure shows the result. In recorded mode a value that was not recorded is accepted, and
-        the panel then shows why there is no data. ``gpu=``: answer from another GPU (`pick_gpu`)."""
+        the panel then shows why there is no data.
+
+        Args:
+            **changes: control name -> its new value; ``gpu=``: answer from another GPU (`pick_gpu`).
+        """
         if "gpu" in changes:
             self.pick_gpu(changes.pop("gpu"))
         self.controls_state.check_names(changes)
@@ -343,7 +437,11 @@ class Panel:
     def pick_gpu(self, recording: Optional[str]) -> None:
         """Answer from another GPU: a shipped recording's name (e.g. ``"h200"``), or None for this
         GPU live (recorded mode: the default recording). Where the convolution on screen was not
-        recorded there, the controls go back to the base."""
+        recorded there, the controls go back to the base.
+
+        Args:
+            recording: the recording's name; None for this GPU.
+        """
         exp = self.cfg.experiment
         if not self.gpu.pick(exp, recording) and self.view.gpu_picker.value == self.gpu.value(exp):
             return
@@ -355,7 +453,13 @@ class Panel:
 
     def use(self, cfg: PanelConfig, note: str, rebuild: bool = False) -> None:
         """Show ``cfg`` from the GPU picked (keeping the values on screen where recorded, else the
-        base, saying ``note``), and redraw."""
+        base, saying ``note``), and redraw.
+
+        Args:
+            cfg: the panel configuration to show.
+            note: what the status line says when the controls went back to the base.
+            rebuild: make the control widgets again (live and recorded ones differ).
+        """
         c = self.controls_state
         c.use(cfg, self.live, self.gpu.recording(cfg.experiment))
         moved = not self.live and not c.recorded(c.state)
@@ -391,43 +495,12 @@ class Panel:
     # ---- getting and drawing a table ------------------------------------------------------------------
     def refresh(self, force: bool = False, _generation: Optional[int] = None) -> None:
         """Answer the request on screen and update the figure in place (in this thread; a
-        measurement a click started in the background stops at its next checkpoint)."""
-        gen = self.job.next_generation() if _generation is None else _generation
-        self._pending = False
-        started = time.time()
-        self.job.begin(gen)
-        self.view.sync(self.controls_state)
-        ahead = self.live and not force and measured_already(self.controls_state)
-        if self.live and not ahead:
-            self.view.say("running", "measuring on the GPU ...")
-        try:
-            with self.job.measuring():
-                df = lessons.data(
-                    self.cfg.experiment,
-                    force=force,
-                    recording=None if self.live else self.controls_state.recording.name,
-                    **self.cfg.kwargs(self.state),
-                )
-            if not self.job.current(gen):
-                raise Superseded()
-            self.view.show(self.cfg.experiment, df)
-            self.job.painted()
-            how = f"{live_note(df, started, ahead=ahead)} · shown" if self.live else "looked up"
-            text = f"{plots.provenance_subtitle(df)} · {how} in {self.job.elapsed_ms():.0f} ms"
-            self.prefetching = prefetch_neighbours(self.controls_state) if self.live else 0
-            if self.prefetching:
-                text += (
-                    f" · measuring {self.prefetching} neighbouring values in the background while you read"
-                )
-            self.view.say("ok", text)
-        except Superseded:  # a newer request: it draws; nothing of this one is kept or shown
-            self.job.stopped += 1
-            return
-        except LabkitError as exc:
-            self.view.fail(self.cfg.experiment, exc, lambda: placeholder(self.cfg))
-        except Exception as exc:  # noqa: BLE001 - a panel never lets a traceback escape into the UI
-            self.view.fail(self.cfg.experiment, exc, lambda: placeholder(self.cfg), unexpected=True)
-        self.job.done()
+        measurement a click started in the background stops at its next checkpoint): `answer`.
+
+        Args:
+            force: measure again and replace the saved result (live; "measure again").
+        """
+        answer(self, force=force, generation=_generation)
 
     def _repr_mimebundle_(self, **kwargs):
         return self.view.box._repr_mimebundle_(**kwargs)

@@ -11,7 +11,7 @@ import copy
 import html
 import json
 from pathlib import Path
-from typing import Callable, Dict, Iterable, Optional
+from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 import ipywidgets as W
 from ipywidgets.widgets.widget_button import ButtonStyle
@@ -247,6 +247,144 @@ class ControlLook:
         )
 
 
+def buttons(live: bool, csv_name: str) -> Tuple[W.Button, W.Button, W.Button]:
+    """A panel's three buttons, sharing one style object (a comm of its own).
+
+    Args:
+        live: the panel measures live ("measure again" is shown only then).
+        csv_name: the file "save CSV" writes, named on its button.
+
+    Returns:
+        The "reset to base", "measure again" and "save <csv_name>" buttons, not yet wired.
+    """
+    style, auto = ButtonStyle(), W.Layout(width="auto")
+    reset = W.Button(
+        description="reset to base",
+        icon="undo",
+        layout=auto,
+        style=style,
+        tooltip="every control back to the lesson's base",
+    )
+    rerun = W.Button(
+        description="measure again",
+        icon="refresh",
+        tooltip="measure now on the GPU and replace the saved result",
+        layout=W.Layout(width="auto", display=None if live else "none"),
+        style=style,
+    )
+    csv = W.Button(
+        description=f"save {csv_name}",
+        icon="download",
+        layout=auto,
+        style=style,
+        tooltip="write the numbers on screen, with their provenance, as CSV",
+    )
+    return reset, rerun, csv
+
+
+def gpu_dropdown(options, value: str) -> W.Dropdown:
+    """The GPU dropdown, wide enough for its longest option, hidden when it offers one GPU only.
+
+    Args:
+        options: its (label, value) pairs (`GPUPicker.options`).
+        value: its value.
+
+    Returns:
+        The dropdown, not yet observed.
+    """
+    w = W.Dropdown(
+        options=options,
+        value=value,
+        description="GPU",
+        style={"description_width": "36px"},
+        layout=W.Layout(width="auto"),
+    )
+    fit_options(w, [t for t, _ in w.options])
+    w.layout.display = None if len(w.options) > 1 else "none"
+    return w
+
+
+def dropdown_options(options, value, *, live: bool) -> List[tuple]:
+    """A dropdown's (label, value) pairs, the value on screen added where it is not an option.
+
+    Args:
+        options: the values the control offers now (`Controls.options`).
+        value: the value on screen.
+        live: the panel measures live (else an added value reads "(not recorded)").
+
+    Returns:
+        The pairs, in the options' order, the added value last.
+    """
+    labelled = [(label(v), v) for v in options]
+    if value not in options:
+        labelled.append((f"{label(value)} (not recorded)" if not live else label(value), value))
+    return labelled
+
+
+def failure_text(exc: Exception, *, unexpected: bool = False) -> str:
+    """Why a request has no table, for the learner: the error's kind and message, and for a value
+    that was not recorded the nearest values that were (not the recording's file path).
+
+    Args:
+        exc: the error.
+        unexpected: it is a bug, not the learner's request (the text asks to report it).
+
+    Returns:
+        The text, plain.
+    """
+    kind = type(exc).__name__
+    if isinstance(exc, RecordedDataError) and exc.nearest:
+        near = "; ".join(
+            f"{str(k).split('.')[-1]} = "
+            + (", ".join(label(x) for x in v) if isinstance(v, (list, tuple)) else label(v))
+            for k, v in exc.nearest.items()
+        )
+        text = f"{kind}: {exc.message}; nearest recorded values: {near}"
+    else:
+        text = f"{kind}: {exc}"
+    return f"unexpected error (please report it): {text}" if unexpected else text
+
+
+def failure_html(text: str, exc: Exception) -> str:
+    """The message line under a chart that has no table: the text, and what to do about it.
+
+    Args:
+        text: `failure_text`.
+        exc: the error, which says what advice fits.
+
+    Returns:
+        The line, HTML.
+    """
+    if isinstance(exc, RecordedDataError):
+        advice = "Pick a recorded value from the controls, or reset to base."
+    elif isinstance(exc, InvalidSpec):
+        advice = "That combination is not a valid convolution; change a control."
+    else:
+        advice = ""
+    return (
+        f"<div style='color:#b00020;background:#fdecea;padding:6px 8px;border-radius:4px;"
+        f"font-size:13px'>{html.escape(text)}" + (f"<br><i>{advice}</i>" if advice else "") + "</div>"
+    )
+
+
+def with_provenance(df):
+    """A table with its provenance as columns in front, as "save CSV" writes it.
+
+    Args:
+        df: a result, its provenance in ``attrs``.
+
+    Returns:
+        A copy with ``mode``, ``gpu``, ``cudnn_backend``, ``cudnn_frontend``, ``date``, ``experiment``
+        and ``request`` (JSON) first.
+    """
+    out = df.copy()
+    a = df.attrs
+    for i, col in enumerate(("mode", "gpu", "cudnn_backend", "cudnn_frontend", "date", "experiment")):
+        out.insert(i, col, a.get(col))
+    out.insert(6, "request", json.dumps(a.get("request"), sort_keys=True))
+    return out
+
+
 class PanelView:
     """The widgets of one panel.
 
@@ -291,49 +429,20 @@ class PanelView:
         # shared style and layout objects (`ControlLook`, the text lines', the buttons'): each is a comm
         # of its own, and sharing them keeps a panel at 25-38 comms (31-67 with one per widget)
         self.look = ControlLook()
-        text_style, text_layout, button_style = HTMLStyle(), W.Layout(), ButtonStyle()
-        auto = W.Layout(width="auto")
+        text_style, text_layout = HTMLStyle(), W.Layout()
         self.widgets: Dict[str, W.Widget] = {n: self.make_widget(CONTROLS[n]) for n in self.names}
         self.header = W.HTML(style=text_style, layout=text_layout)
         self.controls_box = W.GridBox(
             list(self.widgets.values()),
             layout=W.Layout(grid_template_columns="repeat(4, minmax(190px, 1fr))", grid_gap="4px 12px"),
         )
-        self.reset_button = W.Button(
-            description="reset to base",
-            icon="undo",
-            layout=auto,
-            style=button_style,
-            tooltip="every control back to the lesson's base",
-        )
+        self.reset_button, self.rerun_button, self.csv_button = buttons(live, csv_name)
         self.reset_button.on_click(lambda _b: on_button("reset"))
-        self.rerun_button = W.Button(
-            description="measure again",
-            icon="refresh",
-            tooltip="measure now on the GPU and replace the saved result",
-            layout=W.Layout(width="auto", display=None if live else "none"),
-            style=button_style,
-        )
         self.rerun_button.on_click(lambda _b: on_button("rerun"))
-        self.csv_button = W.Button(
-            description=f"save {csv_name}",
-            icon="download",
-            layout=auto,
-            style=button_style,
-            tooltip="write the numbers on screen, with their provenance, as CSV",
-        )
         self.csv_button.on_click(lambda _b: self.save_clicked())
         self.status = W.HTML(style=text_style, layout=text_layout)
         self.message = W.HTML(style=text_style, layout=text_layout)
-        self.gpu_picker = W.Dropdown(
-            options=gpu_options,
-            value=gpu_value,
-            description="GPU",
-            style={"description_width": "36px"},
-            layout=W.Layout(width="auto"),
-        )
-        fit_options(self.gpu_picker, [t for t, _ in self.gpu_picker.options])
-        self.gpu_picker.layout.display = None if len(self.gpu_picker.options) > 1 else "none"
+        self.gpu_picker = gpu_dropdown(gpu_options, gpu_value)
         self.gpu_picker.observe(lambda change: self.syncing or on_gpu(change["new"] or None), names="value")
         # wrapped, not shrunk (live, beside the GPU picker, their labels were cut: "reset to b...")
         self.buttons = W.HBox(
@@ -344,7 +453,14 @@ class PanelView:
 
     # ---- controls -------------------------------------------------------------------------------
     def make_widget(self, c: ControlDef) -> W.Widget:
-        """The widget of one control, wired to ``on_control``."""
+        """The widget of one control, wired to ``on_control``.
+
+        Args:
+            c: the control.
+
+        Returns:
+            The widget (`ControlLook.make`).
+        """
         w = self.look.make(c, self.live)
         w.observe(
             lambda change, name=c.name: self.syncing or self.on_control(name, change["new"]), names="value"
@@ -352,7 +468,12 @@ class PanelView:
         return w
 
     def rebuild(self, live: bool, gpu_value: str) -> None:
-        """New control widgets for live or recorded mode (another GPU was picked)."""
+        """New control widgets for live or recorded mode (another GPU was picked).
+
+        Args:
+            live: the panel now measures live.
+            gpu_value: the GPU dropdown's value (`GPUPicker.value`).
+        """
         self.live = live
         self.syncing = True
         try:
@@ -367,7 +488,12 @@ class PanelView:
             self.syncing = False
 
     def offer(self, name: str, value) -> None:
-        """Add ``value`` to a dropdown that lacks it (a value set from code)."""
+        """Add a value to a dropdown that lacks it (a value set from code).
+
+        Args:
+            name: the control.
+            value: the value (labelled "(not recorded)" in recorded mode).
+        """
         w = self.widgets[name]
         if isinstance(w, W.Dropdown) and value not in [v for _, v in w.options]:
             text = label(value) if self.live else f"{label(value)} (not recorded)"
@@ -378,14 +504,23 @@ class PanelView:
                 self.syncing = False
 
     def click(self, name: str, value) -> None:
-        """Set control ``name`` as a learner's click would (its observer runs)."""
+        """Set a control as a learner's click would (its observer runs).
+
+        Args:
+            name: the control.
+            value: its new value; `labkit.InvalidSpec` for one its widget does not take.
+        """
         try:
             self.widgets[name].value = value
         except TraitError as exc:
             raise InvalidSpec(name, value, f"not a value this control takes ({exc})") from None
 
     def sync(self, controls: Controls) -> None:
-        """Widget values, options, visibility from the state (no callback fires)."""
+        """Widget values, options, visibility from the state (no callback fires).
+
+        Args:
+            controls: the panel's state.
+        """
         self.syncing = True
         try:
             self.header.value = header_html(controls)
@@ -396,12 +531,7 @@ class PanelView:
                     continue
                 value = controls.value(name)
                 if isinstance(w, W.Dropdown):
-                    opts = controls.options(name)
-                    labelled = [(label(v), v) for v in opts]
-                    if value not in opts:
-                        labelled.append(
-                            (f"{label(value)} (not recorded)" if not self.live else label(value), value)
-                        )
+                    labelled = dropdown_options(controls.options(name), value, live=self.live)
                     if list(w.options) != labelled:
                         w.options = labelled
                         self.look.relayout(w, **fit([t for t, _ in labelled]))
@@ -414,11 +544,21 @@ class PanelView:
 
     # ---- the chart and the lines under it ----------------------------------------------------------
     def say(self, kind: str, text: str) -> None:
-        """Set the status line (``text`` is HTML)."""
+        """Set the status line.
+
+        Args:
+            kind: "ok", "running" or "error" (`status_html`).
+            text: the line, HTML.
+        """
         self.status.value = status_html(kind, text)
 
     def draw(self, experiment: str, df) -> None:
-        """``df``'s chart into the panel's figure for ``experiment`` (made on first use)."""
+        """A table's chart into the panel's figure (made on first use).
+
+        Args:
+            experiment: the experiment, whose chart (`labkit.experiments.CHARTS`) draws it.
+            df: its table (complete, or partial while measured).
+        """
         new = experiments.CHARTS[experiment](df)
         if self.fig is None:
             self.show_figure(experiment, figure_widget(new, self.fig_width))
@@ -426,7 +566,12 @@ class PanelView:
         update_in_place(self.fig, new)
 
     def show(self, experiment: str, df) -> None:
-        """A complete table: drawn, and kept as the one on screen."""
+        """A complete table: drawn, and kept as the one on screen.
+
+        Args:
+            experiment: the experiment.
+            df: its table.
+        """
         self.draw(experiment, df)
         self.df, self.error = df, None
         self.message.value = ""
@@ -434,7 +579,12 @@ class PanelView:
     def show_figure(self, experiment: str, fig) -> None:
         """Show ``fig`` as the panel's chart for ``experiment`` (None: none until the next draw). The
         one it replaces is closed: a FigureWidget put back in the panel no longer follows its updates
-        in the page, so a chart shown again is a new widget."""
+        in the page, so a chart shown again is a new widget.
+
+        Args:
+            experiment: the experiment.
+            fig: the FigureWidget, or None.
+        """
         old = self.fig
         self.box.children = tuple(c for c in self.box.children if c is not old) + (
             (fig,) if fig is not None else ()
@@ -446,32 +596,18 @@ class PanelView:
     def fail(
         self, experiment: str, exc: Exception, placeholder: Callable, *, unexpected: bool = False
     ) -> None:
-        """No table for this request: say why, under the chart and on it."""
+        """No table for this request: say why, under the chart and on it.
+
+        Args:
+            experiment: the experiment.
+            exc: why there is none.
+            placeholder: makes the empty figure shown when the panel has none yet.
+            unexpected: the error is a bug, not the learner's request (the text asks to report it).
+        """
         self.df = None
-        kind = type(exc).__name__
-        if isinstance(exc, RecordedDataError) and exc.nearest:
-            # for the learner: what was asked and what exists, not the recording's file path
-            near = "; ".join(
-                f"{str(k).split('.')[-1]} = "
-                + (", ".join(label(x) for x in v) if isinstance(v, (list, tuple)) else label(v))
-                for k, v in exc.nearest.items()
-            )
-            text = f"{kind}: {exc.message}; nearest recorded values: {near}"
-        else:
-            text = f"{kind}: {exc}"
-        if unexpected:
-            text = f"unexpected error (please report it): {text}"
+        text = failure_text(exc, unexpected=unexpected)
         self.error = Message(text)
-        if isinstance(exc, RecordedDataError):
-            advice = "Pick a recorded value from the controls, or reset to base."
-        elif isinstance(exc, InvalidSpec):
-            advice = "That combination is not a valid convolution; change a control."
-        else:
-            advice = ""
-        self.message.value = (
-            f"<div style='color:#b00020;background:#fdecea;padding:6px 8px;border-radius:4px;"
-            f"font-size:13px'>{html.escape(text)}" + (f"<br><i>{advice}</i>" if advice else "") + "</div>"
-        )
+        self.message.value = failure_html(text, exc)
         self.say("error", "no data for this request (see below)")
         if self.fig is None:
             self.show_figure(experiment, figure_widget(placeholder(), self.fig_width))
@@ -479,19 +615,22 @@ class PanelView:
 
     # ---- what is on screen, as a file ----------------------------------------------------------------
     def results(self):
-        """The DataFrame on screen, with provenance columns in front (None if there is none)."""
-        if self.df is None:
-            return None
-        df = self.df.copy()
-        a = self.df.attrs
-        for i, col in enumerate(("mode", "gpu", "cudnn_backend", "cudnn_frontend", "date", "experiment")):
-            df.insert(i, col, a.get(col))
-        df.insert(6, "request", json.dumps(a.get("request"), sort_keys=True))
-        return df
+        """The DataFrame on screen, with provenance columns in front.
+
+        Returns:
+            `with_provenance` of the table on screen; None if there is none.
+        """
+        return None if self.df is None else with_provenance(self.df)
 
     def to_csv(self, path=None) -> Path:
-        """Write the numbers on screen (and their provenance) to ``path`` (default: the panel's
-        csv_name in the current folder). Returns the path written."""
+        """Write the numbers on screen and their provenance (`results`) as CSV.
+
+        Args:
+            path: the file; None for the panel's ``csv_name`` in the current folder.
+
+        Returns:
+            The path written; `labkit.LabkitError` when nothing is on screen.
+        """
         df = self.results()
         if df is None:
             raise LabkitError(f"nothing to save: {self.error or 'no result yet'}")
