@@ -45,7 +45,14 @@ class CappedGraph:
         self.default_plan = self.runnable[0]
 
     def plan(self, index: int):
-        """Plan ``index``; `InvalidSpec` for one over the cap (cuDNN would not offer it)."""
+        """One plan within the cap.
+
+        Args:
+            index: the plan's index.
+
+        Returns:
+            The recorded plan; `labkit.InvalidSpec` for one over the cap (cuDNN would not offer it).
+        """
         p = self.inner.plan(index)
         if p.workspace_bytes > self.cap:
             raise InvalidSpec(
@@ -54,5 +61,15 @@ class CappedGraph:
         return p
 
     def bind(self, arrays, workspace_ptr: int, plan_index: int, stream):
-        """The recorded graph's `bind` of a plan within the cap."""
+        """The recorded graph's `bind` of a plan within the cap.
+
+        Args:
+            arrays: the operands (unused by a simulated call).
+            workspace_ptr: the workspace's address.
+            plan_index: the plan's index (`plan` checks it against the cap).
+            stream: the seam's stream it will run on.
+
+        Returns:
+            The bound call (`labkit.simgpu.conv.SimBound`).
+        """
         return self.inner.bind(arrays, workspace_ptr, self.plan(plan_index).index, stream)

@@ -20,7 +20,16 @@ from .capped import CappedGraph, check_cap
 
 @dataclass
 class Pending:
-    """A call queued while capturing: launched each time its graph is."""
+    """A call queued while capturing: launched each time its graph is.
+
+    Attributes:
+        conv: what it runs (a `Conv`, or a `labkit.practice.layout.Conversion`).
+        plan_index: its plan's index (-1 for a conversion's copies).
+        output: the output slot it writes.
+        workspace: its workspace's address (0 for none).
+        flagged: the practice refused or named it when it was queued (the sanitizer's word on it is
+            not repeated).
+    """
 
     conv: object
     plan_index: int
@@ -148,7 +157,12 @@ class Conv:
         return b
 
     def ran(self, output: int, sim_call=None) -> None:
-        """Note that a call writing slot ``output`` was launched (with the simulator's record of it)."""
+        """Note that a call was launched, for `wrong_outputs` to look at.
+
+        Args:
+            output: the output slot it writes.
+            sim_call: the simulator's record of it (`labkit.simgpu.SimCall`); None live.
+        """
         self._written.append(output)
         if sim_call is not None:
             self._sim_calls.append(sim_call)

@@ -32,8 +32,20 @@ from .memory import Memory
 
 @dataclass
 class Launch:
-    """One call launched: its convolution, plan, workspace bytes, stream, workspace address (None when a
-    strategy chose it) and output slot; ``sim`` is the simulator's record of it (`labkit.simgpu.SimCall`)."""
+    """One call launched (`Practice.log`).
+
+    Attributes:
+        id: its place in the log, from 0.
+        conv: its convolution's label.
+        plan_index: its plan's index.
+        workspace_bytes: the workspace its plan asks for, bytes.
+        stream: its stream's handle.
+        workspace: its workspace's address; None when a strategy chose it.
+        output: the output slot it writes.
+        graph: launched as part of a CUDA graph.
+        sim: the simulator's record of it (`labkit.simgpu.SimCall`); None live.
+        host_us: the host's time to launch it, microseconds (NaN where not timed).
+    """
 
     id: int
     conv: str
@@ -50,7 +62,14 @@ class Launch:
 @dataclass
 class Timing:
     """A time taken between two events: the launches between them (how many, their plans, and what
-    they ran: each one's convolution label) and the microseconds measured."""
+    they ran: each one's convolution label) and the microseconds measured.
+
+    Attributes:
+        calls: how many calls were launched between the two events.
+        plans: their plans' indices, in launch order.
+        us: the GPU time between the events, microseconds (NaN where not all measured).
+        convs: their convolutions' labels, in launch order.
+    """
 
     calls: int
     plans: Tuple[int, ...]
@@ -59,7 +78,12 @@ class Timing:
 
 
 class Stream:
-    """A stream of a `Practice` (``.synchronize()``; ``.raw`` is the seam's stream, ``.ptr`` its handle)."""
+    """A stream of a `Practice` (``.synchronize()``; ``.raw`` is the seam's stream, ``.ptr`` its handle).
+
+    Args:
+        practice: the `Practice` it belongs to.
+        raw: the seam's stream.
+    """
 
     def __init__(self, practice: "Practice", raw):
         self.practice, self.raw = practice, raw
@@ -76,7 +100,13 @@ class Stream:
 
 
 class Event:
-    """An event recorded on a stream: ``.wait()`` (the host waits for it), ``.done()``."""
+    """An event recorded on a stream: ``.wait()`` (the host waits for it), ``.done()``.
+
+    Args:
+        practice: the `Practice` it belongs to.
+        raw: the seam's event.
+        stream: the handle of the stream it was recorded on.
+    """
 
     def __init__(self, practice: "Practice", raw, stream: int):
         self.practice, self.raw, self.stream = practice, raw, stream
@@ -88,12 +118,22 @@ class Event:
         self.practice.waited()
 
     def done(self) -> bool:
-        """cudaEventQuery. Returns: whether the work before the event has run."""
+        """cudaEventQuery.
+
+        Returns:
+            Whether the work before the event has run.
+        """
         return self.raw.done()
 
 
 class Graph:
-    """A captured CUDA graph: ``.launch(stream)`` runs its calls again."""
+    """A captured CUDA graph: ``.launch(stream)`` runs its calls again.
+
+    Args:
+        practice: the `Practice` it belongs to.
+        raw: the seam's captured graph.
+        calls: the calls captured (`Pending`), in order.
+    """
 
     def __init__(self, practice: "Practice", raw, calls: List[Pending]):
         self.practice, self.raw, self.calls = practice, raw, calls

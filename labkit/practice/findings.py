@@ -35,7 +35,13 @@ MEMCHECK = ("too_small", "invalid_address", "use_after_free")
 
 @dataclass(frozen=True)
 class Problem:
-    """One thing wrong: its ``kind`` (one of `KINDS`), what happened, and the bytes involved."""
+    """One thing wrong.
+
+    Attributes:
+        kind: one of `KINDS`.
+        message: what happened, for the learner.
+        nbytes: the bytes involved.
+    """
 
     kind: str
     message: str
@@ -44,7 +50,17 @@ class Problem:
 
 @dataclass
 class Mark:
-    """Where a cell's own work begins in a `Practice`'s log (what came before is not judged)."""
+    """Where a cell's own work begins in a `Practice`'s log (what came before is not judged).
+
+    Attributes:
+        launches: launches logged before it.
+        timings: timings taken before it.
+        problems: the practice's own problems before it.
+        sim_findings: the simulator's findings before it (0 live).
+        runners: runners made before it.
+        allocations: the addresses allocated and not freed then.
+        sim_leaks: the messages of the simulator's leaks then (empty live).
+    """
 
     launches: int = 0
     timings: int = 0
@@ -105,5 +121,12 @@ def collect(practice, since: Mark = None) -> List[Problem]:
 
 
 def first_of_each(problems: List[Problem]) -> List[Problem]:
-    """The first problem of each kind, in `KINDS` order."""
+    """The first problem of each kind, in `KINDS` order.
+
+    Args:
+        problems: the problems (`collect`).
+
+    Returns:
+        At most one `Problem` per kind.
+    """
     return [next(p for p in problems if p.kind == k) for k in KINDS if any(p.kind == k for p in problems)]

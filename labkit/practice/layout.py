@@ -19,7 +19,13 @@ from .conv import Pending
 
 @dataclass(frozen=True)
 class CopyPlan:
-    """What a conversion's call is, in the place of a plan: index -1, no workspace."""
+    """What a conversion's call is, in the place of a plan: index -1, no workspace.
+
+    Attributes:
+        index: -1 (no plan of the convolution's).
+        name: what the call does.
+        workspace_bytes: 0 (the copies need none).
+    """
 
     index: int = -1
     name: str = "NCHW <-> NHWC copies"
@@ -28,7 +34,11 @@ class CopyPlan:
 
 @dataclass(frozen=True)
 class Copied:
-    """What a conversion's calls are written down as (``label``), for the convolution ``spec``."""
+    """What a conversion's calls are written down as (``label``).
+
+    Attributes:
+        spec: the NHWC convolution whose tensors are converted.
+    """
 
     spec: object
 
@@ -88,11 +98,23 @@ class Conversion:
         return self
 
     def plan(self, index: int = -1) -> CopyPlan:
-        """The conversion's place-of-a-plan (`CopyPlan`)."""
+        """The conversion's place-of-a-plan, whatever the index.
+
+        Args:
+            index: the index asked (a captured call's: -1).
+
+        Returns:
+            The `CopyPlan`.
+        """
         return self.PLAN
 
     def ran(self, output: int = 0, sim_call=None) -> None:
-        """Nothing to look at afterwards: the copies write no output a check compares."""
+        """Nothing to look at afterwards: the copies write no output a check compares.
+
+        Args:
+            output: the output slot (unused).
+            sim_call: the simulator's record of the call (unused).
+        """
 
     def run(self, *, stream) -> None:
         """Queue one conversion on ``stream`` (the input into NHWC, the output back to NCHW).

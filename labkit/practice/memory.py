@@ -74,11 +74,25 @@ class Memory:
         self.cell_held -= self._cell.pop(ptr, 0)
 
     def room(self, ptr: int) -> Optional[int]:
-        """Bytes from ``ptr`` to the end of the allocation it lies in; None outside every allocation."""
+        """The room a workspace at ``ptr`` has.
+
+        Args:
+            ptr: an address.
+
+        Returns:
+            Bytes from ``ptr`` to the end of the allocation it lies in; None outside every allocation.
+        """
         return next((p + n - ptr for p, n in self.allocations.items() if p <= ptr < p + n), None)
 
     def was_freed(self, ptr: int) -> bool:
-        """Whether ``ptr`` lies in memory `free` took back."""
+        """Whether an address lies in memory `free` took back.
+
+        Args:
+            ptr: the address.
+
+        Returns:
+            True when a freed allocation held it.
+        """
         return any(p <= ptr < p + n for p, n in self.freed)
 
     def check(self, ptr: int, need: int, what: str) -> Optional[Problem]:

@@ -56,6 +56,7 @@ class PassResult:
         problems: what the sanitizer (simulated) or the Runner found.
         error: what the strategy raised, if anything.
         plans: (convolution, plan index, workspace bytes) of each call of the timed pass.
+        corrupt: calls whose output the simulator marked corrupt (a race or a bad workspace); 0 live.
     """
 
     strategy: str
