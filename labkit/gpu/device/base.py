@@ -88,7 +88,11 @@ class Pool:
         raise NotImplementedError
 
     def held_bytes(self) -> int:
-        """Device memory the pool holds now, in use or cached, in bytes."""
+        """Device memory the pool holds now, in use or cached.
+
+        Returns:
+            Bytes.
+        """
         raise NotImplementedError
 
     def release(self) -> None:
@@ -179,12 +183,20 @@ class Device:
         raise NotImplementedError
 
     def free_bytes(self) -> int:
-        """Device memory free now, in bytes."""
+        """Device memory free now.
+
+        Returns:
+            Bytes.
+        """
         raise NotImplementedError
 
     # -- streams and events --
     def stream(self):
-        """A new non-blocking stream."""
+        """A new non-blocking stream.
+
+        Returns:
+            The stream object (``.ptr``, ``.synchronize()``).
+        """
         raise NotImplementedError
 
     def stream_of(self, ptr: int):
@@ -223,7 +235,11 @@ class Device:
         raise NotImplementedError
 
     def clock_us(self) -> float:
-        """The host's clock, in microseconds (simulated time on a simulated device)."""
+        """The host's clock (simulated time on a simulated device).
+
+        Returns:
+            Microseconds, from an origin of the device's own: compare two readings only.
+        """
         raise NotImplementedError
 
     def elapsed_us(self, start: Event, end: Event) -> float:
