@@ -25,7 +25,15 @@ UNIT_FACTORS = (1e3, 1e-3, 1e6, 1e-6, 100.0, 0.01)
 
 
 def read_as_printed(value):
-    """``value`` (a number, or a sequence of numbers) rounded to `READ_FIGURES` significant figures."""
+    """A value as a learner reads it off a chart: rounded to `READ_FIGURES` significant figures.
+
+    Args:
+        value: a number, or a list or tuple of numbers.
+
+    Returns:
+        The rounded float (a list for a sequence); zero, a bool, a non-finite number or anything
+        that is not a number as given.
+    """
     if isinstance(value, (list, tuple)):
         return [read_as_printed(v) for v in value]
     if (
@@ -40,7 +48,15 @@ def read_as_printed(value):
 
 def worked_leaks(truth, *, percent: bool = False) -> Sequence[str]:
     """What gives a worked number away: `number_leaks`; from 100 on its whole number too; a
-    ``percent`` also as a whole percentage (``64%``)."""
+    ``percent`` also as a whole percentage (``64%``).
+
+    Args:
+        truth: the worked number.
+        percent: it is a percentage.
+
+    Returns:
+        Regular expressions, one per way of writing it.
+    """
     pats = list(number_leaks(float(truth)))
     if not math.isfinite(truth):
         return tuple(pats)
@@ -114,12 +130,26 @@ def worked(
 
 # ---- datasheet figures -------------------------------------------------------------------------
 def rate(bytes_per_s: float) -> str:
-    """A bandwidth as the arithmetic uses it: ``3.35e12 B/s``."""
+    """A bandwidth as the arithmetic uses it: ``3.35e12 B/s``.
+
+    Args:
+        bytes_per_s: the bandwidth, bytes per second.
+
+    Returns:
+        Three significant figures in e-notation, with its unit.
+    """
     return f"{bytes_per_s:.3g}".replace("e+", "e") + " B/s"
 
 
 def gpu_of(df) -> str:
-    """The GPU that measured ``df`` (its provenance)."""
+    """The GPU that measured a result (its provenance).
+
+    Args:
+        df: a result, its provenance in ``attrs``.
+
+    Returns:
+        Its ``attrs['gpu']``; empty when it has none.
+    """
     return str((getattr(df, "attrs", {}) or {}).get("gpu") or "")
 
 
@@ -142,7 +172,16 @@ def bandwidth(gpu: str) -> float:
 
 def bandwidth_given(name: str, **request) -> Callable[[], str]:
     """A ``given`` that names the datasheet bandwidth of the GPU that measured ``name(**request)``,
-    or of the GPU in use when that result is not at hand (live: nothing is measured to ask)."""
+    or of the GPU in use when that result is not at hand (live: nothing is measured to ask).
+
+    Args:
+        name: the experiment whose result's GPU is named.
+        request: its arguments.
+
+    Returns:
+        ``given()`` -> the sentence, bandwidth in TB/s and as `rate` writes it; `labkit.Unsupported`
+        when `labkit.ceilings` does not know the GPU.
+    """
 
     def given() -> str:
         df = result(name, at_hand_only=True, **request)
