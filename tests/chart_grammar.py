@@ -6,7 +6,8 @@ list means the figure obeys.
 * one scale per chart: no axis overlaying another (no second y-axis);
 * legends list only what is drawn: a trace shown in the legend has a value to show;
 * every bar's value can be read: zero is drawn and labelled, distinct from not measured;
-* a label on a bar or a point is written in its axis's unit (no "10.16 ms" on a us axis);
+* a label on a bar or a point is written in its axis's unit (no "10.16 ms" on a us axis), unless
+  it is too small to read there: then in a smaller unit, "131 B", never "0.00012 MiB";
 * log axes are ticked in plain decimals (no "10<sup>2</sup>"), every tick labelled by labkit;
 * no label or tick spells out a cuDNN plan's full name (``eng62_k2=5_k13=1...``): charts show
   `labkit.draw.names.plan_labels` and give the full name on hover.
@@ -161,9 +162,26 @@ def _texts(trace) -> list:
     return [str(t) for t in _values(trace, "text") if t is not None]
 
 
+#: how many of the smallest unit of its kind one of a unit is (B, us)
+UNIT_SIZES = {"us": 1.0, "ms": 1e3, "s": 1e6, "B": 1.0, "KiB": 2.0**10, "MiB": 2.0**20, "GiB": 2.0**30}
+#: a label's number under this (not zero) is too small to read in its unit
+READABLE = 0.01
+
+
+def _amount(match) -> float:
+    return float(match.group(0)[: match.start(1) - match.start(0)].replace(",", "").strip())
+
+
+def _too_small_for(match, unit: str) -> bool:
+    """The quantity ``match`` is, in ``unit``, not zero and under `READABLE`."""
+    v = abs(_amount(match)) * UNIT_SIZES[match.group(1)] / UNIT_SIZES[unit]
+    return 0 < v < READABLE
+
+
 def labels_in_other_units(fig) -> list:
     """A bar's or a point's label with a quantity of its axis's kind (a time on a time axis, a size
-    on a size axis) in another unit than the axis title names."""
+    on a size axis) in another unit than the axis title names, unless it is too small to read in
+    the axis's unit and written in a smaller one."""
     lay = _layout(fig)
     out = []
     for t in fig.to_plotly_json()["data"]:
@@ -174,13 +192,37 @@ def labels_in_other_units(fig) -> list:
                 m.group(0)
                 for text in texts
                 for m in QUANTITY.finditer(text)
-                if unit and UNIT_KINDS[m.group(1)] == UNIT_KINDS[unit] and m.group(1) != unit
+                if unit
+                and UNIT_KINDS[m.group(1)] == UNIT_KINDS[unit]
+                and m.group(1) != unit
+                and not (UNIT_SIZES[m.group(1)] < UNIT_SIZES[unit] and _too_small_for(m, unit))
             ]
             if bad:
                 out.append(
                     f"label in another unit than its axis ({unit}): trace {t.get('name')!r}: {bad[0]!r}"
                 )
     return out
+
+
+def labels_too_small_to_read(fig) -> list:
+    """A label whose number, not zero, is under `READABLE` of its unit where a smaller unit of the
+    same kind would read it ("0.00012 MiB" for 131 B)."""
+    out = []
+    for t in fig.to_plotly_json()["data"]:
+        for text in _texts(t):
+            for m in QUANTITY.finditer(text):
+                unit = m.group(1)
+                smaller = [
+                    u
+                    for u, k in UNIT_KINDS.items()
+                    if k == UNIT_KINDS[unit] and UNIT_SIZES[u] < UNIT_SIZES[unit]
+                ]
+                if smaller and _too_small_for(m, unit):
+                    out.append(
+                        f"label too small to read in its unit: trace {t.get('name')!r}: {m.group(0)!r}"
+                    )
+                    break
+    return out[:1]
 
 
 #: a log axis's tick label in the workbook's style: "0.3", "20", "1,000", or "1e-6"
@@ -237,6 +279,7 @@ def violations(fig) -> list:
         + secondary_axes(fig)
         + legend_entries_without_data(fig)
         + labels_in_other_units(fig)
+        + labels_too_small_to_read(fig)
         + log_ticks_not_plain(fig)
         + full_plan_names(fig)
     )

@@ -218,7 +218,9 @@ def test_figure_dispatch_and_formatting():
         (10160, "us", "10,160 us"),  # never "10.16 ms" on a microsecond axis
         (250.8, "us", "250.8 us"),
         (876646, "MiB", "0.84 MiB"),  # never "856.1 KiB" on a MiB axis
-        (272, "MiB", "0.00026 MiB"),
+        (272, "MiB", "272 B"),  # too small to read off a MiB axis: never "0.00026 MiB"
+        (4096, "MiB", "4.0 KiB"),
+        (11_000, "MiB", "0.010 MiB"),
         (2**30, "MiB", "1,024 MiB"),
         (0, "MiB", "0 MiB"),
         (131, "B", "131 B"),

@@ -3,7 +3,9 @@
 A label on a bar or a point is written in the unit of the axis it is measured on, so it reads off
 the axis as it is: ``10,160 us`` on a microsecond axis (never ``10.16 ms``), ``0.84 MiB`` on a MiB
 axis (never ``856.1 KiB``). Times reach a chart in microseconds and sizes in bytes; sizes on axes
-are in MiB (`SIZE_AXIS`) whatever their range, so no control switches a chart's unit.
+are in MiB (`SIZE_AXIS`) whatever their range, so no control switches a chart's unit. A value too
+small to read off the axis (under `READABLE` of its unit, but not zero) sits at the axis's zero:
+its label is written in the largest smaller unit it fills, ``131 B``, never ``0.00012 MiB``.
 
 Log axes are ticked in plain decimals (``0.3``, ``20``, ``1,000``, ``10,000``), never powers of
 ten; only values under 0.001 or from 10 million on are written ``1e-6``, as the error labels are.
@@ -27,6 +29,8 @@ UNITS = {
 }
 #: the unit of every axis of sizes (bytes held, workspace asked, traffic modelled)
 SIZE_AXIS = "MiB"
+#: the smallest value, in the axis's unit, a label writes in that unit (below it, in a smaller one)
+READABLE = 0.01
 #: a linear axis's ticks in the labels' style: 10,000, never plotly's 10k
 PLAIN_TICKS = dict(exponentformat="none", separatethousands=True)
 #: a log tick is written in decimals from this value up to `TICK_DECIMAL_MAX` (exclusive)
@@ -71,17 +75,41 @@ def number(x: float, *, whole: bool = False) -> str:
     return f"{x:.{1 - math.floor(math.log10(a))}f}"
 
 
-def in_unit(value, unit: str) -> str:
-    """``value`` written in ``unit``, the unit of the axis it is drawn on: ``in_unit(10160, "us")``
-    is ``10,160 us``, ``in_unit(876646, "MiB")`` is ``0.84 MiB``, zero ``0 MiB``; '-' when missing.
+def readable_unit(value, unit: str) -> str:
+    """The unit a label of ``value`` on an axis in ``unit`` is written in: ``unit`` itself, unless the
+    value is not zero and under `READABLE` of it; then the largest smaller unit of the same kind in
+    which it reads 1 or more (the smallest one at least).
 
     Args:
         value: microseconds for a time unit, bytes for a size unit.
-        unit: a key of `UNITS`.
+        unit: the axis's unit, a key of `UNITS`.
+
+    Returns:
+        A key of `UNITS`.
+    """
+    v = scaled(value, unit)
+    if v is None or v == 0 or abs(v) >= READABLE:
+        return unit
+    kind, size = UNITS[unit]
+    smaller = sorted((f, u) for u, (k, f) in UNITS.items() if k == kind and f < size)
+    fits = [u for f, u in smaller if abs(float(value)) >= f]
+    return fits[-1] if fits else (smaller[0][1] if smaller else unit)
+
+
+def in_unit(value, unit: str) -> str:
+    """``value`` written in ``unit``, the unit of the axis it is drawn on: ``in_unit(10160, "us")``
+    is ``10,160 us``, ``in_unit(876646, "MiB")`` is ``0.84 MiB``, zero ``0 MiB``; a value too small to
+    read there in a smaller unit (`readable_unit`): ``in_unit(131, "MiB")`` is ``131 B``; '-' when
+    missing.
+
+    Args:
+        value: microseconds for a time unit, bytes for a size unit.
+        unit: the axis's unit, a key of `UNITS`.
 
     Returns:
         The number (`number`) and the unit.
     """
+    unit = readable_unit(value, unit)
     v = scaled(value, unit)
     return "-" if v is None else f"{number(v, whole=unit == 'B')} {unit}"
 
