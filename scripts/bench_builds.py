@@ -1,4 +1,4 @@
-"""Parallel plan builds (labkit.gpu.builds) against one process, on the panels' own experiments.
+"""Parallel plan builds (labkit.gpu.cudnn.builds) against one process, on the panels' own experiments.
 
     python scripts/bench_builds.py [--workers 0,8] [--batches 40,48] [--out data/bench/builds_<gpu>.csv]
 
@@ -32,7 +32,7 @@ def child(batches) -> None:
     """In the fresh process: one JSON line per (experiment, batch)."""
     t0 = time.perf_counter()
     from labkit import experiments
-    from labkit.gpu import build_pool, engine
+    from labkit.gpu.cudnn import build_pool, graph_cache
     from labkit.signals import progress
 
     pool = build_pool.start_workers()
@@ -48,7 +48,10 @@ def child(batches) -> None:
                 else experiments.BASE.replace(N=batch, layout="NHWC")
             )
             first = []
-            g0, before = engine.graphs.stats.misses, (pool.stats.remote, pool.stats.local) if pool else (0, 0)
+            g0, before = (
+                graph_cache.graphs.stats.misses,
+                (pool.stats.remote, pool.stats.local) if pool else (0, 0),
+            )
             t = time.perf_counter()
             with progress.listening(lambda *a: first.append(time.perf_counter() - t) if not first else None):
                 df = getattr(experiments, name)(spec=spec)
@@ -63,7 +66,7 @@ def child(batches) -> None:
                         start_s=round(start_s, 2),
                         first_s=round(first[0] if first else done, 3),
                         complete_s=round(done, 3),
-                        graphs_built=engine.graphs.stats.misses - g0,
+                        graphs_built=graph_cache.graphs.stats.misses - g0,
                         plans_by_workers=after[0] - before[0],
                         compiles_here=after[1] - before[1],
                         rows=len(df),

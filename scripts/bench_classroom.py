@@ -1,5 +1,5 @@
 """A class on one GPU host: several learner processes moving controls at once, each on the GPU the
-class hub's spread gives it (`labkit.gpu.spread`, as ``class/jupyterhub_config.py`` gives one to
+class hub's spread gives it (`labkit.gpu.host.spread`, as ``class/jupyterhub_config.py`` gives one to
 each learner's server).
 
 Each learner is a process of its own (a notebook kernel, as on JupyterHub) with
@@ -101,7 +101,8 @@ def requests():
 # ---- one learner (a child process) -------------------------------------------------------------
 def learner(ident: int, seconds: float, rounds: int, out: Path) -> None:
     from labkit import experiments
-    from labkit.gpu import lock, trace
+    from labkit.gpu.host import lock
+    from labkit.gpu.timing import trace
     from labkit.session import lessons
 
     reqs = requests()
@@ -188,9 +189,9 @@ def _run_learners(envs, seconds: float, rounds: int, work: Path, first: int = 0)
 
 
 def placements(processes: int, gpus, record: Path):
-    """Each learner's GPU, as the class hub gives them (`labkit.gpu.spread.Spread.assign`): a list
-    of (learner number, `labkit.gpu.spread.HostGPU`, the variables its process gets)."""
-    from labkit.gpu import spread
+    """Each learner's GPU, as the class hub gives them (`labkit.gpu.host.spread.Spread.assign`): a list
+    of (learner number, `labkit.gpu.host.spread.HostGPU`, the variables its process gets)."""
+    from labkit.gpu.host import spread
 
     gpus = spread.as_gpus(gpus)
     s = spread.Spread(record, gpus=gpus)
@@ -300,7 +301,7 @@ def cache_check(cache: Path, rows) -> tuple:
 def takeover() -> tuple:
     """(wait_shown_ms, takeover_s): another process holds this GPU's lock; this one asks, hears
     "waiting for the GPU", and gets its turn after the holder is killed with SIGKILL."""
-    from labkit.gpu import lock
+    from labkit.gpu.host import lock
     from labkit.signals.progress import announcing
 
     folder = lock.lock_root() / lock.gpu_uuid()
@@ -308,7 +309,7 @@ def takeover() -> tuple:
         [
             sys.executable,
             "-c",
-            "import sys, time; from labkit.gpu.lock import FileLock; "
+            "import sys, time; from labkit.gpu.host.lock import FileLock; "
             f"FileLock({str(folder)!r}).acquire(); print('held', flush=True); time.sleep(60)",
         ],
         stdout=subprocess.PIPE,
@@ -342,7 +343,7 @@ def run(processes: int, seconds: float, out: Path, *, gpus: int = 1) -> None:
     """The alone runs, the class run and the checks on the first ``gpus`` GPUs NVML lists; one row
     per GPU into ``out`` (see the module docstring)."""
     from labkit.cli.record import git_commit
-    from labkit.gpu import spread
+    from labkit.gpu.host import spread
 
     host = spread.host_gpus()
     if len(host) < gpus:

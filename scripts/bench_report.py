@@ -35,7 +35,7 @@ import json, sys, time
 t0 = time.perf_counter()
 import labkit
 from labkit import env
-from labkit.gpu import engine
+from labkit.gpu.cudnn import graph_cache
 a = json.loads(sys.argv[1])
 t1 = time.perf_counter()
 r = labkit.report(a["net"], batch=a["batch"], dtype=a["dtype"], layout=a["layout"])
@@ -43,7 +43,8 @@ t2 = time.perf_counter()
 e = env.environment()
 print(json.dumps(dict(
     report_seconds=t2 - t1, layers=len(r.layers), complete=r.complete,
-    loaded_from_disk=bool(r.frame.attrs.get("loaded_from_disk")), graph_builds=engine.graphs.stats.misses,
+    loaded_from_disk=bool(r.frame.attrs.get("loaded_from_disk")),
+    graph_builds=graph_cache.graphs.stats.misses,
     checked=bool(r.layers.checked.astype(bool).all()), gpu=e.gpu_name, cudnn=e.cudnn_backend,
     frontend=e.cudnn_frontend,
 )))

@@ -1,7 +1,7 @@
 """Benchmark for lesson 10's traces, three goals, each against a baseline measured in
 the same run:
 
-1. kernel count per plan: every plan of the base convolution, CUPTI (labkit.gpu.trace) against
+1. kernel count per plan: every plan of the base convolution, CUPTI (labkit.gpu.timing.trace) against
    torch.profiler (its own CUPTI client), in one process, one after the other;
 2. tracing off the timing path: the heuristic plan's graph-replay time in a fresh process that
    traced first (every plan's kernels) against a fresh process that never traced (5 rounds each,
@@ -34,12 +34,13 @@ IDLE_PASSES = 21
 TIMING = """
 import json, statistics, sys
 from labkit import experiments
-from labkit.gpu import autotune, engine, measure
+from labkit.gpu.cudnn import graph_cache, operands
+from labkit.gpu.timing import autotune, measure
 spec = experiments.BASE
 if sys.argv[1] == "traced":
     experiments.kernels(spec=spec)   # trace every plan first
-cg = engine.get_graph(spec)
-ops = engine.Operands(spec)
+cg = graph_cache.get_graph(spec)
+ops = operands.Operands(spec)
 meds = [autotune.time_plan(cg, cg.default_plan.index, ops).median_us for _ in range(5)]
 print(json.dumps(dict(median_us=statistics.median(meds), all=meds)))
 """
@@ -50,11 +51,13 @@ def counts():
     from torch.profiler import ProfilerActivity, profile
 
     from labkit import experiments
-    from labkit.gpu import engine, measure, memory, trace
+    from labkit.gpu.cudnn import graph_cache, operands
+    from labkit.gpu.device import memory
+    from labkit.gpu.timing import measure, trace
 
     spec = experiments.BASE
-    cg = engine.get_graph(spec)
-    ops, stream = engine.Operands(spec), measure.timing_stream()
+    cg = graph_cache.get_graph(spec)
+    ops, stream = operands.Operands(spec), measure.timing_stream()
     ours, theirs = {}, {}
     for p in cg.runnable:
         ws = memory.alloc(p.workspace_bytes, "ws")
@@ -114,7 +117,7 @@ def overhead():
 
 
 def idle():
-    from labkit.gpu import workloads
+    from labkit.gpu.workspaces import workloads
 
     rows = []
     for name, opts in workloads.BENCH_STRATEGIES:

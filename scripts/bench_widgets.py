@@ -108,10 +108,10 @@ def _fingerprint(fig):
 
 def _graph_stats():
     """(graphs built, seconds building them, evictions) of labkit's graph cache (live only)."""
-    engine = sys.modules.get("labkit.gpu.engine")
-    if engine is None:
+    cache = sys.modules.get("labkit.gpu.cudnn.graph_cache")
+    if cache is None:
         return (0, 0.0, 0)
-    st = engine.graphs.stats
+    st = cache.graphs.stats
     return (st.misses, sum(st.build_seconds), st.evictions)
 
 
@@ -254,7 +254,7 @@ def bench(per_control: int = 8, panels=None, verbose: bool = True, pause: float 
         free, total = cupy.cuda.runtime.memGetInfo()
         print(
             f"GPU memory in use at the end: {(total - free) / 2**30:.1f} GiB; graph cache "
-            f"{len(sys.modules['labkit.gpu.engine'].graphs)} entries",
+            f"{len(sys.modules['labkit.gpu.cudnn.graph_cache'].graphs)} entries",
             flush=True,
         )
         print(

@@ -19,7 +19,7 @@
 #   classroom   the class's GPU tests, scripts/bench_classroom.py (CLASS_SECONDS, default 120), then a
 #               learner's first visit (bench_widgets.py) from a shared class recording `fill --quick` filled
 #   classroom2  on a host with two GPUs or more: 8 learners spread over the first two by the class hub's
-#               spread (labkit.gpu.spread), 4 per GPU -> data/bench/classroom_<gpu>_x2.csv, one row per GPU
+#               spread (labkit.gpu.host.spread), 4 per GPU -> data/bench/classroom_<gpu>_x2.csv, one row per GPU
 #   firstvisit  a learner's first panels in real kernels (bench_kernel_panels.py) and lessons 01, 02 and 09
 #               as "Run all" (execute_notebooks.py), from a quick-filled shared recording
 #               -> data/bench/first_visit_<gpu>.csv

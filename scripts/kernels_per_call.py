@@ -30,7 +30,9 @@ def main(argv=None) -> int:
     from labkit import env
     from labkit.cli.record import git_commit
     from labkit.experiments import resnet50_shapes
-    from labkit.gpu import autotune, engine, measure, memory
+    from labkit.gpu.cudnn import frontend, graph_cache, operands
+    from labkit.gpu.device import memory
+    from labkit.gpu.timing import autotune, measure
 
     env.require_live("counting kernels per call")
     torch.cuda.init()
@@ -39,8 +41,8 @@ def main(argv=None) -> int:
         for d in args.dtypes:
             for lay in args.layouts:
                 spec = base.replace(dtype=d, layout=lay)
-                cg = engine.get_graph(spec)
-                ops = engine.Operands(spec)
+                cg = graph_cache.get_graph(spec)
+                ops = operands.Operands(spec)
                 best = autotune.autotune(cg, ops).best_index
                 plan = cg.plan(best)
                 ws = memory.alloc(plan.workspace_bytes, "workspace")
@@ -68,8 +70,8 @@ def main(argv=None) -> int:
                 )
                 print(rows[-1], flush=True)
                 del b, ws, ops
-                engine.release_handle(stream)
-        engine.graphs.clear()
+                frontend.release_handle(stream)
+        graph_cache.graphs.clear()
         cupy.get_default_memory_pool().free_all_blocks()
     df = pd.DataFrame(rows)
     df["gpu"] = env.environment().gpu_name

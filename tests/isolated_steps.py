@@ -53,7 +53,7 @@ def hang_building(*job):
 
 
 def slow_build(spec_fields, epilogue, workspace_cap, index, name, seconds=0.8):
-    """Stands in for `labkit.gpu.build_pool.build_remote` in a CPU test of the pool's queue."""
+    """Stands in for `labkit.gpu.cudnn.build_pool.build_remote` in a CPU test of the pool's queue."""
     time.sleep(seconds)
     return dict(index=index, name=name, seconds=seconds)
 

@@ -1,4 +1,4 @@
-"""A process that takes a GPU lock folder's turn (`labkit.gpu.lock.FileLock`), for the lock tests:
+"""A process that takes a GPU lock folder's turn (`labkit.gpu.host.lock.FileLock`), for the lock tests:
 
     python tests/lock_holder.py FOLDER HOLD_S LOG NAME
 
@@ -8,7 +8,7 @@ appends ``NAME acquired <time>`` to LOG, prints ``held``, holds HOLD_S seconds, 
 import sys
 import time
 
-from labkit.gpu.lock import FileLock
+from labkit.gpu.host.lock import FileLock
 
 
 def main():

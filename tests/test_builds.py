@@ -1,9 +1,9 @@
-"""Build workers' settings, without a GPU (labkit.gpu.builds imports nothing of CUDA at the top)."""
+"""Build workers' settings, without a GPU (labkit.gpu.cudnn.builds imports nothing of CUDA at the top)."""
 
 import pytest
 
 from labkit import InvalidSpec
-from labkit.gpu import build_pool, builds
+from labkit.gpu.cudnn import build_pool, builds
 
 
 @pytest.mark.parametrize("raw, want", [("0", 0), ("3", 3), (" 2 ", 2)])

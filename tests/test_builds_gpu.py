@@ -1,4 +1,4 @@
-"""Runtime-compiled plans built in worker processes (labkit.gpu.builds), on a real GPU: the same
+"""Runtime-compiled plans built in worker processes (labkit.gpu.cudnn.builds), on a real GPU: the same
 plans as a build in one process, each correct against the float64 reference; a worker that dies
 is replaced and its plan built here; Ctrl-C stops the workers; no worker outlives its parent."""
 
@@ -16,7 +16,8 @@ pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed: recorded mode)")
 
 from labkit import ConvSpec  # noqa: E402
-from labkit.gpu import build_pool, builds, engine, verify  # noqa: E402
+from labkit.gpu.checks import verify  # noqa: E402
+from labkit.gpu.cudnn import build_pool, builds, conv_graph, frontend, graph_cache  # noqa: E402
 from labkit.signals.cancel import Budget  # noqa: E402
 
 #: graphs with several runtime-compiled plans on the H100 and H200 (data/bench/build_costs_h200.csv):
@@ -41,8 +42,8 @@ def pool():
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.label)
 def test_worker_built_plans_are_the_same_plans_and_correct(spec, pool):
-    here = engine.ConvGraph(spec, parallel=False)
-    there = engine.ConvGraph(spec)
+    here = conv_graph.ConvGraph(spec, parallel=False)
+    there = conv_graph.ConvGraph(spec)
     compiled = builds.runtime_compiled(there.graph, len(there.plans))
     assert [(p.name, p.built) for p in there.plans] == [(p.name, p.built) for p in here.plans]
     assert [p.workspace_bytes for p in there.plans] == [p.workspace_bytes for p in here.plans]
@@ -61,7 +62,7 @@ def test_planned_ahead_graphs_use_the_queued_compiles(pool):
     queued = builds.ahead([(s, "none", None) for s in specs])
     assert queued >= 2
     for s in specs:
-        cg = engine.get_graph(s)
+        cg = graph_cache.get_graph(s)
         assert cg.runnable
     assert pool.stats.remote + pool.stats.local > before
     assert not any(builds.take_ahead(s, "none", None)[0] for s in specs), "a planned graph was left behind"
@@ -70,26 +71,26 @@ def test_planned_ahead_graphs_use_the_queued_compiles(pool):
 @pytest.mark.parametrize("fault", ["die_building", "hang_building"])
 def test_a_worker_that_dies_or_hangs_is_replaced_and_its_plan_built_here(pool, monkeypatch, fault):
     spec = SPECS[0].replace(N=7 if fault == "die_building" else 8)
-    here = engine.ConvGraph(spec, parallel=False)
+    here = conv_graph.ConvGraph(spec, parallel=False)
     faults = pool.stats.worker_faults
     monkeypatch.setattr(pool, "target", f"isolated_steps:{fault}")
     monkeypatch.setattr(build_pool, "PLAN_BUDGET_S", 3.0)
     t0 = time.perf_counter()
-    cg = engine.ConvGraph(spec)
+    cg = conv_graph.ConvGraph(spec)
     took = time.perf_counter() - t0
     assert [(p.name, p.built) for p in cg.plans] == [(p.name, p.built) for p in here.plans]
     assert not cg.remote
     assert pool.stats.worker_faults > faults, "no worker failed: the fault was not exercised"
     assert took < 30, f"{took:.1f} s: waited on failed workers"
     monkeypatch.undo()
-    again = engine.ConvGraph(spec.replace(N=spec.N + 20))  # the pool works again: new workers start
+    again = conv_graph.ConvGraph(spec.replace(N=spec.N + 20))  # the pool works again: new workers start
     assert again.runnable and pool.pids()
 
 
 def _planned(spec):
-    cg = engine.ConvGraph.__new__(engine.ConvGraph)
+    cg = conv_graph.ConvGraph.__new__(conv_graph.ConvGraph)
     cg.spec, cg.epilogue, cg.workspace_cap = spec, "none", None
-    cg.graph = engine.planned_graph(spec)
+    cg.graph = frontend.planned_graph(spec)
     return cg
 
 
@@ -104,7 +105,7 @@ def test_ctrl_c_while_waiting_stops_the_workers(pool):
     if any(entry.name == "build_plans" for entry in info.traceback):
         time.sleep(0.5)
         assert not [p for p in before if _running(p)], "Ctrl-C during a build left its workers running"
-    assert engine.ConvGraph(SPECS[1].replace(N=13)).runnable  # and they come back for the next build
+    assert conv_graph.ConvGraph(SPECS[1].replace(N=13)).runnable  # and they come back for the next build
 
 
 def test_no_worker_outlives_a_killed_parent(tmp_path):
@@ -112,7 +113,7 @@ def test_no_worker_outlives_a_killed_parent(tmp_path):
     script.write_text(
         textwrap.dedent("""
         import time
-        from labkit.gpu import build_pool
+        from labkit.gpu.cudnn import build_pool
 
         if __name__ == "__main__":  # spawned workers import this file again
             p = build_pool.pool(); p.start()
@@ -163,7 +164,7 @@ def test_without_workers_every_plan_is_built_here():
 
 def test_compiles_cut_by_a_budget_finish_for_the_next_build_of_the_graph(pool):
     spec = SPECS[0].replace(N=19)  # a new fp8 shape: its compiles take seconds
-    first = engine.get_graph(spec, compile_budget_s=0.3)
+    first = graph_cache.get_graph(spec, compile_budget_s=0.3)
     assert first.build_cut, "a 0.3 s compile budget cut nothing on a new fp8 shape"
     cut = {p.index for p in first.plans if p.error.startswith("cut")}
     assert cut <= set(builds.runtime_compiled(first.graph, len(first.plans))), "a precompiled plan was cut"
@@ -173,7 +174,7 @@ def test_compiles_cut_by_a_budget_finish_for_the_next_build_of_the_graph(pool):
     while not all(j.future.done() for j in late.values()) and time.time() < deadline:
         time.sleep(0.1)
     t0 = time.perf_counter()
-    again = engine.get_graph(spec, compile_budget_s=5.0)
+    again = graph_cache.get_graph(spec, compile_budget_s=5.0)
     took = time.perf_counter() - t0
     assert again is not first, "the cut graph was served from the cache although its late compiles were done"
     built = {p.index for p in again.plans if p.built}
@@ -217,7 +218,7 @@ def test_a_spent_compile_budget_starts_no_more_compiles_of_its_request(pool):
     queued = builds.ahead([(s, "none", None) for s in specs])
     assert queued > pool.size, f"{queued} compiles queued for {pool.size} workers: nothing to cancel"
     compiles = Budget(0.3, "compiling the variants' plans")
-    graphs = [engine.get_graph(s, compile_budget_s=compiles.left) for s in specs]
+    graphs = [graph_cache.get_graph(s, compile_budget_s=compiles.left) for s in specs]
     assert all(g.runnable for g in graphs)
     cut = [p for g in graphs for p in g.plans if p.error.startswith("cut")]
     assert cut, "a 0.3 s compile budget over new fp8 and dgrad shapes cut nothing"

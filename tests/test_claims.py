@@ -678,7 +678,7 @@ def _python_gaps(rec):
 )
 def _lesson_02_host_outran(rec):
     from labkit.experiments import under_the_hood
-    from labkit.gpu.workloads import ONE_CONV
+    from labkit.gpu.workspaces.workloads import ONE_CONV
 
     df, s = _timeline(rec)
     arena = s.loc[s.index.str.startswith("fixed_arena")].iloc[0]
@@ -820,8 +820,8 @@ def _one_falls_back_on_growing_batch(rec):
 
 
 def strategy_names() -> list:
-    """The names of `labkit.gpu.workspace.STRATEGIES`."""
-    from labkit.gpu import workspace
+    """The names of `labkit.gpu.workspaces.workspace.STRATEGIES`."""
+    from labkit.gpu.workspaces import workspace
 
     return list(workspace.STRATEGIES)
 
@@ -835,7 +835,7 @@ COUNT_WORDS = {5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine"}
     "The charts below run all seven, `keyed_cache` at two byte budgets (256 MiB and 32 MiB), so they have eight rows.",
 )
 def _seven_strategies_eight_rows(rec):
-    from labkit.gpu import workloads
+    from labkit.gpu.workspaces import workloads
 
     names = strategy_names()
     bench = [n for n, _ in workloads.BENCH_STRATEGIES]
@@ -853,7 +853,7 @@ def _seven_strategies_eight_rows(rec):
 
 def test_the_strategy_count_is_said_alike_everywhere():
     """README, the package description, lesson 02, the benchmark page and its generator give the
-    number of strategies of `labkit.gpu.workspace.STRATEGIES`, in the same word; none gives another."""
+    number of strategies of `labkit.gpu.workspaces.workspace.STRATEGIES`, in the same word; none gives another."""
     word = COUNT_WORDS[len(strategy_names())]
     places = {
         "README.md": ROOT / "README.md",

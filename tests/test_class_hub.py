@@ -34,7 +34,7 @@ from hub_kernels import RemoteKernel, text_of  # noqa: E402
 
 from labkit.cli import classroom  # noqa: E402
 from labkit.errors import InvalidSpec  # noqa: E402
-from labkit.gpu import spread  # noqa: E402
+from labkit.gpu.host import spread  # noqa: E402
 
 pytestmark = pytest.mark.slow  # a class of eight takes about 50 s: the full tier (`make check`)
 
@@ -50,7 +50,7 @@ RESERVED, PINS = ["3"], {"learner7": "1"}
 #: what the check cell prints after the lesson, from inside the learner's kernel
 CHECK = textwrap.dedent("""
     import json as _json, os as _os
-    from labkit.gpu import spread as _spread
+    from labkit.gpu.host import spread as _spread
     from labkit.store import localcache as _localcache
     print("LABKIT-CLASS " + _json.dumps(dict(
         pid=_os.getpid(), cuda=_os.environ.get("CUDA_VISIBLE_DEVICES"), given=_spread.given(),

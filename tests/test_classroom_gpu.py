@@ -1,7 +1,7 @@
 """A class on one GPU, live (issue 28): a measurement waits for another process's turn
-(`labkit.gpu.lock`) and says so; a process that is not labkit's using the GPU meanwhile marks the
+(`labkit.gpu.host.lock`) and says so; a process that is not labkit's using the GPU meanwhile marks the
 result contended, which is shown, not saved, and measured again once the GPU is free
-(`labkit.gpu.contention`); a class's shared recording filled with ``fill --into`` answers a
+(`labkit.gpu.host.contention`); a class's shared recording filled with ``fill --into`` answers a
 learner with an empty cache from disk, plans included (`labkit.store.localcache.shared`)."""
 
 import os
@@ -19,7 +19,8 @@ pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed: record
 from labkit import experiments  # noqa: E402
 from labkit.cli import record  # noqa: E402
 from labkit.draw import plots  # noqa: E402
-from labkit.gpu import engine, lock  # noqa: E402
+from labkit.gpu.cudnn import graph_cache, saved_plans  # noqa: E402
+from labkit.gpu.host import lock  # noqa: E402
 from labkit.session import lessons  # noqa: E402
 from labkit.signals.progress import announcing  # noqa: E402
 from labkit.store import localcache, plan_store  # noqa: E402
@@ -81,7 +82,7 @@ def test_a_measurement_waits_for_another_process_and_says_so(live):
         [
             sys.executable,
             "-c",
-            "import time; from labkit.gpu.lock import FileLock; "
+            "import time; from labkit.gpu.host.lock import FileLock; "
             f"FileLock({str(folder)!r}).acquire(); print('held', flush=True); time.sleep(1.5)",
         ],
         stdout=subprocess.PIPE,
@@ -120,7 +121,7 @@ def test_another_programs_gpu_use_marks_the_result_which_is_not_saved_and_measur
 def test_a_shared_class_recording_answers_a_learner_with_an_empty_cache(live, monkeypatch):
     shared = live / "class"
     # graphs an earlier test built in this process: the fill builds (and shares) its own plans
-    engine.graphs.clear()
+    graph_cache.graphs.clear()
     counts = record.fill(quick=True, only=["precision"], into=shared)
     assert counts["saved"] >= 1 and counts["failed"] == 0
     assert '"complete"' in (shared / "fill.json").read_text()
@@ -132,7 +133,7 @@ def test_a_shared_class_recording_answers_a_learner_with_an_empty_cache(live, mo
     localcache.reset()
     plan_store.reset()
     lessons.forget()
-    engine.graphs.clear()
+    graph_cache.graphs.clear()
     name, kwargs = next((n, k) for n, k in record._calls(True, ["precision"]))
     t0 = time.perf_counter()
     df = lessons.data(name, **kwargs)
@@ -141,5 +142,5 @@ def test_a_shared_class_recording_answers_a_learner_with_an_empty_cache(live, mo
     assert not (live / "learner" / "recordings").exists()  # nothing copied into the learner's own cache
     assert any(True for _ in plan_store.shared().entries())  # the fill's plans are shared too
     spec = experiments.BASE.replace(dtype="fp16")
-    loaded = engine.load_plan(spec, kind="heuristic")
+    loaded = saved_plans.load_plan(spec, kind="heuristic")
     assert loaded is not None and "class" in str(loaded.saved.path)

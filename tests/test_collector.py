@@ -1,4 +1,4 @@
-"""Python's garbage collector is held off during a CUDA graph capture (`labkit.gpu.collector`):
+"""Python's garbage collector is held off during a CUDA graph capture (`labkit.gpu.timing.collector`):
 off inside, as it was after, with overlapping captures in two threads and after an error. No GPU
 (tests/test_engine_gpu.py checks that `measure.capture` holds it off)."""
 
@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from labkit.gpu import collector
+from labkit.gpu.timing import collector
 
 
 @pytest.fixture(autouse=True)

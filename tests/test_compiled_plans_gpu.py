@@ -1,4 +1,4 @@
-"""Runtime-compiled plans kept on disk (`labkit.gpu.compiled_plans`), live: a first process's build
+"""Runtime-compiled plans kept on disk (`labkit.gpu.cudnn.compiled_plans`), live: a first process's build
 workers compile an fp8 graph's plans and keep each; a second process builds the same graph with
 no compile at all (every plan loaded), the same plans, each passing the float64 check; a kept file
 cuDNN will not load is set aside, named, and that plan compiled again; `warm-kernels`' builder keeps
@@ -23,9 +23,9 @@ SPEC = dict(N=4, C=32, H=12, W=12, K=32, dtype="fp8_e4m3", layout="NHWC")
 BUILD = textwrap.dedent("""
     import json, sys
     from labkit import experiments
-    from labkit.gpu import build_pool, builds, engine
+    from labkit.gpu.cudnn import build_pool, builds, graph_cache
     spec = experiments.BASE.replace(**json.loads(sys.argv[1]))
-    cg = engine.get_graph(spec)
+    cg = graph_cache.get_graph(spec)
     pool = build_pool.pool()
     verdicts = cg.check()
     g = cg.graph
@@ -94,7 +94,7 @@ def test_a_kept_file_cudnn_will_not_load_is_set_aside_and_compiled_again(tmp_pat
 def test_warm_kernels_builder_keeps_what_it_compiles_and_compiles_nothing_kept(tmp_path, monkeypatch):
     monkeypatch.setenv("LABKIT_CACHE", str(tmp_path))
     from labkit import experiments
-    from labkit.gpu import kernel_warmup
+    from labkit.gpu.timing import kernel_warmup
     from labkit.store import plan_store
 
     plan_store.reset()

@@ -10,10 +10,10 @@ cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed:
 
 from labkit import ConvSpec  # noqa: E402
 from labkit.gpu import device as devices  # noqa: E402
-from labkit.gpu import workspace as ws  # noqa: E402
 from labkit.gpu.device.cuda import CudaDevice  # noqa: E402
-from labkit.gpu.runner import Runner  # noqa: E402
-from labkit.gpu.strategy_check import _hold  # noqa: E402
+from labkit.gpu.workspaces import workspace as ws  # noqa: E402
+from labkit.gpu.workspaces.runner import Runner  # noqa: E402
+from labkit.gpu.workspaces.strategy_check import _hold  # noqa: E402
 
 HOLD_US = 20_000.0
 

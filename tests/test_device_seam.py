@@ -12,8 +12,8 @@ import pytest
 
 from labkit import ArenaTooSmall, ConvSpec, InvalidSpec, NotCapturable
 from labkit.gpu import device as devices
-from labkit.gpu import workspace as ws
 from labkit.gpu.device import Device, Event, Pool
+from labkit.gpu.workspaces import workspace as ws
 
 SPEC = ConvSpec(N=8, C=64, H=56, W=56, K=64, dtype="fp16", layout="NCHW")
 OTHER = SPEC.replace(layout="NHWC")
@@ -146,7 +146,8 @@ def ledger():
 
 def test_importing_the_seam_strategies_and_runner_imports_no_cupy():
     code = (
-        "import sys; import labkit.gpu.device.cuda, labkit.gpu.workspace, labkit.gpu.runner;"
+        "import sys; import labkit.gpu.device.cuda, labkit.gpu.workspaces.workspace;"
+        "import labkit.gpu.workspaces.runner;"
         "heavy = [m for m in sys.modules if m.split('.')[0] in ('cupy', 'cudnn', 'torch')];"
         "assert not heavy, heavy"
     )

@@ -11,12 +11,15 @@ cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed:
 from gpu_helpers import random_specs, small_grid  # noqa: E402
 
 from labkit import ConvSpec, InvalidSpec, OutOfMemory, Unsupported, env  # noqa: E402
-from labkit.gpu import autotune, engine, memory, plan_checks, verify  # noqa: E402
+from labkit.gpu.checks import plan_checks, verify  # noqa: E402
+from labkit.gpu.cudnn import conv_graph, graph_cache, operands, saved_plans  # noqa: E402
+from labkit.gpu.device import memory  # noqa: E402
+from labkit.gpu.timing import autotune  # noqa: E402
 
 
 def _graph_or_unsupported(spec, **kw):
     try:
-        return engine.get_graph(spec, **kw)
+        return graph_cache.get_graph(spec, **kw)
     except Unsupported as exc:
         assert exc.reason, "Unsupported must carry cuDNN's reason"
         return None
@@ -43,7 +46,7 @@ def test_every_plan_of_the_small_grid_matches_the_reference():
     if cc >= 8.9:  # fp8 tensor cores (Ada, Hopper and later)
         # plans found wrong (eng7_k24=26 here on an H100 with cuDNN 9.19) are excluded with their
         # error, and the plan run by default is a right one
-        fp8 = engine.get_graph(
+        fp8 = graph_cache.get_graph(
             ConvSpec(N=2, C=32, H=12, W=12, K=32, padding=1, dtype="fp8_e4m3", layout="NCHW")
         )
         wrong = {p.name: v.rel_error for p, v in fp8.wrong}
@@ -80,7 +83,7 @@ def test_random_specs_match_the_reference(direction):
 def test_fused_epilogues_match_the_reference():
     for epi in ("bias_relu", "bias_relu_add"):
         spec = ConvSpec(N=2, C=32, H=12, W=12, K=32, dtype="fp16", layout="NHWC")
-        g = engine.get_graph(spec, epi)
+        g = graph_cache.get_graph(spec, epi)
         for plan in g.runnable[:6]:
             r = verify.check_plan(spec, epi, plan_index=plan.index, graph=g)
             assert r.ok, (epi, plan.name, r.rel_error)
@@ -89,7 +92,7 @@ def test_fused_epilogues_match_the_reference():
 @pytest.mark.parametrize("cap", [0, 1 << 20, 64 << 20, None])
 def test_workspace_cap_is_respected(cap):
     spec = ConvSpec(N=8, C=64, H=28, W=28, K=64, dtype="fp16", layout="NCHW")
-    g = engine.get_graph(spec, workspace_cap=cap)
+    g = graph_cache.get_graph(spec, workspace_cap=cap)
     assert g.runnable
     for plan in g.runnable:
         if cap is not None:
@@ -102,9 +105,9 @@ def test_autotune_takes_the_times_of_plans_timed_under_another_cap():
     """`experiments.caps` times each plan once: a capped graph's plans reuse the unlimited graph's
     rows (same convolution, same plan name) instead of being timed again."""
     spec = ConvSpec(N=8, C=64, H=28, W=28, K=64, dtype="fp16", layout="NCHW")
-    unlimited = autotune.autotune(engine.get_graph(spec), save=False)
+    unlimited = autotune.autotune(graph_cache.get_graph(spec), save=False)
     rows = {r["plan_name"]: r for r in unlimited.table.to_dict("records") if r["status"] == "ok"}
-    capped = autotune.autotune(engine.get_graph(spec, workspace_cap=16 << 20), save=False, timed=rows)
+    capped = autotune.autotune(graph_cache.get_graph(spec, workspace_cap=16 << 20), save=False, timed=rows)
     ok = capped.table[capped.table.status == "ok"]
     reused = ok[ok.plan_name.isin(list(rows))]
     assert len(reused) >= 2 and (reused.seconds == 0).all()
@@ -114,7 +117,7 @@ def test_autotune_takes_the_times_of_plans_timed_under_another_cap():
 
 
 def test_cache_hit_is_much_faster_than_a_rebuild_and_keys_never_collide():
-    cache = engine.GraphCache(max_entries=8)
+    cache = graph_cache.GraphCache(max_entries=8)
     base = ConvSpec(N=4, C=32, H=20, W=20, K=32, dtype="fp16", layout="NHWC")
     t0 = time.perf_counter()
     g1 = cache.get(base)
@@ -123,7 +126,7 @@ def test_cache_hit_is_much_faster_than_a_rebuild_and_keys_never_collide():
     assert cache.get(base) is g1
     hit = time.perf_counter() - t0
     rebuild_t0 = time.perf_counter()
-    engine.ConvGraph(base)
+    conv_graph.ConvGraph(base)
     rebuild = time.perf_counter() - rebuild_t0
     print(f"build {build * 1e3:.1f} ms, rebuild {rebuild * 1e3:.1f} ms, hit {hit * 1e6:.1f} us")
     assert hit * 3 <= rebuild
@@ -143,7 +146,7 @@ def test_cache_hit_is_much_faster_than_a_rebuild_and_keys_never_collide():
 
 
 def test_plan_table_says_which_plans_are_deterministic():
-    wgrad = engine.get_graph(ConvSpec(N=8, C=64, H=28, W=28, K=64, direction="wgrad"))
+    wgrad = graph_cache.get_graph(ConvSpec(N=8, C=64, H=28, W=28, K=64, direction="wgrad"))
     table = wgrad.plan_table(determinism=True)
     assert set(table.columns) >= {"index", "name", "workspace_bytes", "built", "notes", "deterministic"}
     assert table.deterministic.any()
@@ -151,33 +154,33 @@ def test_plan_table_says_which_plans_are_deterministic():
 
 
 def test_cache_is_bounded_lru():
-    cache = engine.GraphCache(max_entries=2)
+    cache = graph_cache.GraphCache(max_entries=2)
     a, b, c = (
         ConvSpec(N=1, C=8, H=8, W=8, K=8, dtype="fp16", layout="NHWC", R=r, S=r, padding=0) for r in (1, 3, 5)
     )
     cache.get(a), cache.get(b), cache.get(a), cache.get(c)
     assert len(cache) == 2 and cache.stats.evictions == 1
-    assert engine.graph_key(b) not in cache and engine.graph_key(a) in cache
+    assert conv_graph.graph_key(b) not in cache and conv_graph.graph_key(a) in cache
 
 
 def test_bad_inputs_raise_labkit_errors():
     spec = ConvSpec(N=1, C=8, H=8, W=8, K=8)
     with pytest.raises(InvalidSpec):
-        engine.get_graph(spec, "gelu")
+        graph_cache.get_graph(spec, "gelu")
     with pytest.raises(InvalidSpec):
-        engine.get_graph(spec.replace(direction="dgrad"), "bias_relu")
+        graph_cache.get_graph(spec.replace(direction="dgrad"), "bias_relu")
     with pytest.raises(InvalidSpec):
-        engine.get_graph(spec, workspace_cap=1 << 40)
+        graph_cache.get_graph(spec, workspace_cap=1 << 40)
     with pytest.raises(InvalidSpec):
-        engine.get_graph(spec, workspace_cap=-1)
+        graph_cache.get_graph(spec, workspace_cap=-1)
     with pytest.raises(InvalidSpec):
-        engine.get_graph(spec).plan(10_000)
+        graph_cache.get_graph(spec).plan(10_000)
     with pytest.raises(InvalidSpec):
         memory.GuardedBuffer(1 << 40)
     for bad in (
-        lambda: engine.load_plan("32x64x56x56"),
-        lambda: engine.load_plan(spec, "gelu"),
-        lambda: engine.load_plan(spec, kind="fastest"),
+        lambda: saved_plans.load_plan("32x64x56x56"),
+        lambda: saved_plans.load_plan(spec, "gelu"),
+        lambda: saved_plans.load_plan(spec, kind="fastest"),
         lambda: autotune.tuned_graph(None),
     ):
         with pytest.raises(InvalidSpec):
@@ -198,7 +201,7 @@ def _out_of_memory_is_an_answer_and_frees_everything():
         ("fp32", "NCHW"),
         ("fp16", "NHWC"),
     ):  # load the kernels Operands uses first (as `big` needs)
-        engine.Operands(ConvSpec(N=1, C=8, H=8, W=8, K=8, dtype=dtype, layout=layout))
+        operands.Operands(ConvSpec(N=1, C=8, H=8, W=8, K=8, dtype=dtype, layout=layout))
     gc.collect()
     cupy.get_default_memory_pool().free_all_blocks()
     free0 = memory.free_bytes()
@@ -208,7 +211,7 @@ def _out_of_memory_is_an_answer_and_frees_everything():
             N=16, C=256, H=128, W=128, K=256, dtype="fp16", layout="NHWC"
         )  # 64 Mi elements per image
         with pytest.raises(OutOfMemory) as info:
-            engine.Operands(big)
+            operands.Operands(big)
         assert info.value.requested_bytes > 0 and info.value.free_bytes is not None
         assert "out of device memory" in str(info.value)
     finally:
@@ -223,11 +226,11 @@ def _out_of_memory_is_an_answer_and_frees_everything():
 
 
 def test_fast_path_is_used_and_dispatch_is_cheap():
-    from labkit.gpu import measure
+    from labkit.gpu.timing import measure
 
     spec = ConvSpec(N=1, C=64, H=56, W=56, K=64, dtype="fp16", layout="NHWC")
-    g = engine.get_graph(spec)
-    ops = engine.Operands(spec)
+    g = graph_cache.get_graph(spec)
+    ops = operands.Operands(spec)
     ws = memory.alloc(g.default_plan.workspace_bytes, "ws")
     stream = cupy.cuda.Stream(non_blocking=True)
     b = g.bind(ops.arrays, int(ws.data.ptr), stream=stream)
@@ -239,10 +242,10 @@ def test_fast_path_is_used_and_dispatch_is_cheap():
 
 
 def test_a_capture_holds_the_garbage_collector_off():
-    """No finalizer may synchronise the device inside a capture (`labkit.gpu.collector`)."""
+    """No finalizer may synchronise the device inside a capture (`labkit.gpu.timing.collector`)."""
     import cupy
 
-    from labkit.gpu import measure
+    from labkit.gpu.timing import measure
 
     seen, x = [], cupy.zeros(8)
     stream = measure.timing_stream()
@@ -253,13 +256,13 @@ def test_a_capture_holds_the_garbage_collector_off():
 
 
 def test_bind_with_workspace_holds_the_plans_workspace_and_computes_the_reference():
-    from labkit.gpu import reference
+    from labkit.gpu.checks import reference
 
     spec = ConvSpec(N=2, C=32, H=14, W=14, K=32, R=3, S=3, padding=1, dtype="fp16", layout="NCHW")
-    g = engine.get_graph(spec)
+    g = graph_cache.get_graph(spec)
     needs = [p for p in g.runnable if p.workspace_bytes > 0]
     assert needs, "no plan of this convolution asks for a workspace: pick another"
-    ops = engine.Operands(spec)
+    ops = operands.Operands(spec)
     want = verify.expected(spec, ops)
     for plan in (needs[0], g.default_plan):
         ops.poison_output()

@@ -1,4 +1,4 @@
-"""One measurement at a time per GPU across processes (`labkit.gpu.lock`): real processes and
+"""One measurement at a time per GPU across processes (`labkit.gpu.host.lock`): real processes and
 real ``flock`` on real files, no GPU (the queue logic does not need one): turns never overlap,
 waiters are served in the order they asked, a wait is told at once with how many are ahead, a
 killed holder's turn is taken within 2 s, this process's threads take turns and the lock is let
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from labkit.gpu import lock
-from labkit.gpu.lock import FileLock
+from labkit.gpu.host import lock
+from labkit.gpu.host.lock import FileLock
 
 HOLDER = str(Path(__file__).with_name("lock_holder.py"))
 

@@ -248,7 +248,7 @@ def test_lesson_01_a_workspace_too_small_a_leak_and_a_use_after_free(capsys):
 
 
 class Leaky:
-    source = """from labkit.gpu.workspace import Strategy
+    source = """from labkit.gpu.workspaces.workspace import Strategy
 class MyStrategy(Strategy):
     name = "leaky"
     def _get(self, req):
@@ -256,7 +256,7 @@ class MyStrategy(Strategy):
 """
 
 
-FREE_LIST = '''from labkit.gpu.workspace import Strategy
+FREE_LIST = '''from labkit.gpu.workspaces.workspace import Strategy
 class MyStrategy(Strategy):
     """Gives a buffer back to a free list at put, for any stream to take: it races."""
     name = "free_list"
@@ -294,7 +294,9 @@ def test_lesson_02_a_leak_a_race_a_workspace_too_small_and_an_error(capsys):
     out = own_strategy(FREE_LIST, capsys)
     assert "race: " in out and "leak" not in out
     assert_hinted(out, "race")
-    res = check.own_strategy(lambda: __import__("labkit").gpu.workspace.KeyedCache(1 << 30, key="dims_only"))
+    res = check.own_strategy(
+        lambda: __import__("labkit").gpu.workspaces.workspace.KeyedCache(1 << 30, key="dims_only")
+    )
     assert "workspace too small" in res.message and "needs" in res.message
     assert_hinted(res.message, "too_small")
     stub = next(b for _, n, b in handson_cells() if n == "own_strategy")
@@ -377,7 +379,7 @@ def test_lesson_09_a_timing_of_one_call_a_leak_a_race_and_a_workspace_too_small(
     out = network_pass(shared, capsys)
     assert "race: " in out, out
     assert_hinted(out, "race")
-    short = """from labkit.gpu.workspace import Strategy
+    short = """from labkit.gpu.workspaces.workspace import Strategy
 class Short(Strategy):
     def _get(self, req):
         self.ptr = getattr(self, "ptr", None) or self._malloc(1 << 20, "short")

@@ -11,10 +11,9 @@ import pytest
 pytestmark = pytest.mark.gpu
 pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed: recorded mode)")
 
-from labkit.experiments import core as experiment_core  # noqa: E402
 from labkit.experiments import plans_autotune, streams  # noqa: E402
 from labkit.present import check  # noqa: E402
-from labkit.session import handson, lessons, results  # noqa: E402
+from labkit.session import handson, lessons  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -22,9 +21,7 @@ def live(monkeypatch):
     monkeypatch.setenv("LABKIT_MODE", "live")
     monkeypatch.setenv("LABKIT_PREFETCH", "0")
     monkeypatch.setenv("LABKIT_HANDSON", "reference")
-    before = experiment_core.use_results(results.SESSION)  # as a notebook's session has it
     yield
-    experiment_core.use_results(before)
     lessons.forget()
 
 

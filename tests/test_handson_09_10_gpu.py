@@ -12,10 +12,9 @@ import pytest
 pytestmark = pytest.mark.gpu
 pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed: recorded mode)")
 
-from labkit.experiments import core as experiment_core  # noqa: E402
 from labkit.experiments import under_the_hood, your_network  # noqa: E402
 from labkit.present import check  # noqa: E402
-from labkit.session import handson, lessons, results  # noqa: E402
+from labkit.session import handson, lessons  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -24,9 +23,7 @@ def live(monkeypatch, capsys):
     monkeypatch.setenv("LABKIT_PREFETCH", "0")
     monkeypatch.delenv("LABKIT_HANDSON", raising=False)
     handson.register_topics()
-    before = experiment_core.use_results(results.SESSION)  # as a notebook's session has it
     yield
-    experiment_core.use_results(before)
     lessons.forget()
 
 

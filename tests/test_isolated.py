@@ -1,4 +1,4 @@
-"""The worker process that network report steps run in (`labkit.gpu.isolated`): a step's value
+"""The worker process that network report steps run in (`labkit.gpu.host.isolated`): a step's value
 comes back; a step past its deadline is killed with its process and named by the phase it last
 announced, and the next step gets a fresh worker; labkit's errors come back as themselves, other
 errors named; a worker that dies is a `WorkerDied`; the caller's LABKIT_* settings reach the
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from labkit import InvalidSpec, OutOfMemory, TimedOut
-from labkit.gpu import isolated
+from labkit.gpu.host import isolated
 from labkit.signals.progress import announce, announcing
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -111,7 +111,7 @@ def test_a_bad_target_is_refused(worker):
 def test_a_process_that_used_the_worker_exits():
     """The worker is not daemonic (it may start build workers): multiprocessing's exit handler
     would join it forever unless labkit stops it first. A script that ran a report must end."""
-    code = "from labkit.gpu import isolated; print(isolated.worker().call('os:getpid') > 0)"
+    code = "from labkit.gpu.host import isolated; print(isolated.worker().call('os:getpid') > 0)"
     t0 = time.monotonic()
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=45, cwd=ROOT)
     assert r.returncode == 0 and r.stdout.strip() == "True", r.stderr[-2000:]

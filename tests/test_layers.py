@@ -8,7 +8,8 @@ Layers, bottom to top (docs/architecture.md): a module's layer is the longest en
 0. what a convolution is and what the machine has: errors, spec, env, ceilings, version, networks (the conv
    layers of a network); and the signals every layer may send or hear (labkit/signals/: progress,
    cancel)
-1. the GPU core (labkit/gpu/), storage (labkit/store/: request keys, shipped recordings, this
+1. the GPU core (labkit/gpu/, in folders by concept: device, host, cudnn, checks, timing, workspaces,
+   classic), storage (labkit/store/: request keys, shipped recordings, this
    GPU's recording, saved plans) and what charts and lesson text are drawn with (labkit/draw/)
 1.5 the simulated GPU (labkit/simgpu/): the device seam of labkit/gpu/ answered from a recording
 1.7 the hands-on GPU (labkit/practice/): the seam's calls for a learner's cell, this GPU or the
@@ -222,6 +223,21 @@ def test_storage_and_session_never_import_presentation_and_presentation_never_th
                     if any(t == b or t.startswith(b + ".") for b in banned)
                 ]
     assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("limit", [15])
+def test_no_folder_holds_more_than_the_limit_of_modules(limit):
+    """A folder is a room a reader can take in: past the limit it is cut into subpackages by concept
+    (labkit/gpu/ is), each with an ``__init__`` docstring saying what it holds."""
+    crowded, bare = [], []
+    for folder in sorted({p.parent for p in PKG.rglob("*.py")}):
+        mods = [p.name for p in folder.glob("*.py") if p.name != "__init__.py"]
+        if len(mods) > limit:
+            crowded.append(f"{folder.relative_to(PKG.parent)}: {len(mods)} modules")
+        init = folder / "__init__.py"
+        if folder != PKG and (not init.exists() or ast.get_docstring(ast.parse(init.read_text())) is None):
+            bare.append(f"{folder.relative_to(PKG.parent)} has no __init__ docstring")
+    assert not crowded and not bare, "\n".join(crowded + bare)
 
 
 def test_the_top_level_holds_at_most_8_modules_besides_the_folders():

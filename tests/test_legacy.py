@@ -1,5 +1,5 @@
-"""Tests of labkit.gpu.legacy (the classic cuDNN forward-algorithm table) and of
-labkit.gpu.cudnn_library (finding, loading and binding the cuDNN library it uses).
+"""Tests of labkit.gpu.classic.legacy (the classic cuDNN forward-algorithm table) and of
+labkit.gpu.classic.cudnn_library (finding, loading and binding the cuDNN library it uses).
 
 CPU tests check validation, the enum/struct tables, table assembly and the library loader
 without a GPU. Tests marked ``gpu`` run the real cuDNN 9 legacy API on CuPy arrays.
@@ -13,7 +13,7 @@ import math
 import pytest
 
 from labkit.errors import InvalidSpec, LabkitError, OutOfMemory, Unsupported
-from labkit.gpu import cudnn_library, legacy
+from labkit.gpu.classic import cudnn_library, legacy
 from labkit.spec import ConvSpec
 
 BASE = ConvSpec(N=32, C=64, H=56, W=56, K=64, R=3, S=3, padding=1, dtype="fp16", layout="NHWC")

@@ -201,8 +201,8 @@ def test_the_build_cost_summary_explains_the_first_build_from_the_stages():
 
 def test_lesson_05_says_how_autotune_picks_as_the_code_does():
     """The lesson's account of the final rounds names the margin and the rounds autotune uses
-    (read from labkit/gpu/autotune.py's source: importing it needs CuPy)."""
-    tree = ast.parse((ROOT / "labkit" / "gpu" / "autotune.py").read_text())
+    (read from labkit/gpu/timing/autotune.py's source: importing it needs CuPy)."""
+    tree = ast.parse((ROOT / "labkit" / "gpu" / "timing" / "autotune.py").read_text())
     const = {
         t.id: ast.literal_eval(node.value)
         for node in tree.body

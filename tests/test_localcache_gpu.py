@@ -31,12 +31,12 @@ MEASURE = textwrap.dedent("""
     import json, sys
     from labkit import experiments
     from labkit.session import lessons
-    from labkit.gpu import engine
+    from labkit.gpu.cudnn import graph_cache
     spec = experiments.BASE.replace(**json.loads(sys.argv[1]))
     df = lessons.data("precision", spec=spec)
     print(json.dumps({
         "gpu_us": [None if v != v else v for v in df["gpu_us"]], "plans": list(map(str, df["plan_name"])),
-        "builds": engine.graphs.stats.misses, "loads": engine.graphs.stats.loads,
+        "builds": graph_cache.graphs.stats.misses, "loads": graph_cache.graphs.stats.loads,
         "from_disk": bool(df.attrs.get("loaded_from_disk")),
         "saved_in": df.attrs.get("saved_in"), "gpu_turn": df.attrs.get("gpu_turn"),
     }))

@@ -214,7 +214,7 @@ def test_little_code_before_the_first_chart(path):
 
 
 def test_shown_source_is_folded_with_its_name_and_length():
-    shown = str(lessons.show_source("gpu.frontend", "planned_graph"))
+    shown = str(lessons.show_source("gpu.cudnn.frontend", "planned_graph"))
     head, _, body = shown.partition("\n")
     assert head.startswith("<details>") and "<summary>" in head and "planned_graph" in head
     code = body.split("```python\n", 1)[1].split("\n```", 1)[0]
@@ -231,7 +231,7 @@ def test_the_reader_sees_what_it_must(tmp_path):
         nbformat.v4.new_code_cell("widgets.LayoutPanel()"),
         nbformat.v4.new_code_cell("widgets.LayoutPanel(N=8)"),
         nbformat.v4.new_code_cell('lessons.chart(lessons.data("layout", spec=lessons.base(N=8)))'),
-        nbformat.v4.new_code_cell('lessons.show_source("gpu.frontend", "planned_graph")'),
+        nbformat.v4.new_code_cell('lessons.show_source("gpu.cudnn.frontend", "planned_graph")'),
     ]
     path = tmp_path / "probe.ipynb"
     nbformat.write(nb, path)

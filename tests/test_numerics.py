@@ -1,4 +1,4 @@
-"""labkit.gpu.numerics: storage formats, exact decode, nearest-even encode (NumPy only, CPU).
+"""labkit.gpu.device.numerics: storage formats, exact decode, nearest-even encode (NumPy only, CPU).
 
 Each format is checked against a reference built a different way from the implementation:
 NumPy's own float16 cast, a by-hand bit-level round of binary32 for bf16, and brute-force
@@ -13,8 +13,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from labkit.errors import InvalidSpec
-from labkit.gpu import numerics
-from labkit.gpu.numerics import decode, encode, quantize, random_inputs, storage_dtype, unrounded_values
+from labkit.gpu.device import numerics
+from labkit.gpu.device.numerics import (
+    decode,
+    encode,
+    quantize,
+    random_inputs,
+    storage_dtype,
+    unrounded_values,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*encountered in cast:RuntimeWarning")  # numpy's own casts
 

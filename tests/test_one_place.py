@@ -1,5 +1,6 @@
 """Each list and name labkit knows is written out in one place and imported everywhere else: the
-workloads (`labkit.gpu.workloads.WORKLOADS`), the strategies (`labkit.gpu.workspace.STRATEGIES`),
+workloads (`labkit.gpu.workspaces.workloads.WORKLOADS`), the strategies
+(`labkit.gpu.workspaces.workspace.STRATEGIES`),
 the panels (`labkit.experiments.PANELS`, whose classes `labkit.present.widgets` makes) and the
 version (`labkit.version`). Read from the source: a second copy fails here, whatever its name."""
 
@@ -47,20 +48,24 @@ def literals_listing(words):
 
 
 def test_the_workloads_are_written_out_once():
-    from labkit.gpu import workloads
+    from labkit.gpu.workspaces import workloads
 
-    assert [w.split(":")[0] for w in names_bound("WORKLOADS")] == ["labkit/gpu/workloads.py"]
-    assert [w.split(":")[0] for w in literals_listing(workloads.WORKLOADS)] == ["labkit/gpu/workloads.py"]
+    assert [w.split(":")[0] for w in names_bound("WORKLOADS")] == ["labkit/gpu/workspaces/workloads.py"]
+    assert [w.split(":")[0] for w in literals_listing(workloads.WORKLOADS)] == [
+        "labkit/gpu/workspaces/workloads.py"
+    ]
 
 
 def test_the_strategy_list_is_written_out_once():
-    """The strategies' names, as a list or a table's keys, only in `labkit.gpu.workspace` (the
+    """The strategies' names, as a list or a table's keys, only in `labkit.gpu.workspaces.workspace` (the
     benchmark's and the report's runs name a strategy with its options, one entry each)."""
-    from labkit.gpu import workspace
+    from labkit.gpu.workspaces import workspace
 
     assert len(workspace.STRATEGIES) == 7
-    assert [w.split(":")[0] for w in names_bound("STRATEGIES")] == ["labkit/gpu/workspace.py"]
-    assert [w.split(":")[0] for w in literals_listing(workspace.STRATEGIES)] == ["labkit/gpu/workspace.py"]
+    assert [w.split(":")[0] for w in names_bound("STRATEGIES")] == ["labkit/gpu/workspaces/workspace.py"]
+    assert [w.split(":")[0] for w in literals_listing(workspace.STRATEGIES)] == [
+        "labkit/gpu/workspaces/workspace.py"
+    ]
 
 
 def test_the_version_has_one_home_that_the_package_and_the_recordings_import():

@@ -29,8 +29,11 @@ from hypothesis import HealthCheck, Phase, example, given, settings  # noqa: E40
 from hypothesis import strategies as st  # noqa: E402
 
 from labkit import ConvSpec, InvalidSpec, Unsupported, WrongResult  # noqa: E402
-from labkit.gpu import autotune, engine, plan_checks, reference, verify, workspace  # noqa: E402
-from labkit.gpu.runner import Runner  # noqa: E402
+from labkit.gpu.checks import plan_checks, reference, verify  # noqa: E402
+from labkit.gpu.cudnn import conv_graph, graph_cache, operands, saved_plans  # noqa: E402
+from labkit.gpu.timing import autotune  # noqa: E402
+from labkit.gpu.workspaces import workspace  # noqa: E402
+from labkit.gpu.workspaces.runner import Runner  # noqa: E402
 from labkit.store import machine, plan_store  # noqa: E402
 
 #: valid convolutions checked (hypothesis's max_examples; ``LABKIT_PROPERTY_CASES`` sets another count)
@@ -88,7 +91,7 @@ def _check(spec: ConvSpec, stats: collections.Counter, notes: list) -> None:
     faulthandler.dump_traceback_later(HANG_S, exit=True)
     try:
         try:
-            cg = engine.get_graph(spec, all_plans=False)
+            cg = graph_cache.get_graph(spec, all_plans=False)
             plan = cg.default_plan  # checked against float64 before it is handed out
         except WrongResult as exc:  # every plan cuDNN built is wrong: a clear Unsupported
             stats["no right plan"] += 1
@@ -101,7 +104,7 @@ def _check(spec: ConvSpec, stats: collections.Counter, notes: list) -> None:
         if cg.fell_through:
             stats["heuristic pick wrong, fell through"] += 1
             notes.append(f"{spec.label}: {cg.fell_through}")
-        again = verify.check_plans(cg, [plan.index], engine.Operands(spec, seed=1))[0]
+        again = verify.check_plans(cg, [plan.index], operands.Operands(spec, seed=1))[0]
         assert again.ok, (
             f"{spec.label} plan {plan.index} ({plan.name}): rel {again.rel_error:.3g} > {again.tolerance:.1e}"
         )
@@ -116,7 +119,7 @@ def _check(spec: ConvSpec, stats: collections.Counter, notes: list) -> None:
 def _through_a_runner(spec: ConvSpec, stats: collections.Counter) -> None:
     """Every plan of the full graph checked, the default run by a Runner: its output is right."""
     try:
-        full = engine.get_graph(spec)
+        full = graph_cache.get_graph(spec)
     except Unsupported:
         stats["runner: unsupported"] += 1
         return
@@ -180,20 +183,20 @@ def forget_verdicts():
     """Verdicts a test plants or makes are forgotten after it (the process's `plan_checks.BOOK`,
     and the graphs built meanwhile)."""
     plan_checks.BOOK.clear()
-    engine.graphs.clear()
+    graph_cache.graphs.clear()
     yield plan_checks.BOOK
     plan_checks.BOOK.clear()
-    engine.graphs.clear()
+    graph_cache.graphs.clear()
 
 
 SMALL = ConvSpec(N=2, C=16, H=10, W=10, K=16, dtype="fp16", layout="NHWC")
 
 
 def test_a_wrong_heuristic_pick_falls_through_and_is_never_timed_or_saved(forget_verdicts, tmp_path):
-    picked = engine.ConvGraph(SMALL, all_plans=False).heuristic_plan.name
+    picked = conv_graph.ConvGraph(SMALL, all_plans=False).heuristic_plan.name
     # as if the check had found the heuristic's pick wrong (cuDNN's own wrong plans depend on its version)
     forget_verdicts.put(SMALL.key, "none", plan_checks.Verdict(picked, 1.4, reference.tolerance_for(SMALL)))
-    one = engine.ConvGraph(SMALL, all_plans=False)
+    one = conv_graph.ConvGraph(SMALL, all_plans=False)
     first = one.heuristic_plan
     assert first.name == picked and not one.verdicts[first.index].ok
     plan = one.default_plan  # built now: the next candidate, checked
@@ -201,7 +204,7 @@ def test_a_wrong_heuristic_pick_falls_through_and_is_never_timed_or_saved(forget
     assert picked in one.fell_through and plan.name in one.fell_through
     with pytest.raises(WrongResult):
         one.plan(first.index)
-    full = engine.ConvGraph(SMALL)
+    full = conv_graph.ConvGraph(SMALL)
     assert picked not in {p.name for p in full.built}  # known wrong: not built again
     tune = autotune.autotune(full, save=False)
     row = tune.table[tune.table.plan_name == picked].iloc[0]
@@ -214,34 +217,34 @@ def test_a_wrong_heuristic_pick_falls_through_and_is_never_timed_or_saved(forget
     assert record.heuristic_wrong and full.plans[record.plan_index].name != picked
     store = plan_store.PlanStore(tmp_path, machine.this_identity() or machine.identity())
     with pytest.raises(WrongResult):
-        engine.save_plan(one, first.index, "heuristic", store=store)
+        saved_plans.save_plan(one, first.index, "heuristic", store=store)
 
 
 def test_saved_plans_carry_their_check(forget_verdicts, tmp_path):
     store = plan_store.PlanStore(tmp_path, machine.this_identity() or machine.identity())
-    cg = engine.ConvGraph(SMALL, all_plans=False)
-    path = engine.save_plan(cg, cg.default_plan.index, "heuristic", store=store)
+    cg = conv_graph.ConvGraph(SMALL, all_plans=False)
+    path = saved_plans.save_plan(cg, cg.default_plan.index, "heuristic", store=store)
     assert path is not None
     saved = json.loads(path.read_text())["info"]["check"]
     assert saved["rel_error"] <= reference.tolerance_for(SMALL)
     forget_verdicts.clear()
-    loaded = engine.load_plan(SMALL, kind="heuristic", store=store)
+    loaded = saved_plans.load_plan(SMALL, kind="heuristic", store=store)
     assert loaded.verdicts[0].ok and loaded.plans_checked == 0  # its verdict came with it: nothing ran
     body = json.loads(path.read_text())
     del body["info"]["check"]  # a plan saved before plans carried their check
     path.write_text(json.dumps(body))
     forget_verdicts.clear()
-    loaded = engine.load_plan(SMALL, kind="heuristic", store=store)
+    loaded = saved_plans.load_plan(SMALL, kind="heuristic", store=store)
     assert loaded.plans_checked == 1 and loaded.verdicts[0].ok  # checked when loaded ...
     assert "check" in json.loads(path.read_text())["info"]  # ... and the file given its verdict
 
 
 def test_the_check_costs_one_reference_and_one_run_per_plan(forget_verdicts):
     spec = ConvSpec(N=8, C=64, H=28, W=28, K=64, dtype="fp16", layout="NHWC")
-    cg = engine.ConvGraph(spec)
+    cg = conv_graph.ConvGraph(spec)
     verdicts = cg.check()
     assert cg.plans_checked == len(cg.built) == len(verdicts)
-    again = engine.ConvGraph(spec, workspace_cap=0)  # the same convolution: its plans' verdicts are known
+    again = conv_graph.ConvGraph(spec, workspace_cap=0)  # the same convolution: its plans' verdicts are known
     again.check()
     assert again.plans_checked == 0
     print(f"{spec.label}: {len(cg.built)} plans checked in {cg.check_seconds * 1e3:.0f} ms")

@@ -178,7 +178,7 @@ def test_two_writers_of_the_same_plan_leave_a_whole_file(tmp_path):
 def test_compiled_plans_are_one_file_per_graph_and_plan_name(store):
     """A runtime-compiled plan (`plan_store.COMPILED`) is kept per graph and plan name, beside the
     chosen plans; `has` sees its file without reading it."""
-    from labkit.gpu.compiled_plans import plan_key
+    from labkit.gpu.cudnn.compiled_plans import plan_key
 
     spec_key = KEY[0]
     a, b = plan_key(spec_key, "none", None, "eng7_k24=29"), plan_key(spec_key, "none", None, "eng7_k24=30")
@@ -198,7 +198,7 @@ def test_compiled_plans_are_one_file_per_graph_and_plan_name(store):
 def test_trim_keeps_the_newest_compiled_plans_and_leaves_other_kinds(store):
     import os
 
-    from labkit.gpu.compiled_plans import plan_key
+    from labkit.gpu.cudnn.compiled_plans import plan_key
 
     put(store)
     paths = []

@@ -365,8 +365,8 @@ def test_log_axes_label_a_visible_tick_under_their_lowest_point(name, column):
 
 
 def test_workspace_sizes_says_when_compiles_were_left_out():
-    """A first visit's change waits for runtime compiles only so long (labkit.gpu.builds.compile_budget_s);
-    the chart says how many plans its whiskers leave out."""
+    """A first visit's change waits for runtime compiles only so long
+    (labkit.gpu.cudnn.builds.compile_budget_s); the chart says how many plans its whiskers leave out."""
     from labkit import experiments
 
     df = experiments.workspace_sizes().copy()

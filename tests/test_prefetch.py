@@ -236,7 +236,7 @@ def test_in_ipython_the_cell_that_starts_the_worker_counts_as_running(worker, mo
 def test_switches_read_the_same_words(monkeypatch, value, on):
     """`env.switched_on`: what LABKIT_PREFETCH and LABKIT_GPU_LOCK (and any on/off switch) accept."""
     from labkit import env
-    from labkit.gpu import lock
+    from labkit.gpu.host import lock
     from labkit.session import prefetch
 
     for name in ("LABKIT_PREFETCH", "LABKIT_GPU_LOCK"):

@@ -137,7 +137,7 @@ def test_bad_lesson_names_get_one_line_errors():
         lambda: lessons.banner("99"),
         lambda: check.solutions("99"),
         lambda: lessons.show_source("no_such_module", "f"),
-        lambda: lessons.show_source("gpu.workspace", "NoSuchClass.get"),
+        lambda: lessons.show_source("gpu.workspaces.workspace", "NoSuchClass.get"),
         lambda: handson.run("no_such_cell", "", {}),
     ):
         with pytest.raises(InvalidSpec) as info:

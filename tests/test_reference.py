@@ -1,4 +1,4 @@
-"""labkit.gpu.reference: the float64 convolution reference (NumPy only, CPU, fast).
+"""labkit.gpu.checks.reference: the float64 convolution reference (NumPy only, CPU, fast).
 
 Checked three ways: against naive nested loops written straight from the definition, by the
 adjoint identities <fprop(x, w), dy> = <x, dgrad(dy, w)> = <w, wgrad(x, dy)> over random valid
@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from labkit.errors import InvalidSpec
-from labkit.gpu.reference import (
+from labkit.gpu.checks.reference import (
     DEFAULT_TEMP_BYTES,
     TOLERANCE,
     conv_dgrad,
@@ -268,7 +268,7 @@ def test_chunked_equals_unchunked(spec, budget):
 
 
 def test_chunk_plan_bounds_memory():
-    from labkit.gpu.reference import _plan
+    from labkit.gpu.checks.reference import _plan
 
     # N=32, C=64, 56x56, 3x3: ~17.8 MB of temporaries per image -> 30 images per step under 512 MiB
     P = Q = 56
@@ -336,7 +336,7 @@ def test_tolerances():
 @pytest.mark.parametrize("dtype", ["fp16", "bf16", "fp8_e4m3"])
 def test_tolerance_admits_output_rounding_and_rejects_bugs(dtype):
     """A correct result rounded to the output dtype passes; a padding bug fails by far."""
-    from labkit.gpu.numerics import quantize, random_inputs
+    from labkit.gpu.device.numerics import quantize, random_inputs
 
     spec = ConvSpec(N=2, C=16, H=10, W=10, K=8, R=3, S=3, padding=1, dtype=dtype)
     _, x = random_inputs(spec.x_shape, dtype, np, seed=1)

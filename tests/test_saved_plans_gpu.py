@@ -1,5 +1,5 @@
-"""Saved plans, live (`labkit.store.plan_store` with `labkit.gpu.engine.save_plan`/`load_plan` and
-`labkit.gpu.autotune.tuned_graph`): a second process loads the heuristic's pick and the autotune
+"""Saved plans, live (`labkit.store.plan_store` with `labkit.gpu.cudnn.saved_plans.save_plan`/`load_plan` and
+`labkit.gpu.timing.autotune.tuned_graph`): a second process loads the heuristic's pick and the autotune
 winner from disk with zero graph builds and gets results that pass the float64 check; a plan
 saved under another cuDNN version, or a corrupted one, is set aside (named) and built again;
 build_cost measures the cold build against the load."""
@@ -19,7 +19,9 @@ pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed: record
 from gpu_helpers import live_process_env  # noqa: E402  (tests/ is on sys.path under pytest)
 
 from labkit import experiments  # noqa: E402
-from labkit.gpu import autotune, engine, verify  # noqa: E402
+from labkit.gpu.checks import verify  # noqa: E402
+from labkit.gpu.cudnn import conv_graph, saved_plans  # noqa: E402
+from labkit.gpu.timing import autotune  # noqa: E402
 from labkit.store import plan_store  # noqa: E402
 
 SMALL = dict(N=4, C=32, H=20, W=20, K=48)
@@ -27,17 +29,20 @@ SMALL = dict(N=4, C=32, H=20, W=20, K=48)
 USE = textwrap.dedent("""
     import json, sys
     from labkit import experiments
-    from labkit.gpu import autotune, engine, verify
+    from labkit.gpu.checks import verify
+    from labkit.gpu.cudnn import graph_cache, saved_plans
+    from labkit.gpu.timing import autotune
     spec = experiments.BASE.replace(**json.loads(sys.argv[1]))
-    heur = engine.get_graph(spec, all_plans=False)
+    heur = graph_cache.get_graph(spec, all_plans=False)
     tuned = autotune.tuned_graph(spec, "bias_relu")
     checks = [
         verify.check_plan(spec, graph=heur),
         verify.check_plan(spec, "bias_relu", plan_index=tuned.plan_index, graph=tuned.graph),
     ]
     print(json.dumps({
-        "builds": engine.graphs.stats.misses, "loads": engine.graphs.stats.loads,
-        "heuristic_plan": heur.default_plan.name, "heuristic_loaded": isinstance(heur, engine.LoadedGraph),
+        "builds": graph_cache.graphs.stats.misses, "loads": graph_cache.graphs.stats.loads,
+        "heuristic_plan": heur.default_plan.name,
+        "heuristic_loaded": isinstance(heur, saved_plans.LoadedGraph),
         "tuned_plan": tuned.plan.name, "tuned_from_disk": tuned.from_disk, "gpu_us": tuned.gpu_us,
         "plans_timed": tuned.plans_timed, "seconds": tuned.seconds,
         "checks_ok": [bool(c.ok) for c in checks], "rel_errors": [c.rel_error for c in checks],
@@ -112,9 +117,9 @@ def test_plan_bytes_cudnn_rejects_are_set_aside_with_a_warning(tmp_path):
     spec = experiments.BASE.replace(**SMALL, dtype="fp32", layout="NCHW")
     ident = {**plan_store.current().identity}
     store = plan_store.PlanStore(tmp_path, ident)
-    store.put(engine.graph_key(spec, "none", None, False), "heuristic", b"not a cudnn plan", "eng0", 0)
+    store.put(conv_graph.graph_key(spec, "none", None, False), "heuristic", b"not a cudnn plan", "eng0", 0)
     with pytest.warns(UserWarning, match="would not deserialize"):
-        assert engine.load_plan(spec, store=store) is None
+        assert saved_plans.load_plan(spec, store=store) is None
     assert any((tmp_path / "set-aside").iterdir())
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from labkit.cli import main as cli
 from labkit.cli import sim_calibrate, sim_fidelity
-from labkit.gpu import workloads
+from labkit.gpu.workspaces import workloads
 from labkit.session import lessons
 from labkit.simgpu import SimDevice, fidelity, sequences
 from labkit.simgpu.recorded import Recorded

@@ -11,7 +11,7 @@ cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed:
 
 from labkit.cli import sim_calibrate  # noqa: E402
 from labkit.gpu import device as devices  # noqa: E402
-from labkit.gpu import workloads  # noqa: E402
+from labkit.gpu.workspaces import workloads  # noqa: E402
 from labkit.simgpu import sequences  # noqa: E402
 
 

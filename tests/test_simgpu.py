@@ -14,9 +14,9 @@ import pytest
 
 from labkit import NotCapturable, NotRecorded, OutOfMemory
 from labkit.gpu import device as devices
-from labkit.gpu import workloads
-from labkit.gpu import workspace as ws
-from labkit.gpu.runner import Runner
+from labkit.gpu.workspaces import workloads
+from labkit.gpu.workspaces import workspace as ws
+from labkit.gpu.workspaces.runner import Runner
 from labkit.simgpu import SimDevice, sequences, simulated
 from labkit.simgpu.recorded import Recorded
 

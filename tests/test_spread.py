@@ -1,4 +1,4 @@
-"""Learners spread over the host's GPUs (`labkit.gpu.spread`): least-loaded with the teacher's
+"""Learners spread over the host's GPUs (`labkit.gpu.host.spread`): least-loaded with the teacher's
 pins and reserved GPUs, a record two writers share without losing an entry, and the sentence the
 banner shows. The GPUs are lists given to `Spread` (no NVML here)."""
 
@@ -11,7 +11,7 @@ import warnings
 import pytest
 
 from labkit.errors import InvalidSpec
-from labkit.gpu import spread
+from labkit.gpu.host import spread
 
 
 def gpus(n: int):

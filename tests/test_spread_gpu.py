@@ -1,6 +1,6 @@
 """On a host with several GPUs, live: a server given one GPU by the class hub's spread
-(`labkit.gpu.spread.environment`: ``CUDA_VISIBLE_DEVICES`` set to its UUID) measures on that GPU
-and queues on that GPU's lock (`labkit.gpu.lock` is named by the UUID CUDA reports), whatever its
+(`labkit.gpu.host.spread.environment`: ``CUDA_VISIBLE_DEVICES`` set to its UUID) measures on that GPU
+and queues on that GPU's lock (`labkit.gpu.host.lock` is named by the UUID CUDA reports), whatever its
 index."""
 
 import json
@@ -14,12 +14,12 @@ import pytest
 pytestmark = pytest.mark.gpu
 pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed: recorded mode)")
 
-from labkit.gpu import spread  # noqa: E402
+from labkit.gpu.host import spread  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 #: what a server given a GPU sees: its device 0, the lock's name for it, and what the banner says
 PROBE = (
-    "import json; from labkit.gpu import lock; from labkit.session import lessons; "
+    "import json; from labkit.gpu.host import lock; from labkit.session import lessons; "
     "print(json.dumps(dict(uuid=lock.gpu_uuid(), banner=str(lessons.banner()))))"
 )
 

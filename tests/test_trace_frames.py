@@ -1,9 +1,9 @@
-"""Reading a trace frame (`labkit.gpu.trace`, no GPU): times relative to the first record, marks
+"""Reading a trace frame (`labkit.gpu.timing.trace`, no GPU): times relative to the first record, marks
 on the same axis, passes cut at the marks, busy time and idle share of each."""
 
 import pytest
 
-from labkit.gpu import trace
+from labkit.gpu.timing import trace
 
 
 def _kernel(start_ns, end_ns, stream=7):

@@ -8,16 +8,14 @@ cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed:
 pytest.importorskip("cupti", reason="needs cupti-python (the trace extra)")
 
 from labkit import experiments  # noqa: E402
-from labkit.gpu import (  # noqa: E402
-    buildlog,
-    concurrency,
-    conditions,
-    engine,
-    measure,
-    ranges,  # noqa: E402
-    trace,
-    workloads,
+from labkit.gpu.cudnn import (  # noqa: E402
+    buildlog,  # noqa: E402
+    graph_cache,
+    operands,
 )
+from labkit.gpu.host import conditions  # noqa: E402
+from labkit.gpu.timing import measure, ranges, trace  # noqa: E402
+from labkit.gpu.workspaces import concurrency, workloads  # noqa: E402
 
 SPEC = experiments.BASE
 
@@ -28,8 +26,8 @@ def _bound(cg, plan, ops, stream):
 
 
 def test_a_trace_names_every_kernel_of_a_plan_with_its_role_and_launch():
-    cg = engine.get_graph(SPEC)
-    ops, stream = engine.Operands(SPEC), measure.timing_stream()
+    cg = graph_cache.get_graph(SPEC)
+    ops, stream = operands.Operands(SPEC), measure.timing_stream()
     ws, b = _bound(cg, cg.default_plan, ops, stream)
     b.run()
     stream.synchronize()
@@ -68,8 +66,8 @@ def test_kernel_counts_per_plan_match_torch_profiler():
     torch = pytest.importorskip("torch")
     from torch.profiler import ProfilerActivity, profile
 
-    cg = engine.get_graph(SPEC)
-    ops, stream = engine.Operands(SPEC), measure.timing_stream()
+    cg = graph_cache.get_graph(SPEC)
+    ops, stream = operands.Operands(SPEC), measure.timing_stream()
     ours, theirs = {}, {}
     plans = [p for p in cg.runnable if p.name != "eng0"]  # eng0: 15 ms a call, adds nothing here
     for p in plans:

@@ -8,9 +8,12 @@ pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed: recorded mode)")
 
 from labkit import ArenaTooSmall, ConvSpec, InvalidSpec, OutOfMemory  # noqa: E402
-from labkit.gpu import concurrency, engine, memory, reference, verify  # noqa: E402
-from labkit.gpu import workspace as ws  # noqa: E402
-from labkit.gpu.runner import Runner, WorkspaceTooSmall  # noqa: E402
+from labkit.gpu.checks import reference, verify  # noqa: E402
+from labkit.gpu.cudnn import frontend, graph_cache, operands  # noqa: E402
+from labkit.gpu.device import memory  # noqa: E402
+from labkit.gpu.workspaces import concurrency  # noqa: E402
+from labkit.gpu.workspaces import workspace as ws  # noqa: E402
+from labkit.gpu.workspaces.runner import Runner, WorkspaceTooSmall  # noqa: E402
 
 BIG_WS = ConvSpec(N=32, C=64, H=56, W=56, K=64, dtype="fp16", layout="NCHW")  # default plan: ~25.8 MB
 SMALL = ConvSpec(N=2, C=32, H=14, W=14, K=32, dtype="fp16", layout="NCHW")
@@ -41,9 +44,9 @@ def _check_output(runner, spec):
 @pytest.mark.parametrize("make", ALL, ids=[n for n in ws.STRATEGIES])
 def test_each_strategy_runs_correctly_keeps_books_and_does_not_leak(make):
     for spec in (BIG_WS, SMALL):
-        engine.get_graph(spec)  # build outside the memory baseline
+        graph_cache.get_graph(spec)  # build outside the memory baseline
     stream = cupy.cuda.Stream(non_blocking=True)
-    engine.handle_for(stream)
+    frontend.handle_for(stream)
     warm = Runner(
         make(), stream
     )  # the first run and check in a process load their kernels (about 70 MiB on an H200)
@@ -64,17 +67,17 @@ def test_each_strategy_runs_correctly_keeps_books_and_does_not_leak(make):
             _check_output(runner, spec)
     st = strategy.stats
     assert st.calls == 15
-    assert st.peak_held_bytes >= engine.get_graph(BIG_WS).default_plan.workspace_bytes
+    assert st.peak_held_bytes >= graph_cache.get_graph(BIG_WS).default_plan.workspace_bytes
     if isinstance(strategy, ws.MallocPerCall):
         assert st.alloc_calls == 15 and st.free_calls == 15 and st.held_bytes == 0
     runner.close()
     assert strategy.stats.held_bytes == 0 or isinstance(strategy, (ws.CupyPool, ws.AsyncPool))
     assert abs(_device_free() - base) <= (4 << 20), "device memory did not return to its baseline"
-    engine.release_handle(stream)
+    frontend.release_handle(stream)
 
 
 def test_fixed_arena_too_small_raises_or_falls_back():
-    need = engine.get_graph(BIG_WS).default_plan.workspace_bytes
+    need = graph_cache.get_graph(BIG_WS).default_plan.workspace_bytes
     with Runner(ws.FixedArena(1 << 20), fallback=False) as r:
         with pytest.raises(ArenaTooSmall) as info:
             r.run(BIG_WS)
@@ -88,8 +91,8 @@ def test_fixed_arena_too_small_raises_or_falls_back():
 def test_a_key_without_dtype_and_layout_hands_out_a_wrong_sized_buffer():
     nhwc = BIG_WS.replace(layout="NHWC")  # same dims, tiny workspace
     assert (
-        engine.get_graph(nhwc).default_plan.workspace_bytes
-        < engine.get_graph(BIG_WS).default_plan.workspace_bytes
+        graph_cache.get_graph(nhwc).default_plan.workspace_bytes
+        < graph_cache.get_graph(BIG_WS).default_plan.workspace_bytes
     )
     with Runner(ws.KeyedCache(1 << 30, key="dims_only")) as r:
         r.run(nhwc)
@@ -153,7 +156,7 @@ def test_scratchpad_grows_only_and_per_stream():
     ids=["malloc_per_call", "keyed_cache", "scratchpad", "cupy_pool", "async_pool"],
 )
 def test_memory_pressure_falls_back_or_fails_clearly(make):
-    cg = engine.get_graph(BIG_WS)
+    cg = graph_cache.get_graph(BIG_WS)
     need = cg.default_plan.workspace_bytes
     runner = Runner(make(), fallback=True)
     strict = Runner(make(), runner.stream, fallback=False)
@@ -230,7 +233,7 @@ def test_operands_are_written_before_a_runner_on_its_own_stream_reads_them():
     """Operands are filled on the default stream; a Runner's non-blocking stream does not wait for
     it. With the default stream held busy for 20 ms, a poison then a run at once still give the right
     output, and a new Operands leaves nothing queued behind it."""
-    from labkit.gpu.strategy_check import _hold
+    from labkit.gpu.workspaces.strategy_check import _hold
 
     default = cupy.cuda.get_current_stream()
     with Runner(ws.KeyedCache()) as runner:
@@ -243,7 +246,7 @@ def test_operands_are_written_before_a_runner_on_its_own_stream_reads_them():
             runner.run(RACED)
             _check_output(runner, RACED)
         _hold(default, 20_000)
-        fresh = engine.Operands(RACED, seed=1)
+        fresh = operands.Operands(RACED, seed=1)
         assert default.done, "Operands returned with its tensors still being written"
         assert fresh.arrays
 
@@ -284,7 +287,7 @@ def test_no_strategy_synchronises_the_device_in_get_or_put(make, monkeypatch):
     runners = [Runner(strategy, s, seed=i) for i, s in enumerate(streams)]
     for spec in dict.fromkeys(seq):
         for r in runners:
-            engine.get_graph(spec)
+            graph_cache.get_graph(spec)
             r.operands(spec)
     syncs = _count_device_syncs(monkeypatch)
     before = strategy.device.counts["synchronize"]
@@ -301,7 +304,7 @@ def test_no_strategy_synchronises_the_device_in_get_or_put(make, monkeypatch):
 def test_a_cached_buffer_used_from_two_streams_is_ordered_by_an_event_and_right():
     """The same key on two streams: the second stream waits for the first's event on the device,
     and both outputs match float64 with the first stream held busy."""
-    from labkit.gpu.strategy_check import _hold
+    from labkit.gpu.workspaces.strategy_check import _hold
 
     cache = ws.KeyedCache(256 << 20)
     streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(2)]
@@ -322,7 +325,7 @@ def test_a_cached_buffer_used_from_two_streams_is_ordered_by_an_event_and_right(
 
 
 def test_the_fixed_arena_no_longer_races_across_streams_and_the_shared_scratchpad_still_does():
-    from labkit.gpu import strategy_check
+    from labkit.gpu.workspaces import strategy_check
 
     fixed = strategy_check.check_strategy(lambda: ws.FixedArena(256 << 20))
     shared = strategy_check.check_strategy(lambda: ws.Scratchpad(shared=True))
@@ -340,7 +343,7 @@ def test_graphs_of_streams_that_share_one_buffer_capture_and_take_turns_at_launc
     """No capture waits for an event recorded outside it (CUDA would invalidate it): each launch of a
     graph first waits for the shared buffer's last use on another stream. With stream 0 held busy,
     every output is right."""
-    from labkit.gpu.strategy_check import _hold
+    from labkit.gpu.workspaces.strategy_check import _hold
 
     strategy = make()
     runners = [Runner(strategy, seed=i) for i in range(streams)]

@@ -100,7 +100,7 @@ def strategies(repeats: int = 50, name: Optional[str] = None):
     """
     import pandas as pd
 
-    from ..gpu import workloads
+    from ..gpu.workspaces import workloads
 
     t0 = time.perf_counter()
     frames = []

@@ -562,7 +562,7 @@ SOURCES = (
         "classroom_*_x[0-9]*.csv",
         "A class spread over a host's GPUs",
         "8 learner processes moving lesson 03's precision panel non-stop, each on the GPU the class "
-        "hub's spread gives it (`labkit.gpu.spread`), all saving into one cache: per GPU, the lock, "
+        "hub's spread gives it (`labkit.gpu.host.spread`), all saving into one cache: per GPU, the lock, "
         "overlaps, deviations from a process alone on that GPU, lost entries.",
         "bash scripts/gpu.sh classroom2  # GPU",
         _classroom_gpus,

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from ..errors import InvalidSpec
-from ..gpu import spread
+from ..gpu.host import spread
 from ..store.localcache import write_atomic
 from .class_settings import BadSettings, Settings, allowed
 

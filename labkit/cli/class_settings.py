@@ -181,7 +181,7 @@ class Settings:
         env: as root, where ``python -m labkit class start`` builds the learner environment when
             learners cannot run this one.
         python: the interpreter learners' servers run; None: this one.
-        gpus: the host's GPUs; None asks NVML (`labkit.gpu.spread.host_gpus`).
+        gpus: the host's GPUs; None asks NVML (`labkit.gpu.host.spread.host_gpus`).
         as_root: whether each learner has their own account (default: the hub runs as root).
     """
 

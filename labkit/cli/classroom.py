@@ -7,7 +7,7 @@ folder (``LABKIT_CLASS_DIR``, default ``/srv/labkit-class``) holds:
 
     <folder>/                 the class's shared recording (`python -m labkit fill --into <folder>`)
     <folder>/hub/             the hub's database, cookie secret, passwords, GPU record and log (`HUB_DIR`)
-    <folder>/gpu-locks/       one lock folder per GPU for every learner (`labkit.gpu.lock`)
+    <folder>/gpu-locks/       one lock folder per GPU for every learner (`labkit.gpu.host.lock`)
     <folder>/learners/<name>  each learner's home, when learners share the hub's account
     <folder>/learners.txt     who may log in, one name a line (nobody else, unless LABKIT_CLASS_OPEN=anyone)
 
@@ -23,7 +23,7 @@ can run (`class_env.learner_python`). Started as anyone else, every server runs 
 started the hub, each in its own home under ``learners/``: learners are then not isolated from each
 other (JupyterHub's `SimpleLocalProcessSpawner`), and the hub says so as it starts.
 
-**Each learner's server** gets one GPU (`labkit.gpu.spread`), the class's shared recording
+**Each learner's server** gets one GPU (`labkit.gpu.host.spread`), the class's shared recording
 (``LABKIT_SHARED_CACHE``) and the host's lock folder (``LABKIT_GPU_LOCK_DIR``), and starts with
 `main_learner_server`: it copies the lessons it lacks into ``~/labkit-lessons``, runs
 ``python -m labkit warm-kernels`` once per environment, then becomes ``jupyterhub-singleuser``.
@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from ..errors import InvalidSpec
-from ..gpu import spread
+from ..gpu.host import spread
 from . import class_env
 from .class_settings import NAME, BadSettings, Settings, allowed, learners_file, settings
 
@@ -105,7 +105,7 @@ def _folders(s: Settings) -> Dict[str, Path]:
 
 
 def gpu_spread(s: Settings) -> spread.Spread:
-    """The class's `labkit.gpu.spread.Spread`.
+    """The class's `labkit.gpu.host.spread.Spread`.
 
     Args:
         s: the class's settings.
@@ -498,7 +498,7 @@ def gpu_lines(table: Dict[str, dict], gpus: list) -> List[str]:
 
     Args:
         table: the spread's record, learner -> ``gpu`` (UUID), ``running``, ``given_at``.
-        gpus: the host's `labkit.gpu.spread.HostGPU` s.
+        gpus: the host's `labkit.gpu.host.spread.HostGPU` s.
 
     Returns:
         ``GPU 0 (GPU-...): ada since 2026-...; bob since ...`` or ``GPU 1 (GPU-...): free``, then

@@ -378,7 +378,7 @@ def _plan_folder() -> str:
 
 
 def main_warm_kernels() -> int:
-    """``warm-kernels``: `labkit.gpu.kernel_warmup.compile_ahead` on a live GPU.
+    """``warm-kernels``: `labkit.gpu.timing.kernel_warmup.compile_ahead` on a live GPU.
 
     Without one it says why, and exits 0: nothing to do is not an error.
 
@@ -394,7 +394,8 @@ def main_warm_kernels() -> int:
     import os
     import time
 
-    from ..gpu import build_pool, kernel_warmup
+    from ..gpu.cudnn import build_pool
+    from ..gpu.timing import kernel_warmup
 
     t0 = time.perf_counter()
     in_class = build_pool.in_class()  # a class's panels read its recording: few graphs are built

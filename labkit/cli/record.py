@@ -57,7 +57,7 @@ def git_commit() -> Optional[str]:
 def _metadata(out: Path, wall: float, complete: bool, argv, conditions: Optional[dict] = None) -> dict:
     """metadata.json's content; ``commands`` keeps every command that wrote into this folder;
     ``conditions``: experiment -> the GPU conditions of this run's calls of it
-    (`labkit.gpu.conditions.summary`)."""
+    (`labkit.gpu.host.conditions.summary`)."""
     from ..env import environment
 
     commands, old = [], {}
@@ -149,7 +149,7 @@ def every_plan():
     """Inside the block, an autotune waits for every runtime-compiled plan.
 
     A recording and a fill hold complete autotunes: no interactive compile budget
-    (`labkit.gpu.builds.compile_budget_s`), unless ``LABKIT_COMPILE_BUDGET_S`` is set.
+    (`labkit.gpu.cudnn.builds.compile_budget_s`), unless ``LABKIT_COMPILE_BUDGET_S`` is set.
 
     Returns:
         A context manager.
@@ -230,7 +230,7 @@ def _record_calls(out: Path, calls, done: set, fns: dict, seen: dict) -> None:
     import pandas as pd
     from tqdm.auto import tqdm
 
-    from ..gpu import conditions
+    from ..gpu.host import conditions
 
     bar = tqdm(calls, desc="recording", unit="call")
     for name, kwargs in bar:

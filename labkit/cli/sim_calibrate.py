@@ -24,9 +24,10 @@ from typing import Callable, List
 import pandas as pd
 
 from ..errors import LabkitError
-from ..gpu import lock, workloads, workspace
 from ..gpu.device.cuda import CudaDevice
-from ..gpu.runner import Runner
+from ..gpu.host import lock
+from ..gpu.workspaces import workloads, workspace
+from ..gpu.workspaces.runner import Runner
 from ..simgpu import sequences
 from ..simgpu.recorded import ASYNC_CHUNK, Recorded
 from ..spec import ConvSpec
@@ -105,13 +106,13 @@ def allocations(dev, sizes: List[int], hold=None) -> List[dict]:
         dev: the device.
         sizes: the sizes, bytes.
         hold: ``hold(stream, us)`` keeps a stream busy; default a spinning kernel
-            (`labkit.gpu.strategy_check`).
+            (`labkit.gpu.workspaces.strategy_check`).
 
     Returns:
         The rows.
     """
     if hold is None:
-        from ..gpu.strategy_check import _hold as hold  # heavy: imports CuPy
+        from ..gpu.workspaces.strategy_check import _hold as hold  # heavy: imports CuPy
 
     rows = []
     for n in (n for n in sizes if n < dev.free_bytes() // 2):
@@ -197,7 +198,7 @@ def _specs() -> List[ConvSpec]:
 
 def _plan(cg) -> int:
     """The plan a sequence runs: the default, or for lesson 06's race its first plan that uses a
-    workspace (`labkit.gpu.concurrency.scratchpad_race`)."""
+    workspace (`labkit.gpu.workspaces.concurrency.scratchpad_race`)."""
     if cg.spec == workloads.RACE_SPEC:
         return next(p.index for p in cg.runnable if p.workspace_bytes > 0)
     return cg.default_plan.index

@@ -1,13 +1,13 @@
 """``python -m labkit bench sim-fidelity``: the simulated GPU against the live one, same sequences.
 
-On a GPU, each shipped strategy (`labkit.gpu.workloads.BENCH_STRATEGIES`) runs each of
+On a GPU, each shipped strategy (`labkit.gpu.workspaces.workloads.BENCH_STRATEGIES`) runs each of
 `labkit.simgpu.sequences.FIDELITY_WORKLOADS` on 1, 2 and 4 streams, launched from Python and as CUDA
 graphs, twice: on this GPU (`labkit.gpu.device.cuda.CudaDevice`) and on the GPU simulated from this
 GPU's shipped recording (`labkit.simgpu.SimDevice`), through the same code, timed the same way
 (`labkit.simgpu.sequences.run_sequence`: a warm-up, then the median of several timed passes of at
 least 20 calls per stream). Then lesson 06's race: its live experiment
-(`labkit.gpu.concurrency.scratchpad_race`) against the simulated one. One row per configuration goes
-to data/bench/sim_fidelity_<gpu slug>.csv (a .json beside it: the GPU, the commit, how the sequences
+(`labkit.gpu.workspaces.concurrency.scratchpad_race`) against the simulated one. One row per configuration
+goes to data/bench/sim_fidelity_<gpu slug>.csv (a .json beside it: the GPU, the commit, how the sequences
 ran), with the goals (`labkit.simgpu.fidelity`): allocation counts and peak bytes exact; host time
 and GPU time per call within 15 %; the race corrupting in exactly the configurations that corrupt
 live. It prints every row and the sentences that say where the goals are missed, and by how much.
@@ -33,8 +33,9 @@ import pandas as pd
 
 from ..env import environment
 from ..errors import InvalidSpec
-from ..gpu import lock, workloads
 from ..gpu.device.cuda import CudaDevice
+from ..gpu.host import lock
+from ..gpu.workspaces import workloads
 from ..simgpu import SimDevice, fidelity, sequences
 from ..simgpu.recorded import Recorded
 from ..store import recordings
@@ -162,7 +163,7 @@ def race_rows(recorded: Recorded, live: bool) -> List[dict]:
                 source=sim["source"],
             )
             if live:
-                from ..gpu import concurrency  # heavy: imports CuPy
+                from ..gpu.workspaces import concurrency  # heavy: imports CuPy
 
                 try:
                     with lock.hold():

@@ -5,14 +5,14 @@ class where a pick is hard: depthwise and large-kernel depthwise, odd and unalig
 asymmetric kernels, 3-channel stems, grouped and dilated, every dtype, both layouts, all three
 directions), in one process on one GPU:
 
-- **labkit's pick**: `labkit.gpu.autotune.autotune` as a learner's panel runs it (pruning and
+- **labkit's pick**: `labkit.gpu.timing.autotune.autotune` as a learner's panel runs it (pruning and
   short captures included), every plan checked against float64 first;
 - **labkit's exhaustive best**: every correct plan timed to convergence, none cut;
 - **PyTorch's pick**: ``torch.backends.cudnn.benchmark=True`` (channels_last for NHWC;
   ``convolution_backward`` for dgrad and wgrad);
 - the pick, the exhaustive best and PyTorch each as a CUDA graph of the same number of calls,
   replayed in turns for `ROUNDS` rounds; a side's noise is the spread of its round medians;
-- **the kernels each side launched**: CUPTI for every labkit plan (`labkit.gpu.trace`),
+- **the kernels each side launched**: CUPTI for every labkit plan (`labkit.gpu.timing.trace`),
   ``torch.profiler`` for PyTorch, after labkit's tracing is detached;
 - **why**, for every convolution where labkit is slower: the same kernels within the noise, a
   plan autotune cut early, another plan of labkit's with PyTorch's kernels, or a kernel labkit's
@@ -132,7 +132,7 @@ def kernel_key(name: str) -> str:
     Returns:
         The key; "memset" or "memcpy" for those records.
     """
-    from ..gpu.trace import demangle
+    from ..gpu.timing.trace import demangle
 
     s = demangle(name or "").strip()
     low = s.lower()
@@ -153,7 +153,7 @@ def kernel_key(name: str) -> str:
 
 
 def _short(keys) -> str:
-    from ..gpu.trace import kernel_name
+    from ..gpu.timing.trace import kernel_name
 
     names = (kernel_name(k, 80) if k not in ("memset", "memcpy") else k for k in keys)
     return " + ".join(n.replace("::::", "::") for n in names)  # "(anonymous namespace)" dropped
@@ -238,10 +238,11 @@ class _Labkit:
     """labkit's side of one convolution: the graph, its operands, a bound call per plan."""
 
     def __init__(self, spec: ConvSpec):
-        from ..gpu import engine, measure
+        from ..gpu.cudnn import graph_cache, operands
+        from ..gpu.timing import measure
 
-        self.cg = engine.get_graph(spec)
-        self.ops = engine.Operands(spec)
+        self.cg = graph_cache.get_graph(spec)
+        self.ops = operands.Operands(spec)
         self.stream = measure.timing_stream()
 
     def bound(self, index: int):
@@ -249,7 +250,7 @@ class _Labkit:
 
     def exhaustive(self, calls: int) -> Dict[int, object]:
         """Every correct plan timed to convergence (no early stop, no eager stop)."""
-        from ..gpu import measure
+        from ..gpu.timing import measure
 
         out = {}
         for p in self.cg.runnable:
@@ -270,7 +271,7 @@ class _Labkit:
         return out
 
     def replayer(self, index: int, calls: int):
-        from ..gpu import measure
+        from ..gpu.timing import measure
 
         b = self.bound(index)
         graph = measure.capture(b.run, self.stream, calls)
@@ -278,7 +279,7 @@ class _Labkit:
 
     def kernels(self) -> Dict[int, Tuple[str, ...]]:
         """The kernels (and memsets) one call of each correct plan launches, from CUPTI."""
-        from ..gpu import trace
+        from ..gpu.timing import trace
 
         bounds = []
         with trace.Tracer("vs-torch", api=False) as t:
@@ -425,7 +426,8 @@ def run(name: str, *, seconds: float = 520.0, only: Optional[int] = None):
     import pandas as pd
     import torch
 
-    from ..gpu import autotune, engine, measure, trace
+    from ..gpu.cudnn import graph_cache
+    from ..gpu.timing import autotune, measure, trace
     from .bench import _write, require_torch
     from .record import git_commit
 
@@ -542,7 +544,7 @@ def run(name: str, *, seconds: float = 520.0, only: Optional[int] = None):
             flush=True,
         )
         write(False)
-        engine.graphs.clear()
+        graph_cache.graphs.clear()
         cupy.get_default_memory_pool().free_all_blocks()
     trace.detach()  # torch.profiler attaches its own CUPTI client
     for n, call in torch_calls.items():

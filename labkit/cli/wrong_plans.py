@@ -81,7 +81,7 @@ def main(args) -> int:
         return _sweep(args)
     if args.cost is not None:
         return _cost(args)
-    from ..gpu import wrong_plans
+    from ..gpu.checks import wrong_plans
 
     doc = Path(args.doc) if args.doc else wrong_plans.DOC
     rows = wrong_plans.read_table(doc.read_text())
@@ -120,7 +120,7 @@ def _error(value: float) -> str:
 
 def _sweep(args) -> int:
     from .. import env
-    from ..gpu import wrong_plans
+    from ..gpu.checks import wrong_plans
     from ..spec import ConvSpec
 
     fixed = {k: getattr(args, k) for k in ("dtype", "layout", "direction") if getattr(args, k)}
@@ -184,12 +184,14 @@ def _measure_check(spec, group: str) -> dict:
     import cupy
 
     from ..errors import LabkitError
-    from ..gpu import autotune, engine, plan_checks, verify
+    from ..gpu.checks import plan_checks, verify
+    from ..gpu.cudnn import conv_graph, operands
+    from ..gpu.timing import autotune
 
     row = dict(group=group, spec=spec.label)
     try:
-        cg = engine.ConvGraph(spec)
-        ops = engine.Operands(spec)
+        cg = conv_graph.ConvGraph(spec)
+        ops = operands.Operands(spec)
         for _ in range(2):  # the second: CuPy's kernels are compiled by then
             cupy.cuda.get_current_stream().synchronize()
             t0 = time.perf_counter()
@@ -200,7 +202,7 @@ def _measure_check(spec, group: str) -> dict:
         cg.check(ops=ops)
         tune = autotune.autotune(cg, ops, save=False)
         plan_checks.BOOK.clear()  # the same check again on a new graph, every kernel loaded by now
-        again = engine.ConvGraph(spec)
+        again = conv_graph.ConvGraph(spec)
         again.check(ops=ops)
     except LabkitError as exc:
         return dict(row, status=f"{type(exc).__name__}: {exc}"[:160])

@@ -171,11 +171,11 @@ def gpu_label_of(gpu) -> str:
 
 
 def contention_text(turn) -> str:
-    """Words for a live result's turn on the GPU (`labkit.gpu.lock`).
+    """Words for a live result's turn on the GPU (`labkit.gpu.host.lock`).
 
     Args:
         turn: the result's ``attrs['gpu_turn']``: ``contended_by`` (other processes that used the GPU
-            while it was measured, `labkit.gpu.contention`) and ``waited_s`` (seconds).
+            while it was measured, `labkit.gpu.host.contention`) and ``waited_s`` (seconds).
 
     Returns:
         "<b>CONTENDED</b> ..." when another process used the GPU, "waited 2.1 s for the GPU" after a
@@ -197,7 +197,7 @@ def contention_text(turn) -> str:
 def conditions_text(c) -> str:
     """The GPU's conditions during a measurement, in a few words.
 
-    The values are the highest of its samples (`labkit.gpu.conditions`). NVML's throttle reasons drop
+    The values are the highest of its samples (`labkit.gpu.host.conditions`). NVML's throttle reasons drop
     their "software " prefix to fit the line.
 
     Args:

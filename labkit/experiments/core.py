@@ -93,7 +93,8 @@ def experiment(fn):
             from ..store import recordings
 
             return with_model(fn.__name__, recordings.lookup(fn.__name__, request))
-        from ..gpu import conditions, lock, ranges
+        from ..gpu.host import conditions, lock
+        from ..gpu.timing import ranges
 
         # this process's turn on the GPU (other processes queue; let go while plans build); the
         # GPU's clocks, power, temperature while it runs; an NVTX range for Nsight Systems
@@ -221,10 +222,10 @@ def as_spec(value, name="spec") -> ConvSpec:
 def timed_plan(cg, plan_index=None, ops=None, calls: int = 10):
     """One plan timed by CUDA-graph replay, with its own workspace.
 
-    The time allowed is the first plan's budget of `labkit.gpu.autotune` (`labkit.TimedOut` past it).
+    The time allowed is the first plan's budget of `labkit.gpu.timing.autotune` (`labkit.TimedOut` past it).
 
     Args:
-        cg: the built graph (`labkit.gpu.engine.get_graph`).
+        cg: the built graph (`labkit.gpu.cudnn.graph_cache.get_graph`).
         plan_index: the plan; None for the default plan.
         ops: the operands; None makes them here.
         calls: calls per replay.
@@ -232,11 +233,12 @@ def timed_plan(cg, plan_index=None, ops=None, calls: int = 10):
     Returns:
         (the plan, its `Timing`).
     """
-    from ..gpu import autotune, engine
+    from ..gpu.cudnn import operands
+    from ..gpu.timing import autotune
     from ..signals.cancel import Budget
 
     plan = cg.plan(plan_index)
-    ops = ops if ops is not None else engine.Operands(cg.spec, cg.epilogue)
+    ops = ops if ops is not None else operands.Operands(cg.spec, cg.epilogue)
     budget = Budget(autotune.FIRST_PLAN_BUDGET_S, f"plan {plan.index} ({plan.name}) of {cg.spec.label}")
     return plan, autotune.time_plan(cg, plan.index, ops, calls=calls, budget=budget)
 
@@ -254,10 +256,10 @@ def heuristic_row(spec: ConvSpec) -> dict:
         ``plan_name``, ``workspace_bytes``, ``gpu_us``, ``tflops``, ``status`` and ``reason``; only the
         last two after an error (`status_row`).
     """
-    from ..gpu import engine
+    from ..gpu.cudnn import graph_cache
 
     try:
-        cg = engine.get_graph(spec, all_plans=False)
+        cg = graph_cache.get_graph(spec, all_plans=False)
         plan, t = timed_plan(cg)
     except LabkitError as exc:
         return status_row(exc)

@@ -32,10 +32,10 @@ def race(launch: str = "graph", streams: int = 2, min_runs: int = 1024):
         min_runs: the fewest convolutions in all.
 
     Returns:
-        Two rows, ``scratchpad`` shared and per-stream, with `labkit.gpu.concurrency.RaceResult`'s
+        Two rows, ``scratchpad`` shared and per-stream, with `labkit.gpu.workspaces.concurrency.RaceResult`'s
         counts (``mismatches_bitwise`` out of ``runs``).
     """
-    from ..gpu import concurrency
+    from ..gpu.workspaces import concurrency
 
     rows = [
         concurrency.scratchpad_race(shared=sh, launch=launch, streams=streams, min_runs=min_runs).as_dict()
@@ -159,7 +159,7 @@ def _tolerance_of(label: str) -> Optional[float]:
     """`reference.tolerance_for` the spec a `ConvSpec.label` names (None if it cannot be read)."""
     import re
 
-    from ..gpu import reference
+    from ..gpu.checks import reference
     from ..spec import ConvSpec
 
     m = re.match(
@@ -454,7 +454,7 @@ race_reason = explain(
 # ---- hands-on: reproduce the race ---------------------------------------------------------------
 #: the reference solution of the hands-on cell ``%%handson scratchpad_race`` (`labkit.session.handson`)
 SCRATCHPAD_RACE = '''\
-from labkit.gpu.workloads import RACE_SPEC  # a small fp16 NCHW convolution
+from labkit.gpu.workspaces.workloads import RACE_SPEC  # a small fp16 NCHW convolution
 
 gpu = lessons.device()
 

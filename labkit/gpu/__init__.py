@@ -1,19 +1,20 @@
-"""The GPU core. Modules that need CuPy import it themselves; this package imports nothing, so
-``labkit.gpu.reference`` works without a GPU.
+"""The GPU core, in rooms by concept. Modules that need CuPy import it themselves; importing a package
+here imports no CuPy, so ``labkit.gpu.checks.reference`` works without a GPU.
 
-* device: `device` (the seam the strategies and the `Runner` reach a GPU through, real or
-  simulated), `memory` (allocations, guarded buffers), `numerics` (storage formats), `operands`
-  (one convolution's tensors), `lock` (one measurement per GPU), `spread` (a class's GPUs);
-* cuDNN graphs and plans: `engine` (the names callers use, from the modules below), `frontend` (a
-  graph's definition and planning), `conv_graph` (a built graph), `graph_cache`, `saved_plans`,
-  `bound` (one plan ready to launch), `builds` and `build_pool` (runtime-compiled plans built in
-  worker processes), `buildlog` (cuDNN's own log);
-* right results: `reference` (float64 convolutions), `reference_runs`, `plan_checks` and
-  `checked_plans` (every plan checked against float64 before use), `verify`, `wrong_plans`;
-* timing: `measure`, `autotune`, `isolated` (steps in a process that can be stopped),
-  `kernel_warmup`, `conditions` and `contention` (what the GPU was doing), `trace` (CUPTI),
-  `ranges` (NVTX);
-* workspaces: `workspace` (the strategies), `runner`, `workloads`, `concurrency` (the
-  shared-scratchpad race), `unfused` (the epilogue as separate kernels);
-* the classic API: `cudnn_library` and `legacy`.
+* `device`: the seam the strategies and the `Runner` reach a GPU through (real or simulated),
+  `memory` (allocations, guarded buffers) and `numerics` (storage formats);
+* `host`: the machine around the GPU: `lock` (one measurement per GPU), `contention` and
+  `conditions` (what the GPU was doing), `spread` (a class's GPUs), `isolated` (steps in a process
+  that can be stopped);
+* `cudnn`: frontend graphs and their plans: `frontend` (a graph's definition and planning),
+  `conv_graph` (a built graph), `checked_plans`, `bound` (one plan ready to launch), `operands`,
+  `graph_cache`, `saved_plans`, `compiled_plans`, `builds` and `build_pool` (runtime-compiled plans
+  built in worker processes), `buildlog` (cuDNN's own log), `unfused` (the epilogue as separate
+  kernels);
+* `checks`: right results: `reference` (float64 convolutions), `plan_checks`, `reference_runs`,
+  `verify`, `wrong_plans`;
+* `timing`: `measure`, `collector`, `autotune`, `kernel_warmup`, `trace` (CUPTI), `ranges` (NVTX);
+* `workspaces`: `workspace` (the strategies), `runner`, `workloads`, `concurrency` (the
+  shared-scratchpad race), `strategy_check`;
+* `classic`: the classic API, `cudnn_library` and `legacy`.
 """

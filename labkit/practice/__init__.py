@@ -18,7 +18,7 @@ recorded mode a `labkit.simgpu.SimDevice` replaying the recording in use. The sa
 ``gpu.elapsed_us(start, end)``                   GPU microseconds between two events
 ``gpu.capture(fn, s)``                           a CUDA graph of the calls ``fn`` queues (``.launch(s)``)
 ``gpu.synchronize()``                            the host waits for every stream
-``gpu.runner(strategy)``                         a `labkit.gpu.runner.Runner` on a stream of its own
+``gpu.runner(strategy)``                         a `labkit.gpu.workspaces.runner.Runner` on its own stream
 ``conv.wrong_outputs()``                         outputs written since the last look that are wrong
 ``gpu.label``                                    "simulated from the H100 SXM recording", or "measured
                                                  on this H100 SXM"

@@ -1,6 +1,6 @@
 """A convolution's plans under a workspace cap, as a hands-on cell gets them (``gpu.conv(spec,
 workspace_cap=cap)``): live, cuDNN's own graph built with ``deselect_workspace_greater_than(cap)``
-(`labkit.gpu.engine.get_graph`); simulated, `CappedGraph`, the recorded plans that need at most
+(`labkit.gpu.cudnn.graph_cache.get_graph`); simulated, `CappedGraph`, the recorded plans that need at most
 ``cap`` bytes, in the heuristic's order (what that deselection keeps: the recordings' caps.csv counts
 the same plans within each cap as kernels.csv holds, tests/test_handson_07_08.py). Bytes."""
 

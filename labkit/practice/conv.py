@@ -50,9 +50,9 @@ def _graph(practice, spec, cap):
         return practice.device.graph(spec)
     if practice.simulated:
         return CappedGraph(practice.device.graph(spec), cap)
-    from ..gpu import engine  # heavy: imports CuPy (live only)
+    from ..gpu.cudnn import graph_cache  # heavy: imports CuPy (live only)
 
-    return engine.get_graph(spec, workspace_cap=cap)
+    return graph_cache.get_graph(spec, workspace_cap=cap)
 
 
 class Conv:
@@ -187,8 +187,9 @@ class Conv:
         """Live: slot ``j`` against the float64 reference, then poisoned again."""
         import cupy  # heavy: CuPy, live only
 
-        from ..gpu import numerics, reference, verify  # heavy: imports CuPy
-        from ..gpu.frontend import logical_view, role_dtype
+        from ..gpu.checks import reference, verify  # heavy: imports CuPy
+        from ..gpu.cudnn.frontend import logical_view, role_dtype
+        from ..gpu.device import numerics  # heavy: imports CuPy
 
         if self._expected is None:
             self._expected = verify.expected(self.spec, self.operands)

@@ -344,7 +344,7 @@ class Practice(LessonCalls):
         )
 
     def runner(self, strategy, **options):
-        """A `labkit.gpu.runner.Runner` on its own stream whose calls this GPU writes down.
+        """A `labkit.gpu.workspaces.runner.Runner` on its own stream whose calls this GPU writes down.
 
         Args:
             strategy: a workspace `Strategy` made on this GPU (in a hands-on cell: any you make).

@@ -77,7 +77,7 @@ class Conversion:
         copies run once (their kernels loaded outside any capture)."""
         import cupy  # heavy: CuPy, live only
 
-        from ..gpu.frontend import logical_view
+        from ..gpu.cudnn.frontend import logical_view
 
         arrays = self.conv.operands.arrays
         self._nchw = {r: cupy.ascontiguousarray(logical_view(arrays[r], "NHWC")) for r in ("x", "y")}

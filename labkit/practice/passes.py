@@ -1,7 +1,7 @@
 """Passes of convolutions under a workspace strategy on a `labkit.practice.Practice`: the shipped
 strategies set beside a learner's own (`strategy_pass`, `shipped_passes`), and a learner's
 strategy checked on a simulated GPU (`check_simulated`, the simulator's answer to
-`labkit.gpu.strategy_check`, which needs a GPU).
+`labkit.gpu.workspaces.strategy_check`, which needs a GPU).
 
 A pass is a warm-up over the convolutions (first allocations), then the timed pass: host time
 around the launches (the device's clock) and GPU time from the pass's start to its last call's
@@ -10,7 +10,7 @@ end (two CUDA events live; on a simulated GPU the calls' own simulated times, as
 simulated, is the device's own count (its free memory before and after every call, and what is
 still taken after ``close()``), which a learner's strategy cannot get wrong by keeping wrong books;
 live, where the inputs, outputs and cuDNN handles take device memory too, it is the strategy's books
-(a learner's strategy is measured live by `labkit.gpu.strategy_check`). Bytes, microseconds.
+(a learner's strategy is measured live by `labkit.gpu.workspaces.strategy_check`). Bytes, microseconds.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Callable, List, Sequence
 
 from ..gpu import device as devices
-from ..gpu import workloads, workspace
-from ..gpu.runner import Runner, WorkspaceTooSmall
+from ..gpu.workspaces import workloads, workspace
+from ..gpu.workspaces.runner import Runner, WorkspaceTooSmall
 from ..spec import ConvSpec
 from . import findings
 from .findings import Problem
@@ -84,7 +84,7 @@ def _make(strategy, device) -> workspace.Strategy:
     if not isinstance(made, workspace.Strategy):
         from ..errors import InvalidSpec
 
-        raise InvalidSpec("strategy", strategy, "must be a labkit.gpu.workspace.Strategy subclass")
+        raise InvalidSpec("strategy", strategy, "must be a labkit.gpu.workspaces.workspace.Strategy subclass")
     return made
 
 
@@ -205,7 +205,7 @@ def shipped_passes(
         warm: time a pass after a warm-up (False: the first pass, from nothing held).
 
     Returns:
-        One `PassResult` per strategy, in `labkit.gpu.workloads.BENCH_STRATEGIES` order.
+        One `PassResult` per strategy, in `labkit.gpu.workspaces.workloads.BENCH_STRATEGIES` order.
     """
     return [
         strategy_pass(lambda n=n, o=o: workspace.make(n, **o), specs, fresh(), warm=warm)

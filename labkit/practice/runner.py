@@ -1,10 +1,10 @@
-"""`PracticeRunner`: the `labkit.gpu.runner.Runner` of a hands-on cell, its calls written down by its
-`labkit.practice.Practice` (so a check sees what ran between two events)."""
+"""`PracticeRunner`: the `labkit.gpu.workspaces.runner.Runner` of a hands-on cell, its calls written down by
+its `labkit.practice.Practice` (so a check sees what ran between two events)."""
 
 from __future__ import annotations
 
 from ..errors import InvalidSpec
-from ..gpu.runner import CallRecord, Runner
+from ..gpu.workspaces.runner import CallRecord, Runner
 from ..spec import ConvSpec
 
 

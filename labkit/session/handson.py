@@ -102,7 +102,7 @@ def run(name: str, cell: str, namespace: dict) -> bool:
     from ..experiments.checking import wrapped
     from ..experiments.handson_check import hint
     from ..gpu import device as devices
-    from ..gpu.runner import WorkspaceTooSmall
+    from ..gpu.workspaces.runner import WorkspaceTooSmall
 
     if name not in HANDS_ON:
         register_topics()

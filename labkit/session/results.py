@@ -60,7 +60,7 @@ def _has(key: str) -> bool:
 
 
 def contended(df) -> bool:
-    """Whether a result was measured while another process used the GPU (`labkit.gpu.lock`).
+    """Whether a result was measured while another process used the GPU (`labkit.gpu.host.lock`).
 
     Such a result is shown marked, never saved, and measured again once the GPU is free.
 
@@ -80,7 +80,7 @@ def _usable(hit) -> bool:
         return False
     if not contended(hit):
         return True
-    from ..gpu import contention, lock
+    from ..gpu.host import contention, lock
 
     return bool(contention.busy_now(members=lock.members))
 

@@ -13,7 +13,7 @@ from typing import Optional
 from .. import env
 from ..draw.prose import Text
 from ..errors import InvalidSpec
-from ..gpu.spread import given_text as class_gpu_text
+from ..gpu.host.spread import given_text as class_gpu_text
 
 LESSONS = (
     ("00_start_here", "What is on this machine, which mode am I in, how do the panels work?"),
@@ -198,11 +198,12 @@ def _dated(rec, names) -> str:
 
 
 def start_build_workers() -> int:
-    """Live: start the worker processes that build runtime-compiled plans (`labkit.gpu.builds`), at once.
+    """Live: start the worker processes that build runtime-compiled plans (`labkit.gpu.cudnn.builds`), at
+    once.
 
     They start in the background, so they are ready when the first chart needs them. In a class the
     class's shared recording answers most panels: the workers start with the first plan a learner's
-    own measurement builds (`labkit.gpu.build_pool.in_class`).
+    own measurement builds (`labkit.gpu.cudnn.build_pool.in_class`).
 
     Returns:
         How many; 0 in recorded mode, with ``LABKIT_BUILD_WORKERS=0``, or in a class.
@@ -210,7 +211,7 @@ def start_build_workers() -> int:
 
     if not env.mode().live:
         return 0
-    from ..gpu import build_pool
+    from ..gpu.cudnn import build_pool
 
     if build_pool.in_class():
         return 0
@@ -225,7 +226,7 @@ REPORT_WARM_STEP = "labkit.experiments.your_network.worker_steps:warm_step"
 
 def start_report_worker(lesson: Optional[str]) -> bool:
     """Live, in a lesson that draws the network report: start the report's worker process
-    (`labkit.gpu.isolated`) in the background and warm it (`REPORT_WARM_STEP`: labkit's measuring
+    (`labkit.gpu.host.isolated`) in the background and warm it (`REPORT_WARM_STEP`: labkit's measuring
     modules, CUDA and cuDNN), so that the first report does not wait for them; at once.
 
     Not in a class (its shared recording answers the report's defaults) nor with
@@ -239,7 +240,8 @@ def start_report_worker(lesson: Optional[str]) -> bool:
     """
     if lesson is None or "network_report" not in DRAWS.get(lesson, ()):
         return False
-    from ..gpu import build_pool, isolated
+    from ..gpu.cudnn import build_pool
+    from ..gpu.host import isolated
 
     if build_pool.in_class() or not isolated.isolation_on():
         return False
@@ -295,8 +297,8 @@ def show_source(module: str, *names: str) -> Text:
     own code is what a lesson shows open.
 
     Args:
-        module: the module, e.g. ``"gpu.frontend"`` or ``"workspace"`` (a file in labkit/ or one
-            of its folders).
+        module: the module, e.g. ``"gpu.cudnn.frontend"`` or ``"keys"`` (a file in labkit/, its
+            dotted path below labkit/, or a file in one of labkit's folders).
         names: top-level names (``"time_plan"``) or ``"Class.method"``.
 
     Returns:
@@ -311,7 +313,7 @@ def show_source(module: str, *names: str) -> Text:
         raise InvalidSpec(
             "module",
             module,
-            "must name a file in labkit/ or one of its folders (e.g. 'workspace', 'gpu.workspace')",
+            "must name a file in labkit/ or one of its folders (e.g. 'keys', 'gpu.workspaces.workspace')",
         )
     src = path.read_text()
     tree = ast.parse(src)

@@ -85,7 +85,7 @@ class Budget:
     between replays, between plan builds) and is stopped with `labkit.TimedOut` once the budget is
     spent: a slow part is never waited on past its budget plus the one call in flight. A call that
     never returns cannot be stopped from inside its process: the network report runs its steps in a
-    worker process for that (`labkit.gpu.isolated`).
+    worker process for that (`labkit.gpu.host.isolated`).
 
     Args:
         seconds: wall time allowed, in seconds (> 0); None for no limit.

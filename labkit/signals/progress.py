@@ -2,7 +2,7 @@
 each part it measures, and whoever listens in the same thread (a live panel) can draw it before
 the rest is measured; a measurement announces the part it is about to do ("timing plan 6
 (eng1) of ..."), and whoever listens (the report CLI's progress bar, the worker process of
-`labkit.gpu.isolated`, which passes it to its caller) can say where it is, or where it was when
+`labkit.gpu.host.isolated`, which passes it to its caller) can say where it is, or where it was when
 it was stopped.
 
 An experiment calls ``report(make_frame, done, total, unit)`` after each part (a dtype, a plan,
@@ -105,7 +105,7 @@ def announcing(listener: Callable[[str], None]):
 def announce(phase: str) -> None:
     """Say what a measurement is about to do, e.g. "timing plan 6 (eng1)" or "building every plan".
 
-    A step stopped from outside (`labkit.gpu.isolated`) can then say where it was. Without a listener
+    A step stopped from outside (`labkit.gpu.host.isolated`) can then say where it was. Without a listener
     this does nothing.
 
     Args:

@@ -4,7 +4,7 @@
 measurements: streams are queues with events, a convolution call is its plan's recorded kernels
 after its recorded launch time, memory follows CUDA's rules as measured (cudaFree waits for the
 device, the pools cache), and a sanitizer reports races, use-after-free, under-sized workspaces
-and leaks. The workspace strategies and the `labkit.gpu.runner.Runner` run on it unchanged: make
+and leaks. The workspace strategies and the `labkit.gpu.workspaces.runner.Runner` run on it unchanged: make
 it current with `labkit.gpu.device.use` (or `simulated`) and the same code that runs on a GPU
 runs here. Every number it gives is "simulated from the <GPU> recording" (``provenance``), never
 a measurement; a number the recording lacks is never made up (`labkit.NotRecorded`).

@@ -1,4 +1,4 @@
-"""Convolutions on a simulated GPU, as the `labkit.gpu.runner.Runner` sees them: a graph's recorded
+"""Convolutions on a simulated GPU, as the `labkit.gpu.workspaces.runner.Runner` sees them: a graph's recorded
 plans, a plan bound to a workspace (its ``run`` replays the recorded call: rules 4 and 5 of
 `labkit.simgpu.device`), a captured CUDA graph, and operands that hold no numbers. Sizes in bytes,
 times in microseconds."""
@@ -31,7 +31,7 @@ class SimPlan:
 
 
 class SimGraph:
-    """A convolution's recorded plans, in the shape of `labkit.gpu.engine.ConvGraph`.
+    """A convolution's recorded plans, in the shape of `labkit.gpu.cudnn.conv_graph.ConvGraph`.
 
     Every recorded plan computed the right result when it was recorded (the recordings keep only
     those), so all of them are ``runnable``; the default is the recorded heuristic's pick.

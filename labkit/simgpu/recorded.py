@@ -23,7 +23,7 @@ import pandas as pd
 
 from ..env import gpu_slug
 from ..errors import NotRecorded
-from ..gpu.workloads import ONE_CONV
+from ..gpu.workspaces.workloads import ONE_CONV
 from ..spec import ConvSpec
 from ..store import recordings
 from .calibration import CALIBRATE, CALIBRATED, Calibration  # noqa: F401  (CALIBRATED: its rows' kinds)

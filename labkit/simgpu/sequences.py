@@ -1,6 +1,6 @@
 """The same call sequences on any device, live or simulated: what ``bench sim-fidelity`` compares.
 
-`run_sequence` runs one workspace strategy over a workload (`labkit.gpu.workloads`) on 1, 2 or 4
+`run_sequence` runs one workspace strategy over a workload (`labkit.gpu.workspaces.workloads`) on 1, 2 or 4
 streams that share the strategy, launched from Python (call by call, the streams in turn) or as CUDA
 graphs (each stream's pass captured once, then the graphs launched back to back). First come
 ``warmup`` untimed passes from Python (first allocations, bindings; a graph's first launch is untimed
@@ -25,8 +25,8 @@ from typing import List
 
 from ..errors import InvalidSpec
 from ..gpu import device as devices
-from ..gpu import workloads, workspace
-from ..gpu.runner import Runner
+from ..gpu.workspaces import workloads, workspace
+from ..gpu.workspaces.runner import Runner
 from .device import SimDevice
 
 LAUNCHES = ("python", "graph")
@@ -52,7 +52,7 @@ def repeats_for(workload: str) -> int:
     """How many times a pass runs a workload's sequence: enough for `MIN_CALLS` calls.
 
     Args:
-        workload: a workload's name (`labkit.gpu.workloads`).
+        workload: a workload's name (`labkit.gpu.workspaces.workloads`).
 
     Returns:
         The repeats (at least 1).
@@ -117,9 +117,9 @@ def run_sequence(
 
     Args:
         device: a `labkit.gpu.device.Device` (live or simulated).
-        strategy: a strategy's name (`labkit.gpu.workspace.STRATEGIES`).
+        strategy: a strategy's name (`labkit.gpu.workspaces.workspace.STRATEGIES`).
         options: its options.
-        workload: one of `labkit.gpu.workloads.WORKLOADS` but "pressure".
+        workload: one of `labkit.gpu.workspaces.workloads.WORKLOADS` but "pressure".
         streams: streams sharing the strategy.
         launch: "python" or "graph".
         repeats: the workload's sequence per pass; default `repeats_for` (at least `MIN_CALLS` calls).
@@ -209,7 +209,7 @@ def race(
     shared: bool, launch: str = "graph", *, streams: int = 2, min_runs: int = 1024, recording=None
 ) -> dict:
     """Lesson 06's race on a simulated GPU: ``streams`` streams, one scratchpad for all (``shared``)
-    or one each, `RACE_CONVS` calls of `labkit.gpu.workloads.RACE_SPEC` per stream per round.
+    or one each, `RACE_CONVS` calls of `labkit.gpu.workspaces.workloads.RACE_SPEC` per stream per round.
 
     Args:
         shared: one scratchpad for every stream.

@@ -1,6 +1,6 @@
 """What a workspace request is, and the keys a workspace cache can file it under.
 
-No CuPy here, so lessons can use these in recorded mode. `labkit.gpu.workspace` re-exports them.
+No CuPy here, so lessons can use these in recorded mode. `labkit.gpu.workspaces.workspace` re-exports them.
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ and autotune them. labkit saves two kinds of plan per graph (`KINDS`): the heuri
 graph built with only that plan holds) and the autotune winner (with what autotuning measured). A
 third kind, `COMPILED`, keeps every plan whose kernel cuDNN compiled at run time, whichever was
 chosen, so a later build of its graph deserializes it instead of compiling it again
-(`labkit.gpu.compiled_plans`; their number is bounded: `PlanStore.trim`).
-This module is the file handling only; `labkit.gpu.saved_plans` (``save_plan``, ``load_plan``)
+(`labkit.gpu.cudnn.compiled_plans`; their number is bounded: `PlanStore.trim`).
+This module is the file handling only; `labkit.gpu.cudnn.saved_plans` (``save_plan``, ``load_plan``)
 serializes and deserializes.
 
 Where: next to this GPU's recording (`labkit.store.localcache`), under the cache folder:
@@ -49,7 +49,7 @@ from . import localcache, machine
 SCHEMA_VERSION = 1
 #: what a saved plan is: the heuristic's pick, or the fastest plan autotuning found
 KINDS = ("heuristic", "autotuned")
-#: the kind of a runtime-compiled plan kept for its compiled kernel (`labkit.gpu.compiled_plans`),
+#: the kind of a runtime-compiled plan kept for its compiled kernel (`labkit.gpu.cudnn.compiled_plans`),
 #: keyed by its graph and its name, whether or not it was chosen
 COMPILED = "compiled"
 #: identity fields a saved plan must match to be deserialized (also checked inside each file)
@@ -89,7 +89,7 @@ def key_text(graph_key) -> str:
     """A graph key as canonical text.
 
     Args:
-        graph_key: `labkit.gpu.conv_graph.graph_key`'s nested tuples of plain values.
+        graph_key: `labkit.gpu.cudnn.conv_graph.graph_key`'s nested tuples of plain values.
 
     Returns:
         Its JSON, keys sorted, without spaces.

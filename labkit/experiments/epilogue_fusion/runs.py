@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from ...errors import LabkitError
-from ...gpu.unfused import DTYPES, UnfusedPath, check_spec
+from ...gpu.cudnn.unfused import DTYPES, UnfusedPath, check_spec
 from ...signals.cancel import Budget
 from ...signals.progress import report
 from ...spec import ConvSpec
@@ -48,7 +48,7 @@ def fusion(spec: ConvSpec = BASE, epilogues: Sequence[str] = ("bias_relu", "bias
     Returns:
         One row per (epilogue, ``path``). ``path``: ``fused`` runs the heuristic's first plan for the
         fused graph (what a framework that does not autotune gets); ``fused, autotuned`` the fastest
-        of every plan cuDNN offers for it (`labkit.gpu.autotune`); ``unfused`` the heuristic conv plan
+        of every plan cuDNN offers for it (`labkit.gpu.timing.autotune`); ``unfused`` the heuristic conv plan
         and three (or two) CuPy kernels. ``gpu_us`` is the replay median; ``allocated_bytes`` the
         tensors and workspace each path allocates (real allocations); ``modelled_hbm_bytes`` what each
         path must move through HBM (a model from tensor sizes); ``achieved_gb_s`` that model over the
@@ -56,7 +56,10 @@ def fusion(spec: ConvSpec = BASE, epilogues: Sequence[str] = ("bias_relu", "bias
     """
     import cupy
 
-    from ...gpu import autotune, builds, engine, measure, numerics, reference, verify
+    from ...gpu.checks import reference, verify
+    from ...gpu.cudnn import builds, frontend, graph_cache, operands
+    from ...gpu.device import numerics
+    from ...gpu.timing import autotune, measure
 
     spec = as_spec(spec)
     check_spec(spec)
@@ -72,7 +75,7 @@ def fusion(spec: ConvSpec = BASE, epilogues: Sequence[str] = ("bias_relu", "bias
 
     def case(epi):
         if epi not in cases:
-            ops = engine.Operands(spec, epi)
+            ops = operands.Operands(spec, epi)
             cases[epi] = (ops, verify.expected(spec, ops))
         return cases[epi]
 
@@ -98,7 +101,7 @@ def fusion(spec: ConvSpec = BASE, epilogues: Sequence[str] = ("bias_relu", "bias
         )
 
     def fused(epi):  # the heuristic's fused plan: what a framework that does not autotune gets
-        cg = engine.get_graph(spec, epi, all_plans=False)
+        cg = graph_cache.get_graph(spec, epi, all_plans=False)
         plan, t = timed_plan(cg, ops=case(epi)[0])
         return fused_row(epi, cg, plan, t.median_us)
 
@@ -126,7 +129,7 @@ def fusion(spec: ConvSpec = BASE, epilogues: Sequence[str] = ("bias_relu", "bias
         with stream:
             path.run()
         stream.synchronize()
-        got = engine.logical_view(numerics.decode(path.output, spec.output_dtype), spec.layout)
+        got = frontend.logical_view(numerics.decode(path.output, spec.output_dtype), spec.layout)
         inter = path.intermediate_bytes
         moved = _bytes_model(spec, epi, False)
         return dict(
@@ -150,7 +153,7 @@ def fusion(spec: ConvSpec = BASE, epilogues: Sequence[str] = ("bias_relu", "bias
     # compile budget is spent is left out of the autotune (its row says how many: plans_cut)
     seconds = builds.compile_budget_s()
     compiles = None if seconds is None else Budget(seconds, "compiling the fused graphs' plans")
-    engine.build_ahead([(spec, epi, None) for epi in epilogues])
+    graph_cache.build_ahead([(spec, epi, None) for epi in epilogues])
     for e, p in order:
         epi = epilogues[e]
         try:

@@ -23,7 +23,7 @@ from ...draw.plots import (
     shape_label,
 )
 from ...draw.units import PLAIN_TICKS, SIZE_AXIS, in_unit, log_axis, nice_step
-from ...gpu.plan_checks import is_wrong
+from ...gpu.checks.plan_checks import is_wrong
 from .noise import caps_noise
 from .runs import BUILD_STAGES
 

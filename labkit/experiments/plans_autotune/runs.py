@@ -32,10 +32,11 @@ def plans(spec: ConvSpec = BASE):
         the plan run without autotuning (the first choice, or its next correct plan when the first
         choice is wrong); ``best``, ``worst``, ``candidates`` and ``deterministic`` (as cuDNN marks it).
     """
-    from ...gpu import autotune, engine
+    from ...gpu.cudnn import graph_cache
+    from ...gpu.timing import autotune
 
     spec = as_spec(spec)
-    cg = engine.get_graph(spec)
+    cg = graph_cache.get_graph(spec)
     heuristic, first = cg.default_plan.index, cg.heuristic_plan.index
 
     def table(rows, deterministic=None):
@@ -80,11 +81,12 @@ def caps(spec: ConvSpec = BASE, caps: Sequence[Optional[int]] = CAPS):
         ``workspace_bytes`` and ``gpu_us`` (``gpu_us_p10``/``_p90``: the spread of its repeated
         timings), ``slowdown_vs_unlimited``, ``status``.
     """
-    from ...gpu import autotune, engine
+    from ...gpu.cudnn import graph_cache
+    from ...gpu.timing import autotune
 
     spec = as_spec(spec)
     order = sorted(range(len(caps)), key=lambda i: caps[i] is not None)  # unlimited first: the yardstick
-    engine.build_ahead(
+    graph_cache.build_ahead(
         [(spec, "none", caps[i]) for i in order]
     )  # every cap's compiles at once, while the first is timed
     done = {}
@@ -102,7 +104,7 @@ def caps(spec: ConvSpec = BASE, caps: Sequence[Optional[int]] = CAPS):
     for i in order:
         cap = caps[i]
         try:
-            cg = engine.get_graph(spec, workspace_cap=cap)
+            cg = graph_cache.get_graph(spec, workspace_cap=cap)
             tuned = autotune.autotune(cg, timed=timed)
             timed.update((r["plan_name"], r) for r in tuned.table.to_dict("records") if r["status"] == "ok")
             best = tuned.table[tuned.table.plan_index == tuned.best_index].iloc[0]
@@ -153,7 +155,8 @@ def build_cost(spec: ConvSpec = BASE):
     """
     import tempfile
 
-    from ...gpu import autotune, engine
+    from ...gpu.cudnn import conv_graph, graph_cache, saved_plans
+    from ...gpu.timing import autotune
     from ...store import machine, plan_store
 
     spec = as_spec(spec)
@@ -167,21 +170,21 @@ def build_cost(spec: ConvSpec = BASE):
         report(lambda: to_frame(rows), len(rows), len(BUILD_STAGES), "build stages")
         return out
 
-    cache = engine.GraphCache(4, saved_plans=False)  # nothing loaded from disk: these are real builds
+    cache = graph_cache.GraphCache(4, saved_plans=False)  # nothing loaded from disk: these are real builds
     timed(BUILD_STAGES[0], lambda: cache.get(spec, all_plans=False))
-    timed(BUILD_STAGES[1], lambda: engine.ConvGraph(spec, all_plans=False))
+    timed(BUILD_STAGES[1], lambda: conv_graph.ConvGraph(spec, all_plans=False))
     timed(BUILD_STAGES[2], lambda: cache.get(spec, all_plans=False))
     full = timed(
-        BUILD_STAGES[3], lambda: engine.ConvGraph(spec, parallel=False)
+        BUILD_STAGES[3], lambda: conv_graph.ConvGraph(spec, parallel=False)
     )  # what cuDNN costs in one process
     tuned = timed(BUILD_STAGES[4], lambda: autotune.autotune(full, save=False))
     with tempfile.TemporaryDirectory(prefix="labkit-build-cost-") as tmp:
         store = plan_store.PlanStore(tmp, machine.this_identity() or machine.identity())
         path = timed(
-            BUILD_STAGES[5], lambda: engine.save_plan(full, tuned.best_index, "autotuned", store=store)
+            BUILD_STAGES[5], lambda: saved_plans.save_plan(full, tuned.best_index, "autotuned", store=store)
         )
         loaded = (
-            timed(BUILD_STAGES[6], lambda: engine.load_plan(spec, kind="autotuned", store=store))
+            timed(BUILD_STAGES[6], lambda: saved_plans.load_plan(spec, kind="autotuned", store=store))
             if path
             else None
         )

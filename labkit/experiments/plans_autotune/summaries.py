@@ -6,7 +6,7 @@ import math
 
 from ...draw.plots import first_value, fmt_bytes, fmt_seconds, fmt_us, ok_rows, request_spec
 from ...draw.prose import Text, where
-from ...gpu.plan_checks import is_wrong
+from ...gpu.checks.plan_checks import is_wrong
 from .charts import cap_label
 from .noise import caps_noise, plans_beside
 from .runs import BUILD_STAGES

@@ -38,14 +38,15 @@ def precision(spec: ConvSpec = BASE, dtypes: Sequence[str] = DTYPES):
         dtype: the arithmetic alone), and ``rel_error_vs_fp64_inputs`` against the float64 convolution
         of the data before rounding (what choosing the dtype costs in total).
     """
-    from ...gpu import engine, verify
+    from ...gpu.checks import verify
+    from ...gpu.cudnn import graph_cache
 
     spec, rows = as_spec(spec), []
     for d in dtypes:
         s = spec.replace(dtype=d)
         row = dict(dtype=d, layout=s.layout, direction=s.direction, flops=s.flops)
         try:
-            cg = engine.get_graph(s, all_plans=False)
+            cg = graph_cache.get_graph(s, all_plans=False)
             check = verify.check_plan(s, graph=cg, vs_unrounded=True)
             plan, t = timed_plan(cg)
             row.update(
@@ -86,24 +87,25 @@ def layout(spec: ConvSpec = BASE):
     """
     import cupy
 
-    from ...gpu import engine, measure
+    from ...gpu.cudnn import frontend, graph_cache, operands
+    from ...gpu.timing import measure
 
     spec, rows = as_spec(spec), []
     for lay in LAYOUTS:
         s = spec.replace(layout=lay)
         row = dict(layout=lay, dtype=s.dtype, direction=s.direction)
         try:
-            cg = engine.get_graph(s, all_plans=False)
-            ops = engine.Operands(s)  # timed, then reused as the conversion's buffers
+            cg = graph_cache.get_graph(s, all_plans=False)
+            ops = operands.Operands(s)  # timed, then reused as the conversion's buffers
             plan, t = timed_plan(cg, ops=ops)
             convert = 0.0
             if lay == "NHWC":
                 stream = measure.timing_stream()
-                ins = [r for r in engine.INPUT_ROLES[s.direction] if r != "w"]
-                out = engine.OUTPUT_ROLE[s.direction]
+                ins = [r for r in frontend.INPUT_ROLES[s.direction] if r != "w"]
+                out = frontend.OUTPUT_ROLE[s.direction]
                 with stream:  # copied on the stream that then times the conversion, in order
                     nchw = {
-                        r: cupy.ascontiguousarray(engine.logical_view(ops.arrays[r], "NHWC"))
+                        r: cupy.ascontiguousarray(frontend.logical_view(ops.arrays[r], "NHWC"))
                         for r in ins + [out]
                     }
 

@@ -1,7 +1,7 @@
 """Lesson 10, under the hood: the kernels each plan launches, the GPU timeline of each workspace
 strategy, the race's overlapping streams, and cuDNN's own log of a build.
 
-Every number here comes from a traced run (`labkit.gpu.trace`: CUPTI activity records), separate
+Every number here comes from a traced run (`labkit.gpu.timing.trace`: CUPTI activity records), separate
 from any timing run: a trace adds host time to every CUDA call, so traced durations are what the
 GPU did while traced, and the host times shown (``host_us``) were measured untraced before it.
 

@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 
 from ...draw.names import plan_labels
 from ...draw.plots import COLORS, NOTE_CHARS, finish, fmt_us, grid, new_figure, ok_rows, wrap
-from ...gpu.workloads import ONE_CONV
+from ...gpu.workspaces.workloads import ONE_CONV
 from .race_trace import band_words, overlap_stretches, overlap_total, why_they_met
 from .runs import RACE_CONVS, TRACED_CALLS, heuristic_plan
 

@@ -1,7 +1,7 @@
 """Lesson 10's hands-on cell, ``%%handson idle_time``: the learner finds where the GPU waited for the
 host in a trace (the strategies' traced passes, `strategy_timeline`: measured on this GPU live,
 the recording's trace otherwise); its reference solution and the check, against labkit's own
-reading of the same rows (`labkit.gpu.trace.busy_us`). Microseconds."""
+reading of the same rows (`labkit.gpu.timing.trace.busy_us`). Microseconds."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import math
 
 from ... import env
 from ...draw.plots import fmt_us
-from ...gpu import trace as traces
+from ...gpu.timing import trace as traces
 from ...practice.findings import Problem
 from ..checking import CheckResult, emit
 from ..core import result
@@ -49,7 +49,8 @@ HINTS = {
 
 
 def _truth(df) -> dict:
-    """Strategy -> labkit's idle microseconds of its traced pass (span less busy, `labkit.gpu.trace`)."""
+    """Strategy -> labkit's idle microseconds of its traced pass (span less busy,
+    `labkit.gpu.timing.trace`)."""
     out = {}
     for s, sub in df.groupby("strategy", sort=False):
         dev = traces.device_rows(sub)

@@ -12,7 +12,7 @@ from typing import List, Optional, Tuple
 import numpy as np
 
 from ...draw.plots import fmt_us
-from ...gpu.trace import device_rows, merged_spans, overlap_spans
+from ...gpu.timing.trace import device_rows, merged_spans, overlap_spans
 
 #: a pause: a stretch with no device work during which at least this many launches ended
 PAUSE_QUEUED = 3

@@ -1,4 +1,4 @@
-"""The run functions of lesson 10, each a traced run (`labkit.gpu.trace`: CUPTI activity records)
+"""The run functions of lesson 10, each a traced run (`labkit.gpu.timing.trace`: CUPTI activity records)
 in one trace session: `kernels` (the kernels each plan launches), `fusion_kernels` (fused against
 unfused), `strategy_timeline` (each workspace strategy's GPU timeline), `race_timeline` (the
 race's overlapping streams), and `build_log` (cuDNN's own log of a build, untraced). Microseconds;
@@ -44,7 +44,7 @@ def _kernel_rows(dev, calls: int, **tags) -> list:
 def _traced(fn, calls: int, stream, label: str):
     """``fn`` run ``calls`` times under a tracer, after one untraced warm-up call and one
     traced call that is not kept (CUPTI's set-up of each kernel): its device rows."""
-    from ...gpu import trace
+    from ...gpu.timing import trace
 
     with stream:
         fn()
@@ -62,12 +62,12 @@ def _traced(fn, calls: int, stream, label: str):
 
 
 def _traced_experiment(fn):
-    """Run ``fn`` in one `labkit.gpu.trace.session` (CUPTI attached and warmed before its traces,
+    """Run ``fn`` in one `labkit.gpu.timing.trace.session` (CUPTI attached and warmed before its traces,
     detached after them), keeping its name and doc for `experiment`."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        from ...gpu import trace
+        from ...gpu.timing import trace
 
         with trace.session():
             return fn(*args, **kwargs)
@@ -89,12 +89,13 @@ def kernels(spec: ConvSpec = BASE):
         ``kernels_per_call``, ``plan_kernel_us`` (the kernels' time per call, traced) and ``host_us``
         (host time to launch one call, measured untraced before the trace).
     """
-    from ...gpu import engine, measure
-    from ...gpu.ranges import annotate
+    from ...gpu.cudnn import graph_cache, operands
+    from ...gpu.timing import measure
+    from ...gpu.timing.ranges import annotate
 
     spec = as_spec(spec)
-    cg = engine.get_graph(spec)
-    ops = engine.Operands(spec)
+    cg = graph_cache.get_graph(spec)
+    ops = operands.Operands(spec)
     stream = measure.timing_stream()
     rows = []
     plans = cg.runnable
@@ -159,13 +160,14 @@ def fusion_kernels(spec: ConvSpec = BASE, epilogue: str = "bias_relu"):
         One row per kernel of each ``path`` (fused, unfused): its role, launches and time per call;
         per path ``kernels_per_call`` and ``path_kernel_us``.
     """
-    from ...gpu import engine, measure, unfused
+    from ...gpu.cudnn import graph_cache, operands, unfused
+    from ...gpu.timing import measure
 
     spec = as_spec(spec)
     unfused.check_spec(spec)
     stream = measure.timing_stream()
-    ops = engine.Operands(spec, epilogue)
-    fused = engine.get_graph(spec, epilogue, all_plans=False)
+    ops = operands.Operands(spec, epilogue)
+    fused = graph_cache.get_graph(spec, epilogue, all_plans=False)
     fplan = fused.default_plan
     fb = fused.bind_with_workspace(ops.arrays, fplan.index, stream)
     plain = unfused.UnfusedPath(spec, ops, stream)
@@ -190,11 +192,11 @@ def strategy_timeline(workload: str = "one_conv", calls: int = 8):
     """The GPU timeline of a few calls of a workload under each workspace strategy, in steady state.
 
     Every kernel is on its stream and the allocation, launch and synchronisation calls on the host,
-    traced (`labkit.gpu.workloads.traced_pass`). Times are microseconds from the strategy's first
+    traced (`labkit.gpu.workspaces.workloads.traced_pass`). Times are microseconds from the strategy's first
     traced record.
 
     Args:
-        workload: one of `labkit.gpu.workloads.WORKLOADS` but "pressure".
+        workload: one of `labkit.gpu.workspaces.workloads.WORKLOADS` but "pressure".
         calls: calls per pass, 1 to 64.
 
     Returns:
@@ -203,7 +205,7 @@ def strategy_timeline(workload: str = "one_conv", calls: int = 8):
         the pass in which the GPU waited for the host, from a pass traced with device records only);
         ``idle_share_api`` is the pass drawn (API calls traced too: CUPTI's host time widens the gaps).
     """
-    from ...gpu import workloads
+    from ...gpu.workspaces import workloads
 
     if isinstance(calls, bool) or not isinstance(calls, int) or not 1 <= calls <= 64:
         raise InvalidSpec("calls", calls, "must be an int from 1 to 64")
@@ -256,7 +258,8 @@ def race_timeline(launch: str = "graph", streams: int = 2):
         One row per kernel and API call; per frame ``overlap_us`` (stream 1 and stream 2 running at
         once: when a shared workspace is overwritten), ``busy_us``, ``corrupted`` and ``runs``.
     """
-    from ...gpu import concurrency, trace
+    from ...gpu.timing import trace
+    from ...gpu.workspaces import concurrency
 
     if isinstance(streams, bool) or not isinstance(streams, int) or not 2 <= streams <= 4:
         raise InvalidSpec("streams", streams, "must be an int from 2 to 4")
@@ -285,7 +288,7 @@ def race_timeline(launch: str = "graph", streams: int = 2):
 def build_log(spec: ConvSpec = BASE, epilogue: str = "none"):
     """Building a convolution's graph (every candidate plan) in a fresh process, with cuDNN's logs on.
 
-    The frontend's log is at INFO and the backend's at warnings (`labkit.gpu.buildlog`).
+    The frontend's log is at INFO and the backend's at warnings (`labkit.gpu.cudnn.buildlog`).
 
     Args:
         spec: the convolution.
@@ -295,7 +298,7 @@ def build_log(spec: ConvSpec = BASE, epilogue: str = "none"):
         One row per log line (``source``, ``line``, ``text``; tensor dumps and blank lines left out),
         with ``engine`` where a line names one.
     """
-    from ...gpu import buildlog
+    from ...gpu.cudnn import buildlog
 
     spec = as_spec(spec)
     got = buildlog.capture(spec, epilogue)

@@ -72,7 +72,7 @@ def _one_conv_arena(df):
 def _lesson_02_call(df) -> str:
     """For the convolution lesson 02 runs (its ``one_conv``): the heuristic plan's host time here
     beside lesson 02's, and why they differ; else empty."""
-    from ...gpu.workloads import ONE_CONV
+    from ...gpu.workspaces.workloads import ONE_CONV
     from .runs import heuristic_plan
 
     ok = ok_rows(df)

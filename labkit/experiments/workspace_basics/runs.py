@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from ...errors import InvalidSpec, LabkitError
-from ...gpu.legacy import DTYPE_PLAN
+from ...gpu.classic.legacy import DTYPE_PLAN
 from ...signals.progress import report
 from ...spec import DTYPES, LAYOUTS, ConvSpec
 from ..core import BASE, as_spec, experiment, heuristic_row, status_row, to_frame
@@ -27,9 +27,9 @@ def algorithms(spec: ConvSpec = BASE.replace(layout="NCHW"), workspace_limit_byt
 
     Returns:
         One row per algorithm (IMPLICIT_GEMM ... WINOGRAD_NONFUSED): status, workspace (bytes) and time
-        (us), after ``dtype`` and ``layout`` (`labkit.gpu.legacy.algorithm_table`).
+        (us), after ``dtype`` and ``layout`` (`labkit.gpu.classic.legacy.algorithm_table`).
     """
-    from ...gpu import legacy
+    from ...gpu.classic import legacy
 
     df = legacy.algorithm_table(as_spec(spec), workspace_limit_bytes=workspace_limit_bytes)
     df.insert(0, "dtype", spec.dtype)
@@ -92,11 +92,11 @@ def workspace_sizes(spec: ConvSpec = BASE):
     Returns:
         One row per variant: ``plans``, heuristic, min and max workspace (bytes), ``status``;
         ``plans_cut``: runtime-compiled plans still compiling when the compile budget was spent
-        (`labkit.gpu.builds.compile_budget_s`; fill and record wait for every plan).
+        (`labkit.gpu.cudnn.builds.compile_budget_s`; fill and record wait for every plan).
     """
     import itertools
 
-    from ...gpu import builds, engine
+    from ...gpu.cudnn import builds, graph_cache
     from ...signals.cancel import Budget
 
     spec, rows = as_spec(spec), []
@@ -107,7 +107,7 @@ def workspace_sizes(spec: ConvSpec = BASE):
             specs[d, lay, direction] = spec.replace(dtype=d, layout=lay, direction=direction)
         except LabkitError:
             pass  # an impossible variant: its row says why below
-    engine.build_ahead(
+    graph_cache.build_ahead(
         [(s, "none", None) for s in specs.values()]
     )  # every variant's compiles at once, in the workers
     seconds = builds.compile_budget_s()
@@ -116,7 +116,7 @@ def workspace_sizes(spec: ConvSpec = BASE):
         row = dict(dtype=d, layout=lay, direction=direction)
         try:
             s = specs.get((d, lay, direction)) or spec.replace(dtype=d, layout=lay, direction=direction)
-            cg = engine.get_graph(s, compile_budget_s=None if compiles is None else compiles.left)
+            cg = graph_cache.get_graph(s, compile_budget_s=None if compiles is None else compiles.left)
             ws = [p.workspace_bytes for p in cg.built]  # what cuDNN asks for: no plan runs here
             row.update(
                 plans=len(ws),

@@ -32,7 +32,7 @@ TIME_ROW_PX = 48
 BAR_ROW_PX = 34
 #: room between the time plot and the bar plots: the time axis, its note, the bar plots' legends (px)
 GAP_PX = 170
-#: strategies the grid is laid out for (`labkit.gpu.workloads.BENCH_STRATEGIES`)
+#: strategies the grid is laid out for (`labkit.gpu.workspaces.workloads.BENCH_STRATEGIES`)
 ROWS = 8
 #: font size of every mark's label, legend and axis (px): readable at 1366x768
 FONT_PX = 12

@@ -1,5 +1,5 @@
 """Lesson 02's hands-on cells: a workspace strategy the learner writes, its reference solution
-(`labkit.session.handson`) and its check (`labkit.gpu.strategy_check`, on a GPU)."""
+(`labkit.session.handson`) and its check (`labkit.gpu.workspaces.strategy_check`, on a GPU)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from ..handson_check import beside, verdict
 # ---- hands-on: a strategy of your own ---------------------------------------------------------------
 #: the reference solution of lesson 02's hands-on cell (`labkit.session.handson`)
 OWN_STRATEGY_SOURCE = '''\
-from labkit.gpu.workspace import Strategy
+from labkit.gpu.workspaces.workspace import Strategy
 
 
 class MyStrategy(Strategy):
@@ -52,7 +52,7 @@ def own_strategy(strategy=None) -> CheckResult:
     """Lesson 02 hands-on: run your `Strategy` through the Runner beside the built-in ones (GPU).
 
     Args:
-        strategy: your `labkit.gpu.workspace.Strategy` subclass.
+        strategy: your `labkit.gpu.workspaces.workspace.Strategy` subclass.
 
     Returns:
         A `CheckResult`: correct when every output matches float64, nothing is left after
@@ -65,7 +65,7 @@ def own_strategy(strategy=None) -> CheckResult:
     gpu = current()
     if gpu.simulated:
         return _own_strategy_simulated(strategy, gpu)
-    from ...gpu import strategy_check
+    from ...gpu.workspaces import strategy_check
 
     mine, *others = strategy_check.compare(strategy)
     lines = []

@@ -3,23 +3,23 @@ from the recording) and the workloads the recorded grid holds."""
 
 from __future__ import annotations
 
-from ...gpu import workloads
-from ...gpu.workloads import WORKLOADS  # noqa: F401  (the recorded grid holds every workload)
+from ...gpu.workspaces import workloads
+from ...gpu.workspaces.workloads import WORKLOADS  # noqa: F401  (the recorded grid holds every workload)
 from ..core import experiment
 
 
 # ---- experiments ------------------------------------------------------------------------------
 @experiment
 def strategies(workload: str = "one_conv", repeats: int = 20):
-    """Every workspace strategy on one workload (`labkit.gpu.workloads`).
+    """Every workspace strategy on one workload (`labkit.gpu.workspaces.workloads`).
 
     Args:
         workload: one of `WORKLOADS`.
         repeats: passes over the workload's convolutions.
 
     Returns:
-        One row per strategy (`labkit.gpu.workloads.run_one`): host time and GPU time per call (us),
-        allocations, peak and held workspace (bytes), fallbacks.
+        One row per strategy (`labkit.gpu.workspaces.workloads.run_one`): host time and GPU time per call
+        (us), allocations, peak and held workspace (bytes), fallbacks.
     """
     return workloads.run_all(workload, repeats)
 

@@ -207,7 +207,7 @@ def pressure_summary(df) -> Text:
     Returns:
         Markdown, as a `Text`.
     """
-    from ...gpu.workloads import PRESSURE_FREE_BYTES
+    from ...gpu.workspaces.workloads import PRESSURE_FREE_BYTES
 
     none = _none_ran(df)
     if none is not None:

@@ -29,7 +29,7 @@ which of five tables a row belongs to (`labkit.report` splits them into a `Repor
 
 Bounded: each step of a report (one distinct convolution: its build, autotune and checks; one
 strategy's pass) has a budget of `step_budget_s` seconds and runs in a worker process
-(`labkit.gpu.isolated`): inside, the build, each plan's timing and the autotune stop between
+(`labkit.gpu.host.isolated`): inside, the build, each plan's timing and the autotune stop between
 their parts when their budgets are spent (a plan that took too long is a ``plans`` row ``timed
 out after ... in capture``; one left when a budget was spent, ``cut: ...``; one far slower than
 the best after one eager call, ``slower: ...``);

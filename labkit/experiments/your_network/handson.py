@@ -19,7 +19,7 @@ from ..handson_check import beside, took, verdict
 
 #: the reference solution of the hands-on cell ``%%handson network_pass`` (`labkit.session.handson`)
 NETWORK_PASS = '''\
-from labkit.gpu.workspace import Scratchpad
+from labkit.gpu.workspaces.workspace import Scratchpad
 
 gpu, layers = lessons.device(), lessons.three_layers()
 

@@ -57,11 +57,11 @@ def network_report(
 
 
 def _in_worker(step: str, args: tuple, budget_s: float, what: str, meanwhile=None):
-    """``step(*args)`` of `worker_steps` in the worker process (`labkit.gpu.isolated`), killed
+    """``step(*args)`` of `worker_steps` in the worker process (`labkit.gpu.host.isolated`), killed
     `KILL_GRACE_S` after ``budget_s``; the phases it announces are announced here too. The step
-    takes its own turn on the GPU there (`labkit.gpu.lock`); this process lets its turn go meanwhile,
+    takes its own turn on the GPU there (`labkit.gpu.host.lock`); this process lets its turn go meanwhile,
     and calls ``meanwhile()`` once the step is sent."""
-    from ...gpu import isolated
+    from ...gpu.host import isolated
 
     return isolated.run_step(
         f"{worker_steps.__name__}:{step}",

@@ -10,7 +10,7 @@ from typing import List, Tuple
 
 from ...draw.plots import fmt_bytes
 from ...errors import InvalidSpec
-from ...gpu.plan_checks import is_wrong
+from ...gpu.checks.plan_checks import is_wrong
 from ...signals.cancel import not_timed, was_cut
 from ...spec import ConvSpec
 from .request import BUDGET_CAPS, TABLES

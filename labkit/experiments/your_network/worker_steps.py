@@ -1,4 +1,4 @@
-"""The steps of a network report that run in the worker process (`labkit.gpu.isolated`), each
+"""The steps of a network report that run in the worker process (`labkit.gpu.host.isolated`), each
 within its budget (seconds): `spec_step` measures one distinct convolution (every plan autotuned,
 the heuristic, fastest and smallest-workspace plans checked against the float64 reference),
 `strategy_step` runs the whole pass under one workspace strategy (the memory timeline and a timed
@@ -24,14 +24,16 @@ from ..core import status_row
 
 def _measure_spec(spec: ConvSpec, budget: Budget) -> Tuple[dict, List[dict]]:
     """Autotune every plan of ``spec`` (each checked against the float64 reference before it is
-    timed: `labkit.gpu.autotune`) within ``budget`` (the build gets at most half of it); the
+    timed: `labkit.gpu.timing.autotune`) within ``budget`` (the build gets at most half of it); the
     heuristic, fastest and smallest-workspace plans report their errors. (summary, plan rows)."""
     import cupy
 
-    from ...gpu import autotune, engine, reference
+    from ...gpu.checks import reference
+    from ...gpu.cudnn import graph_cache, operands
+    from ...gpu.timing import autotune
 
-    cg = engine.get_graph(spec, build_budget_s=budget.left / 2)
-    ops = engine.Operands(spec)
+    cg = graph_cache.get_graph(spec, build_budget_s=budget.left / 2)
+    ops = operands.Operands(spec)
     try:
         tuned = autotune.autotune(cg, ops, budget=budget)
         table = tuned.table
@@ -112,9 +114,9 @@ def _measure_spec(spec: ConvSpec, budget: Budget) -> Tuple[dict, List[dict]]:
 def _keep_graphs(room: int) -> None:
     """Room in this process's graph cache for ``room`` graphs: every graph of the pass stays built
     from its spec's step to the strategies' passes."""
-    from ...gpu import engine
+    from ...gpu.cudnn import graph_cache
 
-    engine.graphs.max_entries = max(engine.graphs.max_entries, room)
+    graph_cache.graphs.max_entries = max(graph_cache.graphs.max_entries, room)
 
 
 #: the dtype and layout `warm_step` checks in: those `runs.network_report` opens on
@@ -127,8 +129,11 @@ def warm_step() -> None:
     small convolution's made-up output against its float64 reference in the report's default
     dtype and layout (CuPy's kernels and cuBLAS, loaded as the first step's checks use them). Lesson
     09's banner sends it (`labkit.session.texts.start_report_worker`)."""
-    from ...gpu import autotune, frontend, measure, reference, reference_runs, runner, workspace  # noqa: F401
-    from ...gpu.operands import Operands
+    from ...gpu.checks import reference, reference_runs  # noqa: F401
+    from ...gpu.cudnn import frontend  # noqa: F401
+    from ...gpu.cudnn.operands import Operands
+    from ...gpu.timing import autotune, measure  # noqa: F401
+    from ...gpu.workspaces import runner, workspace  # noqa: F401
 
     frontend.handle_for(measure.timing_stream())
     spec = ConvSpec(N=1, C=8, H=8, W=8, K=8, dtype=WARM_DTYPE, layout=WARM_LAYOUT)
@@ -144,8 +149,8 @@ AHEAD_BUDGET_S = 30.0
 def ahead_step(specs: Sequence[ConvSpec]) -> int:
     """In the worker process: plan every layer's graph and queue its runtime-compiled plans.
 
-    The plans go to the build workers (`labkit.gpu.engine.build_ahead`), so each `spec_step` finds its
-    compiles under way or done.
+    The plans go to the build workers (`labkit.gpu.cudnn.graph_cache.build_ahead`), so each `spec_step` finds
+    its compiles under way or done.
 
     Args:
         specs: the distinct convolutions of the report.
@@ -153,9 +158,9 @@ def ahead_step(specs: Sequence[ConvSpec]) -> int:
     Returns:
         How many plans were queued.
     """
-    from ...gpu import engine
+    from ...gpu.cudnn import graph_cache
 
-    return engine.build_ahead([(s, "none", None) for s in specs])
+    return graph_cache.build_ahead([(s, "none", None) for s in specs])
 
 
 #: in the worker process: the inputs and outputs of the pass the strategy steps run, made by the
@@ -180,7 +185,8 @@ def _pass_operands(steps) -> dict:
 
 
 def spec_step(spec: ConvSpec, budget_s: float, room: int) -> Tuple[dict, List[dict]]:
-    """One report step, run in the worker process (`labkit.gpu.isolated`): `_measure_spec` of a convolution.
+    """One report step, run in the worker process (`labkit.gpu.host.isolated`): `_measure_spec` of a
+    convolution.
 
     A pass's operands kept by the strategy steps of a report that did not finish are freed first.
 
@@ -215,7 +221,7 @@ def strategy_step(
 
     Args:
         label: the strategy's label in the report.
-        name: its name for `labkit.gpu.workspace.make`.
+        name: its name for `labkit.gpu.workspaces.workspace.make`.
         options: its options.
         steps: (layer name, spec) per call of the pass.
         choice: spec key -> the name of the plan each call runs.
@@ -235,12 +241,12 @@ def strategy_step(
 
 
 def _strategy_step(label, name, options, steps, choice, budget_s):
-    from ...gpu import engine
+    from ...gpu.cudnn import graph_cache
 
     index = {}
     for _, spec in steps:
         if spec.key not in index:
-            named = [p.index for p in engine.get_graph(spec).runnable if p.name == choice[spec.key]]
+            named = [p.index for p in graph_cache.get_graph(spec).runnable if p.name == choice[spec.key]]
             if not named:
                 raise LabkitError(
                     f"plan {choice[spec.key]} of {spec.label} did not build again in this worker"
@@ -265,8 +271,8 @@ def _strategy_pass(
     kept between strategies (`runner.Runner`). (strategy row, timeline rows)."""
     import cupy
 
-    from ...gpu import workspace
-    from ...gpu.runner import Runner
+    from ...gpu.workspaces import workspace
+    from ...gpu.workspaces.runner import Runner
 
     checkpoint()
     announce(f"strategy {label}: first pass")

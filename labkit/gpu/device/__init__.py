@@ -33,6 +33,10 @@ Two devices implement it: `labkit.gpu.device.cuda.CudaDevice` (CuPy on this mach
 default) and `labkit.simgpu.SimDevice` (a GPU simulated from a recording). A strategy takes the
 device current when it is made (`current`; `use` makes another current), so the same code,
 a learner's own `Strategy` subclass included, runs on either. Sizes in bytes, times in microseconds.
+
+Beside the seam, this folder holds what a device buffer is: `labkit.gpu.device.memory` (allocations
+that turn out-of-memory into `OutOfMemory`, guarded buffers; needs CuPy) and
+`labkit.gpu.device.numerics` (each dtype's storage format, exact encode and decode).
 """
 
 from __future__ import annotations

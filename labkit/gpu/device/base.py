@@ -106,7 +106,7 @@ class Graph:
     A workspace the graph's calls use may also be used by calls on other streams: the capture
     cannot wait for them (an event recorded outside a capture cannot be waited for inside it), so
     `Device.order_at_launch` noted each such buffer, and every `launch` first asks its owner (a
-    `labkit.gpu.workspace.Strategy`) to make the launch stream wait for the buffer's last use on
+    `labkit.gpu.workspaces.workspace.Strategy`) to make the launch stream wait for the buffer's last use on
     another stream, outside any capture.
 
     Args:
@@ -343,7 +343,7 @@ class Device:
 
         Args:
             stream: the capturing stream.
-            owner: what orders the buffer (a `labkit.gpu.workspace.Strategy`).
+            owner: what orders the buffer (a `labkit.gpu.workspaces.workspace.Strategy`).
             ptr: the buffer's device address.
         """
         if not self.capturing(stream):

@@ -1,10 +1,10 @@
 """The seam on this machine's GPU: `CudaDevice`, each call one CUDA runtime call through CuPy.
 
 Importing this module imports nothing of CuPy; the first call does (``# heavy`` marks each
-import). cudaMalloc and cudaFree go through `labkit.gpu.memory` (an out-of-memory error becomes
+import). cudaMalloc and cudaFree go through `labkit.gpu.device.memory` (an out-of-memory error becomes
 `labkit.OutOfMemory`), streams and events are CuPy's, the pools are CuPy's ``MemoryPool`` (a
 private instance) and ``MemoryAsyncPool`` (the device's stream-ordered pool), and convolutions are
-labkit's cuDNN graphs (`labkit.gpu.engine`). Sizes in bytes, times in microseconds.
+labkit's cuDNN graphs (`labkit.gpu.cudnn`). Sizes in bytes, times in microseconds.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ class CudaPool(Pool):
         """
         import cupy  # heavy: CuPy, imported on first use
 
-        from .. import memory  # heavy: imports CuPy
+        from . import memory  # heavy: imports CuPy
 
         self._device.counts[f"{self.kind}_pool_allocate"] += 1
         try:
@@ -123,15 +123,16 @@ class CudaDevice(Device):
         return {"mode": "live", "gpu": self.name, "label": f"measured on {self.name}"}
 
     def allocate(self, nbytes: int, *, stream=None, what: str = "workspace") -> int:
-        """cudaMalloc (`labkit.gpu.memory.raw_malloc`)."""
-        from .. import memory  # heavy: imports CuPy
+        """cudaMalloc (`labkit.gpu.device.memory.raw_malloc`)."""
+        from . import memory  # heavy: imports CuPy
 
         self.counts["allocate"] += 1
         return memory.raw_malloc(nbytes, what)
 
     def free(self, ptr: int) -> None:
-        """cudaFree (`labkit.gpu.memory.raw_free`); `labkit.NotCapturable` while a capture is under way."""
-        from .. import memory  # heavy: imports CuPy
+        """cudaFree (`labkit.gpu.device.memory.raw_free`); `labkit.NotCapturable` while a capture is under
+        way."""
+        from . import memory  # heavy: imports CuPy
 
         if self.capturing():
             raise NotCapturable("cudaFree", CUDAFREE_IN_CAPTURE)
@@ -146,7 +147,7 @@ class CudaDevice(Device):
 
     def free_bytes(self) -> int:
         """cudaMemGetInfo's free bytes."""
-        from .. import memory  # heavy: imports CuPy
+        from . import memory  # heavy: imports CuPy
 
         return memory.free_bytes()
 
@@ -197,28 +198,28 @@ class CudaDevice(Device):
         return float(cupy.cuda.get_elapsed_time(start.event, end.event)) * 1000.0
 
     def graph(self, spec, epilogue: str = "none"):
-        """`labkit.gpu.engine.get_graph`: built, every plan checked against float64."""
-        from .. import engine  # heavy: imports CuPy
+        """`labkit.gpu.cudnn.graph_cache.get_graph`: built, every plan checked against float64."""
+        from ..cudnn import graph_cache  # heavy: imports CuPy
 
-        return engine.get_graph(spec, epilogue)
+        return graph_cache.get_graph(spec, epilogue)
 
     def operands(self, spec, epilogue: str = "none", *, seed: int = 0):
-        """`labkit.gpu.engine.Operands`."""
-        from .. import engine  # heavy: imports CuPy
+        """`labkit.gpu.cudnn.operands.Operands`."""
+        from ..cudnn import operands  # heavy: imports CuPy
 
-        return engine.Operands(spec, epilogue, seed=seed)
+        return operands.Operands(spec, epilogue, seed=seed)
 
     def prepare_stream(self, stream) -> None:
-        """The stream's cuDNN handle (`labkit.gpu.engine.handle_for`)."""
-        from .. import engine  # heavy: imports CuPy
+        """The stream's cuDNN handle (`labkit.gpu.cudnn.frontend.handle_for`)."""
+        from ..cudnn import frontend  # heavy: imports CuPy
 
-        engine.handle_for(stream)
+        frontend.handle_for(stream)
 
     def release_stream(self, stream) -> None:
         """Destroy the stream's cuDNN handle."""
-        from .. import engine  # heavy: imports CuPy
+        from ..cudnn import frontend  # heavy: imports CuPy
 
-        engine.release_handle(stream)
+        frontend.release_handle(stream)
 
     def release_cached(self) -> None:
         """CuPy's default pool's cached blocks back to the driver, and what the device's
@@ -229,7 +230,7 @@ class CudaDevice(Device):
         cupy.cuda.MemoryAsyncPool().free_all_blocks()
 
     def _capture_native(self, fn, stream):
-        """`labkit.gpu.measure.capture` of one ``fn()``: a ``cupy.cuda.Graph``."""
-        from .. import measure  # heavy: imports CuPy
+        """`labkit.gpu.timing.measure.capture` of one ``fn()``: a ``cupy.cuda.Graph``."""
+        from ..timing import measure  # heavy: imports CuPy
 
         return measure.capture(fn, stream, 1)

@@ -14,7 +14,7 @@ from typing import Dict, List, Optional, Tuple
 from ...errors import InvalidSpec, LabkitError
 from ...experiments import SWEEP_VALUES, request_key, request_of
 from ...experiments.panel_config import PanelConfig, unpack
-from ...gpu.workloads import WORKLOADS
+from ...gpu.workspaces.workloads import WORKLOADS
 from ...networks import PRESETS
 from ...spec import DIRECTIONS, DTYPES, LAYOUTS
 from ...store.recordings import Recording, flatten

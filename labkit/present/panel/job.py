@@ -214,7 +214,7 @@ class MeasurementJob:
     def on_phase(self, phase: str) -> None:
         """A measurement says where it is (`labkit.signals.progress.announce`).
 
-        The panel shows a wait for the GPU (another notebook's turn, `labkit.gpu.lock`) and its end;
+        The panel shows a wait for the GPU (another notebook's turn, `labkit.gpu.host.lock`) and its end;
         other phases are the progress bar's.
 
         Args:

@@ -1,0 +1,182 @@
+"""Run plans of a built graph once and compare their outputs with the float64 reference.
+
+Every run uses a poisoned, guard-banded workspace (`memory.GuardedBuffer`) and a poisoned
+output, so a plan that reads scratch it never wrote, writes outside its workspace, or leaves
+output elements unwritten, fails the check. `check_plans` gives the errors (`CheckResult`);
+`judge` gives the `plan_checks.Verdict` by which a graph decides which plans may run
+(`labkit.gpu.cudnn.checked_plans`). A graph here is a `labkit.gpu.cudnn.conv_graph.ConvGraph` (this module
+sits below it); `labkit.gpu.checks.verify` re-exports all of this beside ``check_plan``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+import cupy
+
+from ...errors import InvalidSpec, LabkitError, OutOfMemory, Unsupported
+from ...signals.cancel import checkpoint
+from ...signals.progress import announce
+from ...spec import ConvSpec
+from ..cudnn.bound import BoundConv
+from ..cudnn.operands import Operands
+from ..device import memory
+from . import plan_checks, reference
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One checked run of a plan against the float64 reference.
+
+    Attributes:
+        spec: the convolution.
+        epilogue: its epilogue.
+        plan_index: the plan.
+        plan_name: its name.
+        workspace_bytes: its workspace.
+        rel_error: the relative (L2) error.
+        max_abs_error: the largest absolute error.
+        tolerance: the largest relative error accepted (`reference.tolerance_for`).
+        rel_error_vs_unrounded: the relative error against the inputs before rounding, when asked.
+    """
+
+    spec: ConvSpec
+    epilogue: str
+    plan_index: int
+    plan_name: str
+    workspace_bytes: int
+    rel_error: float
+    max_abs_error: float
+    tolerance: float
+    rel_error_vs_unrounded: Optional[float] = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the error is within the tolerance."""
+        return self.rel_error <= self.tolerance
+
+
+def expected(spec: ConvSpec, ops: Operands, *, unrounded: bool = False) -> cupy.ndarray:
+    """The float64 answer for some operands, fused epilogues included: relu(conv + b [+ z]).
+
+    Args:
+        spec: the convolution.
+        ops: the operands.
+        unrounded: False computes it from the exact values cuDNN read (judges the arithmetic alone);
+            True from the values before rounding to the dtype (judges the whole precision choice).
+
+    Returns:
+        A float64 CuPy array, logical NCHW.
+    """
+    value = ops.unrounded if unrounded else ops.exact.__getitem__
+    names = {"x": "x", "w": "w", "y": "dy"}
+    ref = reference.reference(spec, {names[r]: value(r) for r in ops.exact if r in names})
+    if ops.epilogue != "none":
+        ref = ref + value("b")
+        if ops.epilogue == "bias_relu_add":
+            ref = ref + value("z")
+        ref = cupy.maximum(ref, 0.0)
+    return ref
+
+
+def check_plans(graph, plan_indices, ops: Operands, *, seed: int = 0, vs_unrounded: bool = False) -> list:
+    """Run plans once and compare each with one float64 reference. This is the check itself.
+
+    Each plan that built is run, whatever its verdict, with its output poisoned first and a guarded
+    workspace.
+
+    Args:
+        graph: the built graph.
+        plan_indices: the plans.
+        ops: the operands.
+        seed: the workspace poison's seed.
+        vs_unrounded: also compare with the answer for the inputs before rounding.
+
+    Returns:
+        A `CheckResult` per plan, in order.
+    """
+    spec = graph.spec
+    announce(f"computing the float64 reference of {spec.label}")
+    ref = expected(spec, ops)
+    unrounded = expected(spec, ops, unrounded=True) if vs_unrounded else None
+    norms = reference.reference_norms(ref)  # one reference for every plan
+    return [_check_one(graph, index, ops, ref, unrounded, seed, norms) for index in plan_indices]
+
+
+def _built(graph, index: int):
+    """Plan ``index`` of ``graph`` as built, whatever its verdict (`InvalidSpec`, `Unsupported`)."""
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(graph.plans):
+        raise InvalidSpec("plan index", index, f"must be an int in 0..{len(graph.plans) - 1}")
+    plan = graph.plans[index]
+    if not plan.built:
+        raise Unsupported(f"plan {index} ({plan.name})", plan.error or "it did not build")
+    return plan
+
+
+def _check_one(graph, index, ops, ref, unrounded, seed, norms) -> CheckResult:
+    spec = graph.spec
+    plan = _built(graph, index)
+    announce(f"checking plan {plan.index} ({plan.name}) of {spec.label} against float64")
+    ops.poison_output()
+    ws = memory.GuardedBuffer(plan.workspace_bytes, "workspace", seed=seed)
+    try:
+        BoundConv(graph, ops.arrays, ws.ptr, plan.index).run()
+        ws.check()
+    finally:
+        ws.free()
+    got = ops.output()
+    rel, worst = reference.errors(got, ref, ref_norms=norms)
+    return CheckResult(
+        spec,
+        ops.epilogue,
+        plan.index,
+        plan.name,
+        plan.workspace_bytes,
+        rel,
+        worst,
+        reference.tolerance_for(spec),
+        reference.relative_error(got, unrounded) if unrounded is not None else None,
+    )
+
+
+def judge(graph, plan_indices, *, ops: Optional[Operands] = None) -> list:
+    """A `plan_checks.Verdict` for each plan, each run once and compared with one float64 reference.
+
+    A plan that raises when run (a cuDNN error, writes outside its workspace) gets a verdict that says
+    so; one whose workspace does not fit now gets a ``transient`` one (checked again by a later
+    graph).
+
+    Args:
+        graph: the built graph.
+        plan_indices: the plans.
+        ops: the operands; default seed-0 inputs of the graph's spec, made here.
+
+    Returns:
+        The verdicts, in order; `OutOfMemory` when the inputs or the reference do not fit.
+    """
+    spec = graph.spec
+    tolerance = reference.tolerance_for(spec)
+    ops = Operands(spec, graph.epilogue) if ops is None else ops
+    announce(f"computing the float64 reference of {spec.label}")
+    try:
+        ref = expected(spec, ops)
+    except cupy.cuda.memory.OutOfMemoryError:
+        need = 8 * int(math.prod(ops.arrays[ops.output_role].shape))
+        raise OutOfMemory(f"the float64 reference of {spec.label}", need, memory.free_bytes()) from None
+    norms = reference.reference_norms(ref)  # one reference for every plan
+    out = []
+    for index in plan_indices:
+        checkpoint()  # between plans: a superseded background job stops here, nothing judged yet kept
+        name = graph.plans[index].name
+        try:
+            r = _check_one(graph, index, ops, ref, None, 0, norms)
+        except OutOfMemory as exc:
+            out.append(plan_checks.Verdict(name, math.inf, tolerance, error=str(exc), transient=True))
+        except Exception as exc:  # noqa: BLE001  (cuDNN refused to run it, or it broke its guards)
+            why = str(exc) if isinstance(exc, LabkitError) else f"{type(exc).__name__}: {exc}"
+            out.append(plan_checks.Verdict(name, math.inf, tolerance, error=" ".join(why.split())[:200]))
+        else:
+            out.append(plan_checks.Verdict(name, r.rel_error, r.tolerance, r.max_abs_error))
+    return out
