@@ -110,7 +110,7 @@ class SimStream:
 
     def synchronize(self) -> None:
         """The host waits for this stream's work, then pays cudaStreamSynchronize (rule 8)."""
-        self.device.sync_streams([self], "cudaStreamSynchronize")
+        sync_streams(self.device, [self], "cudaStreamSynchronize")
 
     def __enter__(self):  # ``with stream:`` makes a CuPy stream current; every simulated call names its own
         return self
@@ -156,9 +156,107 @@ class SimEvent(Event):
     def wait(self) -> None:
         """cudaEventSynchronize: the host waits for this event only."""
         self.device.counts["event_wait"] += 1
-        self.device.refuse_in_capture("cudaEventSynchronize")
+        refuse_in_capture(self.device, "cudaEventSynchronize")
         self.device.host_waits(lambda: self.at is not None, self.clock)
         self.device.charge("cudaEventSynchronize")
+
+
+class Allocations:
+    """cudaMalloc, cudaFree and the pools of a `SimDevice` (rules 6, 7, 9, 10 and 11): what is held,
+    and the waits and costs of taking memory and giving it back, on the device's clock.
+
+    Args:
+        device: the `SimDevice` (its clock, streams and `DeviceMemory`).
+
+    Attributes:
+        buffers: cudaMalloc's buffers still held, address -> (bytes, what).
+        pools: every pool made, in order.
+    """
+
+    def __init__(self, device: "SimDevice"):
+        self.device = device
+        self.buffers: Dict[int, Tuple[int, str]] = {}
+        self.pools: List[Pool] = []
+
+    def malloc_chunk(self, nbytes: int, what: str) -> int:
+        """cudaMalloc's wait, memory and cost, for a buffer or a caching pool's chunk (rule 6).
+
+        Args:
+            nbytes: the size, bytes.
+            what: what it is for, named in `labkit.OutOfMemory`.
+
+        Returns:
+            The chunk's simulated address.
+        """
+        dev = self.device
+        if dev.recorded.malloc_waits(nbytes) and not dev.capturing():
+            wait_for_streams(dev, list(dev._streams.values()))
+        ptr = dev.memory.reserve(nbytes, what)
+        dev.charge("cudaMalloc", nbytes)
+        return ptr
+
+    def free_chunk(self, ptr: int) -> None:
+        """cudaFree's wait and cost, for a buffer or a caching pool's chunk (rule 7).
+
+        Args:
+            ptr: the address `malloc_chunk` returned.
+        """
+        dev = self.device
+        if dev.capturing():
+            raise NotCapturable("cudaFree", CUDAFREE_IN_CAPTURE)
+        wait_for_streams(dev, list(dev._streams.values()))
+        dev.charge("cudaFree", dev.memory.reservations[ptr])
+        dev.memory.unreserve(ptr, dev.host_now)
+
+    def allocate(self, nbytes: int, what: str = "workspace") -> int:
+        """cudaMalloc (rule 6).
+
+        Args:
+            nbytes: the size, bytes (0: no call, address 0).
+            what: what it is for, named in `labkit.OutOfMemory`.
+
+        Returns:
+            The buffer's simulated address.
+        """
+        nbytes = check_request(nbytes, what)
+        self.device.counts["allocate"] += 1
+        if not nbytes:
+            return 0
+        ptr = self.malloc_chunk(nbytes, what)
+        self.buffers[ptr] = (nbytes, what)
+        return ptr
+
+    def free(self, ptr: int) -> None:
+        """cudaFree: waits for every stream, then frees (rule 7).
+
+        Args:
+            ptr: an address `allocate` returned (0: nothing to free).
+        """
+        if not ptr:
+            self.device.counts["free"] += 1
+            return
+        if ptr not in self.buffers:
+            raise LabkitError(
+                f"cudaFree(0x{ptr:x}): no cudaMalloc returned that address (or it was freed already)"
+            )
+        self.free_chunk(ptr)
+        self.device.counts["free"] += 1
+        del self.buffers[ptr]
+
+    def pool(self, kind: str) -> Pool:
+        """A new pool: "caching" (rule 9) or "async" (rule 10).
+
+        Args:
+            kind: "caching" or "async".
+
+        Returns:
+            The pool (`labkit.simgpu.pools.CachingPool` or `AsyncPool`), kept for `SimDevice.leaks`.
+        """
+        if kind not in POOL_KINDS:
+            raise LabkitError(f"no {kind!r} pool: one of {', '.join(POOL_KINDS)}")
+        p = CachingPool(self.device) if kind == "caching" else AsyncPool(self.device)
+        self.pools.append(p)
+        return p
 
 
 class SimDevice(Device):
@@ -185,8 +283,7 @@ class SimDevice(Device):
         self.timeline = Timeline(lambda what, record, at: self.lack(what, record, at, gpu=True), self._ended)
         self._streams: Dict[int, SimStream] = {0: SimStream(self, 0)}
         self.memory = DeviceMemory(self.recorded.memory_bytes)
-        self._allocs: Dict[int, Tuple[int, str]] = {}  # cudaMalloc's buffers -> (bytes, what)
-        self._pools: List[Pool] = []
+        self.allocations = Allocations(self)
         self._captured: List[SimBound] = []  # the calls of the capture under way
 
     @property
@@ -208,7 +305,12 @@ class SimDevice(Device):
 
     # -- the clock (rules 1 and 12) --
     def charge(self, call: str, nbytes: int = 0) -> None:
-        """Advance the host clock by ``call``'s measured time; an unmeasured one stops the clock."""
+        """Advance the host clock by ``call``'s measured time; an unmeasured one stops the clock.
+
+        Args:
+            call: the host call (a `labkit.simgpu.recorded.SOURCES` key or a CUDA call's name).
+            nbytes: its size where its cost depends on it (allocations), bytes; 0 otherwise.
+        """
         try:
             self.host_now += self.recorded.host_us(call, nbytes)
         except NotRecorded as exc:
@@ -217,7 +319,14 @@ class SimDevice(Device):
     def lack(self, what: str, record: str, at: float, gpu: bool = False) -> None:
         """A number nothing measured was needed at time ``at``: the clock stops there (rule 12), the
         host's, or (``gpu``) the GPU's: the host's then stops once it waits for what the GPU did
-        after ``at``."""
+        after ``at``.
+
+        Args:
+            what: the number that was lacking (it goes to `missing`).
+            record: what a GPU run would have to record to give it.
+            at: the simulated time it was needed, microseconds.
+            gpu: True when it is the GPU's time that stops, False the host's.
+        """
         self.missing.setdefault(what, record)
         if what not in self.lacked:
             self.lacked.append(what)
@@ -267,7 +376,15 @@ class SimDevice(Device):
         return self._streams[ptr]
 
     def queue(self, stream: SimStream, op: Op) -> dict:
-        """Queue ``op`` on ``stream`` once the GPU has run up to now; the stream's clock after it."""
+        """Queue ``op`` on ``stream`` once the GPU has run up to now.
+
+        Args:
+            stream: the stream.
+            op: the operation (`labkit.simgpu.timeline.Op`).
+
+        Returns:
+            The stream's vector clock with ``op`` counted (`labkit.simgpu.sanitizer.Clocks.tick`).
+        """
         self.timeline.advance(self.host_now)
         self.timeline.push(stream.ptr, op)
         return self.clocks.tick(stream.ptr)
@@ -276,7 +393,7 @@ class SimDevice(Device):
         """cudaEventRecord on ``stream``."""
         self.counts["record_event"] += 1
         if self.capturing(stream):
-            self.refuse_in_capture("cudaEventRecord on the capturing stream (an event node)")
+            refuse_in_capture(self, "cudaEventRecord on the capturing stream (an event node)")
         ev = SimEvent(self, stream)
         self.charge("cudaEventRecord")
         return ev
@@ -296,24 +413,16 @@ class SimDevice(Device):
     def synchronize(self) -> None:
         """cudaDeviceSynchronize: the host waits for every stream."""
         self.counts["synchronize"] += 1
-        self.sync_streams(list(self._streams.values()), "cudaDeviceSynchronize")
-
-    def sync_streams(self, streams: List[SimStream], call: str) -> None:
-        """The host waits for ``streams``, then pays ``call``."""
-        self.refuse_in_capture(call)
-        self.wait_for_streams(streams)
-        self.charge(call)
-
-    def wait_for_streams(self, streams: List[SimStream]) -> None:
-        """The host waits until ``streams`` are idle (no cost of its own)."""
-        clock: dict = {}
-        for s in streams:
-            clock = join(clock, self.clocks.stream.get(s.ptr, {}))
-        self.host_waits(lambda: all(self.timeline.idle(s.ptr) for s in streams), clock)
+        sync_streams(self, list(self._streams.values()), "cudaDeviceSynchronize")
 
     def host_waits(self, done, clock: dict) -> None:
         """The host waits until ``done()``; what it waited for (``clock``) orders all it launches next.
-        A wait that ends at a GPU time not all measured stops the host's clock (rule 12)."""
+        A wait that ends at a GPU time not all measured stops the host's clock (rule 12).
+
+        Args:
+            done: a callable that is true once the wait is over.
+            clock: the vector clock of what it waits for (`labkit.simgpu.sanitizer.Clocks`).
+        """
         self.timeline.advance(self.host_now)
         until = self.timeline.run_until(done)
         if until >= self.gpu_known_until:
@@ -321,66 +430,30 @@ class SimDevice(Device):
         self.host_now = max(self.host_now, until)
         self.clocks.host_waited(clock)
 
-    def refuse_in_capture(self, call: str) -> None:
-        """Rule 13: ``call`` cannot be made while a stream captures."""
-        if self.capturing():
-            raise LabkitError(f"{call} during a CUDA graph capture: CUDA refuses it (rule 13)")
-
-    # -- memory (rules 6, 7, 11: `DeviceMemory`) --
-    def malloc_chunk(self, nbytes: int, what: str) -> int:
-        """cudaMalloc's wait, memory and cost, for a buffer or a caching pool's chunk (rule 6)."""
-        if self.recorded.malloc_waits(nbytes) and not self.capturing():
-            self.wait_for_streams(list(self._streams.values()))
-        ptr = self.memory.reserve(nbytes, what)
-        self.charge("cudaMalloc", nbytes)
-        return ptr
-
-    def free_chunk(self, ptr: int) -> None:
-        """cudaFree's wait and cost, for a buffer or a caching pool's chunk (rule 7)."""
-        if self.capturing():
-            raise NotCapturable("cudaFree", CUDAFREE_IN_CAPTURE)
-        self.wait_for_streams(list(self._streams.values()))
-        self.charge("cudaFree", self.memory.reservations[ptr])
-        self.memory.unreserve(ptr, self.host_now)
-
+    # -- memory (rules 6, 7, 9-11: `Allocations`, `DeviceMemory`) --
     def allocate(self, nbytes: int, *, stream=None, what: str = "workspace") -> int:
-        """cudaMalloc (rule 6)."""
-        nbytes = check_request(nbytes, what)
-        self.counts["allocate"] += 1
-        if not nbytes:
-            return 0
-        ptr = self.malloc_chunk(nbytes, what)
-        self._allocs[ptr] = (nbytes, what)
-        return ptr
+        """cudaMalloc (rule 6): `Allocations.allocate`."""
+        return self.allocations.allocate(nbytes, what)
 
     def free(self, ptr: int) -> None:
-        """cudaFree: waits for every stream, then frees (rule 7)."""
-        if not ptr:
-            self.counts["free"] += 1
-            return
-        if ptr not in self._allocs:
-            raise LabkitError(
-                f"cudaFree(0x{ptr:x}): no cudaMalloc returned that address (or it was freed already)"
-            )
-        self.free_chunk(ptr)
-        self.counts["free"] += 1
-        del self._allocs[ptr]
+        """cudaFree: waits for every stream, then frees (rule 7): `Allocations.free`."""
+        self.allocations.free(ptr)
 
     def pool(self, kind: str) -> Pool:
-        """A new pool: "caching" (rule 9) or "async" (rule 10)."""
-        if kind not in POOL_KINDS:
-            raise LabkitError(f"no {kind!r} pool: one of {', '.join(POOL_KINDS)}")
-        p = CachingPool(self) if kind == "caching" else AsyncPool(self)
-        self._pools.append(p)
-        return p
+        """A new pool: "caching" (rule 9) or "async" (rule 10): `Allocations.pool`."""
+        return self.allocations.pool(kind)
 
     def free_bytes(self) -> int:
         """The recorded GPU's memory less what is taken now."""
         return self.memory.free_bytes()
 
     def leaks(self) -> List[Finding]:
-        """Bytes still held now (buffers not freed, pools not released), as ``leak`` findings."""
-        return self.sanitizer.leaks(self._allocs, self._pools)
+        """Bytes still held now (buffers not freed, pools not released), as ``leak`` findings.
+
+        Returns:
+            One ``leak`` `Finding` per buffer and per pool holding bytes (not added to `findings`).
+        """
+        return self.sanitizer.leaks(self.allocations.buffers, self.allocations.pools)
 
     # -- convolutions (rules 4 and 5) --
     def graph(self, spec, epilogue: str = "none") -> SimGraph:
@@ -392,9 +465,13 @@ class SimDevice(Device):
         return SimOperands(spec, epilogue, seed)
 
     def check(self, call: SimCall) -> None:
-        """The sanitizer's memcheck and racecheck of a call just queued."""
+        """The sanitizer's memcheck and racecheck of a call just queued.
+
+        Args:
+            call: the call (`labkit.simgpu.sanitizer.SimCall`).
+        """
         m = self.memory
-        self.sanitizer.memcheck(call, self._allocs, self._pools, m.freed, m.graph)
+        self.sanitizer.memcheck(call, self.allocations.buffers, self.allocations.pools, m.freed, m.graph)
         self.sanitizer.racecheck(call, self.clocks.host)
 
     def _ended(self, call: SimCall) -> None:
@@ -417,5 +494,46 @@ class SimDevice(Device):
         return self.sanitizer.findings
 
     def corrupted(self) -> int:
-        """How many launched calls' outputs are corrupt."""
+        """How many launched calls' outputs are corrupt.
+
+        Returns:
+            The count, over every call launched on this device.
+        """
         return sum(c.corrupt for c in self.calls)
+
+
+def sync_streams(device: SimDevice, streams: List[SimStream], call: str) -> None:
+    """The host waits for ``streams``, then pays ``call`` (rule 8).
+
+    Args:
+        device: the simulated GPU.
+        streams: the streams waited for.
+        call: the CUDA call whose measured time the host pays (e.g. "cudaStreamSynchronize").
+    """
+    refuse_in_capture(device, call)
+    wait_for_streams(device, streams)
+    device.charge(call)
+
+
+def wait_for_streams(device: SimDevice, streams: List[SimStream]) -> None:
+    """The host waits until ``streams`` are idle (no cost of its own).
+
+    Args:
+        device: the simulated GPU.
+        streams: the streams waited for.
+    """
+    clock: dict = {}
+    for s in streams:
+        clock = join(clock, device.clocks.stream.get(s.ptr, {}))
+    device.host_waits(lambda: all(device.timeline.idle(s.ptr) for s in streams), clock)
+
+
+def refuse_in_capture(device: SimDevice, call: str) -> None:
+    """Rule 13: ``call`` cannot be made while a stream captures (`labkit.LabkitError` if one does).
+
+    Args:
+        device: the simulated GPU.
+        call: the CUDA call's name, for the error.
+    """
+    if device.capturing():
+        raise LabkitError(f"{call} during a CUDA graph capture: CUDA refuses it (rule 13)")

@@ -142,7 +142,7 @@ class CachingPool(_SimPool):
         size = _rounded(nbytes)
         b = self._fit(size, lambda b: b.stream == stream.ptr)
         if b is None:
-            chunk = self.device.malloc_chunk(size, "caching pool")
+            chunk = self.device.allocations.malloc_chunk(size, "caching pool")
             self.chunks[chunk] = size
             b = self.blocks[chunk] = Block(chunk, size, chunk, stream.ptr, False)
         return self._take(b, size, stream.ptr)
@@ -155,7 +155,7 @@ class CachingPool(_SimPool):
         self._merge(b, lambda a, o: True)
 
     def _release_chunk(self, chunk: int, size: int) -> None:
-        self.device.free_chunk(chunk)
+        self.device.allocations.free_chunk(chunk)
         super()._release_chunk(chunk, size)
 
 
