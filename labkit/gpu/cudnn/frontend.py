@@ -111,6 +111,15 @@ def role_dtype(spec: ConvSpec, role: str) -> str:
 
 
 def check_epilogue(spec: ConvSpec, epilogue: str) -> str:
+    """An epilogue, checked against `EPILOGUES` and the convolution it follows.
+
+    Args:
+        spec: the convolution.
+        epilogue: "none", "bias_relu" or "bias_relu_add" (fused ones apply to fprop only).
+
+    Returns:
+        The epilogue; `labkit.InvalidSpec` for one that is unknown or does not apply.
+    """
     if epilogue not in EPILOGUES:
         raise InvalidSpec("epilogue", epilogue, f"must be one of {', '.join(EPILOGUES)}")
     if epilogue != "none" and spec.direction != "fprop":
@@ -119,12 +128,28 @@ def check_epilogue(spec: ConvSpec, epilogue: str) -> str:
 
 
 def check_spec(spec) -> ConvSpec:
+    """A convolution, checked to be a `labkit.ConvSpec`.
+
+    Args:
+        spec: the value passed as a convolution.
+
+    Returns:
+        It; `labkit.InvalidSpec` for anything else.
+    """
     if not isinstance(spec, ConvSpec):
         raise InvalidSpec("spec", spec, "must be a labkit.ConvSpec")
     return spec
 
 
 def check_cap(cap) -> Optional[int]:
+    """A workspace cap, checked: None (no cap) or a whole number of bytes.
+
+    Args:
+        cap: the cap, bytes; None for none.
+
+    Returns:
+        The cap as an int, or None; `labkit.InvalidSpec` for a cap that is no size.
+    """
     return None if cap is None else memory.check_request(cap, "workspace cap")
 
 
