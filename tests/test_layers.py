@@ -277,3 +277,48 @@ def test_the_names_notebooks_and_the_readme_import_keep_working():
     assert callable(labkit.report) and labkit.Report.__name__ == "Report"
     assert widgets.Panel and lessons.data and check.mode and labkit.ConvSpec is ConvSpec
     assert labkit.recordings.use
+
+
+def test_every_name_imported_from_a_labkit_package_is_defined_there():
+    """``from labkit.gpu import x`` (or ``from ..gpu import x``, at any depth) names a submodule of
+    the package or a name its ``__init__`` binds: an import of a module that moved or went away
+    fails here, on CPU, not first on a GPU."""
+    known = modules()
+    missing = []
+    for mod, path in known.items():
+        tree = ast.parse(path.read_text())
+        pkg = mod.split(".") if path.name == "__init__.py" else mod.split(".")[:-1]
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            if node.level:
+                target = ".".join(pkg[: len(pkg) - node.level + 1] + ([node.module] if node.module else []))
+            elif node.module and node.module.split(".")[0] == "labkit":
+                target = node.module
+            else:
+                continue
+            if target not in known or known[target].name != "__init__.py":
+                continue
+            bound = _bound_names(known[target])
+            missing += [
+                f"{path.relative_to(PKG.parent)}:{node.lineno} imports {a.name} from {target}"
+                for a in node.names
+                if a.name != "*" and f"{target}.{a.name}" not in known and a.name not in bound
+            ]
+    assert not missing, "\n".join(missing)
+
+
+def _bound_names(init: Path) -> set:
+    """The names a package's ``__init__`` binds at its top level (including under if and try), and
+    those its module ``__getattr__`` answers when it lists them in a dict or tuple."""
+    names = set()
+    for node in ast.walk(ast.parse(init.read_text())):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            names.add(node.value)  # a lazy name a module __getattr__ looks up by its string
+    return names
