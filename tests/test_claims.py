@@ -1111,6 +1111,22 @@ NOT_CLAIMS: set = {
         "The check names a workspace too small, a leak and a timing of one call, and sets your times beside "
         "the caps experiment's.",
     ),
+    (  # lesson 04's hands-on: what the cell asks and what its check does
+        "04",
+        "In recorded mode both run on a GPU simulated from the recording: lesson 10's traced kernels of each "
+        "path, at the fusion experiment's times.",
+    ),
+    (
+        "04",
+        "Time each path with its heuristic plan and a workspace of its own (`path.plan.workspace_bytes`; "
+        "`path.run(workspace, stream=s)` queues one call) as labkit times a call: a warm-up, a CUDA graph of "
+        "many calls, two events around each of several replays, the median divided by the calls.",
+    ),
+    (
+        "04",
+        "The check names a race, a leak, a workspace too small, a timing of one call and a plain convolution "
+        "timed as the fused graph, and sets your times beside the fusion experiment's.",
+    ),
     (  # lesson 03's hands-on: what the cell asks and what its check does
         "03",
         "Write `time_us` as labkit times a call: a warm-up call, a CUDA graph of many calls (`gpu.capture`), "

@@ -1,9 +1,11 @@
-"""The hands-on cell of lesson 03 without a GPU, on the GPU simulated from each shipped recording
-(`labkit.practice`, `labkit.simgpu`): the layout decision (the convolution in NCHW and in NHWC and the
-copies between them, timed; does converting pay, and after how many calls). The reference passes its
+"""The hands-on cells of lessons 03 and 04 without a GPU, on the GPU simulated from each shipped
+recording (`labkit.practice`, `labkit.simgpu`): the layout decision (the convolution in NCHW and in NHWC
+and the copies between them, timed; does converting pay, and after how many calls), and the fused graph
+(conv + bias + ReLU built as one cuDNN graph, timed against the unfused path). The reference passes its
 check on both recordings; the learner's stub says what is missing in one line; a wrong solution (a
 timing of one call, a leak, a workspace too small, a wrong verdict, a time the recording cannot give,
-times far from the layout experiment's) fails with a hint that leads, the first hint the first time,
+times far from the layout experiment's; for lesson 04 also a race and the plain convolution timed as the
+fused graph) fails with a hint that leads, the first hint the first time,
 the second after. The same cell on a GPU: tests/test_handson_03_04_gpu.py."""
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from labkit import practice
 from labkit.errors import InvalidSpec
 from labkit.experiments import handson_check
 from labkit.experiments.core import result
+from labkit.experiments.epilogue_fusion import handson as fusion
 from labkit.experiments.precision_layout import handson as layout
 from labkit.present import check
 from labkit.session import handson, lessons
@@ -181,3 +184,96 @@ def test_layout_names_wrong_verdicts_a_time_the_recording_cannot_give_and_times_
     _, out = run("nhwc_pays", halved, capsys)
     assert re.search(r"too far from the layout experiment: your times are 2\.\d+x", flat(out)), out
     assert_hinted(out, "times_far", own=layout.HINTS)
+
+
+# ---- lesson 04: build the fused graph --------------------------------------------------------------
+FUSED = fusion.FUSED_GRAPH.replace("assert check.", "check.")
+
+
+def test_fusion_reference_passes_on_both_recordings(recording, capsys):
+    _, gpu = recording
+    ns, out = run("fused_graph", fusion.FUSED_GRAPH, capsys)
+    said = flat(out)
+    assert "correct: " in out and f"simulated from the {gpu} recording" in said, out
+    assert not ns["gpu"].memory.allocations and (gpu == "H100 SXM") == ("H200" not in out)
+    rows = result("fusion", spec=fusion.SPEC)
+    rows = rows[(rows.epilogue == "bias_relu") & (rows.status == "ok")].set_index("path")
+    times = ns["my_fusion"]
+    assert times["fused_us"] < times["unfused_us"]  # fusing pays at this shape, as the experiment says
+    for key, path in (("fused_us", "fused"), ("unfused_us", "unfused")):
+        assert rows.loc[path, "gpu_us"] <= times[key] <= 1.1 * rows.loc[path, "gpu_us"], (key, times)
+    speedup = times["unfused_us"] / times["fused_us"]
+    assert f"fusing makes it {speedup:.1f}x faster" in said and "Beside the fusion experiment" in said
+    labels = {t.convs for t in ns["gpu"].timings}
+    assert (fusion.Fused(fusion.SPEC, "bias_relu").label,) in labels and (
+        fusion.Unfused(fusion.SPEC).label,
+    ) in labels
+
+
+def test_the_learners_fusion_stub_says_what_is_missing(capsys):
+    _, out = run("fused_graph", body("04", "fused_graph"), capsys)
+    assert "no answer yet: my_fusion is dict(fused_us=..., unfused_us=...)" in flat(out), out
+
+
+def test_a_simulated_fused_call_runs_the_traced_kernels_at_the_recorded_time():
+    """A fused call queues lesson 10's kernels of the fused path (a memset and the convolution with
+    its epilogue), scaled to the fusion experiment's time; its workspace is the recorded plan's."""
+    gpu = practice.new()
+    fused = gpu.conv(lessons.base(), epilogue="bias_relu")
+    row = result("fusion", spec=fusion.SPEC)
+    row = row[(row.epilogue == "bias_relu") & (row.path == "fused")].iloc[0]
+    assert fused.plan.name == row.plan_name and len(fused.plans) == 1
+    tensors = sum(fusion.SPEC.tensor_bytes.values()) + 2 * fusion.SPEC.K
+    assert fused.plan.workspace_bytes == row.allocated_bytes - tensors
+    timing = fused.graph.timing
+    assert [k.role for k in timing.kernels] == ["zeroing (memset)", "main convolution"]
+    assert sum(k.us for k in timing.kernels) == pytest.approx(row.gpu_us)
+    with pytest.raises(InvalidSpec, match="epilogue"):
+        gpu.conv(lessons.base(), epilogue="relu")
+
+
+def test_fusion_names_a_race_a_leak_a_workspace_too_small_and_one_call(capsys):
+    race = FUSED.replace(
+        "my_fusion = dict(",
+        "shared, other = gpu.allocate(fused.plan.workspace_bytes), gpu.stream()\n"
+        "for _ in range(3):  # both paths at once, on two streams, in one workspace\n"
+        "    fused.run(shared, stream=stream)\n"
+        "    unfused.run(shared, stream=other)\n"
+        "stream.synchronize()\nother.synchronize()\ngpu.free(shared)\n"
+        "my_fusion = dict(",
+    )
+    assert race != FUSED
+    _, out = run("fused_graph", race, capsys)
+    assert "race: " in out
+    assert_hinted(out, "race")
+    _, out = run("fused_graph", FUSED.replace("    gpu.free(workspace)\n", ""), capsys)
+    assert "leak: " in out
+    assert_hinted(out, "leak")
+    small = FUSED.replace(
+        "gpu.allocate(path.plan.workspace_bytes)", "gpu.allocate(path.plan.workspace_bytes // 2)"
+    )
+    _, out = run("fused_graph", small, capsys)
+    assert "workspace too small" in out
+    assert_hinted(out, "too_small")
+    _, out = run("fused_graph", FUSED.replace("CALLS = 20", "CALLS = 1"), capsys)
+    assert "one call timed" in out
+    assert_hinted(out, "one_call")
+
+
+def test_fusion_names_the_plain_convolution_a_time_the_recording_cannot_give_and_times_far_off(capsys):
+    plain = FUSED.replace('gpu.conv(spec, epilogue="bias_relu")', "gpu.conv(spec)")
+    _, out = run("fused_graph", plain, capsys)
+    assert "not the fused graph: you timed the plain convolution" in flat(out), out
+    assert_hinted(out, "not_fused", own=fusion.HINTS)
+    python = "        [run_one() for _ in range(CALLS)]\n        end = gpu.event(stream)"
+    untimed = FUSED.replace("        graph.launch(stream)\n        end = gpu.event(stream)", python)
+    assert untimed != FUSED
+    _, out = run("fused_graph", untimed, capsys)
+    assert "no time: the fused graph: no time, since the recording lacks the host time of launching" in flat(
+        out
+    )
+    assert_hinted(out, "no_time", own=fusion.HINTS)
+    halved = FUSED.replace("/ CALLS)", "/ (CALLS / 2))")
+    _, out = run("fused_graph", halved, capsys)
+    assert re.search(r"too far from the fusion experiment: your times are 2\.\d+x", flat(out)), out
+    assert_hinted(out, "times_far", own=fusion.HINTS)

@@ -1,8 +1,10 @@
-"""The hands-on cell of lesson 03 on a GPU (live): the reference solution (the convolution in NCHW and
-in NHWC and the CuPy copies between the layouts, timed with CUDA events; does converting pay) passes
-its check on this GPU beside the layout experiment measured here; the copies write the NHWC
-convolution's input and bring its output back to NCHW unchanged; the check names a timing of one
-call and a workspace never freed. The same cell on the simulated GPU: tests/test_handson_03_04.py."""
+"""The hands-on cells of lessons 03 and 04 on a GPU (live): the reference solutions (the convolution in
+NCHW and in NHWC and the CuPy copies between the layouts, timed with CUDA events, does converting pay;
+conv + bias + ReLU built as one cuDNN graph, timed against the unfused path) pass their checks on this
+GPU beside the layout and fusion experiments measured here; the copies write the NHWC convolution's
+input and bring its output back to NCHW unchanged; the fused graph and the unfused path compute the
+same output; the checks name a timing of one call and a workspace never freed. The same cells on the
+simulated GPU: tests/test_handson_03_04.py."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed: recorded mode)")
 
 from labkit import practice  # noqa: E402
+from labkit.experiments.epilogue_fusion import handson as fusion  # noqa: E402
 from labkit.experiments.precision_layout import handson as layout  # noqa: E402
 from labkit.present import check  # noqa: E402
 from labkit.session import handson, lessons  # noqa: E402
@@ -61,4 +64,42 @@ def test_nhwc_pays_names_one_call_timed_and_a_workspace_never_freed(capsys):
     run("nhwc_pays", ref.replace("CALLS = 20", "CALLS = 1"))
     assert "one call timed" in capsys.readouterr().out
     run("nhwc_pays", ref.replace("    gpu.free(workspace)\n", ""))
+    assert "leak: " in capsys.readouterr().out
+
+
+def test_fused_graph_reference_passes_beside_the_fusion_experiment(capsys):
+    ns = run("fused_graph", fusion.FUSED_GRAPH)  # asserts check.fused_graph(my_fusion)
+    out = capsys.readouterr().out
+    assert out.startswith("correct: ") and "measured on this" in out and "Beside the fusion experiment" in out
+    times = ns["my_fusion"]
+    assert 0 < times["fused_us"] < times["unfused_us"] and not ns["gpu"].memory.allocations
+
+
+def test_the_fused_graph_and_the_unfused_path_compute_the_same_output():
+    gpu = practice.new()
+    fused = gpu.conv(lessons.base(), epilogue="bias_relu")
+    unfused, stream = gpu.unfused(lessons.base()), gpu.stream()
+    assert fused.operands.epilogue == "bias_relu" and len(fused.plans) >= 1
+    for role in ("x", "w", "b"):  # the same inputs: the same seed
+        assert cupy.array_equal(fused.operands.arrays[role], unfused.operands.arrays[role])
+    workspace = gpu.allocate(max(fused.plan.workspace_bytes, unfused.plan.workspace_bytes))
+    fused.run(workspace, stream=stream)
+    unfused.run(workspace, stream=stream)
+    stream.synchronize()
+    assert fused.wrong_outputs() == 0, fused.errors
+    y = unfused.operands.arrays[unfused.operands.output_role].astype(cupy.float32)
+    want = fused.operands.arrays[fused.operands.output_role]  # poisoned again by wrong_outputs: recompute
+    fused.run(workspace, stream=stream)
+    stream.synchronize()
+    got = want.astype(cupy.float32)
+    assert float(cupy.abs(got - y).max()) <= 0.05 * float(cupy.abs(y).max()) + 1e-3
+    assert gpu.launches[-2].conv == unfused.spec.label
+    gpu.free(workspace)
+
+
+def test_fused_graph_names_one_call_timed_and_a_workspace_never_freed(capsys):
+    ref = fusion.FUSED_GRAPH.replace("assert check.", "check.")
+    run("fused_graph", ref.replace("CALLS = 20", "CALLS = 1"))
+    assert "one call timed" in capsys.readouterr().out
+    run("fused_graph", ref.replace("    gpu.free(workspace)\n", ""))
     assert "leak: " in capsys.readouterr().out

@@ -11,6 +11,9 @@ recorded mode a `labkit.simgpu.SimDevice` replaying the recording in use. The sa
 ``gpu.conv(spec, workspace_cap=c)``              only the plans that need at most ``c`` bytes
 ``gpu.conversion(conv)``                         ``.run(stream=s)``: a user's NCHW input into an NHWC
                                                  ``conv``, its output back (lesson 03)
+``gpu.conv(spec, epilogue="bias_relu")``         conv + bias + ReLU as one cuDNN graph (lesson 04)
+``gpu.unfused(spec)``                            the same unfused: ``.run(ptr, stream=s)`` queues the
+                                                 convolution, CuPy's bias add and ReLU (lesson 04)
 ``gpu.stream()``                                 a new stream (``.synchronize()``)
 ``gpu.allocate(nbytes)`` / ``gpu.free(ptr)``     cudaMalloc / cudaFree (an int address)
 ``conv.run(ptr, stream=s, plan=p)``              queue one call of plan ``p`` on ``s``, workspace at ``ptr``
@@ -30,8 +33,10 @@ and `labkit.practice.findings` reads the log, with the simulator's sanitizer, fo
 judges: races, leaks, workspaces smaller than the plan asks, a timing of one call.
 
 * `device`: `Practice`, its streams, events and graphs;
-* `conv`: `Conv`, a convolution's plans, calls and outputs (`capped`: its plans under a workspace cap);
-* `lesson_calls`: what single lessons' cells call besides (`layout`: lesson 03's conversion);
+* `conv`: `Conv`, a convolution's plans, calls and outputs (`capped`: its plans under a workspace cap;
+  `fusion`: a fused graph's epilogue and label);
+* `lesson_calls`: what single lessons' cells call besides (`layout`: lesson 03's conversion;
+  `unfused`: lesson 04's unfused path);
 * `findings`: what is wrong with what ran (`Problem`);
 * `memory`: what ``allocate`` gave and ``free`` took back;
 * `runner`: the Runner ``gpu.runner`` makes, its calls logged;

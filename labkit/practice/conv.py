@@ -16,6 +16,7 @@ from typing import Dict, List
 
 from ..errors import InvalidSpec
 from .capped import CappedGraph, check_cap
+from .fusion import Fused, check_epilogue
 
 
 @dataclass
@@ -44,8 +45,17 @@ def _whole(name: str, value, low: int) -> int:
     return value
 
 
-def _graph(practice, spec, cap):
-    """The convolution's graph on ``practice``'s device: every plan, or those within ``cap`` bytes."""
+def _graph(practice, spec, cap, epilogue: str = "none"):
+    """The convolution's graph on ``practice``'s device: every plan, or those within ``cap`` bytes;
+    with an epilogue, the fused graph (simulated: `labkit.simgpu.lesson_calls.FusedGraph`)."""
+    if epilogue != "none":
+        if cap is not None:
+            raise InvalidSpec("workspace_cap", cap, "must be None for a fused graph")
+        if practice.simulated:
+            from ..simgpu.lesson_calls import FusedGraph
+
+            return FusedGraph(practice.device, spec, epilogue)
+        return practice.device.graph(spec, epilogue)
     if cap is None:
         return practice.device.graph(spec)
     if practice.simulated:
@@ -65,6 +75,8 @@ class Conv:
         outputs: how many output slots (each call writes the one it is given).
         workspace_cap: only the plans that need at most this many bytes (`labkit.practice.capped`);
             None for every plan.
+        epilogue: "none", or the epilogue fused into one cuDNN graph with the convolution
+            ("bias_relu": conv + bias + ReLU, lesson 04; `labkit.practice.fusion`).
 
     Attributes:
         spec: the convolution.
@@ -73,14 +85,19 @@ class Conv:
         plan: the heuristic's pick (its first plan that computes the right result).
     """
 
-    def __init__(self, practice, spec, *, seed: int = 0, outputs: int = 1, workspace_cap=None):
+    def __init__(
+        self, practice, spec, *, seed: int = 0, outputs: int = 1, workspace_cap=None, epilogue="none"
+    ):
         self.practice, self.spec = practice, spec
         self.outputs = _whole("outputs", outputs, 1)
         self.workspace_cap = check_cap(workspace_cap)
-        self.graph = _graph(practice, spec, self.workspace_cap)
+        self.epilogue = check_epilogue(epilogue)
+        self.graph = _graph(practice, spec, self.workspace_cap, self.epilogue)
+        #: what its calls are written down as (a fused graph's label names its epilogue)
+        self.logged = spec if self.epilogue == "none" else Fused(spec, self.epilogue)
         self.plans = list(self.graph.runnable)
         self.plan = self.graph.default_plan
-        self.operands = practice.device.operands(spec, seed=_whole("seed", seed, 0))
+        self.operands = practice.device.operands(spec, self.epilogue, seed=_whole("seed", seed, 0))
         self._slots = self._make_slots() if not practice.simulated else []
         self._bound: Dict[tuple, object] = {}
         self._written: List[int] = []  # output slots written since the last look
@@ -91,7 +108,7 @@ class Conv:
 
     def __repr__(self) -> str:
         cap = "" if self.workspace_cap is None else f" within {self.workspace_cap:,} B"
-        return f"<Conv {self.spec.label}: {len(self.plans)} plans{cap}, heuristic's pick {self.plan.index}>"
+        return f"<Conv {self.logged.label}: {len(self.plans)} plans{cap}, heuristic's pick {self.plan.index}>"
 
     def _make_slots(self) -> list:
         import cupy  # heavy: CuPy, live only
@@ -125,7 +142,7 @@ class Conv:
         if isinstance(output, bool) or not isinstance(output, int) or not 0 <= output < self.outputs:
             raise InvalidSpec("output", output, f"must be an int from 0 to {self.outputs - 1}")
         ptr = int(workspace or 0)
-        what = f"a call of plan {p.index} of {self.spec.label}"
+        what = f"a call of plan {p.index} of {self.logged.label}"
         practice, raw = self.practice, getattr(stream, "raw", stream)
         before = len(practice.problems)
         runs = practice.workspace_ok(ptr, int(p.workspace_bytes), what)
@@ -143,7 +160,7 @@ class Conv:
         sim = practice.device.calls[first] if practice.simulated else None
         if sim is not None and flagged:
             practice.flagged_calls.add(sim.id)
-        practice.log(self.spec, p, stream, ptr, output, sim=sim, host_us=host)
+        practice.log(self.logged, p, stream, ptr, output, sim=sim, host_us=host)
         self.ran(output, sim)
 
     def _bind(self, plan_index: int, ptr: int, raw_stream, output: int):

@@ -152,7 +152,8 @@ class Graph:
             if sim_call is not None and p.flagged:
                 practice.flagged_calls.add(sim_call.id)
             plan = p.conv.graph.plan(p.plan_index)
-            practice.log(p.conv.spec, plan, stream, p.workspace, p.output, graph=True, sim=sim_call)
+            logged = getattr(p.conv, "logged", p.conv.spec)  # what the call's own run() writes down
+            practice.log(logged, plan, stream, p.workspace, p.output, graph=True, sim=sim_call)
             p.conv.ran(p.output, sim_call)
 
 
@@ -399,7 +400,7 @@ class Practice(LessonCalls):
         return self.simulated  # live: refused, cuDNN would write past the buffer
 
     # -- convolutions --
-    def conv(self, spec, *, seed: int = 0, outputs: int = 1, workspace_cap=None):
+    def conv(self, spec, *, seed: int = 0, outputs: int = 1, workspace_cap=None, epilogue: str = "none"):
         """A convolution on this GPU: its plans (each checked against float64 live; the recorded
         plans simulated) and inputs made once.
 
@@ -408,11 +409,12 @@ class Practice(LessonCalls):
             seed: the inputs' seed.
             outputs: output slots (``conv.run(..., output=j)``): a call writes its own.
             workspace_cap: only the plans needing at most this many bytes; None for every plan.
+            epilogue: "bias_relu" for conv + bias + ReLU as one cuDNN graph (lesson 04); "none".
 
         Returns:
             A `labkit.practice.conv.Conv`.
         """
-        made = Conv(self, spec, seed=seed, outputs=outputs, workspace_cap=workspace_cap)
+        made = Conv(self, spec, seed=seed, outputs=outputs, workspace_cap=workspace_cap, epilogue=epilogue)
         self.convs.append(made)
         return made
 

@@ -1,10 +1,12 @@
 """`LessonCalls`: the calls of single lessons' hands-on cells, as methods of every
-`labkit.practice.Practice` (``gpu.conversion(conv)``: lesson 03's layout conversion)."""
+`labkit.practice.Practice` (``gpu.conversion(conv)``: lesson 03's layout conversion;
+``gpu.unfused(spec)``: lesson 04's unfused conv + bias + ReLU)."""
 
 from __future__ import annotations
 
 from ..errors import InvalidSpec
 from .layout import Conversion
+from .unfused import UnfusedPath
 
 
 class LessonCalls:
@@ -23,3 +25,17 @@ class LessonCalls:
         if getattr(conv, "practice", None) is not self:
             raise InvalidSpec("conv", conv, "must be a convolution made on this GPU (gpu.conv(...))")
         return Conversion(conv)
+
+    def unfused(self, spec, *, seed: int = 0):
+        """The unfused conv + bias + ReLU (lesson 04): the convolution's heuristic plan, then CuPy's
+        bias add and ReLU, each writing a real tensor; ``.run(workspace, stream=s)`` queues one call
+        of the three (`labkit.practice.unfused`).
+
+        Args:
+            spec: an fprop convolution in fp16 or fp32.
+            seed: the inputs' seed.
+
+        Returns:
+            A `labkit.practice.unfused.UnfusedPath` (``.plan.workspace_bytes``: its workspace).
+        """
+        return UnfusedPath(self, spec, seed=seed)

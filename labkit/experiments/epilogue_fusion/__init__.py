@@ -2,7 +2,8 @@
 the unfused sequence: time, memory traffic and allocations.
 
 Its parts, one concept each: `runs` (the experiment), `charts`, `summaries`, `exercises`; here,
-the calls the recorded grid holds and what the lesson's panel shows."""
+the calls the recorded grid holds and what the lesson's panel shows. Its hands-on cell (`handson`):
+build the fused graph and time it against the unfused path."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from .exercises import (
     unfused_tensors,
     unfused_traffic_time,
 )
+from .handson import FUSED_GRAPH, HANDS_ON, fused_graph  # noqa: F401
 from .runs import FUSION_DTYPES, fusion
 from .summaries import fusion_summary
 
@@ -38,6 +40,8 @@ __all__ = [
 LESSON = "04"
 CHARTS = {"fusion": (fusion_chart, 9, fusion_summary)}
 EXERCISES = (fusion_speedup, unfused_tensors, unfused_traffic_time, unfused_extra_time, fusion_least_gain)
+#: the checks hands-on cells call, as check.<name>
+HANDS_ON_CHECKS = (fused_graph,)
 #: experiment -> its lesson panel (`labkit.present.widgets.panel`)
 PANELS = {
     "fusion": spec_panel(
