@@ -34,7 +34,8 @@ def run(name: str, source: str) -> dict:
 def test_workspace_knee_reference_passes_beside_the_caps_experiment(capsys):
     ns = run("workspace_knee", lab.WORKSPACE_KNEE)  # asserts check.workspace_knee(my_best, my_knee)
     out = capsys.readouterr().out
-    assert out.startswith("correct: ") and "measured on this" in out and "measured on this GPU" in out, out
+    said = " ".join(out.split())  # a verdict wraps at 100 characters
+    assert out.startswith("correct: ") and "(measured on this GPU)" in said, out
     assert set(ns["my_best"]) == set(lessons.CAPS) and ns["my_knee"] in lessons.CAPS
     assert all(v > 0 for v in ns["my_best"].values()) and not ns["gpu"].memory.allocations
     capped = ns["gpu"].convs[0]  # the smallest cap's: cuDNN kept only plans within it
