@@ -74,7 +74,7 @@ def fmt_bytes(n) -> str:
 
 
 def fmt_us(us) -> str:
-    """A time in its unit: ``24.6 us``, ``1.23 ms``, ``2.1 s``.
+    """A time in its unit: ``24.6 us``, ``1.23 ms``, ``2.10 s``.
 
     Args:
         us: microseconds; None or NaN for a missing value.
@@ -93,7 +93,7 @@ def fmt_us(us) -> str:
 
 
 def fmt_seconds(s) -> str:
-    """A time given in seconds, written as `fmt_us` writes it: ``1.23 ms``, ``2.1 s``.
+    """A time given in seconds, written as `fmt_us` writes it: ``1.23 ms``, ``2.10 s``.
 
     Args:
         s: seconds; None or NaN for a missing value.
