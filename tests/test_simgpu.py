@@ -19,6 +19,7 @@ from labkit.gpu.workspaces import workspace as ws
 from labkit.gpu.workspaces.runner import Runner
 from labkit.simgpu import SimDevice, sequences, simulated
 from labkit.simgpu.recorded import Recorded
+from labkit.spec import ConvSpec
 
 ONE = workloads.ONE_CONV  # default plan: 25,763,987 B of workspace (kernels.csv, plan 0)
 NHWC = ONE.replace(layout="NHWC")  # default plan: 131 B
@@ -460,3 +461,19 @@ def test_the_measurements_the_rules_cite_are_the_recordings():
     assert graph[graph.kind == "kernel"].start_us.min() > first_launch.end_us  # rule 5
     free = Recorded("h100-sxm", calibration=False).host_us("cudaFree", ONE_WS)
     assert round(free) == 78  # rule 7
+
+
+@pytest.mark.parametrize("recording", ["h100-sxm", "h200"])
+def test_a_plan_without_a_calibrated_time_takes_its_replayed_time_per_call(recording):
+    """Rule 4: a plan the calibration did not time runs its traced kernels scaled to the plans
+    experiment's time per replayed call (eng1's trace holds a 412 us setup kernel a replay does not
+    run each call: unscaled, the simulated call took twice the plans chart's time)."""
+    import json
+
+    rec = Recorded(recording)
+    plans = rec.recording.table("plans")
+    row = plans[(plans.plan_name == "eng1") & (plans.status == "ok")].iloc[0]
+    spec = ConvSpec.from_dict(json.loads(row.request)["spec"])
+    call = rec.call(spec, int(row.plan_index))
+    assert sum(k.us for k in call.kernels) == pytest.approx(float(row.gpu_us))
+    assert any(k.role == "setup" for k in call.kernels)  # the recorded kernels, in their shares

@@ -27,9 +27,11 @@ seam's calls timed on that GPU by ``bench sim-fidelity --calibrate``, read befor
    Its kernels are launched evenly through it (strategy_timeline.csv: a call's cudaLaunchKernel
    rows spread across it). Each kernel lasts its recorded kernel_us, scaled so that a call's
    kernels add up to its measured GPU time per call where the calibration has it (sim_costs
-   call_gpu, 1 stream: back-to-back graph replays, the gaps between kernels included); a network's
-   layer is one span of that time (network_report.csv gpu_us where not calibrated: its kernels are
-   not recorded). The first launch bound to a workspace address costs the measured bind time too
+   call_gpu, 1 stream: back-to-back graph replays, the gaps between kernels included), else to its
+   plan's time per replayed call (plans.csv gpu_us: a traced call can run more, e.g. eng1's 412 us
+   setup kernel, than each call of a replay does); a network's layer is one span of that time
+   (network_report.csv gpu_us where not calibrated: its kernels are not recorded). The first launch
+   bound to a workspace address costs the measured bind time too
    (sim_costs bind; the recordings time calls already bound, so without it a bind costs nothing).
 5. **A CUDA graph launch** costs the host what sim_costs graph_launch measured for a graph of that
    many calls (linear between the sizes measured; a call of a plan it did not measure costs the

@@ -37,6 +37,9 @@ ASYNC_CHUNK = 32 << 20
 SOURCES = {
     "kernels": "kernels.csv: per plan its kernels (kernel, role, launches_per_call, kernel_us) and host_us, "
     "the host time to launch one call (measured inside lesson 10's trace session, CUPTI attached)",
+    "replay": "plans.csv: gpu_us, a plan's GPU time per call by CUDA-graph replay (the plans chart's), "
+    "where the calibration has none: a plan's traced kernels are scaled to it, in their recorded shares "
+    "(one traced call can run more than a replayed call: eng1's 412 us setup kernel)",
     "runner_launch": "strategies.csv, workload one_conv: median_us less strategy_us_per_call (the host time "
     "of one Runner.run less the strategy's own), median over the strategies that allocate nothing in "
     "the timed pass (alloc_calls=0): the launch time of one_conv's convolution, untraced",
@@ -165,6 +168,7 @@ class Recorded:
         self._solo: set = set()  # convolutions whose kernels ran beside another stream's at solo speed
         self._plans: Dict[str, Tuple[List[PlanRow], int, str]] = {}
         self._timings: Dict[Tuple[str, int], CallTiming] = {}
+        self._replay: Dict[Tuple[str, str], float] = {}  # (label, plan name) -> GPU us per replayed call
         self._host: Dict[Tuple[str, int], List[float]] = {}
         self._launch: Dict[
             Tuple[str, int], Tuple[float, str]
@@ -194,6 +198,11 @@ class Recorded:
                     self._timings[label, int(p)] = CallTiming(
                         tuple(ks), float(prow.host_us.iloc[0]), "kernels.csv"
                     )
+        plans = self._table("plans")
+        if plans is not None:
+            for r in plans[plans.status == "ok"].itertuples():
+                spec = ConvSpec.from_dict(json.loads(r.request)["spec"])
+                self._replay[spec.label, str(r.plan_name)] = float(r.gpu_us)
         _read_race(self)
         _read_network(self)
         _read_host_costs(self)
@@ -237,6 +246,20 @@ class Recorded:
             got = self._calls[key] = self._call(spec, int(plan_index))
         return got
 
+    def _replayed_us(self, spec: ConvSpec, plan_index: int) -> Optional[float]:
+        """The plans experiment's GPU time per call of this plan, by CUDA-graph replay (plans.csv).
+
+        Args:
+            spec: the convolution.
+            plan_index: its plan's index.
+
+        Returns:
+            Microseconds per call; None where the recording has no such row.
+        """
+        plans = self._plans.get(spec.label)
+        name = next((p.name for p in plans[0] if p.index == plan_index), None) if plans else None
+        return self._replay.get((spec.label, name)) if name else None
+
     def _call(self, spec: ConvSpec, plan_index: int) -> CallTiming:
         timing = self._timings.get((spec.label, plan_index))
         kernels = timing.kernels if timing else None
@@ -251,6 +274,10 @@ class Recorded:
                 else (Kernel(f"plan {plan_index}", "whole call", by_streams[1]),)
             )
             sources.append(f"sim_costs_{self.slug}.csv call_gpu (GPU time, kernels in their recorded shares)")
+        elif kernels and self._replayed_us(spec, plan_index) is not None:
+            replay, total = self._replayed_us(spec, plan_index), sum(k.us for k in kernels)
+            kernels = tuple(Kernel(k.name, k.role, k.us * replay / total) for k in kernels)
+            sources.append("plans.csv gpu_us (GPU time per replayed call, kernels in their recorded shares)")
         elif kernels is None and cal and cal.one_call_gpu_us(spec, plan_index) is not None:
             kernels = (Kernel(f"plan {plan_index}", "whole call", cal.one_call_gpu_us(spec, plan_index)),)
         if kernels is None:
