@@ -98,3 +98,38 @@ def test_lesson_08_figures_follow_the_grammar():
         fig = compare.figure(compare.frames(name))
         found = [v for v in grammar.violations(fig) if _key(f"compare.{name}", v) not in KNOWN]
         assert not found, f"compare.figure({name!r}): {found}"
+
+
+#: experiment -> units its summary may also write: quantities its chart does not draw
+SUMMARY_ALSO = {"build_cost": {"us"}}  # what autotuning saves a call, as the plans chart draws it
+
+
+@pytest.mark.parametrize("recording, name", [c for c in CASES if experiments.SUMMARIES.get(c.values[1])])
+def test_a_summary_writes_a_quantity_in_its_charts_unit(recording, name):
+    """The summary under a chart writes a time or a size in the unit the chart's axes use for it
+    (2,378 MiB beside a MiB axis, never 2.32 GiB; 10,161 us beside a us axis, never 10.16 ms); a
+    size too small to read in MiB in a smaller unit, as the chart's labels are."""
+    rec = recordings.named(recording)
+    found = []
+    for req in rec.requests(name):
+        try:
+            df = experiments.with_model(name, rec.lookup(name, req))
+        except LabkitError:
+            continue
+        fig = experiments.CHARTS[name](df)
+        units = {}
+        for unit in grammar.axis_units(fig).values():
+            units.setdefault(grammar.UNIT_KINDS[unit], set()).add(unit)
+        text = str(experiments.SUMMARIES[name](df))
+        for m in grammar.QUANTITY.finditer(text):
+            unit = m.group(1)
+            axes = units.get(grammar.UNIT_KINDS[unit], set())
+            small = any(
+                grammar.UNIT_SIZES[unit] < grammar.UNIT_SIZES[a] and grammar._too_small_for(m, a)
+                for a in axes
+            )
+            exact = unit == "B"  # a count of bytes is exact, in any chart's unit
+            if axes and unit not in axes | SUMMARY_ALSO.get(name, set()) and not small and not exact:
+                at = text[max(0, m.start() - 60) : m.end()]
+                found.append(f"{m.group(0)!r} beside axes in {sorted(axes)}: {at!r}")
+    assert not found, f"{recording} {name}: " + "\n".join(sorted(set(found))[:8])

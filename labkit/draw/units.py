@@ -114,6 +114,31 @@ def in_unit(value, unit: str) -> str:
     return "-" if v is None else f"{number(v, whole=unit == 'B')} {unit}"
 
 
+def us_text(us) -> str:
+    """A time in prose as a microsecond axis shows it: ``10,161 us``, never ``10.16 ms``.
+
+    Args:
+        us: microseconds; None or NaN for a missing value.
+
+    Returns:
+        `in_unit` in us.
+    """
+    return in_unit(us, "us")
+
+
+def size_text(n) -> str:
+    """A size in prose as a chart's size axis shows it: ``2,378 MiB``, never ``2.32 GiB``; ``131 B``
+    where it is too small to read in MiB.
+
+    Args:
+        n: bytes; None or NaN for a missing value.
+
+    Returns:
+        `in_unit` in `SIZE_AXIS`.
+    """
+    return in_unit(n, SIZE_AXIS)
+
+
 def tick_text(t: float) -> str:
     """A log axis's tick label: ``0.3``, ``20``, ``1,000``; ``1e-6`` outside `TICK_DECIMAL_MIN` to
     `TICK_DECIMAL_MAX`.

@@ -3,8 +3,9 @@ and, where the fused graph loses, what its one plan achieves."""
 
 from __future__ import annotations
 
-from ...draw.plots import fmt_bytes, fmt_us, ok_rows
+from ...draw.plots import ok_rows
 from ...draw.prose import Text, where
+from ...draw.units import size_text, us_text
 from .charts import repeat_spread
 
 
@@ -43,9 +44,9 @@ def _workspace_gap(heuristic, fastest) -> list:
     if not abs(gap) > WORKSPACE_GAP_BYTES:
         return []
     return [
-        f"Both fused plans hold the same tensors, so the {fmt_bytes(abs(gap))} between what they allocate "
-        f"({fmt_bytes(heuristic.allocated_bytes)} for the heuristic's pick, "
-        f"{fmt_bytes(fastest.allocated_bytes)} for the fastest) is workspace: the faster plan needs "
+        f"Both fused plans hold the same tensors, so the {size_text(abs(gap))} between what they allocate "
+        f"({size_text(heuristic.allocated_bytes)} for the heuristic's pick, "
+        f"{size_text(fastest.allocated_bytes)} for the fastest) is workspace: the faster plan needs "
         f"{'less' if gap > 0 else 'more'}."
     ]
 
@@ -67,10 +68,10 @@ def fusion_summary(df) -> Text:
             continue
         f, u = sub.loc["fused"], sub.loc["unfused"]
         parts.append(
-            f"**{epi}** fused {fmt_us(f.gpu_us)} vs unfused {fmt_us(u.gpu_us)} "
+            f"**{epi}** fused {us_text(f.gpu_us)} vs unfused {us_text(u.gpu_us)} "
             f"({ratio_text(f.gpu_us, u.gpu_us)}); the unfused path allocates "
-            f"{fmt_bytes(u.intermediate_bytes)} of intermediates and moves {fmt_bytes(u.modelled_hbm_bytes)} "
-            f"through HBM against {fmt_bytes(f.modelled_hbm_bytes)} fused."
+            f"{size_text(u.intermediate_bytes)} of intermediates and moves {size_text(u.modelled_hbm_bytes)} "
+            f"through HBM against {size_text(f.modelled_hbm_bytes)} fused."
         )
         if "fused, autotuned" not in sub.index:
             continue
@@ -93,7 +94,7 @@ def fusion_summary(df) -> Text:
             )
         if a.plan_name == f.plan_name:
             parts.append(
-                f"Timing {every} confirms the heuristic's pick ({fmt_us(a.gpu_us)})"
+                f"Timing {every} confirms the heuristic's pick ({us_text(a.gpu_us)})"
                 + (
                     ": no fused plan cuDNN offers here beats the unfused sequence."
                     if a.gpu_us > u.gpu_us
@@ -102,7 +103,7 @@ def fusion_summary(df) -> Text:
             )
         else:
             parts.append(
-                f"Timing {every} finds {a.plan_name} at {fmt_us(a.gpu_us)}: "
+                f"Timing {every} finds {a.plan_name} at {us_text(a.gpu_us)}: "
                 f"{ratio_text(a.gpu_us, f.gpu_us)} than the heuristic's pick and "
                 f"{ratio_text(a.gpu_us, u.gpu_us)} than unfused."
             )
@@ -110,8 +111,8 @@ def fusion_summary(df) -> Text:
         if a.gpu_us > u.gpu_us and "achieved_gb_s" in sub.columns:
             parts.append(
                 f"Fewer bytes do not make it faster: the fused plan `{a.plan_name}` moves its modelled "
-                f"{fmt_bytes(a.modelled_hbm_bytes)} at {a.achieved_gb_s:.0f} GB/s, the unfused path its "
-                f"{fmt_bytes(u.modelled_hbm_bytes)} at {u.achieved_gb_s:.0f} GB/s: "
+                f"{size_text(a.modelled_hbm_bytes)} at {a.achieved_gb_s:.0f} GB/s, the unfused path its "
+                f"{size_text(u.modelled_hbm_bytes)} at {u.achieved_gb_s:.0f} GB/s: "
                 + (
                     "with one plan for the graph, its speed is that plan's, whatever the traffic saved."
                     if n == 1

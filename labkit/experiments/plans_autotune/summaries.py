@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import math
 
-from ...draw.plots import first_value, fmt_bytes, fmt_seconds, fmt_us, ok_rows, request_spec
+from ...draw.plots import first_value, ok_rows, request_spec
 from ...draw.prose import Text, where
+from ...draw.units import in_unit, size_text, us_text
 from ...gpu.checks.plan_checks import is_wrong
 from .charts import cap_label
 from .noise import caps_noise, plans_beside
@@ -28,9 +29,9 @@ def plans_summary(df) -> Text:
     spec = request_spec(df)
     text = (
         f"{spec.label} ({where(df)}): {len(ok)} plans timed. Heuristic pick: plan {int(h.plan_index)}, "
-        f"{fmt_us(h.gpu_us)}, workspace {fmt_bytes(h.workspace_bytes)}. Fastest: plan {int(b.plan_index)}, "
-        f"{fmt_us(b.gpu_us)}, workspace {fmt_bytes(b.workspace_bytes)}. Slowest: plan {int(w.plan_index)}, "
-        f"{fmt_us(w.gpu_us)}, workspace {fmt_bytes(w.workspace_bytes)}."
+        f"{us_text(h.gpu_us)}, workspace {size_text(h.workspace_bytes)}. Fastest: plan {int(b.plan_index)}, "
+        f"{us_text(b.gpu_us)}, workspace {size_text(b.workspace_bytes)}. Slowest: plan {int(w.plan_index)}, "
+        f"{us_text(w.gpu_us)}, workspace {size_text(w.workspace_bytes)}."
     )
     if h.plan_index == b.plan_index:
         text += " The heuristic got it right here: autotuning would only confirm it."
@@ -185,7 +186,7 @@ def caps_summary(df) -> Text:
             below = [c for c in sorted(paid["cap_bytes"]) if 0 <= c < first.cap_bytes or first.cap_bytes < 0]
             text += (
                 f" From {cap_label(first.cap_bytes)} up, the best plan under the cap costs nothing "
-                f"measurable: it needs {fmt_bytes(first.workspace_bytes)}, so any cap of at least that much "
+                f"measurable: it needs {size_text(first.workspace_bytes)}, so any cap of at least that much "
                 "keeps the speed"
                 + (
                     f" ({cap_label(below[-1])}, the recorded cap below, is too small; caps in between were "
@@ -240,7 +241,7 @@ def plans_chart_sentence(df, noise) -> str:
     ok = ok.assign(gap=ok["gpu_us"] / ok["there"] - 1)  # this chart against the plans chart
     worst = ok.sort_values("gap", key=abs, ascending=False).drop_duplicates("best_plan")
     named = "; ".join(
-        f"`{r.best_plan}` {fmt_us(r.there)} there, {fmt_us(r.gpu_us)} here"
+        f"`{r.best_plan}` {us_text(r.there)} there, {us_text(r.gpu_us)} here"
         for r in worst.head(2).itertuples()
     )
     text = (
@@ -279,6 +280,18 @@ def plans_chart_sentence(df, noise) -> str:
     )
 
 
+def ms_text(seconds) -> str:
+    """A build stage's wall time in prose as the build-cost chart shows it, in ms: ``258.4 ms``.
+
+    Args:
+        seconds: the time in seconds.
+
+    Returns:
+        `labkit.draw.units.in_unit` in ms.
+    """
+    return in_unit(seconds * 1e6, "ms")
+
+
 def build_cost_summary(df) -> Text:
     """Each build stage's cost, what the first build pays once, and when autotuning pays off.
 
@@ -295,14 +308,14 @@ def build_cost_summary(df) -> Text:
     pay = first_value(df, "calls_to_pay_off_autotune")
     spec = request_spec(df)
     text = (
-        f"{spec.label} ({where(df)}): the first build took {fmt_seconds(first)}, an identical rebuild "
-        f"{fmt_seconds(rebuild)}, a cache hit {fmt_seconds(hit)}; building every plan took "
-        f"{fmt_seconds(build_all)} and autotuning them {fmt_seconds(tune)}."
+        f"{spec.label} ({where(df)}): the first build took {ms_text(first)}, an identical rebuild "
+        f"{ms_text(rebuild)}, a cache hit {ms_text(hit)}; building every plan took "
+        f"{ms_text(build_all)} and autotuning them {ms_text(tune)}."
     )
     if first > rebuild:
         text += (
             " The first build pays a one-time set-up that the identical rebuild right after it does not: "
-            f"{fmt_seconds(first - rebuild)} of its {fmt_seconds(first)} (when it is the first graph its "
+            f"{ms_text(first - rebuild)} of its {ms_text(first)} (when it is the first graph its "
             "process builds, that includes cuDNN loading its libraries and creating its handle)."
         )
         if build_all < first and build_all >= 1.05 * rebuild:
@@ -327,8 +340,8 @@ def build_cost_summary(df) -> Text:
     if load is not None and build_all is not None and load == load and load > 0:
         cold = build_all + tune
         text += (
-            f" Saved to disk ({fmt_bytes(first_value(df, 'serialized_bytes'))}), the autotuned plan loads "
-            f"in a later session in {fmt_seconds(load)} instead of building every plan and autotuning again "
-            f"({fmt_seconds(cold)}, {cold / load:,.0f}x as long)."
+            f" Saved to disk ({size_text(first_value(df, 'serialized_bytes'))}), the autotuned plan loads "
+            f"in a later session in {ms_text(load)} instead of building every plan and autotuning again "
+            f"({ms_text(cold)}, {cold / load:,.0f}x as long)."
         )
     return Text(text)

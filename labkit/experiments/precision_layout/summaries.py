@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Optional
 
 from ... import env
-from ...draw.plots import first_value, fmt_bytes, fmt_us, num, ok_rows, shape_label
+from ...draw.plots import first_value, num, ok_rows, shape_label
 from ...draw.prose import Text, where
+from ...draw.units import size_text, us_text
 from ...errors import LabkitError
 from ...spec import ConvSpec
 from .. import core
@@ -45,7 +46,7 @@ def precision_summary(df) -> Text:
     parts = [f"{where(df)}:"]
     for d, r in ok.iterrows():
         parts.append(
-            f"**{d}** {fmt_us(r.gpu_us)} ({r.tflops:.0f} TFLOP/s), error {sci(r.rel_error)} from the "
+            f"**{d}** {us_text(r.gpu_us)} ({r.tflops:.0f} TFLOP/s), error {sci(r.rel_error)} from the "
             "arithmetic, "
             f"{sci(r.rel_error_vs_fp64_inputs)} in total;"
         )
@@ -180,8 +181,8 @@ def fp8_vs_fp16(spec: ConvSpec = BASE) -> Text:
     text = [
         f"**fp8 against fp16, plan by plan** ({where(plans['fp16'])}, {shape_label(spec)}). cuDNN's "
         "heuristic runs fp16 "
-        f"with {ran('fp16', p16)}: {fmt_us(p16.gpu_us)}. It runs fp8_e4m3 with {ran('fp8_e4m3', p8)}: "
-        f"{fmt_us(p8.gpu_us)}, {_times(p8.gpu_us, p16.gpu_us)}{noise}."
+        f"with {ran('fp16', p16)}: {us_text(p16.gpu_us)}. It runs fp8_e4m3 with {ran('fp8_e4m3', p8)}: "
+        f"{us_text(p8.gpu_us)}, {_times(p8.gpu_us, p16.gpu_us)}{noise}."
     ]
     try:
         again = _precision_at(spec.replace(dtype="fp16")).loc["fp8_e4m3"]
@@ -189,7 +190,7 @@ def fp8_vs_fp16(spec: ConvSpec = BASE) -> Text:
         again = None
     if again is not None and again.plan_name == p8.plan_name:
         text.append(
-            f"(The precision chart timed the same fp8 plan at {fmt_us(again.gpu_us)}: two measurements of "
+            f"(The precision chart timed the same fp8 plan at {us_text(again.gpu_us)}: two measurements of "
             "one plan "
             f"differ by {abs(again.gpu_us - p8.gpu_us) / p8.gpu_us:.1%}.)"
         )
@@ -216,13 +217,13 @@ def fp8_vs_fp16(spec: ConvSpec = BASE) -> Text:
     if b8.gpu_us > b16.gpu_us:
         text.append(
             f"Timing all {n8} fp8 plans does not change the verdict: the fastest, `{b8.plan_name}`, takes "
-            f"{fmt_us(b8.gpu_us)}, still {_times(b8.gpu_us, b16.gpu_us)} than fp16's fastest "
-            f"({fmt_us(b16.gpu_us)})."
+            f"{us_text(b8.gpu_us)}, still {_times(b8.gpu_us, b16.gpu_us)} than fp16's fastest "
+            f"({us_text(b16.gpu_us)})."
         )
     else:
         text.append(
-            f"Timing all {n8} fp8 plans does change it: `{b8.plan_name}` takes {fmt_us(b8.gpu_us)}, "
-            f"{_times(b8.gpu_us, b16.gpu_us)} than fp16's fastest ({fmt_us(b16.gpu_us)}), but cuDNN's "
+            f"Timing all {n8} fp8 plans does change it: `{b8.plan_name}` takes {us_text(b8.gpu_us)}, "
+            f"{_times(b8.gpu_us, b16.gpu_us)} than fp16's fastest ({us_text(b16.gpu_us)}), but cuDNN's "
             "heuristics rank it "
             f"{_ordinal(rank)} of {n8}: only timing every plan (autotuning, lesson 05) finds it."
         )
@@ -265,11 +266,11 @@ def layout_summary(df) -> Text:
         else f"{h.conv_gpu_us / n.conv_gpu_us:.1f}x slower"
     )
     return Text(
-        f"{where(df)}: the convolution takes {fmt_us(n.conv_gpu_us)} in NCHW (workspace "
-        f"{fmt_bytes(n.workspace_bytes)}) "
-        f"and {fmt_us(h.conv_gpu_us)} in NHWC (workspace {fmt_bytes(h.workspace_bytes)}): "
+        f"{where(df)}: the convolution takes {us_text(n.conv_gpu_us)} in NCHW (workspace "
+        f"{size_text(n.workspace_bytes)}) "
+        f"and {us_text(h.conv_gpu_us)} in NHWC (workspace {size_text(h.workspace_bytes)}): "
         f"{faster}. Converting NCHW tensors to NHWC and back costs "
-        f"{fmt_us(h.convert_gpu_us)}: NHWC end to end is {fmt_us(h.end_to_end_us)}, and {verdict}. "
+        f"{us_text(h.convert_gpu_us)}: NHWC end to end is {us_text(h.end_to_end_us)}, and {verdict}. "
         "Keep the whole network in NHWC and the conversion disappears." + _timed_again(df, h)
     )
 
@@ -291,7 +292,7 @@ def _timed_again(df, nhwc) -> str:
         return ""
     again = rows.loc[spec.dtype, "gpu_us"]
     return (
-        f" (The precision run timed the same NHWC plan at {fmt_us(again)}: two measurements of one plan "
+        f" (The precision run timed the same NHWC plan at {us_text(again)}: two measurements of one plan "
         "differ "
         f"by {abs(again - nhwc.conv_gpu_us) / nhwc.conv_gpu_us:.1%}, the noise behind these ratios.)"
     )
@@ -327,15 +328,15 @@ def nchw_kernels(spec: ConvSpec = BASE) -> Text:
     convert, main = gpu_us("layout conversion"), gpu_us("main convolution")
     text = (
         f"**Inside the NCHW plan** ({where(trace)}): cuDNN's heuristic pick for NCHW, `{pick}`, asks a "
-        f"workspace of {fmt_bytes(lay.loc['NCHW', 'workspace_bytes'])}"
+        f"workspace of {size_text(lay.loc['NCHW', 'workspace_bytes'])}"
     )
     if not convert:
         return Text(text + " and converts no layout itself.")
     return Text(
         text + ": it converts between the layouts around its tensor-core kernel. Its own "
-        f"layout conversions take {fmt_us(convert)} a call together, beside {fmt_us(main)} of main "
+        f"layout conversions take {us_text(convert)} a call together, beside {us_text(main)} of main "
         "convolution; the CuPy transpose-copies of the layout "
-        f"chart, {fmt_us(lay.loc['NHWC', 'convert_gpu_us'])}: converting is cheap or dear depending on "
+        f"chart, {us_text(lay.loc['NHWC', 'convert_gpu_us'])}: converting is cheap or dear depending on "
         "who does it. Lesson 10 traces the plan kernel by kernel."
     )
 

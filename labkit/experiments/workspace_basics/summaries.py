@@ -5,13 +5,12 @@ from __future__ import annotations
 from typing import Optional
 
 from ...draw.plots import (
-    fmt_bytes,
-    fmt_us,
     ok_rows,
     request_spec,
     shape_label,
 )
 from ...draw.prose import Text, where
+from ...draw.units import size_text, us_text
 from ..core import beside
 
 # ---- summaries --------------------------------------------------------------------------------
@@ -36,11 +35,11 @@ def algorithms_summary(df) -> Text:
     spec = request_spec(df)
     text = (
         f"For {spec.label} ({where(df)}), cuDNN's Find ranks **{fast.algorithm}** first: "
-        f"{fmt_us(fast.time_us)} with a workspace of {fmt_bytes(fast.query_workspace_bytes)}."
+        f"{us_text(fast.time_us)} with a workspace of {size_text(fast.query_workspace_bytes)}."
     )
     if not zero.empty:
         z = zero.loc[zero["time_us"].idxmin()]
-        text += f" The best algorithm that needs no workspace, {z.algorithm}, takes {fmt_us(z.time_us)}."
+        text += f" The best algorithm that needs no workspace, {z.algorithm}, takes {us_text(z.time_us)}."
     if len(bad):
         text += f" {len(bad)} of {len(df)} algorithms are not supported for this dtype and layout."
     text += (
@@ -70,12 +69,12 @@ def workspace_buys(plans) -> str:
     head = (
         "Timed as every other chart times (the median of CUDA-graph replays; lesson 05's plans chart "
         f"draws each of the {len(ok)} frontend plans of this convolution), the fastest plan, "
-        f"`{fast.plan_name}`, takes {fmt_us(fast.gpu_us)}"
+        f"`{fast.plan_name}`, takes {us_text(fast.gpu_us)}"
     )
     if int(fast.workspace_bytes) == 0:
         return head + " and needs no workspace: here a workspace buys nothing."
     zero = ok[ok["workspace_bytes"] == 0]
-    head += f" with a workspace of {fmt_bytes(fast.workspace_bytes)}"
+    head += f" with a workspace of {size_text(fast.workspace_bytes)}"
     if zero.empty:
         return head + f"; none of the {len(ok)} plans runs without one."
     z = zero.loc[zero["gpu_us"].idxmin()]
@@ -85,7 +84,7 @@ def workspace_buys(plans) -> str:
         else ""
     )
     text = (
-        f"; the fastest that needs none, `{z.plan_name}`, takes {fmt_us(z.gpu_us)}: "
+        f"; the fastest that needs none, `{z.plan_name}`, takes {us_text(z.gpu_us)}: "
         f"**{_slower(z.gpu_us / fast.gpu_us)}**{spread}."
     )
     if _overlap(fast, z):
@@ -125,11 +124,11 @@ def workspace_sizes_summary(df) -> Text:
     spec = request_spec(df)
     return Text(
         f"One shape ({shape_label(spec)}), {len(ok)} variants of dtype x layout x direction ({where(df)}). "
-        f"The heuristic plan asks for anything from **{fmt_bytes(lo.heuristic_workspace_bytes)}** "
-        f"({lo['dtype']} {lo['layout']} {lo['direction']}) to **{fmt_bytes(hi.heuristic_workspace_bytes)}** "
+        f"The heuristic plan asks for anything from **{size_text(lo.heuristic_workspace_bytes)}** "
+        f"({lo['dtype']} {lo['layout']} {lo['direction']}) to **{size_text(hi.heuristic_workspace_bytes)}** "
         f"({hi['dtype']} {hi['layout']} {hi['direction']}); the hungriest candidate plan of any "
         "variant wants "
-        f"{fmt_bytes(spread)}. Same dims, very different workspaces." + _fp32_swap(ok)
+        f"{size_text(spread)}. Same dims, very different workspaces." + _fp32_swap(ok)
     )
 
 
@@ -150,8 +149,8 @@ def _fp32_swap(ok) -> str:
         ", the largest of the whole chart" if full["NHWC"] == ok["heuristic_workspace_bytes"].max() else ""
     )
     return (
-        f" In fp32 the layouts swap roles: the NCHW forward plan asks {fmt_bytes(full['NCHW'])} and the NHWC "
-        f"one {fmt_bytes(full['NHWC'])}{largest} (lesson 00's kernel trace showed why: true-fp32 kernels "
+        f" In fp32 the layouts swap roles: the NCHW forward plan asks {size_text(full['NCHW'])} and the NHWC "
+        f"one {size_text(full['NHWC'])}{largest} (lesson 00's kernel trace showed why: true-fp32 kernels "
         "work on NCHW data, so the NHWC plans convert into it)."
     )
 
@@ -211,10 +210,10 @@ def base_point_runs(df) -> str:
     values = [mine[0]] + [v for _, v, _ in others]
     spread = (max(values) - min(values)) / min(values)
     f = str(df["field"].iloc[0])
-    read = [f"{fmt_us(v)} in {where_}" for where_, v, _ in others]
+    read = [f"{us_text(v)} in {where_}" for where_, v, _ in others]
     plans = {mine[1]} | {p for _, _, p in others}
     return (
-        f" The base point, {f}={_FIELD_OF[f](base)}, reads {fmt_us(mine[0])} in this sweep's run; the same "
+        f" The base point, {f}={_FIELD_OF[f](base)}, reads {us_text(mine[0])} in this sweep's run; the same "
         "convolution reads "
         + (", ".join(read[:-1]) + " and " + read[-1] if len(read) > 1 else read[0])
         + ". Each run times it anew (the median of its CUDA-graph replays)"
@@ -248,7 +247,7 @@ def sweep_summary(df) -> Text:
     first, last = ok.iloc[0], ok.iloc[-1]
     text = (
         f"From {f}={first.value} to {f}={last.value} ({where(df)}) the GPU time goes from "
-        f"{fmt_us(first.gpu_us)} to {fmt_us(last.gpu_us)} ({last.gpu_us / first.gpu_us:.0f}x) for "
+        f"{us_text(first.gpu_us)} to {us_text(last.gpu_us)} ({last.gpu_us / first.gpu_us:.0f}x) for "
         f"{last.flops / first.flops:.0f}x the FLOPs; throughput goes from {first.tflops:.0f} to "
         f"{last.tflops:.0f} TFLOP/s."
     )
@@ -259,8 +258,8 @@ def sweep_summary(df) -> Text:
             text + f" No point asks for any workspace: the heuristic's plans here need 0 B all along {f}."
         )
     switches = [
-        f"at {f}={b.value} it switches to plan {b.plan_name}, which asks for {fmt_bytes(b.workspace_bytes)} "
-        f"(the plan before asked for {fmt_bytes(a.workspace_bytes)})"
+        f"at {f}={b.value} it switches to plan {b.plan_name}, which asks for {size_text(b.workspace_bytes)} "
+        f"(the plan before asked for {size_text(a.workspace_bytes)})"
         for (_, a), (_, b) in zip(ok.iloc[:-1].iterrows(), ok.iloc[1:].iterrows())
         if a.plan_name != b.plan_name and int(a.workspace_bytes) != int(b.workspace_bytes)
     ]
@@ -274,10 +273,10 @@ def sweep_summary(df) -> Text:
         + "."
         + (
             f" Within plan {big.plan_name} it grows with the tensors, from "
-            f"{fmt_bytes(same['workspace_bytes'].min())} to {fmt_bytes(big.workspace_bytes)} at "
+            f"{size_text(same['workspace_bytes'].min())} to {size_text(big.workspace_bytes)} at "
             f"{f}={big.value}."
             if grows
-            else f" The largest, {fmt_bytes(big.workspace_bytes)}, is at {f}={big.value}."
+            else f" The largest, {size_text(big.workspace_bytes)}, is at {f}={big.value}."
         )
     )
     return Text(text)

@@ -6,12 +6,11 @@ from __future__ import annotations
 from typing import Optional
 
 from ...draw.plots import (
-    fmt_bytes,
-    fmt_us,
     not_ok_note,
     ok_rows,
 )
 from ...draw.prose import Text, listed, where
+from ...draw.units import size_text, us_text
 from ..core import beside
 from .charts import allocator_of
 from .runs import strategies_repeats
@@ -39,7 +38,7 @@ def noise_sentence(df) -> str:
     ok = ok_rows(df)
     best = ok.loc[ok["median_us"].idxmin()]
     tied = ok[ok["median_us"] <= best["p95_us"]]
-    lowest, strategy, p95 = fmt_us(best["median_us"]), best["strategy"], fmt_us(best["p95_us"])
+    lowest, strategy, p95 = us_text(best["median_us"]), best["strategy"], us_text(best["p95_us"])
     if len(tied) > 1:
         return (
             "**noise**: a strategy's calls spread from its median to its p95 (the whisker); "
@@ -74,8 +73,8 @@ def _none_ran(df) -> Optional[Text]:
 
 def _host_bullet(m, a) -> str:
     """The host time per call of malloc_per_call (row ``m``) and fixed_arena (row ``a``)."""
-    malloc, arena, ratio = fmt_us(m.median_us), fmt_us(a.median_us), m.median_us / a.median_us
-    malloc_inside, arena_inside = fmt_us(m.strategy_us_per_call), fmt_us(a.strategy_us_per_call)
+    malloc, arena, ratio = us_text(m.median_us), us_text(a.median_us), m.median_us / a.median_us
+    malloc_inside, arena_inside = us_text(m.strategy_us_per_call), us_text(a.strategy_us_per_call)
     return (
         f"**host time per call** (median): {malloc} for malloc_per_call, {arena} for fixed_arena "
         f"({ratio:.1f}x); inside the strategy alone (its get and put, a mean per call) "
@@ -86,7 +85,7 @@ def _host_bullet(m, a) -> str:
 def _allocations_bullet(ok, m, a) -> str:
     """The allocations in the timed pass: malloc_per_call's (row ``m``), fixed_arena's (row ``a``) and
     the caching pools' (requests, not cudaMalloc calls)."""
-    malloc_calls, malloc_ms = int(m.alloc_calls), m.alloc_us_total / 1000
+    malloc_calls, malloc_us = int(m.alloc_calls), m.alloc_us_total
     arena = f"fixed_arena {int(a.alloc_calls)}"
     if "warmup_alloc_calls" in ok.columns and a.warmup_alloc_calls > 0 and a.alloc_calls == 0:
         arena = f"fixed_arena {int(a.alloc_calls)} (its one allocation came in the warm-up pass)"
@@ -95,20 +94,20 @@ def _allocations_bullet(ok, m, a) -> str:
     if pools:
         return (
             f"**allocations**: malloc_per_call made {malloc_calls} cudaMalloc calls in the timed pass "
-            f"({malloc_ms:.1f} ms inside cudaMalloc/cudaFree), {arena}; "
+            f"({us_text(malloc_us)} inside cudaMalloc/cudaFree), {arena}; "
             f"{pool_requests} count requests to the pool, not cudaMalloc calls "
             "(the pool serves most from blocks it keeps);"
         )
     return (
         f"**allocations**: malloc_per_call made {malloc_calls} cudaMalloc calls in the timed pass "
-        f"({malloc_ms:.1f} ms inside cudaMalloc/cudaFree), {arena};"
+        f"({us_text(malloc_us)} inside cudaMalloc/cudaFree), {arena};"
     )
 
 
 def _gpu_bullet(m, a) -> str:
     """The GPU wall time per call of malloc_per_call (row ``m``) and fixed_arena (row ``a``), and
     why malloc_per_call's is longer when it is (over 1.2x)."""
-    malloc, arena = fmt_us(m.gpu_us), fmt_us(a.gpu_us)
+    malloc, arena = us_text(m.gpu_us), us_text(a.gpu_us)
     if m.gpu_us > 1.2 * a.gpu_us:
         return (
             f"**GPU wall time per call** (two events around the run, over the calls): "
@@ -145,8 +144,8 @@ def strategies_summary(df) -> Text:
     if m is not None and a is not None:
         bullets += [_host_bullet(m, a), _allocations_bullet(ok, m, a), _gpu_bullet(m, a)]
         bullets.append(
-            f"**memory**: the arena pays instead, holding {fmt_bytes(a.peak_bytes)} "
-            f"for a workload whose largest workspace is {fmt_bytes(m.peak_bytes)};"
+            f"**memory**: the arena pays instead, holding {size_text(a.peak_bytes)} "
+            f"for a workload whose largest workspace is {size_text(m.peak_bytes)};"
         )
     bullets.append(noise_sentence(df))
     return Text(lead + "\n\n" + "\n".join(f"* {b}" for b in bullets))
@@ -176,7 +175,7 @@ def _scratchpad_regrows(fell, calls: int):
 def _pool_sentence(pool) -> str:
     """Why cupy_pool (row ``pool``) is slow under memory pressure: what its pool does when a
     cudaMalloc fails. Where its mean get/put exceeds its median call, says why."""
-    median, inside, p95 = fmt_us(pool.median_us), fmt_us(pool.strategy_us_per_call), fmt_us(pool.p95_us)
+    median, inside, p95 = us_text(pool.median_us), us_text(pool.strategy_us_per_call), us_text(pool.p95_us)
     retries = (
         "CuPy's pool answers a failed cudaMalloc by freeing its cached blocks and trying again, then by "
         "running Python's garbage collector (gc.collect(), a pass over every Python object of this "
@@ -216,7 +215,7 @@ def pressure_summary(df) -> Text:
     calls = int(df["calls"].iloc[0])
     parts = [
         f"Workload **{df['workload'].iloc[0]}** ({where(df)}): {calls} calls with only "
-        f"{fmt_bytes(PRESSURE_FREE_BYTES)} of device memory left free."
+        f"{size_text(PRESSURE_FREE_BYTES)} of device memory left free."
     ]
     fell = ok[ok["fallbacks"] > 0]
     held = ok[ok["fallbacks"] == 0]
@@ -226,8 +225,8 @@ def pressure_summary(df) -> Text:
     plan_wants = "the workspace the heuristic's plan wants"
     plans_workspace = "the heuristic plan's workspace"
     if wanted:
-        plan_wants = f"the workspace the heuristic's plan wants ({fmt_bytes(wanted)})"
-        plans_workspace = f"the heuristic plan's workspace ({fmt_bytes(wanted)})"
+        plan_wants = f"the workspace the heuristic's plan wants ({size_text(wanted)})"
+        plans_workspace = f"the heuristic plan's workspace ({size_text(wanted)})"
     if len(fell):
         fallbacks = ", ".join(f"{r.strategy} {int(r.fallbacks)} of {calls}" for _, r in fell.iterrows())
         parts.append(
@@ -244,8 +243,8 @@ def pressure_summary(df) -> Text:
     if len(lazy):
         names, share = listed(lazy["strategy"]), _allocator_share(lazy)
         inside = lazy["strategy_us_per_call"]
-        fastest, slowest = fmt_us(inside.min()), fmt_us(inside.max())
-        held_bytes = fmt_bytes(lazy["peak_bytes"].max())
+        fastest, slowest = us_text(inside.min()), us_text(inside.max())
+        held_bytes = size_text(lazy["peak_bytes"].max())
         parts.append(
             f"{names} make each buffer at the first call that needs it, not before the run: "
             "here that first call came after the pressure began, so the heuristic plan's buffer was "
@@ -255,7 +254,7 @@ def pressure_summary(df) -> Text:
         )
     grower = _scratchpad_regrows(fell, calls)
     if grower is not None:
-        strategy, held_bytes = grower.strategy, fmt_bytes(grower.peak_bytes)
+        strategy, held_bytes = grower.strategy, size_text(grower.peak_bytes)
         timed, warmup = int(grower.alloc_calls), int(grower.warmup_alloc_calls)
         parts.append(
             f"{strategy} keeps one grow-only buffer per stream, yet made {timed} cudaMallocs in the timed "
@@ -267,7 +266,7 @@ def pressure_summary(df) -> Text:
     for _, r in held.iterrows():
         parts.append(
             f"{r.strategy} never fell back: its memory was taken when it was made, before the pressure began "
-            f"({fmt_us(r.median_us)} per call, holding {fmt_bytes(r.peak_bytes)})."
+            f"({us_text(r.median_us)} per call, holding {size_text(r.peak_bytes)})."
         )
     pool = _strategy(ok, "cupy_pool")
     others = ok[ok["strategy"].str.split(" ").str[0] != "cupy_pool"]
@@ -303,9 +302,9 @@ def dims_only_summary(df) -> Text:
     stored, needed = lo.heuristic_workspace_bytes, hi.heuristic_workspace_bytes
     return Text(
         f"All {len(ok)} variants have the **same dims-only key**, yet their heuristic plans ask for "
-        f"{fmt_bytes(sizes.min())} to {fmt_bytes(sizes.max())}. Among forward convolutions alone: "
-        f"if {first} runs first, a dims-only cache stores {fmt_bytes(stored)}; "
-        f"when {then} arrives with the same dims it gets that buffer back and needs {fmt_bytes(needed)}: "
-        f"{fmt_bytes(needed - stored)} short. Handed to cuDNN, that buffer would be written past its end "
+        f"{size_text(sizes.min())} to {size_text(sizes.max())}. Among forward convolutions alone: "
+        f"if {first} runs first, a dims-only cache stores {size_text(stored)}; "
+        f"when {then} arrives with the same dims it gets that buffer back and needs {size_text(needed)}: "
+        f"{size_text(needed - stored)} short. Handed to cuDNN, that buffer would be written past its end "
         "(labkit's Runner checks the size and refuses; a real cache that trusts its key does not)."
     )
