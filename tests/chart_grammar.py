@@ -143,9 +143,11 @@ TITLE_UNIT = re.compile(r"\((us|ms|s|B|KiB|MiB|GiB)[,)]")
 
 
 def axis_unit(lay: dict, axis: str):
-    """The unit an axis's title names (None: it names none)."""
+    """The unit an axis's title names (None: it names none); "microseconds from ..." is us."""
     title = ((lay.get(axis) or {}).get("title") or {}).get("text") or ""
     m = TITLE_UNIT.search(title)
+    if m is None and re.match(r"microseconds\b", title):
+        return "us"
     return m.group(1) if m else None
 
 

@@ -702,7 +702,7 @@ def test_race_bands_add_up_to_the_overlap_stated():
     """The race chart's shaded bands, its detail line, its summary and Exercise 4 give one overlap:
     the bands' widths add up to the number the detail line and the summary state, on every round of
     every recording (joined bands would draw kernel boundaries as overlap)."""
-    from labkit.draw.plots import fmt_us
+    from labkit.draw.units import us_text
     from labkit.experiments import under_the_hood
 
     for rec in recordings.shipped():
@@ -710,7 +710,7 @@ def test_race_bands_add_up_to_the_overlap_stated():
             df = frame(rec, "race_timeline", launch=launch, streams=2)
             fig = experiments.CHARTS["race_timeline"](df)
             drawn = sum(b.x1 - b.x0 for b in fig.layout.shapes)
-            stated = fmt_us(df.overlap_us.iloc[0])
+            stated = us_text(df.overlap_us.iloc[0])
             assert abs(drawn - df.overlap_us.iloc[0]) < 0.01, (rec.name, launch, drawn, stated)
             title = fig.layout.title.text.replace("<br>", " ")
             assert f"overlap of stream 1 and 2: {stated}" in title, (rec.name, launch)

@@ -8,7 +8,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from ...draw.names import plan_labels
-from ...draw.plots import COLORS, NOTE_CHARS, finish, fmt_us, grid, new_figure, ok_rows, wrap
+from ...draw.plots import COLORS, NOTE_CHARS, finish, grid, new_figure, ok_rows, wrap
+from ...draw.units import us_text
 from ...gpu.workspaces.workloads import ONE_CONV
 from .race_trace import band_words, overlap_stretches, overlap_total, why_they_met
 from .runs import RACE_CONVS, TRACED_CALLS, heuristic_plan
@@ -348,7 +349,7 @@ def race_timeline_chart(df) -> go.Figure:
         detail = (
             f"{r0.spec_label}, {int(r0.streams)} streams x {RACE_CONVS} convolutions sharing one workspace, "
             f"{r0.launch} launch; "
-            f"overlap of stream 1 and 2: {fmt_us(overlap_total(df))} of {fmt_us(r0.busy_us)} busy"
+            f"overlap of stream 1 and 2: {us_text(overlap_total(df))} of {us_text(r0.busy_us)} busy"
         )
     else:
         detail = ""

@@ -11,7 +11,7 @@ from typing import List, Optional, Tuple
 
 import numpy as np
 
-from ...draw.plots import fmt_us
+from ...draw.units import us_text
 from ...gpu.timing.trace import device_rows, merged_spans, overlap_spans
 
 #: a pause: a stretch with no device work during which at least this many launches ended
@@ -128,7 +128,7 @@ def band_words(df) -> str:
         return ""
     n = f"{len(spans)} stretch" + ("es" if len(spans) > 1 else "")
     return (
-        f"both streams' kernels at once, {fmt_us(overlap_total(df))} in {n} between {spans[0][0]:,.0f} and "
+        f"both streams' kernels at once, {us_text(overlap_total(df))} in {n} between {spans[0][0]:,.0f} and "
         f"{spans[-1][1]:,.0f} us (between two stretches, one stream was between kernels)"
     )
 
@@ -155,19 +155,19 @@ def why_they_met(df) -> Optional[str]:
         graphs = df[(df.kind == "api") & (df.name == "cudaGraphLaunch")].dur_us
         took = (
             f" (stream 2's graph launched second; traced, a cudaGraphLaunch took the host "
-            f"{fmt_us(graphs.min())} to {fmt_us(graphs.max())})"
+            f"{us_text(graphs.min())} to {us_text(graphs.max())})"
             if len(graphs)
             else ""
         )
         return (
-            f"stream 2's kernels began {fmt_us(s2 - s1)} after stream 1's{took}, so the two ran together "
-            f"only in the last {fmt_us(max(0.0, e1 - s2))} of stream 1's {fmt_us(e1 - s1)}"
+            f"stream 2's kernels began {us_text(s2 - s1)} after stream 1's{took}, so the two ran together "
+            f"only in the last {us_text(max(0.0, e1 - s2))} of stream 1's {us_text(e1 - s1)}"
         )
     p = launch_pauses(df)
     if p.count:
         times = f"{p.count} time{'s' if p.count > 1 else ''}"
         return (
-            f"{times} the GPU started no kernel for up to {fmt_us(p.longest_us)} while the host went on "
+            f"{times} the GPU started no kernel for up to {us_text(p.longest_us)} while the host went on "
             f"launching (up to {p.most_queued} launches waiting); when it resumed, both streams' waiting "
             "kernels ran at once"
         )

@@ -4,8 +4,9 @@ share per strategy, the race's overlap, and the build log's engines and warnings
 
 from __future__ import annotations
 
-from ...draw.plots import fmt_us, ok_rows
+from ...draw.plots import ok_rows
 from ...draw.prose import Text, where
+from ...draw.units import us_text
 from ..core import beside
 from .race_trace import launch_pace, launch_pauses, overlap_total, why_they_met
 
@@ -33,7 +34,7 @@ def kernels_summary(df) -> Text:
         ", ".join(f"{int(n)} launch {k:g} kernel{'s' if k != 1 else ''} per call" for k, n in counts.items())
         + ".",
         f"The fastest, {fastest.plan_name}, runs {fastest.kernels_per_call:g} "
-        f"kernel{'s' if fastest.kernels_per_call != 1 else ''} in {fmt_us(fastest.plan_kernel_us)}.",
+        f"kernel{'s' if fastest.kernels_per_call != 1 else ''} in {us_text(fastest.plan_kernel_us)}.",
     ]
     if conv:
         parts.append(
@@ -41,8 +42,8 @@ def kernels_summary(df) -> Text:
         )
     if len(one) and len(many):
         parts.append(
-            f"Host time to launch: median {fmt_us(one.host_us.median())} for one-kernel plans, "
-            f"{fmt_us(many.host_us.median())} for multi-kernel ones."
+            f"Host time to launch: median {us_text(one.host_us.median())} for one-kernel plans, "
+            f"{us_text(many.host_us.median())} for multi-kernel ones."
         )
     same = _lesson_02_call(df)
     if same:
@@ -84,8 +85,8 @@ def _lesson_02_call(df) -> str:
         return ""
     return (
         "Lesson 02 ran this convolution (one_conv) and timed fixed_arena's median call at "
-        f"{fmt_us(arena.median_us)} on the host, strategy included, each call alone, with no tracer "
-        f"attached; here the heuristic's plan takes {fmt_us(pick.host_us.iloc[0])} to launch: "
+        f"{us_text(arena.median_us)} on the host, strategy included, each call alone, with no tracer "
+        f"attached; here the heuristic's plan takes {us_text(pick.host_us.iloc[0])} to launch: "
         f"{HOST_TIMES_HERE}."
     )
 
@@ -105,8 +106,8 @@ def fusion_kernels_summary(df) -> Text:
     f, u = per.loc["fused"], per.loc["unfused"]
     return Text(
         f"{where(df)}, {df['spec_label'].iloc[0]} + {df['epilogue'].iloc[0]}: the fused graph launches "
-        f"{f.kernels_per_call:g} kernel(s) per call ({fmt_us(f.path_kernel_us)}), the unfused path "
-        f"{u.kernels_per_call:g} ({fmt_us(u.path_kernel_us)}): each extra kernel reads and writes a whole "
+        f"{f.kernels_per_call:g} kernel(s) per call ({us_text(f.path_kernel_us)}), the unfused path "
+        f"{u.kernels_per_call:g} ({us_text(u.path_kernel_us)}): each extra kernel reads and writes a whole "
         f"tensor."
     )
 
@@ -157,9 +158,9 @@ def _host_against_kernels(s, df) -> str:
     host, busy = s.host_us / s.calls, s.busy_us / s.calls
     keeps_up = (host >= 0.95 * busy).all()
     text = (
-        f"Untraced, the host took {fmt_us(host.min())} to {fmt_us(host.max())} per call to launch a pass "
-        f"(its host time over its {int(s.calls.iloc[0])} calls), the GPU's kernels {fmt_us(busy.min())} to "
-        f"{fmt_us(busy.max())} per call"
+        f"Untraced, the host took {us_text(host.min())} to {us_text(host.max())} per call to launch a pass "
+        f"(its host time over its {int(s.calls.iloc[0])} calls), the GPU's kernels {us_text(busy.min())} to "
+        f"{us_text(busy.max())} per call"
         + (": under every strategy the host needed about as long as the GPU, or longer" if keeps_up else "")
         + f"; {HOST_TIMES_HERE}."
     )
@@ -168,9 +169,9 @@ def _host_against_kernels(s, df) -> str:
     if arena is not None and len(mine):
         text += (
             " Lesson 02 timed fixed_arena's median call of the same convolution at "
-            f"{fmt_us(arena.median_us)} on the host (each call alone, no tracer attached; p95 "
-            f"{fmt_us(arena.p95_us)}), against "
-            f"{fmt_us(float(mine.host_us.iloc[0] / mine.calls.iloc[0]))} per call here."
+            f"{us_text(arena.median_us)} on the host (each call alone, no tracer attached; p95 "
+            f"{us_text(arena.p95_us)}), against "
+            f"{us_text(float(mine.host_us.iloc[0] / mine.calls.iloc[0]))} per call here."
         )
     return text
 
@@ -192,7 +193,7 @@ def race_timeline_summary(df) -> Text:
     share = overlap / r.busy_us if r.busy_us else 0.0
     text = (
         f"{where(df)}, {r.launch} launch: the two streams' kernels ran at the same time for "
-        f"{fmt_us(overlap)} ({share:.0%} of the {fmt_us(r.busy_us)} the GPU was busy); "
+        f"{us_text(overlap)} ({share:.0%} of the {us_text(r.busy_us)} the GPU was busy); "
         f"{int(r.corrupted)} of {int(r.runs)} outputs of this round were corrupted."
     )
     why = why_they_met(df)
@@ -214,7 +215,7 @@ def race_timeline_summary(df) -> Text:
         if r.launch == "python" and host > gpu:
             text += (
                 f" Launched from Python, a call takes the host longer than the GPU takes to run it (here, "
-                f"traced: one every {fmt_us(host)} on average, {fmt_us(gpu)} of kernels), so each call is "
+                f"traced: one every {us_text(host)} on average, {us_text(gpu)} of kernels), so each call is "
                 "usually done before the other stream's next one starts; the streams meet only where the "
                 "GPU falls behind the host"
                 + (", as in this round's pauses." if launch_pauses(df).count else ".")
