@@ -247,6 +247,14 @@ def test_lesson_01_a_workspace_too_small_a_leak_and_a_use_after_free(capsys):
     assert "use after free" in out, out
 
 
+def test_lesson_01_an_oversized_workspace_runs_and_its_reply_says_what_sat_unused(capsys):
+    ref = basics.OWN_WORKSPACE_SOURCE.replace("assert check.", "check.")
+    out = own_workspace(ref.replace("size = plan.workspace_bytes", "size = 4 * plan.workspace_bytes"), capsys)
+    assert out.startswith("correct: ") and "4.0x the 24.6 MiB the plan asks" in out, out
+    assert "was what the plan asks" not in out
+    assert "was what the plan asks" in own_workspace(ref, capsys)
+
+
 class Leaky:
     source = """from labkit.gpu.workspaces.workspace import Strategy
 class MyStrategy(Strategy):

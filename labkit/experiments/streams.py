@@ -553,8 +553,13 @@ def race_reproduced(counts) -> CheckResult:
         return emit(
             False, f"no call ran on the GPU ({gpu.label}): run the hands-on cell above.", "no answer yet"
         )
+    wrong = (
+        "calls marked corrupt (their kernels overlapped on shared bytes)"
+        if gpu.simulated
+        else "outputs wrong"
+    )
     ran = (
-        f"The shared workspace: {bad} of {runs} outputs wrong; one per stream: {safe_bad} of "
+        f"The shared workspace: {bad} of {runs} {wrong}; one per stream: {safe_bad} of "
         f"{safe_runs} ({gpu.label})."
     )
     problems = [p for p in findings.collect(gpu, gpu.cell_mark) if p.kind != "race"]

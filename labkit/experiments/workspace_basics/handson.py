@@ -78,15 +78,23 @@ def own_workspace(gpu=None) -> CheckResult:
     host = gpu.memory.cell_alloc_us + sum(c.host_us for c in mine)
     mine_row = ("you", gpu.memory.cell_peak_bytes, gpu.memory.cell_alloc_calls, host / len(mine))
     rows = _strategies_beside(gpu, gpu.convs[-1].spec)
+    held, asked = gpu.memory.cell_peak_bytes, last.workspace_bytes
+    size = (
+        f"Your {fmt_bytes(asked)} workspace was what the plan asks"
+        if held <= asked
+        else f"You held {fmt_bytes(held)}, {held / asked:.1f}x the {fmt_bytes(asked)} the plan asks: it "
+        f"runs, but {fmt_bytes(held - asked)} sat unused"
+        if asked
+        else f"You held {fmt_bytes(held)} for a plan that asks for none: it runs, but all of it sat unused"
+    )
     return verdict(
         "own_workspace",
         ran,
         [],
         right=(
-            f"Your {fmt_bytes(last.workspace_bytes)} workspace was what the plan asks; {checked}; nothing "
-            "left allocated. conv.run returned as soon as the kernels were queued, and gpu.free "
-            "(cudaFree) waited for them. Beside the shipped strategies on the same call, each on a "
-            "fresh GPU of this kind "
+            f"{size}; {checked}; nothing left allocated. conv.run returned as soon as the kernels were "
+            "queued, and gpu.free (cudaFree) waited for them. Beside the shipped strategies on the same "
+            "call, each on a fresh GPU of this kind "
             "(allocations in a call once warm; host time of a call, allocation and launch included):\n"
             + beside(rows, mine=mine_row, time="host time per call")
         ),
