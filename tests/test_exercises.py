@@ -18,7 +18,7 @@ import re
 
 import pytest
 
-from labkit.errors import InvalidSpec
+from labkit.errors import InvalidSpec, LabkitError
 from labkit.experiments import exercise
 from labkit.present import check
 from labkit.store import recordings
@@ -173,3 +173,28 @@ def test_exercises_are_numbered_as_the_lesson_asks_them(lesson):
                 labels[name] = label
     assert called == names, f"lesson {lesson} asks {called}; check.EXERCISES lists {names}"
     assert [labels[n] for n in names] == list(range(1, len(names) + 1)), labels
+
+
+#: lessons whose answers may write ms: lesson 05's build costs, drawn in ms
+WHY_IN_MS = {"05"}
+
+
+@pytest.mark.parametrize("recording", [r.name for r in recordings.shipped()])
+def test_an_answer_writes_sizes_and_times_as_the_charts_do(monkeypatch, recording):
+    """An answer's why writes a size in MiB (bytes or KiB only under 0.01 MiB, as a chart's labels
+    are) and a time in us (ms only where its chart is in ms): never 8.77 GiB beside a chart that
+    reads 8,985 MiB."""
+    monkeypatch.setenv("LABKIT_RECORDING", recording)
+    quantity = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?) ?(ms|s|KiB|GiB)\b")
+    found = []
+    for ex in check.exercise_list():
+        try:
+            why = str(ex.why(ex.truth()))
+        except LabkitError:
+            continue
+        for m in quantity.finditer(why):
+            value, unit = float(m.group(1).replace(",", "")), m.group(2)
+            small = unit == "KiB" and value < 0.01 * 1024
+            if not small and not (unit in ("ms", "s") and ex.lesson in WHY_IN_MS):
+                found.append(f"{ex.lesson} {ex.name}: {why[max(0, m.start() - 50) : m.end()]!r}")
+    assert not found, "\n".join(found)

@@ -11,8 +11,9 @@ from typing import Optional
 
 import plotly.graph_objects as go
 
-from ..draw.plots import COLORS, concat, finish, fmt_bytes, new_figure, num
+from ..draw.plots import COLORS, concat, finish, new_figure, num
 from ..draw.prose import Text, where
+from ..draw.units import size_text
 from ..errors import InvalidSpec, LabkitError
 from .checking import CheckResult, emit
 from .core import experiment, result, to_frame
@@ -147,7 +148,7 @@ def race_chart(df) -> go.Figure:
         **(dict(range=[0, max(runs) * 1.12]) if runs else {}),
     )
     label = str(df["spec_label"].iloc[0]) if "spec_label" in df.columns and len(df) else ""
-    ws = fmt_bytes(df["workspace_bytes"].iloc[0]) if "workspace_bytes" in df.columns and len(df) else "?"
+    ws = size_text(df["workspace_bytes"].iloc[0]) if "workspace_bytes" in df.columns and len(df) else "?"
     detail = f"{label}, workspace {ws}; each output compared bit for bit with a solo run"
     return finish(fig, df, "Shared vs per-stream scratchpad on concurrent streams", detail, height=440)
 
@@ -201,7 +202,7 @@ def race_summary(df) -> Text:
     label = df["spec_label"].iloc[0]
     tol = _tolerance_of(label)
     dtype = str(label).split(" ")[0]
-    parts = [f"{where(df)}, {label}, workspace {fmt_bytes(df['workspace_bytes'].iloc[0])}."]
+    parts = [f"{where(df)}, {label}, workspace {size_text(df['workspace_bytes'].iloc[0])}."]
     for (la, st), sub in df.groupby(["launch", "streams"], sort=False):
         s = sub.set_index("scratchpad")
         bad, runs = int(s.loc["shared", "mismatches_bitwise"]), int(s.loc["shared", "runs"])
@@ -341,7 +342,7 @@ def _held_model(workspace_bytes, streams) -> float:
 def _held_why(truth: float) -> str:
     x = _held_inputs()
     text = (
-        f"({x['streams']} - 1) x {x['workspace_bytes']:,} B = {truth:,.0f} B ({fmt_bytes(truth)}): what "
+        f"({x['streams']} - 1) x {x['workspace_bytes']:,} B = {truth:,.0f} B ({size_text(truth)}): what "
         "outputs that are right cost here, one workspace per stream that may run at once."
     )
     sizes = result("workspace_sizes", at_hand_only=True)
@@ -354,8 +355,8 @@ def _held_why(truth: float) -> str:
     ws = int(big["heuristic_workspace_bytes"].iloc[0])
     return text + (
         f" The price grows with the plan's workspace: the base convolution's fp16 NCHW plan (lesson 01) asks "
-        f"{fmt_bytes(ws)}, and {x['streams']} streams of it would hold "
-        f"{fmt_bytes(_held_model(ws, x['streams']))} more than one shared scratchpad."
+        f"{size_text(ws)}, and {x['streams']} streams of it would hold "
+        f"{size_text(_held_model(ws, x['streams']))} more than one shared scratchpad."
     )
 
 
@@ -426,7 +427,7 @@ def _reasons_wrong(answer: str, truth: str) -> Optional[str]:
         )
     if answer == "small_workspace":
         return (
-            f"Every workspace is {fmt_bytes(gr['workspace_bytes'].iloc[0])}, what the plan asks for; one "
+            f"Every workspace is {size_text(gr['workspace_bytes'].iloc[0])}, what the plan asks for; one "
             "per stream, captured the same way, corrupted "
             f"{int(gr.loc['per-stream', 'mismatches_bitwise'])}."
         )

@@ -7,7 +7,8 @@ launches. Answers come from the traces in use (`core.result`, the same the lesso
 
 from __future__ import annotations
 
-from ...draw.plots import fmt_us, ok_rows
+from ...draw.plots import ok_rows
+from ...draw.units import us_text
 from ..core import BASE, result
 from ..exercise import Exercise, equal, explain, number, one_of
 from ..worked import slips, worked
@@ -40,7 +41,7 @@ def _nchw_why(truth: int) -> str:
     return (
         f"{name} launches {truth} per call in NCHW ({roles}), against "
         f"{int(round(float(base.kernels_per_call.iloc[0])))} in NHWC. Its tensor-core kernel wants NHWC: the "
-        f"layout conversions before and after it take {fmt_us(spent)} of GPU time per call, each reading "
+        f"layout conversions before and after it take {us_text(spent)} of GPU time per call, each reading "
         "and writing a whole tensor."
     )
 
@@ -226,7 +227,7 @@ def _idle_everywhere_why(truth: str) -> str:
         f"Without the idlest strategy, the GPU still waited {rest.idle_drawn.min():.0%} to "
         f"{rest.idle_drawn.max():.0%} of each traced pass, and untraced each pass took longer than its "
         f"kernels ({untraced.min():.0%} to {untraced.max():.0%} of it idle). Each call keeps the GPU busy "
-        f"{fmt_us(per_gpu)}; the host needs a median {fmt_us(per_host)} per call to launch it "
+        f"{us_text(per_gpu)}; the host needs a median {us_text(per_host)} per call to launch it "
         f"({int(syncs.max()) if len(syncs) else 0} synchronisation per pass). "
     )
     return (
@@ -292,9 +293,9 @@ def _overlap_why(truth: float) -> str:
     )
     why = why_they_met(df)
     return (
-        f"{fmt_us(overlap)} ({share:.0%} of the {fmt_us(r.busy_us)} the GPU was busy): {verdict}."
+        f"{us_text(overlap)} ({share:.0%} of the {us_text(r.busy_us)} the GPU was busy): {verdict}."
         + (f" Why they met: {why}." if why else "")
-        + f" With graph launches: {fmt_us(overlap_total(graph))}, {int(g.corrupted)} corrupted. With Python "
+        + f" With graph launches: {us_text(overlap_total(graph))}, {int(g.corrupted)} corrupted. With Python "
         "launches each stream's kernels are queued one launch at a time, so whether they meet depends on the "
         "host's timing: a race that a run can miss is still a race."
     )

@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Optional
 
 from ...draw.plots import (
-    fmt_bytes,
     ok_rows,
 )
 from ...draw.prose import where
+from ...draw.units import size_text
 from ...errors import LabkitError
 from ..core import BASE, result
 from ..exercise import Exercise, equal, explain, number, one_of
@@ -35,8 +35,8 @@ def _less_workspace_why(truth: str) -> str:
     sizes = _fprop_sizes(PREDICT_DTYPE)
     other = "NCHW" if truth == "NHWC" else "NHWC"
     text = (
-        f"{PREDICT_DTYPE} fprop: {truth}'s heuristic plan asks {fmt_bytes(sizes[truth])}, {other}'s "
-        f"{fmt_bytes(sizes[other])} ({where(result('workspace_sizes'))})."
+        f"{PREDICT_DTYPE} fprop: {truth}'s heuristic plan asks {size_text(sizes[truth])}, {other}'s "
+        f"{size_text(sizes[other])} ({where(result('workspace_sizes'))})."
     )
     if truth == "NHWC":
         text += (
@@ -85,7 +85,7 @@ def _batch_workspace_why(truth: int) -> str:
     sweep = _batch_sweep()
     plans = list(dict.fromkeys(sweep["plan_name"]))
     text = (
-        f"the largest workspace along N is {fmt_bytes(truth)} ({where(sweep)}): from "
+        f"the largest workspace along N is {size_text(truth)} ({where(sweep)}): from "
         f"N={sweep['value'].min()} "
         f"to N={sweep['value'].max()} the heuristic picks {_joined(plans)}"
         + (", plans that need no workspace at all." if truth == 0 else ".")
@@ -97,7 +97,7 @@ def _batch_workspace_why(truth: int) -> str:
     big = channels.loc[channels["workspace_bytes"].idxmax()]
     return text + (
         f" Channels are another matter: at C=K={big.value} the heuristic picks {big.plan_name}, which asks "
-        f"{fmt_bytes(big.workspace_bytes)}. The workspace is the plan's, and the plan changes with the shape."
+        f"{size_text(big.workspace_bytes)}. The workspace is the plan's, and the plan changes with the shape."
     )
 
 
@@ -205,7 +205,7 @@ def _nchw_wrong(answer: str, truth: str) -> Optional[str]:
         return None
     off = sizes[answer] - ws
     return (
-        f"that would take {fmt_bytes(sizes[answer])} ({sizes[answer]:,} B); the plan asks {ws:,} B, "
+        f"that would take {size_text(sizes[answer])} ({sizes[answer]:,} B); the plan asks {ws:,} B, "
         f"{abs(off):,} B {'less' if off > 0 else 'more'}. Which tensors add up to exactly that?"
     )
 

@@ -7,11 +7,10 @@ from __future__ import annotations
 from typing import Optional
 
 from ...draw.plots import (
-    fmt_bytes,
-    fmt_us,
     ok_rows,
 )
 from ...draw.prose import where
+from ...draw.units import size_text, us_text
 from ...errors import InvalidSpec
 from ..core import result
 from ..exercise import Exercise, equal, explain, number
@@ -37,10 +36,12 @@ def _slowdown_why(truth: float) -> str:
     df = _frame("one_conv")
     m, a = _strategy(df, "malloc_per_call"), _strategy(df, "fixed_arena")
     return (
-        f"measured {fmt_us(m.median_us)} against {fmt_us(a.median_us)} per call: {truth:.1f}x ({where(df)}). "
-        f"Inside the strategy alone malloc_per_call spends {fmt_us(m.strategy_us_per_call)} per call "
+        f"measured {us_text(m.median_us)} against {us_text(a.median_us)} per call: {truth:.1f}x "
+        f"({where(df)}). "
+        f"Inside the strategy alone malloc_per_call spends {us_text(m.strategy_us_per_call)} per call "
         f"(cudaMalloc, then a cudaFree that waits for the convolution just launched), the arena "
-        f"{fmt_us(a.strategy_us_per_call)}. Noise: the arena's calls reach {fmt_us(a.p95_us)} at their p95, "
+        f"{us_text(a.strategy_us_per_call)}. Noise: the arena's calls reach {us_text(a.p95_us)} at their "
+        "p95, "
         "far below malloc_per_call's median."
     )
 
@@ -109,12 +110,12 @@ def _falls_back_why(truth: str) -> str:
     ran = f"{truth} ran {int(r.fallbacks)} of {int(r.calls)} calls with a smaller plan ({where(df)})."
     evicted = (
         f"It also evicted {int(r.evictions)} buffers to make room. Its GPU wall time per call: "
-        f"{fmt_us(r.gpu_us)}, against {fmt_us(rest['gpu_us'].median())} for the median of the others."
+        f"{us_text(r.gpu_us)}, against {us_text(rest['gpu_us'].median())} for the median of the others."
     )
     if budget and int(budget.group(1)) * 2**20 < biggest:
         too_small = (
             f"Its budget ({budget.group(1)} MiB) is smaller than the largest workspace this batch reaches "
-            f"({fmt_bytes(biggest)}): a request larger than the whole budget cannot be kept, so the Runner "
+            f"({size_text(biggest)}): a request larger than the whole budget cannot be kept, so the Runner "
             "falls back to a plan that fits."
         )
         return f"{ran} {too_small} {evicted}"
@@ -168,8 +169,8 @@ def _pool_numbers():
 def _pool_why(truth: str) -> str:
     df, pool, _ = _pool_numbers()
     return (
-        f"cupy_pool spends on average {fmt_us(pool.strategy_us_per_call)} per call inside its get/put, on "
-        f"the host (its median call took {fmt_us(pool.median_us)} in all, {where(df)}). CuPy's "
+        f"cupy_pool spends on average {us_text(pool.strategy_us_per_call)} per call inside its get/put, on "
+        f"the host (its median call took {us_text(pool.median_us)} in all, {where(df)}). CuPy's "
         "SingleDeviceMemoryPool._try_malloc answers a failed cudaMalloc by freeing its cached blocks and "
         "retrying, then by running gc.collect() (a pass over every Python object of the process) and "
         "retrying once more; only then does it raise, and the Runner falls back. Under pressure every call "
@@ -183,16 +184,16 @@ def _pool_wrong(answer: str, truth: str) -> Optional[str]:
     malloc = _strategy(df, "malloc_per_call")
     return {
         "slow_plan": (
-            f"the other strategies that fell back took {fmt_us(fell['median_us'].min())} to "
-            f"{fmt_us(fell['median_us'].max())} per call, and cupy_pool spent "
-            f"{fmt_us(pool.strategy_us_per_call)} of each call on the host, inside its get/put, "
+            f"the other strategies that fell back took {us_text(fell['median_us'].min())} to "
+            f"{us_text(fell['median_us'].max())} per call, and cupy_pool spent "
+            f"{us_text(pool.strategy_us_per_call)} of each call on the host, inside its get/put, "
             "not on the GPU."
         ),
         "cudafree_wait": (
-            f"that is malloc_per_call's cost ({fmt_us(malloc.median_us)} per call here); "
+            f"that is malloc_per_call's cost ({us_text(malloc.median_us)} per call here); "
             "cupy_pool's put hands the block back to its pool and calls no cudaFree."
         ),
-        "full_memory": f"fixed_arena ran under the same pressure at {fmt_us(arena.median_us)} per call.",
+        "full_memory": f"fixed_arena ran under the same pressure at {us_text(arena.median_us)} per call.",
     }.get(answer)
 
 
