@@ -341,6 +341,19 @@ def test_lesson_05_a_timing_of_one_call_a_leak_and_a_workspace_too_small(capsys)
     assert_hinted(msg, "no_timing")
 
 
+def test_lesson_05_times_not_divided_by_the_calls_of_the_graph_are_named_so(capsys):
+    ref = plans_autotune.TIME_EVERY_PLAN
+    undivided = ref.replace(
+        "samples.append(gpu.elapsed_us(start, end) / CALLS)", "samples.append(gpu.elapsed_us(start, end))"
+    )
+    assert undivided != ref
+    msg = time_every_plan(undivided, capsys)
+    assert "not divided by the calls" in msg and "20 calls ran between your events" in " ".join(
+        msg.split()
+    ), msg
+    assert_hinted(msg, "not_divided")
+
+
 def race(source: str, capsys):
     ns = namespace(my_race={})
     run("scratchpad_race", source, ns, capsys)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import math
+import statistics
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..draw.plots import fmt_bytes, fmt_us
@@ -27,6 +28,7 @@ NAMES = {
     "wrong_output": "wrong output",
     "one_call": "one call timed",
     "no_timing": "not timed with events",
+    "not_divided": "not divided by the calls",
 }
 #: kind -> (first hint, second hint); a check may add its own kinds
 HINTS: Dict[str, Tuple[str, str]] = {
@@ -69,7 +71,49 @@ HINTS: Dict[str, Tuple[str, str]] = {
         "gpu.elapsed_us(start, end).",
     ),
 }
+HINTS["not_divided"] = (
+    "your times are a whole number of times the experiment's. How many calls ran between your two "
+    "events, and did you divide by them?",
+    "one sample between two events around a graph replay is the time of every call in the graph: "
+    "divide gpu.elapsed_us(start, end) by the number of calls the graph holds.",
+)
+#: times this close to the calls between the learner's events, as a ratio, read as not divided by them
+NOT_DIVIDED_WITHIN = 0.1
 _tries: collections.Counter = collections.Counter()
+
+
+def times_far(ratio: float, whose: str, practice) -> Problem:
+    """The problem of times too far from an experiment's: "not_divided" where the ratio is about the
+    number of calls between the learner's events (a graph replay's time, not divided by its calls),
+    else "times_far".
+
+    Args:
+        ratio: the learner's times over the experiment's (their median).
+        whose: whose times they were set beside, e.g. "the layout experiment's".
+        practice: the `labkit.practice.Practice` the cell ran on (its timings say how many calls ran
+            between each pair of events).
+
+    Returns:
+        The `Problem`.
+    """
+    said = f"your times are {ratio:.2f}x {whose} (median)"
+    calls = calls_timed(practice)
+    if calls >= 2 and abs(ratio / calls - 1) <= NOT_DIVIDED_WITHIN:
+        return Problem("not_divided", f"{said}, and {calls} calls ran between your events")
+    return Problem("times_far", said)
+
+
+def calls_timed(practice) -> int:
+    """How many calls ran between a pair of the learner's events, the median over this cell's timings.
+
+    Args:
+        practice: the `labkit.practice.Practice` the cell ran on.
+
+    Returns:
+        The number of calls; 0 where nothing was timed.
+    """
+    timings = practice.timings[practice.cell_mark.timings :]
+    return round(statistics.median(t.calls for t in timings)) if timings else 0
 
 
 def hint(check: str, kind: str, hints: Optional[Dict[str, Tuple[str, str]]] = None) -> str:

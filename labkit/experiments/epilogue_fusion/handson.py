@@ -19,7 +19,7 @@ from ...practice.fusion import Fused
 from ...practice.unfused import Unfused
 from ..checking import CheckResult, emit
 from ..core import BASE, result
-from ..handson_check import took, verdict
+from ..handson_check import times_far, took, verdict
 
 #: the convolution: the lesson's base shape (fp16 NHWC, batch 32)
 SPEC = BASE
@@ -174,7 +174,7 @@ def fused_graph(times=None, *, spec=SPEC) -> CheckResult:
     theirs = {"fused_us": rows.loc["fused", "gpu_us"], "unfused_us": rows.loc["unfused", "gpu_us"]}
     ratio = statistics.median([times[k] / theirs[k] for k in PARTS if k not in unknown] or [math.nan])
     if not problems and not 1 / TIMES_AGREE <= ratio <= TIMES_AGREE:
-        problems.append(Problem("times_far", f"your times are {ratio:.2f}x the fusion experiment's (median)"))
+        problems.append(times_far(ratio, "the fusion experiment's", gpu))
     if problems:
         return verdict("fused_graph", ran, problems, right="", hints=HINTS, names=NAMES)
     return verdict("fused_graph", ran, [], right=_right(times, theirs, rows, df, ratio))

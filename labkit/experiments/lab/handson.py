@@ -19,7 +19,7 @@ from ...practice import current, findings
 from ...practice.findings import Problem
 from ..checking import CheckResult, emit
 from ..core import BASE, result
-from ..handson_check import took, verdict
+from ..handson_check import times_far, took, verdict
 
 #: the convolution whose workspace is capped: the fp16 NCHW base, whose fastest plans need megabytes
 SPEC = BASE.replace(layout="NCHW")
@@ -175,7 +175,7 @@ def workspace_knee(best=None, knee=..., *, spec=SPEC) -> CheckResult:
     known = [c for c in caps if math.isfinite(best[c])]
     ratio = statistics.median(best[c] / theirs[c] for c in known) if known else math.nan
     if not problems and known and not 1 / TIMES_AGREE <= ratio <= TIMES_AGREE:
-        problems.append(Problem("times_far", f"your times are {ratio:.2f}x the caps experiment's (median)"))
+        problems.append(times_far(ratio, "the caps experiment's", gpu))
     if problems:
         return verdict("workspace_knee", ran, problems, right="", hints=HINTS, names=NAMES)
     return verdict("workspace_knee", ran, [], right=_right(best, knee, table, df, gpu, ratio))

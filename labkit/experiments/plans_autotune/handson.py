@@ -17,7 +17,7 @@ from ...practice.findings import Problem
 from ...spec import ConvSpec
 from ..checking import CheckResult, emit
 from ..core import result
-from ..handson_check import verdict
+from ..handson_check import calls_timed, times_far, verdict
 from .exercises import NCHW
 
 #: the reference solution of the hands-on cell ``%%handson time_every_plan`` (`labkit.session.handson`)
@@ -153,7 +153,10 @@ def _compare(times: Dict[int, float], theirs: Dict[int, float], gpu) -> Tuple[st
         f"{ratios[far]:.2f}x). Your fastest: plan {mine}; {whose}: plan {best} ({fmt_us(theirs[best])})."
     )
     if not 1 / TIMES_AGREE <= med <= TIMES_AGREE:
-        return said, [Problem("times_far", said + " Too far apart.")]
+        kind = times_far(med, whose, gpu).kind
+        calls = f" {calls_timed(gpu)} calls ran between your events."
+        more = calls if kind == "not_divided" else " Too far apart."
+        return said, [Problem(kind, said + more)]
     if theirs[mine] > 1.03 * theirs[best]:
         return said, [Problem("not_fastest", said + " Your fastest is not theirs, nor within 3% of it.")]
     return said + " Events around CUDA-graph replays leave out the launch gaps that Python launches add.", []

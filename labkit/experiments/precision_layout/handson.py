@@ -19,7 +19,7 @@ from ...practice.findings import Problem
 from ...practice.layout import Copied
 from ..checking import CheckResult, emit
 from ..core import BASE, result
-from ..handson_check import took, verdict
+from ..handson_check import times_far, took, verdict
 
 #: the convolution: the lesson's base shape (fp16, batch 32), in each layout
 SPEC = BASE
@@ -230,7 +230,7 @@ def nhwc_pays(times=None, *, pays=None, layers=..., spec=SPEC) -> CheckResult:
     }
     ratio = statistics.median([times[k] / theirs[k] for k in PARTS if k not in unknown] or [math.nan])
     if not problems and not unknown and not 1 / TIMES_AGREE <= ratio <= TIMES_AGREE:
-        problems.append(Problem("times_far", f"your times are {ratio:.2f}x the layout experiment's (median)"))
+        problems.append(times_far(ratio, "the layout experiment's", gpu))
     if problems:
         return verdict("nhwc_pays", ran, problems, right="", hints=HINTS, names=NAMES)
     if unknown:  # a number the simulated GPU lacks, and no fault of the cell: the experiment's times
