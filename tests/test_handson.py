@@ -306,7 +306,7 @@ def test_lesson_02_a_leak_a_race_a_workspace_too_small_and_an_error(capsys):
         lambda: __import__("labkit").gpu.workspaces.workspace.KeyedCache(1 << 30, key="dims_only")
     )
     assert "workspace too small" in res.message and "needs" in res.message
-    assert_hinted(res.message, "too_small")
+    assert_hinted(res.message, "too_small", own=strategies.STRATEGY_HINTS)  # a buffer kept too small
     stub = next(b for _, n, b in handson_cells() if n == "own_strategy")
     out = own_strategy(stub, capsys)
     assert "error: your strategy raised NotImplementedError" in out

@@ -110,6 +110,12 @@ STRATEGY_HINTS = {
         "_get(req) returns (device pointer, usable bytes): self._malloc(req.nbytes, 'my workspace') "
         "makes a buffer; keep it, and free it in _close.",
     ),
+    "too_small": (
+        "a call was handed fewer bytes than its plan asks for. The passes run several convolutions: was "
+        "the buffer you handed out made for an earlier, smaller request?",
+        "before handing out a kept buffer, compare its size with req.nbytes; when it is smaller, free it "
+        "and allocate req.nbytes (or keep one buffer per size, as the key of your dict).",
+    ),
 }
 
 
