@@ -1138,6 +1138,12 @@ NOT_CLAIMS: set = {
         "The check names a race, a leak, a workspace too small, a timing of one call and a plain convolution "
         "timed as the fused graph, and sets your times beside the fusion experiment's.",
     ),
+    (  # lesson 08's hands-on: what the cell asks
+        "08",
+        "`conv_us(gpu)` times the base convolution's heuristic plan on one GPU as labkit does: `gpu.conv(spec)`, "
+        "a workspace of `conv.plan.workspace_bytes`, a warm-up call, a CUDA graph of many calls, two events "
+        "around each of several replays, the median divided by the calls, and the workspace freed.",
+    ),
     (  # lesson 03's hands-on: what the cell asks and what its check does
         "03",
         "Write `time_us` as labkit times a call: a warm-up call, a CUDA graph of many calls (`gpu.capture`), "

@@ -1,6 +1,8 @@
-"""The hands-on cell of lesson 07 without a GPU, on the GPU simulated from each shipped recording
-(`labkit.practice`, `labkit.simgpu`): the workspace knee (every plan under each of the caps
-experiment's caps, the smallest cap within 5 % of no cap's time). The reference passes its check on
+"""The hands-on cells of lessons 07 and 08 without a GPU, on the GPU simulated from each shipped
+recording (`labkit.practice`, `labkit.simgpu`): the workspace knee (every plan under each of the caps
+experiment's caps, the smallest cap within 5 % of no cap's time), and the same timing code run on
+both GPUs (`lessons.gpus()`, each simulated from its own recording; for lesson 08 also a race and a
+GPU left out). The reference passes its check on
 both recordings; the learner's stub says what is missing in one line; a wrong solution (a timing of
 one call, a leak, a workspace too small, a knee its own times do not give, times far from the caps
 experiment's) fails with a hint that leads, the first hint the first time, the second after. The
@@ -15,8 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from labkit import practice
 from labkit.experiments import handson_check
 from labkit.experiments.lab import handson as lab
+from labkit.experiments.lab import same_code as other_gpu
 from labkit.present import check
 from labkit.session import handson, lessons
 from labkit.store import recordings
@@ -162,3 +166,71 @@ def test_knee_names_a_knee_its_own_times_do_not_give_and_times_far_off(capsys):
     _, out = run("workspace_knee", slowest, capsys)
     assert "too far from the caps experiment" in out
     assert_hinted(out, "times_far", own=lab.HINTS)
+
+
+# ---- lesson 08: the same code on both GPUs -----------------------------------------------------------
+BOTH = other_gpu.OTHER_GPU.replace("assert check.", "check.")
+
+
+def test_other_gpu_reference_passes_on_both_recordings(recording, capsys):
+    ns, out = run("other_gpu", other_gpu.OTHER_GPU, capsys)
+    said = flat(out)
+    assert "correct: Your code on 2 GPUs" in said, out
+    assert "the H100 SXM simulated from the H100 SXM recording" in said
+    assert "the H200 SXM simulated from the H200 SXM recording" in said
+    assert list(ns["my_gpus"]) == ["H100 SXM", "H200 SXM"]
+    for name, us in ns["my_gpus"].items():
+        theirs = other_gpu._theirs(practice.last_gpus()[name], other_gpu.SPEC)
+        assert theirs <= us <= 1.15 * theirs, (name, us, theirs)
+    ratio = ns["my_gpus"]["H200 SXM"] / ns["my_gpus"]["H100 SXM"]
+    assert f"The H200 SXM takes {ratio:.2f}x the H100 SXM's time" in said
+    assert "1.43x its memory bandwidth" in said and "is nearer its math" in said  # fp16: the same peak
+    assert all(not g.memory.allocations for g in practice.last_gpus().values())
+
+
+def test_gpus_gives_the_simulated_gpu_in_use_and_the_other_recordings():
+    here = practice.new()
+    gpus = practice.gpus()
+    assert list(gpus) == ["H100 SXM", "H200 SXM"] and gpus["H100 SXM"] is here
+    assert gpus["H200 SXM"].label == "simulated from the H200 SXM recording"
+    assert practice.last_gpus() == gpus and gpus["H200 SXM"].ceiling.gpu == "H200 SXM"
+
+
+def test_other_gpu_stub_asks_for_an_answer(capsys):
+    _, out = run("other_gpu", body("08", "other_gpu"), capsys)
+    assert "no answer yet: my_gpus is {GPU name: GPU microseconds per call}" in flat(out), out
+
+
+def test_other_gpu_names_a_race_a_leak_a_workspace_too_small_one_call_and_a_gpu_left_out(capsys):
+    race = BOTH.replace(
+        "    run = lambda",
+        "    other = gpu.stream()\n"
+        "    for _ in range(3):  # two streams, one workspace\n"
+        "        conv.run(workspace, stream=stream)\n"
+        "        conv.run(workspace, stream=other)\n"
+        "    gpu.synchronize()\n"
+        "    run = lambda",
+    )
+    assert race != BOTH
+    _, out = run("other_gpu", race, capsys)
+    assert "race: on the H100 SXM" in flat(out), out
+    assert_hinted(out, "race")
+    _, out = run("other_gpu", BOTH.replace("    gpu.free(workspace)\n", ""), capsys)
+    assert "leak: on the H100 SXM" in flat(out)
+    assert_hinted(out, "leak")
+    small = BOTH.replace(
+        "gpu.allocate(conv.plan.workspace_bytes)", "gpu.allocate(conv.plan.workspace_bytes // 2)"
+    )
+    _, out = run("other_gpu", small, capsys)
+    assert "workspace too small" in out
+    assert_hinted(out, "too_small")
+    _, out = run("other_gpu", BOTH.replace("CALLS = 20", "CALLS = 1"), capsys)
+    assert "one call timed: on the H100 SXM" in flat(out)
+    assert_hinted(out, "one_call")
+    one = BOTH.replace(
+        "for name, gpu in lessons.gpus().items()}", "for name, gpu in list(lessons.gpus().items())[:1]}"
+    )
+    assert one != BOTH
+    _, out = run("other_gpu", one, capsys)
+    assert "not every GPU: no time for the H200 SXM" in flat(out), out
+    assert_hinted(out, "not_every_gpu", own=other_gpu.HINTS)

@@ -1,7 +1,8 @@
-"""The hands-on cell of lesson 07 on a GPU (live): the reference solution (every plan cuDNN keeps
-under each of the caps experiment's caps, timed with CUDA events; the knee) passes its check on this
-GPU, beside the caps experiment measured here, and the check names a timing of one call and a
-workspace never freed. The same cell on the simulated GPU: tests/test_handson_07_08.py."""
+"""The hands-on cells of lessons 07 and 08 on a GPU (live): the reference solutions (every plan cuDNN
+keeps under each of the caps experiment's caps, timed with CUDA events, the knee; the same timing code
+on this GPU and on the other recording's GPU, simulated) pass their checks on this GPU, beside the
+caps and plans experiments measured here, and the checks name a timing of one call and a workspace
+never freed. The same cells on the simulated GPU: tests/test_handson_07_08.py."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ import pytest
 pytestmark = pytest.mark.gpu
 pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed: recorded mode)")
 
+from labkit import practice  # noqa: E402
 from labkit.experiments import core as experiment_core  # noqa: E402
 from labkit.experiments.lab import handson as lab  # noqa: E402
+from labkit.experiments.lab import same_code  # noqa: E402
 from labkit.present import check  # noqa: E402
 from labkit.session import handson, lessons, results  # noqa: E402
 
@@ -52,3 +55,24 @@ def test_workspace_knee_names_one_call_timed_and_a_workspace_never_freed(capsys)
     assert "one call timed" in capsys.readouterr().out
     run("workspace_knee", ref.replace("    gpu.free(workspace)\n", ""))
     assert "leak: " in capsys.readouterr().out
+
+
+def test_other_gpu_runs_the_same_code_live_here_and_simulated_there(capsys):
+    ns = run("other_gpu", same_code.OTHER_GPU)  # asserts check.other_gpu(my_gpus)
+    said = " ".join(capsys.readouterr().out.split())
+    assert (
+        said.startswith("correct: Your code on ")
+        and "measured on this" in said
+        and "simulated from the" in said
+    )
+    gpus = practice.last_gpus()
+    assert sum(not g.simulated for g in gpus.values()) == 1 and len(gpus) >= 2
+    assert all(v > 0 for v in ns["my_gpus"].values()) and not any(g.memory.allocations for g in gpus.values())
+
+
+def test_other_gpu_names_one_call_timed_on_this_gpu(capsys):
+    ref = same_code.OTHER_GPU.replace("assert check.", "check.")
+    run("other_gpu", ref.replace("CALLS = 20", "CALLS = 1"))
+    said = " ".join(capsys.readouterr().out.split())
+    here = next(n for n, g in practice.last_gpus().items() if not g.simulated)
+    assert f"one call timed: on the {here}" in said

@@ -20,7 +20,8 @@ Where things live:
   ``workspace_strategies/``, ``precision_layout/``, ``epilogue_fusion/``, ``plans_autotune/``,
   ``your_network/``, ``under_the_hood/``: run functions, charts, summaries, exercises, hands-on
   cells, ...); its ``__init__`` exposes the same names a module would. A topic's ``HANDS_ON`` (cell
-  name -> reference solution source, whether the cell starts on a fresh GPU) and ``HANDS_ON_CHECKS``
+  name -> reference solution source, whether the cell starts on a fresh GPU, and, for a lesson with no
+  topic of its own, that lesson) and ``HANDS_ON_CHECKS``
   (the checks those cells call) are gathered by `hands_on` and `hands_on_checks`.
 
 To add an experiment: write its run function (``@experiment``), chart, summary and checks in its
@@ -187,9 +188,9 @@ def hands_on() -> dict:
         Cell name -> (lesson, reference solution source, whether it starts on a fresh GPU).
     """
     return {
-        name: (topic.LESSON, source, fresh)
+        name: (entry[2] if len(entry) > 2 else topic.LESSON, entry[0], entry[1])
         for topic in TOPICS
-        for name, (source, fresh) in getattr(topic, "HANDS_ON", {}).items()
+        for name, entry in getattr(topic, "HANDS_ON", {}).items()
     }
 
 

@@ -42,16 +42,23 @@ judges: races, leaks, workspaces smaller than the plan asks, a timing of one cal
 * `runner`: the Runner ``gpu.runner`` makes, its calls logged;
 * `passes`: a pass of convolutions under a workspace strategy, for the shipped strategies beside a
   learner's own, and the simulated check of a learner's strategy.
+
+`gpus` gives the same API on two GPUs at once (lesson 08): this GPU and the other shipped
+recordings' GPUs, simulated; each `Practice`'s ``ceiling`` holds its datasheet's peaks
+(`labkit.ceilings`).
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Dict, Optional
 
+from .. import env
+from ..store import recordings
 from .conv import Conv  # noqa: F401  (the room's names)
 from .device import Practice
 
 _current: Optional[Practice] = None
+_gpus: Dict[str, Practice] = {}
 
 
 def new(recording=None) -> Practice:
@@ -76,3 +83,39 @@ def current() -> Practice:
         The `Practice`.
     """
     return _current if _current is not None else new()
+
+
+def gpus() -> Dict[str, Practice]:
+    """The same code on two GPUs (lesson 08's hands-on): one `Practice` per shipped recording's GPU,
+    by its name (``"H100 SXM"``), in the recordings' order; this GPU live in its recording's place (or
+    first, when no recording is of its kind), `current` in recorded mode. `last_gpus` returns them.
+
+    Returns:
+        GPU name -> `Practice`: live, this GPU measured and the others simulated from their recordings;
+        recorded, each simulated from its recording.
+    """
+    global _gpus
+    here = current()
+    out: Dict[str, Practice] = (
+        {} if any(_gpu_of(r) == here.gpu for r in recordings.shipped()) else {here.gpu: here}
+    )
+    for rec in recordings.shipped():
+        name = _gpu_of(rec)
+        if name not in out:
+            out[name] = here if name == here.gpu else Practice.for_mode(rec.name)
+    _gpus = out
+    return dict(out)
+
+
+def last_gpus() -> Dict[str, Practice]:
+    """What `gpus` gave last (a check reads them).
+
+    Returns:
+        GPU name -> `Practice`; empty before any call.
+    """
+    return dict(_gpus)
+
+
+def _gpu_of(rec) -> str:
+    """A recording's GPU, as every label names it."""
+    return env.gpu_label(rec.metadata.get("gpu") or rec.name)

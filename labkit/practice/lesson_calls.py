@@ -1,9 +1,11 @@
 """`LessonCalls`: the calls of single lessons' hands-on cells, as methods of every
 `labkit.practice.Practice` (``gpu.conversion(conv)``: lesson 03's layout conversion;
-``gpu.unfused(spec)``: lesson 04's unfused conv + bias + ReLU)."""
+``gpu.unfused(spec)``: lesson 04's unfused conv + bias + ReLU; ``gpu.ceiling``: lesson 08's datasheet
+peaks)."""
 
 from __future__ import annotations
 
+from .. import ceilings
 from ..errors import InvalidSpec
 from .layout import Conversion
 from .unfused import UnfusedPath
@@ -39,3 +41,10 @@ class LessonCalls:
             A `labkit.practice.unfused.UnfusedPath` (``.plan.workspace_bytes``: its workspace).
         """
         return UnfusedPath(self, spec, seed=seed)
+
+    @property
+    def ceiling(self):
+        """This GPU's datasheet peaks (`labkit.ceilings.Ceiling`: ``peak_tflops(dtype)``,
+        ``bandwidth_bytes_per_s``); None for a GPU the table does not know."""
+        device = self.device
+        return ceilings.for_gpu(device.recorded.gpu if self.simulated else device.name)

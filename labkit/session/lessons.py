@@ -74,6 +74,19 @@ def device():
     return practice.current()
 
 
+def gpus():
+    """The GPUs lesson 08's hands-on cell runs the same code on (`labkit.practice.gpus`): this GPU
+    live and each other shipped recording's GPU simulated from it; in recorded mode, every one
+    simulated.
+
+    Returns:
+        GPU name -> `labkit.practice.Practice`.
+    """
+    from .. import practice
+
+    return practice.gpus()
+
+
 def request_text(df) -> str:
     """The request behind a result, for the curious.
 

@@ -13,7 +13,9 @@ from ...draw.plots import fmt_bytes, ok_rows
 from ..core import BASE, result
 from ..exercise import Exercise, equal, explain, one_of
 from ..worked import bandwidth, bandwidth_given, gpu_of, rate, slips, worked
-from .handson import HANDS_ON, WORKSPACE_KNEE, workspace_knee  # noqa: F401
+from .handson import HANDS_ON as _KNEE
+from .handson import WORKSPACE_KNEE, workspace_knee  # noqa: F401
+from .same_code import OTHER_GPU, other_gpu  # noqa: F401
 
 LESSON = "07"
 #: the dtypes and directions the lab's plans chart reaches from its base (fp16 NHWC fprop), recorded
@@ -276,7 +278,10 @@ lab_workspace_traffic = worked(
 CHARTS: dict = {}
 EXERCISES = (lab_fewest_plans, lab_zero_workspace, lab_widest_spread, lab_free_cap, lab_workspace_traffic)
 #: the checks hands-on cells call, as check.<name>
-HANDS_ON_CHECKS = (workspace_knee,)
+HANDS_ON_CHECKS = (workspace_knee, other_gpu)
+#: hands-on cells: name -> (reference source, fresh GPU[, its lesson when not the lab's]); lesson 08 has
+#: no topic of its own (its comparisons are `labkit.present.compare`): its cell is the lab's
+HANDS_ON = {**_KNEE, "other_gpu": (OTHER_GPU, True, "08")}
 
 
 def recorded_calls(quick: bool = False) -> list:
