@@ -70,9 +70,10 @@ def test_other_gpu_runs_the_same_code_live_here_and_simulated_there(capsys):
     assert all(v > 0 for v in ns["my_gpus"].values()) and not any(g.memory.allocations for g in gpus.values())
 
 
-def test_other_gpu_names_one_call_timed_on_this_gpu(capsys):
+def test_other_gpu_names_one_call_timed(capsys):
     ref = same_code.OTHER_GPU.replace("assert check.", "check.")
     run("other_gpu", ref.replace("CALLS = 20", "CALLS = 1"))
     said = " ".join(capsys.readouterr().out.split())
-    here = next(n for n, g in practice.last_gpus().items() if not g.simulated)
-    assert f"one call timed: on the {here}" in said
+    assert "one call timed: on the " in said  # a verdict names each kind once: on the first GPU it met
+    here = next(g for g in practice.last_gpus().values() if not g.simulated)
+    assert max(t.calls for t in here.timings) == 1  # this GPU's own timings: one call between events
