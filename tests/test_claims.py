@@ -906,7 +906,7 @@ def _mean_above_median_is_said_on_the_chart(rec):
 # ---- the premises of the worked-out exercises (a model's assumption that the data must bear) ------------
 @claim(
     "02",
-    "**Exercise 2 (explain, worked out).** Both strategies run the same kernels, and fixed_arena's host launches a call faster than its GPU runs one, so its GPU never waits: its GPU wall time per call is the kernels' own.",
+    "**Exercise 2 (explain, worked out).** Both strategies run the same kernels, and fixed_arena's host launches a call faster than its GPU runs one, so its GPU does not wait for the host: take its GPU wall time per call as the kernels' own (any gaps between its kernels count as busy, so the share you find is a lower bound).",
 )
 def _arena_host_outruns_its_gpu(rec):
     a = _strategies(rec, "one_conv").set_index("name").loc["fixed_arena"]

@@ -237,7 +237,9 @@ def _idle_why(truth: float) -> str:
     if a.median_us < a.gpu_us:
         text += (
             f"The model holds because fixed_arena's host needs {a.median_us:.1f} us per call, less than the "
-            f"{a.gpu_us:.1f} us its GPU needs: its GPU never waited, so its wall time is the kernels' time. "
+            f"{a.gpu_us:.1f} us its GPU needs: its GPU did not wait for the host, and its wall time is "
+            "taken as the kernels' time (any gaps between its kernels counted as busy: the share is a lower "
+            "bound). "
         )
     else:
         text += (
@@ -269,8 +271,9 @@ MALLOC_IDLE = worked(
     lesson="02",
     question=(
         "From the GPU wall times per call in the summary: both strategies run the same kernels, and "
-        "fixed_arena's host launches a call faster than its GPU runs it, so its wall time is the kernels' "
-        "own. What share of malloc_per_call's GPU wall time did the GPU sit idle, in percent?"
+        "fixed_arena's host launches a call faster than its GPU runs it, so its wall time is taken as the "
+        "kernels' own (a lower bound on the idle share follows). What share of malloc_per_call's GPU wall "
+        "time did the GPU sit idle, in percent?"
     ),
     inputs=_idle_inputs,
     model=_idle_model,
