@@ -333,3 +333,16 @@ def test_calibrating_the_simulated_gpu_gives_back_the_numbers_it_was_built_from(
                 same = same[same[col] == r[col]]
         col = "gpu_us" if r["call"] == "call_gpu" else "host_us"
         assert len(same) == 1 and r[col] == pytest.approx(float(same[col].iloc[0]), rel=1e-9), (r, same)
+
+
+def test_the_summary_a_learner_reads_first_holds_the_tables_numbers():
+    """Lesson 00's one sentence per GPU names no workload or strategy, and its counts are the table's."""
+    from labkit.simgpu import fidelity
+
+    for path in fidelity.tables().values():
+        df = fidelity.load(path)
+        g, text = fidelity.goals(df), fidelity.summary(df)
+        assert f"of {g['both']} sequences run both ways" in text
+        assert f"allocations as the real one in {g['counts_exact']}," in text
+        assert f"host time in {g['host']['within']} and of its GPU time in {g['gpu']['within']}" in text
+        assert "one_conv" not in text and "malloc_per_call" not in text

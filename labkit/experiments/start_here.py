@@ -179,9 +179,10 @@ def simulator_note() -> Text:
             "No GPU has compared the simulated GPU with itself yet (`python -m labkit bench sim-fidelity` "
             "on a GPU writes data/bench/sim_fidelity_<gpu>.csv)."
         )
+    tables = [fidelity.load(path) for path in found.values()]
+    detail = "\n\n".join("\n".join(f"* {line}" for line in fidelity.sentences(df)) for df in tables)
     return Text(
-        "\n\n".join(
-            "\n".join(f"* {line}" for line in fidelity.sentences(fidelity.load(path)))
-            for path in found.values()
-        )
+        "\n".join(f"* {fidelity.summary(df)}" for df in tables)
+        + "\n\n<details><summary>The comparison in detail (its workloads and strategies are lessons 02 "
+        "and 06's)</summary>\n\n" + detail + "\n\n</details>"
     )

@@ -224,6 +224,30 @@ def sentences(df: pd.DataFrame) -> List[str]:
     return out
 
 
+def summary(df: pd.DataFrame) -> str:
+    """What a fidelity table says, in one sentence a learner can read before any lesson (no workload
+    or strategy named).
+
+    Args:
+        df: a fidelity table (`load`).
+
+    Returns:
+        The sentence; every number computed from ``df``.
+    """
+    g = goals(df)
+    text = (
+        f"On the {gpu_label(df.attrs.get('meta', {}).get('gpu'))}, of {g['both']} sequences run both ways, "
+        f"the simulated GPU made as many allocations as the real one in {g['counts_exact']}, held the same "
+        f"peak memory in {g['peak_exact']}, and came within {_pct(GOAL)} of its host time in "
+        f"{g['host']['within']} and of its GPU time in {g['gpu']['within']}"
+    )
+    if g["race"]:
+        text += (
+            f"; it found lesson 06's race where the real GPU does in {g['race_as_live']} of {g['race']} cases"
+        )
+    return text + "."
+
+
 def sentence(df: pd.DataFrame) -> str:
     """`sentences` as one paragraph.
 
