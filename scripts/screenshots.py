@@ -25,8 +25,8 @@ browser open, as a new user has it. Files written:
 as first drawn after Run All (a lesson without one: its first chart, else the top of the notebook),
 at 1366x768, recorded mode; with ImageMagick's ``convert`` on the PATH, reduced to 128 colours.
 Its hands-on cells are filled with their reference solutions, as a learner who solved them has
-them, and ``<lesson>-handson.png`` shows the first one a check judges, with the check's reply (on
-the GPU simulated from the recording).
+them, and lesson 01's ``-handson.png`` (the README's) shows the first one a check judges, with the
+check's reply (on the GPU simulated from the recording).
 
 ``--executed DIR`` shoots notebooks that ran elsewhere, with their outputs and widget state
 (``scripts/execute_notebooks.py``, e.g. live on a GPU host: ``bash scripts/gpu.sh executed``):
@@ -131,11 +131,13 @@ def solve_handson(path: Path) -> int:
 
 #: a hands-on cell's magic, and the call by which a check judges its code
 HANDSON_MAGIC, CHECK_CALL = "%%handson", "check."
+#: the lesson whose hands-on cell the README shows
+HANDSON_PICTURE = "01"
 
 
 def shoot_for_docs(page, lab, name: str, out: Path, deadline) -> Path:
     """One PNG of a lesson after Run All: its first panel, else its first chart, else its top; and,
-    where the lesson has one, ``<lesson>-handson.png``: its first checked hands-on cell, solved.
+    for lesson `HANDSON_PICTURE`, ``<lesson>-handson.png``: its first checked hands-on cell, solved.
 
     Args:
         page: the Playwright page.
@@ -153,7 +155,7 @@ def shoot_for_docs(page, lab, name: str, out: Path, deadline) -> Path:
     cells = (
         page.locator(f"{bh.NOTEBOOK} .jp-CodeCell").filter(has_text=HANDSON_MAGIC).filter(has_text=CHECK_CALL)
     )
-    if cells.count():
+    if name.startswith(HANDSON_PICTURE) and cells.count():
         cell = cells.first
         with _TallEnough(page, cell):
             small_png(_shoot(page, cell, out / f"{Path(name).stem}-handson.png"))
