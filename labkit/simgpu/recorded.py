@@ -266,17 +266,12 @@ class Recorded:
         cal, sources = self.calibration, []
         launch = cal.launch(spec, plan_index) if cal else None
         by_streams = cal.gpu_by_streams(spec, plan_index) if cal else {}
+        replay = self._replayed_us(spec, plan_index) if kernels else None
         if 1 in by_streams:  # the recorded kernels, in their shares of the measured time per call
-            total = sum(k.us for k in kernels) if kernels else 0.0
-            kernels = (
-                tuple(Kernel(k.name, k.role, k.us * by_streams[1] / total) for k in kernels)
-                if total
-                else (Kernel(f"plan {plan_index}", "whole call", by_streams[1]),)
-            )
+            kernels = _in_shares_of(kernels, by_streams[1], plan_index)
             sources.append(f"sim_costs_{self.slug}.csv call_gpu (GPU time, kernels in their recorded shares)")
-        elif kernels and self._replayed_us(spec, plan_index) is not None:
-            replay, total = self._replayed_us(spec, plan_index), sum(k.us for k in kernels)
-            kernels = tuple(Kernel(k.name, k.role, k.us * replay / total) for k in kernels)
+        elif replay is not None:
+            kernels = _in_shares_of(kernels, replay, plan_index)
             sources.append("plans.csv gpu_us (GPU time per replayed call, kernels in their recorded shares)")
         elif kernels is None and cal and cal.one_call_gpu_us(spec, plan_index) is not None:
             kernels = (Kernel(f"plan {plan_index}", "whole call", cal.one_call_gpu_us(spec, plan_index)),)
@@ -354,6 +349,23 @@ class Recorded:
         """
         got = self._plans.get(spec.label)
         return got[2] if got else ""
+
+
+def _in_shares_of(kernels, us: float, plan_index: int) -> tuple:
+    """A call's recorded kernels scaled to take ``us`` together, each in its recorded share.
+
+    Args:
+        kernels: the recorded `Kernel` s (None or empty: none recorded).
+        us: the call's GPU time, microseconds.
+        plan_index: its plan's index (names the one span where no kernel is recorded).
+
+    Returns:
+        The scaled kernels; one "whole call" span of ``us`` where none was recorded.
+    """
+    total = sum(k.us for k in kernels) if kernels else 0.0
+    if not total:
+        return (Kernel(f"plan {plan_index}", "whole call", us),)
+    return tuple(Kernel(k.name, k.role, k.us * us / total) for k in kernels)
 
 
 def _read_race(self: "Recorded") -> None:
