@@ -4,6 +4,9 @@ import itertools
 import random
 
 from labkit import ConvSpec
+from labkit.experiments import core as experiment_core
+from labkit.present import check
+from labkit.session import handson, lessons, results
 
 DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8_e4m3")
 
@@ -72,3 +75,45 @@ def live_process_env(cache, **extra):
         PYTHONPATH=os.pathsep.join(path),
         **extra,
     )
+
+
+def live_session(monkeypatch, *, handson_mode=None):
+    """A live hands-on test's session, set up as a lesson's kernel has it: live mode, no prefetch,
+    the hands-on topics registered, and the session's results installed (a check reads what the
+    cell read); afterwards the previous result source comes back and the session forgets its
+    answers. A generator for a fixture to ``yield from``.
+
+    Args:
+        monkeypatch: the test's monkeypatch.
+        handson_mode: ``LABKIT_HANDSON`` (``"reference"`` runs each hands-on cell's reference in its
+            place, as the live notebook test does); None: the learner's cell runs.
+
+    Yields:
+        Once, while the test runs.
+    """
+    monkeypatch.setenv("LABKIT_MODE", "live")
+    monkeypatch.setenv("LABKIT_PREFETCH", "0")
+    if handson_mode is None:
+        monkeypatch.delenv("LABKIT_HANDSON", raising=False)
+    else:
+        monkeypatch.setenv("LABKIT_HANDSON", handson_mode)
+    handson.register_topics()
+    before = experiment_core.use_results(results.SESSION)
+    yield
+    experiment_core.use_results(before)
+    lessons.forget()
+
+
+def run_cell(name: str, source: str) -> dict:
+    """Run ``source`` as hands-on cell ``name``, as a notebook runs it, in a namespace of its own.
+
+    Args:
+        name: the hands-on cell (`labkit.session.handson.HANDS_ON`).
+        source: the cell's code (a reference solution or a learner's).
+
+    Returns:
+        The namespace after the run (``lessons`` and ``check`` in it, as in a lesson).
+    """
+    ns = {"lessons": lessons, "check": check}
+    handson.run(name, source, ns)
+    return ns

@@ -13,31 +13,20 @@ import pytest
 pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed: recorded mode)")
 
+import gpu_helpers  # noqa: E402
+
 from labkit import practice  # noqa: E402
-from labkit.experiments import core as experiment_core  # noqa: E402
 from labkit.experiments.epilogue_fusion import handson as fusion  # noqa: E402
 from labkit.experiments.precision_layout import handson as layout  # noqa: E402
-from labkit.present import check  # noqa: E402
-from labkit.session import handson, lessons, results  # noqa: E402
+from labkit.session import lessons  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
 def live(monkeypatch):
-    monkeypatch.setenv("LABKIT_MODE", "live")
-    monkeypatch.setenv("LABKIT_PREFETCH", "0")
-    monkeypatch.delenv("LABKIT_HANDSON", raising=False)
-    handson.register_topics()
-    # a notebook's session has its results installed: a check reads what the cell read
-    before = experiment_core.use_results(results.SESSION)
-    yield
-    experiment_core.use_results(before)
-    lessons.forget()
+    yield from gpu_helpers.live_session(monkeypatch)
 
 
-def run(name: str, source: str) -> dict:
-    ns = {"lessons": lessons, "check": check}
-    handson.run(name, source, ns)
-    return ns
+run = gpu_helpers.run_cell
 
 
 def test_nhwc_pays_reference_passes_beside_the_layout_experiment(capsys):

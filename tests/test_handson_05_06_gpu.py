@@ -11,22 +11,16 @@ import pytest
 pytestmark = pytest.mark.gpu
 pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed: recorded mode)")
 
-from labkit.experiments import core as experiment_core  # noqa: E402
+import gpu_helpers  # noqa: E402
+
 from labkit.experiments import plans_autotune, streams  # noqa: E402
 from labkit.present import check  # noqa: E402
-from labkit.session import handson, lessons, results  # noqa: E402
+from labkit.session import handson, lessons  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
 def live(monkeypatch):
-    monkeypatch.setenv("LABKIT_MODE", "live")
-    monkeypatch.setenv("LABKIT_PREFETCH", "0")
-    monkeypatch.setenv("LABKIT_HANDSON", "reference")
-    # a notebook's session has its results installed: a check reads what the cell read
-    before = experiment_core.use_results(results.SESSION)
-    yield
-    experiment_core.use_results(before)
-    lessons.forget()
+    yield from gpu_helpers.live_session(monkeypatch, handson_mode="reference")
 
 
 def run_reference(name: str, **given) -> dict:

@@ -11,31 +11,20 @@ import pytest
 pytestmark = pytest.mark.gpu
 pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed: recorded mode)")
 
+import gpu_helpers  # noqa: E402
+
 from labkit import practice  # noqa: E402
-from labkit.experiments import core as experiment_core  # noqa: E402
 from labkit.experiments.lab import handson as lab  # noqa: E402
 from labkit.experiments.lab import same_code  # noqa: E402
-from labkit.present import check  # noqa: E402
-from labkit.session import handson, lessons, results  # noqa: E402
+from labkit.session import lessons  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
 def live(monkeypatch):
-    monkeypatch.setenv("LABKIT_MODE", "live")
-    monkeypatch.setenv("LABKIT_PREFETCH", "0")
-    monkeypatch.delenv("LABKIT_HANDSON", raising=False)
-    handson.register_topics()
-    # a notebook's session has its results installed: a check reads what the cell read
-    before = experiment_core.use_results(results.SESSION)
-    yield
-    experiment_core.use_results(before)
-    lessons.forget()
+    yield from gpu_helpers.live_session(monkeypatch)
 
 
-def run(name: str, source: str) -> dict:
-    ns = {"lessons": lessons, "check": check}
-    handson.run(name, source, ns)
-    return ns
+run = gpu_helpers.run_cell
 
 
 def test_workspace_knee_reference_passes_beside_the_caps_experiment(capsys):

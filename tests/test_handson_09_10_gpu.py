@@ -12,29 +12,18 @@ import pytest
 pytestmark = pytest.mark.gpu
 pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed: recorded mode)")
 
-from labkit.experiments import core as experiment_core  # noqa: E402
+import gpu_helpers  # noqa: E402
+
 from labkit.experiments import under_the_hood, your_network  # noqa: E402
-from labkit.present import check  # noqa: E402
-from labkit.session import handson, lessons, results  # noqa: E402
+from labkit.session import lessons  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
 def live(monkeypatch, capsys):
-    monkeypatch.setenv("LABKIT_MODE", "live")
-    monkeypatch.setenv("LABKIT_PREFETCH", "0")
-    monkeypatch.delenv("LABKIT_HANDSON", raising=False)
-    handson.register_topics()
-    # a notebook's session has its results installed: a check reads what the cell read
-    before = experiment_core.use_results(results.SESSION)
-    yield
-    experiment_core.use_results(before)
-    lessons.forget()
+    yield from gpu_helpers.live_session(monkeypatch)
 
 
-def run(name: str, source: str) -> tuple:
-    ns = {"lessons": lessons, "check": check}
-    handson.run(name, source, ns)
-    return ns
+run = gpu_helpers.run_cell
 
 
 def test_network_pass_reference_passes_beside_the_shipped_strategies(capsys):

@@ -11,21 +11,17 @@ import pytest
 pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed: recorded mode)")
 
-from labkit.experiments import core as experiment_core  # noqa: E402
+import gpu_helpers  # noqa: E402
+
 from labkit.gpu.workspaces import strategy_check  # noqa: E402
 from labkit.gpu.workspaces import workspace as ws  # noqa: E402
 from labkit.present import check  # noqa: E402
-from labkit.session import handson, lessons, results  # noqa: E402
+from labkit.session import handson, lessons  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
 def live(monkeypatch):
-    monkeypatch.setenv("LABKIT_MODE", "live")
-    monkeypatch.delenv("LABKIT_HANDSON", raising=False)
-    # a notebook's session has its results installed: a check reads what the cell read
-    before = experiment_core.use_results(results.SESSION)
-    yield
-    experiment_core.use_results(before)
+    yield from gpu_helpers.live_session(monkeypatch)
 
 
 def _namespace() -> dict:
