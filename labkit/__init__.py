@@ -33,10 +33,12 @@ from .version import __version__  # noqa: F401
 
 
 def __getattr__(name):
-    """``labkit.report`` / ``labkit.Report`` (`labkit.present.netreport`) and the public modules
-    (`labkit.session.first_use.public`)."""
-    if name in ("report", "Report"):
-        return getattr(importlib.import_module("labkit.present.netreport"), name)
+    """``labkit.report`` (`labkit.present.report_call`), ``labkit.Report``
+    (`labkit.present.netreport`) and the public modules (`labkit.session.first_use.public`)."""
+    if name == "report":
+        return importlib.import_module("labkit.present.report_call").report
+    if name == "Report":
+        return importlib.import_module("labkit.present.netreport").Report
     # (``from .session import first_use`` would ask this function for ``session``)
     first_use = importlib.import_module("labkit.session.first_use")
     if name in first_use.PUBLIC:

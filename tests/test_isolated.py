@@ -192,3 +192,62 @@ def test_meanwhile_runs_before_the_step_with_isolation_off(monkeypatch):
     order = []
     isolated.run_step("isolated_steps:add", (1, 2), meanwhile=lambda: order.append("meanwhile"))
     assert order == ["meanwhile"]
+
+
+@pytest.mark.parametrize(
+    "mode, shared, isolate, alive, started",
+    [
+        ("live", "", "1", False, True),
+        ("live", "", "1", True, False),
+        ("recorded", "", "1", False, False),
+        ("live", "/srv/class", "1", False, False),
+        ("live", "", "0", False, False),
+    ],
+)
+def test_a_report_call_starts_the_report_worker_before_the_report_loads(
+    monkeypatch, mode, shared, isolate, alive, started
+):
+    """``labkit.report`` starts the worker (warmed) from a thread that asks the mode, so that the
+    worker's start overlaps the report's imports: live only, not in a class, not with isolation
+    off, and not when one runs already."""
+    import threading
+
+    import labkit
+    from labkit import env
+    from labkit.session import texts
+
+    monkeypatch.setenv("LABKIT_SHARED_CACHE", shared)
+    monkeypatch.setenv("LABKIT_ISOLATE", isolate)
+    monkeypatch.setenv("LABKIT_MODE", "recorded" if mode == "recorded" else "")
+    monkeypatch.setattr(env, "mode", lambda: env.Mode(mode, "test"))
+    sent, done = [], threading.Event()
+
+    def start_soon(step, args=()):
+        sent.append((step, args))
+        done.set()
+
+    monkeypatch.setattr(
+        isolated, "worker", lambda: type("W", (), {"start_soon": staticmethod(start_soon), "alive": alive})()
+    )
+    specs = (labkit.ConvSpec(N=2, C=8, H=8, W=8, K=8),)
+    thread_started = texts.warm_report_worker(specs)
+    assert thread_started is (mode == "live" and not shared and isolate == "1")
+    done.wait(5 if started else 0.5)
+    assert sent == ([(texts.REPORT_WARM_STEP, (specs,))] if started else [])
+
+
+def test_labkit_report_takes_the_reports_own_arguments():
+    """The entry point `labkit.report` (which starts the worker first) has the signature of the
+    report it hands over to."""
+    import inspect
+
+    import labkit
+    from labkit import networks
+    from labkit.present import netreport, report_call
+
+    assert labkit.report is report_call.report
+    assert inspect.signature(report_call.report).parameters == inspect.signature(netreport.report).parameters
+    assert labkit.Report is netreport.Report
+    queued = report_call._preset_specs("resnet50", None, "fp16", "NHWC", None)
+    assert len(queued) == len(networks.unique(list(networks.layers_of("resnet50", 32).layers))) == 23
+    assert report_call._preset_specs("no_such_net", None, "fp16", "NHWC", None) == ()

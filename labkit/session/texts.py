@@ -6,9 +6,11 @@ the labkit source a lesson shows.
 from __future__ import annotations
 
 import ast
+import os
 import textwrap
+import threading
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 from .. import env
 from ..draw.prose import Text
@@ -246,6 +248,40 @@ def start_report_worker(lesson: Optional[str]) -> bool:
     if build_pool.in_class() or not isolated.isolation_on():
         return False
     isolated.worker().start_soon(REPORT_WARM_STEP)
+    return True
+
+
+def warm_report_worker(specs: Sequence = ()) -> bool:
+    """Start the report's worker process early for one report call (``labkit.report``), while
+    the caller loads the report's own modules: in a daemon thread, which asks `labkit.env.mode`
+    (the probe: CuPy, cuDNN, CUDA's driver) and, live, starts and warms the worker as
+    `start_report_worker` does; returns at once. A worker already running is left as it is.
+
+    Not in a class (its shared recording answers the report's defaults), nor with
+    ``LABKIT_ISOLATE=0`` (no worker), nor with ``LABKIT_MODE=recorded``.
+
+    Args:
+        specs: the convolutions of the report (`labkit.spec.ConvSpec`), whose plan builds the warm
+            step queues at once (`labkit.experiments.your_network.worker_steps.warm_step`).
+
+    Returns:
+        Whether the thread was started.
+    """
+    from ..gpu.cudnn import build_pool
+    from ..gpu.host import isolated
+
+    forced = os.environ.get("LABKIT_MODE", "").strip().lower()
+    if build_pool.in_class() or not isolated.isolation_on() or forced == "recorded":
+        return False
+
+    def start() -> None:
+        try:
+            if env.mode().live and not isolated.worker().alive:
+                isolated.worker().start_soon(REPORT_WARM_STEP, (tuple(specs),))
+        except Exception:  # noqa: BLE001  (an optimisation: the report's first step starts it again)
+            pass
+
+    threading.Thread(target=start, daemon=True, name="labkit-report-warm").start()
     return True
 
 

@@ -123,12 +123,18 @@ def _keep_graphs(room: int) -> None:
 WARM_DTYPE, WARM_LAYOUT = "fp16", "NHWC"
 
 
-def warm_step() -> None:
+def warm_step(specs: Sequence[ConvSpec] = ()) -> None:
     """In the worker process, before its first step: import what the steps measure with, make the
     cuDNN handle of this thread's timing stream (CUDA's context, cuDNN's libraries), and check a
     small convolution's made-up output against its float64 reference in the report's default
-    dtype and layout (CuPy's kernels and cuBLAS, loaded as the first step's checks use them). Lesson
-    09's banner sends it (`labkit.session.texts.start_report_worker`)."""
+    dtype and layout (CuPy's kernels and cuBLAS, loaded as the first step's checks use them); then
+    `ahead_step` of ``specs``. Lesson 09's banner sends it (`labkit.session.texts.start_report_worker`),
+    and so does ``labkit.report`` with its network's convolutions (`labkit.session.texts.warm_report_worker`).
+
+    Args:
+        specs: the convolutions of the report to come, whose plan builds are queued now; none for
+            a report not known yet.
+    """
     from ...gpu.checks import reference, reference_runs  # noqa: F401
     from ...gpu.cudnn import frontend  # noqa: F401
     from ...gpu.cudnn.operands import Operands
@@ -140,6 +146,8 @@ def warm_step() -> None:
     ops = Operands(spec)
     ref = reference_runs.expected(spec, ops)
     reference.errors(ops.output(), ref, ref_norms=reference.reference_norms(ref))
+    if specs:
+        ahead_step(specs)
 
 
 #: seconds the report's worker may take to plan every layer's graph ahead (about 10-40 ms each)

@@ -225,13 +225,14 @@ class Worker:
                 raise TimedOut("starting the worker", "start-up", START_BUDGET_S, START_BUDGET_S)
         parent.recv()  # ("ready", pid)
 
-    def start_soon(self, warm: Optional[str] = None) -> threading.Thread:
+    def start_soon(self, warm: Optional[str] = None, args: tuple = ()) -> threading.Thread:
         """Start the worker process in a background thread and run ``warm`` there, so that a first
         step finds it ready; returns at once. A step called meanwhile waits for it (one at a time).
 
         Args:
-            warm: a step with no arguments ("module:function") that loads what the steps use; None
-                only starts the process.
+            warm: a step ("module:function") that loads what the steps use; None only starts
+                the process.
+            args: the warm step's arguments.
 
         Returns:
             The thread; a failure there is left for the next step to meet and report.
@@ -244,7 +245,7 @@ class Worker:
                         if not self.alive:
                             self._start()
                 else:
-                    self.call(warm, (), START_BUDGET_S, "warming the worker")
+                    self.call(warm, args, START_BUDGET_S, "warming the worker")
             except Exception:  # noqa: BLE001  (an optimisation: the first step starts it again)
                 pass
 
