@@ -3,6 +3,11 @@ this GPU, in a fresh Python process with an empty cache, then in another fresh p
 from the cache the first one filled (what a learner sees after a kernel restart).
 
     python scripts/bench_report.py [--net resnet50] [--batch 32] [--dtype fp16] [--layout NHWC]
+    python scripts/bench_report.py --net torchvision.models:mobilenet_v3_large --batch 16
+
+``--net`` is a preset, or a torchvision model as ``"module:callable"`` (its report reads the model's
+Conv2d calls from an input of ``batch`` x 3 x 224 x 224; torch and torchvision are imported before
+the clock starts, as PyTorch's own warm-up imports them before its clock).
 
 Beside them, what a framework already pays for the same network: PyTorch's first forward pass
 with ``torch.backends.cudnn.benchmark=True`` (it times up to ``cudnn.benchmark_limit`` algorithms
@@ -37,8 +42,13 @@ import labkit
 from labkit import env
 from labkit.gpu.cudnn import graph_cache
 a = json.loads(sys.argv[1])
+if ":" in a["net"]:
+    import torch, torchvision  # a model's report reads its layers with PyTorch
+    kw = dict(input_shape=(a["batch"], 3, 224, 224))
+else:
+    kw = dict(batch=a["batch"])
 t1 = time.perf_counter()
-r = labkit.report(a["net"], batch=a["batch"], dtype=a["dtype"], layout=a["layout"])
+r = labkit.report(a["net"], dtype=a["dtype"], layout=a["layout"], **kw)
 t2 = time.perf_counter()
 e = env.environment()
 print(json.dumps(dict(
@@ -59,7 +69,7 @@ dt = dict(fp32=torch.float32, tf32=torch.float32, fp16=torch.float16, bf16=torch
 torch.backends.cudnn.benchmark = True
 torch.backends.cudnn.allow_tf32 = a["dtype"] == "tf32"
 fmt = torch.channels_last if a["layout"] == "NHWC" else torch.contiguous_format
-m = getattr(torchvision.models, a["net"])(weights=None).cuda().to(dt).to(memory_format=fmt).eval()
+m = getattr(torchvision.models, a["net"].split(":")[-1])(weights=None).cuda().to(dt).to(memory_format=fmt).eval()
 x = torch.randn(a["batch"], 3, 224, 224, device="cuda", dtype=dt).to(memory_format=fmt)
 torch.cuda.synchronize()
 with torch.no_grad():
