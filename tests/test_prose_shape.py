@@ -1,0 +1,285 @@
+"""Lesson sentences are written whole, and chart functions stay of a readable size.
+
+A *fragment-glued sentence* is what this file looks for in the modules that write a learner's text
+(`LESSON_MODULES`). Python joins adjacent string literals into one literal, so a sentence wrapped
+over several source lines is one piece and fine. What is not fine is a sentence put together at run
+time from pieces, one of which holds only part of it: a string literal (plain or f-string) that is an
+operand of ``+`` (a chain of them, looking through ``a if c else b`` to both branches) or the value of
+``+=``, whose text (an f-string's fields read as ``{}``, HTML tags and plotly's ``%{..}`` left out)
+holds a letter and either
+
+- does not start a sentence: its first character, after spaces, markdown marks (``*_#>-``), ``(`` and
+  backquotes, is not an upper-case letter, a digit or a field (``"; none of the"``, ``" and needs"``);
+- or does not end one: its text, less trailing spaces, ends in none of ``. ! ?`` (optionally followed
+  by ``) * ` ' "``), and the piece does not end a line (``"\\n"``): ``"whose largest "``, ``"Hint: "``,
+  ``f"... takes {t}"``.
+
+Such a sentence is written as one f-string per variant, chosen by branch, or as a template with named
+fields (``str.format``). Whole sentences may still be collected and joined (``" ".join(sentences)``,
+``text += " Another sentence."``). `PENDING_FRAGMENTS` lists the modules not yet rewritten, each with
+the most fragments it may hold; it only shrinks.
+
+Chart functions: no function in a charts module (`CHART_MODULES`) is longer than `CHART_FUNCTION_LINES`
+lines (from ``def`` to its last line, docstring included), except the ones `LONG_CHART_FUNCTIONS`
+names, each held to its present length.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXPERIMENTS = ROOT / "labkit" / "experiments"
+
+#: The modules whose strings a learner reads: each lesson topic's summaries, exercises, hands-on
+#: checks and charts, the lab's hands-on, the streams and start-here lessons, and the ceilings.
+LESSON_MODULES = sorted(
+    {
+        *(
+            p
+            for name in ("summaries", "summary", "exercises", "handson", "charts")
+            for p in EXPERIMENTS.glob(f"*/{name}.py")
+        ),
+        *EXPERIMENTS.glob("lab/*.py"),
+        EXPERIMENTS / "streams.py",
+        EXPERIMENTS / "start_here.py",
+        EXPERIMENTS / "handson_check.py",
+        ROOT / "labkit" / "ceilings.py",
+    }
+)
+
+#: Modules still holding fragment-glued sentences, and at most how many pieces each. Lower a count
+#: (or drop the line) when you rewrite a module's sentences whole; never raise one.
+PENDING_FRAGMENTS = {
+    "labkit/experiments/epilogue_fusion/charts.py": 3,
+    "labkit/experiments/epilogue_fusion/exercises.py": 3,
+    "labkit/experiments/epilogue_fusion/handson.py": 4,
+    "labkit/experiments/epilogue_fusion/summaries.py": 8,
+    "labkit/experiments/handson_check.py": 1,
+    "labkit/experiments/lab/__init__.py": 5,
+    "labkit/experiments/lab/handson.py": 7,
+    "labkit/experiments/lab/same_code.py": 2,
+    "labkit/experiments/plans_autotune/charts.py": 3,
+    "labkit/experiments/plans_autotune/summaries.py": 12,
+    "labkit/experiments/precision_layout/exercises.py": 4,
+    "labkit/experiments/precision_layout/handson.py": 8,
+    "labkit/experiments/precision_layout/summaries.py": 7,
+    "labkit/experiments/start_here.py": 3,
+    "labkit/experiments/streams.py": 8,
+    "labkit/experiments/under_the_hood/charts.py": 6,
+    "labkit/experiments/under_the_hood/exercises.py": 2,
+    "labkit/experiments/under_the_hood/handson.py": 1,
+    "labkit/experiments/under_the_hood/summaries.py": 7,
+    "labkit/experiments/workspace_basics/charts.py": 3,
+    "labkit/experiments/workspace_basics/exercises.py": 6,
+    "labkit/experiments/workspace_basics/summaries.py": 14,
+    "labkit/experiments/workspace_strategies/charts.py": 1,
+    "labkit/experiments/workspace_strategies/exercises.py": 1,
+    "labkit/experiments/workspace_strategies/handson.py": 1,
+    "labkit/experiments/workspace_strategies/summaries.py": 1,
+    "labkit/experiments/your_network/charts.py": 5,
+    "labkit/experiments/your_network/exercises.py": 7,
+    "labkit/experiments/your_network/summary.py": 5,
+}
+
+CHART_MODULES = sorted(
+    {*EXPERIMENTS.glob("*/charts.py"), ROOT / "labkit" / "present" / "compare" / "charts.py"}
+)
+CHART_FUNCTION_LINES = 80
+#: Chart functions over `CHART_FUNCTION_LINES`, each at most as long as it is now (lines).
+LONG_CHART_FUNCTIONS = {
+    "labkit/experiments/epilogue_fusion/charts.py:fusion_chart": 97,
+    "labkit/experiments/plans_autotune/charts.py:plans_chart": 157,
+    "labkit/experiments/plans_autotune/charts.py:caps_chart": 131,
+    "labkit/experiments/precision_layout/charts.py:precision_chart": 127,
+    "labkit/experiments/precision_layout/charts.py:roofline_chart": 107,
+    "labkit/experiments/under_the_hood/charts.py:kernels_chart": 96,
+    "labkit/experiments/workspace_basics/charts.py:algorithms_chart": 101,
+    "labkit/experiments/workspace_basics/charts.py:workspace_sizes_chart": 99,
+    "labkit/experiments/workspace_basics/charts.py:sweep_chart": 98,
+    "labkit/experiments/your_network/charts.py:network_report_chart": 152,
+    "labkit/present/compare/charts.py:_bars": 85,
+    "labkit/present/compare/charts.py:_plans": 147,
+    "labkit/present/compare/charts.py:_roofline": 107,
+}
+
+_FIELD = "{}"
+_START = re.compile(r"[\s*_#>\-(`]*")
+_END = re.compile(r"[.!?][)*`'\"]*$")
+
+
+def _text(piece: ast.AST) -> str:
+    if isinstance(piece, ast.Constant):
+        text = piece.value
+    else:
+        text = "".join(v.value if isinstance(v, ast.Constant) else _FIELD for v in piece.values)
+    text = re.sub(r"%\{[^}]*\}", _FIELD, text)
+    return re.sub(r"<[^>]*>", "", text)
+
+
+def _is_string(node: ast.AST) -> bool:
+    return isinstance(node, ast.JoinedStr) or (isinstance(node, ast.Constant) and isinstance(node.value, str))
+
+
+def _operands(node: ast.AST):
+    """The operands of a ``+`` chain, looking through conditional expressions to both branches."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        yield from _operands(node.left)
+        yield from _operands(node.right)
+    elif isinstance(node, ast.IfExp):
+        yield from _operands(node.body)
+        yield from _operands(node.orelse)
+    else:
+        yield node
+
+
+def is_fragment(text: str) -> bool:
+    """Whether a glued piece of text holds part of a sentence (see the module's docstring).
+
+    Args:
+        text: the piece's text, fields as ``{}``.
+
+    Returns:
+        True when it has a letter and does not both start and end a sentence.
+    """
+    if not re.search(r"[A-Za-z]", text.replace(_FIELD, "")):
+        return False
+    head = text[_START.match(text).end() :]
+    starts = bool(head) and (head[0].isupper() or head[0].isdigit() or head.startswith(_FIELD))
+    ends = text.endswith("\n") or bool(_END.search(text.rstrip()))
+    return not (starts and ends)
+
+
+def fragments(source: str):
+    """The fragment-glued pieces of a module's source.
+
+    Glued pieces are the string operands of ``+`` and ``+=`` and, in the same function, the string
+    values assigned to a name that is then glued (``head = "..."`` before ``head + "..."``).
+
+    Args:
+        source: Python source.
+
+    Returns:
+        A sorted list of ``(line, text)``, one per glued piece that holds part of a sentence.
+    """
+    tree = ast.parse(source)
+    pieces, glued_names, seen = [], set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
+            operands = list(_operands(node.value))
+            if isinstance(node.target, ast.Name):
+                glued_names.add(node.target.id)
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and id(node) not in seen:
+            seen.update(id(n) for n in ast.walk(node))
+            operands = list(_operands(node))
+            if not any(_is_string(p) for p in operands):
+                continue
+            glued_names.update(p.id for p in operands if isinstance(p, ast.Name))
+        else:
+            continue
+        pieces += [p for p in operands if _is_string(p)]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] in (
+            [n] for n in glued_names
+        ):
+            pieces += [p for p in _operands(node.value) if _is_string(p)]
+    return sorted({(p.lineno, _text(p)) for p in pieces if is_fragment(_text(p))})
+
+
+def _rel(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+def test_the_detector_finds_a_sentence_glued_from_fragments():
+    bad = """
+def summary(fast, zero):
+    head = f"The fastest plan takes {fast} "
+    if zero:
+        return head + "and needs no workspace."
+    head += "with a workspace of "
+    return head + ("1 MiB." if fast else "2 MiB.")
+"""
+    assert [line for line, _ in fragments(bad)] == [3, 5, 6]
+    assert fragments('x = "Hint: " + hint()') == [(1, "Hint: ")]
+    assert fragments('x = f"{a} takes {t}" + (", fused" if f else "")') == [
+        (1, ", fused"),
+        (1, "{} takes {}"),
+    ]
+
+
+def test_the_detector_lets_whole_sentences_be_joined():
+    good = """
+def summary(fast, zero, rows):
+    if zero:
+        return f"The fastest plan takes {fast} and needs no workspace."
+    text = f"The fastest plan takes {fast}."
+    text += " It needs a workspace."
+    text += "\\n" + "\\n".join(rows) + "\\n\\nThe kernel traces say why:\\n"
+    return text + f" {len(rows)} rows." + "<br>" + f"{fast:.1%}"
+"""
+    assert fragments(good) == []
+
+
+def test_lesson_modules_glue_no_sentence_from_fragments():
+    found = {_rel(p): fragments(p.read_text()) for p in LESSON_MODULES}
+    over = {
+        m: f"{len(f)} > {PENDING_FRAGMENTS.get(m, 0)}: " + "; ".join(f"line {n} {t!r}" for n, t in f)
+        for m, f in found.items()
+        if len(f) > PENDING_FRAGMENTS.get(m, 0)
+    }
+    assert not over, (
+        "sentences glued from fragments (write each whole, see tests/test_prose_shape.py):\n"
+        + "\n".join(f"{m}: {v}" for m, v in over.items())
+    )
+    stale = {m: n for m, n in PENDING_FRAGMENTS.items() if len(found.get(m, [])) < n}
+    assert not stale, f"lower these in PENDING_FRAGMENTS to what they hold now: {stale}"
+
+
+def chart_function_lengths(source: str):
+    """Every function's length in a module.
+
+    Args:
+        source: Python source.
+
+    Returns:
+        ``{name: lines}``, nested functions named ``outer.inner``.
+    """
+    lengths = {}
+
+    def visit(node, prefix):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                name = prefix + child.name
+                lengths[name] = child.end_lineno - child.lineno + 1
+                visit(child, name + ".")
+            elif isinstance(child, ast.ClassDef):
+                visit(child, prefix + child.name + ".")
+
+    visit(ast.parse(source), "")
+    return lengths
+
+
+def test_the_length_check_counts_a_long_function():
+    body = "\n".join(f"    x{i} = {i}" for i in range(CHART_FUNCTION_LINES))
+    assert chart_function_lengths(f"def chart():\n{body}\n") == {"chart": CHART_FUNCTION_LINES + 1}
+
+
+@pytest.mark.parametrize("path", CHART_MODULES, ids=_rel)
+def test_chart_functions_are_of_a_readable_size(path):
+    long = {
+        name: n
+        for name, n in chart_function_lengths(path.read_text()).items()
+        if n > max(CHART_FUNCTION_LINES, LONG_CHART_FUNCTIONS.get(f"{_rel(path)}:{name}", 0))
+    }
+    assert not long, f"over {CHART_FUNCTION_LINES} lines (split into named parts): {long}"
+    stale = {
+        k: n
+        for k, n in LONG_CHART_FUNCTIONS.items()
+        if k.startswith(_rel(path) + ":")
+        and chart_function_lengths(path.read_text()).get(k.split(":")[1], 0) < n
+    }
+    assert not stale, f"lower these in LONG_CHART_FUNCTIONS to their length now: {stale}"
