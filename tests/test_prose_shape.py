@@ -76,7 +76,6 @@ PENDING_FRAGMENTS = {
     "labkit/experiments/under_the_hood/summaries.py": 7,
     "labkit/experiments/workspace_basics/charts.py": 3,
     "labkit/experiments/workspace_basics/exercises.py": 6,
-    "labkit/experiments/workspace_basics/summaries.py": 14,
     "labkit/experiments/workspace_strategies/charts.py": 1,
     "labkit/experiments/workspace_strategies/exercises.py": 1,
     "labkit/experiments/workspace_strategies/handson.py": 1,

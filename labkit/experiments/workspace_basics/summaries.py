@@ -9,7 +9,7 @@ from ...draw.plots import (
     request_spec,
     shape_label,
 )
-from ...draw.prose import Text, where
+from ...draw.prose import Text, listed, where
 from ...draw.units import size_text, us_text
 from ..core import beside
 
@@ -33,20 +33,23 @@ def algorithms_summary(df) -> Text:
     zero = ok[ok["query_workspace_bytes"] == 0]
     bad = df[df["find_status"] != "ok"]
     spec = request_spec(df)
-    text = (
+    sentences = [
         f"For {spec.label} ({where(df)}), cuDNN's Find ranks **{fast.algorithm}** first: "
         f"{us_text(fast.time_us)} with a workspace of {size_text(fast.query_workspace_bytes)}."
-    )
+    ]
     if not zero.empty:
         z = zero.loc[zero["time_us"].idxmin()]
-        text += f" The best algorithm that needs no workspace, {z.algorithm}, takes {us_text(z.time_us)}."
+        sentences.append(
+            f"The best algorithm that needs no workspace, {z.algorithm}, takes {us_text(z.time_us)}."
+        )
     if len(bad):
-        text += f" {len(bad)} of {len(df)} algorithms are not supported for this dtype and layout."
-    text += (
-        " These times are Find's own: one run of each algorithm through the legacy API, a ranking, not the "
+        sentences.append(f"{len(bad)} of {len(df)} algorithms are not supported for this dtype and layout.")
+    sentences.append(
+        "These times are Find's own: one run of each algorithm through the legacy API, a ranking, not the "
         "steady-state time of a kernel, so their ratio does not say what a workspace buys."
     )
-    return Text(text + " " + workspace_buys(beside(df, "plans", spec=spec) if spec is not None else None))
+    sentences.append(workspace_buys(beside(df, "plans", spec=spec) if spec is not None else None))
+    return Text(" ".join(sentences))
 
 
 def workspace_buys(plans) -> str:
@@ -66,30 +69,41 @@ def workspace_buys(plans) -> str:
         )
     ok = ok_rows(plans)
     fast = ok.loc[ok["gpu_us"].idxmin()]
-    head = (
+    timed = (
         "Timed as every other chart times (the median of CUDA-graph replays; lesson 05's plans chart "
-        f"draws each of the {len(ok)} frontend plans of this convolution), the fastest plan, "
-        f"`{fast.plan_name}`, takes {us_text(fast.gpu_us)}"
+        f"draws each of the {len(ok)} frontend plans of this convolution)"
     )
+    plan, time, workspace = f"`{fast.plan_name}`", us_text(fast.gpu_us), size_text(fast.workspace_bytes)
     if int(fast.workspace_bytes) == 0:
-        return head + " and needs no workspace: here a workspace buys nothing."
+        return (
+            f"{timed}, the fastest plan, {plan}, takes {time} and needs no workspace: "
+            "here a workspace buys nothing."
+        )
     zero = ok[ok["workspace_bytes"] == 0]
-    head += f" with a workspace of {size_text(fast.workspace_bytes)}"
     if zero.empty:
-        return head + f"; none of the {len(ok)} plans runs without one."
+        return (
+            f"{timed}, the fastest plan, {plan}, takes {time} with a workspace of {workspace}; "
+            f"none of the {len(ok)} plans runs without one."
+        )
     z = zero.loc[zero["gpu_us"].idxmin()]
-    spread = (
-        f" (10th to 90th percentile of their replays: {_spread(fast)} and {_spread(z)})"
-        if {"gpu_us_p10", "gpu_us_p90"} <= set(ok.columns)
-        else ""
-    )
-    text = (
-        f"; the fastest that needs none, `{z.plan_name}`, takes {us_text(z.gpu_us)}: "
-        f"**{_slower(z.gpu_us / fast.gpu_us)}**{spread}."
-    )
+    without = f"the fastest that needs none, `{z.plan_name}`, takes {us_text(z.gpu_us)}"
+    slower = _slower(z.gpu_us / fast.gpu_us)
+    if not {"gpu_us_p10", "gpu_us_p90"} <= set(ok.columns):
+        return (
+            f"{timed}, the fastest plan, {plan}, takes {time} with a workspace of {workspace}; "
+            f"{without}: **{slower}**. That is what the workspace buys here."
+        )
+    spreads = f"10th to 90th percentile of their replays: {_spread(fast)} and {_spread(z)}"
     if _overlap(fast, z):
-        return head + text + " Their spreads overlap: here a workspace buys nothing those timings can tell."
-    return head + text + " That is what the workspace buys here."
+        return (
+            f"{timed}, the fastest plan, {plan}, takes {time} with a workspace of {workspace}; "
+            f"{without}: **{slower}** ({spreads}). "
+            "Their spreads overlap: here a workspace buys nothing those timings can tell."
+        )
+    return (
+        f"{timed}, the fastest plan, {plan}, takes {time} with a workspace of {workspace}; "
+        f"{without}: **{slower}** ({spreads}). That is what the workspace buys here."
+    )
 
 
 def _slower(ratio: float) -> str:
@@ -126,9 +140,9 @@ def workspace_sizes_summary(df) -> Text:
         f"One shape ({shape_label(spec)}), {len(ok)} variants of dtype x layout x direction ({where(df)}). "
         f"The heuristic plan asks for anything from **{size_text(lo.heuristic_workspace_bytes)}** "
         f"({lo['dtype']} {lo['layout']} {lo['direction']}) to **{size_text(hi.heuristic_workspace_bytes)}** "
-        f"({hi['dtype']} {hi['layout']} {hi['direction']}); the hungriest candidate plan of any "
-        "variant wants "
-        f"{size_text(spread)}. Same dims, very different workspaces." + _fp32_swap(ok)
+        f"({hi['dtype']} {hi['layout']} {hi['direction']}); "
+        f"the hungriest candidate plan of any variant wants {size_text(spread)}. "
+        "Same dims, very different workspaces." + _fp32_swap(ok)
     )
 
 
@@ -210,23 +224,14 @@ def base_point_runs(df) -> str:
     values = [mine[0]] + [v for _, v, _ in others]
     spread = (max(values) - min(values)) / min(values)
     f = str(df["field"].iloc[0])
-    read = [f"{us_text(v)} in {where_}" for where_, v, _ in others]
+    read = listed(f"{us_text(v)} in {where_}" for where_, v, _ in others)
     plans = {mine[1]} | {p for _, _, p in others}
+    plan = "the same plan" if len(plans) == 1 else f"the plan its heuristic picked ({len(plans)} plans)"
+    differ = f"these runs differ by up to {spread:.1%}" if spread >= 0.001 else "these runs agree within 0.1%"
     return (
-        f" The base point, {f}={_FIELD_OF[f](base)}, reads {us_text(mine[0])} in this sweep's run; the same "
-        "convolution reads "
-        + (", ".join(read[:-1]) + " and " + read[-1] if len(read) > 1 else read[0])
-        + ". Each run times it anew (the median of its CUDA-graph replays)"
-        + (
-            " with the same plan"
-            if len(plans) == 1
-            else f" with the plan its heuristic picked ({len(plans)} plans)"
-        )
-        + (
-            f", and these runs differ by up to {spread:.1%}."
-            if spread >= 0.001
-            else ", and these runs agree within 0.1%."
-        )
+        f" The base point, {f}={_FIELD_OF[f](base)}, reads {us_text(mine[0])} in this sweep's run; "
+        f"the same convolution reads {read}. Each run times it anew (the median of its CUDA-graph "
+        f"replays) with {plan}, and {differ}."
     )
 
 
@@ -266,17 +271,12 @@ def sweep_summary(df) -> Text:
     big = ok.loc[ok["workspace_bytes"].idxmax()]
     same = ok[ok["plan_name"] == big.plan_name]
     grows = len(same) > 1 and same["workspace_bytes"].nunique() > 1
-    text += (
-        " Where the heuristic switches plans, the workspace jumps: "
-        + "; ".join(switches[:3])
-        + (f"; and {len(switches) - 3} more switch(es)" if len(switches) > 3 else "")
-        + "."
-        + (
-            f" Within plan {big.plan_name} it grows with the tensors, from "
-            f"{size_text(same['workspace_bytes'].min())} to {size_text(big.workspace_bytes)} at "
-            f"{f}={big.value}."
-            if grows
-            else f" The largest, {size_text(big.workspace_bytes)}, is at {f}={big.value}."
-        )
+    more = [f"and {len(switches) - 3} more switch(es)"] if len(switches) > 3 else []
+    largest = (
+        f"Within plan {big.plan_name} it grows with the tensors, from "
+        f"{size_text(same['workspace_bytes'].min())} to {size_text(big.workspace_bytes)} at {f}={big.value}."
+        if grows
+        else f"The largest, {size_text(big.workspace_bytes)}, is at {f}={big.value}."
     )
-    return Text(text)
+    jumps = "; ".join(switches[:3] + more)
+    return Text(f"{text} Where the heuristic switches plans, the workspace jumps: {jumps}. {largest}")
