@@ -227,17 +227,16 @@ def _nhwc_why(truth) -> str:
     ratios = _conversion_ratios()
     df = ok_rows(result("layout", spec=BASE.replace(N=truth))).set_index("layout")
     n, h = df.loc["NCHW"], df.loc["NHWC"]
+    each = ", ".join(f"N={b} {r:.2f}x" for b, r in ratios.items())
+    there = (
+        "Converting pays off there."
+        if ratios[truth] < 1
+        else "Even there the conversion costs more than the faster convolution saves: convert once per "
+        "network, not per layer."
+    )
     return (
-        "NHWC with the conversions over NCHW: "
-        + ", ".join(f"N={b} {r:.2f}x" for b, r in ratios.items())
-        + f". At N={truth}: NCHW {fmt_us(n.end_to_end_us)}; NHWC {fmt_us(h.conv_gpu_us)} + "
-        f"{fmt_us(h.convert_gpu_us)} of conversion. "
-        + (
-            "Converting pays off there."
-            if ratios[truth] < 1
-            else "Even there the conversion costs more than the faster convolution saves: convert once per "
-            "network, not per layer."
-        )
+        f"NHWC with the conversions over NCHW: {each}. At N={truth}: NCHW {fmt_us(n.end_to_end_us)}; "
+        f"NHWC {fmt_us(h.conv_gpu_us)} + {fmt_us(h.convert_gpu_us)} of conversion. {there}"
     )
 
 
@@ -254,9 +253,8 @@ nhwc_closest_batch = Exercise(
     kind="predict",
     question=(
         "Before the chart: your tensors are NCHW. Converting them to NHWC, running there and converting the "
-        "result back: at which batch size, "
-        + ", ".join(map(str, NHWC_BATCHES[:-1]))
-        + f" or {NHWC_BATCHES[-1]}, does it come closest to paying off (the lowest time against NCHW's)?"
+        f"result back: at which batch size, {', '.join(map(str, NHWC_BATCHES[:-1]))} or {NHWC_BATCHES[-1]}, "
+        "does it come closest to paying off (the lowest time against NCHW's)?"
     ),
     truth=_nhwc_closest_batch,
     parse=number("a batch size"),

@@ -207,7 +207,7 @@ def nhwc_pays(times=None, *, pays=None, layers=..., spec=SPEC) -> CheckResult:
     bad = [k for k in PARTS if isinstance(times[k], bool) or not isinstance(times[k], (int, float))]
     if bad or not isinstance(pays, bool) or not (layers is None or isinstance(layers, int)):
         what = f"my_layout[{bad[0]!r}] is no number" if bad else f"pays={pays!r}, layers={layers!r}"
-        return emit(False, what + ": times in microseconds, pays True or False, layers a count or None.")
+        return emit(False, f"{what}: times in microseconds, pays True or False, layers a count or None.")
     gpu = current()
     shape = spec.label.replace(f" {spec.layout} ", " ")
     ran = f"Your times of {shape} in NCHW, in NHWC and of the conversion ({gpu.label})."
@@ -235,7 +235,7 @@ def nhwc_pays(times=None, *, pays=None, layers=..., spec=SPEC) -> CheckResult:
         return verdict("nhwc_pays", ran, problems, right="", hints=HINTS, names=NAMES)
     if unknown:  # a number the simulated GPU lacks, and no fault of the cell: the experiment's times
         said = took(math.nan, gpu, "Each part was timed between two events around many calls; your times")
-        return verdict("nhwc_pays", ran, [], right=said + ". " + _right(theirs, theirs, rows, df, None, spec))
+        return verdict("nhwc_pays", ran, [], right=f"{said}. {_right(theirs, theirs, rows, df, None, spec)}")
     return verdict("nhwc_pays", ran, [], right=_right(times, theirs, rows, df, ratio, spec))
 
 
@@ -253,7 +253,7 @@ def _inside(spec, pick: str) -> str:
     conversions = rows[rows["role"] == "layout conversion"]
     us = float((conversions["kernel_us"] * conversions["launches_per_call"]).sum())
     return (
-        f" cuDNN's NCHW plan converts inside, in its workspace: its own conversion kernels take {fmt_us(us)} "
+        f"cuDNN's NCHW plan converts inside, in its workspace: its own conversion kernels take {fmt_us(us)} "
         "a call (lesson 10's trace)."
         if us
         else ""
@@ -270,30 +270,27 @@ def _right(times, theirs, rows, df, ratio, spec) -> str:
         if df.attrs.get("mode") == "recorded"
         else "measured on this GPU"
     )
-    said = (
-        ("" if ratio is not None else f"By the layout experiment's times ({where}): ")
-        + f"for one call, NHWC with the conversion takes {(h + c) / n:.1f}x NCHW's time: "
-        + ("converting pays even for one call. " if h + c < n else "converting for one call does not pay. ")
-        + (
-            f"Run in NHWC, a call saves {fmt_us(n - h)}: one conversion pays for itself after {k} calls in "
-            "a row stay in NHWC. Convert once per network, not per layer."
-            if k
-            else "NHWC saves nothing here: converting never pays."
-        )
-        + f" The NCHW plan needs {fmt_bytes(rows.loc['NCHW', 'workspace_bytes'])} of workspace, the NHWC "
-        f"plan {fmt_bytes(rows.loc['NHWC', 'workspace_bytes'])}."
-        + _inside(spec, rows.loc["NCHW", "plan_name"])
-    )
+    pays = "converting pays even for one call" if h + c < n else "converting for one call does not pay"
+    one_call = f"NHWC with the conversion takes {(h + c) / n:.1f}x NCHW's time: {pays}."
+    sentences = [
+        f"By the layout experiment's times ({where}): for one call, {one_call}"
+        if ratio is None
+        else f"For one call, {one_call}",
+        f"Run in NHWC, a call saves {fmt_us(n - h)}: one conversion pays for itself after {k} calls in "
+        "a row stay in NHWC. Convert once per network, not per layer."
+        if k
+        else "NHWC saves nothing here: converting never pays.",
+        f"The NCHW plan needs {fmt_bytes(rows.loc['NCHW', 'workspace_bytes'])} of workspace, the NHWC "
+        f"plan {fmt_bytes(rows.loc['NHWC', 'workspace_bytes'])}.",
+        _inside(spec, rows.loc["NCHW", "plan_name"]),
+    ]
+    said = " ".join(s for s in sentences if s)
     if ratio is None:
-        return said[0].upper() + said[1:]
-    said = (
-        said[0].upper()
-        + said[1:]
-        + f" Beside the layout experiment ({where}; your times {ratio:.2f}x its, median):"
-    )
+        return said
     width = max(len(v) for v in PARTS.values())
     lines = [f"  {'':<{width}}  {'yours':>10}  {'the experiment':>14}"]
     lines += [f"  {PARTS[k]:<{width}}  {fmt_us(times[k]):>10}  {fmt_us(theirs[k]):>14}" for k in PARTS]
     both = theirs["nhwc_us"] + theirs["convert_us"]
     lines.append(f"  {'NHWC with the conversion':<{width}}  {fmt_us(h + c):>10}  {fmt_us(both):>14}")
-    return said + "\n" + "\n".join(lines)
+    table = "\n".join(lines)
+    return f"{said} Beside the layout experiment ({where}; your times {ratio:.2f}x its, median):\n{table}"

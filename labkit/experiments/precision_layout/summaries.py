@@ -72,12 +72,10 @@ def precision_summary(df) -> Text:
         ]
         near = min(others) if others else None
         within = bool(spreads) and gap <= max(spreads)
-        parts.append(
-            f"fp16 and bf16 run {'the same plan' if a.plan_name == b.plan_name else 'different plans'} and "
-            f"differ by {gap:.1%}{noise}"
-            + (": within the noise" if within else "")
-            + (f"; the next closest pair, {near[1]} and {near[2]}, differ by {near[0]:.0%}." if near else ".")
-        )
+        plans = "the same plan" if a.plan_name == b.plan_name else "different plans"
+        verdict = ": within the noise" if within else ""
+        pair = f"; the next closest pair, {near[1]} and {near[2]}, differ by {near[0]:.0%}" if near else ""
+        parts.append(f"fp16 and bf16 run {plans} and differ by {gap:.1%}{noise}{verdict}{pair}.")
     if "fp8_e4m3" in ok.index:
         r = ok.loc["fp8_e4m3"]
         if "fp16" in ok.index:
@@ -208,8 +206,10 @@ def fp8_vs_fp16(spec: ConvSpec = BASE) -> Text:
     else:
         other = _traced_elsewhere(fp8)
         text.append(
-            "This recording holds no kernel trace of fp8"
-            + (f" ({', '.join(other)}'s does: pick it with `LABKIT_RECORDING`)." if other else ".")
+            f"This recording holds no kernel trace of fp8 ({', '.join(other)}'s does: pick it with "
+            "`LABKIT_RECORDING`)."
+            if other
+            else "This recording holds no kernel trace of fp8."
         )
     b8, b16 = best["fp8_e4m3"], best["fp16"]
     n8 = len(plans["fp8_e4m3"])
@@ -326,18 +326,19 @@ def nchw_kernels(spec: ConvSpec = BASE) -> Text:
         return float((part["kernel_us"] * part["launches_per_call"]).sum())
 
     convert, main = gpu_us("layout conversion"), gpu_us("main convolution")
-    text = (
-        f"**Inside the NCHW plan** ({where(trace)}): cuDNN's heuristic pick for NCHW, `{pick}`, asks a "
-        f"workspace of {size_text(lay.loc['NCHW', 'workspace_bytes'])}"
-    )
+    traced, workspace = where(trace), size_text(lay.loc["NCHW", "workspace_bytes"])
     if not convert:
-        return Text(text + " and converts no layout itself.")
+        return Text(
+            f"**Inside the NCHW plan** ({traced}): cuDNN's heuristic pick for NCHW, `{pick}`, asks a "
+            f"workspace of {workspace} and converts no layout itself."
+        )
     return Text(
-        text + ": it converts between the layouts around its tensor-core kernel. Its own "
-        f"layout conversions take {us_text(convert)} a call together, beside {us_text(main)} of main "
-        "convolution; the CuPy transpose-copies of the layout "
-        f"chart, {us_text(lay.loc['NHWC', 'convert_gpu_us'])}: converting is cheap or dear depending on "
-        "who does it. Lesson 10 traces the plan kernel by kernel."
+        f"**Inside the NCHW plan** ({traced}): cuDNN's heuristic pick for NCHW, `{pick}`, asks a "
+        f"workspace of {workspace}: it converts between the layouts around its tensor-core kernel. "
+        f"Its own layout conversions take {us_text(convert)} a call together, beside {us_text(main)} of "
+        "main convolution; the CuPy transpose-copies of the layout chart, "
+        f"{us_text(lay.loc['NHWC', 'convert_gpu_us'])}: converting is cheap or dear depending on who "
+        "does it. Lesson 10 traces the plan kernel by kernel."
     )
 
 
