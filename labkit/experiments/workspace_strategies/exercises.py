@@ -12,6 +12,7 @@ from ...draw.plots import (
 from ...draw.prose import where
 from ...draw.units import size_text, us_text
 from ...errors import InvalidSpec
+from ...gpu.workspaces import labels
 from ..core import result
 from ..exercise import Exercise, equal, explain, number
 from ..worked import slips, worked
@@ -80,18 +81,18 @@ MALLOC_SLOWDOWN = Exercise(
 
 
 def _parse_strategy(answer) -> str:
-    """A strategy's label as the chart shows it (any case; a unique beginning will do)."""
+    """A strategy's label as the chart shows it (`labels.match`: any case; its name alone will do
+    where one label has it)."""
     names = list(_frame("growing_batch")["strategy"])
     if not isinstance(answer, str) or not answer.strip():
         raise InvalidSpec(
             "answer", answer, "must be a strategy's name as the chart shows it, e.g. 'cupy_pool'"
         )
-    a = " ".join(answer.split()).lower()
-    hit = [n for n in names if n.lower() == a] or [n for n in names if n.lower().startswith(a)]
-    if len(hit) != 1:
+    hit = labels.match(answer, names)
+    if hit is None:
         shown = ", ".join(repr(n) for n in names)
         raise InvalidSpec("answer", answer, f"must name one strategy as the chart shows it: {shown}")
-    return hit[0]
+    return hit
 
 
 def _falls_back() -> str:

@@ -62,6 +62,7 @@ from .request import (
     network_of,
     pass_steps,
     step_budget_s,
+    strategy_labels,
 )
 from .runs import network_report
 from .summary import network_report_summary
@@ -70,6 +71,7 @@ from .worker_steps import AHEAD_BUDGET_S, ahead_step, spec_step, strategy_step
 
 __all__ = [
     "REPORT_STRATEGIES",
+    "strategy_labels",
     "BUDGET_CAPS",
     "TABLES",
     "RECORDED_PRESETS",

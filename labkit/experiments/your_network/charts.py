@@ -11,8 +11,8 @@ import plotly.graph_objects as go
 from ...draw.plain_figure import figure_of
 from ...draw.plots import COLORS, fmt_bytes, grid, laid_out, num, ok_rows, wrap
 from ..core import MIB
-from .request import REPORT_STRATEGIES
-from .tables import largest_request, tables_of
+from .request import strategy_labels
+from .tables import largest_request, sized_bytes, tables_of
 
 
 def column(df, name: str, dtype=np.float64) -> np.ndarray:
@@ -56,11 +56,14 @@ def timeline_entry(members: list) -> str:
         members: the strategies' labels.
 
     Returns:
-        The one label, or them all wrapped at `LEGEND_CHARS` (lines joined by ``<br>``).
+        The one label, or them all wrapped at `LEGEND_CHARS` between labels (lines joined by ``<br>``).
     """
     if len(members) == 1:
         return members[0]
-    return wrap(f"{', '.join(members)} (one line: they hold about the same)", LEGEND_CHARS)
+    whole = [m.replace(" ", "\u00a0") for m in members]  # a label is never broken across lines
+    return wrap(f"{', '.join(whole)} (one line: they hold about the same)", LEGEND_CHARS).replace(
+        "\u00a0", " "
+    )
 
 
 def held_series(timeline) -> dict:
@@ -101,13 +104,13 @@ def coinciding(timeline) -> list:
         timeline: the report's ``timeline`` table.
 
     Returns:
-        Lists of strategy labels in `REPORT_STRATEGIES` order, each list's first the one drawn.
+        Lists of strategy labels in the table's order (`REPORT_STRATEGIES`'s), each list's first the
+        one drawn.
     """
     series = {label: y for label, (_, y, _) in held_series(timeline).items()}
     top = max((float(np.nanmax(v)) for v in series.values() if len(v)), default=0.0)
-    known = [lab for lab, _, _ in REPORT_STRATEGIES]
     groups: list = []
-    for label in [lab for lab in known if lab in series] + [lab for lab in series if lab not in known]:
+    for label in series:
         mine = series[label]
         for g in groups:
             first = series[g[0]]
@@ -144,7 +147,7 @@ def network_report_chart(df) -> go.Figure:
     Returns:
         The ``go.Figure``. Traces: 0 heuristic plan's GPU time per call, 1 fastest plan's (us,
         bars per call of the pass); 2-9 workspace held during each call of the first pass, one line
-        per strategy (`REPORT_STRATEGIES`, MiB); 10 pass time against the workspace cap (ms).
+        per strategy (`REPORT_STRATEGIES` by label, MiB); 10 pass time against the workspace cap (ms).
     """
     layers, timeline, budget = tables_of(df, "layers", "timeline", "budget")
     traces = []
@@ -179,7 +182,7 @@ def network_report_chart(df) -> go.Figure:
     series = held_series(timeline)
     groups = {g[0]: g for g in coinciding(timeline)}
     empty = np.array([], dtype=np.float64)
-    for k, (label, _, _) in enumerate(REPORT_STRATEGIES):
+    for k, label in enumerate(strategy_labels(sized_bytes(df)).values()):
         group = groups.get(label)
         members = group or [label]
         x, y, call_layers = series[label] if group is not None else (empty, empty, np.array([], dtype=object))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ...draw.plots import fmt_bytes, fmt_us, ok_rows
 from ...errors import InvalidSpec
+from ...gpu.workspaces import labels
 from ..core import MIB, result
 from ..exercise import Exercise, equal, explain, one_of
 from ..worked import slips, worked
@@ -122,11 +123,12 @@ def _vgg_parse(answer):
         raise InvalidSpec(
             "answer", answer, f"must name a layer of {EXPLORE_NET} first (its report's layers.layer)"
         )
-    if strategy not in set(strategies["strategy"]):
+    named = labels.match(strategy, list(strategies["strategy"]))
+    if named is None:
         raise InvalidSpec(
             "answer", answer, f"must name a strategy second: one of {', '.join(strategies['strategy'])}"
         )
-    return (layer, strategy)
+    return (layer, named)
 
 
 def _vgg_parts(answer) -> tuple:

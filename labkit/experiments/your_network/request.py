@@ -10,11 +10,13 @@ from typing import List, Sequence, Tuple
 
 from ... import networks
 from ...errors import InvalidSpec
+from ...gpu.workspaces.labels import label
 from ...spec import ConvSpec
 from ..core import MIB
 
-#: the strategies a report runs, as (label, strategy name, options); ``"sized"``: the fixed arena
-#: is made as large as the largest workspace of the pass's fastest plans
+#: the strategies a report runs, as (key, strategy name, options); ``"sized"``: the fixed arena is
+#: made as large as the largest workspace of the pass's fastest plans. The long frame stores a
+#: strategy's rows under its key; its tables name it by its label (`strategy_labels`)
 REPORT_STRATEGIES: Tuple[Tuple[str, str, object], ...] = (
     ("preallocated", "preallocated", {}),
     ("fixed_arena (sized)", "fixed_arena", "sized"),
@@ -36,6 +38,31 @@ STEP_BUDGET_S = 60.0
 #: seconds past a step's budget before its worker is killed (its own budget stops it between
 #: parts first; this catches a call that never returns)
 KILL_GRACE_S = 15.0
+
+
+def strategy_options(options, sized_bytes: int) -> dict:
+    """A report strategy's options, with the sized arena's size filled in.
+
+    Args:
+        options: its options in `REPORT_STRATEGIES`.
+        sized_bytes: the largest workspace of the pass's fastest plans, bytes.
+
+    Returns:
+        The options `labkit.gpu.workspaces.workspace.make` takes.
+    """
+    return {"size_bytes": int(sized_bytes)} if options == "sized" else dict(options)
+
+
+def strategy_labels(sized_bytes: int) -> dict:
+    """Each report strategy's label (`labkit.gpu.workspaces.labels.label`, as lesson 02 names it).
+
+    Args:
+        sized_bytes: the largest workspace of the pass's fastest plans, bytes (the sized arena's size).
+
+    Returns:
+        Key in `REPORT_STRATEGIES` -> label, e.g. ``fixed_arena (sized)`` -> ``fixed_arena (12 MiB)``.
+    """
+    return {key: label(name, **strategy_options(opts, sized_bytes)) for key, name, opts in REPORT_STRATEGIES}
 
 
 def step_budget_s() -> float:

@@ -17,7 +17,7 @@ from ...signals.progress import announce
 from ...signals.progress import report as report_progress
 from ..core import experiment, status_row, to_frame
 from . import worker_steps
-from .request import KILL_GRACE_S, REPORT_STRATEGIES, network_of, pass_steps, step_budget_s
+from .request import KILL_GRACE_S, REPORT_STRATEGIES, network_of, pass_steps, step_budget_s, strategy_options
 from .tables import budget_rows, layer_rows
 
 
@@ -145,7 +145,7 @@ def _report(network, steps, groups, budget_s: float):
     sized = max([measured[spec_id[s.key]]["fastest_workspace_bytes"] for _, s in runnable] or [0])
     for j, (label, name, options) in enumerate(REPORT_STRATEGIES):
         checkpoint()
-        opts = {"size_bytes": int(sized)} if options == "sized" else options
+        opts = strategy_options(options, sized)
         srow, tl = (
             dict(table="strategies", strategy=label, status="error", reason="no layer could be measured"),
             [],

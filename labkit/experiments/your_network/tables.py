@@ -13,7 +13,7 @@ from ...errors import InvalidSpec
 from ...gpu.checks.plan_checks import is_wrong
 from ...signals.cancel import not_timed, was_cut
 from ...spec import ConvSpec
-from .request import BUDGET_CAPS, TABLES
+from .request import BUDGET_CAPS, TABLES, strategy_labels
 
 
 def table_of(df, table: str):
@@ -30,7 +30,8 @@ def table_of(df, table: str):
 
 
 def tables_of(df, *tables: str) -> tuple:
-    """`table_of` for several tables, the long frame's missing values found once.
+    """`table_of` for several tables, the long frame's missing values found once; a strategy is
+    named by its label (`strategy_labels`), not by the key the frame stores it under.
 
     Args:
         df: `network_report`'s result.
@@ -56,9 +57,28 @@ def tables_of(df, *tables: str) -> tuple:
                     drop=True
                 )
             )
+    labels = strategy_labels(sized_bytes(df)) if any("strategy" in sub.columns for sub in subs) else {}
     for sub in subs:
+        if "strategy" in sub.columns:
+            sub["strategy"] = [labels.get(k, k) for k in sub["strategy"]]
         sub.attrs = dict(df.attrs)
     return tuple(subs)
+
+
+def sized_bytes(df) -> int:
+    """The sized arena's size: the largest workspace of the pass's fastest plans (measured calls).
+
+    Args:
+        df: `network_report`'s result.
+
+    Returns:
+        Bytes; 0 when no call was measured.
+    """
+    if "table" not in df.columns or "fastest_workspace_bytes" not in df.columns:
+        return 0
+    rows = (df["table"] == "layers") & df["status"].isin(("ok", "wrong"))
+    top = df.loc[rows, "fastest_workspace_bytes"].max()
+    return 0 if top != top else int(top)
 
 
 def cut_counts(df) -> dict:

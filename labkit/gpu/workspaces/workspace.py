@@ -59,6 +59,7 @@ from ...store.keys import KEYS, Request, dims_only_key, full_key  # noqa: F401  
 from .. import device as devices
 from ..device import Device
 from ..device.base import CUDAFREE_IN_CAPTURE, check_request
+from .labels import label
 
 
 @dataclass
@@ -331,8 +332,8 @@ class FixedArena(Strategy):
             self.ptr = 0
 
     def describe(self):
-        """The strategy's name with the arena's size in MiB."""
-        return f"{self.name} ({self.size_bytes / 2**20:.0f} MiB)"
+        """The strategy's label (`labels.label`): its name with the arena's size."""
+        return label(self.name, size_bytes=self.size_bytes)
 
 
 class MallocPerCall(Strategy):
@@ -406,8 +407,8 @@ class KeyedCache(Strategy):
             self._free(ptr, n)
 
     def describe(self):
-        """The strategy's name with its budget in MiB and its key."""
-        return f"{self.name} ({self.budget_bytes / 2**20:.0f} MiB, key={self.key_name})"
+        """The strategy's label (`labels.label`): its name with its budget and its key."""
+        return label(self.name, budget_bytes=self.budget_bytes, key=self.key_name)
 
 
 class Scratchpad(Strategy):
@@ -428,7 +429,7 @@ class Scratchpad(Strategy):
     def __init__(self, shared: bool = False, *, device: Device = None):
         super().__init__(device=device)
         self.shared = bool(shared)
-        self.name = "scratchpad_shared" if self.shared else "scratchpad_per_stream"
+        self.name = label("scratchpad", shared=self.shared)
         #: slot (0 shared, else the stream) -> (pointer, bytes, the streams that used it)
         self._buffers: Dict[int, Tuple[int, int, Dict[int, None]]] = {}
 
