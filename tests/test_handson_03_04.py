@@ -151,6 +151,31 @@ def test_layout_names_wrong_verdicts_a_time_the_recording_cannot_give_and_times_
     assert_hinted(out, "times_far", own=layout.HINTS)
 
 
+def test_layout_arithmetic_on_a_nan_time_stops_in_one_line_with_a_hint(capsys):
+    python = "        [run_one() for _ in range(CALLS)]\n        end = gpu.event(stream)"
+    untimed = PAYS.replace("        graph.launch(stream)\n        end = gpu.event(stream)", python)
+    assert "layers = int(" in untimed  # the copies timed from Python read NaN; int() refuses it
+    _, out = run("nhwc_pays", untimed, capsys)
+    said = flat(out)
+    assert (
+        "Traceback" not in out and "stopped (simulated from the H100 SXM recording): cannot convert" in said
+    )
+    assert "from a time that is NaN: gpu.elapsed_us: no time, since the recording lacks the host time" in said
+    assert "Hint: NaN is the simulated GPU's 'no time'" in said, out
+
+
+def test_layout_takes_the_break_even_as_a_fraction_as_exercise_5_does(capsys):
+    even = 'layers = my_layout["convert_us"] / saved if saved > 0 else None'
+    fraction = PAYS.replace('layers = int(my_layout["convert_us"] // saved) + 1 if saved > 0 else None', even)
+    assert fraction != PAYS
+    ns, out = run("nhwc_pays", fraction, capsys)
+    assert "correct: " in out and ns["layers"] != int(ns["layers"]), out
+    _, out = run("nhwc_pays", fraction.replace("/ saved if", "/ saved * 1.5 if"), capsys)
+    assert "calls to pay: " in out
+    _, out = run("nhwc_pays", PAYS.replace("layers = int(", 'layers = "3" or int('), capsys)
+    assert "layers a number of calls (a fraction is fine) or None" in flat(out), out
+
+
 # ---- lesson 04: build the fused graph --------------------------------------------------------------
 FUSED = fusion.FUSED_GRAPH.replace("assert check.", "check.")
 

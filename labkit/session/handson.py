@@ -133,7 +133,36 @@ def run(name: str, cell: str, namespace: dict) -> bool:
         except LabkitError as exc:
             print(wrapped(f"stopped ({gpu.label}): {exc}"))
             return False
+        except (ValueError, TypeError, ArithmeticError) as exc:  # int(NaN) and the like, from a time
+            untimed = _untimed(gpu)
+            if not untimed:
+                raise
+            print(
+                wrapped(
+                    f"stopped ({gpu.label}): {exc}, from a time that is NaN: {untimed}.\nHint: {NAN_HINT}"
+                )
+            )
+            return False
     return True
+
+
+#: what a cell stopped by arithmetic on a NaN time is told
+NAN_HINT = (
+    "NaN is the simulated GPU's 'no time'. Let it reach the check as it is (math.isnan(t) tells it; "
+    "int() and round() refuse it): the check says what your events timed and what to change."
+)
+
+
+def _untimed(gpu) -> str:
+    """Why a time of this cell is NaN on a simulated GPU, or "" when every time it read is a number."""
+    import math
+
+    from ..experiments.handson_check import took
+
+    timings = gpu.timings[gpu.cell_mark.timings :]
+    if not gpu.simulated or not any(math.isnan(t.us) for t in timings):
+        return ""
+    return took(math.nan, gpu, "gpu.elapsed_us")
 
 
 def register_magic() -> bool:
