@@ -92,7 +92,7 @@ def test_cells_run_as_they_are_match_their_references():
 
 
 def test_every_reference_compiles():
-    for name, (lesson, source, fresh) in experiments.hands_on().items():
+    for name, (lesson, source, fresh, _) in experiments.hands_on().items():
         compile(source, f"<reference {name}>", "exec")
         assert list((ROOT / "notebooks").glob(f"{lesson}_*.ipynb")) and isinstance(fresh, bool), (
             name,

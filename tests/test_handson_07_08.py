@@ -139,6 +139,9 @@ BOTH = other_gpu.OTHER_GPU.replace("assert check.", "check.")
 def test_other_gpu_reference_passes_on_both_recordings(recording, capsys):
     ns, out = run("other_gpu", other_gpu.OTHER_GPU, capsys)
     said = flat(out)
+    header = said[: said.index("correct: ")]  # the cell runs on both GPUs: its header names both
+    assert header.startswith("Running on 2 GPUs: the H100 SXM simulated from the H100 SXM recording; ")
+    assert "the H200 SXM simulated from the H200 SXM recording" in header and "a GPU simulated" not in header
     assert "correct: Your code on 2 GPUs" in said, out
     assert "the H100 SXM simulated from the H100 SXM recording" in said
     assert "the H200 SXM simulated from the H200 SXM recording" in said
@@ -158,6 +161,7 @@ def test_gpus_gives_the_simulated_gpu_in_use_and_the_other_recordings():
     assert list(gpus) == ["H100 SXM", "H200 SXM"] and gpus["H100 SXM"] is here
     assert gpus["H200 SXM"].label == "simulated from the H200 SXM recording"
     assert practice.last_gpus() == gpus and gpus["H200 SXM"].ceiling.gpu == "H200 SXM"
+    assert practice.gpu_labels() == {name: g.label for name, g in gpus.items()}
 
 
 def test_other_gpu_stub_asks_for_an_answer(capsys):

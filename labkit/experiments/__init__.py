@@ -185,10 +185,16 @@ def hands_on() -> dict:
     """Every topic's hands-on cells (``HANDS_ON``; `labkit.session.handson` registers them).
 
     Returns:
-        Cell name -> (lesson, reference solution source, whether it starts on a fresh GPU).
+        Cell name -> (lesson, reference solution source, whether it starts on a fresh GPU, whether it
+        runs on every GPU of its lesson: a topic's ``HANDS_ON_EVERY_GPU``).
     """
     return {
-        name: (entry[2] if len(entry) > 2 else topic.LESSON, entry[0], entry[1])
+        name: (
+            entry[2] if len(entry) > 2 else topic.LESSON,
+            entry[0],
+            entry[1],
+            name in getattr(topic, "HANDS_ON_EVERY_GPU", ()),
+        )
         for topic in TOPICS
         for name, entry in getattr(topic, "HANDS_ON", {}).items()
     }

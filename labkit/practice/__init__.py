@@ -55,7 +55,7 @@ from typing import Dict, Optional
 from .. import env
 from ..store import recordings
 from .conv import Conv  # noqa: F401  (the room's names)
-from .device import Practice
+from .device import Practice, simulated_label
 
 _current: Optional[Practice] = None
 _gpus: Dict[str, Practice] = {}
@@ -105,6 +105,21 @@ def gpus() -> Dict[str, Practice]:
             out[name] = here if name == here.gpu else Practice.for_mode(rec.name)
     _gpus = out
     return dict(out)
+
+
+def gpu_labels() -> Dict[str, str]:
+    """Where each GPU `gpus` gives takes its numbers from, without making them (a cell's header).
+
+    Returns:
+        GPU name -> its `Practice.label`, e.g. ``"simulated from the H200 SXM recording"``, in `gpus`'s order.
+    """
+    here = current()
+    out = {} if any(_gpu_of(r) == here.gpu for r in recordings.shipped()) else {here.gpu: here.label}
+    for rec in recordings.shipped():
+        name = _gpu_of(rec)
+        if name not in out:
+            out[name] = here.label if name == here.gpu else simulated_label(name)
+    return out
 
 
 def last_gpus() -> Dict[str, Practice]:

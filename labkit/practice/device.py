@@ -157,6 +157,18 @@ class Graph:
             p.conv.ran(p.output, sim_call)
 
 
+def simulated_label(gpu: str) -> str:
+    """Where a GPU simulated from a recording takes its numbers from.
+
+    Args:
+        gpu: the GPU's name, e.g. ``"H200 SXM"``.
+
+    Returns:
+        E.g. ``"simulated from the H200 SXM recording"``.
+    """
+    return f"simulated from the {gpu} recording"
+
+
 def _elapsed(practice: "Practice", start: Event, end: Event) -> float:
     """GPU microseconds between two events of one epoch; NaN across a restart of the simulated clock
     and where either event came after the clock had stopped in its epoch (the times after a number
@@ -202,9 +214,7 @@ class Practice(LessonCalls):
         self.simulated = isinstance(device, SimDevice)
         name = device.recorded.gpu if self.simulated else device.name
         self.gpu = env.gpu_label(name)
-        self.label = (
-            f"simulated from the {self.gpu} recording" if self.simulated else f"measured on this {self.gpu}"
-        )
+        self.label = simulated_label(self.gpu) if self.simulated else f"measured on this {self.gpu}"
         self.launches: List[Launch] = []
         self.timings: List[Timing] = []
         self.problems: List[Problem] = []

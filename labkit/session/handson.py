@@ -34,19 +34,21 @@ class HandsOn:
         lesson: its lesson's number, e.g. ``"02"``.
         source: the reference solution's source.
         fresh: it starts on a fresh GPU (else it goes on with the cell above's).
+        every_gpu: it runs on every GPU of its lesson (`labkit.practice.gpus`), not on one.
     """
 
     name: str
     lesson: str
     source: str
     fresh: bool = True
+    every_gpu: bool = False
 
 
 #: name -> its hands-on (see `reference`)
 HANDS_ON: Dict[str, HandsOn] = {}
 
 
-def reference(name: str, lesson: str, source: str, *, fresh: bool = True) -> HandsOn:
+def reference(name: str, lesson: str, source: str, *, fresh: bool = True, every_gpu: bool = False) -> HandsOn:
     """Register the reference solution of hands-on cell ``name``.
 
     Args:
@@ -54,11 +56,12 @@ def reference(name: str, lesson: str, source: str, *, fresh: bool = True) -> Han
         lesson: the lesson's number.
         source: Python source that does what the cell asks.
         fresh: the cell starts on a fresh GPU (False: it goes on with the cell above's).
+        every_gpu: the cell runs on every GPU of its lesson (its header names them all).
 
     Returns:
         The registered `HandsOn`.
     """
-    h = HANDS_ON[name] = HandsOn(name, lesson, source, bool(fresh))
+    h = HANDS_ON[name] = HandsOn(name, lesson, source, fresh=bool(fresh), every_gpu=bool(every_gpu))
     return h
 
 
@@ -71,8 +74,8 @@ def register_topics() -> int:
     from .. import experiments
 
     found = experiments.hands_on()
-    for name, (lesson, source, fresh) in found.items():
-        reference(name, lesson, source, fresh=fresh)
+    for name, (lesson, source, fresh, every_gpu) in found.items():
+        reference(name, lesson, source, fresh=fresh, every_gpu=every_gpu)
     return len(found)
 
 
@@ -112,13 +115,9 @@ def run(name: str, cell: str, namespace: dict) -> bool:
         )
     h = HANDS_ON[name]
     gpu = practice.new() if h.fresh else practice.current()
-    if gpu.simulated and h.fresh:
-        print(
-            wrapped(
-                f"Running on a GPU {gpu.label} (labkit.simgpu: the recorded times replayed under "
-                "CUDA's stream and memory rules; no measurement)."
-            )
-        )
+    header = _header(h, gpu, practice.gpu_labels() if h.every_gpu else {gpu.gpu: gpu.label})
+    if header:
+        print(wrapped(header))
     gpu.begin_cell()
     source = h.source if using_reference() else cell
     with devices.use(gpu.device):
@@ -144,6 +143,18 @@ def run(name: str, cell: str, namespace: dict) -> bool:
             )
             return False
     return True
+
+
+def _header(h: HandsOn, gpu, labels: Dict[str, str]) -> str:
+    """What a cell's output opens with: the GPUs it runs on where one is simulated, else ""."""
+    simulated = [n for n, where in labels.items() if where.startswith("simulated")]
+    if not simulated or not (h.fresh or h.every_gpu):
+        return ""
+    how = "(labkit.simgpu: the recorded times replayed under CUDA's stream and memory rules; no measurement)"
+    if not h.every_gpu:
+        return f"Running on a GPU {gpu.label} {how}."
+    gpus = "; ".join(f"the {n} {where}" for n, where in labels.items())
+    return f"Running on {len(labels)} GPUs: {gpus} {how}."
 
 
 #: what a cell stopped by arithmetic on a NaN time is told

@@ -282,6 +282,8 @@ HANDS_ON_CHECKS = (workspace_knee, other_gpu)
 #: hands-on cells: name -> (reference source, fresh GPU[, its lesson when not the lab's]); lesson 08 has
 #: no topic of its own (its comparisons are `labkit.present.compare`): its cell is the lab's
 HANDS_ON = {**_KNEE, "other_gpu": (OTHER_GPU, True, "08")}
+#: the hands-on cells that run the same code on every GPU of their lesson (`labkit.practice.gpus`)
+HANDS_ON_EVERY_GPU = ("other_gpu",)
 
 
 def recorded_calls(quick: bool = False) -> list:
