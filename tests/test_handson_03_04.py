@@ -205,6 +205,28 @@ def test_the_learners_fusion_stub_says_what_is_missing(capsys):
     assert "no answer yet: my_fusion is dict(fused_us=..., unfused_us=...)" in flat(out), out
 
 
+def test_a_simulated_fused_plan_is_named_never_given_a_made_up_index(recording):
+    gpu = practice.new()
+    spec = lessons.base()
+    fused, unfused, stream = gpu.conv(spec, epilogue="bias_relu"), gpu.unfused(spec), gpu.stream()
+    recorded = (
+        result("fusion", spec=spec).set_index(["epilogue", "path"]).loc[("bias_relu", "fused"), "plan_name"]
+    )
+    for shown in (repr(fused), repr(fused.plan)):
+        assert not re.search(r"-\d", shown) and ("index not recorded" in shown or "not its index" in shown), (
+            shown
+        )
+    assert f"heuristic's pick {recorded} (the recording keeps its name, not its index)" in repr(fused)
+    assert "1 plan," in repr(fused)
+    for path in (fused, unfused):
+        workspace = gpu.allocate(path.plan.workspace_bytes)
+        path.run(workspace, stream=stream)
+        gpu.free(workspace)
+    labels = [c.label for c in gpu.device.calls]
+    assert len(labels) == 2 and not any(re.search(r"plan -\d", lab) for lab in labels), labels
+    assert labels[1].endswith(f"plan {unfused.plan.index}, then CuPy's add and maximum"), labels
+
+
 def test_a_simulated_fused_call_runs_the_traced_kernels_at_the_recorded_time():
     """A fused call queues lesson 10's kernels of the fused path (a memset and the convolution with
     its epilogue), scaled to the fusion experiment's time; its workspace is the recorded plan's."""

@@ -19,6 +19,12 @@ from .capped import CappedGraph, check_cap
 from .fusion import Fused, check_epilogue
 
 
+def _plan_label(plan) -> str:
+    """How a message names a plan: its index, or what a simulated plan whose index is not recorded
+    shows instead (`labkit.simgpu.conv.SimPlan.label`)."""
+    return getattr(plan, "label", None) or str(plan.index)
+
+
 @dataclass
 class Pending:
     """A call queued while capturing: launched each time its graph is.
@@ -108,7 +114,8 @@ class Conv:
 
     def __repr__(self) -> str:
         cap = "" if self.workspace_cap is None else f" within {self.workspace_cap:,} B"
-        return f"<Conv {self.logged.label}: {len(self.plans)} plans{cap}, heuristic's pick {self.plan.index}>"
+        plans = f"{len(self.plans)} plan{'' if len(self.plans) == 1 else 's'}"
+        return f"<Conv {self.logged.label}: {plans}{cap}, heuristic's pick {_plan_label(self.plan)}>"
 
     def _make_slots(self) -> list:
         import cupy  # heavy: CuPy, live only
@@ -142,7 +149,7 @@ class Conv:
         if isinstance(output, bool) or not isinstance(output, int) or not 0 <= output < self.outputs:
             raise InvalidSpec("output", output, f"must be an int from 0 to {self.outputs - 1}")
         ptr = int(workspace or 0)
-        what = f"a call of plan {p.index} of {self.logged.label}"
+        what = f"a call of plan {_plan_label(p)} of {self.logged.label}"
         practice, raw = self.practice, getattr(stream, "raw", stream)
         before = len(practice.problems)
         runs = practice.workspace_ok(ptr, int(p.workspace_bytes), what)

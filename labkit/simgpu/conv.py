@@ -23,11 +23,23 @@ class SimPlan:
         index: its index among the engine's plans.
         name: its engine config's name.
         workspace_bytes: the workspace it needs, bytes.
+        shown: how a learner reads it where ``index`` is not its index among its graph's plans (the
+            recording keeps no index: ``index`` only routes the simulated call); "" where it is.
     """
 
     index: int
     name: str
     workspace_bytes: int
+    shown: str = ""
+
+    def __repr__(self) -> str:
+        index = f"index={self.index}" if not self.shown else "index not recorded"
+        return f"SimPlan({index}, name={self.name!r}, workspace_bytes={self.workspace_bytes})"
+
+    @property
+    def label(self) -> str:
+        """How a message names the plan: its index, or `shown` where the index is not recorded."""
+        return self.shown or str(self.index)
 
 
 class SimGraph:
@@ -209,7 +221,7 @@ def queue_call(device, bound: "SimBound", stream, launched: List[float], how: st
     call = SimCall(
         len(device.calls),
         stream.ptr,
-        f"{bound.spec.label} plan {bound.plan.index}",
+        f"{bound.spec.label} plan {bound.plan.label}",
         bound.ptr,
         bound.plan.workspace_bytes,
         device.host_now,

@@ -38,7 +38,8 @@ from .recorded import CallTiming, Kernel
 #: the fusion hands-on's epilogue: conv + bias + ReLU (the fusion experiment's ``bias_relu``)
 EPILOGUE = "bias_relu"
 #: the index the fused graph's plan and the unfused path's calls take on the simulated GPU (neither
-#: is one of the plain convolution's plans: rule 5 then costs their graph launch at the median)
+#: is one of the plain convolution's plans: rule 5 then costs their graph launch at the median); a
+#: learner reads their `SimPlan.shown` instead
 FUSED_INDEX, UNFUSED_INDEX = -2, -3
 
 #: what a conversion's call is called on the simulated GPU (its "plan": it needs no workspace)
@@ -218,7 +219,8 @@ class FusedGraph:
         row = _fusion_row(device.recorded, spec, "fused")
         self.device, self.spec, self.epilogue = device, spec, epilogue
         self.timing = fusion_timing(device.recorded, spec, "fused")
-        plan = SimPlan(FUSED_INDEX, str(row.plan_name), fused_workspace_bytes(device.recorded, spec))
+        shown = f"{row.plan_name} (the recording keeps its name, not its index)"
+        plan = SimPlan(FUSED_INDEX, str(row.plan_name), fused_workspace_bytes(device.recorded, spec), shown)
         self.plans, self.runnable, self.default_plan = {plan.index: plan}, [plan], plan
         self.key, self.fell_through = (spec.key, epilogue), ""
 
@@ -266,6 +268,9 @@ def unfused_bound(device, spec: ConvSpec, plan, workspace_ptr: int, stream) -> U
         The `UnrecordedLaunch` to ``run``.
     """
     timing = fusion_timing(device.recorded, spec, "unfused")
-    placed = SimPlan(UNFUSED_INDEX, f"{plan.name}, then CuPy's add and maximum", int(plan.workspace_bytes))
+    name = f"{plan.name}, then CuPy's add and maximum"
+    placed = SimPlan(
+        UNFUSED_INDEX, name, int(plan.workspace_bytes), f"{plan.index}, then CuPy's add and maximum"
+    )
     what = f"the unfused conv, bias add and ReLU of {spec.label}"
     return UnrecordedLaunch(device, spec, placed, int(workspace_ptr or 0), stream, timing, what)
