@@ -3,16 +3,19 @@
 A *fragment-glued sentence* is what this file looks for in the modules that write a learner's text
 (`LESSON_MODULES`). Python joins adjacent string literals into one literal, so a sentence wrapped
 over several source lines is one piece and fine. What is not fine is a sentence put together at run
-time from pieces, one of which holds only part of it: a string literal (plain or f-string) that is an
-operand of ``+`` (a chain of them, looking through ``a if c else b`` to both branches) or the value of
-``+=``, whose text (an f-string's fields read as ``{}``, HTML tags and plotly's ``%{..}`` left out)
-holds a letter and either
+time from pieces, one of which holds only part of it. A *glued piece* is a string literal (plain or
+f-string) that is an operand of ``+`` (a chain of them, looking through ``a if c else b`` to both
+branches; glued on its left unless first, on its right unless last), the value of ``+=`` (glued on
+both sides), or the value assigned to a name that the module glues with ``+`` or ``+=`` (``head =
+"..."`` before ``head + "..."``; glued on its right). It is a *fragment* when its text (an f-string's
+fields read as ``{}``, HTML tags and plotly's ``%{..}`` left out) holds a letter and either
 
-- does not start a sentence: its first character, after spaces, markdown marks (``*_#>-``), ``(`` and
-  backquotes, is not an upper-case letter, a digit or a field (``"; none of the"``, ``" and needs"``);
-- or does not end one: its text, less trailing spaces, ends in none of ``. ! ?`` (optionally followed
-  by ``) * ` ' "``), and the piece does not end a line (``"\\n"``): ``"whose largest "``, ``"Hint: "``,
-  ``f"... takes {t}"``.
+- it is glued on its left and does not start a sentence: its first character, after spaces, markdown
+  marks (``*_#>-``), ``(`` and backquotes, is not an upper-case letter, a digit or a field
+  (``"; none of the"``, ``" and needs"``);
+- or it is glued on its right and does not end one: its text, less trailing spaces, ends in none of
+  ``. ! ?`` (optionally followed by ``) * ` ' "``), and it does not end a line (``"\\n"``):
+  ``"whose largest "``, ``"Hint: "``, ``f"... takes {t}"``.
 
 Such a sentence is written as one f-string per variant, chosen by branch, or as a template with named
 fields (``str.format``). Whole sentences may still be collected and joined (``" ".join(sentences)``,
@@ -55,10 +58,6 @@ LESSON_MODULES = sorted(
 #: Modules still holding fragment-glued sentences, and at most how many pieces each. Lower a count
 #: (or drop the line) when you rewrite a module's sentences whole; never raise one.
 PENDING_FRAGMENTS = {
-    "labkit/experiments/epilogue_fusion/charts.py": 3,
-    "labkit/experiments/epilogue_fusion/exercises.py": 3,
-    "labkit/experiments/epilogue_fusion/handson.py": 4,
-    "labkit/experiments/epilogue_fusion/summaries.py": 8,
     "labkit/experiments/handson_check.py": 1,
     "labkit/experiments/lab/__init__.py": 5,
     "labkit/experiments/lab/handson.py": 7,
@@ -72,7 +71,7 @@ PENDING_FRAGMENTS = {
     "labkit/experiments/under_the_hood/handson.py": 1,
     "labkit/experiments/under_the_hood/summaries.py": 7,
     "labkit/experiments/workspace_basics/charts.py": 3,
-    "labkit/experiments/workspace_basics/exercises.py": 6,
+    "labkit/experiments/workspace_basics/exercises.py": 5,
     "labkit/experiments/workspace_strategies/charts.py": 1,
     "labkit/experiments/workspace_strategies/exercises.py": 1,
     "labkit/experiments/workspace_strategies/handson.py": 1,
@@ -88,7 +87,7 @@ CHART_MODULES = sorted(
 CHART_FUNCTION_LINES = 80
 #: Chart functions over `CHART_FUNCTION_LINES`, each at most as long as it is now (lines).
 LONG_CHART_FUNCTIONS = {
-    "labkit/experiments/epilogue_fusion/charts.py:fusion_chart": 97,
+    "labkit/experiments/epilogue_fusion/charts.py:fusion_chart": 95,
     "labkit/experiments/plans_autotune/charts.py:plans_chart": 157,
     "labkit/experiments/plans_autotune/charts.py:caps_chart": 131,
     "labkit/experiments/precision_layout/charts.py:precision_chart": 127,
@@ -121,40 +120,44 @@ def _is_string(node: ast.AST) -> bool:
     return isinstance(node, ast.JoinedStr) or (isinstance(node, ast.Constant) and isinstance(node.value, str))
 
 
-def _operands(node: ast.AST):
-    """The operands of a ``+`` chain, looking through conditional expressions to both branches."""
+def _operands(node: ast.AST, left: bool, right: bool):
+    """``(operand, glued on its left, glued on its right)`` for each operand of a ``+`` chain, looking
+    through conditional expressions to both branches; ``left`` and ``right``: whether the whole is."""
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        yield from _operands(node.left)
-        yield from _operands(node.right)
+        yield from _operands(node.left, left, True)
+        yield from _operands(node.right, True, right)
     elif isinstance(node, ast.IfExp):
-        yield from _operands(node.body)
-        yield from _operands(node.orelse)
+        yield from _operands(node.body, left, right)
+        yield from _operands(node.orelse, left, right)
     else:
-        yield node
+        yield node, left, right
 
 
-def is_fragment(text: str) -> bool:
+def is_fragment(text: str, *, left: bool = True, right: bool = True) -> bool:
     """Whether a glued piece of text holds part of a sentence (see the module's docstring).
 
     Args:
         text: the piece's text, fields as ``{}``.
+        left: whether something is glued before it.
+        right: whether something is glued after it.
 
     Returns:
-        True when it has a letter and does not both start and end a sentence.
+        True when it has a letter and does not start a sentence where glued on its left, or does not
+        end one where glued on its right.
     """
     if not re.search(r"[A-Za-z]", text.replace(_FIELD, "")):
         return False
     head = text[_START.match(text).end() :]
     starts = bool(head) and (head[0].isupper() or head[0].isdigit() or head.startswith(_FIELD))
     ends = text.endswith("\n") or bool(_END.search(text.rstrip()))
-    return not (starts and ends)
+    return (left and not starts) or (right and not ends)
 
 
 def fragments(source: str):
     """The fragment-glued pieces of a module's source.
 
-    Glued pieces are the string operands of ``+`` and ``+=`` and, in the same function, the string
-    values assigned to a name that is then glued (``head = "..."`` before ``head + "..."``).
+    Glued pieces are the string operands of ``+`` and ``+=`` and the string values assigned to a name
+    that the module glues (``head = "..."`` before ``head + "..."``).
 
     Args:
         source: Python source.
@@ -166,24 +169,26 @@ def fragments(source: str):
     pieces, glued_names, seen = [], set(), set()
     for node in ast.walk(tree):
         if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
-            operands = list(_operands(node.value))
+            operands = list(_operands(node.value, True, True))
             if isinstance(node.target, ast.Name):
                 glued_names.add(node.target.id)
         elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and id(node) not in seen:
             seen.update(id(n) for n in ast.walk(node))
-            operands = list(_operands(node))
-            if not any(_is_string(p) for p in operands):
+            operands = list(_operands(node, False, False))
+            if not any(_is_string(p) for p, _, _ in operands):
                 continue
-            glued_names.update(p.id for p in operands if isinstance(p, ast.Name))
+            glued_names.update(p.id for p, _, _ in operands if isinstance(p, ast.Name))
         else:
             continue
-        pieces += [p for p in operands if _is_string(p)]
+        pieces += [o for o in operands if _is_string(o[0])]
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] in (
             [n] for n in glued_names
         ):
-            pieces += [p for p in _operands(node.value) if _is_string(p)]
-    return sorted({(p.lineno, _text(p)) for p in pieces if is_fragment(_text(p))})
+            pieces += [o for o in _operands(node.value, False, True) if _is_string(o[0])]
+    return sorted(
+        {(p.lineno, _text(p)) for p, left, right in pieces if is_fragment(_text(p), left=left, right=right)}
+    )
 
 
 def _rel(path: Path) -> str:

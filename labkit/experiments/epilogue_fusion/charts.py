@@ -128,30 +128,28 @@ def fusion_chart(df) -> go.Figure:
     )
     spec = request_spec(df)
     detail = (
-        f"{spec.dtype} {spec.layout} {shape_label(spec)}; fused = one cuDNN graph (the heuristic's plan / "
-        "the "
-        "fastest plan), unfused = cuDNN conv + CuPy elementwise kernels"
+        f"{spec.dtype} {spec.layout} {shape_label(spec)}; fused = one cuDNN graph "
+        "(the heuristic's plan / the fastest plan), unfused = cuDNN conv + CuPy elementwise kernels"
         if spec
         else ""
     )
     spread = repeat_spread(df)
-    noise = (
-        "one plan timed twice here (fused and autotuned picked it) differs by "
-        + (f"{spread:.1%}" if spread >= 0.001 else "under 0.1%")
-        if spread is not None
-        else "no plan was timed twice here"
-    )
-    note = (
+    if spread is None:
+        noise = "no plan was timed twice here"
+    else:
+        differs = f"{spread:.1%}" if spread >= 0.001 else "under 0.1%"
+        noise = f"one plan timed twice here (fused and autotuned picked it) differs by {differs}"
+    model = (
         "HBM traffic is a model from tensor sizes (each tensor read/written once per kernel; a plan's "
-        f"workspace traffic is not in it) · {noise}"
+        "workspace traffic is not in it)"
     )
-    bad = not_ok_note(df, ("epilogue", "path"))
+    notes = [model, noise, not_ok_note(df, ("epilogue", "path"))]
     return finish(
         fig,
         df,
         "Fusion: conv + bias + ReLU (+ residual add)",
         detail,
-        note=note + (" · " + bad if bad else ""),
+        note=" · ".join(n for n in notes if n),
         height=440,
         legend_rows=0,
     )

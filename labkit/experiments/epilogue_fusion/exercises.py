@@ -236,14 +236,13 @@ def _extra_time_why(truth) -> str:
             "them back. Lesson 10's trace times each kernel."
         )
     p = parts
+    adds = " and ".join(f"`{k[:40]}` {fmt_us(us)}" for k, us in p.elementwise)
     text = (
         f"the unfused path takes {fmt_us(p.extra_us)} more (replay medians: "
-        f"{fmt_us(s.loc['unfused', 'gpu_us'])} against {fmt_us(s.loc['fused', 'gpu_us'])}). Lesson 10's "
-        "trace of both paths says where: the "
-        f"convolution kernel takes {fmt_us(p.conv_us[0])} fused and {fmt_us(p.conv_us[1])} unfused; the "
-        "unfused path adds "
-        + " and ".join(f"`{k[:40]}` {fmt_us(us)}" for k, us in p.elementwise)
-        + f", {fmt_us(p.elementwise_us)} in all, {p.elementwise_us / p.extra_us:.0%} of the gap; the rest, "
+        f"{fmt_us(s.loc['unfused', 'gpu_us'])} against {fmt_us(s.loc['fused', 'gpu_us'])}). "
+        "Lesson 10's trace of both paths says where: the convolution kernel takes "
+        f"{fmt_us(p.conv_us[0])} fused and {fmt_us(p.conv_us[1])} unfused; the unfused path adds {adds}, "
+        f"{fmt_us(p.elementwise_us)} in all, {p.elementwise_us / p.extra_us:.0%} of the gap; the rest, "
         f"{fmt_us(p.rest_us)}, lies between kernels (replay time less traced kernel time: "
         f"{fmt_us(p.between_us[1])} around the unfused path's {p.kernels[1]} kernels, "
         f"{fmt_us(p.between_us[0])} around the fused path's {p.kernels[0]}). Those elementwise kernels do "
@@ -265,20 +264,17 @@ def _extra_time_why(truth) -> str:
 def _extra_time_wrong(answer, truth) -> Optional[str]:
     s = _paths()
     fused, unfused = _kernels("fused"), _kernels("unfused")
-    conv = (
-        f" The traces show the same convolution kernel in both, {fmt_us(fused[-1][1])} fused and "
+    plan = f"the unfused convolution runs the heuristic's plan `{s.loc['unfused', 'plan_name']}`."
+    traces = (
+        f"The traces show the same convolution kernel in both, {fmt_us(fused[-1][1])} fused and "
         f"{fmt_us(unfused[0][1])} unfused."
-        if fused and unfused
-        else ""
     )
     return {
         "workspace_allocation": "the workspace is allocated once, before the timing (`UnfusedPath`), and the "
         "timing replays a CUDA graph, which allocates nothing.",
         "host_launches": "the timing replays a CUDA graph: the GPU runs every kernel of it without waiting "
-        "for "
-        "Python or any host call.",
-        "slower_convolution": "the unfused convolution runs the heuristic's plan "
-        f"`{s.loc['unfused', 'plan_name']}`." + conv,
+        "for Python or any host call.",
+        "slower_convolution": f"{plan} {traces}" if fused and unfused else plan,
         "intermediate_traffic": "here the unfused path is not the slower one.",
     }.get(answer)
 

@@ -188,14 +188,14 @@ def _right(times, theirs, rows, df, ratio) -> str:
         if df.attrs.get("mode") == "recorded"
         else "measured on this GPU"
     )
-    said = (
-        f"The fused graph takes {fmt_us(f)} a call, the unfused path {fmt_us(u)}: fusing "
-        + (f"makes it {u / f:.1f}x faster. " if f < u else f"makes it {f / u:.1f}x slower. ")
-        + f"The unfused path writes {fmt_bytes(rows.loc['unfused', 'intermediate_bytes'])} of intermediate "
-        "tensors a call that the fused graph keeps in registers. "
-        f"Beside the fusion experiment ({where}; your times {ratio:.2f}x its, median):"
-    )
+    fusing = f"makes it {u / f:.1f}x faster" if f < u else f"makes it {f / u:.1f}x slower"
     width = max(len(v) for v in PARTS.values())
     lines = [f"  {'':<{width}}  {'yours':>10}  {'the experiment':>14}"]
     lines += [f"  {PARTS[k]:<{width}}  {fmt_us(times[k]):>10}  {fmt_us(theirs[k]):>14}" for k in PARTS]
-    return said + "\n" + "\n".join(lines)
+    table = "\n".join(lines)
+    return (
+        f"The fused graph takes {fmt_us(f)} a call, the unfused path {fmt_us(u)}: fusing {fusing}. "
+        f"The unfused path writes {fmt_bytes(rows.loc['unfused', 'intermediate_bytes'])} of intermediate "
+        "tensors a call that the fused graph keeps in registers. "
+        f"Beside the fusion experiment ({where}; your times {ratio:.2f}x its, median):\n{table}"
+    )

@@ -94,12 +94,10 @@ def fusion_summary(df) -> Text:
             )
         if a.plan_name == f.plan_name:
             parts.append(
-                f"Timing {every} confirms the heuristic's pick ({us_text(a.gpu_us)})"
-                + (
-                    ": no fused plan cuDNN offers here beats the unfused sequence."
-                    if a.gpu_us > u.gpu_us
-                    else "."
-                )
+                f"Timing {every} confirms the heuristic's pick ({us_text(a.gpu_us)}): no fused plan cuDNN "
+                "offers here beats the unfused sequence."
+                if a.gpu_us > u.gpu_us
+                else f"Timing {every} confirms the heuristic's pick ({us_text(a.gpu_us)})."
             )
         else:
             parts.append(
@@ -109,21 +107,22 @@ def fusion_summary(df) -> Text:
             )
             parts += _workspace_gap(f, a)
         if a.gpu_us > u.gpu_us and "achieved_gb_s" in sub.columns:
+            why = (
+                "with one plan for the graph, its speed is that plan's"
+                if n == 1
+                else "the plans cuDNN has for this graph are slow"
+            )
             parts.append(
                 f"Fewer bytes do not make it faster: the fused plan `{a.plan_name}` moves its modelled "
                 f"{size_text(a.modelled_hbm_bytes)} at {a.achieved_gb_s:.0f} GB/s, the unfused path its "
-                f"{size_text(u.modelled_hbm_bytes)} at {u.achieved_gb_s:.0f} GB/s: "
-                + (
-                    "with one plan for the graph, its speed is that plan's, whatever the traffic saved."
-                    if n == 1
-                    else "the plans cuDNN has for this graph are slow, whatever the traffic saved."
-                )
+                f"{size_text(u.modelled_hbm_bytes)} at {u.achieved_gb_s:.0f} GB/s: {why}, whatever the "
+                "traffic saved."
             )
     spread = repeat_spread(df)
     if spread is not None:
+        differs = f"{spread:.1%}" if spread >= 0.001 else "under 0.1%"
         parts.append(
-            "(One plan timed twice in this table, as the heuristic's and as the fastest, differs by "
-            + (f"{spread:.1%}" if spread >= 0.001 else "under 0.1%")
-            + ": the noise of a repeated timing here.)"
+            "(One plan timed twice in this table, as the heuristic's and as the fastest, "
+            f"differs by {differs}: the noise of a repeated timing here.)"
         )
     return Text(" ".join(parts))
