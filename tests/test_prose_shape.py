@@ -6,9 +6,9 @@ over several source lines is one piece and fine. What is not fine is a sentence 
 time from pieces, one of which holds only part of it. A *glued piece* is a string literal (plain or
 f-string) that is an operand of ``+`` (a chain of them, looking through ``a if c else b`` to both
 branches; glued on its left unless first, on its right unless last), the value of ``+=`` (glued on
-both sides), or the value assigned to a name that the module glues with ``+`` or ``+=`` (``head =
-"..."`` before ``head + "..."``; glued on its right). It is a *fragment* when its text (an f-string's
-fields read as ``{}``, HTML tags and plotly's ``%{..}`` left out) holds a letter and either
+both sides), or the value assigned to a name that the same function glues with ``+`` or ``+=``
+(``head = "..."`` before ``head + "..."``; glued on its right). It is a *fragment* when its text (an
+f-string's fields read as ``{}``, HTML tags and plotly's ``%{..}`` left out) holds a letter and either
 
 - it is glued on its left and does not start a sentence: its first character, after spaces, markdown
   marks (``*_#>-``), ``(`` and backquotes, is not an upper-case letter, a digit or a field
@@ -62,8 +62,6 @@ PENDING_FRAGMENTS = {
     "labkit/experiments/lab/__init__.py": 5,
     "labkit/experiments/lab/handson.py": 7,
     "labkit/experiments/lab/same_code.py": 2,
-    "labkit/experiments/plans_autotune/charts.py": 3,
-    "labkit/experiments/plans_autotune/summaries.py": 12,
     "labkit/experiments/start_here.py": 3,
     "labkit/experiments/streams.py": 8,
     "labkit/experiments/under_the_hood/charts.py": 6,
@@ -157,7 +155,7 @@ def fragments(source: str):
     """The fragment-glued pieces of a module's source.
 
     Glued pieces are the string operands of ``+`` and ``+=`` and the string values assigned to a name
-    that the module glues (``head = "..."`` before ``head + "..."``).
+    that the same function glues (``head = "..."`` before ``head + "..."``).
 
     Args:
         source: Python source.
@@ -165,9 +163,22 @@ def fragments(source: str):
     Returns:
         A sorted list of ``(line, text)``, one per glued piece that holds part of a sentence.
     """
-    tree = ast.parse(source)
+    return sorted({found for scope in _scopes(ast.parse(source)) for found in _glued(scope)})
+
+
+def _scopes(tree: ast.Module):
+    """The nodes of each function (nested ones included), and those of the module outside them."""
+    functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    inside = {id(n) for f in functions for n in ast.walk(f)}
+    yield [n for n in ast.walk(tree) if id(n) not in inside]
+    for f in functions:
+        yield list(ast.walk(f))
+
+
+def _glued(nodes):
+    """``(line, text)`` of each fragment glued in one scope's nodes."""
     pieces, glued_names, seen = [], set(), set()
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
             operands = list(_operands(node.value, True, True))
             if isinstance(node.target, ast.Name):
@@ -181,14 +192,14 @@ def fragments(source: str):
         else:
             continue
         pieces += [o for o in operands if _is_string(o[0])]
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] in (
             [n] for n in glued_names
         ):
             pieces += [o for o in _operands(node.value, False, True) if _is_string(o[0])]
-    return sorted(
-        {(p.lineno, _text(p)) for p, left, right in pieces if is_fragment(_text(p), left=left, right=right)}
-    )
+    return {
+        (p.lineno, _text(p)) for p, left, right in pieces if is_fragment(_text(p), left=left, right=right)
+    }
 
 
 def _rel(path: Path) -> str:

@@ -388,9 +388,10 @@ def build_cost_chart(df) -> go.Figure:
             f"{first_value(df, 'heuristic_gpu_us'):.1f} us vs best {first_value(df, 'best_gpu_us'):.1f} us "
             "per call)"
         )
-    detail = f"{spec.dtype} {spec.layout} {spec.direction} {shape_label(spec)}" if spec else ""
-    if any(disk):
-        detail += "; green: saving the autotuned plan and loading it in a later session"
+    shape = f"{spec.dtype} {spec.layout} {spec.direction} {shape_label(spec)}" if spec else ""
+    detail = (
+        f"{shape}; green: saving the autotuned plan and loading it in a later session" if any(disk) else shape
+    )
     return finish(
         fig, df, "What building a cuDNN graph costs", detail, note=pay_txt, height=420, legend_rows=0
     )

@@ -107,18 +107,16 @@ def timing_noise_summary(plans_df, caps_df=None) -> Text:
     ok = ok_rows(plans_df)
     rel = (ok["gpu_us_p90"] - ok["gpu_us_p10"]) / ok["gpu_us"]
     samples = ok["samples"].astype(int) if "samples" in ok else None
+    if samples is None:
+        replays = "repeated replays"
+    elif samples.min() != samples.max():
+        replays = f"{int(samples.min())} to {int(samples.max())} replays"
+    else:
+        replays = f"{int(samples.iloc[0])} replays"
     text = (
-        f"{where(plans_df)}: each plan's time is the median of "
-        + (
-            f"{int(samples.min())} to {int(samples.max())} replays"
-            if samples is not None and samples.min() != samples.max()
-            else f"{int(samples.iloc[0])} replays"
-            if samples is not None
-            else "repeated replays"
-        )
-        + f" of a CUDA graph of back-to-back calls. Within one plan, the 10th to 90th percentile of those "
-        f"replays spans {rel.median() * 100:.1f}% of its median (the median plan) and at most "
-        f"{rel.max() * 100:.1f}%."
+        f"{where(plans_df)}: each plan's time is the median of {replays} of a CUDA graph of back-to-back "
+        "calls. Within one plan, the 10th to 90th percentile of those replays spans "
+        f"{rel.median() * 100:.1f}% of its median (the median plan) and at most {rel.max() * 100:.1f}%."
     )
     if caps_df is not None:
         unl = ok_rows(caps_df)
@@ -130,16 +128,16 @@ def timing_noise_summary(plans_df, caps_df=None) -> Text:
                 a, b = float(mine["gpu_us"].iloc[0]), float(unl["gpu_us"].iloc[0])
                 spread = float((mine["gpu_us_p90"].iloc[0] - mine["gpu_us_p10"].iloc[0]) / a)
                 gap = abs(b - a) / min(a, b)
-                text += (
-                    " Timed again in a separate autotune (the caps experiment below, no cap), plan "
+                again = (
+                    "Timed again in a separate autotune (the caps experiment below, no cap), plan "
                     f"{int(mine['plan_index'].iloc[0])} read {b:.2f} us instead of {a:.2f} us: "
-                    f"{gap * 100:.1f}% apart, "
-                    + (
-                        "more than its own spread here: a second run moves a plan's time more than its "
-                        "repeats do."
-                        if gap > spread
-                        else "within its own spread here."
-                    )
+                    f"{gap * 100:.1f}% apart"
+                )
+                text += (
+                    f" {again}, more than its own spread here: a second run moves a plan's time more than "
+                    "its repeats do."
+                    if gap > spread
+                    else f" {again}, within its own spread here."
                 )
     return Text(text)
 
@@ -163,42 +161,43 @@ def caps_summary(df) -> Text:
         r = float(row.slowdown_vs_unlimited)
         return not (noise.holds(r) if noise is not None else abs(r - 1) < 0.01)
 
-    text = f"{where(df)}: "
     if costs(worst):
-        text += (
+        tight = (
             f"the tightest cap ({cap_label(tightest.cap_bytes)}) leaves {int(tightest.plans_within_cap)} "
             f"plans and costs {tightest.slowdown_vs_unlimited:.2f}x"
-            + (
-                "."
-                if worst.cap_bytes == tightest.cap_bytes
-                or abs(worst.slowdown_vs_unlimited - tightest.slowdown_vs_unlimited)
-                < 0.01 * worst.slowdown_vs_unlimited
-                else (
-                    f"; the largest cost is {worst.slowdown_vs_unlimited:.2f}x (cap "
-                    f"{cap_label(worst.cap_bytes)})."
-                )
-            )
+        )
+        worst_is_tightest = (
+            worst.cap_bytes == tightest.cap_bytes
+            or abs(worst.slowdown_vs_unlimited - tightest.slowdown_vs_unlimited)
+            < 0.01 * worst.slowdown_vs_unlimited
+        )
+        text = (
+            f"{where(df)}: {tight}."
+            if worst_is_tightest
+            else f"{where(df)}: {tight}; the largest cost is {worst.slowdown_vs_unlimited:.2f}x "
+            f"(cap {cap_label(worst.cap_bytes)})."
         )
         free = ok[[not costs(r) for r in ok.itertuples()]]
         paid = ok[[costs(r) for r in ok.itertuples()]]
         if len(free) and len(paid):
             first = free.loc[free["cap_bytes"].replace(-1, float("inf")).idxmin()]
             below = [c for c in sorted(paid["cap_bytes"]) if 0 <= c < first.cap_bytes or first.cap_bytes < 0]
-            text += (
-                f" From {cap_label(first.cap_bytes)} up, the best plan under the cap costs nothing "
+            keeps = (
+                f"From {cap_label(first.cap_bytes)} up, the best plan under the cap costs nothing "
                 f"measurable: it needs {size_text(first.workspace_bytes)}, so any cap of at least that much "
                 "keeps the speed"
-                + (
-                    f" ({cap_label(below[-1])}, the recorded cap below, is too small; caps in between were "
-                    "not measured)."
-                    if below
-                    else "."
-                )
+            )
+            text += (
+                f" {keeps} ({cap_label(below[-1])}, the recorded cap below, is too small; caps in between "
+                "were not measured)."
+                if below
+                else f" {keeps}."
             )
     else:
-        text += (
-            f"even the tightest cap ({cap_label(tightest.cap_bytes)}, {int(tightest.plans_within_cap)} "
-            "plans left) costs nothing measurable: every ratio lies within the timing noise."
+        text = (
+            f"{where(df)}: even the tightest cap ({cap_label(tightest.cap_bytes)}, "
+            f"{int(tightest.plans_within_cap)} plans left) costs nothing measurable: every ratio lies within "
+            "the timing noise."
         )
     if noise is not None:
         text += (
