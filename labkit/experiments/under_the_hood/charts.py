@@ -140,16 +140,20 @@ def kernels_chart(df) -> go.Figure:
     fig.update_xaxes(title_text="host us per call", row=1, col=2)
     label = df["spec_label"].iloc[0] if "spec_label" in df.columns and len(df) else ""
     more = max(0, ok.plan_name.nunique() - len(order)) if len(ok) else 0
-    detail = f"{label}; {len(order)} fastest plans" + (
-        f" of {len(order) + more} (the table has all)" if more else ""
+    drawn = (
+        f"{len(order)} fastest plans of {len(order) + more} (the table has all)"
+        if more
+        else f"{len(order)} fastest plans"
     )
-    note = (
+    detail = f"{label}; {drawn}"
+    notes = [
         f"each plan traced over {TRACED_CALLS} calls with CUPTI (cupti-python); host time measured "
-        "untraced first · a row: the plan's engine, and #n its rank among that engine's plans here "
-        "(hover for the full name)"
-    )
+        "untraced first",
+        "a row: the plan's engine, and #n its rank among that engine's plans here (hover for the full name)",
+    ]
     if pick and pick not in order:
-        note += f" · the heuristic's pick, {pick}, is not among the fastest drawn"
+        notes.append(f"the heuristic's pick, {pick}, is not among the fastest drawn")
+    note = " · ".join(notes)
     return finish(
         fig,
         df,
@@ -371,7 +375,8 @@ def _race_note(df) -> str:
     if not band:
         return "the two streams' kernels never ran at the same time in this round"
     why = why_they_met(df)
-    return f"shaded: {band}: two convolutions writing the one workspace" + (f". Why: {why}" if why else "")
+    shaded = f"shaded: {band}: two convolutions writing the one workspace"
+    return f"{shaded}. Why: {why}" if why else shaded
 
 
 def _overlap_bands(df) -> list:

@@ -91,25 +91,23 @@ def _headroom_why(truth: float) -> str:
     text = (
         f"{x['gpu_us']:.1f} - {x['host_us']:.1f} = {truth:.1f} us. In a loop the host launches the next call "
         f"while the GPU runs this one: as long as the host needs less per call than the GPU's "
-        f"{x['gpu_us']:.1f} us, the GPU always has work queued. "
+        f"{x['gpu_us']:.1f} us, the GPU always has work queued."
         if truth > 0
         else f"{x['gpu_us']:.1f} - {x['host_us']:.1f} = {truth:.1f} us: the host already needs longer per "
-        "call than the GPU, so a loop of these calls leaves the GPU waiting. "
+        "call than the GPU, so a loop of these calls leaves the GPU waiting."
     )
     strat = result("strategies", at_hand_only=True, workload="one_conv", repeats=20)
     if strat is None or not truth > 0:
         return text
     per = ok_rows(strat).set_index("strategy")["strategy_us_per_call"]
     over = [f"{str(n).split(' (')[0]} ({v:.1f} us)" for n, v in per.items() if v > truth]
-    return text + (
-        "Lesson 02 measured what each strategy's get and put add per call (one_conv): "
-        + (
-            f"{', '.join(over)} add more than that, so under them the GPU would wait for the host; the "
-            "others fit."
-            if over
-            else "every strategy fits."
-        )
+    fits = (
+        f"{', '.join(over)} add more than that, so under them the GPU would wait for the host; "
+        "the others fit."
+        if over
+        else "every strategy fits."
     )
+    return f"{text} Lesson 02 measured what each strategy's get and put add per call (one_conv): {fits}"
 
 
 def _headroom_slips() -> list:

@@ -72,7 +72,7 @@ def _what_is_off(mine: float, truth: float, sub) -> str:
         return "the memsets ran on the GPU too: a memset is busy time"
     if abs(mine - whole) <= AGREE_US:
         return "the host's rows (API calls) are not the GPU's pass: it starts at the first kernel"
-    return "off by " + fmt_us(abs(mine - truth))
+    return f"off by {fmt_us(abs(mine - truth))}"
 
 
 def idle_time(answer=None) -> CheckResult:

@@ -144,11 +144,8 @@ def strategy_timeline_summary(df) -> Text:
     ev = df[df.kind == "api"]
     allocs = ev[ev.name.str.contains("alloc|free", case=False)].groupby("strategy").size()
     if len(allocs):
-        parts.append(
-            "Allocation calls in the traced pass: "
-            + ", ".join(f"{k} {int(v)}" for k, v in allocs.items())
-            + "."
-        )
+        calls = ", ".join(f"{k} {int(v)}" for k, v in allocs.items())
+        parts.append(f"Allocation calls in the traced pass: {calls}.")
     return Text(" ".join(parts))
 
 
@@ -157,12 +154,16 @@ def _host_against_kernels(s, df) -> str:
     and, for ``one_conv``, lesson 02's host time for the same calls, each said for what it is."""
     host, busy = s.host_us / s.calls, s.busy_us / s.calls
     keeps_up = (host >= 0.95 * busy).all()
-    text = (
+    pace = (
         f"Untraced, the host took {us_text(host.min())} to {us_text(host.max())} per call to launch a pass "
         f"(its host time over its {int(s.calls.iloc[0])} calls), the GPU's kernels {us_text(busy.min())} to "
         f"{us_text(busy.max())} per call"
-        + (": under every strategy the host needed about as long as the GPU, or longer" if keeps_up else "")
-        + f"; {HOST_TIMES_HERE}."
+    )
+    text = (
+        f"{pace}: under every strategy the host needed about as long as the GPU, or longer; "
+        f"{HOST_TIMES_HERE}."
+        if keeps_up
+        else f"{pace}; {HOST_TIMES_HERE}."
     )
     arena = _one_conv_arena(df) if str(df["workload"].iloc[0]) == "one_conv" else None
     mine = s[s.index.str.startswith("fixed_arena")]
@@ -213,12 +214,12 @@ def race_timeline_summary(df) -> Text:
         )
         host, gpu = launch_pace(df)
         if r.launch == "python" and host > gpu:
+            pauses = ", as in this round's pauses" if launch_pauses(df).count else ""
             text += (
                 f" Launched from Python, a call takes the host longer than the GPU takes to run it (here, "
                 f"traced: one every {us_text(host)} on average, {us_text(gpu)} of kernels), so each call is "
                 "usually done before the other stream's next one starts; the streams meet only where the "
-                "GPU falls behind the host"
-                + (", as in this round's pauses." if launch_pauses(df).count else ".")
+                f"GPU falls behind the host{pauses}."
             )
         if one_missed:
             text += " A round that misses the race proves nothing."
@@ -261,14 +262,12 @@ def build_log_summary(df) -> Text:
         calls = int(be.text.str.contains("cudnnBackendGetAttribute", regex=False).sum())
         errors = int(fe.text.str.contains("ERROR", regex=False).sum())
         which = f"All {asked}" if asked == errors else f"{asked} of the {errors}"
+        built = (
+            "; every plan built all the same" if int(df["built"].iloc[0]) == int(df["plans"].iloc[0]) else ""
+        )
         text += (
             f" {which} of the frontend's ERROR lines are it asking an engine configuration for its "
             "shared-memory use (CUDNN_ATTR_ENGINECFG_SHARED_MEMORY_USED), which this cuDNN does not "
-            f"report (the backend logs each such cudnnBackendGetAttribute call: {calls})"
-            + (
-                "; every plan built all the same."
-                if int(df["built"].iloc[0]) == int(df["plans"].iloc[0])
-                else "."
-            )
+            f"report (the backend logs each such cudnnBackendGetAttribute call: {calls}){built}."
         )
     return Text(text)
