@@ -211,8 +211,8 @@ def check_named(spec: ConvSpec, plan: str, *, seed: int = 0) -> Optional[plan_ch
     Returns:
         The `Verdict`; None when cuDNN does not offer that plan for ``spec`` or does not build it.
     """
-    from ..cudnn import conv_graph, operands
-    from . import reference_runs
+    from ..cudnn import conv_graph, operands  # heavy: CuPy, live only
+    from . import reference_runs  # heavy: CuPy, live only
 
     try:
         cg = conv_graph.ConvGraph(spec, all_plans=False, parallel=False)
@@ -265,7 +265,7 @@ def sweep(seconds: float, *, seed: int = 0, at_batch_1: bool = True, **fixed) ->
         An iterator of rows: one per plan (label, plan, rel_error, ok, first_choice, ok_at_batch_1:
         None if not offered at N=1) and one per convolution cuDNN refused.
     """
-    from ..cudnn import conv_graph
+    from ..cudnn import conv_graph  # heavy: CuPy, live only
 
     rng, t0 = random.Random(seed), time.perf_counter()
     while time.perf_counter() - t0 < seconds:

@@ -285,7 +285,7 @@ def _mapped_cudnn_paths() -> List[str]:
 def _load_frontend() -> None:
     """Let the cuDNN frontend load the backend it would use (its own search order)."""
     try:
-        import cudnn  # noqa: F401  (import dlopens the backend; no GPU needed)
+        import cudnn  # noqa: F401  # heavy: dlopens the cuDNN backend (no GPU needed)
     except Exception:  # not installed, or broken: the other steps still run
         pass
 
@@ -487,7 +487,7 @@ def _check(lib, status: int, call: str, label: str, requested_bytes: int = 0) ->
 
 def _free_bytes() -> Optional[int]:
     try:
-        import cupy
+        import cupy  # heavy: CuPy, live only
 
         return int(cupy.cuda.runtime.memGetInfo()[0])
     except Exception:

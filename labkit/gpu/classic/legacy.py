@@ -110,8 +110,11 @@ import math
 import numbers
 from typing import Dict, Iterable, Optional, Sequence, Tuple
 
+import pandas as pd
+
 from ...errors import InvalidSpec, LabkitError, OutOfMemory, Unsupported
 from ...spec import ConvSpec
+from ..device.numerics import random_inputs
 from .cudnn_library import (  # noqa: F401  (cudnn_version, library_path: part of this module's API)
     _TABLE,
     CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
@@ -275,8 +278,6 @@ def _assemble(
     returned (structs or tuples), in cuDNN's order, or None when find was off. ``find_failed``: a
     status name that Find as a whole returned (every row then shows it).
     """
-    import pandas as pd
-
     entries = [_perf_tuple(p) for p in found] if found is not None else None
     rows = []
     for algo, name in enumerate(FWD_ALGOS):
@@ -335,7 +336,7 @@ def _assemble(
 # ---- the GPU path -------------------------------------------------------------------------------
 def _import_cupy():
     try:
-        import cupy
+        import cupy  # heavy: CuPy, live only
     except Exception as e:  # ImportError, or a CUDA-less CuPy failing on import
         raise Unsupported(_TABLE, f"needs CuPy with a CUDA GPU ({type(e).__name__}: {e})") from None
     return cupy
@@ -354,8 +355,6 @@ def _random_array(cp, shape, dtype: str, seed: int, what: str):
     """Seeded values uniform in [-1, 1] rounded to ``dtype``, in its storage dtype
     (`labkit.gpu.device.numerics.random_inputs`: the kernels every other panel uses, so CuPy compiles none
     here)."""
-    from ..device.numerics import random_inputs
-
     n = 1
     for s in shape:
         n *= int(s)

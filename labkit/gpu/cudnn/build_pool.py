@@ -21,13 +21,19 @@ import bisect
 import collections
 import concurrent.futures
 import itertools
+import multiprocessing
 import os
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
-from ...errors import InvalidSpec, LabkitError
+from ...errors import InvalidSpec, LabkitError, TimedOut
+from ...spec import ConvSpec
+from ...store import localcache
+from ..host import isolated
+from ..host.isolated import WorkerDied
+from . import compiled_plans
 
 #: seconds one plan may take in a worker before the worker is killed and the plan built here
 PLAN_BUDGET_S = 60.0
@@ -49,8 +55,6 @@ def in_class() -> bool:
         True in a class: its learners share the GPU and the CPU cores, and most values are read, not
         built.
     """
-    from ...store import localcache
-
     return localcache.shared_root() is not None
 
 
@@ -94,8 +98,7 @@ def build_remote(
     Returns:
         index, name, workspace_bytes, notes, data (the serialized graph), seconds and pid.
     """
-    from ...spec import ConvSpec
-    from . import compiled_plans, frontend
+    from . import compiled_plans, frontend  # heavy: CuPy, live only
 
     spec = ConvSpec.from_dict(spec_fields)
     key = (spec.key, epilogue, workspace_cap)
@@ -122,7 +125,7 @@ def warm_up() -> int:
     Returns:
         The worker's process id.
     """
-    from . import frontend
+    from . import frontend  # heavy: CuPy, live only
 
     frontend.handle_for()
     return os.getpid()
@@ -170,9 +173,6 @@ class Job:
 def _keep(job: Job, value: dict) -> None:
     """Keep a plan a worker built on disk (`labkit.gpu.cudnn.compiled_plans`): the next build of its
     graph, in this process or a later one, loads it instead of compiling it again."""
-    from ...spec import ConvSpec
-    from . import compiled_plans
-
     try:
         key = ConvSpec.from_dict(job.spec_fields).key
     except LabkitError:
@@ -211,8 +211,6 @@ class BuildPool:
     """
 
     def __init__(self, size: int):
-        from ..host import isolated
-
         self.size = size
         self._workers = [isolated.Worker() for _ in range(size)]
         #: (priority, sequence, job), kept sorted: the newest batch first (an older request's
@@ -282,9 +280,6 @@ class BuildPool:
             self._ready.notify_all()
 
     def _serve(self, me: int, worker) -> None:
-        from ...errors import TimedOut
-        from ..host.isolated import WorkerDied
-
         try:
             worker.call(
                 "labkit.gpu.cudnn.build_pool:warm_up",
@@ -414,7 +409,6 @@ def pool() -> Optional[BuildPool]:
         worker (it may not have children).
     """
     global _pool
-    import multiprocessing
 
     if multiprocessing.current_process().daemon:
         return None

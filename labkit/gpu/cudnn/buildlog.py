@@ -21,7 +21,9 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from ...signals.cancel import Budget
 from ...spec import ConvSpec
+from ..host import isolated
 
 #: seconds a logged build may take (fused fp8 graphs compile for tens of seconds)
 BUDGET_S = 180.0
@@ -42,8 +44,7 @@ def build_step(spec_fields: dict, epilogue: str, workspace_cap: Optional[int]) -
     Returns:
         plans (the candidates), built, seconds, and why_not (index -> why a plan did not build).
     """
-    from ...signals.cancel import Budget
-    from . import frontend
+    from . import frontend  # heavy: CuPy, live only
 
     spec = ConvSpec.from_dict(spec_fields)
     t0 = time.perf_counter()
@@ -88,8 +89,6 @@ def capture(
     Returns:
         ``frontend`` and ``backend`` (the logs' lines) and ``build`` (what `build_step` reported).
     """
-    from ..host import isolated
-
     with tempfile.TemporaryDirectory(prefix="labkit-buildlog-") as tmp:
         fe, be = Path(tmp) / "frontend.log", Path(tmp) / "backend.log"
         env = {

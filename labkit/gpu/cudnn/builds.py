@@ -43,8 +43,11 @@ import time
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
-from ...signals.cancel import Budget, checkpoint
+from ... import env
+from ...signals.cancel import Budget, checkpoint, was_cut
 from ...signals.progress import announce
+from ..checks.plan_checks import BOOK
+from . import compiled_plans
 from .build_pool import BuildPool, Job, pool
 
 #: cuDNN's behaviour note for a plan whose kernel is compiled when the plan is built
@@ -62,8 +65,6 @@ def compile_budget_s() -> Optional[float]:
         ``LABKIT_COMPILE_BUDGET_S`` if set (``none`` or 0: None, wait for every plan, as ``python -m
         labkit fill`` and ``record`` do), else `INTERACTIVE_COMPILE_BUDGET_S`.
     """
-    from ... import env
-
     return env.seconds_setting("LABKIT_COMPILE_BUDGET_S", INTERACTIVE_COMPILE_BUDGET_S, ("none", "0", "inf"))
 
 
@@ -142,7 +143,7 @@ def ahead(graphs) -> int:
     workers = pool()
     if workers is None:
         return 0
-    from . import frontend
+    from . import frontend  # heavy: CuPy, live only
 
     planned = []
     for spec, epilogue, cap in graphs:
@@ -254,7 +255,7 @@ def build_plans(
     Returns:
         ({index: why it was not built}, {index: `RemotePlan`}).
     """
-    from .frontend import build_every_plan
+    from .frontend import build_every_plan  # heavy: CuPy, live only
 
     g = cg.graph
     count = g.get_execution_plan_count()
@@ -331,8 +332,6 @@ def build_plans(
 def _kept(spec, epilogue: str, workspace_cap, g, indices) -> set:
     """The plans among ``indices`` whose compiled kernel an earlier process kept on disk
     (`labkit.gpu.cudnn.compiled_plans`; their files exist, unread)."""
-    from . import compiled_plans
-
     names = compiled_plans.names_of(g, indices)
     return {i for i, name in names.items() if compiled_plans.kept(spec.key, epilogue, workspace_cap, name)}
 
@@ -340,8 +339,6 @@ def _kept(spec, epilogue: str, workspace_cap, g, indices) -> set:
 def _keep_built_here(cg, g, indices, why_not: Dict[int, str]) -> None:
     """Keep on disk the runtime-compiled plans among ``indices`` that were built in this process
     (`labkit.gpu.cudnn.compiled_plans`), as the workers keep theirs."""
-    from . import compiled_plans
-
     for i in indices:
         if i not in why_not:
             compiled_plans.keep_built(cg.spec.key, cg.epilogue, cg.workspace_cap, g, i)
@@ -351,8 +348,6 @@ def _load_kept(cg, g, compiled, never: Dict[int, str]) -> Dict[int, RemotePlan]:
     """This graph's runtime-compiled plans (``compiled``: their indices) kept on disk
     (`labkit.gpu.cudnn.compiled_plans`), deserialized: plan index -> `RemotePlan` (``seconds``: reading and
     deserializing it)."""
-    from . import compiled_plans
-
     wanted = [i for i in compiled if i not in never]
     found = compiled_plans.load(
         cg.spec.key, cg.epilogue, cg.workspace_cap, compiled_plans.names_of(g, wanted)
@@ -366,8 +361,6 @@ def _load_kept(cg, g, compiled, never: Dict[int, str]) -> Dict[int, RemotePlan]:
 def _never_run(spec, epilogue: str, g, count: int) -> Dict[int, str]:
     """Plans this process found wrong for this convolution (`plan_checks.BOOK`): index -> their
     verdict. They are not built again, here or in a worker."""
-    from ..checks.plan_checks import BOOK
-
     wrong = {v.plan_name: v.status for _, _, v in BOOK.wrong(spec.key, epilogue)}
     if not wrong:
         return {}
@@ -387,8 +380,6 @@ def _nothing_built(cg, g, budget: Budget, why_not: dict, remote: dict, workers: 
     compile budget would have no plan: "not supported", which is untrue. Its cut compiles are
     waited for within the build ``budget`` instead (the running ones taken back from `_late`, the
     others queued again), until one plan is built; the others stay cut. Returns the jobs."""
-    from ...signals.cancel import was_cut
-
     cut = sorted(i for i, why in why_not.items() if was_cut(why))
     if not cut:
         return []
@@ -459,11 +450,12 @@ def _collect(
         except Exception:  # noqa: BLE001
             value = None
             break
-    from .frontend import build_every_plan, handle_for  # CUDA's: only once a plan came or must be built here
+    # CUDA's: only once a plan came or must be built here
+    from .frontend import build_every_plan, handle_for  # heavy: CuPy, live only
 
     if value is not None:
         try:
-            import cudnn
+            import cudnn  # heavy: the cuDNN frontend loads cuDNN
 
             g2 = cudnn.pygraph(handle=handle_for())
             t0 = time.perf_counter()

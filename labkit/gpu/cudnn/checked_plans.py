@@ -90,7 +90,7 @@ class CheckedPlans:
                     todo.remove(p)
             todo = [p.index for p in todo]
             if todo:
-                from ..checks import reference_runs
+                from ..checks import reference_runs  # heavy: CuPy, live only
 
                 t0 = time.perf_counter()
                 for index, verdict in zip(todo, reference_runs.judge(self, todo, ops=ops)):

@@ -22,6 +22,8 @@ import time
 from typing import Dict, Iterable, Optional, Tuple
 
 from ...errors import LabkitError
+from ...store import plan_store
+from ...store.plan_store import COMPILED
 
 #: most compiled plans kept on disk (50-500 kB each on the H100); the oldest are deleted beyond it
 MAX_KEPT = 6000
@@ -34,8 +36,6 @@ _since_trim = 0
 
 def _store():
     """This machine's `labkit.store.plan_store.PlanStore` (None: saving off, no GPU, cache unusable)."""
-    from ...store import plan_store
-
     try:
         return plan_store.current()
     except LabkitError:
@@ -72,7 +72,6 @@ def keep(spec_key, epilogue: str, workspace_cap: Optional[int], built: dict) -> 
         Whether it was written.
     """
     global _since_trim
-    from ...store.plan_store import COMPILED
 
     store = _store()
     if store is None:
@@ -153,8 +152,6 @@ def kept(spec_key, epilogue: str, workspace_cap: Optional[int], name: str) -> bo
     Returns:
         True if `load` may find it.
     """
-    from ...store.plan_store import COMPILED
-
     store = _store()
     return store is not None and store.has(plan_key(spec_key, epilogue, workspace_cap, name), COMPILED)
 
@@ -175,14 +172,12 @@ def load(spec_key, epilogue: str, workspace_cap: Optional[int], names: Dict[int,
         Plan index -> (the deserialized frontend graph, the `labkit.store.plan_store.SavedPlan`,
         seconds reading and deserializing it), for those found.
     """
-    from ...store.plan_store import COMPILED
-
     store = _store()
     if store is None or not names:
         return {}
-    import cudnn
+    import cudnn  # heavy: the cuDNN frontend loads cuDNN
 
-    from .frontend import handle_for
+    from .frontend import handle_for  # heavy: CuPy, live only
 
     out = {}
     for index, name in names.items():

@@ -18,6 +18,7 @@ import time
 from typing import Dict, List, Optional
 
 import cudnn
+import pandas as pd
 
 from ...errors import LabkitError, OutOfMemory, Unsupported
 from ...signals.cancel import Budget, was_cut
@@ -26,6 +27,7 @@ from ...spec import ConvSpec
 from ..checks import plan_checks
 from ..device import memory
 from ..host import lock
+from . import builds
 from .bound import BoundConv
 from .checked_plans import CheckedPlans, Plan
 from .frontend import BUILD_BUDGET_S, check_cap, check_epilogue, check_spec, planned_graph
@@ -109,8 +111,6 @@ class ConvGraph(CheckedPlans):
         self._cpp_index = self._backend_indices()
 
     def _plan_all(self, budget: Budget) -> Dict[int, str]:
-        from . import builds
-
         g, jobs = None, {}
         if (
             self.all_plans and self.parallel and not self._deterministic_only
@@ -208,8 +208,6 @@ class ConvGraph(CheckedPlans):
             (``ok``, a ``wrong result`` sentence, or "" when not checked) and ``rel_error`` vs float64
             (NaN when not checked).
         """
-        import pandas as pd
-
         df = pd.DataFrame([p.__dict__ for p in self.plans])
         verdicts = [self.verdicts.get(p.index) for p in self.plans]
         df["verdict"] = [v.status if v is not None else "" for v in verdicts]

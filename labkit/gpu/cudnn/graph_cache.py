@@ -17,6 +17,7 @@ from typing import List, Optional
 from ...errors import InvalidSpec, WrongResult
 from ...signals.cancel import checkpoint
 from ...spec import ConvSpec
+from . import builds
 from .conv_graph import ConvGraph, graph_key
 from .frontend import check_cap, check_epilogue, check_spec
 from .saved_plans import load_plan, save_plan
@@ -159,8 +160,6 @@ def _rebuild_cut(g: ConvGraph, wants_every_plan: bool) -> bool:
     """Whether a cached graph whose budget cut plans should be built again now: the caller wants
     every plan (no budget of its own), or every compile the budget cut has finished in its worker
     since (`labkit.gpu.cudnn.builds.late_compiles`: the rebuild takes them in milliseconds)."""
-    from . import builds
-
     if wants_every_plan:
         return True
     late = builds.late_compiles(g.spec, g.epilogue, g.workspace_cap)
@@ -219,6 +218,4 @@ def build_ahead(wanted) -> int:
     Returns:
         How many plans were queued; 0 without workers.
     """
-    from . import builds
-
     return builds.ahead([(s, e, c) for s, e, c in wanted if graph_key(s, e, c, True) not in graphs])

@@ -19,7 +19,7 @@ import numpy
 
 from ...errors import OutOfMemory
 from ...spec import ConvSpec
-from ..device import memory
+from ..device import memory, numerics
 from .frontend import OUTPUT_ROLE, check_epilogue, logical_view, role_dtype, role_shapes, storage_shape
 
 
@@ -37,8 +37,6 @@ class Operands:
     """
 
     def __init__(self, spec: ConvSpec, epilogue: str = "none", *, seed: int = 0):
-        from ..device import numerics
-
         self.spec, self.epilogue = spec, check_epilogue(spec, epilogue)
         self.output_role = OUTPUT_ROLE[spec.direction]
         self.arrays: Dict[str, cupy.ndarray] = {}
@@ -86,8 +84,6 @@ class Operands:
         Returns:
             The values in float64, logical NCHW.
         """
-        from ..device import numerics
-
         storage_shape_ = self.arrays[role].shape
         values = numerics.unrounded_values(storage_shape_, self.seeds[role], cupy)
         return logical_view(values, self.spec.layout)
@@ -103,8 +99,6 @@ class Operands:
         Returns:
             Its values in float64, logical NCHW.
         """
-        from ..device import numerics
-
         arr = self.arrays[self.output_role]
         return logical_view(numerics.decode(arr, role_dtype(self.spec, self.output_role)), self.spec.layout)
 

@@ -15,7 +15,9 @@ import cudnn
 
 from ...errors import LabkitError
 from ...spec import ConvSpec
+from ...store import plan_store
 from ..checks import plan_checks
+from ..checks.reference import tolerance_for
 from .checked_plans import Plan
 from .conv_graph import ConvGraph, graph_key
 from .frontend import check_cap, check_epilogue, check_spec, handle_for
@@ -44,7 +46,6 @@ class LoadedGraph(ConvGraph):
         self.plans = [Plan(0, saved.plan_name, int(saved.workspace_bytes), True, notes=saved.notes)]
         self._cpp_index = {0: 0}  # a deserialized graph holds its one plan at index 0
         self._checks_start()
-        from ..checks.reference import tolerance_for
 
         known = plan_checks.from_info(saved.plan_name, saved.info, tolerance_for(spec))
         if known is not None:  # checked when it was saved, under this same cuDNN
@@ -62,8 +63,6 @@ class LoadedGraph(ConvGraph):
 def _plan_store(kind: Optional[str] = None):
     """This machine's `labkit.store.plan_store.PlanStore` (None: saving off, no GPU, or ``LABKIT_CACHE``
     unusable); ``kind`` is checked first (`InvalidSpec` for one that is not a plan kind)."""
-    from ...store import plan_store
-
     if kind is not None:
         plan_store.check_kind(kind)
     try:
@@ -74,8 +73,6 @@ def _plan_store(kind: Optional[str] = None):
 
 def _shared_plans():
     """The class's shared saved plans (`labkit.store.plan_store.shared`), or None."""
-    from ...store import plan_store
-
     try:
         return plan_store.shared()
     except LabkitError:

@@ -53,7 +53,7 @@ def epilogue(y, bias, z, t1, t2, out) -> None:
         t2: another.
         out: the result.
     """
-    import cupy
+    import cupy  # heavy: CuPy, live only
 
     cupy.add(y, bias, out=t1)
     src = t1
@@ -76,10 +76,10 @@ class UnfusedPath:
     """
 
     def __init__(self, spec: ConvSpec, ops, stream):
-        import cupy
+        import cupy  # heavy: CuPy, live only
 
-        from ..device import memory
-        from . import graph_cache
+        from ..device import memory  # heavy: CuPy, live only
+        from . import graph_cache  # heavy: CuPy, live only
 
         plain = graph_cache.get_graph(spec, all_plans=False)
         self.plan = plain.default_plan

@@ -289,7 +289,7 @@ def _cupy_kernels() -> dict:
     ``"decode_float32"``."""
     global _KERNELS
     if _KERNELS is None:
-        import cupy
+        import cupy  # heavy: CuPy, live only
 
         made = {
             name: cupy.ElementwiseKernel(

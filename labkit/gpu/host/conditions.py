@@ -33,7 +33,7 @@ EVERY_S = 0.25
 @functools.lru_cache(maxsize=1)
 def _nvml():
     try:
-        import pynvml
+        import pynvml  # heavy: NVML, an optional extra
     except ImportError:
         return None
     try:
@@ -47,7 +47,7 @@ def _handle(n):
     """The NVML handle of the GPU CUDA calls device 0 here (by PCI bus id, not index: NVML and
     CUDA may number GPUs differently)."""
     try:
-        import cupy
+        import cupy  # heavy: CuPy, live only
 
         bus = cupy.cuda.Device().pci_bus_id
         return n.nvmlDeviceGetHandleByPciBusId(bus)

@@ -26,16 +26,20 @@ import atexit
 import contextlib
 import importlib
 import multiprocessing
+import multiprocessing.util  # noqa: F401  (its exit handler registered before a worker's stop: see worker)
 import os
 import signal
+import sys
 import threading
 import time
 from typing import Callable, Dict, Optional
 
+from ... import env, errors
 from ...env import variables
 from ...errors import InvalidSpec, LabkitError, TimedOut
 from ...signals.cancel import checkpoint
 from ...signals.progress import announce, announcing
+from .lock import hold, released
 
 #: seconds a new worker may take to start (interpreter, imports, CUDA and cuDNN initialisation)
 START_BUDGET_S = 120.0
@@ -67,8 +71,6 @@ def isolation_on() -> bool:
     Returns:
         True when they do.
     """
-    from ... import env
-
     return env.switched_on("LABKIT_ISOLATE")
 
 
@@ -111,8 +113,6 @@ def _serve(conn) -> None:
             del os.environ[key]
         os.environ.update(env)  # the caller's settings now (its cache folder, saved plans on or off, ...)
         try:
-            from .lock import hold
-
             # hold_gpu: the caller let its turn on the GPU go while it waits; the step takes one here
             with (
                 announcing(lambda phase: conn.send(("phase", phase))),
@@ -127,16 +127,12 @@ def _serve(conn) -> None:
 def _portable(exc: BaseException) -> tuple:
     """An exception as (class name, message, attributes) for the pipe: labkit's errors are rebuilt
     on the other side; anything else becomes a `StepFailed` naming it."""
-    from ... import errors
-
     attrs = {k: v for k, v in vars(exc).items() if isinstance(v, (str, int, float, type(None)))}
     known = type(exc).__name__ if getattr(errors, type(exc).__name__, None) is type(exc) else ""
     return known, f"{type(exc).__name__}: {exc}", attrs
 
 
 def _rebuild(portable: tuple) -> LabkitError:
-    from ... import errors
-
     known, text, attrs = portable
     if known:
         cls = getattr(errors, known)
@@ -156,8 +152,6 @@ def _main_hidden():
     script's top level again in the child, so a script without an ``if __name__ == "__main__"``
     guard would run itself in every worker). Steps are named "module:function", so a worker never
     needs the script. A notebook's ``__main__`` has no file: nothing to hide."""
-    import sys
-
     main = sys.modules.get("__main__")
     with _main_lock:
         saved = {
@@ -295,8 +289,6 @@ class Worker:
         Returns:
             The step's value.
         """
-        from .lock import released
-
         with self._lock, released() if hold_gpu else contextlib.nullcontext():
             if not self.alive:
                 self.stop()
@@ -361,8 +353,6 @@ def worker() -> Worker:
     """
     global _worker
     if _worker is None:
-        import multiprocessing.util  # noqa: F401  (registers its exit handler first: see below)
-
         _worker = Worker(daemon=False)  # its steps build graphs: it may start build workers
         # atexit runs the last registered first: this stop must come before multiprocessing's exit
         # handler, which joins every non-daemonic child and would wait forever for this one

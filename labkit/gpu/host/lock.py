@@ -49,6 +49,11 @@ import warnings
 from pathlib import Path
 from typing import Callable, List, Optional
 
+from ... import env
+from ...signals.cancel import checkpoint
+from ...signals.progress import announce
+from . import contention
+
 #: seconds between looks at the queue while waiting
 POLL_S = 0.02
 
@@ -63,8 +68,6 @@ def enabled() -> bool:
     Returns:
         False when ``LABKIT_GPU_LOCK`` is ``0``/``off``/``no``/``false``.
     """
-    from ... import env
-
     return env.switched_on("LABKIT_GPU_LOCK")
 
 
@@ -269,7 +272,7 @@ def gpu_uuid(device: Optional[int] = None) -> str:
     Returns:
         The UUID.
     """
-    import cupy
+    import cupy  # heavy: CuPy, live only
 
     return _uuid_of(cupy.cuda.Device(device).id if device is not None else cupy.cuda.Device().id)
 
@@ -277,7 +280,7 @@ def gpu_uuid(device: Optional[int] = None) -> str:
 @functools.lru_cache(maxsize=None)
 def _uuid_of(dev: int) -> str:
     """Device ``dev``'s UUID, asked of CUDA once per process (every `hold` needs it)."""
-    import cupy
+    import cupy  # heavy: CuPy, live only
 
     h = bytes(cupy.cuda.runtime.getDeviceProperties(dev)["uuid"]).hex()
     return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
@@ -360,8 +363,6 @@ class _ProcessGPU:
     def _take_file(self, record: Hold) -> None:
         if self.broken:
             return
-        from ...signals.cancel import checkpoint
-        from ...signals.progress import announce
 
         def waiting(n: int) -> None:
             announce(f"waiting for the GPU ({n} ahead)")
@@ -390,12 +391,11 @@ class _ProcessGPU:
         if not self.file.held:
             return
         try:
-            import cupy
+            import cupy  # heavy: CuPy, live only
 
             cupy.cuda.Device().synchronize()  # this process's kernels end inside its turn
         except Exception:  # noqa: BLE001  (a broken context: the lock must still be let go)
             pass
-        from . import contention
 
         try:
             others = contention.others_since(self._since_us, self.file.members)

@@ -32,6 +32,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Union
 
 from ...errors import InvalidSpec
 from ...store.localcache import now, write_atomic
+from .conditions import _nvml
 
 #: the environment variable that tells a learner's kernel which GPU its server was given
 GIVEN_VAR = "LABKIT_CLASS_GPU"
@@ -66,8 +67,6 @@ def host_gpus() -> List[HostGPU]:
     Returns:
         `HostGPU` s; empty without NVML (no ``nvidia-ml-py``, no driver).
     """
-    from .conditions import _nvml
-
     n = _nvml()
     if n is None:
         return []

@@ -33,6 +33,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional
 
+import pandas as pd
+
 from ...errors import LabkitError, OutOfMemory, TimedOut
 from ...signals.cancel import Budget, checkpoint, not_timed, was_cut
 from ...signals.progress import announce
@@ -303,8 +305,6 @@ def autotune(
     Returns:
         A `TuneResult`; `LabkitError` when no plan could be timed.
     """
-    import pandas as pd
-
     t0 = time.perf_counter()
     ops = ops if ops is not None else operands.Operands(cg.spec, cg.epilogue)
     checked = cg.check_seconds

@@ -34,7 +34,10 @@ from __future__ import annotations
 import time
 from typing import Callable, Dict, List, Sequence, Tuple
 
+from tqdm.auto import tqdm
+
 from ...spec import ConvSpec
+from ..cudnn import unfused
 
 #: every dimension >= 2 (a dimension of 1 would be merged away and give other kernels)
 _TINY = dict(N=2, C=8, H=6, W=6, K=8, R=3, S=3, padding=1)
@@ -51,12 +54,11 @@ def exercise(spec: ConvSpec, epilogue: str = "none") -> None:
         spec: a tiny convolution of the dtype, layout and direction to warm.
         epilogue: one of `labkit.gpu.cudnn.frontend.EPILOGUES`.
     """
-    import cupy
+    import cupy  # heavy: CuPy, live only
 
-    from ..checks import reference, verify
-    from ..cudnn import unfused
-    from ..cudnn.operands import Operands
-    from ..device import memory, numerics
+    from ..checks import reference, verify  # heavy: CuPy, live only
+    from ..cudnn.operands import Operands  # heavy: CuPy, live only
+    from ..device import memory, numerics  # heavy: CuPy, live only
 
     ops = Operands(spec, epilogue)
     ref = verify.expected(spec, ops)
@@ -82,7 +84,7 @@ def exercise(spec: ConvSpec, epilogue: str = "none") -> None:
 
 
 def _race(launch: str) -> None:
-    from ..workspaces import concurrency
+    from ..workspaces import concurrency  # heavy: CuPy, live only
 
     concurrency.scratchpad_race(shared=True, launch=launch, min_runs=1)
 
@@ -122,7 +124,7 @@ def build_compiled_plans(graphs: Sequence[Tuple[ConvSpec, str]]) -> int:
     Returns:
         How many plans were built (those already kept are not built again).
     """
-    from ..cudnn import build_pool, builds, compiled_plans, frontend
+    from ..cudnn import build_pool, builds, compiled_plans, frontend  # heavy: CuPy, live only
 
     pool = build_pool.pool()
     jobs, built = [], 0
@@ -180,8 +182,6 @@ def compile_ahead(
     Returns:
         Label -> seconds, or the error of a task that failed.
     """
-    from tqdm.auto import tqdm
-
     done: Dict[str, object] = {}
     todo = tasks() + cudnn_tasks(cudnn_groups)
     bar = tqdm(

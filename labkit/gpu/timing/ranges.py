@@ -21,7 +21,7 @@ COLORS = {"experiment": "blue", "plan": "green", "strategy": "orange", "build": 
 @functools.lru_cache(maxsize=1)
 def _nvtx():
     try:
-        import nvtx
+        import nvtx  # heavy: NVTX, an optional extra
     except Exception:  # noqa: BLE001  (not installed, or its library did not load)
         return None
     return nvtx

@@ -32,10 +32,14 @@ import ctypes
 import ctypes.util
 import functools
 import re
+import sys
 import threading
 from typing import Dict, List, Optional
 
+import pandas as pd
+
 from ...errors import LabkitError
+from ..host.lock import hold
 
 #: a kernel's role, from its name: what the learner reads in the charts, in this order of checks
 ROLES = (
@@ -213,7 +217,7 @@ _STATE: Dict[str, object] = dict(sink=None)
 
 def _cupti():
     try:
-        from cupti import cupti
+        from cupti import cupti  # heavy: CUPTI, an optional extra
     except ImportError as exc:
         raise TraceUnavailable(
             "the cupti-python package is not installed (pip install -e '.[trace-cuda13]' or "
@@ -244,8 +248,6 @@ def available() -> Optional[str]:
 
 def _other_profiler() -> Optional[str]:
     """Why not, when torch.profiler (which holds CUPTI's activity buffers) is recording here."""
-    import sys
-
     torch = sys.modules.get("torch")
     try:
         if torch is not None and torch.autograd.profiler._is_profiler_enabled:
@@ -446,9 +448,7 @@ class Tracer:
 def warm() -> None:
     """Attach CUPTI now with a throw-away trace of one small kernel: the first trace after
     attaching pays CUPTI's set-up inside the traced region (gaps of milliseconds)."""
-    import cupy
-
-    from ..host.lock import hold
+    import cupy  # heavy: CuPy, live only
 
     with hold(), Tracer("warm-up"):  # GPU work of labkit's: in this process's turn (`labkit.gpu.host.lock`)
         x = cupy.zeros(8)
@@ -511,8 +511,6 @@ def to_frame(rows: List[dict], label: str = "", dropped: int = 0, marks_ns: Opti
     Returns:
         The DataFrame, sorted by start.
     """
-    import pandas as pd
-
     cols = [
         "kind",
         "row",

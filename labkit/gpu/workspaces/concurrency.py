@@ -26,6 +26,7 @@ from ...spec import ConvSpec
 from ..checks import reference, verify
 from ..cudnn import frontend, graph_cache, operands
 from ..device import memory, numerics
+from ..timing.measure import capture
 from .workloads import RACE_SPEC  # noqa: F401  (the race's convolution, named where no CuPy is needed)
 
 LAUNCHES = ("graph", "python")
@@ -151,8 +152,6 @@ def scratchpad_race(
         batches = [_stream_batch(cg, plan, ops[i], outs[i], ptr(i), strs[i]) for i in range(streams)]
         graphs = None
         if launch == "graph":
-            from ..timing.measure import capture
-
             graphs = [capture(lambda b=b: [c.run() for c in b], strs[i], 1) for i, b in enumerate(batches)]
         rounds = -(-min_runs // (streams * convs_per_launch))
         bad_bits = bad_ref = 0

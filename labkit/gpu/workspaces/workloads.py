@@ -33,9 +33,17 @@ import statistics
 import time
 from typing import List
 
+import pandas as pd
+
 from ... import networks
 from ...errors import InvalidSpec, LabkitError
+from ...signals.cancel import checkpoint
+from ...signals.progress import report
 from ...spec import ConvSpec
+from ..timing import trace
+from ..timing.ranges import annotate
+from . import workspace
+from .runner import Runner
 
 ONE_CONV = ConvSpec(N=32, C=64, H=56, W=56, K=64, dtype="fp16", layout="NCHW")
 #: lesson 06's race: a small fp16 NCHW convolution whose default plan needs a workspace (layout
@@ -144,14 +152,10 @@ def run_one(strategy_name: str, options: dict, workload: str, repeats: int) -> d
         One result row: host time per call (``median_us``, ``p95_us``), GPU time per call
         (``gpu_us``), allocations, hits, misses and fallbacks of the timed pass, peak bytes, ``status``.
     """
-    import cupy
+    import cupy  # heavy: CuPy, live only
 
-    from ...signals.cancel import checkpoint
-    from ..cudnn import graph_cache
-    from ..device import memory
-    from ..timing.ranges import annotate
-    from . import workspace
-    from .runner import Runner
+    from ..cudnn import graph_cache  # heavy: CuPy, live only
+    from ..device import memory  # heavy: CuPy, live only
 
     checkpoint()
     seq = sequence(workload, repeats)
@@ -224,10 +228,6 @@ def run_all(workload: str, repeats: int = 20, *, strategies=BENCH_STRATEGIES):
     Returns:
         A DataFrame of `run_one`'s rows, one per strategy.
     """
-    import pandas as pd
-
-    from ...signals.progress import report
-
     sequence(workload, repeats)  # validate before any GPU work
     rows = []
     for name, opts in strategies:
@@ -263,15 +263,9 @@ def traced_pass(
     Returns:
         (row, the traced pass with API calls: the timeline frame, or None when the run failed).
     """
-    import statistics
+    import cupy  # heavy: CuPy, live only
 
-    import cupy
-
-    from ..cudnn import graph_cache
-    from ..timing import trace
-    from ..timing.ranges import annotate
-    from . import workspace
-    from .runner import Runner
+    from ..cudnn import graph_cache  # heavy: CuPy, live only
 
     seq = sequence(workload, 1)[:calls]
     if len(seq) < calls:
