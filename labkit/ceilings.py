@@ -218,7 +218,7 @@ def table():
         One row per GPU: gpu, peak dense TFLOP/s per dtype (NaN: no such path), bandwidth_gb_s, the
         fp16 ridge in FLOP/B and source (the vendor document).
     """
-    import pandas as pd
+    import pandas as pd  # heavy: pandas, off the light path
 
     rows = []
     for e in KNOWN:

@@ -9,11 +9,14 @@ raises `ModeError`.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import os
 import platform
 import re
+import subprocess
 import sys
+import textwrap
 import threading
 from dataclasses import asdict, dataclass
 from typing import Optional
@@ -109,8 +112,6 @@ def nvidia_driver_present() -> bool:
         True when its kernel module (``/proc/driver/nvidia``) or its user-space library
         (``libcuda.so.1``) is there.
     """
-    import ctypes
-
     if os.path.exists("/proc/driver/nvidia/version"):
         return True
     try:
@@ -163,13 +164,13 @@ def _probe() -> Environment:
     facts = dict(python=sys.version.split()[0], platform=f"{platform.system()} {platform.machine()}")
     problem = None
     try:
-        import cudnn  # noqa: F401  (works without a GPU)
+        import cudnn  # noqa: F401  # heavy: the cuDNN frontend loads cuDNN (works without a GPU)
 
         facts["cudnn_frontend"] = getattr(cudnn, "__version__", "unknown")
     except Exception as exc:  # ImportError, or a broken install
         problem = f"cudnn frontend not installed ({type(exc).__name__}: {exc})"
     try:
-        import cupy
+        import cupy  # heavy: CuPy, live only
 
         facts["cupy_version"] = cupy.__version__
         rt = cupy.cuda.runtime
@@ -194,7 +195,7 @@ def _probe() -> Environment:
         problem = "no NVIDIA GPU driver on this machine"  # the first cause: nothing else would help
     if "cudnn_frontend" in facts:
         try:
-            import cudnn
+            import cudnn  # heavy: the cuDNN frontend loads cuDNN
 
             facts["cudnn_backend"] = cudnn.backend_version_string()
         except Exception as exc:
@@ -288,7 +289,6 @@ def doctor() -> str:
         m = f"error: {exc}"
     rows.append(("mode", m))
     rows.append(("to go live", to_go_live()))
-    import textwrap
 
     lines = [
         textwrap.fill(
@@ -305,8 +305,6 @@ def driver_cuda_major() -> Optional[int]:
     Returns:
         The major version, e.g. 12; None without a working ``nvidia-smi``.
     """
-    import subprocess
-
     try:
         text = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=10).stdout
     except (OSError, subprocess.SubprocessError):

@@ -28,6 +28,8 @@ import threading
 import weakref
 from typing import Optional
 
+from .. import env
+
 #: the page-wide name under which the loaders share the bundle's import
 REGISTRY = "__labkit_plotly_widget__"
 #: how long a loader without the bundle waits for the figure that carries it (milliseconds)
@@ -98,7 +100,7 @@ def bundle() -> str:
     Returns:
         The JavaScript, as text.
     """
-    from plotly.basewidget import BaseFigureWidget
+    from plotly.basewidget import BaseFigureWidget  # heavy: plotly, where a chart is drawn
 
     return str(BaseFigureWidget._esm)
 
@@ -109,7 +111,7 @@ def registry_key() -> str:
     Returns:
         `REGISTRY`, plotly's version and the bundle's size, as one string.
     """
-    import plotly
+    import plotly  # heavy: plotly, where a chart is drawn
 
     return f"{REGISTRY}{plotly.__version__}_{len(bundle())}"
 
@@ -142,7 +144,7 @@ def figure_class(embedded: bool):
     with _lock:
         cls = _classes.get(embedded)
         if cls is None:
-            import plotly.graph_objects as go
+            import plotly.graph_objects as go  # heavy: plotly, where a chart is drawn
 
             name = "PlotlyOnceFullFigureWidget" if embedded else "PlotlyOnceFigureWidget"
             cls = _classes[embedded] = type(
@@ -182,7 +184,6 @@ def send_front_end() -> bool:
         True when it made the figure.
     """
     global _kept
-    from .. import env
 
     if not in_kernel() or not env.switched_on("LABKIT_PLOTLY_ONCE"):
         return False
@@ -207,10 +208,9 @@ def new_figure_widget(*args, **kwargs):
         The figure widget.
     """
     global _carrier
-    from .. import env
 
     if not env.switched_on("LABKIT_PLOTLY_ONCE"):
-        import plotly.graph_objects as go
+        import plotly.graph_objects as go  # heavy: plotly, where a chart is drawn
 
         return go.FigureWidget(*args, **kwargs)
     with _lock:

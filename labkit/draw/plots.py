@@ -24,10 +24,13 @@ import html
 import math
 from typing import Iterable, List, Optional
 
+import pandas as pd
 import plotly.graph_objects as go
+import plotly.io as pio
 from plotly.subplots import make_subplots
 
 from ..env import gpu_label
+from ..spec import ConvSpec
 
 MIB = 2**20
 TEMPLATE = "plotly_white"
@@ -228,8 +231,6 @@ def request_spec(df):
     Returns:
         The `ConvSpec`; None when there is none or it does not parse.
     """
-    from ..spec import ConvSpec
-
     req = (getattr(df, "attrs", {}) or {}).get("request") or {}
     d = req.get("spec") or req.get("base")
     if not isinstance(d, dict):
@@ -435,8 +436,6 @@ def attach_grid(fig: go.Figure, grid_ref, grid_str) -> go.Figure:
 @contextlib.contextmanager
 def labkit_template():
     """Inside the block, figures made get `TEMPLATE` at construction (see `new_figure`)."""
-    import plotly.io as pio
-
     reg = pio.templates
     old, reg._default = reg._default, TEMPLATE
     try:
@@ -633,8 +632,6 @@ def concat(frames: List) -> "object":
     Returns:
         The joined DataFrame.
     """
-    import pandas as pd
-
     out = pd.concat(list(frames), ignore_index=True)
     out.attrs = dict(frames[0].attrs)
     return out

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import html
 
+from ..env import gpu_label
+
 
 class Text(str):
     """A string shown as Markdown in a notebook (and as itself anywhere else)."""
@@ -28,7 +30,7 @@ def table(df, columns, names=None) -> Text:
         The table as `Text` (shown as Markdown in a notebook).
     """
     # plotly: not on a first cell's path (`labkit.session.first_use.OnFirstUse`)
-    from .plots import fmt_bytes, fmt_us
+    from .plots import fmt_bytes, fmt_us  # heavy: plotly, where a chart is drawn
 
     names = names or columns
     rows = ["| " + " | ".join(names) + " |", "|" + " --- |" * len(columns)]
@@ -57,8 +59,6 @@ def where(df) -> str:
     Returns:
         "<mode> on <gpu>", the GPU as `labkit.env.gpu_label` names it.
     """
-    from ..env import gpu_label
-
     a = df.attrs
     return f"{a.get('mode')} on {gpu_label(a.get('gpu'))}"
 

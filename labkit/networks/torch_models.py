@@ -9,6 +9,7 @@ reason.
 
 from __future__ import annotations
 
+import importlib
 import sys
 from typing import Tuple
 
@@ -51,7 +52,6 @@ def model_from_path(path: str):
     module, _, attr = path.partition(":")
     if not module.strip() or not attr.strip():
         raise InvalidSpec("net", path, 'a model is named "module:callable", e.g. torchvision.models:resnet18')
-    import importlib
 
     try:
         obj = importlib.import_module(module.strip())
@@ -117,8 +117,8 @@ def from_module(model, input_shape, batch, dtype, layout) -> Network:
         A `Network`. Its ``skipped`` holds Conv1d, Conv3d and ConvTranspose{1,2,3}d calls, a Conv2d
         that ConvSpec cannot hold (with its error) and a convolution module forward never called.
     """
-    import torch
-    from torch import nn
+    import torch  # heavy: torch, an optional extra
+    from torch import nn  # heavy: torch, an optional extra
 
     shape = _input_shape(input_shape)
     _check_model(model)

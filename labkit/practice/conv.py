@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from typing import Dict, List
 
 from ..errors import InvalidSpec
+from ..gpu.device import numerics
+from ..simgpu.lesson_calls import FusedGraph
 from .capped import CappedGraph, check_cap
 from .fusion import Fused, check_epilogue
 
@@ -58,8 +60,6 @@ def _graph(practice, spec, cap, epilogue: str = "none"):
         if cap is not None:
             raise InvalidSpec("workspace_cap", cap, "must be None for a fused graph")
         if practice.simulated:
-            from ..simgpu.lesson_calls import FusedGraph
-
             return FusedGraph(practice.device, spec, epilogue)
         return practice.device.graph(spec, epilogue)
     if cap is None:
@@ -212,8 +212,7 @@ class Conv:
         import cupy  # heavy: CuPy, live only
 
         from ..gpu.checks import reference, verify  # heavy: imports CuPy
-        from ..gpu.cudnn.frontend import logical_view, role_dtype
-        from ..gpu.device import numerics  # heavy: imports CuPy
+        from ..gpu.cudnn.frontend import logical_view, role_dtype  # heavy: CuPy, live only
 
         if self._expected is None:
             self._expected = verify.expected(self.spec, self.operands)

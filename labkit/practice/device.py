@@ -25,9 +25,10 @@ from ..gpu import device as devices
 from ..gpu.device import Device
 from ..simgpu import SimDevice
 from .conv import Conv, Pending
-from .findings import Problem, mark
+from .findings import Problem, collect, mark
 from .lesson_calls import LessonCalls
 from .memory import Memory
+from .runner import PracticeRunner
 
 
 @dataclass
@@ -364,8 +365,6 @@ class Practice(LessonCalls):
         Returns:
             The runner (``.run(spec)``, ``.stream``, ``.close()``).
         """
-        from .runner import PracticeRunner
-
         return PracticeRunner(self, strategy, **options)
 
     # -- memory --
@@ -440,6 +439,4 @@ class Practice(LessonCalls):
     @property
     def findings(self) -> List[Problem]:
         """What is wrong with what ran so far (`labkit.practice.findings.collect`)."""
-        from .findings import collect
-
         return collect(self)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import InvalidSpec
+from ..simgpu.lesson_calls import launch_conversion
 from .conv import Pending
 
 
@@ -77,7 +78,7 @@ class Conversion:
         copies run once (their kernels loaded outside any capture)."""
         import cupy  # heavy: CuPy, live only
 
-        from ..gpu.cudnn.frontend import logical_view
+        from ..gpu.cudnn.frontend import logical_view  # heavy: CuPy, live only
 
         arrays = self.conv.operands.arrays
         self._nchw = {r: cupy.ascontiguousarray(logical_view(arrays[r], "NHWC")) for r in ("x", "y")}
@@ -136,8 +137,6 @@ class Conversion:
 
     def _launch(self, raw) -> None:
         if self.practice.simulated:
-            from ..simgpu.lesson_calls import launch_conversion
-
             launch_conversion(self.practice.device, self.conv.spec, raw)
         else:
             self._copy(raw)

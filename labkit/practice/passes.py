@@ -20,6 +20,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Callable, List, Sequence
 
+from ..errors import InvalidSpec
 from ..gpu import device as devices
 from ..gpu.workspaces import workloads, workspace
 from ..gpu.workspaces.runner import Runner, WorkspaceTooSmall
@@ -82,8 +83,6 @@ def _make(strategy, device) -> workspace.Strategy:
     with devices.use(device):
         made = strategy() if callable(strategy) and not isinstance(strategy, workspace.Strategy) else strategy
     if not isinstance(made, workspace.Strategy):
-        from ..errors import InvalidSpec
-
         raise InvalidSpec("strategy", strategy, "must be a labkit.gpu.workspaces.workspace.Strategy subclass")
     return made
 

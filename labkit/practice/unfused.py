@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import InvalidSpec
+from ..gpu.cudnn.unfused import bias_view, check_spec, epilogue
+from ..simgpu.lesson_calls import unfused_bound
 from .conv import Pending
 
 EPILOGUE = "bias_relu"
@@ -59,8 +61,6 @@ class UnfusedPath:
     """
 
     def __init__(self, practice, spec, *, seed: int = 0):
-        from ..gpu.cudnn.unfused import check_spec
-
         check_spec(spec)
         self.practice, self.conv_spec, self.spec = practice, spec, Unfused(spec)
         self.conv_graph = practice.device.graph(spec)
@@ -77,8 +77,6 @@ class UnfusedPath:
     def _make_live(self) -> dict:
         """Live: the intermediates (the convolution's output, the biased tensor) and the bias view."""
         import cupy  # heavy: CuPy, live only
-
-        from ..gpu.cudnn.unfused import bias_view
 
         y = self.operands.arrays[self.operands.output_role]
         return dict(
@@ -99,8 +97,6 @@ class UnfusedPath:
         key = (ptr, int(raw.ptr))
         if key not in self._bound:
             if self.practice.simulated:
-                from ..simgpu.lesson_calls import unfused_bound
-
                 self._bound[key] = unfused_bound(self.practice.device, self.conv_spec, self.plan, ptr, raw)
             else:
                 arrays = {**self.operands.arrays, self.operands.output_role: self._live["conv_y"]}
@@ -110,8 +106,6 @@ class UnfusedPath:
     def _launch(self, ptr: int, raw) -> None:
         self._bind(ptr, raw).run()
         if not self.practice.simulated:
-            from ..gpu.cudnn.unfused import epilogue
-
             live, out = self._live, self.operands.arrays[self.operands.output_role]
             with raw:
                 epilogue(live["conv_y"], live["bias"], None, live["t1"], None, out)

@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from typing import Callable
+
+from ..errors import InvalidSpec, TimedOut
 
 _worker = threading.local()  # .prefetcher: set in the prefetch worker's thread only
 
@@ -93,9 +96,6 @@ class Budget:
     """
 
     def __init__(self, seconds, what: str):
-        import time
-
-        from ..errors import InvalidSpec
 
         if seconds is not None and (
             isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0
@@ -129,8 +129,6 @@ class Budget:
             phase: where the step is, e.g. "capture" or "replay".
         """
         if self.over:
-            from ..errors import TimedOut
-
             raise TimedOut(self.what, phase, self.spent, self.seconds)
 
     def within(self, seconds, what: str) -> "Budget":

@@ -49,6 +49,8 @@ import warnings
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional
 
+import platformdirs
+
 from ..errors import LabkitError
 from ..version import __version__
 from . import recordings
@@ -100,8 +102,6 @@ def cache_root() -> Path:
     if env:
         root = Path(env).expanduser()
     else:
-        import platformdirs
-
         root = Path(platformdirs.user_cache_dir("labkit", appauthor=False))
     if root.exists() and not root.is_dir():
         raise CacheError("LABKIT_CACHE must name a folder (it may not exist yet), not a file", root)
@@ -380,7 +380,7 @@ class LocalRecording:
         Returns:
             A DataFrame with its ``request`` column (as in a shipped recording's CSV) and ``measured_at``.
         """
-        import pandas as pd
+        import pandas as pd  # heavy: pandas, off the light path
 
         frames = []
         for e in self.entries(name):

@@ -25,6 +25,7 @@ import threading
 from pathlib import Path
 from typing import Optional, Tuple
 
+from .. import env
 from ..errors import LabkitError
 
 #: labkit's data schema: part of every identity, and the version of the files this GPU's recording
@@ -65,8 +66,6 @@ def this_identity() -> Optional[dict]:
     Returns:
         The identity dict; None when the machine has no usable GPU (recorded mode saves nothing).
     """
-    from .. import env
-
     e = env.environment()
     if e.problem is not None or not e.gpu_name:
         return None

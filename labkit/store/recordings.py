@@ -14,12 +14,15 @@ otherwise `use` does, otherwise the shipped H100 recording.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
+
+import numpy as np
 
 from ..env import gpu_label
 from ..errors import InvalidSpec, LabkitError, OutOfMemory, RecordedDataError, Unsupported
@@ -57,9 +60,7 @@ def read_csv_exact(source):
     Returns:
         The DataFrame.
     """
-    import io
-
-    import pandas as pd
+    import pandas as pd  # heavy: pandas, off the light path
 
     text = source.read() if hasattr(source, "read") else Path(source).read_text()
     try:
@@ -80,10 +81,7 @@ def _read_csv_twice(text: str):
     """`read_csv_exact` without ``float_precision``: the float columns parsed again as Python
     strings (not pandas' string type, pyarrow-backed where pyarrow is installed) and converted with
     Python's ``float``; a column is replaced only where the first parse was off."""
-    import io
-
-    import numpy as np
-    import pandas as pd
+    import pandas as pd  # heavy: pandas, off the light path
 
     df = pd.read_csv(io.StringIO(text), keep_default_na=True)
     floats = [c for c, t in df.dtypes.items() if t == np.float64]
