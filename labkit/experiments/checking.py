@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import textwrap
 from dataclasses import dataclass
 
 from ..errors import InvalidSpec
@@ -48,8 +49,6 @@ def wrapped(text: str, width: int = LINE_CHARS) -> str:
     Returns:
         The wrapped text; continued lines are indented by two spaces.
     """
-    import textwrap
-
     return "\n".join(
         textwrap.fill(line, width, break_long_words=False, break_on_hyphens=False, subsequent_indent="  ")
         if len(line) > width

@@ -15,8 +15,15 @@ import datetime
 import functools
 import inspect
 
+import pandas as pd
+
+from .. import env
 from ..errors import InvalidSpec, LabkitError, OutOfMemory, TimedOut, Unsupported, WrongResult
+from ..gpu.host import conditions, lock
+from ..gpu.timing import ranges
+from ..signals.cancel import Budget
 from ..spec import ConvSpec
+from ..store import recordings
 
 # experiments.request_key: one definition, in the data layer
 from ..store.recordings import request_key  # noqa: F401
@@ -85,16 +92,10 @@ def experiment(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        from .. import env
-
         request = _request(fn.__name__, args, kwargs)
         m = env.mode()
         if not m.live:
-            from ..store import recordings
-
             return with_model(fn.__name__, recordings.lookup(fn.__name__, request))
-        from ..gpu.host import conditions, lock
-        from ..gpu.timing import ranges
 
         # this process's turn on the GPU (other processes queue; let go while plans build); the
         # GPU's clocks, power, temperature while it runs; an NVTX range for Nsight Systems
@@ -180,8 +181,6 @@ def provenance(live: bool) -> dict:
         ``mode``, ``gpu``, ``compute_capability``, ``cudnn_backend``, ``cudnn_frontend``, ``cupy``,
         ``date``.
     """
-    from .. import env
-
     e = env.environment()
     return {
         "mode": "live" if live else "recorded",
@@ -233,9 +232,8 @@ def timed_plan(cg, plan_index=None, ops=None, calls: int = 10):
     Returns:
         (the plan, its `Timing`).
     """
-    from ..gpu.cudnn import operands
-    from ..gpu.timing import autotune
-    from ..signals.cancel import Budget
+    from ..gpu.cudnn import operands  # heavy: CuPy, live only
+    from ..gpu.timing import autotune  # heavy: CuPy, live only
 
     plan = cg.plan(plan_index)
     ops = ops if ops is not None else operands.Operands(cg.spec, cg.epilogue)
@@ -256,7 +254,7 @@ def heuristic_row(spec: ConvSpec) -> dict:
         ``plan_name``, ``workspace_bytes``, ``gpu_us``, ``tflops``, ``status`` and ``reason``; only the
         last two after an error (`status_row`).
     """
-    from ..gpu.cudnn import graph_cache
+    from ..gpu.cudnn import graph_cache  # heavy: CuPy, live only
 
     try:
         cg = graph_cache.get_graph(spec, all_plans=False)
@@ -319,8 +317,6 @@ def to_frame(rows):
     Returns:
         The ``pandas.DataFrame``.
     """
-    import pandas as pd
-
     return pd.DataFrame(rows)
 
 
@@ -344,8 +340,6 @@ class ResultSource:
         Returns:
             Its DataFrame, or None (``at_hand_only``, live).
         """
-        from .. import env
-
         if at_hand_only and env.mode().live:
             return None
         return registry()[name](**kwargs)
@@ -400,8 +394,6 @@ def beside(df, name: str, **kwargs):
     a = getattr(df, "attrs", {}) or {}
     try:
         if a.get("mode") == "recorded" and a.get("source"):
-            from ..store import recordings
-
             rec = next((r for r in recordings.shipped() if str(r.path) == str(a["source"])), None)
             rec = rec if rec is not None else recordings.load(a["source"])
             if name not in rec.experiments():

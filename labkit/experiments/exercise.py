@@ -40,15 +40,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import re
 import threading
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
+from .. import env
 from ..errors import InvalidSpec, LabkitError
-from ..store import progress
+from ..store import machine, progress, recordings
 from ..store.localcache import now
-from .checking import CheckResult, emit
+from .checking import CheckResult, as_flag, as_number, emit
 
 KINDS = ("predict", "explore", "explain", "read")
 
@@ -208,14 +211,9 @@ def source_key() -> str:
         source), or ``live:<machine identity>`` (`labkit.store.machine`: GPU, driver, CUDA, cuDNN,
         CuPy).
     """
-    from .. import env
-
     if env.mode().live:
-        from ..store import machine
-
         ident = machine.this_identity()
         return f"live:{machine.identity_hash(ident) if ident else 'unknown'}"
-    from ..store import recordings
 
     rec = recordings.current()
     digest = hashlib.sha256(json.dumps(rec.metadata, sort_keys=True, default=str).encode()).hexdigest()
@@ -387,8 +385,6 @@ def number(what: str) -> Callable[[Any], float]:
     Returns:
         ``parse(answer)``: a float; `InvalidSpec` for anything else.
     """
-    from .checking import as_number
-
     return lambda answer: as_number(answer, what, 1.5)
 
 
@@ -401,8 +397,6 @@ def flag(what: str) -> Callable[[Any], bool]:
     Returns:
         ``parse(answer)``: the bool; `InvalidSpec` for anything else.
     """
-    from .checking import as_flag
-
     return lambda answer: as_flag(answer, what)
 
 
@@ -442,8 +436,6 @@ def number_leaks(value: float) -> Sequence[str]:
     Returns:
         A tuple of regular expressions.
     """
-    import math
-
     if not math.isfinite(value):
         return ()
     if float(value).is_integer():
@@ -492,8 +484,6 @@ def default_leaks(truth) -> Sequence[str]:
         of `COMMON_WORDS`, as a whole word, its underscores also written as hyphens or spaces
         (``malloc-per-call``); nothing for True/False.
     """
-    import re
-
     if isinstance(truth, bool) or truth is None:
         return ()
     if isinstance(truth, (int, float)):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from .. import env
 from ..draw.plots import fmt_bytes, fmt_us, ok_rows
 from ..draw.prose import Text, where
 from ..errors import LabkitError
@@ -143,8 +144,6 @@ def fp32_layout_note(layouts=None) -> Optional[Text]:
 
 
 def _mode():
-    from .. import env
-
     return env.mode()
 
 

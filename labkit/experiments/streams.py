@@ -7,6 +7,7 @@ the calls the recorded grid holds."""
 
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 import plotly.graph_objects as go
@@ -15,9 +16,15 @@ from ..draw.plots import COLORS, concat, finish, new_figure, num
 from ..draw.prose import Text, where
 from ..draw.units import size_text
 from ..errors import InvalidSpec, LabkitError
+from ..gpu.checks import reference
+from ..practice import current, findings
+from ..practice.findings import Problem
+from ..simgpu import sequences
+from ..spec import ConvSpec
 from .checking import CheckResult, emit
 from .core import experiment, result, to_frame
 from .exercise import Exercise, equal, explain, flag, number_leaks, one_of
+from .handson_check import verdict
 from .panel_config import plain_panel
 from .worked import slips, worked
 
@@ -36,7 +43,7 @@ def race(launch: str = "graph", streams: int = 2, min_runs: int = 1024):
         Two rows, ``scratchpad`` shared and per-stream, with `labkit.gpu.workspaces.concurrency.RaceResult`'s
         counts (``mismatches_bitwise`` out of ``runs``).
     """
-    from ..gpu.workspaces import concurrency
+    from ..gpu.workspaces import concurrency  # heavy: CuPy, live only
 
     rows = [
         concurrency.scratchpad_race(shared=sh, launch=launch, streams=streams, min_runs=min_runs).as_dict()
@@ -158,11 +165,6 @@ def race_chart(df) -> go.Figure:
 
 def _tolerance_of(label: str) -> Optional[float]:
     """`reference.tolerance_for` the spec a `ConvSpec.label` names (None if it cannot be read)."""
-    import re
-
-    from ..gpu.checks import reference
-    from ..spec import ConvSpec
-
     m = re.match(
         r"(\S+) (NCHW|NHWC) (\w+) (\d+)x(\d+)x(\d+)x(\d+) -> (\d+) (\d+)x(\d+) s(\d+) p(\d+)$", str(label)
     )
@@ -509,7 +511,6 @@ def _theirs(gpu) -> str:
     measured = f"{int(ref.loc['shared', 'mismatches_bitwise'])} of {int(ref.loc['shared', 'runs'])}"
     if not gpu.simulated:
         return f"labkit's run of the same race: {measured}"
-    from ..simgpu import sequences
 
     sim = sequences.race(True, "graph", recording=gpu.device.recorded)
     return (
@@ -534,10 +535,6 @@ def race_reproduced(counts) -> CheckResult:
         and nothing is left allocated; the message names the race as reproduced, hidden (none
         corrupted) or wrongly counted.
     """
-    from ..practice import current, findings
-    from ..practice.findings import Problem
-    from .handson_check import verdict
-
     try:
         (bad, runs), (safe_bad, safe_runs) = counts["shared"], counts["per_stream"]
         bad, runs, safe_bad, safe_runs = (int(v) for v in (bad, runs, safe_bad, safe_runs))

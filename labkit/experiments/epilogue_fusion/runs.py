@@ -9,6 +9,7 @@ from typing import Sequence
 
 from ...errors import LabkitError
 from ...gpu.cudnn.unfused import DTYPES, UnfusedPath, check_spec
+from ...gpu.device import numerics
 from ...signals.cancel import Budget
 from ...signals.progress import report
 from ...spec import ConvSpec
@@ -54,12 +55,11 @@ def fusion(spec: ConvSpec = BASE, epilogues: Sequence[str] = ("bias_relu", "bias
         path must move through HBM (a model from tensor sizes); ``achieved_gb_s`` that model over the
         measured time.
     """
-    import cupy
+    import cupy  # heavy: CuPy, live only
 
-    from ...gpu.checks import reference, verify
-    from ...gpu.cudnn import builds, frontend, graph_cache, operands
-    from ...gpu.device import numerics
-    from ...gpu.timing import autotune, measure
+    from ...gpu.checks import reference, verify  # heavy: CuPy, live only
+    from ...gpu.cudnn import builds, frontend, graph_cache, operands  # heavy: CuPy, live only
+    from ...gpu.timing import autotune, measure  # heavy: CuPy, live only
 
     spec = as_spec(spec)
     check_spec(spec)

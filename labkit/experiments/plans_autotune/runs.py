@@ -4,6 +4,7 @@ answered from the recording)."""
 
 from __future__ import annotations
 
+import tempfile
 import time
 from typing import Optional, Sequence
 
@@ -11,6 +12,7 @@ from ...errors import LabkitError
 from ...signals.cancel import checkpoint
 from ...signals.progress import report
 from ...spec import ConvSpec
+from ...store import machine, plan_store
 from ..core import BASE, MIB, as_spec, experiment, status_row, to_frame
 
 CAPS = (0, 1 * MIB, 16 * MIB, 64 * MIB, 256 * MIB, None)
@@ -32,8 +34,8 @@ def plans(spec: ConvSpec = BASE):
         the plan run without autotuning (the first choice, or its next correct plan when the first
         choice is wrong); ``best``, ``worst``, ``candidates`` and ``deterministic`` (as cuDNN marks it).
     """
-    from ...gpu.cudnn import graph_cache
-    from ...gpu.timing import autotune
+    from ...gpu.cudnn import graph_cache  # heavy: CuPy, live only
+    from ...gpu.timing import autotune  # heavy: CuPy, live only
 
     spec = as_spec(spec)
     cg = graph_cache.get_graph(spec)
@@ -81,8 +83,8 @@ def caps(spec: ConvSpec = BASE, caps: Sequence[Optional[int]] = CAPS):
         ``workspace_bytes`` and ``gpu_us`` (``gpu_us_p10``/``_p90``: the spread of its repeated
         timings), ``slowdown_vs_unlimited``, ``status``.
     """
-    from ...gpu.cudnn import graph_cache
-    from ...gpu.timing import autotune
+    from ...gpu.cudnn import graph_cache  # heavy: CuPy, live only
+    from ...gpu.timing import autotune  # heavy: CuPy, live only
 
     spec = as_spec(spec)
     order = sorted(range(len(caps)), key=lambda i: caps[i] is not None)  # unlimited first: the yardstick
@@ -153,11 +155,8 @@ def build_cost(spec: ConvSpec = BASE):
         One row per stage: ``seconds`` (wall time); with ``serialized_bytes`` (the saved plan's size)
         and ``calls_to_pay_off_autotune`` (how many calls autotuning needs to pay for itself).
     """
-    import tempfile
-
-    from ...gpu.cudnn import conv_graph, graph_cache, saved_plans
-    from ...gpu.timing import autotune
-    from ...store import machine, plan_store
+    from ...gpu.cudnn import conv_graph, graph_cache, saved_plans  # heavy: CuPy, live only
+    from ...gpu.timing import autotune  # heavy: CuPy, live only
 
     spec = as_spec(spec)
     rows = []

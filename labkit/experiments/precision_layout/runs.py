@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from ... import ceilings, env
 from ...errors import LabkitError
 from ...signals.progress import report
 from ...spec import DTYPES, LAYOUTS, ConvSpec
@@ -38,8 +39,8 @@ def precision(spec: ConvSpec = BASE, dtypes: Sequence[str] = DTYPES):
         dtype: the arithmetic alone), and ``rel_error_vs_fp64_inputs`` against the float64 convolution
         of the data before rounding (what choosing the dtype costs in total).
     """
-    from ...gpu.checks import verify
-    from ...gpu.cudnn import graph_cache
+    from ...gpu.checks import verify  # heavy: CuPy, live only
+    from ...gpu.cudnn import graph_cache  # heavy: CuPy, live only
 
     spec, rows = as_spec(spec), []
     for d in dtypes:
@@ -85,10 +86,10 @@ def layout(spec: ConvSpec = BASE):
         One row per layout: plan, ``workspace_bytes``, ``conv_gpu_us``, ``convert_gpu_us`` (0 for
         NCHW), ``end_to_end_us``, ``status``.
     """
-    import cupy
+    import cupy  # heavy: CuPy, live only
 
-    from ...gpu.cudnn import frontend, graph_cache, operands
-    from ...gpu.timing import measure
+    from ...gpu.cudnn import frontend, graph_cache, operands  # heavy: CuPy, live only
+    from ...gpu.timing import measure  # heavy: CuPy, live only
 
     spec, rows = as_spec(spec), []
     for lay in LAYOUTS:
@@ -166,8 +167,6 @@ def roofline(dtype: str = "fp16", layout: str = "NHWC", N: int = 32):
         `labkit.ceilings` (empty for a GPU not in the table), and the model's ``min_bytes``,
         ``intensity_flops_per_byte`` (FLOP/B) and ``achieved_gb_s``.
     """
-    from ... import ceilings, env
-
     ceiling = ceilings.for_gpu(env.environment().gpu_name)
     rows, shapes = [], resnet50_shapes(N)
     for name, s in shapes:

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ... import env
-from ...draw.plots import first_value, num, ok_rows, shape_label
+from ... import ceilings, env
+from ...draw.plots import first_value, num, ok_rows, request_spec, shape_label
 from ...draw.prose import Text, where
 from ...draw.units import size_text, us_text
 from ...errors import LabkitError
 from ...spec import ConvSpec
+from ...store import recordings
 from .. import core
 from ..core import BASE, as_spec, result
 from .charts import sci
@@ -130,9 +131,6 @@ def _main_kernels(spec: ConvSpec) -> Optional[dict]:
 
 def _traced_elsewhere(spec: ConvSpec) -> list:
     """Recorded mode: the other shipped recordings that hold a `kernels` trace of ``spec``."""
-    from ... import env
-    from ...store import recordings
-
     if env.mode().live:
         return []
     here = recordings.current().path
@@ -227,7 +225,6 @@ def fp8_vs_fp16(spec: ConvSpec = BASE) -> Text:
             "heuristics rank it "
             f"{_ordinal(rank)} of {n8}: only timing every plan (autotuning, lesson 05) finds it."
         )
-    from ... import ceilings
 
     ceiling = ceilings.for_gpu((plans["fp16"].attrs or {}).get("gpu"))
     peaks = (ceiling.peak_tflops("fp8_e4m3"), ceiling.peak_tflops("fp16")) if ceiling else (None, None)
@@ -278,8 +275,6 @@ def layout_summary(df) -> Text:
 def _timed_again(df, nhwc) -> str:
     """The same NHWC plan as timed by the precision run of this spec, if at hand: how far apart two
     measurements of one plan are (the layout run records medians only)."""
-    from ...draw.plots import request_spec
-
     spec = request_spec(df)
     try:
         prec = result("precision", at_hand_only=True, spec=spec.replace(layout="NHWC")) if spec else None

@@ -5,6 +5,10 @@ build log as a table. Microseconds.
 
 from __future__ import annotations
 
+import math
+import re
+
+import pandas as pd
 import plotly.graph_objects as go
 
 from ...draw.names import plan_labels
@@ -423,10 +427,6 @@ def log_kinds(df):
         A DataFrame: ``source``, ``line`` (the first one's number), ``times`` (how many lines of the
         kind) and ``text`` (the first line, as cuDNN wrote it).
     """
-    import re
-
-    import pandas as pd
-
     if not len(df):
         return pd.DataFrame(columns=["source", "line", "times", "text"])
     engine = df.engine.fillna("").astype(str)
@@ -502,7 +502,5 @@ def build_log_chart(df) -> go.Figure:
 def _table_height(texts, chars_per_line: int = 110) -> int:
     """Pixels the build-log table takes: its header, and per row 20 px plus 16 for each line its text
     wraps to (10 px font in the text column's width)."""
-    import math
-
     rows = [20 + 16 * (max(1, math.ceil(len(t) / chars_per_line)) - 1) for t in texts]
     return 45 + sum(rows) + 20 * max(0, 4 - len(rows))

@@ -10,6 +10,10 @@ from __future__ import annotations
 import functools
 
 from ...errors import InvalidSpec, LabkitError
+from ...gpu.cudnn import buildlog
+from ...gpu.timing import trace
+from ...gpu.timing.ranges import annotate
+from ...gpu.workspaces import workloads
 from ...signals.progress import report
 from ...spec import ConvSpec
 from ..core import BASE, as_spec, experiment, status_row, to_frame
@@ -44,8 +48,6 @@ def _kernel_rows(dev, calls: int, **tags) -> list:
 def _traced(fn, calls: int, stream, label: str):
     """``fn`` run ``calls`` times under a tracer, after one untraced warm-up call and one
     traced call that is not kept (CUPTI's set-up of each kernel): its device rows."""
-    from ...gpu.timing import trace
-
     with stream:
         fn()
     stream.synchronize()
@@ -67,8 +69,6 @@ def _traced_experiment(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        from ...gpu.timing import trace
-
         with trace.session():
             return fn(*args, **kwargs)
 
@@ -89,9 +89,8 @@ def kernels(spec: ConvSpec = BASE):
         ``kernels_per_call``, ``plan_kernel_us`` (the kernels' time per call, traced) and ``host_us``
         (host time to launch one call, measured untraced before the trace).
     """
-    from ...gpu.cudnn import graph_cache, operands
-    from ...gpu.timing import measure
-    from ...gpu.timing.ranges import annotate
+    from ...gpu.cudnn import graph_cache, operands  # heavy: CuPy, live only
+    from ...gpu.timing import measure  # heavy: CuPy, live only
 
     spec = as_spec(spec)
     cg = graph_cache.get_graph(spec)
@@ -160,8 +159,8 @@ def fusion_kernels(spec: ConvSpec = BASE, epilogue: str = "bias_relu"):
         One row per kernel of each ``path`` (fused, unfused): its role, launches and time per call;
         per path ``kernels_per_call`` and ``path_kernel_us``.
     """
-    from ...gpu.cudnn import graph_cache, operands, unfused
-    from ...gpu.timing import measure
+    from ...gpu.cudnn import graph_cache, operands, unfused  # heavy: CuPy, live only
+    from ...gpu.timing import measure  # heavy: CuPy, live only
 
     spec = as_spec(spec)
     unfused.check_spec(spec)
@@ -205,8 +204,6 @@ def strategy_timeline(workload: str = "one_conv", calls: int = 8):
         the pass in which the GPU waited for the host, from a pass traced with device records only);
         ``idle_share_api`` is the pass drawn (API calls traced too: CUPTI's host time widens the gaps).
     """
-    from ...gpu.workspaces import workloads
-
     if isinstance(calls, bool) or not isinstance(calls, int) or not 1 <= calls <= 64:
         raise InvalidSpec("calls", calls, "must be an int from 1 to 64")
     if workload not in workloads.WORKLOADS or workload == "pressure":
@@ -258,8 +255,7 @@ def race_timeline(launch: str = "graph", streams: int = 2):
         One row per kernel and API call; per frame ``overlap_us`` (stream 1 and stream 2 running at
         once: when a shared workspace is overwritten), ``busy_us``, ``corrupted`` and ``runs``.
     """
-    from ...gpu.timing import trace
-    from ...gpu.workspaces import concurrency
+    from ...gpu.workspaces import concurrency  # heavy: CuPy, live only
 
     if isinstance(streams, bool) or not isinstance(streams, int) or not 2 <= streams <= 4:
         raise InvalidSpec("streams", streams, "must be an int from 2 to 4")
@@ -298,8 +294,6 @@ def build_log(spec: ConvSpec = BASE, epilogue: str = "none"):
         One row per log line (``source``, ``line``, ``text``; tensor dumps and blank lines left out),
         with ``engine`` where a line names one.
     """
-    from ...gpu.cudnn import buildlog
-
     spec = as_spec(spec)
     got = buildlog.capture(spec, epilogue)
     rows = []

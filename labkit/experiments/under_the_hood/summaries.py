@@ -7,8 +7,10 @@ from __future__ import annotations
 from ...draw.plots import ok_rows
 from ...draw.prose import Text, where
 from ...draw.units import us_text
+from ...gpu.workspaces.workloads import ONE_CONV
 from ..core import beside
 from .race_trace import launch_pace, launch_pauses, overlap_total, why_they_met
+from .runs import heuristic_plan
 
 
 def kernels_summary(df) -> Text:
@@ -73,9 +75,6 @@ def _one_conv_arena(df):
 def _lesson_02_call(df) -> str:
     """For the convolution lesson 02 runs (its ``one_conv``): the heuristic plan's host time here
     beside lesson 02's, and why they differ; else empty."""
-    from ...gpu.workspaces.workloads import ONE_CONV
-    from .runs import heuristic_plan
-
     ok = ok_rows(df)
     if not len(ok) or str(df["spec_label"].iloc[0]) != ONE_CONV.label:
         return ""

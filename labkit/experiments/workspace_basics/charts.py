@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import plotly.graph_objects as go
 
 from ...draw.plots import (
@@ -368,8 +370,6 @@ def sweep_chart(df) -> go.Figure:
 
 def _log_with_room(values) -> dict:
     """A log axis over ``values`` (`log_axis` ticks) with room above the highest point for its label."""
-    import math
-
     v = [x for x in values if x is not None and x > 0]
     if not v:
         return dict(type="log")

@@ -4,10 +4,13 @@ and the values the recorded grid holds for the sweep."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Sequence
 
 from ...errors import InvalidSpec, LabkitError
+from ...gpu.classic import legacy
 from ...gpu.classic.legacy import DTYPE_PLAN
+from ...signals.cancel import Budget
 from ...signals.progress import report
 from ...spec import DTYPES, LAYOUTS, ConvSpec
 from ..core import BASE, as_spec, experiment, heuristic_row, status_row, to_frame
@@ -29,8 +32,6 @@ def algorithms(spec: ConvSpec = BASE.replace(layout="NCHW"), workspace_limit_byt
         One row per algorithm (IMPLICIT_GEMM ... WINOGRAD_NONFUSED): status, workspace (bytes) and time
         (us), after ``dtype`` and ``layout`` (`labkit.gpu.classic.legacy.algorithm_table`).
     """
-    from ...gpu.classic import legacy
-
     df = legacy.algorithm_table(as_spec(spec), workspace_limit_bytes=workspace_limit_bytes)
     df.insert(0, "dtype", spec.dtype)
     df.insert(1, "layout", spec.layout)
@@ -94,10 +95,7 @@ def workspace_sizes(spec: ConvSpec = BASE):
         ``plans_cut``: runtime-compiled plans still compiling when the compile budget was spent
         (`labkit.gpu.cudnn.builds.compile_budget_s`; fill and record wait for every plan).
     """
-    import itertools
-
-    from ...gpu.cudnn import builds, graph_cache
-    from ...signals.cancel import Budget
+    from ...gpu.cudnn import builds, graph_cache  # heavy: CuPy, live only
 
     spec, rows = as_spec(spec), []
     variants = list(itertools.product(DTYPES, LAYOUTS, ("fprop", "dgrad", "wgrad")))

@@ -12,6 +12,7 @@ from ...draw.plots import (
 from ...draw.prose import Text, listed, where
 from ...draw.units import size_text, us_text
 from ..core import beside
+from .runs import SWEEP_VALUES
 
 # ---- summaries --------------------------------------------------------------------------------
 
@@ -186,8 +187,6 @@ def _base_point(df, base) -> Optional[tuple]:
 def _other_runs(df, base) -> list:
     """(where, GPU time, plan) of the same convolution as the sweep's base point in the other runs at
     hand: the sweeps of the same base along the other fields, and the layout table (lessons 00, 03)."""
-    from .runs import SWEEP_VALUES
-
     here = str(df["field"].iloc[0])
     out = []
     for field, values in SWEEP_VALUES.items():

@@ -4,6 +4,7 @@ from the results in use."""
 
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 from ...draw.plots import (
@@ -101,8 +102,6 @@ def _falls_back() -> str:
 
 
 def _falls_back_why(truth: str) -> str:
-    import re
-
     df = _frame("growing_batch")
     r = df[df["strategy"] == truth].iloc[0]
     biggest = _strategy(df, "malloc_per_call").peak_bytes  # malloc_per_call holds one workspace at a time

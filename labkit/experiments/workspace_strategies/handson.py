@@ -65,7 +65,7 @@ def own_strategy(strategy=None) -> CheckResult:
     gpu = current()
     if gpu.simulated:
         return _own_strategy_simulated(strategy, gpu)
-    from ...gpu.workspaces import strategy_check
+    from ...gpu.workspaces import strategy_check  # heavy: CuPy, live only
 
     mine, *others = strategy_check.compare(strategy)
     lines = []

@@ -11,6 +11,7 @@ from ...draw.plots import (
 )
 from ...draw.prose import Text, listed, where
 from ...draw.units import size_text, us_text
+from ...gpu.workspaces.workloads import PRESSURE_FREE_BYTES
 from ..core import beside
 from .charts import allocator_of
 from .runs import strategies_repeats
@@ -206,8 +207,6 @@ def pressure_summary(df) -> Text:
     Returns:
         Markdown, as a `Text`.
     """
-    from ...gpu.workspaces.workloads import PRESSURE_FREE_BYTES
-
     none = _none_ran(df)
     if none is not None:
         return none

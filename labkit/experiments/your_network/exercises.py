@@ -6,6 +6,8 @@ NHWC: `core.result`, the same reports the lesson draws).
 
 from __future__ import annotations
 
+import re
+
 from ...draw.plots import fmt_bytes, fmt_us, ok_rows
 from ...errors import InvalidSpec
 from ...gpu.workspaces import labels
@@ -162,8 +164,6 @@ def _vgg_wrong(answer, truth):
 
 
 def _vgg_leaks(truth: tuple):
-    import re
-
     layers, _ = _vgg()
     need = layers.groupby("layer")["fastest_workspace_bytes"].max()
     return tuple(rf"(?<![\w.]){re.escape(name)}(?![\w.])" for name, b in need.items() if b == need.max())

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import List, Sequence, Tuple
 
-from ... import networks
+from ... import env, networks
 from ...errors import InvalidSpec
 from ...gpu.workspaces.labels import label
 from ...spec import ConvSpec
@@ -71,8 +71,6 @@ def step_budget_s() -> float:
     Returns:
         Seconds: `STEP_BUDGET_S`, or ``LABKIT_STEP_BUDGET_S`` when set.
     """
-    from ... import env
-
     return env.seconds_setting("LABKIT_STEP_BUDGET_S", STEP_BUDGET_S)
 
 

@@ -10,8 +10,11 @@ from __future__ import annotations
 import time
 from typing import Dict, List, Optional
 
+import pandas as pd
+
 from ... import networks
 from ...errors import InvalidSpec, LabkitError
+from ...gpu.host import isolated
 from ...signals.cancel import checkpoint
 from ...signals.progress import announce
 from ...signals.progress import report as report_progress
@@ -61,8 +64,6 @@ def _in_worker(step: str, args: tuple, budget_s: float, what: str, meanwhile=Non
     `KILL_GRACE_S` after ``budget_s``; the phases it announces are announced here too. The step
     takes its own turn on the GPU there (`labkit.gpu.host.lock`); this process lets its turn go meanwhile,
     and calls ``meanwhile()`` once the step is sent."""
-    from ...gpu.host import isolated
-
     return isolated.run_step(
         f"{worker_steps.__name__}:{step}",
         args,
@@ -170,7 +171,6 @@ def _report(network, steps, groups, budget_s: float):
         rows += [srow] + tl
         unreported[:] = [len(groups) + j + 1]
     report_meanwhile()
-    import pandas as pd
 
     plans_df = (
         pd.DataFrame(plan_rows)

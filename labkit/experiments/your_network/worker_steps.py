@@ -16,6 +16,9 @@ import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ...errors import LabkitError
+from ...gpu.checks import reference
+from ...gpu.workspaces import workspace
+from ...gpu.workspaces.runner import Runner
 from ...signals.cancel import Budget, checkpoint, was_cut
 from ...signals.progress import announce
 from ...spec import ConvSpec
@@ -26,11 +29,10 @@ def _measure_spec(spec: ConvSpec, budget: Budget) -> Tuple[dict, List[dict]]:
     """Autotune every plan of ``spec`` (each checked against the float64 reference before it is
     timed: `labkit.gpu.timing.autotune`) within ``budget`` (the build gets at most half of it); the
     heuristic, fastest and smallest-workspace plans report their errors. (summary, plan rows)."""
-    import cupy
+    import cupy  # heavy: CuPy, live only
 
-    from ...gpu.checks import reference
-    from ...gpu.cudnn import graph_cache, operands
-    from ...gpu.timing import autotune
+    from ...gpu.cudnn import graph_cache, operands  # heavy: CuPy, live only
+    from ...gpu.timing import autotune  # heavy: CuPy, live only
 
     cg = graph_cache.get_graph(spec, build_budget_s=budget.left / 2)
     ops = operands.Operands(spec)
@@ -114,7 +116,7 @@ def _measure_spec(spec: ConvSpec, budget: Budget) -> Tuple[dict, List[dict]]:
 def _keep_graphs(room: int) -> None:
     """Room in this process's graph cache for ``room`` graphs: every graph of the pass stays built
     from its spec's step to the strategies' passes."""
-    from ...gpu.cudnn import graph_cache
+    from ...gpu.cudnn import graph_cache  # heavy: CuPy, live only
 
     graph_cache.graphs.max_entries = max(graph_cache.graphs.max_entries, room)
 
@@ -135,11 +137,10 @@ def warm_step(specs: Sequence[ConvSpec] = ()) -> None:
         specs: the convolutions of the report to come, whose plan builds are queued now; none for
             a report not known yet.
     """
-    from ...gpu.checks import reference, reference_runs  # noqa: F401
-    from ...gpu.cudnn import frontend  # noqa: F401
-    from ...gpu.cudnn.operands import Operands
-    from ...gpu.timing import autotune, measure  # noqa: F401
-    from ...gpu.workspaces import runner, workspace  # noqa: F401
+    from ...gpu.checks import reference, reference_runs  # noqa: F401  # heavy: CuPy, live only
+    from ...gpu.cudnn import frontend  # noqa: F401  # heavy: CuPy, live only
+    from ...gpu.cudnn.operands import Operands  # heavy: CuPy, live only
+    from ...gpu.timing import autotune, measure  # noqa: F401  # heavy: CuPy, live only
 
     frontend.handle_for(measure.timing_stream())
     spec = ConvSpec(N=1, C=8, H=8, W=8, K=8, dtype=WARM_DTYPE, layout=WARM_LAYOUT)
@@ -166,7 +167,7 @@ def ahead_step(specs: Sequence[ConvSpec]) -> int:
     Returns:
         How many plans were queued.
     """
-    from ...gpu.cudnn import graph_cache
+    from ...gpu.cudnn import graph_cache  # heavy: CuPy, live only
 
     return graph_cache.build_ahead([(s, "none", None) for s in specs])
 
@@ -177,7 +178,7 @@ _PASS_OPERANDS: dict = dict(key=None, operands={})
 
 
 def _drop_pass_operands() -> None:
-    import cupy
+    import cupy  # heavy: CuPy, live only
 
     if _PASS_OPERANDS["operands"]:
         _PASS_OPERANDS.update(key=None, operands={})
@@ -249,7 +250,7 @@ def strategy_step(
 
 
 def _strategy_step(label, name, options, steps, choice, budget_s):
-    from ...gpu.cudnn import graph_cache
+    from ...gpu.cudnn import graph_cache  # heavy: CuPy, live only
 
     index = {}
     for _, spec in steps:
@@ -277,10 +278,7 @@ def _strategy_pass(
     """Run the pass under one strategy: a first pass from nothing held (the timeline), then a
     timed pass, checking ``budget`` between calls; ``operands`` the pass's inputs and outputs
     kept between strategies (`runner.Runner`). (strategy row, timeline rows)."""
-    import cupy
-
-    from ...gpu.workspaces import workspace
-    from ...gpu.workspaces.runner import Runner
+    import cupy  # heavy: CuPy, live only
 
     checkpoint()
     announce(f"strategy {label}: first pass")
