@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import Optional, Sequence, Union
 
+import pandas as pd
+
 from ..draw.prose import Text
 from ..errors import InvalidSpec
 from ..experiments import exercise as _records
@@ -127,8 +129,6 @@ def progress(lesson: Optional[str] = None):
         A pandas DataFrame. Per exercise: its kind, tries (answers given), done (answered right),
         revealed (answer shown). Per lesson: how many exercises, answered, done and revealed.
     """
-    import pandas as pd
-
     if lesson is not None:
         rows = [
             dict(exercise=ex.name, kind=ex.kind, **_records.state(ex))

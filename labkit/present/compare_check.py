@@ -7,6 +7,7 @@ frames the lesson's charts draw): the first recording is the baseline, the secon
 
 from __future__ import annotations
 
+from .. import ceilings
 from ..draw import plots
 from ..errors import InvalidSpec
 from ..experiments.exercise import Exercise, equal, explain, flag, number_leaks, one_of
@@ -53,7 +54,6 @@ def _gain_why(truth: str) -> str:
     base, other = _pair(df)
     row = table.set_index("shape").loc[truth]
     mine = df[(df["recording"] == base) & (df["shape"] == truth)].iloc[0]
-    from .. import ceilings
 
     c = ceilings.for_gpu(df.attrs["provenance"][base]["gpu"])
     roof = (

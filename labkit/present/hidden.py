@@ -18,6 +18,8 @@ import weakref
 from typing import Optional, Sequence
 
 import ipywidgets as W
+from IPython.core.formatters import DisplayFormatter
+from IPython.core.interactiveshell import InteractiveShell
 from IPython.display import Markdown
 
 from ..experiments import exercise
@@ -57,9 +59,6 @@ def _display_data(item) -> dict:
     An object that displays itself (plotly's ``go.Figure`` has ``_ipython_display_``) would print
     into whichever cell runs now, not into the ``Output``: its formats are asked for instead.
     """
-    from IPython.core.formatters import DisplayFormatter
-    from IPython.core.interactiveshell import InteractiveShell
-
     # the kernel's own formatter; outside one, a formatter of its own (making a shell would make
     # every later get_ipython() answer as if a kernel ran: the prefetch worker would wait for its cells)
     formatter = (

@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import html
 import json
+import shutil
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence, Tuple
 
-from .. import networks
+from tqdm.auto import tqdm
+
+from .. import env, experiments, networks
 from ..draw.plots import fmt_bytes
 from ..env import gpu_label
 from ..errors import InvalidSpec, RecordedDataError
@@ -32,7 +36,9 @@ from ..experiments.your_network import (
     whole_numbers,
 )
 from ..session import lessons
+from ..signals import progress
 from ..spec import dtype_name, layout_name
+from ..store import recordings
 
 
 @dataclass
@@ -253,9 +259,6 @@ def check_out(out) -> Path:
     Returns:
         ``out`` as a Path; `InvalidSpec` naming ``out`` when it is a file or cannot be written.
     """
-    import shutil
-    import tempfile
-
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise InvalidSpec("out", str(out), "must be a folder (it is a file)")
@@ -282,8 +285,6 @@ def recorded_settings(net: Optional[str] = None) -> str:
     Returns:
         One line per setting, e.g. ``resnet50 batch 32, fp16, NHWC, inference, 224 px (h100-sxm, h200)``.
     """
-    from ..store import recordings
-
     held: dict = {}
     for rec in recordings.shipped():
         if "network_report" not in rec.experiments():
@@ -366,9 +367,6 @@ def check_recorded(kwargs: dict, recording: Optional[str] = None) -> None:
         kwargs: the `network_report` arguments (`request_for`).
         recording: the shipped recording asked for, if any.
     """
-    from .. import env, experiments
-    from ..store import recordings
-
     if recording is None and env.mode().live:
         return
     request = experiments.request_of("network_report", **kwargs)
@@ -456,11 +454,6 @@ def main_report(args) -> int:
     Returns:
         The exit status.
     """
-    from tqdm.auto import tqdm
-
-    from .. import experiments
-    from ..signals import progress
-
     shape = None if args.input_shape is None else parse_shape(args.input_shape)
     kwargs, name, skipped = request_for(
         args.net, args.batch, args.dtype, args.layout, args.training, args.image, shape

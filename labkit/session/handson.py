@@ -17,12 +17,15 @@ Reference solutions are registered with `reference`; a lesson's topic module hol
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from dataclasses import dataclass
 from typing import Dict
 
 from ..errors import InvalidSpec, LabkitError
+from ..gpu import device as devices
+from ..gpu.workspaces.runner import WorkspaceTooSmall
 
 
 @dataclass(frozen=True)
@@ -71,7 +74,7 @@ def register_topics() -> int:
     Returns:
         How many were registered.
     """
-    from .. import experiments
+    from .. import experiments  # heavy: plotly, where a chart is drawn
 
     found = experiments.hands_on()
     for name, (lesson, source, fresh, every_gpu) in found.items():
@@ -101,11 +104,9 @@ def run(name: str, cell: str, namespace: dict) -> bool:
     Returns:
         Whether the cell ran to its end (False: it stopped at a stub or a labkit error, said in one line).
     """
-    from .. import practice  # the simulator and the experiments: not for the banner's first cell
-    from ..experiments.checking import wrapped
-    from ..experiments.handson_check import hint
-    from ..gpu import device as devices
-    from ..gpu.workspaces.runner import WorkspaceTooSmall
+    from .. import practice  # heavy: pandas, the simulator and the experiments: not for the first cell
+    from ..experiments.checking import wrapped  # heavy: plotly, where a chart is drawn
+    from ..experiments.handson_check import hint  # heavy: plotly, where a chart is drawn
 
     if name not in HANDS_ON:
         register_topics()
@@ -166,9 +167,7 @@ NAN_HINT = (
 
 def _untimed(gpu) -> str:
     """Why a time of this cell is NaN on a simulated GPU, or "" when every time it read is a number."""
-    import math
-
-    from ..experiments.handson_check import took
+    from ..experiments.handson_check import took  # heavy: plotly, where a chart is drawn
 
     timings = gpu.timings[gpu.cell_mark.timings :]
     if not gpu.simulated or not any(math.isnan(t.us) for t in timings):
@@ -184,7 +183,7 @@ def register_magic() -> bool:
     """
     if "IPython" not in sys.modules:  # not in IPython: no kernel or shell has imported it
         return False
-    from IPython import get_ipython
+    from IPython import get_ipython  # heavy: IPython, in a kernel
 
     ip = get_ipython()
     if ip is None:

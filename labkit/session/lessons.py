@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 from typing import Optional
 
-from .. import experiments
+from .. import experiments, practice
+from ..draw.plots import provenance_subtitle, request_spec
 from ..draw.prose import Text, table  # noqa: F401
 from ..experiments import CAPS  # noqa: F401  (lesson 07's hands-on: the caps experiment's caps)
 
@@ -69,8 +70,6 @@ def device():
     Returns:
         The `labkit.practice.Practice` (``gpu.conv``, ``gpu.stream``, ``gpu.allocate``, ``gpu.event``...).
     """
-    from .. import practice
-
     return practice.current()
 
 
@@ -82,8 +81,6 @@ def gpus():
     Returns:
         GPU name -> `labkit.practice.Practice`.
     """
-    from .. import practice
-
     return practice.gpus()
 
 
@@ -109,8 +106,6 @@ def provenance(df) -> Text:
     Returns:
         Markdown `Text`; no machine's paths in it.
     """
-    from ..draw.plots import provenance_subtitle, request_spec
-
     a = getattr(df, "attrs", {}) or {}
     args = dict(a.get("request") or {})
     spec = request_spec(df)

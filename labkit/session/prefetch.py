@@ -33,6 +33,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Deque, Iterable, Optional, Tuple
 
+from .. import env
 from ..signals import cancel
 
 # prefetch.checkpoint and the others: the names callers know
@@ -71,8 +72,6 @@ def enabled() -> bool:
     Returns:
         False when ``LABKIT_PREFETCH`` is ``0``/``off``/``no``/``false``.
     """
-    from .. import env
-
     return env.switched_on("LABKIT_PREFETCH")
 
 
@@ -107,7 +106,7 @@ class KernelActivity:
             return
         self._hooked = True
         try:
-            from IPython import get_ipython
+            from IPython import get_ipython  # heavy: IPython, in a kernel
 
             ip = get_ipython()
         except Exception:  # noqa: BLE001  (no IPython: nothing to hook)

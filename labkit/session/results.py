@@ -10,11 +10,15 @@ show the same numbers.
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from typing import Optional
 
-from .. import experiments
+from .. import env, experiments
 from ..errors import InvalidSpec, LabkitError
+from ..gpu.host import contention, lock
+from ..store import localcache, recordings
+from .prefetch import PREFETCHER
 
 _CACHE: "OrderedDict[str, object]" = OrderedDict()
 #: results kept per session (DataFrames of a few KiB; prefetching adds ~20 per panel move)
@@ -34,13 +38,9 @@ def _experiment(name: str):
 def _key(name: str, kwargs: dict) -> str:
     """A result's key in this session: the request, and in recorded mode the recording in use
     (switching ``LABKIT_RECORDING`` in one process never answers from the other recording)."""
-    from .. import env
-
     _experiment(name)
     key = f"{name}:{experiments.request_key(experiments.request_of(name, **kwargs))}"
     if not env.mode().live:
-        from ..store import recordings
-
         key = f"{recordings.current().name}/{key}"
     return key
 
@@ -80,7 +80,6 @@ def _usable(hit) -> bool:
         return False
     if not contended(hit):
         return True
-    from ..gpu.host import contention, lock
 
     return bool(contention.busy_now(members=lock.members))
 
@@ -108,8 +107,6 @@ def is_cached(name: str, **kwargs) -> bool:
     """
     if _has(_key(name, kwargs)):
         return True
-    from .. import env
-    from ..store import localcache
 
     if not env.mode().live:
         return False
@@ -135,10 +132,6 @@ def live_result(name: str, kwargs: dict, *, force: bool = False, save: bool = Tr
     Returns:
         The result's DataFrame.
     """
-    import time
-
-    from ..store import localcache
-
     request = experiments.request_of(name, **kwargs)
     if not force:
         for store in (localcache.current(), localcache.shared()):
@@ -158,8 +151,6 @@ def live_result(name: str, kwargs: dict, *, force: bool = False, save: bool = Tr
 def _save(df) -> None:
     """Save a live result measured now in this GPU's recording (no-op when it came from there,
     or when there is none)."""
-    from ..store import localcache
-
     store = localcache.current()
     if store is None or "saved_in" in df.attrs or contended(df):
         return
@@ -194,12 +185,8 @@ def data(name: str, force: bool = False, recording: Optional[str] = None, **kwar
         The DataFrame. It raises what the experiment raises (`RecordedDataError` for a request that
         was not recorded).
     """
-    from .. import env
-
     key = _key(name, kwargs)
     if recording is not None:
-        from ..store import recordings
-
         key = f"{recording}/{key}"
         hit = _cached(key)
         if hit is None:
@@ -214,8 +201,6 @@ def data(name: str, force: bool = False, recording: Optional[str] = None, **kwar
     if not env.mode().live:
         df = fn(**kwargs)
     else:
-        from .prefetch import PREFETCHER
-
         with PREFETCHER.foreground(key):
             hit = None if force else _cached(key)  # the worker may have just measured it
             if _usable(hit):
@@ -243,9 +228,6 @@ def prefetch(name: str, requests) -> int:
         How many were queued; 0 in recorded mode (a lookup is already fast) or with
         ``LABKIT_PREFETCH=0``.
     """
-    from .. import env
-    from .prefetch import PREFETCHER
-
     _experiment(name)
     if not env.mode().live:
         return 0
@@ -264,8 +246,6 @@ def prefetch(name: str, requests) -> int:
 def forget() -> None:
     """Drop every cached result (the next `data` call measures or looks up again) and any
     queued prefetch jobs."""
-    from .prefetch import PREFETCHER
-
     PREFETCHER.clear()
     with _CACHE_LOCK:
         _CACHE.clear()
@@ -305,8 +285,6 @@ class SessionResults(experiments.core.ResultSource):
             Its DataFrame, or None (``at_hand_only``, live, not at hand).
         """
         if at_hand_only and not is_cached(name, **kwargs):
-            from .. import env
-
             if env.mode().live:
                 return None
         return data(name, **kwargs)

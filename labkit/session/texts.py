@@ -15,7 +15,11 @@ from typing import Optional, Sequence
 from .. import env
 from ..draw.prose import Text
 from ..errors import InvalidSpec
+from ..gpu.cudnn import build_pool
+from ..gpu.host import isolated
 from ..gpu.host.spread import given_text as class_gpu_text
+from ..store import recordings
+from . import handson, warmup
 
 LESSONS = (
     ("00_start_here", "What is on this machine, which mode am I in, how do the panels work?"),
@@ -85,8 +89,6 @@ def banner(lesson: Optional[str] = None) -> Text:
         Markdown text, e.g. "Mode: recorded. This lesson's numbers were measured on NVIDIA
         H100 80GB HBM3 with cuDNN 9.19.0 ...: precision on 2026-11-22 ...".
     """
-    from . import handson, warmup
-
     if lesson is not None and lesson not in DRAWS:
         raise InvalidSpec("lesson", lesson, f"must be one of {', '.join(DRAWS)}")
     m = env.mode()  # (imports CuPy and the cuDNN frontend, initialises CUDA): alone, nothing competes
@@ -127,8 +129,6 @@ def recorded_sources(lesson: Optional[str] = None) -> str:
     Returns:
         Markdown sentences.
     """
-    from ..store import recordings
-
     rec = recordings.current()
     if lesson is None:
         md = rec.metadata
@@ -213,7 +213,6 @@ def start_build_workers() -> int:
 
     if not env.mode().live:
         return 0
-    from ..gpu.cudnn import build_pool
 
     if build_pool.in_class():
         return 0
@@ -242,8 +241,6 @@ def start_report_worker(lesson: Optional[str]) -> bool:
     """
     if lesson is None or "network_report" not in DRAWS.get(lesson, ()):
         return False
-    from ..gpu.cudnn import build_pool
-    from ..gpu.host import isolated
 
     if build_pool.in_class() or not isolated.isolation_on():
         return False
@@ -267,9 +264,6 @@ def warm_report_worker(specs: Sequence = ()) -> bool:
     Returns:
         Whether the thread was started.
     """
-    from ..gpu.cudnn import build_pool
-    from ..gpu.host import isolated
-
     forced = os.environ.get("LABKIT_MODE", "").strip().lower()
     if build_pool.in_class() or not isolated.isolation_on() or forced == "recorded":
         return False

@@ -56,6 +56,14 @@ import threading
 import time
 from typing import Dict, List, Optional, Tuple
 
+import numpy as np
+
+from .. import env
+from ..draw import figure_widget
+from ..gpu.classic import cudnn_library
+from . import first_use
+from .prefetch import PREFETCHER
+
 #: the module jsonschema imports for its optional "iri" format checkers (rfc3987-syntax)
 IRI_GRAMMAR = "rfc3987_syntax"
 
@@ -75,15 +83,14 @@ _lock = threading.Lock()
 
 
 def _tables() -> None:
-    import pandas  # noqa: F401
+    import pandas  # noqa: F401  # heavy: pandas, off the light path
 
 
 def _figures() -> None:
-    import numpy as np
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
+    import plotly.graph_objects as go  # heavy: plotly, where a chart is drawn
+    from plotly.subplots import make_subplots  # heavy: plotly, where a chart is drawn
 
-    from ..draw import plots
+    from ..draw import plots  # heavy: plotly, where a chart is drawn
 
     fig = make_subplots(rows=1, cols=2)  # not plots.new_figure: it swaps plotly's default template
     # numpy columns, as the charts pass them: plotly asks narwhals whether an array is a dataframe,
@@ -99,8 +106,6 @@ def _lesson_modules() -> None:
     """The public modules a lesson's first cell names and leaves to be imported on first use
     (`labkit.session.first_use.OnFirstUse`): its panels, checks and helpers, with every topic's
     experiments and charts."""
-    from . import first_use
-
     for name in first_use.named():
         first_use.import_public(name)
 
@@ -108,15 +113,13 @@ def _lesson_modules() -> None:
 def _grids() -> None:
     """Every chart's subplot grid laid out (`labkit.draw.plots.grid`): after the imports, so a
     panel built at once after the first cell does not wait for it."""
-    from ..draw import plots
+    from ..draw import plots  # heavy: plotly, where a chart is drawn
 
     plots.lay_out_grids()
 
 
 def _imports_done_and_idle() -> None:
     """Wait for the chart's imports, then for an idle kernel (see the module doc)."""
-    from .prefetch import PREFETCHER
-
     _imports_done.wait()
     PREFETCHER.wait_for_idle_kernel()
 
@@ -124,9 +127,6 @@ def _imports_done_and_idle() -> None:
 def _plotly_front_end() -> None:
     """Once the kernel is idle: plotly's FigureWidget front end to the page
     (`labkit.draw.figure_widget.send_front_end`; see the module doc)."""
-    from ..draw import figure_widget
-    from .prefetch import PREFETCHER
-
     PREFETCHER.wait_for_idle_kernel()
     figure_widget.send_front_end()
 
@@ -134,8 +134,6 @@ def _plotly_front_end() -> None:
 def _skip_iri_grammar() -> bool:
     """Mark `IRI_GRAMMAR` absent for the imports to come (not when jsonschema or it is already
     imported, or ``LABKIT_SKIP_IRI_GRAMMAR=0``). True when it did."""
-    from .. import env
-
     if (
         not env.switched_on("LABKIT_SKIP_IRI_GRAMMAR")
         or "jsonschema" in sys.modules
@@ -153,8 +151,7 @@ def _unskip_iri_grammar() -> None:
 
 
 def _gpu() -> None:
-    from ..gpu.classic import cudnn_library
-    from ..gpu.cudnn import frontend
+    from ..gpu.cudnn import frontend  # heavy: CuPy, live only
 
     frontend.handle_for()  # the CUDA context, and cuDNN's libraries loaded for a handle
     cudnn_library.cudnn_version()  # the classic API's binding (lesson 01's first panel)
@@ -162,7 +159,8 @@ def _gpu() -> None:
 
 def _cupyx() -> None:
     """After the chart's imports, once the kernel is idle (see the module doc)."""
-    import cupyx  # noqa: F401  (CuPy's reductions import it: cupyx.linalg, cupyx.scipy, scipy.sparse: 0.8 s)
+    # CuPy's reductions import it: cupyx.linalg, cupyx.scipy, scipy.sparse: 0.8 s
+    import cupyx  # noqa: F401  # heavy: CuPy, live only
 
 
 def _freeze_gc() -> None:
@@ -204,7 +202,6 @@ def start_imports() -> bool:
             return False
         global iri_grammar_skipped, _t0
         _t0 = time.perf_counter()
-        from .prefetch import PREFETCHER
 
         PREFETCHER.watch_cells()  # from the banner's cell: the cupyx step waits for an idle kernel
         imports = [("tables", _tables), ("figures", _figures), ("lesson modules", _lesson_modules)]
@@ -214,7 +211,6 @@ def start_imports() -> bool:
                 ("iri grammar unmarked", _unskip_iri_grammar)
             )  # after the figures step, failed or not
         imports.append(("imports done", _imports_done.set))
-        from .. import env
 
         freeze = env.switched_on("LABKIT_GC_FREEZE")
         if freeze:
@@ -247,7 +243,6 @@ def start(live: bool) -> bool:
     with _lock:
         if _gpu_decided.is_set():
             return started
-        from .. import env
 
         if env.switched_on("LABKIT_GC_FREEZE"):
             gc.freeze()  # what the GPU question imported (CuPy, the cuDNN frontend), at once

@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Sequence, Tuple
 
-from ... import ceilings
+import pandas as pd
+
+from ... import ceilings, experiments
 from ...draw import plots
 from ...env import gpu_label
 from ...errors import InvalidSpec, LabkitError, RecordedDataError
@@ -96,8 +98,6 @@ def comparable(name: str) -> Comparable:
     Returns:
         Its `Comparable`; `InvalidSpec` naming the rule for an experiment that is not compared.
     """
-    from ... import experiments
-
     if name in NOT_COMPARED:
         raise InvalidSpec(
             "experiment",
@@ -125,10 +125,6 @@ def frames(name: str, recordings: Optional[Sequence] = None, **kwargs):
         The rows, columns ``recording`` and ``gpu`` first; `RecordedDataError` when no recording has
         the call (the reasons listed).
     """
-    import pandas as pd
-
-    from ... import experiments
-
     comparable(name)
     try:
         request = experiments.request_of(name, **kwargs)
@@ -218,8 +214,6 @@ def ceilings_table(recordings: Optional[Sequence] = None, dtype: str = "fp16"):
         One row per recording: peak dense TFLOP/s for ``dtype``, memory bandwidth (GB/s) and the ridge
         (FLOP/B where the two roofs meet); empty for a GPU the table does not know.
     """
-    import pandas as pd
-
     rows = []
     for r in _recordings(recordings):
         c = ceilings.for_gpu(r.metadata.get("gpu"))
@@ -285,8 +279,6 @@ def ratios(df, value: Optional[str] = None, baseline: str = recs.DEFAULT_RECORDI
         One row per label (e.g. dtype, shape, plan): each recording's ``value`` and ``ratio
         <other>/<baseline>`` for every other recording (below 1: the other GPU takes less time).
     """
-    import pandas as pd
-
     name = (getattr(df, "attrs", {}) or {}).get("experiment")
     comp = comparable(name)
     value = value or comp.value

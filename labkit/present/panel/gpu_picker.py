@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import List, Optional, Tuple
 
+from ... import env
 from ...env import gpu_label
 from ...errors import InvalidSpec
 from ...store import recordings
@@ -40,8 +41,6 @@ class GPUPicker:
             Live, "this GPU" first (value ""); then every shipped recording that has ``experiment``, the
             default one first.
         """
-        from ... import env
-
         opts = []
         if self.can_measure:
             opts.append((f"this GPU, live ({gpu_label(env.environment().gpu_name)})", ""))

@@ -12,7 +12,9 @@ import html
 import time
 from typing import List, Optional
 
-from ... import experiments
+import plotly.graph_objects as go
+
+from ... import env, experiments
 from ...draw import plots
 from ...errors import InvalidSpec, LabkitError
 from ...experiments.panel_config import PanelConfig
@@ -121,8 +123,6 @@ def placeholder(cfg: PanelConfig):
     Returns:
         The base's chart if it can be had, else empty traces of the right count.
     """
-    import plotly.graph_objects as go
-
     try:
         df = experiments.registry()[cfg.experiment](**cfg.kwargs(cfg.base))
         return experiments.CHARTS[cfg.experiment](df)
@@ -280,8 +280,6 @@ class Panel:
         gpu: Optional[str] = None,
         **initial,
     ):
-        from ... import env
-
         self.gpu = GPUPicker(env.mode().live if live is None else bool(live), gpu)
         self.controls_state = Controls(cfg, self.gpu.live, self.gpu.recording(cfg.experiment))
         unknown = set(initial) - set(self.controls)

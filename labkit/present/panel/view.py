@@ -19,7 +19,7 @@ from ipywidgets.widgets.widget_description import DescriptionStyle
 from ipywidgets.widgets.widget_string import HTMLStyle
 from traitlets import TraitError
 
-from ... import experiments
+from ... import env, experiments
 from ...draw import plots
 from ...draw.figure_widget import new_figure_widget
 from ...draw.plain_figure import validating
@@ -151,8 +151,6 @@ def header_html(controls: Controls) -> str:
     Returns:
         HTML.
     """
-    from ... import env
-
     cfg = controls.cfg
     if controls.live:
         e = env.environment()
