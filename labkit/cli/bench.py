@@ -4,6 +4,7 @@ Never timed assertions: these are measurements to read. ``vs-torch`` is `labkit.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -11,6 +12,12 @@ import time
 from pathlib import Path
 from typing import Optional
 
+import pandas as pd
+
+from .. import env
+from ..env import gpu_slug
+from ..errors import ModeError
+from ..gpu.workspaces import workloads
 from ..store.recordings import data_dir
 
 STRATEGY_COLUMNS = [
@@ -49,9 +56,7 @@ def default_name(which: str, gpu_name: Optional[str] = None) -> str:
         ``<which>_<slug of the GPU>`` (`labkit.env.gpu_slug`), e.g. ``vs_torch_h100-80gb-hbm3`` on an
         NVIDIA H100 80GB HBM3, ``strategies_h200`` on an NVIDIA H200.
     """
-    from ..env import environment, gpu_slug
-
-    return f"{which}_{gpu_slug(gpu_name if gpu_name is not None else environment().gpu_name)}"
+    return f"{which}_{gpu_slug(gpu_name if gpu_name is not None else env.environment().gpu_name)}"
 
 
 def commit() -> str:
@@ -74,7 +79,7 @@ def commit() -> str:
 
 
 def _write(df, name: str, extra: dict) -> Path:
-    from ..experiments import provenance
+    from ..experiments import provenance  # heavy: plotly, where a chart is drawn
 
     out = bench_dir()
     out.mkdir(parents=True, exist_ok=True)
@@ -98,10 +103,6 @@ def strategies(repeats: int = 50, name: Optional[str] = None):
     Returns:
         The table, one row per strategy and workload.
     """
-    import pandas as pd
-
-    from ..gpu.workspaces import workloads
-
     t0 = time.perf_counter()
     frames = []
     for w in workloads.WORKLOADS:
@@ -132,9 +133,5 @@ def strategies(repeats: int = 50, name: Optional[str] = None):
 
 def require_torch() -> None:
     """`ModeError` in one line unless PyTorch imports (``bench vs-torch`` compares with it)."""
-    import importlib.util
-
-    from ..errors import ModeError
-
     if importlib.util.find_spec("torch") is None:
         raise ModeError("bench vs-torch needs PyTorch with CUDA: pip install -e '.[torch]'")

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, List, Optional
 
+import pandas as pd
+
 from ..store.recordings import data_dir
 from .bench import bench_dir
 
@@ -75,8 +77,6 @@ def render(folder: Optional[Path] = None) -> str:
     Returns:
         The text of docs/benchmarks.md.
     """
-    import pandas as pd
-
     folder = Path(folder) if folder else bench_dir()
     parts = [HEADER]
     for csv in sorted(folder.glob("*.csv")):
@@ -171,8 +171,6 @@ def _generic(df):
 
 def _sim_costs(df, meta):
     """One row per kind of measurement: how many, and their host and GPU times (median, range)."""
-    import pandas as pd
-
     rows = []
     for call, sub in df.groupby("call", sort=False):
         row = {"call": call, "rows": len(sub)}
@@ -226,7 +224,7 @@ def _strategies(df, meta):
 
 
 def _sim_fidelity(df, meta):
-    from ..simgpu import fidelity
+    from ..simgpu import fidelity  # heavy: plotly, where a chart is drawn
 
     seq = df[df.workload != "race"]
     cols = {
@@ -247,8 +245,6 @@ def _sim_fidelity(df, meta):
 
 
 def _vs_torch(df, meta):
-    import pandas as pd
-
     ok = df[df.status == "ok"].copy()
     ok["torch_us"] = pd.to_numeric(ok.get("torch_us"), errors="coerce")
     cols = {
@@ -357,7 +353,6 @@ def _builds(df, meta):
 
 def _build_costs(df, meta):
     rows = []
-    import pandas as pd
 
     for (rnd, batch), g in df.groupby(["round", "batch"]):
         rc = g[g.runtime_compiled.astype(bool)]
@@ -381,16 +376,12 @@ def _parallel_builds(df, meta):
 
 
 def _classroom(df, meta):
-    import pandas as pd
-
     row = df.iloc[0]
     rows = [{"measure": k, "value": row[k]} for k in df.columns if k not in ("gpu", "date")]
     return pd.DataFrame(rows), ""
 
 
 def _classroom_gpus(df, meta):
-    import pandas as pd
-
     skip = ("gpu", "date", "gpu_uuid")
     rows = [
         {"measure": k, **{f"GPU {int(r.gpu_index)}": r[k] for _, r in df.iterrows()}}
@@ -401,8 +392,6 @@ def _classroom_gpus(df, meta):
 
 
 def _first_visit(df, meta):
-    import pandas as pd
-
     panels = df[df.panel.astype(str).str.lower() == "true"]
     rows = []
     keys = ["source", "mode", "idle_s", "prefetch", "notebook", "cell"]
@@ -414,8 +403,6 @@ def _first_visit(df, meta):
 
 
 def _under_the_hood(df, meta):
-    import pandas as pd
-
     rows = []
     for check, g in df.groupby("check", sort=False):
         met = g.met.dropna()
@@ -448,8 +435,6 @@ def _browser(df, meta):
 
 
 def _widgets(df, meta):
-    import pandas as pd
-
     rows, setup = [], []
     for (mode, condition, gpu, date), g in df.groupby(["mode", "condition", "gpu", "date"], sort=True):
         changes = g[g.control != "(build)"]

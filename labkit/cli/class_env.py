@@ -22,6 +22,7 @@ import contextlib
 import fcntl
 import json
 import os
+import pwd
 import shutil
 import socket
 import stat
@@ -93,8 +94,6 @@ def pwd_group(account: str) -> int:
     Returns:
         The group id.
     """
-    import pwd
-
     return pwd.getpwnam(account).pw_gid
 
 

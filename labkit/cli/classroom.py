@@ -40,6 +40,7 @@ import fcntl
 import hashlib
 import json
 import os
+import pwd
 import shutil
 import socket
 import stat
@@ -52,6 +53,9 @@ from typing import Dict, List, Optional
 
 from ..errors import InvalidSpec
 from ..gpu.host import spread
+from ..store import localcache
+from ..store.localcache import write_atomic
+from ..version import __version__
 from . import class_env
 from .class_settings import NAME, BadSettings, Settings, allowed, learners_file, settings
 
@@ -300,8 +304,6 @@ def start_text(s: Settings, gpus: spread.Spread, names: Optional[list]) -> str:
 
 
 def _user() -> str:
-    import pwd
-
     return pwd.getpwuid(os.geteuid()).pw_name
 
 
@@ -385,8 +387,6 @@ def warm_once(*, marker: Path) -> Optional[str]:
     Returns:
         Its last line; None when it had run.
     """
-    from ..version import __version__
-
     key = json.dumps([sys.executable, __version__, os.environ.get("CUPY_CACHE_DIR", "~/.cupy/kernel_cache")])
     try:
         if json.loads(marker.read_text()).get("environment") == key:
@@ -398,8 +398,6 @@ def warm_once(*, marker: Path) -> Optional[str]:
     )
     last = (done.stdout.strip().splitlines() or [done.stderr.strip()])[-1:] or [""]
     if done.returncode == 0 and "recorded mode" not in done.stdout:
-        from ..store.localcache import write_atomic
-
         write_atomic(marker, json.dumps({"environment": key}).encode())
     return last[0]
 
@@ -419,7 +417,6 @@ def main_learner_server(argv: List[str]) -> int:
     lessons = Path(os.environ.get("LABKIT_CLASS_LESSONS", f"~/{LESSONS_DIR}")).expanduser()
     copied = copy_lessons(lessons)
     print(f"labkit class: {len(copied)} lessons copied into {lessons}", flush=True)
-    from ..store import localcache
 
     said = warm_once(marker=localcache.cache_root() / "warm-kernels.json")
     print(f"labkit class: {said or 'warm-kernels ran before in this environment'}", flush=True)

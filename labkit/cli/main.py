@@ -8,8 +8,21 @@ that needs a live GPU on a machine without one.
 from __future__ import annotations
 
 import argparse
+import inspect
+import os
 import sys
+import time
 from pathlib import Path
+
+from .. import env, networks
+from ..env import doctor
+from ..errors import InvalidSpec, LabkitError
+from ..gpu.cudnn import build_pool
+from ..gpu.timing import kernel_warmup
+from ..spec import DTYPES, LAYOUTS
+from ..store import localcache, plan_store, recordings
+from . import class_run, classroom, wrong_plans
+from .classroom import main_learner_server
 
 #: the benchmarks that measure on a live GPU (``bench summary`` only reads data/bench)
 GPU_BENCHES = ("strategies", "vs-torch")
@@ -152,7 +165,6 @@ def parser() -> argparse.ArgumentParser:
         metavar="CSV",
         help="sim-fidelity: run the simulated half of a committed table again beside its live half (no GPU)",
     )
-    from . import wrong_plans
 
     wrong_plans.add_parser(sub)
     return top
@@ -169,11 +181,8 @@ def main(argv=None) -> int:
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:2] == ["class", "server"]:  # every later word is jupyterhub-singleuser's, options included
-        from .classroom import main_learner_server
-
         return main_learner_server(argv[2:])
     args = parser().parse_args(argv)
-    from ..errors import LabkitError
 
     try:
         return _run(args)
@@ -186,9 +195,6 @@ def main(argv=None) -> int:
 
 def _run(args) -> int:
     if args.command == "doctor":
-        from ..env import doctor
-        from ..store import localcache, plan_store, recordings
-
         print(doctor())
         print(recordings.describe_available())
         print(localcache.describe())
@@ -197,28 +203,24 @@ def _run(args) -> int:
     if args.command == "warm-kernels":
         return main_warm_kernels()
     if args.command == "fill":
-        from .record import main_fill
+        from .record import main_fill  # heavy: plotly, where a chart is drawn
 
         return main_fill(args)
     if args.command == "report":
-        from ..present.netreport import main_report
+        from ..present.netreport import main_report  # heavy: plotly, where a chart is drawn
 
         return main_report(args)
     if args.command == "record":
-        from .record import main_record
+        from .record import main_record  # heavy: plotly, where a chart is drawn
 
         return main_record(args)
     if args.command == "class":
-        from . import class_run, classroom
-
         if args.class_command == "start":
             return class_run.main_start(args.dir, foreground=args.foreground)
         if args.class_command in ("check", "stop"):
             return getattr(class_run, f"main_{args.class_command}")(args.dir)
         return classroom.main_gpus(args.dir)
     if args.command == "wrong-plans":
-        from . import wrong_plans
-
         return wrong_plans.main(args)
     return main_bench(args)
 
@@ -232,12 +234,10 @@ def main_bench(args) -> int:
     Returns:
         The exit code.
     """
-    from ..errors import InvalidSpec
-
     if args.which == "summary":
         if args.name:
             raise InvalidSpec("--name", args.name, "names a GPU benchmark's output; summary takes --out")
-        from . import bench_summary
+        from . import bench_summary  # heavy: pandas, off the light path
 
         path = bench_summary.write(args.out)
         print(f"wrote {path}")
@@ -249,8 +249,7 @@ def main_bench(args) -> int:
             "--dry-run/--calibrate/--recording/--resimulate", args.which, "are options of bench sim-fidelity"
         )
     if args.which == "sim-fidelity":
-        from .. import env
-        from . import sim_fidelity
+        from . import sim_fidelity  # heavy: plotly, where a chart is drawn
 
         if (args.dry_run or args.resimulate) and args.calibrate:
             raise InvalidSpec("--calibrate", True, "measures on a GPU; a dry run measures nothing")
@@ -273,15 +272,14 @@ def main_bench(args) -> int:
         raise InvalidSpec("--only", args.only, "must be an int >= 1")
     if not args.seconds > 0:
         raise InvalidSpec("--seconds", args.seconds, "must be > 0")
-    from .. import env
 
     env.require_live(f"bench {args.which}")
-    from . import bench as b
+    from . import bench as b  # heavy: pandas, off the light path
 
     if args.which == "strategies":
         b.strategies(name=args.name or b.default_name("strategies"))
     else:
-        from . import vs_torch
+        from . import vs_torch  # heavy: pandas, off the light path
 
         b.require_torch()
         vs_torch.run(args.name or b.default_name("vs_torch"), seconds=args.seconds, only=args.only)
@@ -296,7 +294,7 @@ def lesson_shapes():
         mode moves them), then each value moving one control alone (N, C, K, H or W), as live mode
         moves them; the base left out.
     """
-    from ..experiments.core import BASE, SWEEPS, variants
+    from ..experiments.core import BASE, SWEEPS, variants  # heavy: plotly, where a chart is drawn
 
     out = variants(BASE)[1:]
     for field, values in SWEEPS.items():
@@ -318,13 +316,8 @@ def first_visit_graphs():
         lesson 04 fuses), then lesson 09's reports (`labkit.experiments.network_report`'s defaults,
         and VGG-16, which its panel opens on) in every dtype and both layouts.
     """
-    import inspect
-
-    from .. import networks
-    from ..errors import LabkitError
-    from ..experiments import FUSION_DTYPES, network_report
-    from ..experiments.core import BASE
-    from ..spec import DTYPES, LAYOUTS
+    from ..experiments import FUSION_DTYPES, network_report  # heavy: plotly, where a chart is drawn
+    from ..experiments.core import BASE  # heavy: plotly, where a chart is drawn
 
     def every_variant(shape, dtypes=DTYPES, fused=DTYPES):
         graphs = []
@@ -367,9 +360,6 @@ def first_visit_graphs():
 
 def _plan_folder() -> str:
     """Where this machine's saved and compiled plans are (`labkit.store.plan_store`), or why none."""
-    from ..errors import LabkitError
-    from ..store import plan_store
-
     try:
         store = plan_store.current()
     except LabkitError as exc:
@@ -385,17 +375,10 @@ def main_warm_kernels() -> int:
     Returns:
         The exit code.
     """
-    from .. import env
-
     m = env.mode()
     if not m.live:
         print(f"labkit warm-kernels: nothing to compile (recorded mode: {m.reason})")
         return 0
-    import os
-    import time
-
-    from ..gpu.cudnn import build_pool
-    from ..gpu.timing import kernel_warmup
 
     t0 = time.perf_counter()
     in_class = build_pool.in_class()  # a class's panels read its recording: few graphs are built

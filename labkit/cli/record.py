@@ -15,12 +15,17 @@ import os
 import platform
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Iterable, Optional
 
+import pandas as pd
+from tqdm.auto import tqdm
+
+from .. import env, experiments
 from ..env import gpu_slug  # noqa: F401  (a name callers know)
 from ..errors import LabkitError, OutOfMemory, RecordedDataError, Unsupported
 from ..experiments import request_key, request_of
@@ -28,6 +33,10 @@ from ..experiments import request_key, request_of
 # the names callers know
 from ..experiments.grid import SWEEP_VALUES, SWEEPS, Call, grid, strategies_repeats  # noqa: F401
 from ..experiments.grid import calls as _calls
+from ..gpu.host import conditions
+from ..session import results
+from ..signals import progress
+from ..store import localcache, machine, plan_store
 from ..store.recordings import SCHEMA_VERSION, data_dir, sha256
 from ..version import __version__
 
@@ -58,19 +67,15 @@ def _metadata(out: Path, wall: float, complete: bool, argv, conditions: Optional
     """metadata.json's content; ``commands`` keeps every command that wrote into this folder;
     ``conditions``: experiment -> the GPU conditions of this run's calls of it
     (`labkit.gpu.host.conditions.summary`)."""
-    from ..env import environment
-
     commands, old = [], {}
     if (out / "metadata.json").is_file():
         old = json.loads((out / "metadata.json").read_text())
         commands = old.get("commands") or [old.get("command")]
     commands = [c for c in commands if c] + [" ".join(argv)]
 
-    e = environment()
+    e = env.environment()
     files = {}
     for csv in sorted(out.glob("*.csv")):
-        import pandas as pd
-
         digest = sha256(csv)
         before = (old.get("experiments") or {}).get(csv.stem) or {}
         same = before.get("sha256") == digest  # untouched by this run: keeps when and from which commit
@@ -105,8 +110,6 @@ def _metadata(out: Path, wall: float, complete: bool, argv, conditions: Optional
 
 
 def _done_requests(out: Path) -> set:
-    import pandas as pd
-
     done = set()
     for csv in out.glob("*.csv"):
         try:
@@ -118,8 +121,6 @@ def _done_requests(out: Path) -> set:
 
 
 def _append(out: Path, name: str, df) -> None:
-    import pandas as pd
-
     path = out / f"{name}.csv"
     if path.exists():
         old = pd.read_csv(path)
@@ -140,8 +141,6 @@ def saying_on(bar, name: str):
     Returns:
         A context manager.
     """
-    from ..signals import progress
-
     return progress.announcing(lambda phase: bar.set_postfix_str(f"{name}: {phase}"[:100]))
 
 
@@ -154,8 +153,6 @@ def every_plan():
     Returns:
         A context manager.
     """
-    from .. import env
-
     return env.variables(
         {} if "LABKIT_COMPILE_BUDGET_S" in os.environ else {"LABKIT_COMPILE_BUDGET_S": "none"},
         exclusive=False,
@@ -182,8 +179,6 @@ def record(
     Returns:
         ``out``.
     """
-    from .. import env, experiments
-
     env.require_live("recording")
     argv = argv or sys.argv
     only = list(only) if only else None
@@ -227,11 +222,6 @@ def record(
 
 def _record_calls(out: Path, calls, done: set, fns: dict, seen: dict) -> None:
     """`record`'s loop: each call not ``done`` measured and appended to its table in ``out``."""
-    import pandas as pd
-    from tqdm.auto import tqdm
-
-    from ..gpu.host import conditions
-
     bar = tqdm(calls, desc="recording", unit="call")
     for name, kwargs in bar:
         key = request_key(request_of(name, **kwargs))
@@ -309,11 +299,8 @@ def fill(quick: bool = False, only: Optional[Iterable[str]] = None, *, into=None
     """
     if into is not None:
         return _fill_shared(Path(into), quick, only)
-    from .. import env
-    from ..store import localcache
 
     env.require_live("filling this GPU's recording")
-    from tqdm.auto import tqdm
 
     store = localcache.current()
     if store is None:
@@ -338,8 +325,6 @@ def fill(quick: bool = False, only: Optional[Iterable[str]] = None, *, into=None
 
 def _fill_calls(store, bar, counts: dict) -> None:
     """`fill`'s loop: each call of ``bar`` not in ``store`` measured (and saved there), counted."""
-    from ..session import results
-
     for name, kwargs in bar:
         if store.has(name, request_of(name, **kwargs)):
             counts["skipped"] += 1
@@ -358,9 +343,6 @@ def _fill_calls(store, bar, counts: dict) -> None:
 
 def _fill_shared(folder: Path, quick: bool, only) -> dict:
     """`fill` into ``folder`` (a class's shared recording; see `fill`)."""
-    from .. import env
-    from ..store import localcache, machine, plan_store
-
     if folder.exists() and not folder.is_dir():  # bad input first, on any machine
         raise localcache.CacheError("--into must name a folder", folder)
     env.require_live("filling a class's shared recording")
@@ -399,8 +381,6 @@ def _fill_shared(folder: Path, quick: bool, only) -> dict:
 def _readable_by_all(folder: Path) -> None:
     """Every file under ``folder`` readable, every folder enterable, by every user (the cache's
     files are written private, 0600)."""
-    import stat
-
     for root, dirs, files in os.walk(folder):
         for d in dirs:
             p = Path(root) / d

@@ -31,7 +31,12 @@ import statistics
 import time
 from typing import Callable, Dict, List, Optional, Tuple
 
+import pandas as pd
+
+from ..gpu.timing import trace
+from ..gpu.timing.trace import demangle, kernel_name
 from ..spec import ConvSpec
+from .bench import _write, require_torch
 
 #: alternating rounds of replays per side (pick, exhaustive best, PyTorch)
 ROUNDS = 7
@@ -132,8 +137,6 @@ def kernel_key(name: str) -> str:
     Returns:
         The key; "memset" or "memcpy" for those records.
     """
-    from ..gpu.timing.trace import demangle
-
     s = demangle(name or "").strip()
     low = s.lower()
     if low.startswith("memset") or low == "memset":
@@ -153,8 +156,6 @@ def kernel_key(name: str) -> str:
 
 
 def _short(keys) -> str:
-    from ..gpu.timing.trace import kernel_name
-
     names = (kernel_name(k, 80) if k not in ("memset", "memcpy") else k for k in keys)
     return " + ".join(n.replace("::::", "::") for n in names)  # "(anonymous namespace)" dropped
 
@@ -166,8 +167,8 @@ def _spread(xs: List[float]) -> float:
 
 def _torch_call(spec: ConvSpec) -> Callable[[], object]:
     """One PyTorch call of ``spec`` (cudnn.benchmark on; channels_last for NHWC)."""
-    import torch
-    import torch.nn.functional as F
+    import torch  # heavy: torch, an optional extra
+    import torch.nn.functional as F  # heavy: torch, an optional extra
 
     torch.backends.cudnn.benchmark = True
     torch.backends.cudnn.allow_tf32 = spec.dtype == "tf32"
@@ -192,7 +193,7 @@ def _torch_call(spec: ConvSpec) -> Callable[[], object]:
 
 def _torch_graph(call, calls: int):
     """PyTorch's call warmed (its benchmark runs then) and captured ``calls`` times in a graph."""
-    import torch
+    import torch  # heavy: torch, an optional extra
 
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
@@ -222,7 +223,7 @@ def _torch_graph(call, calls: int):
 
 
 def _torch_host_us(call) -> float:
-    import torch
+    import torch  # heavy: torch, an optional extra
 
     xs = []
     for _ in range(5):
@@ -238,8 +239,8 @@ class _Labkit:
     """labkit's side of one convolution: the graph, its operands, a bound call per plan."""
 
     def __init__(self, spec: ConvSpec):
-        from ..gpu.cudnn import graph_cache, operands
-        from ..gpu.timing import measure
+        from ..gpu.cudnn import graph_cache, operands  # heavy: CuPy, live only
+        from ..gpu.timing import measure  # heavy: CuPy, live only
 
         self.cg = graph_cache.get_graph(spec)
         self.ops = operands.Operands(spec)
@@ -250,7 +251,7 @@ class _Labkit:
 
     def exhaustive(self, calls: int) -> Dict[int, object]:
         """Every correct plan timed to convergence (no early stop, no eager stop)."""
-        from ..gpu.timing import measure
+        from ..gpu.timing import measure  # heavy: CuPy, live only
 
         out = {}
         for p in self.cg.runnable:
@@ -271,7 +272,7 @@ class _Labkit:
         return out
 
     def replayer(self, index: int, calls: int):
-        from ..gpu.timing import measure
+        from ..gpu.timing import measure  # heavy: CuPy, live only
 
         b = self.bound(index)
         graph = measure.capture(b.run, self.stream, calls)
@@ -279,8 +280,6 @@ class _Labkit:
 
     def kernels(self) -> Dict[int, Tuple[str, ...]]:
         """The kernels (and memsets) one call of each correct plan launches, from CUPTI."""
-        from ..gpu.timing import trace
-
         bounds = []
         with trace.Tracer("vs-torch", api=False) as t:
             for p in self.cg.runnable:
@@ -307,8 +306,8 @@ class _Labkit:
 
 def _torch_kernels(call) -> Tuple[str, ...]:
     """The kernels (and memsets) one PyTorch call launches, from ``torch.profiler``."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
+    import torch  # heavy: torch, an optional extra
+    from torch.profiler import ProfilerActivity, profile  # heavy: torch, an optional extra
 
     call()
     torch.cuda.synchronize()
@@ -371,7 +370,6 @@ def summary(df) -> dict:
     Returns:
         Counts and medians, ``None`` where no row qualifies.
     """
-    import pandas as pd
 
     def col(frame, name, fill=float("nan")):
         return frame[name] if name in frame else pd.Series([fill] * len(frame), index=frame.index)
@@ -422,14 +420,12 @@ def run(name: str, *, seconds: float = 520.0, only: Optional[int] = None):
     Returns:
         The table, one row per convolution.
     """
-    import cupy
-    import pandas as pd
-    import torch
+    import cupy  # heavy: CuPy, live only
+    import torch  # heavy: torch, an optional extra
 
-    from ..gpu.cudnn import graph_cache
-    from ..gpu.timing import autotune, measure, trace
-    from .bench import _write, require_torch
-    from .record import git_commit
+    from ..gpu.cudnn import graph_cache  # heavy: CuPy, live only
+    from ..gpu.timing import autotune, measure, trace  # heavy: CuPy, live only
+    from .record import git_commit  # heavy: plotly, where a chart is drawn
 
     require_torch()
     torch.cuda.init()

@@ -14,6 +14,11 @@ import sys
 import time
 from pathlib import Path
 
+from .. import env, networks
+from ..errors import LabkitError
+from ..gpu.checks import wrong_plans
+from ..spec import ConvSpec
+
 
 def add_parser(sub) -> None:
     """Add the ``wrong-plans`` command and its options to ``python -m labkit``'s subparsers.
@@ -71,8 +76,6 @@ def main(args) -> int:
     Returns:
         The exit code: 2 without a live GPU.
     """
-    from .. import env
-
     m = env.mode()
     if not m.live:
         print(f"labkit wrong-plans: needs a live GPU ({m.reason})")
@@ -81,7 +84,6 @@ def main(args) -> int:
         return _sweep(args)
     if args.cost is not None:
         return _cost(args)
-    from ..gpu.checks import wrong_plans
 
     doc = Path(args.doc) if args.doc else wrong_plans.DOC
     rows = wrong_plans.read_table(doc.read_text())
@@ -119,10 +121,6 @@ def _error(value: float) -> str:
 
 
 def _sweep(args) -> int:
-    from .. import env
-    from ..gpu.checks import wrong_plans
-    from ..spec import ConvSpec
-
     fixed = {k: getattr(args, k) for k in ("dtype", "layout", "direction") if getattr(args, k)}
     t0 = time.perf_counter()
     rows = list(wrong_plans.sweep(args.sweep, seed=args.seed, **fixed))
@@ -181,12 +179,11 @@ def _sweep(args) -> int:
 
 def _measure_check(spec, group: str) -> dict:
     """One convolution's check and autotune times (`_cost`)."""
-    import cupy
+    import cupy  # heavy: CuPy, live only
 
-    from ..errors import LabkitError
-    from ..gpu.checks import plan_checks, verify
-    from ..gpu.cudnn import conv_graph, operands
-    from ..gpu.timing import autotune
+    from ..gpu.checks import plan_checks, verify  # heavy: CuPy, live only
+    from ..gpu.cudnn import conv_graph, operands  # heavy: CuPy, live only
+    from ..gpu.timing import autotune  # heavy: CuPy, live only
 
     row = dict(group=group, spec=spec.label)
     try:
@@ -224,8 +221,7 @@ def _measure_check(spec, group: str) -> dict:
 
 def _cost(args) -> int:
     """``--cost``: what checking every plan costs, per convolution, printed (and ``--csv``)."""
-    from .. import networks
-    from ..experiments import BASE
+    from ..experiments import BASE  # heavy: plotly, where a chart is drawn
 
     dtypes = ("fp16", "bf16", "fp32", "tf32", "fp8_e4m3")
     specs = [("base", BASE.replace(dtype=d, layout=lay)) for d in dtypes for lay in ("NHWC", "NCHW")]
