@@ -67,7 +67,7 @@ def algorithms_chart(df) -> go.Figure:
             name="GPU time",
             marker_color=[COLORS["good"] if n == fastest else COLORS["primary"] for n in names],
             text=[
-                (in_unit(v, "us") + (" · fastest" if n == fastest else "")) if v is not None else ""
+                "" if v is None else f"{in_unit(v, 'us')} · fastest" if n == fastest else in_unit(v, "us")
                 for v, n in zip(t, names)
             ],
             textposition="auto",
@@ -222,24 +222,23 @@ def workspace_sizes_chart(df) -> go.Figure:
             title_text="workspace (MiB)", range=[0, 1.45 * (top or 1)], nticks=4, row=1, col=c, **PLAIN_TICKS
         )
     spec = request_spec(df)
-    note = (
+    notes = [
         "coloured bars: the plan cuDNN's heuristic picks, labelled; grey bars: the largest workspace any "
         "candidate plan asks"
-    )
+    ]
     cut = int(column_sum(df, "plans_cut"))
     if cut:
-        note += (
-            f" · {cut} runtime-compiled plan{'s' if cut > 1 else ''} still compiling and left out of "
-            "the grey bars "
-            "(measure again once compiled)"
+        notes.append(
+            f"{cut} runtime-compiled plan{'s' if cut > 1 else ''} still compiling and left out of the grey "
+            "bars (measure again once compiled)"
         )
-    bad = not_ok_note(df, ("dtype", "layout", "direction"))
+    notes.append(not_ok_note(df, ("dtype", "layout", "direction")))
     return finish(
         fig,
         df,
         "Workspace by dtype, layout and direction (same dims)",
         shape_label(spec),
-        note=(note + (" · " + bad if bad else "")),
+        note=" · ".join(n for n in notes if n),
         height=560,
     )
 

@@ -9,7 +9,7 @@ from typing import Optional
 from ...draw.plots import (
     ok_rows,
 )
-from ...draw.prose import where
+from ...draw.prose import listed, where
 from ...draw.units import size_text
 from ...errors import LabkitError
 from ..core import BASE, result
@@ -38,13 +38,13 @@ def _less_workspace_why(truth: str) -> str:
         f"{PREDICT_DTYPE} fprop: {truth}'s heuristic plan asks {size_text(sizes[truth])}, {other}'s "
         f"{size_text(sizes[other])} ({where(result('workspace_sizes'))})."
     )
-    if truth == "NHWC":
-        text += (
-            " tf32 multiplies on tensor cores, as fp16 does, and those kernels read channels-last data: the "
-            "NCHW plan first copies its tensors into that order, in its workspace. The kernels decide, not "
-            "the 4-byte storage: true fp32, whose kernels work on NCHW data, is the other way round."
-        )
-    return text
+    if truth != "NHWC":
+        return text
+    return (
+        f"{text} tf32 multiplies on tensor cores, as fp16 does, and those kernels read channels-last data: "
+        "the NCHW plan first copies its tensors into that order, in its workspace. The kernels decide, not "
+        "the 4-byte storage: true fp32, whose kernels work on NCHW data, is the other way round."
+    )
 
 
 LESS_WORKSPACE = Exercise(
@@ -84,26 +84,21 @@ def _batch_workspace() -> int:
 def _batch_workspace_why(truth: int) -> str:
     sweep = _batch_sweep()
     plans = list(dict.fromkeys(sweep["plan_name"]))
-    text = (
-        f"the largest workspace along N is {size_text(truth)} ({where(sweep)}): from "
-        f"N={sweep['value'].min()} "
-        f"to N={sweep['value'].max()} the heuristic picks {_joined(plans)}"
-        + (", plans that need no workspace at all." if truth == 0 else ".")
+    largest = (
+        f"the largest workspace along N is {size_text(truth)} ({where(sweep)}): "
+        f"from N={sweep['value'].min()} to N={sweep['value'].max()} the heuristic picks {listed(plans)}"
     )
+    text = f"{largest}, plans that need no workspace at all." if truth == 0 else f"{largest}."
     try:
         channels = ok_rows(result("sweep", field="C=K", values=SWEEP_VALUES["C=K"], base=SWEEP_BASE))
     except LabkitError:
         return text
     big = channels.loc[channels["workspace_bytes"].idxmax()]
-    return text + (
-        f" Channels are another matter: at C=K={big.value} the heuristic picks {big.plan_name}, which asks "
-        f"{size_text(big.workspace_bytes)}. The workspace is the plan's, and the plan changes with the shape."
+    return (
+        f"{text} Channels are another matter: at C=K={big.value} the heuristic picks {big.plan_name}, which "
+        f"asks {size_text(big.workspace_bytes)}. The workspace is the plan's, and the plan changes with the "
+        "shape."
     )
-
-
-def _joined(names) -> str:
-    names = [str(n) for n in names]
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 BATCH_WORKSPACE = Exercise(
@@ -191,10 +186,8 @@ def _nchw_why(truth: str) -> str:
     )
     kernels = _kernels_at_hand()
     if kernels is not None and len(kernels):
-        names = [
-            f"{k.split('::')[-1][:40]}{' x' + str(int(n)) if n > 1 else ''}"
-            for k, n in zip(kernels["kernel"], kernels["launches_per_call"])
-        ]
+        short = [k.split("::")[-1][:40] for k in kernels["kernel"]]
+        names = [f"{s} x{int(n)}" if n > 1 else s for s, n in zip(short, kernels["launches_per_call"])]
         text += f" Its traced kernels (lesson 10), in order: {', '.join(names)}."
     return text
 

@@ -441,18 +441,17 @@ def strategies_chart(df) -> go.Figure:
     inverted = mean_above_median(df)
     if inverted:
         fig.add_annotation(_time_note(wrap(html.escape(inverted, quote=False), NOTE_CHARS)))
-    note = (
+    allocations = (
         "allocations: cudaMalloc calls that returned memory (a failed one is not counted) for the strategies "
         "that own their memory; hatched, for cupy_pool / async_pool: requests to the pool (most served from "
         "its cache without reaching cudaMalloc)"
     )
-    bad = not_ok_note(df, ("strategy",))
     detail = (
         f"workload '{t.workload}': {t.calls} convolution calls per strategy, timed after a warm-up pass of "
         "the same calls; host time = strategy + launch; GPU wall time = two events around the run / calls: "
         "kernels + GPU idle"
     )
-    note += " · " + bad if bad else ""
+    note = " · ".join(n for n in (allocations, not_ok_note(df, ("strategy",))) if n)
     bottom = 76 + 15 * (wrap(note, NOTE_CHARS).count("<br>") + 1)  # `finish`'s margin under the plots
     finish(
         fig,

@@ -230,27 +230,28 @@ def _idle_model(malloc_wall_us, arena_wall_us) -> float:
 def _idle_why(truth: float) -> str:
     df = _frame("one_conv")
     m, a = _strategy(df, "malloc_per_call"), _strategy(df, "fixed_arena")
-    text = (
+    idle = (
         f"1 - {a.gpu_us:.1f} us / {m.gpu_us:.1f} us = {truth:.0f}%: the GPU sat idle "
-        f"{m.gpu_us - a.gpu_us:.1f} us of every call ({where(df)}). "
+        f"{m.gpu_us - a.gpu_us:.1f} us of every call ({where(df)})."
     )
     if a.median_us < a.gpu_us:
-        text += (
+        arena = (
             f"The model holds because fixed_arena's host needs {a.median_us:.1f} us per call, less than the "
             f"{a.gpu_us:.1f} us its GPU needs: its GPU did not wait for the host, and its wall time is "
             "taken as the kernels' time (any gaps between its kernels counted as busy: the share is a lower "
-            "bound). "
+            "bound)."
         )
     else:
-        text += (
+        arena = (
             f"Here fixed_arena's host needs {a.median_us:.1f} us per call, as long as its GPU: its wall time "
-            "holds some idle time too, and the share above is a lower bound. "
+            "holds some idle time too, and the share above is a lower bound."
         )
-    return text + (
+    malloc = (
         f"malloc_per_call's host needs {m.median_us:.1f} us per call, {m.strategy_us_per_call:.1f} us of it "
         "inside cudaMalloc and cudaFree, and the free waits for the GPU: the host can never queue the next "
         "call ahead, so the GPU waits for it."
     )
+    return f"{idle} {arena} {malloc}"
 
 
 def _idle_slips() -> list:

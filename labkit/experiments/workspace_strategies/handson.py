@@ -77,30 +77,28 @@ def own_strategy(strategy=None) -> CheckResult:
         lines.append(f"wrong outputs: worst relative error {mine.worst_rel_error:.2e} against float64")
     if mine.leaks:
         lines.append(
-            f"leak: {fmt_bytes(mine.leaked_bytes)} of device memory still taken after close() (your "
-            "books say "
-            f"{fmt_bytes(mine.books_held_after_close)} held): free every buffer in _close"
+            f"leak: {fmt_bytes(mine.leaked_bytes)} of device memory still taken after close() "
+            f"(your books say {fmt_bytes(mine.books_held_after_close)} held): free every buffer in _close"
         )
     for r in mine.races[:1]:
         lines.append(
-            f"race: a call on one stream got {fmt_bytes(r.overlap_bytes)} that a call on another "
-            "stream was still "
-            f"to use: the second could start {fmt_us(r.lead_us)} before the first had finished with them. A "
-            "workspace is its call's until the kernels have run on the call's stream, not until put "
-            "(put comes "
-            "as soon as they are queued)"
+            f"race: a call on one stream got {fmt_bytes(r.overlap_bytes)} that a call on another stream "
+            f"was still to use: the second could start {fmt_us(r.lead_us)} before the first had finished "
+            "with them. A workspace is its call's until the kernels have run on the call's stream, not "
+            "until put (put comes as soon as they are queued)"
         )
     table = "\n".join(_verdict_line(v) for v in [mine, *others])
     if mine.ok:
         return say(
             True,
             f"{mine.calls} calls, every output right against float64 (worst relative error "
-            f"{mine.worst_rel_error:.1e}); peak {fmt_bytes(mine.peak_bytes)} held (the largest "
-            "workspace asked: "
-            f"{fmt_bytes(mine.largest_request_bytes)}); nothing left after close(); no race on two streams; "
-            f"{fmt_us(mine.host_us_per_call)} host time per call. Beside the built-ins:\n{table}",
+            f"{mine.worst_rel_error:.1e}); peak {fmt_bytes(mine.peak_bytes)} held "
+            f"(the largest workspace asked: {fmt_bytes(mine.largest_request_bytes)}); nothing left after "
+            f"close(); no race on two streams; {fmt_us(mine.host_us_per_call)} host time per call. "
+            f"Beside the built-ins:\n{table}",
         )
-    return say(False, "; ".join(lines) + ".\nThe built-ins, checked the same way:\n" + table)
+    failures = "; ".join(lines)
+    return say(False, f"{failures}.\nThe built-ins, checked the same way:\n{table}")
 
 
 #: hints for what only a strategy can get wrong

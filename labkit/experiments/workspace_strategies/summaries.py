@@ -149,7 +149,8 @@ def strategies_summary(df) -> Text:
             f"for a workload whose largest workspace is {size_text(m.peak_bytes)};"
         )
     bullets.append(noise_sentence(df))
-    return Text(lead + "\n\n" + "\n".join(f"* {b}" for b in bullets))
+    items = "\n".join(f"* {b}" for b in bullets)
+    return Text(f"{lead}\n\n{items}")
 
 
 def _one_conv(df):
