@@ -69,7 +69,8 @@ dt = dict(fp32=torch.float32, tf32=torch.float32, fp16=torch.float16, bf16=torch
 torch.backends.cudnn.benchmark = True
 torch.backends.cudnn.allow_tf32 = a["dtype"] == "tf32"
 fmt = torch.channels_last if a["layout"] == "NHWC" else torch.contiguous_format
-m = getattr(torchvision.models, a["net"].split(":")[-1])(weights=None).cuda().to(dt).to(memory_format=fmt).eval()
+model = getattr(torchvision.models, a["net"].split(":")[-1])
+m = model(weights=None).cuda().to(dt).to(memory_format=fmt).eval()
 x = torch.randn(a["batch"], 3, 224, 224, device="cuda", dtype=dt).to(memory_format=fmt)
 torch.cuda.synchronize()
 with torch.no_grad():
