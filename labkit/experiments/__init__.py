@@ -63,7 +63,7 @@ from .streams import race
 from .under_the_hood import build_log, fusion_kernels, kernels, race_timeline, strategy_timeline
 from .workspace_basics import SWEEP_FIELDS, SWEEP_VALUES, algorithms, sweep, workspace_sizes
 from .workspace_strategies import strategies
-from .your_network import network_report
+from .your_network import checklist_items, network_report
 
 __all__ = [
     "BASE",
@@ -101,6 +101,7 @@ __all__ = [
     "build_cost",
     "race",
     "network_report",
+    "checklist_items",
     "kernels",
     "fusion_kernels",
     "strategy_timeline",

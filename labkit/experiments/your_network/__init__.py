@@ -41,8 +41,10 @@ known to be slower).
 Everything about the experiment lives in this package, one part per concept: `request` (what a
 report measures: the network, the calls of a pass, the strategies, caps and step budgets),
 `worker_steps` (the steps run in the worker process), `runs` (the run function,
-`network_report`), `tables` (the long frame's tables), `charts`, `summary`, `exercises` (the
-lesson's exercises); the calls of the recorded grid are below. Bytes; microseconds; seconds for
+`network_report`), `checklist_run` and `checklist_steps` (the performance checklist's
+measurements, `checklist_items`, and its steps in the worker process), `tables` (the long frame's
+tables), `charts`, `summary`, `exercises` (the lesson's exercises); the calls of the recorded grid
+are below. Bytes; microseconds; seconds for
 budgets.
 """
 
@@ -50,6 +52,15 @@ from __future__ import annotations
 
 from ..panel_config import plain_panel
 from .charts import STRATEGY_COLORS, STRATEGY_DASHES, network_report_chart
+from .checklist_run import (
+    CHECKLIST_BUDGET_S,
+    CHECKLIST_DTYPES,
+    CHECKLIST_TABLES,
+    LAYER_BUDGET_S,
+    PRODUCTION_BATCH,
+    checklist_items,
+    variants_of,
+)
 from .exercises import async_pool_holds, small_cap_cost, vgg16_workspace, zero_cap_pass
 from .handson import HANDS_ON, NETWORK_PASS, network_pass, three_layers
 from .request import (
@@ -87,6 +98,13 @@ __all__ = [
     "spec_step",
     "strategy_step",
     "network_report",
+    "checklist_items",
+    "CHECKLIST_DTYPES",
+    "CHECKLIST_TABLES",
+    "CHECKLIST_BUDGET_S",
+    "LAYER_BUDGET_S",
+    "PRODUCTION_BATCH",
+    "variants_of",
     "table_of",
     "whole_numbers",
     "cut_counts",
@@ -122,7 +140,14 @@ def recorded_calls(quick: bool = False) -> list:
         (experiment, kwargs) pairs.
     """
     calls = [("network_report", dict(net=n, batch=32, dtype="fp16", layout="NHWC")) for n in RECORDED_PRESETS]
-    return calls[:1] if quick else calls
+    checklist = [
+        (
+            "checklist_items",
+            dict(net=n, batch=32, dtype="fp16", layout="NHWC", production_batch=PRODUCTION_BATCH),
+        )
+        for n in RECORDED_PRESETS
+    ]
+    return calls[:1] + checklist[:1] if quick else calls + checklist
 
 
 LESSON = "09"
