@@ -43,7 +43,7 @@ def test_the_request_names_the_production_batch():
 @pytest.mark.parametrize("bad", [0, -3, 1.5, "128", True, 2**21])
 def test_a_production_batch_that_is_not_a_whole_number_of_images_is_invalid(bad):
     with pytest.raises(InvalidSpec, match="production_batch"):
-        checklist_run._check_batch(bad)
+        checklist_run.check_production_batch(bad)
 
 
 def _fake_layer_step(spec, variants, budget_s):

@@ -122,6 +122,24 @@ def parser() -> argparse.ArgumentParser:
         "--force", action="store_true", help="measure again even if this GPU has the report saved"
     )
     rep.add_argument("--out", required=True, help="folder for the CSV tables, report.json and report.html")
+    rep.add_argument(
+        "--checklist",
+        action="store_true",
+        help="also the performance checklist: each item measured for this network, its gain and its "
+        "cost (checklist.html, checklist.csv)",
+    )
+    rep.add_argument(
+        "--production-batch",
+        type=int,
+        default=None,
+        help="with --checklist: the batch the network will run at in production (default 128)",
+    )
+    rep.add_argument(
+        "--target-gpu",
+        default=None,
+        help="with --checklist: a shipped recording (h100-sxm, h200) whose GPU's memory the checklist "
+        "also compares with (default: another GPU than this one's)",
+    )
     bench = sub.add_parser(
         "bench",
         help="benchmarks (strategies, vs-torch: GPU; a table with ratios against a same-run baseline) "

@@ -29,6 +29,7 @@ from ..errors import InvalidSpec, RecordedDataError
 from ..experiments.your_network import (
     REPORT_STRATEGIES,
     TABLES,
+    check_production_batch,
     cut_counts,
     network_report_chart,
     network_report_summary,
@@ -39,6 +40,7 @@ from ..session import lessons
 from ..signals import progress
 from ..spec import dtype_name, layout_name
 from ..store import recordings
+from .checklist import checklist_of
 
 
 @dataclass
@@ -160,6 +162,21 @@ class Report:
             Markdown, as a `Text`.
         """
         return network_report_summary(self.frame)
+
+    def checklist(self, *, production_batch: Optional[int] = None, target_gpu: Optional[str] = None):
+        """The performance checklist for this network: each item measured on this GPU (or read from
+        the recording this report came from), with its gain and its cost.
+
+        Args:
+            production_batch: the batch the network will run at in production, in images (None:
+                128, the one the recordings hold).
+            target_gpu: a shipped recording (``"h200"``) whose GPU's memory the memory item also
+                compares with (None: another GPU than this one's).
+
+        Returns:
+            A `labkit.present.checklist.Checklist`: ``.table``, ``.chart()``, ``.sentences()``.
+        """
+        return checklist_of(self.frame, production_batch, target_gpu)
 
     def _repr_markdown_(self) -> str:
         return (
@@ -455,6 +472,8 @@ def main_report(args) -> int:
         The exit status.
     """
     shape = None if args.input_shape is None else parse_shape(args.input_shape)
+    if getattr(args, "checklist", False) and args.production_batch is not None:
+        check_production_batch(args.production_batch)
     kwargs, name, skipped = request_for(
         args.net, args.batch, args.dtype, args.layout, args.training, args.image, shape
     )
@@ -511,4 +530,33 @@ def main_report(args) -> int:
     for s in skipped:
         print(f"  skipped {s.name} ({s.kind}): {s.reason}")
     print(f"wrote {out}/report.html and {', '.join(t + '.csv' for t in TABLES)}")
+    if getattr(args, "checklist", False):
+        write_checklist(
+            rep.checklist(production_batch=args.production_batch, target_gpu=args.target_gpu), out
+        )
     return 0
+
+
+def write_checklist(checklist, out: Path) -> None:
+    """Print a checklist's sentences and write ``checklist.csv`` and ``checklist.html`` (its chart,
+    its sentences and its table) into a report's folder.
+
+    Args:
+        checklist: a `labkit.present.checklist.Checklist`.
+        out: the folder.
+    """
+    sentences = checklist.sentences()
+    checklist.table.to_csv(out / "checklist.csv", index=False)
+    items = "".join(f"<li>{html.escape(s, quote=False)}</li>" for s in sentences)
+    page = (
+        "<!doctype html><html><head><meta charset='utf-8'><title>Performance checklist</title></head>"
+        "<body style='font-family:sans-serif;max-width:1200px;margin:auto'>"
+        + checklist.chart().to_html(full_html=False, include_plotlyjs=True)
+        + f"<ul>{items}</ul>"
+        + checklist.table.to_html(index=False, float_format=lambda v: f"{v:.4g}")
+        + "</body></html>"
+    )
+    (out / "checklist.html").write_text(page)
+    for s in sentences:
+        print(f"  {s}")
+    print(f"wrote {out}/checklist.html and checklist.csv")

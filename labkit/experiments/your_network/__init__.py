@@ -58,6 +58,7 @@ from .checklist_run import (
     CHECKLIST_TABLES,
     LAYER_BUDGET_S,
     PRODUCTION_BATCH,
+    check_production_batch,
     checklist_items,
     variants_of,
 )
@@ -105,6 +106,7 @@ __all__ = [
     "LAYER_BUDGET_S",
     "PRODUCTION_BATCH",
     "variants_of",
+    "check_production_batch",
     "table_of",
     "whole_numbers",
     "cut_counts",

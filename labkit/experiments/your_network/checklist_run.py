@@ -78,7 +78,15 @@ def variants_of(spec: ConvSpec, production_batch: int) -> List[ConvSpec]:
     return kept
 
 
-def _check_batch(production_batch) -> int:
+def check_production_batch(production_batch) -> int:
+    """A production batch, checked.
+
+    Args:
+        production_batch: images.
+
+    Returns:
+        It; `InvalidSpec` for anything but a whole number of images from 1 to `MAX_DIM`.
+    """
     if (
         isinstance(production_batch, bool)
         or not isinstance(production_batch, int)
@@ -115,7 +123,7 @@ def checklist_items(
     Returns:
         One long DataFrame; its ``table`` column names each row's table (see the module docstring).
     """
-    production_batch = _check_batch(production_batch)
+    production_batch = check_production_batch(production_batch)
     network = network_of(net, batch, dtype, layout, image)
     if not len(network):
         raise InvalidSpec("net", network.name, "has no convolution to measure")

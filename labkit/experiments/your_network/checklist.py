@@ -1,0 +1,576 @@
+"""The performance checklist of a network, computed from two measurements of it: `checklist_items`
+(per distinct layer: dtypes, layouts, the production batch, builds, loads, reuse) and
+`network_report` (autotune, workspace strategies, the pass's time). `checklist_table` gives one
+row per item of `ITEMS` with what it gains and what it costs, `checklist_sentences` one sentence
+per item written from that row, and `checklist_chart` the one chart. Every comparison is made on
+the layers measured on both sides (the rows say how many); a pass's GPU time here is the sum of
+its calls' CUDA-graph replay medians (each call's count times its distinct layer's time).
+Microseconds; bytes; percent.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import List, Optional
+
+from ...draw.plots import COLORS, finish, fmt_seconds, fmt_us, new_figure
+from ...draw.units import number, size_text, us_text
+from ...env import gpu_label
+
+#: the checklist's items, in the order the cuDNN frontend's guide lists them
+ITEMS = (
+    "precision",
+    "layout",
+    "autotune",
+    "plans",
+    "graph reuse",
+    "batch size",
+    "memory fits",
+    "profile",
+)
+#: bytes per element of each dtype's tensors
+ELEMENT_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8_e4m3": 1}
+#: the chart's value axis
+AXIS_TITLE = "percent: time saved by the item (memory: of this GPU's memory held; profile: of the pass idle)"
+#: how many of the top layers the profile names
+TOP_LAYERS = 3
+#: the table's columns, in order
+COLUMNS = (
+    "item",
+    "applies",
+    "before",
+    "after",
+    "per",
+    "before_us",
+    "after_us",
+    "gain_us",
+    "saved_percent",
+    "cost_us",
+    "payback_passes",
+    "error_before",
+    "error_after",
+    "memory_before_bytes",
+    "memory_after_bytes",
+    "target_memory_bytes",
+    "target_gpu",
+    "share_percent",
+    "layers_compared",
+    "layers",
+    "note",
+)
+
+
+def _ok(df):
+    return df[df["status"] == "ok"] if len(df) else df
+
+
+def _sub(df, table: str):
+    return df[df["table"] == table] if "table" in df.columns else df.iloc[0:0]
+
+
+def _pair(convs, before: dict, after: dict):
+    """The ``convs`` rows of two variants, side by side per distinct layer measured in both
+    (``_b`` and ``_a`` suffixes)."""
+    ok = _ok(convs)
+
+    def pick(sel):
+        rows = ok
+        for k, v in sel.items():
+            rows = rows[rows[k] == v]
+        return rows.set_index("spec_id")
+
+    b, a = pick(before), pick(after)
+    return b.add_suffix("_b").join(a.add_suffix("_a"), how="inner")
+
+
+def _sums(both, col: str) -> tuple:
+    """(before, after) sums of ``col`` times each layer's count over a `_pair`."""
+    return (
+        float((both[f"{col}_b"] * both["count_b"]).sum()),
+        float((both[f"{col}_a"] * both["count_a"]).sum()),
+    )
+
+
+def _row(item: str, **fields) -> dict:
+    row = dict(item=item, **fields)
+    b, a = row.get("before_us"), row.get("after_us")
+    if b is not None and a is not None and "gain_us" not in row:
+        row["gain_us"] = b - a
+        row["saved_percent"] = 100.0 * (b - a) / b if b else float("nan")
+    return row
+
+
+def _not_measurable(item: str, why: str) -> dict:
+    return dict(item=item, applies=f"not measurable here: {why}")
+
+
+def _measured_layers(convs) -> int:
+    return int(convs["spec_id"].nunique()) if len(convs) else 0
+
+
+def precision_row(convs, dtype: str, layout: str, batch: int) -> dict:
+    """fp32 against the half precision the network runs (or the faster of fp16 and bf16)."""
+    sel = dict(layout=layout, N=batch)
+    halves = [dtype] if dtype in ("fp16", "bf16") else ["fp16", "bf16"]
+    pairs = [(d, _pair(convs, dict(sel, dtype="fp32"), dict(sel, dtype=d))) for d in halves]
+    pairs = [(d, p) for d, p in pairs if len(p)]
+    if not pairs:
+        return _not_measurable("precision", "no layer was measured in fp32 and in fp16 or bf16")
+    half, both = min(pairs, key=lambda dp: _sums(dp[1], "gpu_us")[1])
+    before, after = _sums(both, "gpu_us")
+    faster = after < before
+    return _row(
+        "precision",
+        applies="yes" if faster else f"no: {half} is not faster than fp32 here",
+        before="fp32",
+        after=half,
+        per="pass",
+        before_us=before,
+        after_us=after,
+        error_before=float(both["rel_error_b"].max()),
+        error_after=float(both["rel_error_a"].max()),
+        layers_compared=len(both),
+        layers=_measured_layers(convs),
+    )
+
+
+def layout_row(convs, convert, dtype: str, layout: str, batch: int) -> dict:
+    """NCHW against channels-last (NHWC) plus the one conversion of the network's input."""
+    sel = dict(dtype=dtype, N=batch)
+    both = _pair(convs, dict(sel, layout="NCHW"), dict(sel, layout="NHWC"))
+    conv_ok = _ok(convert)
+    if not len(both) or not len(conv_ok):
+        return _not_measurable(
+            "layout", "no layer was measured in both layouts, or the conversion was not timed"
+        )
+    before, after = _sums(both, "gpu_us")
+    cost = float(conv_ok["convert_gpu_us"].iloc[0])
+    faster = after + cost < before
+    return _row(
+        "layout",
+        applies="yes" if faster else "no: NHWC with its input's conversion is not faster than NCHW here",
+        before="NCHW",
+        after="NHWC",
+        per="pass",
+        before_us=before,
+        after_us=after + cost,
+        cost_us=cost,
+        layers_compared=len(both),
+        layers=_measured_layers(convs),
+        note=f"the network runs {layout}",
+    )
+
+
+def autotune_row(layers) -> dict:
+    """The heuristic's pick against the fastest plan, per pass; what finding the fastest took
+    (each distinct layer's step of the report: building, checking and timing every plan)."""
+    ok = _ok(layers)
+    if not len(ok):
+        return _not_measurable("autotune", "the network report measured no layer")
+    before, after = float(ok["heuristic_gpu_us"].sum()), float(ok["fastest_gpu_us"].sum())
+    cost = float(ok.drop_duplicates("spec_id")["step_seconds"].sum()) * 1e6
+    gain = before - after
+    return _row(
+        "autotune",
+        applies="yes" if gain > 0 else "no: the heuristic picks the fastest plan of every layer",
+        before="heuristic",
+        after="fastest",
+        per="pass",
+        before_us=before,
+        after_us=after,
+        cost_us=cost,
+        payback_passes=cost / gain if gain > 0 else float("inf"),
+        layers_compared=int(ok["spec_id"].nunique()),
+        layers=int(layers["spec_id"].nunique()),
+    )
+
+
+def plans_row(saved) -> dict:
+    """Building every distinct layer's plan against loading it serialized, per process start."""
+    ok = _ok(saved)
+    ok = ok[ok["load_seconds"].notna()] if len(ok) else ok
+    if not len(ok):
+        return _not_measurable("plans", "no plan was both built and loaded")
+    return _row(
+        "plans",
+        applies="yes",
+        before="build",
+        after="load saved",
+        per="process start",
+        before_us=float(ok["build_seconds"].sum()) * 1e6,
+        after_us=float(ok["load_seconds"].sum()) * 1e6,
+        layers_compared=len(ok),
+        layers=int(saved["spec_id"].nunique()),
+    )
+
+
+def reuse_row(reuse) -> dict:
+    """Building the graph for every call against calling the built graph, per pass (host time of
+    each call, waited for)."""
+    ok = _ok(reuse)
+    if not len(ok):
+        return _not_measurable("graph reuse", "no layer's calls were timed")
+    return _row(
+        "graph reuse",
+        applies="yes",
+        before="rebuild per call",
+        after="reuse",
+        per="pass",
+        before_us=float((ok["rebuild_call_us"] * ok["count"]).sum()),
+        after_us=float((ok["reuse_call_us"] * ok["count"]).sum()),
+        layers_compared=len(ok),
+        layers=int(reuse["spec_id"].nunique()),
+    )
+
+
+def batch_row(convs, dtype: str, layout: str, batch: int, production_batch: int) -> dict:
+    """Time per image and the largest layer's memory at the learner's batch and the production batch."""
+    if production_batch == batch:
+        return dict(item="batch size", applies=f"no: the production batch is the batch measured ({batch})")
+    sel = dict(dtype=dtype, layout=layout)
+    both = _pair(convs, dict(sel, N=batch), dict(sel, N=production_batch))
+    if not len(both):
+        return _not_measurable("batch size", f"no layer was measured at batch {batch} and {production_batch}")
+    before, after = _sums(both, "gpu_us")
+    held = {s: both[f"operands_bytes_{s}"] + both[f"workspace_bytes_{s}"] for s in ("b", "a")}
+    return _row(
+        "batch size",
+        applies="yes",
+        before=f"batch {batch}",
+        after=f"batch {production_batch}",
+        per="image",
+        before_us=before / batch,
+        after_us=after / production_batch,
+        memory_before_bytes=float(held["b"].max()),
+        memory_after_bytes=float(held["a"].max()),
+        layers_compared=len(both),
+        layers=_measured_layers(convs),
+    )
+
+
+def tensor_bytes(layers, dtype: str) -> tuple:
+    """(every call's filter, the largest call's input and output) in bytes, from the layers' sizes.
+
+    Args:
+        layers: the network report's ``layers`` table (forward calls).
+        dtype: their dtype.
+
+    Returns:
+        The two sizes, bytes.
+    """
+    e = ELEMENT_BYTES.get(dtype, 4)
+    fwd = layers[layers["direction"] == "fprop"]
+    P = (fwd["H"] + 2 * fwd["padding"] - fwd["dilation"] * (fwd["R"] - 1) - 1) // fwd["stride"] + 1
+    Q = (fwd["W"] + 2 * fwd["padding"] - fwd["dilation"] * (fwd["S"] - 1) - 1) // fwd["stride"] + 1
+    filters = (fwd["K"] * (fwd["C"] // fwd["groups"]) * fwd["R"] * fwd["S"] * e).sum()
+    inout = (fwd["N"] * fwd["C"] * fwd["H"] * fwd["W"] * e + fwd["N"] * fwd["K"] * P * Q * e).max()
+    return float(filters), float(inout)
+
+
+def memory_row(layers, strategies, dtype: str, memory_bytes, target_bytes, target_name) -> dict:
+    """The forward's peak under the workspace strategy that holds the most, against this GPU's
+    memory and a target GPU's: at least every filter, the largest call's input and output, and
+    that strategy's measured workspace peak."""
+    ok = _ok(strategies)
+    if not len(ok) or not len(_ok(layers)):
+        return _not_measurable("memory fits", "no workspace strategy ran the pass")
+    filters, inout = tensor_bytes(_ok(layers), dtype)
+    worst = ok.loc[ok["peak_workspace_bytes"].idxmax()]
+    peak = filters + inout + float(worst["peak_workspace_bytes"])
+    fits = [m is None or peak <= m for m in (memory_bytes, target_bytes)]
+    where = "this GPU" if not fits[0] else f"the {gpu_label(target_name)}"
+    return dict(
+        item="memory fits",
+        applies="yes: it fits" if all(fits) else f"no: it does not fit {where}",
+        before="GPU memory",
+        after="forward peak",
+        per="pass",
+        memory_before_bytes=float(memory_bytes) if memory_bytes else float("nan"),
+        memory_after_bytes=peak,
+        target_memory_bytes=float(target_bytes) if target_bytes else float("nan"),
+        share_percent=100.0 * peak / memory_bytes if memory_bytes else float("nan"),
+        layers_compared=int(_ok(layers)["spec_id"].nunique()),
+        layers=int(layers["spec_id"].nunique()),
+        target_gpu=gpu_label(target_name) if target_name else "",
+        note=str(worst["strategy"]),
+    )
+
+
+def profile_row(layers, strategies) -> dict:
+    """The pass between two events against its calls' own GPU time (the rest: the GPU idles between
+    launches), and the layers with the largest share of the calls' time."""
+    ok, runs = _ok(layers), _ok(strategies)
+    first = runs[runs["strategy"] == "preallocated"] if len(runs) else runs
+    if not len(ok) or not len(first):
+        return _not_measurable("profile", "the preallocated strategy's pass was not timed")
+    pass_us = float(first["pass_gpu_us"].iloc[0])
+    kernels = float(ok["fastest_gpu_us"].sum())
+    by_layer = ok.groupby("spec_id").agg(us=("fastest_gpu_us", "sum"), layer=("layer", "first"))
+    top = by_layer.sort_values("us", ascending=False).head(TOP_LAYERS)
+    note = ", ".join(f"{r.layer} {100 * r.us / kernels:.0f}%" for r in top.itertuples())
+    return dict(
+        item="profile",
+        applies="yes",
+        before="pass between events",
+        after="its calls' GPU time",
+        per="pass",
+        before_us=pass_us,
+        after_us=kernels,
+        gain_us=pass_us - kernels,
+        share_percent=100.0 * (pass_us - kernels) / pass_us if pass_us else float("nan"),
+        layers_compared=len(by_layer),
+        layers=int(layers["spec_id"].nunique()),
+        note=note,
+    )
+
+
+def checklist_table(report, items, *, production_batch: int, memory_bytes=None, target=None):
+    """One row per checklist item (`ITEMS`).
+
+    Args:
+        report: `network_report`'s frame for the network.
+        items: `checklist_items`' frame for the same network.
+        production_batch: the production batch the items were measured at.
+        memory_bytes: this GPU's memory, bytes (None: unknown).
+        target: (name, memory in bytes) of the target GPU, or None.
+
+    Returns:
+        A DataFrame with `COLUMNS`: ``applies`` says yes, no (and why) or not measurable here (and
+        why); ``before``/``after`` what is compared, ``per`` what a time is per (pass, image,
+        process start); times in us, sizes in bytes; ``saved_percent`` of the time before.
+    """
+    import pandas as pd
+
+    from .tables import tables_of
+
+    req = items.attrs.get("request") or {}
+    layers, strategies = tables_of(report, "layers", "strategies")
+    dtype, layout, batch = req.get("dtype"), req.get("layout"), req.get("batch")
+    convs = _sub(items, "convs")
+    own = _ok(convs)
+    if (
+        dtype is None or layout is None or batch is None
+    ):  # each spec its own: read the network's from its rows
+        first = convs.iloc[0] if len(convs) else {}
+        dtype, layout, batch = first.get("dtype"), first.get("layout"), first.get("N")
+    target_name, target_bytes = target if target else (None, None)
+    rows = [
+        precision_row(convs, dtype, layout, batch),
+        layout_row(convs, _sub(items, "convert"), dtype, layout, batch),
+        autotune_row(layers),
+        plans_row(_sub(items, "plans")),
+        reuse_row(_sub(items, "reuse")),
+        batch_row(convs, dtype, layout, batch, production_batch),
+        memory_row(layers, strategies, dtype, memory_bytes, target_bytes, target_name),
+        profile_row(layers, strategies),
+    ]
+    df = pd.DataFrame(rows).reindex(columns=list(COLUMNS))
+    df.attrs = dict(items.attrs, report_date=report.attrs.get("date"), measured_layers=_measured_layers(own))
+    return df
+
+
+def _times(x: float) -> str:
+    return f"{x:,.0f}" if x >= 100 else f"{x:.1f}"
+
+
+def _sentence(r) -> str:
+    """One row of `checklist_table` in a sentence, every number read from the row."""
+    item, applies = r["item"], str(r["applies"])
+    if applies.startswith("not measurable"):
+        return f"{item.capitalize()}: {applies}."
+    if applies.startswith("no: the production batch"):
+        return f"Batch size: {applies[4:]}; name another production batch to compare."
+    b, a = r["before_us"], r["after_us"]
+    of = f" (on {int(r['layers_compared'])} of {int(r['layers'])} distinct layers)"
+    of = "" if r["layers_compared"] == r["layers"] else of
+    ratio = b / a if a else float("nan")
+    if item == "precision":
+        verb = f"{_times(ratio)}x faster" if a < b else f"{_times(1 / ratio)}x slower"
+        return (
+            f"Precision: the pass's convolutions take {us_text(a)} in {r['after']} against {us_text(b)} "
+            f"in fp32{of}, {verb}; the largest error against float64 is {r['error_after']:.1e} "
+            f"against {r['error_before']:.1e} in fp32."
+        )
+    if item == "layout":
+        conv = a - r["cost_us"]
+        verdict = "a gain" if a < b else "a loss"
+        return (
+            f"Layout: in NHWC the pass's convolutions take {us_text(conv)}, and converting the "
+            f"network's input from NCHW once {us_text(r['cost_us'])}, {us_text(a)} in all against "
+            f"{us_text(b)} in NCHW{of}: {verdict} of {us_text(abs(b - a))} a pass ({r['note']})."
+        )
+    if item == "autotune":
+        if not r["gain_us"] > 0:
+            return (
+                "Autotune (the network report): the heuristic already picks the fastest plan of every "
+                f"layer ({us_text(b)} a pass); building, checking and timing every plan took "
+                f"{fmt_seconds(r['cost_us'] / 1e6)} for nothing."
+            )
+        return (
+            f"Autotune (the network report): the fastest plans take {us_text(a)} a pass against the "
+            f"heuristic's {us_text(b)}{of}, {us_text(r['gain_us'])} less; building, checking and timing "
+            f"every plan took {fmt_seconds(r['cost_us'] / 1e6)}, paid back after "
+            f"{number(math.ceil(r['payback_passes']), whole=True)} passes."
+        )
+    if item == "plans":
+        return (
+            f"Plans: building the heuristic plans of {int(r['layers_compared'])} distinct layers took "
+            f"{fmt_us(b)}; loading them saved took {fmt_us(a)}, {_times(ratio)}x "
+            "less, at each start of a process."
+        )
+    if item == "graph reuse":
+        return (
+            f"Graph reuse: building the graph for every call costs {fmt_us(b)} of host time a pass, "
+            f"calling the built graphs {fmt_us(a)}{of}, {_times(ratio)}x less."
+        )
+    if item == "batch size":
+        verb = "less" if a < b else "more"
+        return (
+            f"Batch size: an image takes {us_text(a)} of convolution time at {r['after']} against "
+            f"{us_text(b)} at {r['before']}, {us_text(abs(b - a))} {verb}{of}; the largest layer "
+            f"holds {size_text(r['memory_after_bytes'])} of tensors and workspace at {r['after']} "
+            f"against {size_text(r['memory_before_bytes'])}."
+        )
+    if item == "memory fits":
+        target = (
+            f" and {100 * r['memory_after_bytes'] / r['target_memory_bytes']:.1f}% of the "
+            f"{r['target_gpu']}'s {size_text(r['target_memory_bytes'])}"
+            if r["target_memory_bytes"] == r["target_memory_bytes"]
+            else ""
+        )
+        mine = (
+            f"{r['share_percent']:.1f}% of this GPU's {size_text(r['memory_before_bytes'])}"
+            if r["memory_before_bytes"] == r["memory_before_bytes"]
+            else "this GPU's memory unknown"
+        )
+        return (
+            "Memory fits (the network report's strategies): the forward holds at least "
+            f"{size_text(r['memory_after_bytes'])} (every filter, the largest call's input and output, "
+            f"and the {r['note']} strategy's workspace), {mine}{target}: {applies.split(': ', 1)[1]}."
+        )
+    return (
+        f"Profile (the network report): the pass took {us_text(b)} between two events and its calls' kernels "
+        f"{us_text(a)}, so the GPU idled {r['share_percent']:.0f}% of it between launches; "
+        f"the layers with the most GPU time: {r['note']} (lesson 10 traces the kernels and the gaps)."
+    )
+
+
+def checklist_sentences(table) -> List[str]:
+    """One sentence per item, written from its row of `checklist_table`.
+
+    Args:
+        table: `checklist_table`'s result.
+
+    Returns:
+        The sentences, in `ITEMS` order.
+    """
+    return [_sentence(r) for r in table.to_dict("records")]
+
+
+def _bar_value(r) -> Optional[float]:
+    if str(r["applies"]).startswith(("not measurable", "no: the production batch")):
+        return None
+    if r["item"] in ("memory fits", "profile"):
+        return r["share_percent"]
+    return r["saved_percent"]
+
+
+def _bar_text(r) -> str:
+    """An item's label on the chart: what it compares, then its cost (every quantity its sentence
+    names)."""
+    item, b, a = r["item"], r["before_us"], r["after_us"]
+    per = f" an {r['per']}" if r["per"] == "image" else f" a {r['per']}"
+    if item == "memory fits":
+        target = (
+            f"<br>{r['target_gpu']}: {size_text(r['target_memory_bytes'])}"
+            if r["target_memory_bytes"] == r["target_memory_bytes"]
+            else ""
+        )
+        return f"peak {size_text(r['memory_after_bytes'])} of {size_text(r['memory_before_bytes'])}{target}"
+    if item == "profile":
+        return f"{us_text(b)} a pass, kernels {us_text(a)}<br>most GPU time: {r['note']}"
+    if item in ("plans", "graph reuse"):
+        tail = f"{int(r['layers_compared'])} distinct layers" if item == "plans" else "host time, waited for"
+        per = "" if item == "plans" else per
+        return f"{r['before']} {fmt_us(b)} → {r['after']} {fmt_us(a)}{per}<br>{tail}"
+    head = f"{r['before']} {us_text(b)} → {r['after']} {us_text(a)}{per}"
+    if item == "precision":
+        return f"{head}<br>largest error {r['error_before']:.1e} → {r['error_after']:.1e}"
+    if item == "layout":
+        return (
+            f"{head}<br>NHWC convolutions {us_text(a - r['cost_us'])} + input conversion "
+            f"{us_text(r['cost_us'])}; {'gain' if a < b else 'loss'} {us_text(abs(b - a))}"
+        )
+    if item == "autotune":
+        cost = fmt_seconds(r["cost_us"] / 1e6)
+        return f"{head}<br>gain {us_text(r['gain_us'])}; finding the fastest plans {cost}"
+    return (
+        f"{head}<br>{us_text(abs(b - a))} {'less' if a < b else 'more'}; largest layer "
+        f"{size_text(r['memory_before_bytes'])} → {size_text(r['memory_after_bytes'])}"
+    )
+
+
+def checklist_chart(table):
+    """The checklist in one chart: per item, the share of the time before that it saves (memory:
+    the share of this GPU's memory the forward holds; profile: the share of the pass the GPU
+    idles), bars on a linear percent axis from zero, each labelled with what it compares.
+
+    Args:
+        table: `checklist_table`'s result (its ``attrs`` give the provenance).
+
+    Returns:
+        The ``go.Figure``: trace 0 the bars, trace 1 the items not measured here (a label at zero).
+    """
+    rows = table.to_dict("records")
+    values = [_bar_value(r) for r in rows]
+    items = [r["item"] for r in rows]
+    shown = [(i, v, r) for i, v, r in zip(items, values, rows) if v is not None and v == v]
+    fig = new_figure()
+    fig.add_bar(
+        y=[i for i, _, _ in shown],
+        x=[v for _, v, _ in shown],
+        orientation="h",
+        name="measured",
+        text=[_bar_text(r) for _, _, r in shown],
+        textposition="auto",
+        marker=dict(
+            color=[
+                COLORS["muted"]
+                if r["item"] in ("memory fits", "profile")
+                else COLORS["primary"]
+                if v >= 0
+                else COLORS["bad"]
+                for _, v, r in shown
+            ]
+        ),
+        hovertemplate="%{y}: %{x:.1f}%<br>%{text}<extra></extra>",
+    )
+    missing = [(i, r) for i, v, r in zip(items, values, rows) if v is None or v != v]
+    fig.add_scatter(
+        y=[i for i, _ in missing],
+        x=[0] * len(missing),
+        mode="markers+text",
+        marker=dict(symbol="circle-open", color=COLORS["dark"], size=9),
+        text=["not measured here" for _ in missing],
+        textposition="middle right",
+        name="not measured here",
+        showlegend=bool(missing),
+        hoverinfo="skip",
+    )
+    low = min([0.0] + [v for _, v, _ in shown])
+    fig.update_xaxes(
+        title_text=AXIS_TITLE,
+        range=[min(low * 1.05, -5.0) if low < 0 else 0, 105],
+        zeroline=True,
+    )
+    fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(ITEMS)), type="category")
+    net = (table.attrs.get("request") or {}).get("net")
+    return finish(
+        fig,
+        table,
+        f"The performance checklist, measured for {net if isinstance(net, str) else 'your network'}",
+        detail="autotune, memory fits and profile: the network report of the same network, measured "
+        f"{table.attrs.get('report_date') or 'on a date not recorded'}",
+        height=520,
+        legend_rows=1 if missing else 0,
+    )
