@@ -46,7 +46,7 @@ def test_a_production_batch_that_is_not_a_whole_number_of_images_is_invalid(bad)
         checklist_run.check_production_batch(bad)
 
 
-def _fake_layer_step(spec, variants, budget_s):
+def _fake_layer_step(spec, variants, own_s, variant_s):
     own = [
         dict(table=t, **checklist_steps.spec_columns(spec), status="ok", reason="")
         for t in ("convs", "plans", "reuse")
@@ -67,7 +67,9 @@ def steps(monkeypatch):
     calls = []
 
     def in_worker(step, args, budget_s, what):
-        calls.append((step, args))
+        calls.append((step, args, budget_s))
+        if step == "warm_step":
+            return 1.0
         if step == "input_step":
             return dict(table="convert", spec=args[0].label, dtype=args[0].dtype, N=args[0].N, status="ok")
         return _fake_layer_step(*args)
@@ -79,8 +81,18 @@ def steps(monkeypatch):
 def test_every_distinct_layer_gives_its_variants_its_build_and_its_reuse_rows(steps):
     net, groups = _network()
     df = checklist_run._checklist(net, groups, 128)
-    assert [s for s, _ in steps] == ["input_step"] + ["layer_step"] * len(groups)
-    assert steps[0][1][0] == net.layers[0].spec  # the network's input is its first layer's
+    assert [s for s, *_ in steps] == ["warm_step", "input_step"] + ["layer_step"] * len(groups)
+    assert steps[0][1] == (your_network.CHECKLIST_DTYPES,)  # every dtype warmed before the first layer
+    assert steps[1][1][0] == net.layers[0].spec  # the network's input is its first layer's
+    for (_, args, budget_s), g in zip(steps[2:], groups):
+        spec, variants, own_s, variant_s = args
+        assert (
+            spec == g.spec
+            and own_s == your_network.LAYER_BUDGET_S
+            and variant_s == your_network.VARIANT_BUDGET_S
+        )
+        assert budget_s == own_s + len(variants) * variant_s  # each variant has a budget of its own
+    assert df.attrs["warm_seconds"] == 1.0
     convert = df[df.table == "convert"]
     assert len(convert) == 1 and convert.layer.iloc[0] == net.layers[0].name
     for i, g in enumerate(groups):
@@ -96,6 +108,8 @@ def test_a_step_that_times_out_is_every_one_of_its_rows_with_the_reason(monkeypa
     net, groups = _network()
 
     def in_worker(step, args, budget_s, what):
+        if step == "warm_step":
+            raise TimedOut(what, "building", budget_s + 15, budget_s)  # the layers go on without it
         if step == "layer_step" and args[0] == groups[1].spec:
             raise TimedOut(what, "checking plan 0 against float64", budget_s + 15, budget_s)
         if step == "input_step":
@@ -111,11 +125,13 @@ def test_a_step_that_times_out_is_every_one_of_its_rows_with_the_reason(monkeypa
 
 
 def test_layers_left_when_the_checklist_budget_is_spent_are_cut_rows(steps, monkeypatch):
+    """The budget starts after the warm-up (charged to no layer): here every clock reading is 30 s
+    after the last, so the first layers are measured and the rest cut."""
     net, groups = _network()
     clock = iter(range(0, 10_000, 30))  # every reading of the clock is 30 s after the last
     monkeypatch.setattr(checklist_run, "clock", lambda: next(clock))
     df = checklist_run._checklist(net, groups, 128)
-    measured = {args[0] for step, args in steps if step == "layer_step"}
+    measured = {args[0] for step, args, _ in steps if step == "layer_step"}
     assert 0 < len(measured) < len(groups)
     cut = df[df.status.map(was_cut)]
     assert len(cut) and set(cut.spec_id) == {i for i, g in enumerate(groups) if g.spec not in measured}

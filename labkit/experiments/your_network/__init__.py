@@ -52,12 +52,15 @@ from __future__ import annotations
 
 from ..panel_config import plain_panel
 from .charts import STRATEGY_COLORS, STRATEGY_DASHES, network_report_chart
+from .checklist_exercise import checklist_gain
 from .checklist_run import (
     CHECKLIST_BUDGET_S,
     CHECKLIST_DTYPES,
     CHECKLIST_TABLES,
     LAYER_BUDGET_S,
     PRODUCTION_BATCH,
+    VARIANT_BUDGET_S,
+    WARM_BUDGET_S,
     check_production_batch,
     checklist_items,
     variants_of,
@@ -104,6 +107,8 @@ __all__ = [
     "CHECKLIST_TABLES",
     "CHECKLIST_BUDGET_S",
     "LAYER_BUDGET_S",
+    "VARIANT_BUDGET_S",
+    "WARM_BUDGET_S",
     "PRODUCTION_BATCH",
     "variants_of",
     "check_production_batch",
@@ -117,6 +122,7 @@ __all__ = [
     "small_cap_cost",
     "zero_cap_pass",
     "vgg16_workspace",
+    "checklist_gain",
     "async_pool_holds",
     "HANDS_ON",
     "HANDS_ON_CHECKS",
@@ -155,7 +161,7 @@ def recorded_calls(quick: bool = False) -> list:
 LESSON = "09"
 CHARTS = {"network_report": (network_report_chart, 11, network_report_summary)}
 #: the exercises, in the order the lesson asks them
-EXERCISES = (small_cap_cost, zero_cap_pass, async_pool_holds, vgg16_workspace)
+EXERCISES = (small_cap_cost, zero_cap_pass, async_pool_holds, vgg16_workspace, checklist_gain)
 #: the checks hands-on cells call, as check.<name>
 HANDS_ON_CHECKS = (network_pass,)
 #: experiment -> its lesson panel (`labkit.present.widgets.panel`)

@@ -19,10 +19,13 @@ network measured under the checklist's variants, step by step in the worker proc
 =============  ================================================================================
 
 Autotuning, memory fits and the profile of the pass are `network_report`'s rows for the same
-request. Bounded: each distinct layer has `LAYER_BUDGET_S` seconds in the worker process; a
-variant left when it is spent is a row whose status begins ``cut:``, and a layer whose worker
-does not answer `KILL_GRACE_S` after its budget is killed and its rows say ``timed_out``. A
-layer left when the whole checklist's `CHECKLIST_BUDGET_S` is spent is cut too. Bytes;
+request. Bounded: in the worker process, a warm-up first runs a small convolution through every
+step in every dtype and layout (`checklist_steps.warm_step`, charged to no layer); then each
+distinct layer has `LAYER_BUDGET_S` seconds as the network runs it and `VARIANT_BUDGET_S` for each
+other variant (a part past its budget is a row with status ``timed_out``); a layer whose worker
+does not answer `KILL_GRACE_S` after its budgets is killed and its rows say ``timed_out``. A layer
+left when the whole checklist's `CHECKLIST_BUDGET_S` is spent is a row whose status begins
+``cut:``. Bytes;
 microseconds; seconds for budgets and builds.
 """
 
@@ -46,8 +49,12 @@ from .request import KILL_GRACE_S, network_of
 CHECKLIST_DTYPES = ("fp32", "tf32", "fp16", "bf16")
 #: the production batch a checklist measures when none is named
 PRODUCTION_BATCH = 128
-#: seconds one distinct layer's measurements may take (every variant, build, load and reuse)
+#: seconds a distinct layer as the network runs it may take (build, check, time, save and load, reuse)
 LAYER_BUDGET_S = 4.0
+#: seconds each other variant of a layer may take (build, check against float64, time)
+VARIANT_BUDGET_S = 3.0
+#: seconds the warm-up before the first layer may take (charged to no layer and not to the checklist)
+WARM_BUDGET_S = 120.0
 #: seconds the whole checklist may take; layers left when it is spent are cut
 CHECKLIST_BUDGET_S = 50.0
 #: the clock the checklist's budget is read on (seconds)
@@ -171,13 +178,19 @@ def failed_rows(spec: ConvSpec, variants: List[ConvSpec], status: dict) -> List[
 
 def _checklist(network, groups, production_batch: int):
     rows: List[dict] = []
-    t_start = clock()
     total = len(groups) + 1
 
     def frame():
         return to_frame(rows)
 
     checkpoint()
+    try:
+        warm_s = _in_worker(
+            "warm_step", (CHECKLIST_DTYPES,), WARM_BUDGET_S, "warming up the checklist's kernels"
+        )
+    except LabkitError:
+        warm_s = float("nan")  # each layer warms what it uses, within its own budget
+    t_start = clock()
     first = network.layers[0].spec
     try:
         convert = _in_worker("input_step", (first,), LAYER_BUDGET_S, "converting the network's input")
@@ -199,8 +212,8 @@ def _checklist(network, groups, production_batch: int):
             try:
                 out = _in_worker(
                     "layer_step",
-                    (g.spec, variants, LAYER_BUDGET_S),
-                    LAYER_BUDGET_S,
+                    (g.spec, variants, LAYER_BUDGET_S, VARIANT_BUDGET_S),
+                    LAYER_BUDGET_S + len(variants) * VARIANT_BUDGET_S,
                     f"checklist of {g.spec.label}",
                 )
             except LabkitError as exc:
@@ -212,5 +225,7 @@ def _checklist(network, groups, production_batch: int):
     df.attrs["network"] = network.name
     df.attrs["network_source"] = network.source
     df.attrs["layer_budget_s"] = LAYER_BUDGET_S
+    df.attrs["variant_budget_s"] = VARIANT_BUDGET_S
+    df.attrs["warm_seconds"] = warm_s
     df.attrs["checklist_budget_s"] = CHECKLIST_BUDGET_S
     return df

@@ -16,7 +16,7 @@ from typing import List, Sequence
 from ...errors import LabkitError
 from ...signals.cancel import Budget, checkpoint
 from ...signals.progress import announce
-from ...spec import ConvSpec
+from ...spec import LAYOUTS, ConvSpec
 from ..core import status_row
 
 #: calls timed (host clock) per call kind in the graph-reuse item: rebuilding the graph per call,
@@ -207,33 +207,52 @@ def own_rows(spec: ConvSpec, budget: Budget) -> List[dict]:
     return [conv, plans, reuse]
 
 
-def layer_step(spec: ConvSpec, variants: Sequence[ConvSpec], budget_s: float) -> List[dict]:
-    """One distinct convolution of the network, in the worker process: `own_rows`, then each
-    variant (`variant_row`) while the budget lasts; a variant left when it is spent is a ``cut``
-    row.
+def layer_step(
+    spec: ConvSpec, variants: Sequence[ConvSpec], own_budget_s: float, variant_budget_s: float
+) -> List[dict]:
+    """One distinct convolution of the network, in the worker process: `own_rows` within its budget,
+    then each variant (`variant_row`) within a budget of its own.
 
     Args:
         spec: the layer's convolution, as the network runs it.
         variants: the same convolution in other dtypes, the other layout, the production batch.
-        budget_s: the layer's budget, in seconds.
+        own_budget_s: the seconds `own_rows` may take.
+        variant_budget_s: the seconds each variant may take.
 
     Returns:
         The rows (``table``: ``convs``, ``plans``, ``reuse``), without the layer's own columns.
     """
-    budget = Budget(budget_s, f"the checklist of {spec.label}")
-    rows = own_rows(spec, budget)
+    rows = own_rows(spec, Budget(own_budget_s, f"the checklist of {spec.label}"))
     for v in variants:
-        if budget.over:
-            rows.append(
-                dict(
-                    table="convs",
-                    **spec_columns(v),
-                    **cut_row(f"the layer's budget of {budget_s:.1f} s was spent"),
-                )
-            )
-            continue
-        rows.append(variant_row(v, budget))
+        rows.append(variant_row(v, Budget(variant_budget_s, f"the checklist of {v.label}")))
     return rows
+
+
+#: the small convolution `warm_step` runs in every dtype and layout
+WARM_SPEC = ConvSpec(N=2, C=8, H=8, W=8, K=8, dtype="fp16", layout="NHWC")
+
+
+def warm_step(dtypes: Sequence[str]) -> float:
+    """Before the first layer, in the worker process: a small convolution through every step a layer
+    takes, in every dtype and layout the checklist measures (CuPy's kernels for each dtype's inputs,
+    the float64 reference and the checks compiled and loaded, cuDNN's handle made), so that no
+    layer's budget pays for them. Its rows are not kept.
+
+    Args:
+        dtypes: the dtypes the checklist measures.
+
+    Returns:
+        The seconds it took.
+    """
+    t0 = time.perf_counter()
+    own_rows(WARM_SPEC, Budget(None, "the checklist's warm-up"))
+    for dtype in dtypes:
+        for layout in LAYOUTS:
+            variant_row(
+                WARM_SPEC.replace(dtype=dtype, layout=layout), Budget(None, "the checklist's warm-up")
+            )
+    input_step(WARM_SPEC)
+    return time.perf_counter() - t0
 
 
 def input_step(spec: ConvSpec) -> dict:
