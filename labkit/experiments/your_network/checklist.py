@@ -480,6 +480,8 @@ def _bar_text(r) -> str:
     names)."""
     item, b, a = r["item"], r["before_us"], r["after_us"]
     per = f" an {r['per']}" if r["per"] == "image" else f" a {r['per']}"
+    if r["layers_compared"] != r["layers"] and item not in ("memory fits", "profile"):
+        per += f" ({int(r['layers_compared'])} of {int(r['layers'])} layers)"
     if item == "memory fits":
         target = (
             f"<br>{r['target_gpu']}: {size_text(r['target_memory_bytes'])}"
