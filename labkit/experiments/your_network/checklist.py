@@ -479,9 +479,9 @@ def _bar_text(r) -> str:
     """An item's label on the chart: what it compares, then its cost (every quantity its sentence
     names)."""
     item, b, a = r["item"], r["before_us"], r["after_us"]
-    per = f" an {r['per']}" if r["per"] == "image" else f" a {r['per']}"
-    if r["layers_compared"] != r["layers"] and item not in ("memory fits", "profile"):
-        per += f" ({int(r['layers_compared'])} of {int(r['layers'])} layers)"
+    partial = r["layers_compared"] != r["layers"] and item not in ("memory fits", "profile")
+    of = f" ({int(r['layers_compared'])} of {int(r['layers'])} layers)" if partial else ""
+    per = f" an {r['per']}{of}" if r["per"] == "image" else f" a {r['per']}{of}"
     if item == "memory fits":
         target = (
             f"<br>{r['target_gpu']}: {size_text(r['target_memory_bytes'])}"
