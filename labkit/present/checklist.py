@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List, Optional, Tuple
 
+from ..env import environment
 from ..errors import InvalidSpec
 from ..experiments.your_network import PRODUCTION_BATCH, check_production_batch
 from ..experiments.your_network.checklist import checklist_chart, checklist_sentences, checklist_table
 from ..session import lessons
+from ..store import recordings
 
 
 @dataclass
@@ -73,12 +75,8 @@ def memory_of(recording: Optional[str]) -> Tuple[Optional[str], Optional[int]]:
         (the CUDA device name, its memory in bytes); None where unknown.
     """
     if recording is None:
-        from ..env import environment
-
         e = environment()
         return e.gpu_name, e.gpu_memory_bytes
-    from ..store import recordings
-
     meta = recordings.named(recording).metadata
     return meta.get("gpu"), meta.get("gpu_memory_bytes")
 
@@ -94,8 +92,6 @@ def target_of(this_gpu: Optional[str], target_gpu: Optional[str]) -> Tuple[Optio
     Returns:
         (its CUDA device name, its memory in bytes); (None, None) when there is none.
     """
-    from ..store import recordings
-
     if target_gpu is not None:
         return memory_of(recordings.named(target_gpu).name)  # `InvalidSpec` naming the ones shipped
     other = next((r for r in recordings.shipped() if r.metadata.get("gpu") != this_gpu), None)

@@ -13,9 +13,12 @@ from __future__ import annotations
 import math
 from typing import List, Optional
 
+import pandas as pd
+
 from ...draw.plots import COLORS, finish, fmt_seconds, fmt_us, new_figure
 from ...draw.units import number, size_text, us_text
 from ...env import gpu_label
+from .tables import tables_of
 
 #: the checklist's items, in the order the cuDNN frontend's guide lists them
 ITEMS = (
@@ -339,10 +342,6 @@ def checklist_table(report, items, *, production_batch: int, memory_bytes=None, 
         why); ``before``/``after`` what is compared, ``per`` what a time is per (pass, image,
         process start); times in us, sizes in bytes; ``saved_percent`` of the time before.
     """
-    import pandas as pd
-
-    from .tables import tables_of
-
     req = items.attrs.get("request") or {}
     layers, strategies = tables_of(report, "layers", "strategies")
     dtype, layout, batch = req.get("dtype"), req.get("layout"), req.get("batch")

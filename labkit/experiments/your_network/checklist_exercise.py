@@ -11,6 +11,7 @@ from ..exercise import Exercise, equal, one_of
 from .checklist import checklist_table
 from .checklist_run import PRODUCTION_BATCH
 from .exercises import report_frame
+from .tables import table_of
 
 #: the items the learner chooses among: each saves GPU time per pass
 GAIN_ITEMS = ("precision", "layout", "autotune")
@@ -45,8 +46,6 @@ def _truth() -> str:
 def _counts() -> tuple:
     """(distinct layers faster in fp16 than fp32, distinct layers measured in both; distinct layers
     whose fastest plan is not the heuristic's, distinct layers of the report)."""
-    from .tables import table_of
-
     items = result(
         "checklist_items",
         net="resnet50",

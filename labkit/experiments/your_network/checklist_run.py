@@ -36,6 +36,7 @@ from typing import Dict, List
 
 from ... import networks
 from ...errors import InvalidSpec, LabkitError
+from ...gpu.host import isolated
 from ...signals.cancel import checkpoint
 from ...signals.progress import announce
 from ...signals.progress import report as report_progress
@@ -141,8 +142,6 @@ def checklist_items(
 def _in_worker(step: str, args: tuple, budget_s: float, what: str):
     """``step(*args)`` of `checklist_steps` in the worker process, killed `KILL_GRACE_S` after
     ``budget_s``."""
-    from ...gpu.host import isolated
-
     return isolated.run_step(
         f"{checklist_steps.__name__}:{step}", args, budget_s + KILL_GRACE_S, what, announce, hold_gpu=True
     )

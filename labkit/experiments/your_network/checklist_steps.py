@@ -10,6 +10,7 @@ The steps are called by name (``"<this module>:layer_step"``), so they stay modu
 from __future__ import annotations
 
 import statistics
+import tempfile
 import time
 from typing import List, Sequence
 
@@ -17,6 +18,7 @@ from ...errors import LabkitError
 from ...signals.cancel import Budget, checkpoint
 from ...signals.progress import announce
 from ...spec import LAYOUTS, ConvSpec
+from ...store import machine, plan_store
 from ..core import status_row
 
 #: calls timed (host clock) per call kind in the graph-reuse item: rebuilding the graph per call,
@@ -51,7 +53,7 @@ def spec_columns(spec: ConvSpec) -> dict:
 def _timed_conv(cg, ops, budget: Budget) -> dict:
     """The default plan of ``cg`` (the heuristic's pick, or its next right plan), checked against
     float64 on ``ops`` first, then timed by CUDA-graph replay within ``budget``."""
-    from ...gpu.timing import autotune
+    from ...gpu.timing import autotune  # heavy: CuPy, live only
 
     cg.check(ops=ops)  # every plan the graph built, against float64, before anything is timed
     plan = cg.plan()
@@ -73,7 +75,7 @@ def _timed_conv(cg, ops, budget: Budget) -> dict:
 
 
 def _free_pool() -> None:
-    import cupy
+    import cupy  # heavy: CuPy, live only
 
     cupy.get_default_memory_pool().free_all_blocks()
 
@@ -89,7 +91,7 @@ def variant_row(spec: ConvSpec, budget: Budget) -> dict:
     Returns:
         The ``convs`` row (an error as its ``status``: out of memory, unsupported, timed out).
     """
-    from ...gpu.cudnn import graph_cache, operands
+    from ...gpu.cudnn import graph_cache, operands  # heavy: CuPy, live only
 
     row = dict(table="convs", **spec_columns(spec))
     ops = None
@@ -110,10 +112,7 @@ def variant_row(spec: ConvSpec, budget: Budget) -> dict:
 def _build_and_load(cg, plan_index: int) -> dict:
     """The ``plans`` item: save the checked plan of a graph just built to a temporary plan store
     and load it back as a later process would (read, deserialize)."""
-    import tempfile
-
-    from ...gpu.cudnn import saved_plans
-    from ...store import machine, plan_store
+    from ...gpu.cudnn import saved_plans  # heavy: CuPy, live only
 
     announce(f"checklist: saving and loading the plan of {cg.spec.label}")
     with tempfile.TemporaryDirectory(prefix="labkit-checklist-") as tmp:
@@ -130,8 +129,8 @@ def _build_and_load(cg, plan_index: int) -> dict:
 def _reuse(cg, plan, ops, budget: Budget) -> dict:
     """The ``reuse`` item: host time per call, waited for, when the built graph is called again
     (call) and when the graph is built again for each call (build, plan, bind, call)."""
-    from ...gpu.cudnn import conv_graph
-    from ...gpu.timing import measure
+    from ...gpu.cudnn import conv_graph  # heavy: CuPy, live only
+    from ...gpu.timing import measure  # heavy: CuPy, live only
 
     stream = measure.timing_stream()
     bound = cg.bind_with_workspace(ops.arrays, plan.index, stream)
@@ -175,7 +174,7 @@ def own_rows(spec: ConvSpec, budget: Budget) -> List[dict]:
     Returns:
         The three rows; an error gives the rows not measured yet its status.
     """
-    from ...gpu.cudnn import conv_graph, operands
+    from ...gpu.cudnn import conv_graph, operands  # heavy: CuPy, live only
 
     conv = dict(table="convs", **spec_columns(spec))
     plans = dict(table="plans", **spec_columns(spec))
@@ -265,11 +264,11 @@ def input_step(spec: ConvSpec) -> dict:
     Returns:
         The ``convert`` row: ``convert_gpu_us``, ``input_bytes``, ``status``.
     """
-    import cupy
+    import cupy  # heavy: CuPy, live only
 
-    from ...gpu.cudnn.frontend import role_shapes
-    from ...gpu.device import memory, numerics
-    from ...gpu.timing import measure
+    from ...gpu.cudnn.frontend import role_shapes  # heavy: CuPy, live only
+    from ...gpu.device import memory, numerics  # heavy: CuPy, live only
+    from ...gpu.timing import measure  # heavy: CuPy, live only
 
     shape = role_shapes(spec)["x"]  # (N, C, H, W)
     row = dict(
