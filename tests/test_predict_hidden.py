@@ -184,6 +184,33 @@ def test_a_predictions_answer_is_hidden_until_answered(ex):
     assert not problems, f"lesson {ex.lesson}, check.{ex.name}:\n" + "\n".join(problems)
 
 
+def _moved_to():
+    """PREDICT exercise found by moving a control -> (the control, the values whose numbers answer it)."""
+    from labkit.experiments import BASE
+    from labkit.experiments.precision_layout.exercises import NHWC_BATCHES
+
+    return {"nhwc_closest_batch": ("N", {n for n in NHWC_BATCHES if n != BASE.N})}
+
+
+def test_no_cell_before_a_prediction_moves_a_panel_to_its_answer():
+    found = []
+    for name, (control, values) in _moved_to().items():
+        (ex,) = [ex for ex in PREDICTS if ex.name == name]
+        for path in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")):
+            if path.name[:2] > ex.lesson:
+                break
+            cells = _cells(path.name[:2])
+            asked = [i for i, c in enumerate(cells) if f"check.{name}(" in c["text"]] or [len(cells)]
+            for c in cells[: asked[0]]:
+                for call in re.findall(r"\.set\(([^)]*)\)", c["text"]) if c["cell_type"] == "code" else []:
+                    m = re.search(rf"\b{control}\s*=\s*(\d+)", call)
+                    if m and int(m.group(1)) in values:
+                        found.append(
+                            f"{path.name} cell {c.get('id')}: .set({call}) shows check.{name}'s numbers"
+                        )
+    assert not found, "a panel is moved to a prediction's answer before it is asked:\n" + "\n".join(found)
+
+
 @pytest.mark.parametrize("recording", [r.name for r in recordings.shipped()])
 def test_no_prose_names_a_predictions_answer(monkeypatch, recording):
     monkeypatch.setenv("LABKIT_RECORDING", recording)
