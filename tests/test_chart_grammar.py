@@ -13,6 +13,8 @@ recorded mode) through its chart builder, and lesson 08's two-GPU figures.
 
 from __future__ import annotations
 
+import re
+
 import chart_grammar as grammar
 import pytest
 
@@ -133,3 +135,40 @@ def test_a_summary_writes_a_quantity_in_its_charts_unit(recording, name):
                 at = text[max(0, m.start() - 60) : m.end()]
                 found.append(f"{m.group(0)!r} beside axes in {sorted(axes)}: {at!r}")
     assert not found, f"{recording} {name}: " + "\n".join(sorted(set(found))[:8])
+
+
+@pytest.mark.parametrize("recording, name", [c for c in CASES if experiments.SUMMARIES.get(c.values[1])])
+def test_a_summary_never_names_a_lesson_it_is_read_in(recording, name):
+    """A summary speaks about the project as it is: under a lesson's chart it says "here", never that
+    lesson's number (lesson 10's timeline summary called itself lesson 10)."""
+    from labkit.session.texts import DRAWS
+
+    rec = recordings.named(recording)
+    own = [lesson for lesson, names in DRAWS.items() if name in names]
+    found = []
+    for req in rec.requests(name):
+        try:
+            df = experiments.with_model(name, rec.lookup(name, req))
+        except LabkitError:
+            continue
+        text = str(experiments.SUMMARIES[name](df))
+        found += [m.group(0) for m in re.finditer(r"\blesson (\d\d)\b", text, re.I) if m.group(1) in own]
+    assert not found, f"{recording} {name} (read in lessons {', '.join(own)}): names {sorted(set(found))}"
+
+
+@pytest.mark.parametrize("recording", [r.name for r in recordings.shipped()])
+def test_the_kernels_chart_writes_the_times_lesson_10s_exercise_works_from(monkeypatch, recording):
+    """Every number the text refers to is readable on the chart: Exercise 1 (launch_headroom) works
+    from the heuristic's plan's GPU time per call and its host time, both written on the bars."""
+    from labkit.draw.units import us_text
+    from labkit.experiments.under_the_hood import exercises
+
+    monkeypatch.setenv("LABKIT_RECORDING", recording)
+    monkeypatch.setattr(recordings, "_current", None)
+    monkeypatch.setattr(recordings, "_picked", None)
+    inputs = exercises._headroom_inputs()
+    assert recordings.current().name == recording
+    fig = experiments.CHARTS["kernels"](experiments.core.result("kernels", spec=experiments.BASE))
+    written = [a.text for a in fig.layout.annotations] + [t for tr in fig.data for t in (tr.text or ())]
+    for key in ("gpu_us", "host_us"):
+        assert any(us_text(inputs[key]) in w for w in written), (key, inputs[key], written)

@@ -80,7 +80,6 @@ LONG_CHART_FUNCTIONS = {
     "labkit/experiments/plans_autotune/charts.py:caps_chart": 131,
     "labkit/experiments/precision_layout/charts.py:precision_chart": 127,
     "labkit/experiments/precision_layout/charts.py:roofline_chart": 107,
-    "labkit/experiments/under_the_hood/charts.py:kernels_chart": 100,
     "labkit/experiments/workspace_basics/charts.py:algorithms_chart": 101,
     "labkit/experiments/workspace_basics/charts.py:workspace_sizes_chart": 98,
     "labkit/experiments/workspace_basics/charts.py:sweep_chart": 98,

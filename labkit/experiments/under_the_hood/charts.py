@@ -70,8 +70,8 @@ KERNELS_GRID = grid(
 def kernels_chart(df) -> go.Figure:
     """Per plan (the `CHART_PLANS` fastest), its GPU time per call stacked by kernel role, and its host time.
 
-    The host time is to launch one call, shown with the number of kernels it launches. Rows are
-    labelled `plan_labels` (``eng62 #2``), the full name in the hover.
+    Each stack's end and each host bar write their time (us); a host bar also the number of kernels
+    the call launches. Rows are labelled `plan_labels` (``eng62 #2``), the full name in the hover.
 
     Args:
         df: `kernels`' result.
@@ -104,29 +104,7 @@ def kernels_chart(df) -> go.Figure:
             row=1,
             col=1,
         )
-    per = sub.drop_duplicates("plan_name").set_index("plan_name") if len(sub) else None
-    host = [float(per.loc[p, "host_us"]) if per is not None else None for p in order]
-    text = [
-        f"{per.loc[p, 'kernels_per_call']:g} kernel{'s' if per.loc[p, 'kernels_per_call'] != 1 else ''}"
-        if per is not None
-        else ""
-        for p in order
-    ]
-    fig.add_trace(
-        go.Bar(
-            y=order,
-            x=host,
-            orientation="h",
-            name="host time to launch",
-            marker_color=COLORS["muted"],
-            text=text,
-            textposition="auto",
-            showlegend=False,
-            hovertemplate="%{y}: %{x:.1f} us of host time, %{text}<extra></extra>",
-        ),
-        row=1,
-        col=2,
-    )
+    _times_written(fig, order, sub)
     fig.update_layout(barmode="stack")
     pick = heuristic_plan(df) if "plan_index" in df.columns else ""
     fig.update_yaxes(
@@ -140,8 +118,6 @@ def kernels_chart(df) -> go.Figure:
         row=1,
         col=1,
     )
-    fig.update_xaxes(title_text="GPU time per call (us)", row=1, col=1)
-    fig.update_xaxes(title_text="host us per call", row=1, col=2)
     label = df["spec_label"].iloc[0] if "spec_label" in df.columns and len(df) else ""
     more = max(0, ok.plan_name.nunique() - len(order)) if len(ok) else 0
     drawn = (
@@ -167,6 +143,48 @@ def kernels_chart(df) -> go.Figure:
         height=300 + 26 * max(len(order), 4),
         legend_rows=2,
     )
+
+
+def _times_written(fig, order: list, sub) -> None:
+    """The kernels chart's times as numbers: each stack's GPU time per call at its end, and the host
+    bars (host time per call, with the kernels a call launches), each axis with room for them.
+
+    Args:
+        fig: the kernels chart.
+        order: the plans drawn, top first.
+        sub: their rows of `kernels`' result.
+    """
+    per = sub.drop_duplicates("plan_name").set_index("plan_name") if len(sub) else None
+    host = [float(per.loc[p, "host_us"]) if per is not None else None for p in order]
+    text = [
+        f"{us_text(per.loc[p, 'host_us'])} · {per.loc[p, 'kernels_per_call']:g} "
+        f"kernel{'s' if per.loc[p, 'kernels_per_call'] != 1 else ''}"
+        for p in order
+    ]
+    totals = (sub.kernel_us * sub.launches_per_call).groupby(sub.plan_name).sum() if len(sub) else {}
+    for p in order:
+        fig.add_annotation(
+            x=float(totals[p]), y=p, text=us_text(totals[p]), showarrow=False, xanchor="left", row=1, col=1
+        )
+    fig.add_trace(
+        go.Bar(
+            y=order,
+            x=host,
+            orientation="h",
+            name="host time to launch",
+            marker_color=COLORS["muted"],
+            text=text,
+            textposition="outside",
+            cliponaxis=False,
+            showlegend=False,
+            hovertemplate="%{y}: %{text} launched<extra></extra>",
+        ),
+        row=1,
+        col=2,
+    )
+    top = max([float(totals[p]) for p in order] or [1.0])
+    fig.update_xaxes(title_text="GPU time per call (us)", range=[0, 1.25 * top], row=1, col=1)
+    fig.update_xaxes(title_text="host us per call", range=[0, 2.2 * max(host or [1.0])], row=1, col=2)
 
 
 def fusion_kernels_chart(df) -> go.Figure:

@@ -53,9 +53,10 @@ def kernels_summary(df) -> Text:
     return Text(" ".join(parts))
 
 
-#: how lesson 10's host times are taken, beside lesson 02's (`_lesson_02_call`, the timeline summary)
+#: how the traced experiments' host times are taken, beside lesson 02's (`_lesson_02_call`, the
+#: timeline summary); read under their charts, so "here", never a lesson's number
 HOST_TIMES_HERE = (
-    "lesson 10 times the host untraced but between its traces, with CUPTI still attached to the "
+    "the host is timed untraced here but between traces, with CUPTI still attached to the "
     "process (an attached CUPTI can add host time to each CUDA call until it is detached), over calls "
     "launched back to back (a mean per call)"
 )
