@@ -183,7 +183,7 @@ def verdict(
     first = ordered(problems)
     said = {**NAMES, **(names or {})}
     lines = [ran] + [f"  {said.get(p.kind, p.kind)}: {p.message}" for p in first]
-    lines.append("Hint: " + hint(check, first[0].kind, hints))
+    lines.append(f"Hint: {hint(check, first[0].kind, hints)}")
     return emit(False, "\n".join(lines))
 
 

@@ -104,8 +104,7 @@ def fp32_layout_note(layouts=None) -> Optional[Text]:
     plans = ok.groupby("plan_name")
     converting = [p for p, rows in plans if (rows["role"] == CONVERSION).any()]
     direct = [(p, float(rows["plan_kernel_us"].iloc[0])) for p, rows in plans if p not in converting]
-    text += (
-        "\n\nThe kernel traces say why:\n\n"
+    converted = (
         f"* **NHWC**, plan {nhwc['plan_name']}: {launches} kernels per call, {converts} of them layout "
         f"conversions ({', '.join(sorted(set(conv['kernel'].str.split('::').str[-1])))}) that copy the "
         f"tensors into NCHW order in its {fmt_bytes(nhwc['workspace_bytes'])} workspace and the result back. "
@@ -113,24 +112,31 @@ def fp32_layout_note(layouts=None) -> Optional[Text]:
     )
     if direct:
         name, us = min(direct, key=lambda x: x[1])
-        text += f"; the fastest that reads NHWC as it is ({name}) takes {fmt_us(us)} of kernel time per call"
-    text += ".\n"
+        nhwc_item = (
+            f"{converted}; the fastest that reads NHWC as it is ({name}) takes {fmt_us(us)} of kernel time "
+            "per call."
+        )
+    else:
+        nhwc_item = f"{converted}."
     other = _trace("NCHW")
     if other is not None:
         theirs = _plan_kernels(other, str(nchw["plan_name"]))
         n = int(round(float(theirs["launches_per_call"].sum())))
         main = theirs.loc[theirs["kernel_us"].idxmax(), "kernel"] if len(theirs) else ""
-        text += (
+        nchw_item = (
             f"* **NCHW**, plan {nchw['plan_name']}: {n} kernel{'s' if n != 1 else ''} per call, an implicit "
             f"GEMM that reads NCHW as it is ({str(main)[:40]}...), {fmt_bytes(nchw['workspace_bytes'])} of "
-            "workspace.\n"
+            "workspace."
         )
     else:
-        text += (
+        nchw_item = (
             f"* **NCHW**, plan {nchw['plan_name']}: {fmt_bytes(nchw['workspace_bytes'])} of workspace, "
-            "nothing to convert (this recording has no kernel trace of it).\n"
+            "nothing to convert (this recording has no kernel trace of it)."
         )
-    text += "\ncuDNN's true-fp32 kernels work on NCHW data."
+    text = (
+        f"{text}\n\nThe kernel traces say why:\n\n{nhwc_item}\n{nchw_item}\n\n"
+        "cuDNN's true-fp32 kernels work on NCHW data."
+    )
     try:
         half = ok_rows(result("layout", spec=BASE.replace(dtype="fp16"))).set_index("layout")["conv_gpu_us"]
     except LabkitError:

@@ -106,7 +106,7 @@ def race_chart(df) -> go.Figure:
                 text=txt,
                 textposition="outside",
                 cliponaxis=False,
-                hovertemplate="%{x}: %{text} outputs differ from the solo run<extra>" + sp + "</extra>",
+                hovertemplate=f"%{{x}}: %{{text}} outputs differ from the solo run<extra>{sp}</extra>",
             )
         )
         zero = [c for c, v in zip(cases, y) if v == 0]
@@ -122,7 +122,7 @@ def race_chart(df) -> go.Figure:
                 marker=dict(symbol="line-ew-open", size=36, line=dict(width=4, color=color), color=color),
                 opacity=0,  # for the hover: the line shape below draws the zero across the bar's slot
                 cliponaxis=False,
-                hovertemplate="%{x}: no output differs from the solo run<extra>" + sp + "</extra>",
+                hovertemplate=f"%{{x}}: no output differs from the solo run<extra>{sp}</extra>",
             )
         )
     fig.add_traces(zeros)
@@ -210,15 +210,15 @@ def race_summary(df) -> Text:
         bad, runs = int(s.loc["shared", "mismatches_bitwise"]), int(s.loc["shared", "runs"])
         err = float(s.loc["shared", "worst_rel_error"])
         if bad:
-            how = f"worst relative error {err:.2g}" + (
-                f", {err / tol:,.0f}x the {dtype} tolerance of {tol:.0e}" if tol else ""
-            )
+            against = f", {err / tol:,.0f}x the {dtype} tolerance of {tol:.0e}" if tol else ""
+            how = f"worst relative error {err:.2g}{against}"
         else:
-            how = f"worst relative error {err:.2g} against float64" + (
+            within = (
                 f", within the {dtype} tolerance of {tol:.0e}: {dtype} rounding, not corruption"
                 if tol and err <= tol
                 else ""
             )
+            how = f"worst relative error {err:.2g} against float64{within}"
         parts.append(
             f"**{la} launch, {st} streams**: a shared scratchpad corrupted {bad} of {runs} outputs ({how}); "
             f"one scratchpad per stream corrupted {int(s.loc['per-stream', 'mismatches_bitwise'])}."
@@ -292,10 +292,10 @@ def _four_why(truth: str) -> str:
             "one, so fewer outputs come through untouched."
         )
     if truth == "more" and bad4 < 2 * bad2:
+        over = f", and twice {bad2} is more than the {runs} outputs checked" if 2 * bad2 > runs else ""
         text += (
             " But the count does not double: an output is corrupted once, however many streams overwrite its "
-            "scratch data"
-            + (f", and twice {bad2} is more than the {runs} outputs checked." if 2 * bad2 > runs else ".")
+            f"scratch data{over}."
         )
     return (
         text + f" One scratchpad per stream: {int(four.loc['per-stream', 'mismatches_bitwise'])} corrupted."
