@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from labkit.errors import InvalidSpec
 from labkit.experiments.core import from_recording
 from labkit.experiments.workspace_strategies import strategies_repeats
 from labkit.experiments.your_network import REPORT_STRATEGIES, table_of
@@ -64,3 +65,15 @@ def test_lessons_02_and_09_name_every_strategy_alike(rec):
         assert set(table_of(df, "timeline").strategy) == set(strategies.strategy)
         shared = set(strategies.strategy) & set(bench.strategy)
         assert len(shared) == len(REPORT_STRATEGIES) - 1  # all but the arena, sized to the network
+
+
+def test_lesson_10s_check_takes_a_strategy_as_lesson_02_or_its_timeline_spells_it(capsys):
+    from labkit.experiments.under_the_hood import exercises
+
+    parse = exercises.idle_strategy.parse
+    assert parse("keyed_cache (32 MiB, key=full)") == parse("keyed_cache (32 MiB)") == "keyed_cache"
+    assert parse("Keyed_Cache") == "keyed_cache"  # both keyed caches answer to their name
+    assert parse("scratchpad") == "scratchpad_per_stream" and parse("fixed_arena (1024 MiB)") == "fixed_arena"
+    assert parse("MALLOC_PER_CALL") == "malloc_per_call"
+    with pytest.raises(InvalidSpec, match="must be a strategy"):
+        parse("pool")

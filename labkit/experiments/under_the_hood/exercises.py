@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from ...draw.plots import ok_rows
 from ...draw.units import us_text
+from ...errors import InvalidSpec
+from ...gpu.workspaces import labels
 from ..core import BASE, result
-from ..exercise import Exercise, equal, explain, number, one_of
+from ..exercise import Exercise, equal, explain, number
 from ..worked import slips, worked
 from .race_trace import overlap_total, why_they_met
 from .runs import heuristic_plan
@@ -165,6 +167,15 @@ def _names() -> list:
     return [str(i).split(" (")[0] for i in _timeline()[1].index]
 
 
+def _parse_strategy(answer) -> str:
+    """A strategy's name, from any spelling of its label a learner may copy (`labels.match`)."""
+    full, names = [str(i) for i in _timeline()[1].index], list(dict.fromkeys(_names()))
+    hit = (labels.match(answer, full) or labels.match(answer, names)) if isinstance(answer, str) else None
+    if hit is None:
+        raise InvalidSpec("answer", answer, f"must be a strategy: one of {', '.join(map(repr, names))}")
+    return hit.split(" (")[0]
+
+
 def _idlest() -> str:
     _, s = _timeline()
     return str(s.idle_drawn.idxmax()).split(" (")[0]
@@ -188,7 +199,7 @@ idle_strategy = Exercise(
     question="Before the timeline: under which strategy will the GPU sit idle the largest share of its "
     "pass? Name it as lesson 02 does, e.g. 'fixed_arena'.",
     truth=_idlest,
-    parse=lambda answer: one_of(_names(), "a strategy")(answer),
+    parse=_parse_strategy,
     judge=equal,
     why=_idle_why,
     hints=(
