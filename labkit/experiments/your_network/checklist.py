@@ -112,7 +112,18 @@ def _measured_layers(convs) -> int:
 
 
 def precision_row(convs, dtype: str, layout: str, batch: int) -> dict:
-    """fp32 against the half precision the network runs (or the faster of fp16 and bf16)."""
+    """fp32 against the half precision the network runs (or the faster of fp16 and bf16).
+
+    Args:
+        convs: `checklist_items`' ``convs`` rows (each layer's heuristic plan per dtype, layout, batch).
+        dtype: the network's dtype.
+        layout: its layout.
+        batch: its batch.
+
+    Returns:
+        One checklist row (item, applies, before/after and their times in microseconds or sizes in
+        bytes, the layers compared), or a row that says why the item is not measurable here.
+    """
     sel = dict(layout=layout, N=batch)
     halves = [dtype] if dtype in ("fp16", "bf16") else ["fp16", "bf16"]
     pairs = [(d, _pair(convs, dict(sel, dtype="fp32"), dict(sel, dtype=d))) for d in halves]
@@ -138,7 +149,19 @@ def precision_row(convs, dtype: str, layout: str, batch: int) -> dict:
 
 
 def layout_row(convs, convert, dtype: str, layout: str, batch: int) -> dict:
-    """NCHW against channels-last (NHWC) plus the one conversion of the network's input."""
+    """NCHW against channels-last (NHWC) plus the one conversion of the network's input.
+
+    Args:
+        convs: `checklist_items`' ``convs`` rows.
+        convert: its ``convert`` rows (the input's NCHW to NHWC conversion, timed).
+        dtype: the network's dtype.
+        layout: its layout.
+        batch: its batch.
+
+    Returns:
+        One checklist row (item, applies, before/after and their times in microseconds or sizes in
+        bytes, the layers compared), or a row that says why the item is not measurable here.
+    """
     sel = dict(dtype=dtype, N=batch)
     both = _pair(convs, dict(sel, layout="NCHW"), dict(sel, layout="NHWC"))
     conv_ok = _ok(convert)
@@ -166,7 +189,15 @@ def layout_row(convs, convert, dtype: str, layout: str, batch: int) -> dict:
 
 def autotune_row(layers) -> dict:
     """The heuristic's pick against the fastest plan, per pass; what finding the fastest took
-    (each distinct layer's step of the report: building, checking and timing every plan)."""
+    (each distinct layer's step of the report: building, checking and timing every plan).
+
+    Args:
+        layers: the network report's ``layers`` table.
+
+    Returns:
+        One checklist row (item, applies, before/after and their times in microseconds or sizes in
+        bytes, the layers compared), or a row that says why the item is not measurable here.
+    """
     ok = _ok(layers)
     if not len(ok):
         return _not_measurable("autotune", "the network report measured no layer")
@@ -189,7 +220,15 @@ def autotune_row(layers) -> dict:
 
 
 def plans_row(saved) -> dict:
-    """Building every distinct layer's plan against loading it serialized, per process start."""
+    """Building every distinct layer's plan against loading it serialized, per process start.
+
+    Args:
+        saved: `checklist_items`' ``plans`` rows (build and load seconds per layer).
+
+    Returns:
+        One checklist row (item, applies, before/after and their times in microseconds or sizes in
+        bytes, the layers compared), or a row that says why the item is not measurable here.
+    """
     ok = _ok(saved)
     ok = ok[ok["load_seconds"].notna()] if len(ok) else ok
     if not len(ok):
@@ -209,7 +248,15 @@ def plans_row(saved) -> dict:
 
 def reuse_row(reuse) -> dict:
     """Building the graph for every call against calling the built graph, per pass (host time of
-    each call, waited for)."""
+    each call, waited for).
+
+    Args:
+        reuse: `checklist_items`' ``reuse`` rows (host microseconds per call, rebuilt and reused).
+
+    Returns:
+        One checklist row (item, applies, before/after and their times in microseconds or sizes in
+        bytes, the layers compared), or a row that says why the item is not measurable here.
+    """
     ok = _ok(reuse)
     if not len(ok):
         return _not_measurable("graph reuse", "no layer's calls were timed")
@@ -227,7 +274,19 @@ def reuse_row(reuse) -> dict:
 
 
 def batch_row(convs, dtype: str, layout: str, batch: int, production_batch: int) -> dict:
-    """Time per image and the largest layer's memory at the learner's batch and the production batch."""
+    """Time per image and the largest layer's memory at the learner's batch and the production batch.
+
+    Args:
+        convs: `checklist_items`' ``convs`` rows.
+        dtype: the network's dtype.
+        layout: its layout.
+        batch: the batch measured.
+        production_batch: the batch the learner names for production.
+
+    Returns:
+        One checklist row (item, applies, before/after and their times in microseconds or sizes in
+        bytes, the layers compared), or a row that says why the item is not measurable here.
+    """
     if production_batch == batch:
         return dict(item="batch size", applies=f"no: the production batch is the batch measured ({batch})")
     sel = dict(dtype=dtype, layout=layout)
@@ -273,7 +332,20 @@ def tensor_bytes(layers, dtype: str) -> tuple:
 def memory_row(layers, strategies, dtype: str, memory_bytes, target_bytes, target_name) -> dict:
     """The forward's peak under the workspace strategy that holds the most, against this GPU's
     memory and a target GPU's: at least every filter, the largest call's input and output, and
-    that strategy's measured workspace peak."""
+    that strategy's measured workspace peak.
+
+    Args:
+        layers: the network report's ``layers`` table.
+        strategies: its ``strategies`` table.
+        dtype: the network's dtype.
+        memory_bytes: this GPU's memory in bytes (None: unknown).
+        target_bytes: the target GPU's memory in bytes (None: none named).
+        target_name: the target GPU's name.
+
+    Returns:
+        One checklist row (item, applies, before/after and their times in microseconds or sizes in
+        bytes, the layers compared), or a row that says why the item is not measurable here.
+    """
     ok = _ok(strategies)
     if not len(ok) or not len(_ok(layers)):
         return _not_measurable("memory fits", "no workspace strategy ran the pass")
@@ -301,7 +373,16 @@ def memory_row(layers, strategies, dtype: str, memory_bytes, target_bytes, targe
 
 def profile_row(layers, strategies) -> dict:
     """The pass between two events against its calls' own GPU time (the rest: the GPU idles between
-    launches), and the layers with the largest share of the calls' time."""
+    launches), and the layers with the largest share of the calls' time.
+
+    Args:
+        layers: the network report's ``layers`` table.
+        strategies: its ``strategies`` table.
+
+    Returns:
+        One checklist row (item, applies, before/after and their times in microseconds or sizes in
+        bytes, the layers compared), or a row that says why the item is not measurable here.
+    """
     ok, runs = _ok(layers), _ok(strategies)
     first = runs[runs["strategy"] == "preallocated"] if len(runs) else runs
     if not len(ok) or not len(first):
