@@ -34,11 +34,10 @@ def _plan_counts() -> dict:
 
 def _fewest_why(truth: str) -> str:
     counts = _plan_counts()
+    others = ", ".join(f"{d} {n}" for d, n in counts.items() if d != truth)
     return (
-        f"{truth} runs {counts[truth]} plans at this shape (NHWC), against "
-        + ", ".join(f"{d} {n}" for d, n in counts.items() if d != truth)
-        + ". Fewer plans: fewer kernels cuDNN has for that precision at this shape, less for autotuning to "
-        "choose from."
+        f"{truth} runs {counts[truth]} plans at this shape (NHWC), against {others}. Fewer plans: fewer "
+        "kernels cuDNN has for that precision at this shape, less for autotuning to choose from."
     )
 
 
@@ -69,6 +68,11 @@ def _zero_counts() -> dict:
     return {d: int((_plans(direction=d)["workspace_bytes"] == 0).sum()) for d in DIRECTIONS}
 
 
+def _zero_why(truth: str) -> str:
+    counts = ", ".join(f"{d} {n} of {len(_plans(direction=d))}" for d, n in _zero_counts().items())
+    return f"plans needing 0 B: {counts}."
+
+
 lab_zero_workspace = Exercise(
     name="lab_zero_workspace",
     lesson=LESSON,
@@ -80,11 +84,7 @@ lab_zero_workspace = Exercise(
     truth=lambda: max(_zero_counts().items(), key=lambda kv: kv[1])[0],
     parse=one_of(DIRECTIONS, "a direction"),
     judge=lambda answer, truth: _zero_counts()[answer] == _zero_counts()[truth],
-    why=lambda t: (
-        "plans needing 0 B: "
-        + ", ".join(f"{d} {n} of {len(_plans(direction=d))}" for d, n in _zero_counts().items())
-        + "."
-    ),
+    why=_zero_why,
     hints=(
         "the plans chart's lower panel writes '0 B' above every plan that needs no workspace.",
         "count the '0 B' labels for each value of the direction control.",
@@ -104,6 +104,14 @@ def _spreads() -> dict:
     return out
 
 
+def _spread_why(truth: str) -> str:
+    spreads = ", ".join(f"{d} {r:,.0f}x" for d, r in _spreads().items())
+    return (
+        f"slowest over fastest plan: {spreads}. The log axis of the plans chart shows it as the height "
+        "between the first and the last point."
+    )
+
+
 lab_widest_spread = Exercise(
     name="lab_widest_spread",
     lesson=LESSON,
@@ -115,11 +123,7 @@ lab_widest_spread = Exercise(
     truth=lambda: max(_spreads().items(), key=lambda kv: kv[1])[0],
     parse=one_of(DIRECTIONS, "a direction"),
     judge=equal,
-    why=lambda t: (
-        "slowest over fastest plan: "
-        + ", ".join(f"{d} {r:,.0f}x" for d, r in _spreads().items())
-        + ". The log axis of the plans chart shows it as the height between the first and the last point."
-    ),
+    why=_spread_why,
     hints=(
         "a direction whose plans include very slow fallbacks spreads most.",
         "on each direction's plans chart, compare the lowest and the highest point (a log axis).",

@@ -167,7 +167,7 @@ def workspace_knee(best=None, knee=..., *, spec=SPEC) -> CheckResult:
     bad = [c for c in caps if isinstance(best[c], bool) or not isinstance(best[c], (int, float))]
     if bad or knee not in caps:
         what = f"my_best[{bad[0]!r}] is no number of microseconds" if bad else f"my_knee={knee!r} is no cap"
-        return emit(False, what + ": each cap's time is a number, the knee one of lessons.CAPS.")
+        return emit(False, f"{what}: each cap's time is a number, the knee one of lessons.CAPS.")
     gpu = current()
     ran = f"Your fastest time under {len(caps)} workspace caps of {spec.label} ({gpu.label})."
     problems = _problems(gpu, best, knee, caps)
@@ -190,34 +190,30 @@ def _right(best, knee, table, df, gpu, ratio) -> str:
         if df.attrs.get("mode") == "recorded"
         else "measured on this GPU"
     )
-    if all(math.isfinite(best[c]) for c in caps):
-        at, times, whose = knee, best, ""
-        tail = f" The caps experiment ({where}) puts the knee at {_cap(theirs)}" + (
-            f"; your times are {ratio:.2f}x its (median over the caps)." if math.isfinite(ratio) else "."
-        )
-    else:
-        at, times, whose = (
-            theirs,
-            {c: float(table[c].gpu_us) for c in caps},
-            f"By the caps experiment ({where}), ",
-        )
-        tail = ""
-        whose = took(
-            math.nan, gpu, "Every cap was timed between two events around many calls; your times"
-        ) + (". " + whose)
+    measured = all(math.isfinite(best[c]) for c in caps)
+    at = knee if measured else theirs
+    times = best if measured else {c: float(table[c].gpu_us) for c in caps}
     below = caps[caps.index(at) - 1] if caps.index(at) else None
     fastest = table[None]
-    head = (
-        whose
-        + f"{'t' if whose else 'T'}he knee is {_cap(at)}: the fastest plan with no cap ({fastest.best_plan}) "
-        f"needs {fmt_bytes(fastest.workspace_bytes)}"
-        + (
-            f", and the next cap down, {_cap(below)}, drops it: {times[below] / times[None]:.1f}x slower."
-            if below is not None
-            else "."
-        )
-        + tail
+    needs = f"the fastest plan with no cap ({fastest.best_plan}) needs {fmt_bytes(fastest.workspace_bytes)}"
+    drops = (
+        f", and the next cap down, {_cap(below)}, drops it: {times[below] / times[None]:.1f}x slower"
+        if below is not None
+        else ""
     )
+    if not measured:
+        timed = took(math.nan, gpu, "Every cap was timed between two events around many calls; your times")
+        head = f"{timed}. By the caps experiment ({where}), the knee is {_cap(at)}: {needs}{drops}."
+    elif math.isfinite(ratio):
+        head = (
+            f"The knee is {_cap(at)}: {needs}{drops}. The caps experiment ({where}) puts the knee at "
+            f"{_cap(theirs)}; your times are {ratio:.2f}x its (median over the caps)."
+        )
+    else:
+        head = (
+            f"The knee is {_cap(at)}: {needs}{drops}. The caps experiment ({where}) puts the knee at "
+            f"{_cap(theirs)}."
+        )
     labels = dict(zip(table.values(), plan_labels(str(table[c].best_plan) for c in caps)))
     width = max(len(_cap(c)) for c in caps)
     lines = [f"  {'cap':<{width}}  {'plans':>5}  {'your best':>12}  {'the experiment':>14}  its best plan"]
@@ -228,4 +224,5 @@ def _right(best, knee, table, df, gpu, ratio) -> str:
             f"  {_cap(c):<{width}}  {int(r.plans_within_cap):>5}  {mine:>12}  {fmt_us(r.gpu_us):>14}  "
             f"{labels[r]}, {fmt_bytes(r.workspace_bytes)}"
         )
-    return head + "\n" + "\n".join(lines)
+    rows = "\n".join(lines)
+    return f"{head}\n{rows}"

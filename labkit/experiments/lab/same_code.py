@@ -118,7 +118,8 @@ def other_gpu(times=None, *, spec=SPEC) -> CheckResult:
             "check.other_gpu(my_gpus).",
             "no answer yet",
         )
-    ran = f"Your code on {len(gpus)} GPUs: " + "; ".join(f"the {n} {g.label}" for n, g in gpus.items()) + "."
+    each = "; ".join(f"the {n} {g.label}" for n, g in gpus.items())
+    ran = f"Your code on {len(gpus)} GPUs: {each}."
     problems = []
     missing = [n for n in gpus if n not in times]
     if missing:
@@ -147,9 +148,8 @@ def _right(times: Dict[str, float], theirs: Dict[str, float], gpus: dict, spec) 
     said = []
     for n in names:
         if not math.isfinite(times[n]):
-            said.append(
-                took(math.nan, gpus[n], f"On the {n}, your time") + ": its plans experiment's stands in."
-            )
+            timed = took(math.nan, gpus[n], f"On the {n}, your time")
+            said.append(f"{timed}: its plans experiment's stands in.")
     a, b = names[0], names[1] if len(names) > 1 else names[0]
     use = {n: times[n] if math.isfinite(times[n]) else theirs[n] for n in names}
     if a != b:
@@ -168,4 +168,5 @@ def _right(times: Dict[str, float], theirs: Dict[str, float], gpus: dict, spec) 
                 f"bandwidth (labkit.ceilings): a call held by its math would take {by_math:.2f}x the time, "
                 f"one held by its memory traffic {by_bytes:.2f}x. Your {r:.2f}x is nearer {nearer}."
             )
-    return " ".join(said) + "\n" + "\n".join(lines)
+    sentences, rows = " ".join(said), "\n".join(lines)
+    return f"{sentences}\n{rows}"
