@@ -135,6 +135,17 @@ REPORT_GRID = grid(
 )
 
 
+def _report_detail(df) -> str:
+    """The report chart's detail line: the network, its batch, dtype and layout, and the pass."""
+    net = df.attrs.get("network") or (df.attrs.get("request") or {}).get("net")
+    r = df.attrs.get("request") or {}
+    mode = "training (forward + backward)" if r.get("training") else "inference"
+    return (
+        f"{net if isinstance(net, str) else 'your layers'}, batch {r.get('batch')}, "
+        f"{r.get('dtype')} {r.get('layout')}, {mode}"
+    )
+
+
 def network_report_chart(df) -> go.Figure:
     """The network report in three panels: plan times per call, workspace held, and the budget curve.
 
@@ -174,9 +185,10 @@ def network_report_chart(df) -> go.Figure:
                 legendgroup="layers",
                 row=1,
                 col=1,
-                hovertemplate="call %{x}, %{customdata[0]}: %{y:.1f} us, workspace %{customdata[1]}<extra>"
-                + label
-                + "</extra>",
+                hovertemplate=(
+                    f"call %{{x}}, %{{customdata[0]}}: %{{y:.1f}} us, workspace %{{customdata[1]}}"
+                    f"<extra>{label}</extra>"
+                ),
             )
         )
     series = held_series(timeline)
@@ -258,31 +270,25 @@ def network_report_chart(df) -> go.Figure:
         xaxis3=dict(title=dict(text="workspace cap"), type="category"),
         yaxis3=dict(title=dict(text="pass time (ms)"), rangemode="tozero"),
     )
-    net = df.attrs.get("network") or (df.attrs.get("request") or {}).get("net")
-    r = df.attrs.get("request") or {}
-    detail = (
-        f"{net if isinstance(net, str) else 'your layers'}, batch {r.get('batch')}, "
-        f"{r.get('dtype')} {r.get('layout')}"
-        + (", training (forward + backward)" if r.get("training") else ", inference")
-    )
-    note = (
+    notes = [
         "Top: CUDA-graph replay medians of each call's plans. Middle: the most workspace each strategy "
         "held while a call ran (strategies that hold the same share one line). Bottom: sums of each call's "
         "measured plan times (the kernels alone, no launch gaps)."
-    )
+    ]
     pool = timeline[timeline["strategy"] == "async_pool"] if "strategy" in timeline.columns else timeline
     if len(pool):
-        note += (
-            f" async_pool holds {fmt_bytes(pool['held_bytes'].max())}; the largest request is "
+        notes.append(
+            f"async_pool holds {fmt_bytes(pool['held_bytes'].max())}; the largest request is "
             f"{fmt_bytes(largest_request(layers))}."
         )
+    note = " ".join(notes)
     return figure_of(
         REPORT_GRID,
         traces,
         axes,
         df=df,
         main="Workspace report: every convolution layer",
-        detail=detail,
+        detail=_report_detail(df),
         note=note,
         height=1050,
         legend_rows=1,

@@ -69,6 +69,11 @@ def _cap_why(truth: str) -> str:
     )
 
 
+def _cap_wrong(answer: str, truth: str) -> str:
+    costs = "more" if list(SLOWDOWNS).index(answer) < list(SLOWDOWNS).index(truth) else "less"
+    return f"the cap costs {costs} than that."
+
+
 small_cap_cost = Exercise(
     name="small_cap_cost",
     lesson="09",
@@ -85,11 +90,7 @@ small_cap_cost = Exercise(
         "a call that loses its fastest plan runs its next best one that fits; the pass slows by that "
         "call's loss over the whole pass time.",
     ),
-    wrong=lambda answer, truth: (
-        "the cap costs "
-        + ("more" if list(SLOWDOWNS).index(answer) < list(SLOWDOWNS).index(truth) else "less")
-        + " than that."
-    ),
+    wrong=_cap_wrong,
     example="over 20%",
     wrong_answers=lambda truth: [k for k in SLOWDOWNS if k != truth],
 )
@@ -227,29 +228,26 @@ def _pool_why(truth: str) -> str:
     p = strategies.loc["async_pool"]
     largest = float(layers["fastest_workspace_bytes"].max())
     held = line["held_bytes"][line["held_bytes"] > 0]
+    holding = (
+        "stayed the same from its first workspace on" if held.nunique() <= 1 else "changed along the pass"
+    )
     facts = (
         f"async_pool held {fmt_bytes(p['peak_workspace_bytes'])} at its peak and "
         f"{fmt_bytes(p['held_after_bytes'])} after the pass, where the largest workspace a call asks for is "
         f"{fmt_bytes(largest)}; it made {int(p['alloc_calls_per_pass'])} allocations a pass, and its holding "
-        + (
-            "stayed the same from its first workspace on. "
-            if held.nunique() <= 1
-            else "changed along the pass. "
-        )
+        f"{holding}."
     )
-    return (
-        facts
-        + {
-            "chunks": "What it reports is the memory its stream-ordered pool (cudaMallocAsync) reserved "
-            "from the driver (CuPy's total_bytes reads cudaMemPoolAttrReservedMemCurrent). The driver "
-            "reserves pool memory in whole chunks, so a request of a few bytes reserves a chunk, and CuPy's "
-            "MemoryAsyncPool sets the pool's release threshold to the maximum, so the chunk is not handed "
-            "back at synchronisations: every call after the first is served from it.",
-            "leak": "Here its holding grew call by call: a leak.",
-            "pending": "Here it held less after the pass than at its peak: frees still in flight.",
-            "arena": "Here it held exactly the largest request: an arena sized for it.",
-        }[truth]
-    )
+    reason = {
+        "chunks": "What it reports is the memory its stream-ordered pool (cudaMallocAsync) reserved "
+        "from the driver (CuPy's total_bytes reads cudaMemPoolAttrReservedMemCurrent). The driver "
+        "reserves pool memory in whole chunks, so a request of a few bytes reserves a chunk, and CuPy's "
+        "MemoryAsyncPool sets the pool's release threshold to the maximum, so the chunk is not handed "
+        "back at synchronisations: every call after the first is served from it.",
+        "leak": "Here its holding grew call by call: a leak.",
+        "pending": "Here it held less after the pass than at its peak: frees still in flight.",
+        "arena": "Here it held exactly the largest request: an arena sized for it.",
+    }[truth]
+    return f"{facts} {reason}"
 
 
 async_pool_holds = explain(

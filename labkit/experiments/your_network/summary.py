@@ -6,7 +6,7 @@ and peaks, and the pass time within a 64 MiB cap. Bytes; microseconds.
 from __future__ import annotations
 
 from ...draw.plots import fmt_bytes, fmt_us, ok_rows
-from ...draw.prose import Text
+from ...draw.prose import Text, listed
 from ..core import MIB
 from .request import STEP_BUDGET_S
 from .tables import cut_counts, largest_request, tables_of
@@ -118,9 +118,9 @@ def least_peak_sentence(strategies, layers) -> str:
     near = [str(s) for s in peaks.index[peaks <= least * (1 + SAME_PEAK)]]
     others = [str(s) for s in peaks.index if str(s) not in near]
     if len(near) == 1:
-        text = f"**{near[0]}** held the least workspace at its peak ({fmt_bytes(least)})"
+        least_held = f"**{near[0]}** held the least workspace at its peak ({fmt_bytes(least)})"
     elif len(near) == len(exact):
-        text = f"{_names(near)} tie for the least workspace held at the peak ({fmt_bytes(least)} each)"
+        least_held = f"{_names(near)} tie for the least workspace held at the peak ({fmt_bytes(least)} each)"
     else:
         who = (
             "Every strategy"
@@ -129,22 +129,22 @@ def least_peak_sentence(strategies, layers) -> str:
             if len(others) <= 2
             else _names(near)
         )
-        text = (
+        least_held = (
             f"{who} held about the same workspace at the peak, {fmt_bytes(least)}: the least, "
             f"{least:,.0f} B, by {_names(exact)}, the others at most "
             f"{fmt_bytes(peaks[near].max() - least)} more"
         )
-    return text + (
-        "; malloc_per_call holds nothing between calls but allocates on every call that needs a workspace."
+    malloc = (
+        "; malloc_per_call holds nothing between calls but allocates on every call that needs a workspace"
         if "malloc_per_call" in peaks.index
-        else "."
+        else ""
     )
+    return f"{least_held}{malloc}."
 
 
 def _names(labels) -> str:
     """``**a**``, ``**a** and **b**``, ``**a**, **b** and **c**``."""
-    bold = [f"**{x}**" for x in labels]
-    return bold[0] if len(bold) == 1 else ", ".join(bold[:-1]) + f" and {bold[-1]}"
+    return listed(f"**{x}**" for x in labels)
 
 
 def async_pool_sentence(strategies, layers) -> str:
