@@ -46,53 +46,34 @@ def plans_chart(df) -> go.Figure:
     """
     ok = ok_rows(df).sort_values(["gpu_us", "plan_index"], kind="stable")
     rank = {int(i): k for k, i in enumerate(ok["plan_index"], 1)}
-    div = float(2**20)  # sizes on axes in MiB (`SIZE_AXIS`), whatever the spec
-
-    def pts(mask):
-        sub = ok[mask] if mask is not None else ok
-        return dict(
-            x=[rank[int(i)] for i in sub["plan_index"]],
-            y=[num(v) for v in sub["gpu_us"]],
-            text=[str(p) for p in sub["plan_name"]],
-            customdata=[[int(i), fmt_bytes(w)] for i, w in zip(sub["plan_index"], sub["workspace_bytes"])],
-        )
-
-    hover = (
-        "plan %{customdata[0]} %{text}<br>%{y:.1f} us, workspace "
-        "%{customdata[1]}<extra>%{fullData.name}</extra>"
-    )
-    spread = {}
-    if {"gpu_us_p10", "gpu_us_p90"} <= set(ok.columns):
-        spread = dict(
-            error_y=dict(
-                type="data",
-                array=[
-                    max(0.0, (num(h) or 0) - (num(m) or 0)) for h, m in zip(ok["gpu_us_p90"], ok["gpu_us"])
-                ],
-                arrayminus=[
-                    max(0.0, (num(m) or 0) - (num(lo) or 0)) for lo, m in zip(ok["gpu_us_p10"], ok["gpu_us"])
-                ],
-                color=COLORS["dark"],
-                thickness=1,
-                width=2,
-            )
-        )
     fig = new_figure(**PLANS_GRID)
-    fig.add_trace(
-        go.Scatter(
-            mode="markers",
-            name="every plan (bar: 10th-90th percentile of its timings)",
-            marker=dict(size=7, color=COLORS["muted"]),
-            hovertemplate=hover,
-            **spread,
-            **pts(None),
-        ),
-        row=1,
-        col=1,
+    _plan_points(fig, ok, rank)
+    top = _workspace_bars(fig, ok, rank)
+    _plans_axes(fig, ok, top)
+    return finish(
+        fig,
+        df,
+        "Every plan cuDNN offers: GPU time and workspace",
+        _plans_detail(df, len(ok)),
+        note=_plans_note(df, len(ok)),
+        height=560,
+        legend_rows=2,
     )
-    # the fastest plan is an open diamond drawn around its point, so a heuristic pick that is the
-    # same plan still shows its star inside
-    for col, name, sym, color, size, line in (
+
+
+#: sizes on the plans chart's axis are in MiB (`SIZE_AXIS`), whatever the spec
+_MIB = float(2**20)
+#: a plan's point, hovered: its index, name, time and workspace
+_PLAN_HOVER = (
+    "plan %{customdata[0]} %{text}<br>%{y:.1f} us, workspace %{customdata[1]}<extra>%{fullData.name}</extra>"
+)
+
+
+def _highlights() -> tuple:
+    """The plans drawn over every plan's point: (column, legend name, symbol, colour, size, outline).
+    The fastest plan is an open diamond drawn around its point, so a heuristic pick that is the same
+    plan still shows its star inside."""
+    return (
         ("heuristic_pick", "heuristic pick", "star", COLORS["secondary"], 15, dict(width=1, color="white")),
         (
             "best",
@@ -103,19 +84,73 @@ def plans_chart(df) -> go.Figure:
             dict(width=3, color=COLORS["good"]),
         ),
         ("worst", "slowest", "x", COLORS["bad"], 12, dict(width=1, color="white")),
-    ):
+    )
+
+
+def _whiskers(ok) -> dict:
+    """Each plan's 10th-90th percentile of its timings as error bars (none when not recorded)."""
+    if not {"gpu_us_p10", "gpu_us_p90"} <= set(ok.columns):
+        return {}
+    return dict(
+        error_y=dict(
+            type="data",
+            array=[max(0.0, (num(h) or 0) - (num(m) or 0)) for h, m in zip(ok["gpu_us_p90"], ok["gpu_us"])],
+            arrayminus=[
+                max(0.0, (num(m) or 0) - (num(lo) or 0)) for lo, m in zip(ok["gpu_us_p10"], ok["gpu_us"])
+            ],
+            color=COLORS["dark"],
+            thickness=1,
+            width=2,
+        )
+    )
+
+
+def _plan_points(fig: go.Figure, ok, rank: dict) -> None:
+    """The top panel: every plan's GPU time at its rank, then the heuristic pick, the fastest and the
+    slowest over it (traces 0-3)."""
+
+    def pts(mask):
+        sub = ok[mask] if mask is not None else ok
+        return dict(
+            x=[rank[int(i)] for i in sub["plan_index"]],
+            y=[num(v) for v in sub["gpu_us"]],
+            text=[str(p) for p in sub["plan_name"]],
+            customdata=[[int(i), fmt_bytes(w)] for i, w in zip(sub["plan_index"], sub["workspace_bytes"])],
+        )
+
+    fig.add_trace(
+        go.Scatter(
+            mode="markers",
+            name="every plan (bar: 10th-90th percentile of its timings)",
+            marker=dict(size=7, color=COLORS["muted"]),
+            hovertemplate=_PLAN_HOVER,
+            **_whiskers(ok),
+            **pts(None),
+        ),
+        row=1,
+        col=1,
+    )
+    for col, name, sym, color, size, line in _highlights():
         mask = ok[col].astype(bool) if col in ok.columns else ok["plan_index"] < 0
         fig.add_trace(
             go.Scatter(
                 mode="markers",
                 name=name,
                 marker=dict(size=size, color=color, symbol=sym, line=line),
-                hovertemplate=hover,
+                hovertemplate=_PLAN_HOVER,
                 **pts(mask),
             ),
             row=1,
             col=1,
         )
+
+
+def _workspace_bars(fig: go.Figure, ok, rank: dict) -> float:
+    """The bottom panel: the workspace each plan needs, at its rank (trace 4).
+
+    Returns:
+        The largest workspace, in bytes.
+    """
     ws = [float(w) for w in ok["workspace_bytes"]]
     top = max(ws, default=0.0)
     # zero, and sizes too small to see beside the largest, are written out ("0 MiB", "0.0022 MiB")
@@ -123,7 +158,7 @@ def plans_chart(df) -> go.Figure:
     fig.add_trace(
         go.Bar(
             x=[rank[int(i)] for i in ok["plan_index"]],
-            y=[w / div for w in ws],
+            y=[w / _MIB for w in ws],
             name="workspace the plan needs",
             marker_color=COLORS["primary"],
             text=labels,
@@ -140,6 +175,12 @@ def plans_chart(df) -> go.Figure:
         row=2,
         col=1,
     )
+    return top
+
+
+def _plans_axes(fig: go.Figure, ok, top: float) -> None:
+    """Ranks ticked every 5 on both panels, the time's log axis with room under the fastest plan's
+    diamond, and the workspace's linear axis from zero to above the largest (``top``, bytes)."""
     n_ok = len(ok)
     ticks = sorted({1, n_ok, *range(5, n_ok, 5)}) if n_ok else []
     fig.update_xaxes(tickmode="array", tickvals=ticks, range=[0.3, n_ok + 0.7], row=1, col=1)
@@ -159,17 +200,25 @@ def plans_chart(df) -> go.Figure:
         title_text=f"workspace ({SIZE_AXIS})",
         **PLAIN_TICKS,
         rangemode="tozero",
-        range=[0, (top / div or 1) * 1.45],
+        range=[0, (top / _MIB or 1) * 1.45],
         row=2,
         col=1,
     )
+
+
+def _plans_detail(df, n_ok: int) -> str:
+    """The plans chart's detail line: the convolution and how many plans were timed."""
     spec = request_spec(df)
-    n_all = len(df)
-    detail = (
+    if not spec:
+        return ""
+    return (
         f"{spec.dtype} {spec.layout} {spec.direction} {shape_label(spec)}: {n_ok} plans timed, one point each"
-        if spec
-        else ""
     )
+
+
+def _plans_note(df, n_ok: int) -> str:
+    """The plans chart's note: the plans that computed wrong results, and those that could not be timed."""
+    n_all = len(df)
     n_wrong = int(df["status"].map(is_wrong).sum()) if "status" in df.columns else 0
     notes = (
         [f"{n_wrong} of {n_all} plans computed wrong results (checked vs float64): not timed"]
@@ -178,16 +227,7 @@ def plans_chart(df) -> go.Figure:
     )
     if n_all - n_ok - n_wrong:
         notes.append(f"{n_all - n_ok - n_wrong} of {n_all} plans could not be timed")
-    note = "; ".join(notes)
-    return finish(
-        fig,
-        df,
-        "Every plan cuDNN offers: GPU time and workspace",
-        detail,
-        note=note,
-        height=560,
-        legend_rows=2,
-    )
+    return "; ".join(notes)
 
 
 def cap_label(cap_bytes) -> str:
