@@ -268,9 +268,34 @@ def caps_chart(df) -> go.Figure:
             df["slowdown_vs_unlimited"] if "slowdown_vs_unlimited" in df else [None] * len(df), ok
         )
     ]
-    n = list(df["plans_within_cap"]) if "plans_within_cap" in df else [None] * len(df)
     noise = caps_noise(df)
     fig = new_figure(**CAPS_GRID)
+    _best_time_bars(fig, df, labels, t)
+    _slowdown_points(fig, labels, sd, noise)
+    _noise_band(fig, labels, noise)
+    _caps_axes(fig, t, sd, noise)
+    spec = request_spec(df)
+    detail = (
+        f"{spec.dtype} {spec.layout} {spec.direction} {shape_label(spec)}; "
+        "every plan within the cap autotuned"
+        if spec
+        else ""
+    )
+    return finish(
+        fig,
+        df,
+        "What a workspace cap costs",
+        detail,
+        note=not_ok_note(df, ("cap_bytes",)),
+        height=560,
+        legend_rows=2,
+    )
+
+
+def _best_time_bars(fig: go.Figure, df, labels: list, t: list) -> None:
+    """The top panel: the best plan's GPU time under each cap (``t``, us; None: not timed), labelled
+    with how many plans the cap leaves (trace 0)."""
+    n = list(df["plans_within_cap"]) if "plans_within_cap" in df else [None] * len(df)
     fig.add_trace(
         go.Bar(
             x=labels,
@@ -298,6 +323,11 @@ def caps_chart(df) -> go.Figure:
         col=1,
     )
 
+
+def _slowdown_points(fig: go.Figure, labels: list, sd: list, noise) -> None:
+    """The bottom panel: each cap's slowdown against no cap (``sd``, x), labelled "within noise"
+    where the noise band holds it (trace 1)."""
+
     def said(v):
         if v is None:
             return ""
@@ -319,6 +349,11 @@ def caps_chart(df) -> go.Figure:
         row=2,
         col=1,
     )
+
+
+def _noise_band(fig: go.Figure, labels: list, noise) -> None:
+    """The band within which separate timings of the unlimited best plan differ, behind the
+    slowdowns (trace 2; empty and out of the legend when not measured)."""
     band = (
         dict(
             x=labels + labels[::-1],
@@ -343,6 +378,11 @@ def caps_chart(df) -> go.Figure:
         row=2,
         col=1,
     )
+
+
+def _caps_axes(fig: go.Figure, t: list, sd: list, noise) -> None:
+    """Caps as categories on both panels; the time's linear axis from zero, and the slowdown's from
+    zero to above the largest slowdown and the noise band, ticked in round steps."""
     fig.update_xaxes(type="category", row=1, col=1)
     fig.update_xaxes(
         title_text="workspace cap (deselect_workspace_greater_than)", type="category", row=2, col=1
@@ -361,22 +401,6 @@ def caps_chart(df) -> go.Figure:
         ticksuffix="x",
         row=2,
         col=1,
-    )
-    spec = request_spec(df)
-    detail = (
-        f"{spec.dtype} {spec.layout} {spec.direction} {shape_label(spec)}; every plan within the cap "
-        "autotuned"
-        if spec
-        else ""
-    )
-    return finish(
-        fig,
-        df,
-        "What a workspace cap costs",
-        detail,
-        note=not_ok_note(df, ("cap_bytes",)),
-        height=560,
-        legend_rows=2,
     )
 
 
