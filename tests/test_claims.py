@@ -19,6 +19,7 @@ import json
 import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from labkit import experiments
@@ -906,6 +907,41 @@ def _mean_above_median_is_said_on_the_chart(rec):
     return bool(seen) and not wrong, dict(seen=seen, wrong=wrong)
 
 
+# ---- lesson 11: PyTorch's switches (the torch_knobs rows of each recording) -----------------------
+def _knobs(rec, net=None):
+    """The PyTorch rows that ran, and the labkit rows, of the torch_knobs call the lesson shows with
+    ``rec`` in use: its own, or the recording that holds them (they were recorded on one GPU)."""
+    from labkit.experiments.pytorch_knobs import KNOBS_SPEC, holder
+
+    df = frame(
+        rec if "torch_knobs" in rec.experiments() else holder(), "torch_knobs", spec=KNOBS_SPEC, net=net
+    )
+    ok = df[df.status == "ok"]
+    return ok[ok.source == "pytorch"].set_index("setting"), ok[ok.source == "labkit"].set_index("setting")
+
+
+@claim(
+    "11",
+    "* PyTorch's peak memory holds the output and the plan's workspace, and the first call of a shape can peak far "
+    "higher (benchmark's did): size memory from the first call, not from a steady one.",
+)
+def _peaks_hold_output_and_workspace(rec):
+    pt, lab = _knobs(rec)
+    base = pt.loc["PyTorch's defaults"]
+    twin = lab.loc[base.labkit_row]
+    holds = abs(base.steady_peak_bytes - base.out_bytes - twin.workspace_bytes) < 2**20
+    rows = pd.concat([pt, _knobs(rec, "resnet50")[0]])
+    first_not_lower = bool((rows.first_peak_bytes >= rows.steady_peak_bytes - 2**20).all())
+    bench = pt.loc["benchmark=True"]
+    far = bool(bench.first_peak_bytes > 2 * bench.steady_peak_bytes)
+    return holds and first_not_lower and far, dict(
+        steady=base.steady_peak_bytes,
+        out=base.out_bytes,
+        workspace=twin.workspace_bytes,
+        first_ge=first_not_lower,
+    )
+
+
 # ---- the premises of the worked-out exercises (a model's assumption that the data must bear) ------------
 @claim(
     "02",
@@ -941,6 +977,22 @@ def _smallest_plans_need_none(rec):
 
 #: (lesson, sentence) pairs with comparative words that compare nothing measured
 NOT_CLAIMS: set = {
+    (
+        "11",
+        "The labkit side times its plan by CUDA-graph replay, as every lesson does, so it counts no launch time.",
+    ),
+    (
+        "11",
+        "A ResNet-50 3x3 layer 256 channels wide at batch 32, fp32 and NCHW: what a model nobody tuned runs.",
+    ),
+    (
+        "11",
+        "**Exercise 1 (predict).** Before the chart: will `torch.backends.cudnn.benchmark = True` make a steady call of this convolution faster than PyTorch's defaults, beyond the spread of their timings?",
+    ),
+    (
+        "11",
+        "How many times the defaults' first forward pass did the first forward pass take with `benchmark=True`?",
+    ),
     (  # lesson 00's glossary: definitions
         "00",
         '* <a id="autotune"></a>**autotune**: running and timing every plan of a graph on the GPU and keeping the fastest, as `torch.backends.cudnn.benchmark = True` does.',

@@ -175,8 +175,8 @@ def test_exercises_are_numbered_as_the_lesson_asks_them(lesson):
     assert [labels[n] for n in names] == list(range(1, len(names) + 1)), labels
 
 
-#: lessons whose answers may write ms: lesson 05's build costs, drawn in ms
-WHY_IN_MS = {"05"}
+#: lessons whose answers may write ms: lesson 05's build costs and lesson 11's first calls, drawn in ms
+WHY_IN_MS = {"05", "11"}
 
 
 @pytest.mark.parametrize("recording", [r.name for r in recordings.shipped()])

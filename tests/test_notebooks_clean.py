@@ -24,6 +24,7 @@ EXPECTED = [
     "08_same_conv_other_gpu",
     "09_your_network",
     "10_under_the_hood",
+    "11_pytorch_knobs",
 ]
 #: a measured-looking number in prose: a time, a throughput, a bandwidth or a speed-up ratio
 MEASURED = re.compile(r"\d\s*(us|µs|ms|TFLOP/s|GB/s)\b|\b\d+(\.\d+)?x\b(?!\d)", re.I)
@@ -33,7 +34,7 @@ def _load(name):
     return nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=nbformat.NO_CONVERT)
 
 
-def test_the_notebooks_are_exactly_00_to_10():
+def test_the_notebooks_are_exactly_00_to_11():
     assert sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb")) == EXPECTED
 
 

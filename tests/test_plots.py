@@ -67,6 +67,7 @@ UNITS = {  # chart -> strings some axis title must contain
     "strategy_timeline": ["microseconds"],
     "race_timeline": ["microseconds"],
     "build_log": [],
+    "torch_knobs": ["(us)", "(ms)", "(MiB)"],
 }
 
 

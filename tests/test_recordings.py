@@ -22,6 +22,13 @@ def copy(tmp_path):
     return dst
 
 
+#: experiment -> why it is recorded on one GPU only (tests below hold every other experiment to both)
+ONE_GPU_ONLY = {
+    "torch_knobs": "PyTorch's switches (lesson 11) were recorded on an H100 only: no H200 could be had to "
+    "record them; lesson 11 says so and reads the H100 recording (labkit.lessons.knobs)",
+}
+
+
 def test_shipped_recording_is_complete_and_labelled():
     rec = recordings.current()
     m = rec.metadata
@@ -35,8 +42,33 @@ def test_shipped_recording_is_complete_and_labelled():
 def test_every_shipped_recording_holds_every_experiment():
     """`doctor` lists the same experiments for each shipped GPU: a lesson never has to borrow
     another GPU's numbers."""
+    everywhere = set(experiments.registry()) - set(ONE_GPU_ONLY)
     for r in recordings.shipped():
-        assert set(r.experiments()) == set(experiments.registry()), r.name
+        assert set(r.experiments()) - set(ONE_GPU_ONLY) == everywhere, r.name
+    for name in ONE_GPU_ONLY:
+        held = [r.name for r in recordings.shipped() if name in r.experiments()]
+        assert held == [recordings.DEFAULT_RECORDING], (name, held)  # the one GPU it has is the default's
+
+
+def test_an_experiment_of_one_gpu_reads_that_gpus_recording_with_a_line_saying_so(monkeypatch, capsys):
+    """Lesson 11 with the H200's recording picked: the H100's numbers, with one line naming it, never a
+    traceback; its checks read the same recording."""
+    from labkit.experiments.pytorch_knobs import unchanged
+    from labkit.present import check
+    from labkit.session import lessons
+
+    monkeypatch.setenv("LABKIT_RECORDING", "h200")
+    recordings._current = recordings._picked = None
+    lessons.forget()
+    try:
+        df = lessons.knobs()
+        said = capsys.readouterr().out
+        assert "H100" in df.attrs["gpu"] and said.count("\n") == 1 and "recorded on the H100 SXM only" in said
+        assert check.unchanged_knobs(unchanged(df)).correct
+    finally:
+        monkeypatch.delenv("LABKIT_RECORDING")
+        recordings._current = recordings._picked = None
+        lessons.forget()
 
 
 @pytest.mark.parametrize("name,kwargs", grid(), ids=lambda v: v if isinstance(v, str) else "")

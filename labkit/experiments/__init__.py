@@ -16,10 +16,11 @@ Where things live:
   charts, the summaries under them, the exercise checks and the calls of the recorded grid
   (`workspace_basics` 01, `workspace_strategies` 02, `precision_layout` 03, `epilogue_fusion` 04,
   `plans_autotune` 05, `streams` 06, `lab` 07 (its exercises only), `your_network` 09,
-  `under_the_hood` 10). A large topic is a folder of parts, one concept each (``workspace_basics/``,
-  ``workspace_strategies/``, ``precision_layout/``, ``epilogue_fusion/``, ``plans_autotune/``,
-  ``your_network/``, ``under_the_hood/``: run functions, charts, summaries, exercises, hands-on
-  cells, ...); its ``__init__`` exposes the same names a module would. A topic's ``HANDS_ON`` (cell
+  `under_the_hood` 10, `pytorch_knobs` 11). A large topic is a folder of parts, one concept each
+  (``workspace_basics/``, ``workspace_strategies/``, ``precision_layout/``, ``epilogue_fusion/``,
+  ``plans_autotune/``, ``your_network/``, ``under_the_hood/``, ``pytorch_knobs/``: run
+  functions, charts, summaries, exercises, hands-on cells, ...); its ``__init__`` exposes the same
+  names a module would. A topic's ``HANDS_ON`` (cell
   name -> reference solution source, whether the cell starts on a fresh GPU, and, for a lesson with no
   topic of its own, that lesson) and ``HANDS_ON_CHECKS``
   (the checks those cells call) are gathered by `hands_on` and `hands_on_checks`.
@@ -38,6 +39,7 @@ from . import (
     lab,
     plans_autotune,
     precision_layout,
+    pytorch_knobs,
     streams,
     under_the_hood,
     workspace_basics,
@@ -59,6 +61,7 @@ from .core import (
 from .epilogue_fusion import FUSION_DTYPES, fusion
 from .plans_autotune import CAPS, build_cost, caps, plans
 from .precision_layout import layout, precision, resnet50_shapes, roofline
+from .pytorch_knobs import KNOBS_SPEC, torch_knobs
 from .streams import race
 from .under_the_hood import build_log, fusion_kernels, kernels, race_timeline, strategy_timeline
 from .workspace_basics import SWEEP_FIELDS, SWEEP_VALUES, algorithms, sweep, workspace_sizes
@@ -69,6 +72,7 @@ __all__ = [
     "BASE",
     "MIB",
     "SWEEPS",
+    "KNOBS_SPEC",
     "CAPS",
     "FUSION_DTYPES",
     "SWEEP_FIELDS",
@@ -107,6 +111,7 @@ __all__ = [
     "strategy_timeline",
     "race_timeline",
     "build_log",
+    "torch_knobs",
     "PANELS",
 ]
 
@@ -121,6 +126,7 @@ TOPICS = (
     lab,
     your_network,
     under_the_hood,
+    pytorch_knobs,
 )
 _CHARTS = {name: entry for topic in TOPICS for name, entry in topic.CHARTS.items()}
 #: experiment -> its chart builder

@@ -10,10 +10,13 @@ from __future__ import annotations
 import json
 from typing import Optional
 
-from .. import experiments, practice
+from .. import env, experiments, practice
 from ..draw.plots import provenance_subtitle, request_spec
 from ..draw.prose import Text, table  # noqa: F401
-from ..experiments import CAPS  # noqa: F401  (lesson 07's hands-on: the caps experiment's caps)
+from ..experiments import (  # noqa: F401
+    CAPS,  # lesson 07's hands-on: the caps experiment's caps
+    KNOBS_SPEC,  # lesson 11's hands-on: the convolution its switches ran on
+)
 
 # the summaries, by the names notebooks use
 from ..experiments.epilogue_fusion import fusion_summary  # noqa: F401
@@ -30,6 +33,7 @@ from ..experiments.precision_layout import (  # noqa: F401
     precision_summary,
     roofline_summary,
 )
+from ..experiments.pytorch_knobs import holder
 from ..experiments.start_here import fp32_layout_note, simulator_note  # noqa: F401  (lesson 00)
 from ..experiments.streams import race_all, race_summary  # noqa: F401
 from ..experiments.workspace_basics import (  # noqa: F401
@@ -43,6 +47,7 @@ from ..experiments.workspace_strategies import (  # noqa: F401
     strategies_summary,
 )
 from ..experiments.your_network import three_layers  # noqa: F401  (lesson 09's hands-on)
+from ..store import recordings
 from .results import (  # noqa: F401
     base,
     contended,
@@ -82,6 +87,58 @@ def gpus():
         GPU name -> `labkit.practice.Practice`.
     """
     return practice.gpus()
+
+
+def knobs(net: Optional[str] = None, *, measure: bool = False):
+    """Lesson 11's switches measured through PyTorch (`torch_knobs` of `KNOBS_SPEC`).
+
+    Recorded, from the recording in use, or, where it holds none (PyTorch's switches were recorded on
+    one GPU), from the recording that does, with a line saying so. Live, this session's or this GPU's
+    saved result, else measured now (a fresh process per setting); a network is measured only when
+    asked (``measure``).
+
+    Args:
+        net: a network (``"resnet50"``), or None for the convolution.
+        measure: live, measure the network when no result is at hand.
+
+    Returns:
+        The DataFrame; None live for a network not measured (a line says how to measure it).
+    """
+    kwargs = dict(spec=KNOBS_SPEC, net=net)
+    if env.mode().live:
+        if net is not None and not measure and not is_cached("torch_knobs", **kwargs):
+            print(f'Not measured here yet: lessons.knobs(net="{net}", measure=True) measures it{_took(net)}.')
+            return None
+        return data("torch_knobs", **kwargs)
+    rec, held = recordings.current(), holder()
+    if "torch_knobs" in rec.experiments() or held is None:
+        return data("torch_knobs", **kwargs)
+    print(
+        f"PyTorch's switches were recorded on the {env_label(held)} only: this lesson shows that recording "
+        f"({rec.name} has none)."
+    )
+    return data("torch_knobs", recording=held.name, **kwargs)
+
+
+def _took(net: Optional[str]) -> str:
+    """How long the recorded measurement of a call took, its processes end to end, in words."""
+    held = holder()
+    if held is None:
+        return ""
+    df = experiments.core.from_recording("torch_knobs", held, spec=KNOBS_SPEC, net=net)
+    return f" (a fresh process per setting: {df.wall_s.sum():,.0f} s on the {env_label(held)})"
+
+
+def env_label(rec) -> str:
+    """A recording's GPU, as the lessons name it.
+
+    Args:
+        rec: a `labkit.store.recordings.Recording`.
+
+    Returns:
+        The GPU's label, e.g. ``H100 SXM``.
+    """
+    return env.gpu_label(rec.metadata.get("gpu"))
 
 
 def request_text(df) -> str:

@@ -48,6 +48,10 @@ LESSONS = (
         "10_under_the_hood",
         "Under the hood: the kernels each plan launches, each strategy's GPU timeline, cuDNN's own log.",
     ),
+    (
+        "11_pytorch_knobs",
+        "PyTorch's switches for cuDNN, measured: cudnn.benchmark, TF32, channels_last, autocast, caps.",
+    ),
 )
 
 
@@ -74,6 +78,7 @@ DRAWS = {
     "08": ("roofline", "fusion", "sweep", "plans", "precision"),
     "09": ("network_report",),
     "10": ("kernels", "fusion_kernels", "strategy_timeline", "race_timeline", "build_log"),
+    "11": ("torch_knobs",),
 }
 
 

@@ -632,8 +632,9 @@ def for_experiment(name: str) -> Recording:
     """The recording a panel of one experiment answers from by default.
 
     That is the current recording (one picked with `use` or ``LABKIT_RECORDING``, else the default),
-    unless nobody picked one and another shipped recording holds more of the experiment's calls. The
-    panel's GPU picker offers the others.
+    unless nobody picked one and another shipped recording holds more of the experiment's calls, or
+    the one picked holds none of them (an experiment recorded on one GPU: its chart names that GPU).
+    The panel's GPU picker offers the others.
 
     Args:
         name: the experiment.
@@ -642,7 +643,7 @@ def for_experiment(name: str) -> Recording:
         The `Recording`.
     """
     rec = current()
-    if _chosen(rec):
+    if _chosen(rec) and name in rec.experiments():
         return rec
 
     def held(r: Recording) -> int:

@@ -1,0 +1,316 @@
+"""Lesson 11's sentences, each computed from `torch_knobs`' rows: what PyTorch's defaults run and
+how that compares with labkit's plan, what ``cudnn.benchmark`` costs and buys, which knobs changed
+nothing measurable, and the table of every setting."""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+import pandas as pd
+
+from ...draw.plots import num
+from ...draw.prose import Text, listed, table, where
+from ...draw.units import size_text, us_text
+from ..core import MIB
+from .charts import column, net_of, pytorch_rows
+
+DEFAULTS = "PyTorch's defaults"
+BENCHMARK = "benchmark=True"
+#: two peaks closer than this are the same peak (the caching allocator rounds to its blocks)
+SAME_PEAK_BYTES = 1 * MIB
+
+
+def row_of(df, setting: str):
+    """One PyTorch setting's row, or None when it did not run.
+
+    Args:
+        df: `torch_knobs`' result.
+        setting: the setting's name.
+
+    Returns:
+        The row (a Series) or None.
+    """
+    pt = pytorch_rows(df)
+    pt = pt[pt.setting == setting]
+    return None if pt.empty else pt.iloc[0]
+
+
+def same_time(a, b) -> bool:
+    """Whether two settings' times per call are alike: each median within the other's p10 to p90.
+
+    Args:
+        a: a row.
+        b: another row.
+
+    Returns:
+        True when both medians fall in the other's range.
+    """
+    return bool(
+        num(b.gpu_us_p10) <= num(a.gpu_us) <= num(b.gpu_us_p90)
+        and num(a.gpu_us_p10) <= num(b.gpu_us) <= num(a.gpu_us_p90)
+    )
+
+
+def same_peaks(a, b) -> bool:
+    """Whether two settings peaked alike, first call and steady calls (within `SAME_PEAK_BYTES`).
+
+    Args:
+        a: a row.
+        b: another row.
+
+    Returns:
+        True when both peaks agree.
+    """
+    return all(
+        abs(num(a[c]) - num(b[c])) < SAME_PEAK_BYTES for c in ("first_peak_bytes", "steady_peak_bytes")
+    )
+
+
+def unchanged(df) -> List[str]:
+    """The settings that changed neither the time per call nor the peaks, against PyTorch's defaults.
+
+    Args:
+        df: `torch_knobs`' result.
+
+    Returns:
+        Their names, in the order measured.
+    """
+    base = row_of(df, DEFAULTS)
+    if base is None:
+        return []
+    return [
+        r.setting
+        for _, r in pytorch_rows(df).iterrows()
+        if r.setting != DEFAULTS and same_time(r, base) and same_peaks(r, base)
+    ]
+
+
+def ratio_text(a: float, b: float) -> str:
+    """``a`` against ``b`` as a ratio: ``1.23x`` the time, or ``0.81x``.
+
+    Args:
+        a: a time.
+        b: the time it is compared with.
+
+    Returns:
+        The ratio, two decimals.
+    """
+    r = a / b
+    return f"{r:.3f}x" if abs(r - 1) < 0.005 else f"{r:.2f}x"
+
+
+def _defaults_sentence(df, base) -> str:
+    twin = f"labkit's counterpart, {base.labkit_row},"
+    kernels = {True: "the same kernels", False: "other kernels"}.get(
+        base.get("same_kernels"), "kernels not compared"
+    )
+    lab = (
+        f" {twin} runs plan {base.labkit_plan} (workspace {size_text(base.labkit_workspace_bytes)}) in "
+        f"{us_text(base.labkit_gpu_us)} by CUDA-graph replay: PyTorch's call takes "
+        f"{ratio_text(base.gpu_us, base.labkit_gpu_us)} that, with {kernels}."
+        if num(base.get("labkit_gpu_us")) is not None
+        else ""
+    )
+    return (
+        f"{where(df)}, PyTorch {base.get('torch', '?')}: at its defaults cuDNN ran "
+        f"{'its convolutions' if net_of(df) else 'the call'} as {base.runs_as}, "
+        f"{us_text(base.gpu_us)} per call after warm-up, its first call {base.first_call_ms:,.1f} ms; it "
+        f"peaked {size_text(base.steady_peak_bytes)} above the inputs in steady calls and "
+        f"{size_text(base.first_peak_bytes)} in the first, the output alone {size_text(base.out_bytes)}.{lab}"
+    )
+
+
+def _it(df) -> str:
+    """What cuDNN ran: "it" (the convolution) or "its convolutions" (a network's)."""
+    return "its convolutions" if net_of(df) else "it"
+
+
+def _vs(row, base) -> str:
+    """A setting's time per call against the defaults': a ratio, or "within the spread"."""
+    if same_time(row, base):
+        return f"within the defaults' spread of {us_text(base.gpu_us)}"
+    return f"{ratio_text(row.gpu_us, base.gpu_us)} the defaults' {us_text(base.gpu_us)}"
+
+
+def _benchmark_sentence(df, base) -> str:
+    bench = row_of(df, BENCHMARK)
+    if bench is None:
+        return ""
+    kernels = (
+        " Its pick launched other kernels than labkit's autotuned plan (the table's last column)."
+        if bench.get("same_kernels") is False
+        else ""
+    )
+    return (
+        f"`{BENCHMARK}`: {us_text(bench.gpu_us)} per call, {_vs(bench, base)}; its first call took "
+        f"{bench.first_call_ms:,.1f} ms against {base.first_call_ms:,.1f} ms and peaked "
+        f"{size_text(bench.first_peak_bytes)} above the inputs against {size_text(base.first_peak_bytes)}; "
+        f"in steady calls {size_text(bench.steady_peak_bytes)} against {size_text(base.steady_peak_bytes)}."
+        f"{kernels}"
+    )
+
+
+def _tf32_sentence(df, base) -> str:
+    off = row_of(df, "allow_tf32=False")
+    if off is None or off.runs_as == base.runs_as:
+        return ""
+    error = (
+        f", error against float64 {off.max_rel_error:.1e} against {base.max_rel_error:.1e}"
+        if num(off.get("max_rel_error")) is not None and num(base.get("max_rel_error")) is not None
+        else ""
+    )
+    return (
+        f"`allow_tf32=False` ran {_it(df)} as {off.runs_as}: {us_text(off.gpu_us)} per call, {_vs(off, base)}"
+        f"{error}; peak {size_text(off.steady_peak_bytes)} in steady calls."
+    )
+
+
+def _layout_sentence(df, base) -> str:
+    pt = pytorch_rows(df)
+    rows = pt[pt.knob == "memory format"]
+    if rows.empty:
+        return ""
+    r = rows.iloc[0]
+    lab = (
+        f" (labkit's plan of it: {us_text(r.labkit_gpu_us)}, workspace {size_text(r.labkit_workspace_bytes)})"
+        if num(r.get("labkit_gpu_us")) is not None
+        else ""
+    )
+    return (
+        f"`{r.setting}` ran {_it(df)} as {r.runs_as}: {us_text(r.gpu_us)} per call, {_vs(r, base)}{lab}; "
+        f"peak {size_text(r.steady_peak_bytes)} in steady calls."
+    )
+
+
+def extra_kernels(df, row) -> int:
+    """How many more kernels PyTorch launched per call than labkit's counterpart plan (casts, for autocast).
+
+    Args:
+        df: `torch_knobs`' result (its labkit rows hold their plans' kernels).
+        row: one of its PyTorch rows.
+
+    Returns:
+        The count; 0 when either side has no kernel names.
+    """
+    twin = df[(df.source == "labkit") & (df.setting == row.get("labkit_row"))]
+    mine = row.get("kernels")
+    theirs = twin.kernels.iloc[0] if len(twin) and "kernels" in twin.columns else None
+    if not isinstance(mine, str) or not isinstance(theirs, str) or not mine or not theirs:
+        return 0
+    return max(0, len(mine.split(" | ")) - len(theirs.split(" | ")))
+
+
+def _autocast_sentence(df, base) -> str:
+    pt = pytorch_rows(df)
+    rows = pt[pt.knob == "autocast"]
+    if rows.empty:
+        return ""
+    parts = []
+    for r in rows.itertuples():
+        lab = (
+            f", labkit's {r.runs_as} plan alone {us_text(r.labkit_gpu_us)}"
+            if num(getattr(r, "labkit_gpu_us", None)) is not None
+            else ""
+        )
+        parts.append(f"`{r.setting}` {us_text(r.gpu_us)} per call{lab}")
+    casts = [extra_kernels(df, r) for _, r in rows.iterrows()]
+    cast_text = (
+        f" PyTorch's own cast kernels run before cuDNN's: {max(casts)} more kernels per call than "
+        "labkit's plan."
+        if max(casts) > 0
+        else ""
+    )
+    return f"Autocast: {listed(parts)}, against the defaults' {us_text(base.gpu_us)}.{cast_text}"
+
+
+def _plan_cache_sentence(df, base) -> str:
+    r = row_of(df, "TORCH_CUDNN_V8_API_LRU_CACHE_LIMIT=1")
+    if r is None or num(r.get("alternating_us")) is None or num(base.get("alternating_us")) is None:
+        return ""
+    return (
+        f"`{r.setting}`: one shape ran {_vs(r, base)}; two batch sizes in turn took "
+        f"{us_text(r.alternating_us)} per call against {us_text(base.alternating_us)} at the defaults "
+        f"({ratio_text(r.alternating_us, base.alternating_us)}): a cache of one plan holds one shape at a "
+        "time."
+    )
+
+
+def _cap_sentence(df, base) -> str:
+    pt = pytorch_rows(df)
+    caps = pt[(pt.knob == "workspace cap") & (pt.env != "{}")]
+    plain = caps[~caps["flags"].str.contains('"benchmark": true')]
+    if plain.empty:
+        return ""
+    same = [r.setting for _, r in plain.iterrows() if same_time(r, base) and same_peaks(r, base)]
+    lab = df[(df.source == "labkit") & df.setting.str.contains(", cap ")]
+    none_fit = lab[lab.status != "ok"]
+    if len(same) != len(plain):
+        return ""
+    caps = sorted({str(n).split(", cap ")[1] for n in none_fit.setting}, key=lambda c: float(c.split()[0]))
+    tail = (
+        f" labkit found no plan for this convolution within {listed(caps)} of workspace (its rows: "
+        f"{none_fit.status.iloc[0]}), so a cap that worked could not have kept this peak."
+        if not none_fit.empty
+        else ""
+    )
+    return (
+        f"{listed(f'`{s}`' for s in same)}: the same time and peaks as the defaults; this PyTorch did not "
+        f"cap its workspace.{tail}"
+    )
+
+
+def knobs_summary(df) -> Optional[Text]:
+    """What each knob did: the defaults against labkit, then each knob's cost or gain, the knobs that
+    changed nothing, and the table.
+
+    Args:
+        df: `torch_knobs`' result.
+
+    Returns:
+        Markdown, as a `Text`.
+    """
+    base = row_of(df, DEFAULTS)
+    if base is None:
+        return Text("PyTorch's defaults did not run here: nothing to compare the knobs with.")
+    knobs = (_benchmark_sentence, _tf32_sentence, _layout_sentence, _autocast_sentence, _plan_cache_sentence)
+    bullets = [f"* {t}" for t in (fn(df, base) for fn in knobs + (_cap_sentence,)) if t]
+    lines = [_defaults_sentence(df, base), "\n".join(bullets)]
+    same = unchanged(df)
+    if same:
+        lines.append(
+            f"Changed neither the time per call (each median within the other's p10-p90) nor a peak (within "
+            f"1 MiB): "
+            f"{listed(f'`{s}`' for s in same)}."
+        )
+    cut = df[(df.source == "pytorch") & (df.status != "ok")]
+    if not cut.empty:
+        lines.append(f"Did not run: {listed(f'`{r.setting}` ({r.status})' for r in cut.itertuples())}.")
+    return Text("\n\n".join(line for line in lines if line) + "\n\n" + knobs_table(df))
+
+
+def knobs_table(df) -> Text:
+    """Every setting that ran: what cuDNN ran, its time, first call, peaks and its labkit counterpart.
+
+    Args:
+        df: `torch_knobs`' result.
+
+    Returns:
+        A Markdown table, times in us (the first call in ms) and sizes in MiB, as the chart's axes.
+    """
+    pt = pytorch_rows(df)
+    out = pd.DataFrame(
+        {
+            "setting": pt.setting,
+            "convolutions run as": pt.runs_as,
+            "per call": [us_text(v) for v in pt.gpu_us],
+            "first call": [f"{v:,.1f} ms" for v in pt.first_call_ms],
+            "peak, steady": [size_text(v) for v in pt.steady_peak_bytes],
+            "peak, first call": [size_text(v) for v in pt.first_peak_bytes],
+        }
+    )
+    if "labkit_gpu_us" in pt.columns and pt.labkit_gpu_us.notna().any():
+        out["labkit counterpart"] = list(pt.labkit_row)
+        out["labkit per call"] = [us_text(v) for v in pt.labkit_gpu_us]
+        out["its workspace"] = [size_text(v) for v in pt.labkit_workspace_bytes]
+        out["same kernels"] = [{True: "yes", False: "no"}.get(v, "-") for v in column(pt, "same_kernels")]
+    return table(out, list(out.columns))

@@ -1,0 +1,297 @@
+"""Lesson 11's experiment on the CPU (`labkit.experiments.pytorch_knobs`): the settings and the
+process each runs in, reading a child's output (results, a cut, no torch, a crash), a PyTorch row
+beside its labkit counterpart and whether their kernels match. The numbers in these tests are
+synthetic, made up here to exercise the logic; the lesson's come from the recordings."""
+
+import json
+import sys
+
+import pandas as pd
+import pytest
+
+from labkit import ConvSpec
+from labkit.errors import InvalidSpec
+from labkit.experiments import BASE, pytorch_knobs
+from labkit.experiments.pytorch_knobs import runs
+from labkit.experiments.pytorch_knobs.settings import (
+    KNOB_ENV,
+    check_request,
+    child_config,
+    child_env,
+    counterpart,
+    labkit_name,
+    settings_for,
+)
+
+SPEC = pytorch_knobs.KNOBS_SPEC
+
+
+def by_name(spec=SPEC, net=None):
+    return {s.name: s for s in settings_for(spec, net)}
+
+
+def test_the_settings_start_from_pytorchs_defaults_and_change_one_knob_each():
+    s = settings_for(SPEC)
+    assert s[0].name == "PyTorch's defaults" and not s[0].flags and not s[0].env
+    names = [x.name for x in s]
+    assert len(names) == len(set(names))
+    for x in s:
+        assert set(x.env) <= set(KNOB_ENV), x
+    assert {x.knob for x in s} >= {
+        "cudnn.benchmark",
+        "benchmark_limit",
+        "allow_tf32",
+        "deterministic",
+        "memory format",
+        "autocast",
+        "plan cache",
+        "workspace cap",
+    }
+
+
+def test_the_memory_format_setting_is_the_other_layout():
+    assert by_name()["channels_last"].layout == "NHWC"
+    assert by_name(BASE)["contiguous_format"].layout == "NCHW"
+
+
+def test_a_network_runs_no_environment_knob_and_measures_no_kernels():
+    s = settings_for(SPEC, "resnet50")
+    assert not any(x.env for x in s)
+    cfg = json.loads(child_config(SPEC, "resnet50", s[0], calls=3, warmup=1))
+    assert cfg["net"] == "resnet50" and cfg["batch"] == 32 and cfg["conv"] is None and not cfg["profile"]
+
+
+def test_the_child_config_carries_the_convolution_and_the_setting():
+    s = by_name()["channels_last"]
+    cfg = json.loads(child_config(SPEC, None, s, calls=7, warmup=2))
+    assert cfg["conv"]["x_shape"] == [32, 256, 56, 56] and cfg["conv"]["w_shape"] == [256, 256, 3, 3]
+    assert cfg["channels_last"] is True and cfg["dtype"] == "fp32" and cfg["calls"] == 7
+    cfg = json.loads(child_config(SPEC, None, by_name()["benchmark=True"], calls=7, warmup=2))
+    assert cfg["flags"] == {"benchmark": True} and cfg["channels_last"] is False
+
+
+def test_a_child_environment_holds_only_its_own_knob_variables():
+    parent = {"PATH": "/bin", KNOB_ENV[0]: "5", KNOB_ENV[1]: "3"}
+    env = child_env(parent, by_name()["CUDNN_CONV_WSCAP_DBG=16"])
+    assert env == {"PATH": "/bin", KNOB_ENV[1]: "16"}
+    assert child_env(parent, by_name()["PyTorch's defaults"]) == {"PATH": "/bin"}
+
+
+def test_the_counterpart_is_the_convolution_cudnn_runs():
+    s = by_name()
+    assert counterpart(SPEC, s["PyTorch's defaults"], True).dtype == "tf32"
+    assert counterpart(SPEC, s["PyTorch's defaults"], False).dtype == "fp32"
+    assert counterpart(SPEC, s["autocast bf16"], True).dtype == "bf16"
+    twin = counterpart(SPEC, s["channels_last"], True)
+    assert (twin.dtype, twin.layout) == ("tf32", "NHWC")
+    assert counterpart(BASE, by_name(BASE)["PyTorch's defaults"], True).dtype == "fp16"
+    assert labkit_name(twin, True, 16 << 20) == "autotuned, tf32 NHWC, cap 16 MiB"
+    assert labkit_name(twin, False, None) == "heuristic, tf32 NHWC"
+
+
+@pytest.mark.parametrize(
+    "spec,net,field",
+    [
+        (SPEC.replace(dtype="fp8_e4m3", layout="NHWC"), None, "spec.dtype"),
+        (SPEC.replace(direction="dgrad"), None, "spec.direction"),
+        (SPEC, "alexnet", "net"),
+    ],
+)
+def test_a_request_pytorch_cannot_run_is_a_clear_error(spec, net, field):
+    with pytest.raises(InvalidSpec) as info:
+        check_request(spec, net)
+    assert field in str(info.value)
+
+
+# ---- a child's output ----------------------------------------------------------------------------
+def test_a_childs_results_are_read_from_its_marked_line():
+    out = "a warning\n" + runs.MARKER + json.dumps({"gpu_us": 1.5, "flags": {"allow_tf32": True}}) + "\n"
+    got = runs.parse_child(out, "UserWarning: something", 0)
+    assert got["status"] == "ok" and got["gpu_us"] == 1.5 and got["flags"] == {"allow_tf32": True}
+
+
+def test_a_cut_child_says_after_how_long():
+    got = runs.parse_child("", "", None, 300)
+    assert got == {"status": "timed_out", "reason": "cut after 300 s"}
+
+
+def test_a_child_without_torch_is_unsupported_and_a_crash_is_an_error_with_its_last_line():
+    tb = "Traceback (most recent call last):\n  ...\nModuleNotFoundError: No module named 'torch'\n"
+    got = runs.parse_child("", tb, 1)
+    assert got["status"] == "unsupported" and got["reason"].endswith("No module named 'torch'")
+    got = runs.parse_child("", "Traceback ...\ntorch.OutOfMemoryError: CUDA out of memory.\n\n", 1)
+    assert got == {"status": "error", "reason": "torch.OutOfMemoryError: CUDA out of memory."}
+    assert runs.parse_child("", "", -11)["reason"] == "exit status -11, no results"
+    assert runs.parse_child(runs.MARKER + "{not json", "", 0)["status"] == "error"
+
+
+def test_the_childs_marker_is_the_one_the_parent_reads():
+    from labkit.experiments.pytorch_knobs import torch_child
+
+    assert torch_child.MARKER == runs.MARKER
+
+
+@pytest.mark.skipif("torch" in sys.modules, reason="torch is importable here")
+def test_a_child_run_where_torch_is_missing_is_a_row_that_says_so():
+    pytest.importorskip("numpy")
+    try:
+        import torch  # noqa: F401
+
+        pytest.skip("torch is installed here")
+    except ImportError:
+        pass
+    s = by_name()["CUDNN_CONV_WSCAP_DBG=0"]
+    got = runs.run_child(child_config(SPEC, None, s, calls=2, warmup=1), child_env({}, s), 60)
+    assert got["status"] == "unsupported" and "No module named 'torch'" in got["reason"]
+    row = runs.torch_row(SPEC, s, got)
+    assert (
+        row["status"] == "unsupported"
+        and row["labkit_row"] == ""
+        and row["env"] == '{"CUDNN_CONV_WSCAP_DBG": "0"}'
+    )
+
+
+def test_a_child_past_its_time_is_cut(tmp_path, monkeypatch):
+    slow = tmp_path / "slow.py"
+    slow.write_text("import time\ntime.sleep(30)\n")
+    monkeypatch.setattr(runs, "CHILD", slow)
+    got = runs.run_child("{}", {}, 0.5)
+    assert got["status"] == "timed_out" and got["wall_s"] < 10
+
+
+# ---- beside labkit -----------------------------------------------------------------------------
+KERNEL = "void cutlass::Kernel<cutlass_80_tensorop_s1688fprop_128x128_32x3_nhwc>(Params)"
+CONVERT = "void cudnn::ops::nchwToNhwcKernel<float, float, float, false, true>" + "(cudnn::ops::Params)"
+
+
+def synthetic_frame():
+    """Rows as the experiment writes them, with made-up figures."""
+    s = by_name()
+    rows = [
+        runs.torch_row(
+            SPEC,
+            s["PyTorch's defaults"],
+            dict(status="ok", flags={"allow_tf32": True}, gpu_us=10.0, kernels=[CONVERT, KERNEL + " "]),
+        ),
+        runs.torch_row(
+            SPEC,
+            s["benchmark=True"],
+            dict(status="ok", flags={"allow_tf32": True}, gpu_us=9.0, kernels=[KERNEL]),
+        ),
+        runs.torch_row(
+            SPEC, s["allow_tf32=False"], dict(status="ok", flags={"allow_tf32": False}, gpu_us=20.0)
+        ),
+        dict(
+            source="labkit",
+            setting="heuristic, tf32 NCHW",
+            plan_name="eng1",
+            workspace_bytes=4096,
+            gpu_us=8.0,
+            kernels=f"{CONVERT} | memset | {KERNEL}",
+        ),
+        dict(
+            source="labkit",
+            setting="autotuned, tf32 NCHW",
+            plan_name="eng2",
+            workspace_bytes=0,
+            gpu_us=7.0,
+            kernels=f"{CONVERT} | {KERNEL}",
+        ),
+        dict(
+            source="labkit",
+            setting="heuristic, fp32 NCHW",
+            plan_name="eng3",
+            workspace_bytes=0,
+            gpu_us=19.0,
+            kernels="",
+        ),
+    ]
+    return runs.beside(pd.DataFrame(rows))
+
+
+def test_each_pytorch_row_is_set_beside_its_labkit_counterpart():
+    df = synthetic_frame().set_index("setting")
+    assert df.loc["PyTorch's defaults", "labkit_row"] == "heuristic, tf32 NCHW"
+    assert df.loc["PyTorch's defaults", "labkit_plan"] == "eng1"
+    assert df.loc["PyTorch's defaults", "labkit_workspace_bytes"] == 4096
+    assert df.loc["benchmark=True", "labkit_row"] == "autotuned, tf32 NCHW"
+    assert df.loc["benchmark=True", "labkit_gpu_us"] == 7.0
+    assert df.loc["allow_tf32=False", "labkit_row"] == "heuristic, fp32 NCHW"
+    assert pd.isna(df.loc["heuristic, tf32 NCHW", "labkit_gpu_us"])
+
+
+def test_kernels_match_by_name_without_arguments_or_memsets_and_in_order():
+    df = synthetic_frame().set_index("setting")
+    assert df.loc["PyTorch's defaults", "same_kernels"] is True  # the memset and the arguments aside
+    assert df.loc["benchmark=True", "same_kernels"] is False  # no conversion on PyTorch's side
+    assert df.loc["allow_tf32=False", "same_kernels"] is None  # neither side traced
+
+
+def test_a_kernel_key_drops_void_and_the_argument_list_and_keeps_the_template():
+    assert runs.kernel_key(KERNEL) == "cutlass::Kernel<cutlass_80_tensorop_s1688fprop_128x128_32x3_nhwc>"
+    assert runs.kernel_key("Memset (Device)") == "memset"
+    assert runs.kernel_key("f(int (*)(int))") == "f"
+
+
+def test_the_grid_records_the_convolution_and_the_network():
+    calls = pytorch_knobs.recorded_calls()
+    assert calls[0] == ("torch_knobs", dict(spec=SPEC, net=None))
+    assert ("torch_knobs", dict(spec=SPEC, net="resnet50")) in calls
+    assert SPEC == ConvSpec.from_label("fp32 NCHW fprop 32x256x56x56 -> 256 3x3 s1 p1")
+
+
+# ---- recorded: the lesson's chart, sentences and hands-on on the recording that holds them ---------------
+@pytest.fixture
+def recorded(recorded_mode, monkeypatch):
+    from labkit.experiments import handson_check
+    from labkit.session import handson, lessons
+
+    monkeypatch.delenv("LABKIT_HANDSON", raising=False)
+    handson_check.forget()
+    handson.register_topics()
+    lessons.forget()
+    yield lessons
+
+
+def test_the_chart_draws_every_setting_and_labkit_beside_the_convolution_only(recorded):
+    from labkit.experiments.pytorch_knobs.charts import TRACES, knobs_chart
+
+    conv, net = recorded.knobs(), recorded.knobs(net="resnet50")
+    fig = knobs_chart(conv)
+    pt = conv[(conv.source == "pytorch") & (conv.status == "ok")]
+    assert len(fig.data) == len(TRACES) and list(fig.data[0].y) == list(pt.setting)
+    assert fig.data[1].showlegend is not False and fig.data[5].showlegend is not False
+    fig = knobs_chart(net)
+    assert fig.data[1].showlegend is False and fig.data[5].showlegend is False
+    assert "resnet50" in fig.layout.title.text
+
+
+def test_the_summary_says_what_the_rows_say(recorded):
+    from labkit.experiments.pytorch_knobs import knobs_summary, unchanged
+    from labkit.experiments.pytorch_knobs.summaries import DEFAULTS, row_of, same_peaks, same_time
+
+    df = recorded.knobs()
+    text = str(knobs_summary(df))
+    base = row_of(df, DEFAULTS)
+    same = unchanged(df)
+    for s in same:
+        assert same_time(row_of(df, s), base) and same_peaks(row_of(df, s), base)
+        assert f"`{s}`" in text.split("Changed neither")[1].split("\n")[0]
+    bench = row_of(df, "benchmark=True")
+    ratio = f"{bench.gpu_us / base.gpu_us:.2f}x"
+    assert ("within the defaults' spread" in text) == same_time(bench, base) or ratio in text
+    ran = df[(df.source == "pytorch") & (df.status == "ok")]
+    assert text.count("\n| ") == len(ran) + 2  # the header, its rule, a row per setting
+
+
+def test_the_hands_on_reference_passes_and_a_wrong_list_gets_a_hint(recorded, capsys):
+    from labkit.present import check
+    from labkit.session import handson
+
+    ns = {"lessons": recorded, "check": check}
+    handson.run("unchanged_knobs", handson.HANDS_ON["unchanged_knobs"].source, ns)
+    out = capsys.readouterr().out
+    assert out.startswith("correct: ") and "recorded on the H100 SXM" in " ".join(out.split()), out
+    wrong = check.unchanged_knobs(["PyTorch's defaults", "benchmark=True"])
+    assert not wrong.correct and "Hint:" in wrong.message and "defaults themselves" in wrong.message
+    assert not check.unchanged_knobs(ns["my_unchanged"][:-1]).correct  # one left out
