@@ -68,7 +68,6 @@ LONG_CHART_FUNCTIONS = {
     "labkit/experiments/workspace_basics/charts.py:algorithms_chart": 101,
     "labkit/experiments/workspace_basics/charts.py:workspace_sizes_chart": 98,
     "labkit/experiments/workspace_basics/charts.py:sweep_chart": 98,
-    "labkit/experiments/your_network/charts.py:network_report_chart": 147,
     "labkit/present/compare/charts.py:_bars": 85,
     "labkit/present/compare/charts.py:_plans": 147,
     "labkit/present/compare/charts.py:_roofline": 107,

@@ -161,13 +161,32 @@ def network_report_chart(df) -> go.Figure:
         per strategy (`REPORT_STRATEGIES` by label, MiB); 10 pass time against the workspace cap (ms).
     """
     layers, timeline, budget = tables_of(df, "layers", "timeline", "budget")
-    traces = []
     # columns as numpy arrays (plotly copies an array as it is; a list it walks element by element)
     ok = ok_rows(layers) if len(layers) else layers
+    series = held_series(timeline)
+    groups = {g[0]: g for g in coinciding(timeline)}
+    traces = [*_plan_time_bars(ok), *_held_lines(df, series, groups), _budget_line(budget)]
+    return figure_of(
+        REPORT_GRID,
+        traces,
+        _report_axes(ok, series, groups),
+        df=df,
+        main="Workspace report: every convolution layer",
+        detail=_report_detail(df),
+        note=_report_note(layers, timeline),
+        height=1050,
+        legend_rows=1,
+    )
+
+
+def _plan_time_bars(ok) -> list:
+    """The top panel: the heuristic plan's and the fastest plan's GPU time of each call (us, bars;
+    traces 0-1), hovered with the call's layer and the plan's workspace."""
     x = column(ok, "order", np.int64)
     names = [
         n + ("" if d == "fprop" else f" ({d})") for n, d in zip(ok.get("layer", []), ok.get("direction", []))
     ]
+    traces = []
     for col, label, color in (
         ("heuristic_gpu_us", "heuristic plan", COLORS["muted"]),
         ("fastest_gpu_us", "fastest plan", COLORS["primary"]),
@@ -191,9 +210,14 @@ def network_report_chart(df) -> go.Figure:
                 ),
             )
         )
-    series = held_series(timeline)
-    groups = {g[0]: g for g in coinciding(timeline)}
+    return traces
+
+
+def _held_lines(df, series: dict, groups: dict) -> list:
+    """The middle panel: the workspace each strategy held during each call of the first pass (MiB;
+    traces 2-9, one per strategy), strategies that hold the same drawn as one wider line."""
     empty = np.array([], dtype=np.float64)
+    traces = []
     for k, label in enumerate(strategy_labels(sized_bytes(df)).values()):
         group = groups.get(label)
         members = group or [label]
@@ -227,27 +251,34 @@ def network_report_chart(df) -> go.Figure:
                 hovertemplate="call %{x}: %{customdata}<extra></extra>",
             )
         )
+    return traces
+
+
+def _budget_line(budget) -> dict:
+    """The bottom panel: the pass time under each workspace cap every call fits in (ms; trace 10)."""
     fits = budget[budget["calls_without_plan"] == 0] if len(budget) else budget
-    traces.append(
-        dict(
-            type="scatter",
-            x=list(fits.get("cap_label", [])),
-            y=[num(v) / 1000 for v in fits.get("pass_gpu_us", [])],
-            mode="lines+markers",
-            name="pass time within the cap",
-            line=dict(color=COLORS["secondary"]),
-            customdata=[f"{s:.2f}x" for s in fits.get("slowdown", [])],
-            showlegend=False,
-            row=3,
-            col=1,
-            hovertemplate="cap %{x}: %{y:.2f} ms per pass (%{customdata} the uncapped)<extra></extra>",
-        )
+    return dict(
+        type="scatter",
+        x=list(fits.get("cap_label", [])),
+        y=[num(v) / 1000 for v in fits.get("pass_gpu_us", [])],
+        mode="lines+markers",
+        name="pass time within the cap",
+        line=dict(color=COLORS["secondary"]),
+        customdata=[f"{s:.2f}x" for s in fits.get("slowdown", [])],
+        showlegend=False,
+        row=3,
+        col=1,
+        hovertemplate="cap %{x}: %{y:.2f} ms per pass (%{customdata} the uncapped)<extra></extra>",
     )
+
+
+def _report_axes(ok, series: dict, groups: dict) -> dict:
+    """The report's axes and the held panel's legend, inside it at its top left."""
     top = max((float(np.nanmax(y)) for _, y, _ in series.values() if len(y)), default=0.0) / MIB
     last_step = max((float(np.nanmax(x)) for x, _, _ in series.values() if len(x)), default=float(len(ok)))
     legend_lines = sum(timeline_entry(g).count("<br>") + 1 for g in groups.values())
     panel = laid_out(REPORT_GRID)[0]["yaxis2"]["domain"]
-    axes = dict(
+    return dict(
         legend2=dict(
             x=0.01,
             xanchor="left",
@@ -270,6 +301,10 @@ def network_report_chart(df) -> go.Figure:
         xaxis3=dict(title=dict(text="workspace cap"), type="category"),
         yaxis3=dict(title=dict(text="pass time (ms)"), rangemode="tozero"),
     )
+
+
+def _report_note(layers, timeline) -> str:
+    """The report's note: what each panel draws, and what async_pool holds against the largest request."""
     notes = [
         "Top: CUDA-graph replay medians of each call's plans. Middle: the most workspace each strategy "
         "held while a call ran (strategies that hold the same share one line). Bottom: sums of each call's "
@@ -281,15 +316,4 @@ def network_report_chart(df) -> go.Figure:
             f"async_pool holds {fmt_bytes(pool['held_bytes'].max())}; the largest request is "
             f"{fmt_bytes(largest_request(layers))}."
         )
-    note = " ".join(notes)
-    return figure_of(
-        REPORT_GRID,
-        traces,
-        axes,
-        df=df,
-        main="Workspace report: every convolution layer",
-        detail=_report_detail(df),
-        note=note,
-        height=1050,
-        legend_rows=1,
-    )
+    return " ".join(notes)
