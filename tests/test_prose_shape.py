@@ -63,7 +63,6 @@ CHART_FUNCTION_LINES = 80
 #: Chart functions over `CHART_FUNCTION_LINES`, each at most as long as it is now (lines).
 LONG_CHART_FUNCTIONS = {
     "labkit/experiments/epilogue_fusion/charts.py:fusion_chart": 95,
-    "labkit/experiments/precision_layout/charts.py:precision_chart": 127,
     "labkit/experiments/precision_layout/charts.py:roofline_chart": 107,
     "labkit/experiments/workspace_basics/charts.py:algorithms_chart": 101,
     "labkit/experiments/workspace_basics/charts.py:workspace_sizes_chart": 98,

@@ -78,7 +78,40 @@ def precision_chart(df) -> go.Figure:
     )
     colors = [DTYPE_COLORS.get(d, COLORS["dark"]) for d in dts]
     fig = new_figure(**PRECISION_GRID)
-    spread = [f"{a:.1f}–{b:.1f} us" if None not in (a, b) else "not recorded" for a, b in zip(p10, p90)]
+    _time_bars(fig, ok, us, (p10, p90), colors)
+    _error_marks(fig, dts, (e1, e2), colors)
+    _rounding_segments(fig, dts, (e1, e2))
+    top = max([v for v in us + p90 if v] or [1.0])
+    errors = [v for v in e1 + e2 if v]
+    fig.update_layout(
+        xaxis=dict(title_text="GPU time per call (us)", type="linear", range=[0, top * 1.3]),
+        xaxis2=dict(title_text="relative L2 error (log)", type="log", **log_axis(errors, max_ticks=7)),
+        yaxis=dict(type="category", autorange="reversed"),
+    )
+    spec = request_spec(df)
+    detail = (
+        f"{spec.layout} {spec.direction} {shape_label(spec)}; the plan cuDNN's heuristic picks per dtype"
+        if spec
+        else ""
+    )
+    bad = not_ok_note(df, ("dtype",))
+    return finish(
+        fig,
+        df,
+        "Precision: speed and error per dtype",
+        detail,
+        note=f"{spread_note(ok)} · {bad}" if bad else spread_note(ok),
+        height=420,
+        legend_rows=0,
+    )
+
+
+def _time_bars(fig: go.Figure, ok, us: list, spread: tuple, colors: list) -> None:
+    """The left panel: each dtype's GPU time (us, bars from zero; trace 0), with whiskers over the
+    10th-90th percentile of its repeated timings (``spread``: the p10 and the p90 lists)."""
+    p10, p90 = spread
+    dts = list(ok["dtype"])
+    said = [f"{a:.1f}–{b:.1f} us" if None not in (a, b) else "not recorded" for a, b in zip(p10, p90)]
     fig.add_trace(
         go.Bar(
             x=us,
@@ -99,7 +132,7 @@ def precision_chart(df) -> go.Figure:
                 width=5,
             ),
             customdata=[
-                [s, fmt_bytes(w), str(p)] for s, w, p in zip(spread, ok["workspace_bytes"], ok["plan_name"])
+                [s, fmt_bytes(w), str(p)] for s, w, p in zip(said, ok["workspace_bytes"], ok["plan_name"])
             ],
             hovertemplate="%{y}: %{x:.1f} us (p10–p90 %{customdata[0]})<br>workspace %{customdata[1]}, "
             "plan %{customdata[2]}<extra></extra>",
@@ -108,6 +141,12 @@ def precision_chart(df) -> go.Figure:
         row=1,
         col=1,
     )
+
+
+def _error_marks(fig: go.Figure, dts: list, errors: tuple, colors: list) -> None:
+    """The right panel's marks (traces 1-2): each dtype's arithmetic error (circle) and total error
+    (open diamond), ``errors`` holding the two lists."""
+    e1, e2 = errors
     # the arithmetic error labelled above its circle, the total error below its diamond: the two
     # labels of one row never meet, however close the errors are
     for name, errs, symbol, size, where_, kind in (
@@ -137,8 +176,13 @@ def precision_chart(df) -> go.Figure:
             row=1,
             col=2,
         )
+
+
+def _rounding_segments(fig: go.Figure, dts: list, errors: tuple) -> None:
+    """A dotted segment from each dtype's arithmetic error to its total error: what rounding the
+    inputs adds (trace 3)."""
     sx, sy = [], []
-    for d, a, b in zip(dts, e1, e2):
+    for d, a, b in zip(dts, *errors):
         if None not in (a, b):
             sx += [a, b, None]
             sy += [d, d, None]
@@ -154,29 +198,6 @@ def precision_chart(df) -> go.Figure:
         ),
         row=1,
         col=2,
-    )
-    top = max([v for v in us + p90 if v] or [1.0])
-    errors = [v for v in e1 + e2 if v]
-    fig.update_layout(
-        xaxis=dict(title_text="GPU time per call (us)", type="linear", range=[0, top * 1.3]),
-        xaxis2=dict(title_text="relative L2 error (log)", type="log", **log_axis(errors, max_ticks=7)),
-        yaxis=dict(type="category", autorange="reversed"),
-    )
-    spec = request_spec(df)
-    detail = (
-        f"{spec.layout} {spec.direction} {shape_label(spec)}; the plan cuDNN's heuristic picks per dtype"
-        if spec
-        else ""
-    )
-    bad = not_ok_note(df, ("dtype",))
-    return finish(
-        fig,
-        df,
-        "Precision: speed and error per dtype",
-        detail,
-        note=spread_note(ok) + (" · " + bad if bad else ""),
-        height=420,
-        legend_rows=0,
     )
 
 
