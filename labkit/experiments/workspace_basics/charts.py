@@ -44,7 +44,6 @@ def algorithms_chart(df) -> go.Figure:
         The ``go.Figure``. Traces: 0 time bars (us), 1 workspace bars (MiB), 2 'not supported' labels.
     """
     df = df.sort_values("algo_id") if "algo_id" in df.columns else df
-    names = list(df["algorithm"])
     timed = df["find_status"] == "ok" if "find_status" in df.columns else df["time_us"].notna()
     sized = (
         df["query_status"] == "ok" if "query_status" in df.columns else df["query_workspace_bytes"].notna()
@@ -58,6 +57,42 @@ def algorithms_chart(df) -> go.Figure:
         (num(v) / MIB if num(v) is not None else None) if ok else None
         for v, ok in zip(df["query_workspace_bytes"], sized)
     ]
+    _algorithm_time_bars(fig, df, t, fastest)
+    _algorithm_workspace_bars(fig, df, ws, sized)
+    _unsupported_labels(fig, df, timed)
+    fig.update_yaxes(autorange="reversed", row=1, col=1)
+    fig.update_xaxes(title_text="GPU time of one call, Find's timing (us)", row=1, col=1)
+    top = max([v for v in ws if v is not None] + [1.0])
+    fig.update_xaxes(title_text="workspace (MiB)", range=[0, 1.4 * top], row=1, col=2, **PLAIN_TICKS)
+    spec = request_spec(df)
+    detail = (
+        (
+            f"{spec.dtype} {spec.layout} {shape_label(spec)}; legacy API, times from one run each "
+            "inside Find (not the CUDA-graph medians of the other charts)"
+        )
+        if spec
+        else ""
+    )
+    return finish(
+        fig,
+        df,
+        "The classic algorithm table: time and workspace per algorithm",
+        detail,
+        height=430,
+        legend_rows=0,
+    )
+
+
+DIRECTIONS = ("fprop", "dgrad", "wgrad")
+WORKSPACE_SIZES_GRID = grid(
+    rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.045, subplot_titles=DIRECTIONS
+)
+
+
+def _algorithm_time_bars(fig: go.Figure, df, t: list, fastest) -> None:
+    """The left panel: each algorithm's GPU time in Find (``t``, us; None: not timed), the fastest in
+    green and labelled so (trace 0)."""
+    names = list(df["algorithm"])
     math_col = df["math"] if "math" in df.columns else [""] * len(df)
     fig.add_trace(
         go.Bar(
@@ -77,10 +112,15 @@ def algorithms_chart(df) -> go.Figure:
         row=1,
         col=1,
     )
+
+
+def _algorithm_workspace_bars(fig: go.Figure, df, ws: list, sized) -> None:
+    """The right panel: the workspace each algorithm asks (``ws``, MiB), labelled, or "not supported"
+    where the query failed (trace 1)."""
     wsb = list(df["query_workspace_bytes"])
     fig.add_trace(
         go.Bar(
-            y=names,
+            y=list(df["algorithm"]),
             x=[v if v is not None else 0 for v in ws],
             orientation="h",
             name="workspace",
@@ -95,6 +135,12 @@ def algorithms_chart(df) -> go.Figure:
         row=1,
         col=2,
     )
+
+
+def _unsupported_labels(fig: go.Figure, df, timed) -> None:
+    """Beside each algorithm Find did not time, on the time panel: "not supported" and its status
+    (trace 2)."""
+    names = list(df["algorithm"])
     unsup = [
         (n, s) for n, s, ok in zip(names, df.get("find_status", df.get("query_status")), timed) if not ok
     ]
@@ -113,34 +159,6 @@ def algorithms_chart(df) -> go.Figure:
         row=1,
         col=1,
     )
-    fig.update_yaxes(autorange="reversed", row=1, col=1)
-    fig.update_xaxes(title_text="GPU time of one call, Find's timing (us)", row=1, col=1)
-    top = max([v for v in ws if v is not None] + [1.0])
-    fig.update_xaxes(title_text="workspace (MiB)", range=[0, 1.4 * top], row=1, col=2, **PLAIN_TICKS)
-    spec = request_spec(df)
-    detail = (
-        (
-            f"{spec.dtype} {spec.layout} {shape_label(spec)}; legacy API, times from one run each "
-            "inside Find "
-            "(not the CUDA-graph medians of the other charts)"
-        )
-        if spec
-        else ""
-    )
-    return finish(
-        fig,
-        df,
-        "The classic algorithm table: time and workspace per algorithm",
-        detail,
-        height=430,
-        legend_rows=0,
-    )
-
-
-DIRECTIONS = ("fprop", "dgrad", "wgrad")
-WORKSPACE_SIZES_GRID = grid(
-    rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.045, subplot_titles=DIRECTIONS
-)
 
 
 def workspace_sizes_chart(df) -> go.Figure:
