@@ -306,18 +306,48 @@ def sweep_chart(df) -> go.Figure:
     ok = ok_rows(df)
     fig = new_figure(**SWEEP_GRID)
     values = [str(v) for v in ok["value"]]
-    at = list(range(len(values)))
+    times = _sweep_time_line(fig, ok, field, values)
+    sizes = _sweep_workspace_line(fig, ok, field, values)
+    _sweep_axes(fig, field, values, times, sizes)
+    spec = request_spec(df)
+    detail = (
+        f"around {spec.dtype} {spec.layout} {spec.direction} {shape_label(spec)}; "
+        "heuristic plan at each point"
+        if spec
+        else ""
+    )
+    return finish(
+        fig,
+        df,
+        f"Sweep of {field}: GPU time and workspace",
+        detail,
+        note=not_ok_note(df, ("field", "value")),
+        height=560,
+        legend_rows=0,
+    )
+
+
+def _labelled_points() -> dict:
+    """A sweep line's style: markers joined by lines, each point's value written above it."""
+    return dict(
+        mode="lines+markers+text", textposition="top center", textfont=dict(size=10), cliponaxis=False
+    )
+
+
+def _sweep_time_line(fig: go.Figure, ok, field: str, values: list) -> list:
+    """The top panel: the heuristic plan's GPU time at each swept value's position (trace 0).
+
+    Returns:
+        The times, us (None: not timed).
+    """
     custom = [
         [str(p), num(t), v]
         for p, t, v in zip(ok.get("plan_name", [""] * len(ok)), ok.get("tflops", [None] * len(ok)), values)
     ]
-    label = dict(
-        mode="lines+markers+text", textposition="top center", textfont=dict(size=10), cliponaxis=False
-    )
     times = [num(v) for v in ok["gpu_us"]]
     fig.add_trace(
         go.Scatter(
-            x=at,
+            x=list(range(len(values))),
             y=times,
             name="GPU time",
             line=dict(color=COLORS["primary"]),
@@ -326,15 +356,25 @@ def sweep_chart(df) -> go.Figure:
             hovertemplate=f"{field}=%{{customdata[2]}}: %{{y:.1f}} us, %{{customdata[1]:.0f}} TFLOP/s"
             "<br>plan %{customdata[0]}"
             "<extra></extra>",
-            **label,
+            **_labelled_points(),
         ),
         row=1,
         col=1,
     )
+    return times
+
+
+def _sweep_workspace_line(fig: go.Figure, ok, field: str, values: list) -> list:
+    """The bottom panel: the workspace the heuristic plan asks at each swept value's position (MiB;
+    trace 1).
+
+    Returns:
+        The sizes, MiB (None: not known).
+    """
     sizes = [num(v) / MIB if num(v) is not None else None for v in ok["workspace_bytes"]]
     fig.add_trace(
         go.Scatter(
-            x=at,
+            x=list(range(len(values))),
             y=sizes,
             name="workspace",
             line=dict(color=COLORS["secondary"]),
@@ -342,11 +382,18 @@ def sweep_chart(df) -> go.Figure:
             customdata=[[v, fmt_bytes(b)] for v, b in zip(values, ok["workspace_bytes"])],
             hovertemplate=f"{field}=%{{customdata[0]}}: workspace %{{text}} (%{{customdata[1]}})"
             "<extra></extra>",
-            **label,
+            **_labelled_points(),
         ),
         row=2,
         col=1,
     )
+    return sizes
+
+
+def _sweep_axes(fig: go.Figure, field: str, values: list, times: list, sizes: list) -> None:
+    """Both panels' x axes at the values' positions, ticked with the values; the time's log axis with
+    room for the labels, the workspace's linear one from just under zero."""
+    at = list(range(len(values)))
     positions = dict(
         type="linear",
         tickmode="array",
@@ -366,22 +413,6 @@ def sweep_chart(df) -> go.Figure:
         range=[-0.08 * (top or 1), 1.3 * (top or 1)],
         row=2,
         col=1,
-    )
-    spec = request_spec(df)
-    detail = (
-        f"around {spec.dtype} {spec.layout} {spec.direction} {shape_label(spec)}; heuristic plan at "
-        "each point"
-        if spec
-        else ""
-    )
-    return finish(
-        fig,
-        df,
-        f"Sweep of {field}: GPU time and workspace",
-        detail,
-        note=not_ok_note(df, ("field", "value")),
-        height=560,
-        legend_rows=0,
     )
 
 
