@@ -64,7 +64,6 @@ CHART_FUNCTION_LINES = 80
 LONG_CHART_FUNCTIONS = {
     "labkit/experiments/epilogue_fusion/charts.py:fusion_chart": 95,
     "labkit/experiments/precision_layout/charts.py:roofline_chart": 107,
-    "labkit/experiments/workspace_basics/charts.py:workspace_sizes_chart": 98,
     "labkit/present/compare/charts.py:_bars": 85,
     "labkit/present/compare/charts.py:_plans": 147,
     "labkit/present/compare/charts.py:_roofline": 107,

@@ -180,59 +180,9 @@ def workspace_sizes_chart(df) -> go.Figure:
     fig = new_figure(**WORKSPACE_SIZES_GRID)
     top = 0.0
     for c, direction in enumerate(DIRECTIONS, start=1):
-        sub = df[df["direction"] == direction].set_index(["dtype", "layout"])
-        picks, biggest, text = [], [], []
-        for d in dtypes:
-            for lay in ("NCHW", "NHWC"):
-                r = sub.loc[(d, lay)] if (d, lay) in sub.index else None
-                ok = r is not None and ("status" not in sub.columns or r["status"] == "ok")
-                h = num(r["heuristic_workspace_bytes"]) if ok else None
-                m = num(r["max_workspace_bytes"]) if ok else None
-                picks.append(h / MIB if h is not None else 0.0)
-                biggest.append(m / MIB if m is not None else 0.0)
-                text.append(
-                    in_unit(h, SIZE_AXIS) if h is not None else ("not run" if r is None else str(r["status"]))
-                )
-                top = max(top, (m or 0.0) / MIB, (h or 0.0) / MIB)
-        fig.add_trace(
-            go.Bar(
-                y=rows,
-                x=biggest,
-                orientation="h",
-                name="largest any candidate plan asks",
-                legendgroup="max",
-                showlegend=c == 1,
-                marker_color="#dadce0",
-                width=0.8,
-                customdata=[fmt_bytes(v * MIB) for v in biggest],
-                hovertemplate=f"{direction} %{{y}}: the hungriest candidate plan asks %{{customdata}}"
-                "<extra></extra>",
-            ),
-            row=1,
-            col=c,
-        )
-        for lay in ("NCHW", "NHWC"):
-            mine = [r.endswith(lay) for r in rows]
-            fig.add_trace(
-                go.Bar(
-                    y=rows,
-                    x=[v if m else None for v, m in zip(picks, mine)],
-                    orientation="h",
-                    name=f"{lay}: the heuristic's pick",
-                    legendgroup=lay,
-                    showlegend=c == 1,
-                    marker_color=LAYOUT_COLORS[lay],
-                    width=0.45,
-                    text=[t if m else "" for t, m in zip(text, mine)],
-                    textposition="outside",
-                    constraintext="none",
-                    cliponaxis=False,
-                    textfont=dict(size=10),
-                    hovertemplate=f"{direction} %{{y}}: heuristic plan %{{text}}<extra></extra>",
-                ),
-                row=1,
-                col=c,
-            )
+        sizes = _direction_sizes(df[df["direction"] == direction].set_index(["dtype", "layout"]), dtypes)
+        top = max(top, sizes[3])
+        _direction_bars(fig, c, direction, rows, sizes)
     fig.update_layout(barmode="overlay")
     fig.update_yaxes(autorange="reversed", row=1, col=1)
     for c in (1, 2, 3):
@@ -240,6 +190,91 @@ def workspace_sizes_chart(df) -> go.Figure:
             title_text="workspace (MiB)", range=[0, 1.45 * (top or 1)], nticks=4, row=1, col=c, **PLAIN_TICKS
         )
     spec = request_spec(df)
+    return finish(
+        fig,
+        df,
+        "Workspace by dtype, layout and direction (same dims)",
+        shape_label(spec),
+        note=_sizes_note(df),
+        height=560,
+    )
+
+
+def _direction_sizes(sub, dtypes: list) -> tuple:
+    """One direction's rows (each dtype in NCHW, then NHWC): the heuristic pick's workspace, the
+    largest any candidate asks, and the pick's label.
+
+    Args:
+        sub: that direction's rows of the result, indexed by dtype and layout.
+        dtypes: the dtypes, in order.
+
+    Returns:
+        ``(picks, biggest, labels, most)``: sizes in MiB (0 where not run), labels ("not run" or the
+        status where there is no size), and the largest size of either, MiB.
+    """
+    picks, biggest, text, most = [], [], [], 0.0
+    for d in dtypes:
+        for lay in ("NCHW", "NHWC"):
+            r = sub.loc[(d, lay)] if (d, lay) in sub.index else None
+            ok = r is not None and ("status" not in sub.columns or r["status"] == "ok")
+            h = num(r["heuristic_workspace_bytes"]) if ok else None
+            m = num(r["max_workspace_bytes"]) if ok else None
+            picks.append(h / MIB if h is not None else 0.0)
+            biggest.append(m / MIB if m is not None else 0.0)
+            text.append(
+                in_unit(h, SIZE_AXIS) if h is not None else ("not run" if r is None else str(r["status"]))
+            )
+            most = max(most, (m or 0.0) / MIB, (h or 0.0) / MIB)
+    return picks, biggest, text, most
+
+
+def _direction_bars(fig: go.Figure, c: int, direction: str, rows: list, sizes: tuple) -> None:
+    """One direction's panel (column ``c``): the largest candidate's grey bar under the heuristic
+    pick's bar in NCHW and in NHWC, labelled (three traces; the legend from the first panel only)."""
+    picks, biggest, text, _ = sizes
+    fig.add_trace(
+        go.Bar(
+            y=rows,
+            x=biggest,
+            orientation="h",
+            name="largest any candidate plan asks",
+            legendgroup="max",
+            showlegend=c == 1,
+            marker_color="#dadce0",
+            width=0.8,
+            customdata=[fmt_bytes(v * MIB) for v in biggest],
+            hovertemplate=f"{direction} %{{y}}: the hungriest candidate plan asks %{{customdata}}"
+            "<extra></extra>",
+        ),
+        row=1,
+        col=c,
+    )
+    for lay in ("NCHW", "NHWC"):
+        mine = [r.endswith(lay) for r in rows]
+        fig.add_trace(
+            go.Bar(
+                y=rows,
+                x=[v if m else None for v, m in zip(picks, mine)],
+                orientation="h",
+                name=f"{lay}: the heuristic's pick",
+                legendgroup=lay,
+                showlegend=c == 1,
+                marker_color=LAYOUT_COLORS[lay],
+                width=0.45,
+                text=[t if m else "" for t, m in zip(text, mine)],
+                textposition="outside",
+                constraintext="none",
+                cliponaxis=False,
+                textfont=dict(size=10),
+                hovertemplate=f"{direction} %{{y}}: heuristic plan %{{text}}<extra></extra>",
+            ),
+            row=1,
+            col=c,
+        )
+
+
+def _sizes_note(df) -> str:
+    """The workspace-sizes chart's note: what its bars are, plans still compiling, variants not run."""
     notes = [
         "coloured bars: the plan cuDNN's heuristic picks, labelled; grey bars: the largest workspace any "
         "candidate plan asks"
@@ -251,14 +286,7 @@ def workspace_sizes_chart(df) -> go.Figure:
             "bars (measure again once compiled)"
         )
     notes.append(not_ok_note(df, ("dtype", "layout", "direction")))
-    return finish(
-        fig,
-        df,
-        "Workspace by dtype, layout and direction (same dims)",
-        shape_label(spec),
-        note=" · ".join(n for n in notes if n),
-        height=560,
-    )
+    return " · ".join(n for n in notes if n)
 
 
 def column_sum(df, col: str) -> float:
