@@ -81,41 +81,9 @@ def fusion_chart(df) -> go.Figure:
             sub = by_path[path]
             vals = [num(sub.loc[e, col]) if e in sub.index and col in sub.columns else None for e in epis]
             y = [epis, [path] * len(epis)]  # a two-level axis: epilogue, then path
-            if c == 1:
-                fig.add_trace(
-                    go.Scatter(
-                        x=vals,
-                        y=y,
-                        mode="markers+text",
-                        name=path,
-                        marker=dict(size=11, color=color),
-                        text=[in_unit(v, "us") if v is not None else "" for v in vals],
-                        textposition="middle right",
-                        textfont=dict(size=11),
-                        cliponaxis=False,
-                        hovertemplate=f"{path}, %{{y}}: %{{text}}<extra></extra>",
-                        showlegend=False,
-                    ),
-                    row=1,
-                    col=c,
-                )
-            else:
-                fig.add_trace(
-                    go.Bar(
-                        x=[v / MIB if v is not None else None for v in vals],
-                        y=y,
-                        orientation="h",
-                        name=path,
-                        marker_color=color,
-                        text=[in_unit(v, SIZE_AXIS) if v is not None else "" for v in vals],
-                        textposition="outside",
-                        cliponaxis=False,
-                        hovertemplate=f"{path}, %{{y}}: %{{text}}<extra></extra>",
-                        showlegend=False,
-                    ),
-                    row=1,
-                    col=c,
-                )
+            fig.add_trace(
+                _time_dots(path, color, y, vals) if c == 1 else _size_bars(path, color, y, vals), row=1, col=c
+            )
             tops[c] = max([v for v in vals if v is not None] + [tops.get(c, 0.0)])
     times = [num(v) for v in ok["gpu_us"]] if "gpu_us" in ok.columns else []
     fig.update_layout(
@@ -133,6 +101,52 @@ def fusion_chart(df) -> go.Figure:
         if spec
         else ""
     )
+    return finish(
+        fig,
+        df,
+        "Fusion: conv + bias + ReLU (+ residual add)",
+        detail,
+        note=_fusion_note(df),
+        height=440,
+        legend_rows=0,
+    )
+
+
+def _time_dots(path: str, color: str, y: list, vals: list) -> go.Scatter:
+    """One path's GPU time per epilogue: dots on the time panel, labelled in us (None: not timed)."""
+    return go.Scatter(
+        x=vals,
+        y=y,
+        mode="markers+text",
+        name=path,
+        marker=dict(size=11, color=color),
+        text=[in_unit(v, "us") if v is not None else "" for v in vals],
+        textposition="middle right",
+        textfont=dict(size=11),
+        cliponaxis=False,
+        hovertemplate=f"{path}, %{{y}}: %{{text}}<extra></extra>",
+        showlegend=False,
+    )
+
+
+def _size_bars(path: str, color: str, y: list, vals: list) -> go.Bar:
+    """One path's bytes per epilogue (``vals``, bytes): bars from zero in MiB, labelled."""
+    return go.Bar(
+        x=[v / MIB if v is not None else None for v in vals],
+        y=y,
+        orientation="h",
+        name=path,
+        marker_color=color,
+        text=[in_unit(v, SIZE_AXIS) if v is not None else "" for v in vals],
+        textposition="outside",
+        cliponaxis=False,
+        hovertemplate=f"{path}, %{{y}}: %{{text}}<extra></extra>",
+        showlegend=False,
+    )
+
+
+def _fusion_note(df) -> str:
+    """The fusion chart's note: the traffic model, the noise of a plan timed twice, rows not timed."""
     spread = repeat_spread(df)
     if spread is None:
         noise = "no plan was timed twice here"
@@ -144,15 +158,7 @@ def fusion_chart(df) -> go.Figure:
         "workspace traffic is not in it)"
     )
     notes = [model, noise, not_ok_note(df, ("epilogue", "path"))]
-    return finish(
-        fig,
-        df,
-        "Fusion: conv + bias + ReLU (+ residual add)",
-        detail,
-        note=" · ".join(n for n in notes if n),
-        height=440,
-        legend_rows=0,
-    )
+    return " · ".join(n for n in notes if n)
 
 
 def _time_axis(times) -> dict:
