@@ -59,11 +59,13 @@ def test_every_variant_is_checked_against_float64_and_timed():
 
 
 def test_a_production_batch_out_of_memory_is_a_row_and_the_rest_goes_on():
+    # 80,000 images: a valid convolution (2.0e9 elements a tensor, under cuDNN's int32 limit) whose
+    # float64 reference alone (its im2col: 288 x 62.7e6 values) needs about 144 GB
     df = experiments.checklist_items(
-        net=[["conv0", A]], batch=None, dtype=None, layout=None, production_batch=1_000_000
+        net=[["conv0", A]], batch=None, dtype=None, layout=None, production_batch=80_000
     )
     convs = _table(df, "convs")
-    big = convs[convs.N == 1_000_000]
+    big = convs[convs.N == 80_000]
     assert len(big) == 1 and big.status.iloc[0] in ("out_of_memory", "unsupported", "error"), big.reason.iloc[
         0
     ]

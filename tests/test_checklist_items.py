@@ -46,6 +46,16 @@ def test_a_production_batch_that_is_not_a_whole_number_of_images_is_invalid(bad)
         checklist_run.check_production_batch(bad)
 
 
+def test_a_production_batch_too_large_for_a_layer_is_refused_before_anything_is_measured():
+    """A batch whose tensors cuDNN cannot index (over 2**31 - 1 elements) is a one-line error naming
+    the layer, from the run function itself (here, on a machine without a GPU: nothing was measured)."""
+    spec = ConvSpec(N=4, C=32, H=28, W=28, K=64, R=3, S=3, padding=1, dtype="fp16", layout="NHWC")
+    with pytest.raises(InvalidSpec, match="production_batch.*too large for layer conv0"):
+        checklist_run.checklist_items.__wrapped__(
+            net=[["conv0", spec]], batch=None, dtype=None, layout=None, production_batch=1_000_000
+        )
+
+
 def _fake_layer_step(spec, variants, own_s, variant_s):
     own = [
         dict(table=t, **checklist_steps.spec_columns(spec), status="ok", reason="")

@@ -108,7 +108,15 @@ def _kernels(torch, run):
 
 
 def measure(cfg):
-    """Every figure of one setting (the module doc says which)."""
+    """Every figure of one setting (the module doc says which).
+
+    Args:
+        cfg: the setting, as the parent sends it (its flags, the convolution or network, calls).
+
+    Returns:
+        Name -> value: times in milliseconds (``_ms``) or microseconds (``_us``), memory in bytes
+        (``_bytes``), the kernels' names, ``status`` and ``reason``.
+    """
     t_import = time.perf_counter()
     import torch  # heavy: torch, its import timed here
 
@@ -174,7 +182,11 @@ def measure(cfg):
 
 
 def main(argv):
-    """Measure the setting given as JSON in ``argv[1]``; print `MARKER` and the results."""
+    """Measure the setting given as JSON in ``argv[1]``; print `MARKER` and the results.
+
+    Args:
+        argv: the command line (``sys.argv``).
+    """
     cfg = json.loads(argv[1])
     print(MARKER + json.dumps(measure(cfg)), flush=True)
 

@@ -136,6 +136,13 @@ def checklist_items(
     if not len(network):
         raise InvalidSpec("net", network.name, "has no convolution to measure")
     groups = networks.unique(network.layers)
+    for g in groups:  # every layer is a convolution cuDNN takes at the production batch, before measuring
+        try:
+            g.spec.replace(N=production_batch)
+        except InvalidSpec as err:
+            raise InvalidSpec(
+                "production_batch", production_batch, f"is too large for layer {g.names[0]}: {err.rule}"
+            ) from None
     return _checklist(network, groups, production_batch)
 
 
