@@ -62,7 +62,6 @@ CHART_MODULES = sorted(
 CHART_FUNCTION_LINES = 80
 #: Chart functions over `CHART_FUNCTION_LINES`, each at most as long as it is now (lines).
 LONG_CHART_FUNCTIONS = {
-    "labkit/experiments/precision_layout/charts.py:roofline_chart": 107,
     "labkit/present/compare/charts.py:_bars": 85,
     "labkit/present/compare/charts.py:_plans": 147,
     "labkit/present/compare/charts.py:_roofline": 107,

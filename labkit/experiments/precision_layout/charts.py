@@ -295,11 +295,9 @@ def roofline_chart(df) -> go.Figure:
     ok = ok_rows(df)
     xi = [num(v) for v in ok["intensity_flops_per_byte"]]
     ty = [num(v) for v in ok["tflops"]] if "tflops" in ok.columns else [None] * len(ok)
-    names = list(ok["shape"])
     dtype = str(df["dtype"].iloc[0]) if len(df) else "?"
     peak, bw = first_value(df, "peak_tflops"), first_value(df, "bandwidth_gb_s")
     gpu = gpu_label((getattr(df, "attrs", {}) or {}).get("gpu"))
-    notes = []
     known = [v for v in xi if v]
     lo, hi = (min(known) / 3, max(known) * 3) if known else (1.0, 1e4)
     roof = None
@@ -308,66 +306,10 @@ def roofline_chart(df) -> go.Figure:
         lo, hi = min(lo, ridge / 3), max(hi, ridge * 3)
         roof = ([lo, ridge, hi], [min(peak, x * bw / 1e3) for x in (lo, ridge, hi)])
     y_axis = log_axis([v for v in ty if v] + ([peak] if peak else []))
-    note = ""
     fig = new_figure()
-    fig.add_trace(
-        go.Scatter(
-            x=xi,
-            y=ty,
-            mode="markers+text",
-            name=f"measured ({dtype})",
-            text=names,
-            textposition=_roofline_label_positions(xi, ty, names, (lo, hi), y_axis.get("range"), roof),
-            textfont=dict(size=10),
-            marker=dict(
-                size=10,
-                color=DTYPE_COLORS.get(dtype, COLORS["primary"]),
-                opacity=0.85,
-                line=dict(width=1, color="white"),
-            ),
-            customdata=[
-                [num(u), num(g)]
-                for u, g in zip(ok.get("gpu_us", [None] * len(ok)), ok.get("achieved_gb_s", [None] * len(ok)))
-            ],
-            hovertemplate="%{text}: %{x:.0f} FLOP/B, %{y:.0f} TFLOP/s<br>%{customdata[0]:.1f} us, "
-            "%{customdata[1]:.0f} GB/s "
-            "(min-bytes model)<extra></extra>",
-        )
-    )
-    if roof:
-        cg = first_value(df, "ceiling_gpu") or gpu
-        fig.add_trace(
-            go.Scatter(
-                x=roof[0],
-                y=roof[1],
-                mode="lines",
-                name=f"roof: {cg}, {dtype} {peak:.0f} TFLOP/s, {bw:.0f} GB/s",
-                line=dict(color=COLORS["dark"], width=2),
-                hovertemplate="roof: %{y:.0f} TFLOP/s at %{x:.0f} FLOP/B<extra></extra>",
-            )
-        )
-        notes.append(
-            f"roof: datasheet peak (dense) from labkit.ceilings; ridge at {peak * 1e3 / bw:.0f} FLOP/B. "
-            "Intensity: FLOPs over a byte model (filter, output, and the input pixels some window "
-            "covers, each moved once)."
-        )
-    else:
-        fig.add_trace(
-            go.Scatter(
-                x=[],
-                y=[],
-                mode="lines",
-                name="roof (unknown GPU: not drawn)",
-                line=dict(color=COLORS["dark"], width=2),
-            )
-        )
-        cg = first_value(df, "ceiling_gpu")
-        why = (
-            f"labkit.ceilings has no {dtype} peak for {cg}"
-            if cg and bw
-            else f"no ceilings known for {gpu} (labkit.ceilings lists vendor datasheet figures only)"
-        )
-        notes.append(f"No roof drawn: {why}. Only the measured points are shown.")
+    fig.add_trace(_measured_points(ok, dtype, (xi, ty), (lo, hi), y_axis.get("range"), roof))
+    roof_trace, roof_note = _roof_of(df, dtype, roof, gpu)
+    fig.add_trace(roof_trace)
     fig.update_xaxes(
         title_text="arithmetic intensity (FLOP/byte, log)",
         type="log",
@@ -376,16 +318,82 @@ def roofline_chart(df) -> go.Figure:
     )
     fig.update_yaxes(title_text="achieved TFLOP/s (log)", type="log", **y_axis)
     lay = str(df["layout"].iloc[0]) if len(df) else ""
-    note = " ".join(notes)
     bad = not_ok_note(df, ("shape",))
     return finish(
         fig,
         df,
         f"Roofline: ResNet-50 convolutions, {dtype} {lay}",
         "heuristic plan per shape",
-        note=note + (" · " + bad if bad else ""),
+        note=f"{roof_note} · {bad}" if bad else roof_note,
         height=ROOFLINE_HEIGHT,
     )
+
+
+def _measured_points(ok, dtype: str, points: tuple, x_range: tuple, y_range, roof) -> go.Scatter:
+    """Each shape's intensity (FLOP/B) against its achieved TFLOP/s (``points``: the two lists), its
+    name placed where it covers no other label, marker or the roof (trace 0)."""
+    xi, ty = points
+    names = list(ok["shape"])
+    return go.Scatter(
+        x=xi,
+        y=ty,
+        mode="markers+text",
+        name=f"measured ({dtype})",
+        text=names,
+        textposition=_roofline_label_positions(xi, ty, names, x_range, y_range, roof),
+        textfont=dict(size=10),
+        marker=dict(
+            size=10,
+            color=DTYPE_COLORS.get(dtype, COLORS["primary"]),
+            opacity=0.85,
+            line=dict(width=1, color="white"),
+        ),
+        customdata=[
+            [num(u), num(g)]
+            for u, g in zip(ok.get("gpu_us", [None] * len(ok)), ok.get("achieved_gb_s", [None] * len(ok)))
+        ],
+        hovertemplate="%{text}: %{x:.0f} FLOP/B, %{y:.0f} TFLOP/s<br>%{customdata[0]:.1f} us, "
+        "%{customdata[1]:.0f} GB/s (min-bytes model)<extra></extra>",
+    )
+
+
+def _roof_of(df, dtype: str, roof, gpu: str) -> tuple:
+    """The roof of the result's GPU (trace 1; empty and named so without a ceiling) and the note's
+    sentence on where it comes from, or why none is drawn.
+
+    Returns:
+        ``(trace, sentence)``.
+    """
+    peak, bw = first_value(df, "peak_tflops"), first_value(df, "bandwidth_gb_s")
+    if roof:
+        cg = first_value(df, "ceiling_gpu") or gpu
+        trace = go.Scatter(
+            x=roof[0],
+            y=roof[1],
+            mode="lines",
+            name=f"roof: {cg}, {dtype} {peak:.0f} TFLOP/s, {bw:.0f} GB/s",
+            line=dict(color=COLORS["dark"], width=2),
+            hovertemplate="roof: %{y:.0f} TFLOP/s at %{x:.0f} FLOP/B<extra></extra>",
+        )
+        return trace, (
+            f"roof: datasheet peak (dense) from labkit.ceilings; ridge at {peak * 1e3 / bw:.0f} FLOP/B. "
+            "Intensity: FLOPs over a byte model (filter, output, and the input pixels some window "
+            "covers, each moved once)."
+        )
+    trace = go.Scatter(
+        x=[],
+        y=[],
+        mode="lines",
+        name="roof (unknown GPU: not drawn)",
+        line=dict(color=COLORS["dark"], width=2),
+    )
+    cg = first_value(df, "ceiling_gpu")
+    why = (
+        f"labkit.ceilings has no {dtype} peak for {cg}"
+        if cg and bw
+        else f"no ceilings known for {gpu} (labkit.ceilings lists vendor datasheet figures only)"
+    )
+    return trace, f"No roof drawn: {why}. Only the measured points are shown."
 
 
 def _roofline_label_positions(xs, ys, names, x_range, y_range, roof) -> list:
