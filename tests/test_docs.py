@@ -64,12 +64,17 @@ def help_argv(argv: list) -> list:
     return argv[:2] + ["--help"]
 
 
-def extras() -> set:
+def extras_dependencies() -> dict:
     try:
         import tomllib
     except ModuleNotFoundError:
         tomllib = pytest.importorskip("tomli")
-    return set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+    found = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    return {name: {re.split(r"[<>=!~\[; ]", d)[0] for d in deps} for name, deps in found.items()}
+
+
+def extras() -> set:
+    return set(extras_dependencies())
 
 
 @pytest.mark.parametrize("line", list(shell_lines()))
@@ -81,6 +86,12 @@ def test_every_command_line_runs_or_answers_help(line, tmp_path):
     if argv[0] == "make":
         done = run(["make", "-n", *[a for a in argv[1:] if a != "-n"]], ROOT, timeout=120)
         assert done.returncode == 0, done.stderr
+        return
+    if argv[1:4] == ["-m", "pip", "install"] and "--index-url" in argv:
+        # a build from another index (PyTorch's CPU wheels) of packages an extra names
+        named = {a for a in argv[4:] if not a.startswith("-") and "://" not in a}
+        deps = {d for ds in extras_dependencies().values() for d in ds}
+        assert named and named <= deps, f"{line}: {named - deps} in no extra of pyproject.toml"
         return
     if argv[1:4] == ["-m", "pip", "install"]:
         wanted = {e for a in argv if a.startswith((".[", '".[')) for e in a.strip('".[]').split(",")}
