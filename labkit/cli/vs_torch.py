@@ -34,7 +34,8 @@ from typing import Callable, Dict, List, Optional, Tuple
 import pandas as pd
 
 from ..gpu.timing import trace
-from ..gpu.timing.trace import demangle, kernel_name
+from ..gpu.timing.kernel_keys import kernel_key
+from ..gpu.timing.trace import kernel_name
 from ..spec import ConvSpec
 from .bench import _write, require_torch
 
@@ -124,35 +125,6 @@ COLUMNS = [
     "labkit_kernels",
     "torch_kernels",
 ]
-
-
-def kernel_key(name: str) -> str:
-    """A kernel's name as both tracers can agree on it: demangled, without ``void`` and arguments.
-
-    Template arguments stay: they name the tile sizes, so two configurations of one kernel differ.
-
-    Args:
-        name: a kernel name as CUPTI or ``torch.profiler`` reports it (mangled or not).
-
-    Returns:
-        The key; "memset" or "memcpy" for those records.
-    """
-    s = demangle(name or "").strip()
-    low = s.lower()
-    if low.startswith("memset") or low == "memset":
-        return "memset"
-    if low.startswith("memcpy"):
-        return "memcpy"
-    if s.startswith("void "):
-        s = s[5:]
-    if s.endswith(")"):  # drop the argument list: the last balanced (...)
-        depth = 0
-        for i in range(len(s) - 1, -1, -1):
-            depth += {")": 1, "(": -1}.get(s[i], 0)
-            if depth == 0:
-                s = s[:i]
-                break
-    return s.strip()
 
 
 def _short(keys) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Optional
 
 from ...errors import LabkitError, RecordedDataError
+from ...gpu.timing.kernel_keys import kernel_key
 from ...signals.progress import report
 from ...spec import ConvSpec
 from ...store import recordings
@@ -195,30 +196,6 @@ def labkit_row(spec: ConvSpec, tuned: bool, cap_bytes: Optional[int]) -> dict:
     except LabkitError as exc:
         row["reason"] = f"kernels not traced: {exc}"[:300]
     return row
-
-
-def kernel_key(name: str) -> str:
-    """A kernel's name as CUPTI and ``torch.profiler`` can agree on it: no ``void``, no arguments.
-
-    Args:
-        name: a demangled kernel name.
-
-    Returns:
-        The key; "memset" or "memcpy" for those records.
-    """
-    s = (name or "").strip()
-    low = s.lower()
-    if low.startswith(("memset", "memcpy")):
-        return low[:6]
-    s = s[5:] if s.startswith("void ") else s
-    if s.endswith(")"):  # the argument list: the last balanced (...)
-        depth = 0
-        for i in range(len(s) - 1, -1, -1):
-            depth += {")": 1, "(": -1}.get(s[i], 0)
-            if depth == 0:
-                s = s[:i]
-                break
-    return s.strip()
 
 
 def _keys(kernels) -> Optional[tuple]:
