@@ -289,13 +289,14 @@ def knobs_summary(df) -> Optional[Text]:
 
 
 def knobs_table(df) -> Text:
-    """Every setting that ran: what cuDNN ran, its time, first call, peaks and its labkit counterpart.
+    """Every setting that ran: what cuDNN ran, its time, first call and peaks; then, in a second
+    table (one table of both would be wider than the notebook), each setting's labkit counterpart.
 
     Args:
         df: `torch_knobs`' result.
 
     Returns:
-        A Markdown table, times in us (the first call in ms) and sizes in MiB, as the chart's axes.
+        Markdown tables, times in us (the first call in ms) and sizes in MiB, as the chart's axes.
     """
     pt = pytorch_rows(df)
     out = pd.DataFrame(
@@ -308,9 +309,16 @@ def knobs_table(df) -> Text:
             "peak, first call": [size_text(v) for v in pt.first_peak_bytes],
         }
     )
-    if "labkit_gpu_us" in pt.columns and pt.labkit_gpu_us.notna().any():
-        out["labkit counterpart"] = list(pt.labkit_row)
-        out["labkit per call"] = [us_text(v) for v in pt.labkit_gpu_us]
-        out["its workspace"] = [size_text(v) for v in pt.labkit_workspace_bytes]
-        out["same kernels"] = [{True: "yes", False: "no"}.get(v, "-") for v in column(pt, "same_kernels")]
-    return table(out, list(out.columns))
+    torch_table = table(out, list(out.columns))
+    if "labkit_gpu_us" not in pt.columns or not pt.labkit_gpu_us.notna().any():
+        return torch_table
+    lab = pd.DataFrame(
+        {
+            "setting": pt.setting,
+            "labkit counterpart": list(pt.labkit_row),
+            "labkit per call": [us_text(v) for v in pt.labkit_gpu_us],
+            "its workspace": [size_text(v) for v in pt.labkit_workspace_bytes],
+            "same kernels": [{True: "yes", False: "no"}.get(v, "-") for v in column(pt, "same_kernels")],
+        }
+    )
+    return Text(f"{torch_table}\n\nEach setting's counterpart in labkit:\n\n{table(lab, list(lab.columns))}")
