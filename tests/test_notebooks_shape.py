@@ -83,6 +83,9 @@ class Lesson:
             args, kwargs = _arguments(call)
             keep = {k: v for k, v in kwargs.items() if k in ("batch", "dtype", "layout", "training")}
             return "chart", "network_report", _request("network_report", *args, **keep)
+        if f == "lessons.knobs":  # lesson 11: torch_knobs of its convolution, or of a network
+            _, kwargs = _arguments(call)
+            return "chart", "torch_knobs", _request("torch_knobs", net=kwargs.get("net"))
         if f == "lessons.race_all":
             args, _ = _arguments(call)
             return "chart", "race", repr(args)
