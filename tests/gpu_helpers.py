@@ -7,6 +7,7 @@ from labkit import ConvSpec
 from labkit.experiments import core as experiment_core
 from labkit.present import check
 from labkit.session import handson, lessons, results
+from labkit.store import localcache
 
 DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8_e4m3")
 
@@ -117,3 +118,22 @@ def run_cell(name: str, source: str) -> dict:
     ns = {"lessons": lessons, "check": check}
     handson.run(name, source, ns)
     return ns
+
+
+def own_cache(tmp_path, monkeypatch):
+    """A test's own empty cache folder (``LABKIT_CACHE``), with labkit's cache index and the
+    session's answers forgotten before and after. A generator for a fixture to ``yield from``.
+
+    Args:
+        tmp_path: the test's folder.
+        monkeypatch: the test's monkeypatch.
+
+    Yields:
+        Once, while the test runs.
+    """
+    monkeypatch.setenv("LABKIT_CACHE", str(tmp_path))
+    localcache.reset()
+    lessons.forget()
+    yield
+    localcache.reset()
+    lessons.forget()

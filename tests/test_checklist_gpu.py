@@ -10,11 +10,11 @@ import pytest
 pytestmark = pytest.mark.gpu
 pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed: recorded mode)")
 
+import gpu_helpers  # noqa: E402
+
 from labkit import ConvSpec, experiments  # noqa: E402
 from labkit.experiments import your_network  # noqa: E402
-from labkit.session import lessons  # noqa: E402
 from labkit.signals.cancel import was_cut  # noqa: E402
-from labkit.store import localcache  # noqa: E402
 
 A = ConvSpec(N=4, C=32, H=28, W=28, K=64, R=3, S=3, padding=1, dtype="fp16", layout="NHWC")
 B = ConvSpec(N=4, C=64, H=28, W=28, K=64, R=1, S=1, padding=0, dtype="fp16", layout="NHWC")
@@ -23,12 +23,7 @@ SMALL_NET = [["conv0", A], ["conv1", B], ["conv2", B]]
 
 @pytest.fixture(autouse=True)
 def own_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("LABKIT_CACHE", str(tmp_path))
-    localcache.reset()
-    lessons.forget()
-    yield
-    localcache.reset()
-    lessons.forget()
+    yield from gpu_helpers.own_cache(tmp_path, monkeypatch)
 
 
 def _table(df, name):

@@ -8,11 +8,12 @@ import pytest
 pytestmark = pytest.mark.gpu
 pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed: recorded mode)")
 
+import gpu_helpers  # noqa: E402
+
 import labkit  # noqa: E402
 from labkit import ConvSpec  # noqa: E402
 from labkit.experiments import your_network  # noqa: E402
 from labkit.session import lessons  # noqa: E402
-from labkit.store import localcache  # noqa: E402
 
 A = ConvSpec(N=4, C=32, H=28, W=28, K=64, R=3, S=3, padding=1, dtype="fp16", layout="NHWC")
 B = ConvSpec(N=4, C=64, H=28, W=28, K=64, R=1, S=1, padding=0, dtype="fp16", layout="NHWC")
@@ -22,12 +23,7 @@ SMALL_NET = [A, B, DW, B]
 
 @pytest.fixture(autouse=True)
 def own_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("LABKIT_CACHE", str(tmp_path))
-    localcache.reset()
-    lessons.forget()
-    yield
-    localcache.reset()
-    lessons.forget()
+    yield from gpu_helpers.own_cache(tmp_path, monkeypatch)
 
 
 def test_every_layer_has_three_checked_plans_and_identical_layers_are_measured_once():
