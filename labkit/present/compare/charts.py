@@ -129,64 +129,83 @@ def _ratio_texts(table, rec: str) -> list:
     ]
 
 
-def _bars(df, table, comp):
-    """Grouped bars (a linear axis from zero), or dots on a log axis where the values span decades."""
-    name, value = df.attrs["experiment"], table.attrs["value"]
+def _whiskers(err) -> dict:
+    """The ``error_x`` of a trace's whiskers (p10-p90, or a ratio's range), as keyword arguments.
+
+    Args:
+        err: how far each whisker reaches below and above its value (`_spread_of`'s), or None.
+
+    Returns:
+        ``{"error_x": ...}``, or ``{}`` where there is no spread.
+    """
+    if not err:
+        return {}
+    return dict(
+        error_x=dict(type="data", symmetric=False, arrayminus=err[0], array=err[1], thickness=1.2, width=3)
+    )
+
+
+def _bar_trace(df, table, rec: str, i: int, *, kind: str):
+    """One GPU's trace of a bar comparison: bars on a linear axis, else dots, each row labelled.
+
+    Args:
+        df: `frames`' result.
+        table: `ratios`' result for it.
+        rec: the recording drawn.
+        i: its place among the frame's recordings.
+        kind: ``"linear"`` (bars) or ``"log"`` (dots, each GPU a little above or below its row's line).
+
+    Returns:
+        The ``go.Bar`` or ``go.Scatter``: every value labelled with its ratio to the first GPU.
+    """
+    value, recs = table.attrs["value"], df.attrs["recordings"]
     fmt = _fmt(value)
-    recs = df.attrs["recordings"]
-    allv = [plots.num(v) for rec in recs for v in table[f"{value} {rec}"]]
-    kind = log_if_wide(allv)
-    fig = plots.new_figure()
-    n = len(table)
-    for i, rec in enumerate(recs):
-        vals = [plots.num(v) for v in table[f"{value} {rec}"]]
-        text = [
-            (fmt(v) + (f" · {r}" if r else "")) if v is not None else "not measured"
-            for v, r in zip(vals, _ratio_texts(table, rec))
-        ]
-        err = _spread_of(df, rec, table, value)
-        style = dict(name=_trace_name(df, rec), legendgroup=rec, marker_color=GPU_COLORS[i % len(GPU_COLORS)])
-        error = (
-            dict(
-                error_x=dict(
-                    type="data", symmetric=False, arrayminus=err[0], array=err[1], thickness=1.2, width=3
-                )
-            )
-            if err
-            else {}
+    vals = [plots.num(v) for v in table[f"{value} {rec}"]]
+    text = [
+        (fmt(v) + (f" · {r}" if r else "")) if v is not None else "not measured"
+        for v, r in zip(vals, _ratio_texts(table, rec))
+    ]
+    err = _spread_of(df, rec, table, value)
+    style = dict(name=_trace_name(df, rec), legendgroup=rec, marker_color=GPU_COLORS[i % len(GPU_COLORS)])
+    if kind == "linear":
+        return go.Bar(
+            y=list(table["label"]),
+            x=vals,
+            orientation="h",
+            text=text,
+            textposition="outside",
+            cliponaxis=False,
+            hovertemplate="%{y}: %{text}<extra>%{fullData.name}</extra>",
+            **style,
+            **_whiskers(err),
         )
-        if kind == "linear":
-            fig.add_trace(
-                go.Bar(
-                    y=list(table["label"]),
-                    x=vals,
-                    orientation="h",
-                    text=text,
-                    textposition="outside",
-                    cliponaxis=False,
-                    hovertemplate="%{y}: %{text}<extra>%{fullData.name}</extra>",
-                    **style,
-                    **error,
-                )
-            )
-        else:  # dots, each GPU a little above or below its row's line
-            y = [k + 0.22 * (i - (len(recs) - 1) / 2) for k in range(n)]
-            fig.add_trace(
-                go.Scatter(
-                    y=y,
-                    x=vals,
-                    mode="markers+text",
-                    text=text,
-                    textposition="middle right",
-                    textfont=dict(size=10),
-                    cliponaxis=False,
-                    marker=dict(size=9, symbol=("circle", "diamond")[i % 2]),
-                    customdata=list(table["label"]),
-                    hovertemplate="%{customdata}: %{text}<extra>%{fullData.name}</extra>",
-                    **style,
-                    **error,
-                )
-            )
+    return go.Scatter(
+        y=[k + 0.22 * (i - (len(recs) - 1) / 2) for k in range(len(table))],
+        x=vals,
+        mode="markers+text",
+        text=text,
+        textposition="middle right",
+        textfont=dict(size=10),
+        cliponaxis=False,
+        marker=dict(size=9, symbol=("circle", "diamond")[i % 2]),
+        customdata=list(table["label"]),
+        hovertemplate="%{customdata}: %{text}<extra>%{fullData.name}</extra>",
+        **style,
+        **_whiskers(err),
+    )
+
+
+def _bar_axes(fig, table, comp, allv: list, *, kind: str) -> None:
+    """A bar comparison's axes: linear from zero with room for the labels, or log with one tick per row.
+
+    Args:
+        fig: the figure, changed in place.
+        table: `ratios`' result drawn.
+        comp: the experiment's `Comparable`.
+        allv: every value drawn (None where not measured).
+        kind: ``"linear"`` or ``"log"`` (`log_if_wide`).
+    """
+    value, n = table.attrs["value"], len(table)
     title = comp.axis if value == comp.value else value
     top = max([v for v in allv if v is not None] or [1.0])
     if kind == "linear":
@@ -198,21 +217,48 @@ def _bars(df, table, comp):
             tickvals=list(range(n)), ticktext=list(table["label"]), range=[n - 0.5, -0.5], type="linear"
         )
         fig.update_xaxes(title_text=title + ", log", type="log", **log_axis(allv + [top * 4], max_ticks=6))
+
+
+def _bar_words(df, table) -> tuple:
+    """A bar comparison's detail line (the workload, what the labels say) and its note (the spread).
+
+    Args:
+        df: `frames`' result.
+        table: `ratios`' result drawn.
+
+    Returns:
+        ``(detail, note)``, both text.
+    """
     extra = (
-        f"workload '{df['workload'].iloc[0]}'" if name == "strategies" and "workload" in df.columns else ""
+        f"workload '{df['workload'].iloc[0]}'"
+        if df.attrs["experiment"] == "strategies" and "workload" in df.columns
+        else ""
     )
     base_gpu = df.attrs["provenance"][table.attrs["baseline"]]["gpu"]
     extra = (extra + "; " if extra else "") + f"labels: time and ratio against {gpu_label(base_gpu)}"
     note = _notes(df)
     if table.attrs.get("spread"):
         note = "whiskers and [ranges]: p10-p90 of repeated timings" + (" · " + note if note else "")
+    return _detail(df, extra), note
+
+
+def _bars(df, table, comp):
+    """Grouped bars (a linear axis from zero), or dots on a log axis where the values span decades."""
+    value, recs = table.attrs["value"], df.attrs["recordings"]
+    allv = [plots.num(v) for rec in recs for v in table[f"{value} {rec}"]]
+    kind = log_if_wide(allv)
+    fig = plots.new_figure()
+    for i, rec in enumerate(recs):
+        fig.add_trace(_bar_trace(df, table, rec, i, kind=kind))
+    _bar_axes(fig, table, comp, allv, kind=kind)
+    detail, note = _bar_words(df, table)
     return plots.finish(
         fig,
         df,
-        f"Same call, {len(recs)} GPUs: {name}",
-        _detail(df, extra),
+        f"Same call, {len(recs)} GPUs: {df.attrs['experiment']}",
+        detail,
         note=note,
-        height=max(420, 160 + 26 * n * len(recs)),
+        height=max(420, 160 + 26 * len(table) * len(recs)),
     )
 
 
@@ -271,19 +317,18 @@ PLANS_GRID = plots.grid(
 )
 
 
-def _plans(df, table, comp):
-    """The `PLANS_SHOWN` plans fastest on the first GPU, one row each: every GPU's median with its
-    p10-p90 whiskers (each GPU a little above or below the row), and the time ratio with its
-    range under those spreads; a plan is labelled `plan_labels` (its full name in the hover), and
-    a tick says which plan is the heuristic's pick and which the fastest on each GPU."""
-    value = table.attrs["value"]
-    recs, base = df.attrs["recordings"], table.attrs["baseline"]
-    shown = table.sort_values(f"{value} {base}", na_position="last").head(PLANS_SHOWN)
-    shown.attrs = table.attrs
-    n = len(shown)
-    fig = plots.new_figure(**PLANS_GRID)
+def _plan_ticks(df, shown) -> list:
+    """Each shown plan's tick: its `plan_labels` label, and which GPU's fastest or heuristic's pick it is.
+
+    Args:
+        df: `frames`' result of ``plans``.
+        shown: the rows drawn (``plan_name`` column), in order.
+
+    Returns:
+        One tick text a row (``"<br>(heuristic's pick, fastest on H200 SXM)"`` where it is such a plan).
+    """
     flags = {}
-    for rec in recs:
+    for rec in df.attrs["recordings"]:
         mine = df[df["recording"] == rec].set_index("plan_name")
         for col, tag in (("best", f"fastest on {short_gpu(df.attrs['provenance'][rec]['gpu'])}"),):
             for p in mine.index[mine[col].astype(bool)] if col in mine.columns else []:
@@ -292,92 +337,94 @@ def _plans(df, table, comp):
         for p in dict.fromkeys(df.loc[df["heuristic_pick"].astype(bool), "plan_name"]):
             flags.setdefault(p, []).insert(0, "heuristic's pick")
     names = list(shown["plan_name"])
-    ticks = [
+    return [
         lab + (f"<br>({', '.join(flags[p])})" if p in flags else "")
         for p, lab in zip(names, plan_labels(names))
     ]
+
+
+def _plan_time_trace(df, shown, rec: str, i: int):
+    """One GPU's median time of each shown plan with its p10-p90 whiskers, a little above or below the row.
+
+    Args:
+        df: `frames`' result of ``plans``.
+        shown: the rows drawn (`ratios`' columns), in order.
+        rec: the recording drawn.
+        i: its place among the frame's recordings.
+
+    Returns:
+        The ``go.Scatter`` (the plan's full name and time in the hover).
+    """
+    value, recs = shown.attrs["value"], df.attrs["recordings"]
     fmt = _fmt(value)
-    for i, rec in enumerate(recs):
-        vals = [plots.num(v) for v in shown[f"{value} {rec}"]]
-        err = _spread_of(df, rec, shown, value)
-        fig.add_trace(
-            go.Scatter(
-                x=vals,
-                y=[k + 0.2 * (i - (len(recs) - 1) / 2) for k in range(n)],
-                mode="markers",
-                name=_trace_name(df, rec),
-                legendgroup=rec,
-                marker=dict(
-                    size=9, color=GPU_COLORS[i % len(GPU_COLORS)], symbol=("circle", "diamond")[i % 2]
-                ),
-                customdata=[
-                    [p, fmt(v) if v is not None else "not measured"] for p, v in zip(shown["plan_name"], vals)
-                ],
-                hovertemplate="%{customdata[0]}: %{customdata[1]}<extra>%{fullData.name}</extra>",
-                **(
-                    dict(
-                        error_x=dict(
-                            type="data",
-                            symmetric=False,
-                            arrayminus=err[0],
-                            array=err[1],
-                            thickness=1.2,
-                            width=3,
-                        )
-                    )
-                    if err
-                    else {}
-                ),
-            ),
-            row=1,
-            col=1,
+    vals = [plots.num(v) for v in shown[f"{value} {rec}"]]
+    return go.Scatter(
+        x=vals,
+        y=[k + 0.2 * (i - (len(recs) - 1) / 2) for k in range(len(shown))],
+        mode="markers",
+        name=_trace_name(df, rec),
+        legendgroup=rec,
+        marker=dict(size=9, color=GPU_COLORS[i % len(GPU_COLORS)], symbol=("circle", "diamond")[i % 2]),
+        customdata=[
+            [p, fmt(v) if v is not None else "not measured"] for p, v in zip(shown["plan_name"], vals)
+        ],
+        hovertemplate="%{customdata[0]}: %{customdata[1]}<extra>%{fullData.name}</extra>",
+        **_whiskers(_spread_of(df, rec, shown, value)),
+    )
+
+
+def _plan_ratio_trace(df, shown, rec: str, i: int):
+    """One GPU's time ratio to the first GPU for each shown plan, whiskers its range under the spreads.
+
+    Args:
+        df: `frames`' result of ``plans``.
+        shown: the rows drawn (`ratios`' columns), in order.
+        rec: the recording drawn (not the first).
+        i: its place among the frame's recordings.
+
+    Returns:
+        The ``go.Scatter``, out of the legend (its GPU's time trace is there).
+    """
+    base = shown.attrs["baseline"]
+    col = f"ratio {rec}/{base}"
+    r = [plots.num(v) for v in shown[col]]
+    rng = ratio_range(shown, col)
+    err = (
+        (
+            [v - lo if v is not None and plots.num(lo) is not None else None for v, lo in zip(r, rng[0])],
+            [h - v if v is not None and plots.num(h) is not None else None for v, h in zip(r, rng[1])],
         )
-    for i, rec in enumerate(recs[1:], 1):
-        col = f"ratio {rec}/{base}"
-        r = [plots.num(v) for v in shown[col]]
-        rng = ratio_range(shown, col)
-        err = (
-            dict(
-                error_x=dict(
-                    type="data",
-                    symmetric=False,
-                    array=[
-                        h - v if v is not None and plots.num(h) is not None else None
-                        for v, h in zip(r, rng[1])
-                    ],
-                    arrayminus=[
-                        v - lo if v is not None and plots.num(lo) is not None else None
-                        for v, lo in zip(r, rng[0])
-                    ],
-                    thickness=1.2,
-                    width=3,
-                )
-            )
-            if rng
-            else {}
-        )
-        fig.add_trace(
-            go.Scatter(
-                x=r,
-                y=list(range(n)),
-                mode="markers",
-                name=f"ratio {short_gpu(df.attrs['provenance'][rec]['gpu'])} / "
-                f"{short_gpu(df.attrs['provenance'][base]['gpu'])}",
-                legendgroup=rec,
-                showlegend=False,
-                marker=dict(
-                    size=8, color=GPU_COLORS[i % len(GPU_COLORS)], symbol="line-ns-open", line_width=2
-                ),
-                customdata=[
-                    ratio_text(v, *(x.iloc[k] for x in rng)) if rng else ratio_text(v)
-                    for k, v in enumerate(r)
-                ],
-                hovertemplate="%{customdata}<extra></extra>",
-                **err,
-            ),
-            row=1,
-            col=2,
-        )
+        if rng
+        else None
+    )
+    gpu = {k: short_gpu(df.attrs["provenance"][k]["gpu"]) for k in (rec, base)}
+    return go.Scatter(
+        x=r,
+        y=list(range(len(shown))),
+        mode="markers",
+        name=f"ratio {gpu[rec]} / {gpu[base]}",
+        legendgroup=rec,
+        showlegend=False,
+        marker=dict(size=8, color=GPU_COLORS[i % len(GPU_COLORS)], symbol="line-ns-open", line_width=2),
+        customdata=[
+            ratio_text(v, *(x.iloc[k] for x in rng)) if rng else ratio_text(v) for k, v in enumerate(r)
+        ],
+        hovertemplate="%{customdata}<extra></extra>",
+        **_whiskers(err),
+    )
+
+
+def _plan_axes(fig, shown, comp, *, ticks: list, recs: list) -> None:
+    """A plans comparison's axes: times (linear, padded), ratios centred on 1 with a line there, plan ticks.
+
+    Args:
+        fig: the figure (`PLANS_GRID`), changed in place.
+        shown: the rows drawn (`ratios`' columns), in order.
+        comp: the experiment's `Comparable`.
+        ticks: `_plan_ticks`' texts, one a row.
+        recs: the recordings drawn, in order.
+    """
+    value, n = shown.attrs["value"], len(shown)
     vals = [plots.num(v) for rec in recs for v in shown[f"{value} {rec}"]]
     vals = [v for v in vals if v is not None] or [1.0]
     pad = 0.08 * (max(vals) - min(vals) or max(vals))
@@ -404,6 +451,25 @@ def _plans(df, table, comp):
         row=1,
         col=1,
     )
+
+
+def _plans(df, table, comp):
+    """The `PLANS_SHOWN` plans fastest on the first GPU, one row each: every GPU's median with its
+    p10-p90 whiskers (each GPU a little above or below the row), and the time ratio with its
+    range under those spreads; a plan is labelled `plan_labels` (its full name in the hover), and
+    a tick says which plan is the heuristic's pick and which the fastest on each GPU."""
+    value = table.attrs["value"]
+    recs, base = df.attrs["recordings"], table.attrs["baseline"]
+    shown = table.sort_values(f"{value} {base}", na_position="last").head(PLANS_SHOWN)
+    shown.attrs = table.attrs
+    n = len(shown)
+    fig = plots.new_figure(**PLANS_GRID)
+    ticks = _plan_ticks(df, shown)
+    for i, rec in enumerate(recs):
+        fig.add_trace(_plan_time_trace(df, shown, rec, i), row=1, col=1)
+    for i, rec in enumerate(recs[1:], 1):
+        fig.add_trace(_plan_ratio_trace(df, shown, rec, i), row=1, col=2)
+    _plan_axes(fig, shown, comp, ticks=ticks, recs=recs)
     more = len(table) - n
     detail = (
         f"the {n} plans fastest on {short_gpu(df.attrs['provenance'][base]['gpu'])}"
@@ -451,69 +517,94 @@ def _roof_groups(points) -> list:
     return groups
 
 
-def _roofline(df):
-    """Each GPU's measured shapes (intensity vs TFLOP/s) and its roof from `labkit.ceilings`
-    (a GPU the table lacks gets points only, and the note says so). Every GPU's point of one shape
-    sits at its intensity: the first a ring, the next a smaller filled marker, inside the ring where
-    the two coincide; one label per shape, or per group of shapes whose points coincide."""
-    fig = plots.new_figure()
-    dtype = str(df["dtype"].iloc[0])
+def _roof_points(df) -> dict:
+    """Each shape's intensity and every GPU's TFLOP/s, where both were measured.
+
+    Args:
+        df: `frames`' result of ``roofline``.
+
+    Returns:
+        shape -> ``[x (FLOP/byte), [TFLOP/s of each recording, None where not measured]]``.
+    """
     recs = df.attrs["recordings"]
-    xs, ys, missing = [], [], []
     points: dict = {}
     for i, rec in enumerate(recs):
         sub = plots.ok_rows(df[df["recording"] == rec])
         for s, x, y in zip(sub["shape"], sub["intensity_flops_per_byte"], sub["tflops"]):
             if plots.num(x) and plots.num(y):
                 points.setdefault(s, [float(x), [None] * len(recs)])[1][i] = float(y)
-    for i, rec in enumerate(recs):
-        sub = plots.ok_rows(df[df["recording"] == rec])
-        color = GPU_COLORS[i % len(GPU_COLORS)]
-        gpu = df.attrs["provenance"][rec]["gpu"]
-        x = [plots.num(v) for v in sub["intensity_flops_per_byte"]]
-        y = [plots.num(v) for v in sub["tflops"]]
-        xs += [v for v in x if v]
-        ys += [v for v in y if v]
-        fig.add_trace(
-            go.Scatter(
-                x=[v if v else None for v in x],
-                y=y,
-                mode="markers",
-                name=_trace_name(df, rec),
-                legendgroup=rec,
-                marker=dict(
-                    size=max(ROOF_MARKER_SIZE - ROOF_MARKER_STEP * i, 6),
-                    color="rgba(0,0,0,0)" if i == 0 else color,
-                    symbol=("circle", "diamond")[i % 2],
-                    line=dict(color=color, width=2),
-                ),
-                text=list(sub["shape"]),
-                customdata=[[plots.num(v), plots.num(a)] for v, a in zip(sub["gpu_us"], x)],
-                hovertemplate="%{text}: %{customdata[1]:.0f} FLOP/B, %{y:.0f} TFLOP/s, "
-                "%{customdata[0]:.1f} us<extra>%{fullData.name}</extra>",
-            )
-        )
-        c = ceilings.for_gpu(gpu)
-        peak = c.peak_tflops(dtype) if c else None
-        if peak:
-            ridge = c.ridge_intensity(dtype)
-            rx = sorted([min(xs + [ridge]) / 3, ridge, max(xs + [ridge]) * 3])
-            ry = [min(peak, v * c.bandwidth_bytes_per_s / 1e12) for v in rx]
-            ys.append(peak)
-            fig.add_trace(
-                go.Scatter(
-                    x=rx,
-                    y=ry,
-                    mode="lines",
-                    legendgroup=rec,
-                    line=dict(color=color, width=2),
-                    name=f"roof {c.gpu}: {peak:.0f} TFLOP/s {dtype}, "
-                    f"{c.bandwidth_bytes_per_s / 1e9:.0f} GB/s",
-                    hovertemplate="roof: %{y:.0f} TFLOP/s at %{x:.0f} FLOP/B<extra></extra>",
-                )
-            )
-        else:
-            missing.append(gpu_label(gpu))
+    return points
+
+
+def _roof_gpu_trace(df, sub, rec: str, i: int):
+    """One GPU's measured shapes at their intensity: the first GPU a ring, each next a smaller filled marker.
+
+    Args:
+        df: `frames`' result of ``roofline``.
+        sub: its measured rows of ``rec``.
+        rec: the recording drawn.
+        i: its place among the frame's recordings.
+
+    Returns:
+        The ``go.Scatter`` (shape, FLOP/byte, TFLOP/s and us in the hover).
+    """
+    color = GPU_COLORS[i % len(GPU_COLORS)]
+    x = [plots.num(v) for v in sub["intensity_flops_per_byte"]]
+    return go.Scatter(
+        x=[v if v else None for v in x],
+        y=[plots.num(v) for v in sub["tflops"]],
+        mode="markers",
+        name=_trace_name(df, rec),
+        legendgroup=rec,
+        marker=dict(
+            size=max(ROOF_MARKER_SIZE - ROOF_MARKER_STEP * i, 6),
+            color="rgba(0,0,0,0)" if i == 0 else color,
+            symbol=("circle", "diamond")[i % 2],
+            line=dict(color=color, width=2),
+        ),
+        text=list(sub["shape"]),
+        customdata=[[plots.num(v), plots.num(a)] for v, a in zip(sub["gpu_us"], x)],
+        hovertemplate="%{text}: %{customdata[1]:.0f} FLOP/B, %{y:.0f} TFLOP/s, "
+        "%{customdata[0]:.1f} us<extra>%{fullData.name}</extra>",
+    )
+
+
+def _roof_trace(c, rec: str, i: int, *, dtype: str, xs: list):
+    """A GPU's roof from `labkit.ceilings`: bandwidth up to the ridge, the compute peak after it.
+
+    Args:
+        c: the GPU's ceilings (`ceilings.for_gpu`), with a peak for ``dtype``.
+        rec: the recording it belongs to (its legend group).
+        i: its place among the frame's recordings.
+        dtype: the precision whose peak it draws.
+        xs: the intensities drawn so far (FLOP/byte): the roof spans them and the ridge, a factor 3 wider.
+
+    Returns:
+        The ``go.Scatter`` line.
+    """
+    peak, ridge = c.peak_tflops(dtype), c.ridge_intensity(dtype)
+    rx = sorted([min(xs + [ridge]) / 3, ridge, max(xs + [ridge]) * 3])
+    ry = [min(peak, v * c.bandwidth_bytes_per_s / 1e12) for v in rx]
+    return go.Scatter(
+        x=rx,
+        y=ry,
+        mode="lines",
+        legendgroup=rec,
+        line=dict(color=GPU_COLORS[i % len(GPU_COLORS)], width=2),
+        name=f"roof {c.gpu}: {peak:.0f} TFLOP/s {dtype}, {c.bandwidth_bytes_per_s / 1e9:.0f} GB/s",
+        hovertemplate="roof: %{y:.0f} TFLOP/s at %{x:.0f} FLOP/B<extra></extra>",
+    )
+
+
+def _roof_labels(points: dict) -> list:
+    """One label a shape, or a group of shapes whose points coincide (`_roof_groups`), above its points.
+
+    Args:
+        points: `_roof_points`' result.
+
+    Returns:
+        The annotations (dicts, log-axis coordinates).
+    """
     labels = []
     for group in _roof_groups(points):
         gx = 10 ** (sum(math.log10(points[s][0]) for s in group) / len(group))
@@ -529,7 +620,17 @@ def _roofline(df):
                 font=dict(size=10, color=COLOR_EQUAL),
             )
         )
-    fig.update_layout(annotations=labels)
+    return labels
+
+
+def _roof_axes(fig, xs: list, ys: list) -> None:
+    """A roofline's log axes: intensity over every point and roof, TFLOP/s over every point and peak.
+
+    Args:
+        fig: the figure, its traces drawn, changed in place.
+        xs: the intensities measured (FLOP/byte).
+        ys: the TFLOP/s measured, and each roof's peak.
+    """
     lo, hi = min(xs) / 3, max(xs) * 3
     for t in fig.data:
         if t.mode == "lines":
@@ -541,6 +642,18 @@ def _roofline(df):
         **log_ticks([lo, hi]),
     )
     fig.update_yaxes(title_text="achieved TFLOP/s (log)", type="log", **log_axis(ys))
+
+
+def _roof_note(df, missing: list) -> str:
+    """A roofline's note: where the roofs come from, how coinciding points show, GPUs without a roof.
+
+    Args:
+        df: `frames`' result of ``roofline``.
+        missing: the labels of the GPUs `labkit.ceilings` lacks.
+
+    Returns:
+        The note, its parts joined by " · ".
+    """
     note = (
         "roofs: datasheet peaks (dense) from labkit.ceilings; the bandwidth roof moves, the compute roof "
         "does not · every GPU's point of a shape sits at its intensity, the first a ring, the next a "
@@ -549,12 +662,39 @@ def _roofline(df):
     if missing:
         note += f" · no ceilings known for {', '.join(missing)}: points only"
     extra = _notes(df)
+    return note + (" · " + extra if extra else "")
+
+
+def _roofline(df):
+    """Each GPU's measured shapes (intensity vs TFLOP/s) and its roof from `labkit.ceilings`
+    (a GPU the table lacks gets points only, and the note says so). Every GPU's point of one shape
+    sits at its intensity: the first a ring, the next a smaller filled marker, inside the ring where
+    the two coincide; one label per shape, or per group of shapes whose points coincide."""
+    fig = plots.new_figure()
+    dtype = str(df["dtype"].iloc[0])
+    recs = df.attrs["recordings"]
+    xs, ys, missing = [], [], []
+    points = _roof_points(df)
+    for i, rec in enumerate(recs):
+        sub = plots.ok_rows(df[df["recording"] == rec])
+        xs += [v for v in (plots.num(a) for a in sub["intensity_flops_per_byte"]) if v]
+        ys += [v for v in (plots.num(a) for a in sub["tflops"]) if v]
+        fig.add_trace(_roof_gpu_trace(df, sub, rec, i))
+        gpu = df.attrs["provenance"][rec]["gpu"]
+        c = ceilings.for_gpu(gpu)
+        if c and c.peak_tflops(dtype):
+            ys.append(c.peak_tflops(dtype))
+            fig.add_trace(_roof_trace(c, rec, i, dtype=dtype, xs=xs))
+        else:
+            missing.append(gpu_label(gpu))
+    fig.update_layout(annotations=_roof_labels(points))
+    _roof_axes(fig, xs, ys)
     return plots.finish(
         fig,
         df,
         f"Roofline on {len(recs)} GPUs: ResNet-50 convolutions, {dtype} {df['layout'].iloc[0]}",
         "heuristic plan per shape on each GPU",
-        note=note + (" · " + extra if extra else ""),
+        note=_roof_note(df, missing),
         height=540,
         legend_rows=2,
     )
