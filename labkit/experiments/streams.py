@@ -73,6 +73,35 @@ def race_all(cases=None):
 LESSON_CASES = (("graph", 2), ("python", 2))
 
 
+def _zero_lines(fig, cases: list, zeros: list, colors: list, *, gap: float) -> None:
+    """Draw each zero count as a line across its bar's whole slot, in its scratchpad's colour.
+
+    The slots of the scratchpads lie side by side, in category units: each category is 1 wide, less
+    the gap between categories.
+
+    Args:
+        fig: the figure, changed in place.
+        cases: the x categories, in order.
+        zeros: each scratchpad's zero trace (its ``x``: the categories where nothing was corrupted).
+        colors: each scratchpad's colour, in the same order.
+        gap: the gap between categories (plotly's ``bargap``, a fraction of a category).
+    """
+    for g, color in enumerate(colors):
+        for c in zeros[g].x:
+            x0 = cases.index(c) - (1 - gap) / 2 + g * (1 - gap) / 2
+            fig.add_shape(
+                type="line",
+                xref="x",
+                yref="y",
+                x0=x0,
+                x1=x0 + (1 - gap) / 2,
+                y0=0,
+                y1=0,
+                line=dict(color=color, width=4),
+                layer="above",
+            )
+
+
 def race_chart(df) -> go.Figure:
     """Corrupted outputs with one scratchpad shared by all streams vs one per stream, per launch method.
 
@@ -126,23 +155,8 @@ def race_chart(df) -> go.Figure:
             )
         )
     fig.add_traces(zeros)
-    # a zero is also a line across its bar's whole slot: the slots of the two scratchpads side by
-    # side, in category units (each category is 1 wide, less the gap between categories)
     gap = 0.2
-    for g, (_, color) in enumerate(scratchpads):
-        for c in zeros[g].x:
-            x0 = cases.index(c) - (1 - gap) / 2 + g * (1 - gap) / 2
-            fig.add_shape(
-                type="line",
-                xref="x",
-                yref="y",
-                x0=x0,
-                x1=x0 + (1 - gap) / 2,
-                y0=0,
-                y1=0,
-                line=dict(color=color, width=4),
-                layer="above",
-            )
+    _zero_lines(fig, cases, zeros, [color for _, color in scratchpads], gap=gap)
     fig.update_layout(barmode="group", scattermode="group", bargap=gap, bargroupgap=0)
     fig.update_xaxes(title_text="how the convolutions were launched")
     # counts of the outputs checked: whole numbers, up to the number checked (an all-zero case then
