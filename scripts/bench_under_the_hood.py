@@ -51,8 +51,8 @@ def counts():
     from torch.profiler import ProfilerActivity, profile
 
     from labkit import experiments
+    from labkit.gpu.buffers import memory
     from labkit.gpu.cudnn import graph_cache, operands
-    from labkit.gpu.device import memory
     from labkit.gpu.timing import measure, trace
 
     spec = experiments.BASE

@@ -30,8 +30,8 @@ def main(argv=None) -> int:
     from labkit import env
     from labkit.cli.record import git_commit
     from labkit.experiments import resnet50_shapes
+    from labkit.gpu.buffers import memory
     from labkit.gpu.cudnn import frontend, graph_cache, operands
-    from labkit.gpu.device import memory
     from labkit.gpu.timing import autotune, measure
 
     env.require_live("counting kernels per call")

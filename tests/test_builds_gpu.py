@@ -16,7 +16,7 @@ pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed: recorded mode)")
 
 from labkit import ConvSpec  # noqa: E402
-from labkit.gpu.checks import verify  # noqa: E402
+from labkit.gpu.audits import verify  # noqa: E402
 from labkit.gpu.cudnn import build_pool, builds, conv_graph, frontend, graph_cache  # noqa: E402
 from labkit.signals.cancel import Budget  # noqa: E402
 

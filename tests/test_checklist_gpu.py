@@ -56,7 +56,7 @@ def test_every_variant_is_checked_against_float64_and_timed():
 def test_a_production_batch_out_of_memory_is_a_row_and_the_rest_goes_on():
     import cupy
 
-    from labkit.gpu.device import memory
+    from labkit.gpu.buffers import memory
 
     # 4,000 images: 0.2e9 elements a tensor, well under cuDNN's int32 limit; with all but 1.5 GiB
     # of the GPU held, their float64 reference (its im2col: 288 x 3.1e6 values, 7.2 GB) cannot fit

@@ -94,7 +94,7 @@ def test_a_kept_file_cudnn_will_not_load_is_set_aside_and_compiled_again(tmp_pat
 def test_warm_kernels_builder_keeps_what_it_compiles_and_compiles_nothing_kept(tmp_path, monkeypatch):
     monkeypatch.setenv("LABKIT_CACHE", str(tmp_path))
     from labkit import experiments
-    from labkit.gpu.timing import kernel_warmup
+    from labkit.gpu import kernel_warmup
     from labkit.store import plan_store
 
     plan_store.reset()

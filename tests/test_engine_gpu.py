@@ -11,9 +11,16 @@ cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed:
 from gpu_helpers import random_specs, small_grid  # noqa: E402
 
 from labkit import ConvSpec, InvalidSpec, OutOfMemory, Unsupported, env  # noqa: E402
-from labkit.gpu.checks import plan_checks, verify  # noqa: E402
-from labkit.gpu.cudnn import conv_graph, graph_cache, operands, saved_plans  # noqa: E402
-from labkit.gpu.device import memory  # noqa: E402
+from labkit.gpu.audits import verify  # noqa: E402
+from labkit.gpu.buffers import memory  # noqa: E402
+from labkit.gpu.checks import plan_checks  # noqa: E402
+from labkit.gpu.cudnn import (  # noqa: E402
+    conv_graph,
+    graph_cache,
+    operands,
+    reference_runs,  # noqa: E402
+    saved_plans,
+)
 from labkit.gpu.timing import autotune  # noqa: E402
 
 
@@ -263,7 +270,7 @@ def test_bind_with_workspace_holds_the_plans_workspace_and_computes_the_referenc
     needs = [p for p in g.runnable if p.workspace_bytes > 0]
     assert needs, "no plan of this convolution asks for a workspace: pick another"
     ops = operands.Operands(spec)
-    want = verify.expected(spec, ops)
+    want = reference_runs.expected(spec, ops)
     for plan in (needs[0], g.default_plan):
         ops.poison_output()
         b = g.bind_with_workspace(ops.arrays, plan.index)

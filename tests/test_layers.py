@@ -8,9 +8,10 @@ Layers, bottom to top (docs/architecture.md): a module's layer is the longest en
 0. what a convolution is and what the machine has: errors, spec, env, ceilings, version, networks (the conv
    layers of a network); and the signals every layer may send or hear (labkit/signals/: progress,
    cancel)
-1. the GPU core (labkit/gpu/, in folders by concept: device, host, cudnn, checks, timing, workspaces,
-   classic), storage (labkit/store/: request keys, shipped recordings, this
-   GPU's recording, saved plans) and what charts and lesson text are drawn with (labkit/draw/)
+1. the GPU core (labkit/gpu/, in folders by concept, in the order tests/test_gpu_rooms.py
+   keeps: host, buffers, checks, classic, cudnn, audits, timing, device, workspaces), storage
+   (labkit/store/: request keys, shipped recordings, this GPU's recording, saved plans) and what
+   charts and lesson text are drawn with (labkit/draw/)
 1.5 the simulated GPU (labkit/simgpu/): the device seam of labkit/gpu/ answered from a recording
 1.7 the hands-on GPU (labkit/practice/): the seam's calls for a learner's cell, this GPU or the
    simulated one, with the log a hands-on check reads

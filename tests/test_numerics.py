@@ -1,4 +1,4 @@
-"""labkit.gpu.device.numerics: storage formats, exact decode, nearest-even encode (NumPy only, CPU).
+"""labkit.gpu.buffers.numerics: storage formats, exact decode, nearest-even encode (NumPy only, CPU).
 
 Each format is checked against a reference built a different way from the implementation:
 NumPy's own float16 cast, a by-hand bit-level round of binary32 for bf16, and brute-force
@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from labkit.errors import InvalidSpec
-from labkit.gpu.device import numerics
-from labkit.gpu.device.numerics import (
+from labkit.gpu.buffers import numerics
+from labkit.gpu.buffers.numerics import (
     decode,
     encode,
     quantize,

@@ -1,11 +1,11 @@
-"""labkit.gpu.device.numerics on CuPy arrays: the fused quantize and bf16 decode kernels give the NumPy
+"""labkit.gpu.buffers.numerics on CuPy arrays: the fused quantize and bf16 decode kernels give the NumPy
 path's bits for every code of each format, the values between codes (ties included), specials
 and random values across the exponent range; GuardedBuffer's poison (GPU)."""
 
 import numpy as np
 import pytest
 
-from labkit.gpu.device import numerics
+from labkit.gpu.buffers import numerics
 
 pytestmark = pytest.mark.gpu
 DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8_e4m3")
@@ -121,7 +121,7 @@ def test_unrounded_values_same_on_gpu_and_cpu():
 def test_guarded_buffer_poison_fills_the_whole_body(nbytes):
     import cupy
 
-    from labkit.gpu.device import memory
+    from labkit.gpu.buffers import memory
 
     buf = memory.GuardedBuffer(nbytes, "test workspace", seed=3)
     body = cupy.asnumpy(buf.body)
@@ -147,7 +147,7 @@ def counted(*a, **k):
     return real(*a, **k)
 compiler._compile_using_nvrtc_no_warning = counted
 from labkit import ConvSpec
-from labkit.gpu.checks import verify
+from labkit.gpu.audits import verify
 for dtype, layout in (("fp16", "NHWC"), ("bf16", "NCHW"), ("fp32", "NHWC")):
     verify.check_plan(ConvSpec(N=4, C=16, H=10, W=10, K=16, dtype=dtype, layout=layout))
 print(json.dumps(len(calls)))
@@ -158,7 +158,7 @@ print(json.dumps(len(calls)))
 #: channel count, and prints how many it built
 _BUILD_COMPILED = """
 from labkit.experiments.core import BASE
-from labkit.gpu.timing import kernel_warmup
+from labkit.gpu import kernel_warmup
 print(kernel_warmup.build_compiled_plans([(BASE.replace(N=8, C=128, K=128), "none")]))
 """
 

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from labkit import ConvSpec, InvalidSpec, WrongResult
 from labkit.errors import Unsupported
-from labkit.gpu.checks import plan_checks, wrong_plans
+from labkit.gpu.audits import wrong_plans
+from labkit.gpu.checks import plan_checks
 from labkit.gpu.checks.plan_checks import BOOK, Verdict, VerdictBook
 
 TOL = 1e-2

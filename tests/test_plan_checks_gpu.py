@@ -29,8 +29,14 @@ from hypothesis import HealthCheck, Phase, example, given, settings  # noqa: E40
 from hypothesis import strategies as st  # noqa: E402
 
 from labkit import ConvSpec, InvalidSpec, Unsupported, WrongResult  # noqa: E402
-from labkit.gpu.checks import plan_checks, reference, verify  # noqa: E402
-from labkit.gpu.cudnn import conv_graph, graph_cache, operands, saved_plans  # noqa: E402
+from labkit.gpu.checks import plan_checks, reference  # noqa: E402
+from labkit.gpu.cudnn import (  # noqa: E402
+    conv_graph,
+    graph_cache,
+    operands,
+    reference_runs,  # noqa: E402
+    saved_plans,
+)
 from labkit.gpu.timing import autotune  # noqa: E402
 from labkit.gpu.workspaces import workspace  # noqa: E402
 from labkit.gpu.workspaces.runner import Runner  # noqa: E402
@@ -104,7 +110,7 @@ def _check(spec: ConvSpec, stats: collections.Counter, notes: list) -> None:
         if cg.fell_through:
             stats["heuristic pick wrong, fell through"] += 1
             notes.append(f"{spec.label}: {cg.fell_through}")
-        again = verify.check_plans(cg, [plan.index], operands.Operands(spec, seed=1))[0]
+        again = reference_runs.check_plans(cg, [plan.index], operands.Operands(spec, seed=1))[0]
         assert again.ok, (
             f"{spec.label} plan {plan.index} ({plan.name}): rel {again.rel_error:.3g} > {again.tolerance:.1e}"
         )
@@ -130,7 +136,7 @@ def _through_a_runner(spec: ConvSpec, stats: collections.Counter) -> None:
         record = runner.run(spec)
         runner.stream.synchronize()
         ops = runner.operands(spec)
-        ref = verify.expected(spec, ops)
+        ref = reference_runs.expected(spec, ops)
         rel = reference.relative_error(ops.output(), ref)
         assert rel <= reference.tolerance_for(spec), f"{spec.label} via a Runner: rel {rel:.3g}"
         assert full.verdicts[record.plan_index].ok

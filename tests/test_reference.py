@@ -336,7 +336,7 @@ def test_tolerances():
 @pytest.mark.parametrize("dtype", ["fp16", "bf16", "fp8_e4m3"])
 def test_tolerance_admits_output_rounding_and_rejects_bugs(dtype):
     """A correct result rounded to the output dtype passes; a padding bug fails by far."""
-    from labkit.gpu.device.numerics import quantize, random_inputs
+    from labkit.gpu.buffers.numerics import quantize, random_inputs
 
     spec = ConvSpec(N=2, C=16, H=10, W=10, K=8, R=3, S=3, padding=1, dtype=dtype)
     _, x = random_inputs(spec.x_shape, dtype, np, seed=1)

@@ -101,7 +101,7 @@ def test_training_adds_dgrad_and_wgrad_in_backward_order():
 def test_a_layer_that_runs_out_of_memory_is_a_row_and_the_rest_goes_on():
     import cupy
 
-    from labkit.gpu.device import memory
+    from labkit.gpu.buffers import memory
 
     big = ConvSpec(
         N=256, C=256, H=56, W=56, K=256, R=1, S=1, padding=0, dtype="fp16", layout="NHWC"

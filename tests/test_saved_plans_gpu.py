@@ -19,7 +19,7 @@ pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed: record
 from gpu_helpers import live_process_env  # noqa: E402  (tests/ is on sys.path under pytest)
 
 from labkit import experiments  # noqa: E402
-from labkit.gpu.checks import verify  # noqa: E402
+from labkit.gpu.audits import verify  # noqa: E402
 from labkit.gpu.cudnn import conv_graph, saved_plans  # noqa: E402
 from labkit.gpu.timing import autotune  # noqa: E402
 from labkit.store import plan_store  # noqa: E402
@@ -29,7 +29,7 @@ SMALL = dict(N=4, C=32, H=20, W=20, K=48)
 USE = textwrap.dedent("""
     import json, sys
     from labkit import experiments
-    from labkit.gpu.checks import verify
+    from labkit.gpu.audits import verify
     from labkit.gpu.cudnn import graph_cache, saved_plans
     from labkit.gpu.timing import autotune
     spec = experiments.BASE.replace(**json.loads(sys.argv[1]))

@@ -8,9 +8,14 @@ pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU (CuPy not installed: recorded mode)")
 
 from labkit import ArenaTooSmall, ConvSpec, InvalidSpec, OutOfMemory  # noqa: E402
-from labkit.gpu.checks import reference, verify  # noqa: E402
-from labkit.gpu.cudnn import frontend, graph_cache, operands  # noqa: E402
-from labkit.gpu.device import memory  # noqa: E402
+from labkit.gpu.buffers import memory  # noqa: E402
+from labkit.gpu.checks import reference  # noqa: E402
+from labkit.gpu.cudnn import (  # noqa: E402
+    frontend,
+    graph_cache,
+    operands,
+    reference_runs,  # noqa: E402
+)
 from labkit.gpu.workspaces import concurrency  # noqa: E402
 from labkit.gpu.workspaces import workspace as ws  # noqa: E402
 from labkit.gpu.workspaces.runner import Runner, WorkspaceTooSmall  # noqa: E402
@@ -37,7 +42,7 @@ def _device_free():
 def _check_output(runner, spec):
     runner.stream.synchronize()
     ops = runner.operands(spec)
-    rel = reference.relative_error(ops.output(), verify.expected(spec, ops))
+    rel = reference.relative_error(ops.output(), reference_runs.expected(spec, ops))
     assert rel <= reference.tolerance_for(spec), rel
 
 

@@ -17,8 +17,8 @@ from pathlib import Path
 from .. import env, networks
 from ..env import doctor
 from ..errors import InvalidSpec, LabkitError
+from ..gpu import kernel_warmup
 from ..gpu.cudnn import build_pool
-from ..gpu.timing import kernel_warmup
 from ..spec import DTYPES, LAYOUTS
 from ..store import localcache, plan_store, recordings
 from . import class_run, classroom, wrong_plans
@@ -386,7 +386,7 @@ def _plan_folder() -> str:
 
 
 def main_warm_kernels() -> int:
-    """``warm-kernels``: `labkit.gpu.timing.kernel_warmup.compile_ahead` on a live GPU.
+    """``warm-kernels``: `labkit.gpu.kernel_warmup.compile_ahead` on a live GPU.
 
     Without one it says why, and exits 0: nothing to do is not an error.
 

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from .. import env, networks
 from ..errors import LabkitError
-from ..gpu.checks import wrong_plans
+from ..gpu.audits import wrong_plans
+from ..gpu.checks import plan_checks
 from ..spec import ConvSpec
 
 
@@ -181,8 +182,11 @@ def _measure_check(spec, group: str) -> dict:
     """One convolution's check and autotune times (`_cost`)."""
     import cupy  # heavy: CuPy, live only
 
-    from ..gpu.checks import plan_checks, verify  # heavy: CuPy, live only
-    from ..gpu.cudnn import conv_graph, operands  # heavy: CuPy, live only
+    from ..gpu.cudnn import (  # heavy: CuPy, live only
+        conv_graph,
+        operands,
+        reference_runs,  # heavy: CuPy, live only
+    )
     from ..gpu.timing import autotune  # heavy: CuPy, live only
 
     row = dict(group=group, spec=spec.label)
@@ -192,7 +196,7 @@ def _measure_check(spec, group: str) -> dict:
         for _ in range(2):  # the second: CuPy's kernels are compiled by then
             cupy.cuda.get_current_stream().synchronize()
             t0 = time.perf_counter()
-            ref = verify.expected(spec, ops)
+            ref = reference_runs.expected(spec, ops)
             cupy.cuda.get_current_stream().synchronize()
             ref_s = time.perf_counter() - t0
             del ref

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ..errors import InvalidSpec, Unsupported
-from ..gpu.device.base import check_request
+from ..gpu.buffers.sizes import check_request
 
 
 def check_cap(cap) -> Optional[int]:

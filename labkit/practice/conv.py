@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Dict, List
 
 from ..errors import InvalidSpec
-from ..gpu.device import numerics
+from ..gpu.buffers import numerics
+from ..gpu.checks import reference
 from ..simgpu.lesson_calls import FusedGraph
 from .capped import CappedGraph, check_cap
 from .fusion import Fused, check_epilogue
@@ -211,11 +212,11 @@ class Conv:
         """Live: slot ``j`` against the float64 reference, then poisoned again."""
         import cupy  # heavy: CuPy, live only
 
-        from ..gpu.checks import reference, verify  # heavy: imports CuPy
+        from ..gpu.cudnn import reference_runs  # heavy: imports CuPy
         from ..gpu.cudnn.frontend import logical_view, role_dtype  # heavy: CuPy, live only
 
         if self._expected is None:
-            self._expected = verify.expected(self.spec, self.operands)
+            self._expected = reference_runs.expected(self.spec, self.operands)
         role = self.operands.output_role
         slot = self._slots[j]
         got = logical_view(numerics.decode(slot, role_dtype(self.spec, role)), self.spec.layout)

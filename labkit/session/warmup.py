@@ -36,7 +36,7 @@ All of it is GIL-bound Python work: with no time to read, a learner waits for it
 order puts it where nobody waits, or at a panel's first change. A step that fails is skipped: the
 panel that needs it does it, and reports any error, itself. CuPy's kernels are not compiled here:
 NVRTC compiles one kernel at a time per process, so a panel's own compiles would wait behind the
-warm-up's (docs/findings.md); labkit runs few of them instead (`labkit.gpu.device.numerics`' fused
+warm-up's (docs/findings.md); labkit runs few of them instead (`labkit.gpu.buffers.numerics`' fused
 kernels, no CUB reductions).
 
 One import is left out while the warm-up runs: `IRI_GRAMMAR`. jsonschema imports it, when plotly's

@@ -88,8 +88,9 @@ import math
 from typing import Dict, List, Tuple
 
 from ..errors import LabkitError, NotCapturable, NotRecorded
+from ..gpu.buffers.sizes import check_request
 from ..gpu.device import POOL_KINDS, Device, Event, Pool
-from ..gpu.device.base import CUDAFREE_IN_CAPTURE, check_request
+from ..gpu.device.base import CUDAFREE_IN_CAPTURE
 from ..store import recordings
 from .conv import SimBound, SimGraph, SimGraphExec, SimOperands
 from .memory import DeviceMemory

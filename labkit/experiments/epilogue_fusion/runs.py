@@ -8,8 +8,9 @@ from __future__ import annotations
 from typing import Sequence
 
 from ...errors import LabkitError
+from ...gpu.buffers import numerics
+from ...gpu.checks import reference
 from ...gpu.cudnn.unfused import DTYPES, UnfusedPath, check_spec
-from ...gpu.device import numerics
 from ...signals.cancel import Budget
 from ...signals.progress import report
 from ...spec import ConvSpec
@@ -57,8 +58,13 @@ def fusion(spec: ConvSpec = BASE, epilogues: Sequence[str] = ("bias_relu", "bias
     """
     import cupy  # heavy: CuPy, live only
 
-    from ...gpu.checks import reference, verify  # heavy: CuPy, live only
-    from ...gpu.cudnn import builds, frontend, graph_cache, operands  # heavy: CuPy, live only
+    from ...gpu.cudnn import (  # heavy: CuPy, live only
+        builds,
+        frontend,
+        graph_cache,
+        operands,
+        reference_runs,  # heavy: CuPy, live only
+    )
     from ...gpu.timing import autotune, measure  # heavy: CuPy, live only
 
     spec = as_spec(spec)
@@ -76,7 +82,7 @@ def fusion(spec: ConvSpec = BASE, epilogues: Sequence[str] = ("bias_relu", "bias
     def case(epi):
         if epi not in cases:
             ops = operands.Operands(spec, epi)
-            cases[epi] = (ops, verify.expected(spec, ops))
+            cases[epi] = (ops, reference_runs.expected(spec, ops))
         return cases[epi]
 
     def fused_row(epi, cg, plan, us, **extra):

@@ -39,7 +39,7 @@ def precision(spec: ConvSpec = BASE, dtypes: Sequence[str] = DTYPES):
         dtype: the arithmetic alone), and ``rel_error_vs_fp64_inputs`` against the float64 convolution
         of the data before rounding (what choosing the dtype costs in total).
     """
-    from ...gpu.checks import verify  # heavy: CuPy, live only
+    from ...gpu.audits import verify  # heavy: CuPy, live only
     from ...gpu.cudnn import graph_cache  # heavy: CuPy, live only
 
     spec, rows = as_spec(spec), []

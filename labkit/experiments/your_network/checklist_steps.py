@@ -266,8 +266,8 @@ def input_step(spec: ConvSpec) -> dict:
     """
     import cupy  # heavy: CuPy, live only
 
+    from ...gpu.buffers import memory, numerics  # heavy: CuPy, live only
     from ...gpu.cudnn.frontend import role_shapes  # heavy: CuPy, live only
-    from ...gpu.device import memory, numerics  # heavy: CuPy, live only
     from ...gpu.timing import measure  # heavy: CuPy, live only
 
     shape = role_shapes(spec)["x"]  # (N, C, H, W)

@@ -137,8 +137,7 @@ def warm_step(specs: Sequence[ConvSpec] = ()) -> None:
         specs: the convolutions of the report to come, whose plan builds are queued now; none for
             a report not known yet.
     """
-    from ...gpu.checks import reference, reference_runs  # noqa: F401  # heavy: CuPy, live only
-    from ...gpu.cudnn import frontend  # noqa: F401  # heavy: CuPy, live only
+    from ...gpu.cudnn import frontend, reference_runs  # heavy: CuPy, live only
     from ...gpu.cudnn.operands import Operands  # heavy: CuPy, live only
     from ...gpu.timing import autotune, measure  # noqa: F401  # heavy: CuPy, live only
 

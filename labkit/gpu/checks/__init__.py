@@ -1,7 +1,7 @@
-"""Right results: a plan is timed, chosen, cached or saved only after its output matched a float64
-reference. `reference` computes convolutions in float64 (NumPy on the CPU or CuPy on the GPU, no
-cuDNN), `plan_checks` keeps the verdicts (one per convolution and plan; bookkeeping only, no CuPy),
-`reference_runs` runs a built graph's plans once and compares their outputs, `verify` checks one
-plan on fresh random inputs, and `wrong_plans` keeps the plans cuDNN gets wrong with their
-smallest reproductions.
+"""What a right result is, below the plans it judges: `reference` computes convolutions in float64
+(NumPy on the CPU or CuPy on the GPU, no cuDNN) and the tolerance each dtype is held to
+(``tolerance_for``), and `plan_checks` keeps the verdicts (the book: one per convolution and plan;
+bookkeeping only, no CuPy). It sits below `cudnn`, which admits a plan only after its output
+matched this reference (`labkit.gpu.cudnn.reference_runs`) and saves or reuses plans by these
+verdicts; the checks that run plans themselves are `cudnn.reference_runs` and `labkit.gpu.audits`.
 """

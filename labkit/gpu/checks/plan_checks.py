@@ -2,7 +2,7 @@
 
 cuDNN offers plans that run without an error and return wrong numbers (``docs/wrong-plans.md``
 lists the ones seen, with their smallest reproductions). labkit runs each plan of a convolution
-once on seeded inputs and compares it with the float64 reference (`labkit.gpu.checks.verify.judge`)
+once on seeded inputs and compares it with the float64 reference (`labkit.gpu.cudnn.reference_runs.judge`)
 before the plan is timed, chosen, cached or saved (`labkit.gpu.cudnn.conv_graph.ConvGraph.check`). A plan
 whose relative error is over the dtype's tolerance is excluded for that convolution; plan tables
 show it as ``wrong result`` with its error, never as a time.

@@ -25,7 +25,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from ...errors import InvalidSpec
-from ..device.numerics import array_module
+from ..buffers.numerics import array_module
 
 #: default bound on the temporaries (im2col buffer, padded image, partial products) of one step, bytes
 DEFAULT_TEMP_BYTES = 512 * 2**20
@@ -346,7 +346,7 @@ def _pair_f64(out, ref):
 def reference_norms(ref) -> Tuple[float, float]:
     """The reference's part of `errors`: its largest magnitude and its 2-norm, in float64.
 
-    A graph's plans are all compared with one reference, so `labkit.gpu.checks.reference_runs` computes
+    A graph's plans are all compared with one reference, so `labkit.gpu.cudnn.reference_runs` computes
     these once for all of them.
 
     Args:
@@ -408,7 +408,7 @@ def relative_error(out, ref) -> float:
     """||out - ref||_2 / ||ref||_2 over all elements, in float64.
 
     Args:
-        out: decoded values (e.g. `labkit.gpu.device.numerics.decode` of a bf16 buffer), any float dtype.
+        out: decoded values (e.g. `labkit.gpu.buffers.numerics.decode` of a bf16 buffer), any float dtype.
         ref: the reference, of the same shape.
 
     Returns:

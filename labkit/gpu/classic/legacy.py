@@ -114,7 +114,7 @@ import pandas as pd
 
 from ...errors import InvalidSpec, LabkitError, OutOfMemory, Unsupported
 from ...spec import ConvSpec
-from ..device.numerics import random_inputs
+from ..buffers.numerics import random_inputs
 from .cudnn_library import (  # noqa: F401  (cudnn_version, library_path: part of this module's API)
     _TABLE,
     CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
@@ -353,7 +353,7 @@ def _is_oom(cp, e: BaseException) -> bool:
 
 def _random_array(cp, shape, dtype: str, seed: int, what: str):
     """Seeded values uniform in [-1, 1] rounded to ``dtype``, in its storage dtype
-    (`labkit.gpu.device.numerics.random_inputs`: the kernels every other panel uses, so CuPy compiles none
+    (`labkit.gpu.buffers.numerics.random_inputs`: the kernels every other panel uses, so CuPy compiles none
     here)."""
     n = 1
     for s in shape:

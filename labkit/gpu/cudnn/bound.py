@@ -2,7 +2,7 @@
 
 ``cg`` is a `labkit.gpu.cudnn.conv_graph.ConvGraph` (its ``spec``, ``epilogue``, ``plans``, ``graph``,
 ``remote`` and ``_cpp_index``); `ConvGraph.bind` makes one for a plan checked against
-float64, and `labkit.gpu.checks.reference_runs` makes one to run that check.
+float64, and `labkit.gpu.cudnn.reference_runs` makes one to run that check.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 `Plan` is one candidate plan of a graph. `CheckedPlans` is the part of
 `labkit.gpu.cudnn.conv_graph.ConvGraph` that answers "which plans may run": ``runnable``, ``default_plan``,
 ``plan(i)`` and ``wrong``. A plan is checked (`check`: one run on seeded inputs, one float64
-reference for all plans of the graph, `labkit.gpu.checks.reference_runs.judge`) before any of them
+reference for all plans of the graph, `labkit.gpu.cudnn.reference_runs.judge`) before any of them
 hands it out, so no plan is timed, chosen, cached or saved unchecked; a plan whose result is
 wrong is excluded for that convolution (`labkit.gpu.checks.plan_checks`), and a heuristic's pick that
 is wrong falls through to its next correct plan (``fell_through``).
@@ -69,7 +69,7 @@ class CheckedPlans:
     def check(self, *, ops=None) -> Dict[int, plan_checks.Verdict]:
         """Run every built plan that has no verdict yet once, and compare it with float64.
 
-        Each output is judged against one float64 reference (`labkit.gpu.checks.reference_runs.judge`). A plan
+        Each output is judged against one float64 reference (`labkit.gpu.cudnn.reference_runs.judge`). A plan
         this process judged before for this convolution (another cap, a rebuild) is not run again. The
         time spent is added to ``check_seconds``.
 
@@ -90,7 +90,7 @@ class CheckedPlans:
                     todo.remove(p)
             todo = [p.index for p in todo]
             if todo:
-                from ..checks import reference_runs  # heavy: CuPy, live only
+                from ..cudnn import reference_runs  # heavy: CuPy, live only
 
                 t0 = time.perf_counter()
                 for index, verdict in zip(todo, reference_runs.judge(self, todo, ops=ops)):

@@ -8,7 +8,7 @@ fused graph, and CUDA's JIT cache does not keep the slowest of them. A build wor
 that to this machine's plan store (`labkit.store.plan_store`, kind ``compiled``, keyed by the graph
 and the plan's name, under a folder keyed by GPU, driver, CUDA and cuDNN versions), and `load`
 deserializes it in milliseconds. ``python -m labkit warm-kernels`` (``make setup``) fills it for the
-shapes the lessons offer (`labkit.gpu.timing.kernel_warmup`), so a first visit compiles none of them.
+shapes the lessons offer (`labkit.gpu.kernel_warmup`), so a first visit compiles none of them.
 
 A loaded plan is only a compiled kernel: it is checked against float64 before it is timed, like a
 plan built now (`labkit.gpu.checks.plan_checks`). At most `MAX_KEPT` plans are kept, the oldest deleted

@@ -24,8 +24,8 @@ from ...errors import LabkitError, OutOfMemory, Unsupported
 from ...signals.cancel import Budget, was_cut
 from ...signals.progress import announce
 from ...spec import ConvSpec
+from ..buffers import memory
 from ..checks import plan_checks
-from ..device import memory
 from ..host import lock
 from . import builds
 from .bound import BoundConv

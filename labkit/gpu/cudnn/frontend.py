@@ -17,7 +17,7 @@ import cupy
 from ...errors import InvalidSpec, OutOfMemory
 from ...signals.cancel import Budget
 from ...spec import ConvSpec
-from ..device import memory
+from ..buffers import memory, sizes
 
 EPILOGUES = ("none", "bias_relu", "bias_relu_add")
 OUTPUT_ROLE = {"fprop": "y", "dgrad": "x", "wgrad": "w"}
@@ -150,7 +150,7 @@ def check_cap(cap) -> Optional[int]:
     Returns:
         The cap as an int, or None; `labkit.InvalidSpec` for a cap that is no size.
     """
-    return None if cap is None else memory.check_request(cap, "workspace cap")
+    return None if cap is None else sizes.check_request(cap, "workspace cap")
 
 
 # ---- handles --------------------------------------------------------------------------------

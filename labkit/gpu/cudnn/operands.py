@@ -19,7 +19,7 @@ import numpy
 
 from ...errors import OutOfMemory
 from ...spec import ConvSpec
-from ..device import memory, numerics
+from ..buffers import memory, numerics
 from .frontend import OUTPUT_ROLE, check_epilogue, logical_view, role_dtype, role_shapes, storage_shape
 
 

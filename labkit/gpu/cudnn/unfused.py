@@ -78,7 +78,7 @@ class UnfusedPath:
     def __init__(self, spec: ConvSpec, ops, stream):
         import cupy  # heavy: CuPy, live only
 
-        from ..device import memory  # heavy: CuPy, live only
+        from ..buffers import memory  # heavy: CuPy, live only
         from . import graph_cache  # heavy: CuPy, live only
 
         plain = graph_cache.get_graph(spec, all_plans=False)

@@ -34,9 +34,11 @@ default) and `labkit.simgpu.SimDevice` (a GPU simulated from a recording). A str
 device current when it is made (`current`; `use` makes another current), so the same code,
 a learner's own `Strategy` subclass included, runs on either. Sizes in bytes, times in microseconds.
 
-Beside the seam, this folder holds what a device buffer is: `labkit.gpu.device.memory` (allocations
-that turn out-of-memory into `OutOfMemory`, guarded buffers; needs CuPy) and
-`labkit.gpu.device.numerics` (each dtype's storage format, exact encode and decode).
+This folder holds the seam whole: its interface (`base`), this GPU's implementation (`cuda`) and
+the device in use (`current`, `use`). It sits above `cudnn` and `timing`, because this GPU answers
+``graph``, ``operands`` and ``capture`` with labkit's cuDNN graphs and CUDA-graph capture, and
+below `workspaces`, whose strategies and `Runner` reach the GPU through it; what a device buffer
+is (allocations, storage formats) is `labkit.gpu.buffers`, below them all.
 """
 
 from __future__ import annotations

@@ -6,37 +6,15 @@ from __future__ import annotations
 import collections
 from typing import Callable, Dict, List, Optional
 
-from ...errors import InvalidSpec, LabkitError
+from ...errors import LabkitError
 
 POOL_KINDS = ("caching", "async")
-#: requests of this size or more are refused outright (no GPU has a terabyte)
-ABSURD_BYTES = 1 << 40
 #: why no cudaFree may run while a stream captures (`labkit.NotCapturable`)
 CUDAFREE_IN_CAPTURE = (
     "CUDA refuses it while a stream captures (cudaFree waits for the whole device, the capturing "
     "stream included), and a replay would reuse the freed address; capture with a strategy that "
     "keeps its buffers, or launch from Python"
 )
-
-
-def check_request(nbytes, what: str) -> int:
-    """A byte count, checked: a whole number, >= 0 and < 1 TiB.
-
-    Args:
-        nbytes: the count.
-        what: what the memory is for, named in the error.
-
-    Returns:
-        ``nbytes`` as an int; `InvalidSpec` otherwise.
-    """
-    if isinstance(nbytes, bool) or not isinstance(nbytes, (int,)) and not hasattr(nbytes, "__index__"):
-        raise InvalidSpec(f"{what} bytes", nbytes, "must be a whole number of bytes")
-    nbytes = int(nbytes)
-    if nbytes < 0:
-        raise InvalidSpec(f"{what} bytes", nbytes, "must be >= 0")
-    if nbytes >= ABSURD_BYTES:
-        raise InvalidSpec(f"{what} bytes", nbytes, f"must be < 1 TiB ({ABSURD_BYTES:,} B)")
-    return nbytes
 
 
 class Event:

@@ -1,7 +1,7 @@
 """The seam on this machine's GPU: `CudaDevice`, each call one CUDA runtime call through CuPy.
 
 Importing this module imports nothing of CuPy; the first call does (``# heavy`` marks each
-import). cudaMalloc and cudaFree go through `labkit.gpu.device.memory` (an out-of-memory error becomes
+import). cudaMalloc and cudaFree go through `labkit.gpu.buffers.memory` (an out-of-memory error becomes
 `labkit.OutOfMemory`), streams and events are CuPy's, the pools are CuPy's ``MemoryPool`` (a
 private instance) and ``MemoryAsyncPool`` (the device's stream-ordered pool), and convolutions are
 labkit's cuDNN graphs (`labkit.gpu.cudnn`). Sizes in bytes, times in microseconds.
@@ -70,7 +70,7 @@ class CudaPool(Pool):
         """
         import cupy  # heavy: CuPy, imported on first use
 
-        from . import memory  # heavy: imports CuPy
+        from ..buffers import memory  # heavy: imports CuPy
 
         self._device.counts[f"{self.kind}_pool_allocate"] += 1
         try:
@@ -123,16 +123,16 @@ class CudaDevice(Device):
         return {"mode": "live", "gpu": self.name, "label": f"measured on {self.name}"}
 
     def allocate(self, nbytes: int, *, stream=None, what: str = "workspace") -> int:
-        """cudaMalloc (`labkit.gpu.device.memory.raw_malloc`)."""
-        from . import memory  # heavy: imports CuPy
+        """cudaMalloc (`labkit.gpu.buffers.memory.raw_malloc`)."""
+        from ..buffers import memory  # heavy: imports CuPy
 
         self.counts["allocate"] += 1
         return memory.raw_malloc(nbytes, what)
 
     def free(self, ptr: int) -> None:
-        """cudaFree (`labkit.gpu.device.memory.raw_free`); `labkit.NotCapturable` while a capture is under
+        """cudaFree (`labkit.gpu.buffers.memory.raw_free`); `labkit.NotCapturable` while a capture is under
         way."""
-        from . import memory  # heavy: imports CuPy
+        from ..buffers import memory  # heavy: imports CuPy
 
         if self.capturing():
             raise NotCapturable("cudaFree", CUDAFREE_IN_CAPTURE)
@@ -147,7 +147,7 @@ class CudaDevice(Device):
 
     def free_bytes(self) -> int:
         """cudaMemGetInfo's free bytes."""
-        from . import memory  # heavy: imports CuPy
+        from ..buffers import memory  # heavy: imports CuPy
 
         return memory.free_bytes()
 

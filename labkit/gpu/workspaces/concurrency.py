@@ -23,9 +23,9 @@ import numpy
 from ...errors import InvalidSpec
 from ...signals.cancel import checkpoint
 from ...spec import ConvSpec
-from ..checks import reference, verify
-from ..cudnn import frontend, graph_cache, operands
-from ..device import memory, numerics
+from ..buffers import memory, numerics
+from ..checks import reference
+from ..cudnn import frontend, graph_cache, operands, reference_runs
 from ..timing.measure import capture
 from .workloads import RACE_SPEC  # noqa: F401  (the race's convolution, named where no CuPy is needed)
 
@@ -143,7 +143,7 @@ def scratchpad_race(
         ws = memory.alloc(plan.workspace_bytes, "solo workspace")
         cg.execute(o.arrays, int(ws.data.ptr), plan.index)
         cupy.cuda.get_current_stream().synchronize()
-        ref = verify.expected(spec, o)
+        ref = reference_runs.expected(spec, o)
         solo_err = max(solo_err, reference.relative_error(o.output(), ref))
         solo.append((o.arrays[role].copy(), ref, float(cupy.sqrt((ref**2).sum()))))
     wss = [memory.alloc(plan.workspace_bytes, "race workspace") for _ in range(1 if shared else streams)]

@@ -3,7 +3,7 @@
 `check_strategy` runs a `labkit.gpu.workspaces.workspace.Strategy` through the `Runner` on real convolutions
 and says four things, each measured:
 
-* **outputs**: every call's output against the float64 reference (`labkit.gpu.checks.verify.expected`);
+* **outputs**: every call's output against the float64 reference (`labkit.gpu.cudnn.reference_runs.expected`);
   a strategy that hands out fewer bytes than the plan asks is stopped by the `Runner` before
   cuDNN runs (`WorkspaceTooSmall`) and named;
 * **memory**: the device memory the strategy held at its peak (cudaMemGetInfo at each ``get`` of
@@ -32,9 +32,9 @@ import cupy
 
 from ...errors import InvalidSpec, LabkitError
 from ...spec import ConvSpec
-from ..checks import reference, verify
-from ..cudnn import frontend, graph_cache
-from ..device import memory
+from ..buffers import memory
+from ..checks import reference
+from ..cudnn import frontend, graph_cache, reference_runs
 from ..host import lock
 from . import workloads, workspace
 from .runner import Runner, WorkspaceTooSmall
@@ -216,7 +216,7 @@ class _Bench:
             with Runner(workspace.Preallocated(), s, seed=i, operands=self.operands[i]) as runner:
                 for spec in self.specs:  # closed (its stream synchronised) even when a reference fails
                     runner.run(spec)
-                    self.expected[i, spec.key] = verify.expected(spec, runner.operands(spec))
+                    self.expected[i, spec.key] = reference_runs.expected(spec, runner.operands(spec))
 
     def close(self) -> None:
         for s in self.streams:

@@ -154,8 +154,8 @@ def run_one(strategy_name: str, options: dict, workload: str, repeats: int) -> d
     """
     import cupy  # heavy: CuPy, live only
 
+    from ..buffers import memory  # heavy: CuPy, live only
     from ..cudnn import graph_cache  # heavy: CuPy, live only
-    from ..device import memory  # heavy: CuPy, live only
 
     checkpoint()
     seq = sequence(workload, repeats)

@@ -57,8 +57,9 @@ from typing import Dict, Tuple
 from ...errors import ArenaTooSmall, InvalidSpec, LabkitError, NotCapturable
 from ...store.keys import KEYS, Request, dims_only_key, full_key  # noqa: F401  (re-exported)
 from .. import device as devices
+from ..buffers.sizes import check_request
 from ..device import Device
-from ..device.base import CUDAFREE_IN_CAPTURE, check_request
+from ..device.base import CUDAFREE_IN_CAPTURE
 from .labels import label
 
 

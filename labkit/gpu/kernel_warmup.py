@@ -36,8 +36,9 @@ from typing import Callable, Dict, List, Sequence, Tuple
 
 from tqdm.auto import tqdm
 
-from ...spec import ConvSpec
-from ..cudnn import unfused
+from ..spec import ConvSpec
+from .checks import reference
+from .cudnn import unfused
 
 #: every dimension >= 2 (a dimension of 1 would be merged away and give other kernels)
 _TINY = dict(N=2, C=8, H=6, W=6, K=8, R=3, S=3, padding=1)
@@ -47,7 +48,7 @@ _DTYPES = ("fp16", "fp32", "bf16", "tf32", "fp8_e4m3")
 def exercise(spec: ConvSpec, epilogue: str = "none") -> None:
     """Run the CuPy kernels of one checked run of a convolution, without cuDNN.
 
-    These are `verify.check_plans`' steps on an output the convolution did not write (zeros) and,
+    These are `reference_runs.check_plans`' steps on an output the convolution did not write (zeros) and,
     for an epilogue, the unfused path's elementwise kernels (`unfused.epilogue`).
 
     Args:
@@ -56,13 +57,13 @@ def exercise(spec: ConvSpec, epilogue: str = "none") -> None:
     """
     import cupy  # heavy: CuPy, live only
 
-    from ..checks import reference, verify  # heavy: CuPy, live only
-    from ..cudnn.operands import Operands  # heavy: CuPy, live only
-    from ..device import memory, numerics  # heavy: CuPy, live only
+    from .buffers import memory, numerics  # heavy: CuPy, live only
+    from .cudnn import reference_runs  # heavy: CuPy, live only
+    from .cudnn.operands import Operands  # heavy: CuPy, live only
 
     ops = Operands(spec, epilogue)
-    ref = verify.expected(spec, ops)
-    verify.expected(spec, ops, unrounded=True)
+    ref = reference_runs.expected(spec, ops)
+    reference_runs.expected(spec, ops, unrounded=True)
     ops.arrays[ops.output_role][...] = 0  # finite: the error norms run to the end
     got = ops.output()
     reference.errors(got, ref)  # the reference's norms, then the errors
@@ -84,7 +85,7 @@ def exercise(spec: ConvSpec, epilogue: str = "none") -> None:
 
 
 def _race(launch: str) -> None:
-    from ..workspaces import concurrency  # heavy: CuPy, live only
+    from .workspaces import concurrency  # heavy: CuPy, live only
 
     concurrency.scratchpad_race(shared=True, launch=launch, min_runs=1)
 
@@ -124,7 +125,7 @@ def build_compiled_plans(graphs: Sequence[Tuple[ConvSpec, str]]) -> int:
     Returns:
         How many plans were built (those already kept are not built again).
     """
-    from ..cudnn import build_pool, builds, compiled_plans, frontend  # heavy: CuPy, live only
+    from .cudnn import build_pool, builds, compiled_plans, frontend  # heavy: CuPy, live only
 
     pool = build_pool.pool()
     jobs, built = [], 0

@@ -23,8 +23,8 @@ from typing import Iterator, List, Optional, Tuple
 
 from ...errors import InvalidSpec, LabkitError
 from ...spec import DIRECTIONS, DTYPES, LAYOUTS, ConvSpec
-from . import plan_checks
-from .plan_checks import Verdict
+from ..checks import plan_checks
+from ..checks.plan_checks import Verdict
 
 #: the file, in a checkout of the repository
 DOC = Path(__file__).resolve().parents[3] / "docs" / "wrong-plans.md"
@@ -211,8 +211,7 @@ def check_named(spec: ConvSpec, plan: str, *, seed: int = 0) -> Optional[plan_ch
     Returns:
         The `Verdict`; None when cuDNN does not offer that plan for ``spec`` or does not build it.
     """
-    from ..cudnn import conv_graph, operands  # heavy: CuPy, live only
-    from . import reference_runs  # heavy: CuPy, live only
+    from ..cudnn import conv_graph, operands, reference_runs  # heavy: CuPy, live only
 
     try:
         cg = conv_graph.ConvGraph(spec, all_plans=False, parallel=False)

@@ -13,7 +13,7 @@ import cupy
 import numpy
 
 from ...errors import LabkitError, OutOfMemory
-from .base import ABSURD_BYTES, check_request  # noqa: F401  (memory's callers check with it)
+from .sizes import check_request
 
 #: guard band on each side of a guarded buffer
 GUARD_BYTES = 4096

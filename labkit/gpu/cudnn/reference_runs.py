@@ -4,8 +4,9 @@ Every run uses a poisoned, guard-banded workspace (`memory.GuardedBuffer`) and a
 output, so a plan that reads scratch it never wrote, writes outside its workspace, or leaves
 output elements unwritten, fails the check. `check_plans` gives the errors (`CheckResult`);
 `judge` gives the `plan_checks.Verdict` by which a graph decides which plans may run
-(`labkit.gpu.cudnn.checked_plans`). A graph here is a `labkit.gpu.cudnn.conv_graph.ConvGraph` (this module
-sits below it); `labkit.gpu.checks.verify` re-exports all of this beside ``check_plan``.
+(`labkit.gpu.cudnn.checked_plans`). A graph here is a `labkit.gpu.cudnn.conv_graph.ConvGraph`, taken
+as an argument (this module does not import it); `labkit.gpu.audits.verify` checks one plan on
+fresh inputs with it.
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ from ...errors import InvalidSpec, LabkitError, OutOfMemory, Unsupported
 from ...signals.cancel import checkpoint
 from ...signals.progress import announce
 from ...spec import ConvSpec
-from ..cudnn.bound import BoundConv
-from ..cudnn.operands import Operands
-from ..device import memory
-from . import plan_checks, reference
+from ..buffers import memory
+from ..checks import plan_checks, reference
+from .bound import BoundConv
+from .operands import Operands
 
 
 @dataclass(frozen=True)

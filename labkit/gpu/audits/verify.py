@@ -1,8 +1,8 @@
 """Run one cuDNN plan on fresh random inputs and check it against the float64 reference.
 
 `check_plan` checks one plan of a spec (building its graph when none is given); the runs and
-comparisons themselves are `labkit.gpu.checks.reference_runs` (`expected`, `CheckResult`, `check_plans`,
-`judge`), re-exported here.
+comparisons themselves are `labkit.gpu.cudnn.reference_runs` (`expected`, `CheckResult`,
+`check_plans`), which checks every plan before it is admitted.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Optional
 
 from ...spec import ConvSpec
 from ..cudnn import conv_graph, graph_cache, operands
-from .reference_runs import CheckResult, check_plans, expected, judge  # noqa: F401  (verify.X stays public)
+from ..cudnn.reference_runs import CheckResult, check_plans
 
 
 def check_plan(
