@@ -21,7 +21,7 @@ from labkit.gpu.cudnn import (  # noqa: E402
     reference_runs,  # noqa: E402
     saved_plans,
 )
-from labkit.gpu.timing import autotune  # noqa: E402
+from labkit.gpu.timing import autotune, measure  # noqa: E402
 
 
 def _graph_or_unsupported(spec, **kw):
@@ -279,3 +279,35 @@ def test_bind_with_workspace_holds_the_plans_workspace_and_computes_the_referenc
         b.run()
         cupy.cuda.get_current_stream().synchronize()
         assert reference.relative_error(ops.output(), want) < 1e-2, plan.name
+
+
+def test_a_first_eager_call_far_over_its_bound_is_not_made_again():
+    """`measure.eager_us` with ``first_stop_us``: a call that is already far over its bound once is
+    not called a second time (a depthwise convolution's slow plans take tens of milliseconds)."""
+    import cupy
+
+    a = cupy.ones((4096, 4096))  # one float64 product: about 2 ms
+    calls = []
+
+    def fn():
+        calls.append(1)
+        a @ a
+
+    stream = measure.timing_stream()
+    with pytest.raises(measure.TooSlow) as slow:
+        measure.eager_us(fn, stream, first_stop_us=10.0)
+    assert len(calls) == 1 and slow.value.eager_us > 10.0
+    assert measure.eager_us(fn, stream, first_stop_us=1e9) > 10.0 and len(calls) == 3
+
+
+def test_the_check_runs_each_plan_here_and_autotune_stops_a_far_slower_one_after_one_eager_call():
+    spec = ConvSpec(
+        N=16, C=240, H=28, W=28, K=240, R=3, S=3, padding=1, groups=240, dtype="fp16", layout="NHWC"
+    )
+    cg = graph_cache.get_graph(spec)
+    cg.check()
+    assert {p.index for p in cg.built} <= cg.ran_here
+    tuned = autotune.autotune(cg, operands.Operands(spec))
+    slower = tuned.table[tuned.table.status.str.startswith("slower")]
+    ok = tuned.table[tuned.table.status == "ok"]
+    assert len(ok) and (slower.eager_us > autotune.EAGER_STOP_RATIO * ok.eager_us.min()).all()

@@ -65,6 +65,8 @@ class CheckedPlans:
         self._check_lock = threading.RLock()
         self._runnable: Optional[List[Plan]] = None
         self._note: Optional[str] = None  # `fell_through`, once known
+        #: indices of the plans run in this process (their check): their kernels are loaded
+        self.ran_here: set = set()
 
     def check(self, *, ops=None) -> Dict[int, plan_checks.Verdict]:
         """Run every built plan that has no verdict yet once, and compare it with float64.
@@ -95,6 +97,7 @@ class CheckedPlans:
                 t0 = time.perf_counter()
                 for index, verdict in zip(todo, reference_runs.judge(self, todo, ops=ops)):
                     self.verdicts[index] = verdict
+                    self.ran_here.add(index)
                     plan_checks.BOOK.put(self.spec.key, self.epilogue, verdict)
                 self.check_seconds += time.perf_counter() - t0
                 self.plans_checked += len(todo)

@@ -11,7 +11,10 @@ replayed (`FIRST_PASS_WARMUP_REPLAYS` to warm up, then repeats until the median 
 whose median is already `EARLY_STOP_RATIO` x the best so far stops there (it cannot be the pick;
 its row keeps that median), and one whose eager call alone is over `EAGER_STOP_RATIO` x the fastest
 eager call so far is not captured at all (`measure.TooSlow`: its row says "slower: ...";
-``eager_stop=False`` times it anyway). Eager calls are compared with eager calls: one eager call of
+``eager_stop=False`` times it anyway). A plan its check ran in this process (``ran_here``: its kernels
+are loaded) whose first eager call is already `measure.FIRST_CALL_MARGIN_US` over that bound is not
+called a second time: a depthwise convolution's slowest plans take tens of milliseconds a call.
+Eager calls are compared with eager calls: one eager call of
 a short convolution is bound by the host's launch, so against a replayed time every plan of it
 would look 6x slower. The plans that finish within `FINAL_MARGIN` of the best are then timed again,
 in turns, for `FINAL_ROUNDS` rounds (each round a new workspace and graph, warmed up by
@@ -196,6 +199,7 @@ def time_plan(
         budget=budget,
         eager_stop=eager_stop,
         eager_stop_above_us=eager_stop_above_us,
+        ran_before=plan_index in getattr(graph, "ran_here", ()),
     )
 
 
