@@ -301,8 +301,10 @@ def _report(df, meta):
         "graph_builds",
         "loaded_from_disk",
         "complete",
+        "labkit_commit",
     ]
     sentence = ""
+    df = df.assign(labkit_commit=df.labkit_commit.astype(str).str[:7]) if "labkit_commit" in df else df
     for net, g in df.groupby("net", sort=False):
         empty, torch_ = g[g.condition == "empty cache"], g[g.condition == "PyTorch warm-up"]
         if len(empty) and len(torch_):
@@ -515,8 +517,10 @@ SOURCES = (
     Source(
         "report_*.csv",
         "The network report, empty cache and saved",
-        "`labkit.report('resnet50', batch=32)` with an empty cache, then in a new process from the "
-        "saved result, beside PyTorch's first forward pass of the same network (its warm-up).",
+        "`labkit.report` of the resnet50 preset (batch 32) and of torchvision's MobileNetV3-Large "
+        "(batch 16), fp16 NHWC, with an empty cache, then in a new process from the saved result, beside "
+        "PyTorch's first forward pass of the same network (its warm-up), each in a fresh process. Each "
+        "network's three rows come from one run; `labkit_commit` says which.",
         "python scripts/bench_report.py  # GPU",
         _report,
     ),
