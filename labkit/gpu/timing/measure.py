@@ -14,8 +14,11 @@ Bounded: ``graph_replay`` first runs the call twice eagerly (the second between 
 call that takes 2 ms gets a graph of one call, not ten: a plan that launches one kernel per
 group, as cuDNN's engine 1 does for grouped convolutions, puts 1,200 nodes in a graph per call of
 a 240-group convolution, and capturing 10 of them takes seconds to minutes), and lets autotune drop
-a plan already far slower than the best without capturing it (`TooSlow`). A `labkit.signals.cancel.Budget`
-is checked between the calls of a capture and between replays (`labkit.TimedOut`).
+a plan already far slower than the best without capturing it (`TooSlow`); a call that ran in this
+process before may stop after its first eager call when that one is already far over the bound
+(``first_stop_us``: a grouped call of engine 1 can take tens of milliseconds). A
+`labkit.signals.cancel.Budget` is checked between the calls of a capture and between replays
+(`labkit.TimedOut`).
 """
 
 from __future__ import annotations
