@@ -119,15 +119,15 @@ def _provenance(df, meta: dict, source: Optional[Source]) -> str:
     date = _values(df, meta, ("date",), "date")
     commit = _values(df, meta, ("labkit_commit", "git_commit"), "git_commit")
     where = f"GPU: {', '.join(gpu)}" if gpu else f"machine: {'; '.join(host) or 'not recorded'}"
-    line = (
-        f"{where} · date: {', '.join(date) or 'not recorded'} · "
-        f"commit: {', '.join(c[:7] for c in commit) or 'not recorded'}"
-    )
+    dates = ", ".join(date) or "not recorded"
+    commits = ", ".join(c[:7] for c in commit) or "not recorded"
     if source and source.command:
-        line += f" · written by `{source.command}`"
+        origin = f" · written by `{source.command}`"
     elif source:
-        line += " · an investigation (its script is not kept; its finding: [findings.md](findings.md))"
-    return line
+        origin = " · an investigation (its script is not kept; its finding: [findings.md](findings.md))"
+    else:
+        origin = ""
+    return f"{where} · date: {dates} · commit: {commits}{origin}"
 
 
 def number(v) -> str:
@@ -468,18 +468,19 @@ def _widgets(df, meta):
                 f"{number(p90(lat))} ms, lessons' max {number(lessons.max())} ms, the network report's max "
                 f"{number(report.max()) if len(report) else '?'} ms."
             )
-    sentence = (
+    sentences = [
         "A change: `panel.set(...)` until the chart holds the new data (first paint: its first part; "
         "complete: the whole answer). Recorded rows ran on a 2-core CPU machine."
-    )
+    ]
     if setup:
-        sentence += (
-            " After `make setup` (`warm-kernels` compiled CuPy's kernels and cuDNN's; 'nothing measured': "
+        runs = " ".join(setup)
+        sentences.append(
+            "After `make setup` (`warm-kernels` compiled CuPy's kernels and cuDNN's; 'nothing measured': "
             "labkit's cache holds no measurement, only the runtime-compiled plans `warm-kernels` kept for "
             "every shape the lessons offer; 'empty cache': those plans were in CUDA's JIT cache only): "
-            + " ".join(setup)
+            f"{runs}"
         )
-    return pd.DataFrame(rows), sentence
+    return pd.DataFrame(rows), " ".join(sentences)
 
 
 SOURCES = (

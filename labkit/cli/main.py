@@ -404,14 +404,12 @@ def main_warm_kernels() -> int:
     failed = {k: v for k, v in done.items() if not isinstance(v, float)}
     cupy_cache = os.environ.get("CUPY_CACHE_DIR") or "~/.cupy/kernel_cache"
     jit_cache = os.environ.get("CUDA_CACHE_PATH") or "~/.nv/ComputeCache"
+    plans = (
+        "" if in_class else f"; cuDNN's compiled plans: {_plan_folder()} and CUDA's JIT cache, {jit_cache}"
+    )
     print(
         f"labkit warm-kernels: {len(done) - len(failed)} of {len(done)} tasks in "
-        f"{time.perf_counter() - t0:.1f} s; CuPy's kernel cache: {cupy_cache}"
-        + (
-            ""
-            if in_class
-            else f"; cuDNN's compiled plans: {_plan_folder()} and CUDA's JIT cache, {jit_cache}"
-        )
+        f"{time.perf_counter() - t0:.1f} s; CuPy's kernel cache: {cupy_cache}{plans}"
     )
     for label, why in failed.items():
         print(f"  {label}: {why}")

@@ -308,7 +308,7 @@ def _line(r: dict) -> str:
         ("host us", "host_us_per_call", us),
         ("gpu us", "gpu_us_per_call", us),
     ]
-    cells = "  ".join(f"{t} {f(r.get('live_' + k))}/{f(r.get('sim_' + k))}" for t, k, f in pairs)
+    cells = "  ".join(f"{t} {f(r.get(f'live_{k}'))}/{f(r.get(f'sim_{k}'))}" for t, k, f in pairs)
     head = f"{r['workload']:>18} {str(r['strategy'])[:30]:<30} {r['streams']} {r['launch']:<6}"
     return f"{head} live/sim: {cells}  {r.get('sim_status')}"
 
@@ -333,10 +333,10 @@ def summary(df: pd.DataFrame) -> str:
     lacking = sorted({m for v in seq.sim_missing.fillna("") for m in str(v).split("; ") if m})
     if lacking:
         more = f"; and {len(lacking) - 5} more" if len(lacking) > 5 else ""
+        first = "; ".join(lacking[:5])
         lines.append(
             f"the simulator lacks {len(lacking)} numbers (bench sim-fidelity --calibrate measures them): "
-            + "; ".join(lacking[:5])
-            + more
+            f"{first}{more}"
         )
     if "counts_exact" in seq:
         lines += fidelity.sentences(df)

@@ -136,11 +136,9 @@ def from_module(model, input_shape, batch, dtype, layout) -> Network:
     model_name = type(model).__name__
     if not any(isinstance(m, nn.Conv2d) for _, m in convs):
         found = sorted({type(m).__name__ for _, m in convs})
+        kinds = f" (its convolutions: {', '.join(found)})" if found else ""
         raise InvalidSpec(
-            "net",
-            model_name,
-            "has no Conv2d layer, so no convolution for this workbook"
-            + (f" (its convolutions: {', '.join(found)})" if found else ""),
+            "net", model_name, f"has no Conv2d layer, so no convolution for this workbook{kinds}"
         )
     if len(shape) < 3:
         raise InvalidSpec(

@@ -215,19 +215,20 @@ class Report:
             for name in ("strategies", "budget", "layers")
         )
         text = str(self.summary())
-        page = (
-            "<!doctype html><html><head><meta charset='utf-8'>"
-            f"<title>Workspace report: {self.network}</title></head>"
-            "<body style='font-family:sans-serif;max-width:1200px;margin:auto'>"
+        chart = fig.to_html(full_html=False, include_plotlyjs=True)
+        body = (
             f"<h1>Workspace report: {self.network}</h1>"
-            f"<pre style='white-space:pre-wrap'>{html.escape(text, quote=False)}</pre>"
-            + fig.to_html(full_html=False, include_plotlyjs=True)
-            + tables
-            + "</body></html>"
+            f"<pre style='white-space:pre-wrap'>{html.escape(text, quote=False)}</pre>{chart}{tables}"
         )
-        (out / "report.html").write_text(page)
+        (out / "report.html").write_text(PAGE.format(title=f"Workspace report: {self.network}", body=body))
         return out
 
+
+#: the HTML page a report or a checklist is written as: its ``title`` and its ``body`` (HTML)
+PAGE = (
+    "<!doctype html><html><head><meta charset='utf-8'><title>{title}</title></head>"
+    "<body style='font-family:sans-serif;max-width:1200px;margin:auto'>{body}</body></html>"
+)
 
 #: the columns `Report.show` gives a table by default
 SHOWN = {
@@ -391,11 +392,12 @@ def check_recorded(kwargs: dict, recording: Optional[str] = None) -> None:
     if any(r.has("network_report", request) for r in recs):
         return
     net = kwargs["net"] if isinstance(kwargs["net"], str) else None
-    what = (
-        "a model's report is measured live, on a GPU"
-        if net is None
-        else "this setting is not recorded" + (f" in {recording}" if recording else "")
-    )
+    if net is None:
+        what = "a model's report is measured live, on a GPU"
+    elif recording:
+        what = f"this setting is not recorded in {recording}"
+    else:
+        what = "this setting is not recorded"
     raise RecordedDataError(f"network_report: {what}; recorded: {recorded_settings(net) or 'none'}")
 
 
@@ -529,7 +531,7 @@ def main_report(args) -> int:
     )
     for s in skipped:
         print(f"  skipped {s.name} ({s.kind}): {s.reason}")
-    print(f"wrote {out}/report.html and {', '.join(t + '.csv' for t in TABLES)}")
+    print(f"wrote {out}/report.html and {', '.join(f'{t}.csv' for t in TABLES)}")
     if getattr(args, "checklist", False):
         write_checklist(
             rep.checklist(production_batch=args.production_batch, target_gpu=args.target_gpu), out
@@ -548,15 +550,11 @@ def write_checklist(checklist, out: Path) -> None:
     sentences = checklist.sentences()
     checklist.table.to_csv(out / "checklist.csv", index=False)
     items = "".join(f"<li>{html.escape(s, quote=False)}</li>" for s in sentences)
-    page = (
-        "<!doctype html><html><head><meta charset='utf-8'><title>Performance checklist</title></head>"
-        "<body style='font-family:sans-serif;max-width:1200px;margin:auto'>"
-        + checklist.chart().to_html(full_html=False, include_plotlyjs=True)
-        + f"<ul>{items}</ul>"
-        + checklist.table.to_html(index=False, float_format=lambda v: f"{v:.4g}")
-        + "</body></html>"
+    chart = checklist.chart().to_html(full_html=False, include_plotlyjs=True)
+    table = checklist.table.to_html(index=False, float_format=lambda v: f"{v:.4g}")
+    (out / "checklist.html").write_text(
+        PAGE.format(title="Performance checklist", body=f"{chart}<ul>{items}</ul>{table}")
     )
-    (out / "checklist.html").write_text(page)
     for s in sentences:
         print(f"  {s}")
     print(f"wrote {out}/checklist.html and checklist.csv")

@@ -112,11 +112,11 @@ def banner(lesson: Optional[str] = None) -> Text:
             f"**Mode: live on {env.gpu_label(e.gpu_name)}** (cuDNN {e.cudnn_backend}, "
             f"frontend {e.cudnn_frontend}, "
             f"CuPy {e.cupy_version}). Every chart is measured on this GPU when it is drawn.{helpers}"
-            + class_gpu_text()
+            f"{class_gpu_text()}"
         )
     else:
         text = Text(
-            f"**Mode: recorded.** {recorded_sources(lesson)} Why not live: {m.reason}." + class_gpu_text()
+            f"**Mode: recorded.** {recorded_sources(lesson)} Why not live: {m.reason}.{class_gpu_text()}"
         )
     # last, so that nothing of it competes with this cell: the first chart's imports while the
     # learner reads; live, the GPU's set-up too
@@ -145,10 +145,10 @@ def recorded_sources(lesson: Optional[str] = None) -> str:
         )
     if lesson == "08":
         shipped = recordings.shipped()
+        dated = "; ".join(_dated(r, DRAWS[lesson]) for r in shipped)
         return (
-            f"This lesson compares {len(shipped)} recordings side by side ("
-            + "; ".join(_dated(r, DRAWS[lesson]) for r in shipped)
-            + "). Controls offer only recorded values."
+            f"This lesson compares {len(shipped)} recordings side by side ({dated}). Controls offer only "
+            "recorded values."
         )
     own, other, absent = [], {}, []
     for name in DRAWS[lesson]:
@@ -182,7 +182,7 @@ def recorded_sources(lesson: Optional[str] = None) -> str:
 def _joined(names) -> str:
     """``a``, ``a and b``, ``a, b and c`` (names in code style)."""
     names = [f"`{n}`" for n in names]
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def _short(rec) -> str:

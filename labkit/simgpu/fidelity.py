@@ -75,7 +75,7 @@ def _where(r) -> str:
 
 def _and(items) -> str:
     items = list(items)
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
 def _configs(rows: pd.DataFrame) -> str:
@@ -162,15 +162,18 @@ def _pct(x: float) -> str:
 
 
 def _time_sentence(name: str, g: dict) -> str:
-    text = f"{name} per call within {_pct(GOAL)} in {g['within']} of {g['timed']}"
-    if g["missed"]:
-        text += (
-            f"; the other {g['missed']} miss by a median {_pct(g['median_miss'])}, the worst by "
-            f"{_pct(g['worst_miss'])} ({g['worst_where']}: simulated {g['worst_ratio']:.2f} times live)"
-        )
-    if g["untimed"]:
-        text += f"; {g['untimed']} with no simulated time (a number the calibration lacks stops its clock)"
-    return text
+    missed = (
+        f"; the other {g['missed']} miss by a median {_pct(g['median_miss'])}, the worst by "
+        f"{_pct(g['worst_miss'])} ({g['worst_where']}: simulated {g['worst_ratio']:.2f} times live)"
+        if g["missed"]
+        else ""
+    )
+    untimed = (
+        f"; {g['untimed']} with no simulated time (a number the calibration lacks stops its clock)"
+        if g["untimed"]
+        else ""
+    )
+    return f"{name} per call within {_pct(GOAL)} in {g['within']} of {g['timed']}{missed}{untimed}"
 
 
 def sentences(df: pd.DataFrame) -> List[str]:
@@ -186,35 +189,29 @@ def sentences(df: pd.DataFrame) -> List[str]:
     meta = df.attrs.get("meta", {})
     g = goals(df)
     when = ", ".join(str(v) for v in (meta.get("date"), meta.get("git_commit")) if v)
+    refused = (
+        f"; {g['refused']} ({g['refused_where']}) were refused on both sides ({'; '.join(g['refused_as'])})"
+        if g["refused"]
+        else ""
+    )
+    one_sided = (
+        f"; {g['one_sided']} ran on one side only ({'; '.join(g['one_sided_as'])})" if g["one_sided"] else ""
+    )
     out = [
         f"On the {gpu_label(meta.get('gpu'))} (measured {when}), {g['sequences']} sequences ran live and on "
-        f"the GPU simulated from its recording: {g['both']} ran both ways"
-        + (
-            f"; {g['refused']} ({g['refused_where']}) were refused on both sides "
-            f"({'; '.join(g['refused_as'])})"
-            if g["refused"]
-            else ""
-        )
-        + (
-            f"; {g['one_sided']} ran on one side only ({'; '.join(g['one_sided_as'])})"
-            if g["one_sided"]
-            else ""
-        )
-        + "."
+        f"the GPU simulated from its recording: {g['both']} ran both ways{refused}{one_sided}."
     ]
-    peak = f"peak bytes exact in {g['peak_exact']}"
+    peak_misses = ""
     if g["peak_misses"]:
         worst = max(g["peak_misses"], key=lambda m: abs(m[2] - m[1]))
-        peak += (
+        peak_misses = (
             f" (the other {len(g['peak_misses'])} miss, the most on {worst[0]}: simulated "
             f"{fmt_bytes(worst[2])} against {fmt_bytes(worst[1])} live)"
         )
+    host, gpu = _time_sentence("host time", g["host"]), _time_sentence("GPU time", g["gpu"])
     out.append(
-        f"Of those {g['both']}: allocation counts exact in {g['counts_exact']}, {peak}; "
-        + _time_sentence("host time", g["host"])
-        + "; "
-        + _time_sentence("GPU time", g["gpu"])
-        + "."
+        f"Of those {g['both']}: allocation counts exact in {g['counts_exact']}, peak bytes exact in "
+        f"{g['peak_exact']}{peak_misses}; {host}; {gpu}."
     )
     if g["race"]:
         out.append(
@@ -235,17 +232,17 @@ def summary(df: pd.DataFrame) -> str:
         The sentence; every number computed from ``df``.
     """
     g = goals(df)
-    text = (
+    race = (
+        f"; it found lesson 06's race where the real GPU does in {g['race_as_live']} of {g['race']} cases"
+        if g["race"]
+        else ""
+    )
+    return (
         f"On the {gpu_label(df.attrs.get('meta', {}).get('gpu'))}, of {g['both']} sequences run both ways, "
         f"the simulated GPU made as many allocations as the real one in {g['counts_exact']}, held the same "
         f"peak memory in {g['peak_exact']}, and came within {_pct(GOAL)} of its host time in "
-        f"{g['host']['within']} and of its GPU time in {g['gpu']['within']}"
+        f"{g['host']['within']} and of its GPU time in {g['gpu']['within']}{race}."
     )
-    if g["race"]:
-        text += (
-            f"; it found lesson 06's race where the real GPU does in {g['race_as_live']} of {g['race']} cases"
-        )
-    return text + "."
 
 
 def sentence(df: pd.DataFrame) -> str:

@@ -334,7 +334,8 @@ class Recorded:
         """
         samples = self._host.get((call, _units(nbytes) if nbytes else 0))
         if not samples:
-            what = f"host time of {call}" + (f" of {nbytes:,} B" if nbytes else "") + f" on the {self.gpu}"
+            size = f" of {nbytes:,} B" if nbytes else ""
+            what = f"host time of {call}{size} on the {self.gpu}"
             raise NotRecorded(what, CALIBRATE.format(slug=self.slug))
         return float(statistics.median(samples))
 
