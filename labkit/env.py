@@ -403,7 +403,11 @@ def seconds_setting(name: str, default: Optional[float], unlimited=()) -> Option
     except ValueError:
         value = -1.0
     if not value > 0:
-        rule = "must be a number of seconds > 0" + (f", or {unlimited[0]} (no limit)" if unlimited else "")
+        rule = (
+            f"must be a number of seconds > 0, or {unlimited[0]} (no limit)"
+            if unlimited
+            else "must be a number of seconds > 0"
+        )
         raise InvalidSpec(name, raw, rule)
     return value
 

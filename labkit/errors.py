@@ -108,11 +108,11 @@ class RecordedDataError(LabkitError):
 
     def __init__(self, message: str, path=None, row: int | None = None, nearest: dict | None = None):
         self.path, self.row, self.nearest, self.message = path, row, nearest, message
-        where = f" [{path}" + (f", row {row}" if row is not None else "") + "]" if path else ""
-        near = ""
-        if nearest:
-            near = "; nearest recorded: " + ", ".join(f"{k}={v}" for k, v in nearest.items())
-        super().__init__(message + where + near)
+        at_row = f", row {row}" if row is not None else ""
+        where = f" [{path}{at_row}]" if path else ""
+        values = ", ".join(f"{k}={v}" for k, v in (nearest or {}).items())
+        near = f"; nearest recorded: {values}" if nearest else ""
+        super().__init__(f"{message}{where}{near}")
 
 
 class WrongResult(Unsupported):

@@ -314,14 +314,11 @@ class ConvSpec:
     @property
     def label(self) -> str:
         """Short human label, e.g. ``fp16 NHWC fprop 32x64x56x56 -> 64 3x3 s1 p1``."""
-        extra = ""
-        if self.dilation != (1, 1):
-            extra += f" d{_pair_str(self.dilation)}"
-        if self.groups != 1:
-            extra += f" g{self.groups}"
+        dilation = f" d{_pair_str(self.dilation)}" if self.dilation != (1, 1) else ""
+        groups = f" g{self.groups}" if self.groups != 1 else ""
         return (
             f"{self.dtype} {self.layout} {self.direction} {self.N}x{self.C}x{self.H}x{self.W} -> {self.K} "
-            f"{self.R}x{self.S} s{_pair_str(self.stride)} p{_pair_str(self.padding)}{extra}"
+            f"{self.R}x{self.S} s{_pair_str(self.stride)} p{_pair_str(self.padding)}{dilation}{groups}"
         )
 
 

@@ -152,13 +152,15 @@ def provenance_subtitle(df) -> str:
     a = getattr(df, "attrs", {}) or {}
     mode = a.get("mode") or "unknown mode"
     gpu = gpu_label_of(a.get("gpu"))
-    text = f"{mode} on {gpu} · cuDNN {a.get('cudnn_backend') or '?'}"
-    if a.get("cudnn_frontend"):
-        text += f" (frontend {a['cudnn_frontend']})"
-    text += f" · {a.get('date') or 'date unknown'}"
-    cond = conditions_text(a.get("conditions"))
-    turn = contention_text(a.get("gpu_turn"))
-    return text + (f" · {cond}" if cond else "") + (f" · {turn}" if turn else "")
+    frontend = f" (frontend {a['cudnn_frontend']})" if a.get("cudnn_frontend") else ""
+    parts = [
+        f"{mode} on {gpu}",
+        f"cuDNN {a.get('cudnn_backend') or '?'}{frontend}",
+        a.get("date") or "date unknown",
+        conditions_text(a.get("conditions")),
+        contention_text(a.get("gpu_turn")),
+    ]
+    return " · ".join(p for p in parts if p)
 
 
 def gpu_label_of(gpu) -> str:
@@ -213,13 +215,12 @@ def conditions_text(c) -> str:
     """
     if not isinstance(c, dict) or "sm_clock_mhz" not in c:
         return ""
-    text = (
+    reasons = ", ".join(str(r).removeprefix("software ") for r in c.get("throttle") or ())
+    throttled = f" · <b>THROTTLED</b> ({reasons})" if c.get("throttle") else ""
+    return (
         f"peak SM {c['sm_clock_mhz']} MHz, {float(c.get('power_w') or 0):.0f} W, {c.get('temperature_c')} C"
+        f"{throttled}"
     )
-    if c.get("throttle"):
-        reasons = [str(r).removeprefix("software ") for r in c["throttle"]]
-        text += f" · <b>THROTTLED</b> ({', '.join(reasons)})"
-    return text
 
 
 def request_spec(df):
@@ -316,7 +317,7 @@ def not_ok_note(df, label_cols: Iterable[str]) -> str:
     for _, r in bad.iterrows():
         name = " ".join(str(r[c]) for c in label_cols if c in r.index)
         parts.append(f"{name}: {r['status']}")
-    return "did not run: " + "; ".join(parts)
+    return f"did not run: {'; '.join(parts)}"
 
 
 def finish(

@@ -142,17 +142,15 @@ class Exercise:
         Returns:
             The text.
         """
-        text = self.question
-        if self.choices:
-            text += "\n" + "\n".join(f"  {k!r}: {v}" for k, v in self.choices.items())
+        lines = [self.question, *(f"  {k!r}: {v}" for k, v in (self.choices or {}).items())]
         if self.given is not None:
             try:
-                text += "\n" + self.given()
+                lines.append(self.given())
             except LabkitError as exc:
-                text += f"\n({exc})"
+                lines.append(f"({exc})")
         if self.example is not None:
-            text += f"\n(answer like {self.example!r})"
-        return text
+            lines.append(f"(answer like {self.example!r})")
+        return "\n".join(lines)
 
     def check(self, answer=None, *, reveal: bool = False) -> CheckResult:
         """Judge ``answer`` (None: ask again; ``reveal``: show the answer and why).
@@ -442,7 +440,8 @@ def number_leaks(value: float) -> Sequence[str]:
         if abs(value) < 10:  # a small count is printed everywhere ("3x3"): the exercise says what leaks it
             return ()
         digits = str(int(abs(value)))
-        return (r"(?<![\d.,])" + r",?".join(digits) + r"(?![\d]|\.\d)",)
+        grouped = r",?".join(digits)
+        return (rf"(?<![\d.,]){grouped}(?![\d]|\.\d)",)
     text = f"{abs(value):.1f}" if abs(value) >= 10 else f"{abs(value):#.2g}".rstrip(".")
     body = text.replace(".", r"\.")
     return (rf"(?<![\d.,]){body}\d*(?![\d.]*\d)",)

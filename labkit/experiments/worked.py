@@ -62,7 +62,8 @@ def worked_leaks(truth, *, percent: bool = False) -> Sequence[str]:
         return tuple(pats)
     whole = str(int(round(abs(truth))))
     if abs(truth) >= 100 and not float(truth).is_integer():
-        pats.append(r"(?<![\d.,])" + r",?".join(whole) + r"(?![\d]|\.\d)")
+        grouped = r",?".join(whole)
+        pats.append(rf"(?<![\d.,]){grouped}(?![\d]|\.\d)")
     if percent:
         pats.append(rf"(?<![\d.,]){whole}(\.\d+)? ?%")
     return tuple(pats)

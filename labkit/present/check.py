@@ -95,14 +95,12 @@ def solutions(lesson: Optional[str] = None, which: Union[int, str, None] = None)
         raise InvalidSpec("which", which, f"must be 1 to {len(exs)} or one of {', '.join(names)}")
     ex = exs[n - 1]
     truth = ex.truth()
-    text = (
+    choices = "".join(f"\n* `{k!r}`: {v}" for k, v in ex.choices.items())
+    following = f'\n\nNext: `check.solutions("{lesson}", {n + 1})`.' if n < len(exs) else ""
+    return Text(
         f"**Lesson {lesson}, exercise {n} of {len(exs)}** (`check.{ex.name}`, {ex.kind}): {ex.question}"
-        + "".join(f"\n* `{k!r}`: {v}" for k, v in ex.choices.items())
-        + f"\n\n**Answer:** `{truth!r}`. {ex.why(truth)}"
+        f"{choices}\n\n**Answer:** `{truth!r}`. {ex.why(truth)}{following}"
     )
-    if n < len(exs):
-        text += f'\n\nNext: `check.solutions("{lesson}", {n + 1})`.'
-    return Text(text)
 
 
 def _questions(lesson: str) -> str:

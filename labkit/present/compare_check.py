@@ -127,22 +127,22 @@ def _best_why(truth: bool) -> str:
     def spread(row):
         return f"{plots.fmt_us(row['gpu_us'])}, p10-p90 {row['gpu_us_p10']:.1f}-{row['gpu_us_p90']:.1f} us"
 
-    text = (
-        f"{_gpu(df, base)}'s fastest: {a['plan_name']} ({spread(a)}); {_gpu(df, other)}'s: {b['plan_name']}"
+    fastest = (
+        f"{_gpu(df, base)}'s fastest: {a['plan_name']} ({spread(a)}); {_gpu(df, other)}'s: {b['plan_name']} "
+        f"({spread(b)})"
     )
     if not truth:
-        return text + f" ({spread(b)}): the same plan wins on both."
+        return f"{fastest}: the same plan wins on both."
     on_other = df[(df["recording"] == other) & (df["plan_name"] == a["plan_name"])].iloc[0]
-    overlap = on_other["gpu_us_p10"] <= b["gpu_us_p90"]
-    return (
-        text
-        + f" ({spread(b)}). On the {_gpu(df, other)}, {_gpu(df, base)}'s winner takes {spread(on_other)}: "
-        + (
+    if on_other["gpu_us_p10"] <= b["gpu_us_p90"]:
+        gap = (
             "the two plans' spreads overlap, so they are equally fast within noise and either may win a run."
-            if overlap
-            else f"{on_other['gpu_us'] / b['gpu_us'] - 1:.1%} slower, beyond the spread of repeated timings."
         )
-        + " The heuristic, which does not measure, picks the same plan on both."
+    else:
+        gap = f"{on_other['gpu_us'] / b['gpu_us'] - 1:.1%} slower, beyond the spread of repeated timings."
+    return (
+        f"{fastest}. On the {_gpu(df, other)}, {_gpu(df, base)}'s winner takes {spread(on_other)}: {gap} The "
+        "heuristic, which does not measure, picks the same plan on both."
     )
 
 
@@ -203,12 +203,10 @@ def _wide_why(truth: str) -> str:
         "noise": "Here the ranges under the timing spread include 1: no measured difference.",
         "clock": "Here fp16 and bf16 gain as well: every dtype runs faster on the second GPU.",
     }
+    ratios = ", ".join(f"{d} {rng[d]}" for d in WIDE + NARROW)
     return (
-        f"On the {_gpu(df, other)}: "
-        + ", ".join(f"{d} {rng[d]}" for d in WIDE + NARROW)
-        + " (time ratio [its range under the p10-p90 spreads]); each dtype ran the same plan on both GPUs. "
-        + reasons[truth]
-        + _fp8_too(table, col, mine)
+        f"On the {_gpu(df, other)}: {ratios} (time ratio [its range under the p10-p90 spreads]); each dtype "
+        f"ran the same plan on both GPUs. {reasons[truth]}{_fp8_too(table, col, mine)}"
     )
 
 
@@ -289,11 +287,11 @@ def _tf32_why(truth: str) -> str:
     r32, r16 = table.set_index("shape")[col], t16.set_index("shape")[c16]
     tf32_only = _tf32_only()
     only = ", ".join(f"{s} ({r16[s]:.2f}x in fp16, {r32[s]:.2f}x in tf32)" for s in tf32_only)
+    both = ", ".join(s for s in _gainers(table, col) if s not in tf32_only)
     return (
         f"Time ratios {_gpu(df, other)}/{_gpu(df, base)}: gaining in tf32 only, {only}; in both dtypes, "
-        + ", ".join(s for s in _gainers(table, col) if s not in tf32_only)
-        + ". tf32 reads and writes 4-byte values: each shape's arithmetic intensity is half its fp16 one, "
-        "so a shape that sat where the tensor cores bound it in fp16 can move to where bandwidth counts."
+        f"{both}. tf32 reads and writes 4-byte values: each shape's arithmetic intensity is half its fp16 "
+        "one, so a shape that sat where the tensor cores bound it in fp16 can move to where bandwidth counts."
     )
 
 

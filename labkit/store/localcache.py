@@ -170,12 +170,8 @@ def set_aside(
         os.replace(path, dest)
     except OSError:
         dest = None
-    _warn_once(
-        f"aside:{path}",
-        f"labkit cache: set aside {path} ({why})"
-        + (f"; moved to {dest}" if dest else "; could not move it")
-        + f". {then}",
-    )
+    moved = f"; moved to {dest}" if dest else "; could not move it"
+    _warn_once(f"aside:{path}", f"labkit cache: set aside {path} ({why}){moved}. {then}")
     return dest
 
 
@@ -625,7 +621,7 @@ def open_shared(root: Path, ident: dict) -> Optional[LocalRecording]:
                 except (OSError, ValueError, KeyError, TypeError):
                     continue
             skip(
-                "it was filled on another machine identity: " + differences(ident, others[0])
+                f"it was filled on another machine identity: {differences(ident, others[0])}"
                 if others
                 else "it holds no recording (fill it with `python -m labkit fill --into` that folder)"
             )
@@ -639,7 +635,7 @@ def open_shared(root: Path, ident: dict) -> Optional[LocalRecording]:
             _warn_once(
                 f"shared-unfinished:{root}",
                 f"labkit shared recording {root}: its fill did not finish "
-                f"({status.get('status') or 'no ' + FILL_STATUS}, started {status.get('started', '?')}); "
+                f"({status.get('status') or f'no {FILL_STATUS}'}, started {status.get('started', '?')}); "
                 "panels answer what it holds and measure the rest on this GPU",
             )
     except OSError as exc:

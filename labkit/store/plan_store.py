@@ -419,9 +419,8 @@ def describe() -> str:
     except localcache.CacheError as exc:
         return f"{'saved plans':>20}: error: {exc}"
     if store is None:
-        return f"{'saved plans':>20}: " + (
-            "off (LABKIT_SAVED_PLANS=0)" if not enabled() else "none on this machine (no live GPU)"
-        )
+        why = "off (LABKIT_SAVED_PLANS=0)" if not enabled() else "none on this machine (no live GPU)"
+        return f"{'saved plans':>20}: {why}"
     files = list(store.path.glob("*.json")) if store.path.is_dir() else []
     compiled = sum(f.name.endswith(f".{COMPILED}.json") for f in files)
     return (

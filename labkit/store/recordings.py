@@ -248,7 +248,7 @@ class Recording:
         )
         if problems:
             raise RecordedDataError(
-                f"recording {self.name!r} is not usable: " + "; ".join(problems), self.path
+                f"recording {self.name!r} is not usable: {'; '.join(problems)}", self.path
             )
         for name in exps:
             self.table(name)  # parses, checks rows and request JSON (names the file and row)

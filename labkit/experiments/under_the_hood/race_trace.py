@@ -126,7 +126,7 @@ def band_words(df) -> str:
     spans = overlap_stretches(df)
     if not spans:
         return ""
-    n = f"{len(spans)} stretch" + ("es" if len(spans) > 1 else "")
+    n = f"{len(spans)} stretch{'es' if len(spans) > 1 else ''}"
     return (
         f"both streams' kernels at once, {us_text(overlap_total(df))} in {n} between {spans[0][0]:,.0f} and "
         f"{spans[-1][1]:,.0f} us (between two stretches, one stream was between kernels)"

@@ -94,8 +94,10 @@ PANELS = {
         state_of(SWEEP_BASE, field=SWEEP_FIELD),
         lambda s: dict(field=s["field"], values=SWEEP_VALUES[s["field"]], base=spec_of(s)),
         "base.",
-        base_text=f"swept field {SWEEP_FIELD}, {SWEEP_BASE.dtype} {SWEEP_BASE.layout} fprop "
-        + shape_label(SWEEP_BASE),
+        base_text=(
+            f"swept field {SWEEP_FIELD}, {SWEEP_BASE.dtype} {SWEEP_BASE.layout} fprop "
+            f"{shape_label(SWEEP_BASE)}"
+        ),
         recorded_controls=("field", "dtype_layout"),
         describe=lambda s: f"swept field {s['field']}, {spec_text(spec_of(s))}",
     ),

@@ -122,10 +122,13 @@ def fell_through_note(first: Tuple[int, Verdict], used: Optional[Tuple[int, str]
     index, verdict = first
     what = "failed its check" if verdict.error else "computes wrong results"
     why = verdict.error if verdict.error else f"relative error {_number(verdict.rel_error)} vs float64"
-    text = f"the heuristic's first choice, {plan_words(index, verdict.plan_name)}, {what} here ({why})"
+    first_choice = plan_words(index, verdict.plan_name)
     if used is None:
-        return text + "; no other plan was right"
-    return text + f"; its next correct plan, {plan_words(*used)}, ran instead"
+        return f"the heuristic's first choice, {first_choice}, {what} here ({why}); no other plan was right"
+    return (
+        f"the heuristic's first choice, {first_choice}, {what} here ({why}); its next correct plan, "
+        f"{plan_words(*used)}, ran instead"
+    )
 
 
 class VerdictBook:

@@ -310,7 +310,7 @@ def _wheel_candidates() -> List[str]:
     found: List[str] = []
     for d in _site_dirs():
         hits = sorted(glob.glob(os.path.join(d, "nvidia", "*", "lib", "libcudnn.so.9")))
-        hits.sort(key=lambda p: 0 if os.sep + "cudnn" + os.sep in p else 1)
+        hits.sort(key=lambda p: 0 if f"{os.sep}cudnn{os.sep}" in p else 1)
         for h in hits:
             if h not in found:
                 found.append(h)
@@ -370,10 +370,11 @@ def _load_library() -> ctypes.CDLL:
                     _lib, _lib_path = lib, _resolve_path(path)
                     _warn_if_several()
                     return lib
+        attempts = "; ".join(tried)
         raise Unsupported(
             _WHAT,
             "could not load cuDNN 9's libcudnn.so.9 (install nvidia-cudnn-cu12/-cu13, or put it on "
-            "LD_LIBRARY_PATH). Tried: " + "; ".join(tried),
+            f"LD_LIBRARY_PATH). Tried: {attempts}",
         )
 
 
@@ -387,11 +388,10 @@ def _resolve_path(path: str) -> str:
 def _warn_if_several() -> None:
     real = sorted({os.path.realpath(p) for p in _mapped_cudnn_paths()})
     if len(real) > 1:
+        mapped = ", ".join(real)
         warnings.warn(
-            "several cuDNN libraries are mapped into this process: "
-            + ", ".join(real)
-            + f"; labkit.legacy uses {_lib_path}. "
-            "Mixed copies can make cuDNN report and run another version.",
+            f"several cuDNN libraries are mapped into this process: {mapped}; labkit.legacy uses "
+            f"{_lib_path}. Mixed copies can make cuDNN report and run another version.",
             RuntimeWarning,
             stacklevel=3,
         )

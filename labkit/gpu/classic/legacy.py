@@ -585,8 +585,11 @@ def algorithm_table(
         find_workspace_bytes_given=int(ws_bytes) if find else None,
         requested_algo_count=int(requested) if find else None,
         math_type_requested=MATH_NAMES[math_type],
-        api="cudnnGetConvolutionForwardWorkspaceSize"
-        + (" + cudnnFindConvolutionForwardAlgorithmEx" if find else ""),
+        api=(
+            "cudnnGetConvolutionForwardWorkspaceSize + cudnnFindConvolutionForwardAlgorithmEx"
+            if find
+            else "cudnnGetConvolutionForwardWorkspaceSize"
+        ),
     )
     return df
 

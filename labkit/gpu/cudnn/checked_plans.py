@@ -138,7 +138,7 @@ class CheckedPlans:
         if plans:
             return plans[0]
         wrong = "; ".join(f"plan {p.index} ({p.name}) {v.status}" for p, v in self.wrong[:3])
-        raise WrongResult(self.spec.label, "no plan cuDNN built computes the right result: " + wrong)
+        raise WrongResult(self.spec.label, f"no plan cuDNN built computes the right result: {wrong}")
 
     def _fall_through(self) -> List[Plan]:
         """No plan built so far computes the right result: build the candidates left unbuilt (in
@@ -216,7 +216,7 @@ class CheckedPlans:
             verdict = self.check()[index]
         if verdict is not None and not verdict.ok:
             raise WrongResult(
-                f"plan {index} ({p.name}) of {self.spec.label}", "labkit does not run it: " + verdict.status
+                f"plan {index} ({p.name}) of {self.spec.label}", f"labkit does not run it: {verdict.status}"
             )
         if not p.built:
             raise Unsupported(f"plan {index} ({p.name})", p.error or "it did not build")

@@ -90,10 +90,8 @@ class ConvGraph(CheckedPlans):
         )
         #: seconds this build waits for runtime-compiled plans (None: as long as ``budget`` lasts)
         self.compile_budget_s = compile_budget_s
-        announce(
-            f"building {'every plan' if all_plans else 'the heuristic plan'} of {spec.label}"
-            + ("" if epilogue == "none" else f" + {epilogue}")
-        )
+        fused = "" if epilogue == "none" else f" + {epilogue}"
+        announce(f"building {'every plan' if all_plans else 'the heuristic plan'} of {spec.label}{fused}")
         t0 = time.perf_counter()
         try:
             with lock.released():  # building needs no turn on the GPU: another notebook may time meanwhile
@@ -101,13 +99,12 @@ class ConvGraph(CheckedPlans):
         except LabkitError:
             raise
         except Exception as exc:
-            raise _wrap_cudnn_error(
-                spec.label + ("" if epilogue == "none" else f" + {epilogue}"), exc
-            ) from exc
+            raise _wrap_cudnn_error(f"{spec.label}{fused}", exc) from exc
         self.build_seconds = time.perf_counter() - t0
         self.plans: List[Plan] = self._describe_plans(why_not)
         if not any(p.built for p in self.plans):
-            raise Unsupported(spec.label, "no plan built: " + "; ".join(p.error for p in self.plans[:3]))
+            errors = "; ".join(p.error for p in self.plans[:3])
+            raise Unsupported(spec.label, f"no plan built: {errors}")
         self._cpp_index = self._backend_indices()
 
     def _plan_all(self, budget: Budget) -> Dict[int, str]:

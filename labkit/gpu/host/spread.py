@@ -154,7 +154,7 @@ class Spread:
         """The record, read under an exclusive lock; written back (atomically) when the block
         changed it."""
         self.record.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.record.with_name(self.record.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        fd = os.open(self.record.with_name(f"{self.record.name}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             state = self._read()

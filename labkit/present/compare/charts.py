@@ -216,7 +216,7 @@ def _bar_axes(fig, table, comp, allv: list, *, kind: str) -> None:
         fig.update_yaxes(
             tickvals=list(range(n)), ticktext=list(table["label"]), range=[n - 0.5, -0.5], type="linear"
         )
-        fig.update_xaxes(title_text=title + ", log", type="log", **log_axis(allv + [top * 4], max_ticks=6))
+        fig.update_xaxes(title_text=f"{title}, log", type="log", **log_axis(allv + [top * 4], max_ticks=6))
 
 
 def _bar_words(df, table) -> tuple:
@@ -229,16 +229,15 @@ def _bar_words(df, table) -> tuple:
     Returns:
         ``(detail, note)``, both text.
     """
-    extra = (
-        f"workload '{df['workload'].iloc[0]}'"
+    workload = (
+        f"workload '{df['workload'].iloc[0]}'; "
         if df.attrs["experiment"] == "strategies" and "workload" in df.columns
         else ""
     )
     base_gpu = df.attrs["provenance"][table.attrs["baseline"]]["gpu"]
-    extra = (extra + "; " if extra else "") + f"labels: time and ratio against {gpu_label(base_gpu)}"
-    note = _notes(df)
-    if table.attrs.get("spread"):
-        note = "whiskers and [ranges]: p10-p90 of repeated timings" + (" · " + note if note else "")
+    extra = f"{workload}labels: time and ratio against {gpu_label(base_gpu)}"
+    spread = "whiskers and [ranges]: p10-p90 of repeated timings" if table.attrs.get("spread") else ""
+    note = " · ".join(n for n in (spread, _notes(df)) if n)
     return _detail(df, extra), note
 
 
@@ -293,7 +292,7 @@ def _sweep(df, table, comp):
         ticktext=[tick_text(float(v)) for v in table["value"]],
     )
     title = comp.axis if value == comp.value else value
-    fig.update_yaxes(title_text=title + ", log", type="log", **log_axis(vals))
+    fig.update_yaxes(title_text=f"{title}, log", type="log", **log_axis(vals))
     field = df["field"].iloc[0] if "field" in df.columns else "value"
     return plots.finish(
         fig,
@@ -471,10 +470,10 @@ def _plans(df, table, comp):
         fig.add_trace(_plan_ratio_trace(df, shown, rec, i), row=1, col=2)
     _plan_axes(fig, shown, comp, ticks=ticks, recs=recs)
     more = len(table) - n
+    of_all = f" of {len(table)} cuDNN offers (compare.ratios(df) has all)" if more > 0 else ""
     detail = (
-        f"the {n} plans fastest on {short_gpu(df.attrs['provenance'][base]['gpu'])}"
-        + (f" of {len(table)} cuDNN offers (compare.ratios(df) has all)" if more > 0 else "")
-        + "; a plan: its engine, and #n its rank among that engine's plans here (hover for the full name)"
+        f"the {n} plans fastest on {short_gpu(df.attrs['provenance'][base]['gpu'])}{of_all}; a plan: its "
+        "engine, and #n its rank among that engine's plans here (hover for the full name)"
     )
     return plots.finish(
         fig,
@@ -654,15 +653,15 @@ def _roof_note(df, missing: list) -> str:
     Returns:
         The note, its parts joined by " · ".
     """
-    note = (
+    notes = [
         "roofs: datasheet peaks (dense) from labkit.ceilings; the bandwidth roof moves, the compute roof "
-        "does not · every GPU's point of a shape sits at its intensity, the first a ring, the next a "
-        "smaller filled marker (inside the ring where they coincide)"
-    )
-    if missing:
-        note += f" · no ceilings known for {', '.join(missing)}: points only"
-    extra = _notes(df)
-    return note + (" · " + extra if extra else "")
+        "does not",
+        "every GPU's point of a shape sits at its intensity, the first a ring, the next a smaller filled "
+        "marker (inside the ring where they coincide)",
+        f"no ceilings known for {', '.join(missing)}: points only" if missing else "",
+        _notes(df),
+    ]
+    return " · ".join(n for n in notes if n)
 
 
 def _roofline(df):

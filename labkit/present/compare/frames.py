@@ -142,10 +142,8 @@ def frames(name: str, recordings: Optional[Sequence] = None, **kwargs):
         parts.append(df)
         prov[rec.name] = dict(rec.provenance(name), complete=rec.metadata.get("complete"), recording=rec.name)
     if not parts:
-        raise RecordedDataError(
-            f"{name}: no recording has this call: " + "; ".join(f"{k}: {v}" for k, v in skipped.items()),
-            recs.data_dir(),
-        )
+        reasons = "; ".join(f"{k}: {v}" for k, v in skipped.items())
+        raise RecordedDataError(f"{name}: no recording has this call: {reasons}", recs.data_dir())
     out = pd.concat(parts, ignore_index=True)
     out.attrs = _attrs(name, request, prov, skipped)
     return out
@@ -425,9 +423,11 @@ def summary(table, other: Optional[str] = None) -> Text:
     """
     if not table.attrs.get("others") and other is None:
         skipped = table.attrs.get("skipped", {})
+        absent = "; ".join(f"{k}: not recorded there" for k in skipped)
+        where = f" ({absent})" if skipped else ""
         return Text(
-            f"Only {table.attrs.get('gpu')} has this {table.attrs.get('experiment')} call; nothing to compare"
-            + (" (" + "; ".join(f"{k}: not recorded there" for k in skipped) + ")." if skipped else ".")
+            f"Only {table.attrs.get('gpu')} has this {table.attrs.get('experiment')} call; nothing to "
+            f"compare{where}."
         )
     col = ratio_column(table, other)
     base, oth = table.attrs["baseline"], col.split(" ", 1)[1].split("/")[0]
@@ -456,10 +456,10 @@ def summary(table, other: Optional[str] = None) -> Text:
     if rng:
         low, high = rng
         apart = ok[(high < 1) | (low > 1)]
+        named = f" ({', '.join(apart['label'])})" if 0 < len(apart) <= 6 else ""
         text += (
             f" In brackets, the ratio's range under each GPU's p10-p90 spread of repeated timings: "
-            f"{len(apart)} of {len(ok)} rows differ beyond it"
-            + (f" ({', '.join(apart['label'])})." if 0 < len(apart) <= 6 else ".")
+            f"{len(apart)} of {len(ok)} rows differ beyond it{named}."
         )
     else:
         spread = reference_spread(table.attrs.get("recordings") or [base, oth])

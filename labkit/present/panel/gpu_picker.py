@@ -91,11 +91,9 @@ class GPUPicker:
         picked = recordings.named(recording) if recording else None
         name = picked.name if picked else None
         if picked is not None and experiment not in (picked.metadata.get("experiments") or {}):
+            offers = ", ".join(v or "this GPU" for _, v in self.options(experiment))
             raise InvalidSpec(
-                "gpu",
-                recording,
-                f"that recording has no {experiment!r}; this panel offers "
-                + ", ".join(v or "this GPU" for _, v in self.options(experiment)),
+                "gpu", recording, f"that recording has no {experiment!r}; this panel offers {offers}"
             )
         if not self.can_measure and name is None:
             name = recordings.for_experiment(experiment).name

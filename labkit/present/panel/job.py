@@ -226,8 +226,8 @@ class MeasurementJob:
             self.waits += 1
             self.say(
                 "running",
-                html.escape(phase) + ": another notebook is measuring on it; "
-                "this one starts when its turn comes (the chart shows what was there)",
+                f"{html.escape(phase)}: another notebook is measuring on it; this one starts when its turn "
+                "comes (the chart shows what was there)",
             )
         elif phase == "got the GPU":
             self.say("running", "measuring on the GPU ...")

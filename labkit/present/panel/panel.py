@@ -60,7 +60,9 @@ def live_note(df, started: float, *, ahead: bool = False) -> str:
     if ahead or (when is not None and when.timestamp() < started - 1):
         return f"measured earlier (ahead of this change) at {stamp}{saved}"
     secs = a.get("measure_seconds")
-    return (f"measured now in {secs:.1f} s" if isinstance(secs, (int, float)) else "measured now") + saved
+    if isinstance(secs, (int, float)):
+        return f"measured now in {secs:.1f} s{saved}"
+    return f"measured now{saved}"
 
 
 def measured_already(controls: Controls) -> bool:
@@ -236,11 +238,14 @@ def answer(panel: "Panel", *, force: bool = False, generation: Optional[int] = N
         panel.view.show(panel.cfg.experiment, df)
         panel.job.painted()
         how = f"{live_note(df, started, ahead=ahead)} · shown" if panel.live else "looked up"
-        text = f"{plots.provenance_subtitle(df)} · {how} in {panel.job.elapsed_ms():.0f} ms"
+        elapsed_ms = panel.job.elapsed_ms()
         panel.prefetching = prefetch_neighbours(panel.controls_state) if panel.live else 0
-        if panel.prefetching:
-            text += f" · measuring {panel.prefetching} neighbouring values in the background while you read"
-        panel.view.say("ok", text)
+        ahead_note = (
+            f" · measuring {panel.prefetching} neighbouring values in the background while you read"
+            if panel.prefetching
+            else ""
+        )
+        panel.view.say("ok", f"{plots.provenance_subtitle(df)} · {how} in {elapsed_ms:.0f} ms{ahead_note}")
     except Superseded:  # a newer request: it draws; nothing of this one is kept or shown
         panel.job.stopped += 1
         return
