@@ -1,8 +1,9 @@
-"""Lesson sentences are written whole, and chart functions stay of a readable size.
+"""labkit's sentences are written whole, and chart functions stay of a readable size.
 
-A *fragment-glued sentence* is what this file looks for in the modules that write a learner's text
-(`LESSON_MODULES`). Python joins adjacent string literals into one literal, so a sentence wrapped
-over several source lines is one piece and fine. What is not fine is a sentence put together at run
+A *fragment-glued sentence* is what this file looks for in every module of labkit (`PROSE_MODULES`):
+a lesson's text, a chart's notes, the command line's output, an error's message. Python joins
+adjacent string literals into one literal, so a sentence wrapped over several source lines is one
+piece and fine. What is not fine is a sentence put together at run
 time from pieces, one of which holds only part of it. A *glued piece* is a string literal (plain or
 f-string) that is an operand of ``+`` (a chain of them, looking through ``a if c else b`` to both
 branches; glued on its left unless first, on its right unless last), the value of ``+=`` (glued on
@@ -21,7 +22,8 @@ Such a sentence is written as one f-string per variant, chosen by branch, or as 
 varying clause is a named field computed before it (``drops = ", and ..." if below else ""``), or a
 template with named fields (``str.format``). Whole sentences may still be collected and joined
 (``" ".join(sentences)``, ``text += " Another sentence."``), and a chart's notes with ``" · "``.
-No lesson module holds a fragment.
+Text that is no sentence is built the same way: a file name as ``f"{name}.csv"``, a pattern as one
+``rf"..."``. No module of labkit holds a fragment.
 
 Chart functions: no chart function in labkit is longer than `CHART_FUNCTION_LINES` lines (from
 ``def`` to its last line, docstring included). A chart function is any function of a charts module
@@ -40,22 +42,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENTS = ROOT / "labkit" / "experiments"
 
-#: The modules whose strings a learner reads: each lesson topic's summaries, exercises, hands-on
-#: checks and charts, the lab's hands-on, the streams and start-here lessons, and the ceilings.
-LESSON_MODULES = sorted(
-    {
-        *(
-            p
-            for name in ("summaries", "summary", "exercises", "handson", "charts")
-            for p in EXPERIMENTS.glob(f"*/{name}.py")
-        ),
-        *EXPERIMENTS.glob("lab/*.py"),
-        EXPERIMENTS / "streams.py",
-        EXPERIMENTS / "start_here.py",
-        EXPERIMENTS / "handson_check.py",
-        ROOT / "labkit" / "ceilings.py",
-    }
-)
+#: The modules whose strings someone reads: every module of labkit, with no exception.
+PROSE_MODULES = sorted((ROOT / "labkit").rglob("*.py"))
 
 CHART_MODULES = sorted((ROOT / "labkit").rglob("charts.py"))
 #: every other module of labkit, whose figure-building functions are chart functions too
@@ -200,9 +188,10 @@ def summary(fast, zero, rows):
     assert fragments(good) == []
 
 
-def test_lesson_modules_glue_no_sentence_from_fragments():
-    assert len(LESSON_MODULES) > 30
-    found = [f"{_rel(p)}:{n} {t!r}" for p in LESSON_MODULES for n, t in fragments(p.read_text())]
+def test_labkit_glues_no_sentence_from_fragments():
+    assert len(PROSE_MODULES) > 150 and EXPERIMENTS / "start_here.py" in PROSE_MODULES
+    assert ROOT / "labkit" / "cli" / "main.py" in PROSE_MODULES
+    found = [f"{_rel(p)}:{n} {t!r}" for p in PROSE_MODULES for n, t in fragments(p.read_text())]
     assert not found, (
         "sentences glued from fragments (write each whole, see tests/test_prose_shape.py):\n"
         + ("\n".join(found))
