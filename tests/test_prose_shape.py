@@ -198,11 +198,12 @@ def test_labkit_glues_no_sentence_from_fragments():
     )
 
 
-def chart_function_lengths(source: str):
+def chart_function_lengths(source: str, *, keep=lambda function: True):
     """Every function's length in a module.
 
     Args:
         source: Python source.
+        keep: which functions to count (an ``ast.FunctionDef`` -> bool); every one by default.
 
     Returns:
         ``{name: lines}``, nested functions named ``outer.inner``.
@@ -213,7 +214,8 @@ def chart_function_lengths(source: str):
         for child in ast.iter_child_nodes(node):
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 name = prefix + child.name
-                lengths[name] = child.end_lineno - child.lineno + 1
+                if keep(child):
+                    lengths[name] = child.end_lineno - child.lineno + 1
                 visit(child, name + ".")
             elif isinstance(child, ast.ClassDef):
                 visit(child, prefix + child.name + ".")
@@ -239,20 +241,7 @@ def figure_function_lengths(source: str):
     Returns:
         ``{name: lines}`` of those functions, nested ones named ``outer.inner``.
     """
-    lengths = {}
-
-    def visit(node, prefix):
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                name = prefix + child.name
-                if _draws(child):
-                    lengths[name] = child.end_lineno - child.lineno + 1
-                visit(child, name + ".")
-            elif isinstance(child, ast.ClassDef):
-                visit(child, prefix + child.name + ".")
-
-    visit(ast.parse(source), "")
-    return lengths
+    return chart_function_lengths(source, keep=_draws)
 
 
 def test_the_length_check_counts_a_long_function():
