@@ -5,6 +5,7 @@ synthetic, made up here to exercise the logic; the lesson's come from the record
 
 import json
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -297,3 +298,22 @@ def test_the_hands_on_reference_passes_and_a_wrong_list_gets_a_hint(recorded, ca
     wrong = check.unchanged_knobs(["PyTorch's defaults", "benchmark=True"])
     assert not wrong.correct and "Hint:" in wrong.message and "defaults themselves" in wrong.message
     assert not check.unchanged_knobs(ns["my_unchanged"][:-1]).correct  # one left out
+
+
+def test_the_lesson_names_labkits_marks_as_the_chart_draws_them(recorded):
+    from labkit.draw.plots import COLORS
+    from labkit.experiments.pytorch_knobs.charts import TRACES, knobs_chart
+
+    fig = knobs_chart(recorded.knobs())
+    labkit = [t for t in fig.data if t.name.startswith("labkit")]
+    assert [t.name for t in labkit] == [TRACES[1], TRACES[5]]
+    assert all(t.type == "bar" and t.marker.color == COLORS["muted"] for t in labkit)
+    assert "grey: labkit's plan" in fig.layout.title.text
+    nb = json.loads(
+        (Path(__file__).resolve().parents[1] / "notebooks" / "11_pytorch_knobs.ipynb").read_text()
+    )
+    prose = " ".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    prose = " ".join(prose.split())
+    assert "diamond" not in prose
+    assert "and the grey bar labkit's time" in prose and "and the grey bar labkit's plan's workspace" in prose
+    assert "(`check.benchmark_memory()` says what each one means)" in prose
