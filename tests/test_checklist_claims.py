@@ -116,6 +116,32 @@ def test_the_time_sentences_hold_against_the_rows(made, recording, net):
 
 
 @pytest.mark.parametrize("recording, net", CASES)
+def test_autotunes_gain_is_read_against_the_heuristics_pass_timed_twice(made, recording, net):
+    cl, said = made(recording, net)
+    items = cl.items
+    layers = _ok(labkit.report(net, recording=recording).layers)
+    report = layers.heuristic_gpu_us.sum()
+    convs = _ok(items[items.table == "convs"])
+    convs = convs[(convs.dtype == "fp16") & (convs.layout == "NHWC") & (convs.N == 32)]
+    again_by_spec = dict(zip(convs.spec_id, convs.gpu_us))
+    again = sum(again_by_spec[s] for s in layers.spec_id)  # one term a call, as the report's pass
+    gain = report - layers.fastest_gpu_us.sum()
+    diff = abs(again - report)
+    assert (
+        f"same heuristic plans, for precision and layout, gives {us_text(again)}, {us_text(diff)}"
+        in said["autotune"]
+    )
+    assert f"the gain is {'within' if gain <= diff else 'beyond'} the difference" in said["autotune"]
+    # the chart's label names it too, and the precision and layout rows time the same pass
+    row = cl.table.set_index("item").loc["autotune"]
+    assert (
+        f"(heuristic timed again: {us_text(again)}, {us_text(diff)} apart)"
+        in dict(zip(cl.chart().data[0].y, cl.chart().data[0].text))["autotune"]
+    )
+    assert us_text(row.again_us) == us_text(cl.table.set_index("item").loc["precision"].after_us)
+
+
+@pytest.mark.parametrize("recording, net", CASES)
 def test_the_memory_and_profile_sentences_hold_against_the_rows(made, recording, net):
     cl, said = made(recording, net)
     rep = labkit.report(net, recording=recording)

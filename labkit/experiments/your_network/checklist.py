@@ -50,6 +50,7 @@ COLUMNS = (
     "saved_percent",
     "cost_us",
     "payback_passes",
+    "again_us",
     "error_before",
     "error_after",
     "memory_before_bytes",
@@ -187,21 +188,41 @@ def layout_row(convs, convert, dtype: str, layout: str, batch: int) -> dict:
     )
 
 
-def autotune_row(layers) -> dict:
+def _timed_again(ok, convs, dtype: str, layout: str, batch: int) -> float:
+    """The report's heuristic plans' pass as `checklist_items` timed the same plans (the network's
+    dtype, layout and batch), in microseconds; NaN unless it timed every layer the report did."""
+    rows = _ok(convs)
+    if not len(rows):
+        return float("nan")
+    rows = rows[(rows["dtype"] == dtype) & (rows["layout"] == layout) & (rows["N"] == batch)]
+    rows = rows.drop_duplicates("spec_id").set_index("spec_id")
+    if not set(ok["spec_id"]) <= set(rows.index):
+        return float("nan")
+    return float(rows.loc[ok["spec_id"], "gpu_us"].sum())
+
+
+def autotune_row(layers, convs=None, *, dtype: str = "", layout: str = "", batch: int = 0) -> dict:
     """The heuristic's pick against the fastest plan, per pass; what finding the fastest took
-    (each distinct layer's step of the report: building, checking and timing every plan).
+    (each distinct layer's step of the report: building, checking and timing every plan); the same
+    heuristic plans' pass as the checklist's own measurement timed it, to read the gain against.
 
     Args:
         layers: the network report's ``layers`` table.
+        convs: `checklist_items`' ``convs`` rows (None: no second timing).
+        dtype: the network's dtype.
+        layout: its layout.
+        batch: its batch size.
 
     Returns:
         One checklist row (item, applies, before/after and their times in microseconds or sizes in
-        bytes, the layers compared), or a row that says why the item is not measurable here.
+        bytes, ``again_us`` the heuristic's pass timed again, the layers compared), or a row that
+        says why the item is not measurable here.
     """
     ok = _ok(layers)
     if not len(ok):
         return _not_measurable("autotune", "the network report measured no layer")
     before, after = float(ok["heuristic_gpu_us"].sum()), float(ok["fastest_gpu_us"].sum())
+    again = float("nan") if convs is None else _timed_again(ok, convs, dtype, layout, batch)
     cost = float(ok.drop_duplicates("spec_id")["step_seconds"].sum()) * 1e6
     gain = before - after
     return _row(
@@ -214,6 +235,7 @@ def autotune_row(layers) -> dict:
         after_us=after,
         cost_us=cost,
         payback_passes=cost / gain if gain > 0 else float("inf"),
+        again_us=again,
         layers_compared=int(ok["spec_id"].nunique()),
         layers=int(layers["spec_id"].nunique()),
     )
@@ -421,7 +443,8 @@ def checklist_table(report, items, *, production_batch: int, memory_bytes=None, 
     Returns:
         A DataFrame with `COLUMNS`: ``applies`` says yes, no (and why) or not measurable here (and
         why); ``before``/``after`` what is compared, ``per`` what a time is per (pass, image,
-        process start); times in us, sizes in bytes; ``saved_percent`` of the time before.
+        process start); times in us, sizes in bytes; ``saved_percent`` of the time before;
+        ``again_us`` (autotune) the heuristic plans' pass as ``items`` timed them.
     """
     req = items.attrs.get("request") or {}
     layers, strategies = tables_of(report, "layers", "strategies")
@@ -437,7 +460,7 @@ def checklist_table(report, items, *, production_batch: int, memory_bytes=None, 
     rows = [
         precision_row(convs, dtype, layout, batch),
         layout_row(convs, _sub(items, "convert"), dtype, layout, batch),
-        autotune_row(layers),
+        autotune_row(layers, convs, dtype=dtype, layout=layout, batch=batch),
         plans_row(_sub(items, "plans")),
         reuse_row(_sub(items, "reuse")),
         batch_row(convs, dtype, layout, batch, production_batch),
@@ -451,6 +474,20 @@ def checklist_table(report, items, *, production_batch: int, memory_bytes=None, 
 
 def _times(x: float) -> str:
     return f"{x:,.0f}" if x >= 100 else f"{x:.1f}"
+
+
+def _noise(r) -> str:
+    """The autotune sentence's clause on the heuristic's pass timed again, or empty when it was not."""
+    again, b = r.get("again_us", math.nan), r["before_us"]
+    if again != again:
+        return ""
+    diff = abs(again - b)
+    verdict = "within" if r["gain_us"] <= diff else "beyond"
+    return (
+        f" (the checklist's own timing of the same heuristic plans, for precision and layout, gives "
+        f"{us_text(again)}, {us_text(diff)} {'more' if again > b else 'less'}: the gain is {verdict} "
+        "the difference between two measurements of one pass)"
+    )
 
 
 def _sentence(r) -> str:
@@ -488,8 +525,8 @@ def _sentence(r) -> str:
             )
         return (
             f"Autotune (the network report): the fastest plans take {us_text(a)} a pass against the "
-            f"heuristic's {us_text(b)}{of}, {us_text(r['gain_us'])} less; building, checking and timing "
-            f"every plan took {fmt_seconds(r['cost_us'] / 1e6)}, paid back after "
+            f"heuristic's {us_text(b)}{of}, {us_text(r['gain_us'])} less{_noise(r)}; building, checking "
+            f"and timing every plan took {fmt_seconds(r['cost_us'] / 1e6)}, paid back after "
             f"{number(math.ceil(r['payback_passes']), whole=True)} passes."
         )
     if item == "plans":
@@ -585,7 +622,10 @@ def _bar_text(r) -> str:
         )
     if item == "autotune":
         cost = fmt_seconds(r["cost_us"] / 1e6)
-        return f"{head}<br>gain {us_text(r['gain_us'])}; finding the fastest plans {cost}"
+        again = r.get("again_us", math.nan)
+        timed = f" (heuristic timed again: {us_text(again)}, {us_text(abs(again - b))} apart)"
+        timed = timed if again == again else ""
+        return f"{head}<br>gain {us_text(r['gain_us'])}{timed}; finding the fastest plans {cost}"
     return (
         f"{head}<br>{us_text(abs(b - a))} {'less' if a < b else 'more'}; largest layer "
         f"{size_text(r['memory_before_bytes'])} → {size_text(r['memory_after_bytes'])}"

@@ -95,8 +95,9 @@ checklist_gain = Exercise(
     hints=(
         "lesson 03 timed one convolution in each dtype and layout, lesson 05 every plan of one: how far "
         "apart were the times there?",
-        "a pass is the sum of its calls: an item that speeds up every layer a little can beat one that "
-        "speeds up a few layers a lot.",
+        "a pass is the sum of its calls: weigh how many layers each item changes by how much it changes "
+        "each one (fp16 and NHWC change every layer; autotune only those whose fastest plan is not the "
+        "heuristic's).",
     ),
     wrong=lambda answer, truth: "that item saves less GPU time a pass than another one here.",
     example="layout",
