@@ -414,6 +414,26 @@ class Short(Strategy):
     assert "Hint: " + hints_of("too_small")[0][:40] in " ".join(out.split())
 
 
+def test_lesson_09_labels_of_its_own_get_the_label_hint_and_the_cell_says_what_to_return(capsys):
+    ref = your_network.NETWORK_PASS.replace("assert check.", "check.")
+    out = network_pass(ref.replace("rows.append((spec.label,", "rows.append((f'layer {len(rows)}',"), capsys)
+    assert "labels: you listed" in out and "layers: you listed" not in out, out
+    assert_hinted(out, "labels_off", own=your_network.handson.HINTS)
+    out = network_pass(ref.replace("call.plan_index, call.workspace_bytes", "0, 0"), capsys)
+    assert "layers: you listed" in out, out
+    out = network_pass(
+        ref.replace("    end.wait()\n", "    gpu.elapsed_us(start, end)\n"), capsys
+    )  # the time asked before the GPU ran it
+    assert "cudaErrorNotReady): wait for the later event first" in flat(out), out
+    # what the check reads, the stub's docstring says: the keys and each layer's tuple
+    nb = json.loads((ROOT / "notebooks" / "09_your_network.ipynb").read_text())
+    stub = next(
+        "".join(c["source"]) for c in nb["cells"] if "".join(c["source"]).startswith("%%handson network_pass")
+    )
+    for said in ("dict(layers=[(spec.label, plan index, workspace", "peak_bytes=", "pass_us="):
+        assert said in stub and said in ref
+
+
 def test_lesson_10_an_idle_time_that_leaves_out_the_memsets_or_gives_a_share(capsys):
     ref = under_the_hood.IDLE_TIME.replace("assert check.", "check.")
     out = run("idle_time", ref.replace('["kernel", "memset"]', '["kernel"]'), namespace(), capsys)

@@ -352,7 +352,10 @@ class SimDevice(Device):
         """GPU time between two completed events (microseconds); NaN when either's time is not all
         measured."""
         if start.at is None or end.at is None:
-            raise LabkitError("cudaEventElapsedTime of an event not yet complete (cudaErrorNotReady)")
+            raise LabkitError(
+                "cudaEventElapsedTime of an event not yet complete (cudaErrorNotReady): "
+                "wait for the later event first (its .wait(), cudaEventSynchronize)"
+            )
         return end.at - start.at if start.known and end.known else math.nan
 
     def rebase(self) -> None:
