@@ -317,3 +317,18 @@ def test_the_lesson_names_labkits_marks_as_the_chart_draws_them(recorded):
     assert "diamond" not in prose
     assert "and the grey bar labkit's time" in prose and "and the grey bar labkit's plan's workspace" in prose
     assert "(`check.benchmark_memory()` says what each one means)" in prose
+
+
+def test_a_counterpart_that_runs_the_defaults_plan_says_its_time_is_the_same_plan_timed_again(recorded):
+    from labkit.draw.units import us_text
+    from labkit.experiments.pytorch_knobs import knobs_summary
+    from labkit.experiments.pytorch_knobs.summaries import BENCHMARK, DEFAULTS, row_of
+
+    df = recorded.knobs()
+    base, bench = row_of(df, DEFAULTS), row_of(df, BENCHMARK)
+    said = f"{us_text(bench.labkit_gpu_us)} and {us_text(base.labkit_gpu_us)} are one plan timed twice"
+    same = bench.labkit_plan == base.labkit_plan and bench.labkit_row != base.labkit_row
+    assert (said in str(knobs_summary(df))) == same
+    other = df.copy()
+    other.loc[other.setting == BENCHMARK, "labkit_plan"] = "another plan"
+    assert "timed twice" not in str(knobs_summary(other))

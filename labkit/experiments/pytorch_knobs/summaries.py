@@ -132,6 +132,19 @@ def _vs(row, base) -> str:
     return f"{ratio_text(row.gpu_us, base.gpu_us)} the defaults' {us_text(base.gpu_us)}"
 
 
+def _timed_twice(row, base) -> str:
+    """A sentence for a counterpart whose plan is the defaults' counterpart's: why its time differs."""
+    if row.labkit_row == base.labkit_row or row.get("labkit_plan") != base.get("labkit_plan"):
+        return ""
+    if num(row.get("labkit_gpu_us")) is None or num(base.get("labkit_gpu_us")) is None:
+        return ""
+    return (
+        f" Its labkit counterpart ({row.labkit_row}) runs the same plan as the defaults' "
+        f"({base.labkit_row}): {us_text(row.labkit_gpu_us)} and {us_text(base.labkit_gpu_us)} are one "
+        "plan timed twice, in two runs."
+    )
+
+
 def _benchmark_sentence(df, base) -> str:
     bench = row_of(df, BENCHMARK)
     if bench is None:
@@ -146,7 +159,7 @@ def _benchmark_sentence(df, base) -> str:
         f"{bench.first_call_ms:,.1f} ms against {base.first_call_ms:,.1f} ms and peaked "
         f"{size_text(bench.first_peak_bytes)} above the inputs against {size_text(base.first_peak_bytes)}; "
         f"in steady calls {size_text(bench.steady_peak_bytes)} against {size_text(base.steady_peak_bytes)}."
-        f"{kernels}"
+        f"{kernels}{_timed_twice(bench, base)}"
     )
 
 
