@@ -3,6 +3,7 @@ process each runs in, reading a child's output (results, a cut, no torch, a cras
 beside its labkit counterpart and whether their kernels match. The numbers in these tests are
 synthetic, made up here to exercise the logic; the lesson's come from the recordings."""
 
+import html
 import json
 import sys
 from pathlib import Path
@@ -282,9 +283,24 @@ def test_the_summary_says_what_the_rows_say(recorded):
     ratio = f"{bench.gpu_us / base.gpu_us:.2f}x"
     assert ("within the defaults' spread" in text) == same_time(bench, base) or ratio in text
     ran = df[(df.source == "pytorch") & (df.status == "ok")]
-    # two tables (PyTorch's figures, then labkit's counterparts), each a header, its rule, a row per setting
-    tables = 2 if ran.labkit_gpu_us.notna().any() else 1
+    # PyTorch's figures, labkit's counterparts, then two batch sizes in turn: each a header, its rule,
+    # a row per setting
+    tables = (2 if ran.labkit_gpu_us.notna().any() else 1) + int(ran.alternating_us.notna().all())
     assert text.count("\n| ") == tables * (len(ran) + 2)
+
+
+def test_the_plan_caches_sentence_quotes_times_its_table_shows(recorded):
+    from labkit.draw.units import us_text
+    from labkit.experiments.pytorch_knobs import knobs_summary
+    from labkit.experiments.pytorch_knobs.summaries import DEFAULTS, row_of
+
+    df = recorded.knobs()
+    text = str(knobs_summary(df))
+    sentence = next(line for line in text.splitlines() if "two batch sizes in turn took" in line)
+    turns = text.split("(a plan cache must hold both shapes):")[1]
+    for setting in ("TORCH_CUDNN_V8_API_LRU_CACHE_LIMIT=1", DEFAULTS):
+        quoted = us_text(row_of(df, setting).alternating_us)
+        assert quoted in sentence and f"| {html.escape(setting)} | {quoted} |" in turns
 
 
 def test_the_hands_on_reference_passes_and_a_wrong_list_gets_a_hint(recorded, capsys):

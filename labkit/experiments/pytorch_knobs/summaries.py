@@ -303,7 +303,8 @@ def knobs_summary(df) -> Optional[Text]:
 
 def knobs_table(df) -> Text:
     """Every setting that ran: what cuDNN ran, its time, first call and peaks; then, in a second
-    table (one table of both would be wider than the notebook), each setting's labkit counterpart.
+    table (one table of both would be wider than the notebook), each setting's labkit counterpart;
+    then the settings timed with two batch sizes in turn (the plan cache's test).
 
     Args:
         df: `torch_knobs`' result.
@@ -334,4 +335,18 @@ def knobs_table(df) -> Text:
             "same kernels": [{True: "yes", False: "no"}.get(v, "-") for v in column(pt, "same_kernels")],
         }
     )
-    return Text(f"{torch_table}\n\nEach setting's counterpart in labkit:\n\n{table(lab, list(lab.columns))}")
+    tables = f"{torch_table}\n\nEach setting's counterpart in labkit:\n\n{table(lab, list(lab.columns))}"
+    turns = pt[pt.alternating_us.notna()] if "alternating_us" in pt.columns else pt.iloc[:0]
+    if turns.empty:
+        return Text(tables)
+    alternating = pd.DataFrame(
+        {
+            "setting": turns.setting,
+            "per call, two batch sizes in turn": [us_text(v) for v in turns.alternating_us],
+        }
+    )
+    intro = (
+        "Each setting with the convolution at its batch and at half of it in turn, host time per call "
+        "(a plan cache must hold both shapes):"
+    )
+    return Text(f"{tables}\n\n{intro}\n\n{table(alternating, list(alternating.columns))}")
