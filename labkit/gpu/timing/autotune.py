@@ -199,7 +199,7 @@ def time_plan(
         budget=budget,
         eager_stop=eager_stop,
         eager_stop_above_us=eager_stop_above_us,
-        ran_before=plan_index in getattr(graph, "ran_here", ()),
+        ran_before=plan_index in graph.ran_here,
     )
 
 

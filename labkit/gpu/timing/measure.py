@@ -188,19 +188,20 @@ def eager_us(
     start = start if start is not None else cupy.cuda.Event()
     end = end if end is not None else cupy.cuda.Event()
     with stream:
-        if first_stop_us is not None:
-            start.record(stream)
+        if first_stop_us is None:
             fn()
-            end.record(stream)
-            end.synchronize()
-            first = cupy.cuda.get_elapsed_time(start, end) * 1000.0
+        else:
+            first = _one_call_us(fn, stream, start, end)
             if first > first_stop_us:
                 raise TooSlow(first, first_stop_us)
-        else:
-            fn()
-        start.record(stream)
-        fn()
-        end.record(stream)
+        return _one_call_us(fn, stream, start, end)
+
+
+def _one_call_us(fn, stream, start, end) -> float:
+    """One ``fn()`` between two events on ``stream``: its GPU time, in microseconds."""
+    start.record(stream)
+    fn()
+    end.record(stream)
     end.synchronize()
     return cupy.cuda.get_elapsed_time(start, end) * 1000.0
 
