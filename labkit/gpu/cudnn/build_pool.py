@@ -376,6 +376,15 @@ class BuildPool:
             jobs = list(self._by_batch.get(batch, ()))
         return sum(1 for j in jobs if not j.future.done() and j.future.cancel())
 
+    def waiting(self) -> List[Job]:
+        """The queued jobs no worker has started and no one has cancelled.
+
+        Returns:
+            The jobs, in the order the workers would take them.
+        """
+        with self._ready:
+            return [job for _, _, job in self._queued if job is not None and not job.future.done()]
+
     def stop(self) -> None:
         """Kill every worker (their CUDA contexts and GPU memory go with them); a later job restarts them."""
         for w in self._workers:
