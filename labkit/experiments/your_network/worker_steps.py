@@ -126,28 +126,32 @@ WARM_DTYPE, WARM_LAYOUT = "fp16", "NHWC"
 
 
 def warm_step(specs: Sequence[ConvSpec] = ()) -> None:
-    """In the worker process, before its first step: import what the steps measure with, make the
-    cuDNN handle of this thread's timing stream (CUDA's context, cuDNN's libraries), and check a
-    small convolution's made-up output against its float64 reference in the report's default
-    dtype and layout (CuPy's kernels and cuBLAS, loaded as the first step's checks use them); then
-    `ahead_step` of ``specs``. Lesson 09's banner sends it (`labkit.session.texts.start_report_worker`),
-    and so does ``labkit.report`` with its network's convolutions (`labkit.session.texts.warm_report_worker`).
+    """In the worker process, before its first step: start the build workers, import what the steps
+    measure with, make the cuDNN handle of this thread's timing stream (CUDA's context, cuDNN's
+    libraries), `ahead_step` of ``specs``, then check a small convolution's made-up output against
+    its float64 reference in the report's default dtype and layout (CuPy's kernels and cuBLAS,
+    loaded as the first step's checks use them). The build workers load CUDA and cuDNN, and the
+    first compiles run, while this process warms. Lesson 09's banner sends it
+    (`labkit.session.texts.start_report_worker`), and so does ``labkit.report`` with its network's
+    convolutions (`labkit.session.texts.warm_report_worker`).
 
     Args:
         specs: the convolutions of the report to come, whose plan builds are queued now; none for
             a report not known yet.
     """
-    from ...gpu.cudnn import frontend, reference_runs  # heavy: CuPy, live only
+    from ...gpu.cudnn import build_pool, frontend, reference_runs  # heavy: CuPy, live only
     from ...gpu.cudnn.operands import Operands  # heavy: CuPy, live only
     from ...gpu.timing import autotune, measure  # noqa: F401  # heavy: CuPy, live only
 
+    if specs:
+        build_pool.start_workers()
     frontend.handle_for(measure.timing_stream())
+    if specs:
+        ahead_step(specs)
     spec = ConvSpec(N=1, C=8, H=8, W=8, K=8, dtype=WARM_DTYPE, layout=WARM_LAYOUT)
     ops = Operands(spec)
     ref = reference_runs.expected(spec, ops)
     reference.errors(ops.output(), ref, ref_norms=reference.reference_norms(ref))
-    if specs:
-        ahead_step(specs)
 
 
 #: seconds the report's worker may take to plan every layer's graph ahead (about 10-40 ms each)
