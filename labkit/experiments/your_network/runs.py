@@ -7,6 +7,7 @@ killed with its worker and its rows say so.
 
 from __future__ import annotations
 
+import collections
 import time
 from typing import Dict, List, Optional
 
@@ -92,16 +93,22 @@ def report_table(steps, groups, measured: Dict[int, dict], rows: List[dict]):
     return to_frame(layer_rows(steps, spec_id, groups, measured) + rows)
 
 
+def _in_order(plans_of: Dict[int, List[dict]]) -> List[dict]:
+    """The plan rows of the layers measured so far, in the network's order (a deferred layer is
+    measured after later ones)."""
+    return [row for i in sorted(plans_of) for row in plans_of[i]]
+
+
 def _report(network, steps, groups, budget_s: float):
     spec_id = {g.spec.key: i for i, g in enumerate(groups)}
     total = len(groups) + len(REPORT_STRATEGIES)
     room = len(groups) + 16  # every graph of the pass stays built until the end
     measured: Dict[int, dict] = {}
-    plan_rows: List[dict] = []
+    plans_of: Dict[int, List[dict]] = {}  # index in ``groups`` -> its plan rows
     rows: List[dict] = []
 
     def frame():
-        return report_table(steps, groups, measured, plan_rows + rows)
+        return report_table(steps, groups, measured, _in_order(plans_of) + rows)
 
     # the progress of a step is reported (a panel draws it) while the worker runs the next one: a
     # chart of the report takes tens of milliseconds to draw, in which the GPU would wait
@@ -112,10 +119,13 @@ def _report(network, steps, groups, budget_s: float):
             report_progress(frame, unreported.pop(), total, "steps")
 
     report_progress(frame, 0, total, "steps")  # the network's layers, before anything is measured
-    for i, g in enumerate(groups):
+    queue, deferred = collections.deque(range(len(groups))), set()
+    while queue:
+        i = queue.popleft()
+        g = groups[i]
         checkpoint()
         if (
-            i == 1 and len(groups) > 2
+            len(measured) == 1 and i == 1 and len(groups) > 2
         ):  # the first layer is measured (and drawn meanwhile); the others' compiles go to build workers
             try:
                 _in_worker(
@@ -127,16 +137,27 @@ def _report(network, steps, groups, budget_s: float):
                 )
             except LabkitError:
                 pass  # each step builds its own graph anyway
+        # a layer whose plans still compile waits for the others, once: not the first (drawn first)
+        may_defer = bool(measured) and bool(queue) and i not in deferred
         t0 = time.perf_counter()
         try:
-            summary, plans = _in_worker(
-                "spec_step", (g.spec, budget_s, room), budget_s, f"measuring {g.spec.label}", report_meanwhile
+            out = _in_worker(
+                "spec_step",
+                (g.spec, budget_s, room, may_defer),
+                budget_s,
+                f"measuring {g.spec.label}",
+                report_meanwhile,
             )
         except LabkitError as exc:
-            summary, plans = status_row(exc), []
+            out = status_row(exc), []
+        if out is None:  # deferred: measured once the other layers are
+            deferred.add(i)
+            queue.append(i)
+            continue
+        summary, plans = out
         measured[i] = dict(summary, step_seconds=time.perf_counter() - t0)
-        plan_rows += [dict(table="plans", spec_id=i, spec=g.spec.label, **p) for p in plans]
-        unreported[:] = [i + 1]
+        plans_of[i] = [dict(table="plans", spec_id=i, spec=g.spec.label, **p) for p in plans]
+        unreported[:] = [len(measured)]
     choice = {
         g.spec.key: measured[i]["fastest_plan"]
         for i, g in enumerate(groups)
@@ -172,6 +193,7 @@ def _report(network, steps, groups, budget_s: float):
         unreported[:] = [len(groups) + j + 1]
     report_meanwhile()
 
+    plan_rows = _in_order(plans_of)
     plans_df = (
         pd.DataFrame(plan_rows)
         if plan_rows

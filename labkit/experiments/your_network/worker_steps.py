@@ -17,6 +17,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from ...errors import LabkitError
 from ...gpu.checks import reference
+from ...gpu.cudnn import builds
 from ...gpu.workspaces import workspace
 from ...gpu.workspaces.runner import Runner
 from ...signals.cancel import Budget, checkpoint, was_cut
@@ -196,7 +197,9 @@ def _pass_operands(steps) -> dict:
     return _PASS_OPERANDS["operands"]
 
 
-def spec_step(spec: ConvSpec, budget_s: float, room: int) -> Tuple[dict, List[dict]]:
+def spec_step(
+    spec: ConvSpec, budget_s: float, room: int, defer_compiling: bool = False
+) -> Optional[Tuple[dict, List[dict]]]:
     """One report step, run in the worker process (`labkit.gpu.host.isolated`): `_measure_spec` of a
     convolution.
 
@@ -207,10 +210,15 @@ def spec_step(spec: ConvSpec, budget_s: float, room: int) -> Tuple[dict, List[di
         budget_s: the step's budget, in seconds.
         room: graphs the graph cache keeps (every graph of the pass stays built for the strategies'
             passes).
+        defer_compiling: measure nothing while a build worker still compiles one of the plans
+            `ahead_step` queued for it (the report measures another layer meanwhile).
 
     Returns:
-        (the layer's summary, its ``plans`` rows).
+        (the layer's summary, its ``plans`` rows); None when deferred.
     """
+    if defer_compiling:
+        if builds.compiles_pending(spec, "none", None):
+            return None
     _drop_pass_operands()
     _keep_graphs(room)
     return _measure_spec(spec, Budget(budget_s, f"measuring {spec.label}"))

@@ -192,6 +192,22 @@ def take_ahead(spec, epilogue: str, workspace_cap) -> tuple:
         return _ahead.pop((spec.key, epilogue, workspace_cap), (None, {}))
 
 
+def compiles_pending(spec, epilogue: str, workspace_cap) -> int:
+    """How many runtime-compiled plans of a graph planned `ahead` no worker has finished yet.
+
+    Args:
+        spec: the convolution.
+        epilogue: the graph's epilogue.
+        workspace_cap: the graph's workspace cap.
+
+    Returns:
+        The count; 0 for a graph not planned ahead, or taken by its build.
+    """
+    with _ahead_lock:
+        jobs = _ahead.get((spec.key, epilogue, workspace_cap), (None, {}))[1]
+        return sum(not job.future.done() for job in jobs.values())
+
+
 #: compiles a budget cut while a worker ran them: graph key -> {plan index: `Job`} (they finish
 #: anyway; the next build of the graph takes them)
 _late: "collections.OrderedDict[tuple, Dict[int, Job]]" = collections.OrderedDict()
