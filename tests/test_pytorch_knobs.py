@@ -133,6 +133,61 @@ def test_the_childs_marker_is_the_one_the_parent_reads():
     assert torch_child.MARKER == runs.MARKER
 
 
+def test_the_child_imports_only_the_standard_library_and_torch():
+    import ast
+
+    from labkit.experiments.pytorch_knobs import torch_child
+
+    tree = ast.parse(Path(torch_child.__file__).read_text())
+    names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert not any(isinstance(n, ast.ImportFrom) and n.level for n in ast.walk(tree))  # run as a script
+    tops = {n.split(".")[0] for n in names}
+    assert tops - {"torch", "torchvision"} <= set(sys.stdlib_module_names), tops
+
+
+def test_one_module_reads_pytorchs_kernels_the_child_and_the_vs_torch_bench_alike():
+    labkit_dir = Path(runs.__file__).parents[2]
+    readers = sorted(p.name for p in labkit_dir.rglob("*.py") if "ProfilerActivity" in p.read_text())
+    assert readers == ["torch_child.py"]
+    assert "torch_child.kernels(torch, call)" in (labkit_dir / "cli" / "vs_torch.py").read_text()
+
+
+def test_the_childs_kernels_are_the_profiled_calls_cuda_events_in_launch_order(monkeypatch):
+    import types
+
+    from labkit.experiments.pytorch_knobs import torch_child
+
+    def event(name, start, device="CUDA"):
+        return types.SimpleNamespace(
+            name=name,
+            device_type=types.SimpleNamespace(name=device),
+            time_range=types.SimpleNamespace(start=start),
+        )
+
+    calls = []
+
+    class Profile:
+        def __init__(self, activities):
+            self.activities = activities
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def events(self):
+            return [event("second", 20), event("aten::conv2d", 5, "CPU"), event("first", 10)]
+
+    profiler = types.SimpleNamespace(ProfilerActivity=types.SimpleNamespace(CUDA="cuda"), profile=Profile)
+    fake = types.SimpleNamespace(cuda=types.SimpleNamespace(synchronize=lambda: None), profiler=profiler)
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    monkeypatch.setitem(sys.modules, "torch.profiler", profiler)
+    assert torch_child.kernels(fake, lambda: calls.append(1)) == ["first", "second"]
+    assert len(calls) == 2  # once unprofiled, once profiled
+
+
 @pytest.mark.skipif("torch" in sys.modules, reason="torch is importable here")
 def test_a_child_run_where_torch_is_missing_is_a_row_that_says_so():
     pytest.importorskip("numpy")

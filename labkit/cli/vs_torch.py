@@ -276,21 +276,6 @@ class _Labkit:
         return out
 
 
-def _torch_kernels(call) -> Tuple[str, ...]:
-    """The kernels (and memsets) one PyTorch call launches, from ``torch.profiler``."""
-    import torch  # heavy: torch, an optional extra
-    from torch.profiler import ProfilerActivity, profile  # heavy: torch, an optional extra
-
-    call()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        call()
-        torch.cuda.synchronize()
-    events = [e for e in prof.events() if getattr(e.device_type, "name", "") == "CUDA"]
-    events.sort(key=lambda e: e.time_range.start)
-    return tuple(kernel_key(e.name) for e in events)
-
-
 def why(row: dict, plan_kernels: Dict[int, Tuple[str, ...]], tune_table) -> str:
     """Why labkit's pick is slower than PyTorch's on one convolution ("" when it is not).
 
@@ -395,6 +380,7 @@ def run(name: str, *, seconds: float = 520.0, only: Optional[int] = None):
     import cupy  # heavy: CuPy, live only
     import torch  # heavy: torch, an optional extra
 
+    from ..experiments.pytorch_knobs import torch_child  # heavy: plotly, through labkit.experiments
     from ..gpu.cudnn import graph_cache  # heavy: CuPy, live only
     from ..gpu.timing import autotune, measure, trace  # heavy: CuPy, live only
     from .record import git_commit  # heavy: plotly, where a chart is drawn
@@ -518,7 +504,7 @@ def run(name: str, *, seconds: float = 520.0, only: Optional[int] = None):
     for n, call in torch_calls.items():
         row = rows[n]
         try:
-            keys = _torch_kernels(call)
+            keys = tuple(kernel_key(name) for name in torch_child.kernels(torch, call))
         except Exception as exc:  # noqa: BLE001
             row["torch_kernels"] = f"not traced: {type(exc).__name__}: {str(exc)[:120]}"
             continue

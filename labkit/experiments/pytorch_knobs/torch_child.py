@@ -93,8 +93,19 @@ def _call(torch, cfg):
     return run, (lambda: run(x2)), reference
 
 
-def _kernels(torch, run):
-    """The kernels (and memsets) one call launches, in order, from torch.profiler."""
+def kernels(torch, run) -> list:
+    """The kernels (and memsets) one PyTorch call launches, in launch order, from ``torch.profiler``.
+
+    The call runs once unprofiled, then once profiled. `labkit.cli.vs_torch` reads PyTorch's kernels
+    with it too.
+
+    Args:
+        torch: the imported ``torch`` module.
+        run: the call, with no arguments.
+
+    Returns:
+        The kernels' names, as the profiler gives them (a list of str).
+    """
     from torch.profiler import ProfilerActivity, profile  # heavy: torch's profiler, after the timing
 
     run()
@@ -173,7 +184,7 @@ def measure(cfg):
         torch.cuda.synchronize()
         out["alternating_us"] = (time.perf_counter() - t0) * 1e6 / (2 * cfg["alternations"])
     if cfg.get("profile"):
-        out["kernels"] = _kernels(torch, run)
+        out["kernels"] = kernels(torch, run)
     if reference is not None:
         ref = reference()
         err = (first.double() - ref).abs().max() / ref.abs().max()
