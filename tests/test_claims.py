@@ -1275,7 +1275,7 @@ NOT_CLAIMS: set = {
     ),
     (
         "09",
-        "`rep.layers` holds all 53 calls (the table above shows 12): its `fastest_workspace_bytes` says which calls need more than the cap, and `fastest_gpu_us` how much of the pass each one takes.",
+        "`rep.over_cap(cap)` (the next cell) lists those calls, each with its fastest plan (`fastest_gpu_us`) and its fastest plan within the cap (`within_cap_gpu_us`); the summary above gives the whole pass with every call's fastest plan (`rep.layers.fastest_gpu_us.sum()`).",
     ),
     (
         "09",

@@ -189,6 +189,48 @@ def test_the_lesson_exercises_answer_from_the_reports(rep, capsys):
     capsys.readouterr()
 
 
+@pytest.mark.parametrize("recording", [r.name for r in recordings.shipped()])
+def test_exercise_1_is_answered_from_what_the_lesson_shows(recording, recorded_mode):
+    """Exercise 1's class follows from the numbers the lesson shows before its check, as shown (to
+    0.1 us): the over-cap table's two times per call and the summary's pass of the fastest plans."""
+    recordings.use(recording)
+    rep = labkit.report("resnet50", batch=32, dtype="fp16", layout="NHWC")
+    cap = your_network.exercises.SMALL_CAP
+    shown = rep.over_cap(cap)
+    rows = shown.data
+    assert (
+        len(rows)
+        and (rows.fastest_workspace_bytes > cap).all()
+        and (rows.within_cap_workspace_bytes <= cap).all()
+    )
+    html = shown.to_html()
+    fastest = [float(f"{v:.1f}") for v in rows.fastest_gpu_us]
+    within = [float(f"{v:.1f}") for v in rows.within_cap_gpu_us]
+    assert all(f"{v:.1f}" in html for v in fastest + within)
+    whole = float(re.search(r"fastest plan adds up to \*\*([\d,.]+) us\*\*", rep.summary()).group(1))
+    slow = 1 + (sum(within) - sum(fastest)) / whole
+    predicted = next(k for k, top in your_network.exercises.SLOWDOWNS.items() if slow < top)
+    assert predicted == check.small_cap_cost.exercise.truth(), (recording, slow)
+
+
+@pytest.mark.parametrize("recording", [r.name for r in recordings.shipped()])
+@pytest.mark.parametrize("net", your_network.RECORDED_PRESETS)
+def test_the_over_cap_calls_add_up_to_the_budget_curve(recording, net):
+    """Every cap of the budget curve: the pass of the fastest plans plus what each over-cap call's
+    fastest plan within the cap adds is the curve's pass time."""
+    rep = labkit.report(net, recording=recording)
+    whole = float(rep.layers.fastest_gpu_us.sum())
+    for row in rep.budget[rep.budget.cap_bytes >= 0].itertuples():
+        over = rep.over_cap(int(row.cap_bytes)).data
+        assert len(over) >= row.calls_changing_plan
+        added = float((over.within_cap_gpu_us.astype(float) - over.fastest_gpu_us).sum())
+        assert whole + added == pytest.approx(row.pass_gpu_us, rel=1e-9), (recording, net, row.cap_label)
+    with pytest.raises(errors.InvalidSpec, match="bytes"):
+        rep.over_cap(-1)
+    with pytest.raises(errors.InvalidSpec, match="bytes"):
+        rep.over_cap("4 MiB")
+
+
 def test_report_tables_read_whole_numbers_as_integers(rep):
     layers, strategies = rep.layers, rep.strategies
     assert str(layers["count"].dtype) == "Int64" and str(layers["N"].dtype) == "Int64"

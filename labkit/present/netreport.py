@@ -33,6 +33,7 @@ from ..experiments.your_network import (
     cut_counts,
     network_report_chart,
     network_report_summary,
+    over_cap_rows,
     table_of,
     whole_numbers,
 )
@@ -85,22 +86,22 @@ class Report:
             raise InvalidSpec(
                 "columns", missing, f"must be columns of rep.{name}: {', '.join(table.columns)}"
             )
-        table = table[columns].head(head) if head else table[columns]
-        formats = {}
-        for c in columns:
-            if c.endswith("_bytes"):
-                formats[c] = lambda v: "" if v is None or v != v else fmt_bytes(v)
-            elif c.endswith("_us"):
-                formats[c] = "{:.1f}"
-            elif c in ("slowdown", "max_rel_error"):
-                formats[c] = "{:.3g}"
-            elif c == "spec":
-                formats[c] = lambda v: str(v).split(" ", 3)[-1]
-        return (
-            table.style.format(formats, na_rep="")
-            .hide(axis="index")
-            .relabel_index([c.replace("_", "_<wbr>") for c in columns], axis="columns")
-        )
+        return readable(table[columns].head(head) if head else table[columns])
+
+    def over_cap(self, cap: int):
+        """The calls whose fastest plan needs more workspace than a cap, each with its fastest plan
+        that fits: what the budget curve counts for that call at that cap. Made for reading, as `show`.
+
+        Args:
+            cap: the workspace cap, in bytes (``4 * 2**20`` for 4 MiB).
+
+        Returns:
+            A pandas ``Styler`` (its DataFrame, every number exact, is ``.data``): one row per such
+            call, in the pass's order (none when every fastest plan fits).
+        """
+        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0:
+            raise InvalidSpec("cap", cap, "must be a whole number of bytes, 0 or more (4 * 2**20 for 4 MiB)")
+        return readable(whole_numbers(over_cap_rows(self.layers, self.plans, cap)))
 
     layers = property(lambda self: self._table("layers"), doc="one row per convolution call, in order")
     strategies = property(lambda self: self._table("strategies"), doc="one row per workspace strategy")
@@ -230,7 +231,36 @@ PAGE = (
     "<body style='font-family:sans-serif;max-width:1200px;margin:auto'>{body}</body></html>"
 )
 
+
 #: the columns `Report.show` gives a table by default
+def readable(table):
+    """A report table made for reading: bytes as B/KiB/MiB, times to 0.1 us, ratios to 3 digits,
+    no index, headers that may break after an underscore (so it fits the notebook).
+
+    Args:
+        table: a table of the report (its columns named with their units).
+
+    Returns:
+        A pandas ``Styler`` (its DataFrame is ``.data``, unchanged).
+    """
+    columns = list(table.columns)
+    formats = {}
+    for c in columns:
+        if c.endswith("_bytes"):
+            formats[c] = lambda v: "" if v is None or v != v else fmt_bytes(v)
+        elif c.endswith("_us"):
+            formats[c] = "{:.1f}"
+        elif c in ("slowdown", "max_rel_error"):
+            formats[c] = "{:.3g}"
+        elif c == "spec":
+            formats[c] = lambda v: str(v).split(" ", 3)[-1]
+    return (
+        table.style.format(formats, na_rep="")
+        .hide(axis="index")
+        .relabel_index([c.replace("_", "_<wbr>") for c in columns], axis="columns")
+    )
+
+
 SHOWN = {
     "layers": (
         "layer",

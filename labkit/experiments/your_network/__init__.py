@@ -81,7 +81,7 @@ from .request import (
 )
 from .runs import network_report
 from .summary import network_report_summary
-from .tables import budget_rows, cut_counts, layer_rows, table_of, whole_numbers
+from .tables import budget_rows, cut_counts, layer_rows, over_cap_rows, table_of, whole_numbers
 from .worker_steps import AHEAD_BUDGET_S, ahead_step, spec_step, strategy_step
 
 __all__ = [
@@ -117,6 +117,7 @@ __all__ = [
     "cut_counts",
     "layer_rows",
     "budget_rows",
+    "over_cap_rows",
     "network_report_chart",
     "network_report_summary",
     "small_cap_cost",

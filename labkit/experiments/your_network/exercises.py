@@ -85,10 +85,11 @@ small_cap_cost = Exercise(
     judge=equal,
     why=_cap_why,
     hints=(
-        "in rep.layers, find the calls whose fastest_workspace_bytes is over the cap, and the share of "
-        "the pass their fastest_gpu_us takes (rep.layers.fastest_gpu_us.sum() is the whole pass).",
-        "a call that loses its fastest plan runs its next best one that fits; the pass slows by that "
-        "call's loss over the whole pass time.",
+        "rep.over_cap(4 * 2**20) lists the calls whose fastest plan needs more than the cap, each with "
+        "its fastest plan that fits (within_cap_gpu_us); the whole pass is rep.layers.fastest_gpu_us.sum(), "
+        "the summary's total of the fastest plans.",
+        "each of those calls adds within_cap_gpu_us - fastest_gpu_us to the pass; the slowdown is the "
+        "sum of what they add over the whole pass time.",
     ),
     wrong=_cap_wrong,
     example="over 20%",

@@ -6,9 +6,9 @@ of measured plan times). Bytes; microseconds.
 
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
-from ...draw.plots import fmt_bytes
+from ...draw.plots import fmt_bytes, ok_rows
 from ...errors import InvalidSpec
 from ...gpu.checks.plan_checks import is_wrong
 from ...signals.cancel import not_timed, was_cut
@@ -170,6 +170,21 @@ def _spec_columns(spec: ConvSpec) -> dict:
     )
 
 
+def fastest_within(plans, cap: Optional[int]):
+    """Each distinct convolution's fastest plan whose workspace fits in a cap (plans that ran only).
+
+    Args:
+        plans: the ``plans`` table.
+        cap: the workspace cap in bytes; None for no cap.
+
+    Returns:
+        The plans' rows indexed by ``spec_id``, one per convolution that has a plan that fits.
+    """
+    ok = ok_rows(plans)
+    fits = ok if cap is None else ok[ok["workspace_bytes"] <= cap]
+    return fits.loc[fits.groupby("spec_id")["gpu_us"].idxmin()].set_index("spec_id")
+
+
 def budget_rows(plans, steps_specs: List[Tuple[int, str]], caps=BUDGET_CAPS) -> List[dict]:
     """The budget curve from timed plans: the pass time if each call used its fastest plan within a cap.
 
@@ -184,22 +199,19 @@ def budget_rows(plans, steps_specs: List[Tuple[int, str]], caps=BUDGET_CAPS) -> 
         One ``budget`` row per cap: ``pass_gpu_us`` (NaN when a call has no plan that fits), calls
         that change plan or have none, the peak workspace (bytes) and the ``slowdown`` against no cap.
     """
-    ok = plans[plans.status == "ok"]
-    by_spec = {sid: sub for sid, sub in ok.groupby("spec_id")}
-    best = {sid: float(sub.gpu_us.min()) for sid, sub in by_spec.items()}
+    best = fastest_within(plans, None)["gpu_us"]
     rows = []
     for cap in caps:
+        fits = fastest_within(plans, cap)
         total, changed, missing, peak = 0.0, 0, 0, 0
         for sid, _ in steps_specs:
-            sub = by_spec.get(sid)
-            fits = sub if sub is None or cap is None else sub[sub.workspace_bytes <= cap]
-            if fits is None or fits.empty:
+            if sid not in fits.index:
                 missing += 1
                 continue
-            i = fits.gpu_us.idxmin()
-            total += float(fits.gpu_us[i])
-            peak = max(peak, int(fits.workspace_bytes[i]))
-            changed += float(fits.gpu_us[i]) > best[sid]
+            us = float(fits.at[sid, "gpu_us"])
+            total += us
+            peak = max(peak, int(fits.at[sid, "workspace_bytes"]))
+            changed += us > best[sid]
         rows.append(
             dict(
                 table="budget",
@@ -215,6 +227,32 @@ def budget_rows(plans, steps_specs: List[Tuple[int, str]], caps=BUDGET_CAPS) -> 
     for r in rows:
         r["slowdown"] = r["pass_gpu_us"] / unlimited if unlimited else float("nan")
     return rows
+
+
+def over_cap_rows(layers, plans, cap: int):
+    """The calls of the pass whose fastest plan needs more workspace than a cap, each with its
+    fastest plan that fits (the plan the budget curve counts for it at that cap).
+
+    Args:
+        layers: the ``layers`` table.
+        plans: the ``plans`` table.
+        cap: the workspace cap in bytes.
+
+    Returns:
+        One row per such call, in the pass's order: ``layer``, ``spec``, its fastest plan's
+        ``fastest_gpu_us`` and ``fastest_workspace_bytes``, and its fastest plan within the cap's
+        ``within_cap_gpu_us`` and ``within_cap_workspace_bytes`` (empty where no plan fits).
+    """
+    calls = ok_rows(layers)
+    calls = calls[calls["fastest_workspace_bytes"] > cap]
+    fits = fastest_within(plans, cap)
+    out = calls[["layer", "spec", "fastest_gpu_us", "fastest_workspace_bytes"]].reset_index(drop=True)
+    for col in ("gpu_us", "workspace_bytes"):
+        out[f"within_cap_{col}"] = [
+            fits.at[sid, col] if sid in fits.index else None for sid in calls["spec_id"]
+        ]
+    out.attrs = dict(getattr(layers, "attrs", {}))
+    return out
 
 
 #: columns that hold measured fractions even when a value happens to be whole
