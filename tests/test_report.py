@@ -231,6 +231,24 @@ def test_the_over_cap_calls_add_up_to_the_budget_curve(recording, net):
         rep.over_cap("4 MiB")
 
 
+@pytest.mark.parametrize("recording", [r.name for r in recordings.shipped()])
+@pytest.mark.parametrize("net", your_network.RECORDED_PRESETS)
+def test_the_memory_timelines_axis_fits_its_lines(recording, net):
+    """The held panel's y axis runs from zero to just above its highest line (a flat zero: to 1 MiB),
+    and its legend sits beside the plots, so no room above the lines is kept for it."""
+    fig = labkit.report(net, recording=recording).figure()
+    lines = [t for t in fig.data if t.yaxis == "y2" and len(t.y)]
+    top = max(max(t.y) for t in lines)
+    low, high = fig.layout.yaxis2.range
+    assert low == 0 and min(min(t.y) for t in lines) >= 0
+    if top > 0:
+        assert top < high <= top * (1 + your_network.charts.HELD_ROOM) + 1e-9, (recording, net, top, high)
+    else:
+        assert high == 1.0
+    legend = fig.layout.legend2
+    assert legend.x >= 1 and legend.xanchor == "left"  # right of the plots: over no line
+
+
 def test_report_tables_read_whole_numbers_as_integers(rep):
     layers, strategies = rep.layers, rep.strategies
     assert str(layers["count"].dtype) == "Int64" and str(layers["N"].dtype) == "Int64"

@@ -45,8 +45,8 @@ SAME_LINE = 0.01
 #: the width (px) and opacity of a line that stands for several strategies
 MERGED_WIDTH, MERGED_OPACITY = 6, 0.45
 #: characters of a legend line in the memory timeline: a longer entry (a line that stands for many
-#: strategies) is wrapped, so the legend never grows wider than the plot it sits in
-LEGEND_CHARS = 64
+#: strategies) is wrapped, so the legend beside the plots takes little of their width
+LEGEND_CHARS = 26
 
 
 def timeline_entry(members: list) -> str:
@@ -122,6 +122,9 @@ def coinciding(timeline) -> list:
     return groups
 
 
+#: room above the highest held line, as a share of it (the axis fits the lines)
+HELD_ROOM = 0.06
+
 REPORT_GRID = grid(
     rows=3,
     cols=1,
@@ -133,6 +136,19 @@ REPORT_GRID = grid(
         "pass time if every call keeps within a workspace cap",
     ),
 )
+
+
+def held_range(series: dict) -> list:
+    """The held panel's y range: from zero to just above the highest line, in MiB.
+
+    Args:
+        series: `held_series`' result.
+
+    Returns:
+        [0, top]: `HELD_ROOM` above the most any strategy held; [0, 1] when every line is at zero.
+    """
+    top = max((float(np.nanmax(y)) for _, y, _ in series.values() if len(y)), default=0.0) / MIB
+    return [0, top * (1 + HELD_ROOM) if top > 0 else 1.0]
 
 
 def _report_detail(df) -> str:
@@ -169,7 +185,7 @@ def network_report_chart(df) -> go.Figure:
     return figure_of(
         REPORT_GRID,
         traces,
-        _report_axes(ok, series, groups),
+        _report_axes(ok, series),
         df=df,
         main="Workspace report: every convolution layer",
         detail=_report_detail(df),
@@ -272,32 +288,19 @@ def _budget_line(budget) -> dict:
     )
 
 
-def _report_axes(ok, series: dict, groups: dict) -> dict:
-    """The report's axes and the held panel's legend, inside it at its top left."""
-    top = max((float(np.nanmax(y)) for _, y, _ in series.values() if len(y)), default=0.0) / MIB
+def _report_axes(ok, series: dict) -> dict:
+    """The report's axes, and the held panel's legend beside it, right of the plots (never over a line)."""
     last_step = max((float(np.nanmax(x)) for x, _, _ in series.values() if len(x)), default=float(len(ok)))
-    legend_lines = sum(timeline_entry(g).count("<br>") + 1 for g in groups.values())
     panel = laid_out(REPORT_GRID)[0]["yaxis2"]["domain"]
     return dict(
-        legend2=dict(
-            x=0.01,
-            xanchor="left",
-            y=panel[1] - 0.005,
-            yanchor="top",
-            orientation="v",
-            bgcolor="rgba(255,255,255,0.85)",
-            font=dict(size=11),
-        ),
+        legend2=dict(x=1.01, xanchor="left", y=panel[1], yanchor="top", orientation="v", font=dict(size=11)),
         # the shared axis spans the first call's whole bar and the step after the pass (the timeline's
         # lines alone would start it at the first bar's middle)
         xaxis=dict(title=dict(text="call of the pass (hover for the layer)"), range=[-0.5, last_step + 0.5]),
         yaxis=dict(title=dict(text="GPU time per call (us)")),
         # the calls of the first two panels are one x axis: a call's bar sits over its held bytes
         xaxis2=dict(title=dict(text="call of the pass (the last step: after the pass)"), matches="x"),
-        # room above the lines for the legend inside the panel: a line of it per legend line drawn
-        yaxis2=dict(
-            title=dict(text="workspace held (MiB)"), range=[0, (1 + 0.3 * legend_lines) * max(top, 1.0)]
-        ),
+        yaxis2=dict(title=dict(text="workspace held (MiB)"), range=held_range(series)),
         xaxis3=dict(title=dict(text="workspace cap"), type="category"),
         yaxis3=dict(title=dict(text="pass time (ms)"), rangemode="tozero"),
     )
