@@ -56,6 +56,11 @@ def _both(a: dict, b: dict) -> tuple:
     return sum(a[k] for k in keys), sum(b[k] for k in keys), len(keys)
 
 
+def _labels(fig) -> dict:
+    """Item -> its bar's label, over every panel of the checklist's chart."""
+    return {y: text for t in fig.data if t.type == "bar" for y, text in zip(t.y, t.text)}
+
+
 @pytest.mark.parametrize("recording, net", CASES)
 def test_every_item_has_a_row_and_one_sentence(made, recording, net):
     cl, said = made(recording, net)
@@ -135,8 +140,7 @@ def test_autotunes_gain_is_read_against_the_heuristics_pass_timed_twice(made, re
     # the chart's label names it too, and the precision and layout rows time the same pass
     row = cl.table.set_index("item").loc["autotune"]
     assert (
-        f"(heuristic timed again: {us_text(again)}, {us_text(diff)} apart)"
-        in dict(zip(cl.chart().data[0].y, cl.chart().data[0].text))["autotune"]
+        f"(heuristic timed again: {us_text(again)}, {us_text(diff)} apart)" in _labels(cl.chart())["autotune"]
     )
     assert us_text(row.again_us) == us_text(cl.table.set_index("item").loc["precision"].after_us)
 
@@ -180,8 +184,7 @@ def test_every_quantity_a_sentence_names_can_be_read_on_the_chart(made, recordin
     cl, said = made(recording, net)
     fig = cl.chart()
     assert grammar.violations(fig) == []
-    bars = fig.data[0]
-    labels = dict(zip(bars.y, bars.text))
+    labels = _labels(fig)
     for item, sentence in said.items():
         if item not in labels:
             assert "not measurable here" in sentence or "production batch is the batch" in sentence
@@ -189,3 +192,31 @@ def test_every_quantity_a_sentence_names_can_be_read_on_the_chart(made, recordin
         for m in grammar.QUANTITY.finditer(sentence):
             assert m.group(0) in labels[item], f"{item}: {m.group(0)!r} not on the chart: {labels[item]!r}"
     assert labkit.env.gpu_label(cl.table.attrs["gpu"]) in fig.layout.title.text  # provenance, once
+
+
+#: each kind of percent the checklist draws: the items that are one, and the words its axis says it with
+KINDS = {
+    "time saved": (checklist.ITEMS[:6], "time saved by the item (% of the time before it)"),
+    "memory held": (("memory fits",), "memory the forward holds (% of this GPU's memory)"),
+    "time idle": (("profile",), "time the GPU idles between launches (% of the pass)"),
+}
+
+
+@pytest.mark.parametrize("recording, net", CASES)
+def test_each_axis_of_the_chart_has_one_meaning(made, recording, net):
+    """One scale per chart: each kind of percent on an axis of its own, whose title says which."""
+    cl, _ = made(recording, net)
+    fig = cl.chart()
+    layout = fig.layout.to_plotly_json()
+    on_axis = {}
+    for t in fig.data:
+        axis = "xaxis" + (t.xaxis or "x")[1:]
+        on_axis.setdefault(axis, set()).update(t.y)
+    kinds = {}
+    for axis, items in on_axis.items():
+        found = {kind for kind, (members, _) in KINDS.items() if items & set(members)}
+        assert len(found) == 1, f"{axis} mixes {sorted(found)}: {sorted(items)}"
+        kind = found.pop()
+        assert items <= set(KINDS[kind][0]) and layout[axis]["title"]["text"] == KINDS[kind][1]
+        kinds[kind] = axis
+    assert len(set(kinds.values())) == len(kinds) == 3

@@ -16,7 +16,8 @@ from typing import List, Optional, Tuple
 from ..env import environment
 from ..errors import InvalidSpec
 from ..experiments.your_network import PRODUCTION_BATCH, check_production_batch
-from ..experiments.your_network.checklist import checklist_chart, checklist_sentences, checklist_table
+from ..experiments.your_network.checklist import checklist_sentences, checklist_table
+from ..experiments.your_network.checklist_chart import checklist_chart
 from ..session import lessons
 from ..store import recordings
 
@@ -46,7 +47,8 @@ class Checklist:
         return checklist_sentences(self.table)
 
     def chart(self):
-        """The checklist in one chart (bars on a linear percent axis from zero).
+        """The checklist's chart: one panel per kind of percent (time saved, memory held, time idle),
+        bars on linear axes from zero.
 
         Returns:
             The ``go.Figure``.

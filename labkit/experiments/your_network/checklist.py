@@ -2,7 +2,7 @@
 (per distinct layer: dtypes, layouts, the production batch, builds, loads, reuse) and
 `network_report` (autotune, workspace strategies, the pass's time). `checklist_table` gives one
 row per item of `ITEMS` with what it gains and what it costs, `checklist_sentences` one sentence
-per item written from that row, and `checklist_chart` the one chart. Every comparison is made on
+per item written from that row; `checklist_chart` draws the table. Every comparison is made on
 the layers measured on both sides (the rows say how many); a pass's GPU time here is the sum of
 its calls' CUDA-graph replay medians (each call's count times its distinct layer's time).
 Microseconds; bytes; percent.
@@ -11,11 +11,11 @@ Microseconds; bytes; percent.
 from __future__ import annotations
 
 import math
-from typing import List, Optional
+from typing import List
 
 import pandas as pd
 
-from ...draw.plots import COLORS, finish, fmt_seconds, fmt_us, new_figure
+from ...draw.plots import fmt_seconds, fmt_us
 from ...draw.units import number, size_text, us_text
 from ...env import gpu_label
 from .tables import tables_of
@@ -33,8 +33,6 @@ ITEMS = (
 )
 #: bytes per element of each dtype's tensors
 ELEMENT_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8_e4m3": 1}
-#: the chart's value axis
-AXIS_TITLE = "percent: time saved by the item (memory: of this GPU's memory held; profile: of the pass idle)"
 #: how many of the top layers the profile names
 TOP_LAYERS = 3
 #: the table's columns, in order
@@ -582,117 +580,3 @@ def checklist_sentences(table) -> List[str]:
         The sentences, in `ITEMS` order.
     """
     return [_sentence(r) for r in table.to_dict("records")]
-
-
-def _bar_value(r) -> Optional[float]:
-    if str(r["applies"]).startswith(("not measurable", "no: the production batch")):
-        return None
-    if r["item"] in ("memory fits", "profile"):
-        return r["share_percent"]
-    return r["saved_percent"]
-
-
-def _bar_text(r) -> str:
-    """An item's label on the chart: what it compares, then its cost (every quantity its sentence
-    names)."""
-    item, b, a = r["item"], r["before_us"], r["after_us"]
-    partial = r["layers_compared"] != r["layers"] and item not in ("memory fits", "profile")
-    of = f" ({int(r['layers_compared'])} of {int(r['layers'])} layers)" if partial else ""
-    per = f" an {r['per']}{of}" if r["per"] == "image" else f" a {r['per']}{of}"
-    if item == "memory fits":
-        target = (
-            f"<br>{r['target_gpu']}: {size_text(r['target_memory_bytes'])}"
-            if r["target_memory_bytes"] == r["target_memory_bytes"]
-            else ""
-        )
-        return f"peak {size_text(r['memory_after_bytes'])} of {size_text(r['memory_before_bytes'])}{target}"
-    if item == "profile":
-        return f"{us_text(b)} a pass, kernels {us_text(a)}<br>most GPU time: {r['note']}"
-    if item in ("plans", "graph reuse"):
-        tail = f"{int(r['layers_compared'])} distinct layers" if item == "plans" else "host time, waited for"
-        per = "" if item == "plans" else per
-        return f"{r['before']} {fmt_us(b)} → {r['after']} {fmt_us(a)}{per}<br>{tail}"
-    head = f"{r['before']} {us_text(b)} → {r['after']} {us_text(a)}{per}"
-    if item == "precision":
-        return f"{head}<br>largest error {r['error_before']:.1e} → {r['error_after']:.1e}"
-    if item == "layout":
-        return (
-            f"{head}<br>NHWC convolutions {us_text(a - r['cost_us'])} + input conversion "
-            f"{us_text(r['cost_us'])}; {'gain' if a < b else 'loss'} {us_text(abs(b - a))}"
-        )
-    if item == "autotune":
-        cost = fmt_seconds(r["cost_us"] / 1e6)
-        again = r.get("again_us", math.nan)
-        timed = f" (heuristic timed again: {us_text(again)}, {us_text(abs(again - b))} apart)"
-        timed = timed if again == again else ""
-        return f"{head}<br>gain {us_text(r['gain_us'])}{timed}; finding the fastest plans {cost}"
-    return (
-        f"{head}<br>{us_text(abs(b - a))} {'less' if a < b else 'more'}; largest layer "
-        f"{size_text(r['memory_before_bytes'])} → {size_text(r['memory_after_bytes'])}"
-    )
-
-
-def checklist_chart(table):
-    """The checklist in one chart: per item, the share of the time before that it saves (memory:
-    the share of this GPU's memory the forward holds; profile: the share of the pass the GPU
-    idles), bars on a linear percent axis from zero, each labelled with what it compares.
-
-    Args:
-        table: `checklist_table`'s result (its ``attrs`` give the provenance).
-
-    Returns:
-        The ``go.Figure``: trace 0 the bars, trace 1 the items not measured here (a label at zero).
-    """
-    rows = table.to_dict("records")
-    values = [_bar_value(r) for r in rows]
-    items = [r["item"] for r in rows]
-    shown = [(i, v, r) for i, v, r in zip(items, values, rows) if v is not None and v == v]
-    fig = new_figure()
-    fig.add_bar(
-        y=[i for i, _, _ in shown],
-        x=[v for _, v, _ in shown],
-        orientation="h",
-        name="measured",
-        text=[_bar_text(r) for _, _, r in shown],
-        textposition="auto",
-        marker=dict(
-            color=[
-                COLORS["muted"]
-                if r["item"] in ("memory fits", "profile")
-                else COLORS["primary"]
-                if v >= 0
-                else COLORS["bad"]
-                for _, v, r in shown
-            ]
-        ),
-        hovertemplate="%{y}: %{x:.1f}%<br>%{text}<extra></extra>",
-    )
-    missing = [(i, r) for i, v, r in zip(items, values, rows) if v is None or v != v]
-    fig.add_scatter(
-        y=[i for i, _ in missing],
-        x=[0] * len(missing),
-        mode="markers+text",
-        marker=dict(symbol="circle-open", color=COLORS["dark"], size=9),
-        text=["not measured here" for _ in missing],
-        textposition="middle right",
-        name="not measured here",
-        showlegend=bool(missing),
-        hoverinfo="skip",
-    )
-    low = min([0.0] + [v for _, v, _ in shown])
-    fig.update_xaxes(
-        title_text=AXIS_TITLE,
-        range=[min(low * 1.05, -5.0) if low < 0 else 0, 105],
-        zeroline=True,
-    )
-    fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(ITEMS)), type="category")
-    net = (table.attrs.get("request") or {}).get("net")
-    return finish(
-        fig,
-        table,
-        f"The performance checklist, measured for {net if isinstance(net, str) else 'your network'}",
-        detail="autotune, memory fits and profile: the network report of the same network, measured "
-        f"{table.attrs.get('report_date') or 'on a date not recorded'}",
-        height=520,
-        legend_rows=1 if missing else 0,
-    )
