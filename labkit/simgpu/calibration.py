@@ -10,6 +10,7 @@ from __future__ import annotations
 import statistics
 from typing import Dict, Iterator, Optional, Tuple
 
+import numpy as np
 import pandas as pd
 
 from ..spec import ConvSpec
@@ -50,6 +51,15 @@ class Calibration:
             if col not in self.table:
                 self.table[col] = float("nan")
         self.slug = slug
+        # the simulator asks per call (a graph launch, a cudaMalloc): each kind's rows split once
+        self._by_call = {str(call): rows for call, rows in self.table.groupby("call", sort=False)}
+        self._graph_parts = self._graph_launch_parts()
+        malloc = self.rows("cudaMalloc_behind_busy_stream").dropna(subset=["nbytes"])
+        self._malloc = (
+            malloc.nbytes.to_numpy(float),
+            malloc.host_us.to_numpy(float),
+            malloc.gpu_us.to_numpy(float),
+        )
 
     def rows(
         self, call: str, spec: Optional[ConvSpec] = None, plan_index: Optional[int] = None
@@ -64,8 +74,7 @@ class Calibration:
         Returns:
             The matching rows of the table (possibly none).
         """
-        t = self.table
-        rows = t[t.call == call]
+        rows = self._by_call.get(call, self.table.iloc[:0])
         if spec is not None:
             rows = rows[(rows.spec_label == spec.label) & (rows.plan_index == plan_index)]
         return rows
@@ -149,6 +158,18 @@ class Calibration:
         Returns:
             Microseconds (at least 0); None when the table has no graph_launch rows.
         """
+        if self._graph_parts is None:
+            return None
+        total, per, median = self._graph_parts
+        return max(0.0, total + sum(per.get((spec.label, plan), median) for spec, plan in calls))
+
+    def _graph_launch_parts(self) -> Optional[Tuple[float, Dict[Tuple[str, int], float], float]]:
+        """`graph_launch_us`'s parts, from the graph_launch rows.
+
+        Returns:
+            (the fixed part, (spec label, plan index) -> the per-call part, the per-call parts'
+            median), microseconds; None when the table has no graph_launch rows.
+        """
         rows = self.rows("graph_launch")
         if not len(rows):
             return None
@@ -161,7 +182,7 @@ class Calibration:
                 fixed.append(by[1] - per[label, int(plan)])
         total = statistics.median(fixed) if fixed else 0.0
         median = statistics.median(per.values()) if per else 0.0
-        return max(0.0, total + sum(per.get((spec.label, plan), median) for spec, plan in calls))
+        return total, per, median
 
     def malloc_waits(self, nbytes: int) -> bool:
         """Whether cudaMalloc of ``nbytes`` waits for a busy stream: the cudaMalloc_behind_busy_stream
@@ -173,8 +194,8 @@ class Calibration:
         Returns:
             Whether it waits; False where the table has no such row.
         """
-        rows = self.rows("cudaMalloc_behind_busy_stream")
-        if not len(rows):
+        sizes, host_us, gpu_us = self._malloc
+        if not len(sizes):
             return False
-        r = rows.iloc[(rows.nbytes - nbytes).abs().argmin()]
-        return bool(r.gpu_us == r.gpu_us and r.host_us >= r.gpu_us)
+        i = np.abs(sizes - nbytes).argmin()
+        return bool(gpu_us[i] == gpu_us[i] and host_us[i] >= gpu_us[i])
