@@ -77,11 +77,13 @@ def test_every_recorded_figure_follows_the_grammar(recording, name):
 
 
 def test_known_violations_still_occur():
-    """The known list shrinks as charts are fixed: an entry that no longer occurs must go."""
+    """The known list shrinks as charts are fixed: an entry that no longer occurs must go. The
+    experiments it names are drawn again here; every figure is the parametrized test's."""
+    named = {name for name, _ in KNOWN}
     seen = set()
     for rec in recordings.shipped():
         for name in experiments.CHARTS:
-            if name not in rec.experiments():
+            if name not in rec.experiments() or name not in named:
                 continue
             types = {}
             for _, fig in figures(rec, name):
