@@ -20,7 +20,7 @@ import os
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -126,6 +126,10 @@ class Recording:
     metadata: dict
     _tables: Dict[str, object] = field(default_factory=dict, repr=False)
     _keys: Dict[str, Dict[str, None]] = field(default_factory=dict, repr=False)
+    #: experiment -> request key -> the positions of its rows in the table
+    _at: Dict[str, Dict[str, object]] = field(default_factory=dict, repr=False)
+    #: (experiment, request key) -> (its rows in the table, `result_rows` of them)
+    _rows: Dict[Tuple[str, str], Tuple[object, object]] = field(default_factory=dict, repr=False)
 
     @property
     def name(self) -> str:
@@ -305,19 +309,26 @@ class Recording:
             RecordedDataError: the call was not recorded; it names the nearest recorded values.
             Unsupported: the recorded call raised it on the GPU.
         """
-        df = self.table(name)
-        rows = df[df["request"] == request_key(request)]
-        if rows.empty:
+        key = request_key(request)
+        found = self._rows.get((name, key))
+        if found is None:
+            df = self.table(name)
+            if name not in self._at:  # the table indexed by request, once
+                self._at[name] = df.groupby("request", sort=False).indices
+            rows = df.iloc[self._at[name].get(key, [])]
+            found = (rows, result_rows(rows)) if not rows.empty else None
+        if found is None:
             raise RecordedDataError(
                 f"{name}: these arguments were not recorded on {gpu_label(self.metadata.get('gpu'))}",
                 self.path / self.metadata["experiments"][name]["file"],
                 nearest=nearest(self.requests(name), request),
             )
+        rows, result = self._rows[name, key] = found
         if "call_error" in rows.columns and rows["call_error"].notna().all():
             cls = _ERROR_CLASSES.get(str(rows["call_error"].iloc[0]))
             reason = f"(recorded on {gpu_label(self.metadata.get('gpu'))}) {rows['reason'].iloc[0]}"
             raise cls(name, reason) if cls is Unsupported else LabkitError(f"{name}: {reason}")
-        out = result_rows(rows)
+        out = result.copy()  # the caller's own: a chart or a check may add columns
         out.attrs.update(self.provenance(name))
         out.attrs["experiment"] = name
         out.attrs["request"] = request
