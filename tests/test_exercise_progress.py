@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import warnings
 from pathlib import Path
 
@@ -85,6 +86,7 @@ def test_two_writers_at_once_lose_no_answer(cache):
         "from labkit.present import check\n"
         "from labkit.experiments import exercise\n"
         "ex = check.mode.exercise\n"
+        "open(sys.argv[2], 'w').close()\n"
         "while not os.path.exists(sys.argv[1]):\n"
         "    time.sleep(0.01)\n"
         "for _ in range(25):\n"
@@ -93,14 +95,18 @@ def test_two_writers_at_once_lose_no_answer(cache):
     )
     env = dict(os.environ, LABKIT_CACHE=str(cache), LABKIT_MODE="recorded", PYTHONPATH=str(ROOT))
     env.pop("LABKIT_RECORDING", None)
+    ready = [cache.parent / f"ready{i}" for i in range(2)]
     procs = [
-        subprocess.Popen([sys.executable, "-c", code, str(go)], env=env, stderr=subprocess.PIPE, text=True)
-        for _ in range(2)
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(go), str(r)], env=env, stderr=subprocess.PIPE, text=True
+        )
+        for r in ready
     ]
     try:
-        import time
-
-        time.sleep(4)  # both imported and waiting (a late one still counts: it only runs later)
+        deadline = time.monotonic() + 120
+        while not all(r.exists() for r in ready) and time.monotonic() < deadline:
+            assert all(p.poll() is None for p in procs), [p.stderr.read() for p in procs if p.poll()]
+            time.sleep(0.02)  # both imported and waiting (a late one still counts: it only runs later)
         go.write_text("go")
         for p in procs:
             assert p.wait(timeout=300) == 0, p.stderr.read()
