@@ -4,6 +4,7 @@ their text (numbers are formatted from the data when a cell runs)."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -50,6 +51,9 @@ def test_stored_clean(name):
     assert nb.nbformat == 4
     nbformat.validate(nb)
     assert nb.metadata["kernelspec"]["name"] == "python3"
+    ids = [cell.get("id") for cell in json.loads((NOTEBOOKS / f"{name}.ipynb").read_text())["cells"]]
+    assert all(ids), f"{name}: cell(s) {[i for i, x in enumerate(ids) if not x]} have no id (nbformat 4.5)"
+    assert len(set(ids)) == len(ids), f"{name}: two cells share an id"
     for cell in nb.cells:
         if cell.cell_type == "code":
             assert cell.outputs == [], f"{name}: a code cell has outputs"
