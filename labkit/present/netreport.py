@@ -232,7 +232,6 @@ PAGE = (
 )
 
 
-#: the columns `Report.show` gives a table by default
 def readable(table):
     """A report table made for reading: bytes as B/KiB/MiB, times to 0.1 us, ratios to 3 digits,
     no index, headers that may break after an underscore (so it fits the notebook).
@@ -261,6 +260,7 @@ def readable(table):
     )
 
 
+#: the columns `Report.show` gives a table by default
 SHOWN = {
     "layers": (
         "layer",

@@ -216,9 +216,8 @@ def spec_step(
     Returns:
         (the layer's summary, its ``plans`` rows); None when deferred.
     """
-    if defer_compiling:
-        if builds.compiles_pending(spec, "none", None):
-            return None
+    if defer_compiling and builds.compiles_pending(spec, "none", None):
+        return None
     _drop_pass_operands()
     _keep_graphs(room)
     return _measure_spec(spec, Budget(budget_s, f"measuring {spec.label}"))
