@@ -14,6 +14,15 @@ with ``torch.backends.cudnn.benchmark=True`` (it times up to ``cudnn.benchmark_l
 for every new layer shape, then runs), in a fresh process of its own (condition "PyTorch
 warm-up"; ``report_seconds`` is that first forward pass, ``steady_seconds`` the next one).
 
+With ``--repeats N`` the three conditions run N times in turn (each empty-cache run with a new
+empty cache), and each condition's row is its median run, with the fastest and slowest beside it
+(``report_seconds_min``, ``report_seconds_max``): on one GPU a single report varies by tens of
+percent from run to run, and so does PyTorch's warm-up.
+
+Where the empty-cache report's time goes: ``layer_steps_seconds`` (each distinct convolution's
+plans built, checked against float64 and timed), ``strategy_steps_seconds`` (the pass under each
+workspace strategy); the rest is starting and warming the worker processes and reading the network.
+
 Prints a table (seconds per condition, the ratio to the empty-cache report, the ratio of the
 empty-cache report to PyTorch's warm-up, and the goals: <= 60 s empty, <= 5 s cached) and writes
 data/bench/report_<gpu slug>.csv (rows of other nets and GPUs kept). ``report_seconds``: the
@@ -51,8 +60,13 @@ t1 = time.perf_counter()
 r = labkit.report(a["net"], dtype=a["dtype"], layout=a["layout"], **kw)
 t2 = time.perf_counter()
 e = env.environment()
+f = r.frame
+steps = dict(
+    layer_steps_seconds=float(r.layers.drop_duplicates("spec_id").step_seconds.sum()),
+    strategy_steps_seconds=float(f[f.table == "strategies"].step_seconds.sum()),
+) if "step_seconds" in f else {}
 print(json.dumps(dict(
-    report_seconds=t2 - t1, layers=len(r.layers), complete=r.complete,
+    report_seconds=t2 - t1, layers=len(r.layers), complete=r.complete, **steps,
     loaded_from_disk=bool(r.frame.attrs.get("loaded_from_disk")),
     graph_builds=graph_cache.graphs.stats.misses,
     checked=bool(r.layers.checked.astype(bool).all()), gpu=e.gpu_name, cudnn=e.cudnn_backend,
@@ -124,6 +138,16 @@ def run(condition: str, cache: str, args) -> dict:
     )
 
 
+def _median_run(rows: list) -> dict:
+    """The run of median ``report_seconds`` (the lower middle one of an even count), with the fastest
+    and slowest runs' seconds and the number of runs beside it."""
+    seconds = sorted(r["report_seconds"] for r in rows)
+    middle = seconds[(len(seconds) - 1) // 2]
+    row = dict(next(r for r in rows if r["report_seconds"] == middle))
+    row.update(report_seconds_min=seconds[0], report_seconds_max=seconds[-1], runs=len(rows))
+    return row
+
+
 def main(argv=None) -> int:
     import pandas as pd
 
@@ -134,18 +158,25 @@ def main(argv=None) -> int:
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--dtype", default="fp16")
     p.add_argument("--layout", default="NHWC")
+    p.add_argument("--repeats", type=int, default=1, help="runs of the three conditions, in turn (default 1)")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds a condition may take (default 300)")
     p.add_argument(
         "--cache", help="an empty folder to use as the cache, kept afterwards (default: a temporary one)"
     )
     args = p.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="labkit-bench-report-") as tmp:
-        cache = args.cache or tmp
-        if args.cache and Path(cache).exists() and any(Path(cache).iterdir()):
-            raise SystemExit(f"--cache {cache} is not empty: the first condition needs an empty cache")
-        rows = [run("empty cache", cache, args)]
-        rows.append(run("cached", cache, args))
-        rows.append(run("PyTorch warm-up", cache, args))
+    if args.cache and args.repeats != 1:
+        raise SystemExit("--cache takes one run: leave out --repeats")
+    runs = {c: [] for c in GOALS}
+    for k in range(args.repeats):
+        with tempfile.TemporaryDirectory(prefix="labkit-bench-report-") as tmp:
+            cache = args.cache or tmp
+            if args.cache and Path(cache).exists() and any(Path(cache).iterdir()):
+                raise SystemExit(f"--cache {cache} is not empty: the first condition needs an empty cache")
+            for condition in GOALS:
+                row = run(condition, cache, args)
+                runs[condition].append(row)
+                print(f"run {k + 1}/{args.repeats}: {condition}: {row['report_seconds']:.2f} s", flush=True)
+    rows = [_median_run(runs[c]) for c in GOALS]
     df = pd.DataFrame(rows)
     df["ratio_to_empty"] = df.report_seconds / df.report_seconds.iloc[0]
     df["empty_report_to_torch_warmup"] = df.report_seconds.iloc[0] / df.report_seconds.iloc[-1]
@@ -161,6 +192,9 @@ def main(argv=None) -> int:
                 "dtype",
                 "layout",
                 "report_seconds",
+                "report_seconds_min",
+                "report_seconds_max",
+                "runs",
                 "process_seconds",
                 "ratio_to_empty",
                 "empty_report_to_torch_warmup",

@@ -296,6 +296,11 @@ def _report(df, meta):
         "dtype",
         "layout",
         "report_seconds",
+        "report_seconds_min",
+        "report_seconds_max",
+        "runs",
+        "layer_steps_seconds",
+        "strategy_steps_seconds",
         "process_seconds",
         "layers",
         "graph_builds",
@@ -310,10 +315,21 @@ def _report(df, meta):
         if len(empty) and len(torch_):
             e, t = float(empty.report_seconds.iloc[-1]), float(torch_.report_seconds.iloc[-1])
             sentence += (
-                f"{net}: the report from an empty cache takes {number(e)} s, {number(e / t)}x PyTorch's own "
-                f"warm-up ({number(t)} s: its first forward pass with cudnn.benchmark=True). "
+                f"{net}: the report from an empty cache takes {number(e)} s{_runs(empty)}, {number(e / t)}x "
+                f"PyTorch's own warm-up ({number(t)} s{_runs(torch_)}: its first forward pass with "
+                "cudnn.benchmark=True). "
             )
     return df[[c for c in cols if c in df.columns]], sentence.strip()
+
+
+def _runs(rows) -> str:
+    """ ", the median of N runs (a-b s)" for a condition's last row when it ran more than once, else ""."""
+    row = rows.iloc[-1]
+    runs = row.get("runs")
+    if runs is None or not runs == runs or int(runs) < 2:
+        return ""
+    span = f"{number(row.report_seconds_min)}-{number(row.report_seconds_max)} s"
+    return f", the median of {int(runs)} runs ({span})"
 
 
 def _report_models(df, meta):
