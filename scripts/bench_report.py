@@ -27,7 +27,9 @@ Prints a table (seconds per condition, the ratio to the empty-cache report, the 
 empty-cache report to PyTorch's warm-up, and the goals: <= 60 s empty, <= 5 s cached) and writes
 data/bench/report_<gpu slug>.csv (rows of other nets and GPUs kept). ``report_seconds``: the
 ``labkit.report`` call alone; ``process_seconds``: the whole process (Python start, imports, CUDA
-and cuDNN initialisation included).
+and cuDNN initialisation included). Each process runs with Python's bytecode cache on, as a
+learner's Python runs (a host that sets ``PYTHONDONTWRITEBYTECODE`` would otherwise compile every
+module from source in every worker process, inside the report's clock).
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ f = r.frame
 steps = dict(
     layer_steps_seconds=float(r.layers.drop_duplicates("spec_id").step_seconds.sum()),
     strategy_steps_seconds=float(f[f.table == "strategies"].step_seconds.sum()),
-) if "step_seconds" in f else {}
+) if "step_seconds" in f and not f.attrs.get("loaded_from_disk") else {}  # saved: the first run's steps
 print(json.dumps(dict(
     report_seconds=t2 - t1, layers=len(r.layers), complete=r.complete, **steps,
     loaded_from_disk=bool(r.frame.attrs.get("loaded_from_disk")),
@@ -103,7 +105,9 @@ print(json.dumps(dict(report_seconds=t2 - t1, steady_seconds=t3 - t2, layers=con
 
 def run(condition: str, cache: str, args) -> dict:
     env = dict(
-        os.environ,
+        {
+            k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"
+        },  # Python's default: .pyc kept
         LABKIT_CACHE=cache,
         LABKIT_MODE="live",
         LABKIT_PREFETCH="0",

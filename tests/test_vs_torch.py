@@ -129,6 +129,18 @@ def test_the_readmes_figures_are_the_benchs():
         f"its first forward pass, {_figure(torch_, 3)} s",
         f"it takes {_figure(rep.report_seconds['cached'], 3)} s",
     ]
+    h200_rep = pd.read_csv(root / "data" / "bench" / "report_h200.csv")
+    said = {}
+    for net in ("resnet50", "torchvision.models:mobilenet_v3_large"):
+        r = h200_rep[h200_rep.net == net].set_index("condition")
+        assert (r.runs == 3).all(), net  # "the median of three runs each"
+        e, t = r.report_seconds["empty cache"], r.report_seconds["PyTorch warm-up"]
+        said[net] = f"{_figure(e, 2)} s against", f"{_figure(t, 2)} s", f"({_figure(e / t, 1)}x)"
+    r50, mnv3 = said["resnet50"], said["torchvision.models:mobilenet_v3_large"]
+    expected += [
+        f"{r50[0]} PyTorch's {r50[1]} {r50[2]} for ResNet-50",
+        f"{mnv3[0]} {mnv3[1]} {mnv3[2]} for",
+    ]
     from labkit.cli.bench_summary import p90
 
     visits = pd.read_csv(root / "data" / "bench" / "widget_latency.csv")

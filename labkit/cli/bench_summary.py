@@ -316,20 +316,21 @@ def _report(df, meta):
             e, t = float(empty.report_seconds.iloc[-1]), float(torch_.report_seconds.iloc[-1])
             sentence += (
                 f"{net}: the report from an empty cache takes {number(e)} s{_runs(empty)}, {number(e / t)}x "
-                f"PyTorch's own warm-up ({number(t)} s{_runs(torch_)}: its first forward pass with "
-                "cudnn.benchmark=True). "
+                "PyTorch's own warm-up, its first forward pass with cudnn.benchmark=True "
+                f"({number(t)} s{_runs(torch_, ', ')}). "
             )
     return df[[c for c in cols if c in df.columns]], sentence.strip()
 
 
-def _runs(rows) -> str:
-    """ ", the median of N runs (a-b s)" for a condition's last row when it ran more than once, else ""."""
+def _runs(rows, join: str = " (") -> str:
+    """ "median of N runs, a-b s" for a condition's last row when it ran more than once (after ``join``;
+    the default opens a parenthesis and closes it), else ""."""
     row = rows.iloc[-1]
     runs = row.get("runs")
     if runs is None or not runs == runs or int(runs) < 2:
         return ""
-    span = f"{number(row.report_seconds_min)}-{number(row.report_seconds_max)} s"
-    return f", the median of {int(runs)} runs ({span})"
+    said = f"median of {int(runs)} runs, {number(row.report_seconds_min)}-{number(row.report_seconds_max)} s"
+    return join + said + (")" if join == " (" else "")
 
 
 def _report_models(df, meta):
@@ -537,7 +538,12 @@ SOURCES = (
         "`labkit.report` of the resnet50 preset (batch 32) and of torchvision's MobileNetV3-Large "
         "(batch 16), fp16 NHWC, with an empty cache, then in a new process from the saved result, beside "
         "PyTorch's first forward pass of the same network (its warm-up), each in a fresh process. Each "
-        "network's three rows come from one run; `labkit_commit` says which.",
+        "network's three rows come from one run of the script; `labkit_commit` says which. With `runs` "
+        "above 1, each row is its condition's median run, between `report_seconds_min` and `_max`. "
+        "Where the empty-cache report's time goes: `layer_steps_seconds`, each distinct convolution's "
+        "plans built, checked against float64 and timed; `strategy_steps_seconds`, the pass under each "
+        "workspace strategy; the rest is reading the network and starting and warming the worker "
+        "processes. Every process keeps Python's bytecode cache, as a learner's Python does.",
         "python scripts/bench_report.py  # GPU",
         _report,
     ),
