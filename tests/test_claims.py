@@ -910,12 +910,10 @@ def _mean_above_median_is_said_on_the_chart(rec):
 # ---- lesson 11: PyTorch's switches (the torch_knobs rows of each recording) -----------------------
 def _knobs(rec, net=None):
     """The PyTorch rows that ran, and the labkit rows, of the torch_knobs call the lesson shows with
-    ``rec`` in use: its own, or the recording that holds them (they were recorded on one GPU)."""
-    from labkit.experiments.pytorch_knobs import KNOBS_SPEC, holder
+    ``rec`` in use."""
+    from labkit.experiments.pytorch_knobs import KNOBS_SPEC
 
-    df = frame(
-        rec if "torch_knobs" in rec.experiments() else holder(), "torch_knobs", spec=KNOBS_SPEC, net=net
-    )
+    df = frame(rec, "torch_knobs", spec=KNOBS_SPEC, net=net)
     ok = df[df.status == "ok"]
     return ok[ok.source == "pytorch"].set_index("setting"), ok[ok.source == "labkit"].set_index("setting")
 

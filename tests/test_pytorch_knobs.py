@@ -297,17 +297,21 @@ def test_the_grid_records_the_convolution_and_the_network():
     assert SPEC == ConvSpec.from_label("fp32 NCHW fprop 32x256x56x56 -> 256 3x3 s1 p1")
 
 
-# ---- recorded: the lesson's chart, sentences and hands-on on the recording that holds them ---------------
-@pytest.fixture
-def recorded(recorded_mode, monkeypatch):
+# ---- recorded: the lesson's chart, sentences and hands-on on each shipped recording -----------------------
+@pytest.fixture(params=["h100-sxm", "h200"])
+def recorded(recorded_mode, monkeypatch, request):
     from labkit.experiments import handson_check
     from labkit.session import handson, lessons
+    from labkit.store import recordings
 
     monkeypatch.delenv("LABKIT_HANDSON", raising=False)
+    monkeypatch.setenv("LABKIT_RECORDING", request.param)
     handson_check.forget()
     handson.register_topics()
     lessons.forget()
     yield lessons
+    lessons.forget()
+    recordings._current = recordings._picked = None
 
 
 def test_the_chart_draws_every_setting_and_labkit_beside_the_convolution_only(recorded):
@@ -361,11 +365,13 @@ def test_the_plan_caches_sentence_quotes_times_its_table_shows(recorded):
 def test_the_hands_on_reference_passes_and_a_wrong_list_gets_a_hint(recorded, capsys):
     from labkit.present import check
     from labkit.session import handson
+    from labkit.store import recordings
 
     ns = {"lessons": recorded, "check": check}
     handson.run("unchanged_knobs", handson.HANDS_ON["unchanged_knobs"].source, ns)
     out = capsys.readouterr().out
-    assert out.startswith("correct: ") and "recorded on the H100 SXM" in " ".join(out.split()), out
+    gpu = recorded.env_label(recordings.current())
+    assert out.startswith("correct: ") and f"recorded on the {gpu}" in " ".join(out.split()), out
     wrong = check.unchanged_knobs(["PyTorch's defaults", "benchmark=True"])
     assert not wrong.correct and "Hint:" in wrong.message and "defaults themselves" in wrong.message
     assert not check.unchanged_knobs(ns["my_unchanged"][:-1]).correct  # one left out

@@ -1,10 +1,12 @@
 """Recorded mode on this machine: the shipped H100 recording answers every lesson call, with
-provenance; bad recordings and unrecorded requests give clear errors."""
+provenance, and every shipped recording holds every experiment; a call the default lacks comes from
+the recording that holds it; bad recordings and unrecorded requests give clear errors."""
 
 import json
 import shutil
 
 import pytest
+import recording_copies
 
 import labkit
 from labkit import ConvSpec, RecordedDataError, env, experiments
@@ -22,13 +24,6 @@ def copy(tmp_path):
     return dst
 
 
-#: experiment -> why it is recorded on one GPU only (tests below hold every other experiment to both)
-ONE_GPU_ONLY = {
-    "torch_knobs": "PyTorch's switches (lesson 11) were recorded on an H100 only: no H200 could be had to "
-    "record them; lesson 11 says so and reads the H100 recording (labkit.lessons.knobs)",
-}
-
-
 def test_shipped_recording_is_complete_and_labelled():
     rec = recordings.current()
     m = rec.metadata
@@ -42,33 +37,38 @@ def test_shipped_recording_is_complete_and_labelled():
 def test_every_shipped_recording_holds_every_experiment():
     """`doctor` lists the same experiments for each shipped GPU: a lesson never has to borrow
     another GPU's numbers."""
-    everywhere = set(experiments.registry()) - set(ONE_GPU_ONLY)
+    assert len(recordings.shipped()) == 2
     for r in recordings.shipped():
-        assert set(r.experiments()) - set(ONE_GPU_ONLY) == everywhere, r.name
-    for name in ONE_GPU_ONLY:
-        held = [r.name for r in recordings.shipped() if name in r.experiments()]
-        assert held == [recordings.DEFAULT_RECORDING], (name, held)  # the one GPU it has is the default's
+        assert set(r.experiments()) == set(experiments.registry()), r.name
+        assert r.metadata["complete"] is True, r.name
 
 
-def test_an_experiment_of_one_gpu_reads_that_gpus_recording_with_a_line_saying_so(monkeypatch, capsys):
-    """Lesson 11 with the H200's recording picked: the H100's numbers, with one line naming it, never a
-    traceback; its checks read the same recording."""
-    from labkit.experiments.pytorch_knobs import unchanged
-    from labkit.present import check
-    from labkit.session import lessons
-
-    monkeypatch.setenv("LABKIT_RECORDING", "h200")
+def test_a_call_the_default_recording_lacks_is_answered_by_the_shipped_recording_that_holds_it(
+    tmp_path, monkeypatch
+):
+    """Nobody picked a recording and the default lacks a call (a recording cut short, or one of a
+    GPU of your own): the shipped recording that holds it answers, its provenance naming its GPU,
+    and a panel starts on the recording that holds the most of its experiment's calls. A recording
+    picked answers alone."""
+    n8 = dict(spec=experiments.BASE.replace(N=8))
+    recording_copies.without(
+        tmp_path / "call", monkeypatch, "h100-sxm", "precision", experiments.request_of("precision", **n8)
+    )
+    assert experiments.precision(**n8).attrs["gpu"] == "NVIDIA H200"
+    assert experiments.precision().attrs["gpu"] == "NVIDIA H100 80GB HBM3"  # what the default holds
+    assert recordings.for_experiment("precision").name == "h200"  # it holds more of its calls
+    monkeypatch.setenv("LABKIT_RECORDING", "h100-sxm")
+    assert recordings.for_experiment("precision").name == "h100-sxm"
+    with pytest.raises(RecordedDataError, match="nearest recorded: spec.N="):
+        experiments.precision(**n8)
+    monkeypatch.delenv("LABKIT_RECORDING")
     recordings._current = recordings._picked = None
-    lessons.forget()
-    try:
-        df = lessons.knobs()
-        said = capsys.readouterr().out
-        assert "H100" in df.attrs["gpu"] and said.count("\n") == 1 and "recorded on the H100 SXM only" in said
-        assert check.unchanged_knobs(unchanged(df)).correct
-    finally:
-        monkeypatch.delenv("LABKIT_RECORDING")
-        recordings._current = recordings._picked = None
-        lessons.forget()
+
+    recording_copies.without(tmp_path / "experiment", monkeypatch, "h100-sxm", "layout")
+    assert recordings.for_experiment("layout").name == "h200"
+    assert experiments.layout().attrs["gpu"] == "NVIDIA H200"
+    recordings.use("h100-sxm")
+    assert recordings.for_experiment("layout").name == "h200"  # the one picked holds none of it
 
 
 @pytest.mark.parametrize("name,kwargs", grid(), ids=lambda v: v if isinstance(v, str) else "")

@@ -13,6 +13,7 @@ from typing import Optional
 from .. import env, experiments, practice
 from ..draw.plots import provenance_subtitle, request_spec
 from ..draw.prose import Text, table  # noqa: F401
+from ..errors import RecordedDataError
 from ..experiments import (  # noqa: F401
     CAPS,  # lesson 07's hands-on: the caps experiment's caps
     KNOBS_SPEC,  # lesson 11's hands-on: the convolution its switches ran on
@@ -33,7 +34,6 @@ from ..experiments.precision_layout import (  # noqa: F401
     precision_summary,
     roofline_summary,
 )
-from ..experiments.pytorch_knobs import holder
 from ..experiments.start_here import fp32_layout_note, simulator_note  # noqa: F401  (lesson 00)
 from ..experiments.streams import race_all, race_summary  # noqa: F401
 from ..experiments.workspace_basics import (  # noqa: F401
@@ -92,10 +92,8 @@ def gpus():
 def knobs(net: Optional[str] = None, *, measure: bool = False):
     """Lesson 11's switches measured through PyTorch (`torch_knobs` of `KNOBS_SPEC`).
 
-    Recorded, from the recording in use, or, where it holds none (PyTorch's switches were recorded on
-    one GPU), from the recording that does, with a line saying so. Live, this session's or this GPU's
-    saved result, else measured now (a fresh process per setting); a network is measured only when
-    asked (``measure``).
+    Recorded, from the recording in use. Live, this session's or this GPU's saved result, else measured
+    now (a fresh process per setting); a network is measured only when asked (``measure``).
 
     Args:
         net: a network (``"resnet50"``), or None for the convolution.
@@ -109,24 +107,18 @@ def knobs(net: Optional[str] = None, *, measure: bool = False):
         if net is not None and not measure and not is_cached("torch_knobs", **kwargs):
             print(f'Not measured here yet: lessons.knobs(net="{net}", measure=True) measures it{_took(net)}.')
             return None
-        return data("torch_knobs", **kwargs)
-    rec, held = recordings.current(), holder()
-    if "torch_knobs" in rec.experiments() or held is None:
-        return data("torch_knobs", **kwargs)
-    print(
-        f"PyTorch's switches were recorded on the {env_label(held)} only: this lesson shows that recording "
-        f"({rec.name} has none)."
-    )
-    return data("torch_knobs", recording=held.name, **kwargs)
+    return data("torch_knobs", **kwargs)
 
 
 def _took(net: Optional[str]) -> str:
-    """How long the recorded measurement of a call took, its processes end to end, in words."""
-    held = holder()
-    if held is None:
+    """How long the recorded measurement of a call took, its processes end to end, in words (the
+    recording a panel of `torch_knobs` answers from; nothing when no recording holds the call)."""
+    try:
+        rec = recordings.for_experiment("torch_knobs")
+        df = experiments.core.from_recording("torch_knobs", rec, spec=KNOBS_SPEC, net=net)
+    except RecordedDataError:
         return ""
-    df = experiments.core.from_recording("torch_knobs", held, spec=KNOBS_SPEC, net=net)
-    return f" (a fresh process per setting: {df.wall_s.sum():,.0f} s on the {env_label(held)})"
+    return f" (a fresh process per setting: {df.wall_s.sum():,.0f} s on the {env_label(rec)})"
 
 
 def env_label(rec) -> str:

@@ -12,12 +12,11 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from ...errors import LabkitError, RecordedDataError
+from ...errors import LabkitError
 from ...gpu.timing.kernel_keys import kernel_key
 from ...signals.progress import report
 from ...spec import ConvSpec
-from ...store import recordings
-from ..core import as_spec, experiment, from_recording, result, status_row, timed_plan, to_frame
+from ..core import as_spec, experiment, result, status_row, timed_plan, to_frame
 from .settings import check_request, child_config, child_env, counterpart, labkit_name, settings_for
 
 #: the issue's convolution: a ResNet-50 layer-1 width (256 channels) 3x3 at 56x56, fp32 NCHW, as
@@ -279,18 +278,9 @@ def torch_knobs(spec: ConvSpec = KNOBS_SPEC, net: Optional[str] = None):
     return df
 
 
-def holder():
-    """The shipped recording that holds `torch_knobs` (PyTorch's switches were recorded on one GPU).
-
-    Returns:
-        The `labkit.store.recordings.Recording`; None when no shipped recording holds it.
-    """
-    return next((r for r in recordings.shipped() if "torch_knobs" in r.experiments()), None)
-
-
 def knobs_result(net: Optional[str] = None):
-    """`torch_knobs` of the lesson's convolution for a summary or check: the results in use, or, where
-    the recording in use holds none (PyTorch's switches were recorded on one GPU), the recording that does.
+    """`torch_knobs` of the lesson's convolution for a summary or check: the results in use, as the
+    lesson draws them.
 
     Args:
         net: the network, or None for the convolution.
@@ -298,10 +288,4 @@ def knobs_result(net: Optional[str] = None):
     Returns:
         The DataFrame.
     """
-    try:
-        return result("torch_knobs", spec=KNOBS_SPEC, net=net)
-    except RecordedDataError:
-        rec = holder()
-        if rec is None:
-            raise
-        return from_recording("torch_knobs", rec, spec=KNOBS_SPEC, net=net)
+    return result("torch_knobs", spec=KNOBS_SPEC, net=net)
