@@ -940,6 +940,17 @@ def _peaks_hold_output_and_workspace(rec):
     )
 
 
+@claim(
+    "11",
+    "**Exercise 2 (explain).** With `benchmark=True`, the first call peaks far above the steady calls.",
+)
+def _benchmark_first_call_peaks_far_above_steady(rec):
+    bench = _knobs(rec)[0].loc["benchmark=True"]
+    return bool(bench.first_peak_bytes > 2 * bench.steady_peak_bytes), dict(
+        first=bench.first_peak_bytes, steady=bench.steady_peak_bytes
+    )
+
+
 # ---- the premises of the worked-out exercises (a model's assumption that the data must bear) ------------
 @claim(
     "02",
