@@ -317,20 +317,22 @@ def _report(df, meta):
             sentence += (
                 f"{net}: the report from an empty cache takes {number(e)} s{_runs(empty)}, {number(e / t)}x "
                 "PyTorch's own warm-up, its first forward pass with cudnn.benchmark=True "
-                f"({number(t)} s{_runs(torch_, ', ')}). "
+                f"({number(t)} s{_runs(torch_, in_parentheses=False)}). "
             )
     return df[[c for c in cols if c in df.columns]], sentence.strip()
 
 
-def _runs(rows, join: str = " (") -> str:
-    """ "median of N runs, a-b s" for a condition's last row when it ran more than once (after ``join``;
-    the default opens a parenthesis and closes it), else ""."""
+def _runs(rows, *, in_parentheses: bool = True) -> str:
+    """For a condition's last row that ran more than once: " (median of N runs, a-b s)", or without
+    the parentheses ", median of N runs, a-b s" to go inside one; "" for a single run."""
     row = rows.iloc[-1]
     runs = row.get("runs")
     if runs is None or not runs == runs or int(runs) < 2:
         return ""
-    said = f"median of {int(runs)} runs, {number(row.report_seconds_min)}-{number(row.report_seconds_max)} s"
-    return join + said + (")" if join == " (" else "")
+    low, high = number(row.report_seconds_min), number(row.report_seconds_max)
+    if in_parentheses:
+        return f" (median of {int(runs)} runs, {low}-{high} s)"
+    return f", median of {int(runs)} runs, {low}-{high} s"
 
 
 def _report_models(df, meta):
