@@ -104,10 +104,10 @@ print(json.dumps(dict(report_seconds=t2 - t1, steady_seconds=t3 - t2, layers=con
 
 
 def run(condition: str, cache: str, args) -> dict:
+    # Python's default, bytecode cached (.pyc): a host that turns it off would time module compiles
+    kept = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env = dict(
-        {
-            k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"
-        },  # Python's default: .pyc kept
+        kept,
         LABKIT_CACHE=cache,
         LABKIT_MODE="live",
         LABKIT_PREFETCH="0",
@@ -168,6 +168,8 @@ def main(argv=None) -> int:
         "--cache", help="an empty folder to use as the cache, kept afterwards (default: a temporary one)"
     )
     args = p.parse_args(argv)
+    if args.repeats < 1:
+        raise SystemExit(f"--repeats {args.repeats}: must be 1 or more")
     if args.cache and args.repeats != 1:
         raise SystemExit("--cache takes one run: leave out --repeats")
     runs = {c: [] for c in GOALS}
