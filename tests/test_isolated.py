@@ -251,3 +251,34 @@ def test_labkit_report_takes_the_reports_own_arguments():
     queued = report_call._preset_specs("resnet50", None, "fp16", "NHWC", None)
     assert len(queued) == len(networks.unique(list(networks.layers_of("resnet50", 32).layers))) == 23
     assert report_call._preset_specs("no_such_net", None, "fp16", "NHWC", None) == ()
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_a_model_path_report_queues_its_layers_before_the_report_loads(monkeypatch, fails):
+    """``labkit.report("module:callable", input_shape=...)`` builds the model and reads its layers in
+    a thread, which starts the worker with their distinct convolutions; the report gets that model.
+    When building fails, the report gets the path again (and names the error itself)."""
+    from labkit import networks
+    from labkit.present import netreport, report_call
+    from labkit.spec import ConvSpec
+
+    model = object()
+    specs = [ConvSpec(N=4, C=8, H=8, W=8, K=8), ConvSpec(N=4, C=8, H=8, W=8, K=16)]
+
+    def from_path(path):
+        if fails:
+            raise InvalidSpec("net", path, "does not import")
+        return model
+
+    def layers_of(net, batch=None, **kw):
+        assert net is model and kw["input_shape"] == (4, 8, 8, 8) and batch is None
+        return networks.Network("M", tuple(networks.Layer(f"c{i}", s) for i, s in enumerate(specs + specs)))
+
+    warmed, got = [], []
+    monkeypatch.setattr(networks, "model_from_path", from_path)
+    monkeypatch.setattr(networks, "layers_of", layers_of)
+    monkeypatch.setattr(report_call, "warm_report_worker", lambda s: warmed.append(s))
+    monkeypatch.setattr(netreport, "report", lambda net, **kw: got.append((net, kw["input_shape"])) or "rep")
+    assert report_call.report("pkg.models:m", input_shape=(4, 8, 8, 8)) == "rep"
+    assert got == [("pkg.models:m" if fails else model, (4, 8, 8, 8))]
+    assert warmed == ([] if fails else [tuple(specs)])

@@ -3,11 +3,15 @@
 
 Loading the report (pandas, plotly and every lesson's experiments) takes about 1-2 s; starting the
 worker and warming it (a Python process, CUDA, cuDNN) takes 2-4 s more. Started here, they overlap
-(`labkit.session.texts.warm_report_worker`).
+(`labkit.session.texts.warm_report_worker`). A model named ``"module:callable"`` is built and its
+layers read in a thread meanwhile (`_model_soon`), so that its convolutions' plan builds are queued
+as early as a preset's.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
+import threading
 from typing import Optional
 
 from .. import networks
@@ -48,12 +52,16 @@ def report(
     Returns:
         A `labkit.present.netreport.Report`.
     """
-    if recording is None:
+    model = None
+    if recording is None and networks.is_model_path(net) and input_shape is not None:
+        model = _model_soon(net, batch, dtype, layout, input_shape)
+    elif recording is None:
         warm_report_worker(_preset_specs(net, batch, dtype, layout, image))
     from . import netreport  # heavy: pandas, plotly and every lesson's experiments
 
+    built = None if model is None else model.result()
     return netreport.report(
-        net,
+        net if built is None else built,
         batch=batch,
         dtype=dtype,
         layout=layout,
@@ -78,3 +86,35 @@ def _preset_specs(net, batch, dtype, layout, image) -> tuple:
     except LabkitError:
         return ()
     return tuple(g.spec for g in networks.unique(list(network.layers)))
+
+
+def _model_soon(path: str, batch, dtype, layout, input_shape) -> concurrent.futures.Future:
+    """The model ``path`` names, built in a daemon thread that then reads its layers and starts the
+    report's worker with their distinct convolutions (`warm_report_worker`), while this thread loads
+    the report.
+
+    Args:
+        path: ``"module:callable"``.
+        batch: the report's ``batch`` (None, or the example input's first dimension).
+        dtype: the report's dtype.
+        layout: the report's layout.
+        input_shape: the model's example input (N, C, H, W).
+
+    Returns:
+        A future of the ``nn.Module``; of None when building it or reading its layers failed (the
+        report, given the path again, says why).
+    """
+    future: concurrent.futures.Future = concurrent.futures.Future()
+
+    def load() -> None:
+        try:
+            model = networks.model_from_path(path)
+            network = networks.layers_of(model, batch, dtype=dtype, layout=layout, input_shape=input_shape)
+        except BaseException:  # noqa: BLE001  (the report builds it again and names the error)
+            future.set_result(None)
+            return
+        warm_report_worker(tuple(g.spec for g in networks.unique(list(network.layers))))
+        future.set_result(model)
+
+    threading.Thread(target=load, daemon=True, name="labkit-report-model").start()
+    return future
