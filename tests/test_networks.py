@@ -421,3 +421,41 @@ def test_torch_path_unbatched_input(torch):
     net = layers_of(conv, input_shape=(3, 10, 12))
     assert shape(net[0].spec)[:4] == (1, 3, 10, 12) and "unbatched" in net[0].note
     assert net[0].name == "Conv2d"
+
+
+def test_a_model_runs_on_the_meta_device_and_gives_the_cpus_layers(torch, monkeypatch):
+    """A model's layers are read from a run on PyTorch's meta device (shapes only): the model sees
+    meta tensors, its own parameters are left as they were, and the layers are those a CPU run gives."""
+    from labkit.networks import torch_models
+
+    model = small_model(torch)
+    seen = []
+    model.register_forward_pre_hook(lambda m, args: seen.append(args[0].device.type))
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    meta = layers_of(model, input_shape=(2, 3, 20, 24))
+    assert seen == ["meta"]
+    assert all(v.device.type == "cpu" and torch.equal(v, before[k]) for k, v in model.state_dict().items())
+    monkeypatch.setattr(torch_models, "_run_on_meta", lambda *a: False)
+    cpu = layers_of(model, input_shape=(2, 3, 20, 24))
+    assert seen == ["meta", "cpu"]
+    assert meta.layers == cpu.layers and meta.skipped == cpu.skipped and len(meta.layers) == 5
+
+
+def test_a_model_that_reads_a_value_is_read_on_the_cpu(torch):
+    """A forward pass that needs a value (here ``.item()``) cannot run on the meta device: the
+    layers come from the CPU run, without a layer twice from the meta run that stopped."""
+    nn = torch.nn
+
+    class Reads(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Conv2d(3, 8, 3), nn.Conv2d(8, 8, 1)
+
+        def forward(self, x):
+            y = self.a(x)
+            scale = float(y.abs().max().item()) + 1.0  # a value: no meta tensor has one
+            return self.b(y / scale)
+
+    net = layers_of(Reads(), input_shape=(1, 3, 16, 16))
+    assert [lay.name for lay in net.layers] == ["a", "b"]
+    assert [lay.spec.H for lay in net.layers] == [16, 14]

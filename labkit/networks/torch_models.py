@@ -94,7 +94,10 @@ def from_module(model, input_shape, batch, dtype, layout) -> Network:
     """A PyTorch model's convolution layers, read while it runs once on zeros.
 
     The model runs in eval mode, without gradients, on the CPU in float32 (a model elsewhere is an
-    `InvalidSpec` saying how to pass it); each module's train/eval flag is restored after. A forward
+    `InvalidSpec` saying how to pass it); each module's train/eval flag is restored after. It runs
+    first on PyTorch's ``meta`` device (`_run_on_meta`: shapes only, no arithmetic, so a large batch
+    costs nothing); a model that cannot run there (it reads a value, or makes a CPU tensor itself)
+    runs on the CPU. A forward
     pre-hook reads every ``Conv2d`` call: its input's shape, and the module's kernel, stride, padding,
     dilation, groups and bias. Only calls of a module's forward are seen (a functional ``F.conv2d`` is
     not); a module called twice gives two layers of the same name.
@@ -226,6 +229,9 @@ def _run_hooked(model, convs, shape, torch) -> list:
     float_param = param is not None and param.dtype.is_floating_point
     try:
         model.eval()
+        if _run_on_meta(model, shape, torch):
+            return calls
+        calls.clear()  # what the meta run saw before it stopped
         x = torch.zeros(
             shape,
             dtype=param.dtype if float_param else torch.float32,
@@ -244,6 +250,34 @@ def _run_hooked(model, convs, shape, torch) -> list:
         for m, training in flags:
             m.training = training
     return calls
+
+
+def _run_on_meta(model, shape, torch) -> bool:
+    """Run ``model`` (in eval mode, hooked) once on a zero input on PyTorch's ``meta`` device, its
+    parameters and buffers replaced by meta tensors of the same shapes and dtypes for the call
+    (``torch.func.functional_call``; the model itself is not changed). Every operation computes
+    only its output's shape.
+
+    Args:
+        model: the ``nn.Module``.
+        shape: the example input's shape.
+        torch: the torch module.
+
+    Returns:
+        Whether the forward pass ran to the end there.
+    """
+    param = next(model.parameters(), None)
+    dtype = param.dtype if param is not None and param.dtype.is_floating_point else torch.float32
+    on_meta = {
+        name: torch.empty_like(t, device="meta")
+        for name, t in [*model.named_parameters(), *model.named_buffers()]
+    }
+    try:
+        with torch.no_grad():
+            torch.func.functional_call(model, on_meta, (torch.zeros(shape, dtype=dtype, device="meta"),))
+    except Exception:  # noqa: BLE001  (anything a meta tensor cannot do: the CPU run decides)
+        return False
+    return True
 
 
 def _not_2d(m, shp) -> str:
