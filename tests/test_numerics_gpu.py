@@ -137,6 +137,31 @@ def test_guarded_buffer_poison_fills_the_whole_body(nbytes):
     buf.free()
 
 
+def test_a_write_into_a_guard_band_is_seen_by_the_check_and_by_the_copy_read_later():
+    import cupy
+
+    from labkit.errors import LabkitError
+    from labkit.gpu.buffers import memory
+
+    buf = memory.GuardedBuffer(1000, "test workspace")
+    host = memory.pinned(2 * memory.GUARD_BYTES)
+    buf.copy_guards(host)
+    cupy.cuda.get_current_stream().synchronize()
+    assert memory.guard_damage(host, buf.nbytes) == ""
+    raw = buf._raw
+    raw[memory.GUARD_BYTES - 3 : memory.GUARD_BYTES] = 0  # 3 B before the body
+    raw[memory.GUARD_BYTES + 1000 : memory.GUARD_BYTES + 1002] = 1  # 2 B after it
+    buf.copy_guards(host)  # no wait: the copy is read after the stream's
+    cupy.cuda.get_current_stream().synchronize()
+    said = memory.guard_damage(host, buf.nbytes)
+    assert said == "workspace guard bands overwritten: 3 B before and 2 B after a 1,000 B workspace"
+    with pytest.raises(LabkitError, match="3 B before and 2 B after"):
+        buf.check()
+    with pytest.raises(LabkitError, match="uint8 bytes"):
+        buf.copy_guards(np.zeros(3, np.uint8))
+    buf.free()
+
+
 _COUNT_COMPILES = """
 import json, sys
 import cupy.cuda.compiler as compiler

@@ -310,6 +310,17 @@ def test_errors_with_the_references_norms_given_once_are_the_same_numbers():
     assert errors(np.array([1.0, 2.0]), np.array([1.0, np.nan])) == (math.inf, math.inf)
 
 
+def test_equal_outputs_and_nan_differences_warn_of_nothing():
+    """The error terms always compute the scaled sum of squares, NaN when the difference is all zeros
+    or NaN; NumPy must not warn of it (the sum is not read then)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert errors(np.ones(3), np.ones(3)) == (0.0, 0.0)
+        assert errors(np.array([1.0, np.nan]), np.ones(2)) == (math.inf, math.inf)
+
+
 def test_max_abs_error_basics():
     ref = np.array([[1.0, -2.0], [3.0, 0.0]])
     assert max_abs_error(ref, ref) == 0.0

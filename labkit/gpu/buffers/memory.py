@@ -107,15 +107,20 @@ def raw_free(ptr: int) -> None:
         cupy.cuda.runtime.free(ptr)
 
 
-@functools.lru_cache(maxsize=8)
-def _poison_block(seed: int, nbytes: int) -> numpy.ndarray:
+@functools.lru_cache(maxsize=4)
+def _poison_block(seed: int, device: int) -> cupy.ndarray:
     """The seeded random bytes a `GuardedBuffer` is poisoned with (every 7th 0xFF: NaN in
-    fp16/bf16/fp32), made once per seed and size: checking every plan of a graph poisons a
-    workspace per plan, and drawing 1 MiB takes about 1 ms of NumPy each time. Callers only
-    read it."""
-    block = numpy.random.default_rng(seed).integers(0, 256, nbytes, dtype=numpy.uint8)
+    fp16/bf16/fp32), `POISON_BLOCK_BYTES` of them, drawn by NumPy and copied to the device once per
+    seed: checking every plan of a graph poisons a workspace per plan, and a copy from the host's
+    pageable memory would wait for the stream each time. A smaller buffer takes the block's first
+    bytes (the bytes NumPy draws for that size: its draws of one seed share their prefix). Callers
+    only read it; ``device`` is the current device's number, on which it is made."""
+    block = numpy.random.default_rng(seed).integers(0, 256, POISON_BLOCK_BYTES, dtype=numpy.uint8)
     block[::7] = 0xFF
-    return block
+    on_device = alloc(POISON_BLOCK_BYTES, "workspace poison")
+    on_device.set(block)
+    cupy.cuda.get_current_stream().synchronize()  # there before any stream copies from it
+    return on_device
 
 
 class GuardedBuffer:
@@ -154,38 +159,85 @@ class GuardedBuffer:
         self._raw[:GUARD_BYTES] = GUARD_PATTERN
         self._raw[GUARD_BYTES + self.nbytes :] = GUARD_PATTERN
         if self.nbytes:
-            block = _poison_block(self._seed, min(self.nbytes, POISON_BLOCK_BYTES))
-            body = self.body
-            body[: block.size].set(block)
-            done = block.size
+            stream = cupy.cuda.get_current_stream().ptr
+            d2d = cupy.cuda.runtime.memcpyDeviceToDevice
+            done = min(self.nbytes, POISON_BLOCK_BYTES)
+            block = _poison_block(self._seed, cupy.cuda.Device().id)
+            cupy.cuda.runtime.memcpyAsync(self.ptr, int(block.data.ptr), done, d2d, stream)
             while done < self.nbytes:  # double the poisoned prefix: a few device-to-device copies
                 n = min(done, self.nbytes - done)
-                cupy.cuda.runtime.memcpyAsync(
-                    self.ptr + done,
-                    self.ptr,
-                    n,
-                    cupy.cuda.runtime.memcpyDeviceToDevice,
-                    cupy.cuda.get_current_stream().ptr,
-                )
+                cupy.cuda.runtime.memcpyAsync(self.ptr + done, self.ptr, n, d2d, stream)
                 done += n
             self._seed += 1
 
+    def copy_guards(self, host: numpy.ndarray) -> None:
+        """Copy both guard bands into ``host``, on the current stream, without waiting for it.
+
+        Read ``host`` with `guard_damage` once the stream is synchronised: a caller that checks many
+        plans reads every plan's bands after one wait (`labkit.gpu.cudnn.reference_runs.judge`).
+
+        Args:
+            host: ``2 * GUARD_BYTES`` uint8 bytes of page-locked host memory
+                (`pinned`), kept alive until the stream has run the copies.
+        """
+        if host.dtype != numpy.uint8 or host.size != 2 * GUARD_BYTES:
+            got = f"{host.size} of {host.dtype}"
+            raise LabkitError(f"a guard copy takes {2 * GUARD_BYTES} uint8 bytes, not {got}")
+        stream = cupy.cuda.get_current_stream().ptr
+        d2h = cupy.cuda.runtime.memcpyDeviceToHost
+        base = int(self._raw.data.ptr)
+        cupy.cuda.runtime.memcpyAsync(host.ctypes.data, base, GUARD_BYTES, d2h, stream)
+        cupy.cuda.runtime.memcpyAsync(
+            host.ctypes.data + GUARD_BYTES, base + GUARD_BYTES + self.nbytes, GUARD_BYTES, d2h, stream
+        )
+
     def check(self) -> None:
         """Raise `LabkitError` if anything wrote into the guard bands (waits for the current stream)."""
-        cupy.cuda.get_current_stream().synchronize()
-        # counted on the host (8 KiB): a full reduction of a bool array on the GPU is one CuPy
+        # read on the host (8 KiB): a full reduction of a bool array on the GPU is one CuPy
         # compiles with CUB, 3.5 s at its first use on the H200 (docs/findings.md)
-        lo = int(numpy.count_nonzero(self._raw[:GUARD_BYTES].get() != GUARD_PATTERN))
-        hi = int(numpy.count_nonzero(self._raw[GUARD_BYTES + self.nbytes :].get() != GUARD_PATTERN))
-        if lo or hi:
-            raise LabkitError(
-                f"workspace guard bands overwritten: {lo} B before and {hi} B after a "
-                f"{self.nbytes:,} B workspace"
-            )
+        host = pinned(2 * GUARD_BYTES)
+        self.copy_guards(host)
+        cupy.cuda.get_current_stream().synchronize()
+        damage = guard_damage(host, self.nbytes)
+        if damage:
+            raise LabkitError(damage)
 
     def free(self) -> None:
         """Drop the buffer's memory (back to CuPy's pool)."""
         self._raw = None
+
+
+def pinned(nbytes: int, dtype=numpy.uint8) -> numpy.ndarray:
+    """A NumPy array in page-locked host memory from CuPy's pinned pool, which an asynchronous copy
+    from the device can write (``cupyx.empty_pinned`` without importing cupyx).
+
+    Args:
+        nbytes: its size, in bytes.
+        dtype: its dtype; ``nbytes`` must be a multiple of its item size.
+
+    Returns:
+        A 1-D array that keeps its memory alive.
+    """
+    dtype = numpy.dtype(dtype)
+    return numpy.ndarray((nbytes // dtype.itemsize,), dtype, buffer=cupy.cuda.alloc_pinned_memory(nbytes))
+
+
+def guard_damage(bands: numpy.ndarray, nbytes: int) -> str:
+    """What was written into a `GuardedBuffer`'s guard bands, from their copy
+    (`GuardedBuffer.copy_guards`).
+
+    Args:
+        bands: the two bands, ``2 * GUARD_BYTES`` uint8 bytes, on the host.
+        nbytes: the buffer body's size, in bytes (named in the sentence).
+
+    Returns:
+        A sentence naming the bytes overwritten before and after the body; "" when none was.
+    """
+    lo = int(numpy.count_nonzero(bands[:GUARD_BYTES] != GUARD_PATTERN))
+    hi = int(numpy.count_nonzero(bands[GUARD_BYTES:] != GUARD_PATTERN))
+    if not (lo or hi):
+        return ""
+    return f"workspace guard bands overwritten: {lo} B before and {hi} B after a {nbytes:,} B workspace"
 
 
 @dataclass(frozen=True)

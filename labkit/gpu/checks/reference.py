@@ -371,8 +371,104 @@ def reference_norms(ref) -> Tuple[float, float]:
     return scale, scale * float(xp.sqrt(xp.sum((ref / scale) ** 2)))
 
 
+def error_terms(out, ref):
+    """The device part of `errors`, with no read back to the host: a 2-element float64 array of
+    ``max |out - ref|`` and the sum of squares of ``(out - ref) / max |out - ref|``.
+
+    On CuPy arrays each is a fused reduction that reads both arrays once (`_cupy_reductions`), then
+    one of its partial results: a check of a large layer's output is not a chain of float64
+    temporaries. A caller that checks many
+    outputs launches this for each and reads them all back at once
+    (`labkit.gpu.cudnn.reference_runs.judge`); `errors_from_terms` turns each into the errors.
+
+    Args:
+        out: decoded values, any float dtype.
+        ref: the reference, of the same shape.
+
+    Returns:
+        The array, on ``out``'s device (NumPy for NumPy inputs); a NaN or inf largest difference when
+        any element of either array is NaN or inf, and a NaN sum when the difference is all zeros.
+    """
+    xp, out, ref = _pair_f64(out, ref)
+    if out.size == 0:
+        return xp.zeros(2)
+    if xp is not np:
+        out, ref = (out, ref) if out.ndim else (out.reshape(1), ref.reshape(1))
+        # first over the trailing axes (many blocks: CuPy reduces to one value in one block), then
+        # the partial results with CuPy's own reductions
+        fused, axes = _cupy_reductions(), tuple(range(min(2, out.ndim - 1), out.ndim))
+        dmax = xp.max(fused["max_abs_diff"](out, ref, axis=axes))
+        return xp.stack([dmax, xp.sum(fused["scaled_squares"](out, ref, dmax, axis=axes))])
+    diff = out - ref
+    dmax = np.max(np.abs(diff))
+    # scaled by the largest difference first, so the sum of squares cannot overflow or underflow
+    # (a zero or NaN largest difference makes it NaN: `errors_from_terms` does not read it then)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.stack([dmax, np.sum((diff / dmax) ** 2)])
+
+
+#: CuPy's reductions for `error_terms`, made at first use
+_REDUCTIONS = None
+
+#: the larger of two doubles, NaN when either is (CUDA's fmax drops a NaN)
+_NANMAX_C = "__device__ double labkit_nanmax(double a, double b) { return (a != a || a > b) ? a : b; }"
+
+
+def _cupy_reductions() -> dict:
+    """CuPy ReductionKernels (made once, compiled at first use): ``"max_abs_diff"`` ``(out, ref)``
+    and ``"scaled_squares"`` ``(out, ref, scale)``, float64, over the axes a call names."""
+    global _REDUCTIONS
+    if _REDUCTIONS is None:
+        import cupy  # heavy: CuPy, live only
+
+        _REDUCTIONS = dict(
+            max_abs_diff=cupy.ReductionKernel(
+                "float64 o, float64 r",
+                "float64 y",
+                "fabs(o - r)",
+                "labkit_nanmax(a, b)",
+                "y = a",
+                "0",
+                "labkit_max_abs_diff",
+                preamble=_NANMAX_C,
+            ),
+            scaled_squares=cupy.ReductionKernel(
+                "float64 o, float64 r, float64 m",
+                "float64 y",
+                "((o - r) / m) * ((o - r) / m)",
+                "a + b",
+                "y = a",
+                "0",
+                "labkit_scaled_squares",
+            ),
+        )
+    return _REDUCTIONS
+
+
+def errors_from_terms(terms, ref_norms: Tuple[float, float]) -> Tuple[float, float]:
+    """The host part of `errors`: the relative and largest absolute errors from `error_terms`.
+
+    Args:
+        terms: `error_terms`'s two values, on the host.
+        ref_norms: `reference_norms` of the reference.
+
+    Returns:
+        ``(relative error, max absolute error)``, as `relative_error` and `max_abs_error` define them.
+    """
+    dmax, scaled_squares = (float(v) for v in terms)
+    scale, den = ref_norms
+    max_abs = math.inf if math.isnan(dmax) else dmax
+    if not (math.isfinite(scale) and math.isfinite(dmax)):  # NaN or inf in the output or the reference
+        return math.inf, max_abs
+    if scale == 0.0:
+        return (0.0 if dmax == 0.0 else math.inf), max_abs
+    if dmax == 0.0:
+        return 0.0, max_abs
+    return dmax * math.sqrt(scaled_squares) / den, max_abs
+
+
 def errors(out, ref, *, ref_norms: Optional[Tuple[float, float]] = None) -> Tuple[float, float]:
-    """`relative_error` and `max_abs_error` together, from one difference and two host reads.
+    """`relative_error` and `max_abs_error` together, from one difference and one host read.
 
     Args:
         out: decoded values, any float dtype.
@@ -382,22 +478,9 @@ def errors(out, ref, *, ref_norms: Optional[Tuple[float, float]] = None) -> Tupl
     Returns:
         ``(relative error, max absolute error)``, as the two functions define them.
     """
-    xp, out, ref = _pair_f64(out, ref)
-    if out.size == 0:
-        return 0.0, 0.0
-    scale, den = reference_norms(ref) if ref_norms is None else ref_norms
-    diff = out - ref
-    # both maxima in one read from the device: NaN or inf when any element is
-    out_scale, dmax = (float(v) for v in _to_host(xp, xp.stack([xp.max(xp.abs(out)), xp.max(xp.abs(diff))])))
-    max_abs = math.inf if math.isnan(dmax) else dmax
-    if not (math.isfinite(scale) and math.isfinite(out_scale)):
-        return math.inf, max_abs
-    if scale == 0.0:
-        return (0.0 if dmax == 0.0 else math.inf), max_abs
-    if dmax == 0.0:
-        return 0.0, max_abs
-    num = dmax * float(xp.sqrt(xp.sum((diff / dmax) ** 2)))
-    return num / den, max_abs
+    xp = array_module(out, ref)
+    terms = _to_host(xp, error_terms(out, ref))
+    return errors_from_terms(terms, reference_norms(ref) if ref_norms is None else ref_norms)
 
 
 def _to_host(xp, arr):

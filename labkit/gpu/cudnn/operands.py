@@ -102,11 +102,14 @@ class Operands:
         arr = self.arrays[self.output_role]
         return logical_view(numerics.decode(arr, role_dtype(self.spec, self.output_role)), self.spec.layout)
 
-    def poison_output(self) -> None:
+    def poison_output(self, *, wait: bool = True) -> None:
         """Fill the output with 0xFF bytes (NaN in every float format): an unwritten element fails a check.
 
-        The fill completes before this returns: it cannot land on the output of a convolution that
-        another stream runs next.
+        Args:
+            wait: the fill completes before this returns, so it cannot land on the output of a
+                convolution that another stream runs next. False leaves it on the current stream:
+                for a caller whose convolution runs there too (`labkit.gpu.cudnn.reference_runs`).
         """
         self.arrays[self.output_role].view(cupy.uint8)[...] = 0xFF
-        cupy.cuda.get_current_stream().synchronize()
+        if wait:
+            cupy.cuda.get_current_stream().synchronize()

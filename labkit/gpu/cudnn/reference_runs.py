@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 import cupy
+import numpy
 
 from ...errors import InvalidSpec, LabkitError, OutOfMemory, Unsupported
 from ...signals.cancel import checkpoint
@@ -103,7 +104,14 @@ def check_plans(graph, plan_indices, ops: Operands, *, seed: int = 0, vs_unround
     ref = expected(spec, ops)
     unrounded = expected(spec, ops, unrounded=True) if vs_unrounded else None
     norms = reference.reference_norms(ref)  # one reference for every plan
-    return [_check_one(graph, index, ops, ref, unrounded, seed, norms) for index in plan_indices]
+    unrounded_norms = reference.reference_norms(unrounded) if vs_unrounded else None
+    runs, host = [], _HostCopies(len(plan_indices), 2 if vs_unrounded else 1)
+    try:
+        for k, index in enumerate(plan_indices):
+            runs.append(_Run(graph, index, ops, ref, host.row(k), seed=seed, unrounded=unrounded))
+    finally:
+        _read(runs)  # even when a plan raised: the runs before it copy into memory they hold
+    return [r.result(norms, unrounded_norms) for r in runs]
 
 
 def _built(graph, index: int):
@@ -116,34 +124,99 @@ def _built(graph, index: int):
     return plan
 
 
-def _check_one(graph, index, ops, ref, unrounded, seed, norms) -> CheckResult:
-    spec = graph.spec
-    plan = _built(graph, index)
-    announce(f"checking plan {plan.index} ({plan.name}) of {spec.label} against float64")
-    ops.poison_output()
-    ws = memory.GuardedBuffer(plan.workspace_bytes, "workspace", seed=seed)
-    try:
-        BoundConv(graph, ops.arrays, ws.ptr, plan.index).run()
-        ws.check()
-    finally:
-        ws.free()
-    got = ops.output()
-    rel, worst = reference.errors(got, ref, ref_norms=norms)
-    return CheckResult(
-        spec,
-        ops.epilogue,
-        plan.index,
-        plan.name,
-        plan.workspace_bytes,
-        rel,
-        worst,
-        reference.tolerance_for(spec),
-        reference.relative_error(got, unrounded) if unrounded is not None else None,
-    )
+class _HostCopies:
+    """Page-locked host memory for the checks of several plans, taken once (a page-locked
+    allocation is far slower than a copy): per plan, its guard bands and error terms."""
+
+    def __init__(self, plans: int, references: int):
+        self.bands = memory.pinned(max(1, plans) * 2 * memory.GUARD_BYTES).reshape(max(1, plans), -1)
+        self.terms = memory.pinned(max(1, plans) * 16 * references, numpy.float64).reshape(max(1, plans), -1)
+
+    def row(self, k: int) -> tuple:
+        """Plan ``k``'s (bands, terms)."""
+        return self.bands[k], self.terms[k]
+
+
+class _Run:
+    """One plan's checked run, launched on the current stream and not waited for: its output
+    poisoned, the plan run with a guarded workspace, the errors against the reference computed and
+    they and the guard bands copied to the host. `_read` waits once for every run launched; then
+    `result` reads one.
+
+    The runs of one check share the operands: each run's fill of the output follows the previous
+    run's error computation on the same stream, so every plan is compared on its own output.
+    """
+
+    def __init__(self, graph, index: int, ops: Operands, ref, host: tuple, *, seed: int = 0, unrounded=None):
+        spec = graph.spec
+        plan = _built(graph, index)
+        self.spec, self.epilogue, self.plan = spec, ops.epilogue, plan
+        announce(f"checking plan {plan.index} ({plan.name}) of {spec.label} against float64")
+        ops.poison_output(wait=False)  # the plan runs on this stream too
+        ws = memory.GuardedBuffer(plan.workspace_bytes, "workspace", seed=seed)
+        self.bands, self.terms = host
+        try:
+            BoundConv(graph, ops.arrays, ws.ptr, plan.index).run()
+            ws.copy_guards(self.bands)
+        finally:
+            ws.free()  # back to the pool: memory reused on this stream is reused after these runs
+        got = ops.output()
+        kept = [reference.error_terms(got, ref)]
+        if unrounded is not None:
+            kept.append(reference.error_terms(got, unrounded))
+        self._device = kept[0] if len(kept) == 1 else cupy.concatenate(kept)  # alive until copied
+        cupy.cuda.runtime.memcpyAsync(
+            self.terms.ctypes.data,
+            int(self._device.data.ptr),
+            self.terms.nbytes,
+            cupy.cuda.runtime.memcpyDeviceToHost,
+            cupy.cuda.get_current_stream().ptr,
+        )
+
+    def result(self, norms, unrounded_norms=None) -> CheckResult:
+        """The run's `CheckResult`, once `_read` has waited for it; `LabkitError` when the plan wrote
+        into its workspace's guard bands.
+
+        Args:
+            norms: `reference.reference_norms` of the reference.
+            unrounded_norms: those of the unrounded reference, for a run compared with it too.
+
+        Returns:
+            The `CheckResult`.
+        """
+        damage = memory.guard_damage(self.bands, self.plan.workspace_bytes)
+        if damage:
+            raise LabkitError(damage)
+        rel, worst = reference.errors_from_terms(self.terms[:2], norms)
+        unrounded = None
+        if self.terms.size > 2:
+            unrounded = reference.errors_from_terms(self.terms[2:], unrounded_norms)[0]
+        return CheckResult(
+            self.spec,
+            self.epilogue,
+            self.plan.index,
+            self.plan.name,
+            self.plan.workspace_bytes,
+            rel,
+            worst,
+            reference.tolerance_for(self.spec),
+            unrounded,
+        )
+
+
+def _read(runs) -> None:
+    """Wait for the current stream, which ran ``runs`` (`_Run`), and drop their device copies."""
+    cupy.cuda.get_current_stream().synchronize()
+    for r in runs:
+        r._device = None
 
 
 def judge(graph, plan_indices, *, ops: Optional[Operands] = None) -> list:
     """A `plan_checks.Verdict` for each plan, each run once and compared with one float64 reference.
+
+    The plans are launched one after another on the current stream and read back after one wait
+    for all of them (`_Run`): one plan's check costs its run and its error's kernels, not a round
+    trip to the host each.
 
     A plan that raises when run (a cuDNN error, writes outside its workspace) gets a verdict that says
     so; one whose workspace does not fit now gets a ``transient`` one (checked again by a later
@@ -167,12 +240,24 @@ def judge(graph, plan_indices, *, ops: Optional[Operands] = None) -> list:
         need = 8 * int(math.prod(ops.arrays[ops.output_role].shape))
         raise OutOfMemory(f"the float64 reference of {spec.label}", need, memory.free_bytes()) from None
     norms = reference.reference_norms(ref)  # one reference for every plan
+    runs, host = {}, _HostCopies(len(plan_indices), 1)
+    try:
+        for k, index in enumerate(plan_indices):
+            checkpoint()  # between plans: a superseded background job stops here, nothing judged yet kept
+            try:
+                runs[index] = _Run(graph, index, ops, ref, host.row(k))
+            except Exception as exc:  # noqa: BLE001  (cuDNN refused to run it, or it did not fit)
+                runs[index] = exc
+    finally:
+        _read([r for r in runs.values() if isinstance(r, _Run)])  # one wait for every run
     out = []
     for index in plan_indices:
-        checkpoint()  # between plans: a superseded background job stops here, nothing judged yet kept
         name = graph.plans[index].name
         try:
-            r = _check_one(graph, index, ops, ref, None, 0, norms)
+            run = runs[index]
+            if isinstance(run, Exception):
+                raise run
+            r = run.result(norms)
         except OutOfMemory as exc:
             out.append(plan_checks.Verdict(name, math.inf, tolerance, error=str(exc), transient=True))
         except Exception as exc:  # noqa: BLE001  (cuDNN refused to run it, or it broke its guards)
