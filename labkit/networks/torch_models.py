@@ -226,17 +226,13 @@ def _run_hooked(model, convs, shape, torch) -> list:
     flags = [(m, m.training) for m in model.modules()]
     handles = [m.register_forward_pre_hook(hook_for(n)) for n, m in convs]
     param = next(model.parameters(), None)
-    float_param = param is not None and param.dtype.is_floating_point
+    dtype = param.dtype if param is not None and param.dtype.is_floating_point else torch.float32
     try:
         model.eval()
-        if _run_on_meta(model, shape, torch):
+        if _run_on_meta(model, torch.zeros(shape, dtype=dtype, device="meta"), torch):
             return calls
         calls.clear()  # what the meta run saw before it stopped
-        x = torch.zeros(
-            shape,
-            dtype=param.dtype if float_param else torch.float32,
-            device=param.device if param is not None else "cpu",
-        )
+        x = torch.zeros(shape, dtype=dtype, device=param.device if param is not None else "cpu")
         with torch.no_grad():
             model(x)
     except Exception as err:  # noqa: BLE001 - what the model raised: a labkit error naming the shape
@@ -252,29 +248,27 @@ def _run_hooked(model, convs, shape, torch) -> list:
     return calls
 
 
-def _run_on_meta(model, shape, torch) -> bool:
-    """Run ``model`` (in eval mode, hooked) once on a zero input on PyTorch's ``meta`` device, its
+def _run_on_meta(model, x, torch) -> bool:
+    """Run ``model`` (in eval mode, hooked) once on a meta input, on PyTorch's ``meta`` device, its
     parameters and buffers replaced by meta tensors of the same shapes and dtypes for the call
     (``torch.func.functional_call``; the model itself is not changed). Every operation computes
     only its output's shape.
 
     Args:
         model: the ``nn.Module``.
-        shape: the example input's shape.
+        x: the example input, a tensor on the meta device.
         torch: the torch module.
 
     Returns:
         Whether the forward pass ran to the end there.
     """
-    param = next(model.parameters(), None)
-    dtype = param.dtype if param is not None and param.dtype.is_floating_point else torch.float32
     on_meta = {
         name: torch.empty_like(t, device="meta")
         for name, t in [*model.named_parameters(), *model.named_buffers()]
     }
     try:
         with torch.no_grad():
-            torch.func.functional_call(model, on_meta, (torch.zeros(shape, dtype=dtype, device="meta"),))
+            torch.func.functional_call(model, on_meta, (x,))
     except Exception:  # noqa: BLE001  (anything a meta tensor cannot do: the CPU run decides)
         return False
     return True
