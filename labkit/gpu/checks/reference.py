@@ -377,9 +377,9 @@ def error_terms(out, ref):
 
     On CuPy arrays each is a fused reduction that reads both arrays once (`_cupy_reductions`), then
     one of its partial results: a check of a large layer's output is not a chain of float64
-    temporaries. A caller that checks many
-    outputs launches this for each and reads them all back at once
-    (`labkit.gpu.cudnn.reference_runs.judge`); `errors_from_terms` turns each into the errors.
+    temporaries. A caller that checks many outputs launches this for each and reads them all back
+    at once (`labkit.gpu.cudnn.reference_runs.judge`); `errors_from_terms` turns each into the
+    errors.
 
     Args:
         out: decoded values, any float dtype.
@@ -468,7 +468,8 @@ def errors_from_terms(terms, ref_norms: Tuple[float, float]) -> Tuple[float, flo
 
 
 def errors(out, ref, *, ref_norms: Optional[Tuple[float, float]] = None) -> Tuple[float, float]:
-    """`relative_error` and `max_abs_error` together, from one difference and one host read.
+    """`relative_error` and `max_abs_error` together: `error_terms`, one host read, then
+    `errors_from_terms`.
 
     Args:
         out: decoded values, any float dtype.
