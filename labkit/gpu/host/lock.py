@@ -20,7 +20,8 @@ dies, even by ``kill -9``: a dead holder's place is taken at the next poll (`POL
   shows it), at once and again when the number changes.
 * **Mutual exclusion** on top: the head of the queue also takes ``gpu.lock``.
 * **Releasing** waits for the GPU to finish this process's work first, so no kernel of a holder
-  runs after its turn.
+  runs after its turn. A process with no CUDA context (a report's parent, whose worker process
+  measures) has no work to wait for, and is not made to create one (about half a second).
 * **Members.** A process that uses the lock registers ``members/<pid>`` (locked while it lives):
   the contention check (`labkit.gpu.host.contention`) counts only the GPU use of processes that are
   not labkit members (nor their children), since members do their GPU work under the lock.
@@ -36,6 +37,7 @@ processes); `hold` adds the GPU: its UUID, the synchronisation and the contentio
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import fcntl
 import functools
@@ -278,6 +280,37 @@ def gpu_uuid(device: Optional[int] = None) -> str:
 
 
 @functools.lru_cache(maxsize=None)
+def _driver() -> ctypes.CDLL:
+    """CUDA's driver library, initialised (``cuInit``: no context is made)."""
+    lib = ctypes.CDLL("libcuda.so.1")
+    lib.cuInit(0)
+    return lib
+
+
+def has_context(device: int) -> bool:
+    """Whether this process has made its CUDA context on a device: CUDA's runtime, and so CuPy and
+    cuDNN, use the device's primary context, which ``cuDevicePrimaryCtxGetState`` tells without
+    making it.
+
+    Args:
+        device: the CUDA device index.
+
+    Returns:
+        False only when the driver says there is none; True when it cannot tell.
+    """
+    try:
+        lib = _driver()
+        dev, flags, active = ctypes.c_int(), ctypes.c_uint(), ctypes.c_int()
+        if lib.cuDeviceGet(ctypes.byref(dev), int(device)) != 0:
+            return True
+        if lib.cuDevicePrimaryCtxGetState(dev, ctypes.byref(flags), ctypes.byref(active)) != 0:
+            return True
+        return bool(active.value)
+    except (OSError, AttributeError):
+        return True
+
+
+@functools.lru_cache(maxsize=None)
 def _uuid_of(dev: int) -> str:
     """Device ``dev``'s UUID, asked of CUDA once per process (every `hold` needs it)."""
     import cupy  # heavy: CuPy, live only
@@ -393,7 +426,9 @@ class _ProcessGPU:
         try:
             import cupy  # heavy: CuPy, live only
 
-            cupy.cuda.Device().synchronize()  # this process's kernels end inside its turn
+            device = cupy.cuda.Device()
+            if has_context(device.id):  # without a context there is no work, and making one costs 0.5 s
+                device.synchronize()  # this process's kernels end inside its turn
         except Exception:  # noqa: BLE001  (a broken context: the lock must still be let go)
             pass
 
