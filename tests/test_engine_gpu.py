@@ -300,6 +300,27 @@ def test_a_first_eager_call_far_over_its_bound_is_not_made_again():
     assert measure.eager_us(fn, stream, first_stop_us=1e9) > 10.0 and len(calls) == 3
 
 
+def test_a_loaded_call_within_its_bound_is_called_eagerly_once():
+    """`measure.eager_us` with ``enough_us`` (a call whose kernels are loaded, as a plan's check
+    loads them): a first call within it is the answer; one over it is called a second time."""
+    import cupy
+
+    a = cupy.ones((1024, 1024))
+    calls = []
+
+    def fn():
+        calls.append(1)
+        a @ a
+
+    stream = measure.timing_stream()
+    with stream:
+        fn()  # loaded
+    stream.synchronize()
+    calls.clear()
+    assert measure.eager_us(fn, stream, enough_us=1e9) > 0 and len(calls) == 1
+    assert measure.eager_us(fn, stream, enough_us=0.0) > 0 and len(calls) == 3
+
+
 def test_the_check_runs_each_plan_here_and_autotune_stops_a_far_slower_one_after_one_eager_call():
     spec = ConvSpec(
         N=16, C=240, H=28, W=28, K=240, R=3, S=3, padding=1, groups=240, dtype="fp16", layout="NHWC"

@@ -6,14 +6,15 @@ whose result is wrong is not timed: its row says ``wrong result: relative error 
 time, and it can never be the pick or be saved. Every row carries ``rel_error`` (vs float64).
 
 The frontend's Python API has no autotune (its C++ ``autotune`` does what this does): each plan
-gets its own workspace, runs twice eagerly, and a CUDA graph of back-to-back calls is captured and
+gets its own workspace, runs eagerly, and a CUDA graph of back-to-back calls is captured and
 replayed (`FIRST_PASS_WARMUP_REPLAYS` to warm up, then repeats until the median is stable); a plan
 whose median is already `EARLY_STOP_RATIO` x the best so far stops there (it cannot be the pick;
 its row keeps that median), and one whose eager call alone is over `EAGER_STOP_RATIO` x the fastest
 eager call so far is not captured at all (`measure.TooSlow`: its row says "slower: ...";
-``eager_stop=False`` times it anyway). A plan its check ran in this process (``ran_here``: its kernels
-are loaded) whose first eager call is already `measure.FIRST_CALL_MARGIN_US` over that bound is not
-called a second time: a depthwise convolution's slowest plans take tens of milliseconds a call.
+``eager_stop=False`` times it anyway). A plan its check ran in this process (``ran_here``: its
+kernels are loaded) is called eagerly once when that call is within the bound, and not a second
+time when it is already `measure.FIRST_CALL_MARGIN_US` over it: a depthwise convolution's slowest
+plans take tens of milliseconds a call. Other plans are called twice, the second timed.
 Eager calls are compared with eager calls: one eager call of
 a short convolution is bound by the host's launch, so against a replayed time every plan of it
 would look 6x slower. The plans that finish within `FINAL_MARGIN` of the best are then timed again,
@@ -57,7 +58,7 @@ FIRST_PLAN_BUDGET_S = 20.0
 EARLY_STOP_RATIO = 1.5
 #: a plan is not captured when one eager call is over this many times the fastest eager call so far
 EAGER_STOP_RATIO = 6.0
-#: replays of a plan's new graph before its first timing (its two eager calls loaded the kernels):
+#: replays of a plan's new graph before its first timing (its check and eager call loaded the kernels):
 #: that timing sorts the plans; the final rounds, which decide between the fastest, warm up as
 #: long as any timing (`measure.WARMUP_REPLAYS`)
 FIRST_PASS_WARMUP_REPLAYS = 1
@@ -84,7 +85,7 @@ TIMING_COLUMNS = (
 def plan_budget_s(best_us: Optional[float], calls: int = 10, *, samples: int = 20) -> float:
     """Seconds a plan may take to be timed.
 
-    That is `PLAN_BUDGET_FACTOR` x the GPU time of timing the best plan so far (two eager calls and
+    That is `PLAN_BUDGET_FACTOR` x the GPU time of timing the best plan so far (at most two eager calls and
     ``samples`` replays of its graph), at least `PLAN_BUDGET_FLOOR_S`.
 
     Args:

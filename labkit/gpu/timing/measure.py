@@ -9,13 +9,14 @@ Three numbers, never mixed up:
 A single event pair around one Python call is never reported as convolution time.
 All times are microseconds; each result has a median and its spread (p10, p90) over repeats.
 
-Bounded: ``graph_replay`` first runs the call twice eagerly (the second between two events:
-``eager_us``), outside any capture. That loads its kernels before a capture, sizes the graph (a
-call that takes 2 ms gets a graph of one call, not ten: a plan that launches one kernel per
-group, as cuDNN's engine 1 does for grouped convolutions, puts 1,200 nodes in a graph per call of
-a 240-group convolution, and capturing 10 of them takes seconds to minutes), and lets autotune drop
-a plan already far slower than the best without capturing it (`TooSlow`); a call that ran in this
-process before may stop after its first eager call when that one is already far over the bound
+Bounded: ``graph_replay`` first runs the call eagerly, outside any capture: twice (the second
+between two events: ``eager_us``), or once (below). That loads its kernels before a capture, sizes
+the graph (a call that takes 2 ms gets a graph of one call, not ten: a plan that launches one kernel
+per group, as cuDNN's engine 1 does for grouped convolutions, puts 1,200 nodes in a graph per call
+of a 240-group convolution, and capturing 10 of them takes seconds to minutes), and lets autotune
+drop a plan already far slower than the best without capturing it (`TooSlow`). A call that ran in
+this process before (its kernels loaded) needs no second eager call when its first is within the
+bound (``enough_us``), and stops after it when that one is already far over the bound
 (``first_stop_us``: a grouped call of engine 1 can take tens of milliseconds). A
 `labkit.signals.cancel.Budget` is checked between the calls of a capture and between replays
 (`labkit.TimedOut`).
@@ -167,6 +168,7 @@ def eager_us(
     end=None,
     *,
     first_stop_us: Optional[float] = None,
+    enough_us: Optional[float] = None,
 ) -> float:
     """GPU time of one eager call, between two events, after a first call.
 
@@ -180,20 +182,27 @@ def eager_us(
         start: a CUDA event to reuse; a new one by default.
         end: another.
         first_stop_us: when the first call alone takes longer than this many microseconds, there is
-            no second call: `TooSlow` with the first call's time. None always makes the second call.
+            no second call: `TooSlow` with the first call's time.
+        enough_us: for a call whose kernels are already loaded (it ran in this process before): a
+            first call that takes at most this many microseconds is the answer, with no second
+            call. What a first call may add (a new workspace, a stream's first use) only makes it
+            slower, so taking it never stops a call the second would have let through.
+            None with ``first_stop_us`` None always makes the second call.
 
     Returns:
-        The second call's GPU time, in microseconds.
+        The last call's GPU time, in microseconds.
     """
     start = start if start is not None else cupy.cuda.Event()
     end = end if end is not None else cupy.cuda.Event()
     with stream:
-        if first_stop_us is None:
+        if first_stop_us is None and enough_us is None:
             fn()
         else:
             first = _one_call_us(fn, stream, start, end)
-            if first > first_stop_us:
+            if first_stop_us is not None and first > first_stop_us:
                 raise TooSlow(first, first_stop_us)
+            if enough_us is not None and first <= enough_us:
+                return first
         return _one_call_us(fn, stream, start, end)
 
 
@@ -285,8 +294,9 @@ def graph_replay(
             short convolution is bound by the host's launch (about 15 us) and a replay is not, so
             a bound from another call's eager time compares like with like.
         ran_before: the call ran in this process before (its kernels are loaded): a first eager
-            call already `FIRST_CALL_MARGIN_US` over the eager bound raises `TooSlow` without a
-            second call (a convolution's slow plan can take tens of milliseconds a call).
+            call within the eager bound is its eager time (no second call), and one already
+            `FIRST_CALL_MARGIN_US` over the bound raises `TooSlow` without a second call (a
+            convolution's slow plan can take tens of milliseconds a call).
 
     Returns:
         A `Timing`; ``samples`` says how many replays were timed.
@@ -298,14 +308,14 @@ def graph_replay(
     eager_bound = eager_stop_above_us
     if eager_bound is None and stop_above_us is not None:
         eager_bound = EAGER_STOP_FACTOR * stop_above_us
-    first_stop = None
+    first_stop = enough = None
     if eager_stop and ran_before and eager_bound is not None:
-        first_stop = eager_bound + FIRST_CALL_MARGIN_US
-    one = eager_us(fn, stream, start, end, first_stop_us=first_stop)
+        first_stop, enough = eager_bound + FIRST_CALL_MARGIN_US, eager_bound
+    one = eager_us(fn, stream, start, end, first_stop_us=first_stop, enough_us=enough)
     if eager_stop and eager_bound is not None and one > eager_bound:
         raise TooSlow(one, eager_bound)
     if budget is not None:
-        budget.check("warm-up (two eager calls)")
+        budget.check("warm-up (eager calls)")
     calls = calls_for(one, calls)
     t0 = time.perf_counter()
     graph = capture(fn, stream, calls, budget)
