@@ -17,7 +17,11 @@ warm-up"; ``report_seconds`` is that first forward pass, ``steady_seconds`` the 
 With ``--repeats N`` the three conditions run N times in turn (each empty-cache run with a new
 empty cache), and each condition's row is its median run, with the fastest and slowest beside it
 (``report_seconds_min``, ``report_seconds_max``): on one GPU a single report varies by tens of
-percent from run to run, and so does PyTorch's warm-up.
+percent from run to run, and so does PyTorch's warm-up. With ``--warmup N``, N rounds of the
+empty-cache report and PyTorch's warm-up run first and are not counted (``warmup_runs`` says how
+many): on a machine just started, the first process also fills CuPy's own kernel cache and Python's
+bytecode cache, which a learner's machine has after its first run (on the H200, the first
+empty-cache report of ResNet-50 took 13.7 s, the next two 7.1 and 6.8 s).
 
 Where the empty-cache report's time goes: ``layer_steps_seconds`` (each distinct convolution's
 plans built, checked against float64 and timed), ``strategy_steps_seconds`` (the pass under each
@@ -163,6 +167,9 @@ def main(argv=None) -> int:
     p.add_argument("--dtype", default="fp16")
     p.add_argument("--layout", default="NHWC")
     p.add_argument("--repeats", type=int, default=1, help="runs of the three conditions, in turn (default 1)")
+    p.add_argument(
+        "--warmup", type=int, default=0, help="uncounted rounds first, on a machine just started (default 0)"
+    )
     p.add_argument("--timeout", type=float, default=300.0, help="seconds a condition may take (default 300)")
     p.add_argument(
         "--cache", help="an empty folder to use as the cache, kept afterwards (default: a temporary one)"
@@ -170,8 +177,16 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.repeats < 1:
         raise SystemExit(f"--repeats {args.repeats}: must be 1 or more")
+    if args.warmup < 0:
+        raise SystemExit(f"--warmup {args.warmup}: must be 0 or more")
     if args.cache and args.repeats != 1:
         raise SystemExit("--cache takes one run: leave out --repeats")
+    for k in range(args.warmup):
+        with tempfile.TemporaryDirectory(prefix="labkit-bench-report-") as tmp:
+            for condition in ("empty cache", "PyTorch warm-up"):
+                row = run(condition, tmp, args)
+                took = row["report_seconds"]
+                print(f"warm-up {k + 1}/{args.warmup} (not counted): {condition}: {took:.2f} s", flush=True)
     runs = {c: [] for c in GOALS}
     for k in range(args.repeats):
         with tempfile.TemporaryDirectory(prefix="labkit-bench-report-") as tmp:
@@ -186,6 +201,7 @@ def main(argv=None) -> int:
     df = pd.DataFrame(rows)
     df["ratio_to_empty"] = df.report_seconds / df.report_seconds.iloc[0]
     df["empty_report_to_torch_warmup"] = df.report_seconds.iloc[0] / df.report_seconds.iloc[-1]
+    df["warmup_runs"] = args.warmup
     df["meets_goal"] = (df.report_seconds <= df.goal_seconds).where(df.goal_seconds.notna())
     df["date"] = datetime.date.today().isoformat()
     df["labkit_commit"] = os.environ.get("LABKIT_GIT_COMMIT", "")

@@ -299,6 +299,7 @@ def _report(df, meta):
         "report_seconds_min",
         "report_seconds_max",
         "runs",
+        "warmup_runs",
         "layer_steps_seconds",
         "strategy_steps_seconds",
         "process_seconds",
@@ -541,12 +542,14 @@ SOURCES = (
         "(batch 16), fp16 NHWC, with an empty cache, then in a new process from the saved result, beside "
         "PyTorch's first forward pass of the same network (its warm-up), each in a fresh process. Each "
         "network's three rows come from one run of the script; `labkit_commit` says which. With `runs` "
-        "above 1, each row is its condition's median run, between `report_seconds_min` and `_max`. "
+        "above 1, each row is its condition's median run, between `report_seconds_min` and `_max`; "
+        "`warmup_runs` rounds ran first, not counted (on a machine just started, the first process also "
+        "fills CuPy's kernel cache and Python's bytecode cache, as a learner's first run does). "
         "Where the empty-cache report's time goes: `layer_steps_seconds`, each distinct convolution's "
         "plans built, checked against float64 and timed; `strategy_steps_seconds`, the pass under each "
         "workspace strategy; the rest is reading the network and starting and warming the worker "
         "processes. Every process keeps Python's bytecode cache, as a learner's Python does.",
-        "python scripts/bench_report.py  # GPU",
+        "python scripts/bench_report.py --warmup 1 --repeats 3  # GPU",
         _report,
     ),
     Source(
