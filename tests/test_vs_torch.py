@@ -130,16 +130,25 @@ def test_the_readmes_figures_are_the_benchs():
         f"it takes {_figure(rep.report_seconds['cached'], 3)} s",
     ]
     h200_rep = pd.read_csv(root / "data" / "bench" / "report_h200.csv")
-    said = {}
+    said, runs = {}, {}
+    words = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
     for net in ("resnet50", "torchvision.models:mobilenet_v3_large"):
         r = h200_rep[h200_rep.net == net].set_index("condition")
-        assert (r.runs == 3).all(), net  # "the median of three runs each"
+        assert r.runs.nunique() == 1 and (r.warmup_runs == 1).all(), net  # "after one uncounted round"
+        runs[net] = words[int(r.runs.iloc[0])]
         e, t = r.report_seconds["empty cache"], r.report_seconds["PyTorch warm-up"]
         said[net] = f"{_figure(e, 2)} s against", f"{_figure(t, 2)} s", f"({_figure(e / t, 1)}x)"
     r50, mnv3 = said["resnet50"], said["torchvision.models:mobilenet_v3_large"]
+    torch_r50 = h200_rep[(h200_rep.net == "resnet50") & (h200_rep.condition == "PyTorch warm-up")].iloc[0]
+    mnv3_runs = runs["torchvision.models:mobilenet_v3_large"]
     expected += [
-        f"{r50[0]} PyTorch's {r50[1]} {r50[2]} for ResNet-50",
+        f"the median of {runs['resnet50']} runs for ResNet-50",
+        f"of {mnv3_runs} for MobileNetV3-Large, after one uncounted round",
+        f"{r50[0]} PyTorch's {r50[1]}",
+        f"{r50[2]} for ResNet-50",
         f"{mnv3[0]} {mnv3[1]} {mnv3[2]} for",
+        f"Over those {runs['resnet50']} runs PyTorch's warm-up of ResNet-50 alone took "
+        f"{_figure(torch_r50.report_seconds_min, 2)}-{_figure(torch_r50.report_seconds_max, 2)} s",
     ]
     from labkit.cli.bench_summary import p90
 

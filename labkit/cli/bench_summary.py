@@ -549,7 +549,7 @@ SOURCES = (
         "plans built, checked against float64 and timed; `strategy_steps_seconds`, the pass under each "
         "workspace strategy; the rest is reading the network and starting and warming the worker "
         "processes. Every process keeps Python's bytecode cache, as a learner's Python does.",
-        "python scripts/bench_report.py --warmup 1 --repeats 3  # GPU",
+        "python scripts/bench_report.py [--warmup N] [--repeats N]  # GPU",
         _report,
     ),
     Source(
