@@ -162,6 +162,23 @@ def test_a_write_into_a_guard_band_is_seen_by_the_check_and_by_the_copy_read_lat
     buf.free()
 
 
+def test_a_copy_to_the_host_lands_every_byte_on_the_current_stream_and_refuses_a_strided_array():
+    import cupy
+
+    from labkit.errors import LabkitError
+    from labkit.gpu.buffers import memory
+
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        src = cupy.arange(1000, dtype=cupy.float64) * 1.5
+        host = memory.pinned(1000 * 8, np.float64)
+        memory.copy_to_host_async(host[10:], src.data.ptr)  # 990 values: host.nbytes of them
+        stream.synchronize()
+    assert (host[10:] == np.arange(990) * 1.5).all()
+    with pytest.raises(LabkitError, match="contiguous"):
+        memory.copy_to_host_async(host[::2], src.data.ptr)
+
+
 _COUNT_COMPILES = """
 import json, sys
 import cupy.cuda.compiler as compiler

@@ -183,13 +183,9 @@ class GuardedBuffer:
         if host.dtype != numpy.uint8 or host.size != 2 * GUARD_BYTES:
             got = f"{host.size} of {host.dtype}"
             raise LabkitError(f"a guard copy takes {2 * GUARD_BYTES} uint8 bytes, not {got}")
-        stream = cupy.cuda.get_current_stream().ptr
-        d2h = cupy.cuda.runtime.memcpyDeviceToHost
         base = int(self._raw.data.ptr)
-        cupy.cuda.runtime.memcpyAsync(host.ctypes.data, base, GUARD_BYTES, d2h, stream)
-        cupy.cuda.runtime.memcpyAsync(
-            host.ctypes.data + GUARD_BYTES, base + GUARD_BYTES + self.nbytes, GUARD_BYTES, d2h, stream
-        )
+        copy_to_host_async(host[:GUARD_BYTES], base)
+        copy_to_host_async(host[GUARD_BYTES:], base + GUARD_BYTES + self.nbytes)
 
     def check(self) -> None:
         """Raise `LabkitError` if anything wrote into the guard bands (waits for the current stream)."""
@@ -220,6 +216,26 @@ def pinned(nbytes: int, dtype=numpy.uint8) -> numpy.ndarray:
     """
     dtype = numpy.dtype(dtype)
     return numpy.ndarray((nbytes // dtype.itemsize,), dtype, buffer=cupy.cuda.alloc_pinned_memory(nbytes))
+
+
+def copy_to_host_async(host: numpy.ndarray, device_ptr: int) -> None:
+    """Copy ``host.nbytes`` bytes from the device into ``host``, on the current stream, without
+    waiting for it (cudaMemcpyAsync). Read ``host`` once the stream is synchronised.
+
+    Args:
+        host: a contiguous array in page-locked host memory (`pinned`), kept alive until the
+            stream has run the copy.
+        device_ptr: the device address to copy from.
+    """
+    if not host.flags.c_contiguous:
+        raise LabkitError("a copy to the host takes a contiguous array")
+    cupy.cuda.runtime.memcpyAsync(
+        host.ctypes.data,
+        int(device_ptr),
+        host.nbytes,
+        cupy.cuda.runtime.memcpyDeviceToHost,
+        cupy.cuda.get_current_stream().ptr,
+    )
 
 
 def guard_damage(bands: numpy.ndarray, nbytes: int) -> str:

@@ -105,12 +105,7 @@ def check_plans(graph, plan_indices, ops: Operands, *, seed: int = 0, vs_unround
     unrounded = expected(spec, ops, unrounded=True) if vs_unrounded else None
     norms = reference.reference_norms(ref)  # one reference for every plan
     unrounded_norms = reference.reference_norms(unrounded) if vs_unrounded else None
-    runs, host = [], _HostCopies(len(plan_indices), 2 if vs_unrounded else 1)
-    try:
-        for k, index in enumerate(plan_indices):
-            runs.append(_Run(graph, index, ops, ref, host.row(k), seed=seed, unrounded=unrounded))
-    finally:
-        _read(runs)  # even when a plan raised: the runs before it copy into memory they hold
+    runs = _launch(graph, plan_indices, ops, ref, seed=seed, unrounded=unrounded)
     return [r.result(norms, unrounded_norms) for r in runs]
 
 
@@ -140,7 +135,7 @@ class _HostCopies:
 class _Run:
     """One plan's checked run, launched on the current stream and not waited for: its output
     poisoned, the plan run with a guarded workspace, the errors against the reference computed and
-    they and the guard bands copied to the host. `_read` waits once for every run launched; then
+    they and the guard bands copied to the host. `_launch` waits once for every run launched; then
     `result` reads one.
 
     The runs of one check share the operands: each run's fill of the output follows the previous
@@ -165,16 +160,10 @@ class _Run:
         if unrounded is not None:
             kept.append(reference.error_terms(got, unrounded))
         self._device = kept[0] if len(kept) == 1 else cupy.concatenate(kept)  # alive until copied
-        cupy.cuda.runtime.memcpyAsync(
-            self.terms.ctypes.data,
-            int(self._device.data.ptr),
-            self.terms.nbytes,
-            cupy.cuda.runtime.memcpyDeviceToHost,
-            cupy.cuda.get_current_stream().ptr,
-        )
+        memory.copy_to_host_async(self.terms, self._device.data.ptr)
 
     def result(self, norms, unrounded_norms=None) -> CheckResult:
-        """The run's `CheckResult`, once `_read` has waited for it; `LabkitError` when the plan wrote
+        """The run's `CheckResult`, once `_launch` has waited for it; `LabkitError` when the plan wrote
         into its workspace's guard bands.
 
         Args:
@@ -204,11 +193,43 @@ class _Run:
         )
 
 
-def _read(runs) -> None:
-    """Wait for the current stream, which ran ``runs`` (`_Run`), and drop their device copies."""
-    cupy.cuda.get_current_stream().synchronize()
-    for r in runs:
-        r._device = None
+def _launch(
+    graph, plan_indices, ops: Operands, ref, *, seed: int = 0, unrounded=None, raised_as_run=False
+) -> list:
+    """Launch a `_Run` of each plan on the current stream, then wait once for all of them.
+
+    Between plans, a superseded background job stops (`labkit.signals.cancel.checkpoint`). The
+    wait comes even when a plan raised: the runs before it copy into memory they hold.
+
+    Args:
+        graph: the built graph.
+        plan_indices: the plans, in order.
+        ops: the operands, shared by the runs.
+        ref: the float64 reference.
+        seed: the workspace poison's seed.
+        unrounded: the reference for the inputs before rounding, or None.
+        raised_as_run: put what a plan raised in its place and go on to the next plan (``judge``),
+            rather than raise it.
+
+    Returns:
+        A `_Run` per plan, in order (or, with ``raised_as_run``, the exception a plan raised).
+    """
+    runs, host = [], _HostCopies(len(plan_indices), 1 if unrounded is None else 2)
+    try:
+        for k, index in enumerate(plan_indices):
+            checkpoint()  # between plans: a superseded background job stops here, nothing judged yet kept
+            try:
+                runs.append(_Run(graph, index, ops, ref, host.row(k), seed=seed, unrounded=unrounded))
+            except Exception as exc:  # noqa: BLE001  (cuDNN refused to run it, or it did not fit)
+                if not raised_as_run:
+                    raise
+                runs.append(exc)
+    finally:
+        cupy.cuda.get_current_stream().synchronize()
+        for r in runs:
+            if isinstance(r, _Run):
+                r._device = None
+    return runs
 
 
 def judge(graph, plan_indices, *, ops: Optional[Operands] = None) -> list:
@@ -240,16 +261,7 @@ def judge(graph, plan_indices, *, ops: Optional[Operands] = None) -> list:
         need = 8 * int(math.prod(ops.arrays[ops.output_role].shape))
         raise OutOfMemory(f"the float64 reference of {spec.label}", need, memory.free_bytes()) from None
     norms = reference.reference_norms(ref)  # one reference for every plan
-    runs, host = {}, _HostCopies(len(plan_indices), 1)
-    try:
-        for k, index in enumerate(plan_indices):
-            checkpoint()  # between plans: a superseded background job stops here, nothing judged yet kept
-            try:
-                runs[index] = _Run(graph, index, ops, ref, host.row(k))
-            except Exception as exc:  # noqa: BLE001  (cuDNN refused to run it, or it did not fit)
-                runs[index] = exc
-    finally:
-        _read([r for r in runs.values() if isinstance(r, _Run)])  # one wait for every run
+    runs = dict(zip(plan_indices, _launch(graph, plan_indices, ops, ref, raised_as_run=True)))
     out = []
     for index in plan_indices:
         name = graph.plans[index].name
