@@ -9,12 +9,18 @@ from the cache the first one filled (what a learner sees after a kernel restart)
 Conv2d calls from an input of ``batch`` x 3 x 224 x 224; torch and torchvision are imported before
 the clock starts, as PyTorch's own warm-up imports them before its clock).
 
+Between them, condition "empty cache, worker warmed": an empty-cache report in a fresh process
+that first ran lesson 09's banner (``labkit.session.texts.banner("09")``: live, it starts and warms
+the report's worker process, as it does while a learner reads the lesson) and waited for that
+worker to be warm; the clock starts after, as PyTorch's starts after its imports and its CUDA
+context.
+
 Beside them, what a framework already pays for the same network: PyTorch's first forward pass
 with ``torch.backends.cudnn.benchmark=True`` (it times up to ``cudnn.benchmark_limit`` algorithms
 for every new layer shape, then runs), in a fresh process of its own (condition "PyTorch
 warm-up"; ``report_seconds`` is that first forward pass, ``steady_seconds`` the next one).
 
-With ``--repeats N`` the three conditions run N times in turn (each empty-cache run with a new
+With ``--repeats N`` the four conditions run N times in turn (each empty-cache run with a new
 empty cache), and each condition's row is its median run, with the fastest and slowest beside it
 (``report_seconds_min``, ``report_seconds_max``): on one GPU a single report varies by tens of
 percent from run to run, and so does PyTorch's warm-up. With ``--warmup N``, N rounds of the
@@ -27,8 +33,8 @@ Where the empty-cache report's time goes: ``layer_steps_seconds`` (each distinct
 plans built, checked against float64 and timed), ``strategy_steps_seconds`` (the pass under each
 workspace strategy); the rest is starting and warming the worker processes and reading the network.
 
-Prints a table (seconds per condition, the ratio to the empty-cache report, the ratio of the
-empty-cache report to PyTorch's warm-up, and the goals: <= 60 s empty, <= 5 s cached) and writes
+Prints a table (seconds per condition, the ratio to the empty-cache report, the ratio of each
+report to PyTorch's warm-up, and the goals: <= 60 s empty, <= 5 s cached) and writes
 data/bench/report_<gpu slug>.csv (rows of other nets and GPUs kept). ``report_seconds``: the
 ``labkit.report`` call alone; ``process_seconds``: the whole process (Python start, imports, CUDA
 and cuDNN initialisation included). Each process runs with Python's bytecode cache on, as a
@@ -49,7 +55,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-GOALS = {"empty cache": 60.0, "cached": 5.0, "PyTorch warm-up": float("nan")}
+#: the condition of the report whose worker lesson 09's banner warmed first
+WARMED = "empty cache, worker warmed"
+GOALS = {"empty cache": 60.0, WARMED: 60.0, "cached": 5.0, "PyTorch warm-up": float("nan")}
 CHILD = """
 import json, sys, time
 t0 = time.perf_counter()
@@ -57,6 +65,11 @@ import labkit
 from labkit import env
 from labkit.gpu.cudnn import graph_cache
 a = json.loads(sys.argv[1])
+if a.get("banner"):  # as lesson 09's first cell: its banner starts and warms the report's worker
+    from labkit.gpu.host import isolated
+    from labkit.session import texts
+    texts.banner(a["banner"])
+    isolated.worker().call("os:getpid", (), 120.0, "waiting for the warmed worker")  # after the warm step
 if ":" in a["net"]:
     import torch, torchvision  # a model's report reads its layers with PyTorch
     kw = dict(input_shape=(a["batch"], 3, 224, 224))
@@ -108,6 +121,8 @@ print(json.dumps(dict(report_seconds=t2 - t1, steady_seconds=t3 - t2, layers=con
 
 
 def run(condition: str, cache: str, args) -> dict:
+    """One condition in a fresh process (the report's, or PyTorch's warm-up) with ``cache`` as
+    labkit's cache folder: its row (seconds, the process's whole time, what the child printed)."""
     # Python's default, bytecode cached (.pyc): a host that turns it off would time module compiles
     kept = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env = dict(
@@ -120,11 +135,12 @@ def run(condition: str, cache: str, args) -> dict:
         ),
     )
     req = dict(net=args.net, batch=args.batch, dtype=args.dtype, layout=args.layout)
+    banner = {"banner": "09"} if condition == WARMED else {}
     t0 = time.perf_counter()
     child = TORCH_CHILD if condition == "PyTorch warm-up" else CHILD
     try:
         proc = subprocess.run(
-            [sys.executable, "-c", child, json.dumps(req)],
+            [sys.executable, "-c", child, json.dumps(dict(req, **banner))],
             env=env,
             capture_output=True,
             text=True,
@@ -166,7 +182,7 @@ def main(argv=None) -> int:
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--dtype", default="fp16")
     p.add_argument("--layout", default="NHWC")
-    p.add_argument("--repeats", type=int, default=1, help="runs of the three conditions, in turn (default 1)")
+    p.add_argument("--repeats", type=int, default=1, help="runs of the four conditions, in turn (default 1)")
     p.add_argument(
         "--warmup", type=int, default=0, help="uncounted rounds first, on a machine just started (default 0)"
     )
@@ -194,13 +210,18 @@ def main(argv=None) -> int:
             if args.cache and Path(cache).exists() and any(Path(cache).iterdir()):
                 raise SystemExit(f"--cache {cache} is not empty: the first condition needs an empty cache")
             for condition in GOALS:
-                row = run(condition, cache, args)
+                if condition == WARMED:  # an empty cache of its own; "cached" reads the first one's
+                    with tempfile.TemporaryDirectory(prefix="labkit-bench-report-") as own:
+                        row = run(condition, own, args)
+                else:
+                    row = run(condition, cache, args)
                 runs[condition].append(row)
                 print(f"run {k + 1}/{args.repeats}: {condition}: {row['report_seconds']:.2f} s", flush=True)
     rows = [_median_run(runs[c]) for c in GOALS]
     df = pd.DataFrame(rows)
     df["ratio_to_empty"] = df.report_seconds / df.report_seconds.iloc[0]
     df["empty_report_to_torch_warmup"] = df.report_seconds.iloc[0] / df.report_seconds.iloc[-1]
+    df["report_to_torch_warmup"] = df.report_seconds / df.report_seconds.iloc[-1]
     df["warmup_runs"] = args.warmup
     df["meets_goal"] = (df.report_seconds <= df.goal_seconds).where(df.goal_seconds.notna())
     df["date"] = datetime.date.today().isoformat()
@@ -220,6 +241,7 @@ def main(argv=None) -> int:
                 "process_seconds",
                 "ratio_to_empty",
                 "empty_report_to_torch_warmup",
+                "report_to_torch_warmup",
                 "goal_seconds",
                 "meets_goal",
                 "graph_builds",

@@ -313,6 +313,7 @@ def _report(df, meta):
     df = df.assign(labkit_commit=df.labkit_commit.astype(str).str[:7]) if "labkit_commit" in df else df
     for net, g in df.groupby("net", sort=False):
         empty, torch_ = g[g.condition == "empty cache"], g[g.condition == "PyTorch warm-up"]
+        warmed = g[g.condition == "empty cache, worker warmed"]
         if len(empty) and len(torch_):
             e, t = float(empty.report_seconds.iloc[-1]), float(torch_.report_seconds.iloc[-1])
             sentence += (
@@ -320,6 +321,12 @@ def _report(df, meta):
                 "PyTorch's own warm-up, its first forward pass with cudnn.benchmark=True "
                 f"({number(t)} s{_runs(torch_, in_parentheses=False)}). "
             )
+            if len(warmed):
+                w = float(warmed.report_seconds.iloc[-1])
+                sentence += (
+                    f"With its worker warmed first, as lesson 09's banner does, it takes {number(w)} s"
+                    f"{_runs(warmed)}, {number(w / t)}x. "
+                )
     return df[[c for c in cols if c in df.columns]], sentence.strip()
 
 
@@ -540,8 +547,12 @@ SOURCES = (
         "The network report, empty cache and saved",
         "`labkit.report` of the resnet50 preset (batch 32) and of torchvision's MobileNetV3-Large "
         "(batch 16), fp16 NHWC, with an empty cache, then in a new process from the saved result, beside "
-        "PyTorch's first forward pass of the same network (its warm-up), each in a fresh process. Each "
-        "network's three rows come from one run of the script; `labkit_commit` says which. With `runs` "
+        "PyTorch's first forward pass of the same network (its warm-up), each in a fresh process. Where "
+        "a run has it, `empty cache, worker warmed` is an empty-cache report whose process first ran "
+        "lesson 09's banner, which starts and warms the report's worker process while a learner reads, "
+        "and waited for it: its clock starts after that, as PyTorch's starts after its imports and its "
+        "CUDA context. Each network's rows come from one run of the script; `labkit_commit` says which. "
+        "With `runs` "
         "above 1, each row is its condition's median run, between `report_seconds_min` and `_max`; "
         "`warmup_runs` rounds ran first, not counted (on a machine just started, the first process also "
         "fills CuPy's kernel cache and Python's bytecode cache, as a learner's first run does). "

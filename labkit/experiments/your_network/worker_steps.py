@@ -144,8 +144,7 @@ def warm_step(specs: Sequence[ConvSpec] = ()) -> None:
     from ...gpu.cudnn.operands import Operands  # heavy: CuPy, live only
     from ...gpu.timing import autotune, measure  # noqa: F401  # heavy: CuPy, live only
 
-    if specs:
-        build_pool.start_workers()
+    build_pool.start_workers()  # a report not known yet (lesson 09's banner) compiles in them too
     frontend.handle_for(measure.timing_stream())
     if specs:
         ahead_step(specs)
