@@ -30,8 +30,10 @@ bytecode cache, which a learner's machine has after its first run (on the H200, 
 empty-cache report of ResNet-50 took 13.7 s, the next two 7.1 and 6.8 s).
 
 Where the empty-cache report's time goes: ``layer_steps_seconds`` (each distinct convolution's
-plans built, checked against float64 and timed), ``strategy_steps_seconds`` (the pass under each
-workspace strategy); the rest is starting and warming the worker processes and reading the network.
+plans built, checked against float64 and timed; the first one's step also waits for the worker
+process to start and warm, unless it was warmed before), ``strategy_steps_seconds`` (the pass under
+each workspace strategy); the rest is the report's own work around the steps (reading the network,
+its tables).
 
 Prints a table (seconds per condition, the ratio to the empty-cache report, the ratio of each
 report to PyTorch's warm-up, and the goals: <= 60 s empty, <= 5 s cached) and writes

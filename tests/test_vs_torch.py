@@ -138,6 +138,9 @@ def test_the_readmes_figures_are_the_benchs():
         runs[net] = words[int(r.runs.iloc[0])]
         e, t = r.report_seconds["empty cache"], r.report_seconds["PyTorch warm-up"]
         said[net] = f"{_figure(e, 2)} s against", f"{_figure(t, 2)} s", f"({_figure(e / t, 1)}x)"
+        if net == "resnet50":  # lesson 09: the banner warmed the report's worker
+            w = r.report_seconds["empty cache, worker warmed"]
+            expected += [f"ResNet-50's report takes {_figure(w, 2)} s ({_figure(w / t, 1)}x) on that H200"]
     r50, mnv3 = said["resnet50"], said["torchvision.models:mobilenet_v3_large"]
     torch_r50 = h200_rep[(h200_rep.net == "resnet50") & (h200_rep.condition == "PyTorch warm-up")].iloc[0]
     mnv3_runs = runs["torchvision.models:mobilenet_v3_large"]
@@ -174,3 +177,17 @@ def test_the_readmes_figures_are_the_benchs():
     ]
     for text in expected:
         assert text in readme, text
+
+
+def test_the_findings_warmed_report_figures_are_the_benchs():
+    """docs/findings.md's lesson 09 finding quotes the committed H200 report bench, number for number."""
+    root = Path(__file__).resolve().parents[1]
+    findings = " ".join((root / "docs" / "findings.md").read_text().split())
+    rep = pd.read_csv(root / "data" / "bench" / "report_h200.csv")
+    r = rep[rep.net == "resnet50"].set_index("condition").report_seconds
+    said = (
+        f"that report takes {_figure(r['empty cache, worker warmed'], 2)} s, against "
+        f"{_figure(r['empty cache'], 2)} s from a process that starts its worker at the report, and "
+        f"PyTorch's {_figure(r['PyTorch warm-up'], 2)} s."
+    )
+    assert said in findings

@@ -557,9 +557,10 @@ SOURCES = (
         "`warmup_runs` rounds ran first, not counted (on a machine just started, the first process also "
         "fills CuPy's kernel cache and Python's bytecode cache, as a learner's first run does). "
         "Where the empty-cache report's time goes: `layer_steps_seconds`, each distinct convolution's "
-        "plans built, checked against float64 and timed; `strategy_steps_seconds`, the pass under each "
-        "workspace strategy; the rest is reading the network and starting and warming the worker "
-        "processes. Every process keeps Python's bytecode cache, as a learner's Python does.",
+        "plans built, checked against float64 and timed (the first one's step also waits for the worker "
+        "process to start and warm, unless it was warmed before); `strategy_steps_seconds`, the pass "
+        "under each workspace strategy; the rest is the report's own work around the steps (reading the "
+        "network, its tables). Every process keeps Python's bytecode cache, as a learner's Python does.",
         "python scripts/bench_report.py [--warmup N] [--repeats N]  # GPU",
         _report,
     ),

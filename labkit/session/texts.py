@@ -233,7 +233,8 @@ REPORT_WARM_STEP = "labkit.experiments.your_network.worker_steps:warm_step"
 def start_report_worker(lesson: Optional[str]) -> bool:
     """Live, in a lesson that draws the network report: start the report's worker process
     (`labkit.gpu.host.isolated`) in the background and warm it (`REPORT_WARM_STEP`: labkit's measuring
-    modules, CUDA and cuDNN), so that the first report does not wait for them; at once.
+    modules, CUDA and cuDNN, and the worker's own build workers), so that the first report does not
+    wait for them; at once.
 
     Not in a class (its shared recording answers the report's defaults) nor with
     ``LABKIT_ISOLATE=0`` (no worker).
