@@ -318,6 +318,23 @@ def test_assemble_find_picks_first_ok_entry_and_reports_not_returned():
     assert str(df.deterministic.dtype) == "boolean"
 
 
+def test_assemble_shows_an_algorithms_entry_of_the_math_asked_for():
+    """Find may list an algorithm under two math types in either order (the H200 did, one Find to
+    the next): the row is the entry of the convolution's math, whatever its rank."""
+    found = [
+        (1, 0, 0.1296, 387, 1, 0),  # IMPLICIT_PRECOMP_GEMM, default math, ranked first this time
+        (1, 0, 0.1302, 387, 1, 1),  # the same under tensor-op math
+        (0, 0, 0.3878, 0, 1, 0),  # IMPLICIT_GEMM: default math only
+    ]
+    tensor_op = legacy._assemble(_query_all({0: 0, 1: 387}), found, math_type=1).set_index("algorithm")
+    assert tensor_op.loc["IMPLICIT_PRECOMP_GEMM", "math"] == "tensor op"
+    assert tensor_op.loc["IMPLICIT_PRECOMP_GEMM", "find_rank"] == 1
+    assert math.isclose(tensor_op.loc["IMPLICIT_PRECOMP_GEMM", "time_us"], 130.2, rel_tol=1e-6)
+    assert tensor_op.loc["IMPLICIT_GEMM", "math"] == "default"  # no entry of the math asked for
+    unasked = legacy._assemble(_query_all({0: 0, 1: 387}), found).set_index("algorithm")
+    assert unasked.loc["IMPLICIT_PRECOMP_GEMM", "math"] == "default"  # the first ok entry
+
+
 def legacy_na():
     import pandas as pd
 
