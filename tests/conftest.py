@@ -3,6 +3,9 @@
 * ``@pytest.mark.gpu`` tests run only when labkit is in live mode (a CUDA GPU with cuDNN); otherwise
   they are skipped with the reason labkit gives, e.g.
   ``needs a CUDA GPU (labkit mode is recorded: no CUDA device)``. ``-rs`` lists every skip.
+* Live, tests run side by side (``pytest -n``, `make test`) take turns on the GPU: a ``gpu`` test
+  or a notebook runs while no other one does (`pytest_runtest_protocol`), and ``-n auto`` starts
+  at most `LIVE_WORKERS` workers. The tests that need no GPU run beside them.
 * ``@pytest.mark.browser`` tests are not touched here: they run by default.
 * ``LABKIT_CACHE`` points at a fresh temporary folder unless set: tests never read or write the
   user's own saved measurements.
@@ -14,6 +17,7 @@ import os
 import tempfile
 
 import pytest
+from filelock import FileLock
 
 
 def pytest_configure(config):
@@ -57,6 +61,51 @@ def pytest_collection_modifyitems(config, items):
     skip = pytest.mark.skip(reason=reason)
     for item in gpu_items:
         item.add_marker(skip)
+
+
+#: ``-n auto`` on a live GPU starts at most this many workers: each worker's labkit keeps processes
+#: with CUDA contexts (a report's worker, its build workers) and CuPy's memory pool; with sixteen
+#: on an H200, tests ran out of device memory (PYTEST_XDIST_AUTO_NUM_WORKERS set by hand wins)
+LIVE_WORKERS = 4
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # pytest-xdist's hook, when it is there
+def pytest_xdist_auto_num_workers(config):
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS") or gpu_skip_reason() is not None:
+        return None  # pytest-xdist's own count: every core
+    return min(LIVE_WORKERS, os.cpu_count() or 1)
+
+
+def gpu_turn_file() -> str:
+    """The lock file of a GPU test's turn: ``LABKIT_TEST_GPU_TURN``, else one per user in the temp folder."""
+    return os.environ.get("LABKIT_TEST_GPU_TURN") or os.path.join(
+        tempfile.gettempdir(), f"labkit-test-gpu-turn-{os.getuid()}.lock"
+    )
+
+
+def uses_gpu(item) -> bool:
+    """Whether a collected test uses the GPU when live: a ``gpu`` test or a notebook of nbmake's."""
+    return item.get_closest_marker("gpu") is not None or str(getattr(item, "path", "")).endswith(".ipynb")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """One GPU test at a time (set-up and tear-down included), as labkit takes one measurement at a
+    time: labkit marks a measurement another process's GPU work overlapped, and saves none of them;
+    tests read the device's free memory, time a plan against another, or need two streams' kernels
+    to overlap. Recorded, the GPU tests are skipped and the notebooks replay the recording."""
+    if uses_gpu(item) and _live(item.config):
+        with FileLock(gpu_turn_file()):
+            yield
+    else:
+        yield
+
+
+def _live(config) -> bool:
+    key = "_labkit_live"
+    if not hasattr(config, key):
+        setattr(config, key, gpu_skip_reason() is None)
+    return getattr(config, key)
 
 
 @pytest.fixture

@@ -285,20 +285,20 @@ _FAKE_ENV = {
     [
         pytest.param(
             "recorded",
-            "2 passed, 1 skipped",
+            "2 passed, 2 skipped",
             "needs a CUDA GPU (labkit mode is recorded: no CUDA device)",
             id="recorded",
         ),
-        pytest.param("live", "3 passed", None, id="live"),
+        pytest.param("live", "4 passed", None, id="live"),
         pytest.param(
             "raises",
-            "2 passed, 1 skipped",
+            "2 passed, 2 skipped",
             "needs a CUDA GPU (labkit.env.mode() failed: RuntimeError: LABKIT_MODE=live",
             id="raises",
         ),
         pytest.param(
             "broken",
-            "2 passed, 1 skipped",
+            "2 passed, 2 skipped",
             "labkit.env not importable: ModuleNotFoundError: No module named 'cupy'",
             id="broken",
         ),
@@ -327,6 +327,12 @@ def test_gpu_tests_skip_visibly_unless_live(tmp_path, case, summary, reason):
         def test_on_gpu():
             pass
 
+        @pytest.mark.gpu
+        def test_in_its_turn():  # live, a GPU test holds the turn: no one else may take it
+            import conftest, filelock
+            with pytest.raises(filelock.Timeout):
+                filelock.FileLock(conftest.gpu_turn_file(), timeout=0).acquire()
+
         @pytest.mark.browser
         def test_in_browser():
             pass
@@ -339,6 +345,7 @@ def test_gpu_tests_skip_visibly_unless_live(tmp_path, case, summary, reason):
         os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path / "fake"), os.environ.get("PYTHONPATH", "")])
     )
     env.pop("PYTEST_ADDOPTS", None)
+    env["LABKIT_TEST_GPU_TURN"] = str(tmp_path / "gpu-turn.lock")
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # only the hook under test; starts in a fraction of the time
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--strict-markers", str(suite)],

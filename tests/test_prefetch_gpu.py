@@ -22,12 +22,14 @@ SMALL = experiments.BASE.replace(N=8, H=28, W=28)
 @pytest.fixture(autouse=True)
 def _own_recording(tmp_path, monkeypatch):
     """This GPU's recording in a folder of each test's own: a neighbour an earlier test measured
-    (its panel prefetched it and saved it) would be read from disk here, not measured ahead."""
+    (its panel prefetched it and saved it) would be read from disk here, not measured ahead.
+    Prefetching is on whatever ``LABKIT_PREFETCH`` the shell has: these tests are of it."""
     from labkit.store import localcache
 
     lessons.forget()  # an earlier test's queued neighbours go; the one running saves where it started
     PREFETCHER.wait_idle(120)
     monkeypatch.setenv("LABKIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("LABKIT_PREFETCH", "1")
     localcache.reset()
     yield
     lessons.forget()
