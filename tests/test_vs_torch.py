@@ -191,3 +191,55 @@ def test_the_findings_warmed_report_figures_are_the_benchs():
         f"PyTorch's {_figure(r['PyTorch warm-up'], 2)} s."
     )
     assert said in findings
+
+
+def test_the_findings_plans_past_the_first_ten_are_the_recordings():
+    """docs/findings.md's finding on the plans the report times past the heuristic's first ten
+    (PyTorch's `benchmark_limit`) quotes ResNet-50's rows of both shipped recordings."""
+    root = Path(__file__).resolve().parents[1]
+    findings = " ".join((root / "docs" / "findings.md").read_text().split())
+    limit, said = 10, {}
+    for gpu in ("h200", "h100-sxm"):
+        rep = pd.read_csv(root / "data" / "recordings" / gpu / "network_report.csv")
+        rep = rep[rep.request.str.contains('"net":"resnet50"', regex=False)]
+        layers = rep[rep.table == "layers"]
+        distinct = layers.drop_duplicates("spec_id")
+        plans = rep[(rep.table == "plans") & rep.gpu_us.notna()].drop_duplicates(["spec_id", "plan_index"])
+        past = plans[plans.plan_index >= limit]
+        first = plans[plans.plan_index < limit]
+        best_first = first.groupby("spec_id").gpu_us.min()
+        fastest = (layers.fastest_gpu_us * layers["count"]).sum()
+        within_first = (layers.spec_id.map(best_first) * layers["count"]).sum()
+        least_ws = first.groupby("spec_id").workspace_bytes.min()
+        said[gpu] = dict(
+            distinct=len(distinct),
+            layers=len(layers),
+            timed=len(plans),
+            past=len(past),
+            share=f"{100 * past.gpu_us.sum() / plans.gpu_us.sum():.0f}%",
+            past_ms=f"{past.gpu_us.sum() / 1000:.1f}",
+            all_ms=f"{plans.gpu_us.sum() / 1000:.1f}",
+            kept=int((distinct.fastest_plan_index < limit).sum()),
+            loss=f"{100 * (within_first / fastest - 1):.2f}%",
+            smallest_past=int((distinct.smallest_plan_index >= limit).sum()),
+            no_free=int((distinct.spec_id.map(least_ws) > 0).sum()),
+            times_pytorch=len(plans) / (limit * len(distinct)),
+        )
+    h200, h100 = said["h200"], said["h100-sxm"]
+    assert h200["distinct"] == h100["distinct"] == 23 and h200["layers"] == h100["layers"] == 53
+    assert 3.5 < min(h200["times_pytorch"], h100["times_pytorch"]) < 4  # "almost four times"
+    for text in (
+        "ResNet-50 (batch 32, fp16 NHWC, 23 distinct convolutions)",
+        f"the report times {h200['timed']} plans on the H200 and {h100['timed']} on the H100",
+        f"{h200['past']} and {h100['past']} come after the heuristic's first ten",
+        f"add up to {h200['share']} of all the timed plans'",
+        f"({h200['past_ms']} of {h200['all_ms']} ms on the H200, "
+        f"{h100['past_ms']} of {h100['all_ms']} ms on the H100)",
+        f"keep the fastest plan of {h200['kept']} of the 23 convolutions",
+        f"the 53 layers' fastest times within {h200['loss']} on the H200 and {h100['loss']} on the H100",
+        f"past the first ten for {h200['smallest_past']} of the 23 on both GPUs",
+        f"for {h200['no_free']} of them no plan among the first ten runs without a workspace",
+    ):
+        assert text in findings, text
+    assert h100["share"] == h200["share"] and h100["kept"] == h200["kept"]
+    assert h100["smallest_past"] == h200["smallest_past"] and h100["no_free"] == h200["no_free"]
