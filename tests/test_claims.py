@@ -1007,6 +1007,10 @@ NOT_CLAIMS: set = {
         "11",
         "How many times the defaults' first forward pass did the first forward pass take with `benchmark=True`?",
     ),
+    (  # how the chart is drawn: which bars carry their size
+        "05",
+        'Every plan is one point, ordered by its GPU time (the bar through it: the 10th to 90th percentile of its repeated timings); under it, the workspace the same plan needs, its size written on the largest bar and on those too short to read ("0 MiB": none).',
+    ),
     (  # lesson 00's glossary: definitions
         "00",
         '* <a id="autotune"></a>**autotune**: running and timing every plan of a graph on the GPU and keeping the fastest, as `torch.backends.cudnn.benchmark = True` does.',
@@ -1033,7 +1037,7 @@ NOT_CLAIMS: set = {
     ),
     (
         "08",
-        "From its two times (the chart above) and the two datasheet bandwidths (the ceilings table), how many microseconds of its H100 time is the bandwidth part, M / bandwidth?",
+        "From its two times (in the summary under the chart above) and the two datasheet bandwidths (the ceilings table), how many microseconds of its H100 time is the bandwidth part, M / bandwidth?",
     ),
     (  # a question: test_exercises checks its answer on every recording
         "06",

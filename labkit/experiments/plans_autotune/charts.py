@@ -153,8 +153,8 @@ def _workspace_bars(fig: go.Figure, ok, rank: dict) -> float:
     """
     ws = [float(w) for w in ok["workspace_bytes"]]
     top = max(ws, default=0.0)
-    # zero, and sizes too small to see beside the largest, are written out ("0 MiB", "0.0022 MiB")
-    labels = [in_unit(w, SIZE_AXIS) if w == 0 or w < 0.03 * top else "" for w in ws]
+    # the largest, zero, and sizes too small to see beside the largest are written out ("0 MiB", "0.0022 MiB")
+    labels = [in_unit(w, SIZE_AXIS) if w == top or w < 0.03 * top else "" for w in ws]
     fig.add_trace(
         go.Bar(
             x=[rank[int(i)] for i in ok["plan_index"]],
@@ -162,7 +162,9 @@ def _workspace_bars(fig: go.Figure, ok, rank: dict) -> float:
             name="workspace the plan needs",
             marker_color=COLORS["primary"],
             text=labels,
-            textposition="outside",
+            # the largest inside its bar (it fills most of the panel), the others above theirs
+            textposition=["inside" if w == top and top > 0 else "outside" for w in ws],
+            insidetextanchor="end",
             textangle=-90,
             constraintext="none",
             cliponaxis=False,

@@ -258,9 +258,8 @@ COPY_TIME = worked(
     name="layout_copy_time",
     lesson="01",
     question=(
-        "The fp16 NCHW plan keeps channels-last copies of its tensors in its workspace: every byte of it is "
-        "written once and read back once. At this GPU's datasheet memory bandwidth, how many microseconds "
-        "does that traffic take, at least?"
+        "Every byte of the fp16 NCHW plan's workspace is written once and read back once. At this GPU's "
+        "datasheet memory bandwidth, how many microseconds does that traffic take, at least?"
     ),
     inputs=_copy_inputs,
     model=_copy_model,

@@ -432,7 +432,7 @@ def summary(table, other: Optional[str] = None) -> Text:
     col = ratio_column(table, other)
     base, oth = table.attrs["baseline"], col.split(" ", 1)[1].split("/")[0]
     prov = table.attrs.get("provenance", {})
-    gpu = lambda n: (prov.get(n) or {}).get("gpu") or n  # noqa: E731
+    gpu = lambda n: gpu_label((prov.get(n) or {}).get("gpu") or n)  # noqa: E731  (as the charts name it)
     ok = table[table[col].notna()]
     if ok.empty:
         return Text(
