@@ -286,6 +286,17 @@ def test_the_sweep_keeps_one_size_unit_whatever_the_field_and_ticks_it_as_its_la
     assert units_seen == {"workspace (MiB)"}
 
 
+def test_a_sweep_of_a_few_bytes_is_drawn_on_a_one_mib_axis():
+    """fp16 NHWC along N asks 0 or 131 B: a 1 MiB axis (ticks 0, 0.5, 1), not ticks of 0.00005 MiB,
+    with each size written at its point."""
+    df = lessons.data("sweep", field="N", values=workspace_basics.SWEEP_VALUES["N"])
+    sizes = [b / 2**20 for b in df["workspace_bytes"] if b == b]
+    assert sizes and 0 < max(sizes) < workspace_basics.charts.TINY_MIB, sizes
+    fig = experiments.CHARTS["sweep"](df)
+    assert tuple(fig.layout.yaxis2.range) == pytest.approx((-0.08, 1.3))
+    assert "131 B" in fig.data[1].text
+
+
 def test_plan_labels_are_short_distinct_and_keep_the_engine():
     """Every set of plans a recording holds for one request: labels of at most PLAN_LABEL_CHARS
     characters, one per plan, each starting with the plan's engine."""

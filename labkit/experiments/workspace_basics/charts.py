@@ -418,6 +418,10 @@ def _sweep_workspace_line(fig: go.Figure, ok, field: str, values: list) -> list:
     return sizes
 
 
+#: a sweep whose workspaces are all under this (MiB) draws them on a 1 MiB axis
+TINY_MIB = 0.01
+
+
 def _sweep_axes(fig: go.Figure, field: str, values: list, times: list, sizes: list) -> None:
     """Both panels' x axes at the values' positions, ticked with the values; the time's log axis with
     room for the labels, the workspace's linear one from just under zero."""
@@ -434,11 +438,14 @@ def _sweep_axes(fig: go.Figure, field: str, values: list, times: list, sizes: li
     fig.update_xaxes(**positions, title_text=SWEEP_AXIS.get(field, field), row=2, col=1)
     fig.update_yaxes(title_text="GPU time (us)", row=1, col=1, **_log_with_room(times))
     top = max([v for v in sizes if v is not None] + [0.0])
+    # a few bytes at most (the fp16 NHWC plans' 131 B): a 1 MiB axis, where they read as about zero
+    # beside their labels, rather than ticks of 0.00005 MiB
+    top = top if top >= TINY_MIB else 1.0
     fig.update_yaxes(
         title_text=f"workspace ({SIZE_AXIS})",
         type="linear",
         **PLAIN_TICKS,
-        range=[-0.08 * (top or 1), 1.3 * (top or 1)],
+        range=[-0.08 * top, 1.3 * top],
         row=2,
         col=1,
     )
