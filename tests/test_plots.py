@@ -189,6 +189,29 @@ def test_race_over_several_calls():
     assert df.attrs["gpu"] == frames[0].attrs["gpu"]
 
 
+@pytest.mark.parametrize(
+    "name, request_, plots_",
+    [
+        ("strategies", dict(workload="one_conv"), 4),
+        ("torch_knobs", {}, 3),
+        ("torch_knobs", dict(net="resnet50"), 3),
+    ],
+)
+def test_charts_of_rows_shade_every_other_row_in_each_plot(name, request_, plots_):
+    """Charts that set several marks or bars side by side in a row (lesson 02's strategies, lesson
+    11's settings) shade every other row in each plot, so a row's marks are not read as the next
+    row's."""
+    df = lessons.data(name, **request_)
+    fig = experiments.CHARTS[name](df)
+    rows = len(set(fig.data[0].y))
+    bands = [s for s in fig.layout.shapes if s.name == "row band"]
+    assert len(bands) == plots_ * (rows // 2)
+    for k in range(1, plots_ + 1):
+        axis = "" if k == 1 else str(k)
+        mine = sorted(b.y0 for b in bands if b.yref == f"y{axis}" and b.xref == f"x{axis} domain")
+        assert mine == [i - 0.5 for i in range(1, rows, 2)], (name, k)
+
+
 def test_not_ok_rows_are_left_out_and_named():
     df = experiments.precision().copy()
     df.loc[df.dtype == "fp8_e4m3", "status"] = "unsupported"

@@ -384,15 +384,20 @@ def test_the_lesson_names_labkits_marks_as_the_chart_draws_them(recorded):
     fig = knobs_chart(recorded.knobs())
     labkit = [t for t in fig.data if t.name.startswith("labkit")]
     assert [t.name for t in labkit] == [TRACES[1], TRACES[5]]
-    assert all(t.type == "bar" and t.marker.color == COLORS["muted"] for t in labkit)
-    assert "grey: labkit's plan" in fig.layout.title.text
+    assert all(
+        t.type == "scatter" and t.marker.color == COLORS["muted"] and t.marker.symbol == "diamond"
+        for t in labkit
+    )
+    assert all(t.marker.symbol != "diamond" for t in fig.data if t not in labkit)
+    assert "grey diamonds: labkit's plan" in fig.layout.title.text
     nb = json.loads(
         (Path(__file__).resolve().parents[1] / "notebooks" / "11_pytorch_knobs.ipynb").read_text()
     )
     prose = " ".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
     prose = " ".join(prose.split())
-    assert "diamond" not in prose
-    assert "and the grey bar labkit's time" in prose and "and the grey bar labkit's plan's workspace" in prose
+    assert "grey bar" not in prose
+    assert "and the grey diamond labkit's time" in prose
+    assert "and the grey diamond labkit's plan's workspace" in prose
     assert "(`check.benchmark_memory()` says what each one means)" in prose
 
 

@@ -565,6 +565,44 @@ def no_data(fig: go.Figure, message: str) -> None:
             fig.layout[name].visible = False  # no axis scale left over from the previous request
 
 
+#: the fill behind every other row of a chart of rows (`row_bands`)
+BAND_FILL = "#f1f3f4"
+
+
+def row_bands(rows: int, subplots: Iterable[int] = (1,)) -> List[dict]:
+    """Shading behind every other row of a chart whose y axis lists categories (strategies, settings),
+    so that the marks of one row, side by side within it, read as that row's and not the next one's.
+
+    Args:
+        rows: how many categories the y axis has.
+        subplots: the subplots to shade, by their axes' number (1: ``x``/``y``, 2: ``x2``/``y2``...).
+
+    Returns:
+        Shape dicts for ``fig.layout.shapes``, drawn under the grid and the traces: the second row,
+        the fourth...
+    """
+    shapes = []
+    for k in subplots:
+        axis = "" if k == 1 else str(k)
+        shapes += [
+            dict(
+                type="rect",
+                xref=f"x{axis} domain",
+                yref=f"y{axis}",
+                x0=0,
+                x1=1,
+                y0=i - 0.5,
+                y1=i + 0.5,
+                fillcolor=BAND_FILL,
+                line_width=0,
+                layer="below",  # under the grid lines and the traces
+                name="row band",
+            )
+            for i in range(1, rows, 2)
+        ]
+    return shapes
+
+
 def batch(fig):
     """A context in which a FigureWidget's changes reach the browser as one update.
 

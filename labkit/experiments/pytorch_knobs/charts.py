@@ -5,8 +5,18 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from ...draw.plots import COLORS, finish, new_figure, not_ok_note, num, ok_rows, request_spec, shape_label
-from ...draw.units import in_unit
+from ...draw.plots import (
+    COLORS,
+    finish,
+    new_figure,
+    not_ok_note,
+    num,
+    ok_rows,
+    request_spec,
+    row_bands,
+    shape_label,
+)
+from ...draw.units import in_unit, log_axis
 from ..core import MIB
 
 #: the chart's traces, in order (a panel updates them in place)
@@ -62,19 +72,21 @@ def _mib(values) -> list:
     return [None if num(v) is None else num(v) / MIB for v in values]
 
 
-def _hbar(fig, x, y, name, color, text, col, **kw):
+def _dots(fig, x, y, name, color, symbol, text, col, **kw):
+    """One trace of labelled marks in subplot ``col``, beside the other traces' marks in each row."""
     drawn = any(num(v) is not None for v in x)  # a network's rows have no labkit counterpart
     fig.add_trace(
-        go.Bar(
+        go.Scatter(
             x=x,
             y=y,
             name=name,
-            orientation="h",
-            marker_color=color,
+            orientation="h",  # marks of one setting side by side across its row (scattermode group)
+            mode="markers+text",
+            marker=dict(color=color, size=8, symbol=symbol),
             text=text,
-            textposition="outside",
+            textposition="middle right",
             cliponaxis=False,
-            textfont=dict(size=10),
+            textfont=dict(size=10, color=color),
             showlegend=drawn,
             **kw,
         ),
@@ -83,52 +95,72 @@ def _hbar(fig, x, y, name, color, text, col, **kw):
     )
 
 
+def _log_room(values) -> dict:
+    """A log axis over ``values`` (`log_axis`, at most four ticks in a third of the chart) with room
+    right of the largest value for its mark's label."""
+    axis = log_axis(values, max_ticks=4)
+    if "range" in axis:
+        lo, hi = axis["range"]
+        axis["range"] = [lo, hi + max(0.25, 0.45 * (hi - lo))]
+    return axis
+
+
 def knobs_chart(df) -> go.Figure:
     """Each PyTorch setting: time per call, first call and peak memory above the inputs, with
     labkit's counterpart beside the time and the memory.
+
+    The settings' values span a decade and more (``allow_tf32=False`` runs fp32 math, ten times the
+    others' time and memory), so each of the three plots is labelled marks on a log axis, every
+    request alike; a band behind every other row keeps a row's marks together.
 
     Args:
         df: `torch_knobs`' result.
 
     Returns:
-        The ``go.Figure``: three panels sharing the settings' axis, one scale each (`TRACES`).
+        The ``go.Figure``: three plots sharing the settings' axis, one scale each (`TRACES`).
     """
     pt = pytorch_rows(df)
     y = list(pt.setting)
-    fig = new_figure(rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.12)
+    fig = new_figure(rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.04)
     us = [num(v) for v in pt.gpu_us]
     spread = dict(
         type="data",
         symmetric=False,
         array=[num(b) - num(a) for a, b in zip(pt.gpu_us, pt.gpu_us_p90)],
         arrayminus=[num(a) - num(b) for a, b in zip(pt.gpu_us, pt.gpu_us_p10)],
-        color=COLORS["dark"],
+        color=COLORS["primary"],
         thickness=1,
         width=2,
     )
-    _hbar(fig, us, y, TRACES[0], COLORS["primary"], [in_unit(v, "us") for v in us], 1, error_x=spread)
+    _dots(
+        fig, us, y, TRACES[0], COLORS["primary"], "circle", [in_unit(v, "us") for v in us], 1, error_x=spread
+    )
     lab_us = [num(v) for v in column(pt, "labkit_gpu_us")]
-    _hbar(fig, lab_us, y, TRACES[1], COLORS["muted"], [in_unit(v, "us") if v else "" for v in lab_us], 1)
+    lab_text = [in_unit(v, "us") if v else "" for v in lab_us]
+    _dots(fig, lab_us, y, TRACES[1], COLORS["muted"], "diamond", lab_text, 1)
     first_ms = [num(v) for v in pt.first_call_ms]
-    _hbar(fig, first_ms, y, TRACES[2], COLORS["secondary"], [f"{v:,.1f} ms" for v in first_ms], 2)
+    _dots(fig, first_ms, y, TRACES[2], COLORS["secondary"], "circle", [f"{v:,.1f} ms" for v in first_ms], 2)
     steady, first = _mib(pt.steady_peak_bytes), _mib(pt.first_peak_bytes)
-    _hbar(fig, steady, y, TRACES[3], COLORS["good"], [in_unit(v * MIB, "MiB") for v in steady], 3)
-    _hbar(fig, first, y, TRACES[4], COLORS["purple"], [in_unit(v * MIB, "MiB") for v in first], 3)
+    _dots(fig, steady, y, TRACES[3], COLORS["good"], "circle", [in_unit(v * MIB, "MiB") for v in steady], 3)
+    _dots(fig, first, y, TRACES[4], COLORS["purple"], "square", [in_unit(v * MIB, "MiB") for v in first], 3)
     labkit_mem = [
         None if num(w) is None else (num(w) + num(o)) / MIB
         for w, o in zip(column(pt, "labkit_workspace_bytes"), pt.out_bytes)
     ]
     mem_text = [in_unit(v * MIB, "MiB") if v is not None else "" for v in labkit_mem]
-    _hbar(fig, labkit_mem, y, TRACES[5], COLORS["muted"], mem_text, 3)
-    fig.update_layout(barmode="group", bargap=0.2, bargroupgap=0.05)
+    _dots(fig, labkit_mem, y, TRACES[5], COLORS["muted"], "diamond", mem_text, 3)
+    fig.update_layout(scattermode="group", scattergap=0.3, shapes=row_bands(len(y), subplots=(1, 2, 3)))
     fig.update_yaxes(autorange="reversed", row=1, col=1)
     for col, title, values in (
-        (1, "time per call (us)", [num(v) for v in pt.gpu_us_p90] + lab_us),
-        (2, "first call (ms)", first_ms),
-        (3, "peak above the inputs (MiB)", steady + first + labkit_mem),
-    ):  # from zero, with room for the labels right of the longest bar
-        top = max([v for v in values if v is not None] or [1.0])
-        fig.update_xaxes(title_text=title, range=[0, top * 1.4], row=1, col=col)
+        (
+            1,
+            "time per call (us), log",
+            [num(v) for v in pt.gpu_us_p10] + [num(v) for v in pt.gpu_us_p90] + lab_us,
+        ),
+        (2, "first call (ms), log", first_ms),
+        (3, "peak above the inputs (MiB), log", steady + first + labkit_mem),
+    ):
+        fig.update_xaxes(title_text=title, type="log", row=1, col=col, **_log_room(values))
     net = net_of(df)
     spec = request_spec(df)
     what = (
@@ -136,7 +168,9 @@ def knobs_chart(df) -> go.Figure:
         if net
         else (f"{spec.dtype} {spec.layout} {shape_label(spec)}" if spec else "one convolution")
     )
-    detail = f"{what}; a fresh process per setting; time: median, p10-p90; grey: labkit's plan"
+    detail = (
+        f"{what}; a fresh process per setting; time: median, whisker p10-p90; grey diamonds: labkit's plan"
+    )
     main = (
         f"PyTorch's switches, measured: {net}" if net else "PyTorch's switches, measured on one convolution"
     )

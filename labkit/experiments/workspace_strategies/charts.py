@@ -19,6 +19,7 @@ from ...draw.plots import (
     new_figure,
     not_ok_note,
     num,
+    row_bands,
     wrap,
 )
 from ...draw.units import PLAIN_TICKS, SIZE_AXIS, in_unit, log_ticks
@@ -435,7 +436,14 @@ def strategies_chart(df) -> go.Figure:
     _allocation_traces(fig, t)
     _memory_traces(fig, t)
     _fallback_trace(fig, t)
-    fig.update_layout(barmode="group", bargap=0.12, bargroupgap=0.05, scattermode="group", scattergap=0.05)
+    fig.update_layout(
+        barmode="group",
+        bargap=0.12,
+        bargroupgap=0.05,
+        scattermode="group",
+        scattergap=0.05,
+        shapes=row_bands(len(t.names), subplots=(1, 2, 3, 4)),  # a strategy's marks and bars: its band
+    )
     _axes(fig, t)
     _legends(fig)
     inverted = mean_above_median(df)
