@@ -726,6 +726,10 @@ def test_race_bands_add_up_to_the_overlap_stated():
             fig = experiments.CHARTS["race_timeline"](df)
             drawn = sum(b.x1 - b.x0 for b in fig.layout.shapes)
             stated = us_text(df.overlap_us.iloc[0])
+            # the bands span stream 1's and stream 2's lanes, not the host's
+            assert list(fig.layout.yaxis.categoryarray[:2]) == ["stream 1", "stream 2"], rec.name
+            assert fig.layout.yaxis.categoryarray[-1] == "host", rec.name
+            assert all((b.yref, b.y0, b.y1) == ("y", -0.5, 1.5) for b in fig.layout.shapes), rec.name
             assert abs(drawn - df.overlap_us.iloc[0]) < 0.01, (rec.name, launch, drawn, stated)
             title = fig.layout.title.text.replace("<br>", " ")
             assert f"overlap of stream 1 and 2: {stated}" in title, (rec.name, launch)

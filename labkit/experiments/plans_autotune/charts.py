@@ -65,8 +65,18 @@ def plans_chart(df) -> go.Figure:
 _MIB = float(2**20)
 #: a plan's point, hovered: its index, name, time and workspace
 _PLAN_HOVER = (
-    "plan %{customdata[0]} %{text}<br>%{y:.1f} us, workspace %{customdata[1]}<extra>%{fullData.name}</extra>"
+    "plan %{customdata[0]} %{text}<br>%{y:.1f} us%{customdata[2]}, workspace %{customdata[1]}"
+    "<extra>%{fullData.name}</extra>"
 )
+
+
+def _spread_text(rows, k: int) -> str:
+    """Row ``k``'s 10th-90th percentile of its timings for a hover, ``" (p10-p90 20.1-20.9 us)"``; empty
+    when not recorded."""
+    if not {"gpu_us_p10", "gpu_us_p90"} <= set(rows.columns):
+        return ""
+    lo, hi = num(rows["gpu_us_p10"].iloc[k]), num(rows["gpu_us_p90"].iloc[k])
+    return "" if lo is None or hi is None else f" (p10-p90 {lo:,.1f}-{hi:,.1f} us)"
 
 
 def _highlights() -> tuple:
@@ -115,13 +125,16 @@ def _plan_points(fig: go.Figure, ok, rank: dict) -> None:
             x=[rank[int(i)] for i in sub["plan_index"]],
             y=[num(v) for v in sub["gpu_us"]],
             text=[str(p) for p in sub["plan_name"]],
-            customdata=[[int(i), fmt_bytes(w)] for i, w in zip(sub["plan_index"], sub["workspace_bytes"])],
+            customdata=[
+                [int(i), fmt_bytes(w), _spread_text(sub, k)]
+                for k, (i, w) in enumerate(zip(sub["plan_index"], sub["workspace_bytes"]))
+            ],
         )
 
     fig.add_trace(
         go.Scatter(
             mode="markers",
-            name="every plan (bar: 10th-90th percentile of its timings)",
+            name="every plan (whisker: p10-p90, if wider than the dot)",
             marker=dict(size=7, color=COLORS["muted"]),
             hovertemplate=_PLAN_HOVER,
             **_whiskers(ok),

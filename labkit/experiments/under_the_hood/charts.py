@@ -404,16 +404,17 @@ def _race_note(df) -> str:
 def _overlap_bands(df) -> list:
     """Shaded bands behind the race's timeline, one per stretch in which stream 1's and stream 2's
     kernels ran at the same time (`race_trace.overlap_stretches`: their total is the overlap the
-    detail line states), the first one named in the legend."""
+    detail line states), the first one named in the legend. A band spans those two streams' lanes
+    (the first two categories, `race_timeline_chart`'s order), not the host's."""
     return [
         dict(
             type="rect",
             xref="x",
-            yref="paper",
+            yref="y",
             x0=s,
             x1=e,
-            y0=0,
-            y1=1,
+            y0=-0.5,
+            y1=1.5,
             layer="below",
             line_width=0,
             fillcolor=COLORS["bad"],

@@ -162,14 +162,24 @@ def header_html(controls: Controls) -> str:
     else:
         prov = controls.recording.provenance(cfg.experiment)
         fixed = ", ".join(f"{CONTROLS[k].label.split(' (')[0]}={label(v)}" for k, v in controls.fixed.items())
-        note = (
+        moves = ""  # a panel of one control has nothing to grey and no other factor to move
+        if len(controls.shown) > 1:
+            moves = (
+                "The controls offer only recorded values, <b>one factor at a time</b> from the request "
+                "on screen; a greyed control has one recorded value from here: "
+                f"<i>reset to base</i> ({html.escape(cfg.base_text)}) to move another."
+            )
+        elif controls.shown:
+            moves = (
+                "The control offers only recorded values; <i>reset to base</i> "
+                f"({html.escape(cfg.base_text)}) goes back to where the panel opened."
+            )
+        recorded = (
             f"<b>Recorded</b> on {html.escape(env.gpu_label(prov['gpu']))} with cuDNN "
-            f"{prov['cudnn_backend']} on {prov['date']}. The controls offer only recorded values, "
-            "<b>one factor at a time</b> "
-            "from the request on screen; a greyed control has one recorded value from here: "
-            f"<i>reset to base</i> ({html.escape(cfg.base_text)}) to move another."
-            + (f" Fixed in this recording: {html.escape(fixed)}." if fixed else "")
+            f"{prov['cudnn_backend']} on {prov['date']}."
         )
+        fixed_text = f"Fixed in this recording: {html.escape(fixed)}." if fixed else ""
+        note = " ".join(t for t in (recorded, moves, fixed_text) if t)
     return (
         f"<div style='font-size:15px;font-weight:600'>{html.escape(cfg.title)}</div>"
         f"<div style='font-size:12px;color:#3c4043;line-height:1.4'>{note}</div>"
