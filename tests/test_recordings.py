@@ -43,6 +43,20 @@ def test_every_shipped_recording_holds_every_experiment():
         assert r.metadata["complete"] is True, r.name
 
 
+def test_a_complete_recording_holds_every_request_of_the_grid():
+    """A recording that says it is complete holds every call of the lessons' grid as the code has it
+    now (`labkit.cli.record.grid`): a call added to the grid after a recording was made is recorded
+    before a lesson offers it, on every GPU."""
+    for r in recordings.shipped():
+        held = {(n, experiments.request_key(q)) for n in r.experiments() for q in r.requests(n)}
+        missing = [
+            (n, kw)
+            for n, kw in grid(quick=False)
+            if (n, experiments.request_key(experiments.request_of(n, **kw))) not in held
+        ]
+        assert not missing, (r.name, missing[:3])
+
+
 def test_a_call_the_default_recording_lacks_is_answered_by_the_shipped_recording_that_holds_it(
     tmp_path, monkeypatch
 ):
