@@ -135,10 +135,10 @@ def test_a_shared_class_recording_answers_a_learner_with_an_empty_cache(live, mo
     lessons.forget()
     graph_cache.graphs.clear()
     name, kwargs = next((n, k) for n, k in record._calls(True, ["precision"]))
-    t0 = time.perf_counter()
     df = lessons.data(name, **kwargs)
-    took_ms = (time.perf_counter() - t0) * 1000
-    assert df.attrs["from_shared"] and took_ms < 100, took_ms
+    # answered from the class's copy without measuring: no graph was built (how long the lookup
+    # takes is a benchmark's question, not this test's)
+    assert df.attrs["from_shared"] and len(graph_cache.graphs) == 0, len(graph_cache.graphs)
     assert not (live / "learner" / "recordings").exists()  # nothing copied into the learner's own cache
     assert any(True for _ in plan_store.shared().entries())  # the fill's plans are shared too
     spec = experiments.BASE.replace(dtype="fp16")
