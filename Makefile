@@ -106,16 +106,20 @@ lab: setup
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/jupyter lab notebooks/ $(LAB_FLAGS) $(LAB_ARGS)
 
 # Two tiers. `make test`: the units, the claims and every notebook (nbmake, recorded without a GPU),
-# on every core (pytest-xdist); `make check`: everything, the browser tests (headless Chromium) and a
-# class on a real JupyterHub included, one test at a time (CI runs it: .ci/run). Notebooks are run
-# only when there are some; pytest's exit 5 ("no tests collected") fails like any other non-zero exit.
+# on every core (pytest-xdist); `make check`: everything (CI runs it: .ci/run), the quick tier as
+# `make test` runs it, then the rest one test at a time: the browser tests (headless Chromium, within
+# time budgets that run side by side on 2 cores would put at risk: docs/maintaining.md) and a class on
+# a real JupyterHub. Notebooks are run only when there are some; pytest's exit 5 ("no tests
+# collected") fails like any other non-zero exit.
 QUICK_TIER := -m "not browser and not slow" -n auto
+REST_TIER := -m "browser or slow"
 
 test: setup
 	@$(MAKE) --no-print-directory pytest TIER_ARGS='$(QUICK_TIER)'
 
 check: setup proxy
-	@$(MAKE) --no-print-directory pytest TIER_ARGS=
+	@$(MAKE) --no-print-directory pytest TIER_ARGS='$(QUICK_TIER)'
+	@$(MAKE) --no-print-directory pytest TIER_ARGS='$(REST_TIER)'
 
 pytest:
 	@args="tests/"; \

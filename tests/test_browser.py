@@ -125,7 +125,7 @@ def find_chromium() -> str:
 def lab(chromium, deadline, tmp_path_factory):
     scratch = tmp_path_factory.mktemp("browser")
     for old in ARTIFACTS.glob("*.png"):  # this run's screenshots only
-        old.unlink()
+        old.unlink(missing_ok=True)
     root = scratch / "notebooks"
     root.mkdir()
     for src in sorted(NOTEBOOKS.glob("*.ipynb")):

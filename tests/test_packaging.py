@@ -270,6 +270,20 @@ def test_the_quick_tier_leaves_out_only_the_browser_and_slow_tests():
     assert {m.split(":")[0] for m in markers} >= {"gpu", "browser", "slow"}
 
 
+def test_the_full_tier_is_the_quick_tier_then_every_test_it_leaves_out():
+    """`make check` runs the quick tier on every core, then the tests it leaves out (the browser and
+    slow ones) one at a time: the two selections together are every test, none twice."""
+    make = (ROOT / "Makefile").read_text()
+    rest = re.search(r"^REST_TIER := (.*)$", make, re.M)
+    assert rest and rest.group(1) == '-m "browser or slow"', rest
+    assert "-n" not in rest.group(1).split(), "the browser tests keep their time budgets: one at a time"
+    check = re.search(r"^check:.*\n((?:\t.*\n)+)", make, re.M).group(1)
+    assert [re.search(r"TIER_ARGS='\$\((\w+)\)'", line).group(1) for line in check.splitlines()] == [
+        "QUICK_TIER",
+        "REST_TIER",
+    ]
+
+
 # ---- the gpu skip hook in conftest.py -----------------------------------------------------------
 _FAKE_ENV = {
     "recorded": "def mode():\n    return SimpleNamespace(name='recorded', reason='no CUDA device')\n",
