@@ -6,6 +6,7 @@ the RecordedDataError text and empties the chart; CSV export carries provenance.
 from __future__ import annotations
 
 import json
+import re
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -235,6 +236,8 @@ def test_update_latency_is_recorded():
     p = widgets.PlansPanel()
     p.set(dtype="bf16")
     assert p.updates >= 2 and p.last_update_ms is not None and p.last_update_ms > 0
+    # the status line says how long it took, the number and its unit kept together where it wraps
+    assert re.search(r"looked up in \d+\u00a0ms", p.view.status.value), p.view.status.value
     assert list(p.fig.data[0].y) == sorted(experiments.plans(experiments.BASE.replace(dtype="bf16")).gpu_us)
 
 

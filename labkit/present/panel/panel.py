@@ -245,7 +245,8 @@ def answer(panel: "Panel", *, force: bool = False, generation: Optional[int] = N
             if panel.prefetching
             else ""
         )
-        panel.view.say("ok", f"{plots.provenance_subtitle(df)} · {how} in {elapsed_ms:.0f} ms{ahead_note}")
+        took = f"{elapsed_ms:.0f}\u00a0ms"  # a wrapped status line keeps the number with its unit
+        panel.view.say("ok", f"{plots.provenance_subtitle(df)} · {how} in {took}{ahead_note}")
     except Superseded:  # a newer request: it draws; nothing of this one is kept or shown
         panel.job.stopped += 1
         return
