@@ -9,7 +9,8 @@ its label is written in the largest smaller unit it fills, ``131 B``, never ``0.
 
 Log axes are ticked in plain decimals (``0.3``, ``20``, ``1,000``, ``10,000``), never powers of
 ten; only values under 0.001 or from 10 million on are written ``1e-6``, as the error labels are.
-`log_ticks` and `log_axis` give a log axis its ticks and range, `log_if_wide` says when an axis
+`log_ticks` and `log_axis` give a log axis its ticks and range (`log_axis_with_room` leaves room
+for a label beyond the highest value), `log_if_wide` says when an axis
 is log, and `nice_step` picks a linear axis's round step.
 """
 
@@ -242,6 +243,26 @@ def log_axis(values, fmt=None, max_ticks: int = 10) -> dict:
     lo, hi = math.log10(min(min(t["tickvals"]), min(v))), math.log10(max(v))
     pad = max(0.07, 0.05 * (hi - lo))  # room for a marker's half at either end
     return dict(t, range=[lo - pad, hi + max(pad, 0.1)])
+
+
+def log_axis_with_room(values, *, room: float, max_ticks: int = 10) -> dict:
+    """A log axis (`log_axis`) with room beyond the highest value for its mark's label.
+
+    Args:
+        values: the values drawn.
+        room: the room added above the highest value, as a share of the axis's span in decades (at
+            least a quarter of a decade).
+        max_ticks: at most that many ticks.
+
+    Returns:
+        The axis's ``type`` ("log"), tick properties and ``range``; only the type when no value is
+        positive.
+    """
+    axis = log_axis(values, max_ticks=max_ticks)
+    if "range" not in axis:
+        return dict(type="log")
+    lo, hi = axis["range"]
+    return dict(axis, type="log", range=[lo, hi + max(0.25, room * (hi - lo))])
 
 
 def log_if_wide(values, ratio: float = 30.0) -> str:

@@ -70,13 +70,15 @@ _PLAN_HOVER = (
 )
 
 
-def _spread_text(rows, k: int) -> str:
-    """Row ``k``'s 10th-90th percentile of its timings for a hover, ``" (p10-p90 20.1-20.9 us)"``; empty
-    when not recorded."""
+def _spread_texts(rows) -> list:
+    """Each row's 10th-90th percentile of its timings for a hover, ``" (p10-p90 20.1-20.9 us)"``; empty
+    where not recorded."""
     if not {"gpu_us_p10", "gpu_us_p90"} <= set(rows.columns):
-        return ""
-    lo, hi = num(rows["gpu_us_p10"].iloc[k]), num(rows["gpu_us_p90"].iloc[k])
-    return "" if lo is None or hi is None else f" (p10-p90 {lo:,.1f}-{hi:,.1f} us)"
+        return [""] * len(rows)
+    return [
+        "" if num(lo) is None or num(hi) is None else f" (p10-p90 {num(lo):,.1f}-{num(hi):,.1f} us)"
+        for lo, hi in zip(rows["gpu_us_p10"], rows["gpu_us_p90"])
+    ]
 
 
 def _highlights() -> tuple:
@@ -126,8 +128,8 @@ def _plan_points(fig: go.Figure, ok, rank: dict) -> None:
             y=[num(v) for v in sub["gpu_us"]],
             text=[str(p) for p in sub["plan_name"]],
             customdata=[
-                [int(i), fmt_bytes(w), _spread_text(sub, k)]
-                for k, (i, w) in enumerate(zip(sub["plan_index"], sub["workspace_bytes"]))
+                [int(i), fmt_bytes(w), spread]
+                for i, w, spread in zip(sub["plan_index"], sub["workspace_bytes"], _spread_texts(sub))
             ],
         )
 

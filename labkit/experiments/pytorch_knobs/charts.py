@@ -16,7 +16,7 @@ from ...draw.plots import (
     row_bands,
     shape_label,
 )
-from ...draw.units import in_unit, log_axis
+from ...draw.units import in_unit, log_axis_with_room
 from ..core import MIB
 
 #: the chart's traces, in order (a panel updates them in place)
@@ -28,6 +28,11 @@ TRACES = (
     "PyTorch: peak above the inputs, first call",
     "labkit: the plan's workspace + the output",
 )
+
+
+#: each plot's log axis: at most four ticks in a third of the chart, room right of the largest value
+#: for its label
+LOG_AXIS = dict(room=0.45, max_ticks=4)
 
 
 def pytorch_rows(df):
@@ -95,16 +100,6 @@ def _dots(fig, x, y, name, color, symbol, text, col, **kw):
     )
 
 
-def _log_room(values) -> dict:
-    """A log axis over ``values`` (`log_axis`, at most four ticks in a third of the chart) with room
-    right of the largest value for its mark's label."""
-    axis = log_axis(values, max_ticks=4)
-    if "range" in axis:
-        lo, hi = axis["range"]
-        axis["range"] = [lo, hi + max(0.25, 0.45 * (hi - lo))]
-    return axis
-
-
 def knobs_chart(df) -> go.Figure:
     """Each PyTorch setting: time per call, first call and peak memory above the inputs, with
     labkit's counterpart beside the time and the memory.
@@ -160,7 +155,7 @@ def knobs_chart(df) -> go.Figure:
         (2, "first call (ms), log", first_ms),
         (3, "peak above the inputs (MiB), log", steady + first + labkit_mem),
     ):
-        fig.update_xaxes(title_text=title, type="log", row=1, col=col, **_log_room(values))
+        fig.update_xaxes(title_text=title, row=1, col=col, **log_axis_with_room(values, **LOG_AXIS))
     net = net_of(df)
     spec = request_spec(df)
     what = (

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import plotly.graph_objects as go
 
 from ...draw.plots import (
@@ -19,7 +17,7 @@ from ...draw.plots import (
     request_spec,
     shape_label,
 )
-from ...draw.units import PLAIN_TICKS, SIZE_AXIS, in_unit, log_axis
+from ...draw.units import PLAIN_TICKS, SIZE_AXIS, in_unit, log_axis_with_room
 from ..core import MIB
 
 # ---- charts --------------------------------------------------------------------------------
@@ -436,7 +434,7 @@ def _sweep_axes(fig: go.Figure, field: str, values: list, times: list, sizes: li
     )
     fig.update_xaxes(**positions, row=1, col=1)
     fig.update_xaxes(**positions, title_text=SWEEP_AXIS.get(field, field), row=2, col=1)
-    fig.update_yaxes(title_text="GPU time (us)", row=1, col=1, **_log_with_room(times))
+    fig.update_yaxes(title_text="GPU time (us)", row=1, col=1, **log_axis_with_room(times, room=0.12))
     top = max([v for v in sizes if v is not None] + [0.0])
     # a few bytes at most (the fp16 NHWC plans' 131 B): a 1 MiB axis, where they read as about zero
     # beside their labels, rather than ticks of 0.00005 MiB
@@ -449,13 +447,3 @@ def _sweep_axes(fig: go.Figure, field: str, values: list, times: list, sizes: li
         row=2,
         col=1,
     )
-
-
-def _log_with_room(values) -> dict:
-    """A log axis over ``values`` (`log_axis` ticks) with room above the highest point for its label."""
-    v = [x for x in values if x is not None and x > 0]
-    if not v:
-        return dict(type="log")
-    axis = log_axis(v)
-    lo, hi = axis.get("range", [math.log10(min(v)) - 0.1, math.log10(max(v))])
-    return dict(axis, type="log", range=[lo, hi + max(0.25, 0.12 * (hi - lo))])

@@ -46,7 +46,7 @@ SAME_LINE = 0.01
 MERGED_WIDTH, MERGED_OPACITY = 6, 0.45
 #: characters of a legend line in the memory timeline: a longer entry (a line that stands for many
 #: strategies) is wrapped, so the legend beside the plots takes little of their width (all eight strategies
-#: on one line, as deeplabv3_aspp's report has them, make eight lines; a ninth was cut off in Chromium)
+#: on one line, as deeplabv3_aspp's report has them, make eight lines: the most the legend shows whole)
 LEGEND_CHARS = 26
 
 
