@@ -1053,7 +1053,7 @@ NOT_CLAIMS: set = {
     ),
     (  # what the code does: test_lessons_05_07 ties the margin and the rounds to autotune's constants
         "05",
-        "Before it picks, autotune times the plans within 3% of the fastest again, in turns, for three rounds: two plans a few per cent apart are told apart by alternating measurements, not by one timing each.",
+        "Before it picks, autotune times the plans within 3% of the fastest again, in full, in turns, for three rounds: two plans a few per cent apart are told apart by alternating measurements, not by one timing each.",
     ),
     (
         "00",

@@ -200,15 +200,17 @@ def test_the_build_cost_summary_explains_the_first_build_from_the_stages():
 
 
 def test_lesson_05_says_how_autotune_picks_as_the_code_does():
-    """The lesson's account of the final rounds names the margin and the rounds autotune uses
-    (read from labkit/gpu/timing/autotune.py's source: importing it needs CuPy)."""
+    """The lesson's account of the first pass and the final rounds names the graph's length, the
+    replays, the margin and the rounds autotune uses (read from labkit/gpu/timing/autotune.py's
+    source: importing it needs CuPy)."""
     tree = ast.parse((ROOT / "labkit" / "gpu" / "timing" / "autotune.py").read_text())
     const = {
         t.id: ast.literal_eval(node.value)
         for node in tree.body
         if isinstance(node, ast.Assign)
         for t in node.targets
-        if isinstance(t, ast.Name) and t.id in ("FINAL_MARGIN", "FINAL_ROUNDS")
+        if isinstance(t, ast.Name)
+        and t.id in ("FINAL_MARGIN", "FINAL_ROUNDS", "FIRST_PASS_REPLAY_TARGET_US", "FIRST_PASS_MIN_REPEATS")
     }
     nb = json.loads((ROOT / "notebooks" / "05_plans_autotune_and_caching.ipynb").read_text())
     text = " ".join(
@@ -216,7 +218,10 @@ def test_lesson_05_says_how_autotune_picks_as_the_code_does():
     )
     words = {2: "two", 3: "three", 4: "four", 5: "five"}
     said = (
-        f"within {const['FINAL_MARGIN']:.0%} of the fastest again, in turns, "
+        f"within {const['FINAL_MARGIN']:.0%} of the fastest again, in full, in turns, "
         f"for {words[const['FINAL_ROUNDS']]} rounds"
     )
     assert said in text
+    assert const["FIRST_PASS_REPLAY_TARGET_US"] == 500.0, "the lesson says half a millisecond"
+    first = f"half a millisecond of calls and {words[const['FIRST_PASS_MIN_REPEATS']]} replays can be enough"
+    assert first in text

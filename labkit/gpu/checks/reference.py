@@ -397,8 +397,10 @@ def error_terms(out, ref):
         # first over the trailing axes (many blocks: CuPy reduces to one value in one block), then
         # the partial results with CuPy's own reductions
         fused, axes = _cupy_reductions(), tuple(range(min(2, out.ndim - 1), out.ndim))
-        dmax = xp.max(fused["max_abs_diff"](out, ref, axis=axes))
-        return xp.stack([dmax, xp.sum(fused["scaled_squares"](out, ref, dmax, axis=axes))])
+        terms = xp.empty(2)  # each reduction writes its term in place: no stack of two new arrays
+        xp.max(fused["max_abs_diff"](out, ref, axis=axes), out=terms[0])
+        xp.sum(fused["scaled_squares"](out, ref, terms[0], axis=axes), out=terms[1])
+        return terms
     diff = out - ref
     dmax = np.max(np.abs(diff))
     # scaled by the largest difference first, so the sum of squares cannot overflow or underflow

@@ -7,7 +7,8 @@ time, and it can never be the pick or be saved. Every row carries ``rel_error`` 
 
 The frontend's Python API has no autotune (its C++ ``autotune`` does what this does): each plan
 gets its own workspace, runs eagerly, and a CUDA graph of back-to-back calls is captured and
-replayed (`FIRST_PASS_WARMUP_REPLAYS` to warm up, then repeats until the median is stable); a plan
+replayed (`FIRST_PASS_WARMUP_REPLAYS` to warm up, then repeats until the median is stable: a graph
+of about `FIRST_PASS_REPLAY_TARGET_US` of calls, stable from `FIRST_PASS_MIN_REPEATS` replays); a plan
 whose median is already `EARLY_STOP_RATIO` x the best so far stops there (it cannot be the pick;
 its row keeps that median), and one whose eager call alone is over `EAGER_STOP_RATIO` x the fastest
 eager call so far is not captured at all (`measure.TooSlow`: its row says "slower: ...";
@@ -19,7 +20,8 @@ Eager calls are compared with eager calls: one eager call of
 a short convolution is bound by the host's launch, so against a replayed time every plan of it
 would look 6x slower. The plans that finish within `FINAL_MARGIN` of the best are then timed again,
 in turns, for `FINAL_ROUNDS` rounds (each round a new workspace and graph, warmed up by
-`measure.WARMUP_REPLAYS`), and the pick is the fastest median over those rounds: two plans a few
+`measure.WARMUP_REPLAYS`, timed as any timing is), and the pick is the fastest median over those
+rounds: the first pass only sorts the plans and stops the slow ones, and two plans a few
 per cent apart are told apart by alternating measurements, not by one each. Times are GPU
 microseconds per call (`measure.graph_replay`).
 
@@ -62,6 +64,12 @@ EAGER_STOP_RATIO = 6.0
 #: that timing sorts the plans; the final rounds, which decide between the fastest, warm up as
 #: long as any timing (`measure.WARMUP_REPLAYS`)
 FIRST_PASS_WARMUP_REPLAYS = 1
+#: the first pass's graphs hold about this many microseconds of calls (`measure.calls_for`) ...
+FIRST_PASS_REPLAY_TARGET_US = 500.0
+#: ... and its median may be called stable after this many replays: it sorts the plans and stops
+#: the slow ones; the plans that can be the pick are timed again in the final rounds, as any
+#: timing is (`measure.REPLAY_TARGET_US`, `measure.graph_replay`'s ``min_repeats``)
+FIRST_PASS_MIN_REPEATS = 3
 #: plans within this fraction of the best are timed again, in turns, before the pick ...
 FINAL_MARGIN = 0.03
 #: ... for this many rounds ...
@@ -166,6 +174,8 @@ def time_plan(
     eager_stop: bool = True,
     eager_stop_above_us: Optional[float] = None,
     warmup: int = measure.WARMUP_REPLAYS,
+    min_repeats: int = 5,
+    replay_target_us: float = measure.REPLAY_TARGET_US,
 ) -> measure.Timing:
     """GPU time of one plan as autotuning measures it.
 
@@ -184,6 +194,8 @@ def time_plan(
             ``stop_above_us`` (or over ``eager_stop_above_us``).
         eager_stop_above_us: the eager call's own bound, in microseconds (`measure.graph_replay`).
         warmup: replays of the new graph before the timed ones.
+        min_repeats: replays before the median may be called stable.
+        replay_target_us: the calls' time the graph holds, in microseconds (`measure.calls_for`).
 
     Returns:
         A `measure.Timing`, in microseconds per call.
@@ -201,6 +213,8 @@ def time_plan(
         eager_stop=eager_stop,
         eager_stop_above_us=eager_stop_above_us,
         ran_before=plan_index in graph.ran_here,
+        min_repeats=min_repeats,
+        replay_target_us=replay_target_us,
     )
 
 
@@ -367,6 +381,8 @@ def autotune(
                         stream=stream,
                         calls=calls,
                         warmup=FIRST_PASS_WARMUP_REPLAYS,
+                        min_repeats=FIRST_PASS_MIN_REPEATS,
+                        replay_target_us=FIRST_PASS_REPLAY_TARGET_US,
                         stop_above_us=None if best is None else early_stop_ratio * best,
                         budget=mine,
                         eager_stop=eager_stop,

@@ -215,19 +215,20 @@ def _one_call_us(fn, stream, start, end) -> float:
     return cupy.cuda.get_elapsed_time(start, end) * 1000.0
 
 
-def calls_for(one_call_us: float, calls: int) -> int:
-    """How many back-to-back calls a graph holds: about `REPLAY_TARGET_US` of calls.
+def calls_for(one_call_us: float, calls: int, *, target_us: float = REPLAY_TARGET_US) -> int:
+    """How many back-to-back calls a graph holds: about ``target_us`` of calls.
 
     Args:
         one_call_us: one call's time, in microseconds.
         calls: the most calls.
+        target_us: the calls' time a graph holds, in microseconds (`REPLAY_TARGET_US`).
 
     Returns:
         ``calls``, fewer when one call is long, at least one.
     """
     if not one_call_us > 0:
         return calls
-    return max(1, min(calls, int(REPLAY_TARGET_US // one_call_us)))
+    return max(1, min(calls, int(target_us // one_call_us)))
 
 
 _streams = threading.local()
@@ -269,6 +270,7 @@ def graph_replay(
     eager_stop: bool = True,
     eager_stop_above_us: Optional[float] = None,
     ran_before: bool = False,
+    replay_target_us: float = REPLAY_TARGET_US,
 ) -> Timing:
     """GPU time per call by CUDA-graph replay (see the module doc).
 
@@ -297,6 +299,7 @@ def graph_replay(
             call within the eager bound is its eager time (no second call), and one already
             `FIRST_CALL_MARGIN_US` over the bound raises `TooSlow` without a second call (a
             convolution's slow plan can take tens of milliseconds a call).
+        replay_target_us: the calls' time a graph holds, in microseconds (`calls_for`).
 
     Returns:
         A `Timing`; ``samples`` says how many replays were timed.
@@ -316,7 +319,7 @@ def graph_replay(
         raise TooSlow(one, eager_bound)
     if budget is not None:
         budget.check("warm-up (eager calls)")
-    calls = calls_for(one, calls)
+    calls = calls_for(one, calls, target_us=replay_target_us)
     t0 = time.perf_counter()
     graph = capture(fn, stream, calls, budget)
     captured_s = time.perf_counter() - t0
