@@ -140,6 +140,13 @@ def _own_time_after_idle(tl: pd.DataFrame, name: str) -> Dict[int, List[float]]:
     return {0: out}
 
 
+#: the columns a recorded plan's row is read from (`PlanRow`); a table's other columns are left out
+#: before its rows are walked (pandas' ``itertuples`` reads every column of every row it walks)
+PLAN_COLUMNS = ("plan_index", "plan_name", "workspace_bytes")
+#: ... and a recorded kernel's (`Kernel`, with the launches per call and the call's host time)
+KERNEL_COLUMNS = ("kernel", "role", "kernel_us", "launches_per_call", "host_us")
+
+
 class Recorded:
     """The numbers one recording holds, for a simulated GPU.
 
@@ -183,13 +190,13 @@ class Recorded:
         k = self._table("kernels")
         if k is not None:
             for label, sub in k[k.status == "ok"].groupby("spec_label", sort=False):
-                rows = sub.drop_duplicates("plan_index").sort_values("plan_index")
+                rows = sub.drop_duplicates("plan_index").sort_values("plan_index")[list(PLAN_COLUMNS)]
                 plans = [
                     PlanRow(int(r.plan_index), str(r.plan_name), int(r.workspace_bytes))
                     for r in rows.itertuples()
                 ]
                 self._plans[label] = (plans, plans[0].index, "kernels.csv")
-                for p, prow in sub.groupby("plan_index", sort=False):
+                for p, prow in sub[["plan_index", *KERNEL_COLUMNS]].groupby("plan_index", sort=False):
                     ks = [
                         Kernel(str(r.kernel), str(r.role), float(r.kernel_us))
                         for r in prow.itertuples()
@@ -200,7 +207,7 @@ class Recorded:
                     )
         plans = self._table("plans")
         if plans is not None:
-            for r in plans[plans.status == "ok"].itertuples():
+            for r in plans.loc[plans.status == "ok", ["request", "plan_name", "gpu_us"]].itertuples():
                 spec = ConvSpec.from_dict(json.loads(r.request)["spec"])
                 self._replay[spec.label, str(r.plan_name)] = float(r.gpu_us)
         _read_race(self)
@@ -411,7 +418,7 @@ def _read_network(self: "Recorded") -> None:
         for label, p in plans.groupby("spec", sort=False):
             if label in self._plans or label not in heuristic or not len(host):
                 continue
-            rows = p.sort_values("plan_index")
+            rows = p.sort_values("plan_index")[[*PLAN_COLUMNS, "gpu_us"]]
             self._plans[label] = (
                 [
                     PlanRow(int(r.plan_index), str(r.plan_name), int(r.workspace_bytes))
