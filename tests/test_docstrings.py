@@ -14,6 +14,7 @@ import ast
 import re
 from pathlib import Path
 
+import parsed_sources
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -160,7 +161,7 @@ def all_classes() -> dict[str, list[ast.ClassDef]]:
     """Every module-level class of labkit by name (two modules may share a name)."""
     found: dict[str, list[ast.ClassDef]] = {}
     for path in sorted(PKG.rglob("*.py")):
-        for node in top_level(ast.parse(path.read_text())):
+        for node in top_level(parsed_sources.tree(path)):
             if isinstance(node, ast.ClassDef):
                 found.setdefault(node.name, []).append(node)
     return found

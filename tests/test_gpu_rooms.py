@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 import re
 
+import parsed_sources
 from test_layers import PKG, imports, modules
 
 #: labkit/gpu/'s rooms, bottom to top
@@ -48,7 +49,7 @@ def gpu_imports(mod, path):
     for line, target in imports(mod, path):
         if target == GPU or target.startswith(GPU + "."):
             yield line, target
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(parsed_sources.tree(path)):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and (m := TARGET.match(node.value)):
             yield node.lineno, m.group(1)
 

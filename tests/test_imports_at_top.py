@@ -17,6 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import parsed_sources
 from test_layers import PKG, modules
 
 #: the modules an import may keep off a module's import, lazily: the optional extras (absent
@@ -94,7 +95,7 @@ def top_level_imports() -> dict:
     graph = {}
     for mod, path in _KNOWN.items():
         loaded = {".".join(mod.split(".")[:i]) for i in range(1, mod.count(".") + 1)}
-        for node, in_function in _imports(ast.parse(path.read_text())):
+        for node, in_function in _imports(parsed_sources.tree(path)):
             if not in_function:
                 loaded |= _loaded(mod, path, node)
         graph[mod] = loaded - {mod}

@@ -32,6 +32,7 @@ import ast
 import builtins
 from pathlib import Path
 
+import parsed_sources
 import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "labkit"
@@ -103,7 +104,7 @@ def topic(mod: str) -> str:
 
 def imports(mod: str, path: Path):
     """(line, imported labkit module) for every import in the file, at any depth."""
-    tree = ast.parse(path.read_text())
+    tree = parsed_sources.tree(path)
     pkg = mod.split(".") if path.name == "__init__.py" else mod.split(".")[:-1]
     known = modules()
     for node in ast.walk(tree):
@@ -194,7 +195,7 @@ def test_no_import_cycles():
 def test_no_function_or_class_is_longer_than_the_limit(limit):
     long = []
     for mod, path in modules().items():
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parsed_sources.tree(path)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 n = node.end_lineno - node.lineno + 1
                 if n > limit:
@@ -261,7 +262,7 @@ def test_no_class_is_assembled_from_mixins():
     inherits state from."""
     mixed = []
     for mod, path in modules().items():
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parsed_sources.tree(path)):
             if not isinstance(node, ast.ClassDef):
                 continue
             own = [b for b in node.bases if not (isinstance(b, ast.Name) and hasattr(builtins, b.id))]
@@ -287,7 +288,7 @@ def test_every_name_imported_from_a_labkit_package_is_defined_there():
     known = modules()
     missing = []
     for mod, path in known.items():
-        tree = ast.parse(path.read_text())
+        tree = parsed_sources.tree(path)
         pkg = mod.split(".") if path.name == "__init__.py" else mod.split(".")[:-1]
         for node in ast.walk(tree):
             if not isinstance(node, ast.ImportFrom):

@@ -9,6 +9,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import parsed_sources
+
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "labkit"
 
@@ -16,7 +18,7 @@ PKG = ROOT / "labkit"
 def trees():
     """(path relative to the repository, parsed module) for every labkit module and script."""
     for path in sorted([*PKG.rglob("*.py"), *(ROOT / "scripts").glob("*.py")]):
-        yield path.relative_to(ROOT).as_posix(), ast.parse(path.read_text())
+        yield path.relative_to(ROOT).as_posix(), parsed_sources.tree(path)
 
 
 def names_bound(name: str):
