@@ -25,8 +25,14 @@ import re
 BAR_TYPES = ("bar",)
 
 
+def _json(fig) -> dict:
+    """The figure as plotly's JSON (``data`` and ``layout``); a dict given is taken as that JSON
+    already (`violations` converts a figure once for all its checks)."""
+    return fig if isinstance(fig, dict) else fig.to_plotly_json()
+
+
 def _layout(fig) -> dict:
-    return fig.layout.to_plotly_json()
+    return fig["layout"] if isinstance(fig, dict) else fig.layout.to_plotly_json()
 
 
 def _axis_name(ref: str, letter: str) -> str:
@@ -69,7 +75,7 @@ def value_axis(trace: dict) -> tuple:
 def bars_on_log_axes(fig) -> list:
     lay = _layout(fig)
     out = []
-    for t in fig.to_plotly_json()["data"]:
+    for t in _json(fig)["data"]:
         if t.get("type") not in BAR_TYPES:
             continue
         _, axis = value_axis(t)
@@ -82,7 +88,7 @@ def bars_not_from_zero(fig) -> list:
     """A bar axis with an explicit range that does not include zero."""
     lay = _layout(fig)
     out = []
-    for t in fig.to_plotly_json()["data"]:
+    for t in _json(fig)["data"]:
         if t.get("type") not in BAR_TYPES or t.get("base") is not None:
             continue
         _, axis = value_axis(t)
@@ -107,7 +113,7 @@ def legend_entries_without_data(fig) -> list:
     if lay.get("showlegend") is False:
         return []
     out = []
-    for t in fig.to_plotly_json()["data"]:
+    for t in _json(fig)["data"]:
         if t.get("showlegend") is False or not t.get("name") or t.get("visible") is False:
             continue
         if t.get("type") in ("bar", "scatter", "box"):
@@ -186,7 +192,7 @@ def labels_in_other_units(fig) -> list:
     the axis's unit and written in a smaller one."""
     lay = _layout(fig)
     out = []
-    for t in fig.to_plotly_json()["data"]:
+    for t in _json(fig)["data"]:
         texts = _texts(t)
         for letter in ("x", "y"):
             unit = axis_unit(lay, _axis_name(t.get(f"{letter}axis"), letter))
@@ -210,7 +216,7 @@ def labels_too_small_to_read(fig) -> list:
     """A label whose number, not zero, is under `READABLE` of its unit where a smaller unit of the
     same kind would read it ("0.00012 MiB" for 131 B)."""
     out = []
-    for t in fig.to_plotly_json()["data"]:
+    for t in _json(fig)["data"]:
         for text in _texts(t):
             for m in QUANTITY.finditer(text):
                 unit = m.group(1)
@@ -259,7 +265,7 @@ def shown_texts(fig) -> list:
     for name, axis in lay.items():
         if name.startswith(("xaxis", "yaxis")):
             shown += [str(t) for t in (axis or {}).get("ticktext") or []]
-    for t in fig.to_plotly_json()["data"]:
+    for t in _json(fig)["data"]:
         shown += _texts(t)
         for letter in ("x", "y"):
             axis = lay.get(_axis_name(t.get(f"{letter}axis"), letter)) or {}
@@ -275,6 +281,7 @@ def full_plan_names(fig) -> list:
 
 def violations(fig) -> list:
     """Every rule above, for one figure."""
+    fig = _json(fig)
     return (
         bars_on_log_axes(fig)
         + bars_not_from_zero(fig)

@@ -17,6 +17,7 @@ import re
 
 import chart_grammar as grammar
 import pytest
+import recorded_charts
 
 from labkit import experiments
 from labkit.errors import LabkitError
@@ -35,13 +36,17 @@ KNOWN: set = set()
 
 def figures(recording, name):
     """(request, figure) for every request of ``name`` in ``recording`` that answers with rows."""
+    return [(req, fig) for req, _, fig in tables_and_figures(recording, name)]
+
+
+def tables_and_figures(recording, name):
+    """(request, rows, figure) for every request of ``name`` in ``recording`` that answers with rows
+    (`recorded_charts`: each drawn once for the tests of this file and the others that read it)."""
     out = []
     for req in recording.requests(name):
-        try:
-            df = experiments.with_model(name, recording.lookup(name, req))
-        except LabkitError:
-            continue
-        out.append((req, experiments.CHARTS[name](df)))
+        found = recorded_charts.drawn(recording, name, req)
+        if found is not None:
+            out.append((req, *found))
     return out
 
 
@@ -115,12 +120,7 @@ def test_a_summary_writes_a_quantity_in_its_charts_unit(recording, name):
     size too small to read in MiB in a smaller unit, as the chart's labels are."""
     rec = recordings.named(recording)
     found = []
-    for req in rec.requests(name):
-        try:
-            df = experiments.with_model(name, rec.lookup(name, req))
-        except LabkitError:
-            continue
-        fig = experiments.CHARTS[name](df)
+    for req, df, fig in tables_and_figures(rec, name):
         units = {}
         for unit in grammar.axis_units(fig).values():
             units.setdefault(grammar.UNIT_KINDS[unit], set()).add(unit)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
+import recorded_charts
 
 from labkit import env, experiments
 from labkit.draw import names, plots, units
@@ -42,6 +43,18 @@ def recorded_frames(name):
     return out
 
 
+def recorded_figures(name):
+    """(request, DataFrame, figure) for every request of ``name`` in the recording that answers with
+    rows, as `recorded_frames` reads them (`recorded_charts`: each drawn once for all the tests)."""
+    rec = recording_of(name)
+    out = []
+    for req in rec.requests(name):
+        found = recorded_charts.drawn(rec, name, req, model=False)
+        if found is not None:
+            out.append((req, *found))
+    return out
+
+
 def _titles(fig):
     """Every axis title of a figure, as text."""
     lay = fig.layout.to_plotly_json()
@@ -73,12 +86,11 @@ UNITS = {  # chart -> strings some axis title must contain
 
 @pytest.mark.parametrize("name", sorted(experiments.CHARTS))
 def test_every_recorded_request_draws_with_fixed_traces_units_and_provenance(name):
-    frames = recorded_frames(name)
+    frames = recorded_figures(name)
     assert frames, f"the recording has no rows for {name}"
     rec = recording_of(name)
     meta = rec.metadata
-    for req, df in frames:
-        fig = experiments.CHARTS[name](df)
+    for req, df, fig in frames:
         assert len(fig.data) == experiments.TRACES[name], (name, req)
         titles = " | ".join(_titles(fig))
         for unit in UNITS[name]:
@@ -375,12 +387,12 @@ def test_subtitle_lines_fit_the_chart(name):
     does not wrap, it cuts ("GPU wall time = ... kerr")."""
     import re
 
-    for req, df in recorded_frames(name):
-        text = experiments.CHARTS[name](df).layout.title.text
+    for req, df, fig in recorded_figures(name):
+        text = fig.layout.title.text
         for line in re.sub(r"<b>.*?</b>", "", text).split("<br>"):
             plain = re.sub(r"<[^>]+>", "", line)
             assert len(plain) <= plots.DETAIL_CHARS + 4, (name, req, plain)
-        for ann in experiments.CHARTS[name](df).layout.annotations:
+        for ann in fig.layout.annotations:
             if ann.name == "note":
                 for line in ann.text.split("<br>"):
                     assert len(line) <= plots.NOTE_CHARS + 4, (name, req, line)
@@ -391,8 +403,8 @@ def test_log_axes_label_a_visible_tick_under_their_lowest_point(name, column):
     """07's plans chart once ticked from 100 us while the best plans sat near 25 us."""
     import math
 
-    for req, df in recorded_frames(name):
-        ax = experiments.CHARTS[name](df).layout.yaxis
+    for req, df, fig in recorded_figures(name):
+        ax = fig.layout.yaxis
         low = float(df[df.status == "ok"][column].min()) if "status" in df else float(df[column].min())
         shown = [t for t in ax.tickvals if 10 ** ax.range[0] <= t <= 10 ** ax.range[1]]
         assert shown and min(shown) <= 2.5 * low, (name, req, low, ax.tickvals, ax.range)
