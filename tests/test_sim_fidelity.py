@@ -25,6 +25,8 @@ BENCH = ROOT / "data" / "bench"
 
 @pytest.fixture(scope="module")
 def dry():
+    """The dry run's table, read by the three tests that follow (kept together: a worker that runs
+    only some of them, or leaves the module between them, runs the simulation again)."""
     return sim_fidelity.run(dry_run=True, recording="h100-sxm", passes=1)
 
 
@@ -58,6 +60,24 @@ def test_the_dry_runs_race_corrupts_with_graphs_and_a_shared_scratchpad_only(dry
     race = dry[dry.workload == "race"]
     corrupting = {(r.strategy, r.launch, r.streams) for r in race.itertuples() if r.sim_corrupt > 0}
     assert corrupting == {("scratchpad_shared", "graph", 2), ("scratchpad_shared", "graph", 4)}
+
+
+def test_bench_summary_renders_a_fidelity_table(dry, tmp_path):
+    from labkit.cli import bench_summary
+
+    sim = dry[dry.workload != "race"].head(4)
+    rows = []
+    for r in sim.to_dict("records"):
+        side = {k[4:]: v for k, v in r.items() if k.startswith("sim_")}
+        side.update({k: r[k] for k in ("workload", "strategy", "streams", "launch", "calls", "source")})
+        rows.append(sim_fidelity.compare(side, side))  # a table whose live side equals the simulated
+    race = dry[dry.workload == "race"].assign(race_verdict_match=True)
+    pd.concat([pd.DataFrame(rows), race]).to_csv(tmp_path / "sim_fidelity_test.csv", index=False)
+    page = bench_summary.render(tmp_path)
+    assert "The simulated GPU against the live one" in page
+    assert "4 sequences ran live" in page and "4 ran both ways" in page
+    assert "allocation counts exact in 4, peak bytes exact in 4" in page
+    assert "where the live one does in 8 of 8 configurations" in page
 
 
 def test_compare_computes_the_goals_from_the_live_and_simulated_rows():
@@ -262,24 +282,6 @@ def test_a_committed_table_says_where_and_how_it_was_measured(slug):
     meta = json.loads(TABLES[slug].with_suffix(".json").read_text())
     assert meta["mode"] == "live" and meta["gpu"] and meta["date"] and meta.get("simulated_recording")
     assert "git_commit" in meta, "the .json names the commit measured (empty where the GPU's copy had no git)"
-
-
-def test_bench_summary_renders_a_fidelity_table(dry, tmp_path):
-    from labkit.cli import bench_summary
-
-    sim = dry[dry.workload != "race"].head(4)
-    rows = []
-    for r in sim.to_dict("records"):
-        side = {k[4:]: v for k, v in r.items() if k.startswith("sim_")}
-        side.update({k: r[k] for k in ("workload", "strategy", "streams", "launch", "calls", "source")})
-        rows.append(sim_fidelity.compare(side, side))  # a table whose live side equals the simulated
-    race = dry[dry.workload == "race"].assign(race_verdict_match=True)
-    pd.concat([pd.DataFrame(rows), race]).to_csv(tmp_path / "sim_fidelity_test.csv", index=False)
-    page = bench_summary.render(tmp_path)
-    assert "The simulated GPU against the live one" in page
-    assert "4 sequences ran live" in page and "4 ran both ways" in page
-    assert "allocation counts exact in 4, peak bytes exact in 4" in page
-    assert "where the live one does in 8 of 8 configurations" in page
 
 
 def _row(call, host=math.nan, gpu=math.nan, **kw):
