@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 from pathlib import Path
 
 import parsed_sources
@@ -81,7 +82,10 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+@functools.lru_cache(maxsize=None)
 def modules():
+    """Module name -> file, for every module of labkit (listed once per test process: `imports` asks
+    for it for every module it reads; callers read it, never change it)."""
     return {module_name(p): p for p in sorted(PKG.rglob("*.py"))}
 
 
@@ -104,6 +108,16 @@ def topic(mod: str) -> str:
 
 def imports(mod: str, path: Path):
     """(line, imported labkit module) for every import in the file, at any depth."""
+    return _imports(mod, path)
+
+
+@functools.lru_cache(maxsize=None)
+def _imports(mod: str, path: Path) -> tuple:
+    # a tuple, found once per module per test process: four tests read every module's imports
+    return tuple(_walk_imports(mod, path))
+
+
+def _walk_imports(mod: str, path: Path):
     tree = parsed_sources.tree(path)
     pkg = mod.split(".") if path.name == "__init__.py" else mod.split(".")[:-1]
     known = modules()
