@@ -104,7 +104,9 @@ def test_an_idle_kernel_is_no_cell_and_no_foreground_for_idle_s(worker):
 
 def test_foreground_stops_a_running_job_at_its_next_checkpoint(worker):
     store = Store()
-    worker.want([("long", job("long", seconds=3.0, steps=60))], store, store.__contains__)
+    # 30 checkpoints 0.05 s apart: still running when the foreground asks, and long enough that a
+    # foreground left to wait for its end would wait over the 1 s allowed
+    worker.want([("long", job("long", seconds=1.5, steps=30))], store, store.__contains__)
     time.sleep(0.3)
     assert worker.pending() == 1
     t0 = time.monotonic()
