@@ -77,6 +77,20 @@ def extras() -> set:
     return set(extras_dependencies())
 
 
+#: a command run for a documented line -> what it gave: a command written the same way in two docs
+#: (README.md and the page that says more), or the one ``--help`` that several lines marked ``# GPU``
+#: ask for (``python -m labkit report --help``), is the same command, run once
+_RAN: dict = {}
+
+
+def run_once(argv: list, cwd: Path, timeout=300) -> subprocess.CompletedProcess:
+    """`run`, once per test process for each command (its output goes to ``cwd``, read by no test)."""
+    key = tuple(argv)
+    if key not in _RAN:
+        _RAN[key] = run(argv, cwd, timeout=timeout)
+    return _RAN[key]
+
+
 @pytest.mark.parametrize("line", list(shell_lines()))
 def test_every_command_line_runs_or_answers_help(line, tmp_path):
     argv = as_argv(line, tmp_path)
@@ -98,10 +112,10 @@ def test_every_command_line_runs_or_answers_help(line, tmp_path):
         assert wanted and wanted <= extras(), f"{line}: extras {wanted - extras()} not in pyproject.toml"
         return
     if NOT_RUN.search(line):
-        done = run(help_argv(argv), tmp_path, timeout=120)
+        done = run_once(help_argv(argv), tmp_path, timeout=120)
         assert done.returncode == 0 and "usage" in done.stdout.lower() + done.stderr.lower(), done.stderr
         return
-    done = run(argv, tmp_path)
+    done = run_once(argv, tmp_path)
     assert done.returncode == 0, (
         f"{line}: exit {done.returncode}\n{done.stderr[-1500:]}\n"
         "(a command that needs a GPU or minutes is marked `# GPU` or `# long` on its line)"
