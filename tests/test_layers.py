@@ -106,14 +106,10 @@ def topic(mod: str) -> str:
     return ".".join(mod.split(".")[:3])
 
 
-def imports(mod: str, path: Path):
-    """(line, imported labkit module) for every import in the file, at any depth."""
-    return _imports(mod, path)
-
-
 @functools.lru_cache(maxsize=None)
-def _imports(mod: str, path: Path) -> tuple:
-    # a tuple, found once per module per test process: four tests read every module's imports
+def imports(mod: str, path: Path) -> tuple:
+    """(line, imported labkit module) for every import in the file, at any depth (found once per
+    module per test process: four tests read every module's imports)."""
     return tuple(_walk_imports(mod, path))
 
 

@@ -68,7 +68,7 @@ FIRST_PASS_WARMUP_REPLAYS = 1
 FIRST_PASS_REPLAY_TARGET_US = 500.0
 #: ... and its median may be called stable after this many replays: it sorts the plans and stops
 #: the slow ones; the plans that can be the pick are timed again in the final rounds, as any
-#: timing is (`measure.REPLAY_TARGET_US`, `measure.graph_replay`'s ``min_repeats``)
+#: timing is (`measure.REPLAY_TARGET_US`, `measure.MIN_REPEATS`)
 FIRST_PASS_MIN_REPEATS = 3
 #: plans within this fraction of the best are timed again, in turns, before the pick ...
 FINAL_MARGIN = 0.03
@@ -174,7 +174,7 @@ def time_plan(
     eager_stop: bool = True,
     eager_stop_above_us: Optional[float] = None,
     warmup: int = measure.WARMUP_REPLAYS,
-    min_repeats: int = 5,
+    min_repeats: int = measure.MIN_REPEATS,
     replay_target_us: float = measure.REPLAY_TARGET_US,
 ) -> measure.Timing:
     """GPU time of one plan as autotuning measures it.

@@ -45,6 +45,8 @@ REPLAY_TARGET_US = 2000.0
 EAGER_STOP_FACTOR = 2.0
 #: replays of a new graph before the timed ones (its first launch uploads it)
 WARMUP_REPLAYS = 3
+#: timed replays before a median may be called stable (`graph_replay`'s ``min_repeats``)
+MIN_REPEATS = 5
 #: a call that ran in this process before (its kernels loaded) and whose first eager call is over
 #: its eager bound by more than this many microseconds is not called a second time: what a first
 #: call may add once its kernels are loaded (a new workspace, a stream's first use) is far less
@@ -263,7 +265,7 @@ def graph_replay(
     calls: int = 20,
     warmup: int = WARMUP_REPLAYS,
     repeats: int = 15,
-    min_repeats: int = 5,
+    min_repeats: int = MIN_REPEATS,
     rel_tol: float = 0.02,
     stop_above_us: float = None,
     budget: Optional[Budget] = None,
