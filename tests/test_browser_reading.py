@@ -187,29 +187,58 @@ def measure(charts, where: str) -> list:
     return found
 
 
-def settle(chart, before: str, deadline) -> bool:
-    """Wait until ``chart`` differs from ``before`` (its `browser_helpers.CHART_SIGNATURE_JS`) and
-    two reads in a row agree. Returns whether it changed within `SETTLE_S`."""
-    end = time.monotonic() + min(SETTLE_S, max(deadline.left(), 1))
-    last, changed = before, False
-    while time.monotonic() < end:
-        time.sleep(0.25)
-        now = chart.evaluate(bh.CHART_SIGNATURE_JS)
-        if now != before:
-            changed = True
-            if now == last:
-                return True
-        last = now
-    return changed
+#: a redraw is over once the panel's first visible chart has differed from before for this long,
+#: unchanged (milliseconds), read this often (milliseconds), in the page
+SETTLED_MS, READ_EVERY_MS = 250, 50
+
+# The signature (`browser_helpers.CHART_SIGNATURE_JS`) of a panel's first visible chart, read in the
+# page: a chart chooser shows another chart, so the first visible one is looked up at each read.
+_FIRST_CHART = (
+    """const firstChart = (out) => [...out.querySelectorAll('.js-plotly-plot')].find(e => {
+  const r = e.getBoundingClientRect();
+  return r.width > 0 && r.height > 0 && getComputedStyle(e).visibility !== 'hidden';
+});
+const signature = """
+    + bh.CHART_SIGNATURE_JS
+    + ";"
+)
+FIRST_CHART_SIGNATURE_JS = (
+    "(out) => {" + _FIRST_CHART + " const c = firstChart(out); return c ? signature(c) : ''; }"
+)
+# Wait in the page until that signature differs from ``before`` and has stayed the same for
+# ``settledMs``: "settled", "changed" (still changing at ``timeoutMs``) or "unchanged".
+SETTLE_JS = (
+    "async (out, [before, settledMs, everyMs, timeoutMs]) => {"
+    + _FIRST_CHART
+    + """
+  const t0 = performance.now();
+  let last = null, since = 0;
+  while (performance.now() - t0 < timeoutMs) {
+    await new Promise(r => setTimeout(r, everyMs));
+    const c = firstChart(out), now = c ? signature(c) : '';
+    if (now === before) continue;
+    if (now !== last) { last = now; since = performance.now(); }
+    else if (performance.now() - since >= settledMs) return 'settled';
+  }
+  return last === null ? 'unchanged' : 'changed';
+}"""
+)
+
+
+def settle(out, before: str, deadline) -> bool:
+    """Wait until the first visible chart of panel ``out`` differs from ``before`` (its
+    `FIRST_CHART_SIGNATURE_JS`) and stays the same for `SETTLED_MS`, reading it every `READ_EVERY_MS`
+    in the page. Returns whether it changed within `SETTLE_S`."""
+    timeout_ms = 1000 * min(SETTLE_S, max(deadline.left(), 1))
+    return out.evaluate(SETTLE_JS, [before, SETTLED_MS, READ_EVERY_MS, timeout_ms]) != "unchanged"
 
 
 def select(out, index: int, option: str, deadline) -> bool:
-    """Choose ``option`` in the panel's ``index``-th dropdown and wait for its first chart to
-    redraw. Returns whether it changed."""
-    chart = out.locator(".js-plotly-plot >> visible=true").first
-    before = chart.evaluate(bh.CHART_SIGNATURE_JS)
+    """Choose ``option`` in the panel's ``index``-th dropdown and wait for its first visible chart
+    to redraw. Returns whether it changed."""
+    before = out.evaluate(FIRST_CHART_SIGNATURE_JS)
     out.locator(".widget-dropdown").nth(index).locator("select").select_option(label=option, timeout=5000)
-    return settle(chart, before, deadline)
+    return settle(out, before, deadline)
 
 
 def move_every_control(page, out, panel: int, deadline) -> tuple:
