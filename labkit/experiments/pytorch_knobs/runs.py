@@ -19,8 +19,8 @@ from ...spec import ConvSpec
 from ..core import as_spec, experiment, result, status_row, timed_plan, to_frame
 from .settings import check_request, child_config, child_env, counterpart, labkit_name, settings_for
 
-#: the issue's convolution: a ResNet-50 layer-1 width (256 channels) 3x3 at 56x56, fp32 NCHW, as
-#: PyTorch's defaults run a model
+#: the lesson's convolution: a 3x3 of 256 channels at 56x56 (as wide as the outputs of ResNet-50's first
+#: stage, whose own 3x3 layers are 64 wide), fp32 NCHW, as PyTorch's defaults run a model
 KNOBS_SPEC = ConvSpec(N=32, C=256, H=56, W=56, K=256, R=3, S=3, padding=1, dtype="fp32", layout="NCHW")
 #: the most seconds one setting's process may take (a cut one is a row that says so)
 CHILD_TIMEOUT_S = 300
