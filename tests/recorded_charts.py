@@ -39,6 +39,25 @@ def drawn(recording, name: str, request: dict, model: bool = True):
     return _DRAWN[key]
 
 
+def every_request(recording, name: str, model: bool = True) -> list:
+    """`drawn` for every request of experiment ``name`` in ``recording`` that answers with rows.
+
+    Args:
+        recording: a `labkit.store.recordings.Recording`.
+        name: the experiment.
+        model: as for `drawn`.
+
+    Returns:
+        ``(request, DataFrame, figure)`` per request.
+    """
+    out = []
+    for req in recording.requests(name):
+        found = drawn(recording, name, req, model)
+        if found is not None:
+            out.append((req, *found))
+    return out
+
+
 def _draw(recording, name: str, request: dict, model: bool):
     try:
         df = recording.lookup(name, request)

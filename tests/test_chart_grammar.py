@@ -42,12 +42,7 @@ def figures(recording, name):
 def tables_and_figures(recording, name):
     """(request, rows, figure) for every request of ``name`` in ``recording`` that answers with rows
     (`recorded_charts`: each drawn once for the tests of this file and the others that read it)."""
-    out = []
-    for req in recording.requests(name):
-        found = recorded_charts.drawn(recording, name, req)
-        if found is not None:
-            out.append((req, *found))
-    return out
+    return recorded_charts.every_request(recording, name)
 
 
 CASES = [

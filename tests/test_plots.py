@@ -46,13 +46,7 @@ def recorded_frames(name):
 def recorded_figures(name):
     """(request, DataFrame, figure) for every request of ``name`` in the recording that answers with
     rows, as `recorded_frames` reads them (`recorded_charts`: each drawn once for all the tests)."""
-    rec = recording_of(name)
-    out = []
-    for req in rec.requests(name):
-        found = recorded_charts.drawn(rec, name, req, model=False)
-        if found is not None:
-            out.append((req, *found))
-    return out
+    return recorded_charts.every_request(recording_of(name), name, model=False)
 
 
 def _titles(fig):
