@@ -378,6 +378,33 @@ def test_lesson_06_a_hidden_race_a_leak_and_a_shared_per_stream_run(capsys):
     assert_hinted(msg, "per_stream_wrong", own=streams.RACE_HINTS)
 
 
+def test_lesson_06_outputs_counted_that_no_call_wrote_and_a_shared_run_on_one_stream(capsys):
+    """The race's check counts what ran: outputs said to be checked that no call of the cell wrote are
+    named so, and a shared run whose workspace no two streams used (a workspace each, or both graphs
+    on one stream) is told from one whose streams did not overlap."""
+    ref = streams.SCRATCHPAD_RACE
+    one_call = ref.replace("for j in range(calls)", "for j in range(1)")
+    assert one_call != ref
+    _, msg = race(one_call, capsys)
+    assert "more outputs checked than calls ran" in msg and "32 calls ran in this cell" in " ".join(
+        msg.split()
+    )
+    assert_hinted(msg, "more_checked_than_ran", own=streams.RACE_HINTS)
+    own = ref.replace("range(1 if shared else 2)", "range(2)").replace(
+        "ws = workspaces[0 if shared else i]", "ws = workspaces[i]"
+    )
+    one_stream = ref.replace(
+        "streams = [gpu.stream() for _ in range(2)]", "s = gpu.stream()\n    streams = [s, s]"
+    )
+    for source in (own, one_stream):
+        assert source != ref
+        counts, msg = race(source, capsys)
+        assert counts["shared"][0] == 0 and "no workspace was used by calls on two streams" in " ".join(
+            msg.split()
+        )
+        assert_hinted(msg, "not_shared", first=source is own, own=streams.RACE_HINTS)  # then the second hint
+
+
 def network_pass(source: str, capsys) -> str:
     return run("network_pass", source, namespace(), capsys)
 

@@ -201,4 +201,13 @@ def test_other_gpu_names_a_race_a_leak_a_workspace_too_small_one_call_and_a_gpu_
     assert one != BOTH
     _, out = run("other_gpu", one, capsys)
     assert "not every GPU: no time for the H200 SXM" in flat(out), out
+    assert "not timed with events" not in flat(out), out  # the GPU left out is said so once
     assert_hinted(out, "not_every_gpu", own=other_gpu.HINTS)
+
+
+def test_other_gpu_names_times_not_divided_by_the_calls(capsys):
+    undivided = BOTH.replace("gpu.elapsed_us(start, end) / CALLS", "gpu.elapsed_us(start, end)")
+    assert undivided != BOTH
+    _, out = run("other_gpu", undivided, capsys)
+    assert "not divided by the calls" in flat(out) and "20 calls ran between your events" in flat(out), out
+    assert_hinted(out, "not_divided")

@@ -378,6 +378,37 @@ def test_a_panel_figure_made_without_validating_twice_holds_and_sends_the_same(n
         assert state(fast) == state(usual)
 
 
+@pytest.mark.parametrize("name", ["network_report", "fusion", "plans"])
+def test_a_panel_figure_keeps_what_it_shows_for_a_view_drawn_again(name):
+    """A page reloaded (or a notebook opened again) draws a FigureWidget from its widget state, which
+    plotly stores only when the figure is first displayed: after every update in place, and after a
+    request with no data, that state is what the figure shows (not the first request, nor bare axes)."""
+    import json
+
+    from plotly.utils import PlotlyJSONEncoder
+
+    from labkit.draw import plots
+    from labkit.present.panel.view import figure_widget, update_in_place
+
+    rec = recordings.for_experiment(name)
+    frames = [rec.lookup(name, r) for r in rec.requests(name)[:3]]
+    chart = experiments.CHARTS[name]
+
+    def dump(data, layout):
+        return json.dumps([data, layout], cls=PlotlyJSONEncoder, sort_keys=True)
+
+    fig = figure_widget(chart(frames[0]), 900)
+    fig._repr_mimebundle_()  # displayed: plotly stores the state as it is now
+    first = dump(fig._widget_data, fig._widget_layout)
+    for df in frames[1:]:
+        update_in_place(fig, chart(df))
+        assert dump(fig._widget_data, fig._widget_layout) == dump(fig._data, fig._layout_obj._props)
+    assert dump(fig._widget_data, fig._widget_layout) != first
+    plots.no_data(fig, "nothing was recorded for this request")
+    assert dump(fig._widget_data, fig._widget_layout) == dump(fig._data, fig._layout_obj._props)
+    assert "No data for this request" in json.dumps(fig._widget_layout)
+
+
 @pytest.mark.parametrize("switch, frozen", [("", True), ("0", False)])
 def test_the_warm_up_freezes_the_collector_after_the_imports(switch, frozen):
     """A fresh kernel (a subprocess): once the warm-up is done, the imported libraries' objects are

@@ -170,6 +170,21 @@ def test_strategies_and_race_panels():
     assert list(r.fig.data[0].y) == [0] and list(r.fig.data[2].y) == [0]  # zero drawn as a mark
 
 
+def test_every_chart_of_the_lab_shows_a_widget_for_each_of_its_controls():
+    """The lab panel opens on one chart, and each chart it switches to shows a widget for every
+    control it has, and only those (build_cost's dtype_layout is no control of the plans chart the
+    lab opens on); set() moves each of them."""
+    lab = widgets.LabPanel()
+    for chart in widgets.SPEC_EXPERIMENTS:
+        lab.set(chart=chart)
+        shown = [name for name, w in lab.view.widgets.items() if w.layout.display != "none"]
+        assert shown == lab.controls[1:], chart
+    lab.set(chart="build_cost")
+    other = [v for v in lab.options("dtype_layout") if v != lab.value("dtype_layout")][0]
+    lab.set(dtype_layout=other)
+    assert lab.value("dtype_layout") == other and lab.error is None
+
+
 def test_lab_panel_switches_chart_and_exports_csv(tmp_path):
     lab = widgets.LabPanel()
     assert lab.cfg.experiment == "plans"

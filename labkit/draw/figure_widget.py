@@ -22,6 +22,7 @@ comparison (scripts/bench_browser_figures.py).
 
 from __future__ import annotations
 
+import copy
 import json
 import sys
 import threading
@@ -219,3 +220,22 @@ def new_figure_widget(*args, **kwargs):
         if embedded:
             _carrier = weakref.ref(w)
     return w
+
+
+def keep_drawn_state(fig) -> None:
+    """Store what a FigureWidget shows now as its widget state, for a view drawn again later.
+
+    plotly sends a figure's later changes to the page as one-off messages (restyle, relayout) and
+    stores its traces and layout as widget state (``_widget_data``, ``_widget_layout``) only when the
+    figure is first displayed. A view drawn again from that state (the page reloaded, the notebook
+    opened again, a new view of the output) then showed the figure as first built: a panel's first
+    request, or bare axes where a request had no data. This stores the state as plotly's own
+    ``_repr_mimebundle_`` does; the page's views already drawn do nothing with it (plotly's front
+    end draws from the messages).
+
+    Args:
+        fig: a ``go.FigureWidget``; anything else is left as it is.
+    """
+    if hasattr(fig, "_widget_data") and hasattr(fig, "_layout_obj"):
+        fig._widget_layout = copy.deepcopy(fig._layout_obj._props)
+        fig._widget_data = copy.deepcopy(fig._data)

@@ -31,6 +31,7 @@ from plotly.subplots import make_subplots
 
 from ..env import gpu_label
 from ..spec import ConvSpec
+from . import figure_widget
 
 MIB = 2**20
 TEMPLATE = "plotly_white"
@@ -603,16 +604,23 @@ def row_bands(rows: int, subplots: Iterable[int] = (1,)) -> List[dict]:
     return shapes
 
 
+@contextlib.contextmanager
 def batch(fig):
-    """A context in which a FigureWidget's changes reach the browser as one update.
+    """A context in which a FigureWidget's changes reach the browser as one update, and are then
+    kept as its widget state (`figure_widget.keep_drawn_state`: a page reloaded draws them too).
 
     Args:
-        fig: a ``go.FigureWidget`` or a plain ``go.Figure``.
+        fig: a ``go.FigureWidget`` or a plain ``go.Figure`` (for which it does nothing).
 
-    Returns:
-        ``fig.batch_update()``; a context that does nothing for a figure without it.
+    Yields:
+        None, inside ``fig.batch_update()`` for a FigureWidget.
     """
-    return fig.batch_update() if hasattr(fig, "batch_update") else contextlib.nullcontext()
+    if not hasattr(fig, "batch_update"):
+        yield
+        return
+    with fig.batch_update():
+        yield
+    figure_widget.keep_drawn_state(fig)
 
 
 #: characters of a 12 px subtitle line that fit a panel's chart (`widgets.FIG_WIDTH`, 900 px)

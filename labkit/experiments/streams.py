@@ -218,7 +218,8 @@ def race_summary(df) -> Text:
     label = df["spec_label"].iloc[0]
     tol = _tolerance_of(label)
     dtype = str(label).split(" ")[0]
-    parts = [f"{where(df)}, {label}, workspace {size_text(df['workspace_bytes'].iloc[0])}."]
+    ws = int(df["workspace_bytes"].iloc[0])
+    parts = [f"{where(df)}, {label}, workspace {size_text(ws)} ({ws:,} B)."]
     for (la, st), sub in df.groupby(["launch", "streams"], sort=False):
         s = sub.set_index("scratchpad")
         bad, runs = int(s.loc["shared", "mismatches_bitwise"]), int(s.loc["shared", "runs"])
@@ -386,6 +387,11 @@ def _held_slips() -> list:
         ),
         (t / 1024, "that is in KiB; the answer is in bytes (1 KiB = 1,024 B)."),
         (t / 2**20, "that is in MiB; the answer is in bytes (1 MiB = 1,048,576 B)."),
+        (
+            t / 2**20 * 1e6,
+            "that reads the workspace's MiB as millions of bytes; 1 MiB is 1,048,576 B (the summary gives "
+            "the workspace in bytes too).",
+        ),
         (x["workspace_bytes"], "that is one stream's more; count every stream beyond the first."),
     ]
 
@@ -504,8 +510,24 @@ my_race.update(shared=race(True), per_stream=race(False))
 '''
 #: hands-on cells: name -> (reference solution source, whether it starts on a fresh GPU)
 HANDS_ON = {"scratchpad_race": (SCRATCHPAD_RACE, True)}
-RACE_NAMES = {"not_reproduced": "race not reproduced", "per_stream_wrong": "one workspace per stream"}
+RACE_NAMES = {
+    "not_reproduced": "race not reproduced",
+    "not_shared": "race not reproduced",
+    "per_stream_wrong": "one workspace per stream",
+    "more_checked_than_ran": "more outputs checked than calls ran",
+}
 RACE_HINTS = {
+    "more_checked_than_ran": (
+        "an output is checked only if a call wrote it: how many calls did your graphs hold, and how "
+        "often did each stream launch its graph?",
+        "count what ran: calls per graph x rounds x streams, for each of the two runs.",
+    ),
+    "not_shared": (
+        "a race needs calls of two streams on one workspace at the same time: in your shared run, "
+        "which stream did each graph run on, and which workspace did its calls get?",
+        "in the shared run, capture each graph on its own stream (gpu.stream() each) and both with "
+        "the same workspace (workspaces[0]).",
+    ),
     "not_reproduced": (
         "for one stream to overwrite the other's scratch data, what has to happen at the same moment?",
         "launch both streams' graphs before you wait for either (conv.wrong_outputs() waits), so that "
@@ -533,6 +555,23 @@ def _theirs(gpu) -> str:
         "the simulator, the calls that ran at the same time as one of the other stream's on the shared "
         "bytes; the GPU, the outputs that came out different"
     )
+
+
+def _not_reproduced(launched, runs: int, gpu) -> Problem:
+    """Why no output came out wrong: no workspace that calls on two streams used (kind ``not_shared``:
+    both graphs on one stream, or a workspace each), or the calls did not run at the same time
+    (``not_reproduced``)."""
+    said = f"the shared workspace corrupted 0 of {runs} ({_theirs(gpu)})"
+    streams_of: dict = {}
+    for c in launched:
+        streams_of.setdefault(c.workspace, set()).add(c.stream)
+    if not any(len(s) > 1 for w, s in streams_of.items() if w is not None):
+        return Problem(
+            "not_shared",
+            f"no workspace was used by calls on two streams (one stream ran both graphs, or each had a "
+            f"workspace of its own): {said}",
+        )
+    return Problem("not_reproduced", said)
 
 
 def race_reproduced(counts) -> CheckResult:
@@ -574,13 +613,19 @@ def race_reproduced(counts) -> CheckResult:
         f"The shared workspace: {bad} of {runs} {wrong}; one per stream: {safe_bad} of "
         f"{safe_runs} ({gpu.label})."
     )
+    launched = gpu.launches[gpu.cell_mark.launches :]
     problems = [p for p in findings.collect(gpu, gpu.cell_mark) if p.kind != "race"]
+    if runs + safe_runs > len(launched):
+        problems.append(
+            Problem(
+                "more_checked_than_ran",
+                f"you count {runs} + {safe_runs} outputs checked, but {len(launched)} calls ran in this cell",
+            )
+        )
     if safe_bad:
         problems.append(Problem("per_stream_wrong", f"{safe_bad} of {safe_runs}: that should never happen"))
     if not bad:
-        problems.append(
-            Problem("not_reproduced", f"the shared workspace corrupted 0 of {runs} ({_theirs(gpu)})")
-        )
+        problems.append(_not_reproduced(launched, runs, gpu))
     if problems:
         return verdict("race_reproduced", ran, problems, right="", hints=RACE_HINTS, names=RACE_NAMES)
     return verdict(

@@ -82,13 +82,18 @@ def slips(
         low: the same, below it.
 
     Returns:
-        ``wrong(answer, truth)`` -> a pointer at what is off, never the answer.
+        ``wrong(answer, truth)`` -> a pointer at what is off, never the answer: the slip nearest the
+        answer among those within ``rel`` of it (two slips can be close to each other).
     """
 
     def wrong(answer: float, truth: float) -> Optional[str]:
-        for value, said in cases():
-            if value and abs(answer - value) <= rel * abs(value):
-                return said
+        near = [
+            (abs(answer - value) / abs(value), said)
+            for value, said in cases()
+            if value and abs(answer - value) <= rel * abs(value)
+        ]
+        if near:
+            return min(near, key=lambda n: n[0])[1]
         if truth and any(abs(answer - truth * f) <= rel * abs(truth * f) for f in UNIT_FACTORS):
             return f"the model is right but the unit is not: the answer is in {unit}."
         return high if answer > truth else low

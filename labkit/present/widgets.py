@@ -83,6 +83,9 @@ class LabPanel(Panel):
         **initial: control name -> its first value.
     """
 
+    #: every chart the lab draws: each control of any of them has its widget, shown with its chart
+    other_charts = SPEC_EXPERIMENTS
+
     def __init__(
         self,
         chart: str = "plans",

@@ -86,8 +86,8 @@ lab_zero_workspace = Exercise(
     judge=lambda answer, truth: _zero_counts()[answer] == _zero_counts()[truth],
     why=_zero_why,
     hints=(
-        "the plans chart's lower panel writes '0 B' above every plan that needs no workspace.",
-        "count the '0 B' labels for each value of the direction control.",
+        "the plans chart's lower panel writes '0 MiB' above every plan that needs no workspace.",
+        "count the '0 MiB' labels for each value of the direction control.",
     ),
     wrong=lambda a, t: f"{a} has {_zero_counts()[a]} such plans: another direction has more.",
     example="fprop",

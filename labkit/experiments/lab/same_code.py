@@ -16,7 +16,7 @@ from ...practice import findings, last_gpus
 from ...practice.findings import Problem
 from ..checking import CheckResult, emit
 from ..core import BASE, request_of, result
-from ..handson_check import took, verdict
+from ..handson_check import times_far, took, verdict
 
 #: the convolution: the lessons' base (fp16 NHWC, batch 32)
 SPEC = BASE
@@ -82,10 +82,13 @@ def _theirs(gpu, spec) -> float:
     return float(rows[rows["heuristic_pick"].astype(bool)].iloc[0]["gpu_us"])
 
 
-def _problems(gpus: dict, spec) -> List[Problem]:
-    """Every GPU's findings (race, leak, workspace too small...) and its timings of the convolution."""
+def _problems(gpus: dict, spec, timed) -> List[Problem]:
+    """Every GPU's findings (race, leak, workspace too small...) and its timings of the convolution;
+    a GPU with no time in ``timed`` (said so already) is not said to lack events too."""
     out: List[Problem] = []
     for name, gpu in gpus.items():
+        if name not in timed:
+            continue
         for p in findings.collect(gpu, gpu.cell_mark):
             out.append(Problem(p.kind, f"on the {name}: {p.message}", p.nbytes))
         calls = [t.calls for t in gpu.timings[gpu.cell_mark.timings :] if t.convs == (spec.label,)]
@@ -124,12 +127,12 @@ def other_gpu(times=None, *, spec=SPEC) -> CheckResult:
     missing = [n for n in gpus if n not in times]
     if missing:
         problems.append(Problem("not_every_gpu", f"no time for the {', '.join(missing)}"))
-    problems += _problems(gpus, spec)
+    problems += _problems(gpus, spec, times)
     theirs = {n: _theirs(g, spec) for n, g in gpus.items()}
     known = {n: float(times[n]) for n in gpus if n in times and math.isfinite(times[n])}
     ratio = statistics.median([known[n] / theirs[n] for n in known] or [math.nan])
     if not problems and known and not 1 / TIMES_AGREE <= ratio <= TIMES_AGREE:
-        problems.append(Problem("times_far", f"your times are {ratio:.2f}x the plans experiments' (median)"))
+        problems.append(times_far(ratio, "the plans experiments'", gpus[next(iter(known))]))
     if problems:
         return verdict("other_gpu", ran, problems, right="", hints=HINTS, names=NAMES)
     return verdict("other_gpu", ran, [], right=_right(times, theirs, gpus, spec))

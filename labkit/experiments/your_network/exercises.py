@@ -314,6 +314,11 @@ def _zero_why(truth: float) -> str:
         f"{change['zero_us'].sum():.1f} = {truth:.1f} us, against {fast:.1f} us with no cap, "
         f"{truth / fast:.3f}x."
     )
+    if abs(float(calls["smallest_gpu_us"].sum()) - truth) <= 1e-6 * truth:
+        text += (
+            " That is rep.layers.smallest_gpu_us.sum(): where a call's fastest plan needs no workspace, "
+            "it is also the fastest of the plans that need the least, its smallest-workspace plan."
+        )
     if len(drawn) and abs(float(drawn.iloc[0]) - truth) <= 1e-6 * truth:
         text += " The budget curve draws the same sum at its 0 B point."
     elif len(drawn):
@@ -333,11 +338,6 @@ def _zero_slips() -> list:
             "that is the pass with no cap: the cap changes every call whose fastest plan needs a workspace.",
         ),
         (float(change["zero_us"].sum()), "that is only the calls that change plan; the pass has every call."),
-        (
-            float(calls["smallest_gpu_us"].sum()),
-            "that runs every call's smallest-workspace plan; the calls "
-            "whose fastest plan needs no workspace keep it.",
-        ),
         (
             float((calls["zero_us"] * calls["count"]).sum()),
             "each row of rep.layers is one call already (count "
@@ -362,8 +362,9 @@ zero_cap_pass = worked(
     why=_zero_why,
     hints=(
         "A pass's GPU time is the sum of its calls' times: which time does each call take under the cap?",
-        "With pandas: rep.layers.fastest_gpu_us where fastest_workspace_bytes is 0, else smallest_gpu_us "
-        "(Series.where), then .sum().",
+        "Each call takes fastest_gpu_us or smallest_gpu_us under the cap. For a call whose fastest plan "
+        "needs no workspace, which plan is its smallest-workspace plan (the fastest of those that need "
+        "the least)?",
     ),
     wrong=slips(
         _zero_slips,

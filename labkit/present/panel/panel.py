@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime
 import html
 import time
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import plotly.graph_objects as go
 
@@ -182,7 +182,14 @@ def first_request(panel: "Panel") -> None:
         panel.refresh()
 
 
-def wired_view(panel: "Panel", cfg: PanelConfig, *, csv_name: Optional[str], fig_width: Optional[int]):
+def wired_view(
+    panel: "Panel",
+    cfg: PanelConfig,
+    *,
+    csv_name: Optional[str],
+    fig_width: Optional[int],
+    also: Tuple[PanelConfig, ...] = (),
+):
     """A panel's view, its controls and buttons wired to the panel.
 
     Args:
@@ -190,9 +197,11 @@ def wired_view(panel: "Panel", cfg: PanelConfig, *, csv_name: Optional[str], fig
         cfg: the experiment's panel configuration.
         csv_name: the file "save CSV" writes; None for the configuration's.
         fig_width: the figure's width, in pixels.
+        also: the configurations the panel may switch to (the lab's other charts): their controls
+            get widgets too, shown when their chart is.
 
     Returns:
-        The `PanelView`, with a widget for every control the configuration shows live or recorded.
+        The `PanelView`, with a widget for every control the configurations show live or recorded.
     """
     return PanelView(
         panel.live,
@@ -203,7 +212,7 @@ def wired_view(panel: "Panel", cfg: PanelConfig, *, csv_name: Optional[str], fig
         on_control=panel._on_control,
         on_button=panel._on_button,
         on_gpu=panel.pick_gpu,
-        controls=(*cfg.controls, *(cfg.recorded_controls or ())),
+        controls=tuple(name for c in (cfg, *also) for name in (*c.controls, *(c.recorded_controls or ()))),
     )
 
 
@@ -276,6 +285,9 @@ class Panel:
         **initial: control name -> its first value.
     """
 
+    #: the experiments a panel may also chart (the lab's): their controls get widgets too
+    other_charts: Tuple[str, ...] = ()
+
     def __init__(
         self,
         cfg: PanelConfig,
@@ -299,7 +311,8 @@ class Panel:
         self._defer, self._pending = 0, False
         if self.live:
             lessons.start_build_workers()  # ready for the runtime-compiled plans of this panel's graphs
-        self.view = wired_view(self, cfg, csv_name=csv_name, fig_width=fig_width)
+        also = tuple(experiments.PANELS[name] for name in self.other_charts)
+        self.view = wired_view(self, cfg, csv_name=csv_name, fig_width=fig_width, also=also)
         self.job = MeasurementJob(
             cfg.experiment,
             lambda make_frame: draw_partial(self.view, self.controls_state, make_frame),

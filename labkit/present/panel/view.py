@@ -99,7 +99,7 @@ def update_in_place(fig, new) -> None:
     same = len(fig.data) == len(new.data) and all(a.type == b.type for a, b in zip(fig.data, new.data))
     layout = new.layout.to_plotly_json()
     layout.pop("template", None)
-    with fig.batch_update():
+    with plots.batch(fig):  # kept as the widget's state too: a reloaded page draws the same
         if same:
             for old, nt in zip(fig.data, new.data):
                 props = nt.to_plotly_json()
