@@ -185,6 +185,20 @@ def test_every_chart_of_the_lab_shows_a_widget_for_each_of_its_controls():
     assert lab.value("dtype_layout") == other and lab.error is None
 
 
+def test_a_panel_opened_at_a_request_not_recorded_says_so_and_resets_to_recorded_data():
+    """Opened from code at a request the recording lacks, a panel says why it has no data, its
+    dropdown is wide enough for the "(not recorded)" label, and reset to base goes back to the
+    configuration's own base, which was recorded (the request did not become the base)."""
+    lab = widgets.LabPanel(chart="caps", dtype="bf16")
+    assert lab.df is None and "not recorded" in str(lab.error)
+    dtype = lab.view.widgets["dtype"]
+    label = [t for t, v in dtype.options if v == "bf16"][0]
+    assert label == "bf16 (not recorded)"
+    assert int(dtype.layout.min_width.rstrip("px")) >= 8 * len(label)
+    lab.reset()
+    assert lab.error is None and lab.df is not None and lab.state["dtype"] != "bf16"
+
+
 def test_lab_panel_switches_chart_and_exports_csv(tmp_path):
     lab = widgets.LabPanel()
     assert lab.cfg.experiment == "plans"

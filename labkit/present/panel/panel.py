@@ -149,7 +149,9 @@ def settled(panel: "Panel") -> "Panel":
 
 def open_at(panel: "Panel", initial: dict) -> None:
     """Set a new panel's controls to where the lesson opens it, which becomes its base: its header
-    names it and *reset to base* goes back to it.
+    names it and *reset to base* goes back to it. A request the recording in use does not hold
+    (recorded mode) is shown, with why it has no data, but does not become the base: reset goes back
+    to the configuration's own.
 
     Args:
         panel: the panel, not yet drawn.
@@ -160,7 +162,7 @@ def open_at(panel: "Panel", initial: dict) -> None:
         panel.set(**initial)
     finally:
         panel._defer -= 1
-    if initial:
+    if initial and (panel.live or panel.controls_state.recorded(panel.state)):
         panel.controls_state.cfg = panel.cfg.rebased(panel.state)
         panel.view.sync(panel.controls_state)
 

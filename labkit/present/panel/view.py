@@ -504,10 +504,10 @@ class PanelView:
         """
         w = self.widgets[name]
         if isinstance(w, W.Dropdown) and value not in [v for _, v in w.options]:
-            text = label(value) if self.live else f"{label(value)} (not recorded)"
             self.syncing = True
             try:
-                w.options = list(w.options) + [(text, value)]
+                w.options = labelled = dropdown_options([v for _, v in w.options], value, live=self.live)
+                self.look.relayout(w, **fit([t for t, _ in labelled]))  # wide enough for the new label
             finally:
                 self.syncing = False
 
