@@ -473,7 +473,7 @@ def _recap_gains(rec):
 
 @claim(
     "08",
-    "At the base convolution fp16 and bf16 run at the same speed within the spread of repeated timings, and the fp16 shapes right of the ridge within a few percent; other fp16 calls do gain, each on the same plan on both GPUs: the batch sweep's batch 64 and the fused graphs' bias_relu_add.",
+    "At the base convolution fp16 and bf16 run at the same speed within the spread of repeated timings, and the fp16 shapes right of the ridge within a few percent; other fp16 calls do gain, the most in the batch sweep at batch 64 and in the fused graphs for bias_relu_add, each on the same plan on both GPUs.",
 )
 def _recap_same(rec):
     _, low, high, _ = _precision_ranges()
