@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from labkit.errors import InvalidSpec
 from labkit.present import check
 
 
@@ -53,10 +52,19 @@ def test_lesson_00_mode_none_asks_the_question(capsys):
     assert not res.correct and capsys.readouterr().out.startswith("no answer yet: ")
 
 
-def test_lesson_00_mode_bad_types_raise_invalid_spec():
+def test_an_answer_of_the_wrong_form_gets_one_line_and_costs_no_try(capsys):
+    """An answer a check cannot read (a number for a mode, a name the chart does not show) is said
+    so in one "not yet" line with the form it must take, not raised as a traceback, and is not
+    counted as a try."""
+    before = check.progress("00").loc["mode", "tries"]
     for bad in (3, "maybe", True):
-        with pytest.raises(InvalidSpec):
-            check.mode(bad)
+        res = check.mode(bad)
+        said = capsys.readouterr().out
+        assert not res.correct and said.startswith(f"not yet: {bad!r} is not an answer here: it must be")
+        assert "Traceback" not in said
+    assert check.progress("00").loc["mode", "tries"] == before
+    res = check.fallback_strategy("keyed_cache")  # the strategy's name without its options
+    assert not res.correct and "must name one strategy as the chart shows it" in res.message
 
 
 def test_every_exercise_hint_names_only_what_its_lesson_shows(monkeypatch, capsys):

@@ -165,14 +165,12 @@ def test_lesson_08_exercises_answer_from_the_recordings(capsys):
     assert {e.kind for e in compare_check.EXERCISES} >= {"predict", "explore", "explain"}
     assert compare_check.biggest_gain.truth() == "1x1 @56"
     assert check.biggest_gain("1x1 @56") and not check.biggest_gain("3x3 @14")
-    with pytest.raises(InvalidSpec, match="a shape of the roofline"):
-        check.biggest_gain("3x3 @99")
+    assert "a shape of the roofline" in check.biggest_gain("3x3 @99").message  # one line, no raise
     plans = compare.frames("plans")
     truth = {r: plans[(plans.recording == r) & plans.best].plan_name.iloc[0] for r in BOTH}
     changed = truth["h100-sxm"] != truth["h200"]
     assert check.best_plan_changes(changed) and not check.best_plan_changes(not changed)
-    with pytest.raises(InvalidSpec):
-        check.best_plan_changes("yes")
+    assert "is not an answer here" in check.best_plan_changes("yes").message
     tf32 = compare.ratios(compare.frames("roofline", dtype="tf32")).set_index("shape")["ratio h200/h100-sxm"]
     fp16 = compare.ratios(compare.frames("roofline")).set_index("shape")["ratio h200/h100-sxm"]
     only = [s for s in tf32.index if tf32[s] < 0.95 and not fp16[s] < 0.95]

@@ -200,6 +200,19 @@ def test_fusion_reference_passes_on_both_recordings(recording, capsys):
     ) in labels
 
 
+def test_fusion_times_swapped_are_named_so(capsys):
+    """Each time is far from its own path's, in opposite directions: the check says the two keys
+    are swapped, not that the events measured more than the calls."""
+    swapped = FUSED.replace(
+        "my_fusion = dict(fused_us=path_us(fused), unfused_us=path_us(unfused))",
+        "my_fusion = dict(fused_us=path_us(unfused), unfused_us=path_us(fused))",
+    )
+    assert swapped != FUSED
+    _, out = run("fused_graph", swapped, capsys)
+    assert "the two times swapped: your fused_us is the experiment's unfused time" in flat(out), out
+    assert_hinted(out, "swapped", own=fusion.HINTS)
+
+
 def test_the_learners_fusion_stub_says_what_is_missing(capsys):
     _, out = run("fused_graph", body("04", "fused_graph"), capsys)
     assert "no answer yet: my_fusion is dict(fused_us=..., unfused_us=...)" in flat(out), out

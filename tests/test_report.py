@@ -174,15 +174,12 @@ def test_the_lesson_exercises_answer_from_the_reports(rep, capsys):
     for name in tied:  # any of the layers that tie is right
         assert check.vgg16_workspace((name, peak.idxmax()))
     assert not check.vgg16_workspace((need.idxmin(), peak.idxmax()))
-    with pytest.raises(errors.InvalidSpec, match="pair"):
-        check.vgg16_workspace("features.24")
-    with pytest.raises(errors.InvalidSpec, match="layer of vgg16"):
-        check.vgg16_workspace(("conv1", "async_pool"))
+    assert "pair" in check.vgg16_workspace("features.24").message  # not an answer's form: one line
+    assert "layer of vgg16" in check.vgg16_workspace(("conv1", "async_pool")).message
     # a strategy as the learner may copy it from the table, the chart or lesson 02
     for spelling in ("async_pool (32 MiB)", "ASYNC_POOL", "async_pool"):
         assert check.vgg16_workspace((tied[0], spelling))
-    with pytest.raises(errors.InvalidSpec, match="strategy second"):
-        check.vgg16_workspace((tied[0], "keyed_cache"))  # two keyed caches: which one?
+    assert "strategy second" in check.vgg16_workspace((tied[0], "keyed_cache")).message  # two: which?
     pool = rep.strategies.set_index("strategy").loc["async_pool"]
     assert pool.peak_workspace_bytes > rep.layers.fastest_workspace_bytes.max()
     assert check.async_pool_holds("chunks") and not check.async_pool_holds("leak")

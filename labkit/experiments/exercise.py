@@ -168,7 +168,11 @@ class Exercise:
         if reveal:
             record(self, revealed=True)
             return emit(False, f"the answer: {truth!r}. {self.why(truth)}", lead="revealed")
-        parsed = self.parse(answer)
+        try:
+            parsed = self.parse(answer)
+        except InvalidSpec as exc:  # not an answer of this question's form: said in a line, no try counted
+            like = f" (answer like {self.example!r})" if self.example is not None else ""
+            return emit(False, f"{answer!r} is not an answer here: it {exc.rule}{like}.")
         right = bool(self.judge(parsed, truth))
         tries = record(self, tries=1, done=right)["tries"]
         if right:

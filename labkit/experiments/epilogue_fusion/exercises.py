@@ -345,7 +345,8 @@ def _least_gain_wrong(answer, truth) -> Optional[str]:
     return (
         "somewhere the panel reaches, fusion gains less than that (a ratio closer to 1)."
         if answer < truth
-        else "not that little: the ratio is lower everywhere the panel reaches."
+        else "not that little: in fp16 the ratio is lower everywhere the panel reaches (the question is "
+        "about fp16; fp32 is another story)."
     )
 
 

@@ -77,8 +77,14 @@ NAMES = {
     "not_fused": "not the fused graph",
     "no_time": "no time",
     "times_far": "too far from the fusion experiment",
+    "swapped": "the two times swapped",
 }
 HINTS = {
+    "swapped": (
+        "which of your two timings ran the graph made with an epilogue, and which key did its time go to?",
+        "my_fusion['fused_us'] is the time of gpu.conv(spec, epilogue='bias_relu'); 'unfused_us' that of "
+        "the convolution and its separate bias and ReLU kernels.",
+    ),
     "not_fused": (
         "the fused graph holds the bias and the ReLU too, in the convolution's epilogue. What did you "
         "ask gpu.conv for?",
@@ -173,8 +179,18 @@ def fused_graph(times=None, *, spec=SPEC) -> CheckResult:
     rows, df = _fusion(spec)
     theirs = {"fused_us": rows.loc["fused", "gpu_us"], "unfused_us": rows.loc["unfused", "gpu_us"]}
     ratio = statistics.median([times[k] / theirs[k] for k in PARTS if k not in unknown] or [math.nan])
+    swapped = not unknown and all(
+        1 / TIMES_AGREE <= times[a] / theirs[b] <= TIMES_AGREE
+        for a, b in (("fused_us", "unfused_us"), ("unfused_us", "fused_us"))
+    )
     if not problems and not 1 / TIMES_AGREE <= ratio <= TIMES_AGREE:
-        problems.append(times_far(ratio, "the fusion experiment's", gpu))
+        problems.append(
+            Problem(
+                "swapped", "your fused_us is the experiment's unfused time and your unfused_us its fused time"
+            )
+            if swapped
+            else times_far(ratio, "the fusion experiment's", gpu)
+        )
     if problems:
         return verdict("fused_graph", ran, problems, right="", hints=HINTS, names=NAMES)
     return verdict("fused_graph", ran, [], right=_right(times, theirs, rows, df, ratio))

@@ -162,7 +162,8 @@ def _payoff_why(truth: str) -> str:
         f"per call, autotuning saves {f32['gain']:.1f} us in fp32 NCHW (heuristic {f32['heuristic']:.1f} "
         f"us, best {f32['best']:.1f} us) and {f16['gain']:.1f} us in fp16 NHWC ({f16['heuristic']:.1f} us "
         f"against {f16['best']:.1f} us). Its cost divided by that saving: {_calls(f32)} in fp32 NCHW, "
-        f"{_calls(f16)} in fp16 NHWC."
+        f"{_calls(f16)} in fp16 NHWC. These times are the build-cost runs' own; the plans panel timed the "
+        "same plans in another run, so its figures can differ."
     )
 
 

@@ -94,7 +94,10 @@ def plan_times(times, *, spec: ConvSpec = NCHW) -> CheckResult:
     bad = [k for k, v in times.items() if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0]
     if bad:
         return emit(
-            False, f"plans {sorted(bad)[:6]} have no time in microseconds: replace the ... with your timing."
+            False,
+            f"{len(bad)} of {len(times)} plans ({', '.join(map(str, sorted(bad)[:6]))}"
+            f"{', ...' if len(bad) > 6 else ''}) have no time in microseconds: replace the ... with your "
+            "timing.",
         )
     gpu = current()
     conv = next((c for c in reversed(gpu.convs) if c.spec == spec), None)

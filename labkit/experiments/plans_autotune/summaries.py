@@ -105,8 +105,10 @@ def timing_noise_summary(plans_df, caps_df=None) -> Text:
         Markdown, as a `Text`.
     """
     ok = ok_rows(plans_df)
-    rel = (ok["gpu_us_p90"] - ok["gpu_us_p10"]) / ok["gpu_us"]
     samples = ok["samples"].astype(int) if "samples" in ok else None
+    once = 0 if samples is None else int((samples < 2).sum())  # stopped after one replay: no spread
+    spread = ok if not once or once == len(ok) else ok[samples >= 2]
+    rel = (spread["gpu_us_p90"] - spread["gpu_us_p10"]) / spread["gpu_us"]
     if samples is None:
         replays = "repeated replays"
     elif samples.min() != samples.max():
@@ -118,6 +120,12 @@ def timing_noise_summary(plans_df, caps_df=None) -> Text:
         "calls. Within one plan, the 10th to 90th percentile of those replays spans "
         f"{rel.median() * 100:.1f}% of its median (the median plan) and at most {rel.max() * 100:.1f}%."
     )
+    if once and len(spread) < len(ok):
+        slow = (ok[samples < 2]["gpu_us"] / ok["gpu_us"].min()).min()
+        text += (
+            f" Left out of that spread: {once} plan(s) stopped after one replay, each at {slow:.1f}x the "
+            "fastest plan's time or more."
+        )
     if caps_df is not None:
         unl = ok_rows(caps_df)
         unl = unl[unl["cap_bytes"] == -1]

@@ -97,8 +97,8 @@ HINTS = {
     "layers_off": (
         "one conversion (x in, y back) can serve a run of calls that all stay in NHWC; each call saves what "
         "NHWC saves. After how many has it paid for itself?",
-        "each call in NHWC saves nchw_us - nhwc_us; the fewest calls whose savings exceed convert_us is "
-        "int(convert_us // saved) + 1 (None when NHWC saves nothing).",
+        "each call in NHWC saves nchw_us - nhwc_us: find the fewest calls whose savings add up to more than "
+        "convert_us (and None when NHWC saves nothing).",
     ),
     "no_time": (
         "on the simulated GPU a time is a number only where the recording holds every cost in it, and it "
@@ -237,7 +237,7 @@ def nhwc_pays(times=None, *, pays=None, layers=..., spec=SPEC) -> CheckResult:
     problems += _timing_problems(gpu, spec)
     unknown = [k for k in PARTS if not math.isfinite(times[k])]
     unavoidable = [m for m in getattr(gpu.device, "missing", {}) if "NCHW <-> NHWC copies" not in m]
-    if not problems and unknown and not unavoidable:  # the copies launched from Python between events
+    if unknown and not unavoidable:  # the copies launched from Python between events: said with the rest
         problems.append(Problem("no_time", _no_time(gpu, PARTS[unknown[0]])))
     rows, df = _layout(spec)
     if not problems and not unknown:

@@ -113,6 +113,8 @@ def _slower(ratio: float) -> str:
 
 
 def _spread(row) -> str:
+    if "samples" in row.index and row.samples < 2:  # stopped after one replay: no spread to give
+        return f"{row.gpu_us:.1f} us (one replay)"
     return f"{row.gpu_us_p10:.1f} to {row.gpu_us_p90:.1f} us"
 
 
