@@ -129,3 +129,26 @@ def test_the_fusion_summary_names_the_workspace_between_the_heuristics_fused_pla
             assert "between what they allocate" not in text.split("**bias_relu_add**")[0], text
     fp32 = str(experiments.summary(experiments.fusion(spec=BASE.replace(dtype="fp32"))))
     assert "between what they allocate" in fp32  # both shipped recordings: the heuristic's plan asks for more
+
+
+@pytest.mark.parametrize("recording", [r.name for r in recordings.shipped()])
+def test_a_malloc_median_of_calls_that_allocate_nothing_is_said_so(monkeypatch, recording):
+    """ResNet-50's pass: most calls need no workspace, so malloc_per_call's median host time can fall
+    below fixed_arena's (on the H200 recording); the summary says why, from the counts and the 95th
+    percentiles it quotes."""
+    from labkit.draw.plots import fmt_us, ok_rows
+    from labkit.experiments import workspace_strategies as ws
+
+    monkeypatch.setenv("LABKIT_RECORDING", recording)
+    df = experiments.strategies(
+        workload="resnet50_fp16_nhwc", repeats=ws.strategies_repeats("resnet50_fp16_nhwc")
+    )
+    rows = ok_rows(df).set_index("strategy")
+    m = rows.loc["malloc_per_call"]
+    a = rows[rows.index.str.startswith("fixed_arena")].iloc[0]
+    free = int(m.calls) - int(m.alloc_calls)
+    text = " ".join(str(ws.strategies_summary(df)).split())
+    said = f"{free} of malloc_per_call's {int(m.calls)} calls need no workspace and allocate nothing"
+    assert (said in text) == (2 * free > m.calls and m.p95_us > a.p95_us), text
+    if said in text:
+        assert f"its 95th percentile, {fmt_us(m.p95_us)} against {fmt_us(a.p95_us)}" in text, text

@@ -76,10 +76,19 @@ def _host_bullet(m, a) -> str:
     """The host time per call of malloc_per_call (row ``m``) and fixed_arena (row ``a``)."""
     malloc, arena, ratio = us_text(m.median_us), us_text(a.median_us), m.median_us / a.median_us
     malloc_inside, arena_inside = us_text(m.strategy_us_per_call), us_text(a.strategy_us_per_call)
+    free = int(m.calls) - int(m.alloc_calls)  # calls whose plan needs no workspace: no cudaMalloc
+    median_misses = 2 * free > int(m.calls) and "p95_us" in m.index and m.p95_us > a.p95_us
+    why = (
+        f" {free} of malloc_per_call's {int(m.calls)} calls need no workspace and allocate nothing, so "
+        "its median says little of its cudaMalloc calls: the mean inside the strategy does, and so does "
+        f"its 95th percentile, {us_text(m.p95_us)} against {us_text(a.p95_us)} for fixed_arena;"
+        if median_misses
+        else ""
+    )
     return (
         f"**host time per call** (median): {malloc} for malloc_per_call, {arena} for fixed_arena "
         f"({ratio:.1f}x); inside the strategy alone (its get and put, a mean per call) "
-        f"{malloc_inside} against {arena_inside};"
+        f"{malloc_inside} against {arena_inside};{why}"
     )
 
 
