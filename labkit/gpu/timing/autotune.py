@@ -65,8 +65,8 @@ EAGER_STOP_RATIO = 6.0
 #: long as any timing (`measure.WARMUP_REPLAYS`)
 FIRST_PASS_WARMUP_REPLAYS = 1
 #: the first pass's graphs hold about this many microseconds of calls (`measure.calls_for`): on the
-#: H200, graphs of 150 us instead of 500 us took ResNet-50's autotune (batch 32, fp16 NHWC) from
-#: 1.51 to 0.98 s and MobileNetV2's from 2.15 to 1.76 s, for picks 0.1-0.7% slower than the fastest
+#: H200, ResNet-50's autotune (batch 32, fp16 NHWC) took 0.98 s with graphs of 150 us against 1.51 s
+#: with 500 us, and MobileNetV2's 1.76 s against 2.15 s, for picks 0.1-0.7% slower than the fastest
 #: plan on average against 0.1-0.3% (docs/findings.md) ...
 FIRST_PASS_REPLAY_TARGET_US = 150.0
 #: ... and its median may be called stable after this many replays: it sorts the plans and stops

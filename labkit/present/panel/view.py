@@ -227,6 +227,16 @@ class ControlLook:
         if lay is not w.layout:
             w.layout = lay
 
+    def give_options(self, w, labelled) -> None:
+        """Give a dropdown its (label, value) options, and the room its longest label needs (`fit`).
+
+        Args:
+            w: the dropdown.
+            labelled: the options (`dropdown_options`).
+        """
+        w.options = labelled
+        self.relayout(w, **fit([t for t, _ in labelled]))
+
     def make(self, c: ControlDef, live: bool) -> W.Widget:
         """A control's widget.
 
@@ -506,8 +516,7 @@ class PanelView:
         if isinstance(w, W.Dropdown) and value not in [v for _, v in w.options]:
             self.syncing = True
             try:
-                w.options = labelled = dropdown_options([v for _, v in w.options], value, live=self.live)
-                self.look.relayout(w, **fit([t for t, _ in labelled]))  # wide enough for the new label
+                self.look.give_options(w, dropdown_options([v for _, v in w.options], value, live=self.live))
             finally:
                 self.syncing = False
 
@@ -541,8 +550,7 @@ class PanelView:
                 if isinstance(w, W.Dropdown):
                     labelled = dropdown_options(controls.options(name), value, live=self.live)
                     if list(w.options) != labelled:
-                        w.options = labelled
-                        self.look.relayout(w, **fit([t for t, _ in labelled]))
+                        self.look.give_options(w, labelled)
                     w.value = value
                     w.disabled = (not self.live) and len(labelled) <= 1
                 else:
