@@ -162,3 +162,18 @@ def test_a_long_wait_for_a_workers_plan_says_where_it_is_on_the_progress_bar(mon
     bar.close()
     assert "fusion: plan 3 (eng3) of conv fp8: compiled at run time in a worker" in out.getvalue()
     assert why_not[3].startswith("cut: not compiled when the budget")
+
+
+def test_a_process_that_measures_while_its_workers_start_runs_fewer_by_default(monkeypatch):
+    """The network report's worker (`worker_warmup.warm`) caps its default at MEASURING_WORKERS,
+    under the class's cap, and LABKIT_BUILD_WORKERS still decides when set."""
+    monkeypatch.delenv("LABKIT_BUILD_WORKERS", raising=False)
+    monkeypatch.delenv("LABKIT_SHARED_CACHE", raising=False)
+    monkeypatch.setattr(build_pool.os, "cpu_count", lambda: 64)
+    monkeypatch.setattr(build_pool, "_cap", [None])
+    build_pool.capped_by_default()
+    assert build_pool.default_workers() == build_pool.MEASURING_WORKERS < build_pool.MAX_WORKERS
+    monkeypatch.setenv("LABKIT_SHARED_CACHE", "/srv/labkit-class")
+    assert build_pool.default_workers() == min(build_pool.CLASS_WORKERS, build_pool.MEASURING_WORKERS)
+    monkeypatch.setenv("LABKIT_BUILD_WORKERS", "6")
+    assert build_pool.default_workers() == 6

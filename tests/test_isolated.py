@@ -4,6 +4,7 @@ announced, and the next step gets a fresh worker; labkit's errors come back as t
 errors named; a worker that dies is a `WorkerDied`; the caller's LABKIT_* settings reach the
 worker; ``LABKIT_ISOLATE=0`` runs steps in the caller's process. Real processes, no GPU."""
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -155,21 +156,40 @@ def test_lesson_09s_banner_starts_the_report_worker_warmed(monkeypatch, lesson, 
     monkeypatch.setenv("LABKIT_SHARED_CACHE", shared)
     monkeypatch.setenv("LABKIT_ISOLATE", isolate)
     sent = []
-    monkeypatch.setattr(isolated, "worker", lambda: type("W", (), {"start_soon": sent.append})())
+    start_soon = staticmethod(lambda step, args=(): sent.append((step, args)))
+    monkeypatch.setattr(isolated, "worker", lambda: type("W", (), {"start_soon": start_soon})())
     assert texts.start_report_worker(lesson) is started
-    assert sent == ([texts.REPORT_WARM_STEP] if started else [])
+    assert sent == ([(texts.REPORT_WARM_STEP, ((), texts.REPORT_STEPS))] if started else [])
     assert callable(isolated._resolve(texts.REPORT_WARM_STEP))
 
 
 def test_the_report_workers_warm_step_checks_in_the_reports_default_dtype_and_layout():
-    """`warm_step` loads the kernels of the checks the first report runs: its dtype and layout are
-    `network_report`'s defaults."""
+    """The report worker's warm-up loads the kernels of the checks the first report runs: its dtype
+    and layout are `network_report`'s defaults."""
     import inspect
 
-    from labkit.experiments.your_network import runs, worker_steps
+    from labkit.experiments.your_network import runs
+    from labkit.gpu import worker_warmup
 
     defaults = {k: p.default for k, p in inspect.signature(runs.network_report).parameters.items()}
-    assert (worker_steps.WARM_DTYPE, worker_steps.WARM_LAYOUT) == (defaults["dtype"], defaults["layout"])
+    assert (worker_warmup.WARM_DTYPE, worker_warmup.WARM_LAYOUT) == (defaults["dtype"], defaults["layout"])
+
+
+def test_the_report_workers_warm_up_imports_neither_pandas_nor_the_lessons():
+    """The warm-up starts the build workers before anything heavy loads: its own module, imported
+    in a fresh interpreter, pulls in neither pandas nor any lesson (the steps' module is imported
+    in a thread later, while CUDA's context is made)."""
+    from labkit.session import texts
+
+    module = texts.REPORT_WARM_STEP.split(":")[0]
+    code = (
+        f"import sys, {module}; print(sorted(m for m in sys.modules"
+        " if m.split('.')[0] == 'pandas' or m.startswith('labkit.experiments')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    assert callable(isolated._resolve(texts.REPORT_WARM_STEP))
+    assert importlib.util.find_spec(texts.REPORT_STEPS) is not None
 
 
 def test_meanwhile_runs_while_the_worker_runs_the_step(worker):
@@ -207,7 +227,7 @@ def test_meanwhile_runs_before_the_step_with_isolation_off(monkeypatch):
 def test_a_report_call_starts_the_report_worker_before_the_report_loads(
     monkeypatch, mode, shared, isolate, alive, started
 ):
-    """``labkit.report`` starts the worker (warmed) from a thread that asks the mode, so that the
+    """``labkit.report`` asks the mode, then starts the worker (warmed) in the background, so that the
     worker's start overlaps the report's imports: live only, not in a class, not with isolation
     off, and not when one runs already."""
     import threading
@@ -230,10 +250,9 @@ def test_a_report_call_starts_the_report_worker_before_the_report_loads(
         isolated, "worker", lambda: type("W", (), {"start_soon": staticmethod(start_soon), "alive": alive})()
     )
     specs = (labkit.ConvSpec(N=2, C=8, H=8, W=8, K=8),)
-    thread_started = texts.warm_report_worker(specs)
-    assert thread_started is (mode == "live" and not shared and isolate == "1")
+    assert texts.warm_report_worker(specs) is (mode == "live" and not shared and isolate == "1")
     done.wait(5 if started else 0.5)
-    assert sent == ([(texts.REPORT_WARM_STEP, (specs,))] if started else [])
+    assert sent == ([(texts.REPORT_WARM_STEP, (specs, texts.REPORT_STEPS))] if started else [])
 
 
 def test_labkit_report_takes_the_reports_own_arguments():

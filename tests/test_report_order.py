@@ -1,20 +1,26 @@
 """The order in which a network report measures its layers (`runs._report`), with the worker's
 steps answered here: a layer whose plans a build worker still compiles is measured after the
-others, once, never the first; the tables keep the network's order."""
+others, once, never the first (the worker says which, for every layer at once, in the step that
+queues their compiles, or, when that step fails, each layer when asked); the tables keep the
+network's order."""
 
 from __future__ import annotations
 
 from labkit import networks
+from labkit.errors import LabkitError
 from labkit.experiments.your_network import runs
 from labkit.experiments.your_network.request import network_of, pass_steps
 
 
-def _fake_worker(compiling: set, calls: list):
+def _fake_worker(compiling: set, calls: list, ahead_fails: bool):
     def in_worker(step, args, budget_s, what, meanwhile=None):
         if meanwhile is not None:
             meanwhile()
         if step == "ahead_step":
-            return 0
+            calls.append(("ahead", len(args[0])))
+            if ahead_fails:
+                raise LabkitError("the worker died")
+            return [spec.key in compiling for spec in args[0]]
         if step == "spec_step":
             spec, _, _, may_defer = args
             calls.append((spec.key, may_defer))
@@ -28,35 +34,52 @@ def _fake_worker(compiling: set, calls: list):
     return in_worker
 
 
-def _run(monkeypatch, compiling: set):
+def _run(monkeypatch, compiling: set, ahead_fails: bool = False):
+    """(the frame, the spec steps asked as (layer, may defer), the layers measured in order, how
+    many layers, the ahead steps asked)."""
     network = network_of("resnet50", 32, "fp16", "NHWC", 224)
     steps = pass_steps(network.layers, False)
     groups = networks.unique([networks.Layer(n, s) for n, s in steps])
     keys = [g.spec.key for g in groups]
     calls: list = []
-    monkeypatch.setattr(runs, "_in_worker", _fake_worker({keys[i] for i in compiling}, calls))
+    monkeypatch.setattr(runs, "_in_worker", _fake_worker({keys[i] for i in compiling}, calls, ahead_fails))
     df = runs._report(network, steps, groups, 10.0)
-    deferred = {keys[i] for i in compiling}
-    measured = [keys.index(k) for k, may in calls if not (may and k in deferred)]
-    return df, [(keys.index(k), may) for k, may in calls], measured, len(keys)
+    ahead = [c for c in calls if c[0] == "ahead"]
+    asked = [(keys.index(k), may) for k, may in calls if k != "ahead"]
+    deferred = {keys.index(k) for k in (keys[i] for i in compiling)}
+    measured = [i for i, may in asked if not (may and i in deferred)]
+    return df, asked, measured, len(keys), ahead
 
 
-def test_a_layer_still_compiling_is_measured_after_the_others_and_the_tables_keep_the_networks_order(
-    monkeypatch,
-):
-    df, calls, measured, n = _run(monkeypatch, {0, 1, 2, 22})
+def test_the_layers_still_compiling_are_measured_after_the_others_without_asking_each(monkeypatch):
+    df, asked, measured, n, ahead = _run(monkeypatch, {0, 1, 2, 22})
     assert n == 23
-    assert sorted(measured) == list(range(n)), "every layer measured exactly once"
-    assert calls[0] == (0, False), "the first layer is measured first, never deferred"
+    assert ahead == [("ahead", n - 1)], "one step queues and answers for every layer after the first"
+    assert asked[0] == (0, False), "the first layer is measured first, never deferred"
     assert measured == [0] + list(range(3, 22)) + [1, 2, 22], "the deferred layers come last, in order"
-    assert [i for i, may in calls if may] == list(range(1, n)), "a deferred layer is not deferred again"
+    assert len(asked) == n, "no layer is asked twice"
+    assert [i for i, may in asked if not may] == [0, 1, 2, 22], "a deferred layer is not deferred again"
     assert (df[df.table == "layers"].status == "ok").all()
     plans = df[df.table == "plans"]
     assert plans.spec_id.tolist() == sorted(plans.spec_id.tolist()), "plan rows in the network's order"
     assert plans.spec_id.nunique() == n
 
 
-def test_the_last_layer_is_not_deferred_when_nothing_is_left_to_measure(monkeypatch):
-    _, calls, measured, n = _run(monkeypatch, {22})
+def test_when_the_ahead_step_fails_each_layer_still_compiling_is_deferred_when_asked(monkeypatch):
+    df, asked, measured, n, _ = _run(monkeypatch, {0, 1, 2, 22}, ahead_fails=True)
+    assert sorted(measured) == list(range(n)), "every layer measured exactly once"
+    assert measured == [0] + list(range(3, 22)) + [1, 2, 22]
+    assert [i for i, may in asked if may] == list(range(1, n)), "a deferred layer is not deferred again"
+    assert (df[df.table == "layers"].status == "ok").all()
+
+
+def test_every_layer_still_compiling_is_measured_in_order_each_asked_once(monkeypatch):
+    _, asked, measured, n, _ = _run(monkeypatch, set(range(23)))
     assert measured == list(range(n))
-    assert calls[-1] == (22, False)
+    assert len(asked) == n
+
+
+def test_the_last_layer_is_not_deferred_when_nothing_is_left_to_measure(monkeypatch):
+    _, asked, measured, n, _ = _run(monkeypatch, {22})
+    assert measured == list(range(n))
+    assert asked[-1] == (22, False)

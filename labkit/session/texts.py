@@ -8,7 +8,6 @@ from __future__ import annotations
 import ast
 import os
 import textwrap
-import threading
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -225,9 +224,10 @@ def start_build_workers() -> int:
     return pool.size if pool is not None else 0
 
 
-#: the step that warms the network report's worker process (a name: importing the report here
-#: would import its charts into the first cell)
-REPORT_WARM_STEP = "labkit.experiments.your_network.worker_steps:warm_step"
+#: the step that warms the network report's worker process, and the module of the steps it runs
+#: next (names: importing the report here would import its charts into the first cell)
+REPORT_WARM_STEP = "labkit.gpu.worker_warmup:warm"
+REPORT_STEPS = "labkit.experiments.your_network.worker_steps"
 
 
 def start_report_worker(lesson: Optional[str]) -> bool:
@@ -250,38 +250,37 @@ def start_report_worker(lesson: Optional[str]) -> bool:
 
     if build_pool.in_class() or not isolated.isolation_on():
         return False
-    isolated.worker().start_soon(REPORT_WARM_STEP)
+    isolated.worker().start_soon(REPORT_WARM_STEP, ((), REPORT_STEPS))
     return True
 
 
 def warm_report_worker(specs: Sequence = ()) -> bool:
-    """Start the report's worker process early for one report call (``labkit.report``), while
-    the caller loads the report's own modules: in a daemon thread, which asks `labkit.env.mode`
-    (the probe: CuPy, cuDNN, CUDA's driver) and, live, starts and warms the worker as
-    `start_report_worker` does; returns at once. A worker already running is left as it is.
+    """Start the report's worker process early for one report call (``labkit.report``): ask
+    `labkit.env.mode` (the probe: CuPy, cuDNN, CUDA's driver) here, and, live, start and warm the
+    worker in the background as `start_report_worker` does, before the caller loads the report's own
+    modules. The probe is asked first, not beside those imports: they would share the interpreter
+    with it and hold the worker's start back. A worker already running is left as it is.
 
     Not in a class (its shared recording answers the report's defaults), nor with
     ``LABKIT_ISOLATE=0`` (no worker), nor with ``LABKIT_MODE=recorded``.
 
     Args:
         specs: the convolutions of the report (`labkit.spec.ConvSpec`), whose plan builds the warm
-            step queues at once (`labkit.experiments.your_network.worker_steps.warm_step`).
+            step queues at once (`labkit.gpu.worker_warmup.warm`).
 
     Returns:
-        Whether the thread was started.
+        Whether the worker runs or was started: live, and none of the above.
     """
     forced = os.environ.get("LABKIT_MODE", "").strip().lower()
     if build_pool.in_class() or not isolated.isolation_on() or forced == "recorded":
         return False
-
-    def start() -> None:
-        try:
-            if env.mode().live and not isolated.worker().alive:
-                isolated.worker().start_soon(REPORT_WARM_STEP, (tuple(specs),))
-        except Exception:  # noqa: BLE001  (an optimisation: the report's first step starts it again)
-            pass
-
-    threading.Thread(target=start, daemon=True, name="labkit-report-warm").start()
+    try:
+        if not env.mode().live:
+            return False
+        if not isolated.worker().alive:
+            isolated.worker().start_soon(REPORT_WARM_STEP, (tuple(specs), REPORT_STEPS))
+    except Exception:  # noqa: BLE001  (an optimisation: the report asks again and says why)
+        return False
     return True
 
 

@@ -99,6 +99,37 @@ def _in_order(plans_of: Dict[int, List[dict]]) -> List[dict]:
     return [row for i in sorted(plans_of) for row in plans_of[i]]
 
 
+def _still_compiling_last(queue, groups, deferred: set, meanwhile) -> "collections.deque":
+    """The layers left to measure (indices in the report's distinct convolutions, the first one
+    measured), with those a build worker still compiles for moved to the end, in order, and added
+    to ``deferred`` (not deferred again): `worker_steps.ahead_step` queues their compiles and says
+    which are pending, in one step for every layer.
+
+    Args:
+        queue: the indices left, in order.
+        groups: the distinct convolutions (`labkit.networks.unique`).
+        deferred: the indices deferred so far; updated.
+        meanwhile: called once the step is sent (the first layer's progress is drawn then).
+
+    Returns:
+        The new queue; the same order when the step failed (each layer is then asked in turn).
+    """
+    left = list(queue)
+    try:
+        pending = _in_worker(
+            "ahead_step",
+            ([groups[i].spec for i in left],),
+            worker_steps.AHEAD_BUDGET_S,
+            "queueing the plan builds",
+            meanwhile,
+        )
+    except LabkitError:
+        return queue  # each step builds its own graph anyway
+    late = {i for i, p in zip(left, pending) if p}
+    deferred |= late  # every layer left still compiling: measured in order, each waiting for its own
+    return collections.deque([i for i in left if i not in late] + [i for i in left if i in late])
+
+
 def _report(network, steps, groups, budget_s: float):
     spec_id = {g.spec.key: i for i, g in enumerate(groups)}
     total = len(groups) + len(REPORT_STRATEGIES)
@@ -121,22 +152,13 @@ def _report(network, steps, groups, budget_s: float):
     report_progress(frame, 0, total, "steps")  # the network's layers, before anything is measured
     queue, deferred = collections.deque(range(len(groups))), set()
     while queue:
+        checkpoint()
+        if len(measured) == 1 and queue[0] == 1 and len(groups) > 2:
+            # the first layer is measured (and drawn meanwhile); the others' compiles go to build
+            # workers, and the layers still waiting for one are measured after the others
+            queue = _still_compiling_last(queue, groups, deferred, report_meanwhile)
         i = queue.popleft()
         g = groups[i]
-        checkpoint()
-        if (
-            len(measured) == 1 and i == 1 and len(groups) > 2
-        ):  # the first layer is measured (and drawn meanwhile); the others' compiles go to build workers
-            try:
-                _in_worker(
-                    "ahead_step",
-                    ([h.spec for h in groups[1:]],),
-                    worker_steps.AHEAD_BUDGET_S,
-                    "queueing the plan builds",
-                    report_meanwhile,
-                )
-            except LabkitError:
-                pass  # each step builds its own graph anyway
         # a layer whose plans still compile waits for the others, once: not the first (drawn first)
         may_defer = bool(measured) and bool(queue) and i not in deferred
         t0 = time.perf_counter()

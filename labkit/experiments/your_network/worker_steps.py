@@ -2,8 +2,8 @@
 within its budget (seconds): `spec_step` measures one distinct convolution (every plan autotuned,
 the heuristic, fastest and smallest-workspace plans checked against the float64 reference),
 `strategy_step` runs the whole pass under one workspace strategy (the memory timeline and a timed
-pass), `ahead_step` queues every layer's plan builds at once, and `warm_step` loads what they use
-before the first. Bytes; microseconds.
+pass), and `ahead_step` queues every layer's plan builds at once (the worker's warm-up,
+`labkit.gpu.worker_warmup`, queues them before the first step). Bytes; microseconds.
 
 The steps are called by name (``"<this module>:spec_step"``), so they stay module-level functions
 here; the pass's inputs and outputs are kept between strategy steps in this module.
@@ -122,57 +122,28 @@ def _keep_graphs(room: int) -> None:
     graph_cache.graphs.max_entries = max(graph_cache.graphs.max_entries, room)
 
 
-#: the dtype and layout `warm_step` checks in: those `runs.network_report` opens on
-WARM_DTYPE, WARM_LAYOUT = "fp16", "NHWC"
-
-
-def warm_step(specs: Sequence[ConvSpec] = ()) -> None:
-    """In the worker process, before its first step: start the build workers, import what the steps
-    measure with, make the cuDNN handle of this thread's timing stream (CUDA's context, cuDNN's
-    libraries), `ahead_step` of ``specs``, then check a small convolution's made-up output against
-    its float64 reference in the report's default dtype and layout (CuPy's kernels and cuBLAS,
-    loaded as the first step's checks use them). The build workers load CUDA and cuDNN, and the
-    first compiles run, while this process warms. Lesson 09's banner sends it
-    (`labkit.session.texts.start_report_worker`), and so does ``labkit.report`` with its network's
-    convolutions (`labkit.session.texts.warm_report_worker`).
-
-    Args:
-        specs: the convolutions of the report to come, whose plan builds are queued now; none for
-            a report not known yet.
-    """
-    from ...gpu.cudnn import build_pool, frontend, reference_runs  # heavy: CuPy, live only
-    from ...gpu.cudnn.operands import Operands  # heavy: CuPy, live only
-    from ...gpu.timing import autotune, measure  # noqa: F401  # heavy: CuPy, live only
-
-    build_pool.start_workers()  # a report not known yet (lesson 09's banner) compiles in them too
-    frontend.handle_for(measure.timing_stream())
-    if specs:
-        ahead_step(specs)
-    spec = ConvSpec(N=1, C=8, H=8, W=8, K=8, dtype=WARM_DTYPE, layout=WARM_LAYOUT)
-    ops = Operands(spec)
-    ref = reference_runs.expected(spec, ops)
-    reference.errors(ops.output(), ref, ref_norms=reference.reference_norms(ref))
-
-
 #: seconds the report's worker may take to plan every layer's graph ahead (about 10-40 ms each)
 AHEAD_BUDGET_S = 30.0
 
 
-def ahead_step(specs: Sequence[ConvSpec]) -> int:
-    """In the worker process: plan every layer's graph and queue its runtime-compiled plans.
+def ahead_step(specs: Sequence[ConvSpec]) -> List[bool]:
+    """In the worker process: plan every layer's graph and queue its runtime-compiled plans, and
+    say which layers still wait for one.
 
     The plans go to the build workers (`labkit.gpu.cudnn.graph_cache.build_ahead`), so each `spec_step` finds
-    its compiles under way or done.
+    its compiles under way or done. The answer lets the report measure the other layers first,
+    without asking each layer in turn.
 
     Args:
         specs: the distinct convolutions of the report.
 
     Returns:
-        How many plans were queued.
+        Per spec, in order, whether a build worker still compiles one of its plans.
     """
     from ...gpu.cudnn import graph_cache  # heavy: CuPy, live only
 
-    return graph_cache.build_ahead([(s, "none", None) for s in specs])
+    graph_cache.build_ahead([(s, "none", None) for s in specs])
+    return [builds.compiles_pending(s, "none", None) > 0 for s in specs]
 
 
 #: in the worker process: the inputs and outputs of the pass the strategy steps run, made by the

@@ -43,6 +43,14 @@ MAX_WORKERS = 8
 _KEEP_PLANNED = 8
 
 
+#: most workers by default in a process that measures while they start (the network report's
+#: worker: `capped_by_default`): each makes a CUDA context and loads cuDNN as that process makes
+#: its own and measures its first layers, and ResNet-50's report on H200 hosts took 4.4-4.9 s with
+#: 2-4 workers against 4.9-5.4 s with 8 (median of three runs each)
+MEASURING_WORKERS = 4
+#: the most workers `default_workers` gives in this process, when set (`capped_by_default`)
+_cap: List[Optional[int]] = [None]
+
 #: most workers by default in a class (``LABKIT_SHARED_CACHE`` set: `in_class`): each is a CUDA
 #: context on the GPU every learner shares, and the class's CPU cores are shared too
 CLASS_WORKERS = 2
@@ -63,7 +71,8 @@ def default_workers() -> int:
 
     Returns:
         ``LABKIT_BUILD_WORKERS`` if set (0 turns workers off), else min(`MAX_WORKERS`, CPU cores - 1);
-        in a class (`in_class`), at most `CLASS_WORKERS`.
+        in a class (`in_class`), at most `CLASS_WORKERS`; in a process `capped_by_default`, at most
+        its cap.
     """
     raw = os.environ.get("LABKIT_BUILD_WORKERS", "").strip()
     if raw:
@@ -76,7 +85,20 @@ def default_workers() -> int:
         if n < 0:
             raise InvalidSpec("LABKIT_BUILD_WORKERS", raw, "must be >= 0")
         return n
-    return max(0, min(CLASS_WORKERS if in_class() else MAX_WORKERS, (os.cpu_count() or 1) - 1))
+    most = CLASS_WORKERS if in_class() else MAX_WORKERS
+    if _cap[0] is not None:
+        most = min(most, _cap[0])
+    return max(0, min(most, (os.cpu_count() or 1) - 1))
+
+
+def capped_by_default(most: int = MEASURING_WORKERS) -> None:
+    """Run at most ``most`` build workers in this process from now on, unless ``LABKIT_BUILD_WORKERS``
+    says how many (`default_workers`). Called before the workers start (`start_workers`).
+
+    Args:
+        most: the most workers.
+    """
+    _cap[0] = most
 
 
 # ---- in the worker ------------------------------------------------------------------------------
