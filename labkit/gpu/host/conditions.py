@@ -43,16 +43,27 @@ def _nvml():
     return pynvml
 
 
+#: (NVML module, PCI bus id) -> its NVML handle: the lookup takes about a millisecond, and the
+#: network report's worker asks at every step's end (`labkit.gpu.host.contention`)
+_HANDLES: dict = {}
+
+
 def _handle(n):
     """The NVML handle of the GPU CUDA calls device 0 here (by PCI bus id, not index: NVML and
-    CUDA may number GPUs differently)."""
+    CUDA may number GPUs differently), looked up once per bus id."""
     try:
         import cupy  # heavy: CuPy, live only
 
         bus = cupy.cuda.Device().pci_bus_id
-        return n.nvmlDeviceGetHandleByPciBusId(bus)
     except Exception:  # noqa: BLE001
         return n.nvmlDeviceGetHandleByIndex(0)
+    key = (id(n), bus)
+    if key not in _HANDLES:
+        try:
+            _HANDLES[key] = n.nvmlDeviceGetHandleByPciBusId(bus)
+        except Exception:  # noqa: BLE001
+            return n.nvmlDeviceGetHandleByIndex(0)
+    return _HANDLES[key]
 
 
 def sample() -> Optional[dict]:
