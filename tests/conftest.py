@@ -110,14 +110,19 @@ def _live(config) -> bool:
 
 @pytest.fixture
 def recorded_mode(monkeypatch):
-    """Recorded mode from the shipped recording (the default one), whatever this machine has."""
+    """Recorded mode from the shipped recording (the default one), whatever this machine has, and a
+    hands-on GPU made from it at first use: a `labkit.practice` GPU another test made (simulated
+    from another recording, or calibrated) is not carried into this one."""
+    from labkit import practice
     from labkit.store import recordings
 
     monkeypatch.setenv("LABKIT_MODE", "recorded")
     monkeypatch.delenv("LABKIT_RECORDING", raising=False)
     recordings._current = recordings._picked = None
+    practice._current, practice._gpus = None, {}
     yield
     recordings._current = recordings._picked = None
+    practice._current, practice._gpus = None, {}
 
 
 @pytest.fixture
