@@ -1062,7 +1062,7 @@ NOT_CLAIMS: set = {
     ),
     (  # an instruction: what to compare, not a comparison
         "05",
-        "Set the plans panel to fp32 NCHW, then to fp16 NHWC, and compare the heuristic pick's time with the fastest plan's (hover them); then run the cells and check.",
+        "Set the plans panel to fp32 NCHW, then to fp16 NHWC, and compare the heuristic pick's time with the fastest plan's (hover them).",
     ),
     (  # what the code does: test_lessons_05_07 ties the margin and the rounds to autotune's constants
         "05",

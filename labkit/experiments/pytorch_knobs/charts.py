@@ -100,6 +100,22 @@ def _dots(fig, x, y, name, color, symbol, text, col, **kw):
     )
 
 
+def _what_is_drawn(df, *, has_labkit: bool) -> str:
+    """The chart's subtitle: the request, and what its marks are (labkit's only when it has some)."""
+    net, spec = net_of(df), request_spec(df)
+    what = (
+        f"{net} forward pass (torchvision, random weights), batch {spec.N if spec else '?'}"
+        if net
+        else (f"{spec.dtype} {spec.layout} {shape_label(spec)}" if spec else "one convolution")
+    )
+    marks = (
+        "time: median, whisker p10-p90; grey diamonds: labkit's plan"
+        if has_labkit
+        else "time: median, whisker p10-p90"
+    )
+    return f"{what}; a fresh process per setting; {marks}"
+
+
 def knobs_chart(df) -> go.Figure:
     """Each PyTorch setting: time per call, first call and peak memory above the inputs, with
     labkit's counterpart beside the time and the memory.
@@ -157,15 +173,7 @@ def knobs_chart(df) -> go.Figure:
     ):
         fig.update_xaxes(title_text=title, row=1, col=col, **log_axis_with_room(values, **LOG_AXIS))
     net = net_of(df)
-    spec = request_spec(df)
-    what = (
-        f"{net} forward pass (torchvision, random weights), batch {spec.N if spec else '?'}"
-        if net
-        else (f"{spec.dtype} {spec.layout} {shape_label(spec)}" if spec else "one convolution")
-    )
-    detail = (
-        f"{what}; a fresh process per setting; time: median, whisker p10-p90; grey diamonds: labkit's plan"
-    )
+    detail = _what_is_drawn(df, has_labkit=any(v is not None for v in lab_us + labkit_mem))
     main = (
         f"PyTorch's switches, measured: {net}" if net else "PyTorch's switches, measured on one convolution"
     )

@@ -95,6 +95,7 @@ def unchanged_knobs(answer=None) -> CheckResult:
         ran,
         [],
         right=f"They are labkit's reading of the same rows: {len(truth)} of the {n} settings changed "
-        "nothing measurable here. A knob that changes nothing on one PyTorch and cuDNN may on another: "
+        "nothing measurable here for one shape (the plan cache's limit still counts when shapes change: "
+        "its two-batch row). A knob that changes nothing on one PyTorch and cuDNN may on another: "
         "measure it again after an upgrade.",
     )

@@ -236,8 +236,12 @@ def _autocast_sentence(df, base) -> str:
     return f"Autocast: {listed(parts)}, against the defaults' {us_text(base.gpu_us)}.{cast_text}"
 
 
+#: the setting that keeps one plan in PyTorch's plan cache (timed with two batch sizes in turn too)
+PLAN_CACHE = "TORCH_CUDNN_V8_API_LRU_CACHE_LIMIT=1"
+
+
 def _plan_cache_sentence(df, base) -> str:
-    r = row_of(df, "TORCH_CUDNN_V8_API_LRU_CACHE_LIMIT=1")
+    r = row_of(df, PLAN_CACHE)
     if r is None or num(r.get("alternating_us")) is None or num(base.get("alternating_us")) is None:
         return ""
     return (
@@ -262,7 +266,7 @@ def _cap_sentence(df, base) -> str:
     caps = sorted({str(n).split(", cap ")[1] for n in none_fit.setting}, key=lambda c: float(c.split()[0]))
     tail = (
         f" labkit found no plan for this convolution within {listed(caps)} of workspace (its rows: "
-        f"{none_fit.status.iloc[0]}), so a cap that worked could not have kept this peak."
+        f"{none_fit.status.iloc[0]}), so a cap that worked would have left this convolution with no plan."
         if not none_fit.empty
         else ""
     )
@@ -291,10 +295,16 @@ def knobs_summary(df) -> Optional[Text]:
     same = unchanged(df)
     if same:
         lines.append(
-            f"Changed neither the time per call (each median within the other's p10-p90) nor a peak (within "
-            f"1 MiB): "
-            f"{listed(f'`{s}`' for s in same)}."
+            f"Changed neither the time per call of one shape (each median within the other's p10-p90) nor a "
+            f"peak (within 1 MiB): {listed(f'`{s}`' for s in same)}."
         )
+        cache = row_of(df, PLAN_CACHE) if PLAN_CACHE in same and _plan_cache_sentence(df, base) else None
+        if cache is not None:
+            moved = "slower" if num(cache.alternating_us) > num(base.alternating_us) else "faster"
+            lines[-1] += (
+                f" `{PLAN_CACHE}` changes nothing for one shape only: with two batch sizes in turn it is "
+                f"{moved}, as its bullet above says."
+            )
     cut = df[(df.source == "pytorch") & (df.status != "ok")]
     if not cut.empty:
         lines.append(f"Did not run: {listed(f'`{r.setting}` ({r.status})' for r in cut.itertuples())}.")

@@ -38,14 +38,15 @@ def noise_sentence(df) -> str:
     """
     ok = ok_rows(df)
     best = ok.loc[ok["median_us"].idxmin()]
-    tied = ok[ok["median_us"] <= best["p95_us"]]
+    tied = ok[(ok["median_us"] <= best["p95_us"]) & (ok.index != best.name)]
     lowest, strategy, p95 = us_text(best["median_us"]), best["strategy"], us_text(best["p95_us"])
-    if len(tied) > 1:
+    if len(tied):
         return (
             "**noise**: a strategy's calls spread from its median to its p95 (the whisker); "
             f"the lowest median, {lowest} ({strategy}), has its p95 at {p95}, "
-            f"and {len(tied)} of {len(ok)} medians lie within that ({listed(tied['strategy'])}): "
-            "at this noise they cost the same."
+            f"and {len(tied)} of the other {len(ok) - 1} medians lie within that "
+            f"({listed(tied['strategy'])}): "
+            "at this noise they cost the same as it."
         )
     return (
         "**noise**: a strategy's calls spread from its median to its p95 (the whisker); "

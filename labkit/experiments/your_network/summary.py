@@ -33,8 +33,8 @@ def network_report_summary(df) -> Text:
     cut = cut_counts(df)
     if cut["slower_plans"]:
         parts.append(
-            f"{cut['slower_plans']} plan(s) were left after one eager call showed them over 6x slower than "
-            f"the best so far (not timed further: they cannot win)."
+            f"{cut['slower_plans']} plan(s) were set aside after one eager call showed them over 6x slower "
+            f"than the best so far (not timed further: they cannot win)."
         )
     said = [
         f"**{n} {one if n == 1 else many}**"
