@@ -199,5 +199,6 @@ def identical_passes_sentence(strategies) -> str:
     return (
         "The two keyed caches ran the same calls with the same plans and held the same bytes, yet one pass "
         f"took {fmt_us(a['pass_gpu_us'])} and the other {fmt_us(b['pass_gpu_us'])}: two identical passes "
-        f"differ by {spread:.0%}, so pass times closer than that do not rank the strategies."
+        f"differ by {spread:.0%}. That is one sample of the noise, not its bound: pass times that close do "
+        "not rank the strategies, and farther apart they may still be noise."
     )
