@@ -170,7 +170,7 @@ def test_a_process_that_measures_while_its_workers_start_runs_fewer_by_default(m
     monkeypatch.delenv("LABKIT_BUILD_WORKERS", raising=False)
     monkeypatch.delenv("LABKIT_SHARED_CACHE", raising=False)
     monkeypatch.setattr(build_pool.os, "cpu_count", lambda: 64)
-    monkeypatch.setattr(build_pool, "_cap", [None])
+    monkeypatch.setattr(build_pool, "_cap", None)
     build_pool.capped_by_default()
     assert build_pool.default_workers() == build_pool.MEASURING_WORKERS < build_pool.MAX_WORKERS
     monkeypatch.setenv("LABKIT_SHARED_CACHE", "/srv/labkit-class")

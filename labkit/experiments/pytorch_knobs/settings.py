@@ -17,6 +17,8 @@ from ..core import MIB
 
 #: the environment variables a setting may set (every one is cleared in the others' processes)
 KNOB_ENV = ("TORCH_CUDNN_V8_API_LRU_CACHE_LIMIT", "CUDNN_CONV_WSCAP_DBG")
+#: the setting that keeps one plan in PyTorch's plan cache (timed with two batch sizes in turn too)
+PLAN_CACHE = f"{KNOB_ENV[0]}=1"
 #: the networks a call may measure (torchvision's constructors, random weights)
 NETS = ("resnet50",)
 #: PyTorch's dtypes for labkit's (tf32 is fp32 data: ``allow_tf32`` decides the math)
@@ -90,7 +92,7 @@ def settings_for(spec: ConvSpec, net: Optional[str] = None) -> list:
     ]
     if net is None:
         out += [
-            Setting("plan cache", "TORCH_CUDNN_V8_API_LRU_CACHE_LIMIT=1", env={KNOB_ENV[0]: "1"}),
+            Setting("plan cache", PLAN_CACHE, env={KNOB_ENV[0]: "1"}),
             Setting("workspace cap", "CUDNN_CONV_WSCAP_DBG=0", env={KNOB_ENV[1]: "0"}, cap_bytes=0),
             Setting("workspace cap", "CUDNN_CONV_WSCAP_DBG=16", env={KNOB_ENV[1]: "16"}, cap_bytes=16 * MIB),
             Setting(

@@ -13,6 +13,7 @@ from ...draw.prose import Text, listed, table, where
 from ...draw.units import size_text, us_text
 from ..core import MIB
 from .charts import column, net_of, pytorch_rows
+from .settings import PLAN_CACHE
 
 DEFAULTS = "PyTorch's defaults"
 BENCHMARK = "benchmark=True"
@@ -234,10 +235,6 @@ def _autocast_sentence(df, base) -> str:
         else ""
     )
     return f"Autocast: {listed(parts)}, against the defaults' {us_text(base.gpu_us)}.{cast_text}"
-
-
-#: the setting that keeps one plan in PyTorch's plan cache (timed with two batch sizes in turn too)
-PLAN_CACHE = "TORCH_CUDNN_V8_API_LRU_CACHE_LIMIT=1"
 
 
 def _plan_cache_sentence(df, base) -> str:

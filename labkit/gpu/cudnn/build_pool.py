@@ -45,11 +45,11 @@ _KEEP_PLANNED = 8
 
 #: most workers by default in a process that measures while they start (the network report's
 #: worker: `capped_by_default`): each makes a CUDA context and loads cuDNN as that process makes
-#: its own and measures its first layers, and ResNet-50's report on H200 hosts took 4.4-4.9 s with
-#: 2-4 workers against 4.9-5.4 s with 8 (median of three runs each)
+#: its own and measures its first layers, and ResNet-50's report on H200 hosts took 4.3-4.9 s with
+#: 2-4 workers against 4.9-5.4 s with 8 (median of three runs each: docs/findings.md)
 MEASURING_WORKERS = 4
 #: the most workers `default_workers` gives in this process, when set (`capped_by_default`)
-_cap: List[Optional[int]] = [None]
+_cap: Optional[int] = None
 
 #: most workers by default in a class (``LABKIT_SHARED_CACHE`` set: `in_class`): each is a CUDA
 #: context on the GPU every learner shares, and the class's CPU cores are shared too
@@ -86,8 +86,8 @@ def default_workers() -> int:
             raise InvalidSpec("LABKIT_BUILD_WORKERS", raw, "must be >= 0")
         return n
     most = CLASS_WORKERS if in_class() else MAX_WORKERS
-    if _cap[0] is not None:
-        most = min(most, _cap[0])
+    if _cap is not None:
+        most = min(most, _cap)
     return max(0, min(most, (os.cpu_count() or 1) - 1))
 
 
@@ -98,7 +98,8 @@ def capped_by_default(most: int = MEASURING_WORKERS) -> None:
     Args:
         most: the most workers.
     """
-    _cap[0] = most
+    global _cap
+    _cap = most
 
 
 # ---- in the worker ------------------------------------------------------------------------------

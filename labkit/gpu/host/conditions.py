@@ -54,16 +54,12 @@ def _handle(n):
     try:
         import cupy  # heavy: CuPy, live only
 
-        bus = cupy.cuda.Device().pci_bus_id
+        key = (id(n), cupy.cuda.Device().pci_bus_id)
+        if key not in _HANDLES:
+            _HANDLES[key] = n.nvmlDeviceGetHandleByPciBusId(key[1])
+        return _HANDLES[key]
     except Exception:  # noqa: BLE001
         return n.nvmlDeviceGetHandleByIndex(0)
-    key = (id(n), bus)
-    if key not in _HANDLES:
-        try:
-            _HANDLES[key] = n.nvmlDeviceGetHandleByPciBusId(bus)
-        except Exception:  # noqa: BLE001
-            return n.nvmlDeviceGetHandleByIndex(0)
-    return _HANDLES[key]
 
 
 def sample() -> Optional[dict]:
