@@ -177,3 +177,11 @@ def test_a_process_that_measures_while_its_workers_start_runs_fewer_by_default(m
     assert build_pool.default_workers() == min(build_pool.CLASS_WORKERS, build_pool.MEASURING_WORKERS)
     monkeypatch.setenv("LABKIT_BUILD_WORKERS", "6")
     assert build_pool.default_workers() == 6
+
+
+@pytest.mark.parametrize("most", [-1, 2.5, "4", True, None])
+def test_a_bad_cap_is_named(monkeypatch, most):
+    monkeypatch.setattr(build_pool, "_cap", None)
+    with pytest.raises(InvalidSpec, match="most"):
+        build_pool.capped_by_default(most)
+    assert build_pool._cap is None

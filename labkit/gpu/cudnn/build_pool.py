@@ -96,9 +96,14 @@ def capped_by_default(most: int = MEASURING_WORKERS) -> None:
     says how many (`default_workers`). Called before the workers start (`start_workers`).
 
     Args:
-        most: the most workers.
+        most: the most workers, a whole number >= 0.
+
+    Raises:
+        InvalidSpec: ``most`` is not a whole number >= 0.
     """
     global _cap
+    if isinstance(most, bool) or not isinstance(most, int) or most < 0:
+        raise InvalidSpec("most", most, "must be a whole number of build workers >= 0")
     _cap = most
 
 
