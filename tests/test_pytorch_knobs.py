@@ -414,3 +414,83 @@ def test_a_counterpart_that_runs_the_defaults_plan_says_its_time_is_the_same_pla
     other = df.copy()
     other.loc[other.setting == BENCHMARK, "labkit_plan"] = "another plan"
     assert "timed twice" not in str(knobs_summary(other))
+
+
+def _bullet(text: str, start: str) -> str:
+    """The summary's bullet that starts with ``start`` (empty when there is none)."""
+    return next((line for line in text.splitlines() if line.startswith(f"* {start}")), "")
+
+
+@pytest.mark.parametrize("net", [None, "resnet50"])
+def test_a_time_compared_with_the_defaults_carries_its_spread_or_is_not_ranked(recorded, net):
+    from labkit.draw.units import us_text
+    from labkit.experiments.pytorch_knobs import knobs_summary
+    from labkit.experiments.pytorch_knobs.summaries import DEFAULTS, overlap, ratio_text, row_of, same_time
+
+    df = recorded.knobs(net=net)
+    text, base = str(knobs_summary(df)), row_of(df, DEFAULTS)
+    autocast = _bullet(text, "Autocast")
+    for setting in ("autocast fp16", "autocast bf16", "benchmark=True"):
+        r = row_of(df, setting)
+        said = (
+            autocast.split(f"`{setting}` ran ")[1].split("`autocast")[0]
+            if setting.startswith("autocast")
+            else _bullet(text, "`benchmark")
+        )
+        ratio = f"{ratio_text(r.gpu_us, base.gpu_us)} the defaults'"
+        spread = f"({us_text(r.gpu_us_p10)} to {us_text(r.gpu_us_p90)})"
+        if same_time(r, base):
+            assert "within the defaults' spread" in said and ratio not in said
+        elif overlap(r, base):
+            assert ratio not in said and spread in said and "do not rank the two" in said, said
+        else:
+            assert f"{ratio} {us_text(base.gpu_us)} (p10-p90 {spread[1:-1]} against" in said, said
+    assert "against strict fp32 math instead, which `allow_tf32=False` runs here" in autocast
+    assert "set against the defaults (fp32 tensors, TF32 math)" in autocast
+
+
+def test_the_switches_together_are_set_against_each_alone(recorded):
+    from labkit.experiments.pytorch_knobs import knobs_summary
+    from labkit.experiments.pytorch_knobs.summaries import overlap, row_of
+
+    df = recorded.knobs(net="resnet50")
+    setting = "benchmark=True, channels_last, autocast fp16"
+    said = _bullet(str(knobs_summary(df)), f"`{setting}`, these switches together")
+    together = row_of(df, setting)
+    for name in setting.split(", "):
+        alone = row_of(df, name)
+        verdict = (
+            "not ranked against"
+            if overlap(together, alone)
+            else ("slower than" if together.gpu_us > alone.gpu_us else "faster than")
+        )
+        clause = said.split(f"`{name}` alone")[0]
+        assert verdict in clause.split(";")[-1], (name, verdict, said)
+    assert "benchmark=True, channels_last, autocast fp16" not in str(knobs_summary(recorded.knobs()))
+
+
+@pytest.mark.parametrize("net", [None, "resnet50"])
+def test_benchmarks_first_call_is_ranked_only_beyond_the_first_calls_that_repeat_the_defaults(recorded, net):
+    from labkit.experiments.pytorch_knobs import knobs_summary, unchanged
+    from labkit.experiments.pytorch_knobs.summaries import BENCHMARK, DEFAULTS, row_of
+
+    df = recorded.knobs(net=net)
+    said = _bullet(str(knobs_summary(df)), f"`{BENCHMARK}`")
+    bench, same = row_of(df, BENCHMARK), [row_of(df, s) for s in unchanged(df)]
+    firsts = [r.first_call_ms for r in same + [row_of(df, DEFAULTS)]]
+    if not same:
+        assert "one sample each: no other setting here matched" in said
+    elif min(firsts) <= bench.first_call_ms <= max(firsts):
+        assert "one first call does not rank the two" in said
+    else:
+        assert (
+            f"{'above' if bench.first_call_ms > max(firsts) else 'below'} the {min(firsts):,.1f} to" in said
+        )
+
+
+def test_the_network_summary_says_why_lesson_09_times_it_otherwise(recorded):
+    from labkit.experiments.pytorch_knobs import knobs_summary
+
+    why = "Lesson 09's report gives this network another time"
+    assert why in str(knobs_summary(recorded.knobs(net="resnet50"))).split("\n")[0]
+    assert why not in str(knobs_summary(recorded.knobs()))

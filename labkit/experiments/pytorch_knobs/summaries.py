@@ -112,12 +112,21 @@ def _defaults_sentence(df, base) -> str:
         if num(base.get("labkit_gpu_us")) is not None
         else ""
     )
+    eager = (
+        " Lesson 09's report gives this network another time: it adds up labkit's timings of the network's "
+        "convolution layers alone, in the dtype and layout asked (fp16 NHWC there), while this is PyTorch's "
+        "whole forward pass run eagerly: every layer, not only the convolutions, and the gaps between their "
+        "launches."
+        if net_of(df)
+        else ""
+    )
     return (
         f"{where(df)}, PyTorch {base.get('torch', '?')}: at its defaults cuDNN ran "
         f"{'its convolutions' if net_of(df) else 'the call'} as {base.runs_as}, "
         f"{us_text(base.gpu_us)} per call after warm-up, its first call {base.first_call_ms:,.1f} ms; it "
         f"peaked {size_text(base.steady_peak_bytes)} above the inputs in steady calls and "
         f"{size_text(base.first_peak_bytes)} in the first, the output alone {size_text(base.out_bytes)}.{lab}"
+        f"{eager}"
     )
 
 
@@ -126,11 +135,38 @@ def _it(df) -> str:
     return "its convolutions" if net_of(df) else "it"
 
 
+def overlap(a, b) -> bool:
+    """Whether two settings' p10-p90 ranges of time per call overlap (then their medians are not ranked).
+
+    Args:
+        a: a row.
+        b: another row.
+
+    Returns:
+        True when the ranges share a time.
+    """
+    return bool(num(a.gpu_us_p10) <= num(b.gpu_us_p90) and num(b.gpu_us_p10) <= num(a.gpu_us_p90))
+
+
+def spread_text(row) -> str:
+    """A row's p10 to p90 time per call: ``4,292 us to 7,512 us``."""
+    return f"{us_text(row.gpu_us_p10)} to {us_text(row.gpu_us_p90)}"
+
+
 def _vs(row, base) -> str:
-    """A setting's time per call against the defaults': a ratio, or "within the spread"."""
+    """A setting's time per call against the defaults': within their spread, overlapping it (no
+    ranking), or a ratio with both p10-p90 ranges."""
     if same_time(row, base):
         return f"within the defaults' spread of {us_text(base.gpu_us)}"
-    return f"{ratio_text(row.gpu_us, base.gpu_us)} the defaults' {us_text(base.gpu_us)}"
+    if overlap(row, base):
+        return (
+            f"its p10-p90 ({spread_text(row)}) overlapping the defaults' ({spread_text(base)}, median "
+            f"{us_text(base.gpu_us)}), so these runs do not rank the two"
+        )
+    return (
+        f"{ratio_text(row.gpu_us, base.gpu_us)} the defaults' {us_text(base.gpu_us)} (p10-p90 "
+        f"{spread_text(row)} against {spread_text(base)})"
+    )
 
 
 def _timed_twice(row, base) -> str:
@@ -146,6 +182,32 @@ def _timed_twice(row, base) -> str:
     )
 
 
+def _first_call_sentence(df, row, base) -> str:
+    """A setting's first call against the defaults': one sample each, so set against the spread of the
+    first calls of the settings that changed nothing measurable (`unchanged`), where there are some."""
+    same = [row_of(df, s) for s in unchanged(df)]
+    if not same:
+        return (
+            f"Its first call took {row.first_call_ms:,.1f} ms against the defaults' "
+            f"{base.first_call_ms:,.1f} ms, one sample each: no other setting here matched the defaults' "
+            "time and peaks, so the recording holds no repeat to show how far one first call strays."
+        )
+    firsts = [num(r.first_call_ms) for r in same + [base]]
+    lo, hi, n = min(firsts), max(firsts), len(same)
+    if lo <= row.first_call_ms <= hi:
+        return (
+            f"Its first call took {row.first_call_ms:,.1f} ms, within the {lo:,.1f} to {hi:,.1f} ms of the "
+            f"first calls of the defaults and of the {n} settings that changed nothing measurable (one "
+            "sample each): one first call does not rank the two."
+        )
+    side = "above" if row.first_call_ms > hi else "below"
+    return (
+        f"Its first call took {row.first_call_ms:,.1f} ms, {side} the {lo:,.1f} to {hi:,.1f} ms of the "
+        f"first calls of the defaults and of the {n} settings that changed nothing measurable (one sample "
+        "each)."
+    )
+
+
 def _benchmark_sentence(df, base) -> str:
     bench = row_of(df, BENCHMARK)
     if bench is None:
@@ -156,11 +218,11 @@ def _benchmark_sentence(df, base) -> str:
         else ""
     )
     return (
-        f"`{BENCHMARK}`: {us_text(bench.gpu_us)} per call, {_vs(bench, base)}; its first call took "
-        f"{bench.first_call_ms:,.1f} ms against {base.first_call_ms:,.1f} ms and peaked "
-        f"{size_text(bench.first_peak_bytes)} above the inputs against {size_text(base.first_peak_bytes)}; "
-        f"in steady calls {size_text(bench.steady_peak_bytes)} against {size_text(base.steady_peak_bytes)}."
-        f"{kernels}{_timed_twice(bench, base)}"
+        f"`{BENCHMARK}`: {us_text(bench.gpu_us)} per call, {_vs(bench, base)}; its first call peaked "
+        f"{size_text(bench.first_peak_bytes)} above the inputs against {size_text(base.first_peak_bytes)}, "
+        f"and in steady calls {size_text(bench.steady_peak_bytes)} against "
+        f"{size_text(base.steady_peak_bytes)}. "
+        f"{_first_call_sentence(df, bench, base)}{kernels}{_timed_twice(bench, base)}"
     )
 
 
@@ -214,6 +276,24 @@ def extra_kernels(df, row) -> int:
     return max(0, len(mine.split(" | ")) - len(theirs.split(" | ")))
 
 
+def _strict_fp32_sentence(df, rows) -> str:
+    """Autocast against strict fp32 (``allow_tf32=False``), the baseline of lesson 09's precision item."""
+    strict = row_of(df, "allow_tf32=False")
+    if strict is None:
+        return ""
+    each = [
+        f"`{r.setting}` is not ranked against it, their p10-p90 overlapping ({spread_text(r)})"
+        if overlap(r, strict)
+        else f"`{r.setting}` takes {ratio_text(r.gpu_us, strict.gpu_us)} its time"
+        for _, r in rows.iterrows()
+    ]
+    return (
+        f" Lesson 09's precision item sets half precision against strict fp32 math instead, which "
+        f"`allow_tf32=False` runs here ({us_text(strict.gpu_us)}, p10-p90 {spread_text(strict)}): against "
+        f"it, {listed(each)}."
+    )
+
+
 def _autocast_sentence(df, base) -> str:
     pt = pytorch_rows(df)
     rows = pt[pt.knob == "autocast"]
@@ -222,11 +302,11 @@ def _autocast_sentence(df, base) -> str:
     parts = []
     for r in rows.itertuples():
         lab = (
-            f", labkit's {r.runs_as} plan alone {us_text(r.labkit_gpu_us)}"
+            f" (labkit's {r.runs_as} plan alone: {us_text(r.labkit_gpu_us)})"
             if num(getattr(r, "labkit_gpu_us", None)) is not None
             else ""
         )
-        parts.append(f"`{r.setting}` {us_text(r.gpu_us)} per call{lab}")
+        parts.append(f"`{r.setting}` ran {us_text(r.gpu_us)} per call{lab}, {_vs(r, base)}.")
     casts = [extra_kernels(df, r) for _, r in rows.iterrows()]
     cast_text = (
         f" PyTorch's own cast kernels run before cuDNN's: {max(casts)} more kernels per call than "
@@ -234,7 +314,40 @@ def _autocast_sentence(df, base) -> str:
         if max(casts) > 0
         else ""
     )
-    return f"Autocast: {listed(parts)}, against the defaults' {us_text(base.gpu_us)}.{cast_text}"
+    return (
+        f"Autocast, set against the defaults (fp32 tensors, TF32 math): {' '.join(parts)}{cast_text}"
+        f"{_strict_fp32_sentence(df, rows)}"
+    )
+
+
+def _together_sentence(df, base) -> str:
+    """The switches turned on together against each of them alone (the network's last row)."""
+    pt = pytorch_rows(df)
+    rows = pt[pt.knob == "all of them"]
+    if rows.empty:
+        return ""
+    together = rows.iloc[0]
+    alone = [r for r in (row_of(df, s) for s in together.setting.split(", ")) if r is not None]
+    if not alone:
+        return ""
+    verdicts = {
+        "slower than {rows}": [r for r in alone if not overlap(together, r) and together.gpu_us > r.gpu_us],
+        "faster than {rows}": [r for r in alone if not overlap(together, r) and together.gpu_us < r.gpu_us],
+        "not ranked against {rows}, the p10-p90 ranges overlapping": [
+            r for r in alone if overlap(together, r)
+        ],
+    }
+    clauses = [
+        verdict.format(
+            rows=listed(f"`{r.setting}` alone ({us_text(r.gpu_us)}, p10-p90 {spread_text(r)})" for r in rs)
+        )
+        for verdict, rs in verdicts.items()
+        if rs
+    ]
+    return (
+        f"`{together.setting}`, these switches together: {us_text(together.gpu_us)} per call (p10-p90 "
+        f"{spread_text(together)}), {'; '.join(clauses)}."
+    )
 
 
 def _plan_cache_sentence(df, base) -> str:
@@ -286,7 +399,14 @@ def knobs_summary(df) -> Optional[Text]:
     base = row_of(df, DEFAULTS)
     if base is None:
         return Text("PyTorch's defaults did not run here: nothing to compare the knobs with.")
-    knobs = (_benchmark_sentence, _tf32_sentence, _layout_sentence, _autocast_sentence, _plan_cache_sentence)
+    knobs = (
+        _benchmark_sentence,
+        _tf32_sentence,
+        _layout_sentence,
+        _autocast_sentence,
+        _together_sentence,
+        _plan_cache_sentence,
+    )
     bullets = [f"* {t}" for t in (fn(df, base) for fn in knobs + (_cap_sentence,)) if t]
     lines = [_defaults_sentence(df, base), "\n".join(bullets)]
     same = unchanged(df)
