@@ -1174,7 +1174,8 @@ NOT_CLAIMS: set = {
     ),
     (
         "05",
-        "The check names a plan timed over one call, or not between events, and compares your times with "
+        "The check names a plan timed over one call, not between events, or call by call without a CUDA graph, "
+        "and compares your times with "
         "labkit's (live: its autotune; in recorded mode the cell runs on a GPU simulated from the recording, "
         "and labkit's figure is each plan's recorded kernels).",
     ),

@@ -357,6 +357,33 @@ def test_lesson_05_times_not_divided_by_the_calls_of_the_graph_are_named_so(caps
     assert_hinted(msg, "not_divided")
 
 
+def test_lesson_05_calls_launched_one_by_one_between_the_events_are_named_so(capsys):
+    """The lesson asks for CUDA-graph replays: timing the same calls launched one by one from Python
+    fails, though its times come close to the simulated GPU's; the verdict says what it saw."""
+    ref = plans_autotune.TIME_EVERY_PLAN
+    capture = "    graph = gpu.capture(lambda: [run() for _ in range(CALLS)], stream)\n"
+    eager = ref.replace(capture, "").replace(
+        "        graph.launch(stream)\n", "        for _ in range(CALLS):\n            run()\n"
+    )
+    assert capture in ref and "graph" not in eager.replace("CUDA graph", "")
+    msg = time_every_plan(eager, capsys)
+    assert msg.startswith("not yet") and "timed without a CUDA graph" in msg, msg
+    assert "20 calls between your events were launched one by one" in flat(msg)
+    assert_hinted(msg, "eager", own=plans_autotune.handson.COMPARE_HINTS)
+    assert "Events around CUDA-graph replays leave out" in flat(time_every_plan(ref, capsys))
+
+
+def test_lesson_05_plans_whose_time_reads_nan_are_named_as_left_out(capsys):
+    ns, _ = run_lesson("05", capsys, given={"my_times": {}})
+    times = {**ns["my_times"], 3: float("nan"), 7: float("nan")}
+    res = check.plan_times(times)
+    assert res.correct, res.message
+    assert "Left out of this comparison: plans 3 and 7, whose times read NaN." in flat(res.message)
+    assert f"median over {len(times) - 2} plans" in flat(res.message)
+    res = check.plan_times({**ns["my_times"], 5: float("nan")})
+    assert "Left out of this comparison: plan 5, whose time reads NaN." in flat(res.message)
+
+
 def race(source: str, capsys):
     ns = namespace(my_race={})
     run("scratchpad_race", source, ns, capsys)

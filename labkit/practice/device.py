@@ -62,20 +62,23 @@ class Launch:
 
 @dataclass
 class Timing:
-    """A time taken between two events: the launches between them (how many, their plans, and what
-    they ran: each one's convolution label) and the microseconds measured.
+    """A time taken between two events: the launches between them (how many, their plans, what they
+    ran: each one's convolution label, and how many a CUDA graph replayed) and the microseconds measured.
 
     Attributes:
         calls: how many calls were launched between the two events.
         plans: their plans' indices, in launch order.
         us: the GPU time between the events, microseconds (NaN where not all measured).
         convs: their convolutions' labels, in launch order.
+        replayed: how many of the calls a CUDA graph's launch ran (`Graph.launch`); the others were
+            launched one by one.
     """
 
     calls: int
     plans: Tuple[int, ...]
     us: float
     convs: Tuple[str, ...] = ()
+    replayed: int = 0
 
 
 class Stream:
@@ -185,7 +188,7 @@ def _elapsed(practice: "Practice", start: Event, end: Event) -> float:
 def _timing(between: List[Launch], us: float) -> Timing:
     """The `Timing` of the launches ``between`` two events, ``us`` apart."""
     plans, convs = (tuple(sorted({getattr(c, k) for c in between})) for k in ("plan_index", "conv"))
-    return Timing(len(between), plans, float(us), convs)
+    return Timing(len(between), plans, float(us), convs, sum(c.graph for c in between))
 
 
 def _raw(stream):

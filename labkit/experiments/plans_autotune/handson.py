@@ -1,9 +1,10 @@
 """Lesson 05's hands-on cell, ``%%handson time_every_plan``: the learner times every plan of a graph
 with CUDA events, on this GPU or on one simulated from the recording (`labkit.practice`); its
 reference solution (events around CUDA-graph replays, as labkit's autotune times), and the check:
-every plan timed, each with more than one call between its events, nothing left allocated, and the
-learner's times beside labkit's (live: its autotune of the same graph; simulated: each plan's recorded
-kernels, which the simulated GPU replays)."""
+every plan timed, each with more than one call between its events, those calls replayed from a CUDA
+graph (the GPU's log says which calls a graph's launch ran), nothing left allocated, and the learner's
+times beside labkit's (live: its autotune of the same graph; simulated: each plan's recorded kernels,
+which the simulated GPU replays), every plan whose time reads NaN named as left out."""
 
 from __future__ import annotations
 
@@ -52,15 +53,21 @@ TIMES_AGREE = 1.25
 
 
 def _timing_problems(gpu, plans: List[int]) -> List[Problem]:
-    """Plans never timed between two events with only their own calls between, or with one call."""
+    """Plans never timed between two events with only their own calls between, with one call, or with
+    calls launched one by one (no timing of the plan's had only a CUDA graph's replayed calls)."""
     timings = gpu.timings[gpu.cell_mark.timings :]
     out = []
     for p in plans:
-        calls = [t.calls for t in timings if t.plans == (p,)]
-        if not calls:
+        mine = [t for t in timings if t.plans == (p,)]
+        calls = max((t.calls for t in mine), default=0)
+        if not mine:
             out.append(Problem("no_timing", f"plan {p}: no two events with only its calls between them"))
-        elif max(calls) <= 1:
-            out.append(Problem("one_call", f"plan {p}: {max(calls)} call between your two events"))
+        elif calls <= 1:
+            out.append(Problem("one_call", f"plan {p}: {calls} call between your two events"))
+        elif not any(t.replayed == t.calls for t in mine if t.calls > 1):
+            out.append(
+                Problem("eager", f"plan {p}: the {calls} calls between your events were launched one by one")
+            )
     return out
 
 
@@ -82,10 +89,10 @@ def plan_times(times, *, spec: ConvSpec = NCHW) -> CheckResult:
         spec: the convolution timed (the lesson's fp16 NCHW base).
 
     Returns:
-        A `CheckResult`: right when every plan is timed between two events with more than one call
-        between them, nothing is left allocated, and (where the times are known) the learner's median
-        ratio to labkit's is within `TIMES_AGREE` and the learner's fastest plan is labkit's fastest
-        or within 3% of it.
+        A `CheckResult`: right when every plan is timed between two events around a CUDA graph's
+        replay of more than one call, nothing is left allocated, and (where the times are known) the
+        learner's median ratio to labkit's is within `TIMES_AGREE` and the learner's fastest plan is
+        labkit's fastest or within 3% of it. Plans whose time reads NaN are named as left out.
     """
     if not isinstance(times, dict) or not times:
         return emit(
@@ -113,13 +120,23 @@ def plan_times(times, *, spec: ConvSpec = NCHW) -> CheckResult:
     ran = f"You timed {len(conv.plans)} plans of {spec.label} ({gpu.label})."
     problems = findings.collect(gpu, gpu.cell_mark) + _timing_problems(gpu, [p.index for p in conv.plans])
     if problems:
-        return verdict("plan_times", ran, problems, right="")
+        return verdict("plan_times", ran, problems, right="", hints=COMPARE_HINTS, names=COMPARE_NAMES)
     said, far = _compare(times, _labkit_times(gpu, conv, spec), gpu)
     return verdict("plan_times", ran, far, right=said, hints=COMPARE_HINTS, names=COMPARE_NAMES)
 
 
-COMPARE_NAMES = {"times_far": "too far apart", "not_fastest": "another fastest plan"}
+COMPARE_NAMES = {
+    "times_far": "too far apart",
+    "not_fastest": "another fastest plan",
+    "eager": "timed without a CUDA graph",
+}
 COMPARE_HINTS = {
+    "eager": (
+        "the lesson times replays of a CUDA graph, as labkit's autotune does. What does the host add "
+        "between calls it launches one by one?",
+        "capture the calls once, graph = gpu.capture(lambda: [run() for _ in range(CALLS)], stream); "
+        "put the two events around graph.launch(stream), and divide by CALLS.",
+    ),
     "times_far": (
         "what else than the plan's kernels did your events measure?",
         "warm up before timing, put many calls (a CUDA graph of them) between the two events, and divide "
@@ -141,10 +158,10 @@ def _compare(times: Dict[int, float], theirs: Dict[int, float], gpu) -> Tuple[st
     if not mine_known:
         lacked = "; ".join(list(getattr(gpu.device, "missing", {}))[:2])
         return (
-            "Every plan was timed between two events around many calls, and nothing is left allocated. "
-            f"Your times read NaN: the recording lacks what your events need ({lacked}), and a simulated "
-            f"clock never makes a number up. {whose[0].upper() + whose[1:]} fastest: plan {best}, "
-            f"{fmt_us(theirs[best])} per call (its recorded kernels back to back).",
+            "Every plan was timed between two events around a CUDA graph of many calls, and nothing is "
+            f"left allocated. Your times read NaN: the recording lacks what your events need ({lacked}), "
+            f"and a simulated clock never makes a number up. {whose[0].upper() + whose[1:]} fastest: plan "
+            f"{best}, {fmt_us(theirs[best])} per call (its recorded kernels back to back).",
             [],
         )
     ratios = {i: t / theirs[i] for i, t in mine_known.items()}
@@ -155,11 +172,46 @@ def _compare(times: Dict[int, float], theirs: Dict[int, float], gpu) -> Tuple[st
         f"Your times are {med:.2f}x {whose} (median over {len(ratios)} plans; the farthest, plan {far}, "
         f"{ratios[far]:.2f}x). Your fastest: plan {mine}; {whose}: plan {best} ({fmt_us(theirs[best])})."
     )
+    left = " ".join(_left_out(times, theirs, whose))
     if not 1 / TIMES_AGREE <= med <= TIMES_AGREE:
         kind = times_far(med, whose, gpu).kind
         calls = f" {calls_timed(gpu)} calls ran between your events."
         more = calls if kind == "not_divided" else " Too far apart."
-        return said, [Problem(kind, said + more)]
+        return said, [Problem(kind, f"{said}{more} {left}".rstrip())]
     if theirs[mine] > 1.03 * theirs[best]:
-        return said, [Problem("not_fastest", said + " Your fastest is not theirs, nor within 3% of it.")]
-    return said + " Events around CUDA-graph replays leave out the launch gaps that Python launches add.", []
+        not_theirs = " Your fastest is not theirs, nor within 3% of it."
+        return said, [Problem("not_fastest", f"{said}{not_theirs} {left}".rstrip())]
+    graphs = " Events around CUDA-graph replays leave out the launch gaps that Python launches add."
+    return "\n".join([said + graphs, *_left_out(times, theirs, whose)]), []
+
+
+def _left_out(times: Dict[int, float], theirs: Dict[int, float], whose: str) -> List[str]:
+    """The sentences naming the plans the comparison left out: those whose time reads NaN, and those
+    without a time of labkit's to set beside (live: a plan its autotune stopped early)."""
+    nan = sorted(i for i, t in times.items() if not math.isfinite(t))
+    none = sorted(i for i, t in times.items() if math.isfinite(t) and i not in theirs)
+    out = []
+    if len(nan) == 1:
+        out.append(f"Left out of this comparison: {_plans_text(nan)}, whose time reads NaN.")
+    elif nan:
+        out.append(f"Left out of this comparison: {_plans_text(nan)}, whose times read NaN.")
+    if none:
+        out.append(f"Left out of this comparison, as {whose} has no time for them: {_plans_text(none)}.")
+    return out
+
+
+def _plans_text(plans: List[int], *, most: int = 8) -> str:
+    """Plans by index for a sentence: "plan 3", "plans 3, 7 and 12", "plans 1, 2, 3, ... and 5 more".
+
+    Args:
+        plans: the plans' indices, sorted.
+        most: the most indices written out.
+
+    Returns:
+        The text.
+    """
+    if len(plans) == 1:
+        return f"plan {plans[0]}"
+    if len(plans) <= most:
+        return f"plans {', '.join(map(str, plans[:-1]))} and {plans[-1]}"
+    return f"plans {', '.join(map(str, plans[:most]))} and {len(plans) - most} more"
