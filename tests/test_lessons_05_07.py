@@ -189,6 +189,31 @@ def test_the_hands_on_checks_need_their_cell_to_have_run_first(capsys):
     assert out.count("no answer yet:") == 2 and all(len(line) <= 100 for line in out.splitlines())
 
 
+def test_the_heuristic_pick_is_called_within_noise_only_inside_the_noise():
+    """Every recorded plans table: a pick that is not the fastest is called within noise of it exactly
+    when its gap is no more than how far one plan moved between two autotunes (or its replays spread,
+    whichever is larger); else it is called slower by the gap."""
+    seen = set()
+    for rec in recordings.shipped():
+        for req in rec.requests("plans"):
+            spec = experiments.core.ConvSpec.from_dict(req["spec"])
+            df = experiments.core.from_recording("plans", rec, spec=spec)
+            ok = df[df.status == "ok"]
+            h, b = ok[ok.heuristic_pick].iloc[0], ok[ok.best].iloc[0]
+            text = " ".join(str(lessons.plans_summary(df)).split())
+            if h.plan_index == b.plan_index:
+                assert "The heuristic got it right here" in text, text
+                continue
+            rows = ok[ok.plan_index.isin([h.plan_index, b.plan_index])]
+            noise, _, _ = plans_autotune.noise.pick_noise(df, rows)
+            gap = h.gpu_us / b.gpu_us - 1
+            within = round(gap, 3) <= round(noise, 3)
+            seen.add(within)
+            assert ("are within noise of each other" in text) == within, text
+            assert (f"{gap:.1%} slower than the fastest" in text) != within, text
+    assert seen == {True, False}  # both sentences are read on the shipped recordings
+
+
 def test_the_build_cost_summary_explains_the_first_build_from_the_stages():
     for recording in RECORDINGS:
         df = lessons.data("build_cost", recording=recording)

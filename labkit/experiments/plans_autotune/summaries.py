@@ -9,7 +9,7 @@ from ...draw.prose import Text, where
 from ...draw.units import in_unit, size_text, us_text
 from ...gpu.checks.plan_checks import is_wrong
 from .charts import cap_label
-from .noise import caps_noise, plans_beside
+from .noise import caps_noise, pick_noise, plans_beside, timed_again
 from .runs import BUILD_STAGES
 
 
@@ -36,11 +36,43 @@ def plans_summary(df) -> Text:
     if h.plan_index == b.plan_index:
         text += " The heuristic got it right here: autotuning would only confirm it."
     else:
-        text += (
-            f" The heuristic's pick is rank {int((ok['gpu_us'] < h.gpu_us).sum()) + 1} of {len(ok)}, "
-            f"{(h.gpu_us / b.gpu_us - 1) * 100:.1f}% slower than the fastest."
-        )
+        text += pick_sentence(df, h, b)
     return Text(text + wrong_plans_sentence(df))
+
+
+def pick_sentence(df, pick, best) -> str:
+    """The heuristic's pick beside the fastest plan, read against the timing noise (`pick_noise`): within
+    it, the two are called within noise; beyond it, the pick is slower by the gap.
+
+    Args:
+        df: `plans`' result.
+        pick: the heuristic pick's row.
+        best: the fastest plan's row (another plan).
+
+    Returns:
+        The sentence, starting with a space.
+    """
+    ok = ok_rows(df)
+    rank = int((ok["gpu_us"] < pick.gpu_us).sum()) + 1
+    gap = float(pick.gpu_us / best.gpu_us - 1)
+    noise, said, again = pick_noise(df, ok[ok["plan_index"].isin([pick.plan_index, best.plan_index])])
+    if said and round(gap, 3) <= round(noise, 3):
+        return (
+            f" The heuristic's pick (rank {rank} of {len(ok)}) and the fastest plan are within noise of each "
+            f"other: {gap:.1%} apart, while {said}."
+        )
+    if said and again:
+        return (
+            f" The heuristic's pick is rank {rank} of {len(ok)}, {gap:.1%} slower than the fastest: more "
+            f"than the timing noise here ({said})."
+        )
+    if said:
+        return (
+            f" The heuristic's pick is rank {rank} of {len(ok)}, {gap:.1%} slower than the fastest: more "
+            f"than {said}, though no second autotune of this convolution is recorded to say how far a "
+            "second run moves a plan."
+        )
+    return f" The heuristic's pick is rank {rank} of {len(ok)}, {gap:.1%} slower than the fastest."
 
 
 def wrong_plans_sentence(df) -> str:
@@ -126,27 +158,19 @@ def timing_noise_summary(plans_df, caps_df=None) -> Text:
             f" Left out of that spread: {once} plan(s) stopped after one replay, each at {slow:.1f}x the "
             "fastest plan's time or more."
         )
-    if caps_df is not None:
-        unl = ok_rows(caps_df)
-        unl = unl[unl["cap_bytes"] == -1]
-        if not unl.empty:
-            plan = str(unl["best_plan"].iloc[0])
-            mine = ok[ok["plan_name"] == plan]
-            if not mine.empty:
-                a, b = float(mine["gpu_us"].iloc[0]), float(unl["gpu_us"].iloc[0])
-                spread = float((mine["gpu_us_p90"].iloc[0] - mine["gpu_us_p10"].iloc[0]) / a)
-                gap = abs(b - a) / min(a, b)
-                again = (
-                    "Timed again in a separate autotune (the caps experiment below, no cap), plan "
-                    f"{int(mine['plan_index'].iloc[0])} read {b:.2f} us instead of {a:.2f} us: "
-                    f"{gap * 100:.1f}% apart"
-                )
-                text += (
-                    f" {again}, more than its own spread here: a second run moves a plan's time more than "
-                    "its repeats do."
-                    if gap > spread
-                    else f" {again}, within its own spread here."
-                )
+    again = timed_again(plans_df, caps_df)
+    if again is not None:
+        a, b = again.first, again.again
+        said = (
+            "Timed again in a separate autotune (the caps experiment below, no cap), plan "
+            f"{again.index} read {b:.2f} us instead of {a:.2f} us: {again.gap * 100:.1f}% apart"
+        )
+        text += (
+            f" {said}, more than its own spread here: a second run moves a plan's time more than its repeats "
+            "do."
+            if again.gap > again.spread
+            else f" {said}, within its own spread here."
+        )
     return Text(text)
 
 
