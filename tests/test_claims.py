@@ -1026,7 +1026,7 @@ NOT_CLAIMS: set = {
     ),
     (  # how the chart is drawn: which bars carry their size
         "05",
-        'Every plan is one point, ordered by its GPU time (the bar through it: the 10th to 90th percentile of its repeated timings); under it, the workspace the same plan needs, its size written on the largest bar and on those too short to read ("0 MiB": none).',
+        'Every plan is one point, ordered by its GPU time (the bar through it: the 10th to 90th percentile of its timed replays, whose count its hover gives); under it, the workspace the same plan needs, its size written on the largest bar and on those too short to read ("0 MiB": none).',
     ),
     (  # lesson 00's glossary: definitions
         "00",
@@ -1168,6 +1168,16 @@ NOT_CLAIMS: set = {
         "A ratio inside that band is marked *within noise*: no gain or loss those timings can tell apart.",
     ),
     ("05", "So labkit times a plan as cuDNN's own C++ autotuner does."),
+    (  # how labkit times a plan: held against the code by tests/test_lessons_05_07.py
+        "05",
+        "`autotune.time_plan` gives the plan its own workspace (allocated with CuPy) and binds its tensors once; "
+        "`measure.graph_replay` then runs two eager calls (kernels loaded, caches warm), captures a CUDA graph of "
+        "up to ten back-to-back calls (the host is out of the loop), replays it to warm up, then replays it again "
+        "and again, each replay timed between two CUDA events, until the median stops moving: from the fifth "
+        "timed replay on, each new median is checked against the one before, so a plan gets six timed replays "
+        "at least and fifteen at most, unless autotune stops it early (already far behind the best so far, or "
+        "out of its time budget).",
+    ),
     (
         "05",
         "The chart: on top, the best plan left under each cap (every plan within the cap autotuned); below, its slowdown against no cap, with the band in which separate timings of one plan fall.",

@@ -243,31 +243,60 @@ def test_a_first_build_about_as_long_as_the_rebuild_is_not_called_a_set_up():
     assert said == {True, False}
 
 
-def test_lesson_05_says_how_autotune_picks_as_the_code_does():
-    """The lesson's account of the first pass and the final rounds names the graph's length, the
-    replays, the margin and the rounds autotune uses (read from labkit/gpu/timing/autotune.py's
-    source: importing it needs CuPy)."""
-    tree = ast.parse((ROOT / "labkit" / "gpu" / "timing" / "autotune.py").read_text())
-    const = {
+def _constants(path: Path, names) -> dict:
+    """Module-level constants ``names`` of a labkit source file, read from its source (importing
+    labkit.gpu.timing needs CuPy)."""
+    tree = ast.parse(path.read_text())
+    return {
         t.id: ast.literal_eval(node.value)
         for node in tree.body
         if isinstance(node, ast.Assign)
         for t in node.targets
-        if isinstance(t, ast.Name)
-        and t.id in ("FINAL_MARGIN", "FINAL_ROUNDS", "FIRST_PASS_REPLAY_TARGET_US", "FIRST_PASS_MIN_REPEATS")
+        if isinstance(t, ast.Name) and t.id in names
     }
+
+
+def _default(path: Path, function: str, argument: str):
+    """The default value of ``function``'s keyword-only ``argument`` in a labkit source file."""
+    fn = next(n for n in ast.walk(ast.parse(path.read_text())) if getattr(n, "name", None) == function)
+    return ast.literal_eval(dict(zip([a.arg for a in fn.args.kwonlyargs], fn.args.kw_defaults))[argument])
+
+
+def test_lesson_05_says_how_autotune_picks_as_the_code_does():
+    """The lesson's account of a timing, the first pass and the final rounds names the graph's length,
+    the timed replays, the margin and the rounds autotune uses (read from labkit/gpu/timing's
+    source). `measure.graph_replay` checks each median from its ``min_repeats``-th timed replay on
+    against the one before, so a median that stops moving takes ``min_repeats`` + 1 timed replays."""
+    timing = ROOT / "labkit" / "gpu" / "timing"
+    const = _constants(
+        timing / "autotune.py",
+        ("FINAL_MARGIN", "FINAL_ROUNDS", "FIRST_PASS_REPLAY_TARGET_US", "FIRST_PASS_MIN_REPEATS"),
+    )
+    least = _constants(timing / "measure.py", ("MIN_REPEATS",))["MIN_REPEATS"]
+    most = _default(timing / "measure.py", "graph_replay", "repeats")
+    calls = _default(timing / "autotune.py", "time_plan", "calls")
+    source = (timing / "measure.py").read_text()
+    assert "if len(samples) >= min_repeats:" in source and "last = med" in source
     nb = json.loads((ROOT / "notebooks" / "05_plans_autotune_and_caching.ipynb").read_text())
     text = " ".join(
         " ".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown").split()
     )
-    words = {2: "two", 3: "three", 4: "four", 5: "five"}
+    words = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 10: "ten", 15: "fifteen"}
+    nth = {3: "third", 4: "fourth", 5: "fifth", 6: "sixth"}
     said = (
         f"within {const['FINAL_MARGIN']:.0%} of the fastest again, in full, in turns, "
         f"for {words[const['FINAL_ROUNDS']]} rounds"
     )
     assert said in text
+    full = (
+        f"of up to {words[calls]} back-to-back calls",
+        f"from the {nth[least]} timed replay on",
+        f"a plan gets {words[least + 1]} timed replays at least and {words[most]} at most",
+    )
+    assert all(f in text for f in full), [f for f in full if f not in text]
     first = (
-        f"about {const['FIRST_PASS_REPLAY_TARGET_US']:.0f} microseconds of calls and "
-        f"{words[const['FIRST_PASS_MIN_REPEATS']]} replays can be enough"
+        f"about {const['FIRST_PASS_REPLAY_TARGET_US']:.0f} microseconds of calls and its medians are checked "
+        f"from the {nth[const['FIRST_PASS_MIN_REPEATS']]} timed replay on: "
+        f"{words[const['FIRST_PASS_MIN_REPEATS'] + 1]} timed replays can be enough"
     )
     assert first in text

@@ -34,7 +34,7 @@ PLANS_GRID = grid(rows=2, cols=1, shared_xaxes=True, row_heights=[0.66, 0.34], v
 def plans_chart(df) -> go.Figure:
     """Every plan, fastest to slowest: its GPU time (top) and the workspace it needs (bottom).
 
-    GPU time is on a log axis, with the 10th-90th percentile of each plan's repeated timings. The
+    GPU time is on a log axis, with the 10th-90th percentile of each plan's timed replays. The
     heuristic pick, the best and the worst are highlighted. One position per plan, so every plan timed
     is one visible point.
 
@@ -71,14 +71,17 @@ _PLAN_HOVER = (
 
 
 def _spread_texts(rows) -> list:
-    """Each row's 10th-90th percentile of its timings for a hover, ``" (p10-p90 20.1-20.9 us)"``; empty
-    where not recorded."""
+    """Each row's 10th-90th percentile of its timed replays for a hover, and how many there were,
+    ``" (p10-p90 20.1-20.9 us, 6 timed replays)"``; empty where not recorded."""
     if not {"gpu_us_p10", "gpu_us_p90"} <= set(rows.columns):
         return [""] * len(rows)
-    return [
-        "" if num(lo) is None or num(hi) is None else f" (p10-p90 {num(lo):,.1f}-{num(hi):,.1f} us)"
-        for lo, hi in zip(rows["gpu_us_p10"], rows["gpu_us_p90"])
-    ]
+    counts = rows["samples"] if "samples" in rows.columns else [None] * len(rows)
+    out = []
+    for lo, hi, n in zip(rows["gpu_us_p10"], rows["gpu_us_p90"], counts):
+        replays = "" if num(n) is None else f", {int(num(n))} timed replay{'' if int(num(n)) == 1 else 's'}"
+        spread = f" (p10-p90 {num(lo):,.1f}-{num(hi):,.1f} us{replays})"
+        out.append("" if num(lo) is None or num(hi) is None else spread)
+    return out
 
 
 def _highlights() -> tuple:
@@ -376,7 +379,7 @@ def _noise_band(fig: go.Figure, labels: list, noise) -> None:
             x=labels + labels[::-1],
             y=[noise.hi] * len(labels) + [noise.lo] * len(labels),
             name=(
-                f"noise: the unlimited best plan timed {noise.timings} times, with its repeats' "
+                f"noise: the unlimited best plan autotuned {noise.timings} times, with its timed replays' "
                 f"p10-p90 ({noise.lo:.3f}-{noise.hi:.3f}x)"
             ),
         )

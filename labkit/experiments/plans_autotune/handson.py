@@ -37,7 +37,7 @@ for plan in conv.plans:
     stream.synchronize()
     graph = gpu.capture(lambda: [run() for _ in range(CALLS)], stream)
     samples = []
-    for _ in range(5):  # the median of repeats, not one sample
+    for _ in range(5):  # five timed replays: their median, not one sample
         start = gpu.event(stream)
         graph.launch(stream)
         end = gpu.event(stream)

@@ -126,7 +126,7 @@ def fmt_error(value) -> str:
 def timing_noise_summary(plans_df, caps_df=None) -> Text:
     """How much the timings of one plan spread.
 
-    Within one measurement: the 10th-90th percentile of its repeats. Between two separate measurements
+    Within one measurement: the 10th-90th percentile of its timed replays. Between two separate measurements
     of the same plan: the plans table and the caps experiment's unlimited row.
 
     Args:
@@ -142,21 +142,21 @@ def timing_noise_summary(plans_df, caps_df=None) -> Text:
     spread = ok if not once or once == len(ok) else ok[samples >= 2]
     rel = (spread["gpu_us_p90"] - spread["gpu_us_p10"]) / spread["gpu_us"]
     if samples is None:
-        replays = "repeated replays"
+        replays = "repeated timed replays"
     elif samples.min() != samples.max():
-        replays = f"{int(samples.min())} to {int(samples.max())} replays"
+        replays = f"{int(samples.min())} to {int(samples.max())} timed replays"
     else:
-        replays = f"{int(samples.iloc[0])} replays"
+        replays = f"{int(samples.iloc[0])} timed replays"
     text = (
         f"{where(plans_df)}: each plan's time is the median of {replays} of a CUDA graph of back-to-back "
-        "calls. Within one plan, the 10th to 90th percentile of those replays spans "
-        f"{rel.median() * 100:.1f}% of its median (the median plan) and at most {rel.max() * 100:.1f}%."
+        "calls (warm-up replays not counted). Within one plan, the 10th to 90th percentile of those replays "
+        f"spans {rel.median() * 100:.1f}% of its median (the median plan) and at most {rel.max() * 100:.1f}%."
     )
     if once and len(spread) < len(ok):
         slow = (ok[samples < 2]["gpu_us"] / ok["gpu_us"].min()).min()
         text += (
-            f" Left out of that spread: {once} plan(s) stopped after one replay, each at {slow:.1f}x the "
-            "fastest plan's time or more."
+            f" Left out of that spread: {once} plan(s) stopped after one timed replay, each at {slow:.1f}x "
+            "the fastest plan's time or more."
         )
     again = timed_again(plans_df, caps_df)
     if again is not None:
@@ -166,7 +166,7 @@ def timing_noise_summary(plans_df, caps_df=None) -> Text:
             f"{again.index} read {b:.2f} us instead of {a:.2f} us: {again.gap * 100:.1f}% apart"
         )
         text += (
-            f" {said}, more than its own spread here: a second run moves a plan's time more than its repeats "
+            f" {said}, more than its own spread here: a second run moves a plan's time more than its replays "
             "do."
             if again.gap > again.spread
             else f" {said}, within its own spread here."
@@ -235,7 +235,7 @@ def caps_summary(df) -> Text:
         text += (
             f" Noise: plan {noise.plan}, the unlimited best, was timed {noise.timings} times in separate "
             "autotunes (under every cap that keeps it, and in the plans table); those timings, with the "
-            f"10th to 90th percentile of each one's repeats, lie between {noise.lo:.3f}x and "
+            f"10th to 90th percentile of each one's timed replays, lie between {noise.lo:.3f}x and "
             f"{noise.hi:.3f}x of the one the ratios divide by."
         )
         below_one = ok[(ok["slowdown_vs_unlimited"] < 1) & (ok["best_plan"] == noise.plan)]
