@@ -298,7 +298,7 @@ def plans_chart_sentence(df, noise) -> str:
     else:
         count = f"{few[0]} each" if len(few) > 1 else str(few[0]) if few else ""
     replays = (
-        f", and the plans chart timed {'them' if len(few) > 1 else 'it'} with fewer replays ({count}: "
+        f", and the plans chart timed {'them' if len(few) > 1 else 'it'} with fewer timed replays ({count}: "
         "a plan far slower than that chart's best stops being timed early)"
         if few
         else ""
