@@ -45,7 +45,7 @@ ANSWERED_BY = {
     "lab_widest_spread": (),  # the lab's direction control, moved
     "biggest_gain": ("c11",),
     "best_plan_changes": ("c21",),
-    "small_cap_cost": ("22cb1071", "e1211be9"),
+    "small_cap_cost": ("c9e10001", "22cb1071", "e1211be9"),
     "checklist_gain": ("c9k00004", "c9k00006"),
     "nchw_kernels": ("c5caf990",),
     "idle_strategy": ("2fb68c9f",),
