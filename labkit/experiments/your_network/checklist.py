@@ -391,9 +391,19 @@ def memory_row(layers, strategies, dtype: str, memory_bytes, target_bytes, targe
     )
 
 
+def _top_shape(r, kernels: float) -> str:
+    """One distinct layer of the profile's note: its first layer's name, its calls, their GPU time
+    summed (microseconds) and their share of the calls' time ``kernels`` (microseconds)."""
+    share = 100 * r.us / kernels
+    if r.calls == 1:
+        return f"{r.layer} (1 call, {us_text(r.us)}, {share:.0f}%)"
+    return f"{r.layer} ({r.calls} calls, {us_text(r.us)} in all, {share:.0f}%)"
+
+
 def profile_row(layers, strategies) -> dict:
     """The pass between two events against its calls' own GPU time (the rest: the GPU idles between
-    launches), and the layers with the largest share of the calls' time.
+    launches), and the distinct layers (shapes) with the largest share of the calls' time, each
+    summed over its calls.
 
     Args:
         layers: the network report's ``layers`` table.
@@ -409,9 +419,11 @@ def profile_row(layers, strategies) -> dict:
         return _not_measurable("profile", "the preallocated strategy's pass was not timed")
     pass_us = float(first["pass_gpu_us"].iloc[0])
     kernels = float(ok["fastest_gpu_us"].sum())
-    by_layer = ok.groupby("spec_id").agg(us=("fastest_gpu_us", "sum"), layer=("layer", "first"))
+    by_layer = ok.groupby("spec_id").agg(
+        us=("fastest_gpu_us", "sum"), layer=("layer", "first"), calls=("layer", "size")
+    )
     top = by_layer.sort_values("us", ascending=False).head(TOP_LAYERS)
-    note = ", ".join(f"{r.layer} {100 * r.us / kernels:.0f}%" for r in top.itertuples())
+    note = ", ".join(_top_shape(r, kernels) for r in top.itertuples())
     return dict(
         item="profile",
         applies="yes",
@@ -566,7 +578,8 @@ def _sentence(r) -> str:
     return (
         f"Profile (the network report): the pass took {us_text(b)} between two events and its calls' kernels "
         f"{us_text(a)}, so the GPU idled {r['share_percent']:.0f}% of it between launches; "
-        f"the layers with the most GPU time: {r['note']} (lesson 10 traces the kernels and the gaps)."
+        f"the shapes with the most GPU time summed over their calls, each named by its first layer: "
+        f"{r['note']}; lesson 10 traces the kernels and the gaps."
     )
 
 

@@ -46,7 +46,10 @@ def _bar_text(r) -> str:
         )
         return f"peak {size_text(r['memory_after_bytes'])} of {size_text(r['memory_before_bytes'])}{target}"
     if item == "profile":
-        return f"{us_text(b)} a pass, kernels {us_text(a)}<br>most GPU time: {r['note']}"
+        return (
+            f"{us_text(b)} a pass, kernels {us_text(a)}<br>most GPU time, summed over a shape's calls:"
+            f"<br>{r['note']}"
+        )
     if item in ("plans", "graph reuse"):
         tail = f"{int(r['layers_compared'])} distinct layers" if item == "plans" else "host time, waited for"
         per = "" if item == "plans" else per
