@@ -550,6 +550,29 @@ def _arena_and_caches(rec):
 
 @claim(
     "09",
+    "The check names a leak, a workspace too small, a race and a pass timed over one call, and sets your pass beside the report's strategies on the same layers, its fixed arena sized as the report sizes it: for the largest workspace of the pass.",
+)
+def _handson_arena_as_the_reports(rec):
+    from labkit.experiments.your_network.handson import report_strategies, three_layers
+    from labkit.experiments.your_network.request import REPORT_STRATEGIES
+    from labkit.gpu.workspaces.labels import label
+
+    r = _report(rec)
+    layers, s = r["layers"], r["strategies"]
+    largest = int(layers.iloc[: len(three_layers())].fastest_workspace_bytes.max())
+    made = report_strategies(largest)
+    arena = dict(made)["fixed_arena"]
+    drawn = s[s.strategy.str.startswith("fixed_arena")].strategy.iloc[0]
+    holds = (
+        [n for n, _ in made] == [n for _, n, _ in REPORT_STRATEGIES]
+        and arena == {"size_bytes": largest}
+        and label("fixed_arena", **arena) == drawn
+    )
+    return holds, (largest, arena, drawn)
+
+
+@claim(
+    "09",
     "`async_pool` holds more workspace than any call of ResNet-50 asks for, from its first workspace until after the pass.",
 )
 def _async_holds(rec):

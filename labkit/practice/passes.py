@@ -194,7 +194,11 @@ def race_pass(strategy, specs: Sequence[ConvSpec], practice) -> PassResult:
 
 
 def shipped_passes(
-    specs: Sequence[ConvSpec], fresh: Callable[[], object], *, warm: bool = True
+    specs: Sequence[ConvSpec],
+    fresh: Callable[[], object],
+    *,
+    warm: bool = True,
+    strategies: Sequence[tuple] = workloads.BENCH_STRATEGIES,
 ) -> List[PassResult]:
     """Every shipped strategy (as the benchmark runs them) over ``specs``, each on a fresh device.
 
@@ -202,13 +206,15 @@ def shipped_passes(
         specs: the convolutions, in order.
         fresh: makes a fresh `Practice` of the kind in use.
         warm: time a pass after a warm-up (False: the first pass, from nothing held).
+        strategies: (name, options) per strategy, as `labkit.gpu.workspaces.workspace.make` takes
+            them (default the benchmark's, `labkit.gpu.workspaces.workloads.BENCH_STRATEGIES`).
 
     Returns:
-        One `PassResult` per strategy, in `labkit.gpu.workspaces.workloads.BENCH_STRATEGIES` order.
+        One `PassResult` per strategy, in the order of ``strategies``.
     """
     return [
         strategy_pass(lambda n=n, o=o: workspace.make(n, **o), specs, fresh(), warm=warm)
-        for n, o in workloads.BENCH_STRATEGIES
+        for n, o in strategies
     ]
 
 

@@ -16,6 +16,7 @@ from ...practice.findings import Problem
 from ...spec import ConvSpec
 from ..checking import CheckResult, emit
 from ..handson_check import beside, took, verdict
+from .request import REPORT_STRATEGIES, strategy_options
 
 #: the reference solution of the hands-on cell ``%%handson network_pass`` (`labkit.session.handson`)
 NETWORK_PASS = '''\
@@ -82,6 +83,19 @@ def three_layers() -> List[ConvSpec]:
     return [layer.spec for layer in networks.resnet50(batch=32, dtype="fp16", layout="NHWC")[:3]]
 
 
+def report_strategies(largest_bytes: int) -> list:
+    """The network report's strategies as `labkit.practice.passes.shipped_passes` takes them, its
+    fixed arena sized for a pass's largest workspace (`REPORT_STRATEGIES`).
+
+    Args:
+        largest_bytes: the largest workspace a call of the pass ran with, bytes.
+
+    Returns:
+        (name, options) per strategy, in the report's order.
+    """
+    return [(name, strategy_options(opts, largest_bytes)) for _, name, opts in REPORT_STRATEGIES]
+
+
 def _same(a, b) -> bool:
     return (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b)) or a == b
 
@@ -144,8 +158,10 @@ def network_pass(answer=None) -> CheckResult:
     problems = _problems(answer, gpu)
     if problems:
         return verdict("network_pass", ran, problems, right="", hints=HINTS, names=NAMES)
-    first = passes.shipped_passes(three_layers(), gpu.fresh, warm=False)
-    later = passes.shipped_passes(three_layers(), gpu.fresh)
+    largest = max(w for _, _, w in answer["layers"])
+    strategies = report_strategies(largest)
+    first = passes.shipped_passes(three_layers(), gpu.fresh, warm=False, strategies=strategies)
+    later = passes.shipped_passes(three_layers(), gpu.fresh, strategies=strategies)
     rows = [(a.strategy, a.peak_bytes, a.timed_alloc_calls, a.gpu_us, b.gpu_us) for a, b in zip(first, later)]
     alloc = runners[-1].strategy.stats.alloc_calls
     plans = ", ".join(f"plan {p} with {fmt_bytes(w)}" for _, p, w in answer["layers"])
@@ -156,9 +172,10 @@ def network_pass(answer=None) -> CheckResult:
         [],
         right=(
             f"Layers: {plans}. Peak held {fmt_bytes(answer['peak_bytes'])}; {timed}; nothing left "
-            "held. Beside the shipped strategies over the same layers, each on a fresh GPU of this kind "
-            "(allocations in the first pass; GPU time of the first pass, from nothing held, and of a "
-            "later one):\n"
+            "held. Beside the report's strategies over the same layers, each on a fresh GPU of this kind, "
+            "the fixed arena sized as the report sizes it, for the largest workspace of the pass "
+            f"({fmt_bytes(largest)} here): allocations in the first pass; GPU time of the first pass, "
+            "from nothing held, and of a later one.\n"
             + beside(
                 rows,
                 mine=("you: " + name, answer["peak_bytes"], alloc, answer["pass_us"]),
