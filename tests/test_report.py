@@ -187,9 +187,10 @@ def test_the_lesson_exercises_answer_from_the_reports(rep, capsys):
 
 
 @pytest.mark.parametrize("recording", [r.name for r in recordings.shipped()])
-def test_exercise_1_is_answered_from_what_the_lesson_shows(recording, recorded_mode):
-    """Exercise 1's class follows from the numbers the lesson shows before its check, as shown (to
-    0.1 us): the over-cap table's two times per call and the summary's pass of the fastest plans."""
+def test_exercise_1s_answer_follows_from_what_the_lesson_shows_once_answered(recording, recorded_mode):
+    """Exercise 1's class follows from the numbers the lesson shows, as shown (to 0.1 us): the
+    over-cap table's two times per call (under the check, once it has an answer) and the summary's
+    pass of the fastest plans (above it)."""
     recordings.use(recording)
     rep = labkit.report("resnet50", batch=32, dtype="fp16", layout="NHWC")
     cap = your_network.exercises.SMALL_CAP
@@ -208,6 +209,22 @@ def test_exercise_1_is_answered_from_what_the_lesson_shows(recording, recorded_m
     slow = 1 + (sum(within) - sum(fastest)) / whole
     predicted = next(k for k, top in your_network.exercises.SLOWDOWNS.items() if slow < top)
     assert predicted == check.small_cap_cost.exercise.truth(), (recording, slow)
+
+
+@pytest.mark.parametrize("recording", [r.name for r in recordings.shipped()])
+def test_exercise_2_names_the_pass_of_a_cap_above_0_b(recording, recorded_mode, fresh_progress, capsys):
+    """Exercise 2 (the 0 B cap's pass): an answer that is the budget curve's pass under a 1 MiB or
+    4 MiB cap is told so, and so is the uncapped pass; neither is taken for right."""
+    recordings.use(recording)
+    rep = labkit.report("resnet50", batch=32, dtype="fp16", layout="NHWC")
+    b = rep.budget.set_index("cap_bytes").pass_gpu_us
+    for cap in (1 << 20, 4 << 20):
+        said = check.zero_cap_pass(float(b[cap]))
+        assert not said and "pass under a 1.0 MiB or a 4.0 MiB cap" in " ".join(said.message.split())
+    said = check.zero_cap_pass(float(b[-1]))
+    assert not said and "the pass with no cap" in said.message
+    assert check.zero_cap_pass(float(b[0]))
+    capsys.readouterr()
 
 
 @pytest.mark.parametrize("recording", [r.name for r in recordings.shipped()])
