@@ -1580,3 +1580,28 @@ def test_the_least_peak_names_every_strategy_that_ties(recording):
         least = peaks.min()
         assert set(peaks.index[peaks == least]) <= named, (request["net"], clause)
         assert all(peaks[s] <= least * (1 + SAME_PEAK) for s in named), (request["net"], clause)
+
+
+@pytest.mark.parametrize("recording", SHIPPED)
+def test_the_pressure_fallbacks_plan_is_timed_beside_the_heuristics(recording):
+    """Lesson 02: the pressure summary says what the plan the strategies fell back to costs on the
+    GPU, read from the replay medians of the same convolution's plans: the plan whose workspace
+    they held, against the heuristic's pick, and how many times as long."""
+    from labkit.draw.units import us_text
+    from labkit.experiments.workspace_strategies import pressure_summary
+    from labkit.gpu.workspaces.workloads import ONE_CONV
+
+    rec = recordings.named(recording)
+    df = _strategies(rec, "pressure")
+    text = str(pressure_summary(df))
+    held = df[(df.fallbacks > 0) & (df.peak_bytes > 0)].peak_bytes.mode().iloc[0]  # most held this
+    plans = frame(rec, "plans", spec=ONE_CONV)
+    ok = plans[plans.status == "ok"]
+    (ran,) = [r for _, r in ok[ok.workspace_bytes == held].iterrows()]
+    pick = ok[ok.heuristic_pick.astype(bool)].iloc[0]
+    found = re.search(r"Falling back costs GPU time on every call: `(\w+)`.*?, ([\d.]+)x as long", text)
+    assert found, text
+    assert found.group(1) == ran.plan_name
+    assert f"takes {us_text(ran.gpu_us)} per call on the GPU against {us_text(pick.gpu_us)}" in text
+    assert float(found.group(2)) == pytest.approx(ran.gpu_us / pick.gpu_us, abs=0.051)
+    assert ran.gpu_us > 5 * pick.gpu_us  # the fallback is several times slower on both GPUs

@@ -11,7 +11,7 @@ from ...draw.plots import (
 )
 from ...draw.prose import Text, listed, where
 from ...draw.units import size_text, us_text
-from ...gpu.workspaces.workloads import PRESSURE_FREE_BYTES
+from ...gpu.workspaces.workloads import ONE_CONV, PRESSURE_FREE_BYTES
 from ..core import beside
 from .charts import allocator_of
 from .runs import strategies_repeats
@@ -214,6 +214,37 @@ def _pool_sentence(pool) -> str:
     )
 
 
+def _fallback_plan_sentence(df, fell) -> Optional[str]:
+    """What the plan the strategies fell back to costs on the GPU against the heuristic's plan, from
+    the replay medians of every plan of the workload's convolution (`plans`, lesson 05's chart).
+
+    Args:
+        df: `strategies`' result for the pressure workload.
+        fell: its rows of the strategies that fell back.
+
+    Returns:
+        The sentence; None where the plans are not at hand, or where the workspace most of those
+        strategies held names no single plan.
+    """
+    held = fell["peak_bytes"][fell["peak_bytes"] > 0]
+    plans = beside(df, "plans", spec=ONE_CONV)
+    if not len(held) or plans is None:
+        return None
+    plans = ok_rows(plans)
+    workspace = int(held.mode().iloc[0])
+    ran, pick = plans[plans["workspace_bytes"] == workspace], plans[plans["heuristic_pick"].astype(bool)]
+    if len(ran) != 1 or len(pick) != 1:
+        return None
+    ran, pick, holding = ran.iloc[0], pick.iloc[0], int((held == workspace).sum())
+    return (
+        f"Falling back costs GPU time on every call: `{ran.plan_name}`, the plan whose "
+        f"{size_text(workspace)} workspace {holding} of these {len(fell)} strategies held, takes "
+        f"{us_text(ran.gpu_us)} per call on the GPU against {us_text(pick.gpu_us)} for the heuristic's plan, "
+        f"{ran.gpu_us / pick.gpu_us:.1f}x as long (CUDA-graph replay medians of this convolution's "
+        "plans, lesson 05's plans chart)."
+    )
+
+
 def pressure_summary(df) -> Text:
     """What the `pressure` workload shows, each surprise explained from the measurement.
 
@@ -251,6 +282,9 @@ def pressure_summary(df) -> Text:
             f"{len(fell)} of {len(ok)} strategies could not get {plan_wants} "
             f"and fell back to a plan needing less: {fallbacks}."
         )
+        slower = _fallback_plan_sentence(df, fell)
+        if slower is not None:
+            parts.append(slower)
     lazy = fell[
         (fell["alloc_calls"] == 0)
         & (fell["fallbacks"] == calls)
