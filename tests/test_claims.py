@@ -1605,3 +1605,24 @@ def test_the_pressure_fallbacks_plan_is_timed_beside_the_heuristics(recording):
     assert f"takes {us_text(ran.gpu_us)} per call on the GPU against {us_text(pick.gpu_us)}" in text
     assert float(found.group(2)) == pytest.approx(ran.gpu_us / pick.gpu_us, abs=0.051)
     assert ran.gpu_us > 5 * pick.gpu_us  # the fallback is several times slower on both GPUs
+
+
+@pytest.mark.parametrize("recording", SHIPPED)
+def test_the_idle_share_read_from_host_times_is_told_so(recording, recorded_mode, fresh_progress, capsys):
+    """Lesson 02, Exercise 2: the share read from the two host times per call (or from fixed_arena's
+    host time against malloc_per_call's GPU wall time) is told which times to compare, and lies far
+    enough from the answer to be told apart from it."""
+    from labkit.present import check
+
+    recordings.use(recording)
+    df = _strategies(recordings.named(recording), "one_conv").set_index("name")
+    m, a = df.loc["malloc_per_call"], df.loc["fixed_arena"]
+    truth = check.malloc_idle_share.exercise.truth()
+    for share, said in (
+        (100 * (1 - a.median_us / m.median_us), "compares the two host times per call"),
+        (100 * (1 - a.median_us / m.gpu_us), "takes fixed_arena's host time per call for the kernels' time"),
+    ):
+        assert abs(share - truth) > 0.1 * truth, (share, truth)
+        result = check.malloc_idle_share(round(share))
+        assert not result and said in " ".join(result.message.split()), result.message
+    capsys.readouterr()

@@ -257,7 +257,19 @@ def _idle_why(truth: float) -> str:
 def _idle_slips() -> list:
     x = _idle_inputs()
     t = _idle_model(**x)
+    df = _frame("one_conv")
+    m, a = _strategy(df, "malloc_per_call"), _strategy(df, "fixed_arena")
     return [
+        (
+            100 * (1 - a.median_us / m.median_us),
+            "that compares the two host times per call (the medians, the summary's first line); the GPU "
+            "sat idle for a share of malloc_per_call's GPU wall time: compare the GPU wall times per call.",
+        ),
+        (
+            100 * (1 - a.median_us / m.gpu_us),
+            "that takes fixed_arena's host time per call for the kernels' time; its GPU wall time per "
+            "call is the kernels' own.",
+        ),
         (100 - t, "that is the share the GPU was busy; the question asks the rest."),
         (x["malloc_wall_us"] / x["arena_wall_us"], "that is the ratio of the two wall times, not a share."),
         (
@@ -291,7 +303,8 @@ MALLOC_IDLE = worked(
         rel=0.05,
         unit="percent",
         high="more than the model gives: the kernels' time is the arena's GPU wall time per call.",
-        low="less than the model gives: compare the two GPU wall times per call, not the host times.",
+        low="less than the model gives: take fixed_arena's GPU wall time per call (the kernels') from "
+        "malloc_per_call's, then divide by malloc_per_call's.",
     ),
     wrong_answers=lambda truth: [100 - truth, truth / 100, truth / 2],
 )
