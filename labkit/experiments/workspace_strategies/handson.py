@@ -135,8 +135,9 @@ def _own_strategy_simulated(strategy, gpu) -> CheckResult:
     if mine.corrupt and not problems:
         problems.append(Problem("wrong_output", f"{mine.corrupt} calls' outputs are corrupt"))
     ran = (
-        f"Your strategy on {len(passes.SIM_CHECK_SPECS)} convolutions, {passes.PASSES} passes on one "
-        f"stream, then on two streams sharing it ({gpu.label}; its sanitizer checked every workspace)."
+        f"Your strategy on {len(passes.SIM_CHECK_SPECS)} convolutions: {passes.PASSES} passes on one "
+        f"stream to warm up and {passes.PASSES} more timed, then one pass to warm up and one timed on two "
+        f"streams sharing it ({gpu.label}; its sanitizer checked every workspace)."
     )
     table = beside([_sim_row(r) for r in others], mine=_sim_row(mine), time="host time per call")
     largest = max((p[2] for p in mine.plans), default=0)
@@ -150,6 +151,7 @@ def _own_strategy_simulated(strategy, gpu) -> CheckResult:
             "No workspace too small, none handed to a call on the other stream while a call could still "
             f"use it, nothing left after close(); peak {fmt_bytes(mine.peak_bytes)} held (the largest "
             f"workspace asked: {fmt_bytes(largest)}). Beside the built-ins, each checked the same way on a "
-            f"fresh GPU of this kind (allocations in a pass once warm):\n{table}"
+            f"fresh GPU of this kind (allocations in the {passes.PASSES} timed passes, after the "
+            f"{passes.PASSES} warm-up passes; host time per call, the median):\n{table}"
         ),
     )
