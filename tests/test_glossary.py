@@ -34,6 +34,7 @@ TERMS = {
     "tensor-core": r"\btensor[- ]cores?\b",
     "hbm": r"\bHBM\w*",
     "arithmetic-intensity": r"\barithmetic intensity\b",
+    "onednn": r"\boneDNN\b",
 }
 LINK = re.compile(r"\[([^\]]*)\]\(([^)\s]*)\)")
 #: a link to a glossary anchor (lower case: a link to one of lesson 00's headings keeps its capitals)
