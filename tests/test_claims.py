@@ -1338,7 +1338,7 @@ NOT_CLAIMS: set = {
     ),
     (
         "09",
-        "`rep.layers` (above) gives each call's fastest plan with its workspace (`fastest_workspace_bytes`) and its smallest-workspace plan; the summary above gives the whole pass with every call's fastest plan (`rep.layers.fastest_gpu_us.sum()`).",
+        "`rep.layers` (its first rows above) gives each call's fastest plan and its smallest-workspace plan, with their times and workspaces (`fastest_workspace_bytes`); the summary above gives the whole pass with every call's fastest plan (`rep.layers.fastest_gpu_us.sum()`).",
     ),
     (
         "09",

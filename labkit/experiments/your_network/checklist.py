@@ -423,7 +423,7 @@ def profile_row(layers, strategies) -> dict:
         us=("fastest_gpu_us", "sum"), layer=("layer", "first"), calls=("layer", "size")
     )
     top = by_layer.sort_values("us", ascending=False).head(TOP_LAYERS)
-    note = ", ".join(_top_shape(r, kernels) for r in top.itertuples())
+    note = "; ".join(_top_shape(r, kernels) for r in top.itertuples())
     return dict(
         item="profile",
         applies="yes",
@@ -579,7 +579,7 @@ def _sentence(r) -> str:
         f"Profile (the network report): the pass took {us_text(b)} between two events and its calls' kernels "
         f"{us_text(a)}, so the GPU idled {r['share_percent']:.0f}% of it between launches; "
         f"the shapes with the most GPU time summed over their calls, each named by its first layer: "
-        f"{r['note']}; lesson 10 traces the kernels and the gaps."
+        f"{r['note']}. Lesson 10 traces the kernels and the gaps."
     )
 
 
