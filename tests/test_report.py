@@ -1,6 +1,7 @@
 """The network workspace report in recorded mode (`labkit.report`, `python -m labkit report`,
 `widgets.ReportPanel`, lesson 09's checks), from the reports recorded on the H100."""
 
+import dataclasses
 import os
 import re
 import subprocess
@@ -11,6 +12,7 @@ import pytest
 
 import labkit
 from labkit import env, errors, networks
+from labkit.errors import InvalidSpec
 from labkit.experiments import your_network
 from labkit.present import check, widgets
 from labkit.session import lessons
@@ -346,3 +348,17 @@ def test_the_charts_note_names_the_largest_request_of_the_layers(net):
     text = " ".join(str(a.text) for a in fig.layout.annotations) + " " + str(fig.layout.title.text)
     assert largest > 0 or net == "deeplabv3_aspp"  # its fastest fp16 NHWC plans take no workspace
     assert f"async_pool holds {fmt_bytes(held)}; the largest request is {fmt_bytes(largest)}." in text
+
+
+def test_a_cut_reports_budget_table_shows_its_pass_times_as_blank(rep):
+    # a live report cut short has a call with no timed plan: every cap's pass time is NaN, and
+    # the long frame's budget rows hold no value of pass_gpu_us or slowdown
+    frame = rep.frame.copy()
+    budget = frame["table"] == "budget"
+    frame.loc[budget, ["pass_gpu_us", "slowdown"]] = float("nan")
+    cut = dataclasses.replace(rep, frame=frame)
+    shown = cut.show("budget").data
+    assert {"pass_gpu_us", "slowdown"} <= set(shown.columns)
+    assert shown["pass_gpu_us"].isna().all() and len(shown) == budget.sum()
+    with pytest.raises(InvalidSpec, match="no_such_column"):
+        cut.show("budget", columns=["no_such_column"])

@@ -149,7 +149,14 @@ def overlap(a, b) -> bool:
 
 
 def spread_text(row) -> str:
-    """A row's p10 to p90 time per call: ``4,292 us to 7,512 us``."""
+    """A row's p10 to p90 time per call, in words.
+
+    Args:
+        row: a setting's row (``gpu_us_p10``, ``gpu_us_p90``: microseconds).
+
+    Returns:
+        e.g. ``4,292 us to 7,512 us``.
+    """
     return f"{us_text(row.gpu_us_p10)} to {us_text(row.gpu_us_p90)}"
 
 
