@@ -1516,7 +1516,11 @@ def test_the_unfused_paths_extra_time_adds_up(recorded_mode, monkeypatch, record
     it states; the extra bytes at the datasheet bandwidth take far less than those kernels, and the
     answer says both."""
     from labkit.draw.plots import fmt_us
-    from labkit.experiments.epilogue_fusion.exercises import extra_time, unfused_extra_time
+    from labkit.experiments.epilogue_fusion.exercises import (
+        extra_time,
+        unfused_extra_time,
+        unfused_traffic_time,
+    )
 
     monkeypatch.setenv("LABKIT_RECORDING", recording)
     parts = extra_time()
@@ -1528,6 +1532,13 @@ def test_the_unfused_paths_extra_time_adds_up(recorded_mode, monkeypatch, record
     why = unfused_extra_time.why(unfused_extra_time.truth())
     for us in (parts.extra_us, parts.elementwise_us, parts.rest_us, parts.at_peak_us):
         assert fmt_us(us) in why, (fmt_us(us), why)
+    # two ratios to the same bound, each said with what it divides: the kernels' time, and the whole
+    # gap, the latter as Exercise 3's answer says it
+    kernels_x, gap_x = parts.elementwise_us / parts.at_peak_us, parts.extra_us / parts.at_peak_us
+    assert f"Their {fmt_us(parts.elementwise_us)} is {kernels_x:.1f}x what the bytes alone" in why, why
+    assert f"(the whole gap, {fmt_us(parts.extra_us)}, is {gap_x:.1f}x, as Exercise 3 found)" in why, why
+    traffic = unfused_traffic_time.why(unfused_traffic_time.truth())
+    assert f"{gap_x:.1f}x that" in traffic, traffic
 
 
 @pytest.mark.parametrize("recording", SHIPPED)

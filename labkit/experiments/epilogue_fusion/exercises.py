@@ -254,9 +254,10 @@ def _extra_time_why(truth) -> str:
         text += (
             f" At this GPU's datasheet bandwidth ({p.peak_bytes_per_s / 1e12:.2f} TB/s) those bytes would "
             f"take {fmt_us(p.at_peak_us)}: these kernels move them at "
-            f"{p.at_peak_us / p.elementwise_us:.0%} of that rate, so the gap is the kernels' time, "
-            f"{p.elementwise_us / p.at_peak_us:.1f}x what the bytes alone would cost; only fewer kernels "
-            "(fusion) remove it."
+            f"{p.at_peak_us / p.elementwise_us:.0%} of that rate. Their {fmt_us(p.elementwise_us)} is "
+            f"{p.elementwise_us / p.at_peak_us:.1f}x what the bytes alone would cost (the whole gap, "
+            f"{fmt_us(p.extra_us)}, is {p.extra_us / p.at_peak_us:.1f}x, as Exercise 3 found): the gap is "
+            "the kernels' time, and only fewer kernels (fusion) remove it."
         )
     return text
 
