@@ -198,3 +198,24 @@ def test_an_answer_writes_sizes_and_times_as_the_charts_do(monkeypatch, recordin
             if not small and not (unit in ("ms", "s") and ex.lesson in WHY_IN_MS):
                 found.append(f"{ex.lesson} {ex.name}: {why[max(0, m.start() - 50) : m.end()]!r}")
     assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize("recording", [r.name for r in recordings.shipped()])
+def test_a_workspace_read_off_another_sweep_is_named_as_such(monkeypatch, capsys, recording):
+    """Lesson 01, Exercise 2: the panel opens on the channels sweep; a learner who answers with its
+    largest workspace (in bytes, or as the label reads, in MiB) hears which sweep that was and how to
+    set the panel, and nothing that gives the answer away."""
+    from labkit.experiments.core import result
+    from labkit.experiments.workspace_basics.runs import SWEEP_BASE, SWEEP_VALUES
+
+    monkeypatch.setenv("LABKIT_RECORDING", recording)
+    channels = result("sweep", field="C=K", values=SWEEP_VALUES["C=K"], base=SWEEP_BASE)
+    largest = int(channels["workspace_bytes"].max())
+    assert largest > 0
+    ex = check.batch_workspace.exercise
+    for answer in (largest, round(largest / 2**20)):
+        res = check.batch_workspace(answer)
+        out = " ".join(capsys.readouterr().out.split())
+        assert not res.correct and "that is a workspace along C=K in fp32 NCHW" in out, out
+        assert "swept field to N" in out, out
+        assert not any(re.search(p, out) for p in ex.leak_patterns(ex.truth())), out

@@ -101,6 +101,39 @@ def _batch_workspace_why(truth: int) -> str:
     )
 
 
+def _other_sweeps():
+    """(swept field, dtype · layout, workspaces in bytes) of every other sweep the panel offers that
+    is at hand without measuring (recorded, or measured before on this GPU)."""
+    out = []
+    for base in (SWEEP_BASE, BASE):
+        for field in SWEEP_VALUES:
+            if (field, base) == ("N", SWEEP_BASE):
+                continue
+            try:
+                df = result("sweep", at_hand_only=True, field=field, values=SWEEP_VALUES[field], base=base)
+            except LabkitError:
+                continue
+            if df is not None:
+                out.append(
+                    (field, f"{base.dtype} {base.layout}", [int(b) for b in ok_rows(df)["workspace_bytes"]])
+                )
+    return out
+
+
+def _batch_wrong(answer: float, truth: int) -> Optional[str]:
+    if answer < 0:
+        return "a number of bytes is never negative."
+    for field, variant, sizes in _other_sweeps():
+        for size in sizes:
+            near = [abs(answer - v) <= 0.01 * v for v in (size, size / 2**20) if v >= 1 and v != truth]
+            if any(near):
+                return (
+                    f"that is a workspace along {field} in {variant} ({size_text(size)}), another sweep than "
+                    "this one: set the panel's dtype · layout to fp32 NCHW and its swept field to N."
+                )
+    return None
+
+
 BATCH_WORKSPACE = Exercise(
     name="batch_workspace",
     lesson="01",
@@ -117,9 +150,9 @@ BATCH_WORKSPACE = Exercise(
         "Set the panel's swept field to N; the lower chart labels every point with its workspace.",
         "Give the largest of those labels in bytes (1 KiB = 1,024 B, 1 MiB = 1,048,576 B).",
     ),
-    wrong=lambda answer, truth: "a number of bytes is never negative." if answer < 0 else None,
+    wrong=_batch_wrong,
     leaks=lambda truth: (r"Sweep of N: GPU time and workspace.{0,80}fp32 NCHW", r"all along N\b"),
-    wrong_answers=lambda truth: [truth + 25_763_987, truth + 131],
+    wrong_answers=lambda truth: [truth + 25_763_987, truth + 131, truth + 9_421_455_360],
 )
 
 #: what the fp16 NCHW plan might keep in its workspace
