@@ -278,7 +278,7 @@ race_python_prediction = Exercise(
     why=_race_counts,
     hints=(
         "a corruption needs two streams' kernels using the workspace at the same moment.",
-        "run the next cell and read the python row of the chart.",
+        "run the next cell and read the bars over 'python launch, 2 streams'.",
     ),
 )
 
