@@ -219,3 +219,19 @@ def test_a_workspace_read_off_another_sweep_is_named_as_such(monkeypatch, capsys
         assert not res.correct and "that is a workspace along C=K in fp32 NCHW" in out, out
         assert "swept field to N" in out, out
         assert not any(re.search(p, out) for p in ex.leak_patterns(ex.truth())), out
+
+
+@pytest.mark.parametrize("recording", [r.name for r in recordings.shipped()])
+def test_the_datasheet_order_is_named_as_such(monkeypatch, capsys, recording):
+    """Lesson 03, Exercise 1: the order of the datasheet peaks, where it is wrong, hears that it is
+    the datasheet's order and that the kernel decides; another wrong order does not."""
+    from labkit.experiments.precision_layout.exercises import PEAK_ORDER
+
+    monkeypatch.setenv("LABKIT_RECORDING", recording)
+    ex = check.dtype_speed_order.exercise
+    if ex.truth() == PEAK_ORDER:
+        pytest.skip("the datasheet's order is right on this recording")
+    check.dtype_speed_order(PEAK_ORDER)
+    assert "That is the order of the datasheet peaks" in " ".join(capsys.readouterr().out.split())
+    check.dtype_speed_order(list(reversed(PEAK_ORDER)))
+    assert "datasheet" not in capsys.readouterr().out.split("Hint:")[0]

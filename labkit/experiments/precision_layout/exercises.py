@@ -51,9 +51,19 @@ def _speed_order_why(truth) -> str:
     )
 
 
+#: the order of the tensor cores' datasheet peaks, highest first (true fp32 does not use them)
+PEAK_ORDER = ["fp8_e4m3", "fp16", "tf32", "fp32"]
+
+
 def _speed_order_wrong(answer, truth) -> str:
     right = sum(a == t for a, t in zip(answer, truth))
-    return f"{right} of {len(truth)} in the right place."
+    placed = f"{right} of {len(truth)} in the right place."
+    if answer != PEAK_ORDER:
+        return placed
+    return (
+        f"{placed} That is the order of the datasheet peaks; a dtype runs as fast as the kernel its plan "
+        "launches at this shape, and the chart below times each."
+    )
 
 
 dtype_speed_order = Exercise(
@@ -76,7 +86,9 @@ dtype_speed_order = Exercise(
     wrong=_speed_order_wrong,
     example=["fp32", "tf32", "fp16", "fp8_e4m3"],
     leaks=lambda truth: (r"\W+".join(re.escape(d) for d in truth),),
-    wrong_answers=lambda truth: [list(reversed(truth)), [truth[1], truth[0], *truth[2:]]],
+    wrong_answers=lambda truth: [
+        w for w in (list(reversed(truth)), [truth[1], truth[0], *truth[2:]], PEAK_ORDER) if w != truth
+    ],
 )
 
 
