@@ -1637,3 +1637,28 @@ def test_the_idle_share_read_from_host_times_is_told_so(recording, recorded_mode
         result = check.malloc_idle_share(round(share))
         assert not result and said in " ".join(result.message.split()), result.message
     capsys.readouterr()
+
+
+@pytest.mark.parametrize("recording", SHIPPED)
+def test_where_fp8s_heuristic_plan_wins_is_said_batch_by_batch(recorded_mode, monkeypatch, recording):
+    """Lesson 03, Exercise 3: the answer names the batches where fp8's heuristic plan beats fp16's and
+    those where it loses, as the precision runs time them; it makes no claim about fp8's kernels at
+    large, which the paragraph under the chart finds faster than fp16's on some GPU once every plan
+    is timed."""
+    from labkit.experiments.core import BASE, SWEEPS
+    from labkit.experiments.precision_layout.exercises import fp8_wins_up_to
+    from labkit.experiments.precision_layout.summaries import _precision_at
+
+    monkeypatch.setenv("LABKIT_RECORDING", recording)
+    wins = []
+    for n in SWEEPS["N"]:
+        p = _precision_at(BASE.replace(N=n))
+        wins += [n] if p.loc["fp8_e4m3", "gpu_us"] < p.loc["fp16", "gpu_us"] else []
+    losses = [n for n in SWEEPS["N"] if n not in wins]
+    why = " ".join(str(fp8_wins_up_to.why(fp8_wins_up_to.truth())).split())
+    assert "kernels win" not in why and "kernels lose" not in why, why
+    if wins and losses:
+        said = re.search(r"wins at N=([\d, and]+) here and loses at N=([\d, and]+)\.", why)
+        assert said, why
+        assert [int(x) for x in re.findall(r"\d+", said.group(1))] == wins, (wins, why)
+        assert [int(x) for x in re.findall(r"\d+", said.group(2))] == losses, (losses, why)

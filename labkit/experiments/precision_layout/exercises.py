@@ -9,6 +9,7 @@ import re
 from typing import Optional
 
 from ...draw.plots import fmt_us, ok_rows
+from ...draw.prose import listed
 from ...errors import InvalidSpec
 from ..core import BASE, SWEEPS, result
 from ..exercise import Exercise, equal, explain, number
@@ -171,18 +172,20 @@ def _fp8_wins_up_to() -> int:
 
 
 def _fp8_wins_why(truth) -> str:
-    rows = []
+    rows, wins = [], []
     for n in SWEEPS["N"]:
         p = _precision_at(BASE.replace(N=n))
-        rows.append(
-            f"N={n}: fp8 {fmt_us(p.loc['fp8_e4m3', 'gpu_us'])} vs fp16 {fmt_us(p.loc['fp16', 'gpu_us'])}"
-        )
+        fp8, fp16 = p.loc["fp8_e4m3", "gpu_us"], p.loc["fp16", "gpu_us"]
+        rows.append(f"N={n}: fp8 {fmt_us(fp8)} vs fp16 {fmt_us(fp16)}")
+        wins += [n] if fp8 < fp16 else []
+    losses = [n for n in SWEEPS["N"] if n not in wins]
+    if not truth:
+        return f"{'; '.join(rows)}: fp8's heuristic plan never wins here."
+    if not losses:
+        return f"{'; '.join(rows)}: fp8's heuristic plan wins at every batch the panel offers."
     return (
         f"{'; '.join(rows)}. Which dtype wins depends on the kernel cuDNN has for the shape, not on the "
-        "dtype's "
-        "peak: fp8's generated kernels win on small problems here and lose on larger ones."
-        if truth
-        else f"{'; '.join(rows)}: fp8's heuristic plan never wins here."
+        f"dtype's peak: fp8's heuristic plan wins at N={listed(wins)} here and loses at N={listed(losses)}."
     )
 
 
