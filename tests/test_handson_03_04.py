@@ -63,6 +63,7 @@ def test_layout_reference_passes_on_both_recordings(recording, capsys):
     if math.isfinite(times["nchw_us"]):  # the recording holds every cost the events need
         assert times["nhwc_us"] < times["nchw_us"] < times["nhwc_us"] + times["convert_us"]  # faster, no gain
         assert not ns["pays"] and ns["layers"] == theirs and "Beside the layout experiment" in said
+        assert "a right loop lands near the experiment's times" in said  # why they differ
     else:  # it lacks one (the H200's: an event's host time): said, and the experiment's times used
         assert all(math.isnan(v) for v in times.values())
         assert "since the recording lacks the host time of cudaEventRecord" in said
@@ -194,6 +195,7 @@ def test_fusion_reference_passes_on_both_recordings(recording, capsys):
         assert rows.loc[path, "gpu_us"] <= times[key] <= 1.1 * rows.loc[path, "gpu_us"], (key, times)
     speedup = times["unfused_us"] / times["fused_us"]
     assert f"fusing makes it {speedup:.1f}x faster" in said and "Beside the fusion experiment" in said
+    assert "a right loop lands near the experiment's times, not on them" in said  # why they differ
     labels = {t.convs for t in ns["gpu"].timings}
     assert (fusion.Fused(fusion.SPEC, "bias_relu").label,) in labels and (
         fusion.Unfused(fusion.SPEC).label,

@@ -33,6 +33,7 @@ def test_nhwc_pays_reference_passes_beside_the_layout_experiment(capsys):
     ns = run("nhwc_pays", layout.NHWC_PAYS)  # asserts check.nhwc_pays(my_layout, pays=..., layers=...)
     out = capsys.readouterr().out
     assert out.startswith("correct: ") and "measured on this" in out and "Beside the layout experiment" in out
+    assert "run-to-run noise" in out  # why the learner's times are not the experiment's
     assert all(v > 0 for v in ns["my_layout"].values()) and not ns["gpu"].memory.allocations
 
 
@@ -64,6 +65,7 @@ def test_fused_graph_reference_passes_beside_the_fusion_experiment(capsys):
     ns = run("fused_graph", fusion.FUSED_GRAPH)  # asserts check.fused_graph(my_fusion)
     out = capsys.readouterr().out
     assert out.startswith("correct: ") and "measured on this" in out and "Beside the fusion experiment" in out
+    assert "run-to-run noise" in out  # why the learner's times are not the experiment's
     times = ns["my_fusion"]
     assert 0 < times["fused_us"] < times["unfused_us"] and not ns["gpu"].memory.allocations
 

@@ -211,6 +211,28 @@ def known(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def why_apart(practice) -> str:
+    """Why the learner's times, right as they may be, are not the experiment's to the digit.
+
+    Args:
+        practice: the `labkit.practice.Practice` the cell ran on.
+
+    Returns:
+        A sentence.
+    """
+    if practice.simulated:
+        return (
+            "A simulated GPU times each call from its own calibration on that GPU where it has one "
+            "(back-to-back CUDA-graph replays, data/bench/sim_costs), else from the recording's plan "
+            "tables, and adds the host's launch costs: a right loop lands near the experiment's times, "
+            "not on them."
+        )
+    return (
+        "Your loop and the experiment timed the same calls at different moments on this GPU: they "
+        "differ by the calls' run-to-run noise."
+    )
+
+
 def took(value, practice, what: str) -> str:
     """``what`` and its time, or why a simulated GPU has none.
 

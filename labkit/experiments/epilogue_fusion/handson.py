@@ -19,7 +19,7 @@ from ...practice.fusion import Fused
 from ...practice.unfused import Unfused
 from ..checking import CheckResult, emit
 from ..core import BASE, result
-from ..handson_check import times_far, took, verdict
+from ..handson_check import times_far, took, verdict, why_apart
 
 #: the convolution: the lesson's base shape (fp16 NHWC, batch 32)
 SPEC = BASE
@@ -193,10 +193,10 @@ def fused_graph(times=None, *, spec=SPEC) -> CheckResult:
         )
     if problems:
         return verdict("fused_graph", ran, problems, right="", hints=HINTS, names=NAMES)
-    return verdict("fused_graph", ran, [], right=_right(times, theirs, rows, df, ratio))
+    return verdict("fused_graph", ran, [], right=_right(times, theirs, rows, df, ratio, gpu))
 
 
-def _right(times, theirs, rows, df, ratio) -> str:
+def _right(times, theirs, rows, df, ratio, gpu) -> str:
     """What fusing bought by the learner's times, and those times beside the fusion experiment's."""
     f, u = times["fused_us"], times["unfused_us"]
     where = (
@@ -213,5 +213,6 @@ def _right(times, theirs, rows, df, ratio) -> str:
         f"The fused graph takes {fmt_us(f)} a call, the unfused path {fmt_us(u)}: fusing {fusing}. "
         f"The unfused path writes {fmt_bytes(rows.loc['unfused', 'intermediate_bytes'])} of intermediate "
         "tensors a call that the fused graph keeps in registers. "
-        f"Beside the fusion experiment ({where}; your times {ratio:.2f}x its, median):\n{table}"
+        f"{why_apart(gpu)} Beside the fusion experiment ({where}; your times {ratio:.2f}x its, "
+        f"median):\n{table}"
     )

@@ -19,7 +19,7 @@ from ...practice import current, findings
 from ...practice.findings import Problem
 from ..checking import CheckResult, emit
 from ..core import BASE, result
-from ..handson_check import times_far, took, verdict
+from ..handson_check import times_far, took, verdict, why_apart
 
 #: the convolution whose workspace is capped: the fp16 NCHW base, whose fastest plans need megabytes
 SPEC = BASE.replace(layout="NCHW")
@@ -207,7 +207,7 @@ def _right(best, knee, table, df, gpu, ratio) -> str:
     elif math.isfinite(ratio):
         head = (
             f"The knee is {_cap(at)}: {needs}{drops}. The caps experiment ({where}) puts the knee at "
-            f"{_cap(theirs)}; your times are {ratio:.2f}x its (median over the caps)."
+            f"{_cap(theirs)}; your times are {ratio:.2f}x its (median over the caps). {why_apart(gpu)}"
         )
     else:
         head = (

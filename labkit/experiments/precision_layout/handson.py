@@ -19,7 +19,7 @@ from ...practice.findings import Problem
 from ...practice.layout import Copied
 from ..checking import CheckResult, emit
 from ..core import BASE, result
-from ..handson_check import times_far, took, verdict
+from ..handson_check import times_far, took, verdict, why_apart
 
 #: the convolution: the lesson's base shape (fp16, batch 32), in each layout
 SPEC = BASE
@@ -254,8 +254,9 @@ def nhwc_pays(times=None, *, pays=None, layers=..., spec=SPEC) -> CheckResult:
         return verdict("nhwc_pays", ran, problems, right="", hints=HINTS, names=NAMES)
     if unknown:  # a number the simulated GPU lacks, and no fault of the cell: the experiment's times
         said = took(math.nan, gpu, "Each part was timed between two events around many calls; your times")
-        return verdict("nhwc_pays", ran, [], right=f"{said}. {_right(theirs, theirs, rows, df, None, spec)}")
-    return verdict("nhwc_pays", ran, [], right=_right(times, theirs, rows, df, ratio, spec))
+        right = _right(theirs, theirs, rows, df, None, spec, gpu)
+        return verdict("nhwc_pays", ran, [], right=f"{said}. {right}")
+    return verdict("nhwc_pays", ran, [], right=_right(times, theirs, rows, df, ratio, spec, gpu))
 
 
 def _inside(spec, pick: str) -> str:
@@ -279,7 +280,7 @@ def _inside(spec, pick: str) -> str:
     )
 
 
-def _right(times, theirs, rows, df, ratio, spec) -> str:
+def _right(times, theirs, rows, df, ratio, spec, gpu) -> str:
     """The verdicts said out, and the learner's times beside the layout experiment's (``ratio`` None:
     the learner's times are not numbers, and ``times`` are the experiment's)."""
     n, h, c = (times[k] for k in PARTS)
@@ -312,4 +313,7 @@ def _right(times, theirs, rows, df, ratio, spec) -> str:
     both = theirs["nhwc_us"] + theirs["convert_us"]
     lines.append(f"  {'NHWC with the conversion':<{width}}  {fmt_us(h + c):>10}  {fmt_us(both):>14}")
     table = "\n".join(lines)
-    return f"{said} Beside the layout experiment ({where}; your times {ratio:.2f}x its, median):\n{table}"
+    return (
+        f"{said} {why_apart(gpu)} Beside the layout experiment ({where}; your times {ratio:.2f}x its, "
+        f"median):\n{table}"
+    )
