@@ -231,17 +231,26 @@ def ceilings_table(recordings: Optional[Sequence] = None, dtype: str = "fp16"):
 
 
 # ---- side by side ------------------------------------------------------------------------------
-def _label_text(row, labels) -> str:
+def _label_text(row, labels, *, field: Optional[str] = None) -> str:
+    """A row's name in a summary: its label columns' values, a sweep's value as ``N=64``.
+
+    Args:
+        row: a `ratios` row.
+        labels: the columns that name a row.
+        field: the dimension a sweep moves (its ``value`` column); None for other experiments.
+
+    Returns:
+        The values joined with `` · ``.
+    """
     parts = []
     for c in labels:
         v = row[c]
-        parts.append(
-            plans_autotune.cap_label(v)
-            if c == "cap_bytes"
-            else str(int(v))
-            if isinstance(v, float) and v.is_integer()
-            else str(v)
-        )
+        text = str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
+        if c == "cap_bytes":
+            text = plans_autotune.cap_label(v)
+        elif c == "value" and field:
+            text = f"{field}={text}"
+        parts.append(text)
     return " · ".join(parts)
 
 
@@ -330,7 +339,8 @@ def ratios(df, value: Optional[str] = None, baseline: str = recs.DEFAULT_RECORDI
             out[f"ratio low {n}/{baseline}"] = p10[n] / p90[baseline]
             out[f"ratio high {n}/{baseline}"] = p90[n] / p10[baseline]
     out = out.reset_index()
-    out.insert(len(labels), "label", [_label_text(r, labels) for _, r in out.iterrows()])
+    field = str(df["field"].iloc[0]) if labels == ["value"] and "field" in df.columns else None
+    out.insert(len(labels), "label", [_label_text(r, labels, field=field) for _, r in out.iterrows()])
     out.attrs = dict(df.attrs, value=value, baseline=baseline, others=others, spread=bool(spread))
     return out
 
@@ -407,6 +417,34 @@ def reference_spread(recordings: Sequence[str]) -> Optional[float]:
     return float(((ok["gpu_us_p90"] - ok["gpu_us_p10"]) / ok["gpu_us"]).median()) if len(ok) else None
 
 
+#: a summary's two ends: word, the way a row moved, and which end of the ratios it is
+_ENDS = {"gain": ("faster", "lowest"), "loss": ("slower", "highest")}
+
+
+def _extreme_clause(said: str, *, side: str, ratio: bool, beyond: bool, gpu: str) -> str:
+    """The clause naming a table's largest gain or loss, read against the timing spread.
+
+    A row whose ratio range (under both GPUs' p10-p90 spreads) holds 1 is no measured change, so it
+    is not called a gain or a loss.
+
+    Args:
+        said: the row with the lowest (gain) or highest (loss) ratio, as the summary quotes it.
+        side: ``"gain"`` or ``"loss"``.
+        ratio: whether its ratio lies on that side of 1.
+        beyond: whether its range lies there too (True for a table without a spread).
+        gpu: the other GPU's name.
+
+    Returns:
+        The clause, lower-case first.
+    """
+    way, end = _ENDS[side]
+    if ratio and beyond:
+        return f"largest {side}: {said}"
+    if ratio:
+        return f"no row is {way} on {gpu} beyond its spread: the {end} ratio, {said}, holds 1 in its range"
+    return f"no row is {way} on {gpu}"
+
+
 def summary(table, other: Optional[str] = None) -> Text:
     """One paragraph from a `ratios` table: the median ratio, the largest gain and the largest loss.
 
@@ -447,14 +485,26 @@ def summary(table, other: Optional[str] = None) -> Text:
         extra = ratio_text(row[col], *(r.loc[row.name] for r in rng)) if rng else f"{row[col]:.2f}x"
         return f"{row['label']}, {fmt(row[f'{value} {base}'])} -> {fmt(row[f'{value} {oth}'])} ({extra})"
 
-    gain = f"largest gain: {said(best)}" if best[col] < 1 else f"no row is faster on {gpu(oth)}"
-    loss = f"largest loss: {said(worst)}" if worst[col] > 1 else f"no row is slower on {gpu(oth)}"
+    low, high = rng if rng else (None, None)
+    gain = _extreme_clause(
+        said(best),
+        side="gain",
+        ratio=best[col] < 1,
+        beyond=rng is None or high.loc[best.name] < 1,
+        gpu=gpu(oth),
+    )
+    loss = _extreme_clause(
+        said(worst),
+        side="loss",
+        ratio=worst[col] > 1,
+        beyond=rng is None or low.loc[worst.name] > 1,
+        gpu=gpu(oth),
+    )
     text = (
         f"{table.attrs.get('experiment')}, {len(ok)} rows measured on both: {gpu(oth)} takes a median "
         f"{ok[col].median():.2f}x the time of {gpu(base)} ({value}). {gain[0].upper()}{gain[1:]}; {loss}."
     )
     if rng:
-        low, high = rng
         apart = ok[(high < 1) | (low > 1)]
         named = f" ({', '.join(apart['label'])})" if 0 < len(apart) <= 6 else ""
         text += (
