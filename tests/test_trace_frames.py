@@ -75,3 +75,22 @@ def test_merged_spans_join_overlapping_touching_and_close_spans():
     assert trace.merged_spans(spans) == [[0, 6], [10, 12], [13, 14], [20, 30]]
     assert trace.merged_spans(spans, join=2) == [[0, 6], [10, 14], [20, 30]]
     assert trace.merged_spans([]) == []
+
+
+@pytest.mark.parametrize("recording", ["h100-sxm", "h200"])
+def test_the_race_summary_tells_the_window_from_the_overlap(recorded_mode, monkeypatch, recording):
+    """The graph-launched round: the stretch in which the streams could meet is longer than the time
+    they did; the summary gives both, each for what it is, and the overlap matches its first sentence."""
+    from labkit import experiments
+    from labkit.draw.units import us_text as fmt_us
+    from labkit.experiments.under_the_hood.race_trace import overlap_total, stream_spans
+
+    monkeypatch.setenv("LABKIT_RECORDING", recording)
+    df = experiments.race_timeline("graph", 2)
+    text = str(experiments.summary(df))
+    (_, e1), (s2, _) = stream_spans(df)["stream 1"], stream_spans(df)["stream 2"]
+    overlap = overlap_total(df)
+    assert overlap < e1 - s2
+    assert f"could run together only in the last {fmt_us(e1 - s2)}" in text, text
+    assert f"and did for {fmt_us(overlap)} of it" in text, text
+    assert f"ran at the same time for {fmt_us(overlap)}" in text, text

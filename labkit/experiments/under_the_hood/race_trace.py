@@ -136,9 +136,10 @@ def band_words(df) -> str:
 def why_they_met(df) -> Optional[str]:
     """Why the streams' kernels overlapped as much as they did in this traced round, read from its trace.
 
-    Graph launch: the second stream's graph starts after the first stream's, so the two share only
-    the first stream's last stretch. Python launch: the host paces the calls, and the streams meet
-    where the GPU paused while launches piled up on both streams.
+    Graph launch: the second stream's graph starts after the first stream's, so the two can share
+    only the first stream's last stretch (the overlap is less: each stream pauses between kernels).
+    Python launch: the host paces the calls, and the streams meet where the GPU paused while
+    launches piled up on both streams.
 
     Args:
         df: a `race_timeline` result.
@@ -160,8 +161,9 @@ def why_they_met(df) -> Optional[str]:
             else ""
         )
         return (
-            f"stream 2's kernels began {us_text(s2 - s1)} after stream 1's{took}, so the two ran together "
-            f"only in the last {us_text(max(0.0, e1 - s2))} of stream 1's {us_text(e1 - s1)}"
+            f"stream 2's kernels began {us_text(s2 - s1)} after stream 1's{took}, so the two could run "
+            f"together only in the last {us_text(max(0.0, e1 - s2))} of stream 1's {us_text(e1 - s1)}, "
+            f"and did for {us_text(overlap_total(df))} of it (between its kernels, a stream ran nothing)"
         )
     p = launch_pauses(df)
     if p.count:
