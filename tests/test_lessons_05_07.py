@@ -55,6 +55,25 @@ def test_the_exercise_questions_premises_hold(monkeypatch, recording):
 
 
 @pytest.mark.parametrize("recording", RECORDINGS)
+def test_a_wrong_widest_spread_hears_its_own_spread(monkeypatch, recording, fresh_progress, capsys):
+    """Lesson 07, Exercise 3: a wrong direction is told how far its own plans spread (slowest over
+    fastest, from the plans it would chart), never the right direction."""
+    from labkit.experiments import lab
+
+    _use(monkeypatch, recording)
+    truth = lab.lab_widest_spread.truth()
+    for wrong in (d for d in lab.DIRECTIONS if d != truth):
+        ok = lessons.data("plans", spec=experiments.BASE.replace(direction=wrong))
+        ok = ok[ok.status == "ok"]
+        spread = float(ok.gpu_us.max() / ok.gpu_us.min())
+        result = check.lab_widest_spread(wrong)
+        said = capsys.readouterr().out
+        assert not result.correct
+        assert f"in {wrong}, the slowest plan takes {spread:,.0f}x the fastest's time" in said, said
+        assert truth not in said, said
+
+
+@pytest.mark.parametrize("recording", RECORDINGS)
 def test_no_predict_or_explore_answer_is_printed_by_the_summaries_above_it(monkeypatch, recording):
     """The summaries these lessons print before their checks do not carry the answers."""
     import re

@@ -128,6 +128,10 @@ lab_widest_spread = Exercise(
         "a direction whose plans include very slow fallbacks spreads most.",
         "on each direction's plans chart, compare the lowest and the highest point (a log axis).",
     ),
+    wrong=lambda a, t: (
+        f"in {a}, the slowest plan takes {_spreads()[a]:,.0f}x the fastest's time: another direction's plans "
+        "spread wider."
+    ),
     example="fprop",
     wrong_answers=lambda t: [d for d in DIRECTIONS if d != t],
 )
