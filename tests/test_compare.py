@@ -2,6 +2,7 @@
 raw CSV values divided, one legend group per GPU in every figure, clear errors for bad names."""
 
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -249,3 +250,12 @@ def test_sweep_rows_are_named_with_their_dimension():
     table = compare.ratios(compare.frames("sweep"))
     assert list(table["label"]) == [f"N={int(v)}" for v in table["value"]]
     assert "Largest gain: N=" in str(compare.summary(table))
+
+
+@pytest.mark.parametrize("name,field", [("precision", "dtype"), ("layout", "layout")])
+def test_a_field_the_rows_vary_is_not_named_at_its_base_value(name, field):
+    """The precision chart draws every dtype: its detail line says so instead of naming fp16."""
+    df = compare.frames(name)
+    title = re.sub(r"<[^>]+>", "\n", compare.figure(df).layout.title.text)
+    detail = next(line for line in title.split("\n") if f"in each {field};" in line)
+    assert f"{getattr(experiments.BASE, field)} " not in detail.split(";")[0], detail

@@ -23,6 +23,7 @@ from .frames import (
     ratio_range,
     ratio_text,
     ratios,
+    spec_line,
     spread_columns,
 )
 
@@ -58,9 +59,7 @@ def _notes(df) -> str:
 
 
 def _detail(df, extra: str = "") -> str:
-    spec = plots.request_spec(df)
-    lab = f"{spec.dtype} {spec.layout} {spec.direction} {plots.shape_label(spec)}" if spec else ""
-    return "; ".join(x for x in (lab, extra) if x)
+    return "; ".join(x for x in (spec_line(df), extra) if x)
 
 
 def _fmt(value: str):

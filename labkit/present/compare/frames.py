@@ -254,6 +254,32 @@ def _label_text(row, labels, *, field: Optional[str] = None) -> str:
     return " · ".join(parts)
 
 
+#: the fields of a convolution a comparison's rows can name (precision: one row per dtype)
+SPEC_FIELDS = ("dtype", "layout", "direction")
+
+
+def spec_line(df) -> str:
+    """The convolution a comparison ran, as its charts' detail line says it.
+
+    A field the rows vary (each dtype of the precision chart) is said as such, not as the base's value.
+
+    Args:
+        df: a `frames` DataFrame.
+
+    Returns:
+        ``fp16 NHWC fprop 32x64x56x56 → 64 3x3 s1 p1``, or ``NHWC fprop ... in each dtype``; empty
+        when the request names no convolution.
+    """
+    spec = plots.request_spec(df)
+    if not spec:
+        return ""
+    rows = comparable(df.attrs.get("experiment")).labels
+    fixed = " ".join(str(getattr(spec, f)) for f in SPEC_FIELDS if f not in rows)
+    varied = " and ".join(f for f in SPEC_FIELDS if f in rows)
+    each = f" in each {varied}" if varied else ""
+    return f"{fixed} {plots.shape_label(spec)}{each}"
+
+
 def spread_columns(df, value: str) -> Optional[Tuple[str, str]]:
     """The p10 and p90 columns of a value (repeated timings of each row).
 
