@@ -94,3 +94,23 @@ def test_the_race_summary_tells_the_window_from_the_overlap(recorded_mode, monke
     assert f"could run together only in the last {fmt_us(e1 - s2)}" in text, text
     assert f"and did for {fmt_us(overlap)} of it" in text, text
     assert f"ran at the same time for {fmt_us(overlap)}" in text, text
+
+
+@pytest.mark.parametrize("recording", ["h100-sxm", "h200"])
+def test_the_kernel_summaries_count_in_words_that_agree(recorded_mode, monkeypatch, recording):
+    """Lesson 10's kernel and fusion summaries say "1 plan spends", "41 plans spend", "2 kernels": no
+    "plan(s)" or "kernel(s)"."""
+    from labkit import experiments
+
+    monkeypatch.setenv("LABKIT_RECORDING", recording)
+    base = experiments.BASE
+    texts = [
+        str(experiments.summary(experiments.kernels(spec=base))),
+        str(experiments.summary(experiments.kernels(spec=base.replace(layout="NCHW")))),
+        str(experiments.summary(experiments.fusion_kernels(spec=base, epilogue="bias_relu"))),
+    ]
+    for text in texts:
+        assert "(s)" not in text, text
+    assert "1 plan spends GPU time converting layouts" in texts[0], texts[0]
+    assert "plans spend GPU time converting layouts" in texts[1], texts[1]
+    assert "launches 2 kernels per call" in texts[2], texts[2]

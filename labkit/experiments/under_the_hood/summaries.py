@@ -39,9 +39,8 @@ def kernels_summary(df) -> Text:
         f"kernel{'s' if fastest.kernels_per_call != 1 else ''} in {us_text(fastest.plan_kernel_us)}.",
     ]
     if conv:
-        parts.append(
-            f"{conv} plan(s) spend GPU time converting layouts (a kernel before and after the main one)."
-        )
+        who = "1 plan spends" if conv == 1 else f"{conv} plans spend"
+        parts.append(f"{who} GPU time converting layouts (a kernel before and after the main one).")
     if len(one) and len(many):
         parts.append(
             f"Host time to launch: median {us_text(one.host_us.median())} for one-kernel plans, "
@@ -106,7 +105,8 @@ def fusion_kernels_summary(df) -> Text:
     f, u = per.loc["fused"], per.loc["unfused"]
     return Text(
         f"{where(df)}, {df['spec_label'].iloc[0]} + {df['epilogue'].iloc[0]}: the fused graph launches "
-        f"{f.kernels_per_call:g} kernel(s) per call ({us_text(f.path_kernel_us)}), the unfused path "
+        f"{f.kernels_per_call:g} kernel{'s' if f.kernels_per_call != 1 else ''} per call "
+        f"({us_text(f.path_kernel_us)}), the unfused path "
         f"{u.kernels_per_call:g} ({us_text(u.path_kernel_us)}): each extra kernel reads and writes a whole "
         f"tensor."
     )
