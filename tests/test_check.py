@@ -90,3 +90,15 @@ def test_every_exercise_hint_names_only_what_its_lesson_shows(monkeypatch, capsy
                     )
     capsys.readouterr()
     assert not missing, "\n".join(missing)
+
+
+@pytest.mark.parametrize("bad", (-6, 2.5))
+def test_a_count_that_cannot_be_one_is_said_to_be_no_answer(bad, capsys):
+    """A negative or fractional count of kernels is not "too few": it is said to be no answer, with
+    the form a count takes, and costs no try."""
+    before = check.progress("10").loc["nchw_kernels", "tries"]
+    res = check.nchw_kernels(bad)
+    said = capsys.readouterr().out
+    assert not res.correct and said.startswith(f"not yet: {bad!r} is not an answer here: it must be")
+    assert "a whole number, 0 or more (a count of kernels)" in said and "too few" not in said
+    assert check.progress("10").loc["nchw_kernels", "tries"] == before

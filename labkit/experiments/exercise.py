@@ -390,6 +390,26 @@ def number(what: str) -> Callable[[Any], float]:
     return lambda answer: as_number(answer, what, 1.5)
 
 
+def count(what: str) -> Callable[[Any], float]:
+    """A parser for a count: a whole number, 0 or more.
+
+    Args:
+        what: what is counted, in the error.
+
+    Returns:
+        ``parse(answer)``: a float; `InvalidSpec` for a negative or fractional number, or anything
+        not a number.
+    """
+
+    def parse(answer) -> float:
+        value = as_number(answer, what, 3)
+        if value < 0 or not math.isfinite(value) or value != int(value):
+            raise InvalidSpec("answer", answer, f"must be a whole number, 0 or more ({what}), e.g. 3")
+        return value
+
+    return parse
+
+
 def flag(what: str) -> Callable[[Any], bool]:
     """A parser for True or False.
 

@@ -10,7 +10,7 @@ from ... import ceilings
 from ...draw.plots import fmt_bytes, fmt_us, ok_rows, shape_label
 from ...errors import LabkitError
 from ..core import BASE, result
-from ..exercise import Exercise, equal, explain, number, one_of, within
+from ..exercise import Exercise, count, equal, explain, number, one_of, within
 from ..worked import bandwidth, bandwidth_given, gpu_of, rate, slips, worked
 from .calls import recorded_calls
 
@@ -104,7 +104,7 @@ unfused_tensors = Exercise(
         "step. Besides the final output, how many tensors the size of the output does it write?"
     ),
     truth=_tensors,
-    parse=number("a count of tensors"),
+    parse=count("a count of tensors"),
     judge=equal,
     why=_tensors_why,
     hints=(

@@ -12,7 +12,7 @@ from ...draw.plots import fmt_us, ok_rows
 from ...draw.prose import listed
 from ...errors import InvalidSpec
 from ..core import BASE, SWEEPS, result
-from ..exercise import Exercise, equal, explain, number
+from ..exercise import Exercise, count, equal, explain
 from ..worked import slips, worked
 from .charts import sci
 from .summaries import _precision_at, _spread
@@ -208,7 +208,7 @@ fp8_wins_up_to = Exercise(
         "heuristic plan is faster than fp16's? (0 if it never is)"
     ),
     truth=_fp8_wins_up_to,
-    parse=number("a batch size"),
+    parse=count("a batch size"),
     judge=equal,
     why=_fp8_wins_why,
     hints=(
@@ -272,7 +272,7 @@ nhwc_closest_batch = Exercise(
         "does it come closest to paying off (the lowest time against NCHW's)?"
     ),
     truth=_nhwc_closest_batch,
-    parse=number("a batch size"),
+    parse=count("a batch size"),
     judge=equal,
     why=_nhwc_why,
     hints=(

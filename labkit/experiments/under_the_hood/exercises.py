@@ -12,7 +12,7 @@ from ...draw.units import us_text
 from ...errors import InvalidSpec
 from ...gpu.workspaces import labels
 from ..core import BASE, result
-from ..exercise import Exercise, equal, explain, number
+from ..exercise import Exercise, count, equal, explain, number
 from ..worked import slips, worked
 from .race_trace import overlap_total, why_they_met
 from .runs import heuristic_plan
@@ -59,7 +59,7 @@ nchw_kernels = Exercise(
     question="Before its trace: how many kernels (memsets count) will one call of the heuristic's plan "
     "launch for the same convolution in NCHW?",
     truth=_nchw_kernels,
-    parse=number("a count of kernels"),
+    parse=count("a count of kernels"),
     judge=equal,
     why=_nchw_why,
     hints=(
