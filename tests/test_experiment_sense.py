@@ -1,6 +1,7 @@
 """What a GPU engineer would check in the numbers, on the recorded H100 data (and live on a GPU
 in test_experiments_gpu.py): orderings and bounds, never hard-coded timings."""
 
+import json
 import re
 
 import pytest
@@ -152,3 +153,34 @@ def test_a_malloc_median_of_calls_that_allocate_nothing_is_said_so(monkeypatch, 
     assert (said in text) == (2 * free > m.calls and m.p95_us > a.p95_us), text
     if said in text:
         assert f"its 95th percentile, {fmt_us(m.p95_us)} against {fmt_us(a.p95_us)}" in text, text
+
+
+@pytest.mark.parametrize("recording", [r.name for r in recordings.shipped()])
+def test_the_fusion_summary_counts_the_plans_it_timed_twice(monkeypatch, recording):
+    """Where two epilogues each have one plan timed twice (the heuristic's and the fastest), the
+    summary and the chart's note count them and give the larger difference, not "one plan"."""
+    from labkit.experiments.epilogue_fusion.charts import _fusion_note, differs_text, repeat_gaps
+
+    monkeypatch.setenv("LABKIT_RECORDING", recording)
+    seen = set()
+    for request in (
+        next(r for r in recordings.shipped() if r.name == recording).table("fusion")["request"].unique()
+    ):
+        df = experiments.fusion(**json.loads(request))
+        gaps, text, note = repeat_gaps(df), " ".join(str(experiments.summary(df)).split()), _fusion_note(df)
+        seen.add(len(gaps))
+        if len(gaps) == 1:
+            assert (
+                "(One plan timed twice in this table, as the heuristic's and as the fastest, differs by "
+                f"{differs_text(gaps[0])}" in text
+            )
+            assert "one plan timed twice here" in note
+        elif gaps:
+            assert f"({len(gaps)} plans timed twice in this table" in text and "One plan timed" not in text
+            assert (
+                f"differ by {differs_text(max(gaps))} at most" in text
+                and f"{len(gaps)} plans timed twice" in note
+            )
+        else:
+            assert "timed twice in this table" not in text and "no plan was timed twice" in note
+    assert 2 in seen, seen  # every shipped recording has a table with two

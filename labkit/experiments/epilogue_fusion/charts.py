@@ -34,17 +34,15 @@ FUSION_GRID = grid(
 )
 
 
-def repeat_spread(df):
-    """The largest difference between two timings of one plan in a fusion table.
-
-    Two timings of one plan are the heuristic's fused plan and the autotuned one, where both are the
-    same plan.
+def repeat_gaps(df) -> list:
+    """The differences between two timings of one plan in a fusion table, one per epilogue that has
+    such a pair: its heuristic's fused plan and its autotuned one, where both are the same plan.
 
     Args:
         df: `fusion`'s result.
 
     Returns:
-        The difference as a fraction of the smaller time; None when no epilogue has such a pair.
+        Each difference as a fraction of the smaller time, in the table's epilogue order.
     """
     ok = ok_rows(df)
     gaps = []
@@ -55,7 +53,32 @@ def repeat_spread(df):
         ]:
             a, b = float(s.loc["fused", "gpu_us"]), float(s.loc["fused, autotuned", "gpu_us"])
             gaps.append(abs(a - b) / min(a, b))
+    return gaps
+
+
+def repeat_spread(df):
+    """The largest difference between two timings of one plan in a fusion table (`repeat_gaps`).
+
+    Args:
+        df: `fusion`'s result.
+
+    Returns:
+        The difference as a fraction of the smaller time; None when no epilogue has such a pair.
+    """
+    gaps = repeat_gaps(df)
     return max(gaps) if gaps else None
+
+
+def differs_text(gap: float) -> str:
+    """A repeated timing's difference in words: ``0.3%``, or ``under 0.1%``.
+
+    Args:
+        gap: the difference, as a fraction.
+
+    Returns:
+        The words.
+    """
+    return f"{gap:.1%}" if gap >= 0.001 else "under 0.1%"
 
 
 def fusion_chart(df) -> go.Figure:
@@ -147,12 +170,17 @@ def _size_bars(path: str, color: str, y: list, vals: list) -> go.Bar:
 
 def _fusion_note(df) -> str:
     """The fusion chart's note: the traffic model, the noise of a plan timed twice, rows not timed."""
-    spread = repeat_spread(df)
-    if spread is None:
+    gaps = repeat_gaps(df)
+    if not gaps:
         noise = "no plan was timed twice here"
-    else:
-        differs = f"{spread:.1%}" if spread >= 0.001 else "under 0.1%"
+    elif len(gaps) == 1:
+        differs = differs_text(gaps[0])
         noise = f"one plan timed twice here (fused and autotuned picked it) differs by {differs}"
+    else:
+        noise = (
+            f"{len(gaps)} plans timed twice here (fused and autotuned picked each) differ by "
+            f"{differs_text(max(gaps))} at most"
+        )
     model = (
         "HBM traffic is a model from tensor sizes (each tensor read/written once per kernel; a plan's "
         "workspace traffic is not in it)"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ...draw.plots import ok_rows
 from ...draw.prose import Text, where
 from ...draw.units import size_text, us_text
-from .charts import repeat_spread
+from .charts import differs_text, repeat_gaps
 
 
 def ratio_text(a: float, b: float) -> str:
@@ -118,11 +118,15 @@ def fusion_summary(df) -> Text:
                 f"{size_text(u.modelled_hbm_bytes)} at {u.achieved_gb_s:.0f} GB/s: {why}, whatever the "
                 "traffic saved."
             )
-    spread = repeat_spread(df)
-    if spread is not None:
-        differs = f"{spread:.1%}" if spread >= 0.001 else "under 0.1%"
+    gaps = repeat_gaps(df)
+    if len(gaps) == 1:
         parts.append(
             "(One plan timed twice in this table, as the heuristic's and as the fastest, "
-            f"differs by {differs}: the noise of a repeated timing here.)"
+            f"differs by {differs_text(gaps[0])}: the noise of a repeated timing here.)"
+        )
+    elif gaps:
+        parts.append(
+            f"({len(gaps)} plans timed twice in this table, each as the heuristic's and as the fastest, "
+            f"differ by {differs_text(max(gaps))} at most: the noise of a repeated timing here.)"
         )
     return Text(" ".join(parts))
