@@ -235,3 +235,21 @@ def test_the_datasheet_order_is_named_as_such(monkeypatch, capsys, recording):
     assert "That is the order of the datasheet peaks" in " ".join(capsys.readouterr().out.split())
     check.dtype_speed_order(list(reversed(PEAK_ORDER)))
     assert "datasheet" not in capsys.readouterr().out.split("Hint:")[0]
+
+
+@pytest.mark.parametrize("recording", [r.name for r in recordings.shipped()])
+def test_nhwc_closest_batch_calls_a_near_tie_close_to_even(monkeypatch, recording):
+    """Within 10% of NCHW's time, one measurement of each part is not called a loss: the answer
+    says how close the two came; farther, it says the conversion costs more than it saves."""
+    from labkit.experiments.precision_layout import exercises as x
+
+    monkeypatch.setenv("LABKIT_RECORDING", recording)
+    truth = x._nhwc_closest_batch()
+    ratio, said = x._conversion_ratios()[truth], " ".join(x._nhwc_why(truth).split())
+    if ratio < 1:
+        assert "Converting pays off there." in said
+    elif ratio < x.CLOSE_CALL:
+        assert f"comes within {ratio - 1:.0%} of NCHW's time (one measurement of each part)" in said
+        assert "Even there" not in said
+    else:
+        assert "Even there the conversion costs more" in said

@@ -238,17 +238,28 @@ def _nhwc_closest_batch() -> int:
     return min(ratios, key=ratios.get)
 
 
+#: NHWC with its conversions within this ratio of NCHW's time is said to be close to even
+CLOSE_CALL = 1.1
+
+
 def _nhwc_why(truth) -> str:
     ratios = _conversion_ratios()
     df = ok_rows(result("layout", spec=BASE.replace(N=truth))).set_index("layout")
     n, h = df.loc["NCHW"], df.loc["NHWC"]
     each = ", ".join(f"N={b} {r:.2f}x" for b, r in ratios.items())
-    there = (
-        "Converting pays off there."
-        if ratios[truth] < 1
-        else "Even there the conversion costs more than the faster convolution saves: convert once per "
-        "network, not per layer."
-    )
+    if ratios[truth] < 1:
+        there = "Converting pays off there."
+    elif ratios[truth] < CLOSE_CALL:
+        there = (
+            f"There NHWC with its conversions comes within {ratios[truth] - 1:.0%} of NCHW's time (one "
+            "measurement of each part): close to even, not below it. Convert once per network, not per "
+            "layer."
+        )
+    else:
+        there = (
+            "Even there the conversion costs more than the faster convolution saves: convert once per "
+            "network, not per layer."
+        )
     return (
         f"NHWC with the conversions over NCHW: {each}. At N={truth}: NCHW {fmt_us(n.end_to_end_us)}; "
         f"NHWC {fmt_us(h.conv_gpu_us)} + {fmt_us(h.convert_gpu_us)} of conversion. {there}"
