@@ -108,6 +108,20 @@ def test_every_plan_is_a_point_of_its_own_and_zero_workspace_is_labelled(recordi
         assert f"{len(ok)} plans timed" in fig.layout.title.text
 
 
+def test_a_plan_without_a_recorded_spread_gets_no_spread_in_its_hover():
+    """A plan whose p10 or p90 is missing (NaN) is drawn with an empty spread in its hover; the others
+    keep theirs, with their count of timed replays."""
+    rec = recordings.named(RECORDINGS[0])
+    df = experiments.with_model("plans", rec.lookup("plans", rec.requests("plans")[0])).copy()
+    ok = df.index[df.status == "ok"]
+    df.loc[ok[1], "gpu_us_p10"] = math.nan
+    fig = experiments.CHARTS["plans"](df)
+    hovers = {int(c[0]): c[2] for c in fig.data[0].customdata}
+    plan = int(df.loc[ok[1], "plan_index"])
+    assert hovers[plan] == "", hovers[plan]
+    assert all(" timed replay" in h for p, h in hovers.items() if p != plan), hovers
+
+
 @pytest.mark.parametrize("recording", RECORDINGS)
 def test_the_caps_chart_marks_ratios_within_noise_and_none_below_one_as_a_gain(recording):
     rec = recordings.named(recording)

@@ -78,9 +78,11 @@ def _spread_texts(rows) -> list:
     counts = rows["samples"] if "samples" in rows.columns else [None] * len(rows)
     out = []
     for lo, hi, n in zip(rows["gpu_us_p10"], rows["gpu_us_p90"], counts):
+        if num(lo) is None or num(hi) is None:
+            out.append("")
+            continue
         replays = "" if num(n) is None else f", {int(num(n))} timed replay{'' if int(num(n)) == 1 else 's'}"
-        spread = f" (p10-p90 {num(lo):,.1f}-{num(hi):,.1f} us{replays})"
-        out.append("" if num(lo) is None or num(hi) is None else spread)
+        out.append(f" (p10-p90 {num(lo):,.1f}-{num(hi):,.1f} us{replays})")
     return out
 
 
