@@ -246,6 +246,23 @@ def test_summary_names_no_loss_inside_the_spread():
     assert "no row is slower on H200 SXM beyond its spread: the highest ratio, fp16," in text
 
 
+def test_summary_names_the_largest_gain_beyond_the_spread_when_the_lowest_ratio_holds_1():
+    """The lowest ratio's range holding 1 does not make every row no faster: the lowest ratio among
+    the rows whose whole range lies below 1 is named the largest gain beyond its spread."""
+    table = compare.ratios(compare.frames("precision"))
+    col = compare.ratio_column(table, None)
+    best = table[col].idxmin()
+    table.loc[best, col.replace("ratio ", "ratio high ", 1)] = 1.01  # its range now holds 1
+    low, high = compare.ratio_range(table, col)
+    beyond = table[(high < 1) & table[col].notna()]
+    assert len(beyond), "the precision table has other rows faster beyond their spread"
+    past = beyond.loc[beyond[col].idxmin(), "label"]
+    text = " ".join(str(compare.summary(table)).split())
+    assert f"Largest gain beyond its spread: {past}, " in text, text
+    assert f", while the lowest ratio, {table.loc[best, 'label']}, " in text, text
+    assert "no row is faster" not in text, text
+
+
 def test_sweep_rows_are_named_with_their_dimension():
     table = compare.ratios(compare.frames("sweep"))
     assert list(table["label"]) == [f"N={int(v)}" for v in table["value"]]

@@ -447,11 +447,11 @@ def reference_spread(recordings: Sequence[str]) -> Optional[float]:
 _ENDS = {"gain": ("faster", "lowest"), "loss": ("slower", "highest")}
 
 
-def _extreme_clause(said: str, *, side: str, ratio: bool, beyond: bool, gpu: str) -> str:
+def _extreme_clause(said: str, *, side: str, ratio: bool, beyond: bool, gpu: str, past: str = "") -> str:
     """The clause naming a table's largest gain or loss, read against the timing spread.
 
     A row whose ratio range (under both GPUs' p10-p90 spreads) holds 1 is no measured change, so it
-    is not called a gain or a loss.
+    is not called a gain or a loss; the largest one beyond its spread is, where another row has one.
 
     Args:
         said: the row with the lowest (gain) or highest (loss) ratio, as the summary quotes it.
@@ -459,6 +459,8 @@ def _extreme_clause(said: str, *, side: str, ratio: bool, beyond: bool, gpu: str
         ratio: whether its ratio lies on that side of 1.
         beyond: whether its range lies there too (True for a table without a spread).
         gpu: the other GPU's name.
+        past: the row with the lowest (gain) or highest (loss) ratio among those whose range lies on
+            that side of 1, as the summary quotes it; empty when there is none.
 
     Returns:
         The clause, lower-case first.
@@ -466,6 +468,10 @@ def _extreme_clause(said: str, *, side: str, ratio: bool, beyond: bool, gpu: str
     way, end = _ENDS[side]
     if ratio and beyond:
         return f"largest {side}: {said}"
+    if ratio and past:
+        return (
+            f"largest {side} beyond its spread: {past}, while the {end} ratio, {said}, holds 1 in its range"
+        )
     if ratio:
         return f"no row is {way} on {gpu} beyond its spread: the {end} ratio, {said}, holds 1 in its range"
     return f"no row is {way} on {gpu}"
@@ -512,12 +518,14 @@ def summary(table, other: Optional[str] = None) -> Text:
         return f"{row['label']}, {fmt(row[f'{value} {base}'])} -> {fmt(row[f'{value} {oth}'])} ({extra})"
 
     low, high = rng if rng else (None, None)
+    gains, losses = (ok, ok) if rng is None else (ok[high < 1], ok[low > 1])
     gain = _extreme_clause(
         said(best),
         side="gain",
         ratio=best[col] < 1,
         beyond=rng is None or high.loc[best.name] < 1,
         gpu=gpu(oth),
+        past=said(gains.loc[gains[col].idxmin()]) if len(gains) else "",
     )
     loss = _extreme_clause(
         said(worst),
@@ -525,6 +533,7 @@ def summary(table, other: Optional[str] = None) -> Text:
         ratio=worst[col] > 1,
         beyond=rng is None or low.loc[worst.name] > 1,
         gpu=gpu(oth),
+        past=said(losses.loc[losses[col].idxmax()]) if len(losses) else "",
     )
     text = (
         f"{table.attrs.get('experiment')}, {len(ok)} rows measured on both: {gpu(oth)} takes a median "
