@@ -1618,6 +1618,27 @@ def test_the_pressure_fallbacks_plan_is_timed_beside_the_heuristics(recording):
     assert ran.gpu_us > 5 * pick.gpu_us  # the fallback is several times slower on both GPUs
 
 
+def test_a_fallback_plan_no_slower_than_the_heuristics_is_not_said_to_cost_time(monkeypatch):
+    """Lesson 02: where the plan the strategies fell back to runs no slower than the heuristic's pick
+    (possible live), the pressure summary says falling back cost no GPU time, never that it costs."""
+    from labkit.experiments.workspace_strategies import pressure_summary, summaries
+    from labkit.gpu.workspaces.workloads import ONE_CONV
+
+    rec = recordings.named(SHIPPED[0])
+    df = _strategies(rec, "pressure")
+    plans = frame(rec, "plans", spec=ONE_CONV).copy()
+    held = df[(df.fallbacks > 0) & (df.peak_bytes > 0)].peak_bytes.mode().iloc[0]
+    pick = plans[plans.heuristic_pick.astype(bool)].gpu_us.iloc[0]
+    plans.loc[plans.workspace_bytes == held, "gpu_us"] = 0.9 * pick  # the fallback, now the faster
+    looked_up = summaries.beside
+    monkeypatch.setattr(
+        summaries, "beside", lambda d, name, **k: plans if name == "plans" else looked_up(d, name, **k)
+    )
+    text = " ".join(str(pressure_summary(df)).split())
+    assert "Falling back costs no GPU time here: `" in text and "0.90x as long" in text, text
+    assert "costs GPU time on every call" not in text, text
+
+
 @pytest.mark.parametrize("recording", SHIPPED)
 def test_the_idle_share_read_from_host_times_is_told_so(recording, recorded_mode, fresh_progress, capsys):
     """Lesson 02, Exercise 2: the share read from the two host times per call (or from fixed_arena's

@@ -236,11 +236,14 @@ def _fallback_plan_sentence(df, fell) -> Optional[str]:
     if len(ran) != 1 or len(pick) != 1:
         return None
     ran, pick, holding = ran.iloc[0], pick.iloc[0], int((held == workspace).sum())
+    slower = ran.gpu_us > pick.gpu_us
+    head = "Falling back costs GPU time on every call" if slower else "Falling back costs no GPU time here"
+    times = f"{ran.gpu_us / pick.gpu_us:.1f}x" if slower else f"{ran.gpu_us / pick.gpu_us:.2f}x"
     return (
-        f"Falling back costs GPU time on every call: `{ran.plan_name}`, the plan whose "
+        f"{head}: `{ran.plan_name}`, the plan whose "
         f"{size_text(workspace)} workspace {holding} of these {len(fell)} strategies held, takes "
         f"{us_text(ran.gpu_us)} per call on the GPU against {us_text(pick.gpu_us)} for the heuristic's plan, "
-        f"{ran.gpu_us / pick.gpu_us:.1f}x as long (CUDA-graph replay medians of this convolution's "
+        f"{times} as long (CUDA-graph replay medians of this convolution's "
         "plans, lesson 05's plans chart)."
     )
 
