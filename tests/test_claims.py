@@ -1639,6 +1639,22 @@ def test_a_fallback_plan_no_slower_than_the_heuristics_is_not_said_to_cost_time(
     assert "costs GPU time on every call" not in text, text
 
 
+def test_fixed_arenas_higher_median_is_put_outside_the_strategy_only_when_its_get_and_put_cost_less():
+    """Lesson 02: where fixed_arena's median host time is above malloc_per_call's (possible live), the
+    summary puts the gap outside the strategy only while the arena's own get and put cost less than
+    malloc_per_call's; the ratio then reads with two decimals, below 1."""
+    from labkit.experiments.workspace_strategies import strategies_summary
+
+    df = _strategies(recordings.named(SHIPPED[0]), "one_conv").copy()
+    m, a = (df.index[df.name == n][0] for n in ("malloc_per_call", "fixed_arena"))
+    df.loc[a, "median_us"] = df.loc[m, "median_us"] / 0.97
+    text = " ".join(str(strategies_summary(df)).split())
+    assert "(0.97x)" in text and "lies outside the strategy" in text, text
+    df.loc[a, "strategy_us_per_call"] = 2 * df.loc[m, "strategy_us_per_call"]
+    text = " ".join(str(strategies_summary(df)).split())
+    assert "(0.97x)" in text and "lies outside the strategy" not in text, text
+
+
 @pytest.mark.parametrize("recording", SHIPPED)
 def test_the_idle_share_read_from_host_times_is_told_so(recording, recorded_mode, fresh_progress, capsys):
     """Lesson 02, Exercise 2: the share read from the two host times per call (or from fixed_arena's
