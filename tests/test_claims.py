@@ -1699,3 +1699,26 @@ def test_where_fp8s_heuristic_plan_wins_is_said_batch_by_batch(recorded_mode, mo
         assert said, why
         assert [int(x) for x in re.findall(r"\d+", said.group(1))] == wins, (wins, why)
         assert [int(x) for x in re.findall(r"\d+", said.group(2))] == losses, (losses, why)
+
+
+def test_fp8s_batches_are_read_only_where_fp8_and_fp16_both_ran(recorded_mode, monkeypatch):
+    """Lesson 03, Exercise 3 on a GPU where fp8 did not run at some batch (live, without fp8 support):
+    the answer and a wrong answer's feedback leave those batches out instead of raising, and a batch
+    where fp8 did not run is never said to be one it loses."""
+    from labkit.experiments.core import SWEEPS
+    from labkit.experiments.precision_layout import exercises
+    from labkit.experiments.precision_layout.summaries import _precision_at
+
+    gone = SWEEPS["N"][-1]
+    monkeypatch.setattr(
+        exercises,
+        "_precision_at",
+        lambda spec: _precision_at(spec).drop(index="fp8_e4m3") if spec.N == gone else _precision_at(spec),
+    )
+    ex = exercises.fp8_wins_up_to
+    why = " ".join(str(ex.why(ex.truth())).split())
+    assert f"N={gone}:" not in why and f"and {gone}." not in why, why
+    assert exercises._fp8_wins_wrong(gone, ex.truth()) == f"at N={gone} fp8 and fp16 did not both run."
+    monkeypatch.setattr(exercises, "_precision_at", lambda spec: _precision_at(spec).drop(index="fp8_e4m3"))
+    assert ex.truth() == 0
+    assert "never both ran" in ex.why(0)

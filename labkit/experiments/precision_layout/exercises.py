@@ -162,29 +162,34 @@ fp8_total_error = explain(
 )
 
 
-def _fp8_wins_up_to() -> int:
-    wins = []
+def _fp8_vs_fp16() -> dict:
+    """Each batch the panel offers at which both fp8's and fp16's heuristic plans ran: N -> (fp8's GPU
+    time, fp16's), microseconds."""
+    out = {}
     for n in SWEEPS["N"]:
         p = _precision_at(BASE.replace(N=n))
-        if {"fp8_e4m3", "fp16"} <= set(p.index) and p.loc["fp8_e4m3", "gpu_us"] < p.loc["fp16", "gpu_us"]:
-            wins.append(n)
-    return max(wins, default=0)
+        if {"fp8_e4m3", "fp16"} <= set(p.index):
+            out[n] = (float(p.loc["fp8_e4m3", "gpu_us"]), float(p.loc["fp16", "gpu_us"]))
+    return out
+
+
+def _fp8_wins_up_to() -> int:
+    return max((n for n, (fp8, fp16) in _fp8_vs_fp16().items() if fp8 < fp16), default=0)
 
 
 def _fp8_wins_why(truth) -> str:
-    rows, wins = [], []
-    for n in SWEEPS["N"]:
-        p = _precision_at(BASE.replace(N=n))
-        fp8, fp16 = p.loc["fp8_e4m3", "gpu_us"], p.loc["fp16", "gpu_us"]
-        rows.append(f"N={n}: fp8 {fmt_us(fp8)} vs fp16 {fmt_us(fp16)}")
-        wins += [n] if fp8 < fp16 else []
-    losses = [n for n in SWEEPS["N"] if n not in wins]
+    both = _fp8_vs_fp16()
+    rows = "; ".join(f"N={n}: fp8 {fmt_us(fp8)} vs fp16 {fmt_us(fp16)}" for n, (fp8, fp16) in both.items())
+    wins = [n for n, (fp8, fp16) in both.items() if fp8 < fp16]
+    losses = [n for n in both if n not in wins]
+    if not both:
+        return "fp8 and fp16 never both ran at a batch the panel offers here: there is nothing to compare."
     if not truth:
-        return f"{'; '.join(rows)}: fp8's heuristic plan never wins here."
+        return f"{rows}: fp8's heuristic plan never wins here."
     if not losses:
-        return f"{'; '.join(rows)}: fp8's heuristic plan wins at every batch the panel offers."
+        return f"{rows}: fp8's heuristic plan wins at every batch where both ran."
     return (
-        f"{'; '.join(rows)}. Which dtype wins depends on the kernel cuDNN has for the shape, not on the "
+        f"{rows}. Which dtype wins depends on the kernel cuDNN has for the shape, not on the "
         f"dtype's peak: fp8's heuristic plan wins at N={listed(wins)} here and loses at N={listed(losses)}."
     )
 
@@ -192,10 +197,11 @@ def _fp8_wins_why(truth) -> str:
 def _fp8_wins_wrong(answer, truth) -> Optional[str]:
     if answer not in SWEEPS["N"] and answer != 0:
         return f"the panel offers N = {', '.join(map(str, SWEEPS['N']))}."
-    if answer:
-        p = _precision_at(BASE.replace(N=int(answer)))
-        if p.loc["fp8_e4m3", "gpu_us"] >= p.loc["fp16", "gpu_us"]:
-            return f"at N={int(answer)} fp8's plan is the slower one."
+    both = _fp8_vs_fp16()
+    if answer and int(answer) not in both:
+        return f"at N={int(answer)} fp8 and fp16 did not both run."
+    if answer and both[int(answer)][0] >= both[int(answer)][1]:
+        return f"at N={int(answer)} fp8's plan is the slower one."
     return "fp8 beats fp16 at a larger batch than that." if answer < truth else None
 
 
