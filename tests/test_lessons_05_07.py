@@ -247,6 +247,22 @@ def test_the_heuristic_pick_is_called_within_noise_only_inside_the_noise():
     assert seen == {True, False}  # both sentences are read on the shipped recordings
 
 
+def test_a_pick_read_without_a_second_autotune_says_none_is_at_hand(monkeypatch):
+    """Live, lesson 05's plans summary comes before the caps experiment has run: the pick's gap is read
+    against the two plans' replays alone, and the summary says no second autotune is at hand (not
+    "recorded", a word for recorded mode)."""
+    monkeypatch.setattr(plans_autotune.noise, "beside", lambda *a, **k: None)
+    df = lessons.data("plans", spec=experiments.BASE.replace(dtype="fp32", layout="NCHW"))
+    ok = df[df.status == "ok"]
+    h, b = ok[ok.heuristic_pick].iloc[0], ok[ok.best].iloc[0]
+    noise, said, again = plans_autotune.noise.pick_noise(
+        df, ok[ok.plan_index.isin([h.plan_index, b.plan_index])]
+    )
+    assert said and not again and h.gpu_us / b.gpu_us - 1 > noise, (noise, said)
+    text = " ".join(str(lessons.plans_summary(df)).split())
+    assert f"more than {said}, though no second autotune of this convolution is at hand" in text, text
+
+
 def test_the_build_cost_summary_explains_the_first_build_from_the_stages():
     for recording in RECORDINGS:
         df = lessons.data("build_cost", recording=recording)

@@ -69,7 +69,7 @@ def pick_sentence(df, pick, best) -> str:
     if said:
         return (
             f" The heuristic's pick is rank {rank} of {len(ok)}, {gap:.1%} slower than the fastest: more "
-            f"than {said}, though no second autotune of this convolution is recorded to say how far a "
+            f"than {said}, though no second autotune of this convolution is at hand to say how far a "
             "second run moves a plan."
         )
     return f" The heuristic's pick is rank {rank} of {len(ok)}, {gap:.1%} slower than the fastest."
