@@ -249,7 +249,7 @@ def test_nhwc_closest_batch_calls_a_near_tie_close_to_even(monkeypatch, recordin
     if ratio < 1:
         assert "Converting pays off there." in said
     elif ratio < x.CLOSE_CALL:
-        assert f"comes within {ratio - 1:.0%} of NCHW's time (one measurement of each part)" in said
+        assert f"takes {ratio - 1:.1%} longer than NCHW (one measurement of each part)" in said
         assert "Even there" not in said
     else:
         assert "Even there the conversion costs more" in said

@@ -257,7 +257,7 @@ def _nhwc_why(truth) -> str:
         there = "Converting pays off there."
     elif ratios[truth] < CLOSE_CALL:
         there = (
-            f"There NHWC with its conversions comes within {ratios[truth] - 1:.0%} of NCHW's time (one "
+            f"There NHWC with its conversions takes {ratios[truth] - 1:.1%} longer than NCHW (one "
             "measurement of each part): close to even, not below it. Convert once per network, not per "
             "layer."
         )
