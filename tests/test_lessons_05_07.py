@@ -292,6 +292,14 @@ def test_a_first_build_about_as_long_as_the_rebuild_is_not_called_a_set_up():
     assert said == {True, False}
 
 
+def test_a_first_build_below_the_set_up_margin_is_given_as_its_ratio():
+    """A first build short of `SETUP_MARGIN` x the rebuild, yet well past it (possible live), is given
+    as its ratio to the rebuild, not called about as long."""
+    first = plans_autotune.summaries.first_build_sentences(0.0118, 0.010, 0.0101)
+    assert "The first build took 1.18x as long as the identical rebuild right after it: no one-time" in first
+    assert "about as long as the identical rebuild" not in first
+
+
 def _constants(path: Path, names) -> dict:
     """Module-level constants ``names`` of a labkit source file, read from its source (importing
     labkit.gpu.timing needs CuPy)."""

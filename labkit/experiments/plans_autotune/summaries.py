@@ -350,7 +350,7 @@ def first_build_sentences(first: float, rebuild: float, build_all: float) -> str
     if first < SETUP_MARGIN * rebuild:
         ratio = first / rebuild
         text = (
-            f" The first build took about as long as the identical rebuild right after it ({ratio:.2f}x): no "
+            f" The first build took {ratio:.2f}x as long as the identical rebuild right after it: no "
             "one-time set-up shows beyond what one timing of each can tell apart."
         )
         return text + about if same else text
