@@ -373,6 +373,18 @@ def test_lesson_05_calls_launched_one_by_one_between_the_events_are_named_so(cap
     assert "Events around CUDA-graph replays leave out" in flat(time_every_plan(ref, capsys))
 
 
+def test_lesson_05_an_eager_call_beside_the_replay_is_counted_not_called_all(capsys):
+    """A call launched from Python between the events beside the graph's replay fails the check, and
+    the verdict counts it among the calls instead of saying every call was launched one by one."""
+    ref = plans_autotune.TIME_EVERY_PLAN
+    replay = "        graph.launch(stream)\n"
+    mixed = ref.replace(replay, replay + "        run()\n")
+    assert replay in ref
+    msg = flat(time_every_plan(mixed, capsys))
+    assert msg.startswith("not yet") and "timed without a CUDA graph" in msg, msg
+    assert "1 of the 21 calls between your events were launched one by one, not replayed" in msg, msg
+
+
 def test_lesson_05_plans_whose_time_reads_nan_are_named_as_left_out(capsys):
     ns, _ = run_lesson("05", capsys, given={"my_times": {}})
     times = {**ns["my_times"], 3: float("nan"), 7: float("nan")}

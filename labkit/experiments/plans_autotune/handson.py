@@ -65,10 +65,30 @@ def _timing_problems(gpu, plans: List[int]) -> List[Problem]:
         elif calls <= 1:
             out.append(Problem("one_call", f"plan {p}: {calls} call between your two events"))
         elif not any(t.replayed == t.calls for t in mine if t.calls > 1):
-            out.append(
-                Problem("eager", f"plan {p}: the {calls} calls between your events were launched one by one")
-            )
+            out.append(_eager(p, max(mine, key=lambda t: t.calls)))
     return out
+
+
+def _eager(plan: int, timing) -> Problem:
+    """The problem of a plan timed with calls launched one by one between its events: all of them, or
+    those a CUDA graph's replay did not run.
+
+    Args:
+        plan: the plan's index.
+        timing: its timing with the most calls between the events (a `labkit.practice.device.Timing`).
+
+    Returns:
+        The `Problem`, of kind ``eager``.
+    """
+    if not timing.replayed:
+        return Problem(
+            "eager", f"plan {plan}: the {timing.calls} calls between your events were launched one by one"
+        )
+    return Problem(
+        "eager",
+        f"plan {plan}: {timing.calls - timing.replayed} of the {timing.calls} calls between your events were "
+        "launched one by one, not replayed from a CUDA graph",
+    )
 
 
 def _labkit_times(gpu, conv, spec: ConvSpec) -> Dict[int, float]:
