@@ -13,6 +13,7 @@ import statistics
 from typing import Dict, List, Tuple
 
 from ...draw.plots import fmt_us, ok_rows
+from ...draw.prose import listed
 from ...practice import current, findings
 from ...practice.findings import Problem
 from ...spec import ConvSpec
@@ -233,5 +234,5 @@ def _plans_text(plans: List[int], *, most: int = 8) -> str:
     if len(plans) == 1:
         return f"plan {plans[0]}"
     if len(plans) <= most:
-        return f"plans {', '.join(map(str, plans[:-1]))} and {plans[-1]}"
-    return f"plans {', '.join(map(str, plans[:most]))} and {len(plans) - most} more"
+        return f"plans {listed(plans)}"
+    return f"plans {listed([*plans[:most], f'{len(plans) - most} more'])}"
