@@ -1537,6 +1537,10 @@ def test_the_unfused_paths_extra_time_adds_up(recorded_mode, monkeypatch, record
     kernels_x, gap_x = parts.elementwise_us / parts.at_peak_us, parts.extra_us / parts.at_peak_us
     assert f"Their {fmt_us(parts.elementwise_us)} is {kernels_x:.1f}x what the bytes alone" in why, why
     assert f"(the whole gap, {fmt_us(parts.extra_us)}, is {gap_x:.1f}x, as Exercise 3 found)" in why, why
+    share = parts.elementwise_us / parts.extra_us  # how much of the gap the kernels are, said as measured
+    assert f"{share:.0%} of the gap is those kernels' time, and only fewer kernels" in " ".join(
+        why.split()
+    ), why
     traffic = unfused_traffic_time.why(unfused_traffic_time.truth())
     assert f"{gap_x:.1f}x that" in traffic, traffic
 

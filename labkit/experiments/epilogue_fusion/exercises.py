@@ -256,8 +256,9 @@ def _extra_time_why(truth) -> str:
             f"take {fmt_us(p.at_peak_us)}: these kernels move them at "
             f"{p.at_peak_us / p.elementwise_us:.0%} of that rate. Their {fmt_us(p.elementwise_us)} is "
             f"{p.elementwise_us / p.at_peak_us:.1f}x what the bytes alone would cost (the whole gap, "
-            f"{fmt_us(p.extra_us)}, is {p.extra_us / p.at_peak_us:.1f}x, as Exercise 3 found): the gap is "
-            "the kernels' time, and only fewer kernels (fusion) remove it."
+            f"{fmt_us(p.extra_us)}, is {p.extra_us / p.at_peak_us:.1f}x, as Exercise 3 found): "
+            f"{p.elementwise_us / p.extra_us:.0%} of the gap is those kernels' time, and only fewer kernels "
+            "(fusion) remove it."
         )
     return text
 
