@@ -193,9 +193,12 @@ def shoot_lesson(page, lab, name: str, out: Path, deadline, run: bool = True) ->
     problems = page.evaluate(bh.PROBLEMS_JS)
     layout = page.evaluate(bh.LAYOUT_JS)
     cut = page.evaluate(bh.DROPDOWN_FIT_JS)
+    # plotly's empty default axes, no trace: the browser-side race test_browser.py reloads the page for
+    empty = [v["cell"] for v in info["views"] for p in v["plots"] if not p["traces"]]
     bh.log(
         f"{name}: ran in {ran:.1f} s, {len(info['views'])} panel(s); problems {problems or 'none'}; "
-        f"layout {layout or 'ok'}; cut dropdown options {cut or 'none'}"
+        f"layout {layout or 'ok'}; cut dropdown options {cut or 'none'}; "
+        f"panel charts drawn empty {f'in cells {empty} (run again)' if empty else 'none'}"
     )
     # the static charts too (a chart a cell draws once, outside any panel)
     charts = page.locator(f"{bh.NOTEBOOK} .js-plotly-plot")
