@@ -193,7 +193,8 @@ def _compare(times: Dict[int, float], theirs: Dict[int, float], gpu) -> Tuple[st
         f"Your times are {med:.2f}x {whose} (median over {len(ratios)} plans; the farthest, plan {far}, "
         f"{ratios[far]:.2f}x). Your fastest: plan {mine}; {whose}: plan {best} ({fmt_us(theirs[best])})."
     )
-    left = " ".join(_left_out(times, theirs, whose))
+    left_out = _left_out(times, theirs, whose)
+    left = " ".join(left_out)
     if not 1 / TIMES_AGREE <= med <= TIMES_AGREE:
         kind = times_far(med, whose, gpu).kind
         calls = f" {calls_timed(gpu)} calls ran between your events."
@@ -203,7 +204,7 @@ def _compare(times: Dict[int, float], theirs: Dict[int, float], gpu) -> Tuple[st
         not_theirs = " Your fastest is not theirs, nor within 3% of it."
         return said, [Problem("not_fastest", f"{said}{not_theirs} {left}".rstrip())]
     graphs = " Events around CUDA-graph replays leave out the launch gaps that Python launches add."
-    return "\n".join([said + graphs, *_left_out(times, theirs, whose)]), []
+    return "\n".join([said + graphs, *left_out]), []
 
 
 def _left_out(times: Dict[int, float], theirs: Dict[int, float], whose: str) -> List[str]:
