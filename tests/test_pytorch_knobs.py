@@ -423,9 +423,10 @@ def _bullet(text: str, start: str) -> str:
 
 @pytest.mark.parametrize("net", [None, "resnet50"])
 def test_a_time_compared_with_the_defaults_carries_its_spread_or_is_not_ranked(recorded, net):
+    from labkit.draw.spreads import spreads_overlap as overlap
     from labkit.draw.units import us_text
     from labkit.experiments.pytorch_knobs import knobs_summary
-    from labkit.experiments.pytorch_knobs.summaries import DEFAULTS, overlap, ratio_text, row_of, same_time
+    from labkit.experiments.pytorch_knobs.summaries import DEFAULTS, ratio_text, row_of, same_time
 
     df = recorded.knobs(net=net)
     text, base = str(knobs_summary(df)), row_of(df, DEFAULTS)
@@ -450,8 +451,9 @@ def test_a_time_compared_with_the_defaults_carries_its_spread_or_is_not_ranked(r
 
 
 def test_the_switches_together_are_set_against_each_alone(recorded):
+    from labkit.draw.spreads import spreads_overlap as overlap
     from labkit.experiments.pytorch_knobs import knobs_summary
-    from labkit.experiments.pytorch_knobs.summaries import overlap, row_of
+    from labkit.experiments.pytorch_knobs.summaries import row_of
 
     df = recorded.knobs(net="resnet50")
     setting = "benchmark=True, channels_last, autocast fp16"

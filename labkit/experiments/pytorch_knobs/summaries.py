@@ -10,6 +10,7 @@ import pandas as pd
 
 from ...draw.plots import num
 from ...draw.prose import Text, listed, table, where
+from ...draw.spreads import spreads_overlap
 from ...draw.units import size_text, us_text
 from ..core import MIB
 from .charts import column, net_of, pytorch_rows
@@ -135,19 +136,6 @@ def _it(df) -> str:
     return "its convolutions" if net_of(df) else "it"
 
 
-def overlap(a, b) -> bool:
-    """Whether two settings' p10-p90 ranges of time per call overlap (then their medians are not ranked).
-
-    Args:
-        a: a row.
-        b: another row.
-
-    Returns:
-        True when the ranges share a time.
-    """
-    return bool(num(a.gpu_us_p10) <= num(b.gpu_us_p90) and num(b.gpu_us_p10) <= num(a.gpu_us_p90))
-
-
 def spread_text(row) -> str:
     """A row's p10 to p90 time per call, in words.
 
@@ -165,7 +153,7 @@ def _vs(row, base) -> str:
     ranking), or a ratio with both p10-p90 ranges."""
     if same_time(row, base):
         return f"within the defaults' spread of {us_text(base.gpu_us)}"
-    if overlap(row, base):
+    if spreads_overlap(row, base):
         return (
             f"its p10-p90 ({spread_text(row)}) overlapping the defaults' ({spread_text(base)}, median "
             f"{us_text(base.gpu_us)}), so these runs do not rank the two"
@@ -290,7 +278,7 @@ def _strict_fp32_sentence(df, rows) -> str:
         return ""
     each = [
         f"`{r.setting}` is not ranked against it, their p10-p90 overlapping ({spread_text(r)})"
-        if overlap(r, strict)
+        if spreads_overlap(r, strict)
         else f"`{r.setting}` takes {ratio_text(r.gpu_us, strict.gpu_us)} its time"
         for _, r in rows.iterrows()
     ]
@@ -337,11 +325,12 @@ def _together_sentence(df, base) -> str:
     alone = [r for r in (row_of(df, s) for s in together.setting.split(", ")) if r is not None]
     if not alone:
         return ""
+    apart = [r for r in alone if not spreads_overlap(together, r)]
     verdicts = {
-        "slower than {rows}": [r for r in alone if not overlap(together, r) and together.gpu_us > r.gpu_us],
-        "faster than {rows}": [r for r in alone if not overlap(together, r) and together.gpu_us < r.gpu_us],
+        "slower than {rows}": [r for r in apart if together.gpu_us > r.gpu_us],
+        "faster than {rows}": [r for r in apart if together.gpu_us < r.gpu_us],
         "not ranked against {rows}, the p10-p90 ranges overlapping": [
-            r for r in alone if overlap(together, r)
+            r for r in alone if spreads_overlap(together, r)
         ],
     }
     clauses = [

@@ -10,6 +10,7 @@ from ...draw.plots import (
     shape_label,
 )
 from ...draw.prose import Text, listed, where
+from ...draw.spreads import spreads_overlap
 from ...draw.units import size_text, us_text
 from ..core import beside
 from .runs import SWEEP_VALUES
@@ -95,7 +96,7 @@ def workspace_buys(plans) -> str:
             f"{without}: **{slower}**. That is what the workspace buys here."
         )
     spreads = f"10th to 90th percentile of their replays: {_spread(fast)} and {_spread(z)}"
-    if _overlap(fast, z):
+    if spreads_overlap(fast, z):
         return (
             f"{timed}, the fastest plan, {plan}, takes {time} with a workspace of {workspace}; "
             f"{without}: **{slower}** ({spreads}). "
@@ -116,13 +117,6 @@ def _spread(row) -> str:
     if "samples" in row.index and row.samples < 2:  # stopped after one replay: no spread to give
         return f"{row.gpu_us:.1f} us (one replay)"
     return f"{row.gpu_us_p10:.1f} to {row.gpu_us_p90:.1f} us"
-
-
-def _overlap(a, b) -> bool:
-    """Whether two plans' 10th-90th percentile ranges overlap (False when not recorded)."""
-    if "gpu_us_p10" not in a.index or "gpu_us_p90" not in a.index:
-        return False
-    return bool(a.gpu_us_p10 <= b.gpu_us_p90 and b.gpu_us_p10 <= a.gpu_us_p90)
 
 
 def workspace_sizes_summary(df) -> Text:
