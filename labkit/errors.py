@@ -144,3 +144,27 @@ class NotRecorded(LabkitError):
     def __init__(self, what: str, record: str):
         self.what, self.record = what, record
         super().__init__(f"the recording has no {what}: {record}")
+
+
+def status_row(exc: Exception) -> dict:
+    """A row's status and reason for a labkit error.
+
+    Args:
+        exc: the error.
+
+    Returns:
+        ``status`` (wrong_result, unsupported, out_of_memory, timed_out or error) and ``reason``
+        (its message, at most 300 characters).
+    """
+    kind = (
+        "wrong_result"
+        if isinstance(exc, WrongResult)
+        else "unsupported"
+        if isinstance(exc, Unsupported)
+        else "out_of_memory"
+        if isinstance(exc, OutOfMemory)
+        else "timed_out"
+        if isinstance(exc, TimedOut)
+        else "error"
+    )
+    return {"status": kind, "reason": str(exc)[:300]}

@@ -239,7 +239,7 @@ def test_a_spent_compile_budget_starts_no_more_compiles_of_its_request(pool):
 
 
 def test_compiles_pending_counts_a_graphs_queued_compiles_until_its_build_takes_them(pool):
-    """What the network report asks before it measures a layer (`worker_steps.spec_step` with
+    """What the network report asks before it measures a layer (`labkit.gpu.report_steps.spec_step` with
     ``defer_compiling``): the compiles `ahead` queued for the graph that no worker has finished."""
     spec = SPECS[0].replace(N=23)  # a new shape: compiles of seconds
     assert builds.compiles_pending(spec, "none", None) == 0, "nothing queued yet"

@@ -18,7 +18,7 @@ import inspect
 import pandas as pd
 
 from .. import env
-from ..errors import InvalidSpec, LabkitError, OutOfMemory, TimedOut, Unsupported, WrongResult
+from ..errors import InvalidSpec, LabkitError, status_row
 from ..gpu.host import conditions, lock
 from ..gpu.timing import ranges
 from ..signals.cancel import Budget
@@ -269,30 +269,6 @@ def heuristic_row(spec: ConvSpec) -> dict:
         status="ok",
         reason=cg.fell_through,
     )
-
-
-def status_row(exc: Exception) -> dict:
-    """A row's status and reason for a labkit error.
-
-    Args:
-        exc: the error.
-
-    Returns:
-        ``status`` (wrong_result, unsupported, out_of_memory, timed_out or error) and ``reason``
-        (its message, at most 300 characters).
-    """
-    kind = (
-        "wrong_result"
-        if isinstance(exc, WrongResult)
-        else "unsupported"
-        if isinstance(exc, Unsupported)
-        else "out_of_memory"
-        if isinstance(exc, OutOfMemory)
-        else "timed_out"
-        if isinstance(exc, TimedOut)
-        else "error"
-    )
-    return {"status": kind, "reason": str(exc)[:300]}
 
 
 def tflops_of(spec: ConvSpec, us: float) -> float:

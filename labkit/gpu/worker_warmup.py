@@ -25,16 +25,23 @@ from .checks import reference
 WARM_DTYPE, WARM_LAYOUT = "fp16", "NHWC"
 
 
+#: what every measuring step imports when it first runs (autotune brings pandas): imported with the
+#: steps' module, so the first step does not wait for it
+STEPS_IMPORT = ("labkit.gpu.timing.autotune",)
+
+
 def _import_soon(module: Optional[str]) -> Optional[threading.Thread]:
-    """Import ``module`` in a daemon thread (its failure is left for the step that needs it)."""
+    """Import ``module``, then `STEPS_IMPORT`, in a daemon thread (a failure is left for the step
+    that needs the module: it imports it again and says why)."""
     if not module:
         return None
 
     def load() -> None:
-        try:
-            importlib.import_module(module)
-        except Exception:  # noqa: BLE001  (the step that needs it imports it again and says why)
-            pass
+        for name in (module, *STEPS_IMPORT):
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001  (the step that needs it imports it again and says why)
+                pass
 
     t = threading.Thread(target=load, daemon=True, name="labkit-warm-import")
     t.start()
@@ -60,7 +67,7 @@ def warm(specs: Sequence[ConvSpec] = (), steps_module: Optional[str] = None) -> 
     from .cudnn.operands import Operands  # heavy: CuPy, live only
     from .timing import measure  # heavy: CuPy, live only
 
-    importing = _import_soon(steps_module)  # pandas and the steps, while CUDA's context is made
+    importing = _import_soon(steps_module)  # the steps and pandas, while CUDA's context is made
     frontend.handle_for(measure.timing_stream())
     build_pool.capped_by_default()  # this process measures while they start
     build_pool.start_workers()  # a report not known yet (lesson 09's banner) compiles in them too

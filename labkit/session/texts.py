@@ -227,7 +227,7 @@ def start_build_workers() -> int:
 #: the step that warms the network report's worker process, and the module of the steps it runs
 #: next (names: importing the report here would import its charts into the first cell)
 REPORT_WARM_STEP = "labkit.gpu.worker_warmup:warm"
-REPORT_STEPS = "labkit.experiments.your_network.worker_steps"
+REPORT_STEPS = "labkit.gpu.report_steps"
 
 
 def start_report_worker(lesson: Optional[str]) -> bool:

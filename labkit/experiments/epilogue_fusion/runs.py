@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ...errors import LabkitError
+from ...errors import LabkitError, status_row
 from ...gpu.buffers import numerics
 from ...gpu.checks import reference
 from ...gpu.cudnn.unfused import DTYPES, UnfusedPath, check_spec
 from ...signals.cancel import Budget
 from ...signals.progress import report
 from ...spec import ConvSpec
-from ..core import BASE, as_spec, experiment, status_row, timed_plan, to_frame
+from ..core import BASE, as_spec, experiment, timed_plan, to_frame
 
 # ---- experiments ------------------------------------------------------------------------------
 #: the dtypes `fusion` compares (its unfused path needs CuPy elementwise kernels: no bf16 or fp8)

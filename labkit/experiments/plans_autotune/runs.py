@@ -8,12 +8,12 @@ import tempfile
 import time
 from typing import Optional, Sequence
 
-from ...errors import LabkitError
+from ...errors import LabkitError, status_row
 from ...signals.cancel import checkpoint
 from ...signals.progress import report
 from ...spec import ConvSpec
 from ...store import machine, plan_store
-from ..core import BASE, MIB, as_spec, experiment, status_row, to_frame
+from ..core import BASE, MIB, as_spec, experiment, to_frame
 
 CAPS = (0, 1 * MIB, 16 * MIB, 64 * MIB, 256 * MIB, None)
 

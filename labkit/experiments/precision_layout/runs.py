@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from ... import ceilings, env
-from ...errors import LabkitError
+from ...errors import LabkitError, status_row
 from ...signals.progress import report
 from ...spec import DTYPES, LAYOUTS, ConvSpec
 from ..core import (
@@ -16,7 +16,6 @@ from ..core import (
     experiment,
     heuristic_row,
     model,
-    status_row,
     tflops_of,
     timed_plan,
     to_frame,

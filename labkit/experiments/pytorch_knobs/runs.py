@@ -12,11 +12,11 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from ...errors import LabkitError
+from ...errors import LabkitError, status_row
 from ...gpu.timing.kernel_keys import kernel_key
 from ...signals.progress import report
 from ...spec import ConvSpec
-from ..core import as_spec, experiment, result, status_row, timed_plan, to_frame
+from ..core import as_spec, experiment, result, timed_plan, to_frame
 from .settings import check_request, child_config, child_env, counterpart, labkit_name, settings_for
 
 #: the lesson's convolution: a 3x3 of 256 channels at 56x56 (as wide as the outputs of ResNet-50's first

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import functools
 
-from ...errors import InvalidSpec, LabkitError
+from ...errors import InvalidSpec, LabkitError, status_row
 from ...gpu.cudnn import buildlog
 from ...gpu.timing import trace
 from ...gpu.timing.ranges import annotate
 from ...gpu.workspaces import workloads
 from ...signals.progress import report
 from ...spec import ConvSpec
-from ..core import BASE, as_spec, experiment, status_row, to_frame
+from ..core import BASE, as_spec, experiment, to_frame
 
 #: conv calls traced per plan (their kernels are averaged per call)
 TRACED_CALLS = 3

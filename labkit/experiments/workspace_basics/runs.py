@@ -7,13 +7,13 @@ from __future__ import annotations
 import itertools
 from typing import Sequence
 
-from ...errors import InvalidSpec, LabkitError
+from ...errors import InvalidSpec, LabkitError, status_row
 from ...gpu.classic import legacy
 from ...gpu.classic.legacy import DTYPE_PLAN
 from ...signals.cancel import Budget
 from ...signals.progress import report
 from ...spec import DTYPES, LAYOUTS, ConvSpec
-from ..core import BASE, as_spec, experiment, heuristic_row, status_row, to_frame
+from ..core import BASE, as_spec, experiment, heuristic_row, to_frame
 
 #: the dtypes the classic API convolves (it has no fp8 convolution)
 LEGACY_DTYPES = tuple(DTYPE_PLAN)

@@ -38,13 +38,12 @@ and its layer is a row with status ``timed_out`` naming the phase it was in. The
 on, and `cut_counts` says how many plans and layers were cut (and how many plans were left as
 known to be slower).
 
-Everything about the experiment lives in this package, one part per concept: `request` (what a
-report measures: the network, the calls of a pass, the strategies, caps and step budgets),
-`worker_steps` (the steps run in the worker process), `runs` (the run function,
-`network_report`), `checklist_run` and `checklist_steps` (the performance checklist's
-measurements, `checklist_items`, and its steps in the worker process), `tables` (the long frame's
-tables), `charts`, `summary`, `exercises` (the lesson's exercises); the calls of the recorded grid
-are below. Bytes; microseconds; seconds for
+Everything about the experiment lives in this package, one part per concept: `request` (what a report
+measures: the network, the calls of a pass, the strategies, caps and step budgets), `runs` (the run
+function, `network_report`, whose steps run in the worker process: `labkit.gpu.report_steps`),
+`checklist_run` and `checklist_steps` (the performance checklist's measurements, `checklist_items`, and
+its steps in the worker process), `tables` (the long frame's tables), `charts`, `summary`, `exercises`
+(the lesson's exercises); the calls of the recorded grid are below. Bytes; microseconds; seconds for
 budgets.
 """
 
@@ -82,7 +81,6 @@ from .request import (
 from .runs import network_report
 from .summary import network_report_summary
 from .tables import budget_rows, cut_counts, layer_rows, over_cap_rows, table_of, whole_numbers
-from .worker_steps import AHEAD_BUDGET_S, ahead_step, spec_step, strategy_step
 
 __all__ = [
     "REPORT_STRATEGIES",
@@ -92,15 +90,11 @@ __all__ = [
     "RECORDED_PRESETS",
     "STEP_BUDGET_S",
     "KILL_GRACE_S",
-    "AHEAD_BUDGET_S",
     "STRATEGY_COLORS",
     "STRATEGY_DASHES",
     "step_budget_s",
     "network_of",
     "pass_steps",
-    "ahead_step",
-    "spec_step",
-    "strategy_step",
     "network_report",
     "checklist_items",
     "CHECKLIST_DTYPES",

@@ -35,13 +35,13 @@ import time
 from typing import Dict, List
 
 from ... import networks
-from ...errors import InvalidSpec, LabkitError
+from ...errors import InvalidSpec, LabkitError, status_row
 from ...gpu.host import isolated
 from ...signals.cancel import checkpoint
 from ...signals.progress import announce
 from ...signals.progress import report as report_progress
 from ...spec import MAX_DIM, ConvSpec
-from ..core import experiment, status_row, to_frame
+from ..core import experiment, to_frame
 from . import checklist_steps
 from .checklist_steps import cut_row, spec_columns
 from .request import KILL_GRACE_S, network_of

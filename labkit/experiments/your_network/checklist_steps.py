@@ -14,12 +14,11 @@ import tempfile
 import time
 from typing import List, Sequence
 
-from ...errors import LabkitError
+from ...errors import LabkitError, status_row
 from ...signals.cancel import Budget, checkpoint
 from ...signals.progress import announce
 from ...spec import LAYOUTS, ConvSpec
 from ...store import machine, plan_store
-from ..core import status_row
 
 #: calls timed (host clock) per call kind in the graph-reuse item: rebuilding the graph per call,
 #: and calling the graph already built

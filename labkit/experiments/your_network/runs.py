@@ -1,5 +1,5 @@
 """The run function of lesson 09, `network_report`: a network's convolution calls measured step by
-step in the worker process (`worker_steps`: each distinct convolution once, then the pass under
+step in the worker process (`labkit.gpu.report_steps`: each distinct convolution once, then the pass under
 each strategy), gathered into one long DataFrame with a ``table`` column (`tables`). Each step has
 `step_budget_s` seconds; a step that has not answered `KILL_GRACE_S` seconds after its budget is
 killed with its worker and its rows say so.
@@ -14,13 +14,13 @@ from typing import Dict, List, Optional
 import pandas as pd
 
 from ... import networks
-from ...errors import InvalidSpec, LabkitError
+from ...errors import InvalidSpec, LabkitError, status_row
+from ...gpu import report_steps
 from ...gpu.host import isolated
 from ...signals.cancel import checkpoint
 from ...signals.progress import announce
 from ...signals.progress import report as report_progress
-from ..core import experiment, status_row, to_frame
-from . import worker_steps
+from ..core import experiment, to_frame
 from .request import KILL_GRACE_S, REPORT_STRATEGIES, network_of, pass_steps, step_budget_s, strategy_options
 from .tables import budget_rows, layer_rows
 
@@ -61,12 +61,12 @@ def network_report(
 
 
 def _in_worker(step: str, args: tuple, budget_s: float, what: str, meanwhile=None):
-    """``step(*args)`` of `worker_steps` in the worker process (`labkit.gpu.host.isolated`), killed
+    """``step(*args)`` of `labkit.gpu.report_steps` in the worker process (`labkit.gpu.host.isolated`), killed
     `KILL_GRACE_S` after ``budget_s``; the phases it announces are announced here too. The step
     takes its own turn on the GPU there (`labkit.gpu.host.lock`); this process lets its turn go meanwhile,
     and calls ``meanwhile()`` once the step is sent."""
     return isolated.run_step(
-        f"{worker_steps.__name__}:{step}",
+        f"{report_steps.__name__}:{step}",
         args,
         budget_s + KILL_GRACE_S,
         what,
@@ -102,7 +102,7 @@ def _in_order(plans_of: Dict[int, List[dict]]) -> List[dict]:
 def _still_compiling_last(queue, groups, deferred: set, meanwhile) -> "collections.deque":
     """The layers left to measure (indices in the report's distinct convolutions, the first one
     measured), with those a build worker still compiles for moved to the end, in order, and added
-    to ``deferred`` (not deferred again): `worker_steps.ahead_step` queues their compiles and says
+    to ``deferred`` (not deferred again): `labkit.gpu.report_steps.ahead_step` queues their compiles and says
     which are pending, in one step for every layer.
 
     Args:
@@ -119,7 +119,7 @@ def _still_compiling_last(queue, groups, deferred: set, meanwhile) -> "collectio
         pending = _in_worker(
             "ahead_step",
             ([groups[i].spec for i in left],),
-            worker_steps.AHEAD_BUDGET_S,
+            report_steps.AHEAD_BUDGET_S,
             "queueing the plan builds",
             meanwhile,
         )

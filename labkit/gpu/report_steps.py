@@ -1,12 +1,15 @@
-"""The steps of a network report that run in the worker process (`labkit.gpu.host.isolated`), each
-within its budget (seconds): `spec_step` measures one distinct convolution (every plan autotuned,
-the heuristic, fastest and smallest-workspace plans checked against the float64 reference),
-`strategy_step` runs the whole pass under one workspace strategy (the memory timeline and a timed
-pass), and `ahead_step` queues every layer's plan builds at once (the worker's warm-up,
-`labkit.gpu.worker_warmup`, queues them before the first step). Bytes; microseconds.
+"""The steps of a network report (`labkit.experiments.your_network`) that run in the worker process
+(`labkit.gpu.host.isolated`), each within its budget (seconds): `spec_step` measures one distinct
+convolution (every plan autotuned, the heuristic, fastest and smallest-workspace plans checked against
+the float64 reference), `strategy_step` runs the whole pass under one workspace strategy (the memory
+timeline and a timed pass), and `ahead_step` queues every layer's plan builds at once (the worker's
+warm-up, `labkit.gpu.worker_warmup`, queues them before the first step). Bytes; microseconds.
 
-The steps are called by name (``"<this module>:spec_step"``), so they stay module-level functions
-here; the pass's inputs and outputs are kept between strategy steps in this module.
+The steps are called by name (``"<this module>:spec_step"``), so they stay module-level functions here;
+the pass's inputs and outputs are kept between strategy steps in this module. They live in
+``labkit.gpu``, above its rooms, not beside the lesson: the worker imports this module while it makes
+CUDA's context (`labkit.gpu.worker_warmup`), and importing it pulls in none of the lessons, their
+charts or plotly.
 """
 
 from __future__ import annotations
@@ -15,15 +18,14 @@ import dataclasses
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from ...errors import LabkitError
-from ...gpu.checks import reference
-from ...gpu.cudnn import builds
-from ...gpu.workspaces import workspace
-from ...gpu.workspaces.runner import Runner
-from ...signals.cancel import Budget, checkpoint, was_cut
-from ...signals.progress import announce
-from ...spec import ConvSpec
-from ..core import status_row
+from ..errors import LabkitError, status_row
+from ..signals.cancel import Budget, checkpoint, was_cut
+from ..signals.progress import announce
+from ..spec import ConvSpec
+from .checks import reference
+from .cudnn import builds
+from .workspaces import workspace
+from .workspaces.runner import Runner
 
 
 def _measure_spec(spec: ConvSpec, budget: Budget) -> Tuple[dict, List[dict]]:
@@ -32,8 +34,8 @@ def _measure_spec(spec: ConvSpec, budget: Budget) -> Tuple[dict, List[dict]]:
     heuristic, fastest and smallest-workspace plans report their errors. (summary, plan rows)."""
     import cupy  # heavy: CuPy, live only
 
-    from ...gpu.cudnn import graph_cache, operands  # heavy: CuPy, live only
-    from ...gpu.timing import autotune  # heavy: CuPy, live only
+    from .cudnn import graph_cache, operands  # heavy: CuPy, live only
+    from .timing import autotune  # heavy: CuPy, live only
 
     cg = graph_cache.get_graph(spec, build_budget_s=budget.left / 2)
     ops = operands.Operands(spec)
@@ -117,7 +119,7 @@ def _measure_spec(spec: ConvSpec, budget: Budget) -> Tuple[dict, List[dict]]:
 def _keep_graphs(room: int) -> None:
     """Room in this process's graph cache for ``room`` graphs: every graph of the pass stays built
     from its spec's step to the strategies' passes."""
-    from ...gpu.cudnn import graph_cache  # heavy: CuPy, live only
+    from .cudnn import graph_cache  # heavy: CuPy, live only
 
     graph_cache.graphs.max_entries = max(graph_cache.graphs.max_entries, room)
 
@@ -140,7 +142,7 @@ def ahead_step(specs: Sequence[ConvSpec]) -> List[bool]:
     Returns:
         Per spec, in order, whether a build worker still compiles one of its plans.
     """
-    from ...gpu.cudnn import graph_cache  # heavy: CuPy, live only
+    from .cudnn import graph_cache  # heavy: CuPy, live only
 
     graph_cache.build_ahead([(s, "none", None) for s in specs])
     return [builds.compiles_pending(s, "none", None) > 0 for s in specs]
@@ -230,7 +232,7 @@ def strategy_step(
 
 
 def _strategy_step(label, name, options, steps, choice, budget_s):
-    from ...gpu.cudnn import graph_cache  # heavy: CuPy, live only
+    from .cudnn import graph_cache  # heavy: CuPy, live only
 
     index = {}
     for _, spec in steps:
