@@ -45,9 +45,10 @@ _KEEP_PLANNED = 8
 
 #: most workers by default in a process that measures while they start (the network report's
 #: worker: `capped_by_default`): each makes a CUDA context and loads cuDNN as that process makes
-#: its own and measures its first layers, and ResNet-50's report on H200 hosts took 4.3-4.9 s with
-#: 2-4 workers against 4.9-5.4 s with 8 (median of three runs each: docs/findings.md)
-MEASURING_WORKERS = 4
+#: its own and measures its first layers. On H200 hosts ResNet-50's report took 4.3-4.9 s with 2-4
+#: workers against 4.9-5.4 s with 8, and 4.77 s with 2 against 5.04 s with 4, lower in each of four
+#: alternated rounds (medians: docs/findings.md)
+MEASURING_WORKERS = 2
 #: the most workers `default_workers` gives in this process, when set (`capped_by_default`)
 _cap: Optional[int] = None
 
