@@ -218,7 +218,7 @@ def test_meanwhile_runs_before_the_step_with_isolation_off(monkeypatch):
     "mode, shared, isolate, alive, started",
     [
         ("live", "", "1", False, True),
-        ("live", "", "1", True, False),
+        ("live", "", "1", True, True),
         ("recorded", "", "1", False, False),
         ("live", "/srv/class", "1", False, False),
         ("live", "", "0", False, False),
@@ -229,7 +229,7 @@ def test_a_report_call_starts_the_report_worker_before_the_report_loads(
 ):
     """``labkit.report`` asks the mode, then starts the worker (warmed) in the background, so that the
     worker's start overlaps the report's imports: live only, not in a class, not with isolation
-    off, and not when one runs already."""
+    off. A worker running already gets the step too: it plans the report's graphs meanwhile."""
     import threading
 
     import labkit
