@@ -357,8 +357,26 @@ def test_a_cut_reports_budget_table_shows_its_pass_times_as_blank(rep):
     budget = frame["table"] == "budget"
     frame.loc[budget, ["pass_gpu_us", "slowdown"]] = float("nan")
     cut = dataclasses.replace(rep, frame=frame)
+    assert cut.budget["pass_gpu_us"].isna().all() and cut.budget["slowdown"].isna().all()
+    assert list(cut.budget.columns) == list(rep.budget.columns)  # its own columns, no other table's
     shown = cut.show("budget").data
     assert {"pass_gpu_us", "slowdown"} <= set(shown.columns)
     assert shown["pass_gpu_us"].isna().all() and len(shown) == budget.sum()
+    assert "<td" in cut.show("budget").to_html()  # the learner sees the table, its pass times blank
     with pytest.raises(InvalidSpec, match="no_such_column"):
         cut.show("budget", columns=["no_such_column"])
+
+
+@pytest.mark.parametrize("recording", [r.name for r in recordings.shipped()])
+def test_each_tables_columns_are_the_ones_its_rows_may_hold(recording):
+    """`COLUMNS` names every column a recorded table has and every column its rows are written with,
+    so a cut report's table keeps its own columns and leaves out the other tables'."""
+    from labkit.experiments.your_network.request import COLUMNS
+    from labkit.experiments.your_network.tables import budget_rows
+
+    for net in your_network.RECORDED_PRESETS:
+        r = labkit.report(net, batch=32, dtype="fp16", layout="NHWC", recording=recording)
+        for name in your_network.TABLES:
+            assert set(getattr(r, name).columns) <= set(COLUMNS[name]), (net, name)
+    rows = budget_rows(r.plans, [(0, "fprop")])
+    assert all(set(row) - {"table"} <= set(COLUMNS["budget"]) for row in rows)

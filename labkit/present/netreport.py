@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import html
 import json
-import math
 import shutil
 import sys
 import tempfile
@@ -82,9 +81,6 @@ class Report:
         """
         table = self._table(name)
         columns = list(columns or SHOWN.get(name) or table.columns)
-        blank = [c for c in columns if c not in table.columns and c in self.frame.columns]
-        if blank:  # a column of the report with no value in this table (a cut report's pass times)
-            table = table.assign(**{c: math.nan for c in blank})
         missing = [c for c in columns if c not in table.columns]
         if missing:
             raise InvalidSpec(

@@ -1,7 +1,7 @@
 """What a network report measures: the network a request names (`network_of`), the convolution
 calls of one pass (`pass_steps`), the strategies it runs (`REPORT_STRATEGIES`), the workspace caps
-of its budget curve (`BUDGET_CAPS`, bytes), its tables (`TABLES`), the presets the recorded grid
-holds, and the time each step may take (`step_budget_s`, seconds).
+of its budget curve (`BUDGET_CAPS`, bytes), its tables (`TABLES`) and their columns (`COLUMNS`), the
+presets the recorded grid holds, and the time each step may take (`step_budget_s`, seconds).
 """
 
 from __future__ import annotations
@@ -30,6 +30,25 @@ REPORT_STRATEGIES: Tuple[Tuple[str, str, object], ...] = (
 #: the workspace caps of the budget curve, bytes (None: no cap)
 BUDGET_CAPS = (0, 1 * MIB, 4 * MIB, 16 * MIB, 64 * MIB, 256 * MIB, 1024 * MIB, None)
 TABLES = ("layers", "plans", "strategies", "timeline", "budget")
+#: the columns a row of each table may hold (`layer_rows` with the spec step's summary, the plans
+#: and strategy steps, `budget_rows`): a table keeps them when a cut report leaves one without a value
+COLUMNS = {
+    name: tuple(words.split())
+    for name, words in dict(
+        layers="order layer spec_id spec count direction N C H W K R S stride padding dilation groups flops "
+        "tolerance max_rel_error checked plans_timed plans_cut plans_wrong status reason "
+        "heuristic_plan heuristic_gpu_us heuristic_workspace_bytes heuristic_plan_index "
+        "fastest_plan fastest_gpu_us fastest_workspace_bytes fastest_plan_index "
+        "smallest_plan smallest_gpu_us smallest_workspace_bytes smallest_plan_index step_seconds",
+        plans="spec_id spec plan_index plan_name workspace_bytes gpu_us tune_seconds status",
+        strategies="strategy calls pass_gpu_us pass_host_us host_us_per_call peak_workspace_bytes "
+        "stats_peak_bytes held_after_bytes alloc_calls_first_pass alloc_calls_per_pass alloc_us_first_pass "
+        "fallbacks_first_pass fallbacks_per_pass describe status reason step_seconds",
+        timeline="strategy step layer direction held_bytes held_after_bytes workspace_bytes fell_back",
+        budget="cap_bytes cap_label pass_gpu_us calls_changing_plan calls_without_plan peak_workspace_bytes "
+        "slowdown",
+    ).items()
+}
 #: the presets the recorded grid holds a report for (batch 32, fp16, NHWC, inference)
 RECORDED_PRESETS = ("resnet50", "resnext50_32x4d", "mobilenet_v2", "convnext_tiny", "vgg16", "deeplabv3_aspp")
 #: seconds one step of a report may take (``LABKIT_STEP_BUDGET_S`` overrides): a distinct

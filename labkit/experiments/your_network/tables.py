@@ -13,7 +13,7 @@ from ...errors import InvalidSpec
 from ...gpu.checks.plan_checks import is_wrong
 from ...signals.cancel import not_timed, was_cut
 from ...spec import ConvSpec
-from .request import BUDGET_CAPS, TABLES, strategy_labels
+from .request import BUDGET_CAPS, COLUMNS, TABLES, strategy_labels
 
 
 def table_of(df, table: str):
@@ -31,7 +31,8 @@ def table_of(df, table: str):
 
 def tables_of(df, *tables: str) -> tuple:
     """`table_of` for several tables, the long frame's missing values found once; a strategy is
-    named by its label (`strategy_labels`), not by the key the frame stores it under.
+    named by its label (`strategy_labels`), not by the key the frame stores it under. A table keeps
+    its own columns (`COLUMNS`) when none of its rows has a value there (a cut report's pass times).
 
     Args:
         df: `network_report`'s result.
@@ -48,21 +49,22 @@ def tables_of(df, *tables: str) -> tuple:
     else:  # each table's columns found first, so only they are copied (the long frame has ~66, a table ~12)
         filled = df.notna().to_numpy()
         kinds = df["table"].to_numpy(dtype=object)
-        subs = []
-        for table in tables:
-            rows = kinds == table
-            cols = filled[rows].any(axis=0)
-            subs.append(
-                df.loc[rows, [c for c, f in zip(df.columns, cols) if f and c != "table"]].reset_index(
-                    drop=True
-                )
-            )
+        subs = [
+            df.loc[kinds == t, _columns_of(df, t, filled[kinds == t])].reset_index(drop=True) for t in tables
+        ]
     labels = strategy_labels(sized_bytes(df)) if any("strategy" in sub.columns for sub in subs) else {}
     for sub in subs:
         if "strategy" in sub.columns:
             sub["strategy"] = [labels.get(k, k) for k in sub["strategy"]]
         sub.attrs = dict(df.attrs)
     return tuple(subs)
+
+
+def _columns_of(df, table: str, filled) -> list:
+    """A table's columns in the long frame: its own (`COLUMNS`), also where a cut report left every
+    value of one missing, and any other column its rows give a value."""
+    known = set(COLUMNS[table])
+    return [c for c, f in zip(df.columns, filled.any(axis=0)) if c != "table" and (f or c in known)]
 
 
 def sized_bytes(df) -> int:
