@@ -10,7 +10,7 @@ import pytest
 import recorded_charts
 
 from labkit import env, experiments
-from labkit.draw import names, plots, units
+from labkit.draw import names, plots, prose, units
 from labkit.errors import LabkitError
 from labkit.experiments import plans_autotune, workspace_basics
 from labkit.session import lessons
@@ -503,3 +503,9 @@ def test_every_declared_grid_laid_out_ahead_gives_the_figure_make_subplots_gives
             ) == json.dumps(want.to_plotly_json(), sort_keys=True, default=str)
     finally:
         plots._GRIDS.update(kept)
+
+
+def test_a_ratio_amount_is_a_percentage_under_1_2x_else_a_ratio():
+    """`prose.ratio_amount`, which lessons 01 and 04 say a slower or faster time with."""
+    shown = [prose.ratio_amount(r) for r in (1.0, 1.08, 1.19, 1.2, 9.14)]
+    assert shown == ["0%", "8%", "19%", "1.2x", "9.1x"]

@@ -76,3 +76,16 @@ def listed(items) -> str:
     if len(items) == 1:
         return items[0]
     return f"{', '.join(items[:-1])} and {items[-1]}"
+
+
+def ratio_amount(ratio: float) -> str:
+    """How much one time exceeds another, for a sentence: ``8%`` under 1.2x, else ``9.1x``.
+
+    Args:
+        ratio: the longer time over the shorter (1 or more).
+
+    Returns:
+        The excess as a whole percentage under 1.2, else the ratio to 0.1; the caller says which
+        way (``slower``, ``faster``).
+    """
+    return f"{ratio - 1:.0%}" if ratio < 1.2 else f"{ratio:.1f}x"

@@ -4,7 +4,7 @@ and, where the fused graph loses, what its one plan achieves."""
 from __future__ import annotations
 
 from ...draw.plots import ok_rows
-from ...draw.prose import Text, where
+from ...draw.prose import Text, ratio_amount, where
 from ...draw.units import size_text, us_text
 from .charts import differs_text, repeat_gaps
 
@@ -20,8 +20,7 @@ def ratio_text(a: float, b: float) -> str:
         The words: a percentage under 1.2x, else a ratio.
     """
     r = max(a, b) / min(a, b)
-    amount = f"{r - 1:.0%}" if r < 1.2 else f"{r:.1f}x"
-    return f"{amount} {'faster' if a < b else 'SLOWER'}"
+    return f"{ratio_amount(r)} {'faster' if a < b else 'SLOWER'}"
 
 
 def _plans(row) -> tuple:

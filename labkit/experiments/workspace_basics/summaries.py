@@ -9,7 +9,7 @@ from ...draw.plots import (
     request_spec,
     shape_label,
 )
-from ...draw.prose import Text, listed, where
+from ...draw.prose import Text, listed, ratio_amount, where
 from ...draw.spreads import spreads_overlap
 from ...draw.units import size_text, us_text
 from ..core import beside
@@ -89,7 +89,7 @@ def workspace_buys(plans) -> str:
         )
     z = zero.loc[zero["gpu_us"].idxmin()]
     without = f"the fastest that needs none, `{z.plan_name}`, takes {us_text(z.gpu_us)}"
-    slower = _slower(z.gpu_us / fast.gpu_us)
+    slower = f"{ratio_amount(z.gpu_us / fast.gpu_us)} slower"
     if not {"gpu_us_p10", "gpu_us_p90"} <= set(ok.columns):
         return (
             f"{timed}, the fastest plan, {plan}, takes {time} with a workspace of {workspace}; "
@@ -106,11 +106,6 @@ def workspace_buys(plans) -> str:
         f"{timed}, the fastest plan, {plan}, takes {time} with a workspace of {workspace}; "
         f"{without}: **{slower}** ({spreads}). That is what the workspace buys here."
     )
-
-
-def _slower(ratio: float) -> str:
-    """``ratio`` (at least 1) as words: ``8% slower`` under 1.2, else ``9.1x slower``."""
-    return f"{ratio - 1:.0%} slower" if ratio < 1.2 else f"{ratio:.1f}x slower"
 
 
 def _spread(row) -> str:
