@@ -200,6 +200,23 @@ def test_lesson_08_hints_name_only_what_it_shows():
                 assert name in text, f"check.{ex.name} names {name!r}, which lesson 08 never shows"
 
 
+@pytest.mark.usefixtures("fresh_progress")
+def test_a_wrong_plan_prediction_says_what_the_plans_show_without_the_answer(capsys):
+    from labkit.present import check
+
+    plans = compare.frames("plans")
+    best = {r: plans[(plans.recording == r) & plans.best].iloc[0] for r in BOTH}
+    changed = best["h100-sxm"].plan_name != best["h200"].plan_name
+    mine = plans[(plans.recording == "h200") & (plans.plan_name == best["h100-sxm"].plan_name)].iloc[0]
+    faster = int((plans[plans.recording == "h200"].gpu_us < mine.gpu_us).sum())
+    said = " ".join(check.best_plan_changes(not changed).message.split())
+    assert said.startswith("not yet: On the H200 SXM, the H100 SXM's fastest plan"), said
+    assert best["h100-sxm"].plan_name in said and f"{mine.gpu_us:.1f} us" in said, said
+    assert (f"{faster} of the H200 SXM's plans ran faster" if faster else "none of") in said, said
+    if changed:
+        assert best["h200"].plan_name not in said, said  # the other GPU's winner is the answer's why
+
+
 def test_plans_figure_shows_the_fastest_plans_with_their_spread():
     fig = compare.figure(compare.frames("plans"))
     gpus = [t for t in fig.data if t.showlegend is not False]

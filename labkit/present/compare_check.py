@@ -146,6 +146,32 @@ def _best_why(truth: bool) -> str:
     )
 
 
+def _best_wrong(answer: bool, truth: bool) -> str:
+    """What the plans show against a wrong answer: where the first GPU's fastest plan ranks on the
+    second (its time and spread, how many of the second GPU's plans ran faster), without naming the
+    second GPU's fastest plan."""
+    df = compare.frames("plans")
+    base, other = _pair(df)
+    winner = _bests(df)[base]
+    timed = df[(df["recording"] == other) & df["gpu_us"].notna()]
+    same = timed[timed["plan_name"] == winner["plan_name"]]
+    a, b, plan = _gpu(df, base), _gpu(df, other), winner["plan_name"]
+    if same.empty:
+        return f"The {a}'s fastest plan, {plan}, was not timed on the {b}."
+    row = same.iloc[0]
+    us, p10, p90 = plots.fmt_us(row["gpu_us"]), row["gpu_us_p10"], row["gpu_us_p90"]
+    faster = int((timed["gpu_us"] < row["gpu_us"]).sum())
+    if faster:
+        return (
+            f"On the {b}, the {a}'s fastest plan ({plan}) takes {us} (p10-p90 {p10:.1f}-{p90:.1f} us), "
+            f"and {faster} of the {b}'s plans ran faster."
+        )
+    return (
+        f"On the {b}, the {a}'s fastest plan ({plan}) takes {us} (p10-p90 {p10:.1f}-{p90:.1f} us), and none "
+        f"of the {b}'s other plans ran faster."
+    )
+
+
 best_plan_changes = Exercise(
     name="best_plan_changes",
     lesson="08",
@@ -162,6 +188,7 @@ best_plan_changes = Exercise(
         "two plans whose times differ by less than the spread of repeated timings can swap places "
         "from one run, or one GPU, to the next.",
     ),
+    wrong=_best_wrong,
     example=True,
 )
 
