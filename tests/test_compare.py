@@ -9,6 +9,7 @@ import pytest
 import recording_copies
 
 from labkit import InvalidSpec, RecordedDataError, experiments
+from labkit.experiments import workspace_basics
 from labkit.present import compare, compare_check
 from labkit.store import recordings
 
@@ -293,3 +294,17 @@ def test_a_field_the_rows_vary_is_not_named_at_its_base_value(name, field):
     title = re.sub(r"<[^>]+>", "\n", compare.figure(df).layout.title.text)
     detail = next(line for line in title.split("\n") if f"in each {field};" in line)
     assert f"{getattr(experiments.BASE, field)} " not in detail.split(";")[0], detail
+
+
+@pytest.mark.parametrize("field", workspace_basics.SWEEP_FIELDS)
+def test_a_sweep_names_the_dimension_it_moves_not_its_base_value(field):
+    """A sweep of N draws N=1..64: its detail line writes N as a letter and says it varies, never N=32."""
+    df = compare.frames("sweep", field=field, values=workspace_basics.SWEEP_VALUES[field])
+    title = re.sub(r"<[^>]+>", "\n", compare.figure(df).layout.title.text)
+    detail = next(line for line in title.split("\n") if "heuristic plan" in line).split(";")[0]
+    assert f"({field.replace('=', ' = ')} varies)" in detail, detail
+    dims = re.search(r"(\w+)x(\w+)x(\w+)x(\w+) → (\w+) (\w+)x(\w+) ", detail)
+    shown = dict(zip("NCHWKRS", dims.groups()))
+    for letter, text in shown.items():
+        moved = letter in field.split("=")
+        assert text == (letter if moved else str(getattr(experiments.BASE, letter))), (letter, detail)

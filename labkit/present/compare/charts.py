@@ -292,12 +292,11 @@ def _sweep(df, table, comp):
     )
     title = comp.axis if value == comp.value else value
     fig.update_yaxes(title_text=f"{title}, log", type="log", **log_axis(vals))
-    field = df["field"].iloc[0] if "field" in df.columns else "value"
     return plots.finish(
         fig,
         df,
         f"Same call, {len(df.attrs['recordings'])} GPUs: sweep",
-        _detail(df, f"sweep of {field}, heuristic plan; hover a point for its ratio to the first GPU"),
+        _detail(df, "heuristic plan at each point; hover a point for its ratio to the first GPU"),
         note=_notes(df),
         height=480,
     )

@@ -261,14 +261,16 @@ SPEC_FIELDS = ("dtype", "layout", "direction")
 def spec_line(df) -> str:
     """The convolution a comparison ran, as its charts' detail line says it.
 
-    A field the rows vary (each dtype of the precision chart) is said as such, not as the base's value.
+    A field the rows vary (each dtype of the precision chart) is said as such, not as the base's value;
+    so is a dimension a sweep moves (its letter in the shape, and that it varies).
 
     Args:
         df: a `frames` DataFrame.
 
     Returns:
-        ``fp16 NHWC fprop 32x64x56x56 → 64 3x3 s1 p1``, or ``NHWC fprop ... in each dtype``; empty
-        when the request names no convolution.
+        ``fp16 NHWC fprop 32x64x56x56 → 64 3x3 s1 p1``, ``NHWC fprop ... in each dtype``, or
+        ``fp16 NHWC fprop Nx64x56x56 → 64 3x3 s1 p1 (N varies)``; empty when the request names no
+        convolution.
     """
     spec = plots.request_spec(df)
     if not spec:
@@ -277,7 +279,25 @@ def spec_line(df) -> str:
     fixed = " ".join(str(getattr(spec, f)) for f in SPEC_FIELDS if f not in rows)
     varied = " and ".join(f for f in SPEC_FIELDS if f in rows)
     each = f" in each {varied}" if varied else ""
-    return f"{fixed} {plots.shape_label(spec)}{each}"
+    swept = str((df.attrs.get("request") or {}).get("field") or "")
+    moves = f" ({swept.replace('=', ' = ')} varies)" if swept else ""
+    return f"{fixed} {_shape_text(spec, swept)}{each}{moves}"
+
+
+#: a convolution's dimensions, as `plots.shape_label` writes them (``NxCxHxW → K RxS ...``)
+SHAPE_LETTERS = ("N", "C", "H", "W", "K", "R", "S")
+
+
+def _shape_text(spec, swept: str) -> str:
+    """``plots.shape_label(spec)`` with each dimension of ``swept`` (``"N"``, ``"C=K"``) written as its
+    letter: a sweep's base value is not the value of every point (``Nx64x56x56 → 64 3x3 s1 p1``)."""
+    label = plots.shape_label(spec)
+    moved = set(swept.split("=")) & set(SHAPE_LETTERS)
+    if not moved:
+        return label
+    d = {f: f if f in moved else getattr(spec, f) for f in SHAPE_LETTERS}
+    rest = label.split(" ", 4)[4]  # stride, padding, dilation, groups
+    return f"{d['N']}x{d['C']}x{d['H']}x{d['W']} → {d['K']} {d['R']}x{d['S']} {rest}"
 
 
 def spread_columns(df, value: str) -> Optional[Tuple[str, str]]:
