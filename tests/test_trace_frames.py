@@ -1,6 +1,8 @@
 """Reading a trace frame (`labkit.gpu.timing.trace`, no GPU): times relative to the first record, marks
 on the same axis, passes cut at the marks, busy time and idle share of each."""
 
+import re
+
 import pytest
 
 from labkit.gpu.timing import trace
@@ -80,7 +82,7 @@ def test_merged_spans_join_overlapping_touching_and_close_spans():
 @pytest.mark.parametrize("recording", ["h100-sxm", "h200"])
 def test_the_race_summary_tells_the_window_from_the_overlap(recorded_mode, monkeypatch, recording):
     """The graph-launched round: the stretch in which the streams could meet is longer than the time
-    they did; the summary gives both, each for what it is, and the overlap matches its first sentence."""
+    they did; the summary and the chart's note give both, each once and for what it is."""
     from labkit import experiments
     from labkit.draw.units import us_text as fmt_us
     from labkit.experiments.under_the_hood.race_trace import overlap_total, stream_spans
@@ -92,8 +94,12 @@ def test_the_race_summary_tells_the_window_from_the_overlap(recorded_mode, monke
     overlap = overlap_total(df)
     assert overlap < e1 - s2
     assert f"could run together only in the last {fmt_us(e1 - s2)}" in text, text
-    assert f"and did for {fmt_us(overlap)} of it" in text, text
+    assert "and did for less than that: between its kernels, a stream ran nothing" in text, text
     assert f"ran at the same time for {fmt_us(overlap)}" in text, text
+    note = " ".join(experiments.CHARTS["race_timeline"](df).layout.annotations[-1].text.split("<br>"))
+    for said in (text, note):
+        numbers = re.findall(r"(?<![\w.,])\d[\d,]*(?:\.\d+)? us", said)
+        assert len(numbers) == len(set(numbers)), f"a duration said twice: {said}"
 
 
 @pytest.mark.parametrize("recording", ["h100-sxm", "h200"])

@@ -133,11 +133,23 @@ def band_words(df) -> str:
     )
 
 
+def _graph_launch_words(graphs) -> str:
+    """How long the traced ``cudaGraphLaunch`` calls (``graphs``: their ``dur_us``) took the host, as a
+    bracket for `why_they_met`; one duration when they all read the same; empty when there are none."""
+    if not len(graphs):
+        return ""
+    low, high = us_text(graphs.min()), us_text(graphs.max())
+    if low == high:
+        return f" (stream 2's graph launched second; traced, each cudaGraphLaunch took the host {low})"
+    return f" (stream 2's graph launched second; traced, a cudaGraphLaunch took the host {low} to {high})"
+
+
 def why_they_met(df) -> Optional[str]:
     """Why the streams' kernels overlapped as much as they did in this traced round, read from its trace.
 
     Graph launch: the second stream's graph starts after the first stream's, so the two can share
     only the first stream's last stretch (the overlap is less: each stream pauses between kernels).
+    The overlap itself is not restated: the sentence before the reason gives it.
     Python launch: the host paces the calls, and the streams meet where the GPU paused while
     launches piled up on both streams.
 
@@ -154,16 +166,16 @@ def why_they_met(df) -> Optional[str]:
     if launch == "graph" and {"stream 1", "stream 2"} <= set(spans):
         (s1, e1), (s2, _) = spans["stream 1"], spans["stream 2"]
         graphs = df[(df.kind == "api") & (df.name == "cudaGraphLaunch")].dur_us
-        took = (
-            f" (stream 2's graph launched second; traced, a cudaGraphLaunch took the host "
-            f"{us_text(graphs.min())} to {us_text(graphs.max())})"
-            if len(graphs)
-            else ""
+        took = _graph_launch_words(graphs)
+        window = max(0.0, e1 - s2)
+        met = (
+            "did for less than that: between its kernels, a stream ran nothing"
+            if us_text(overlap_total(df)) != us_text(window)
+            else "did for all of it"
         )
         return (
             f"stream 2's kernels began {us_text(s2 - s1)} after stream 1's{took}, so the two could run "
-            f"together only in the last {us_text(max(0.0, e1 - s2))} of stream 1's {us_text(e1 - s1)}, "
-            f"and did for {us_text(overlap_total(df))} of it (between its kernels, a stream ran nothing)"
+            f"together only in the last {us_text(window)} of stream 1's {us_text(e1 - s1)}, and {met}"
         )
     p = launch_pauses(df)
     if p.count:
