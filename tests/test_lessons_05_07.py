@@ -74,6 +74,24 @@ def test_a_wrong_widest_spread_hears_its_own_spread(monkeypatch, recording, fres
 
 
 @pytest.mark.parametrize("recording", RECORDINGS)
+def test_a_wrong_python_race_prediction_hears_its_count_before_the_hint_and_not_why(
+    monkeypatch, recording, fresh_progress
+):
+    """Lesson 06, Exercise 1: a wrong answer is told how many outputs the Python launches' shared
+    scratchpad corrupted, then the hint; neither the reason (Exercise 2) nor the graphs' count."""
+    _use(monkeypatch, recording)
+    p = lessons.data("race", launch="python", streams=2, min_runs=1024).set_index("scratchpad")
+    g = lessons.data("race", launch="graph", streams=2, min_runs=1024).set_index("scratchpad")
+    bad, runs = int(p.loc["shared", "mismatches_bitwise"]), int(p.loc["shared", "runs"])
+    said = " ".join(check.race_python_prediction(not bad).message.split())
+    told, hint = said.split(" Hint: ")
+    assert told.startswith("not yet: With Python launches on 2 streams sharing one scratchpad, "), said
+    assert (f"{bad} of the {runs} outputs came out corrupted" if bad else f"none of the {runs}") in told, said
+    assert str(int(g.loc["shared", "mismatches_bitwise"])) not in said, said
+    assert not any(word in said for word in ("host", "rarely", "graph")), said
+
+
+@pytest.mark.parametrize("recording", RECORDINGS)
 def test_no_predict_or_explore_answer_is_printed_by_the_summaries_above_it(monkeypatch, recording):
     """The summaries these lessons print before their checks do not carry the answers."""
     import re

@@ -264,6 +264,22 @@ def _python_why(truth: bool) -> str:
     )
 
 
+def _python_wrong(answer: bool, truth: bool) -> str:
+    """What the Python launches' race shows against a wrong answer: how many outputs the shared
+    scratchpad corrupted, without the reason (Exercise 2 asks it)."""
+    py = _race("python", 2)
+    bad, runs = int(py.loc["shared", "mismatches_bitwise"]), int(py.loc["shared", "runs"])
+    if bad:
+        return (
+            f"With Python launches on 2 streams sharing one scratchpad, {bad} of the {runs} outputs came "
+            "out corrupted: they differ from the same convolution run alone."
+        )
+    return (
+        f"With Python launches on 2 streams sharing one scratchpad, none of the {runs} outputs came out "
+        "corrupted: each matched the same convolution run alone, bit for bit."
+    )
+
+
 race_python_prediction = Exercise(
     name="race_python_prediction",
     lesson="06",
@@ -276,6 +292,7 @@ race_python_prediction = Exercise(
     parse=flag("any output corrupted?"),
     judge=equal,
     why=_race_counts,
+    wrong=_python_wrong,
     hints=(
         "a corruption needs two streams' kernels using the workspace at the same moment.",
         "run the next cell and read the bars over 'python launch, 2 streams'.",
