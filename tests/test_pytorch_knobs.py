@@ -377,6 +377,26 @@ def test_the_hands_on_reference_passes_and_a_wrong_list_gets_a_hint(recorded, ca
     assert not check.unchanged_knobs(ns["my_unchanged"][:-1]).correct  # one left out
 
 
+@pytest.mark.usefixtures("fresh_progress")
+def test_a_wrong_benchmark_prediction_hears_both_times_before_the_hint_and_not_why(recorded):
+    """Exercise 1: a wrong answer is told the two steady times with their spread and how they
+    compare, then the hint; labkit's plans underneath (the reason) wait for the right answer."""
+    from labkit.draw.units import us_text
+    from labkit.experiments.pytorch_knobs.summaries import BENCHMARK, DEFAULTS, row_of, same_time
+    from labkit.present import check
+
+    df = recorded.knobs()
+    base, bench = row_of(df, DEFAULTS), row_of(df, BENCHMARK)
+    faster = bool(bench.gpu_us < base.gpu_us and not same_time(bench, base))
+    said = " ".join(check.benchmark_faster(not faster).message.split())
+    told, hint = said.split(" Hint: ")
+    assert told.startswith(f"not yet: `{BENCHMARK}` took {us_text(bench.gpu_us)} per call"), said
+    assert f"the defaults {us_text(base.gpu_us)} (p10 {us_text(base.gpu_us_p10)}" in told, said
+    verdict = "faster" if faster else "overlap" if same_time(bench, base) else "slower"
+    assert told.endswith(".") and verdict in told.rsplit(":", 1)[1], said
+    assert "Underneath" not in said and "nothing to win" not in said, said
+
+
 def test_the_lesson_names_labkits_marks_as_the_chart_draws_them(recorded):
     from labkit.draw.plots import COLORS
     from labkit.experiments.pytorch_knobs.charts import TRACES, knobs_chart

@@ -23,13 +23,9 @@ def _faster() -> bool:
     return bool(bench.gpu_us < base.gpu_us and not same_time(bench, base))
 
 
-def _faster_why(truth: bool) -> str:
+def _faster_times(truth: bool) -> str:
+    """The two settings' times per call with their spread, and how they compare (no reason)."""
     base, bench = _conv()
-    spread = (
-        f"`{BENCHMARK}` took {us_text(bench.gpu_us)} per call (p10 {us_text(bench.gpu_us_p10)}, p90 "
-        f"{us_text(bench.gpu_us_p90)}), the defaults {us_text(base.gpu_us)} (p10 {us_text(base.gpu_us_p10)}, "
-        f"p90 {us_text(base.gpu_us_p90)}): "
-    )
     verdict = (
         "faster beyond the spread."
         if truth
@@ -37,6 +33,15 @@ def _faster_why(truth: bool) -> str:
         if same_time(bench, base)
         else "slower."
     )
+    return (
+        f"`{BENCHMARK}` took {us_text(bench.gpu_us)} per call (p10 {us_text(bench.gpu_us_p10)}, p90 "
+        f"{us_text(bench.gpu_us_p90)}), the defaults {us_text(base.gpu_us)} (p10 {us_text(base.gpu_us_p10)}, "
+        f"p90 {us_text(base.gpu_us_p90)}): {verdict}"
+    )
+
+
+def _faster_why(truth: bool) -> str:
+    base, bench = _conv()
     if base.get("labkit_plan") and base.get("labkit_plan") == bench.get("labkit_plan"):
         other = (
             " and benchmark's own pick launched another kernel" if bench.get("same_kernels") is False else ""
@@ -51,7 +56,7 @@ def _faster_why(truth: bool) -> str:
             f"{us_text(base.labkit_gpu_us)} and its autotuned one {us_text(bench.labkit_gpu_us)}: "
             "autotuning can win only how far the heuristic's pick is from the fastest plan."
         )
-    return spread + verdict + labkit
+    return _faster_times(truth) + labkit
 
 
 benchmark_faster = Exercise(
@@ -64,6 +69,7 @@ benchmark_faster = Exercise(
     parse=flag("whether benchmark is faster"),
     judge=lambda answer, truth: answer == truth,
     why=_faster_why,
+    wrong=lambda answer, truth: _faster_times(truth),
     hints=(
         "the defaults run cuDNN's heuristic pick; benchmark times the candidates and keeps the fastest. "
         "How far from the fastest was the heuristic's pick in lesson 05?",
