@@ -1643,6 +1643,29 @@ def test_a_fallback_plan_no_slower_than_the_heuristics_is_not_said_to_cost_time(
     assert "costs GPU time on every call" not in text, text
 
 
+def test_a_fallback_plan_a_little_slower_than_the_heuristics_says_by_how_much_not_1_0x(monkeypatch):
+    """Lesson 02: where the plan the strategies fell back to runs only a little slower than the
+    heuristic's pick (possible live), the sentence that says falling back costs GPU time gives the
+    cost as a percentage, never a ratio that reads 1.0x."""
+    from labkit.experiments.workspace_strategies import pressure_summary, summaries
+    from labkit.gpu.workspaces.workloads import ONE_CONV
+
+    rec = recordings.named(SHIPPED[0])
+    df = _strategies(rec, "pressure")
+    plans = frame(rec, "plans", spec=ONE_CONV).copy()
+    held = df[(df.fallbacks > 0) & (df.peak_bytes > 0)].peak_bytes.mode().iloc[0]
+    pick = plans[plans.heuristic_pick.astype(bool)].gpu_us.iloc[0]
+    plans.loc[plans.workspace_bytes == held, "gpu_us"] = 1.04 * pick  # the fallback, 4 % slower
+    looked_up = summaries.beside
+    monkeypatch.setattr(
+        summaries, "beside", lambda d, name, **k: plans if name == "plans" else looked_up(d, name, **k)
+    )
+    text = " ".join(str(pressure_summary(df)).split())
+    sentence = text[text.index("Falling back costs GPU time on every call: `") :].split(" plans chart).")[0]
+    assert "for the heuristic's plan, 4% longer (CUDA-graph replay medians" in sentence, sentence
+    assert not re.search(r"\b1\.0+x", sentence), sentence
+
+
 def test_fixed_arenas_higher_median_is_put_outside_the_strategy_only_when_its_get_and_put_cost_less():
     """Lesson 02: where fixed_arena's median host time is above malloc_per_call's (possible live), the
     summary puts the gap outside the strategy only while the arena's own get and put cost less than

@@ -215,6 +215,19 @@ def _pool_sentence(pool) -> str:
     )
 
 
+def _longer(ratio: float) -> str:
+    """How much longer one time is than another, never rounded to no cost.
+
+    Args:
+        ratio: the longer time over the shorter (above 1).
+
+    Returns:
+        ``9.1x as long`` from 1.2x; below it the excess as a percentage to two significant figures
+        (``4% longer``, ``0.4% longer``), which a ratio to 0.1 would round to ``1.0x``.
+    """
+    return f"{ratio:.1f}x as long" if ratio >= 1.2 else f"{(ratio - 1) * 100:.2g}% longer"
+
+
 def _fallback_plan_sentence(df, fell) -> Optional[str]:
     """What the plan the strategies fell back to costs on the GPU against the heuristic's plan, from
     the replay medians of every plan of the workload's convolution (`plans`, lesson 05's chart).
@@ -239,12 +252,13 @@ def _fallback_plan_sentence(df, fell) -> Optional[str]:
     ran, pick, holding = ran.iloc[0], pick.iloc[0], int((held == workspace).sum())
     slower = ran.gpu_us > pick.gpu_us
     head = "Falling back costs GPU time on every call" if slower else "Falling back costs no GPU time here"
-    times = f"{ran.gpu_us / pick.gpu_us:.1f}x" if slower else f"{ran.gpu_us / pick.gpu_us:.2f}x"
+    ratio = ran.gpu_us / pick.gpu_us
+    longer = _longer(ratio) if slower else f"{ratio:.2f}x as long"
     return (
         f"{head}: `{ran.plan_name}`, the plan whose "
         f"{size_text(workspace)} workspace {holding} of these {len(fell)} strategies held, takes "
         f"{us_text(ran.gpu_us)} per call on the GPU against {us_text(pick.gpu_us)} for the heuristic's plan, "
-        f"{times} as long (CUDA-graph replay medians of this convolution's "
+        f"{longer} (CUDA-graph replay medians of this convolution's "
         "plans, lesson 05's plans chart)."
     )
 
