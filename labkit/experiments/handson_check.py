@@ -15,7 +15,9 @@ import math
 import statistics
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from .. import env
 from ..draw.plots import fmt_bytes, fmt_us
+from ..practice import findings
 from ..practice.findings import KINDS, Problem
 from .checking import CheckResult, emit
 
@@ -114,6 +116,70 @@ def calls_timed(practice) -> int:
     """
     timings = practice.timings[practice.cell_mark.timings :]
     return round(statistics.median(t.calls for t in timings)) if timings else 0
+
+
+def cell_problems(practice) -> List[Problem]:
+    """What went wrong in this cell: the sanitizer's findings (`labkit.practice.findings.collect`),
+    else the count of wrong outputs.
+
+    Args:
+        practice: the `labkit.practice.Practice` the cell ran on.
+
+    Returns:
+        The problems; wrong outputs are said only where nothing else was found.
+    """
+    out = findings.collect(practice, practice.cell_mark)
+    wrong = sum(c.wrong_outputs() for c in practice.convs)
+    if wrong and not out:
+        out.append(Problem("wrong_output", f"{wrong} outputs are wrong"))
+    return out
+
+
+def calls_problem(calls: Sequence[int], what: str) -> Optional[Problem]:
+    """What is off with the timings of one thing: none between two events, or one call at most.
+
+    Args:
+        calls: how many of its calls ran between each pair of events that timed only its calls.
+        what: the thing, e.g. "the fused graph" or "plan 3".
+
+    Returns:
+        A "no_timing" or "one_call" `Problem`; None when some pair of events timed more than one call.
+    """
+    if not calls:
+        return Problem("no_timing", f"{what}: no two events with only its calls between them")
+    if max(calls) <= 1:
+        return Problem("one_call", f"{what}: {max(calls)} call between your two events")
+    return None
+
+
+def measured_where(df) -> str:
+    """Where an experiment's result was measured, as a verdict says it.
+
+    Args:
+        df: the experiment's result (its ``attrs`` hold ``mode`` and ``gpu``).
+
+    Returns:
+        "recorded on the <GPU>" for a recording's result, else "measured on this GPU".
+    """
+    if df.attrs.get("mode") == "recorded":
+        return f"recorded on the {env.gpu_label(df.attrs.get('gpu'))}"
+    return "measured on this GPU"
+
+
+def parts_beside(parts: Dict[str, str], mine: Dict[str, float], theirs: Dict[str, float]) -> List[str]:
+    """A table of the learner's time of each part beside the experiment's, without a title row.
+
+    Args:
+        parts: key -> what the part times, e.g. ``{"fused_us": "the fused graph"}``.
+        mine: key -> the learner's microseconds per call.
+        theirs: key -> the experiment's microseconds per call.
+
+    Returns:
+        The table's lines, a header first; each part's name padded to the longest.
+    """
+    width = max(len(v) for v in parts.values())
+    lines = [f"  {'':<{width}}  {'yours':>10}  {'the experiment':>14}"]
+    return lines + [f"  {parts[k]:<{width}}  {fmt_us(mine[k]):>10}  {fmt_us(theirs[k]):>14}" for k in parts]
 
 
 def hint(check: str, kind: str, hints: Optional[Dict[str, Tuple[str, str]]] = None) -> str:

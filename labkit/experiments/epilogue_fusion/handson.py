@@ -11,15 +11,23 @@ import math
 import statistics
 from typing import Dict, List
 
-from ... import env
 from ...draw.plots import fmt_bytes, fmt_us, ok_rows
-from ...practice import current, findings
+from ...practice import current
 from ...practice.findings import Problem
 from ...practice.fusion import Fused
 from ...practice.unfused import Unfused
 from ..checking import CheckResult, emit
 from ..core import BASE, result
-from ..handson_check import times_far, took, verdict, why_apart
+from ..handson_check import (
+    calls_problem,
+    cell_problems,
+    measured_where,
+    parts_beside,
+    times_far,
+    took,
+    verdict,
+    why_apart,
+)
 
 #: the convolution: the lesson's base shape (fp16 NHWC, batch 32)
 SPEC = BASE
@@ -119,10 +127,8 @@ def _timing_problems(gpu, spec) -> List[Problem]:
         calls = [t.calls for t in timings if t.convs == (label,)]
         if key == "fused_us" and not calls and any(t.convs == (spec.label,) for t in timings):
             out.append(Problem("not_fused", "you timed the plain convolution: its bias and ReLU ran nowhere"))
-        elif not calls:
-            out.append(Problem("no_timing", f"{PARTS[key]}: no two events with only its calls between them"))
-        elif max(calls) <= 1:
-            out.append(Problem("one_call", f"{PARTS[key]}: {max(calls)} call between your two events"))
+        elif problem := calls_problem(calls, PARTS[key]):
+            out.append(problem)
     return out
 
 
@@ -168,11 +174,7 @@ def fused_graph(times=None, *, spec=SPEC) -> CheckResult:
         return emit(False, f"my_fusion[{bad[0]!r}] is no number: GPU microseconds per call.")
     gpu = current()
     ran = f"Your times of conv + bias + ReLU, {spec.label}, fused and unfused ({gpu.label})."
-    problems = findings.collect(gpu, gpu.cell_mark)
-    wrong = sum(c.wrong_outputs() for c in gpu.convs)
-    if wrong and not problems:
-        problems.append(Problem("wrong_output", f"{wrong} outputs are wrong"))
-    problems += _timing_problems(gpu, spec)
+    problems = cell_problems(gpu) + _timing_problems(gpu, spec)
     unknown = [k for k in PARTS if not math.isfinite(times[k])]
     if not problems and unknown:
         problems.append(Problem("no_time", _no_time(gpu, PARTS[unknown[0]])))
@@ -199,16 +201,9 @@ def fused_graph(times=None, *, spec=SPEC) -> CheckResult:
 def _right(times, theirs, rows, df, ratio, gpu) -> str:
     """What fusing bought by the learner's times, and those times beside the fusion experiment's."""
     f, u = times["fused_us"], times["unfused_us"]
-    where = (
-        f"recorded on the {env.gpu_label(df.attrs.get('gpu'))}"
-        if df.attrs.get("mode") == "recorded"
-        else "measured on this GPU"
-    )
+    where = measured_where(df)
     fusing = f"makes it {u / f:.1f}x faster" if f < u else f"makes it {f / u:.1f}x slower"
-    width = max(len(v) for v in PARTS.values())
-    lines = [f"  {'':<{width}}  {'yours':>10}  {'the experiment':>14}"]
-    lines += [f"  {PARTS[k]:<{width}}  {fmt_us(times[k]):>10}  {fmt_us(theirs[k]):>14}" for k in PARTS]
-    table = "\n".join(lines)
+    table = "\n".join(parts_beside(PARTS, times, theirs))
     return (
         f"The fused graph takes {fmt_us(f)} a call, the unfused path {fmt_us(u)}: fusing {fusing}. "
         f"The unfused path writes {fmt_bytes(rows.loc['unfused', 'intermediate_bytes'])} of intermediate "

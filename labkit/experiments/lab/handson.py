@@ -12,14 +12,13 @@ import math
 import statistics
 from typing import Dict, List, Optional
 
-from ... import env
 from ...draw.names import plan_labels
 from ...draw.plots import fmt_bytes, fmt_us, ok_rows
-from ...practice import current, findings
+from ...practice import current
 from ...practice.findings import Problem
 from ..checking import CheckResult, emit
 from ..core import BASE, result
-from ..handson_check import times_far, took, verdict, why_apart
+from ..handson_check import cell_problems, measured_where, times_far, took, verdict, why_apart
 
 #: the convolution whose workspace is capped: the fp16 NCHW base, whose fastest plans need megabytes
 SPEC = BASE.replace(layout="NCHW")
@@ -112,12 +111,8 @@ def knee_of(best: Dict[Optional[int], float], caps: List[Optional[int]], toleran
 def _problems(gpu, best, knee, caps) -> List[Problem]:
     """What is off: the sanitizer's findings, leaks, wrong outputs, timings of one call, a knee that
     your own times do not give."""
-    mark = gpu.cell_mark
-    out = findings.collect(gpu, mark)
-    wrong = sum(c.wrong_outputs() for c in gpu.convs)
-    if wrong and not out:
-        out.append(Problem("wrong_output", f"{wrong} outputs are wrong"))
-    timings = gpu.timings[mark.timings :]
+    out = cell_problems(gpu)
+    timings = gpu.timings[gpu.cell_mark.timings :]
     if not timings:
         out.append(Problem("no_timing", "no time was taken between two events (gpu.elapsed_us)"))
     elif min(t.calls for t in timings) <= 1:
@@ -185,11 +180,7 @@ def _right(best, knee, table, df, gpu, ratio) -> str:
     """What a right answer is told: the knee, what it saves, and the table beside the experiment's."""
     caps = list(table)
     theirs = knee_of({c: float(table[c].gpu_us) for c in caps}, caps)
-    where = (
-        f"recorded on the {env.gpu_label(df.attrs.get('gpu'))}"
-        if df.attrs.get("mode") == "recorded"
-        else "measured on this GPU"
-    )
+    where = measured_where(df)
     measured = all(math.isfinite(best[c]) for c in caps)
     at = knee if measured else theirs
     times = best if measured else {c: float(table[c].gpu_us) for c in caps}

@@ -16,7 +16,7 @@ from ...practice import findings, last_gpus
 from ...practice.findings import Problem
 from ..checking import CheckResult, emit
 from ..core import BASE, request_of, result
-from ..handson_check import times_far, took, verdict
+from ..handson_check import calls_problem, times_far, took, verdict
 
 #: the convolution: the lessons' base (fp16 NHWC, batch 32)
 SPEC = BASE
@@ -92,10 +92,9 @@ def _problems(gpus: dict, spec, timed) -> List[Problem]:
         for p in findings.collect(gpu, gpu.cell_mark):
             out.append(Problem(p.kind, f"on the {name}: {p.message}", p.nbytes))
         calls = [t.calls for t in gpu.timings[gpu.cell_mark.timings :] if t.convs == (spec.label,)]
-        if not calls:
-            out.append(Problem("no_timing", f"on the {name}: no two events with only its calls between them"))
-        elif max(calls) <= 1:
-            out.append(Problem("one_call", f"on the {name}: {max(calls)} call between your two events"))
+        problem = calls_problem(calls, f"on the {name}")
+        if problem:
+            out.append(problem)
     return out
 
 

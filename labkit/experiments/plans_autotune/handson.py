@@ -19,7 +19,7 @@ from ...practice.findings import Problem
 from ...spec import ConvSpec
 from ..checking import CheckResult, emit
 from ..core import result
-from ..handson_check import calls_timed, times_far, verdict
+from ..handson_check import calls_problem, calls_timed, times_far, verdict
 from .exercises import NCHW
 
 #: the reference solution of the hands-on cell ``%%handson time_every_plan`` (`labkit.session.handson`)
@@ -60,11 +60,9 @@ def _timing_problems(gpu, plans: List[int]) -> List[Problem]:
     out = []
     for p in plans:
         mine = [t for t in timings if t.plans == (p,)]
-        calls = max((t.calls for t in mine), default=0)
-        if not mine:
-            out.append(Problem("no_timing", f"plan {p}: no two events with only its calls between them"))
-        elif calls <= 1:
-            out.append(Problem("one_call", f"plan {p}: {calls} call between your two events"))
+        problem = calls_problem([t.calls for t in mine], f"plan {p}")
+        if problem:
+            out.append(problem)
         elif not any(t.replayed == t.calls for t in mine if t.calls > 1):
             out.append(_eager(p, max(mine, key=lambda t: t.calls)))
     return out

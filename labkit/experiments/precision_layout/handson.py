@@ -11,15 +11,23 @@ import math
 import statistics
 from typing import Dict, List, Optional
 
-from ... import env
 from ...draw.plots import fmt_bytes, fmt_us, ok_rows
 from ...errors import LabkitError
-from ...practice import current, findings
+from ...practice import current
 from ...practice.findings import Problem
 from ...practice.layout import Copied
 from ..checking import CheckResult, emit
 from ..core import BASE, result
-from ..handson_check import times_far, took, verdict, why_apart
+from ..handson_check import (
+    calls_problem,
+    cell_problems,
+    measured_where,
+    parts_beside,
+    times_far,
+    took,
+    verdict,
+    why_apart,
+)
 
 #: the convolution: the lesson's base shape (fp16, batch 32), in each layout
 SPEC = BASE
@@ -147,11 +155,9 @@ def _timing_problems(gpu, spec) -> List[Problem]:
     }
     out = []
     for key, label in labels.items():
-        calls = [t.calls for t in timings if t.convs == (label,)]
-        if not calls:
-            out.append(Problem("no_timing", f"{PARTS[key]}: no two events with only its calls between them"))
-        elif max(calls) <= 1:
-            out.append(Problem("one_call", f"{PARTS[key]}: {max(calls)} call between your two events"))
+        problem = calls_problem([t.calls for t in timings if t.convs == (label,)], PARTS[key])
+        if problem:
+            out.append(problem)
     return out
 
 
@@ -230,11 +236,7 @@ def nhwc_pays(times=None, *, pays=None, layers=..., spec=SPEC) -> CheckResult:
     gpu = current()
     shape = spec.label.replace(f" {spec.layout} ", " ")
     ran = f"Your times of {shape} in NCHW, in NHWC and of the conversion ({gpu.label})."
-    problems = findings.collect(gpu, gpu.cell_mark)
-    wrong = sum(c.wrong_outputs() for c in gpu.convs)
-    if wrong and not problems:
-        problems.append(Problem("wrong_output", f"{wrong} outputs are wrong"))
-    problems += _timing_problems(gpu, spec)
+    problems = cell_problems(gpu) + _timing_problems(gpu, spec)
     unknown = [k for k in PARTS if not math.isfinite(times[k])]
     unavoidable = [m for m in getattr(gpu.device, "missing", {}) if "NCHW <-> NHWC copies" not in m]
     if unknown and not unavoidable:  # the copies launched from Python between events: said with the rest
@@ -285,11 +287,7 @@ def _right(times, theirs, rows, df, ratio, spec, gpu) -> str:
     the learner's times are not numbers, and ``times`` are the experiment's)."""
     n, h, c = (times[k] for k in PARTS)
     k = calls_to_pay(n, h, c)
-    where = (
-        f"recorded on the {env.gpu_label(df.attrs.get('gpu'))}"
-        if df.attrs.get("mode") == "recorded"
-        else "measured on this GPU"
-    )
+    where = measured_where(df)
     pays = "converting pays even for one call" if h + c < n else "converting for one call does not pay"
     one_call = f"NHWC with the conversion takes {(h + c) / n:.1f}x NCHW's time: {pays}."
     sentences = [
@@ -307,12 +305,9 @@ def _right(times, theirs, rows, df, ratio, spec, gpu) -> str:
     said = " ".join(s for s in sentences if s)
     if ratio is None:
         return said
-    width = max(len(v) for v in PARTS.values())
-    lines = [f"  {'':<{width}}  {'yours':>10}  {'the experiment':>14}"]
-    lines += [f"  {PARTS[k]:<{width}}  {fmt_us(times[k]):>10}  {fmt_us(theirs[k]):>14}" for k in PARTS]
     both = theirs["nhwc_us"] + theirs["convert_us"]
-    lines.append(f"  {'NHWC with the conversion':<{width}}  {fmt_us(h + c):>10}  {fmt_us(both):>14}")
-    table = "\n".join(lines)
+    names = {**PARTS, "both_us": "NHWC with the conversion"}
+    table = "\n".join(parts_beside(names, {**times, "both_us": h + c}, {**theirs, "both_us": both}))
     return (
         f"{said} {why_apart(gpu)} Beside the layout experiment ({where}; your times {ratio:.2f}x its, "
         f"median):\n{table}"
