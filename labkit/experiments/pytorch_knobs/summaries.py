@@ -236,9 +236,22 @@ def _tf32_sentence(df, base) -> str:
     )
 
 
-def _layout_sentence(df, base) -> str:
+def knob_rows(df, knob: str):
+    """The PyTorch rows that turned one knob, in the order measured.
+
+    Args:
+        df: `torch_knobs`' result.
+        knob: the knob, as its settings name it, e.g. "autocast" or "memory format".
+
+    Returns:
+        Those rows (`pytorch_rows` of that knob); empty where none ran.
+    """
     pt = pytorch_rows(df)
-    rows = pt[pt.knob == "memory format"]
+    return pt[pt.knob == knob]
+
+
+def _layout_sentence(df, base) -> str:
+    rows = knob_rows(df, "memory format")
     if rows.empty:
         return ""
     r = rows.iloc[0]
@@ -290,8 +303,7 @@ def _strict_fp32_sentence(df, rows) -> str:
 
 
 def _autocast_sentence(df, base) -> str:
-    pt = pytorch_rows(df)
-    rows = pt[pt.knob == "autocast"]
+    rows = knob_rows(df, "autocast")
     if rows.empty:
         return ""
     parts = []
@@ -317,8 +329,7 @@ def _autocast_sentence(df, base) -> str:
 
 def _together_sentence(df, base) -> str:
     """The switches turned on together against each of them alone (the network's last row)."""
-    pt = pytorch_rows(df)
-    rows = pt[pt.knob == "all of them"]
+    rows = knob_rows(df, "all of them")
     if rows.empty:
         return ""
     together = rows.iloc[0]
