@@ -447,6 +447,23 @@ def equal(answer, truth) -> bool:
     return answer == truth
 
 
+def same_value(values: Callable[[], Dict[Any, float]]) -> Callable[[Any, Any], bool]:
+    """A judge for "which option has the most (or the fewest)": an option tied with the truth is right.
+
+    Args:
+        values: option -> its value (a count, a ratio), read each time an answer is judged.
+
+    Returns:
+        ``judge(answer, truth)``: True when the answer's value equals the truth's.
+    """
+
+    def judge(answer, truth) -> bool:
+        counts = values()
+        return counts[answer] == counts[truth]
+
+    return judge
+
+
 def number_leaks(value: float) -> Sequence[str]:
     """Regular expressions for ``value`` as a learner would read it printed: a whole number by its
     digits (thousands separators or not), a fraction with one decimal from 10 on (``24.6``) and

@@ -11,7 +11,7 @@ from typing import Optional
 
 from ...draw.plots import fmt_bytes, ok_rows
 from ..core import BASE, result
-from ..exercise import Exercise, equal, explain, one_of
+from ..exercise import Exercise, equal, explain, one_of, same_value
 from ..worked import bandwidth, bandwidth_given, gpu_of, rate, slips, worked
 from .handson import HANDS_ON as _KNEE
 from .handson import WORKSPACE_KNEE, workspace_knee  # noqa: F401
@@ -51,7 +51,7 @@ lab_fewest_plans = Exercise(
     ),
     truth=lambda: min(_plan_counts().items(), key=lambda kv: kv[1])[0],
     parse=one_of(DTYPES, "a dtype"),
-    judge=lambda answer, truth: _plan_counts()[answer] == _plan_counts()[truth],
+    judge=same_value(_plan_counts),
     why=_fewest_why,
     hints=(
         "the plans chart's subtitle says how many plans were timed.",
@@ -83,7 +83,7 @@ lab_zero_workspace = Exercise(
     ),
     truth=lambda: max(_zero_counts().items(), key=lambda kv: kv[1])[0],
     parse=one_of(DIRECTIONS, "a direction"),
-    judge=lambda answer, truth: _zero_counts()[answer] == _zero_counts()[truth],
+    judge=same_value(_zero_counts),
     why=_zero_why,
     hints=(
         "the plans chart's lower panel writes '0 MiB' above every plan that needs no workspace.",

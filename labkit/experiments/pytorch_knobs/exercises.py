@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ...draw.units import size_text, us_text
 from ..core import MIB
-from ..exercise import Exercise, explain, flag, number, within
+from ..exercise import Exercise, equal, explain, flag, number, within
 from .runs import knobs_result
 from .summaries import BENCHMARK, DEFAULTS, row_of, same_time
 
@@ -67,7 +67,7 @@ benchmark_faster = Exercise(
     "convolution faster than PyTorch's defaults, beyond the spread of their timings? True or False.",
     truth=_faster,
     parse=flag("whether benchmark is faster"),
-    judge=lambda answer, truth: answer == truth,
+    judge=equal,
     why=_faster_why,
     wrong=lambda answer, truth: _faster_times(truth),
     hints=(
