@@ -48,10 +48,18 @@ def test_import_labkit_starts_no_thread():
 
 
 def test_importing_every_module_starts_no_thread_and_installs_no_result_source():
-    """Each module imported in turn in one interpreter, the threads counted after each; a module that
+    """Each module imported in turn in one interpreter, the threads counted after each, and no labkit
+    exit handler registered by any (one is registered where what it stops is started); a module that
     needs a GPU library this machine lacks (CuPy on a CPU machine) is passed over."""
     code = (
-        "import importlib, json, threading\n"
+        "import atexit, importlib, json, threading\n"
+        "at_exit = []\n"
+        "_register = atexit.register\n"
+        "def register(fn, *a, **k):\n"
+        "    owner = getattr(getattr(fn, '__self__', None), '__module__', None) or fn.__module__\n"
+        "    at_exit.append(f'{owner}.{getattr(fn, \"__qualname__\", fn)}')\n"
+        "    return _register(fn, *a, **k)\n"
+        "atexit.register = register\n"
         f"names = {modules()!r}\n"
         "started, skipped = {}, []\n"
         "for name in names:\n"
@@ -64,10 +72,12 @@ def test_importing_every_module_starts_no_thread_and_installs_no_result_source()
         "        started[name] = extra\n"
         "        break\n"
         "from labkit.experiments import core\n"
-        "print(json.dumps(dict(started=started, skipped=sorted(set(skipped)),\n"
+        "labkit_exit = [f for f in at_exit if f.startswith('labkit')]\n"
+        "print(json.dumps(dict(started=started, skipped=sorted(set(skipped)), at_exit=labkit_exit,\n"
         "                      source=type(core._results).__name__)))\n"
     )
     got = fresh(code)
     assert got["started"] == {}, f"an import started a thread: {got['started']}"
+    assert got["at_exit"] == [], f"an import registered an exit handler: {got['at_exit']}"
     assert set(got["skipped"]) <= {"cupy", "cupyx", "torch", "cupti", "pynvml", "nvtx"}, got["skipped"]
     assert got["source"] == "ResultSource", "an import installed a result source"

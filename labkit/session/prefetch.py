@@ -293,6 +293,8 @@ class Prefetcher(KernelActivity):
     def _start(self) -> None:
         self.watch_cells()
         if self._thread is None or not self._thread.is_alive():
+            if self._thread is None:  # its first start: stopped at exit, not registered by an import
+                atexit.register(self.close)
             self._thread = threading.Thread(target=self._loop, name="labkit-prefetch", daemon=True)
             self._thread.start()
 
@@ -365,4 +367,3 @@ class Prefetcher(KernelActivity):
 
 #: the process-wide worker
 PREFETCHER = Prefetcher()
-atexit.register(PREFETCHER.close)

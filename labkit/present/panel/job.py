@@ -88,7 +88,7 @@ class MeasurementJob:
             )
             self.thread = t
             self._shown.clear()
-        _RUNNING.add(self)
+        _running_add(self)
         if prev is not None and prev.is_alive():
             self.say("running", "stopping the previous measurement ...")
         t.start()
@@ -235,9 +235,19 @@ class MeasurementJob:
 
 #: jobs that started a background request: stopped when the process exits (`_stop_all`)
 _RUNNING: "weakref.WeakSet[MeasurementJob]" = weakref.WeakSet()
+#: whether `_stop_all` runs at exit: registered by the first job that starts, not by an import
+_stops_at_exit = False
 
 
-@atexit.register
+def _running_add(job: "MeasurementJob") -> None:
+    """Keep ``job`` among those `_stop_all` stops at exit (registered with the first)."""
+    global _stops_at_exit
+    if not _stops_at_exit:
+        _stops_at_exit = True
+        atexit.register(_stop_all)
+    _RUNNING.add(job)
+
+
 def _stop_all() -> None:
     """At exit (a kernel shut down or restarted), every background measurement stops at its next
     checkpoint, so none is cut off inside a CUDA call by the interpreter's end."""
