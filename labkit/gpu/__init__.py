@@ -22,6 +22,8 @@ importing a package here imports no CuPy, so ``labkit.gpu.checks.reference`` wor
   `base` (its interface), `cuda` (this GPU), and the device in use (`current`, `use`);
 * `workspaces`: `workspace` (the strategies), `runner`, `workloads`, `concurrency` (the
   shared-scratchpad race), `strategy_check`, `labels`;
+* `report_steps` and `worker_warmup`, above every room: the network report's steps, run in its
+  worker process, and that worker made ready before its first step;
 * `kernel_warmup`, above every room: compiles at set-up the kernels a first visit would, of all of
   them.
 """
