@@ -108,6 +108,29 @@ def test_a_wrong_answer_gets_no_answer_and_the_right_one_passes(monkeypatch, cap
     assert "answer" in fn(reveal=True).message
 
 
+@pytest.mark.parametrize("recording", [r.name for r in recordings.shipped()])
+def test_a_revealed_number_is_shown_to_four_figures_and_passes_typed_back(monkeypatch, capsys, recording):
+    """``reveal=True`` and `check.solutions` show a number as a learner would type it (5.537, 823344),
+    not as the float it was computed as (5.537000176320057, 823344.0), and typed back it passes."""
+    import ast
+
+    monkeypatch.setenv("LABKIT_RECORDING", recording)
+    numbers = 0
+    for ex in check.exercise_list():
+        truth = ex.truth()
+        if not isinstance(truth, float):
+            continue
+        numbers += 1
+        shown = re.search(r"the answer: (\S+?)\. ", getattr(check, ex.name)(reveal=True).message).group(1)
+        assert len(re.sub(r"\D|^0\.0*", "", shown).rstrip("0") or "0") <= max(4, len(str(round(truth)))), (
+            ex.name,
+            shown,
+        )
+        assert getattr(check, ex.name)(ast.literal_eval(shown)).correct, (ex.name, truth, shown)
+        capsys.readouterr()
+    assert numbers >= 5, numbers
+
+
 def test_solutions_list_every_question_and_show_one_answer_at_a_time():
     """``check.solutions("09")`` lists the questions with the call that shows each answer and no
     answer; ``check.solutions("09", n)`` (or the check's name) shows that one answer, then the next."""
@@ -119,7 +142,7 @@ def test_solutions_list_every_question_and_show_one_answer_at_a_time():
             assert "**Answer:**" not in listing
             one = str(check.solutions(lesson, n))
             assert one == str(check.solutions(lesson, ex.name))
-            assert f"exercise {n} of {len(exs)}" in one and f"`{ex.truth()!r}`" in one
+            assert f"exercise {n} of {len(exs)}" in one and f"`{exercise.shown_answer(ex.truth())}`" in one
             others = [e.name for e in exs if e is not ex]
             assert not any(f"check.{name}`" in one for name in others), one
             if n < len(exs):

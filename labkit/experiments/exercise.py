@@ -167,7 +167,7 @@ class Exercise:
         truth = self.truth()
         if reveal:
             record(self, revealed=True)
-            return emit(False, f"the answer: {truth!r}. {self.why(truth)}", lead="revealed")
+            return emit(False, f"the answer: {shown_answer(truth)}. {self.why(truth)}", lead="revealed")
         try:
             parsed = self.parse(answer)
         except InvalidSpec as exc:  # not an answer of this question's form: said in a line, no try counted
@@ -486,6 +486,23 @@ def number_leaks(value: float) -> Sequence[str]:
     text = f"{abs(value):.1f}" if abs(value) >= 10 else f"{abs(value):#.2g}".rstrip(".")
     body = text.replace(".", r"\.")
     return (rf"(?<![\d.,]){body}\d*(?![\d.]*\d)",)
+
+
+def shown_answer(truth) -> str:
+    """An answer as the learner reads it: a number to four significant figures (a whole one without
+    its ``.0``), anything else as Python writes it, so it can be typed back as an answer.
+
+    Args:
+        truth: the exercise's answer.
+
+    Returns:
+        The text.
+    """
+    if not isinstance(truth, float):
+        return repr(truth)
+    if truth.is_integer():
+        return repr(int(truth))
+    return repr(float(f"{truth:.4g}")) if abs(truth) < 1e4 else repr(round(truth))
 
 
 def as_check(exercise: Exercise) -> Callable:

@@ -26,7 +26,7 @@ from ..draw.prose import Text
 from ..errors import InvalidSpec
 from ..experiments import exercise as _records
 from ..experiments import exercises, hands_on_checks
-from ..experiments.exercise import Exercise, as_check
+from ..experiments.exercise import Exercise, as_check, shown_answer
 from ..experiments.start_here import MODE
 from . import compare_check
 from .hidden import Hidden
@@ -99,7 +99,7 @@ def solutions(lesson: Optional[str] = None, which: Union[int, str, None] = None)
     following = f'\n\nNext: `check.solutions("{lesson}", {n + 1})`.' if n < len(exs) else ""
     return Text(
         f"**Lesson {lesson}, exercise {n} of {len(exs)}** (`check.{ex.name}`, {ex.kind}): {ex.question}"
-        f"{choices}\n\n**Answer:** `{truth!r}`. {ex.why(truth)}{following}"
+        f"{choices}\n\n**Answer:** `{shown_answer(truth)}`. {ex.why(truth)}{following}"
     )
 
 
