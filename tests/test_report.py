@@ -380,3 +380,27 @@ def test_each_tables_columns_are_the_ones_its_rows_may_hold(recording):
             assert set(getattr(r, name).columns) <= set(COLUMNS[name]), (net, name)
     rows = budget_rows(r.plans, [(0, "fprop")])
     assert all(set(row) - {"table"} <= set(COLUMNS["budget"]) for row in rows)
+
+
+@pytest.mark.parametrize("recording", [r.name for r in recordings.shipped()])
+def test_the_summary_says_how_much_of_a_pass_the_gpu_sat_idle_as_its_numbers_show(recording, recorded_mode):
+    """The summary says the GPU mostly waits for launches only where every strategy's pass took over
+    twice the kernels' time; elsewhere it gives the idle share of the fastest and slowest pass (VGG16's
+    fastest pass is within 4% of its kernels). It names a layer for the largest workspace only where one
+    is asked for, says two identical passes differ by 0% nowhere, and counts in words that agree."""
+    recordings.use(recording)
+    for net in your_network.RECORDED_PRESETS:
+        rep = labkit.report(net, batch=32, dtype="fp16", layout="NHWC")
+        text = str(rep.summary())
+        passes = rep.strategies.pass_gpu_us
+        kernels = rep.layers.fastest_gpu_us.sum()
+        mostly = "the GPU mostly waits for launches" in text
+        assert mostly == (kernels < passes.min() / 2), (recording, net, text)
+        if not mostly:
+            least, most = 1 - kernels / passes.min(), 1 - kernels / passes.max()
+            assert f"sat idle between launches for {max(least, 0):.0%} to {most:.0%} of a pass" in text, text
+        largest = rep.layers.fastest_workspace_bytes.max()
+        assert ("The largest workspace a fastest plan asks for is" in text) == (largest > 0), (net, text)
+        assert "differ by 0%" not in text and "(s)" not in text, (recording, net, text)
+    cap = check.small_cap_cost.exercise
+    assert "1 call changes plan." in cap.why(cap.truth()), cap.why(cap.truth())  # conv1 alone, on both

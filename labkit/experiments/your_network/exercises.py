@@ -14,6 +14,7 @@ from ...gpu.workspaces import labels
 from ..core import MIB, result
 from ..exercise import Exercise, equal, explain, one_of
 from ..worked import slips, worked
+from .summary import calls_changing_plan
 from .tables import table_of
 
 #: the cap the predict exercise asks about (bytes)
@@ -65,7 +66,7 @@ def _cap_why(truth: str) -> str:
         "must run"
     )
     return (
-        f"{row['slowdown']:.3f}x the uncapped pass: {int(row['calls_changing_plan'])} call(s) change plan. "
+        f"{row['slowdown']:.3f}x the uncapped pass: {calls_changing_plan(row['calls_changing_plan'])}. "
         f"{who} a slower plan that fits in {fmt_bytes(SMALL_CAP)}, which adds "
         f"{fmt_us(float(row['pass_gpu_us']) - uncapped)} to a pass of {fmt_us(uncapped)} (kernel times)."
     )

@@ -33,8 +33,11 @@ def network_report_summary(df) -> Text:
     cut = cut_counts(df)
     if cut["slower_plans"]:
         parts.append(
-            f"{cut['slower_plans']} plan(s) were set aside after one eager call showed them over 6x slower "
-            f"than the best so far (not timed further: they cannot win)."
+            "1 plan was set aside after one eager call showed it over 6x slower than the best so far (not "
+            "timed further: it cannot win)."
+            if cut["slower_plans"] == 1
+            else f"{cut['slower_plans']} plans were set aside after one eager call showed them over 6x "
+            "slower than the best so far (not timed further: they cannot win)."
         )
     said = [
         f"**{n} {one if n == 1 else many}**"
@@ -52,13 +55,7 @@ def network_report_summary(df) -> Text:
             "the tables say which and where each was stopped)."
         )
     if len(ok):
-        fast, heur = ok["fastest_gpu_us"].sum(), ok["heuristic_gpu_us"].sum()
-        big = ok.loc[ok["fastest_workspace_bytes"].idxmax()]
-        parts.append(
-            f"Each call's fastest plan adds up to **{fmt_us(fast)}** per pass against {fmt_us(heur)} for the "
-            f"heuristic's picks. The largest workspace a fastest plan asks for is "
-            f"**{fmt_bytes(big['fastest_workspace_bytes'])}** ({big['layer']}, {big['direction']})."
-        )
+        parts.append(fastest_plans_sentence(ok))
         bad = int((~ok["checked"].astype(bool)).sum()) if "checked" in ok else 0
         parts.append(
             "Every checked plan matched the float64 reference."
@@ -72,14 +69,9 @@ def network_report_summary(df) -> Text:
             )
     sok = ok_rows(strategies) if len(strategies) else strategies
     if len(sok) and len(ok):
-        kernels = float(ok["fastest_gpu_us"].sum())
-        parts.append(
-            f"Run from Python under each strategy, one timed pass took {fmt_us(sok['pass_gpu_us'].min())} "
-            f"to {fmt_us(sok['pass_gpu_us'].max())} of GPU time, against {fmt_us(kernels)} for the kernels "
-            "alone: the GPU mostly waits for launches "
-            f"({fmt_us(sok['pass_host_us'].median() / max(len(layers), 1))} of host time per call), so "
-            "these pass times rank host costs, and one pass is one sample. " + least_peak_sentence(sok, ok)
-        )
+        host = sok["pass_host_us"].median() / max(len(layers), 1)
+        parts.append(pass_times_sentence(sok, kernels=float(ok["fastest_gpu_us"].sum()), host_us=host))
+        parts.append(least_peak_sentence(sok, ok))
     if len(sok) and len(ok):
         parts += [x for x in (async_pool_sentence(sok, ok), identical_passes_sentence(sok)) if x]
     capped = budget[(budget["cap_bytes"] == 64 * MIB)] if len(budget) else budget
@@ -87,9 +79,78 @@ def network_report_summary(df) -> Text:
         c = capped.iloc[0]
         parts.append(
             f"With a 64 MiB cap the pass would take {fmt_us(c['pass_gpu_us'])} ({c['slowdown']:.2f}x the "
-            f"uncapped; {int(c['calls_changing_plan'])} call(s) change plan)."
+            f"uncapped; {calls_changing_plan(c['calls_changing_plan'])})."
         )
     return Text(" ".join(parts))
+
+
+def calls_changing_plan(count) -> str:
+    """How many calls change plan under a cap, in words that agree: ``1 call changes plan``.
+
+    Args:
+        count: the budget table's ``calls_changing_plan``.
+
+    Returns:
+        The clause.
+    """
+    n = int(count)
+    return "1 call changes plan" if n == 1 else f"{n} calls change plan"
+
+
+def fastest_plans_sentence(layers) -> str:
+    """The fastest plans' time per pass against the heuristic's picks, and the largest workspace one asks for.
+
+    A layer is named for the largest workspace only where some fastest plan asks for one.
+
+    Args:
+        layers: the report's ``layers`` table (rows that ran).
+
+    Returns:
+        The sentences, in Markdown.
+    """
+    fast, heur = fmt_us(layers["fastest_gpu_us"].sum()), fmt_us(layers["heuristic_gpu_us"].sum())
+    big = layers.loc[layers["fastest_workspace_bytes"].idxmax()]
+    if not big["fastest_workspace_bytes"] > 0:
+        return (
+            f"Each call's fastest plan adds up to **{fast}** per pass against {heur} for the heuristic's "
+            "picks, and none of those fastest plans asks for a workspace."
+        )
+    return (
+        f"Each call's fastest plan adds up to **{fast}** per pass against {heur} for the heuristic's picks. "
+        f"The largest workspace a fastest plan asks for is **{fmt_bytes(big['fastest_workspace_bytes'])}** "
+        f"({big['layer']}, {big['direction']})."
+    )
+
+
+def pass_times_sentence(strategies, *, kernels: float, host_us: float) -> str:
+    """The strategies' pass times against the kernels alone, and how much of a pass the GPU sat idle.
+
+    The GPU is said to mostly wait for launches only where it sat idle for over half of every pass.
+
+    Args:
+        strategies: the report's ``strategies`` table (rows that ran).
+        kernels: the sum of each call's fastest plan time, us (CUDA-graph replay medians).
+        host_us: the median host time per call, us.
+
+    Returns:
+        The sentence, in Markdown.
+    """
+    fastest, slowest = float(strategies["pass_gpu_us"].min()), float(strategies["pass_gpu_us"].max())
+    took = (
+        f"Run from Python under each strategy, one timed pass took {fmt_us(fastest)} to {fmt_us(slowest)} "
+        f"of GPU time, against {fmt_us(kernels)} for the kernels alone"
+    )
+    if kernels < fastest / 2:
+        return (
+            f"{took}: the GPU mostly waits for launches ({fmt_us(host_us)} of host time per call), so these "
+            "pass times rank host costs, and one pass is one sample."
+        )
+    least, most = (max(0.0, 1 - kernels / t) for t in (fastest, slowest))
+    return (
+        f"{took}: the GPU sat idle between launches for {least:.0%} to {most:.0%} of a pass "
+        f"({fmt_us(host_us)} of host time per call), so the differences between these pass times are host "
+        "costs, and one pass is one sample."
+    )
 
 
 #: strategies whose peaks lie within this share of the least are said to hold about the same
@@ -196,6 +257,13 @@ def identical_passes_sentence(strategies) -> str:
     if not same:
         return ""
     spread = abs(a["pass_gpu_us"] - b["pass_gpu_us"]) / min(a["pass_gpu_us"], b["pass_gpu_us"])
+    if spread < 0.005:  # would read as "differ by 0%"
+        return (
+            "The two keyed caches ran the same calls with the same plans and held the same bytes, and their "
+            f"passes took {fmt_us(a['pass_gpu_us'])} and {fmt_us(b['pass_gpu_us'])}: two identical passes "
+            "within 0.5% of each other. That is one sample of the noise, not its bound: farther apart, pass "
+            "times may still be noise."
+        )
     return (
         "The two keyed caches ran the same calls with the same plans and held the same bytes, yet one pass "
         f"took {fmt_us(a['pass_gpu_us'])} and the other {fmt_us(b['pass_gpu_us'])}: two identical passes "
