@@ -404,3 +404,38 @@ def test_the_summary_says_how_much_of_a_pass_the_gpu_sat_idle_as_its_numbers_sho
         assert "differ by 0%" not in text and "(s)" not in text, (recording, net, text)
     cap = check.small_cap_cost.exercise
     assert "1 call changes plan." in cap.why(cap.truth()), cap.why(cap.truth())  # conv1 alone, on both
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_the_reports_counts_agree_with_their_nouns(n):
+    """Each count the report's summary, the command line and exercise 2 say agrees in whole words:
+    "1 call failed", "2 calls failed"; no "call(s)" or "strateg(y/ies)"."""
+    from labkit.draw.prose import counted
+    from labkit.experiments.your_network import summary
+    from labkit.experiments.your_network.exercises import zero_cap_split
+    from labkit.present.netreport import cut_line
+
+    call, calls = ("1 call", "1 plan") if n == 1 else ("2 calls", "2 plans")
+    assert counted(n, "call") == call and counted(n, "plan") == calls
+    assert counted(n, "strategy", "strategies") == ("1 strategy" if n == 1 else "2 strategies")
+    assert summary.reference_check_sentence(n) == f"**{call} failed the reference check.**"
+    wrong = summary.wrong_plans_sentence(n)
+    assert (
+        wrong.startswith(f"**{calls}** computed wrong results")
+        and ("it was" if n == 1 else "they were") in wrong
+    )
+    line = cut_line(dict(plans=n, layers=n, strategies=n, slower_plans=n))
+    layer = "distinct layer" if n == 1 else "distinct layers"
+    strategy = "strategy" if n == 1 else "strategies"
+    assert line.startswith(f"cut by a time budget: {calls}, {n} {layer}, {n} {strategy}; {calls} left as"), (
+        line
+    )
+    split = zero_cap_split(n, n, keep_us=1.5)
+    want = (
+        "1 call keeps its fastest plan (1.5 us); the 1 whose fastest plan needs a workspace runs its "
+        if n == 1
+        else "2 calls keep their fastest plan (1.5 us); the 2 whose fastest plan needs a workspace run their "
+    )
+    assert split == want + "smallest-workspace plan", split
+    for text in (wrong, line, split):
+        assert "(s)" not in text and "(y/ies)" not in text, text

@@ -89,3 +89,18 @@ def ratio_amount(ratio: float) -> str:
         way (``slower``, ``faster``).
     """
     return f"{ratio - 1:.0%}" if ratio < 1.2 else f"{ratio:.1f}x"
+
+
+def counted(count, one: str, many: str = "") -> str:
+    """A count and its noun, agreeing: ``1 call``, ``3 calls``, ``0 strategies``.
+
+    Args:
+        count: how many (a whole number; a float such as ``3.0`` is read as one).
+        one: the noun for one (``"call"``, ``"distinct layer"``).
+        many: the noun for any other count; default ``one`` with an ``s``.
+
+    Returns:
+        The count in digits, a space, and the noun that agrees with it.
+    """
+    n = int(count)
+    return f"{n} {one if n == 1 else many or f'{one}s'}"

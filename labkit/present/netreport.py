@@ -24,6 +24,7 @@ from tqdm.auto import tqdm
 
 from .. import env, experiments, networks
 from ..draw.plots import fmt_bytes
+from ..draw.prose import counted
 from ..env import gpu_label
 from ..errors import InvalidSpec, RecordedDataError
 from ..experiments.your_network import (
@@ -550,15 +551,12 @@ def main_report(args) -> int:
     out = rep.write(out)
     prov, cut = rep.provenance, rep.cut
     print(
-        f"{name}: {len(rep.layers)} convolution calls, {len(rep.strategies)} strategies, "
+        f"{name}: {counted(len(rep.layers), 'convolution call')}, "
+        f"{counted(len(rep.strategies), 'strategy', 'strategies')}, "
         f"{prov.get('mode')} on {gpu_label(prov.get('gpu'))} (cuDNN {prov.get('cudnn_backend')}, "
         f"{prov.get('date')})"
     )
-    print(
-        f"cut by a time budget: {cut['plans']} plan(s), {cut['layers']} distinct layer(s), "
-        f"{cut['strategies']} strateg(y/ies); {cut['slower_plans']} plan(s) left as over 6x slower than "
-        "the best after one eager call (report.html and the CSVs say which and why)"
-    )
+    print(cut_line(cut))
     for s in skipped:
         print(f"  skipped {s.name} ({s.kind}): {s.reason}")
     print(f"wrote {out}/report.html and {', '.join(f'{t}.csv' for t in TABLES)}")
@@ -567,6 +565,23 @@ def main_report(args) -> int:
             rep.checklist(production_batch=args.production_batch, target_gpu=args.target_gpu), out
         )
     return 0
+
+
+def cut_line(cut: dict) -> str:
+    """The command line's account of what a time budget cut, each count in words that agree.
+
+    Args:
+        cut: `Report.cut`'s counts.
+
+    Returns:
+        The line: ``cut by a time budget: 1 plan, 2 distinct layers, ...``.
+    """
+    return (
+        f"cut by a time budget: {counted(cut['plans'], 'plan')}, {counted(cut['layers'], 'distinct layer')}, "
+        f"{counted(cut['strategies'], 'strategy', 'strategies')}; {counted(cut['slower_plans'], 'plan')} "
+        "left as over 6x slower than the best after one eager call (report.html and the CSVs say which "
+        "and why)"
+    )
 
 
 def write_checklist(checklist, out: Path) -> None:

@@ -59,11 +59,15 @@ def _cap_why(truth: str) -> str:
     uncapped = float(budget[budget["cap_bytes"] < 0]["pass_gpu_us"].iloc[0])
     layers = ok_rows(table_of(report_frame(), "layers"))
     big = list(dict.fromkeys(layers[layers["fastest_workspace_bytes"] > SMALL_CAP]["layer"]))
+    if not big:
+        return (
+            f"{row['slowdown']:.3f}x the uncapped pass: {calls_changing_plan(row['calls_changing_plan'])}. "
+            f"No call asks for more than {fmt_bytes(SMALL_CAP)} with its fastest plan."
+        )
     who = (
         f"Only {big[0]} asks for more with its fastest plan; within the cap it must run"
         if len(big) == 1
-        else f"{', '.join(big) or 'No call'} ask for more with their fastest plans; within the cap they "
-        "must run"
+        else f"{', '.join(big)} ask for more with their fastest plans; within the cap they must run"
     )
     return (
         f"{row['slowdown']:.3f}x the uncapped pass: {calls_changing_plan(row['calls_changing_plan'])}. "
@@ -303,16 +307,36 @@ def _zero_model(call_us) -> float:
     return sum(call_us)
 
 
+def zero_cap_split(keep: int, change: int, *, keep_us: float) -> str:
+    """Which calls keep their fastest plan with no workspace and which change, in words that agree.
+
+    Args:
+        keep: how many calls keep their fastest plan (it needs no workspace).
+        change: how many calls run their smallest-workspace plan instead.
+        keep_us: the kept calls' time, us.
+
+    Returns:
+        The clause, up to the changed calls' time (which the caller gives).
+    """
+    kept = (
+        f"1 call keeps its fastest plan ({keep_us:.1f} us)"
+        if keep == 1
+        else f"{keep} calls keep their fastest plan ({keep_us:.1f} us)"
+    )
+    if change == 1:
+        return f"{kept}; the 1 whose fastest plan needs a workspace runs its smallest-workspace plan"
+    return f"{kept}; the {change} whose fastest plan needs a workspace run their smallest-workspace plan"
+
+
 def _zero_why(truth: float) -> str:
     calls = _zero_calls()
     keep, change = calls[~calls["needs"]], calls[calls["needs"]]
     fast = float(calls["fastest_gpu_us"].sum())
     budget = table_of(report_frame(), "budget")
     drawn = budget[budget["cap_bytes"] == 0]["pass_gpu_us"]
+    split = zero_cap_split(len(keep), len(change), keep_us=float(keep["zero_us"].sum()))
     text = (
-        f"{len(keep)} calls keep their fastest plan ({keep['zero_us'].sum():.1f} us); the {len(change)} "
-        "whose fastest plan needs a workspace run their smallest-workspace plan "
-        f"({change['zero_us'].sum():.1f} us, "
+        f"{split} ({change['zero_us'].sum():.1f} us, "
         f"against {change['fastest_gpu_us'].sum():.1f} us): {keep['zero_us'].sum():.1f} + "
         f"{change['zero_us'].sum():.1f} = {truth:.1f} us, against {fast:.1f} us with no cap, "
         f"{truth / fast:.3f}x."

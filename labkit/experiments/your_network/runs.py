@@ -14,6 +14,7 @@ from typing import Dict, List, Optional
 import pandas as pd
 
 from ... import networks
+from ...draw.prose import counted
 from ...errors import InvalidSpec, LabkitError, status_row
 from ...gpu import report_steps
 from ...gpu.host import isolated
@@ -210,7 +211,7 @@ def _report(network, steps, groups, budget_s: float):
         if len(runnable) < len(steps):
             srow["reason"] = (
                 srow.get("reason") or ""
-            ) + f" {len(steps) - len(runnable)} call(s) left out: not measured"
+            ) + f" {counted(len(steps) - len(runnable), 'call')} left out: not measured"
         rows += [srow] + tl
         unreported[:] = [len(groups) + j + 1]
     report_meanwhile()

@@ -6,7 +6,7 @@ and peaks, and the pass time within a 64 MiB cap. Bytes; microseconds.
 from __future__ import annotations
 
 from ...draw.plots import fmt_bytes, fmt_us, ok_rows
-from ...draw.prose import Text, listed
+from ...draw.prose import Text, counted, listed
 from ..core import MIB
 from .request import STEP_BUDGET_S
 from .tables import cut_counts, largest_request, tables_of
@@ -57,16 +57,9 @@ def network_report_summary(df) -> Text:
     if len(ok):
         parts.append(fastest_plans_sentence(ok))
         bad = int((~ok["checked"].astype(bool)).sum()) if "checked" in ok else 0
-        parts.append(
-            "Every checked plan matched the float64 reference."
-            if not bad
-            else f"**{bad} call(s) failed the reference check.**"
-        )
+        parts.append(reference_check_sentence(bad))
         if cut["wrong_plans"]:
-            parts.append(
-                f"**{cut['wrong_plans']} plan(s)** computed wrong results against float64 when checked "
-                "before timing: they were never timed, chosen or run (the plans table says which)."
-            )
+            parts.append(wrong_plans_sentence(cut["wrong_plans"]))
     sok = ok_rows(strategies) if len(strategies) else strategies
     if len(sok) and len(ok):
         host = sok["pass_host_us"].median() / max(len(layers), 1)
@@ -97,6 +90,40 @@ def calls_changing_plan(count) -> str:
     return "1 call changes plan" if n == 1 else f"{n} calls change plan"
 
 
+def reference_check_sentence(bad: int) -> str:
+    """Whether every checked call matched the float64 reference, or how many failed.
+
+    Args:
+        bad: how many calls failed the reference check.
+
+    Returns:
+        The sentence, in Markdown.
+    """
+    if not bad:
+        return "Every checked plan matched the float64 reference."
+    return f"**{counted(bad, 'call')} failed the reference check.**"
+
+
+def wrong_plans_sentence(wrong: int) -> str:
+    """How many plans computed wrong results when checked before timing, and what became of them.
+
+    Args:
+        wrong: how many plans were left for a wrong result (`cut_counts`'s ``wrong_plans``).
+
+    Returns:
+        The sentence, in Markdown.
+    """
+    if wrong == 1:
+        return (
+            "**1 plan** computed wrong results against float64 when checked before timing: it was never "
+            "timed, chosen or run (the plans table says which)."
+        )
+    return (
+        f"**{wrong} plans** computed wrong results against float64 when checked before timing: they were "
+        "never timed, chosen or run (the plans table says which)."
+    )
+
+
 def fastest_plans_sentence(layers) -> str:
     """The fastest plans' time per pass against the heuristic's picks, and the largest workspace one asks for.
 
@@ -117,8 +144,8 @@ def fastest_plans_sentence(layers) -> str:
         )
     return (
         f"Each call's fastest plan adds up to **{fast}** per pass against {heur} for the heuristic's picks. "
-        f"The largest workspace a fastest plan asks for is **{fmt_bytes(big['fastest_workspace_bytes'])}** "
-        f"({big['layer']}, {big['direction']})."
+        f"The largest workspace a fastest plan asks for is "
+        f"**{fmt_bytes(big['fastest_workspace_bytes'])}** ({big['layer']}, {big['direction']})."
     )
 
 
