@@ -439,3 +439,30 @@ def test_the_reports_counts_agree_with_their_nouns(n):
     assert split == want + "smallest-workspace plan", split
     for text in (wrong, line, split):
         assert "(s)" not in text and "(y/ies)" not in text, text
+
+
+@pytest.mark.parametrize("distinct", [1, 5])
+def test_a_partial_report_sums_its_fastest_plans_over_the_layers_measured_so_far(rep, distinct):
+    """While a live report measures, some layers are ``pending``: its summary sums the fastest plans
+    over the layers measured so far, and says so, not "per pass"."""
+    from labkit.draw.plots import fmt_us
+
+    df = rep.frame.copy()
+    layers = df["table"] == "layers"
+    pending = layers & (df["spec_id"] >= distinct)
+    measured = [c for c in df.columns if c.startswith(("fastest_", "heuristic_", "smallest_"))]
+    measured += ["max_rel_error", "checked", "plans_timed", "plans_cut", "step_seconds"]
+    df.loc[pending, measured] = float("nan")
+    df.loc[pending, ["status", "reason"]] = ["pending", "not measured yet"]
+    df = df[layers | ((df["table"] == "plans") & (df["spec_id"] < distinct))]
+    df.attrs.update(rep.frame.attrs, partial=True)
+    ok = df[(df["table"] == "layers") & (df["status"] == "ok")]
+    text = str(your_network.network_report_summary(df))
+    layers_said = "1 layer" if len(ok) == 1 else f"{len(ok)} layers"
+    assert (len(ok) == 1) == (distinct == 1) and len(ok) < int(layers.sum())  # conv1 alone is spec 0
+    assert (
+        f"adds up to **{fmt_us(ok['fastest_gpu_us'].sum())}** over the {layers_said} measured so far against "
+        f"{fmt_us(ok['heuristic_gpu_us'].sum())} for the heuristic's picks" in text
+    ), text
+    assert "per pass" not in text and "The largest workspace a fastest plan asks for so far is" in text, text
+    assert "adds up to" in str(rep.summary()) and "per pass against" in str(rep.summary())

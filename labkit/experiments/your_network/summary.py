@@ -55,7 +55,7 @@ def network_report_summary(df) -> Text:
             "the tables say which and where each was stopped)."
         )
     if len(ok):
-        parts.append(fastest_plans_sentence(ok))
+        parts.append(fastest_plans_sentence(ok, partial=bool((layers["status"] == "pending").any())))
         bad = int((~ok["checked"].astype(bool)).sum()) if "checked" in ok else 0
         parts.append(reference_check_sentence(bad))
         if cut["wrong_plans"]:
@@ -124,27 +124,31 @@ def wrong_plans_sentence(wrong: int) -> str:
     )
 
 
-def fastest_plans_sentence(layers) -> str:
+def fastest_plans_sentence(layers, *, partial: bool = False) -> str:
     """The fastest plans' time per pass against the heuristic's picks, and the largest workspace one asks for.
 
-    A layer is named for the largest workspace only where some fastest plan asks for one.
+    A layer is named for the largest workspace only where some fastest plan asks for one. A partial
+    report's sums are over the layers measured so far, and the sentence says so.
 
     Args:
         layers: the report's ``layers`` table (rows that ran).
+        partial: whether some layers of the pass are still ``pending``.
 
     Returns:
         The sentences, in Markdown.
     """
     fast, heur = fmt_us(layers["fastest_gpu_us"].sum()), fmt_us(layers["heuristic_gpu_us"].sum())
+    over = f"over the {counted(len(layers), 'layer')} measured so far" if partial else "per pass"
     big = layers.loc[layers["fastest_workspace_bytes"].idxmax()]
     if not big["fastest_workspace_bytes"] > 0:
         return (
-            f"Each call's fastest plan adds up to **{fast}** per pass against {heur} for the heuristic's "
+            f"Each call's fastest plan adds up to **{fast}** {over} against {heur} for the heuristic's "
             "picks, and none of those fastest plans asks for a workspace."
         )
+    so_far = " so far" if partial else ""
     return (
-        f"Each call's fastest plan adds up to **{fast}** per pass against {heur} for the heuristic's picks. "
-        f"The largest workspace a fastest plan asks for is "
+        f"Each call's fastest plan adds up to **{fast}** {over} against {heur} for the heuristic's picks. "
+        f"The largest workspace a fastest plan asks for{so_far} is "
         f"**{fmt_bytes(big['fastest_workspace_bytes'])}** ({big['layer']}, {big['direction']})."
     )
 
