@@ -334,7 +334,8 @@ def _known_fields(d: dict) -> None:
     names = [f.name for f in dataclasses.fields(ConvSpec)]
     unknown = set(d) - set(names)
     if unknown:
-        raise InvalidSpec("spec", sorted(unknown), f"unknown field(s); known: {names}")
+        rule = f"unknown field; known: {names}" if len(unknown) == 1 else f"unknown fields; known: {names}"
+        raise InvalidSpec("spec", sorted(unknown), rule)
 
 
 def _pair_str(p) -> str:

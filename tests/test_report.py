@@ -465,4 +465,7 @@ def test_a_partial_report_sums_its_fastest_plans_over_the_layers_measured_so_far
         f"{fmt_us(ok['heuristic_gpu_us'].sum())} for the heuristic's picks" in text
     ), text
     assert "per pass" not in text and "The largest workspace a fastest plan asks for so far is" in text, text
+    n_distinct = int(df.loc[df["table"] == "layers", "spec_id"].nunique())
+    assert f"({n_distinct} distinct, {distinct} measured so far)" in text and "each measured once" not in text
+    assert "each measured once" in str(rep.summary())
     assert "adds up to" in str(rep.summary()) and "per pass against" in str(rep.summary())

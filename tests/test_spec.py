@@ -577,3 +577,9 @@ def test_any_padding_with_an_output_is_valid(kw, pq):
     s = ConvSpec(**kw)
     assert (s.P, s.Q) == pq
     assert 0 < s.x_touched[0] <= s.H and 0 < s.x_touched[1] <= s.W
+
+
+@pytest.mark.parametrize("fields, said", [(dict(Q=2), "unknown field;"), (dict(Q=2, Z=3), "unknown fields;")])
+def test_unknown_fields_are_counted_in_words_that_agree(fields, said):
+    with pytest.raises(InvalidSpec, match=said):
+        ConvSpec.from_dict(dict(N=1, **fields))

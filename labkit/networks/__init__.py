@@ -126,4 +126,5 @@ def _from_specs(items: list, batch, dtype, layout) -> Network:
                 field_ = "batch" if err.field == "N" else err.field
                 raise InvalidSpec(field_, err.value, f"{err.rule} (layer {item.name})") from err
         layers.append(item)
-    return Network("specs", tuple(layers), (), f"{len(layers)} ConvSpec(s)")
+    said = "1 ConvSpec" if len(layers) == 1 else f"{len(layers)} ConvSpecs"
+    return Network("specs", tuple(layers), (), said)

@@ -147,8 +147,13 @@ def from_module(model, input_shape, batch, dtype, layout) -> Network:
         raise InvalidSpec(
             "input_shape",
             shape,
-            f"has {len(shape)} dimension(s); a network of Conv2d takes an image "
-            "batch (N, C, H, W), e.g. (1, 3, 224, 224)",
+            (
+                "has 1 dimension; a network of Conv2d takes an image batch (N, C, H, W), "
+                "e.g. (1, 3, 224, 224)"
+                if len(shape) == 1
+                else f"has {len(shape)} dimensions; a network of Conv2d takes an image batch (N, C, H, W), "
+                "e.g. (1, 3, 224, 224)"
+            ),
         )
     calls = _run_hooked(model, convs, shape, torch)
     layers, skipped, called = [], [], set()

@@ -26,10 +26,7 @@ def network_report_summary(df) -> Text:
         return Text("No layers in this report.")
     ok = ok_rows(layers)
     r = df.attrs.get("request") or {}
-    parts = [
-        f"**{len(layers)} convolution calls** ({layers['spec_id'].nunique()} distinct, each measured once)"
-        f" at batch {r.get('batch')}, {r.get('dtype')} {r.get('layout')}."
-    ]
+    parts = [opening_sentence(layers, r)]
     cut = cut_counts(df)
     if cut["slower_plans"]:
         parts.append(
@@ -75,6 +72,26 @@ def network_report_summary(df) -> Text:
             f"uncapped; {calls_changing_plan(c['calls_changing_plan'])})."
         )
     return Text(" ".join(parts))
+
+
+def opening_sentence(layers, request: dict) -> str:
+    """How many convolution calls the pass makes, how many distinct, and how many of those are
+    measured (each once; a report still measuring says how many so far).
+
+    Args:
+        layers: the report's ``layers`` table.
+        request: the report's request (``batch``, ``dtype``, ``layout``).
+
+    Returns:
+        The sentence, in Markdown.
+    """
+    distinct = layers["spec_id"].nunique()
+    done = layers["status"] != "pending" if "status" in layers else slice(None)
+    measured = layers.loc[done, "spec_id"].nunique()
+    at = f"at batch {request.get('batch')}, {request.get('dtype')} {request.get('layout')}"
+    if measured < distinct:
+        return f"**{len(layers)} convolution calls** ({distinct} distinct, {measured} measured so far) {at}."
+    return f"**{len(layers)} convolution calls** ({distinct} distinct, each measured once) {at}."
 
 
 def calls_changing_plan(count) -> str:
