@@ -26,7 +26,8 @@ def network_report_summary(df) -> Text:
         return Text("No layers in this report.")
     ok = ok_rows(layers)
     r = df.attrs.get("request") or {}
-    parts = [opening_sentence(layers, r)]
+    partial = bool((layers["status"] == "pending").any())
+    parts = [opening_sentence(layers, r, partial=partial)]
     cut = cut_counts(df)
     if cut["slower_plans"]:
         parts.append(
@@ -52,7 +53,7 @@ def network_report_summary(df) -> Text:
             "the tables say which and where each was stopped)."
         )
     if len(ok):
-        parts.append(fastest_plans_sentence(ok, partial=bool((layers["status"] == "pending").any())))
+        parts.append(fastest_plans_sentence(ok, partial=partial))
         bad = int((~ok["checked"].astype(bool)).sum()) if "checked" in ok else 0
         parts.append(reference_check_sentence(bad))
         if cut["wrong_plans"]:
@@ -74,22 +75,22 @@ def network_report_summary(df) -> Text:
     return Text(" ".join(parts))
 
 
-def opening_sentence(layers, request: dict) -> str:
+def opening_sentence(layers, request: dict, *, partial: bool = False) -> str:
     """How many convolution calls the pass makes, how many distinct, and how many of those are
     measured (each once; a report still measuring says how many so far).
 
     Args:
         layers: the report's ``layers`` table.
         request: the report's request (``batch``, ``dtype``, ``layout``).
+        partial: whether some layers of the pass are still ``pending``.
 
     Returns:
         The sentence, in Markdown.
     """
     distinct = layers["spec_id"].nunique()
-    done = layers["status"] != "pending" if "status" in layers else slice(None)
-    measured = layers.loc[done, "spec_id"].nunique()
     at = f"at batch {request.get('batch')}, {request.get('dtype')} {request.get('layout')}"
-    if measured < distinct:
+    if partial:
+        measured = layers.loc[layers["status"] != "pending", "spec_id"].nunique()
         return f"**{len(layers)} convolution calls** ({distinct} distinct, {measured} measured so far) {at}."
     return f"**{len(layers)} convolution calls** ({distinct} distinct, each measured once) {at}."
 
