@@ -255,6 +255,26 @@ def test_a_report_call_starts_the_report_worker_before_the_report_loads(
     assert sent == ([(texts.REPORT_WARM_STEP, (specs, texts.REPORT_STEPS))] if started else [])
 
 
+def test_a_warm_report_worker_with_no_convolutions_to_plan_gets_no_step(monkeypatch):
+    """A report whose convolutions are not known before it loads (a model, or arguments the report
+    will turn down) sends a running worker nothing: it is warm already, and has nothing to plan."""
+    from labkit import env
+    from labkit.session import texts
+
+    for name in ("LABKIT_SHARED_CACHE", "LABKIT_MODE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LABKIT_ISOLATE", "1")
+    monkeypatch.setattr(env, "mode", lambda: env.Mode("live", "test"))
+    sent = []
+    monkeypatch.setattr(
+        isolated,
+        "worker",
+        lambda: type("W", (), {"start_soon": staticmethod(lambda *a: sent.append(a)), "alive": True})(),
+    )
+    assert texts.warm_report_worker(()) is True
+    assert sent == []
+
+
 def test_labkit_report_takes_the_reports_own_arguments():
     """The entry point `labkit.report` (which starts the worker first) has the signature of the
     report it hands over to."""

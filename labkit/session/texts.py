@@ -260,9 +260,9 @@ def warm_report_worker(specs: Sequence = ()) -> bool:
     worker in the background as `start_report_worker` does, before the caller loads the report's own
     modules. The probe is asked first, not beside those imports: they would share the interpreter
     with it and hold the worker's start back. A worker already running (lesson 09's banner warmed
-    it) gets the same step: it plans the report's graphs and queues their compiles while the caller
-    loads those modules, instead of after (about 0.6 s for ResNet-50's 23 distinct convolutions on the
-    H200), and what it warmed already is not done again.
+    it) gets the same step when there are convolutions to plan: it plans the report's graphs and
+    queues their compiles while the caller loads those modules (about 0.6 s for ResNet-50's 23
+    distinct convolutions on the H200); what it warmed already is kept.
 
     Not in a class (its shared recording answers the report's defaults), nor with
     ``LABKIT_ISOLATE=0`` (no worker), nor with ``LABKIT_MODE=recorded``.
@@ -280,7 +280,8 @@ def warm_report_worker(specs: Sequence = ()) -> bool:
     try:
         if not env.mode().live:
             return False
-        isolated.worker().start_soon(REPORT_WARM_STEP, (tuple(specs), REPORT_STEPS))
+        if specs or not isolated.worker().alive:  # a warm worker with nothing to plan has nothing to do
+            isolated.worker().start_soon(REPORT_WARM_STEP, (tuple(specs), REPORT_STEPS))
     except Exception:  # noqa: BLE001  (an optimisation: the report asks again and says why)
         return False
     return True
