@@ -18,6 +18,7 @@ import dataclasses
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from ..draw.prose import counted
 from ..errors import LabkitError, status_row
 from ..signals.cancel import Budget, checkpoint, was_cut
 from ..signals.progress import announce
@@ -63,10 +64,10 @@ def _measure_spec(spec: ConvSpec, budget: Budget) -> Tuple[dict, List[dict]]:
             filter(
                 None,
                 [
-                    f"{cut} plan(s) cut (not built or not timed to the end: see the plans table)."
+                    f"{counted(cut, 'plan')} cut (not built or not timed to the end: see the plans table)."
                     if cut
                     else "",
-                    f"{tuned.wrong} plan(s) computed wrong results vs float64: not timed."
+                    f"{counted(tuned.wrong, 'plan')} computed wrong results vs float64: not timed."
                     if tuned.wrong
                     else "",
                     (tuned.fell_through[0].upper() + tuned.fell_through[1:] + ".")
@@ -88,9 +89,12 @@ def _measure_spec(spec: ConvSpec, budget: Budget) -> Tuple[dict, List[dict]]:
         )
     if not out["checked"]:
         bad = [cg.plan(i).name for i, e in errors.items() if e > tol]
-        out.update(
-            status="wrong", reason=f"plan(s) {', '.join(bad)} exceed the {spec.dtype} tolerance {tol:.1e}"
+        exceed = (
+            f"plan {bad[0]} exceeds the {spec.dtype} tolerance {tol:.1e}"
+            if len(bad) == 1
+            else f"plans {', '.join(bad)} exceed the {spec.dtype} tolerance {tol:.1e}"
         )
+        out.update(status="wrong", reason=exceed)
     plans = [
         dict(
             plan_index=int(r.plan_index),

@@ -155,8 +155,11 @@ def timing_noise_summary(plans_df, caps_df=None) -> Text:
     if once and len(spread) < len(ok):
         slow = (ok[samples < 2]["gpu_us"] / ok["gpu_us"].min()).min()
         text += (
-            f" Left out of that spread: {once} plan(s) stopped after one timed replay, each at {slow:.1f}x "
-            "the fastest plan's time or more."
+            f" Left out of that spread: 1 plan stopped after one timed replay, at {slow:.1f}x the fastest "
+            "plan's time or more."
+            if once == 1
+            else f" Left out of that spread: {once} plans stopped after one timed replay, each at "
+            f"{slow:.1f}x the fastest plan's time or more."
         )
     again = timed_again(plans_df, caps_df)
     if again is not None:
