@@ -1,9 +1,12 @@
 """Build workers' settings, without a GPU (labkit.gpu.cudnn.builds imports nothing of CUDA at the top)."""
 
+import threading
+
 import pytest
 
 from labkit import InvalidSpec
 from labkit.gpu.cudnn import build_pool, builds
+from labkit.spec import ConvSpec
 
 
 @pytest.mark.parametrize("raw, want", [("0", 0), ("3", 3), (" 2 ", 2)])
@@ -185,3 +188,25 @@ def test_a_bad_cap_is_named(monkeypatch, most):
     with pytest.raises(InvalidSpec, match="most"):
         build_pool.capped_by_default(most)
     assert build_pool._cap is None
+
+
+def test_ready_ahead_answers_the_graphs_with_no_compile_running_waiting_for_the_first_to_finish(monkeypatch):
+    """What the network report asks when its next layer still compiles (`report_steps.ready_step`):
+    the graphs whose queued compiles are all done, in order; when none is, it waits for the first
+    to finish, not for the first graph's; [] when none finishes in time."""
+    specs = [ConvSpec(N=1, C=8, H=8, W=8, K=k) for k in (8, 16, 32)]
+    graphs = [(s, "none", None) for s in specs]
+    jobs = {k: build_pool.Job({}, "none", None, 0, f"p{k}") for k in range(3)}
+    monkeypatch.setattr(builds, "_ahead", builds._ahead.__class__())
+    for k, s in enumerate(specs):
+        builds._ahead[(s.key, "none", None)] = (None, {0: jobs[k]})
+    jobs[1].future.set_result({})
+    assert builds.ready_ahead(graphs, wait_s=0.0) == [1]
+    jobs[1] = build_pool.Job({}, "none", None, 0, "p1")  # running again
+    builds._ahead[(specs[1].key, "none", None)] = (None, {0: jobs[1]})
+    assert builds.ready_ahead(graphs, wait_s=0.05) == [], "none finished in time"
+    threading.Timer(0.2, lambda: jobs[2].future.set_result({})).start()
+    assert builds.ready_ahead(graphs, wait_s=10.0) == [2], "the first to finish, not the first graph"
+    assert builds.ready_ahead([(ConvSpec(N=2, C=8, H=8, W=8, K=8), "none", None)], wait_s=0.0) == [0], (
+        "a graph not planned ahead has nothing running"
+    )

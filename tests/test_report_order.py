@@ -1,8 +1,9 @@
 """The order in which a network report measures its layers (`runs._report`), with the worker's
 steps answered here: a layer whose plans a build worker still compiles is measured after the
 others, once, never the first (the worker says which, for every layer at once, in the step that
-queues their compiles, or, when that step fails, each layer when asked); the tables keep the
-network's order."""
+queues their compiles, or, when that step fails, each layer when asked), and of those, the ones
+whose compiles are done by then first (the worker's ready step); the tables keep the network's
+order."""
 
 from __future__ import annotations
 
@@ -12,7 +13,11 @@ from labkit.experiments.your_network import runs
 from labkit.experiments.your_network.request import network_of, pass_steps
 
 
-def _fake_worker(compiling: set, calls: list, ahead_fails: bool):
+def _fake_worker(compiling: set, calls: list, ahead_fails: bool, done_after_ahead: set, ready_fails: bool):
+    """The worker's steps: ``compiling`` still compile until measured, except ``done_after_ahead``,
+    whose compiles are done once the ahead step has answered; the ready step finds none ready in
+    time when every layer it is asked about still compiles."""
+
     def in_worker(step, args, budget_s, what, meanwhile=None):
         if meanwhile is not None:
             meanwhile()
@@ -20,7 +25,14 @@ def _fake_worker(compiling: set, calls: list, ahead_fails: bool):
             calls.append(("ahead", len(args[0])))
             if ahead_fails:
                 raise LabkitError("the worker died")
-            return [spec.key in compiling for spec in args[0]]
+            pending = [spec.key in compiling for spec in args[0]]
+            compiling.difference_update(done_after_ahead)
+            return pending
+        if step == "ready_step":
+            calls.append(("ready", len(args[0])))
+            if ready_fails:
+                raise LabkitError("the worker died")
+            return [k for k, spec in enumerate(args[0]) if spec.key not in compiling]
         if step == "spec_step":
             spec, _, _, may_defer = args
             calls.append((spec.key, may_defer))
@@ -34,7 +46,7 @@ def _fake_worker(compiling: set, calls: list, ahead_fails: bool):
     return in_worker
 
 
-def _run(monkeypatch, compiling: set, ahead_fails: bool = False):
+def _run(monkeypatch, compiling: set, ahead_fails=False, done_after_ahead=frozenset(), ready_fails=False):
     """(the frame, the spec steps asked as (layer, may defer), the layers measured in order, how
     many layers, the ahead steps asked)."""
     network = network_of("resnet50", 32, "fp16", "NHWC", 224)
@@ -42,10 +54,12 @@ def _run(monkeypatch, compiling: set, ahead_fails: bool = False):
     groups = networks.unique([networks.Layer(n, s) for n, s in steps])
     keys = [g.spec.key for g in groups]
     calls: list = []
-    monkeypatch.setattr(runs, "_in_worker", _fake_worker({keys[i] for i in compiling}, calls, ahead_fails))
+    done = {keys[i] for i in done_after_ahead}
+    fake = _fake_worker({keys[i] for i in compiling}, calls, ahead_fails, done, ready_fails)
+    monkeypatch.setattr(runs, "_in_worker", fake)
     df = runs._report(network, steps, groups, 10.0)
-    ahead = [c for c in calls if c[0] == "ahead"]
-    asked = [(keys.index(k), may) for k, may in calls if k != "ahead"]
+    ahead = [c for c in calls if c[0] in ("ahead", "ready")]
+    asked = [(keys.index(k), may) for k, may in calls if k not in ("ahead", "ready")]
     deferred = {keys.index(k) for k in (keys[i] for i in compiling)}
     measured = [i for i, may in asked if not (may and i in deferred)]
     return df, asked, measured, len(keys), ahead
@@ -54,7 +68,9 @@ def _run(monkeypatch, compiling: set, ahead_fails: bool = False):
 def test_the_layers_still_compiling_are_measured_after_the_others_without_asking_each(monkeypatch):
     df, asked, measured, n, ahead = _run(monkeypatch, {0, 1, 2, 22})
     assert n == 23
-    assert ahead == [("ahead", n - 1)], "one step queues and answers for every layer after the first"
+    assert ahead == [("ahead", n - 1), ("ready", 3)], (
+        "one step queues and answers for every layer after the first"
+    )
     assert asked[0] == (0, False), "the first layer is measured first, never deferred"
     assert measured == [0] + list(range(3, 22)) + [1, 2, 22], "the deferred layers come last, in order"
     assert len(asked) == n, "no layer is asked twice"
@@ -83,3 +99,20 @@ def test_the_last_layer_is_not_deferred_when_nothing_is_left_to_measure(monkeypa
     _, asked, measured, n, _ = _run(monkeypatch, {22})
     assert measured == list(range(n))
     assert asked[-1] == (22, False)
+
+
+def test_a_layer_whose_compile_outlasts_the_others_does_not_hold_them_up(monkeypatch):
+    # every layer after the first was still compiling when the ahead step answered; all but layer 2
+    # are done by their turn (layer 2 compiles a new kernel): it is measured last, not waited for
+    others = set(range(1, 23)) - {2}
+    _, asked, measured, n, ahead = _run(monkeypatch, set(range(1, 23)), done_after_ahead=others)
+    assert measured == [0, 1] + list(range(3, n)) + [2]
+    assert len(asked) == n, "no layer is asked twice"
+    assert ahead == [("ahead", n - 1), ("ready", n - 1)], "asked once: then every layer but one is ready"
+
+
+def test_when_the_ready_step_fails_each_layer_waits_for_its_own_compiles_in_order(monkeypatch):
+    _, asked, measured, n, ahead = _run(monkeypatch, set(range(1, 23)), ready_fails=True)
+    assert measured == list(range(n))
+    assert len(asked) == n
+    assert ahead == [("ahead", n - 1), ("ready", n - 1)], "not asked again after it failed"

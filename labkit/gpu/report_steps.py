@@ -2,8 +2,9 @@
 (`labkit.gpu.host.isolated`), each within its budget (seconds): `spec_step` measures one distinct
 convolution (every plan autotuned, the heuristic, fastest and smallest-workspace plans checked against
 the float64 reference), `strategy_step` runs the whole pass under one workspace strategy (the memory
-timeline and a timed pass), and `ahead_step` queues every layer's plan builds at once (the worker's
-warm-up, `labkit.gpu.worker_warmup`, queues them before the first step). Bytes; microseconds.
+timeline and a timed pass), `ahead_step` queues every layer's plan builds at once (the worker's
+warm-up, `labkit.gpu.worker_warmup`, queues them before the first step), and `ready_step` says
+which layers have no compile left running. Bytes; microseconds.
 
 The steps are called by name (``"<this module>:spec_step"``), so they stay module-level functions here;
 the pass's inputs and outputs are kept between strategy steps in this module. They live in
@@ -150,6 +151,25 @@ def ahead_step(specs: Sequence[ConvSpec]) -> List[bool]:
 
     graph_cache.build_ahead([(s, "none", None) for s in specs])
     return [builds.compiles_pending(s, "none", None) > 0 for s in specs]
+
+
+#: seconds a report waits for any layer's compiles before it measures the next layer anyway (whose
+#: step then waits for its own, within its budget)
+READY_WAIT_S = 10.0
+
+
+def ready_step(specs: Sequence[ConvSpec], wait_s: float = READY_WAIT_S) -> List[int]:
+    """In the worker process: which layers the report can measure now without waiting for a
+    compile `ahead_step` queued, waiting for the first to be ready when none is.
+
+    Args:
+        specs: the layers left, in the order the report would measure them.
+        wait_s: the longest to wait when none is ready, in seconds.
+
+    Returns:
+        Their positions in ``specs``, in order; [] when none was ready within ``wait_s``.
+    """
+    return builds.ready_ahead([(s, "none", None) for s in specs], wait_s=wait_s)
 
 
 #: in the worker process: the inputs and outputs of the pass the strategy steps run, made by the

@@ -100,7 +100,7 @@ def _in_order(plans_of: Dict[int, List[dict]]) -> List[dict]:
     return [row for i in sorted(plans_of) for row in plans_of[i]]
 
 
-def _still_compiling_last(queue, groups, deferred: set, meanwhile) -> "collections.deque":
+def _still_compiling_last(queue, groups, deferred: set, meanwhile) -> tuple:
     """The layers left to measure (indices in the report's distinct convolutions, the first one
     measured), with those a build worker still compiles for moved to the end, in order, and added
     to ``deferred`` (not deferred again): `labkit.gpu.report_steps.ahead_step` queues their compiles and says
@@ -113,7 +113,8 @@ def _still_compiling_last(queue, groups, deferred: set, meanwhile) -> "collectio
         meanwhile: called once the step is sent (the first layer's progress is drawn then).
 
     Returns:
-        The new queue; the same order when the step failed (each layer is then asked in turn).
+        (the new queue, the layers still compiling); the same order and none when the step failed
+        (each layer is then asked in turn).
     """
     left = list(queue)
     try:
@@ -125,10 +126,41 @@ def _still_compiling_last(queue, groups, deferred: set, meanwhile) -> "collectio
             meanwhile,
         )
     except LabkitError:
-        return queue  # each step builds its own graph anyway
+        return queue, set()  # each step builds its own graph anyway
     late = {i for i, p in zip(left, pending) if p}
-    deferred |= late  # every layer left still compiling: measured in order, each waiting for its own
-    return collections.deque([i for i in left if i not in late] + [i for i in left if i in late])
+    deferred |= late  # measured once the others are, those whose compiles are done first (`_ready_first`)
+    return collections.deque([i for i in left if i not in late] + [i for i in left if i in late]), late
+
+
+def _ready_first(queue, groups, meanwhile) -> tuple:
+    """The layers left, those whose compiles are done first, in order: asked of the worker
+    (`labkit.gpu.report_steps.ready_step`) when the next layer was still compiling, so a layer that
+    waits for a long compile does not hold up the layers after it whose compiles are done.
+
+    Args:
+        queue: the indices left, in order.
+        groups: the distinct convolutions (`labkit.networks.unique`).
+        meanwhile: called once the step is sent.
+
+    Returns:
+        (the new queue, the layers still compiling); the same queue and none when the worker found
+        none ready in time or the step failed (each layer then waits for its own compiles).
+    """
+    left = list(queue)
+    try:
+        ready = _in_worker(
+            "ready_step",
+            ([groups[i].spec for i in left],),
+            report_steps.READY_WAIT_S,
+            "waiting for the plan builds",
+            meanwhile,
+        )
+    except LabkitError:
+        return queue, set()
+    if not ready:
+        return queue, set()
+    first = [left[k] for k in ready]
+    return collections.deque(first + [i for i in left if i not in first]), set(left) - set(first)
 
 
 def _report(network, steps, groups, budget_s: float):
@@ -151,13 +183,15 @@ def _report(network, steps, groups, budget_s: float):
             report_progress(frame, unreported.pop(), total, "steps")
 
     report_progress(frame, 0, total, "steps")  # the network's layers, before anything is measured
-    queue, deferred = collections.deque(range(len(groups))), set()
+    queue, deferred, compiling = collections.deque(range(len(groups))), set(), set()
     while queue:
         checkpoint()
         if len(measured) == 1 and queue[0] == 1 and len(groups) > 2:
             # the first layer is measured (and drawn meanwhile); the others' compiles go to build
             # workers, and the layers still waiting for one are measured after the others
-            queue = _still_compiling_last(queue, groups, deferred, report_meanwhile)
+            queue, compiling = _still_compiling_last(queue, groups, deferred, report_meanwhile)
+        if queue[0] in compiling and len(queue) > 1:
+            queue, compiling = _ready_first(queue, groups, report_meanwhile)
         i = queue.popleft()
         g = groups[i]
         # a layer whose plans still compile waits for the others, once: not the first (drawn first)

@@ -208,6 +208,37 @@ def compiles_pending(spec, epilogue: str, workspace_cap) -> int:
         return sum(not job.future.done() for job in jobs.values())
 
 
+def ready_ahead(graphs, *, wait_s: float) -> List[int]:
+    """Which graphs have no compile that `ahead` queued still running, waiting for the first to
+    finish when every one still has one: their compiles do not finish in the graphs' order (a new
+    kernel takes about half a second, a rebuild of one tens of milliseconds).
+
+    Args:
+        graphs: (spec, epilogue, workspace cap) triples, in the order they would be built.
+        wait_s: the longest to wait when none is ready, in seconds.
+
+    Returns:
+        Their positions in ``graphs``, in order (a graph not planned ahead has none running); []
+        when none was ready within ``wait_s``.
+    """
+    deadline = time.monotonic() + wait_s
+    while True:
+        with _ahead_lock:
+            running = [
+                [j.future for j in _ahead.get((s.key, e, c), (None, {}))[1].values() if not j.future.done()]
+                for s, e, c in graphs
+            ]
+        ready = [i for i, futures in enumerate(running) if not futures]
+        left = deadline - time.monotonic()
+        if ready or left <= 0:
+            return ready
+        concurrent.futures.wait(
+            [f for futures in running for f in futures],
+            timeout=left,
+            return_when=concurrent.futures.FIRST_COMPLETED,
+        )
+
+
 #: compiles a budget cut while a worker ran them: graph key -> {plan index: `Job`} (they finish
 #: anyway; the next build of the graph takes them)
 _late: "collections.OrderedDict[tuple, Dict[int, Job]]" = collections.OrderedDict()
