@@ -20,6 +20,9 @@ import pytest
 
 from labkit.errors import InvalidSpec, LabkitError
 from labkit.experiments import exercise
+from labkit.experiments.core import result
+from labkit.experiments.precision_layout.charts import layout_chart
+from labkit.experiments.precision_layout.exercises import _payoff_inputs
 from labkit.present import check
 from labkit.store import recordings
 
@@ -276,3 +279,16 @@ def test_nhwc_closest_batch_calls_a_near_tie_close_to_even(monkeypatch, recordin
         assert "Even there" not in said
     else:
         assert "Even there the conversion costs more" in said
+
+
+@pytest.mark.parametrize("recording", [r.name for r in recordings.shipped()])
+def test_the_layer_payoff_hint_points_at_bars_that_write_its_three_times(monkeypatch, recording):
+    """Lesson 03's Exercise 5: its second hint sends the learner to the layout panel at N=32, whose bars
+    write the conversion's and both convolutions' times, as the worked answer divides them."""
+    monkeypatch.setenv("LABKIT_RECORDING", recording)
+    assert "layout panel above, with N at 32" in check.nhwc_payoff_layers.exercise.hints[1]
+    fig = layout_chart(result("layout"))
+    written = " ".join(t for trace in fig.data for t in trace.text if t)
+    times = _payoff_inputs()
+    for name in ("nchw_us", "nhwc_us", "convert_us"):
+        assert f"{times[name]:.1f} us" in written, (name, times[name], written)

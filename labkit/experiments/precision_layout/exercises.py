@@ -377,7 +377,7 @@ nhwc_payoff_layers = worked(
         "Like autotuning, converting is a one-time cost repaid a little on every layer: how much does one "
         "layer save by running in NHWC?",
         "Layers to break even = the conversion's time / (the NCHW convolution's time - the NHWC one's); "
-        "the summary above gives all three.",
+        "the layout panel above, with N at 32, writes all three on its bars.",
     ),
     wrong=slips(
         _payoff_slips,
