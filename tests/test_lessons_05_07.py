@@ -310,6 +310,20 @@ def test_a_first_build_about_as_long_as_the_rebuild_is_not_called_a_set_up():
     assert said == {True, False}
 
 
+def test_the_build_cost_chart_writes_one_calls_gpu_time_as_exercise_3_needs():
+    """Lesson 05's Exercise 3 divides the rebuild by one call's GPU time: every recorded build-cost
+    chart writes the heuristic plan's time per call in its note, whether or not autotuning pays."""
+    for rec in recordings.shipped():
+        for req in rec.requests("build_cost"):
+            spec = experiments.core.ConvSpec.from_dict(req["spec"])
+            df = experiments.core.from_recording("build_cost", rec, spec=spec)
+            fig = plans_autotune.build_cost_chart(df)
+            notes = " ".join(str(a.text).replace("<br>", " ") for a in fig.layout.annotations)
+            notes = " ".join(notes.split())
+            per_call = f"{float(df.heuristic_gpu_us.iloc[0]):.1f} us"
+            assert f"heuristic pick ({per_call}" in notes or f"heuristic {per_call}" in notes, notes
+
+
 def test_a_first_build_below_the_set_up_margin_is_given_as_its_ratio():
     """A first build short of `SETUP_MARGIN` x the rebuild, yet well past it (possible live), is given
     as its ratio to the rebuild, not called about as long."""

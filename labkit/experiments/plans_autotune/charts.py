@@ -467,7 +467,10 @@ def build_cost_chart(df) -> go.Figure:
     if pay is None:
         pay_txt = ""
     elif math.isinf(pay):
-        pay_txt = "autotuning found nothing faster than the heuristic pick, so it never pays for itself here"
+        pay_txt = (
+            f"autotuning found nothing faster than the heuristic pick "
+            f"({first_value(df, 'heuristic_gpu_us'):.1f} us per call), so it never pays for itself here"
+        )
     else:
         pay_txt = (
             f"autotuning pays for itself after {pay:,.0f} calls (heuristic "
