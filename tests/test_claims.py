@@ -279,6 +279,29 @@ def _nchw_plan_converts(rec):
     )
 
 
+@claim(
+    "03",
+    "A point is named by its filter and the maps it writes: `3x3 @56` writes 56x56 maps, `/2` is a stride of 2, `ds` the 1x1 downsample on a block's shortcut and `conv1` the network's first layer; all run at batch 32 but `batch-1`.",
+)
+def _roofline_point_names(rec):
+    shapes = experiments.precision_layout.runs.resnet50_shapes(32)
+    wrong = []
+    for name, spec in shapes:
+        size, filt = re.search(r"@(\d+)", name), re.search(r"(\d+)x(\d+)", name)
+        stride2 = spec.stride == (2, 2)
+        if size and (spec.P, spec.Q) != (int(size[1]), int(size[1])):
+            wrong.append((name, "maps", spec.P, spec.Q))
+        if filt and (spec.R, spec.S) != (int(filt[1]), int(filt[2])):
+            wrong.append((name, "filter", spec.R, spec.S))
+        if ("/2" in name) != stride2 or ("ds" in name.split()) != (spec.R == 1 and stride2):
+            wrong.append((name, "stride", spec.stride))
+        if spec.N != (1 if name.startswith("batch-1") else 32):
+            wrong.append((name, "batch", spec.N))
+    recorded = set(frame(rec, "roofline")["shape"])
+    named = {n for n, _ in shapes}
+    return not wrong and recorded == named, (wrong, sorted(recorded ^ named))
+
+
 # ---- lesson 04 (fusion) ------------------------------------------------------------------------
 def _fusion_tables(rec):
     """(request, {(epilogue, path): row}) for every fusion request in ``rec``."""
