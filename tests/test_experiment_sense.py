@@ -111,6 +111,27 @@ def test_the_build_logs_error_lines_are_explained_by_what_they_ask():
     )
 
 
+@pytest.mark.parametrize("recording", [r.name for r in recordings.shipped()])
+def test_the_build_log_summary_adds_up_the_heuristic_queries_to_the_configurations_it_names(recording):
+    """The build-log table shows one heuristic query's count (its kind's first line); the summary says
+    what each query proposed and that they add up to the engine configurations it names."""
+    from labkit.experiments.under_the_hood import summaries
+
+    rec = recordings.named(recording)
+    df = experiments.core.from_recording("build_log", rec, spec=BASE, epilogue="none")
+    text = " ".join(str(summaries.build_log_summary(df)).split())
+    counts = [
+        int(n)
+        for n in re.findall(r"Heuristic query for mode \d+ has (\d+) configurations", "\n".join(df.text))
+    ]
+    named = int(re.search(r"the frontend log names (\d+) engine configurations", text)[1])
+    assert len(counts) >= 2 and sum(counts) == named, (counts, named)
+    assert (
+        f"queries proposed {counts[0]} in mode 3 (heuristics A) and {counts[1]} in mode 2 (fallback)" in text
+    )
+    assert f": {named} configurations in all." in text, text
+
+
 def test_the_fusion_summary_names_the_workspace_between_the_heuristics_fused_plan_and_the_fastest():
     """Both fused plans hold the same tensors, so what their allocations differ by is workspace: in
     fp32 the heuristic's bias_relu plan allocates about 198 MiB more than the fastest, and the

@@ -5,7 +5,7 @@ share per strategy, the race's overlap, and the build log's engines and warnings
 from __future__ import annotations
 
 from ...draw.plots import ok_rows
-from ...draw.prose import Text, where
+from ...draw.prose import Text, listed, where
 from ...draw.units import us_text
 from ...gpu.workspaces.workloads import ONE_CONV
 from ..core import beside
@@ -239,6 +239,29 @@ def _untraced_race(df, launch: str, streams: int):
     return int(shared["mismatches_bitwise"].iloc[0]), int(shared["runs"].iloc[0])
 
 
+#: cuDNN's heuristic modes by the number the frontend log gives them (``cudnnBackendHeurMode_t``)
+HEURISTIC_MODES = {"0": "instant", "1": "heuristics B", "2": "fallback", "3": "heuristics A"}
+
+
+def _heuristic_queries(fe) -> str:
+    """How the engine configurations add up: each heuristic query's mode and count, as the log says.
+
+    Args:
+        fe: the build log's frontend lines.
+
+    Returns:
+        A sentence (with a leading space), or "" when the log reports fewer than two queries.
+    """
+    found = fe.text.str.extract(r"Heuristic query for mode (\d+) has (\d+) configurations").dropna()
+    if len(found) < 2:
+        return ""
+    parts = [
+        f"{n} in mode {m} ({HEURISTIC_MODES.get(m, 'unnamed')})" for m, n in found.itertuples(index=False)
+    ]
+    total = sum(int(n) for n in found[1])
+    return f" The log's heuristic queries proposed {listed(parts)}: {total} configurations in all."
+
+
 def build_log_summary(df) -> Text:
     """What the build log names: its engines, the plans built, its warnings, and what its ERROR lines are.
 
@@ -255,7 +278,7 @@ def build_log_summary(df) -> Text:
         f"{where(df)}, {df['spec_label'].iloc[0]}: the frontend log names {len(engines)} engine "
         f"configurations; {int(df['built'].iloc[0])} of {int(df['plans'].iloc[0])} plans built in "
         f"{df['build_seconds'].iloc[0]:.1f} s; {warn} warning lines."
-    )
+    ) + _heuristic_queries(fe)
     asked = int((fe.text.str.contains("SHARED_MEMORY_USED") & fe.text.str.contains("NOT_SUPPORTED")).sum())
     if asked:
         be = df[df.source == "backend"]
