@@ -288,6 +288,7 @@ class SimDevice(Device):
         self.memory = DeviceMemory(self.recorded.memory_bytes)
         self.allocations = Allocations(self)
         self._captured: List[SimBound] = []  # the calls of the capture under way
+        self._graphs: Dict[tuple, SimGraph] = {}  # (spec, epilogue) -> its recorded plans, read once
 
     @property
     def name(self) -> str:
@@ -463,8 +464,17 @@ class SimDevice(Device):
 
     # -- convolutions (rules 4 and 5) --
     def graph(self, spec, epilogue: str = "none") -> SimGraph:
-        """The convolution's recorded plans (`labkit.NotRecorded` for one the recording lacks)."""
-        return SimGraph(self, spec, epilogue)
+        """The convolution's recorded plans (`labkit.NotRecorded` for one the recording lacks).
+
+        Read once per convolution, as the live device keeps each built graph: a `SimGraph` holds
+        only what the recording says, so every call of the same convolution shares it (costs no
+        simulated time either way).
+        """
+        key = (spec, epilogue)
+        found = self._graphs.get(key)
+        if found is None:
+            found = self._graphs[key] = SimGraph(self, spec, epilogue)
+        return found
 
     def operands(self, spec, epilogue: str = "none", *, seed: int = 0) -> SimOperands:
         """Operands that hold no numbers."""
