@@ -11,6 +11,7 @@ Dockerfile is built where a docker engine answers (skipped, with the reason, els
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import os
 import shlex
 import shutil
@@ -27,9 +28,13 @@ KUBE = ROOT / "class" / "kubernetes"
 CHART = ROOT / "tests" / "data" / "z2jh"
 
 
-def _needed(module: str):
+def _needed(module: str, *, load: bool = True):
+    """``module`` imported (``load``), or only found installed; a skip of this file when it is not."""
     try:
-        return __import__(module)
+        if load:
+            return __import__(module)
+        if importlib.util.find_spec(module) is None:
+            raise ImportError(f"No module named {module!r}")
     except ImportError:
         if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
             raise  # the test extra installs it: in CI a missing one fails
@@ -38,9 +43,9 @@ def _needed(module: str):
 
 yaml = _needed("yaml")
 jsonschema = _needed("jsonschema")
-_needed("kubespawner")
-from kubernetes_asyncio.client import ApiClient  # noqa: E402
-from kubespawner import KubeSpawner  # noqa: E402
+# found here, imported by `pod_for` (its import takes a second and a half of every test process's
+# collection; an install that is there but broken fails the tests that make a pod)
+_needed("kubespawner", load=False)
 from traitlets.config import Config  # noqa: E402
 
 from labkit.cli import classroom  # noqa: E402
@@ -135,6 +140,9 @@ def hub_config(monkeypatch, tmp_path) -> Config:
 
 def pod_for(c: Config, profile: str, name: str = "ada"):
     """The pod KubeSpawner makes for learner ``name`` who picked ``profile`` (no cluster asked)."""
+    from kubernetes_asyncio.client import ApiClient  # heavy: kubespawner's API client (a second)
+    from kubespawner import KubeSpawner  # heavy: KubeSpawner and JupyterHub's spawner, as above
+
     user = types.SimpleNamespace(name=name, id=7, url=f"/user/{name}/", escaped_name=name)
 
     async def make():
