@@ -9,11 +9,14 @@
 * ``@pytest.mark.browser`` tests are not touched here: they run by default.
 * ``LABKIT_CACHE`` points at a fresh temporary folder unless set: tests never read or write the
   user's own saved measurements.
+* Python's bytecode cache is on for the run and the processes it starts, whatever the host's
+  ``PYTHONDONTWRITEBYTECODE`` says (`pytest_configure`).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 
 import pytest
@@ -21,6 +24,12 @@ from filelock import FileLock
 
 
 def pytest_configure(config):
+    # Python's bytecode cache on, in this process and every one it starts (pytest-xdist's workers,
+    # the notebooks' kernels, the commands tests run), as a learner's Python has it: on a host that
+    # sets PYTHONDONTWRITEBYTECODE every worker would rewrite every test module's asserts and compile
+    # labkit from source again on every run (collection alone: 10-14 s a worker instead of 5)
+    sys.dont_write_bytecode = False
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     # Live measurements made by tests (and by notebooks they run) are saved in a throw-away
     # cache folder, never in the user's (labkit.store.localcache); LABKIT_CACHE set by hand wins.
     if not os.environ.get("LABKIT_CACHE"):
