@@ -3,6 +3,7 @@ provenance, and every shipped recording holds every experiment; a call the defau
 the recording that holds it; bad recordings and unrecorded requests give clear errors."""
 
 import json
+import pickle
 import shutil
 
 import pytest
@@ -274,3 +275,25 @@ def test_recorded_floats_read_back_bit_for_bit():
                     path,
                     col,
                 )
+
+
+def test_a_lookups_request_and_conditions_are_read_only_and_shared_by_the_frames_made_from_it():
+    """pandas copies a frame's attrs into every frame made from it (a column, a filter): the nested
+    ones a lookup gives are frozen, so the copy is the same object and a change raises."""
+    rec = recordings.current()
+    name = "workspace_sizes"
+    request = rec.requests(name)[0]
+    df = rec.lookup(name, request)
+    assert df.attrs["request"] == request and json.dumps(df.attrs["request"]) == json.dumps(request)
+    column = df[df.columns[0]]
+    assert column.attrs["request"] is df.attrs["request"]
+    with pytest.raises(TypeError, match="read-only"):
+        df.attrs["request"]["changed"] = 1
+    nested = [v for v in df.attrs["request"].values() if isinstance(v, (dict, list))]
+    assert nested, request  # the spec, as a dict
+    for v in nested:
+        with pytest.raises(TypeError, match="read-only"):
+            v.clear()
+    back = pickle.loads(pickle.dumps(df))
+    assert back.attrs == df.attrs and type(back.attrs["request"]) is type(df.attrs["request"])
+    assert dict(df.attrs["request"]) == request  # a copy to change is a plain dict

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..env import gpu_label
 from ..errors import InvalidSpec, LabkitError, OutOfMemory, RecordedDataError, Unsupported
+from .frozen import freeze
 
 SCHEMA_VERSION = 1
 REQUIRED_METADATA = ("schema_version", "gpu", "cudnn_backend", "cudnn_frontend", "date", "experiments")
@@ -329,9 +330,10 @@ class Recording:
             reason = f"(recorded on {gpu_label(self.metadata.get('gpu'))}) {rows['reason'].iloc[0]}"
             raise cls(name, reason) if cls is Unsupported else LabkitError(f"{name}: {reason}")
         out = result.copy()  # the caller's own: a chart or a check may add columns
-        out.attrs.update(self.provenance(name))
+        # read-only, so pandas' copy of the attrs into each frame made from this one costs nothing
+        out.attrs.update(freeze(self.provenance(name)))
         out.attrs["experiment"] = name
-        out.attrs["request"] = request
+        out.attrs["request"] = freeze(request)
         return out
 
     def values(self, name: str, key: str, where: Optional[dict] = None) -> list:
