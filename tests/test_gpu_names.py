@@ -62,7 +62,7 @@ def test_no_code_names_its_output_after_the_h100():
     say H100; no default output name, GPU test assertion or script path may."""
     for path in [
         *ROOT.joinpath("labkit").rglob("*.py"),
-        *ROOT.joinpath("scripts").glob("*"),
+        *(p for p in ROOT.joinpath("scripts").glob("*") if p.is_file()),  # not its __pycache__
         ROOT / "tests" / "test_experiments_gpu.py",
     ]:
         text = path.read_text()
