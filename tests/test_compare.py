@@ -182,6 +182,18 @@ def test_lesson_08_exercises_answer_from_the_recordings(capsys):
     capsys.readouterr()
 
 
+def test_the_bandwidth_split_adds_up_as_written():
+    """Lesson 08, Exercise 2: the answer's arithmetic closes on the numbers it prints (a difference
+    of rounded times divided by the bracket gives the part it states, to its last digit)."""
+    text = compare_check._split_why(compare_check.bandwidth_part.truth())
+    a, b, d = (float(v) for v in re.search(r"([\d.]+) - ([\d.]+) = ([\d.]+) us", text).groups())
+    assert a - b == pytest.approx(d, abs=0.006), text
+    d2, bracket, part = (float(v) for v in re.search(r"= ([\d.]+) / ([\d.]+) = ([\d.]+) us", text).groups())
+    assert d2 == d and d / bracket == pytest.approx(part, abs=0.051), text
+    whole, fixed = (float(v) for v in re.search(r"'s ([\d.]+) us, and F = ([\d.]+) us", text).groups())
+    assert whole == a and whole - part == pytest.approx(fixed, abs=0.051), text
+
+
 def test_lesson_08_hints_name_only_what_it_shows():
     """Every snake_case name in a lesson 08 exercise's question or hints appears in the lesson's
     cells (a hint that sends the learner to a column must point at one the lesson shows)."""

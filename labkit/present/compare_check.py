@@ -385,10 +385,11 @@ def _split_why(truth: float) -> str:
     floor = float(rows[base]["min_bytes"]) / (x["first_gb_s"] * 1e9) * 1e6
     d, bracket = x["first_us"] - x["second_us"], 1 - x["first_gb_s"] / x["second_gb_s"]
     return (
-        f"F cancels in the difference: {x['first_us']:.1f} - {x['second_us']:.1f} = {d:.1f} us = (M / "
+        f"F cancels in the difference: {x['first_us']:.2f} - {x['second_us']:.2f} = {d:.2f} us = (M / "
         f"{x['first_gb_s']:,.0f} GB/s) x (1 - {x['first_gb_s']:,.0f} / {x['second_gb_s']:,.0f}), so M / "
-        f"{x['first_gb_s']:,.0f} GB/s = {d:.1f} / {bracket:.3f} = {truth:.1f} us of the {a}'s "
-        f"{x['first_us']:.1f} us, and F = {x['first_us'] - truth:.1f} us. Its bytes (the min-bytes model, "
+        f"{x['first_gb_s']:,.0f} GB/s = {d:.2f} / {bracket:.3f} = {truth:.1f} us of the {a}'s "
+        f"{x['first_us']:.2f} us, and F = {x['first_us'] - truth:.1f} us (the times unrounded; the summary "
+        "shows them to 0.1 us). Its bytes (the min-bytes model, "
         f"{rows[base]['min_bytes']:,.0f} B) take {floor:.1f} us at the {a}'s datasheet bandwidth: the "
         f"bandwidth part is {truth / floor:.2f}x that. F is time that the {b}'s bandwidth does not shorten."
     )
