@@ -1258,9 +1258,16 @@ NOT_CLAIMS: set = {
     ),
     (
         "07",
-        "Under each cap, allocate one workspace that fits every plan kept, time each plan as lesson 05 does "
-        "(a warm-up, two events around a CUDA graph of many calls, the median of several samples; a plan kept "
-        "under an earlier cap need not be timed again), keep the fastest, and free the workspace.",
+        "Under each cap, allocate one workspace that fits every plan kept, time each plan as [lesson 05's "
+        "hands-on](05_plans_autotune_and_caching.ipynb#Your-turn:-time-every-plan-yourself) does, keep the "
+        "fastest, and free the workspace (a plan kept under an earlier cap need not be timed again).",
+    ),
+    (
+        "07",
+        "The calls, as there: each plan of `conv.plans`, one call `conv.run(workspace, stream=stream, "
+        "plan=plan)`; a warm-up, then two events (`gpu.event(stream)`) around a CUDA graph of many calls "
+        "(`gpu.capture(fn, stream)`, `graph.launch(stream)`), `end.wait()` and `gpu.elapsed_us(start, end)` "
+        "over the calls; the median of several samples.",
     ),
     ("07", "The **knee** is the smallest cap whose fastest time is within 5 % of no cap's."),
     (

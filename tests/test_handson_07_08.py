@@ -10,7 +10,10 @@ same cell on a GPU: tests/test_handson_07_08_gpu.py."""
 
 from __future__ import annotations
 
+import json
 import math
+import re
+from pathlib import Path
 
 import pytest
 from handson_helpers import RECORDINGS, assert_hinted, body, flat, run
@@ -212,3 +215,16 @@ def test_other_gpu_names_times_not_divided_by_the_calls(capsys):
     _, out = run("other_gpu", undivided, capsys)
     assert "not divided by the calls" in flat(out) and "20 calls ran between your events" in flat(out), out
     assert_hinted(out, "not_divided")
+
+
+def test_the_knee_cell_names_the_calls_its_reference_makes():
+    """Lesson 07's hands-on text names the calls a solution needs (a learner who skipped lesson 05
+    reads them there), and each is one the reference solution makes."""
+    nb = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / "07_lab.ipynb").read_text())
+    text = next(
+        "".join(c["source"]) for c in nb["cells"] if "Your turn: cap the workspace" in "".join(c["source"])
+    )
+    named = set(re.findall(r"`(?:\w+\.)?(\w+)\(?", text))
+    for call in ("plans", "run", "event", "capture", "launch", "wait", "elapsed_us"):
+        assert call in named, f"lesson 07's hands-on text no longer names {call}"
+        assert re.search(rf"\.{call}\b", lab.WORKSPACE_KNEE), f"the reference never calls {call}"
