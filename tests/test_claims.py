@@ -1540,6 +1540,20 @@ def test_what_a_workspace_buys_is_read_from_replay_medians(recording):
 
 
 @pytest.mark.parametrize("recording", SHIPPED)
+def test_the_layout_copies_gap_adds_up_as_written(recorded_mode, monkeypatch, recording):
+    """Lesson 01, Exercise 4: the answer's measured gap is the difference of the two times it prints."""
+    from labkit.experiments.workspace_basics.exercises import COPY_TIME
+
+    monkeypatch.setenv("LABKIT_RECORDING", recording)
+    why = " ".join(COPY_TIME.why(COPY_TIME.truth()).split())
+    found = re.search(r"NCHW plan takes ([\d.]+) us and the NHWC plan ([\d.]+) us: ([\d.]+) us more", why)
+    if found is None:  # the layout table not at hand: the answer says the bound alone
+        pytest.skip(f"no measured gap in the answer on {recording}: {why}")
+    nchw, nhwc, gap = (float(v) for v in found.groups())
+    assert nchw - nhwc == pytest.approx(gap, abs=0.001), why
+
+
+@pytest.mark.parametrize("recording", SHIPPED)
 def test_the_unfused_paths_extra_time_adds_up(recorded_mode, monkeypatch, recording):
     """Lesson 04, Exercise 3: the answer's arithmetic closes. The elementwise kernels it names and
     the convolution's difference leave under a tenth of the gap, which is the time between kernels

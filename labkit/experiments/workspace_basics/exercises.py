@@ -275,7 +275,7 @@ def _copy_why(truth: float) -> str:
     lay = result("layout", at_hand_only=True)
     if lay is None:
         return text
-    t = ok_rows(lay).set_index("layout")["conv_gpu_us"]
+    t = ok_rows(lay).set_index("layout")["conv_gpu_us"].astype(float).round(1)  # as the sentence says them
     gap = float(t["NCHW"] - t["NHWC"])
     if gap <= 0:
         return text + f" Measured, the NCHW plan is no slower than the NHWC one ({where(lay)})."
