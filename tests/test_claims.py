@@ -1540,6 +1540,23 @@ def test_what_a_workspace_buys_is_read_from_replay_medians(recording):
 
 
 @pytest.mark.parametrize("recording", SHIPPED)
+def test_the_roofline_panels_first_line_names_the_recording_in_use(recorded_mode, monkeypatch, recording):
+    """Lesson 08 sends the learner to the roofline panel's first line for the recording in use (its
+    banner names both recordings, not the one in use)."""
+    from labkit import env
+    from labkit.present import widgets
+
+    said = "the panel's first line names it"
+    assert said in _norm(" ".join(markdown_sentences(LESSONS["08"]))), said
+    monkeypatch.setenv("LABKIT_RECORDING", recording)
+    recordings._current = recordings._picked = None
+    gpu = env.gpu_label(recordings.named(recording).metadata["gpu"])
+    header = widgets.RooflinePanel(dtype="tf32").header.value
+    note = header.split("</div>")[1]  # the title's div, then the first line
+    assert f"<b>Recorded</b> on {gpu} with cuDNN" in note, note
+
+
+@pytest.mark.parametrize("recording", SHIPPED)
 def test_the_layout_copies_gap_adds_up_as_written(recorded_mode, monkeypatch, recording):
     """Lesson 01, Exercise 4: the answer's measured gap is the difference of the two times it prints."""
     from labkit.experiments.workspace_basics.exercises import COPY_TIME
