@@ -105,6 +105,16 @@ def test_set_updates_the_same_figure_in_place_with_the_recorded_rows():
     assert list(fig.data[0].x) == before and p.state["N"] == 32
 
 
+def test_an_unrecorded_value_names_what_is_recorded_with_the_other_controls_as_they_are():
+    """Lesson 00 asks for batch 7 at a 28x28 image: the nearest recorded request changes N only (to
+    the one batch recorded at that size), and the message says it keeps the other controls."""
+    p = widgets.LayoutPanel()
+    p.set(H=28)
+    p.set(N=7)
+    assert "nearest recorded values, changing the fewest controls: N = " in p.error, p.error
+    assert p.error.endswith(", ".join(str(v) for v in p.options("N"))), (p.error, p.options("N"))
+
+
 def test_linked_controls_move_together():
     p = widgets.FusionPanel()
     p.set(C=128)

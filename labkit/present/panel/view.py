@@ -341,7 +341,8 @@ def dropdown_options(options, value, *, live: bool) -> List[tuple]:
 
 def failure_text(exc: Exception, *, unexpected: bool = False) -> str:
     """Why a request has no table, for the learner: the error's kind and message, and for a value
-    that was not recorded the nearest values that were (not the recording's file path).
+    that was not recorded the nearest values that were, keeping the most other controls as they
+    are (not the recording's file path).
 
     Args:
         exc: the error.
@@ -357,7 +358,7 @@ def failure_text(exc: Exception, *, unexpected: bool = False) -> str:
             + (", ".join(label(x) for x in v) if isinstance(v, (list, tuple)) else label(v))
             for k, v in exc.nearest.items()
         )
-        text = f"{kind}: {exc.message}; nearest recorded values: {near}"
+        text = f"{kind}: {exc.message}; nearest recorded values, changing the fewest controls: {near}"
     else:
         text = f"{kind}: {exc}"
     return f"unexpected error (please report it): {text}" if unexpected else text
