@@ -8,7 +8,7 @@ from ...draw.plots import first_value, ok_rows, request_spec
 from ...draw.prose import Text, where
 from ...draw.units import in_unit, size_text, us_text
 from ...gpu.checks.plan_checks import is_wrong
-from .charts import cap_label
+from .charts import SETUP_MARGIN, cap_label
 from .noise import caps_noise, pick_noise, plans_beside, timed_again
 from .runs import BUILD_STAGES
 
@@ -326,10 +326,6 @@ def ms_text(seconds) -> str:
     return in_unit(seconds * 1e6, "ms")
 
 
-#: the first build is said to pay a one-time set-up only when it took at least this many times the
-#: identical rebuild: each stage is one wall-clock timing, and timings of a ~10 ms build move by a few
-#: per cent (fp32 NCHW on the H200: building every plan read 0.99x the one rebuild, first build 1.03x)
-SETUP_MARGIN = 1.25
 #: building every plan is said to take about as long as the rebuild within this fraction
 ABOUT_AS_LONG = 0.05
 
