@@ -295,34 +295,40 @@ def test_the_build_cost_summary_explains_the_first_build_from_the_stages():
             assert "less than the first build" in text, text
 
 
+def _recorded_build_costs():
+    """Every shipped recording's build-cost tables, as lesson 05 and the lab read them."""
+    for rec in recordings.shipped():
+        for req in rec.requests("build_cost"):
+            spec = experiments.core.ConvSpec.from_dict(req["spec"])
+            yield experiments.core.from_recording("build_cost", rec, spec=spec)
+
+
+def _note_text(fig) -> str:
+    """A chart's notes as one line of words (its line breaks as spaces)."""
+    return " ".join(" ".join(str(a.text).replace("<br>", " ") for a in fig.layout.annotations).split())
+
+
 def test_a_first_build_about_as_long_as_the_rebuild_is_not_called_a_set_up():
     """Every recorded build-cost table: the first build is said to pay a set-up only at
     `SETUP_MARGIN` x the rebuild or more (one wall-clock timing each); both sentences are read."""
     said = set()
-    for rec in recordings.shipped():
-        for req in rec.requests("build_cost"):
-            spec = experiments.core.ConvSpec.from_dict(req["spec"])
-            df = experiments.core.from_recording("build_cost", rec, spec=spec)
-            s = df.set_index("stage").seconds
-            text = " ".join(str(lessons.build_cost_summary(df)).split())
-            setup = s.iloc[0] >= plans_autotune.summaries.SETUP_MARGIN * s.iloc[1]
-            assert ("pays a one-time set-up" in text) == setup, text
-            said.add(setup)
+    for df in _recorded_build_costs():
+        s = df.set_index("stage").seconds
+        text = " ".join(str(lessons.build_cost_summary(df)).split())
+        setup = s.iloc[0] >= plans_autotune.summaries.SETUP_MARGIN * s.iloc[1]
+        assert ("pays a one-time set-up" in text) == setup, text
+        said.add(setup)
     assert said == {True, False}
 
 
 def test_the_build_cost_chart_writes_one_calls_gpu_time_as_exercise_3_needs():
     """Lesson 05's Exercise 3 divides the rebuild by one call's GPU time: every recorded build-cost
     chart writes the heuristic plan's time per call in its note, whether or not autotuning pays."""
-    for rec in recordings.shipped():
-        for req in rec.requests("build_cost"):
-            spec = experiments.core.ConvSpec.from_dict(req["spec"])
-            df = experiments.core.from_recording("build_cost", rec, spec=spec)
-            fig = plans_autotune.build_cost_chart(df)
-            notes = " ".join(str(a.text).replace("<br>", " ") for a in fig.layout.annotations)
-            notes = " ".join(notes.split())
-            per_call = f"{float(df.heuristic_gpu_us.iloc[0]):.1f} us"
-            assert f"heuristic pick ({per_call}" in notes or f"heuristic {per_call}" in notes, notes
+    for df in _recorded_build_costs():
+        fig = plans_autotune.build_cost_chart(df)
+        notes = _note_text(fig)
+        per_call = f"{float(df.heuristic_gpu_us.iloc[0]):.1f} us"
+        assert f"heuristic pick ({per_call}" in notes or f"heuristic {per_call}" in notes, notes
 
 
 def test_the_build_cost_chart_says_why_building_every_plan_took_less_than_the_first_build():
@@ -330,19 +336,15 @@ def test_the_build_cost_chart_says_why_building_every_plan_took_less_than_the_fi
     less than the first build of one, the chart's note says the first build paid a one-time set-up
     (how much: the first build less the identical rebuild), and says nothing of it elsewhere."""
     said = set()
-    for rec in recordings.shipped():
-        for req in rec.requests("build_cost"):
-            spec = experiments.core.ConvSpec.from_dict(req["spec"])
-            df = experiments.core.from_recording("build_cost", rec, spec=spec)
-            s = df.set_index("stage").seconds
-            fig = plans_autotune.build_cost_chart(df)
-            notes = " ".join(str(a.text).replace("<br>", " ") for a in fig.layout.annotations)
-            notes = " ".join(notes.split())
-            setup = s.iloc[0] >= plans_autotune.summaries.SETUP_MARGIN * s.iloc[1] and s.iloc[3] < s.iloc[0]
-            pays = f"the first build pays {in_unit((s.iloc[0] - s.iloc[1]) * 1e6, 'ms')} of one-time set-up"
-            assert (pays in notes) == setup, notes
-            assert ("one-time set-up" in notes) == setup, notes
-            said.add(setup)
+    for df in _recorded_build_costs():
+        s = df.set_index("stage").seconds
+        fig = plans_autotune.build_cost_chart(df)
+        notes = _note_text(fig)
+        setup = s.iloc[0] >= plans_autotune.summaries.SETUP_MARGIN * s.iloc[1] and s.iloc[3] < s.iloc[0]
+        pays = f"the first build pays {in_unit((s.iloc[0] - s.iloc[1]) * 1e6, 'ms')} of one-time set-up"
+        assert (pays in notes) == setup, notes
+        assert ("one-time set-up" in notes) == setup, notes
+        said.add(setup)
     assert said == {True, False}
 
 

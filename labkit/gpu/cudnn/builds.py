@@ -204,8 +204,13 @@ def compiles_pending(spec, epilogue: str, workspace_cap) -> int:
         The count; 0 for a graph not planned ahead, or taken by its build.
     """
     with _ahead_lock:
-        jobs = _ahead.get((spec.key, epilogue, workspace_cap), (None, {}))[1]
-        return sum(not job.future.done() for job in jobs.values())
+        return len(_running((spec.key, epilogue, workspace_cap)))
+
+
+def _running(key: tuple) -> List[concurrent.futures.Future]:
+    """The futures of a graph's compiles `ahead` queued that no worker has finished (the caller holds
+    ``_ahead_lock``); none for a graph not planned ahead, or taken by its build."""
+    return [job.future for job in _ahead.get(key, (None, {}))[1].values() if not job.future.done()]
 
 
 def ready_ahead(graphs, *, wait_s: float) -> List[int]:
@@ -224,10 +229,7 @@ def ready_ahead(graphs, *, wait_s: float) -> List[int]:
     deadline = time.monotonic() + wait_s
     while True:
         with _ahead_lock:
-            running = [
-                [j.future for j in _ahead.get((s.key, e, c), (None, {}))[1].values() if not j.future.done()]
-                for s, e, c in graphs
-            ]
+            running = [_running((s.key, e, c)) for s, e, c in graphs]
         ready = [i for i, futures in enumerate(running) if not futures]
         left = deadline - time.monotonic()
         if ready or left <= 0:
