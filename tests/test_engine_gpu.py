@@ -22,6 +22,7 @@ from labkit.gpu.cudnn import (  # noqa: E402
     saved_plans,
 )
 from labkit.gpu.timing import autotune, measure  # noqa: E402
+from labkit.signals.cancel import was_cut  # noqa: E402
 
 
 def _graph_or_unsupported(spec, **kw):
@@ -332,3 +333,11 @@ def test_the_check_runs_each_plan_here_and_autotune_stops_a_far_slower_one_after
     slower = tuned.table[tuned.table.status.str.startswith("slower")]
     ok = tuned.table[tuned.table.status == "ok"]
     assert len(ok) and (slower.eager_us > autotune.EAGER_STOP_RATIO * ok.eager_us.min()).all()
+    # the rows the report reads say what the table says
+    table = tuned.table
+    assert len(tuned.rows) == len(table) and tuned.slower == len(slower) > 0
+    assert tuned.best_index == int(ok.loc[ok.gpu_us.idxmin(), "plan_index"])
+    assert tuned.cut == int(table.status.map(was_cut).sum())
+    assert tuned.wrong == int(table.status.map(plan_checks.is_wrong).sum())
+    for index in ok.plan_index:
+        assert tuned.gpu_us(int(index)) == float(table[table.plan_index == index].gpu_us.iloc[0])

@@ -113,10 +113,11 @@ def _serve(conn) -> None:
             del os.environ[key]
         os.environ.update(env)  # the caller's settings now (its cache folder, saved plans on or off, ...)
         try:
-            # hold_gpu: the caller let its turn on the GPU go while it waits; the step takes one here
+            # hold_gpu: the caller let its turn on the GPU go while it waits; the step takes one here,
+            # unwatched: its `Hold` is not sent back, so no contention check at its end
             with (
                 announcing(lambda phase: conn.send(("phase", phase))),
-                hold() if hold_gpu else contextlib.nullcontext(),
+                hold(watch=False) if hold_gpu else contextlib.nullcontext(),
             ):
                 value = _resolve(target)(*args)
             conn.send(("done", value))

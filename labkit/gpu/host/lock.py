@@ -338,9 +338,11 @@ class Hold:
     """What one outermost `hold` saw: ``waited_s`` (seconds waited for the GPU, summed over
     re-takes after builds), ``contended_by`` (pids of other processes that used the GPU while this
     process held it: `labkit.gpu.host.contention`), ``holds`` (turns taken), ``locked`` (False when
-    the lock was off or unusable)."""
+    the lock was off or unusable). ``watch`` False: nobody reads ``contended_by`` once the hold
+    ends, so its last release asks no contention check."""
 
-    def __init__(self):
+    def __init__(self, watch: bool = True):
+        self.watch = watch
         self.waited_s = 0.0
         self.contended_by: set = set()
         self.holds = 0
@@ -420,7 +422,7 @@ class _ProcessGPU:
         self._since_us = int(time.time() * 1e6)
         _log("acquire", self.file, waited_s=round(waited, 4))
 
-    def _let_file_go(self) -> None:
+    def _let_file_go(self, final: bool = False) -> None:
         if not self.file.held:
             return
         try:
@@ -432,8 +434,9 @@ class _ProcessGPU:
         except Exception:  # noqa: BLE001  (a broken context: the lock must still be let go)
             pass
 
+        unread = final and self.record is not None and not self.record.watch
         try:
-            others = contention.others_since(self._since_us, self.file.members)
+            others = [] if unread else contention.others_since(self._since_us, self.file.members)
         except Exception:  # noqa: BLE001  (information, never a reason to fail)
             others = []
         if self.record is not None:
@@ -447,7 +450,7 @@ class _ProcessGPU:
             if self.depth > 0:
                 return
             try:
-                self._let_file_go()
+                self._let_file_go(final=True)
             finally:
                 self.owner, self.record = None, None
                 self.cv.notify_all()
@@ -510,16 +513,21 @@ def members() -> List[int]:
 
 
 @contextlib.contextmanager
-def hold():
+def hold(*, watch: bool = True):
     """This process's turn on the current GPU for the block.
 
     It is re-entrant: other threads of this process wait, other processes queue (see the module
     docstring).
 
+    Args:
+        watch: ask, as the turn ends, which other processes used the GPU during it (``contended_by``:
+            an NVML query); False for a turn whose `Hold` nobody reads after it (a worker process's
+            step: `labkit.gpu.host.isolated` sends back the step's value, not its turn).
+
     Yields:
         A `Hold`, filled in by the block's end; a no-op one when the lock is off or there is no GPU.
     """
-    record = Hold()
+    record = Hold(watch)
     gpu = _this_gpu()
     if gpu is None:
         yield record

@@ -37,6 +37,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Callable, Dict, List, Optional
 
 import pandas as pd
@@ -118,7 +119,8 @@ class TuneResult:
     """What an autotune found.
 
     Attributes:
-        table: one row per plan that built; a wrong one has its ``wrong result`` status and no time.
+        rows: one dict per plan that built, in the order timed; a wrong one has its ``wrong result``
+            status and no time (``table`` is the same rows as a DataFrame).
         best_index: the fastest plan's index.
         heuristic_index: the plan run by default: the heuristic's first choice, unless that one is
             wrong (``fell_through`` then says so).
@@ -129,13 +131,30 @@ class TuneResult:
         fell_through: what happened when the heuristic's pick was wrong; "" when it was right.
     """
 
-    table: object
+    rows: tuple
     best_index: int
     heuristic_index: int
     seconds: float
     complete: bool = True
     check_seconds: float = 0.0
     fell_through: str = ""
+
+    @cached_property
+    def table(self) -> pd.DataFrame:
+        """The rows as a DataFrame, one row per plan (made at first use: a network report reads
+        the rows, a lesson's chart the table)."""
+        return pd.DataFrame(list(self.rows))
+
+    def row(self, index: int) -> dict:
+        """One plan's row.
+
+        Args:
+            index: the plan's index.
+
+        Returns:
+            Its row (a dict of `rows`).
+        """
+        return next(r for r in self.rows if r["plan_index"] == index)
 
     def gpu_us(self, index: int) -> float:
         """The GPU time per call of one plan (its row's ``gpu_us``).
@@ -146,23 +165,22 @@ class TuneResult:
         Returns:
             Microseconds.
         """
-        row = self.table[self.table.plan_index == index]
-        return float(row.gpu_us.iloc[0])
+        return float(self.row(index)["gpu_us"])
 
     @property
     def cut(self) -> int:
         """How many plans a budget stopped (cut or timed out: unknown)."""
-        return int(self.table.status.map(was_cut).sum())
+        return sum(map(was_cut, (r["status"] for r in self.rows)))
 
     @property
     def wrong(self) -> int:
         """How many plans were excluded for a wrong result (`labkit.gpu.checks.plan_checks`)."""
-        return int(self.table.status.map(plan_checks.is_wrong).sum())
+        return sum(map(plan_checks.is_wrong, (r["status"] for r in self.rows)))
 
     @property
     def slower(self) -> int:
         """How many plans were left after one eager call far slower than the best (known to lose)."""
-        return int(self.table.status.map(not_timed).sum()) - self.cut
+        return sum(map(not_timed, (r["status"] for r in self.rows))) - self.cut
 
 
 def time_plan(
@@ -416,13 +434,12 @@ def autotune(
             on_row(rows, len(plans))
     if _final_rounds(cg, ops, rows, stream=stream, calls=calls, budget=budget) and on_row is not None:
         on_row(rows, len(plans))
-    table = pd.DataFrame(rows)
-    ok = table[table.status == "ok"]
-    if ok.empty:
-        raise LabkitError(f"no plan of {cg.spec.label} could be timed: {table.status.tolist()[:3]}")
-    best_index = int(ok.loc[ok.gpu_us.idxmin(), "plan_index"])
+    ok = [r for r in rows if r["status"] == "ok"]
+    if not ok:
+        raise LabkitError(f"no plan of {cg.spec.label} could be timed: {[r['status'] for r in rows][:3]}")
+    best_index = int(min(ok, key=lambda r: r["gpu_us"])["plan_index"])  # the first of equal times
     result = TuneResult(
-        table,
+        tuple(rows),
         best_index,
         cg.default_plan.index,
         time.perf_counter() - t0,
@@ -436,7 +453,7 @@ def autotune(
             best_index,
             "autotuned",
             info=dict(
-                plans_timed=int(len(ok)),
+                plans_timed=len(ok),
                 plans_wrong=result.wrong,
                 autotune_seconds=round(result.seconds, 6),
                 check_seconds=round(checked, 6),
@@ -532,7 +549,7 @@ def tuned_graph(
         full,
         tune.best_index,
         tune.gpu_us(tune.best_index),
-        int((tune.table.status == "ok").sum()),
+        sum(r["status"] == "ok" for r in tune.rows),
         False,
         time.perf_counter() - t0,
         tune,
