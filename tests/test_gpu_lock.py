@@ -180,16 +180,21 @@ def test_the_turn_is_let_go_while_plans_build_and_taken_again(gpu, tmp_path):
     assert [w for _, w, _ in _events(log)] == ["acquired", "released"]
 
 
-def test_an_unwatched_turn_asks_no_contention_check_at_its_end(gpu, monkeypatch):
+def test_an_unwatched_turn_asks_no_contention_check(gpu, monkeypatch):
     asked = []
     monkeypatch.setattr(lock.contention, "others_since", lambda since, members: asked.append(since) or [4242])
     with lock.hold() as watched:
         pass
     assert len(asked) == 1 and watched.contended_by == {4242}
     with lock.hold(watch=False) as unwatched:  # a worker's step: its turn is not sent back
-        with lock.released():  # a build inside the step: that let-go is still checked
+        with lock.released():  # a build inside the step
             pass
-    assert len(asked) == 2 and unwatched.contended_by == {4242}
+    assert len(asked) == 1 and unwatched.contended_by == set()
+    with lock.hold(watch=False):
+        with lock.hold() as nested:  # an experiment inside the step reads its turn
+            with lock.released():
+                pass
+    assert len(asked) == 3 and nested.contended_by == {4242}  # the build's let-go and the end
 
 
 def test_lock_off_and_an_unusable_folder(gpu, tmp_path, monkeypatch):

@@ -20,6 +20,7 @@ from typing import Optional, Sequence
 
 from ..spec import ConvSpec
 from .checks import reference
+from .host import context
 
 #: the dtype and layout `warm` checks in: those the network report opens on
 WARM_DTYPE, WARM_LAYOUT = "fp16", "NHWC"
@@ -50,7 +51,8 @@ def _import_soon(module: Optional[str]) -> Optional[threading.Thread]:
 
 def warm(specs: Sequence[ConvSpec] = (), steps_module: Optional[str] = None) -> None:
     """In the worker process, before its first step: make the cuDNN handle of this thread's timing
-    stream (CUDA's context, cuDNN's libraries), start the build workers (at most
+    stream (CUDA's context, started in a thread before CuPy's import: `labkit.gpu.host.context`;
+    cuDNN's libraries), start the build workers (at most
     `labkit.gpu.cudnn.build_pool.MEASURING_WORKERS` by default), plan the graphs of ``specs``
     and queue their runtime-compiled plans, then check a small convolution's made-up output against
     its float64 reference in `WARM_DTYPE` and `WARM_LAYOUT` (CuPy's kernels and cuBLAS, loaded as the
@@ -63,6 +65,7 @@ def warm(specs: Sequence[ConvSpec] = (), steps_module: Optional[str] = None) -> 
             a report not known yet.
         steps_module: the module whose steps the worker runs next (``"package.module"``), or None.
     """
+    context.make_soon()  # CUDA's context, made by the driver while CuPy and cuDNN import
     from .cudnn import build_pool, frontend, graph_cache, reference_runs  # heavy: CuPy, live only
     from .cudnn.operands import Operands  # heavy: CuPy, live only
     from .timing import measure  # heavy: CuPy, live only

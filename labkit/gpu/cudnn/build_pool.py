@@ -31,7 +31,7 @@ from typing import Dict, List, Optional
 from ...errors import InvalidSpec, LabkitError, TimedOut
 from ...spec import ConvSpec
 from ...store import localcache
-from ..host import isolated
+from ..host import context, isolated
 from ..host.isolated import WorkerDied
 from . import compiled_plans
 
@@ -149,11 +149,13 @@ def build_remote(
 
 
 def warm_up() -> int:
-    """In a worker: load CuPy, cuDNN and a handle (what the first job would otherwise wait for).
+    """In a worker: load CuPy, cuDNN and a handle (what the first job would otherwise wait for),
+    with CUDA's context made meanwhile (`labkit.gpu.host.context`).
 
     Returns:
         The worker's process id.
     """
+    context.make_soon()
     from . import frontend  # heavy: CuPy, live only
 
     frontend.handle_for()

@@ -37,7 +37,6 @@ processes); `hold` adds the GPU: its UUID, the synchronisation and the contentio
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import fcntl
 import functools
@@ -55,6 +54,7 @@ from ... import env
 from ...signals.cancel import checkpoint
 from ...signals.progress import announce
 from . import contention
+from .context import has_context
 
 #: seconds between looks at the queue while waiting
 POLL_S = 0.02
@@ -280,37 +280,6 @@ def gpu_uuid(device: Optional[int] = None) -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def _driver() -> ctypes.CDLL:
-    """CUDA's driver library, initialised (``cuInit``: no context is made)."""
-    lib = ctypes.CDLL("libcuda.so.1")
-    lib.cuInit(0)
-    return lib
-
-
-def has_context(device: int) -> bool:
-    """Whether this process has made its CUDA context on a device: CUDA's runtime, and so CuPy and
-    cuDNN, use the device's primary context, which ``cuDevicePrimaryCtxGetState`` tells without
-    making it.
-
-    Args:
-        device: the CUDA device index.
-
-    Returns:
-        False only when the driver says there is none; True when it cannot tell.
-    """
-    try:
-        lib = _driver()
-        dev, flags, active = ctypes.c_int(), ctypes.c_uint(), ctypes.c_int()
-        if lib.cuDeviceGet(ctypes.byref(dev), int(device)) != 0:
-            return True
-        if lib.cuDevicePrimaryCtxGetState(dev, ctypes.byref(flags), ctypes.byref(active)) != 0:
-            return True
-        return bool(active.value)
-    except (OSError, AttributeError):
-        return True
-
-
-@functools.lru_cache(maxsize=None)
 def _uuid_of(dev: int) -> str:
     """Device ``dev``'s UUID, asked of CUDA once per process (every `hold` needs it)."""
     import cupy  # heavy: CuPy, live only
@@ -338,8 +307,8 @@ class Hold:
     """What one outermost `hold` saw: ``waited_s`` (seconds waited for the GPU, summed over
     re-takes after builds), ``contended_by`` (pids of other processes that used the GPU while this
     process held it: `labkit.gpu.host.contention`), ``holds`` (turns taken), ``locked`` (False when
-    the lock was off or unusable). ``watch`` False: nobody reads ``contended_by`` once the hold
-    ends, so its last release asks no contention check."""
+    the lock was off or unusable). ``watch`` False: nobody reads ``contended_by``, so no release
+    of the turn asks the contention check (a hold nested in it that watches turns it on)."""
 
     def __init__(self, watch: bool = True):
         self.watch = watch
@@ -385,6 +354,8 @@ class _ProcessGPU:
             self.owner = me
             self.depth += 1
             if self.depth > 1:
+                if record.watch and self.record is not None:  # a nested hold that reads the turn
+                    self.record.watch = True
                 return
             self.record = record
         try:
@@ -422,7 +393,7 @@ class _ProcessGPU:
         self._since_us = int(time.time() * 1e6)
         _log("acquire", self.file, waited_s=round(waited, 4))
 
-    def _let_file_go(self, final: bool = False) -> None:
+    def _let_file_go(self) -> None:
         if not self.file.held:
             return
         try:
@@ -434,7 +405,7 @@ class _ProcessGPU:
         except Exception:  # noqa: BLE001  (a broken context: the lock must still be let go)
             pass
 
-        unread = final and self.record is not None and not self.record.watch
+        unread = self.record is not None and not self.record.watch
         try:
             others = [] if unread else contention.others_since(self._since_us, self.file.members)
         except Exception:  # noqa: BLE001  (information, never a reason to fail)
@@ -450,7 +421,7 @@ class _ProcessGPU:
             if self.depth > 0:
                 return
             try:
-                self._let_file_go(final=True)
+                self._let_file_go()
             finally:
                 self.owner, self.record = None, None
                 self.cv.notify_all()
@@ -520,9 +491,10 @@ def hold(*, watch: bool = True):
     docstring).
 
     Args:
-        watch: ask, as the turn ends, which other processes used the GPU during it (``contended_by``:
-            an NVML query); False for a turn whose `Hold` nobody reads after it (a worker process's
-            step: `labkit.gpu.host.isolated` sends back the step's value, not its turn).
+        watch: ask, each time the turn is let go, which other processes used the GPU during it
+            (``contended_by``: an NVML query); False for a turn whose `Hold` nobody reads (a worker
+            process's step: `labkit.gpu.host.isolated` sends back the step's value, not its turn),
+            unless a hold nested in it watches.
 
     Yields:
         A `Hold`, filled in by the block's end; a no-op one when the lock is off or there is no GPU.
