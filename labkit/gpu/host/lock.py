@@ -307,8 +307,12 @@ class Hold:
     """What one outermost `hold` saw: ``waited_s`` (seconds waited for the GPU, summed over
     re-takes after builds), ``contended_by`` (pids of other processes that used the GPU while this
     process held it: `labkit.gpu.host.contention`), ``holds`` (turns taken), ``locked`` (False when
-    the lock was off or unusable). ``watch`` False: nobody reads ``contended_by``, so no release
-    of the turn asks the contention check (a hold nested in it that watches turns it on)."""
+    the lock was off or unusable).
+
+    Args:
+        watch: whether each release of the turn asks the contention check; False when nobody reads
+            ``contended_by`` (a hold nested in it that watches turns it on).
+    """
 
     def __init__(self, watch: bool = True):
         self.watch = watch
