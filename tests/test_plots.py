@@ -392,6 +392,59 @@ def test_subtitle_lines_fit_the_chart(name):
                     assert len(line) <= plots.NOTE_CHARS + 4, (name, req, line)
 
 
+def _detail_lines(fig) -> list:
+    """The lines of a chart's detail: its subtitle's lines but the last (the provenance)."""
+    sub = re.search(r"<span[^>]*>(.*)</span>", fig.layout.title.text or "", re.S)
+    return sub.group(1).split("<br>")[:-1] if sub else []
+
+
+def _phrases_split(lines: list) -> list:
+    """The phrases (`plots.PHRASE_END`) that a break between two of ``lines`` cuts, where the phrase
+    would fit on one line."""
+    detail, cut = "", []
+    for line in lines[:-1]:
+        detail += line + " "
+        cut.append(len(detail) - 1)  # where this line's break falls in the joined detail
+    detail += lines[-1] if lines else ""
+    spans, start = [], 0
+    for m in plots.PHRASE_END.finditer(detail):
+        spans.append((start, m.start()))
+        start = m.end()
+    spans.append((start, len(detail)))
+    return [detail[a:b] for at in cut for a, b in spans if a < at < b and b - a <= plots.DETAIL_CHARS]
+
+
+def test_a_detail_line_breaks_between_phrases():
+    text = (
+        "fp16 NCHW 1x64x28x28, 2 streams sharing one workspace, graph launch; overlap of stream 1 and 2: "
+        "1,018 us"
+    )
+    lines = plots.wrap(text, 60, phrases=True).split("<br>")
+    assert lines == [
+        "fp16 NCHW 1x64x28x28, 2 streams sharing one workspace,",
+        "graph launch; overlap of stream 1 and 2: 1,018 us",
+    ]
+    assert not _phrases_split(lines)
+    assert _phrases_split(plots.wrap(text, 60).split("<br>")) == ["graph launch;"]
+    # a phrase longer than a line is broken at spaces
+    long = plots.wrap("a, " + " ".join(["word"] * 20), 30, phrases=True).split("<br>")
+    assert long[:2] == ["a,", " ".join(["word"] * 6)]
+
+
+@pytest.mark.parametrize("name", sorted(experiments.CHARTS))
+def test_detail_lines_break_only_between_phrases(name):
+    """A chart's detail line, wrapped to fit, breaks after a phrase's comma or semicolon, never inside
+    a phrase that fits on a line ("overlap of stream 1 / and 2"), on every shipped recording."""
+    for rec in recordings.shipped():
+        if name not in rec.experiments():
+            continue
+        for req, _, fig in recorded_charts.every_request(rec, name):
+            lines = _detail_lines(fig)
+            assert not _phrases_split(lines), (rec.name, name, req, lines)
+            if name == "race_timeline":
+                assert any("overlap of stream 1 and 2: " in line for line in lines), (rec.name, req, lines)
+
+
 @pytest.mark.parametrize("name, column", [("plans", "gpu_us"), ("roofline", "tflops")])
 def test_log_axes_label_a_visible_tick_under_their_lowest_point(name, column):
     """07's plans chart once ticked from 100 us while the best plans sat near 25 us."""

@@ -22,6 +22,7 @@ import contextlib
 import copy
 import html
 import math
+import re
 from typing import Iterable, List, Optional
 
 import pandas as pd
@@ -333,7 +334,7 @@ def finish(
         fig: the chart.
         df: its result, for the provenance line.
         main: the title.
-        detail: a line under the title (wrapped at `DETAIL_CHARS`); empty for none.
+        detail: a line under the title (wrapped between phrases at `DETAIL_CHARS`); empty for none.
         note: a line under the plot (wrapped at `NOTE_CHARS`); empty for none.
         height: the figure's height in px, before the lines a long detail adds.
         legend_rows: rows of legend above the plot; 0 hides the legend.
@@ -364,9 +365,9 @@ def finish_layout(df, main: str, detail: str = "", note: str = "", height: int =
     Returns:
         (the layout's properties, the note's annotation or None).
     """
-    # a detail line longer than the chart is wide would be cut at its right edge: wrap it, and
-    # move the legend and the plot down by the lines it adds
-    detail = wrap(detail, DETAIL_CHARS) if detail else detail
+    # a detail line longer than the chart is wide would be cut at its right edge: wrap it between
+    # phrases, and move the legend and the plot down by the lines it adds
+    detail = wrap(detail, DETAIL_CHARS, phrases=True) if detail else detail
     extra = 17 * detail.count("<br>")
     height += extra
     top = 112 + 22 * legend_rows + extra
@@ -630,25 +631,40 @@ DETAIL_CHARS = 128
 NOTE_CHARS = 112
 
 
-def wrap(text: str, width: int) -> str:
+#: where a detail line may break: after a phrase's comma or semicolon ("1,018 us" is one word)
+PHRASE_END = re.compile(r"(?<=[,;]) ")
+
+
+def wrap(text: str, width: int, *, phrases: bool = False) -> str:
     """Text broken at spaces into lines of at most ``width`` characters, for a plotly label.
 
     Args:
         text: the text (a word longer than ``width`` stays whole).
         width: characters a line, e.g. `DETAIL_CHARS` or `NOTE_CHARS`.
+        phrases: break only between phrases (`PHRASE_END`), as a detail line reads; a phrase longer
+            than ``width`` is broken at spaces.
 
     Returns:
         The first 8 lines, joined by ``<br>``.
     """
-    words, lines, cur = text.split(" "), [], ""
-    for w in words:
+    if not phrases:
+        return "<br>".join(_fill(text.split(" "), width)[:8])
+    lines = [part for line in _fill(PHRASE_END.split(text), width) for part in _fill(line.split(" "), width)]
+    return "<br>".join(lines[:8])
+
+
+def _fill(pieces: List[str], width: int) -> List[str]:
+    """``pieces`` (words or phrases) joined by spaces into lines of at most ``width`` characters,
+    greedily; a piece longer than ``width`` is a line of its own."""
+    lines, cur = [], ""
+    for w in pieces:
         if len(cur) + len(w) + 1 > width and cur:
             lines.append(cur)
             cur = w
         else:
             cur = f"{cur} {w}".strip()
     lines.append(cur)
-    return "<br>".join(lines[:8])
+    return lines
 
 
 def first_value(df, col):
