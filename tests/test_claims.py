@@ -1348,7 +1348,10 @@ NOT_CLAIMS: set = {
         "08",
         "The repeats give the median and the 10th and 90th percentiles, the spread you read ratios against: The same base convolution (fp16 NHWC, a ResNet-50 stage-1 3x3 layer at batch 32) through fusion and a batch-size sweep.",
     ),
-    ("08", "The summary under each chart gives the largest gain and loss."),
+    (
+        "08",
+        "The summary under each chart gives the largest gain and loss; the sweep labels those points in the same way.",
+    ),
     (
         "08",
         "Where the whiskers of two plans overlap, a single run cannot say which is faster: autotune on the GPU you deploy on, and measure again before trusting a small margin.",

@@ -4,6 +4,7 @@ raw CSV values divided, one legend group per GPU in every figure, clear errors f
 import json
 import re
 
+import chart_grammar
 import pandas as pd
 import pytest
 import recording_copies
@@ -11,6 +12,7 @@ import recording_copies
 from labkit import InvalidSpec, RecordedDataError, experiments
 from labkit.experiments import workspace_basics
 from labkit.present import compare, compare_check
+from labkit.spec import ConvSpec
 from labkit.store import recordings
 
 pytestmark = pytest.mark.usefixtures("recorded_mode")
@@ -320,3 +322,58 @@ def test_a_sweep_names_the_dimension_it_moves_not_its_base_value(field):
     for letter, text in shown.items():
         moved = letter in field.split("=")
         assert text == (letter if moved else str(getattr(experiments.BASE, letter))), (letter, detail)
+
+
+#: a row as a comparison's summary quotes it: the first GPU's time, the other's, and their ratio
+QUOTED_ROW = re.compile(r"(\d[\d,]*(?:\.\d+)? us) -> (\d[\d,]*(?:\.\d+)? us) \((\d+\.\d+x)")
+
+
+def _sweep_calls() -> list:
+    """compare.frames' arguments for every sweep both recordings hold (lesson 08's is the first)."""
+    calls = []
+    for req in recordings.named(BOTH[0]).requests("sweep"):
+        base = {k: tuple(v) if isinstance(v, list) else v for k, v in req["base"].items()}
+        calls.append(dict(field=req["field"], values=tuple(req["values"]), base=ConvSpec(**base)))
+    return calls
+
+
+def _visible_texts(fig) -> list:
+    """What a figure writes on itself, not in its hover: tick labels, the labels of bars and points
+    (`chart_grammar.shown_texts`), and its annotations."""
+    return chart_grammar.shown_texts(fig) + [str(a.text) for a in fig.layout.annotations]
+
+
+@pytest.mark.parametrize("order", [BOTH, BOTH[::-1]], ids=["h100-first", "h200-first"])
+@pytest.mark.parametrize("picked", [None, "h200"], ids=["default", "LABKIT_RECORDING=h200"])
+@pytest.mark.parametrize(
+    "name, kwargs",
+    [("fusion", {}), ("precision", {})]
+    + [("sweep", kw) for kw in _sweep_calls()]
+    + [
+        pytest.param(
+            "roofline",
+            {},
+            marks=pytest.mark.xfail(strict=True, reason="the roofline labels its shapes, its times on hover"),
+        )
+    ],
+)
+def test_every_number_a_summary_quotes_of_a_row_is_written_on_its_chart(
+    name, kwargs, picked, order, monkeypatch
+):
+    """STYLE.md: every number the text refers to can be read on the chart. The times and the ratio
+    the summary quotes for its largest gain and loss are labels on the chart (the point's or the bar's
+    text), not only in the hover, whichever recording is picked and whichever GPU comes first."""
+    if picked:
+        monkeypatch.setenv("LABKIT_RECORDING", picked)
+    df = compare.frames(name, recordings=order, **kwargs)
+    text = str(compare.summary(compare.ratios(df, baseline=order[0])))
+    quoted = QUOTED_ROW.findall(text)
+    assert quoted, text
+    shown = _visible_texts(compare.figure(df))
+
+    def written(*numbers) -> bool:  # all in one label, each whole ("4.5 us" is not in "24.5 us")
+        return any(all(re.search(rf"(?<![\d.,]){re.escape(n)}", t) for n in numbers) for t in shown)
+
+    for first, other, ratio in quoted:
+        assert written(first), (first, text, shown)
+        assert written(other, ratio), (other, ratio, text, shown)

@@ -11,18 +11,11 @@ to read it against.
 
 Always recorded numbers, in live mode too (the recordings compared are GPUs you may not have);
 nothing is interpolated or borrowed: a row appears only where that GPU measured exactly that call.
-Two parts: `frames` (the frames, ratios and summaries) and `charts` (the figures).
+Its parts: `frames` (the frames, ratios and summaries), `charts` (the figures), `roofline` (the
+roofline's figure) and `names` (how the charts name GPUs and what they leave out).
 """
 
-from .charts import (
-    COLOR_EQUAL,
-    PLANS_SHOWN,
-    ROOF_MARKER_SIZE,
-    ROOF_MARKER_STEP,
-    ROOF_SAME_DECADES,
-    figure,
-    short_gpu,
-)
+from .charts import PLANS_SHOWN, figure
 from .frames import (
     COMPARABLE,
     GPU_COLORS,
@@ -33,6 +26,7 @@ from .frames import (
     comparable,
     describe,
     frames,
+    quoted_labels,
     ratio_column,
     ratio_range,
     ratio_text,
@@ -41,6 +35,8 @@ from .frames import (
     spread_columns,
     summary,
 )
+from .names import COLOR_EQUAL, short_gpu
+from .roofline import ROOF_MARKER_SIZE, ROOF_MARKER_STEP, ROOF_SAME_DECADES
 
 __all__ = [
     "COMPARABLE",
@@ -58,6 +54,7 @@ __all__ = [
     "describe",
     "ceilings_table",
     "ratios",
+    "quoted_labels",
     "ratio_column",
     "ratio_range",
     "ratio_text",

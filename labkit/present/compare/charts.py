@@ -1,5 +1,5 @@
-"""The charts of a comparison: the GPUs of a `frames` DataFrame on the same axes (the roofline
-with each GPU's roof, a sweep's lines, the fastest plans beside their time ratio, or bars), every
+"""The charts of a comparison: the GPUs of a `frames` DataFrame on the same axes (the roofline,
+drawn by `roofline`; a sweep's lines, the fastest plans beside their time ratio, or bars), every
 trace of one recording in a ``legendgroup`` named after it, the title with every provenance.
 """
 
@@ -10,54 +10,27 @@ from typing import Optional
 
 import plotly.graph_objects as go
 
-from ... import ceilings
 from ...draw import plots
 from ...draw.names import plan_labels
-from ...draw.units import in_unit, log_axis, log_if_wide, log_ticks, tick_text
+from ...draw.units import in_unit, log_axis, log_if_wide, tick_text
 from ...env import gpu_label
 from ...errors import InvalidSpec
 from ...experiments import workspace_basics
 from .frames import (
     GPU_COLORS,
     comparable,
+    quoted_labels,
     ratio_range,
     ratio_text,
     ratios,
     spec_line,
     spread_columns,
 )
+from .names import COLOR_EQUAL, notes, short_gpu, trace_name
+from .roofline import roofline_figure
 
 
 # ---- one chart, several GPUs -----------------------------------------------------------------
-def _trace_name(df, rec: str) -> str:
-    p = df.attrs.get("provenance", {}).get(rec, {})
-    quick = "" if p.get("complete", True) else ", quick recording"
-    return f"{gpu_label(p['gpu']) if p.get('gpu') else rec} ({p.get('date')}{quick})"
-
-
-def short_gpu(name: str) -> str:
-    """A GPU's one name on every chart (`labkit.env.gpu_label`): ``NVIDIA H100 80GB HBM3`` is ``H100 SXM``.
-
-    Args:
-        name: the GPU's CUDA name.
-
-    Returns:
-        The label.
-    """
-    return gpu_label(name)
-
-
-def _notes(df) -> str:
-    notes = [
-        f"{r}: not in this comparison (this call was not recorded there; df.attrs['skipped'] says more)"
-        for r in df.attrs.get("skipped", {})
-    ]
-    quick = [r for r, p in df.attrs.get("provenance", {}).items() if p.get("complete") is False]
-    if quick:
-        notes.append(f"{', '.join(quick)}: a quick recording (the lessons' base calls only)")
-    return " · ".join(notes)
-
-
 def _detail(df, extra: str = "") -> str:
     return "; ".join(x for x in (spec_line(df), extra) if x)
 
@@ -108,7 +81,7 @@ def figure(df, value: Optional[str] = None):
     if value not in df.columns:
         raise InvalidSpec("value", value, f"must be a column of the {name} frame")
     if name == "roofline":
-        return _roofline(df)
+        return roofline_figure(df)
     table = ratios(df, value, df.attrs["recordings"][0])
     if name == "sweep":
         return _sweep(df, table, comp)
@@ -165,7 +138,7 @@ def _bar_trace(df, table, rec: str, i: int, *, kind: str):
         for v, r in zip(vals, _ratio_texts(table, rec))
     ]
     err = _spread_of(df, rec, table, value)
-    style = dict(name=_trace_name(df, rec), legendgroup=rec, marker_color=GPU_COLORS[i % len(GPU_COLORS)])
+    style = dict(name=trace_name(df, rec), legendgroup=rec, marker_color=GPU_COLORS[i % len(GPU_COLORS)])
     if kind == "linear":
         return go.Bar(
             y=list(table["label"]),
@@ -236,7 +209,7 @@ def _bar_words(df, table) -> tuple:
     base_gpu = df.attrs["provenance"][table.attrs["baseline"]]["gpu"]
     extra = f"{workload}labels: time and ratio against {gpu_label(base_gpu)}"
     spread = "whiskers and [ranges]: p10-p90 of repeated timings" if table.attrs.get("spread") else ""
-    note = " · ".join(n for n in (spread, _notes(df)) if n)
+    note = " · ".join(n for n in (spread, notes(df)) if n)
     return _detail(df, extra), note
 
 
@@ -261,26 +234,35 @@ def _bars(df, table, comp):
 
 
 def _sweep(df, table, comp):
-    """One line per GPU over the swept value (log-log), the ratio to the first GPU in the hover."""
+    """One line per GPU over the swept value (log-log), the ratio to the first GPU in the hover; the
+    points the summary quotes (`quoted_labels`) labelled with their value and ratio."""
     value = table.attrs["value"]
     fmt = _fmt(value)
     fig = plots.new_figure()
+    quoted = _quoted_positions(df, table)
     for i, rec in enumerate(df.attrs["recordings"]):
         vals = [plots.num(v) for v in table[f"{value} {rec}"]]
         text = [
-            (fmt(v) + (f" ({r})" if r else "")) if v is not None else "not measured"
+            (fmt(v) + (f" · {r}" if r else "")) if v is not None else "not measured"
             for v, r in zip(vals, _ratio_texts(table, rec))
         ]
+        where = [quoted.get((label, rec)) for label in table["label"]]
         fig.add_trace(
             go.Scatter(
                 x=list(table["value"]),
                 y=vals,
-                mode="lines+markers",
-                text=text,
-                name=_trace_name(df, rec),
+                mode="lines+markers+text",
+                text=[t if w else "" for t, w in zip(text, where)],
+                textposition=[w or "top left" for w in where],
+                textfont=dict(size=11, color=GPU_COLORS[i % len(GPU_COLORS)]),
+                cliponaxis=False,  # a label by the highest point may reach above the plot
+                customdata=text,
+                name=trace_name(df, rec),
                 legendgroup=rec,
                 marker_color=GPU_COLORS[i % len(GPU_COLORS)],
-                hovertemplate=f"{df['field'].iloc[0]}=%{{x}}: %{{text}}<extra>%{{fullData.name}}</extra>",
+                hovertemplate=(
+                    f"{df['field'].iloc[0]}=%{{x}}: %{{customdata}}<extra>%{{fullData.name}}</extra>"
+                ),
             )
         )
     vals = [plots.num(v) for c in table.columns if c.startswith(f"{value} ") for v in table[c]]
@@ -289,6 +271,7 @@ def _sweep(df, table, comp):
         type="log",
         tickvals=list(table["value"]),
         ticktext=[tick_text(float(v)) for v in table["value"]],
+        range=_sweep_range(table, quoted),
     )
     title = comp.axis if value == comp.value else value
     fig.update_yaxes(title_text=f"{title}, log", type="log", **log_axis(vals))
@@ -296,10 +279,56 @@ def _sweep(df, table, comp):
         fig,
         df,
         f"Same call, {len(df.attrs['recordings'])} GPUs: sweep",
-        _detail(df, "heuristic plan at each point; hover a point for its ratio to the first GPU"),
-        note=_notes(df),
+        _detail(
+            df,
+            "heuristic plan at each point; labelled: the largest gain and loss, time and ratio against "
+            f"{gpu_label(df.attrs['provenance'][table.attrs['baseline']]['gpu'])}; hover for the others",
+        ),
+        note=notes(df),
         height=480,
     )
+
+
+#: how far a sweep's x axis reaches past its first or last value where a label sits there: a share
+#: of the values' span on the log axis (about a 15-character label's width at 11 px)
+SWEEP_LABEL_PAD = 0.16
+
+
+def _quoted_positions(df, table) -> dict:
+    """Where each label of a point the summary quotes goes (`quoted_labels`): above and left of the
+    highest GPU's point, below and right of the others', clear of the lines that rise through them
+    and parted where two GPUs' points are close.
+
+    Args:
+        df: `frames`' result of a sweep.
+        table: its `ratios`.
+
+    Returns:
+        (row label, recording) -> a plotly ``textposition``.
+    """
+    value, recs = table.attrs["value"], df.attrs["recordings"]
+    rows = table.reset_index(drop=True)
+    out = {}
+    for label in quoted_labels(table):
+        i = rows.index[rows["label"] == label][0]
+        vals = {rec: plots.num(rows.loc[i, f"{value} {rec}"]) for rec in recs}
+        shown = [rec for rec in recs if vals[rec] is not None]
+        top = max(shown, key=lambda rec: vals[rec]) if shown else None
+        out.update({(label, rec): "top left" if rec == top else "bottom right" for rec in shown})
+    return out
+
+
+def _sweep_range(table, quoted: dict) -> list:
+    """A sweep's log x range (log10 units), reaching past the first value where a label goes left of
+    it and past the last where one goes right of it (`SWEEP_LABEL_PAD`)."""
+    xs = [math.log10(float(v)) for v in table["value"]]
+    first, last = table["label"].iloc[0], table["label"].iloc[-1]
+    pad = SWEEP_LABEL_PAD * max(xs[-1] - xs[0], 0.5)
+    left = any(k[0] == first and p.endswith("left") for k, p in quoted.items())
+    right = any(k[0] == last and p.endswith("right") for k, p in quoted.items())
+    # plotly's own margin around the markers, where no label needs more
+    edge = 0.04 * max(xs[-1] - xs[0], 0.5)
+    return [xs[0] - (pad if left else edge), xs[-1] + (pad if right else edge)]
 
 
 #: plans a plans comparison draws (the fastest on the first GPU; `ratios` has every plan)
@@ -359,7 +388,7 @@ def _plan_time_trace(df, shown, rec: str, i: int):
         x=vals,
         y=[k + 0.2 * (i - (len(recs) - 1) / 2) for k in range(len(shown))],
         mode="markers",
-        name=_trace_name(df, rec),
+        name=trace_name(df, rec),
         legendgroup=rec,
         marker=dict(size=9, color=GPU_COLORS[i % len(GPU_COLORS)], symbol=("circle", "diamond")[i % 2]),
         customdata=[
@@ -478,220 +507,6 @@ def _plans(df, table, comp):
         df,
         f"Same call, {len(recs)} GPUs: plans",
         _detail(df, detail),
-        note=_notes(df),
+        note=notes(df),
         height=230 + 40 * n,
-    )
-
-
-#: the line at ratio 1 (no difference)
-COLOR_EQUAL = "#5f6368"
-#: a roofline's points of one shape are drawn at its intensity on every GPU: the first GPU's marker
-#: this size (px, a ring), each next one this much smaller, so points that coincide show one inside another
-ROOF_MARKER_SIZE, ROOF_MARKER_STEP = 15, 5
-#: shapes whose points lie this close (decades, in x and y) share one label
-ROOF_SAME_DECADES = 0.05
-
-
-def _roof_groups(points) -> list:
-    """Shapes whose points lie within `ROOF_SAME_DECADES` of each other (log x and y), in
-    intensity order: each group one label ("3x3 @14 · 3x3 @7": coinciding points shown as such).
-    ``points``: shape -> (x, [y of each GPU])."""
-    order = sorted(points, key=lambda s: points[s][0])
-    groups: list = []
-    for s in order:
-        x, ys = points[s]
-        for g in groups:
-            gx, gys = points[g[-1]]
-            near_x = abs(math.log10(x) - math.log10(gx)) <= ROOF_SAME_DECADES
-            near_y = all(
-                abs(math.log10(a) - math.log10(b)) <= ROOF_SAME_DECADES for a, b in zip(ys, gys) if a and b
-            )
-            if near_x and near_y:
-                g.append(s)
-                break
-        else:
-            groups.append([s])
-    return groups
-
-
-def _roof_points(df) -> dict:
-    """Each shape's intensity and every GPU's TFLOP/s, where both were measured.
-
-    Args:
-        df: `frames`' result of ``roofline``.
-
-    Returns:
-        shape -> ``[x (FLOP/byte), [TFLOP/s of each recording, None where not measured]]``.
-    """
-    recs = df.attrs["recordings"]
-    points: dict = {}
-    for i, rec in enumerate(recs):
-        sub = plots.ok_rows(df[df["recording"] == rec])
-        for s, x, y in zip(sub["shape"], sub["intensity_flops_per_byte"], sub["tflops"]):
-            if plots.num(x) and plots.num(y):
-                points.setdefault(s, [float(x), [None] * len(recs)])[1][i] = float(y)
-    return points
-
-
-def _roof_gpu_trace(df, sub, rec: str, i: int):
-    """One GPU's measured shapes at their intensity: the first GPU a ring, each next a smaller filled marker.
-
-    Args:
-        df: `frames`' result of ``roofline``.
-        sub: its measured rows of ``rec``.
-        rec: the recording drawn.
-        i: its place among the frame's recordings.
-
-    Returns:
-        The ``go.Scatter`` (shape, FLOP/byte, TFLOP/s and us in the hover).
-    """
-    color = GPU_COLORS[i % len(GPU_COLORS)]
-    x = [plots.num(v) for v in sub["intensity_flops_per_byte"]]
-    return go.Scatter(
-        x=[v if v else None for v in x],
-        y=[plots.num(v) for v in sub["tflops"]],
-        mode="markers",
-        name=_trace_name(df, rec),
-        legendgroup=rec,
-        marker=dict(
-            size=max(ROOF_MARKER_SIZE - ROOF_MARKER_STEP * i, 6),
-            color="rgba(0,0,0,0)" if i == 0 else color,
-            symbol=("circle", "diamond")[i % 2],
-            line=dict(color=color, width=2),
-        ),
-        text=list(sub["shape"]),
-        customdata=[[plots.num(v), plots.num(a)] for v, a in zip(sub["gpu_us"], x)],
-        hovertemplate="%{text}: %{customdata[1]:.0f} FLOP/B, %{y:.0f} TFLOP/s, "
-        "%{customdata[0]:.1f} us<extra>%{fullData.name}</extra>",
-    )
-
-
-def _roof_trace(c, rec: str, i: int, *, dtype: str, xs: list):
-    """A GPU's roof from `labkit.ceilings`: bandwidth up to the ridge, the compute peak after it.
-
-    Args:
-        c: the GPU's ceilings (`ceilings.for_gpu`), with a peak for ``dtype``.
-        rec: the recording it belongs to (its legend group).
-        i: its place among the frame's recordings.
-        dtype: the precision whose peak it draws.
-        xs: the intensities drawn so far (FLOP/byte): the roof spans them and the ridge, a factor 3 wider.
-
-    Returns:
-        The ``go.Scatter`` line.
-    """
-    peak, ridge = c.peak_tflops(dtype), c.ridge_intensity(dtype)
-    rx = sorted([min(xs + [ridge]) / 3, ridge, max(xs + [ridge]) * 3])
-    ry = [min(peak, v * c.bandwidth_bytes_per_s / 1e12) for v in rx]
-    return go.Scatter(
-        x=rx,
-        y=ry,
-        mode="lines",
-        legendgroup=rec,
-        line=dict(color=GPU_COLORS[i % len(GPU_COLORS)], width=2),
-        name=f"roof {c.gpu}: {peak:.0f} TFLOP/s {dtype}, {c.bandwidth_bytes_per_s / 1e9:.0f} GB/s",
-        hovertemplate="roof: %{y:.0f} TFLOP/s at %{x:.0f} FLOP/B<extra></extra>",
-    )
-
-
-def _roof_labels(points: dict) -> list:
-    """One label a shape, or a group of shapes whose points coincide (`_roof_groups`), above its points.
-
-    Args:
-        points: `_roof_points`' result.
-
-    Returns:
-        The annotations (dicts, log-axis coordinates).
-    """
-    labels = []
-    for group in _roof_groups(points):
-        gx = 10 ** (sum(math.log10(points[s][0]) for s in group) / len(group))
-        gy = max(v for s in group for v in points[s][1] if v)
-        labels.append(
-            dict(
-                x=math.log10(gx),
-                y=math.log10(gy),
-                text=" · ".join(group),
-                showarrow=False,
-                yshift=9,
-                yanchor="bottom",
-                font=dict(size=10, color=COLOR_EQUAL),
-            )
-        )
-    return labels
-
-
-def _roof_axes(fig, xs: list, ys: list) -> None:
-    """A roofline's log axes: intensity over every point and roof, TFLOP/s over every point and peak.
-
-    Args:
-        fig: the figure, its traces drawn, changed in place.
-        xs: the intensities measured (FLOP/byte).
-        ys: the TFLOP/s measured, and each roof's peak.
-    """
-    lo, hi = min(xs) / 3, max(xs) * 3
-    for t in fig.data:
-        if t.mode == "lines":
-            lo, hi = min(lo, min(t.x)), max(hi, max(t.x))
-    fig.update_xaxes(
-        title_text="arithmetic intensity (FLOP/byte, log)",
-        type="log",
-        range=[math.log10(lo), math.log10(hi)],
-        **log_ticks([lo, hi]),
-    )
-    fig.update_yaxes(title_text="achieved TFLOP/s (log)", type="log", **log_axis(ys))
-
-
-def _roof_note(df, missing: list) -> str:
-    """A roofline's note: where the roofs come from, how coinciding points show, GPUs without a roof.
-
-    Args:
-        df: `frames`' result of ``roofline``.
-        missing: the labels of the GPUs `labkit.ceilings` lacks.
-
-    Returns:
-        The note, its parts joined by " · ".
-    """
-    notes = [
-        "roofs: datasheet peaks (dense) from labkit.ceilings; the bandwidth roof moves, the compute roof "
-        "does not",
-        "every GPU's point of a shape sits at its intensity, the first a ring, the next a smaller filled "
-        "marker (inside the ring where they coincide)",
-        f"no ceilings known for {', '.join(missing)}: points only" if missing else "",
-        _notes(df),
-    ]
-    return " · ".join(n for n in notes if n)
-
-
-def _roofline(df):
-    """Each GPU's measured shapes (intensity vs TFLOP/s) and its roof from `labkit.ceilings`
-    (a GPU the table lacks gets points only, and the note says so). Every GPU's point of one shape
-    sits at its intensity: the first a ring, the next a smaller filled marker, inside the ring where
-    the two coincide; one label per shape, or per group of shapes whose points coincide."""
-    fig = plots.new_figure()
-    dtype = str(df["dtype"].iloc[0])
-    recs = df.attrs["recordings"]
-    xs, ys, missing = [], [], []
-    points = _roof_points(df)
-    for i, rec in enumerate(recs):
-        sub = plots.ok_rows(df[df["recording"] == rec])
-        xs += [v for v in (plots.num(a) for a in sub["intensity_flops_per_byte"]) if v]
-        ys += [v for v in (plots.num(a) for a in sub["tflops"]) if v]
-        fig.add_trace(_roof_gpu_trace(df, sub, rec, i))
-        gpu = df.attrs["provenance"][rec]["gpu"]
-        c = ceilings.for_gpu(gpu)
-        if c and c.peak_tflops(dtype):
-            ys.append(c.peak_tflops(dtype))
-            fig.add_trace(_roof_trace(c, rec, i, dtype=dtype, xs=xs))
-        else:
-            missing.append(gpu_label(gpu))
-    fig.update_layout(annotations=_roof_labels(points))
-    _roof_axes(fig, xs, ys)
-    return plots.finish(
-        fig,
-        df,
-        f"Roofline on {len(recs)} GPUs: ResNet-50 convolutions, {dtype} {df['layout'].iloc[0]}",
-        "heuristic plan per shape on each GPU",
-        note=_roof_note(df, missing),
-        height=540,
-        legend_rows=2,
     )

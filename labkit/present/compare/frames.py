@@ -13,6 +13,7 @@ import pandas as pd
 
 from ... import ceilings, experiments
 from ...draw import plots
+from ...draw.units import us_text
 from ...env import gpu_label
 from ...errors import InvalidSpec, LabkitError, RecordedDataError
 from ...experiments import plans_autotune
@@ -497,6 +498,67 @@ def _extreme_clause(said: str, *, side: str, ratio: bool, beyond: bool, gpu: str
     return f"no row is {way} on {gpu}"
 
 
+def _extremes(ok, col: str, rng) -> dict:
+    """The rows a summary's two clauses read, for each side (``"gain"``, ``"loss"``).
+
+    Args:
+        ok: the `ratios` rows with a ratio in ``col``.
+        col: the ratio column.
+        rng: `ratio_range`'s (low, high) for ``ok``; None without a spread.
+
+    Returns:
+        side -> (the row with the extreme ratio, the extreme row beyond its spread or None, whether
+        the extreme ratio lies on that side of 1, whether its range does too).
+    """
+    low, high = rng if rng else (None, None)
+    gains, losses = (ok, ok) if rng is None else (ok[high < 1], ok[low > 1])
+    best, worst = ok.loc[ok[col].idxmin()], ok.loc[ok[col].idxmax()]
+    return {
+        "gain": (
+            best,
+            gains.loc[gains[col].idxmin()] if len(gains) else None,
+            best[col] < 1,
+            rng is None or high.loc[best.name] < 1,
+        ),
+        "loss": (
+            worst,
+            losses.loc[losses[col].idxmax()] if len(losses) else None,
+            worst[col] > 1,
+            rng is None or low.loc[worst.name] > 1,
+        ),
+    }
+
+
+def _quoted(row, past, ratio: bool, beyond: bool) -> list:
+    """The rows `_extreme_clause` quotes with their values, in its order."""
+    if ratio and beyond:
+        return [row]
+    if ratio and past is not None:
+        return [past, row]
+    return [row] if ratio else []
+
+
+def quoted_labels(table, other: Optional[str] = None) -> list:
+    """The labels of the rows `summary` quotes with their values (the largest gain and loss), for a
+    chart to write those values beside their points.
+
+    Args:
+        table: `ratios`' result.
+        other: the recording compared; default the first other one.
+
+    Returns:
+        The ``label`` of each quoted row, once each; empty when nothing is compared.
+    """
+    if not table.attrs.get("others") and other is None:
+        return []
+    col = ratio_column(table, other)
+    ok = table[table[col].notna()]
+    if ok.empty:
+        return []
+    quoted = [r for side in _extremes(ok, col, ratio_range(ok, col)).values() for r in _quoted(*side)]
+    return list(dict.fromkeys(r["label"] for r in quoted))
+
+
 def summary(table, other: Optional[str] = None) -> Text:
     """One paragraph from a `ratios` table: the median ratio, the largest gain and the largest loss.
 
@@ -528,9 +590,8 @@ def summary(table, other: Optional[str] = None) -> Text:
         return Text(
             f"No row of {table.attrs.get('experiment')} was measured on both {gpu(base)} and {gpu(oth)}."
         )
-    best, worst = ok.loc[ok[col].idxmin()], ok.loc[ok[col].idxmax()]
     value = table.attrs["value"]
-    fmt = plots.fmt_us if value.endswith("_us") else (lambda v: f"{v:.3g}")
+    fmt = us_text if value.endswith("_us") else (lambda v: f"{v:.3g}")  # as the chart's us axis writes it
     rng = ratio_range(ok, col)
 
     def said(row):
@@ -538,22 +599,16 @@ def summary(table, other: Optional[str] = None) -> Text:
         return f"{row['label']}, {fmt(row[f'{value} {base}'])} -> {fmt(row[f'{value} {oth}'])} ({extra})"
 
     low, high = rng if rng else (None, None)
-    gains, losses = (ok, ok) if rng is None else (ok[high < 1], ok[low > 1])
-    gain = _extreme_clause(
-        said(best),
-        side="gain",
-        ratio=best[col] < 1,
-        beyond=rng is None or high.loc[best.name] < 1,
-        gpu=gpu(oth),
-        past=said(gains.loc[gains[col].idxmin()]) if len(gains) else "",
-    )
-    loss = _extreme_clause(
-        said(worst),
-        side="loss",
-        ratio=worst[col] > 1,
-        beyond=rng is None or low.loc[worst.name] > 1,
-        gpu=gpu(oth),
-        past=said(losses.loc[losses[col].idxmax()]) if len(losses) else "",
+    gain, loss = (
+        _extreme_clause(
+            said(row),
+            side=side,
+            ratio=ratio,
+            beyond=beyond,
+            gpu=gpu(oth),
+            past=said(past) if past is not None else "",
+        )
+        for side, (row, past, ratio, beyond) in _extremes(ok, col, rng).items()
     )
     text = (
         f"{table.attrs.get('experiment')}, {len(ok)} rows measured on both: {gpu(oth)} takes a median "
