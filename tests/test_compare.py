@@ -245,7 +245,7 @@ def test_plans_figure_shows_the_fastest_plans_with_their_spread():
 def test_roofline_labels_every_shape_once_and_coinciding_ones_together():
     df = compare.frames("roofline")
     fig = compare.figure(df)
-    labels = [a.text for a in fig.layout.annotations if a.name != "note"]
+    labels = [a.text.split("<br>")[0] for a in fig.layout.annotations if a.name != "note"]  # names first
     named = [s for text in labels for s in text.split(" · ")]
     assert sorted(named) == sorted(set(df["shape"]))
     assert any(" · " in text for text in labels)  # 3x3 @14 and 3x3 @7 coincide
@@ -347,15 +347,7 @@ def _visible_texts(fig) -> list:
 @pytest.mark.parametrize("picked", [None, "h200"], ids=["default", "LABKIT_RECORDING=h200"])
 @pytest.mark.parametrize(
     "name, kwargs",
-    [("fusion", {}), ("precision", {})]
-    + [("sweep", kw) for kw in _sweep_calls()]
-    + [
-        pytest.param(
-            "roofline",
-            {},
-            marks=pytest.mark.xfail(strict=True, reason="the roofline labels its shapes, its times on hover"),
-        )
-    ],
+    [("fusion", {}), ("precision", {}), ("roofline", {})] + [("sweep", kw) for kw in _sweep_calls()],
 )
 def test_every_number_a_summary_quotes_of_a_row_is_written_on_its_chart(
     name, kwargs, picked, order, monkeypatch

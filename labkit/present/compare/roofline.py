@@ -1,6 +1,6 @@
 """The roofline of a comparison: each GPU's measured shapes (intensity vs TFLOP/s) under its own
 roof from `labkit.ceilings`, every GPU's point of one shape at its intensity, one label per shape or
-per group of shapes whose points coincide.
+per group of shapes whose points coincide; the shapes the summary quotes carry their times and ratio.
 """
 
 from __future__ import annotations
@@ -11,16 +11,19 @@ import plotly.graph_objects as go
 
 from ... import ceilings
 from ...draw import plots
-from ...draw.units import log_axis, log_ticks
+from ...draw.units import log_axis, log_ticks, us_text
 from ...env import gpu_label
-from .frames import GPU_COLORS
-from .names import COLOR_EQUAL, notes, trace_name
+from .frames import GPU_COLORS, quoted_labels, ratio_column, ratio_range, ratio_text, ratios
+from .names import COLOR_EQUAL, notes, short_gpu, trace_name
 
 #: a roofline's points of one shape are drawn at its intensity on every GPU: the first GPU's marker
 #: this size (px, a ring), each next one this much smaller, so points that coincide show one inside another
 ROOF_MARKER_SIZE, ROOF_MARKER_STEP = 15, 5
 #: shapes whose points lie this close (decades, in x and y) share one label
 ROOF_SAME_DECADES = 0.05
+#: the y axis reaches at least this far (decades) under a quoted shape's lowest point: room for its
+#: label of three lines written under it
+ROOF_QUOTED_ROOM = 0.4
 
 
 def _roof_groups(points) -> list:
@@ -124,11 +127,45 @@ def _roof_trace(c, rec: str, i: int, *, dtype: str, xs: list):
     )
 
 
-def _roof_labels(points: dict) -> list:
-    """One label a shape, or a group of shapes whose points coincide (`_roof_groups`), above its points.
+def _roof_quoted(df) -> dict:
+    """The lines a label adds for each shape `summary` quotes (its largest gain and loss): the
+    first GPU's time, then the compared GPU's with its ratio, as the summary writes them.
+
+    Args:
+        df: `frames`' result of ``roofline``.
+
+    Returns:
+        shape -> its lines, each in its GPU's colour; empty when one GPU alone was measured.
+    """
+    recs = df.attrs["recordings"]
+    table = ratios(df, "gpu_us", recs[0])
+    if not table.attrs.get("others"):
+        return {}
+    col = ratio_column(table)
+    other = col.split(" ", 1)[1].split("/")[0]
+    gpu = {rec: short_gpu(df.attrs["provenance"][rec]["gpu"]) for rec in (recs[0], other)}
+    color = {rec: GPU_COLORS[recs.index(rec) % len(GPU_COLORS)] for rec in gpu}
+    rows = table.reset_index(drop=True)
+    rng = ratio_range(rows, col) or ()  # without a spread, the ratio alone
+    out = {}
+    for label in quoted_labels(table):
+        i = rows.index[rows["label"] == label][0]
+        ratio = ratio_text(rows.loc[i, col], *(r[i] for r in rng))
+        texts = {
+            recs[0]: f"{gpu[recs[0]]}: {us_text(rows.loc[i, f'gpu_us {recs[0]}'])}",
+            other: f"{gpu[other]}: {us_text(rows.loc[i, f'gpu_us {other}'])} · {ratio}",
+        }
+        out[label] = [f'<span style="color:{color[rec]}">{t}</span>' for rec, t in texts.items()]
+    return out
+
+
+def _roof_labels(points: dict, quoted: dict) -> list:
+    """One label a shape, or a group of shapes whose points coincide (`_roof_groups`), above its
+    points; a group with a shape the summary quotes is labelled under them, with its times.
 
     Args:
         points: `_roof_points`' result.
+        quoted: `_roof_quoted`'s result.
 
     Returns:
         The annotations (dicts, log-axis coordinates).
@@ -136,28 +173,35 @@ def _roof_labels(points: dict) -> list:
     labels = []
     for group in _roof_groups(points):
         gx = 10 ** (sum(math.log10(points[s][0]) for s in group) / len(group))
-        gy = max(v for s in group for v in points[s][1] if v)
+        ys = [v for s in group for v in points[s][1] if v]
+        lines = [" · ".join(group)]
+        for s in (s for s in group if s in quoted):
+            first, second = quoted[s]
+            lines += [(f"{s}, " if len(group) > 1 else "") + first, second]
+        under = len(lines) > 1  # under the points, away from the roofs above them
         labels.append(
             dict(
                 x=math.log10(gx),
-                y=math.log10(gy),
-                text=" · ".join(group),
+                y=math.log10(min(ys) if under else max(ys)),
+                text="<br>".join(lines),
                 showarrow=False,
-                yshift=9,
-                yanchor="bottom",
-                font=dict(size=10, color=COLOR_EQUAL),
+                yshift=-(ROOF_MARKER_SIZE // 2 + 2) if under else 9,
+                yanchor="top" if under else "bottom",
+                font=dict(size=11 if under else 10, color=COLOR_EQUAL),
             )
         )
     return labels
 
 
-def _roof_axes(fig, xs: list, ys: list) -> None:
+def _roof_axes(fig, xs: list, ys: list, *, under: list) -> None:
     """A roofline's log axes: intensity over every point and roof, TFLOP/s over every point and peak.
 
     Args:
         fig: the figure, its traces drawn, changed in place.
         xs: the intensities measured (FLOP/byte).
         ys: the TFLOP/s measured, and each roof's peak.
+        under: the TFLOP/s of each point with a label of times under it: the axis reaches
+            `ROOF_QUOTED_ROOM` under them.
     """
     lo, hi = min(xs) / 3, max(xs) * 3
     for t in fig.data:
@@ -169,7 +213,11 @@ def _roof_axes(fig, xs: list, ys: list) -> None:
         range=[math.log10(lo), math.log10(hi)],
         **log_ticks([lo, hi]),
     )
-    fig.update_yaxes(title_text="achieved TFLOP/s (log)", type="log", **log_axis(ys))
+    yaxis = log_axis(ys)
+    if under and "range" in yaxis:
+        bottom = min(yaxis["range"][0], math.log10(min(under)) - ROOF_QUOTED_ROOM)
+        yaxis["range"] = [bottom, yaxis["range"][1]]
+    fig.update_yaxes(title_text="achieved TFLOP/s (log)", type="log", **yaxis)
 
 
 def _roof_note(df, missing: list) -> str:
@@ -198,7 +246,8 @@ def roofline_figure(df):
 
     A GPU the table lacks gets points only, and the note says so. Every GPU's point of one shape
     sits at its intensity: the first a ring, the next a smaller filled marker, inside the ring where
-    the two coincide; one label per shape, or per group of shapes whose points coincide.
+    the two coincide; one label per shape, or per group of shapes whose points coincide. The
+    shapes `summary` quotes (its largest gain and loss) carry their times and ratio.
 
     Args:
         df: `frames`' result of ``roofline``.
@@ -223,13 +272,20 @@ def roofline_figure(df):
             fig.add_trace(_roof_trace(c, rec, i, dtype=dtype, xs=xs))
         else:
             missing.append(gpu_label(gpu))
-    fig.update_layout(annotations=_roof_labels(points))
-    _roof_axes(fig, xs, ys)
+    quoted = _roof_quoted(df)
+    fig.update_layout(annotations=_roof_labels(points, quoted))
+    _roof_axes(fig, xs, ys, under=[v for s in quoted for v in points.get(s, (0, []))[1] if v])
+    labelled = (
+        f"; labelled under their points: the largest gain and loss, time and ratio against "
+        f"{short_gpu(df.attrs['provenance'][recs[0]]['gpu'])}; hover for the others"
+        if quoted
+        else ""
+    )
     return plots.finish(
         fig,
         df,
         f"Roofline on {len(recs)} GPUs: ResNet-50 convolutions, {dtype} {df['layout'].iloc[0]}",
-        "heuristic plan per shape on each GPU",
+        f"heuristic plan per shape on each GPU{labelled}",
         note=_roof_note(df, missing),
         height=540,
         legend_rows=2,
