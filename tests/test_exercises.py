@@ -292,3 +292,16 @@ def test_the_layer_payoff_hint_points_at_bars_that_write_its_three_times(monkeyp
     times = _payoff_inputs()
     for name in ("nchw_us", "nhwc_us", "convert_us"):
         assert f"{times[name]:.1f} us" in written, (name, times[name], written)
+
+
+@pytest.mark.parametrize("recording", [r.name for r in recordings.shipped()])
+def test_the_malloc_slowdown_hint_quotes_the_recordings_gpu_time(monkeypatch, recording):
+    """Lesson 02's first hint gives the convolution's GPU time per call from the recording in use,
+    as the strategies chart writes it (fixed_arena's GPU wall time), not a number typed in."""
+    from labkit.draw.units import us_text
+
+    monkeypatch.setenv("LABKIT_RECORDING", recording)
+    df = result("strategies", workload="one_conv", repeats=20)
+    arena = df[df["strategy"].str.startswith("fixed_arena")].iloc[0]
+    hint = check.malloc_slowdown.exercise.hint(0)
+    assert f"takes {us_text(arena.gpu_us)} per call on the GPU" in hint, (recording, hint)

@@ -45,7 +45,7 @@ import re
 import threading
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 
 from .. import env
 from ..errors import InvalidSpec, LabkitError
@@ -70,7 +70,8 @@ class Exercise:
             is expected).
         judge: ``judge(parsed_answer, truth)``: whether the answer is right.
         why: ``why(truth)``: the measurement and the reason, shown when right or revealed.
-        hints: the first and the second hint; neither may contain the answer.
+        hints: the first and the second hint; neither may contain the answer. A hint that quotes
+            a measured number is a function () -> str that reads it from the numbers in use.
         wrong: ``wrong(parsed_answer, truth)``: what is off about this answer (None: nothing
             particular); never the answer itself.
         choices: for ``explain``: choice -> the reason it names; the right choice is ``truth()``.
@@ -93,7 +94,7 @@ class Exercise:
     parse: Callable[[Any], Any]
     judge: Callable[[Any, Any], bool]
     why: Callable[[Any], str]
-    hints: Tuple[str, str]
+    hints: Tuple[Union[str, Callable[[], str]], Union[str, Callable[[], str]]]
     wrong: Callable[[Any, Any], Optional[str]] = lambda answer, truth: None
     choices: Dict[str, str] = field(default_factory=dict)
     example: Any = None
@@ -178,9 +179,21 @@ class Exercise:
         if right:
             return emit(True, self.why(truth))
         said = self.wrong(parsed, truth)
-        hint = self.hints[0] if tries == 1 else self.hints[1]
+        hint = self.hint(0 if tries == 1 else 1)
         more = f" (check.{self.name}(reveal=True) shows the answer)" if tries >= 3 else ""
         return emit(False, f"{said + ' ' if said else ''}Hint: {hint}{more}")
+
+    def hint(self, n: int) -> str:
+        """Hint ``n`` (0: the first, 1: the second), its numbers read from the results in use.
+
+        Args:
+            n: which hint.
+
+        Returns:
+            The hint's text.
+        """
+        hint = self.hints[n]
+        return hint() if callable(hint) else hint
 
     def fingerprint(self) -> str:
         """A name for this version of the exercise: its lesson, name, kind, question and choices.

@@ -48,6 +48,16 @@ def _slowdown_why(truth: float) -> str:
     )
 
 
+def _slowdown_hint() -> str:
+    """The first hint, with the convolution's GPU time per call as the chart writes it."""
+    arena = _strategy(_frame("one_conv"), "fixed_arena")
+    return (
+        "Per call, the arena only hands out a pointer; malloc_per_call adds a cudaMalloc and a cudaFree. The "
+        f"convolution itself takes {us_text(arena.gpu_us)} per call on the GPU (fixed_arena's GPU wall time, "
+        "the chart's square): how long might a driver call that waits for it take?"
+    )
+
+
 def _slowdown_wrong(answer: float, truth: float) -> Optional[str]:
     if answer <= 0:
         return "a slowdown is a ratio above zero (malloc_per_call's time over fixed_arena's)."
@@ -70,9 +80,7 @@ MALLOC_SLOWDOWN = Exercise(
     judge=lambda answer, truth: truth / 2 <= answer <= truth * 2,
     why=_slowdown_why,
     hints=(
-        "Per call, the arena only hands out a pointer; malloc_per_call adds a cudaMalloc and a cudaFree. The "
-        "convolution itself runs about 50 us on the GPU: how long might a driver call that waits for "
-        "it take?",
+        _slowdown_hint,
         "cudaFree returns only once the GPU has finished the convolution just launched, so the host "
         "waits for every call; count the convolution's time once more, plus the allocation.",
     ),
