@@ -268,6 +268,22 @@ def test_the_memory_timelines_axis_fits_its_lines(recording, net):
     assert all(e.count("<br>") < 8 for e in entries), entries
 
 
+@pytest.mark.parametrize("recording", [r.name for r in recordings.shipped()])
+@pytest.mark.parametrize("net", your_network.RECORDED_PRESETS)
+def test_a_shared_lines_legend_breaks_between_labels_never_inside_a_phrase(recording, net):
+    """The memory timeline's legend entry for a line that stands for several strategies breaks only
+    between their labels: each label, and "(one line: about the same)", reads on one line."""
+    rep = labkit.report(net, recording=recording)
+    label = "|".join(re.escape(s) for s in sorted(set(rep.strategies.strategy), key=len, reverse=True))
+    whole_labels = re.compile(rf"(?:{label})(?:, (?:{label}))*,?")
+    shared = [t for t in rep.figure().data if t.legend == "legend2" and t.showlegend and "<br>" in t.name]
+    assert shared, (recording, net)
+    for t in shared:
+        lines = t.name.split("<br>")
+        assert lines[-1] == "(one line: about the same)", (recording, net, lines)
+        assert all(whole_labels.fullmatch(line) for line in lines[:-1]), (recording, net, lines)
+
+
 def test_report_tables_read_whole_numbers_as_integers(rep):
     layers, strategies = rep.layers, rep.strategies
     assert str(layers["count"].dtype) == "Int64" and str(layers["N"].dtype) == "Int64"

@@ -48,6 +48,8 @@ MERGED_WIDTH, MERGED_OPACITY = 6, 0.45
 #: strategies) is wrapped, so the legend beside the plots takes little of their width (all eight strategies
 #: on one line, as deeplabv3_aspp's report has them, make eight lines: the most the legend shows whole)
 LEGEND_CHARS = 26
+#: what a legend entry that names several strategies ends with (`LEGEND_CHARS` long: a line of its own)
+SAME_WORDS = "(one line: about the same)"
 
 
 def timeline_entry(members: list) -> str:
@@ -57,12 +59,14 @@ def timeline_entry(members: list) -> str:
         members: the strategies' labels.
 
     Returns:
-        The one label, or them all wrapped at `LEGEND_CHARS` between labels (lines joined by ``<br>``).
+        The one label, or them all wrapped at `LEGEND_CHARS` between labels, then `SAME_WORDS` (lines
+        joined by ``<br>``).
     """
     if len(members) == 1:
         return members[0]
-    whole = [m.replace(" ", "\u00a0") for m in members]  # a label is never broken across lines
-    return wrap(f"{', '.join(whole)} (one line: about the same)", LEGEND_CHARS).replace("\u00a0", " ")
+    # a label, and the words that say the line stands for them all, are never broken across lines
+    whole = ", ".join(m.replace(" ", "\u00a0") for m in members) + " " + SAME_WORDS.replace(" ", "\u00a0")
+    return wrap(whole, LEGEND_CHARS).replace("\u00a0", " ")
 
 
 def held_series(timeline) -> dict:
