@@ -294,6 +294,16 @@ def test_report_tables_read_whole_numbers_as_integers(rep):
     assert re.search(r'col2" >\d+</td>', html)  # count, an integer
 
 
+def test_the_layers_shown_give_both_plans_times_and_workspaces(rep):
+    """Lesson 09's Exercise 1 sends the learner to the first rows of ``rep.show("layers")`` for each
+    call's fastest plan and smallest-workspace plan, "with their times and workspaces": all four show."""
+    shown = rep.show("layers", head=12)
+    for plan in ("fastest", "smallest"):
+        for column in (f"{plan}_gpu_us", f"{plan}_workspace_bytes"):
+            assert column in shown.data.columns, column
+    assert f"{rep.layers.smallest_gpu_us.iloc[0]:.1f}" in shown.to_html()
+
+
 def test_coinciding_strategies_share_one_named_line(rep):
     from labkit.experiments.your_network.charts import coinciding
 

@@ -270,6 +270,7 @@ SHOWN = {
         "heuristic_gpu_us",
         "fastest_gpu_us",
         "fastest_workspace_bytes",
+        "smallest_gpu_us",
         "smallest_workspace_bytes",
         "checked",
     ),
