@@ -562,3 +562,26 @@ def test_a_ratio_amount_is_a_percentage_under_1_2x_else_a_ratio():
     """`prose.ratio_amount`, which lessons 01 and 04 say a slower or faster time with."""
     shown = [prose.ratio_amount(r) for r in (1.0, 1.08, 1.19, 1.2, 9.14)]
     assert shown == ["0%", "8%", "19%", "1.2x", "9.1x"]
+
+
+@pytest.mark.parametrize("recording", [r.name for r in recordings.shipped()])
+def test_the_strategies_chart_writes_each_host_p95_its_summaries_quote(recording):
+    """Lesson 02's summaries and exercises quote host times at the p95 (the noise bullet, the arena's
+    spread): each host mark is labelled with its median and the p95 its whisker reaches, as the
+    summaries write them, not only on hover."""
+    from labkit.experiments.workspace_strategies.summaries import noise_sentence
+
+    rec = recordings.named(recording)
+    for req in rec.requests("strategies"):
+        df = rec.lookup("strategies", req)
+        fig = experiments.CHARTS["strategies"](df)
+        host = list(fig.data[0].text)
+        for row, label in zip(df.itertuples(), host):
+            if row.status == "ok":
+                assert f"{units.us_text(row.median_us)} (p95 {units.us_text(row.p95_us)})" in label, (
+                    recording,
+                    req,
+                    label,
+                )
+        p95 = re.search(r"has its p95 at ([\d,.]+ us)", noise_sentence(df)).group(1)
+        assert any(f"p95 {p95}" in label for label in host), (recording, req, p95, host)

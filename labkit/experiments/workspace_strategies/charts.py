@@ -174,7 +174,7 @@ def _time_traces(fig: go.Figure, t: _Table) -> None:
                 # the host mark's whisker runs right: its label goes left
                 textposition="middle left" if k == 0 else "middle right",
                 textfont=dict(size=LABEL_PX, color=color),
-                text=[f" {s} " for s in t.labels(vals, microseconds)],
+                text=[f" {s} " for s in t.labels(vals, microseconds)] if k else _host_labels(t, vals, p95),
                 cliponaxis=False,
                 customdata=[microseconds(p) for p in p95],
                 hovertemplate=hover[k] + "<extra></extra>",
@@ -184,6 +184,14 @@ def _time_traces(fig: go.Figure, t: _Table) -> None:
             row=1,
             col=1,
         )
+
+
+def _host_labels(t: _Table, median: list, p95: list) -> List[str]:
+    """The host marks' labels: the median and the p95 the whisker reaches, as the summaries write them."""
+    return [
+        f" {m} (p95 {microseconds(p)}) " if p is not None and m != "not run" else f" {m} "
+        for m, p in zip(t.labels(median, microseconds), p95)
+    ]
 
 
 def _log_range(values) -> dict:
