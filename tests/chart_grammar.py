@@ -9,6 +9,7 @@ list means the figure obeys.
 * a label on a bar or a point is written in its axis's unit (no "10.16 ms" on a us axis), unless
   it is too small to read there: then in a smaller unit, "131 B", never "0.00012 MiB";
 * log axes are ticked in plain decimals (no "10<sup>2</sup>"), every tick labelled by labkit;
+* a point's label is not drawn across its own whisker (an error bar running through the text);
 * no label or tick spells out a cuDNN plan's full name (``eng62_k2=5_k13=1...``): charts show
   `labkit.draw.names.plan_labels` and give the full name on hover.
 
@@ -279,6 +280,51 @@ def full_plan_names(fig) -> list:
     return [f"full plan name on the chart: {s[:50]!r}" for s in shown_texts(fig) if PLAN_NAME.search(s)][:1]
 
 
+def _whisker(trace: dict, key: str, n: int) -> tuple:
+    """(lengths beyond, lengths before) each point of ``trace``'s error bar ``key`` reaches; zeros
+    where it draws none."""
+    e = trace.get(key) or {}
+    if not e or e.get("visible") is False:
+        return [0.0] * n, [0.0] * n
+    if e.get("type", "data") == "data":
+        plus = [float(v) if _finite(v) else 0.0 for v in _values(e, "array")] or [0.0] * n
+        given = _values(e, "arrayminus")
+        minus = [float(v) if _finite(v) else 0.0 for v in given] if e.get("symmetric") is False else plus
+    else:  # a constant or a percentage: every point has one
+        plus = minus = [1.0] * n
+    return (plus + [0.0] * n)[:n], (minus + [0.0] * n)[:n]
+
+
+def labels_on_whiskers(fig) -> list:
+    """A point's label drawn across its own error bar: beside the point ("middle right") where the
+    whisker runs right, above it where it runs up. The whisker strikes the label through."""
+    out = []
+    for t in _json(fig)["data"]:
+        texts = _values(t, "text") if "text" in str(t.get("mode", "")) else []
+        if not any(str(x or "").strip() for x in texts):
+            continue
+        n = len(texts)
+        where = t.get("textposition") or "middle center"
+        where = list(where) if isinstance(where, (list, tuple)) else [where] * n
+        right, left = _whisker(t, "error_x", n)
+        up, down = _whisker(t, "error_y", n)
+        for i, text in enumerate(texts):
+            vertical, horizontal = (where[i] or "middle center").split()
+            struck = (
+                vertical == "middle"
+                and {"right": right[i], "left": left[i], "center": right[i] + left[i]}[horizontal]
+            ) or (
+                horizontal == "center"
+                and {"top": up[i], "bottom": down[i], "middle": up[i] + down[i]}[vertical]
+            )
+            if struck and str(text or "").strip():
+                out.append(
+                    f"label on its whisker: trace {t.get('name')!r}: {str(text).strip()!r} ({where[i]})"
+                )
+                break
+    return out
+
+
 def violations(fig) -> list:
     """Every rule above, for one figure."""
     fig = _json(fig)
@@ -291,4 +337,5 @@ def violations(fig) -> list:
         + labels_too_small_to_read(fig)
         + log_ticks_not_plain(fig)
         + full_plan_names(fig)
+        + labels_on_whiskers(fig)
     )

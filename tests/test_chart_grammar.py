@@ -8,7 +8,7 @@ recorded mode) through its chart builder, and lesson 08's two-GPU figures.
 * one scale per chart: every axis keeps its type (linear, log, category) and its unit across all
   the requests of an experiment, so no control move switches it;
 * a label on a bar or a point is in its axis's unit; log axes ticked in plain decimals; no plan's
-  full name drawn (`chart_grammar`).
+  full name drawn; no point's label drawn across its own whisker (`chart_grammar`).
 """
 
 from __future__ import annotations
@@ -169,3 +169,27 @@ def test_the_kernels_chart_writes_the_times_lesson_10s_exercise_works_from(monke
     written = [a.text for a in fig.layout.annotations] + [t for tr in fig.data for t in (tr.text or ())]
     for key in ("gpu_us", "host_us"):
         assert any(us_text(inputs[key]) in w for w in written), (key, inputs[key], written)
+
+
+def test_a_label_across_its_own_whisker_is_a_violation():
+    """The rule lesson 11's ResNet-50 chart broke: a time written beside its mark, right where its
+    p90 whisker runs; above the mark, or on the side the whisker does not run, it reads."""
+    import plotly.graph_objects as go
+
+    def fig(position, plus, minus):
+        whisker = dict(type="data", symmetric=False, array=[plus], arrayminus=[minus])
+        return go.Figure(
+            go.Scatter(
+                x=[5999],
+                y=["a"],
+                mode="markers+text",
+                text=["5,999 us"],
+                textposition=position,
+                error_x=whisker,
+            )
+        )
+
+    assert grammar.labels_on_whiskers(fig("middle right", 3800, 26))
+    assert grammar.labels_on_whiskers(fig("middle left", 0, 26))
+    assert not grammar.labels_on_whiskers(fig("top right", 3800, 26))
+    assert not grammar.labels_on_whiskers(fig("middle left", 3800, 0))
