@@ -304,6 +304,17 @@ def test_the_layers_shown_give_both_plans_times_and_workspaces(rep):
     assert f"{rep.layers.smallest_gpu_us.iloc[0]:.1f}" in shown.to_html()
 
 
+def test_a_shape_cell_breaks_only_between_its_tensors_and_its_filter(rep):
+    """With nine columns the spec column is narrow: its cells may wrap once, between
+    ``32x3x224x224 -> 64`` and ``7x7 s2 p3``, never inside either (it broke after "-" of "->")."""
+    html = rep.show("layers", head=12).to_html()
+    cells = re.findall(r'class="data row\d+ col1" >([^<]*)</td>', html)
+    assert len(cells) == 12, cells
+    for cell, spec in zip(cells, rep.layers.spec):
+        assert cell.count(" ") == 1 and "-\u2060>" in cell, repr(cell)
+        assert cell.replace("\u00a0", " ").replace("\u2060", "") == spec.split(" ", 3)[-1]
+
+
 def test_coinciding_strategies_share_one_named_line(rep):
     from labkit.experiments.your_network.charts import coinciding
 

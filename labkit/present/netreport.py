@@ -233,6 +233,25 @@ PAGE = (
 )
 
 
+def shape_cell(spec) -> str:
+    """A spec's shape as a table cell: its tensors, then its filter (``32x3x224x224 -> 64 7x7 s2 p3``),
+    the cell breaking only between the two (nothing else may wrap, not even after the arrow's hyphen).
+
+    Args:
+        spec: a `ConvSpec` label (``fp16 NHWC fprop 32x3x224x224 -> 64 7x7 s2 p3``).
+
+    Returns:
+        The shape, its unbreakable parts joined by a plain space.
+    """
+    shape = str(spec).split(" ", 3)[-1]
+    tensors, arrow, rest = shape.partition(" -> ")
+    if not arrow:
+        return shape.replace(" ", "\u00a0")
+    k, _, filt = rest.partition(" ")
+    whole = f"{tensors}\u00a0-\u2060>\u00a0{k}"  # the word joiner: no break between - and >
+    return f"{whole} {filt.replace(' ', chr(0xA0))}" if filt else whole
+
+
 def readable(table):
     """A report table made for reading: bytes as B/KiB/MiB, times to 0.1 us, ratios to 3 digits,
     no index, headers that may break after an underscore (so it fits the notebook).
@@ -253,7 +272,7 @@ def readable(table):
         elif c in ("slowdown", "max_rel_error"):
             formats[c] = "{:.3g}"
         elif c == "spec":
-            formats[c] = lambda v: str(v).split(" ", 3)[-1]
+            formats[c] = shape_cell
     return (
         table.style.format(formats, na_rep="")
         .hide(axis="index")
