@@ -305,3 +305,18 @@ def test_the_malloc_slowdown_hint_quotes_the_recordings_gpu_time(monkeypatch, re
     arena = df[df["strategy"].str.startswith("fixed_arena")].iloc[0]
     hint = check.malloc_slowdown.exercise.hint(0)
     assert f"takes {us_text(arena.gpu_us)} per call on the GPU" in hint, (recording, hint)
+
+
+@pytest.mark.parametrize("recording", [r.name for r in recordings.shipped()])
+def test_the_per_stream_price_of_a_larger_plan_adds_up_as_written(monkeypatch, recording):
+    """Lesson 06's answer sets the race's price beside the base convolution's plan: it writes that
+    plan's workspace and the streams' extra in bytes, so (streams - 1) x the one is the other as
+    read (in MiB alone, 3 x 24.6 MiB read 73.7 MiB)."""
+    monkeypatch.setenv("LABKIT_RECORDING", recording)
+    ex = check.per_stream_bytes.exercise
+    why = " ".join(ex.why(ex.truth()).split())
+    asks = re.search(r"asks ([\d,]+) B \(", why)
+    held = re.search(r"(\d) streams of it would hold ([\d,]+) B \(", why)
+    assert asks and held, why
+    one, streams, extra = int(asks.group(1).replace(",", "")), int(held.group(1)), held.group(2)
+    assert int(extra.replace(",", "")) == (streams - 1) * one, why

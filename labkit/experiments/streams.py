@@ -389,8 +389,9 @@ def _held_why(truth: float) -> str:
     ws = int(big["heuristic_workspace_bytes"].iloc[0])
     return text + (
         f" The price grows with the plan's workspace: the base convolution's fp16 NCHW plan (lesson 01) asks "
-        f"{size_text(ws)}, and {x['streams']} streams of it would hold "
-        f"{size_text(_held_model(ws, x['streams']))} more than one shared scratchpad."
+        f"{ws:,} B ({size_text(ws)}), and {x['streams']} streams of it would hold "
+        f"{_held_model(ws, x['streams']):,} B ({size_text(_held_model(ws, x['streams']))}) more than one "
+        "shared scratchpad."
     )
 
 
