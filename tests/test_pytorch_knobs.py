@@ -516,3 +516,24 @@ def test_the_network_summary_says_why_lesson_09_times_it_otherwise(recorded):
     why = "Lesson 09's report gives this network another time"
     assert why in str(knobs_summary(recorded.knobs(net="resnet50"))).split("\n")[0]
     assert why not in str(knobs_summary(recorded.knobs()))
+
+
+def test_the_benchmark_hints_lead_to_this_convolutions_plans_not_lesson_05s(recorded):
+    """Exercise 1's hints once sent the learner to lesson 05's plans chart, whose fp32 NCHW heuristic
+    pick is several percent from its fastest plan: far beyond the defaults' spread here, so it led
+    to "faster". The hints point at this convolution's labkit rows (the heuristic's plan against the
+    autotuned one), which the summary under the chart names."""
+    from labkit.experiments.core import result
+    from labkit.experiments.pytorch_knobs.summaries import BENCHMARK, DEFAULTS, row_of
+    from labkit.present import check
+
+    ex = check.benchmark_faster.exercise
+    hints = " ".join(ex.hint(n) for n in (0, 1))
+    assert "lesson 05" not in hints and "labkit's counterpart rows" in hints, hints
+    plans = result("plans", spec=BASE.replace(dtype="fp32", layout="NCHW"))
+    ok = plans[plans.status == "ok"]
+    lesson_05 = float(ok[ok.heuristic_pick].gpu_us.iloc[0] / ok[ok.best].gpu_us.iloc[0])
+    base = row_of(recorded.knobs(), DEFAULTS)
+    assert lesson_05 > base.gpu_us_p90 / base.gpu_us_p10, (lesson_05, base.gpu_us_p10, base.gpu_us_p90)
+    summary = " ".join(str(recorded.summary(recorded.knobs())).split())
+    assert "Its labkit counterpart (autotuned" in summary and BENCHMARK in summary, summary
