@@ -387,11 +387,11 @@ def _held_why(truth: float) -> str:
     if big.empty:
         return text
     ws = int(big["heuristic_workspace_bytes"].iloc[0])
+    extra = _held_model(ws, x["streams"])
     return text + (
         f" The price grows with the plan's workspace: the base convolution's fp16 NCHW plan (lesson 01) asks "
         f"{ws:,} B ({size_text(ws)}), and {x['streams']} streams of it would hold "
-        f"{_held_model(ws, x['streams']):,} B ({size_text(_held_model(ws, x['streams']))}) more than one "
-        "shared scratchpad."
+        f"{extra:,} B ({size_text(extra)}) more than one shared scratchpad."
     )
 
 

@@ -4,9 +4,10 @@ every room of ``labkit/gpu/``, as it uses several.
 The network report's worker spends its first seconds on things every step needs: its build workers'
 start (each a process with CUDA and cuDNN), CUDA's context, cuDNN's handle, the graphs its layers
 will build, and the kernels its checks run. `warm` does them in the order that lets them overlap.
-This module's import pulls in neither pandas nor the lessons: the module of the steps to come is
-imported in a thread while this one makes CUDA's context. The build workers start once that context
-is made: nine processes making theirs at once held each other back (traced on H200 hosts, this
+This module's import pulls in neither pandas nor the lessons. CUDA's context is made in a thread
+while CuPy and cuDNN import (`labkit.gpu.host.context`), and the module of the steps to come is
+imported in another while this one makes cuDNN's handle and plans. The build workers start once
+that context is made: nine processes making theirs at once held each other back (traced on H200 hosts, this
 process's context and the imports before it took 1.9 s with eight build workers starting beside it,
 0.56 s before they start: docs/findings.md), while the compiles they run are needed only by the
 layers the report measures last. Seconds; bytes.

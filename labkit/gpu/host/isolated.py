@@ -114,7 +114,7 @@ def _serve(conn) -> None:
         os.environ.update(env)  # the caller's settings now (its cache folder, saved plans on or off, ...)
         try:
             # hold_gpu: the caller let its turn on the GPU go while it waits; the step takes one here,
-            # unwatched: its `Hold` is not sent back, so no contention check at its end
+            # unwatched: its `Hold` is not sent back, so its let-gos ask no contention check
             with (
                 announcing(lambda phase: conn.send(("phase", phase))),
                 hold(watch=False) if hold_gpu else contextlib.nullcontext(),
