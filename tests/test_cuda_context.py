@@ -10,11 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from labkit.errors import InvalidSpec
 from labkit.gpu.host import context
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBE = """
 import json
+from labkit.errors import InvalidSpec
 from labkit.gpu.host import context
 before = context.has_context(0)
 context.make_soon().join(60)
@@ -36,6 +38,12 @@ def test_making_the_context_soon_never_raises_and_returns_a_thread(monkeypatch):
     assert context.has_context(
         0
     )  # cannot tell without the driver: True, so a caller still waits for its work
+
+
+@pytest.mark.parametrize("device", [-1, 1.0, "0", True, None])
+def test_a_device_that_is_not_an_index_is_refused_before_any_thread(device):
+    with pytest.raises(InvalidSpec, match="device"):
+        context.make_soon(device)
 
 
 @pytest.mark.gpu

@@ -13,6 +13,8 @@ import ctypes
 import functools
 import threading
 
+from ...errors import InvalidSpec
+
 
 @functools.lru_cache(maxsize=None)
 def _driver() -> ctypes.CDLL:
@@ -66,8 +68,10 @@ def make_soon(device: int = 0) -> threading.Thread:
             otherwise (``CUDA_VISIBLE_DEVICES`` picks which GPU that is).
 
     Returns:
-        The thread.
+        The thread; `InvalidSpec` (before any thread starts) for a device that is not an int >= 0.
     """
+    if isinstance(device, bool) or not isinstance(device, int) or device < 0:
+        raise InvalidSpec("device", device, "must be a CUDA device index, an int >= 0")
     t = threading.Thread(target=_retain, args=(device,), daemon=True, name="labkit-cuda-context")
     t.start()
     return t
