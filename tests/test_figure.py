@@ -108,4 +108,5 @@ def test_the_warm_up_sends_the_front_end_before_the_first_panel_in_a_real_kernel
             step = nb.cells[1].outputs[-1]["text"].strip()
         assert step != "None", "the warm-up's front-end step did not run in 90 s of an idle kernel"
         client.execute_cell(nb.cells[2], 2)
-    assert nb.cells[2].outputs[-1]["text"].split() == ["True", "True", "True"], nb.cells[2].outputs
+    printed = "".join(o.get("text", "") for o in nb.cells[2].outputs if o.get("name") == "stdout")
+    assert printed.split() == ["True", "True", "True"], nb.cells[2].outputs  # stdout may come in pieces
