@@ -443,6 +443,19 @@ def test_the_summary_says_how_much_of_a_pass_the_gpu_sat_idle_as_its_numbers_sho
     assert "1 call changes plan." in cap.why(cap.truth()), cap.why(cap.truth())  # conv1 alone, on both
 
 
+@pytest.mark.parametrize("ratio, said", [(6.0, "6x"), (7.5, "7.5x")])
+def test_the_reports_slower_plans_quote_the_ratio_autotune_stops_at(monkeypatch, ratio, said):
+    """The summary and the command line say the ratio `stops.EAGER_STOP_RATIO` holds, whatever it is."""
+    from labkit.experiments.your_network.summary import slower_plans_sentence
+    from labkit.gpu.timing import stops
+    from labkit.present.netreport import cut_line
+
+    monkeypatch.setattr(stops, "EAGER_STOP_RATIO", ratio)
+    counts = dict(plans=0, layers=0, strategies=0, slower_plans=2)
+    for text in (slower_plans_sentence(1), slower_plans_sentence(2), cut_line(counts)):
+        assert f"over {said} slower than the best" in text, text
+
+
 @pytest.mark.parametrize("n", [1, 2])
 def test_the_reports_counts_agree_with_their_nouns(n):
     """Each count the report's summary, the command line and exercise 2 say agrees in whole words:

@@ -17,7 +17,8 @@ importing a package here imports no CuPy, so ``labkit.gpu.checks.reference`` wor
   worker processes), `buildlog` (cuDNN's own log), `unfused` (the epilogue as separate kernels);
 * `audits`: checks of plans from outside their admission: `verify` (one plan on fresh inputs),
   `wrong_plans` (the plans cuDNN gets wrong, with their smallest reproductions);
-* `timing`: `measure`, `collector`, `autotune`, `kernel_keys`, `trace` (CUPTI), `ranges` (NVTX);
+* `timing`: `measure`, `collector`, `autotune` (`stops`: its bounds, no CuPy), `kernel_keys`,
+  `trace` (CUPTI), `ranges` (NVTX);
 * `device`: the seam the strategies and the `Runner` reach a GPU through (real or simulated):
   `base` (its interface), `cuda` (this GPU), and the device in use (`current`, `use`);
 * `workspaces`: `workspace` (the strategies), `runner`, `workloads`, `concurrency` (the

@@ -38,6 +38,7 @@ from ..experiments.your_network import (
     table_of,
     whole_numbers,
 )
+from ..gpu.timing.stops import eager_stop_text
 from ..session import lessons
 from ..signals import progress
 from ..spec import dtype_name, layout_name
@@ -599,8 +600,8 @@ def cut_line(cut: dict) -> str:
     return (
         f"cut by a time budget: {counted(cut['plans'], 'plan')}, {counted(cut['layers'], 'distinct layer')}, "
         f"{counted(cut['strategies'], 'strategy', 'strategies')}; {counted(cut['slower_plans'], 'plan')} "
-        "left as over 6x slower than the best after one eager call (report.html and the CSVs say which "
-        "and why)"
+        f"left as over {eager_stop_text()} slower than the best after one eager call (report.html and the "
+        "CSVs say which and why)"
     )
 
 

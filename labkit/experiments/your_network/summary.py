@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ...draw.plots import fmt_bytes, fmt_us, ok_rows
 from ...draw.prose import Text, counted, listed
+from ...gpu.timing.stops import eager_stop_text
 from ..core import MIB
 from .request import STEP_BUDGET_S
 from .tables import cut_counts, largest_request, tables_of
@@ -30,13 +31,7 @@ def network_report_summary(df) -> Text:
     parts = [opening_sentence(layers, r, partial=partial)]
     cut = cut_counts(df)
     if cut["slower_plans"]:
-        parts.append(
-            "1 plan was set aside after one eager call showed it over 6x slower than the best so far (not "
-            "timed further: it cannot win)."
-            if cut["slower_plans"] == 1
-            else f"{cut['slower_plans']} plans were set aside after one eager call showed them over 6x "
-            "slower than the best so far (not timed further: they cannot win)."
-        )
+        parts.append(slower_plans_sentence(cut["slower_plans"]))
     said = [
         f"**{n} {one if n == 1 else many}**"
         for n, one, many in (
@@ -106,6 +101,27 @@ def calls_changing_plan(count) -> str:
     """
     n = int(count)
     return "1 call changes plan" if n == 1 else f"{n} calls change plan"
+
+
+def slower_plans_sentence(slower: int) -> str:
+    """How many plans one eager call set aside as too slow to win (`stops.EAGER_STOP_RATIO`).
+
+    Args:
+        slower: how many plans were set aside (1 or more).
+
+    Returns:
+        The sentence, with the ratio autotune stops at.
+    """
+    ratio = eager_stop_text()
+    if slower == 1:
+        return (
+            f"1 plan was set aside after one eager call showed it over {ratio} slower than the best so far "
+            "(not timed further: it cannot win)."
+        )
+    return (
+        f"{slower} plans were set aside after one eager call showed them over {ratio} slower than the best "
+        "so far (not timed further: they cannot win)."
+    )
 
 
 def reference_check_sentence(bad: int) -> str:

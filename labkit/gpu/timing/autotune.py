@@ -49,6 +49,7 @@ from ..checks import plan_checks
 from ..cudnn import conv_graph, graph_cache, operands, saved_plans
 from . import measure
 from .ranges import annotate
+from .stops import EAGER_STOP_RATIO  # written in stops: the report's text quotes it without CuPy
 
 #: a plan's timing budget is this many times what timing the best plan so far took ...
 PLAN_BUDGET_FACTOR = 50.0
@@ -59,8 +60,6 @@ FIRST_PLAN_BUDGET_S = 20.0
 #: a plan's timing stops once its median is this many times the best plan's so far: it cannot be
 #: the pick (the final rounds take only plans within `FINAL_MARGIN` of the best)
 EARLY_STOP_RATIO = 1.5
-#: a plan is not captured when one eager call is over this many times the fastest eager call so far
-EAGER_STOP_RATIO = 6.0
 #: replays of a plan's new graph before its first timing (its check and eager call loaded the kernels):
 #: that timing sorts the plans; the final rounds, which decide between the fastest, warm up as
 #: long as any timing (`measure.WARMUP_REPLAYS`)
