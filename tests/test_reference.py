@@ -20,6 +20,7 @@ from labkit.gpu.checks.reference import (
     conv_fprop,
     conv_wgrad,
     errors,
+    errors_from_terms,
     max_abs_error,
     reduction_length,
     reference,
@@ -358,3 +359,20 @@ def test_tolerance_admits_output_rounding_and_rejects_bugs(dtype):
     wrong = conv_fprop(x, w, padding=0)
     wrong = np.pad(wrong, ((0, 0), (0, 0), (1, 1), (1, 1)))
     assert relative_error(wrong, ref) > 10 * tolerance_for(spec)
+
+
+def test_terms_scaled_by_the_references_largest_magnitude_give_the_same_errors():
+    """`labkit.gpu.checks.error_kernel` sums squares of the differences over max |ref| (known before
+    any plan runs) rather than over the largest difference: the same errors, to rounding."""
+    rng = np.random.default_rng(11)
+    ref = rng.normal(size=(3, 4, 5))
+    for out in (ref + rng.normal(size=ref.shape) * 1e-3, ref.copy(), np.zeros_like(ref), ref * 1e6):
+        scale = float(np.abs(ref).max())
+        terms = (float(np.abs(out - ref).max()), float(np.sum(((out - ref) / scale) ** 2)))
+        got = errors_from_terms(terms, reference_norms(ref), scaled_by="reference")
+        want = errors(out, ref)
+        assert got[1] == want[1] and got[0] == pytest.approx(want[0], rel=1e-12, abs=0)
+    assert errors_from_terms((math.nan, 1.0), reference_norms(ref), scaled_by="reference")[0] == math.inf
+    assert errors_from_terms((0.5, 1.0), (0.0, 0.0), scaled_by="reference") == (math.inf, 0.5)
+    with pytest.raises(InvalidSpec, match="scaled_by"):
+        errors_from_terms((0.5, 1.0), reference_norms(ref), scaled_by="output")

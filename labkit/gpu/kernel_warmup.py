@@ -9,9 +9,10 @@ precision and race panels would compile 18 and 11 kernels before their first pai
 (docs/findings.md). `TASKS` runs, on tiny tensors, what the panels run: for
 each dtype, layout and direction the CuPy parts of a checked convolution (seeded inputs, the
 float64 reference from the rounded and the unrounded inputs, the output decoded, the error norms,
-a guarded workspace; `exercise`), the unfused epilogue, and the scratchpad race with both
-launches. Kernels are specialised by dtype and by the number of dimensions left after CuPy merges
-contiguous ones, not by size, so tiny tensors (every dimension >= 2) compile the lessons' kernels.
+the plans' error kernel, a guarded workspace; `exercise`), the unfused epilogue, and the
+scratchpad race with both launches. Kernels are specialised by dtype and by the number of
+dimensions left after CuPy merges contiguous ones, not by size, so tiny tensors (every dimension
+>= 2) compile the lessons' kernels.
 
 cuDNN compiles some engines (their notes say ``RUNTIME_COMPILATION``) when a plan of them is
 built: about half a second each on the H100's host, one or two per graph and ten for an fp8
@@ -66,7 +67,8 @@ def exercise(spec: ConvSpec, epilogue: str = "none") -> None:
     reference_runs.expected(spec, ops, unrounded=True)
     ops.arrays[ops.output_role][...] = 0  # finite: the error norms run to the end
     got = ops.output()
-    reference.errors(got, ref)  # the reference's norms, then the errors
+    reference.errors(got, ref)  # the reference's norms, then the errors (a workspace strategy's check)
+    reference_runs.warm_check(ops)  # a plan's check: the reference in storage order, the error kernel
     ws = memory.GuardedBuffer(4096, "kernel warm-up workspace")
     ws.check()
     ws.free()

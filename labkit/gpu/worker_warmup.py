@@ -20,7 +20,6 @@ import threading
 from typing import Optional, Sequence
 
 from ..spec import ConvSpec
-from .checks import reference
 from .host import context
 
 #: the dtype and layout `warm` checks in: those the network report opens on
@@ -78,8 +77,6 @@ def warm(specs: Sequence[ConvSpec] = (), steps_module: Optional[str] = None) -> 
     if specs:
         graph_cache.build_ahead([(s, "none", None) for s in specs])
     spec = ConvSpec(N=1, C=8, H=8, W=8, K=8, dtype=WARM_DTYPE, layout=WARM_LAYOUT)
-    ops = Operands(spec)
-    ref = reference_runs.expected(spec, ops)
-    reference.errors(ops.output(), ref, ref_norms=reference.reference_norms(ref))
+    reference_runs.warm_check(Operands(spec))
     if importing is not None:
         importing.join()

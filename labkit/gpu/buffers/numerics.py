@@ -244,7 +244,7 @@ exact = r;
 #: C helpers of the kernels: a float32 value's bits from its float64 value, and back, by
 #: arithmetic on exact values (not the float/double conversions, which NVRTC's kernels may compile
 #: flushing float32 subnormals to zero: seen on the H200 with CuPy 14)
-_BITS_C = """
+BITS_C = """
 __device__ unsigned int labkit_f32_bits(double r) {  // r: a float32 value, an infinity or NaN
     unsigned int sign = signbit(r) ? 0x80000000u : 0u;
     double m = fabs(r);
@@ -297,7 +297,7 @@ def _cupy_kernels() -> dict:
                 f"{name} storage, float64 exact",
                 _ROUND_C + store,
                 f"labkit_quantize_{name}",
-                preamble=_BITS_C,
+                preamble=BITS_C,
             )
             for name, store in _STORE_C.items()
         }
@@ -309,14 +309,14 @@ def _cupy_kernels() -> dict:
             "float64 v",
             "v = labkit_f32_value(((unsigned int)s) << 16);",
             "labkit_decode_bf16",
-            preamble=_BITS_C,
+            preamble=BITS_C,
         )
         made["decode_float32"] = cupy.ElementwiseKernel(
             "float32 s",
             "float64 v",
             "v = labkit_f32_value(__float_as_uint(s));",
             "labkit_decode_float32",
-            preamble=_BITS_C,
+            preamble=BITS_C,
         )
         _KERNELS = made
     return _KERNELS

@@ -413,7 +413,7 @@ def error_terms(out, ref):
 _REDUCTIONS = None
 
 #: the larger of two doubles, NaN when either is (CUDA's fmax drops a NaN)
-_NANMAX_C = "__device__ double labkit_nanmax(double a, double b) { return (a != a || a > b) ? a : b; }"
+NANMAX_C = "__device__ double labkit_nanmax(double a, double b) { return (a != a || a > b) ? a : b; }"
 
 
 def _cupy_reductions() -> dict:
@@ -432,7 +432,7 @@ def _cupy_reductions() -> dict:
                 "y = a",
                 "0",
                 "labkit_max_abs_diff",
-                preamble=_NANMAX_C,
+                preamble=NANMAX_C,
             ),
             scaled_squares=cupy.ReductionKernel(
                 "float64 o, float64 r, float64 m",
@@ -447,16 +447,23 @@ def _cupy_reductions() -> dict:
     return _REDUCTIONS
 
 
-def errors_from_terms(terms, ref_norms: Tuple[float, float]) -> Tuple[float, float]:
+def errors_from_terms(
+    terms, ref_norms: Tuple[float, float], *, scaled_by: str = "difference"
+) -> Tuple[float, float]:
     """The host part of `errors`: the relative and largest absolute errors from `error_terms`.
 
     Args:
-        terms: `error_terms`'s two values, on the host.
+        terms: two values on the host: ``max |out - ref|`` and a sum of squares of ``out - ref``
+            divided by a scale.
         ref_norms: `reference_norms` of the reference.
+        scaled_by: the scale: ``"difference"``, the largest difference (`error_terms`), or
+            ``"reference"``, the reference's largest magnitude (`labkit.gpu.checks.error_kernel`).
 
     Returns:
         ``(relative error, max absolute error)``, as `relative_error` and `max_abs_error` define them.
     """
+    if scaled_by not in ("difference", "reference"):
+        raise InvalidSpec("scaled_by", scaled_by, 'must be "difference" or "reference"')
     dmax, scaled_squares = (float(v) for v in terms)
     scale, den = ref_norms
     max_abs = math.inf if math.isnan(dmax) else dmax
@@ -466,7 +473,7 @@ def errors_from_terms(terms, ref_norms: Tuple[float, float]) -> Tuple[float, flo
         return (0.0 if dmax == 0.0 else math.inf), max_abs
     if dmax == 0.0:
         return 0.0, max_abs
-    return dmax * math.sqrt(scaled_squares) / den, max_abs
+    return (dmax if scaled_by == "difference" else scale) * math.sqrt(scaled_squares) / den, max_abs
 
 
 def errors(out, ref, *, ref_norms: Optional[Tuple[float, float]] = None) -> Tuple[float, float]:

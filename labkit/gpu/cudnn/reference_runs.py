@@ -23,8 +23,9 @@ from ...signals.cancel import checkpoint
 from ...signals.progress import announce
 from ...spec import ConvSpec
 from ..buffers import memory
-from ..checks import plan_checks, reference
+from ..checks import error_kernel, plan_checks, reference
 from .bound import BoundConv
+from .frontend import role_dtype
 from .operands import Operands
 
 
@@ -101,12 +102,40 @@ def check_plans(graph, plan_indices, ops: Operands, *, seed: int = 0, vs_unround
     """
     spec = graph.spec
     announce(f"computing the float64 reference of {spec.label}")
-    ref = expected(spec, ops)
-    unrounded = expected(spec, ops, unrounded=True) if vs_unrounded else None
-    norms = reference.reference_norms(ref)  # one reference for every plan
-    unrounded_norms = reference.reference_norms(unrounded) if vs_unrounded else None
-    runs = _launch(graph, plan_indices, ops, ref, seed=seed, unrounded=unrounded)
-    return [r.result(norms, unrounded_norms) for r in runs]
+    refs = [_Reference(expected(spec, ops), spec.layout)]  # one reference for every plan
+    if vs_unrounded:
+        refs.append(_Reference(expected(spec, ops, unrounded=True), spec.layout))
+    runs = _launch(graph, plan_indices, ops, refs, seed=seed)
+    return [r.result(refs) for r in runs]
+
+
+def warm_check(ops: Operands) -> None:
+    """Run a check's CuPy kernels once on ``ops``, without cuDNN, and wait: the float64 reference,
+    its copy in storage order and the error kernel on the output as it is. A process's first check
+    then neither loads nor compiles them (`labkit.gpu.worker_warmup`, `labkit.gpu.kernel_warmup`).
+
+    Args:
+        ops: the operands; their output is read, not written.
+    """
+    spec = ops.spec
+    ref = _Reference(expected(spec, ops), spec.layout)
+    stored, dtype = ops.arrays[ops.output_role], role_dtype(spec, ops.output_role)
+    error_kernel.ErrorSlots(1).launch(0, 0, stored, dtype, ref.stored, ref.norms[0])
+    cupy.cuda.get_current_stream().synchronize()
+
+
+class _Reference:
+    """A float64 reference as the plans' checks read it: in the output's storage order
+    (`error_kernel.storage_order`), with its norms (`reference.reference_norms`, read once).
+
+    Args:
+        ref: the reference, logical NCHW (`expected`); not kept.
+        layout: the output's layout.
+    """
+
+    def __init__(self, ref, layout: str):
+        self.norms = reference.reference_norms(ref)
+        self.stored = error_kernel.storage_order(ref, layout)
 
 
 def _built(graph, index: int):
@@ -120,12 +149,14 @@ def _built(graph, index: int):
 
 
 class _HostCopies:
-    """Page-locked host memory for the checks of several plans, taken once (a page-locked
-    allocation is far slower than a copy): per plan, its guard bands and error terms."""
+    """What the checks of several plans copy to the host, taken once (a page-locked allocation is
+    far slower than a copy): per plan, its guard bands, and its error terms' device slots
+    (`error_kernel.ErrorSlots`), copied here in one copy after the last plan."""
 
     def __init__(self, plans: int, references: int):
         self.bands = memory.pinned(max(1, plans) * 2 * memory.GUARD_BYTES).reshape(max(1, plans), -1)
-        self.terms = memory.pinned(max(1, plans) * 16 * references, numpy.float64).reshape(max(1, plans), -1)
+        self.slots = error_kernel.ErrorSlots(plans, references)
+        self.terms = memory.pinned(self.slots.terms.nbytes, numpy.float64).reshape(self.slots.terms.shape)
 
     def row(self, k: int) -> tuple:
         """Plan ``k``'s (bands, terms)."""
@@ -134,41 +165,40 @@ class _HostCopies:
 
 class _Run:
     """One plan's checked run, launched on the current stream and not waited for: its output
-    poisoned, the plan run with a guarded workspace, the errors against the reference computed and
-    they and the guard bands copied to the host. `_launch` waits once for every run launched; then
-    `result` reads one.
+    poisoned, the plan run with a guarded workspace, its guard bands copied to the host and its
+    errors against each reference computed into its slots (one kernel each,
+    `error_kernel.ErrorSlots`). `_launch` copies the slots back and waits once for every run
+    launched; then `result` reads one.
 
     The runs of one check share the operands: each run's fill of the output follows the previous
-    run's error computation on the same stream, so every plan is compared on its own output.
+    run's error kernel on the same stream, so every plan is compared on its own output.
     """
 
-    def __init__(self, graph, index: int, ops: Operands, ref, host: tuple, *, seed: int = 0, unrounded=None):
+    def __init__(
+        self, graph, index: int, ops: Operands, refs: list, host: _HostCopies, k: int, *, seed: int = 0
+    ):
         spec = graph.spec
         plan = _built(graph, index)
         self.spec, self.epilogue, self.plan = spec, ops.epilogue, plan
         announce(f"checking plan {plan.index} ({plan.name}) of {spec.label} against float64")
         ops.poison_output(wait=False)  # the plan runs on this stream too
         ws = memory.GuardedBuffer(plan.workspace_bytes, "workspace", seed=seed)
-        self.bands, self.terms = host
+        self.bands, self.terms = host.row(k)
         try:
             BoundConv(graph, ops.arrays, ws.ptr, plan.index).run()
             ws.copy_guards(self.bands)
         finally:
             ws.free()  # back to the pool: memory reused on this stream is reused after these runs
-        got = ops.output()
-        kept = [reference.error_terms(got, ref)]
-        if unrounded is not None:
-            kept.append(reference.error_terms(got, unrounded))
-        self._device = kept[0] if len(kept) == 1 else cupy.concatenate(kept)  # alive until copied
-        memory.copy_to_host_async(self.terms, self._device.data.ptr)
+        stored, dtype = ops.arrays[ops.output_role], role_dtype(spec, ops.output_role)
+        for j, ref in enumerate(refs):
+            host.slots.launch(k, j, stored, dtype, ref.stored, ref.norms[0])
 
-    def result(self, norms, unrounded_norms=None) -> CheckResult:
+    def result(self, refs: list) -> CheckResult:
         """The run's `CheckResult`, once `_launch` has waited for it; `LabkitError` when the plan wrote
         into its workspace's guard bands.
 
         Args:
-            norms: `reference.reference_norms` of the reference.
-            unrounded_norms: those of the unrounded reference, for a run compared with it too.
+            refs: the `_Reference` s it was compared with: the reference, then the unrounded one.
 
         Returns:
             The `CheckResult`.
@@ -176,10 +206,10 @@ class _Run:
         damage = memory.guard_damage(self.bands, self.plan.workspace_bytes)
         if damage:
             raise LabkitError(damage)
-        rel, worst = reference.errors_from_terms(self.terms[:2], norms)
+        rel, worst = reference.errors_from_terms(self.terms[:2], refs[0].norms, scaled_by="reference")
         unrounded = None
-        if self.terms.size > 2:
-            unrounded = reference.errors_from_terms(self.terms[2:], unrounded_norms)[0]
+        if len(refs) > 1:
+            unrounded = reference.errors_from_terms(self.terms[2:4], refs[1].norms, scaled_by="reference")[0]
         return CheckResult(
             self.spec,
             self.epilogue,
@@ -193,10 +223,9 @@ class _Run:
         )
 
 
-def _launch(
-    graph, plan_indices, ops: Operands, ref, *, seed: int = 0, unrounded=None, raised_as_run=False
-) -> list:
-    """Launch a `_Run` of each plan on the current stream, then wait once for all of them.
+def _launch(graph, plan_indices, ops: Operands, refs: list, *, seed: int = 0, raised_as_run=False) -> list:
+    """Launch a `_Run` of each plan on the current stream, copy their errors back, then wait once for
+    all of them.
 
     Between plans, a superseded background job stops (`labkit.signals.cancel.checkpoint`). The
     wait comes even when a plan raised: the runs before it copy into memory they hold.
@@ -205,30 +234,27 @@ def _launch(
         graph: the built graph.
         plan_indices: the plans, in order.
         ops: the operands, shared by the runs.
-        ref: the float64 reference.
+        refs: the `_Reference` s each plan is compared with.
         seed: the workspace poison's seed.
-        unrounded: the reference for the inputs before rounding, or None.
         raised_as_run: put what a plan raised in its place and go on to the next plan (``judge``),
             rather than raise it.
 
     Returns:
         A `_Run` per plan, in order (or, with ``raised_as_run``, the exception a plan raised).
     """
-    runs, host = [], _HostCopies(len(plan_indices), 1 if unrounded is None else 2)
+    runs, host = [], _HostCopies(len(plan_indices), len(refs))
     try:
         for k, index in enumerate(plan_indices):
             checkpoint()  # between plans: a superseded background job stops here, nothing judged yet kept
             try:
-                runs.append(_Run(graph, index, ops, ref, host.row(k), seed=seed, unrounded=unrounded))
+                runs.append(_Run(graph, index, ops, refs, host, k, seed=seed))
             except Exception as exc:  # noqa: BLE001  (cuDNN refused to run it, or it did not fit)
                 if not raised_as_run:
                     raise
                 runs.append(exc)
     finally:
+        host.slots.copy_to_host(host.terms)  # every plan's errors in one copy
         cupy.cuda.get_current_stream().synchronize()
-        for r in runs:
-            if isinstance(r, _Run):
-                r._device = None
     return runs
 
 
@@ -236,7 +262,7 @@ def judge(graph, plan_indices, *, ops: Optional[Operands] = None) -> list:
     """A `plan_checks.Verdict` for each plan, each run once and compared with one float64 reference.
 
     The plans are launched one after another on the current stream and read back after one wait
-    for all of them (`_Run`): one plan's check costs its run and its error's kernels, not a round
+    for all of them (`_Run`): one plan's check costs its run and its error's kernel, not a round
     trip to the host each.
 
     A plan that raises when run (a cuDNN error, writes outside its workspace) gets a verdict that says
@@ -256,12 +282,12 @@ def judge(graph, plan_indices, *, ops: Optional[Operands] = None) -> list:
     ops = Operands(spec, graph.epilogue) if ops is None else ops
     announce(f"computing the float64 reference of {spec.label}")
     try:
-        ref = expected(spec, ops)
+        refs = [_Reference(expected(spec, ops), spec.layout)]  # one reference for every plan
     except cupy.cuda.memory.OutOfMemoryError:
-        need = 8 * int(math.prod(ops.arrays[ops.output_role].shape))
+        copies = 1 if spec.layout == "NCHW" else 2  # the reference, and its copy in storage order
+        need = 8 * copies * int(math.prod(ops.arrays[ops.output_role].shape))
         raise OutOfMemory(f"the float64 reference of {spec.label}", need, memory.free_bytes()) from None
-    norms = reference.reference_norms(ref)  # one reference for every plan
-    runs = dict(zip(plan_indices, _launch(graph, plan_indices, ops, ref, raised_as_run=True)))
+    runs = dict(zip(plan_indices, _launch(graph, plan_indices, ops, refs, raised_as_run=True)))
     out = []
     for index in plan_indices:
         name = graph.plans[index].name
@@ -269,7 +295,7 @@ def judge(graph, plan_indices, *, ops: Optional[Operands] = None) -> list:
             run = runs[index]
             if isinstance(run, Exception):
                 raise run
-            r = run.result(norms)
+            r = run.result(refs)
         except OutOfMemory as exc:
             out.append(plan_checks.Verdict(name, math.inf, tolerance, error=str(exc), transient=True))
         except Exception as exc:  # noqa: BLE001  (cuDNN refused to run it, or it broke its guards)
