@@ -322,13 +322,42 @@ def test_a_loaded_call_within_its_bound_is_called_eagerly_once():
     assert measure.eager_us(fn, stream, enough_us=0.0) > 0 and len(calls) == 3
 
 
-def test_the_check_runs_each_plan_here_and_autotune_stops_a_far_slower_one_after_one_eager_call():
+def test_a_first_call_made_already_stands_for_the_first_call():
+    """`measure.eager_us` with ``first_us`` (a plan's run in its check): within ``enough_us`` or over
+    ``first_stop_us`` it makes no call; in between, one call, timed; NaN makes the first call here."""
+    import cupy
+
+    a = cupy.ones((1024, 1024))
+    calls = []
+
+    def fn():
+        calls.append(1)
+        a @ a
+
+    stream = measure.timing_stream()
+    with stream:
+        fn()  # loaded
+    stream.synchronize()
+    calls.clear()
+    assert measure.eager_us(fn, stream, first_stop_us=100.0, enough_us=50.0, first_us=40.0) == 40.0
+    with pytest.raises(measure.TooSlow) as slow:
+        measure.eager_us(fn, stream, first_stop_us=100.0, enough_us=50.0, first_us=150.0)
+    assert slow.value.eager_us == 150.0 and calls == []
+    assert (
+        measure.eager_us(fn, stream, first_stop_us=1e9, enough_us=0.0, first_us=70.0) > 0 and len(calls) == 1
+    )
+    assert measure.eager_us(fn, stream, first_stop_us=1e9, enough_us=1e9, first_us=float("nan")) > 0
+    assert len(calls) == 2
+
+
+def test_the_check_times_each_plans_run_here_and_autotune_stops_a_far_slower_one_on_it():
     spec = ConvSpec(
         N=16, C=240, H=28, W=28, K=240, R=3, S=3, padding=1, groups=240, dtype="fp16", layout="NHWC"
     )
     cg = graph_cache.get_graph(spec)
     cg.check()
-    assert {p.index for p in cg.built} <= cg.ran_here
+    assert {p.index for p in cg.built} <= set(cg.ran_here)
+    assert all(us > 0 for us in cg.ran_here.values())  # each run's GPU time, in microseconds
     tuned = autotune.autotune(cg, operands.Operands(spec))
     slower = tuned.table[tuned.table.status.str.startswith("slower")]
     ok = tuned.table[tuned.table.status == "ok"]

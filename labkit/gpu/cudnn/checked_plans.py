@@ -12,6 +12,7 @@ is wrong falls through to its next correct plan (``fell_through``).
 from __future__ import annotations
 
 import dataclasses
+import math
 import threading
 import time
 from dataclasses import dataclass
@@ -65,8 +66,10 @@ class CheckedPlans:
         self._check_lock = threading.RLock()
         self._runnable: Optional[List[Plan]] = None
         self._note: Optional[str] = None  # `fell_through`, once known
-        #: indices of the plans run in this process (their check): their kernels are loaded
-        self.ran_here: set = set()
+        #: plan index -> the GPU time of its run in its check here, in microseconds, for the plans run
+        #: in this process: their kernels are loaded, and that run was their first call
+        #: (`labkit.gpu.timing.measure.eager_us`'s ``first_us``)
+        self.ran_here: Dict[int, float] = {}
 
     def check(self, *, ops=None) -> Dict[int, plan_checks.Verdict]:
         """Run every built plan that has no verdict yet once, and compare it with float64.
@@ -95,9 +98,12 @@ class CheckedPlans:
                 from ..cudnn import reference_runs  # heavy: CuPy, live only
 
                 t0 = time.perf_counter()
-                for index, verdict in zip(todo, reference_runs.judge(self, todo, ops=ops)):
+                first_calls: Dict[int, float] = {}
+                for index, verdict in zip(
+                    todo, reference_runs.judge(self, todo, ops=ops, first_calls=first_calls)
+                ):
                     self.verdicts[index] = verdict
-                    self.ran_here.add(index)
+                    self.ran_here[index] = first_calls.get(index, math.nan)
                     plan_checks.BOOK.put(self.spec.key, self.epilogue, verdict)
                 self.check_seconds += time.perf_counter() - t0
                 self.plans_checked += len(todo)

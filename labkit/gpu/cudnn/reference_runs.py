@@ -184,14 +184,23 @@ class _Run:
         ops.poison_output(wait=False)  # the plan runs on this stream too
         ws = memory.GuardedBuffer(plan.workspace_bytes, "workspace", seed=seed)
         self.bands, self.terms = host.row(k)
+        self._start, self._end = cupy.cuda.Event(), cupy.cuda.Event()
         try:
+            self._start.record()
             BoundConv(graph, ops.arrays, ws.ptr, plan.index).run()
+            self._end.record()
             ws.copy_guards(self.bands)
         finally:
             ws.free()  # back to the pool: memory reused on this stream is reused after these runs
         stored, dtype = ops.arrays[ops.output_role], role_dtype(spec, ops.output_role)
         for j, ref in enumerate(refs):
             host.slots.launch(k, j, stored, dtype, ref.stored, ref.norms[0])
+
+    @property
+    def first_call_us(self) -> float:
+        """The run's GPU time between two events around it, in microseconds, once `_launch` has
+        waited: the plan's first call in this process (`labkit.gpu.timing.measure.eager_us`)."""
+        return cupy.cuda.get_elapsed_time(self._start, self._end) * 1000.0
 
     def result(self, refs: list) -> CheckResult:
         """The run's `CheckResult`, once `_launch` has waited for it; `LabkitError` when the plan wrote
@@ -258,7 +267,7 @@ def _launch(graph, plan_indices, ops: Operands, refs: list, *, seed: int = 0, ra
     return runs
 
 
-def judge(graph, plan_indices, *, ops: Optional[Operands] = None) -> list:
+def judge(graph, plan_indices, *, ops: Optional[Operands] = None, first_calls: Optional[dict] = None) -> list:
     """A `plan_checks.Verdict` for each plan, each run once and compared with one float64 reference.
 
     The plans are launched one after another on the current stream and read back after one wait
@@ -273,6 +282,8 @@ def judge(graph, plan_indices, *, ops: Optional[Operands] = None) -> list:
         graph: the built graph.
         plan_indices: the plans.
         ops: the operands; default seed-0 inputs of the graph's spec, made here.
+        first_calls: a dict to fill with plan index -> the GPU time of its run here, in microseconds
+            (`_Run.first_call_us`), for each plan that ran.
 
     Returns:
         The verdicts, in order; `OutOfMemory` when the inputs or the reference do not fit.
@@ -296,6 +307,8 @@ def judge(graph, plan_indices, *, ops: Optional[Operands] = None) -> list:
             if isinstance(run, Exception):
                 raise run
             r = run.result(refs)
+            if first_calls is not None:
+                first_calls[index] = run.first_call_us
         except OutOfMemory as exc:
             out.append(plan_checks.Verdict(name, math.inf, tolerance, error=str(exc), transient=True))
         except Exception as exc:  # noqa: BLE001  (cuDNN refused to run it, or it broke its guards)

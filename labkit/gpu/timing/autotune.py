@@ -13,9 +13,10 @@ whose median is already `EARLY_STOP_RATIO` x the best so far stops there (it can
 its row keeps that median), and one whose eager call alone is over `EAGER_STOP_RATIO` x the fastest
 eager call so far is not captured at all (`measure.TooSlow`: its row says "slower: ...";
 ``eager_stop=False`` times it anyway). A plan its check ran in this process (``ran_here``: its
-kernels are loaded) is called eagerly once when that call is within the bound, and not a second
-time when it is already `measure.FIRST_CALL_MARGIN_US` over it: a depthwise convolution's slowest
-plans take tens of milliseconds a call. Other plans are called twice, the second timed.
+kernels are loaded) takes the GPU time of that run as its first eager call: it is not called
+eagerly at all when that time is within the bound, nor when it is already
+`measure.FIRST_CALL_MARGIN_US` over it (a depthwise convolution's slowest plans take tens of
+milliseconds a call), and once, timed, in between. Other plans are called twice, the second timed.
 Eager calls are compared with eager calls: one eager call of
 a short convolution is bound by the host's launch, so against a replayed time every plan of it
 would look 6x slower. The plans that finish within `FINAL_MARGIN` of the best are then timed again,
@@ -233,6 +234,7 @@ def time_plan(
         eager_stop=eager_stop,
         eager_stop_above_us=eager_stop_above_us,
         ran_before=plan_index in graph.ran_here,
+        first_us=graph.ran_here.get(plan_index),
         min_repeats=min_repeats,
         replay_target_us=replay_target_us,
     )

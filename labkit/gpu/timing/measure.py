@@ -24,6 +24,7 @@ bound (``enough_us``), and stops after it when that one is already far over the 
 
 from __future__ import annotations
 
+import math
 import statistics
 import threading
 import time
@@ -171,6 +172,7 @@ def eager_us(
     *,
     first_stop_us: Optional[float] = None,
     enough_us: Optional[float] = None,
+    first_us: Optional[float] = None,
 ) -> float:
     """GPU time of one eager call, between two events, after a first call.
 
@@ -190,6 +192,10 @@ def eager_us(
             call. What a first call may add (a new workspace, a stream's first use) only makes it
             slower, so taking it never stops a call the second would have let through.
             None with ``first_stop_us`` None always makes the second call.
+        first_us: the GPU time of a first call made already, in microseconds (a plan's run in its
+            check: `labkit.gpu.cudnn.reference_runs`): with a bound, it stands for the first call,
+            so a call over ``first_stop_us`` or within ``enough_us`` makes no call here. NaN or
+            None: the first call is made here.
 
     Returns:
         The last call's GPU time, in microseconds.
@@ -200,7 +206,8 @@ def eager_us(
         if first_stop_us is None and enough_us is None:
             fn()
         else:
-            first = _one_call_us(fn, stream, start, end)
+            known = first_us is not None and math.isfinite(first_us)
+            first = first_us if known else _one_call_us(fn, stream, start, end)
             if first_stop_us is not None and first > first_stop_us:
                 raise TooSlow(first, first_stop_us)
             if enough_us is not None and first <= enough_us:
@@ -273,6 +280,7 @@ def graph_replay(
     eager_stop_above_us: Optional[float] = None,
     ran_before: bool = False,
     replay_target_us: float = REPLAY_TARGET_US,
+    first_us: Optional[float] = None,
 ) -> Timing:
     """GPU time per call by CUDA-graph replay (see the module doc).
 
@@ -302,6 +310,9 @@ def graph_replay(
             `FIRST_CALL_MARGIN_US` over the bound raises `TooSlow` without a second call (a
             convolution's slow plan can take tens of milliseconds a call).
         replay_target_us: the calls' time a graph holds, in microseconds (`calls_for`).
+        first_us: with ``ran_before``, the GPU time of that earlier first call, in microseconds
+            (`eager_us`' ``first_us``): no eager call is made when it is already within or far over
+            the eager bound.
 
     Returns:
         A `Timing`; ``samples`` says how many replays were timed.
@@ -316,7 +327,15 @@ def graph_replay(
     first_stop = enough = None
     if eager_stop and ran_before and eager_bound is not None:
         first_stop, enough = eager_bound + FIRST_CALL_MARGIN_US, eager_bound
-    one = eager_us(fn, stream, start, end, first_stop_us=first_stop, enough_us=enough)
+    one = eager_us(
+        fn,
+        stream,
+        start,
+        end,
+        first_stop_us=first_stop,
+        enough_us=enough,
+        first_us=first_us if ran_before else None,
+    )
     if eager_stop and eager_bound is not None and one > eager_bound:
         raise TooSlow(one, eager_bound)
     if budget is not None:
