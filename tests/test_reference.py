@@ -19,6 +19,7 @@ from labkit.gpu.checks.reference import (
     conv_dgrad,
     conv_fprop,
     conv_wgrad,
+    error_terms,
     errors,
     errors_from_terms,
     max_abs_error,
@@ -361,18 +362,22 @@ def test_tolerance_admits_output_rounding_and_rejects_bugs(dtype):
     assert relative_error(wrong, ref) > 10 * tolerance_for(spec)
 
 
-def test_terms_scaled_by_the_references_largest_magnitude_give_the_same_errors():
-    """`labkit.gpu.checks.error_kernel` sums squares of the differences over max |ref| (known before
-    any plan runs) rather than over the largest difference: the same errors, to rounding."""
+def test_error_terms_scale_the_squares_by_the_references_largest_magnitude():
+    """`error_terms` sums squares of the differences over max |ref| (known before any output is
+    compared: one pass over each output, `labkit.gpu.checks.error_kernel` on the GPU); the errors
+    are those of the definition, and an output far off its reference is inf, not NaN."""
     rng = np.random.default_rng(11)
     ref = rng.normal(size=(3, 4, 5))
+    scale = float(np.abs(ref).max())
     for out in (ref + rng.normal(size=ref.shape) * 1e-3, ref.copy(), np.zeros_like(ref), ref * 1e6):
-        scale = float(np.abs(ref).max())
-        terms = (float(np.abs(out - ref).max()), float(np.sum(((out - ref) / scale) ** 2)))
-        got = errors_from_terms(terms, reference_norms(ref), scaled_by="reference")
-        want = errors(out, ref)
-        assert got[1] == want[1] and got[0] == pytest.approx(want[0], rel=1e-12, abs=0)
-    assert errors_from_terms((math.nan, 1.0), reference_norms(ref), scaled_by="reference")[0] == math.inf
-    assert errors_from_terms((0.5, 1.0), (0.0, 0.0), scaled_by="reference") == (math.inf, 0.5)
-    with pytest.raises(InvalidSpec, match="scaled_by"):
-        errors_from_terms((0.5, 1.0), reference_norms(ref), scaled_by="output")
+        want = (float(np.abs(out - ref).max()), float(np.sum(((out - ref) / scale) ** 2)))
+        assert tuple(error_terms(out, ref)) == pytest.approx(want, rel=1e-15)
+        assert tuple(error_terms(out, ref, ref_scale=scale)) == pytest.approx(want, rel=1e-15)
+        rel, worst = errors_from_terms(want, reference_norms(ref))
+        assert worst == max_abs_error(out, ref)
+        assert rel == pytest.approx(np.linalg.norm(out - ref) / np.linalg.norm(ref), rel=1e-12)
+    tiny = ref * 1e-300
+    assert relative_error(tiny * 1e300, tiny) == math.inf  # 1e300x off: its sum of squares overflows
+    assert errors_from_terms((math.nan, 1.0), reference_norms(ref))[0] == math.inf
+    assert errors_from_terms((0.5, 1.0), (0.0, 0.0)) == (math.inf, 0.5)
+    assert tuple(error_terms(np.zeros(0), np.zeros(0))) == (0.0, 0.0)

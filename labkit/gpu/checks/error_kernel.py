@@ -10,8 +10,9 @@ scaled sum needs no second pass, and the sum of squares can neither overflow nor
 output within a factor of 1e150 of its reference (one further off is wrong whatever its sum says).
 Each block sums its part in a fixed order and the last block to finish sums the blocks' parts in
 block order: the same inputs give the same bits, run after run. All the slots of one check come back
-in one copy (`ErrorSlots.copy_to_host`); `reference.errors_from_terms` with ``scaled_by="reference"``
-turns a slot into the relative and largest absolute errors.
+in one copy (`ErrorSlots.copy_to_host`); `reference.errors_from_terms` turns a slot into the
+relative and largest absolute errors. `terms` and `norms` serve `reference.error_terms` and
+`reference.reference_norms` on CuPy arrays: every error on the GPU is computed here.
 
 One launch a plan instead of a decode and four reductions: a convolution's check runs each of its
 plans (tens of them) one after another, and the host's launches were a third of its time.
@@ -26,18 +27,21 @@ import numpy
 
 from ...errors import InvalidSpec
 from ..buffers import memory, numerics
-from . import reference
 
 #: threads per block (the kernel's shared arrays are this long)
 THREADS = 256
 #: the most blocks one launch uses; their parts are summed by the last block
 MAX_BLOCKS = 1024
-#: how the kernel reads each labkit dtype's storage (0 is float64 values)
-KIND = {"fp32": 1, "tf32": 1, "fp16": 2, "bf16": 3, "fp8_e4m3": 4}
+#: how the kernel reads each labkit dtype's storage ("float64": values already decoded; "zeros": no
+#: output, all zeros: the terms are the reference's own, for `norms`)
+KIND = {"float64": 0, "fp32": 1, "tf32": 1, "fp16": 2, "bf16": 3, "fp8_e4m3": 4, "zeros": 5}
+
+#: the larger of two doubles, NaN when either is (CUDA's fmax drops a NaN)
+_NANMAX_C = "__device__ double labkit_nanmax(double a, double b) { return (a != a || a > b) ? a : b; }"
 
 _CODE = (
     numerics.BITS_C
-    + reference.NANMAX_C
+    + _NANMAX_C
     + r"""
 __device__ double labkit_f16_value(unsigned int b) {
     unsigned int e = (b >> 10) & 0x1Fu, man = b & 0x3FFu;
@@ -52,6 +56,7 @@ __device__ double labkit_stored(const void* out, int kind, const double* table, 
     case 2: return labkit_f16_value(((const unsigned short*)out)[i]);
     case 3: return labkit_f32_value(((unsigned int)((const unsigned short*)out)[i]) << 16);
     case 4: return table[((const unsigned char*)out)[i]];
+    case 5: return 0.0;
     default: return ((const double*)out)[i];
     }
 }
@@ -157,12 +162,17 @@ class ErrorSlots:
         Args:
             row: the output's row.
             column: which of its references (0, or 1 for a second).
-            storage: the output as stored: a contiguous CuPy array of ``dtype``'s storage.
-            dtype: its labkit dtype, or ``"float64"`` for values already decoded.
+            storage: the output as stored: a contiguous CuPy array of ``dtype``'s storage (not read
+                for ``"zeros"``).
+            dtype: its labkit dtype, or a `KIND` of its own (``"float64"``, ``"zeros"``).
             ref: the reference in ``storage``'s order (`storage_order`), contiguous float64.
             ref_scale: ``max |ref|`` (`reference.reference_norms`' first value).
         """
-        want = "float64" if dtype == "float64" else numerics.storage_dtype(dtype)
+        if dtype not in KIND:
+            raise InvalidSpec("dtype", dtype, f"must be one of {', '.join(KIND)}")
+        want = "float64" if dtype in ("float64", "zeros") else numerics.storage_dtype(dtype)
+        if dtype == "zeros":
+            storage = ref  # not read
         if storage.dtype != numpy.dtype(want) or not storage.flags.c_contiguous:
             raise InvalidSpec("storage", f"{storage.dtype} array", f"must be a contiguous {want} array")
         if ref.dtype != numpy.float64 or not ref.flags.c_contiguous or ref.size != storage.size:
@@ -171,7 +181,8 @@ class ErrorSlots:
         if n == 0:
             return  # the slot's zeros: no difference
         kernel, table = _kernel()
-        inv = 1.0 / ref_scale if math.isfinite(ref_scale) and ref_scale > 0 else 0.0
+        # over `reference.usable_scale` (not imported: that module calls this one for CuPy arrays)
+        inv = 1.0 / ref_scale if math.isfinite(ref_scale) and ref_scale > 0 else 1.0
         blocks = min(MAX_BLOCKS, -(-n // THREADS))
         slot = self.terms[row, 2 * column :]
         kernel(
@@ -179,7 +190,7 @@ class ErrorSlots:
             (THREADS,),
             (
                 storage,
-                numpy.int32(KIND.get(dtype, 0)),
+                numpy.int32(KIND[dtype]),
                 table,
                 ref,
                 numpy.int64(n),
@@ -197,3 +208,43 @@ class ErrorSlots:
             host: page-locked float64 memory of ``terms``' size (`labkit.gpu.buffers.memory.pinned`).
         """
         memory.copy_to_host_async(host, self.terms.data.ptr)
+
+
+def terms(out, ref, ref_scale: float):
+    """`reference.error_terms` of two CuPy arrays of one shape: one launch, not waited for.
+
+    Args:
+        out: the output's values (copied to contiguous float64 when they are not).
+        ref: the reference (likewise).
+        ref_scale: ``max |ref|``.
+
+    Returns:
+        A 2-element float64 CuPy array.
+    """
+    slots = ErrorSlots(1)
+    out, ref = (cupy.ascontiguousarray(a, dtype=cupy.float64) for a in (out, ref))
+    slots.launch(0, 0, out, "float64", ref, ref_scale)
+    return slots.terms[0]
+
+
+def norms(ref) -> tuple:
+    """`reference.reference_norms` of a CuPy array: two launches, each read back.
+
+    Args:
+        ref: the reference, any float dtype.
+
+    Returns:
+        ``(max |ref|, ||ref||_2)``, with `reference.reference_norms`' answers for NaN, inf and zeros.
+    """
+    ref = cupy.ascontiguousarray(ref, dtype=cupy.float64)
+    if ref.size == 0:
+        return 0.0, 0.0
+    slots = ErrorSlots(1)
+    slots.launch(0, 0, None, "zeros", ref, math.nan)  # the largest magnitude first
+    scale = float(slots.terms[0, 0])
+    if not math.isfinite(scale):
+        return math.inf, math.inf
+    if scale == 0.0:
+        return 0.0, 0.0
+    slots.launch(0, 0, None, "zeros", ref, scale)  # then the sum of squares over it: no overflow
+    return scale, scale * math.sqrt(float(slots.terms[0, 1]))

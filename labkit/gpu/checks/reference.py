@@ -347,7 +347,7 @@ def reference_norms(ref) -> Tuple[float, float]:
     """The reference's part of `errors`: its largest magnitude and its 2-norm, in float64.
 
     A graph's plans are all compared with one reference, so `labkit.gpu.cudnn.reference_runs` computes
-    these once for all of them.
+    these once for all of them. On CuPy arrays, two passes of `labkit.gpu.checks.error_kernel`.
 
     Args:
         ref: the reference, any float dtype.
@@ -357,113 +357,77 @@ def reference_norms(ref) -> Tuple[float, float]:
         it is all zeros or empty.
     """
     xp = array_module(ref)
-    ref = xp.asarray(ref, dtype=xp.float64)
+    if xp is not np:
+        from . import error_kernel  # heavy: CuPy, live only
+
+        return error_kernel.norms(ref)
+    ref = np.asarray(ref, dtype=np.float64)
     if ref.size == 0:
         return 0.0, 0.0
-    # NaN or inf when any element is (max propagates NaN); not isfinite().all(): CuPy compiles all()
-    # and any() with CUB, 3 s each at a first use on the H200
-    scale = float(xp.max(xp.abs(ref)))
+    scale = float(np.max(np.abs(ref)))  # NaN or inf when any element is (max propagates NaN)
     if not math.isfinite(scale):
         return math.inf, math.inf
     if scale == 0.0:
         return 0.0, 0.0
     # scaled by the largest magnitude first, so the sum of squares cannot overflow or underflow
-    return scale, scale * float(xp.sqrt(xp.sum((ref / scale) ** 2)))
+    return scale, scale * float(np.sqrt(np.sum((ref / scale) ** 2)))
 
 
-def error_terms(out, ref):
+def usable_scale(scale: float) -> float:
+    """The divisor of `error_terms`' sum of squares: the reference's largest magnitude, or 1 when
+    that is zero or not finite (`errors_from_terms` does not read the sum then).
+
+    Args:
+        scale: ``max |ref|``.
+
+    Returns:
+        The divisor.
+    """
+    return scale if math.isfinite(scale) and scale > 0 else 1.0
+
+
+def error_terms(out, ref, *, ref_scale: Optional[float] = None):
     """The device part of `errors`, with no read back to the host: a 2-element float64 array of
-    ``max |out - ref|`` and the sum of squares of ``(out - ref) / max |out - ref|``.
+    ``max |out - ref|`` and the sum of squares of ``(out - ref) / max |ref|`` (`usable_scale`).
 
-    On CuPy arrays each is a fused reduction that reads both arrays once (`_cupy_reductions`), then
-    one of its partial results: a check of a large layer's output is not a chain of float64
-    temporaries. A caller that checks many outputs launches this for each and reads them all back
-    at once (`labkit.gpu.cudnn.reference_runs.judge`); `errors_from_terms` turns each into the
-    errors.
+    The reference's largest magnitude is known before any output is compared with it (one reference,
+    many plans), so each output is read once: on CuPy arrays, one launch of
+    `labkit.gpu.checks.error_kernel`. The sum of squares can neither overflow nor underflow for an
+    output within a factor of 1e150 of its reference; one further off is inf, as its error is.
+    `errors_from_terms` turns the terms into the errors.
 
     Args:
         out: decoded values, any float dtype.
         ref: the reference, of the same shape.
+        ref_scale: ``max |ref|`` (`reference_norms`' first value); computed here when not given.
 
     Returns:
         The array, on ``out``'s device (NumPy for NumPy inputs); a NaN or inf largest difference when
-        any element of either array is NaN or inf, and a NaN sum when the difference is all zeros.
+        any element of either array is NaN or inf.
     """
     xp, out, ref = _pair_f64(out, ref)
-    if out.size == 0:
-        return xp.zeros(2)
+    scale = reference_norms(ref)[0] if ref_scale is None else ref_scale
     if xp is not np:
-        out, ref = (out, ref) if out.ndim else (out.reshape(1), ref.reshape(1))
-        # first over the trailing axes (many blocks: CuPy reduces to one value in one block), then
-        # the partial results with CuPy's own reductions
-        fused, axes = _cupy_reductions(), tuple(range(min(2, out.ndim - 1), out.ndim))
-        terms = xp.empty(2)  # each reduction writes its term in place: no stack of two new arrays
-        xp.max(fused["max_abs_diff"](out, ref, axis=axes), out=terms[0])
-        xp.sum(fused["scaled_squares"](out, ref, terms[0], axis=axes), out=terms[1])
-        return terms
+        from . import error_kernel  # heavy: CuPy, live only
+
+        return error_kernel.terms(out, ref, scale)
+    if out.size == 0:
+        return np.zeros(2)
     diff = out - ref
-    dmax = np.max(np.abs(diff))
-    # scaled by the largest difference first, so the sum of squares cannot overflow or underflow
-    # (a zero or NaN largest difference makes it NaN: `errors_from_terms` does not read it then)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.stack([dmax, np.sum((diff / dmax) ** 2)])
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.stack([np.max(np.abs(diff)), np.sum((diff / usable_scale(scale)) ** 2)])
 
 
-#: CuPy's reductions for `error_terms`, made at first use
-_REDUCTIONS = None
-
-#: the larger of two doubles, NaN when either is (CUDA's fmax drops a NaN)
-NANMAX_C = "__device__ double labkit_nanmax(double a, double b) { return (a != a || a > b) ? a : b; }"
-
-
-def _cupy_reductions() -> dict:
-    """CuPy ReductionKernels (made once, compiled at first use): ``"max_abs_diff"`` ``(out, ref)``
-    and ``"scaled_squares"`` ``(out, ref, scale)``, float64, over the axes a call names."""
-    global _REDUCTIONS
-    if _REDUCTIONS is None:
-        import cupy  # heavy: CuPy, live only
-
-        _REDUCTIONS = dict(
-            max_abs_diff=cupy.ReductionKernel(
-                "float64 o, float64 r",
-                "float64 y",
-                "fabs(o - r)",
-                "labkit_nanmax(a, b)",
-                "y = a",
-                "0",
-                "labkit_max_abs_diff",
-                preamble=NANMAX_C,
-            ),
-            scaled_squares=cupy.ReductionKernel(
-                "float64 o, float64 r, float64 m",
-                "float64 y",
-                "((o - r) / m) * ((o - r) / m)",
-                "a + b",
-                "y = a",
-                "0",
-                "labkit_scaled_squares",
-            ),
-        )
-    return _REDUCTIONS
-
-
-def errors_from_terms(
-    terms, ref_norms: Tuple[float, float], *, scaled_by: str = "difference"
-) -> Tuple[float, float]:
+def errors_from_terms(terms, ref_norms: Tuple[float, float]) -> Tuple[float, float]:
     """The host part of `errors`: the relative and largest absolute errors from `error_terms`.
 
     Args:
-        terms: two values on the host: ``max |out - ref|`` and a sum of squares of ``out - ref``
-            divided by a scale.
+        terms: `error_terms`' two values, on the host.
         ref_norms: `reference_norms` of the reference.
-        scaled_by: the scale: ``"difference"``, the largest difference (`error_terms`), or
-            ``"reference"``, the reference's largest magnitude (`labkit.gpu.checks.error_kernel`).
 
     Returns:
         ``(relative error, max absolute error)``, as `relative_error` and `max_abs_error` define them.
     """
-    if scaled_by not in ("difference", "reference"):
-        raise InvalidSpec("scaled_by", scaled_by, 'must be "difference" or "reference"')
     dmax, scaled_squares = (float(v) for v in terms)
     scale, den = ref_norms
     max_abs = math.inf if math.isnan(dmax) else dmax
@@ -473,12 +437,12 @@ def errors_from_terms(
         return (0.0 if dmax == 0.0 else math.inf), max_abs
     if dmax == 0.0:
         return 0.0, max_abs
-    return (dmax if scaled_by == "difference" else scale) * math.sqrt(scaled_squares) / den, max_abs
+    return scale * math.sqrt(scaled_squares) / den, max_abs
 
 
 def errors(out, ref, *, ref_norms: Optional[Tuple[float, float]] = None) -> Tuple[float, float]:
-    """`relative_error` and `max_abs_error` together: `error_terms`, one host read, then
-    `errors_from_terms`.
+    """`relative_error` and `max_abs_error` together: `reference_norms` (unless given), `error_terms`,
+    one host read, then `errors_from_terms`.
 
     Args:
         out: decoded values, any float dtype.
@@ -489,8 +453,9 @@ def errors(out, ref, *, ref_norms: Optional[Tuple[float, float]] = None) -> Tupl
         ``(relative error, max absolute error)``, as the two functions define them.
     """
     xp = array_module(out, ref)
-    terms = _to_host(xp, error_terms(out, ref))
-    return errors_from_terms(terms, reference_norms(ref) if ref_norms is None else ref_norms)
+    norms = reference_norms(ref) if ref_norms is None else ref_norms
+    terms = _to_host(xp, error_terms(out, ref, ref_scale=norms[0]))
+    return errors_from_terms(terms, norms)
 
 
 def _to_host(xp, arr):
@@ -505,8 +470,9 @@ def relative_error(out, ref) -> float:
         ref: the reference, of the same shape.
 
     Returns:
-        A float >= 0; inf when ``out`` or ``ref`` holds NaN or inf. For an all-zero ``ref``: 0.0 when
-        ``out`` is zero too, else inf.
+        A float >= 0; inf when ``out`` or ``ref`` holds NaN or inf, or when a difference is over about
+        1e150 times ``max |ref|`` (`error_terms`). For an all-zero ``ref``: 0.0 when ``out`` is zero
+        too, else inf.
     """
     return errors(out, ref)[0]
 

@@ -18,7 +18,6 @@ import time
 from typing import Dict, List, Optional
 
 import cudnn
-import pandas as pd
 
 from ...errors import LabkitError, OutOfMemory, Unsupported
 from ...signals.cancel import Budget, was_cut
@@ -205,6 +204,8 @@ class ConvGraph(CheckedPlans):
             (``ok``, a ``wrong result`` sentence, or "" when not checked) and ``rel_error`` vs float64
             (NaN when not checked).
         """
+        import pandas as pd  # heavy: pandas (0.3 s), which the report's worker never imports
+
         df = pd.DataFrame([p.__dict__ for p in self.plans])
         verdicts = [self.verdicts.get(p.index) for p in self.plans]
         df["verdict"] = [v.status if v is not None else "" for v in verdicts]

@@ -215,10 +215,10 @@ class _Run:
         damage = memory.guard_damage(self.bands, self.plan.workspace_bytes)
         if damage:
             raise LabkitError(damage)
-        rel, worst = reference.errors_from_terms(self.terms[:2], refs[0].norms, scaled_by="reference")
+        rel, worst = reference.errors_from_terms(self.terms[:2], refs[0].norms)
         unrounded = None
         if len(refs) > 1:
-            unrounded = reference.errors_from_terms(self.terms[2:4], refs[1].norms, scaled_by="reference")[0]
+            unrounded = reference.errors_from_terms(self.terms[2:4], refs[1].norms)[0]
         return CheckResult(
             self.spec,
             self.epilogue,

@@ -13,10 +13,11 @@ whose median is already `EARLY_STOP_RATIO` x the best so far stops there (it can
 its row keeps that median), and one whose eager call alone is over `EAGER_STOP_RATIO` x the fastest
 eager call so far is not captured at all (`measure.TooSlow`: its row says "slower: ...";
 ``eager_stop=False`` times it anyway). A plan its check ran in this process (``ran_here``: its
-kernels are loaded) takes the GPU time of that run as its first eager call: it is not called
-eagerly at all when that time is within the bound, nor when it is already
-`measure.FIRST_CALL_MARGIN_US` over it (a depthwise convolution's slowest plans take tens of
-milliseconds a call), and once, timed, in between. Other plans are called twice, the second timed.
+kernels are loaded) is not called eagerly at all when the GPU time of that run is within the
+bound (what a first call adds only makes it slower). Otherwise it is called eagerly once when that
+call is within the bound, and not a second time when it is already `measure.FIRST_CALL_MARGIN_US`
+over it: a depthwise convolution's slowest plans take tens of milliseconds a call. Other plans are
+called twice, the second timed.
 Eager calls are compared with eager calls: one eager call of
 a short convolution is bound by the host's launch, so against a replayed time every plan of it
 would look 6x slower. The plans that finish within `FINAL_MARGIN` of the best are then timed again,
@@ -40,8 +41,6 @@ import time
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Callable, Dict, List, Optional
-
-import pandas as pd
 
 from ...errors import LabkitError, OutOfMemory, TimedOut
 from ...signals.cancel import Budget, checkpoint, not_timed, was_cut
@@ -140,9 +139,11 @@ class TuneResult:
     fell_through: str = ""
 
     @cached_property
-    def table(self) -> pd.DataFrame:
+    def table(self):
         """The rows as a DataFrame, one row per plan (made at first use: a network report reads
         the rows, a lesson's chart the table)."""
+        import pandas as pd  # heavy: pandas (0.3 s), which the report's worker never imports
+
         return pd.DataFrame(list(self.rows))
 
     def row(self, index: int) -> dict:
