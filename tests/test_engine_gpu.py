@@ -322,13 +322,13 @@ def test_a_loaded_call_within_its_bound_is_called_eagerly_once():
     assert measure.eager_us(fn, stream, enough_us=0.0) > 0 and len(calls) == 3
 
 
-def test_a_first_call_made_already_within_its_bound_is_the_answer():
-    """`measure.eager_us` with ``first_us`` (a plan's run in its check): within ``enough_us`` it is
-    the answer, with no call; over it (a first launch loads kernels) or NaN, the calls are made here
-    as without it, and it stops nothing."""
+def test_a_first_call_made_already_within_its_bound_is_the_eager_time():
+    """`measure.graph_replay` with ``first_us`` (a plan's run in its check): within the eager bound it
+    is the eager time, with no eager call (``eager_reused``); over it (a first launch loads kernels)
+    or NaN, the eager calls are made as without it, and it stops nothing."""
     import cupy
 
-    a = cupy.ones((1024, 1024))
+    a = cupy.ones((256, 256))
     calls = []
 
     def fn():
@@ -339,13 +339,16 @@ def test_a_first_call_made_already_within_its_bound_is_the_answer():
     with stream:
         fn()  # loaded
     stream.synchronize()
+    kw = dict(calls=2, warmup=1, repeats=2, min_repeats=1, ran_before=True)
     calls.clear()
-    assert measure.eager_us(fn, stream, first_stop_us=100.0, enough_us=50.0, first_us=40.0) == 40.0
-    assert calls == []
-    assert measure.eager_us(fn, stream, first_stop_us=1e9, enough_us=0.0, first_us=1e8) < 1e8
-    assert len(calls) == 2  # a first call far over its stop bound did not stop it
-    assert measure.eager_us(fn, stream, first_stop_us=1e9, enough_us=1e9, first_us=float("nan")) > 0
-    assert len(calls) == 3
+    t = measure.graph_replay(fn, stream, eager_stop_above_us=1e6, first_us=40.0, **kw)
+    assert t.eager_us == 40.0 and t.eager_reused and len(calls) == 2  # the two captured calls only
+    calls.clear()
+    t = measure.graph_replay(fn, stream, eager_stop_above_us=1e6, first_us=1e8, **kw)
+    assert t.eager_us < 1e8 and not t.eager_reused and len(calls) == 3  # one eager call, then the capture
+    calls.clear()
+    t = measure.graph_replay(fn, stream, eager_stop_above_us=1e6, first_us=float("nan"), **kw)
+    assert not t.eager_reused and len(calls) == 3
 
 
 def test_the_check_times_each_plans_run_here_and_autotune_stops_a_far_slower_one_on_it():

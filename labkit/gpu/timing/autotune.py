@@ -14,18 +14,17 @@ its row keeps that median), and one whose eager call alone is over `EAGER_STOP_R
 eager call so far is not captured at all (`measure.TooSlow`: its row says "slower: ...";
 ``eager_stop=False`` times it anyway). A plan its check ran in this process (``ran_here``: its
 kernels are loaded) is not called eagerly at all when the GPU time of that run is within the
-bound (what a first call adds only makes it slower). Otherwise it is called eagerly once when that
-call is within the bound, and not a second time when it is already `measure.FIRST_CALL_MARGIN_US`
-over it: a depthwise convolution's slowest plans take tens of milliseconds a call. Other plans are
-called twice, the second timed.
-Eager calls are compared with eager calls: one eager call of
-a short convolution is bound by the host's launch, so against a replayed time every plan of it
-would look 6x slower. The plans that finish within `FINAL_MARGIN` of the best are then timed again,
-in turns, for `FINAL_ROUNDS` rounds (each round a new workspace and graph, warmed up by
-`measure.WARMUP_REPLAYS`, timed as any timing is), and the pick is the fastest median over those
-rounds: the first pass only sorts the plans and stops the slow ones, and two plans a few
-per cent apart are told apart by alternating measurements, not by one each. Times are GPU
-microseconds per call (`measure.graph_replay`).
+bound (what a first call adds only makes it slower; the bound itself comes from eager calls made
+here). Otherwise it is called eagerly once when that call is within the bound, and not a second
+time when it is already `measure.FIRST_CALL_MARGIN_US` over it: a depthwise convolution's slowest
+plans take tens of milliseconds a call. Other plans are called twice, the second timed. Eager
+calls are compared with eager calls: one eager call of a short convolution is bound by the host's
+launch, so against a replayed time every plan of it would look 6x slower. The plans that finish
+within `FINAL_MARGIN` of the best are then timed again, in turns, for `FINAL_ROUNDS` rounds (each
+round a new workspace and graph, warmed up by `measure.WARMUP_REPLAYS`, timed as any timing is),
+and the pick is the fastest median over those rounds: the first pass only sorts the plans and
+stops the slow ones, and two plans a few per cent apart are told apart by alternating
+measurements, not by one each. Times are GPU microseconds per call (`measure.graph_replay`).
 
 Bounded: every plan is timed under a budget derived from the best plan so far (`plan_budget_s`:
 50x what timing the best plan took, at least `PLAN_BUDGET_FLOOR_S`; `FIRST_PLAN_BUDGET_S` for the
@@ -371,7 +370,7 @@ def autotune(
             final_rounds=0,
         )
         what = f"plan {plan.index} ({plan.name}) of {cg.spec.label}"
-        started = time.perf_counter()
+        started, eager_from_check = time.perf_counter(), False
         if plan.index not in runnable:  # its result was wrong: never timed
             row.update(status=verdict.status, seconds=0.0)
             rows.append(row)
@@ -423,12 +422,15 @@ def autotune(
                     capture_s=t.capture_s,
                     status="ok",
                 )
+                eager_from_check = t.eager_reused
             except Exception as exc:  # noqa: BLE001  (Superseded is a BaseException: it ends the autotune)
                 row.update(_row_for_failure(exc, best_eager))
                 complete = complete and not isinstance(exc, TimedOut)
         if row["status"] == "ok":
             best = row["gpu_us"] if best is None else min(best, row["gpu_us"])
-            if row.get("eager_us", 0) > 0:
+            # a check's run may have had no launch gap before it (the GPU still busy): the bound stays
+            # one of eager calls made here
+            if row.get("eager_us", 0) > 0 and not eager_from_check:
                 best_eager = row["eager_us"] if best_eager is None else min(best_eager, row["eager_us"])
         row["seconds"] = 0.0 if reused else time.perf_counter() - started
         rows.append(row)

@@ -78,6 +78,8 @@ class Timing:
     eager_us: float = float("nan")
     #: wall time of the capture (seconds)
     capture_s: float = float("nan")
+    #: ``eager_us`` is a first call made before (a plan's run in its check), not a call made here
+    eager_reused: bool = False
 
     @property
     def spread(self) -> float:
@@ -171,7 +173,6 @@ def eager_us(
     *,
     first_stop_us: Optional[float] = None,
     enough_us: Optional[float] = None,
-    first_us: Optional[float] = None,
 ) -> float:
     """GPU time of one eager call, between two events, after a first call.
 
@@ -191,11 +192,6 @@ def eager_us(
             call. What a first call may add (a new workspace, a stream's first use) only makes it
             slower, so taking it never stops a call the second would have let through.
             None with ``first_stop_us`` None always makes the second call.
-        first_us: the GPU time of a first call made already, in microseconds (a plan's run in its
-            check: `labkit.gpu.cudnn.reference_runs`): within ``enough_us`` it is the answer, with no
-            call here. Over it, the calls are made here as without it: a call's first launch in a
-            process loads its kernels, which added up to 74 ms to one plan's run in the checks of
-            ResNet-50's first layers on the H200, so a first call never stops a plan.
 
     Returns:
         The last call's GPU time, in microseconds.
@@ -206,8 +202,6 @@ def eager_us(
         if first_stop_us is None and enough_us is None:
             fn()
         else:
-            if enough_us is not None and first_us is not None and first_us <= enough_us:
-                return first_us  # NaN compares False: called here
             first = _one_call_us(fn, stream, start, end)
             if first_stop_us is not None and first > first_stop_us:
                 raise TooSlow(first, first_stop_us)
@@ -311,9 +305,11 @@ def graph_replay(
             `FIRST_CALL_MARGIN_US` over the bound raises `TooSlow` without a second call (a
             convolution's slow plan can take tens of milliseconds a call).
         replay_target_us: the calls' time a graph holds, in microseconds (`calls_for`).
-        first_us: with ``ran_before``, the GPU time of that earlier first call, in microseconds
-            (`eager_us`' ``first_us``): no eager call is made when it is already within or far over
-            the eager bound.
+        first_us: with ``ran_before``, the GPU time of that earlier first call, in microseconds: within
+            the eager bound it is the eager time, with no eager call here (``eager_reused``). Over
+            it, the eager calls are made as without it: a call's first launch in a process loads its
+            kernels, which added up to 74 ms to a plan's run in the checks of ResNet-50's first
+            layers on the H200, so a first call never stops a plan.
 
     Returns:
         A `Timing`; ``samples`` says how many replays were timed.
@@ -328,15 +324,8 @@ def graph_replay(
     first_stop = enough = None
     if eager_stop and ran_before and eager_bound is not None:
         first_stop, enough = eager_bound + FIRST_CALL_MARGIN_US, eager_bound
-    one = eager_us(
-        fn,
-        stream,
-        start,
-        end,
-        first_stop_us=first_stop,
-        enough_us=enough,
-        first_us=first_us if ran_before else None,
-    )
+    reused = enough is not None and first_us is not None and first_us <= enough  # NaN: False
+    one = first_us if reused else eager_us(fn, stream, start, end, first_stop_us=first_stop, enough_us=enough)
     if eager_stop and eager_bound is not None and one > eager_bound:
         raise TooSlow(one, eager_bound)
     if budget is not None:
@@ -364,7 +353,7 @@ def graph_replay(
             if last is not None and abs(med - last) <= rel_tol * med:
                 break
             last = med
-    return _summarise("graph_replay", samples, calls, eager_us=one, capture_s=captured_s)
+    return _summarise("graph_replay", samples, calls, eager_us=one, capture_s=captured_s, eager_reused=reused)
 
 
 def replay_timer(graph: cupy.cuda.Graph, stream: cupy.cuda.Stream, calls: int, replays: int = 10):
