@@ -39,10 +39,11 @@ KIND = {"float64": 0, "fp32": 1, "tf32": 1, "fp16": 2, "bf16": 3, "fp8_e4m3": 4,
 #: the larger of two doubles, NaN when either is (CUDA's fmax drops a NaN)
 _NANMAX_C = "__device__ double labkit_nanmax(double a, double b) { return (a != a || a > b) ? a : b; }"
 
-_CODE = (
-    numerics.BITS_C
-    + _NANMAX_C
-    + r"""
+_CODE = "\n".join(
+    (
+        numerics.BITS_C,
+        _NANMAX_C,
+        r"""
 __device__ double labkit_f16_value(unsigned int b) {
     unsigned int e = (b >> 10) & 0x1Fu, man = b & 0x3FFu;
     double v = e == 0 ? ldexp((double)man, -24)
@@ -111,7 +112,8 @@ extern "C" __global__ void labkit_check_terms(
         *arrived = 0u;  // ready for the next launch on the stream
     }
 }
-"""
+""",
+    )
 )
 
 _KERNEL = None

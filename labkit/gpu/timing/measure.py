@@ -66,6 +66,8 @@ class Timing:
         calls: calls timed in each repeat.
         eager_us: GPU time of one eager call (two events around it), measured before the capture.
         capture_s: wall time of the capture, in seconds.
+        eager_reused: ``eager_us`` is a first call made before (a plan's run in its check), not a
+            call made here.
     """
 
     method: str
@@ -279,10 +281,11 @@ def graph_replay(
 ) -> Timing:
     """GPU time per call by CUDA-graph replay (see the module doc).
 
-    Two eager calls come first (`eager_us`); the graph holds `calls_for` that time back-to-back
-    calls. Replays repeat until the median is stable or ``repeats`` is reached, and stop as soon as
-    the median is above ``stop_above_us``: autotune's early stop, where one sample can be enough to
-    know a plan is slower.
+    Two eager calls come first (`eager_us`; fewer for a call that ran before, none when an earlier
+    first call's time, ``first_us``, is within the eager bound); the graph holds `calls_for` that
+    time back-to-back calls. Replays repeat until the median is stable or ``repeats`` is reached,
+    and stop as soon as the median is above ``stop_above_us``: autotune's early stop, where one
+    sample can be enough to know a plan is slower.
 
     Args:
         fn: launches one call on ``stream``.
@@ -305,11 +308,11 @@ def graph_replay(
             `FIRST_CALL_MARGIN_US` over the bound raises `TooSlow` without a second call (a
             convolution's slow plan can take tens of milliseconds a call).
         replay_target_us: the calls' time a graph holds, in microseconds (`calls_for`).
-        first_us: with ``ran_before``, the GPU time of that earlier first call, in microseconds: within
-            the eager bound it is the eager time, with no eager call here (``eager_reused``). Over
-            it, the eager calls are made as without it: a call's first launch in a process loads its
-            kernels, which added up to 74 ms to a plan's run in the checks of ResNet-50's first
-            layers on the H200, so a first call never stops a plan.
+        first_us: with ``ran_before``, that earlier first call's GPU time, in microseconds:
+            within the eager bound it is the eager time, with no eager call here
+            (``eager_reused``). Over it, the eager calls are made as without it: a first launch
+            in a process loads the call's kernels, which added up to 74 ms to a plan's run in
+            the checks of ResNet-50's first layers on the H200, so it never stops a plan.
 
     Returns:
         A `Timing`; ``samples`` says how many replays were timed.
@@ -325,7 +328,9 @@ def graph_replay(
     if eager_stop and ran_before and eager_bound is not None:
         first_stop, enough = eager_bound + FIRST_CALL_MARGIN_US, eager_bound
     reused = enough is not None and first_us is not None and first_us <= enough  # NaN: False
-    one = first_us if reused else eager_us(fn, stream, start, end, first_stop_us=first_stop, enough_us=enough)
+    one = first_us
+    if not reused:
+        one = eager_us(fn, stream, start, end, first_stop_us=first_stop, enough_us=enough)
     if eager_stop and eager_bound is not None and one > eager_bound:
         raise TooSlow(one, eager_bound)
     if budget is not None:
@@ -353,7 +358,8 @@ def graph_replay(
             if last is not None and abs(med - last) <= rel_tol * med:
                 break
             last = med
-    return _summarise("graph_replay", samples, calls, eager_us=one, capture_s=captured_s, eager_reused=reused)
+    timing = dict(eager_us=one, capture_s=captured_s, eager_reused=reused)
+    return _summarise("graph_replay", samples, calls, **timing)
 
 
 def replay_timer(graph: cupy.cuda.Graph, stream: cupy.cuda.Stream, calls: int, replays: int = 10):
