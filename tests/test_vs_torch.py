@@ -193,7 +193,7 @@ def test_the_findings_warmed_report_figures_are_the_benchs():
         return f"{_figure(row.report_seconds_min, 2)}-{_figure(row.report_seconds_max, 2)} s"
 
     said = (
-        f"In the bench committed with these changes, on another H200 host, ResNet-50's report from a "
+        f"In the bench committed with these changes, on an H200 host, ResNet-50's report from a "
         f"fresh process took a median of {_figure(e.report_seconds, 2)} s ({spread(e)}) against "
         f"PyTorch's {_figure(t.report_seconds, 2)} s ({spread(t)}), "
         f"{_figure(e.report_seconds / t.report_seconds, 2)}x, and {_figure(w.report_seconds, 2)} s with "
