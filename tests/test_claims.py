@@ -1109,7 +1109,8 @@ NOT_CLAIMS: set = {
         "05",
         "Set the plans panel to fp32 NCHW, then to fp16 NHWC, and compare the heuristic pick's time with the fastest plan's (hover them).",
     ),
-    (  # what the code does: test_lessons_05_07 ties the margin and the rounds to autotune's constants
+    (  # what the code does: test_lessons_05_07 ties the margin (stops.FINAL_MARGIN) and the rounds to
+        # autotune's constants
         "05",
         "Before it picks, autotune times the plans within 3% of the fastest again, in full, in turns, for three rounds: two plans a few per cent apart are told apart by alternating measurements, not by one timing each.",
     ),

@@ -10,12 +10,15 @@ import ast
 import json
 import math
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from labkit import experiments
 from labkit.draw.units import in_unit
 from labkit.experiments import plans_autotune, streams
+from labkit.experiments.plans_autotune.handson import _compare
+from labkit.gpu.timing import stops
 from labkit.present import check, widgets
 from labkit.session import handson, lessons
 from labkit.store import recordings
@@ -356,6 +359,23 @@ def test_a_first_build_below_the_set_up_margin_is_given_as_its_ratio():
     assert "about as long as the identical rebuild" not in first
 
 
+@pytest.mark.parametrize("margin, said", [(0.03, "3%"), (0.025, "2.5%"), (0.1, "10%")])
+@pytest.mark.parametrize("behind", [0.9, 1.1])
+def test_the_hands_on_check_judges_the_fastest_plan_by_autotunes_margin(monkeypatch, margin, said, behind):
+    """Lesson 05's hands-on check accepts a learner's fastest plan within `stops.FINAL_MARGIN` of
+    labkit's fastest (the plans autotune times again before it picks), and names that margin when it
+    is not, whatever the margin is (the lesson's own sentence: the test above)."""
+    monkeypatch.setattr(stops, "FINAL_MARGIN", margin)
+    assert stops.final_margin_text() == said
+    theirs = {0: 100.0, 1: 100.0 * (1 + behind * margin)}
+    _, problems = _compare({0: 101.0, 1: 100.0}, theirs, SimpleNamespace(simulated=True))  # mine: plan 1
+    if behind < 1:
+        assert problems == [], problems
+    else:
+        assert [p.kind for p in problems] == ["not_fastest"], problems
+        assert f"Your fastest is not theirs, nor within {said} of it." in problems[0].message
+
+
 def _constants(path: Path, names) -> dict:
     """Module-level constants ``names`` of a labkit source file, read from its source (importing
     labkit.gpu.timing needs CuPy)."""
@@ -377,13 +397,13 @@ def _default(path: Path, function: str, argument: str):
 
 def test_lesson_05_says_how_autotune_picks_as_the_code_does():
     """The lesson's account of a timing, the first pass and the final rounds names the graph's length,
-    the timed replays, the margin and the rounds autotune uses (read from labkit/gpu/timing's
-    source). `measure.graph_replay` checks each median from its ``min_repeats``-th timed replay on
-    against the one before, so a median that stops moving takes ``min_repeats`` + 1 timed replays."""
+    the timed replays, the margin and the rounds autotune uses (the margin from `stops`, which imports
+    without CuPy; the rest read from labkit/gpu/timing's source). `measure.graph_replay` checks each
+    median from its ``min_repeats``-th timed replay on against the one before, so a median that stops
+    moving takes ``min_repeats`` + 1 timed replays."""
     timing = ROOT / "labkit" / "gpu" / "timing"
     const = _constants(
-        timing / "autotune.py",
-        ("FINAL_MARGIN", "FINAL_ROUNDS", "FIRST_PASS_REPLAY_TARGET_US", "FIRST_PASS_MIN_REPEATS"),
+        timing / "autotune.py", ("FINAL_ROUNDS", "FIRST_PASS_REPLAY_TARGET_US", "FIRST_PASS_MIN_REPEATS")
     )
     least = _constants(timing / "measure.py", ("MIN_REPEATS",))["MIN_REPEATS"]
     most = _default(timing / "measure.py", "graph_replay", "repeats")
@@ -397,7 +417,7 @@ def test_lesson_05_says_how_autotune_picks_as_the_code_does():
     words = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 10: "ten", 15: "fifteen"}
     nth = {3: "third", 4: "fourth", 5: "fifth", 6: "sixth"}
     said = (
-        f"within {const['FINAL_MARGIN']:.0%} of the fastest again, in full, in turns, "
+        f"within {stops.final_margin_text()} of the fastest again, in full, in turns, "
         f"for {words[const['FINAL_ROUNDS']]} rounds"
     )
     assert said in text

@@ -14,6 +14,7 @@ from typing import Dict, List, Tuple
 
 from ...draw.plots import fmt_us, ok_rows
 from ...draw.prose import listed
+from ...gpu.timing import stops
 from ...practice import current, findings
 from ...practice.findings import Problem
 from ...spec import ConvSpec
@@ -111,7 +112,8 @@ def plan_times(times, *, spec: ConvSpec = NCHW) -> CheckResult:
         A `CheckResult`: right when every plan is timed between two events around a CUDA graph's
         replay of more than one call, nothing is left allocated, and (where the times are known) the
         learner's median ratio to labkit's is within `TIMES_AGREE` and the learner's fastest plan is
-        labkit's fastest or within 3% of it. Plans whose time reads NaN are named as left out.
+        labkit's fastest or within `stops.FINAL_MARGIN` of it (the plans autotune times again before it
+        picks). Plans whose time reads NaN are named as left out.
     """
     if not isinstance(times, dict) or not times:
         return emit(
@@ -198,8 +200,8 @@ def _compare(times: Dict[int, float], theirs: Dict[int, float], gpu) -> Tuple[st
         calls = f" {calls_timed(gpu)} calls ran between your events."
         more = calls if kind == "not_divided" else " Too far apart."
         return said, [Problem(kind, f"{said}{more} {left}".rstrip())]
-    if theirs[mine] > 1.03 * theirs[best]:
-        not_theirs = " Your fastest is not theirs, nor within 3% of it."
+    if theirs[mine] > (1 + stops.FINAL_MARGIN) * theirs[best]:
+        not_theirs = f" Your fastest is not theirs, nor within {stops.final_margin_text()} of it."
         return said, [Problem("not_fastest", f"{said}{not_theirs} {left}".rstrip())]
     graphs = " Events around CUDA-graph replays leave out the launch gaps that Python launches add."
     return "\n".join([said + graphs, *left_out]), []

@@ -48,7 +48,7 @@ from ..checks import plan_checks
 from ..cudnn import conv_graph, graph_cache, operands, saved_plans
 from . import measure
 from .ranges import annotate
-from .stops import EAGER_STOP_RATIO  # written in stops: the report's text quotes it without CuPy
+from .stops import EAGER_STOP_RATIO, FINAL_MARGIN  # written in stops: lessons and the report quote them
 
 #: a plan's timing budget is this many times what timing the best plan so far took ...
 PLAN_BUDGET_FACTOR = 50.0
@@ -72,9 +72,8 @@ FIRST_PASS_REPLAY_TARGET_US = 150.0
 #: the slow ones; the plans that can be the pick are timed again in the final rounds, as any
 #: timing is (`measure.REPLAY_TARGET_US`, `measure.MIN_REPEATS`)
 FIRST_PASS_MIN_REPEATS = 3
-#: plans within this fraction of the best are timed again, in turns, before the pick ...
-FINAL_MARGIN = 0.03
-#: ... for this many rounds ...
+#: the plans within `FINAL_MARGIN` of the best are timed again, in turns, before the pick, for this
+#: many rounds ...
 FINAL_ROUNDS = 3
 #: ... at most this many of them (the fastest)
 FINAL_PLANS = 4
