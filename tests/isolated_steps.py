@@ -1,5 +1,6 @@
 """Steps for tests/test_isolated.py: the worker process imports them by name ("isolated_steps:...")."""
 
+import ctypes
 import os
 import time
 
@@ -74,3 +75,31 @@ def warm():
 
 def warmed():
     return list(WARMED)
+
+
+def announce_many(n, end="return", seconds=0.0, last=None):
+    """Announce "plan i of n" n times as fast as it can (then ``last``, if given), and end: return
+    the seconds the announcements took, after sleeping ``seconds``; or die ("exit", "segfault")."""
+    t0 = time.perf_counter()
+    for i in range(n):
+        announce(f"plan {i} of {n}")
+    if last is not None:
+        announce(last)
+    elapsed = time.perf_counter() - t0
+    if end == "exit":
+        os._exit(3)
+    if end == "segfault":
+        ctypes.string_at(0)  # reads address 0: SIGSEGV
+    time.sleep(seconds)
+    return elapsed
+
+
+def announce_paced(n, every_s, then_s):
+    """Announce "plan i" n times, one every ``every_s``, then "almost" and "last" at once, then sleep
+    ``then_s``."""
+    for i in range(n):
+        announce(f"plan {i}")
+        time.sleep(every_s)
+    announce("almost")
+    announce("last")
+    time.sleep(then_s)

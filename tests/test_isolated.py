@@ -5,7 +5,9 @@ errors named; a worker that dies is a `WorkerDied`; the caller's LABKIT_* settin
 worker; ``LABKIT_ISOLATE=0`` runs steps in the caller's process. Real processes, no GPU."""
 
 import importlib.util
+import multiprocessing
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -74,6 +76,73 @@ def test_a_worker_that_dies_is_reported_and_replaced(worker):
         worker.call("isolated_steps:die", (3,), what="a crashing step")
     assert err.value.exitcode == 3 and err.value.phase == "about to die"
     assert worker.call("isolated_steps:add", (1, 1)) == 2
+
+
+@pytest.mark.parametrize("end, exitcode", [("exit", 3), ("segfault", -signal.SIGSEGV)])
+def test_a_step_that_dies_after_many_phases_is_named_by_its_last(worker, end, exitcode):
+    """Phases announced faster than the pipe carries them reach the board: a worker that dies
+    (exits, or crashes in native code) is named by the very last one."""
+    with pytest.raises(isolated.WorkerDied) as err:
+        worker.call("isolated_steps:announce_many", (20_000, end), what="a crashing step")
+    assert err.value.exitcode == exitcode
+    assert err.value.phase == "plan 19999 of 20000" and worker.phase == "plan 19999 of 20000"
+
+
+def test_a_step_past_its_deadline_after_many_phases_is_named_by_its_last(worker):
+    with pytest.raises(TimedOut) as err:
+        worker.call("isolated_steps:announce_many", (20_000, "return", 60), budget_s=1.0)
+    assert err.value.phase == "plan 19999 of 20000"
+    assert "timed out after" in str(err.value) and "in plan 19999 of 20000" in str(err.value)
+
+
+def test_a_step_that_dies_before_announcing_is_not_named_by_the_step_before(worker):
+    """The board is cleared for each step: the last step's phase does not name this one's death."""
+    worker.call("isolated_steps:sleep_in", ("the step before", 0))
+    with pytest.raises(isolated.WorkerDied) as err:
+        worker.call("os:_exit", (4,))
+    assert err.value.phase == "start of the step" and err.value.exitcode == 4
+
+
+def test_a_listener_hears_the_first_phase_then_at_most_one_an_interval_and_the_last(worker):
+    """``on_phase`` hears a step's first phase, then the newest at most once every `PHASE_SEND_S`,
+    and, while the step goes on quietly, the phase it announced last (from the board: the pipe
+    did not carry it, coming within the interval after the one before)."""
+    heard = []
+    worker.call("isolated_steps:pid")  # started: the step's phases are paced, not the start-up
+    worker.call(
+        "isolated_steps:announce_paced",
+        (60, 0.01, 0.5),
+        on_phase=lambda phase: heard.append((time.monotonic(), phase)),
+    )
+    phases = [phase for _, phase in heard]
+    announced = [f"plan {i}" for i in range(60)] + ["almost", "last"]
+    assert phases[0] == "plan 0" and phases[-1] == "last" and len(phases) >= 3
+    assert sorted(phases, key=announced.index) == phases  # in the order announced, none twice
+    gaps = [b - a for (a, _), (b, _) in zip(heard, heard[1:])]
+    assert min(gaps) >= isolated.PHASE_SEND_S - 0.005, gaps
+
+
+def test_the_phase_board_keeps_a_whole_phase():
+    """The board holds `PHASE_BOARD_BYTES` of UTF-8: a longer phase is cut before the character
+    that would not fit whole; a write cut short before it is published leaves the phase before."""
+    board = isolated.PhaseBoard(multiprocessing.get_context("spawn"))
+    assert board.read() == ""
+    size = isolated.PHASE_BOARD_BYTES
+    board.write("x" * (size - 1) + "é")  # é is two bytes: one would fit
+    assert board.read() == "x" * (size - 1)
+    board.write("€" * size)  # three bytes each
+    assert board.read() == "€" * (size // 3)
+    board.write("timing plan 6 (eng1)")
+    board._fill((board._slots.seq + 1) % 2, b"half-wr")  # the writer killed before it published
+    assert board.read() == "timing plan 6 (eng1)"
+    board.write("")
+    assert board.read() == ""
+
+
+def test_a_long_phase_names_a_dead_step_cut_at_a_characters_edge(worker):
+    with pytest.raises(isolated.WorkerDied) as err:
+        worker.call("isolated_steps:announce_many", (3, "exit", 0, "ü" * 1000))
+    assert err.value.phase == "ü" * (isolated.PHASE_BOARD_BYTES // 2)
 
 
 def test_the_callers_labkit_settings_reach_the_worker(worker, monkeypatch):

@@ -15,6 +15,15 @@ steps. It exits when its parent goes (the pipe closes), ignores Ctrl-C (the pare
 and is killed at the parent's exit. ``LABKIT_ISOLATE=0`` runs steps in the caller's process
 instead (no hard stop; for debugging).
 
+A step announces its phases often (one or two per plan), so an announce in the worker must cost
+little. Each phase is written to a `PhaseBoard`, a few hundred bytes of memory the worker shares
+with its parent: cut to `PHASE_BOARD_BYTES` at a character's edge, written into the slot not in
+use and only then published, so the parent reads a whole phase at any time, even after the
+worker was killed in the middle of a write. The pipe carries a phase at most once every
+`PHASE_SEND_S` (always a step's first): it wakes the caller, whose ``on_phase`` listener hears
+the newest phase at most once an interval, the board's when the pipe is quiet. A step that
+dies or runs past its deadline is named by the board's phase: the very last one announced.
+
 A step is a function given as ``"module:function"``, called in the worker with the arguments
 given (picklable), under the caller's ``LABKIT_*`` environment variables of the moment (its cache
 folder, for one); its return value comes back. Times in seconds.
@@ -24,7 +33,9 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import importlib
+import math
 import multiprocessing
 import multiprocessing.util  # noqa: F401  (its exit handler registered before a worker's stop: see worker)
 import os
@@ -45,6 +56,11 @@ from .lock import hold, released
 START_BUDGET_S = 120.0
 #: how often the caller looks at the pipe, its deadline and its own cancellation (seconds)
 POLL_S = 0.05
+#: a step's phases go down the pipe at most once this often (seconds; the first of a step always):
+#: a send costs the measuring process tens of microseconds, and a report announces thousands
+PHASE_SEND_S = 0.1
+#: the longest phase the board holds, in UTF-8 bytes (a longer one is cut at a character's edge)
+PHASE_BOARD_BYTES = 512
 
 
 class WorkerDied(LabkitError):
@@ -99,8 +115,105 @@ def _die_with_parent() -> None:
     threading.Thread(target=watch, daemon=True, name="labkit-parent-watch").start()
 
 
-def _serve(conn) -> None:
-    """The worker's loop: run each (target, args) sent, send phases while it runs, then its result."""
+class _Slots(ctypes.Structure):
+    """The board's shared memory: two slots of text and their lengths; ``seq`` counts the writes,
+    and the slot of write ``seq`` (``seq % 2``) holds the phase published last."""
+
+    _fields_ = [
+        ("seq", ctypes.c_uint64),
+        ("length", ctypes.c_uint32 * 2),
+        ("text", (ctypes.c_char * PHASE_BOARD_BYTES) * 2),
+    ]
+
+
+def _cut(phase: str) -> bytes:
+    """``phase`` in UTF-8, cut to `PHASE_BOARD_BYTES` without splitting a character."""
+    data = phase.encode("utf-8", "replace")
+    if len(data) > PHASE_BOARD_BYTES:  # "ignore" drops the character the cut split, nothing else
+        data = data[:PHASE_BOARD_BYTES].decode("utf-8", "ignore").encode("utf-8")
+    return data
+
+
+class PhaseBoard:
+    """The last phase a worker's step announced, in memory shared with its parent.
+
+    Made by the parent, handed to the worker process as it starts. One process writes at a time
+    (the worker during a step, the parent between steps); a write fills the slot not in use, then
+    publishes it, so a reader sees the previous phase or the new one whole, even when the writer
+    was killed in between. A reader checks that no write was published while it copied, and reads
+    again if one was. (Python has no memory fences: on a CPU that reorders stores, a read while
+    the worker runs might rarely see a mix, which the next read corrects; a read once the worker
+    stopped sees all it wrote.)
+
+    Args:
+        ctx: the multiprocessing context the worker is started with.
+    """
+
+    def __init__(self, ctx):
+        self._slots = ctx.RawValue(_Slots)  # zeroed: no phase yet
+        self._view()
+
+    def _view(self) -> None:
+        self._bytes = memoryview(self._slots).cast("B")  # a slice copy is cheaper than a ctypes call
+
+    def __getstate__(self) -> dict:
+        return {"_slots": self._slots}  # shared as the worker starts; its view is made there
+
+    def __setstate__(self, state: dict) -> None:
+        self._slots = state["_slots"]
+        self._view()
+
+    def write(self, phase: str) -> None:
+        """Publish ``phase`` (cut to `PHASE_BOARD_BYTES`).
+
+        Args:
+            phase: the phase; "" clears the board.
+        """
+        data = _cut(phase)
+        seq = self._slots.seq + 1
+        self._fill(seq % 2, data)
+        self._slots.seq = seq  # published: the slot is whole before readers look at it
+
+    def _fill(self, slot: int, data: bytes) -> None:
+        start = _Slots.text.offset + slot * PHASE_BOARD_BYTES
+        self._bytes[start : start + len(data)] = data
+        self._slots.length[slot] = len(data)
+
+    def read(self) -> str:
+        """The phase published last.
+
+        Returns:
+            The phase; "" when none was announced since the board was cleared.
+        """
+        slots = self._slots
+        for _ in range(100):  # a write published while we copied: copy again
+            seq = slots.seq
+            start = _Slots.text.offset + seq % 2 * PHASE_BOARD_BYTES
+            data = bytes(self._bytes[start : start + min(slots.length[seq % 2], PHASE_BOARD_BYTES)])
+            if slots.seq == seq:
+                break
+        return data.decode("utf-8", "replace")
+
+
+def _teller(conn, board: PhaseBoard) -> Callable[[str], None]:
+    """A step's phase listener in the worker: each phase to the board, and down the pipe the
+    first and then at most one every `PHASE_SEND_S`."""
+    sent_at = -math.inf
+
+    def tell(phase: str) -> None:
+        nonlocal sent_at
+        board.write(phase)
+        now = time.monotonic()
+        if now - sent_at >= PHASE_SEND_S:
+            sent_at = now
+            conn.send(("phase", phase))
+
+    return tell
+
+
+def _serve(conn, board: PhaseBoard) -> None:
+    """The worker's loop: run each (target, args) sent, tell its phases (board and pipe) while it
+    runs, then send its result."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it stops us
     _die_with_parent()
     conn.send(("ready", os.getpid()))
@@ -116,7 +229,7 @@ def _serve(conn) -> None:
             # hold_gpu: the caller let its turn on the GPU go while it waits; the step takes one here,
             # unwatched: its `Hold` is not sent back, so its let-gos ask no contention check
             with (
-                announcing(lambda phase: conn.send(("phase", phase))),
+                announcing(_teller(conn, board)),
                 hold(watch=False) if hold_gpu else contextlib.nullcontext(),
             ):
                 value = _resolve(target)(*args)
@@ -173,8 +286,9 @@ def _main_hidden():
 class Worker:
     """One worker process and the pipe to it (see the module doc).
 
-    ``phase`` is what the step in flight last announced; ``starts`` how many processes this worker
-    has started. Either kind dies with its parent.
+    ``phase`` is what the step in flight last announced, as far as its caller has heard (at most
+    `PHASE_SEND_S` behind; the very last one once the step was stopped); ``starts`` how many
+    processes this worker has started. Either kind dies with its parent.
 
     Args:
         daemon: a daemonic worker may not start processes of its own; the report's worker is not
@@ -192,6 +306,7 @@ class Worker:
         self.env = dict(env or {})
         self._proc = None
         self._conn = None
+        self._board: Optional[PhaseBoard] = None
         self.phase = ""
         self.starts = 0
         self._lock = threading.Lock()
@@ -204,11 +319,12 @@ class Worker:
     def _start(self) -> None:
         ctx = multiprocessing.get_context("spawn")
         parent, child = ctx.Pipe()
-        proc = ctx.Process(target=_serve, args=(child,), name="labkit-worker", daemon=self.daemon)
+        board = PhaseBoard(ctx)
+        proc = ctx.Process(target=_serve, args=(child, board), name="labkit-worker", daemon=self.daemon)
         with _main_hidden(), variables(self.env):  # the worker copies them as it starts
             proc.start()
         child.close()
-        self._proc, self._conn, self.starts = proc, parent, self.starts + 1
+        self._proc, self._conn, self._board, self.starts = proc, parent, board, self.starts + 1
         deadline = time.monotonic() + START_BUDGET_S
         while not parent.poll(POLL_S):
             if not proc.is_alive():
@@ -281,7 +397,8 @@ class Worker:
             budget_s: past this many seconds the worker is killed and `labkit.TimedOut` raised, naming
                 ``what`` and the phase the step last announced; None for no limit.
             what: the step, for errors.
-            on_phase: hears each phase the step announces.
+            on_phase: hears the phase the step announced last: its first at once, then at most
+                one every `PHASE_SEND_S`.
             hold_gpu: the step measures on the GPU: this process lets its turn on the GPU go while it
                 waits, and the worker takes one for the step (`labkit.gpu.host.lock`).
             meanwhile: called in this thread once the step is sent, while the worker runs it (a
@@ -297,6 +414,14 @@ class Worker:
             self.phase = "start of the step"
             t0 = time.monotonic()
             proc, conn = self._proc, self._conn  # a stop() from another thread closes them under us: "died"
+            board = self._board
+            board.write("")  # the worker waits for the step: the board is ours to clear
+            told, told_at = "", -math.inf  # the phase on_phase heard last, and when
+
+            def stopped() -> str:  # the step is over: the board has its very last phase
+                self.phase = board.read() or self.phase
+                return self.phase
+
             try:
                 conn.send(
                     (target, args, {k: v for k, v in os.environ.items() if k.startswith("LABKIT_")}, hold_gpu)
@@ -317,29 +442,34 @@ class Worker:
                         if kind == "died":
                             code = proc.exitcode
                             self.stop()
-                            raise WorkerDied(what, self.phase, code)
-                        if kind == "phase":
-                            self.phase = payload
-                            if on_phase is not None:
-                                on_phase(payload)
-                            continue
+                            raise WorkerDied(what, stopped(), code)
                         if kind == "done":
                             return payload
-                        raise _rebuild(payload)
-                    if not proc.is_alive():
+                        if kind != "phase":
+                            raise _rebuild(payload)
+                        latest = payload
+                    elif not proc.is_alive():
                         code = proc.exitcode
                         self.stop()
-                        raise WorkerDied(what, self.phase, code)
-                    spent = time.monotonic() - t0
+                        raise WorkerDied(what, stopped(), code)
+                    else:  # the pipe is quiet: the step may have moved on since the phase it sent
+                        latest = board.read()
+                    self.phase = latest or self.phase
+                    now = time.monotonic()
+                    if on_phase is not None and latest not in ("", told) and now - told_at >= PHASE_SEND_S:
+                        told, told_at = latest, now
+                        on_phase(told)
+                    spent = now - t0
                     if budget_s is not None and spent > budget_s:
                         self.stop()
-                        raise TimedOut(what, self.phase, spent, budget_s)
+                        raise TimedOut(what, stopped(), spent, budget_s)
                     checkpoint()
             except BaseException as exc:
                 if not isinstance(
                     exc, LabkitError
                 ):  # Ctrl-C, a superseded request: stop the step where it is
                     self.stop()
+                    stopped()
                 raise  # a deadline or a death stopped the worker above; a step's own error leaves it running
 
 
