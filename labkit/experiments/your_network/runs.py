@@ -63,7 +63,8 @@ def network_report(
 
 def _in_worker(step: str, args: tuple, budget_s: float, what: str, meanwhile=None):
     """``step(*args)`` of `labkit.gpu.report_steps` in the worker process (`labkit.gpu.host.isolated`), killed
-    `KILL_GRACE_S` after ``budget_s``; the phases it announces are announced here too. The step
+    `KILL_GRACE_S` after ``budget_s``; the phases it announces are announced here too (its first at once,
+    then the newest at most once every `labkit.gpu.host.isolated.PHASE_SEND_S`). The step
     takes its own turn on the GPU there (`labkit.gpu.host.lock`); this process lets its turn go meanwhile,
     and calls ``meanwhile()`` once the step is sent."""
     return isolated.run_step(
