@@ -241,9 +241,10 @@ double r;
 }
 exact = r;
 """
-#: C helpers of the kernels: a float32 value's bits from its float64 value, and back, by
-#: arithmetic on exact values (not the float/double conversions, which NVRTC's kernels may compile
-#: flushing float32 subnormals to zero: seen on the H200 with CuPy 14)
+#: C helpers of the kernels: a float32 value's bits from its float64 value, and the value of any
+#: IEEE-style format's bits (``labkit_bits_value``; float32's, ``labkit_f32_value``), by arithmetic on
+#: exact values (not the float/double conversions, which NVRTC's kernels may compile flushing
+#: float32 subnormals to zero: seen on the H200 with CuPy 14)
 BITS_C = """
 __device__ unsigned int labkit_f32_bits(double r) {  // r: a float32 value, an infinity or NaN
     unsigned int sign = signbit(r) ? 0x80000000u : 0u;
@@ -255,13 +256,15 @@ __device__ unsigned int labkit_f32_bits(double r) {  // r: a float32 value, an i
     double f = frexp(m, &e);  // m = f * 2**e, f in [0.5, 1)
     return sign | ((unsigned int)(e + 126) << 23) | (unsigned int)ldexp(f * 2.0 - 1.0, 23);
 }
-__device__ double labkit_f32_value(unsigned int b) {
-    unsigned int ef = (b >> 23) & 0xFFu, man = b & 0x7FFFFFu;
-    double v = ef == 0 ? ldexp((double)man, -149)
-             : ef == 0xFFu ? (man ? nan("") : 1.0 / 0.0)
-             : ldexp((double)(man | 0x800000u), (int)ef - 150);
-    return (b & 0x80000000u) ? -v : v;
+__device__ double labkit_bits_value(unsigned int b, int man_bits, int exp_bits) {  // IEEE-style bits
+    unsigned int emax = (1u << exp_bits) - 1u, ef = (b >> man_bits) & emax, man = b & ((1u << man_bits) - 1u);
+    int shift = (int)(emax >> 1) + man_bits;  // the bias and the significand's bits
+    double v = ef == 0 ? ldexp((double)man, 1 - shift)
+             : ef == emax ? (man ? nan("") : 1.0 / 0.0)
+             : ldexp((double)(man | (1u << man_bits)), (int)ef - shift);
+    return ((b >> (man_bits + exp_bits)) & 1u) ? -v : v;
 }
+__device__ double labkit_f32_value(unsigned int b) { return labkit_bits_value(b, 23, 8); }
 """
 #: C that stores ``r`` (already a value of the format) in each storage type
 _STORE_C = {

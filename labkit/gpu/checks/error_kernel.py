@@ -44,17 +44,10 @@ _CODE = "\n".join(
         numerics.BITS_C,
         _NANMAX_C,
         r"""
-__device__ double labkit_f16_value(unsigned int b) {
-    unsigned int e = (b >> 10) & 0x1Fu, man = b & 0x3FFu;
-    double v = e == 0 ? ldexp((double)man, -24)
-             : e == 0x1Fu ? (man ? nan("") : 1.0 / 0.0)
-             : ldexp((double)(man | 0x400u), (int)e - 25);
-    return (b & 0x8000u) ? -v : v;
-}
 __device__ double labkit_stored(const void* out, int kind, const double* table, long long i) {
     switch (kind) {
     case 1: return labkit_f32_value(((const unsigned int*)out)[i]);
-    case 2: return labkit_f16_value(((const unsigned short*)out)[i]);
+    case 2: return labkit_bits_value(((const unsigned short*)out)[i], 10, 5);
     case 3: return labkit_f32_value(((unsigned int)((const unsigned short*)out)[i]) << 16);
     case 4: return table[((const unsigned char*)out)[i]];
     case 5: return 0.0;
