@@ -1584,12 +1584,15 @@ def test_the_unfused_paths_extra_time_adds_up(recorded_mode, monkeypatch, record
     """Lesson 04, Exercise 3: the answer's arithmetic closes. The elementwise kernels it names and
     the convolution's difference leave under a tenth of the gap, which is the time between kernels
     it states; the extra bytes at the datasheet bandwidth take far less than those kernels, and the
-    answer says both."""
+    answer says both. The gap and the kernels' total are written as their written terms add up
+    (tests/test_written_numbers.py)."""
     from labkit.draw.plots import fmt_us
+    from labkit.draw.units import as_written
     from labkit.experiments.epilogue_fusion.exercises import (
         extra_time,
         unfused_extra_time,
         unfused_traffic_time,
+        written_gap,
     )
 
     monkeypatch.setenv("LABKIT_RECORDING", recording)
@@ -1600,13 +1603,14 @@ def test_the_unfused_paths_extra_time_adds_up(recorded_mode, monkeypatch, record
     assert abs(parts.rest_us - between) < 0.02 * parts.extra_us, (parts.rest_us, between)  # memsets aside
     assert parts.at_peak_us < 0.5 * parts.elementwise_us, parts
     why = unfused_extra_time.why(unfused_extra_time.truth())
-    for us in (parts.extra_us, parts.elementwise_us, parts.rest_us, parts.at_peak_us):
+    gap, added = written_gap(), sum(as_written(us, fmt_us) for _, us in parts.elementwise)
+    for us in (gap, added, parts.between_us[0], parts.between_us[1], parts.at_peak_us):
         assert fmt_us(us) in why, (fmt_us(us), why)
     # two ratios to the same bound, each said with what it divides: the kernels' time, and the whole
     # gap, the latter as Exercise 3's answer says it
-    kernels_x, gap_x = parts.elementwise_us / parts.at_peak_us, parts.extra_us / parts.at_peak_us
-    assert f"Their {fmt_us(parts.elementwise_us)} is {kernels_x:.1f}x what the bytes alone" in why, why
-    assert f"(the whole gap, {fmt_us(parts.extra_us)}, is {gap_x:.1f}x, as Exercise 3 found)" in why, why
+    kernels_x, gap_x = parts.elementwise_us / parts.at_peak_us, gap / parts.at_peak_us
+    assert f"Their {fmt_us(added)} is {kernels_x:.1f}x what the bytes alone" in why, why
+    assert f"(the whole gap, {fmt_us(gap)}, is {gap_x:.1f}x, as Exercise 3 found)" in why, why
     share = parts.elementwise_us / parts.extra_us  # how much of the gap the kernels are, said as measured
     assert f"{share:.0%} of the gap is those kernels' time, and only fewer kernels" in " ".join(
         why.split()

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from labkit import experiments
-from labkit.draw.units import in_unit
+from labkit.draw.units import as_written, in_unit
 from labkit.experiments import plans_autotune, streams
 from labkit.experiments.plans_autotune.handson import _compare
 from labkit.gpu.timing import stops
@@ -344,7 +344,8 @@ def test_the_build_cost_chart_says_why_building_every_plan_took_less_than_the_fi
         fig = plans_autotune.build_cost_chart(df)
         notes = _note_text(fig)
         setup = s.iloc[0] >= plans_autotune.summaries.SETUP_MARGIN * s.iloc[1] and s.iloc[3] < s.iloc[0]
-        pays = f"the first build pays {in_unit((s.iloc[0] - s.iloc[1]) * 1e6, 'ms')} of one-time set-up"
+        written = [as_written(t * 1e6, lambda us: in_unit(us, "ms")) for t in s.iloc[:2]]  # as labelled
+        pays = f"the first build pays {in_unit(written[0] - written[1], 'ms')} of one-time set-up"
         assert (pays in notes) == setup, notes
         assert ("one-time set-up" in notes) == setup, notes
         said.add(setup)

@@ -6,6 +6,8 @@ axis (never ``856.1 KiB``). Times reach a chart in microseconds and sizes in byt
 are in MiB (`SIZE_AXIS`) whatever their range, so no control switches a chart's unit. A value too
 small to read off the axis (under `READABLE` of its unit, but not zero) sits at the axis's zero:
 its label is written in the largest smaller unit it fills, ``131 B``, never ``0.00012 MiB``.
+A sum or a difference that a sentence writes beside its terms is made of the terms as written
+(`as_written`), so that it adds up as read.
 
 Log axes are ticked in plain decimals (``0.3``, ``20``, ``1,000``, ``10,000``), never powers of
 ten; only values under 0.001 or from 10 million on are written ``1e-6``, as the error labels are.
@@ -113,6 +115,23 @@ def in_unit(value, unit: str) -> str:
     unit = readable_unit(value, unit)
     v = scaled(value, unit)
     return "-" if v is None else f"{number(v, whole=unit == 'B')} {unit}"
+
+
+def as_written(value, fmt) -> float:
+    """``value`` as ``fmt`` writes it, read back: a sum or a difference that a sentence writes beside
+    its terms is made of the terms as written, so that it adds up as read (90.2 us less 25.3 us is
+    64.9 us, though the unrounded times are 64.98 us apart).
+
+    Args:
+        value: microseconds or bytes (seconds for a formatter that takes seconds), not missing.
+        fmt: what writes it as ``<number> <unit>``, the unit a key of `UNITS`: `us_text`,
+            `size_text`, ``labkit.draw.plots.fmt_us``, ``labkit.draw.plots.fmt_bytes``.
+
+    Returns:
+        The number written, in microseconds for a time unit, bytes for a size unit.
+    """
+    number, unit = fmt(value).rsplit(" ", 1)
+    return float(number.replace(",", "")) * UNITS[unit][1]
 
 
 def us_text(us) -> str:

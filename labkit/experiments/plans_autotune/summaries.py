@@ -6,7 +6,7 @@ import math
 
 from ...draw.plots import first_value, ok_rows, request_spec
 from ...draw.prose import Text, where
-from ...draw.units import in_unit, size_text, us_text
+from ...draw.units import as_written, in_unit, size_text, us_text
 from ...gpu.checks.plan_checks import is_wrong
 from .charts import SETUP_MARGIN, cap_label
 from .noise import caps_noise, pick_noise, plans_beside, timed_again
@@ -326,6 +326,19 @@ def ms_text(seconds) -> str:
     return in_unit(seconds * 1e6, "ms")
 
 
+def ms_written(seconds) -> float:
+    """A build stage's wall time as `ms_text` writes it, in seconds: the sums and differences of
+    stages a sentence writes beside them are made of these, so they add up as read.
+
+    Args:
+        seconds: the time in seconds.
+
+    Returns:
+        Seconds.
+    """
+    return as_written(seconds, ms_text) / 1e6
+
+
 #: building every plan is said to take about as long as the rebuild within this fraction
 ABOUT_AS_LONG = 0.05
 
@@ -353,9 +366,10 @@ def first_build_sentences(first: float, rebuild: float, build_all: float) -> str
             "one-time set-up shows beyond what one timing of each can tell apart."
         )
         return text + about if same else text
+    setup = ms_written(first) - ms_written(rebuild)  # the difference of the two times written
     text = (
         " The first build pays a one-time set-up that the identical rebuild right after it does not: "
-        f"{ms_text(first - rebuild)} of its {ms_text(first)} (when it is the first graph its process builds, "
+        f"{ms_text(setup)} of its {ms_text(first)} (when it is the first graph its process builds, "
         "that includes cuDNN loading its libraries and creating its handle)."
     )
     if build_all < first and not same and build_all > rebuild:
@@ -396,7 +410,7 @@ def build_cost_summary(df) -> Text:
         )
     load = s.get(BUILD_STAGES[6])
     if load is not None and build_all is not None and load == load and load > 0:
-        cold = build_all + tune
+        cold = ms_written(build_all) + ms_written(tune)  # the sum of the two times written above
         text += (
             f" Saved to disk ({size_text(first_value(df, 'serialized_bytes'))}), the autotuned plan loads "
             f"in a later session in {ms_text(load)} instead of building every plan and autotuning again "

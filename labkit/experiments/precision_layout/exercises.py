@@ -10,6 +10,7 @@ from typing import Optional
 
 from ...draw.plots import fmt_us, ok_rows
 from ...draw.prose import listed
+from ...draw.units import as_written
 from ...errors import InvalidSpec
 from ..core import BASE, SWEEPS, result
 from ..exercise import Exercise, count, equal, explain
@@ -319,7 +320,7 @@ def _payoff_model(convert_us, nchw_us, nhwc_us) -> float:
 
 
 def _payoff_why(truth: float) -> str:
-    x = _payoff_inputs()
+    x = {k: as_written(v, fmt_us) for k, v in _payoff_inputs().items()}  # the sums add up as read
     saved = x["nchw_us"] - x["nhwc_us"]
     if not math.isfinite(truth):
         return (
@@ -333,10 +334,11 @@ def _payoff_why(truth: float) -> str:
         else "Here even converting around a single layer pays."
     )
     return (
-        f"{x['convert_us']:.1f} us / ({x['nchw_us']:.1f} - {x['nhwc_us']:.1f}) us = {truth:.1f} layers: from "
-        f"{math.ceil(truth)} layers of this kind on, converting once at the start and once at the end "
-        f"beats staying in NCHW, and every further layer saves {fmt_us(saved)}. {per_layer} Keep a network "
-        "in one layout, and convert at its edges if you must."
+        f"The layout chart at batch 32: {fmt_us(x['convert_us'])} / ({fmt_us(x['nchw_us'])} - "
+        f"{fmt_us(x['nhwc_us'])}) = {x['convert_us'] / saved if saved > 0 else truth:.1f} layers: from "
+        f"{math.ceil(truth)} layers of this kind on, converting once at the start and once at the end beats "
+        f"staying in NCHW, and every further layer saves {fmt_us(saved)}. {per_layer} Keep a network in one "
+        "layout, and convert at its edges if you must."
     )
 
 

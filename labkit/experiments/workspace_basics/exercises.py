@@ -10,7 +10,7 @@ from ...draw.plots import (
     ok_rows,
 )
 from ...draw.prose import listed, where
-from ...draw.units import size_text
+from ...draw.units import as_written, size_text, us_text
 from ...errors import LabkitError
 from ..core import BASE, result
 from ..exercise import Exercise, equal, explain, number, one_of
@@ -275,7 +275,7 @@ def _copy_why(truth: float) -> str:
     lay = result("layout", at_hand_only=True)
     if lay is None:
         return text
-    t = ok_rows(lay).set_index("layout")["conv_gpu_us"].astype(float).round(1)  # as the sentence says them
+    t = ok_rows(lay).set_index("layout")["conv_gpu_us"].map(lambda us: as_written(us, us_text))  # adds up
     gap = float(t["NCHW"] - t["NHWC"])
     if gap <= 0:
         return text + f" Measured, the NCHW plan is no slower than the NHWC one ({where(lay)})."

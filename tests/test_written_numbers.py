@@ -1,0 +1,144 @@
+"""A number the lessons write twice reads the same, or says why not, on every shipped recording.
+
+A sum or a difference written beside its terms adds up as the terms are written
+(`labkit.draw.units.as_written`): lesson 03's layers to break even, lesson 04's gap between the
+paths, its elementwise kernels and its intermediate tensors, lesson 05's one-time set-up and its
+cold start."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from handson_helpers import flat
+
+from labkit import experiments
+from labkit.draw.plots import fmt_bytes, fmt_us
+from labkit.draw.units import as_written, in_unit, size_text, us_text
+from labkit.experiments import plans_autotune
+from labkit.experiments.epilogue_fusion.exercises import (
+    unfused_extra_time,
+    unfused_tensors,
+    unfused_traffic_time,
+)
+from labkit.experiments.precision_layout.exercises import nhwc_payoff_layers
+from labkit.session import lessons
+from labkit.store import recordings
+
+SHIPPED = [r.name for r in recordings.shipped()]
+#: a time as a sentence writes it, in us or ms, thousands separated
+TIME = r"([\d,]+(?:\.\d+)?) (us|ms)"
+
+
+@pytest.fixture(autouse=True)
+def recorded(recorded_mode):
+    """Recorded mode from the default recording (a test that picks another puts it back)."""
+
+
+def _use(monkeypatch, recording):
+    monkeypatch.setenv("LABKIT_RECORDING", recording)
+    recordings._current = recordings._picked = None
+    lessons.forget()
+
+
+def _us(number: str, unit: str = "us") -> float:
+    """A written time read back in microseconds."""
+    return float(number.replace(",", "")) * (1e3 if unit == "ms" else 1.0)
+
+
+def test_as_written_reads_back_what_each_formatter_writes():
+    assert as_written(64.98, fmt_us) == pytest.approx(65.0)
+    assert as_written(90.2496, fmt_us) - as_written(25.2672, fmt_us) == pytest.approx(64.9)
+    assert as_written(1234.5, fmt_us) == pytest.approx(1230.0)  # "1.23 ms"
+    assert as_written(1234.5, us_text) == pytest.approx(1234.0)  # "1,234 us"
+    assert as_written(12_845_056, fmt_bytes) == pytest.approx(12.2 * 2**20)
+    assert as_written(131, size_text) == 131.0
+
+
+@pytest.mark.parametrize("recording", SHIPPED)
+def test_the_nhwc_payoff_adds_up_as_written(monkeypatch, recording):
+    """Lesson 03, Exercise 5: the saving per layer is the difference of the two times the answer
+    writes, the layers their quotient, and the answer names the chart they come from."""
+    _use(monkeypatch, recording)
+    why = flat(nhwc_payoff_layers.why(nhwc_payoff_layers.truth()))
+    found = re.search(
+        rf"The layout chart at batch 32: {TIME} / \({TIME} - {TIME}\) = ([\d.]+) layers.*saves {TIME}\.", why
+    )
+    assert found, why
+    g = found.groups()
+    convert, nchw, nhwc, saved = _us(*g[0:2]), _us(*g[2:4]), _us(*g[4:6]), _us(*g[7:9])
+    assert nchw - nhwc == pytest.approx(saved, abs=1e-6), why
+    assert f"{convert / saved:.1f}" == g[6], why
+
+
+@pytest.mark.parametrize("recording", SHIPPED)
+def test_the_unfused_gap_and_kernels_add_up_as_written(monkeypatch, recording):
+    """Lesson 04, Exercises 3 and 4: the gap both answers state is the difference of the replay
+    medians written beside it (and on the chart), and the elementwise kernels' total the sum of
+    their written times."""
+    _use(monkeypatch, recording)
+    why = flat(unfused_extra_time.why(unfused_extra_time.truth()))
+    found = re.search(rf"takes {TIME} more \(replay medians: {TIME} against {TIME}\)", why)
+    assert found, why
+    gap, unfused, fused = (_us(*found.groups()[i : i + 2]) for i in (0, 2, 4))
+    assert unfused - fused == pytest.approx(gap, abs=1e-6), why
+    adds = re.search(rf"the unfused path adds (.*?), {TIME} in all", why)
+    assert adds, why
+    kernels = [_us(n, u) for n, u in re.findall(rf"` {TIME}", adds.group(1))]
+    assert len(kernels) >= 2 and sum(kernels) == pytest.approx(_us(*adds.groups()[1:]), abs=1e-6), why
+    traffic = flat(unfused_traffic_time.why(unfused_traffic_time.truth()))
+    assert f"The measured gap between the two paths is {fmt_us(gap)}," in traffic, traffic
+    assert f"(the whole gap, {fmt_us(gap)}," in why, why
+
+
+@pytest.mark.parametrize("recording", SHIPPED)
+def test_the_unfused_tensors_add_up_in_bytes(monkeypatch, recording):
+    """Lesson 04, Exercise 2: the tensors' sizes multiply to their total as written, in bytes (in
+    MiB, 3 x 12.25 MiB reads "3 x 12.2 MiB = 36.8 MiB"), the total the table below shows."""
+    _use(monkeypatch, recording)
+    why = flat(unfused_tensors.why(unfused_tensors.truth()))
+    found = re.search(r"(\d+) tensors of ([\d,]+) B each = ([\d,]+) B \(", why)
+    assert found, why
+    count, each, total = (int(v.replace(",", "")) for v in found.groups())
+    assert count * each == total, why
+    fused = experiments.core.result("fusion", spec=lessons.base())
+    row = fused[(fused.epilogue == "bias_relu_add") & (fused.path == "unfused")].iloc[0]
+    assert total == int(row.intermediate_bytes), (total, row.intermediate_bytes)
+
+
+def _build_costs():
+    """Every shipped recording's build-cost tables."""
+    for rec in recordings.shipped():
+        for req in rec.requests("build_cost"):
+            spec = experiments.core.ConvSpec.from_dict(req["spec"])
+            yield experiments.core.from_recording("build_cost", rec, spec=spec)
+
+
+def test_the_build_costs_sums_and_differences_add_up_as_written():
+    """Lesson 05: the one-time set-up is the first build less the rebuild, and the cold start building
+    every plan plus autotuning, each as the summary and the chart write those times."""
+    said = 0
+    for df in _build_costs():
+        text = flat(str(plans_autotune.build_cost_summary(df)))
+        times = re.search(
+            rf"the first build took {TIME}, an identical rebuild {TIME}, a cache hit {TIME}; building every "
+            rf"plan took {TIME} and autotuning them {TIME}\.",
+            text,
+        )
+        assert times, text
+        g = times.groups()
+        first, rebuild, every, tune = (_us(*g[i : i + 2]) for i in (0, 2, 6, 8))
+        setup = re.search(rf"does not: {TIME} of its", text)
+        if setup:
+            assert in_unit(first - rebuild, "ms") == " ".join(setup.groups()), text
+            said += 1
+        cold = re.search(rf"autotuning again \({TIME},", text)
+        assert cold and in_unit(every + tune, "ms") == " ".join(cold.groups()), text
+        fig = plans_autotune.build_cost_chart(df)
+        labels = dict(zip(fig.data[0].y, fig.data[0].text))
+        notes = flat(" ".join(str(a.text).replace("<br>", " ") for a in fig.layout.annotations))
+        pays = re.search(rf"the first build pays {TIME} of one-time set-up", notes)
+        if pays:
+            first_l, rebuild_l = (_us(*labels[s].split()) for s in plans_autotune.runs.BUILD_STAGES[:2])
+            assert in_unit(first_l - rebuild_l, "ms") == " ".join(pays.groups()), (labels, notes)
+    assert said, "no recorded build cost states a one-time set-up"
