@@ -461,6 +461,19 @@ def _fp8_slower(rec):
     return holds, t[["gpu_us", "plan_name"]].to_dict()
 
 
+@claim(
+    "08",
+    "Each experiment timed its calls in a run of its own: the sweep's N=32 point is the base call, on the same plan, that the precision chart further down times in fp16, so where their times differ, that is two measurements of one call.",
+)
+def _sweep_base_is_the_precision_call(rec):
+    sweep, precision = frame(rec, "sweep", field="N"), frame(rec, "precision")
+    base, spec = sweep.attrs["request"]["base"], precision.attrs["request"]["spec"]
+    at32 = sweep[sweep["value"] == base["N"]].iloc[0]
+    fp16 = precision[precision["dtype"] == "fp16"].iloc[0]
+    holds = base["N"] == 32 and base == {**spec, "dtype": "fp16"} and at32.plan_name == fp16.plan_name
+    return holds, (base, spec, at32.plan_name, fp16.plan_name, at32.gpu_us, fp16.gpu_us)
+
+
 @claim("08", "The dtype changes the kernel cuDNN picks more than the peak.")
 def _dtype_kernel(rec):
     holds, evidence = _fp8_slower(rec)

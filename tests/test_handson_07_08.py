@@ -20,6 +20,7 @@ from handson_helpers import RECORDINGS, assert_hinted, body, flat, run
 
 from labkit import practice
 from labkit.experiments import handson_check
+from labkit.experiments.core import result
 from labkit.experiments.lab import handson as lab
 from labkit.experiments.lab import same_code as other_gpu
 from labkit.session import handson, lessons
@@ -60,6 +61,11 @@ def test_knee_reference_passes_on_both_recordings(recording, capsys):
         assert (
             ns["my_best"][16 << 20] > 5 * ns["my_best"][None]
         )  # the cap below the knee drops the fast plans
+        # that drop by the learner's times and by lesson 05's caps chart, each said whose
+        caps = result("caps", spec=lab.SPEC).set_index("cap_bytes")
+        mine = ns["my_best"][16 << 20] / ns["my_best"][None]
+        theirs = caps.loc[16 << 20, "slowdown_vs_unlimited"]
+        assert f"drops it: {mine:.2f}x slower by your times ({theirs:.2f}x in the caps experiment)" in said
     else:  # it lacks one (the H200's: an event's host time): said, and the experiment's knee given instead
         assert all(math.isnan(v) for v in ns["my_best"].values()) and ns["my_knee"] is None
         assert "since the recording lacks the host time of cudaEventRecord" in said

@@ -2,8 +2,10 @@
 
 A sum or a difference written beside its terms adds up as the terms are written
 (`labkit.draw.units.as_written`): lesson 03's layers to break even, lesson 04's gap between the
-paths, its elementwise kernels and its intermediate tensors, lesson 05's one-time set-up and its
-cold start."""
+paths and its elementwise kernels, lesson 05's one-time set-up and its cold start. Two measurements
+of one quantity are each named: lesson 03's fp8 paragraph beside the precision chart, lesson 05's
+simulated plan times beside the plans chart, and the caps summary's times beside the cap each was
+timed under."""
 
 from __future__ import annotations
 
@@ -21,8 +23,10 @@ from labkit.experiments.epilogue_fusion.exercises import (
     unfused_tensors,
     unfused_traffic_time,
 )
+from labkit.experiments.plans_autotune.charts import cap_label
 from labkit.experiments.precision_layout.exercises import nhwc_payoff_layers
-from labkit.session import lessons
+from labkit.present import check
+from labkit.session import handson, lessons
 from labkit.store import recordings
 
 SHIPPED = [r.name for r in recordings.shipped()]
@@ -142,3 +146,52 @@ def test_the_build_costs_sums_and_differences_add_up_as_written():
             first_l, rebuild_l = (_us(*labels[s].split()) for s in plans_autotune.runs.BUILD_STAGES[:2])
             assert in_unit(first_l - rebuild_l, "ms") == " ".join(pays.groups()), (labels, notes)
     assert said, "no recorded build cost states a one-time set-up"
+
+
+@pytest.mark.parametrize("recording", SHIPPED)
+def test_fp8_vs_fp16_gives_the_precision_charts_time_of_each_plan(monkeypatch, recording):
+    """Lesson 03: the fp8 paragraph times the heuristic's plans in the plans experiment; where the
+    precision chart above ran the same plan, the paragraph gives that chart's time too, fp16's as
+    well as fp8's, so a time that reads differently in the two is said to be two measurements."""
+    _use(monkeypatch, recording)
+    text = flat(str(lessons.fp8_vs_fp16()))
+    chart = experiments.core.result("precision", spec=lessons.base()).set_index("dtype")
+    for dtype in ("fp16", "fp8_e4m3"):
+        plans = experiments.core.result("plans", spec=lessons.base(dtype=dtype))
+        pick = plans[plans.heuristic_pick].iloc[0]
+        if chart.loc[dtype, "plan_name"] == pick.plan_name:
+            assert f"{dtype} at {us_text(chart.loc[dtype, 'gpu_us'])}" in text, (dtype, text)
+    assert "The precision chart timed the same plans in a run of its own" in text, text
+
+
+@pytest.mark.parametrize("recording", SHIPPED)
+def test_the_simulated_plan_time_says_it_is_not_the_plans_chart(monkeypatch, recording, capsys):
+    """Lesson 05's hands-on check: the simulated GPU's time of its fastest plan is its recorded kernels
+    back to back, which the check says, with the plans chart's time of that plan beside it."""
+    _use(monkeypatch, recording)
+    handson.register_topics()
+    ns = {"lessons": lessons, "check": check, "my_times": {}}
+    handson.run("time_every_plan", plans_autotune.TIME_EVERY_PLAN, ns)
+    said = flat(check.plan_times(ns["my_times"]).message)
+    found = re.search(
+        r"the simulated GPU's: plan (\d+) \([\d.]+ us, its recorded kernels back to back;", said
+    )
+    assert found, said
+    plans = experiments.core.result("plans", spec=lessons.base(layout="NCHW")).set_index("plan_index")
+    charted = fmt_us(plans.loc[int(found.group(1)), "gpu_us"])
+    assert f"the plans chart's replays: {charted})" in said, said
+
+
+@pytest.mark.parametrize("recording", SHIPPED)
+def test_the_caps_summary_names_the_cap_of_each_time_it_sets_beside_the_plans_chart(monkeypatch, recording):
+    """Lesson 05: the caps chart times its best plans once under each cap; a time the summary sets
+    beside the plans chart's names the cap it was timed under, as the chart's hover does."""
+    _use(monkeypatch, recording)
+    df = lessons.data("caps", spec=lessons.base(layout="NCHW"))
+    text = flat(str(lessons.caps_summary(df)))
+    named = re.findall(r"`([^`]+)` [\d.,]+ us there, ([\d.,]+ us) here at cap ([\w. ]+?)[;)]", text)
+    assert named, text
+    ok = df[df.status == "ok"]
+    for plan, here, cap in named:
+        rows = ok[(ok.best_plan == plan) & (ok.gpu_us.map(us_text) == here)]
+        assert cap in {cap_label(c) for c in rows.cap_bytes}, (plan, here, cap, text)

@@ -187,11 +187,15 @@ def _right(best, knee, table, df, gpu, ratio) -> str:
     below = caps[caps.index(at) - 1] if caps.index(at) else None
     fastest = table[None]
     needs = f"the fastest plan with no cap ({fastest.best_plan}) needs {fmt_bytes(fastest.workspace_bytes)}"
-    drops = (
-        f", and the next cap down, {_cap(below)}, drops it: {times[below] / times[None]:.1f}x slower"
-        if below is not None
-        else ""
-    )
+    drops = ""
+    if below is not None:  # your times' ratio and the experiment's (lesson 05's chart), each named
+        theirs_x, mine_x = table[below].slowdown_vs_unlimited, times[below] / times[None]
+        drops = (
+            f", and the next cap down, {_cap(below)}, drops it: {mine_x:.2f}x slower by your times "
+            f"({theirs_x:.2f}x in the caps experiment)"
+            if measured
+            else f", and the next cap down, {_cap(below)}, drops it: {theirs_x:.2f}x slower"
+        )
     if not measured:
         timed = took(math.nan, gpu, "Every cap was timed between two events around many calls; your times")
         head = f"{timed}. By the caps experiment ({where}), the knee is {_cap(at)}: {needs}{drops}."

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from ...draw.plots import fmt_us, ok_rows
 from ...draw.prose import listed
@@ -101,6 +101,18 @@ def _labkit_times(gpu, conv, spec: ConvSpec) -> Dict[int, float]:
     return {int(i): float(ok.loc[i, "gpu_us"]) for i in ok.index}
 
 
+def _charted(gpu, spec: ConvSpec) -> Dict[int, float]:
+    """Simulated: plan -> its time in the plans chart (the recording's replay medians), which the
+    simulated GPU's figure (its recorded kernels back to back) is not; live: empty (the figure is it)."""
+    if not gpu.simulated:
+        return {}
+    df = result("plans", at_hand_only=True, spec=spec)
+    if df is None:
+        return {}
+    ok = ok_rows(df)
+    return {int(i): float(t) for i, t in zip(ok["plan_index"], ok["gpu_us"])}
+
+
 def plan_times(times, *, spec: ConvSpec = NCHW) -> CheckResult:
     """Check a learner's timings of every plan (hands-on ``time_every_plan``).
 
@@ -142,7 +154,7 @@ def plan_times(times, *, spec: ConvSpec = NCHW) -> CheckResult:
     problems = findings.collect(gpu, gpu.cell_mark) + _timing_problems(gpu, [p.index for p in conv.plans])
     if problems:
         return verdict("plan_times", ran, problems, right="", hints=COMPARE_HINTS, names=COMPARE_NAMES)
-    said, far = _compare(times, _labkit_times(gpu, conv, spec), gpu)
+    said, far = _compare(times, _labkit_times(gpu, conv, spec), gpu, charted=_charted(gpu, spec))
     return verdict("plan_times", ran, far, right=said, hints=COMPARE_HINTS, names=COMPARE_NAMES)
 
 
@@ -170,12 +182,19 @@ COMPARE_HINTS = {
 }
 
 
-def _compare(times: Dict[int, float], theirs: Dict[int, float], gpu) -> Tuple[str, List[Problem]]:
+def _compare(
+    times: Dict[int, float], theirs: Dict[int, float], gpu, *, charted: Optional[Dict[int, float]] = None
+) -> Tuple[str, List[Problem]]:
     """What the check says of times that passed the structure's checks, beside labkit's: the text,
-    and a problem when they are too far apart or the fastest differs."""
+    and a problem when they are too far apart or the fastest differs. ``charted``: plan -> its time
+    in the plans chart, where labkit's figure is another (simulated: the recorded kernels)."""
     mine_known = {i: t for i, t in times.items() if math.isfinite(t) and i in theirs}
     best = min(theirs, key=theirs.get)
     whose = "the simulated GPU's" if gpu.simulated else "labkit's autotune's"
+    if best in (charted or {}):
+        what = f", its recorded kernels back to back; the plans chart's replays: {fmt_us(charted[best])}"
+    else:
+        what = ", its recorded kernels back to back" if gpu.simulated else ""
     if not mine_known:
         lacked = "; ".join(list(getattr(gpu.device, "missing", {}))[:2])
         return (
@@ -191,7 +210,8 @@ def _compare(times: Dict[int, float], theirs: Dict[int, float], gpu) -> Tuple[st
     far = max(ratios, key=lambda i: abs(math.log(ratios[i])))
     said = (
         f"Your times are {med:.2f}x {whose} (median over {len(ratios)} plans; the farthest, plan {far}, "
-        f"{ratios[far]:.2f}x). Your fastest: plan {mine}; {whose}: plan {best} ({fmt_us(theirs[best])})."
+        f"{ratios[far]:.2f}x). Your fastest: plan {mine}; {whose}: plan {best} "
+        f"({fmt_us(theirs[best])}{what})."
     )
     left_out = _left_out(times, theirs, whose)
     left = " ".join(left_out)

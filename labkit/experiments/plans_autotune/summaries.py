@@ -274,8 +274,8 @@ def plans_chart_sentence(df, noise) -> str:
     ok = ok.assign(there=ok["best_plan"].map(there["gpu_us"]).astype(float))
     ok = ok.assign(gap=ok["gpu_us"] / ok["there"] - 1)  # this chart against the plans chart
     worst = ok.sort_values("gap", key=abs, ascending=False).drop_duplicates("best_plan")
-    named = "; ".join(
-        f"`{r.best_plan}` {us_text(r.there)} there, {us_text(r.gpu_us)} here"
+    named = "; ".join(  # "here": the cap it was timed under, as the chart's hover names it
+        f"`{r.best_plan}` {us_text(r.there)} there, {us_text(r.gpu_us)} here at cap {cap_label(r.cap_bytes)}"
         for r in worst.head(2).itertuples()
     )
     text = (

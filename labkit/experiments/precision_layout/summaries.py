@@ -180,16 +180,7 @@ def fp8_vs_fp16(spec: ConvSpec = BASE) -> Text:
         f"with {ran('fp16', p16)}: {us_text(p16.gpu_us)}. It runs fp8_e4m3 with {ran('fp8_e4m3', p8)}: "
         f"{us_text(p8.gpu_us)}, {_times(p8.gpu_us, p16.gpu_us)}{noise}."
     ]
-    try:
-        again = _precision_at(spec.replace(dtype="fp16")).loc["fp8_e4m3"]
-    except (LabkitError, KeyError):
-        again = None
-    if again is not None and again.plan_name == p8.plan_name:
-        text.append(
-            f"(The precision chart timed the same fp8 plan at {us_text(again.gpu_us)}: two measurements of "
-            "one plan "
-            f"differ by {abs(again.gpu_us - p8.gpu_us) / p8.gpu_us:.1%}.)"
-        )
+    text.append(_timed_in_precision(spec, pick))
     k8 = kernels["fp8_e4m3"]
     if k8:
         gen = sum(1 for k in k8.values() if k.startswith("cudnn_generated"))
@@ -235,6 +226,37 @@ def fp8_vs_fp16(spec: ConvSpec = BASE) -> Text:
             "cuDNN has for it at this shape."
         )
     return Text(" ".join(t for t in text if t))
+
+
+def _timed_in_precision(spec: ConvSpec, pick: dict) -> str:
+    """The precision chart's times of the heuristic's picks, where it ran the same plan: that chart
+    and `fp8_vs_fp16` time one plan in two runs, so the sentence gives both times.
+
+    Args:
+        spec: the convolution.
+        pick: dtype -> the heuristic's pick (a row of `plans`), for fp16 and fp8_e4m3.
+
+    Returns:
+        The sentence in brackets; empty when the precision chart is not at hand or ran other plans.
+    """
+    try:
+        chart = _precision_at(spec.replace(dtype="fp16"))
+    except LabkitError:
+        return ""
+    same = [
+        (d, float(chart.loc[d, "gpu_us"]), float(pick[d].gpu_us))
+        for d in ("fp16", "fp8_e4m3")
+        if d in chart.index and chart.loc[d, "plan_name"] == pick[d].plan_name
+    ]
+    if not same:
+        return ""
+    times = ", ".join(f"{d} at {us_text(there)}" for d, there, _ in same)
+    gap = max(abs(there - here) / here for _, there, here in same)
+    plans, most = ("plan", "") if len(same) == 1 else ("plans", "up to ")
+    return (
+        f"(The precision chart timed the same {plans} in a run of its own: {times}; two measurements of one "
+        f"plan differ by {most}{gap:.1%}.)"
+    )
 
 
 def _ordinal(n: int) -> str:
