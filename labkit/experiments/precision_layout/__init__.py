@@ -1,8 +1,8 @@
 """Lesson 03, precision and layout: fp32/tf32/fp16/bf16/fp8 and NCHW/NHWC, speed, error and
 workspace, and where ResNet-50's layers sit on this GPU's roofline.
 
-Its parts, one concept each: `runs` (the experiments), `charts` (and `labels`, where a chart's
-point labels go), `summaries` (the sentences under the charts, the fp8 and NCHW explanations),
+Its parts, one concept each: `runs` (the experiments), `charts` (their point labels placed by
+`labkit.draw.labels`), `summaries` (the sentences under the charts, the fp8 and NCHW explanations),
 `exercises`, `handson` (does converting to NHWC pay: the reference solution and its check); here,
 the calls the recorded grid holds and what the lesson's panels show."""
 
@@ -19,7 +19,6 @@ from .exercises import (
     nhwc_payoff_layers,
 )
 from .handson import HANDS_ON, NHWC_PAYS, nhwc_pays
-from .labels import place_labels
 from .runs import layout, precision, resnet50_shapes, roofline
 from .summaries import (
     fp8_vs_fp16,
@@ -38,7 +37,6 @@ __all__ = [
     "precision_chart",
     "layout_chart",
     "roofline_chart",
-    "place_labels",
     "precision_summary",
     "layout_summary",
     "roofline_summary",

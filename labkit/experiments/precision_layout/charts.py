@@ -6,6 +6,7 @@ import math
 
 import plotly.graph_objects as go
 
+from ...draw.labels import place_labels
 from ...draw.plots import (
     COLORS,
     DTYPE_COLORS,
@@ -22,7 +23,6 @@ from ...draw.plots import (
 )
 from ...draw.units import in_unit, log_axis, log_ticks
 from ...env import gpu_label
-from .labels import place_labels
 
 # ---- charts --------------------------------------------------------------------------------
 PRECISION_GRID = grid(

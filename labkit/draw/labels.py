@@ -24,7 +24,7 @@ def place_labels(points, labels, *, size, lines=(), font_px: float = 10, marker_
 
     Args:
         points: (x, y) per point in plot pixels (x right, y up); None for a point not drawn.
-        labels: each point's label.
+        labels: each point's label; ``<br>`` starts a new line.
         size: (width, height) of the plot area (pixels).
         lines: polylines to keep clear, each a list of (x, y) in plot pixels.
         font_px: the labels' font size (pixels).
@@ -33,12 +33,12 @@ def place_labels(points, labels, *, size, lines=(), font_px: float = 10, marker_
     Returns:
         One of plotly's text positions per point (``"top center"``, ...).
     """
-    char_w, h, gap = 0.6 * font_px, 1.3 * font_px, marker_px / 2 + 2
+    char_w, line_h, gap = 0.6 * font_px, 1.3 * font_px, marker_px / 2 + 2
     drawn = [p for p in points if p is not None]
     marks = [(x - marker_px / 2, y - marker_px / 2, x + marker_px / 2, y + marker_px / 2) for x, y in drawn]
     boxes: list = []
 
-    def box(p, w, sx, sy):
+    def box(p, w, h, sx, sy):
         cx, cy = p[0] + sx * (w / 2 + gap), p[1] + sy * (h / 2 + gap)
         return (cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2)
 
@@ -75,11 +75,12 @@ def place_labels(points, labels, *, size, lines=(), font_px: float = 10, marker_
 
     chosen = ["top center"] * len(points)
     for i in sorted((i for i, p in enumerate(points) if p is not None), key=crowd):
-        w = char_w * len(str(labels[i]))
+        rows = str(labels[i]).split("<br>")
+        w, h = char_w * max(len(t) for t in rows), line_h * len(rows)
         costs = [
-            (cost(box(points[i], w, sx, sy), points[i]), k) for k, (_, sx, sy) in enumerate(TEXT_POSITIONS)
+            (cost(box(points[i], w, h, sx, sy), points[i]), k) for k, (_, sx, sy) in enumerate(TEXT_POSITIONS)
         ]
         _, k = min(costs)
         chosen[i] = TEXT_POSITIONS[k][0]
-        boxes.append(box(points[i], w, TEXT_POSITIONS[k][1], TEXT_POSITIONS[k][2]))
+        boxes.append(box(points[i], w, h, TEXT_POSITIONS[k][1], TEXT_POSITIONS[k][2]))
     return chosen
