@@ -68,7 +68,7 @@ UNITS = {  # chart -> strings some axis title must contain
     "workspace_sizes": ["(MiB)"],
     "strategies": ["(us)", "(MiB)", "(count)"],
     "race": ["(count)"],
-    "network_report": ["(us)", "(MiB)", "(ms)"],
+    "network_report": ["(us)", "(MiB)", "pass time (ms)"],
     "kernels": ["GPU time per call (us)", "host us"],
     "fusion_kernels": ["(us"],
     "strategy_timeline": ["microseconds"],

@@ -284,6 +284,79 @@ def test_a_shared_lines_legend_breaks_between_labels_never_inside_a_phrase(recor
         assert all(whole_labels.fullmatch(line) for line in lines[:-1]), (recording, net, lines)
 
 
+def _budget_runs(y: list) -> list:
+    """(first, last) index of each run of equal pass times along the budget curve."""
+    runs, start = [], 0
+    for i in range(1, len(y) + 1):
+        if i == len(y) or y[i] != y[start]:
+            runs.append((start, i - 1))
+            start = i
+    return runs
+
+
+@pytest.mark.parametrize("recording", [r.name for r in recordings.shipped()])
+@pytest.mark.parametrize("net", your_network.RECORDED_PRESETS)
+def test_the_budget_curve_labels_its_numbers_on_the_chart(recording, net):
+    """The budget curve's numbers read on the chart, not only in the hover: each run of equal pass
+    times is labelled at its first cap (0 B, the smallest cap, always) with the curve's own time, as
+    the axis writes it, and how much longer it is than with no cap; a run of several caps names its
+    last, and the fastest's label the smallest cap that reaches it (the knee), so the caps the lesson
+    asks about (0 B, 4 MiB, 64 MiB, no cap) all read off a label."""
+    rep = labkit.report(net, recording=recording)
+    curve = rep.figure().data[10]
+    budget = rep.budget[rep.budget.calls_without_plan == 0]
+    caps, y, text = list(curve.x), [float(v) * 1000 for v in curve.y], list(curve.text)
+    assert caps == list(budget.cap_label) and caps[0] == "0 B" and caps[-1] == "no cap"
+    assert y == pytest.approx(list(budget.pass_gpu_us), rel=1e-12)  # us; the axis is in ms
+    assert rep.figure().layout.yaxis3.title.text == "pass time (ms)"
+    assert curve.yaxis == "y3" and "text" in curve.mode
+    runs = _budget_runs(y)
+    assert [i for i, t in enumerate(text) if t] == [first for first, _ in runs], (recording, net, text)
+    knee = runs[-1][0]
+    assert y[knee] == min(y) and all(v > y[-1] for v in y[:knee])
+    for first, last in runs:
+        label = text[first]
+        time = re.match(r"([\d,.]+) ms", label).group(1)
+        assert float(time.replace(",", "")) == pytest.approx(y[first] / 1000, abs=0.0005), (
+            recording,
+            net,
+            label,
+        )
+        if (first, last) == runs[-1]:
+            assert "the fastest" in label and "%" not in label, label
+            assert (f"from {caps[first]} on" in label) == (last > first), label
+            continue
+        pct = float(re.search(r"\+([\d.]+)%", label).group(1))
+        added = (y[first] / y[-1] - 1) * 100
+        assert pct == pytest.approx(added, rel=0.06, abs=0.006), (recording, net, label)
+        assert (f"{caps[first]} to {caps[last]}" in label) == (last > first), label
+    named = " ".join(text)
+    for cap in ("0 B", "4.0 MiB", "64.0 MiB", "no cap"):
+        i = caps.index(cap)
+        first, last = next(r for r in runs if r[0] <= i <= r[1])
+        assert i == first or caps[last] in named or f"from {caps[first]} on" in named, (recording, net, cap)
+
+
+def test_the_budget_labels_say_where_the_time_changes_and_nowhere_else():
+    labels = your_network.charts.budget_labels
+    caps = ["0 B", "1.0 MiB", "4.0 MiB", "16.0 MiB", "no cap"]
+    said = labels(caps, [1200.0, 1100.0, 1100.0, 1000.0, 1000.0])
+    assert said == [
+        "1.200 ms, +20.0%",
+        "1.100 ms, +10.0%<br>1.0 MiB to 4.0 MiB",
+        "",
+        "1.000 ms: the fastest,<br>from 16.0 MiB on",
+        "",
+    ]
+    # every cap the same: the fastest from the smallest cap on; only no cap reaches it: said so
+    assert labels(caps[:2], [500.0, 500.0]) == ["0.500 ms: the fastest,<br>from 0 B on", ""]
+    assert labels(caps[:2], [600.0, 500.0]) == ["0.600 ms, +20.0%", "0.500 ms: the fastest"]
+    # two times that read alike on the axis: the difference too, in a unit it reads in
+    assert labels(caps[:2], [1476.2, 1475.9])[0] == "1.476 ms, +0.30 us (+0.020%)"
+    # a cut report sums no pass: nothing to label
+    assert labels(caps[:2], [None, None]) == ["", ""] and labels([], []) == []
+
+
 def test_report_tables_read_whole_numbers_as_integers(rep):
     layers, strategies = rep.layers, rep.strategies
     assert str(layers["count"].dtype) == "Int64" and str(layers["N"].dtype) == "Int64"

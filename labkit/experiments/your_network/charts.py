@@ -8,8 +8,10 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from ...draw.labels import place_labels
 from ...draw.plain_figure import figure_of
 from ...draw.plots import COLORS, fmt_bytes, grid, laid_out, num, ok_rows, wrap
+from ...draw.units import PLAIN_TICKS, in_unit, number
 from ..core import MIB
 from .request import strategy_labels
 from .tables import largest_request, sized_bytes, tables_of
@@ -184,11 +186,12 @@ def network_report_chart(df) -> go.Figure:
     ok = ok_rows(layers) if len(layers) else layers
     series = held_series(timeline)
     groups = {g[0]: g for g in coinciding(timeline)}
-    traces = [*_plan_time_bars(ok), *_held_lines(df, series, groups), _budget_line(budget)]
-    return figure_of(
+    curve = _budget_line(budget)
+    traces = [*_plan_time_bars(ok), *_held_lines(df, series, groups), curve]
+    fig = figure_of(
         REPORT_GRID,
         traces,
-        _report_axes(ok, series),
+        _report_axes(ok, series, curve["y"]),
         df=df,
         main="Workspace report: every convolution layer",
         detail=_report_detail(df),
@@ -196,6 +199,9 @@ def network_report_chart(df) -> go.Figure:
         height=1050,
         legend_rows=1,
     )
+    if any(curve["text"]):  # where each label goes depends on the panel's height in pixels, known now
+        fig.data[-1].textposition = _budget_label_positions(fig, curve)
+    return fig
 
 
 def _plan_time_bars(ok) -> list:
@@ -273,28 +279,108 @@ def _held_lines(df, series: dict, groups: dict) -> list:
     return traces
 
 
+#: the budget curve's labels: font size (px)
+BUDGET_LABEL_PX = 11
+#: the budget panel's plot width (px) as the lesson draws it at 1366x768, the strategies' legend beside
+#: it: where its labels go is worked out at this width (a wider window only parts them further)
+BUDGET_PLOT_PX = 620
+#: room above the budget curve's highest point, a share of it (the axis starts at zero)
+BUDGET_ROOM = 0.15
+
+
+def _ms_text(us: float) -> str:
+    """A pass time as the budget axis (ms) writes it, to the microsecond: ``0.999 ms``, ``2.704 ms``."""
+    return f"{us / 1000:,.3f} ms"
+
+
+def budget_labels(caps: list, times: list) -> list:
+    """The budget curve's point labels: one where the pass time changes, none where it stays.
+
+    A label gives the pass time and how much longer it is than the last point's (no cap: the
+    fastest), and the difference itself where the two times read alike; one that stands for several
+    caps names them. The fastest's label names the smallest cap that reaches it (the curve's knee).
+
+    Args:
+        caps: each point's cap, as the axis writes it (``"0 B"``, ..., ``"no cap"``), in order.
+        times: each point's pass time (us), never rising from one point to the next; None where
+            not known.
+
+    Returns:
+        One text per point, ``<br>`` between its lines; "" where the time equals the point before,
+        or is None (not summed: a call without a timed plan); all "" when the last is None.
+    """
+    out = [""] * len(times)
+    start = 0 if times and times[-1] is not None else len(times)
+    while start < len(times):
+        if times[start] is None:
+            start += 1
+            continue
+        end = start
+        while end + 1 < len(times) and times[end + 1] == times[start]:
+            end += 1
+        time = _ms_text(times[start])
+        if end == len(times) - 1:
+            out[start] = (
+                f"{time}: the fastest,<br>from {caps[start]} on" if end > start else f"{time}: the fastest"
+            )
+        else:
+            more = f"+{number((times[start] / times[-1] - 1) * 100)}%"
+            if time == _ms_text(times[-1]):  # as the axis writes them, the two times read alike
+                more = f"+{in_unit(times[start] - times[-1], 'ms')} ({more})"
+            out[start] = (
+                f"{time}, {more}<br>{caps[start]} to {caps[end]}" if end > start else f"{time}, {more}"
+            )
+        start = end + 1
+    return out
+
+
 def _budget_line(budget) -> dict:
-    """The bottom panel: the pass time under each workspace cap every call fits in (ms; trace 10)."""
+    """The bottom panel: the pass time under each workspace cap every call fits in (ms; trace 10),
+    labelled where it changes (`budget_labels`)."""
     fits = budget[budget["calls_without_plan"] == 0] if len(budget) else budget
+    caps = list(fits.get("cap_label", []))
+    times = [num(v) for v in fits.get("pass_gpu_us", [])]
     return dict(
         type="scatter",
-        x=list(fits.get("cap_label", [])),
-        y=[num(v) / 1000 for v in fits.get("pass_gpu_us", [])],
-        mode="lines+markers",
+        x=caps,
+        y=[None if t is None else t / 1000 for t in times],
+        mode="lines+markers+text",
         name="pass time within the cap",
         line=dict(color=COLORS["secondary"]),
+        text=budget_labels(caps, times),
+        textfont=dict(size=BUDGET_LABEL_PX),
+        cliponaxis=False,
         customdata=[f"{s:.2f}x" for s in fits.get("slowdown", [])],
         showlegend=False,
         row=3,
         col=1,
-        hovertemplate="cap %{x}: %{y:.2f} ms per pass (%{customdata} the uncapped)<extra></extra>",
+        hovertemplate="cap %{x}: %{y:,.3f} ms per pass (%{customdata} the uncapped)<extra></extra>",
     )
 
 
-def _report_axes(ok, series: dict) -> dict:
-    """The report's axes, and the held panel's legend beside it, right of the plots (never over a line)."""
+def _budget_label_positions(fig, curve: dict) -> list:
+    """Where each budget label goes (`place_labels`): clear of the other labels, the markers and the
+    line, in the bottom panel's pixels (`BUDGET_PLOT_PX` wide, its height from the laid-out figure)."""
+    layout = fig.layout
+    plot_px = layout.height - layout.margin.t - layout.margin.b
+    bottom, top = layout.yaxis3.domain
+    width, height = BUDGET_PLOT_PX, (top - bottom) * plot_px
+    y_top = layout.yaxis3.range[1]
+    n = len(curve["y"])
+    points = [
+        None if y is None else ((i + 0.5) / n * width, y / y_top * height) for i, y in enumerate(curve["y"])
+    ]
+    return place_labels(
+        points, curve["text"], size=(width, height), lines=[points], font_px=BUDGET_LABEL_PX, marker_px=6
+    )
+
+
+def _report_axes(ok, series: dict, times: list) -> dict:
+    """The report's axes, and the held panel's legend beside it, right of the plots (never over a line);
+    ``times``: the budget curve's pass times (ms)."""
     last_step = max((float(np.nanmax(x)) for x, _, _ in series.values() if len(x)), default=float(len(ok)))
     panel = laid_out(REPORT_GRID)[0]["yaxis2"]["domain"]
+    known = [t for t in times if t is not None]
     return dict(
         legend2=dict(x=1.01, xanchor="left", y=panel[1], yanchor="top", orientation="v", font=dict(size=11)),
         # the shared axis spans the first call's whole bar and the step after the pass (the timeline's
@@ -304,8 +390,15 @@ def _report_axes(ok, series: dict) -> dict:
         # the calls of the first two panels are one x axis: a call's bar sits over its held bytes
         xaxis2=dict(title=dict(text="call of the pass (the last step: after the pass)"), matches="x"),
         yaxis2=dict(title=dict(text="workspace held (MiB)"), range=held_range(series)),
-        xaxis3=dict(title=dict(text="workspace cap"), type="category"),
-        yaxis3=dict(title=dict(text="pass time (ms)"), rangemode="tozero"),
+        xaxis3=dict(
+            title=dict(text="workspace cap (a label's +: how much longer than with no cap)"), type="category"
+        ),
+        # from zero, with room for a label above the highest point (its labels are placed on this range)
+        yaxis3=dict(
+            title=dict(text="pass time (ms)"),
+            range=[0, max(known, default=1.0) * (1 + BUDGET_ROOM)],
+            **PLAIN_TICKS,
+        ),
     )
 
 
