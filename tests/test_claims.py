@@ -1562,6 +1562,62 @@ def test_what_a_workspace_buys_is_read_from_replay_medians(recording):
 
 
 @pytest.mark.parametrize("recording", SHIPPED)
+def test_finds_times_beside_the_other_gpus_are_read_from_both_recordings(recording):
+    """Lesson 01: Find's times of one call differ between the recorded GPUs (one run each); the
+    summary names the algorithm whose time differs most, both times and their ratio, the others'
+    range, what the recordings share, and, where Find's gap is `FIND_APART` or more, the fastest
+    replayed plan on each GPU, all read from both recordings."""
+    from labkit.draw.plots import request_spec
+    from labkit.draw.units import us_text
+    from labkit.env import gpu_label
+    from labkit.experiments.workspace_basics import algorithms_summary, summaries
+
+    rec, replayed = recordings.named(recording), 0
+    for request in rec.requests("algorithms"):
+        df = rec.lookup("algorithms", request)
+        text = _norm(str(algorithms_summary(df)))
+        other = next(r for r in recordings.shipped() if r.path != rec.path and r.has("algorithms", request))
+        there = other.lookup("algorithms", request)
+        here_ok, there_ok = (d[d.find_status == "ok"].set_index("algorithm").time_us for d in (df, there))
+        ratio = there_ok / here_ok
+        apart = ratio.where(ratio >= 1, 1 / ratio)
+        top = apart.idxmax()
+        slow_gpu = gpu_label((there if ratio[top] > 1 else df).attrs["gpu"])
+        said = re.search(
+            rf"On {re.escape(gpu_label(other.metadata['gpu']))}'s recording \(([\d-]+), here ([\d-]+); "
+            rf"the same cuDNN ([\d.]+), the same (\d+) algorithms, each asking the same workspace\), Find's time "
+            rf"differs most for (\w+): ([\d,.]+ us) here, ([\d,.]+ us) there, ([\d.]+)(x as long|% longer) on "
+            rf"([\w ]+?)(?:; the other (?:\d+ )?took ([\d.]+)x(?: to ([\d.]+)x)? (?:its|their) time here)?\.",
+            text,
+        )
+        assert said, (recording, request["spec"]["dtype"], request["spec"]["layout"], text)
+        date, date_here, cudnn, n, algo, t_here, t_there, amount, how, gpu, lo, hi = said.groups()
+        assert (date, date_here) == (other.provenance("algorithms")["date"], df.attrs["date"])
+        assert cudnn == df.attrs["cudnn_backend"] == there.attrs["cudnn_backend"]
+        assert int(n) == len(here_ok) == len(there_ok) and set(here_ok.index) == set(there_ok.index)
+        assert algo == top and gpu == slow_gpu
+        assert (t_here, t_there) == (us_text(here_ok[top]), us_text(there_ok[top]))
+        factor = float(amount) if how.startswith("x") else 1 + float(amount) / 100
+        assert factor == pytest.approx(apart[top], abs=0.051 if how.startswith("x") else 0.006)
+        rest = ratio.drop(top)
+        if len(rest):
+            assert float(lo) == pytest.approx(rest.min(), abs=0.0051)
+            assert float(hi or lo) == pytest.approx(rest.max(), abs=0.0051)
+        plans = [frame(r, "plans", spec=request_spec(df)) for r in (rec, other)]
+        mine, theirs = (float(p[p.status == "ok"].gpu_us.min()) for p in plans)
+        replay = re.search(
+            r"Replayed, the fastest frontend plan takes ([\d,.]+ us) here and ([\d,.]+ us) there", text
+        )
+        assert bool(replay) == (apart[top] >= summaries.FIND_APART), text
+        if replay:
+            assert replay.groups() == (us_text(mine), us_text(theirs))
+            closer = max(mine, theirs) / min(mine, theirs) * summaries.FIND_APART <= apart[top]
+            assert ("nothing in the recordings says why" in text) == closer, text
+            replayed += closer
+    assert replayed, f"{recording}: no Find time differs enough from the other GPU's to be set beside replays"
+
+
+@pytest.mark.parametrize("recording", SHIPPED)
 def test_the_roofline_panels_first_line_names_the_recording_in_use(recorded_mode, monkeypatch, recording):
     """Lesson 08 sends the learner to the roofline panel's first line for the recording in use (its
     banner names both recordings, not the one in use)."""

@@ -9,10 +9,13 @@ from ...draw.plots import (
     request_spec,
     shape_label,
 )
-from ...draw.prose import Text, listed, ratio_amount, where
+from ...draw.prose import Text, counted, listed, ratio_amount, where
 from ...draw.spreads import spreads_overlap
 from ...draw.units import size_text, us_text
-from ..core import beside
+from ...env import gpu_label
+from ...errors import LabkitError
+from ...store import recordings
+from ..core import beside, from_recording
 from .runs import SWEEP_VALUES
 
 # ---- summaries --------------------------------------------------------------------------------
@@ -22,7 +25,8 @@ def algorithms_summary(df) -> Text:
     """Find's ranking of the classic algorithms, then what a workspace buys.
 
     What a workspace buys comes from the replay medians of the same convolution's frontend plans
-    (`workspace_buys`).
+    (`workspace_buys`). A second paragraph sets Find's times beside another recorded GPU's
+    (`find_elsewhere`), where one holds the call.
 
     Args:
         df: `algorithms`' result.
@@ -51,7 +55,8 @@ def algorithms_summary(df) -> Text:
         "steady-state time of a kernel, so their ratio does not say what a workspace buys."
     )
     sentences.append(workspace_buys(beside(df, "plans", spec=spec) if spec is not None else None))
-    return Text(" ".join(sentences))
+    elsewhere = find_elsewhere(df)  # a paragraph of its own
+    return Text(" ".join(sentences) + (f"\n\n{elsewhere}" if elsewhere else ""))
 
 
 def workspace_buys(plans) -> str:
@@ -106,6 +111,121 @@ def workspace_buys(plans) -> str:
         f"{timed}, the fastest plan, {plan}, takes {time} with a workspace of {workspace}; "
         f"{without}: **{slower}** ({spreads}). That is what the workspace buys here."
     )
+
+
+#: a Find time this many times the same algorithm's on another GPU is set beside the two GPUs'
+#: replay medians of the convolution (Find runs each algorithm once; a replay median is stable)
+FIND_APART = 1.5
+
+
+def _other_recording(df):
+    """The first shipped recording, other than the one ``df`` came from, that holds its call."""
+    a = df.attrs
+    request = a.get("request")
+    if not request:
+        return None
+    return next(
+        (
+            r
+            for r in recordings.shipped()
+            if str(r.path) != str(a.get("source")) and r.has("algorithms", request)
+        ),
+        None,
+    )
+
+
+def _fastest_replay(plans):
+    """The fastest plan's row of a `plans` table (CUDA-graph replay medians); None without one."""
+    ok = ok_rows(plans) if plans is not None else None
+    return None if ok is None or ok.empty else ok.loc[ok["gpu_us"].idxmin()]
+
+
+def find_elsewhere(df) -> str:
+    """Find's times beside another recorded GPU's for the same call: the algorithm whose time differs
+    most, what the two recordings share, and, where it differs `FIND_APART` or more, their replays.
+
+    Args:
+        df: `algorithms`' result.
+
+    Returns:
+        One or two sentences; "" when no other shipped recording holds the call.
+    """
+    other = _other_recording(df)
+    try:
+        there = other.lookup("algorithms", df.attrs["request"]) if other is not None else None
+    except LabkitError:  # the call raised on that GPU
+        there = None
+    if there is None:
+        return ""
+    here_ok, there_ok = (
+        d[(d["find_status"] == "ok") & (d["time_us"] > 0)].set_index("algorithm") for d in (df, there)
+    )
+    both = [a for a in here_ok.index if a in there_ok.index]
+    if not both:
+        return ""
+    ratio = {a: float(there_ok.at[a, "time_us"]) / float(here_ok.at[a, "time_us"]) for a in both}
+    top = max(both, key=lambda a: max(ratio[a], 1 / ratio[a]))
+    slow = max(ratio[top], 1 / ratio[top])
+    gpu = gpu_label(there.attrs.get("gpu"))
+    gpu_slow = gpu_label((df if ratio[top] < 1 else there).attrs.get("gpu"))
+    amount = ratio_amount(slow)
+    longer = f"{amount} longer" if amount.endswith("%") else f"{amount} as long"
+    said = [
+        f"On {gpu}'s recording ({there.attrs.get('date')}, here {df.attrs.get('date')}; "
+        f"{_shared(df, there, here_ok, there_ok, both)}), "
+        f"Find's time differs most for {top}: {us_text(here_ok.at[top, 'time_us'])} here, "
+        f"{us_text(there_ok.at[top, 'time_us'])} there, {longer} on {gpu_slow}{_the_others(ratio, top)}."
+    ]
+    spec = request_spec(df)
+    if slow < FIND_APART or spec is None:
+        return " ".join(said)
+    try:
+        theirs = _fastest_replay(from_recording("plans", other, spec=spec))
+    except LabkitError:
+        theirs = None
+    mine = _fastest_replay(beside(df, "plans", spec=spec))
+    if theirs is None or mine is None:
+        return " ".join(said)
+    apart = max(theirs.gpu_us, mine.gpu_us) / min(theirs.gpu_us, mine.gpu_us)
+    replayed = (
+        f"Replayed, the fastest frontend plan takes {us_text(mine.gpu_us)} here and "
+        f"{us_text(theirs.gpu_us)} there ({ratio_amount(apart)} apart)"
+    )
+    said.append(
+        f"{replayed}, far closer than Find's {amount}: Find ran {top} once on each GPU, and nothing in "
+        f"the recordings says why that run took {longer} on {gpu_slow}."
+        if apart * FIND_APART <= slow
+        else f"{replayed}."
+    )
+    return " ".join(said)
+
+
+def _shared(df, there, here_ok, there_ok, both: list) -> str:
+    """What two recordings of one Find call share, or how they differ: cuDNN, the algorithms that
+    ran, their workspaces."""
+    mine, theirs = df.attrs.get("cudnn_backend"), there.attrs.get("cudnn_backend")
+    cudnn = f"the same cuDNN {mine}" if mine == theirs else f"cuDNN {theirs}, here {mine}"
+    if set(here_ok.index) != set(there_ok.index):
+        return f"{cudnn}; {len(there_ok)} algorithms ran there, {len(here_ok)} here"
+    moved = [
+        a for a in both if here_ok.at[a, "query_workspace_bytes"] != there_ok.at[a, "query_workspace_bytes"]
+    ]
+    asked = (
+        "each asking the same workspace"
+        if not moved
+        else f"{counted(len(moved), 'algorithm')} asking another workspace ({listed(moved)})"
+    )
+    return f"{cudnn}, the same {len(both)} algorithms, {asked}"
+
+
+def _the_others(ratio: dict, top: str) -> str:
+    """The range of the other algorithms' Find times there over here, as a clause; "" for none."""
+    rest = sorted(r for a, r in ratio.items() if a != top)
+    if not rest:
+        return ""
+    if len(rest) == 1:
+        return f"; the other took {rest[0]:.2f}x its time here"
+    return f"; the other {len(rest)} took {rest[0]:.2f}x to {rest[-1]:.2f}x their time here"
 
 
 def _spread(row) -> str:
